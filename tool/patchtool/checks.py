@@ -1,0 +1,146 @@
+"""Assumption checks and ``patchtool check``: every problem found, reported at once."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import git
+from .errors import InvalidInput, PatchtoolError, Problem
+from .manifest import MANIFEST_NAME, Assumption, PatchEntry
+from .patchfile import PatchFile
+from .project import PATCHES_DIR, Project
+from .series import Outcome, SeriesResult, apply_series
+from .upstream import Base, Cache
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class AssumptionResult:
+    patch: str
+    id: str
+    ok: bool
+    expects: str
+    found: str
+    why: str
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def evaluate(assumption: Assumption, content: bytes | None) -> tuple[bool, str]:
+    """Pure: does ``content`` (None: the file is absent) satisfy ``assumption``?"""
+    if content is None:
+        return (not assumption.exists), "file absent"
+    if not assumption.exists:
+        return False, "file present"
+    if assumption.pattern is None:
+        return True, "file present"
+    n = len(assumption.pattern.findall(content.decode("utf-8", "replace")))
+    ok = n == assumption.count if assumption.count is not None else n >= (assumption.min_count or 1)
+    return ok, f"{n} match(es)"
+
+
+def check_assumptions(repo: git.Repo, tree: str,
+                      entries: Sequence[PatchEntry]) -> list[AssumptionResult]:
+    paths = sorted({a.file for e in entries for a in e.assumptions})
+    contents = repo.cat_files(tree, paths)
+    results = []
+    for entry in entries:
+        for a in entry.assumptions:
+            ok, found = evaluate(a, contents[a.file])
+            results.append(AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(),
+                                            found=found, why=a.why))
+    return results
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CheckReport:
+    pin: str | None
+    patches: int
+    problems: tuple[Problem, ...]
+    series: SeriesResult | None = None
+    assumptions: tuple[AssumptionResult, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pin": self.pin,
+            "patches": self.patches,
+            "applies": None if self.series is None else [r.to_dict() for r in self.series.results],
+            "assumptions": [a.to_dict() for a in self.assumptions],
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> CheckReport:
+    """Validate everything the series rests on; collect every problem rather than stopping."""
+    try:
+        project = Project.load(root)
+    except InvalidInput as exc:
+        # the manifest is broken: still report every patch file that does not parse
+        return CheckReport(pin=pin_name, patches=0,
+                           problems=tuple(exc.as_problems()) + tuple(_parse_all(root)))
+    problems: list[Problem] = []
+    loaded, file_problems = project.try_series()
+    problems += file_problems
+    problems += project.orphans()
+    try:
+        pin = project.pin(pin_name)
+    except PatchtoolError as exc:
+        problems += exc.as_problems()
+        return CheckReport(pin=pin_name or project.manifest.pin,
+                           patches=len(project.manifest.patches), problems=tuple(problems))
+    for i, entry in enumerate(project.manifest.patches):
+        if pin.version not in entry.applies_to:
+            problems.append(Problem(
+                file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].applies_to", code="version",
+                message=f"pin {pin.name} is version {pin.version}, outside '{entry.applies_to}'",
+                hint="widen applies_to once the patch is verified on this version"))
+    try:
+        base: Base = cache.ensure(pin)
+    except PatchtoolError as exc:
+        problems += exc.as_problems()
+        return CheckReport(pin=pin.name, patches=len(project.manifest.patches),
+                           problems=tuple(problems))
+    series = None
+    if not file_problems:
+        series = apply_series(cache.repo, base.commit, loaded, commit=False)
+        problems += _apply_problems(series, pin.name)
+    assumptions = check_assumptions(cache.repo, base.tree, project.manifest.patches)
+    for a in assumptions:
+        if not a.ok:
+            problems.append(Problem(file=MANIFEST_NAME, patch=a.patch, key=f"assumptions.{a.id}",
+                                    code="assumption",
+                                    message=f"assumption failed at {pin.name}: expected {a.expects}, "
+                                            f"found {a.found}",
+                                    hint=f"the patch relies on it: {a.why}"))
+    return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
+                       series=series, assumptions=tuple(assumptions))
+
+
+def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
+    problems = []
+    for r in series.results:
+        for f in r.failures:
+            where = f"hunk {f.hunk} ({f.header})" if f.hunk else "patch"
+            detail = f": {f.detail}" if f.detail else ""
+            problems.append(Problem(file=r.file, patch=r.id, code="apply", line=None,
+                                    message=f"does not apply at {pin}: {f.file} {where}: "
+                                            f"{f.reason}{detail}",
+                                    hint="rebase the patch onto the pin"))
+    return problems
+
+
+def _parse_all(root: Path) -> list[Problem]:
+    problems = []
+    for path in sorted((root / PATCHES_DIR).glob("*.patch")):
+        rel = f"{PATCHES_DIR}/{path.name}"
+        try:
+            PatchFile.parse(path.read_text(encoding="utf-8", errors="replace"), name=rel)
+        except InvalidInput as exc:
+            problems.extend(exc.as_problems())
+    return problems

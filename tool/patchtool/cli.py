@@ -1,0 +1,165 @@
+"""The typer app: one thin function per command; one place maps errors to exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from . import __version__
+from .checks import run_check
+from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem, UsageError
+from .materialise import keep_failed, materialise
+from .project import Project
+from .report import Style, check_text, envelope, problems_text, series_text, status_text
+from .series import apply_series
+from .status import status as status_workflow
+from .upstream import Cache
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Carry a curated series of downstream patches on a pinned upstream.")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one versioned JSON envelope.")]
+RootOpt = Annotated[Path | None, typer.Option(
+    "--root", help="The patch repository (default: nearest parent with patchset.toml).")]
+CacheOpt = Annotated[Path | None, typer.Option(
+    "--cache-dir", envvar="PATCHTOOL_CACHE_DIR",
+    help="Upstream cache (default: $XDG_CACHE_HOME/patchtool or ~/.cache/patchtool).")]
+PinOpt = Annotated[str | None, typer.Option("--pin", help="A pin in upstream-pins/ (default: the active one).")]
+
+
+def default_cache_dir() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "patchtool"
+
+
+def _root(root: Path | None) -> Path:
+    return root.absolute() if root else Project.find(Path.cwd())
+
+
+def _cache(cache_dir: Path | None) -> Cache:
+    return Cache((cache_dir or default_cache_dir()).absolute())
+
+
+def _emit(command: str, as_json: bool, code: ExitCode, data: Any, text: str,
+          errors: tuple[Problem, ...] = ()) -> None:
+    if as_json:
+        typer.echo(envelope(command, code, data, errors))
+    else:
+        stream_err = code not in (ExitCode.OK, ExitCode.PROBLEMS, ExitCode.CONFLICT)
+        if text:
+            typer.echo(text, err=stream_err)
+    if code is not ExitCode.OK:
+        raise typer.Exit(int(code))
+
+
+def _run(command: str, as_json: bool, body: Callable[[Style], None]) -> None:
+    """Run a command body; the one place where PatchtoolError becomes a message and an exit code."""
+    style = Style(colour=not as_json and sys.stdout.isatty())
+    try:
+        body(style)
+    except ApplyConflict as exc:
+        series = exc.result
+        text = f"{series_text(series, style)}\n{style.bad('error')}: {exc.message}"
+        if exc.hint:
+            text += f"\n  hint: {exc.hint}"
+        _emit(command, as_json, ExitCode.CONFLICT, exc.data, text, exc.as_problems())
+    except PatchtoolError as exc:
+        problems = exc.as_problems()
+        text = problems_text(problems, style)
+        if as_json:
+            typer.echo(envelope(command, exc.exit_code, None, problems))
+        else:
+            typer.echo(text, err=True)
+        raise typer.Exit(int(exc.exit_code)) from None
+
+
+@app.command()
+def apply(pin: PinOpt = None,
+          into: Annotated[Path | None, typer.Option(
+              "--into", help="Where to put the patched tree (default: build/<pin>).")] = None,
+          force: Annotated[bool, typer.Option(
+              "--force", help="Replace a tree an earlier `patchtool apply` left at --into.")] = False,
+          keep: Annotated[bool, typer.Option(
+              "--keep-failed", help="On failure, keep a partial tree with .rej files for debugging.")] = False,
+          root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+    """Materialise the pinned upstream and apply the series, one commit per patch."""
+    def body(style: Style) -> None:
+        project = Project.load(_root(root))
+        the_pin = project.pin(pin)
+        loaded = project.series()
+        cache = _cache(cache_dir)
+        base = cache.ensure(the_pin)
+        result = apply_series(cache.repo, base.commit, loaded, commit=True)
+        target = (into or project.root / "build" / the_pin.name).absolute()
+        data: dict[str, Any] = {"pin": the_pin.name, "base": base.commit,
+                                "patches": [r.to_dict() for r in result.results]}
+        if not result.ok:
+            failed = result.failed
+            assert failed is not None
+            data["target"] = str(target)
+            data["target_changed"] = False
+            hint = f"{target} was left untouched"
+            if keep:
+                debug = keep_failed(cache.repo, result.last_good, target, failed.id,
+                                    project.root / failed.file)
+                data["partial_tree"] = str(debug)
+                hint += f"; a partial tree (patches before {failed.id} applied, .rej files for it) is at {debug}"
+            else:
+                hint += "; rerun with --keep-failed for a partial tree to debug in"
+            raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {the_pin.name}",
+                                result=result, hint=hint, data=data)
+        assert result.tip is not None
+        where = materialise(cache.repo, result.tip, target, replace=force)
+        data.update(tree=str(where), tip=result.tip)
+        text = (f"{the_pin.upstream} {the_pin.version} ({base.source}, {base.commit[:12]})\n"
+                f"{series_text(result, style)}\n"
+                f"{style.ok('patched tree')}: {where} ({len(loaded)} patch(es), tip {result.tip[:12]})")
+        _emit("apply", as_json, ExitCode.OK, data, text)
+    _run("apply", as_json, body)
+
+
+@app.command()
+def check(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
+          as_json: JsonOpt = False) -> None:
+    """Validate manifest, pins, patch files, application at the pin and assumption checks."""
+    def body(style: Style) -> None:
+        report = run_check(_root(root), cache=_cache(cache_dir), pin_name=pin)
+        code = ExitCode.OK if report.ok else ExitCode.PROBLEMS
+        _emit("check", as_json, code, report.to_dict(), check_text(report, style), report.problems)
+    _run("check", as_json, body)
+
+
+@app.command()
+def status(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
+           as_json: JsonOpt = False) -> None:
+    """The pin and the series: kind, upstream status, files, lines, whether each applies."""
+    def body(style: Style) -> None:
+        project = Project.load(_root(root))
+        report = status_workflow(project, _cache(cache_dir), pin)
+        _emit("status", as_json, ExitCode.OK, report.to_dict(), status_text(report, style))
+    _run("status", as_json, body)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"patchtool {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version_callback,
+                                                 is_eager=True, help="Print the version.")] = False) -> None:
+    """patchtool: carry downstream patches on a pinned upstream."""
+
+
+def main() -> None:
+    try:
+        app()
+    except UsageError as exc:  # raised before a command body runs
+        typer.echo(str(exc), err=True)
+        sys.exit(int(ExitCode.USAGE))

@@ -1,0 +1,116 @@
+"""The one exception family and the exit codes it maps to."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable
+from typing import Any
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    PROBLEMS = 1  # validation found problems (manifest, patch files, checks)
+    USAGE = 2  # the command line is wrong (click uses 2 as well)
+    CONFLICT = 3  # a patch does not apply
+    UPSTREAM = 4  # the upstream could not be fetched or verified
+    INTERNAL = 70
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Problem:
+    """One thing wrong with the inputs, located as precisely as we can."""
+
+    message: str
+    file: str | None = None
+    key: str | None = None
+    line: int | None = None
+    patch: str | None = None
+    hint: str | None = None
+    code: str = "invalid"
+
+    def where(self) -> str:
+        parts = []
+        if self.file:
+            parts.append(f"{self.file}:{self.line}" if self.line else self.file)
+        if self.patch:
+            parts.append(f"patch {self.patch}")
+        if self.key:
+            parts.append(self.key)
+        return ": ".join(parts)
+
+    def render(self) -> str:
+        where = self.where()
+        text = f"{where}: {self.message}" if where else self.message
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def located(self, **changes: Any) -> Problem:
+        """Fill in location fields that are still empty."""
+        fill = {k: v for k, v in changes.items() if getattr(self, k) is None}
+        return dataclasses.replace(self, **fill)
+
+
+class PatchtoolError(Exception):
+    """Base of every error the CLI turns into a message and an exit code."""
+
+    exit_code: ExitCode = ExitCode.PROBLEMS
+
+    def __init__(self, message: str, *, hint: str | None = None, file: str | None = None,
+                 problems: Iterable[Problem] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.file = file
+        self.problems = tuple(problems)
+
+    def as_problems(self) -> tuple[Problem, ...]:
+        if self.problems:
+            return self.problems
+        return (Problem(message=self.message, file=self.file, hint=self.hint, code=self.code),)
+
+    @property
+    def code(self) -> str:
+        return type(self).__name__
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvalidInput(PatchtoolError):
+    """A file we read (manifest, pin, patch) is malformed; ``problems`` lists every finding."""
+
+    exit_code = ExitCode.PROBLEMS
+
+
+class UsageError(PatchtoolError):
+    exit_code = ExitCode.USAGE
+
+
+class ApplyConflict(PatchtoolError):
+    """A patch of the series does not apply; ``result`` holds the series outcome."""
+
+    exit_code = ExitCode.CONFLICT
+
+    def __init__(self, message: str, *, result: Any, hint: str | None = None,
+                 data: Any = None) -> None:
+        super().__init__(message, hint=hint)
+        self.result = result
+        self.data = data
+
+
+class UpstreamError(PatchtoolError):
+    """The pinned upstream could not be fetched, imported or verified."""
+
+    exit_code = ExitCode.UPSTREAM
+
+
+class GitError(PatchtoolError):
+    """git itself failed in a way we did not expect."""
+
+    exit_code = ExitCode.INTERNAL
+

@@ -1,0 +1,533 @@
+"""Upstream pins and the cache that turns each into a verified local git commit.
+
+A pin (``upstream-pins/<name>.toml``) says exactly which upstream the series
+applies to: its git source and/or its release artifact, each verifiable by hash.
+``Cache.ensure(pin)`` yields the commit, importing a release artifact
+deterministically (fixed author, dates and layout) so that importing the same
+release twice yields the same commit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import io
+import json
+import os
+import re
+import tarfile
+import time
+import tomllib
+import urllib.error
+import urllib.parse
+import urllib.request
+import zipfile
+from collections.abc import Iterator, Mapping
+from email.parser import HeaderParser
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
+from . import git
+from .errors import InvalidInput, Problem, UpstreamError, UsageError
+from .fields import Fields, raise_if
+
+PINS_DIR = "upstream-pins"
+DEFAULT_INDEX = "https://pypi.org/simple"
+IMPORT_LAYOUT = 1  # bump when the import layout changes: it changes every imported SHA
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+_SHA1 = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class GitSource:
+    url: str
+    tag: str
+    commit: str | None = None
+
+    @classmethod
+    def read(cls, f: Fields) -> GitSource | None:
+        url = f.str("url")
+        tag = f.str("tag")
+        commit = f.str("commit", required=False)
+        f.done()
+        if commit is not None and not _SHA1.match(commit):
+            f.problem("commit", f"{commit!r} is not a full 40-hex commit SHA")
+            return None
+        if url is None or tag is None:
+            return None
+        return cls(url=url, tag=tag, commit=commit)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Artifact:
+    distribution: str
+    version: Version
+    filename: str
+    sha256: str
+    prefix_from: str  # path prefix inside the artifact ("sglang/")
+    prefix_to: str  # where it lives in the repository ("python/sglang/")
+    index: str = DEFAULT_INDEX
+    url: str | None = None
+    size: int | None = None
+    tree: str | None = None  # git tree of the normalised import, recorded once verified
+
+    @property
+    def is_wheel(self) -> bool:
+        return self.filename.endswith(".whl")
+
+    @classmethod
+    def read(cls, f: Fields, pin_version: Version | None) -> Artifact | None:
+        dist = f.str("distribution")
+        version = f.parsed("version", _version)
+        filename = f.str("filename")
+        sha256 = f.str("sha256")
+        prefix = f.table("prefix")
+        prefix_from = prefix_to = None
+        if prefix is not None:
+            prefix_from = prefix.str("from", nonempty=False)
+            prefix_to = prefix.str("to", nonempty=False)
+            prefix.done()
+        index = f.str("index", required=False) or DEFAULT_INDEX
+        url = f.str("url", required=False)
+        size = f.int("size", required=False, minimum=1)
+        tree = f.str("tree", required=False)
+        f.done()
+        if sha256 is not None and not _SHA256.match(sha256):
+            f.problem("sha256", f"{sha256!r} is not a sha256 hex digest (64 lower-case hex digits)")
+            return None
+        if tree is not None and not _SHA1.match(tree):
+            f.problem("tree", f"{tree!r} is not a 40-hex git tree id")
+            return None
+        for name, value in (("prefix.from", prefix_from), ("prefix.to", prefix_to)):
+            if value and not value.endswith("/"):
+                f.problem(name, f"{value!r} must end with '/'")
+                return None
+        if None in (dist, version, filename, sha256, prefix_from, prefix_to):
+            return None
+        assert dist and version and filename and sha256 is not None
+        file_dist, file_version = _artifact_name(filename)
+        if file_dist is None or file_version is None:
+            f.problem("filename", f"{filename!r} is neither a wheel nor an sdist file name")
+            return None
+        if canonicalize_name(file_dist) != canonicalize_name(dist) or file_version != version:
+            f.problem("filename", f"{filename!r} is {file_dist} {file_version}, not {dist} {version}",
+                      hint="the artifact must be the pinned release")
+            return None
+        if pin_version is not None and version != pin_version:
+            f.problem("version", f"artifact version {version} differs from the pin's {pin_version}")
+            return None
+        return cls(distribution=dist, version=version, filename=filename, sha256=sha256,
+                   prefix_from=prefix_from or "", prefix_to=prefix_to or "", index=index,
+                   url=url, size=size, tree=tree)
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise ValueError(f"{text!r} is not a PEP 440 version") from None
+
+
+def _artifact_name(filename: str) -> tuple[str | None, Version | None]:
+    try:
+        if filename.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(filename)
+            return name, version
+        name, version = parse_sdist_filename(filename)
+        return name, version
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return None, None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Pin:
+    name: str
+    upstream: str
+    version: Version
+    git: GitSource | None = None
+    artifact: Artifact | None = None
+    use: str = "artifact"
+
+    @property
+    def tag(self) -> str:
+        return f"v{self.version}"
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, name: str, file: str) -> Pin:
+        problems: list[Problem] = []
+        f = Fields(data, "", problems)
+        schema = f.int("schema")
+        if schema is not None and schema != 1:
+            f.problem("schema", f"unsupported pin schema {schema}")
+        upstream = f.str("name")
+        version = f.parsed("version", _version)
+        git_fields = f.table("git", required=False)
+        gsrc = GitSource.read(git_fields) if git_fields else None
+        art_fields = f.table("artifact", required=False)
+        art = Artifact.read(art_fields, version) if art_fields else None
+        use = f.choice("use", ("artifact", "git"), required=False)
+        f.done()
+        if git_fields is None and art_fields is None:
+            f.problem(None, "a pin needs a [git] source, an [artifact] source, or both")
+        if use is None and not problems:
+            use = "artifact" if art is not None else "git"
+        if use == "git" and gsrc is not None and gsrc.commit is None:
+            f.problem("git.commit", "the git source is used, so it must name the exact commit",
+                      hint="add commit = \"<40-hex sha of the tag>\"")
+        if use == "artifact" and art_fields is None and git_fields is not None:
+            f.problem("use", "use = \"artifact\" but the pin has no [artifact]")
+        if use == "git" and git_fields is None:
+            f.problem("use", "use = \"git\" but the pin has no [git]")
+        raise_if(problems, f"{file} is not a valid pin", file=file)
+        assert upstream and version and use
+        return cls(name=name, upstream=upstream, version=version, git=gsrc, artifact=art, use=use)
+
+
+def pin_path(root: Path, name: str) -> Path:
+    return root / PINS_DIR / f"{name}.toml"
+
+
+def load_pin(root: Path, name: str) -> Pin:
+    path = pin_path(root, name)
+    rel = f"{PINS_DIR}/{path.name}"
+    if not path.is_file():
+        known = sorted(p.stem for p in (root / PINS_DIR).glob("*.toml"))
+        raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel,
+                         hint=f"known pins: {', '.join(known) or 'none'}")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInput(f"{rel} is not valid TOML: {exc}", file=rel, problems=[
+            Problem(file=rel, message=f"not valid TOML: {exc}", code="toml")]) from None
+    return Pin.from_dict(data, name=name, file=rel)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Base:
+    """The pinned upstream as a commit in the cache repository."""
+
+    pin: Pin
+    commit: str
+    tree: str
+    ref: str
+    source: str  # "artifact" or "git"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Fetcher:
+    """HTTP downloads with resume and retries; the one place that talks to the network."""
+
+    attempts: int = 4
+    backoff: float = 0.5
+    timeout: float = 60.0
+
+    def json(self, url: str) -> Any:
+        req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+        last: Exception | None = None
+        for attempt in range(self.attempts):
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    return json.loads(resp.read())
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                last = exc
+                self._sleep(attempt)
+        raise UpstreamError(f"could not read the package index at {url}: {last}",
+                            hint="check the network or the pin's 'index'")
+
+    def download(self, url: str, dest: Path, *, size: int | None) -> None:
+        """Download to ``dest``, resuming a broken transfer; raises after ``attempts`` tries."""
+        part = dest.with_name(dest.name + ".part")
+        last: Exception | None = None
+        for attempt in range(self.attempts):
+            have = part.stat().st_size if part.exists() else 0
+            headers = {"Range": f"bytes={have}-"} if have else {}
+            try:
+                req = urllib.request.Request(url, headers=headers)
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                    mode = "ab" if have and resp.status == 206 else "wb"
+                    expected = resp.headers.get("Content-Length")
+                    got = 0
+                    with open(part, mode) as out:
+                        while chunk := resp.read(1 << 20):
+                            out.write(chunk)
+                            got += len(chunk)
+                    if expected is not None and got < int(expected):
+                        raise OSError(f"connection closed after {got} of {expected} bytes")
+                total = part.stat().st_size
+                if size is not None and total != size:
+                    raise OSError(f"got {total} bytes, the pin says {size}")
+                os.replace(part, dest)
+                return
+            except (urllib.error.URLError, OSError, http_errors()) as exc:
+                last = exc
+                if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:
+                    part.unlink(missing_ok=True)  # the partial file is bad; start again
+                self._sleep(attempt)
+        part.unlink(missing_ok=True)
+        raise UpstreamError(f"download of {url} failed after {self.attempts} attempts: {last}",
+                            hint="check the network and run the command again; nothing was imported")
+
+    def _sleep(self, attempt: int) -> None:
+        if attempt + 1 < self.attempts:
+            time.sleep(self.backoff * (2 ** attempt))
+
+
+def http_errors() -> type[Exception]:
+    import http.client
+    return http.client.HTTPException
+
+
+class Cache:
+    """``<root>/upstream.git`` holds every upstream; ``<root>/downloads`` the verified artifacts."""
+
+    def __init__(self, root: Path, *, fetcher: Fetcher | None = None) -> None:
+        self.root = root
+        self.fetcher = fetcher or Fetcher()
+        self.repo = git.Repo(root / "upstream.git")
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def ensure(self, pin: Pin) -> Base:
+        with self.locked():
+            git.Repo.init_bare(self.repo.git_dir)
+            if pin.use == "git":
+                return self._ensure_git(pin)
+            return self._ensure_artifact(pin)
+
+    # -- release artifacts -------------------------------------------------------------
+    def _ensure_artifact(self, pin: Pin) -> Base:
+        art = pin.artifact
+        assert art is not None
+        ref = f"refs/tags/{pin.tag}"
+        existing = self.repo.resolve(ref)
+        if existing is not None:
+            self._verify_cached(pin, ref, existing)
+            return Base(pin=pin, commit=existing, tree=self.repo.tree_of(existing), ref=ref,
+                        source="artifact")
+        path = self.artifact_path(pin)
+        commit = self._import(pin, path)
+        tree = self.repo.tree_of(commit)
+        if art.tree is not None and tree != art.tree:
+            raise UpstreamError(
+                f"the import of {art.filename} has tree {tree}, but pin {pin.name} records {art.tree}",
+                file=f"{PINS_DIR}/{pin.name}.toml",
+                hint="the pin's 'tree' is wrong or the import layout changed; fix the pin")
+        self.repo.update_ref(ref, commit, "")
+        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+
+    def _verify_cached(self, pin: Pin, ref: str, commit: str) -> None:
+        art = pin.artifact
+        assert art is not None
+        tree = self.repo.tree_of(commit)
+        if art.tree is not None:
+            ok = tree == art.tree
+        else:
+            ok = f"sha256 {art.sha256}" in self.repo.commit_message(commit)
+        if not ok:
+            raise UpstreamError(
+                f"the cached tag {pin.tag} ({commit[:12]}) is not the import of {art.filename} "
+                f"(sha256 {art.sha256[:12]}...): the tag moved or the cache was changed",
+                file=f"{PINS_DIR}/{pin.name}.toml",
+                hint=f"remove it with `git --git-dir={self.repo.git_dir} tag -d {pin.tag}` "
+                     "and run again to re-import")
+
+    def artifact_path(self, pin: Pin) -> Path:
+        """The verified artifact, downloading it when it is not cached yet."""
+        art = pin.artifact
+        assert art is not None
+        dest_dir = self.root / "downloads" / art.sha256[:2]
+        dest = dest_dir / art.filename
+        if dest.exists() and _sha256(dest) == art.sha256:
+            return dest
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        url = art.url or self._lookup(art)
+        self.fetcher.download(url, dest, size=art.size)
+        digest = _sha256(dest)
+        if digest != art.sha256:
+            dest.unlink()
+            raise UpstreamError(
+                f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; "
+                "the file was not used", file=f"{PINS_DIR}/{pin.name}.toml",
+                hint="if upstream really re-published the file, verify it and update the pin's sha256")
+        return dest
+
+    def _lookup(self, art: Artifact) -> str:
+        index = os.environ.get("PATCHTOOL_INDEX_URL", art.index).rstrip("/")
+        data = self.fetcher.json(f"{index}/{canonicalize_name(art.distribution)}/")
+        for entry in data.get("files", []):
+            if entry.get("filename") == art.filename:
+                listed = entry.get("hashes", {}).get("sha256")
+                if listed and listed != art.sha256:
+                    raise UpstreamError(
+                        f"the index lists {art.filename} with sha256 {listed}, the pin says "
+                        f"{art.sha256}; refusing it", hint="verify the release and fix the pin")
+                return urllib.parse.urljoin(f"{index}/{canonicalize_name(art.distribution)}/",
+                                            entry["url"])
+        raise UpstreamError(f"{art.filename} is not on the index {index}",
+                            hint="check the pin's filename and version")
+
+    def _import(self, pin: Pin, path: Path) -> str:
+        art = pin.artifact
+        assert art is not None
+        members = list(_read_members(path, art))
+        meta_version = _artifact_metadata_version(path, art)
+        if meta_version != art.version:
+            raise UpstreamError(f"{art.filename} contains {art.distribution} {meta_version}, "
+                                f"not {art.version}; refusing it", hint="the pin names the wrong file")
+        if not members:
+            raise UpstreamError(f"{art.filename} has no files under {art.prefix_from!r}",
+                                hint="check the pin's prefix.from")
+        message = (f"{pin.upstream} {art.version}\n\n"
+                   f"Imported from {art.filename}\n"
+                   f"sha256 {art.sha256}\n"
+                   f"layout {IMPORT_LAYOUT}: {art.prefix_from or '.'} -> {art.prefix_to or '.'}\n")
+        tmp_ref = f"refs/patchtool/import/{art.sha256}"
+        self.repo.delete_ref(tmp_ref)
+        self.repo.fast_import(_import_stream(members, message, tmp_ref))
+        commit = self.repo.resolve(tmp_ref)
+        self.repo.delete_ref(tmp_ref)
+        if commit is None:
+            raise UpstreamError(f"importing {art.filename} produced no commit")
+        return commit
+
+    # -- git sources -------------------------------------------------------------------
+    def _ensure_git(self, pin: Pin) -> Base:
+        src = pin.git
+        assert src is not None and src.commit is not None
+        ref = f"refs/patchtool/git/{src.tag}"
+        if not self.repo.has_object(f"{src.commit}^{{commit}}"):
+            fetched = f"refs/patchtool/fetch/{src.tag}"
+            try:
+                self.repo.fetch(src.url, f"+refs/tags/{src.tag}:{fetched}")
+            except Exception as exc:
+                raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}",
+                                    hint="check the url and tag in the pin") from None
+            got = self.repo.resolve(fetched)
+            self.repo.delete_ref(fetched)
+            if got != src.commit:
+                raise UpstreamError(
+                    f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: "
+                    "the tag moved; refusing it", file=f"{PINS_DIR}/{pin.name}.toml",
+                    hint="verify the new commit upstream before updating the pin")
+        self.repo.update_ref(ref, src.commit)
+        return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref,
+                    source="git")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Member:
+    path: str  # repository path
+    mode: str  # "100644" or "100755"
+    data: bytes
+
+
+def _safe_member(name: str, art: Artifact) -> str | None:
+    """The repository path of an archive member, None when outside the prefix; raise when unsafe."""
+    pure = PurePosixPath(name)
+    if name.startswith("/") or ".." in pure.parts or (pure.parts and pure.parts[0].endswith(":")):
+        raise UpstreamError(f"{art.filename}: entry {name!r} escapes the archive root; refusing it")
+    if not name.startswith(art.prefix_from):
+        return None
+    rel = name[len(art.prefix_from):]
+    if not rel or rel.endswith("/"):
+        return None
+    if ".git" in PurePosixPath(rel).parts:
+        raise UpstreamError(f"{art.filename}: entry {name!r} would write into .git; refusing it")
+    return art.prefix_to + rel
+
+
+def _read_members(path: Path, art: Artifact) -> Iterator[Member]:
+    out: list[Member] = []
+    if art.is_wheel:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.is_dir():
+                    continue
+                mode = (info.external_attr >> 16) & 0o170000
+                if mode == 0o120000:
+                    raise UpstreamError(f"{art.filename}: entry {info.filename!r} is a symbolic link; refusing it")
+                dest = _safe_member(info.filename, art)
+                if dest is None:
+                    continue
+                exe = (info.external_attr >> 16) & 0o111
+                out.append(Member(dest, "100755" if exe else "100644", zf.read(info)))
+    else:
+        with tarfile.open(path, "r:*") as tf:
+            for ti in tf.getmembers():
+                if ti.isdir():
+                    continue
+                if not ti.isfile():
+                    raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
+                dest = _safe_member(ti.name, art)
+                if dest is None:
+                    continue
+                fh = tf.extractfile(ti)
+                assert fh is not None
+                out.append(Member(dest, "100755" if ti.mode & 0o111 else "100644", fh.read()))
+    out.sort(key=lambda m: m.path)
+    seen = set()
+    for m in out:
+        if m.path in seen:
+            raise UpstreamError(f"{art.filename}: {m.path} appears twice; refusing it")
+        seen.add(m.path)
+    return iter(out)
+
+
+def _artifact_metadata_version(path: Path, art: Artifact) -> Version | None:
+    if art.is_wheel:
+        with zipfile.ZipFile(path) as zf:
+            names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+            raw = zf.read(names[0]) if names else b""
+    else:
+        with tarfile.open(path, "r:*") as tf:
+            names = [n for n in tf.getnames() if re.fullmatch(r"[^/]+/PKG-INFO", n)]
+            fh = tf.extractfile(names[0]) if names else None
+            raw = fh.read() if fh else b""
+    version = HeaderParser().parsestr(raw.decode("utf-8", "replace")).get("Version")
+    try:
+        return Version(version) if version else None
+    except InvalidVersion:
+        return None
+
+
+def _import_stream(members: list[Member], message: str, ref: str) -> Iterator[bytes]:
+    for i, m in enumerate(members, 1):
+        yield b"blob\nmark :%d\ndata %d\n" % (i, len(m.data))
+        yield m.data
+        yield b"\n"
+    ident = f"{git.FIXED_IDENT[0]} <{git.FIXED_IDENT[1]}> 0 +0000"
+    msg = message.encode()
+    head = io.BytesIO()
+    head.write(f"commit {ref}\nauthor {ident}\ncommitter {ident}\n".encode())
+    head.write(b"data %d\n" % len(msg) + msg + b"deleteall\n")
+    for i, m in enumerate(members, 1):
+        head.write(f"M {m.mode} :{i} {m.path}\n".encode())
+    head.write(b"\ndone\n")
+    yield head.getvalue()
