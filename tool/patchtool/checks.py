@@ -11,7 +11,7 @@ from .errors import InvalidInput, PatchtoolError, Problem
 from .manifest import MANIFEST_NAME, Assumption, PatchEntry
 from .patchfile import PatchFile
 from .project import PATCHES_DIR, Project
-from .series import Outcome, SeriesResult, apply_series
+from .series import SeriesResult, apply_series
 from .upstream import Base, Cache
 
 
@@ -123,7 +123,7 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
 
 
 def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
-    problems = []
+    problems: list[Problem] = []
     for r in series.results:
         for f in r.failures:
             where = f"hunk {f.hunk} ({f.header})" if f.hunk else "patch"
@@ -136,7 +136,7 @@ def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
 
 
 def _parse_all(root: Path) -> list[Problem]:
-    problems = []
+    problems: list[Problem] = []
     for path in sorted((root / PATCHES_DIR).glob("*.patch")):
         rel = f"{PATCHES_DIR}/{path.name}"
         try:

@@ -60,25 +60,26 @@ class Fields:
             return None
         return value
 
-    def str(self, name: str, *, required: bool = True, nonempty: bool = True) -> str | None:
-        value = self._get(name, str, "string", required)
+    def string(self, name: str, *, required: bool = True, nonempty: bool = True) -> str | None:
+        value: str | None = self._get(name, str, "string", required)
         if value is not None and nonempty and not value.strip():
             self.problem(name, "must not be empty")
             return None
         return value
 
-    def int(self, name: str, *, required: bool = True, minimum: int | None = None) -> int | None:
-        value = self._get(name, int, "integer", required)
+    def integer(self, name: str, *, required: bool = True, minimum: int | None = None) -> int | None:
+        value: int | None = self._get(name, int, "integer", required)
         if value is not None and minimum is not None and value < minimum:
             self.problem(name, f"must be at least {minimum}, got {value}")
             return None
         return value
 
-    def bool(self, name: str, *, required: bool = True) -> bool | None:
-        return self._get(name, bool, "boolean", required)
+    def boolean(self, name: str, *, required: bool = True) -> bool | None:
+        value: bool | None = self._get(name, bool, "boolean", required)
+        return value
 
     def choice(self, name: str, choices: tuple[str, ...], *, required: bool = True) -> str | None:
-        value = self.str(name, required=required)
+        value = self.string(name, required=required)
         if value is not None and value not in choices:
             self.problem(name, f"unknown value {value!r}; expected one of {', '.join(choices)}")
             return None
@@ -122,7 +123,7 @@ class Fields:
 
     def parsed(self, name: str, parse: Callable[[str], T], *, required: bool = True) -> T | None:
         """A string parsed by ``parse``; a ``ValueError`` from it becomes a problem."""
-        value = self.str(name, required=required)
+        value = self.string(name, required=required)
         if value is None:
             return None
         try:

@@ -87,7 +87,7 @@ class Upstream:
     @classmethod
     def read(cls, f: Fields) -> Upstream | None:
         status = f.choice("status", tuple(Status))
-        details = {name: f.str(name, required=False) for name in _STATUS_DETAILS if name != "version"}
+        details = {name: f.string(name, required=False) for name in _STATUS_DETAILS if name != "version"}
         version = f.parsed("version", _version, required=False)
         f.done()
         if status is None:
@@ -134,8 +134,8 @@ class Evidence:
 
     @classmethod
     def read(cls, f: Fields) -> Evidence | None:
-        metric = f.str("metric")
-        source = f.str("source")
+        metric = f.string("metric")
+        source = f.string("source")
         values = {}
         for name in ("before", "after"):
             if name in f.data:
@@ -145,7 +145,7 @@ class Evidence:
                     f.problem(name, "expected a number or a string")
                 else:
                     values[name] = v
-        change = f.str("change", required=False)
+        change = f.string("change", required=False)
         conditions = f.str_map("conditions", required=False) or {}
         f.done()
         if not (values or change):
@@ -187,12 +187,12 @@ class Knob:
 
     @classmethod
     def read(cls, f: Fields) -> Knob | None:
-        name = f.str("name")
+        name = f.string("name")
         typ = f.choice("type", tuple(KnobType))
         relation = f.choice("relation", tuple(KnobRelation))
         recommended = f.str_map("recommended")
-        default = f.str("default", required=False)
-        note = f.str("note", required=False)
+        default = f.string("default", required=False)
+        note = f.string("note", required=False)
         f.done()
         if name and typ == KnobType.FLAG and not name.startswith("--"):
             f.problem("name", f"a server flag starts with '--', got {name!r}")
@@ -254,11 +254,11 @@ class Assumption:
     def read(cls, f: Fields) -> Assumption | None:
         ident = f.parsed("id", _ident)
         file = f.parsed("file", _repo_path)
-        why = f.str("why")
-        exists = f.bool("exists", required=False)
+        why = f.string("why")
+        exists = f.boolean("exists", required=False)
         pattern = f.parsed("regex", _regex, required=False)
-        count = f.int("count", required=False, minimum=0)
-        min_count = f.int("min_count", required=False, minimum=1)
+        count = f.integer("count", required=False, minimum=0)
+        min_count = f.integer("min_count", required=False, minimum=1)
         f.done()
         if count is not None and min_count is not None:
             f.problem("count", "give either 'count' (exactly) or 'min_count' (at least), not both")
@@ -310,9 +310,9 @@ class GpuCheck:
 
     @classmethod
     def read(cls, f: Fields) -> GpuCheck | None:
-        run = f.str("run")
-        expect = f.str("expect")
-        hardware = f.str("hardware", required=False)
+        run = f.string("run")
+        expect = f.string("expect")
+        hardware = f.string("hardware", required=False)
         f.done()
         if run is None or expect is None:
             return None
@@ -363,12 +363,12 @@ class PatchEntry:
         f.patch = ident or f.patch
         file = f.parsed("file", _patch_file)
         kind = f.choice("kind", tuple(Kind))
-        why = f.str("why")
-        owner = f.str("owner")
+        why = f.string("why")
+        owner = f.string("owner")
         up_fields = f.table("upstream")
         upstream = Upstream.read(up_fields) if up_fields else None
         applies_to = f.parsed("applies_to", _specifier)
-        drop_when = f.str("drop_when")
+        drop_when = f.string("drop_when")
         evidence = [Evidence.read(x) for x in f.tables("evidence")]
         knobs = [Knob.read(x) for x in f.tables("knobs")]
         scope_fields = f.table("scope", required=False)
@@ -423,12 +423,12 @@ class Manifest:
     def from_dict(cls, data: Mapping[str, Any], *, file: str = MANIFEST_NAME) -> Manifest:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
-        schema = f.int("schema")
+        schema = f.integer("schema")
         if schema is not None and schema != SCHEMA:
             f.problem("schema", f"unsupported schema {schema}; this patchtool reads schema {SCHEMA}",
                       hint="upgrade patchtool")
         pin = f.parsed("pin", _ident)
-        registry = f.str("registry", required=False)
+        registry = f.string("registry", required=False)
         patch_tables = f.tables("patch", required=True)
         entries = []
         for pf in patch_tables:

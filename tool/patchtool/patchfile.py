@@ -14,8 +14,8 @@ import email.utils
 import re
 from pathlib import PurePosixPath
 
-from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
 
 from .errors import InvalidInput, Problem
 
@@ -124,7 +124,8 @@ def check_path(raw: str) -> str | None:
 
 
 def _parse_diff(diff: str, name: str, offset: int, fail) -> tuple[FileStat, ...]:  # type: ignore[no-untyped-def]
-    for m in list(_DIFF_GIT.finditer(diff)) + list(_PATH_HEADERS.finditer(diff)):
+    matches = sorted([*_DIFF_GIT.finditer(diff), *_PATH_HEADERS.finditer(diff)], key=lambda m: m.start())
+    for m in matches:
         for raw in m.groups():
             why = check_path(raw)
             if why:
@@ -157,7 +158,7 @@ def _parse_diff(diff: str, name: str, offset: int, fail) -> tuple[FileStat, ...]
 def split_files(diff: str) -> list[str]:
     """The diff cut into one section per file, each starting with 'diff --git'."""
     starts = [m.start() for m in re.finditer(r"^diff --git ", diff, re.MULTILINE)]
-    return [diff[a:b] for a, b in zip(starts, starts[1:] + [len(diff)], strict=True)]
+    return [diff[a:b] for a, b in zip(starts, [*starts[1:], len(diff)], strict=True)]
 
 
 def split_hunks(section: str) -> tuple[str, list[str]]:
@@ -166,18 +167,8 @@ def split_hunks(section: str) -> tuple[str, list[str]]:
     if not starts:
         return section, []
     header = section[:starts[0]]
-    hunks = [section[a:b] for a, b in zip(starts, starts[1:] + [len(section)], strict=True)]
+    hunks = [section[a:b] for a, b in zip(starts, [*starts[1:], len(section)], strict=True)]
     # the last hunk of a format-patch file ends at the signature separator, if any
     hunks[-1] = re.split(r"^-- \n", hunks[-1], maxsplit=1, flags=re.MULTILINE)[0]
     return header, hunks
 
-
-def format_patch(*, author_name: str, author_email: str, subject: str, body: str, diff: str) -> str:
-    """The canonical, deterministic export: no date, no signature, no version footer."""
-    author = email.utils.formataddr((author_name, author_email))
-    subj = email.header.Header(subject, "utf-8", maxlinelen=76).encode() if not subject.isascii() else subject
-    msg = f"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: {author}\n"
-    msg += f"Subject: [PATCH] {subj}\n\n"
-    if body.strip():
-        msg += body.strip("\n") + "\n"
-    return msg + "---\n" + diff

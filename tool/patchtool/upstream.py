@@ -57,9 +57,9 @@ class GitSource:
 
     @classmethod
     def read(cls, f: Fields) -> GitSource | None:
-        url = f.str("url")
-        tag = f.str("tag")
-        commit = f.str("commit", required=False)
+        url = f.string("url")
+        tag = f.string("tag")
+        commit = f.string("commit", required=False)
         f.done()
         if commit is not None and not _SHA1.match(commit):
             f.problem("commit", f"{commit!r} is not a full 40-hex commit SHA")
@@ -88,20 +88,20 @@ class Artifact:
 
     @classmethod
     def read(cls, f: Fields, pin_version: Version | None) -> Artifact | None:
-        dist = f.str("distribution")
+        dist = f.string("distribution")
         version = f.parsed("version", _version)
-        filename = f.str("filename")
-        sha256 = f.str("sha256")
+        filename = f.string("filename")
+        sha256 = f.string("sha256")
         prefix = f.table("prefix")
         prefix_from = prefix_to = None
         if prefix is not None:
-            prefix_from = prefix.str("from", nonempty=False)
-            prefix_to = prefix.str("to", nonempty=False)
+            prefix_from = prefix.string("from", nonempty=False)
+            prefix_to = prefix.string("to", nonempty=False)
             prefix.done()
-        index = f.str("index", required=False) or DEFAULT_INDEX
-        url = f.str("url", required=False)
-        size = f.int("size", required=False, minimum=1)
-        tree = f.str("tree", required=False)
+        index = f.string("index", required=False) or DEFAULT_INDEX
+        url = f.string("url", required=False)
+        size = f.integer("size", required=False, minimum=1)
+        tree = f.string("tree", required=False)
         f.done()
         if sha256 is not None and not _SHA256.match(sha256):
             f.problem("sha256", f"{sha256!r} is not a sha256 hex digest (64 lower-case hex digits)")
@@ -167,10 +167,10 @@ class Pin:
     def from_dict(cls, data: Mapping[str, Any], *, name: str, file: str) -> Pin:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
-        schema = f.int("schema")
+        schema = f.integer("schema")
         if schema is not None and schema != 1:
             f.problem("schema", f"unsupported pin schema {schema}")
-        upstream = f.str("name")
+        upstream = f.string("name")
         version = f.parsed("version", _version)
         git_fields = f.table("git", required=False)
         gsrc = GitSource.read(git_fields) if git_fields else None
@@ -381,7 +381,7 @@ class Cache:
                         f"the index lists {art.filename} with sha256 {listed}, the pin says "
                         f"{art.sha256}; refusing it", hint="verify the release and fix the pin")
                 return urllib.parse.urljoin(f"{index}/{canonicalize_name(art.distribution)}/",
-                                            entry["url"])
+                                            str(entry["url"]))
         raise UpstreamError(f"{art.filename} is not on the index {index}",
                             hint="check the pin's filename and version")
 

@@ -1,0 +1,166 @@
+"""Shared fixtures: isolated git, a synthetic upstream served over real HTTP, the real sglang pin."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from patchtool.testing import Index, format_patch, git, make_wheel, sha256, write_tree
+
+REPO = Path(__file__).resolve().parent.parent
+# release artifacts from PyPI are kept here between runs, so a run downloads each at most once
+ARTIFACT_CACHE = Path(os.environ.get("PATCHTOOL_TEST_CACHE", REPO / ".cache" / "test-upstream"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(os.environ):
+        if key.startswith("GIT_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.delenv("PATCHTOOL_CACHE_DIR", raising=False)
+    monkeypatch.delenv("PATCHTOOL_INDEX_URL", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+UPSTREAM_FILES = {
+    "demo/__init__.py": '__version__ = "1.0"\n',
+    "demo/core.py": textwrap.dedent('''\
+        """Core of the demo upstream."""
+
+
+        def greet(name):
+            greeting = "hello"
+            return f"{greeting} {name}"
+
+
+        def farewell(name):
+            word = "bye"
+            return f"{word} {name}"
+
+
+        def limit(queue, cap):
+            if len(queue) > cap:
+                return False
+            return True
+        '''),
+    "demo/util.py": "def helper():\n    return 1\n",
+}
+
+
+@dataclasses.dataclass
+class Demo:
+    """A patch repository around a small upstream ``demo 1.0`` served by a local index."""
+
+    root: Path
+    cache: Path
+    index: Index
+    wheel: Path
+    work: Path  # a git checkout of the upstream layout, for writing patches
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache), **(env or {})}
+        return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=self.root,
+                              capture_output=True, text=True, env=full_env, check=False)
+
+    def commit_patch(self, name: str, change: Callable[[Path], None], subject: str,
+                     body: str = "") -> str:
+        """Make a change on a fresh branch from upstream, export it as patches/<name>."""
+        git(self.work, "checkout", "-q", "-B", f"p-{name}", "upstream")
+        change(self.work)
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-q", "-m", subject + (f"\n\n{body}" if body else ""))
+        text = format_patch(self.work)
+        (self.root / "patches" / name).write_text(text)
+        return text
+
+    def entry(self, ident: str, file: str, **extra: str) -> str:
+        fields = {"id": ident, "file": f"patches/{file}", "kind": "correctness", "owner": "team",
+                  "why": "because", "applies_to": ">=1.0", "drop_when": "upstream fixes it"}
+        fields.update(extra)
+        body = "".join(f'{k} = "{v}"\n' for k, v in fields.items())
+        return f"[[patch]]\n{body}upstream = {{ status = \"pending\" }}\n"
+
+    def write_manifest(self, *entries: str, pin: str = "demo-1.0") -> None:
+        (self.root / "patchset.toml").write_text(f'schema = 1\npin = "{pin}"\n\n' + "\n".join(entries))
+
+
+def edit(path: str, old: str, new: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        p = root / path
+        text = p.read_text()
+        assert old in text, (old, path)
+        p.write_text(text.replace(old, new, 1))
+    return change
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", UPSTREAM_FILES)
+    index = Index(tmp_path)
+    index.add(wheel)
+    root = tmp_path / "project"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream-pins").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "upstream")
+    write_tree(work, {f"python/{k}": v for k, v in UPSTREAM_FILES.items()})
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "upstream 1.0")
+    with index.serve():
+        (root / "upstream-pins" / "demo-1.0.toml").write_text(textwrap.dedent(f'''\
+            schema = 1
+            name = "demo"
+            version = "1.0"
+
+            [artifact]
+            index = "{index.url}"
+            distribution = "demo"
+            version = "1.0"
+            filename = "{wheel.name}"
+            sha256 = "{sha256(wheel)}"
+            prefix = {{ from = "demo/", to = "python/demo/" }}
+            '''))
+        yield Demo(root=root, cache=tmp_path / "cache", index=index, wheel=wheel, work=work)
+
+
+@pytest.fixture
+def one_patch(demo: Demo) -> Demo:
+    """The demo with a single patch that changes greet()."""
+    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'),
+                      "core: say hi", "Shorter greeting.")
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch"))
+    return demo
+
+
+# -- the real upstream -----------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def real_cache() -> Path:
+    """The patchtool cache used for real sglang releases; kept between runs."""
+    ARTIFACT_CACHE.mkdir(parents=True, exist_ok=True)
+    return ARTIFACT_CACHE
+
+
+@pytest.fixture(scope="session")
+def patched_tree(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tree `patchtool apply` builds from this repository: sglang 0.5.23 plus the series."""
+    into = tmp_path_factory.mktemp("patched") / "sglang"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(PATCHTOOL_CACHE_DIR=str(real_cache), GIT_CONFIG_GLOBAL=os.devnull)
+    res = subprocess.run([sys.executable, "-m", "patchtool", "apply", "--into", str(into)],
+                         cwd=REPO, capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return into
+
+
+

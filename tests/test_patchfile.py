@@ -1,0 +1,82 @@
+"""Patch files: format-patch headers, stats via unidiff, and paths that may not escape the tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchtool.errors import InvalidInput
+from patchtool.patchfile import PatchFile, check_path, split_files, split_hunks
+
+DATA = Path(__file__).parent / "data"
+
+
+def parse(name: str) -> PatchFile:
+    return PatchFile.parse((DATA / name).read_text(), name=f"patches/{name}")
+
+
+def fail(name: str) -> str:
+    with pytest.raises(InvalidInput) as exc:
+        parse(name)
+    (problem,) = exc.value.problems
+    assert problem.file == f"patches/{name}"
+    return problem.render()
+
+
+def test_format_patch_headers_and_stats() -> None:
+    p = parse("two-files.patch")
+    assert (p.author_name, p.author_email) == ("Jane Dev", "jane@example.org")
+    assert p.subject == "core: say hi and add a helper"
+    assert p.body == "Shorter greeting, and a helper for callers."
+    assert p.paths == ("python/demo/core.py", "python/demo/extra.py")
+    assert [f.status for f in p.files] == ["modified", "added"]
+    assert (p.added, p.removed) == (3, 1)
+    assert p.message == "core: say hi and add a helper\n\nShorter greeting, and a helper for callers.\n"
+
+
+def test_encoded_subject_and_author_are_decoded() -> None:
+    p = parse("encoded-headers.patch")
+    assert p.author_name == "Zoë Ingénieur"
+    assert p.subject == "core: é in a long subject that git folded onto a second line"
+
+
+def test_not_a_diff() -> None:
+    assert fail("not-a-diff.patch") == (
+        "patches/not-a-diff.patch: not a patch: no 'diff --git' section found "
+        "(hint: export the commit with `git format-patch` (or use `patchtool import`))")
+
+
+def test_plain_diff_without_headers_is_refused() -> None:
+    assert "the first line must be 'From <sha> Mon Sep 17 00:00:00 2001'" in fail("plain-diff.patch")
+
+
+@pytest.mark.parametrize(("name", "why", "line"), [
+    ("escape-dotdot.patch", "path '../../etc/passwd' escapes the tree", 5),
+    ("escape-absolute.patch", "absolute path '/etc/cron.d/evil'", 5),
+    ("touch-dotgit.patch", "path '.git/hooks/post-checkout' touches .git/", 5),
+    ("escape-rename.patch", "path '../outside.py' escapes the tree", 8),
+])
+def test_unsafe_paths_are_refused_with_line(name: str, why: str, line: int) -> None:
+    text = fail(name)
+    assert text.startswith(f"patches/{name}:{line}: unsafe diff: {why}")
+
+
+@pytest.mark.parametrize("raw", ["a/x/../../y", "b//abs", "a/.GIT/config", "C:\\x"])
+def test_check_path_rejects(raw: str) -> None:
+    assert check_path(raw) is not None
+
+
+def test_check_path_accepts_normal_paths() -> None:
+    assert check_path("a/python/sglang/x.py") is None
+    assert check_path("/dev/null") is None
+
+
+def test_split_files_and_hunks() -> None:
+    p = parse("two-files.patch")
+    sections = split_files(p.diff)
+    assert len(sections) == 2
+    header, hunks = split_hunks(sections[0])
+    assert header.startswith("diff --git a/python/demo/core.py")
+    assert len(hunks) == 1 and hunks[0].startswith("@@ -2,")
+

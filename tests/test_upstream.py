@@ -1,0 +1,211 @@
+"""Pins and the upstream cache: verified downloads, deterministic imports, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchtool.errors import InvalidInput, UpstreamError
+from patchtool.git import Ident
+from patchtool.testing import Index, git, make_wheel, sha256
+from patchtool.upstream import Cache, Fetcher, Pin
+
+FILES = {"demo/__init__.py": "x = 1\n", "demo/run.sh": "#!/bin/sh\n", "other/skip.py": "pass\n"}
+
+
+def pin_dict(wheel: Path, index: str, **art: Any) -> dict[str, Any]:
+    artifact = {"index": index, "distribution": "demo", "version": "1.0", "filename": wheel.name,
+                "sha256": sha256(wheel), "prefix": {"from": "demo/", "to": "python/demo/"}} | art
+    return {"schema": 1, "name": "demo", "version": "1.0", "artifact": artifact}
+
+
+@pytest.fixture
+def served(tmp_path: Path):  # type: ignore[no-untyped-def]
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES)
+    index = Index(tmp_path)
+    index.add(wheel)
+    with index.serve():
+        yield wheel, index
+
+
+def fast() -> Fetcher:
+    return Fetcher(attempts=3, backoff=0.01, timeout=5)
+
+
+def test_pin_parses_both_sources(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES)
+    data = pin_dict(wheel, "https://pypi.org/simple") | {
+        "git": {"url": "https://example.org/demo", "tag": "v1.0", "commit": "a" * 40}}
+    pin = Pin.from_dict(data, name="demo-1.0", file="upstream-pins/demo-1.0.toml")
+    assert pin.use == "artifact" and pin.git and pin.git.commit == "a" * 40
+    assert pin.artifact and pin.artifact.prefix_to == "python/demo/"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"sha256": "abc"}, "artifact.sha256: 'abc' is not a sha256 hex digest"),
+    ({"filename": "demo-1.1-py3-none-any.whl"}, "artifact.filename: 'demo-1.1-py3-none-any.whl' is demo 1.1, not demo 1.0"),
+    ({"filename": "demo.zip"}, "artifact.filename: 'demo.zip' is neither a wheel nor an sdist file name"),
+    ({"prefix": {"from": "demo", "to": "python/demo/"}}, "artifact.prefix.from: 'demo' must end with '/'"),
+    ({"version": "2.0", "filename": "demo-2.0-py3-none-any.whl"}, "artifact.version: artifact version 2.0 differs from the pin's 1.0"),
+])
+def test_pin_errors_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES)
+    with pytest.raises(InvalidInput) as exc:
+        Pin.from_dict(pin_dict(wheel, "x", **change), name="demo-1.0", file="upstream-pins/demo-1.0.toml")
+    assert any(p.render().startswith(f"upstream-pins/demo-1.0.toml: {message}") for p in exc.value.problems), \
+        [p.render() for p in exc.value.problems]
+
+
+def test_git_source_needs_commit_when_used() -> None:
+    data = {"schema": 1, "name": "demo", "version": "1.0", "git": {"url": "u", "tag": "v1.0"}}
+    with pytest.raises(InvalidInput) as exc:
+        Pin.from_dict(data, name="p", file="upstream-pins/p.toml")
+    assert "git.commit: the git source is used, so it must name the exact commit" in exc.value.problems[0].render()
+
+
+def test_import_is_verified_and_deterministic(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    wheel, index = served
+    pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
+    first = Cache(tmp_path / "c1", fetcher=fast()).ensure(pin)
+    second = Cache(tmp_path / "c2", fetcher=fast()).ensure(pin)
+    assert first.commit == second.commit  # same release, same commit, on any machine
+    repo = Cache(tmp_path / "c1").repo
+    listing = repo.out("ls-tree", "-r", first.commit)
+    assert "100755 blob" in listing and "python/demo/run.sh" in listing
+    assert "python/demo/__init__.py" in listing and "skip.py" not in listing and "dist-info" not in listing
+    assert repo.out("log", "-1", "--format=%an %at", first.commit) == "patchtool 0"
+    assert repo.resolve("refs/tags/v1.0") == first.commit
+    # a second ensure uses the cache: no new request to the index
+    before = len(index.requests)
+    assert Cache(tmp_path / "c1", fetcher=fast()).ensure(pin).commit == first.commit
+    assert len(index.requests) == before
+
+
+def test_wrong_sha256_is_refused_and_nothing_imported(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    wheel, index = served
+    pin = Pin.from_dict(pin_dict(wheel, index.url, url=f"{index.url[:-7]}/files/{wheel.name}",
+                                 sha256="0" * 64), name="demo-1.0", file="f")
+    cache = Cache(tmp_path / "c", fetcher=fast())
+    with pytest.raises(UpstreamError) as exc:
+        cache.ensure(pin)
+    assert f"{wheel.name}: sha256 is {sha256(wheel)}, but pin demo-1.0 says {'0' * 64}" in str(exc.value)
+    assert cache.repo.resolve("refs/tags/v1.0") is None
+    assert not list((tmp_path / "c" / "downloads").rglob("*.whl*"))
+
+
+def test_index_listing_another_hash_is_refused(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    wheel, index = served
+    pin = Pin.from_dict(pin_dict(wheel, index.url, sha256="1" * 64), name="demo-1.0", file="f")
+    with pytest.raises(UpstreamError, match="the index lists demo-1.0-py3-none-any.whl with sha256"):
+        Cache(tmp_path / "c", fetcher=fast()).ensure(pin)
+
+
+def test_broken_download_is_resumed(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    wheel, index = served
+    index.break_next = 2
+    pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
+    base = Cache(tmp_path / "c", fetcher=fast()).ensure(pin)
+    assert base.commit
+    file_requests = [r for r in index.requests if r.startswith("/files/")]
+    assert len(file_requests) == 3
+
+
+def test_download_that_keeps_breaking_fails_clearly(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    wheel, index = served
+    index.break_next = 99
+    pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
+    cache = Cache(tmp_path / "c", fetcher=fast())
+    with pytest.raises(UpstreamError) as exc:
+        cache.ensure(pin)
+    assert "failed after 3 attempts" in exc.value.message and "connection closed after" in exc.value.message
+    assert exc.value.hint and "nothing was imported" in exc.value.hint
+    assert cache.repo.resolve("refs/tags/v1.0") is None
+    assert not list((tmp_path / "c" / "downloads").rglob("*.whl*"))
+
+
+def test_artifact_for_another_version_is_refused(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES,
+                       metadata_version="1.1")
+    index = Index(tmp_path)
+    index.add(wheel)
+    with index.serve():
+        pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
+        cache = Cache(tmp_path / "c", fetcher=fast())
+        with pytest.raises(UpstreamError, match="contains demo 1.1, not 1.0; refusing it"):
+            cache.ensure(pin)
+        assert cache.repo.resolve("refs/tags/v1.0") is None
+
+
+def test_entries_escaping_the_archive_are_refused(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0",
+                       {"demo/ok.py": "", "demo/../../evil.py": "x"})
+    index = Index(tmp_path)
+    index.add(wheel)
+    with index.serve():
+        pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
+        with pytest.raises(UpstreamError, match="escapes the archive root"):
+            Cache(tmp_path / "c", fetcher=fast()).ensure(pin)
+
+
+def test_moved_cache_tag_is_refused(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    wheel, index = served
+    pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
+    cache = Cache(tmp_path / "c", fetcher=fast())
+    base = cache.ensure(pin)
+    someone = Ident("x", "x@example.org")
+    other = cache.repo.commit_tree(base.tree, [], "not the import\n", author=someone, committer=someone)
+    cache.repo.update_ref("refs/tags/v1.0", other)
+    with pytest.raises(UpstreamError, match="the tag moved or the cache was changed"):
+        cache.ensure(pin)
+
+
+def test_recorded_tree_mismatch_is_refused(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    wheel, index = served
+    pin = Pin.from_dict(pin_dict(wheel, index.url, tree="f" * 40), name="demo-1.0", file="f")
+    cache = Cache(tmp_path / "c", fetcher=fast())
+    with pytest.raises(UpstreamError, match="but pin demo-1.0 records ffff"):
+        cache.ensure(pin)
+    assert cache.repo.resolve("refs/tags/v1.0") is None
+
+
+def git_upstream(tmp_path: Path) -> tuple[Path, str]:
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q")
+    (up / "f.py").write_text("a = 1\n")
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "one")
+    git(up, "tag", "v1.0")
+    return up, git(up, "rev-parse", "HEAD").strip()
+
+
+def git_pin(url: Path, commit: str) -> Pin:
+    return Pin.from_dict({"schema": 1, "name": "demo", "version": "1.0",
+                          "git": {"url": str(url), "tag": "v1.0", "commit": commit}},
+                         name="demo-1.0", file="f")
+
+
+def test_git_source_is_fetched_at_the_pinned_commit(tmp_path: Path) -> None:
+    up, commit = git_upstream(tmp_path)
+    base = Cache(tmp_path / "c").ensure(git_pin(up, commit))
+    assert (base.commit, base.source) == (commit, "git")
+
+
+def test_git_tag_that_moved_is_refused(tmp_path: Path) -> None:
+    up, commit = git_upstream(tmp_path)
+    (up / "f.py").write_text("a = 2\n")
+    git(up, "commit", "-qam", "two")
+    git(up, "tag", "-f", "v1.0")
+    cache = Cache(tmp_path / "c")
+    with pytest.raises(UpstreamError, match=f"but pin demo-1.0 says {commit}: the tag moved; refusing it"):
+        cache.ensure(git_pin(up, commit))
+    assert not cache.repo.out("for-each-ref")
+
+
+def test_real_pin_file_parses() -> None:
+    from patchtool.upstream import load_pin
+    pin = load_pin(Path(__file__).resolve().parent.parent, "sglang-0.5.23")
+    assert str(pin.version) == "0.5.23" and pin.artifact and pin.artifact.tree
+    assert pin.artifact.prefix_from == "sglang/" and pin.artifact.prefix_to == "python/sglang/"

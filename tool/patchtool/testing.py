@@ -1,0 +1,160 @@
+"""Helpers for patchtool's own tests: real git repositories, real wheels, a real HTTP index.
+
+Nothing here mocks git or the network: the repositories are made with git, the
+index is an HTTP server on localhost that speaks PEP 691 and HTTP ranges.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import re
+import subprocess
+import threading
+import zipfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
+           "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.org",
+           "GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000000 +0000"}
+
+
+def git(cwd: Path, *args: str, input: str | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_ENV, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
+    res = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True,
+                         env=env, check=False)
+    if res.returncode:
+        raise RuntimeError(f"git {' '.join(args)} failed: {res.stderr}")
+    return res.stdout
+
+
+def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+def make_wheel(path: Path, dist: str, version: str, files: Mapping[str, str | bytes],
+               *, metadata_version: str | None = None) -> Path:
+    """A minimal but valid wheel: ``files`` are paths inside the wheel root."""
+    info = f"{dist}-{version}.dist-info"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for rel, content in sorted(files.items()):
+            member = zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0))
+            member.external_attr = (0o100755 if rel.endswith(".sh") else 0o100644) << 16
+            zf.writestr(member, content, zipfile.ZIP_DEFLATED)
+        zf.writestr(f"{info}/METADATA",
+                    f"Metadata-Version: 2.1\nName: {dist}\nVersion: {metadata_version or version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                     "Tag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def format_patch(repo: Path, rev: str = "HEAD") -> str:
+    """The canonical export of one commit: no date, no signature, no stat, full index."""
+    text = git(repo, "format-patch", "-1", rev, "--stdout", "--zero-commit", "--full-index",
+               "--no-signature", "--no-stat")
+    return re.sub(r"^Date: .*\n", "", text, count=1, flags=re.MULTILINE)
+
+
+class Index:
+    """A PEP 691 package index on localhost with files that can be made to break."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, Path] = {}
+        self.break_next = 0  # how many of the next file downloads are cut half-way
+        self.requests: list[str] = []
+        self.server: http.server.ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def add(self, path: Path) -> None:
+        self.files[path.name] = path
+
+    def _handler(self) -> type[http.server.BaseHTTPRequestHandler]:
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                index.requests.append(self.path)
+                m = re.fullmatch(r"/simple/([^/]+)/", self.path)
+                if m:
+                    files = [{"filename": n, "url": f"/files/{n}",
+                              "hashes": {"sha256": sha256(p)}} for n, p in index.files.items()]
+                    body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1),
+                                       "files": files}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                m = re.fullmatch(r"/files/(.+)", self.path)
+                if not m or m.group(1) not in index.files:
+                    self.send_error(404)
+                    return
+                data = index.files[m.group(1)].read_bytes()
+                start = 0
+                rng = self.headers.get("Range")
+                if rng:
+                    start = int(re.fullmatch(r"bytes=(\d+)-", rng).group(1))  # type: ignore[union-attr]
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                payload = data[start:]
+                if index.break_next > 0:
+                    index.break_next -= 1
+                    self.wfile.write(payload[: max(1, len(payload) // 2)])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self.wfile.write(payload)
+
+        return Handler
+
+    @contextmanager
+    def serve(self) -> Iterator[Index]:
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def snapshot(*roots: Path) -> dict[str, bytes]:
+    """Every file under ``roots`` with its bytes: compare before and after to prove nothing changed."""
+    out = {}
+    for root in roots:
+        if not root.exists():
+            continue
+        for path in sorted(root.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                out[str(path)] = path.read_bytes()
+    return out
