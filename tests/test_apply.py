@@ -220,3 +220,19 @@ def test_git_am_applies_the_series_without_the_tool(demo: Demo) -> None:
     patches = sorted(str(p) for p in (demo.root / "patches").glob("*.patch"))
     git(demo.work, "am", "-q", *patches)
     assert git(demo.work, "log", "--format=%s", "-2").splitlines() == ["core: cap is inclusive", "core: say hi"]
+
+
+def test_check_carries_each_file_forward_through_the_series(demo: Demo) -> None:
+    """Patch 2 edits the line patch 1 wrote: it applies only after patch 1, as in the series."""
+    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi")
+    git(demo.work, "checkout", "-q", "p-0001-greet.patch")
+    git(demo.work, "branch", "-f", "upstream", "HEAD")
+    demo.commit_patch("0002-hey.patch", edit("python/demo/core.py", '"hi"', '"hey"'), "core: say hey")
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("hey", "0002-hey.patch"))
+    res = demo.run("check")
+    assert res.returncode == 0, res.stdout
+    assert "applies at the pin: 2/2" in res.stdout
+    demo.write_manifest(demo.entry("hey", "0002-hey.patch"))
+    res = demo.run("check")
+    assert res.returncode == 1
+    assert "python/demo/core.py hunk 1" in res.stdout and "context does not match" in res.stdout

@@ -12,7 +12,7 @@ import typer
 
 from . import __version__
 from .checks import run_check
-from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem, UsageError
+from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem
 from .materialise import keep_failed, materialise
 from .project import Project
 from .report import Style, check_text, envelope, problems_text, series_text, status_text
@@ -158,8 +158,4 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version_c
 
 
 def main() -> None:
-    try:
-        app()
-    except UsageError as exc:  # raised before a command body runs
-        typer.echo(str(exc), err=True)
-        sys.exit(int(ExitCode.USAGE))
+    app()

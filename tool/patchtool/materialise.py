@@ -26,6 +26,7 @@ def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Pa
             raise UsageError(f"{into} is not a tree patchtool made; refusing to replace it",
                              hint="choose another --into or remove it yourself")
     into.parent.mkdir(parents=True, exist_ok=True)
+    repo.git("worktree", "prune", check=False)  # forget trees whose directories were deleted
     staging = into.with_name(f".{into.name}.patchtool-{uuid.uuid4().hex[:8]}")
     try:
         repo.worktree_add(staging, commit)

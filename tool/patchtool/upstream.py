@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -269,7 +270,7 @@ class Fetcher:
                     raise OSError(f"got {total} bytes, the pin says {size}")
                 os.replace(part, dest)
                 return
-            except (urllib.error.URLError, OSError, http_errors()) as exc:
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
                 last = exc
                 if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:
                     part.unlink(missing_ok=True)  # the partial file is bad; start again
@@ -281,11 +282,6 @@ class Fetcher:
     def _sleep(self, attempt: int) -> None:
         if attempt + 1 < self.attempts:
             time.sleep(self.backoff * (2 ** attempt))
-
-
-def http_errors() -> type[Exception]:
-    import http.client
-    return http.client.HTTPException
 
 
 class Cache:
