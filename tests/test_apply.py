@@ -195,6 +195,7 @@ def test_status_lists_the_series(demo: Demo) -> None:
     assert res.returncode == 0, res.stderr
     assert "pin demo-1.0: demo 1.0 (artifact, base " in res.stdout
     assert "1. greet  [correctness]  upstream: pending  +1/-1  at pin: applied" in res.stdout
+    assert "\x1b[" not in res.stdout  # colour only on a terminal
     data = envelope(demo.run("status", "--json").stdout)["data"]
     assert data["patches"][1] == {"id": "cap", "kind": "correctness", "upstream": "pending",
                                   "files": ["python/demo/core.py"], "added": 1, "removed": 1,
