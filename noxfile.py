@@ -35,3 +35,11 @@ def check(session: nox.Session) -> None:
     """What a pull request must pass: manifest, pins, patch files, application and assumption checks."""
     session.install("-e", ".")
     session.run("patchtool", "check", *session.posargs)
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Time check/apply of a 30-patch series against plain git on real sglang (see bench/README.md)."""
+    session.install("-e", ".")
+    session.run("patchtool", "check")  # imports the pin into the cache if needed
+    session.run("python", "bench/run.py", "--patchtool", "patchtool", *session.posargs)

@@ -12,7 +12,9 @@ Pairs, each run as whole commands, interleaved A B A B after the warm-up:
          B  git worktree add --detach DIR v0.5.23; git -C DIR am <30 patches>
                                                                   (target: A/B <= 1.2)
 
-Wall time is time.perf_counter() around each whole command; peak RSS is the
+Both sides run against bench/out/cache, a hard-linked local clone of the user's
+cache (PATCHTOOL_CACHE_DIR, default the user cache), so the runs leave no worktrees
+or objects behind there. Wall time is time.perf_counter() around each whole command; peak RSS is the
 ru_maxrss that os.wait4() reports for the command (it covers the command and every
 descendant it waited for, i.e. the biggest single process of the tree). Results go
 to stdout as a table and to bench/out/ as JSON. Standard library only.
@@ -102,6 +104,32 @@ def ensure_project(project: Path | None, cache_dir: Path, base: str) -> Path:
     return project
 
 
+def private_cache(source_repo: Path, tag: str, base: str) -> Path:
+    """A bench-only patchtool cache: a local (hard-linked) clone of the user's ``upstream.git``.
+
+    Both sides of every pair run against it, so the user's cache gets no worktrees and
+    none of the commits the runs make (``git am`` stamps each with the current time, so
+    they differ from run to run); ``prune`` drops those afterwards.
+    """
+    cache = OUT / "cache"
+    repo = cache / "upstream.git"
+    have = subprocess.run(["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet",
+                           f"refs/tags/{tag}^{{commit}}"], capture_output=True, text=True,
+                          env=git_env(), check=False).stdout.strip() if (repo / "HEAD").exists() else ""
+    if have != base:
+        shutil.rmtree(cache, ignore_errors=True)
+        cache.mkdir(parents=True)
+        res = subprocess.run(["git", "clone", "--bare", "--quiet", str(source_repo), str(repo)],
+                             capture_output=True, text=True, env=git_env(), check=False)
+        if res.returncode:
+            raise BenchError(f"could not copy {source_repo} to {repo}: {res.stderr.strip()}")
+        for args in (["remote", "remove", "origin"], ["config", "gc.auto", "0"],
+                     ["config", "core.logAllRefUpdates", "false"]):
+            quiet(["git", f"--git-dir={repo}", *args], git_env())
+    quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
+    return cache
+
+
 def patch_files(project: Path) -> list[Path]:
     return sorted((project / "patches").glob("*.patch"))
 
@@ -160,10 +188,12 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     cache_dir = (args.cache_dir or make_series.default_cache_dir()).absolute()
     pin = make_series.read_pin(make_series.DEFAULT_PIN_FILE)
-    repo, base = make_series.resolve_base(cache_dir, pin)
+    source_repo, base = make_series.resolve_base(cache_dir, pin)
     tag = f"v{pin['version']}"
     OUT.mkdir(parents=True, exist_ok=True)
     project = ensure_project(args.project.absolute() if args.project else None, cache_dir, base)
+    bench_cache = private_cache(source_repo, tag, base)
+    repo = bench_cache / "upstream.git"
     patches = patch_files(project)
 
     if args.patchtool:
@@ -175,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise BenchError("no patchtool found: create .venv (pip install -e .) or pass --patchtool")
 
-    pt_env = git_env({"PATCHTOOL_CACHE_DIR": str(cache_dir)})
+    pt_env = git_env({"PATCHTOOL_CACHE_DIR": str(bench_cache)})
     git_base_env = git_env(FIXED_IDENT)
     gitdir = ["git", f"--git-dir={repo}"]
 
@@ -250,8 +280,9 @@ def run(args: argparse.Namespace) -> int:
             if tree.exists():
                 cleanup(tree)
         shutil.rmtree(work, ignore_errors=True)
+        quiet([*gitdir, "prune", "--expire=now"], git_base_env)
 
-    summary = summarise(samples, counts, patches, project, cache_dir, base, patchtool, args)
+    summary = summarise(samples, counts, patches, project, cache_dir, bench_cache, base, patchtool, args)
     print_table(summary)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     text = json.dumps(summary, indent=2) + "\n"
@@ -285,7 +316,7 @@ def count_git(commands: dict, work: Path, cleanup) -> dict[str, int]:
     return counts
 
 
-def summarise(samples, counts, patches, project, cache_dir, base, patchtool, args) -> dict:
+def summarise(samples, counts, patches, project, cache_dir, bench_cache, base, patchtool, args) -> dict:
     results = {}
     for (pair, side), ms in samples.items():
         secs = [m.seconds for m in ms]
@@ -306,7 +337,7 @@ def summarise(samples, counts, patches, project, cache_dir, base, patchtool, arg
                     "cpus": os.cpu_count(),
                     "git": subprocess.run(["git", "--version"], capture_output=True,
                                           text=True).stdout.strip()},
-        "upstream": {"cache": str(cache_dir), "base": base},
+        "upstream": {"cache": str(cache_dir), "bench_cache": str(bench_cache), "base": base},
         "series": {"project": str(project), "patches": len(patches)},
         "patchtool": patchtool, "runs": args.runs, "warmup": args.warmup,
         "results": results,
