@@ -149,3 +149,8 @@ def test_real_manifest_round_trips() -> None:
     assert Manifest.from_dict(m.to_dict()) == m
     assert m.pin == "sglang-0.5.23" and m.patches
     assert tomllib.loads(text)["patch"][0]["id"] == m.patches[0].id
+
+
+def test_evidence_values_are_numbers_or_strings() -> None:
+    bad = ENTRY | {"evidence": [{"metric": "m", "source": "s", "before": True, "after": 1.5}]}
+    assert any("patch[0].evidence[0].before: expected a number or a string" in e for e in errors(manifest(bad)))

@@ -78,6 +78,17 @@ class Fields:
         value: bool | None = self._get(name, bool, "boolean", required)
         return value
 
+    def scalar(self, name: str) -> str | int | float | None:
+        """An optional number or string (a measured value may be either)."""
+        self._seen.add(name)
+        value = self.data.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            self.problem(name, "expected a number or a string")
+            return None
+        return value
+
     def choice(self, name: str, choices: tuple[str, ...], *, required: bool = True) -> str | None:
         value = self.string(name, required=required)
         if value is not None and value not in choices:

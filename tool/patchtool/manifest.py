@@ -136,15 +136,7 @@ class Evidence:
     def read(cls, f: Fields) -> Evidence | None:
         metric = f.string("metric")
         source = f.string("source")
-        values = {}
-        for name in ("before", "after"):
-            if name in f.data:
-                f._seen.add(name)
-                v = f.data[name]
-                if isinstance(v, bool) or not isinstance(v, str | int | float):
-                    f.problem(name, "expected a number or a string")
-                else:
-                    values[name] = v
+        values = {name: v for name in ("before", "after") if (v := f.scalar(name)) is not None}
         change = f.string("change", required=False)
         conditions = f.str_map("conditions", required=False) or {}
         f.done()
