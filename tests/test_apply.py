@@ -237,3 +237,12 @@ def test_check_carries_each_file_forward_through_the_series(demo: Demo) -> None:
     res = demo.run("check")
     assert res.returncode == 1
     assert "python/demo/core.py hunk 1" in res.stdout and "context does not match" in res.stdout
+
+
+def test_a_staging_tree_left_by_a_killed_run_is_cleaned_up(one_patch: Demo) -> None:
+    stale = one_patch.root / ".out.patchtool-deadbeef"
+    (stale / "python").mkdir(parents=True)
+    res = one_patch.run("apply", "--into", str(one_patch.root / "out"))
+    assert res.returncode == 0, res.stderr
+    assert not stale.exists()
+    assert (one_patch.root / "out" / "python/demo/core.py").read_text().count('"hi"') == 1

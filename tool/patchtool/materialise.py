@@ -26,6 +26,8 @@ def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Pa
             raise UsageError(f"{into} is not a tree patchtool made; refusing to replace it",
                              hint="choose another --into or remove it yourself")
     into.parent.mkdir(parents=True, exist_ok=True)
+    for stale in into.parent.glob(f".{into.name}.patchtool-*"):  # left by a killed earlier run
+        shutil.rmtree(stale, ignore_errors=True)
     repo.git("worktree", "prune", check=False)  # forget trees whose directories were deleted
     staging = into.with_name(f".{into.name}.patchtool-{uuid.uuid4().hex[:8]}")
     try:
