@@ -6,11 +6,12 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import git
+from . import git, retread
 from .errors import InvalidInput, PatchtoolError, Problem
 from .manifest import MANIFEST_NAME, Assumption, PatchEntry
 from .patchfile import PatchFile
 from .project import PATCHES_DIR, Project
+from .registry import Finding
 from .series import SeriesResult, apply_series
 from .upstream import Base, Cache
 
@@ -61,6 +62,8 @@ class CheckReport:
     problems: tuple[Problem, ...]
     series: SeriesResult | None = None
     assumptions: tuple[AssumptionResult, ...] = ()
+    registry_entries: int | None = None
+    retread: tuple[Finding, ...] = ()  # every guard finding, overridden ones included
 
     @property
     def ok(self) -> bool:
@@ -72,6 +75,11 @@ class CheckReport:
             "patches": self.patches,
             "applies": None if self.series is None else [r.to_dict() for r in self.series.results],
             "assumptions": [a.to_dict() for a in self.assumptions],
+            "registry": None if self.registry_entries is None else {
+                "entries": self.registry_entries,
+                "findings": [f.to_dict() for f in self.retread if not f.override],
+                "overrides": [f.to_dict() for f in self.retread if f.override],
+            },
             "problems": [p.to_dict() for p in self.problems],
         }
 
@@ -88,6 +96,18 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
     loaded, file_problems = project.try_series()
     problems += file_problems
     problems += project.orphans()
+    registry_entries = None
+    findings: list[Finding] = []
+    if project.manifest.registry:
+        try:
+            registry = retread.load(project)
+        except InvalidInput as exc:
+            problems += exc.as_problems()
+        else:
+            registry_entries = len(registry.entries)
+            problems += retread.override_problems(project, registry)
+            findings = retread.guard_series(registry, loaded)
+            problems += [retread.finding_problem(f) for f in findings if not f.override]
     try:
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
@@ -119,7 +139,8 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
                                             f"found {a.found}",
                                     hint=f"the patch relies on it: {a.why}"))
     return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
-                       series=series, assumptions=tuple(assumptions))
+                       series=series, assumptions=tuple(assumptions), registry_entries=registry_entries,
+                       retread=tuple(findings))
 
 
 def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:

@@ -10,12 +10,24 @@ from typing import Annotated, Any
 
 import typer
 
-from . import __version__
+from . import __version__, retread
+from . import registry as reg
 from .checks import run_check
-from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem
+from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem, UsageError
 from .materialise import keep_failed, materialise
 from .project import Project
-from .report import Style, check_text, envelope, problems_text, series_text, status_text
+from .report import (
+    Style,
+    check_text,
+    envelope,
+    findings_text,
+    problems_text,
+    registry_list_text,
+    registry_show_text,
+    revisit_text,
+    series_text,
+    status_text,
+)
 from .series import apply_series
 from .status import status as status_workflow
 from .upstream import Cache
@@ -143,6 +155,122 @@ def status(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
         report = status_workflow(project, _cache(cache_dir), pin)
         _emit("status", as_json, ExitCode.OK, report.to_dict(), status_text(report, style))
     _run("status", as_json, body)
+
+
+retread_app = typer.Typer(no_args_is_help=True, help="The do-not-retread registry of rejected ideas.")
+app.add_typer(retread_app, name="retread")
+
+
+def _registry(root: Path | None) -> tuple[Project, reg.Registry]:
+    project = Project.load(_root(root))
+    return project, retread.load(project)
+
+
+@retread_app.command("list")
+def retread_list(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    """Every rejected idea: id, verdict, title and the knobs that would bring it back."""
+    def body(style: Style) -> None:
+        _, registry = _registry(root)
+        data = {"entries": [{"id": e.id, "verdict": e.verdict.value, "title": e.title,
+                             "knobs": [k.to_dict() for k in e.knobs]} for e in registry.entries]}
+        _emit("retread list", as_json, ExitCode.OK, data, registry_list_text(registry, style))
+    _run("retread list", as_json, body)
+
+
+@retread_app.command("show")
+def retread_show(ident: Annotated[str, typer.Argument(metavar="ID")], root: RootOpt = None,
+                 as_json: JsonOpt = False) -> None:
+    """One rejected idea in full: what was tried, the verdict, the reason, evidence, knobs, revisit."""
+    def body(style: Style) -> None:
+        _, registry = _registry(root)
+        try:
+            entry = registry.get(ident)
+        except KeyError as exc:
+            raise UsageError(str(exc.args[0]), hint="see `patchtool retread list`") from None
+        _emit("retread show", as_json, ExitCode.OK, entry.to_dict(), registry_show_text(entry, style))
+    _run("retread show", as_json, body)
+
+
+@retread_app.command("scan")
+def retread_scan(paths: Annotated[list[Path], typer.Argument(metavar="PATH...",
+                                                            help="Serve scripts, env files, units, arg lists.")],
+                 root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    """Find rejected knobs in deployment files kept outside the patches (exit 1 on a finding)."""
+    def body(style: Style) -> None:
+        _, registry = _registry(root)
+        findings = retread.scan(registry, paths)
+        code = ExitCode.PROBLEMS if findings else ExitCode.OK
+        _emit("retread scan", as_json, code, {"findings": [f.to_dict() for f in findings]},
+              findings_text(findings, style))
+    _run("retread scan", as_json, body)
+
+
+@retread_app.command("revisit")
+def retread_revisit(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
+                    as_json: JsonOpt = False) -> None:
+    """Evaluate every revisit condition against a pin: which rejections may no longer hold."""
+    def body(style: Style) -> None:
+        project, registry = _registry(root)
+        report = retread.revisit(project, registry, _cache(cache_dir), pin)
+        _emit("retread revisit", as_json, ExitCode.OK, report.to_dict(), revisit_text(report, style))
+    _run("retread revisit", as_json, body)
+
+
+@retread_app.command("add")
+def retread_add(
+        ident: Annotated[str | None, typer.Option("--id", help="Stable id of the idea.")] = None,
+        title: Annotated[str | None, typer.Option(help="Short title.")] = None,
+        tried: Annotated[str | None, typer.Option(help="What was tried.")] = None,
+        verdict: Annotated[str, typer.Option(help="rejected | superseded | deprioritized.")] = "rejected",
+        reason: Annotated[str | None, typer.Option(help="Why it was rejected.")] = None,
+        revisit: Annotated[str | None, typer.Option(help="When to look again.")] = None,
+        metric: Annotated[str | None, typer.Option(help="Evidence: what was measured.")] = None,
+        before: Annotated[str | None, typer.Option(help="Evidence: value before.")] = None,
+        after: Annotated[str | None, typer.Option(help="Evidence: value after.")] = None,
+        change: Annotated[str | None, typer.Option(help="Evidence: the change, e.g. '+5%'.")] = None,
+        hardware: Annotated[str | None, typer.Option(help="Evidence: hardware.")] = None,
+        model: Annotated[str | None, typer.Option(help="Evidence: model.")] = None,
+        upstream: Annotated[str | None, typer.Option(help="Evidence: upstream version.")] = None,
+        date: Annotated[str | None, typer.Option(help="Evidence: date, YYYY-MM-DD.")] = None,
+        source: Annotated[str | None, typer.Option(help="Evidence: where the numbers come from.")] = None,
+        flag: Annotated[list[str] | None, typer.Option(help="Knob: --flag or --flag=VALUES-REGEX (repeat).")] = None,
+        env: Annotated[list[str] | None, typer.Option(help="Knob: NAME or NAME=VALUES-REGEX (repeat).")] = None,
+        config: Annotated[list[str] | None, typer.Option(help="Knob: config key or KEY=VALUES-REGEX.")] = None,
+        pattern: Annotated[list[str] | None, typer.Option(help="Knob: a code pattern (regex).")] = None,
+        from_file: Annotated[Path | None, typer.Option("--from-file",
+                                                       help="A TOML file with one [[rejected]] table.")] = None,
+        edit: Annotated[bool, typer.Option("--edit", help="Fill a template in $EDITOR.")] = False,
+        root: RootOpt = None, as_json: JsonOpt = False) -> None:
+    """Append a validated entry to the registry, keeping the file's comments and order."""
+    def body(style: Style) -> None:
+        project = Project.load(_root(root))
+        if edit:
+            entry = retread.entry_from_editor(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+        elif from_file is not None:
+            entry = retread.entry_from_text(from_file.read_text(encoding="utf-8"), str(from_file))
+        else:
+            fields = {"id": ident, "title": title, "tried": tried, "verdict": verdict, "reason": reason,
+                      "revisit": revisit}
+            entry = {k: v for k, v in fields.items() if v is not None}
+            evidence = {k: v for k, v in (("metric", metric), ("before", before), ("after", after),
+                                          ("change", change), ("hardware", hardware), ("model", model),
+                                          ("upstream", upstream), ("date", date), ("source", source))
+                        if v is not None}
+            if evidence:
+                entry["evidence"] = [evidence]
+            knobs = [_knob("flag", k) for k in flag or []] + [_knob("env", k) for k in env or []]
+            knobs += [_knob("config", k) for k in config or []]
+            knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
+            entry["knobs"] = knobs
+        added = retread.add(project, entry)
+        _emit("retread add", as_json, ExitCode.OK, added.to_dict(),
+              f"added {style.bold(added.id)} to {project.manifest.registry}")
+    _run("retread add", as_json, body)
+
+
+def _knob(kind: str, spec: str) -> dict[str, str]:
+    name, _, values = spec.partition("=")
+    return {"type": kind, "name": name, **({"values": values} if values else {})}
 
 
 def _version_callback(value: bool) -> None:

@@ -125,6 +125,11 @@ class Repo:
             pos += size + 1
         return result
 
+    def ls_files(self, tree: str, prefix: str) -> list[str]:
+        """Paths of the blobs under ``prefix`` in ``tree``."""
+        out = self.out("ls-tree", "-r", "--name-only", tree, "--", prefix)
+        return [p for p in out.splitlines() if p]
+
     def commit_tree(self, tree: str, parents: Sequence[str], message: str, *, author: Ident,
                     committer: Ident) -> str:
         env = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,

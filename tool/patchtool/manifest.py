@@ -317,6 +317,26 @@ class GpuCheck:
         return out
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Override:
+    """A patch that deliberately re-introduces a rejected idea, and why."""
+
+    entry: str
+    justification: str
+
+    @classmethod
+    def read(cls, f: Fields) -> Override | None:
+        entry = f.parsed("entry", _ident)
+        justification = f.string("justification")
+        f.done()
+        if entry is None or justification is None:
+            return None
+        return cls(entry=entry, justification=justification)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entry": self.entry, "justification": self.justification}
+
+
 def _ident(text: str) -> str:
     if not ID_RE.match(text):
         raise ValueError(f"{text!r} is not a valid id (lower-case letters, digits, '.', '_', '-')")
@@ -348,6 +368,7 @@ class PatchEntry:
     scope: Scope | None = None
     assumptions: tuple[Assumption, ...] = ()
     gpu_verification: tuple[GpuCheck, ...] = ()
+    overrides: tuple[Override, ...] = ()
 
     @classmethod
     def read(cls, f: Fields) -> PatchEntry | None:
@@ -367,6 +388,7 @@ class PatchEntry:
         scope = Scope.read(scope_fields) if scope_fields else None
         assumptions = [Assumption.read(x) for x in f.tables("assumptions")]
         gpu = [GpuCheck.read(x) for x in f.tables("gpu_verification")]
+        overrides = [Override.read(x) for x in f.tables("overrides")]
         f.done()
         seen: set[str] = set()
         for i, a in enumerate(assumptions):
@@ -375,12 +397,13 @@ class PatchEntry:
             elif a is not None:
                 seen.add(a.id)
         parts = (ident, file, kind, why, owner, upstream, applies_to, drop_when)
-        if any(p is None for p in parts) or None in evidence + knobs + assumptions + gpu:
+        if any(p is None for p in parts) or None in evidence + knobs + assumptions + gpu + overrides:
             return None
         return cls(id=ident, file=file, kind=Kind(kind), why=why, owner=owner,  # type: ignore[arg-type]
                    upstream=upstream, applies_to=applies_to, drop_when=drop_when,  # type: ignore[arg-type]
                    evidence=tuple(evidence), knobs=tuple(knobs), scope=scope,  # type: ignore[arg-type]
-                   assumptions=tuple(assumptions), gpu_verification=tuple(gpu))  # type: ignore[arg-type]
+                   assumptions=tuple(assumptions), gpu_verification=tuple(gpu),  # type: ignore[arg-type]
+                   overrides=tuple(overrides))  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -394,6 +417,7 @@ class PatchEntry:
         out["knobs"] = [k.to_dict() for k in self.knobs]
         out["assumptions"] = [a.to_dict() for a in self.assumptions]
         out["gpu_verification"] = [g.to_dict() for g in self.gpu_verification]
+        out["overrides"] = [o.to_dict() for o in self.overrides]
         return out
 
 
@@ -420,7 +444,7 @@ class Manifest:
             f.problem("schema", f"unsupported schema {schema}; this patchtool reads schema {SCHEMA}",
                       hint="upgrade patchtool")
         pin = f.parsed("pin", _ident)
-        registry = f.string("registry", required=False)
+        registry = f.parsed("registry", _repo_path, required=False)
         patch_tables = f.tables("patch", required=True)
         entries = []
         for pf in patch_tables:

@@ -44,6 +44,7 @@ class PatchFile:
     body: str
     diff: str
     files: tuple[FileStat, ...]
+    diff_offset: int = 0  # lines in the file before the diff starts
 
     @property
     def added(self) -> int:
@@ -94,7 +95,7 @@ class PatchFile:
         offset = head.count("\n")
         files = _parse_diff(diff, name, offset, fail)
         return cls(name=name, author_name=author_name or author_email, author_email=author_email,
-                   subject=subject_text, body=body, diff=diff, files=files)
+                   subject=subject_text, body=body, diff=diff, files=files, diff_offset=offset)
 
 
 def _decode(header: str) -> str:

@@ -9,6 +9,8 @@ from typing import Any
 from . import __version__
 from .checks import CheckReport
 from .errors import ExitCode, Problem
+from .registry import Finding, Registry, Rejection
+from .retread import RevisitReport
 from .series import Outcome, SeriesResult
 from .status import StatusReport
 
@@ -88,11 +90,69 @@ def check_text(report: CheckReport, style: Style) -> str:
     if report.assumptions:
         good = sum(a.ok for a in report.assumptions)
         lines.append(f"assumption checks: {good}/{len(report.assumptions)} hold")
+    if report.registry_entries is not None:
+        lines.append(f"do-not-retread registry: {report.registry_entries} entries, "
+                     f"{sum(not f.override for f in report.retread)} finding(s) in the series")
+        for f in report.retread:
+            if f.override:
+                lines.append(f"  {style.dim('override')}: {f.render()}")
     if report.problems:
         lines.append(problems_text(report.problems, style))
         lines.append(style.bad(f"{len(report.problems)} problem(s) found"))
     else:
         lines.append(style.ok("check: clean"))
+    return "\n".join(lines)
+
+
+def findings_text(findings: Sequence[Finding], style: Style) -> str:
+    if not findings:
+        return style.ok("no rejected knobs found")
+    lines = []
+    for f in findings:
+        tag = style.dim("override") if f.override else style.bad("retread")
+        lines.append(f"{tag}: {f.render()}")
+    live = sum(not f.override for f in findings)
+    lines.append(style.bad(f"{live} finding(s)") if live else style.ok("only deliberate overrides"))
+    return "\n".join(lines)
+
+
+def registry_list_text(registry: Registry, style: Style) -> str:
+    lines = [f"{len(registry.entries)} rejected idea(s):"]
+    for e in registry.entries:
+        knobs = ", ".join(k.name for k in e.knobs)
+        lines.append(f"  {style.bold(e.id)} [{e.verdict.value}] {e.title}")
+        lines.append(f"      {style.dim('knobs: ' + (knobs or 'none'))}")
+    return "\n".join(lines)
+
+
+def registry_show_text(e: Rejection, style: Style) -> str:
+    lines = [f"{style.bold(e.id)}: {e.title} [{e.verdict.value}]", f"tried:   {e.tried}",
+             f"reason:  {e.reason}", "evidence:"]
+    for m in e.evidence:
+        value = " -> ".join(str(v) for v in (m.before, m.after) if v is not None)
+        parts = [p for p in (value, m.change) if p]
+        lines.append(f"  - {m.metric}: {'; '.join(parts)}")
+        ctx = [f"{k}: {v}" for k, v in (("hardware", m.hardware), ("model", m.model),
+                                        ("upstream", m.upstream), ("date", m.date)) if v]
+        ctx += [f"{k}: {v}" for k, v in m.conditions.items()]
+        lines.append(f"      {style.dim('; '.join(ctx))}")
+        lines.append(f"      {style.dim('source: ' + m.source)}")
+    lines.append("would be re-introduced by:")
+    lines += [f"  - {k.describe()}" for k in e.knobs] or ["  - (no knob)"]
+    lines.append(f"revisit: {e.revisit}")
+    lines += [f"  - when {c.describe()}: {c.why}" for c in e.revisit_when]
+    return "\n".join(lines)
+
+
+def revisit_text(report: RevisitReport, style: Style) -> str:
+    lines = [f"revisit conditions at {report.pin} ({report.version}):"]
+    for r in report.results:
+        mark = style.bad("HOLDS") if r.holds else style.ok("no")
+        lines.append(f"  {mark:<5} {r.entry}: {r.condition} ({r.detail})")
+        if r.holds:
+            lines.append(f"        {r.why}")
+    due = sorted({r.entry for r in report.due})
+    lines.append(f"entries to revisit: {', '.join(due)}" if due else style.ok("no entry is due for a revisit"))
     return "\n".join(lines)
 
 

@@ -1,0 +1,220 @@
+"""The do-not-retread registry: every entry parses with evidence, its guards catch its knobs in a
+deployment file and in a patch, revisit conditions evaluate, bad input names entry and key."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from patchtool import registry as reg
+from patchtool.errors import InvalidInput
+
+REPO = Path(__file__).resolve().parent.parent
+DEPLOY = Path(__file__).parent / "data" / "deploy"
+REGISTRY = reg.parse_text((REPO / "retread.toml").read_text(), file="retread.toml")
+
+
+def scan(name: str, text: str | None = None) -> list[reg.Finding]:
+    content = (DEPLOY / name).read_text() if text is None else text
+    return reg.scan_text(REGISTRY, content, file=name, name=name)
+
+
+def edited(name: str, old: str, new: str) -> str:
+    text = (DEPLOY / name).read_text()
+    assert old in text, (old, name)
+    return text.replace(old, new, 1)
+
+
+PORT = "  --host 0.0.0.0 --port"
+
+# entry -> (deployment file, text to replace, replacement): a realistic way a team brings it back
+DEPLOYMENT = {
+    "index-topk-1024": ("decode.sh", PORT, "  --json-model-override-args '{\"index_topk\": 1024}' \\\n" + PORT),
+    "mxfp4-base-checkpoint": ("prefill.sh", "nvidia/DeepSeek-V4-Flash-NVFP4", "deepseek-ai/DeepSeek-V4-Flash"),
+    "overlap-schedule": ("decode.sh", "  --disable-overlap-schedule \\\n", ""),
+    "two-batch-overlap": ("decode.sh", PORT, "  --enable-two-batch-overlap \\\n" + PORT),
+    "expert-parallel-ep4": ("decode.sh", PORT, "  --ep-size 4 \\\n" + PORT),
+    "mscclpp": ("prefill.sh", PORT, "  --enable-mscclpp \\\n" + PORT),
+    "single-batch-overlap": ("decode.sh", PORT, "  --enable-single-batch-overlap \\\n" + PORT),
+    "allreduce-fusion": ("decode.sh", PORT, "  --flashinfer-allreduce-fusion-backend trtllm \\\n" + PORT),
+    "torch-compile": ("decode.env", "NCCL_DEBUG=WARN", "NCCL_DEBUG=WARN\nSGLANG_ENABLE_TORCH_COMPILE=1"),
+    "mtp-high-concurrency": ("decode.sh", PORT, "  --speculative-algorithm NEXTN --speculative-num-steps 3 \\\n" + PORT),
+    "nccl-tree": ("decode.env", "NCCL_DEBUG=WARN", "NCCL_ALGO=Tree"),
+    "hicache-off-corruption-fix": ("prefill.sh", "  --enable-hierarchical-cache \\\n", ""),
+    "multi-stream-overlap-decode": ("decode.env", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1"),
+    "dp-attention-indexer-capture": ("decode.sh", PORT, "  --enable-dp-attention --dp-size 4 --enable-return-indexer-topk \\\n" + PORT),
+    "hicache-size-v4": ("prefill.sh", "  --hicache-ratio 2.0 \\\n", "  --hicache-size 20 \\\n"),
+}
+
+# entry -> (upstream path, a line a patch might add): code-level re-introductions
+PATCH = {
+    "index-topk-1024": ("python/sglang/srt/configs/deepseek_v4.py", "    index_topk: int = 1024"),
+    "mxfp4-base-checkpoint": ("benchmark/dsv4/run.py", 'MODEL = "deepseek-ai/DeepSeek-V4-Flash"'),
+    "overlap-schedule": ("python/sglang/srt/arg_groups/model_hook.py", "    server_args.disable_overlap_schedule = False"),
+    "attn-num-warps-8": ("python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py", "        num_warps=8,"),
+    "attn-num-stages-3": ("python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py", "        num_stages=3,"),
+    "two-batch-overlap": ("test/srt/test_dsv4_pd.py", '    "--enable-two-batch-overlap",'),
+    "expert-parallel-ep4": ("test/srt/test_dsv4_pd.py", '    "--ep-size", "4",'),
+    "mscclpp": ("python/sglang/srt/arg_groups/model_hook.py", "    server_args.enable_mscclpp = True"),
+    "single-batch-overlap": ("python/sglang/srt/arg_groups/model_hook.py", "    cfg.enable_single_batch_overlap = True"),
+    "allreduce-fusion": ("python/sglang/srt/arg_groups/model_hook.py", "    server_args.enable_flashinfer_allreduce_fusion = True"),
+    "torch-compile": ("python/sglang/srt/environ.py", "    SGLANG_ENABLE_TORCH_COMPILE = EnvBool(True)"),
+    "persistent-megakernel": ("python/sglang/kernels/ops/attention/dsv4_decode.py", "def persistent_megakernel_decode(q, kv):"),
+    "mtp-high-concurrency": ("test/srt/test_dsv4_pd.py", '    "--speculative-algorithm", "NEXTN",'),
+    "nccl-tree": ("python/sglang/srt/arg_groups/attention_hook.py", '    os.environ["NCCL_ALGO"] = "Tree"'),
+    "register-pressure-rewrite": ("python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py", "    maxnreg=128,"),
+    "multi-stream-overlap-decode": ("python/sglang/srt/environ.py", "    SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
+    "dp-attention-indexer-capture": ("test/srt/test_capture.py", '    "--enable-return-indexer-topk",'),
+    "hicache-size-v4": ("test/srt/test_dsv4_pd.py", '    "--hicache-size", "20",'),
+}
+# knobs only a deployment sets (a flag that must stay on the launch line)
+DEPLOYMENT_ONLY = {"hicache-off-corruption-fix"}
+# knobs only code sets (kernel launch parameters and kernel structure)
+CODE_ONLY = {"attn-num-warps-8", "attn-num-stages-3", "persistent-megakernel", "register-pressure-rewrite"}
+
+
+def test_every_rejected_idea_is_recorded_with_reason_evidence_and_knobs() -> None:
+    ids = {e.id for e in REGISTRY.entries}
+    assert ids == set(PATCH) | DEPLOYMENT_ONLY
+    assert set(DEPLOYMENT) == ids - CODE_ONLY
+    for e in REGISTRY.entries:
+        assert e.reason and e.tried and e.revisit and e.evidence and e.knobs, e.id
+        assert all(m.hardware and m.model and m.upstream and m.source for m in e.evidence), e.id
+
+
+@pytest.mark.parametrize("name", ["prefill.sh", "decode.sh", "decode.env", "sglang-decode.service",
+                                  "launch_args.json"])
+def test_production_deployment_files_are_clean(name: str) -> None:
+    assert scan(name) == []
+
+
+@pytest.mark.parametrize("entry", sorted(DEPLOYMENT))
+def test_guard_catches_the_entry_in_a_deployment_file(entry: str) -> None:
+    name, old, new = DEPLOYMENT[entry]
+    findings = scan(name, edited(name, old, new))
+    assert {f.entry for f in findings} == {entry}
+    f = findings[0]
+    assert f.file == name and f.line >= 1 and f.reason == REGISTRY.get(entry).reason
+    assert f"re-introduces rejected idea {entry!r}" in f.render()
+
+
+@pytest.mark.parametrize("entry", sorted(PATCH))
+def test_guard_catches_the_entry_in_a_patch(entry: str) -> None:
+    target, line = PATCH[entry]
+    findings = reg.scan_lines(REGISTRY, [(42, line)], file="patches/0009-x.patch", patch="x", target=target)
+    assert [f.entry for f in findings] == [entry]
+    assert findings[0].line == 42 and findings[0].target == target
+
+
+def test_multi_stream_overlap_is_only_rejected_on_decode() -> None:
+    prefill = edited("prefill.sh", "export SGLANG_SM120", "export SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1\nexport SGLANG_SM120")
+    assert scan("prefill.sh", prefill) == []
+
+
+def test_systemd_unit_and_argument_list_are_scanned() -> None:
+    unit = edited("sglang-decode.service", "--tp-size 4", "--tp-size 4 --ep-size 4")
+    assert [f.entry for f in scan("sglang-decode.service", unit)] == ["expert-parallel-ep4"]
+    unit = edited("sglang-decode.service", 'Environment="SGLANG_SM120_FLASHMLA_BACKEND=flashinfer"',
+                  'Environment="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=true"')
+    assert [f.entry for f in scan("sglang-decode.service", unit)] == ["multi-stream-overlap-decode"]
+    args = json.loads((DEPLOY / "launch_args.json").read_text())
+    args["args"] += ["--ep-size", "4"]
+    assert [f.entry for f in scan("launch_args.json", json.dumps(args, indent=2))] == ["expert-parallel-ep4"]
+
+
+def test_prose_naming_a_flag_in_python_is_not_a_use() -> None:
+    lines = [(1, '        "would run without it. Drop --enable-two-batch-overlap to serve this "'),
+             (2, "        enable_two_batch_overlap=cfg.enable_two_batch_overlap,"),
+             (3, "    ep_size = 1")]
+    assert reg.scan_lines(REGISTRY, lines, file="patches/0005.patch", target="python/sglang/x.py") == []
+
+
+def test_ep1_and_multistream_off_are_fine() -> None:
+    assert scan("decode.sh", edited("decode.sh", PORT, "  --ep-size 1 \\\n" + PORT)) == []
+
+
+# -- revisit --------------------------------------------------------------------------------
+
+def entry(**changes: Any) -> reg.Rejection:
+    base = {"id": "x", "title": "t", "tried": "t", "verdict": "rejected", "reason": "r", "revisit": "r",
+            "evidence": [{"metric": "m", "change": "worse", "source": "s"}], "knobs": []}
+    base.update(changes)
+    return reg.Registry.from_dict({"schema": 1, "rejected": [base]}, file="r.toml").entries[0]
+
+
+def test_revisit_conditions_evaluate() -> None:
+    e = entry(revisit_when=[
+        {"version": ">=0.6", "why": "new major"},
+        {"file": "a.py", "regex": "NotImplementedError", "appears": False, "why": "wired now"},
+        {"file": "a.py", "regex": "def fast_path", "why": "fast path added"},
+        {"flag": "--hicache-size", "change": "removed", "why": "flag gone"},
+        {"flag": "--new-thing", "change": "added", "why": "flag added"},
+    ])
+    fields = {"python/sglang/srt/arg_groups/fields/memory.py": b"    hicache_size: A[\n        int, 'x'] = 0\n"}
+    old = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.5.23"),
+                           files={"a.py": b"raise NotImplementedError\n"}, field_files=fields)
+    assert [r.holds for r in old] == [False, False, False, False, False]
+    new = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.6.1"),
+                           files={"a.py": b"def fast_path(): ...\n"},
+                           field_files={"python/sglang/srt/arg_groups/fields/memory.py": b"    aliases=['--new-thing']\n"})
+    assert [r.holds for r in new] == [True, True, True, True, True]
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+def data() -> dict[str, Any]:
+    import tomllib
+    return tomllib.loads((REPO / "retread.toml").read_text())
+
+
+def errors(d: dict[str, Any]) -> list[str]:
+    with pytest.raises(InvalidInput) as exc:
+        reg.Registry.from_dict(d, file="retread.toml")
+    return [p.render() for p in exc.value.problems]
+
+
+def test_duplicate_ids() -> None:
+    d = data()
+    d["rejected"].append(copy.deepcopy(d["rejected"][0]))
+    n = len(d["rejected"]) - 1
+    assert errors(d) == [f"retread.toml: patch index-topk-1024: rejected[{n}].id: duplicate entry id "
+                         "'index-topk-1024' (also rejected[0]) (hint: every rejected idea needs its own id)"]
+
+
+def test_entry_without_reason_or_evidence() -> None:
+    d = data()
+    del d["rejected"][2]["reason"]
+    del d["rejected"][3]["evidence"]
+    found = errors(d)
+    assert "retread.toml: patch overlap-schedule: rejected[2].reason: missing required key" in found
+    assert any(e.startswith("retread.toml: patch attn-num-warps-8: rejected[3].evidence: missing required key")
+               for e in found)
+
+
+def test_guard_pattern_that_is_not_a_regex() -> None:
+    d = data()
+    d["rejected"][3]["knobs"][0]["regex"] = "num_warps\\s*=(8"
+    assert any(e.startswith("retread.toml: patch attn-num-warps-8: rejected[3].knobs[0].regex: invalid regular "
+                            "expression") for e in errors(d))
+    d = data()
+    d["rejected"][6]["knobs"][0]["values"] = "[2-9"
+    assert any("rejected[6].knobs[0].values: invalid regular expression '[2-9'" in e for e in errors(d))
+
+
+def test_unknown_keys_and_values() -> None:
+    d = data()
+    d["rejected"][0]["verdict"] = "nope"
+    d["rejected"][0]["knobs"][0]["kind"] = "flag"
+    found = errors(d)
+    assert any("rejected[0].verdict: unknown value 'nope'" in e for e in found)
+    assert any("rejected[0].knobs[0].kind: unknown key" in e for e in found)
+
+
+def test_unknown_id_in_get() -> None:
+    with pytest.raises(KeyError, match="no rejected idea 'nope'"):
+        REGISTRY.get("nope")

@@ -1,0 +1,207 @@
+"""`patchtool retread ...` and the registry guard in `check`, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import stat
+import textwrap
+from pathlib import Path
+
+from conftest import Demo
+from patchtool.testing import snapshot
+
+REGISTRY = textwrap.dedent('''\
+    # our rejected ideas; keep this comment
+    schema = 1
+
+    [[rejected]]
+    id = "tbo"
+    title = "Two-batch overlap"
+    tried = "--enable-two-batch-overlap"
+    verdict = "rejected"
+    reason = "EP4 measured worse"
+    revisit = "when V4 decode TBO is wired"
+
+    [[rejected.evidence]]
+    metric = "throughput"
+    change = "worse"
+    hardware = "sm_120"
+    model = "demo"
+    upstream = "1.0"
+    source = "report"
+
+    [[rejected.knobs]]
+    type = "flag"
+    name = "--enable-two-batch-overlap"
+
+    [[rejected.revisit_when]]
+    file = "python/demo/core.py"
+    regex = 'def limit\\('
+    appears = false
+    why = "limit() is gone"
+
+    [[rejected.revisit_when]]
+    version = ">=1.0"
+    why = "every 1.x"
+    ''')
+
+
+def with_registry(demo: Demo) -> Demo:
+    (demo.root / "retread.toml").write_text(REGISTRY)
+    manifest = demo.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n'))
+    return demo
+
+
+def add_script_patch(demo: Demo, body: str, overrides: str = "") -> None:
+    def change(root: Path) -> None:
+        (root / "python/demo/serve.py").write_text(body)
+    demo.commit_patch("0002-serve.patch", change, "serve: launch arguments")
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch"),
+                        demo.entry("serve", "0002-serve.patch") + overrides)
+    with_registry(demo)
+
+
+def test_list_and_show(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    res = one_patch.run("retread", "list")
+    assert res.returncode == 0, res.stderr
+    assert "tbo [rejected] Two-batch overlap" in res.stdout
+    data = json.loads(one_patch.run("retread", "show", "tbo", "--json").stdout)
+    assert data["command"] == "retread show" and data["data"]["reason"] == "EP4 measured worse"
+    res = one_patch.run("retread", "show", "nope")
+    assert res.returncode == 2 and "no rejected idea 'nope'; known: tbo" in res.stderr
+
+
+def test_check_flags_a_patch_that_reintroduces_a_rejected_knob(one_patch: Demo) -> None:
+    add_script_patch(one_patch, 'ARGS = ["--tp-size", "4", "--enable-two-batch-overlap"]\n')
+    res = one_patch.run("check", "--json")
+    data = json.loads(res.stdout)
+    assert res.returncode == 1
+    (problem,) = data["errors"]
+    assert problem["file"] == "patches/0002-serve.patch" and problem["patch"] == "serve"
+    assert problem["line"] == 12
+    assert problem["message"] == ("'--enable-two-batch-overlap' in python/demo/serve.py re-introduces rejected idea "
+                                  "'tbo' (flag --enable-two-batch-overlap): EP4 measured worse")
+    lines = (one_patch.root / "patches/0002-serve.patch").read_text().splitlines()
+    assert "--enable-two-batch-overlap" in lines[11]
+
+
+def test_override_silences_the_finding_but_still_shows_it(one_patch: Demo) -> None:
+    add_script_patch(one_patch, 'ARGS = ["--enable-two-batch-overlap"]\n', overrides=textwrap.dedent('''\
+        [[patch.overrides]]
+        entry = "tbo"
+        justification = "prefill-only A/B on EP8 hardware"
+        '''))
+    res = one_patch.run("check")
+    assert res.returncode == 0, res.stdout
+    assert "override: patches/0002-serve.patch:12 (python/demo/serve.py): '--enable-two-batch-overlap' " \
+           "re-introduces rejected idea 'tbo' (flag --enable-two-batch-overlap); overridden by patch serve: " \
+           "prefill-only A/B on EP8 hardware" in res.stdout
+    data = json.loads(one_patch.run("check", "--json").stdout)["data"]["registry"]
+    assert data["findings"] == [] and data["overrides"][0]["override"] == "prefill-only A/B on EP8 hardware"
+
+
+def test_override_naming_no_entry_is_an_error(one_patch: Demo) -> None:
+    add_script_patch(one_patch, "X = 1\n", overrides='[[patch.overrides]]\nentry = "tb0"\njustification = "typo"\n')
+    res = one_patch.run("check", "--json")
+    errors = json.loads(res.stdout)["errors"]
+    assert res.returncode == 1
+    assert errors == [{"message": "overrides 'tb0', which is not in the registry", "file": "patchset.toml",
+                       "key": "patch[1].overrides[0].entry", "patch": "serve", "hint": "known entries: tbo",
+                       "code": "invalid"}]
+
+
+def test_broken_registry_is_reported_by_check(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    path = one_patch.root / "retread.toml"
+    path.write_text(path.read_text().replace('reason = "EP4 measured worse"\n', ""))
+    res = one_patch.run("check")
+    assert res.returncode == 1
+    assert "retread.toml:4: patch tbo: rejected[0].reason: missing required key" in res.stdout
+
+
+def test_scan_deployment_files(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    script = one_patch.root / "deploy" / "decode.sh"
+    script.parent.mkdir()
+    script.write_text("python -m sglang.launch_server \\\n  --tp-size 4 \\\n  --enable-two-batch-overlap\n")
+    (one_patch.root / "deploy" / "ok.env").write_text("A=1\n")
+    res = one_patch.run("retread", "scan", "deploy")
+    assert res.returncode == 1
+    assert ("deploy/decode.sh:3: '--enable-two-batch-overlap' re-introduces rejected idea 'tbo' "
+            "(flag --enable-two-batch-overlap): EP4 measured worse") in res.stdout
+    res = one_patch.run("retread", "scan", str(one_patch.root / "deploy" / "ok.env"), "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["data"]["findings"] == []
+
+
+def test_revisit_against_the_pin(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    data = json.loads(one_patch.run("retread", "revisit", "--json").stdout)["data"]
+    assert data["pin"] == "demo-1.0" and data["due"] == ["tbo"]
+    assert [c["holds"] for c in data["conditions"]] == [False, True]
+    assert data["conditions"][0]["detail"] == "found in python/demo/core.py"
+
+
+def test_add_appends_keeping_comments_and_order(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    before = (one_patch.root / "retread.toml").read_text()
+    res = one_patch.run("retread", "add", "--id", "ep4", "--title", "EP4", "--tried", "--ep-size 4",
+                        "--reason", "worse than TP4", "--revisit", "with NVLink", "--metric", "throughput",
+                        "--change", "worse", "--source", "report", "--flag", "--ep-size=[2-9]",
+                        "--env", "NCCL_ALGO=(?i).*tree.*")
+    assert res.returncode == 0, res.stdout + res.stderr
+    after = (one_patch.root / "retread.toml").read_text()
+    assert after.startswith(before)  # nothing above the new entry moved or lost its comments
+    assert "values = '[2-9]'" in after
+    listing = one_patch.run("retread", "list", "--json")
+    assert [e["id"] for e in json.loads(listing.stdout)["data"]["entries"]] == ["tbo", "ep4"]
+
+
+def test_add_refuses_an_invalid_entry_and_writes_nothing(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    before = snapshot(one_patch.root)
+    common = ["--title", "again", "--tried", "x", "--reason", "y", "--revisit", "z", "--metric", "m",
+              "--change", "c", "--source", "s"]
+    res = one_patch.run("retread", "add", "--id", "tbo", *common)
+    assert res.returncode == 1
+    assert ("retread.toml: patch tbo: rejected[1].id: duplicate entry id 'tbo' (also rejected[0]) "
+            "(hint: every rejected idea needs its own id)") in res.stderr
+    res = one_patch.run("retread", "add", "--id", "other", *common, "--pattern", "(")
+    assert res.returncode == 1
+    assert ("retread.toml: patch other: rejected[1].knobs[0].regex: invalid regular expression '(': "
+            "missing ), unterminated subpattern at position 0") in res.stderr
+    assert snapshot(one_patch.root) == before
+    res = one_patch.run("retread", "add", "--id", "new", "--title", "t", "--tried", "x", "--revisit", "z")
+    assert res.returncode == 1 and "rejected[1].reason: missing required key" in res.stderr
+    assert "rejected[1].evidence: missing required key" in res.stderr
+    assert snapshot(one_patch.root) == before
+
+
+def test_add_from_an_editor_template(one_patch: Demo, tmp_path: Path) -> None:
+    with_registry(one_patch)
+    editor = tmp_path / "editor.sh"
+    editor.write_text(textwrap.dedent('''\
+        #!/bin/sh
+        cat > "$1" <<'EOT'
+        [[rejected]]
+        id = "mscclpp"
+        title = "mscclpp"
+        tried = "--enable-mscclpp"
+        verdict = "rejected"
+        reason = "0% gain"
+        revisit = "never"
+        [[rejected.evidence]]
+        metric = "throughput"
+        change = "0%"
+        source = "report"
+        [[rejected.knobs]]
+        type = "flag"
+        name = "--enable-mscclpp"
+        EOT
+        '''))
+    editor.chmod(editor.stat().st_mode | stat.S_IEXEC)
+    res = one_patch.run("retread", "add", "--edit", env={"EDITOR": str(editor), "VISUAL": ""})
+    assert res.returncode == 0, res.stderr
+    assert "added mscclpp to retread.toml" in res.stdout
+    assert "mscclpp" in one_patch.run("retread", "list").stdout

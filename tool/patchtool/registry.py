@@ -1,0 +1,586 @@
+"""The do-not-retread registry: rejected ideas, the knobs that would bring them back, and
+the conditions under which the reason for rejecting them may no longer hold.
+
+Parsing is pure (``Registry.from_dict``); guards are pure functions over text lines;
+revisit conditions are evaluated against file contents handed in by the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import fnmatch
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from .errors import InvalidInput, Problem
+from .fields import Fields, raise_if
+from .manifest import _ident, _regex, _repo_path, _specifier, key_line
+
+SCHEMA = 1
+ARG_FIELDS_DIR = "python/sglang/srt/arg_groups/fields/"
+
+
+class Verdict(enum.StrEnum):
+    REJECTED = "rejected"
+    SUPERSEDED = "superseded"
+    DEPRIORITIZED = "deprioritized"
+
+
+class GuardType(enum.StrEnum):
+    FLAG = "flag"  # a server flag on a command line or in a launch argument list
+    ENV = "env"  # an environment variable set to a value
+    CONFIG = "config"  # a model-config override key (e.g. via --json-model-override-args)
+    PATTERN = "pattern"  # any code or text pattern
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Measurement:
+    metric: str
+    source: str
+    before: str | int | float | None = None
+    after: str | int | float | None = None
+    change: str | None = None
+    hardware: str | None = None
+    model: str | None = None
+    upstream: str | None = None  # the upstream version measured on
+    date: str | None = None
+    conditions: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def read(cls, f: Fields) -> Measurement | None:
+        metric = f.string("metric")
+        source = f.string("source")
+        values = {n: v for n in ("before", "after") if (v := f.scalar(n)) is not None}
+        text = {n: f.string(n, required=False) for n in ("change", "hardware", "model", "upstream", "date")}
+        conditions = f.str_map("conditions", required=False) or {}
+        f.done()
+        if not values and not text["change"]:
+            f.problem(None, "evidence needs a measured value: 'before'/'after' or 'change'")
+            return None
+        if text["date"] and not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", text["date"]):
+            f.problem("date", f"{text['date']!r} is not a date (YYYY-MM or YYYY-MM-DD)")
+            return None
+        if metric is None or source is None:
+            return None
+        return cls(metric=metric, source=source, conditions=conditions, before=values.get("before"),
+                   after=values.get("after"), **text)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, {})}
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Guard:
+    """A knob whose use would re-introduce a rejected idea."""
+
+    type: GuardType
+    name: str  # flag ("--ep-size"), env var, config key, or a label for a pattern
+    aliases: tuple[str, ...] = ()
+    values: re.Pattern[str] | None = None  # the values that re-introduce it (None: any use)
+    regex: re.Pattern[str] | None = None  # for type = "pattern"
+    roles: tuple[str, ...] = ()  # only where the deployment has one of these roles
+    files: tuple[str, ...] = ()  # only in files matching these globs (patterns in code)
+    missing: bool = False  # a flag whose ABSENCE from a launch re-introduces the idea
+
+    @classmethod
+    def read(cls, f: Fields) -> Guard | None:
+        typ = f.choice("type", tuple(GuardType))
+        name = f.string("name")
+        aliases = f.str_list("aliases", required=False) or ()
+        values = f.parsed("values", _anchored, required=False)
+        regex = f.parsed("regex", _regex, required=False)
+        roles = f.str_list("roles", required=False) or ()
+        files = f.str_list("files", required=False) or ()
+        missing = f.boolean("missing", required=False) or False
+        f.done()
+        if missing and (typ != GuardType.FLAG or values is not None):
+            f.problem("missing", "only a flag guard without 'values' can be 'missing'")
+            return None
+        if typ is None or name is None:
+            return None
+        gt = GuardType(typ)
+        if gt is GuardType.PATTERN and regex is None:
+            if "regex" not in f.data:
+                f.problem("regex", "a pattern guard needs a 'regex'")
+            return None
+        if gt is not GuardType.PATTERN and regex is not None:
+            f.problem("regex", f"only pattern guards take a 'regex'; a {gt.value} guard matches by name")
+            return None
+        if gt is GuardType.FLAG and not all(n.startswith("-") for n in (name, *aliases)):
+            f.problem("name", f"a flag starts with '--', got {name!r}")
+            return None
+        if gt is GuardType.ENV and not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+            f.problem("name", f"{name!r} is not an environment variable name")
+            return None
+        return cls(type=gt, name=name, aliases=tuple(aliases), values=values, regex=regex, roles=roles,
+                   files=files, missing=missing)
+
+    def applies_to(self, file: str, roles: frozenset[str]) -> bool:
+        if self.files and not any(fnmatch.fnmatch(file, g) for g in self.files):
+            return False
+        return not (self.roles and roles and not roles & set(self.roles))
+
+    def describe(self) -> str:
+        vals = f" = /{self.values.pattern}/" if self.values is not None else ""
+        roles = f" (on {', '.join(self.roles)})" if self.roles else ""
+        if self.missing:
+            return f"flag {self.name} missing from an sglang launch{roles}"
+        if self.type is GuardType.PATTERN:
+            return f"pattern {self.name} /{self.regex.pattern if self.regex else ''}/{roles}"
+        return f"{self.type.value} {self.name}{vals}{roles}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type.value, "name": self.name}
+        if self.aliases:
+            out["aliases"] = list(self.aliases)
+        if self.values is not None:
+            out["values"] = self.values.pattern
+        if self.regex is not None:
+            out["regex"] = self.regex.pattern
+        if self.roles:
+            out["roles"] = list(self.roles)
+        if self.files:
+            out["files"] = list(self.files)
+        if self.missing:
+            out["missing"] = True
+        return out
+
+    def match(self, line: str, *, python: bool = False, following: str = "") -> str | None:
+        """The text in ``line`` that re-introduces the idea, or None.
+
+        In Python source a flag counts only as a string of its own (``"--flag"``, an argument
+        list) or as its field set to a literal: prose that names the flag is not a use. A flag
+        whose value sits on the ``following`` line (one list item per line) is read from there.
+        """
+        found, dangling = self._match(line, python=python)
+        if found is None and dangling and following:
+            found, _ = self._match(f"{line.rstrip()} {following.strip().removeprefix('- ')}", python=python)
+        return found
+
+    def _match(self, line: str, *, python: bool) -> tuple[str | None, bool]:
+        """The use found, and whether a flag stood at the end of the line without its value."""
+        if self.type is GuardType.PATTERN:
+            assert self.regex is not None
+            m = self.regex.search(line)
+            return (m.group(0) if m else None), False
+        dangling = False
+        for name in (self.name, *self.aliases):
+            for pattern, literal in _use_patterns(self.type, name):
+                for m in pattern.finditer(line):
+                    if python and self.type is GuardType.FLAG and not literal and \
+                            line[max(0, m.start() - 1):m.start()] not in ("'", '"'):
+                        continue
+                    value = _unwrap(m.group("value") or "")
+                    if self.values is not None:
+                        ok = self.values.fullmatch(value) is not None
+                        dangling |= not value and not line[m.end():].strip()
+                    else:  # any use of a flag on a command line; a truthy literal in code
+                        ok = not literal or value.lower() not in ("false", "0", "", "none")
+                    if ok:
+                        return m.group(0).strip(), False
+        return None, dangling
+
+
+def _anchored(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
+
+
+def _unwrap(value: str) -> str:
+    """``"1"`` -> ``1``; ``EnvBool(True)`` -> ``True`` (how upstream's environ.py spells defaults)."""
+    value = value.strip().strip("\"'")
+    m = re.fullmatch(r"\w+\((.*)\)", value)
+    return m.group(1).strip("\"'") if m else value
+
+
+_LITERAL = r"(?P<value>True|False|true|false|None|-?\d+(?:\.\d+)?|\"[^\"]*\"|'[^']*')"
+_PATTERNS: dict[tuple[GuardType, str], list[tuple[re.Pattern[str], bool]]] = {}
+
+
+def _use_patterns(typ: GuardType, name: str) -> list[tuple[re.Pattern[str], bool]]:
+    """Regexes that find a use of the knob, each with whether its value must be a truthy literal."""
+    key = (typ, name)
+    if key in _PATTERNS:
+        return _PATTERNS[key]
+    n = re.escape(name)
+    if typ is GuardType.FLAG:
+        field = re.escape(name.lstrip("-").replace("-", "_"))
+        found = [
+            # --flag, --flag value, --flag=value, "--flag", "value" (launch argument lists)
+            (re.compile(rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*[\"']?|\s+)?"
+                        rf"(?P<value>[^\s\"',\])]*)"), False),
+            # the server-args field set in code or JSON: flag_name = True, "flag_name": 4, flag_name: int = 4
+            (re.compile(rf"(?<![\w])[\"']?{field}[\"']?\s*(?::\s*[A-Za-z_][\w\[\], ]*)?\s*[:=]\s*"
+                        + _LITERAL), True),
+        ]
+    elif typ is GuardType.ENV:
+        # NAME=1, export NAME=1, Environment="NAME=1", NAME: "1", os.environ["NAME"] = "1",
+        # and upstream's own default NAME = EnvBool(True)
+        found = [(re.compile(rf"(?<![\w]){n}(?![\w])[\"']?\]?\s*[=:]\s*(?P<value>\w+\([^)]*\)|[\"']?[^\s\"',;]*)"),
+                  False)]
+    else:  # config key: "index_topk": 1024, index_topk = 1024, index_topk: 1024
+        found = [(re.compile(rf"(?<![\w]){n}(?![\w])[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',}}]*)"), False)]
+    _PATTERNS[key] = found
+    return found
+
+
+class RevisitKind(enum.StrEnum):
+    VERSION = "version"
+    REGEX = "regex"
+    FLAG = "flag"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Revisit:
+    """A machine-checkable condition under which the rejection's reason may no longer hold."""
+
+    why: str
+    version: SpecifierSet | None = None  # holds when the upstream version is inside it
+    file: str | None = None
+    regex: re.Pattern[str] | None = None
+    appears: bool = True  # regex: holds when it appears (True) or when it disappears (False)
+    flag: str | None = None  # holds when upstream adds (added) or removes (removed) this flag
+    change: str | None = None
+
+    @property
+    def kind(self) -> RevisitKind:
+        if self.version is not None:
+            return RevisitKind.VERSION
+        if self.flag is not None:
+            return RevisitKind.FLAG
+        return RevisitKind.REGEX
+
+    @classmethod
+    def read(cls, f: Fields) -> Revisit | None:
+        why = f.string("why")
+        version = f.parsed("version", _specifier, required=False)
+        file = f.parsed("file", _repo_path, required=False)
+        regex = f.parsed("regex", _regex, required=False)
+        appears = f.boolean("appears", required=False)
+        flag = f.string("flag", required=False)
+        change = f.choice("change", ("added", "removed"), required=False)
+        f.done()
+        kinds = [k for k, present in (("version", version is not None), ("regex", regex is not None),
+                                      ("flag", flag is not None)) if present]
+        if len(kinds) != 1:
+            f.problem(None, "a revisit condition is exactly one of: version = '<specifier>'; "
+                            "file + regex (+ appears); flag + change")
+            return None
+        if regex is not None and file is None:
+            f.problem("file", "a regex condition needs the upstream 'file' to search")
+            return None
+        if flag is not None and (change is None or not flag.startswith("--")):
+            f.problem("change" if change is None else "flag",
+                      "a flag condition needs flag = '--name' and change = 'added' or 'removed'")
+            return None
+        if why is None:
+            return None
+        return cls(why=why, version=version, file=file, regex=regex,
+                   appears=True if appears is None else appears, flag=flag, change=change)
+
+    def describe(self) -> str:
+        if self.version is not None:
+            return f"upstream version {self.version}"
+        if self.flag is not None:
+            return f"upstream {'adds' if self.change == 'added' else 'removes'} {self.flag}"
+        assert self.regex is not None
+        return f"/{self.regex.pattern}/ {'appears in' if self.appears else 'disappears from'} {self.file}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.version is not None:
+            out["version"] = str(self.version)
+        if self.file is not None:
+            out["file"] = self.file
+        if self.regex is not None:
+            out["regex"] = self.regex.pattern
+            out["appears"] = self.appears
+        if self.flag is not None:
+            out["flag"] = self.flag
+            out["change"] = self.change
+        out["why"] = self.why
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Rejection:
+    id: str
+    title: str
+    tried: str
+    verdict: Verdict
+    reason: str
+    evidence: tuple[Measurement, ...]
+    knobs: tuple[Guard, ...]
+    revisit: str
+    revisit_when: tuple[Revisit, ...] = ()
+
+    @classmethod
+    def read(cls, f: Fields) -> Rejection | None:
+        ident = f.parsed("id", _ident)
+        f.patch = ident
+        title = f.string("title")
+        tried = f.string("tried")
+        verdict = f.choice("verdict", tuple(Verdict))
+        reason = f.string("reason")
+        evidence = [Measurement.read(x) for x in f.tables("evidence")]
+        knobs = [Guard.read(x) for x in f.tables("knobs")]
+        revisit = f.string("revisit")
+        revisit_when = [Revisit.read(x) for x in f.tables("revisit_when")]
+        f.done()
+        if "evidence" in f.data and not evidence:
+            f.problem("evidence", "an entry needs at least one evidence row")
+        elif "evidence" not in f.data:
+            f.problem("evidence", "missing required key",
+                      hint="add [[rejected.evidence]] with what was measured")
+        if None in (ident, title, tried, verdict, reason, revisit) or not evidence or \
+                None in evidence + knobs + revisit_when:
+            return None
+        return cls(id=ident, title=title, tried=tried, verdict=Verdict(verdict), reason=reason,  # type: ignore[arg-type]
+                   evidence=tuple(evidence), knobs=tuple(knobs), revisit=revisit,  # type: ignore[arg-type]
+                   revisit_when=tuple(revisit_when))  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "tried": self.tried, "verdict": self.verdict.value,
+                "reason": self.reason, "evidence": [e.to_dict() for e in self.evidence],
+                "knobs": [k.to_dict() for k in self.knobs], "revisit": self.revisit,
+                "revisit_when": [r.to_dict() for r in self.revisit_when]}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Registry:
+    entries: tuple[Rejection, ...]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, file: str) -> Registry:
+        problems: list[Problem] = []
+        f = Fields(data, "", problems)
+        schema = f.integer("schema")
+        if schema is not None and schema != SCHEMA:
+            f.problem("schema", f"unsupported registry schema {schema}")
+        entries = [Rejection.read(x) for x in f.tables("rejected", required=True)]
+        f.done()
+        seen: dict[str, int] = {}
+        for i, e in enumerate(entries):
+            if e is None:
+                continue
+            if e.id in seen:
+                problems.append(Problem(key=f"rejected[{i}].id", patch=e.id,
+                                        message=f"duplicate entry id {e.id!r} (also rejected[{seen[e.id]}])",
+                                        hint="every rejected idea needs its own id"))
+            seen.setdefault(e.id, i)
+        raise_if(problems, f"{file} is not a valid registry", file=file)
+        return cls(entries=tuple(e for e in entries if e is not None))
+
+    def get(self, ident: str) -> Rejection:
+        for e in self.entries:
+            if e.id == ident:
+                return e
+        known = ", ".join(e.id for e in self.entries)
+        raise KeyError(f"no rejected idea {ident!r}; known: {known}")
+
+    @property
+    def ids(self) -> frozenset[str]:
+        return frozenset(e.id for e in self.entries)
+
+
+def parse_text(text: str, *, file: str) -> Registry:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"at line (\d+)", str(exc))
+        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
+            Problem(file=file, line=int(m.group(1)) if m else None, message=f"not valid TOML: {exc}",
+                    code="toml", hint="fix the syntax at that line")]) from None
+    try:
+        return Registry.from_dict(data, file=file)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, file=file, problems=[
+            p.located(line=key_line(text, p.key)) for p in exc.problems]) from None
+
+
+def load(root: Path, name: str) -> Registry:
+    path = root / name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidInput(f"{name} not found", file="patchset.toml", problems=[Problem(
+            file="patchset.toml", key="registry", message=f"names {name}, which does not exist",
+            hint="restore the registry file or fix the 'registry' key")]) from None
+    return parse_text(text, file=name)
+
+
+# -- guards ------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    file: str
+    line: int
+    entry: str
+    knob: str
+    text: str
+    reason: str
+    patch: str | None = None
+    target: str | None = None  # the upstream file a patch's line changes
+    override: str | None = None  # the justification, when a patch overrides the entry on purpose
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+    def render(self) -> str:
+        where = f"{self.file}:{self.line}" + (f" ({self.target})" if self.target else "")
+        head = f"{where}: {self.text!r} re-introduces rejected idea {self.entry!r} ({self.knob})"
+        if self.override:
+            return f"{head}; overridden by patch {self.patch}: {self.override}"
+        return f"{head}: {self.reason}"
+
+
+_ROLE_RE = re.compile(r"disaggregation[-_]mode[\"']?\s*[=:, ]\s*[\"']?(prefill|decode)")
+
+
+def roles_of(text: str, name: str = "") -> frozenset[str]:
+    """The PD roles a deployment file serves, from --disaggregation-mode or its file name."""
+    roles = set(_ROLE_RE.findall(text))
+    lowered = name.lower()
+    for role in ("prefill", "decode"):
+        if role in lowered:
+            roles.add(role)
+    return frozenset(roles)
+
+
+def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: str,
+               roles: frozenset[str] = frozenset(), patch: str | None = None,
+               overrides: Mapping[str, str] | None = None, target: str | None = None) -> list[Finding]:
+    """Pure: every (line number, text) that uses a rejected knob.
+
+    ``target`` is the upstream path the lines belong to when ``file`` is a patch file.
+    """
+    path = target or file
+    python = path.endswith(".py")
+    guards = [(entry, g) for entry in registry.entries for g in entry.knobs
+              if not g.missing and g.applies_to(path, roles)]
+    findings: list[Finding] = []
+    numbered = list(lines)
+    for i, (number, line) in enumerate(numbered):
+        following = numbered[i + 1][1] if i + 1 < len(numbered) else ""
+        for entry, guard in guards:
+            text = guard.match(line, python=python, following=following)
+            if text is None:
+                continue
+            if findings and (findings[-1].line, findings[-1].entry) == (number, entry.id):
+                continue  # one finding per entry and line
+            findings.append(Finding(file=file, line=number, entry=entry.id, knob=guard.describe(),
+                                    text=text, reason=entry.reason, patch=patch, target=target,
+                                    override=(overrides or {}).get(entry.id)))
+    return findings
+
+
+_LAUNCH_RE = re.compile(r"sglang\.launch_server|sglang\s+serve\b|sglang\.srt\.entrypoints|launch_server\.py")
+
+
+def scan_text(registry: Registry, text: str, *, file: str, name: str = "") -> list[Finding]:
+    """A deployment file: every rejected knob it sets, and every required flag its launch lacks."""
+    roles = roles_of(text, name or file)
+    lines = text.splitlines()
+    findings = scan_lines(registry, enumerate(lines, 1), file=file, roles=roles)
+    launches = [i for i, line in enumerate(lines, 1) if _LAUNCH_RE.search(line)]
+    if launches:
+        for entry in registry.entries:
+            for guard in entry.knobs:
+                if not guard.missing or (guard.roles and not roles & set(guard.roles)):
+                    continue
+                if any(guard.match(line) for line in lines):
+                    continue
+                findings.append(Finding(file=file, line=launches[0], entry=entry.id, knob=guard.describe(),
+                                        text=lines[launches[0] - 1].strip(), reason=entry.reason))
+    return sorted(findings, key=lambda f: (f.line, f.entry))
+
+
+def added_lines(diff: str, offset: int) -> dict[str, list[tuple[int, str]]]:
+    """Every line a diff adds, by upstream path, with its line number in the patch file."""
+    out: dict[str, list[tuple[int, str]]] = {}
+    path = ""
+    for i, line in enumerate(diff.splitlines(), 1):
+        if line.startswith("+++ "):
+            path = line[4:].removeprefix("b/")
+        elif line.startswith("+") and path != "/dev/null":
+            out.setdefault(path, []).append((offset + i, line[1:]))
+    return out
+
+
+# -- revisit -----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RevisitResult:
+    entry: str
+    condition: str
+    holds: bool
+    why: str
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def flag_field(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+def flag_present(flag: str, field_files: Mapping[str, bytes | None]) -> bool:
+    """Whether upstream's arg groups declare ``flag``: a field ``name: A[`` or an alias."""
+    field = re.compile(rf"^\s+{re.escape(flag_field(flag))}\s*:", re.MULTILINE)
+    alias = re.compile(rf"[\"']{re.escape(flag)}[\"']")
+    for content in field_files.values():
+        if content is None:
+            continue
+        text = content.decode("utf-8", "replace")
+        if field.search(text) or alias.search(text):
+            return True
+    return False
+
+
+def evaluate_revisit(entry: Rejection, cond: Revisit, *, version: Version,
+                     files: Mapping[str, bytes | None], field_files: Mapping[str, bytes | None]) -> RevisitResult:
+    """Pure: does ``cond`` hold for an upstream at ``version`` with these file contents?"""
+    if cond.version is not None:
+        holds = version in cond.version
+        detail = f"upstream is {version}"
+    elif cond.flag is not None:
+        present = flag_present(cond.flag, field_files)
+        holds = present if cond.change == "added" else not present
+        detail = f"{cond.flag} {'is' if present else 'is not'} declared in {ARG_FIELDS_DIR}"
+    else:
+        assert cond.regex is not None and cond.file is not None
+        content = files.get(cond.file)
+        found = content is not None and cond.regex.search(content.decode("utf-8", "replace")) is not None
+        holds = found if cond.appears else not found
+        detail = ("file absent" if content is None else
+                  f"{'found' if found else 'not found'} in {cond.file}")
+    return RevisitResult(entry=entry.id, condition=cond.describe(), holds=holds, why=cond.why, detail=detail)
+
+
+def revisit_paths(registry: Registry) -> list[str]:
+    return sorted({c.file for e in registry.entries for c in e.revisit_when if c.file})
+
+
+def evaluate_all(registry: Registry, *, version: Version, files: Mapping[str, bytes | None],
+                 field_files: Mapping[str, bytes | None]) -> list[RevisitResult]:
+    return [evaluate_revisit(e, c, version=version, files=files, field_files=field_files)
+            for e in registry.entries for c in e.revisit_when]
+
+
+def unknown_overrides(registry: Registry, overrides: Sequence[tuple[str, int, str]]) -> list[Problem]:
+    """Overrides (patch id, index, entry id) that name no registry entry."""
+    return [Problem(file="patchset.toml", patch=patch, key=f"overrides[{i}].entry",
+                    message=f"overrides {entry!r}, which is not in the registry",
+                    hint=f"known entries: {', '.join(sorted(registry.ids))}")
+            for patch, i, entry in overrides if entry not in registry.ids]
