@@ -1,0 +1,382 @@
+"""0003: DeepSeek-V4 mHC projection GEMM in bf16 (SGLANG_OPT_MHC_BF16_GEMM).
+
+Loads the two new modules straight from the patched tree (no sglang import):
+the switch, the bf16 weight cache and the torch hc_pre GEMM
+(srt/models/deepseek_common/mhc_bf16.py), and the Triton GEMM + square-sum the
+fused post+pre boundary uses for a bf16 fn (kernels/ops/layernorm/mhc_bf16_gemm.py,
+run by the Triton CPU interpreter). The fp32 references are upstream's own code
+lifted out of the patched tree with `ast` (hc_pre_torch_impl, _mhc_pre_torch).
+`ast` checks prove the small hunks in upstream files are in place.
+
+Tolerance: the residual stream is bf16, so x is exact and the only rounding the
+patch adds is the weight's, |fn_bf16 - fn| <= 2^-8 |fn| elementwise (bf16 unit
+roundoff). Hence |mix_bf16 - mix_fp32| <= 2^-8 * (|x| @ |fn|^T) * rsqrt, plus the
+fp32 accumulation term (bounded by 4 K 2^-24 of the same magnitude); the tests
+assert that bound per element.
+"""
+
+import ast
+import importlib.util
+import os
+import types
+
+os.environ["TRITON_INTERPRET"] = "1"  # before anything below imports triton
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from triton.runtime import interpreter
+
+pytestmark = pytest.mark.upstream
+
+PKG = ("python", "sglang")
+BF16_U = 2.0**-8  # bf16 unit roundoff (8-bit significand, round to nearest)
+K_REAL, N_REAL = 4 * 4096, 24  # V4-Flash: hc_mult 4 x hidden 4096, (2 + 4) * 4 mixes
+RMS_EPS = 1e-6
+
+
+def _path(tree, *parts):
+    return tree.joinpath(*PKG, *parts)
+
+
+def _load(path, name):
+    assert path.is_file(), f"missing: {path}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def mhc_bf16(patched_tree):
+    return _load(
+        _path(patched_tree, "srt", "models", "deepseek_common", "mhc_bf16.py"),
+        "_mhc_bf16_0003",
+    )
+
+
+@triton.jit
+def _probe_bf16_dot(X, W, Out):
+    r = tl.arange(0, 16)
+    k = tl.arange(0, 16)
+    x = tl.load(X + r[:, None] * 16 + k[None, :])
+    w = tl.load(W + r[None, :] * 16 + k[:, None])
+    tl.store(Out + r[:, None] * 16 + r[None, :], tl.dot(x, w, tl.zeros((16, 16), tl.float32)))
+
+
+def _interpreter_bf16_dot_ok():
+    x = torch.randn(16, 16).bfloat16()
+    w = torch.randn(16, 16).bfloat16()
+    out = torch.empty(16, 16)
+    _probe_bf16_dot[(1,)](x, w, out)
+    return torch.allclose(out, x.float() @ w.float().t(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def gemm_kernel(patched_tree):
+    """The kernel module, run by the CPU interpreter.
+
+    Triton 3.x's interpreter stores bf16 as raw uint16 and its create_dot multiplies
+    those bit patterns (it widens only fp8 operands), so a bf16 tl.dot comes out as
+    garbage on the CPU. When the probe shows that, widen bf16 dot operands to fp32
+    first: exact, since a bf16 x bf16 product is exact in fp32, i.e. what a bf16 MMA
+    with fp32 accumulation computes on the GPU. Nothing else in the emulator changes.
+    """
+    module = _load(
+        _path(patched_tree, "kernels", "ops", "layernorm", "mhc_bf16_gemm.py"),
+        "_mhc_bf16_gemm_0003",
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        if not _interpreter_bf16_dot_ok():
+            builder = type(interpreter.interpreter_builder)
+            create_dot = builder.create_dot
+
+            def widen(h):
+                if h.dtype.scalar == tl.bfloat16:
+                    bits = h.data.astype(np.uint32) << np.uint32(16)
+                    return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
+                return h
+
+            def create_dot_bf16(self, a, b, d, input_precision, max_num_imprecise_acc):
+                return create_dot(
+                    self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc
+                )
+
+            mp.setattr(builder, "create_dot", create_dot_bf16)
+            assert _interpreter_bf16_dot_ok()
+        yield module
+
+
+def _tree(patched_tree, *parts):
+    return ast.parse(_path(patched_tree, *parts).read_text())
+
+
+def _func(tree, name, cls=None):
+    scope = tree
+    if cls is not None:
+        scope = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return node
+    raise AssertionError(f"{name} not found")
+
+
+@pytest.fixture(scope="module")
+def upstream_refs(patched_tree):
+    """Upstream's fp32 hc_pre_torch_impl (nested in hc_pre) and _mhc_pre_torch."""
+    v4 = _tree(patched_tree, "srt", "models", "deepseek_v4.py")
+    impl = _func(_func(v4, "hc_pre", cls="DeepseekV4DecoderLayerBase"), "hc_pre_torch_impl")
+    impl.decorator_list = []  # compile_in_capture_mode is a passthrough outside capture
+    ns = {"torch": torch, "F": F, "self": types.SimpleNamespace(rms_norm_eps=RMS_EPS)}
+    exec(compile(ast.Module([impl], []), "hc_pre_torch_impl", "exec"), ns)
+    mhc = _tree(patched_tree, "kernels", "ops", "layernorm", "mhc.py")
+    pre = _func(mhc, "_mhc_pre_torch")
+    ns2 = {"torch": torch, "Tuple": tuple}
+    exec(compile(ast.Module([pre], []), "_mhc_pre_torch", "exec"), ns2)
+    return ns["hc_pre_torch_impl"], ns2["_mhc_pre_torch"]
+
+
+def _inputs(tokens, hc, hidden, seed):
+    g = torch.Generator().manual_seed(seed)
+    k = hc * hidden
+    mix = (2 + hc) * hc
+    # A bf16 residual stream with an outlier channel, and fn at mixing-weight scale.
+    x = torch.randn(tokens, hc, hidden, generator=g)
+    x[:, :, 7] *= 30.0
+    x = x.bfloat16()
+    fn = torch.randn(mix, k, generator=g) * (1.0 / k**0.5)
+    return x, fn
+
+
+def _bound(x, fn, rsqrt):
+    """Per-element bound on |mix_bf16 - mix_fp32| (weight rounding + fp32 accumulation)."""
+    mag = x.flatten(1).float().abs() @ fn.abs().t()
+    k = fn.shape[1]
+    return (BF16_U + 4 * k * 2.0**-24) * mag * rsqrt + 1e-6
+
+
+# -- the switch --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flag, is_cuda, invariant, from_prev, expect",
+    [
+        (True, True, False, False, True),
+        (False, True, False, False, False),  # default off: opt-in only
+        (True, False, False, False, False),  # ROCm / CPU / XPU / NPU paths never read it
+        (True, True, True, False, False),  # batch-invariant mode keeps fp32
+        (True, True, False, True, False),  # V4.1 same-sublayer pre-mix has its own kernels
+    ],
+)
+def test_switch_decision(mhc_bf16, flag, is_cuda, invariant, from_prev, expect):
+    got = mhc_bf16.mhc_bf16_gemm_enabled(
+        flag, is_cuda=is_cuda, batch_invariant=invariant, pre_from_prev_sublayer=from_prev
+    )
+    assert got is expect
+
+
+# -- the weight cache ----------------------------------------------------------------------
+
+
+def test_weight_cache_builds_once_and_refreshes(mhc_bf16):
+    _, fn0 = _inputs(1, 4, 64, seed=1)
+    param = torch.nn.Parameter(fn0.clone(), requires_grad=False)
+    assert mhc_bf16.mhc_gemm_weight(param) is param  # nothing built: fp32 as upstream
+
+    built = mhc_bf16.refresh_bf16_gemm_weight(param, True)
+    assert built.dtype == torch.bfloat16 and built.is_contiguous()
+    assert torch.equal(built, fn0.bfloat16())  # round-to-nearest, bit for bit
+    assert param.dtype == torch.float32 and torch.equal(param.data, fn0)  # fp32 untouched
+    # Every lookup returns that one tensor: the cast happens once, not per forward.
+    x_bf16 = torch.zeros(2, 256, dtype=torch.bfloat16)
+    for _ in range(3):
+        assert mhc_bf16.mhc_gemm_weight(param) is built
+        assert mhc_bf16.mhc_gemm_weight(param, x_bf16) is built
+    assert mhc_bf16.mhc_gemm_weight(param, x_bf16.float()) is param  # fp32 activations
+
+    # A weight update (in place, as weight loaders do) plus the layer's refresh:
+    # new values, same storage, so captured CUDA graphs stay valid.
+    ptr = built.data_ptr()
+    fn1 = fn0 * -2.0 + 0.25
+    param.data.copy_(fn1)
+    again = mhc_bf16.refresh_bf16_gemm_weight(param, True)
+    assert again is built and again.data_ptr() == ptr
+    assert torch.equal(again, fn1.bfloat16())
+
+    assert mhc_bf16.refresh_bf16_gemm_weight(param, False) is None
+    assert mhc_bf16.mhc_gemm_weight(param) is param
+
+
+# -- the torch hc_pre GEMM ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tokens, hc, hidden",
+    [(1, 4, 64), (5, 4, 256), (3, 4, 4096)],  # last: the real [T, 16384] x [24, 16384]^T
+)
+def test_torch_hc_pre_within_bf16_bound(mhc_bf16, upstream_refs, tokens, hc, hidden):
+    hc_pre_torch_impl, _ = upstream_refs
+    x, fn = _inputs(tokens, hc, hidden, seed=tokens + hidden)
+    x_flat_ref, mixes_ref = hc_pre_torch_impl(x, fn)
+
+    fn_bf16 = fn.bfloat16()
+    x_flat, mixes = mhc_bf16.hc_pre_mixes_bf16(x, fn_bf16, RMS_EPS)
+    assert x_flat.dtype == torch.float32 and torch.equal(x_flat, x_flat_ref)
+    assert mixes.shape == mixes_ref.shape == (tokens, 1, (2 + hc) * hc)
+    assert mixes.dtype == torch.float32
+
+    rsqrt = torch.rsqrt(x_flat_ref.square().mean(-1, keepdim=True) + RMS_EPS)
+    err = (mixes - mixes_ref).squeeze(1).abs()
+    assert torch.all(err <= _bound(x, fn, rsqrt)), err.max()
+    # ... and it is the bf16-weight GEMM exactly (fp32 accumulation of exact products).
+    _, mixes_exact = hc_pre_torch_impl(x, fn_bf16.float())
+    torch.testing.assert_close(mixes, mixes_exact, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tokens, hidden", [(4, 256), (16, 256), (3, 4096)])
+def test_downstream_mixing_stays_close(upstream_refs, tokens, hidden):
+    """Upstream's whole pre step (scale + sigmoid, sinkhorn, combine) on fp32 vs
+    bf16-rounded fn. With d = max |mix_bf16 - mix_fp32| (itself inside the bf16
+    bound), the outputs move by no more than their Lipschitz constants times d:
+    post: 2 * sigmoid' (<= 1/4) * scale[1]; comb: softmax (<= 1/2 in the inf-norm)
+    * scale[2], with a factor 2 for the sinkhorn sweeps; layer_input (bf16):
+    scale[0] / 4 * sum_j |x_j| plus one bf16 ulp of the output."""
+    _, mhc_pre_torch = upstream_refs
+    hc = 4
+    x, fn = _inputs(tokens, hc, hidden, seed=99 + hidden)
+    g = torch.Generator().manual_seed(7)
+    hc_scale = torch.rand(3, generator=g) + 0.5
+    hc_base = torch.randn((2 + hc) * hc, generator=g) * 0.5
+    args = (hc_scale, hc_base, RMS_EPS, 1e-6, 1e-6, 2.0, 20)
+    post_ref, comb_ref, y_ref = mhc_pre_torch(x, fn, *args)
+    post, comb, y = mhc_pre_torch(x, fn.bfloat16().float(), *args)
+
+    x_flat = x.flatten(1).float()
+    rsqrt = torch.rsqrt(x_flat.square().mean(-1, keepdim=True) + RMS_EPS)
+    dmix = ((x_flat @ fn.bfloat16().float().t() - x_flat @ fn.t()) * rsqrt).abs()
+    assert torch.all(dmix <= _bound(x, fn, rsqrt))
+    d = dmix.amax(-1)  # per token
+    s0, s1, s2 = hc_scale.tolist()
+    slack = 1e-6
+    assert torch.all((post - post_ref).abs().amax((-2, -1)) <= 0.5 * s1 * d + slack)
+    assert torch.all((comb - comb_ref).abs().amax((-2, -1)) <= s2 * d + slack)
+    # One bf16 ulp (<= 2^-7 |y|) for the two outputs rounding to neighbouring values.
+    y_bound = (s0 / 4) * d[:, None] * x.float().abs().sum(1) + 2.0**-7 * y_ref.float().abs()
+    assert torch.all((y.float() - y_ref.float()).abs() <= y_bound + slack)
+    # The perturbation is small in absolute terms too (fn at mixing-weight scale).
+    assert d.max().item() < 0.02
+
+
+# -- the Triton GEMM + square-sum of the fused boundary -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tokens, k, n_splits",
+    [
+        (5, 512, 1),
+        (20, 1024, 3),  # 1024 / 3 is not a multiple of the k block: ragged splits
+        (33, 256, 8),  # more splits than k blocks: empty splits must write zeros
+        (2, K_REAL, 64),  # real shape, the decode split count on 188 SMs
+        (3, K_REAL, 62),
+    ],
+)
+def test_triton_gemm_sqrsum(gemm_kernel, tokens, k, n_splits):
+    g = torch.Generator().manual_seed(k + tokens)
+    x = (torch.randn(tokens, k, generator=g) * 3).bfloat16()
+    fn = torch.randn(N_REAL, k, generator=g) * (1.0 / k**0.5)
+    fn_bf16 = fn.bfloat16()
+    out = torch.full((n_splits, tokens, N_REAL), float("nan"))
+    sq = torch.full((n_splits, tokens), float("nan"))
+    gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, fn_bf16, out, sq)
+    assert not out.isnan().any() and not sq.isnan().any()
+
+    xf = x.float()
+    # Against the bf16-weight GEMM it implements (fp32 accumulation: reorder only).
+    torch.testing.assert_close(out.sum(0), xf @ fn_bf16.float().t(), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(sq.sum(0), xf.square().sum(-1), rtol=1e-5, atol=1e-3)
+    # Against the fp32 GEMM upstream runs: inside the bf16 weight-rounding bound.
+    err = (out.sum(0) - xf @ fn.t()).abs()
+    bound = (BF16_U + 4 * k * 2.0**-24) * (xf.abs() @ fn.abs().t()) + 1e-4
+    assert torch.all(err <= bound), err.max()
+
+
+def test_triton_gemm_rejects_fp32_weights(gemm_kernel):
+    x = torch.zeros(2, 256, dtype=torch.bfloat16)
+    out, sq = torch.empty(1, 2, N_REAL), torch.empty(1, 2)
+    with pytest.raises(AssertionError):
+        gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, torch.zeros(N_REAL, 256), out, sq)
+
+
+# -- the hunks in upstream files -------------------------------------------------------------
+
+
+def _calls(node):
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call):
+            f = n.func
+            names.add(f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None))
+    return names
+
+
+def test_env_switch_default_off(patched_tree):
+    text = _path(patched_tree, "srt", "environ.py").read_text()
+    assert "    SGLANG_OPT_MHC_BF16_GEMM = EnvBool(False)\n" in text
+
+
+def test_weight_cache_hunk(patched_tree):
+    v4 = _tree(patched_tree, "srt", "models", "deepseek_v4.py")
+    refresh = _func(v4, "refresh_mhc_norm_weight_cache", cls="DeepseekV4DecoderLayerBase")
+    assert "refresh_layer_bf16_gemm_weights" in _calls(refresh)
+
+
+def test_torch_path_hunk(patched_tree):
+    v4 = _tree(patched_tree, "srt", "models", "deepseek_v4.py")
+    hc_pre = _func(v4, "hc_pre", cls="DeepseekV4DecoderLayerBase")
+    branch = next(
+        n
+        for n in ast.walk(hc_pre)
+        if isinstance(n, ast.If) and "hc_pre_mixes_bf16" in _calls(ast.Module(n.body, []))
+    )
+    assert ast.unparse(branch.test) == "hc_fn_gemm.dtype == torch.bfloat16"
+    assert "hc_pre_torch_impl" in _calls(ast.Module(branch.orelse, []))
+    assert "hc_fn_gemm = mhc_bf16.mhc_gemm_weight(hc_fn, x)" in ast.unparse(hc_pre)
+    # The upstream fp32 implementation is still the fallback.
+    impl = _func(hc_pre, "hc_pre_torch_impl")
+    assert "F.linear(x_flat, hc_fn)" in ast.unparse(impl)
+
+
+def test_fused_boundary_passes_bf16_weight(patched_tree):
+    mod = _tree(
+        patched_tree, "srt", "models", "deepseek_common", "amd", "deepseek_v4_fused_mhc.py"
+    )
+    fn = _func(mod, "apply_mhc_post_pre_boundary")
+    call = next(
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "mhc_fused_post_pre"
+    )
+    assert ast.unparse(call.args[4]) == "mhc_gemm_weight(hc_fn)"
+
+
+def test_fused_post_pre_accepts_bf16(patched_tree):
+    mhc = _tree(patched_tree, "kernels", "ops", "layernorm", "mhc.py")
+    fn = _func(mhc, "mhc_fused_post_pre")
+    src = ast.unparse(fn)
+    assert "assert fn.dtype in (torch.float32, torch.bfloat16)" in src
+    assert "assert fn.dtype == torch.float32" not in src
+    assert "fma_token_threshold = 32 if fn.dtype == torch.float32 else 0" in src
+    # A bf16 fn is routed to the bf16 GEMM ahead of DeepGEMM / the fp32 TileLang GEMM.
+    branch = next(
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.If) and "mhc_pre_gemm_sqrsum_bf16" in _calls(ast.Module(n.body, []))
+    )
+    assert ast.unparse(branch.test) == "fn.dtype == torch.bfloat16"
+    assert isinstance(branch.orelse[0], ast.If)
+    assert ast.unparse(branch.orelse[0].test) == "_use_deep_gemm_hc_prenorm()"
