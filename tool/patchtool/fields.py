@@ -7,8 +7,13 @@ as ``patch[3].upstream.status``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from .errors import InvalidInput, Problem
 
@@ -154,3 +159,45 @@ def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
     if problems:
         located = [p.located(file=file) for p in problems]
         raise InvalidInput(message, file=file, problems=located)
+
+
+# -- parsers for Fields.parsed: each raises ValueError with the message the user sees --
+
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise ValueError(f"{text!r} is not a PEP 440 version") from None
+
+
+def _specifier(text: str) -> SpecifierSet:
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.5.23,<0.5.24')") from None
+
+
+def _regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text, re.MULTILINE)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
+
+
+def _ident(text: str) -> str:
+    if not ID_RE.match(text):
+        raise ValueError(f"{text!r} is not a valid id (lower-case letters, digits, '.', '_', '-')")
+    return text
+
+
+def _repo_path(text: str) -> str:
+    """A relative POSIX path inside the tree, never escaping it or touching .git."""
+    path = PurePosixPath(text)
+    if path.is_absolute() or text.startswith("/") or "\\" in text:
+        raise ValueError(f"{text!r} must be a relative path inside the tree")
+    if any(part in ("..", ".git") for part in path.parts) or not path.parts:
+        raise ValueError(f"{text!r} must stay inside the tree and out of .git")
+    return path.as_posix()

@@ -37,6 +37,14 @@ class Ident:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MergeResult:
+    tree: str
+    clean: bool
+    conflicted: tuple[str, ...]
+    messages: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ApplyResult:
     ok: bool
     stderr: str
@@ -125,6 +133,36 @@ class Repo:
             pos += size + 1
         return result
 
+    def merge_tree(self, ours: str, theirs: str) -> MergeResult:
+        """merge-ort in memory (no worktree): the result tree, and the conflicted paths if any."""
+        res = self.git("merge-tree", "--write-tree", "--name-only", "--messages", "-z", ours, theirs,
+                       check=False)
+        if res.returncode not in (0, 1):
+            raise GitError(f"git merge-tree failed: {res.stderr.decode(errors='replace').strip()}")
+        out = res.stdout.decode(errors="replace")
+        head, _, rest = out.partition("\0")
+        files, _, messages = rest.partition("\0\0")
+        conflicted = tuple(f for f in files.split("\0") if f) if res.returncode == 1 else ()
+        msgs = tuple(m for m in messages.split("\0") if m.strip())
+        return MergeResult(tree=head.strip(), clean=res.returncode == 0, conflicted=conflicted,
+                           messages=msgs)
+
+    def diff(self, old: str, new: str, *, context: int = 3) -> str:
+        res = self.git("diff", "--no-color", "--no-ext-diff", "-M", f"-U{context}", old, new)
+        return res.stdout.decode("utf-8", errors="replace")
+
+    def format_patch(self, commit: str) -> str:
+        """The canonical export of one commit: git's own format, without the Date line."""
+        text = self.git("format-patch", "-1", commit, "--stdout", "--zero-commit", "--full-index",
+                        "--no-signature", "--no-stat", "--no-numbered").stdout.decode("utf-8")
+        head, sep, rest = text.partition("\n\n")
+        head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
+        return head + sep + rest
+
+    def range_diff(self, old: str, new: str) -> str:
+        res = self.git("range-diff", "--no-color", old, new, check=False)
+        return res.stdout.decode("utf-8", errors="replace")
+
     def ls_files(self, tree: str, prefix: str) -> list[str]:
         """Paths of the blobs under ``prefix`` in ``tree``."""
         out = self.out("ls-tree", "-r", "--name-only", tree, "--", prefix)
@@ -183,8 +221,8 @@ class Index:
         self.env = {"GIT_INDEX_FILE": str(path)}
 
     def apply(self, patches: Sequence[Path], *, reverse: bool = False,
-              check: bool = False) -> ApplyResult:
-        args = ["apply", "--cached"]
+              check: bool = False, verbose: bool = False) -> ApplyResult:
+        args = ["apply", "--cached"] + (["--verbose"] if verbose else [])
         if reverse:
             args.append("--reverse")
         if check:

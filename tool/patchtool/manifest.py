@@ -11,18 +11,17 @@ import enum
 import re
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from .errors import InvalidInput, Problem
-from .fields import Fields, raise_if
+from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, raise_if
 
 SCHEMA = 1
 MANIFEST_NAME = "patchset.toml"
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 class Kind(enum.StrEnum):
@@ -55,25 +54,7 @@ _STATUS_REQUIRES: dict[Status, tuple[str, ...]] = {
 _STATUS_DETAILS = ("url", "ref", "reason", "version")
 
 
-def _version(text: str) -> Version:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        raise ValueError(f"{text!r} is not a PEP 440 version") from None
 
-
-def _specifier(text: str) -> SpecifierSet:
-    try:
-        return SpecifierSet(text)
-    except InvalidSpecifier:
-        raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.5.23,<0.5.24')") from None
-
-
-def _regex(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text, re.MULTILINE)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -337,20 +318,6 @@ class Override:
         return {"entry": self.entry, "justification": self.justification}
 
 
-def _ident(text: str) -> str:
-    if not ID_RE.match(text):
-        raise ValueError(f"{text!r} is not a valid id (lower-case letters, digits, '.', '_', '-')")
-    return text
-
-
-def _repo_path(text: str) -> str:
-    """A relative POSIX path inside the tree, never escaping it or touching .git."""
-    path = PurePosixPath(text)
-    if path.is_absolute() or text.startswith("/") or "\\" in text:
-        raise ValueError(f"{text!r} must be a relative path inside the tree")
-    if any(part in ("..", ".git") for part in path.parts) or not path.parts:
-        raise ValueError(f"{text!r} must stay inside the tree and out of .git")
-    return path.as_posix()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

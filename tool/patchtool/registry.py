@@ -20,8 +20,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from .errors import InvalidInput, Problem
-from .fields import Fields, raise_if
-from .manifest import _ident, _regex, _repo_path, _specifier, key_line
+from .fields import Fields, _ident, _regex, _repo_path, _specifier, raise_if
+from .manifest import key_line
 
 SCHEMA = 1
 ARG_FIELDS_DIR = "python/sglang/srt/arg_groups/fields/"

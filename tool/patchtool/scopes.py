@@ -1,0 +1,137 @@
+"""Where a hunk sits: the enclosing function or class of a line, and whether a region drifted.
+
+Python files are read with ``ast`` (qualified names such as ``Scheduler._add_request_to_queue``);
+other files use git's default function-name rule (the nearest line above that starts with a
+letter, ``_`` or ``$``), which finds C, CUDA and C++ function headers.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+
+_FUNCNAME = re.compile(r"^[A-Za-z_$].*")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scope:
+    name: str  # "Class.method", "<module>", or a header line for non-Python files
+    start: int  # 1-based, inclusive
+    end: int
+
+
+def python_scopes(source: str) -> list[Scope] | None:
+    """Every def and class with its line span; None when the file does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    scopes: list[Scope] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                scopes.append(Scope(name, start, child.end_lineno or child.lineno))
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    return scopes
+
+
+def scope_at(path: str, source: str, line: int) -> Scope:
+    """The innermost scope that contains ``line`` (1-based) of ``source``."""
+    if path.endswith(".py"):
+        scopes = python_scopes(source)
+        if scopes is not None:
+            inner = [s for s in scopes if s.start <= line <= s.end]
+            if inner:
+                return max(inner, key=lambda s: s.start)
+            return Scope("<module>", 1, source.count("\n") + 1)
+    lines = source.splitlines()
+    for i in range(min(line, len(lines)) - 1, -1, -1):
+        if _FUNCNAME.match(lines[i]):
+            return Scope(lines[i].strip(), i + 1, i + 1)
+    return Scope("<top>", 1, 1)
+
+
+def scope_text(path: str, source: str, name: str) -> str | None:
+    """The source of the scope called ``name`` (None when it does not exist)."""
+    if not path.endswith(".py"):
+        return None
+    scopes = python_scopes(source)
+    if scopes is None:
+        return None
+    lines = source.splitlines()
+    for s in scopes:
+        if s.name == name:
+            return "\n".join(lines[s.start - 1:s.end])
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hunk:
+    """One hunk of a diff: where its first change is in the old and new file, and what it changes."""
+
+    path: str
+    old_line: int  # 1-based line of the first removed line, or of the line after the insertion point
+    new_line: int  # likewise in the new file: the first added line
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    preimage: tuple[str, ...]  # context and removed lines, in order
+    header: str
+
+
+_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def parse_hunks(diff: str) -> list[Hunk]:
+    """Hunks of a git diff, with the exact positions of each hunk's first change."""
+    hunks: list[Hunk] = []
+    path = ""
+    lines = diff.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("+++ "):
+            path = line[4:].removeprefix("b/")
+        m = _HEADER.match(line)
+        i += 1
+        if not m:
+            continue
+        old_no, old_len = int(m.group(1)), int(m.group(2) or 1)
+        new_no, new_len = int(m.group(3)), int(m.group(4) or 1)
+        if old_len == 0:
+            old_no += 1  # "-N,0" names the line before an insertion
+        if new_len == 0:
+            new_no += 1
+        added: list[str] = []
+        removed: list[str] = []
+        pre: list[str] = []
+        first: tuple[int, int] | None = None
+        seen_old = seen_new = 0
+        while i < len(lines) and (seen_old < old_len or seen_new < new_len):
+            tag, text = lines[i][:1], lines[i][1:]
+            i += 1
+            if tag == "\\":
+                continue
+            if tag in ("+", "-") and first is None:
+                first = (old_no + seen_old, new_no + seen_new)
+            if tag == "+":
+                added.append(text)
+                seen_new += 1
+            elif tag == "-":
+                removed.append(text)
+                pre.append(text)
+                seen_old += 1
+            else:
+                pre.append(text)
+                seen_old += 1
+                seen_new += 1
+        old_first, new_first = first or (old_no, new_no)
+        hunks.append(Hunk(path, old_first, new_first, tuple(added), tuple(removed), tuple(pre), line))
+    return hunks
