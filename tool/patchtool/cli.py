@@ -10,8 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
-from . import __version__, retread
+from . import __version__, rebasing, retread
 from . import registry as reg
+from . import scan as scan_mod
 from .checks import run_check
 from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem, UsageError
 from .materialise import keep_failed, materialise
@@ -22,9 +23,12 @@ from .report import (
     envelope,
     findings_text,
     problems_text,
+    rebase_markdown,
+    rebase_text,
     registry_list_text,
     registry_show_text,
     revisit_text,
+    scan_text,
     series_text,
     status_text,
 )
@@ -75,11 +79,13 @@ def _run(command: str, as_json: bool, body: Callable[[Style], None]) -> None:
     try:
         body(style)
     except ApplyConflict as exc:
-        series = exc.result
-        text = f"{series_text(series, style)}\n{style.bad('error')}: {exc.message}"
+        result = exc.result
+        shown = rebase_text(result, style) if isinstance(result, rebasing.RebaseReport) else series_text(result, style)
+        text = f"{shown}\n{style.bad('error')}: {exc.message}"
         if exc.hint:
             text += f"\n  hint: {exc.hint}"
-        _emit(command, as_json, ExitCode.CONFLICT, exc.data, text, exc.as_problems())
+        data = exc.data if exc.data is not None else getattr(result, "to_dict", lambda: None)()
+        _emit(command, as_json, ExitCode.CONFLICT, data, text, exc.as_problems())
     except PatchtoolError as exc:
         problems = exc.as_problems()
         text = problems_text(problems, style)
@@ -155,6 +161,61 @@ def status(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
         report = status_workflow(project, _cache(cache_dir), pin)
         _emit("status", as_json, ExitCode.OK, report.to_dict(), status_text(report, style))
     _run("status", as_json, body)
+
+
+@app.command()
+def rebase(to: Annotated[str | None, typer.Option("--to", help="Target: a tag (v0.5.24), version or commit.")] = None,
+           dry_run: Annotated[bool, typer.Option("--dry-run", help="The full report; touch nothing.")] = False,
+           cont: Annotated[bool, typer.Option("--continue", help="Go on after resolving a conflict.")] = False,
+           abort: Annotated[bool, typer.Option("--abort", help="Put everything back as it was.")] = False,
+           skip: Annotated[bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason).")] = False,
+           reason: Annotated[str | None, typer.Option("--reason", help="Why the skipped patch is dropped.")] = None,
+           report_file: Annotated[Path | None, typer.Option("--report", help="Also write it as Markdown.")] = None,
+           root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+    """Move the series to a new upstream: every patch accounted for, as a transaction."""
+    def body(style: Style) -> None:
+        chosen = [name for name, on in (("--to", to is not None), ("--continue", cont), ("--abort", abort),
+                                        ("--skip", skip)) if on]
+        if len(chosen) != 1:
+            raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R, --abort")
+        if skip and not reason:
+            raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
+        project = Project.load(_root(root))
+        cache = _cache(cache_dir)
+        if abort:
+            rebasing.abort(project, cache)
+            _emit("rebase", as_json, ExitCode.OK, {"status": "aborted"}, "rebase aborted; nothing changed")
+            return
+        try:
+            if to is not None:
+                report = rebasing.start(project, cache, to, dry_run=dry_run)
+            else:
+                report = rebasing.resume(project, cache, skip_reason=reason if skip else None)
+        except ApplyConflict as exc:
+            if report_file is not None and isinstance(exc.result, rebasing.RebaseReport):
+                _write_report(report_file, rebase_markdown(exc.result))
+            raise
+        if report_file is not None:
+            _write_report(report_file, rebase_markdown(report))
+        _emit("rebase", as_json, ExitCode.OK, report.to_dict(), rebase_text(report, style))
+    _run("rebase", as_json, body)
+
+
+def _write_report(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@app.command()
+def scan(versions: Annotated[str, typer.Option("--versions", help="0.5.20..0.5.23 or a list 0.5.20,0.5.22.")],
+         root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+    """Try the series against many upstream versions without a checkout: a patch x version matrix."""
+    def body(style: Style) -> None:
+        project = Project.load(_root(root))
+        report = scan_mod.scan(project, _cache(cache_dir), versions)
+        _emit("scan", as_json, ExitCode.OK, report.to_dict(), scan_text(report, style))
+    _run("scan", as_json, body)
 
 
 retread_app = typer.Typer(no_args_is_help=True, help="The do-not-retread registry of rejected ideas.")

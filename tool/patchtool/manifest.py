@@ -17,6 +17,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from .conditions import Revisit
 from .errors import InvalidInput, Problem
 from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, raise_if
 
@@ -336,6 +337,7 @@ class PatchEntry:
     assumptions: tuple[Assumption, ...] = ()
     gpu_verification: tuple[GpuCheck, ...] = ()
     overrides: tuple[Override, ...] = ()
+    drop_if: tuple[Revisit, ...] = ()  # machine-checkable forms of drop_when
 
     @classmethod
     def read(cls, f: Fields) -> PatchEntry | None:
@@ -356,6 +358,7 @@ class PatchEntry:
         assumptions = [Assumption.read(x) for x in f.tables("assumptions")]
         gpu = [GpuCheck.read(x) for x in f.tables("gpu_verification")]
         overrides = [Override.read(x) for x in f.tables("overrides")]
+        drop_if = [Revisit.read(x) for x in f.tables("drop_if")]
         f.done()
         seen: set[str] = set()
         for i, a in enumerate(assumptions):
@@ -364,13 +367,13 @@ class PatchEntry:
             elif a is not None:
                 seen.add(a.id)
         parts = (ident, file, kind, why, owner, upstream, applies_to, drop_when)
-        if any(p is None for p in parts) or None in evidence + knobs + assumptions + gpu + overrides:
+        if any(p is None for p in parts) or None in evidence + knobs + assumptions + gpu + overrides + drop_if:
             return None
         return cls(id=ident, file=file, kind=Kind(kind), why=why, owner=owner,  # type: ignore[arg-type]
                    upstream=upstream, applies_to=applies_to, drop_when=drop_when,  # type: ignore[arg-type]
                    evidence=tuple(evidence), knobs=tuple(knobs), scope=scope,  # type: ignore[arg-type]
                    assumptions=tuple(assumptions), gpu_verification=tuple(gpu),  # type: ignore[arg-type]
-                   overrides=tuple(overrides))  # type: ignore[arg-type]
+                   overrides=tuple(overrides), drop_if=tuple(drop_if))  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -385,6 +388,7 @@ class PatchEntry:
         out["assumptions"] = [a.to_dict() for a in self.assumptions]
         out["gpu_verification"] = [g.to_dict() for g in self.gpu_verification]
         out["overrides"] = [o.to_dict() for o in self.overrides]
+        out["drop_if"] = [c.to_dict() for c in self.drop_if]
         return out
 
 
@@ -396,11 +400,35 @@ def _patch_file(text: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Dropped:
+    """A patch taken out of the series, kept with its metadata and the reason it went."""
+
+    entry: PatchEntry
+    reason: str
+    dropped_at: str  # the upstream version (or pin) at which it was dropped
+
+    @classmethod
+    def read(cls, f: Fields) -> Dropped | None:
+        reason = f.string("reason")
+        dropped_at = f.string("dropped_at")
+        rest = {k: v for k, v in f.data.items() if k not in ("reason", "dropped_at")}
+        inner = Fields(rest, f.path, f.problems, patch=f.patch)
+        entry = PatchEntry.read(inner)
+        if entry is None or reason is None or dropped_at is None:
+            return None
+        return cls(entry=entry, reason=reason, dropped_at=dropped_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.entry.to_dict(), "reason": self.reason, "dropped_at": self.dropped_at}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Manifest:
     schema: int
     pin: str
     patches: tuple[PatchEntry, ...]
     registry: str | None = None
+    dropped: tuple[Dropped, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, file: str = MANIFEST_NAME) -> Manifest:
@@ -416,18 +444,22 @@ class Manifest:
         entries = []
         for pf in patch_tables:
             entries.append(PatchEntry.read(pf))
+        dropped = [Dropped.read(x) for x in f.tables("dropped")]
         f.done()
         _check_unique(entries, patch_tables, problems)
         raise_if(problems, f"{file} is not a valid patch set", file=file)
         assert schema is not None and pin is not None
         return cls(schema=schema, pin=pin, registry=registry,
-                   patches=tuple(e for e in entries if e is not None))
+                   patches=tuple(e for e in entries if e is not None),
+                   dropped=tuple(d for d in dropped if d is not None))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": self.schema, "pin": self.pin}
         if self.registry:
             out["registry"] = self.registry
         out["patch"] = [p.to_dict() for p in self.patches]
+        if self.dropped:
+            out["dropped"] = [d.to_dict() for d in self.dropped]
         return out
 
     def get(self, patch_id: str) -> PatchEntry:

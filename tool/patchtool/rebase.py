@@ -103,13 +103,14 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
 
 def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
            start: int = 0, new_parent: str | None = None, done: Sequence[Step] = (),
-           keep_going: bool = False) -> Replay:
+           keep_going: bool = False, chain: tuple[str, ...] | None = None,
+           drift: bool = True) -> Replay:
     """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
 
     Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
     conflicting patch is left out and the rest goes on.
     """
-    chain = old_chain(repo, old_base, loaded)
+    chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
     steps = list(done)
     for i in range(start, len(loaded)):
@@ -120,9 +121,9 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
         if step.outcome.stops and not keep_going:
             steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED) for p in loaded[i + 1:]]
             break
-    drift = tuple(d for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied
-                  for d in drift_of(repo, old_base, new_base, chain[i], chain[i + 1], lp))
-    return Replay(old_chain=chain, steps=tuple(steps), tip=parent, drift=drift)
+    drifted = tuple(d for i, lp in enumerate(loaded) if drift and i < len(steps) and steps[i].outcome.applied
+                    for d in drift_of(repo, old_base, new_base, chain[i], chain[i + 1], lp))
+    return Replay(old_chain=chain, steps=tuple(steps), tip=parent, drift=drifted)
 
 
 def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:
@@ -141,6 +142,10 @@ def replay_one(repo: git.Repo, old_parent: str, old_commit: str, new_parent: str
         applied = index.apply([lp.path], verbose=True)
         apply_tree = index.write_tree() if applied.ok else None
         reverse = not applied.ok and index.apply([lp.path], reverse=True, check=True).ok
+    if apply_tree is not None and "offset" not in applied.stderr and "fuzz" not in applied.stderr:
+        # every hunk matched its exact old position with its exact context: nothing moved, so
+        # nothing can land in another scope, and a 3-way merge would give the same tree
+        return step(PatchOutcome.UNCHANGED, commit=commit_for(repo, apply_tree, new_parent, lp))
     probe = repo.commit_tree(parent_tree, [old_parent], "patchtool rebase probe\n",
                              author=git.Ident(*git.FIXED_IDENT), committer=git.Ident(*git.FIXED_IDENT))
     merge = repo.merge_tree(probe, old_commit)

@@ -16,15 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from .conditions import Revisit
 from .errors import InvalidInput, Problem
-from .fields import Fields, _ident, _regex, _repo_path, _specifier, raise_if
+from .fields import Fields, _ident, _regex, raise_if
 from .manifest import key_line
 
 SCHEMA = 1
-ARG_FIELDS_DIR = "python/sglang/srt/arg_groups/fields/"
 
 
 class Verdict(enum.StrEnum):
@@ -232,84 +231,6 @@ def _use_patterns(typ: GuardType, name: str) -> list[tuple[re.Pattern[str], bool
         found = [(re.compile(rf"(?<![\w]){n}(?![\w])[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',}}]*)"), False)]
     _PATTERNS[key] = found
     return found
-
-
-class RevisitKind(enum.StrEnum):
-    VERSION = "version"
-    REGEX = "regex"
-    FLAG = "flag"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Revisit:
-    """A machine-checkable condition under which the rejection's reason may no longer hold."""
-
-    why: str
-    version: SpecifierSet | None = None  # holds when the upstream version is inside it
-    file: str | None = None
-    regex: re.Pattern[str] | None = None
-    appears: bool = True  # regex: holds when it appears (True) or when it disappears (False)
-    flag: str | None = None  # holds when upstream adds (added) or removes (removed) this flag
-    change: str | None = None
-
-    @property
-    def kind(self) -> RevisitKind:
-        if self.version is not None:
-            return RevisitKind.VERSION
-        if self.flag is not None:
-            return RevisitKind.FLAG
-        return RevisitKind.REGEX
-
-    @classmethod
-    def read(cls, f: Fields) -> Revisit | None:
-        why = f.string("why")
-        version = f.parsed("version", _specifier, required=False)
-        file = f.parsed("file", _repo_path, required=False)
-        regex = f.parsed("regex", _regex, required=False)
-        appears = f.boolean("appears", required=False)
-        flag = f.string("flag", required=False)
-        change = f.choice("change", ("added", "removed"), required=False)
-        f.done()
-        kinds = [k for k, present in (("version", version is not None), ("regex", regex is not None),
-                                      ("flag", flag is not None)) if present]
-        if len(kinds) != 1:
-            f.problem(None, "a revisit condition is exactly one of: version = '<specifier>'; "
-                            "file + regex (+ appears); flag + change")
-            return None
-        if regex is not None and file is None:
-            f.problem("file", "a regex condition needs the upstream 'file' to search")
-            return None
-        if flag is not None and (change is None or not flag.startswith("--")):
-            f.problem("change" if change is None else "flag",
-                      "a flag condition needs flag = '--name' and change = 'added' or 'removed'")
-            return None
-        if why is None:
-            return None
-        return cls(why=why, version=version, file=file, regex=regex,
-                   appears=True if appears is None else appears, flag=flag, change=change)
-
-    def describe(self) -> str:
-        if self.version is not None:
-            return f"upstream version {self.version}"
-        if self.flag is not None:
-            return f"upstream {'adds' if self.change == 'added' else 'removes'} {self.flag}"
-        assert self.regex is not None
-        return f"/{self.regex.pattern}/ {'appears in' if self.appears else 'disappears from'} {self.file}"
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.version is not None:
-            out["version"] = str(self.version)
-        if self.file is not None:
-            out["file"] = self.file
-        if self.regex is not None:
-            out["regex"] = self.regex.pattern
-            out["appears"] = self.appears
-        if self.flag is not None:
-            out["flag"] = self.flag
-            out["change"] = self.change
-        out["why"] = self.why
-        return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -531,40 +452,10 @@ class RevisitResult:
         return dataclasses.asdict(self)
 
 
-def flag_field(flag: str) -> str:
-    return flag.removeprefix("--").replace("-", "_")
-
-
-def flag_present(flag: str, field_files: Mapping[str, bytes | None]) -> bool:
-    """Whether upstream's arg groups declare ``flag``: a field ``name: A[`` or an alias."""
-    field = re.compile(rf"^\s+{re.escape(flag_field(flag))}\s*:", re.MULTILINE)
-    alias = re.compile(rf"[\"']{re.escape(flag)}[\"']")
-    for content in field_files.values():
-        if content is None:
-            continue
-        text = content.decode("utf-8", "replace")
-        if field.search(text) or alias.search(text):
-            return True
-    return False
-
-
 def evaluate_revisit(entry: Rejection, cond: Revisit, *, version: Version,
                      files: Mapping[str, bytes | None], field_files: Mapping[str, bytes | None]) -> RevisitResult:
     """Pure: does ``cond`` hold for an upstream at ``version`` with these file contents?"""
-    if cond.version is not None:
-        holds = version in cond.version
-        detail = f"upstream is {version}"
-    elif cond.flag is not None:
-        present = flag_present(cond.flag, field_files)
-        holds = present if cond.change == "added" else not present
-        detail = f"{cond.flag} {'is' if present else 'is not'} declared in {ARG_FIELDS_DIR}"
-    else:
-        assert cond.regex is not None and cond.file is not None
-        content = files.get(cond.file)
-        found = content is not None and cond.regex.search(content.decode("utf-8", "replace")) is not None
-        holds = found if cond.appears else not found
-        detail = ("file absent" if content is None else
-                  f"{'found' if found else 'not found'} in {cond.file}")
+    holds, detail = cond.evaluate(version=version, files=files, field_files=field_files)
     return RevisitResult(entry=entry.id, condition=cond.describe(), holds=holds, why=cond.why, detail=detail)
 
 

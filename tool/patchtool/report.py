@@ -9,8 +9,10 @@ from typing import Any
 from . import __version__
 from .checks import CheckReport
 from .errors import ExitCode, Problem
+from .rebasing import RebaseReport
 from .registry import Finding, Registry, Rejection
 from .retread import RevisitReport
+from .scan import ScanReport
 from .series import Outcome, SeriesResult
 from .status import StatusReport
 
@@ -170,4 +172,80 @@ def status_text(report: StatusReport, style: Style) -> str:
             lines.append(f"       GPU verification (not run here){' on ' + g.hardware if g.hardware else ''}: "
                          f"{g.run}")
             lines.append(f"         expect: {g.expect}")
+    return "\n".join(lines)
+
+
+_SHORT = {"applied unchanged": "unchanged", "applied with shifted context": "shifted",
+          "merged by 3-way merge": "3-way", "already upstream": "upstream", "partly upstream": "partly",
+          "target gone": "gone", "not reached": "-"}
+
+
+def rebase_text(report: RebaseReport, style: Style) -> str:
+    head = {"done": style.ok("rebased"), "conflict": style.bad("stopped"), "dry-run": style.bold("dry run")}
+    lines = [f"{head.get(report.status, report.status)}: {report.old_pin} -> {report.new_pin}"]
+    for s in report.steps:
+        word = str(s.outcome)
+        mark = style.bad(word) if s.outcome.stops else style.ok(word) if s.outcome.applied else style.dim(word)
+        lines.append(f"  {s.id}: {mark}" + (f" - {s.detail}" if s.detail else ""))
+        lines += [f"      conflict in {f}" for f in s.conflicted]
+        lines += [f"      misplaced: {m}" for m in s.misplaced]
+        lines += [f"      {r}" for r in s.renamed]
+    if report.drift:
+        lines.append("upstream changed the code under these patches (they still applied):")
+        lines += [f"  {d.patch}: {d.path}: {d.detail}" for d in report.drift]
+    failed = [a for a in report.assumptions if not a.ok]
+    if failed:
+        lines.append("assumption checks that fail on the target:")
+        lines += [f"  {a.patch}/{a.id}: expected {a.expects}, found {a.found}" for a in failed]
+    due = [r for r in report.revisit if r.holds]
+    if due:
+        lines.append("rejected ideas whose reason may no longer hold:")
+        lines += [f"  {r.entry}: {r.condition} - {r.why}" for r in due]
+    if report.drop:
+        lines.append("patches whose drop condition holds:")
+        lines += [f"  {d.patch}: {d.why}" for d in report.drop]
+    lines += [f"follow-up: {f}" for f in report.follow_up]
+    if report.worktree:
+        lines.append(f"conflict left in: {report.worktree}")
+    if report.written:
+        lines.append("written: " + ", ".join(report.written))
+    return "\n".join(lines)
+
+
+def rebase_markdown(report: RebaseReport) -> str:
+    """The report as a pull-request description."""
+    out = [f"## Rebase {report.old_pin} → {report.new_pin} ({report.status})", "",
+           "| patch | outcome | detail |", "|---|---|---|"]
+    for s in report.steps:
+        detail = s.detail.replace("|", "\\|")
+        extra = "; ".join([*(f"conflict in `{f}`" for f in s.conflicted), *s.misplaced, *s.renamed])
+        out.append(f"| `{s.id}` | {s.outcome} | {'; '.join(x for x in (detail, extra) if x)} |")
+    sections: list[tuple[str, list[str]]] = [
+        ("Code that changed under applied patches", [f"- `{d.patch}`: `{d.path}`: {d.detail}" for d in report.drift]),
+        ("Assumption checks failing on the target",
+         [f"- `{a.patch}` / `{a.id}`: expected {a.expects}, found {a.found} ({a.why})"
+          for a in report.assumptions if not a.ok]),
+        ("Rejected ideas to revisit", [f"- `{r.entry}`: {r.condition}: {r.why}" for r in report.revisit if r.holds]),
+        ("Patches to drop", [f"- `{d.patch}`: {d.why}" for d in report.drop]),
+        ("Follow-up", [f"- {f}" for f in report.follow_up]),
+    ]
+    for title, items in sections:
+        out += ["", f"### {title}", "", *(items or ["None."])]
+    if report.range_diff:
+        out += ["", "### Range-diff", "", "```", report.range_diff.rstrip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+def scan_text(report: ScanReport, style: Style) -> str:
+    width = max([len(p) for p in report.patches] + [5])
+    cols = [max(len(v), 9) for v in report.versions]
+    lines = [f"series of {report.pin} against {', '.join(report.versions)}",
+             "patch".ljust(width) + "  " + "  ".join(v.ljust(c) for v, c in zip(report.versions, cols, strict=True))]
+    for p in report.patches:
+        cells = []
+        for v, c in zip(report.versions, cols, strict=True):
+            word = _SHORT.get(report.matrix[p].get(v, "-"), report.matrix[p].get(v, "-"))
+            cell = word.ljust(c)
+            cells.append(style.bad(cell) if word in ("conflict", "gone") else cell)
+        lines.append(p.ljust(width) + "  " + "  ".join(cells))
     return "\n".join(lines)

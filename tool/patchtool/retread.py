@@ -15,6 +15,7 @@ import tomlkit
 import tomlkit.exceptions
 
 from . import registry as reg
+from .conditions import ARG_FIELDS_DIR
 from .errors import InvalidInput, Problem, UsageError
 from .project import LoadedPatch, Project
 from .upstream import Cache
@@ -88,7 +89,7 @@ def revisit(project: Project, registry: reg.Registry, cache: Cache, pin_name: st
     pin = project.pin(pin_name)
     base = cache.ensure(pin)
     files = cache.repo.cat_files(base.tree, reg.revisit_paths(registry))
-    field_paths = cache.repo.ls_files(base.tree, reg.ARG_FIELDS_DIR)
+    field_paths = cache.repo.ls_files(base.tree, ARG_FIELDS_DIR)
     field_files = cache.repo.cat_files(base.tree, field_paths)
     results = reg.evaluate_all(registry, version=pin.version, files=files, field_files=field_files)
     return RevisitReport(pin=pin.name, version=str(pin.version), results=tuple(results))

@@ -1,0 +1,285 @@
+"""rebase and scan on a small real upstream with two releases served over HTTP."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import UPSTREAM_FILES, Demo, edit
+from patchtool.testing import git, make_wheel, snapshot, write_tree
+
+SIBLINGS = textwrap.dedent('''\
+    """Two classes with identical methods, as real SGLang files have."""
+
+
+    class A:
+        name = "a"
+
+        def to_json(self):
+            data = {}
+            data["kind"] = self.name
+            return data
+
+        def other(self):
+            return 1
+
+
+    class B:
+        name = "b"
+
+        def to_json(self):
+            data = {}
+            data["kind"] = self.name
+            return data
+
+        def other(self):
+            return 1
+    ''')
+
+V10 = {**UPSTREAM_FILES, "demo/siblings.py": SIBLINGS, "demo/extra.py": "def extra():\n    return 3\n"}
+
+
+def release_11() -> dict[str, str]:
+    files = dict(V10)
+    core = files["demo/core.py"]
+    core = core.replace('"""Core of the demo upstream."""\n', '"""Core of the demo upstream."""\n\nimport os\n\n'
+                        'DEBUG = os.environ.get("DEMO_DEBUG")\n')
+    core = core.replace('word = "bye"', 'word = "goodbye"')  # collides with the farewell patch
+    core = core.replace("len(queue) > cap", "len(queue) >= cap")  # upstream took the cap patch
+    files["demo/core.py"] = core
+    files["demo/siblings.py"] = SIBLINGS.replace(
+        '"""Two classes with identical methods, as real SGLang files have."""\n',
+        '"""Two classes with identical methods, as real SGLang files have."""\n\nimport json\n\n\n'
+        'def dumps(obj):\n    """Serialise anything with a to_json()."""\n    data = obj.to_json()\n'
+        '    text = json.dumps(data, sort_keys=True)\n    return text\n')
+    del files["demo/util.py"]
+    return files
+
+
+@pytest.fixture
+def releases(demo: Demo) -> Iterator[Demo]:
+    """demo 1.0 and 1.1 on the index; the pin is 1.0 and the test series is written against it."""
+    for version, files in (("1.0", V10), ("1.1", release_11())):
+        wheel = make_wheel(demo.wheel.parent / f"demo-{version}-py3-none-any.whl", "demo", version, files)
+        demo.index.add(wheel)
+    pin = demo.root / "upstream-pins" / "demo-1.0.toml"
+    from patchtool.testing import sha256
+    text = pin.read_text().split('sha256 = "')
+    pin.write_text(text[0] + f'sha256 = "{sha256(demo.index.files["demo-1.0-py3-none-any.whl"])}"' + text[1][65:])
+    write_tree(demo.work, {"python/demo/siblings.py": SIBLINGS, "python/demo/extra.py": V10["demo/extra.py"]})
+    git(demo.work, "add", "-A")
+    git(demo.work, "commit", "-q", "-m", "upstream 1.0 (complete)")
+    yield demo
+
+
+def series(demo: Demo, *names: str) -> None:
+    makers = {
+        "0001-extra": (edit("python/demo/extra.py", "return 3", "return 4"), "extra: four"),
+        "0002-greet": (edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi"),
+        "0003-sibling": (edit("python/demo/siblings.py", 'name = "b"\n\n    def to_json(self):\n        data = {}\n'
+                              '        data["kind"] = self.name',
+                              'name = "b"\n\n    def to_json(self):\n        data = {}\n'
+                              '        data["kind"] = self.name.upper()'), "siblings: upper-case B's kind"),
+        "0004-bye": (edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"'), "core: ciao"),
+        "0005-cap": (edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"), "core: inclusive cap"),
+        "0006-util": (edit("python/demo/util.py", "return 1", "return 2"), "util: two"),
+    }
+    entries = []
+    for name in names:
+        change, subject = makers[name]
+        demo.commit_patch(f"{name}.patch", change, subject)
+        entries.append(demo.entry(name.split("-", 1)[1], f"{name}.patch"))
+    demo.write_manifest(*entries)
+
+
+def outcomes(data: dict) -> dict[str, str]:  # type: ignore[type-arg]
+    return {p["id"]: p["outcome"] for p in data["patches"]}
+
+
+def test_dry_run_gives_each_patch_one_outcome(releases: Demo) -> None:
+    series(releases, "0001-extra", "0002-greet", "0003-sibling", "0004-bye", "0005-cap", "0006-util")
+    before = snapshot(releases.root)
+    res = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    data = json.loads(res.stdout)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert outcomes(data["data"]) == {
+        "extra": "applied unchanged",
+        "greet": "applied with shifted context",
+        "sibling": "merged by 3-way merge",
+        "bye": "conflict",
+        "cap": "already upstream",
+        "util": "target gone",
+    }
+    assert snapshot(releases.root) == before
+
+
+def test_three_way_merge_keeps_the_hunk_in_its_sibling(releases: Demo) -> None:
+    """git apply would put B's change into A (nearer the old line); the rebase must not."""
+    series(releases, "0003-sibling")
+    patch = releases.root / "patches" / "0003-sibling.patch"
+    git(releases.work, "checkout", "-q", "-B", "v11", "upstream")
+    write_tree(releases.work, {f"python/{k}": v for k, v in release_11().items()})
+    git(releases.work, "add", "-A")
+    git(releases.work, "commit", "-qm", "1.1")
+    git(releases.work, "apply", str(patch))  # what git am / quilt would do
+    wrong = (releases.work / "python/demo/siblings.py").read_text()
+    assert wrong.index(".upper()") < wrong.index("class B")  # landed in A: the trap is real
+    git(releases.work, "checkout", "-q", "--", ".")
+    res = releases.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "sibling: merged by 3-way merge" in res.stdout
+    rebased = (releases.root / "patches" / "0003-sibling.patch").read_text()
+    git(releases.work, "checkout", "-q", "--", ".")
+    (releases.work / "p.patch").write_text(rebased)
+    git(releases.work, "apply", "p.patch")
+    right = (releases.work / "python/demo/siblings.py").read_text()
+    assert right.index(".upper()") > right.index("class B")
+
+
+def test_rebase_writes_the_new_series_pin_and_records_upstreamed_patches(releases: Demo) -> None:
+    series(releases, "0001-extra", "0002-greet", "0005-cap")
+    old_extra = (releases.root / "patches/0001-extra.patch").read_text()
+    res = releases.run("rebase", "--to", "v1.1", "--report", str(releases.root / "report.md"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    manifest = (releases.root / "patchset.toml").read_text()
+    assert 'pin = "demo-1.1"' in manifest
+    assert (releases.root / "upstream-pins/demo-1.1.toml").is_file()
+    assert (releases.root / "patches/0001-extra.patch").read_text() == old_extra  # unchanged: byte-identical
+    assert not (releases.root / "patches/0005-cap.patch").exists()
+    assert (releases.root / "patches/dropped/0005-cap.patch").is_file()
+    assert "[[dropped]]" in manifest and 'status = "merged", version = "1.1"' in manifest
+    assert 'dropped_at = "1.1"' in manifest
+    report = (releases.root / "report.md").read_text()
+    assert "| `cap` | already upstream |" in report and "### Range-diff" in report
+    assert not (releases.root / ".patchtool").exists()
+    check = releases.run("check")
+    assert "applies at the pin: 2/2" in check.stdout
+
+
+def test_rebase_onto_the_same_release_leaves_every_file_byte_identical(releases: Demo) -> None:
+    series(releases, "0001-extra", "0002-greet", "0003-sibling")
+    before = snapshot(releases.root)
+    res = releases.run("rebase", "--to", "1.0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert snapshot(releases.root) == before
+
+
+def test_rebase_twice_onto_the_same_target_is_byte_identical(releases: Demo) -> None:
+    series(releases, "0001-extra", "0002-greet", "0003-sibling")
+    assert releases.run("rebase", "--to", "1.1").returncode == 0
+    first = snapshot(releases.root)
+    res = releases.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert snapshot(releases.root) == first
+
+
+def test_conflict_stops_leaves_a_worktree_and_abort_restores(releases: Demo) -> None:
+    series(releases, "0002-greet", "0004-bye", "0001-extra")
+    before = snapshot(releases.root)
+    res = releases.run("rebase", "--to", "1.1", "--json")
+    data = json.loads(res.stdout)
+    assert res.returncode == 3, res.stdout
+    assert outcomes(data["data"]) == {"greet": "applied with shifted context", "bye": "conflict",
+                                      "extra": "not reached"}
+    worktree = Path(data["data"]["worktree"])
+    assert "<<<<<<<" in (worktree / "python/demo/core.py").read_text()
+    assert "resolve it in" in data["errors"][0]["hint"]
+    assert {k for k in snapshot(releases.root) if ".patchtool" not in k} == set(before)
+    assert all(snapshot(releases.root)[k] == v for k, v in before.items())
+    again = releases.run("rebase", "--to", "1.1")
+    assert again.returncode == 2 and "a rebase is already in progress" in again.stderr
+    res = releases.run("rebase", "--abort")
+    assert res.returncode == 0, res.stderr
+    assert snapshot(releases.root) == before
+
+
+def test_continue_after_resolving(releases: Demo) -> None:
+    series(releases, "0002-greet", "0004-bye", "0001-extra")
+    data = json.loads(releases.run("rebase", "--to", "1.1", "--json").stdout)
+    worktree = Path(data["data"]["worktree"])
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 2 and "conflict markers remain in python/demo/core.py" in res.stderr
+    core = worktree / "python/demo/core.py"
+    text = core.read_text()
+    start, end = text.index("<<<<<<<"), text.index(">>>>>>>")
+    end = text.index("\n", end) + 1
+    core.write_text(text[:start] + '    word = "ciao"\n' + text[end:])
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "bye: merged by 3-way merge - resolved by hand" in res.stdout
+    assert "extra: applied unchanged" in res.stdout
+    assert 'pin = "demo-1.1"' in (releases.root / "patchset.toml").read_text()
+    assert releases.run("check").stdout.count("applies at the pin: 3/3") == 1
+
+
+def test_skip_records_the_patch_as_dropped(releases: Demo) -> None:
+    series(releases, "0002-greet", "0004-bye")
+    assert releases.run("rebase", "--to", "1.1").returncode == 3
+    res = releases.run("rebase", "--skip")
+    assert res.returncode == 2 and "--skip needs --reason" in res.stderr
+    res = releases.run("rebase", "--skip", "--reason", "upstream now says goodbye; ours is moot")
+    assert res.returncode == 0, res.stdout + res.stderr
+    manifest = (releases.root / "patchset.toml").read_text()
+    assert 'reason = "upstream now says goodbye; ours is moot"' in manifest
+    assert (releases.root / "patches/dropped/0004-bye.patch").is_file()
+
+
+def test_drift_is_reported_when_code_under_a_clean_patch_changed(releases: Demo) -> None:
+    releases.commit_patch("0001-empty.patch", edit("python/demo/core.py", "    return True", "    return cap >= 0"),
+                          "core: limit")
+    releases.write_manifest(releases.entry("limit", "0001-empty.patch"))
+    data = json.loads(releases.run("rebase", "--to", "1.1", "--dry-run", "--json").stdout)["data"]
+    assert outcomes(data) == {"limit": "merged by 3-way merge"}
+    assert data["drift"] == [{"patch": "limit", "path": "python/demo/core.py", "scope": "limit",
+                              "change": "changed", "detail": "limit changed upstream (+0 lines)"}]
+
+
+def test_scan_matrix(releases: Demo) -> None:
+    series(releases, "0001-extra", "0004-bye", "0005-cap", "0006-util")
+    res = releases.run("scan", "--versions", "1.0..1.1", "--json")
+    data = json.loads(res.stdout)["data"]
+    assert res.returncode == 0, res.stderr
+    assert data["versions"] == ["1.0", "1.1"]
+    assert data["matrix"] == {
+        "extra": {"1.0": "applied unchanged", "1.1": "applied unchanged"},
+        "bye": {"1.0": "applied unchanged", "1.1": "conflict"},
+        "cap": {"1.0": "applied unchanged", "1.1": "already upstream"},
+        "util": {"1.0": "applied unchanged", "1.1": "target gone"},
+    }
+    text = releases.run("scan", "--versions", "1.0,1.1").stdout
+    assert "bye" in text and "conflict" in text
+
+
+def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> None:
+    """Fed the tree git apply produced (B's change inside A), the check refuses it."""
+    from patchtool import git as gitmod
+    from patchtool.patchfile import PatchFile
+    from patchtool.project import LoadedPatch
+    from patchtool.rebase import check_placement
+    from patchtool.testing import format_patch
+
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    write_tree(work, {"s.py": SIBLINGS})
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "base")
+    base = git(work, "rev-parse", "HEAD").strip()
+    text = SIBLINGS.split("class B")
+    write_tree(work, {"s.py": text[0] + "class B" + text[1].replace("self.name", "self.name.upper()")})
+    git(work, "commit", "-qam", "B upper")
+    patched = git(work, "rev-parse", "HEAD").strip()
+    write_tree(work, {"s.py": text[0].replace("self.name", "self.name.upper()") + "class B" + text[1]})
+    git(work, "commit", "-qam", "A upper (wrong)")
+    wrong_tree = git(work, "rev-parse", "HEAD^{tree}").strip()
+    (tmp_path / "p.patch").write_text(format_patch(work, patched))
+    lp = LoadedPatch(entry=None, patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
+                     path=tmp_path / "p.patch")
+    repo = gitmod.Repo(work / ".git")
+    assert check_placement(repo, base, patched, base, repo.tree_of(patched), lp) == ()
+    (mismatch,) = check_placement(repo, base, patched, base, wrong_tree, lp)
+    assert mismatch.startswith("s.py: hunk @@ -18,7 +18,7 @@") and "was in B.to_json, would land in A.to_json" in mismatch

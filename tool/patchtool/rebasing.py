@@ -1,0 +1,401 @@
+"""``patchtool rebase``: the series moved to a new upstream as a transaction.
+
+All work happens in the cache's object store; the repository's ``patches/``,
+``patchset.toml`` and ``upstream-pins/`` change only once every patch is through. The state
+lives in ``.patchtool/rebase/state.json``, written atomically after every step, so a killed
+process leaves the repository either as it was or resumable with ``--continue``. The final
+write is journalled: new files are staged first, then moved into place, and an interrupted
+move is finished by ``--continue``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from . import git
+from . import registry as reg
+from .checks import AssumptionResult, check_assumptions
+from .conditions import ARG_FIELDS_DIR
+from .errors import ApplyConflict, UsageError
+from .manifest import MANIFEST_NAME, PatchEntry
+from .project import LoadedPatch, Project
+from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, old_chain, replay
+from .upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
+
+STATE_DIR = ".patchtool/rebase"
+DROPPED_DIR = "patches/dropped"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DropDue:
+    patch: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RebaseReport:
+    old_pin: str
+    new_pin: str
+    old_version: str
+    new_version: str
+    status: str  # "done", "conflict", "dry-run"
+    steps: tuple[Step, ...]
+    drift: tuple[Drift, ...] = ()
+    assumptions: tuple[AssumptionResult, ...] = ()
+    revisit: tuple[reg.RevisitResult, ...] = ()
+    drop: tuple[DropDue, ...] = ()
+    range_diff: str = ""
+    worktree: str | None = None
+    written: tuple[str, ...] = ()
+    follow_up: tuple[str, ...] = ()
+
+    @property
+    def stopped(self) -> Step | None:
+        return next((s for s in self.steps if s.outcome.stops), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_pin": self.old_pin, "new_pin": self.new_pin, "old_version": self.old_version,
+            "new_version": self.new_version, "status": self.status,
+            "patches": [s.to_dict() for s in self.steps],
+            "drift": [d.to_dict() for d in self.drift],
+            "failed_assumptions": [a.to_dict() for a in self.assumptions if not a.ok],
+            "revisit": [r.to_dict() for r in self.revisit if r.holds],
+            "drop": [d.to_dict() for d in self.drop],
+            "range_diff": self.range_diff, "worktree": self.worktree, "written": list(self.written),
+            "follow_up": list(self.follow_up),
+        }
+
+
+# -- state -----------------------------------------------------------------------------------
+
+def _state_path(root: Path) -> Path:
+    return root / STATE_DIR / "state.json"
+
+
+def _save(root: Path, state: dict[str, Any]) -> None:
+    path = _state_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _load(root: Path) -> dict[str, Any] | None:
+    path = _state_path(root)
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _digest(root: Path) -> str:
+    """What the rebase started from: a change to these files meanwhile makes --continue refuse."""
+    h = hashlib.sha256()
+    for rel in [MANIFEST_NAME, *sorted(str(p.relative_to(root)) for p in (root / "patches").glob("*.patch"))]:
+        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _step_to_json(s: Step) -> dict[str, Any]:
+    return {**s.to_dict(), "merge_tree": s.merge_tree}
+
+
+def _step_from_json(d: dict[str, Any]) -> Step:
+    return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
+                detail=d.get("detail", ""), conflicted=tuple(d.get("conflicted", ())),
+                misplaced=tuple(d.get("misplaced", ())), renamed=tuple(d.get("renamed", ())),
+                merge_tree=d.get("merge_tree"))
+
+
+# -- the workflow ------------------------------------------------------------------------------
+
+def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> RebaseReport:
+    root = project.root
+    if _load(root) is not None:
+        raise UsageError("a rebase is already in progress",
+                         hint="finish it with `patchtool rebase --continue`, or `--skip`/`--abort`")
+    old_pin = project.pin()
+    loaded = project.series()
+    new_pin = resolve_target(old_pin, target, cache=cache)
+    old_base = cache.ensure(old_pin)
+    new_base = cache.ensure(new_pin)
+    if new_pin.artifact is not None:
+        new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=new_base.tree))
+    result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run)
+    if dry_run:
+        return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run")
+    state: dict[str, Any] = {
+        "schema": 1, "phase": "replaying", "old_pin": old_pin.name, "new_pin": new_pin.name,
+        "new_pin_toml": pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
+                                                     f"`patchtool rebase` from {old_pin.name}."),
+        "digest": _digest(root), "steps": [_step_to_json(s) for s in result.steps if s.outcome is not
+                                          PatchOutcome.NOT_REACHED],
+        "tip": result.tip, "skipped": {},
+    }
+    return _advance(project, cache, state, result)
+
+
+def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Replay) -> RebaseReport:
+    root = project.root
+    old_pin = project.pin(state["old_pin"])
+    new_pin = _new_pin(project, state)
+    loaded = project.series()
+    old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
+    stopped = result.stopped
+    if stopped is not None:
+        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped)
+        state.update(phase="conflict", worktree=str(worktree), tip=result.tip)
+        _save(root, state)
+        report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
+                         status="conflict", worktree=str(worktree))
+        files = ", ".join(stopped.conflicted) or "see the report"
+        raise ApplyConflict(
+            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report,
+            hint=f"resolve it in {worktree} (edit, no commit needed), then `patchtool rebase --continue`; "
+                 "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
+    report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done")
+    written = _commit(project, cache.repo, state, result, report)
+    return dataclasses.replace(report, written=tuple(written))
+
+
+def _new_pin(project: Project, state: dict[str, Any]) -> Pin:
+    import tomllib
+
+    from .upstream import Pin as PinType
+    return PinType.from_dict(tomllib.loads(state["new_pin_toml"]), name=state["new_pin"],
+                             file=f"{PINS_DIR}/{state['new_pin']}.toml")
+
+
+def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) -> RebaseReport:
+    root = project.root
+    state = _load(root)
+    if state is None:
+        raise UsageError("no rebase in progress")
+    if state["phase"] == "committing":
+        _finish_moves(root, state)
+        return RebaseReport(old_pin=state["old_pin"], new_pin=state["new_pin"], old_version="", new_version="",
+                            status="done", steps=tuple(_step_from_json(s) for s in state["steps"]),
+                            written=tuple(m[1] for m in state["moves"]))
+    if _digest(root) != state["digest"]:
+        raise UsageError("patchset.toml or patches/ changed since the rebase started",
+                         hint="restore them, or `patchtool rebase --abort` and start again")
+    loaded = project.series()
+    steps = [_step_from_json(s) for s in state["steps"]]
+    current = steps[-1]
+    index = len(steps) - 1
+    worktree = Path(state["worktree"])
+    repo = cache.repo
+    old_pin, new_pin = project.pin(state["old_pin"]), _new_pin(project, state)
+    old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
+    parent = state["tip"]
+    if skip_reason is not None:
+        steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.DROPPED, commit=None,
+                                        detail=f"skipped: {skip_reason}")
+        state["skipped"][current.id] = skip_reason
+    else:
+        tree = _resolved_tree(worktree)
+        commit = commit_for(repo, tree, parent, loaded[index])
+        steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.MERGED, commit=commit,
+                                        detail=f"resolved by hand after: {current.detail}")
+        parent = commit
+    repo.worktree_remove(worktree)
+    result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps)
+    state.update(phase="replaying", steps=[_step_to_json(s) for s in result.steps
+                                           if s.outcome is not PatchOutcome.NOT_REACHED],
+                 tip=result.tip, worktree=None)
+    return _advance(project, cache, state, result)
+
+
+def abort(project: Project, cache: Cache) -> None:
+    root = project.root
+    state = _load(root)
+    if state is None:
+        raise UsageError("no rebase in progress")
+    if state["phase"] == "committing":
+        raise UsageError("the rebase is writing its result; finish it with `patchtool rebase --continue`")
+    if state.get("worktree"):
+        cache.repo.worktree_remove(Path(state["worktree"]))
+    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+
+
+# -- conflicts -------------------------------------------------------------------------------
+
+def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step) -> Path:
+    path = root / STATE_DIR / "worktree"
+    if path.exists():
+        repo.worktree_remove(path)
+        shutil.rmtree(path, ignore_errors=True)
+    repo.git("worktree", "prune", check=False)
+    repo.worktree_add(path, parent)
+    if step.merge_tree:
+        git.run(["git", "read-tree", "-u", "--reset", step.merge_tree], cwd=path)
+        git.run(["git", "reset", "-q"], cwd=path)
+    return path
+
+
+_MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
+
+
+def _resolved_tree(worktree: Path) -> str:
+    git.run(["git", "add", "-A"], cwd=worktree)
+    names = git.run(["git", "diff", "--cached", "--name-only", "HEAD"], cwd=worktree).stdout.decode().split()
+    marked = [n for n in names if (worktree / n).is_file() and
+              _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))]
+    if marked:
+        raise UsageError(f"conflict markers remain in {', '.join(marked)}",
+                         hint=f"resolve them in {worktree}, then run --continue again")
+    return git.run(["git", "write-tree"], cwd=worktree).stdout.decode().strip()
+
+
+# -- the report ------------------------------------------------------------------------------
+
+def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base: Base, new_base: Base,
+            loaded: list[LoadedPatch], result: Replay, *, status: str,
+            worktree: str | None = None) -> RebaseReport:
+    repo = cache.repo
+    assumptions = check_assumptions(repo, new_base.tree, project.manifest.patches)
+    revisit: list[reg.RevisitResult] = []
+    if project.manifest.registry:
+        registry = reg.load(project.root, project.manifest.registry)
+        files = repo.cat_files(new_base.tree, reg.revisit_paths(registry))
+        fields = repo.cat_files(new_base.tree, repo.ls_files(new_base.tree, ARG_FIELDS_DIR))
+        revisit = reg.evaluate_all(registry, version=new_pin.version, files=files, field_files=fields)
+    drop = _drop_due(repo, new_pin, new_base, project.manifest.patches, result.steps)
+    applied = [s for s in result.steps if s.commit]
+    range_diff = ""
+    if applied and len(result.old_chain) > 1:
+        range_diff = repo.range_diff(f"{result.old_chain[0]}..{result.old_chain[-1]}",
+                                     f"{new_base.commit}..{result.tip}")
+    follow_up = [f"widen applies_to of {e.id} ('{e.applies_to}') once verified on {new_pin.version}"
+                 for e in project.manifest.patches if new_pin.version not in e.applies_to
+                 and any(s.id == e.id and s.outcome.applied for s in result.steps)]
+    return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
+                        new_version=str(new_pin.version), status=status, steps=result.steps,
+                        drift=result.drift, assumptions=tuple(assumptions), revisit=tuple(revisit),
+                        drop=tuple(drop), range_diff=range_diff, worktree=worktree, follow_up=tuple(follow_up))
+
+
+def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...],
+              steps: tuple[Step, ...]) -> list[DropDue]:
+    out = [DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}")
+           for s in steps if s.outcome is PatchOutcome.UPSTREAM]
+    paths = sorted({c.file for e in entries for c in e.drop_if if c.file})
+    files = repo.cat_files(base.tree, paths)
+    fields = repo.cat_files(base.tree, repo.ls_files(base.tree, ARG_FIELDS_DIR)) if any(
+        c.flag for e in entries for c in e.drop_if) else {}
+    for e in entries:
+        for c in e.drop_if:
+            holds, detail = c.evaluate(version=pin.version, files=files, field_files=fields)
+            if holds:
+                out.append(DropDue(patch=e.id, why=f"{c.describe()} ({detail}): {c.why}"))
+    return out
+
+
+# -- the final write -----------------------------------------------------------------------------
+
+def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Replay,
+            report: RebaseReport) -> list[str]:
+    """Stage every new file, journal the moves, then move them into place."""
+    root = project.root
+    staged = root / STATE_DIR / "staged"
+    shutil.rmtree(staged, ignore_errors=True)
+    moves: list[tuple[str, str]] = []
+    removes: list[str] = []
+
+    def stage(rel: str, text: str) -> None:
+        dest = root / rel
+        if dest.exists() and dest.read_text(encoding="utf-8") == text:
+            return  # byte-identical: leave the file alone
+        path = staged / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        moves.append((str(path.relative_to(root)), rel))
+
+    new_version = report.new_version
+    dropped: dict[str, str] = {}
+    for s in result.steps:
+        if s.commit:
+            stage(s.file, repo.format_patch(s.commit))
+        elif s.outcome is PatchOutcome.UPSTREAM:
+            dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
+        elif s.outcome is PatchOutcome.DROPPED:
+            dropped[s.id] = state["skipped"].get(s.id, s.detail)
+    for s in result.steps:
+        if s.id in dropped:
+            moved = f"{DROPPED_DIR}/{Path(s.file).name}"
+            stage(moved, (root / s.file).read_text(encoding="utf-8"))
+            removes.append(s.file)
+    stage(MANIFEST_NAME, _rewrite_manifest(root, state["new_pin"], new_version, dropped,
+                                           {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM}))
+    stage(f"{PINS_DIR}/{state['new_pin']}.toml", state["new_pin_toml"] if not (root / PINS_DIR /
+          f"{state['new_pin']}.toml").exists() else (root / PINS_DIR / f"{state['new_pin']}.toml").read_text())
+    state.update(phase="committing", moves=moves, removes=removes)
+    _save(root, state)
+    _finish_moves(root, state)
+    return [dest for _, dest in moves] + [f"-{r}" for r in removes]
+
+
+def _finish_moves(root: Path, state: dict[str, Any]) -> None:
+    for src, dest in state["moves"]:
+        if (root / src).exists():
+            (root / dest).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(root / src, root / dest)
+    for rel in state.get("removes", []):
+        moved = root / DROPPED_DIR / Path(rel).name
+        if moved.exists():
+            (root / rel).unlink(missing_ok=True)
+    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+    parent = root / ".patchtool"
+    if parent.exists() and not any(parent.iterdir()):
+        parent.rmdir()
+
+
+def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str, str],
+                      merged: set[str]) -> str:
+    """The manifest with the fields the rebase owns changed, comments and everything else kept."""
+    text = (root / MANIFEST_NAME).read_text(encoding="utf-8")
+    text = re.sub(r'^(pin\s*=\s*)"[^"]*"', lambda m: f'{m.group(1)}"{new_pin}"', text, count=1, flags=re.MULTILINE)
+    if not dropped:
+        return text
+    doc = tomlkit.parse(text)
+    patches = doc["patch"]
+    gone = []
+    for i in range(len(patches) - 1, -1, -1):
+        if str(patches[i]["id"]) in dropped:
+            gone.insert(0, patches[i])
+            del patches[i]
+    for table in gone:
+        pid = str(table["id"])
+        table["file"] = f"{DROPPED_DIR}/{Path(str(table['file'])).name}"
+        if pid in merged:
+            status = tomlkit.inline_table()
+            status.update({"status": "merged", "version": version})
+            table["upstream"] = status
+        table["reason"] = dropped[pid]
+        table["dropped_at"] = version
+    existing = doc.get("dropped")
+    if existing is None:
+        aot = tomlkit.aot()
+        for t in gone:
+            aot.append(t)
+        doc["dropped"] = aot
+    else:
+        for t in gone:
+            existing.append(t)
+    return tomlkit.dumps(doc)
+
+
+__all__ = ["RebaseReport", "abort", "old_chain", "resume", "start"]

@@ -1,0 +1,79 @@
+"""``patchtool scan``: the series against many upstream versions, without any checkout."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from .errors import UsageError
+from .project import Project
+from .rebase import PatchOutcome, old_chain, replay
+from .upstream import Cache, Pin, index_files, pin_for_version
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ScanReport:
+    pin: str
+    versions: tuple[str, ...]
+    patches: tuple[str, ...]
+    matrix: dict[str, dict[str, str]]  # patch id -> version -> outcome
+    details: dict[str, dict[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pin": self.pin, "versions": list(self.versions), "patches": list(self.patches),
+                "matrix": self.matrix, "details": self.details}
+
+
+def parse_versions(spec: str, available: list[Version]) -> list[Version]:
+    """'0.5.20..0.5.23' (inclusive, among the available releases) or '0.5.20,0.5.22'."""
+    try:
+        if ".." in spec:
+            low, high = (Version(v.strip().lstrip("v")) for v in spec.split("..", 1))
+            chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
+            if not chosen:
+                raise UsageError(f"no release between {low} and {high} on the index")
+            return sorted(chosen)
+        return sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
+    except InvalidVersion as exc:
+        raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
+
+
+def available_versions(pin: Pin, cache: Cache) -> list[Version]:
+    art = pin.artifact
+    if art is None:
+        return []
+    tags = art.filename[:-4].split("-", 2)[2] if art.is_wheel else None
+    out = set()
+    for entry in index_files(cache.fetcher, art):
+        name = str(entry.get("filename", ""))
+        m = re.match(rf"^{re.escape(art.filename.split('-', 1)[0])}-([^-]+)-(.+)\.whl$", name)
+        if m and m.group(2) == tags:
+            try:
+                out.add(Version(m.group(1)))
+            except InvalidVersion:
+                continue
+    return sorted(out)
+
+
+def scan(project: Project, cache: Cache, spec: str) -> ScanReport:
+    pin = project.pin()
+    loaded = project.series()
+    needs_index = ".." in spec
+    versions = parse_versions(spec, available_versions(pin, cache) if needs_index else [])
+    old_base = cache.ensure(pin)
+    chain = old_chain(cache.repo, old_base, loaded)
+    matrix: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
+    details: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
+    for version in versions:
+        target = pin if version == pin.version else pin_for_version(pin, version, cache=cache)
+        base = cache.ensure(target)
+        result = replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=False)
+        for step in result.steps:
+            matrix[step.id][str(version)] = str(step.outcome)
+            if step.outcome is not PatchOutcome.UNCHANGED and (step.detail or step.conflicted):
+                details[step.id][str(version)] = step.detail or ", ".join(step.conflicted)
+    return ScanReport(pin=pin.name, versions=tuple(str(v) for v in versions),
+                      patches=tuple(lp.id for lp in loaded), matrix=matrix, details=details)
