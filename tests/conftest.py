@@ -72,9 +72,10 @@ class Demo:
                               capture_output=True, text=True, env=full_env, check=False)
 
     def commit_patch(self, name: str, change: Callable[[Path], None], subject: str,
-                     body: str = "") -> str:
-        """Make a change on a fresh branch from upstream, export it as patches/<name>."""
-        git(self.work, "checkout", "-q", "-B", f"p-{name}", "upstream")
+                     body: str = "", *, on: str = "upstream") -> str:
+        """Make a change on a fresh branch from ``on`` (upstream, or an earlier patch's branch
+        ``p-<name>`` for a series made in sequence), export it as patches/<name>."""
+        git(self.work, "checkout", "-q", "-B", f"p-{name}", on)
         change(self.work)
         git(self.work, "add", "-A")
         git(self.work, "commit", "-q", "-m", subject + (f"\n\n{body}" if body else ""))

@@ -74,3 +74,87 @@ def test_revisit_against_the_real_pin(real_cache: Path) -> None:
 def test_check_guards_the_real_series(real_cache: Path) -> None:
     data = json.loads(run(real_cache, "check", "--json").stdout)["data"]["registry"]
     assert data["entries"] >= 18 and data["findings"] == [] and data["overrides"] == []
+
+
+def _copy_repo(tmp_path: Path) -> Path:
+    import shutil
+    dest = tmp_path / "series"
+    dest.mkdir()
+    for name in ("patchset.toml", "retread.toml"):
+        shutil.copy(REPO / name, dest / name)
+    for name in ("patches", "upstream-pins"):
+        shutil.copytree(REPO / name, dest / name)
+    return dest
+
+
+def run_in(root: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(PATCHTOOL_CACHE_DIR=str(cache), GIT_CONFIG_GLOBAL=os.devnull)
+    return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=root, capture_output=True,
+                          text=True, env=env, check=False)
+
+
+def test_the_series_is_canonical_a_rebase_onto_its_own_pin_writes_nothing(real_cache: Path, tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    res = run_in(root, real_cache, "rebase", "--to", "0.5.23", "--json")
+    data = json.loads(res.stdout)["data"]
+    assert res.returncode == 0, res.stdout
+    assert {p["outcome"] for p in data["patches"]} == {"applied unchanged"}
+    assert data["written"] == []
+
+
+def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp_path: Path) -> None:
+    root = _copy_repo(tmp_path)
+    before = {p.name: p.read_bytes() for p in (root / "patches").glob("*.patch")}
+    manifest = (root / "patchset.toml").read_bytes()
+    import uuid
+    branch = f"round-trip-{uuid.uuid4().hex[:8]}"
+    assert run_in(root, real_cache, "checkout", "--branch", branch).returncode == 0
+    try:
+        res = run_in(root, real_cache, "export", "--branch", branch)
+        assert res.returncode == 0, res.stderr
+        assert {p.name: p.read_bytes() for p in (root / "patches").glob("*.patch")} == before
+        assert (root / "patchset.toml").read_bytes() == manifest
+    finally:  # the test cache outlives the run: leave no branch behind
+        git_dir = str(real_cache / "upstream.git")
+        subprocess.run(["git", "--git-dir", git_dir, "worktree", "remove", "--force", str(root / "work" / branch)],
+                       check=False, capture_output=True)
+        for ref in (f"refs/heads/{branch}", f"refs/patchtool/base/{branch}"):
+            subprocess.run(["git", "--git-dir", git_dir, "update-ref", "-d", ref], check=False)
+
+
+def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Path) -> None:
+    """The 0.5.22 -> 0.5.23 change of one real sglang file, as a format-patch, imported at 0.5.22."""
+    from patchtool.upstream import Cache, load_pin, pin_for_version, pin_to_toml
+    from packaging.version import Version
+
+    cache = Cache(real_cache)
+    pin22 = pin_for_version(load_pin(REPO, "sglang-0.5.23"), Version("0.5.22"), cache=cache)
+    base22, base23 = cache.ensure(pin22), cache.ensure(load_pin(REPO, "sglang-0.5.23"))
+    repo = cache.repo
+    changed = repo.out("diff", "--name-only", base22.commit, base23.commit, "--", "python/sglang/srt/").split()
+    sizes = {p: len(repo.out("diff", base22.commit, base23.commit, "--", p)) for p in changed[:60]
+             if p.endswith(".py")}
+    path = min((p for p in sizes if sizes[p] > 200), key=lambda p: sizes[p])
+    diff = repo.git("diff", "--full-index", base22.commit, base23.commit, "--", path).stdout.decode()
+    patch = tmp_path / "upstream-change.patch"
+    patch.write_text("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+                     "From: SGLang upstream <upstream@example.org>\n"
+                     f"Subject: [PATCH] backport {path} from 0.5.23\n\n{diff}")
+    root = tmp_path / "fork"
+    (root / "upstream-pins").mkdir(parents=True)
+    (root / "patches").mkdir()
+    (root / "upstream-pins" / f"{pin22.name}.toml").write_text(pin_to_toml(pin22))
+    (root / "patchset.toml").write_text(f'schema = 1\npin = "{pin22.name}"\n')
+    res = run_in(root, real_cache, "import", str(patch), "--url",
+                 "https://github.com/sgl-project/sglang/commit/0123456789abcdef", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    added = json.loads(res.stdout)["data"]["added"]
+    assert [a["upstream_status"] for a in added] == ["backport"]
+    check = json.loads(run_in(root, real_cache, "check", "--json").stdout)
+    assert [p["outcome"] for p in check["data"]["applies"]] == ["applied"]
+    assert {e["code"] for e in check["errors"]} == {"skeleton"}  # only the TODOs an engineer fills in
+    # and at 0.5.23 the same change is already there
+    (root / "upstream-pins" / "sglang-0.5.23.toml").write_text((REPO / "upstream-pins/sglang-0.5.23.toml").read_text())
+    dry = json.loads(run_in(root, real_cache, "rebase", "--to", "0.5.23", "--dry-run", "--json").stdout)
+    assert [p["outcome"] for p in dry["data"]["patches"]] == ["already upstream"]

@@ -115,6 +115,10 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
         return CheckReport(pin=pin_name or project.manifest.pin,
                            patches=len(project.manifest.patches), problems=tuple(problems))
     for i, entry in enumerate(project.manifest.patches):
+        problems += [Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
+                             message=f"still the skeleton's placeholder ({value!r})",
+                             hint="fill in the metadata that export/import scaffolded")
+                     for key, value in _placeholders(entry.to_dict())]
         if pin.version not in entry.applies_to:
             problems.append(Problem(
                 file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].applies_to", code="version",
@@ -141,6 +145,17 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
     return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
                        series=series, assumptions=tuple(assumptions), registry_entries=registry_entries,
                        retread=tuple(findings))
+
+
+def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:
+    """Every string value that still starts with the skeleton's TODO marker, by dotted key."""
+    if isinstance(data, str):
+        return [(prefix, data)] if data.startswith("TODO") else []
+    if isinstance(data, dict):
+        return [hit for k, v in data.items() for hit in _placeholders(v, f"{prefix}.{k}" if prefix else k)]
+    if isinstance(data, list):
+        return [hit for i, v in enumerate(data) for hit in _placeholders(v, f"{prefix}[{i}]")]
+    return []
 
 
 def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:

@@ -348,3 +348,6 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version_c
 
 def main() -> None:
     app()
+
+
+from . import cli_edit  # noqa: E402,F401  registers checkout/export/import/new/drop

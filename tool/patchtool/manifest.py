@@ -440,7 +440,7 @@ class Manifest:
                       hint="upgrade patchtool")
         pin = f.parsed("pin", _ident)
         registry = f.parsed("registry", _repo_path, required=False)
-        patch_tables = f.tables("patch", required=True)
+        patch_tables = f.tables("patch", required=False)  # a fork may start with no patch
         entries = []
         for pf in patch_tables:
             entries.append(PatchEntry.read(pf))

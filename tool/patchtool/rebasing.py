@@ -372,7 +372,7 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
         return text
     doc = tomlkit.parse(text)
     patches = doc["patch"]
-    gone = []
+    gone: list[Any] = []
     for i in range(len(patches) - 1, -1, -1):
         if str(patches[i]["id"]) in dropped:
             gone.insert(0, patches[i])

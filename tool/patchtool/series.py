@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from . import git
-from .patchfile import split_files, split_hunks
+from .patchfile import PatchFile, split_files, split_hunks
 from .project import LoadedPatch
 
 _HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$", re.MULTILINE)
@@ -79,7 +80,8 @@ class SeriesResult:
 
 
 def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
-                 commit: bool, timestamp: int = 0) -> SeriesResult:
+                 commit: bool, timestamp: int = 0,
+                 message: Callable[[LoadedPatch], str] | None = None) -> SeriesResult:
     """Apply ``patches`` in order on a temporary index; with ``commit``, one commit each.
 
     Nothing outside the cache's object store is written. Commits are deterministic:
@@ -96,7 +98,7 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
         for i, lp in enumerate(patches):
             res = index.apply([lp.path])
             if not res.ok:
-                failures = diagnose(repo, index, lp)
+                failures = diagnose(repo, index, lp.path, lp.patch)
                 results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.FAILED,
                                            failures=failures, git_message=res.stderr.strip()))
                 results.extend(PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED)
@@ -107,23 +109,23 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
                 tree = index.write_tree()
                 author = git.Ident(lp.patch.author_name, lp.patch.author_email, timestamp)
                 committer = git.Ident(*git.FIXED_IDENT, timestamp)
-                sha = parent = repo.commit_tree(tree, [parent], lp.patch.message, author=author,
-                                                committer=committer)
+                text = message(lp) if message else lp.patch.message
+                sha = parent = repo.commit_tree(tree, [parent], text, author=author, committer=committer)
             results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.APPLIED,
                                        commit=sha))
     return SeriesResult(base=base, results=tuple(results), tip=parent if commit else None,
                         last_good=parent)
 
 
-def diagnose(repo: git.Repo, index: git.Index, lp: LoadedPatch) -> tuple[HunkFailure, ...]:
-    """Why ``lp`` does not apply on the index: which file, which hunk, and the reason."""
-    if index.apply([lp.path], reverse=True, check=True).ok:
-        return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in lp.patch.files)
+def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile) -> tuple[HunkFailure, ...]:
+    """Why the patch at ``path`` does not apply on the index: which file, which hunk, and the reason."""
+    if index.apply([path], reverse=True, check=True).ok:
+        return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in patch.files)
     tree = index.write_tree()
-    sections = split_files(lp.patch.diff)
-    contents = repo.cat_files(tree, [f.source or f.path for f in lp.patch.files])
+    sections = split_files(patch.diff)
+    contents = repo.cat_files(tree, [f.source or f.path for f in patch.files])
     failures: list[HunkFailure] = []
-    for stat, section in zip(lp.patch.files, sections, strict=False):
+    for stat, section in zip(patch.files, sections, strict=False):
         old_path = stat.source or stat.path
         present = contents.get(old_path)
         if stat.status == "added":
@@ -149,7 +151,7 @@ def diagnose(repo: git.Repo, index: git.Index, lp: LoadedPatch) -> tuple[HunkFai
             failures.append(HunkFailure(file=stat.path, hunk=n, header=head, reason=Reason.CONTEXT,
                                         line=line, detail=detail))
     if not failures:
-        failures.append(HunkFailure(file=", ".join(lp.patch.paths), reason=Reason.OTHER,
+        failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER,
                                     detail="each hunk applies alone but not all together"))
     return tuple(failures)
 
