@@ -1,24 +1,63 @@
-"""Sessions for the patch repository. `nox -l` lists them; each passes *session.posargs through."""
+"""The sglang fork's sessions. `nox -l` is this menu; `nox -s NAME` runs one; `nox` alone runs check and tests.
+
+Start here: `nox -s wheel` builds the patched sglang wheel into dist/, `nox -s tests`
+runs every test tier. What follows `--` goes to the command a session runs, e.g.
+`nox -s wheel -- --json`.
+"""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import nox
+from packaging.version import InvalidVersion, Version
 
 nox.options.sessions = ["check", "tests"]
 nox.options.reuse_existing_virtualenvs = True
+
+ROOT = Path(__file__).parent
+# git pins build through pypa/build; the tests build sglang from a git checkout without isolation
+BUILD_DEPS = ["build>=1.2"]
+TEST_BUILD_DEPS = [*BUILD_DEPS, "setuptools>=68", "setuptools-scm>=8"]
+
+
+def _pin_version(path: Path) -> Version:
+    try:
+        return Version(tomllib.loads(path.read_text(encoding="utf-8"))["version"])
+    except (OSError, KeyError, TypeError, ValueError, InvalidVersion):
+        return Version("0")  # a broken pin sorts first; `patchtool check` names what is wrong
+
+
+PINS = [p.stem for p in sorted((ROOT / "upstream-pins").glob("*.toml"), key=lambda p: (_pin_version(p), p.stem))]
+NEWEST_PIN = PINS[-1] if PINS else None
+
+
+@nox.session
+def wheel(session: nox.Session) -> None:
+    """Build the patched sglang wheel for the active pin into dist/ (`-- --pin P` for another pin)."""
+    session.install("-e", ".", *BUILD_DEPS)
+    session.run("patchtool", "build", "--out", "dist", *session.posargs)
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run every test tier: parsing, git mechanics, and real sglang from PyPI (cached in .cache/)."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test]", *TEST_BUILD_DEPS)
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def check(session: nox.Session) -> None:
+    """What a pull request must pass: manifest, pins, patch files, application and assumption checks."""
+    session.install("-e", ".")
+    session.run("patchtool", "check", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff and mypy --strict on tool/."""
-    session.install("-e", ".[lint]")
+    session.install("-e", ".[lint]", *BUILD_DEPS)
     session.run("ruff", "check", "tool", "tests", "noxfile.py")
     session.run("mypy", *session.posargs)
 
@@ -30,11 +69,31 @@ def apply(session: nox.Session) -> None:
     session.run("patchtool", "apply", "--force", *session.posargs)
 
 
-@nox.session
-def check(session: nox.Session) -> None:
-    """What a pull request must pass: manifest, pins, patch files, application and assumption checks."""
+@nox.session(default=False)
+@nox.parametrize("pin", [nox.param(p, id=p) for p in PINS])
+def wheels(session: nox.Session, pin: str) -> None:
+    """The patched wheel for one pin in upstream-pins/, into dist/ (`nox -s wheels` builds every pin)."""
+    session.install("-e", ".", *BUILD_DEPS)
+    session.run("patchtool", "build", "--pin", pin, "--out", "dist", *session.posargs)
+
+
+@nox.session(default=False)
+def scan(session: nox.Session) -> None:
+    """The series against the 4 newest upstream releases (a patch x version matrix), then the rebase
+    report for the newest as rebase-report.md: what the nightly runs. `-- --json` for the matrix."""
     session.install("-e", ".")
-    session.run("patchtool", "check", *session.posargs)
+    session.run("patchtool", "scan", "--newest", "4", *session.posargs)
+    session.run("patchtool", "rebase", "--to", "latest", "--dry-run", "--report", "rebase-report.md",
+                success_codes=[0, 3], silent=True)  # stdout stays the matrix alone
+
+
+@nox.session(name="check-newest", default=False)
+def check_newest(session: nox.Session) -> None:
+    """`check` against the newest pin in upstream-pins/ (what the nightly runs until `patchtool scan` does)."""
+    if NEWEST_PIN is None:
+        session.error("no pins in upstream-pins/")
+    session.install("-e", ".")
+    session.run("patchtool", "check", "--pin", NEWEST_PIN, *session.posargs)
 
 
 @nox.session
@@ -43,3 +102,11 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".")
     session.run("patchtool", "check")  # imports the pin into the cache if needed
     session.run("python", "bench/run.py", "--patchtool", "patchtool", *session.posargs)
+
+
+@nox.session(name="bench-wheel")
+def bench_wheel(session: nox.Session) -> None:
+    """Time `patchtool build` against `wheel unpack` + `wheel pack` of the same sglang wheel (bench/README.md)."""
+    session.install("-e", ".", "wheel")
+    session.run("patchtool", "check")  # downloads and imports the pin's wheel if needed
+    session.run("python", "bench/wheel_bench.py", "--patchtool", "patchtool", *session.posargs)

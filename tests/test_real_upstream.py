@@ -125,8 +125,9 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
 
 def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Path) -> None:
     """The 0.5.22 -> 0.5.23 change of one real sglang file, as a format-patch, imported at 0.5.22."""
-    from patchtool.upstream import Cache, load_pin, pin_for_version, pin_to_toml
     from packaging.version import Version
+
+    from patchtool.upstream import Cache, load_pin, pin_for_version, pin_to_toml
 
     cache = Cache(real_cache)
     pin22 = pin_for_version(load_pin(REPO, "sglang-0.5.23"), Version("0.5.22"), cache=cache)

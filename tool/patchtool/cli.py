@@ -164,7 +164,7 @@ def status(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
 
 
 @app.command()
-def rebase(to: Annotated[str | None, typer.Option("--to", help="Target: a tag (v0.5.24), version or commit.")] = None,
+def rebase(to: Annotated[str | None, typer.Option("--to", help="A tag (v0.5.24), version, commit, or latest.")] = None,
            dry_run: Annotated[bool, typer.Option("--dry-run", help="The full report; touch nothing.")] = False,
            cont: Annotated[bool, typer.Option("--continue", help="Go on after resolving a conflict.")] = False,
            abort: Annotated[bool, typer.Option("--abort", help="Put everything back as it was.")] = False,
@@ -208,12 +208,15 @@ def _write_report(path: Path, text: str) -> None:
 
 
 @app.command()
-def scan(versions: Annotated[str, typer.Option("--versions", help="0.5.20..0.5.23 or a list 0.5.20,0.5.22.")],
+def scan(versions: Annotated[str | None, typer.Option("--versions", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
+         newest: Annotated[int | None, typer.Option("--newest", help="The N newest releases on the index.")] = None,
          root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Try the series against many upstream versions without a checkout: a patch x version matrix."""
     def body(style: Style) -> None:
+        if (versions is None) == (newest is None):
+            raise UsageError("give --versions A..B (or a list) or --newest N")
         project = Project.load(_root(root))
-        report = scan_mod.scan(project, _cache(cache_dir), versions)
+        report = scan_mod.scan(project, _cache(cache_dir), versions, count=newest)
         _emit("scan", as_json, ExitCode.OK, report.to_dict(), scan_text(report, style))
     _run("scan", as_json, body)
 
@@ -350,4 +353,4 @@ def main() -> None:
     app()
 
 
-from . import cli_edit  # noqa: E402,F401  registers checkout/export/import/new/drop
+from . import cli_edit, cli_wheel  # noqa: E402,F401  register their commands on app

@@ -114,3 +114,8 @@ class GitError(PatchtoolError):
 
     exit_code = ExitCode.INTERNAL
 
+
+class BuildError(PatchtoolError):
+    """The patched wheel could not be built: the series does not fit the wheel, or the build failed."""
+
+    exit_code = ExitCode.PROBLEMS

@@ -211,6 +211,35 @@ class Repo:
         if res.returncode != 0:
             raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.decode(errors='replace').strip()}")
 
+    # -- reading trees (used to build wheels) ------------------------------------------------
+    def diff_tree(self, old: str, new: str) -> list[TreeChange]:
+        """Every blob that differs between two trees (no rename detection), in path order."""
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old, new).stdout
+        fields = out.split(b"\0")
+        changes = []
+        for meta, path in zip(fields[0:-1:2], fields[1::2], strict=False):
+            old_mode, new_mode, _, _, status = meta.decode().lstrip(":").split()
+            changes.append(TreeChange(status=status[0], path=path.decode("utf-8", "surrogateescape"),
+                                      old_mode=old_mode, new_mode=new_mode))
+        return changes
+
+    def tree_paths(self, tree: str) -> list[str]:
+        """Every blob path in ``tree``."""
+        out = self.git("ls-tree", "-r", "-z", "--name-only", tree).stdout
+        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+    def commit_time(self, rev: str) -> int:
+        """The committer timestamp of ``rev`` (seconds since the epoch)."""
+        return int(self.out("show", "-s", "--format=%ct", rev))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TreeChange:
+    status: str  # "A" added, "D" deleted, "M" modified, "T" type changed
+    path: str
+    old_mode: str  # "000000" when added
+    new_mode: str  # "000000" when deleted
+
 
 class Index:
     """A temporary index file: apply patches without touching any working tree."""

@@ -129,6 +129,9 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
                          hint="finish it with `patchtool rebase --continue`, or `--skip`/`--abort`")
     old_pin = project.pin()
     loaded = project.series()
+    if target == "latest":
+        from .scan import newest
+        target = str(newest(old_pin, cache, 1)[0])
     new_pin = resolve_target(old_pin, target, cache=cache)
     old_base = cache.ensure(old_pin)
     new_base = cache.ensure(new_pin)

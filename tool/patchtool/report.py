@@ -9,12 +9,14 @@ from typing import Any
 from . import __version__
 from .checks import CheckReport
 from .errors import ExitCode, Problem
+from .provenance import ProvenanceReport
 from .rebasing import RebaseReport
 from .registry import Finding, Registry, Rejection
 from .retread import RevisitReport
 from .scan import ScanReport
 from .series import Outcome, SeriesResult
 from .status import StatusReport
+from .wheel import BuildResult
 
 JSON_SCHEMA = 1
 _STATUS_WORD = {ExitCode.OK: "ok", ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",
@@ -248,4 +250,42 @@ def scan_text(report: ScanReport, style: Style) -> str:
             cell = word.ljust(c)
             cells.append(style.bad(cell) if word in ("conflict", "gone") else cell)
         lines.append(p.ljust(width) + "  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+# -- patched wheels: `patchtool build` and `patchtool provenance` ----------------------------
+
+def build_text(result: BuildResult, style: Style) -> str:
+    prov, w = result.provenance, result.wheel
+    how = "repacked from" if result.way == "repack" else "built from"
+    lines = [f"{prov.upstream.name} {prov.upstream.version} ({how} {result.source})"]
+    lines += [f"  {style.ok('applied')}  {p.id}{style.dim(' ' + p.commit[:12])}" for p in prov.patches]
+    lines += [style.dim(f"  build backend warning: {w}") for w in result.warnings]
+    shipped = sum(f.wheel_path is not None for f in prov.files)
+    lines.append(f"files changed by the series: {len(prov.files)} ({shipped} in the wheel)")
+    lines.append(f"{style.ok('wheel')}: {w.path}")
+    lines.append(f"  version {style.bold(prov.version)}, sha256 {w.sha256}, {w.size} bytes")
+    lines.append(style.dim(f"  {w.members} members: {w.copied} copied unchanged, {w.written} written"))
+    return "\n".join(lines)
+
+
+def provenance_text(report: ProvenanceReport, style: Style) -> str:
+    prov, up = report.provenance, report.provenance.upstream
+    where = f"wheel {report.location}" if report.kind == "wheel" else f"installed in {report.location}"
+    lines = [f"{style.bold(up.name + ' ' + prov.version)} ({where})"]
+    if up.source == "artifact":
+        lines.append(f"upstream: {up.name} {up.version} from {up.filename} (sha256 {up.sha256})")
+    else:
+        lines.append(f"upstream: {up.name} {up.version} from {up.url} at {up.tag} ({up.commit})")
+    lines.append(f"pin: {prov.pin}; series hash {prov.series_hash}; built by patchtool {prov.tool_version}")
+    lines.append(f"patches ({len(prov.patches)}):")
+    lines += [f"  {i}. {p.id}  {p.file}  sha256 {p.sha256[:16]}\n       {style.dim(p.subject)}"
+              for i, p in enumerate(prov.patches, 1)]
+    bad = [c for c in report.checks if c.state != "ok"]
+    lines.append(f"files changed by the series: {len(prov.files)}; in place as built: "
+                 f"{len(report.checks) - len(bad)}/{len(report.checks)}")
+    if report.problems:
+        lines.append(problems_text(report.problems, style))
+    else:
+        lines.append(style.ok("provenance: consistent"))
     return "\n".join(lines)

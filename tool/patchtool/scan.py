@@ -58,11 +58,21 @@ def available_versions(pin: Pin, cache: Cache) -> list[Version]:
     return sorted(out)
 
 
-def scan(project: Project, cache: Cache, spec: str) -> ScanReport:
+def newest(pin: Pin, cache: Cache, count: int) -> list[Version]:
+    """The ``count`` newest final releases on the index (the same wheel tags as the pin)."""
+    released = [v for v in available_versions(pin, cache) if not v.is_prerelease]
+    if not released:
+        raise UsageError(f"no release of {pin.upstream} with the pin's wheel tags on the index")
+    return released[-count:]
+
+
+def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None = None) -> ScanReport:
     pin = project.pin()
     loaded = project.series()
-    needs_index = ".." in spec
-    versions = parse_versions(spec, available_versions(pin, cache) if needs_index else [])
+    if spec is None:
+        versions = newest(pin, cache, count or 4)
+    else:
+        versions = parse_versions(spec, available_versions(pin, cache) if ".." in spec else [])
     old_base = cache.ensure(pin)
     chain = old_chain(cache.repo, old_base, loaded)
     matrix: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
