@@ -19,7 +19,7 @@ nox.options.reuse_existing_virtualenvs = True
 ROOT = Path(__file__).parent
 # git pins build through pypa/build; the tests build sglang from a git checkout without isolation
 BUILD_DEPS = ["build>=1.2"]
-TEST_BUILD_DEPS = [*BUILD_DEPS, "setuptools>=68", "setuptools-scm>=8"]
+TEST_BUILD_DEPS = [*BUILD_DEPS, "setuptools>=68", "setuptools-scm>=8", "wheel"]  # sglang 0.5.10.post1 builds with wheel
 
 
 def _pin_version(path: Path) -> Version:
