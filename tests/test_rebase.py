@@ -280,6 +280,39 @@ def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> 
     lp = LoadedPatch(entry=None, patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
                      path=tmp_path / "p.patch")
     repo = gitmod.Repo(work / ".git")
-    assert check_placement(repo, base, patched, base, repo.tree_of(patched), lp) == ()
-    (mismatch,) = check_placement(repo, base, patched, base, wrong_tree, lp)
+    assert check_placement(repo, patched, repo.tree_of(base), repo.tree_of(patched), lp) == ()
+    (mismatch,) = check_placement(repo, patched, repo.tree_of(base), wrong_tree, lp)
     assert mismatch.startswith("s.py: hunk @@ -18,7 +18,7 @@") and "was in B.to_json, would land in A.to_json" in mismatch
+
+
+def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
+    """Upstream renamed the class around the method; the hunk still lands in that method."""
+    from patchtool import git as gitmod
+    from patchtool.patchfile import PatchFile
+    from patchtool.project import LoadedPatch
+    from patchtool.rebase import check_placement
+    from patchtool.testing import format_patch
+
+    src = "class LayerBase:\n    def hc_pre(self, x):\n        y = x\n        return y\n"
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    write_tree(work, {"m.py": src})
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "base")
+    base = git(work, "rev-parse", "HEAD").strip()
+    write_tree(work, {"m.py": src.replace("y = x", "y = x * 2")})
+    git(work, "commit", "-qam", "patch")
+    patched = git(work, "rev-parse", "HEAD").strip()
+    git(work, "checkout", "-q", base)
+    write_tree(work, {"m.py": src.replace("LayerBase", "Layer")})
+    git(work, "commit", "-qam", "renamed")
+    renamed = git(work, "rev-parse", "HEAD").strip()
+    write_tree(work, {"m.py": src.replace("LayerBase", "Layer").replace("y = x", "y = x * 2")})
+    git(work, "commit", "-qam", "merged")
+    merged_tree = git(work, "rev-parse", "HEAD^{tree}").strip()
+    (tmp_path / "p.patch").write_text(format_patch(work, patched))
+    lp = LoadedPatch(entry=None, patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
+                     path=tmp_path / "p.patch")
+    repo = gitmod.Repo(work / ".git")
+    assert check_placement(repo, patched, repo.tree_of(renamed), merged_tree, lp) == ()

@@ -115,13 +115,19 @@ class Repo:
 
     def cat_files(self, tree: str, paths: Sequence[str]) -> dict[str, bytes | None]:
         """Contents of ``paths`` in ``tree`` (None where absent), one git process for all."""
-        if not paths:
+        found = self.cat_blobs([f"{tree}:{p}" for p in paths])
+        return {p: found[f"{tree}:{p}"] for p in paths}
+
+    def cat_blobs(self, specs: Sequence[str]) -> dict[str, bytes | None]:
+        """Contents of ``rev:path`` specs from any trees (None where absent), one git process."""
+        specs = list(dict.fromkeys(specs))
+        if not specs:
             return {}
-        query = "".join(f"{tree}:{p}\n" for p in paths).encode()
+        query = "".join(f"{s}\n" for s in specs).encode()
         out = self.git("cat-file", "--batch", input=query).stdout
         result: dict[str, bytes | None] = {}
         pos = 0
-        for path in paths:
+        for path in specs:
             nl = out.index(b"\n", pos)
             header = out[pos:nl].split()
             pos = nl + 1
@@ -143,9 +149,8 @@ class Repo:
         head, _, rest = out.partition("\0")
         files, _, messages = rest.partition("\0\0")
         conflicted = tuple(f for f in files.split("\0") if f) if res.returncode == 1 else ()
-        msgs = tuple(m for m in messages.split("\0") if m.strip())
         return MergeResult(tree=head.strip(), clean=res.returncode == 0, conflicted=conflicted,
-                           messages=msgs)
+                           messages=_merge_messages(messages))
 
     def diff(self, old: str, new: str, *, context: int = 3) -> str:
         res = self.git("diff", "--no-color", "--no-ext-diff", "-M", f"-U{context}", old, new)
@@ -158,6 +163,21 @@ class Repo:
         head, sep, rest = text.partition("\n\n")
         head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
         return head + sep + rest
+
+    def format_patches(self, base: str, tip: str) -> list[str]:
+        """The canonical export of every commit in base..tip, oldest first, in one git process."""
+        text = self.git("format-patch", f"{base}..{tip}", "--stdout", "--zero-commit", "--full-index",
+                        "--no-signature", "--no-stat", "--no-numbered").stdout.decode("utf-8")
+        marker = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        out = []
+        chunks = text.split(marker)[1:]
+        for i, chunk in enumerate(chunks):
+            if i + 1 < len(chunks) and chunk.endswith("\n\n"):
+                chunk = chunk[:-1]  # the blank line git puts between messages in one mbox
+            head, sep, rest = (marker + chunk).partition("\n\n")
+            head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
+            out.append(head + sep + rest)
+        return out
 
     def range_diff(self, old: str, new: str) -> str:
         res = self.git("range-diff", "--no-color", old, new, check=False)
@@ -266,6 +286,26 @@ class Index:
 
     def write_tree(self) -> str:
         return self.repo.out("write-tree", env=self.env)
+
+    def read_tree(self, treeish: str) -> None:
+        self.repo.git("read-tree", treeish, env=self.env)
+
+
+def _merge_messages(raw: str) -> tuple[str, ...]:
+    """merge-tree -z messages: records of <count> NUL <paths...> NUL <type> NUL <message> NUL."""
+    parts = raw.split("\0")
+    out = []
+    i = 0
+    while i < len(parts):
+        if not parts[i].strip().isdigit():
+            i += 1
+            continue
+        count = int(parts[i])
+        i += 1 + count  # skip the paths
+        if i + 1 < len(parts):
+            out.append(parts[i + 1].strip())  # the human message; parts[i] is its type
+        i += 2
+    return tuple(m for m in out if m)
 
 
 def run(cmd: Sequence[str], *, input: bytes | None = None, env: dict[str, str] | None = None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 from collections.abc import Sequence
 
 from . import git
@@ -53,6 +54,7 @@ class Step:
     misplaced: tuple[str, ...] = ()  # "path: hunk at Old.scope landed in New.scope"
     renamed: tuple[str, ...] = ()
     merge_tree: str | None = None  # the merge result (with conflict markers on a conflict)
+    tree: str | None = None  # the tree of ``commit``
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
@@ -92,37 +94,56 @@ class Replay:
 
 
 def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tuple[str, ...]:
+    """The series as commits on its own base. The commits are deterministic, so a ref keyed by the
+    base and the patch files' bytes remembers them for the next rebase or scan."""
     from .errors import PatchtoolError
+    key = hashlib.sha256(base.commit.encode())
+    for lp in loaded:
+        key.update(b"\0" + lp.path.read_bytes())
+    ref = f"refs/patchtool/chain/{key.hexdigest()}"
+    tip = repo.resolve(ref)
+    if tip is not None:
+        commits = repo.out("rev-list", "--reverse", f"{base.commit}..{tip}").split()
+        if len(commits) == len(loaded):
+            return (base.commit, *commits)
     result = apply_series(repo, base.commit, loaded, commit=True)
     if not result.ok:
         failed = result.failed
         raise PatchtoolError(f"the series does not apply at its current pin ({failed.id if failed else '?'}); "
                              "fix that first", hint="run `patchtool check`")
-    return (base.commit, *(r.commit for r in result.results if r.commit))
+    chain = (base.commit, *(r.commit for r in result.results if r.commit))
+    if len(chain) > 1:
+        repo.update_ref(ref, chain[-1])
+    return chain
 
 
 def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
            start: int = 0, new_parent: str | None = None, done: Sequence[Step] = (),
            keep_going: bool = False, chain: tuple[str, ...] | None = None,
-           drift: bool = True) -> Replay:
+           drift: bool = True, commits: bool = True) -> Replay:
     """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
 
     Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
-    conflicting patch is left out and the rest goes on.
+    conflicting patch is left out and the rest goes on. One temporary index follows the replay,
+    so each patch costs a handful of git processes, not a read of the whole tree.
     """
     chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
+    parent_tree = new_base.tree if parent == new_base.commit else repo.tree_of(parent)
     steps = list(done)
-    for i in range(start, len(loaded)):
-        step = replay_one(repo, chain[i], chain[i + 1], parent, loaded[i])
-        if step.commit:
-            parent = step.commit
-        steps.append(step)
-        if step.outcome.stops and not keep_going:
-            steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED) for p in loaded[i + 1:]]
-            break
+    with repo.temporary_index(parent_tree) as index:
+        for i in range(start, len(loaded)):
+            step = replay_one(repo, index, chain[i], chain[i + 1], parent, parent_tree, loaded[i],
+                              commit=commits)
+            if step.tree:
+                parent, parent_tree = step.commit or parent, step.tree
+            steps.append(step)
+            if step.outcome.stops and not keep_going:
+                steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
+                          for p in loaded[i + 1:]]
+                break
     drifted = tuple(d for i, lp in enumerate(loaded) if drift and i < len(steps) and steps[i].outcome.applied
-                    for d in drift_of(repo, old_base, new_base, chain[i], chain[i + 1], lp))
+                    for d in drift_of(repo, old_base, new_base, chain[i], lp))
     return Replay(old_chain=chain, steps=tuple(steps), tip=parent, drift=drifted)
 
 
@@ -132,54 +153,62 @@ def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:
                             committer=git.Ident(*git.FIXED_IDENT, 0))
 
 
-def replay_one(repo: git.Repo, old_parent: str, old_commit: str, new_parent: str,
-               lp: LoadedPatch) -> Step:
+def replay_one(repo: git.Repo, index: git.Index, old_parent: str, old_commit: str, new_parent: str,
+               parent_tree: str, lp: LoadedPatch, *, commit: bool = True) -> Step:
+    """One patch onto ``new_parent``; ``index`` holds ``parent_tree`` on entry, and on return the
+    tree of the step's result (or still ``parent_tree`` when the patch did not apply). Without
+    ``commit`` (a scan) the result is a tree only."""
     def step(outcome: PatchOutcome, **kw: object) -> Step:
         return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
 
-    parent_tree = repo.tree_of(new_parent)
-    with repo.temporary_index(new_parent) as index:
-        applied = index.apply([lp.path], verbose=True)
-        apply_tree = index.write_tree() if applied.ok else None
-        reverse = not applied.ok and index.apply([lp.path], reverse=True, check=True).ok
-    if apply_tree is not None and "offset" not in applied.stderr and "fuzz" not in applied.stderr:
+    def landed(tree: str, outcome: PatchOutcome, **kw: object) -> Step:
+        made = commit_for(repo, tree, new_parent, lp) if commit else None
+        return step(outcome, commit=made, tree=tree, **kw)
+
+    applied = index.apply([lp.path], verbose=True)
+    apply_tree = index.write_tree() if applied.ok else None
+    shifted = applied.ok and ("offset" in applied.stderr or "fuzz" in applied.stderr)
+    if apply_tree is not None and not shifted:
         # every hunk matched its exact old position with its exact context: nothing moved, so
         # nothing can land in another scope, and a 3-way merge would give the same tree
-        return step(PatchOutcome.UNCHANGED, commit=commit_for(repo, apply_tree, new_parent, lp))
+        return landed(apply_tree, PatchOutcome.UNCHANGED)
+    reverse = not applied.ok and index.apply([lp.path], reverse=True, check=True).ok
     probe = repo.commit_tree(parent_tree, [old_parent], "patchtool rebase probe\n",
                              author=git.Ident(*git.FIXED_IDENT), committer=git.Ident(*git.FIXED_IDENT))
     merge = repo.merge_tree(probe, old_commit)
     renamed = tuple(m for m in merge.messages if "rename" in m.lower() and "->" in m)
     if not merge.clean:
+        if apply_tree is not None:
+            index.read_tree(parent_tree)
         if reverse:
             return step(PatchOutcome.UPSTREAM, detail="it applies in reverse on the target")
         gone = [m for m in merge.messages if "modify/delete" in m or "deleted in" in m]
         if gone:
-            return step(PatchOutcome.TARGET_GONE, conflicted=merge.conflicted,
-                        detail="; ".join(gone), merge_tree=merge.tree)
-        return step(PatchOutcome.CONFLICT, conflicted=merge.conflicted,
-                    detail="; ".join(m for m in merge.messages if m.startswith("CONFLICT")) or
-                    "content conflict", merge_tree=merge.tree)
+            return step(PatchOutcome.TARGET_GONE, conflicted=merge.conflicted, detail="; ".join(gone),
+                        merge_tree=merge.tree)
+        return step(PatchOutcome.CONFLICT, conflicted=merge.conflicted, merge_tree=merge.tree,
+                    detail="; ".join(m for m in merge.messages if m.startswith("CONFLICT")) or "content conflict")
     if merge.tree == parent_tree:
+        if apply_tree is not None:
+            index.read_tree(parent_tree)
         detail = "it applies in reverse on the target" if reverse else "applying it changes nothing"
         return step(PatchOutcome.UPSTREAM, detail=detail)
-    misplaced = check_placement(repo, old_parent, old_commit, new_parent, merge.tree, lp)
+    misplaced = check_placement(repo, old_commit, parent_tree, merge.tree, lp)
     if misplaced:
+        if apply_tree is not None:
+            index.read_tree(parent_tree)
         return step(PatchOutcome.CONFLICT, misplaced=misplaced, merge_tree=merge.tree,
                     detail="a hunk would land in another function or class than at the old pin")
-    commit = commit_for(repo, merge.tree, new_parent, lp)
-    present = upstream_hunks(repo, new_parent, lp)
-    if present:
-        return step(PatchOutcome.PARTLY_UPSTREAM, commit=commit, renamed=renamed,
-                    detail=f"{present} hunk(s) already upstream, the rest applied")
     if apply_tree == merge.tree:
-        if "offset" in applied.stderr or "fuzz" in applied.stderr:
-            return step(PatchOutcome.SHIFTED, commit=commit,
-                        detail=_offsets(applied.stderr))
-        return step(PatchOutcome.UNCHANGED, commit=commit)
+        return landed(merge.tree, PatchOutcome.SHIFTED, detail=_offsets(applied.stderr))
+    present = 0 if apply_tree is not None else upstream_hunks(index, lp)
+    index.read_tree(merge.tree)
+    if present:
+        return landed(merge.tree, PatchOutcome.PARTLY_UPSTREAM, renamed=renamed,
+                      detail=f"{present} hunk(s) already upstream, the rest applied")
     detail = ("plain context matching would have put it elsewhere; the 3-way merge placed it"
               if apply_tree is not None else "the context changed; the 3-way merge resolved it")
-    return step(PatchOutcome.MERGED, commit=commit, renamed=renamed, detail=detail)
+    return landed(merge.tree, PatchOutcome.MERGED, renamed=renamed, detail=detail)
 
 
 def _offsets(stderr: str) -> str:
@@ -187,17 +216,14 @@ def _offsets(stderr: str) -> str:
     return "; ".join(lines)
 
 
-def upstream_hunks(repo: git.Repo, new_parent: str, lp: LoadedPatch) -> int:
-    """How many of the patch's hunks are already present on the target (apply in reverse)."""
+def upstream_hunks(index: git.Index, lp: LoadedPatch) -> int:
+    """How many of the patch's hunks are already present on the index's tree (apply in reverse)."""
     hunks = [(header, h) for section in split_files(lp.patch.diff)
              for header, hs in [split_hunks(section)] for h in hs]
     if len(hunks) < 2:
         return 0
-    present = 0
-    with repo.temporary_index(new_parent) as index:
-        for header, hunk in hunks:
-            if index.apply_text(header + hunk, reverse=True).ok and not index.apply_text(header + hunk).ok:
-                present += 1
+    present = sum(1 for header, hunk in hunks
+                  if index.apply_text(header + hunk, reverse=True).ok and not index.apply_text(header + hunk).ok)
     return present if present < len(hunks) else 0
 
 
@@ -211,44 +237,51 @@ def _pair(old: Hunk, candidates: Sequence[Hunk]) -> Hunk | None:
     return None
 
 
-def check_placement(repo: git.Repo, old_parent: str, old_commit: str, new_parent: str, new_tree: str,
+def _same_place(was: str, now: str, renamed_away: bool) -> bool:
+    """The same scope, or the same method of a class upstream renamed (``A.f`` became ``B.f``)."""
+    if was == now:
+        return True
+    return renamed_away and was.rsplit(".", 1)[-1] == now.rsplit(".", 1)[-1] and "." in was and "." in now
+
+
+def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree: str,
                     lp: LoadedPatch) -> tuple[str, ...]:
     """Every hunk must land in the scope it was written for; the mismatches, described."""
-    old_hunks = parse_hunks(repo.diff(old_parent, old_commit))
-    new_hunks = parse_hunks(repo.diff(new_parent, new_tree))
+    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
+    new_hunks = parse_hunks(repo.diff(parent_tree, new_tree))
     paths = sorted({h.path for h in old_hunks} | {h.path for h in new_hunks})
-    old_files = repo.cat_files(repo.tree_of(old_commit), paths)
-    new_files = repo.cat_files(new_tree, paths)
+    blobs = repo.cat_blobs([f"{old_commit}:{p}" for p in paths] + [f"{new_tree}:{p}" for p in paths])
     mismatches = []
     for h in old_hunks:
-        before = old_files.get(h.path)
+        before = blobs.get(f"{old_commit}:{h.path}")
         if before is None:
             continue
         candidates = [n for n in new_hunks if n.path == h.path] or new_hunks
         match = _pair(h, candidates)
-        after = new_files.get(match.path) if match else None
+        after = blobs.get(f"{new_tree}:{match.path}") if match else None
         if match is None or after is None:
             continue
+        after_text = after.decode("utf-8", "replace")
         was = scope_at(h.path, before.decode("utf-8", "replace"), h.new_line).name
-        now = scope_at(match.path, after.decode("utf-8", "replace"), match.new_line).name
-        if was != now:
+        now = scope_at(match.path, after_text, match.new_line).name
+        if not _same_place(was, now, renamed_away=scope_text(match.path, after_text, was) is None):
             mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} "
                               f"(line {match.new_line})")
     return tuple(mismatches)
 
 
-def drift_of(repo: git.Repo, old_base: Base, new_base: Base, old_parent: str, old_commit: str,
+def drift_of(repo: git.Repo, old_base: Base, new_base: Base, old_parent: str,
              lp: LoadedPatch) -> list[Drift]:
     """Regions around the patch's hunks that upstream changed between the two pins."""
-    hunks = [h for h in parse_hunks(repo.diff(old_parent, old_commit)) if h.preimage]
+    hunks = [h for h in parse_hunks(lp.patch.diff) if h.preimage and h.path != "/dev/null"]
     paths = sorted({h.path for h in hunks})
-    chain = repo.cat_files(repo.tree_of(old_parent), paths)
-    old_pin = repo.cat_files(old_base.tree, paths)
-    new_pin = repo.cat_files(new_base.tree, paths)
+    specs = [f"{rev}:{p}" for rev in (old_parent, old_base.tree, new_base.tree) for p in paths]
+    blobs = repo.cat_blobs(specs)
     out: list[Drift] = []
     seen: set[tuple[str, str]] = set()
     for h in hunks:
-        where, old, new = chain.get(h.path), old_pin.get(h.path), new_pin.get(h.path)
+        where = blobs.get(f"{old_parent}:{h.path}")
+        old, new = blobs.get(f"{old_base.tree}:{h.path}"), blobs.get(f"{new_base.tree}:{h.path}")
         if where is None or old is None:
             continue
         if new is None:

@@ -167,7 +167,8 @@ def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Repl
         files = ", ".join(stopped.conflicted) or "see the report"
         raise ApplyConflict(
             f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report,
-            hint=f"resolve it in {worktree} (edit, no commit needed), then `patchtool rebase --continue`; "
+            hint=f"resolve it in {worktree} (edit, no commit needed; it holds just the patch's files, "
+                 "`git sparse-checkout disable` there for the whole tree), then `patchtool rebase --continue`; "
                  "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
     report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done")
     written = _commit(project, cache.repo, state, result, report)
@@ -237,12 +238,19 @@ def abort(project: Project, cache: Cache) -> None:
 # -- conflicts -------------------------------------------------------------------------------
 
 def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step) -> Path:
+    """A sparse worktree at the last good commit holding just the files the patch changes, the
+    conflicted ones with markers: a checkout of the whole tree would cost seconds per stop."""
     path = root / STATE_DIR / "worktree"
     if path.exists():
         repo.worktree_remove(path)
         shutil.rmtree(path, ignore_errors=True)
     repo.git("worktree", "prune", check=False)
-    repo.worktree_add(path, parent)
+    repo.git("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), parent)
+    files = set(step.conflicted)
+    if step.merge_tree:
+        files |= set(repo.out("diff", "--name-only", "--no-renames", parent, step.merge_tree).split())
+    git.run(["git", "sparse-checkout", "set", "--no-cone", *sorted(f"/{f}" for f in files)], cwd=path)
+    git.run(["git", "checkout", "-q"], cwd=path)
     if step.merge_tree:
         git.run(["git", "read-tree", "-u", "--reset", step.merge_tree], cwd=path)
         git.run(["git", "reset", "-q"], cwd=path)
@@ -329,9 +337,15 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
 
     new_version = report.new_version
     dropped: dict[str, str] = {}
+    committed = [s for s in result.steps if s.commit]
+    base = repo.out("rev-parse", f"{committed[0].commit}^") if committed else None
+    texts = repo.format_patches(base, result.tip) if base else []
+    if len(texts) != len(committed):  # a chain with gaps: export one by one
+        texts = [repo.format_patch(s.commit or "") for s in committed]
+    exported = {s.id: t for s, t in zip(committed, texts, strict=True)}
     for s in result.steps:
         if s.commit:
-            stage(s.file, repo.format_patch(s.commit))
+            stage(s.file, exported[s.id])
         elif s.outcome is PatchOutcome.UPSTREAM:
             dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
         elif s.outcome is PatchOutcome.DROPPED:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
 import re
 from typing import Any
 
@@ -10,8 +12,8 @@ from packaging.version import InvalidVersion, Version
 
 from .errors import UsageError
 from .project import Project
-from .rebase import PatchOutcome, old_chain, replay
-from .upstream import Cache, Pin, index_files, pin_for_version
+from .rebase import PatchOutcome, Replay, old_chain, replay
+from .upstream import Base, Cache, Pin, index_files, pin_for_version
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,10 +79,16 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     chain = old_chain(cache.repo, old_base, loaded)
     matrix: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
     details: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
-    for version in versions:
-        target = pin if version == pin.version else pin_for_version(pin, version, cache=cache)
-        base = cache.ensure(target)
-        result = replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=False)
+    # downloads and imports one at a time (the cache is locked); the replays side by side
+    bases = [cache.ensure(pin if v == pin.version else pin_for_version(pin, v, cache=cache)) for v in versions]
+
+    def one(base: Base) -> Replay:
+        return replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=False,
+                      commits=False)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        results = list(pool.map(one, bases))
+    for version, result in zip(versions, results, strict=True):
         for step in result.steps:
             matrix[step.id][str(version)] = str(step.outcome)
             if step.outcome is not PatchOutcome.UNCHANGED and (step.detail or step.conflicted):

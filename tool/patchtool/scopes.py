@@ -1,14 +1,14 @@
 """Where a hunk sits: the enclosing function or class of a line, and whether a region drifted.
 
-Python files are read with ``ast`` (qualified names such as ``Scheduler._add_request_to_queue``);
+Python files are read by indentation (qualified names such as ``Scheduler._add_request_to_queue``);
 other files use git's default function-name rule (the nearest line above that starts with a
 letter, ``_`` or ``$``), which finds C, CUDA and C++ function headers.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
+import functools
 import re
 
 _FUNCNAME = re.compile(r"^[A-Za-z_$].*")
@@ -21,37 +21,66 @@ class Scope:
     end: int
 
 
-def python_scopes(source: str) -> list[Scope] | None:
-    """Every def and class with its line span; None when the file does not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
+_DEF = re.compile(r"^([ \t]*)(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)")
+_TRIPLE = re.compile(r'"""|\'\'\'')
+_STRING = re.compile(r"'[^'\\]*(?:\\.[^'\\]*)*'|\"[^\"\\]*(?:\\.[^\"\\]*)*\"")
+_COMMENT = re.compile(r"#.*$")
+_TRIPLE_WHOLE = re.compile(r'""".*?"""|\'\'\'.*?\'\'\'')
+
+
+@functools.lru_cache(maxsize=64)
+def python_scopes(source: str) -> tuple[Scope, ...]:
+    """Every def and class with its qualified name and line span, in one pass over the lines.
+
+    Indentation decides nesting, as it does for Python; lines inside triple-quoted strings are
+    skipped so a dedented string cannot end a scope. Much cheaper than ``ast`` on the 300 kB
+    files SGLang has, and it tolerates files that do not parse.
+    """
     scopes: list[Scope] = []
-
-    def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                name = f"{prefix}{child.name}"
-                start = min([child.lineno, *(d.lineno for d in child.decorator_list)])
-                scopes.append(Scope(name, start, child.end_lineno or child.lineno))
-                visit(child, f"{name}.")
-            else:
-                visit(child, prefix)
-
-    visit(tree, "")
-    return scopes
+    stack: list[tuple[int, str, int]] = []  # (indent, qualified name, start line)
+    last_code = 0
+    in_string = False
+    depth = 0  # open brackets: a continuation line's indentation says nothing about scope
+    for number, line in enumerate(source.splitlines(), 1):
+        quotes = len(_TRIPLE.findall(line))
+        if in_string:
+            in_string = quotes % 2 == 0
+            continue
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        code = _TRIPLE_WHOLE.sub('""', line)
+        code = _TRIPLE.split(code, maxsplit=1)[0]  # an opening triple quote: the rest is string
+        code = _COMMENT.sub("", _STRING.sub('""', code))
+        opened = depth
+        depth = max(0, depth + sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}"))
+        if opened:
+            last_code = number
+            continue
+        indent = len(line) - len(line.lstrip())
+        while stack and stack[-1][0] >= indent:
+            _, name, start = stack.pop()
+            scopes.append(Scope(name, start, last_code))
+        m = _DEF.match(line)
+        if m:
+            prefix = f"{stack[-1][1]}." if stack else ""
+            stack.append((indent, prefix + m.group(2), number))
+        if quotes % 2 == 1:
+            in_string = True
+        last_code = number
+    while stack:
+        _, name, start = stack.pop()
+        scopes.append(Scope(name, start, last_code))
+    return tuple(sorted(scopes, key=lambda s: s.start))
 
 
 def scope_at(path: str, source: str, line: int) -> Scope:
     """The innermost scope that contains ``line`` (1-based) of ``source``."""
     if path.endswith(".py"):
-        scopes = python_scopes(source)
-        if scopes is not None:
-            inner = [s for s in scopes if s.start <= line <= s.end]
-            if inner:
-                return max(inner, key=lambda s: s.start)
-            return Scope("<module>", 1, source.count("\n") + 1)
+        inner = [s for s in python_scopes(source) if s.start <= line <= s.end]
+        if inner:
+            return max(inner, key=lambda s: s.start)
+        return Scope("<module>", 1, source.count("\n") + 1)
     lines = source.splitlines()
     for i in range(min(line, len(lines)) - 1, -1, -1):
         if _FUNCNAME.match(lines[i]):
@@ -63,11 +92,8 @@ def scope_text(path: str, source: str, name: str) -> str | None:
     """The source of the scope called ``name`` (None when it does not exist)."""
     if not path.endswith(".py"):
         return None
-    scopes = python_scopes(source)
-    if scopes is None:
-        return None
     lines = source.splitlines()
-    for s in scopes:
+    for s in python_scopes(source):
         if s.name == name:
             return "\n".join(lines[s.start - 1:s.end])
     return None
