@@ -142,9 +142,15 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
                 steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
                           for p in loaded[i + 1:]]
                 break
-    drifted = tuple(d for i, lp in enumerate(loaded) if drift and i < len(steps) and steps[i].outcome.applied
-                    for d in drift_of(repo, old_base, new_base, chain[i], lp))
+    drifted = drift_all(repo, old_base, new_base, chain, loaded, steps) if drift else ()
     return Replay(old_chain=chain, steps=tuple(steps), tip=parent, drift=drifted)
+
+
+def drift_all(repo: git.Repo, old_base: Base, new_base: Base, chain: Sequence[str],
+              loaded: Sequence[LoadedPatch], steps: Sequence[Step]) -> tuple[Drift, ...]:
+    """Drift of every patch that applied."""
+    return tuple(d for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied
+                 for d in drift_of(repo, old_base, new_base, chain[i], lp))
 
 
 def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:

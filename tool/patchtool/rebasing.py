@@ -28,7 +28,7 @@ from .conditions import ARG_FIELDS_DIR
 from .errors import ApplyConflict, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
 from .project import LoadedPatch, Project
-from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, old_chain, replay
+from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
 from .upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
 
 STATE_DIR = ".patchtool/rebase"
@@ -137,7 +137,8 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
     new_base = cache.ensure(new_pin)
     if new_pin.artifact is not None:
         new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=new_base.tree))
-    result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run)
+    # drift is reported once every patch is through (or in a dry run), not at each conflict stop
+    result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run)
     if dry_run:
         return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run")
     state: dict[str, Any] = {
@@ -170,6 +171,8 @@ def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Repl
             hint=f"resolve it in {worktree} (edit, no commit needed; it holds just the patch's files, "
                  "`git sparse-checkout disable` there for the whole tree), then `patchtool rebase --continue`; "
                  "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
+    result = dataclasses.replace(result, drift=drift_all(cache.repo, old_base, new_base, result.old_chain,
+                                                         loaded, result.steps))
     report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done")
     written = _commit(project, cache.repo, state, result, report)
     return dataclasses.replace(report, written=tuple(written))
@@ -216,7 +219,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
                                         detail=f"resolved by hand after: {current.detail}")
         parent = commit
     repo.worktree_remove(worktree)
-    result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps)
+    result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False)
     state.update(phase="replaying", steps=[_step_to_json(s) for s in result.steps
                                            if s.outcome is not PatchOutcome.NOT_REACHED],
                  tip=result.tip, worktree=None)
