@@ -20,11 +20,10 @@ import tomlkit
 from . import git
 from .errors import PatchtoolError, UsageError
 from .manifest import MANIFEST_NAME
-from .project import PATCHES_DIR, LoadedPatch, Project
+from .project import PATCHES_DIR, LoadedPatch, Project, dropped_path, record_dropped
 from .upstream import Cache
 
 TRAILER = "Patchtool-Id"
-DROPPED_DIR = "patches/dropped"
 WORK_DIR = "work"
 _TRAILER_RE = re.compile(rf"^{TRAILER}:\s*(\S+)\s*$", re.MULTILINE)
 
@@ -189,7 +188,7 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool) -> 
     written = _write_all(root, files, manifest, remove=[entries[i].file for i in gone] +
                          [entries[r["id"]].file for r in rows_out
                           if r["change"] != "new" and entries[r["id"]].file != r["file"]],
-                         moves={entries[i].file: f"{DROPPED_DIR}/{Path(entries[i].file).name}" for i in gone})
+                         moves={entries[i].file: dropped_path(entries[i].file) for i in gone})
     return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written))
 
 
@@ -236,17 +235,9 @@ def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str,
         table["file"] = files[ident]
         new.append(table)
     doc["patch"] = new
-    if gone:
-        dropped = doc.get("dropped")
-        target = dropped if dropped is not None else tomlkit.aot()
-        for ident in gone:
-            t = tables[ident]
-            t["file"] = f"{DROPPED_DIR}/{Path(str(t['file'])).name}"
-            t["reason"] = f"its commit was removed from checkout branch {branch!r} (export --allow-drop)"
-            t["dropped_at"] = str(doc["pin"])
-            target.append(t)
-        if dropped is None:
-            doc["dropped"] = target
+    for ident in gone:
+        record_dropped(doc, tables[ident], dropped_at=str(doc["pin"]),
+                       reason=f"its commit was removed from checkout branch {branch!r} (export --allow-drop)")
     return tomlkit.dumps(doc)
 
 
@@ -322,17 +313,8 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
     index = next(i for i, t in enumerate(patches) if str(t["id"]) == ident)
     table = patches[index]
     del patches[index]
-    moved = f"{DROPPED_DIR}/{Path(entry.file).name}"
-    table["file"] = moved
-    table["reason"] = reason
-    table["dropped_at"] = str(doc["pin"])
-    dropped = doc.get("dropped")
-    if dropped is None:
-        aot = tomlkit.aot()
-        aot.append(table)
-        doc["dropped"] = aot
-    else:
-        dropped.append(table)
+    record_dropped(doc, table, reason=reason, dropped_at=str(doc["pin"]))
+    moved = dropped_path(entry.file)
     extra: list[str] = []
     if rejected:
         from . import retread

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import tomlkit
 
 from . import manifest as manifest_mod
 from .errors import InvalidInput, Problem, UsageError
@@ -12,6 +15,7 @@ from .patchfile import PatchFile
 from .upstream import Pin, load_pin
 
 PATCHES_DIR = "patches"
+DROPPED_DIR = f"{PATCHES_DIR}/dropped"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,3 +98,23 @@ class Project:
                         "would apply them in another order",
                 hint="number the files in series order (0001-..., 0002-...)"))
         return problems
+
+
+def dropped_path(file: str) -> str:
+    """Where a dropped patch's file is kept."""
+    return f"{DROPPED_DIR}/{PurePosixPath(file).name}"
+
+
+def record_dropped(doc: Any, table: Any, *, reason: str, dropped_at: str) -> None:
+    """Record a ``[[patch]]`` table, already taken out of the series in the tomlkit document ``doc``,
+    under ``[[dropped]]`` with its metadata, the reason and when; its file goes to DROPPED_DIR."""
+    table["file"] = dropped_path(str(table["file"]))
+    table["reason"] = reason
+    table["dropped_at"] = dropped_at
+    existing = doc.get("dropped")
+    if existing is None:
+        aot = tomlkit.aot()
+        aot.append(table)
+        doc["dropped"] = aot
+    else:
+        existing.append(table)

@@ -27,12 +27,11 @@ from .checks import AssumptionResult, check_assumptions
 from .conditions import ARG_FIELDS_DIR
 from .errors import ApplyConflict, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
-from .project import LoadedPatch, Project
+from .project import LoadedPatch, Project, dropped_path, record_dropped
 from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
 from .upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
 
 STATE_DIR = ".patchtool/rebase"
-DROPPED_DIR = "patches/dropped"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -355,8 +354,7 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
             dropped[s.id] = state["skipped"].get(s.id, s.detail)
     for s in result.steps:
         if s.id in dropped:
-            moved = f"{DROPPED_DIR}/{Path(s.file).name}"
-            stage(moved, (root / s.file).read_text(encoding="utf-8"))
+            stage(dropped_path(s.file), (root / s.file).read_text(encoding="utf-8"))
             removes.append(s.file)
     stage(MANIFEST_NAME, _rewrite_manifest(root, state["new_pin"], new_version, dropped,
                                            {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM}))
@@ -374,8 +372,7 @@ def _finish_moves(root: Path, state: dict[str, Any]) -> None:
             (root / dest).parent.mkdir(parents=True, exist_ok=True)
             os.replace(root / src, root / dest)
     for rel in state.get("removes", []):
-        moved = root / DROPPED_DIR / Path(rel).name
-        if moved.exists():
+        if (root / dropped_path(rel)).exists():
             (root / rel).unlink(missing_ok=True)
     shutil.rmtree(root / STATE_DIR, ignore_errors=True)
     parent = root / ".patchtool"
@@ -399,22 +396,11 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
             del patches[i]
     for table in gone:
         pid = str(table["id"])
-        table["file"] = f"{DROPPED_DIR}/{Path(str(table['file'])).name}"
         if pid in merged:
             status = tomlkit.inline_table()
             status.update({"status": "merged", "version": version})
             table["upstream"] = status
-        table["reason"] = dropped[pid]
-        table["dropped_at"] = version
-    existing = doc.get("dropped")
-    if existing is None:
-        aot = tomlkit.aot()
-        for t in gone:
-            aot.append(t)
-        doc["dropped"] = aot
-    else:
-        for t in gone:
-            existing.append(t)
+        record_dropped(doc, table, reason=dropped[pid], dropped_at=version)
     return tomlkit.dumps(doc)
 
 
