@@ -367,18 +367,15 @@ class Cache:
         return dest
 
     def _lookup(self, art: Artifact) -> str:
-        index = os.environ.get("PATCHTOOL_INDEX_URL", art.index).rstrip("/")
-        data = self.fetcher.json(f"{index}/{canonicalize_name(art.distribution)}/")
-        for entry in data.get("files", []):
+        for entry in index_files(self.fetcher, art):
             if entry.get("filename") == art.filename:
                 listed = entry.get("hashes", {}).get("sha256")
                 if listed and listed != art.sha256:
                     raise UpstreamError(
                         f"the index lists {art.filename} with sha256 {listed}, the pin says "
                         f"{art.sha256}; refusing it", hint="verify the release and fix the pin")
-                return urllib.parse.urljoin(f"{index}/{canonicalize_name(art.distribution)}/",
-                                            str(entry["url"]))
-        raise UpstreamError(f"{art.filename} is not on the index {index}",
+                return str(entry["url"])
+        raise UpstreamError(f"{art.filename} is not on the index {_index_url(art)}",
                             hint="check the pin's filename and version")
 
     def _import(self, pin: Pin, path: Path) -> str:
@@ -532,9 +529,13 @@ def _import_stream(members: list[Member], message: str, ref: str) -> Iterator[by
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
 
+def _index_url(art: Artifact) -> str:
+    return os.environ.get("PATCHTOOL_INDEX_URL", art.index).rstrip("/")
+
+
 def index_files(fetcher: Fetcher, art: Artifact) -> list[dict[str, Any]]:
-    index = os.environ.get("PATCHTOOL_INDEX_URL", art.index).rstrip("/")
-    base = f"{index}/{canonicalize_name(art.distribution)}/"
+    """The distribution's files on the pin's PEP 691 index, each ``url`` made absolute."""
+    base = f"{_index_url(art)}/{canonicalize_name(art.distribution)}/"
     files = fetcher.json(base).get("files", [])
     out = []
     for entry in files:
