@@ -17,10 +17,12 @@ from typing import Any
 
 import tomlkit
 
-from . import git
+from . import git, retread
 from .errors import PatchtoolError, UsageError
+from .fields import _ident
 from .manifest import MANIFEST_NAME
 from .project import PATCHES_DIR, LoadedPatch, Project, dropped_path, record_dropped
+from .series import apply_series
 from .upstream import Cache
 
 TRAILER = "Patchtool-Id"
@@ -56,7 +58,6 @@ class Checkout:
 
 def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str,
              path: Path | None) -> Checkout:
-    from .series import apply_series
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
@@ -269,7 +270,6 @@ def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list
 
 def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
     """An empty commit on the checkout branch, carrying the new id; export creates its entry."""
-    from .fields import _ident
     try:
         _ident(ident)
     except ValueError as exc:
@@ -317,7 +317,6 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
     moved = dropped_path(entry.file)
     extra: list[str] = []
     if rejected:
-        from . import retread
         if not entry.evidence:
             raise UsageError(f"patch {ident!r} has no evidence rows to carry into the registry",
                              hint="add [[patch.evidence]] first, or drop it without --rejected")

@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Sequence
 
 from . import git
+from .errors import PatchtoolError
 from .patchfile import split_files, split_hunks
 from .project import LoadedPatch
 from .scopes import Hunk, parse_hunks, scope_at, scope_text
@@ -96,7 +97,6 @@ class Replay:
 def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tuple[str, ...]:
     """The series as commits on its own base. The commits are deterministic, so a ref keyed by the
     base and the patch files' bytes remembers them for the next rebase or scan."""
-    from .errors import PatchtoolError
     key = hashlib.sha256(base.commit.encode())
     for lp in loaded:
         key.update(b"\0" + lp.path.read_bytes())

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from .errors import ApplyConflict, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
 from .project import LoadedPatch, Project, dropped_path, record_dropped
 from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
+from .scan import newest
 from .upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
 
 STATE_DIR = ".patchtool/rebase"
@@ -129,7 +131,6 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
     old_pin = project.pin()
     loaded = project.series()
     if target == "latest":
-        from .scan import newest
         target = str(newest(old_pin, cache, 1)[0])
     new_pin = resolve_target(old_pin, target, cache=cache)
     old_base = cache.ensure(old_pin)
@@ -154,7 +155,7 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
 def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Replay) -> RebaseReport:
     root = project.root
     old_pin = project.pin(state["old_pin"])
-    new_pin = _new_pin(project, state)
+    new_pin = _new_pin(state)
     loaded = project.series()
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
     stopped = result.stopped
@@ -177,12 +178,9 @@ def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Repl
     return dataclasses.replace(report, written=tuple(written))
 
 
-def _new_pin(project: Project, state: dict[str, Any]) -> Pin:
-    import tomllib
-
-    from .upstream import Pin as PinType
-    return PinType.from_dict(tomllib.loads(state["new_pin_toml"]), name=state["new_pin"],
-                             file=f"{PINS_DIR}/{state['new_pin']}.toml")
+def _new_pin(state: dict[str, Any]) -> Pin:
+    return Pin.from_dict(tomllib.loads(state["new_pin_toml"]), name=state["new_pin"],
+                         file=f"{PINS_DIR}/{state['new_pin']}.toml")
 
 
 def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) -> RebaseReport:
@@ -204,7 +202,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
     index = len(steps) - 1
     worktree = Path(state["worktree"])
     repo = cache.repo
-    old_pin, new_pin = project.pin(state["old_pin"]), _new_pin(project, state)
+    old_pin, new_pin = project.pin(state["old_pin"]), _new_pin(state)
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
     parent = state["tip"]
     if skip_reason is not None:
