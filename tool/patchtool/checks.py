@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import git, retread
 from .errors import InvalidInput, PatchtoolError, Problem
-from .manifest import MANIFEST_NAME, Assumption, PatchEntry
+from .manifest import MANIFEST_NAME, PLACEHOLDER, Assumption, PatchEntry
 from .patchfile import PatchFile
 from .project import PATCHES_DIR, Project
 from .registry import Finding
@@ -150,7 +150,7 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
 def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:
     """Every string value that still starts with the skeleton's TODO marker, by dotted key."""
     if isinstance(data, str):
-        return [(prefix, data)] if data.startswith("TODO") else []
+        return [(prefix, data)] if data.startswith(PLACEHOLDER) else []
     if isinstance(data, dict):
         return [hit for k, v in data.items() for hit in _placeholders(v, f"{prefix}.{k}" if prefix else k)]
     if isinstance(data, list):

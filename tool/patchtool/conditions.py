@@ -7,7 +7,6 @@ Used by the registry (when to revisit a rejected idea) and by patches (when to d
 from __future__ import annotations
 
 import dataclasses
-import enum
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -18,12 +17,6 @@ from packaging.version import Version
 from .fields import Fields, _regex, _repo_path, _specifier
 
 ARG_FIELDS_DIR = "python/sglang/srt/arg_groups/fields/"
-
-
-class RevisitKind(enum.StrEnum):
-    VERSION = "version"
-    REGEX = "regex"
-    FLAG = "flag"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,14 +30,6 @@ class Revisit:
     appears: bool = True  # regex: holds when it appears (True) or when it disappears (False)
     flag: str | None = None  # holds when upstream adds (added) or removes (removed) this flag
     change: str | None = None
-
-    @property
-    def kind(self) -> RevisitKind:
-        if self.version is not None:
-            return RevisitKind.VERSION
-        if self.flag is not None:
-            return RevisitKind.FLAG
-        return RevisitKind.REGEX
 
     @classmethod
     def read(cls, f: Fields) -> Revisit | None:

@@ -20,7 +20,7 @@ import tomlkit
 from . import git, retread
 from .errors import PatchtoolError, UsageError
 from .fields import _ident
-from .manifest import MANIFEST_NAME
+from .manifest import MANIFEST_NAME, PLACEHOLDER
 from .project import PATCHES_DIR, LoadedPatch, Project, dropped_path, record_dropped
 from .series import apply_series
 from .upstream import Cache
@@ -201,7 +201,6 @@ def _unique(base: str, entries: dict[str, Any], order: list[tuple[str, str, bool
     return ident
 
 
-SKELETON_TODO = "TODO"
 
 
 def skeleton(ident: str, file: str) -> Any:
@@ -210,10 +209,10 @@ def skeleton(ident: str, file: str) -> Any:
     t.add("id", ident)
     t.add("file", file)
     t.add("kind", "correctness")
-    t.add("owner", f"{SKELETON_TODO}: who maintains it")
-    t.add("why", f"{SKELETON_TODO}: why the patch exists")
+    t.add("owner", f"{PLACEHOLDER}: who maintains it")
+    t.add("why", f"{PLACEHOLDER}: why the patch exists")
     t.add("applies_to", ">=0")  # a specifier must parse; check still demands the TODOs above
-    t.add("drop_when", f"{SKELETON_TODO}: when to drop it")
+    t.add("drop_when", f"{PLACEHOLDER}: when to drop it")
     status = tomlkit.inline_table()
     status.update({"status": "pending"})
     t.add("upstream", status)

@@ -22,6 +22,7 @@ from .errors import InvalidInput, Problem
 from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, raise_if
 
 SCHEMA = 1
+PLACEHOLDER = "TODO"  # what a scaffolded entry's values start with until someone fills them in
 MANIFEST_NAME = "patchset.toml"
 
 

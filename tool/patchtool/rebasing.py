@@ -62,10 +62,6 @@ class RebaseReport:
     written: tuple[str, ...] = ()
     follow_up: tuple[str, ...] = ()
 
-    @property
-    def stopped(self) -> Step | None:
-        return next((s for s in self.steps if s.outcome.stops), None)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "old_pin": self.old_pin, "new_pin": self.new_pin, "old_version": self.old_version,
