@@ -24,6 +24,7 @@ import ast
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,17 @@ FIXED_DATE = "@1700000000 +0000"
 
 class BenchError(Exception):
     pass
+
+
+def find_patchtool(spec: str | None) -> list[str]:
+    """The patchtool command: --patchtool, else the repository's .venv, else PATH."""
+    if spec:
+        return shlex.split(spec)
+    if (REPO / ".venv" / "bin" / "patchtool").exists():
+        return [str(REPO / ".venv" / "bin" / "patchtool")]
+    if shutil.which("patchtool"):
+        return ["patchtool"]
+    raise BenchError("no patchtool found: create .venv (pip install -e .) or pass --patchtool")
 
 
 def default_cache_dir() -> Path:

@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_series
-from make_series import BenchError, git_env
+from make_series import BenchError, find_patchtool, git_env
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -196,14 +196,7 @@ def run(args: argparse.Namespace) -> int:
     repo = bench_cache / "upstream.git"
     patches = patch_files(project)
 
-    if args.patchtool:
-        patchtool = shlex.split(args.patchtool)
-    elif (REPO / ".venv" / "bin" / "patchtool").exists():
-        patchtool = [str(REPO / ".venv" / "bin" / "patchtool")]
-    elif shutil.which("patchtool"):
-        patchtool = ["patchtool"]
-    else:
-        raise BenchError("no patchtool found: create .venv (pip install -e .) or pass --patchtool")
+    patchtool = find_patchtool(args.patchtool)
 
     pt_env = git_env({"PATCHTOOL_CACHE_DIR": str(bench_cache)})
     git_base_env = git_env(FIXED_IDENT)

@@ -36,15 +36,13 @@ import time
 import tomllib
 from pathlib import Path
 
+from make_series import BenchError, default_cache_dir, find_patchtool
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 OUT = BENCH / "out"
 TARGET_RATIO = 1.0
 TARGET_MEMORY = 2.0  # x the compressed wheel, above the start-up constant
-
-
-class BenchError(Exception):
-    pass
 
 
 def measure(cmds: list[list[str]], env: dict[str, str]) -> tuple[float, int]:
@@ -98,16 +96,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    xdg = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    cache_dir = (args.cache_dir or Path(os.environ.get("PATCHTOOL_CACHE_DIR") or xdg / "patchtool")).absolute()
-    if args.patchtool:
-        patchtool = shlex.split(args.patchtool)
-    elif (REPO / ".venv" / "bin" / "patchtool").exists():
-        patchtool = [str(REPO / ".venv" / "bin" / "patchtool")]
-    elif shutil.which("patchtool"):
-        patchtool = ["patchtool"]
-    else:
-        raise BenchError("no patchtool found: create .venv (pip install -e .) or pass --patchtool")
+    cache_dir = (args.cache_dir or default_cache_dir()).absolute()
+    patchtool = find_patchtool(args.patchtool)
     if subprocess.run([args.python, "-c", "import wheel"], capture_output=True).returncode:
         raise BenchError(f"{args.python} cannot import wheel: pip install wheel")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "SOURCE_DATE_EPOCH"}
