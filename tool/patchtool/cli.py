@@ -6,35 +6,21 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from . import __version__, rebasing, retread
-from . import registry as reg
-from . import scan as scan_mod
-from .checks import run_check
+from . import __version__
 from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem, UsageError
-from .materialise import keep_failed, materialise
 from .project import Project
-from .report import (
-    Style,
-    check_text,
-    envelope,
-    findings_text,
-    problems_text,
-    rebase_markdown,
-    rebase_text,
-    registry_list_text,
-    registry_show_text,
-    revisit_text,
-    scan_text,
-    series_text,
-    status_text,
-)
-from .series import apply_series
-from .status import status as status_workflow
-from .upstream import Cache
+from .report import Style, envelope, problems_text
+
+if TYPE_CHECKING:
+    from . import registry as reg
+    from .upstream import Cache
+
+# Each command imports its workflow when it runs: a command pays only for the modules it uses,
+# and `patchtool rebase --continue` in a loop of conflicts starts in a fraction of the time.
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Carry a curated series of downstream patches on a pinned upstream.")
@@ -58,6 +44,8 @@ def _root(root: Path | None) -> Path:
 
 
 def _cache(cache_dir: Path | None) -> Cache:
+    from .upstream import Cache
+
     return Cache((cache_dir or default_cache_dir()).absolute())
 
 
@@ -79,8 +67,11 @@ def _run(command: str, as_json: bool, body: Callable[[Style], None]) -> None:
     try:
         body(style)
     except ApplyConflict as exc:
+        from .rebasing import RebaseReport
+        from .report import rebase_text, series_text
+
         result = exc.result
-        shown = rebase_text(result, style) if isinstance(result, rebasing.RebaseReport) else series_text(result, style)
+        shown = rebase_text(result, style) if isinstance(result, RebaseReport) else series_text(result, style)
         text = f"{shown}\n{style.bad('error')}: {exc.message}"
         if exc.hint:
             text += f"\n  hint: {exc.hint}"
@@ -107,6 +98,10 @@ def apply(pin: PinOpt = None,
           root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Materialise the pinned upstream and apply the series, one commit per patch."""
     def body(style: Style) -> None:
+        from .materialise import keep_failed, materialise
+        from .report import series_text
+        from .series import apply_series
+
         project = Project.load(_root(root))
         the_pin = project.pin(pin)
         loaded = project.series()
@@ -146,6 +141,9 @@ def check(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
           as_json: JsonOpt = False) -> None:
     """Validate manifest, pins, patch files, application at the pin and assumption checks."""
     def body(style: Style) -> None:
+        from .checks import run_check
+        from .report import check_text
+
         report = run_check(_root(root), cache=_cache(cache_dir), pin_name=pin)
         code = ExitCode.OK if report.ok else ExitCode.PROBLEMS
         _emit("check", as_json, code, report.to_dict(), check_text(report, style), report.problems)
@@ -157,6 +155,9 @@ def status(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
            as_json: JsonOpt = False) -> None:
     """The pin and the series: kind, upstream status, files, lines, whether each applies."""
     def body(style: Style) -> None:
+        from .report import status_text
+        from .status import status as status_workflow
+
         project = Project.load(_root(root))
         report = status_workflow(project, _cache(cache_dir), pin)
         _emit("status", as_json, ExitCode.OK, report.to_dict(), status_text(report, style))
@@ -174,6 +175,9 @@ def rebase(to: Annotated[str | None, typer.Option("--to", help="A tag (v0.5.24),
            root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
     def body(style: Style) -> None:
+        from . import rebasing
+        from .report import rebase_markdown, rebase_text
+
         chosen = [name for name, on in (("--to", to is not None), ("--continue", cont), ("--abort", abort),
                                         ("--skip", skip)) if on]
         if len(chosen) != 1:
@@ -213,6 +217,9 @@ def scan(versions: Annotated[str | None, typer.Option("--versions", help="0.5.20
          root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Try the series against many upstream versions without a checkout: a patch x version matrix."""
     def body(style: Style) -> None:
+        from . import scan as scan_mod
+        from .report import scan_text
+
         if (versions is None) == (newest is None):
             raise UsageError("give --versions A..B (or a list) or --newest N")
         project = Project.load(_root(root))
@@ -226,6 +233,8 @@ app.add_typer(retread_app, name="retread")
 
 
 def _registry(root: Path | None) -> tuple[Project, reg.Registry]:
+    from . import retread
+
     project = Project.load(_root(root))
     return project, retread.load(project)
 
@@ -234,6 +243,8 @@ def _registry(root: Path | None) -> tuple[Project, reg.Registry]:
 def retread_list(root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Every rejected idea: id, verdict, title and the knobs that would bring it back."""
     def body(style: Style) -> None:
+        from .report import registry_list_text
+
         _, registry = _registry(root)
         data = {"entries": [{"id": e.id, "verdict": e.verdict.value, "title": e.title,
                              "knobs": [k.to_dict() for k in e.knobs]} for e in registry.entries]}
@@ -246,6 +257,8 @@ def retread_show(ident: Annotated[str, typer.Argument(metavar="ID")], root: Root
                  as_json: JsonOpt = False) -> None:
     """One rejected idea in full: what was tried, the verdict, the reason, evidence, knobs, revisit."""
     def body(style: Style) -> None:
+        from .report import registry_show_text
+
         _, registry = _registry(root)
         try:
             entry = registry.get(ident)
@@ -261,6 +274,9 @@ def retread_scan(paths: Annotated[list[Path], typer.Argument(metavar="PATH...",
                  root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Find rejected knobs in deployment files kept outside the patches (exit 1 on a finding)."""
     def body(style: Style) -> None:
+        from . import retread
+        from .report import findings_text
+
         _, registry = _registry(root)
         findings = retread.scan(registry, paths)
         code = ExitCode.PROBLEMS if findings else ExitCode.OK
@@ -274,6 +290,9 @@ def retread_revisit(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOp
                     as_json: JsonOpt = False) -> None:
     """Evaluate every revisit condition against a pin: which rejections may no longer hold."""
     def body(style: Style) -> None:
+        from . import retread
+        from .report import revisit_text
+
         project, registry = _registry(root)
         report = retread.revisit(project, registry, _cache(cache_dir), pin)
         _emit("retread revisit", as_json, ExitCode.OK, report.to_dict(), revisit_text(report, style))
@@ -307,6 +326,8 @@ def retread_add(
         root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Append a validated entry to the registry, keeping the file's comments and order."""
     def body(style: Style) -> None:
+        from . import retread
+
         project = Project.load(_root(root))
         if edit:
             entry = retread.entry_from_editor(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from . import editing, importing
 from .cli import CacheOpt, JsonOpt, PinOpt, RootOpt, _cache, _emit, _root, _run, app
 from .errors import ExitCode, UsageError
 from .project import Project
@@ -22,6 +21,8 @@ def checkout(pin: PinOpt = None, branch: BranchOpt = "series",
              root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """A branch in a worktree: the pinned upstream plus one commit per patch, each with its Patchtool-Id trailer."""
     def body(style: Style) -> None:
+        from . import editing
+
         project = Project.load(_root(root))
         result = editing.checkout(project, _cache(cache_dir), pin_name=pin, branch=branch, path=path)
         text = (f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
@@ -38,6 +39,8 @@ def export(branch: BranchOpt = "series",
            root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Write the checkout branch back as the series (or the series as a quilt directory)."""
     def body(style: Style) -> None:
+        from . import editing
+
         project = Project.load(_root(root))
         if quilt is not None:
             files = editing.export_quilt(project, quilt)
@@ -59,6 +62,8 @@ def import_(files: Annotated[list[Path], typer.Argument(metavar="FILE...", help=
             root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
     def body(style: Style) -> None:
+        from . import importing
+
         project = Project.load(_root(root))
         result = importing.import_patches(project, _cache(cache_dir), files, url=url)
         text = "\n".join(f"  added {r['id']} ({r['file']}, upstream {r['upstream_status']})" for r in result.added)
@@ -71,6 +76,8 @@ def new(ident: Annotated[str, typer.Argument(metavar="ID")], branch: BranchOpt =
         root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
     def body(style: Style) -> None:
+        from . import editing
+
         project = Project.load(_root(root))
         where = editing.new(project, _cache(cache_dir), ident=ident, branch=branch)
         _emit("new", as_json, ExitCode.OK, {"id": ident, "worktree": where},
@@ -85,6 +92,8 @@ def drop(ident: Annotated[str, typer.Argument(metavar="ID")],
          root: RootOpt = None, as_json: JsonOpt = False) -> None:
     """Remove a patch from the series and record why (and, with --rejected, in the registry)."""
     def body(style: Style) -> None:
+        from . import editing
+
         if not reason.strip():
             raise UsageError("drop needs --reason: a dropped patch is recorded with why")
         project = Project.load(_root(root))

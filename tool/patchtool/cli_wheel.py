@@ -11,9 +11,7 @@ import typer
 from .cli import CacheOpt, JsonOpt, PinOpt, RootOpt, _cache, _emit, _root, _run, app
 from .errors import ExitCode
 from .project import Project
-from .provenance import locate
-from .report import Style, build_text, provenance_text
-from .wheel import build_wheel
+from .report import Style
 
 
 @app.command()
@@ -29,6 +27,9 @@ def build(pin: PinOpt = None,
           root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
     """Build the patched wheel: repack the pinned release wheel, or build the pinned git commit."""
     def body(style: Style) -> None:
+        from .report import build_text
+        from .wheel import build_wheel
+
         project = Project.load(_root(root))
         result = build_wheel(project, _cache(cache_dir), out=(out or project.root / "dist").absolute(),
                              pin_name=pin, source_date_epoch=source_date_epoch, isolation=isolation)
@@ -47,6 +48,9 @@ def provenance_command(
         as_json: JsonOpt = False) -> None:
     """What a patched wheel or installation contains: upstream, patches, and whether its files are intact."""
     def body(style: Style) -> None:
+        from .provenance import locate
+        from .report import provenance_text
+
         report = locate(target, [str(p) for p in path] if path else sys.path)
         code = ExitCode.OK if report.ok else ExitCode.PROBLEMS
         _emit("provenance", as_json, code, report.to_dict(), provenance_text(report, style), report.problems)

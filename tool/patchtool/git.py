@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -34,14 +36,6 @@ class Ident:
 
     def line(self) -> str:
         return f"{self.name} <{self.email}> {self.timestamp} {self.tz}"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class MergeResult:
-    tree: str
-    clean: bool
-    conflicted: tuple[str, ...]
-    messages: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -95,10 +89,10 @@ class Repo:
     def delete_ref(self, ref: str) -> None:
         self.git("update-ref", "-d", ref, check=False)
 
-    def fast_import(self, stream: Iterable[bytes]) -> None:
+    def fast_import(self, stream: Iterable[bytes], *options: str) -> None:
         """Feed a fast-import stream; refs move only when the whole stream is in."""
         cmd = ["git", f"--git-dir={self.git_dir}", "fast-import", "--quiet", "--date-format=raw",
-               "--done"]
+               "--done", *options]
         with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, env=_environment()) as proc:
             assert proc.stdin is not None and proc.stderr is not None
@@ -138,23 +132,6 @@ class Repo:
             result[path] = out[pos:pos + size]
             pos += size + 1
         return result
-
-    def merge_tree(self, ours: str, theirs: str) -> MergeResult:
-        """merge-ort in memory (no worktree): the result tree, and the conflicted paths if any."""
-        res = self.git("merge-tree", "--write-tree", "--name-only", "--messages", "-z", ours, theirs,
-                       check=False)
-        if res.returncode not in (0, 1):
-            raise GitError(f"git merge-tree failed: {res.stderr.decode(errors='replace').strip()}")
-        out = res.stdout.decode(errors="replace")
-        head, _, rest = out.partition("\0")
-        files, _, messages = rest.partition("\0\0")
-        conflicted = tuple(f for f in files.split("\0") if f) if res.returncode == 1 else ()
-        return MergeResult(tree=head.strip(), clean=res.returncode == 0, conflicted=conflicted,
-                           messages=_merge_messages(messages))
-
-    def diff(self, old: str, new: str, *, context: int = 3) -> str:
-        res = self.git("diff", "--no-color", "--no-ext-diff", "-M", f"-U{context}", old, new)
-        return res.stdout.decode("utf-8", errors="replace")
 
     def format_patch(self, commit: str) -> str:
         """The canonical export of one commit: git's own format, without the Date line."""
@@ -231,6 +208,87 @@ class Repo:
         if res.returncode != 0:
             raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.decode(errors='replace').strip()}")
 
+    # -- replaying a series in memory (rebase, scan) -----------------------------------------
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[ObjectReader]:
+        reader = ObjectReader(self)
+        try:
+            yield reader
+        finally:
+            reader.close()
+
+    def entries(self, treeish: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``path -> (mode, sha)`` for those of ``paths`` that are files in ``treeish``."""
+        if not paths:
+            return {}
+        out = self.git("ls-tree", "-z", "--full-tree", treeish, "--", *sorted(set(paths)),
+                       env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
+        found = {}
+        for record in out.split(b"\0"):
+            if not record:
+                continue
+            meta, _, path = record.partition(b"\t")
+            mode, kind, sha = meta.decode().split()
+            if kind == "blob":
+                found[path.decode("utf-8", "surrogateescape")] = (mode, sha)
+        return found
+
+    def changes(self, base: str, tip: str) -> list[tuple[str, tuple[RawChange, ...]]]:
+        """Every commit of base..tip, oldest first, with the files it changes (renames found)."""
+        out = self.git("log", "--reverse", "-z", "--raw", "--no-abbrev", "-M", "--format=%x01%H",
+                       f"{base}..{tip}").stdout.decode("utf-8", "surrogateescape")
+        commits: list[tuple[str, list[RawChange]]] = []
+        tokens = out.split("\0")
+        i = 0
+        while i < len(tokens):
+            token = tokens[i].strip("\n")
+            i += 1
+            if token.startswith("\x01"):
+                commits.append((token[1:], []))
+            elif token.startswith(":") and commits:
+                old_mode, new_mode, old_blob, new_blob, status = token[1:].split()
+                paths = [tokens[i]]
+                i += 1
+                if status[0] in "RC":
+                    paths.append(tokens[i])
+                    i += 1
+                absent = "0" * 40
+                commits[-1][1].append(RawChange(
+                    status=status[0], old_path=None if status[0] == "A" else paths[0],
+                    new_path=None if status[0] == "D" else paths[-1],
+                    old_mode=None if old_mode == "000000" else old_mode,
+                    new_mode=None if new_mode == "000000" else new_mode,
+                    old_blob=None if old_blob == absent else old_blob,
+                    new_blob=None if new_blob == absent else new_blob))
+        return [(sha, tuple(files)) for sha, files in commits]
+
+    def renames(self, old: str, new: str) -> dict[str, str]:
+        """Files renamed between two trees: old path -> new path."""
+        out = self.git("diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", old, new).stdout
+        fields = out.decode("utf-8", "surrogateescape").split("\0")
+        found = {}
+        i = 0
+        while i + 2 < len(fields):
+            if fields[i].startswith(":"):
+                found[fields[i + 1]] = fields[i + 2]
+                i += 3
+            else:
+                i += 1
+        return found
+
+    def write_commits(self, parent: str, commits: Sequence[NewCommit]) -> list[str]:
+        """A chain of commits on ``parent`` written by one ``git fast-import``: their shas, in order."""
+        if not commits:
+            return []
+        fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
+        os.close(fd)
+        try:
+            self.fast_import(_commit_stream(parent, commits), "--force", f"--export-marks={marks}")
+            found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
+        finally:
+            os.unlink(marks)
+        return [found[f":{n}"] for n in range(1, len(commits) + 1)]
+
     # -- reading trees (used to build wheels) ------------------------------------------------
     def diff_tree(self, old: str, new: str) -> list[TreeChange]:
         """Every blob that differs between two trees (no rename detection), in path order."""
@@ -251,6 +309,79 @@ class Repo:
     def commit_time(self, rev: str) -> int:
         """The committer timestamp of ``rev`` (seconds since the epoch)."""
         return int(self.out("show", "-s", "--format=%ct", rev))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RawChange:
+    """One file of a commit, as ``git log --raw -M`` names it (None where a side is absent)."""
+
+    status: str  # "A", "M", "D", "R", "T" (or "C")
+    old_path: str | None
+    new_path: str | None
+    old_mode: str | None
+    new_mode: str | None
+    old_blob: str | None
+    new_blob: str | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileWrite:
+    """A file of a commit to write: an existing blob, new content, or (mode None) a deletion."""
+
+    path: str
+    mode: str | None
+    blob: str | None = None
+    data: bytes | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NewCommit:
+    """A commit to write: its parent is the commit before it in the batch."""
+
+    message: str
+    author: Ident
+    committer: Ident
+    files: tuple[FileWrite, ...]
+
+
+class ObjectReader:
+    """One long-lived ``git cat-file --batch``: any number of objects for one process."""
+
+    def __init__(self, repo: Repo) -> None:
+        self.repo = repo
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def read(self, spec: str) -> tuple[str, str, bytes] | None:
+        """(sha, type, content) of ``spec`` (a sha or ``rev:path``), None when it does not exist."""
+        if "\n" in spec:
+            return None
+        if self._proc is None:
+            self._proc = subprocess.Popen(["git", f"--git-dir={self.repo.git_dir}", "cat-file", "--batch"],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, env=_environment())
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(spec.encode() + b"\n")
+        self._proc.stdin.flush()
+        header = self._proc.stdout.readline().split()
+        if len(header) != 3:
+            if not header:
+                raise GitError(f"git cat-file --batch ended while reading {spec}")
+            return None  # "<spec> missing" or "<spec> ambiguous"
+        data = self._proc.stdout.read(int(header[2]) + 1)[:-1]
+        return header[0].decode(), header[1].decode(), data
+
+    def blob(self, spec: str) -> bytes | None:
+        found = self.read(spec)
+        return found[2] if found is not None and found[1] == "blob" else None
+
+    def close(self) -> None:
+        if self._proc is not None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            self._proc.wait()
+            if self._proc.stdout is not None:
+                self._proc.stdout.close()
+            self._proc = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -291,21 +422,56 @@ class Index:
         self.repo.git("read-tree", treeish, env=self.env)
 
 
-def _merge_messages(raw: str) -> tuple[str, ...]:
-    """merge-tree -z messages: records of <count> NUL <paths...> NUL <type> NUL <message> NUL."""
-    parts = raw.split("\0")
-    out = []
-    i = 0
-    while i < len(parts):
-        if not parts[i].strip().isdigit():
-            i += 1
-            continue
-        count = int(parts[i])
-        i += 1 + count  # skip the paths
-        if i + 1 < len(parts):
-            out.append(parts[i + 1].strip())  # the human message; parts[i] is its type
-        i += 2
-    return tuple(m for m in out if m)
+REPLAY_REF = "refs/patchtool/replay"  # the last chain write_commits wrote
+
+
+def _quote_path(path: str) -> bytes:
+    if path.startswith('"') or any(c in path for c in "\n\\"):
+        return b'"' + path.encode("utf-8", "surrogateescape").replace(b"\\", b"\\\\").replace(
+            b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _commit_stream(parent: str, commits: Sequence[NewCommit]) -> Iterator[bytes]:
+    for n, c in enumerate(commits, 1):
+        message = c.message.encode()
+        out = [f"commit {REPLAY_REF}\nmark :{n}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n".encode(),
+               b"data %d\n" % len(message), message, b"\n",
+               f"from {parent if n == 1 else f':{n - 1}'}\n".encode()]
+        for f in c.files:
+            path = _quote_path(f.path)
+            if f.mode is None:
+                out.append(b"D " + path + b"\n")
+            elif f.data is None:
+                out.append(f"M {f.mode} {f.blob} ".encode() + path + b"\n")
+            else:
+                out.append(f"M {f.mode} inline ".encode() + path + b"\n" + b"data %d\n" % len(f.data))
+                out += [f.data, b"\n"]
+        yield b"".join(out) + b"\n"
+    yield b"done\n"
+
+
+@functools.cache
+def _git_version() -> tuple[int, ...]:
+    out = run(["git", "--version"]).stdout.decode()
+    return tuple(int(x) for x in re.findall(r"\d+", out)[:3])
+
+
+def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
+    """A 3-way merge of one file's contents with git's own merge (xdiff, as merge-ort uses it):
+    the result, with conflict markers where needed, and the number of conflicts."""
+    with tempfile.TemporaryDirectory(prefix="patchtool-merge-") as tmp:
+        names = []
+        for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            (Path(tmp) / name).write_bytes(data)
+            names.append(str(Path(tmp) / name))
+        # merge-ort diffs with histogram; merge-file can be told so from git 2.42
+        algorithm = ["--diff-algorithm=histogram"] if _git_version() >= (2, 42) else []
+        res = run(["git", "merge-file", "-p", *algorithm, "-L", labels[0], "-L", labels[1], "-L", labels[2],
+                   *names], check=False)
+    if res.returncode >= 128 or res.returncode < 0:
+        raise GitError(f"git merge-file failed: {res.stderr.decode(errors='replace').strip()}")
+    return res.stdout, res.returncode
 
 
 def run(cmd: Sequence[str], *, input: bytes | None = None, env: dict[str, str] | None = None,

@@ -1,10 +1,11 @@
 """Moving the series to a new upstream: one outcome per patch, verified placement, drift, a report.
 
-Each patch is replayed with a true 3-way merge against its real base (merge-ort through
-``git merge-tree`` on a probe commit whose parent is the patch's old parent, so the merge base is
-exactly the old base), in memory. Plain ``git apply`` only classifies the outcome (unchanged or
-shifted); it never decides placement. After merging, every hunk must sit in the same enclosing
-function or class it had at the old pin, otherwise the patch is a conflict.
+Each patch is replayed with a true 3-way merge against its real base: for every file, the file
+before the patch at the old pin, after it, and in the tree being built on the new pin
+(``merging``), in memory. Applying the patch text the way ``git apply`` does (``textpatch``) only
+classifies the outcome (unchanged or shifted); it never decides placement. After merging, every
+hunk must sit in the same enclosing function or class it had at the old pin, otherwise the patch
+is a conflict.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ import enum
 import hashlib
 from collections.abc import Sequence
 
-from . import git
+from . import git, merging, textpatch
 from .errors import PatchtoolError
-from .patchfile import split_files, split_hunks
 from .project import LoadedPatch
 from .scopes import Hunk, parse_hunks, scope_at, scope_text
 from .series import apply_series
@@ -54,8 +54,8 @@ class Step:
     conflicted: tuple[str, ...] = ()
     misplaced: tuple[str, ...] = ()  # "path: hunk at Old.scope landed in New.scope"
     renamed: tuple[str, ...] = ()
-    merge_tree: str | None = None  # the merge result (with conflict markers on a conflict)
-    tree: str | None = None  # the tree of ``commit``
+    merge_tree: str | None = None  # on a stop: a commit holding the merge, conflict markers and all
+    files: tuple[str, ...] = ()  # the paths the patch's result touches
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
@@ -124,112 +124,207 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
 
     Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
-    conflicting patch is left out and the rest goes on. One temporary index follows the replay,
-    so each patch costs a handful of git processes, not a read of the whole tree.
+    conflicting patch is left out and the rest goes on. The tree being built lives in memory
+    (``merging.Workspace``): a patch costs no git process unless all three sides of a file differ
+    (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
+    Without ``commits`` (a scan) nothing is written at all.
     """
     chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
-    parent_tree = new_base.tree if parent == new_base.commit else repo.tree_of(parent)
+    changes = dict(repo.changes(chain[0], chain[-1])) if len(chain) > 1 else {}
+    paths = {p for i in range(start, len(loaded)) for c in changes.get(chain[i + 1], ())
+             for p in (c.old_path, c.new_path) if p}
     steps = list(done)
-    with repo.temporary_index(parent_tree) as index:
+    writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
+    labels = (f"{new_base.pin.upstream} {new_base.pin.version} + series", f"{old_base.pin.upstream} "
+              f"{old_base.pin.version} + series")
+    with repo.reader() as reader:
+        ws = merging.Workspace(repo, reader, parent, paths, lambda: repo.renames(old_base.tree, new_base.tree))
         for i in range(start, len(loaded)):
-            step = replay_one(repo, index, chain[i], chain[i + 1], parent, parent_tree, loaded[i],
-                              commit=commits)
-            if step.tree:
-                parent, parent_tree = step.commit or parent, step.tree
+            lp = loaded[i]
+            step, files = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
+                                     (*labels, f"patch {lp.id}"))
+            if step.outcome.applied and files is not None:
+                ws.update(files)
+                writes.append((len(steps), _commit_of(lp, files)))
+            elif step.outcome.stops and files is not None and not keep_going:
+                writes.append((len(steps), _commit_of(lp, files, conflict=True)))
             steps.append(step)
             if step.outcome.stops and not keep_going:
                 steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
                           for p in loaded[i + 1:]]
                 break
-    drifted = drift_all(repo, old_base, new_base, chain, loaded, steps) if drift else ()
-    return Replay(old_chain=chain, steps=tuple(steps), tip=parent, drift=drifted)
-
-
-def drift_all(repo: git.Repo, old_base: Base, new_base: Base, chain: Sequence[str],
-              loaded: Sequence[LoadedPatch], steps: Sequence[Step]) -> tuple[Drift, ...]:
-    """Drift of every patch that applied."""
-    return tuple(d for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied
-                 for d in drift_of(repo, old_base, new_base, chain[i], lp))
+        drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if drift else ()
+    tip = parent
+    if commits and writes:
+        shas = repo.write_commits(parent, [c for _, c in writes])
+        for (at, _), sha in zip(writes, shas, strict=True):
+            if steps[at].outcome.applied:
+                steps[at] = dataclasses.replace(steps[at], commit=sha)
+                tip = sha
+            else:
+                steps[at] = dataclasses.replace(steps[at], merge_tree=sha)
+    return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted)
 
 
 def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:
+    """The commit of a patch a person resolved by hand (``rebase --continue``)."""
     author = git.Ident(lp.patch.author_name, lp.patch.author_email, 0)
     return repo.commit_tree(tree, [parent], lp.patch.message, author=author,
                             committer=git.Ident(*git.FIXED_IDENT, 0))
 
 
-def replay_one(repo: git.Repo, index: git.Index, old_parent: str, old_commit: str, new_parent: str,
-               parent_tree: str, lp: LoadedPatch, *, commit: bool = True) -> Step:
-    """One patch onto ``new_parent``; ``index`` holds ``parent_tree`` on entry, and on return the
-    tree of the step's result (or still ``parent_tree`` when the patch did not apply). Without
-    ``commit`` (a scan) the result is a tree only."""
+def _commit_of(lp: LoadedPatch, files: dict[str, merging.File | None], *, conflict: bool = False) -> git.NewCommit:
+    writes = tuple(git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
+                   for path, f in sorted(files.items()))
+    message = f"patchtool rebase: {lp.id} with its conflicts\n" if conflict else lp.patch.message
+    return git.NewCommit(message=message, author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
+                         committer=git.Ident(*git.FIXED_IDENT, 0), files=writes)
+
+
+def drift_all(reader: git.ObjectReader, old_base: Base, new_base: Base, chain: Sequence[str],
+              loaded: Sequence[LoadedPatch], steps: Sequence[Step]) -> tuple[Drift, ...]:
+    """Drift of every patch that applied."""
+    return tuple(d for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied
+                 for d in drift_of(reader, old_base, new_base, chain[i], lp))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Applied:
+    """A whole patch applied like ``git apply``: the new text of each path (None: deleted)."""
+
+    texts: dict[str, str | None]
+    offsets: tuple[str, ...]  # git apply's "Hunk #N succeeded at L (offset K lines)." for each moved hunk
+    starts: dict[str, tuple[int, ...]]  # per path, the 0-based start of each hunk in the result
+
+
+def _apply(ws: merging.Workspace, patches: Sequence[textpatch.FilePatch], *, reverse: bool = False) -> _Applied | None:
+    texts: dict[str, str | None] = {}
+    moved: list[str] = []
+    starts: dict[str, tuple[int, ...]] = {}
+    for fp in patches:
+        if fp.binary:
+            return None
+        src, dst = (fp.new_path, fp.old_path) if reverse else (fp.old_path, fp.new_path)
+        if src is None:
+            if dst is None or ws.get(dst) is not None:
+                return None
+            lines: list[str] = []
+        else:
+            text = texts[src] if src in texts else ws.text(src)
+            if text is None:
+                return None
+            lines = text.splitlines(keepends=True)
+        applied = textpatch.apply(lines, fp.hunks, reverse=reverse)
+        if applied is None:
+            return None
+        if dst is None:
+            if applied.lines:
+                return None
+            texts[src or ""] = None
+            continue
+        if src is not None and src != dst:
+            texts[src] = None
+        texts[dst] = "".join(applied.lines)
+        starts[dst] = applied.starts
+        moved += [f"Hunk #{n} succeeded at {at + 1} (offset {off} line{'' if off == 1 else 's'})."
+                  for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1) if off]
+    return _Applied(texts, tuple(moved), starts)
+
+
+def _plain(changes: Sequence[git.RawChange]) -> bool:
+    """No renames, copies or mode changes: what a text application can reproduce exactly."""
+    return all(c.status in "AMD" and (c.status != "M" or c.old_mode == c.new_mode) for c in changes)
+
+
+def _files_from(ws: merging.Workspace, applied: _Applied,
+                changes: Sequence[git.RawChange]) -> dict[str, merging.File | None]:
+    files: dict[str, merging.File | None] = {}
+    for c in changes:
+        path = c.new_path or c.old_path
+        assert path is not None
+        text = applied.texts.get(path)
+        if text is None or c.new_mode is None or c.new_blob is None:
+            files[path] = None
+            continue
+        ours = ws.get(path)
+        if ours is not None and ours.blob is not None and ours.blob == c.old_blob:
+            files[path] = merging.File(c.new_mode, c.new_blob)  # upstream left the file alone
+        else:
+            files[path] = merging.File(c.new_mode, None, text.encode("utf-8", "surrogateescape"))
+    return files
+
+
+def replay_one(ws: merging.Workspace, old_commit: str, changes: Sequence[git.RawChange], lp: LoadedPatch,
+               labels: tuple[str, str, str]) -> tuple[Step, dict[str, merging.File | None] | None]:
+    """One patch onto the workspace: its outcome, and the files it leaves (None when it did not
+    apply; on a stop, the files for the conflict worktree, markers and all)."""
     def step(outcome: PatchOutcome, **kw: object) -> Step:
         return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
 
-    def landed(tree: str, outcome: PatchOutcome, **kw: object) -> Step:
-        made = commit_for(repo, tree, new_parent, lp) if commit else None
-        return step(outcome, commit=made, tree=tree, **kw)
-
-    applied = index.apply([lp.path], verbose=True)
-    apply_tree = index.write_tree() if applied.ok else None
-    shifted = applied.ok and ("offset" in applied.stderr or "fuzz" in applied.stderr)
-    if apply_tree is not None and not shifted:
+    patches = textpatch.parse(lp.patch.diff)
+    plain = _plain(changes) and bool(changes)
+    forward = _apply(ws, patches) if plain else None
+    if forward is not None and not forward.offsets:
         # every hunk matched its exact old position with its exact context: nothing moved, so
-        # nothing can land in another scope, and a 3-way merge would give the same tree
-        return landed(apply_tree, PatchOutcome.UNCHANGED)
-    reverse = not applied.ok and index.apply([lp.path], reverse=True, check=True).ok
-    probe = repo.commit_tree(parent_tree, [old_parent], "patchtool rebase probe\n",
-                             author=git.Ident(*git.FIXED_IDENT), committer=git.Ident(*git.FIXED_IDENT))
-    merge = repo.merge_tree(probe, old_commit)
-    renamed = tuple(m for m in merge.messages if "rename" in m.lower() and "->" in m)
+        # nothing can land in another scope, and a 3-way merge would give the same files
+        files = _files_from(ws, forward, changes)
+        return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files
+    reverse = forward is None and plain and _apply(ws, patches, reverse=True) is not None
+    merge = merging.merge_patch(ws, changes, labels)
     if not merge.clean:
-        if apply_tree is not None:
-            index.read_tree(parent_tree)
         if reverse:
-            return step(PatchOutcome.UPSTREAM, detail="it applies in reverse on the target")
-        gone = [m for m in merge.messages if "modify/delete" in m or "deleted in" in m]
-        if gone:
-            return step(PatchOutcome.TARGET_GONE, conflicted=merge.conflicted, detail="; ".join(gone),
-                        merge_tree=merge.tree)
-        return step(PatchOutcome.CONFLICT, conflicted=merge.conflicted, merge_tree=merge.tree,
-                    detail="; ".join(m for m in merge.messages if m.startswith("CONFLICT")) or "content conflict")
-    if merge.tree == parent_tree:
-        if apply_tree is not None:
-            index.read_tree(parent_tree)
+            return step(PatchOutcome.UPSTREAM, detail="it applies in reverse on the target"), None
+        left = {**merge.files, **{c.path: merging.File(_mode_of(ws, c.path), None, c.data)
+                                  for c in merge.conflicts if c.data is not None}}
+        left.update({c.old_path: merging.File(c.new_mode, c.new_blob) for c in changes
+                     if c.old_path in merge.gone and c.new_mode and c.new_blob})  # the patch's version, to see
+        conflicted = tuple(dict.fromkeys(c.path for c in merge.conflicts))
+        messages = "; ".join(c.message for c in merge.conflicts)
+        outcome = PatchOutcome.TARGET_GONE if merge.gone else PatchOutcome.CONFLICT
+        return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(left))), left
+    if ws.same(merge.files):
         detail = "it applies in reverse on the target" if reverse else "applying it changes nothing"
-        return step(PatchOutcome.UPSTREAM, detail=detail)
-    misplaced = check_placement(repo, old_commit, parent_tree, merge.tree, lp)
+        return step(PatchOutcome.UPSTREAM, detail=detail), None
+    files = merge.files
+    misplaced = _placement(ws, lp, changes, files)
     if misplaced:
-        if apply_tree is not None:
-            index.read_tree(parent_tree)
-        return step(PatchOutcome.CONFLICT, misplaced=misplaced, merge_tree=merge.tree,
-                    detail="a hunk would land in another function or class than at the old pin")
-    if apply_tree == merge.tree:
-        return landed(merge.tree, PatchOutcome.SHIFTED, detail=_offsets(applied.stderr))
-    present = 0 if apply_tree is not None else upstream_hunks(index, lp)
-    index.read_tree(merge.tree)
+        return step(PatchOutcome.CONFLICT, misplaced=misplaced, files=tuple(sorted(files)),
+                    detail="a hunk would land in another function or class than at the old pin"), files
+    done = tuple(sorted(files))
+    if forward is not None and all(
+            (forward.texts.get(p) is None) == (f is None) and (f is None or ws.data(f) == (
+                forward.texts[p] or "").encode("utf-8", "surrogateescape")) for p, f in files.items()):
+        return step(PatchOutcome.SHIFTED, detail="; ".join(forward.offsets), files=done), files
+    present = upstream_hunks(ws, patches) if forward is None and plain else 0
+    renamed = merge.renamed
     if present:
-        return landed(merge.tree, PatchOutcome.PARTLY_UPSTREAM, renamed=renamed,
-                      detail=f"{present} hunk(s) already upstream, the rest applied")
+        return step(PatchOutcome.PARTLY_UPSTREAM, renamed=renamed, files=done,
+                    detail=f"{present} hunk(s) already upstream, the rest applied"), files
     detail = ("plain context matching would have put it elsewhere; the 3-way merge placed it"
-              if apply_tree is not None else "the context changed; the 3-way merge resolved it")
-    return landed(merge.tree, PatchOutcome.MERGED, renamed=renamed, detail=detail)
+              if forward is not None else "the context changed; the 3-way merge resolved it")
+    return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files
 
 
-def _offsets(stderr: str) -> str:
-    lines = [ln.strip() for ln in stderr.splitlines() if "offset" in ln or "fuzz" in ln]
-    return "; ".join(lines)
+def _mode_of(ws: merging.Workspace, path: str) -> str:
+    have = ws.get(path)
+    return have.mode if have is not None else "100644"
 
 
-def upstream_hunks(index: git.Index, lp: LoadedPatch) -> int:
-    """How many of the patch's hunks are already present on the index's tree (apply in reverse)."""
-    hunks = [(header, h) for section in split_files(lp.patch.diff)
-             for header, hs in [split_hunks(section)] for h in hs]
+def upstream_hunks(ws: merging.Workspace, patches: Sequence[textpatch.FilePatch]) -> int:
+    """How many of the patch's hunks are already present in the workspace (apply in reverse)."""
+    hunks = [(fp, h) for fp in patches for h in fp.hunks]
     if len(hunks) < 2:
         return 0
-    present = sum(1 for header, hunk in hunks
-                  if index.apply_text(header + hunk, reverse=True).ok and not index.apply_text(header + hunk).ok)
+    present = 0
+    for fp, h in hunks:
+        path = fp.new_path or fp.old_path
+        text = ws.text(path) if path else None
+        if text is None:
+            continue
+        lines = text.splitlines(keepends=True)
+        if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None:
+            present += 1
     return present if present < len(hunks) else 0
 
 
@@ -250,25 +345,39 @@ def _same_place(was: str, now: str, renamed_away: bool) -> bool:
     return renamed_away and was.rsplit(".", 1)[-1] == now.rsplit(".", 1)[-1] and "." in was and "." in now
 
 
-def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree: str,
-                    lp: LoadedPatch) -> tuple[str, ...]:
-    """Every hunk must land in the scope it was written for; the mismatches, described."""
-    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
-    new_hunks = parse_hunks(repo.diff(parent_tree, new_tree))
-    paths = sorted({h.path for h in old_hunks} | {h.path for h in new_hunks})
-    blobs = repo.cat_blobs([f"{old_commit}:{p}" for p in paths] + [f"{new_tree}:{p}" for p in paths])
+def changed_hunks(path: str, before: str, after: str) -> list[Hunk]:
+    """The hunks of ``before`` -> ``after`` as ``git diff -U3`` groups them (changes at most six
+    lines apart share a hunk), each with the position of its first change."""
+    a, b = before.splitlines(), after.splitlines()
+    groups: list[list[textpatch.Block]] = []
+    for block in textpatch.diff(a, b):
+        if groups and block.a_start - groups[-1][-1].a_end <= 6:
+            groups[-1].append(block)
+        else:
+            groups.append([block])
+    out = []
+    for group in groups:
+        added = tuple(line for blk in group for line in b[blk.b_start:blk.b_end])
+        removed = tuple(line for blk in group for line in a[blk.a_start:blk.a_end])
+        out.append(Hunk(path, group[0].a_start + 1, group[0].b_start + 1, added, removed, (), ""))
+    return out
+
+
+def misplacements(old_hunks: Sequence[Hunk], before: dict[str, str], new_hunks: Sequence[Hunk],
+                  after: dict[str, str]) -> tuple[str, ...]:
+    """Every hunk of the patch (``old_hunks``, at the old pin, ``before`` the texts after the patch
+    there) must sit in the same scope among ``new_hunks`` (``after``: the merged texts)."""
     mismatches = []
     for h in old_hunks:
-        before = blobs.get(f"{old_commit}:{h.path}")
-        if before is None:
+        before_text = before.get(h.path)
+        if before_text is None:
             continue
-        candidates = [n for n in new_hunks if n.path == h.path] or new_hunks
+        candidates = [n for n in new_hunks if n.path == h.path] or list(new_hunks)
         match = _pair(h, candidates)
-        after = blobs.get(f"{new_tree}:{match.path}") if match else None
-        if match is None or after is None:
+        after_text = after.get(match.path) if match else None
+        if match is None or after_text is None:
             continue
-        after_text = after.decode("utf-8", "replace")
-        was = scope_at(h.path, before.decode("utf-8", "replace"), h.new_line).name
+        was = scope_at(h.path, before_text, h.new_line).name
         now = scope_at(match.path, after_text, match.new_line).name
         if not _same_place(was, now, renamed_away=scope_text(match.path, after_text, was) is None):
             mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} "
@@ -276,13 +385,48 @@ def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree:
     return tuple(mismatches)
 
 
-def drift_of(repo: git.Repo, old_base: Base, new_base: Base, old_parent: str,
+def _placement(ws: merging.Workspace, lp: LoadedPatch, changes: Sequence[git.RawChange],
+               files: dict[str, merging.File | None]) -> tuple[str, ...]:
+    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
+    before = {c.new_path: (ws.reader.blob(c.new_blob) or b"").decode("utf-8", "replace")
+              for c in changes if c.new_path and c.new_blob}
+    after: dict[str, str] = {}
+    new_hunks: list[Hunk] = []
+    for path, f in files.items():
+        if f is None:
+            continue
+        text = ws.data(f).decode("utf-8", "replace")
+        after[path] = text
+        ours = ws.text(path)
+        new_hunks += changed_hunks(path, ours or "", text)
+    return misplacements(old_hunks, before, new_hunks, after)
+
+
+def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree: str,
+                    lp: LoadedPatch) -> tuple[str, ...]:
+    """``misplacements`` for trees in the repository: the patch at ``old_commit``, merged into
+    ``new_tree`` on top of ``parent_tree``."""
+    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
+    paths = sorted({h.path for h in old_hunks})
+    blobs = repo.cat_blobs([f"{rev}:{p}" for rev in (old_commit, parent_tree, new_tree) for p in paths])
+
+    def text(rev: str, path: str) -> str | None:
+        data = blobs.get(f"{rev}:{path}")
+        return None if data is None else data.decode("utf-8", "replace")
+
+    before = {p: t for p in paths if (t := text(old_commit, p)) is not None}
+    after = {p: t for p in paths if (t := text(new_tree, p)) is not None}
+    new_hunks = [h for p in after for h in changed_hunks(p, text(parent_tree, p) or "", after[p])]
+    return misplacements(old_hunks, before, new_hunks, after)
+
+
+def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_parent: str,
              lp: LoadedPatch) -> list[Drift]:
     """Regions around the patch's hunks that upstream changed between the two pins."""
     hunks = [h for h in parse_hunks(lp.patch.diff) if h.preimage and h.path != "/dev/null"]
     paths = sorted({h.path for h in hunks})
-    specs = [f"{rev}:{p}" for rev in (old_parent, old_base.tree, new_base.tree) for p in paths]
-    blobs = repo.cat_blobs(specs)
+    blobs = {f"{rev}:{p}": reader.blob(f"{rev}:{p}") for rev in (old_parent, old_base.tree, new_base.tree)
+             for p in paths}
     out: list[Drift] = []
     seen: set[tuple[str, str]] = set()
     for h in hunks:

@@ -107,14 +107,14 @@ def _digest(root: Path) -> str:
 
 
 def _step_to_json(s: Step) -> dict[str, Any]:
-    return {**s.to_dict(), "merge_tree": s.merge_tree}
+    return {**s.to_dict(), "merge_tree": s.merge_tree, "files": list(s.files)}
 
 
 def _step_from_json(d: dict[str, Any]) -> Step:
     return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
                 detail=d.get("detail", ""), conflicted=tuple(d.get("conflicted", ())),
                 misplaced=tuple(d.get("misplaced", ())), renamed=tuple(d.get("renamed", ())),
-                merge_tree=d.get("merge_tree"))
+                merge_tree=d.get("merge_tree"), files=tuple(d.get("files", ())))
 
 
 # -- the workflow ------------------------------------------------------------------------------
@@ -167,8 +167,9 @@ def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Repl
             hint=f"resolve it in {worktree} (edit, no commit needed; it holds just the patch's files, "
                  "`git sparse-checkout disable` there for the whole tree), then `patchtool rebase --continue`; "
                  "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
-    result = dataclasses.replace(result, drift=drift_all(cache.repo, old_base, new_base, result.old_chain,
-                                                         loaded, result.steps))
+    with cache.repo.reader() as reader:
+        drift = drift_all(reader, old_base, new_base, result.old_chain, loaded, result.steps)
+    result = dataclasses.replace(result, drift=drift)
     report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done")
     written = _commit(project, cache.repo, state, result, report)
     return dataclasses.replace(report, written=tuple(written))
@@ -242,9 +243,7 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step) -> P
         shutil.rmtree(path, ignore_errors=True)
     repo.git("worktree", "prune", check=False)
     repo.git("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), parent)
-    files = set(step.conflicted)
-    if step.merge_tree:
-        files |= set(repo.out("diff", "--name-only", "--no-renames", parent, step.merge_tree).split())
+    files = set(step.conflicted) | set(step.files)
     git.run(["git", "sparse-checkout", "set", "--no-cone", *sorted(f"/{f}" for f in files)], cwd=path)
     git.run(["git", "checkout", "-q"], cwd=path)
     if step.merge_tree:

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .checks import CheckReport
 from .errors import ExitCode, Problem
-from .provenance import ProvenanceReport
-from .rebasing import RebaseReport
-from .registry import Finding, Registry, Rejection
-from .retread import RevisitReport
-from .scan import ScanReport
-from .series import Outcome, SeriesResult
-from .status import StatusReport
-from .wheel import BuildResult
+from .series import Outcome
+
+if TYPE_CHECKING:  # the renderers read these; importing them all would slow every command's start
+    from .checks import CheckReport
+    from .provenance import ProvenanceReport
+    from .rebasing import RebaseReport
+    from .registry import Finding, Registry, Rejection
+    from .retread import RevisitReport
+    from .scan import ScanReport
+    from .series import SeriesResult
+    from .status import StatusReport
+    from .wheel import BuildResult
 
 JSON_SCHEMA = 1
 _STATUS_WORD = {ExitCode.OK: "ok", ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",

@@ -1,0 +1,129 @@
+"""The in-memory 3-way merge of one patch, on a real repository: every case a file can be in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchtool import git as gitmod
+from patchtool.merging import File, Workspace, merge_patch
+from patchtool.testing import git, write_tree
+
+
+def body(name: str) -> str:
+    """A file of twelve functions, its own (identical files would make renames ambiguous)."""
+    return f'"""{name}"""\n\n\n' + "".join(f"def {name}_{i}():\n    return {i}\n\n\n" for i in range(12))
+
+LABELS = ("upstream 1.1 + series", "upstream 1.0 + series", "patch p")
+
+
+def commit(work: Path, files: dict[str, str], message: str, *, remove: tuple[str, ...] = ()) -> str:
+    write_tree(work, files)
+    for path in remove:
+        git(work, "rm", "-q", path)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", message)
+    return git(work, "rev-parse", "HEAD").strip()
+
+
+def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    old_base = commit(work, {"same.py": body("same"), "moved.py": body("moved"), "clash.py": body("clash"),
+                             "gone.py": body("gone"), "src/old_name.py": body("named"), "dropme.py": body("drop"),
+                             "tool.sh": "echo hi\n"}, "1.0")
+    (work / "tool.sh").chmod(0o755)
+    patch = commit(work, {"same.py": body("same").replace("return 3", "return 33"),
+                          "moved.py": body("moved").replace("return 5", "return 55"),
+                          "clash.py": body("clash").replace("return 7", "return 77"),
+                          "gone.py": body("gone").replace("return 1\n", "return 11\n"),
+                          "src/old_name.py": body("named").replace("return 9", "return 99"),
+                          "added.py": "x = 1\n"}, "the patch", remove=("dropme.py",))
+    git(work, "checkout", "-q", old_base)
+    new_base = commit(work, {"moved.py": "import os\n\n\n" + body("moved"),
+                             "clash.py": body("clash").replace("return 7", "return -7"),
+                             "src/new_name.py": body("named").replace("return 0", "return 0  # upstream"),
+                             "dropme.py": body("drop") + "# upstream\n"},
+                      "1.1", remove=("gone.py", "src/old_name.py"))
+    repo = gitmod.Repo(work / ".git")
+    ((_, changes),) = repo.changes(old_base, patch)
+
+    with repo.reader() as reader:
+        ws = Workspace(repo, reader, new_base, [p for c in changes for p in (c.old_path, c.new_path) if p],
+                       lambda: repo.renames(repo.tree_of(old_base), repo.tree_of(new_base)))
+        merged = merge_patch(ws, changes, LABELS)
+        files = merged.files
+
+        def text(path: str) -> str:
+            f = files[path]
+            assert f is not None
+            return ws.data(f).decode()
+
+        # upstream left it alone: the patch's own blob, nothing to write
+        same = files["same.py"]
+        assert same is not None and same.data is None and same.blob == repo.out("rev-parse", f"{patch}:same.py")
+        # upstream added an import above: merged, both changes kept
+        assert text("moved.py").startswith("import os\n") and "return 55" in text("moved.py")
+        # the patch adds a file, and makes tool.sh executable
+        assert text("added.py") == "x = 1\n"
+        tool = files["tool.sh"]
+        assert tool is not None and tool.mode == "100755"
+        # upstream renamed src/old_name.py (and touched it): followed, both changes in the new file
+        assert "src/old_name.py" not in files
+        assert "return 99" in text("src/new_name.py") and "# upstream" in text("src/new_name.py")
+        assert merged.renamed == ("src/old_name.py -> src/new_name.py (renamed upstream)",)
+
+        kinds = {c.path: c.kind for c in merged.conflicts}
+        assert kinds == {"clash.py": "content", "gone.py": "modify/delete", "dropme.py": "delete/modify"}
+        assert merged.gone == ("gone.py",) and not merged.clean
+        clash = next(c for c in merged.conflicts if c.path == "clash.py")
+        assert clash.message == "CONFLICT (content): Merge conflict in clash.py"
+        assert clash.data is not None
+        marked = clash.data.decode()
+        assert "<<<<<<< upstream 1.1 + series" in marked and ">>>>>>> patch p" in marked
+        assert "return -7" in marked and "return 77" in marked
+
+        # nothing is written: the repository has no blob for the merged moved.py
+        moved = files["moved.py"]
+        assert moved is not None and moved.blob is None
+        assert not repo.has_object(git(work, "hash-object", "--stdin", input=ws.data(moved).decode()).strip())
+
+
+def test_workspace_same_and_update(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    base = commit(work, {"a.py": "a = 1\n"}, "base")
+    repo = gitmod.Repo(work / ".git")
+    with repo.reader() as reader:
+        ws = Workspace(repo, reader, base, ["a.py"], dict)
+        assert ws.same({"a.py": File("100644", None, b"a = 1\n")})
+        assert not ws.same({"a.py": File("100755", None, b"a = 1\n")})
+        assert not ws.same({"b.py": File("100644", None, b"")}) and ws.same({"b.py": None})
+        ws.update({"a.py": None, "b.py": File("100644", None, b"b = 2\n")})
+        assert ws.get("a.py") is None and ws.text("b.py") == "b = 2\n"
+        assert ws.text("c.py") is None  # looked up on demand
+
+
+def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    base = commit(work, {"a.py": "a = 1\n", "dir/b.py": "b = 1\n", "odd name \"q\".py": "q\n"}, "base")
+    repo = gitmod.Repo(work / ".git")
+    blob = repo.out("rev-parse", f"{base}:a.py")
+    ident = gitmod.Ident("A U Thor", "author@example.org", 0)
+    chain = [gitmod.NewCommit(message="one\n\nbody\n", author=ident, committer=ident, files=(
+                 gitmod.FileWrite("dir/b.py", "100644", data=b"b = 2\n"),
+                 gitmod.FileWrite("new.py", "100755", blob=blob))),
+             gitmod.NewCommit(message="two\n", author=ident, committer=ident, files=(
+                 gitmod.FileWrite("a.py", None), gitmod.FileWrite("odd name \"q\".py", "100644", data=b"q2\n")))]
+    first, second = repo.write_commits(base, chain)
+    assert repo.out("rev-parse", f"{second}^") == first and repo.out("rev-parse", f"{first}^") == base
+    assert repo.cat_files(first, ["dir/b.py", "new.py", "a.py"]) == {"dir/b.py": b"b = 2\n", "new.py": b"a = 1\n",
+                                                                    "a.py": b"a = 1\n"}
+    assert repo.entries(first, ["new.py"])["new.py"][0] == "100755"
+    assert repo.cat_files(second, ["a.py", "odd name \"q\".py"]) == {"a.py": None, "odd name \"q\".py": b"q2\n"}
+    assert repo.commit_message(first) == "one\n\nbody"
+    # the same chain again: the same commits
+    assert repo.write_commits(base, chain) == [first, second]

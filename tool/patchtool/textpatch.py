@@ -1,0 +1,250 @@
+"""Unified diffs applied to text in memory, the way ``git apply`` applies them, and a line diff.
+
+``apply`` follows ``git apply`` without fuzz: a hunk's whole preimage (context and removed
+lines) must match exactly; it is looked for at the position the hunk names, then alternately
+one line further back and forward; a hunk that starts at line 1 must match at the beginning and
+one with no trailing context at the end. Each hunk's offset is reported, so an application at
+the exact old positions ("unchanged") tells itself from one that moved ("shifted").
+
+``diff`` finds the changed blocks between two versions of a file (patience anchors, then
+``difflib`` between them): enough to say where a merged hunk landed, at a fraction of
+``difflib``'s cost on the 6,000-line files upstream has.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import difflib
+import re
+from collections.abc import Sequence
+
+_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+NO_NEWLINE = "\\ No newline at end of file"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TextHunk:
+    old_start: int  # as in the header: 1-based, 0 for an empty old side
+    new_start: int
+    lines: tuple[tuple[str, str], ...]  # (" " | "-" | "+", the line with its newline, if it has one)
+
+    def image(self, reverse: bool = False) -> tuple[list[str], list[str]]:
+        """(preimage, postimage): the lines it expects and the lines it leaves."""
+        drop, add = ("+", "-") if reverse else ("-", "+")
+        pre = [text for tag, text in self.lines if tag != add]
+        post = [text for tag, text in self.lines if tag != drop]
+        return pre, post
+
+    def trailing(self) -> int:
+        n = 0
+        for tag, _ in reversed(self.lines):
+            if tag != " ":
+                break
+            n += 1
+        return n
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FilePatch:
+    old_path: str | None  # None for a new file
+    new_path: str | None  # None for a deleted file
+    hunks: tuple[TextHunk, ...]
+    binary: bool = False
+
+
+def parse(diff: str) -> list[FilePatch]:
+    """The file sections of a git diff with their hunks."""
+    out: list[FilePatch] = []
+    lines = diff.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith("diff --git "):
+            i += 1
+            continue
+        old_path: str | None = None
+        new_path: str | None = None
+        m = re.match(r"diff --git a/(.*) b/(.*)$", lines[i].rstrip("\n"))
+        if m:
+            old_path, new_path = m.group(1), m.group(2)
+        binary = False
+        hunks: list[TextHunk] = []
+        i += 1
+        while i < len(lines) and not lines[i].startswith("diff --git "):
+            line = lines[i]
+            if line.startswith("--- "):
+                old_path = None if line.startswith("--- /dev/null") else line[4:].rstrip("\n").removeprefix("a/")
+            elif line.startswith("+++ "):
+                new_path = None if line.startswith("+++ /dev/null") else line[4:].rstrip("\n").removeprefix("b/")
+            elif line.startswith("new file mode"):
+                old_path = None
+            elif line.startswith("deleted file mode"):
+                new_path = None
+            elif line.startswith("rename from "):
+                old_path = line[len("rename from "):].rstrip("\n")
+            elif line.startswith("rename to "):
+                new_path = line[len("rename to "):].rstrip("\n")
+            elif line.startswith(("GIT binary patch", "Binary files ")):
+                binary = True
+            elif h := _HEADER.match(line):
+                hunk, i = _hunk(lines, i + 1, h)
+                hunks.append(hunk)
+                continue
+            i += 1
+        out.append(FilePatch(old_path, new_path, tuple(hunks), binary))
+    return out
+
+
+def _hunk(lines: list[str], i: int, m: re.Match[str]) -> tuple[TextHunk, int]:
+    old_len, new_len = int(m.group(2) or 1), int(m.group(4) or 1)
+    body: list[tuple[str, str]] = []
+    seen_old = seen_new = 0
+    while i < len(lines) and (seen_old < old_len or seen_new < new_len):
+        tag, text = lines[i][:1], lines[i][1:]
+        if tag not in (" ", "-", "+"):
+            if not lines[i].strip():  # an empty context line whose space was stripped
+                tag, text = " ", lines[i]
+            else:
+                break
+        i += 1
+        if i < len(lines) and lines[i].startswith(NO_NEWLINE):
+            text = text.removesuffix("\n")
+            i += 1
+        body.append((tag, text))
+        seen_old += tag != "+"
+        seen_new += tag != "-"
+    while i < len(lines) and lines[i].startswith(NO_NEWLINE):
+        i += 1
+    return TextHunk(int(m.group(1)), int(m.group(3)), tuple(body)), i
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Applied:
+    lines: list[str]
+    offsets: tuple[int, ...]  # per hunk: lines away from where it said it was (negated in reverse, as git)
+    starts: tuple[int, ...]  # per hunk: 0-based line of its postimage in the result
+
+
+def apply(lines: Sequence[str], hunks: Sequence[TextHunk], *, reverse: bool = False) -> Applied | None:
+    """``hunks`` applied to ``lines`` (each with its newline), or None where one does not apply."""
+    image = list(lines)
+    offsets, starts = [], []
+    for hunk in hunks:
+        pre, post = hunk.image(reverse)
+        old_pos, new_pos = (hunk.new_start, hunk.old_start) if reverse else (hunk.old_start, hunk.new_start)
+        expected = new_pos - 1 if new_pos else 0
+        at_start = old_pos == 0 or old_pos == 1
+        at_end = hunk.trailing() == 0
+        found = _find(image, pre, expected, at_start, at_end)
+        if found is None:
+            return None
+        image[found:found + len(pre)] = post
+        offsets.append(expected - found if reverse else found - expected)  # git reports it so
+        starts.append(found)
+    return Applied(image, tuple(offsets), tuple(starts))
+
+
+def _find(image: list[str], pre: list[str], expected: int, at_start: bool, at_end: bool) -> int | None:
+    size = len(pre)
+    if at_start and at_end:
+        return 0 if image == pre else None
+    if at_start:
+        return 0 if image[:size] == pre else None
+    if at_end:
+        pos = len(image) - size
+        return pos if pos >= 0 and image[pos:] == pre else None
+    last = len(image) - size
+    if last < 0:
+        return None
+    expected = min(max(expected, 0), last)
+    first = pre[0] if pre else None
+    back = fwd = expected
+    if image[expected:expected + size] == pre:
+        return expected
+    while back > 0 or fwd < last:
+        if fwd < last:
+            fwd += 1
+            if (first is None or image[fwd] == first) and image[fwd:fwd + size] == pre:
+                return fwd
+        if back > 0:
+            back -= 1
+            if (first is None or image[back] == first) and image[back:back + size] == pre:
+                return back
+    return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Block:
+    """A changed region: ``a[a_start:a_end]`` became ``b[b_start:b_end]`` (0-based)."""
+
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+
+
+def diff(a: Sequence[str], b: Sequence[str]) -> list[Block]:
+    """The changed blocks between two line lists, in order."""
+    out: list[Block] = []
+    _diff(a, b, 0, len(a), 0, len(b), out)
+    return out
+
+
+def _diff(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int, bhi: int, out: list[Block]) -> None:
+    while alo < ahi and blo < bhi and a[alo] == b[blo]:
+        alo += 1
+        blo += 1
+    while alo < ahi and blo < bhi and a[ahi - 1] == b[bhi - 1]:
+        ahi -= 1
+        bhi -= 1
+    if alo == ahi or blo == bhi:
+        if alo != ahi or blo != bhi:
+            out.append(Block(alo, ahi, blo, bhi))
+        return
+    anchors = _anchors(a, b, alo, ahi, blo, bhi)
+    if not anchors:
+        if (ahi - alo) * (bhi - blo) > 4_000_000:  # nothing to align on: one block, as a diff would say
+            out.append(Block(alo, ahi, blo, bhi))
+            return
+        matcher = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag != "equal":
+                out.append(Block(alo + i1, alo + i2, blo + j1, blo + j2))
+        return
+    for i, j in anchors:
+        _diff(a, b, alo, i, blo, j, out)
+        alo, blo = i + 1, j + 1
+    _diff(a, b, alo, ahi, blo, bhi, out)
+
+
+def _anchors(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int,
+             bhi: int) -> list[tuple[int, int]]:
+    """Lines that occur once in each side, kept in the longest order-preserving run (patience)."""
+    count_a: dict[str, int] = {}
+    for i in range(alo, ahi):
+        count_a[a[i]] = -1 if a[i] in count_a else i
+    count_b: dict[str, int] = {}
+    for j in range(blo, bhi):
+        count_b[b[j]] = -1 if b[j] in count_b else j
+    pairs = [(i, count_b[line]) for line, i in count_a.items()
+             if i >= 0 and count_b.get(line, -1) >= 0]
+    pairs.sort()
+    # longest increasing subsequence of the b positions (patience sorting)
+    tails: list[int] = []
+    back: list[int] = []
+    tail_at: list[int] = []
+    for k, (_, j) in enumerate(pairs):
+        pos = bisect.bisect_left(tails, j)
+        if pos == len(tails):
+            tails.append(j)
+            tail_at.append(k)
+        else:
+            tails[pos] = j
+            tail_at[pos] = k
+        back.append(tail_at[pos - 1] if pos else -1)
+    chain = []
+    k = tail_at[-1] if tail_at else -1
+    while k >= 0:
+        chain.append(pairs[k])
+        k = back[k]
+    return chain[::-1]
