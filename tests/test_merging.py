@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchtool import git as gitmod
-from patchtool.merging import File, Workspace, merge_patch
+from patchtool.merging import File, Renames, Workspace, merge_patch
 from patchtool.testing import git, write_tree
 
 
@@ -50,7 +50,7 @@ def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> 
 
     with repo.reader() as reader:
         ws = Workspace(repo, reader, new_base, [p for c in changes for p in (c.old_path, c.new_path) if p],
-                       lambda: repo.renames(repo.tree_of(old_base), repo.tree_of(new_base)))
+                       Renames(repo, repo.tree_of(old_base), repo.tree_of(new_base)))
         merged = merge_patch(ws, changes, LABELS)
         files = merged.files
 
@@ -96,7 +96,7 @@ def test_workspace_same_and_update(tmp_path: Path) -> None:
     base = commit(work, {"a.py": "a = 1\n"}, "base")
     repo = gitmod.Repo(work / ".git")
     with repo.reader() as reader:
-        ws = Workspace(repo, reader, base, ["a.py"], dict)
+        ws = Workspace(repo, reader, base, ["a.py"], lambda path: None)
         assert ws.same({"a.py": File("100644", None, b"a = 1\n")})
         assert not ws.same({"a.py": File("100755", None, b"a = 1\n")})
         assert not ws.same({"b.py": File("100644", None, b"")}) and ws.same({"b.py": None})
@@ -127,3 +127,22 @@ def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
     assert repo.commit_message(first) == "one\n\nbody"
     # the same chain again: the same commits
     assert repo.write_commits(base, chain) == [first, second]
+
+
+def test_renames_are_found_once_and_remembered(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    old = commit(work, {"a/old.py": body("named"), "keep.py": body("keep")}, "1.0")
+    new = commit(work, {"b/new.py": body("named").replace("return 0", "return 0  # moved")}, "1.1",
+                 remove=("a/old.py",))
+    repo = gitmod.Repo(work / ".git")
+    old_tree, new_tree = repo.tree_of(old), repo.tree_of(new)
+    first = Renames(repo, old_tree, new_tree)
+    assert first("a/old.py") == "b/new.py" and first("keep.py") is None
+    assert first.path.is_file()
+    # a later command reads the answers; git is not asked again
+    asked: list[str] = []
+    later = Renames(repo, old_tree, new_tree)
+    later.repo = type("NoGit", (), {"renames": lambda *a: asked.append("asked") or {}})()  # type: ignore[assignment]
+    assert later("a/old.py") == "b/new.py" and later("keep.py") is None and asked == []

@@ -1,14 +1,17 @@
-"""The typer app: one thin function per command; one place maps errors to exit codes."""
+"""The command line: one thin function per command; one place maps errors to exit codes.
+
+Built on argparse, as pip, build, nox and pipx are: a command starts in a few milliseconds, which
+matters for a rebase that stops at four conflicts and is resumed four times.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
 from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem, UsageError
@@ -19,19 +22,7 @@ if TYPE_CHECKING:
     from . import registry as reg
     from .upstream import Cache
 
-# Each command imports its workflow when it runs: a command pays only for the modules it uses,
-# and `patchtool rebase --continue` in a loop of conflicts starts in a fraction of the time.
-
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Carry a curated series of downstream patches on a pinned upstream.")
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one versioned JSON envelope.")]
-RootOpt = Annotated[Path | None, typer.Option(
-    "--root", help="The patch repository (default: nearest parent with patchset.toml).")]
-CacheOpt = Annotated[Path | None, typer.Option(
-    "--cache-dir", envvar="PATCHTOOL_CACHE_DIR",
-    help="Upstream cache (default: $XDG_CACHE_HOME/patchtool or ~/.cache/patchtool).")]
-PinOpt = Annotated[str | None, typer.Option("--pin", help="A pin in upstream-pins/ (default: the active one).")]
+# Each command imports its workflow when it runs: a command pays only for the modules it uses.
 
 
 def default_cache_dir() -> Path:
@@ -46,19 +37,26 @@ def _root(root: Path | None) -> Path:
 def _cache(cache_dir: Path | None) -> Cache:
     from .upstream import Cache
 
-    return Cache((cache_dir or default_cache_dir()).absolute())
+    env = os.environ.get("PATCHTOOL_CACHE_DIR")
+    return Cache((cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute())
+
+
+def _echo(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _emit(command: str, as_json: bool, code: ExitCode, data: Any, text: str,
           errors: tuple[Problem, ...] = ()) -> None:
     if as_json:
-        typer.echo(envelope(command, code, data, errors))
+        _echo(envelope(command, code, data, errors))
     else:
         stream_err = code not in (ExitCode.OK, ExitCode.PROBLEMS, ExitCode.CONFLICT)
         if text:
-            typer.echo(text, err=stream_err)
+            _echo(text, err=stream_err)
     if code is not ExitCode.OK:
-        raise typer.Exit(int(code))
+        raise SystemExit(int(code))
 
 
 def _run(command: str, as_json: bool, body: Callable[[Style], None]) -> None:
@@ -81,34 +79,172 @@ def _run(command: str, as_json: bool, body: Callable[[Style], None]) -> None:
         problems = exc.as_problems()
         text = problems_text(problems, style)
         if as_json:
-            typer.echo(envelope(command, exc.exit_code, None, problems))
+            _echo(envelope(command, exc.exit_code, None, problems))
         else:
-            typer.echo(text, err=True)
-        raise typer.Exit(int(exc.exit_code)) from None
+            _echo(text, err=True)
+        raise SystemExit(int(exc.exit_code)) from None
 
 
-@app.command()
-def apply(pin: PinOpt = None,
-          into: Annotated[Path | None, typer.Option(
-              "--into", help="Where to put the patched tree (default: build/<pin>).")] = None,
-          force: Annotated[bool, typer.Option(
-              "--force", help="Replace a tree an earlier `patchtool apply` left at --into.")] = False,
-          keep: Annotated[bool, typer.Option(
-              "--keep-failed", help="On failure, keep a partial tree with .rej files for debugging.")] = False,
-          root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+# -- the parser ----------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+
+
+Handler = Callable[[argparse.Namespace], None]
+
+
+class Commands:
+    """The subcommands, each declared next to the function that runs it."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self._sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
+        parser.set_defaults(handler=lambda args: _usage(parser))
+
+    def add(self, name: str, handler: Handler, *, pin: bool = False, cache: bool = False,
+            root: bool = True, json: bool = True) -> argparse.ArgumentParser:
+        doc = (handler.__doc__ or "").strip()
+        sp = self._sub.add_parser(name, help=doc.split("\n")[0], description=doc)
+        if pin:
+            sp.add_argument("--pin", metavar="NAME", help="A pin in upstream-pins/ (default: the active one).")
+        if root:
+            sp.add_argument("--root", type=Path, metavar="DIR",
+                            help="The patch repository (default: nearest parent with patchset.toml).")
+        if cache:
+            sp.add_argument("--cache-dir", type=Path, metavar="DIR",
+                            help="Upstream cache (default: $PATCHTOOL_CACHE_DIR, else $XDG_CACHE_HOME/patchtool "
+                                 "or ~/.cache/patchtool).")
+        if json:
+            sp.add_argument("--json", dest="as_json", action="store_true", help="Print one versioned JSON envelope.")
+        sp.set_defaults(handler=handler)
+        return sp
+
+    def group(self, name: str, doc: str) -> Commands:
+        """A command with commands of its own (``patchtool retread list``)."""
+        return Commands(self._sub.add_parser(name, help=doc, description=doc))
+
+
+def _usage(parser: argparse.ArgumentParser) -> None:
+    parser.print_help(sys.stderr)
+    raise SystemExit(int(ExitCode.USAGE))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import cli_edit, cli_wheel
+
+    parser = _Parser(prog="patchtool", description="Carry a curated series of downstream patches on a "
+                                                   "pinned upstream.")
+    parser.add_argument("--version", action="version", version=f"patchtool {__version__}")
+    commands = Commands(parser)
+
+    sp = commands.add("apply", apply, pin=True, cache=True)
+    sp.add_argument("--into", type=Path, metavar="DIR", help="Where to put the patched tree (default: build/<pin>).")
+    sp.add_argument("--force", action="store_true", help="Replace a tree an earlier `patchtool apply` left at --into.")
+    sp.add_argument("--keep-failed", dest="keep", action="store_true",
+                    help="On failure, keep a partial tree with .rej files for debugging.")
+    commands.add("check", check, pin=True, cache=True)
+    commands.add("status", status, pin=True, cache=True)
+
+    sp = commands.add("rebase", rebase, cache=True)
+    sp.add_argument("--to", metavar="TARGET", help="A tag (v0.5.24), version, commit, or latest.")
+    sp.add_argument("--dry-run", action="store_true", help="The full report; touch nothing.")
+    sp.add_argument("--continue", dest="cont", action="store_true", help="Go on after resolving a conflict.")
+    sp.add_argument("--abort", action="store_true", help="Put everything back as it was.")
+    sp.add_argument("--skip", action="store_true", help="Drop the conflicting patch (needs --reason).")
+    sp.add_argument("--reason", metavar="TEXT", help="Why the skipped patch is dropped.")
+    sp.add_argument("--report", dest="report_file", type=Path, metavar="FILE", help="Also write it as Markdown.")
+
+    sp = commands.add("scan", scan, cache=True)
+    sp.add_argument("--versions", metavar="SPEC", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")
+    sp.add_argument("--newest", type=int, metavar="N", help="The N newest releases on the index.")
+
+    retread = commands.group("retread", "The do-not-retread registry of rejected ideas.")
+    retread.add("list", retread_list)
+    sp = retread.add("show", retread_show)
+    sp.add_argument("ident", metavar="ID")
+    sp = retread.add("scan", retread_scan)
+    sp.add_argument("paths", metavar="PATH", type=Path, nargs="+",
+                    help="Serve scripts, env files, units, arg lists.")
+    retread.add("revisit", retread_revisit, pin=True, cache=True)
+    sp = retread.add("add", retread_add)
+    sp.add_argument("--id", dest="ident", help="Stable id of the idea.")
+    sp.add_argument("--title", help="Short title.")
+    sp.add_argument("--tried", help="What was tried.")
+    sp.add_argument("--verdict", default="rejected", help="rejected | superseded | deprioritized.")
+    sp.add_argument("--reason", help="Why it was rejected.")
+    sp.add_argument("--revisit", help="When to look again.")
+    for name, text in (("metric", "what was measured"), ("before", "value before"), ("after", "value after"),
+                       ("change", "the change, e.g. '+5%%'"), ("hardware", "hardware"), ("model", "model"),
+                       ("upstream", "upstream version"), ("date", "date, YYYY-MM-DD"),
+                       ("source", "where the numbers come from")):
+        sp.add_argument(f"--{name}", help=f"Evidence: {text}.")
+    sp.add_argument("--flag", action="append", help="Knob: --flag or --flag=VALUES-REGEX (repeat).")
+    sp.add_argument("--env", action="append", help="Knob: NAME or NAME=VALUES-REGEX (repeat).")
+    sp.add_argument("--config", action="append", help="Knob: config key or KEY=VALUES-REGEX.")
+    sp.add_argument("--pattern", action="append", help="Knob: a code pattern (regex).")
+    sp.add_argument("--from-file", type=Path, help="A TOML file with one [[rejected]] table.")
+    sp.add_argument("--edit", action="store_true", help="Fill a template in $EDITOR.")
+
+    cli_edit.register(commands)
+    cli_wheel.register(commands)
+    return parser
+
+
+def _glued(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """``--flag --ep-size=4`` read as ``--flag=--ep-size=4``: an option that takes a value takes
+    the next word, even one that starts with a dash (argparse alone would refuse it)."""
+    chosen = parser
+    for word in argv:
+        if word.startswith("-"):
+            break
+        subs = [a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            break
+        chosen = subs[0].choices[word]
+    takes_value = {opt for action in chosen._actions if action.nargs is None and action.option_strings
+                   and not isinstance(action, argparse._StoreConstAction) for opt in action.option_strings}
+    out: list[str] = []
+    words = iter(argv)
+    for word in words:
+        if word in takes_value:
+            value = next(words, None)
+            out.append(word if value is None else f"{word}={value}")
+        else:
+            out.append(word)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(_glued(parser, sys.argv[1:] if argv is None else argv))
+    try:
+        args.handler(args)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        _echo("interrupted", err=True)
+        return 130
+    return 0
+
+
+# -- the commands ----------------------------------------------------------------------------------
+
+def apply(args: argparse.Namespace) -> None:
     """Materialise the pinned upstream and apply the series, one commit per patch."""
     def body(style: Style) -> None:
         from .materialise import keep_failed, materialise
         from .report import series_text
         from .series import apply_series
 
-        project = Project.load(_root(root))
-        the_pin = project.pin(pin)
+        project = Project.load(_root(args.root))
+        the_pin = project.pin(args.pin)
         loaded = project.series()
-        cache = _cache(cache_dir)
+        cache = _cache(args.cache_dir)
         base = cache.ensure(the_pin)
         result = apply_series(cache.repo, base.commit, loaded, commit=True)
-        target = (into or project.root / "build" / the_pin.name).absolute()
+        target = (args.into or project.root / "build" / the_pin.name).absolute()
         data: dict[str, Any] = {"pin": the_pin.name, "base": base.commit,
                                 "patches": [r.to_dict() for r in result.results]}
         if not result.ok:
@@ -117,7 +253,7 @@ def apply(pin: PinOpt = None,
             data["target"] = str(target)
             data["target_changed"] = False
             hint = f"{target} was left untouched"
-            if keep:
+            if args.keep:
                 debug = keep_failed(cache.repo, result.last_good, target, failed.id,
                                     project.root / failed.file)
                 data["partial_tree"] = str(debug)
@@ -127,82 +263,70 @@ def apply(pin: PinOpt = None,
             raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {the_pin.name}",
                                 result=result, hint=hint, data=data)
         assert result.tip is not None
-        where = materialise(cache.repo, result.tip, target, replace=force)
+        where = materialise(cache.repo, result.tip, target, replace=args.force)
         data.update(tree=str(where), tip=result.tip)
         text = (f"{the_pin.upstream} {the_pin.version} ({base.source}, {base.commit[:12]})\n"
                 f"{series_text(result, style)}\n"
                 f"{style.ok('patched tree')}: {where} ({len(loaded)} patch(es), tip {result.tip[:12]})")
-        _emit("apply", as_json, ExitCode.OK, data, text)
-    _run("apply", as_json, body)
+        _emit("apply", args.as_json, ExitCode.OK, data, text)
+    _run("apply", args.as_json, body)
 
 
-@app.command()
-def check(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
-          as_json: JsonOpt = False) -> None:
+def check(args: argparse.Namespace) -> None:
     """Validate manifest, pins, patch files, application at the pin and assumption checks."""
     def body(style: Style) -> None:
         from .checks import run_check
         from .report import check_text
 
-        report = run_check(_root(root), cache=_cache(cache_dir), pin_name=pin)
+        report = run_check(_root(args.root), cache=_cache(args.cache_dir), pin_name=args.pin)
         code = ExitCode.OK if report.ok else ExitCode.PROBLEMS
-        _emit("check", as_json, code, report.to_dict(), check_text(report, style), report.problems)
-    _run("check", as_json, body)
+        _emit("check", args.as_json, code, report.to_dict(), check_text(report, style), report.problems)
+    _run("check", args.as_json, body)
 
 
-@app.command()
-def status(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
-           as_json: JsonOpt = False) -> None:
+def status(args: argparse.Namespace) -> None:
     """The pin and the series: kind, upstream status, files, lines, whether each applies."""
     def body(style: Style) -> None:
         from .report import status_text
         from .status import status as status_workflow
 
-        project = Project.load(_root(root))
-        report = status_workflow(project, _cache(cache_dir), pin)
-        _emit("status", as_json, ExitCode.OK, report.to_dict(), status_text(report, style))
-    _run("status", as_json, body)
+        project = Project.load(_root(args.root))
+        report = status_workflow(project, _cache(args.cache_dir), args.pin)
+        _emit("status", args.as_json, ExitCode.OK, report.to_dict(), status_text(report, style))
+    _run("status", args.as_json, body)
 
 
-@app.command()
-def rebase(to: Annotated[str | None, typer.Option("--to", help="A tag (v0.5.24), version, commit, or latest.")] = None,
-           dry_run: Annotated[bool, typer.Option("--dry-run", help="The full report; touch nothing.")] = False,
-           cont: Annotated[bool, typer.Option("--continue", help="Go on after resolving a conflict.")] = False,
-           abort: Annotated[bool, typer.Option("--abort", help="Put everything back as it was.")] = False,
-           skip: Annotated[bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason).")] = False,
-           reason: Annotated[str | None, typer.Option("--reason", help="Why the skipped patch is dropped.")] = None,
-           report_file: Annotated[Path | None, typer.Option("--report", help="Also write it as Markdown.")] = None,
-           root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+def rebase(args: argparse.Namespace) -> None:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
     def body(style: Style) -> None:
         from . import rebasing
         from .report import rebase_markdown, rebase_text
 
-        chosen = [name for name, on in (("--to", to is not None), ("--continue", cont), ("--abort", abort),
-                                        ("--skip", skip)) if on]
+        chosen = [name for name, on in (("--to", args.to is not None), ("--continue", args.cont),
+                                        ("--abort", args.abort), ("--skip", args.skip)) if on]
         if len(chosen) != 1:
             raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R, --abort")
-        if skip and not reason:
+        if args.skip and not args.reason:
             raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
-        project = Project.load(_root(root))
-        cache = _cache(cache_dir)
-        if abort:
+        project = Project.load(_root(args.root))
+        cache = _cache(args.cache_dir)
+        if args.abort:
             rebasing.abort(project, cache)
-            _emit("rebase", as_json, ExitCode.OK, {"status": "aborted"}, "rebase aborted; nothing changed")
+            _emit("rebase", args.as_json, ExitCode.OK, {"status": "aborted"}, "rebase aborted; nothing changed")
             return
         try:
-            if to is not None:
-                report = rebasing.start(project, cache, to, dry_run=dry_run)
+            if args.to is not None:
+                report = rebasing.start(project, cache, args.to, dry_run=args.dry_run)
             else:
-                report = rebasing.resume(project, cache, skip_reason=reason if skip else None)
+                report = rebasing.resume(project, cache, skip_reason=args.reason if args.skip else None)
         except ApplyConflict as exc:
-            if report_file is not None and isinstance(exc.result, rebasing.RebaseReport):
-                _write_report(report_file, rebase_markdown(exc.result))
+            if args.report_file is not None and isinstance(exc.result, rebasing.RebaseReport):
+                _write_report(args.report_file, rebase_markdown(exc.result))
             raise
-        if report_file is not None:
-            _write_report(report_file, rebase_markdown(report))
-        _emit("rebase", as_json, ExitCode.OK, report.to_dict(), rebase_text(report, style))
-    _run("rebase", as_json, body)
+        if args.report_file is not None:
+            _write_report(args.report_file, rebase_markdown(report))
+        _emit("rebase", args.as_json, ExitCode.OK, report.to_dict(), rebase_text(report, style))
+    _run("rebase", args.as_json, body)
 
 
 def _write_report(path: Path, text: str) -> None:
@@ -211,25 +335,18 @@ def _write_report(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-@app.command()
-def scan(versions: Annotated[str | None, typer.Option("--versions", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
-         newest: Annotated[int | None, typer.Option("--newest", help="The N newest releases on the index.")] = None,
-         root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+def scan(args: argparse.Namespace) -> None:
     """Try the series against many upstream versions without a checkout: a patch x version matrix."""
     def body(style: Style) -> None:
         from . import scan as scan_mod
         from .report import scan_text
 
-        if (versions is None) == (newest is None):
+        if (args.versions is None) == (args.newest is None):
             raise UsageError("give --versions A..B (or a list) or --newest N")
-        project = Project.load(_root(root))
-        report = scan_mod.scan(project, _cache(cache_dir), versions, count=newest)
-        _emit("scan", as_json, ExitCode.OK, report.to_dict(), scan_text(report, style))
-    _run("scan", as_json, body)
-
-
-retread_app = typer.Typer(no_args_is_help=True, help="The do-not-retread registry of rejected ideas.")
-app.add_typer(retread_app, name="retread")
+        project = Project.load(_root(args.root))
+        report = scan_mod.scan(project, _cache(args.cache_dir), args.versions, count=args.newest)
+        _emit("scan", args.as_json, ExitCode.OK, report.to_dict(), scan_text(report, style))
+    _run("scan", args.as_json, body)
 
 
 def _registry(root: Path | None) -> tuple[Project, reg.Registry]:
@@ -239,139 +356,86 @@ def _registry(root: Path | None) -> tuple[Project, reg.Registry]:
     return project, retread.load(project)
 
 
-@retread_app.command("list")
-def retread_list(root: RootOpt = None, as_json: JsonOpt = False) -> None:
+def retread_list(args: argparse.Namespace) -> None:
     """Every rejected idea: id, verdict, title and the knobs that would bring it back."""
     def body(style: Style) -> None:
         from .report import registry_list_text
 
-        _, registry = _registry(root)
+        _, registry = _registry(args.root)
         data = {"entries": [{"id": e.id, "verdict": e.verdict.value, "title": e.title,
                              "knobs": [k.to_dict() for k in e.knobs]} for e in registry.entries]}
-        _emit("retread list", as_json, ExitCode.OK, data, registry_list_text(registry, style))
-    _run("retread list", as_json, body)
+        _emit("retread list", args.as_json, ExitCode.OK, data, registry_list_text(registry, style))
+    _run("retread list", args.as_json, body)
 
 
-@retread_app.command("show")
-def retread_show(ident: Annotated[str, typer.Argument(metavar="ID")], root: RootOpt = None,
-                 as_json: JsonOpt = False) -> None:
+def retread_show(args: argparse.Namespace) -> None:
     """One rejected idea in full: what was tried, the verdict, the reason, evidence, knobs, revisit."""
     def body(style: Style) -> None:
         from .report import registry_show_text
 
-        _, registry = _registry(root)
+        _, registry = _registry(args.root)
         try:
-            entry = registry.get(ident)
+            entry = registry.get(args.ident)
         except KeyError as exc:
             raise UsageError(str(exc.args[0]), hint="see `patchtool retread list`") from None
-        _emit("retread show", as_json, ExitCode.OK, entry.to_dict(), registry_show_text(entry, style))
-    _run("retread show", as_json, body)
+        _emit("retread show", args.as_json, ExitCode.OK, entry.to_dict(), registry_show_text(entry, style))
+    _run("retread show", args.as_json, body)
 
 
-@retread_app.command("scan")
-def retread_scan(paths: Annotated[list[Path], typer.Argument(metavar="PATH...",
-                                                            help="Serve scripts, env files, units, arg lists.")],
-                 root: RootOpt = None, as_json: JsonOpt = False) -> None:
+def retread_scan(args: argparse.Namespace) -> None:
     """Find rejected knobs in deployment files kept outside the patches (exit 1 on a finding)."""
     def body(style: Style) -> None:
         from . import retread
         from .report import findings_text
 
-        _, registry = _registry(root)
-        findings = retread.scan(registry, paths)
+        _, registry = _registry(args.root)
+        findings = retread.scan(registry, args.paths)
         code = ExitCode.PROBLEMS if findings else ExitCode.OK
-        _emit("retread scan", as_json, code, {"findings": [f.to_dict() for f in findings]},
+        _emit("retread scan", args.as_json, code, {"findings": [f.to_dict() for f in findings]},
               findings_text(findings, style))
-    _run("retread scan", as_json, body)
+    _run("retread scan", args.as_json, body)
 
 
-@retread_app.command("revisit")
-def retread_revisit(pin: PinOpt = None, root: RootOpt = None, cache_dir: CacheOpt = None,
-                    as_json: JsonOpt = False) -> None:
+def retread_revisit(args: argparse.Namespace) -> None:
     """Evaluate every revisit condition against a pin: which rejections may no longer hold."""
     def body(style: Style) -> None:
         from . import retread
         from .report import revisit_text
 
-        project, registry = _registry(root)
-        report = retread.revisit(project, registry, _cache(cache_dir), pin)
-        _emit("retread revisit", as_json, ExitCode.OK, report.to_dict(), revisit_text(report, style))
-    _run("retread revisit", as_json, body)
+        project, registry = _registry(args.root)
+        report = retread.revisit(project, registry, _cache(args.cache_dir), args.pin)
+        _emit("retread revisit", args.as_json, ExitCode.OK, report.to_dict(), revisit_text(report, style))
+    _run("retread revisit", args.as_json, body)
 
 
-@retread_app.command("add")
-def retread_add(
-        ident: Annotated[str | None, typer.Option("--id", help="Stable id of the idea.")] = None,
-        title: Annotated[str | None, typer.Option(help="Short title.")] = None,
-        tried: Annotated[str | None, typer.Option(help="What was tried.")] = None,
-        verdict: Annotated[str, typer.Option(help="rejected | superseded | deprioritized.")] = "rejected",
-        reason: Annotated[str | None, typer.Option(help="Why it was rejected.")] = None,
-        revisit: Annotated[str | None, typer.Option(help="When to look again.")] = None,
-        metric: Annotated[str | None, typer.Option(help="Evidence: what was measured.")] = None,
-        before: Annotated[str | None, typer.Option(help="Evidence: value before.")] = None,
-        after: Annotated[str | None, typer.Option(help="Evidence: value after.")] = None,
-        change: Annotated[str | None, typer.Option(help="Evidence: the change, e.g. '+5%'.")] = None,
-        hardware: Annotated[str | None, typer.Option(help="Evidence: hardware.")] = None,
-        model: Annotated[str | None, typer.Option(help="Evidence: model.")] = None,
-        upstream: Annotated[str | None, typer.Option(help="Evidence: upstream version.")] = None,
-        date: Annotated[str | None, typer.Option(help="Evidence: date, YYYY-MM-DD.")] = None,
-        source: Annotated[str | None, typer.Option(help="Evidence: where the numbers come from.")] = None,
-        flag: Annotated[list[str] | None, typer.Option(help="Knob: --flag or --flag=VALUES-REGEX (repeat).")] = None,
-        env: Annotated[list[str] | None, typer.Option(help="Knob: NAME or NAME=VALUES-REGEX (repeat).")] = None,
-        config: Annotated[list[str] | None, typer.Option(help="Knob: config key or KEY=VALUES-REGEX.")] = None,
-        pattern: Annotated[list[str] | None, typer.Option(help="Knob: a code pattern (regex).")] = None,
-        from_file: Annotated[Path | None, typer.Option("--from-file",
-                                                       help="A TOML file with one [[rejected]] table.")] = None,
-        edit: Annotated[bool, typer.Option("--edit", help="Fill a template in $EDITOR.")] = False,
-        root: RootOpt = None, as_json: JsonOpt = False) -> None:
+def retread_add(args: argparse.Namespace) -> None:
     """Append a validated entry to the registry, keeping the file's comments and order."""
     def body(style: Style) -> None:
         from . import retread
 
-        project = Project.load(_root(root))
-        if edit:
+        project = Project.load(_root(args.root))
+        if args.edit:
             entry = retread.entry_from_editor(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
-        elif from_file is not None:
-            entry = retread.entry_from_text(from_file.read_text(encoding="utf-8"), str(from_file))
+        elif args.from_file is not None:
+            entry = retread.entry_from_text(args.from_file.read_text(encoding="utf-8"), str(args.from_file))
         else:
-            fields = {"id": ident, "title": title, "tried": tried, "verdict": verdict, "reason": reason,
-                      "revisit": revisit}
+            fields = {"id": args.ident, "title": args.title, "tried": args.tried, "verdict": args.verdict,
+                      "reason": args.reason, "revisit": args.revisit}
             entry = {k: v for k, v in fields.items() if v is not None}
-            evidence = {k: v for k, v in (("metric", metric), ("before", before), ("after", after),
-                                          ("change", change), ("hardware", hardware), ("model", model),
-                                          ("upstream", upstream), ("date", date), ("source", source))
-                        if v is not None}
+            evidence = {k: getattr(args, k) for k in ("metric", "before", "after", "change", "hardware", "model",
+                                                       "upstream", "date", "source") if getattr(args, k) is not None}
             if evidence:
                 entry["evidence"] = [evidence]
-            knobs = [_knob("flag", k) for k in flag or []] + [_knob("env", k) for k in env or []]
-            knobs += [_knob("config", k) for k in config or []]
-            knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
+            knobs = [_knob("flag", k) for k in args.flag or []] + [_knob("env", k) for k in args.env or []]
+            knobs += [_knob("config", k) for k in args.config or []]
+            knobs += [{"type": "pattern", "name": p, "regex": p} for p in args.pattern or []]
             entry["knobs"] = knobs
         added = retread.add(project, entry)
-        _emit("retread add", as_json, ExitCode.OK, added.to_dict(),
+        _emit("retread add", args.as_json, ExitCode.OK, added.to_dict(),
               f"added {style.bold(added.id)} to {project.manifest.registry}")
-    _run("retread add", as_json, body)
+    _run("retread add", args.as_json, body)
 
 
 def _knob(kind: str, spec: str) -> dict[str, str]:
     name, _, values = spec.partition("=")
     return {"type": kind, "name": name, **({"values": values} if values else {})}
-
-
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"patchtool {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", callback=_version_callback,
-                                                 is_eager=True, help="Print the version.")] = False) -> None:
-    """patchtool: carry downstream patches on a pinned upstream."""
-
-
-def main() -> None:
-    app()
-
-
-from . import cli_edit, cli_wheel  # noqa: E402,F401  register their commands on app

@@ -2,102 +2,104 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
-from .cli import CacheOpt, JsonOpt, PinOpt, RootOpt, _cache, _emit, _root, _run, app
+from .cli import Commands, _cache, _emit, _root, _run
 from .errors import ExitCode, UsageError
 from .project import Project
 from .report import Style
 
-BranchOpt = Annotated[str, typer.Option("--branch", help="The checkout branch.")]
+
+def register(commands: Commands) -> None:
+    branch_help = "The checkout branch (default: series)."
+    sp = commands.add("checkout", checkout, pin=True, cache=True)
+    sp.add_argument("--branch", default="series", help=branch_help)
+    sp.add_argument("--path", type=Path, help="Worktree (default: work/BRANCH).")
+    sp = commands.add("export", export, cache=True)
+    sp.add_argument("--branch", default="series", help=branch_help)
+    sp.add_argument("--allow-drop", action="store_true", help="Record gone commits as dropped.")
+    sp.add_argument("--quilt", type=Path, help="Write DIR/patches + series for quilt.")
+    sp = commands.add("import", import_, cache=True)
+    sp.add_argument("files", metavar="FILE", type=Path, nargs="+", help="format-patch, PR .patch, quilt dir.")
+    sp.add_argument("--url", help="Where it comes from (a PR or commit URL).")
+    sp = commands.add("new", new, cache=True)
+    sp.add_argument("ident", metavar="ID")
+    sp.add_argument("--branch", default="series", help=branch_help)
+    sp = commands.add("drop", drop)
+    sp.add_argument("ident", metavar="ID")
+    sp.add_argument("--reason", default="", help="Why it leaves the series (recorded).")
+    sp.add_argument("--rejected", action="store_true", help="Also into the registry.")
 
 
-@app.command()
-def checkout(pin: PinOpt = None, branch: BranchOpt = "series",
-             path: Annotated[Path | None, typer.Option("--path", help="Worktree (default: work/BRANCH).")] = None,
-             root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+def checkout(args: argparse.Namespace) -> None:
     """A branch in a worktree: the pinned upstream plus one commit per patch, each with its Patchtool-Id trailer."""
     def body(style: Style) -> None:
         from . import editing
 
-        project = Project.load(_root(root))
-        result = editing.checkout(project, _cache(cache_dir), pin_name=pin, branch=branch, path=path)
+        project = Project.load(_root(args.root))
+        result = editing.checkout(project, _cache(args.cache_dir), pin_name=args.pin, branch=args.branch,
+                                  path=args.path)
         text = (f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
                 f"worktree: {result.worktree}\n"
                 "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`")
-        _emit("checkout", as_json, ExitCode.OK, result.to_dict(), text)
-    _run("checkout", as_json, body)
+        _emit("checkout", args.as_json, ExitCode.OK, result.to_dict(), text)
+    _run("checkout", args.as_json, body)
 
 
-@app.command()
-def export(branch: BranchOpt = "series",
-           allow_drop: Annotated[bool, typer.Option("--allow-drop", help="Record gone commits as dropped.")] = False,
-           quilt: Annotated[Path | None, typer.Option("--quilt", help="Write DIR/patches + series for quilt.")] = None,
-           root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+def export(args: argparse.Namespace) -> None:
     """Write the checkout branch back as the series (or the series as a quilt directory)."""
     def body(style: Style) -> None:
         from . import editing
 
-        project = Project.load(_root(root))
-        if quilt is not None:
-            files = editing.export_quilt(project, quilt)
-            _emit("export", as_json, ExitCode.OK, {"quilt": str(quilt), "files": files},
-                  f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))")
+        project = Project.load(_root(args.root))
+        if args.quilt is not None:
+            files = editing.export_quilt(project, args.quilt)
+            _emit("export", args.as_json, ExitCode.OK, {"quilt": str(args.quilt), "files": files},
+                  f"quilt series in {args.quilt}/patches ({len(files) - 1} patch(es))")
             return
-        result = editing.export(project, _cache(cache_dir), branch=branch, allow_drop=allow_drop)
+        result = editing.export(project, _cache(args.cache_dir), branch=args.branch, allow_drop=args.allow_drop)
         lines = [f"  {r['change']:<9} {r['id']} ({r['file']})" for r in result.patches]
         lines += [f"  dropped   {d}" for d in result.dropped]
         if any(r["change"] == "new" for r in result.patches):
             lines.append("new patches have a metadata skeleton: fill its TODOs (`patchtool check` lists them)")
-        _emit("export", as_json, ExitCode.OK, result.to_dict(), "\n".join(lines) or "nothing to export")
-    _run("export", as_json, body)
+        _emit("export", args.as_json, ExitCode.OK, result.to_dict(), "\n".join(lines) or "nothing to export")
+    _run("export", args.as_json, body)
 
 
-@app.command("import")
-def import_(files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="format-patch, PR .patch, quilt dir.")],
-            url: Annotated[str | None, typer.Option("--url", help="Where it comes from (a PR or commit URL).")] = None,
-            root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+def import_(args: argparse.Namespace) -> None:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
     def body(style: Style) -> None:
         from . import importing
 
-        project = Project.load(_root(root))
-        result = importing.import_patches(project, _cache(cache_dir), files, url=url)
+        project = Project.load(_root(args.root))
+        result = importing.import_patches(project, _cache(args.cache_dir), args.files, url=args.url)
         text = "\n".join(f"  added {r['id']} ({r['file']}, upstream {r['upstream_status']})" for r in result.added)
-        _emit("import", as_json, ExitCode.OK, result.to_dict(), text)
-    _run("import", as_json, body)
+        _emit("import", args.as_json, ExitCode.OK, result.to_dict(), text)
+    _run("import", args.as_json, body)
 
 
-@app.command()
-def new(ident: Annotated[str, typer.Argument(metavar="ID")], branch: BranchOpt = "series",
-        root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+def new(args: argparse.Namespace) -> None:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
     def body(style: Style) -> None:
         from . import editing
 
-        project = Project.load(_root(root))
-        where = editing.new(project, _cache(cache_dir), ident=ident, branch=branch)
-        _emit("new", as_json, ExitCode.OK, {"id": ident, "worktree": where},
-              f"started {ident} in {where}: make the change, `git commit --amend`, then `patchtool export`")
-    _run("new", as_json, body)
+        project = Project.load(_root(args.root))
+        where = editing.new(project, _cache(args.cache_dir), ident=args.ident, branch=args.branch)
+        _emit("new", args.as_json, ExitCode.OK, {"id": args.ident, "worktree": where},
+              f"started {args.ident} in {where}: make the change, `git commit --amend`, then `patchtool export`")
+    _run("new", args.as_json, body)
 
 
-@app.command()
-def drop(ident: Annotated[str, typer.Argument(metavar="ID")],
-         reason: Annotated[str, typer.Option("--reason", help="Why it leaves the series (recorded).")] = "",
-         rejected: Annotated[bool, typer.Option("--rejected", help="Also into the registry.")] = False,
-         root: RootOpt = None, as_json: JsonOpt = False) -> None:
+def drop(args: argparse.Namespace) -> None:
     """Remove a patch from the series and record why (and, with --rejected, in the registry)."""
     def body(style: Style) -> None:
         from . import editing
 
-        if not reason.strip():
+        if not args.reason.strip():
             raise UsageError("drop needs --reason: a dropped patch is recorded with why")
-        project = Project.load(_root(root))
-        written = editing.drop(project, ident=ident, reason=reason, rejected=rejected)
-        _emit("drop", as_json, ExitCode.OK, {"id": ident, "written": written},
-              f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else ""))
-    _run("drop", as_json, body)
+        project = Project.load(_root(args.root))
+        written = editing.drop(project, ident=args.ident, reason=args.reason, rejected=args.rejected)
+        _emit("drop", args.as_json, ExitCode.OK, {"id": args.ident, "written": written},
+              f"dropped {args.ident}: {args.reason}" + (" (recorded in the registry)" if args.rejected else ""))
+    _run("drop", args.as_json, body)

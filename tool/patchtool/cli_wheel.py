@@ -1,57 +1,71 @@
-"""`patchtool build` and `patchtool provenance`: thin commands over wheel.py and provenance.py."""
+"""Commands that build and inspect patched wheels: build, provenance."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
-from .cli import CacheOpt, JsonOpt, PinOpt, RootOpt, _cache, _emit, _root, _run, app
-from .errors import ExitCode
+from .cli import Commands, _cache, _emit, _root, _run
+from .errors import ExitCode, UsageError
 from .project import Project
 from .report import Style
 
 
-@app.command()
-def build(pin: PinOpt = None,
-          out: Annotated[Path | None, typer.Option(
-              "--out", help="Where to write the wheel (default: dist/ in the patch repository).")] = None,
-          isolation: Annotated[bool, typer.Option(
-              "--isolation/--no-isolation",
-              help="git pins: build in a fresh environment (default), or in this one.")] = True,
-          source_date_epoch: Annotated[int | None, typer.Option(
-              "--source-date-epoch", envvar="SOURCE_DATE_EPOCH", min=0,
-              help="Timestamp for the members patchtool writes (default: from the pin).")] = None,
-          root: RootOpt = None, cache_dir: CacheOpt = None, as_json: JsonOpt = False) -> None:
+def register(commands: Commands) -> None:
+    sp = commands.add("build", build, pin=True, cache=True)
+    sp.add_argument("--out", type=Path, help="Where to write the wheel (default: dist/ in the patch repository).")
+    sp.add_argument("--isolation", action=argparse.BooleanOptionalAction, default=True,
+                    help="git pins: build in a fresh environment (default), or in this one.")
+    sp.add_argument("--source-date-epoch", type=int,
+                    help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from "
+                         "the pin).")
+    sp = commands.add("provenance", provenance, root=False)
+    sp.add_argument("target", metavar="WHEEL_OR_DIST",
+                    help="A wheel file, a .dist-info directory, or the name of an installed distribution.")
+    sp.add_argument("--path", type=Path, action="append",
+                    help="Find installed distributions here (a site-packages directory; repeatable; "
+                         "default: this Python's sys.path).")
+
+
+def _source_date_epoch(given: int | None) -> int | None:
+    if given is not None:
+        value = given
+    elif os.environ.get("SOURCE_DATE_EPOCH"):
+        try:
+            value = int(os.environ["SOURCE_DATE_EPOCH"])
+        except ValueError:
+            raise UsageError(f"SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']!r} is not a whole number of "
+                             "seconds") from None
+    else:
+        return None
+    if value < 0:
+        raise UsageError(f"--source-date-epoch {value} is before 1970", hint="give seconds since the epoch, >= 0")
+    return value
+
+
+def build(args: argparse.Namespace) -> None:
     """Build the patched wheel: repack the pinned release wheel, or build the pinned git commit."""
     def body(style: Style) -> None:
         from .report import build_text
         from .wheel import build_wheel
 
-        project = Project.load(_root(root))
-        result = build_wheel(project, _cache(cache_dir), out=(out or project.root / "dist").absolute(),
-                             pin_name=pin, source_date_epoch=source_date_epoch, isolation=isolation)
-        _emit("build", as_json, ExitCode.OK, result.to_dict(), build_text(result, style))
-    _run("build", as_json, body)
+        project = Project.load(_root(args.root))
+        result = build_wheel(project, _cache(args.cache_dir), out=(args.out or project.root / "dist").absolute(),
+                             pin_name=args.pin, source_date_epoch=_source_date_epoch(args.source_date_epoch),
+                             isolation=args.isolation)
+        _emit("build", args.as_json, ExitCode.OK, result.to_dict(), build_text(result, style))
+    _run("build", args.as_json, body)
 
 
-@app.command("provenance")
-def provenance_command(
-        target: Annotated[str, typer.Argument(
-            metavar="WHEEL_OR_DIST",
-            help="A wheel file, a .dist-info directory, or the name of an installed distribution.")],
-        path: Annotated[list[Path] | None, typer.Option(
-            "--path", help="Find installed distributions here (a site-packages directory; repeatable; "
-                           "default: this Python's sys.path).")] = None,
-        as_json: JsonOpt = False) -> None:
+def provenance(args: argparse.Namespace) -> None:
     """What a patched wheel or installation contains: upstream, patches, and whether its files are intact."""
     def body(style: Style) -> None:
         from .provenance import locate
         from .report import provenance_text
 
-        report = locate(target, [str(p) for p in path] if path else sys.path)
+        report = locate(args.target, [str(p) for p in args.path] if args.path else sys.path)
         code = ExitCode.OK if report.ok else ExitCode.PROBLEMS
-        _emit("provenance", as_json, code, report.to_dict(), provenance_text(report, style), report.problems)
-    _run("provenance", as_json, body)
+        _emit("provenance", args.as_json, code, report.to_dict(), provenance_text(report, style), report.problems)
+    _run("provenance", args.as_json, body)

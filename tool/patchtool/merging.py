@@ -14,7 +14,11 @@ changed. Nothing is written here; ``rebase`` writes the commits in one batch at 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 from . import git
 from .errors import GitError
@@ -51,7 +55,7 @@ class Workspace:
     """The tree a replay builds: ``start``'s files plus the changes made so far, in memory."""
 
     def __init__(self, repo: git.Repo, reader: git.ObjectReader, start: str, paths: Iterable[str],
-                 renames: Callable[[], dict[str, str]]) -> None:
+                 renames: Callable[[str], str | None]) -> None:
         self.repo = repo
         self.reader = reader
         self.start = start
@@ -59,7 +63,6 @@ class Workspace:
         self._looked_up = set(paths)
         self._changed: dict[str, File | None] = {}
         self._renames = renames
-        self._renames_found: dict[str, str] | None = None
 
     def get(self, path: str) -> File | None:
         if path in self._changed:
@@ -85,9 +88,7 @@ class Workspace:
 
     def renamed_to(self, path: str) -> str | None:
         """Where upstream moved ``path`` between the two pins, if it did."""
-        if self._renames_found is None:
-            self._renames_found = self._renames()
-        return self._renames_found.get(path)
+        return self._renames(path)
 
     def update(self, files: dict[str, File | None]) -> None:
         self._changed.update(files)
@@ -105,6 +106,42 @@ class Workspace:
                     have.mode != want.mode or self.data(have) != self.data(want)):
                 return False
         return True
+
+
+class Renames:
+    """Where upstream moved a file between two pins, as git's rename detection finds it.
+
+    Asked only for files the series changes that are gone from the new pin; each answer is
+    remembered in the cache's git directory (``patchtool/renames/OLD-NEW.json``), since two
+    trees never change, so the next rebase, scan or ``--continue`` asks git nothing.
+    """
+
+    def __init__(self, repo: git.Repo, old_tree: str, new_tree: str) -> None:
+        self.repo = repo
+        self.old_tree, self.new_tree = old_tree, new_tree
+        self.path = repo.git_dir / "patchtool" / "renames" / f"{old_tree}-{new_tree}.json"
+        self._known: dict[str, str | None] | None = None
+
+    def __call__(self, path: str) -> str | None:
+        if self._known is None:
+            try:
+                self._known = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                self._known = {}
+        assert self._known is not None
+        if path not in self._known:
+            found = self.repo.renames(self.old_tree, self.new_tree, [path])
+            self._known[path] = found.get(path)
+            self._save()
+        return self._known[path]
+
+    def _save(self) -> None:
+        """Atomically: a reader never sees half a file; two writers lose at most an answer."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".renames.")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self._known, fh, sort_keys=True)
+        os.replace(tmp, Path(self.path))
 
 
 def _is_binary(*contents: bytes) -> bool:

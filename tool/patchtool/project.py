@@ -6,8 +6,6 @@ import dataclasses
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import tomlkit
-
 from . import manifest as manifest_mod
 from .errors import InvalidInput, Problem, UsageError
 from .manifest import Manifest, PatchEntry
@@ -113,6 +111,8 @@ def record_dropped(doc: Any, table: Any, *, reason: str, dropped_at: str) -> Non
     table["dropped_at"] = dropped_at
     existing = doc.get("dropped")
     if existing is None:
+        import tomlkit  # only a write needs it
+
         aot = tomlkit.aot()
         aot.append(table)
         doc["dropped"] = aot

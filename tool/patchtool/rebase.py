@@ -88,6 +88,7 @@ class Replay:
     steps: tuple[Step, ...]
     tip: str  # the last commit on the new base
     drift: tuple[Drift, ...]
+    left: dict[str, bytes | None] = dataclasses.field(default_factory=dict)  # at a stop: the merge's files
 
     @property
     def stopped(self) -> Step | None:
@@ -136,10 +137,11 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
              for p in (c.old_path, c.new_path) if p}
     steps = list(done)
     writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
+    left: dict[str, bytes | None] = {}
     labels = (f"{new_base.pin.upstream} {new_base.pin.version} + series", f"{old_base.pin.upstream} "
               f"{old_base.pin.version} + series")
     with repo.reader() as reader:
-        ws = merging.Workspace(repo, reader, parent, paths, lambda: repo.renames(old_base.tree, new_base.tree))
+        ws = merging.Workspace(repo, reader, parent, paths, merging.Renames(repo, old_base.tree, new_base.tree))
         for i in range(start, len(loaded)):
             lp = loaded[i]
             step, files = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
@@ -149,6 +151,7 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
                 writes.append((len(steps), _commit_of(lp, files)))
             elif step.outcome.stops and files is not None and not keep_going:
                 writes.append((len(steps), _commit_of(lp, files, conflict=True)))
+                left = {p: None if f is None else ws.data(f) for p, f in files.items()}
             steps.append(step)
             if step.outcome.stops and not keep_going:
                 steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
@@ -164,7 +167,7 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
                 tip = sha
             else:
                 steps[at] = dataclasses.replace(steps[at], merge_tree=sha)
-    return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted)
+    return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left)
 
 
 def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:

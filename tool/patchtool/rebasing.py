@@ -18,20 +18,22 @@ import re
 import shutil
 import tomllib
 from pathlib import Path
-from typing import Any
-
-import tomlkit
+from typing import TYPE_CHECKING, Any
 
 from . import git
-from . import registry as reg
-from .checks import AssumptionResult, check_assumptions
 from .conditions import ARG_FIELDS_DIR
 from .errors import ApplyConflict, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
 from .project import LoadedPatch, Project, dropped_path, record_dropped
 from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
-from .scan import newest
 from .upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
+
+if TYPE_CHECKING:
+    from . import registry as reg
+    from .checks import AssumptionResult
+
+# The registry, the assumption checks and tomlkit are imported where the finished rebase needs
+# them: a `--continue` that stops at the next conflict should not pay for them.
 
 STATE_DIR = ".patchtool/rebase"
 
@@ -127,6 +129,8 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
     old_pin = project.pin()
     loaded = project.series()
     if target == "latest":
+        from .scan import newest
+
         target = str(newest(old_pin, cache, 1)[0])
     new_pin = resolve_target(old_pin, target, cache=cache)
     old_base = cache.ensure(old_pin)
@@ -156,7 +160,7 @@ def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Repl
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
     stopped = result.stopped
     if stopped is not None:
-        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped)
+        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result.left)
         state.update(phase="conflict", worktree=str(worktree), tip=result.tip)
         _save(root, state)
         report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
@@ -234,21 +238,33 @@ def abort(project: Project, cache: Cache) -> None:
 
 # -- conflicts -------------------------------------------------------------------------------
 
-def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step) -> Path:
-    """A sparse worktree at the last good commit holding just the files the patch changes, the
-    conflicted ones with markers: a checkout of the whole tree would cost seconds per stop."""
+def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
+                       left: dict[str, bytes | None]) -> Path:
+    """A sparse worktree at the last good commit holding just the files the patch changes, as the
+    merge left them (conflict markers and all): a checkout of the whole tree would cost seconds
+    per stop. ``left`` is the merge in memory; without it (a worktree made again) the merge's
+    commit is read back."""
     path = root / STATE_DIR / "worktree"
     if path.exists():
         repo.worktree_remove(path)
         shutil.rmtree(path, ignore_errors=True)
-    repo.git("worktree", "prune", check=False)
-    repo.git("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), parent)
-    files = set(step.conflicted) | set(step.files)
-    git.run(["git", "sparse-checkout", "set", "--no-cone", *sorted(f"/{f}" for f in files)], cwd=path)
+    add = ("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), parent)
+    if repo.git(*add, check=False).returncode:
+        repo.git("worktree", "prune", check=False)  # a worktree of an earlier run, deleted by hand
+        repo.git(*add)
+    files = sorted(set(step.conflicted) | set(step.files) | set(left))
+    git.run(["git", "sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files)], cwd=path)
     git.run(["git", "checkout", "-q"], cwd=path)
-    if step.merge_tree:
+    if not left and step.merge_tree:
         git.run(["git", "read-tree", "-u", "--reset", step.merge_tree], cwd=path)
         git.run(["git", "reset", "-q"], cwd=path)
+    for rel, data in left.items():
+        dest = path / rel
+        if data is None:
+            dest.unlink(missing_ok=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
     return path
 
 
@@ -271,7 +287,16 @@ def _resolved_tree(worktree: Path) -> str:
 def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base: Base, new_base: Base,
             loaded: list[LoadedPatch], result: Replay, *, status: str,
             worktree: str | None = None) -> RebaseReport:
+    """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
+    revisits, drop conditions and the range-diff are about the finished series, and come with it."""
+    from . import registry as reg
+    from .checks import check_assumptions
+
     repo = cache.repo
+    if status == "conflict":
+        return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
+                            new_version=str(new_pin.version), status=status, steps=result.steps,
+                            worktree=worktree)
     assumptions = check_assumptions(repo, new_base.tree, project.manifest.patches)
     revisit: list[reg.RevisitResult] = []
     if project.manifest.registry:
@@ -380,6 +405,8 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     text = re.sub(r'^(pin\s*=\s*)"[^"]*"', lambda m: f'{m.group(1)}"{new_pin}"', text, count=1, flags=re.MULTILINE)
     if not dropped:
         return text
+    import tomlkit
+
     doc = tomlkit.parse(text)
     patches = doc["patch"]
     gone: list[Any] = []

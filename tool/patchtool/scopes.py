@@ -42,18 +42,26 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
     in_string = False
     depth = 0  # open brackets: a continuation line's indentation says nothing about scope
     for number, line in enumerate(source.splitlines(), 1):
-        quotes = len(_TRIPLE.findall(line))
+        # plain str methods before any regex: this runs on every line of 6,000-line files
+        has_quote = '"' in line or "'" in line
+        quotes = line.count('"""') + line.count("'''") if has_quote else 0
         if in_string:
             in_string = quotes % 2 == 0
             continue
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+        if not stripped or stripped[0] == "#":
             continue
-        code = _TRIPLE_WHOLE.sub('""', line)
-        code = _TRIPLE.split(code, maxsplit=1)[0]  # an opening triple quote: the rest is string
-        code = _COMMENT.sub("", _STRING.sub('""', code))
+        code = line
+        if has_quote:
+            code = _TRIPLE_WHOLE.sub('""', code)
+            code = _TRIPLE.split(code, maxsplit=1)[0]  # an opening triple quote: the rest is string
+            code = _STRING.sub('""', code)
+        if "#" in code:
+            code = _COMMENT.sub("", code)
         opened = depth
-        depth = max(0, depth + sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}"))
+        if "(" in code or ")" in code or "[" in code or "]" in code or "{" in code or "}" in code:
+            depth = max(0, depth + code.count("(") + code.count("[") + code.count("{")
+                        - code.count(")") - code.count("]") - code.count("}"))
         if opened:
             last_code = number
             continue
@@ -61,7 +69,7 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
         while stack and stack[-1][0] >= indent:
             _, name, start = stack.pop()
             scopes.append(Scope(name, start, last_code))
-        m = _DEF.match(line)
+        m = _DEF.match(line) if stripped[0] in "acd" else None
         if m:
             prefix = f"{stack[-1][1]}." if stack else ""
             stack.append((indent, prefix + m.group(2), number))

@@ -13,20 +13,14 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
-import http.client
 import io
 import json
 import os
 import re
-import tarfile
 import time
 import tomllib
-import urllib.error
 import urllib.parse
-import urllib.request
-import zipfile
 from collections.abc import Iterator, Mapping
-from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -233,7 +227,13 @@ class Fetcher:
     backoff: float = 0.5
     timeout: float = 60.0
 
+    # urllib, http.client, tarfile and zipfile are imported where they are used: most commands
+    # never download or unpack anything, and those imports cost more than the command's work
+
     def json(self, url: str) -> Any:
+        import urllib.error
+        import urllib.request
+
         req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
         last: Exception | None = None
         for attempt in range(self.attempts):
@@ -248,6 +248,10 @@ class Fetcher:
 
     def download(self, url: str, dest: Path, *, size: int | None) -> None:
         """Download to ``dest``, resuming a broken transfer; raises after ``attempts`` tries."""
+        import http.client
+        import urllib.error
+        import urllib.request
+
         part = dest.with_name(dest.name + ".part")
         last: Exception | None = None
         for attempt in range(self.attempts):
@@ -291,6 +295,7 @@ class Cache:
         self.root = root
         self.fetcher = fetcher or Fetcher()
         self.repo = git.Repo(root / "upstream.git")
+        self._ensured: dict[str, Base] = {}  # pin (as its file's text) -> base, for this process
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -303,6 +308,14 @@ class Cache:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
     def ensure(self, pin: Pin) -> Base:
+        """The pin's upstream in the cache (imported or fetched when missing), verified; the answer
+        is remembered for the life of this Cache, which is one command."""
+        key = pin_to_toml(pin)
+        if key not in self._ensured:
+            self._ensured[key] = self._ensure(pin)
+        return self._ensured[key]
+
+    def _ensure(self, pin: Pin) -> Base:
         with self.locked():
             git.Repo.init_bare(self.repo.git_dir)
             if pin.use == "git":
@@ -314,11 +327,11 @@ class Cache:
         art = pin.artifact
         assert art is not None
         ref = f"refs/tags/{pin.tag}"
-        existing = self.repo.resolve(ref)
+        existing = self.repo.commit_info(ref)
         if existing is not None:
-            self._verify_cached(pin, ref, existing)
-            return Base(pin=pin, commit=existing, tree=self.repo.tree_of(existing), ref=ref,
-                        source="artifact")
+            commit, tree, message = existing
+            self._verify_cached(pin, ref, commit, tree, message)
+            return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
         path = self.artifact_path(pin)
         commit = self._import(pin, path)
         tree = self.repo.tree_of(commit)
@@ -330,14 +343,13 @@ class Cache:
         self.repo.update_ref(ref, commit, "")
         return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
 
-    def _verify_cached(self, pin: Pin, ref: str, commit: str) -> None:
+    def _verify_cached(self, pin: Pin, ref: str, commit: str, tree: str, message: str) -> None:
         art = pin.artifact
         assert art is not None
-        tree = self.repo.tree_of(commit)
         if art.tree is not None:
             ok = tree == art.tree
         else:
-            ok = f"sha256 {art.sha256}" in self.repo.commit_message(commit)
+            ok = f"sha256 {art.sha256}" in message
         if not ok:
             raise UpstreamError(
                 f"the cached tag {pin.tag} ({commit[:12]}) is not the import of {art.filename} "
@@ -457,6 +469,9 @@ def _safe_member(name: str, art: Artifact) -> str | None:
 
 
 def _read_members(path: Path, art: Artifact) -> Iterator[Member]:
+    import tarfile
+    import zipfile
+
     out: list[Member] = []
     if art.is_wheel:
         with zipfile.ZipFile(path) as zf:
@@ -494,6 +509,10 @@ def _read_members(path: Path, art: Artifact) -> Iterator[Member]:
 
 
 def _artifact_metadata_version(path: Path, art: Artifact) -> Version | None:
+    import tarfile
+    import zipfile
+    from email.parser import HeaderParser
+
     if art.is_wheel:
         with zipfile.ZipFile(path) as zf:
             names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
