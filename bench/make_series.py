@@ -58,6 +58,18 @@ def find_patchtool(spec: str | None) -> list[str]:
     raise BenchError("no patchtool found: create .venv (pip install -e .) or pass --patchtool")
 
 
+def compile_patchtool(patchtool: list[str]) -> None:
+    """Write patchtool's bytecode, as `pip install` does: with PYTHONDONTWRITEBYTECODE set (or an
+    editable install that never ran) every timed command would compile its modules again."""
+    script = Path(shutil.which(patchtool[0]) or patchtool[0])
+    first = script.read_bytes()[:200].split(b"\n", 1)[0] if script.is_file() else b""
+    python = first[2:].decode().strip() if first.startswith(b"#!") else sys.executable
+    where = subprocess.run([python, "-c", "import os, patchtool; print(os.path.dirname(patchtool.__file__))"],
+                           capture_output=True, text=True, check=False)
+    if where.returncode == 0:
+        subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], capture_output=True, check=False)
+
+
 def default_cache_dir() -> Path:
     env = os.environ.get("PATCHTOOL_CACHE_DIR")
     if env:

@@ -67,7 +67,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_rebase_series as series_maker
-from make_series import BenchError, default_cache_dir, find_patchtool, git_env
+from make_series import BenchError, compile_patchtool, default_cache_dir, find_patchtool, git_env
 from run import FIXED_IDENT, Measured, measure, quiet, subject_of
 
 BENCH = Path(__file__).resolve().parent
@@ -471,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     patchtool = find_patchtool(args.patchtool)
+    compile_patchtool(patchtool)
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     tags = ensure_releases(cache_dir)
     WORK.mkdir(parents=True, exist_ok=True)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_series
-from make_series import BenchError, find_patchtool, git_env
+from make_series import BenchError, compile_patchtool, find_patchtool, git_env
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -197,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     patches = patch_files(project)
 
     patchtool = find_patchtool(args.patchtool)
+    compile_patchtool(patchtool)
 
     pt_env = git_env({"PATCHTOOL_CACHE_DIR": str(bench_cache)})
     git_base_env = git_env(FIXED_IDENT)

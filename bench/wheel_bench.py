@@ -36,7 +36,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from make_series import BenchError, default_cache_dir, find_patchtool
+from make_series import BenchError, compile_patchtool, default_cache_dir, find_patchtool
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     patchtool = find_patchtool(args.patchtool)
+    compile_patchtool(patchtool)
     if subprocess.run([args.python, "-c", "import wheel"], capture_output=True).returncode:
         raise BenchError(f"{args.python} cannot import wheel: pip install wheel")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "SOURCE_DATE_EPOCH"}

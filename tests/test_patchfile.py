@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,32 @@ def test_split_files_and_hunks() -> None:
     assert header.startswith("diff --git a/python/demo/core.py")
     assert len(hunks) == 1 and hunks[0].startswith("@@ -2,")
 
+
+
+@pytest.mark.parametrize("author, subject", [
+    ("A U Thor <author@example.org>", "[PATCH] core: say hi"),
+    ('"Thor, A. U." <author@example.org>', "[PATCH 2/7] a subject\n that git folded"),
+    ("=?UTF-8?q?Ren=C3=A9=20Bj=C3=B6rk?= <rene@example.org>", "=?UTF-8?q?caf=C3=A9=3A=20fix?="),
+    ("author@example.org", "[PATCH v2] no name"),
+    ("Name With Spaces\n <folded@example.org>", "[PATCH] subject"),
+])
+def test_headers_read_as_the_email_package_reads_them(author: str, subject: str) -> None:
+    """The hand-written header reader agrees with the email package on what git writes."""
+    import email.header
+    import email.parser
+    import email.policy
+    import email.utils
+
+    head = (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: {author}\nDate: Thu, 1 Jan 1970 00:00:00 +0000\n"
+            f"Subject: {subject}\n\nThe body.\n\nMore of it.\n---\n")
+    diff = "diff --git a/f b/f\nindex 1111111..2222222 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+    patch = PatchFile.parse(head + diff, name="p.patch")
+    msg = email.parser.Parser(policy=email.policy.compat32).parsestr(head.split("\n", 1)[1])
+
+    def decoded(value: str) -> str:
+        return str(email.header.make_header(email.header.decode_header(value)))
+
+    name, address = email.utils.parseaddr(decoded(msg["From"]))
+    assert (patch.author_name, patch.author_email) == (name or address, address)
+    assert patch.subject == re.sub(r"^\[PATCH[^\]]*\]\s*", "", " ".join(decoded(msg["Subject"]).split()))
+    assert patch.body == "The body.\n\nMore of it."

@@ -209,3 +209,28 @@ def test_real_pin_file_parses() -> None:
     pin = load_pin(Path(__file__).resolve().parent.parent, "sglang-0.5.23")
     assert str(pin.version) == "0.5.23" and pin.artifact and pin.artifact.tree
     assert pin.artifact.prefix_from == "sglang/" and pin.artifact.prefix_to == "python/sglang/"
+
+
+@pytest.mark.parametrize("filename", [
+    "sglang-0.5.23-py3-none-any.whl", "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+    "sgl_kernel-0.3.1-1-cp39-abi3-manylinux2014_x86_64.whl", "Foo.Bar-1.0rc1-py2.py3-none-any.whl",
+    "sglang-0.5.10.post1.tar.gz", "torch-2.13.0.zip", "not-a-wheel.whl", "sglang-notaversion-py3-none-any.whl",
+])
+def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        canonicalize_name,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    from patchtool.upstream import _artifact_name
+    from patchtool.upstream import canonicalize_name as ours
+    try:
+        want = parse_wheel_filename(filename)[:2] if filename.endswith(".whl") else parse_sdist_filename(filename)
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        want = (None, None)
+    name, version = _artifact_name(filename)
+    assert (ours(name) if name else None, version) == want
+    assert ours("Foo__Bar.baz") == canonicalize_name("Foo__Bar.baz")

@@ -7,10 +7,6 @@ validated so that no patch can reach outside the tree or into ``.git``.
 from __future__ import annotations
 
 import dataclasses
-import email.header
-import email.parser
-import email.policy
-import email.utils
 import re
 from pathlib import PurePosixPath
 
@@ -77,29 +73,71 @@ class PatchFile:
         if not _FROM_LINE.match(head.split("\n", 1)[0]):
             raise fail("not a git format-patch file: the first line must be 'From <sha> Mon Sep 17 "
                        "00:00:00 2001'", line=1, hint=export_hint)
-        msg = email.parser.Parser(policy=email.policy.compat32).parsestr(
-            head.split("\n", 1)[1], headersonly=False)
-        author = msg.get("From")
-        subject = msg.get("Subject")
+        headers, payload = _headers(head.split("\n", 1)[1])
+        author = headers.get("from")
+        subject = headers.get("subject")
         if not author:
             raise fail("no 'From:' header (the patch author)", hint=export_hint)
         if not subject:
             raise fail("no 'Subject:' header", hint=export_hint)
-        author_name, author_email = email.utils.parseaddr(_decode(author))
+        author_name, author_email = _address(_decode(author))
         if not author_email:
             raise fail(f"the 'From:' header {author!r} has no e-mail address", hint=export_hint)
         subject_text = _SUBJECT_PREFIX.sub("", " ".join(_decode(subject).split()))
-        payload = msg.get_payload()
-        body = payload if isinstance(payload, str) else ""
-        body = re.split(r"^---\s*$", body, maxsplit=1, flags=re.MULTILINE)[0].strip("\n")
+        body = re.split(r"^---\s*$", payload, maxsplit=1, flags=re.MULTILINE)[0].strip("\n")
         offset = head.count("\n")
         files = _parse_diff(diff, name, offset, fail)
         return cls(name=name, author_name=author_name or author_email, author_email=author_email,
                    subject=subject_text, body=body, diff=diff, files=files, diff_offset=offset)
 
 
+# The mail headers of a format-patch file are read here rather than with the email package, whose
+# import costs more than parsing a whole series: RFC 5322 unfolding, RFC 2047 encoded words (with
+# email.header, imported only when a header has one) and the "Name <address>" forms git writes.
+
+def _headers(text: str) -> tuple[dict[str, str], str]:
+    """The headers (lower-case names, first occurrence, unfolded) and the body after them."""
+    block, _, body = text.partition("\n\n")
+    headers: dict[str, str] = {}
+    name = None
+    for line in block.split("\n"):
+        if line[:1] in (" ", "\t") and name is not None:
+            headers[name] += line
+            continue
+        key, sep, value = line.partition(":")
+        name = key.strip().lower() if sep and key.strip() and " " not in key.strip() else None
+        if name is not None:
+            if name in headers:
+                name = None  # a repeated header: the first one counts, as email.Message.get has it
+            else:
+                headers[name] = value.strip()
+    return headers, body
+
+
 def _decode(header: str) -> str:
+    if "=?" not in header:
+        return header
+    import email.header
+
     return str(email.header.make_header(email.header.decode_header(header)))
+
+
+_NAME_ADDR = re.compile(r"^\s*(.*?)\s*<([^<>\s]+)>\s*$")
+_BARE_ADDR = re.compile(r"^\s*([^\s<>\"]+@[^\s<>\"]+)\s*$")
+
+
+def _address(value: str) -> tuple[str, str]:
+    """(name, address) of a From header."""
+    if m := _NAME_ADDR.match(value):
+        name = m.group(1)
+        if len(name) >= 2 and name[0] == name[-1] == '"':
+            name = re.sub(r"\\(.)", r"\1", name[1:-1])
+        return name, m.group(2)
+    if m := _BARE_ADDR.match(value):
+        return "", m.group(1)
+    import email.utils  # an unusual form: the email package's reading of it
+
+    return email.utils.parseaddr(value)
 
 
 def _find_diff_start(text: str) -> int | None:

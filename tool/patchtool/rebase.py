@@ -187,9 +187,13 @@ def _commit_of(lp: LoadedPatch, files: dict[str, merging.File | None], *, confli
 
 def drift_all(reader: git.ObjectReader, old_base: Base, new_base: Base, chain: Sequence[str],
               loaded: Sequence[LoadedPatch], steps: Sequence[Step]) -> tuple[Drift, ...]:
-    """Drift of every patch that applied."""
-    return tuple(d for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied
-                 for d in drift_of(reader, old_base, new_base, chain[i], lp))
+    """Drift of every patch that applied. A file upstream left byte-identical cannot have
+    drifted: two ``ls-tree`` calls find those, and only the others are read and scanned."""
+    applied = [i for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied]
+    paths = sorted({p for i in applied for p in loaded[i].patch.paths})
+    old, new = reader.repo.entries(old_base.tree, paths), reader.repo.entries(new_base.tree, paths)
+    same = {p for p in paths if p in old and old.get(p) == new.get(p)}
+    return tuple(d for i in applied for d in drift_of(reader, old_base, new_base, chain[i], loaded[i], same=same))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -424,9 +428,10 @@ def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree:
 
 
 def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_parent: str,
-             lp: LoadedPatch) -> list[Drift]:
-    """Regions around the patch's hunks that upstream changed between the two pins."""
-    hunks = [h for h in parse_hunks(lp.patch.diff) if h.preimage and h.path != "/dev/null"]
+             lp: LoadedPatch, *, same: set[str] | frozenset[str] = frozenset()) -> list[Drift]:
+    """Regions around the patch's hunks that upstream changed between the two pins (``same``:
+    paths known to be identical in both)."""
+    hunks = [h for h in parse_hunks(lp.patch.diff) if h.preimage and h.path != "/dev/null" and h.path not in same]
     paths = sorted({h.path for h in hunks})
     blobs = {f"{rev}:{p}": reader.blob(f"{rev}:{p}") for rev in (old_parent, old_base.tree, new_base.tree)
              for p in paths}

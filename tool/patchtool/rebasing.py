@@ -149,14 +149,14 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
                                           PatchOutcome.NOT_REACHED],
         "tip": result.tip, "skipped": {},
     }
-    return _advance(project, cache, state, result)
+    return _advance(project, cache, state, result, loaded)
 
 
-def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Replay) -> RebaseReport:
+def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Replay,
+             loaded: list[LoadedPatch]) -> RebaseReport:
     root = project.root
     old_pin = project.pin(state["old_pin"])
     new_pin = _new_pin(state)
-    loaded = project.series()
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
     stopped = result.stopped
     if stopped is not None:
@@ -221,7 +221,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
     state.update(phase="replaying", steps=[_step_to_json(s) for s in result.steps
                                            if s.outcome is not PatchOutcome.NOT_REACHED],
                  tip=result.tip, worktree=None)
-    return _advance(project, cache, state, result)
+    return _advance(project, cache, state, result, loaded)
 
 
 def abort(project: Project, cache: Cache) -> None:
@@ -289,14 +289,14 @@ def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base
             worktree: str | None = None) -> RebaseReport:
     """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
     revisits, drop conditions and the range-diff are about the finished series, and come with it."""
-    from . import registry as reg
-    from .checks import check_assumptions
-
     repo = cache.repo
     if status == "conflict":
         return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
                             new_version=str(new_pin.version), status=status, steps=result.steps,
                             worktree=worktree)
+    from . import registry as reg
+    from .checks import check_assumptions
+
     assumptions = check_assumptions(repo, new_base.tree, project.manifest.patches)
     revisit: list[reg.RevisitResult] = []
     if project.manifest.registry:

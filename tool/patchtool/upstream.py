@@ -24,13 +24,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
 from packaging.version import InvalidVersion, Version
 
 from . import git
@@ -134,14 +127,23 @@ def _version(text: str) -> Version:
         raise ValueError(f"{text!r} is not a PEP 440 version") from None
 
 
+def canonicalize_name(name: str) -> str:
+    """PEP 503's normalised project name (packaging.utils has it too, behind a 20 ms import)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_WHEEL_NAME = re.compile(r"^([A-Za-z0-9](?:[A-Za-z0-9._]*[A-Za-z0-9])?)-([^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_SDIST_NAME = re.compile(r"^(.+)-([^-]+)\.(?:tar\.gz|zip)$")
+
+
 def _artifact_name(filename: str) -> tuple[str | None, Version | None]:
+    """(distribution, version) of a wheel or sdist file name, as the wheel and sdist specs name them."""
+    m = _WHEEL_NAME.match(filename) if filename.endswith(".whl") else _SDIST_NAME.match(filename)
+    if m is None:
+        return None, None
     try:
-        if filename.endswith(".whl"):
-            name, version, _, _ = parse_wheel_filename(filename)
-            return name, version
-        name, version = parse_sdist_filename(filename)
-        return name, version
-    except (InvalidWheelFilename, InvalidSdistFilename):
+        return m.group(1), Version(m.group(2))
+    except InvalidVersion:
         return None, None
 
 
