@@ -9,12 +9,14 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from .errors import GitError
 
 FIXED_IDENT = ("patchtool", "patchtool@localhost")
+T = TypeVar("T")
 
 
 def _environment(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -149,24 +151,17 @@ class Repo:
         head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
         return head + sep + rest
 
-    def format_patches(self, base: str, tip: str) -> list[str]:
-        """The canonical export of every commit in base..tip, oldest first, in one git process."""
-        text = self.git("format-patch", f"{base}..{tip}", "--stdout", "--zero-commit", "--full-index",
-                        "--no-signature", "--no-stat", "--no-numbered").stdout.decode("utf-8")
-        marker = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
-        out = []
-        chunks = text.split(marker)[1:]
-        for i, chunk in enumerate(chunks):
-            if i + 1 < len(chunks) and chunk.endswith("\n\n"):
-                chunk = chunk[:-1]  # the blank line git puts between messages in one mbox
-            head, sep, rest = (marker + chunk).partition("\n\n")
-            head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
-            out.append(head + sep + rest)
-        return out
+    def format_patches(self, base: str, tip: str) -> Pending[list[str]]:
+        """The canonical export of every commit in base..tip, oldest first, in one git process
+        that runs while the caller goes on."""
+        return Pending(["git", f"--git-dir={self.git_dir}", "format-patch", f"{base}..{tip}", "--stdout",
+                        "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered"],
+                       lambda out: _split_patches(out.decode("utf-8")))
 
-    def range_diff(self, old: str, new: str) -> str:
-        res = self.git("range-diff", "--no-color", old, new, check=False)
-        return res.stdout.decode("utf-8", errors="replace")
+    def range_diff(self, old: str, new: str) -> Pending[str]:
+        """``git range-diff old new``, running while the caller goes on."""
+        return Pending(["git", f"--git-dir={self.git_dir}", "range-diff", "--no-color", old, new],
+                       lambda out: out.decode("utf-8", errors="replace"))
 
     def ls_files(self, tree: str, prefix: str) -> list[str]:
         """Paths of the blobs under ``prefix`` in ``tree``."""
@@ -360,6 +355,22 @@ class NewCommit:
     files: tuple[FileWrite, ...]
 
 
+class Pending(Generic[T]):
+    """A git command running alongside the caller's work: started early, read when needed."""
+
+    def __init__(self, cmd: list[str], convert: Callable[[bytes], T]) -> None:
+        self._cmd = cmd
+        self._convert = convert
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_environment())
+
+    def result(self) -> T:
+        out, err = self._proc.communicate()
+        if self._proc.returncode:
+            raise GitError(f"{' '.join(self._cmd[:3])} ... failed ({self._proc.returncode}): "
+                           f"{err.decode(errors='replace').strip()}")
+        return self._convert(out)
+
+
 class ObjectReader:
     """One long-lived ``git cat-file --batch``: any number of objects for one process."""
 
@@ -446,6 +457,19 @@ class Index:
 
 
 REPLAY_REF = "refs/patchtool/replay"  # the last chain write_commits wrote
+
+
+def _split_patches(text: str) -> list[str]:
+    marker = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+    out = []
+    chunks = text.split(marker)[1:]
+    for i, chunk in enumerate(chunks):
+        if i + 1 < len(chunks) and chunk.endswith("\n\n"):
+            chunk = chunk[:-1]  # the blank line git puts between messages in one mbox
+        head, sep, rest = (marker + chunk).partition("\n\n")
+        head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
+        out.append(head + sep + rest)
+    return out
 
 
 def _quote_path(path: str) -> bytes:

@@ -140,7 +140,8 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
     result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run)
     if dry_run:
-        return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run")
+        return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
+                       range_diff=_range_diff(cache.repo, result, new_base))
     state: dict[str, Any] = {
         "schema": 1, "phase": "replaying", "old_pin": old_pin.name, "new_pin": new_pin.name,
         "new_pin_toml": pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
@@ -171,12 +172,23 @@ def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Repl
             hint=f"resolve it in {worktree} (edit, no commit needed; it holds just the patch's files, "
                  "`git sparse-checkout disable` there for the whole tree), then `patchtool rebase --continue`; "
                  "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
+    # the two slow git commands of the end run while drift, checks and the report are computed
+    committed = [s for s in result.steps if s.commit]
+    exported = cache.repo.format_patches(new_base.commit, result.tip) if committed else None
+    range_diff = _range_diff(cache.repo, result, new_base)
     with cache.repo.reader() as reader:
         drift = drift_all(reader, old_base, new_base, result.old_chain, loaded, result.steps)
     result = dataclasses.replace(result, drift=drift)
-    report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done")
-    written = _commit(project, cache.repo, state, result, report)
+    report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done",
+                     range_diff=range_diff)
+    written = _commit(project, cache.repo, state, result, report, exported)
     return dataclasses.replace(report, written=tuple(written))
+
+
+def _range_diff(repo: git.Repo, result: Replay, new_base: Base) -> git.Pending[str] | None:
+    if not any(s.commit for s in result.steps) or len(result.old_chain) < 2:
+        return None
+    return repo.range_diff(f"{result.old_chain[0]}..{result.old_chain[-1]}", f"{new_base.commit}..{result.tip}")
 
 
 def _new_pin(state: dict[str, Any]) -> Pin:
@@ -286,7 +298,7 @@ def _resolved_tree(worktree: Path) -> str:
 
 def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base: Base, new_base: Base,
             loaded: list[LoadedPatch], result: Replay, *, status: str,
-            worktree: str | None = None) -> RebaseReport:
+            worktree: str | None = None, range_diff: git.Pending[str] | None = None) -> RebaseReport:
     """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
     revisits, drop conditions and the range-diff are about the finished series, and come with it."""
     repo = cache.repo
@@ -305,18 +317,14 @@ def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base
         fields = repo.cat_files(new_base.tree, repo.ls_files(new_base.tree, ARG_FIELDS_DIR))
         revisit = reg.evaluate_all(registry, version=new_pin.version, files=files, field_files=fields)
     drop = _drop_due(repo, new_pin, new_base, project.manifest.patches, result.steps)
-    applied = [s for s in result.steps if s.commit]
-    range_diff = ""
-    if applied and len(result.old_chain) > 1:
-        range_diff = repo.range_diff(f"{result.old_chain[0]}..{result.old_chain[-1]}",
-                                     f"{new_base.commit}..{result.tip}")
     follow_up = [f"widen applies_to of {e.id} ('{e.applies_to}') once verified on {new_pin.version}"
                  for e in project.manifest.patches if new_pin.version not in e.applies_to
                  and any(s.id == e.id and s.outcome.applied for s in result.steps)]
     return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
                         new_version=str(new_pin.version), status=status, steps=result.steps,
                         drift=result.drift, assumptions=tuple(assumptions), revisit=tuple(revisit),
-                        drop=tuple(drop), range_diff=range_diff, worktree=worktree, follow_up=tuple(follow_up))
+                        drop=tuple(drop), range_diff=range_diff.result() if range_diff else "", worktree=worktree,
+                        follow_up=tuple(follow_up))
 
 
 def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...],
@@ -338,7 +346,7 @@ def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, .
 # -- the final write -----------------------------------------------------------------------------
 
 def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Replay,
-            report: RebaseReport) -> list[str]:
+            report: RebaseReport, exported_chain: git.Pending[list[str]] | None) -> list[str]:
     """Stage every new file, journal the moves, then move them into place."""
     root = project.root
     staged = root / STATE_DIR / "staged"
@@ -358,9 +366,8 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
     new_version = report.new_version
     dropped: dict[str, str] = {}
     committed = [s for s in result.steps if s.commit]
-    base = repo.out("rev-parse", f"{committed[0].commit}^") if committed else None
-    texts = repo.format_patches(base, result.tip) if base else []
-    if len(texts) != len(committed):  # a chain with gaps: export one by one
+    texts = exported_chain.result() if exported_chain is not None else []
+    if len(texts) != len(committed):  # not one chain on the new base: export one by one
         texts = [repo.format_patch(s.commit or "") for s in committed]
     exported = {s.id: t for s, t in zip(committed, texts, strict=True)}
     for s in result.steps:
