@@ -13,7 +13,9 @@ import pytest
 from patchtool import textpatch
 from patchtool.testing import git
 
-WORDS = ["alpha", "beta", "gamma", "delta", "return x", "pass", "x += 1", "", "    y = f(x)"]
+# a form feed and U+2028 inside lines: git does not end a line there, str.splitlines would
+WORDS = ["alpha", "beta", "gamma", "delta", "return x", "pass", "x += 1", "", "    y = f(x)", "page\x0cbreak",
+         "uni\u2028line"]
 
 
 def random_file(rng: random.Random, n: int) -> list[str]:
@@ -36,20 +38,20 @@ def edit(rng: random.Random, lines: list[str], count: int) -> list[str]:
 
 
 def git_diff(tmp: Path, old: list[str], new: list[str]) -> str:
-    (tmp / "a").write_text("".join(old))
-    (tmp / "b").write_text("".join(new))
+    (tmp / "a").write_text("".join(old), encoding="utf-8")
+    (tmp / "b").write_text("".join(new), encoding="utf-8")
     res = subprocess.run(["git", "diff", "--no-index", "--no-color", "a", "b"], cwd=tmp, capture_output=True,
-                         text=True, check=False)
+                         text=True, encoding="utf-8", check=False)
     return res.stdout.replace("a/a", "a/f").replace("b/b", "b/f")
 
 
 def git_apply(tmp: Path, target: list[str], patch: str, *, reverse: bool) -> tuple[str | None, list[str]]:
-    (tmp / "f").write_text("".join(target))
-    (tmp / "p.patch").write_text(patch)
+    (tmp / "f").write_text("".join(target), encoding="utf-8")
+    (tmp / "p.patch").write_text(patch, encoding="utf-8")
     res = subprocess.run(["git", "apply", "--verbose", *(["--reverse"] if reverse else []), "p.patch"], cwd=tmp,
                          capture_output=True, text=True, check=False)
     moved = [line.strip() for line in res.stderr.splitlines() if "offset" in line]
-    return ((tmp / "f").read_text() if res.returncode == 0 else None), moved
+    return ((tmp / "f").read_text(encoding="utf-8") if res.returncode == 0 else None), moved
 
 
 @pytest.mark.parametrize("reverse", [False, True])

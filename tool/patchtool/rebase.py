@@ -221,7 +221,7 @@ def _apply(ws: merging.Workspace, patches: Sequence[textpatch.FilePatch], *, rev
             text = texts[src] if src in texts else ws.text(src)
             if text is None:
                 return None
-            lines = text.splitlines(keepends=True)
+            lines = textpatch.lines_of(text)
         applied = textpatch.apply(lines, fp.hunks, reverse=reverse)
         if applied is None:
             return None
@@ -255,8 +255,9 @@ def _files_from(ws: merging.Workspace, applied: _Applied,
             files[path] = None
             continue
         ours = ws.get(path)
-        if ours is not None and ours.blob is not None and ours.blob == c.old_blob:
-            files[path] = merging.File(c.new_mode, c.new_blob)  # upstream left the file alone
+        if (ours is None and c.old_blob is None) or (
+                ours is not None and ours.blob is not None and ours.blob == c.old_blob):
+            files[path] = merging.File(c.new_mode, c.new_blob)  # a new file, or one upstream left alone
         else:
             files[path] = merging.File(c.new_mode, None, text.encode("utf-8", "surrogateescape"))
     return files
@@ -329,7 +330,7 @@ def upstream_hunks(ws: merging.Workspace, patches: Sequence[textpatch.FilePatch]
         text = ws.text(path) if path else None
         if text is None:
             continue
-        lines = text.splitlines(keepends=True)
+        lines = textpatch.lines_of(text)
         if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None:
             present += 1
     return present if present < len(hunks) else 0
@@ -355,7 +356,7 @@ def _same_place(was: str, now: str, renamed_away: bool) -> bool:
 def changed_hunks(path: str, before: str, after: str) -> list[Hunk]:
     """The hunks of ``before`` -> ``after`` as ``git diff -U3`` groups them (changes at most six
     lines apart share a hunk), each with the position of its first change."""
-    a, b = before.splitlines(), after.splitlines()
+    a, b = before.split("\n"), after.split("\n")
     groups: list[list[textpatch.Block]] = []
     for block in textpatch.diff(a, b):
         if groups and block.a_start - groups[-1][-1].a_end <= 6:
@@ -457,7 +458,7 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
                 out.append(Drift(patch=lp.id, path=h.path, scope=name, change="gone",
                                  detail=f"{name} no longer exists upstream"))
             elif before != after:
-                delta = len(after.splitlines()) - len(before.splitlines())
+                delta = after.count("\n") - before.count("\n")
                 out.append(Drift(patch=lp.id, path=h.path, scope=name, change="changed",
                                  detail=f"{name} changed upstream ({delta:+d} lines)"))
             continue

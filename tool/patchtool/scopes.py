@@ -41,7 +41,7 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
     last_code = 0
     in_string = False
     depth = 0  # open brackets: a continuation line's indentation says nothing about scope
-    for number, line in enumerate(source.splitlines(), 1):
+    for number, line in enumerate(source.split("\n"), 1):  # git's lines, not str.splitlines'
         # plain str methods before any regex: this runs on every line of 6,000-line files
         has_quote = '"' in line or "'" in line
         quotes = line.count('"""') + line.count("'''") if has_quote else 0
@@ -89,7 +89,7 @@ def scope_at(path: str, source: str, line: int) -> Scope:
         if inner:
             return max(inner, key=lambda s: s.start)
         return Scope("<module>", 1, source.count("\n") + 1)
-    lines = source.splitlines()
+    lines = source.split("\n")
     for i in range(min(line, len(lines)) - 1, -1, -1):
         if _FUNCNAME.match(lines[i]):
             return Scope(lines[i].strip(), i + 1, i + 1)
@@ -100,7 +100,7 @@ def scope_text(path: str, source: str, name: str) -> str | None:
     """The source of the scope called ``name`` (None when it does not exist)."""
     if not path.endswith(".py"):
         return None
-    lines = source.splitlines()
+    lines = source.split("\n")
     for s in python_scopes(source):
         if s.name == name:
             return "\n".join(lines[s.start - 1:s.end])
@@ -127,7 +127,7 @@ def parse_hunks(diff: str) -> list[Hunk]:
     """Hunks of a git diff, with the exact positions of each hunk's first change."""
     hunks: list[Hunk] = []
     path = ""
-    lines = diff.splitlines()
+    lines = diff.split("\n")  # git's lines: a form feed inside one does not end it
     i = 0
     while i < len(lines):
         line = lines[i]

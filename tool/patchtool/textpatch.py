@@ -23,6 +23,17 @@ _HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 NO_NEWLINE = "\\ No newline at end of file"
 
 
+def lines_of(text: str) -> list[str]:
+    """``text`` cut into lines at "\\n" only, each keeping its newline: what git calls a line.
+    (``str.splitlines`` also cuts at form feeds, \\x1c-\\x1e, \\x85 and U+2028, which source
+    files do contain.)"""
+    parts = text.split("\n")
+    out = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class TextHunk:
     old_start: int  # as in the header: 1-based, 0 for an empty old side
@@ -56,7 +67,7 @@ class FilePatch:
 def parse(diff: str) -> list[FilePatch]:
     """The file sections of a git diff with their hunks."""
     out: list[FilePatch] = []
-    lines = diff.splitlines(keepends=True)
+    lines = lines_of(diff)
     i = 0
     while i < len(lines):
         if not lines[i].startswith("diff --git "):
