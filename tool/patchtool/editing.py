@@ -10,14 +10,13 @@ without a record.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 
-from . import git, retread
+from . import git, journal, retread
 from .errors import PatchtoolError, UsageError
 from .fields import _ident
 from .manifest import MANIFEST_NAME, PLACEHOLDER
@@ -243,28 +242,13 @@ def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str,
 
 def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list[str],
                moves: dict[str, str]) -> list[str]:
-    """Write every changed file via a temporary name, then remove what the series no longer has."""
-    written = []
-    staged: list[tuple[Path, Path]] = []
+    """The series' files, the manifest, the moves (old path -> new path) and the removals, as
+    one transaction (``journal``)."""
+    files = dict(files)
     for src, moved in moves.items():
         if (root / src).exists():
             files.setdefault(moved, (root / src).read_text(encoding="utf-8"))
-    for rel, text in [*files.items(), (MANIFEST_NAME, manifest)]:
-        target = root / rel
-        if target.exists() and target.read_text(encoding="utf-8") == text:
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        staged.append((tmp, target))
-        written.append(rel)
-    for tmp, target in staged:
-        os.replace(tmp, target)
-    for rel in remove:
-        if rel not in files and (root / rel).exists():
-            (root / rel).unlink()
-            written.append(f"-{rel}")
-    return written
+    return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves])
 
 
 def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
@@ -314,15 +298,15 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
     del patches[index]
     record_dropped(doc, table, reason=reason, dropped_at=str(doc["pin"]))
     moved = dropped_path(entry.file)
-    extra: list[str] = []
+    extra: dict[str, str] = {}
     if rejected:
         if not entry.evidence:
             raise UsageError(f"patch {ident!r} has no evidence rows to carry into the registry",
                              hint="add [[patch.evidence]] first, or drop it without --rejected")
-        retread.add(project, rejection_from(project, ident, reason))
-        extra.append(str(project.manifest.registry))
+        _, name, registry_text = retread.added(project, rejection_from(project, ident, reason))
+        extra[name] = registry_text  # the registry entry and the drop: one transaction
     text = (root / entry.file).read_text(encoding="utf-8")
-    return extra + _write_all(root, {moved: text}, tomlkit.dumps(doc), remove=[entry.file], moves={})
+    return _write_all(root, {**extra, moved: text}, tomlkit.dumps(doc), remove=[entry.file], moves={})
 
 
 def rejection_from(project: Project, ident: str, reason: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from . import journal
 from . import manifest as manifest_mod
 from .errors import InvalidInput, Problem, UsageError
 from .manifest import Manifest, PatchEntry
@@ -43,6 +44,9 @@ class Project:
 
     @classmethod
     def load(cls, root: Path) -> Project:
+        """The repository as its files say; a write an earlier command committed but did not
+        finish (killed) is finished first, so nothing reads a half-written series."""
+        journal.recover(root)
         return cls(root=root, manifest=manifest_mod.load(root / manifest_mod.MANIFEST_NAME))
 
     def pin(self, name: str | None = None) -> Pin:

@@ -4,8 +4,8 @@ All work happens in the cache's object store; the repository's ``patches/``,
 ``patchset.toml`` and ``upstream-pins/`` change only once every patch is through. The state
 lives in ``.patchtool/rebase/state.json``, written atomically after every step, so a killed
 process leaves the repository either as it was or resumable with ``--continue``. The final
-write is journalled: new files are staged first, then moved into place, and an interrupted
-move is finished by ``--continue``.
+write (the series, the manifest, the pin, and the removal of the state) is one ``journal``
+transaction: an interrupted one is finished by the next command that loads the repository.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import git
+from . import git, journal
 from .conditions import ARG_FIELDS_DIR
 from .errors import ApplyConflict, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
@@ -201,11 +201,6 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
     state = _load(root)
     if state is None:
         raise UsageError("no rebase in progress")
-    if state["phase"] == "committing":
-        _finish_moves(root, state)
-        return RebaseReport(old_pin=state["old_pin"], new_pin=state["new_pin"], old_version="", new_version="",
-                            status="done", steps=tuple(_step_from_json(s) for s in state["steps"]),
-                            written=tuple(m[1] for m in state["moves"]))
     if _digest(root) != state["digest"]:
         raise UsageError("patchset.toml or patches/ changed since the rebase started",
                          hint="restore them, or `patchtool rebase --abort` and start again")
@@ -241,8 +236,6 @@ def abort(project: Project, cache: Cache) -> None:
     state = _load(root)
     if state is None:
         raise UsageError("no rebase in progress")
-    if state["phase"] == "committing":
-        raise UsageError("the rebase is writing its result; finish it with `patchtool rebase --continue`")
     if state.get("worktree"):
         cache.repo.worktree_remove(Path(state["worktree"]))
     shutil.rmtree(root / STATE_DIR, ignore_errors=True)
@@ -347,22 +340,10 @@ def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, .
 
 def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Replay,
             report: RebaseReport, exported_chain: git.Pending[list[str]] | None) -> list[str]:
-    """Stage every new file, journal the moves, then move them into place."""
+    """The new series, manifest and pin, and the end of the rebase's state, as one transaction."""
     root = project.root
-    staged = root / STATE_DIR / "staged"
-    shutil.rmtree(staged, ignore_errors=True)
-    moves: list[tuple[str, str]] = []
+    files: dict[str, str] = {}
     removes: list[str] = []
-
-    def stage(rel: str, text: str) -> None:
-        dest = root / rel
-        if dest.exists() and dest.read_text(encoding="utf-8") == text:
-            return  # byte-identical: leave the file alone
-        path = staged / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        moves.append((str(path.relative_to(root)), rel))
-
     new_version = report.new_version
     dropped: dict[str, str] = {}
     committed = [s for s in result.steps if s.commit]
@@ -372,37 +353,21 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
     exported = {s.id: t for s, t in zip(committed, texts, strict=True)}
     for s in result.steps:
         if s.commit:
-            stage(s.file, exported[s.id])
+            files[s.file] = exported[s.id]
         elif s.outcome is PatchOutcome.UPSTREAM:
             dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
         elif s.outcome is PatchOutcome.DROPPED:
             dropped[s.id] = state["skipped"].get(s.id, s.detail)
     for s in result.steps:
         if s.id in dropped:
-            stage(dropped_path(s.file), (root / s.file).read_text(encoding="utf-8"))
+            files[dropped_path(s.file)] = (root / s.file).read_text(encoding="utf-8")
             removes.append(s.file)
-    stage(MANIFEST_NAME, _rewrite_manifest(root, state["new_pin"], new_version, dropped,
-                                           {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM}))
-    stage(f"{PINS_DIR}/{state['new_pin']}.toml", state["new_pin_toml"] if not (root / PINS_DIR /
-          f"{state['new_pin']}.toml").exists() else (root / PINS_DIR / f"{state['new_pin']}.toml").read_text())
-    state.update(phase="committing", moves=moves, removes=removes)
-    _save(root, state)
-    _finish_moves(root, state)
-    return [dest for _, dest in moves] + [f"-{r}" for r in removes]
-
-
-def _finish_moves(root: Path, state: dict[str, Any]) -> None:
-    for src, dest in state["moves"]:
-        if (root / src).exists():
-            (root / dest).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(root / src, root / dest)
-    for rel in state.get("removes", []):
-        if (root / dropped_path(rel)).exists():
-            (root / rel).unlink(missing_ok=True)
-    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
-    parent = root / ".patchtool"
-    if parent.exists() and not any(parent.iterdir()):
-        parent.rmdir()
+    files[MANIFEST_NAME] = _rewrite_manifest(root, state["new_pin"], new_version, dropped,
+                                             {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM})
+    pin_file = root / PINS_DIR / f"{state['new_pin']}.toml"
+    files[f"{PINS_DIR}/{state['new_pin']}.toml"] = (pin_file.read_text(encoding="utf-8") if pin_file.exists()
+                                                     else state["new_pin_toml"])
+    return journal.commit(root, files, remove=removes, remove_trees=[STATE_DIR])
 
 
 def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str, str],

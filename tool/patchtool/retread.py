@@ -14,6 +14,7 @@ from typing import Any
 import tomlkit
 import tomlkit.exceptions
 
+from . import journal
 from . import registry as reg
 from .conditions import ARG_FIELDS_DIR
 from .errors import InvalidInput, Problem, UsageError
@@ -152,6 +153,14 @@ def entry_from_text(text: str, source: str) -> dict[str, Any]:
 
 def add(project: Project, entry: dict[str, Any]) -> reg.Rejection:
     """Append ``entry`` to the registry file, keeping its comments and order; write only if valid."""
+    rejection, name, text = added(project, entry)
+    journal.commit(project.root, {name: text})
+    return rejection
+
+
+def added(project: Project, entry: dict[str, Any]) -> tuple[reg.Rejection, str, str]:
+    """The registry with ``entry`` appended, validated, not written: (the entry, the registry's
+    path, its new text)."""
     if not project.manifest.registry:
         raise UsageError("patchset.toml names no registry", hint='add registry = "retread.toml" to patchset.toml')
     name = project.manifest.registry
@@ -179,10 +188,7 @@ def add(project: Project, entry: dict[str, Any]) -> reg.Rejection:
                            problems=[dataclasses.replace(p, line=None) for p in exc.problems
                                      if (p.key or "").startswith(here) or p.patch == entry.get("id")]
                            or exc.problems) from None
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(new_text, encoding="utf-8")
-    os.replace(tmp, path)
-    return registry.entries[-1]
+    return registry.entries[-1], name, new_text
 
 
 def _to_table(entry: dict[str, Any]) -> Any:
