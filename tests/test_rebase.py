@@ -316,3 +316,49 @@ def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
                      path=tmp_path / "p.patch")
     repo = gitmod.Repo(work / ".git")
     assert check_placement(repo, patched, repo.tree_of(renamed), merged_tree, lp) == ()
+
+
+def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) -> None:
+    """A git-source pin: upstream took the patch as a commit of its own, then changed the same line
+    again. The patch neither applies nor applies in reverse, and the 3-way merge conflicts; its
+    patch-id finds it upstream (git cherry), so the outcome is "already upstream", not a conflict."""
+    import os
+    import subprocess
+    import sys
+
+    from patchtool.testing import format_patch
+
+    up = tmp_path / "upstream"
+    (up / "python" / "demo").mkdir(parents=True)
+    git(up, "init", "-q", "-b", "main")
+    core = "def limit():\n    return 10\n\n\ndef name():\n    return 'demo'\n"
+    write_tree(up, {"python/demo/core.py": core})
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.0")
+    git(up, "tag", "v1.0")
+    v10 = git(up, "rev-parse", "HEAD").strip()
+    write_tree(up, {"python/demo/core.py": core.replace("return 10", "return 20")})
+    git(up, "commit", "-qam", "core: raise the limit")
+    patch = format_patch(up)
+    write_tree(up, {"python/demo/core.py": core.replace("return 10", "return int(os.environ.get('LIMIT', 20))")})
+    git(up, "commit", "-qam", "core: the limit from the environment")
+    git(up, "tag", "v1.1")
+
+    root = tmp_path / "project"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream-pins").mkdir()
+    (root / "upstream-pins" / "demo-1.0.toml").write_text(
+        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
+        f'commit = "{v10}"\n')
+    (root / "patches" / "0001-limit.patch").write_text(patch)
+    (root / "patchset.toml").write_text(
+        'schema = 1\npin = "demo-1.0"\n\n[[patch]]\nid = "limit"\nfile = "patches/0001-limit.patch"\n'
+        'kind = "performance"\nowner = "team"\nwhy = "more"\napplies_to = ">=1.0"\ndrop_when = "upstream"\n'
+        'upstream = { status = "pending" }\n')
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache")}
+    res = subprocess.run([sys.executable, "-m", "patchtool", "rebase", "--to", "1.1", "--dry-run", "--json",
+                          "--root", str(root)], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = json.loads(res.stdout)["data"]["patches"]
+    assert step["outcome"] == "already upstream"
+    assert step["detail"] == "its patch-id matches a commit upstream made between 1.0 and 1.1"

@@ -265,6 +265,12 @@ class Repo:
                     new_blob=None if new_blob == absent else new_blob))
         return [(sha, tuple(files)) for sha, files in commits]
 
+    def cherry(self, upstream: str, head: str, limit: str) -> set[str]:
+        """The commits of limit..head whose patch-id matches a commit upstream has and head's
+        history does not (``git cherry``: the ones it marks ``-``)."""
+        out = self.out("cherry", upstream, head, limit)
+        return {line[2:].strip() for line in out.splitlines() if line.startswith("- ")}
+
     def renames(self, old: str, new: str, sources: Sequence[str]) -> dict[str, str]:
         """Where ``sources`` (paths deleted between the trees ``old`` and ``new``) went: git's rename
         detection with only them as sources and every added file as a candidate, as merge-ort

@@ -140,12 +140,13 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     left: dict[str, bytes | None] = {}
     labels = (f"{new_base.pin.upstream} {new_base.pin.version} + series", f"{old_base.pin.upstream} "
               f"{old_base.pin.version} + series")
+    upstreamed = Upstreamed(repo, old_base, new_base, chain)
     with repo.reader() as reader:
         ws = merging.Workspace(repo, reader, parent, paths, merging.Renames(repo, old_base.tree, new_base.tree))
         for i in range(start, len(loaded)):
             lp = loaded[i]
             step, files = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
-                                     (*labels, f"patch {lp.id}"))
+                                     (*labels, f"patch {lp.id}"), upstreamed)
             if step.outcome.applied and files is not None:
                 ws.update(files)
                 writes.append((len(steps), _commit_of(lp, files)))
@@ -263,8 +264,29 @@ def _files_from(ws: merging.Workspace, applied: _Applied,
     return files
 
 
+class Upstreamed:
+    """Whether upstream has a commit with a patch's own patch-id (``git cherry``), asked only of
+    patches that do not apply, and only where both pins are git commits: release artifacts have
+    no history to compare with."""
+
+    def __init__(self, repo: git.Repo, old_base: Base, new_base: Base, chain: Sequence[str]) -> None:
+        self.repo, self.old_base, self.new_base, self.chain = repo, old_base, new_base, chain
+        self._found: set[str] | None = None
+
+    def detail(self, commit: str) -> str | None:
+        if self.old_base.source != "git" or self.new_base.source != "git" or len(self.chain) < 2:
+            return None
+        if self._found is None:
+            self._found = self.repo.cherry(self.new_base.commit, self.chain[-1], self.chain[0])
+        if commit not in self._found:
+            return None
+        return (f"its patch-id matches a commit upstream made between {self.old_base.pin.version} and "
+                f"{self.new_base.pin.version}")
+
+
 def replay_one(ws: merging.Workspace, old_commit: str, changes: Sequence[git.RawChange], lp: LoadedPatch,
-               labels: tuple[str, str, str]) -> tuple[Step, dict[str, merging.File | None] | None]:
+               labels: tuple[str, str, str],
+               upstreamed: Upstreamed | None = None) -> tuple[Step, dict[str, merging.File | None] | None]:
     """One patch onto the workspace: its outcome, and the files it leaves (None when it did not
     apply; on a stop, the files for the conflict worktree, markers and all)."""
     def step(outcome: PatchOutcome, **kw: object) -> Step:
@@ -283,6 +305,8 @@ def replay_one(ws: merging.Workspace, old_commit: str, changes: Sequence[git.Raw
     if not merge.clean:
         if reverse:
             return step(PatchOutcome.UPSTREAM, detail="it applies in reverse on the target"), None
+        if upstreamed is not None and (same_change := upstreamed.detail(old_commit)):
+            return step(PatchOutcome.UPSTREAM, detail=same_change), None
         left = {**merge.files, **{c.path: merging.File(_mode_of(ws, c.path), None, c.data)
                                   for c in merge.conflicts if c.data is not None}}
         left.update({c.old_path: merging.File(c.new_mode, c.new_blob) for c in changes
