@@ -114,6 +114,7 @@ def test_dry_run_gives_each_patch_one_outcome(releases: Demo) -> None:
         "cap": "already upstream",
         "util": "target gone",
     }
+    assert data["data"]["partial"] is False and "sibling" in data["data"]["range_diff"]
     assert snapshot(releases.root) == before
 
 
@@ -188,6 +189,13 @@ def test_conflict_stops_leaves_a_worktree_and_abort_restores(releases: Demo) -> 
     worktree = Path(data["data"]["worktree"])
     assert "<<<<<<<" in (worktree / "python/demo/core.py").read_text()
     assert "resolve it in" in data["errors"][0]["hint"]
+    # a stop's report is partial, and says so: the whole-series sections come at the end
+    assert data["data"]["partial"] is True and data["data"]["range_diff"] == ""
+    md = releases.root / "stop.md"
+    releases.run("rebase", "--abort")
+    text = releases.run("rebase", "--to", "1.1", "--report", str(md)).stdout
+    assert "come with the finished rebase" in text and "### Not yet" in md.read_text()
+    md.unlink()
     assert {k for k in snapshot(releases.root) if ".patchtool" not in k} == set(before)
     assert all(snapshot(releases.root)[k] == v for k, v in before.items())
     again = releases.run("rebase", "--to", "1.1")

@@ -74,6 +74,8 @@ class RebaseReport:
             "revisit": [r.to_dict() for r in self.revisit if r.holds],
             "drop": [d.to_dict() for d in self.drop],
             "range_diff": self.range_diff, "worktree": self.worktree, "written": list(self.written),
+            # at a conflict stop drift, assumptions, revisits, drop and range_diff are not computed yet
+            "partial": self.status == "conflict",
             "follow_up": list(self.follow_up),
         }
 

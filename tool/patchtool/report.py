@@ -185,6 +185,10 @@ _SHORT = {"applied unchanged": "unchanged", "applied with shifted context": "shi
           "target gone": "gone", "not reached": "-"}
 
 
+PARTIAL = ("drift, failing assumption checks, registry revisits, drop conditions and the range-diff "
+           "come with the finished rebase (`--dry-run` gives them now)")
+
+
 def rebase_text(report: RebaseReport, style: Style) -> str:
     head = {"done": style.ok("rebased"), "conflict": style.bad("stopped"), "dry-run": style.bold("dry run")}
     lines = [f"{head.get(report.status, report.status)}: {report.old_pin} -> {report.new_pin}"]
@@ -210,6 +214,8 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
         lines.append("patches whose drop condition holds:")
         lines += [f"  {d.patch}: {d.why}" for d in report.drop]
     lines += [f"follow-up: {f}" for f in report.follow_up]
+    if report.status == "conflict":
+        lines.append(style.dim(PARTIAL))
     if report.worktree:
         lines.append(f"conflict left in: {report.worktree}")
     if report.written:
@@ -234,6 +240,8 @@ def rebase_markdown(report: RebaseReport) -> str:
         ("Patches to drop", [f"- `{d.patch}`: {d.why}" for d in report.drop]),
         ("Follow-up", [f"- {f}" for f in report.follow_up]),
     ]
+    if report.status == "conflict":
+        sections = [("Not yet", [PARTIAL[0].upper() + PARTIAL[1:] + "."])]
     for title, items in sections:
         out += ["", f"### {title}", "", *(items or ["None."])]
     if report.range_diff:
