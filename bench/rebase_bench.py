@@ -38,8 +38,9 @@ patchtool reads a local copy of PyPI's sglang index (fetched once per run of thi
 served on 127.0.0.1 via PATCHTOOL_INDEX_URL), so no timed command waits on the network except
 `scan-pypi`. Everything runs against bench/out/rebase/cache, a hard-linked clone of the user's
 cache (PATCHTOOL_CACHE_DIR, default the user cache), which must hold, or is given, sglang
-0.5.20 to 0.5.23. Results: a table on stdout, JSON in bench/out/rebase-<UTC time>.json and
-bench/out/rebase-latest.json. Standard library only (plus patchtool, which imports the releases).
+0.5.20 to 0.5.23 (the imports and the verified wheels). Results: a table on stdout, JSON in
+bench/out/rebase-<UTC time>.json and bench/out/rebase-latest.json. Standard library only (plus
+patchtool, which imports the releases).
 """
 
 from __future__ import annotations
@@ -129,6 +130,17 @@ def private_cache(source: Path, tags: dict[str, str]) -> Path:
                      ["config", "core.logAllRefUpdates", "false"]):
             quiet(["git", f"--git-dir={repo}", *args], git_env())
     quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
+    # the verified release files too (hard links), as the user's cache keeps them: with them a
+    # rebase or scan to an imported release reads sha256 and size from the cache, not the index
+    downloads = source.parent / "downloads"
+    for path in downloads.rglob("*.whl") if downloads.is_dir() else ():
+        dest = cache / "downloads" / path.relative_to(downloads)
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, dest)
+            except OSError:  # another file system
+                shutil.copy2(path, dest)
     return cache
 
 

@@ -370,3 +370,20 @@ def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) 
     (step,) = json.loads(res.stdout)["data"]["patches"]
     assert step["outcome"] == "already upstream"
     assert step["detail"] == "its patch-id matches a commit upstream made between 1.0 and 1.1"
+
+
+def test_a_release_already_in_the_cache_needs_no_index(releases: Demo) -> None:
+    """Once 1.1 is imported (and its file kept), rebasing to it reads the sha256 and size from the
+    cache: the index can be down, and the new pin is the one the index would have given."""
+    from patchtool.testing import sha256
+
+    series(releases, "0001-extra", "0002-greet")
+    assert releases.run("rebase", "--to", "1.1", "--dry-run").returncode == 0  # downloads and imports 1.1
+    res = releases.run("rebase", "--to", "1.1", env={"PATCHTOOL_INDEX_URL": "http://127.0.0.1:9/simple"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    wheel = releases.index.files["demo-1.1-py3-none-any.whl"]
+    pin = (releases.root / "upstream-pins/demo-1.1.toml").read_text()
+    assert f'sha256 = "{sha256(wheel)}"' in pin and f"size = {wheel.stat().st_size}" in pin
+    # a release the cache does not hold still needs the index, and says so
+    res = releases.run("rebase", "--to", "1.2", "--dry-run", env={"PATCHTOOL_INDEX_URL": "http://127.0.0.1:9/simple"})
+    assert res.returncode == 4 and "could not read the package index" in res.stderr

@@ -360,6 +360,21 @@ class Cache:
                 hint=f"remove it with `git --git-dir={self.repo.git_dir} tag -d {pin.tag}` "
                      "and run again to re-import")
 
+    def imported(self, art: Artifact, version: Version, filename: str) -> tuple[str, int] | None:
+        """(sha256, size) of ``filename``, when the cache holds its import and the file itself:
+        what the index said when it was downloaded and verified. Release files on an index never
+        change, so a rebase or scan to a release already in the cache asks the index nothing."""
+        info = self.repo.commit_info(f"refs/tags/v{version}")
+        if info is None:
+            return None
+        m = re.search(r"^Imported from (\S+)\nsha256 ([0-9a-f]{64})$", info[2], re.MULTILINE)
+        if m is None or m.group(1) != filename:
+            return None
+        path = self.root / "downloads" / m.group(2)[:2] / filename
+        if not path.is_file():
+            return None
+        return m.group(2), path.stat().st_size
+
     def artifact_path(self, pin: Pin) -> Path:
         """The verified artifact, downloading it when it is not cached yet."""
         art = pin.artifact
@@ -583,6 +598,14 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         art = pin.artifact
         assert art is not None
         filename = sibling_filename(art, version)
+        known = cache.imported(art, version, filename)
+        if known is not None:  # imported earlier, from the file the index named then
+            sha, size = known
+            new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, size=size,
+                                          url=None, tree=None)
+            git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
+            return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
+                       use="artifact")
         listed = {e.get("filename"): e for e in index_files(cache.fetcher, art)}
         entry = listed.get(filename)
         if entry is None:
