@@ -140,9 +140,10 @@ def test_renames_are_found_once_and_remembered(tmp_path: Path) -> None:
     old_tree, new_tree = repo.tree_of(old), repo.tree_of(new)
     first = Renames(repo, old_tree, new_tree)
     assert first("a/old.py") == "b/new.py" and first("keep.py") is None
-    assert first.path.is_file()
+    assert (repo.git_dir / "patchtool" / "renames" / f"{old_tree}-{new_tree}.json").is_file()
     # a later command reads the answers; git is not asked again
     asked: list[str] = []
     later = Renames(repo, old_tree, new_tree)
-    later.repo = type("NoGit", (), {"renames": lambda *a: asked.append("asked") or {}})()  # type: ignore[assignment]
+    later.repo = type("NoGit", (), {"git_dir": repo.git_dir,  # type: ignore[assignment]
+                                    "renames": lambda *a: asked.append("asked") or {}})()
     assert later("a/old.py") == "b/new.py" and later("keep.py") is None and asked == []

@@ -387,3 +387,27 @@ def test_a_release_already_in_the_cache_needs_no_index(releases: Demo) -> None:
     # a release the cache does not hold still needs the index, and says so
     res = releases.run("rebase", "--to", "1.2", "--dry-run", env={"PATCHTOOL_INDEX_URL": "http://127.0.0.1:9/simple"})
     assert res.returncode == 4 and "could not read the package index" in res.stderr
+
+
+def test_the_chain_and_its_changes_are_remembered(releases: Demo) -> None:
+    """A --continue finds the old chain and what each commit changes without asking git."""
+    from patchtool.project import Project
+    from patchtool.rebase import chain_changes, old_chain
+    from patchtool.upstream import Cache
+
+    series(releases, "0001-extra", "0002-greet")
+    project = Project.load(releases.root)
+    cache = Cache(releases.cache)
+    base, loaded = cache.ensure(project.pin()), project.series()
+    chain = old_chain(cache.repo, base, loaded)
+    changes = chain_changes(cache.repo, chain)
+    assert len(chain) == 3 and [c.new_path for c in changes[chain[1]]] == ["python/demo/extra.py"]
+
+    class NoGit:
+        git_dir = cache.repo.git_dir
+
+        def __getattr__(self, name: str) -> object:
+            raise AssertionError(f"git was asked: {name}")
+
+    assert old_chain(NoGit(), base, loaded) == chain  # type: ignore[arg-type]
+    assert chain_changes(NoGit(), chain) == changes  # type: ignore[arg-type]

@@ -14,13 +14,9 @@ changed. Nothing is written here; ``rebase`` writes the commits in one batch at 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
-from . import git
+from . import git, memo
 from .errors import GitError
 
 
@@ -112,36 +108,25 @@ class Renames:
     """Where upstream moved a file between two pins, as git's rename detection finds it.
 
     Asked only for files the series changes that are gone from the new pin; each answer is
-    remembered in the cache's git directory (``patchtool/renames/OLD-NEW.json``), since two
-    trees never change, so the next rebase, scan or ``--continue`` asks git nothing.
+    remembered in the cache (``memo``), since two trees never change, so the next rebase, scan
+    or ``--continue`` asks git nothing.
     """
 
     def __init__(self, repo: git.Repo, old_tree: str, new_tree: str) -> None:
         self.repo = repo
         self.old_tree, self.new_tree = old_tree, new_tree
-        self.path = repo.git_dir / "patchtool" / "renames" / f"{old_tree}-{new_tree}.json"
+        self.key = f"{old_tree}-{new_tree}"
         self._known: dict[str, str | None] | None = None
 
     def __call__(self, path: str) -> str | None:
         if self._known is None:
-            try:
-                self._known = json.loads(self.path.read_text())
-            except (OSError, ValueError):
-                self._known = {}
+            self._known = memo.recall(self.repo.git_dir, "renames", self.key) or {}
         assert self._known is not None
         if path not in self._known:
             found = self.repo.renames(self.old_tree, self.new_tree, [path])
             self._known[path] = found.get(path)
-            self._save()
+            memo.remember(self.repo.git_dir, "renames", self.key, self._known)
         return self._known[path]
-
-    def _save(self) -> None:
-        """Atomically: a reader never sees half a file; two writers lose at most an answer."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".renames.")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(self._known, fh, sort_keys=True)
-        os.replace(tmp, Path(self.path))
 
 
 def _is_binary(*contents: bytes) -> bool:

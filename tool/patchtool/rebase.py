@@ -15,7 +15,7 @@ import enum
 import hashlib
 from collections.abc import Sequence
 
-from . import git, merging, textpatch
+from . import git, memo, merging, textpatch
 from .errors import PatchtoolError
 from .project import LoadedPatch
 from .scopes import Hunk, parse_hunks, scope_at, scope_text
@@ -97,15 +97,20 @@ class Replay:
 
 def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tuple[str, ...]:
     """The series as commits on its own base. The commits are deterministic, so a ref keyed by the
-    base and the patch files' bytes remembers them for the next rebase or scan."""
+    base and the patch files' bytes keeps them for the next rebase or scan, and the list of them
+    is remembered beside it (``memo``): a ``--continue`` finds the chain without a git process."""
     key = hashlib.sha256(base.commit.encode())
     for lp in loaded:
         key.update(b"\0" + lp.path.read_bytes())
     ref = f"refs/patchtool/chain/{key.hexdigest()}"
+    known = memo.recall(repo.git_dir, "chains", key.hexdigest())
+    if isinstance(known, list) and len(known) == len(loaded) + 1 and known[0] == base.commit:
+        return tuple(known)
     tip = repo.resolve(ref)
     if tip is not None:
         commits = repo.out("rev-list", "--reverse", f"{base.commit}..{tip}").split()
         if len(commits) == len(loaded):
+            memo.remember(repo.git_dir, "chains", key.hexdigest(), [base.commit, *commits])
             return (base.commit, *commits)
     result = apply_series(repo, base.commit, loaded, commit=True)
     if not result.ok:
@@ -115,7 +120,23 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
     chain = (base.commit, *(r.commit for r in result.results if r.commit))
     if len(chain) > 1:
         repo.update_ref(ref, chain[-1])
+        if len(chain) == len(loaded) + 1:
+            memo.remember(repo.git_dir, "chains", key.hexdigest(), list(chain))
     return chain
+
+
+def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.RawChange, ...]]:
+    """The files each commit of the chain changes (``git log --raw -M``), remembered per chain."""
+    if len(chain) < 2:
+        return {}
+    key = f"{chain[0]}-{chain[-1]}"
+    known = memo.recall(repo.git_dir, "changes", key)
+    if isinstance(known, dict):
+        return {c: tuple(git.RawChange(**f) for f in files) for c, files in known.items()}
+    found = dict(repo.changes(chain[0], chain[-1]))
+    memo.remember(repo.git_dir, "changes", key,
+                  {c: [dataclasses.asdict(f) for f in files] for c, files in found.items()})
+    return found
 
 
 def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
@@ -132,7 +153,7 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     """
     chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
-    changes = dict(repo.changes(chain[0], chain[-1])) if len(chain) > 1 else {}
+    changes = chain_changes(repo, chain)
     paths = {p for i in range(start, len(loaded)) for c in changes.get(chain[i + 1], ())
              for p in (c.old_path, c.new_path) if p}
     steps = list(done)
