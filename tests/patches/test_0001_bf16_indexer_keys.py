@@ -9,7 +9,6 @@ with nvcc for sm_120; and checks with ast that every upstream hunk is in place.
 """
 
 import ast
-import importlib.util
 import os
 import re
 import subprocess
@@ -17,6 +16,8 @@ import subprocess
 import pytest
 import torch
 import tvm_ffi.libinfo
+
+from patchtool.testing import load_module
 
 pytestmark = pytest.mark.upstream
 
@@ -29,12 +30,7 @@ NVCC = os.environ.get("NVCC", "/usr/local/bin/nvcc")
 
 @pytest.fixture(scope="module")
 def bi(patched_tree):
-    path = patched_tree.joinpath(*DSV4, "bf16_indexer.py")
-    assert path.is_file(), f"new module missing: {path}"
-    spec = importlib.util.spec_from_file_location("_dsv4_bf16_indexer_0001", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(patched_tree.joinpath(*DSV4, "bf16_indexer.py"), "_dsv4_bf16_indexer_0001")
 
 
 def _src(tree, *parts):

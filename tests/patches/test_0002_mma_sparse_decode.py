@@ -15,12 +15,13 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import ast
-import importlib.util
 import math
 
 import pytest
 import torch
 import triton  # noqa: F401  (the kernel module needs it; fail loudly if absent)
+
+from patchtool.testing import load_module
 
 pytestmark = pytest.mark.upstream
 
@@ -35,12 +36,7 @@ SCALE = D ** -0.5
 
 @pytest.fixture(scope="module")
 def mma(patched_tree):
-    path = patched_tree.joinpath(*ATTN, "flash_mla_sm120_mma.py")
-    assert path.is_file(), f"kernel module missing: {path}"
-    spec = importlib.util.spec_from_file_location("_flash_mla_sm120_mma_0002", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(patched_tree.joinpath(*ATTN, "flash_mla_sm120_mma.py"), "_flash_mla_sm120_mma_0002")
 
 
 @pytest.fixture(scope="module")

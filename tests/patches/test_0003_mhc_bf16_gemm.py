@@ -16,7 +16,6 @@ assert that bound per element.
 """
 
 import ast
-import importlib.util
 import os
 import types
 
@@ -30,6 +29,8 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter
 
+from patchtool.testing import load_module
+
 pytestmark = pytest.mark.upstream
 
 PKG = ("python", "sglang")
@@ -42,17 +43,9 @@ def _path(tree, *parts):
     return tree.joinpath(*PKG, *parts)
 
 
-def _load(path, name):
-    assert path.is_file(), f"missing: {path}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def mhc_bf16(patched_tree):
-    return _load(
+    return load_module(
         _path(patched_tree, "srt", "models", "deepseek_common", "mhc_bf16.py"),
         "_mhc_bf16_0003",
     )
@@ -85,7 +78,7 @@ def gemm_kernel(patched_tree):
     first: exact, since a bf16 x bf16 product is exact in fp32, i.e. what a bf16 MMA
     with fp32 accumulation computes on the GPU. Nothing else in the emulator changes.
     """
-    module = _load(
+    module = load_module(
         _path(patched_tree, "kernels", "ops", "layernorm", "mhc_bf16_gemm.py"),
         "_mhc_bf16_gemm_0003",
     )

@@ -7,9 +7,10 @@ branches and that the help text no longer says the flag is ignored there.
 """
 
 import ast
-import importlib.util
 
 import pytest
+
+from patchtool.testing import load_module
 
 pytestmark = pytest.mark.upstream
 
@@ -20,12 +21,7 @@ FLAG = "--max-queued-requests"
 
 @pytest.fixture(scope="module")
 def admission(patched_tree):
-    path = patched_tree.joinpath(*SRT, "disaggregation", "admission.py")
-    assert path.is_file(), f"admission module missing: {path}"
-    spec = importlib.util.spec_from_file_location("_pd_admission_0004", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(patched_tree.joinpath(*SRT, "disaggregation", "admission.py"), "_pd_admission_0004")
 
 
 def _prefill(bootstrap=0, waiting=0, **other):

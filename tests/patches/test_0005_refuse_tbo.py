@@ -5,9 +5,10 @@ torch) and checks that deepseek_v4_hook.apply_deepseek_v4_defaults calls it.
 """
 
 import ast
-import importlib.util
 
 import pytest
+
+from patchtool.testing import load_module
 
 pytestmark = pytest.mark.upstream
 
@@ -20,12 +21,8 @@ V41 = "deepseek_v41"
 
 @pytest.fixture(scope="module")
 def guard(patched_tree):
-    path = patched_tree.joinpath(*ARG_GROUPS, "dsv4_tbo_guard.py")
-    assert path.is_file(), f"guard module missing: {path}"
-    spec = importlib.util.spec_from_file_location("_dsv4_tbo_guard_0005", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, GUARD_FN)
+    return getattr(load_module(patched_tree.joinpath(*ARG_GROUPS, "dsv4_tbo_guard.py"), "_dsv4_tbo_guard_0005"),
+                   GUARD_FN)
 
 
 def _check(guard, *, tbo=True, model_type=V4, mode="null", pp_size=1):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import importlib.util
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
            "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.org",
@@ -31,6 +33,17 @@ def git(cwd: Path, *args: str, input: str | None = None) -> str:
     if res.returncode:
         raise RuntimeError(f"git {' '.join(args)} failed: {res.stderr}")
     return res.stdout
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """A module of the patched tree loaded by its path (without importing its package, which
+    needs a GPU stack): how the patch tests reach new upstream modules."""
+    assert path.is_file(), f"module missing: {path}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, f"not a Python module: {path}"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:
