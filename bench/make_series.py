@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +69,32 @@ def compile_patchtool(patchtool: list[str]) -> None:
                            capture_output=True, text=True, check=False)
     if where.returncode == 0:
         subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], capture_output=True, check=False)
+
+
+def bench_parser(doc: str, *, runs: int, min_runs: int, per: str = "command") -> argparse.ArgumentParser:
+    """The options every benchmark takes: --runs, --warmup, --cache-dir, --patchtool."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=runs, help=f"measured runs per {per} (>= {min_runs})")
+    ap.add_argument("--warmup", type=int, default=1, help=f"unmeasured runs per {per} first")
+    ap.add_argument("--cache-dir", type=Path, default=None,
+                    help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
+    ap.add_argument("--patchtool", default=None,
+                    help="the patchtool command (default: .venv/bin/patchtool, else patchtool on PATH)")
+    ap.set_defaults(min_runs=min_runs)
+    return ap
+
+
+def bench_main(ap: argparse.ArgumentParser, argv: list[str] | None,
+               run: Callable[[argparse.Namespace], int]) -> int:
+    """Parse, check --runs, run; a BenchError is a message and exit 1."""
+    args = ap.parse_args(argv)
+    if args.runs < args.min_runs:
+        ap.error(f"--runs must be at least {args.min_runs}")
+    try:
+        return run(args)
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 def default_cache_dir() -> Path:

@@ -68,7 +68,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_rebase_series as series_maker
-from make_series import BenchError, compile_patchtool, default_cache_dir, find_patchtool, git_env
+from make_series import (
+    BenchError,
+    bench_main,
+    bench_parser,
+    compile_patchtool,
+    default_cache_dir,
+    find_patchtool,
+    git_env,
+)
 from run import FIXED_IDENT, Measured, measure, quiet, subject_of
 
 BENCH = Path(__file__).resolve().parent
@@ -461,24 +469,11 @@ def subset_project(project: Path, dest: Path, keep: set[str]) -> Path:
 # -- main ----------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=5, help="measured runs per command (>= 3)")
-    ap.add_argument("--warmup", type=int, default=1, help="unmeasured runs per command first")
-    ap.add_argument("--cache-dir", type=Path, default=None,
-                    help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
-    ap.add_argument("--patchtool", default=None,
-                    help="the patchtool command (default: .venv/bin/patchtool, else patchtool on PATH)")
+    ap = bench_parser(__doc__, runs=5, min_runs=3)
     ap.add_argument("--project", type=Path, default=None,
                     help="where the bench project lives (default: bench/out/rebase/project-<base>)")
     ap.add_argument("--index", default="https://pypi.org/simple", help="the index to copy sglang's page from")
-    args = ap.parse_args(argv)
-    if args.runs < 3:
-        ap.error("--runs must be at least 3")
-    try:
-        return run(args)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return bench_main(ap, argv, run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -164,25 +164,12 @@ def baseline_check_script(path: Path, repo: Path, tag: str, patches: list[Path],
 # -- main --------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=7, help="measured runs per command (>= 5)")
-    ap.add_argument("--warmup", type=int, default=1, help="unmeasured runs per command first")
-    ap.add_argument("--cache-dir", type=Path, default=None,
-                    help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
-    ap.add_argument("--patchtool", default=None,
-                    help="the patchtool command (default: .venv/bin/patchtool, else patchtool on PATH)")
+    ap = make_series.bench_parser(__doc__, runs=7, min_runs=5)
     ap.add_argument("--project", type=Path, default=None,
                     help="where the bench project lives (default: bench/out/project-<base>)")
     ap.add_argument("--count-git", action="store_true",
                     help="also count the git processes each command starts (one extra, untimed run)")
-    args = ap.parse_args(argv)
-    if args.runs < 5:
-        ap.error("--runs must be at least 5")
-    try:
-        return run(args)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return make_series.bench_main(ap, argv, run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from make_series import BenchError, compile_patchtool, default_cache_dir, find_patchtool
+from make_series import BenchError, bench_main, bench_parser, compile_patchtool, default_cache_dir, find_patchtool
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -77,22 +77,9 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=7, help="measured runs per side (>= 5)")
-    ap.add_argument("--warmup", type=int, default=1, help="unmeasured runs per side first")
-    ap.add_argument("--cache-dir", type=Path, default=None,
-                    help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
-    ap.add_argument("--patchtool", default=None,
-                    help="the patchtool command (default: .venv/bin/patchtool, else patchtool on PATH)")
+    ap = bench_parser(__doc__, runs=7, min_runs=5, per="side")
     ap.add_argument("--python", default=sys.executable, help="a Python with `wheel` installed")
-    args = ap.parse_args(argv)
-    if args.runs < 5:
-        ap.error("--runs must be at least 5")
-    try:
-        return run(args)
-    except BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    return bench_main(ap, argv, run)
 
 
 def run(args: argparse.Namespace) -> int:
