@@ -185,7 +185,7 @@ def test_import_format_patch_and_refuse_what_does_not_apply(demo: Demo, tmp_path
     text = (demo.root / "patches/0004-core-ciao.patch").read_text()
     assert "Date:" not in text and text.startswith("From 0000000000000000000000000000000000000000")
     manifest = (demo.root / "patchset.toml").read_text()
-    assert 'upstream = {status = "submitted", url = "https://github.com/sgl-project/sglang/pull/12345"}' in manifest
+    assert 'upstream = { status = "submitted", url = "https://github.com/sgl-project/sglang/pull/12345" }' in manifest
 
 
 def test_import_a_quilt_series(demo: Demo, tmp_path: Path) -> None:

@@ -152,7 +152,7 @@ def test_rebase_writes_the_new_series_pin_and_records_upstreamed_patches(release
     assert (releases.root / "patches/0001-extra.patch").read_text() == old_extra  # unchanged: byte-identical
     assert not (releases.root / "patches/0005-cap.patch").exists()
     assert (releases.root / "patches/dropped/0005-cap.patch").is_file()
-    assert "[[dropped]]" in manifest and 'status = "merged", version = "1.1"' in manifest
+    assert "[[dropped]]" in manifest and 'upstream = { status = "merged", version = "1.1" }' in manifest
     assert 'dropped_at = "1.1"' in manifest
     report = (releases.root / "report.md").read_text()
     assert "| `cap` | already upstream |" in report and "### Range-diff" in report

@@ -20,7 +20,7 @@ from . import git, journal, retread
 from .errors import PatchtoolError, UsageError
 from .fields import _ident
 from .manifest import MANIFEST_NAME, PLACEHOLDER
-from .project import PATCHES_DIR, LoadedPatch, Project, dropped_path, record_dropped
+from .project import PATCHES_DIR, LoadedPatch, Project, dropped_path, inline_table, record_dropped
 from .series import apply_series
 from .upstream import Cache
 
@@ -212,9 +212,7 @@ def skeleton(ident: str, file: str) -> Any:
     t.add("why", f"{PLACEHOLDER}: why the patch exists")
     t.add("applies_to", ">=0")  # a specifier must parse; check still demands the TODOs above
     t.add("drop_when", f"{PLACEHOLDER}: when to drop it")
-    status = tomlkit.inline_table()
-    status.update({"status": "pending"})
-    t.add("upstream", status)
+    t.add("upstream", inline_table({"status": "pending"}))
     return t
 
 

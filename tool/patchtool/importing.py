@@ -18,7 +18,7 @@ from .editing import _slug, _unique, _write_all, skeleton
 from .errors import ApplyConflict, InvalidInput, UsageError
 from .manifest import MANIFEST_NAME
 from .patchfile import PatchFile
-from .project import PATCHES_DIR, Project
+from .project import PATCHES_DIR, Project, inline_table
 from .series import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from .upstream import Cache
 
@@ -201,9 +201,8 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         doc.append("patch", tomlkit.aot())
     for row in added:
         table = skeleton(row["id"], row["file"])
-        status = tomlkit.inline_table()
-        status.update({k.removeprefix("upstream_"): v for k, v in row.items() if k.startswith("upstream_")})
-        table["upstream"] = status
+        table["upstream"] = inline_table({k.removeprefix("upstream_"): v for k, v in row.items()
+                                          if k.startswith("upstream_")})
         doc["patch"].append(table)
     written = _write_all(project.root, files, tomlkit.dumps(doc), remove=[], moves={})
     return ImportResult(added=tuple(added), written=tuple(written))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -105,6 +106,17 @@ class Project:
 def dropped_path(file: str) -> str:
     """Where a dropped patch's file is kept."""
     return f"{DROPPED_DIR}/{PurePosixPath(file).name}"
+
+
+def inline_table(values: Mapping[str, Any]) -> Any:
+    """A tomlkit inline table written ``{ key = value, ... }``, as the repository's files write
+    them (tomlkit's own has no spaces inside the braces)."""
+    import tomlkit
+
+    table = tomlkit.inline_table()
+    table.update(values)
+    inner = table.as_string().strip()[1:-1].strip()
+    return tomlkit.parse(f"x = {{ {inner} }}" if inner else "x = {}")["x"]
 
 
 def record_dropped(doc: Any, table: Any, *, reason: str, dropped_at: str) -> None:

@@ -24,7 +24,7 @@ from . import git, journal
 from .conditions import ARG_FIELDS_DIR
 from .errors import ApplyConflict, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
-from .project import LoadedPatch, Project, dropped_path, record_dropped
+from .project import LoadedPatch, Project, dropped_path, inline_table, record_dropped
 from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
 from .upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
 
@@ -391,9 +391,7 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     for table in gone:
         pid = str(table["id"])
         if pid in merged:
-            status = tomlkit.inline_table()
-            status.update({"status": "merged", "version": version})
-            table["upstream"] = status
+            table["upstream"] = inline_table({"status": "merged", "version": version})
         record_dropped(doc, table, reason=dropped[pid], dropped_at=version)
     return tomlkit.dumps(doc)
 

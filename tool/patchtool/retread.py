@@ -18,7 +18,7 @@ from . import journal
 from . import registry as reg
 from .conditions import ARG_FIELDS_DIR
 from .errors import InvalidInput, Problem, UsageError
-from .project import LoadedPatch, Project
+from .project import LoadedPatch, Project, inline_table
 from .upstream import Cache
 
 
@@ -201,9 +201,7 @@ def _to_table(entry: dict[str, Any]) -> Any:
                 aot.append(_to_table(item))
             t.add(key, aot)
         elif isinstance(value, dict):
-            inline = tomlkit.inline_table()
-            inline.update(value)
-            t.add(key, inline)
+            t.add(key, inline_table(value))
         elif isinstance(value, str) and key in ("regex", "values") and "'" not in value and "\n" not in value:
             t.add(key, tomlkit.string(value, literal=True))
         else:
