@@ -147,3 +147,14 @@ def test_renames_are_found_once_and_remembered(tmp_path: Path) -> None:
     later.repo = type("NoGit", (), {"git_dir": repo.git_dir,  # type: ignore[assignment]
                                     "renames": lambda *a: asked.append("asked") or {}})()
     assert later("a/old.py") == "b/new.py" and later("keep.py") is None and asked == []
+
+
+def test_cat_blobs_reads_past_a_spec_that_is_not_a_blob(tmp_path: Path) -> None:
+    """A tree among the specs is None, and the blob after it is still read right."""
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    base = commit(work, {"dir/b.py": "b = 1\n", "a.py": "a = 1\n"}, "base")
+    repo = gitmod.Repo(work / ".git")
+    assert repo.cat_blobs([f"{base}:dir", f"{base}:a.py", f"{base}:nope"]) == {
+        f"{base}:dir": None, f"{base}:a.py": b"a = 1\n", f"{base}:nope": None}

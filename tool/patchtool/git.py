@@ -124,38 +124,19 @@ class Repo:
 
     def cat_blobs(self, specs: Sequence[str]) -> dict[str, bytes | None]:
         """Contents of ``rev:path`` specs from any trees (None where absent), one git process."""
-        specs = list(dict.fromkeys(specs))
-        if not specs:
-            return {}
-        query = "".join(f"{s}\n" for s in specs).encode()
-        out = self.git("cat-file", "--batch", input=query).stdout
-        result: dict[str, bytes | None] = {}
-        pos = 0
-        for path in specs:
-            nl = out.index(b"\n", pos)
-            header = out[pos:nl].split()
-            pos = nl + 1
-            if header[-1] == b"missing" or header[1] != b"blob":
-                result[path] = None
-                continue
-            size = int(header[2])
-            result[path] = out[pos:pos + size]
-            pos += size + 1
-        return result
+        with self.reader() as reader:
+            return {spec: reader.blob(spec) for spec in dict.fromkeys(specs)}
 
     def format_patch(self, commit: str) -> str:
         """The canonical export of one commit: git's own format, without the Date line."""
-        text = self.git("format-patch", "-1", commit, "--stdout", "--zero-commit", "--full-index",
-                        "--no-signature", "--no-stat", "--no-numbered").stdout.decode("utf-8")
-        head, sep, rest = text.partition("\n\n")
-        head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
-        return head + sep + rest
+        text = self.git("format-patch", "-1", commit, *_EXPORT).stdout.decode("utf-8")
+        patches = _split_patches(text)
+        return patches[0] if patches else text  # git exports nothing for an empty commit
 
     def format_patches(self, base: str, tip: str) -> Pending[list[str]]:
         """The canonical export of every commit in base..tip, oldest first, in one git process
         that runs while the caller goes on."""
-        return Pending(["git", f"--git-dir={self.git_dir}", "format-patch", f"{base}..{tip}", "--stdout",
-                        "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered"],
+        return Pending(["git", f"--git-dir={self.git_dir}", "format-patch", f"{base}..{tip}", *_EXPORT],
                        lambda out: _split_patches(out.decode("utf-8")))
 
     def range_diff(self, old: str, new: str) -> Pending[str]:
@@ -465,7 +446,11 @@ class Index:
 REPLAY_REF = "refs/patchtool/replay"  # the last chain write_commits wrote
 
 
+_EXPORT = ("--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered")
+
+
 def _split_patches(text: str) -> list[str]:
+    """format-patch output cut into one text per commit, each without its Date line."""
     marker = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
     out = []
     chunks = text.split(marker)[1:]
