@@ -55,8 +55,9 @@ class Workspace:
         self.repo = repo
         self.reader = reader
         self.start = start
-        self._start_files = {p: File(mode, sha) for p, (mode, sha) in repo.entries(start, list(paths)).items()}
         self._looked_up = set(paths)
+        found = repo.entries(start, list(self._looked_up))
+        self._start_files = {p: File(mode, sha) for p, (mode, sha) in found.items()}
         self._changed: dict[str, File | None] = {}
         self._renames = renames
 
@@ -88,9 +89,6 @@ class Workspace:
 
     def update(self, files: dict[str, File | None]) -> None:
         self._changed.update(files)
-
-    def changed(self) -> dict[str, File | None]:
-        return dict(self._changed)
 
     def same(self, files: dict[str, File | None]) -> bool:
         """Whether ``files`` is what the workspace already holds (applying them changes nothing)."""

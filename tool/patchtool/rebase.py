@@ -14,6 +14,7 @@ import dataclasses
 import enum
 import hashlib
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from . import git, memo, merging, textpatch
 from .errors import PatchtoolError
@@ -54,7 +55,6 @@ class Step:
     conflicted: tuple[str, ...] = ()
     misplaced: tuple[str, ...] = ()  # "path: hunk at Old.scope landed in New.scope"
     renamed: tuple[str, ...] = ()
-    merge_tree: str | None = None  # on a stop: a commit holding the merge, conflict markers and all
     files: tuple[str, ...] = ()  # the paths the patch's result touches
 
     def to_dict(self) -> dict[str, object]:
@@ -172,7 +172,6 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
                 ws.update(files)
                 writes.append((len(steps), _commit_of(lp, files)))
             elif step.outcome.stops and files is not None and not keep_going:
-                writes.append((len(steps), _commit_of(lp, files, conflict=True)))
                 left = {p: None if f is None else ws.data(f) for p, f in files.items()}
             steps.append(step)
             if step.outcome.stops and not keep_going:
@@ -184,27 +183,27 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     if commits and writes:
         shas = repo.write_commits(parent, [c for _, c in writes])
         for (at, _), sha in zip(writes, shas, strict=True):
-            if steps[at].outcome.applied:
-                steps[at] = dataclasses.replace(steps[at], commit=sha)
-                tip = sha
-            else:
-                steps[at] = dataclasses.replace(steps[at], merge_tree=sha)
+            steps[at] = dataclasses.replace(steps[at], commit=sha)
+            tip = sha
     return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left)
+
+
+def _idents(lp: LoadedPatch) -> tuple[git.Ident, git.Ident]:
+    """(author, committer) of a rebased patch: its own author, patchtool, both at time 0."""
+    return git.Ident(lp.patch.author_name, lp.patch.author_email, 0), git.Ident(*git.FIXED_IDENT, 0)
 
 
 def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:
     """The commit of a patch a person resolved by hand (``rebase --continue``)."""
-    author = git.Ident(lp.patch.author_name, lp.patch.author_email, 0)
-    return repo.commit_tree(tree, [parent], lp.patch.message, author=author,
-                            committer=git.Ident(*git.FIXED_IDENT, 0))
+    author, committer = _idents(lp)
+    return repo.commit_tree(tree, [parent], lp.patch.message, author=author, committer=committer)
 
 
-def _commit_of(lp: LoadedPatch, files: dict[str, merging.File | None], *, conflict: bool = False) -> git.NewCommit:
+def _commit_of(lp: LoadedPatch, files: dict[str, merging.File | None]) -> git.NewCommit:
     writes = tuple(git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
                    for path, f in sorted(files.items()))
-    message = f"patchtool rebase: {lp.id} with its conflicts\n" if conflict else lp.patch.message
-    return git.NewCommit(message=message, author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
-                         committer=git.Ident(*git.FIXED_IDENT, 0), files=writes)
+    author, committer = _idents(lp)
+    return git.NewCommit(message=lp.patch.message, author=author, committer=committer, files=writes)
 
 
 def drift_all(reader: git.ObjectReader, old_base: Base, new_base: Base, chain: Sequence[str],
@@ -224,13 +223,11 @@ class _Applied:
 
     texts: dict[str, str | None]
     offsets: tuple[str, ...]  # git apply's "Hunk #N succeeded at L (offset K lines)." for each moved hunk
-    starts: dict[str, tuple[int, ...]]  # per path, the 0-based start of each hunk in the result
 
 
 def _apply(ws: merging.Workspace, patches: Sequence[textpatch.FilePatch], *, reverse: bool = False) -> _Applied | None:
     texts: dict[str, str | None] = {}
     moved: list[str] = []
-    starts: dict[str, tuple[int, ...]] = {}
     for fp in patches:
         if fp.binary:
             return None
@@ -255,10 +252,9 @@ def _apply(ws: merging.Workspace, patches: Sequence[textpatch.FilePatch], *, rev
         if src is not None and src != dst:
             texts[src] = None
         texts[dst] = "".join(applied.lines)
-        starts[dst] = applied.starts
         moved += [f"Hunk #{n} succeeded at {at + 1} (offset {off} line{'' if off == 1 else 's'})."
                   for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1) if off]
-    return _Applied(texts, tuple(moved), starts)
+    return _Applied(texts, tuple(moved))
 
 
 def _plain(changes: Sequence[git.RawChange]) -> bool:
@@ -345,9 +341,7 @@ def replay_one(ws: merging.Workspace, old_commit: str, changes: Sequence[git.Raw
         return step(PatchOutcome.CONFLICT, misplaced=misplaced, files=tuple(sorted(files)),
                     detail="a hunk would land in another function or class than at the old pin"), files
     done = tuple(sorted(files))
-    if forward is not None and all(
-            (forward.texts.get(p) is None) == (f is None) and (f is None or ws.data(f) == (
-                forward.texts[p] or "").encode("utf-8", "surrogateescape")) for p, f in files.items()):
+    if forward is not None and _as_applied(ws, forward, files):
         return step(PatchOutcome.SHIFTED, detail="; ".join(forward.offsets), files=done), files
     present = upstream_hunks(ws, patches) if forward is None and plain else 0
     renamed = merge.renamed
@@ -357,6 +351,17 @@ def replay_one(ws: merging.Workspace, old_commit: str, changes: Sequence[git.Raw
     detail = ("plain context matching would have put it elsewhere; the 3-way merge placed it"
               if forward is not None else "the context changed; the 3-way merge resolved it")
     return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files
+
+
+def _as_applied(ws: merging.Workspace, applied: _Applied, files: dict[str, merging.File | None]) -> bool:
+    """Whether the merge left every file as the plain text application did."""
+    for path, f in files.items():
+        text = applied.texts.get(path)
+        if (f is None) != (text is None):
+            return False
+        if f is not None and text is not None and ws.data(f) != text.encode("utf-8", "surrogateescape"):
+            return False
+    return True
 
 
 def _mode_of(ws: merging.Workspace, path: str) -> str:
@@ -370,14 +375,14 @@ def upstream_hunks(ws: merging.Workspace, patches: Sequence[textpatch.FilePatch]
     if len(hunks) < 2:
         return 0
     present = 0
-    for fp, h in hunks:
+    for fp in patches:
         path = fp.new_path or fp.old_path
         text = ws.text(path) if path else None
         if text is None:
             continue
         lines = textpatch.lines_of(text)
-        if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None:
-            present += 1
+        present += sum(1 for h in fp.hunks
+                       if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None)
     return present if present < len(hunks) else 0
 
 
@@ -474,7 +479,7 @@ def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree:
 
 
 def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_parent: str,
-             lp: LoadedPatch, *, same: set[str] | frozenset[str] = frozenset()) -> list[Drift]:
+             lp: LoadedPatch, *, same: AbstractSet[str] = frozenset()) -> list[Drift]:
     """Regions around the patch's hunks that upstream changed between the two pins (``same``:
     paths known to be identical in both)."""
     hunks = [h for h in parse_hunks(lp.patch.diff) if h.preimage and h.path != "/dev/null" and h.path not in same]

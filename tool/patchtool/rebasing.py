@@ -111,14 +111,14 @@ def _digest(root: Path) -> str:
 
 
 def _step_to_json(s: Step) -> dict[str, Any]:
-    return {**s.to_dict(), "merge_tree": s.merge_tree, "files": list(s.files)}
+    return {**s.to_dict(), "files": list(s.files)}
 
 
 def _step_from_json(d: dict[str, Any]) -> Step:
     return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
                 detail=d.get("detail", ""), conflicted=tuple(d.get("conflicted", ())),
                 misplaced=tuple(d.get("misplaced", ())), renamed=tuple(d.get("renamed", ())),
-                merge_tree=d.get("merge_tree"), files=tuple(d.get("files", ())))
+                files=tuple(d.get("files", ())))
 
 
 # -- the workflow ------------------------------------------------------------------------------
@@ -248,9 +248,8 @@ def abort(project: Project, cache: Cache) -> None:
 def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
                        left: dict[str, bytes | None]) -> Path:
     """A sparse worktree at the last good commit holding just the files the patch changes, as the
-    merge left them (conflict markers and all): a checkout of the whole tree would cost seconds
-    per stop. ``left`` is the merge in memory; without it (a worktree made again) the merge's
-    commit is read back."""
+    merge left them in memory (``left``: conflict markers and all); a checkout of the whole tree
+    would cost seconds per stop."""
     path = root / STATE_DIR / "worktree"
     if path.exists():
         repo.worktree_remove(path)
@@ -262,9 +261,6 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
     files = sorted(set(step.conflicted) | set(step.files) | set(left))
     git.run(["git", "sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files)], cwd=path)
     git.run(["git", "checkout", "-q"], cwd=path)
-    if not left and step.merge_tree:
-        git.run(["git", "read-tree", "-u", "--reset", step.merge_tree], cwd=path)
-        git.run(["git", "reset", "-q"], cwd=path)
     for rel, data in left.items():
         dest = path / rel
         if data is None:
