@@ -298,6 +298,7 @@ class Cache:
         self.fetcher = fetcher or Fetcher()
         self.repo = git.Repo(root / "upstream.git")
         self._ensured: dict[str, Base] = {}  # pin (as its file's text) -> base, for this process
+        self._tags: dict[str, tuple[str, str, str]] = {}
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
@@ -329,7 +330,7 @@ class Cache:
         art = pin.artifact
         assert art is not None
         ref = f"refs/tags/{pin.tag}"
-        existing = self.repo.commit_info(ref)
+        existing = self._tag(ref)
         if existing is not None:
             commit, tree, message = existing
             self._verify_cached(pin, ref, commit, tree, message)
@@ -360,11 +361,21 @@ class Cache:
                 hint=f"remove it with `git --git-dir={self.repo.git_dir} tag -d {pin.tag}` "
                      "and run again to re-import")
 
+    def _tag(self, ref: str) -> tuple[str, str, str] | None:
+        """(commit, tree, message) of an import tag, read once a command: resolving a release
+        and ensuring it both need it. A tag not there yet is asked again (an import may add it)."""
+        if ref not in self._tags:
+            found = self.repo.commit_info(ref)
+            if found is None:
+                return None
+            self._tags[ref] = found
+        return self._tags[ref]
+
     def imported(self, art: Artifact, version: Version, filename: str) -> tuple[str, int] | None:
         """(sha256, size) of ``filename``, when the cache holds its import and the file itself:
         what the index said when it was downloaded and verified. Release files on an index never
         change, so a rebase or scan to a release already in the cache asks the index nothing."""
-        info = self.repo.commit_info(f"refs/tags/v{version}")
+        info = self._tag(f"refs/tags/v{version}")
         if info is None:
             return None
         m = re.search(r"^Imported from (\S+)\nsha256 ([0-9a-f]{64})$", info[2], re.MULTILINE)
