@@ -411,3 +411,26 @@ def test_the_chain_and_its_changes_are_remembered(releases: Demo) -> None:
 
     assert old_chain(NoGit(), base, loaded) == chain  # type: ignore[arg-type]
     assert chain_changes(NoGit(), chain) == changes  # type: ignore[arg-type]
+
+
+def test_bad_rebase_requests_are_refused_and_change_nothing(releases: Demo) -> None:
+    """A target that is no version, tag or commit; a release the index does not have; and a series
+    edited while a rebase waits at a conflict: each refused with what to do, nothing written."""
+    series(releases, "0002-greet", "0004-bye")
+    before = snapshot(releases.root)
+    res = releases.run("rebase", "--to", "not-a-release")
+    assert res.returncode == 2 and "'not-a-release' is neither a version, a tag (v0.5.23) nor a commit" in res.stderr
+    res = releases.run("rebase", "--to", "9.9", "--dry-run")
+    assert res.returncode == 4 and "demo 9.9 has no demo-9.9-py3-none-any.whl on the index" in res.stderr
+    assert snapshot(releases.root) == before
+
+    assert releases.run("rebase", "--to", "1.1").returncode == 3
+    waiting = snapshot(releases.root)
+    patch = releases.root / "patches/0002-greet.patch"
+    patch.write_text(patch.read_text().replace("core: ", "core (edited): ", 1))
+    edited = snapshot(releases.root)
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 2 and "patchset.toml or patches/ changed since the rebase started" in res.stderr
+    assert "`patchtool rebase --abort` and start again" in res.stderr
+    assert snapshot(releases.root) == edited != waiting
+    assert releases.run("rebase", "--abort").returncode == 0
