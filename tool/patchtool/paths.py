@@ -1,0 +1,82 @@
+"""The one path validator: every path that names a file, and every id that names a file.
+
+Everything patchtool reads is hostile input: a patch repository from a stranger's pull request,
+an artifact from an index or a mirror. A path from any of them reaches the disk or the cache only
+through here. Tree paths follow git's own rules (``verify_path`` in git's ``read-cache.c``, with
+its NTFS and HFS protections on), so nothing git itself would refuse, and nothing that could
+reach ``.git``, ever enters a stream, an index or a worktree. Paths on disk resolve inside their
+root, with no symbolic link leading out.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_DRIVE = re.compile(r"^[A-Za-z]:")
+# git's is_ntfs_dotgit: ".git" with trailing dots or spaces, and the 8.3 short name "git~1"
+_DOTGIT = re.compile(r"^(?:\.git[. ]*|git~1)$", re.IGNORECASE)
+# characters HFS+ ignores in names (git's is_hfs_dotgit): ".g\u200cit" is ".git" there
+_HFS_IGNORED = dict.fromkeys(map(ord, "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                      "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff"))
+
+
+def tree_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot name a file in a tree, or None when it can.
+
+    Refused: the empty path, control characters (a newline would end a line of a git stream),
+    absolute paths and drive letters, backslashes, empty, ``.`` and ``..`` components, and a
+    ``.git`` component in any case or spelling git treats as one."""
+    if not path:
+        return "the path is empty"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+        return f"path {path!r} contains a control character"
+    if path.startswith("/") or _DRIVE.match(path):
+        return f"absolute path {path!r}"
+    if "\\" in path:
+        return f"path {path!r} contains a backslash"
+    for part in path.split("/"):
+        if part in ("", ".", ".."):
+            return f"path {path!r} has an empty, '.' or '..' component" if part != ".." else \
+                f"path {path!r} escapes the tree"
+        if _DOTGIT.match(part) or _DOTGIT.match(part.translate(_HFS_IGNORED)):
+            return f"path {path!r} touches .git"
+    return None
+
+
+def check_tree_path(path: str) -> str:
+    """``path`` when it is a safe tree path; ValueError naming why not."""
+    why = tree_path_problem(path)
+    if why is not None:
+        raise ValueError(why)
+    return path
+
+
+def id_problem(text: str, what: str = "id") -> str | None:
+    if not ID_RE.match(text):
+        return f"{text!r} is not a valid {what} (lower-case letters, digits, '.', '_', '-'; " \
+               "starting with a letter or digit)"
+    return None
+
+
+def check_id(text: str, what: str = "id") -> str:
+    why = id_problem(text, what)
+    if why is not None:
+        raise ValueError(why)
+    return text
+
+
+def inside(root: Path, rel: str) -> Path:
+    """``root/rel`` on disk, for a ``rel`` that is a safe tree path and that resolves inside
+    ``root``: no component of it is a symbolic link leading out, and the file itself is not a
+    link. ValueError otherwise."""
+    check_tree_path(rel)
+    path = root / rel
+    base = root.resolve()
+    parent = path.parent.resolve()
+    if parent != base and not parent.is_relative_to(base):
+        raise ValueError(f"{rel!r} leads outside {root} through a symbolic link")
+    if path.is_symlink():
+        raise ValueError(f"{rel!r} is a symbolic link; refusing to follow it")
+    return path
