@@ -10,7 +10,7 @@ import pytest
 
 from conftest import Demo
 from patchtool import journal
-from patchtool.testing import snapshot
+from patchtool.testing import leftover_state, snapshot
 
 BEFORE = {"patchset.toml": "pin = 'old'\n", "patches/0001-a.patch": "a\n", "patches/0002-b.patch": "b\n"}
 AFTER = {"patchset.toml": "pin = 'new'\n", "patches/0001-a.patch": "a2\n", "patches/dropped/0002-b.patch": "b\n"}
@@ -57,7 +57,7 @@ def test_commit_writes_moves_and_removes(tmp_path: Path) -> None:
     assert files(root) == AFTER
     assert written == ["patchset.toml", "patches/0001-a.patch", "patches/dropped/0002-b.patch",
                        "-patches/0002-b.patch"]
-    assert not (root / ".patchtool").exists()
+    assert not leftover_state(root)
 
 
 def test_identical_files_are_left_alone(tmp_path: Path) -> None:
@@ -94,7 +94,8 @@ def test_killed_after_the_journal_is_finished_by_recover(tmp_path: Path, monkeyp
 
 
 def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`patchtool drop` killed midway; `patchtool status` (any command) sees the finished drop."""
+    """`patchtool drop` killed midway: a reading command (`status`) refuses the half-written
+    series and writes nothing; `patchtool recover` finishes the drop, and `status` then sees it."""
     from patchtool import editing
     from patchtool.project import Project
 
@@ -103,11 +104,20 @@ def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypa
     with pytest.raises(Killed):
         editing.drop(Project.load(one_patch.root), ident="greet", reason="upstream took it", rejected=False)
     monkeypatch.undo()
-    assert snapshot(one_patch.root) != before
+    half = snapshot(one_patch.root)
+    assert half != before
+    res = one_patch.run("status")
+    assert res.returncode == 1
+    assert "an interrupted patchtool write is not finished yet (.patchtool/journal.json)" in res.stderr
+    assert "run `patchtool recover` (or any writing command) to finish it" in res.stderr
+    assert snapshot(one_patch.root) == half  # a reading command never writes
+    res = one_patch.run("recover")
+    assert res.returncode == 0, res.stderr
+    assert "finished an interrupted write: patches/dropped/0001-greet.patch, patchset.toml" in res.stdout
     res = one_patch.run("status", "--json")
     assert res.returncode == 0, res.stderr
     assert not (one_patch.root / "patches" / "0001-greet.patch").exists()
     assert (one_patch.root / "patches" / "dropped" / "0001-greet.patch").exists()
     manifest = (one_patch.root / "patchset.toml").read_text()
     assert "[[dropped]]" in manifest and 'reason = "upstream took it"' in manifest
-    assert not (one_patch.root / ".patchtool").exists()
+    assert not leftover_state(one_patch.root)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
-from patchtool.testing import git, make_wheel, snapshot, write_tree
+from patchtool.testing import git, leftover_state, make_wheel, snapshot, write_tree
 
 SIBLINGS = textwrap.dedent('''\
     """Two classes with identical methods, as real SGLang files have."""
@@ -156,7 +156,7 @@ def test_rebase_writes_the_new_series_pin_and_records_upstreamed_patches(release
     assert 'dropped_at = "1.1"' in manifest
     report = (releases.root / "report.md").read_text()
     assert "| `cap` | already upstream |" in report and "### Range-diff" in report
-    assert not (releases.root / ".patchtool").exists()
+    assert not leftover_state(releases.root)
     check = releases.run("check")
     assert "applies at the pin: 2/2" in check.stdout
 

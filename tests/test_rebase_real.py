@@ -22,7 +22,7 @@ import pytest
 from packaging.version import Version
 
 from conftest import REPO
-from patchtool.testing import snapshot
+from patchtool.testing import leftover_state, snapshot
 from patchtool.upstream import Base, Cache, load_pin, pin_for_version
 
 pytestmark = pytest.mark.upstream
@@ -245,7 +245,7 @@ def test_rebase_to_0_5_21_then_0_5_23(series: Path, real_cache: Path, releases: 
     assert pin.artifact.tree == releases["0.5.21"].tree and re.fullmatch(r"[0-9a-f]{64}", pin.artifact.sha256)
     report = (tmp_path / "r.md").read_text()
     assert f"| `{HCCL}` | already upstream |" in report and f"already upstream in 0.5.21: {REVERSE_DETAIL}" in report
-    assert not (series / ".patchtool").exists()
+    assert not leftover_state(series)
 
     check = envelope(patchtool(series, real_cache, "check", "--json"))
     assert check["status"] == "ok", check["errors"]

@@ -7,6 +7,8 @@ matters for a rebase that stops at four conflicts and is resumed four times.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import __version__
-from .errors import ApplyConflict, ExitCode, PatchtoolError, Problem, UsageError
+from .errors import AccessError, ApplyConflict, ExitCode, InternalError, PatchtoolError, Problem, UsageError
 from .project import Project
 from .report import Style, envelope, problems_text
 
@@ -30,8 +32,37 @@ def default_cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "patchtool"
 
 
-def _root(root: Path | None) -> Path:
-    return root.absolute() if root else Project.find(Path.cwd())
+@dataclasses.dataclass(kw_only=True, slots=True)
+class _Invocation:
+    """The command this process runs: its name, whether it writes, and the lock it holds."""
+
+    command: str = "patchtool"
+    writes: bool = False
+    held: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
+    recovered: list[str] = dataclasses.field(default_factory=list)
+
+
+_INVOCATION = _Invocation()
+
+
+def _root(root: Path | None, *, writes: bool | None = None) -> Path:
+    """The patch repository, locked for this command: exclusively for a writing command (which
+    first finishes a write an earlier one committed but did not complete), shared for a reading
+    one. The one place the lock is taken."""
+    from . import journal, lock
+    from .manifest import MANIFEST_NAME
+
+    if root is None:
+        found = Project.find(Path.cwd())
+    else:
+        found = root.absolute()
+        if not (found / MANIFEST_NAME).is_file():
+            raise UsageError(f"--root {root}: no {MANIFEST_NAME} there", hint="pass the patch repository's directory")
+    exclusive = _INVOCATION.writes if writes is None else writes
+    _INVOCATION.held.enter_context(lock.held(found, exclusive=exclusive))
+    if exclusive:
+        _INVOCATION.recovered += journal.recover(found)
+    return found
 
 
 def _cache(cache_dir: Path | None) -> Cache:
@@ -76,21 +107,44 @@ def _run(command: str, as_json: bool, body: Callable[[Style], None]) -> None:
         data = exc.data if exc.data is not None else getattr(result, "to_dict", lambda: None)()
         _emit(command, as_json, ExitCode.CONFLICT, data, text, exc.as_problems())
     except PatchtoolError as exc:
-        problems = exc.as_problems()
-        text = problems_text(problems, style)
-        if as_json:
-            _echo(envelope(command, exc.exit_code, None, problems))
-        else:
-            _echo(text, err=True)
-        raise SystemExit(int(exc.exit_code)) from None
+        _fail(command, as_json, exc, style)
+    except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        _fail(command, as_json, AccessError(
+            f"cannot use {exc.filename or 'a file'}: {exc.strerror}",
+            hint="check its permissions, or point patchtool elsewhere (--root, --cache-dir, --out)"), style)
+    except OSError as exc:
+        _fail(command, as_json, AccessError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
+                                            hint="check the disk and the path"), style)
+    except Exception as exc:
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        _fail(command, as_json, InternalError(
+            f"internal error: {type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})",
+            hint="this is a bug in patchtool; please report it with the command you ran"), style)
+
+
+def _fail(command: str, as_json: bool, exc: PatchtoolError, style: Style) -> NoReturn:
+    problems = exc.as_problems()
+    if as_json:
+        _echo(envelope(command, exc.exit_code, None, problems))
+    else:
+        _echo(problems_text(problems, style), err=True)
+    raise SystemExit(int(exc.exit_code)) from None
 
 
 # -- the parser ----------------------------------------------------------------------------------
 
+class _BadArguments(Exception):
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(int(ExitCode.USAGE), f"{self.prog}: error: {message}\n")
+        raise _BadArguments(self, message)
 
 
 Handler = Callable[[argparse.Namespace], None]
@@ -99,14 +153,18 @@ Handler = Callable[[argparse.Namespace], None]
 class Commands:
     """The subcommands, each declared next to the function that runs it."""
 
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
+    def __init__(self, parser: argparse.ArgumentParser, prefix: str = "") -> None:
         self._sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
-        parser.set_defaults(handler=lambda args: _usage(parser))
+        self._prefix = prefix
+        parser.set_defaults(handler=lambda args: _usage(parser), command=prefix.strip() or "patchtool",
+                            writes=False)
 
     def add(self, name: str, handler: Handler, *, pin: bool = False, cache: bool = False,
-            root: bool = True, json: bool = True) -> argparse.ArgumentParser:
+            root: bool = True, json: bool = True, writes: bool = False) -> argparse.ArgumentParser:
+        """``writes``: the command changes the repository, so it holds the lock alone."""
         doc = (handler.__doc__ or "").strip()
         sp = self._sub.add_parser(name, help=doc.split("\n")[0], description=doc)
+        sp.set_defaults(command=f"{self._prefix}{name}", writes=writes)
         if pin:
             sp.add_argument("--pin", metavar="NAME", help="A pin in upstream-pins/ (default: the active one).")
         if root:
@@ -123,7 +181,7 @@ class Commands:
 
     def group(self, name: str, doc: str) -> Commands:
         """A command with commands of its own (``patchtool retread list``)."""
-        return Commands(self._sub.add_parser(name, help=doc, description=doc))
+        return Commands(self._sub.add_parser(name, help=doc, description=doc), prefix=f"{self._prefix}{name} ")
 
 
 def _usage(parser: argparse.ArgumentParser) -> None:
@@ -139,15 +197,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"patchtool {__version__}")
     commands = Commands(parser)
 
-    sp = commands.add("apply", apply, pin=True, cache=True)
+    sp = commands.add("apply", apply, pin=True, cache=True, writes=True)
     sp.add_argument("--into", type=Path, metavar="DIR", help="Where to put the patched tree (default: build/<pin>).")
     sp.add_argument("--force", action="store_true", help="Replace a tree an earlier `patchtool apply` left at --into.")
     sp.add_argument("--keep-failed", dest="keep", action="store_true",
                     help="On failure, keep a partial tree with .rej files for debugging.")
     commands.add("check", check, pin=True, cache=True)
+    commands.add("recover", recover, writes=True)
     commands.add("status", status, pin=True, cache=True)
 
-    sp = commands.add("rebase", rebase, cache=True)
+    sp = commands.add("rebase", rebase, cache=True, writes=True)
     sp.add_argument("--to", metavar="TARGET", help="A tag (v0.5.24), version, commit, or latest.")
     sp.add_argument("--dry-run", action="store_true", help="The full report; touch nothing.")
     sp.add_argument("--continue", dest="cont", action="store_true", help="Go on after resolving a conflict.")
@@ -168,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("paths", metavar="PATH", type=Path, nargs="+",
                     help="Serve scripts, env files, units, arg lists.")
     retread.add("revisit", retread_revisit, pin=True, cache=True)
-    sp = retread.add("add", retread_add)
+    sp = retread.add("add", retread_add, writes=True)
     sp.add_argument("--id", dest="ident", help="Stable id of the idea.")
     sp.add_argument("--title", help="Short title.")
     sp.add_argument("--tried", help="What was tried.")
@@ -217,16 +276,36 @@ def _glued(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
     parser = build_parser()
-    args = parser.parse_args(_glued(parser, sys.argv[1:] if argv is None else argv))
     try:
-        args.handler(args)
+        args = parser.parse_args(_glued(parser, words))
+    except _BadArguments as exc:
+        return _bad_arguments(exc, as_json="--json" in words)
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else 0
+    _INVOCATION.command, _INVOCATION.writes = args.command, args.writes
+    try:
+        with _INVOCATION.held:
+            args.handler(args)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except KeyboardInterrupt:
         _echo("interrupted", err=True)
         return 130
     return 0
+
+
+def _bad_arguments(exc: _BadArguments, *, as_json: bool) -> int:
+    """A command line argparse refused: the usage and the message, or under --json the envelope."""
+    command = exc.parser.prog.removeprefix("patchtool").strip() or "patchtool"
+    if as_json:
+        _echo(envelope(command, ExitCode.USAGE, None,
+                       (Problem(message=exc.message, code="UsageError", hint=f"see `{exc.parser.prog} --help`"),)))
+    else:
+        exc.parser.print_usage(sys.stderr)
+        _echo(f"{exc.parser.prog}: error: {exc.message}", err=True)
+    return int(ExitCode.USAGE)
 
 
 # -- the commands ----------------------------------------------------------------------------------
@@ -284,6 +363,17 @@ def check(args: argparse.Namespace) -> None:
     _run("check", args.as_json, body)
 
 
+def recover(args: argparse.Namespace) -> None:
+    """Finish a write that an interrupted command committed (reading commands refuse until then)."""
+    def body(style: Style) -> None:
+        root = _root(args.root)  # a writing command finishes the journal as it takes the lock
+        Project.load(root)
+        done = _INVOCATION.recovered
+        _emit("recover", args.as_json, ExitCode.OK, {"root": str(root), "written": done},
+              f"finished an interrupted write: {', '.join(done)}" if done else "no interrupted write was pending")
+    _run("recover", args.as_json, body)
+
+
 def status(args: argparse.Namespace) -> None:
     """The pin and the series: kind, upstream status, files, lines, whether each applies."""
     def body(style: Style) -> None:
@@ -308,7 +398,7 @@ def rebase(args: argparse.Namespace) -> None:
             raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R, --abort")
         if args.skip and not args.reason:
             raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
-        project = Project.load(_root(args.root))
+        project = Project.load(_root(args.root, writes=not args.dry_run))
         cache = _cache(args.cache_dir)
         if args.abort:
             rebasing.abort(project, cache)

@@ -14,7 +14,7 @@ from .report import Style
 
 
 def register(commands: Commands) -> None:
-    sp = commands.add("build", build, pin=True, cache=True)
+    sp = commands.add("build", build, pin=True, cache=True, writes=True)
     sp.add_argument("--out", type=Path, help="Where to write the wheel (default: dist/ in the patch repository).")
     sp.add_argument("--isolation", action=argparse.BooleanOptionalAction, default=True,
                     help="git pins: build in a fresh environment (default), or in this one.")

@@ -16,11 +16,11 @@ from typing import Any
 
 import tomlkit
 
-from . import git, journal, retread
+from . import git, journal, retread, tomlio
 from .errors import PatchtoolError, UsageError
 from .fields import _ident
 from .manifest import MANIFEST_NAME, PLACEHOLDER
-from .project import PATCHES_DIR, LoadedPatch, Project, dropped_path, inline_table, record_dropped
+from .project import PATCHES_DIR, LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from .series import apply_series
 from .upstream import Cache
 
@@ -183,12 +183,12 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool) -> 
             "renamed" if previous == text else "refreshed"
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
-    manifest = _export_manifest(root, [(i, k) for i, _, k in order], {r["id"]: r["file"] for r in rows_out},
-                                gone, branch)
+    manifest, moves = _export_manifest(root, [(i, k) for i, _, k in order],
+                                       {r["id"]: r["file"] for r in rows_out}, gone, branch)
     written = _write_all(root, files, manifest, remove=[entries[i].file for i in gone] +
                          [entries[r["id"]].file for r in rows_out
                           if r["change"] != "new" and entries[r["id"]].file != r["file"]],
-                         moves={entries[i].file: dropped_path(entries[i].file) for i in gone})
+                         moves=moves)
     return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written))
 
 
@@ -212,30 +212,34 @@ def skeleton(ident: str, file: str) -> Any:
     t.add("why", f"{PLACEHOLDER}: why the patch exists")
     t.add("applies_to", ">=0")  # a specifier must parse; check still demands the TODOs above
     t.add("drop_when", f"{PLACEHOLDER}: when to drop it")
-    t.add("upstream", inline_table({"status": "pending"}))
+    t.add("upstream", tomlio.inline_table({"status": "pending"}))
     return t
 
 
 def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str, str], gone: list[str],
-                     branch: str) -> str:
+                     branch: str) -> tuple[str, dict[str, str]]:
+    """The manifest for the exported series, and where each gone patch's file moves."""
     text = (root / MANIFEST_NAME).read_text(encoding="utf-8")
-    doc = tomlkit.parse(text)
-    tables = {str(t["id"]): t for t in doc["patch"]}
-    current = [str(t["id"]) for t in doc["patch"]]
+    doc = manifest_document(root)
+    tables = {str(t["id"]): t for t in doc.get("patch", [])}
+    current = [str(t["id"]) for t in doc.get("patch", [])]
     wanted = [i for i, _ in order]
     unchanged = current == wanted and all(str(tables[i]["file"]) == files[i] for i in wanted) and not gone
     if unchanged:
-        return text
+        return text, {}
     new = tomlkit.aot()
     for ident, known in order:
         table = tables[ident] if known else skeleton(ident, files[ident])
         table["file"] = files[ident]
         new.append(table)
     doc["patch"] = new
+    moves = {}
     for ident in gone:
-        record_dropped(doc, tables[ident], dropped_at=str(doc["pin"]),
-                       reason=f"its commit was removed from checkout branch {branch!r} (export --allow-drop)")
-    return tomlkit.dumps(doc)
+        old = str(tables[ident]["file"])
+        moves[old] = record_dropped(root, doc, tables[ident], dropped_at=str(doc["pin"]),
+                                    reason=f"its commit was removed from checkout branch {branch!r} "
+                                           "(export --allow-drop)")
+    return manifest_text(doc), moves
 
 
 def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list[str],
@@ -289,13 +293,12 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
     except KeyError:
         known = ", ".join(e.id for e in project.manifest.patches)
         raise UsageError(f"no patch {ident!r} in the series", hint=f"known: {known}") from None
-    doc = tomlkit.parse((root / MANIFEST_NAME).read_text(encoding="utf-8"))
+    doc = manifest_document(root)
     patches = doc["patch"]
     index = next(i for i, t in enumerate(patches) if str(t["id"]) == ident)
     table = patches[index]
     del patches[index]
-    record_dropped(doc, table, reason=reason, dropped_at=str(doc["pin"]))
-    moved = dropped_path(entry.file)
+    moved = record_dropped(root, doc, table, reason=reason, dropped_at=str(doc["pin"]))
     extra: dict[str, str] = {}
     if rejected:
         if not entry.evidence:
@@ -304,7 +307,7 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
         _, name, registry_text = retread.added(project, rejection_from(project, ident, reason))
         extra[name] = registry_text  # the registry entry and the drop: one transaction
     text = (root / entry.file).read_text(encoding="utf-8")
-    return _write_all(root, {**extra, moved: text}, tomlkit.dumps(doc), remove=[entry.file], moves={})
+    return _write_all(root, {**extra, moved: text}, manifest_text(doc), remove=[entry.file], moves={})
 
 
 def rejection_from(project: Project, ident: str, reason: str) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from typing import Any
 class ExitCode(enum.IntEnum):
     OK = 0
     PROBLEMS = 1  # validation found problems (manifest, patch files, checks)
-    USAGE = 2  # the command line is wrong (click uses 2 as well)
+    USAGE = 2  # the command line is wrong (argparse and click use 2 as well)
     CONFLICT = 3  # a patch does not apply
     UPSTREAM = 4  # the upstream could not be fetched or verified
-    INTERNAL = 70
+    INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug or git failing unexpectedly
+    BUSY = 75  # sysexits' EX_TEMPFAIL: another patchtool command holds the repository; try again
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,6 +114,25 @@ class GitError(PatchtoolError):
     """git itself failed in a way we did not expect."""
 
     exit_code = ExitCode.INTERNAL
+
+
+class InternalError(PatchtoolError):
+    """Something patchtool itself got wrong, or an unexpected exception: never the user's input."""
+
+    exit_code = ExitCode.INTERNAL
+
+
+class AccessError(PatchtoolError):
+    """A file or directory patchtool must use cannot be read or written (permissions, a read-only
+    disk, a directory where a file belongs)."""
+
+    exit_code = ExitCode.USAGE
+
+
+class Busy(PatchtoolError):
+    """Another patchtool command holds the repository's lock."""
+
+    exit_code = ExitCode.BUSY
 
 
 class BuildError(PatchtoolError):

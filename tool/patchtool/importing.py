@@ -11,14 +11,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-
-from . import git
+from . import git, tomlio
 from .editing import _slug, _unique, _write_all, skeleton
 from .errors import ApplyConflict, InvalidInput, UsageError
-from .manifest import MANIFEST_NAME
 from .patchfile import PatchFile
-from .project import PATCHES_DIR, Project, inline_table
+from .project import PATCHES_DIR, Project, manifest_document, manifest_text
 from .series import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from .upstream import Cache
 
@@ -196,13 +193,11 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         files[name] = repo.format_patch(parent)
         added.append({"id": ident, "file": name, "source": item.source, **{f"upstream_{k}": v for k, v in
                                                                            item.upstream.items()}})
-    doc = tomlkit.parse((project.root / MANIFEST_NAME).read_text(encoding="utf-8"))
-    if "patch" not in doc:
-        doc.append("patch", tomlkit.aot())
+    doc = manifest_document(project.root)
     for row in added:
         table = skeleton(row["id"], row["file"])
-        table["upstream"] = inline_table({k.removeprefix("upstream_"): v for k, v in row.items()
-                                          if k.startswith("upstream_")})
-        doc["patch"].append(table)
-    written = _write_all(project.root, files, tomlkit.dumps(doc), remove=[], moves={})
+        table["upstream"] = tomlio.inline_table({k.removeprefix("upstream_"): v for k, v in row.items()
+                                                 if k.startswith("upstream_")})
+        tomlio.append_table(doc, "patch", table)
+    written = _write_all(project.root, files, manifest_text(doc), remove=[], moves={})
     return ImportResult(added=tuple(added), written=tuple(written))

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import journal
+from . import journal, statedir, tomlio
 from . import manifest as manifest_mod
 from .errors import InvalidInput, Problem, UsageError
 from .manifest import Manifest, PatchEntry
@@ -45,9 +44,14 @@ class Project:
 
     @classmethod
     def load(cls, root: Path) -> Project:
-        """The repository as its files say; a write an earlier command committed but did not
-        finish (killed) is finished first, so nothing reads a half-written series."""
-        journal.recover(root)
+        """The repository as its files say. A write an earlier command committed but did not
+        finish (killed) is refused here, so nothing reads a half-written series: the next writing
+        command finishes it (``journal.recover``, under the lock), `patchtool recover` too."""
+        statedir.refuse_tracked(root)
+        if journal.pending(root):
+            raise InvalidInput(f"an interrupted patchtool write is not finished yet ({journal.JOURNAL})",
+                               file=journal.JOURNAL,
+                               hint="run `patchtool recover` (or any writing command) to finish it")
         return cls(root=root, manifest=manifest_mod.load(root / manifest_mod.MANIFEST_NAME))
 
     def pin(self, name: str | None = None) -> Pin:
@@ -103,34 +107,30 @@ class Project:
         return problems
 
 
-def dropped_path(file: str) -> str:
-    """Where a dropped patch's file is kept."""
-    return f"{DROPPED_DIR}/{PurePosixPath(file).name}"
+def manifest_document(root: Path) -> Any:
+    """``patchset.toml`` as an editable tomlkit document (comments and layout kept); every write
+    of it goes out through ``write_manifest`` (the one TOML writer)."""
+    return tomlio.parse((root / manifest_mod.MANIFEST_NAME).read_text(encoding="utf-8"),
+                        file=manifest_mod.MANIFEST_NAME)
 
 
-def inline_table(values: Mapping[str, Any]) -> Any:
-    """A tomlkit inline table written ``{ key = value, ... }``, as the repository's files write
-    them (tomlkit's own has no spaces inside the braces)."""
-    import tomlkit
-
-    table = tomlkit.inline_table()
-    table.update(values)
-    inner = table.as_string().strip()[1:-1].strip()
-    return tomlkit.parse(f"x = {{ {inner} }}" if inner else "x = {}")["x"]
+def manifest_text(doc: Any) -> str:
+    """The manifest document as text, verified to parse back to what it says."""
+    return tomlio.dumps(doc, file=manifest_mod.MANIFEST_NAME)
 
 
-def record_dropped(doc: Any, table: Any, *, reason: str, dropped_at: str) -> None:
+def record_dropped(root: Path, doc: Any, table: Any, *, reason: str, dropped_at: str) -> str:
     """Record a ``[[patch]]`` table, already taken out of the series in the tomlkit document ``doc``,
-    under ``[[dropped]]`` with its metadata, the reason and when; its file goes to DROPPED_DIR."""
-    table["file"] = dropped_path(str(table["file"]))
+    under ``[[dropped]]`` with its metadata, the reason and when. Returns where its file goes: a
+    name in DROPPED_DIR that no earlier drop holds, on disk or in the manifest, so a patch dropped
+    twice under one name never overwrites the first."""
+    taken = {str(t.get("file")) for t in doc.get("dropped", [])}
+    stem = PurePosixPath(str(table["file"])).stem
+    dest, n = f"{DROPPED_DIR}/{stem}.patch", 2
+    while dest in taken or (root / dest).exists() or (root / dest).is_symlink():
+        dest, n = f"{DROPPED_DIR}/{stem}-{n}.patch", n + 1
+    table["file"] = dest
     table["reason"] = reason
     table["dropped_at"] = dropped_at
-    existing = doc.get("dropped")
-    if existing is None:
-        import tomlkit  # only a write needs it
-
-        aot = tomlkit.aot()
-        aot.append(table)
-        doc["dropped"] = aot
-    else:
-        existing.append(table)
+    tomlio.append_table(doc, "dropped", table)
+    return dest

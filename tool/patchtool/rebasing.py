@@ -20,11 +20,11 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import git, journal
+from . import git, journal, statedir, tomlio
 from .conditions import ARG_FIELDS_DIR
 from .errors import ApplyConflict, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
-from .project import LoadedPatch, Project, dropped_path, inline_table, record_dropped
+from .project import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
 from .upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
 
@@ -87,6 +87,7 @@ def _state_path(root: Path) -> Path:
 
 
 def _save(root: Path, state: dict[str, Any]) -> None:
+    statedir.ensure(root)
     path = _state_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -241,6 +242,7 @@ def abort(project: Project, cache: Cache) -> None:
     if state.get("worktree"):
         cache.repo.worktree_remove(Path(state["worktree"]))
     shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+    statedir.tidy(root)
 
 
 # -- conflicts -------------------------------------------------------------------------------
@@ -356,12 +358,13 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
             dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
         elif s.outcome is PatchOutcome.DROPPED:
             dropped[s.id] = state["skipped"].get(s.id, s.detail)
+    files[MANIFEST_NAME], moved = _rewrite_manifest(
+        root, state["new_pin"], new_version, dropped,
+        {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM})
     for s in result.steps:
         if s.id in dropped:
-            files[dropped_path(s.file)] = (root / s.file).read_text(encoding="utf-8")
+            files[moved[s.id]] = (root / s.file).read_text(encoding="utf-8")
             removes.append(s.file)
-    files[MANIFEST_NAME] = _rewrite_manifest(root, state["new_pin"], new_version, dropped,
-                                             {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM})
     pin_file = root / PINS_DIR / f"{state['new_pin']}.toml"
     files[f"{PINS_DIR}/{state['new_pin']}.toml"] = (pin_file.read_text(encoding="utf-8") if pin_file.exists()
                                                      else state["new_pin_toml"])
@@ -369,27 +372,24 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
 
 
 def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str, str],
-                      merged: set[str]) -> str:
-    """The manifest with the fields the rebase owns changed, comments and everything else kept."""
-    text = (root / MANIFEST_NAME).read_text(encoding="utf-8")
-    text = re.sub(r'^(pin\s*=\s*)"[^"]*"', lambda m: f'{m.group(1)}"{new_pin}"', text, count=1, flags=re.MULTILINE)
-    if not dropped:
-        return text
-    import tomlkit
-
-    doc = tomlkit.parse(text)
-    patches = doc["patch"]
+                      merged: set[str]) -> tuple[str, dict[str, str]]:
+    """The manifest with the fields the rebase owns changed, comments and everything else kept;
+    and where each dropped patch's file goes."""
+    doc = manifest_document(root)
+    doc["pin"] = new_pin
+    patches = doc.get("patch", [])
     gone: list[Any] = []
     for i in range(len(patches) - 1, -1, -1):
         if str(patches[i]["id"]) in dropped:
             gone.insert(0, patches[i])
             del patches[i]
+    moved = {}
     for table in gone:
         pid = str(table["id"])
         if pid in merged:
-            table["upstream"] = inline_table({"status": "merged", "version": version})
-        record_dropped(doc, table, reason=dropped[pid], dropped_at=version)
-    return tomlkit.dumps(doc)
+            table["upstream"] = tomlio.inline_table({"status": "merged", "version": version})
+        moved[pid] = record_dropped(root, doc, table, reason=dropped[pid], dropped_at=version)
+    return manifest_text(doc), moved
 
 
 __all__ = ["RebaseReport", "abort", "old_chain", "resume", "start"]

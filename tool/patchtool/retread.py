@@ -11,14 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-import tomlkit.exceptions
-
-from . import journal
+from . import journal, tomlio
 from . import registry as reg
 from .conditions import ARG_FIELDS_DIR
 from .errors import InvalidInput, Problem, UsageError
-from .project import LoadedPatch, Project, inline_table
+from .project import LoadedPatch, Project
 from .upstream import Cache
 
 
@@ -167,18 +164,9 @@ def added(project: Project, entry: dict[str, Any]) -> tuple[reg.Rejection, str, 
     path = project.root / name
     text = path.read_text(encoding="utf-8")
     reg.parse_text(text, file=name)  # the file as it is must be valid before we touch it
-    try:
-        doc = tomlkit.parse(text)
-    except tomlkit.exceptions.ParseError as exc:
-        raise InvalidInput(f"{name}: {exc}", file=name) from None
-    table = tomlkit.aot()
-    table.append(_to_table(entry))
-    rejected = doc.get("rejected")
-    if rejected is None:
-        doc.add("rejected", table)
-    else:
-        rejected.append(table[0])
-    new_text = tomlkit.dumps(doc)
+    doc = tomlio.parse(text, file=name)
+    tomlio.append_table(doc, "rejected", tomlio.table(entry, literal=("regex", "values")))
+    new_text = tomlio.dumps(doc, file=name)
     try:
         registry = reg.parse_text(new_text, file=name)
     except InvalidInput as exc:
@@ -189,21 +177,3 @@ def added(project: Project, entry: dict[str, Any]) -> tuple[reg.Rejection, str, 
                                      if (p.key or "").startswith(here) or p.patch == entry.get("id")]
                            or exc.problems) from None
     return registry.entries[-1], name, new_text
-
-
-def _to_table(entry: dict[str, Any]) -> Any:
-    """A plain dict as a tomlkit table, regexes as literal strings so backslashes stay readable."""
-    t = tomlkit.table()
-    for key, value in entry.items():
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            aot = tomlkit.aot()
-            for item in value:
-                aot.append(_to_table(item))
-            t.add(key, aot)
-        elif isinstance(value, dict):
-            t.add(key, inline_table(value))
-        elif isinstance(value, str) and key in ("regex", "values") and "'" not in value and "\n" not in value:
-            t.add(key, tomlkit.string(value, literal=True))
-        else:
-            t.add(key, value)
-    return t

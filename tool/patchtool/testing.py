@@ -171,3 +171,12 @@ def snapshot(*roots: Path) -> dict[str, bytes]:
             if path.is_file() and "__pycache__" not in path.parts:
                 out[str(path)] = path.read_bytes()
     return out
+
+
+def leftover_state(root: Path) -> list[str]:
+    """What a finished command left in the repository's private ``.patchtool/`` (its own
+    ``.gitignore`` aside): a journal, staged files, a rebase state. Empty when none."""
+    state = root / ".patchtool"
+    if not state.exists():
+        return []
+    return sorted(str(p.relative_to(root)) for p in state.rglob("*") if p.name != ".gitignore")

@@ -677,22 +677,32 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
 
 
 def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
-    """The pin file for ``pin``, in the layout of upstream-pins/."""
-    lines = [f"# {line}" if line else "#" for line in comment.splitlines()]
-    lines += ["schema = 1", f'name = "{pin.upstream}"', f'version = "{pin.version}"', f'use = "{pin.use}"']
+    """The pin file for ``pin``, in the layout of upstream-pins/, through the one TOML writer."""
+    import tomlkit
+
+    from . import tomlio
+
+    doc = tomlkit.document()
+    for line in comment.splitlines():
+        doc.add(tomlkit.comment(line))
+    doc.update({"schema": 1, "name": pin.upstream, "version": str(pin.version), "use": pin.use})
     if pin.git:
-        lines += ["", "[git]", f'url = "{pin.git.url}"', f'tag = "{pin.git.tag}"']
+        src = {"url": pin.git.url, "tag": pin.git.tag}
         if pin.git.commit:
-            lines.append(f'commit = "{pin.git.commit}"')
+            src["commit"] = pin.git.commit
+        doc.add(tomlkit.nl())
+        doc.add("git", tomlio.table(src))
     if pin.artifact:
         a = pin.artifact
-        lines += ["", "[artifact]", f'index = "{a.index}"', f'distribution = "{a.distribution}"',
-                  f'version = "{a.version}"', f'filename = "{a.filename}"', f'sha256 = "{a.sha256}"']
+        art: dict[str, Any] = {"index": a.index, "distribution": a.distribution, "version": str(a.version),
+                               "filename": a.filename, "sha256": a.sha256}
         if a.size:
-            lines.append(f"size = {a.size}")
+            art["size"] = a.size
         if a.url:
-            lines.append(f'url = "{a.url}"')
-        lines.append(f'prefix = {{ from = "{a.prefix_from}", to = "{a.prefix_to}" }}')
+            art["url"] = a.url
+        art["prefix"] = {"from": a.prefix_from, "to": a.prefix_to}
         if a.tree:
-            lines.append(f'tree = "{a.tree}"')
-    return "\n".join(lines) + "\n"
+            art["tree"] = a.tree
+        doc.add(tomlkit.nl())
+        doc.add("artifact", tomlio.table(art))
+    return tomlio.dumps(doc, file=f"{PINS_DIR}/{pin.name}.toml")
