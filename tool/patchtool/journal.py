@@ -44,7 +44,7 @@ class Record:
     def from_dict(cls, data: Any) -> Record:
         """The record, or InvalidInput naming the first entry that is not one patchtool writes."""
         def bad(why: str) -> InvalidInput:
-            return InvalidInput(f"{JOURNAL}: {why}; refusing to act on it", file=JOURNAL,
+            return InvalidInput(f"{why}; refusing to act on it", file=JOURNAL,
                                 hint=f"patchtool writes no such journal: delete {JOURNAL} (and {STAGED}/) "
                                      "after checking the repository")
 
@@ -139,7 +139,7 @@ def recover(root: Path) -> list[str]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidInput(f"{JOURNAL} cannot be read ({exc}): an interrupted write cannot be finished",
+        raise InvalidInput(f"the journal cannot be read ({exc}): an interrupted write cannot be finished",
                            file=JOURNAL,
                            hint=f"check the repository with `git status`, then delete {JOURNAL} and "
                                 f"{STAGED}/") from None

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import time
 from collections.abc import Iterator
