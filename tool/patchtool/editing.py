@@ -227,12 +227,12 @@ def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str,
     unchanged = current == wanted and all(str(tables[i]["file"]) == files[i] for i in wanted) and not gone
     if unchanged:
         return text, {}
-    new = tomlkit.aot()
+    new = []
     for ident, known in order:
         table = tables[ident] if known else skeleton(ident, files[ident])
         table["file"] = files[ident]
         new.append(table)
-    doc["patch"] = new
+    tomlio.set_tables(doc, "patch", new)
     moves = {}
     for ident in gone:
         old = str(tables[ident]["file"])
@@ -294,10 +294,8 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
         known = ", ".join(e.id for e in project.manifest.patches)
         raise UsageError(f"no patch {ident!r} in the series", hint=f"known: {known}") from None
     doc = manifest_document(root)
-    patches = doc["patch"]
-    index = next(i for i, t in enumerate(patches) if str(t["id"]) == ident)
-    table = patches[index]
-    del patches[index]
+    index = next(i for i, t in enumerate(doc["patch"]) if str(t["id"]) == ident)
+    table = tomlio.take_table(doc, "patch", index)
     moved = record_dropped(root, doc, table, reason=reason, dropped_at=str(doc["pin"]))
     extra: dict[str, str] = {}
     if rejected:

@@ -158,7 +158,8 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
     if not chain.ok or chain.tip is None:
         raise UsageError("the series does not apply at its pin; fix that first", hint="patchtool check")
     parent = chain.tip
-    entries = {e.id: e for e in project.manifest.patches}
+    # a dropped id stays taken: an import never revives it behind the registry's back
+    entries = {e.id: e for e in project.manifest.patches} | {d.entry.id: d.entry for d in project.manifest.dropped}
     order: list[tuple[str, str, bool]] = [(e.id, "", True) for e in project.manifest.patches]
     files: dict[str, str] = {}
     added = []

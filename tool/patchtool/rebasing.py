@@ -377,12 +377,10 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     and where each dropped patch's file goes."""
     doc = manifest_document(root)
     doc["pin"] = new_pin
-    patches = doc.get("patch", [])
     gone: list[Any] = []
-    for i in range(len(patches) - 1, -1, -1):
-        if str(patches[i]["id"]) in dropped:
-            gone.insert(0, patches[i])
-            del patches[i]
+    for i in range(len(doc.get("patch", [])) - 1, -1, -1):
+        if str(doc["patch"][i]["id"]) in dropped:
+            gone.insert(0, tomlio.take_table(doc, "patch", i))
     moved = {}
     for table in gone:
         pid = str(table["id"])

@@ -83,13 +83,42 @@ def table(values: Mapping[str, Any], *, literal: tuple[str, ...] = ()) -> Table:
 
 
 def append_table(doc: tomlkit.TOMLDocument, key: str, value: Table) -> None:
-    """Append ``value`` to the array of tables ``key`` (``[[key]]``), creating it if needed."""
+    """Append ``value`` to the array of tables ``key`` (``[[key]]``), creating it if needed (an
+    empty ``key = []`` counts as none)."""
     existing = doc.get(key)
-    if existing is None:
-        aot = tomlkit.aot()
-        aot.append(value)
-        doc.append(key, aot)
-    elif isinstance(existing, AoT):
+    if isinstance(existing, AoT):
         existing.append(value)
+        return
+    if existing is not None:
+        if not (isinstance(existing, list) and len(existing) == 0):
+            raise InvalidInput(f"'{key}' is not an array of tables ([[{key}]])")
+        del doc[key]
+    aot = tomlkit.aot()
+    aot.append(value)
+    doc.append(key, aot)
+
+
+def take_table(doc: tomlkit.TOMLDocument, key: str, index: int) -> Table:
+    """Remove the ``index``-th ``[[key]]`` table and return it; the key goes with its last table
+    (tomlkit would write an empty array of tables as ``key = []`` at the top of the file)."""
+    tables = doc[key]
+    taken = tables[index]
+    del tables[index]
+    if len(tables) == 0:
+        del doc[key]
+    assert isinstance(taken, Table)
+    return taken
+
+
+def set_tables(doc: tomlkit.TOMLDocument, key: str, tables: list[Table]) -> None:
+    """Make ``[[key]]`` exactly ``tables``, in order; none removes the key."""
+    if not tables:
+        doc.pop(key, None)
+        return
+    aot = tomlkit.aot()
+    for t in tables:
+        aot.append(t)
+    if key in doc:
+        doc[key] = aot  # in place: the file keeps its layout
     else:
-        raise InvalidInput(f"'{key}' is not an array of tables ([[{key}]])")
+        doc.append(key, aot)
