@@ -38,6 +38,7 @@ class _Invocation:
 
     command: str = "patchtool"
     writes: bool = False
+    edits_series: bool = False
     held: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     recovered: list[str] = dataclasses.field(default_factory=list)
 
@@ -62,6 +63,10 @@ def _root(root: Path | None, *, writes: bool | None = None) -> Path:
     _INVOCATION.held.enter_context(lock.held(found, exclusive=exclusive))
     if exclusive:
         _INVOCATION.recovered += journal.recover(found)
+    if exclusive and _INVOCATION.edits_series:
+        from .rebasing import refuse_in_progress
+
+        refuse_in_progress(found, _INVOCATION.command)
     return found
 
 
@@ -157,14 +162,16 @@ class Commands:
         self._sub = parser.add_subparsers(title="commands", metavar="COMMAND", parser_class=_Parser)
         self._prefix = prefix
         parser.set_defaults(handler=lambda args: _usage(parser), command=prefix.strip() or "patchtool",
-                            writes=False)
+                            writes=False, edits_series=False)
 
     def add(self, name: str, handler: Handler, *, pin: bool = False, cache: bool = False,
-            root: bool = True, json: bool = True, writes: bool = False) -> argparse.ArgumentParser:
-        """``writes``: the command changes the repository, so it holds the lock alone."""
+            root: bool = True, json: bool = True, writes: bool = False,
+            edits_series: bool = False) -> argparse.ArgumentParser:
+        """``writes``: the command changes the repository, so it holds the lock alone;
+        ``edits_series``: it changes the series, so it waits until no rebase is in progress."""
         doc = (handler.__doc__ or "").strip()
         sp = self._sub.add_parser(name, help=doc.split("\n")[0], description=doc)
-        sp.set_defaults(command=f"{self._prefix}{name}", writes=writes)
+        sp.set_defaults(command=f"{self._prefix}{name}", writes=writes or edits_series, edits_series=edits_series)
         if pin:
             sp.add_argument("--pin", metavar="NAME", help="A pin in upstream-pins/ (default: the active one).")
         if root:
@@ -284,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         return _bad_arguments(exc, as_json="--json" in words)
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
-    _INVOCATION.command, _INVOCATION.writes = args.command, args.writes
+    _INVOCATION.command, _INVOCATION.writes, _INVOCATION.edits_series = args.command, args.writes, args.edits_series
     try:
         with _INVOCATION.held:
             args.handler(args)

@@ -20,9 +20,9 @@ import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import git, journal, statedir, tomlio
+from . import git, journal, paths, statedir, tomlio
 from .conditions import ARG_FIELDS_DIR
-from .errors import ApplyConflict, UsageError
+from .errors import ApplyConflict, InvalidInput, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
 from .project import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from .rebase import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
@@ -96,11 +96,66 @@ def _save(root: Path, state: dict[str, Any]) -> None:
 
 
 def _load(root: Path) -> dict[str, Any] | None:
+    """The state of a rebase in progress, None when there is none. It is checked before use, like
+    every file in the repository: a state that names another worktree or pin is refused."""
     path = _state_path(root)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
-    data: dict[str, Any] = json.loads(path.read_text())
+    rel = f"{STATE_DIR}/state.json"
+
+    def bad(why: str) -> InvalidInput:
+        return InvalidInput(f"the rebase state is not one patchtool wrote ({why})", file=rel,
+                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
+
+    try:
+        data = json.loads(paths.inside(root, rel).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise bad(str(exc)) from None
+    if not isinstance(data, dict) or data.get("schema") != 1:
+        raise bad("not a state of schema 1")
+    for key in ("old_pin", "new_pin"):
+        if not isinstance(data.get(key), str) or paths.id_problem(data[key]):
+            raise bad(f"{key} {data.get(key)!r} is not a pin name")
+    if not isinstance(data.get("steps"), list) or not all(isinstance(x, dict) for x in data["steps"]):
+        raise bad("steps is not a list of steps")
+    if data.get("worktree") not in (None, str(root / STATE_DIR / "worktree")):
+        raise bad(f"worktree {data.get('worktree')!r} is not {STATE_DIR}/worktree")
     return data
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class InProgress:
+    """A rebase that stopped and waits for --continue, --skip or --abort."""
+
+    old_pin: str
+    new_pin: str
+    done: int  # patches through before the one it stopped on
+    stopped_at: str | None
+    worktree: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def in_progress(root: Path) -> InProgress | None:
+    state = _load(root)
+    if state is None:
+        return None
+    steps = state["steps"]
+    stopped = steps[-1].get("id") if steps and state.get("worktree") else None
+    return InProgress(old_pin=state["old_pin"], new_pin=state["new_pin"],
+                      done=len(steps) - (1 if stopped else 0), stopped_at=stopped, worktree=state.get("worktree"))
+
+
+def refuse_in_progress(root: Path, command: str) -> None:
+    """UsageError when a rebase is in progress: a command that changes the series would pull it
+    from under the rebase (its --continue would then refuse, its --abort could not restore it)."""
+    found = in_progress(root)
+    if found is not None:
+        where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
+        raise UsageError(f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the "
+                         "series under it",
+                         hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`")
 
 
 def _digest(root: Path) -> str:

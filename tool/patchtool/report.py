@@ -167,6 +167,12 @@ def status_text(report: StatusReport, style: Style) -> str:
     lines = [f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
              f"({report.source}, base {report.base[:12]})",
              f"series: {len(report.patches)} patch(es)"]
+    if report.rebase is not None:
+        r = report.rebase
+        where = (f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
+                 f"resolve it in {r.worktree}") if r.stopped_at else f"{r.done} of {len(report.patches)} through"
+        lines.append(f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
+                     "`patchtool rebase --continue` (or --skip --reason ..., --abort)")
     for i, p in enumerate(report.patches, 1):
         applies = style.ok(p.applies) if p.applies == "applied" else style.bad(p.applies)
         lines.append(f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {p.upstream}  "

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from .manifest import GpuCheck
 from .project import Project
 from .series import SeriesResult, apply_series
 from .upstream import Cache
+
+if TYPE_CHECKING:
+    from .rebasing import InProgress
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -36,11 +40,13 @@ class StatusReport:
     source: str
     patches: tuple[PatchStatus, ...]
     series: SeriesResult
+    rebase: InProgress | None = None  # a rebase that stopped and waits
 
     def to_dict(self) -> dict[str, object]:
         return {"pin": self.pin, "upstream": self.upstream, "version": self.version,
                 "base": self.base, "source": self.source,
-                "patches": [p.to_dict() for p in self.patches]}
+                "patches": [p.to_dict() for p in self.patches],
+                "rebase": self.rebase.to_dict() if self.rebase else None}
 
 
 def status(project: Project, cache: Cache, pin_name: str | None = None) -> StatusReport:
@@ -55,4 +61,13 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
             files=lp.patch.paths, added=lp.patch.added, removed=lp.patch.removed,
             applies=str(result.outcome), gpu_verification=lp.entry.gpu_verification))
     return StatusReport(pin=pin.name, upstream=pin.upstream, version=str(pin.version),
-                        base=base.commit, source=base.source, patches=tuple(rows), series=series)
+                        base=base.commit, source=base.source, patches=tuple(rows), series=series,
+                        rebase=_rebase_in_progress(project))
+
+
+def _rebase_in_progress(project: Project) -> InProgress | None:
+    from .rebasing import STATE_DIR, in_progress
+
+    if not (project.root / STATE_DIR).exists():  # the rebase modules only when there is one
+        return None
+    return in_progress(project.root)
