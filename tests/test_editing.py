@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import Demo, edit
-from patchtool.testing import git, snapshot
+from patchtool.testing import git, require_tool, snapshot
 
 
 def three(demo: Demo) -> None:
@@ -224,6 +224,7 @@ def test_import_a_quilt_series(demo: Demo, tmp_path: Path) -> None:
 
 
 def test_quilt_export_pushes_on_the_pinned_tree(demo: Demo, tmp_path: Path) -> None:
+    quilt = require_tool("quilt", enables="the quilt-export round trip (`quilt push -a`)")
     three(demo)
     out = tmp_path / "q"
     res = demo.run("export", "--quilt", str(out))
@@ -234,7 +235,7 @@ def test_quilt_export_pushes_on_the_pinned_tree(demo: Demo, tmp_path: Path) -> N
     tree = tmp_path / "tree"
     shutil.copytree(demo.work, tree, ignore=shutil.ignore_patterns(".git"))
     shutil.copytree(out / "patches", tree / "patches")
-    push = subprocess.run(["quilt", "push", "-a"], cwd=tree, capture_output=True, text=True,
+    push = subprocess.run([quilt, "push", "-a"], cwd=tree, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "QUILT_PATCHES": "patches", "HOME": str(tmp_path)})
     assert push.returncode == 0, push.stdout + push.stderr
     assert "Now at patch patches/0003-cap.patch" in push.stdout

@@ -9,7 +9,6 @@ with nvcc for sm_120; and checks with ast that every upstream hunk is in place.
 """
 
 import ast
-import os
 import re
 import subprocess
 
@@ -17,7 +16,7 @@ import pytest
 import torch
 import tvm_ffi.libinfo
 
-from patchtool.testing import load_module
+from patchtool.testing import load_module, require_tool
 
 pytestmark = pytest.mark.upstream
 
@@ -25,7 +24,6 @@ SGLANG = ("python", "sglang")
 DSV4 = (*SGLANG, "srt", "layers", "attention", "dsv4")
 HEAD_DIM = 128
 PAGE = 64  # C4 index page size of DeepSeek-V4
-NVCC = os.environ.get("NVCC", "/usr/local/bin/nvcc")
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +211,7 @@ def test_bf16_keys_keep_the_needle_where_fp8_keys_lose_it(bi):
 
 
 def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_path):
+    nvcc = require_tool("nvcc", env="NVCC", enables="the sm_120 compile of the bf16 indexer store")
     jit = patched_tree.joinpath(*SGLANG, "kernels", "jit")
     cuh = jit / "csrc" / "deepseek_v4" / "fused_norm_rope_v2.cuh"
     text = cuh.read_text()
@@ -235,7 +234,7 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
     )
     obj = tmp_path / "bf16_indexer_store.o"
     cmd = [
-        NVCC, "-c", str(tu), "-o", str(obj), "-arch=sm_120", "-DSGL_CUDA_ARCH=1200",
+        nvcc, "-c", str(tu), "-o", str(obj), "-arch=sm_120", "-DSGL_CUDA_ARCH=1200",
         "-std=c++20", "-O3", "--expt-relaxed-constexpr",
         f"-I{jit / 'include'}", f"-I{jit / 'csrc'}", f"-I{tvm_ffi.libinfo.find_include_path()}",
     ]

@@ -320,7 +320,7 @@ def _bad_arguments(exc: _BadArguments, *, as_json: bool) -> int:
 def apply(args: argparse.Namespace) -> None:
     """Materialise the pinned upstream and apply the series, one commit per patch."""
     def body(style: Style) -> None:
-        from .materialise import keep_failed, materialise
+        from .materialise import check_replaceable, failed_tree_path, keep_failed, materialise
         from .report import series_text
         from .series import apply_series
 
@@ -340,10 +340,17 @@ def apply(args: argparse.Namespace) -> None:
             data["target_changed"] = False
             hint = f"{target} was left untouched"
             if args.keep:
-                debug = keep_failed(cache.repo, result.last_good, target, failed.id,
-                                    project.root / failed.file)
-                data["partial_tree"] = str(debug)
-                hint += f"; a partial tree (patches before {failed.id} applied, .rej files for it) is at {debug}"
+                try:  # a directory patchtool did not make is never deleted
+                    check_replaceable(cache.repo, failed_tree_path(target, failed.id))
+                except UsageError as exc:
+                    data["partial_tree"] = None
+                    hint += f"; no partial tree was written: {exc.message}"
+                else:
+                    debug = keep_failed(cache.repo, result.last_good, target, failed.id,
+                                        project.root / failed.file)
+                    data["partial_tree"] = str(debug)
+                    hint += (f"; a partial tree (patches before {failed.id} applied, .rej files for it) "
+                             f"is at {debug}")
             else:
                 hint += "; rerun with --keep-failed for a partial tree to debug in"
             raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {the_pin.name}",
@@ -440,6 +447,8 @@ def scan(args: argparse.Namespace) -> None:
 
         if (args.versions is None) == (args.newest is None):
             raise UsageError("give --versions A..B (or a list) or --newest N")
+        if args.newest is not None and args.newest < 1:
+            raise UsageError(f"--newest {args.newest}: give how many of the newest releases to scan, at least 1")
         project = Project.load(_root(args.root))
         report = scan_mod.scan(project, _cache(args.cache_dir), args.versions, count=args.newest)
         _emit("scan", args.as_json, ExitCode.OK, report.to_dict(), scan_text(report, style))

@@ -275,6 +275,9 @@ def export_quilt(project: Project, dest: Path) -> list[str]:
     """patches/ and patches/series in ``dest``, for packaging that expects quilt."""
     loaded = project.series()
     out = dest / "patches"
+    if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
+        raise UsageError(f"{out} exists and is not empty; refusing to overwrite a quilt series",
+                         hint="export into a new directory, or remove that one first")
     out.mkdir(parents=True, exist_ok=True)
     names = []
     for lp in loaded:

@@ -183,6 +183,17 @@ class Repo:
         if self.git("worktree", "remove", "--force", "--force", str(path), check=False).returncode:
             self.git("worktree", "prune", check=False)  # a worktree deleted by hand: drop its record
 
+    def prune_worktrees(self) -> None:
+        """Forget worktrees whose directories are gone, including one a killed `git worktree add`
+        left locked ("initializing"); a worktree someone locked on purpose stays."""
+        listing = self.out("worktree", "list", "--porcelain").split("\n\n")
+        for block in listing:
+            fields = {key: value for key, _, value in (line.partition(" ") for line in block.splitlines())}
+            path = fields.get("worktree")
+            if path and fields.get("locked") == "initializing" and not Path(path).exists():
+                self.git("worktree", "unlock", path, check=False)
+        self.git("worktree", "prune", check=False)
+
     def is_worktree(self, path: Path) -> bool:
         listing = self.out("worktree", "list", "--porcelain")
         return any(line == f"worktree {path}" for line in listing.splitlines())

@@ -17,6 +17,9 @@ from .errors import UsageError
 
 def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Path:
     into = into.absolute()
+    if into.is_symlink() or (into.exists() and not into.is_dir()):
+        raise UsageError(f"{into} exists and is not a directory; refusing to replace it",
+                         hint="choose another --into")
     if into.exists() and any(into.iterdir()):
         if not replace:
             raise UsageError(f"{into} exists and is not empty; refusing to overwrite it",
@@ -28,7 +31,7 @@ def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Pa
     into.parent.mkdir(parents=True, exist_ok=True)
     for stale in into.parent.glob(f".{into.name}.patchtool-*"):  # left by a killed earlier run
         shutil.rmtree(stale, ignore_errors=True)
-    repo.git("worktree", "prune", check=False)  # forget trees whose directories were deleted
+    repo.prune_worktrees()  # forget trees whose directories are gone, a killed `worktree add`'s too
     staging = into.with_name(f".{into.name}.patchtool-{uuid.uuid4().hex[:8]}")
     try:
         repo.worktree_add(staging, commit)
@@ -49,7 +52,7 @@ def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: s
                 patch_path: Path) -> Path:
     """A debugging tree beside ``target``: the patches before the failing one, plus its .rej files."""
     assert last_good is not None
-    debug = target.absolute().with_name(f"{target.name}.failed-{patch_id}")
+    debug = failed_tree_path(target, patch_id)
     if debug.exists():
         repo.worktree_remove(debug)
         shutil.rmtree(debug, ignore_errors=True)
@@ -57,3 +60,18 @@ def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: s
     repo.worktree_add(debug, last_good)
     git.run(["git", "apply", "--reject", str(patch_path.absolute())], cwd=debug, check=False)
     return debug
+
+
+def failed_tree_path(target: Path, patch_id: str) -> Path:
+    return target.absolute().with_name(f"{target.name}.failed-{patch_id}")
+
+
+def check_replaceable(repo: git.Repo, path: Path) -> None:
+    """UsageError unless ``path`` is absent, an empty directory, or a tree patchtool made there:
+    a directory someone else made is never deleted."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise UsageError(f"{path} exists and is not a directory; refusing to replace it",
+                         hint="move it away, or choose another --into")
+    if path.is_dir() and any(path.iterdir()) and not repo.is_worktree(path):
+        raise UsageError(f"{path} exists and is not a tree patchtool made; refusing to replace it",
+                         hint="move it away, or choose another --into")

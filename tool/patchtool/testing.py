@@ -180,3 +180,17 @@ def leftover_state(root: Path) -> list[str]:
     if not state.exists():
         return []
     return sorted(str(p.relative_to(root)) for p in state.rglob("*") if p.name != ".gitignore")
+
+
+def require_tool(name: str, *, env: str | None = None, enables: str) -> str:
+    """The path of an optional tool a test needs (``$env`` first, then PATH), or a skip whose
+    reason ``pytest -ra`` shows: the README's commands need only Python and git; `.ci/run`
+    installs the optional tools so CI runs these tests."""
+    import shutil
+
+    import pytest
+
+    found = (os.environ.get(env) if env else None) or shutil.which(name)
+    if not found:
+        pytest.skip(f"{name} is not installed (it enables {enables}); `.ci/run` installs it")
+    return found
