@@ -26,7 +26,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from . import git
+from . import git, paths
 from .errors import InvalidInput, Problem, UpstreamError, UsageError
 from .fields import Fields, raise_if
 
@@ -167,7 +167,7 @@ class Pin:
         schema = f.integer("schema")
         if schema is not None and schema != 1:
             f.problem("schema", f"unsupported pin schema {schema}")
-        upstream = f.string("name")
+        upstream = f.parsed("name", lambda t: paths.check_id(t, "upstream name"))  # it names pin files
         version = f.parsed("version", _version)
         git_fields = f.table("git", required=False)
         gsrc = GitSource.read(git_fields) if git_fields else None
@@ -192,6 +192,10 @@ class Pin:
 
 
 def pin_path(root: Path, name: str) -> Path:
+    """``upstream-pins/<name>.toml``; a name that is not an id (a path, ``..``) is a usage error."""
+    why = paths.id_problem(name, "pin name")
+    if why:
+        raise UsageError(why, hint=f"a pin is named by its file in {PINS_DIR}/ without .toml, e.g. sglang-0.5.23")
     return root / PINS_DIR / f"{name}.toml"
 
 
