@@ -262,8 +262,9 @@ def test_scan_matrix(releases: Demo) -> None:
     assert "bye" in text and "conflict" in text
 
 
-def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> None:
-    """Fed the tree git apply produced (B's change inside A), the check refuses it."""
+def _placement_of_b_change(tmp_path: Path, siblings: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A patch upper-cases B.to_json's kind; check_placement on the tree the patch made, and on
+    the tree git apply would make where the hunk lands in the identical A.to_json."""
     from patchtool import git as gitmod
     from patchtool.patchfile import PatchFile
     from patchtool.project import LoadedPatch
@@ -273,11 +274,11 @@ def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> 
     work = tmp_path / "w"
     work.mkdir()
     git(work, "init", "-q")
-    write_tree(work, {"s.py": SIBLINGS})
+    write_tree(work, {"s.py": siblings})
     git(work, "add", "-A")
     git(work, "commit", "-qm", "base")
     base = git(work, "rev-parse", "HEAD").strip()
-    text = SIBLINGS.split("class B")
+    text = siblings.split("class B")
     write_tree(work, {"s.py": text[0] + "class B" + text[1].replace("self.name", "self.name.upper()")})
     git(work, "commit", "-qam", "B upper")
     patched = git(work, "rev-parse", "HEAD").strip()
@@ -288,9 +289,28 @@ def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> 
     lp = LoadedPatch(entry=None, patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
                      path=tmp_path / "p.patch")
     repo = gitmod.Repo(work / ".git")
-    assert check_placement(repo, patched, repo.tree_of(base), repo.tree_of(patched), lp) == ()
-    (mismatch,) = check_placement(repo, patched, repo.tree_of(base), wrong_tree, lp)
+    return (check_placement(repo, patched, repo.tree_of(base), repo.tree_of(patched), lp),
+            check_placement(repo, patched, repo.tree_of(base), wrong_tree, lp))
+
+
+def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> None:
+    """Fed the tree git apply produced (B's change inside A), the check refuses it."""
+    right, wrong = _placement_of_b_change(tmp_path, SIBLINGS)
+    assert right == ()
+    (mismatch,) = wrong
     assert mismatch.startswith("s.py: hunk @@ -18,7 +18,7 @@") and "was in B.to_json, would land in A.to_json" in mismatch
+
+
+def test_placement_check_sees_past_a_triple_quoted_string_in_brackets(tmp_path: Path) -> None:
+    """A verbose regex (a triple-quoted string opened inside a call) before the siblings once hid
+    every later def from the scanner: both hunks sat in <module> and the misplacement passed."""
+    pattern = ('import re\n\nKIND = re.compile(r"""\n    (?P<kind> [a-z]+ )  # as in "a" or \'b\'\n'
+               'class Fake:\n""", re.X)\n')
+    siblings = SIBLINGS.replace('have."""\n', 'have."""\n\n' + pattern, 1)
+    right, wrong = _placement_of_b_change(tmp_path, siblings)
+    assert right == ()
+    (mismatch,) = wrong
+    assert "was in B.to_json, would land in A.to_json" in mismatch
 
 
 def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
