@@ -41,7 +41,7 @@ def tree_path_problem(path: str) -> str | None:
             return f"path {path!r} has an empty, '.' or '..' component" if part != ".." else \
                 f"path {path!r} escapes the tree"
         if _DOTGIT.match(part) or _DOTGIT.match(part.translate(_HFS_IGNORED)):
-            return f"path {path!r} touches .git"
+            return f"path {path!r} touches .git/"
     return None
 
 

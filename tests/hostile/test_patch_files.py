@@ -1,0 +1,317 @@
+"""Hostile patch files, and hostile files where patchtool reads the repository.
+
+Every case is refused with a message that names the file, the line where there is one, and what
+to do; nothing on disk changes, inside the repository or outside it; nothing hangs and nothing
+ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import Demo
+from patchtool.errors import InvalidInput
+from patchtool.patchfile import PatchFile
+from patchtool.testing import snapshot
+
+HEAD = (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: Mallory <mallory@example.org>\n"
+        "Subject: [PATCH] innocent change\n\n---\n")  # the diff starts on line 6
+BLOB = "d4ae1c6d11798d781b9847242a8be3edfa521aa0"
+ZERO = "0" * 40
+PATH_HINT = "a patch may only touch files inside the upstream tree"
+MODE_HINT = ("a patch may only add or change regular files (mode 100644 or 100755): a symbolic "
+             "link could point outside the tree, a gitlink at another repository")
+
+
+def patch(diff: str) -> str:
+    return HEAD + textwrap.dedent(diff)
+
+
+def new_file(path: str, *, mode: str = "100644", quoted: bool = False) -> str:
+    a, b = (f'"a/{path}"', f'"b/{path}"') if quoted else (f"a/{path}", f"b/{path}")
+    return patch(f"""\
+        diff --git {a} {b}
+        new file mode {mode}
+        index {ZERO}..{BLOB}
+        --- /dev/null
+        +++ {b}
+        @@ -0,0 +1 @@
+        +/etc/passwd
+        \\ No newline at end of file
+        """)
+
+
+def renamed(old: str, new: str, verb: str = "rename") -> str:
+    return patch(f"""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        similarity index 100%
+        {verb} {old}
+        {verb} {new}
+        """)
+
+
+# (case, patch text, message, line, hint): what PatchFile.parse says, every problem at its line
+REFUSED = [
+    ("symlink", new_file("python/demo/passwd", mode="120000"),
+     "unsafe diff: 'new file mode 120000' makes 'python/demo/passwd' a symbolic link", 7, MODE_HINT),
+    ("gitlink", new_file("python/demo/sub", mode="160000"),
+     "unsafe diff: 'new file mode 160000' makes 'python/demo/sub' a gitlink (a submodule commit)", 7,
+     MODE_HINT),
+    ("mode-change-to-symlink", patch("""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        old mode 100644
+        new mode 120000
+        """), "unsafe diff: 'new mode 120000' makes 'python/demo/util.py' a symbolic link", 8, MODE_HINT),
+    ("mode-change-to-gitlink", patch("""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        old mode 100644
+        new mode 160000
+        """), "unsafe diff: 'new mode 160000' makes 'python/demo/util.py' a gitlink (a submodule commit)",
+     8, MODE_HINT),
+    ("symlink-deleted", patch(f"""\
+        diff --git a/python/demo/link b/python/demo/link
+        deleted file mode 120000
+        index {BLOB}..{ZERO}
+        --- a/python/demo/link
+        +++ /dev/null
+        @@ -1 +0,0 @@
+        -/etc/passwd
+        """), "unsafe diff: 'deleted file mode 120000' makes 'python/demo/link' a symbolic link", 7,
+     MODE_HINT),
+    ("symlink-on-index-line-only", patch(f"""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        index {BLOB}..{BLOB} 120000
+        --- a/python/demo/util.py
+        +++ b/python/demo/util.py
+        @@ -1 +1 @@
+        -a
+        +b
+        """), "unsafe diff: 'mode 120000 on its index line' makes 'python/demo/util.py' a symbolic link",
+     7, MODE_HINT),
+    ("directory-mode", new_file("python/demo/d", mode="040000"),
+     "unsafe diff: 'new file mode 040000' makes 'python/demo/d' a directory", 7, MODE_HINT),
+    ("odd-mode", new_file("python/demo/x", mode="100664"),
+     "unsafe diff: 'new file mode 100664' makes 'python/demo/x' something other than a regular file",
+     7, MODE_HINT),
+    ("dotdot", new_file("../../etc/passwd"), "unsafe diff: path '../../etc/passwd' escapes the tree", 6,
+     PATH_HINT),
+    ("quoted-octal-dotdot", new_file("\\056\\056/etc/passwd", quoted=True),
+     "unsafe diff: path '../etc/passwd' escapes the tree", 6, PATH_HINT),
+    ("quoted-tab", new_file("x\\tb", quoted=True),
+     "unsafe diff: path 'x\\tb' contains a control character", 6, PATH_HINT),
+    ("quoted-newline", new_file("x\\nb", quoted=True),
+     "unsafe diff: path 'x\\nb' contains a control character", 6, PATH_HINT),
+    ("quoted-escape-char", new_file("x\\033[31m", quoted=True),
+     "unsafe diff: path 'x\\x1b[31m' contains a control character", 6, PATH_HINT),
+    ("quoted-unterminated", patch("""\
+        diff --git "a/x b/x
+        --- a/x
+        +++ b/x
+        """), "unsafe diff: unterminated quoted path '\"a/x b/x'", 6, PATH_HINT),
+    ("quoted-bad-escape", new_file("x\\qy", quoted=True),
+     "unsafe diff: bad escape in quoted path '\"a/x\\\\qy\" \"b/x\\\\qy\"'", 6, PATH_HINT),
+    ("del-char", new_file("x\x7fy"), "unsafe diff: path 'x\\x7fy' contains a control character", 6, PATH_HINT),
+    ("dotgit", new_file(".git/hooks/post-checkout"),
+     "unsafe diff: path '.git/hooks/post-checkout' touches .git/", 6, PATH_HINT),
+    ("dotgit-upper", new_file("python/.GIT/config"), "unsafe diff: path 'python/.GIT/config' touches .git/",
+     6, PATH_HINT),
+    ("dotgit-ntfs-dot", new_file(".git./config"), "unsafe diff: path '.git./config' touches .git/", 6,
+     PATH_HINT),
+    ("dotgit-ntfs-short", new_file("GIT~1/config"), "unsafe diff: path 'GIT~1/config' touches .git/", 6,
+     PATH_HINT),
+    ("dotgit-hfs", new_file(".g\u200cit/config"), "unsafe diff: path '.g\\u200cit/config' touches .git/", 6,
+     PATH_HINT),
+    ("dot-component", new_file("python/./demo/x.py"),
+     "unsafe diff: path 'python/./demo/x.py' has an empty, '.' or '..' component", 6, PATH_HINT),
+    ("empty-component", new_file("python//x.py"),
+     "unsafe diff: path 'python//x.py' has an empty, '.' or '..' component", 6, PATH_HINT),
+    ("backslash", new_file("python\\..\\..\\x"), "unsafe diff: path 'python\\\\..\\\\..\\\\x' contains a backslash",
+     6, PATH_HINT),
+    ("absolute", patch(f"""\
+        diff --git /etc/cron.d/evil /etc/cron.d/evil
+        new file mode 100644
+        index {ZERO}..{BLOB}
+        --- /dev/null
+        +++ /etc/cron.d/evil
+        @@ -0,0 +1 @@
+        +x
+        """), "unsafe diff: absolute path '/etc/cron.d/evil'", 6, PATH_HINT),
+    ("drive-letter", new_file("C:/x"), "unsafe diff: absolute path 'C:/x'", 6, PATH_HINT),
+    ("no-prefix", patch("""\
+        diff --git python/x.py python/x.py
+        --- python/x.py
+        +++ python/x.py
+        @@ -1 +1 @@
+        -a
+        +b
+        """), "unsafe diff: path 'python/x.py' lacks the a/ or b/ prefix git format-patch writes (git apply "
+              "would strip its first directory instead)", 6, PATH_HINT),
+    ("plus-header-only", patch(f"""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/util.py
+        +++ b/../../evil.py
+        @@ -1 +1 @@
+        -a
+        +b
+        """), "unsafe diff: path '../../evil.py' escapes the tree", 9, PATH_HINT),
+    ("rename-to-dotdot", renamed("from python/demo/util.py", "to ../outside.py"),
+     "unsafe diff: path '../outside.py' escapes the tree", 9, PATH_HINT),
+    ("rename-from-absolute", renamed("from /etc/passwd", "to python/demo/p"),
+     "unsafe diff: absolute path '/etc/passwd'", 8, PATH_HINT),
+    ("rename-to-dotgit", renamed("from python/demo/util.py", "to .git/hooks/pre-commit"),
+     "unsafe diff: path '.git/hooks/pre-commit' touches .git/", 9, PATH_HINT),
+    ("rename-quoted", renamed('from "python/demo/util.py"', 'to "\\056git/config"'),
+     "unsafe diff: path '.git/config' touches .git/", 9, PATH_HINT),
+    ("copy-from-outside", renamed("from ../../home/u/.ssh/id_rsa", "to python/demo/k", verb="copy"),
+     "unsafe diff: path '../../home/u/.ssh/id_rsa' escapes the tree", 8, PATH_HINT),
+    ("copy-to-dotgit", renamed("from python/demo/util.py", "to .GiT/config", verb="copy"),
+     "unsafe diff: path '.GiT/config' touches .git/", 9, PATH_HINT),
+    ("rename-old-new", patch("""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        similarity index 100%
+        rename old python/demo/util.py
+        rename new ../x.py
+        """), "unsafe diff: path '../x.py' escapes the tree", 9, PATH_HINT),
+    ("traditional-diff-after", new_file("python/demo/ok.py") + textwrap.dedent("""\
+        --- a/../../etc/passwd
+        +++ b/../../etc/passwd
+        @@ -0,0 +1 @@
+        +evil
+        """), "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
+              "only git format-patch output", 14, "export the commit with `git format-patch`"),
+    ("traditional-diff-in-message", HEAD.replace("---\n", textwrap.dedent("""\
+        Look:
+        --- a/x
+        +++ b/x
+        @@ -1 +1 @@
+        -a
+        +b
+        ---
+        """)) + new_file("python/demo/ok.py")[len(HEAD):],
+     "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
+     "only git format-patch output", 6, "export the commit with `git format-patch`"),
+    ("names-apart", patch("""\
+        diff --git a/x y b/z w
+        new file mode 100644
+        """), "unsafe diff: the two paths of the 'diff --git' line cannot be told apart", 6,
+     "export the commit with `git format-patch`"),
+]
+
+
+@pytest.mark.parametrize(("text", "message", "line", "hint"), [c[1:] for c in REFUSED],
+                         ids=[c[0] for c in REFUSED])
+def test_hostile_patch_is_refused_at_its_line(text: str, message: str, line: int, hint: str) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        PatchFile.parse(text, name="patches/0001-evil.patch")
+    (problem,) = exc.value.problems
+    assert (problem.file, problem.line, problem.message, problem.hint) == (
+        "patches/0001-evil.patch", line, message, hint)
+
+
+def test_header_like_lines_inside_a_hunk_are_content() -> None:
+    """A removed '-- ../x' line reads '--- ../x': git counts it into the hunk, and so do we."""
+    text = patch(f"""\
+        diff --git a/python/demo/q.sql b/python/demo/q.sql
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/q.sql
+        +++ b/python/demo/q.sql
+        @@ -1,2 +1,2 @@
+        --- ../../etc/passwd
+        +++ ../../etc/passwd
+         select 1;
+        """)
+    assert PatchFile.parse(text, name="p.patch").paths == ("python/demo/q.sql",)
+
+
+def test_names_with_spaces_and_quotes_are_read_as_git_reads_them() -> None:
+    text = patch(f"""\
+        diff --git a/python/my notes.md b/python/my notes.md
+        index {BLOB}..{BLOB} 100644
+        --- a/python/my notes.md\t
+        +++ b/python/my notes.md\t
+        @@ -1 +1 @@
+        -a
+        +b
+        diff --git "a/python/caf\\303\\251.py" "b/python/caf\\303\\251.py"
+        new file mode 100755
+        index {ZERO}..{BLOB}
+        --- /dev/null
+        +++ "b/python/caf\\303\\251.py"
+        @@ -0,0 +1 @@
+        +x
+        """)
+    parsed = PatchFile.parse(text, name="p.patch")
+    assert parsed.paths == ("python/my notes.md", "python/café.py")
+    assert [f.status for f in parsed.files] == ["modified", "added"]
+
+
+# -- through the CLI ---------------------------------------------------------------------------
+
+def run(demo: Demo, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI with a deadline: a command that blocks on a FIFO fails the test instead of hanging it."""
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache)}
+    try:
+        return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, capture_output=True,
+                              text=True, env=env, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"patchtool {' '.join(args)} still running after {timeout}s")
+
+
+def outside(demo: Demo) -> Path:
+    """A directory beside the repository holding a file an attack would read or write."""
+    victim = demo.root.parent / "outside"
+    victim.mkdir(exist_ok=True)
+    (victim / "secret.txt").write_text("secret\n")
+    return victim
+
+
+def refused(demo: Demo, command: str, *args: str) -> tuple[int, list[dict[str, object]]]:
+    """Run ``command --json``; assert nothing changed in the repository or beside it and that no
+    traceback was printed; the exit code and the errors."""
+    roots = (demo.root, outside(demo))
+    before = snapshot(*roots)
+    res = run(demo, command, *args, "--json")
+    assert snapshot(*roots) == before
+    assert "Traceback" not in res.stderr, res.stderr
+    data = json.loads(res.stdout)
+    assert data["exit_code"] == res.returncode
+    return res.returncode, data["errors"]
+
+
+def entry_errors(errors: list[dict[str, object]]) -> list[str]:
+    return [" | ".join(str(e.get(k, "")) for k in ("file", "line", "patch", "message", "hint")) for e in errors]
+
+
+@pytest.mark.parametrize("case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot",
+                                  "rename-quoted"])
+@pytest.mark.parametrize("command", ["check", "apply", "status"])
+def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, command: str) -> None:
+    _, text, message, line, hint = next(c for c in REFUSED if c[0] == case)
+    (demo.root / "patches" / "0001-evil.patch").write_text(text)
+    demo.write_manifest(demo.entry("evil", "0001-evil.patch"))
+    code, errors = refused(demo, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"patches/0001-evil.patch | {line} | evil | {message} | {hint}"
+    assert not (demo.root / "build").exists()
+
+
+def test_symlink_patch_made_by_git_is_refused_before_it_reaches_a_tree(demo: Demo) -> None:
+    """The real thing: git format-patch of a commit that adds a link to /etc/passwd."""
+    def change(root: Path) -> None:
+        (root / "python/demo/passwd").symlink_to("/etc/passwd")
+    demo.commit_patch("0001-link.patch", change, "demo: add a link")
+    demo.write_manifest(demo.entry("link", "0001-link.patch"))
+    for command in ("check", "apply"):
+        code, errors = refused(demo, command)
+        assert code == 1
+        assert entry_errors(errors)[0] == (
+            "patches/0001-link.patch | 7 | link | unsafe diff: 'new file mode 120000' makes "
+            f"'python/demo/passwd' a symbolic link | {MODE_HINT}")
