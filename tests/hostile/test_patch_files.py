@@ -315,3 +315,28 @@ def test_symlink_patch_made_by_git_is_refused_before_it_reaches_a_tree(demo: Dem
         assert entry_errors(errors)[0] == (
             "patches/0001-link.patch | 7 | link | unsafe diff: 'new file mode 120000' makes "
             f"'python/demo/passwd' a symbolic link | {MODE_HINT}")
+
+
+def test_paths_in_the_manifest_go_through_the_one_validator(one_patch: Demo) -> None:
+    """Assumption files and the registry name paths in a tree: the same rules as a diff's."""
+    hostile = ["python/.GIT/config", "python/x\\ty", "python/./demo/core.py", "python/demo/core.py\\u0000",
+               "/etc/passwd"]
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\n'
+                                                     'registry = "../outside/secret.txt"\n')
+                        + "".join(f'[[patch.assumptions]]\nid = "a{i}"\nfile = "{path}"\nwhy = "w"\n'
+                                  for i, path in enumerate(hostile)))
+    code, errors = refused(one_patch, "check")
+    assert code == 1
+    assert [(e["line"], e["key"], e["message"]) for e in errors] == [
+        (3, "registry", "path '../outside/secret.txt' escapes the tree; name a file inside the tree"),
+        (16, "patch[0].assumptions[0].file",
+         "path 'python/.GIT/config' touches .git/; name a file inside the tree"),
+        (20, "patch[0].assumptions[1].file",
+         "path 'python/x\\ty' contains a control character; name a file inside the tree"),
+        (24, "patch[0].assumptions[2].file",
+         "path 'python/./demo/core.py' has an empty, '.' or '..' component; name a file inside the tree"),
+        (28, "patch[0].assumptions[3].file",
+         "path 'python/demo/core.py\\x00' contains a control character; name a file inside the tree"),
+        (32, "patch[0].assumptions[4].file", "absolute path '/etc/passwd'; name a file inside the tree"),
+    ]

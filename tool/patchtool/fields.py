@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import InvalidInput, Problem
+from .paths import check_id, tree_path_problem
 
 T = TypeVar("T")
 
@@ -163,9 +163,6 @@ def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
 
 # -- parsers for Fields.parsed: each raises ValueError with the message the user sees --
 
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-
-
 def _version(text: str) -> Version:
     try:
         return Version(text)
@@ -188,16 +185,12 @@ def _regex(text: str) -> re.Pattern[str]:
 
 
 def _ident(text: str) -> str:
-    if not ID_RE.match(text):
-        raise ValueError(f"{text!r} is not a valid id (lower-case letters, digits, '.', '_', '-')")
-    return text
+    return check_id(text)
 
 
 def _repo_path(text: str) -> str:
-    """A relative POSIX path inside the tree, never escaping it or touching .git."""
-    path = PurePosixPath(text)
-    if path.is_absolute() or text.startswith("/") or "\\" in text:
-        raise ValueError(f"{text!r} must be a relative path inside the tree")
-    if any(part in ("..", ".git") for part in path.parts) or not path.parts:
-        raise ValueError(f"{text!r} must stay inside the tree and out of .git")
-    return path.as_posix()
+    """A path inside the tree, by the one validator's rules."""
+    why = tree_path_problem(text)
+    if why is not None:
+        raise ValueError(f"{why}; name a file inside the tree")
+    return text
