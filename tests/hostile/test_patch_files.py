@@ -340,3 +340,130 @@ def test_paths_in_the_manifest_go_through_the_one_validator(one_patch: Demo) -> 
          "path 'python/demo/core.py\\x00' contains a control character; name a file inside the tree"),
         (32, "patch[0].assumptions[4].file", "absolute path '/etc/passwd'; name a file inside the tree"),
     ]
+
+
+# -- what patchtool reads from the repository: regular files inside it, never waited on ---------
+
+READ_HINT = "patchtool reads only regular files inside the repository; put the file itself there"
+
+
+def fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+def directory(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.mkdir()
+    (path / "inner.patch").write_text("x")
+
+
+def link_outside(path: Path) -> None:
+    """A link to a copy of the file kept outside: valid content, the wrong place."""
+    copy = path.parent.parent.parent / "outside" / path.name
+    copy.parent.mkdir(exist_ok=True)
+    copy.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(copy)
+
+
+def dangling(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.symlink_to("/nonexistent/x")
+
+
+def socket_file(path: Path) -> None:
+    import socket
+
+    path.unlink(missing_ok=True)
+    here = Path.cwd()
+    os.chdir(path.parent)  # a socket's path must be short: bind it relative to its directory
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(path.name)
+        sock.close()
+    finally:
+        os.chdir(here)
+
+
+KINDS = {
+    "fifo": (fifo, "is a named pipe (FIFO), not a regular file"),
+    "directory": (directory, "is a directory, not a regular file"),
+    "symlink": (link_outside, "is a symbolic link (it could lead outside the repository; patchtool follows none)"),
+    "dangling-symlink": (dangling, "is a symbolic link (it could lead outside the repository; patchtool follows none)"),
+    "socket": (socket_file, "is a socket, not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("command", ["status", "check", "apply"])
+def test_patch_path_that_is_not_a_regular_file(one_patch: Demo, kind: str, command: str) -> None:
+    make, what = KINDS[kind]
+    make(one_patch.root / "patches" / "0001-greet.patch")
+    code, errors = refused(one_patch, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"patches/0001-greet.patch |  | greet | {what} | {READ_HINT}"
+
+
+def test_patches_directory_that_is_a_link_is_not_followed(one_patch: Demo) -> None:
+    patches = one_patch.root / "patches"
+    elsewhere = outside(one_patch) / "patches"
+    patches.rename(elsewhere)
+    patches.symlink_to(elsewhere)
+    for command in ("status", "check", "apply"):
+        code, errors = refused(one_patch, command)
+        assert code == 1
+        assert entry_errors(errors)[0] == (
+            "patches/0001-greet.patch |  | greet | patches is a symbolic link (it could lead outside the "
+            f"repository; patchtool follows none); expected a directory inside the repository | {READ_HINT}")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+@pytest.mark.parametrize("command", ["status", "check", "apply"])
+def test_manifest_that_is_not_a_regular_file(one_patch: Demo, kind: str, command: str) -> None:
+    make, what = KINDS[kind]
+    make(one_patch.root / "patchset.toml")
+    code, errors = refused(one_patch, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"patchset.toml |  |  | {what} | {READ_HINT}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+@pytest.mark.parametrize("command", ["status", "check", "apply"])
+def test_pin_that_is_not_a_regular_file(one_patch: Demo, kind: str, command: str) -> None:
+    make, what = KINDS[kind]
+    make(one_patch.root / "upstream-pins" / "demo-1.0.toml")
+    code, errors = refused(one_patch, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"upstream-pins/demo-1.0.toml |  |  | {what} | {READ_HINT}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+def test_registry_that_is_not_a_regular_file(one_patch: Demo, kind: str) -> None:
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n'))
+    (one_patch.root / "retread.toml").write_text("schema = 1\n")
+    make, what = KINDS[kind]
+    make(one_patch.root / "retread.toml")
+    for args in (["check"], ["retread", "list"]):
+        code, errors = refused(one_patch, *args)
+        assert code == 1
+        assert entry_errors(errors)[0] == f"retread.toml |  |  | {what} | {READ_HINT}"
+
+
+def test_a_fifo_among_the_patches_of_a_broken_manifest(one_patch: Demo) -> None:
+    """check reads every patch file when the manifest does not parse: it must not wait on a FIFO."""
+    os.mkfifo(one_patch.root / "patches" / "0002-pipe.patch")
+    (one_patch.root / "patchset.toml").write_text("schema = [\n")
+    code, errors = refused(one_patch, "check")
+    assert code == 1
+    assert entry_errors(errors)[1:] == [
+        f"patches/0002-pipe.patch |  |  | is a named pipe (FIFO), not a regular file | {READ_HINT}"]
+
+
+def test_pin_name_that_is_a_path_is_a_usage_error(one_patch: Demo) -> None:
+    code, errors = refused(one_patch, "status", "--pin", "../../outside/x")
+    assert code == 2
+    assert entry_errors(errors) == [
+        " |  |  | '../../outside/x' is not a valid pin name (lower-case letters, digits, '.', '_', '-'; "
+        "starting with a letter or digit) | known pins: demo-1.0"]

@@ -20,6 +20,7 @@ from packaging.version import Version
 from .conditions import Revisit
 from .errors import InvalidInput, Problem
 from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, raise_if
+from .paths import read_inside
 
 SCHEMA = 1
 PLACEHOLDER = "TODO"  # what a scaffolded entry's values start with until someone fills them in
@@ -506,7 +507,7 @@ def load(path: Path) -> Manifest:
     """Read and parse ``patchset.toml``; the only place that reads it."""
     name = path.name
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_inside(path.parent, name).decode("utf-8")
     except FileNotFoundError:
         raise InvalidInput(f"{path} not found", file=name,
                            hint="run patchtool from the patch repository (where patchset.toml is)") from None

@@ -21,6 +21,7 @@ from packaging.version import Version
 from .conditions import Revisit
 from .errors import InvalidInput, Problem
 from .fields import Fields, _ident, _regex, raise_if
+from .paths import read_inside
 from .manifest import key_line
 
 SCHEMA = 1
@@ -330,14 +331,20 @@ def parse_text(text: str, *, file: str) -> Registry:
 
 
 def load(root: Path, name: str) -> Registry:
-    path = root / name
+    return parse_text(read(root, name), file=name)
+
+
+def read(root: Path, name: str) -> str:
+    """The text of the registry file ``name``; the one place that reads it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_inside(root, name).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{name} is not UTF-8: {exc}", file=name) from None
     except FileNotFoundError:
         raise InvalidInput(f"{name} not found", file="patchset.toml", problems=[Problem(
             file="patchset.toml", key="registry", message=f"names {name}, which does not exist",
             hint="restore the registry file or fix the 'registry' key")]) from None
-    return parse_text(text, file=name)
+    return text
 
 
 # -- guards ------------------------------------------------------------------------------------

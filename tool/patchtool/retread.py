@@ -161,8 +161,7 @@ def added(project: Project, entry: dict[str, Any]) -> tuple[reg.Rejection, str, 
     if not project.manifest.registry:
         raise UsageError("patchset.toml names no registry", hint='add registry = "retread.toml" to patchset.toml')
     name = project.manifest.registry
-    path = project.root / name
-    text = path.read_text(encoding="utf-8")
+    text = reg.read(project.root, name)
     reg.parse_text(text, file=name)  # the file as it is must be valid before we touch it
     doc = tomlio.parse(text, file=name)
     tomlio.append_table(doc, "rejected", tomlio.table(entry, literal=("regex", "values")))

@@ -29,6 +29,7 @@ from packaging.version import InvalidVersion, Version
 from . import git, paths
 from .errors import InvalidInput, Problem, UpstreamError, UsageError
 from .fields import Fields, raise_if
+from .paths import id_problem, read_inside
 
 PINS_DIR = "upstream-pins"
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -200,14 +201,18 @@ def pin_path(root: Path, name: str) -> Path:
 
 
 def load_pin(root: Path, name: str) -> Pin:
-    path = pin_path(root, name)
-    rel = f"{PINS_DIR}/{path.name}"
-    if not path.is_file():
-        known = sorted(p.stem for p in (root / PINS_DIR).glob("*.toml"))
-        raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel,
-                         hint=f"known pins: {', '.join(known) or 'none'}")
+    rel = f"{PINS_DIR}/{name}.toml"
+    known = f"known pins: {', '.join(sorted(p.stem for p in (root / PINS_DIR).glob('*.toml'))) or 'none'}"
+    if (why := id_problem(name, "pin name")) is not None:
+        raise UsageError(why, hint=known)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = read_inside(root, rel).decode("utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel, hint=known) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{rel} is not UTF-8: {exc}", file=rel) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InvalidInput(f"{rel} is not valid TOML: {exc}", file=rel, problems=[
             Problem(file=rel, message=f"not valid TOML: {exc}", code="toml")]) from None
