@@ -467,3 +467,27 @@ def test_pin_name_that_is_a_path_is_a_usage_error(one_patch: Demo) -> None:
     assert entry_errors(errors) == [
         " |  |  | '../../outside/x' is not a valid pin name (lower-case letters, digits, '.', '_', '-'; "
         "starting with a letter or digit) | known pins: demo-1.0"]
+
+
+# -- names git echoes back --------------------------------------------------------------------
+
+def test_assumption_about_a_path_with_spaces(one_patch: Demo) -> None:
+    """git cat-file answers '<spec> missing'; a spec with a space used to crash check."""
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text() + textwrap.dedent('''\
+        [[patch.assumptions]]
+        id = "notes"
+        file = "python/demo/my notes.md"
+        why = "the patch documents it"
+
+        [[patch.assumptions]]
+        id = "no-notes"
+        file = "python/demo/my other notes.md"
+        exists = false
+        why = "the patch adds it"
+        '''))
+    code, errors = refused(one_patch, "check")
+    assert code == 1
+    assert entry_errors(errors) == [
+        "patchset.toml |  | greet | assumption failed at demo-1.0: expected python/demo/my notes.md exists, "
+        "found file absent | the patch relies on it: the patch documents it"]
