@@ -491,3 +491,63 @@ def test_assumption_about_a_path_with_spaces(one_patch: Demo) -> None:
     assert entry_errors(errors) == [
         "patchset.toml |  | greet | assumption failed at demo-1.0: expected python/demo/my notes.md exists, "
         "found file absent | the patch relies on it: the patch documents it"]
+
+
+# -- why a patch does not apply: git's own reason when no hunk is to blame ----------------------
+
+def crlf_pin(demo: Demo) -> None:
+    """Pin demo-2.0: demo 1.0 plus python/demo/dos.py, whose lines end in CRLF."""
+    from conftest import UPSTREAM_FILES
+    from patchtool.testing import make_wheel, sha256
+
+    files = {**UPSTREAM_FILES, "demo/dos.py": "a = 1\r\nb = 2\r\nc = 3\r\n"}
+    wheel = make_wheel(demo.root.parent / "demo-2.0-py3-none-any.whl", "demo", "2.0", files)
+    demo.index.add(wheel)
+    pin = (demo.root / "upstream-pins" / "demo-1.0.toml").read_text()
+    pin = pin.replace('version = "1.0"', 'version = "2.0"').replace(demo.wheel.name, wheel.name)
+    (demo.root / "upstream-pins" / "demo-2.0.toml").write_text(pin.replace(sha256(demo.wheel), sha256(wheel)))
+
+
+def apply_failure(demo: Demo, text: str, *, pin: str = "demo-1.0") -> tuple[list[str], list[dict[str, object]]]:
+    (demo.root / "patches" / "0001-x.patch").write_text(text)
+    demo.write_manifest(demo.entry("x", "0001-x.patch"), pin=pin)
+    code, errors = refused(demo, "check")
+    assert code == 1
+    res = run(demo, "apply", "--json")
+    assert res.returncode == 3 and "Traceback" not in res.stderr
+    (failed,) = [p for p in json.loads(res.stdout)["data"]["patches"] if p["outcome"] == "failed"]
+    return [str(e["message"]) for e in errors], failed["failures"]
+
+
+def test_crlf_upstream_file_and_a_patch_written_with_lf(demo: Demo) -> None:
+    crlf_pin(demo)
+    messages, failures = apply_failure(demo, patch(f"""\
+        diff --git a/python/demo/dos.py b/python/demo/dos.py
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/dos.py
+        +++ b/python/demo/dos.py
+        @@ -1,3 +1,3 @@
+         a = 1
+        -b = 2
+        +b = 20
+         c = 3
+        """), pin="demo-2.0")
+    detail = ("line 1: expected 'a = 1', found 'a = 1\\r': upstream's lines end in CRLF, "
+              "the patch's in LF")
+    assert failures == [{"file": "python/demo/dos.py", "hunk": 1, "header": "@@ -1,3 +1,3 @@",
+                         "reason": "context does not match", "line": 1, "detail": detail}]
+    assert messages == [f"does not apply at demo-2.0: python/demo/dos.py hunk 1 (@@ -1,3 +1,3 @@): "
+                        f"context does not match: {detail}"]
+
+
+def test_a_patch_git_refuses_for_another_reason_says_gits_reason(demo: Demo) -> None:
+    """A rename onto a file upstream has: no hunk is to blame, and git says why; we repeat it."""
+    messages, failures = apply_failure(demo, patch("""\
+        diff --git a/python/demo/util.py b/python/demo/core.py
+        similarity index 100%
+        rename from python/demo/util.py
+        rename to python/demo/core.py
+        """))
+    why = "python/demo/core.py: already exists in index"
+    assert failures == [{"file": "python/demo/core.py", "reason": "git apply refused it", "detail": why}]
+    assert messages == [f"does not apply at demo-1.0: python/demo/core.py patch: git apply refused it: {why}"]
