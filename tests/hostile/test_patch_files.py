@@ -551,3 +551,19 @@ def test_a_patch_git_refuses_for_another_reason_says_gits_reason(demo: Demo) -> 
     why = "python/demo/core.py: already exists in index"
     assert failures == [{"file": "python/demo/core.py", "reason": "git apply refused it", "detail": why}]
     assert messages == [f"does not apply at demo-1.0: python/demo/core.py patch: git apply refused it: {why}"]
+
+
+# -- the manifest -----------------------------------------------------------------------------
+
+def test_one_id_in_the_series_and_dropped(one_patch: Demo) -> None:
+    manifest = one_patch.root / "patchset.toml"
+    dropped = one_patch.entry("greet", "dropped/0001-greet.patch").replace("[[patch]]", "[[dropped]]")
+    manifest.write_text(manifest.read_text() + "\n" + dropped + 'reason = "upstream took it"\ndropped_at = "demo-1.0"\n')
+    for command in ("check", "apply", "status"):
+        code, errors = refused(one_patch, command)
+        assert code == 1
+        assert [(e["file"], e["line"], e["key"], e["message"], e["hint"]) for e in errors] == [(
+            "patchset.toml", 15, "dropped[0].id",
+            "id 'greet' is dropped here and also in the series (patch[0], line 5)",
+            "an id is either in the series or dropped: give the new patch its own id, or delete this "
+            "[[dropped]] entry if it is the same patch come back")]

@@ -10,7 +10,7 @@ import dataclasses
 import enum
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -433,7 +433,10 @@ class Manifest:
     dropped: tuple[Dropped, ...] = ()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, file: str = MANIFEST_NAME) -> Manifest:
+    def from_dict(cls, data: Mapping[str, Any], *, file: str = MANIFEST_NAME,
+                  line_of: Callable[[str], int | None] = lambda key: None) -> Manifest:
+        """The manifest in ``data``; ``line_of`` (a dotted key's line in the text, when the
+        caller has it) lets a problem that involves two entries name the other one's line."""
         problems: list[Problem] = []
         f = Fields(data, "", problems)
         schema = f.integer("schema")
@@ -446,9 +449,11 @@ class Manifest:
         entries = []
         for pf in patch_tables:
             entries.append(PatchEntry.read(pf))
-        dropped = [Dropped.read(x) for x in f.tables("dropped")]
+        dropped_tables = f.tables("dropped")
+        dropped = [Dropped.read(x) for x in dropped_tables]
         f.done()
         _check_unique(entries, patch_tables, problems)
+        _check_not_dropped(entries, dropped, dropped_tables, line_of)
         raise_if(problems, f"{file} is not a valid patch set", file=file)
         assert schema is not None and pin is not None
         return cls(schema=schema, pin=pin, registry=registry,
@@ -488,6 +493,21 @@ def _check_unique(entries: list[PatchEntry | None], tables: list[Fields],
         files.setdefault(entry.file, i)
 
 
+def _check_not_dropped(entries: list[PatchEntry | None], dropped: list[Dropped | None],
+                       tables: list[Fields], line_of: Callable[[str], int | None]) -> None:
+    """An id names one patch: in the series or dropped, never both."""
+    active = {e.id: i for i, e in enumerate(entries) if e is not None}
+    for d, f in zip(dropped, tables, strict=True):
+        if d is None or d.entry.id not in active:
+            continue
+        key = f"patch[{active[d.entry.id]}]"
+        line = line_of(f"{key}.id")
+        f.problem("id", f"id {d.entry.id!r} is dropped here and also in the series "
+                        f"({key}{f', line {line}' if line else ''})",
+                  hint="an id is either in the series or dropped: give the new patch its own id, or "
+                       "delete this [[dropped]] entry if it is the same patch come back")
+
+
 def parse_text(text: str, *, file: str = MANIFEST_NAME) -> Manifest:
     try:
         data = tomllib.loads(text)
@@ -497,7 +517,7 @@ def parse_text(text: str, *, file: str = MANIFEST_NAME) -> Manifest:
             Problem(file=file, line=line, message=f"not valid TOML: {exc}", code="toml",
                     hint="fix the syntax at that line")]) from None
     try:
-        return Manifest.from_dict(data, file=file)
+        return Manifest.from_dict(data, file=file, line_of=lambda key: key_line(text, key))
     except InvalidInput as exc:
         raise InvalidInput(exc.message, file=file,
                            problems=[p.located(line=key_line(text, p.key)) for p in exc.problems]) from None
