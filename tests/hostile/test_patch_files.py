@@ -567,3 +567,24 @@ def test_one_id_in_the_series_and_dropped(one_patch: Demo) -> None:
             "id 'greet' is dropped here and also in the series (patch[0], line 5)",
             "an id is either in the series or dropped: give the new patch its own id, or delete this "
             "[[dropped]] entry if it is the same patch come back")]
+
+
+BOM_HINT = "remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')"
+
+
+@pytest.mark.parametrize(("rel", "commands"), [
+    ("patchset.toml", ["check", "apply", "status"]),
+    ("upstream-pins/demo-1.0.toml", ["check", "apply", "status"]),
+    ("retread.toml", ["check", "retread list"]),
+])
+def test_byte_order_mark_is_named(one_patch: Demo, rel: str, commands: list[str]) -> None:
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n'))
+    (one_patch.root / "retread.toml").write_text("schema = 1\nrejected = []\n")
+    path = one_patch.root / rel
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    for command in commands:
+        code, errors = refused(one_patch, *command.split())
+        assert code == 1
+        assert entry_errors(errors)[0] == (
+            f"{rel} | 1 |  | starts with a UTF-8 byte-order mark; save it without one | {BOM_HINT}")

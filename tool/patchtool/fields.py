@@ -8,6 +8,7 @@ as ``patch[3].upstream.status``.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -153,6 +154,26 @@ class Fields:
         for name in self.data:
             if name not in self._seen:
                 self.problem(name, "unknown key", hint="check the spelling against the README")
+
+
+def load_toml(text: str, *, file: str) -> dict[str, Any]:
+    """The table in ``text``, the TOML file ``file``; InvalidInput naming the line otherwise.
+
+    A byte-order mark is refused, not skipped: tomllib and the other tools that read these
+    files refuse it too, so a file patchtool accepted would still break them."""
+    if text.startswith("\ufeff"):
+        raise InvalidInput(f"{file} starts with a UTF-8 byte-order mark", file=file, problems=[
+            Problem(file=file, line=1, code="toml",
+                    message="starts with a UTF-8 byte-order mark; save it without one",
+                    hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not "
+                         "'UTF-8 with BOM')")])
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"at line (\d+)", str(exc))
+        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
+            Problem(file=file, line=int(m.group(1)) if m else None, message=f"not valid TOML: {exc}",
+                    code="toml", hint="fix the syntax at that line")]) from None
 
 
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:

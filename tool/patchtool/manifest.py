@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from packaging.version import Version
 
 from .conditions import Revisit
 from .errors import InvalidInput, Problem
-from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, raise_if
+from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, load_toml, raise_if
 from .paths import read_inside
 
 SCHEMA = 1
@@ -509,13 +508,7 @@ def _check_not_dropped(entries: list[PatchEntry | None], dropped: list[Dropped |
 
 
 def parse_text(text: str, *, file: str = MANIFEST_NAME) -> Manifest:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = _toml_error_line(str(exc))
-        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
-            Problem(file=file, line=line, message=f"not valid TOML: {exc}", code="toml",
-                    hint="fix the syntax at that line")]) from None
+    data = load_toml(text, file=file)
     try:
         return Manifest.from_dict(data, file=file, line_of=lambda key: key_line(text, key))
     except InvalidInput as exc:
@@ -534,11 +527,6 @@ def load(path: Path) -> Manifest:
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path} is not UTF-8: {exc}", file=name) from None
     return parse_text(text, file=name)
-
-
-def _toml_error_line(message: str) -> int | None:
-    m = re.search(r"at line (\d+)", message)
-    return int(m.group(1)) if m else None
 
 
 _HEADER_RE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"]+)\s*\]\]?")

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import time
-import tomllib
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
@@ -28,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import git, paths
 from .errors import InvalidInput, Problem, UpstreamError, UsageError
-from .fields import Fields, raise_if
+from .fields import Fields, load_toml, raise_if
 from .paths import id_problem, read_inside
 
 PINS_DIR = "upstream-pins"
@@ -211,12 +210,7 @@ def load_pin(root: Path, name: str) -> Pin:
         raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel, hint=known) from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{rel} is not UTF-8: {exc}", file=rel) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidInput(f"{rel} is not valid TOML: {exc}", file=rel, problems=[
-            Problem(file=rel, message=f"not valid TOML: {exc}", code="toml")]) from None
-    return Pin.from_dict(data, name=name, file=rel)
+    return Pin.from_dict(load_toml(text, file=rel), name=name, file=rel)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
