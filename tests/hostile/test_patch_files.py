@@ -588,3 +588,99 @@ def test_byte_order_mark_is_named(one_patch: Demo, rel: str, commands: list[str]
         assert code == 1
         assert entry_errors(errors)[0] == (
             f"{rel} | 1 |  | starts with a UTF-8 byte-order mark; save it without one | {BOM_HINT}")
+
+
+# -- our reading against git's, over many hostile names and modes ------------------------------
+
+NAMES = ["x.py", "py/x.py", "my notes.md", "../x", "py/../../x", "..", ".", "py/./x", "py//x", ".git/config",
+         ".GIT/x", "py/.Git/hooks/x", ".git./x", ".git /x", "git~1/x", ".g\u200cit/x", "/etc/passwd", "C:/x",
+         "py\\..\\x", "x\ty", "x\ry", "x\x7fy", "x\x1b[0m", "-x", "x y z", 'x"y', "caf\u00e9.py", "a/b/c",
+         "b/x", "a/.git/x", "x\\ty"]
+
+
+def quote(name: str) -> str:
+    """``name`` C-quoted as git writes it, bytes above ASCII as octal."""
+    special = {"\t": "\\t", "\n": "\\n", "\r": "\\r", '"': '\\"', "\\": "\\\\", "\x07": "\\a", "\x08": "\\b",
+               "\x0c": "\\f", "\x0b": "\\v"}
+    out = []
+    for ch in name:
+        if ch in special:
+            out.append(special[ch])
+        elif ord(ch) < 0x20 or ord(ch) >= 0x7F:
+            out.extend(f"\\{b:03o}" for b in ch.encode())
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def forms(name: str, prefix: str) -> list[str]:
+    return [f"{prefix}{name}", quote(prefix + name)] if prefix else [name, quote(name)]
+
+
+def hostile_texts() -> list[str]:
+    texts = []
+    for name in NAMES:
+        for a, b in zip(forms(name, "a/"), forms(name, "b/"), strict=True):
+            texts.append(patch(f"diff --git {a} {b}\nindex {BLOB}..{BLOB} 100644\n--- {a}\n+++ {b}\n"
+                               "@@ -1 +1 @@\n-a\n+b\n"))
+            texts.append(patch(f"diff --git a/ok.py {b}\nnew file mode 100644\nindex {ZERO}..{BLOB}\n"
+                               f"--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n"))
+            texts.append(patch(f"diff --git {a} b/ok.py\ndeleted file mode 100644\nindex {BLOB}..{ZERO}\n"
+                               f"--- {a}\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"))
+        for plain in forms(name, ""):
+            for verb in ("rename", "copy"):
+                texts.append(patch(f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n"
+                                   f"{verb} from ok.py\n{verb} to {plain}\n"))
+                texts.append(patch(f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n"
+                                   f"{verb} from {plain}\n{verb} to ok2.py\n"))
+        texts.append(patch(f"diff --git {name} {name}\n--- {name}\n+++ {name}\n@@ -1 +1 @@\n-a\n+b\n"))
+    for mode in ("100644", "100755", "120000", "160000", "040000", "100664", "0120000", "12000", "100644 x"):
+        texts.append(patch(f"diff --git a/x b/x\nnew file mode {mode}\nindex {ZERO}..{BLOB}\n--- /dev/null\n"
+                           "+++ b/x\n@@ -0,0 +1 @@\n+x\n"))
+        texts.append(patch(f"diff --git a/x b/x\nold mode 100644\nnew mode {mode}\n"))
+        texts.append(patch(f"diff --git a/x b/x\ndeleted file mode {mode}\nindex {BLOB}..{ZERO}\n--- a/x\n"
+                           "+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"))
+        texts.append(patch(f"diff --git a/x b/x\nindex {BLOB}..{BLOB} {mode}\n--- a/x\n+++ b/x\n"
+                           "@@ -1 +1 @@\n-a\n+b\n"))
+    return texts
+
+
+def git_reading(text: str, cwd: Path) -> tuple[set[str], str] | None:
+    """The paths and the summary git apply reads from ``text``; None when git refuses it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_CEILING_DIRECTORIES=str(cwd.parent))
+    numstat = subprocess.run(["git", "apply", "--numstat", "-z"], input=text.encode(), cwd=cwd, env=env,
+                             capture_output=True, check=False)
+    summary = subprocess.run(["git", "apply", "--summary"], input=text.encode(), cwd=cwd, env=env,
+                             capture_output=True, check=False)
+    if numstat.returncode or summary.returncode:
+        return None
+    paths = {p.split("\t")[-1] for p in numstat.stdout.decode("utf-8", "replace").split("\0")}
+    return paths - {""}, summary.stdout.decode("utf-8", "replace")
+
+
+def test_every_path_and_mode_git_would_use_is_one_we_checked(tmp_path: Path) -> None:
+    """Whatever we accept, git reads the same paths from it, every one safe, and no odd mode."""
+    import re
+
+    from patchtool.paths import tree_path_problem
+
+    texts = hostile_texts()
+    accepted = 0
+    for text in texts:
+        try:
+            parsed = PatchFile.parse(text, name="p.patch")
+        except InvalidInput as exc:
+            (problem,) = exc.problems
+            assert problem.line is not None and problem.hint, text
+            continue
+        accepted += 1
+        ours = {p for f in parsed.files for p in (f.path, f.source) if p}
+        assert all(tree_path_problem(p) is None for p in ours), text
+        reading = git_reading(text, tmp_path)
+        if reading is None:
+            continue
+        theirs, summary = reading
+        assert theirs <= ours, (text, theirs, ours)
+        assert not re.search(r"mode (?!100644|100755)\d+", summary), (text, summary)
+    assert len(texts) > 300 and 0 < accepted < len(texts)
