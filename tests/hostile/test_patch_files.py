@@ -461,14 +461,6 @@ def test_a_fifo_among_the_patches_of_a_broken_manifest(one_patch: Demo) -> None:
         f"patches/0002-pipe.patch |  |  | is a named pipe (FIFO), not a regular file | {READ_HINT}"]
 
 
-def test_pin_name_that_is_a_path_is_a_usage_error(one_patch: Demo) -> None:
-    code, errors = refused(one_patch, "status", "--pin", "../../outside/x")
-    assert code == 2
-    assert entry_errors(errors) == [
-        " |  |  | '../../outside/x' is not a valid pin name (lower-case letters, digits, '.', '_', '-'; "
-        "starting with a letter or digit) | known pins: demo-1.0"]
-
-
 # -- names git echoes back --------------------------------------------------------------------
 
 def test_assumption_about_a_path_with_spaces(one_patch: Demo) -> None:

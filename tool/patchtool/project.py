@@ -108,7 +108,7 @@ class Project:
 def manifest_document(root: Path) -> Any:
     """``patchset.toml`` as an editable tomlkit document (comments and layout kept); every write
     of it goes out through ``write_manifest`` (the one TOML writer)."""
-    return tomlio.parse((root / manifest_mod.MANIFEST_NAME).read_text(encoding="utf-8"),
+    return tomlio.parse(read_inside(root, manifest_mod.MANIFEST_NAME).decode("utf-8"),
                         file=manifest_mod.MANIFEST_NAME)
 
 

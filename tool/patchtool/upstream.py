@@ -28,7 +28,6 @@ from packaging.version import InvalidVersion, Version
 from . import git, paths
 from .errors import InvalidInput, Problem, UpstreamError, UsageError
 from .fields import Fields, load_toml, raise_if
-from .paths import id_problem, read_inside
 
 PINS_DIR = "upstream-pins"
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -200,14 +199,13 @@ def pin_path(root: Path, name: str) -> Path:
 
 
 def load_pin(root: Path, name: str) -> Pin:
-    rel = f"{PINS_DIR}/{name}.toml"
-    known = f"known pins: {', '.join(sorted(p.stem for p in (root / PINS_DIR).glob('*.toml'))) or 'none'}"
-    if (why := id_problem(name, "pin name")) is not None:
-        raise UsageError(why, hint=known)
+    rel = pin_path(root, name).relative_to(root).as_posix()
     try:
-        text = read_inside(root, rel).decode("utf-8")
+        text = paths.read_inside(root, rel).decode("utf-8")
     except FileNotFoundError:
-        raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel, hint=known) from None
+        known = sorted(p.stem for p in (root / PINS_DIR).glob("*.toml"))
+        raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel,
+                         hint=f"known pins: {', '.join(known) or 'none'}") from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{rel} is not UTF-8: {exc}", file=rel) from None
     return Pin.from_dict(load_toml(text, file=rel), name=name, file=rel)
