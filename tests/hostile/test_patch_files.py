@@ -676,3 +676,28 @@ def test_every_path_and_mode_git_would_use_is_one_we_checked(tmp_path: Path) -> 
         assert theirs <= ours, (text, theirs, ours)
         assert not re.search(r"mode (?!100644|100755)\d+", summary), (text, summary)
     assert len(texts) > 300 and 0 < accepted < len(texts)
+
+
+def test_read_inside_refuses_without_reading(tmp_path: Path) -> None:
+    from patchtool.paths import read_inside
+
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "ok.patch").write_bytes(b"ok")
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "patches" / "pipe.patch")
+    assert read_inside(tmp_path, "patches/ok.patch") == b"ok"
+    with pytest.raises(FileNotFoundError):
+        read_inside(tmp_path, "patches/absent.patch")
+    cases = {
+        "patches/pipe.patch": "is a named pipe (FIFO), not a regular file",
+        "file/x.patch": "file is a file; expected a directory inside the repository",
+        "../outside": "path '../outside' escapes the tree",
+        ".git/config": "path '.git/config' touches .git/",
+    }
+    for rel, why in cases.items():
+        with pytest.raises(InvalidInput) as exc:
+            read_inside(tmp_path, rel)
+        (problem,) = exc.value.problems
+        assert (problem.file, problem.message) == (rel, why)
+    with pytest.raises(InvalidInput, match="cannot be read: Not a directory"):
+        read_inside(tmp_path / "file", "x")

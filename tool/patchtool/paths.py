@@ -118,35 +118,21 @@ def read_inside(root: Path, rel: str) -> bytes:
     ``rel`` must be a safe tree path. No component is followed through a symbolic link and the
     file is opened without blocking, so a FIFO, a device or a link to ``/etc/passwd`` is refused
     rather than read (or waited on forever). FileNotFoundError when there is no such file;
-    InvalidInput, naming ``rel`` and what it is, for anything that is not a regular file."""
+    InvalidInput, naming ``rel`` and what it is, for anything that is not a regular file or
+    cannot be read."""
     why = tree_path_problem(rel)
     if why is not None:
         raise _unsafe(rel, why, "name a file inside the repository")
     *dirs, name = rel.split("/")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for i, part in enumerate(dirs):
-            here = "/".join(dirs[:i + 1])
-            mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
-            if not stat.S_ISDIR(mode):
-                raise _unsafe(rel, f"{here} is {_not_regular(mode) or 'a file'}; "
-                                   "expected a directory inside the repository")
-            try:
-                sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:  # replaced since the stat: refuse rather than guess
-                raise _unsafe(rel, f"{here} cannot be opened: {exc.strerror}") from None
-            os.close(fd)
-            fd = sub
-        before = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        what = _not_regular(before.st_mode)
-        if what is not None:
-            raise _unsafe(rel, f"is {what}")
+        fd = _open_dirs(root, dirs, rel)
         try:
+            before = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if (what := _not_regular(before.st_mode)) is not None:
+                raise _unsafe(rel, f"is {what}")
             ffd = os.open(name, _FILE_FLAGS, dir_fd=fd)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            raise _unsafe(rel, f"cannot be read: {exc.strerror}") from None
+        finally:
+            os.close(fd)
         try:
             now = os.fstat(ffd)
             if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
@@ -157,7 +143,27 @@ def read_inside(root: Path, rel: str) -> bytes:
             return b"".join(chunks)
         finally:
             os.close(ffd)
+    except FileNotFoundError:
+        raise
     except PermissionError as exc:
         raise _unsafe(rel, f"cannot be read: {exc.strerror}", "check the file's permissions") from None
-    finally:
+    except OSError as exc:  # a link or a FIFO swapped in since the stat, a root that is a file
+        raise _unsafe(rel, f"cannot be read: {exc.strerror}") from None
+
+
+def _open_dirs(root: Path, dirs: list[str], rel: str) -> int:
+    """A descriptor of ``root/dirs...``, each component a real directory, none a link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(dirs):
+            mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+            if not stat.S_ISDIR(mode):
+                raise _unsafe(rel, f"{'/'.join(dirs[:i + 1])} is {_not_regular(mode) or 'a file'}; "
+                                   "expected a directory inside the repository")
+            sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
