@@ -488,11 +488,12 @@ def test_assumption_about_a_path_with_spaces(one_patch: Demo) -> None:
 # -- why a patch does not apply: git's own reason when no hunk is to blame ----------------------
 
 def crlf_pin(demo: Demo) -> None:
-    """Pin demo-2.0: demo 1.0 plus python/demo/dos.py, whose lines end in CRLF."""
+    """Pin demo-2.0: demo 1.0 plus python/demo/dos.py, whose lines end in CRLF, and
+    python/demo/tail.py, whose last line has no newline."""
     from conftest import UPSTREAM_FILES
     from patchtool.testing import make_wheel, sha256
 
-    files = {**UPSTREAM_FILES, "demo/dos.py": "a = 1\r\nb = 2\r\nc = 3\r\n"}
+    files = {**UPSTREAM_FILES, "demo/dos.py": "a = 1\r\nb = 2\r\nc = 3\r\n", "demo/tail.py": "a = 1\nb = 2"}
     wheel = make_wheel(demo.root.parent / "demo-2.0-py3-none-any.whl", "demo", "2.0", files)
     demo.index.add(wheel)
     pin = (demo.root / "upstream-pins" / "demo-1.0.toml").read_text()
@@ -530,6 +531,26 @@ def test_crlf_upstream_file_and_a_patch_written_with_lf(demo: Demo) -> None:
                          "reason": "context does not match", "line": 1, "detail": detail}]
     assert messages == [f"does not apply at demo-2.0: python/demo/dos.py hunk 1 (@@ -1,3 +1,3 @@): "
                         f"context does not match: {detail}"]
+
+
+def test_a_hunk_whose_context_matches_but_git_refuses_says_gits_reason(demo: Demo) -> None:
+    """Every line of the context is there, but upstream's last one has no newline: git's words."""
+    crlf_pin(demo)
+    messages, failures = apply_failure(demo, patch(f"""\
+        diff --git a/python/demo/tail.py b/python/demo/tail.py
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/tail.py
+        +++ b/python/demo/tail.py
+        @@ -1,2 +1,3 @@
+         a = 1
+         b = 2
+        +c = 3
+        """), pin="demo-2.0")
+    why = "patch failed: python/demo/tail.py:1; python/demo/tail.py: patch does not apply"
+    assert failures == [{"file": "python/demo/tail.py", "hunk": 1, "header": "@@ -1,2 +1,3 @@",
+                         "reason": "git apply refused it", "line": 1, "detail": why}]
+    assert messages == [f"does not apply at demo-2.0: python/demo/tail.py hunk 1 (@@ -1,2 +1,3 @@): "
+                        f"git apply refused it: {why}"]
 
 
 def test_a_patch_git_refuses_for_another_reason_says_gits_reason(demo: Demo) -> None:
