@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchtool.errors import InvalidInput
-from patchtool.patchfile import PatchFile, check_path, split_files, split_hunks
+from patchtool.patchfile import PatchFile, split_files, split_hunks
 
 DATA = Path(__file__).parent / "data"
 
@@ -63,14 +63,21 @@ def test_unsafe_paths_are_refused_with_line(name: str, why: str, line: int) -> N
     assert text.startswith(f"patches/{name}:{line}: unsafe diff: {why}")
 
 
-@pytest.mark.parametrize("raw", ["a/x/../../y", "b//abs", "a/.GIT/config", "C:\\x"])
-def test_check_path_rejects(raw: str) -> None:
-    assert check_path(raw) is not None
+def diff_with(path_line: str) -> str:
+    """A one-file patch whose 'diff --git' line is ``path_line``."""
+    return (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: A <a@example.org>\nSubject: [PATCH] x\n\n"
+            f"---\n{path_line}\nindex 1111111..2222222 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
 
 
-def test_check_path_accepts_normal_paths() -> None:
-    assert check_path("a/python/sglang/x.py") is None
-    assert check_path("/dev/null") is None
+@pytest.mark.parametrize("raw", ["a/x/../../y b/x/../../y", "b//abs b//abs", "a/.GIT/config b/.GIT/config",
+                                 "C:\\x C:\\x"])
+def test_unsafe_diff_git_names_are_refused(raw: str) -> None:
+    with pytest.raises(InvalidInput, match="unsafe diff"):
+        PatchFile.parse(diff_with(f"diff --git {raw}"), name="p.patch")
+
+
+def test_normal_paths_are_accepted() -> None:
+    assert PatchFile.parse(diff_with("diff --git a/f b/f"), name="p.patch").paths == ("f",)
 
 
 def test_split_files_and_hunks() -> None:

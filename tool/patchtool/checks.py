@@ -10,6 +10,7 @@ from . import git, retread
 from .errors import InvalidInput, PatchtoolError, Problem
 from .manifest import MANIFEST_NAME, PLACEHOLDER, Assumption, PatchEntry
 from .patchfile import PatchFile
+from .paths import read_inside
 from .project import PATCHES_DIR, Project
 from .registry import Finding
 from .series import SeriesResult, apply_series
@@ -176,7 +177,9 @@ def _parse_all(root: Path) -> list[Problem]:
     for path in sorted((root / PATCHES_DIR).glob("*.patch")):
         rel = f"{PATCHES_DIR}/{path.name}"
         try:
-            PatchFile.parse(path.read_text(encoding="utf-8", errors="replace"), name=rel)
+            PatchFile.parse(read_inside(root, rel).decode("utf-8", errors="replace"), name=rel)
+        except FileNotFoundError:
+            continue  # gone since the listing
         except InvalidInput as exc:
             problems.extend(exc.as_problems())
     return problems

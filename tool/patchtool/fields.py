@@ -8,14 +8,15 @@ as ``patch[3].upstream.status``.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Callable, Mapping
-from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import InvalidInput, Problem
+from .paths import check_id, tree_path_problem
 
 T = TypeVar("T")
 
@@ -155,6 +156,26 @@ class Fields:
                 self.problem(name, "unknown key", hint="check the spelling against the README")
 
 
+def load_toml(text: str, *, file: str) -> dict[str, Any]:
+    """The table in ``text``, the TOML file ``file``; InvalidInput naming the line otherwise.
+
+    A byte-order mark is refused, not skipped: tomllib and the other tools that read these
+    files refuse it too, so a file patchtool accepted would still break them."""
+    if text.startswith("\ufeff"):
+        raise InvalidInput(f"{file} starts with a UTF-8 byte-order mark", file=file, problems=[
+            Problem(file=file, line=1, code="toml",
+                    message="starts with a UTF-8 byte-order mark; save it without one",
+                    hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not "
+                         "'UTF-8 with BOM')")])
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"at line (\d+)", str(exc))
+        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
+            Problem(file=file, line=int(m.group(1)) if m else None, message=f"not valid TOML: {exc}",
+                    code="toml", hint="fix the syntax at that line")]) from None
+
+
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
     if problems:
         located = [p.located(file=file) for p in problems]
@@ -162,9 +183,6 @@ def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
 
 
 # -- parsers for Fields.parsed: each raises ValueError with the message the user sees --
-
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-
 
 def _version(text: str) -> Version:
     try:
@@ -188,16 +206,12 @@ def _regex(text: str) -> re.Pattern[str]:
 
 
 def _ident(text: str) -> str:
-    if not ID_RE.match(text):
-        raise ValueError(f"{text!r} is not a valid id (lower-case letters, digits, '.', '_', '-')")
-    return text
+    return check_id(text)
 
 
 def _repo_path(text: str) -> str:
-    """A relative POSIX path inside the tree, never escaping it or touching .git."""
-    path = PurePosixPath(text)
-    if path.is_absolute() or text.startswith("/") or "\\" in text:
-        raise ValueError(f"{text!r} must be a relative path inside the tree")
-    if any(part in ("..", ".git") for part in path.parts) or not path.parts:
-        raise ValueError(f"{text!r} must stay inside the tree and out of .git")
-    return path.as_posix()
+    """A path inside the tree, by the one validator's rules."""
+    why = tree_path_problem(text)
+    if why is not None:
+        raise ValueError(f"{why}; name a file inside the tree")
+    return text

@@ -379,20 +379,26 @@ class ObjectReader:
 
     def read(self, spec: str) -> tuple[str, str, bytes] | None:
         """(sha, type, content) of ``spec`` (a sha or ``rev:path``), None when it does not exist."""
-        if "\n" in spec:
-            return None
+        if "\n" in spec or "\0" in spec:
+            return None  # no object is named so; git would read another name
         if self._proc is None:
             self._proc = subprocess.Popen(["git", f"--git-dir={self.repo.git_dir}", "cat-file", "--batch"],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.DEVNULL, env=_environment())
         assert self._proc.stdin is not None and self._proc.stdout is not None
-        self._proc.stdin.write(spec.encode() + b"\n")
+        name = spec.encode()
+        self._proc.stdin.write(name + b"\n")
         self._proc.stdin.flush()
-        header = self._proc.stdout.readline().split()
-        if len(header) != 3:
-            if not header:
-                raise GitError(f"git cat-file --batch ended while reading {spec}")
-            return None  # "<spec> missing" or "<spec> ambiguous"
+        reply = self._proc.stdout.readline()
+        if not reply:
+            raise GitError(f"git cat-file --batch ended while reading {spec}")
+        reply = reply.rstrip(b"\n")
+        # "<spec> missing": the spec as given, spaces and all, so it is compared whole
+        if reply in (name + b" missing", name + b" ambiguous"):
+            return None
+        header = reply.split(b" ")
+        if len(header) != 3 or not header[2].isdigit():
+            raise GitError(f"git cat-file --batch gave {reply!r} for {spec}")
         data = self._proc.stdout.read(int(header[2]) + 1)[:-1]
         return header[0].decode(), header[1].decode(), data
 

@@ -172,7 +172,7 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
             with repo.temporary_index(parent) as index:
                 res = index.apply([tmp])
                 if not res.ok:
-                    failures = diagnose(repo, index, tmp, patch)
+                    failures = diagnose(repo, index, tmp, patch, git_message=res.stderr)
                     result = SeriesResult(base=base.commit, results=(PatchResult(
                         id=_slug(patch.subject), file=item.source, outcome=Outcome.FAILED, failures=failures,
                         git_message=res.stderr.strip()),))

@@ -9,8 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,8 @@ from packaging.version import Version
 
 from .conditions import Revisit
 from .errors import InvalidInput, Problem
-from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, raise_if
+from .fields import Fields, _ident, _regex, _repo_path, _specifier, _version, load_toml, raise_if
+from .paths import read_inside
 
 SCHEMA = 1
 PLACEHOLDER = "TODO"  # what a scaffolded entry's values start with until someone fills them in
@@ -432,7 +432,10 @@ class Manifest:
     dropped: tuple[Dropped, ...] = ()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, file: str = MANIFEST_NAME) -> Manifest:
+    def from_dict(cls, data: Mapping[str, Any], *, file: str = MANIFEST_NAME,
+                  line_of: Callable[[str], int | None] = lambda key: None) -> Manifest:
+        """The manifest in ``data``; ``line_of`` (a dotted key's line in the text, when the
+        caller has it) lets a problem that involves two entries name the other one's line."""
         problems: list[Problem] = []
         f = Fields(data, "", problems)
         schema = f.integer("schema")
@@ -445,9 +448,11 @@ class Manifest:
         entries = []
         for pf in patch_tables:
             entries.append(PatchEntry.read(pf))
-        dropped = [Dropped.read(x) for x in f.tables("dropped")]
+        dropped_tables = f.tables("dropped")
+        dropped = [Dropped.read(x) for x in dropped_tables]
         f.done()
         _check_unique(entries, patch_tables, problems)
+        _check_not_dropped(entries, dropped, dropped_tables, line_of)
         raise_if(problems, f"{file} is not a valid patch set", file=file)
         assert schema is not None and pin is not None
         return cls(schema=schema, pin=pin, registry=registry,
@@ -487,16 +492,25 @@ def _check_unique(entries: list[PatchEntry | None], tables: list[Fields],
         files.setdefault(entry.file, i)
 
 
+def _check_not_dropped(entries: list[PatchEntry | None], dropped: list[Dropped | None],
+                       tables: list[Fields], line_of: Callable[[str], int | None]) -> None:
+    """An id names one patch: in the series or dropped, never both."""
+    active = {e.id: i for i, e in enumerate(entries) if e is not None}
+    for d, f in zip(dropped, tables, strict=True):
+        if d is None or d.entry.id not in active:
+            continue
+        key = f"patch[{active[d.entry.id]}]"
+        line = line_of(f"{key}.id")
+        f.problem("id", f"id {d.entry.id!r} is dropped here and also in the series "
+                        f"({key}{f', line {line}' if line else ''})",
+                  hint="an id is either in the series or dropped: give the new patch its own id, or "
+                       "delete this [[dropped]] entry if it is the same patch come back")
+
+
 def parse_text(text: str, *, file: str = MANIFEST_NAME) -> Manifest:
+    data = load_toml(text, file=file)
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = _toml_error_line(str(exc))
-        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
-            Problem(file=file, line=line, message=f"not valid TOML: {exc}", code="toml",
-                    hint="fix the syntax at that line")]) from None
-    try:
-        return Manifest.from_dict(data, file=file)
+        return Manifest.from_dict(data, file=file, line_of=lambda key: key_line(text, key))
     except InvalidInput as exc:
         raise InvalidInput(exc.message, file=file,
                            problems=[p.located(line=key_line(text, p.key)) for p in exc.problems]) from None
@@ -506,18 +520,13 @@ def load(path: Path) -> Manifest:
     """Read and parse ``patchset.toml``; the only place that reads it."""
     name = path.name
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_inside(path.parent, name).decode("utf-8")
     except FileNotFoundError:
         raise InvalidInput(f"{path} not found", file=name,
                            hint="run patchtool from the patch repository (where patchset.toml is)") from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path} is not UTF-8: {exc}", file=name) from None
     return parse_text(text, file=name)
-
-
-def _toml_error_line(message: str) -> int | None:
-    m = re.search(r"at line (\d+)", message)
-    return int(m.group(1)) if m else None
 
 
 _HEADER_RE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"]+)\s*\]\]?")

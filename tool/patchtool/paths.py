@@ -10,8 +10,12 @@ root, with no symbolic link leading out.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
+
+from .errors import InvalidInput, Problem
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _DRIVE = re.compile(r"^[A-Za-z]:")
@@ -41,7 +45,7 @@ def tree_path_problem(path: str) -> str | None:
             return f"path {path!r} has an empty, '.' or '..' component" if part != ".." else \
                 f"path {path!r} escapes the tree"
         if _DOTGIT.match(part) or _DOTGIT.match(part.translate(_HFS_IGNORED)):
-            return f"path {path!r} touches .git"
+            return f"path {path!r} touches .git/"
     return None
 
 
@@ -80,3 +84,86 @@ def inside(root: Path, rel: str) -> Path:
     if path.is_symlink():
         raise ValueError(f"{rel!r} is a symbolic link; refusing to follow it")
     return path
+
+
+_READ_HINT = "patchtool reads only regular files inside the repository; put the file itself there"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _not_regular(mode: int) -> str | None:
+    """What a file of ``mode`` is, when it is not a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link (it could lead outside the repository; patchtool follows none)"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO), not a regular file"
+    if stat.S_ISDIR(mode):
+        return "a directory, not a regular file"
+    if stat.S_ISSOCK(mode):
+        return "a socket, not a regular file"
+    return "a device, not a regular file"
+
+
+def _unsafe(rel: str, why: str, hint: str = _READ_HINT) -> InvalidInput:
+    return InvalidInput(f"{rel}: {why}", file=rel, hint=hint, problems=[
+        Problem(file=rel, message=why, hint=hint, code="unsafe-file")])
+
+
+def read_inside(root: Path, rel: str) -> bytes:
+    """The bytes of the regular file ``root/rel``: the one way patchtool reads a file of the
+    repository (manifest, registry, pins, patch files).
+
+    ``rel`` must be a safe tree path. No component is followed through a symbolic link and the
+    file is opened without blocking, so a FIFO, a device or a link to ``/etc/passwd`` is refused
+    rather than read (or waited on forever). FileNotFoundError when there is no such file;
+    InvalidInput, naming ``rel`` and what it is, for anything that is not a regular file or
+    cannot be read."""
+    why = tree_path_problem(rel)
+    if why is not None:
+        raise _unsafe(rel, why, "name a file inside the repository")
+    *dirs, name = rel.split("/")
+    try:
+        fd = _open_dirs(root, dirs, rel)
+        try:
+            before = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if (what := _not_regular(before.st_mode)) is not None:
+                raise _unsafe(rel, f"is {what}")
+            ffd = os.open(name, _FILE_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        try:
+            now = os.fstat(ffd)
+            if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+                raise _unsafe(rel, "was replaced while being read", "run the command again")
+            chunks = []
+            while chunk := os.read(ffd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(ffd)
+    except FileNotFoundError:
+        raise
+    except PermissionError as exc:
+        raise _unsafe(rel, f"cannot be read: {exc.strerror}", "check the file's permissions") from None
+    except OSError as exc:  # a link or a FIFO swapped in since the stat, a root that is a file
+        raise _unsafe(rel, f"cannot be read: {exc.strerror}") from None
+
+
+def _open_dirs(root: Path, dirs: list[str], rel: str) -> int:
+    """A descriptor of ``root/dirs...``, each component a real directory, none a link."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(dirs):
+            mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+            if not stat.S_ISDIR(mode):
+                raise _unsafe(rel, f"{'/'.join(dirs[:i + 1])} is {_not_regular(mode) or 'a file'}; "
+                                   "expected a directory inside the repository")
+            sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

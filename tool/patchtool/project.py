@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -11,6 +12,7 @@ from . import manifest as manifest_mod
 from .errors import InvalidInput, Problem, UsageError
 from .manifest import Manifest, PatchEntry
 from .patchfile import PatchFile
+from .paths import read_inside
 from .upstream import Pin, load_pin
 
 PATCHES_DIR = "patches"
@@ -37,7 +39,7 @@ class Project:
     def find(cls, start: Path) -> Path:
         """The nearest directory at or above ``start`` holding ``patchset.toml``."""
         for candidate in (start, *start.parents):
-            if (candidate / manifest_mod.MANIFEST_NAME).is_file():
+            if os.path.lexists(candidate / manifest_mod.MANIFEST_NAME):  # load says what is wrong with it
                 return candidate
         raise UsageError(f"no {manifest_mod.MANIFEST_NAME} in {start} or any parent",
                          hint="run patchtool inside the patch repository, or pass --root")
@@ -69,20 +71,16 @@ class Project:
         loaded: list[LoadedPatch] = []
         problems: list[Problem] = []
         for entry in self.manifest.patches:
-            path = self.root / entry.file
             try:
-                text = path.read_text(encoding="utf-8")
+                text = read_inside(self.root, entry.file).decode("utf-8")
+                loaded.append(LoadedPatch(entry=entry, patch=PatchFile.parse(text, name=entry.file),
+                                          path=self.root / entry.file))
             except FileNotFoundError:
                 problems.append(Problem(file=entry.file, patch=entry.id, code="missing-file",
                                         message="patch file does not exist",
                                         hint="restore it or remove the entry from patchset.toml"))
-                continue
             except UnicodeDecodeError as exc:
                 problems.append(Problem(file=entry.file, patch=entry.id, message=f"not UTF-8: {exc}"))
-                continue
-            try:
-                loaded.append(LoadedPatch(entry=entry, patch=PatchFile.parse(text, name=entry.file),
-                                          path=path))
             except InvalidInput as exc:
                 problems.extend(p.located(patch=entry.id) for p in exc.problems)
         return loaded, problems
@@ -110,7 +108,7 @@ class Project:
 def manifest_document(root: Path) -> Any:
     """``patchset.toml`` as an editable tomlkit document (comments and layout kept); every write
     of it goes out through ``write_manifest`` (the one TOML writer)."""
-    return tomlio.parse((root / manifest_mod.MANIFEST_NAME).read_text(encoding="utf-8"),
+    return tomlio.parse(read_inside(root, manifest_mod.MANIFEST_NAME).decode("utf-8"),
                         file=manifest_mod.MANIFEST_NAME)
 
 

@@ -11,7 +11,6 @@ import dataclasses
 import enum
 import fnmatch
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ from packaging.version import Version
 
 from .conditions import Revisit
 from .errors import InvalidInput, Problem
-from .fields import Fields, _ident, _regex, raise_if
+from .fields import Fields, _ident, _regex, load_toml, raise_if
 from .manifest import key_line
+from .paths import read_inside
 
 SCHEMA = 1
 
@@ -315,13 +315,7 @@ class Registry:
 
 
 def parse_text(text: str, *, file: str) -> Registry:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"at line (\d+)", str(exc))
-        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
-            Problem(file=file, line=int(m.group(1)) if m else None, message=f"not valid TOML: {exc}",
-                    code="toml", hint="fix the syntax at that line")]) from None
+    data = load_toml(text, file=file)
     try:
         return Registry.from_dict(data, file=file)
     except InvalidInput as exc:
@@ -330,14 +324,20 @@ def parse_text(text: str, *, file: str) -> Registry:
 
 
 def load(root: Path, name: str) -> Registry:
-    path = root / name
+    return parse_text(read(root, name), file=name)
+
+
+def read(root: Path, name: str) -> str:
+    """The text of the registry file ``name``; the one place that reads it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_inside(root, name).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{name} is not UTF-8: {exc}", file=name) from None
     except FileNotFoundError:
         raise InvalidInput(f"{name} not found", file="patchset.toml", problems=[Problem(
             file="patchset.toml", key="registry", message=f"names {name}, which does not exist",
             hint="restore the registry file or fix the 'registry' key")]) from None
-    return parse_text(text, file=name)
+    return text
 
 
 # -- guards ------------------------------------------------------------------------------------

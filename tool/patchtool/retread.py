@@ -6,7 +6,6 @@ import dataclasses
 import os
 import subprocess
 import tempfile
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from . import journal, tomlio
 from . import registry as reg
 from .conditions import ARG_FIELDS_DIR
 from .errors import InvalidInput, Problem, UsageError
+from .fields import load_toml
 from .project import LoadedPatch, Project
 from .upstream import Cache
 
@@ -137,10 +137,7 @@ def entry_from_editor(editor: str) -> dict[str, Any]:
 
 
 def entry_from_text(text: str, source: str) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidInput(f"{source} is not valid TOML: {exc}", file=source) from None
+    data = load_toml(text, file=source)
     rejected = data.get("rejected")
     if not isinstance(rejected, list) or len(rejected) != 1 or set(data) != {"rejected"}:
         raise InvalidInput(f"{source} must hold exactly one [[rejected]] table", file=source)
@@ -161,8 +158,7 @@ def added(project: Project, entry: dict[str, Any]) -> tuple[reg.Rejection, str, 
     if not project.manifest.registry:
         raise UsageError("patchset.toml names no registry", hint='add registry = "retread.toml" to patchset.toml')
     name = project.manifest.registry
-    path = project.root / name
-    text = path.read_text(encoding="utf-8")
+    text = reg.read(project.root, name)
     reg.parse_text(text, file=name)  # the file as it is must be valid before we touch it
     doc = tomlio.parse(text, file=name)
     tomlio.append_table(doc, "rejected", tomlio.table(entry, literal=("regex", "values")))

@@ -98,7 +98,7 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
         for i, lp in enumerate(patches):
             res = index.apply([lp.path])
             if not res.ok:
-                failures = diagnose(repo, index, lp.path, lp.patch)
+                failures = diagnose(repo, index, lp.path, lp.patch, git_message=res.stderr)
                 results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.FAILED,
                                            failures=failures, git_message=res.stderr.strip()))
                 results.extend(PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED)
@@ -117,8 +117,10 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
                         last_good=parent)
 
 
-def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile) -> tuple[HunkFailure, ...]:
-    """Why the patch at ``path`` does not apply on the index: which file, which hunk, and the reason."""
+def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *,
+             git_message: str = "") -> tuple[HunkFailure, ...]:
+    """Why the patch at ``path`` does not apply on the index: which file, which hunk, and the
+    reason; where no hunk is to blame, git's own reason (``git_message``, its stderr)."""
     if index.apply([path], reverse=True, check=True).ok:
         return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in patch.files)
     tree = index.write_tree()
@@ -138,9 +140,10 @@ def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile) -> 
                                         detail="the patch changes it, but upstream has no such file"))
             continue
         header, hunks = split_hunks(section)
-        lines = present.decode("utf-8", "replace").splitlines()
+        lines = _lines(present.decode("utf-8", "replace"))
         for n, hunk in enumerate(hunks, 1):
-            if index.apply_text(header + hunk).ok:
+            alone = index.apply_text(header + hunk)
+            if alone.ok:
                 continue
             head = hunk.split("\n", 1)[0]
             if index.apply_text(header + hunk, reverse=True).ok:
@@ -148,15 +151,30 @@ def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile) -> 
                                             reason=Reason.ALREADY_APPLIED))
                 continue
             line, detail = _first_mismatch(hunk, lines)
-            failures.append(HunkFailure(file=stat.path, hunk=n, header=head, reason=Reason.CONTEXT,
-                                        line=line, detail=detail))
+            failures.append(HunkFailure(file=stat.path, hunk=n, header=head,
+                                        reason=Reason.CONTEXT if detail else Reason.OTHER,
+                                        line=line, detail=detail or git_reason(alone.stderr)))
     if not failures:
         failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER,
-                                    detail="each hunk applies alone but not all together"))
+                                    detail=git_reason(git_message)))
     return tuple(failures)
 
 
-def _first_mismatch(hunk: str, lines: list[str]) -> tuple[int | None, str]:
+def git_reason(stderr: str) -> str:
+    """git apply's own words, one line: its 'error: ' prefixes and repeated lines dropped."""
+    lines = [re.sub(r"^(?:error|fatal|warning): ", "", ln.strip()) for ln in stderr.splitlines()]
+    return "; ".join(dict.fromkeys(ln for ln in lines if ln)) or "git apply gave no reason"
+
+
+def _lines(text: str) -> list[str]:
+    """The file's lines as git compares them: split at LF only, so a CR stays visible."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
+def _first_mismatch(hunk: str, lines: list[str]) -> tuple[int | None, str | None]:
+    """Where upstream first differs from what ``hunk`` expects: (line, what differs); no
+    detail when every line matches (git refused the hunk for another reason)."""
     m = _HUNK_HEADER.match(hunk)
     if not m:
         return None, "malformed hunk header"
@@ -167,5 +185,10 @@ def _first_mismatch(hunk: str, lines: list[str]) -> tuple[int | None, str]:
         have = lines[at] if 0 <= at < len(lines) else None
         if have != want:
             found = "end of file" if have is None else repr(have)
-            return at + 1, f"line {at + 1}: expected {want!r}, found {found}"
-    return start, "the context matches here but git refused the hunk (whitespace or line endings?)"
+            detail = f"line {at + 1}: expected {want!r}, found {found}"
+            if have is not None and have == want + "\r":
+                detail += ": upstream's lines end in CRLF, the patch's in LF"
+            elif have is not None and have + "\r" == want:
+                detail += ": the patch's lines end in CRLF, upstream's in LF"
+            return at + 1, detail
+    return start, None

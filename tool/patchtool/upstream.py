@@ -18,7 +18,6 @@ import json
 import os
 import re
 import time
-import tomllib
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
@@ -28,7 +27,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import git, paths
 from .errors import InvalidInput, Problem, UpstreamError, UsageError
-from .fields import Fields, raise_if
+from .fields import Fields, load_toml, raise_if
 
 PINS_DIR = "upstream-pins"
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -200,18 +199,16 @@ def pin_path(root: Path, name: str) -> Path:
 
 
 def load_pin(root: Path, name: str) -> Pin:
-    path = pin_path(root, name)
-    rel = f"{PINS_DIR}/{path.name}"
-    if not path.is_file():
+    rel = pin_path(root, name).relative_to(root).as_posix()
+    try:
+        text = paths.read_inside(root, rel).decode("utf-8")
+    except FileNotFoundError:
         known = sorted(p.stem for p in (root / PINS_DIR).glob("*.toml"))
         raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel,
-                         hint=f"known pins: {', '.join(known) or 'none'}")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise InvalidInput(f"{rel} is not valid TOML: {exc}", file=rel, problems=[
-            Problem(file=rel, message=f"not valid TOML: {exc}", code="toml")]) from None
-    return Pin.from_dict(data, name=name, file=rel)
+                         hint=f"known pins: {', '.join(known) or 'none'}") from None
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{rel} is not UTF-8: {exc}", file=rel) from None
+    return Pin.from_dict(load_toml(text, file=rel), name=name, file=rel)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -1,0 +1,724 @@
+"""Hostile patch files, and hostile files where patchtool reads the repository.
+
+Every case is refused with a message that names the file, the line where there is one, and what
+to do; nothing on disk changes, inside the repository or outside it; nothing hangs and nothing
+ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import Demo
+from patchtool.errors import InvalidInput
+from patchtool.patchfile import PatchFile
+from patchtool.testing import snapshot
+
+HEAD = (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: Mallory <mallory@example.org>\n"
+        "Subject: [PATCH] innocent change\n\n---\n")  # the diff starts on line 6
+BLOB = "d4ae1c6d11798d781b9847242a8be3edfa521aa0"
+ZERO = "0" * 40
+PATH_HINT = "a patch may only touch files inside the upstream tree"
+MODE_HINT = ("a patch may only add or change regular files (mode 100644 or 100755): a symbolic "
+             "link could point outside the tree, a gitlink at another repository")
+
+
+def patch(diff: str) -> str:
+    return HEAD + textwrap.dedent(diff)
+
+
+def new_file(path: str, *, mode: str = "100644", quoted: bool = False) -> str:
+    a, b = (f'"a/{path}"', f'"b/{path}"') if quoted else (f"a/{path}", f"b/{path}")
+    return patch(f"""\
+        diff --git {a} {b}
+        new file mode {mode}
+        index {ZERO}..{BLOB}
+        --- /dev/null
+        +++ {b}
+        @@ -0,0 +1 @@
+        +/etc/passwd
+        \\ No newline at end of file
+        """)
+
+
+def renamed(old: str, new: str, verb: str = "rename") -> str:
+    return patch(f"""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        similarity index 100%
+        {verb} {old}
+        {verb} {new}
+        """)
+
+
+# (case, patch text, message, line, hint): what PatchFile.parse says, every problem at its line
+REFUSED = [
+    ("symlink", new_file("python/demo/passwd", mode="120000"),
+     "unsafe diff: 'new file mode 120000' makes 'python/demo/passwd' a symbolic link", 7, MODE_HINT),
+    ("gitlink", new_file("python/demo/sub", mode="160000"),
+     "unsafe diff: 'new file mode 160000' makes 'python/demo/sub' a gitlink (a submodule commit)", 7,
+     MODE_HINT),
+    ("mode-change-to-symlink", patch("""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        old mode 100644
+        new mode 120000
+        """), "unsafe diff: 'new mode 120000' makes 'python/demo/util.py' a symbolic link", 8, MODE_HINT),
+    ("mode-change-to-gitlink", patch("""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        old mode 100644
+        new mode 160000
+        """), "unsafe diff: 'new mode 160000' makes 'python/demo/util.py' a gitlink (a submodule commit)",
+     8, MODE_HINT),
+    ("symlink-deleted", patch(f"""\
+        diff --git a/python/demo/link b/python/demo/link
+        deleted file mode 120000
+        index {BLOB}..{ZERO}
+        --- a/python/demo/link
+        +++ /dev/null
+        @@ -1 +0,0 @@
+        -/etc/passwd
+        """), "unsafe diff: 'deleted file mode 120000' makes 'python/demo/link' a symbolic link", 7,
+     MODE_HINT),
+    ("symlink-on-index-line-only", patch(f"""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        index {BLOB}..{BLOB} 120000
+        --- a/python/demo/util.py
+        +++ b/python/demo/util.py
+        @@ -1 +1 @@
+        -a
+        +b
+        """), "unsafe diff: 'mode 120000 on its index line' makes 'python/demo/util.py' a symbolic link",
+     7, MODE_HINT),
+    ("directory-mode", new_file("python/demo/d", mode="040000"),
+     "unsafe diff: 'new file mode 040000' makes 'python/demo/d' a directory", 7, MODE_HINT),
+    ("odd-mode", new_file("python/demo/x", mode="100664"),
+     "unsafe diff: 'new file mode 100664' makes 'python/demo/x' something other than a regular file",
+     7, MODE_HINT),
+    ("dotdot", new_file("../../etc/passwd"), "unsafe diff: path '../../etc/passwd' escapes the tree", 6,
+     PATH_HINT),
+    ("quoted-octal-dotdot", new_file("\\056\\056/etc/passwd", quoted=True),
+     "unsafe diff: path '../etc/passwd' escapes the tree", 6, PATH_HINT),
+    ("quoted-tab", new_file("x\\tb", quoted=True),
+     "unsafe diff: path 'x\\tb' contains a control character", 6, PATH_HINT),
+    ("quoted-newline", new_file("x\\nb", quoted=True),
+     "unsafe diff: path 'x\\nb' contains a control character", 6, PATH_HINT),
+    ("quoted-escape-char", new_file("x\\033[31m", quoted=True),
+     "unsafe diff: path 'x\\x1b[31m' contains a control character", 6, PATH_HINT),
+    ("quoted-unterminated", patch("""\
+        diff --git "a/x b/x
+        --- a/x
+        +++ b/x
+        """), "unsafe diff: unterminated quoted path '\"a/x b/x'", 6, PATH_HINT),
+    ("quoted-bad-escape", new_file("x\\qy", quoted=True),
+     "unsafe diff: bad escape in quoted path '\"a/x\\\\qy\" \"b/x\\\\qy\"'", 6, PATH_HINT),
+    ("del-char", new_file("x\x7fy"), "unsafe diff: path 'x\\x7fy' contains a control character", 6, PATH_HINT),
+    ("dotgit", new_file(".git/hooks/post-checkout"),
+     "unsafe diff: path '.git/hooks/post-checkout' touches .git/", 6, PATH_HINT),
+    ("dotgit-upper", new_file("python/.GIT/config"), "unsafe diff: path 'python/.GIT/config' touches .git/",
+     6, PATH_HINT),
+    ("dotgit-ntfs-dot", new_file(".git./config"), "unsafe diff: path '.git./config' touches .git/", 6,
+     PATH_HINT),
+    ("dotgit-ntfs-short", new_file("GIT~1/config"), "unsafe diff: path 'GIT~1/config' touches .git/", 6,
+     PATH_HINT),
+    ("dotgit-hfs", new_file(".g\u200cit/config"), "unsafe diff: path '.g\\u200cit/config' touches .git/", 6,
+     PATH_HINT),
+    ("dot-component", new_file("python/./demo/x.py"),
+     "unsafe diff: path 'python/./demo/x.py' has an empty, '.' or '..' component", 6, PATH_HINT),
+    ("empty-component", new_file("python//x.py"),
+     "unsafe diff: path 'python//x.py' has an empty, '.' or '..' component", 6, PATH_HINT),
+    ("backslash", new_file("python\\..\\..\\x"), "unsafe diff: path 'python\\\\..\\\\..\\\\x' contains a backslash",
+     6, PATH_HINT),
+    ("absolute", patch(f"""\
+        diff --git /etc/cron.d/evil /etc/cron.d/evil
+        new file mode 100644
+        index {ZERO}..{BLOB}
+        --- /dev/null
+        +++ /etc/cron.d/evil
+        @@ -0,0 +1 @@
+        +x
+        """), "unsafe diff: absolute path '/etc/cron.d/evil'", 6, PATH_HINT),
+    ("drive-letter", new_file("C:/x"), "unsafe diff: absolute path 'C:/x'", 6, PATH_HINT),
+    ("no-prefix", patch("""\
+        diff --git python/x.py python/x.py
+        --- python/x.py
+        +++ python/x.py
+        @@ -1 +1 @@
+        -a
+        +b
+        """), "unsafe diff: path 'python/x.py' lacks the a/ or b/ prefix git format-patch writes (git apply "
+              "would strip its first directory instead)", 6, PATH_HINT),
+    ("plus-header-only", patch(f"""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/util.py
+        +++ b/../../evil.py
+        @@ -1 +1 @@
+        -a
+        +b
+        """), "unsafe diff: path '../../evil.py' escapes the tree", 9, PATH_HINT),
+    ("rename-to-dotdot", renamed("from python/demo/util.py", "to ../outside.py"),
+     "unsafe diff: path '../outside.py' escapes the tree", 9, PATH_HINT),
+    ("rename-from-absolute", renamed("from /etc/passwd", "to python/demo/p"),
+     "unsafe diff: absolute path '/etc/passwd'", 8, PATH_HINT),
+    ("rename-to-dotgit", renamed("from python/demo/util.py", "to .git/hooks/pre-commit"),
+     "unsafe diff: path '.git/hooks/pre-commit' touches .git/", 9, PATH_HINT),
+    ("rename-quoted", renamed('from "python/demo/util.py"', 'to "\\056git/config"'),
+     "unsafe diff: path '.git/config' touches .git/", 9, PATH_HINT),
+    ("copy-from-outside", renamed("from ../../home/u/.ssh/id_rsa", "to python/demo/k", verb="copy"),
+     "unsafe diff: path '../../home/u/.ssh/id_rsa' escapes the tree", 8, PATH_HINT),
+    ("copy-to-dotgit", renamed("from python/demo/util.py", "to .GiT/config", verb="copy"),
+     "unsafe diff: path '.GiT/config' touches .git/", 9, PATH_HINT),
+    ("rename-old-new", patch("""\
+        diff --git a/python/demo/util.py b/python/demo/util.py
+        similarity index 100%
+        rename old python/demo/util.py
+        rename new ../x.py
+        """), "unsafe diff: path '../x.py' escapes the tree", 9, PATH_HINT),
+    ("traditional-diff-after", new_file("python/demo/ok.py") + textwrap.dedent("""\
+        --- a/../../etc/passwd
+        +++ b/../../etc/passwd
+        @@ -0,0 +1 @@
+        +evil
+        """), "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
+              "only git format-patch output", 14, "export the commit with `git format-patch`"),
+    ("traditional-diff-in-message", HEAD.replace("---\n", textwrap.dedent("""\
+        Look:
+        --- a/x
+        +++ b/x
+        @@ -1 +1 @@
+        -a
+        +b
+        ---
+        """)) + new_file("python/demo/ok.py")[len(HEAD):],
+     "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
+     "only git format-patch output", 6, "export the commit with `git format-patch`"),
+    ("names-apart", patch("""\
+        diff --git a/x y b/z w
+        new file mode 100644
+        """), "unsafe diff: the two paths of the 'diff --git' line cannot be told apart", 6,
+     "export the commit with `git format-patch`"),
+]
+
+
+@pytest.mark.parametrize(("text", "message", "line", "hint"), [c[1:] for c in REFUSED],
+                         ids=[c[0] for c in REFUSED])
+def test_hostile_patch_is_refused_at_its_line(text: str, message: str, line: int, hint: str) -> None:
+    with pytest.raises(InvalidInput) as exc:
+        PatchFile.parse(text, name="patches/0001-evil.patch")
+    (problem,) = exc.value.problems
+    assert (problem.file, problem.line, problem.message, problem.hint) == (
+        "patches/0001-evil.patch", line, message, hint)
+
+
+def test_header_like_lines_inside_a_hunk_are_content() -> None:
+    """A removed '-- ../x' line reads '--- ../x': git counts it into the hunk, and so do we."""
+    text = patch(f"""\
+        diff --git a/python/demo/q.sql b/python/demo/q.sql
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/q.sql
+        +++ b/python/demo/q.sql
+        @@ -1,2 +1,2 @@
+        --- ../../etc/passwd
+        +++ ../../etc/passwd
+         select 1;
+        """)
+    assert PatchFile.parse(text, name="p.patch").paths == ("python/demo/q.sql",)
+
+
+def test_names_with_spaces_and_quotes_are_read_as_git_reads_them() -> None:
+    text = patch(f"""\
+        diff --git a/python/my notes.md b/python/my notes.md
+        index {BLOB}..{BLOB} 100644
+        --- a/python/my notes.md\t
+        +++ b/python/my notes.md\t
+        @@ -1 +1 @@
+        -a
+        +b
+        diff --git "a/python/caf\\303\\251.py" "b/python/caf\\303\\251.py"
+        new file mode 100755
+        index {ZERO}..{BLOB}
+        --- /dev/null
+        +++ "b/python/caf\\303\\251.py"
+        @@ -0,0 +1 @@
+        +x
+        """)
+    parsed = PatchFile.parse(text, name="p.patch")
+    assert parsed.paths == ("python/my notes.md", "python/café.py")
+    assert [f.status for f in parsed.files] == ["modified", "added"]
+
+
+# -- through the CLI ---------------------------------------------------------------------------
+
+def run(demo: Demo, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI with a deadline: a command that blocks on a FIFO fails the test instead of hanging it."""
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache)}
+    try:
+        return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, capture_output=True,
+                              text=True, env=env, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"patchtool {' '.join(args)} still running after {timeout}s")
+
+
+def outside(demo: Demo) -> Path:
+    """A directory beside the repository holding a file an attack would read or write."""
+    victim = demo.root.parent / "outside"
+    victim.mkdir(exist_ok=True)
+    (victim / "secret.txt").write_text("secret\n")
+    return victim
+
+
+def refused(demo: Demo, command: str, *args: str) -> tuple[int, list[dict[str, object]]]:
+    """Run ``command --json``; assert nothing changed in the repository or beside it and that no
+    traceback was printed; the exit code and the errors."""
+    roots = (demo.root, outside(demo))
+    before = snapshot(*roots)
+    res = run(demo, command, *args, "--json")
+    assert snapshot(*roots) == before
+    assert "Traceback" not in res.stderr, res.stderr
+    data = json.loads(res.stdout)
+    assert data["exit_code"] == res.returncode
+    return res.returncode, data["errors"]
+
+
+def entry_errors(errors: list[dict[str, object]]) -> list[str]:
+    return [" | ".join(str(e.get(k, "")) for k in ("file", "line", "patch", "message", "hint")) for e in errors]
+
+
+@pytest.mark.parametrize("case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot",
+                                  "rename-quoted"])
+@pytest.mark.parametrize("command", ["check", "apply", "status"])
+def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, command: str) -> None:
+    _, text, message, line, hint = next(c for c in REFUSED if c[0] == case)
+    (demo.root / "patches" / "0001-evil.patch").write_text(text)
+    demo.write_manifest(demo.entry("evil", "0001-evil.patch"))
+    code, errors = refused(demo, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"patches/0001-evil.patch | {line} | evil | {message} | {hint}"
+    assert not (demo.root / "build").exists()
+
+
+def test_symlink_patch_made_by_git_is_refused_before_it_reaches_a_tree(demo: Demo) -> None:
+    """The real thing: git format-patch of a commit that adds a link to /etc/passwd."""
+    def change(root: Path) -> None:
+        (root / "python/demo/passwd").symlink_to("/etc/passwd")
+    demo.commit_patch("0001-link.patch", change, "demo: add a link")
+    demo.write_manifest(demo.entry("link", "0001-link.patch"))
+    for command in ("check", "apply"):
+        code, errors = refused(demo, command)
+        assert code == 1
+        assert entry_errors(errors)[0] == (
+            "patches/0001-link.patch | 7 | link | unsafe diff: 'new file mode 120000' makes "
+            f"'python/demo/passwd' a symbolic link | {MODE_HINT}")
+
+
+def test_paths_in_the_manifest_go_through_the_one_validator(one_patch: Demo) -> None:
+    """Assumption files and the registry name paths in a tree: the same rules as a diff's."""
+    hostile = ["python/.GIT/config", "python/x\\ty", "python/./demo/core.py", "python/demo/core.py\\u0000",
+               "/etc/passwd"]
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\n'
+                                                     'registry = "../outside/secret.txt"\n')
+                        + "".join(f'[[patch.assumptions]]\nid = "a{i}"\nfile = "{path}"\nwhy = "w"\n'
+                                  for i, path in enumerate(hostile)))
+    code, errors = refused(one_patch, "check")
+    assert code == 1
+    assert [(e["line"], e["key"], e["message"]) for e in errors] == [
+        (3, "registry", "path '../outside/secret.txt' escapes the tree; name a file inside the tree"),
+        (16, "patch[0].assumptions[0].file",
+         "path 'python/.GIT/config' touches .git/; name a file inside the tree"),
+        (20, "patch[0].assumptions[1].file",
+         "path 'python/x\\ty' contains a control character; name a file inside the tree"),
+        (24, "patch[0].assumptions[2].file",
+         "path 'python/./demo/core.py' has an empty, '.' or '..' component; name a file inside the tree"),
+        (28, "patch[0].assumptions[3].file",
+         "path 'python/demo/core.py\\x00' contains a control character; name a file inside the tree"),
+        (32, "patch[0].assumptions[4].file", "absolute path '/etc/passwd'; name a file inside the tree"),
+    ]
+
+
+# -- what patchtool reads from the repository: regular files inside it, never waited on ---------
+
+READ_HINT = "patchtool reads only regular files inside the repository; put the file itself there"
+
+
+def fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+def directory(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.mkdir()
+    (path / "inner.patch").write_text("x")
+
+
+def link_outside(path: Path) -> None:
+    """A link to a copy of the file kept outside: valid content, the wrong place."""
+    copy = path.parent.parent.parent / "outside" / path.name
+    copy.parent.mkdir(exist_ok=True)
+    copy.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(copy)
+
+
+def dangling(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.symlink_to("/nonexistent/x")
+
+
+def socket_file(path: Path) -> None:
+    import socket
+
+    path.unlink(missing_ok=True)
+    here = Path.cwd()
+    os.chdir(path.parent)  # a socket's path must be short: bind it relative to its directory
+    try:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(path.name)
+        sock.close()
+    finally:
+        os.chdir(here)
+
+
+KINDS = {
+    "fifo": (fifo, "is a named pipe (FIFO), not a regular file"),
+    "directory": (directory, "is a directory, not a regular file"),
+    "symlink": (link_outside, "is a symbolic link (it could lead outside the repository; patchtool follows none)"),
+    "dangling-symlink": (dangling, "is a symbolic link (it could lead outside the repository; patchtool follows none)"),
+    "socket": (socket_file, "is a socket, not a regular file"),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("command", ["status", "check", "apply"])
+def test_patch_path_that_is_not_a_regular_file(one_patch: Demo, kind: str, command: str) -> None:
+    make, what = KINDS[kind]
+    make(one_patch.root / "patches" / "0001-greet.patch")
+    code, errors = refused(one_patch, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"patches/0001-greet.patch |  | greet | {what} | {READ_HINT}"
+
+
+def test_patches_directory_that_is_a_link_is_not_followed(one_patch: Demo) -> None:
+    patches = one_patch.root / "patches"
+    elsewhere = outside(one_patch) / "patches"
+    patches.rename(elsewhere)
+    patches.symlink_to(elsewhere)
+    for command in ("status", "check", "apply"):
+        code, errors = refused(one_patch, command)
+        assert code == 1
+        assert entry_errors(errors)[0] == (
+            "patches/0001-greet.patch |  | greet | patches is a symbolic link (it could lead outside the "
+            f"repository; patchtool follows none); expected a directory inside the repository | {READ_HINT}")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+@pytest.mark.parametrize("command", ["status", "check", "apply"])
+def test_manifest_that_is_not_a_regular_file(one_patch: Demo, kind: str, command: str) -> None:
+    make, what = KINDS[kind]
+    make(one_patch.root / "patchset.toml")
+    code, errors = refused(one_patch, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"patchset.toml |  |  | {what} | {READ_HINT}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+@pytest.mark.parametrize("command", ["status", "check", "apply"])
+def test_pin_that_is_not_a_regular_file(one_patch: Demo, kind: str, command: str) -> None:
+    make, what = KINDS[kind]
+    make(one_patch.root / "upstream-pins" / "demo-1.0.toml")
+    code, errors = refused(one_patch, command)
+    assert code == 1
+    assert entry_errors(errors)[0] == f"upstream-pins/demo-1.0.toml |  |  | {what} | {READ_HINT}"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
+def test_registry_that_is_not_a_regular_file(one_patch: Demo, kind: str) -> None:
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n'))
+    (one_patch.root / "retread.toml").write_text("schema = 1\n")
+    make, what = KINDS[kind]
+    make(one_patch.root / "retread.toml")
+    for args in (["check"], ["retread", "list"]):
+        code, errors = refused(one_patch, *args)
+        assert code == 1
+        assert entry_errors(errors)[0] == f"retread.toml |  |  | {what} | {READ_HINT}"
+
+
+def test_a_fifo_among_the_patches_of_a_broken_manifest(one_patch: Demo) -> None:
+    """check reads every patch file when the manifest does not parse: it must not wait on a FIFO."""
+    os.mkfifo(one_patch.root / "patches" / "0002-pipe.patch")
+    (one_patch.root / "patchset.toml").write_text("schema = [\n")
+    code, errors = refused(one_patch, "check")
+    assert code == 1
+    assert entry_errors(errors)[1:] == [
+        f"patches/0002-pipe.patch |  |  | is a named pipe (FIFO), not a regular file | {READ_HINT}"]
+
+
+# -- names git echoes back --------------------------------------------------------------------
+
+def test_assumption_about_a_path_with_spaces(one_patch: Demo) -> None:
+    """git cat-file answers '<spec> missing'; a spec with a space used to crash check."""
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text() + textwrap.dedent('''\
+        [[patch.assumptions]]
+        id = "notes"
+        file = "python/demo/my notes.md"
+        why = "the patch documents it"
+
+        [[patch.assumptions]]
+        id = "no-notes"
+        file = "python/demo/my other notes.md"
+        exists = false
+        why = "the patch adds it"
+        '''))
+    code, errors = refused(one_patch, "check")
+    assert code == 1
+    assert entry_errors(errors) == [
+        "patchset.toml |  | greet | assumption failed at demo-1.0: expected python/demo/my notes.md exists, "
+        "found file absent | the patch relies on it: the patch documents it"]
+
+
+# -- why a patch does not apply: git's own reason when no hunk is to blame ----------------------
+
+def crlf_pin(demo: Demo) -> None:
+    """Pin demo-2.0: demo 1.0 plus python/demo/dos.py, whose lines end in CRLF, and
+    python/demo/tail.py, whose last line has no newline."""
+    from conftest import UPSTREAM_FILES
+    from patchtool.testing import make_wheel, sha256
+
+    files = {**UPSTREAM_FILES, "demo/dos.py": "a = 1\r\nb = 2\r\nc = 3\r\n", "demo/tail.py": "a = 1\nb = 2"}
+    wheel = make_wheel(demo.root.parent / "demo-2.0-py3-none-any.whl", "demo", "2.0", files)
+    demo.index.add(wheel)
+    pin = (demo.root / "upstream-pins" / "demo-1.0.toml").read_text()
+    pin = pin.replace('version = "1.0"', 'version = "2.0"').replace(demo.wheel.name, wheel.name)
+    (demo.root / "upstream-pins" / "demo-2.0.toml").write_text(pin.replace(sha256(demo.wheel), sha256(wheel)))
+
+
+def apply_failure(demo: Demo, text: str, *, pin: str = "demo-1.0") -> tuple[list[str], list[dict[str, object]]]:
+    (demo.root / "patches" / "0001-x.patch").write_text(text)
+    demo.write_manifest(demo.entry("x", "0001-x.patch"), pin=pin)
+    code, errors = refused(demo, "check")
+    assert code == 1
+    res = run(demo, "apply", "--json")
+    assert res.returncode == 3 and "Traceback" not in res.stderr
+    (failed,) = [p for p in json.loads(res.stdout)["data"]["patches"] if p["outcome"] == "failed"]
+    return [str(e["message"]) for e in errors], failed["failures"]
+
+
+def test_crlf_upstream_file_and_a_patch_written_with_lf(demo: Demo) -> None:
+    crlf_pin(demo)
+    messages, failures = apply_failure(demo, patch(f"""\
+        diff --git a/python/demo/dos.py b/python/demo/dos.py
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/dos.py
+        +++ b/python/demo/dos.py
+        @@ -1,3 +1,3 @@
+         a = 1
+        -b = 2
+        +b = 20
+         c = 3
+        """), pin="demo-2.0")
+    detail = ("line 1: expected 'a = 1', found 'a = 1\\r': upstream's lines end in CRLF, "
+              "the patch's in LF")
+    assert failures == [{"file": "python/demo/dos.py", "hunk": 1, "header": "@@ -1,3 +1,3 @@",
+                         "reason": "context does not match", "line": 1, "detail": detail}]
+    assert messages == [f"does not apply at demo-2.0: python/demo/dos.py hunk 1 (@@ -1,3 +1,3 @@): "
+                        f"context does not match: {detail}"]
+
+
+def test_a_hunk_whose_context_matches_but_git_refuses_says_gits_reason(demo: Demo) -> None:
+    """Every line of the context is there, but upstream's last one has no newline: git's words."""
+    crlf_pin(demo)
+    messages, failures = apply_failure(demo, patch(f"""\
+        diff --git a/python/demo/tail.py b/python/demo/tail.py
+        index {BLOB}..{BLOB} 100644
+        --- a/python/demo/tail.py
+        +++ b/python/demo/tail.py
+        @@ -1,2 +1,3 @@
+         a = 1
+         b = 2
+        +c = 3
+        """), pin="demo-2.0")
+    why = "patch failed: python/demo/tail.py:1; python/demo/tail.py: patch does not apply"
+    assert failures == [{"file": "python/demo/tail.py", "hunk": 1, "header": "@@ -1,2 +1,3 @@",
+                         "reason": "git apply refused it", "line": 1, "detail": why}]
+    assert messages == [f"does not apply at demo-2.0: python/demo/tail.py hunk 1 (@@ -1,2 +1,3 @@): "
+                        f"git apply refused it: {why}"]
+
+
+def test_a_patch_git_refuses_for_another_reason_says_gits_reason(demo: Demo) -> None:
+    """A rename onto a file upstream has: no hunk is to blame, and git says why; we repeat it."""
+    messages, failures = apply_failure(demo, patch("""\
+        diff --git a/python/demo/util.py b/python/demo/core.py
+        similarity index 100%
+        rename from python/demo/util.py
+        rename to python/demo/core.py
+        """))
+    why = "python/demo/core.py: already exists in index"
+    assert failures == [{"file": "python/demo/core.py", "reason": "git apply refused it", "detail": why}]
+    assert messages == [f"does not apply at demo-1.0: python/demo/core.py patch: git apply refused it: {why}"]
+
+
+# -- the manifest -----------------------------------------------------------------------------
+
+def test_one_id_in_the_series_and_dropped(one_patch: Demo) -> None:
+    manifest = one_patch.root / "patchset.toml"
+    dropped = one_patch.entry("greet", "dropped/0001-greet.patch").replace("[[patch]]", "[[dropped]]")
+    manifest.write_text(manifest.read_text() + "\n" + dropped + 'reason = "upstream took it"\ndropped_at = "demo-1.0"\n')
+    for command in ("check", "apply", "status"):
+        code, errors = refused(one_patch, command)
+        assert code == 1
+        assert [(e["file"], e["line"], e["key"], e["message"], e["hint"]) for e in errors] == [(
+            "patchset.toml", 15, "dropped[0].id",
+            "id 'greet' is dropped here and also in the series (patch[0], line 5)",
+            "an id is either in the series or dropped: give the new patch its own id, or delete this "
+            "[[dropped]] entry if it is the same patch come back")]
+
+
+BOM_HINT = "remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')"
+
+
+@pytest.mark.parametrize(("rel", "commands"), [
+    ("patchset.toml", ["check", "apply", "status"]),
+    ("upstream-pins/demo-1.0.toml", ["check", "apply", "status"]),
+    ("retread.toml", ["check", "retread list"]),
+])
+def test_byte_order_mark_is_named(one_patch: Demo, rel: str, commands: list[str]) -> None:
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n'))
+    (one_patch.root / "retread.toml").write_text("schema = 1\nrejected = []\n")
+    path = one_patch.root / rel
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    for command in commands:
+        code, errors = refused(one_patch, *command.split())
+        assert code == 1
+        assert entry_errors(errors)[0] == (
+            f"{rel} | 1 |  | starts with a UTF-8 byte-order mark; save it without one | {BOM_HINT}")
+
+
+# -- our reading against git's, over many hostile names and modes ------------------------------
+
+NAMES = ["x.py", "py/x.py", "my notes.md", "../x", "py/../../x", "..", ".", "py/./x", "py//x", ".git/config",
+         ".GIT/x", "py/.Git/hooks/x", ".git./x", ".git /x", "git~1/x", ".g\u200cit/x", "/etc/passwd", "C:/x",
+         "py\\..\\x", "x\ty", "x\ry", "x\x7fy", "x\x1b[0m", "-x", "x y z", 'x"y', "caf\u00e9.py", "a/b/c",
+         "b/x", "a/.git/x", "x\\ty"]
+
+
+def quote(name: str) -> str:
+    """``name`` C-quoted as git writes it, bytes above ASCII as octal."""
+    special = {"\t": "\\t", "\n": "\\n", "\r": "\\r", '"': '\\"', "\\": "\\\\", "\x07": "\\a", "\x08": "\\b",
+               "\x0c": "\\f", "\x0b": "\\v"}
+    out = []
+    for ch in name:
+        if ch in special:
+            out.append(special[ch])
+        elif ord(ch) < 0x20 or ord(ch) >= 0x7F:
+            out.extend(f"\\{b:03o}" for b in ch.encode())
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def forms(name: str, prefix: str) -> list[str]:
+    return [f"{prefix}{name}", quote(prefix + name)] if prefix else [name, quote(name)]
+
+
+def hostile_texts() -> list[str]:
+    texts = []
+    for name in NAMES:
+        for a, b in zip(forms(name, "a/"), forms(name, "b/"), strict=True):
+            texts.append(patch(f"diff --git {a} {b}\nindex {BLOB}..{BLOB} 100644\n--- {a}\n+++ {b}\n"
+                               "@@ -1 +1 @@\n-a\n+b\n"))
+            texts.append(patch(f"diff --git a/ok.py {b}\nnew file mode 100644\nindex {ZERO}..{BLOB}\n"
+                               f"--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n"))
+            texts.append(patch(f"diff --git {a} b/ok.py\ndeleted file mode 100644\nindex {BLOB}..{ZERO}\n"
+                               f"--- {a}\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"))
+        for plain in forms(name, ""):
+            for verb in ("rename", "copy"):
+                texts.append(patch(f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n"
+                                   f"{verb} from ok.py\n{verb} to {plain}\n"))
+                texts.append(patch(f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n"
+                                   f"{verb} from {plain}\n{verb} to ok2.py\n"))
+        texts.append(patch(f"diff --git {name} {name}\n--- {name}\n+++ {name}\n@@ -1 +1 @@\n-a\n+b\n"))
+    for mode in ("100644", "100755", "120000", "160000", "040000", "100664", "0120000", "12000", "100644 x"):
+        texts.append(patch(f"diff --git a/x b/x\nnew file mode {mode}\nindex {ZERO}..{BLOB}\n--- /dev/null\n"
+                           "+++ b/x\n@@ -0,0 +1 @@\n+x\n"))
+        texts.append(patch(f"diff --git a/x b/x\nold mode 100644\nnew mode {mode}\n"))
+        texts.append(patch(f"diff --git a/x b/x\ndeleted file mode {mode}\nindex {BLOB}..{ZERO}\n--- a/x\n"
+                           "+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"))
+        texts.append(patch(f"diff --git a/x b/x\nindex {BLOB}..{BLOB} {mode}\n--- a/x\n+++ b/x\n"
+                           "@@ -1 +1 @@\n-a\n+b\n"))
+    return texts
+
+
+def git_reading(text: str, cwd: Path) -> tuple[set[str], str] | None:
+    """The paths and the summary git apply reads from ``text``; None when git refuses it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_CEILING_DIRECTORIES=str(cwd.parent))
+    numstat = subprocess.run(["git", "apply", "--numstat", "-z"], input=text.encode(), cwd=cwd, env=env,
+                             capture_output=True, check=False)
+    summary = subprocess.run(["git", "apply", "--summary"], input=text.encode(), cwd=cwd, env=env,
+                             capture_output=True, check=False)
+    if numstat.returncode or summary.returncode:
+        return None
+    paths = {p.split("\t")[-1] for p in numstat.stdout.decode("utf-8", "replace").split("\0")}
+    return paths - {""}, summary.stdout.decode("utf-8", "replace")
+
+
+def test_every_path_and_mode_git_would_use_is_one_we_checked(tmp_path: Path) -> None:
+    """Whatever we accept, git reads the same paths from it, every one safe, and no odd mode."""
+    import re
+
+    from patchtool.paths import tree_path_problem
+
+    texts = hostile_texts()
+    accepted = 0
+    for text in texts:
+        try:
+            parsed = PatchFile.parse(text, name="p.patch")
+        except InvalidInput as exc:
+            (problem,) = exc.problems
+            assert problem.line is not None and problem.hint, text
+            continue
+        accepted += 1
+        ours = {p for f in parsed.files for p in (f.path, f.source) if p}
+        assert all(tree_path_problem(p) is None for p in ours), text
+        reading = git_reading(text, tmp_path)
+        if reading is None:
+            continue
+        theirs, summary = reading
+        assert theirs <= ours, (text, theirs, ours)
+        assert not re.search(r"mode (?!100644|100755)\d+", summary), (text, summary)
+    assert len(texts) > 300 and 0 < accepted < len(texts)
+
+
+def test_read_inside_refuses_without_reading(tmp_path: Path) -> None:
+    from patchtool.paths import read_inside
+
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "ok.patch").write_bytes(b"ok")
+    (tmp_path / "file").write_text("x")
+    os.mkfifo(tmp_path / "patches" / "pipe.patch")
+    assert read_inside(tmp_path, "patches/ok.patch") == b"ok"
+    with pytest.raises(FileNotFoundError):
+        read_inside(tmp_path, "patches/absent.patch")
+    cases = {
+        "patches/pipe.patch": "is a named pipe (FIFO), not a regular file",
+        "file/x.patch": "file is a file; expected a directory inside the repository",
+        "../outside": "path '../outside' escapes the tree",
+        ".git/config": "path '.git/config' touches .git/",
+    }
+    for rel, why in cases.items():
+        with pytest.raises(InvalidInput) as exc:
+            read_inside(tmp_path, rel)
+        (problem,) = exc.value.problems
+        assert (problem.file, problem.message) == (rel, why)
+    with pytest.raises(InvalidInput, match="cannot be read: Not a directory"):
+        read_inside(tmp_path / "file", "x")
