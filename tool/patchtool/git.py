@@ -274,14 +274,15 @@ class Repo:
                 i += 1
         return found
 
-    def write_commits(self, parent: str, commits: Sequence[NewCommit]) -> list[str]:
-        """A chain of commits on ``parent`` written by one ``git fast-import``: their shas, in order."""
+    def write_commits(self, parent: str, commits: Sequence[NewCommit], *, ref: str) -> list[str]:
+        """A chain of commits on ``parent`` written by one ``git fast-import``, which leaves ``ref``
+        at the last (name it in the caller's namespace of the cache): their shas, in order."""
         if not commits:
             return []
         fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
         os.close(fd)
         try:
-            self.fast_import(_commit_stream(parent, commits), "--force", f"--export-marks={marks}")
+            self.fast_import(_commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
             found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
         finally:
             os.unlink(marks)
@@ -443,9 +444,6 @@ class Index:
         self.repo.git("read-tree", treeish, env=self.env)
 
 
-REPLAY_REF = "refs/patchtool/replay"  # the last chain write_commits wrote
-
-
 _EXPORT = ("--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered")
 
 
@@ -470,10 +468,10 @@ def _quote_path(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
-def _commit_stream(parent: str, commits: Sequence[NewCommit]) -> Iterator[bytes]:
+def _commit_stream(parent: str, commits: Sequence[NewCommit], ref: str) -> Iterator[bytes]:
     for n, c in enumerate(commits, 1):
         message = c.message.encode()
-        out = [f"commit {REPLAY_REF}\nmark :{n}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n".encode(),
+        out = [f"commit {ref}\nmark :{n}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n".encode(),
                b"data %d\n" % len(message), message, b"\n",
                f"from {parent if n == 1 else f':{n - 1}'}\n".encode()]
         for f in c.files:
