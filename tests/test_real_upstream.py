@@ -116,10 +116,13 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
         assert {p.name: p.read_bytes() for p in (root / "patches").glob("*.patch")} == before
         assert (root / "patchset.toml").read_bytes() == manifest
     finally:  # the test cache outlives the run: leave no branch behind
+        from patchtool.cachespace import CheckoutBranch
+
         git_dir = str(real_cache / "upstream.git")
+        names = CheckoutBranch.of(root, branch)
         subprocess.run(["git", "--git-dir", git_dir, "worktree", "remove", "--force", str(root / "work" / branch)],
                        check=False, capture_output=True)
-        for ref in (f"refs/heads/{branch}", f"refs/patchtool/base/{branch}"):
+        for ref in (names.ref, names.base_ref):
             subprocess.run(["git", "--git-dir", git_dir, "update-ref", "-d", ref], check=False)
 
 

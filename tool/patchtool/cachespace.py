@@ -1,21 +1,28 @@
 """What one patch repository keeps in the shared cache, namespaced by that repository.
 
 Every clone of the patch repository on a machine shares one cache (``upstream.git``), so each
-ref and file a command leaves there for later (a rebase's replayed commits, a checkout branch)
-is named under the project's key. Two clones then never see each other's state.
+ref and file a command leaves there for later (a checkout branch and its base, a rebase's
+replayed commits) is named under the project's key. Two clones then never see each other's
+checkouts or rebases.
 
 The key is derived from the repository's resolved path: the same directory always gets the
 same key (whatever symbolic links lead to it), a copy or a move is another project and starts
-with no state of its own. A key stored in the repository would follow a copy, and two copies
-would share their state again.
+with no checkout of its own. A key stored in the repository would follow a copy, and two
+copies would share their state again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 
+from . import git
+from .errors import UsageError
+from .paths import tree_path_problem
+
 REFS = "refs/patchtool"
+BRANCHES = "patchtool"  # checkout branches: refs/heads/patchtool/<key>/<branch>
 
 
 def project_key(root: Path) -> str:
@@ -26,3 +33,41 @@ def project_key(root: Path) -> str:
 def replay_ref(root: Path) -> str:
     """Where a rebase of this project keeps the commits it replayed."""
     return f"{REFS}/{project_key(root)}/replay"
+
+
+def check_branch(branch: str) -> str:
+    """``branch`` when it can name a checkout branch: a safe tree path (it names the worktree's
+    directory) that git accepts as a branch name; UsageError naming why not."""
+    why = tree_path_problem(branch)
+    if why is None and git.run(["git", "check-ref-format", f"refs/heads/{branch}"], check=False).returncode:
+        why = "git refuses it as a branch name (see `git help check-ref-format`)"
+    if why is not None:
+        raise UsageError(f"{branch!r} is not a usable branch name: {why}",
+                         hint="pick a name of letters, digits, '-', '_', '.' and '/' (e.g. series, work/fix-1)")
+    return branch
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CheckoutBranch:
+    """The names one checkout branch of one project has in the cache."""
+
+    root: Path
+    branch: str
+    key: str
+
+    @classmethod
+    def of(cls, root: Path, branch: str) -> CheckoutBranch:
+        return cls(root=root, branch=check_branch(branch), key=project_key(root))
+
+    @property
+    def short(self) -> str:
+        """The branch as git shows it in the worktree."""
+        return f"{BRANCHES}/{self.key}/{self.branch}"
+
+    @property
+    def ref(self) -> str:
+        return f"refs/heads/{self.short}"
+
+    @property
+    def base_ref(self) -> str:
+        return f"{REFS}/{self.key}/base/{self.branch}"

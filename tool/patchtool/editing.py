@@ -17,30 +17,24 @@ from typing import Any
 import tomlkit
 
 from . import git, journal, retread
+from .cachespace import CheckoutBranch
+from .checkouts import (
+    TRAILER,
+    branch_commits,
+    commit_message,
+    create_branch,
+    export_commit,
+    require_clean,
+    worktree_of,
+)
 from .errors import PatchtoolError, UsageError
-from .fields import _ident
 from .manifest import MANIFEST_NAME, PLACEHOLDER
-from .project import PATCHES_DIR, LoadedPatch, Project, dropped_path, inline_table, record_dropped
+from .paths import id_problem
+from .project import PATCHES_DIR, Project, dropped_path, inline_table, record_dropped
 from .series import apply_series
 from .upstream import Cache
 
-TRAILER = "Patchtool-Id"
 WORK_DIR = "work"
-_TRAILER_RE = re.compile(rf"^{TRAILER}:\s*(\S+)\s*$", re.MULTILINE)
-
-
-def commit_message(lp: LoadedPatch) -> str:
-    return lp.patch.message.rstrip("\n") + f"\n\n{TRAILER}: {lp.id}\n"
-
-
-def _branch_ref(branch: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", branch) or ".." in branch:
-        raise UsageError(f"{branch!r} is not a usable branch name")
-    return f"refs/heads/{branch}"
-
-
-def _base_ref(branch: str) -> str:
-    return f"refs/patchtool/base/{branch}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,21 +43,22 @@ class Checkout:
     worktree: str
     base: str
     commits: tuple[tuple[str, str], ...]  # (patch id, commit)
+    git_branch: str = ""  # the branch as git names it in the worktree
 
     def to_dict(self) -> dict[str, Any]:
-        return {"branch": self.branch, "worktree": self.worktree, "base": self.base,
-                "commits": [{"id": i, "commit": c} for i, c in self.commits]}
+        return {"branch": self.branch, "git_branch": self.git_branch, "worktree": self.worktree,
+                "base": self.base, "commits": [{"id": i, "commit": c} for i, c in self.commits]}
 
 
 def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str,
              path: Path | None) -> Checkout:
+    repo = cache.repo
+    names = CheckoutBranch.of(project.root, branch)
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
-    repo = cache.repo
-    ref = _branch_ref(branch)
-    if repo.resolve(ref) is not None:
-        raise UsageError(f"branch {branch!r} already exists in the cache",
+    if repo.resolve(names.ref) is not None:
+        raise UsageError(f"branch {branch!r} already exists in the cache for this repository",
                          hint=f"export it (`patchtool export --branch {branch}`) or pick another --branch")
     result = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
     if not result.ok or result.tip is None:
@@ -78,11 +73,11 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     if "__pycache__/" not in (exclude.read_text() if exclude.exists() else ""):
         with open(exclude, "a") as fh:
             fh.write("__pycache__/\n*.pyc\n")
-    repo.update_ref(ref, result.tip, "")
-    repo.update_ref(_base_ref(branch), base.commit)
+    create_branch(repo, names, result.tip, "patchtool checkout")
+    repo.update_ref(names.base_ref, base.commit)
     repo.git("worktree", "prune", check=False)
-    repo.git("worktree", "add", "--quiet", str(where), branch)
-    return Checkout(branch=branch, worktree=str(where), base=base.commit,
+    repo.git("worktree", "add", "--quiet", str(where), names.short)
+    return Checkout(branch=branch, git_branch=names.short, worktree=str(where), base=base.commit,
                     commits=tuple((r.id, r.commit or "") for r in result.results))
 
 
@@ -97,74 +92,33 @@ class ExportResult:
         return dataclasses.asdict(self)
 
 
-def _worktree_of(repo: git.Repo, branch: str) -> Path | None:
-    listing = repo.out("worktree", "list", "--porcelain").split("\n\n")
-    for block in listing:
-        lines = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
-        if lines.get("branch") == f"refs/heads/{branch}":
-            return Path(lines["worktree"])
-    return None
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48] or "patch"
-
-
-def without_trailer(message: str) -> str:
-    """The commit message as it was before checkout added the trailer."""
-    lines = [ln for ln in message.rstrip("\n").split("\n") if not _TRAILER_RE.match(ln)]
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def export_commit(repo: git.Repo, commit: str) -> str:
-    """The canonical patch file for a checkout commit: git's own format, without the trailer."""
-    message = repo.commit_message(commit)
-    if not _TRAILER_RE.search(message):
-        return repo.format_patch(commit)
-    name, email = repo.out("log", "-1", "--format=%an%x00%ae", commit).split("\0")
-    parent = repo.out("rev-parse", f"{commit}^")
-    plain = repo.commit_tree(repo.tree_of(commit), [parent], without_trailer(message),
-                             author=git.Ident(name, email), committer=git.Ident(*git.FIXED_IDENT))
-    return repo.format_patch(plain)
 
 
 def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool) -> ExportResult:
     repo = cache.repo
     root = project.root
-    tip = repo.resolve(_branch_ref(branch))
-    base = repo.resolve(_base_ref(branch))
+    names = CheckoutBranch.of(root, branch)
+    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
     if tip is None or base is None:
-        raise UsageError(f"no checkout branch {branch!r}", hint="create one with `patchtool checkout`")
+        raise UsageError(f"no checkout branch {branch!r} for this repository ({root})",
+                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
+                              "they were made in, so a moved or copied repository starts without one")
     pin_base = cache.ensure(project.pin()).commit
     if base != pin_base:
         raise UsageError(f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
                          hint="check out again on the current pin")
-    worktree = _worktree_of(repo, branch)
-    if worktree is not None:
-        dirty = git.run(["git", "status", "--porcelain"], cwd=worktree).stdout.decode().strip()
-        if dirty:
-            raise UsageError(f"the worktree {worktree} has uncommitted changes:\n{dirty}",
-                             hint="commit (or stash) them first; export writes only commits")
-    if repo.git("merge-base", "--is-ancestor", base, tip, check=False).returncode != 0:
-        raise UsageError(f"branch {branch!r} does not contain the pinned base {base[:12]}: a commit sits "
-                         "below the base or the branch was rebased elsewhere",
-                         hint="rebase the branch back onto the pin's base")
-    rows = repo.out("rev-list", "--reverse", "--parents", f"{base}..{tip}").splitlines()
+    require_clean(worktree_of(repo, names))
+    commits = branch_commits(repo, names, base, tip)
     entries = {e.id: e for e in project.manifest.patches}
     order: list[tuple[str, str, bool]] = []  # (id, commit, known)
-    for row in rows:
-        commit, *parents = row.split()
-        subject = repo.out("log", "-1", "--format=%s", commit)
-        if len(parents) != 1:
-            raise UsageError(f"commit {commit[:12]} ({subject}) is a merge commit; a series is linear",
-                             hint="rebase the branch to drop the merge (git rebase -i)")
-        message = repo.commit_message(commit)
-        found = _TRAILER_RE.findall(message)
-        ident = found[-1] if found else _unique(_slug(subject), entries, order)
+    for c in commits:
+        ident = c.ident or _unique(_slug(c.subject), entries, order)
         if any(i == ident for i, _, _ in order):
             raise UsageError(f"two commits carry {TRAILER}: {ident}",
                              hint="each patch is one commit: squash them or change one trailer")
-        order.append((ident, commit, ident in entries))
+        order.append((ident, c.commit, ident in entries))
     kept = {i for i, _, _ in order}
     gone = [e.id for e in project.manifest.patches if e.id not in kept]
     if gone and not allow_drop:
@@ -251,16 +205,16 @@ def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list
 
 def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
     """An empty commit on the checkout branch, carrying the new id; export creates its entry."""
-    try:
-        _ident(ident)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    why = id_problem(ident)
+    if why is not None:
+        raise UsageError(why)
     if any(e.id == ident for e in project.manifest.patches):
         raise UsageError(f"a patch {ident!r} exists already")
     repo = cache.repo
-    worktree = _worktree_of(repo, branch)
+    worktree = worktree_of(repo, CheckoutBranch.of(project.root, branch))
     if worktree is None:
-        raise UsageError(f"no worktree for branch {branch!r}", hint="run `patchtool checkout` first")
+        raise UsageError(f"no worktree for branch {branch!r} of this repository",
+                         hint="run `patchtool checkout` first")
     git.run(["git", "commit", "--allow-empty", "-q", "-m", f"{ident}: describe the change\n\n{TRAILER}: {ident}"],
             cwd=worktree, env={"GIT_AUTHOR_NAME": "patchtool", "GIT_AUTHOR_EMAIL": "patchtool@localhost",
                                "GIT_COMMITTER_NAME": "patchtool", "GIT_COMMITTER_EMAIL": "patchtool@localhost"})
