@@ -117,6 +117,7 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
         assert (root / "patchset.toml").read_bytes() == manifest
     finally:  # the test cache outlives the run: leave no branch behind
         from patchtool.cachespace import CheckoutBranch
+        from patchtool.upstream import Cache
 
         git_dir = str(real_cache / "upstream.git")
         names = CheckoutBranch.of(root, branch)
@@ -124,6 +125,7 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
                        check=False, capture_output=True)
         for ref in (names.ref, names.base_ref):
             subprocess.run(["git", "--git-dir", git_dir, "update-ref", "-d", ref], check=False)
+        names.record_path(Cache(real_cache).repo).unlink(missing_ok=True)
 
 
 def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Path) -> None:

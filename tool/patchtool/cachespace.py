@@ -1,9 +1,9 @@
 """What one patch repository keeps in the shared cache, namespaced by that repository.
 
 Every clone of the patch repository on a machine shares one cache (``upstream.git``), so each
-ref and file a command leaves there for later (a checkout branch and its base, a rebase's
-replayed commits) is named under the project's key. Two clones then never see each other's
-checkouts or rebases.
+ref and file a command leaves there for later (a checkout branch and its base, the record of
+the series a checkout was made from, a rebase's replayed commits) is named under the project's
+key. Two clones then never see each other's checkouts or rebases.
 
 The key is derived from the repository's resolved path: the same directory always gets the
 same key (whatever symbolic links lead to it), a copy or a move is another project and starts
@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
 from . import git
 from .errors import UsageError
@@ -71,3 +75,28 @@ class CheckoutBranch:
     @property
     def base_ref(self) -> str:
         return f"{REFS}/{self.key}/base/{self.branch}"
+
+    @property
+    def refresh_ref(self) -> str:
+        """Where ``checkout --refresh`` writes the rebuilt branch before moving it."""
+        return f"{REFS}/{self.key}/refresh/{self.branch}"
+
+    def record_path(self, repo: git.Repo) -> Path:
+        return repo.git_dir / "patchtool" / "checkouts" / self.key / f"{self.branch}.json"
+
+    def load_record(self, repo: git.Repo) -> dict[str, Any] | None:
+        """The series this checkout was made from (or last exported or refreshed to), or None."""
+        try:
+            data = json.loads(self.record_path(repo).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("schema") == 1 else None
+
+    def save_record(self, repo: git.Repo, record: dict[str, Any]) -> None:
+        path = self.record_path(repo)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".record.")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"schema": 1, "root": str(self.root.resolve()), "branch": self.branch, **record}, fh,
+                      indent=2, sort_keys=True)
+        os.replace(tmp, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,15 @@ from . import git, journal, retread
 from .cachespace import CheckoutBranch
 from .checkouts import (
     TRAILER,
+    BranchCommit,
     branch_commits,
+    changes_since,
     commit_message,
     create_branch,
     export_commit,
+    loaded_record,
     require_clean,
+    series_record,
     worktree_of,
 )
 from .errors import PatchtoolError, UsageError
@@ -36,6 +41,8 @@ from .upstream import Cache
 
 WORK_DIR = "work"
 
+
+# -- checkout ------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Checkout:
@@ -58,8 +65,10 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     loaded = project.series()
     base = cache.ensure(pin)
     if repo.resolve(names.ref) is not None:
+        again = "" if branch == "series" else f" --branch {branch}"
         raise UsageError(f"branch {branch!r} already exists in the cache for this repository",
-                         hint=f"export it (`patchtool export --branch {branch}`) or pick another --branch")
+                         hint=f"export it (`patchtool export{again}`), bring it up to date with the series "
+                              f"(`patchtool checkout --refresh{again}`), or pick another --branch")
     result = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
     if not result.ok or result.tip is None:
         failed = result.failed
@@ -73,6 +82,8 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     if "__pycache__/" not in (exclude.read_text() if exclude.exists() else ""):
         with open(exclude, "a") as fh:
             fh.write("__pycache__/\n*.pyc\n")
+    commits = {r.id: r.commit or "" for r in result.results}
+    names.save_record(repo, loaded_record(pin.name, base.commit, loaded, commits))
     create_branch(repo, names, result.tip, "patchtool checkout")
     repo.update_ref(names.base_ref, base.commit)
     repo.git("worktree", "prune", check=False)
@@ -81,10 +92,12 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
                     commits=tuple((r.id, r.commit or "") for r in result.results))
 
 
+# -- export ----------------------------------------------------------------------------------------
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ExportResult:
     branch: str
-    patches: tuple[dict[str, str], ...]  # id, file, change ("unchanged", "refreshed", "new", "renamed")
+    patches: tuple[dict[str, str], ...]  # id, file, change ("unchanged", "refreshed", "new", "renamed", "revived")
     dropped: tuple[str, ...]
     written: tuple[str, ...]
 
@@ -96,29 +109,50 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48] or "patch"
 
 
-def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool) -> ExportResult:
+def _hint_branch(branch: str) -> str:
+    return "" if branch == "series" else f" --branch {branch}"
+
+
+def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
+    """(tip, base) of a checkout branch whose series is still the project's; refused
+    otherwise, naming what changed."""
+    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
+    if tip is None or base is None:
+        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
+                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
+                              "they were made in, so a moved or copied repository starts without one")
+    record = names.load_record(repo)
+    if record is None:
+        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so "
+                         "exporting it could undo changes made to the series since",
+                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
+                              "commits over with `git cherry-pick`")
+    changes = changes_since(record, project)
+    if changes:
+        raise UsageError(f"the series changed since branch {names.branch!r} was checked out: "
+                         f"{'; '.join(changes)}. Exporting that checkout would undo it",
+                         hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
+                              "onto the current series; then export")
+    return tip, base
+
+
+def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
+           revive: Sequence[str] = ()) -> ExportResult:
     repo = cache.repo
     root = project.root
     names = CheckoutBranch.of(root, branch)
-    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
-    if tip is None or base is None:
-        raise UsageError(f"no checkout branch {branch!r} for this repository ({root})",
-                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
-                              "they were made in, so a moved or copied repository starts without one")
+    tip, base = _checked(project, repo, names)
     pin_base = cache.ensure(project.pin()).commit
     if base != pin_base:
         raise UsageError(f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
-                         hint="check out again on the current pin")
-    require_clean(worktree_of(repo, names))
+                         hint=f"`patchtool checkout --refresh{_hint_branch(branch)}` moves it onto the pin")
+    worktree = worktree_of(repo, names)
+    require_clean(worktree)
     commits = branch_commits(repo, names, base, tip)
     entries = {e.id: e for e in project.manifest.patches}
-    order: list[tuple[str, str, bool]] = []  # (id, commit, known)
-    for c in commits:
-        ident = c.ident or _unique(_slug(c.subject), entries, order)
-        if any(i == ident for i, _, _ in order):
-            raise UsageError(f"two commits carry {TRAILER}: {ident}",
-                             hint="each patch is one commit: squash them or change one trailer")
-        order.append((ident, c.commit, ident in entries))
+    dropped = {d.entry.id: d.entry.file for d in project.manifest.dropped}
+    revive = list(dict.fromkeys(revive))
+    order = _identify(project, commits, revive, branch)
     kept = {i for i, _, _ in order}
     gone = [e.id for e in project.manifest.patches if e.id not in kept]
     if gone and not allow_drop:
@@ -129,31 +163,73 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool) -> 
     rows_out: list[dict[str, str]] = []
     for position, (ident, commit, known) in enumerate(order, 1):
         text = export_commit(repo, commit)
-        slug = re.sub(r"^\d+-", "", Path(entries[ident].file).stem) if known else _slug(ident)
+        was = entries[ident].file if known else dropped.get(ident)
+        slug = re.sub(r"^\d+-", "", Path(was).stem) if was else _slug(ident)
         name = f"{PATCHES_DIR}/{position:04d}-{slug}.patch"
         old = entries[ident].file if known else None
         previous = (root / old).read_text(encoding="utf-8") if old and (root / old).exists() else None
-        change = "new" if not known else "unchanged" if previous == text and old == name else \
-            "renamed" if previous == text else "refreshed"
+        change = ("revived" if ident in revive else "new") if not known else \
+            "unchanged" if previous == text and old == name else "renamed" if previous == text else "refreshed"
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
     manifest = _export_manifest(root, [(i, k) for i, _, k in order], {r["id"]: r["file"] for r in rows_out},
-                                gone, branch)
+                                gone, branch, revive=revive)
+    revived_files = [dropped[i] for i in revive]
     written = _write_all(root, files, manifest, remove=[entries[i].file for i in gone] +
                          [entries[r["id"]].file for r in rows_out
-                          if r["change"] != "new" and entries[r["id"]].file != r["file"]],
+                          if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]] +
+                         [f for f in revived_files if f not in files],
                          moves={entries[i].file: dropped_path(entries[i].file) for i in gone})
+    final = {i: c for i, c, _ in order}
+    exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
+    names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
     return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written))
 
 
-def _unique(base: str, entries: dict[str, Any], order: list[tuple[str, str, bool]]) -> str:
-    taken = set(entries) | {i for i, _, _ in order}
+def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequence[str],
+              branch: str) -> list[tuple[str, str, bool]]:
+    """Each commit's patch: ``(id, commit, known)`` in branch order. A dropped patch comes back
+    only when ``revive`` names it."""
+    entries = {e.id for e in project.manifest.patches}
+    dropped = {d.entry.id: d for d in project.manifest.dropped}
+    active = [i for i in revive if i in entries]
+    if active:
+        raise UsageError(f"--revive {', '.join(active)}: in the series already; nothing to bring back")
+    unknown = [i for i in revive if i not in dropped]
+    if unknown:
+        raise UsageError(f"--revive {', '.join(unknown)}: no such dropped patch",
+                         hint=f"dropped: {', '.join(dropped) or 'none'}")
+    order: list[tuple[str, str, bool]] = []
+    for c in commits:
+        ident = c.ident or _unique(_slug(c.subject), entries, order, also=dropped)
+        if any(i == ident for i, _, _ in order):
+            raise UsageError(f"two commits carry {TRAILER}: {ident}",
+                             hint="each patch is one commit: squash them or change one trailer")
+        order.append((ident, c.commit, ident in entries))
+    resurrected = [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]
+    if resurrected:
+        named = "; ".join(f"commit {c[:12]} carries {TRAILER}: {i}, a patch dropped from the series "
+                          f"({dropped[i].reason})" for i, c in resurrected)
+        ids = " ".join(f"--revive {i}" for i, _ in resurrected)
+        raise UsageError(f"{named}; refusing to bring it back unasked",
+                         hint=f"to bring it back with its recorded metadata: `patchtool export {ids}`; "
+                              "otherwise take the commit out of the branch (git rebase -i)")
+    missing = [i for i in revive if i not in {o for o, _, _ in order}]
+    if missing:
+        raise UsageError(f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: "
+                         f"{', '.join(missing)}", hint="cherry-pick or write the commit first")
+    return order
+
+
+def _unique(base: str, entries: Iterable[str], order: list[tuple[str, str, bool]],
+            also: Iterable[str] = ()) -> str:
+    """``base``, or ``base-2``, ... : an id no patch of the series, of ``order`` or of ``also``
+    (the dropped ones, whose ids come back only when asked for) has."""
+    taken = set(entries) | {i for i, _, _ in order} | set(also)
     ident, n = base, 2
     while ident in taken:
         ident, n = f"{base}-{n}", n + 1
     return ident
-
-
 
 
 def skeleton(ident: str, file: str) -> Any:
@@ -171,18 +247,29 @@ def skeleton(ident: str, file: str) -> Any:
 
 
 def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str, str], gone: list[str],
-                     branch: str) -> str:
+                     branch: str, *, revive: Sequence[str] = ()) -> str:
     text = (root / MANIFEST_NAME).read_text(encoding="utf-8")
     doc = tomlkit.parse(text)
-    tables = {str(t["id"]): t for t in doc["patch"]}
-    current = [str(t["id"]) for t in doc["patch"]]
+    tables = {str(t["id"]): t for t in doc.get("patch", [])}
+    current = [str(t["id"]) for t in doc.get("patch", [])]
     wanted = [i for i, _ in order]
     unchanged = current == wanted and all(str(tables[i]["file"]) == files[i] for i in wanted) and not gone
-    if unchanged:
+    if unchanged and not revive:
         return text
+    for ident in revive:  # back from [[dropped]] with its metadata, without the drop's reason
+        dropped = doc["dropped"]
+        at = max(n for n, t in enumerate(dropped) if str(t["id"]) == ident)
+        table = dropped[at]
+        del dropped[at]
+        for key in ("reason", "dropped_at"):
+            if key in table:
+                del table[key]
+        tables[ident] = table
+        if not len(dropped):
+            del doc["dropped"]
     new = tomlkit.aot()
     for ident, known in order:
-        table = tables[ident] if known else skeleton(ident, files[ident])
+        table = tables[ident] if known or ident in revive else skeleton(ident, files[ident])
         table["file"] = files[ident]
         new.append(table)
     doc["patch"] = new
@@ -210,8 +297,14 @@ def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
         raise UsageError(why)
     if any(e.id == ident for e in project.manifest.patches):
         raise UsageError(f"a patch {ident!r} exists already")
+    dropped = {d.entry.id: d for d in project.manifest.dropped}
+    if ident in dropped:
+        raise UsageError(f"{ident!r} is the id of a dropped patch ({dropped[ident].reason})",
+                         hint="pick another id; to bring that patch back, put its commit on the branch and "
+                              f"`patchtool export --revive {ident}`")
     repo = cache.repo
-    worktree = worktree_of(repo, CheckoutBranch.of(project.root, branch))
+    names = CheckoutBranch.of(project.root, branch)
+    worktree = worktree_of(repo, names)
     if worktree is None:
         raise UsageError(f"no worktree for branch {branch!r} of this repository",
                          hint="run `patchtool checkout` first")

@@ -246,6 +246,24 @@ class Repo:
                     new_blob=None if new_blob == absent else new_blob))
         return [(sha, tuple(files)) for sha, files in commits]
 
+    def diff_raw(self, old: str, new: str) -> tuple[RawChange, ...]:
+        """Every file that differs between two commits or trees, with its blobs (no renames)."""
+        out = self.git("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-commit-id",
+                       old, new).stdout.decode("utf-8", "surrogateescape")
+        fields = out.split("\0")
+        found = []
+        absent = "0" * 40
+        for meta, path in zip(fields[0:-1:2], fields[1::2], strict=False):
+            old_mode, new_mode, old_blob, new_blob, status = meta.lstrip(":").split()
+            found.append(RawChange(
+                status=status[0], old_path=None if status[0] == "A" else path,
+                new_path=None if status[0] == "D" else path,
+                old_mode=None if old_mode == "000000" else old_mode,
+                new_mode=None if new_mode == "000000" else new_mode,
+                old_blob=None if old_blob == absent else old_blob,
+                new_blob=None if new_blob == absent else new_blob))
+        return tuple(found)
+
     def cherry(self, upstream: str, head: str, limit: str) -> set[str]:
         """The commits of limit..head whose patch-id matches a commit upstream has and head's
         history does not (``git cherry``: the ones it marks ``-``)."""
