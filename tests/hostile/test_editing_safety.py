@@ -1,5 +1,5 @@
 """checkout / export / new under hostile conditions: clones sharing a cache, a checkout older
-than the series, branch names that are not names.
+than the series, commits without a trailer, branch names that are not names.
 
 Each test is a bug that was found: it fails on the code before the fix, asserts the message the
 user gets, and that a refused command changed nothing on disk.
@@ -264,7 +264,32 @@ def test_the_checkout_branch_keeps_a_reflog(demo: Demo) -> None:
     assert lost in git(wt, "reflog", "show", "--format=%H", branch).split()
 
 
-# -- 3. branch names ----------------------------------------------------------------------------------
+# -- 3. plain commits keep the metadata written for them -------------------------------------------
+
+def test_a_plain_commit_keeps_its_id_and_metadata(demo: Demo) -> None:
+    three(demo)
+    wt = checked_out(demo)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 2\n\n\ndef other():\n    return 5\n")
+    git(wt, "commit", "-qam", "util: add other()")
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "gave util-add-other its Patchtool-Id trailer on the branch" in res.stdout
+    assert "Patchtool-Id: util-add-other" in git(wt, "log", "-1", "--format=%B")
+    assert git(wt, "status", "--porcelain") == ""
+    assert git(wt, "log", "-1", "--format=%an <%ae>") == "Test Author <author@example.org>\n"
+    exported = patches(demo)
+    manifest = demo.root / "patchset.toml"
+    filled = manifest.read_text().replace("TODO: who maintains it", "util-team").replace(
+        "TODO: why the patch exists", "callers need other()").replace("TODO: when to drop it", "never")
+    manifest.write_text(filled)
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "unchanged util-add-other" in res.stdout
+    assert manifest.read_text() == filled and patches(demo) == exported
+    assert demo.run("check").returncode == 0
+
+
+# -- 4. branch names ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", [["checkout"], ["export"], ["new", "extra"], ["checkout", "--refresh"]])
 @pytest.mark.parametrize("name", ["a..b", "a\nb", "a/.git", "../x", "x/", "a b", "x.lock", "a/../../b"])

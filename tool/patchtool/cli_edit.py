@@ -84,6 +84,8 @@ def export(args: argparse.Namespace) -> None:
                                 revive=args.revive)
         lines = [f"  {r['change']:<9} {r['id']} ({r['file']})" for r in result.patches]
         lines += [f"  dropped   {d}" for d in result.dropped]
+        if result.trailers:
+            lines.append(f"gave {', '.join(result.trailers)} its Patchtool-Id trailer on the branch")
         if any(r["change"] == "new" for r in result.patches):
             lines.append("new patches have a metadata skeleton: fill its TODOs (`patchtool check` lists them)")
         _emit("export", args.as_json, ExitCode.OK, result.to_dict(), "\n".join(lines) or "nothing to export")

@@ -24,10 +24,12 @@ from .checkouts import (
     BranchCommit,
     branch_commits,
     changes_since,
+    commit_idents,
     commit_message,
     create_branch,
     export_commit,
     loaded_record,
+    move_branch,
     require_clean,
     series_record,
     worktree_of,
@@ -100,6 +102,7 @@ class ExportResult:
     patches: tuple[dict[str, str], ...]  # id, file, change ("unchanged", "refreshed", "new", "renamed", "revived")
     dropped: tuple[str, ...]
     written: tuple[str, ...]
+    trailers: tuple[str, ...] = ()  # ids given to commits that had no trailer (now amended onto them)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -152,7 +155,7 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
     entries = {e.id: e for e in project.manifest.patches}
     dropped = {d.entry.id: d.entry.file for d in project.manifest.dropped}
     revive = list(dict.fromkeys(revive))
-    order = _identify(project, commits, revive, branch)
+    order, given = _identify(project, commits, revive, branch)
     kept = {i for i, _, _ in order}
     gone = [e.id for e in project.manifest.patches if e.id not in kept]
     if gone and not allow_drop:
@@ -172,6 +175,12 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
             "unchanged" if previous == text and old == name else "renamed" if previous == text else "refreshed"
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
+    # the commits that had no trailer get theirs now, before any file is written: an export
+    # stopped between the two leaves trailers naming ids the series lacks, which the next export
+    # adds again; the other way round it would find their patches without a commit
+    chain = _with_trailers(repo, base, commits, [i for i, _, _ in order])
+    if chain is not None:
+        move_branch(repo, names, worktree, tip, chain[-1], "patchtool export: Patchtool-Id trailers")
     manifest = _export_manifest(root, [(i, k) for i, _, k in order], {r["id"]: r["file"] for r in rows_out},
                                 gone, branch, revive=revive)
     revived_files = [dropped[i] for i in revive]
@@ -180,16 +189,17 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
                           if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]] +
                          [f for f in revived_files if f not in files],
                          moves={entries[i].file: dropped_path(entries[i].file) for i in gone})
-    final = {i: c for i, c, _ in order}
+    final = dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True))
     exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
-    return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written))
+    return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written),
+                        trailers=tuple(given))
 
 
 def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequence[str],
-              branch: str) -> list[tuple[str, str, bool]]:
-    """Each commit's patch: ``(id, commit, known)`` in branch order. A dropped patch comes back
-    only when ``revive`` names it."""
+              branch: str) -> tuple[list[tuple[str, str, bool]], list[str]]:
+    """Each commit's patch: ``(id, commit, known)`` in branch order, and the ids given to commits
+    without a trailer. A dropped patch comes back only when ``revive`` names it."""
     entries = {e.id for e in project.manifest.patches}
     dropped = {d.entry.id: d for d in project.manifest.dropped}
     active = [i for i in revive if i in entries]
@@ -200,8 +210,11 @@ def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequenc
         raise UsageError(f"--revive {', '.join(unknown)}: no such dropped patch",
                          hint=f"dropped: {', '.join(dropped) or 'none'}")
     order: list[tuple[str, str, bool]] = []
+    given: list[str] = []
     for c in commits:
         ident = c.ident or _unique(_slug(c.subject), entries, order, also=dropped)
+        if c.ident is None:
+            given.append(ident)
         if any(i == ident for i, _, _ in order):
             raise UsageError(f"two commits carry {TRAILER}: {ident}",
                              hint="each patch is one commit: squash them or change one trailer")
@@ -218,7 +231,31 @@ def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequenc
     if missing:
         raise UsageError(f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: "
                          f"{', '.join(missing)}", hint="cherry-pick or write the commit first")
-    return order
+    return order, given
+
+
+def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], ids: Sequence[str]) -> list[str] | None:
+    """The branch again with a trailer on every commit that lacked one (trees, authors, committers
+    and dates unchanged); None when every commit has its trailer already."""
+    if all(c.ident is not None for c in commits):
+        return None
+    out: list[str] = []
+    parent = base
+    rewriting = False
+    for c, ident in zip(commits, ids, strict=True):
+        if not rewriting and c.ident is not None:
+            out.append(c.commit)
+            parent = c.commit
+            continue
+        rewriting = True
+        message = c.message.rstrip("\n") + "\n"
+        if c.ident is None:
+            message = repo.git("interpret-trailers", "--trailer", f"{TRAILER}: {ident}",
+                               input=message.encode()).stdout.decode()
+        author, committer = commit_idents(repo, c.commit)
+        parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
+        out.append(parent)
+    return out
 
 
 def _unique(base: str, entries: Iterable[str], order: list[tuple[str, str, bool]],
