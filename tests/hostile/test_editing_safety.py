@@ -1,5 +1,5 @@
 """checkout / export / new under hostile conditions: clones sharing a cache, a checkout older
-than the series, commits without a trailer, branch names that are not names.
+than the series, commits without a trailer, no git identity, branch names that are not names.
 
 Each test is a bug that was found: it fails on the code before the fix, asserts the message the
 user gets, and that a refused command changed nothing on disk.
@@ -289,7 +289,39 @@ def test_a_plain_commit_keeps_its_id_and_metadata(demo: Demo) -> None:
     assert demo.run("check").returncode == 0
 
 
-# -- 4. branch names ----------------------------------------------------------------------------------
+# -- 4. new commits as the user ---------------------------------------------------------------------
+
+def test_new_makes_the_commit_as_the_user(demo: Demo, tmp_path: Path) -> None:
+    three(demo)
+    wt = checked_out(demo)
+    config = tmp_path / "gitconfig"
+    config.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
+    res = demo.run("new", "feature-x", env={"GIT_CONFIG_GLOBAL": str(config)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == \
+        "Ada Lovelace <ada@example.org>|Ada Lovelace <ada@example.org>\n"
+    res = demo.run("new", "feature-y", env={"GIT_CONFIG_GLOBAL": str(config), "GIT_AUTHOR_NAME": "Grace Hopper",
+                                            "GIT_AUTHOR_EMAIL": "grace@example.org"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == \
+        "Grace Hopper <grace@example.org>|Ada Lovelace <ada@example.org>\n"
+
+
+def test_new_without_a_git_identity_is_refused(demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    three(demo)
+    wt = checked_out(demo)
+    monkeypatch.delenv("EMAIL", raising=False)
+    config = tmp_path / "gitconfig"
+    config.write_text("[user]\n\tuseConfigOnly = true\n")
+    before, tip = snapshot(demo.root), head(wt)
+    res = demo.run("new", "feature-x", env={"GIT_CONFIG_GLOBAL": str(config)})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "git does not know who you are, so it cannot make the commit:" in res.stderr
+    assert "git config --global user.name" in res.stderr
+    assert snapshot(demo.root) == before and head(wt) == tip
+
+
+# -- 5. branch names ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("command", [["checkout"], ["export"], ["new", "extra"], ["checkout", "--refresh"]])
 @pytest.mark.parametrize("name", ["a..b", "a\nb", "a/.git", "../x", "x/", "a b", "x.lock", "a/../../b"])

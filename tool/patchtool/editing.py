@@ -328,7 +328,8 @@ def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list
 
 
 def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
-    """An empty commit on the checkout branch, carrying the new id; export creates its entry."""
+    """An empty commit on the checkout branch, carrying the new id and made by the user, as
+    ``git commit`` would make it; export creates its entry."""
     why = id_problem(ident)
     if why is not None:
         raise UsageError(why)
@@ -345,9 +346,12 @@ def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
     if worktree is None:
         raise UsageError(f"no worktree for branch {branch!r} of this repository",
                          hint="run `patchtool checkout` first")
+    author, committer = git.user_idents(worktree)
     git.run(["git", "commit", "--allow-empty", "-q", "-m", f"{ident}: describe the change\n\n{TRAILER}: {ident}"],
-            cwd=worktree, env={"GIT_AUTHOR_NAME": "patchtool", "GIT_AUTHOR_EMAIL": "patchtool@localhost",
-                               "GIT_COMMITTER_NAME": "patchtool", "GIT_COMMITTER_EMAIL": "patchtool@localhost"})
+            cwd=worktree, env={"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
+                               "GIT_AUTHOR_DATE": f"@{author.timestamp} {author.tz}",
+                               "GIT_COMMITTER_NAME": committer.name, "GIT_COMMITTER_EMAIL": committer.email,
+                               "GIT_COMMITTER_DATE": f"@{committer.timestamp} {committer.tz}"})
     return str(worktree)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from .errors import GitError
+from .errors import GitError, UsageError
 
 FIXED_IDENT = ("patchtool", "patchtool@localhost")
 T = TypeVar("T")
@@ -526,6 +526,37 @@ def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, 
     if res.returncode >= 128 or res.returncode < 0:
         raise GitError(f"git merge-file failed: {res.stderr.decode(errors='replace').strip()}")
     return res.stdout, res.returncode
+
+
+_IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
+# what decides who the user is to git: their identity variables and where their configuration is
+_USER_IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
+                      "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                      "GIT_CONFIG_NOSYSTEM")
+
+
+def user_idents(cwd: Path) -> tuple[Ident, Ident]:
+    """(author, committer) as ``git commit`` in ``cwd`` would record them for the user: their
+    GIT_AUTHOR_*/GIT_COMMITTER_* variables, then user.name/user.email from the repository's and
+    their own configuration. The one git call that sees the user's configuration and identity
+    variables (every other one is isolated from them); UsageError with git's own words when git
+    does not know who the user is."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _USER_IDENTITY_ENV}
+    env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0")
+    idents = []
+    for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        try:
+            res = subprocess.run(["git", "var", var], cwd=cwd, capture_output=True, env=env)
+        except FileNotFoundError:
+            raise GitError("git is not installed or not on PATH") from None
+        m = _IDENT_RE.match(res.stdout.decode("utf-8", "replace").strip())
+        if res.returncode or m is None:
+            said = res.stderr.decode(errors="replace").strip() or f"git var {var} failed"
+            raise UsageError(f"git does not know who you are, so it cannot make the commit: {said}",
+                             hint='git config --global user.name "Your Name" && '
+                                  'git config --global user.email you@example.com')
+        idents.append(Ident(m.group(1), m.group(2), int(m.group(3)), m.group(4)))
+    return idents[0], idents[1]
 
 
 def run(cmd: Sequence[str], *, input: bytes | None = None, env: dict[str, str] | None = None,
