@@ -289,6 +289,20 @@ def test_a_plain_commit_keeps_its_id_and_metadata(demo: Demo) -> None:
     assert demo.run("check").returncode == 0
 
 
+def test_export_after_the_worktree_was_deleted_by_hand(demo: Demo) -> None:
+    three(demo)
+    wt = checked_out(demo)
+    (wt / "python/demo/extra_new.py").write_text("X = 1\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-qm", "extra: a new module")
+    branch = git(wt, "symbolic-ref", "HEAD").strip()
+    shutil.rmtree(wt)  # git still lists the worktree until it is pruned
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "new       extra-a-new-module" in res.stdout
+    assert "Patchtool-Id: extra-a-new-module" in git(demo.cache / "upstream.git", "log", "-1", "--format=%B", branch)
+
+
 # -- 4. new commits as the user ---------------------------------------------------------------------
 
 def test_new_makes_the_commit_as_the_user(demo: Demo, tmp_path: Path) -> None:

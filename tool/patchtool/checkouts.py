@@ -84,11 +84,12 @@ def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
 # -- the branch in the cache and its worktree --------------------------------------------------
 
 def worktree_of(repo: git.Repo, names: CheckoutBranch) -> Path | None:
-    """The worktree that has the checkout branch checked out, if one does."""
+    """The worktree that has the checkout branch checked out, if one does; one deleted by hand
+    (git still lists it until pruned) does not count."""
     listing = repo.out("worktree", "list", "--porcelain").split("\n\n")
     for block in listing:
         lines = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
-        if lines.get("branch") == names.ref:
+        if lines.get("branch") == names.ref and Path(lines["worktree"]).is_dir():
             return Path(lines["worktree"])
     return None
 
