@@ -125,6 +125,22 @@ def test_export_from_a_stale_checkout_is_refused_naming_what_changed(demo: Demo)
     assert snapshot(demo.root) == before
 
 
+def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
+    from patchtool.cachespace import CheckoutBranch
+    from patchtool.upstream import Cache
+
+    three(demo)
+    checked_out(demo)
+    record = CheckoutBranch.of(demo.root, "series").record_path(Cache(demo.cache).repo)
+    record.write_text('{"schema": 1, "pin": "demo-1.0", "base": "x", "patches": [{}]}')
+    before = snapshot(demo.root)
+    for command in (["export"], ["checkout", "--refresh"]):
+        res = demo.run(*command)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert "no record of the series checkout branch 'series' was made from" in res.stderr
+    assert snapshot(demo.root) == before
+
+
 def test_refresh_carries_your_commits_onto_the_current_series(demo: Demo) -> None:
     three(demo)
     wt = checked_out(demo)

@@ -90,7 +90,7 @@ class CheckoutBranch:
             data = json.loads(self.record_path(repo).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return data if isinstance(data, dict) and data.get("schema") == 1 else None
+        return data if _is_record(data) else None
 
     def save_record(self, repo: git.Repo, record: dict[str, Any]) -> None:
         path = self.record_path(repo)
@@ -100,3 +100,13 @@ class CheckoutBranch:
             json.dump({"schema": 1, "root": str(self.root.resolve()), "branch": self.branch, **record}, fh,
                       indent=2, sort_keys=True)
         os.replace(tmp, path)
+
+
+def _is_record(data: Any) -> bool:
+    """Whether ``data`` has the shape ``save_record`` writes (a damaged file is no record)."""
+    if not isinstance(data, dict) or data.get("schema") != 1:
+        return False
+    if not all(isinstance(data.get(k), str) for k in ("pin", "base")) or not isinstance(data.get("patches"), list):
+        return False
+    return all(isinstance(p, dict) and all(isinstance(p.get(k), str) for k in ("id", "file", "sha256", "commit"))
+               for p in data["patches"])
