@@ -151,11 +151,12 @@ def test_merge_commit_and_dirty_worktree_are_refused(demo: Demo) -> None:
     res = demo.run("export")
     assert res.returncode == 2 and "has uncommitted changes" in res.stderr
     wt_git(wt, "checkout", "-q", "--", ".")
+    branch = wt_git(wt, "symbolic-ref", "--short", "HEAD").strip()  # namespaced in the shared cache
     wt_git(wt, "checkout", "-q", "-b", "side", "HEAD~1")
     (wt / "python/demo/extra_side.py").write_text("x = 1\n")
     wt_git(wt, "add", "-A")
     wt_git(wt, "commit", "-qm", "side work")
-    wt_git(wt, "checkout", "-q", "series")
+    wt_git(wt, "checkout", "-q", branch)
     wt_git(wt, "merge", "-q", "--no-ff", "-m", "merge side", "side")
     res = demo.run("export")
     assert res.returncode == 2 and "is a merge commit; a series is linear" in res.stderr

@@ -118,7 +118,7 @@ def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
                  gitmod.FileWrite("new.py", "100755", blob=blob))),
              gitmod.NewCommit(message="two\n", author=ident, committer=ident, files=(
                  gitmod.FileWrite("a.py", None), gitmod.FileWrite("odd name \"q\".py", "100644", data=b"q2\n")))]
-    first, second = repo.write_commits(base, chain)
+    first, second = repo.write_commits(base, chain, ref="refs/patchtool/test/replay")
     assert repo.out("rev-parse", f"{second}^") == first and repo.out("rev-parse", f"{first}^") == base
     assert repo.cat_files(first, ["dir/b.py", "new.py", "a.py"]) == {"dir/b.py": b"b = 2\n", "new.py": b"a = 1\n",
                                                                     "a.py": b"a = 1\n"}
@@ -126,7 +126,7 @@ def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
     assert repo.cat_files(second, ["a.py", "odd name \"q\".py"]) == {"a.py": None, "odd name \"q\".py": b"q2\n"}
     assert repo.commit_message(first) == "one\n\nbody"
     # the same chain again: the same commits
-    assert repo.write_commits(base, chain) == [first, second]
+    assert repo.write_commits(base, chain, ref="refs/patchtool/test/replay") == [first, second]
 
 
 def test_renames_are_found_once_and_remembered(tmp_path: Path) -> None:

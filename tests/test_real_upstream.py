@@ -116,11 +116,16 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
         assert {p.name: p.read_bytes() for p in (root / "patches").glob("*.patch")} == before
         assert (root / "patchset.toml").read_bytes() == manifest
     finally:  # the test cache outlives the run: leave no branch behind
+        from patchtool.cachespace import CheckoutBranch
+        from patchtool.upstream import Cache
+
         git_dir = str(real_cache / "upstream.git")
+        names = CheckoutBranch.of(root, branch)
         subprocess.run(["git", "--git-dir", git_dir, "worktree", "remove", "--force", str(root / "work" / branch)],
                        check=False, capture_output=True)
-        for ref in (f"refs/heads/{branch}", f"refs/patchtool/base/{branch}"):
+        for ref in (names.ref, names.base_ref):
             subprocess.run(["git", "--git-dir", git_dir, "update-ref", "-d", ref], check=False)
+        names.record_path(Cache(real_cache).repo).unlink(missing_ok=True)
 
 
 def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Path) -> None:

@@ -16,9 +16,13 @@ def register(commands: Commands) -> None:
     sp = commands.add("checkout", checkout, pin=True, cache=True, edits_series=True)
     sp.add_argument("--branch", default="series", help=branch_help)
     sp.add_argument("--path", type=Path, help="Worktree (default: work/BRANCH).")
+    sp.add_argument("--refresh", action="store_true",
+                    help="Move the branch's own commits onto the current series (after drop, import, rebase, edits).")
     sp = commands.add("export", export, cache=True, edits_series=True)
     sp.add_argument("--branch", default="series", help=branch_help)
     sp.add_argument("--allow-drop", action="store_true", help="Record gone commits as dropped.")
+    sp.add_argument("--revive", metavar="ID", action="append", default=[],
+                    help="Bring a dropped patch back from its commit on the branch (repeatable).")
     sp.add_argument("--quilt", type=Path, help="Write DIR/patches + series for quilt.")
     sp = commands.add("import", import_, cache=True, edits_series=True)
     sp.add_argument("files", metavar="FILE", type=Path, nargs="+", help="format-patch, PR .patch, quilt dir.")
@@ -38,6 +42,9 @@ def checkout(args: argparse.Namespace) -> None:
         from . import editing
 
         project = Project.load(_root(args.root))
+        if args.refresh:
+            _refresh(args, project, style)
+            return
         result = editing.checkout(project, _cache(args.cache_dir), pin_name=args.pin, branch=args.branch,
                                   path=args.path)
         text = (f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
@@ -45,6 +52,21 @@ def checkout(args: argparse.Namespace) -> None:
                 "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`")
         _emit("checkout", args.as_json, ExitCode.OK, result.to_dict(), text)
     _run("checkout", args.as_json, body)
+
+
+def _refresh(args: argparse.Namespace, project: Project, style: Style) -> None:
+    from .cachespace import CheckoutBranch
+    from .refresh import refresh
+
+    if args.pin is not None or args.path is not None:
+        raise UsageError("checkout --refresh rebuilds the branch on the current pin, in its own worktree",
+                         hint="drop --pin and --path")
+    result = refresh(project, _cache(args.cache_dir), CheckoutBranch.of(project.root, args.branch))
+    lines = [f"branch {style.bold(result.branch)} rebuilt on the current series ({result.base[:12]})"]
+    lines += [f"  {c['how']:<7} {c['id']}" for c in result.commits]
+    lines += [f"  left out {i} (dropped from the series)" for i in result.left_out]
+    lines.append("then `patchtool export`")
+    _emit("checkout", args.as_json, ExitCode.OK, result.to_dict(), "\n".join(lines))
 
 
 def export(args: argparse.Namespace) -> None:
@@ -58,9 +80,12 @@ def export(args: argparse.Namespace) -> None:
             _emit("export", args.as_json, ExitCode.OK, {"quilt": str(args.quilt), "files": files},
                   f"quilt series in {args.quilt}/patches ({len(files) - 1} patch(es))")
             return
-        result = editing.export(project, _cache(args.cache_dir), branch=args.branch, allow_drop=args.allow_drop)
+        result = editing.export(project, _cache(args.cache_dir), branch=args.branch, allow_drop=args.allow_drop,
+                                revive=args.revive)
         lines = [f"  {r['change']:<9} {r['id']} ({r['file']})" for r in result.patches]
         lines += [f"  dropped   {d}" for d in result.dropped]
+        if result.trailers:
+            lines.append(f"gave {', '.join(result.trailers)} its Patchtool-Id trailer on the branch")
         if any(r["change"] == "new" for r in result.patches):
             lines.append("new patches have a metadata skeleton: fill its TODOs (`patchtool check` lists them)")
         _emit("export", args.as_json, ExitCode.OK, result.to_dict(), "\n".join(lines) or "nothing to export")

@@ -11,37 +11,40 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 
 from . import git, journal, retread, tomlio
+from .cachespace import CheckoutBranch
+from .checkouts import (
+    TRAILER,
+    BranchCommit,
+    branch_commits,
+    changes_since,
+    commit_idents,
+    commit_message,
+    create_branch,
+    export_commit,
+    loaded_record,
+    move_branch,
+    require_clean,
+    series_record,
+    worktree_of,
+)
 from .errors import PatchtoolError, UsageError
-from .fields import _ident
 from .manifest import MANIFEST_NAME, PLACEHOLDER
-from .project import PATCHES_DIR, LoadedPatch, Project, manifest_document, manifest_text, record_dropped
+from .paths import id_problem
+from .project import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
 from .series import apply_series
 from .upstream import Cache
 
-TRAILER = "Patchtool-Id"
 WORK_DIR = "work"
-_TRAILER_RE = re.compile(rf"^{TRAILER}:\s*(\S+)\s*$", re.MULTILINE)
 
 
-def commit_message(lp: LoadedPatch) -> str:
-    return lp.patch.message.rstrip("\n") + f"\n\n{TRAILER}: {lp.id}\n"
-
-
-def _branch_ref(branch: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/-]*", branch) or ".." in branch:
-        raise UsageError(f"{branch!r} is not a usable branch name")
-    return f"refs/heads/{branch}"
-
-
-def _base_ref(branch: str) -> str:
-    return f"refs/patchtool/base/{branch}"
-
+# -- checkout ------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Checkout:
@@ -49,22 +52,25 @@ class Checkout:
     worktree: str
     base: str
     commits: tuple[tuple[str, str], ...]  # (patch id, commit)
+    git_branch: str = ""  # the branch as git names it in the worktree
 
     def to_dict(self) -> dict[str, Any]:
-        return {"branch": self.branch, "worktree": self.worktree, "base": self.base,
-                "commits": [{"id": i, "commit": c} for i, c in self.commits]}
+        return {"branch": self.branch, "git_branch": self.git_branch, "worktree": self.worktree,
+                "base": self.base, "commits": [{"id": i, "commit": c} for i, c in self.commits]}
 
 
 def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str,
              path: Path | None) -> Checkout:
+    repo = cache.repo
+    names = CheckoutBranch.of(project.root, branch)
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
-    repo = cache.repo
-    ref = _branch_ref(branch)
-    if repo.resolve(ref) is not None:
-        raise UsageError(f"branch {branch!r} already exists in the cache",
-                         hint=f"export it (`patchtool export --branch {branch}`) or pick another --branch")
+    if repo.resolve(names.ref) is not None:
+        again = "" if branch == "series" else f" --branch {branch}"
+        raise UsageError(f"branch {branch!r} already exists in the cache for this repository",
+                         hint=f"export it (`patchtool export{again}`), bring it up to date with the series "
+                              f"(`patchtool checkout --refresh{again}`), or pick another --branch")
     result = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
     if not result.ok or result.tip is None:
         failed = result.failed
@@ -78,93 +84,78 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     if "__pycache__/" not in (exclude.read_text() if exclude.exists() else ""):
         with open(exclude, "a") as fh:
             fh.write("__pycache__/\n*.pyc\n")
-    repo.update_ref(ref, result.tip, "")
-    repo.update_ref(_base_ref(branch), base.commit)
+    commits = {r.id: r.commit or "" for r in result.results}
+    names.save_record(repo, loaded_record(pin.name, base.commit, loaded, commits))
+    create_branch(repo, names, result.tip, "patchtool checkout")
+    repo.update_ref(names.base_ref, base.commit)
     repo.git("worktree", "prune", check=False)
-    repo.git("worktree", "add", "--quiet", str(where), branch)
-    return Checkout(branch=branch, worktree=str(where), base=base.commit,
+    repo.git("worktree", "add", "--quiet", str(where), names.short)
+    return Checkout(branch=branch, git_branch=names.short, worktree=str(where), base=base.commit,
                     commits=tuple((r.id, r.commit or "") for r in result.results))
 
+
+# -- export ----------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ExportResult:
     branch: str
-    patches: tuple[dict[str, str], ...]  # id, file, change ("unchanged", "refreshed", "new", "renamed")
+    patches: tuple[dict[str, str], ...]  # id, file, change ("unchanged", "refreshed", "new", "renamed", "revived")
     dropped: tuple[str, ...]
     written: tuple[str, ...]
+    trailers: tuple[str, ...] = ()  # ids given to commits that had no trailer (now amended onto them)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _worktree_of(repo: git.Repo, branch: str) -> Path | None:
-    listing = repo.out("worktree", "list", "--porcelain").split("\n\n")
-    for block in listing:
-        lines = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
-        if lines.get("branch") == f"refs/heads/{branch}":
-            return Path(lines["worktree"])
-    return None
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48] or "patch"
 
 
-def without_trailer(message: str) -> str:
-    """The commit message as it was before checkout added the trailer."""
-    lines = [ln for ln in message.rstrip("\n").split("\n") if not _TRAILER_RE.match(ln)]
-    return "\n".join(lines).rstrip("\n") + "\n"
+def _hint_branch(branch: str) -> str:
+    return "" if branch == "series" else f" --branch {branch}"
 
 
-def export_commit(repo: git.Repo, commit: str) -> str:
-    """The canonical patch file for a checkout commit: git's own format, without the trailer."""
-    message = repo.commit_message(commit)
-    if not _TRAILER_RE.search(message):
-        return repo.format_patch(commit)
-    name, email = repo.out("log", "-1", "--format=%an%x00%ae", commit).split("\0")
-    parent = repo.out("rev-parse", f"{commit}^")
-    plain = repo.commit_tree(repo.tree_of(commit), [parent], without_trailer(message),
-                             author=git.Ident(name, email), committer=git.Ident(*git.FIXED_IDENT))
-    return repo.format_patch(plain)
+def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
+    """(tip, base) of a checkout branch whose series is still the project's; refused
+    otherwise, naming what changed."""
+    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
+    if tip is None or base is None:
+        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
+                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
+                              "they were made in, so a moved or copied repository starts without one")
+    record = names.load_record(repo)
+    if record is None:
+        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so "
+                         "exporting it could undo changes made to the series since",
+                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
+                              "commits over with `git cherry-pick`")
+    changes = changes_since(record, project)
+    if changes:
+        raise UsageError(f"the series changed since branch {names.branch!r} was checked out: "
+                         f"{'; '.join(changes)}. Exporting that checkout would undo it",
+                         hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
+                              "onto the current series; then export")
+    return tip, base
 
 
-def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool) -> ExportResult:
+def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
+           revive: Sequence[str] = ()) -> ExportResult:
     repo = cache.repo
     root = project.root
-    tip = repo.resolve(_branch_ref(branch))
-    base = repo.resolve(_base_ref(branch))
-    if tip is None or base is None:
-        raise UsageError(f"no checkout branch {branch!r}", hint="create one with `patchtool checkout`")
+    names = CheckoutBranch.of(root, branch)
+    tip, base = _checked(project, repo, names)
     pin_base = cache.ensure(project.pin()).commit
     if base != pin_base:
         raise UsageError(f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
-                         hint="check out again on the current pin")
-    worktree = _worktree_of(repo, branch)
-    if worktree is not None:
-        dirty = git.run(["git", "status", "--porcelain"], cwd=worktree).stdout.decode().strip()
-        if dirty:
-            raise UsageError(f"the worktree {worktree} has uncommitted changes:\n{dirty}",
-                             hint="commit (or stash) them first; export writes only commits")
-    if repo.git("merge-base", "--is-ancestor", base, tip, check=False).returncode != 0:
-        raise UsageError(f"branch {branch!r} does not contain the pinned base {base[:12]}: a commit sits "
-                         "below the base or the branch was rebased elsewhere",
-                         hint="rebase the branch back onto the pin's base")
-    rows = repo.out("rev-list", "--reverse", "--parents", f"{base}..{tip}").splitlines()
+                         hint=f"`patchtool checkout --refresh{_hint_branch(branch)}` moves it onto the pin")
+    worktree = worktree_of(repo, names)
+    require_clean(worktree)
+    commits = branch_commits(repo, names, base, tip)
     entries = {e.id: e for e in project.manifest.patches}
-    order: list[tuple[str, str, bool]] = []  # (id, commit, known)
-    for row in rows:
-        commit, *parents = row.split()
-        subject = repo.out("log", "-1", "--format=%s", commit)
-        if len(parents) != 1:
-            raise UsageError(f"commit {commit[:12]} ({subject}) is a merge commit; a series is linear",
-                             hint="rebase the branch to drop the merge (git rebase -i)")
-        message = repo.commit_message(commit)
-        found = _TRAILER_RE.findall(message)
-        ident = found[-1] if found else _unique(_slug(subject), entries, order)
-        if any(i == ident for i, _, _ in order):
-            raise UsageError(f"two commits carry {TRAILER}: {ident}",
-                             hint="each patch is one commit: squash them or change one trailer")
-        order.append((ident, commit, ident in entries))
+    dropped = {d.entry.id: d.entry.file for d in project.manifest.dropped}
+    revive = list(dict.fromkeys(revive))
+    order, given = _identify(project, commits, revive, branch)
     kept = {i for i, _, _ in order}
     gone = [e.id for e in project.manifest.patches if e.id not in kept]
     if gone and not allow_drop:
@@ -175,31 +166,107 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool) -> 
     rows_out: list[dict[str, str]] = []
     for position, (ident, commit, known) in enumerate(order, 1):
         text = export_commit(repo, commit)
-        slug = re.sub(r"^\d+-", "", Path(entries[ident].file).stem) if known else _slug(ident)
+        was = entries[ident].file if known else dropped.get(ident)
+        slug = re.sub(r"^\d+-", "", Path(was).stem) if was else _slug(ident)
         name = f"{PATCHES_DIR}/{position:04d}-{slug}.patch"
         old = entries[ident].file if known else None
         previous = (root / old).read_text(encoding="utf-8") if old and (root / old).exists() else None
-        change = "new" if not known else "unchanged" if previous == text and old == name else \
-            "renamed" if previous == text else "refreshed"
+        change = ("revived" if ident in revive else "new") if not known else \
+            "unchanged" if previous == text and old == name else "renamed" if previous == text else "refreshed"
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
+    # the commits that had no trailer get theirs now, before any file is written: an export
+    # stopped between the two leaves trailers naming ids the series lacks, which the next export
+    # adds again; the other way round it would find their patches without a commit
+    chain = _with_trailers(repo, base, commits, [i for i, _, _ in order])
+    if chain is not None:
+        move_branch(repo, names, worktree, tip, chain[-1], "patchtool export: Patchtool-Id trailers")
     manifest, moves = _export_manifest(root, [(i, k) for i, _, k in order],
-                                       {r["id"]: r["file"] for r in rows_out}, gone, branch)
+                                       {r["id"]: r["file"] for r in rows_out}, gone, branch, revive=revive)
+    revived_files = [dropped[i] for i in revive]
     written = _write_all(root, files, manifest, remove=[entries[i].file for i in gone] +
                          [entries[r["id"]].file for r in rows_out
-                          if r["change"] != "new" and entries[r["id"]].file != r["file"]],
+                          if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]] +
+                         [f for f in revived_files if f not in files],
                          moves=moves)
-    return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written))
+    final = dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True))
+    exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
+    names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
+    return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written),
+                        trailers=tuple(given))
 
 
-def _unique(base: str, entries: dict[str, Any], order: list[tuple[str, str, bool]]) -> str:
-    taken = set(entries) | {i for i, _, _ in order}
+def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequence[str],
+              branch: str) -> tuple[list[tuple[str, str, bool]], list[str]]:
+    """Each commit's patch: ``(id, commit, known)`` in branch order, and the ids given to commits
+    without a trailer. A dropped patch comes back only when ``revive`` names it."""
+    entries = {e.id for e in project.manifest.patches}
+    dropped = {d.entry.id: d for d in project.manifest.dropped}
+    active = [i for i in revive if i in entries]
+    if active:
+        raise UsageError(f"--revive {', '.join(active)}: in the series already; nothing to bring back")
+    unknown = [i for i in revive if i not in dropped]
+    if unknown:
+        raise UsageError(f"--revive {', '.join(unknown)}: no such dropped patch",
+                         hint=f"dropped: {', '.join(dropped) or 'none'}")
+    order: list[tuple[str, str, bool]] = []
+    given: list[str] = []
+    for c in commits:
+        ident = c.ident or _unique(_slug(c.subject), entries, order, also=dropped)
+        if c.ident is None:
+            given.append(ident)
+        if any(i == ident for i, _, _ in order):
+            raise UsageError(f"two commits carry {TRAILER}: {ident}",
+                             hint="each patch is one commit: squash them or change one trailer")
+        order.append((ident, c.commit, ident in entries))
+    resurrected = [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]
+    if resurrected:
+        named = "; ".join(f"commit {c[:12]} carries {TRAILER}: {i}, a patch dropped from the series "
+                          f"({dropped[i].reason})" for i, c in resurrected)
+        ids = " ".join(f"--revive {i}" for i, _ in resurrected)
+        raise UsageError(f"{named}; refusing to bring it back unasked",
+                         hint=f"to bring it back with its recorded metadata: `patchtool export {ids}`; "
+                              "otherwise take the commit out of the branch (git rebase -i)")
+    missing = [i for i in revive if i not in {o for o, _, _ in order}]
+    if missing:
+        raise UsageError(f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: "
+                         f"{', '.join(missing)}", hint="cherry-pick or write the commit first")
+    return order, given
+
+
+def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], ids: Sequence[str]) -> list[str] | None:
+    """The branch again with a trailer on every commit that lacked one (trees, authors, committers
+    and dates unchanged); None when every commit has its trailer already."""
+    if all(c.ident is not None for c in commits):
+        return None
+    out: list[str] = []
+    parent = base
+    rewriting = False
+    for c, ident in zip(commits, ids, strict=True):
+        if not rewriting and c.ident is not None:
+            out.append(c.commit)
+            parent = c.commit
+            continue
+        rewriting = True
+        message = c.message.rstrip("\n") + "\n"
+        if c.ident is None:
+            message = repo.git("interpret-trailers", "--trailer", f"{TRAILER}: {ident}",
+                               input=message.encode()).stdout.decode()
+        author, committer = commit_idents(repo, c.commit)
+        parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
+        out.append(parent)
+    return out
+
+
+def _unique(base: str, entries: Iterable[str], order: list[tuple[str, str, bool]],
+            also: Iterable[str] = ()) -> str:
+    """``base``, or ``base-2``, ... : an id no patch of the series, of ``order`` or of ``also``
+    (the dropped ones, whose ids come back only when asked for) has."""
+    taken = set(entries) | {i for i, _, _ in order} | set(also)
     ident, n = base, 2
     while ident in taken:
         ident, n = f"{base}-{n}", n + 1
     return ident
-
-
 
 
 def skeleton(ident: str, file: str) -> Any:
@@ -217,7 +284,7 @@ def skeleton(ident: str, file: str) -> Any:
 
 
 def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str, str], gone: list[str],
-                     branch: str) -> tuple[str, dict[str, str]]:
+                     branch: str, *, revive: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
     """The manifest for the exported series, and where each gone patch's file moves."""
     text = (root / MANIFEST_NAME).read_text(encoding="utf-8")
     doc = manifest_document(root)
@@ -225,11 +292,18 @@ def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str,
     current = [str(t["id"]) for t in doc.get("patch", [])]
     wanted = [i for i, _ in order]
     unchanged = current == wanted and all(str(tables[i]["file"]) == files[i] for i in wanted) and not gone
-    if unchanged:
+    if unchanged and not revive:
         return text, {}
+    for ident in revive:  # back from [[dropped]] with its metadata, without the drop's reason
+        at = max(n for n, t in enumerate(doc["dropped"]) if str(t["id"]) == ident)
+        table = tomlio.take_table(doc, "dropped", at)
+        for key in ("reason", "dropped_at"):
+            if key in table:
+                del table[key]
+        tables[ident] = table
     new = []
     for ident, known in order:
-        table = tables[ident] if known else skeleton(ident, files[ident])
+        table = tables[ident] if known or ident in revive else skeleton(ident, files[ident])
         table["file"] = files[ident]
         new.append(table)
     tomlio.set_tables(doc, "patch", new)
@@ -254,20 +328,30 @@ def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list
 
 
 def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
-    """An empty commit on the checkout branch, carrying the new id; export creates its entry."""
-    try:
-        _ident(ident)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    """An empty commit on the checkout branch, carrying the new id and made by the user, as
+    ``git commit`` would make it; export creates its entry."""
+    why = id_problem(ident)
+    if why is not None:
+        raise UsageError(why)
     if any(e.id == ident for e in project.manifest.patches):
         raise UsageError(f"a patch {ident!r} exists already")
+    dropped = {d.entry.id: d for d in project.manifest.dropped}
+    if ident in dropped:
+        raise UsageError(f"{ident!r} is the id of a dropped patch ({dropped[ident].reason})",
+                         hint="pick another id; to bring that patch back, put its commit on the branch and "
+                              f"`patchtool export --revive {ident}`")
     repo = cache.repo
-    worktree = _worktree_of(repo, branch)
+    names = CheckoutBranch.of(project.root, branch)
+    worktree = worktree_of(repo, names)
     if worktree is None:
-        raise UsageError(f"no worktree for branch {branch!r}", hint="run `patchtool checkout` first")
+        raise UsageError(f"no worktree for branch {branch!r} of this repository",
+                         hint="run `patchtool checkout` first")
+    author, committer = git.user_idents(worktree)
     git.run(["git", "commit", "--allow-empty", "-q", "-m", f"{ident}: describe the change\n\n{TRAILER}: {ident}"],
-            cwd=worktree, env={"GIT_AUTHOR_NAME": "patchtool", "GIT_AUTHOR_EMAIL": "patchtool@localhost",
-                               "GIT_COMMITTER_NAME": "patchtool", "GIT_COMMITTER_EMAIL": "patchtool@localhost"})
+            cwd=worktree, env={"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
+                               "GIT_AUTHOR_DATE": f"@{author.timestamp} {author.tz}",
+                               "GIT_COMMITTER_NAME": committer.name, "GIT_COMMITTER_EMAIL": committer.email,
+                               "GIT_COMMITTER_DATE": f"@{committer.timestamp} {committer.tz}"})
     return str(worktree)
 
 

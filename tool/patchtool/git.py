@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from .errors import GitError
+from .errors import GitError, UsageError
 
 FIXED_IDENT = ("patchtool", "patchtool@localhost")
 T = TypeVar("T")
@@ -257,6 +257,24 @@ class Repo:
                     new_blob=None if new_blob == absent else new_blob))
         return [(sha, tuple(files)) for sha, files in commits]
 
+    def diff_raw(self, old: str, new: str) -> tuple[RawChange, ...]:
+        """Every file that differs between two commits or trees, with its blobs (no renames)."""
+        out = self.git("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-commit-id",
+                       old, new).stdout.decode("utf-8", "surrogateescape")
+        fields = out.split("\0")
+        found = []
+        absent = "0" * 40
+        for meta, path in zip(fields[0:-1:2], fields[1::2], strict=False):
+            old_mode, new_mode, old_blob, new_blob, status = meta.lstrip(":").split()
+            found.append(RawChange(
+                status=status[0], old_path=None if status[0] == "A" else path,
+                new_path=None if status[0] == "D" else path,
+                old_mode=None if old_mode == "000000" else old_mode,
+                new_mode=None if new_mode == "000000" else new_mode,
+                old_blob=None if old_blob == absent else old_blob,
+                new_blob=None if new_blob == absent else new_blob))
+        return tuple(found)
+
     def cherry(self, upstream: str, head: str, limit: str) -> set[str]:
         """The commits of limit..head whose patch-id matches a commit upstream has and head's
         history does not (``git cherry``: the ones it marks ``-``)."""
@@ -285,14 +303,15 @@ class Repo:
                 i += 1
         return found
 
-    def write_commits(self, parent: str, commits: Sequence[NewCommit]) -> list[str]:
-        """A chain of commits on ``parent`` written by one ``git fast-import``: their shas, in order."""
+    def write_commits(self, parent: str, commits: Sequence[NewCommit], *, ref: str) -> list[str]:
+        """A chain of commits on ``parent`` written by one ``git fast-import``, which leaves ``ref``
+        at the last (name it in the caller's namespace of the cache): their shas, in order."""
         if not commits:
             return []
         fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
         os.close(fd)
         try:
-            self.fast_import(_commit_stream(parent, commits), "--force", f"--export-marks={marks}")
+            self.fast_import(_commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
             found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
         finally:
             os.unlink(marks)
@@ -460,9 +479,6 @@ class Index:
         self.repo.git("read-tree", treeish, env=self.env)
 
 
-REPLAY_REF = "refs/patchtool/replay"  # the last chain write_commits wrote
-
-
 _EXPORT = ("--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered")
 
 
@@ -487,10 +503,10 @@ def _quote_path(path: str) -> bytes:
     return path.encode("utf-8", "surrogateescape")
 
 
-def _commit_stream(parent: str, commits: Sequence[NewCommit]) -> Iterator[bytes]:
+def _commit_stream(parent: str, commits: Sequence[NewCommit], ref: str) -> Iterator[bytes]:
     for n, c in enumerate(commits, 1):
         message = c.message.encode()
-        out = [f"commit {REPLAY_REF}\nmark :{n}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n".encode(),
+        out = [f"commit {ref}\nmark :{n}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n".encode(),
                b"data %d\n" % len(message), message, b"\n",
                f"from {parent if n == 1 else f':{n - 1}'}\n".encode()]
         for f in c.files:
@@ -527,6 +543,37 @@ def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, 
     if res.returncode >= 128 or res.returncode < 0:
         raise GitError(f"git merge-file failed: {res.stderr.decode(errors='replace').strip()}")
     return res.stdout, res.returncode
+
+
+_IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
+# what decides who the user is to git: their identity variables and where their configuration is
+_USER_IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
+                      "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                      "GIT_CONFIG_NOSYSTEM")
+
+
+def user_idents(cwd: Path) -> tuple[Ident, Ident]:
+    """(author, committer) as ``git commit`` in ``cwd`` would record them for the user: their
+    GIT_AUTHOR_*/GIT_COMMITTER_* variables, then user.name/user.email from the repository's and
+    their own configuration. The one git call that sees the user's configuration and identity
+    variables (every other one is isolated from them); UsageError with git's own words when git
+    does not know who the user is."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in _USER_IDENTITY_ENV}
+    env.update(LC_ALL="C", LANGUAGE="C", GIT_TERMINAL_PROMPT="0")
+    idents = []
+    for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        try:
+            res = subprocess.run(["git", "var", var], cwd=cwd, capture_output=True, env=env)
+        except FileNotFoundError:
+            raise GitError("git is not installed or not on PATH") from None
+        m = _IDENT_RE.match(res.stdout.decode("utf-8", "replace").strip())
+        if res.returncode or m is None:
+            said = res.stderr.decode(errors="replace").strip() or f"git var {var} failed"
+            raise UsageError(f"git does not know who you are, so it cannot make the commit: {said}",
+                             hint='git config --global user.name "Your Name" && '
+                                  'git config --global user.email you@example.com')
+        idents.append(Ident(m.group(1), m.group(2), int(m.group(3)), m.group(4)))
+    return idents[0], idents[1]
 
 
 def run(cmd: Sequence[str], *, input: bytes | None = None, env: dict[str, str] | None = None,

@@ -142,14 +142,15 @@ def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.R
 def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
            start: int = 0, new_parent: str | None = None, done: Sequence[Step] = (),
            keep_going: bool = False, chain: tuple[str, ...] | None = None,
-           drift: bool = True, commits: bool = True) -> Replay:
+           drift: bool = True, commits: bool = True, ref: str | None = None) -> Replay:
     """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
 
     Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
     conflicting patch is left out and the rest goes on. The tree being built lives in memory
     (``merging.Workspace``): a patch costs no git process unless all three sides of a file differ
     (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
-    Without ``commits`` (a scan) nothing is written at all.
+    Without ``commits`` (a scan) nothing is written at all; with them, ``ref`` (in the project's
+    namespace of the cache) is left at the last one.
     """
     chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
@@ -181,7 +182,8 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
         drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if drift else ()
     tip = parent
     if commits and writes:
-        shas = repo.write_commits(parent, [c for _, c in writes])
+        assert ref is not None, "replay writes commits under the project's ref"
+        shas = repo.write_commits(parent, [c for _, c in writes], ref=ref)
         for (at, _), sha in zip(writes, shas, strict=True):
             steps[at] = dataclasses.replace(steps[at], commit=sha)
             tip = sha

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import git, journal, paths, statedir, tomlio
+from .cachespace import replay_ref
 from .conditions import ARG_FIELDS_DIR
 from .errors import ApplyConflict, InvalidInput, UsageError
 from .manifest import MANIFEST_NAME, PatchEntry
@@ -196,7 +197,8 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
     if new_pin.artifact is not None:
         new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=new_base.tree))
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
-    result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run)
+    result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run,
+                    ref=replay_ref(root))
     if dry_run:
         return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
                        range_diff=_range_diff(cache.repo, result, new_base))
@@ -282,7 +284,8 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
                                         detail=f"resolved by hand after: {current.detail}")
         parent = commit
     repo.worktree_remove(worktree)
-    result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False)
+    result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False,
+                    ref=replay_ref(root))
     state.update(phase="replaying", steps=[_step_to_json(s) for s in result.steps
                                            if s.outcome is not PatchOutcome.NOT_REACHED],
                  tip=result.tip, worktree=None)
