@@ -133,3 +133,16 @@ def test_a_rebase_state_naming_another_worktree_is_refused(releases: Demo, tmp_p
         assert f"the rebase state is not one patchtool wrote (worktree '{elsewhere}' is not .patchtool/rebase/worktree)" \
             in res.stderr
     assert snapshot(releases.root, elsewhere) == before
+
+
+def test_a_fifo_swapped_in_during_a_stop_is_refused_not_waited_on(releases: Demo) -> None:  # noqa: F811
+    series(releases, "0002-greet", "0004-bye", "0001-extra")
+    assert releases.run("rebase", "--to", "1.1").returncode == 3
+    patch = releases.root / "patches" / "0001-extra.patch"
+    patch.unlink()
+    os.mkfifo(patch)
+    for args in (("rebase", "--continue"), ("rebase", "--skip", "--reason", "x")):
+        proc = popen(releases, *args)
+        out, err = proc.communicate(timeout=60)  # a FIFO read would block here forever
+        assert proc.returncode == 1, out + err
+        assert err.startswith("error: patches/0001-extra.patch: is a named pipe (FIFO), not a regular file")

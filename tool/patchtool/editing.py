@@ -17,7 +17,7 @@ from typing import Any
 
 import tomlkit
 
-from . import git, journal, retread, tomlio
+from . import git, journal, paths, retread, tomlio
 from .cachespace import CheckoutBranch
 from .checkouts import (
     TRAILER,
@@ -170,7 +170,7 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
         slug = re.sub(r"^\d+-", "", Path(was).stem) if was else _slug(ident)
         name = f"{PATCHES_DIR}/{position:04d}-{slug}.patch"
         old = entries[ident].file if known else None
-        previous = (root / old).read_text(encoding="utf-8") if old and (root / old).exists() else None
+        previous = paths.read_text_if_present(root, old) if old else None
         change = ("revived" if ident in revive else "new") if not known else \
             "unchanged" if previous == text and old == name else "renamed" if previous == text else "refreshed"
         files[name] = text
@@ -286,7 +286,7 @@ def skeleton(ident: str, file: str) -> Any:
 def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str, str], gone: list[str],
                      branch: str, *, revive: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
     """The manifest for the exported series, and where each gone patch's file moves."""
-    text = (root / MANIFEST_NAME).read_text(encoding="utf-8")
+    text = paths.read_inside(root, MANIFEST_NAME).decode("utf-8")
     doc = manifest_document(root)
     tables = {str(t["id"]): t for t in doc.get("patch", [])}
     current = [str(t["id"]) for t in doc.get("patch", [])]
@@ -322,8 +322,9 @@ def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list
     one transaction (``journal``)."""
     files = dict(files)
     for src, moved in moves.items():
-        if (root / src).exists():
-            files.setdefault(moved, (root / src).read_text(encoding="utf-8"))
+        text = paths.read_text_if_present(root, src)
+        if text is not None:
+            files.setdefault(moved, text)
     return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves])
 
 
@@ -391,7 +392,7 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
                              hint="add [[patch.evidence]] first, or drop it without --rejected")
         _, name, registry_text = retread.added(project, rejection_from(project, ident, reason))
         extra[name] = registry_text  # the registry entry and the drop: one transaction
-    text = (root / entry.file).read_text(encoding="utf-8")
+    text = paths.read_inside(root, entry.file).decode("utf-8")
     return _write_all(root, {**extra, moved: text}, manifest_text(doc), remove=[entry.file], moves={})
 
 

@@ -151,6 +151,18 @@ def read_inside(root: Path, rel: str) -> bytes:
         raise _unsafe(rel, f"cannot be read: {exc.strerror}") from None
 
 
+def read_text_if_present(root: Path, rel: str) -> str | None:
+    """``read_inside`` as UTF-8 text; None when there is no such file."""
+    try:
+        data = read_inside(root, rel)
+    except FileNotFoundError:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _unsafe(rel, f"is not UTF-8 ({exc.reason} at byte {exc.start})", "save it as UTF-8") from None
+
+
 def _open_dirs(root: Path, dirs: list[str], rel: str) -> int:
     """A descriptor of ``root/dirs...``, each component a real directory, none a link."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

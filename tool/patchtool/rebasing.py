@@ -163,7 +163,7 @@ def _digest(root: Path) -> str:
     """What the rebase started from: a change to these files meanwhile makes --continue refuse."""
     h = hashlib.sha256()
     for rel in [MANIFEST_NAME, *sorted(str(p.relative_to(root)) for p in (root / "patches").glob("*.patch"))]:
-        h.update(rel.encode() + b"\0" + (root / rel).read_bytes() + b"\0")
+        h.update(rel.encode() + b"\0" + paths.read_inside(root, rel) + b"\0")
     return h.hexdigest()
 
 
@@ -421,11 +421,11 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
         {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM})
     for s in result.steps:
         if s.id in dropped:
-            files[moved[s.id]] = (root / s.file).read_text(encoding="utf-8")
+            files[moved[s.id]] = paths.read_inside(root, s.file).decode("utf-8")
             removes.append(s.file)
-    pin_file = root / PINS_DIR / f"{state['new_pin']}.toml"
-    files[f"{PINS_DIR}/{state['new_pin']}.toml"] = (pin_file.read_text(encoding="utf-8") if pin_file.exists()
-                                                     else state["new_pin_toml"])
+    pin_rel = f"{PINS_DIR}/{state['new_pin']}.toml"
+    existing = paths.read_text_if_present(root, pin_rel)
+    files[pin_rel] = existing if existing is not None else state["new_pin_toml"]
     return journal.commit(root, files, remove=removes, remove_trees=[STATE_DIR])
 
 
