@@ -1,16 +1,23 @@
 """0001: DeepSeek-V4 DSA indexer keys in bf16 (--enable-deepseek-v4-bf16-indexer).
 
-Loads the new module srt/layers/attention/dsv4/bf16_indexer.py by path (torch
-only) and checks its byte layout, its validation and its paged scorer against a
-float64 reference; shows on fixed-seed data that bf16 keys keep a needle on top
-of near-tied keys where fp8 e4m3 keys (per-token fp32 scale, as the fused kernel
-stores them) lose it; compiles the bf16 store variant of fused_norm_rope_v2.cuh
-with nvcc for sm_120; and checks with ast that every upstream hunk is in place.
+Loads the new module srt/layers/attention/dsv4/bf16_indexer.py by path (torch and
+Triton's CPU interpreter) and checks its byte layout, its start-up checks and its
+Triton paged scorer against a float64 reference; shows on fixed-seed data that bf16
+keys keep a needle on top of near-tied keys where fp8 e4m3 keys (per-token fp32
+scale, as the fused kernel stores them) lose it; runs the kernel's bf16 store
+address and packing code (sgl_kernel/deepseek_v4/bf16_index_k.h) with the host C++
+compiler against the torch store; compiles the bf16 store variant of
+fused_norm_rope_v2.cuh with nvcc for sm_120; and checks with ast that every upstream
+hunk is in place. What needs a GPU is in tests/gpu/test_0001_bf16_indexer.py.
 """
 
 import ast
+import os
 import re
+import struct
 import subprocess
+
+os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import pytest
 import torch
@@ -98,6 +105,61 @@ def test_page_view_and_store_layout(bi):
     assert int((rows.reshape(-1, HEAD_DIM).abs().sum(-1) != 0).sum()) == len(loc)
 
 
+# ----------------------------------------------------------- start-up checks
+
+OVERLAP = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
+
+
+def _overlap(bi, *, bf16=True, mode="decode", graphs=True, on=True, explicit=False):
+    return bi.bf16_multi_stream_overlap_conflict(
+        bf16=bf16, disaggregation_mode=mode, decode_cuda_graph=graphs, overlap_on=on, overlap_explicit=explicit,
+    )
+
+
+@pytest.mark.parametrize("mode", ["decode", "null"])
+def test_multi_stream_overlap_forced_off_by_default(bi, mode):
+    # the field's corruption setup: bf16 keys, decode CUDA graphs, overlap at its default (on)
+    warning = _overlap(bi, mode=mode)
+    assert warning is not None
+    for needle in (f"{OVERLAP}=0", "--enable-deepseek-v4-bf16-indexer", "decode CUDA graphs", "alternate stream"):
+        assert needle in warning, (needle, warning)
+
+
+@pytest.mark.parametrize("mode", ["decode", "null"])
+def test_multi_stream_overlap_refused_when_set_on(bi, mode):
+    with pytest.raises(ValueError) as excinfo:
+        _overlap(bi, mode=mode, explicit=True)
+    message = str(excinfo.value)
+    assert f"{OVERLAP}=1 cannot be combined with --enable-deepseek-v4-bf16-indexer" in message
+    assert f"set {OVERLAP}=0" in message
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"bf16": False},             # fp8 keys: the deep_gemm path is immune
+        {"on": False},               # already off (e.g. SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0)
+        {"on": False, "explicit": True},
+        {"graphs": False},           # no decode graph is captured
+        {"mode": "prefill"},         # prefill servers capture no decode graph
+        {"mode": "prefill", "explicit": True},
+    ],
+)
+def test_multi_stream_overlap_left_alone(bi, case):
+    assert _overlap(bi, **case) is None
+
+
+def test_pd_layout_names_the_index_format(bi):
+    base = "v4,c4:v4,c128:v4"
+    assert bi.pd_kv_layout_with_index_k(base, "fp8") == base  # an fp8 pair keeps upstream's string
+    layouts = {fmt: bi.pd_kv_layout_with_index_k(base, fmt) for fmt in bi.INDEX_K_FORMATS}
+    assert layouts["bf16"] == base + ",c4-index-k:bf16"
+    assert layouts["fp4"] == base + ",c4-index-k:fp4"
+    assert len(set(layouts.values())) == 3  # every mismatched pair fails the handshake
+    with pytest.raises(ValueError):
+        bi.pd_kv_layout_with_index_k(base, "fp16")
+
+
 # -------------------------------------------------------------------- scorer
 
 
@@ -112,46 +174,135 @@ def _reference_logits(q, keys, weight, seq_lens, page_table, max_seq_len):
     return out
 
 
-def _paged_case(seed, batch=3, heads=4, num_pages=7, seq=(1, 150, 257), max_seq_len=300):
+def _paged_case(seed, batch=3, heads=4, num_pages=7, seq=(1, 150, 257), max_seq_len=300, width=None):
     g = torch.Generator().manual_seed(seed)
     keys = torch.randn(num_pages, PAGE, HEAD_DIM, generator=g).to(torch.bfloat16)
     cache = keys.view(torch.uint8).view(num_pages, PAGE, 1, 256)
     q = torch.randn(batch, 1, heads, HEAD_DIM, generator=g).to(torch.float8_e4m3fn)
     weight = torch.rand(batch, heads, generator=g) + 0.1
     seq_lens = torch.tensor(seq, dtype=torch.int32)
-    max_pages = -(-max_seq_len // PAGE)
-    page_table = torch.stack([torch.randperm(num_pages, generator=g)[:max_pages] for _ in range(batch)])
+    width = width or -(-max_seq_len // PAGE)
+    page_table = torch.stack([torch.randint(0, num_pages, (width,), generator=g) for _ in range(batch)])
     return q, keys, cache, weight, seq_lens, page_table.to(torch.int32), max_seq_len
 
 
-def test_scorer_matches_reference(bi):
-    q, keys, cache, weight, seq_lens, page_table, max_seq_len = _paged_case(2)
+def _valid(seq_lens, max_seq_len):
+    return torch.arange(max_seq_len).unsqueeze(0) < seq_lens.reshape(-1, 1)
+
+
+@pytest.mark.parametrize("heads", [4, 64])  # 4 exercises the padded head block, 64 is V4-Flash
+def test_scorer_matches_reference(bi, heads):
+    q, keys, cache, weight, seq_lens, page_table, max_seq_len = _paged_case(2, heads=heads)
     got = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, page_table, None, max_seq_len, False)
     assert got.shape == (3, max_seq_len) and got.dtype == torch.float32
     ref = _reference_logits(q.float(), keys, weight, seq_lens, page_table, max_seq_len)
-    finite = torch.isfinite(ref)
-    assert torch.equal(torch.isfinite(got), finite)
-    torch.testing.assert_close(got.double()[finite], ref[finite], rtol=1e-5, atol=1e-4)
-    # rows where every head's q.k is negative score exactly 0: the ReLU is exercised
-    assert bool((ref[finite] == 0).any()) and bool((got[finite] == 0).any())
+    valid = _valid(seq_lens, max_seq_len)
+    assert bool(torch.isfinite(got[valid]).all())
+    torch.testing.assert_close(got.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
+    if heads == 4:  # tokens where every head's q.k is negative score exactly 0: the ReLU is exercised
+        assert bool((ref[valid] == 0).any()) and bool((got[valid] == 0).any())
 
-    # row chunking (tiny workspace), a [B, 1] seq_lens and a bf16 page view change nothing
-    chunked = bi.bf16_paged_mqa_logits(
-        q, cache.view(torch.bfloat16), weight, seq_lens.unsqueeze(-1), page_table, None,
-        max_seq_len, False, workspace_bytes=1,
-    )
-    torch.testing.assert_close(chunked, got, rtol=0, atol=0)
+    # clean_logits, a [B, 1] seq_lens, a bf16 page view and any split count give the
+    # same scores, and the torch reference agrees
+    clean = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, page_table, None, max_seq_len, True)
+    assert torch.equal(torch.isfinite(clean), valid)
+    torch.testing.assert_close(clean.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
+    for splits in (2, 3, 7):
+        other = bi.bf16_paged_mqa_logits(
+            q, cache.view(torch.bfloat16), weight, seq_lens.unsqueeze(-1), page_table, None,
+            max_seq_len, True, num_splits=splits,
+        )
+        torch.testing.assert_close(other, clean, rtol=0, atol=0)
+    torch_ref = bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens, page_table, max_seq_len)
+    assert torch.equal(torch.isfinite(torch_ref), valid)
+    torch.testing.assert_close(torch_ref.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
+
+
+def test_scorer_reads_only_the_rows_own_pages(bi):
+    """The kernel's work follows seq_lens, not the page table's width: it visits the
+    ceil(seq_len / 64) pages of each row and writes nothing past them. Uninitialised
+    memory is NaN here, so every position the kernel never touched stays NaN."""
+    width = 4096  # a table 16x wider than the longest row needs (a 1M-token graph table)
+    q, _keys, cache, weight, seq_lens, page_table, _ = _paged_case(5, seq=(0, 1, 64, 200), batch=4, width=width)
+    max_seq_len = width * PAGE
+    previous = torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        got = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, page_table, None, max_seq_len, False)
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.utils.deterministic.fill_uninitialized_memory = previous
+    for b, n in enumerate(seq_lens.tolist()):
+        visited = -(-n // PAGE) * PAGE
+        assert bool(torch.isfinite(got[b, :n]).all())
+        assert bool((got[b, n:visited] == float("-inf")).all())
+        assert bool(got[b, visited:].isnan().all()), (b, n, int((~got[b, visited:].isnan()).sum()))
+
+
+def test_scorer_empty_shapes(bi):
+    q, _keys, cache, weight, seq_lens, page_table, _ = _paged_case(6)
+    for fn in (
+        lambda m: bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens * 0, page_table[:, :0], None, m, False),
+        lambda m: bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens * 0, page_table[:, :0], m),
+    ):
+        assert fn(0).shape == (3, 0)
+    empty = bi.bf16_paged_mqa_logits(q[:0], cache, weight[:0], seq_lens[:0], page_table[:0], None, 300, False)
+    assert empty.shape == (0, 300)
 
 
 def test_scorer_clips_negative_head_scores(bi):
     q, keys, cache, weight, seq_lens, page_table, max_seq_len = _paged_case(3, batch=1, heads=2, seq=(64,))
-    neg = bi.bf16_paged_mqa_logits(-q.float(), cache, weight, seq_lens, page_table, None, max_seq_len)
-    pos = bi.bf16_paged_mqa_logits(q.float(), cache, weight, seq_lens, page_table, None, max_seq_len)
+    neg = bi.bf16_paged_mqa_logits((-q.float()).to(torch.bfloat16), cache, weight, seq_lens, page_table, None, max_seq_len)
+    pos = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, page_table, None, max_seq_len)
     # relu(x) + relu(-x) = |x| per head: the two halves add up to the weighted |q.k|
     k = keys[page_table[0, 0]].double()
     absdot = (q[0, 0].double() @ k.T).abs()  # [heads, 64]
     expect = (weight[0].double().unsqueeze(-1) * absdot).sum(0)
     torch.testing.assert_close((neg + pos)[0, :64].double(), expect, rtol=1e-5, atol=1e-4)
+
+
+def test_scorer_compiles_for_sm120(patched_tree, monkeypatch):
+    """The interpreter runs the kernel's arithmetic; this compiles it for the GPU the
+    deployment has (no GPU needed): bf16 tensor-core MMA, fp8 query converted in
+    registers, shared memory within sm_120's ~99 KB per SM (FACTS.md)."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+
+    monkeypatch.delenv("TRITON_INTERPRET")
+    compiled = load_module(patched_tree.joinpath(*DSV4, "bf16_indexer.py"), "_dsv4_bf16_indexer_0001_aot")
+    ints = ("max_seq_len", "max_pages", "num_splits", "stride_qb", "stride_qh", "stride_wb", "stride_sb",
+            "stride_pb", "stride_ob")
+    signature = {"q_ptr": "*fp8e4nv", "k_ptr": "*bf16", "w_ptr": "*fp32", "seq_lens_ptr": "*i32",
+                 "page_table_ptr": "*i32", "out_ptr": "*fp32", **dict.fromkeys(ints, "i32")}
+    constexprs = {"NUM_HEADS": 64, "BLOCK_H": 64, "HEAD_DIM": HEAD_DIM, "PAGE": PAGE, "OP_DTYPE": tl.bfloat16}
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    src = triton.compiler.ASTSource(fn=compiled._bf16_paged_mqa_logits_kernel, signature=signature,
+                                    constexprs=constexprs)
+    kernel = triton.compile(src, target=GPUTarget("cuda", 120, 32))
+    ptx = kernel.asm["ptx"]
+    assert "mma.sync.aligned" in ptx and ".bf16" in ptx
+    assert "e4m3" in ptx
+    assert kernel.metadata.shared <= 99 * 1024, kernel.metadata.shared
+
+
+def test_gpu_checks_are_listed_in_patchset(patched_tree):
+    """Every check in tests/gpu/test_0001_bf16_indexer.py is a gpu_verification row of
+    this patch, run by its exact pytest node, and every row names one of them."""
+    import tomllib
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    gpu = repo / "tests" / "gpu" / "test_0001_bf16_indexer.py"
+    entry = next(p for p in tomllib.loads((repo / "patchset.toml").read_text())["patch"]
+                 if p["id"] == "dsv4-bf16-indexer-keys")
+    node = re.compile(r"^(?:[A-Z0-9_]+=\S+ )?python -m pytest tests/gpu/test_0001_bf16_indexer\.py::(test_\w+)$")
+    names = [node.match(v["run"]) for v in entry["gpu_verification"]]
+    assert all(names), [v["run"] for v in entry["gpu_verification"]]
+    tests = {n.name for n in ast.parse(gpu.read_text()).body
+             if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+    assert sorted(m.group(1) for m in names) == sorted(tests)
 
 
 # ----------------------------------------------- needle among near-tied keys
@@ -205,6 +356,130 @@ def test_bf16_keys_keep_the_needle_where_fp8_keys_lose_it(bi):
     assert bf16_top1 == trials
     # fixed seed: 56 of 100 with torch 2.x; the point is that fp8 loses a large share
     assert fp8_top1 <= trials * 3 // 4, fp8_top1
+
+
+# ------------------------------------------- kernel store layout (host C++)
+
+JIT = (*SGLANG, "kernels", "jit")
+LAYOUT_HEADER = "sgl_kernel/deepseek_v4/bf16_index_k.h"
+
+# Runs the header's address and packing code for every lane of a warp, as
+# fused_norm_rope_indexer<..., kBf16Store = true> does for each token it stores.
+STORE_HARNESS = r"""
+#include <sgl_kernel/deepseek_v4/bf16_index_k.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace layout = sglang::deepseek_v4::bf16_index_k;
+static_assert(layout::page_bytes(6) == 256 * 64);
+static_assert(layout::row_offset(64 + 3, 6) == 256 * 64 + 3 * 256);
+
+int main(int argc, char** argv) {
+  const int page_bits = std::atoi(argv[1]);
+  const long num_pages = std::atol(argv[2]);
+  const long n = std::atol(argv[3]);
+  std::FILE* in = std::fopen(argv[4], "rb");
+  std::vector<long long> locs(n);
+  std::vector<float> rows(n * layout::kHeadDim);
+  if (std::fread(locs.data(), 8, n, in) != size_t(n)) return 2;
+  if (std::fread(rows.data(), 4, rows.size(), in) != rows.size()) return 2;
+  std::vector<unsigned char> cache(num_pages * layout::page_bytes(page_bits), 0);
+  for (long i = 0; i < n; ++i) {
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      float values[layout::kValuesPerLane];
+      std::memcpy(values, &rows[i * layout::kHeadDim + lane * layout::kValuesPerLane], sizeof values);
+      const auto words = layout::lane_words(values);
+      const long long at = layout::row_offset(locs[i], page_bits) + layout::lane_offset(lane);
+      if (at < 0 || at + 8 > (long long)cache.size()) return 3;
+      std::memcpy(&cache[at], words.word, 8);
+    }
+  }
+  std::FILE* out = std::fopen(argv[5], "wb");
+  std::fwrite(cache.data(), 1, cache.size(), out);
+  std::fclose(out);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def store_harness(patched_tree, tmp_path_factory):
+    cxx = require_tool("c++", env="CXX", enables="the host run of the bf16 indexer store's address and packing code")
+    work = tmp_path_factory.mktemp("bf16_store")
+    (work / "harness.cc").write_text(STORE_HARNESS)
+    exe = work / "harness"
+    res = subprocess.run(
+        [cxx, "-std=c++20", "-O1", f"-I{patched_tree.joinpath(*JIT, 'include')}", str(work / "harness.cc"), "-o", str(exe)],
+        capture_output=True, text=True, check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    return exe
+
+
+def _special_rows(n):
+    """Rows with the values whose bf16 rounding is easy to get wrong."""
+    rows = torch.randn(n, HEAD_DIM, generator=torch.Generator().manual_seed(7)) * 3
+    specials = [
+        0.0, -0.0, float("inf"), float("-inf"), float("nan"),
+        1.0 + 2.0**-8,               # a tie: rounds to even (1.0)
+        1.0 + 3 * 2.0**-8,           # a tie: rounds to even (1 + 2^-6)
+        1.0 + 2.0**-8 + 2.0**-20,    # just above a tie: rounds up
+        3.3895314e38,                # rounds to +inf
+        1e-40, -1e-45,               # fp32 subnormals
+        -65504.0, 448.0, 2.0**-133,
+    ]
+    rows[0, : len(specials)] = torch.tensor(specials)
+    return rows
+
+
+@pytest.mark.parametrize("page_bits", [6, 2])  # 64 is the C4 index page
+def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, page_bits):
+    page_size = 1 << page_bits
+    num_pages = 9
+    g = torch.Generator().manual_seed(page_bits)
+    locs = torch.randperm(num_pages * page_size, generator=g)[:40].to(torch.int64)
+    locs[:3] = torch.tensor([0, page_size - 1, num_pages * page_size - 1])
+    rows = _special_rows(len(locs))
+    data = tmp_path / "in.bin"
+    data.write_bytes(locs.numpy().tobytes() + rows.numpy().tobytes())
+    out = tmp_path / "out.bin"
+    res = subprocess.run([str(store_harness), str(page_bits), str(num_pages), str(len(locs)), str(data), str(out)],
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, (res.returncode, res.stderr)
+    kernel = torch.frombuffer(bytearray(out.read_bytes()), dtype=torch.uint8).view(num_pages, page_size * 256)
+
+    expect = torch.zeros(num_pages, page_size * 256, dtype=torch.uint8)
+    bi.store_bf16_index_k_torch(expect, locs, rows, page_size)
+    # NaN has no one bf16 encoding (torch's CPU cast and __float2bfloat16_rn differ):
+    # compare NaN-ness there and every other byte exactly
+    nan = expect.view(torch.bfloat16).isnan()
+    assert torch.equal(kernel.view(torch.bfloat16).isnan(), nan)
+    keep = ~nan.repeat_interleave(2, dim=-1)
+    diff = ((kernel != expect) & keep).nonzero()
+    assert diff.numel() == 0, f"{len(diff)} bytes differ, first at (page, byte) {diff[:4].tolist()}"
+    # the special values decode as round-to-nearest-even of fp32 says
+    got = kernel.view(-1, 256)[locs[0]].view(torch.bfloat16)[:14].float()
+    want = rows[0, :14].to(torch.bfloat16).float()
+    assert struct.pack("<14f", *got.nan_to_num(0.5).tolist()) == struct.pack("<14f", *want.nan_to_num(0.5).tolist())
+
+
+def test_kernel_stores_through_the_layout_header(patched_tree):
+    """The kernel's bf16 branch is exactly the header's code path: the host test above
+    checks what the GPU runs (the GPU test checks the whole kernel)."""
+    cuh = patched_tree.joinpath(*JIT, "csrc", "deepseek_v4", "fused_norm_rope_v2.cuh").read_text()
+    assert f"#include <{LAYOUT_HEADER}>" in cuh
+    branch = re.search(r"if constexpr \(kBf16Store\) \{(.*?)\n  \}\n", cuh, re.S)
+    assert branch, "bf16 store branch not found"
+    body = " ".join(branch.group(1).split())
+    assert "const auto words = layout::lane_words(data);" in body
+    assert "result[0] = words.word[0]; result[1] = words.word[1];" in body
+    assert ("result.store(params.kvcache + layout::row_offset(out_loc, kPageBits) + "
+            "layout::lane_offset(lane_id));") in body
+    assert "static_assert(kPageBytes == layout::page_bytes(kPageBits));" in body
+    assert body.rstrip().endswith("return;")
 
 
 # ------------------------------------------------------------- kernel (nvcc)
@@ -276,6 +551,71 @@ def test_validation_called(patched_tree):
     kwargs = {k.arg: ast.unparse(k.value) for k in calls[0].keywords}
     assert kwargs["bf16"] == "cfg.enable_deepseek_v4_bf16_indexer"
     assert kwargs["fp4"] == "cfg.enable_deepseek_v4_fp4_indexer"
+
+
+def test_multi_stream_overlap_check_called(patched_tree):
+    source = _src(patched_tree, "srt", "arg_groups", "serving_hook.py")
+    fn = _func(source, "handle_environment_variables")
+    calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call)
+             and getattr(c.func, "id", None) == "bf16_multi_stream_overlap_conflict"]
+    assert len(calls) == 1
+    assert {k.arg: ast.unparse(k.value) for k in calls[0].keywords} == {
+        "bf16": "cfg.enable_deepseek_v4_bf16_indexer",
+        "disaggregation_mode": "cfg.disaggregation_mode",
+        "decode_cuda_graph": "cfg.cuda_graph_config.decode.backend != Backend.DISABLED",
+        "overlap_on": f"envs.{OVERLAP}.get()",
+        "overlap_explicit": f"envs.{OVERLAP}.is_set()",
+    }
+    text = ast.unparse(fn)
+    assert ("if overlap_warning is not None:\n        logger.warning(overlap_warning)\n"
+            f"        envs.{OVERLAP}.set(False)") in text
+    # the model reads the switch when it builds its streams, after this hook has run
+    model = _src(patched_tree, "srt", "models", "deepseek_v4.py")
+    assert f"envs.{OVERLAP}.get()" in ast.unparse(_func(model, "__init__", cls="MQALayer"))
+
+
+def test_pd_kv_layout_carries_the_index_format(bi, patched_tree, monkeypatch):
+    """Runs the pool's real pd_kv_layout on a stand-in pool: a bf16 prefill and an fp8
+    decode (the pair the finding describes) now hand the handshake different strings."""
+    import sys
+    from types import SimpleNamespace
+
+    source = _src(patched_tree, "srt", "mem_cache", "deepseek_v4_memory_pool.py")
+    method = _func(source, "pd_kv_layout", cls="DeepSeekV4TokenToKVPool")
+    ns = {"KVLayout": SimpleNamespace(UNIFORM_FP8=SimpleNamespace(value="uniform_fp8"))}
+    exec(compile(ast.Module(body=[method], type_ignores=[]), "<pool>", "exec"), ns)
+    monkeypatch.setitem(sys.modules, "sglang.srt.layers.attention.dsv4.bf16_indexer", bi)
+
+    def pool(fp4=False, bf16=False, uniform=False, index=True):
+        return SimpleNamespace(
+            uniform_fp8=uniform, compression_ratios=[0, 4, 128], kv_layout=SimpleNamespace(value="v4"),
+            compressed_kv_layout=lambda ratio: SimpleNamespace(value="v4"),
+            c4_indexer_kv_pool=SimpleNamespace(use_fp4_indexer=fp4, use_bf16_indexer=bf16) if index else None,
+        )
+
+    layout = ns["pd_kv_layout"]
+    assert layout(pool()) == "v4,c4:v4,c128:v4"  # upstream's string for fp8
+    assert layout(pool(bf16=True)) == "v4,c4:v4,c128:v4,c4-index-k:bf16"
+    assert layout(pool(fp4=True)) == "v4,c4:v4,c128:v4,c4-index-k:fp4"
+    assert layout(pool(index=False)) == "v4,c4:v4,c128:v4"
+    assert layout(pool(bf16=True, uniform=True)) == "uniform_fp8,c4-index-k:bf16"
+    assert layout(pool(bf16=True)) != layout(pool())
+
+    # the handshake's mismatch error names the switch
+    conn = _src(patched_tree, "srt", "disaggregation", "common", "conn.py")
+    assert "--enable-deepseek-v4-bf16-indexer / --enable-deepseek-v4-fp4-indexer" in conn
+
+
+def test_field_appended_to_positional_order(patched_tree):
+    source = _src(patched_tree, "srt", "arg_groups", "field_order.py")
+    order = ast.literal_eval(next(
+        n.value for n in ast.parse(source).body
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "POSITIONAL_FIELD_ORDER"
+    ))
+    assert order[-1] == "enable_deepseek_v4_bf16_indexer"
+    assert order.count("enable_deepseek_v4_bf16_indexer") == 1
+    # appended after upstream's last entry, nothing reordered
+    assert order[-2] == "return_aux_hidden_state_layer_ids"
 
 
 def test_pool_bytes_per_token(patched_tree):
