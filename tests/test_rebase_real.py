@@ -321,7 +321,7 @@ def test_scan_of_the_test_series(series: Path, real_cache: Path) -> None:
 S = "python/sglang/srt/"
 CURATED = {
     "dsv4-bf16-indexer-keys": {"0.5.20": "conflict", "0.5.21": "conflict",
-                               "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
+                               "0.5.22": "conflict", "0.5.23": "applied unchanged"},
     "sm120-mma-sparse-decode": {"0.5.20": "conflict", "0.5.21": "applied with shifted context",
                                 "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
     "dsv4-mhc-bf16-gemm": {"0.5.20": "conflict", "0.5.21": "conflict",
@@ -334,8 +334,14 @@ CURATED = {
 CURATED_CONFLICTS = {
     ("dsv4-bf16-indexer-keys", "0.5.20"): {
         "python/sglang/kernels/jit/csrc/deepseek_v4/fused_norm_rope_v2.cuh", f"{S}arg_groups/fields/exec_.py",
-        f"{S}arg_groups/serving_hook.py", f"{S}mem_cache/deepseek_v4_memory_pool.py"},
-    ("dsv4-bf16-indexer-keys", "0.5.21"): {f"{S}arg_groups/fields/exec_.py"},
+        f"{S}arg_groups/serving_hook.py", f"{S}mem_cache/deepseek_v4_memory_pool.py",
+        f"{S}arg_groups/field_order.py", f"{S}disaggregation/common/conn.py"},
+    ("dsv4-bf16-indexer-keys", "0.5.21"): {
+        f"{S}arg_groups/fields/exec_.py", f"{S}arg_groups/field_order.py", f"{S}disaggregation/common/conn.py",
+        f"{S}mem_cache/deepseek_v4_memory_pool.py"},
+    ("dsv4-bf16-indexer-keys", "0.5.22"): {
+        f"{S}arg_groups/field_order.py", f"{S}disaggregation/common/conn.py",
+        f"{S}mem_cache/deepseek_v4_memory_pool.py"},
     ("sm120-mma-sparse-decode", "0.5.20"): {f"{S}environ.py"},
     ("dsv4-mhc-bf16-gemm", "0.5.20"): {"python/sglang/kernels/ops/layernorm/mhc.py",
                                        f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
@@ -371,6 +377,12 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
       (both from 0.5.21), the two imports the patch's new import sits between.
     - dsv4-refuse-tbo: deepseek_v4_hook.py's hook has the long "Residual imperative arm" docstring
       (a one-liner from 0.5.21), right after which the patch adds its import.
+
+    dsv4-bf16-indexer-keys conflicts at every earlier release in three more files: field_order.py,
+    because upstream appends fields to POSITIONAL_FIELD_ORDER each release (0.5.23's last entry,
+    after which the patch appends its flag, is new in 0.5.23); and conn.py and
+    deepseek_v4_memory_pool.py, because the PD handshake's kv_layout check ("KV layout mismatch",
+    pd_kv_layout) that the patch adds the index-K format to is new in 0.5.23.
 
     0.5.21 and 0.5.22 "shifted": the code each hunk touches and its context are as at 0.5.23; only
     line numbers differ (e.g. pd-max-queued-requests' hunk 2 at 3281 / 3368, offset -214 / -127).
