@@ -262,29 +262,45 @@ def test_scorer_clips_negative_head_scores(bi):
     torch.testing.assert_close((neg + pos)[0, :64].double(), expect, rtol=1e-5, atol=1e-4)
 
 
-def test_scorer_compiles_for_sm120(patched_tree, monkeypatch):
+AOT_COMPILE = r"""
+import importlib.util, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+
+spec = importlib.util.spec_from_file_location("bf16_indexer_aot", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+ints = ("max_seq_len", "max_pages", "num_splits", "stride_qb", "stride_qh", "stride_wb", "stride_sb",
+        "stride_pb", "stride_ob")
+signature = {"q_ptr": "*fp8e4nv", "k_ptr": "*bf16", "w_ptr": "*fp32", "seq_lens_ptr": "*i32",
+             "page_table_ptr": "*i32", "out_ptr": "*fp32", **dict.fromkeys(ints, "i32")}
+# the operand dtype the wrapper picks off the interpreter
+constexprs = {"NUM_HEADS": 64, "BLOCK_H": 64, "HEAD_DIM": 128, "PAGE": 64, "OP_DTYPE": module._dot_operand_dtype()}
+signature.update(dict.fromkeys(constexprs, "constexpr"))
+src = triton.compiler.ASTSource(fn=module._bf16_paged_mqa_logits_kernel, signature=signature,
+                                constexprs=constexprs)
+kernel = triton.compile(src, target=GPUTarget("cuda", 120, 32))
+print(json.dumps({"ptx": kernel.asm["ptx"], "shared": kernel.metadata.shared}))
+"""
+
+
+def test_scorer_compiles_for_sm120(patched_tree):
     """The interpreter runs the kernel's arithmetic; this compiles it for the GPU the
     deployment has (no GPU needed): bf16 tensor-core MMA, fp8 query converted in
-    registers, shared memory within sm_120's ~99 KB per SM (FACTS.md)."""
-    import triton
-    import triton.language as tl
-    from triton.backends.compiler import GPUTarget
+    registers, shared memory within sm_120's ~99 KB per SM (FACTS.md). In a process of
+    its own: Triton imported under TRITON_INTERPRET=1 cannot compile for a GPU."""
+    import json
+    import sys
 
-    monkeypatch.delenv("TRITON_INTERPRET")
-    compiled = load_module(patched_tree.joinpath(*DSV4, "bf16_indexer.py"), "_dsv4_bf16_indexer_0001_aot")
-    ints = ("max_seq_len", "max_pages", "num_splits", "stride_qb", "stride_qh", "stride_wb", "stride_sb",
-            "stride_pb", "stride_ob")
-    signature = {"q_ptr": "*fp8e4nv", "k_ptr": "*bf16", "w_ptr": "*fp32", "seq_lens_ptr": "*i32",
-                 "page_table_ptr": "*i32", "out_ptr": "*fp32", **dict.fromkeys(ints, "i32")}
-    constexprs = {"NUM_HEADS": 64, "BLOCK_H": 64, "HEAD_DIM": HEAD_DIM, "PAGE": PAGE, "OP_DTYPE": tl.bfloat16}
-    signature.update(dict.fromkeys(constexprs, "constexpr"))
-    src = triton.compiler.ASTSource(fn=compiled._bf16_paged_mqa_logits_kernel, signature=signature,
-                                    constexprs=constexprs)
-    kernel = triton.compile(src, target=GPUTarget("cuda", 120, 32))
-    ptx = kernel.asm["ptx"]
-    assert "mma.sync.aligned" in ptx and ".bf16" in ptx
-    assert "e4m3" in ptx
-    assert kernel.metadata.shared <= 99 * 1024, kernel.metadata.shared
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    res = subprocess.run([sys.executable, "-c", AOT_COMPILE, str(patched_tree.joinpath(*DSV4, "bf16_indexer.py"))],
+                         capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    kernel = json.loads(res.stdout.splitlines()[-1])
+    assert set(re.findall(r"mma\.sync\.aligned\.\S+", kernel["ptx"])) == {
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}  # bf16 operands, fp32 accumulate
+    assert "cvt.rn.bf16x2.e4m3x2" in kernel["ptx"]  # the fp8 query, exactly, in registers
+    assert kernel["shared"] <= 99 * 1024, kernel["shared"]
 
 
 def test_gpu_checks_are_listed_in_patchset(patched_tree):
