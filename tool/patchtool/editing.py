@@ -22,6 +22,7 @@ from .cachespace import CheckoutBranch
 from .checkouts import (
     TRAILER,
     BranchCommit,
+    branch_and_record,
     branch_commits,
     changes_since,
     commit_idents,
@@ -119,17 +120,8 @@ def _hint_branch(branch: str) -> str:
 def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
     """(tip, base) of a checkout branch whose series is still the project's; refused
     otherwise, naming what changed."""
-    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
-    if tip is None or base is None:
-        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
-                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
-                              "they were made in, so a moved or copied repository starts without one")
-    record = names.load_record(repo)
-    if record is None:
-        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so "
-                         "exporting it could undo changes made to the series since",
-                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
-                              "commits over with `git cherry-pick`")
+    tip, base, record = branch_and_record(project, repo, names,
+                                          "exporting it could undo changes made to the series since")
     changes = changes_since(record, project)
     if changes:
         raise UsageError(f"the series changed since branch {names.branch!r} was checked out: "
