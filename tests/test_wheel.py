@@ -176,8 +176,10 @@ def test_wheel_name_keeps_build_tag_and_platform() -> None:
 
 
 @pytest.mark.parametrize(("members", "message"), [
-    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' escapes the archive root; refusing it"),
-    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is an absolute path; refusing it"),
+    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
+                                   "path 'demo/../../evil.py' escapes the tree; refusing it"),
+    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
+                             "absolute path '/etc/evil.py'; refusing it"),
     ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it"),
 ])
 def test_repack_refuses_entries_that_escape_the_root(tmp_path: Path, members: dict[str, Any], message: str) -> None:
@@ -332,8 +334,10 @@ def test_downloaded_wheel_with_another_sha256_is_refused(one_patch: Demo) -> Non
 
 
 @pytest.mark.parametrize(("members", "message"), [
-    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' escapes the archive root; refusing it"),
-    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' escapes the archive root; refusing it"),
+    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
+                                   "path 'demo/../../evil.py' escapes the tree; refusing it"),
+    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
+                             "absolute path '/etc/evil.py'; refusing it"),
     ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it"),
 ])
 def test_served_wheel_with_escaping_entries_is_refused(one_patch: Demo, members: dict[str, Any],
