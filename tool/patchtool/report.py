@@ -301,6 +301,7 @@ def provenance_text(report: ProvenanceReport, style: Style) -> str:
     bad = [c for c in report.checks if c.state != "ok"]
     lines.append(f"files changed by the series: {len(prov.files)}; in place as built: "
                  f"{len(report.checks) - len(bad)}/{len(report.checks)}")
+    lines.append(f"every file against RECORD: {report.record_matched}/{report.record_listed} as listed")
     if report.problems:
         lines.append(problems_text(report.problems, style))
     else:
