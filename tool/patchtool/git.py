@@ -215,16 +215,16 @@ class Repo:
         if res.returncode != 0:
             raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.decode(errors='replace').strip()}")
 
-    def remote_has(self, url: str, commit: str) -> bool:
-        """Whether ``url`` serves ``commit``, asked by fetching it into a scratch repository that
-        borrows this one's objects: what it fetches is thrown away, so this repository does not
-        gain a commit it was not asked to keep."""
-        with tempfile.TemporaryDirectory(prefix="remote-has.", dir=self.git_dir) as tmp:
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Repo]:
+        """A throwaway repository that borrows this one's objects: fetch into it to look at what a
+        remote has, and keep what it fetched only by fetching that from it. This repository gains
+        nothing it was not asked to keep, not even the history of a ref that turned out wrong."""
+        with tempfile.TemporaryDirectory(prefix="patchtool-scratch-") as tmp:
             scratch = Repo.init_bare(Path(tmp))
             (scratch.git_dir / "objects" / "info" / "alternates").write_text(
                 f"{(self.git_dir / 'objects').absolute()}\n")
-            res = scratch.git("fetch", "--quiet", "--no-tags", url, f"{commit}:refs/probe", check=False)
-            return res.returncode == 0
+            yield scratch
 
     # -- replaying a series in memory (rebase, scan) -----------------------------------------
     @contextlib.contextmanager

@@ -410,28 +410,38 @@ class Cache:
         ref = f"refs/patchtool/git/{src.tag}"
         where = f"{PINS_DIR}/{pin.name}.toml"
         if not self.repo.has_object(f"{src.commit}^{{commit}}"):
-            fetched = f"refs/patchtool/fetch/{src.tag}"
-            try:
-                self.repo.fetch(src.url, f"+refs/tags/{src.tag}:{fetched}")
-            except GitError as exc:
-                raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}", file=where,
-                                    hint="check the network, and the url and tag in the pin") from None
-            got = self.repo.resolve(fetched)
-            self.repo.delete_ref(fetched)
-            if got != src.commit:
-                if self.repo.remote_has(src.url, src.commit):
-                    raise UpstreamError(
-                        f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: "
-                        "the tag moved; refusing it", file=where,
-                        hint="verify the new commit upstream before updating the pin")
-                raise UpstreamError(
-                    f"pin {pin.name} names commit {src.commit}, which {src.url} does not have "
-                    f"(its tag {src.tag} is {got}); refusing it", file=where,
-                    hint="the pin's commit is wrong (a typo?), or the tag moved and its old commit is gone: "
-                         "verify the tag's commit upstream and correct the pin")
+            with self.repo.scratch() as scratch:  # nothing reaches the cache until the tag is verified
+                try:
+                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag")
+                except GitError as exc:
+                    raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}", file=where,
+                                        hint="check the network, and the url and tag in the pin") from None
+                got = scratch.resolve("refs/probe/tag")
+                if got != src.commit:
+                    raise self._not_the_tag(pin, scratch, got)
+                fetched = f"refs/patchtool/fetch/{src.tag}"
+                self.repo.fetch(str(scratch.git_dir), f"+refs/probe/tag:{fetched}")
+                self.repo.delete_ref(fetched)
         self.repo.update_ref(ref, src.commit)
         return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref,
                     source="git")
+
+    def _not_the_tag(self, pin: Pin, scratch: git.Repo, got: str | None) -> UpstreamError:
+        """The tag resolves to another commit than the pin's: it moved, or the pin's commit is wrong."""
+        src = pin.git
+        assert src is not None and src.commit is not None
+        where = f"{PINS_DIR}/{pin.name}.toml"
+        try:
+            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned")
+        except GitError:  # the remote does not have it, or will not serve a commit by its sha
+            return UpstreamError(
+                f"pin {pin.name} names commit {src.commit}, which {src.url} does not have (its tag {src.tag} is "
+                f"{got}); refusing it", file=where,
+                hint="the pin's commit is wrong (a typo?), or the tag moved and its old commit is gone: verify the "
+                     "tag's commit upstream and correct the pin")
+        return UpstreamError(
+            f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: the tag moved; refusing it",
+            file=where, hint="verify the new commit upstream before updating the pin")
 
 
 def _sha256(path: Path) -> str:
