@@ -183,6 +183,8 @@ REFUSED = {
     "demo/x\x7f.py": "path 'demo/x\\x7f.py' contains a control character",
     "demo/\r.py": "path 'demo/\\r.py' contains a control character",
     ".git/hooks/post-checkout": "path '.git/hooks/post-checkout' touches .git/",
+    "demo/" + "a" * 256 + ".py": f"path {'demo/' + 'a' * 256 + '.py'!r} has a name longer than 255 bytes, which no "
+                                 "checkout can create",
 }
 
 
