@@ -355,3 +355,38 @@ def test_import_sweeps_crash_reports_a_killed_import_left(one_patch: Demo) -> No
     assert run(one_patch, "status")[0] == 0
     assert not list(repo.git_dir.glob("fast_import_crash_*"))
     assert os.listdir(repo.git_dir / "refs" / "tags") == ["v1.0"]
+
+
+# -- an index that answers with nonsense ---------------------------------------------------------
+
+class Answering:
+    """An index that answers every page with ``page`` (what Cache asks of a Fetcher)."""
+
+    def __init__(self, page: Any) -> None:
+        self.page = page
+
+    def json(self, url: str) -> Any:
+        return self.page
+
+
+@pytest.mark.parametrize(("page", "message"), [
+    ({"files": [{"filename": "demo-1.1-py3-none-any.whl", "url": "x", "hashes": {"sha256": "../../../../etc"}}]},
+     "the index gives '../../../../etc' as the sha256 of demo-1.1-py3-none-any.whl, which is not a sha256 hex "
+     "digest; refusing it"),
+    ({"files": [{"filename": "demo-1.1-py3-none-any.whl", "url": "x", "hashes": "nope"}]},
+     "demo 1.1 has no demo-1.1-py3-none-any.whl on the index"),
+    (["not", "a", "page"], "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page"),
+    ({"files": "nope"}, "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page"),
+])
+def test_index_answering_nonsense_is_refused(tmp_path: Path, page: Any, message: str) -> None:
+    from packaging.version import Version
+
+    from patchtool.upstream import pin_for_version
+    pin = Pin.from_dict({"schema": 1, "name": "demo", "version": "1.0", "artifact": {
+        "distribution": "demo", "version": "1.0", "filename": "demo-1.0-py3-none-any.whl", "sha256": "a" * 64,
+        "prefix": {"from": "demo/", "to": "python/demo/"}}}, name="demo-1.0", file=PIN)
+    cache = Cache(tmp_path / "c", fetcher=Answering(page))  # type: ignore[arg-type]
+    with pytest.raises(UpstreamError) as exc:
+        pin_for_version(pin, Version("1.1"), cache=cache)
+    assert exc.value.message == message
+    assert not (tmp_path / "c").exists()

@@ -518,8 +518,12 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
             raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file")
-        new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha,
-                                      size=entry.get("size"), url=None, tree=None)
+        if not isinstance(sha, str) or not _SHA256.match(sha):
+            raise UpstreamError(f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 "
+                                "hex digest; refusing it", hint="check the pin's 'index'")
+        listed_size = entry.get("size")
+        new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, url=None, tree=None,
+                                      size=listed_size if isinstance(listed_size, int) and listed_size > 0 else None)
         git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
         return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
                    use="artifact")
