@@ -157,25 +157,32 @@ class FakeKVManager:
 
 
 class FakeSender:
-    def __init__(self, log: list, room: int, kv_mgr: FakeKVManager) -> None:
+    def __init__(self, log: list, room: int, kv_mgr: FakeKVManager, failed: int) -> None:
         self.log = log
+        self.failed = failed
         self.bootstrap_room = room
         self.kv_mgr = kv_mgr
         self.polls: list[int] = []
+        self.aborted_as: int | None = None
 
     def poll(self) -> int:
-        return self.polls.pop(0)
+        # CommonKVSender._poll_with_status: an aborted sender reports its conclusion.
+        status = self.polls.pop(0)
+        return status if self.aborted_as is None else self.aborted_as
 
     def clear(self) -> None:
         self.log.append(("clear", self.bootstrap_room))
 
     def abort(self) -> None:
         self.log.append(("sender.abort", self.bootstrap_room))
+        self.aborted_as = self.failed
 
 
 class FakeBootstrapQueue:
-    def __init__(self, log: list, *, fits: bool = True, deferred_bootstrap: Any = None) -> None:
+    def __init__(self, log: list, failed: int, *, fits: bool = True,
+                 deferred_bootstrap: Any = None) -> None:
         self.log = log
+        self.failed = failed
         self.queue: list[FakeReq] = []
         self.fits = fits
         self.kv_mgr = FakeKVManager(log, deferred_bootstrap=deferred_bootstrap)
@@ -184,7 +191,7 @@ class FakeBootstrapQueue:
         self.log.append(("create_sender", req.rid, num_kv_heads))
         if not self.fits:
             return False
-        req.disagg_kv_sender = FakeSender(self.log, req.bootstrap_room, self.kv_mgr)
+        req.disagg_kv_sender = FakeSender(self.log, req.bootstrap_room, self.kv_mgr, self.failed)
         return True
 
 
@@ -206,7 +213,7 @@ def _scheduler(admission: types.ModuleType, upstream: Upstream, *, mode: str = "
     scheduler.disaggregation_mode = upstream.DisaggregationMode(mode)
     scheduler.max_queued_requests = max_requests
     scheduler.disagg_prefill_bootstrap_queue = FakeBootstrapQueue(
-        log, fits=fits, deferred_bootstrap=deferred_bootstrap)
+        log, upstream.KVPoll.Failed, fits=fits, deferred_bootstrap=deferred_bootstrap)
     scheduler.waiting_queue = []
     scheduler.disagg_prefill_inflight_queue = []
     scheduler.chunked_req = None
@@ -334,10 +341,16 @@ def test_door_refuses_by_request_count(admission, upstream):
 
 
 def test_prefill_complete_policy_aborts_the_sender_at_once(admission, upstream):
+    # The transport keeps the failed room (DeferredBootstrap) and answers decode with it.
     scheduler = _scheduler(admission, upstream, deferred_bootstrap=object())
     _fill(scheduler, waiting=32)
-    assert getattr(scheduler, DOOR)(FakeReq("new", 10, bootstrap_room=5)) is True
+    req = FakeReq("new", 10, bootstrap_room=5)
+    assert getattr(scheduler, DOOR)(req) is True
     assert ("sender.abort", 5) in scheduler.log
+    scheduler.log.clear()
+    req.disagg_kv_sender.polls = [upstream.KVPoll.Bootstrapping]
+    getattr(scheduler, RESOLVE)()
+    assert scheduler.log == [("clear", 5)]
 
 
 def test_early_policy_keeps_the_sender_open(admission, upstream):
