@@ -9,8 +9,8 @@ bootstrap queue call the mixin where the patch says.
 """
 
 from __future__ import annotations
-
 import __future__
+
 import ast
 import enum
 import logging
@@ -449,7 +449,7 @@ def test_failed_room_is_cleared_without_a_message(admission, upstream):
 def test_each_refused_half_is_resolved_on_its_own(admission, upstream):
     poll = upstream.KVPoll
     scheduler, senders = _refused(admission, upstream, 1, 2, 3)
-    for sender, status in zip(senders, (poll.WaitingForInput, poll.Bootstrapping, poll.Failed)):
+    for sender, status in zip(senders, (poll.WaitingForInput, poll.Bootstrapping, poll.Failed), strict=True):
         sender.polls = [status]
     getattr(scheduler, RESOLVE)()
     assert [entry[:2] for entry in scheduler.log] == [("conclude_failure", 1), ("clear", 1), ("clear", 3)]
