@@ -15,6 +15,7 @@ import ast
 import enum
 import logging
 import sys
+import textwrap
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,20 @@ def _upstream(path: Path, names: set[str], namespace: dict[str, Any]) -> dict[st
     return namespace
 
 
+def _upstream_method(path: Path, cls: str, name: str) -> Any:
+    """A method of an upstream class, executed from its source as a plain function."""
+    source = path.read_text(encoding="utf-8")
+    klass = next(node for node in ast.parse(source).body
+                 if isinstance(node, ast.ClassDef) and node.name == cls)
+    method = next(node for node in klass.body if isinstance(node, ast.FunctionDef) and node.name == name)
+    segment = ast.get_source_segment(source, method, padded=True)
+    assert segment is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(textwrap.dedent(segment), str(path), "exec", flags=__future__.annotations.compiler_flag,
+                 dont_inherit=True), namespace)
+    return namespace[name]
+
+
 class FinishAbort:
     def __init__(self, message: str = "Unknown error", status_code: int | None = None) -> None:
         self.message = message
@@ -91,6 +106,7 @@ class Upstream:
     KVPoll: Any
     DisaggregationMode: Any
     FAKE_BOOTSTRAP_HOST: str
+    get_num_pending_tokens: Any  # SchedulerLoadInquirer._get_num_pending_tokens
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +115,9 @@ def upstream_names(patched_tree: Path) -> dict[str, dict[str, Any]]:
     base = _upstream(disagg / "base" / "conn.py", {"KVPoll"}, {})
     utils = _upstream(disagg / "utils.py", {"DisaggregationMode", "FAKE_BOOTSTRAP_HOST", "is_aborted"},
                       {"Enum": enum.Enum})
-    return {"base": base, "utils": utils}
+    pending = _upstream_method(patched_tree.joinpath(*SRT, "managers", "scheduler_components", "load_inquirer.py"),
+                               "SchedulerLoadInquirer", "_get_num_pending_tokens")
+    return {"base": base, "utils": utils, "load_inquirer": {"_get_num_pending_tokens": pending}}
 
 
 @pytest.fixture
@@ -116,7 +134,8 @@ def upstream(upstream_names: dict[str, dict[str, Any]], monkeypatch: pytest.Monk
         monkeypatch.setitem(sys.modules, name, module)
     utils = upstream_names["utils"]
     return Upstream(upstream_names["base"]["KVPoll"], utils["DisaggregationMode"],
-                    utils["FAKE_BOOTSTRAP_HOST"])
+                    utils["FAKE_BOOTSTRAP_HOST"],
+                    upstream_names["load_inquirer"]["_get_num_pending_tokens"])
 
 
 # --- a fake scheduler around the real mixin ----------------------------------------------------
@@ -218,6 +237,11 @@ def _scheduler(admission: types.ModuleType, upstream: Upstream, *, mode: str = "
     scheduler.disagg_prefill_inflight_queue = []
     scheduler.chunked_req = None
     scheduler.model_config = types.SimpleNamespace(num_key_value_heads=8)
+    # SchedulerLoadInquirer's view of the scheduler, as Scheduler.init_load_inquirer wires it.
+    inquirer = types.SimpleNamespace(get_waiting_queue=lambda: scheduler.waiting_queue,
+                                     get_chunked_req=lambda: scheduler.chunked_req)
+    inquirer._get_num_pending_tokens = types.MethodType(upstream.get_num_pending_tokens, inquirer)
+    scheduler.load_inquirer = inquirer
     scheduler.beam_coordinator = types.SimpleNamespace(
         retire_group=lambda req: log.append(("retire_group", req.rid)))
     scheduler.init_disagg_admission(max_tokens)
