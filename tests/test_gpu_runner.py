@@ -4,6 +4,7 @@ writes: outcomes, reasons, figures, collection errors, a hung check, a spent bud
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -271,3 +272,39 @@ def test_a_packed_tree_carries_the_series_to_a_machine_that_cannot_build_it(tmp_
 
     assert manifest_ids == [p["id"] for p in tomllib.loads((REPO / "patchset.toml").read_text())["patch"]]
     assert len(tree["tip"]) == 40
+
+
+def test_a_runner_that_is_stopped_stops_its_checks(tmp_path: Path, fake_tree: Path) -> None:
+    """SIGTERM to the runner (a job's timeout, a hand on the GPU machine) leaves no check running."""
+    import signal
+    import time
+
+    checks = checks_file(tmp_path, "test_0000_stuck.py", '''\
+        import os, pathlib, time
+
+        def test_stuck():
+            pathlib.Path(os.environ["PID_FILE"]).write_text(str(os.getpid()))
+            time.sleep(600)
+        ''')
+    pid_file = tmp_path / "pid"
+    proc = subprocess.Popen([sys.executable, str(GPU / "run.py"), str(checks), "--out", str(tmp_path / "r.json"),
+                             "--tree", str(fake_tree)], cwd=REPO, env=_env(PID_FILE=str(pid_file)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    check_pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGTERM)
+    try:
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        for _ in range(50):
+            try:
+                os.kill(check_pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        raise AssertionError("the check's process outlived the runner")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(check_pid, signal.SIGKILL)

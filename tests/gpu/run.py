@@ -47,6 +47,7 @@ _MIN_RELAUNCH = 10.0  # a fresh pytest process needs this much budget to be wort
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGTERM, _terminated)
     args = _parser().parse_args(argv)
     args.raw_argv = argv
     if args.pack_tree:
@@ -66,6 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     print(summary_text(results, out))
     failed = results["summary"]["fail"] or results["errors"]
     return 1 if failed else 0
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through _run_pytest, which stops the checks' process
 
 
 def run_checks(args: argparse.Namespace, scratch: Path, started: float) -> dict[str, Any]:
@@ -162,22 +167,25 @@ def _run_pytest(selectors: list[str], env: dict[str, str], state_file: Path, *, 
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         killed = None
         shown = 0
-        while True:
-            try:
-                proc.wait(timeout=0.5)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            shown = _pass_through(log, shown)
-            now = time.time()
-            running = (_read_state(state_file) or {}).get("running")
-            if now > deadline:
-                killed = "budget"
-            elif running and now - running["since"] > check_timeout:
-                killed = "check-timeout"
-            if killed:
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                shown = _pass_through(log, shown)
+                now = time.time()
+                running = (_read_state(state_file) or {}).get("running")
+                if now > deadline:
+                    killed = "budget"
+                elif running and now - running["since"] > check_timeout:
+                    killed = "check-timeout"
+                if killed:
+                    break
+        finally:  # also when the runner itself is interrupted: no check outlives it on the GPU
+            if proc.poll() is None:
                 _kill(proc)
-                break
         _pass_through(log, shown)
         out.seek(0)
         tail = out.read().decode("utf-8", "replace").strip().splitlines()[-8:]
