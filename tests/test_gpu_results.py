@@ -232,3 +232,11 @@ def test_status_shows_the_evidence_of_each_check_by_hardware(one_patch: Demo) ->
 
     check = one_patch.run("check", "--json")
     assert [p["file"] for p in envelope(check.stdout)["errors"]] == ["gpu-results/broken.json"]
+
+
+def test_status_says_a_prose_run_can_have_no_evidence(one_patch: Demo) -> None:
+    with_gpu_verification(one_patch, "ncu on the greeting kernel at batch 64")
+    res = one_patch.run("status")
+    assert res.returncode == 0, res.stderr
+    assert ("no evidence: 'run' is not a command that runs GPU checks (`patchtool check` says why)"
+            in res.stdout)

@@ -56,9 +56,21 @@ def fake_tree(tmp_path: Path) -> Path:
     return tree
 
 
+GPU_FIXTURES = f'''\
+import importlib.util
+
+_spec = importlib.util.spec_from_file_location("gpu_checks_conftest", {str(GPU / "conftest.py")!r})
+_gpu = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_gpu)
+patched_tree_gpu, record = _gpu.patched_tree_gpu, _gpu.record
+'''
+
+
 def checks_file(tmp_path: Path, name: str, body: str) -> Path:
+    """Checks of our own outside the repository, with tests/gpu's fixtures (its conftest, loaded by path)."""
     path = tmp_path / "checks" / name
     path.parent.mkdir(exist_ok=True)
+    (path.parent / "conftest.py").write_text(GPU_FIXTURES)
     path.write_text(textwrap.dedent(body))
     return path
 
@@ -109,6 +121,14 @@ def test_a_deployment_check_without_a_deployment_is_skipped_by_name(monkeypatch:
     assert gpu_support.require_deployment() == "http://router:8000"
 
 
+def test_a_results_file_is_named_for_its_start_and_device() -> None:
+    import run
+
+    h200 = {"started": "2026-10-01T10:00:00Z", "device": {"name": "NVIDIA H200", "capability": "sm_90"}}
+    assert run._file_name(h200) == "20261001T100000Z-nvidia-h200-sm-90.json"
+    assert run._file_name({**h200, "device": {"name": None}}) == "20261001T100000Z-no-gpu.json"
+
+
 def test_figures_are_numbers_strings_or_booleans() -> None:
     assert gpu_support.figures({"err": 1e-3, "n": 4, "shape": "8x8", "ok": True}) == {
         "err": 1e-3, "n": 4, "shape": "8x8", "ok": True}
@@ -149,8 +169,8 @@ def test_outcomes_reasons_figures_and_the_patch_of_each_check(tmp_path: Path, fa
     checks = checks_file(tmp_path, "test_0002_fake.py", '''\
         import gpu_support
 
-        def test_measures(request):
-            gpu_support.recorder(request.node)(max_abs_err=0.0125, ms=3)
+        def test_measures(record):
+            record(max_abs_err=0.0125, ms=3)
 
         def test_wrong():
             assert 1 + 1 == 3, "the kernel disagrees"
@@ -240,16 +260,17 @@ def test_without_a_tree_the_run_says_so(tmp_path: Path) -> None:
     assert by_name(data)["test_cuda_matmul_matches_cpu"]["outcome"] == "not-run"
 
 
-def test_a_tree_check_without_a_tree_is_not_run_with_the_reason(tmp_path: Path) -> None:
-    """`patched_tree_gpu` under the runner with no tree: the check is not run, and says why."""
-    gpu_check = GPU / "test_9999_needs_tree_probe.py"
-    gpu_check.write_text("def test_probe(patched_tree_gpu):\n    pass\n")
-    try:
-        out = tmp_path / "r.json"
-        run_gpu(str(gpu_check.relative_to(REPO)), "--out", str(out), "--tree", str(tmp_path / "absent"))
-        row = by_name(results(out))["test_probe"]
-    finally:
-        gpu_check.unlink()
+def test_a_tree_check_gets_the_tree_or_is_not_run_with_the_reason(tmp_path: Path, fake_tree: Path) -> None:
+    """`patched_tree_gpu` under the runner: the tree given, or with none the check is not run, saying why."""
+    checks = checks_file(tmp_path, "test_0000_tree.py", f'''\
+        def test_probe(patched_tree_gpu):
+            assert str(patched_tree_gpu) == {str(fake_tree)!r}
+        ''')
+    out = tmp_path / "r.json"
+    run_gpu(str(checks), "--out", str(out), "--tree", str(fake_tree))
+    assert by_name(results(out))["test_probe"]["outcome"] == "pass"
+    run_gpu(str(checks), "--out", str(out), "--tree", str(tmp_path / "absent"))
+    row = by_name(results(out))["test_probe"]
     assert row["outcome"] == "not-run"
     assert row["reason"] == f"no patched tree, not run: {tmp_path / 'absent'} does not exist"
 
