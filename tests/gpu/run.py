@@ -270,7 +270,7 @@ def summary_text(results: dict[str, Any], out: Path) -> str:
              f"CUDA {device.get('cuda')}, nvcc {device.get('nvcc')}"]
     for row in results["checks"]:
         figures = " ".join(f"{k}={v}" for k, v in row["figures"].items())
-        detail = row["reason"] or figures
+        detail = (row["reason"] or "").split("\n", 1)[0] or figures  # the file has the whole reason
         lines.append(f"  {row['outcome']:<7} {row['check']} ({row['duration_s']:.1f} s)" + (f": {detail}" if detail else ""))
     lines += [f"  error: {e}" for e in results["errors"]]
     s = results["summary"]
@@ -281,6 +281,7 @@ def summary_text(results: dict[str, Any], out: Path) -> str:
 
 def _pytest_env() -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)  # the CPU tests set it; here the kernels are compiled for the device
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), str(REPO / "tool"), env.get("PYTHONPATH")]))
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
