@@ -40,11 +40,11 @@ def test_runnable_commands_and_the_checks_they_select(run: str, selectors: tuple
 
 @pytest.mark.parametrize(("run", "message"), [
     ("ncu on _mma_sparse_decode_split at batch 64 (64 padded heads, topk 512).",
-     "not a command that runs GPU checks: 'ncu on _mma_sparse_decode_split at batch 64 (64 padded heads, topk 512).'; "
+     "not a command that runs checks under tests/gpu: 'ncu on _mma_sparse_decode_split at batch 64 (64 padded heads, topk 512).'; "
      "write one of 'python -m pytest tests/gpu/FILE.py::TEST', 'python tests/gpu/run.py [tests/gpu/...]', "
-     "'nox -s gpu [-- tests/gpu/...]' (prose belongs in 'expect')"),
+     "'nox -s gpu [-- tests/gpu/...]'"),
     ("On sm_120: the upstream's kernel, T in {1, 8}",
-     "not a command that runs GPU checks: \"On sm_120: the upstream's kernel, T in {1, 8}\""),
+     "not a command that runs checks under tests/gpu: \"On sm_120: the upstream's kernel, T in {1, 8}\""),
     ("python -m pytest tests/gpu/test_0002_mma.py -k split",
      "'python -m pytest tests/gpu/test_0002_mma.py -k split': option '-k' is not allowed; select checks by node id "
      "(tests/gpu/FILE.py::TEST) so results can be matched to them"),
@@ -166,9 +166,9 @@ def test_check_names_the_line_of_a_run_that_is_prose_or_names_no_check(one_patch
     text = (one_patch.root / "patchset.toml").read_text().splitlines()
     assert [(text[p["line"] - 1], p["key"], p["message"]) for p in problems] == [
         ('run = "ncu on the greeting kernel at batch 64"', "patch[0].gpu_verification[2].run",
-         "not a command that runs GPU checks: 'ncu on the greeting kernel at batch 64'; write one of "
+         "not a command that runs checks under tests/gpu: 'ncu on the greeting kernel at batch 64'; write one of "
          "'python -m pytest tests/gpu/FILE.py::TEST', 'python tests/gpu/run.py [tests/gpu/...]', "
-         "'nox -s gpu [-- tests/gpu/...]' (prose belongs in 'expect')"),
+         "'nox -s gpu [-- tests/gpu/...]'"),
         ('run = "python -m pytest tests/gpu/test_0001_greet.py::test_missing"', "patch[0].gpu_verification[3].run",
          "tests/gpu/test_0001_greet.py has no test_missing"),
         ('run = "python -m pytest tests/gpu/test_0001_greet.py::TestCaps::test_gone"',
@@ -238,5 +238,5 @@ def test_status_says_a_prose_run_can_have_no_evidence(one_patch: Demo) -> None:
     with_gpu_verification(one_patch, "ncu on the greeting kernel at batch 64")
     res = one_patch.run("status")
     assert res.returncode == 0, res.stderr
-    assert ("no evidence: 'run' is not a command that runs GPU checks (`patchtool check` says why)"
+    assert ("no evidence: 'run' is not a command that runs checks under tests/gpu (`patchtool check` says why)"
             in res.stdout)

@@ -162,7 +162,9 @@ def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]
             try:
                 selectors = gpu.selectors()
             except ValueError as exc:
-                why, hint = str(exc), "write the command that runs the check; put what to compare in 'expect'"
+                why, hint = str(exc), ("what to compare against goes in 'expect'; a benchmark against a "
+                                       "deployment is a check under tests/gpu that drives it "
+                                       "(gpu_support.require_deployment())")
             else:
                 missing = [m for s in selectors if (m := _missing_check(root, s))]
                 if not missing:

@@ -332,8 +332,8 @@ def gpu_run_selectors(run: str) -> tuple[str, ...]:
         rest = argv[4:] if argv[3:4] == ["--"] else argv[3:]
         rest = rest or [GPU_CHECKS_DIR]
     if rest is None:
-        raise ValueError(f"not a command that runs GPU checks: {_clip(run)}; write one of "
-                         f"{', '.join(repr(f) for f in _RUN_FORMS)} (prose belongs in 'expect')")
+        raise ValueError(f"not a command that runs checks under tests/gpu: {_clip(run)}; write one of "
+                         f"{', '.join(repr(f) for f in _RUN_FORMS)}")
     if not rest:
         raise ValueError(f"{_clip(run)} names no check; name it, e.g. '{_RUN_FORMS[0]}'")
     for arg in rest:

@@ -194,7 +194,7 @@ def _no_evidence(g: GpuCheck) -> str:
     try:
         g.selectors()
     except ValueError:
-        return "'run' is not a command that runs GPU checks (`patchtool check` says why)"
+        return "'run' is not a command that runs checks under tests/gpu (`patchtool check` says why)"
     return "no results file in gpu-results/ has a check this runs"
 
 
