@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
+from patchtool import deploy
 from patchtool import registry as reg
 from patchtool.errors import InvalidInput
 
@@ -21,7 +22,7 @@ REGISTRY = reg.parse_text((REPO / "retread.toml").read_text(), file="retread.tom
 
 def scan(name: str, text: str | None = None) -> list[reg.Finding]:
     content = (DEPLOY / name).read_text() if text is None else text
-    return reg.scan_text(REGISTRY, content, file=name, name=name)
+    return deploy.scan_text(REGISTRY, content, file=name, name=name)
 
 
 def edited(name: str, old: str, new: str) -> str:
@@ -87,8 +88,7 @@ def test_every_rejected_idea_is_recorded_with_reason_evidence_and_knobs() -> Non
         assert all(m.hardware and m.model and m.upstream and m.source for m in e.evidence), e.id
 
 
-@pytest.mark.parametrize("name", ["prefill.sh", "decode.sh", "decode.env", "sglang-decode.service",
-                                  "launch_args.json"])
+@pytest.mark.parametrize("name", sorted(p.name for p in DEPLOY.iterdir()))
 def test_production_deployment_files_are_clean(name: str) -> None:
     assert scan(name) == []
 
