@@ -154,15 +154,17 @@ def test_revisit_conditions_evaluate() -> None:
         {"file": "a.py", "regex": "def fast_path", "why": "fast path added"},
         {"flag": "--hicache-size", "change": "removed", "why": "flag gone"},
         {"flag": "--new-thing", "change": "added", "why": "flag added"},
+        {"observed": "364 B spill stores", "source": "measured here: a compile", "why": "spills"},
     ])
     fields = {"python/sglang/srt/arg_groups/fields/memory.py": b"    hicache_size: A[\n        int, 'x'] = 0\n"}
     old = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.5.23"),
                            files={"a.py": b"raise NotImplementedError\n"}, field_files=fields)
-    assert [r.holds for r in old] == [False, False, False, False, False]
+    assert [r.holds for r in old] == [False, False, False, False, False, True]
+    assert old[-1].detail == "measured: 364 B spill stores (source: measured here: a compile)"
     new = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.6.1"),
                            files={"a.py": b"def fast_path(): ...\n"},
                            field_files={"python/sglang/srt/arg_groups/fields/memory.py": b"    aliases=['--new-thing']\n"})
-    assert [r.holds for r in new] == [True, True, True, True, True]
+    assert [r.holds for r in new] == [True, True, True, True, True, True]
 
 
 # -- bad input ------------------------------------------------------------------------------

@@ -205,3 +205,26 @@ def test_add_from_an_editor_template(one_patch: Demo, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "added mscclpp to retread.toml" in res.stdout
     assert "mscclpp" in one_patch.run("retread", "list").stdout
+
+
+# -- revisit: a recorded measurement ------------------------------------------------------------
+
+def test_revisit_reports_a_recorded_measurement(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    path = one_patch.root / "retread.toml"
+    path.write_text(path.read_text() + textwrap.dedent('''
+        [[rejected.revisit_when]]
+        observed = "255 registers, 364 B spill stores"
+        source = "measured here: a compile"
+        why = "spills are what it waited for"
+        '''))
+    data = json.loads(one_patch.run("retread", "revisit", "--json").stdout)["data"]
+    assert data["conditions"][2] == {
+        "entry": "tbo", "condition": "a recorded measurement (not evaluated against the upstream)", "holds": True,
+        "why": "spills are what it waited for",
+        "detail": "measured: 255 registers, 364 B spill stores (source: measured here: a compile)"}
+    path.write_text(path.read_text().replace('source = "measured here: a compile"\n', ""))
+    res = one_patch.run("retread", "revisit")
+    assert res.returncode == 1
+    assert ("rejected[0].revisit_when[2].source: a recorded measurement needs observed = '<what was measured>' "
+            "and its source") in res.stderr
