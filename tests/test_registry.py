@@ -142,7 +142,8 @@ def test_ep1_and_multistream_off_are_fine() -> None:
 
 def entry(**changes: Any) -> reg.Rejection:
     base = {"id": "x", "title": "t", "tried": "t", "verdict": "rejected", "reason": "r", "revisit": "r",
-            "evidence": [{"metric": "m", "change": "worse", "source": "s"}], "knobs": []}
+            "evidence": [{"metric": "m", "change": "worse", "source": "s"}],
+            "knobs": [{"type": "flag", "name": "--x"}]}
     base.update(changes)
     return reg.Registry.from_dict({"schema": 1, "rejected": [base]}, file="r.toml").entries[0]
 

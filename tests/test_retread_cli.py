@@ -207,6 +207,63 @@ def test_add_from_an_editor_template(one_patch: Demo, tmp_path: Path) -> None:
     assert "mscclpp" in one_patch.run("retread", "list").stdout
 
 
+# -- drop --rejected: an entry the guard can see, or one that says it cannot ----------------------
+
+EVIDENCE = '\n[[patch.evidence]]\nmetric = "latency"\nbefore = 10\nafter = 12\nsource = "bench run 7"\n'
+ADDS_A_FLAG = '\n[[patch.knobs]]\nname = "--fast-greet"\ntype = "flag"\nrelation = "adds"\nrecommended = { all = "on" }\n'
+
+
+def droppable(demo: Demo, knobs: str = "") -> Demo:
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch") + EVIDENCE + knobs)
+    return with_registry(demo)
+
+
+def test_drop_rejected_refuses_an_entry_no_knob_could_match(one_patch: Demo) -> None:
+    droppable(one_patch)
+    before = snapshot(one_patch.root)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected")
+    assert res.returncode == 2
+    assert ("patch 'greet' adds no knob, so its registry entry would be invisible: neither `check` nor "
+            "`retread scan` could ever see the idea come back") in res.stderr
+    assert "--flag, --env, --config, --pattern" in res.stderr and "--unguarded" in res.stderr
+    assert snapshot(one_patch.root) == before
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--flag", "--fast-greet")
+    assert res.returncode == 2 and "add --rejected" in res.stderr
+    assert snapshot(one_patch.root) == before
+
+
+def test_drop_rejected_takes_the_knobs_it_is_given(one_patch: Demo) -> None:
+    droppable(one_patch)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected", "--flag", "--greeting=hi|hey",
+                        "--env", "DEMO_GREET")
+    assert res.returncode == 0, res.stdout + res.stderr
+    entry = json.loads(one_patch.run("retread", "show", "greet", "--json").stdout)["data"]
+    assert entry["knobs"] == [{"type": "flag", "name": "--greeting", "values": "hi|hey"},
+                              {"type": "env", "name": "DEMO_GREET"}]
+    (one_patch.root / "serve.sh").write_text("python -m demo --greeting hey\n")
+    res = one_patch.run("retread", "scan", "serve.sh")
+    assert res.returncode == 1 and "re-introduces rejected idea 'greet'" in res.stdout
+
+
+def test_drop_rejected_keeps_the_knobs_the_patch_added(one_patch: Demo) -> None:
+    droppable(one_patch, ADDS_A_FLAG)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected")
+    assert res.returncode == 0, res.stdout + res.stderr
+    entry = json.loads(one_patch.run("retread", "show", "greet", "--json").stdout)["data"]
+    assert entry["knobs"] == [{"type": "flag", "name": "--fast-greet"}] and "unguarded" not in entry
+
+
+def test_drop_rejected_unguarded_says_the_guard_cannot_see_it(one_patch: Demo) -> None:
+    droppable(one_patch)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected", "--unguarded",
+                        "a greeting has no switch")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'unguarded = "a greeting has no switch"' in (one_patch.root / "retread.toml").read_text()
+    shown = one_patch.run("retread", "show", "greet").stdout
+    assert "  - (no knob)\nthe guard cannot see: a greeting has no switch\n" in shown
+    assert "the guard cannot see: a greeting has no switch" in one_patch.run("retread", "list").stdout
+
+
 # -- revisit: a recorded measurement ------------------------------------------------------------
 
 def test_revisit_reports_a_recorded_measurement(one_patch: Demo) -> None:

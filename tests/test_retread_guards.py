@@ -208,3 +208,18 @@ def test_strict_roles_needs_roles() -> None:
         registry({"type": "pattern", "name": "p", "regex": "x", "strict_roles": True})
     assert [p.render() for p in exc.value.problems] == [
         "r.toml: patch x: rejected[0].knobs[0].strict_roles: strict_roles needs the 'roles' it is strict about"]
+
+
+# -- entries the guard cannot see ---------------------------------------------------------------
+
+def test_an_entry_without_knobs_must_say_the_guard_cannot_see_it() -> None:
+    with pytest.raises(InvalidInput) as exc:
+        registry()
+    assert [p.render() for p in exc.value.problems] == [
+        "r.toml: patch x: rejected[0].knobs: no knob: neither `check` nor `retread scan` could ever see this "
+        "idea come back (hint: add [[rejected.knobs]] with what would re-introduce it, or unguarded = "
+        "\"why no knob can\" to say the guard cannot see it)"]
+    entry = {"id": "x", "title": "t", "tried": "t", "verdict": "rejected", "reason": "r", "revisit": "r",
+             "evidence": [{"metric": "m", "change": "worse", "source": "s"}], "unguarded": "an operational rule"}
+    parsed = reg.Registry.from_dict({"schema": 1, "rejected": [entry]}, file="r.toml").entries[0]
+    assert parsed.knobs == () and parsed.to_dict()["unguarded"] == "an operational rule"

@@ -188,6 +188,7 @@ class Rejection:
     knobs: tuple[Guard, ...]
     revisit: str
     revisit_when: tuple[Revisit, ...] = ()
+    unguarded: str | None = None  # what no knob can express: the guard cannot see it there
 
     @classmethod
     def read(cls, f: Fields) -> Rejection | None:
@@ -201,7 +202,12 @@ class Rejection:
         knobs = [Guard.read(x) for x in f.tables("knobs")]
         revisit = f.string("revisit")
         revisit_when = [Revisit.read(x) for x in f.tables("revisit_when")]
+        unguarded = f.string("unguarded", required=False)
         f.done()
+        if not knobs and not unguarded:
+            f.problem("knobs", "no knob: neither `check` nor `retread scan` could ever see this idea come back",
+                      hint="add [[rejected.knobs]] with what would re-introduce it, or unguarded = "
+                           "\"why no knob can\" to say the guard cannot see it")
         if "evidence" in f.data and not evidence:
             f.problem("evidence", "an entry needs at least one evidence row")
         elif "evidence" not in f.data:
@@ -212,13 +218,16 @@ class Rejection:
             return None
         return cls(id=ident, title=title, tried=tried, verdict=Verdict(verdict), reason=reason,  # type: ignore[arg-type]
                    evidence=tuple(evidence), knobs=tuple(knobs), revisit=revisit,  # type: ignore[arg-type]
-                   revisit_when=tuple(revisit_when))  # type: ignore[arg-type]
+                   revisit_when=tuple(revisit_when), unguarded=unguarded)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "tried": self.tried, "verdict": self.verdict.value,
-                "reason": self.reason, "evidence": [e.to_dict() for e in self.evidence],
-                "knobs": [k.to_dict() for k in self.knobs], "revisit": self.revisit,
-                "revisit_when": [r.to_dict() for r in self.revisit_when]}
+        out = {"id": self.id, "title": self.title, "tried": self.tried, "verdict": self.verdict.value,
+               "reason": self.reason, "evidence": [e.to_dict() for e in self.evidence],
+               "knobs": [k.to_dict() for k in self.knobs], "revisit": self.revisit,
+               "revisit_when": [r.to_dict() for r in self.revisit_when]}
+        if self.unguarded:
+            out["unguarded"] = self.unguarded
+        return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -102,6 +102,7 @@ tried = ""         # what was tried
 verdict = "rejected"   # rejected | superseded | deprioritized
 reason = ""        # why it was rejected
 revisit = ""       # when to look again (prose)
+# unguarded = ""   # what no knob can express (the guard cannot see it); needed when there is no knob
 
 [[rejected.evidence]]
 metric = ""
