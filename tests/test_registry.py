@@ -53,6 +53,9 @@ DEPLOYMENT = {
     "dp-attention-indexer-capture": ("decode.sh", PORT, "  --enable-dp-attention --dp-size 4 --enable-return-indexer-topk \\\n" + PORT),
     "hicache-size-v4": ("prefill.sh", "  --hicache-ratio 2.0 \\\n", "  --hicache-size 20 \\\n"),
     "persistent-megakernel": ("decode.sh", PORT, "  --enable-nvidia-megakernel \\\n" + PORT),
+    "fp8-index-keys": ("prefill.sh", "  --enable-deepseek-v4-bf16-indexer \\\n", ""),
+    "mma-target-ctas-512-default": ("decode.env", "NCCL_DEBUG=WARN", "NCCL_DEBUG=WARN\nSGLANG_SM120_MMA_TARGET_CTAS=512"),
+    "restart-decode-alone": ("sglang-decode.service", "Restart=no", "Restart=on-failure"),
 }
 
 # entry -> (upstream path, a line a patch might add): code-level re-introductions
@@ -75,11 +78,14 @@ PATCH = {
     "multi-stream-overlap-decode": ("python/sglang/srt/environ.py", "    SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
     "dp-attention-indexer-capture": ("test/srt/test_capture.py", '    "--enable-return-indexer-topk",'),
     "hicache-size-v4": ("test/srt/test_dsv4_pd.py", '    "--hicache-size", "20",'),
+    "nonfused-bf16-index-store": ("python/sglang/srt/layers/attention/dsv4/compressor_v2.py",
+                                  "            store_bf16_index_k_torch(kv_cache, out_loc, k, page_size)"),
+    "mma-target-ctas-512-default": ("python/sglang/srt/environ.py", "    SGLANG_SM120_MMA_TARGET_CTAS = EnvInt(512)"),
 }
-# knobs only a deployment sets (a flag that must stay on the launch line)
-DEPLOYMENT_ONLY = {"hicache-off-corruption-fix"}
+# knobs only a deployment sets (a flag that must stay on the launch line, how a server restarts)
+DEPLOYMENT_ONLY = {"hicache-off-corruption-fix", "fp8-index-keys", "restart-decode-alone"}
 # knobs only code sets (kernel launch parameters and kernel structure)
-CODE_ONLY = {"attn-num-warps-8", "attn-num-stages-3", "register-pressure-rewrite"}
+CODE_ONLY = {"attn-num-warps-8", "attn-num-stages-3", "register-pressure-rewrite", "nonfused-bf16-index-store"}
 
 
 def test_every_rejected_idea_is_recorded_with_reason_evidence_and_knobs() -> None:
@@ -124,8 +130,15 @@ MANIFESTS = [
     ("multi-stream-overlap-decode", "k8s-pd.yaml", 'value: "0"', 'value: "1"'),
     ("nccl-tree", "k8s-pd.yaml", "{name: NCCL_DEBUG, value: WARN}", "{name: NCCL_ALGO, value: Tree}"),
     ("overlap-schedule", "k8s-pd.yaml", "          - --disable-overlap-schedule\n" + K8S_DECODE_PORT, K8S_DECODE_PORT),
+    ("fp8-index-keys", "k8s-pd.yaml", "          - --enable-deepseek-v4-bf16-indexer\n", ""),
+    ("restart-decode-alone", "docker-compose.yaml", COMPOSE_DECODE_ENV, COMPOSE_DECODE_ENV + "    restart: unless-stopped\n"),
+    ("mma-target-ctas-512-default", "docker-compose.yaml", COMPOSE_DECODE_ENV,
+     COMPOSE_DECODE_ENV + "      - SGLANG_SM120_MMA_TARGET_CTAS=512\n"),
     ("mtp-high-concurrency", "docker-compose.yaml", '      - "30001"\n', '      - "30001"\n      - --speculative-algorithm\n      - NEXTN\n'),
     ("hicache-size-v4", "docker-compose.yaml", "--hicache-ratio 2.0", "--hicache-size 20"),
+    ("restart-decode-alone", "restart-pd.sh", "systemctl restart sglang-prefill.service sglang-decode.service",
+     "systemctl restart sglang-decode.service"),
+    ("restart-decode-alone", "restart-pd.sh", "deployment/sglang-prefill deployment/sglang-decode", "deployment/sglang-decode"),
 ]
 
 
@@ -133,6 +146,17 @@ MANIFESTS = [
 def test_guard_catches_the_entry_in_a_manifest(entry: str, name: str, old: str, new: str) -> None:
     findings = scan(name, edited(name, old, new))
     assert {f.entry for f in findings} == {entry}, [f.render() for f in findings]
+
+
+def test_what_is_fine_on_prefill_or_the_router_is_not_flagged_in_a_manifest() -> None:
+    prefill_streams = edited("docker-compose.yaml", "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n",
+                             "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n"
+                             "      SGLANG_OPT_USE_MULTI_STREAM_OVERLAP: \"1\"\n      SGLANG_SM120_MMA_TARGET_CTAS: \"512\"\n")
+    assert scan("docker-compose.yaml", prefill_streams) == []
+    prefill_restarts = edited("docker-compose.yaml", "      --port 30000\n", "      --port 30000\n    restart: always\n")
+    assert scan("docker-compose.yaml", prefill_restarts) == []
+    text = (DEPLOY / "docker-compose.yaml").read_text()
+    assert "    restart: unless-stopped\n" in text.split("  router:")[1]  # the router restarts on its own
 
 
 def test_multi_stream_overlap_is_only_rejected_on_decode() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -285,3 +287,29 @@ def test_revisit_reports_a_recorded_measurement(one_patch: Demo) -> None:
     assert res.returncode == 1
     assert ("rejected[0].revisit_when[2].source: a recorded measurement needs observed = '<what was measured>' "
             "and its source") in res.stderr
+
+
+# -- the real deployment files -------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_scan_passes_the_production_manifests_and_catches_edited_ones(tmp_path: Path) -> None:
+    def scan(*paths: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "patchtool", "retread", "scan", *map(str, paths), "--json"],
+                              cwd=REPO, capture_output=True, text=True, check=False)
+
+    deploy = REPO / "tests" / "data" / "deploy"
+    res = scan(deploy)
+    assert res.returncode == 0, res.stdout + res.stderr
+    k8s = tmp_path / "k8s-pd.yaml"
+    k8s.write_text((deploy / "k8s-pd.yaml").read_text().replace('value: "0"', 'value: "1"'))
+    compose = tmp_path / "docker-compose.yaml"
+    compose.write_text((deploy / "docker-compose.yaml").read_text().replace(
+        "      - SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0\n",
+        "      - SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0\n    restart: on-failure\n"))
+    res = scan(k8s, compose)
+    assert res.returncode == 1
+    findings = [(Path(f["file"]).name, f["line"], f["entry"]) for f in json.loads(res.stdout)["data"]["findings"]]
+    assert findings == [("k8s-pd.yaml", 75, "multi-stream-overlap-decode"),  # its name: line
+                        ("docker-compose.yaml", 50, "restart-decode-alone")]
