@@ -159,6 +159,23 @@ def test_what_is_fine_on_prefill_or_the_router_is_not_flagged_in_a_manifest() ->
     assert "    restart: unless-stopped\n" in text.split("  router:")[1]  # the router restarts on its own
 
 
+def test_what_the_evidence_does_not_cover_is_not_flagged() -> None:
+    # MTP is NEXTN/EAGLE; other speculative algorithms were not what the report rejected
+    assert scan("decode.sh", edited("decode.sh", PORT, "  --speculative-algorithm NGRAM \\\n" + PORT)) == []
+    # num_warps=8 was measured on the MMA kernel; upstream's Triton backend autotunes with it
+    triton = "python/sglang/kernels/ops/attention/flash_mla_sm120_triton.py"
+    line = '        triton.Config({"BLOCK_T": 16}, num_warps=8, num_stages=2),'
+    assert reg.scan_lines(REGISTRY, [(1, line)], file="p.patch", target=triton) == []
+    # only 512 hung; other wave-fill targets were not measured
+    assert scan("decode.env", edited("decode.env", "NCCL_DEBUG=WARN", "SGLANG_SM120_MMA_TARGET_CTAS=0")) == []
+
+
+def test_upstream_switches_that_bring_nccl_tree_back() -> None:
+    for flag in ("--enable-deterministic-inference", "--rl-on-policy-target slime"):
+        findings = scan("decode.sh", edited("decode.sh", PORT, f"  {flag} \\\n" + PORT))
+        assert [f.entry for f in findings] == ["nccl-tree"], flag
+
+
 def test_multi_stream_overlap_is_only_rejected_on_decode() -> None:
     prefill = edited("prefill.sh", "export SGLANG_SM120", "export SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1\nexport SGLANG_SM120")
     assert scan("prefill.sh", prefill) == []

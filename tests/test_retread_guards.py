@@ -121,6 +121,7 @@ def test_assignment_forms_in_the_guarded_kernel(line: str) -> None:
     "    num_warps_per_cta = 8",
     "    # num_warps=8 was slower everywhere",
     "BLOCK_T, NUM_WARPS, NUM_STAGES = 16, 4, 8",
+    "BLOCK_T, NUM_WARPS == 16, 8",
 ])
 def test_what_is_not_an_assignment_of_8(line: str) -> None:
     assert in_code(WARPS, line) == []
@@ -157,7 +158,7 @@ def test_each_launch_has_its_own_role_and_its_own_flags() -> None:
     assert [n for n, _ in found(STREAMS, on_decode, "docker-compose.yaml")] == [49]
 
 
-def test_kubernetes_documents_are_launches_of_their_own() -> None:
+def test_kubernetes_pod_specs_are_launches_of_their_own() -> None:
     text = (DEPLOY / "k8s-pd.yaml").read_text()
     plan = deploy.layout(text, "k8s-pd.yaml")
     assert [(b.launch, sorted(b.roles)) for b in plan.launches] == [(18, ["prefill"]), (58, ["decode"])]
@@ -180,6 +181,13 @@ def test_a_script_with_two_launches() -> None:
     assert [(b.launch, sorted(b.roles), b.lines) for b in plan.launches] == [
         (2, ["prefill"], (2, 3)), (4, ["decode"], (4, 5))]
     assert [n for n, _ in found(OVERLAP, text, "pd.sh")] == [4]
+    shared = ("COMMON='--max-queued-requests 32 --disable-overlap-schedule'\n"
+              "python3 -m sglang.launch_server --disaggregation-mode prefill $COMMON &\n"
+              "python3 -m sglang.launch_server --disaggregation-mode decode $COMMON &\n")
+    assert found(OVERLAP, shared, "pd.sh") == []  # set once for both launches
+    flush = ("python3 -m sglang.launch_server --disaggregation-mode prefill \\\n--disable-overlap-schedule &\n"
+             "python3 -m sglang.launch_server --disaggregation-mode decode \\\n--port 30001 &\n")
+    assert [n for n, _ in found(OVERLAP, flush, "pd.sh")] == [3]  # a continued line belongs to its command
 
 
 def test_a_commented_out_flag_is_not_a_use() -> None:

@@ -3,10 +3,10 @@ and the lines that belong to none.
 
 Serve scripts, env files, systemd units, Kubernetes manifests, compose files and JSON argument
 lists all nest what belongs to one launch under it, by indentation or by a shell line's
-trailing backslash; a YAML document (``---``) stands on its own. So a file is read as a tree of
-logical lines, and each launch is the largest block that holds it and no other launch: a
-compose file's ``decode:`` service, a manifest's container, a script's launch command with its
-continued lines. A file with one launch is one block. Pure functions over text.
+trailing backslash. So a file is read as a tree of logical lines, and each launch is the
+largest block that holds it and no other launch: a compose file's ``decode:`` service, a
+manifest's pod spec, a script's launch command with its continued lines. A file with one launch
+is one block. Pure functions over text.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Layout:
 @dataclasses.dataclass(kw_only=True, slots=True)
 class _Node:
     lines: list[int]  # the logical line: a physical line and those its backslashes continue into
-    indent: float
+    indent: int
     launch: bool
     children: list[_Node] = dataclasses.field(default_factory=list)
 
@@ -73,18 +73,17 @@ class _Node:
 def layout(text: str, name: str = "") -> Layout:
     """Which lines of ``text`` belong to which launch, and the roles of each."""
     lines = text.splitlines()
-    docs = _tree(lines)
+    root = _tree(lines)
     file_roles = roles_of(text, name)
-    count = sum(d.launches() for d in docs)
-    every = tuple(n for d in docs for n in d.all_lines())
-    if count <= 1:
-        launches = tuple(Block(lines=every, roles=file_roles, launch=d.first_launch())
-                         for d in docs if d.launches())
-        return Layout(launches=launches, shared=Block(lines=() if launches else every, roles=file_roles))
+    every = tuple(root.all_lines())
+    if root.launches() == 0:
+        return Layout(launches=(), shared=Block(lines=every, roles=file_roles))
+    if root.launches() == 1:
+        return Layout(launches=(Block(lines=every, roles=file_roles, launch=root.first_launch()),),
+                      shared=Block(lines=(), roles=file_roles))
     blocks: list[_Node] = []
     shared: list[int] = []
-    for doc in docs:
-        _split(doc, blocks, shared)
+    _split(root, blocks, shared)
     found: list[Block] = []
     for node in blocks:
         numbers = node.all_lines()
@@ -108,19 +107,14 @@ def _split(node: _Node, blocks: list[_Node], shared: list[int]) -> None:
         _split(child, blocks, shared)
 
 
-def _tree(lines: list[str]) -> list[_Node]:
-    """One root per YAML document; under it every logical line, nested by indentation."""
+def _tree(lines: list[str]) -> _Node:
+    """A root with every logical line under it, nested by indentation."""
     marker = any(_LAUNCH_RE.search(line) for line in lines)
-    docs = [_Node(lines=[], indent=-1, launch=False)]
-    stack = [docs[0]]
+    root = _Node(lines=[], indent=-1, launch=False)
+    stack = [root]
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.rstrip() == "---":
-            docs.append(_Node(lines=[], indent=-1, launch=False))
-            stack = [docs[-1]]
-            i += 1
-            continue
         if not line.strip() or _COMMENT_RE.match(line):
             i += 1
             continue
@@ -129,10 +123,7 @@ def _tree(lines: list[str]) -> list[_Node]:
             i += 1
             numbers.append(i + 1)
         text = " ".join(lines[n - 1] for n in numbers)
-        stripped = line.lstrip()
-        indent = float(len(line) - len(stripped))
-        if stripped.startswith("- ") or stripped == "-":
-            indent += 0.5  # a YAML list item under a key at the same column belongs to that key
+        indent = len(line) - len(line.lstrip())
         node = _Node(lines=numbers, indent=indent,
                      launch=bool(_LAUNCH_RE.search(text) if marker else _SERVER_ARGS_RE.search(text)))
         while stack[-1].indent >= indent:
@@ -140,7 +131,7 @@ def _tree(lines: list[str]) -> list[_Node]:
         stack[-1].children.append(node)
         stack.append(node)
         i += 1
-    return [d for d in docs if d.children]
+    return root
 
 
 def scan_text(registry: Registry, text: str, *, file: str, name: str = "") -> list[Finding]:
