@@ -357,6 +357,8 @@ QUOTED = [
     ("python/sglang/srt/layers/attention/dsv4/indexer.py", 1078, "head_dim_with_sf = 68 if use_fp4_indexer else 132"),
     ("python/sglang/srt/environ.py", 1907, "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
     ("python/sglang/srt/configs/deepseek_v4.py", 60, "index_topk: int = 512"),
+    ("python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", 319,
+     "== ceil_div(self.page_size * bytes_per_token, 576) * 576"),
 ]
 
 
