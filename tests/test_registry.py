@@ -357,6 +357,12 @@ QUOTED = [
     ("python/sglang/srt/layers/attention/dsv4/indexer.py", 1078, "head_dim_with_sf = 68 if use_fp4_indexer else 132"),
     ("python/sglang/srt/environ.py", 1907, "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
     ("python/sglang/srt/configs/deepseek_v4.py", 60, "index_topk: int = 512"),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 732, "enable_mscclpp: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 1051, "enable_single_batch_overlap: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 770, "flashinfer_allreduce_fusion_backend: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 691, "enable_torch_compile: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 1047, "enable_two_batch_overlap: A["),
+    ("python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", 57, "return index_head_dim + index_head_dim // 128 * 4"),
     ("python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", 319,
      "== ceil_div(self.page_size * bytes_per_token, 576) * 576"),
 ]
