@@ -31,6 +31,10 @@ revisit = "when decode TBO is wired"
 metric = "throughput"
 change = "worse"
 source = "report"
+
+[[rejected.knobs]]
+type = "flag"
+name = "--enable-two-batch-overlap"
 """
 
 
@@ -235,7 +239,7 @@ def test_a_dropped_patch_comes_back_only_when_asked_for(demo: Demo) -> None:
     edit("python/demo/util.py", "return 2", "return 22")(wt)
     git(wt, "commit", "-qa", "--amend", "--no-edit")  # the user's edit of util
     git(wt, "cherry-pick", commits[2])
-    res = demo.run("drop", "util", "--reason", "slower on the bench", "--rejected")
+    res = demo.run("drop", "util", "--reason", "slower on the bench", "--rejected", "--pattern", r"def helper\(")
     assert res.returncode == 0, res.stdout + res.stderr
     assert demo.run("checkout", "--refresh").returncode == 0
     before = snapshot(demo.root)

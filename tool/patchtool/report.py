@@ -131,6 +131,8 @@ def registry_list_text(registry: Registry, style: Style) -> str:
         knobs = ", ".join(k.name for k in e.knobs)
         lines.append(f"  {style.bold(e.id)} [{e.verdict.value}] {e.title}")
         lines.append(f"      {style.dim('knobs: ' + (knobs or 'none'))}")
+        if e.unguarded:
+            lines.append(f"      {style.dim('the guard cannot see: ' + e.unguarded)}")
     return "\n".join(lines)
 
 
@@ -148,6 +150,8 @@ def registry_show_text(e: Rejection, style: Style) -> str:
         lines.append(f"      {style.dim('source: ' + m.source)}")
     lines.append("would be re-introduced by:")
     lines += [f"  - {k.describe()}" for k in e.knobs] or ["  - (no knob)"]
+    if e.unguarded:
+        lines.append(f"the guard cannot see: {e.unguarded}")
     lines.append(f"revisit: {e.revisit}")
     lines += [f"  - when {c.describe()}: {c.why}" for c in e.revisit_when]
     return "\n".join(lines)
