@@ -7,6 +7,7 @@ runs every test tier. What follows `--` goes to the command a session runs, e.g.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -94,6 +95,16 @@ def check_newest(session: nox.Session) -> None:
         session.error("no pins in upstream-pins/")
     session.install("-e", ".")
     session.run("patchtool", "check", "--pin", NEWEST_PIN, *session.posargs)
+
+
+@nox.session(venv_backend="none", default=False)
+def gpu(session: nox.Session) -> None:
+    """The GPU checks (tests/gpu) under a 7-minute budget, in the GPU image's own python3 (or
+    $PATCHTOOL_GPU_PYTHON), which must have torch, triton and pytest: nothing is installed. Writes
+    gpu-results/<start>-<device>.json. `-- --tree gpu-tree.tar.gz` where the patched tree cannot be
+    built; `-- --help` for the rest."""
+    python = os.environ.get("PATCHTOOL_GPU_PYTHON", "python3")
+    session.run(python, "tests/gpu/run.py", *session.posargs, external=True)
 
 
 @nox.session

@@ -17,6 +17,24 @@ from patchtool.testing import Index, format_patch, git, make_wheel, sha256, writ
 REPO = Path(__file__).resolve().parent.parent
 # release artifacts from PyPI are kept here between runs, so a run downloads each at most once
 ARTIFACT_CACHE = Path(os.environ.get("PATCHTOOL_TEST_CACHE", REPO / ".cache" / "test-upstream"))
+GPU_CHECKS = Path(__file__).resolve().parent / "gpu"
+
+
+def names_gpu_checks(args: list[str], cwd: Path) -> bool:
+    """Whether a pytest command line names tests/gpu or something inside it."""
+    for arg in args:
+        target = (cwd / arg.split("::", 1)[0]).resolve()
+        if target == GPU_CHECKS or GPU_CHECKS in target.parents:
+            return True
+    return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/gpu (checks that need a GPU, with a conftest of their own) is collected only when the
+    command line names it: `python tests/gpu/run.py` does, the normal suite over tests/ does not."""
+    if collection_path == GPU_CHECKS and not names_gpu_checks(config.args, config.invocation_params.dir):
+        return True
+    return None
 
 
 @pytest.fixture(autouse=True)

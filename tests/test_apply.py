@@ -205,14 +205,15 @@ def test_status_lists_the_series(demo: Demo) -> None:
 def test_status_shows_gpu_verification(one_patch: Demo) -> None:
     manifest = (one_patch.root / "patchset.toml").read_text() + textwrap.dedent('''\
         [[patch.gpu_verification]]
-        run = "pytest test/kernels -k mma"
+        run = "python -m pytest tests/gpu/test_0001_greet.py::test_mma"
         expect = "max abs error < 1e-2"
         hardware = "sm_120"
         ''')
     (one_patch.root / "patchset.toml").write_text(manifest)
     res = one_patch.run("status")
-    assert "GPU verification (not run here) on sm_120: pytest test/kernels -k mma" in res.stdout
+    assert "GPU verification on sm_120: python -m pytest tests/gpu/test_0001_greet.py::test_mma" in res.stdout
     assert "expect: max abs error < 1e-2" in res.stdout
+    assert "no evidence: no results file in gpu-results/ has a check this runs" in res.stdout
 
 
 def test_git_am_applies_the_series_without_the_tool(demo: Demo) -> None:

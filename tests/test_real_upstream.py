@@ -59,21 +59,24 @@ def test_patched_tree_has_every_patch_and_compiles(patched_tree: Path) -> None:
 def test_revisit_against_the_real_pin(real_cache: Path) -> None:
     """At 0.5.23 exactly one rejection is due for a second look.
 
-    sglang 0.5.23's MXFP4 MoE method already dispatches sm_120 to a FlashInfer CUTLASS kernel
-    (`cutlass_sm120`), so the reason recorded for rejecting the MXFP4 checkpoint (MoE falls
-    back to CUDA-core kernels on sm_120, ~39% of decode time) may no longer hold: re-measure.
-    Every other condition still reads as when the idea was rejected.
+    sglang 0.5.23's MXFP4 MoE method dispatches flashinfer_mxfp4 on sm_120 to a FlashInfer CUTLASS
+    kernel (`cutlass_sm120`, written for GPT-OSS experts), so the reason recorded for rejecting
+    the MXFP4 checkpoint (MoE falls back to CUDA-core kernels on sm_120, ~39% of decode time) may
+    no longer hold: re-measure. The register-pressure rewrite waits for register spills in the
+    MMA kernel; patch 0002's kernel spills only when compiled without the alignment a DSv4 launch
+    gives it (tests/test_registry_measured.py), so it is not due. Every other condition still
+    reads as when the idea was rejected.
     """
     res = run(real_cache, "retread", "revisit", "--json")
     data = json.loads(res.stdout)["data"]
     assert res.returncode == 0
     assert data["due"] == ["mxfp4-base-checkpoint"]
-    assert len(data["conditions"]) >= 6
+    assert len(data["conditions"]) >= 7
 
 
 def test_check_guards_the_real_series(real_cache: Path) -> None:
     data = json.loads(run(real_cache, "check", "--json").stdout)["data"]["registry"]
-    assert data["entries"] >= 18 and data["findings"] == [] and data["overrides"] == []
+    assert data["entries"] >= 23 and data["findings"] == [] and data["overrides"] == []
 
 
 def _copy_repo(tmp_path: Path) -> Path:

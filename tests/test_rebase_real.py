@@ -326,7 +326,7 @@ CURATED = {
                                 "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
     "dsv4-mhc-bf16-gemm": {"0.5.20": "conflict", "0.5.21": "conflict",
                            "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
-    "pd-max-queued-requests": {"0.5.20": "conflict", "0.5.21": "applied with shifted context",
+    "pd-max-queued-requests": {"0.5.20": "conflict", "0.5.21": "merged by 3-way merge",
                                "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
     "dsv4-refuse-tbo": {"0.5.20": "conflict", "0.5.21": "applied with shifted context",
                         "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
@@ -385,7 +385,11 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     pd_kv_layout) that the patch adds the index-K format to is new in 0.5.23.
 
     0.5.21 and 0.5.22 "shifted": the code each hunk touches and its context are as at 0.5.23; only
-    line numbers differ (e.g. pd-max-queued-requests' hunk 2 at 3281 / 3368, offset -214 / -127).
+    line numbers differ (e.g. pd-max-queued-requests' _add_request_to_queue hunk at 0.5.22, offset
+    -127). Except pd-max-queued-requests at 0.5.21, "merged": its prefill.py hunk calls the refused
+    halves' resolution at the top of PrefillBootstrapQueue.pop_bootstrapped, which 0.5.21 still
+    declares with the PP consensus parameters (return_failed_reqs, pp_good_rids, pp_bad_rids), so
+    the context differs and only the 3-way merge places the call.
 
     dsv4-mhc-bf16-gemm at 0.5.22: both plain `git apply` and the 3-way merge put its two
     deepseek_v4.py hunks into refresh_mhc_norm_weight_cache and hc_pre of the decoder layer, which

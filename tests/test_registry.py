@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import copy
 import json
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from packaging.version import Version
 
+from patchtool import deploy
 from patchtool import registry as reg
 from patchtool.errors import InvalidInput
 
@@ -21,7 +24,7 @@ REGISTRY = reg.parse_text((REPO / "retread.toml").read_text(), file="retread.tom
 
 def scan(name: str, text: str | None = None) -> list[reg.Finding]:
     content = (DEPLOY / name).read_text() if text is None else text
-    return reg.scan_text(REGISTRY, content, file=name, name=name)
+    return deploy.scan_text(REGISTRY, content, file=name, name=name)
 
 
 def edited(name: str, old: str, new: str) -> str:
@@ -49,6 +52,10 @@ DEPLOYMENT = {
     "multi-stream-overlap-decode": ("decode.env", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1"),
     "dp-attention-indexer-capture": ("decode.sh", PORT, "  --enable-dp-attention --dp-size 4 --enable-return-indexer-topk \\\n" + PORT),
     "hicache-size-v4": ("prefill.sh", "  --hicache-ratio 2.0 \\\n", "  --hicache-size 20 \\\n"),
+    "persistent-megakernel": ("decode.sh", PORT, "  --enable-nvidia-megakernel \\\n" + PORT),
+    "fp8-index-keys": ("prefill.sh", "  --enable-deepseek-v4-bf16-indexer \\\n", ""),
+    "mma-target-ctas-512-default": ("decode.env", "NCCL_DEBUG=WARN", "NCCL_DEBUG=WARN\nSGLANG_SM120_MMA_TARGET_CTAS=512"),
+    "restart-decode-alone": ("sglang-decode.service", "Restart=no", "Restart=on-failure"),
 }
 
 # entry -> (upstream path, a line a patch might add): code-level re-introductions
@@ -71,11 +78,14 @@ PATCH = {
     "multi-stream-overlap-decode": ("python/sglang/srt/environ.py", "    SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
     "dp-attention-indexer-capture": ("test/srt/test_capture.py", '    "--enable-return-indexer-topk",'),
     "hicache-size-v4": ("test/srt/test_dsv4_pd.py", '    "--hicache-size", "20",'),
+    "nonfused-bf16-index-store": ("python/sglang/srt/layers/attention/dsv4/compressor_v2.py",
+                                  "            store_bf16_index_k_torch(kv_cache, out_loc, k, page_size)"),
+    "mma-target-ctas-512-default": ("python/sglang/srt/environ.py", "    SGLANG_SM120_MMA_TARGET_CTAS = EnvInt(512)"),
 }
-# knobs only a deployment sets (a flag that must stay on the launch line)
-DEPLOYMENT_ONLY = {"hicache-off-corruption-fix"}
+# knobs only a deployment sets (a flag that must stay on the launch line, how a server restarts)
+DEPLOYMENT_ONLY = {"hicache-off-corruption-fix", "fp8-index-keys", "restart-decode-alone"}
 # knobs only code sets (kernel launch parameters and kernel structure)
-CODE_ONLY = {"attn-num-warps-8", "attn-num-stages-3", "persistent-megakernel", "register-pressure-rewrite"}
+CODE_ONLY = {"attn-num-warps-8", "attn-num-stages-3", "register-pressure-rewrite", "nonfused-bf16-index-store"}
 
 
 def test_every_rejected_idea_is_recorded_with_reason_evidence_and_knobs() -> None:
@@ -87,8 +97,7 @@ def test_every_rejected_idea_is_recorded_with_reason_evidence_and_knobs() -> Non
         assert all(m.hardware and m.model and m.upstream and m.source for m in e.evidence), e.id
 
 
-@pytest.mark.parametrize("name", ["prefill.sh", "decode.sh", "decode.env", "sglang-decode.service",
-                                  "launch_args.json"])
+@pytest.mark.parametrize("name", sorted(p.name for p in DEPLOY.iterdir()))
 def test_production_deployment_files_are_clean(name: str) -> None:
     assert scan(name) == []
 
@@ -109,6 +118,62 @@ def test_guard_catches_the_entry_in_a_patch(entry: str) -> None:
     findings = reg.scan_lines(REGISTRY, [(42, line)], file="patches/0009-x.patch", patch="x", target=target)
     assert [f.entry for f in findings] == [entry]
     assert findings[0].line == 42 and findings[0].target == target
+
+
+K8S_DECODE_PORT = '          - --port\n          - "30001"\n'
+COMPOSE_DECODE_ENV = "      - SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0\n"
+
+# (entry, file, text to replace, replacement): Kubernetes and compose forms of bringing an idea back
+MANIFESTS = [
+    ("expert-parallel-ep4", "k8s-pd.yaml", K8S_DECODE_PORT, '          - --ep-size\n          - "8"\n' + K8S_DECODE_PORT),
+    ("two-batch-overlap", "k8s-pd.yaml", K8S_DECODE_PORT, "          - --enable-two-batch-overlap\n" + K8S_DECODE_PORT),
+    ("multi-stream-overlap-decode", "k8s-pd.yaml", 'value: "0"', 'value: "1"'),
+    ("nccl-tree", "k8s-pd.yaml", "{name: NCCL_DEBUG, value: WARN}", "{name: NCCL_ALGO, value: Tree}"),
+    ("overlap-schedule", "k8s-pd.yaml", "          - --disable-overlap-schedule\n" + K8S_DECODE_PORT, K8S_DECODE_PORT),
+    ("fp8-index-keys", "k8s-pd.yaml", "          - --enable-deepseek-v4-bf16-indexer\n", ""),
+    ("restart-decode-alone", "docker-compose.yaml", COMPOSE_DECODE_ENV, COMPOSE_DECODE_ENV + "    restart: unless-stopped\n"),
+    ("mma-target-ctas-512-default", "docker-compose.yaml", COMPOSE_DECODE_ENV,
+     COMPOSE_DECODE_ENV + "      - SGLANG_SM120_MMA_TARGET_CTAS=512\n"),
+    ("mtp-high-concurrency", "docker-compose.yaml", '      - "30001"\n', '      - "30001"\n      - --speculative-algorithm\n      - NEXTN\n'),
+    ("hicache-size-v4", "docker-compose.yaml", "--hicache-ratio 2.0", "--hicache-size 20"),
+    ("restart-decode-alone", "restart-pd.sh", "systemctl restart sglang-prefill.service sglang-decode.service",
+     "systemctl restart sglang-decode.service"),
+    ("restart-decode-alone", "restart-pd.sh", "deployment/sglang-prefill deployment/sglang-decode", "deployment/sglang-decode"),
+]
+
+
+@pytest.mark.parametrize(("entry", "name", "old", "new"), MANIFESTS)
+def test_guard_catches_the_entry_in_a_manifest(entry: str, name: str, old: str, new: str) -> None:
+    findings = scan(name, edited(name, old, new))
+    assert {f.entry for f in findings} == {entry}, [f.render() for f in findings]
+
+
+def test_what_is_fine_on_prefill_or_the_router_is_not_flagged_in_a_manifest() -> None:
+    prefill_streams = edited("docker-compose.yaml", "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n",
+                             "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n"
+                             "      SGLANG_OPT_USE_MULTI_STREAM_OVERLAP: \"1\"\n      SGLANG_SM120_MMA_TARGET_CTAS: \"512\"\n")
+    assert scan("docker-compose.yaml", prefill_streams) == []
+    prefill_restarts = edited("docker-compose.yaml", "      --port 30000\n", "      --port 30000\n    restart: always\n")
+    assert scan("docker-compose.yaml", prefill_restarts) == []
+    text = (DEPLOY / "docker-compose.yaml").read_text()
+    assert "    restart: unless-stopped\n" in text.split("  router:")[1]  # the router restarts on its own
+
+
+def test_what_the_evidence_does_not_cover_is_not_flagged() -> None:
+    # MTP is NEXTN/EAGLE; other speculative algorithms were not what the report rejected
+    assert scan("decode.sh", edited("decode.sh", PORT, "  --speculative-algorithm NGRAM \\\n" + PORT)) == []
+    # num_warps=8 was measured on the MMA kernel; upstream's Triton backend autotunes with it
+    triton = "python/sglang/kernels/ops/attention/flash_mla_sm120_triton.py"
+    line = '        triton.Config({"BLOCK_T": 16}, num_warps=8, num_stages=2),'
+    assert reg.scan_lines(REGISTRY, [(1, line)], file="p.patch", target=triton) == []
+    # only 512 hung; other wave-fill targets were not measured
+    assert scan("decode.env", edited("decode.env", "NCCL_DEBUG=WARN", "SGLANG_SM120_MMA_TARGET_CTAS=0")) == []
+
+
+def test_upstream_switches_that_bring_nccl_tree_back() -> None:
+    for flag in ("--enable-deterministic-inference", "--rl-on-policy-target slime"):
+        findings = scan("decode.sh", edited("decode.sh", PORT, f"  {flag} \\\n" + PORT))
+        assert [f.entry for f in findings] == ["nccl-tree"], flag
 
 
 def test_multi_stream_overlap_is_only_rejected_on_decode() -> None:
@@ -142,7 +207,8 @@ def test_ep1_and_multistream_off_are_fine() -> None:
 
 def entry(**changes: Any) -> reg.Rejection:
     base = {"id": "x", "title": "t", "tried": "t", "verdict": "rejected", "reason": "r", "revisit": "r",
-            "evidence": [{"metric": "m", "change": "worse", "source": "s"}], "knobs": []}
+            "evidence": [{"metric": "m", "change": "worse", "source": "s"}],
+            "knobs": [{"type": "flag", "name": "--x"}]}
     base.update(changes)
     return reg.Registry.from_dict({"schema": 1, "rejected": [base]}, file="r.toml").entries[0]
 
@@ -154,15 +220,17 @@ def test_revisit_conditions_evaluate() -> None:
         {"file": "a.py", "regex": "def fast_path", "why": "fast path added"},
         {"flag": "--hicache-size", "change": "removed", "why": "flag gone"},
         {"flag": "--new-thing", "change": "added", "why": "flag added"},
+        {"observed": "364 B spill stores", "source": "measured here: a compile", "why": "spills"},
     ])
     fields = {"python/sglang/srt/arg_groups/fields/memory.py": b"    hicache_size: A[\n        int, 'x'] = 0\n"}
     old = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.5.23"),
                            files={"a.py": b"raise NotImplementedError\n"}, field_files=fields)
-    assert [r.holds for r in old] == [False, False, False, False, False]
+    assert [r.holds for r in old] == [False, False, False, False, False, True]
+    assert old[-1].detail == "measured: 364 B spill stores (source: measured here: a compile)"
     new = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.6.1"),
                            files={"a.py": b"def fast_path(): ...\n"},
                            field_files={"python/sglang/srt/arg_groups/fields/memory.py": b"    aliases=['--new-thing']\n"})
-    assert [r.holds for r in new] == [True, True, True, True, True]
+    assert [r.holds for r in new] == [True, True, True, True, True, True]
 
 
 # -- bad input ------------------------------------------------------------------------------
@@ -198,9 +266,13 @@ def test_entry_without_reason_or_evidence() -> None:
 
 def test_guard_pattern_that_is_not_a_regex() -> None:
     d = data()
-    d["rejected"][3]["knobs"][0]["regex"] = "num_warps\\s*=(8"
-    assert any(e.startswith("retread.toml: patch attn-num-warps-8: rejected[3].knobs[0].regex: invalid regular "
+    d["rejected"][2]["knobs"][1]["regex"] = "disable_overlap_schedule\\s*=(False"
+    assert any(e.startswith("retread.toml: patch overlap-schedule: rejected[2].knobs[1].regex: invalid regular "
                             "expression") for e in errors(d))
+    d = data()
+    d["rejected"][3]["knobs"][0]["regex"] = "num_warps"
+    assert "retread.toml: patch attn-num-warps-8: rejected[3].knobs[0].regex: only pattern guards take a 'regex'; " \
+           "a config guard matches by name" in errors(d)
     d = data()
     d["rejected"][6]["knobs"][0]["values"] = "[2-9"
     assert any("rejected[6].knobs[0].values: invalid regular expression '[2-9'" in e for e in errors(d))
@@ -218,3 +290,104 @@ def test_unknown_keys_and_values() -> None:
 def test_unknown_id_in_get() -> None:
     with pytest.raises(KeyError, match="no rejected idea 'nope'"):
         REGISTRY.get("nope")
+
+
+# -- every reason and number carries its source ------------------------------------------------
+
+SOURCES = ("field report 000", "field report 004", "FACTS.md", "measured here: tests/")
+CITATION = re.compile(r"([\w/]+\.(?:py|cuh)):(\d+)(?:-(\d+))?")
+
+
+def test_every_reason_and_measurement_names_its_source() -> None:
+    for e in REGISTRY.entries:
+        assert re.search(r"\((?:[^()]*; )?(?:field report 00[04]|FACTS\.md)", e.reason), e.id
+        for m in e.evidence:
+            assert m.source.startswith(SOURCES), (e.id, m.source)
+        sources = [m.source for m in e.evidence] + [c.source for c in e.revisit_when if c.source]
+        for source in sources:
+            if source.startswith("measured here: "):
+                path, _, test = source.removeprefix("measured here: ").partition("::")
+                assert f"def {test}(" in (REPO / path).read_text(), (e.id, source)
+
+
+def test_where_the_reports_give_no_reason_the_entry_says_so() -> None:
+    for ident in ("torch-compile", "persistent-megakernel", "mtp-high-concurrency", "nccl-tree"):
+        e = REGISTRY.get(ident)
+        assert "the reports give no reason" in e.reason, ident
+        assert "the reports give no reason" in e.revisit.lower() or ident == "mtp-high-concurrency", ident
+        assert all("no reason and no figure recorded" in m.change for m in e.evidence if m.change), ident
+    assert "measurement" not in REGISTRY.get("torch-compile").reason
+    ep4 = REGISTRY.get("expert-parallel-ep4")
+    assert "NVLink" not in ep4.reason + ep4.revisit and not any(m.conditions for m in ep4.evidence)
+
+
+def test_evidence_says_where_it_was_measured() -> None:
+    single = [m for m in REGISTRY.get("index-topk-1024").evidence if "5.5k" in m.metric]
+    assert len(single) == 1 and "single server (not PD)" in (single[0].hardware or "")
+    capture = REGISTRY.get("dp-attention-indexer-capture").evidence[0]
+    assert "single server" in (capture.hardware or "") and "PD:" not in (capture.hardware or "")
+    moe = REGISTRY.get("mxfp4-base-checkpoint").evidence[0]
+    assert "~39%" in str(moe.after) and (moe.model or "").startswith("deepseek-ai/DeepSeek-V4-Flash (MXFP4)")
+
+
+def test_upstream_text_is_quoted_with_its_file_and_line_not_as_the_report() -> None:
+    e = REGISTRY.get("hicache-size-v4")
+    quote = "DeepSeek V4 HiCache currently does not support --hicache-size"
+    assert all(quote not in (m.change or "") for m in e.evidence)
+    assert f"'{quote}; use --hicache-ratio instead.' (mem_cache/hybrid_cache/hybrid_pool_assembler.py:660-664)" \
+        in e.reason
+
+
+# (a file the registry cites, a line inside the cited range, the text the registry says is there)
+QUOTED = [
+    ("python/sglang/srt/mem_cache/hybrid_cache/hybrid_pool_assembler.py", 662,
+     "DeepSeek V4 HiCache currently does not support --hicache-size; "),
+    ("python/sglang/srt/batch_overlap/operations_strategy.py", 182, "DeepseekV4 TBO only supports prefill (EXTEND)"),
+    ("python/sglang/srt/models/deepseek_v4.py", 4262, "def _can_run_tbo(self"),
+    ("python/sglang/srt/arg_groups/attention_hook.py", 599, "if cfg.enable_deterministic_inference:"),
+    ("python/sglang/srt/arg_groups/attention_hook.py", 676, 'os.environ["NCCL_ALGO"] = "allreduce:tree"'),
+    ("python/sglang/srt/arg_groups/attention_hook.py", 591, "enable_deterministic_inference=True"),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 227, "enable_nvidia_megakernel: A["),
+    ("python/sglang/srt/kernel_plugins/nvidia/binding.py", 568, "the persistent grids need"),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 775, "Requires SM90 or SM10X NVIDIA GPUs"),
+    ("python/sglang/srt/state_capturer/indexer_topk.py", 33, "IndexerTopkCapturer now only supports DP attention"),
+    ("python/sglang/srt/arg_groups/lora_hook.py", 244, "NEXTN has collapsed to EAGLE"),
+    ("python/sglang/srt/layers/quantization/mxfp4.py", 427, 'self._fi_kernel = "cutlass_sm120"'),
+    ("python/sglang/srt/layers/quantization/mxfp4.py", 1341, "Prepare GPT-OSS MXFP4 experts for FlashInfer CUTLASS on SM120"),
+    ("python/sglang/srt/layers/attention/dsv4/indexer.py", 1078, "head_dim_with_sf = 68 if use_fp4_indexer else 132"),
+    ("python/sglang/srt/environ.py", 1907, "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
+    ("python/sglang/srt/configs/deepseek_v4.py", 60, "index_topk: int = 512"),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 732, "enable_mscclpp: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 1051, "enable_single_batch_overlap: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 770, "flashinfer_allreduce_fusion_backend: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 691, "enable_torch_compile: A["),
+    ("python/sglang/srt/arg_groups/fields/exec_.py", 1047, "enable_two_batch_overlap: A["),
+    ("python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", 57, "return index_head_dim + index_head_dim // 128 * 4"),
+    ("python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", 319,
+     "== ceil_div(self.page_size * bytes_per_token, 576) * 576"),
+]
+
+
+@pytest.mark.upstream
+def test_the_upstream_lines_the_registry_cites_say_what_it_quotes(real_cache: Path) -> None:
+    def show(path: str) -> list[str]:
+        res = subprocess.run(["git", "--git-dir", str(real_cache / "upstream.git"), "show", f"v0.5.23:{path}"],
+                             capture_output=True, text=True, check=True)
+        return res.stdout.splitlines()
+
+    names = subprocess.run(["git", "--git-dir", str(real_cache / "upstream.git"), "ls-tree", "-r", "--name-only",
+                            "v0.5.23"], capture_output=True, text=True, check=True).stdout.splitlines()
+    for path, line, text in QUOTED:
+        assert text in show(path)[line - 1], (path, line, text)
+    cited = [(e.id, m) for e in REGISTRY.entries
+             for prose in (e.reason, e.revisit, e.tried, e.unguarded or "", *(c.why for c in e.revisit_when))
+             for m in CITATION.finditer(prose)]
+    assert len(cited) >= 12
+    covered = {(p, n) for p, n, _ in QUOTED}
+    for ident, m in cited:
+        paths = [n for n in names if n.endswith("/" + m.group(1))]
+        assert len(paths) == 1, (ident, m.group(0), paths)  # the citation names one file
+        path = paths[0]
+        first, last = int(m.group(2)), int(m.group(3) or m.group(2))
+        assert last <= len(show(path)), (ident, m.group(0))
+        assert any(p == path and first <= n <= last for p, n in covered), (ident, m.group(0))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -205,3 +207,109 @@ def test_add_from_an_editor_template(one_patch: Demo, tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "added mscclpp to retread.toml" in res.stdout
     assert "mscclpp" in one_patch.run("retread", "list").stdout
+
+
+# -- drop --rejected: an entry the guard can see, or one that says it cannot ----------------------
+
+EVIDENCE = '\n[[patch.evidence]]\nmetric = "latency"\nbefore = 10\nafter = 12\nsource = "bench run 7"\n'
+ADDS_A_FLAG = '\n[[patch.knobs]]\nname = "--fast-greet"\ntype = "flag"\nrelation = "adds"\nrecommended = { all = "on" }\n'
+
+
+def droppable(demo: Demo, knobs: str = "") -> Demo:
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch") + EVIDENCE + knobs)
+    return with_registry(demo)
+
+
+def test_drop_rejected_refuses_an_entry_no_knob_could_match(one_patch: Demo) -> None:
+    droppable(one_patch)
+    before = snapshot(one_patch.root)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected")
+    assert res.returncode == 2
+    assert ("patch 'greet' adds no knob, so its registry entry would be invisible: neither `check` nor "
+            "`retread scan` could ever see the idea come back") in res.stderr
+    assert "--flag, --env, --config, --pattern" in res.stderr and "--unguarded" in res.stderr
+    assert snapshot(one_patch.root) == before
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--flag", "--fast-greet")
+    assert res.returncode == 2 and "add --rejected" in res.stderr
+    assert snapshot(one_patch.root) == before
+
+
+def test_drop_rejected_takes_the_knobs_it_is_given(one_patch: Demo) -> None:
+    droppable(one_patch)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected", "--flag", "--greeting=hi|hey",
+                        "--env", "DEMO_GREET")
+    assert res.returncode == 0, res.stdout + res.stderr
+    entry = json.loads(one_patch.run("retread", "show", "greet", "--json").stdout)["data"]
+    assert entry["knobs"] == [{"type": "flag", "name": "--greeting", "values": "hi|hey"},
+                              {"type": "env", "name": "DEMO_GREET"}]
+    (one_patch.root / "serve.sh").write_text("python -m demo --greeting hey\n")
+    res = one_patch.run("retread", "scan", "serve.sh")
+    assert res.returncode == 1 and "re-introduces rejected idea 'greet'" in res.stdout
+
+
+def test_drop_rejected_keeps_the_knobs_the_patch_added(one_patch: Demo) -> None:
+    droppable(one_patch, ADDS_A_FLAG)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected")
+    assert res.returncode == 0, res.stdout + res.stderr
+    entry = json.loads(one_patch.run("retread", "show", "greet", "--json").stdout)["data"]
+    assert entry["knobs"] == [{"type": "flag", "name": "--fast-greet"}] and "unguarded" not in entry
+
+
+def test_drop_rejected_unguarded_says_the_guard_cannot_see_it(one_patch: Demo) -> None:
+    droppable(one_patch)
+    res = one_patch.run("drop", "greet", "--reason", "slower", "--rejected", "--unguarded",
+                        "a greeting has no switch")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'unguarded = "a greeting has no switch"' in (one_patch.root / "retread.toml").read_text()
+    shown = one_patch.run("retread", "show", "greet").stdout
+    assert "  - (no knob)\nthe guard cannot see: a greeting has no switch\n" in shown
+    assert "the guard cannot see: a greeting has no switch" in one_patch.run("retread", "list").stdout
+
+
+# -- revisit: a recorded measurement ------------------------------------------------------------
+
+def test_revisit_reports_a_recorded_measurement(one_patch: Demo) -> None:
+    with_registry(one_patch)
+    path = one_patch.root / "retread.toml"
+    path.write_text(path.read_text() + textwrap.dedent('''
+        [[rejected.revisit_when]]
+        observed = "255 registers, 364 B spill stores"
+        source = "measured here: a compile"
+        why = "spills are what it waited for"
+        '''))
+    data = json.loads(one_patch.run("retread", "revisit", "--json").stdout)["data"]
+    assert data["conditions"][2] == {
+        "entry": "tbo", "condition": "a recorded measurement (not evaluated against the upstream)", "holds": True,
+        "why": "spills are what it waited for",
+        "detail": "measured: 255 registers, 364 B spill stores (source: measured here: a compile)"}
+    path.write_text(path.read_text().replace('source = "measured here: a compile"\n', ""))
+    res = one_patch.run("retread", "revisit")
+    assert res.returncode == 1
+    assert ("rejected[0].revisit_when[2].source: a recorded measurement needs observed = '<what was measured>' "
+            "and its source") in res.stderr
+
+
+# -- the real deployment files -------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_scan_passes_the_production_manifests_and_catches_edited_ones(tmp_path: Path) -> None:
+    def scan(*paths: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "patchtool", "retread", "scan", *map(str, paths), "--json"],
+                              cwd=REPO, capture_output=True, text=True, check=False)
+
+    deploy = REPO / "tests" / "data" / "deploy"
+    res = scan(deploy)
+    assert res.returncode == 0, res.stdout + res.stderr
+    k8s = tmp_path / "k8s-pd.yaml"
+    k8s.write_text((deploy / "k8s-pd.yaml").read_text().replace('value: "0"', 'value: "1"'))
+    compose = tmp_path / "docker-compose.yaml"
+    compose.write_text((deploy / "docker-compose.yaml").read_text().replace(
+        "      - SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0\n",
+        "      - SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0\n    restart: on-failure\n"))
+    res = scan(k8s, compose)
+    assert res.returncode == 1
+    findings = [(Path(f["file"]).name, f["line"], f["entry"]) for f in json.loads(res.stdout)["data"]["findings"]]
+    assert findings == [("k8s-pd.yaml", 75, "multi-stream-overlap-decode"),  # its name: line
+                        ("docker-compose.yaml", 50, "restart-decode-alone")]

@@ -145,7 +145,7 @@ def test_entries_escaping_the_archive_are_refused(tmp_path: Path) -> None:
     index.add(wheel)
     with index.serve():
         pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
-        with pytest.raises(UpstreamError, match="escapes the archive root"):
+        with pytest.raises(UpstreamError, match=r"entry 'demo/\.\./\.\./evil\.py' is not a safe path: .* escapes the tree"):
             Cache(tmp_path / "c", fetcher=fast()).ensure(pin)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import hashlib
 import importlib.util
 import io
@@ -31,7 +32,7 @@ from packaging.version import Version
 from conftest import REPO, UPSTREAM_FILES, Demo, edit
 from patchtool.errors import BuildError, UpstreamError
 from patchtool.git import Repo as GitRepo
-from patchtool.provenance import UpstreamSource, local_version, series_hash
+from patchtool.provenance import Provenance, UpstreamSource, local_version, series_hash
 from patchtool.testing import format_patch, git, sha256
 from patchtool.upstream import Cache, Pin
 from patchtool.wheel import Replacement, WheelName, find_project_dir, repack, rewrite_version
@@ -111,6 +112,9 @@ def serve(demo: Demo, wheel: Path, *, pin_sha256: str | None = None) -> None:
     pin.write_text("\n".join(lines) + "\n")
 
 
+BLANK = Provenance(tool_version="0", pin="demo-1.0", version="1.0+pt.x", series_hash="0" * 64,
+                   upstream=UpstreamSource(name="demo", version="1.0", source="artifact"), base="0" * 40,
+                   tip="0" * 40, patches=(), files=())
 GOOD = {"demo/__init__.py": b'__version__ = "1.0"\n', "demo/core.py": b"def greet():\n    return 1\n"}
 
 
@@ -176,8 +180,10 @@ def test_wheel_name_keeps_build_tag_and_platform() -> None:
 
 
 @pytest.mark.parametrize(("members", "message"), [
-    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' escapes the archive root; refusing it"),
-    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is an absolute path; refusing it"),
+    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
+                                   "path 'demo/../../evil.py' escapes the tree; refusing it"),
+    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
+                             "absolute path '/etc/evil.py'; refusing it"),
     ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it"),
 ])
 def test_repack_refuses_entries_that_escape_the_root(tmp_path: Path, members: dict[str, Any], message: str) -> None:
@@ -185,7 +191,7 @@ def test_repack_refuses_entries_that_escape_the_root(tmp_path: Path, members: di
     out = tmp_path / "out"
     with pytest.raises(UpstreamError) as exc:
         repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={},
-               provenance=b"{}", package_copy=None)
+               provenance=BLANK)
     assert str(exc.value) == message
     assert not out.exists()
 
@@ -204,7 +210,7 @@ def test_repack_refuses_a_wheel_for_another_version_or_platform(tmp_path: Path, 
     out = tmp_path / "out"
     with pytest.raises(UpstreamError) as exc:
         repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={},
-               provenance=b"{}", package_copy=None)
+               provenance=BLANK)
     assert str(exc.value) == message
     assert not out.exists()
 
@@ -219,11 +225,11 @@ def test_repack_refuses_changes_that_do_not_fit_the_wheel(tmp_path: Path) -> Non
     for replace, message in cases:
         with pytest.raises(BuildError) as exc:
             repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace=replace,
-                   provenance=b"{}", package_copy=None)
+                   provenance=BLANK)
         assert str(exc.value) == message
     with pytest.raises(BuildError, match="already has demo/core.py; refusing to overwrite it with the provenance"):
         repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={},
-               provenance=b"{}", package_copy="demo/core.py")
+               provenance=dataclasses.replace(BLANK, package_copy="demo/core.py"))
     assert not out.exists()
 
 
@@ -332,8 +338,10 @@ def test_downloaded_wheel_with_another_sha256_is_refused(one_patch: Demo) -> Non
 
 
 @pytest.mark.parametrize(("members", "message"), [
-    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' escapes the archive root; refusing it"),
-    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' escapes the archive root; refusing it"),
+    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
+                                   "path 'demo/../../evil.py' escapes the tree; refusing it"),
+    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
+                             "absolute path '/etc/evil.py'; refusing it"),
     ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it"),
 ])
 def test_served_wheel_with_escaping_entries_is_refused(one_patch: Demo, members: dict[str, Any],

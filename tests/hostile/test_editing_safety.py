@@ -8,7 +8,6 @@ user gets, and that a refused command changed nothing on disk.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
 from patchtool.testing import git, make_wheel, snapshot
+from test_editing import checked_out, three
 
 REGISTRY = """schema = 1
 
@@ -31,24 +31,11 @@ revisit = "when decode TBO is wired"
 metric = "throughput"
 change = "worse"
 source = "report"
+
+[[rejected.knobs]]
+type = "flag"
+name = "--enable-two-batch-overlap"
 """
-
-
-def three(demo: Demo) -> None:
-    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi",
-                      "Shorter greeting.")
-    demo.commit_patch("0002-util.patch", edit("python/demo/util.py", "return 1", "return 2"), "util: two",
-                      on="p-0001-greet.patch")
-    demo.commit_patch("0003-cap.patch", edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
-                      "core: inclusive cap", on="p-0002-util.patch")
-    demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("util", "0002-util.patch"),
-                        demo.entry("cap", "0003-cap.patch"))
-
-
-def checked_out(demo: Demo) -> Path:
-    res = demo.run("checkout", "--json")
-    assert res.returncode == 0, res.stdout + res.stderr
-    return Path(json.loads(res.stdout)["data"]["worktree"])
 
 
 def clone(demo: Demo, name: str) -> Demo:
@@ -252,7 +239,7 @@ def test_a_dropped_patch_comes_back_only_when_asked_for(demo: Demo) -> None:
     edit("python/demo/util.py", "return 2", "return 22")(wt)
     git(wt, "commit", "-qa", "--amend", "--no-edit")  # the user's edit of util
     git(wt, "cherry-pick", commits[2])
-    res = demo.run("drop", "util", "--reason", "slower on the bench", "--rejected")
+    res = demo.run("drop", "util", "--reason", "slower on the bench", "--rejected", "--pattern", r"def helper\(")
     assert res.returncode == 0, res.stdout + res.stderr
     assert demo.run("checkout", "--refresh").returncode == 0
     before = snapshot(demo.root)

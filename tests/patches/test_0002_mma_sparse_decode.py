@@ -5,9 +5,14 @@ interpreter and checks them against two torch references of sparse MLA decode
 on the real DSv4 FP8 page layout (448 FP8 nope + 64 BF16 rope + UE8M0 scales,
 584 bytes/token): a plain one written here and upstream's own "torch" backend
 (``_sm120_sparse_decode_fwd``, lifted from the patched ``flash_mla_sm120.py``
-with ``ast`` because that module imports sglang). Also checks the split
-heuristic as a pure function and, with ``ast``, that the dispatcher and
-``environ.py`` carry the patch's hunks with the safe default.
+with ``ast`` because that module imports sglang). The kernel runs as shipped,
+bf16 MMA operands included; the interpreter's broken bf16 ``tl.dot`` is mended
+in the test (``triton_support.interpreter_bf16_dot``), which also counts the
+bf16 dots so a test proves that path ran. Also compiles the kernels offline for
+sm_120a (no GPU) and records their shared memory, registers and spills; checks
+the split heuristic as a pure function, ``_kernel_num_heads`` (the model's q
+width for this backend) by running it, and, with ``ast``, that the dispatcher
+and ``environ.py`` carry the patch's hunks with the safe default.
 """
 
 import os
@@ -15,122 +20,55 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import ast
-import math
+import tomllib
+import types
+from pathlib import Path
 
 import pytest
 import torch
 import triton  # noqa: F401  (the kernel module needs it; fail loudly if absent)
+from dsv4_mla_reference import (
+    SCALE,
+    D,
+    assert_close,
+    make_cache,
+    reference,
+    upstream_sparse_decode_fwd,
+)
+from triton_support import (
+    compile_scenario,
+    interpreter_bf16_dot,
+    load_compilable,
+    ptxas_available,
+    recorded_launches,
+)
 
 from patchtool.testing import load_module
 
 pytestmark = pytest.mark.upstream
 
 ATTN = ("python", "sglang", "kernels", "ops", "attention")
-NOPE, ROPE, D = 448, 64, 512
-BYTES_PER_TOKEN = 584
-H = 16
-SCALE = D ** -0.5
+H = 16  # DeepSeek-V4-Flash at TP4: 16 local heads
 
 
 # -- loading ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def mma(patched_tree):
+def bf16_dots():
+    """The interpreter's tl.dot, mended for bf16 operands and counted, for this module."""
+    with interpreter_bf16_dot() as count:
+        yield count
+
+
+@pytest.fixture(scope="module")
+def mma(patched_tree, bf16_dots):
     return load_module(patched_tree.joinpath(*ATTN, "flash_mla_sm120_mma.py"), "_flash_mla_sm120_mma_0002")
 
 
 @pytest.fixture(scope="module")
 def upstream_torch_backend(patched_tree):
     """upstream's torch backend (_gather_and_dequant + _sm120_sparse_decode_fwd)."""
-    path = patched_tree.joinpath(*ATTN, "flash_mla_sm120.py")
-    tree = ast.parse(path.read_text())
-    wanted_fns = {"_gather_and_dequant", "_sm120_sparse_decode_fwd"}
-    body = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name in wanted_fns:
-            body.append(node)
-        elif (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in {"_NOPE_DIM", "_ROPE_DIM", "_NOPE_ROPE_STRIDE",
-                                       "_TILE_SIZE", "_NUM_TILES", "_SCALE_STRIDE", "_D"}
-        ):
-            body.append(node)
-    assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == wanted_fns
-    namespace = {"torch": torch, "math": math}
-    exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), namespace)
-    return namespace["_sm120_sparse_decode_fwd"]
-
-
-# -- a DSv4 paged FP8 cache and a plain reference ---------------------------------------------
-
-def make_cache(num_pages, page_size, gen):
-    """A pool laid out like DeepSeekV4 SWA/extra pages, and its dequantised values.
-
-    Returns (k_cache view [pages, page_size, 1, 584] fp8, kv [pages*page_size, 512] f32).
-    """
-    page_bytes = -(-page_size * BYTES_PER_TOKEN // 576) * 576  # the pool's padded page
-    n = num_pages * page_size
-    nope = torch.randn(n, NOPE, generator=gen).to(torch.float8_e4m3fn)
-    scales = torch.randint(124, 129, (n, NOPE // 64), generator=gen, dtype=torch.uint8)
-    rope = torch.randn(n, ROPE, generator=gen).to(torch.bfloat16)
-
-    raw = torch.zeros(num_pages, page_bytes, dtype=torch.uint8)
-    data = raw[:, : page_size * 576].view(num_pages, page_size, 576)
-    data[..., :NOPE] = nope.view(torch.uint8).view(num_pages, page_size, NOPE)
-    data[..., NOPE:] = rope.view(torch.uint8).view(num_pages, page_size, 2 * ROPE)
-    scale_region = raw[:, page_size * 576 : page_size * 584].view(num_pages, page_size, 8)
-    scale_region[..., :7] = scales.view(num_pages, page_size, 7)
-
-    kv = torch.empty(n, D)
-    kv[:, :NOPE] = (
-        nope.float().view(n, 7, 64) * torch.exp2(scales.float() - 127.0).view(n, 7, 1)
-    ).view(n, NOPE)
-    kv[:, NOPE:] = rope.float()
-    # the backend's view: [pages, page_size, 1, 584] over the padded page buffer
-    k_cache = raw[:, : page_size * BYTES_PER_TOKEN].view(
-        num_pages, page_size, 1, BYTES_PER_TOKEN
-    ).view(torch.float8_e4m3fn)
-    return k_cache, kv.to(torch.bfloat16).float()
-
-
-def reference(q, parts, sink, scale=SCALE):
-    """Sparse MLA decode in torch: gather the top-k rows, mask, softmax, weighted sum.
-
-    parts: [(kv [N, 512], indices [B, 1, T], topk_length [B] or None), ...], one softmax.
-    Returns out [B, H, 512] f32 and the natural-log LSE [B, H] of the scores (no sink).
-    """
-    gathered, invalid = [], []
-    for kv, idx, tlen in parts:
-        idx = idx.reshape(idx.shape[0], -1).long()
-        bad = idx < 0
-        if tlen is not None:
-            bad |= torch.arange(idx.shape[1])[None, :] >= tlen.long()[:, None]
-        gathered.append(kv[idx.clamp(min=0)])
-        invalid.append(bad)
-    g = torch.cat(gathered, dim=1)
-    bad = torch.cat(invalid, dim=1)
-    s = torch.einsum("bhd,btd->bht", q[:, 0].float(), g) * scale
-    s = s.masked_fill(bad[:, None, :], float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    denom = lse if sink is None else torch.logaddexp(lse, sink.view(1, -1))
-    w = torch.exp(s - denom[..., None]).nan_to_num(0.0)
-    return torch.einsum("bht,btd->bhd", w, g), lse
-
-
-def assert_close(out, lse, ref_out, ref_lse):
-    out = out.float()
-    assert torch.isfinite(out).all()
-    # bf16 P operand and bf16 output: ~2^-8 relative per term
-    tol = 1.5e-2 * ref_out.abs().max().item() + 1e-2
-    err = (out - ref_out).abs()
-    assert err.max().item() <= tol, (err.max().item(), tol)
-    assert err.mean().item() <= tol / 10, (err.mean().item(), tol)
-    finite = torch.isfinite(ref_lse)
-    assert torch.equal(torch.isfinite(lse), finite)
-    assert (lse[~finite] == float("-inf")).all()
-    torch.testing.assert_close(lse[finite], ref_lse[finite], atol=2e-3, rtol=1e-4)
+    return upstream_sparse_decode_fwd(patched_tree)
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +128,7 @@ def test_default_and_unset_mean_one_split(mma):
         (512, 64, 16, 512, 8),  # ceil(512 / (64 * 1))
         (512, 96, 16, 512, 6),  # ceil(512 / 96)
         (512, 80, 16, 512, 7),
-        (512, 64, 64, 512, 2),  # 64 padded heads = 4 head blocks
+        (512, 64, 64, 512, 2),  # q padded to 64 heads (upstream, before this patch): 4 head blocks
         (512, 1, 16, 512, 32),  # clamped to ceil(512 / 16) tiles
         (512, 1, 16, 40, 3),  # ceil(40 / 16)
         (512, 600, 16, 512, 1),  # batch alone fills the wave
@@ -228,6 +166,26 @@ def test_measured_launch_configuration(mma):
         for d in n.decorator_list
     ]
     assert decorators == ["triton.jit", "triton.jit"], decorators
+
+
+# -- the kernel as shipped: bf16 MMA operands, no interpreter branch ---------------------------
+
+def test_production_module_has_no_interpreter_branch(mma):
+    source = Path(mma.__file__).read_text()
+    assert "TRITON_INTERPRET" not in source and "os.environ" not in source
+    tree = ast.parse(source)
+    split = _function(tree, "_mma_sparse_decode_split")
+    assert "OP_DTYPE" not in {a.arg for a in split.args.args}
+
+
+def test_every_mma_runs_on_bf16_operands(mma, problem, bf16_dots):
+    # The interpreter runs the programs one by one: request 0 has 64 valid slots (4 tiles of
+    # 16), request 1 is cut to 37 by its topk_length (3 tiles); each tile does 4 dots (QK nope
+    # and rope, PV nope and rope). Every one must have bf16 operands, as the GPU MMA reads.
+    before_calls, before_bf16 = bf16_dots.calls, bf16_dots.bf16
+    run(mma, problem, 0)
+    assert bf16_dots.calls - before_calls == 4 * (4 + 3)
+    assert bf16_dots.bf16 - before_bf16 == 4 * (4 + 3)
 
 
 # -- numerical agreement ------------------------------------------------------------------------
@@ -320,6 +278,147 @@ def test_refuses_other_cache_layouts(mma, problem):
     wrong = problem["k_cache"].view(torch.uint8)[..., :528]  # a V4.1 fp8 token width
     with pytest.raises(AssertionError, match="584 bytes/token"):
         run(mma, dict(problem, k_cache=wrong), 0)
+
+
+# -- offline compile for sm_120a (no GPU) ---------------------------------------------------------
+
+# Triton 3.9 / its ptxas for sm_120a, num_warps 4 / num_stages 2, at the launch's specialisation.
+# patchset.toml quotes these; the GPU check tests/gpu/test_0002_mma.py::test_launch_resources
+# compares them with what the driver reports on sm_120.
+SM120_SPLIT_DIRECT = dict(shared=36928, registers=252, spill_stores=0, spill_loads=0)
+SM120_SPLIT_PARTIAL = dict(shared=36928, registers=248, spill_stores=0, spill_loads=0)
+SM120_COMBINE = dict(shared=0, registers=40, spill_stores=0, spill_loads=0)
+# ... and with the page size in bytes not divisible by 16 (no vectorised fp8 gather).
+SM120_SPLIT_UNALIGNED_PAGE = dict(shared=34880, registers=255, spill_stores=200, spill_loads=208)
+BF16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+
+
+def shipped_launches(patched_tree):
+    """The launches the shipped call makes at C64 on TP4 (16 native heads, topk 512), recorded
+    on the CPU: a SWA layer (256-token pages, target 0: one split, DIRECT) and a c4 layer with
+    the extra cache (64-token pages, target 512: split partials + combine). Caches are laid out
+    as the DeepSeekV4 pool pads them (page bytes a multiple of 576)."""
+    module = load_compilable(lambda: load_module(
+        Path(patched_tree).joinpath(*ATTN, "flash_mla_sm120_mma.py"), "_mma_0002_compile"
+    ))
+    gen = torch.Generator().manual_seed(0)
+    swa, _ = make_cache(2, 256, gen)
+    c4, _ = make_cache(2, 64, gen)
+    B, topk = 64, 512
+    q = torch.zeros(B, 1, H, D, dtype=torch.bfloat16)
+    idx = torch.zeros(B, 1, topk, dtype=torch.int32)
+    tlen = torch.full((B,), topk, dtype=torch.int32)
+    sink = torch.zeros(H)
+    with recorded_launches(module, "_mma_sparse_decode_split", "_mma_sparse_decode_combine") as launches:
+        module.flash_mla_sparse_decode_mma(q, swa, idx, tlen, sink, D, SCALE, target_ctas=0)
+        module.flash_mla_sparse_decode_mma(q, swa, idx, tlen, sink, D, SCALE, c4, idx, tlen, target_ctas=512)
+    return launches
+
+
+def sm120_launches(patched_tree):
+    """Scenario for triton_support.compile_scenario: the launches to compile, by name."""
+    direct, partial, _, combine = shipped_launches(patched_tree)
+    assert direct.kwargs["DIRECT"] and not partial.kwargs["DIRECT"]
+    # The same DIRECT launch with a page size in bytes that is not a multiple of 16.
+    unaligned = direct.with_arg("page_bytes", direct.arg("page_bytes") + 1)
+    return {"direct": direct, "partial": partial, "combine": combine, "unaligned_page": unaligned}
+
+
+@pytest.fixture(scope="module")
+def sm120_resources(patched_tree):
+    if not ptxas_available():
+        pytest.skip("no ptxas for sm_120a in this triton install")
+    return compile_scenario(Path(__file__), "sm120_launches", str(patched_tree))
+
+
+def test_shipped_launch_grids(patched_tree):
+    # 16 native heads = one head block; 512 / 64 requests = 8 splits per cache at C64.
+    launches = shipped_launches(patched_tree)
+    assert [launch.grid for launch in launches] == [(64, 1, 1), (64, 1, 8), (64, 1, 8), (64, 16)]
+    assert [launch.kernel.__name__ for launch in launches] == ["_mma_sparse_decode_split"] * 3 + [
+        "_mma_sparse_decode_combine"
+    ]
+    assert all(launch.kwargs["num_warps"] == 4 for launch in launches)
+    assert all(launch.kwargs["num_stages"] == 2 for launch in launches[:3])
+    # the pool's padded pages: a multiple of 576 bytes, so the JIT marks them divisible by 16
+    assert all(launch.arg("page_bytes") % 576 == 0 for launch in launches[:3])
+
+
+def test_sm120a_resources_at_the_shipped_configuration(sm120_resources):
+    assert sm120_resources["direct"].figures() == SM120_SPLIT_DIRECT
+    assert sm120_resources["partial"].figures() == SM120_SPLIT_PARTIAL
+    assert sm120_resources["combine"].figures() == SM120_COMBINE
+    # Two CTAs per SM, by FACTS.md's 65536 registers and ~99 KB shared memory per SM:
+    # registers are allocated per warp in units of 256 (8 per thread), and every CTA
+    # reserves 1 KB of shared memory for the system.
+    for key in ("direct", "partial"):
+        res = sm120_resources[key]
+        regs_per_cta = -(-res.registers // 8) * 8 * 32 * 4
+        assert 65536 // regs_per_cta == 2
+        assert (99 * 1024) // (res.shared + 1024) == 2
+
+
+def test_sm120a_split_uses_bf16_tensor_core_mma(sm120_resources):
+    for key in ("direct", "partial"):
+        assert sm120_resources[key].mma == (BF16_MMA,)
+    assert sm120_resources["combine"].mma == ()
+
+
+def test_sm120a_unaligned_page_bytes_spill(sm120_resources):
+    # The figures depend on the JIT's divisibility specialisation of page_bytes: without it
+    # the fp8 gather is not vectorised and ptxas spills.
+    assert sm120_resources["unaligned_page"].figures() == SM120_SPLIT_UNALIGNED_PAGE
+
+
+def test_metadata_quotes_the_measured_resources():
+    manifest = tomllib.loads((Path(__file__).resolve().parents[2] / "patchset.toml").read_text())
+    entry = next(p for p in manifest["patch"] if p["id"] == "sm120-mma-sparse-decode")
+    ncu = next(v for v in entry["gpu_verification"] if "ncu" in v["run"])
+    for text in (entry["why"], ncu["expect"]):
+        assert f"{SM120_SPLIT_DIRECT['shared']:,} B" in text
+        assert f"{SM120_SPLIT_DIRECT['registers']} registers" in text
+
+
+# -- the model's q width for this backend ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kernel_num_heads(patched_tree):
+    """MqaAttentionBase._kernel_num_heads from the patched deepseek_v4.py, run with stand-ins
+    for the platform and the env (the flashinfer branch imports sglang and is not run)."""
+    path = patched_tree.joinpath("python", "sglang", "srt", "models", "deepseek_v4.py")
+    tree = ast.parse(path.read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MqaAttentionBase")
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "_kernel_num_heads")
+
+    def call(backend, *, n_local_heads=16, attn_tp_size=4, num_tokens=64, sm120=True):
+        namespace = {
+            "get_platform": lambda: types.SimpleNamespace(is_sm120=sm120),
+            "SM120_DECODE_MAX_TOKENS": 64,
+            "envs": types.SimpleNamespace(
+                SGLANG_SM120_FLASHMLA_BACKEND=types.SimpleNamespace(get=lambda: backend)
+            ),
+        }
+        exec(compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec"), namespace)
+        layer = types.SimpleNamespace(n_local_heads=n_local_heads, attn_tp_size=attn_tp_size, n_heads=64)
+        return namespace["_kernel_num_heads"](layer, num_tokens)
+
+    return call
+
+
+def test_mma_decode_gets_native_heads(kernel_num_heads):
+    # TP4: 16 local heads, one head block; no 64-head padding on decode.
+    for tokens in (1, 8, 64):
+        assert kernel_num_heads("mma", num_tokens=tokens) == 16
+    assert kernel_num_heads("mma", n_local_heads=32, attn_tp_size=2) == 32  # TP2: two blocks
+    assert kernel_num_heads("mma", num_tokens=65) == 16  # prefill, as upstream
+
+
+def test_other_backends_keep_upstream_padding(kernel_num_heads):
+    for backend in ("triton", "torch"):
+        assert kernel_num_heads(backend) == 64
+        assert kernel_num_heads(backend, num_tokens=65) == 16
+    assert kernel_num_heads("mma", attn_tp_size=1, n_local_heads=64) == 64
+    assert kernel_num_heads("triton", sm120=False) == 64
 
 
 # -- the hunks in upstream files ------------------------------------------------------------------

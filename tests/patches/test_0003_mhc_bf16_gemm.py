@@ -6,7 +6,10 @@ the switch, the bf16 weight cache and the torch hc_pre GEMM
 fused post+pre boundary uses for a bf16 fn (kernels/ops/layernorm/mhc_bf16_gemm.py,
 run by the Triton CPU interpreter). The fp32 references are upstream's own code
 lifted out of the patched tree with `ast` (hc_pre_torch_impl, _mhc_pre_torch).
-`ast` checks prove the small hunks in upstream files are in place.
+`ast` checks prove the small hunks in upstream files are in place. The interpreter's bf16
+tl.dot is mended in the test (triton_support.interpreter_bf16_dot), never in the kernel, and
+the kernel is also compiled offline for sm_120a (triton_support.compile_scenario) to record
+its resources.
 
 Tolerance: the residual stream is bf16, so x is exact and the only rounding the
 patch adds is the weight's, |fn_bf16 - fn| <= 2^-8 |fn| elementwise (bf16 unit
@@ -18,16 +21,20 @@ assert that bound per element.
 import ast
 import os
 import types
+from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "1"  # before anything below imports triton
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
-from triton.runtime import interpreter
+from triton_support import (
+    compile_scenario,
+    interpreter_bf16_dot,
+    load_compilable,
+    ptxas_available,
+    recorded_launches,
+)
 
 from patchtool.testing import load_module
 
@@ -51,56 +58,20 @@ def mhc_bf16(patched_tree):
     )
 
 
-@triton.jit
-def _probe_bf16_dot(X, W, Out):
-    r = tl.arange(0, 16)
-    k = tl.arange(0, 16)
-    x = tl.load(X + r[:, None] * 16 + k[None, :])
-    w = tl.load(W + r[None, :] * 16 + k[:, None])
-    tl.store(Out + r[:, None] * 16 + r[None, :], tl.dot(x, w, tl.zeros((16, 16), tl.float32)))
-
-
-def _interpreter_bf16_dot_ok():
-    x = torch.randn(16, 16).bfloat16()
-    w = torch.randn(16, 16).bfloat16()
-    out = torch.empty(16, 16)
-    _probe_bf16_dot[(1,)](x, w, out)
-    return torch.allclose(out, x.float() @ w.float().t(), rtol=1e-5, atol=1e-5)
+@pytest.fixture(scope="module")
+def bf16_dots():
+    """The interpreter's tl.dot, mended for bf16 operands and counted, for this module."""
+    with interpreter_bf16_dot() as count:
+        yield count
 
 
 @pytest.fixture(scope="module")
-def gemm_kernel(patched_tree):
-    """The kernel module, run by the CPU interpreter.
-
-    Triton 3.x's interpreter stores bf16 as raw uint16 and its create_dot multiplies
-    those bit patterns (it widens only fp8 operands), so a bf16 tl.dot comes out as
-    garbage on the CPU. When the probe shows that, widen bf16 dot operands to fp32
-    first: exact, since a bf16 x bf16 product is exact in fp32, i.e. what a bf16 MMA
-    with fp32 accumulation computes on the GPU. Nothing else in the emulator changes.
-    """
-    module = load_module(
+def gemm_kernel(patched_tree, bf16_dots):
+    """The kernel module, run by the CPU interpreter."""
+    return load_module(
         _path(patched_tree, "kernels", "ops", "layernorm", "mhc_bf16_gemm.py"),
         "_mhc_bf16_gemm_0003",
     )
-    with pytest.MonkeyPatch.context() as mp:
-        if not _interpreter_bf16_dot_ok():
-            builder = type(interpreter.interpreter_builder)
-            create_dot = builder.create_dot
-
-            def widen(h):
-                if h.dtype.scalar == tl.bfloat16:
-                    bits = h.data.astype(np.uint32) << np.uint32(16)
-                    return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
-                return h
-
-            def create_dot_bf16(self, a, b, d, input_precision, max_num_imprecise_acc):
-                return create_dot(
-                    self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc
-                )
-
-            mp.setattr(builder, "create_dot", create_dot_bf16)
-            assert _interpreter_bf16_dot_ok()
-        yield module
 
 
 def _tree(patched_tree, *parts):
@@ -203,6 +174,53 @@ def test_weight_cache_builds_once_and_refreshes(mhc_bf16):
     assert mhc_bf16.mhc_gemm_weight(param) is param
 
 
+# -- a decoder layer's refresh -------------------------------------------------------------
+
+
+def _layer(*, pre_from_prev):
+    """A decoder layer as refresh_layer_bf16_gemm_weights sees it: its two fp32 mixing
+    weights, and whether its pre mix is V4.1's same-sublayer one."""
+    _, attn = _inputs(1, 4, 64, seed=3)
+    _, ffn = _inputs(1, 4, 64, seed=4)
+    return types.SimpleNamespace(
+        hc_attn_fn=torch.nn.Parameter(attn, requires_grad=False),
+        hc_ffn_fn=torch.nn.Parameter(ffn, requires_grad=False),
+        hc_pre_from_prev_sublayer=pre_from_prev,
+    )
+
+
+SWITCH_ON = dict(flag=True, on_cuda=True, batch_invariant=False)
+
+
+def test_layer_refresh_builds_both_weights(mhc_bf16):
+    layer = _layer(pre_from_prev=False)
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is True
+    for fn in (layer.hc_attn_fn, layer.hc_ffn_fn):
+        weight = mhc_bf16.mhc_gemm_weight(fn)
+        assert weight.dtype == torch.bfloat16 and torch.equal(weight, fn.data.bfloat16())
+
+
+@pytest.mark.parametrize(
+    "off", [dict(flag=False), dict(on_cuda=False), dict(batch_invariant=True)], ids=str
+)
+def test_layer_refresh_drops_the_copy_when_off(mhc_bf16, off):
+    layer = _layer(pre_from_prev=False)
+    mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON)  # a copy from an earlier load
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **{**SWITCH_ON, **off}) is False
+    for fn in (layer.hc_attn_fn, layer.hc_ffn_fn):
+        assert mhc_bf16.mhc_gemm_weight(fn) is fn
+
+
+def test_layer_refresh_keeps_v41_same_sublayer_pre_mix_fp32(mhc_bf16):
+    # V4.1's layers (hc_pre_from_prev_sublayer) mix through HcSubLayer's own compensated
+    # kernels: with the switch on and everything else allowing it, they keep fp32 weights.
+    layer = _layer(pre_from_prev=True)
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is False
+    for fn in (layer.hc_attn_fn, layer.hc_ffn_fn):
+        assert mhc_bf16.mhc_gemm_weight(fn) is fn
+        assert not hasattr(fn, mhc_bf16.MHC_BF16_WEIGHT_ATTR)
+
+
 # -- the torch hc_pre GEMM ------------------------------------------------------------------
 
 
@@ -296,11 +314,74 @@ def test_triton_gemm_sqrsum(gemm_kernel, tokens, k, n_splits):
     assert torch.all(err <= bound), err.max()
 
 
+def test_triton_gemm_runs_bf16_dots(gemm_kernel, bf16_dots):
+    # 5 tokens (one 16-row block), K 512 in 2 splits of 256 = 4 k-blocks of 64 each: 8 dots.
+    x = torch.ones(5, 512, dtype=torch.bfloat16)
+    fn = torch.ones(N_REAL, 512, dtype=torch.bfloat16)
+    out, sq = torch.empty(2, 5, N_REAL), torch.empty(2, 5)
+    before_calls, before_bf16 = bf16_dots.calls, bf16_dots.bf16
+    gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, fn, out, sq)
+    assert bf16_dots.calls - before_calls == 8 and bf16_dots.bf16 - before_bf16 == 8
+    assert torch.equal(out.sum(0), torch.full((5, N_REAL), 512.0))
+
+
 def test_triton_gemm_rejects_fp32_weights(gemm_kernel):
     x = torch.zeros(2, 256, dtype=torch.bfloat16)
     out, sq = torch.empty(1, 2, N_REAL), torch.empty(1, 2)
     with pytest.raises(AssertionError):
         gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, torch.zeros(N_REAL, 256), out, sq)
+
+
+# -- offline compile for sm_120a (no GPU) -----------------------------------------------------
+
+# Triton 3.9 / its ptxas for sm_120a, num_warps 4, default num_stages (3), at the launch's
+# specialisation, on 188 SMs: "t<tokens>_m<BLOCK_M>_s<n_splits>" -> resources.
+SM120_GEMM = {
+    "t1_m16_s64": dict(shared=12288, registers=48, spill_stores=0, spill_loads=0),
+    "t32_m32_s64": dict(shared=16384, registers=48, spill_stores=0, spill_loads=0),
+    "t64_m64_s64": dict(shared=24576, registers=68, spill_stores=0, spill_loads=0),
+    "t8192_m64_s1": dict(shared=24576, registers=68, spill_stores=0, spill_loads=0),
+}
+
+
+def sm120_launches(patched_tree):
+    """Scenario for triton_support.compile_scenario: the bf16 GEMM launches mhc_fused_post_pre
+    makes on a 188-SM sm_120 for decode (1, 32, 64 tokens) and an 8192-token prefill, with
+    upstream's own split rule (_compute_num_split_for_mhc_pre). Meta tensors: nothing runs."""
+    module = load_compilable(lambda: load_module(
+        _path(Path(patched_tree), "kernels", "ops", "layernorm", "mhc_bf16_gemm.py"), "_mhc_0003_compile"
+    ))
+    split_rule = _func(_tree(Path(patched_tree), "kernels", "ops", "layernorm", "mhc.py"),
+                       "_compute_num_split_for_mhc_pre")
+    sm120 = types.SimpleNamespace(multi_processor_count=188)
+    ns = {"torch": types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda _: sm120))}
+    exec(compile(ast.Module([split_rule], []), "_compute_num_split_for_mhc_pre", "exec"), ns)
+    launches = {}
+    for tokens in (1, 32, 64, 8192):
+        n_splits = ns["_compute_num_split_for_mhc_pre"](tokens, K_REAL)
+        x = torch.empty(tokens, K_REAL, dtype=torch.bfloat16, device="meta")
+        fn = torch.empty(N_REAL, K_REAL, dtype=torch.bfloat16, device="meta")
+        out = torch.empty(n_splits, tokens, N_REAL, device="meta")
+        sq = torch.empty(n_splits, tokens, device="meta")
+        with recorded_launches(module, "_mhc_pre_gemm_sqrsum_bf16_kernel") as recorded:
+            module.mhc_pre_gemm_sqrsum_bf16(x, fn, out, sq)
+        (launch,) = recorded
+        launches[f"t{tokens}_m{launch.kwargs['BLOCK_M']}_s{n_splits}"] = launch
+    return launches
+
+
+@pytest.fixture(scope="module")
+def sm120_resources(patched_tree):
+    if not ptxas_available():
+        pytest.skip("no ptxas for sm_120a in this triton install")
+    return compile_scenario(Path(__file__), "sm120_launches", str(patched_tree))
+
+
+def test_sm120a_gemm_resources(sm120_resources):
+    got = {name: res.figures() for name, res in sm120_resources.items()}
+    assert got == SM120_GEMM
+    for res in sm120_resources.values():
+        assert res.mma == ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",)
 
 
 # -- the hunks in upstream files -------------------------------------------------------------
@@ -323,7 +404,17 @@ def test_env_switch_default_off(patched_tree):
 def test_weight_cache_hunk(patched_tree):
     v4 = _tree(patched_tree, "srt", "models", "deepseek_v4.py")
     refresh = _func(v4, "refresh_mhc_norm_weight_cache", cls="DeepseekV4DecoderLayerBase")
-    assert "refresh_layer_bf16_gemm_weights" in _calls(refresh)
+    calls = [
+        n for n in ast.walk(refresh)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "refresh_layer_bf16_gemm_weights"
+    ]
+    assert len(calls) == 1
+    assert [ast.unparse(a) for a in calls[0].args] == ["self"]
+    assert {k.arg: ast.unparse(k.value) for k in calls[0].keywords} == {
+        "flag": "envs.SGLANG_OPT_MHC_BF16_GEMM.get()",
+        "on_cuda": "_is_cuda and self.hc_attn_fn.is_cuda",
+        "batch_invariant": "is_batch_invariant_mode_enabled()",
+    }
 
 
 def test_torch_path_hunk(patched_tree):

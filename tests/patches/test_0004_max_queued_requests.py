@@ -1,12 +1,25 @@
-"""0004: PD prefill and decode servers honour --max-queued-requests.
+"""0004: a PD prefill server admits or refuses each request, and frees a refused request's decode half.
 
-Loads the admission module straight from the patched tree (no sglang import,
-no torch), exercises its rule, and checks with `ast` that
-Scheduler._add_request_to_queue calls the check in both disaggregation
-branches and that the help text no longer says the flag is ignored there.
+The admission module is loaded straight from the patched tree. Its rule is a pure
+function; its scheduler mixin is driven with a fake scheduler on the CPU. The few sglang
+names the mixin imports when it runs (KVPoll, DisaggregationMode, FAKE_BOOTSTRAP_HOST,
+is_aborted) are executed from the patched tree's own source into stand-in modules; only
+FINISH_ABORT and _make_abort_req are fakes. `ast` checks that the scheduler and the
+bootstrap queue call the mixin where the patch says.
 """
 
+from __future__ import annotations
+import __future__
+
 import ast
+import enum
+import logging
+import sys
+import textwrap
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,94 +28,490 @@ from patchtool.testing import load_module
 pytestmark = pytest.mark.upstream
 
 SRT = ("python", "sglang", "srt")
-CHECK_FN = "abort_on_disagg_queued_limit"
-FLAG = "--max-queued-requests"
+MIXIN = "SchedulerDisaggregationAdmissionMixin"
+DOOR = "abort_on_disagg_queued_limit"
+RESOLVE = "resolve_refused_prefill_reqs"
+
+# Field report 000, part I: the prefill queue at saturation.
+INCIDENT_REQUESTS = 20
+INCIDENT_TOKENS = 220_000
+# The values the patch recommends (patchset.toml, pd-max-queued-requests knobs).
+RECOMMENDED_REQUESTS = 32
+RECOMMENDED_TOKENS = 110_000
 
 
 @pytest.fixture(scope="module")
-def admission(patched_tree):
-    return load_module(patched_tree.joinpath(*SRT, "disaggregation", "admission.py"), "_pd_admission_0004")
+def admission(patched_tree: Path) -> types.ModuleType:
+    # `dataclass` looks its module up in sys.modules while it builds the class.
+    name = "_pd_admission_0004"
+    sys.modules[name] = placeholder = types.ModuleType(name)
+    try:
+        module = load_module(patched_tree.joinpath(*SRT, "disaggregation", "admission.py"), name)
+    finally:
+        del sys.modules[name]
+    assert module is not placeholder
+    return module
 
 
-def _prefill(bootstrap=0, waiting=0, **other):
-    return {"bootstrap": bootstrap, "waiting": waiting, **other}
+# --- stand-ins for the sglang modules the mixin imports when it runs ---------------------------
 
 
-def _decode(prealloc=0, transfer=0, waiting=0, **other):
-    return {"prealloc": prealloc, "transfer": transfer, "waiting": waiting, **other}
+def _upstream(path: Path, names: set[str], namespace: dict[str, Any]) -> dict[str, Any]:
+    """Execute the top-level definitions `names` of an upstream file into `namespace`."""
+    source = path.read_text(encoding="utf-8")
+    found = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            name = node.name
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+        else:
+            continue
+        if name in names:
+            segment = ast.get_source_segment(source, node)
+            assert segment is not None
+            exec(compile(segment, str(path), "exec", flags=__future__.annotations.compiler_flag,
+                         dont_inherit=True), namespace)
+            found.add(name)
+    assert found == names, f"{path}: missing {names - found}"
+    return namespace
 
 
-@pytest.mark.parametrize(
-    "mode, queue_lens",
-    [("prefill", _prefill(bootstrap=20, waiting=11)), ("decode", _decode(10, 10, 11))],
-)
-def test_admits_under_the_cap(admission, mode, queue_lens):
-    # 31 queued: the incoming request is the 32nd, which a cap of 32 admits.
-    assert admission.queued_limit_error(32, mode, queue_lens) is None
+def _upstream_method(path: Path, cls: str, name: str) -> Any:
+    """A method of an upstream class, executed from its source as a plain function."""
+    source = path.read_text(encoding="utf-8")
+    klass = next(node for node in ast.parse(source).body
+                 if isinstance(node, ast.ClassDef) and node.name == cls)
+    method = next(node for node in klass.body if isinstance(node, ast.FunctionDef) and node.name == name)
+    segment = ast.get_source_segment(source, method, padded=True)
+    assert segment is not None
+    namespace: dict[str, Any] = {}
+    exec(compile(textwrap.dedent(segment), str(path), "exec", flags=__future__.annotations.compiler_flag,
+                 dont_inherit=True), namespace)
+    return namespace[name]
 
 
-@pytest.mark.parametrize(
-    "mode, queue_lens",
-    [
-        ("prefill", _prefill(bootstrap=20, waiting=12)),
-        ("prefill", _prefill(bootstrap=0, waiting=40)),
-        ("decode", _decode(10, 10, 12)),
-        ("decode", _decode(prealloc=33)),
-    ],
-)
-def test_refuses_at_and_over_the_cap(admission, mode, queue_lens):
-    message = admission.queued_limit_error(32, mode, queue_lens)
+class FinishAbort:
+    def __init__(self, message: str = "Unknown error", status_code: int | None = None) -> None:
+        self.message = message
+        self.status_code = status_code
+
+
+def _make_abort_req(req: Any, finished_reason: dict | None = None) -> types.SimpleNamespace:
+    return types.SimpleNamespace(rid=req.rid, finished_reason=finished_reason)
+
+
+@dataclass
+class Upstream:
+    KVPoll: Any
+    DisaggregationMode: Any
+    FAKE_BOOTSTRAP_HOST: str
+    get_num_pending_tokens: Any  # SchedulerLoadInquirer._get_num_pending_tokens
+
+
+@pytest.fixture(scope="module")
+def upstream_names(patched_tree: Path) -> dict[str, dict[str, Any]]:
+    disagg = patched_tree.joinpath(*SRT, "disaggregation")
+    base = _upstream(disagg / "base" / "conn.py", {"KVPoll"}, {})
+    utils = _upstream(disagg / "utils.py", {"DisaggregationMode", "FAKE_BOOTSTRAP_HOST", "is_aborted"},
+                      {"Enum": enum.Enum})
+    pending = _upstream_method(patched_tree.joinpath(*SRT, "managers", "scheduler_components", "load_inquirer.py"),
+                               "SchedulerLoadInquirer", "_get_num_pending_tokens")
+    return {"base": base, "utils": utils, "load_inquirer": {"_get_num_pending_tokens": pending}}
+
+
+@pytest.fixture
+def upstream(upstream_names: dict[str, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> Upstream:
+    modules = {
+        "sglang.srt.disaggregation.base": upstream_names["base"],
+        "sglang.srt.disaggregation.utils": upstream_names["utils"],
+        "sglang.srt.managers.schedule_batch": {"FINISH_ABORT": FinishAbort},
+        "sglang.srt.managers.scheduler": {"_make_abort_req": _make_abort_req},
+    }
+    for name, names in modules.items():
+        module = types.ModuleType(name)
+        module.__dict__.update(names)
+        monkeypatch.setitem(sys.modules, name, module)
+    utils = upstream_names["utils"]
+    return Upstream(upstream_names["base"]["KVPoll"], utils["DisaggregationMode"],
+                    utils["FAKE_BOOTSTRAP_HOST"],
+                    upstream_names["load_inquirer"]["_get_num_pending_tokens"])
+
+
+# --- a fake scheduler around the real mixin ----------------------------------------------------
+
+
+@dataclass
+class FakeReq:
+    rid: str
+    input_len: int
+    prefix_len: int = 0
+    is_retracted: bool = False
+    bootstrap_host: str = "10.0.0.7"
+    bootstrap_room: int = 1234
+    to_finish: Any = None
+    finished_reason: Any = None
+    disagg_kv_sender: Any = None
+    trace_aborts: list = field(default_factory=list)
+
+    @property
+    def seqlen(self) -> int:
+        return self.input_len
+
+    @property
+    def time_stats(self) -> types.SimpleNamespace:
+        def abort(*, abort_info: dict) -> None:
+            self.trace_aborts.append(abort_info)
+
+        return types.SimpleNamespace(trace_ctx=types.SimpleNamespace(abort=abort))
+
+
+class FakeKVManager:
+    def __init__(self, log: list, *, deferred_bootstrap: Any = None) -> None:
+        self.log = log
+        self.deferred_bootstrap = deferred_bootstrap
+
+    def conclude_failure(self, *, bootstrap_room: int, failure_reason: str) -> None:
+        self.log.append(("conclude_failure", bootstrap_room, failure_reason))
+
+
+class FakeSender:
+    def __init__(self, log: list, room: int, kv_mgr: FakeKVManager, failed: int) -> None:
+        self.log = log
+        self.failed = failed
+        self.bootstrap_room = room
+        self.kv_mgr = kv_mgr
+        self.polls: list[int] = []
+        self.aborted_as: int | None = None
+
+    def poll(self) -> int:
+        # CommonKVSender._poll_with_status: an aborted sender reports its conclusion.
+        status = self.polls.pop(0)
+        return status if self.aborted_as is None else self.aborted_as
+
+    def clear(self) -> None:
+        self.log.append(("clear", self.bootstrap_room))
+
+    def abort(self) -> None:
+        self.log.append(("sender.abort", self.bootstrap_room))
+        self.aborted_as = self.failed
+
+
+class FakeBootstrapQueue:
+    def __init__(self, log: list, failed: int, *, fits: bool = True,
+                 deferred_bootstrap: Any = None) -> None:
+        self.log = log
+        self.failed = failed
+        self.queue: list[FakeReq] = []
+        self.fits = fits
+        self.kv_mgr = FakeKVManager(log, deferred_bootstrap=deferred_bootstrap)
+
+    def create_sender(self, req: FakeReq, num_kv_heads: int) -> bool:
+        self.log.append(("create_sender", req.rid, num_kv_heads))
+        if not self.fits:
+            return False
+        req.disagg_kv_sender = FakeSender(self.log, req.bootstrap_room, self.kv_mgr, self.failed)
+        return True
+
+
+def _scheduler(admission: types.ModuleType, upstream: Upstream, *, mode: str = "prefill",
+               max_requests: int | None = RECOMMENDED_REQUESTS,
+               max_tokens: int | None = RECOMMENDED_TOKENS, fits: bool = True,
+               deferred_bootstrap: Any = None) -> Any:
+    log: list = []
+
+    class FakeScheduler(admission.SchedulerDisaggregationAdmissionMixin):
+        def send_abort_output(self, abort_req: Any, req: Any) -> None:
+            log.append(("send_abort_output", abort_req, req.rid))
+
+        def _release_aborted_request(self, req: Any) -> None:
+            log.append(("release", req.rid))
+
+    scheduler = FakeScheduler()
+    scheduler.log = log
+    scheduler.disaggregation_mode = upstream.DisaggregationMode(mode)
+    scheduler.max_queued_requests = max_requests
+    scheduler.disagg_prefill_bootstrap_queue = FakeBootstrapQueue(
+        log, upstream.KVPoll.Failed, fits=fits, deferred_bootstrap=deferred_bootstrap)
+    scheduler.waiting_queue = []
+    scheduler.disagg_prefill_inflight_queue = []
+    scheduler.chunked_req = None
+    scheduler.model_config = types.SimpleNamespace(num_key_value_heads=8)
+    # SchedulerLoadInquirer's view of the scheduler, as Scheduler.init_load_inquirer wires it.
+    inquirer = types.SimpleNamespace(get_waiting_queue=lambda: scheduler.waiting_queue,
+                                     get_chunked_req=lambda: scheduler.chunked_req)
+    inquirer._get_num_pending_tokens = types.MethodType(upstream.get_num_pending_tokens, inquirer)
+    scheduler.load_inquirer = inquirer
+    scheduler.beam_coordinator = types.SimpleNamespace(
+        retire_group=lambda req: log.append(("retire_group", req.rid)))
+    scheduler.init_disagg_admission(max_tokens)
+    return scheduler
+
+
+def _fill(scheduler: Any, *, bootstrap: int = 0, waiting: int = 0, tokens_each: int = 1000) -> None:
+    scheduler.disagg_prefill_bootstrap_queue.queue += [
+        FakeReq(f"b{i}", tokens_each) for i in range(bootstrap)]
+    scheduler.waiting_queue += [FakeReq(f"w{i}", tokens_each) for i in range(waiting)]
+
+
+# --- the rule ----------------------------------------------------------------------------------
+
+
+def _error(admission: types.ModuleType, *, requests: int = 0, tokens: int = 0, incoming: int = 1000,
+           max_requests: int | None = None, max_tokens: int | None = None) -> str | None:
+    return admission.queued_limit_error(
+        max_queued_requests=max_requests, max_queued_tokens=max_tokens,
+        load=admission.PrefillQueueLoad(requests=requests, tokens=tokens), incoming_tokens=incoming)
+
+
+def test_request_cap_follows_the_colocated_rule(admission):
+    # `_abort_on_queued_limit`: the queue, with the new request, holds at most the cap.
+    assert _error(admission, requests=31, max_requests=32) is None
+    message = _error(admission, requests=32, max_requests=32)
+    assert message is not None and "--max-queued-requests" in message and "32" in message
+    # Only None means no limit; 0 admits nothing.
+    assert _error(admission, requests=0, max_requests=0) is not None
+    assert _error(admission, requests=10**6) is None
+
+
+def test_token_cap_counts_the_new_request(admission):
+    assert _error(admission, tokens=100_000, incoming=10_000, max_tokens=110_000) is None
+    message = _error(admission, tokens=100_000, incoming=10_001, max_tokens=110_000)
     assert message is not None
-    assert FLAG in message, message
-    assert f"--disaggregation-mode {mode}" in message, message
-    assert "32" in message, message
+    for needle in ("--max-queued-tokens 110000", "100000 input tokens", "10001"):
+        assert needle in message, (needle, message)
+    assert _error(admission, tokens=10**9, incoming=10**6) is None
 
 
-@pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_no_limit_never_refuses(admission, mode):
-    huge = 10**6
-    lens = _prefill(huge, huge) if mode == "prefill" else _decode(huge, huge, huge)
-    assert admission.queued_limit_error(None, mode, lens) is None
+def test_a_request_that_finds_nothing_waiting_is_admitted_whatever_its_length(admission):
+    assert _error(admission, tokens=0, incoming=500_000, max_tokens=110_000) is None
+    assert _error(admission, tokens=1, incoming=500_000, max_tokens=110_000) is not None
 
 
-@pytest.mark.parametrize("mode", ["prefill", "decode"])
-def test_zero_refuses_everything_like_the_colocated_path(admission, mode):
-    # `_abort_on_queued_limit` treats only None as "no limit"; 0 admits nothing.
-    lens = _prefill() if mode == "prefill" else _decode()
-    assert admission.queued_limit_error(0, mode, lens) is not None
-    assert admission.queued_limit_error(1, mode, lens) is None
+def test_the_incident_queue_passes_the_request_cap_and_not_the_token_cap(admission):
+    """Field report 000, part I: ~20 requests and ~220,000 tokens queued at prefill."""
+    mean_prompt = INCIDENT_TOKENS // INCIDENT_REQUESTS  # 11,000 tokens
+    incident = admission.PrefillQueueLoad(requests=INCIDENT_REQUESTS, tokens=INCIDENT_TOKENS)
+
+    def error(max_requests, max_tokens):
+        return admission.queued_limit_error(
+            max_queued_requests=max_requests, max_queued_tokens=max_tokens, load=incident,
+            incoming_tokens=mean_prompt)
+
+    # The field's cap alone admits the 21st request: it never fired in the incident.
+    assert error(RECOMMENDED_REQUESTS, None) is None
+    assert error(RECOMMENDED_REQUESTS, RECOMMENDED_TOKENS) is not None
+    # At the incident's mean prompt the token cap admits the 10th request and refuses the 11th.
+    admitted = 0
+    while admission.queued_limit_error(
+            max_queued_requests=RECOMMENDED_REQUESTS, max_queued_tokens=RECOMMENDED_TOKENS,
+            load=admission.PrefillQueueLoad(requests=admitted, tokens=admitted * mean_prompt),
+            incoming_tokens=mean_prompt) is None:
+        admitted += 1
+    assert admitted == 10
 
 
-def test_prefill_counts_bootstrap_and_waiting_only(admission):
-    count = admission.num_queued_requests
-    assert count("prefill", _prefill(bootstrap=3, waiting=4)) == 7
-    # Prefilled requests only sending KV are not queued.
-    assert count("prefill", _prefill(bootstrap=3, waiting=4, inflight=50)) == 7
-    assert admission.queued_limit_error(8, "prefill", _prefill(3, 4, inflight=50)) is None
-    assert admission.queued_limit_error(7, "prefill", _prefill(3, 4)) is not None
+# --- what the scheduler counts -----------------------------------------------------------------
 
 
-def test_decode_counts_prealloc_transfer_and_waiting_only(admission):
-    count = admission.num_queued_requests
-    assert count("decode", _decode(prealloc=2, transfer=3, waiting=4)) == 9
-    # Retracted requests were already running; they are not queued.
-    assert count("decode", _decode(2, 3, 4, retracted=50)) == 9
-    assert admission.queued_limit_error(10, "decode", _decode(2, 3, 4, retracted=50)) is None
-    assert admission.queued_limit_error(9, "decode", _decode(2, 3, 4)) is not None
+def test_load_counts_bootstrap_and_waiting_queues_and_the_chunked_remainder(admission, upstream):
+    scheduler = _scheduler(admission, upstream)
+    _fill(scheduler, bootstrap=3, waiting=4, tokens_each=1000)
+    # Prefilled requests that only wait for their KV to be sent are not queued.
+    scheduler.disagg_prefill_inflight_queue += [FakeReq("i", 50_000)]
+    scheduler.chunked_req = FakeReq("c", 20_000, prefix_len=8_192)
+    load = scheduler.disagg_prefill_queue_load()
+    assert load == admission.PrefillQueueLoad(requests=7, tokens=7_000 + 11_808)
 
 
-@pytest.mark.parametrize(
-    "mode, queue_lens",
-    [("prefill", {"waiting": 1}), ("decode", {"prealloc": 1, "waiting": 1})],
-)
-def test_missing_queue_length_is_an_error(admission, mode, queue_lens):
-    with pytest.raises(ValueError):
-        admission.num_queued_requests(mode, queue_lens)
+# --- the door ----------------------------------------------------------------------------------
 
 
-def test_unknown_mode_is_an_error(admission):
-    with pytest.raises(ValueError):
-        admission.queued_limit_error(32, "null", {"waiting": 0})
+def test_door_admits_under_both_caps(admission, upstream):
+    scheduler = _scheduler(admission, upstream)
+    _fill(scheduler, bootstrap=2, waiting=2, tokens_each=10_000)
+    assert getattr(scheduler, DOOR)(FakeReq("new", 10_000)) is False
+    assert scheduler.log == []
+    assert scheduler.disagg_prefill_refused == []
+
+
+def test_door_refuses_with_503_and_keeps_the_sender_for_the_decode_half(admission, upstream):
+    scheduler = _scheduler(admission, upstream)
+    _fill(scheduler, bootstrap=5, waiting=5, tokens_each=10_000)
+    req = FakeReq("new", 11_000, bootstrap_room=77)
+    assert getattr(scheduler, DOOR)(req) is True
+
+    kinds = [entry[0] for entry in scheduler.log]
+    assert kinds == ["create_sender", "send_abort_output", "retire_group", "release"], scheduler.log
+    assert scheduler.log[0] == ("create_sender", "new", 8)
+    abort_req = scheduler.log[1][1]
+    assert abort_req.rid == "new"
+    reason = abort_req.finished_reason
+    assert reason["type"] == "abort" and reason["status_code"] == 503, reason
+    assert "--max-queued-tokens 110000" in reason["message"], reason
+    assert req.trace_aborts == [{"reason": reason["message"]}]
+    # The refused request is queued nowhere; its sender waits for the decode half.
+    assert req not in scheduler.waiting_queue + scheduler.disagg_prefill_bootstrap_queue.queue
+    [half] = scheduler.disagg_prefill_refused
+    assert half.sender is req.disagg_kv_sender and half.reason == reason["message"]
+
+
+def test_door_refuses_by_request_count(admission, upstream):
+    scheduler = _scheduler(admission, upstream, max_tokens=None)
+    _fill(scheduler, bootstrap=16, waiting=16, tokens_each=10)
+    req = FakeReq("new", 10)
+    assert getattr(scheduler, DOOR)(req) is True
+    assert "--max-queued-requests 32" in scheduler.log[1][1].finished_reason["message"]
+
+
+def test_prefill_complete_policy_aborts_the_sender_at_once(admission, upstream):
+    # The transport keeps the failed room (DeferredBootstrap) and answers decode with it.
+    scheduler = _scheduler(admission, upstream, deferred_bootstrap=object())
+    _fill(scheduler, waiting=32)
+    req = FakeReq("new", 10, bootstrap_room=5)
+    assert getattr(scheduler, DOOR)(req) is True
+    assert ("sender.abort", 5) in scheduler.log
+    scheduler.log.clear()
+    req.disagg_kv_sender.polls = [upstream.KVPoll.Bootstrapping]
+    getattr(scheduler, RESOLVE)()
+    assert scheduler.log == [("clear", 5)]
+
+
+def test_early_policy_keeps_the_sender_open(admission, upstream):
+    scheduler = _scheduler(admission, upstream)
+    _fill(scheduler, waiting=32)
+    assert getattr(scheduler, DOOR)(FakeReq("new", 10, bootstrap_room=5)) is True
+    assert ("sender.abort", 5) not in scheduler.log
+
+
+def test_prompt_beyond_kv_capacity_keeps_its_own_error(admission, upstream):
+    # create_sender answers it with a 400 and returns False: no second answer, nothing kept.
+    scheduler = _scheduler(admission, upstream, fits=False)
+    _fill(scheduler, waiting=32)
+    assert getattr(scheduler, DOOR)(FakeReq("huge", 10**7)) is True
+    assert [entry[0] for entry in scheduler.log] == ["create_sender", "retire_group", "release"]
+    assert scheduler.disagg_prefill_refused == []
+
+
+def _full(admission, upstream, **kwargs):
+    scheduler = _scheduler(admission, upstream, **kwargs)
+    _fill(scheduler, bootstrap=20, waiting=20, tokens_each=10_000)
+    return scheduler
+
+
+def test_retracted_request_is_never_refused(admission, upstream):
+    scheduler = _full(admission, upstream)
+    assert getattr(scheduler, DOOR)(FakeReq("back", 10_000, is_retracted=True)) is False
+    assert scheduler.log == []
+
+
+@pytest.mark.parametrize("where", ["to_finish", "finished_reason"])
+def test_request_rejected_at_intake_keeps_its_own_error(admission, upstream, where):
+    scheduler = _full(admission, upstream)
+    req = FakeReq("bad", 10_000, **{where: FinishAbort("Input is too long", 400)})
+    assert getattr(scheduler, DOOR)(req) is False
+    assert scheduler.log == []
+
+
+def test_health_check_is_admitted_on_a_full_server(admission, upstream):
+    scheduler = _full(admission, upstream)
+    probe = FakeReq("HEALTH_CHECK_1", 1, bootstrap_host=upstream.FAKE_BOOTSTRAP_HOST, bootstrap_room=0)
+    assert getattr(scheduler, DOOR)(probe) is False
+    assert scheduler.log == []
+
+
+def test_decode_server_never_refuses(admission, upstream):
+    scheduler = _full(admission, upstream, mode="decode")
+    assert getattr(scheduler, DOOR)(FakeReq("new", 10_000)) is False
+    assert scheduler.log == []
+
+
+def test_no_limits_never_refuse(admission, upstream):
+    scheduler = _full(admission, upstream, max_requests=None, max_tokens=None)
+    assert getattr(scheduler, DOOR)(FakeReq("new", 10**6)) is False
+    assert scheduler.log == []
+
+
+# --- the refused request's decode half ---------------------------------------------------------
+
+
+def _refused(admission, upstream, *rooms):
+    scheduler = _scheduler(admission, upstream)
+    _fill(scheduler, waiting=32)
+    senders = []
+    for room in rooms:
+        req = FakeReq(f"r{room}", 10, bootstrap_room=room)
+        assert getattr(scheduler, DOOR)(req) is True
+        senders.append(req.disagg_kv_sender)
+    scheduler.log.clear()
+    return scheduler, senders
+
+
+def test_decode_half_is_failed_once_it_publishes_its_destination(admission, upstream):
+    poll = upstream.KVPoll
+    scheduler, [sender] = _refused(admission, upstream, 9)
+    reason = scheduler.disagg_prefill_refused[0].reason
+    sender.polls = [poll.Bootstrapping, poll.WaitingForInput]
+
+    getattr(scheduler, RESOLVE)()
+    assert scheduler.log == [] and len(scheduler.disagg_prefill_refused) == 1
+
+    getattr(scheduler, RESOLVE)()
+    assert scheduler.log == [("conclude_failure", 9, reason), ("clear", 9)]
+    assert scheduler.disagg_prefill_refused == []
+
+
+def test_failed_room_is_cleared_without_a_message(admission, upstream):
+    # Decode aborted its half (AbortNotification) or the bootstrap timed out: nothing to tell.
+    scheduler, [sender] = _refused(admission, upstream, 4)
+    sender.polls = [upstream.KVPoll.Failed]
+    getattr(scheduler, RESOLVE)()
+    assert scheduler.log == [("clear", 4)]
+    assert scheduler.disagg_prefill_refused == []
+
+
+def test_each_refused_half_is_resolved_on_its_own(admission, upstream):
+    poll = upstream.KVPoll
+    scheduler, senders = _refused(admission, upstream, 1, 2, 3)
+    for sender, status in zip(senders, (poll.WaitingForInput, poll.Bootstrapping, poll.Failed), strict=True):
+        sender.polls = [status]
+    getattr(scheduler, RESOLVE)()
+    assert [entry[:2] for entry in scheduler.log] == [("conclude_failure", 1), ("clear", 1), ("clear", 3)]
+    assert [half.sender for half in scheduler.disagg_prefill_refused] == [senders[1]]
+
+
+# --- startup -----------------------------------------------------------------------------------
+
+
+def test_negative_token_cap_is_refused_at_startup(admission, upstream):
+    with pytest.raises(ValueError, match="--max-queued-tokens must be >= 0"):
+        _scheduler(admission, upstream, max_tokens=-1)
+
+
+def test_decode_server_says_it_ignores_the_limits(admission, upstream, caplog):
+    with caplog.at_level(logging.WARNING):
+        _scheduler(admission, upstream, mode="decode")
+    [record] = caplog.records
+    for needle in ("--max-queued-requests and --max-queued-tokens", "prefill server"):
+        assert needle in record.getMessage(), record.getMessage()
+
+
+def test_colocated_server_says_it_ignores_the_token_cap(admission, upstream, caplog):
+    with caplog.at_level(logging.WARNING):
+        _scheduler(admission, upstream, mode="null")
+    [record] = caplog.records
+    assert "--max-queued-tokens" in record.getMessage()
+
+
+def test_prefill_server_starts_quietly(admission, upstream, caplog):
+    with caplog.at_level(logging.WARNING):
+        scheduler = _scheduler(admission, upstream)
+    assert caplog.records == []
+    assert scheduler.max_queued_tokens == RECOMMENDED_TOKENS
+    assert scheduler.disagg_prefill_refused == []
+
+
+# --- where the scheduler calls it --------------------------------------------------------------
 
 
 def _mode_of(test):
@@ -133,18 +542,20 @@ def _calls(nodes, name):
     return found
 
 
+def _method(tree, cls, name):
+    klass = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == cls)
+    return klass, next(node for node in klass.body if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
 @pytest.fixture(scope="module")
-def add_request_branches(patched_tree):
+def scheduler_ast(patched_tree):
     path = patched_tree.joinpath(*SRT, "managers", "scheduler.py")
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    scheduler = next(
-        node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Scheduler"
-    )
-    method = next(
-        node
-        for node in scheduler.body
-        if isinstance(node, ast.FunctionDef) and node.name == "_add_request_to_queue"
-    )
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def add_request_branches(scheduler_ast):
+    _, method = _method(scheduler_ast, "Scheduler", "_add_request_to_queue")
     branches = {}
     for node in ast.walk(method):
         if isinstance(node, ast.If):
@@ -154,34 +565,65 @@ def add_request_branches(patched_tree):
     return branches
 
 
-@pytest.mark.parametrize("mode", ["PREFILL", "DECODE"])
-def test_scheduler_checks_the_limit_in_disaggregation_branch(add_request_branches, mode):
-    assert mode in add_request_branches, sorted(add_request_branches)
-    body = add_request_branches[mode]
-    calls = _calls(body, CHECK_FN)
-    assert calls, f"DisaggregationMode.{mode} branch does not call {CHECK_FN}"
-    # The check must run before the request reaches the queue's `add`.
-    first_add = min(call.lineno for call in _calls(body, "add"))
-    assert min(call.lineno for call in calls) < first_add
+def test_scheduler_has_the_admission_mixin(scheduler_ast):
+    klass, _ = _method(scheduler_ast, "Scheduler", "_add_request_to_queue")
+    assert MIXIN in [getattr(base, "id", None) for base in klass.bases]
+
+
+def test_prefill_branch_checks_before_prefetch_and_queue(add_request_branches):
+    body = add_request_branches["PREFILL"]
+    [door] = _calls(body, DOOR)
+    assert door.lineno < min(call.lineno for call in _calls(body, "_prefetch_kvcache"))
+    assert door.lineno < min(call.lineno for call in _calls(body, "add"))
+
+
+def test_decode_branch_admits_everything(add_request_branches):
+    assert not _calls(add_request_branches["DECODE"], DOOR)
 
 
 def test_null_branch_keeps_upstream_check(add_request_branches):
     assert _calls(add_request_branches["NULL"], "_abort_on_queued_limit")
 
 
-def test_help_text_no_longer_says_ignored_in_disaggregation_mode(patched_tree):
+def test_init_disaggregation_reads_the_token_cap(scheduler_ast):
+    _, method = _method(scheduler_ast, "Scheduler", "init_disaggregation")
+    [call] = _calls([method], "init_disagg_admission")
+    assert ast.unparse(call.args[0]) == "get_schedule().max_queued_tokens"
+
+
+def test_every_prefill_loop_resolves_refused_halves(patched_tree):
+    # pop_bootstrapped runs on every pass of the normal, overlap and PP prefill loops.
+    tree = ast.parse(patched_tree.joinpath(*SRT, "disaggregation", "prefill.py").read_text(encoding="utf-8"))
+    _, method = _method(tree, "PrefillBootstrapQueue", "pop_bootstrapped")
+    [call] = _calls([method], RESOLVE)
+    assert ast.unparse(call.func) == f"self.scheduler.{RESOLVE}"
+    first_return = min(node.lineno for node in ast.walk(method) if isinstance(node, ast.Return))
+    assert call.lineno < first_return
+
+
+def _help(patched_tree, field_name):
     path = patched_tree.joinpath(*SRT, "arg_groups", "fields", "schedule.py")
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    help_texts = [
+    texts = [
         node.value
         for stmt in ast.walk(tree)
-        if isinstance(stmt, ast.AnnAssign)
-        and isinstance(stmt.target, ast.Name)
-        and stmt.target.id == "max_queued_requests"
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+        and stmt.target.id == field_name
         for node in ast.walk(stmt.annotation)
         if isinstance(node, ast.Constant) and isinstance(node.value, str)
     ]
-    assert help_texts, "max_queued_requests has no help text"
-    text = " ".join(help_texts)
-    assert "ignored" not in text.lower(), text
-    assert "disaggregation" in text.lower(), text
+    assert texts, f"{field_name} has no help text"
+    return " ".join(texts)
+
+
+def test_help_says_where_the_request_cap_is_enforced(patched_tree):
+    text = _help(patched_tree, "max_queued_requests")
+    assert "ignored when using disaggregation-mode" not in text, text
+    for needle in ("enforced on the prefill server", "decode half", "a decode server ignores it"):
+        assert needle in text, (needle, text)
+
+
+def test_token_cap_flag_exists_with_its_help(patched_tree):
+    text = _help(patched_tree, "max_queued_tokens")
+    for needle in ("input tokens waiting for prefill", "503", "admitted whatever its length"):
+        assert needle in text, (needle, text)

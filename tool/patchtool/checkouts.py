@@ -54,6 +54,23 @@ def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: M
     return series_record(pin, base, [(lp.id, lp.entry.file, lp.path.read_bytes()) for lp in loaded], commits)
 
 
+def branch_and_record(project: Project, repo: git.Repo, names: CheckoutBranch,
+                      why: str) -> tuple[str, str, dict[str, Any]]:
+    """(tip, base, record) of a checkout branch of this repository; UsageError when the branch or
+    the record of the series it was made from is missing (``why``: what that record is needed for)."""
+    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
+    if tip is None or base is None:
+        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
+                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
+                              "they were made in, so a moved or copied repository starts without one")
+    record = names.load_record(repo)
+    if record is None:
+        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so {why}",
+                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
+                              "commits over with `git cherry-pick`")
+    return tip, base, record
+
+
 def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
     """What changed in the series since ``record``: what an export from that checkout would undo.
     Metadata is not compared: export keeps the manifest's metadata as it finds it."""

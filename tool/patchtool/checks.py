@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import git, retread
+from . import git, gpuresults, retread
 from .errors import InvalidInput, PatchtoolError, Problem
-from .manifest import MANIFEST_NAME, PLACEHOLDER, Assumption, PatchEntry
+from .manifest import GPU_CHECKS_DIR, MANIFEST_NAME, PLACEHOLDER, Assumption, PatchEntry, key_line
 from .patchfile import PatchFile
 from .paths import read_inside
 from .project import PATCHES_DIR, Project
@@ -109,6 +110,8 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
             problems += retread.override_problems(project, registry)
             findings = retread.guard_series(registry, loaded)
             problems += [retread.finding_problem(f) for f in findings if not f.override]
+    problems += gpu_run_problems(root, project.manifest.patches)
+    problems += gpuresults.load_all(root)[1]
     try:
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
@@ -146,6 +149,58 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
     return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
                        series=series, assumptions=tuple(assumptions), registry_entries=registry_entries,
                        retread=tuple(findings))
+
+
+def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]:
+    """Every ``gpu_verification.run`` must be a command that runs checks under tests/gpu, and every
+    check it names must exist, so `status` can match a results file to it."""
+    text = read_inside(root, MANIFEST_NAME).decode("utf-8")
+    problems: list[Problem] = []
+    for i, entry in enumerate(entries):
+        for j, gpu in enumerate(entry.gpu_verification):
+            key = f"patch[{i}].gpu_verification[{j}].run"
+            try:
+                selectors = gpu.selectors()
+            except ValueError as exc:
+                why, hint = str(exc), ("what to compare against goes in 'expect'; a benchmark against a "
+                                       "deployment is a check under tests/gpu that drives it "
+                                       "(gpu_support.require_deployment())")
+            else:
+                missing = [m for s in selectors if (m := _missing_check(root, s))]
+                if not missing:
+                    continue
+                why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
+            problems.append(Problem(file=MANIFEST_NAME, line=key_line(text, key), patch=entry.id, key=key,
+                                    code="gpu-run", message=why, hint=hint))
+    return problems
+
+
+def _missing_check(root: Path, selector: str) -> str | None:
+    """What a selector names that is not there: its file, or the test function (or class) in it."""
+    path, _, node = selector.partition("::")
+    path = path.rstrip("/")
+    if path == GPU_CHECKS_DIR:
+        return None if (root / path).is_dir() else f"{path}/ does not exist"
+    try:
+        source = read_inside(root, path).decode("utf-8")
+    except FileNotFoundError:
+        return f"{path} does not exist"
+    except (InvalidInput, UnicodeDecodeError) as exc:
+        return f"{path} cannot be read: {exc}"
+    if not node:
+        return None
+    try:
+        body = ast.parse(source).body
+    except SyntaxError as exc:
+        return f"{path} does not parse: {exc}"
+    for name in node.split("::"):
+        name = name.split("[", 1)[0]  # a parametrised id names its function
+        found = next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                      and n.name == name), None)
+        if found is None:
+            return f"{path} has no {name}"
+        body = found.body if isinstance(found, ast.ClassDef) else []
+    return None
 
 
 def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:

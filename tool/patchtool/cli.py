@@ -250,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--env", action="append", help="Knob: NAME or NAME=VALUES-REGEX (repeat).")
     sp.add_argument("--config", action="append", help="Knob: config key or KEY=VALUES-REGEX.")
     sp.add_argument("--pattern", action="append", help="Knob: a code pattern (regex).")
+    sp.add_argument("--unguarded", help="What no knob can express (needed when there is no knob).")
     sp.add_argument("--from-file", type=Path, help="A TOML file with one [[rejected]] table.")
     sp.add_argument("--edit", action="store_true", help="Fill a template in $EDITOR.")
 
@@ -526,7 +527,7 @@ def retread_add(args: argparse.Namespace) -> None:
             entry = retread.entry_from_text(args.from_file.read_text(encoding="utf-8"), str(args.from_file))
         else:
             fields = {"id": args.ident, "title": args.title, "tried": args.tried, "verdict": args.verdict,
-                      "reason": args.reason, "revisit": args.revisit}
+                      "reason": args.reason, "revisit": args.revisit, "unguarded": args.unguarded}
             entry = {k: v for k, v in fields.items() if v is not None}
             evidence = {k: getattr(args, k) for k in ("metric", "before", "after", "change", "hardware", "model",
                                                        "upstream", "date", "source") if getattr(args, k) is not None}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import Commands, _cache, _emit, _root, _run
+from .cli import Commands, _cache, _emit, _knob, _root, _run
 from .errors import ExitCode, UsageError
 from .project import Project
 from .report import Style
@@ -34,6 +34,12 @@ def register(commands: Commands) -> None:
     sp.add_argument("ident", metavar="ID")
     sp.add_argument("--reason", default="", help="Why it leaves the series (recorded).")
     sp.add_argument("--rejected", action="store_true", help="Also into the registry.")
+    sp.add_argument("--flag", action="append", default=[], help="With --rejected: a knob that would re-introduce "
+                                                                "it, --flag or --flag=VALUES-REGEX (repeat).")
+    sp.add_argument("--env", action="append", default=[], help="With --rejected: NAME or NAME=VALUES-REGEX.")
+    sp.add_argument("--config", action="append", default=[], help="With --rejected: KEY or KEY=VALUES-REGEX.")
+    sp.add_argument("--pattern", action="append", default=[], help="With --rejected: a code pattern (regex).")
+    sp.add_argument("--unguarded", help="With --rejected and no knob: why no knob can express it.")
 
 
 def checkout(args: argparse.Namespace) -> None:
@@ -123,8 +129,14 @@ def drop(args: argparse.Namespace) -> None:
 
         if not args.reason.strip():
             raise UsageError("drop needs --reason: a dropped patch is recorded with why")
+        knobs = [_knob(kind, k) for kind in ("flag", "env", "config") for k in getattr(args, kind)]
+        knobs += [{"type": "pattern", "name": p, "regex": p} for p in args.pattern]
+        if (knobs or args.unguarded) and not args.rejected:
+            raise UsageError("--flag, --env, --config, --pattern and --unguarded describe a registry entry",
+                             hint="add --rejected")
         project = Project.load(_root(args.root))
-        written = editing.drop(project, ident=args.ident, reason=args.reason, rejected=args.rejected)
+        written = editing.drop(project, ident=args.ident, reason=args.reason, rejected=args.rejected, knobs=knobs,
+                               unguarded=args.unguarded)
         _emit("drop", args.as_json, ExitCode.OK, {"id": args.ident, "written": written},
               f"dropped {args.ident}: {args.reason}" + (" (recorded in the registry)" if args.rejected else ""))
     _run("drop", args.as_json, body)

@@ -30,18 +30,24 @@ def register(commands: Commands) -> None:
 
 
 def _source_date_epoch(given: int | None) -> int | None:
+    from .wheelzip import LAST_EPOCH
+
     if given is not None:
-        value = given
+        value, where = given, f"--source-date-epoch {given}"
     elif os.environ.get("SOURCE_DATE_EPOCH"):
         try:
             value = int(os.environ["SOURCE_DATE_EPOCH"])
         except ValueError:
             raise UsageError(f"SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']!r} is not a whole number of "
                              "seconds") from None
+        where = f"SOURCE_DATE_EPOCH={value}"
     else:
         return None
     if value < 0:
-        raise UsageError(f"--source-date-epoch {value} is before 1970", hint="give seconds since the epoch, >= 0")
+        raise UsageError(f"{where} is before 1970", hint="give seconds since the epoch, >= 0")
+    if value > LAST_EPOCH:
+        raise UsageError(f"{where} is after 2107-12-31, the last date a wheel (a zip) can carry",
+                         hint=f"give seconds since the epoch, at most {LAST_EPOCH}")
     return value
 
 

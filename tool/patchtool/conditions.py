@@ -1,5 +1,6 @@
 """Machine-checkable conditions on an upstream: a version range, a regex that appears or
-disappears in a file, a server flag that upstream adds or removes.
+disappears in a file, a server flag that upstream adds or removes; and a measurement recorded
+as having met the condition (it holds until someone acts on it and removes it).
 
 Used by the registry (when to revisit a rejected idea) and by patches (when to drop them).
 """
@@ -30,6 +31,8 @@ class Revisit:
     appears: bool = True  # regex: holds when it appears (True) or when it disappears (False)
     flag: str | None = None  # holds when upstream adds (added) or removes (removed) this flag
     change: str | None = None
+    observed: str | None = None  # a measurement that met the condition: holds, whatever the upstream
+    source: str | None = None  # where the observed measurement comes from
 
     @classmethod
     def read(cls, f: Fields) -> Revisit | None:
@@ -40,12 +43,18 @@ class Revisit:
         appears = f.boolean("appears", required=False)
         flag = f.string("flag", required=False)
         change = f.choice("change", ("added", "removed"), required=False)
+        observed = f.string("observed", required=False)
+        source = f.string("source", required=False)
         f.done()
         kinds = [k for k, present in (("version", version is not None), ("regex", regex is not None),
-                                      ("flag", flag is not None)) if present]
+                                      ("flag", flag is not None), ("observed", observed is not None)) if present]
         if len(kinds) != 1:
             f.problem(None, "a revisit condition is exactly one of: version = '<specifier>'; "
-                            "file + regex (+ appears); flag + change")
+                            "file + regex (+ appears); flag + change; observed + source")
+            return None
+        if (observed is None) != (source is None):
+            f.problem("source" if source is None else "observed",
+                      "a recorded measurement needs observed = '<what was measured>' and its source")
             return None
         if regex is not None and file is None:
             f.problem("file", "a regex condition needs the upstream 'file' to search")
@@ -57,13 +66,16 @@ class Revisit:
         if why is None:
             return None
         return cls(why=why, version=version, file=file, regex=regex,
-                   appears=True if appears is None else appears, flag=flag, change=change)
+                   appears=True if appears is None else appears, flag=flag, change=change,
+                   observed=observed, source=source)
 
     def evaluate(self, *, version: Version, files: Mapping[str, bytes | None],
                  field_files: Mapping[str, bytes | None]) -> tuple[bool, str]:
         """Pure: whether the condition holds for an upstream at ``version`` with these files."""
         if self.version is not None:
             return version in self.version, f"upstream is {version}"
+        if self.observed is not None:
+            return True, f"measured: {self.observed} (source: {self.source})"
         if self.flag is not None:
             present = flag_present(self.flag, field_files)
             holds = present if self.change == "added" else not present
@@ -79,6 +91,8 @@ class Revisit:
             return f"upstream version {self.version}"
         if self.flag is not None:
             return f"upstream {'adds' if self.change == 'added' else 'removes'} {self.flag}"
+        if self.observed is not None:
+            return "a recorded measurement (not evaluated against the upstream)"
         assert self.regex is not None
         return f"/{self.regex.pattern}/ {'appears in' if self.appears else 'disappears from'} {self.file}"
 
@@ -94,6 +108,9 @@ class Revisit:
         if self.flag is not None:
             out["flag"] = self.flag
             out["change"] = self.change
+        if self.observed is not None:
+            out["observed"] = self.observed
+            out["source"] = self.source
         out["why"] = self.why
         return out
 

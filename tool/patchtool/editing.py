@@ -22,6 +22,7 @@ from .cachespace import CheckoutBranch
 from .checkouts import (
     TRAILER,
     BranchCommit,
+    branch_and_record,
     branch_commits,
     changes_since,
     commit_idents,
@@ -119,17 +120,8 @@ def _hint_branch(branch: str) -> str:
 def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
     """(tip, base) of a checkout branch whose series is still the project's; refused
     otherwise, naming what changed."""
-    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
-    if tip is None or base is None:
-        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
-                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
-                              "they were made in, so a moved or copied repository starts without one")
-    record = names.load_record(repo)
-    if record is None:
-        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so "
-                         "exporting it could undo changes made to the series since",
-                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
-                              "commits over with `git cherry-pick`")
+    tip, base, record = branch_and_record(project, repo, names,
+                                          "exporting it could undo changes made to the series since")
     changes = changes_since(record, project)
     if changes:
         raise UsageError(f"the series changed since branch {names.branch!r} was checked out: "
@@ -373,8 +365,10 @@ def export_quilt(project: Project, dest: Path) -> list[str]:
     return [str(out / n) for n in names] + [str(out / "series")]
 
 
-def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[str]:
-    """Take a patch out of the series with the reason; with ``rejected``, into the registry too."""
+def drop(project: Project, *, ident: str, reason: str, rejected: bool, knobs: Sequence[dict[str, Any]] = (),
+         unguarded: str | None = None) -> list[str]:
+    """Take a patch out of the series with the reason; with ``rejected``, into the registry too, guarded
+    by the knobs it added and ``knobs`` (or, with none, ``unguarded``: why no knob can see it)."""
     root = project.root
     try:
         entry = project.manifest.get(ident)
@@ -390,14 +384,21 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool) -> list[s
         if not entry.evidence:
             raise UsageError(f"patch {ident!r} has no evidence rows to carry into the registry",
                              hint="add [[patch.evidence]] first, or drop it without --rejected")
-        _, name, registry_text = retread.added(project, rejection_from(project, ident, reason))
+        rejection = rejection_from(project, ident, reason, knobs=knobs, unguarded=unguarded)
+        if not rejection["knobs"] and not unguarded:
+            raise UsageError(f"patch {ident!r} adds no knob, so its registry entry would be invisible: neither "
+                             "`check` nor `retread scan` could ever see the idea come back",
+                             hint="name what would re-introduce it (--flag, --env, --config, --pattern), or say "
+                                  "why nothing can with --unguarded \"...\"")
+        _, name, registry_text = retread.added(project, rejection)
         extra[name] = registry_text  # the registry entry and the drop: one transaction
     text = paths.read_inside(root, entry.file).decode("utf-8")
     return _write_all(root, {**extra, moved: text}, manifest_text(doc), remove=[entry.file], moves={})
 
 
-def rejection_from(project: Project, ident: str, reason: str) -> dict[str, Any]:
-    """A registry entry for a dropped patch, with its evidence and the knobs it added."""
+def rejection_from(project: Project, ident: str, reason: str, *, knobs: Sequence[dict[str, Any]] = (),
+                   unguarded: str | None = None) -> dict[str, Any]:
+    """A registry entry for a dropped patch, with its evidence, the knobs it added and ``knobs``."""
     e = project.manifest.get(ident)
     hardware = ", ".join(e.scope.hardware) if e.scope else None
     model = ", ".join(e.scope.model) if e.scope else None
@@ -416,6 +417,7 @@ def rejection_from(project: Project, ident: str, reason: str) -> dict[str, Any]:
             row["conditions"] = dict(m.conditions)
         row["source"] = m.source
         evidence.append(row)
-    knobs = [{"type": k.type.value, "name": k.name} for k in e.knobs if k.relation.value == "adds"]
-    return {"id": ident, "title": f"patch {ident}", "tried": e.why.strip(), "verdict": "rejected",
-            "reason": reason, "revisit": e.drop_when, "evidence": evidence, "knobs": knobs}
+    added = [{"type": k.type.value, "name": k.name} for k in e.knobs if k.relation.value == "adds"]
+    out = {"id": ident, "title": f"patch {ident}", "tried": e.why.strip(), "verdict": "rejected",
+           "reason": reason, "revisit": e.drop_when, "evidence": evidence, "knobs": added + list(knobs)}
+    return out | ({"unguarded": unguarded} if unguarded else {})

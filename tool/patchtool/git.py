@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from .errors import GitError, UsageError
+from .paths import tree_path_problem
 
 FIXED_IDENT = ("patchtool", "patchtool@localhost")
 T = TypeVar("T")
@@ -100,7 +101,11 @@ class Repo:
         self.git("update-ref", "-d", ref, check=False)
 
     def fast_import(self, stream: Iterable[bytes], *options: str) -> None:
-        """Feed a fast-import stream; refs move only when the whole stream is in."""
+        """Feed a fast-import stream; refs move only when the whole stream is in. A crash report
+        git leaves behind is removed: its gist is in the error, and a stale one from a killed
+        process is swept before the next import."""
+        for stale in self.git_dir.glob("fast_import_crash_*"):
+            stale.unlink(missing_ok=True)
         cmd = ["git", f"--git-dir={self.git_dir}", "fast-import", "--quiet", "--date-format=raw",
                "--done", *options]
         with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -110,12 +115,19 @@ class Repo:
                 for chunk in stream:
                     proc.stdin.write(chunk)
                 proc.stdin.close()
+            except BrokenPipeError:
+                pass  # git stopped reading: its exit status and stderr say why
             except BaseException:
                 proc.kill()
+                proc.wait()
+                (self.git_dir / f"fast_import_crash_{proc.pid}").unlink(missing_ok=True)
                 raise
             err = proc.stderr.read()
             if proc.wait() != 0:
-                raise GitError(f"git fast-import failed: {err.decode(errors='replace').strip()}")
+                (self.git_dir / f"fast_import_crash_{proc.pid}").unlink(missing_ok=True)
+                lines = [ln for ln in err.decode(errors="replace").splitlines()
+                         if not ln.startswith("fast-import: dumping crash report")]
+                raise GitError(f"git fast-import failed: {chr(10).join(lines).strip()}")
 
     def cat_files(self, tree: str, paths: Sequence[str]) -> dict[str, bytes | None]:
         """Contents of ``paths`` in ``tree`` (None where absent), one git process for all."""
@@ -202,6 +214,17 @@ class Repo:
         res = self.git("fetch", "--quiet", "--no-tags", url, refspec, check=False)
         if res.returncode != 0:
             raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.decode(errors='replace').strip()}")
+
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Repo]:
+        """A throwaway repository that borrows this one's objects: fetch into it to look at what a
+        remote has, and keep what it fetched only by fetching that from it. This repository gains
+        nothing it was not asked to keep, not even the history of a ref that turned out wrong."""
+        with tempfile.TemporaryDirectory(prefix="patchtool-scratch-") as tmp:
+            scratch = Repo.init_bare(Path(tmp))
+            (scratch.git_dir / "objects" / "info" / "alternates").write_text(
+                f"{(self.git_dir / 'objects').absolute()}\n")
+            yield scratch
 
     # -- replaying a series in memory (rebase, scan) -----------------------------------------
     @contextlib.contextmanager
@@ -303,11 +326,17 @@ class Repo:
                 i += 1
         return found
 
-    def write_commits(self, parent: str, commits: Sequence[NewCommit], *, ref: str) -> list[str]:
-        """A chain of commits on ``parent`` written by one ``git fast-import``, which leaves ``ref``
-        at the last (name it in the caller's namespace of the cache): their shas, in order."""
+    def write_commits(self, parent: str | None, commits: Sequence[NewCommit], *, ref: str) -> list[str]:
+        """A chain of commits on ``parent`` (None: the first is a root commit) written by one
+        ``git fast-import``, which leaves ``ref`` at the last (name it in the caller's namespace of
+        the cache): their shas, in order."""
         if not commits:
             return []
+        for c in commits:
+            for f in c.files:
+                why = tree_path_problem(f.path)
+                if why is not None:  # callers validate their paths; this keeps any slip out of git
+                    raise GitError(f"refusing to write {f.path!r} into a commit: {why}")
         fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
         os.close(fd)
         try:
@@ -496,30 +525,53 @@ def _split_patches(text: str) -> list[str]:
     return out
 
 
+_FAST_IMPORT_ESCAPES = {ord("\\"): b"\\\\", ord('"'): b'\\"', ord("\n"): b"\\n", ord("\t"): b"\\t"}
+
+
 def _quote_path(path: str) -> bytes:
-    if path.startswith('"') or any(c in path for c in "\n\\"):
-        return b'"' + path.encode("utf-8", "surrogateescape").replace(b"\\", b"\\\\").replace(
-            b'"', b'\\"').replace(b"\n", b"\\n") + b'"'
-    return path.encode("utf-8", "surrogateescape")
+    """``path`` as git fast-import reads it ("Paths" in ``git help fast-import``): verbatim, or
+    C-style quoted when it starts with a double quote or holds a control character (a newline
+    would end the command; a quote at the start would make git unquote it)."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if not raw.startswith(b'"') and not any(b < 0x20 or b == 0x7F for b in raw):
+        return raw
+    out = bytearray(b'"')
+    for b in raw:
+        if b in _FAST_IMPORT_ESCAPES:
+            out += _FAST_IMPORT_ESCAPES[b]
+        elif b < 0x20 or b == 0x7F:
+            out += b"\\%03o" % b
+        else:
+            out.append(b)
+    return bytes(out + b'"')
 
 
-def _commit_stream(parent: str, commits: Sequence[NewCommit], ref: str) -> Iterator[bytes]:
+def _commit_stream(parent: str | None, commits: Sequence[NewCommit], ref: str) -> Iterator[bytes]:
+    """The fast-import stream for a chain of commits on ``parent``, ending in ``done``."""
     for n, c in enumerate(commits, 1):
-        message = c.message.encode()
-        out = [f"commit {ref}\nmark :{n}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n".encode(),
-               b"data %d\n" % len(message), message, b"\n",
-               f"from {parent if n == 1 else f':{n - 1}'}\n".encode()]
-        for f in c.files:
-            path = _quote_path(f.path)
-            if f.mode is None:
-                out.append(b"D " + path + b"\n")
-            elif f.data is None:
-                out.append(f"M {f.mode} {f.blob} ".encode() + path + b"\n")
-            else:
-                out.append(f"M {f.mode} inline ".encode() + path + b"\n" + b"data %d\n" % len(f.data))
-                out += [f.data, b"\n"]
-        yield b"".join(out) + b"\n"
+        yield from _commit_command(n, c, ref, parent if n == 1 else f":{n - 1}")
     yield b"done\n"
+
+
+def _commit_command(mark: int, c: NewCommit, ref: str, parent: str | None) -> Iterator[bytes]:
+    """One ``commit`` command, its new contents inline: the one place a commit and the paths of
+    its files are written to a stream git reads."""
+    message = c.message.encode()
+    yield (f"commit {ref}\nmark :{mark}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n"
+           .encode() + b"data %d\n" % len(message) + message + b"\n")
+    if parent is not None:
+        yield f"from {parent}\n".encode()
+    for f in c.files:
+        path = _quote_path(f.path)
+        if f.mode is None:
+            yield b"D " + path + b"\n"
+        elif f.data is None:
+            yield f"M {f.mode} {f.blob} ".encode() + path + b"\n"
+        else:
+            yield f"M {f.mode} inline ".encode() + path + b"\n" + b"data %d\n" % len(f.data)
+            yield f.data
+            yield b"\n"
+    yield b"\n"
 
 
 @functools.cache

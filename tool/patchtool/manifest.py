@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -298,6 +299,57 @@ class GpuCheck:
         if self.hardware:
             out["hardware"] = self.hardware
         return out
+
+    def selectors(self) -> tuple[str, ...]:
+        """The GPU checks ``run`` selects (pytest node ids or paths under tests/gpu); ValueError with
+        the message `check` shows when ``run`` is not such a command (prose, say)."""
+        return gpu_run_selectors(self.run)
+
+
+GPU_CHECKS_DIR = "tests/gpu"
+_PYTEST_FLAGS = frozenset({"-q", "-v", "-vv", "-x", "-s", "-ra", "-rA", "--no-header"})  # select nothing
+_RUN_FORMS = ("python -m pytest tests/gpu/FILE.py::TEST", "python tests/gpu/run.py [tests/gpu/...]",
+              "nox -s gpu [-- tests/gpu/...]")
+
+
+def gpu_run_selectors(run: str) -> tuple[str, ...]:
+    """Pure: the checks a ``gpu_verification.run`` command selects, by the forms it may take:
+    ``python -m pytest SEL...`` (or ``pytest SEL...``), ``python tests/gpu/run.py [SEL...]`` and
+    ``nox -s gpu [-- SEL...]``, every SEL a path or node id under tests/gpu. A command is what a
+    results file can be matched to; anything else is refused."""
+    try:
+        argv = shlex.split(run)
+    except ValueError:  # an unclosed quote: prose with an apostrophe, most likely
+        argv = []
+    rest: list[str] | None = None
+    if argv[:1] in (["python"], ["python3"]) and argv[1:3] == ["-m", "pytest"]:
+        rest = [a for a in argv[3:] if a not in _PYTEST_FLAGS]
+    elif argv[:1] == ["pytest"]:
+        rest = [a for a in argv[1:] if a not in _PYTEST_FLAGS]
+    elif argv[:1] in (["python"], ["python3"]) and argv[1:2] == [f"{GPU_CHECKS_DIR}/run.py"]:
+        rest = argv[2:] or [GPU_CHECKS_DIR]
+    elif argv[:3] == ["nox", "-s", "gpu"]:
+        rest = argv[4:] if argv[3:4] == ["--"] else argv[3:]
+        rest = rest or [GPU_CHECKS_DIR]
+    if rest is None:
+        raise ValueError(f"not a command that runs checks under tests/gpu: {_clip(run)}; write one of "
+                         f"{', '.join(repr(f) for f in _RUN_FORMS)}")
+    if not rest:
+        raise ValueError(f"{_clip(run)} names no check; name it, e.g. '{_RUN_FORMS[0]}'")
+    for arg in rest:
+        path = arg.split("::", 1)[0].rstrip("/")
+        if arg.startswith("-"):
+            raise ValueError(f"{_clip(run)}: option {arg!r} is not allowed; select checks by node id "
+                             f"({GPU_CHECKS_DIR}/FILE.py::TEST) so results can be matched to them")
+        if path != GPU_CHECKS_DIR and not (path.startswith(f"{GPU_CHECKS_DIR}/") and path.endswith(".py")):
+            raise ValueError(f"{_clip(run)}: {arg!r} is not a check under {GPU_CHECKS_DIR}/ "
+                             f"(a path or node id such as {GPU_CHECKS_DIR}/test_0002_mma.py::test_name)")
+    return tuple(rest)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from .errors import InvalidInput, Problem
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME_MAX = 255  # bytes in one file name: NAME_MAX of ext4, xfs and btrfs
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # git's is_ntfs_dotgit: ".git" with trailing dots or spaces, and the 8.3 short name "git~1"
 _DOTGIT = re.compile(r"^(?:\.git[. ]*|git~1)$", re.IGNORECASE)
@@ -30,8 +31,9 @@ def tree_path_problem(path: str) -> str | None:
     """Why ``path`` cannot name a file in a tree, or None when it can.
 
     Refused: the empty path, control characters (a newline would end a line of a git stream),
-    absolute paths and drive letters, backslashes, empty, ``.`` and ``..`` components, and a
-    ``.git`` component in any case or spelling git treats as one."""
+    absolute paths and drive letters, backslashes, empty, ``.`` and ``..`` components, a
+    ``.git`` component in any case or spelling git treats as one, and a name no filesystem holds
+    (git takes it, but every checkout of it fails)."""
     if not path:
         return "the path is empty"
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
@@ -46,6 +48,8 @@ def tree_path_problem(path: str) -> str | None:
                 f"path {path!r} escapes the tree"
         if _DOTGIT.match(part) or _DOTGIT.match(part.translate(_HFS_IGNORED)):
             return f"path {path!r} touches .git/"
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            return f"path {path!r} has a name longer than {NAME_MAX} bytes, which no checkout can create"
     return None
 
 

@@ -13,7 +13,9 @@ import dataclasses
 import hashlib
 import importlib.metadata
 import json
+import os
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from email.parser import HeaderParser
 from pathlib import Path
@@ -22,6 +24,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from . import record as wheelrecord
+from .artifacts import damage, damaged_as_error
 from .errors import InvalidInput, Problem, UsageError
 from .fields import Fields, raise_if
 from .upstream import Pin
@@ -126,6 +130,7 @@ class Provenance:
     files: tuple[FileRecord, ...]
     package_copy: str | None = None  # this record's copy inside the package, if any
     source_date_epoch: int | None = None
+    payload: wheelrecord.Payload | None = None  # the installed files as built (records before it lack it)
     schema: int = SCHEMA
 
     @classmethod
@@ -151,6 +156,12 @@ class Provenance:
         tip = f.string("tip")
         package_copy = f.string("package_copy", required=False)
         epoch = f.integer("source_date_epoch", required=False)
+        payload = None
+        if (pf := f.table("payload", required=False)) is not None:
+            files_count, digest = pf.integer("files", minimum=0), pf.string("sha256")
+            pf.done()
+            if files_count is not None and digest is not None:
+                payload = wheelrecord.Payload(files=files_count, sha256=digest)
         patches = tuple(PatchRecord.read(t) for t in f.tables("patches", required=True))
         files = tuple(FileRecord.read(t) for t in f.tables("files", required=True))
         f.done()
@@ -158,7 +169,7 @@ class Provenance:
         assert pin and version and series_hash and upstream and base and tip
         return cls(tool_version=tool_version, pin=pin, version=version, series_hash=series_hash,
                    upstream=upstream, base=base, tip=tip, patches=patches, files=files,
-                   package_copy=package_copy, source_date_epoch=epoch)
+                   package_copy=package_copy, source_date_epoch=epoch, payload=payload)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -175,6 +186,8 @@ class Provenance:
             out["package_copy"] = self.package_copy
         if self.source_date_epoch is not None:
             out["source_date_epoch"] = self.source_date_epoch
+        if self.payload is not None:
+            out["payload"] = self.payload.to_dict()
         out["patches"] = [p.to_dict() for p in self.patches]
         out["files"] = [f.to_dict() for f in self.files]
         return out
@@ -222,6 +235,8 @@ class ProvenanceReport:
     provenance: Provenance
     checks: tuple[FileCheck, ...]
     problems: tuple[Problem, ...]
+    record_listed: int = 0  # files RECORD vouches for (by hash and size)
+    record_matched: int = 0  # of them, those that are as RECORD says
 
     @property
     def ok(self) -> bool:
@@ -230,7 +245,9 @@ class ProvenanceReport:
     def to_dict(self) -> dict[str, Any]:
         return {"target": self.target, "kind": self.kind, "location": self.location,
                 "metadata_version": self.metadata_version, "provenance": self.provenance.to_dict(),
-                "files": [c.to_dict() for c in self.checks], "problems": [p.to_dict() for p in self.problems]}
+                "files": [c.to_dict() for c in self.checks],
+                "record": {"listed": self.record_listed, "matched": self.record_matched},
+                "problems": [p.to_dict() for p in self.problems]}
 
 
 def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
@@ -293,30 +310,84 @@ def _check_files(prov: Provenance,
     return checks, problems
 
 
+def _check_record(prov: Provenance, text: str | None, read: Callable[[str], bytes | None], present: Sequence[str],
+                  *, record: str, installed: bool, reported: set[str]) -> tuple[int, int, list[Problem]]:
+    """Every file against RECORD, and RECORD against the payload the build recorded: (files listed
+    with a hash, files that match, problems). Files ``reported`` already (by the series check) are
+    not reported twice."""
+    if text is None:
+        return 0, 0, [Problem(file=record, code="record", message="is missing: nothing vouches for the files",
+                              hint="this is not the build the record describes")]
+    rows, bad = wheelrecord.parse(text, record)
+    payload_problem = []
+    if prov.payload is not None:
+        here = wheelrecord.Payload.of(wheelrecord.payload_rows(
+            rows.values(), dist_info=record.rpartition("/")[0], package_copy=prov.package_copy, installed=installed))
+        if here != prov.payload:
+            payload_problem.append(Problem(
+                file=record, code="payload",
+                message=f"lists {here.files} package files (payload sha256 {here.sha256[:16]}...), but the build "
+                        f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
+                        "changed, added or removed and RECORD rewritten after the build",
+                hint="this is not the build the record describes"))
+    # an installer lists the .pyc files it compiles without a hash; a wheel has none of those
+    matched, mismatched = wheelrecord.verify(rows, read, record=record,
+                                             unhashed_ok=lambda p: installed and p.endswith(".pyc"))
+    bad += mismatched + wheelrecord.unlisted(present, rows, record=record)
+    listed = sum(1 for r in rows.values() if r.hash)
+    problems = [Problem(file=m.path, code="record", message=m.reason,
+                        hint="this is not the build the record describes")
+                for m in bad if m.path not in reported]
+    return listed, matched, problems + payload_problem
+
+
+def _reported(problems: Sequence[Problem]) -> set[str]:
+    return {p.file for p in problems if p.file}
+
+
 def read_wheel(path: Path) -> ProvenanceReport:
     label = path.name
-    with zipfile.ZipFile(path) as zf:
-        names = set(zf.namelist())
+    with damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"), \
+            zipfile.ZipFile(path) as zf:
+        names = {i.filename for i in zf.infolist() if not i.is_dir()}
+
+        def read(member: str) -> bytes | None:
+            if member not in names:
+                return None
+            try:
+                return zf.read(member)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+                raise InvalidInput(f"{label}: entry {member!r} is damaged and cannot be read ({damage(exc)})",
+                                   file=label,
+                                   hint="the wheel file is damaged; build it again") from None
+
         records = sorted(n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{DIST_INFO_FILE}"))
         if not records:
             raise InvalidInput(f"{label} has no patchtool provenance (no *.dist-info/{DIST_INFO_FILE}): "
                                "it was not built by `patchtool build`", file=label)
-        raw = zf.read(records[0])
+        raw = read(records[0]) or b""
         prov = _parse(raw, f"{label}:{records[0]}")
         dist_info = records[0].split("/", 1)[0]
-        meta = zf.read(f"{dist_info}/METADATA") if f"{dist_info}/METADATA" in names else b""
+        meta = read(f"{dist_info}/METADATA") or b""
         version = HeaderParser().parsestr(meta.decode("utf-8", "replace")).get("Version")
         problems = _version_problem(prov, version, label)
         if prov.package_copy is not None:
-            copy = zf.read(prov.package_copy) if prov.package_copy in names else None
+            copy = read(prov.package_copy)
             if copy != raw:
                 problems.append(Problem(file=prov.package_copy, code="copy",
                                         message="the package's copy of the provenance record "
                                                 f"{'is missing' if copy is None else 'differs'}"))
-        checks, file_problems = _check_files(prov, lambda p: zf.read(p) if p in names else None)
+        checks, file_problems = _check_files(prov, read)
+        problems += file_problems
+        record = f"{dist_info}/RECORD"
+        text = read(record)
+        listed, matched, record_problems = _check_record(
+            prov, text.decode("utf-8", "replace") if text is not None else None, read, sorted(names), record=record,
+            installed=False, reported=_reported(problems))
     return ProvenanceReport(target=str(path), kind="wheel", location=str(path.absolute()),
                             metadata_version=version, provenance=prov, checks=tuple(checks),
-                            problems=tuple(problems + file_problems))
+                            problems=tuple(problems + record_problems), record_listed=listed,
+                            record_matched=matched)
 
 
 def read_installed(dist: importlib.metadata.Distribution, *, target: str, location: str) -> ProvenanceReport:
@@ -328,10 +399,16 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
                            file=location)
     raw = text.encode()
     prov = _parse(raw, f"{canonicalize_name(name)} {dist.version}: {DIST_INFO_FILE}")
+    root = Path(str(dist.locate_file("")))
 
     def read(rel: str) -> bytes | None:
         p = Path(str(dist.locate_file(rel)))
-        return p.read_bytes() if p.is_file() else None
+        if not p.is_file():  # never a device or a pipe a hostile RECORD names
+            return None
+        try:
+            return p.read_bytes()
+        except OSError as exc:
+            raise InvalidInput(f"{p} cannot be read: {exc.strerror}", file=str(p)) from None
 
     problems = _version_problem(prov, dist.version, location)
     if prov.package_copy is not None:
@@ -341,6 +418,40 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
                                     message="the package's copy of the provenance record "
                                             f"{'is missing' if copy is None else 'differs'}"))
     checks, file_problems = _check_files(prov, read)
+    problems += file_problems
+    info_dir = _dist_info_dir(dist, root)
+    record = f"{info_dir}/RECORD" if info_dir else "RECORD"
+    present = _package_files(root, prov.package_copy) + (_package_files(root, f"{info_dir}/") if info_dir else [])
+    listed, matched, record_problems = _check_record(prov, dist.read_text("RECORD"), read, present, record=record,
+                                                     installed=True, reported=_reported(problems))
     return ProvenanceReport(target=target, kind="installed", location=location,
                             metadata_version=dist.version, provenance=prov, checks=tuple(checks),
-                            problems=tuple(problems + file_problems))
+                            problems=tuple(problems + record_problems), record_listed=listed,
+                            record_matched=matched)
+
+
+def _dist_info_dir(dist: importlib.metadata.Distribution, root: Path) -> str | None:
+    """The ``.dist-info`` directory's path relative to ``root``, as RECORD names it."""
+    where = getattr(dist, "_path", None)  # PathDistribution's directory: the only way to its name
+    if where is None:
+        return None
+    try:
+        return Path(where).relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def _package_files(root: Path, owned: str | None) -> list[str]:
+    """Every file (byte-compiled caches aside) under the top-level directory of ``owned``, a path
+    the distribution alone owns (its package, its .dist-info): an unlisted one was added later."""
+    if not owned or "/" not in owned:
+        return []
+    top = root / owned.split("/", 1)[0]
+    if top.is_symlink() or not top.is_dir():
+        return []
+    out = []
+    for here, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        rel = Path(here).relative_to(root).as_posix()
+        out += [f"{rel}/{f}" for f in sorted(files)]
+    return out

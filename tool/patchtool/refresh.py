@@ -21,6 +21,7 @@ from . import git, merging
 from .cachespace import CheckoutBranch
 from .checkouts import (
     BranchCommit,
+    branch_and_record,
     branch_commits,
     commit_idents,
     commit_message,
@@ -30,7 +31,7 @@ from .checkouts import (
     require_clean,
     worktree_of,
 )
-from .errors import ExitCode, PatchtoolError, UsageError
+from .errors import ExitCode, PatchtoolError
 from .project import LoadedPatch, Project
 from .series import apply_series
 from .upstream import Cache
@@ -72,16 +73,8 @@ class Refreshed:
 
 def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     repo = cache.repo
-    tip, old_base = repo.resolve(names.ref), repo.resolve(names.base_ref)
-    if tip is None or old_base is None:
-        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
-                         hint="create one with `patchtool checkout`")
-    record = names.load_record(repo)
-    if record is None:
-        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so its "
-                         "own commits cannot be told from the series'",
-                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
-                              "commits over with `git cherry-pick`")
+    tip, old_base, record = branch_and_record(project, repo, names,
+                                              "its own commits cannot be told from the series'")
     worktree = worktree_of(repo, names)
     require_clean(worktree)
     commits = branch_commits(repo, names, old_base, tip)

@@ -20,6 +20,7 @@ from packaging.version import Version
 from .conditions import Revisit
 from .errors import InvalidInput, Problem
 from .fields import Fields, _ident, _regex, load_toml, raise_if
+from .knobs import find_use
 from .manifest import key_line
 from .paths import read_inside
 
@@ -86,6 +87,7 @@ class Guard:
     values: re.Pattern[str] | None = None  # the values that re-introduce it (None: any use)
     regex: re.Pattern[str] | None = None  # for type = "pattern"
     roles: tuple[str, ...] = ()  # only where the deployment has one of these roles
+    strict_roles: bool = False  # with roles: only where the role is known (else also where it is unknown)
     files: tuple[str, ...] = ()  # only in files matching these globs (patterns in code)
     missing: bool = False  # a flag whose ABSENCE from a launch re-introduces the idea
 
@@ -97,9 +99,13 @@ class Guard:
         values = f.parsed("values", _anchored, required=False)
         regex = f.parsed("regex", _regex, required=False)
         roles = f.str_list("roles", required=False) or ()
+        strict_roles = f.boolean("strict_roles", required=False) or False
         files = f.str_list("files", required=False) or ()
         missing = f.boolean("missing", required=False) or False
         f.done()
+        if strict_roles and not roles:
+            f.problem("strict_roles", "strict_roles needs the 'roles' it is strict about")
+            return None
         if missing and (typ != GuardType.FLAG or values is not None):
             f.problem("missing", "only a flag guard without 'values' can be 'missing'")
             return None
@@ -120,16 +126,21 @@ class Guard:
             f.problem("name", f"{name!r} is not an environment variable name")
             return None
         return cls(type=gt, name=name, aliases=tuple(aliases), values=values, regex=regex, roles=roles,
-                   files=files, missing=missing)
+                   strict_roles=strict_roles, files=files, missing=missing)
 
     def applies_to(self, file: str, roles: frozenset[str]) -> bool:
+        """Whether the guard looks at ``file`` serving ``roles`` (empty: the role is not known)."""
         if self.files and not any(fnmatch.fnmatch(file, g) for g in self.files):
             return False
-        return not (self.roles and roles and not roles & set(self.roles))
+        if not self.roles:
+            return True
+        if not roles:
+            return not self.strict_roles
+        return bool(roles & set(self.roles))
 
     def describe(self) -> str:
         vals = f" = /{self.values.pattern}/" if self.values is not None else ""
-        roles = f" (on {', '.join(self.roles)})" if self.roles else ""
+        roles = f" (on {', '.join(self.roles)}{' only' if self.strict_roles else ''})" if self.roles else ""
         if self.missing:
             return f"flag {self.name} missing from an sglang launch{roles}"
         if self.type is GuardType.PATTERN:
@@ -146,6 +157,8 @@ class Guard:
             out["regex"] = self.regex.pattern
         if self.roles:
             out["roles"] = list(self.roles)
+        if self.strict_roles:
+            out["strict_roles"] = True
         if self.files:
             out["files"] = list(self.files)
         if self.missing:
@@ -153,39 +166,8 @@ class Guard:
         return out
 
     def match(self, line: str, *, python: bool = False, following: str = "") -> str | None:
-        """The text in ``line`` that re-introduces the idea, or None.
-
-        In Python source a flag counts only as a string of its own (``"--flag"``, an argument
-        list) or as its field set to a literal: prose that names the flag is not a use. A flag
-        whose value sits on the ``following`` line (one list item per line) is read from there.
-        """
-        found, dangling = self._match(line, python=python)
-        if found is None and dangling and following:
-            found, _ = self._match(f"{line.rstrip()} {following.strip().removeprefix('- ')}", python=python)
-        return found
-
-    def _match(self, line: str, *, python: bool) -> tuple[str | None, bool]:
-        """The use found, and whether a flag stood at the end of the line without its value."""
-        if self.type is GuardType.PATTERN:
-            assert self.regex is not None
-            m = self.regex.search(line)
-            return (m.group(0) if m else None), False
-        dangling = False
-        for name in (self.name, *self.aliases):
-            for pattern, literal in _use_patterns(self.type, name):
-                for m in pattern.finditer(line):
-                    if python and self.type is GuardType.FLAG and not literal and \
-                            line[max(0, m.start() - 1):m.start()] not in ("'", '"'):
-                        continue
-                    value = _unwrap(m.group("value") or "")
-                    if self.values is not None:
-                        ok = self.values.fullmatch(value) is not None
-                        dangling |= not value and not line[m.end():].strip()
-                    else:  # any use of a flag on a command line; a truthy literal in code
-                        ok = not literal or value.lower() not in ("false", "0", "", "none")
-                    if ok:
-                        return m.group(0).strip(), False
-        return None, dangling
+        """The text in ``line`` that re-introduces the idea, or None (``knobs.find_use``)."""
+        return find_use(self, line, python=python, following=following)
 
 
 def _anchored(text: str) -> re.Pattern[str]:
@@ -193,44 +175,6 @@ def _anchored(text: str) -> re.Pattern[str]:
         return re.compile(text)
     except re.error as exc:
         raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
-
-
-def _unwrap(value: str) -> str:
-    """``"1"`` -> ``1``; ``EnvBool(True)`` -> ``True`` (how upstream's environ.py spells defaults)."""
-    value = value.strip().strip("\"'")
-    m = re.fullmatch(r"\w+\((.*)\)", value)
-    return m.group(1).strip("\"'") if m else value
-
-
-_LITERAL = r"(?P<value>True|False|true|false|None|-?\d+(?:\.\d+)?|\"[^\"]*\"|'[^']*')"
-_PATTERNS: dict[tuple[GuardType, str], list[tuple[re.Pattern[str], bool]]] = {}
-
-
-def _use_patterns(typ: GuardType, name: str) -> list[tuple[re.Pattern[str], bool]]:
-    """Regexes that find a use of the knob, each with whether its value must be a truthy literal."""
-    key = (typ, name)
-    if key in _PATTERNS:
-        return _PATTERNS[key]
-    n = re.escape(name)
-    if typ is GuardType.FLAG:
-        field = re.escape(name.lstrip("-").replace("-", "_"))
-        found = [
-            # --flag, --flag value, --flag=value, "--flag", "value" (launch argument lists)
-            (re.compile(rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*[\"']?|\s+)?"
-                        rf"(?P<value>[^\s\"',\])]*)"), False),
-            # the server-args field set in code or JSON: flag_name = True, "flag_name": 4, flag_name: int = 4
-            (re.compile(rf"(?<![\w])[\"']?{field}[\"']?\s*(?::\s*[A-Za-z_][\w\[\], ]*)?\s*[:=]\s*"
-                        + _LITERAL), True),
-        ]
-    elif typ is GuardType.ENV:
-        # NAME=1, export NAME=1, Environment="NAME=1", NAME: "1", os.environ["NAME"] = "1",
-        # and upstream's own default NAME = EnvBool(True)
-        found = [(re.compile(rf"(?<![\w]){n}(?![\w])[\"']?\]?\s*[=:]\s*(?P<value>\w+\([^)]*\)|[\"']?[^\s\"',;]*)"),
-                  False)]
-    else:  # config key: "index_topk": 1024, index_topk = 1024, index_topk: 1024
-        found = [(re.compile(rf"(?<![\w]){n}(?![\w])[\"']?\s*[:=]\s*[\"']?(?P<value>[^\s\"',}}]*)"), False)]
-    _PATTERNS[key] = found
-    return found
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -244,6 +188,7 @@ class Rejection:
     knobs: tuple[Guard, ...]
     revisit: str
     revisit_when: tuple[Revisit, ...] = ()
+    unguarded: str | None = None  # what no knob can express: the guard cannot see it there
 
     @classmethod
     def read(cls, f: Fields) -> Rejection | None:
@@ -257,7 +202,12 @@ class Rejection:
         knobs = [Guard.read(x) for x in f.tables("knobs")]
         revisit = f.string("revisit")
         revisit_when = [Revisit.read(x) for x in f.tables("revisit_when")]
+        unguarded = f.string("unguarded", required=False)
         f.done()
+        if not knobs and not unguarded:
+            f.problem("knobs", "no knob: neither `check` nor `retread scan` could ever see this idea come back",
+                      hint="add [[rejected.knobs]] with what would re-introduce it, or unguarded = "
+                           "\"why no knob can\" to say the guard cannot see it")
         if "evidence" in f.data and not evidence:
             f.problem("evidence", "an entry needs at least one evidence row")
         elif "evidence" not in f.data:
@@ -268,13 +218,16 @@ class Rejection:
             return None
         return cls(id=ident, title=title, tried=tried, verdict=Verdict(verdict), reason=reason,  # type: ignore[arg-type]
                    evidence=tuple(evidence), knobs=tuple(knobs), revisit=revisit,  # type: ignore[arg-type]
-                   revisit_when=tuple(revisit_when))  # type: ignore[arg-type]
+                   revisit_when=tuple(revisit_when), unguarded=unguarded)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "tried": self.tried, "verdict": self.verdict.value,
-                "reason": self.reason, "evidence": [e.to_dict() for e in self.evidence],
-                "knobs": [k.to_dict() for k in self.knobs], "revisit": self.revisit,
-                "revisit_when": [r.to_dict() for r in self.revisit_when]}
+        out = {"id": self.id, "title": self.title, "tried": self.tried, "verdict": self.verdict.value,
+               "reason": self.reason, "evidence": [e.to_dict() for e in self.evidence],
+               "knobs": [k.to_dict() for k in self.knobs], "revisit": self.revisit,
+               "revisit_when": [r.to_dict() for r in self.revisit_when]}
+        if self.unguarded:
+            out["unguarded"] = self.unguarded
+        return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -365,25 +318,14 @@ class Finding:
         return f"{head}: {self.reason}"
 
 
-_ROLE_RE = re.compile(r"disaggregation[-_]mode[\"']?\s*[=:, ]\s*[\"']?(prefill|decode)")
-
-
-def roles_of(text: str, name: str = "") -> frozenset[str]:
-    """The PD roles a deployment file serves, from --disaggregation-mode or its file name."""
-    roles = set(_ROLE_RE.findall(text))
-    lowered = name.lower()
-    for role in ("prefill", "decode"):
-        if role in lowered:
-            roles.add(role)
-    return frozenset(roles)
-
-
 def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: str,
                roles: frozenset[str] = frozenset(), patch: str | None = None,
                overrides: Mapping[str, str] | None = None, target: str | None = None) -> list[Finding]:
     """Pure: every (line number, text) that uses a rejected knob.
 
-    ``target`` is the upstream path the lines belong to when ``file`` is a patch file.
+    ``roles`` are the PD roles the lines serve (empty: not known). ``target`` is the upstream
+    path the lines belong to when ``file`` is a patch file. A line's value may sit on the next
+    line (one list item per line), so each line is read with the one numbered after it.
     """
     path = target or file
     python = path.endswith(".py")
@@ -392,7 +334,8 @@ def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: st
     findings: list[Finding] = []
     numbered = list(lines)
     for i, (number, line) in enumerate(numbered):
-        following = numbered[i + 1][1] if i + 1 < len(numbered) else ""
+        nxt = numbered[i + 1] if i + 1 < len(numbered) else None
+        following = nxt[1] if nxt is not None and nxt[0] == number + 1 else ""
         for entry, guard in guards:
             text = guard.match(line, python=python, following=following)
             if text is None:
@@ -403,27 +346,6 @@ def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: st
                                     text=text, reason=entry.reason, patch=patch, target=target,
                                     override=(overrides or {}).get(entry.id)))
     return findings
-
-
-_LAUNCH_RE = re.compile(r"sglang\.launch_server|sglang\s+serve\b|sglang\.srt\.entrypoints|launch_server\.py")
-
-
-def scan_text(registry: Registry, text: str, *, file: str, name: str = "") -> list[Finding]:
-    """A deployment file: every rejected knob it sets, and every required flag its launch lacks."""
-    roles = roles_of(text, name or file)
-    lines = text.splitlines()
-    findings = scan_lines(registry, enumerate(lines, 1), file=file, roles=roles)
-    launches = [i for i, line in enumerate(lines, 1) if _LAUNCH_RE.search(line)]
-    if launches:
-        for entry in registry.entries:
-            for guard in entry.knobs:
-                if not guard.missing or (guard.roles and not roles & set(guard.roles)):
-                    continue
-                if any(guard.match(line) for line in lines):
-                    continue
-                findings.append(Finding(file=file, line=launches[0], entry=entry.id, knob=guard.describe(),
-                                        text=lines[launches[0] - 1].strip(), reason=entry.reason))
-    return sorted(findings, key=lambda f: (f.line, f.entry))
 
 
 def added_lines(diff: str, offset: int) -> dict[str, list[tuple[int, str]]]:

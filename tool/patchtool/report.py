@@ -12,6 +12,8 @@ from .series import Outcome
 
 if TYPE_CHECKING:  # the renderers read these; importing them all would slow every command's start
     from .checks import CheckReport
+    from .gpuresults import Evidence
+    from .manifest import GpuCheck
     from .provenance import ProvenanceReport
     from .rebasing import RebaseReport
     from .registry import Finding, Registry, Rejection
@@ -129,6 +131,8 @@ def registry_list_text(registry: Registry, style: Style) -> str:
         knobs = ", ".join(k.name for k in e.knobs)
         lines.append(f"  {style.bold(e.id)} [{e.verdict.value}] {e.title}")
         lines.append(f"      {style.dim('knobs: ' + (knobs or 'none'))}")
+        if e.unguarded:
+            lines.append(f"      {style.dim('the guard cannot see: ' + e.unguarded)}")
     return "\n".join(lines)
 
 
@@ -146,6 +150,8 @@ def registry_show_text(e: Rejection, style: Style) -> str:
         lines.append(f"      {style.dim('source: ' + m.source)}")
     lines.append("would be re-introduced by:")
     lines += [f"  - {k.describe()}" for k in e.knobs] or ["  - (no knob)"]
+    if e.unguarded:
+        lines.append(f"the guard cannot see: {e.unguarded}")
     lines.append(f"revisit: {e.revisit}")
     lines += [f"  - when {c.describe()}: {c.why}" for c in e.revisit_when]
     return "\n".join(lines)
@@ -179,11 +185,31 @@ def status_text(report: StatusReport, style: Style) -> str:
                      f"+{p.added}/-{p.removed}  at pin: {applies}")
         for path in p.files:
             lines.append(f"       {style.dim(path)}")
-        for g in p.gpu_verification:
-            lines.append(f"       GPU verification (not run here){' on ' + g.hardware if g.hardware else ''}: "
-                         f"{g.run}")
+        for g, evidence in zip(p.gpu_verification, p.gpu_evidence, strict=True):
+            lines.append(f"       GPU verification{' on ' + g.hardware if g.hardware else ''}: {g.run}")
             lines.append(f"         expect: {g.expect}")
+            lines += [f"         {_evidence_line(e, style)}" for e in evidence] or [
+                f"         {style.bad('no evidence')}: {_no_evidence(g)}"]
+    lines += [f"{style.bad('error')}: {p.render()} (skipped)" for p in report.gpu_results_problems]
     return "\n".join(lines)
+
+
+def _no_evidence(g: GpuCheck) -> str:
+    try:
+        g.selectors()
+    except ValueError:
+        return "'run' is not a command that runs checks under tests/gpu (`patchtool check` says why)"
+    return "no results file in gpu-results/ has a check this runs"
+
+
+def _evidence_line(e: Evidence, style: Style) -> str:
+    """``pass on NVIDIA H200 (sm_90), 2 check(s), gpu-results/x.json``, with what did not pass."""
+    word = {"pass": style.ok, "fail": style.bad}.get(e.outcome, style.dim)(e.outcome)
+    line = f"{word} on {e.hardware}, {len(e.checks)} check(s), {e.started}, {e.file}"
+    if e.current is False:
+        line += f" ({style.bad('for an older version of the patch')})"
+    shown = [c for c in e.checks if c.outcome != "pass"][:3]
+    return "\n           ".join([line, *(f"{c.outcome}: {c.check}: {c.reason}" for c in shown)])
 
 
 _SHORT = {"applied unchanged": "unchanged", "applied with shifted context": "shifted",
@@ -301,6 +327,7 @@ def provenance_text(report: ProvenanceReport, style: Style) -> str:
     bad = [c for c in report.checks if c.state != "ok"]
     lines.append(f"files changed by the series: {len(prov.files)}; in place as built: "
                  f"{len(report.checks) - len(bad)}/{len(report.checks)}")
+    lines.append(f"every file against RECORD: {report.record_matched}/{report.record_listed} as listed")
     if report.problems:
         lines.append(problems_text(report.problems, style))
     else:

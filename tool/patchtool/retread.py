@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import journal, tomlio
+from . import deploy, journal, tomlio
 from . import registry as reg
 from .conditions import ARG_FIELDS_DIR
 from .errors import InvalidInput, Problem, UsageError
@@ -63,7 +63,7 @@ def scan(registry: reg.Registry, paths: Sequence[Path]) -> list[reg.Finding]:
                 raise UsageError(f"{file} does not exist", file=str(file)) from None
             except UnicodeDecodeError:
                 continue  # not a text file: nothing a deployment sets lives there
-            findings += reg.scan_text(registry, text, file=str(file), name=file.name)
+            findings += deploy.scan_text(registry, text, file=str(file), name=file.name)
     return findings
 
 
@@ -102,6 +102,7 @@ tried = ""         # what was tried
 verdict = "rejected"   # rejected | superseded | deprioritized
 reason = ""        # why it was rejected
 revisit = ""       # when to look again (prose)
+# unguarded = ""   # what no knob can express (the guard cannot see it); needed when there is no knob
 
 [[rejected.evidence]]
 metric = ""

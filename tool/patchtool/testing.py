@@ -91,6 +91,7 @@ class Index:
         self.root = root
         self.files: dict[str, Path] = {}
         self.break_next = 0  # how many of the next file downloads are cut half-way
+        self.fail_with: list[int] = []  # HTTP statuses to answer the next file downloads with
         self.requests: list[str] = []
         self.server: http.server.ThreadingHTTPServer | None = None
 
@@ -126,6 +127,9 @@ class Index:
                 m = re.fullmatch(r"/files/(.+)", self.path)
                 if not m or m.group(1) not in index.files:
                     self.send_error(404)
+                    return
+                if index.fail_with:
+                    self.send_error(index.fail_with.pop(0))
                     return
                 data = index.files[m.group(1)].read_bytes()
                 start = 0

@@ -13,25 +13,23 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
-import io
-import json
 import os
 import re
-import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from . import git, paths
-from .errors import InvalidInput, Problem, UpstreamError, UsageError
+from .artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
+from .download import Fetcher, url_problem
+from .errors import GitError, InvalidInput, Problem, UpstreamError, UsageError
 from .fields import Fields, load_toml, raise_if
 
 PINS_DIR = "upstream-pins"
 DEFAULT_INDEX = "https://pypi.org/simple"
-IMPORT_LAYOUT = 1  # bump when the import layout changes: it changes every imported SHA
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -100,6 +98,12 @@ class Artifact:
             if value and not value.endswith("/"):
                 f.problem(name, f"{value!r} must end with '/'")
                 return None
+        if prefix_to and (why := paths.tree_path_problem(prefix_to[:-1])) is not None:
+            f.problem("prefix.to", f"{why}: the import would put files there")
+            return None
+        for name, value in (("index", index), ("url", url)):
+            if value is not None and (why := url_problem(value)) is not None:
+                f.problem(name, f"{value!r} {why}")
         if None in (dist, version, filename, sha256, prefix_from, prefix_to):
             return None
         assert dist and version and filename and sha256 is not None
@@ -222,75 +226,6 @@ class Base:
     source: str  # "artifact" or "git"
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Fetcher:
-    """HTTP downloads with resume and retries; the one place that talks to the network."""
-
-    attempts: int = 4
-    backoff: float = 0.5
-    timeout: float = 60.0
-
-    # urllib, http.client, tarfile and zipfile are imported where they are used: most commands
-    # never download or unpack anything, and those imports cost more than the command's work
-
-    def json(self, url: str) -> Any:
-        import urllib.error
-        import urllib.request
-
-        req = urllib.request.Request(url, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-        last: Exception | None = None
-        for attempt in range(self.attempts):
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    return json.loads(resp.read())
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                last = exc
-                self._sleep(attempt)
-        raise UpstreamError(f"could not read the package index at {url}: {last}",
-                            hint="check the network or the pin's 'index'")
-
-    def download(self, url: str, dest: Path, *, size: int | None) -> None:
-        """Download to ``dest``, resuming a broken transfer; raises after ``attempts`` tries."""
-        import http.client
-        import urllib.error
-        import urllib.request
-
-        part = dest.with_name(dest.name + ".part")
-        last: Exception | None = None
-        for attempt in range(self.attempts):
-            have = part.stat().st_size if part.exists() else 0
-            headers = {"Range": f"bytes={have}-"} if have else {}
-            try:
-                req = urllib.request.Request(url, headers=headers)
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    mode = "ab" if have and resp.status == 206 else "wb"
-                    expected = resp.headers.get("Content-Length")
-                    got = 0
-                    with open(part, mode) as out:
-                        while chunk := resp.read(1 << 20):
-                            out.write(chunk)
-                            got += len(chunk)
-                    if expected is not None and got < int(expected):
-                        raise OSError(f"connection closed after {got} of {expected} bytes")
-                total = part.stat().st_size
-                if size is not None and total != size:
-                    raise OSError(f"got {total} bytes, the pin says {size}")
-                os.replace(part, dest)
-                return
-            except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-                last = exc
-                if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:
-                    part.unlink(missing_ok=True)  # the partial file is bad; start again
-                self._sleep(attempt)
-        part.unlink(missing_ok=True)
-        raise UpstreamError(f"download of {url} failed after {self.attempts} attempts: {last}",
-                            hint="check the network and run the command again; nothing was imported")
-
-    def _sleep(self, attempt: int) -> None:
-        if attempt + 1 < self.attempts:
-            time.sleep(self.backoff * (2 ** attempt))
-
-
 class Cache:
     """``<root>/upstream.git`` holds every upstream; ``<root>/downloads`` the verified artifacts."""
 
@@ -332,10 +267,13 @@ class Cache:
         assert art is not None
         ref = f"refs/tags/{pin.tag}"
         existing = self._tag(ref)
+        old = ""
         if existing is not None:
             commit, tree, message = existing
-            self._verify_cached(pin, ref, commit, tree, message)
-            return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+            record = self._verify_cached(pin, commit, tree, message)
+            if record.layout == IMPORT_LAYOUT:
+                return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+            old = commit  # an older layout's import of the same file: import it again, as this one does
         path = self.artifact_path(pin)
         commit = self._import(pin, path)
         tree = self.repo.tree_of(commit)
@@ -344,23 +282,37 @@ class Cache:
                 f"the import of {art.filename} has tree {tree}, but pin {pin.name} records {art.tree}",
                 file=f"{PINS_DIR}/{pin.name}.toml",
                 hint="the pin's 'tree' is wrong or the import layout changed; fix the pin")
-        self.repo.update_ref(ref, commit, "")
+        self.repo.update_ref(ref, commit, old)
+        self._tags.pop(ref, None)
         return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
 
-    def _verify_cached(self, pin: Pin, ref: str, commit: str, tree: str, message: str) -> None:
+    def _verify_cached(self, pin: Pin, commit: str, tree: str, message: str) -> ImportRecord:
+        """The record of the cached import, refused unless it is the import of what the pin names:
+        the same file, sha256 and size, the same prefix, and the pin's tree if it records one."""
         art = pin.artifact
         assert art is not None
-        if art.tree is not None:
-            ok = tree == art.tree
-        else:
-            ok = f"sha256 {art.sha256}" in message
-        if not ok:
+        where = f"{PINS_DIR}/{pin.name}.toml"
+        drop = f"`git --git-dir={self.repo.git_dir} tag -d {pin.tag}`"
+        record = ImportRecord.parse(message)
+        if record is None:
             raise UpstreamError(
-                f"the cached tag {pin.tag} ({commit[:12]}) is not the import of {art.filename} "
-                f"(sha256 {art.sha256[:12]}...): the tag moved or the cache was changed",
-                file=f"{PINS_DIR}/{pin.name}.toml",
-                hint=f"remove it with `git --git-dir={self.repo.git_dir} tag -d {pin.tag}` "
-                     "and run again to re-import")
+                f"the cached tag {pin.tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
+                "or the cache was changed", file=where, hint=f"remove it with {drop} and run again to re-import")
+        differ = [f"{what}: the pin says {ours}, the import recorded {theirs}"
+                  for what, ours, theirs in (("file", art.filename, record.filename),
+                                             ("sha256", art.sha256, record.sha256),
+                                             ("size", art.size, record.size),
+                                             ("prefix", ImportRecord.mapping(art), record.prefix))
+                  if ours is not None and theirs is not None and ours != theirs]
+        if art.tree is not None and tree != art.tree:
+            differ.append(f"tree: the pin says {art.tree}, the import has {tree}")
+        if differ:
+            raise UpstreamError(
+                f"pin {pin.name} does not match the cached import {pin.tag} ({commit[:12]}): "
+                + "; ".join(differ), file=where,
+                hint=f"if the pin is right, remove the cached import with {drop} and run again: the artifact is "
+                     "then downloaded and verified against the pin; otherwise correct the pin")
+        return record
 
     def _tag(self, ref: str) -> tuple[str, str, str] | None:
         """(commit, tree, message) of an import tag, read once a command: resolving a release
@@ -379,13 +331,13 @@ class Cache:
         info = self._tag(f"refs/tags/v{version}")
         if info is None:
             return None
-        m = re.search(r"^Imported from (\S+)\nsha256 ([0-9a-f]{64})$", info[2], re.MULTILINE)
-        if m is None or m.group(1) != filename:
+        record = ImportRecord.parse(info[2])
+        if record is None or record.filename != filename:
             return None
-        path = self.root / "downloads" / m.group(2)[:2] / filename
+        path = self.root / "downloads" / record.sha256[:2] / filename
         if not path.is_file():
             return None
-        return m.group(2), path.stat().st_size
+        return record.sha256, path.stat().st_size
 
     def artifact_path(self, pin: Pin) -> Path:
         """The verified artifact, downloading it when it is not cached yet."""
@@ -393,18 +345,28 @@ class Cache:
         assert art is not None
         dest_dir = self.root / "downloads" / art.sha256[:2]
         dest = dest_dir / art.filename
-        if dest.exists() and _sha256(dest) == art.sha256:
-            return dest
-        dest_dir.mkdir(parents=True, exist_ok=True)
-        url = art.url or self._lookup(art)
-        self.fetcher.download(url, dest, size=art.size)
-        digest = _sha256(dest)
-        if digest != art.sha256:
-            dest.unlink()
-            raise UpstreamError(
-                f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; "
-                "the file was not used", file=f"{PINS_DIR}/{pin.name}.toml",
-                hint="if upstream really re-published the file, verify it and update the pin's sha256")
+        if not (dest.exists() and _sha256(dest) == art.sha256):
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            url = art.url or self._lookup(art)
+            resumed = self.fetcher.download(url, dest, size=art.size)
+            digest = _sha256(dest)
+            if digest != art.sha256 and resumed:
+                # pieced together from several transfers (or a partial file a killed command left):
+                # the pieces may not fit, so the hash says nothing yet about the pin; start afresh
+                dest.unlink()
+                self.fetcher.download(url, dest, size=art.size, resume=False)
+                digest = _sha256(dest)
+            if digest != art.sha256:
+                dest.unlink()
+                raise UpstreamError(
+                    f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; "
+                    "the file was not used", file=f"{PINS_DIR}/{pin.name}.toml",
+                    hint="if upstream really re-published the file, verify it and update the pin's sha256")
+        size = dest.stat().st_size
+        if art.size is not None and size != art.size:
+            raise UpstreamError(f"{art.filename} has the pin's sha256 but is {size} bytes, not the {art.size} "
+                                f"the pin says", file=f"{PINS_DIR}/{pin.name}.toml",
+                                hint="the pin's size is wrong; correct it")
         return dest
 
     def _lookup(self, art: Artifact) -> str:
@@ -420,51 +382,66 @@ class Cache:
                             hint="check the pin's filename and version")
 
     def _import(self, pin: Pin, path: Path) -> str:
+        """One root commit of the artifact's files, every path checked before git sees any."""
         art = pin.artifact
         assert art is not None
-        members = list(_read_members(path, art))
-        meta_version = _artifact_metadata_version(path, art)
+        files = read_files(path, art)
+        meta_version = metadata_version(path, art)
         if meta_version != art.version:
             raise UpstreamError(f"{art.filename} contains {art.distribution} {meta_version}, "
                                 f"not {art.version}; refusing it", hint="the pin names the wrong file")
-        if not members:
+        if not files:
             raise UpstreamError(f"{art.filename} has no files under {art.prefix_from!r}",
                                 hint="check the pin's prefix.from")
-        message = (f"{pin.upstream} {art.version}\n\n"
-                   f"Imported from {art.filename}\n"
-                   f"sha256 {art.sha256}\n"
-                   f"layout {IMPORT_LAYOUT}: {art.prefix_from or '.'} -> {art.prefix_to or '.'}\n")
-        tmp_ref = f"refs/patchtool/import/{art.sha256}"
-        self.repo.delete_ref(tmp_ref)
-        self.repo.fast_import(_import_stream(members, message, tmp_ref))
-        commit = self.repo.resolve(tmp_ref)
-        self.repo.delete_ref(tmp_ref)
-        if commit is None:
-            raise UpstreamError(f"importing {art.filename} produced no commit")
-        return commit
+        record = ImportRecord(filename=art.filename, sha256=art.sha256, size=path.stat().st_size,
+                              layout=IMPORT_LAYOUT, prefix=ImportRecord.mapping(art))
+        ident = git.Ident(*git.FIXED_IDENT)
+        commit = git.NewCommit(message=record.to_message(pin.upstream, art.version), author=ident,
+                               committer=ident, files=tuple(files))
+        building = f"refs/patchtool/import/{art.sha256}"  # fast-import moves a ref; the tag replaces it
+        (sha,) = self.repo.write_commits(None, [commit], ref=building)
+        self.repo.delete_ref(building)
+        return sha
 
     # -- git sources -------------------------------------------------------------------
     def _ensure_git(self, pin: Pin) -> Base:
         src = pin.git
         assert src is not None and src.commit is not None
         ref = f"refs/patchtool/git/{src.tag}"
+        where = f"{PINS_DIR}/{pin.name}.toml"
         if not self.repo.has_object(f"{src.commit}^{{commit}}"):
-            fetched = f"refs/patchtool/fetch/{src.tag}"
-            try:
-                self.repo.fetch(src.url, f"+refs/tags/{src.tag}:{fetched}")
-            except Exception as exc:
-                raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}",
-                                    hint="check the url and tag in the pin") from None
-            got = self.repo.resolve(fetched)
-            self.repo.delete_ref(fetched)
-            if got != src.commit:
-                raise UpstreamError(
-                    f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: "
-                    "the tag moved; refusing it", file=f"{PINS_DIR}/{pin.name}.toml",
-                    hint="verify the new commit upstream before updating the pin")
+            with self.repo.scratch() as scratch:  # nothing reaches the cache until the tag is verified
+                try:
+                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag")
+                except GitError as exc:
+                    raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}", file=where,
+                                        hint="check the network, and the url and tag in the pin") from None
+                got = scratch.resolve("refs/probe/tag")
+                if got != src.commit:
+                    raise self._not_the_tag(pin, scratch, got)
+                fetched = f"refs/patchtool/fetch/{src.tag}"
+                self.repo.fetch(str(scratch.git_dir), f"+refs/probe/tag:{fetched}")
+                self.repo.delete_ref(fetched)
         self.repo.update_ref(ref, src.commit)
         return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref,
                     source="git")
+
+    def _not_the_tag(self, pin: Pin, scratch: git.Repo, got: str | None) -> UpstreamError:
+        """The tag resolves to another commit than the pin's: it moved, or the pin's commit is wrong."""
+        src = pin.git
+        assert src is not None and src.commit is not None
+        where = f"{PINS_DIR}/{pin.name}.toml"
+        try:
+            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned")
+        except GitError:  # the remote does not have it, or will not serve a commit by its sha
+            return UpstreamError(
+                f"pin {pin.name} names commit {src.commit}, which {src.url} does not have (its tag {src.tag} is "
+                f"{got}); refusing it", file=where,
+                hint="the pin's commit is wrong (a typo?), or the tag moved and its old commit is gone: verify the "
+                     "tag's commit upstream and correct the pin")
+        return UpstreamError(
+            f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: the tag moved; refusing it",
+            file=where, hint="verify the new commit upstream before updating the pin")
 
 
 def _sha256(path: Path) -> str:
@@ -475,118 +452,32 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Member:
-    path: str  # repository path
-    mode: str  # "100644" or "100755"
-    data: bytes
-
-
-def _safe_member(name: str, art: Artifact) -> str | None:
-    """The repository path of an archive member, None when outside the prefix; raise when unsafe."""
-    pure = PurePosixPath(name)
-    if name.startswith("/") or ".." in pure.parts or (pure.parts and pure.parts[0].endswith(":")):
-        raise UpstreamError(f"{art.filename}: entry {name!r} escapes the archive root; refusing it")
-    if not name.startswith(art.prefix_from):
-        return None
-    rel = name[len(art.prefix_from):]
-    if not rel or rel.endswith("/"):
-        return None
-    if ".git" in PurePosixPath(rel).parts:
-        raise UpstreamError(f"{art.filename}: entry {name!r} would write into .git; refusing it")
-    return art.prefix_to + rel
-
-
-def _read_members(path: Path, art: Artifact) -> Iterator[Member]:
-    import tarfile
-    import zipfile
-
-    out: list[Member] = []
-    if art.is_wheel:
-        with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                if info.is_dir():
-                    continue
-                mode = (info.external_attr >> 16) & 0o170000
-                if mode == 0o120000:
-                    raise UpstreamError(f"{art.filename}: entry {info.filename!r} is a symbolic link; refusing it")
-                dest = _safe_member(info.filename, art)
-                if dest is None:
-                    continue
-                exe = (info.external_attr >> 16) & 0o111
-                out.append(Member(dest, "100755" if exe else "100644", zf.read(info)))
-    else:
-        with tarfile.open(path, "r:*") as tf:
-            for ti in tf.getmembers():
-                if ti.isdir():
-                    continue
-                if not ti.isfile():
-                    raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
-                dest = _safe_member(ti.name, art)
-                if dest is None:
-                    continue
-                fh = tf.extractfile(ti)
-                assert fh is not None
-                out.append(Member(dest, "100755" if ti.mode & 0o111 else "100644", fh.read()))
-    out.sort(key=lambda m: m.path)
-    seen = set()
-    for m in out:
-        if m.path in seen:
-            raise UpstreamError(f"{art.filename}: {m.path} appears twice; refusing it")
-        seen.add(m.path)
-    return iter(out)
-
-
-def _artifact_metadata_version(path: Path, art: Artifact) -> Version | None:
-    import tarfile
-    import zipfile
-    from email.parser import HeaderParser
-
-    if art.is_wheel:
-        with zipfile.ZipFile(path) as zf:
-            names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
-            raw = zf.read(names[0]) if names else b""
-    else:
-        with tarfile.open(path, "r:*") as tf:
-            names = [n for n in tf.getnames() if re.fullmatch(r"[^/]+/PKG-INFO", n)]
-            fh = tf.extractfile(names[0]) if names else None
-            raw = fh.read() if fh else b""
-    version = HeaderParser().parsestr(raw.decode("utf-8", "replace")).get("Version")
-    try:
-        return Version(version) if version else None
-    except InvalidVersion:
-        return None
-
-
-def _import_stream(members: list[Member], message: str, ref: str) -> Iterator[bytes]:
-    for i, m in enumerate(members, 1):
-        yield b"blob\nmark :%d\ndata %d\n" % (i, len(m.data))
-        yield m.data
-        yield b"\n"
-    ident = f"{git.FIXED_IDENT[0]} <{git.FIXED_IDENT[1]}> 0 +0000"
-    msg = message.encode()
-    head = io.BytesIO()
-    head.write(f"commit {ref}\nauthor {ident}\ncommitter {ident}\n".encode())
-    head.write(b"data %d\n" % len(msg) + msg + b"deleteall\n")
-    for i, m in enumerate(members, 1):
-        head.write(f"M {m.mode} :{i} {m.path}\n".encode())
-    head.write(b"\ndone\n")
-    yield head.getvalue()
-
-
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
 
 def _index_url(art: Artifact) -> str:
-    return os.environ.get("PATCHTOOL_INDEX_URL", art.index).rstrip("/")
+    override = os.environ.get("PATCHTOOL_INDEX_URL")
+    if override:
+        why = url_problem(override)
+        if why is not None:
+            raise UsageError(f"PATCHTOOL_INDEX_URL={override!r} {why}",
+                             hint="set it to a PEP 691 index such as https://pypi.org/simple, or unset it")
+        return override.rstrip("/")
+    return art.index.rstrip("/")
 
 
 def index_files(fetcher: Fetcher, art: Artifact) -> list[dict[str, Any]]:
     """The distribution's files on the pin's PEP 691 index, each ``url`` made absolute."""
     base = f"{_index_url(art)}/{canonicalize_name(art.distribution)}/"
-    files = fetcher.json(base).get("files", [])
+    page = fetcher.json(base)
+    files = page.get("files") if isinstance(page, dict) else None
+    if not isinstance(files, list):
+        raise UpstreamError(f"the package index at {base} did not answer with a PEP 691 project page",
+                            hint="check the pin's 'index'")
     out = []
     for entry in files:
+        if not isinstance(entry, dict) or not isinstance(entry.get("hashes", {}), dict):
+            continue
         entry = dict(entry)
         entry["url"] = urllib.parse.urljoin(base, str(entry.get("url", "")))
         out.append(entry)
@@ -627,8 +518,12 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
             raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file")
-        new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha,
-                                      size=entry.get("size"), url=None, tree=None)
+        if not isinstance(sha, str) or not _SHA256.match(sha):
+            raise UpstreamError(f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 "
+                                "hex digest; refusing it", hint="check the pin's 'index'")
+        listed_size = entry.get("size")
+        new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, url=None, tree=None,
+                                      size=listed_size if isinstance(listed_size, int) and listed_size > 0 else None)
         git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
         return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
                    use="artifact")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import fcntl
 import hashlib
 import io
 import os
@@ -23,13 +24,14 @@ import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from email.parser import HeaderParser
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from . import __version__, frontend, git
+from .artifacts import damaged_as_error
 from .errors import ApplyConflict, BuildError, InvalidInput, Problem, UpstreamError, UsageError
 from .project import LoadedPatch, Project
 from .provenance import (
@@ -42,6 +44,7 @@ from .provenance import (
     local_version,
     series_hash,
 )
+from .record import Payload, Row, installed_path
 from .series import apply_series
 from .upstream import Base, Cache, Pin
 from .wheelzip import ArchiveWriter, Digest, date_time_of, safe_members
@@ -94,6 +97,7 @@ class Repacked:
     members: int
     copied: int  # compressed bytes copied unchanged
     written: int  # compressed by us: changed, added, rewritten metadata, provenance
+    provenance: Provenance  # as written, with its payload
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -209,8 +213,9 @@ def _repack_release(cache: Cache, pin: Pin, changes: Sequence[git.TreeChange], p
     prov = dataclasses.replace(prov, files=tuple(files), package_copy=package_copy)
     when = date_time_of(prov.source_date_epoch) if prov.source_date_epoch is not None else None
     repacked = repack(source, out, name=WheelName.parse(art.filename), version=Version(prov.version),
-                      replace=replace, provenance=prov.to_bytes(), package_copy=package_copy, date_time=when)
-    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked, provenance=prov)
+                      replace=replace, provenance=prov, date_time=when)
+    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked,
+                       provenance=repacked.provenance)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -279,9 +284,10 @@ def _split_headers(metadata: bytes) -> tuple[bytes, bytes, bytes]:
 
 
 def repack(source: Path, out: Path, *, name: WheelName, version: Version,
-           replace: Mapping[str, Replacement], provenance: bytes, package_copy: str | None,
+           replace: Mapping[str, Replacement], provenance: Provenance,
            date_time: tuple[int, ...] | None = None, restamp: bool = False) -> Repacked:
-    """Write ``source`` with ``replace`` applied, the new version and provenance, into ``out``.
+    """Write ``source`` with ``replace`` applied, the new version and ``provenance`` (with the
+    payload it now describes), into ``out``.
 
     Unchanged members are copied compressed; their content is still hashed for RECORD.
     New members get ``date_time`` (default: the newest timestamp in ``source``); with
@@ -289,7 +295,7 @@ def repack(source: Path, out: Path, *, name: WheelName, version: Version,
     RECORD at the very end.
     """
     label = source.name
-    with zipfile.ZipFile(source) as zf, open(source, "rb") as raw:
+    with damaged_as_error(label), zipfile.ZipFile(source) as zf, open(source, "rb") as raw:
         members = safe_members(zf, label)
         layout = _Layout.read(zf, members, name, label)
         when = tuple(date_time) if date_time is not None else layout.newest
@@ -324,13 +330,14 @@ def repack(source: Path, out: Path, *, name: WheelName, version: Version,
                 raise BuildError(f"the series changes {path}, which {label} does not ship")
             plan[path] = (rep.data, rep.mode)
         record_name = f"{new_info}/RECORD"
-        extra = {f"{new_info}/{DIST_INFO_FILE}": provenance}
-        if package_copy is not None:
-            extra[package_copy] = provenance
-        for path, data in extra.items():
+        copies = [f"{new_info}/{DIST_INFO_FILE}"] + ([provenance.package_copy] if provenance.package_copy else [])
+        for path in copies:
             if path in plan:
                 raise BuildError(f"{label} already has {path}; refusing to overwrite it with the provenance record")
-            plan[path] = (data, 0o644)
+        provenance = dataclasses.replace(provenance, payload=_payload(zf, plan, dist_info=new_info,
+                                                                      package_copy=provenance.package_copy))
+        for path in copies:
+            plan[path] = (provenance.to_bytes(), 0o644)
         order = sorted(plan, key=lambda p: (p.partition("/")[0] == new_info, p))
         with _atomic(out, name.filename(version)) as (fh, final):
             writer = ArchiveWriter(fh, label)
@@ -352,18 +359,46 @@ def repack(source: Path, out: Path, *, name: WheelName, version: Version,
             writer.add(record_name, buf.getvalue().encode(), date_time=when, mode=0o644)
             sha = writer.finish()
             size = writer.out.offset
-    return Repacked(path=final, sha256=sha, size=size, members=len(rows), copied=copied, written=written + 1)
+    return Repacked(path=final, sha256=sha, size=size, members=len(rows), copied=copied, written=written + 1,
+                    provenance=provenance)
+
+
+def _payload(zf: zipfile.ZipFile, plan: Mapping[str, zipfile.ZipInfo | tuple[bytes, int]], *, dist_info: str,
+             package_copy: str | None) -> Payload:
+    """The payload the wheel will carry: its members' RECORD rows at their installed paths. Copied
+    members are read once more for it: the provenance record is written before most of them."""
+    rows = []
+    for path, item in plan.items():
+        where = installed_path(path, dist_info=dist_info)
+        if where is None or where == package_copy:
+            continue
+        h, size = hashlib.sha256(), 0
+        if isinstance(item, zipfile.ZipInfo):
+            with zf.open(item) as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+                    size += len(chunk)
+        else:
+            h.update(item[0])
+            size = len(item[0])
+        rows.append(Row(path=where, hash=Digest(h.digest(), size).record_hash, size=str(size)))
+    return Payload.of(rows)
+
+
+_PART = re.compile(r"^\..+\.whl\.[0-9a-f]{8}\.part$")  # what _atomic writes before the rename
 
 
 @contextlib.contextmanager
 def _atomic(out: Path, filename: str) -> Iterator[tuple[Any, Path]]:
-    """A file that appears in ``out`` as ``filename`` only when the block succeeds."""
+    """A file that appears in ``out`` as ``filename`` only when the block succeeds. The partial
+    file is locked while it is written; one left by a killed build is unlocked, and removed here."""
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    _remove_stale_parts(out)
     final = out / filename
-    part = out / f".{filename}.{uuid.uuid4().hex[:8]}.part"
+    fh, part = _locked_part(out, filename)
     try:
-        with open(part, "wb") as fh:
+        with fh:
             yield fh, final.absolute()
         os.replace(part, final)
     except BaseException:
@@ -372,6 +407,35 @@ def _atomic(out: Path, filename: str) -> Iterator[tuple[Any, Path]]:
             with contextlib.suppress(OSError):
                 out.rmdir()
         raise
+
+
+def _locked_part(out: Path, filename: str) -> tuple[BinaryIO, Path]:
+    """A new partial file in ``out``, open and locked. A cleaner may take the lock between the
+    open and the lock and remove the file: then it is no longer there once ours is held, so try
+    another name."""
+    while True:
+        part = out / f".{filename}.{uuid.uuid4().hex[:8]}.part"
+        fh = open(part, "xb")
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            if os.stat(part).st_ino == os.fstat(fh.fileno()).st_ino:
+                return fh, part
+        except FileNotFoundError:
+            pass
+        fh.close()
+
+
+def _remove_stale_parts(out: Path) -> None:
+    """Remove the partial wheels of builds that died: no process holds their lock any more."""
+    for part in out.iterdir():
+        if not _PART.match(part.name) or not part.is_file() or part.is_symlink():
+            continue
+        try:
+            with open(part, "rb") as fh:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                part.unlink()
+        except OSError:  # BlockingIOError: a build running now is writing it
+            continue
 
 
 # -- way (b): build the patched git checkout ---------------------------------------------------
@@ -422,11 +486,10 @@ def _build_from_git(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedP
         files, package = _built_files(cache.repo, prov.tip, built, changes, project_dir, pin.upstream)
         package_copy = f"{package}/{PACKAGE_FILE}" if package else None
         prov = dataclasses.replace(prov, files=files, package_copy=package_copy)
-        repacked = repack(built, out, name=name, version=Version(prov.version), replace={},
-                          provenance=prov.to_bytes(), package_copy=package_copy,
+        repacked = repack(built, out, name=name, version=Version(prov.version), replace={}, provenance=prov,
                           date_time=date_time_of(epoch), restamp=True)
     return BuildResult(pin=pin.name, way="build", source=f"{src.url} {src.commit}", wheel=repacked,
-                       provenance=prov, warnings=notes)
+                       provenance=repacked.provenance, warnings=notes)
 
 
 def _built_files(repo: git.Repo, tip: str, built: Path, changes: Sequence[git.TreeChange], project_dir: str,

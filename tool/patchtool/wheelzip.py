@@ -16,10 +16,10 @@ import time
 import zipfile
 import zlib
 from collections.abc import Iterator
-from pathlib import PurePosixPath
 from typing import BinaryIO
 
-from .errors import UpstreamError
+from .errors import BuildError, UpstreamError
+from .paths import tree_path_problem
 
 CHUNK = 1 << 20
 DEFLATE_LEVEL = 6  # fixed, so a rebuild compresses new members to the same bytes
@@ -31,6 +31,7 @@ _UNIX_MADE_BY = (3 << 8) | 20  # created on Unix by zip spec 2.0
 _NEEDED = 20
 _UTF8_FLAG = 0x800
 _EARLIEST = (1980, 1, 1, 0, 0, 0)
+LAST_EPOCH = 4354819198  # 2107-12-31 23:59:58 UTC: a zip's date field ends in 2107
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -47,20 +48,18 @@ class Digest:
 
 def date_time_of(epoch: int) -> tuple[int, int, int, int, int, int]:
     """A zip timestamp (UTC, 2-second resolution, not before 1980) for ``epoch``."""
+    if epoch > LAST_EPOCH:
+        raise BuildError(f"timestamp {epoch} is after 2107-12-31, the last date a zip member can carry",
+                         hint=f"give a SOURCE_DATE_EPOCH of at most {LAST_EPOCH}")
     t = time.gmtime(max(epoch, 315532800))
     return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
 
 
 def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
-    """Why a member must not be extracted or repacked, or None when it is safe."""
-    name = info.filename
-    pure = PurePosixPath(name)
-    if name.startswith("/") or (pure.parts and pure.parts[0].endswith(":")):
-        return "is an absolute path"
-    if "\\" in name:
-        return "contains a backslash (a Windows path could escape the root)"
-    if ".." in pure.parts:
-        return "escapes the archive root"
+    """Why a member must not be extracted, repacked or imported, or None when it is safe."""
+    why = tree_path_problem(info.filename.removesuffix("/") if info.is_dir() else info.filename)
+    if why is not None:
+        return f"is not a safe path: {why}"
     kind = (info.external_attr >> 16) & 0o170000
     if kind == 0o120000:
         return "is a symbolic link"
@@ -73,18 +72,18 @@ def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
-def safe_members(zf: zipfile.ZipFile, label: str) -> list[zipfile.ZipInfo]:
-    """The file members of ``zf``; refuse links, escaping or duplicate names, odd methods."""
+def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) -> list[zipfile.ZipInfo]:
+    """The file members of ``zf``; refuse links, unsafe or duplicate names, odd methods."""
     seen: set[str] = set()
     out = []
     for info in zf.infolist():
         reason = unsafe_reason(info)
         if reason is not None:
-            raise UpstreamError(f"{label}: entry {info.filename!r} {reason}; refusing it")
+            raise UpstreamError(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
         if info.is_dir():
             continue
         if info.filename in seen:
-            raise UpstreamError(f"{label}: entry {info.filename!r} appears twice; refusing it")
+            raise UpstreamError(f"{label}: entry {info.filename!r} appears twice; refusing it", hint=hint)
         seen.add(info.filename)
         out.append(info)
     return out
@@ -149,12 +148,16 @@ class ArchiveWriter:
                      info.compress_size, info.file_size, attr)
         sha, crc, size = hashlib.sha256(), 0, 0
         inflate = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
-        for chunk in _read_exactly(src, info.compress_size, self.label, info.filename):
-            self.out.write(chunk)
-            for plain in _inflate(inflate, chunk):
-                sha.update(plain)
-                crc = zlib.crc32(plain, crc)
-                size += len(plain)
+        try:
+            for chunk in _read_exactly(src, info.compress_size, self.label, info.filename):
+                self.out.write(chunk)
+                for plain in _inflate(inflate, chunk):
+                    sha.update(plain)
+                    crc = zlib.crc32(plain, crc)
+                    size += len(plain)
+        except zlib.error as exc:
+            raise UpstreamError(f"{self.label}: entry {info.filename!r} has corrupt compressed data ({exc}); "
+                                "the archive is damaged") from None
         if inflate is not None and not inflate.eof:
             raise UpstreamError(f"{self.label}: entry {info.filename!r} is truncated; refusing it")
         if crc != info.CRC or size != info.file_size:

@@ -7,6 +7,7 @@ export SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0
 exec python3 -m sglang.launch_server \
   --model-path nvidia/DeepSeek-V4-Flash-NVFP4 \
   --tp-size 4 \
+  --enable-deepseek-v4-bf16-indexer \
   --disaggregation-mode decode \
   --disaggregation-transfer-backend nixl \
   --max-queued-requests 32 \

@@ -6,6 +6,7 @@ export SGLANG_SM120_FLASHMLA_BACKEND=flashinfer
 exec python3 -m sglang.launch_server \
   --model-path nvidia/DeepSeek-V4-Flash-NVFP4 \
   --tp-size 4 \
+  --enable-deepseek-v4-bf16-indexer \
   --disaggregation-mode prefill \
   --disaggregation-transfer-backend nixl \
   --max-queued-requests 32 \

@@ -1,0 +1,174 @@
+"""What the GPU checks share: the gates that skip a check by name, the device as the results file
+records it, and the figures a check reports.
+
+A check calls ``require_cuda()`` (any CUDA GPU) or ``require_sm120()`` (sm_120 only) first; on other
+hardware it is skipped with a reason that starts ``needs a CUDA GPU, not run`` or ``needs sm_120,
+not run``, and the results file records it as not run, by name. Only the standard library, torch and
+(when present) triton are imported, so this runs in a bare GPU image.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NO_CUDA = "needs a CUDA GPU, not run"
+NOT_SM120 = "needs sm_120, not run"
+NO_NVCC = "needs nvcc, not run"
+NO_DEPLOYMENT = "needs a running deployment, not run"
+DEPLOYMENT_ENV = "PATCHTOOL_GPU_DEPLOYMENT"
+SM120 = (12, 0)
+
+Figure = int | float | str | bool
+
+
+def sm_name(capability: tuple[int, int] | None) -> str | None:
+    """``(12, 0)`` -> ``sm_120``: the name the manifest's ``hardware`` fields use."""
+    return None if capability is None else f"sm_{capability[0]}{capability[1]}"
+
+
+def cuda_skip_reason() -> str | None:
+    """Why no CUDA check can run here, or None when one can."""
+    try:
+        import torch
+    except ImportError as exc:
+        return f"{NO_CUDA}: torch does not import ({exc})"
+    if not torch.cuda.is_available():
+        build = torch.version.cuda
+        why = (f"torch {torch.__version__} is a CPU build" if build is None
+               else f"torch {torch.__version__} (CUDA {build}) sees no GPU")
+        return f"{NO_CUDA}: {why}"
+    return None
+
+
+def sm120_skip_reason(capability: tuple[int, int], name: str) -> str | None:
+    """Pure: why a check that needs sm_120 cannot run on this GPU, or None when it can."""
+    if tuple(capability) == SM120:
+        return None
+    return f"{NOT_SM120}: this GPU is {name} ({sm_name(capability)})"
+
+
+def require_cuda() -> None:
+    """Skip the calling check unless a CUDA GPU is usable here."""
+    reason = cuda_skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def require_sm120() -> None:
+    """Skip the calling check unless the GPU is sm_120 (RTX PRO 6000 Blackwell and its kin)."""
+    reason = cuda_skip_reason()
+    if reason is not None:
+        pytest.skip(f"{NOT_SM120}: {reason.removeprefix(NO_CUDA + ': ')}")
+    import torch
+
+    reason = sm120_skip_reason(torch.cuda.get_device_capability(0), torch.cuda.get_device_name(0))
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def nvcc_path() -> str | None:
+    """nvcc as the CPU tests find it (``$NVCC``, then PATH), then where CUDA images keep it."""
+    found = os.environ.get("NVCC") or shutil.which("nvcc")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and (candidate := Path(home, "bin", "nvcc")).is_file():
+            return str(candidate)
+    return None
+
+
+def require_nvcc() -> str:
+    """The nvcc to build with, or a skip of the calling check."""
+    found = nvcc_path()
+    if found is None:
+        pytest.skip(f"{NO_NVCC}: not in $NVCC, on PATH, or under $CUDA_HOME or /usr/local/cuda")
+    return found
+
+
+def require_deployment() -> str:
+    """The URL of the deployment (the router in front of the PD pair) a deployment-scale check
+    drives, from ``$PATCHTOOL_GPU_DEPLOYMENT``; a skip of the calling check without one. Such a
+    check (recall sweeps, throughput A/B, hours-long soaks) runs against a deployment started
+    beforehand; the runner only records it, by name, as not run where there is none."""
+    url = os.environ.get(DEPLOYMENT_ENV)
+    if not url:
+        pytest.skip(f"{NO_DEPLOYMENT}: set ${DEPLOYMENT_ENV} to the URL of its router")
+    return url
+
+
+def nvcc_version(nvcc: str | None) -> str | None:
+    """``12.8.93`` from ``nvcc --version``; None without nvcc or when it does not answer."""
+    if nvcc is None:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"release [\d.]+, V([\d.]+)", out)
+    return match.group(1) if match else None
+
+
+def device_info() -> dict[str, Any]:
+    """The device and software a results file records for every check.
+
+    ``name``/``capability`` are None where no CUDA GPU is usable (``no_gpu`` says why); versions
+    are None for what is not installed.
+    """
+    info: dict[str, Any] = {"name": None, "capability": None, "count": 0, "no_gpu": None,
+                            "torch": None, "triton": None, "cuda": None, "nvcc": None}
+    info["nvcc"] = nvcc_version(nvcc_path())
+    try:
+        import triton
+
+        info["triton"] = triton.__version__
+    except ImportError:
+        pass
+    try:
+        import torch
+    except ImportError as exc:
+        info["no_gpu"] = f"torch does not import ({exc})"
+        return info
+    info["torch"] = torch.__version__
+    info["cuda"] = torch.version.cuda
+    reason = cuda_skip_reason()
+    if reason is not None:
+        info["no_gpu"] = reason.removeprefix(NO_CUDA + ": ")
+        return info
+    info["name"] = torch.cuda.get_device_name(0)
+    info["capability"] = sm_name(torch.cuda.get_device_capability(0))
+    info["count"] = torch.cuda.device_count()
+    return info
+
+
+def figures(values: dict[str, Any]) -> dict[str, Figure]:
+    """Figures as the results file stores them: finite numbers, strings and booleans, checked when
+    recorded so a bad one fails its own check rather than the report."""
+    out: dict[str, Figure] = {}
+    for name, value in values.items():
+        if hasattr(value, "item") and callable(value.item):  # a 0-d tensor or numpy scalar
+            value = value.item()
+        if not isinstance(value, int | float | str | bool):
+            raise TypeError(f"figure {name!r}: {type(value).__name__} is not a number, string or boolean")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"figure {name!r} is {value}: record the finite number that was measured")
+        out[name] = value
+    return out
+
+
+FIGURES_PROPERTY = "gpu_figures"  # the user_properties key the results plugin reads
+
+
+def recorder(node: pytest.Item) -> Callable[..., None]:
+    """``record(max_abs_err=..., ms=...)`` for one check: the figures go into the results file."""
+    def record(**values: Any) -> None:
+        node.user_properties.append((FIGURES_PROPERTY, figures(values)))
+    return record

@@ -1,0 +1,193 @@
+"""0002 on a GPU: the split-K MMA sparse decode kernel compiled for the device and run.
+
+One test per check that patchset.toml's ``[[patch.gpu_verification]]`` rows of
+``sm120-mma-sparse-decode`` name in their ``run``:
+
+- ``test_split_vs_torch_reference`` (any CUDA GPU Triton compiles bf16 MMA for; sm_90+ is
+  what the project runs it on): the kernel against upstream's torch backend and a plain
+  float reference, at the shipped shapes, target_ctas 0 and 512;
+- ``test_split_vs_flashinfer`` (sm_120): against FlashInfer's sm_120 DSv4 decode, the
+  default backend;
+- ``test_launch_resources`` (sm_120): what the driver reports for the compiled kernels
+  equals the offline sm_120a compile of tests/patches/test_0002_mma_sparse_decode.py; also
+  the launch ncu profiles;
+- ``test_kernel_time_ab`` (sm_120): kernel time at C64/C80/C96, target_ctas 0 vs 512, native
+  16 heads vs q padded to 64, and FlashInfer, printed (run with -s).
+
+The kernel module and upstream's torch backend come from the patched tree
+(``patched_tree_gpu``); the references from tests/patches/dsv4_mla_reference.py.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+import gpu_support
+import pytest
+import torch
+
+from patchtool.testing import load_module
+
+ATTN = ("python", "sglang", "kernels", "ops", "attention")
+HERE = Path(__file__).resolve().parent
+H = 16  # DeepSeek-V4-Flash at TP4: 16 local heads, as _kernel_num_heads now hands the kernel
+TOPK = 512  # index_topk
+BATCHES = (1, 8, 64, 96, 128)
+DEVICE = "cuda"
+# tests/patches/test_0002_mma_sparse_decode.py: Triton 3.9's offline sm_120a compile.
+OFFLINE = {
+    "direct": dict(registers=252, spills=0, shared=36928),
+    "partial": dict(registers=248, spills=0, shared=36928),
+    "combine": dict(registers=40, spills=0, shared=0),
+}
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return load_module(HERE.parent / "patches" / "dsv4_mla_reference.py", "_dsv4_mla_reference_gpu")
+
+
+@pytest.fixture(scope="module")
+def mma(patched_tree_gpu):
+    assert os.environ.get("TRITON_INTERPRET", "0") != "1", (
+        "TRITON_INTERPRET=1 is set (the CPU kernel tests set it): run tests/gpu in its own process"
+    )
+    return load_module(Path(patched_tree_gpu).joinpath(*ATTN, "flash_mla_sm120_mma.py"), "_mma_0002_gpu")
+
+
+def make_problem(ref, batch, *, heads=H, seed=0):
+    """A c4 layer at decode: a 256-token-page SWA cache and a 64-token-page c4 cache, topk 512
+    each, with holes (-1) and per-request valid lengths."""
+    dev = DEVICE
+    gen = torch.Generator().manual_seed(seed)
+    swa, swa_kv = ref.make_cache(16, 256, gen, dev)
+    c4, c4_kv = ref.make_cache(64, 64, gen, dev)
+    q = torch.randn(batch, 1, heads, ref.D, generator=gen).to(torch.bfloat16).to(dev)
+    idx = torch.randint(0, 16 * 256, (batch, 1, TOPK), generator=gen, dtype=torch.int32)
+    idx[:, :, 5::37] = -1
+    tlen = torch.randint(TOPK // 4, TOPK + 1, (batch,), generator=gen, dtype=torch.int32)
+    eidx = torch.randint(0, 64 * 64, (batch, 1, TOPK), generator=gen, dtype=torch.int32)
+    etlen = torch.randint(1, TOPK + 1, (batch,), generator=gen, dtype=torch.int32)
+    sink = torch.randn(heads, generator=gen)
+    return dict(q=q, swa=swa, swa_kv=swa_kv, idx=idx.to(dev), tlen=tlen.to(dev), c4=c4,
+                c4_kv=c4_kv, eidx=eidx.to(dev), etlen=etlen.to(dev), sink=sink.to(dev))
+
+
+def run_mma(mma, ref, p, target_ctas):
+    return mma.flash_mla_sparse_decode_mma(
+        p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D, ref.SCALE,
+        p["c4"], p["eidx"], p["etlen"], target_ctas=target_ctas,
+    )
+
+
+def test_split_vs_torch_reference(mma, ref, patched_tree_gpu):
+    gpu_support.require_cuda()
+    upstream = ref.upstream_sparse_decode_fwd(patched_tree_gpu)
+    for batch in BATCHES:
+        p = make_problem(ref, batch, seed=batch)
+        want_out, want_lse = ref.reference(
+            p["q"], [(p["swa_kv"], p["idx"], p["tlen"]), (p["c4_kv"], p["eidx"], p["etlen"])],
+            p["sink"],
+        )
+        up_out, up_lse = upstream(p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D, ref.SCALE,
+                                  p["c4"], p["eidx"], p["etlen"])
+        outs = {}
+        for target in (0, 512):
+            out, lse = run_mma(mma, ref, p, target)
+            torch.cuda.synchronize()
+            assert out.shape == (batch, 1, H, ref.D) and lse.shape == (batch, H, 1)
+            ref.assert_close(out[:, 0], lse[..., 0], want_out, want_lse)
+            ref.assert_close(out[:, 0], lse[..., 0], up_out.float()[:, 0], up_lse[..., 0])
+            outs[target] = out.float()
+        assert (outs[0] - outs[512]).abs().max().item() <= 0.1, batch
+
+
+def _flashinfer_decode(p, ref):
+    """FlashInfer's sm_120 DSv4 decode through sglang's own wrapper, at the head count it
+    supports: 16 if it has a 16-head kernel, else q zero-padded to 64 (as upstream pads)."""
+    pytest.importorskip("flashinfer")
+    sm120 = importlib.import_module("sglang.kernels.ops.attention.flash_mla_sm120")
+    q, sink = p["q"], p["sink"]
+    batch = q.shape[0]
+    if not sm120.flashinfer_dsv4_decode_supports_num_heads(H, batch):
+        q = torch.cat([q, q.new_zeros(batch, 1, 64 - H, ref.D)], dim=2)
+        sink = torch.cat([sink, sink.new_zeros(64 - H)])
+    out, lse = sm120._flash_mla_flashinfer(
+        q, p["swa"], p["idx"], p["tlen"], sink.float(), ref.D, ref.SCALE,
+        p["c4"], p["eidx"], p["etlen"],
+    )
+    return out[:, :, :H], lse
+
+
+def test_split_vs_flashinfer(mma, ref):
+    gpu_support.require_sm120()
+    for batch in BATCHES:
+        p = make_problem(ref, batch, seed=100 + batch)
+        fi_out, _ = _flashinfer_decode(p, ref)
+        for target in (0, 512):
+            out, _ = run_mma(mma, ref, p, target)
+            torch.cuda.synchronize()
+            assert torch.isfinite(out.float()).all()
+            err = (out.float() - fi_out.float()).abs().max().item()
+            assert err <= 2e-2 * fi_out.float().abs().max().item() + 1e-2, (batch, target, err)
+
+
+def test_launch_resources(mma, ref):
+    """The launches of one c4 layer at C64 (SWA at target 0: one DIRECT split; c4 at 512:
+    split partials + combine), recorded from the shipped call, then run on this device: the
+    JIT compiles them for it, and the driver reports registers and spills. ncu profiles
+    these launches (see patchset.toml)."""
+    gpu_support.require_sm120()
+    support = load_module(HERE.parent / "patches" / "triton_support.py", "_triton_support_gpu")
+    p = make_problem(ref, 64, seed=64)
+    with support.recorded_launches(mma, "_mma_sparse_decode_split", "_mma_sparse_decode_combine") as launches:
+        mma.flash_mla_sparse_decode_mma(p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D,
+                                        ref.SCALE, target_ctas=0)
+        run_mma(mma, ref, p, 512)
+    assert [launch.grid for launch in launches] == [(64, 1, 1), (64, 1, 8), (64, 1, 8), (64, 16)]
+    compiled = [launch.kernel.run(*launch.args, grid=launch.grid, warmup=False, **launch.kwargs)
+                for launch in launches]
+    torch.cuda.synchronize()
+    seen = {
+        key: dict(registers=kernel.n_regs, spills=kernel.n_spills, shared=kernel.metadata.shared)
+        for key, kernel in zip(("direct", "partial", "partial", "combine"), compiled, strict=True)
+    }
+    print("driver-reported resources:", seen)
+    assert seen == OFFLINE
+
+
+def _time_ms(fn, iters=50):
+    for _ in range(5):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / iters
+
+
+def test_kernel_time_ab(mma, ref):
+    """Kernel-level A/B of one c4 layer's decode attention: not the field's end-to-end
+    throughput, which the PD A/B row measures. Prints ms per call."""
+    gpu_support.require_sm120()
+    rows = []
+    for batch in (64, 80, 96):
+        p = make_problem(ref, batch, seed=batch)
+        padded = dict(p, q=torch.cat([p["q"], p["q"].new_zeros(batch, 1, 64 - H, ref.D)], dim=2),
+                      sink=torch.cat([p["sink"], p["sink"].new_zeros(64 - H)]))
+        row = {"batch": batch}
+        for target in (0, 512):
+            row[f"mma_t{target}"] = _time_ms(lambda p=p, t=target: run_mma(mma, ref, p, t))
+            row[f"mma_t{target}_pad64"] = _time_ms(lambda q=padded, t=target: run_mma(mma, ref, q, t))
+        try:
+            row["flashinfer"] = _time_ms(lambda p=p: _flashinfer_decode(p, ref))
+        except pytest.skip.Exception:
+            row["flashinfer"] = None
+        rows.append(row)
+        print(row)
+    assert all(v is None or v > 0 for row in rows for v in row.values())

@@ -1,0 +1,139 @@
+"""Measurements the registry records as its own ("measured here"), re-measured on this machine.
+
+register-pressure-rewrite is to be revisited "if a profile shows register spills in the MMA
+kernel". Without a GPU the nearest evidence is ptxas's resource report for patch 0002's split
+kernel, compiled offline for sm_120a through Triton's compile API and the ptxas it ships. What
+ptxas allocates depends on what Triton knows about the arguments: a launch tells it which
+pointers and integers are multiples of 16 (and turns an integer 1 into a constant). So the
+kernel is compiled from a recorded launch on DSv4-shaped caches, once with those facts, once
+with page_bytes not a multiple of 16, and once with none.
+
+retread.toml quotes the figures for the kernel file and Triton version recorded below; with
+another kernel or Triton only the findings are compared: no spills at a launch's
+specialisation, spills without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+MMA = "python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py"
+REGISTRY = Path(__file__).resolve().parent.parent / "retread.toml"
+# the kernel and toolchain the figures in retread.toml were measured with
+MEASURED_KERNEL = "2269fe4a3f5a"
+MEASURED_TRITON = "3.9.0"
+
+
+def load_kernel_module(tree: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("flash_mla_sm120_mma", tree / MMA)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def recorded_split_launch(module: ModuleType) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The first split-kernel launch of a C64 decode step on DSv4 caches laid out as upstream's pool
+    lays them out (pages padded to a multiple of 576 B): (kernel, arguments by name, options)."""
+    import torch
+
+    kernel = module._mma_sparse_decode_split
+    launches: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    class Recorder:
+        def __getitem__(self, grid: Any) -> Any:
+            return lambda *args, **kwargs: launches.append((args, kwargs))
+
+    def cache(pages: int, page_size: int) -> torch.Tensor:
+        padded = -(-page_size * 584 // 576) * 576
+        pool = torch.zeros(pages, padded, dtype=torch.uint8)
+        return pool.as_strided((pages, page_size, 1, 584), (padded, 584, 584, 1))
+
+    batch, heads = 64, 64
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(module, "_mma_sparse_decode_split", Recorder())
+        mp.setattr(module, "_mma_sparse_decode_combine", Recorder())
+        module.flash_mla_sparse_decode_mma(
+            torch.zeros(batch, 1, heads, 512, dtype=torch.bfloat16), cache(8, 256),
+            torch.zeros(batch, 1, 128, dtype=torch.int32), torch.full((batch,), 128, dtype=torch.int32), None, 512,
+            None, cache(8, 64), torch.zeros(batch, 1, 512, dtype=torch.int32),
+            torch.full((batch,), 512, dtype=torch.int32), target_ctas=0)
+    args, kwargs = next((a, k) for a, k in launches if "DIRECT" in k)
+    names = list(kernel.arg_names)
+    options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages")}
+    return kernel, {**dict(zip(names, args, strict=False)), **kwargs}, options
+
+
+def compile_resources(kernel: Any, values: dict[str, Any], options: dict[str, Any], tmp: Path, *,
+                      facts: bool, not_aligned: tuple[str, ...] = ()) -> dict[str, int]:
+    """ptxas's report for ``kernel`` compiled for sm_120a; ``facts``: with what a launch tells Triton."""
+    import triton
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend, GPUTarget
+    from triton.compiler import ASTSource
+
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas-blackwell"
+    if not ptxas.is_file():
+        pytest.skip(f"this Triton ships no ptxas for Blackwell ({ptxas})")
+    signature: dict[str, str] = {}
+    constants: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], Any] = {}
+    for i, name in enumerate(kernel.arg_names):
+        value = values[name]
+        if kernel.params[i].is_constexpr:
+            signature[name], constants[(i,)] = "constexpr", value
+            continue
+        kind, key = native_specialize_impl(BaseBackend, value, False, True, True)
+        if kind == "constexpr" and facts:  # an integer 1
+            signature[name], constants[(i,)] = "constexpr", key
+            continue
+        signature[name] = "i32" if kind == "constexpr" else kind
+        if facts and key == "D" and name not in not_aligned:
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=attrs),
+                              target=GPUTarget("cuda", 120, 32), options={**options, "enable_fp_fusion": True})
+    ptx = tmp / f"split-{facts}-{'-'.join(not_aligned)}.ptx"
+    ptx.write_text(compiled.asm["ptx"])
+    assert re.search(r"^\.target sm_120a\b", compiled.asm["ptx"], re.MULTILINE)
+    res = subprocess.run([str(ptxas), "-arch=sm_120a", "-v", str(ptx), "-o", str(ptx.with_suffix(".cubin"))],
+                         capture_output=True, text=True, check=True)
+    usage = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", res.stdout + res.stderr)
+    registers = re.search(r"Used (\d+) registers", res.stdout + res.stderr)
+    assert usage is not None and registers is not None, res.stdout + res.stderr
+    return {"registers": int(registers.group(1)), "spill_stores": int(usage.group(1)),
+            "spill_loads": int(usage.group(2)), "shared": compiled.metadata.shared}
+
+
+@pytest.mark.upstream
+@pytest.mark.slow
+def test_mma_split_kernel_spills_only_without_the_launch_alignment(patched_tree: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("triton")
+    import triton
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))  # compile it, do not reuse a result
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    kernel, values, options = recorded_split_launch(load_kernel_module(patched_tree))
+    assert options == {"num_warps": 4, "num_stages": 2} and values["page_bytes"] % 16 == 0
+    launch = compile_resources(kernel, values, options, tmp_path, facts=True)
+    unaligned = compile_resources(kernel, values, options, tmp_path, facts=True, not_aligned=("page_bytes",))
+    bare = compile_resources(kernel, values, options, tmp_path, facts=False)
+    assert launch["spill_stores"] == 0 and launch["spill_loads"] == 0  # what runs on the DSv4 pool
+    assert unaligned["spill_stores"] > 0 and bare["spill_stores"] > 0
+    digest = hashlib.sha256((patched_tree / MMA).read_bytes()).hexdigest()[:12]
+    if (digest, triton.__version__) == (MEASURED_KERNEL, MEASURED_TRITON):
+        assert launch == {"registers": 246, "spill_stores": 0, "spill_loads": 0, "shared": 36928}
+        assert unaligned == {"registers": 255, "spill_stores": 88, "spill_loads": 88, "shared": 34880}
+        assert bare == {"registers": 255, "spill_stores": 364, "spill_loads": 356, "shared": 34880}
+        text = REGISTRY.read_text()
+        for figure in ("246 registers, no spills, 36,928 B shared memory", "255 registers, 88 B spill stores",
+                       "255 registers, 364 B spill stores", f"kernel sha256 {MEASURED_KERNEL}"):
+            assert figure in text, figure
