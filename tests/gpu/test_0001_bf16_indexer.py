@@ -9,10 +9,11 @@ What the CPU tier (tests/patches/test_0001_bf16_indexer_keys.py) cannot run:
 - the scorer's cost: independent of the page table's width on decode, nothing
   allocated but the logits, and on sm_120 against the TileLang fp8 scorer it
   replaces (upstream's default there) on decode and prefill shapes;
-- needle-in-haystack recall of a running deployment (only with an endpoint).
+- needle-in-haystack recall of a running deployment (gpu_support.require_deployment()).
 
-Each check prints what it measured. Modules are loaded from the patched tree by path
-with TRITON_INTERPRET unset, so the scorer is compiled, not interpreted.
+Each check records what it measured (the ``record`` fixture) and prints it. Modules are
+loaded from the patched tree (``patched_tree_gpu``) by path; the scorer is compiled, never
+interpreted, so this file runs in a process of its own (tests/gpu/run.py, nox -s gpu).
 """
 
 from __future__ import annotations
@@ -24,14 +25,11 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import gpu_support
 import pytest
 import torch
 
 from patchtool.testing import load_module
-
-gpu_support = pytest.importorskip("gpu_support", reason="tests/gpu/gpu_support.py (the GPU tier's helpers) is missing")
-
-pytestmark = pytest.mark.upstream
 
 SGLANG = ("python", "sglang")
 JIT = (*SGLANG, "kernels", "jit")
@@ -61,13 +59,14 @@ def _seconds(fn, *, repeat=50):
 
 @pytest.fixture(scope="module")
 def bi(patched_tree_gpu: Path):
-    gpu_support.require_cuda()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("TRITON_INTERPRET", raising=False)  # the CPU tier sets it at import
-        return load_module(
-            patched_tree_gpu.joinpath(*SGLANG, "srt", "layers", "attention", "dsv4", "bf16_indexer.py"),
-            "_dsv4_bf16_indexer_0001_gpu",
-        )
+    # no gate here: each check names its own (require_cuda or require_sm120) first
+    assert os.environ.get("TRITON_INTERPRET", "0") != "1", (
+        "TRITON_INTERPRET=1 is set (the CPU kernel tests set it): run tests/gpu in its own process"
+    )
+    return load_module(
+        Path(patched_tree_gpu).joinpath(*SGLANG, "srt", "layers", "attention", "dsv4", "bf16_indexer.py"),
+        "_dsv4_bf16_indexer_0001_gpu",
+    )
 
 
 # ------------------------------------------------------------------ store kernel
@@ -97,9 +96,10 @@ def _norm_rope_hadamard_reference(x, weight, freqs, positions):
 @pytest.fixture(scope="module")
 def store_module(patched_tree_gpu: Path):
     gpu_support.require_cuda()
+    gpu_support.require_nvcc()
     tvm_cpp = pytest.importorskip("tvm_ffi.cpp", reason="apache-tvm-ffi builds the JIT kernel")
     major, minor = torch.cuda.get_device_capability()
-    jit = patched_tree_gpu.joinpath(*JIT)
+    jit = Path(patched_tree_gpu).joinpath(*JIT)
     source = (
         '#include <tvm/ffi/function.h>\n#include "deepseek_v4/fused_norm_rope_v2.cuh"\n'
         "namespace sglang {\n"
@@ -119,7 +119,7 @@ def store_module(patched_tree_gpu: Path):
 
 
 @pytest.mark.parametrize("is_decode", [True, False])
-def test_store_kernel_matches_torch_reference(bi, store_module, is_decode):
+def test_store_kernel_matches_torch_reference(bi, store_module, record, is_decode):
     gpu_support.require_cuda()
     dev = torch.device("cuda")
     g = torch.Generator(device="cpu").manual_seed(11)
@@ -153,6 +153,7 @@ def test_store_kernel_matches_torch_reference(bi, store_module, is_decode):
     worst = ((got - want).abs() / allowed).max().item()
     print(f"bf16 index-K store ({'decode' if is_decode else 'extend'}): worst error {worst:.2f} of "
           "(1 bf16 ulp + 2^-16 max|k|)")
+    record(worst_error_in_allowed=worst, stored_rows=int(stored.sum()))
     assert worst <= 1.0
     untouched = torch.ones(num_pages * PAGE, dtype=torch.bool)
     untouched[out_loc[stored]] = False
@@ -185,15 +186,17 @@ def _check_against_reference(bi, logits, q, cache, weight, seq_lens, table, widt
     return (got[valid] - ref[valid]).abs().max().item()
 
 
-def test_scorer_eager_matches_reference(bi):
+def test_scorer_eager_matches_reference(bi, record):
     gpu_support.require_cuda()
     case = _decode_case(WIDE_PAGES)
     logits = bi.bf16_paged_mqa_logits(*case[:4], case[4], None, case[5], False)
     torch.cuda.synchronize()
-    print(f"bf16 scorer eager: max abs error {_check_against_reference(bi, logits, *case):.3g} vs torch")
+    err = _check_against_reference(bi, logits, *case)
+    print(f"bf16 scorer eager: max abs error {err:.3g} vs torch")
+    record(max_abs_err=err)
 
 
-def test_scorer_cuda_graph_replay_matches_eager(bi):
+def test_scorer_cuda_graph_replay_matches_eager(bi, record):
     gpu_support.require_cuda()
     q, cache, weight, seq_lens, table, width = _decode_case(WIDE_PAGES)
     bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, table, None, width, False)  # compile outside capture
@@ -210,8 +213,9 @@ def test_scorer_cuda_graph_replay_matches_eager(bi):
     eager = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, table, None, width, False)
     valid = torch.arange(width, device=q.device).unsqueeze(0) < seq_lens.unsqueeze(1)
     assert torch.equal(captured[valid], eager[valid]), "graph replay differs from eager"
-    print(f"bf16 scorer graph replay: bit-equal to eager; max abs error "
-          f"{_check_against_reference(bi, captured, q, cache, weight, seq_lens, table, width):.3g} vs torch")
+    err = _check_against_reference(bi, captured, q, cache, weight, seq_lens, table, width)
+    print(f"bf16 scorer graph replay: bit-equal to eager; max abs error {err:.3g} vs torch")
+    record(replay_equals_eager=True, max_abs_err=err)
 
 
 def _graph_seconds(bi, case):
@@ -224,7 +228,7 @@ def _graph_seconds(bi, case):
     return _seconds(graph.replay)
 
 
-def test_scorer_cost_follows_sequence_not_table(bi):
+def test_scorer_cost_follows_sequence_not_table(bi, record):
     """Decode at 10k context: a 1M-token graph table costs what a 10k table costs, and
     a call allocates its logits and nothing else."""
     gpu_support.require_cuda()
@@ -243,17 +247,19 @@ def test_scorer_cost_follows_sequence_not_table(bi):
     extra = torch.cuda.max_memory_allocated() - before
     logits_bytes = logits.numel() * logits.element_size()
     print(f"bf16 scorer decode: peak extra allocation {extra} B, logits {logits_bytes} B")
+    record(us_narrow_table=t_narrow * 1e6, us_wide_table=t_wide * 1e6, peak_extra_bytes=extra,
+           logits_bytes=logits_bytes)
     assert extra <= logits_bytes + (1 << 20)
 
 
 def _tilelang_fp8_scorer(patched_tree_gpu: Path):
-    sys.path.insert(0, str(patched_tree_gpu / "python"))
+    sys.path.insert(0, str(Path(patched_tree_gpu) / "python"))
     try:
         from sglang.kernels.ops.attention.dsa.tilelang_kernel import tilelang_fp8_paged_mqa_logits
     except Exception as exc:
         pytest.skip(f"upstream's TileLang fp8 scorer does not import here: {exc}")
     finally:
-        sys.path.remove(str(patched_tree_gpu / "python"))
+        sys.path.remove(str(Path(patched_tree_gpu) / "python"))
     return tilelang_fp8_paged_mqa_logits
 
 
@@ -266,7 +272,7 @@ def _as_fp8_cache(cache):
     return page.view(cache.shape[0], PAGE, 1, HEAD_DIM + 4)
 
 
-def _versus_tilelang(bi, patched_tree_gpu, q, cache, weight, seq_lens, table, width, label):
+def _versus_tilelang(bi, patched_tree_gpu, record, q, cache, weight, seq_lens, table, width, label):
     tilelang = _tilelang_fp8_scorer(patched_tree_gpu)
     fp8_cache = _as_fp8_cache(cache)
     seq_lens = seq_lens.contiguous()
@@ -277,17 +283,18 @@ def _versus_tilelang(bi, patched_tree_gpu, q, cache, weight, seq_lens, table, wi
     t_bf16, t_fp8 = _seconds(bf16, repeat=20), _seconds(fp8, repeat=20)
     print(f"{label}: bf16 scorer {t_bf16 * 1e3:.3f} ms, TileLang fp8 scorer {t_fp8 * 1e3:.3f} ms "
           f"({t_bf16 / t_fp8:.2f}x); x21 C4 layers = {21 * t_bf16 * 1e3:.2f} ms per forward")
+    record(ms_bf16=t_bf16 * 1e3, ms_tilelang_fp8=t_fp8 * 1e3, ratio=t_bf16 / t_fp8, ms_x21_layers=21 * t_bf16 * 1e3)
     # bf16 keys are twice fp8's bytes: within 2x is bandwidth parity
     assert t_bf16 <= 2.0 * t_fp8
 
 
-def test_scorer_decode_cost_sm120(bi, patched_tree_gpu):
+def test_scorer_decode_cost_sm120(bi, patched_tree_gpu, record):
     gpu_support.require_sm120()
-    _versus_tilelang(bi, patched_tree_gpu, *_decode_case(WIDE_PAGES),
+    _versus_tilelang(bi, patched_tree_gpu, record, *_decode_case(WIDE_PAGES),
                      f"decode bs={DECODE_BATCH}, 10k context, {WIDE_PAGES}-page table")
 
 
-def test_scorer_prefill_cost_sm120(bi, patched_tree_gpu):
+def test_scorer_prefill_cost_sm120(bi, patched_tree_gpu, record):
     gpu_support.require_sm120()
     dev = torch.device("cuda")
     g = torch.Generator(device="cpu").manual_seed(3)
@@ -299,13 +306,12 @@ def test_scorer_prefill_cost_sm120(bi, patched_tree_gpu):
     positions = torch.arange(PREFILL_PROMPT - PREFILL_ROWS, PREFILL_PROMPT, dtype=torch.int32)
     seq_lens = ((positions + 1) // 4).to(dev)
     table = torch.arange(pages, dtype=torch.int32).repeat(PREFILL_ROWS, 1).to(dev)
-    _versus_tilelang(bi, patched_tree_gpu, q, cache, weight, seq_lens, table, pages * PAGE,
+    _versus_tilelang(bi, patched_tree_gpu, record, q, cache, weight, seq_lens, table, pages * PAGE,
                      f"prefill {PREFILL_ROWS} rows at the end of a {PREFILL_PROMPT}-token prompt")
 
 
 # ---------------------------------------------------------- deployment recall
 
-ENDPOINT_ENV = "SGLANG_P0001_ENDPOINT"
 FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
           "There and back again. ")  # ~25 tokens
 NEEDLE = "The secret vault code is {code}. "
@@ -321,14 +327,12 @@ def _ask(endpoint, prompt):
         return json.load(resp)["choices"][0]["message"]["content"]
 
 
-def test_needle_recall_on_deployment():
-    """Against a running server (the PD router) started with
-    --enable-deepseek-v4-bf16-indexer on both roles: the needle is found at every
-    depth up to ~12k tokens. Field report 000: bf16 keys restored recall at 10k+
-    but not fully at the longest contexts, so 32k is printed, not asserted."""
-    endpoint = os.environ.get(ENDPOINT_ENV)
-    if not endpoint:
-        pytest.skip(f"set {ENDPOINT_ENV}=http://HOST:PORT of a deployment serving with the patch")
+def test_needle_recall_on_deployment(record):
+    """Against a running deployment (the PD router, $PATCHTOOL_GPU_DEPLOYMENT) started
+    with --enable-deepseek-v4-bf16-indexer on both roles: the needle is found at every
+    depth up to ~12k tokens. Field report 000: bf16 keys restored recall at 10k+ but
+    not fully at the longest contexts, so 32k is recorded, not asserted."""
+    endpoint = gpu_support.require_deployment()
     misses, report = [], []
     for tokens in (2000, 4000, 8000, 12000, 32000):
         for depth in (0.1, 0.5, 0.9):
@@ -341,5 +345,6 @@ def test_needle_recall_on_deployment():
             if not found and tokens <= 12000:
                 misses.append((tokens, depth))
     print("needle recall: " + " ".join(report))
+    record(recall=" ".join(report))
     assert not misses, misses
 
