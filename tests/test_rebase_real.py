@@ -344,7 +344,8 @@ CURATED_CONFLICTS = {
         f"{S}mem_cache/deepseek_v4_memory_pool.py"},
     ("sm120-mma-sparse-decode", "0.5.20"): {f"{S}environ.py"},
     ("dsv4-mhc-bf16-gemm", "0.5.20"): {"python/sglang/kernels/ops/layernorm/mhc.py",
-                                       f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
+                                       f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py",
+                                       f"{S}models/deepseek_v4.py"},
     ("dsv4-mhc-bf16-gemm", "0.5.21"): {f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
     ("pd-max-queued-requests", "0.5.20"): {f"{S}managers/scheduler.py"},
     ("dsv4-refuse-tbo", "0.5.20"): {f"{S}arg_groups/deepseek_v4_hook.py"},
@@ -372,7 +373,10 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     - dsv4-mhc-bf16-gemm: mhc.py still tests `envs.SGLANG_OPT_DEEPGEMM_HC_PRENORM.get()` where the
       patch turns `_use_deep_gemm_hc_prenorm()` (0.5.21 on) into an `elif`; and
       deepseek_v4_fused_mhc.py imports `_get_mhc_ops` (private until 0.5.21; `get_mhc_ops` from
-      0.5.22) on the line the patch adds its import to, so 0.5.21 conflicts there alone.
+      0.5.22) on the line the patch adds its import to, so 0.5.21 conflicts there alone; and
+      deepseek_v4.py's refresh_mhc_norm_weight_cache ends after the two norm-weight casts (no
+      `is_batch_invariant_mode_enabled` import, no TF32/bf16 split parts), the import the patch's
+      layer refresh call now follows.
     - pd-max-queued-requests: scheduler.py does not import `role_switch` or `KvChecksumComputer`
       (both from 0.5.21), the two imports the patch's new import sits between.
     - dsv4-refuse-tbo: deepseek_v4_hook.py's hook has the long "Residual imperative arm" docstring
