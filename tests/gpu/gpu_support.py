@@ -10,6 +10,7 @@ and (when present) triton are imported, so this runs in a bare GPU image.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import math
 import os
@@ -157,6 +158,43 @@ def require_deployment(*, pd_servers: bool = False) -> Deployment:
     if reason is not None:
         pytest.skip(reason)
     return deployment
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class NcuLaunch:
+    """One kernel launch ncu profiled: its kernel and each metric as (unit, value), by section."""
+
+    id: int
+    kernel: str
+    metrics: dict[tuple[str, str], tuple[str, str]]
+
+    def number(self, section: str, metric: str, *, units: tuple[str, ...] | None = None) -> float:
+        """A metric's value as a number (ncu may group digits with commas); ValueError naming the
+        launch when it is missing, not a number, or (with ``units``) in another unit."""
+        if (section, metric) not in self.metrics:
+            raise ValueError(f"ncu launch {self.id} ({self.kernel}) has no {section} / {metric}")
+        unit, value = self.metrics[section, metric]
+        if units is not None and unit not in units:
+            raise ValueError(f"ncu launch {self.id} ({self.kernel}): {metric} is in {unit!r}, not {' or '.join(units)}")
+        try:
+            return float(value.replace(",", ""))
+        except ValueError:
+            raise ValueError(f"ncu launch {self.id} ({self.kernel}): {metric} is {value!r}") from None
+
+
+def ncu_launches(text: str) -> list[NcuLaunch]:
+    """Pure: the launches in ``ncu --import REPORT --csv --page details``, in profiling order. Lines
+    that are not the table (ncu's ``==PROF==`` lines) and rule rows (no metric name) are skipped."""
+    rows = csv.DictReader(line for line in text.splitlines() if line.startswith('"'))
+    launches: dict[int, NcuLaunch] = {}
+    for row in rows:
+        if not row.get("Metric Name") or not (row.get("ID") or "").isdigit():
+            continue
+        launch = launches.setdefault(int(row["ID"]), NcuLaunch(id=int(row["ID"]), kernel=row.get("Kernel Name") or "",
+                                                               metrics={}))
+        launch.metrics[row.get("Section Name") or "", row["Metric Name"]] = (row.get("Metric Unit") or "",
+                                                                             row.get("Metric Value") or "")
+    return [launches[i] for i in sorted(launches)]
 
 
 def nvcc_version(nvcc: str | None) -> str | None:
