@@ -1,23 +1,35 @@
-"""The deployment-scale GPU checks on the CPU: the one gate, what it reads from the environment and
-what it skips or fails, and what 0004 reads from the prefill server. Also the ncu check's reading of
-ncu's table."""
+"""The deployment-scale GPU checks on the CPU: the gate, not run by name without a deployment, and
+against a fake deployment (an HTTP stub on 127.0.0.1 that stops by itself, driven by a stand-in for
+sglang's serving benchmark, tests/data/fake-sglang) the figures recorded and the comparisons that fail
+when they are off. Also the ncu check's reading of ncu's table, and that the real benchmark takes the
+options the checks pass and writes the keys they read."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
+import re
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from test_gpu_runner import GPU
+from test_gpu_runner import GPU, REPO, _env, by_name, results, run_gpu
 
 sys.path.insert(0, str(GPU))
 
+import gpu_deploy
 import gpu_support
 
-DEPLOY_VARIABLES = ("PATCHTOOL_GPU_DEPLOYMENT", "PATCHTOOL_GPU_PD_SERVERS")
+FAKE_SGLANG = REPO / "tests" / "data" / "fake-sglang"
+DEPLOY_VARIABLES = ("PATCHTOOL_GPU_DEPLOYMENT", "PATCHTOOL_GPU_PD_SERVERS", "PATCHTOOL_GPU_BASELINE")
+NOT_RUN = re.compile(r"needs [^:]+, not run: ")
 
 
 # -- the gate -----------------------------------------------------------------------------------
@@ -104,8 +116,9 @@ NCU_HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Conte
 
 
 def ncu_table(launches: list[tuple[str, dict[tuple[str, str], tuple[str, str]]]]) -> str:
-    """``ncu --import R --csv --page details --print-units base`` as ncu 2025 writes it: its own
-    lines first, one row per metric with a trailing comma, and rule rows without a metric."""
+    """``ncu --import R --csv --page details --print-units base`` in the layout of a table ncu
+    printed for a Blackwell GPU (as kept in public test data; no ncu has run here): ncu's own lines
+    first, one row per metric with a trailing comma, and rule rows without a metric."""
     lines = ["==PROF== Connected to process 4242 (/usr/bin/python3)", NCU_HEADER]
     for i, (kernel, metrics) in enumerate(launches):
         head = f'"{i}","4242","python3","127.0.0.1","{kernel}","1","7","(128, 1, 1)","(64, 1, 8)","0","12.0"'
@@ -181,3 +194,279 @@ def test_ncu_tables_the_check_cannot_read_say_why(mma_checks: Any, launches: lis
     with pytest.raises(ValueError) as exc:
         mma_checks.ncu_resources(launches_of(*launches))
     assert str(exc.value).startswith(message), str(exc.value)
+
+
+# -- a fake deployment --------------------------------------------------------------------------
+
+class StubDeployment:
+    """A router as the serving benchmark sees it: ``GET /v1/models`` and ``POST /generate``, each
+    request answered after ``service_s`` (``slow_factor`` times that while more than ``slow_above``
+    are in flight), with as many tokens as it asked for; with ``stall`` never answered. It stops
+    itself after ``lifetime_s`` whatever the test does, and a stalled request is let go then."""
+
+    def __init__(self, *, service_s: float = 0.05, slow_above: int | None = None, slow_factor: float = 3.0,
+                 stall: bool = False, lifetime_s: float = 180.0) -> None:
+        self.service_s, self.slow_above, self.slow_factor, self.stall = service_s, slow_above, slow_factor, stall
+        self.in_flight = 0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                if self.path != "/v1/models":
+                    self.send_error(404)
+                    return
+                self._json({"object": "list", "data": [{"id": "stub-model", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path != "/generate":
+                    self.send_error(404)
+                    return
+                with stub.lock:
+                    stub.in_flight += 1
+                    busy = stub.in_flight
+                try:
+                    if stub.stall:
+                        stub.stopped.wait()
+                        return
+                    slow = stub.slow_above is not None and busy > stub.slow_above
+                    time.sleep(stub.service_s * (stub.slow_factor if slow else 1.0))
+                    tokens = body["sampling_params"]["max_new_tokens"]
+                    self._json({"text": "x" * tokens, "meta_info": {"completion_tokens": tokens}})
+                finally:
+                    with stub.lock:
+                        stub.in_flight -= 1
+
+            def _json(self, data: object) -> None:
+                payload = json.dumps(data).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 256  # a burst of 96 connections at once, as the checks send
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.timer = threading.Timer(lifetime_s, self.stop)
+        self.timer.daemon = True
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.server.shutdown()
+
+    def __enter__(self) -> StubDeployment:
+        self.thread.start()
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.timer.cancel()
+        if not self.stopped.is_set():
+            self.stop()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def stub(**options: Any) -> Iterator[StubDeployment]:
+    with StubDeployment(**options) as deployment:
+        yield deployment
+
+
+def run_against(deployment: StubDeployment, tmp_path: Path, fake_tree: Path, *checks: str,
+                name: str = "r.json", **env: str) -> dict[str, Any]:
+    """The runner over ``checks`` against the stub, with the stand-in benchmark; the results file's data."""
+    out = tmp_path / name
+    res = run_gpu(*checks, "--out", str(out), "--tree", str(fake_tree),
+                  env=_env(PATCHTOOL_GPU_DEPLOYMENT=deployment.url, PYTHONPATH=str(FAKE_SGLANG), **env))
+    data = results(out)
+    assert data["errors"] == [], res.stdout + res.stderr
+    return data
+
+
+AB_0002 = "tests/gpu/test_0002_deploy.py::test_pd_throughput_ab"
+HANG_0002 = "tests/gpu/test_0002_deploy.py::test_long_context_no_hang"
+AB_0003 = "tests/gpu/test_0003_deploy.py::test_serving_ab"
+
+
+# -- not run by name without what they need --------------------------------------------------------
+
+def test_without_a_deployment_the_deployment_checks_are_not_run_by_name(tmp_path: Path, fake_tree: Path) -> None:
+    out = tmp_path / "r.json"
+    res = run_gpu("tests/gpu/test_0002_deploy.py", "tests/gpu/test_0003_deploy.py",
+                  "tests/gpu/test_0003_mhc.py::test_needle_recall_deployment", "tests/gpu/test_0004_pd_admission.py",
+                  "tests/gpu/test_0002_mma.py::test_launch_resources_under_ncu",
+                  "--out", str(out), "--tree", str(fake_tree), env=_env())
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = by_name(results(out))
+    router = "needs a running deployment, not run: set $PATCHTOOL_GPU_DEPLOYMENT to the URL of its router"
+    servers = "needs a running deployment, not run: set $PATCHTOOL_GPU_PD_SERVERS to its prefill and decode servers'"
+    for name in ("test_pd_throughput_ab", "test_long_context_no_hang", "test_serving_ab", "test_needle_recall_deployment"):
+        assert rows[name]["outcome"] == "not-run" and rows[name]["reason"] == router, rows[name]
+    for name in ("test_burst_is_refused_at_prefill_with_503", "test_refused_decode_half_is_freed_without_the_router"):
+        assert rows[name]["outcome"] == "not-run" and rows[name]["reason"].startswith(servers), rows[name]
+    ncu = rows["test_launch_resources_under_ncu"]
+    assert ncu["outcome"] == "not-run" and ncu["reason"].startswith("needs sm_120, not run: "), ncu
+    assert set(rows) == {"test_pd_throughput_ab", "test_long_context_no_hang", "test_serving_ab",
+                         "test_needle_recall_deployment", "test_burst_is_refused_at_prefill_with_503",
+                         "test_refused_decode_half_is_freed_without_the_router", "test_launch_resources_under_ncu"}
+
+
+def test_without_sglang_the_benchmark_checks_are_not_run_by_name(tmp_path: Path, fake_tree: Path) -> None:
+    out = tmp_path / "r.json"
+    run_gpu("tests/gpu/test_0002_deploy.py", "--out", str(out), "--tree", str(fake_tree),
+            env=_env(PATCHTOOL_GPU_DEPLOYMENT="http://127.0.0.1:9"))
+    for row in results(out)["checks"]:
+        assert row["outcome"] == "not-run", row
+        assert row["reason"].startswith("needs sglang's serving benchmark, not run: sglang is not installed for ")
+        assert NOT_RUN.match(row["reason"])
+
+
+# -- against a fake deployment ----------------------------------------------------------------
+
+def test_the_throughput_ab_records_what_the_benchmark_measured_and_compares_arms(tmp_path: Path, fake_tree: Path) -> None:
+    """Two arms of the A/B, one run each, the deployment restarted between them: the first records
+    what it measured; the second names the first's results file and, slower, fails."""
+    with stub(service_s=0.1) as deployment:
+        first = run_against(deployment, tmp_path, fake_tree, AB_0002, name="first.json")
+    row = by_name(first)["test_pd_throughput_ab"]
+    assert row["outcome"] == "pass", row
+    figures = row["figures"]
+    assert figures["compared_with"] == ""
+    for c in (64, 80, 96):
+        assert figures[f"completed_c{c}"] == c * 10
+        assert figures[f"output_tok_s_c{c}"] > 0 and figures[f"mean_ttft_ms_c{c}"] >= 100
+    # 10 waves of 0.1 s at each concurrency: throughput grows with it
+    assert figures["output_tok_s_c64"] < figures["output_tok_s_c80"] < figures["output_tok_s_c96"]
+
+    with stub(service_s=0.2) as deployment:
+        second = run_against(deployment, tmp_path, fake_tree, AB_0002, name="second.json",
+                             PATCHTOOL_GPU_BASELINE=str(tmp_path / "first.json"))
+    row = by_name(second)["test_pd_throughput_ab"]
+    assert row["outcome"] == "fail"
+    assert row["figures"]["compared_with"] == str(tmp_path / "first.json")
+    assert 0 < row["figures"]["output_tok_s_c64_vs_baseline"] < 1
+    for c in (64, 80, 96):
+        assert f"output_tok_s_c{c} " in row["reason"] and "is below the baseline's" in row["reason"], row["reason"]
+
+
+def test_the_throughput_ab_fails_when_c96_is_slower_than_c80(tmp_path: Path, fake_tree: Path) -> None:
+    with stub(service_s=0.1, slow_above=80) as deployment:  # the field's anomaly
+        data = run_against(deployment, tmp_path, fake_tree, AB_0002)
+    row = by_name(data)["test_pd_throughput_ab"]
+    assert row["outcome"] == "fail"
+    assert "C96 is slower than C80: " in row["reason"], row["reason"]
+    assert row["figures"]["output_tok_s_c96"] < row["figures"]["output_tok_s_c80"]  # recorded all the same
+
+
+def baseline_file(path: Path, check: str, figures: dict[str, float]) -> Path:
+    path.write_text(json.dumps({"schema": 1, "kind": "patchtool-gpu-results",
+                                "checks": [{"check": check, "figures": figures}]}))
+    return path
+
+
+def test_the_mhc_serving_ab_compares_throughput_and_prefill_ttft(tmp_path: Path, fake_tree: Path) -> None:
+    """Throughput above the baseline's at every concurrency, prefill TTFT above the baseline's: the
+    one comparison that does not hold fails the check, and says so."""
+    baseline = {"output_tok_s_c1": 1.0, "output_tok_s_c64": 1.0, "output_tok_s_c96": 1.0, "mean_ttft_ms_prefill": 1.0}
+    with stub(service_s=0.01) as deployment:
+        data = run_against(deployment, tmp_path, fake_tree, AB_0003,
+                           PATCHTOOL_GPU_BASELINE=str(baseline_file(tmp_path / "base.json", AB_0003, baseline)))
+    row = by_name(data)["test_serving_ab"]
+    assert row["outcome"] == "fail"
+    assert {f"completed_{n}" for n in ("c1", "c64", "c96", "prefill")} <= set(row["figures"])
+    assert row["figures"]["completed_prefill"] == 64 and row["figures"]["completed_c96"] == 960
+    assert "mean_ttft_ms_prefill " in row["reason"] and "is above the baseline's 1" in row["reason"], row["reason"]
+    assert "output_tok_s" not in row["reason"]
+
+
+def test_a_baseline_compares_each_figure_its_way() -> None:
+    base = gpu_deploy.Baseline(path="b.json", figures={"output_tok_s_c64": 100.0, "mean_ttft_ms_prefill": 50.0})
+    assert base.worse({"output_tok_s_c64": 100.0, "mean_ttft_ms_prefill": 50.0},
+                      higher=["output_tok_s_c64"], lower=["mean_ttft_ms_prefill"]) == []
+    assert base.worse({"output_tok_s_c64": 99.5, "mean_ttft_ms_prefill": 50.5},
+                      higher=["output_tok_s_c64"], lower=["mean_ttft_ms_prefill"]) == [
+        "output_tok_s_c64 99.5 is below the baseline's 100",
+        "mean_ttft_ms_prefill 50.5 is above the baseline's 50"]
+    assert base.worse({}, higher=["output_tok_s_c96"]) == ["output_tok_s_c96: None now, None in the baseline"]
+    assert base.ratios({"output_tok_s_c64": 99.5}, ["output_tok_s_c64", "output_tok_s_c96"]) == {
+        "output_tok_s_c64_vs_baseline": 0.995}
+
+
+def test_a_baseline_without_this_check_fails_it(tmp_path: Path, fake_tree: Path) -> None:
+    other = baseline_file(tmp_path / "other.json", "tests/gpu/test_0002_deploy.py::test_long_context_no_hang", {})
+    with stub(service_s=0.01) as deployment:
+        data = run_against(deployment, tmp_path, fake_tree, AB_0003, PATCHTOOL_GPU_BASELINE=str(other))
+    row = by_name(data)["test_serving_ab"]
+    assert row["outcome"] == "fail"
+    assert row["reason"] == f"Failed: $PATCHTOOL_GPU_BASELINE: {other} holds no figures of test_0003_deploy.py::test_serving_ab"
+
+
+def test_the_long_context_run_passes_when_every_request_is_served(tmp_path: Path, fake_tree: Path) -> None:
+    with stub(service_s=0.02) as deployment:
+        data = run_against(deployment, tmp_path, fake_tree, HANG_0002)
+    row = by_name(data)["test_long_context_no_hang"]
+    assert row["outcome"] == "pass", row
+    assert row["figures"]["hung"] is False and row["figures"]["completed"] == 1024
+
+
+def test_a_benchmark_still_running_at_its_limit_is_killed_and_called_hung(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(FAKE_SGLANG))
+    with stub(stall=True, lifetime_s=60) as deployment:
+        start = time.monotonic()
+        run = gpu_deploy.serving_benchmark(deployment.url, ["--dataset-name", "random", "--random-input-len", "8",
+                                                            "--random-output-len", "8", "--num-prompts", "4",
+                                                            "--max-concurrency", "2"],
+                                           workdir=tmp_path, timeout_s=3)
+        assert time.monotonic() - start < 30
+    assert run.hung and run.result is None
+    assert run.problem(4) == f"still running after {run.elapsed_s:.0f} s, killed"
+    assert run.figures() == {}
+    assert processes_naming(str(tmp_path)) == [], "the benchmark outlived its limit"
+
+
+def processes_naming(text: str) -> list[int]:
+    """The processes whose command line holds ``text`` (Linux's /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+def test_a_run_that_serves_fewer_requests_says_how_many() -> None:
+    run = gpu_deploy.BenchmarkRun(argv=(), returncode=0, elapsed_s=1.0, output_tail="",
+                                  result={"completed": 630, "output_throughput": float("nan"), "duration": 9.5})
+    assert run.problem(640) == "630 of 640 requests completed"
+    assert run.figures("c64") == {"completed_c64": 630, "duration_s_c64": 9.5}  # NaN is not a figure
+    broken = gpu_deploy.BenchmarkRun(argv=(), returncode=1, elapsed_s=1.0, output_tail="Traceback ...", result=None)
+    assert broken.problem(640) == "the benchmark exited 1 without a result: Traceback ..."
+
+
+# -- the real benchmark takes what the checks pass ----------------------------------------------------
+
+@pytest.mark.upstream
+def test_sglangs_benchmark_takes_the_options_and_writes_the_keys_the_checks_use(patched_tree: Path) -> None:
+    real = (patched_tree / "python" / "sglang" / "benchmark" / "serving.py").read_text()
+    used = set()
+    for check in ("test_0002_deploy.py", "test_0003_deploy.py", "gpu_deploy.py"):
+        used |= set(re.findall(r'"(--[a-z][a-z-]+)"', (GPU / check).read_text()))
+    assert {"--backend", "--base-url", "--output-file", "--num-prompts", "--random-range-ratio"} <= used
+    assert [flag for flag in sorted(used) if f'"{flag}"' not in real] == []
+    assert [key for key in gpu_deploy.RESULT_KEYS.values() if f'"{key}": ' not in real] == []
+    fake = (FAKE_SGLANG / "sglang" / "benchmark" / "serving.py").read_text()
+    assert [flag for flag in sorted(used) if f'"{flag}"' not in fake] == []

@@ -28,7 +28,8 @@ NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # what a machine without a GPU looks like
 def _env(**extra: str) -> dict[str, str]:
     # no tree and no deployment but those a test gives: the deployment checks are not run
     env = {k: v for k, v in os.environ.items() if k not in (
-        "PATCHTOOL_GPU_TREE", "PATCHTOOL_GPU_TREE_ERROR", "PATCHTOOL_GPU_DEPLOYMENT", "PATCHTOOL_GPU_PD_SERVERS")}
+        "PATCHTOOL_GPU_TREE", "PATCHTOOL_GPU_TREE_ERROR", "PATCHTOOL_GPU_DEPLOYMENT", "PATCHTOOL_GPU_PD_SERVERS",
+        "PATCHTOOL_GPU_BASELINE")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tool"), env.get("PYTHONPATH")]))
     return {**env, **NO_GPU, **extra}
 
@@ -46,17 +47,6 @@ def results(path: Path) -> dict[str, Any]:
 
 def by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {row["check"].rsplit("::", 1)[-1]: row for row in data["checks"]}
-
-
-@pytest.fixture
-def fake_tree(tmp_path: Path) -> Path:
-    """A directory that passes for a patched tree, with a stamp naming one patch."""
-    tree = tmp_path / "tree"
-    (tree / "python" / "sglang").mkdir(parents=True)
-    stamp = {"schema": 1, "pin": "sglang-0.5.23", "tip": "f" * 40,
-             "patches": [{"id": "fake-patch", "file": "patches/0002-fake.patch", "sha256": "a" * 64}]}
-    (tree / ".patchtool-gpu-tree.json").write_text(json.dumps(stamp))
-    return tree
 
 
 GPU_FIXTURES = f'''\

@@ -15,6 +15,8 @@ One test per check that patchset.toml's ``[[patch.gpu_verification]]`` rows of
 - ``test_needle_recall_deployment`` (a running PD deployment, its router at
   $PATCHTOOL_GPU_DEPLOYMENT; the GPUs are the deployment's, not this machine's): needle-in-haystack
   recall, run once with the decode and prefill servers at SGLANG_OPT_MHC_BF16_GEMM=0 and once at 1.
+
+The serving A/B against the deployment is in test_0003_deploy.py.
 """
 
 from __future__ import annotations
