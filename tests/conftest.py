@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -159,6 +160,19 @@ def one_patch(demo: Demo) -> Demo:
                       "core: say hi", "Shorter greeting.")
     demo.write_manifest(demo.entry("greet", "0001-greet.patch"))
     return demo
+
+
+# -- the GPU runner --------------------------------------------------------------------------
+
+@pytest.fixture
+def fake_tree(tmp_path: Path) -> Path:
+    """A directory that passes for a patched tree for tests/gpu/run.py, with a stamp naming one patch."""
+    tree = tmp_path / "tree"
+    (tree / "python" / "sglang").mkdir(parents=True)
+    stamp = {"schema": 1, "pin": "sglang-0.5.23", "tip": "f" * 40,
+             "patches": [{"id": "fake-patch", "file": "patches/0002-fake.patch", "sha256": "a" * 64}]}
+    (tree / ".patchtool-gpu-tree.json").write_text(json.dumps(stamp))
+    return tree
 
 
 # -- the real upstream -----------------------------------------------------------------------

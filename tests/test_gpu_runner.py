@@ -26,7 +26,10 @@ NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # what a machine without a GPU looks like
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PATCHTOOL_GPU_TREE", "PATCHTOOL_GPU_TREE_ERROR")}
+    # no tree and no deployment but those a test gives: the deployment checks are not run
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "PATCHTOOL_GPU_TREE", "PATCHTOOL_GPU_TREE_ERROR", "PATCHTOOL_GPU_DEPLOYMENT", "PATCHTOOL_GPU_PD_SERVERS",
+        "PATCHTOOL_GPU_BASELINE")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tool"), env.get("PYTHONPATH")]))
     return {**env, **NO_GPU, **extra}
 
@@ -44,17 +47,6 @@ def results(path: Path) -> dict[str, Any]:
 
 def by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {row["check"].rsplit("::", 1)[-1]: row for row in data["checks"]}
-
-
-@pytest.fixture
-def fake_tree(tmp_path: Path) -> Path:
-    """A directory that passes for a patched tree, with a stamp naming one patch."""
-    tree = tmp_path / "tree"
-    (tree / "python" / "sglang").mkdir(parents=True)
-    stamp = {"schema": 1, "pin": "sglang-0.5.23", "tip": "f" * 40,
-             "patches": [{"id": "fake-patch", "file": "patches/0002-fake.patch", "sha256": "a" * 64}]}
-    (tree / ".patchtool-gpu-tree.json").write_text(json.dumps(stamp))
-    return tree
 
 
 GPU_FIXTURES = f'''\
@@ -119,7 +111,7 @@ def test_a_deployment_check_without_a_deployment_is_skipped_by_name(monkeypatch:
     with pytest.raises(pytest.skip.Exception, match="^needs a running deployment, not run: set "):
         gpu_support.require_deployment()
     monkeypatch.setenv("PATCHTOOL_GPU_DEPLOYMENT", "http://router:8000")
-    assert gpu_support.require_deployment() == "http://router:8000"
+    assert gpu_support.require_deployment().router == "http://router:8000"
 
 
 def test_a_results_file_is_named_for_its_start_and_device() -> None:

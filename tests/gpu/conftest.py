@@ -2,7 +2,8 @@
 collected only when named (`python tests/gpu/run.py`, `nox -s gpu`, `python -m pytest tests/gpu/...`).
 
 Fixtures: ``patched_tree_gpu`` (the patched tree's root) and ``record`` (figures for the results
-file). Gates are in ``gpu_support``: ``require_cuda()`` and ``require_sm120()``.
+file). Gates are in ``gpu_support``: ``require_cuda()``, ``require_sm120()``, ``require_tool()`` and
+``require_deployment()``; sglang's serving benchmark against a deployment is in ``gpu_deploy``.
 """
 
 from __future__ import annotations

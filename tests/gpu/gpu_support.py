@@ -3,18 +3,21 @@ records it, and the figures a check reports.
 
 A check calls ``require_cuda()`` (any CUDA GPU) or ``require_sm120()`` (sm_120 only) first; on other
 hardware it is skipped with a reason that starts ``needs a CUDA GPU, not run`` or ``needs sm_120,
-not run``, and the results file records it as not run, by name. Only the standard library, torch and
-(when present) triton are imported, so this runs in a bare GPU image.
+not run``, and the results file records it as not run, by name. ``require_nvcc()``/``require_tool()``
+gate on a CUDA tool, ``require_deployment()`` on a running deployment. Only the standard library, torch
+and (when present) triton are imported, so this runs in a bare GPU image.
 """
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import math
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,8 @@ NO_CUDA = "needs a CUDA GPU, not run"
 NOT_SM120 = "needs sm_120, not run"
 NO_NVCC = "needs nvcc, not run"
 NO_DEPLOYMENT = "needs a running deployment, not run"
-DEPLOYMENT_ENV = "PATCHTOOL_GPU_DEPLOYMENT"
+DEPLOYMENT_ENV = "PATCHTOOL_GPU_DEPLOYMENT"  # the router in front of the PD pair: its URL
+PD_SERVERS_ENV = "PATCHTOOL_GPU_PD_SERVERS"  # the pair behind it, addressed directly: "PREFILL_URL DECODE_URL"
 SM120 = (12, 0)
 
 Figure = int | float | str | bool
@@ -75,34 +79,122 @@ def require_sm120() -> None:
         pytest.skip(reason)
 
 
-def nvcc_path() -> str | None:
-    """nvcc as the CPU tests find it (``$NVCC``, then PATH), then where CUDA images keep it."""
-    found = os.environ.get("NVCC") or shutil.which("nvcc")
+def tool_path(name: str) -> str | None:
+    """A CUDA tool as the CPU tests find nvcc (``$NVCC``, then PATH), then where CUDA images keep it:
+    ``$<NAME>``, PATH, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``."""
+    found = os.environ.get(name.upper()) or shutil.which(name)
     if found:
         return found
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and (candidate := Path(home, "bin", "nvcc")).is_file():
+        if home and (candidate := Path(home, "bin", name)).is_file():
             return str(candidate)
     return None
 
 
-def require_nvcc() -> str:
-    """The nvcc to build with, or a skip of the calling check."""
-    found = nvcc_path()
+def require_tool(name: str) -> str:
+    """The CUDA tool ``name`` (``ncu``, ``nvcc``) to run, or a skip of the calling check naming it."""
+    found = tool_path(name)
     if found is None:
-        pytest.skip(f"{NO_NVCC}: not in $NVCC, on PATH, or under $CUDA_HOME or /usr/local/cuda")
+        pytest.skip(f"needs {name}, not run: not in ${name.upper()}, on PATH, or under $CUDA_HOME or /usr/local/cuda")
     return found
 
 
-def require_deployment() -> str:
-    """The URL of the deployment (the router in front of the PD pair) a deployment-scale check
-    drives, from ``$PATCHTOOL_GPU_DEPLOYMENT``; a skip of the calling check without one. Such a
-    check (recall sweeps, throughput A/B, hours-long soaks) runs against a deployment started
-    beforehand; the runner only records it, by name, as not run where there is none."""
-    url = os.environ.get(DEPLOYMENT_ENV)
-    if not url:
-        pytest.skip(f"{NO_DEPLOYMENT}: set ${DEPLOYMENT_ENV} to the URL of its router")
-    return url
+def nvcc_path() -> str | None:
+    """nvcc as the CPU tests find it (``$NVCC``, then PATH), then where CUDA images keep it."""
+    return tool_path("nvcc")
+
+
+def require_nvcc() -> str:
+    """The nvcc to build with, or a skip of the calling check."""
+    return require_tool("nvcc")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Deployment:
+    """Where a deployment-scale check finds the deployment: the router in front of it and, for a check
+    that bypasses the router, its prefill and decode servers (URLs without a trailing slash)."""
+
+    router: str | None = None
+    prefill: str | None = None
+    decode: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Deployment:
+        """Pure: ``$PATCHTOOL_GPU_DEPLOYMENT`` (the router's URL) and ``$PATCHTOOL_GPU_PD_SERVERS``
+        (``PREFILL_URL DECODE_URL``); ValueError naming the variable when one is not that."""
+        router = environ.get(DEPLOYMENT_ENV, "").strip()
+        servers = environ.get(PD_SERVERS_ENV, "").split()
+        if servers and len(servers) != 2:
+            raise ValueError(f"${PD_SERVERS_ENV} is {environ[PD_SERVERS_ENV]!r}: write 'PREFILL_URL DECODE_URL'")
+        prefill, decode = [_url(PD_SERVERS_ENV, url) for url in servers] or [None, None]
+        return cls(router=_url(DEPLOYMENT_ENV, router) if router else None, prefill=prefill, decode=decode)
+
+    def skip_reason(self, *, pd_servers: bool = False) -> str | None:
+        """Pure: why a check that needs the router (or, with ``pd_servers``, the prefill and decode
+        servers) cannot run against this deployment, or None when it can."""
+        if pd_servers and (self.prefill is None or self.decode is None):
+            return f"{NO_DEPLOYMENT}: set ${PD_SERVERS_ENV} to its prefill and decode servers' URLs ('PREFILL_URL DECODE_URL')"
+        if not pd_servers and self.router is None:
+            return f"{NO_DEPLOYMENT}: set ${DEPLOYMENT_ENV} to the URL of its router"
+        return None
+
+
+def _url(variable: str, value: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+        raise ValueError(f"${variable}: {value!r} is not an http:// or https:// URL")
+    return value.rstrip("/")
+
+
+def require_deployment(*, pd_servers: bool = False) -> Deployment:
+    """The deployment a deployment-scale check drives (recall sweeps, throughput A/B, hours-long
+    soaks), started beforehand: the router at ``$PATCHTOOL_GPU_DEPLOYMENT``, or with ``pd_servers``
+    the prefill and decode servers at ``$PATCHTOOL_GPU_PD_SERVERS``. Without it the check is skipped,
+    and the runner records it as not run, by name; a variable that is set but malformed fails it."""
+    try:
+        deployment = Deployment.from_env(os.environ)
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    reason = deployment.skip_reason(pd_servers=pd_servers)
+    if reason is not None:
+        pytest.skip(reason)
+    return deployment
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class NcuLaunch:
+    """One kernel launch ncu profiled: its kernel and each metric as (unit, value), by section."""
+
+    id: int
+    kernel: str
+    metrics: dict[tuple[str, str], tuple[str, str]]
+
+    def number(self, section: str, metric: str, *, units: tuple[str, ...] | None = None) -> float:
+        """A metric's value as a number (ncu may group digits with commas); ValueError naming the
+        launch when it is missing, not a number, or (with ``units``) in another unit."""
+        if (section, metric) not in self.metrics:
+            raise ValueError(f"ncu launch {self.id} ({self.kernel}) has no {section} / {metric}")
+        unit, value = self.metrics[section, metric]
+        if units is not None and unit not in units:
+            raise ValueError(f"ncu launch {self.id} ({self.kernel}): {metric} is in {unit!r}, not {' or '.join(units)}")
+        try:
+            return float(value.replace(",", ""))
+        except ValueError:
+            raise ValueError(f"ncu launch {self.id} ({self.kernel}): {metric} is {value!r}") from None
+
+
+def ncu_launches(text: str) -> list[NcuLaunch]:
+    """Pure: the launches in ``ncu --import REPORT --csv --page details``, in profiling order. Lines
+    that are not the table (ncu's ``==PROF==`` lines) and rule rows (no metric name) are skipped."""
+    rows = csv.DictReader(line for line in text.splitlines() if line.startswith('"'))
+    launches: dict[int, NcuLaunch] = {}
+    for row in rows:
+        if not row.get("Metric Name") or not (row.get("ID") or "").isdigit():
+            continue
+        launch = launches.setdefault(int(row["ID"]), NcuLaunch(id=int(row["ID"]), kernel=row.get("Kernel Name") or "",
+                                                               metrics={}))
+        launch.metrics[row.get("Section Name") or "", row["Metric Name"]] = (row.get("Metric Unit") or "",
+                                                                             row.get("Metric Value") or "")
+    return [launches[i] for i in sorted(launches)]
 
 
 def nvcc_version(nvcc: str | None) -> str | None:

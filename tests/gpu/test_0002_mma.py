@@ -9,8 +9,10 @@ One test per check that patchset.toml's ``[[patch.gpu_verification]]`` rows of
 - ``test_split_vs_flashinfer`` (sm_120): against FlashInfer's sm_120 DSv4 decode, the
   default backend;
 - ``test_launch_resources`` (sm_120): what the driver reports for the compiled kernels
-  equals the offline sm_120a compile of tests/patches/test_0002_mma_sparse_decode.py; also
-  the launch ncu profiles;
+  equals the offline sm_120a compile of tests/patches/test_0002_mma_sparse_decode.py;
+- ``test_launch_resources_under_ncu`` (sm_120, ncu): ncu profiles those launches (the test
+  above, run under it) and reports the same registers and shared memory, and the CTAs per SM
+  they allow;
 - ``test_kernel_time_ab`` (sm_120): kernel time at C64/C80/C96, target_ctas 0 vs 512, native
   16 heads vs q padded to 64, and FlashInfer, printed (run with -s).
 
@@ -22,11 +24,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import gpu_support
+import gpu_tree
 import pytest
 import torch
+from gpu_results_plugin import DEADLINE_ENV, STATE_ENV
 
 from patchtool.testing import load_module
 
@@ -42,6 +48,13 @@ OFFLINE = {
     "partial": dict(registers=248, spills=0, shared=36928),
     "combine": dict(registers=40, spills=0, shared=0),
 }
+# ncu's figures for those launches: the offline compile's, and what sm_120 (64K registers, ~99 KB
+# shared memory and 48 warps per SM) makes of them: 2 CTAs of 4 warps per SM by registers and by
+# shared memory, 8 of 48 warps.
+NCU_WANT = dict(direct_registers=OFFLINE["direct"]["registers"], partial_registers=OFFLINE["partial"]["registers"],
+                split_dynamic_shared_b=OFFLINE["direct"]["shared"], block_limit_registers=2, block_limit_shared_mem=2,
+                theoretical_occupancy_pct=16.7)
+NCU_TIMEOUT_S = 600.0
 
 
 @pytest.fixture(scope="module")
@@ -156,6 +169,58 @@ def test_launch_resources(mma, ref):
     }
     print("driver-reported resources:", seen)
     assert seen == OFFLINE
+
+
+def ncu_resources(launches):
+    """Pure: the figures ncu gives for test_launch_resources' launches (DIRECT split, two c4 split
+    partials, combine), named as the expectation below; ValueError when they are not those launches
+    or the three split launches disagree on what they share."""
+    kinds = ["combine" if "combine" in launch.kernel else "split" for launch in launches]
+    if kinds != ["split", "split", "split", "combine"]:
+        raise ValueError(f"ncu profiled {[launch.kernel for launch in launches]}, not 3 split launches and a combine")
+    registers = [int(launch.number("Launch Statistics", "Registers Per Thread")) for launch in launches[:3]]
+    if registers[1] != registers[2]:
+        raise ValueError(f"the two c4 partial launches have {registers[1]} and {registers[2]} registers per thread")
+    shared = {
+        (int(launch.number("Launch Statistics", "Dynamic Shared Memory Per Block", units=("byte/block", "byte"))),
+         int(launch.number("Occupancy", "Block Limit Registers")),
+         int(launch.number("Occupancy", "Block Limit Shared Mem")),
+         round(launch.number("Occupancy", "Theoretical Occupancy"), 1))
+        for launch in launches[:3]
+    }
+    if len(shared) != 1:
+        raise ValueError(f"the split launches differ in shared memory, block limits or occupancy: {sorted(shared)}")
+    ((dynamic_shared, limit_registers, limit_shared, occupancy),) = shared
+    return dict(direct_registers=registers[0], partial_registers=registers[1], split_dynamic_shared_b=dynamic_shared,
+                block_limit_registers=limit_registers, block_limit_shared_mem=limit_shared,
+                theoretical_occupancy_pct=occupancy)
+
+
+def test_launch_resources_under_ncu(patched_tree_gpu, record, tmp_path):
+    """test_launch_resources run under ncu (LaunchStats and Occupancy of the _mma_sparse_decode
+    launches); what ncu reports is compared with the offline compile and the CTAs per SM it allows."""
+    gpu_support.require_sm120()
+    ncu = gpu_support.require_tool("ncu")
+    report = tmp_path / "launches"
+    # the profiled pytest is not one of the runner's: it must not write the runner's live state
+    env = {k: v for k, v in os.environ.items() if k not in (STATE_ENV, DEADLINE_ENV)}
+    env[gpu_tree.TREE_ENV] = str(patched_tree_gpu)
+    profile = subprocess.run(
+        [ncu, "--kernel-name", "regex:_mma_sparse_decode", "--section", "LaunchStats", "--section", "Occupancy",
+         "--export", str(report), "--force-overwrite",
+         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"{Path(__file__).resolve()}::test_launch_resources"],
+        cwd=HERE.parents[1], env=env, capture_output=True, text=True, timeout=NCU_TIMEOUT_S, check=False)
+    output = (profile.stdout + profile.stderr).strip()
+    if "ERR_NVGPUCTRPERM" in output:
+        pytest.skip("needs ncu with access to the GPU's performance counters, not run: ERR_NVGPUCTRPERM")
+    rep = report.with_suffix(".ncu-rep")
+    assert rep.is_file(), f"ncu wrote no report (exit {profile.returncode}): {output[-2000:]}"
+    table = subprocess.run([ncu, "--import", str(rep), "--csv", "--page", "details", "--print-units", "base"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert table.returncode == 0, table.stdout[-2000:] + table.stderr[-2000:]
+    seen = ncu_resources(gpu_support.ncu_launches(table.stdout))
+    record(**seen)
+    assert seen == NCU_WANT
 
 
 def _time_ms(fn, iters=50):

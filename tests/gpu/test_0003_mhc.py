@@ -12,9 +12,11 @@ One test per check that patchset.toml's ``[[patch.gpu_verification]]`` rows of
   compile of tests/patches/test_0003_mhc_bf16_gemm.py;
 - ``test_gemm_time_ab`` (sm_120): the GEMM stage alone, bf16 Triton vs the fp32 GEMM of
   hc_pre's torch path, printed (run with -s);
-- ``test_needle_recall_deployment`` (sm_120, a running PD deployment at $SGLANG_ROUTER_URL):
-  needle-in-haystack recall, run once with the decode and prefill servers at
-  SGLANG_OPT_MHC_BF16_GEMM=0 and once at 1.
+- ``test_needle_recall_deployment`` (a running PD deployment, its router at
+  $PATCHTOOL_GPU_DEPLOYMENT; the GPUs are the deployment's, not this machine's): needle-in-haystack
+  recall, run once with the decode and prefill servers at SGLANG_OPT_MHC_BF16_GEMM=0 and once at 1.
+
+The serving A/B against the deployment is in test_0003_deploy.py.
 """
 
 from __future__ import annotations
@@ -220,10 +222,7 @@ def _chat(url, model, prompt):
 
 
 def test_needle_recall_deployment():
-    gpu_support.require_sm120()
-    url = os.environ.get("SGLANG_ROUTER_URL")
-    if not url:
-        pytest.skip("set SGLANG_ROUTER_URL to the PD router of the deployment under test")
+    url = gpu_support.require_deployment().router
     with urllib.request.urlopen(f"{url}/v1/models", timeout=60) as resp:
         model = json.loads(resp.read())["data"][0]["id"]
     rng = random.Random(0)

@@ -5,8 +5,8 @@ without a router: each request goes to both servers with the same bootstrap room
 router sends it, so what frees a refused decode half is the servers' own doing. It needs no
 GPU where it runs, only the pair; without one it skips by name.
 
-Launch the pair with small caps so a burst fills them (any model; the numbers below assume
-prompts of SGLANG_PD_BURST_PROMPT_TOKENS tokens):
+Launch the pair with small caps so a burst fills them (any model whose context holds the burst's
+prompts of 8,192 tokens):
 
     python -m sglang.launch_server --model-path $MODEL --disaggregation-mode prefill \
         --port 30000 --max-queued-requests 8 --max-queued-tokens 32768 ...
@@ -15,19 +15,17 @@ prompts of SGLANG_PD_BURST_PROMPT_TOKENS tokens):
 
 then
 
-    SGLANG_PD_PREFILL_URL=http://127.0.0.1:30000 SGLANG_PD_DECODE_URL=http://127.0.0.1:30001 \
-    SGLANG_PD_MAX_QUEUED_REQUESTS=8 SGLANG_PD_MAX_QUEUED_TOKENS=32768 \
+    PATCHTOOL_GPU_PD_SERVERS="http://127.0.0.1:30000 http://127.0.0.1:30001" \
     python -m pytest tests/gpu/test_0004_pd_admission.py
 
-Optional: SGLANG_PD_BOOTSTRAP_HOST (default: the prefill URL's host), SGLANG_PD_BOOTSTRAP_PORT
-(default 8998), SGLANG_PD_BURST (pairs sent at once, default 64), SGLANG_PD_BURST_PROMPT_TOKENS
-(default 8192).
+The caps and the bootstrap port are what the prefill server reports in /server_info (the patched
+wheel reports max_queued_tokens); the bootstrap host is the prefill URL's, as the router sends it.
+Without $PATCHTOOL_GPU_PD_SERVERS the checks are not run, by name (gpu_support.require_deployment).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import threading
 import time
@@ -36,21 +34,18 @@ import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
+import gpu_support
 import pytest
 
-PREFILL = os.environ.get("SGLANG_PD_PREFILL_URL")
-DECODE = os.environ.get("SGLANG_PD_DECODE_URL")
 FLAGS = ("--max-queued-requests", "--max-queued-tokens")
+BURST = 64  # pairs sent at once
+PROMPT_TOKENS = 8192
 # Decode gives up on a stranded half after SGLANG_DISAGGREGATION_WAITING_TIMEOUT (300 s by
 # default, sglang 0.5.23 environ.py); a freed half answers long before that.
 FREED_WITHIN_S = 60.0
 REQUEST_TIMEOUT_S = 600.0
-
-pytestmark = pytest.mark.skipif(
-    not (PREFILL and DECODE),
-    reason="needs a running PD pair, not run: set SGLANG_PD_PREFILL_URL and SGLANG_PD_DECODE_URL",
-)
 
 
 @dataclass
@@ -91,9 +86,28 @@ def _post(url: str, payload: dict) -> Answer:
         return Answer(error.code, error.read().decode(errors="replace"), time.monotonic())
 
 
+def _get(url: str, timeout: float = 10) -> Any:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        return json.load(response)
+
+
+def admission_caps(server_info: dict[str, Any]) -> tuple[int, int, int]:
+    """Pure: the prefill server's max_queued_requests, max_queued_tokens and bootstrap port, from
+    its /server_info; ValueError saying what is missing."""
+    if "max_queued_tokens" not in server_info:
+        raise ValueError("the prefill server reports no max_queued_tokens: is it the patched wheel?")
+    keys = ("max_queued_requests", "max_queued_tokens", "disaggregation_bootstrap_port")
+    unset = [k for k in keys if not isinstance(server_info.get(k), int)]
+    if unset:
+        raise ValueError(f"the prefill server has no {', '.join(unset)} set: launch it with "
+                         "--max-queued-requests and --max-queued-tokens (patchset.toml's run: 8 and 32768)")
+    requests, tokens, port = (server_info[k] for k in keys)
+    return requests, tokens, port
+
+
 def _loads(url: str) -> list[dict]:
-    with urllib.request.urlopen(url + "/v1/loads?include=core,disagg", timeout=10) as response:
-        return json.load(response)["loads"]
+    loads: list[dict] = _get(url + "/v1/loads?include=core,disagg")["loads"]
+    return loads
 
 
 def _queued(url: str) -> int:
@@ -112,14 +126,15 @@ def _idle(prefill: str, decode: str) -> bool:
 
 @pytest.fixture(scope="module")
 def burst() -> Burst:
-    assert PREFILL and DECODE
-    max_requests = int(os.environ["SGLANG_PD_MAX_QUEUED_REQUESTS"])
-    max_tokens = int(os.environ["SGLANG_PD_MAX_QUEUED_TOKENS"])
-    size = int(os.environ.get("SGLANG_PD_BURST", "64"))
-    prompt_tokens = int(os.environ.get("SGLANG_PD_BURST_PROMPT_TOKENS", "8192"))
-    host = os.environ.get("SGLANG_PD_BOOTSTRAP_HOST") or urllib.parse.urlparse(PREFILL).hostname
-    port = int(os.environ.get("SGLANG_PD_BOOTSTRAP_PORT", "8998"))
-    assert _idle(PREFILL, DECODE), "the pair must be idle before the burst"
+    servers = gpu_support.require_deployment(pd_servers=True)
+    prefill, decode = servers.prefill, servers.decode
+    assert prefill and decode
+    try:
+        max_requests, max_tokens, port = admission_caps(_get(prefill + "/server_info", timeout=60))
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    host = urllib.parse.urlparse(prefill).hostname
+    assert _idle(prefill, decode), "the pair must be idle before the burst"
 
     rng = random.Random(4)
     seen = [0]
@@ -127,36 +142,36 @@ def burst() -> Burst:
 
     def sample() -> None:
         while not stop.is_set():
-            seen[0] = max(seen[0], _queued(PREFILL))
+            seen[0] = max(seen[0], _queued(prefill))
             time.sleep(0.05)
 
     def pair(i: int) -> Pair:
         room = rng.getrandbits(62)
         payload = {
-            "input_ids": [rng.randrange(100, 20_000) for _ in range(prompt_tokens)],
+            "input_ids": [rng.randrange(100, 20_000) for _ in range(PROMPT_TOKENS)],
             "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
             "bootstrap_host": host, "bootstrap_port": port, "bootstrap_room": room,
         }
         with ThreadPoolExecutor(2) as both:
-            prefill = both.submit(_post, PREFILL, payload)
-            decode = both.submit(_post, DECODE, payload)
-            return Pair(room, prefill.result(), decode.result())
+            to_prefill = both.submit(_post, prefill, payload)
+            to_decode = both.submit(_post, decode, payload)
+            return Pair(room, to_prefill.result(), to_decode.result())
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    with ThreadPoolExecutor(size) as pool:
-        pairs = list(pool.map(pair, range(size)))
+    with ThreadPoolExecutor(BURST) as pool:
+        pairs = list(pool.map(pair, range(BURST)))
     stop.set()
     sampler.join()
 
     start = time.monotonic()
     drained = None
     while time.monotonic() - start < FREED_WITHIN_S:
-        if _idle(PREFILL, DECODE):
+        if _idle(prefill, decode):
             drained = time.monotonic() - start
             break
         time.sleep(1)
-    return Burst(pairs, seen[0], drained, max_requests, max_tokens, prompt_tokens)
+    return Burst(pairs, seen[0], drained, max_requests, max_tokens, PROMPT_TOKENS)
 
 
 def test_burst_is_refused_at_prefill_with_503(burst: Burst):
