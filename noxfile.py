@@ -7,6 +7,7 @@ runs every test tier. What follows `--` goes to the command a session runs, e.g.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -45,6 +46,19 @@ def tests(session: nox.Session) -> None:
     """Run every test tier: parsing, git mechanics, and real sglang from PyPI (cached in .cache/)."""
     session.install("-e", ".[test]", *TEST_BUILD_DEPS)
     session.run("pytest", *session.posargs)
+
+
+@nox.session(default=False)
+def fuzz(session: nox.Session) -> None:
+    """The model of the editing commands (tests/hostile/test_model.py) with random seeds, run longer.
+
+    $PATCHTOOL_FUZZ_EXAMPLES examples (default 200) of up to $PATCHTOOL_FUZZ_STEPS steps (default 30); CI
+    runs it derandomized and small. A failure is kept in .cache/hypothesis-model/ and replayed first next time.
+    """
+    session.install("-e", ".[test]")
+    budget = {"PATCHTOOL_FUZZ_EXAMPLES": os.environ.get("PATCHTOOL_FUZZ_EXAMPLES", "200"),
+              "PATCHTOOL_FUZZ_STEPS": os.environ.get("PATCHTOOL_FUZZ_STEPS", "30")}
+    session.run("pytest", "tests/hostile/test_model.py", *session.posargs, env=budget)
 
 
 @nox.session
