@@ -11,6 +11,7 @@ runs it with random seeds and a larger budget (PATCHTOOL_FUZZ_EXAMPLES, PATCHTOO
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -32,7 +33,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from conftest import edit
 from patchtool.testing import Index, format_patch, git, make_wheel, sha256, snapshot, write_tree
@@ -68,6 +69,7 @@ INCOMING = {
                    "util: nowhere"),  # made on top of a change nobody has: never applies
 }
 NEW_IDS = ("feat-a", "feat-b", "extra", "cap")  # the last two are taken (active or dropped)
+DROPPABLE = ("extra", "bye", "cap", "core-say-hi", "feat-a", "tweak-1", "nope")  # ids the series may hold
 KILLABLE = (
     ("import", "../incoming/greet.patch"), ("import", "../incoming/util.patch"),
     ("drop", "extra", "--reason", "killed drop"), ("drop", "bye", "--reason", "killed drop"),
@@ -75,6 +77,7 @@ KILLABLE = (
     ("new", "feat-k"), ("rebase", "--to", "1.1"), ("rebase", "--to", "1.0"), ("rebase", "--continue"),
     ("rebase", "--skip", "--reason", "killed skip"), ("rebase", "--abort"),
 )
+RESUME = ("ours", "theirs", "skip", "abort", "leave")  # after a conflict stop: take a side and --continue, ...
 TIMEOUT = 120
 FUZZ_DATABASE = Path(__file__).resolve().parents[2] / ".cache" / "hypothesis-model"  # failures replay first
 
@@ -88,7 +91,7 @@ def _budget() -> settings:
     if fuzz:
         return settings(max_examples=int(fuzz), stateful_step_count=int(os.environ.get("PATCHTOOL_FUZZ_STEPS", "30")),
                         derandomize=False, database=DirectoryBasedExampleDatabase(FUZZ_DATABASE), **common)
-    return settings(max_examples=8, stateful_step_count=15, derandomize=True, database=None, **common)
+    return settings(max_examples=10, stateful_step_count=30, derandomize=True, database=None, **common)
 
 
 # -- the world: origin, two clones, one cache, and what lies beside them ---------------------------
@@ -471,16 +474,15 @@ class PatchtoolModel(RuleBasedStateMachine):
         except RuntimeError:
             return None
 
-    def _owned(self) -> list[tuple[str, str]]:
-        return [(c, b) for c in CLONES for b, wt in self.models[c].checkouts.items()
-                if wt is not None and (wt / ".git").exists()]
-
     def _inside(self, clone: str, path: str) -> Path:
         where = Path(path)
         assert where.is_relative_to(self.world.root(clone)), f"a command in {clone} works in {where}, another clone"
         return where
 
     # -- rules ------------------------------------------------------------------------------------
+    # Every rule draws the same arguments whatever the state (no preconditions, no draws that depend
+    # on what earlier steps did): a kill makes outcomes vary from run to run, and Hypothesis refuses a
+    # strategy whose shape does. A rule with nothing to act on does nothing.
 
     @rule(clone=st.sampled_from(CLONES),
           patches=st.lists(st.sampled_from(sorted(INCOMING)), min_size=1, max_size=2, unique=True))
@@ -500,70 +502,72 @@ class PatchtoolModel(RuleBasedStateMachine):
             model.checkouts[branch] = self._inside(clone, res.data["worktree"])
             model.exported.pop(branch, None)
 
-    def _target(self, data: st.DataObject) -> tuple[str, str]:
-        """A clone and a checkout branch: mostly one the clone made, sometimes any."""
-        made = [(c, b) for c in CLONES for b in self.models[c].checkouts]
-        every = [(c, b) for c in CLONES for b in BRANCHES]
-        return data.draw(st.one_of(st.sampled_from(made), st.sampled_from(every)) if made else
-                         st.sampled_from(every), label="clone, branch")
+    def _anyone_made(self, branch: str) -> bool:
+        """Whether some clone checked ``branch`` out: else `new` and `export` can only refuse."""
+        return any(branch in m.checkouts for m in self.models.values())
 
-    @precondition(lambda self: any(m.checkouts for m in self.models.values()))
-    @rule(data=st.data(), ident=st.sampled_from(NEW_IDS), file=st.sampled_from(EDITABLE), then_export=st.booleans())
-    def new_patch(self, data: st.DataObject, ident: str, file: str, then_export: bool) -> None:
-        """`new ID`, the change amended into it, and (usually) `export`."""
-        clone, branch = self._target(data)
+    @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES), ident=st.sampled_from(NEW_IDS),
+          file=st.sampled_from(EDITABLE), then_export=st.booleans())
+    def new_patch(self, clone: str, branch: str, ident: str, file: str, then_export: bool) -> None:
+        """(`checkout` if need be,) `new ID`, the change amended into it, and `export`."""
+        if not self._anyone_made(branch):
+            self.checkout(clone, branch)
         res = self.run(clone, "new", ident, "--branch", branch)
         if res.code != 0:
             return
         assert branch in self.models[clone].checkouts, f"`new` in {clone} used a checkout {clone} never made"
         worktree = self._inside(clone, res.data["worktree"])
-        self.counter += 1
-        path = worktree / file
-        path.write_text((path.read_text() if path.exists() else "") + f"# {ident} {self.counter}\n")
-        git(worktree, "add", "-A")
+        self._append(worktree, file, f"# {ident}")
         git(worktree, "commit", "-q", "--amend", "--no-edit")
         if then_export:
             self._export(clone, branch, allow_drop=False)
 
-    @precondition(lambda self: bool(self._owned()))
-    @rule(data=st.data(), kind=st.sampled_from(("plain", "amend", "remove-top", "swap-top")),
-          file=st.sampled_from(EDITABLE))
-    def commit(self, data: st.DataObject, kind: str, file: str) -> None:
-        """The user's own git work in a checkout: a plain commit (no trailer), an amend, removing
-        the top commit, or swapping the top two (when they do not conflict)."""
-        clone, branch = data.draw(st.sampled_from(self._owned()), label="checkout")
-        worktree = self.models[clone].checkouts[branch]
-        assert worktree is not None
+    def _append(self, worktree: Path, file: str, what: str) -> None:
+        self.counter += 1
+        path = worktree / file
+        path.write_text((path.read_text() if path.exists() else "") + f"{what} {self.counter}\n")
+        git(worktree, "add", "-A")
+
+    @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES),
+          kind=st.sampled_from(("plain", "amend", "remove-top", "swap-top")), file=st.sampled_from(EDITABLE),
+          then=st.sampled_from(("export", "export --allow-drop", "nothing")))
+    def edit(self, clone: str, branch: str, kind: str, file: str, then: str) -> None:
+        """The user's own git work in a checkout (checked out first if need be): a plain commit (no
+        trailer), an amend, removing the top commit, or swapping the top two (when they do not
+        conflict); then perhaps `export`."""
+        worktree = self.models[clone].checkouts.get(branch)
+        if worktree is None or not (worktree / ".git").exists():
+            self.checkout(clone, branch)
+            worktree = self.models[clone].checkouts.get(branch)
+            if worktree is None:
+                return
         base = self._base(worktree, branch)
         on_base = base is None or self._tip(worktree) == base
         if kind == "remove-top":
             if not on_base:
                 git(worktree, "reset", "-q", "--hard", "HEAD~1")
-            return
-        if kind == "swap-top":
+        elif kind == "swap-top":
             top = git(worktree, "rev-parse", "HEAD").strip()
-            if on_base or git(worktree, "rev-parse", "HEAD~1").strip() == base:
-                return
-            git(worktree, "reset", "-q", "--hard", "HEAD~2")
-            try:
-                git(worktree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", top, f"{top}~1")
-            except RuntimeError:  # they touch the same lines: leave the branch as it was
-                git(worktree, "cherry-pick", "--abort")
-                git(worktree, "reset", "-q", "--hard", top)
-            return
-        self.counter += 1
-        path = worktree / file
-        path.write_text((path.read_text() if path.exists() else "") + f"# note {self.counter}\n")
-        git(worktree, "add", "-A")
-        if kind == "amend" and not on_base:
-            git(worktree, "commit", "-q", "--amend", "--no-edit")
+            if not on_base and git(worktree, "rev-parse", "HEAD~1").strip() != base:
+                git(worktree, "reset", "-q", "--hard", "HEAD~2")
+                try:
+                    git(worktree, "cherry-pick", "--allow-empty", "--keep-redundant-commits", top, f"{top}~1")
+                except RuntimeError:  # they touch the same lines: leave the branch as it was
+                    git(worktree, "cherry-pick", "--abort")
+                    git(worktree, "reset", "-q", "--hard", top)
         else:
-            git(worktree, "commit", "-q", "-m", f"tweak {self.counter}")
+            self._append(worktree, file, "# note")
+            if kind == "amend" and not on_base:
+                git(worktree, "commit", "-q", "--amend", "--no-edit")
+            else:
+                git(worktree, "commit", "-q", "-m", f"tweak {self.counter}")
+        if then != "nothing":
+            self._export(clone, branch, allow_drop=then.endswith("--allow-drop"))
 
-    @precondition(lambda self: any(m.checkouts for m in self.models.values()))
-    @rule(data=st.data(), allow_drop=st.booleans())
-    def export(self, data: st.DataObject, allow_drop: bool) -> None:
-        self._export(*self._target(data), allow_drop=allow_drop)
+    @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES), allow_drop=st.booleans())
+    def export(self, clone: str, branch: str, allow_drop: bool) -> None:
+        if self._anyone_made(branch):
+            self._export(clone, branch, allow_drop=allow_drop)
 
     def _export(self, clone: str, branch: str, *, allow_drop: bool) -> None:
         model = self.models[clone]
@@ -588,45 +592,59 @@ class PatchtoolModel(RuleBasedStateMachine):
         else:
             model.exported.pop(branch, None)
 
-    @precondition(lambda self: bool(self._owned()))
-    @rule(data=st.data())
-    def discard_checkout(self, data: st.DataObject) -> None:
-        """The user throws a checkout away with git: its worktree and its branch."""
-        clone, branch = data.draw(st.sampled_from(self._owned()), label="checkout")
-        worktree = self.models[clone].checkouts.pop(branch)
-        self.models[clone].exported.pop(branch, None)
-        assert worktree is not None
-        common = (worktree / git(worktree, "rev-parse", "--git-common-dir").strip()).resolve()
-        name = git(worktree, "rev-parse", "--abbrev-ref", "HEAD").strip()
-        git(common, "worktree", "remove", "--force", "--force", str(worktree))  # twice: also a locked one
+    @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES))
+    def discard_checkout(self, clone: str, branch: str) -> None:
+        """The user throws a checkout away with git: its worktree and its branch (in the cache's
+        upstream.git when a killed checkout left no worktree to ask)."""
+        model = self.models[clone]
+        if branch not in model.checkouts:
+            return
+        worktree = model.checkouts.pop(branch)
+        model.exported.pop(branch, None)
+        if worktree is not None and (worktree / ".git").exists():
+            common = (worktree / git(worktree, "rev-parse", "--git-common-dir").strip()).resolve()
+            name = git(worktree, "rev-parse", "--abbrev-ref", "HEAD").strip()
+            git(common, "worktree", "remove", "--force", "--force", str(worktree))  # twice: also a locked one
+        else:  # best effort, as a user would: a half-made worktree may still hold the branch
+            common, name = self.world.dir / "cache" / "upstream.git", branch
+            shutil.rmtree(self.world.root(clone) / "work" / branch, ignore_errors=True)
+            git(common, "worktree", "prune")
+            with contextlib.suppress(RuntimeError):
+                git(common, "branch", "-D", name)
+            return
         if name != "HEAD":
             git(common, "branch", "-D", name)
 
-    @rule(data=st.data(), clone=st.sampled_from(CLONES), rejected=st.booleans())
-    def drop(self, data: st.DataObject, clone: str, rejected: bool) -> None:
-        ident = data.draw(st.sampled_from([*sorted(self.models[clone].seen), "nope"]), label="id")
+    @rule(clone=st.sampled_from(CLONES), ident=st.sampled_from(DROPPABLE), rejected=st.booleans())
+    def drop(self, clone: str, ident: str, rejected: bool) -> None:
         self.run(clone, "drop", ident, "--reason", "not needed any more", *(["--rejected"] if rejected else []))
 
-    @precondition(lambda self: any("TODO:" in (self.world.root(c) / "patchset.toml").read_text() for c in CLONES))
-    @rule(data=st.data())
-    def fill_metadata(self, data: st.DataObject) -> None:
+    @rule(clone=st.sampled_from(CLONES))
+    def fill_metadata(self, clone: str) -> None:
         """The user fills in the TODOs a new entry was scaffolded with."""
-        clone = data.draw(st.sampled_from([c for c in CLONES
-                                           if "TODO:" in (self.world.root(c) / "patchset.toml").read_text()]))
         path = self.world.root(clone) / "patchset.toml"
-        self.counter += 1
-        path.write_text(re.sub(r'"TODO: ([^"]*)"', rf'"filled {self.counter}: \1"', path.read_text()))
-        self.models[clone].seen = ids_are_kept(manifest_parses(self.world.root(clone)), {})
+        text = path.read_text()
+        if "TODO:" in text:
+            self.counter += 1
+            path.write_text(re.sub(r'"TODO: ([^"]*)"', rf'"filled {self.counter}: \1"', text))
+            self.models[clone].seen = ids_are_kept(manifest_parses(self.world.root(clone)), {})
 
-    @rule(clone=st.sampled_from(CLONES), version=st.sampled_from(("1.1", "1.0")))
-    def rebase_to(self, clone: str, version: str) -> None:
-        self.run(clone, "rebase", "--to", version)
+    @rule(clone=st.sampled_from(CLONES), version=st.sampled_from(("1.1", "1.0")), then=st.sampled_from(RESUME))
+    def rebase_to(self, clone: str, version: str, then: str) -> None:
+        """`rebase --to`; at a conflict, what the user does next (or leave it stopped)."""
+        res = self.run(clone, "rebase", "--to", version)
+        for _ in range(3):  # the demo series stops at most at three patches
+            if res.code != 3 or then == "leave":
+                return
+            res = self._resume(clone, then)
 
-    @precondition(lambda self: any((self.world.root(c) / REBASE_STATE).exists() for c in CLONES))
-    @rule(data=st.data(), how=st.sampled_from(("ours", "theirs", "unresolved", "skip", "abort")))
-    def rebase_resume(self, data: st.DataObject, how: str) -> None:
-        """Finish a stopped rebase: take one side of each conflict and --continue, --skip, --abort."""
-        clone = data.draw(st.sampled_from([c for c in CLONES if (self.world.root(c) / REBASE_STATE).exists()]))
+    @rule(clone=st.sampled_from(CLONES), how=st.sampled_from((*RESUME[:-1], "unresolved")))
+    def rebase_resume(self, clone: str, how: str) -> None:
+        """Finish a stopped rebase: take one side of each conflict and --continue, or --skip, --abort."""
+        if (self.world.root(clone) / REBASE_STATE).exists():
+            self._resume(clone, how)
+
+    def _resume(self, clone: str, how: str) -> Result:
         tree = self.world.root(clone) / CONFLICT_TREE
         if how in ("ours", "theirs") and tree.is_dir():
             for path in tree.rglob("*"):
@@ -635,7 +653,7 @@ class PatchtoolModel(RuleBasedStateMachine):
                     if "<<<<<<< " in text:
                         path.write_text(_resolve(text, how))
         args = {"skip": ("--skip", "--reason", "cannot carry it"), "abort": ("--abort",)}.get(how, ("--continue",))
-        self.run(clone, "rebase", *args)
+        return self.run(clone, "rebase", *args)
 
     @rule(clone=st.sampled_from(CLONES), command=st.sampled_from(KILLABLE),
           delay_ms=st.integers(min_value=0, max_value=1500))
