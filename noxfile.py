@@ -48,6 +48,19 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *session.posargs)
 
 
+@nox.session(default=False)
+def fuzz(session: nox.Session) -> None:
+    """The model of the editing commands (tests/hostile/test_model.py) with random seeds, run longer.
+
+    $PATCHTOOL_FUZZ_EXAMPLES examples (default 200) of up to $PATCHTOOL_FUZZ_STEPS steps (default 30); CI
+    runs it derandomized and small. A failure is kept in .cache/hypothesis-model/ and replayed first next time.
+    """
+    session.install("-e", ".[test]")
+    budget = {"PATCHTOOL_FUZZ_EXAMPLES": os.environ.get("PATCHTOOL_FUZZ_EXAMPLES", "200"),
+              "PATCHTOOL_FUZZ_STEPS": os.environ.get("PATCHTOOL_FUZZ_STEPS", "30")}
+    session.run("pytest", "tests/hostile/test_model.py", *session.posargs, env=budget)
+
+
 @nox.session
 def check(session: nox.Session) -> None:
     """What a pull request must pass: manifest, pins, patch files, application and assumption checks."""
