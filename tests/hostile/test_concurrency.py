@@ -146,3 +146,26 @@ def test_a_fifo_swapped_in_during_a_stop_is_refused_not_waited_on(releases: Demo
         out, err = proc.communicate(timeout=60)  # a FIFO read would block here forever
         assert proc.returncode == 1, out + err
         assert err.startswith("error: patches/0001-extra.patch: is a named pipe (FIFO), not a regular file")
+
+
+def test_a_resolution_that_keeps_none_of_the_patch_is_refused(releases: Demo) -> None:  # noqa: F811
+    """Found by the model test: taking upstream's side of every conflict left an empty commit,
+    exported as a patch file with no diff, and every command after refused the series."""
+    series(releases, "0002-greet", "0004-bye", "0001-extra")
+    data = json.loads(releases.run("rebase", "--to", "1.1", "--json").stdout)
+    worktree = Path(data["data"]["worktree"])
+    core = worktree / "python/demo/core.py"
+    text = core.read_text()
+    start, middle = text.index("<<<<<<<"), text.index("=======")
+    end = text.index("\n", text.index(">>>>>>>")) + 1
+    ours = text[text.index("\n", start) + 1:middle]
+    core.write_text(text[:start] + ours + text[end:])  # upstream's side only
+    stopped = snapshot(releases.root)
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"the resolution in {worktree} leaves nothing of patch bye: it would be written as an empty patch file" \
+        in res.stderr
+    assert snapshot(releases.root) == stopped
+    res = releases.run("rebase", "--skip", "--reason", "upstream's wording wins")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "applies at the pin: 2/2" in releases.run("check").stdout

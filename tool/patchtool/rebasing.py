@@ -279,6 +279,11 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
         state["skipped"][current.id] = skip_reason
     else:
         tree = _resolved_tree(worktree)
+        if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
+            raise UsageError(f"the resolution in {worktree} leaves nothing of patch {current.id}: it would be "
+                             "written as an empty patch file",
+                             hint="to drop it, `patchtool rebase --skip --reason '...'` records why; otherwise "
+                                  "put its change back in the worktree and `--continue`")
         commit = commit_for(repo, tree, parent, loaded[index])
         steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.MERGED, commit=commit,
                                         detail=f"resolved by hand after: {current.detail}")
