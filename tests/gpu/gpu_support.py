@@ -264,3 +264,20 @@ def recorder(node: pytest.Item) -> Callable[..., None]:
     def record(**values: Any) -> None:
         node.user_properties.append((FIGURES_PROPERTY, figures(values)))
     return record
+
+
+def cuda_time_ms(fn: Any, iters: int = 50) -> float:
+    """Milliseconds per call of ``fn`` on the current CUDA stream, after 5 warm-up calls (CUDA
+    events around ``iters`` calls)."""
+    import torch
+
+    for _ in range(5):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return float(start.elapsed_time(end)) / iters

@@ -223,19 +223,6 @@ def test_launch_resources_under_ncu(patched_tree_gpu, record, tmp_path):
     assert seen == NCU_WANT
 
 
-def _time_ms(fn, iters=50):
-    for _ in range(5):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
-
-
 def test_kernel_time_ab(mma, ref):
     """Kernel-level A/B of one c4 layer's decode attention: not the field's end-to-end
     throughput, which the PD A/B row measures. Prints ms per call."""
@@ -247,10 +234,10 @@ def test_kernel_time_ab(mma, ref):
                       sink=torch.cat([p["sink"], p["sink"].new_zeros(64 - H)]))
         row = {"batch": batch}
         for target in (0, 512):
-            row[f"mma_t{target}"] = _time_ms(lambda p=p, t=target: run_mma(mma, ref, p, t))
-            row[f"mma_t{target}_pad64"] = _time_ms(lambda q=padded, t=target: run_mma(mma, ref, q, t))
+            row[f"mma_t{target}"] = gpu_support.cuda_time_ms(lambda p=p, t=target: run_mma(mma, ref, p, t))
+            row[f"mma_t{target}_pad64"] = gpu_support.cuda_time_ms(lambda q=padded, t=target: run_mma(mma, ref, q, t))
         try:
-            row["flashinfer"] = _time_ms(lambda p=p: _flashinfer_decode(p, ref))
+            row["flashinfer"] = gpu_support.cuda_time_ms(lambda p=p: _flashinfer_decode(p, ref))
         except pytest.skip.Exception:
             row["flashinfer"] = None
         rows.append(row)

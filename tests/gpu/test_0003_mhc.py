@@ -157,19 +157,6 @@ def test_launch_resources(gemm, num_splits):
     assert seen == OFFLINE
 
 
-def _time_ms(fn, iters=50):
-    for _ in range(5):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(iters):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / iters
-
-
 def test_gemm_time_ab(gemm, num_splits):
     """The mHC pre GEMM stage alone: the bf16 Triton GEMM + square-sum (split as upstream
     splits) vs the fp32 GEMM and square-sum hc_pre's torch path runs. Not the TileLang fp32
@@ -184,8 +171,8 @@ def test_gemm_time_ab(gemm, num_splits):
         sq = torch.empty(splits, tokens, device="cuda")
         row = {
             "tokens": tokens,
-            "bf16_triton_ms": _time_ms(lambda x=x, w=fn_bf16, o=out, s=sq: gemm.mhc_pre_gemm_sqrsum_bf16(x, w, o, s)),
-            "fp32_torch_ms": _time_ms(lambda x=x, w=fn: (F.linear(x.float(), w), x.float().square().sum(-1))),
+            "bf16_triton_ms": gpu_support.cuda_time_ms(lambda x=x, w=fn_bf16, o=out, s=sq: gemm.mhc_pre_gemm_sqrsum_bf16(x, w, o, s)),
+            "fp32_torch_ms": gpu_support.cuda_time_ms(lambda x=x, w=fn: (F.linear(x.float(), w), x.float().square().sum(-1))),
         }
         rows.append(row)
         print(row)
