@@ -122,6 +122,23 @@ def edit(path: str, old: str, new: str) -> Callable[[Path], None]:
     return change
 
 
+def demo_pin(index: Index, wheel: Path) -> str:
+    """The pin of the demo upstream 1.0 as served by ``index``."""
+    return textwrap.dedent(f'''\
+        schema = 1
+        name = "demo"
+        version = "1.0"
+
+        [artifact]
+        index = "{index.url}"
+        distribution = "demo"
+        version = "1.0"
+        filename = "{wheel.name}"
+        sha256 = "{sha256(wheel)}"
+        prefix = {{ from = "demo/", to = "python/demo/" }}
+        ''')
+
+
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[Demo]:
     wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", UPSTREAM_FILES)
@@ -137,19 +154,7 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
     git(work, "add", "-A")
     git(work, "commit", "-q", "-m", "upstream 1.0")
     with index.serve():
-        (root / "upstream-pins" / "demo-1.0.toml").write_text(textwrap.dedent(f'''\
-            schema = 1
-            name = "demo"
-            version = "1.0"
-
-            [artifact]
-            index = "{index.url}"
-            distribution = "demo"
-            version = "1.0"
-            filename = "{wheel.name}"
-            sha256 = "{sha256(wheel)}"
-            prefix = {{ from = "demo/", to = "python/demo/" }}
-            '''))
+        (root / "upstream-pins" / "demo-1.0.toml").write_text(demo_pin(index, wheel))
         yield Demo(root=root, cache=tmp_path / "cache", index=index, wheel=wheel, work=work)
 
 

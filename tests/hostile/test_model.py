@@ -35,8 +35,8 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from conftest import edit
-from patchtool.testing import Index, format_patch, git, make_wheel, sha256, snapshot, write_tree
+from conftest import demo_pin, edit
+from patchtool.testing import Index, format_patch, git, make_wheel, snapshot, write_tree
 from test_rebase import V10, release_11
 
 CLONES = ("a", "b")
@@ -101,22 +101,6 @@ class Template:
     """A world built once: every example copies it (the cache already holds 1.0 and 1.1)."""
 
     root: Path
-
-
-def _pin(index: Index) -> str:
-    return textwrap.dedent(f'''\
-        schema = 1
-        name = "demo"
-        version = "1.0"
-
-        [artifact]
-        index = "{index.url}"
-        distribution = "demo"
-        version = "1.0"
-        filename = "demo-1.0-py3-none-any.whl"
-        sha256 = "{sha256(index.files["demo-1.0-py3-none-any.whl"])}"
-        prefix = {{ from = "demo/", to = "python/demo/" }}
-        ''')
 
 
 MANIFEST = textwrap.dedent('''\
@@ -216,7 +200,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Template]:
         tpl = base / "template"
         origin = tpl / "origin"
         write_tree(origin, {"patchset.toml": MANIFEST, "retread.toml": REGISTRY,
-                            "upstream-pins/demo-1.0.toml": _pin(index)})
+                            "upstream-pins/demo-1.0.toml": demo_pin(index, index.files["demo-1.0-py3-none-any.whl"])})
         for n, (name, (change, subject)) in enumerate(SERIES.items(), 1):
             write_tree(origin, {f"patches/{n:04d}-{name}.patch": _commit_change(work, name, change, subject)})
         git(origin, "init", "-q", "-b", "main")
