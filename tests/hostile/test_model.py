@@ -507,9 +507,9 @@ class PatchtoolModel(RuleBasedStateMachine):
         return any(branch in m.checkouts for m in self.models.values())
 
     @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES), ident=st.sampled_from(NEW_IDS),
-          file=st.sampled_from(EDITABLE), then_export=st.booleans())
-    def new_patch(self, clone: str, branch: str, ident: str, file: str, then_export: bool) -> None:
-        """(`checkout` if need be,) `new ID`, the change amended into it, and `export`."""
+          file=st.sampled_from((*EDITABLE, None)), then_export=st.booleans())
+    def new_patch(self, clone: str, branch: str, ident: str, file: str | None, then_export: bool) -> None:
+        """(`checkout` if need be,) `new ID`, a change in ``file`` amended into it (or none yet), and `export`."""
         if not self._anyone_made(branch):
             self.checkout(clone, branch)
         res = self.run(clone, "new", ident, "--branch", branch)
@@ -517,8 +517,9 @@ class PatchtoolModel(RuleBasedStateMachine):
             return
         assert branch in self.models[clone].checkouts, f"`new` in {clone} used a checkout {clone} never made"
         worktree = self._inside(clone, res.data["worktree"])
-        self._append(worktree, file, f"# {ident}")
-        git(worktree, "commit", "-q", "--amend", "--no-edit")
+        if file is not None:
+            self._append(worktree, file, f"# {ident}")
+            git(worktree, "commit", "-q", "--amend", "--no-edit")
         if then_export:
             self._export(clone, branch, allow_drop=False)
 
