@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -25,7 +26,7 @@ import tempfile
 import textwrap
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,12 @@ class World:
         self.env = _env(self.dir)
         self.listing = sorted(p.name for p in self.dir.iterdir())
         self.outside = snapshot(*(self.dir / n for n in OUTSIDE))
+        self.log: list[str] = []  # the steps and the commands they ran, for a failure's note
+
+    def story(self) -> str:
+        """What ran, in order (the last lines): Hypothesis cannot replay a failure whose kill landed
+        elsewhere the next time, so the note says what happened in the run that failed."""
+        return "steps and commands, in order:\n" + "\n".join(self.log[-150:])
 
     def root(self, clone: str) -> Path:
         return self.dir / clone
@@ -281,6 +288,7 @@ class World:
         before = snapshot(other, *([self.root(clone)] if reader else []))
         proc = subprocess.run([sys.executable, "-m", "patchtool", *args, "--json"], cwd=self.root(clone),
                               env=self.env, capture_output=True, text=True, check=False, timeout=TIMEOUT)
+        self.log.append(f"    {clone}$ patchtool {' '.join(args)} -> {proc.returncode}")
         result = envelope(args, proc)
         after = snapshot(other, *([self.root(clone)] if reader else []))
         assert after == before, (f"`patchtool {' '.join(args)}` in clone {clone} changed "
@@ -300,6 +308,8 @@ class World:
         except ProcessLookupError:
             pass
         out, err = proc.communicate(timeout=TIMEOUT)
+        self.log.append(f"    {clone}$ patchtool {' '.join(args)} (kill -9 after {delay}s) -> "
+                        + ("killed" if proc.returncode == -signal.SIGKILL else f"finished first, {proc.returncode}"))
         assert snapshot(other) == before, f"killed `patchtool {' '.join(args)}` in {clone} changed the other clone"
         if proc.returncode == -signal.SIGKILL:
             return Result(args=args, code=None, doc=None)
@@ -434,6 +444,19 @@ def _resolve(text: str, side: str) -> str:
     return "".join(out)
 
 
+def step(func: Callable[..., None]) -> Callable[..., None]:
+    """A rule or invariant that writes itself into the world's log; its failure carries the log."""
+    @functools.wraps(func)
+    def logged(self: PatchtoolModel, **kwargs: Any) -> None:
+        self.world.log.append(f"{func.__name__}({', '.join(f'{k}={v!r}' for k, v in sorted(kwargs.items()))})")
+        try:
+            func(self, **kwargs)
+        except Exception as exc:
+            exc.add_note(self.world.story())
+            raise
+    return logged
+
+
 class PatchtoolModel(RuleBasedStateMachine):
     def __init__(self, template: Template) -> None:
         super().__init__()
@@ -470,6 +493,7 @@ class PatchtoolModel(RuleBasedStateMachine):
 
     @rule(clone=st.sampled_from(CLONES),
           patches=st.lists(st.sampled_from(sorted(INCOMING)), min_size=1, max_size=2, unique=True))
+    @step
     def import_patch(self, clone: str, patches: list[str]) -> None:
         res = self.run(clone, "import", *(f"../incoming/{p}" for p in patches))
         if res.code == 0:
@@ -479,6 +503,7 @@ class PatchtoolModel(RuleBasedStateMachine):
                 assert active.get(row["id"]) == row["file"], f"import reported {row} but the manifest has {active}"
 
     @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES))
+    @step
     def checkout(self, clone: str, branch: str) -> None:
         res = self.run(clone, "checkout", "--branch", branch)
         if res.code == 0:
@@ -491,18 +516,20 @@ class PatchtoolModel(RuleBasedStateMachine):
         return any(branch in m.checkouts for m in self.models.values())
 
     @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES), ident=st.sampled_from(NEW_IDS),
-          file=st.sampled_from(EDITABLE), then_export=st.booleans())
-    def new_patch(self, clone: str, branch: str, ident: str, file: str, then_export: bool) -> None:
-        """(`checkout` if need be,) `new ID`, the change amended into it, and `export`."""
+          file=st.sampled_from((*EDITABLE, None)), then_export=st.booleans())
+    @step
+    def new_patch(self, clone: str, branch: str, ident: str, file: str | None, then_export: bool) -> None:
+        """(`checkout` if need be,) `new ID`, a change in ``file`` amended into it (or none yet), and `export`."""
         if not self._anyone_made(branch):
-            self.checkout(clone, branch)
+            self.checkout(clone=clone, branch=branch)
         res = self.run(clone, "new", ident, "--branch", branch)
         if res.code != 0:
             return
         assert branch in self.models[clone].checkouts, f"`new` in {clone} used a checkout {clone} never made"
         worktree = self._inside(clone, res.data["worktree"])
-        self._append(worktree, file, f"# {ident}")
-        git(worktree, "commit", "-q", "--amend", "--no-edit")
+        if file is not None:
+            self._append(worktree, file, f"# {ident}")
+            git(worktree, "commit", "-q", "--amend", "--no-edit")
         if then_export:
             self._export(clone, branch, allow_drop=False)
 
@@ -515,13 +542,14 @@ class PatchtoolModel(RuleBasedStateMachine):
     @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES),
           kind=st.sampled_from(("plain", "amend", "remove-top", "swap-top")), file=st.sampled_from(EDITABLE),
           then=st.sampled_from(("export", "export --allow-drop", "nothing")))
+    @step
     def edit(self, clone: str, branch: str, kind: str, file: str, then: str) -> None:
         """The user's own git work in a checkout (checked out first if need be): a plain commit (no
         trailer), an amend, removing the top commit, or swapping the top two (when they do not
         conflict); then perhaps `export`."""
         worktree = self.models[clone].checkouts.get(branch)
         if worktree is None or not (worktree / ".git").exists():
-            self.checkout(clone, branch)
+            self.checkout(clone=clone, branch=branch)
             worktree = self.models[clone].checkouts.get(branch)
             if worktree is None:
                 return
@@ -549,6 +577,7 @@ class PatchtoolModel(RuleBasedStateMachine):
             self._export(clone, branch, allow_drop=then.endswith("--allow-drop"))
 
     @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES), allow_drop=st.booleans())
+    @step
     def export(self, clone: str, branch: str, allow_drop: bool) -> None:
         if self._anyone_made(branch):
             self._export(clone, branch, allow_drop=allow_drop)
@@ -577,6 +606,7 @@ class PatchtoolModel(RuleBasedStateMachine):
             model.exported.pop(branch, None)
 
     @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES))
+    @step
     def discard_checkout(self, clone: str, branch: str) -> None:
         """The user throws a checkout away with git: its worktree and its branch (in the cache's
         upstream.git when a killed checkout left no worktree to ask)."""
@@ -600,10 +630,12 @@ class PatchtoolModel(RuleBasedStateMachine):
             git(common, "branch", "-D", name)
 
     @rule(clone=st.sampled_from(CLONES), ident=st.sampled_from(DROPPABLE), rejected=st.booleans())
+    @step
     def drop(self, clone: str, ident: str, rejected: bool) -> None:
         self.run(clone, "drop", ident, "--reason", "not needed any more", *(["--rejected"] if rejected else []))
 
     @rule(clone=st.sampled_from(CLONES))
+    @step
     def fill_metadata(self, clone: str) -> None:
         """The user fills in the TODOs a new entry was scaffolded with."""
         path = self.world.root(clone) / "patchset.toml"
@@ -614,6 +646,7 @@ class PatchtoolModel(RuleBasedStateMachine):
             self.models[clone].seen = ids_are_kept(manifest_parses(self.world.root(clone)), {})
 
     @rule(clone=st.sampled_from(CLONES), version=st.sampled_from(("1.1", "1.0")), then=st.sampled_from(RESUME))
+    @step
     def rebase_to(self, clone: str, version: str, then: str) -> None:
         """`rebase --to`; at a conflict, what the user does next (or leave it stopped)."""
         res = self.run(clone, "rebase", "--to", version)
@@ -623,6 +656,7 @@ class PatchtoolModel(RuleBasedStateMachine):
             res = self._resume(clone, then)
 
     @rule(clone=st.sampled_from(CLONES), how=st.sampled_from((*RESUME[:-1], "unresolved")))
+    @step
     def rebase_resume(self, clone: str, how: str) -> None:
         """Finish a stopped rebase: take one side of each conflict and --continue, or --skip, --abort."""
         if (self.world.root(clone) / REBASE_STATE).exists():
@@ -641,6 +675,7 @@ class PatchtoolModel(RuleBasedStateMachine):
 
     @rule(clone=st.sampled_from(CLONES), command=st.sampled_from(KILLABLE),
           delay_ms=st.integers(min_value=0, max_value=1500))
+    @step
     def kill(self, clone: str, command: tuple[str, ...], delay_ms: int) -> None:
         """kill -9 at a random point of a writing command, then what the user does: recover."""
         self.world.killed(clone, command, delay_ms / 1000)
@@ -659,12 +694,14 @@ class PatchtoolModel(RuleBasedStateMachine):
                 model.checkouts.setdefault(branch, None)  # perhaps its branch without a worktree
 
     @rule(clone=st.sampled_from(CLONES), command=st.sampled_from(("status", "check")))
+    @step
     def read(self, clone: str, command: str) -> None:
         self.run(clone, command)
 
     # -- after every step ---------------------------------------------------------------------------
 
     @invariant()
+    @step
     def invariants_hold(self) -> None:
         nothing_outside_changed(self.world)
         for clone in CLONES:
