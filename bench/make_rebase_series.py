@@ -357,7 +357,7 @@ def pin_text(cache_dir: Path) -> str:
 
     from packaging.version import Version
 
-    from patchtool.upstream import Cache, load_pin, pin_for_version, pin_to_toml
+    from patchtool.upstream.upstream import Cache, load_pin, pin_for_version, pin_to_toml
     cache = Cache(cache_dir)
     pin = pin_for_version(load_pin(REPO, f"sglang-{NEW}"), Version(OLD), cache=cache)
     base = cache.ensure(pin)

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import Demo
 from patchtool.errors import InvalidInput
-from patchtool.gpuresults import ResultsFile, evidence_for, selects
-from patchtool.manifest import GpuCheck, gpu_run_selectors
+from patchtool.project.gpuresults import ResultsFile, evidence_for, selects
+from patchtool.project.manifest import GpuCheck, gpu_run_selectors
 
 
 def envelope(text: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from patchtool import journal
+from patchtool.project import journal
 from patchtool.testing import leftover_state, snapshot
 
 BEFORE = {"patchset.toml": "pin = 'old'\n", "patches/0001-a.patch": "a\n", "patches/0002-b.patch": "b\n"}
@@ -96,8 +96,8 @@ def test_killed_after_the_journal_is_finished_by_recover(tmp_path: Path, monkeyp
 def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
     """`patchtool drop` killed midway: a reading command (`status`) refuses the half-written
     series and writes nothing; `patchtool recover` finishes the drop, and `status` then sees it."""
-    from patchtool import editing
-    from patchtool.project import Project
+    from patchtool.project.repository import Project
+    from patchtool.series import editing
 
     before = snapshot(one_patch.root)
     kill_at_replace(monkeypatch, 2)

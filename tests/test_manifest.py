@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from patchtool.errors import InvalidInput
-from patchtool.manifest import Manifest, Status, key_line, parse_text
+from patchtool.project.manifest import Manifest, Status, key_line, parse_text
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchtool import git as gitmod
-from patchtool.merging import File, Renames, Workspace, merge_patch
+from patchtool.rebase.merge import File, Renames, Workspace, merge_patch
 from patchtool.testing import git, write_tree
 
 

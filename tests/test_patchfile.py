@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from patchtool.diff.patchfile import PatchFile, split_files, split_hunks
 from patchtool.errors import InvalidInput
-from patchtool.patchfile import PatchFile, split_files, split_hunks
 
 DATA = Path(__file__).parent / "data"
 

@@ -266,9 +266,9 @@ def _placement_of_b_change(tmp_path: Path, siblings: str) -> tuple[tuple[str, ..
     """A patch upper-cases B.to_json's kind; check_placement on the tree the patch made, and on
     the tree git apply would make where the hunk lands in the identical A.to_json."""
     from patchtool import git as gitmod
-    from patchtool.patchfile import PatchFile
-    from patchtool.project import LoadedPatch
-    from patchtool.rebase import check_placement
+    from patchtool.diff.patchfile import PatchFile
+    from patchtool.project.repository import LoadedPatch
+    from patchtool.rebase.replay import check_placement
     from patchtool.testing import format_patch
 
     work = tmp_path / "w"
@@ -316,9 +316,9 @@ def test_placement_check_sees_past_a_triple_quoted_string_in_brackets(tmp_path: 
 def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
     """Upstream renamed the class around the method; the hunk still lands in that method."""
     from patchtool import git as gitmod
-    from patchtool.patchfile import PatchFile
-    from patchtool.project import LoadedPatch
-    from patchtool.rebase import check_placement
+    from patchtool.diff.patchfile import PatchFile
+    from patchtool.project.repository import LoadedPatch
+    from patchtool.rebase.replay import check_placement
     from patchtool.testing import format_patch
 
     src = "class LayerBase:\n    def hc_pre(self, x):\n        y = x\n        return y\n"
@@ -411,9 +411,9 @@ def test_a_release_already_in_the_cache_needs_no_index(releases: Demo) -> None:
 
 def test_the_chain_and_its_changes_are_remembered(releases: Demo) -> None:
     """A --continue finds the old chain and what each commit changes without asking git."""
-    from patchtool.project import Project
-    from patchtool.rebase import chain_changes, old_chain
-    from patchtool.upstream import Cache
+    from patchtool.project.repository import Project
+    from patchtool.rebase.replay import chain_changes, old_chain
+    from patchtool.upstream.upstream import Cache
 
     series(releases, "0001-extra", "0002-greet")
     project = Project.load(releases.root)

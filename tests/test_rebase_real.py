@@ -23,7 +23,7 @@ from packaging.version import Version
 
 from conftest import REPO
 from patchtool.testing import leftover_state, snapshot
-from patchtool.upstream import Base, Cache, load_pin, pin_for_version
+from patchtool.upstream.upstream import Base, Cache, load_pin, pin_for_version
 
 pytestmark = pytest.mark.upstream
 

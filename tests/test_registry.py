@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from patchtool import deploy
-from patchtool import registry as reg
 from patchtool.errors import InvalidInput
+from patchtool.registry import deploy
+from patchtool.registry import entries as reg
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = Path(__file__).parent / "data" / "deploy"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from patchtool import deploy
-from patchtool import registry as reg
 from patchtool.errors import InvalidInput
+from patchtool.registry import deploy
+from patchtool.registry import entries as reg
 
 DEPLOY = Path(__file__).parent / "data" / "deploy"
 MMA = "python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py"

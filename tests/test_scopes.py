@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 
-from patchtool.scopes import parse_hunks, python_scopes, scope_at, scope_text
+from patchtool.diff.scopes import parse_hunks, python_scopes, scope_at, scope_text
 
 SOURCE = ("# section one\x0c continues on the same line for git\n"
           "class A:\n"

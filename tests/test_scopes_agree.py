@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patchtool.scopes import python_scopes, scope_at, scope_text
-from patchtool.upstream import Cache, load_pin
+from patchtool.diff.scopes import python_scopes, scope_at, scope_text
+from patchtool.upstream.upstream import Cache, load_pin
 from test_scopes import ast_scopes, scopes
 
 REPO = Path(__file__).resolve().parent.parent

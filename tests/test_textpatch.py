@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchtool import textpatch
+from patchtool.diff import textpatch
 from patchtool.testing import git
 
 # a form feed and U+2028 inside lines: git does not end a line there, str.splitlines would

@@ -10,7 +10,7 @@ import pytest
 from patchtool.errors import InvalidInput, UpstreamError
 from patchtool.git import Ident
 from patchtool.testing import Index, git, make_wheel, sha256
-from patchtool.upstream import Cache, Fetcher, Pin
+from patchtool.upstream.upstream import Cache, Fetcher, Pin
 
 FILES = {"demo/__init__.py": "x = 1\n", "demo/run.sh": "#!/bin/sh\n", "other/skip.py": "pass\n"}
 
@@ -205,7 +205,7 @@ def test_git_tag_that_moved_is_refused(tmp_path: Path) -> None:
 
 
 def test_real_pin_file_parses() -> None:
-    from patchtool.upstream import load_pin
+    from patchtool.upstream.upstream import load_pin
     pin = load_pin(Path(__file__).resolve().parent.parent, "sglang-0.5.23")
     assert str(pin.version) == "0.5.23" and pin.artifact and pin.artifact.tree
     assert pin.artifact.prefix_from == "sglang/" and pin.artifact.prefix_to == "python/sglang/"
@@ -225,8 +225,8 @@ def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
         parse_wheel_filename,
     )
 
-    from patchtool.upstream import _artifact_name
-    from patchtool.upstream import canonicalize_name as ours
+    from patchtool.upstream.upstream import _artifact_name
+    from patchtool.upstream.upstream import canonicalize_name as ours
     try:
         want = parse_wheel_filename(filename)[:2] if filename.endswith(".whl") else parse_sdist_filename(filename)
     except (InvalidWheelFilename, InvalidSdistFilename):

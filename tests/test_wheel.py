@@ -32,10 +32,10 @@ from packaging.version import Version
 from conftest import REPO, UPSTREAM_FILES, Demo, edit
 from patchtool.errors import BuildError, UpstreamError
 from patchtool.git import Repo as GitRepo
-from patchtool.provenance import Provenance, UpstreamSource, local_version, series_hash
 from patchtool.testing import format_patch, git, sha256
-from patchtool.upstream import Cache, Pin
-from patchtool.wheel import Replacement, WheelName, find_project_dir, repack, rewrite_version
+from patchtool.upstream.upstream import Cache, Pin
+from patchtool.wheel.build import Replacement, WheelName, find_project_dir, repack, rewrite_version
+from patchtool.wheel.provenance import Provenance, UpstreamSource, local_version, series_hash
 
 # -- helpers ---------------------------------------------------------------------------------
 

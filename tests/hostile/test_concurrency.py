@@ -63,7 +63,7 @@ def test_two_applies_at_once_each_report_a_tree_that_exists(one_patch: Demo) -> 
 
 def test_a_writer_held_too_long_is_named_and_nothing_changes(one_patch: Demo, tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from patchtool import lock\n"
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from patchtool.project import lock\n"
          "with lock.held(Path(sys.argv[1]), exclusive=True):\n    print('held', flush=True); time.sleep(30)",
          str(one_patch.root), "patchtool", "import"], stdout=subprocess.PIPE, text=True)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo, edit
-from patchtool import cli
+from patchtool.cli import app as cli
 from patchtool.testing import git, snapshot
 
 
@@ -22,7 +22,7 @@ def envelope(res: object) -> dict:  # type: ignore[type-arg]
 def test_an_unexpected_exception_is_exit_70_with_the_envelope(one_patch: Demo, monkeypatch: pytest.MonkeyPatch,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     """No input reaches an internal error on purpose: one is injected where status computes."""
-    from patchtool import status
+    from patchtool.series import status
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom")

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
+from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput
-from patchtool.patchfile import PatchFile
 from patchtool.testing import snapshot
 
 HEAD = (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: Mallory <mallory@example.org>\n"

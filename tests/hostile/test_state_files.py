@@ -146,12 +146,12 @@ def test_reading_commands_write_nothing(one_patch: Demo, tmp_path: Path) -> None
 
 def test_state_ignores_itself(one_patch: Demo) -> None:
     """What a stopped command leaves in .patchtool/ never shows in `git status`."""
-    from patchtool import journal
+    from patchtool.project import journal
 
     commit_all(one_patch.root)
     journal.commit(one_patch.root, {"patches/0001-greet.patch": "x\n"})
     (one_patch.root / ".patchtool").mkdir(exist_ok=True)
-    from patchtool import statedir
+    from patchtool.project import statedir
 
     statedir.ensure(one_patch.root)
     (one_patch.root / ".patchtool" / "rebase").mkdir()

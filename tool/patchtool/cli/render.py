@@ -1,0 +1,335 @@
+"""Results rendered at the edge: human text and the versioned JSON envelope."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from patchtool import __version__
+from patchtool.errors import ExitCode, Problem
+from patchtool.series.apply import Outcome
+
+if TYPE_CHECKING:  # the renderers read these; importing them all would slow every command's start
+    from patchtool.project.gpuresults import Evidence
+    from patchtool.project.manifest import GpuCheck
+    from patchtool.rebase.scan import ScanReport
+    from patchtool.rebase.transaction import RebaseReport
+    from patchtool.registry.entries import Finding, Registry, Rejection
+    from patchtool.registry.workflows import RevisitReport
+    from patchtool.series.apply import SeriesResult
+    from patchtool.series.checks import CheckReport
+    from patchtool.series.status import StatusReport
+    from patchtool.wheel.build import BuildResult
+    from patchtool.wheel.provenance import ProvenanceReport
+
+JSON_SCHEMA = 1
+_STATUS_WORD = {ExitCode.OK: "ok", ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",
+                ExitCode.CONFLICT: "conflict", ExitCode.UPSTREAM: "upstream-error",
+                ExitCode.INTERNAL: "error", ExitCode.BUSY: "busy"}
+
+
+def envelope(command: str, code: ExitCode, data: Any, errors: Sequence[Problem] = ()) -> str:
+    """The ``--json`` contract: every command prints exactly one such object."""
+    return json.dumps({
+        "schema": JSON_SCHEMA,
+        "tool": "patchtool",
+        "version": __version__,
+        "command": command,
+        "status": _STATUS_WORD[code],
+        "exit_code": int(code),
+        "data": data,
+        "errors": [p.to_dict() for p in errors],
+    }, indent=2, sort_keys=False)
+
+
+class Style:
+    """Colour only on a terminal."""
+
+    def __init__(self, colour: bool) -> None:
+        self.colour = colour
+
+    def _c(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
+
+    def ok(self, text: str) -> str:
+        return self._c("32", text)
+
+    def bad(self, text: str) -> str:
+        return self._c("31;1", text)
+
+    def dim(self, text: str) -> str:
+        return self._c("2", text)
+
+    def bold(self, text: str) -> str:
+        return self._c("1", text)
+
+
+def problems_text(problems: Sequence[Problem], style: Style) -> str:
+    lines = [f"{style.bad('error')}: {p.render()}" for p in problems]
+    return "\n".join(lines)
+
+
+def outcome_word(outcome: Outcome, style: Style) -> str:
+    word = str(outcome)
+    if outcome is Outcome.APPLIED:
+        return style.ok(word)
+    if outcome is Outcome.FAILED:
+        return style.bad(word)
+    return style.dim(word)
+
+
+def series_text(series: SeriesResult, style: Style) -> str:
+    lines = []
+    for r in series.results:
+        commit = f" {r.commit[:12]}" if r.commit else ""
+        lines.append(f"  {outcome_word(r.outcome, style):<8} {r.id}{style.dim(commit)}")
+        for f in r.failures:
+            where = f"hunk {f.hunk} {f.header}" if f.hunk else "whole patch"
+            lines.append(f"      {f.file}: {where}")
+            lines.append(f"        why: {f.reason}" + (f" - {f.detail}" if f.detail else ""))
+    return "\n".join(lines)
+
+
+def check_text(report: CheckReport, style: Style) -> str:
+    lines = [f"pin {report.pin}: {report.patches} patch(es)"]
+    if report.series is not None:
+        applied = sum(r.outcome is Outcome.APPLIED for r in report.series.results)
+        lines.append(f"applies at the pin: {applied}/{len(report.series.results)}")
+    if report.assumptions:
+        good = sum(a.ok for a in report.assumptions)
+        lines.append(f"assumption checks: {good}/{len(report.assumptions)} hold")
+    if report.registry_entries is not None:
+        lines.append(f"do-not-retread registry: {report.registry_entries} entries, "
+                     f"{sum(not f.override for f in report.retread)} finding(s) in the series")
+        for f in report.retread:
+            if f.override:
+                lines.append(f"  {style.dim('override')}: {f.render()}")
+    if report.problems:
+        lines.append(problems_text(report.problems, style))
+        lines.append(style.bad(f"{len(report.problems)} problem(s) found"))
+    else:
+        lines.append(style.ok("check: clean"))
+    return "\n".join(lines)
+
+
+def findings_text(findings: Sequence[Finding], style: Style) -> str:
+    if not findings:
+        return style.ok("no rejected knobs found")
+    lines = []
+    for f in findings:
+        tag = style.dim("override") if f.override else style.bad("retread")
+        lines.append(f"{tag}: {f.render()}")
+    live = sum(not f.override for f in findings)
+    lines.append(style.bad(f"{live} finding(s)") if live else style.ok("only deliberate overrides"))
+    return "\n".join(lines)
+
+
+def registry_list_text(registry: Registry, style: Style) -> str:
+    lines = [f"{len(registry.entries)} rejected idea(s):"]
+    for e in registry.entries:
+        knobs = ", ".join(k.name for k in e.knobs)
+        lines.append(f"  {style.bold(e.id)} [{e.verdict.value}] {e.title}")
+        lines.append(f"      {style.dim('knobs: ' + (knobs or 'none'))}")
+        if e.unguarded:
+            lines.append(f"      {style.dim('the guard cannot see: ' + e.unguarded)}")
+    return "\n".join(lines)
+
+
+def registry_show_text(e: Rejection, style: Style) -> str:
+    lines = [f"{style.bold(e.id)}: {e.title} [{e.verdict.value}]", f"tried:   {e.tried}",
+             f"reason:  {e.reason}", "evidence:"]
+    for m in e.evidence:
+        value = " -> ".join(str(v) for v in (m.before, m.after) if v is not None)
+        parts = [p for p in (value, m.change) if p]
+        lines.append(f"  - {m.metric}: {'; '.join(parts)}")
+        ctx = [f"{k}: {v}" for k, v in (("hardware", m.hardware), ("model", m.model),
+                                        ("upstream", m.upstream), ("date", m.date)) if v]
+        ctx += [f"{k}: {v}" for k, v in m.conditions.items()]
+        lines.append(f"      {style.dim('; '.join(ctx))}")
+        lines.append(f"      {style.dim('source: ' + m.source)}")
+    lines.append("would be re-introduced by:")
+    lines += [f"  - {k.describe()}" for k in e.knobs] or ["  - (no knob)"]
+    if e.unguarded:
+        lines.append(f"the guard cannot see: {e.unguarded}")
+    lines.append(f"revisit: {e.revisit}")
+    lines += [f"  - when {c.describe()}: {c.why}" for c in e.revisit_when]
+    return "\n".join(lines)
+
+
+def revisit_text(report: RevisitReport, style: Style) -> str:
+    lines = [f"revisit conditions at {report.pin} ({report.version}):"]
+    for r in report.results:
+        mark = style.bad("HOLDS") if r.holds else style.ok("no")
+        lines.append(f"  {mark:<5} {r.entry}: {r.condition} ({r.detail})")
+        if r.holds:
+            lines.append(f"        {r.why}")
+    due = sorted({r.entry for r in report.due})
+    lines.append(f"entries to revisit: {', '.join(due)}" if due else style.ok("no entry is due for a revisit"))
+    return "\n".join(lines)
+
+
+def status_text(report: StatusReport, style: Style) -> str:
+    lines = [f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
+             f"({report.source}, base {report.base[:12]})",
+             f"series: {len(report.patches)} patch(es)"]
+    if report.rebase is not None:
+        r = report.rebase
+        where = (f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
+                 f"resolve it in {r.worktree}") if r.stopped_at else f"{r.done} of {len(report.patches)} through"
+        lines.append(f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
+                     "`patchtool rebase --continue` (or --skip --reason ..., --abort)")
+    for i, p in enumerate(report.patches, 1):
+        applies = style.ok(p.applies) if p.applies == "applied" else style.bad(p.applies)
+        lines.append(f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {p.upstream}  "
+                     f"+{p.added}/-{p.removed}  at pin: {applies}")
+        for path in p.files:
+            lines.append(f"       {style.dim(path)}")
+        for g, evidence in zip(p.gpu_verification, p.gpu_evidence, strict=True):
+            lines.append(f"       GPU verification{' on ' + g.hardware if g.hardware else ''}: {g.run}")
+            lines.append(f"         expect: {g.expect}")
+            lines += [f"         {_evidence_line(e, style)}" for e in evidence] or [
+                f"         {style.bad('no evidence')}: {_no_evidence(g)}"]
+    lines += [f"{style.bad('error')}: {p.render()} (skipped)" for p in report.gpu_results_problems]
+    return "\n".join(lines)
+
+
+def _no_evidence(g: GpuCheck) -> str:
+    try:
+        g.selectors()
+    except ValueError:
+        return "'run' is not a command that runs checks under tests/gpu (`patchtool check` says why)"
+    return "no results file in gpu-results/ has a check this runs"
+
+
+def _evidence_line(e: Evidence, style: Style) -> str:
+    """``pass on NVIDIA H200 (sm_90), 2 check(s), gpu-results/x.json``, with what did not pass."""
+    word = {"pass": style.ok, "fail": style.bad}.get(e.outcome, style.dim)(e.outcome)
+    line = f"{word} on {e.hardware}, {len(e.checks)} check(s), {e.started}, {e.file}"
+    if e.current is False:
+        line += f" ({style.bad('for an older version of the patch')})"
+    shown = [c for c in e.checks if c.outcome != "pass"][:3]
+    return "\n           ".join([line, *(f"{c.outcome}: {c.check}: {c.reason}" for c in shown)])
+
+
+_SHORT = {"applied unchanged": "unchanged", "applied with shifted context": "shifted",
+          "merged by 3-way merge": "3-way", "already upstream": "upstream", "partly upstream": "partly",
+          "target gone": "gone", "not reached": "-"}
+
+
+PARTIAL = ("drift, failing assumption checks, registry revisits, drop conditions and the range-diff "
+           "come with the finished rebase (`--dry-run` gives them now)")
+
+
+def rebase_text(report: RebaseReport, style: Style) -> str:
+    head = {"done": style.ok("rebased"), "conflict": style.bad("stopped"), "dry-run": style.bold("dry run")}
+    lines = [f"{head.get(report.status, report.status)}: {report.old_pin} -> {report.new_pin}"]
+    for s in report.steps:
+        word = str(s.outcome)
+        mark = style.bad(word) if s.outcome.stops else style.ok(word) if s.outcome.applied else style.dim(word)
+        lines.append(f"  {s.id}: {mark}" + (f" - {s.detail}" if s.detail else ""))
+        lines += [f"      conflict in {f}" for f in s.conflicted]
+        lines += [f"      misplaced: {m}" for m in s.misplaced]
+        lines += [f"      {r}" for r in s.renamed]
+    if report.drift:
+        lines.append("upstream changed the code under these patches (they still applied):")
+        lines += [f"  {d.patch}: {d.path}: {d.detail}" for d in report.drift]
+    failed = [a for a in report.assumptions if not a.ok]
+    if failed:
+        lines.append("assumption checks that fail on the target:")
+        lines += [f"  {a.patch}/{a.id}: expected {a.expects}, found {a.found}" for a in failed]
+    due = [r for r in report.revisit if r.holds]
+    if due:
+        lines.append("rejected ideas whose reason may no longer hold:")
+        lines += [f"  {r.entry}: {r.condition} - {r.why}" for r in due]
+    if report.drop:
+        lines.append("patches whose drop condition holds:")
+        lines += [f"  {d.patch}: {d.why}" for d in report.drop]
+    lines += [f"follow-up: {f}" for f in report.follow_up]
+    if report.status == "conflict":
+        lines.append(style.dim(PARTIAL))
+    if report.worktree:
+        lines.append(f"conflict left in: {report.worktree}")
+    if report.written:
+        lines.append("written: " + ", ".join(report.written))
+    return "\n".join(lines)
+
+
+def rebase_markdown(report: RebaseReport) -> str:
+    """The report as a pull-request description."""
+    out = [f"## Rebase {report.old_pin} → {report.new_pin} ({report.status})", "",
+           "| patch | outcome | detail |", "|---|---|---|"]
+    for s in report.steps:
+        detail = s.detail.replace("|", "\\|")
+        extra = "; ".join([*(f"conflict in `{f}`" for f in s.conflicted), *s.misplaced, *s.renamed])
+        out.append(f"| `{s.id}` | {s.outcome} | {'; '.join(x for x in (detail, extra) if x)} |")
+    sections: list[tuple[str, list[str]]] = [
+        ("Code that changed under applied patches", [f"- `{d.patch}`: `{d.path}`: {d.detail}" for d in report.drift]),
+        ("Assumption checks failing on the target",
+         [f"- `{a.patch}` / `{a.id}`: expected {a.expects}, found {a.found} ({a.why})"
+          for a in report.assumptions if not a.ok]),
+        ("Rejected ideas to revisit", [f"- `{r.entry}`: {r.condition}: {r.why}" for r in report.revisit if r.holds]),
+        ("Patches to drop", [f"- `{d.patch}`: {d.why}" for d in report.drop]),
+        ("Follow-up", [f"- {f}" for f in report.follow_up]),
+    ]
+    if report.status == "conflict":
+        sections = [("Not yet", [PARTIAL[0].upper() + PARTIAL[1:] + "."])]
+    for title, items in sections:
+        out += ["", f"### {title}", "", *(items or ["None."])]
+    if report.range_diff:
+        out += ["", "### Range-diff", "", "```", report.range_diff.rstrip(), "```"]
+    return "\n".join(out) + "\n"
+
+
+def scan_text(report: ScanReport, style: Style) -> str:
+    width = max([len(p) for p in report.patches] + [5])
+    cols = [max(len(v), 9) for v in report.versions]
+    lines = [f"series of {report.pin} against {', '.join(report.versions)}",
+             "patch".ljust(width) + "  " + "  ".join(v.ljust(c) for v, c in zip(report.versions, cols, strict=True))]
+    for p in report.patches:
+        cells = []
+        for v, c in zip(report.versions, cols, strict=True):
+            word = _SHORT.get(report.matrix[p].get(v, "-"), report.matrix[p].get(v, "-"))
+            cell = word.ljust(c)
+            cells.append(style.bad(cell) if word in ("conflict", "gone") else cell)
+        lines.append(p.ljust(width) + "  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+# -- patched wheels: `patchtool build` and `patchtool provenance` ----------------------------
+
+def build_text(result: BuildResult, style: Style) -> str:
+    prov, w = result.provenance, result.wheel
+    how = "repacked from" if result.way == "repack" else "built from"
+    lines = [f"{prov.upstream.name} {prov.upstream.version} ({how} {result.source})"]
+    lines += [f"  {style.ok('applied')}  {p.id}{style.dim(' ' + p.commit[:12])}" for p in prov.patches]
+    lines += [style.dim(f"  build backend warning: {w}") for w in result.warnings]
+    shipped = sum(f.wheel_path is not None for f in prov.files)
+    lines.append(f"files changed by the series: {len(prov.files)} ({shipped} in the wheel)")
+    lines.append(f"{style.ok('wheel')}: {w.path}")
+    lines.append(f"  version {style.bold(prov.version)}, sha256 {w.sha256}, {w.size} bytes")
+    lines.append(style.dim(f"  {w.members} members: {w.copied} copied unchanged, {w.written} written"))
+    return "\n".join(lines)
+
+
+def provenance_text(report: ProvenanceReport, style: Style) -> str:
+    prov, up = report.provenance, report.provenance.upstream
+    where = f"wheel {report.location}" if report.kind == "wheel" else f"installed in {report.location}"
+    lines = [f"{style.bold(up.name + ' ' + prov.version)} ({where})"]
+    if up.source == "artifact":
+        lines.append(f"upstream: {up.name} {up.version} from {up.filename} (sha256 {up.sha256})")
+    else:
+        lines.append(f"upstream: {up.name} {up.version} from {up.url} at {up.tag} ({up.commit})")
+    lines.append(f"pin: {prov.pin}; series hash {prov.series_hash}; built by patchtool {prov.tool_version}")
+    lines.append(f"patches ({len(prov.patches)}):")
+    lines += [f"  {i}. {p.id}  {p.file}  sha256 {p.sha256[:16]}\n       {style.dim(p.subject)}"
+              for i, p in enumerate(prov.patches, 1)]
+    bad = [c for c in report.checks if c.state != "ok"]
+    lines.append(f"files changed by the series: {len(prov.files)}; in place as built: "
+                 f"{len(report.checks) - len(bad)}/{len(report.checks)}")
+    lines.append(f"every file against RECORD: {report.record_matched}/{report.record_listed} as listed")
+    if report.problems:
+        lines.append(problems_text(report.problems, style))
+    else:
+        lines.append(style.ok("provenance: consistent"))
+    return "\n".join(lines)

@@ -1,0 +1,217 @@
+"""Typed access to parsed TOML tables that names the dotted key of every problem.
+
+Modelled on packaging's ``_get``/``_get_required``: a reader walks a mapping,
+collects every problem it meets (never stopping at the first) and reports keys
+as ``patch[3].upstream.status``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from patchtool.errors import InvalidInput, Problem
+from patchtool.paths import check_id, tree_path_problem
+
+T = TypeVar("T")
+
+_TYPE_NAMES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "table",
+               float: "number"}
+
+
+def _type_name(value: object) -> str:
+    for typ, name in _TYPE_NAMES.items():
+        if type(value) is typ:
+            return name
+    if isinstance(value, Mapping):
+        return "table"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
+
+
+class Fields:
+    """A view of one table; every accessor records problems instead of raising."""
+
+    def __init__(self, data: Mapping[str, Any], path: str, problems: list[Problem],
+                 *, patch: str | None = None) -> None:
+        self.data = data
+        self.path = path
+        self.problems = problems
+        self.patch = patch
+        self._seen: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def problem(self, name: str | None, message: str, hint: str | None = None) -> None:
+        key = self.key(name) if name is not None else (self.path or None)
+        self.problems.append(Problem(key=key, message=message, hint=hint, patch=self.patch))
+
+    def _get(self, name: str, typ: type, expected: str, required: bool) -> Any:
+        self._seen.add(name)
+        if name not in self.data:
+            if required:
+                self.problem(name, "missing required key")
+            return None
+        value = self.data[name]
+        ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
+        if not ok:
+            self.problem(name, f"unexpected type {_type_name(value)} (expected {expected})")
+            return None
+        return value
+
+    def string(self, name: str, *, required: bool = True, nonempty: bool = True) -> str | None:
+        value: str | None = self._get(name, str, "string", required)
+        if value is not None and nonempty and not value.strip():
+            self.problem(name, "must not be empty")
+            return None
+        return value
+
+    def integer(self, name: str, *, required: bool = True, minimum: int | None = None) -> int | None:
+        value: int | None = self._get(name, int, "integer", required)
+        if value is not None and minimum is not None and value < minimum:
+            self.problem(name, f"must be at least {minimum}, got {value}")
+            return None
+        return value
+
+    def boolean(self, name: str, *, required: bool = True) -> bool | None:
+        value: bool | None = self._get(name, bool, "boolean", required)
+        return value
+
+    def scalar(self, name: str) -> str | int | float | None:
+        """An optional number or string (a measured value may be either)."""
+        self._seen.add(name)
+        value = self.data.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            self.problem(name, "expected a number or a string")
+            return None
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], *, required: bool = True) -> str | None:
+        value = self.string(name, required=required)
+        if value is not None and value not in choices:
+            self.problem(name, f"unknown value {value!r}; expected one of {', '.join(choices)}")
+            return None
+        return value
+
+    def str_list(self, name: str, *, required: bool = True) -> tuple[str, ...] | None:
+        value = self._get(name, list, "array of strings", required)
+        if value is None:
+            return None
+        bad = [i for i, v in enumerate(value) if not isinstance(v, str) or not v.strip()]
+        for i in bad:
+            self.problem(f"{name}[{i}]", "expected a non-empty string")
+        return None if bad else tuple(value)
+
+    def str_map(self, name: str, *, required: bool = True) -> dict[str, str] | None:
+        value = self._get(name, Mapping, "table of strings", required)
+        if value is None:
+            return None
+        bad = [k for k, v in value.items() if not isinstance(v, str)]
+        for k in bad:
+            self.problem(f"{name}.{k}", f"unexpected type {_type_name(value[k])} (expected string)")
+        return None if bad else dict(value)
+
+    def table(self, name: str, *, required: bool = True) -> Fields | None:
+        value = self._get(name, Mapping, "table", required)
+        if value is None:
+            return None
+        return Fields(value, self.key(name), self.problems, patch=self.patch)
+
+    def tables(self, name: str, *, required: bool = False) -> list[Fields]:
+        value = self._get(name, list, "array of tables", required)
+        if value is None:
+            return []
+        out = []
+        for i, item in enumerate(value):
+            if isinstance(item, Mapping):
+                out.append(Fields(item, f"{self.key(name)}[{i}]", self.problems, patch=self.patch))
+            else:
+                self.problem(f"{name}[{i}]", f"unexpected type {_type_name(item)} (expected table)")
+        return out
+
+    def parsed(self, name: str, parse: Callable[[str], T], *, required: bool = True) -> T | None:
+        """A string parsed by ``parse``; a ``ValueError`` from it becomes a problem."""
+        value = self.string(name, required=required)
+        if value is None:
+            return None
+        try:
+            return parse(value)
+        except ValueError as exc:
+            self.problem(name, str(exc))
+            return None
+
+    def done(self) -> None:
+        """Report keys nobody asked for: a typo must not be silently ignored."""
+        for name in self.data:
+            if name not in self._seen:
+                self.problem(name, "unknown key", hint="check the spelling against the README")
+
+
+def load_toml(text: str, *, file: str) -> dict[str, Any]:
+    """The table in ``text``, the TOML file ``file``; InvalidInput naming the line otherwise.
+
+    A byte-order mark is refused, not skipped: tomllib and the other tools that read these
+    files refuse it too, so a file patchtool accepted would still break them."""
+    if text.startswith("\ufeff"):
+        raise InvalidInput(f"{file} starts with a UTF-8 byte-order mark", file=file, problems=[
+            Problem(file=file, line=1, code="toml",
+                    message="starts with a UTF-8 byte-order mark; save it without one",
+                    hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not "
+                         "'UTF-8 with BOM')")])
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"at line (\d+)", str(exc))
+        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
+            Problem(file=file, line=int(m.group(1)) if m else None, message=f"not valid TOML: {exc}",
+                    code="toml", hint="fix the syntax at that line")]) from None
+
+
+def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
+    if problems:
+        located = [p.located(file=file) for p in problems]
+        raise InvalidInput(message, file=file, problems=located)
+
+
+# -- parsers for Fields.parsed: each raises ValueError with the message the user sees --
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        raise ValueError(f"{text!r} is not a PEP 440 version") from None
+
+
+def _specifier(text: str) -> SpecifierSet:
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.5.23,<0.5.24')") from None
+
+
+def _regex(text: str) -> re.Pattern[str]:
+    try:
+        return re.compile(text, re.MULTILINE)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
+
+
+def _ident(text: str) -> str:
+    return check_id(text)
+
+
+def _repo_path(text: str) -> str:
+    """A path inside the tree, by the one validator's rules."""
+    why = tree_path_problem(text)
+    if why is not None:
+        raise ValueError(f"{why}; name a file inside the tree")
+    return text

@@ -1,0 +1,184 @@
+"""GPU verification evidence: the results files `tests/gpu/run.py` writes, matched to each patch's
+``[[patch.gpu_verification]]`` by the checks its ``run`` command selects.
+
+Parsing is pure (``ResultsFile.from_dict``); ``load_all`` is the one place that reads
+``gpu-results/*.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from patchtool.errors import InvalidInput, Problem
+from patchtool.paths import read_inside
+from patchtool.project.fields import Fields, raise_if
+from patchtool.project.manifest import GpuCheck
+
+RESULTS_DIR = "gpu-results"
+KIND = "patchtool-gpu-results"
+SCHEMA = 1
+OUTCOMES = ("pass", "fail", "not-run")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CheckResult:
+    check: str  # the pytest node id, e.g. tests/gpu/test_0002_mma.py::test_split
+    outcome: str  # pass | fail | not-run
+    reason: str | None = None
+    patch: str | None = None
+    patch_sha256: str | None = None
+    figures: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def read(cls, f: Fields) -> CheckResult | None:
+        check = f.string("check")
+        outcome = f.choice("outcome", OUTCOMES)
+        reason, patch, sha = (_nullable(f, name) for name in ("reason", "patch", "patch_sha256"))
+        figures = f.data.get("figures") or {}
+        if not isinstance(figures, Mapping):
+            f.problem("figures", "expected a table of figures")
+            return None
+        if check is None or outcome is None:
+            return None
+        return cls(check=check, outcome=outcome, reason=reason, patch=patch, patch_sha256=sha, figures=figures)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "outcome": self.outcome, "reason": self.reason, "figures": dict(self.figures)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ResultsFile:
+    """One run of the GPU checks on one machine."""
+
+    file: str  # gpu-results/<name>.json
+    started: str
+    device: str | None  # None: the run found no CUDA GPU
+    capability: str | None  # sm_90, sm_120
+    checks: tuple[CheckResult, ...]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, file: str) -> ResultsFile:
+        problems: list[Problem] = []
+        f = Fields(data, "", problems)
+        kind = f.string("kind")
+        schema = f.integer("schema")
+        if kind is not None and kind != KIND:
+            f.problem("kind", f"{kind!r} is not {KIND!r}: not a file tests/gpu/run.py wrote")
+        if schema is not None and schema != SCHEMA:
+            f.problem("schema", f"unsupported schema {schema}; this patchtool reads schema {SCHEMA}")
+        started = f.string("started")
+        device_fields = f.table("device")
+        name = capability = None
+        if device_fields is not None:
+            name, capability = _nullable(device_fields, "name"), _nullable(device_fields, "capability")
+        checks = [CheckResult.read(x) for x in f.tables("checks", required=True)]
+        raise_if(problems, f"{file} is not a GPU results file", file=file)
+        assert started is not None
+        return cls(file=file, started=started, device=name, capability=capability,
+                   checks=tuple(c for c in checks if c is not None))
+
+    @property
+    def hardware(self) -> str:
+        return f"{self.device} ({self.capability})" if self.device else "no CUDA GPU"
+
+
+def _nullable(f: Fields, name: str) -> str | None:
+    """A string the writer may leave null (JSON has no absent-but-typed value)."""
+    return None if f.data.get(name) is None else f.string(name, nonempty=False)
+
+
+def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
+    """Every results file under ``gpu-results/``, oldest run first, and the problems of those that
+    cannot be read (each is skipped, never guessed at)."""
+    results: list[ResultsFile] = []
+    problems: list[Problem] = []
+    folder = root / RESULTS_DIR
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        rel = f"{RESULTS_DIR}/{path.name}"
+        try:
+            data = json.loads(read_inside(root, rel).decode("utf-8"))
+        except FileNotFoundError:
+            continue  # gone since the listing
+        except (UnicodeDecodeError, ValueError) as exc:
+            problems.append(Problem(file=rel, code="gpu-results", message=f"not JSON: {exc}"))
+            continue
+        except InvalidInput as exc:
+            problems += exc.as_problems()
+            continue
+        if not isinstance(data, Mapping):
+            problems.append(Problem(file=rel, code="gpu-results", message="not a JSON object"))
+            continue
+        try:
+            results.append(ResultsFile.from_dict(data, file=rel))
+        except InvalidInput as exc:
+            problems += [dataclasses.replace(p, code="gpu-results") for p in exc.problems]
+    results.sort(key=lambda r: (r.started, r.file))
+    return results, problems
+
+
+def selects(selector: str, check: str) -> bool:
+    """Pure: does the selector (a node id or path, as pytest takes it) select the check ``check``?"""
+    selector = selector.rstrip("/")
+    if check == selector or check.startswith((selector + "::", selector + "[")):
+        return True
+    if "::" in selector:
+        return False
+    file = check.split("::", 1)[0]
+    return file == selector or file.startswith(selector + "/")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Evidence:
+    """What one run on one machine says about one gpu_verification entry."""
+
+    file: str
+    started: str
+    device: str | None
+    capability: str | None
+    outcome: str  # pass | fail | not-run | partly run
+    checks: tuple[CheckResult, ...]
+    current: bool | None  # False: the run tested an older version of the patch; None: unknown
+
+    @property
+    def hardware(self) -> str:
+        return f"{self.device} ({self.capability})" if self.device else "no CUDA GPU"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "started": self.started, "device": self.device,
+                "capability": self.capability, "outcome": self.outcome, "current": self.current,
+                "checks": [c.to_dict() for c in self.checks]}
+
+
+def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str | None) -> tuple[Evidence, ...]:
+    """The newest run on each machine that ran (or tried) a check ``gpu.run`` selects, newest first.
+    A ``run`` that is not a command has no evidence (``check`` reports it)."""
+    try:
+        selectors = gpu.selectors()
+    except ValueError:
+        return ()
+    newest: dict[tuple[str | None, str | None], Evidence] = {}
+    for run in runs:  # oldest first, so a later run on the same machine replaces an earlier one
+        matched = tuple(c for c in run.checks if any(selects(s, c.check) for s in selectors))
+        if not matched:
+            continue
+        shas = {c.patch_sha256 for c in matched if c.patch_sha256}
+        current = None if not shas or patch_sha256 is None else shas == {patch_sha256}
+        newest[(run.device, run.capability)] = Evidence(
+            file=run.file, started=run.started, device=run.device, capability=run.capability,
+            outcome=_overall(matched), checks=matched, current=current)
+    return tuple(sorted(newest.values(), key=lambda e: e.started, reverse=True))
+
+
+def _overall(checks: Sequence[CheckResult]) -> str:
+    outcomes = {c.outcome for c in checks}
+    if "fail" in outcomes:
+        return "fail"
+    if outcomes == {"pass"}:
+        return "pass"
+    if outcomes == {"not-run"}:
+        return "not-run"
+    return "partly run"

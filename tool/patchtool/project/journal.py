@@ -1,0 +1,196 @@
+"""Several files of the patch repository written as one transaction.
+
+Every new file is first written under ``.patchtool/staged/``. Then the journal,
+``.patchtool/journal.json``, naming each move and each removal, is written atomically: that is
+the commit point. Only then are the files moved into place and the removals done. A process
+killed before the journal exists changed nothing in the repository; one killed after it leaves a
+journal that the next writing command finishes (``recover``), since every step of it can be done
+again. Reading commands never write: they refuse a pending journal with a message (``pending``).
+rebase, export, import and drop all write through here.
+
+A journal is hostile input like every file in the repository: it is validated whole before any
+step is taken. It may only move files of its own staging (``.patchtool/staged/<dest>`` to
+``<dest>``), remove files inside the repository and remove trees inside ``.patchtool/``; every
+path resolves inside the root with no symbolic link leading out; and one that git tracks is
+refused (``statedir.refuse_tracked``), never acted on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from patchtool import paths
+from patchtool.errors import InvalidInput
+from patchtool.project import statedir
+
+JOURNAL = f"{statedir.STATE_DIR}/journal.json"
+STAGED = f"{statedir.STATE_DIR}/staged"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Record:
+    """What a committed transaction does: moves (staged file -> destination), removals."""
+
+    moves: tuple[tuple[str, str], ...]
+    remove: tuple[str, ...]
+    remove_trees: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Record:
+        """The record, or InvalidInput naming the first entry that is not one patchtool writes."""
+        def bad(why: str) -> InvalidInput:
+            return InvalidInput(f"{why}; refusing to act on it", file=JOURNAL,
+                                hint=f"patchtool writes no such journal: delete {JOURNAL} (and {STAGED}/) "
+                                     "after checking the repository")
+
+        if not isinstance(data, dict) or data.get("schema") != 1:
+            raise bad("not a journal of schema 1")
+        if set(data) != {"schema", "moves", "remove", "remove_trees"}:
+            raise bad(f"unexpected keys {sorted(set(data) - {'schema', 'moves', 'remove', 'remove_trees'})}")
+        moves, remove, trees = data["moves"], data["remove"], data["remove_trees"]
+        if not all(isinstance(x, list) for x in (moves, remove, trees)):
+            raise bad("moves, remove and remove_trees must be lists")
+        out_moves = []
+        for move in moves:
+            if not (isinstance(move, list) and len(move) == 2 and all(isinstance(p, str) for p in move)):
+                raise bad(f"move {move!r} is not [staged, destination]")
+            src, dest = move
+            if src != f"{STAGED}/{dest}":
+                raise bad(f"move {src!r} -> {dest!r} is not a file of its own staging")
+            _check_dest(dest, bad)
+            out_moves.append((src, dest))
+        for rel in remove:
+            if not isinstance(rel, str):
+                raise bad(f"removal {rel!r} is not a path")
+            _check_dest(rel, bad)
+        for rel in trees:
+            if not (isinstance(rel, str) and rel.startswith(f"{statedir.STATE_DIR}/")
+                    and not rel.startswith(f"{STAGED}")):
+                raise bad(f"tree removal {rel!r} is outside {statedir.STATE_DIR}/")
+            why = paths.tree_path_problem(rel)
+            if why:
+                raise bad(why)
+        return cls(moves=tuple(out_moves), remove=tuple(remove), remove_trees=tuple(trees))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": 1, "moves": [list(m) for m in self.moves], "remove": list(self.remove),
+                "remove_trees": list(self.remove_trees)}
+
+
+def _check_dest(rel: str, bad: Any) -> None:
+    why = paths.tree_path_problem(rel)
+    if why:
+        raise bad(why)
+    if rel == statedir.STATE_DIR or rel.startswith(f"{statedir.STATE_DIR}/"):
+        raise bad(f"{rel!r} is inside {statedir.STATE_DIR}/")
+
+
+def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
+           remove_trees: Sequence[str] = ()) -> list[str]:
+    """Write ``files`` (repository path -> text; a byte-identical file is left alone), remove the
+    files in ``remove`` and the directories in ``remove_trees``, all or nothing. The paths
+    written, then ``-path`` for each file removed."""
+    recover(root)
+    staged = statedir.ensure(root) / "staged"
+    shutil.rmtree(staged, ignore_errors=True)
+    moves: list[tuple[str, str]] = []
+    for rel, text in files.items():
+        dest = _inside(root, rel)
+        if dest.is_file() and dest.read_text(encoding="utf-8") == text:
+            continue
+        path = staged / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_synced(path, text.encode("utf-8"))
+        moves.append((f"{STAGED}/{rel}", rel))
+    gone = [rel for rel in dict.fromkeys(remove) if rel not in files and _inside(root, rel).exists()]
+    record = Record(moves=tuple(moves), remove=tuple(gone), remove_trees=tuple(remove_trees))
+    Record.from_dict(record.to_dict())  # what recovery would refuse is never written
+    staged.mkdir(parents=True, exist_ok=True)
+    tmp = staged / ".journal.json"  # with the staged files: gone with them if never committed
+    _write_synced(tmp, json.dumps(record.to_dict(), indent=2).encode("utf-8"))
+    os.replace(tmp, root / JOURNAL)  # the commit point
+    _fsync_dir(root / statedir.STATE_DIR)
+    _finish(root, record)
+    return [dest for _, dest in moves] + [f"-{rel}" for rel in gone]
+
+
+def pending(root: Path) -> bool:
+    """Whether a committed transaction waits to be finished."""
+    return (root / JOURNAL).exists() or (root / JOURNAL).is_symlink()
+
+
+def recover(root: Path) -> list[str]:
+    """Finish a transaction an earlier process committed but did not complete (the paths it
+    writes); drop the staged files of one that never reached its commit point. The journal is
+    validated whole first: one that is invalid, tracked by git or reaching outside is refused."""
+    statedir.refuse_tracked(root)
+    path = root / JOURNAL
+    if not pending(root):
+        if (root / STAGED).exists() and not (root / STAGED).is_symlink():
+            shutil.rmtree(root / STAGED, ignore_errors=True)
+            statedir.tidy(root)
+        return []
+    _inside(root, JOURNAL)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidInput(f"the journal cannot be read ({exc}): an interrupted write cannot be finished",
+                           file=JOURNAL,
+                           hint=f"check the repository with `git status`, then delete {JOURNAL} and "
+                                f"{STAGED}/") from None
+    record = Record.from_dict(data)
+    _finish(root, record)
+    return [dest for _, dest in record.moves]
+
+
+def _inside(root: Path, rel: str) -> Path:
+    try:
+        return paths.inside(root, rel)
+    except ValueError as exc:
+        raise InvalidInput(f"{rel}: {exc}; refusing to write there", file=rel) from None
+
+
+def _finish(root: Path, record: Record) -> None:
+    for src, dest in record.moves:
+        source = _inside(root, src)
+        target = _inside(root, dest)
+        if source.exists():  # moved already by a process that was killed after it
+            if not source.is_file():
+                raise InvalidInput(f"{src} is not a file patchtool staged; refusing to move it", file=src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _inside(root, dest)  # the directories just made are no links out either
+            os.replace(source, target)
+    for rel in record.remove:
+        _inside(root, rel).unlink(missing_ok=True)
+    for rel in record.remove_trees:
+        tree = _inside(root, rel)
+        if tree.is_dir():
+            shutil.rmtree(tree, ignore_errors=True)
+    shutil.rmtree(root / STAGED, ignore_errors=True)
+    (root / JOURNAL).unlink(missing_ok=True)
+    _fsync_dir(root / statedir.STATE_DIR)
+    statedir.tidy(root)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

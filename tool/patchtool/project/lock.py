@@ -1,0 +1,82 @@
+"""The one lock of a patch repository: writers exclusive, readers shared.
+
+Every command holds it from the moment it finds the repository until it exits: a writing command
+alone, so two imports never take the same number and two applies never report each other's tree;
+a reading command beside other readers, so it never sees half of a write. The lock is an
+``flock`` on the repository directory itself, which never moves and which no command has to
+create, so taking it writes nothing; a second command's message names the holder from what the
+kernel knows. The kernel releases it when the process dies, kill -9 included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from patchtool.errors import Busy
+
+DEFAULT_WAIT = 10.0  # seconds a command waits for another to finish before giving up
+
+
+def _wait() -> float:
+    try:
+        return float(os.environ.get("PATCHTOOL_LOCK_TIMEOUT", DEFAULT_WAIT))
+    except ValueError:
+        return DEFAULT_WAIT
+
+
+def _holder(root: Path) -> str:
+    """Who holds the lock on ``root``, as the kernel says (Linux's /proc/locks): nothing is
+    written to the repository to name the holder."""
+    try:
+        st = os.stat(root)
+        with open("/proc/locks", encoding="ascii") as fh:
+            rows = fh.read().splitlines()
+    except OSError:
+        return "pid unknown"
+    for row in rows:
+        fields = row.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or fields[1] == "->":
+            continue
+        dev_inode = fields[5].split(":")
+        if len(dev_inode) == 3 and int(dev_inode[2]) == st.st_ino:
+            pid = fields[4]
+            return f"pid {pid}, `{_command_of(pid)}`"
+    return "pid unknown"
+
+
+def _command_of(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = [w.decode("utf-8", "replace") for w in fh.read().split(b"\0") if w]
+    except OSError:
+        return "patchtool"
+    names = [os.path.basename(w) for w in argv]
+    after = names[names.index("patchtool") + 1:] if "patchtool" in names else []
+    return " ".join(["patchtool", *[w for w in after if not w.startswith("-")][:1]])
+
+
+@contextlib.contextmanager
+def held(root: Path, *, exclusive: bool) -> Iterator[None]:
+    """Hold the repository's lock (alone when ``exclusive``); Busy when it stays taken past the
+    wait (``$PATCHTOOL_LOCK_TIMEOUT`` seconds, default 10)."""
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + _wait()
+        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+        while True:
+            try:
+                fcntl.flock(fd, mode)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise Busy(f"another patchtool command ({_holder(root)}) holds the lock on {root}",
+                               hint="wait for it to finish and run this again") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -1,0 +1,55 @@
+"""``.patchtool/``: the patch repository's private state (lock, journal, staged files, rebase).
+
+It is never part of the series. It ignores itself (a ``.gitignore`` of ``*`` inside it), so git
+never tracks it; and whatever a clone brings along there is refused, never acted on: a stranger's
+repository must not be able to hand patchtool a journal that names files to move or delete.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from patchtool import git
+from patchtool.errors import InvalidInput
+
+STATE_DIR = ".patchtool"
+
+
+def ensure(root: Path) -> Path:
+    """The state directory, created (with its ``.gitignore``) when missing; refused when it is a
+    symbolic link or not a directory."""
+    path = root / STATE_DIR
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise InvalidInput(f"{STATE_DIR} is not a directory patchtool made (a symbolic link or a file); "
+                           "refusing to write through it", file=STATE_DIR,
+                           hint=f"remove {root / STATE_DIR} and run the command again")
+    path.mkdir(exist_ok=True)
+    ignore = path / ".gitignore"
+    if not ignore.is_file():
+        ignore.write_text("# patchtool's private state: never commit it\n*\n", encoding="utf-8")
+    return path
+
+
+def refuse_tracked(root: Path) -> None:
+    """InvalidInput when git tracks anything under ``.patchtool/``: state that arrived with a clone
+    (a journal naming files to move or delete, a rebase state) is never acted on."""
+    if not (root / STATE_DIR).exists():
+        return
+    res = git.run(["git", "-C", str(root), "ls-files", "-z", "--", STATE_DIR], check=False)
+    if res.returncode != 0:
+        return  # not a git work tree: nothing can have been committed there
+    tracked = [p.decode("utf-8", "replace") for p in res.stdout.split(b"\0") if p]
+    if tracked:
+        raise InvalidInput(
+            f"{STATE_DIR}/ is patchtool's private state, but git tracks {', '.join(tracked[:3])}"
+            f"{' ...' if len(tracked) > 3 else ''}; refusing to act on it", file=tracked[0],
+            hint=f"remove it from git (`git rm -r --cached {STATE_DIR}`) and delete {STATE_DIR}/ if you did "
+                 "not create it: a committed journal could name any file")
+
+
+def tidy(root: Path) -> None:
+    """Remove the state directory when nothing but its ``.gitignore`` is left in it."""
+    path = root / STATE_DIR
+    if path.is_dir() and not path.is_symlink() and {p.name for p in path.iterdir()} <= {".gitignore"}:
+        (path / ".gitignore").unlink(missing_ok=True)
+        path.rmdir()

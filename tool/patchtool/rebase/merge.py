@@ -1,0 +1,227 @@
+"""A patch merged onto the tree being built, file by file, in memory: the 3-way merge of a rebase.
+
+For every file a commit of the old chain changes there are three sides: the file before the
+patch at the old pin (base), after it (theirs), and in the tree being built on the new pin
+(ours). Where two sides agree the answer needs no merge, as in merge-ort; where all three differ
+git merges the contents (``git merge-file``: xdiff's 3-way merge, the one merge-ort uses). A file
+upstream renamed between the pins is followed to its new path; a file upstream deleted is a
+modify/delete conflict, which the rebase reports as "target gone".
+
+The tree being built is a ``Workspace``: a start commit plus, in memory, every file the replay
+changed. Nothing is written here; ``rebase`` writes the commits in one batch at the end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+
+from patchtool import git
+from patchtool.errors import GitError
+from patchtool.git import memo
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class File:
+    mode: str
+    blob: str | None  # None until written: the content exists only in ``data``
+    data: bytes | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Conflict:
+    path: str
+    kind: str  # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add"
+    message: str
+    data: bytes | None = None  # the file with conflict markers, where there is one
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PatchMerge:
+    files: dict[str, File | None]  # what the patch's paths become (None: deleted)
+    conflicts: tuple[Conflict, ...]
+    renamed: tuple[str, ...]  # "old -> new" for files followed through an upstream rename
+    gone: tuple[str, ...]  # paths the patch changes that upstream deleted
+
+    @property
+    def clean(self) -> bool:
+        return not self.conflicts
+
+
+class Workspace:
+    """The tree a replay builds: ``start``'s files plus the changes made so far, in memory."""
+
+    def __init__(self, repo: git.Repo, reader: git.ObjectReader, start: str, paths: Iterable[str],
+                 renames: Callable[[str], str | None]) -> None:
+        self.repo = repo
+        self.reader = reader
+        self.start = start
+        self._looked_up = set(paths)
+        found = repo.entries(start, list(self._looked_up))
+        self._start_files = {p: File(mode, sha) for p, (mode, sha) in found.items()}
+        self._changed: dict[str, File | None] = {}
+        self._renames = renames
+
+    def get(self, path: str) -> File | None:
+        if path in self._changed:
+            return self._changed[path]
+        if path not in self._looked_up:
+            self._looked_up.add(path)
+            for p, (mode, sha) in self.repo.entries(self.start, [path]).items():
+                self._start_files[p] = File(mode, sha)
+        return self._start_files.get(path)
+
+    def data(self, file: File) -> bytes:
+        if file.data is not None:
+            return file.data
+        assert file.blob is not None
+        content = self.reader.blob(file.blob)
+        if content is None:
+            raise GitError(f"blob {file.blob} is missing from the cache")
+        return content
+
+    def text(self, path: str) -> str | None:
+        file = self.get(path)
+        return None if file is None else self.data(file).decode("utf-8", "surrogateescape")
+
+    def renamed_to(self, path: str) -> str | None:
+        """Where upstream moved ``path`` between the two pins, if it did."""
+        return self._renames(path)
+
+    def update(self, files: dict[str, File | None]) -> None:
+        self._changed.update(files)
+
+    def same(self, files: dict[str, File | None]) -> bool:
+        """Whether ``files`` is what the workspace already holds (applying them changes nothing)."""
+        for path, want in files.items():
+            have = self.get(path)
+            if (have is None) != (want is None):
+                return False
+            if have is not None and want is not None and (
+                    have.mode != want.mode or self.data(have) != self.data(want)):
+                return False
+        return True
+
+
+class Renames:
+    """Where upstream moved a file between two pins, as git's rename detection finds it.
+
+    Asked only for files the series changes that are gone from the new pin; each answer is
+    remembered in the cache (``memo``), since two trees never change, so the next rebase, scan
+    or ``--continue`` asks git nothing.
+    """
+
+    def __init__(self, repo: git.Repo, old_tree: str, new_tree: str) -> None:
+        self.repo = repo
+        self.old_tree, self.new_tree = old_tree, new_tree
+        self.key = f"{old_tree}-{new_tree}"
+        self._known: dict[str, str | None] | None = None
+
+    def __call__(self, path: str) -> str | None:
+        if self._known is None:
+            self._known = memo.recall(self.repo.git_dir, "renames", self.key) or {}
+        assert self._known is not None
+        if path not in self._known:
+            found = self.repo.renames(self.old_tree, self.new_tree, [path])
+            self._known[path] = found.get(path)
+            memo.remember(self.repo.git_dir, "renames", self.key, self._known)
+        return self._known[path]
+
+
+def _is_binary(*contents: bytes) -> bool:
+    return any(b"\0" in c[:8000] for c in contents)
+
+
+def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[str, str, str]) -> PatchMerge:
+    """The 3-way merge of one commit of the old chain (``changes``) onto the workspace."""
+    files: dict[str, File | None] = {}
+    conflicts: list[Conflict] = []
+    renamed: list[str] = []
+    gone: list[str] = []
+    for c in changes:
+        theirs = File(c.new_mode, c.new_blob) if c.new_path and c.new_mode and c.new_blob else None
+        if c.old_path is None:  # the patch adds a file
+            assert c.new_path is not None and theirs is not None
+            ours = files.get(c.new_path) if c.new_path in files else ws.get(c.new_path)
+            if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
+                files[c.new_path] = theirs
+                continue
+            merged = _content(ws, c.new_path, ours, None, theirs, labels)
+            if isinstance(merged, Conflict):
+                conflicts.append(dataclasses.replace(merged, kind="add/add", message=(
+                    f"CONFLICT (add/add): Merge conflict in {c.new_path}")))
+            else:
+                files[c.new_path] = merged
+            continue
+        base = File(c.old_mode or "100644", c.old_blob)
+        path = c.old_path
+        ours = ws.get(path)
+        if ours is None:
+            moved = ws.renamed_to(path)
+            if moved is not None and ws.get(moved) is not None:
+                renamed.append(f"{path} -> {moved} (renamed upstream)")
+                path, ours = moved, ws.get(moved)
+        if ours is None:
+            if theirs is None:  # both deleted it
+                continue
+            gone.append(c.old_path)
+            conflicts.append(Conflict(c.old_path, "modify/delete", (
+                f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch")))
+            continue
+        if theirs is None:  # the patch deletes the file
+            if ours.blob == base.blob:
+                files[path] = None
+            else:
+                conflicts.append(Conflict(path, "delete/modify", (
+                    f"CONFLICT (delete/modify): {path} changed upstream and deleted by the patch")))
+            continue
+        target = path if c.new_path == c.old_path else c.new_path
+        assert target is not None
+        if target != path:  # the patch renames the file
+            existing = ws.get(target)
+            if existing is not None:
+                conflicts.append(Conflict(target, "rename/add", (
+                    f"CONFLICT (rename/add): the patch renames {path} to {target}, which exists upstream")))
+                continue
+            files[path] = None
+        mode = _mode(ours.mode, base.mode, theirs.mode)
+        if mode is None:
+            conflicts.append(Conflict(target, "mode", (
+                f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch")))
+            continue
+        merged = _content(ws, target, ours, base, theirs, labels)
+        if isinstance(merged, Conflict):
+            conflicts.append(merged)
+        else:
+            files[target] = dataclasses.replace(merged, mode=mode)
+    return PatchMerge(files=files, conflicts=tuple(conflicts), renamed=tuple(renamed), gone=tuple(gone))
+
+
+def _mode(ours: str, base: str, theirs: str) -> str | None:
+    if ours == base or ours == theirs:
+        return theirs
+    if theirs == base:
+        return ours
+    return None
+
+
+def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: File,
+             labels: tuple[str, str, str]) -> File | Conflict:
+    if base is not None and ours.blob is not None and ours.blob == base.blob:
+        return theirs
+    if base is not None and theirs.blob == base.blob:
+        return ours
+    if ours.blob is not None and ours.blob == theirs.blob:
+        return ours
+    ours_data, theirs_data = ws.data(ours), ws.data(theirs)
+    base_data = ws.data(base) if base is not None else b""
+    if ours_data == theirs_data:
+        return ours
+    if base is not None and ours_data == base_data:
+        return theirs
+    if _is_binary(ours_data, base_data, theirs_data):
+        return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}")
+    data, count = git.merge_file(ours_data, base_data, theirs_data, labels)
+    if count:
+        return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}", data)
+    return File(theirs.mode, None, data)

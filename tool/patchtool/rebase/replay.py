@@ -1,0 +1,524 @@
+"""Moving the series to a new upstream: one outcome per patch, verified placement, drift, a report.
+
+Each patch is replayed with a true 3-way merge against its real base: for every file, the file
+before the patch at the old pin, after it, and in the tree being built on the new pin
+(``merging``), in memory. Applying the patch text the way ``git apply`` does (``textpatch``) only
+classifies the outcome (unchanged or shifted); it never decides placement. After merging, every
+hunk must sit in the same enclosing function or class it had at the old pin, otherwise the patch
+is a conflict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+
+from patchtool import git
+from patchtool.diff import textpatch
+from patchtool.diff.scopes import Hunk, parse_hunks, scope_at, scope_text
+from patchtool.errors import PatchtoolError
+from patchtool.git import memo
+from patchtool.project.repository import LoadedPatch
+from patchtool.rebase import merge
+from patchtool.series.apply import apply_series
+from patchtool.upstream.upstream import Base
+
+
+class PatchOutcome(enum.StrEnum):
+    UNCHANGED = "applied unchanged"
+    SHIFTED = "applied with shifted context"
+    MERGED = "merged by 3-way merge"
+    CONFLICT = "conflict"
+    UPSTREAM = "already upstream"
+    PARTLY_UPSTREAM = "partly upstream"
+    TARGET_GONE = "target gone"
+    DROPPED = "dropped"
+    NOT_REACHED = "not reached"
+
+    @property
+    def applied(self) -> bool:
+        return self in (PatchOutcome.UNCHANGED, PatchOutcome.SHIFTED, PatchOutcome.MERGED,
+                        PatchOutcome.PARTLY_UPSTREAM)
+
+    @property
+    def stops(self) -> bool:
+        return self in (PatchOutcome.CONFLICT, PatchOutcome.TARGET_GONE)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Step:
+    id: str
+    file: str
+    outcome: PatchOutcome
+    commit: str | None = None  # the rebased commit, when the patch applied
+    detail: str = ""
+    conflicted: tuple[str, ...] = ()
+    misplaced: tuple[str, ...] = ()  # "path: hunk at Old.scope landed in New.scope"
+    renamed: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # the paths the patch's result touches
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
+        for key in ("commit", "detail"):
+            if getattr(self, key):
+                out[key] = getattr(self, key)
+        for key in ("conflicted", "misplaced", "renamed"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Drift:
+    """A region a patch touches that upstream changed between the pins, though the patch applied."""
+
+    patch: str
+    path: str
+    scope: str
+    change: str  # "changed" or "gone"
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Replay:
+    old_chain: tuple[str, ...]  # commits of the series on the old base
+    steps: tuple[Step, ...]
+    tip: str  # the last commit on the new base
+    drift: tuple[Drift, ...]
+    left: dict[str, bytes | None] = dataclasses.field(default_factory=dict)  # at a stop: the merge's files
+
+    @property
+    def stopped(self) -> Step | None:
+        return next((s for s in self.steps if s.outcome.stops), None)
+
+
+def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tuple[str, ...]:
+    """The series as commits on its own base. The commits are deterministic, so a ref keyed by the
+    base and the patch files' bytes keeps them for the next rebase or scan, and the list of them
+    is remembered beside it (``memo``): a ``--continue`` finds the chain without a git process."""
+    key = hashlib.sha256(base.commit.encode())
+    for lp in loaded:
+        key.update(b"\0" + lp.path.read_bytes())
+    ref = f"refs/patchtool/chain/{key.hexdigest()}"
+    known = memo.recall(repo.git_dir, "chains", key.hexdigest())
+    if isinstance(known, list) and len(known) == len(loaded) + 1 and known[0] == base.commit:
+        return tuple(known)
+    tip = repo.resolve(ref)
+    if tip is not None:
+        commits = repo.out("rev-list", "--reverse", f"{base.commit}..{tip}").split()
+        if len(commits) == len(loaded):
+            memo.remember(repo.git_dir, "chains", key.hexdigest(), [base.commit, *commits])
+            return (base.commit, *commits)
+    result = apply_series(repo, base.commit, loaded, commit=True)
+    if not result.ok:
+        failed = result.failed
+        raise PatchtoolError(f"the series does not apply at its current pin ({failed.id if failed else '?'}); "
+                             "fix that first", hint="run `patchtool check`")
+    chain = (base.commit, *(r.commit for r in result.results if r.commit))
+    if len(chain) > 1:
+        repo.update_ref(ref, chain[-1])
+        if len(chain) == len(loaded) + 1:
+            memo.remember(repo.git_dir, "chains", key.hexdigest(), list(chain))
+    return chain
+
+
+def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.RawChange, ...]]:
+    """The files each commit of the chain changes (``git log --raw -M``), remembered per chain."""
+    if len(chain) < 2:
+        return {}
+    key = f"{chain[0]}-{chain[-1]}"
+    known = memo.recall(repo.git_dir, "changes", key)
+    if isinstance(known, dict):
+        return {c: tuple(git.RawChange(**f) for f in files) for c, files in known.items()}
+    found = dict(repo.changes(chain[0], chain[-1]))
+    memo.remember(repo.git_dir, "changes", key,
+                  {c: [dataclasses.asdict(f) for f in files] for c, files in found.items()})
+    return found
+
+
+def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
+           start: int = 0, new_parent: str | None = None, done: Sequence[Step] = (),
+           keep_going: bool = False, chain: tuple[str, ...] | None = None,
+           drift: bool = True, commits: bool = True, ref: str | None = None) -> Replay:
+    """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
+
+    Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
+    conflicting patch is left out and the rest goes on. The tree being built lives in memory
+    (``merge.Workspace``): a patch costs no git process unless all three sides of a file differ
+    (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
+    Without ``commits`` (a scan) nothing is written at all; with them, ``ref`` (in the project's
+    namespace of the cache) is left at the last one.
+    """
+    chain = chain or old_chain(repo, old_base, loaded)
+    parent = new_parent or new_base.commit
+    changes = chain_changes(repo, chain)
+    paths = {p for i in range(start, len(loaded)) for c in changes.get(chain[i + 1], ())
+             for p in (c.old_path, c.new_path) if p}
+    steps = list(done)
+    writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
+    left: dict[str, bytes | None] = {}
+    labels = (f"{new_base.pin.upstream} {new_base.pin.version} + series", f"{old_base.pin.upstream} "
+              f"{old_base.pin.version} + series")
+    upstreamed = Upstreamed(repo, old_base, new_base, chain)
+    with repo.reader() as reader:
+        ws = merge.Workspace(repo, reader, parent, paths, merge.Renames(repo, old_base.tree, new_base.tree))
+        for i in range(start, len(loaded)):
+            lp = loaded[i]
+            step, files = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
+                                     (*labels, f"patch {lp.id}"), upstreamed)
+            if step.outcome.applied and files is not None:
+                ws.update(files)
+                writes.append((len(steps), _commit_of(lp, files)))
+            elif step.outcome.stops and files is not None and not keep_going:
+                left = {p: None if f is None else ws.data(f) for p, f in files.items()}
+            steps.append(step)
+            if step.outcome.stops and not keep_going:
+                steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
+                          for p in loaded[i + 1:]]
+                break
+        drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if drift else ()
+    tip = parent
+    if commits and writes:
+        assert ref is not None, "replay writes commits under the project's ref"
+        shas = repo.write_commits(parent, [c for _, c in writes], ref=ref)
+        for (at, _), sha in zip(writes, shas, strict=True):
+            steps[at] = dataclasses.replace(steps[at], commit=sha)
+            tip = sha
+    return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left)
+
+
+def _idents(lp: LoadedPatch) -> tuple[git.Ident, git.Ident]:
+    """(author, committer) of a rebased patch: its own author, patchtool, both at time 0."""
+    return git.Ident(lp.patch.author_name, lp.patch.author_email, 0), git.Ident(*git.FIXED_IDENT, 0)
+
+
+def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:
+    """The commit of a patch a person resolved by hand (``rebase --continue``)."""
+    author, committer = _idents(lp)
+    return repo.commit_tree(tree, [parent], lp.patch.message, author=author, committer=committer)
+
+
+def _commit_of(lp: LoadedPatch, files: dict[str, merge.File | None]) -> git.NewCommit:
+    writes = tuple(git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
+                   for path, f in sorted(files.items()))
+    author, committer = _idents(lp)
+    return git.NewCommit(message=lp.patch.message, author=author, committer=committer, files=writes)
+
+
+def drift_all(reader: git.ObjectReader, old_base: Base, new_base: Base, chain: Sequence[str],
+              loaded: Sequence[LoadedPatch], steps: Sequence[Step]) -> tuple[Drift, ...]:
+    """Drift of every patch that applied. A file upstream left byte-identical cannot have
+    drifted: two ``ls-tree`` calls find those, and only the others are read and scanned."""
+    applied = [i for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied]
+    paths = sorted({p for i in applied for p in loaded[i].patch.paths})
+    old, new = reader.repo.entries(old_base.tree, paths), reader.repo.entries(new_base.tree, paths)
+    same = {p for p in paths if p in old and old.get(p) == new.get(p)}
+    return tuple(d for i in applied for d in drift_of(reader, old_base, new_base, chain[i], loaded[i], same=same))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Applied:
+    """A whole patch applied like ``git apply``: the new text of each path (None: deleted)."""
+
+    texts: dict[str, str | None]
+    offsets: tuple[str, ...]  # git apply's "Hunk #N succeeded at L (offset K lines)." for each moved hunk
+
+
+def _apply(ws: merge.Workspace, patches: Sequence[textpatch.FilePatch], *, reverse: bool = False) -> _Applied | None:
+    texts: dict[str, str | None] = {}
+    moved: list[str] = []
+    for fp in patches:
+        if fp.binary:
+            return None
+        src, dst = (fp.new_path, fp.old_path) if reverse else (fp.old_path, fp.new_path)
+        if src is None:
+            if dst is None or ws.get(dst) is not None:
+                return None
+            lines: list[str] = []
+        else:
+            text = texts[src] if src in texts else ws.text(src)
+            if text is None:
+                return None
+            lines = textpatch.lines_of(text)
+        applied = textpatch.apply(lines, fp.hunks, reverse=reverse)
+        if applied is None:
+            return None
+        if dst is None:
+            if applied.lines:
+                return None
+            texts[src or ""] = None
+            continue
+        if src is not None and src != dst:
+            texts[src] = None
+        texts[dst] = "".join(applied.lines)
+        moved += [f"Hunk #{n} succeeded at {at + 1} (offset {off} line{'' if off == 1 else 's'})."
+                  for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1) if off]
+    return _Applied(texts, tuple(moved))
+
+
+def _plain(changes: Sequence[git.RawChange]) -> bool:
+    """No renames, copies or mode changes: what a text application can reproduce exactly."""
+    return all(c.status in "AMD" and (c.status != "M" or c.old_mode == c.new_mode) for c in changes)
+
+
+def _files_from(ws: merge.Workspace, applied: _Applied,
+                changes: Sequence[git.RawChange]) -> dict[str, merge.File | None]:
+    files: dict[str, merge.File | None] = {}
+    for c in changes:
+        path = c.new_path or c.old_path
+        assert path is not None
+        text = applied.texts.get(path)
+        if text is None or c.new_mode is None or c.new_blob is None:
+            files[path] = None
+            continue
+        ours = ws.get(path)
+        if (ours is None and c.old_blob is None) or (
+                ours is not None and ours.blob is not None and ours.blob == c.old_blob):
+            files[path] = merge.File(c.new_mode, c.new_blob)  # a new file, or one upstream left alone
+        else:
+            files[path] = merge.File(c.new_mode, None, text.encode("utf-8", "surrogateescape"))
+    return files
+
+
+class Upstreamed:
+    """Whether upstream has a commit with a patch's own patch-id (``git cherry``), asked only of
+    patches that do not apply, and only where both pins are git commits: release artifacts have
+    no history to compare with."""
+
+    def __init__(self, repo: git.Repo, old_base: Base, new_base: Base, chain: Sequence[str]) -> None:
+        self.repo, self.old_base, self.new_base, self.chain = repo, old_base, new_base, chain
+        self._found: set[str] | None = None
+
+    def detail(self, commit: str) -> str | None:
+        if self.old_base.source != "git" or self.new_base.source != "git" or len(self.chain) < 2:
+            return None
+        if self._found is None:
+            self._found = self.repo.cherry(self.new_base.commit, self.chain[-1], self.chain[0])
+        if commit not in self._found:
+            return None
+        return (f"its patch-id matches a commit upstream made between {self.old_base.pin.version} and "
+                f"{self.new_base.pin.version}")
+
+
+def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawChange], lp: LoadedPatch,
+               labels: tuple[str, str, str],
+               upstreamed: Upstreamed | None = None) -> tuple[Step, dict[str, merge.File | None] | None]:
+    """One patch onto the workspace: its outcome, and the files it leaves (None when it did not
+    apply; on a stop, the files for the conflict worktree, markers and all)."""
+    def step(outcome: PatchOutcome, **kw: object) -> Step:
+        return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
+
+    patches = textpatch.parse(lp.patch.diff)
+    plain = _plain(changes) and bool(changes)
+    forward = _apply(ws, patches) if plain else None
+    if forward is not None and not forward.offsets:
+        # every hunk matched its exact old position with its exact context: nothing moved, so
+        # nothing can land in another scope, and a 3-way merge would give the same files
+        files = _files_from(ws, forward, changes)
+        return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files
+    reverse = forward is None and plain and _apply(ws, patches, reverse=True) is not None
+    merged = merge.merge_patch(ws, changes, labels)
+    if not merged.clean:
+        if reverse:
+            return step(PatchOutcome.UPSTREAM, detail="it applies in reverse on the target"), None
+        if upstreamed is not None and (same_change := upstreamed.detail(old_commit)):
+            return step(PatchOutcome.UPSTREAM, detail=same_change), None
+        left = {**merged.files, **{c.path: merge.File(_mode_of(ws, c.path), None, c.data)
+                                  for c in merged.conflicts if c.data is not None}}
+        left.update({c.old_path: merge.File(c.new_mode, c.new_blob) for c in changes
+                     if c.old_path in merged.gone and c.new_mode and c.new_blob})  # the patch's version, to see
+        conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
+        messages = "; ".join(c.message for c in merged.conflicts)
+        outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
+        return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(left))), left
+    if ws.same(merged.files):
+        detail = "it applies in reverse on the target" if reverse else "applying it changes nothing"
+        return step(PatchOutcome.UPSTREAM, detail=detail), None
+    files = merged.files
+    misplaced = _placement(ws, lp, changes, files)
+    if misplaced:
+        return step(PatchOutcome.CONFLICT, misplaced=misplaced, files=tuple(sorted(files)),
+                    detail="a hunk would land in another function or class than at the old pin"), files
+    done = tuple(sorted(files))
+    if forward is not None and _as_applied(ws, forward, files):
+        return step(PatchOutcome.SHIFTED, detail="; ".join(forward.offsets), files=done), files
+    present = upstream_hunks(ws, patches) if forward is None and plain else 0
+    renamed = merged.renamed
+    if present:
+        return step(PatchOutcome.PARTLY_UPSTREAM, renamed=renamed, files=done,
+                    detail=f"{present} hunk(s) already upstream, the rest applied"), files
+    detail = ("plain context matching would have put it elsewhere; the 3-way merge placed it"
+              if forward is not None else "the context changed; the 3-way merge resolved it")
+    return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files
+
+
+def _as_applied(ws: merge.Workspace, applied: _Applied, files: dict[str, merge.File | None]) -> bool:
+    """Whether the merge left every file as the plain text application did."""
+    for path, f in files.items():
+        text = applied.texts.get(path)
+        if (f is None) != (text is None):
+            return False
+        if f is not None and text is not None and ws.data(f) != text.encode("utf-8", "surrogateescape"):
+            return False
+    return True
+
+
+def _mode_of(ws: merge.Workspace, path: str) -> str:
+    have = ws.get(path)
+    return have.mode if have is not None else "100644"
+
+
+def upstream_hunks(ws: merge.Workspace, patches: Sequence[textpatch.FilePatch]) -> int:
+    """How many of the patch's hunks are already present in the workspace (apply in reverse)."""
+    hunks = [(fp, h) for fp in patches for h in fp.hunks]
+    if len(hunks) < 2:
+        return 0
+    present = 0
+    for fp in patches:
+        path = fp.new_path or fp.old_path
+        text = ws.text(path) if path else None
+        if text is None:
+            continue
+        lines = textpatch.lines_of(text)
+        present += sum(1 for h in fp.hunks
+                       if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None)
+    return present if present < len(hunks) else 0
+
+
+def _pair(old: Hunk, candidates: Sequence[Hunk]) -> Hunk | None:
+    for key in ("added", "removed"):
+        want = getattr(old, key)
+        if want:
+            for h in candidates:
+                if getattr(h, key) == want:
+                    return h
+    return None
+
+
+def _same_place(was: str, now: str, renamed_away: bool) -> bool:
+    """The same scope, or the same method of a class upstream renamed (``A.f`` became ``B.f``)."""
+    if was == now:
+        return True
+    return renamed_away and was.rsplit(".", 1)[-1] == now.rsplit(".", 1)[-1] and "." in was and "." in now
+
+
+def changed_hunks(path: str, before: str, after: str) -> list[Hunk]:
+    """The hunks of ``before`` -> ``after`` as ``git diff -U3`` groups them (changes at most six
+    lines apart share a hunk), each with the position of its first change."""
+    a, b = before.split("\n"), after.split("\n")
+    groups: list[list[textpatch.Block]] = []
+    for block in textpatch.diff(a, b):
+        if groups and block.a_start - groups[-1][-1].a_end <= 6:
+            groups[-1].append(block)
+        else:
+            groups.append([block])
+    out = []
+    for group in groups:
+        added = tuple(line for blk in group for line in b[blk.b_start:blk.b_end])
+        removed = tuple(line for blk in group for line in a[blk.a_start:blk.a_end])
+        out.append(Hunk(path, group[0].a_start + 1, group[0].b_start + 1, added, removed, (), ""))
+    return out
+
+
+def misplacements(old_hunks: Sequence[Hunk], before: dict[str, str], new_hunks: Sequence[Hunk],
+                  after: dict[str, str]) -> tuple[str, ...]:
+    """Every hunk of the patch (``old_hunks``, at the old pin, ``before`` the texts after the patch
+    there) must sit in the same scope among ``new_hunks`` (``after``: the merged texts)."""
+    mismatches = []
+    for h in old_hunks:
+        before_text = before.get(h.path)
+        if before_text is None:
+            continue
+        candidates = [n for n in new_hunks if n.path == h.path] or list(new_hunks)
+        match = _pair(h, candidates)
+        after_text = after.get(match.path) if match else None
+        if match is None or after_text is None:
+            continue
+        was = scope_at(h.path, before_text, h.new_line).name
+        now = scope_at(match.path, after_text, match.new_line).name
+        if not _same_place(was, now, renamed_away=scope_text(match.path, after_text, was) is None):
+            mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} "
+                              f"(line {match.new_line})")
+    return tuple(mismatches)
+
+
+def _placement(ws: merge.Workspace, lp: LoadedPatch, changes: Sequence[git.RawChange],
+               files: dict[str, merge.File | None]) -> tuple[str, ...]:
+    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
+    before = {c.new_path: (ws.reader.blob(c.new_blob) or b"").decode("utf-8", "replace")
+              for c in changes if c.new_path and c.new_blob}
+    after: dict[str, str] = {}
+    new_hunks: list[Hunk] = []
+    for path, f in files.items():
+        if f is None:
+            continue
+        text = ws.data(f).decode("utf-8", "replace")
+        after[path] = text
+        ours = ws.text(path)
+        new_hunks += changed_hunks(path, ours or "", text)
+    return misplacements(old_hunks, before, new_hunks, after)
+
+
+def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree: str,
+                    lp: LoadedPatch) -> tuple[str, ...]:
+    """``misplacements`` for trees in the repository: the patch at ``old_commit``, merged into
+    ``new_tree`` on top of ``parent_tree``."""
+    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
+    paths = sorted({h.path for h in old_hunks})
+    blobs = repo.cat_blobs([f"{rev}:{p}" for rev in (old_commit, parent_tree, new_tree) for p in paths])
+
+    def text(rev: str, path: str) -> str | None:
+        data = blobs.get(f"{rev}:{path}")
+        return None if data is None else data.decode("utf-8", "replace")
+
+    before = {p: t for p in paths if (t := text(old_commit, p)) is not None}
+    after = {p: t for p in paths if (t := text(new_tree, p)) is not None}
+    new_hunks = [h for p in after for h in changed_hunks(p, text(parent_tree, p) or "", after[p])]
+    return misplacements(old_hunks, before, new_hunks, after)
+
+
+def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_parent: str,
+             lp: LoadedPatch, *, same: AbstractSet[str] = frozenset()) -> list[Drift]:
+    """Regions around the patch's hunks that upstream changed between the two pins (``same``:
+    paths known to be identical in both)."""
+    hunks = [h for h in parse_hunks(lp.patch.diff) if h.preimage and h.path != "/dev/null" and h.path not in same]
+    paths = sorted({h.path for h in hunks})
+    blobs = {f"{rev}:{p}": reader.blob(f"{rev}:{p}") for rev in (old_parent, old_base.tree, new_base.tree)
+             for p in paths}
+    out: list[Drift] = []
+    seen: set[tuple[str, str]] = set()
+    for h in hunks:
+        where = blobs.get(f"{old_parent}:{h.path}")
+        old, new = blobs.get(f"{old_base.tree}:{h.path}"), blobs.get(f"{new_base.tree}:{h.path}")
+        if where is None or old is None:
+            continue
+        if new is None:
+            out.append(Drift(patch=lp.id, path=h.path, scope="<file>", change="gone",
+                             detail="the file no longer exists upstream"))
+            continue
+        old_text, new_text = old.decode("utf-8", "replace"), new.decode("utf-8", "replace")
+        name = scope_at(h.path, where.decode("utf-8", "replace"), h.old_line).name
+        if (h.path, name) in seen:
+            continue
+        seen.add((h.path, name))
+        before, after = scope_text(h.path, old_text, name), scope_text(h.path, new_text, name)
+        if before is not None:
+            if after is None:
+                out.append(Drift(patch=lp.id, path=h.path, scope=name, change="gone",
+                                 detail=f"{name} no longer exists upstream"))
+            elif before != after:
+                delta = after.count("\n") - before.count("\n")
+                out.append(Drift(patch=lp.id, path=h.path, scope=name, change="changed",
+                                 detail=f"{name} changed upstream ({delta:+d} lines)"))
+            continue
+        block = "\n".join(h.preimage)
+        if block in old_text and block not in new_text:
+            out.append(Drift(patch=lp.id, path=h.path, scope=name, change="changed",
+                             detail=f"the lines around hunk {h.header} changed upstream"))
+    return out

@@ -1,0 +1,97 @@
+"""``patchtool scan``: the series against many upstream versions, without any checkout."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import re
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from patchtool.errors import UsageError
+from patchtool.project.repository import Project
+from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
+from patchtool.upstream.upstream import Base, Cache, Pin, index_files, pin_for_version
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ScanReport:
+    pin: str
+    versions: tuple[str, ...]
+    patches: tuple[str, ...]
+    matrix: dict[str, dict[str, str]]  # patch id -> version -> outcome
+    details: dict[str, dict[str, str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pin": self.pin, "versions": list(self.versions), "patches": list(self.patches),
+                "matrix": self.matrix, "details": self.details}
+
+
+def parse_versions(spec: str, available: list[Version]) -> list[Version]:
+    """'0.5.20..0.5.23' (inclusive, among the available releases) or '0.5.20,0.5.22'."""
+    try:
+        if ".." in spec:
+            low, high = (Version(v.strip().lstrip("v")) for v in spec.split("..", 1))
+            chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
+            if not chosen:
+                raise UsageError(f"no release between {low} and {high} on the index")
+            return sorted(chosen)
+        return sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
+    except InvalidVersion as exc:
+        raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
+
+
+def available_versions(pin: Pin, cache: Cache) -> list[Version]:
+    art = pin.artifact
+    if art is None:
+        return []
+    tags = art.filename[:-4].split("-", 2)[2] if art.is_wheel else None
+    out = set()
+    for entry in index_files(cache.fetcher, art):
+        name = str(entry.get("filename", ""))
+        m = re.match(rf"^{re.escape(art.filename.split('-', 1)[0])}-([^-]+)-(.+)\.whl$", name)
+        if m and m.group(2) == tags:
+            try:
+                out.add(Version(m.group(1)))
+            except InvalidVersion:
+                continue
+    return sorted(out)
+
+
+def newest(pin: Pin, cache: Cache, count: int) -> list[Version]:
+    """The ``count`` newest final releases on the index (the same wheel tags as the pin)."""
+    released = [v for v in available_versions(pin, cache) if not v.is_prerelease]
+    if not released:
+        raise UsageError(f"no release of {pin.upstream} with the pin's wheel tags on the index")
+    return released[-count:]
+
+
+def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None = None) -> ScanReport:
+    pin = project.pin()
+    loaded = project.series()
+    if spec is None:
+        versions = newest(pin, cache, count or 4)
+    else:
+        versions = parse_versions(spec, available_versions(pin, cache) if ".." in spec else [])
+    old_base = cache.ensure(pin)
+    chain = old_chain(cache.repo, old_base, loaded)
+    matrix: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
+    details: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
+    # downloads and imports one at a time (the cache is locked); the replays side by side
+    bases = [cache.ensure(pin if v == pin.version else pin_for_version(pin, v, cache=cache)) for v in versions]
+
+    def one(base: Base) -> Replay:
+        return replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=False,
+                      commits=False)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
+        results = list(pool.map(one, bases))
+    for version, result in zip(versions, results, strict=True):
+        for step in result.steps:
+            matrix[step.id][str(version)] = str(step.outcome)
+            if step.outcome is not PatchOutcome.UNCHANGED and (step.detail or step.conflicted):
+                details[step.id][str(version)] = step.detail or ", ".join(step.conflicted)
+    return ScanReport(pin=pin.name, versions=tuple(str(v) for v in versions),
+                      patches=tuple(lp.id for lp in loaded), matrix=matrix, details=details)

@@ -1,0 +1,457 @@
+"""``patchtool rebase``: the series moved to a new upstream as a transaction.
+
+All work happens in the cache's object store; the repository's ``patches/``,
+``patchset.toml`` and ``upstream-pins/`` change only once every patch is through. The state
+lives in ``.patchtool/rebase/state.json``, written atomically after every step, so a killed
+process leaves the repository either as it was or resumable with ``--continue``. The final
+write (the series, the manifest, the pin, and the removal of the state) is one ``journal``
+transaction: an interrupted one is finished by the next command that loads the repository.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+import tomllib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from patchtool import git, paths
+from patchtool.errors import ApplyConflict, InvalidInput, UsageError
+from patchtool.project import journal, statedir, tomlio
+from patchtool.project.conditions import ARG_FIELDS_DIR
+from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
+from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
+from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
+from patchtool.upstream.cachespace import replay_ref
+from patchtool.upstream.upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
+
+if TYPE_CHECKING:
+    from patchtool.registry import entries as reg
+    from patchtool.series.checks import AssumptionResult
+
+# The registry, the assumption checks and tomlkit are imported where the finished rebase needs
+# them: a `--continue` that stops at the next conflict should not pay for them.
+
+STATE_DIR = ".patchtool/rebase"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DropDue:
+    patch: str
+    why: str
+
+    def to_dict(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RebaseReport:
+    old_pin: str
+    new_pin: str
+    old_version: str
+    new_version: str
+    status: str  # "done", "conflict", "dry-run"
+    steps: tuple[Step, ...]
+    drift: tuple[Drift, ...] = ()
+    assumptions: tuple[AssumptionResult, ...] = ()
+    revisit: tuple[reg.RevisitResult, ...] = ()
+    drop: tuple[DropDue, ...] = ()
+    range_diff: str = ""
+    worktree: str | None = None
+    written: tuple[str, ...] = ()
+    follow_up: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "old_pin": self.old_pin, "new_pin": self.new_pin, "old_version": self.old_version,
+            "new_version": self.new_version, "status": self.status,
+            "patches": [s.to_dict() for s in self.steps],
+            "drift": [d.to_dict() for d in self.drift],
+            "failed_assumptions": [a.to_dict() for a in self.assumptions if not a.ok],
+            "revisit": [r.to_dict() for r in self.revisit if r.holds],
+            "drop": [d.to_dict() for d in self.drop],
+            "range_diff": self.range_diff, "worktree": self.worktree, "written": list(self.written),
+            # at a conflict stop drift, assumptions, revisits, drop and range_diff are not computed yet
+            "partial": self.status == "conflict",
+            "follow_up": list(self.follow_up),
+        }
+
+
+# -- state -----------------------------------------------------------------------------------
+
+def _state_path(root: Path) -> Path:
+    return root / STATE_DIR / "state.json"
+
+
+def _save(root: Path, state: dict[str, Any]) -> None:
+    statedir.ensure(root)
+    path = _state_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _load(root: Path) -> dict[str, Any] | None:
+    """The state of a rebase in progress, None when there is none. It is checked before use, like
+    every file in the repository: a state that names another worktree or pin is refused."""
+    path = _state_path(root)
+    if not path.exists() and not path.is_symlink():
+        return None
+    rel = f"{STATE_DIR}/state.json"
+
+    def bad(why: str) -> InvalidInput:
+        return InvalidInput(f"the rebase state is not one patchtool wrote ({why})", file=rel,
+                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
+
+    try:
+        data = json.loads(paths.inside(root, rel).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise bad(str(exc)) from None
+    if not isinstance(data, dict) or data.get("schema") != 1:
+        raise bad("not a state of schema 1")
+    for key in ("old_pin", "new_pin"):
+        if not isinstance(data.get(key), str) or paths.id_problem(data[key]):
+            raise bad(f"{key} {data.get(key)!r} is not a pin name")
+    if not isinstance(data.get("steps"), list) or not all(isinstance(x, dict) for x in data["steps"]):
+        raise bad("steps is not a list of steps")
+    if data.get("worktree") not in (None, str(root / STATE_DIR / "worktree")):
+        raise bad(f"worktree {data.get('worktree')!r} is not {STATE_DIR}/worktree")
+    return data
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class InProgress:
+    """A rebase that stopped and waits for --continue, --skip or --abort."""
+
+    old_pin: str
+    new_pin: str
+    done: int  # patches through before the one it stopped on
+    stopped_at: str | None
+    worktree: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def in_progress(root: Path) -> InProgress | None:
+    state = _load(root)
+    if state is None:
+        return None
+    steps = state["steps"]
+    stopped = steps[-1].get("id") if steps and state.get("worktree") else None
+    return InProgress(old_pin=state["old_pin"], new_pin=state["new_pin"],
+                      done=len(steps) - (1 if stopped else 0), stopped_at=stopped, worktree=state.get("worktree"))
+
+
+def refuse_in_progress(root: Path, command: str) -> None:
+    """UsageError when a rebase is in progress: a command that changes the series would pull it
+    from under the rebase (its --continue would then refuse, its --abort could not restore it)."""
+    found = in_progress(root)
+    if found is not None:
+        where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
+        raise UsageError(f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the "
+                         "series under it",
+                         hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`")
+
+
+def _digest(root: Path) -> str:
+    """What the rebase started from: a change to these files meanwhile makes --continue refuse."""
+    h = hashlib.sha256()
+    for rel in [MANIFEST_NAME, *sorted(str(p.relative_to(root)) for p in (root / "patches").glob("*.patch"))]:
+        h.update(rel.encode() + b"\0" + paths.read_inside(root, rel) + b"\0")
+    return h.hexdigest()
+
+
+def _step_to_json(s: Step) -> dict[str, Any]:
+    return {**s.to_dict(), "files": list(s.files)}
+
+
+def _step_from_json(d: dict[str, Any]) -> Step:
+    return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
+                detail=d.get("detail", ""), conflicted=tuple(d.get("conflicted", ())),
+                misplaced=tuple(d.get("misplaced", ())), renamed=tuple(d.get("renamed", ())),
+                files=tuple(d.get("files", ())))
+
+
+# -- the workflow ------------------------------------------------------------------------------
+
+def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> RebaseReport:
+    root = project.root
+    if _load(root) is not None:
+        raise UsageError("a rebase is already in progress",
+                         hint="finish it with `patchtool rebase --continue`, or `--skip`/`--abort`")
+    old_pin = project.pin()
+    loaded = project.series()
+    if target == "latest":
+        from patchtool.rebase.scan import newest
+
+        target = str(newest(old_pin, cache, 1)[0])
+    new_pin = resolve_target(old_pin, target, cache=cache)
+    old_base = cache.ensure(old_pin)
+    new_base = cache.ensure(new_pin)
+    if new_pin.artifact is not None:
+        new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=new_base.tree))
+    # drift is reported once every patch is through (or in a dry run), not at each conflict stop
+    result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run,
+                    ref=replay_ref(root))
+    if dry_run:
+        return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
+                       range_diff=_range_diff(cache.repo, result, new_base))
+    state: dict[str, Any] = {
+        "schema": 1, "phase": "replaying", "old_pin": old_pin.name, "new_pin": new_pin.name,
+        "new_pin_toml": pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
+                                                     f"`patchtool rebase` from {old_pin.name}."),
+        "digest": _digest(root), "steps": [_step_to_json(s) for s in result.steps if s.outcome is not
+                                          PatchOutcome.NOT_REACHED],
+        "tip": result.tip, "skipped": {},
+    }
+    return _advance(project, cache, state, result, loaded)
+
+
+def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Replay,
+             loaded: list[LoadedPatch]) -> RebaseReport:
+    root = project.root
+    old_pin = project.pin(state["old_pin"])
+    new_pin = _new_pin(state)
+    old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
+    stopped = result.stopped
+    if stopped is not None:
+        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result.left)
+        state.update(phase="conflict", worktree=str(worktree), tip=result.tip)
+        _save(root, state)
+        report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
+                         status="conflict", worktree=str(worktree))
+        files = ", ".join(stopped.conflicted) or "see the report"
+        raise ApplyConflict(
+            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report,
+            hint=f"resolve it in {worktree} (edit, no commit needed; it holds just the patch's files, "
+                 "`git sparse-checkout disable` there for the whole tree), then `patchtool rebase --continue`; "
+                 "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
+    # the two slow git commands of the end run while drift, checks and the report are computed
+    committed = [s for s in result.steps if s.commit]
+    exported = cache.repo.format_patches(new_base.commit, result.tip) if committed else None
+    range_diff = _range_diff(cache.repo, result, new_base)
+    with cache.repo.reader() as reader:
+        drift = drift_all(reader, old_base, new_base, result.old_chain, loaded, result.steps)
+    result = dataclasses.replace(result, drift=drift)
+    report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done",
+                     range_diff=range_diff)
+    written = _commit(project, cache.repo, state, result, report, exported)
+    return dataclasses.replace(report, written=tuple(written))
+
+
+def _range_diff(repo: git.Repo, result: Replay, new_base: Base) -> git.Pending[str] | None:
+    if not any(s.commit for s in result.steps) or len(result.old_chain) < 2:
+        return None
+    return repo.range_diff(f"{result.old_chain[0]}..{result.old_chain[-1]}", f"{new_base.commit}..{result.tip}")
+
+
+def _new_pin(state: dict[str, Any]) -> Pin:
+    return Pin.from_dict(tomllib.loads(state["new_pin_toml"]), name=state["new_pin"],
+                         file=f"{PINS_DIR}/{state['new_pin']}.toml")
+
+
+def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) -> RebaseReport:
+    root = project.root
+    state = _load(root)
+    if state is None:
+        raise UsageError("no rebase in progress")
+    if _digest(root) != state["digest"]:
+        raise UsageError("patchset.toml or patches/ changed since the rebase started",
+                         hint="restore them, or `patchtool rebase --abort` and start again")
+    loaded = project.series()
+    steps = [_step_from_json(s) for s in state["steps"]]
+    current = steps[-1]
+    index = len(steps) - 1
+    worktree = Path(state["worktree"])
+    repo = cache.repo
+    old_pin, new_pin = project.pin(state["old_pin"]), _new_pin(state)
+    old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
+    parent = state["tip"]
+    if skip_reason is not None:
+        steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.DROPPED, commit=None,
+                                        detail=f"skipped: {skip_reason}")
+        state["skipped"][current.id] = skip_reason
+    else:
+        tree = _resolved_tree(worktree)
+        if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
+            raise UsageError(f"the resolution in {worktree} leaves nothing of patch {current.id}: it would be "
+                             "written as an empty patch file",
+                             hint="to drop it, `patchtool rebase --skip --reason '...'` records why; otherwise "
+                                  "put its change back in the worktree and `--continue`")
+        commit = commit_for(repo, tree, parent, loaded[index])
+        steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.MERGED, commit=commit,
+                                        detail=f"resolved by hand after: {current.detail}")
+        parent = commit
+    repo.worktree_remove(worktree)
+    result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False,
+                    ref=replay_ref(root))
+    state.update(phase="replaying", steps=[_step_to_json(s) for s in result.steps
+                                           if s.outcome is not PatchOutcome.NOT_REACHED],
+                 tip=result.tip, worktree=None)
+    return _advance(project, cache, state, result, loaded)
+
+
+def abort(project: Project, cache: Cache) -> None:
+    root = project.root
+    state = _load(root)
+    if state is None:
+        raise UsageError("no rebase in progress")
+    if state.get("worktree"):
+        cache.repo.worktree_remove(Path(state["worktree"]))
+    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+    statedir.tidy(root)
+
+
+# -- conflicts -------------------------------------------------------------------------------
+
+def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
+                       left: dict[str, bytes | None]) -> Path:
+    """A sparse worktree at the last good commit holding just the files the patch changes, as the
+    merge left them in memory (``left``: conflict markers and all); a checkout of the whole tree
+    would cost seconds per stop."""
+    path = root / STATE_DIR / "worktree"
+    if path.exists():
+        repo.worktree_remove(path)
+        shutil.rmtree(path, ignore_errors=True)
+    add = ("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), parent)
+    if repo.git(*add, check=False).returncode:
+        repo.git("worktree", "prune", check=False)  # a worktree of an earlier run, deleted by hand
+        repo.git(*add)
+    files = sorted(set(step.conflicted) | set(step.files) | set(left))
+    git.run(["git", "sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files)], cwd=path)
+    git.run(["git", "checkout", "-q"], cwd=path)
+    for rel, data in left.items():
+        dest = path / rel
+        if data is None:
+            dest.unlink(missing_ok=True)
+        else:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+    return path
+
+
+_MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
+
+
+def _resolved_tree(worktree: Path) -> str:
+    git.run(["git", "add", "-A"], cwd=worktree)
+    names = git.run(["git", "diff", "--cached", "--name-only", "HEAD"], cwd=worktree).stdout.decode().split()
+    marked = [n for n in names if (worktree / n).is_file() and
+              _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))]
+    if marked:
+        raise UsageError(f"conflict markers remain in {', '.join(marked)}",
+                         hint=f"resolve them in {worktree}, then run --continue again")
+    return git.run(["git", "write-tree"], cwd=worktree).stdout.decode().strip()
+
+
+# -- the report ------------------------------------------------------------------------------
+
+def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base: Base, new_base: Base,
+            loaded: list[LoadedPatch], result: Replay, *, status: str,
+            worktree: str | None = None, range_diff: git.Pending[str] | None = None) -> RebaseReport:
+    """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
+    revisits, drop conditions and the range-diff are about the finished series, and come with it."""
+    repo = cache.repo
+    if status == "conflict":
+        return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
+                            new_version=str(new_pin.version), status=status, steps=result.steps,
+                            worktree=worktree)
+    from patchtool.registry import entries as reg
+    from patchtool.series.checks import check_assumptions
+
+    assumptions = check_assumptions(repo, new_base.tree, project.manifest.patches)
+    revisit: list[reg.RevisitResult] = []
+    if project.manifest.registry:
+        registry = reg.load(project.root, project.manifest.registry)
+        files = repo.cat_files(new_base.tree, reg.revisit_paths(registry))
+        fields = repo.cat_files(new_base.tree, repo.ls_files(new_base.tree, ARG_FIELDS_DIR))
+        revisit = reg.evaluate_all(registry, version=new_pin.version, files=files, field_files=fields)
+    drop = _drop_due(repo, new_pin, new_base, project.manifest.patches, result.steps)
+    follow_up = [f"widen applies_to of {e.id} ('{e.applies_to}') once verified on {new_pin.version}"
+                 for e in project.manifest.patches if new_pin.version not in e.applies_to
+                 and any(s.id == e.id and s.outcome.applied for s in result.steps)]
+    return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
+                        new_version=str(new_pin.version), status=status, steps=result.steps,
+                        drift=result.drift, assumptions=tuple(assumptions), revisit=tuple(revisit),
+                        drop=tuple(drop), range_diff=range_diff.result() if range_diff else "", worktree=worktree,
+                        follow_up=tuple(follow_up))
+
+
+def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...],
+              steps: tuple[Step, ...]) -> list[DropDue]:
+    out = [DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}")
+           for s in steps if s.outcome is PatchOutcome.UPSTREAM]
+    paths = sorted({c.file for e in entries for c in e.drop_if if c.file})
+    files = repo.cat_files(base.tree, paths)
+    fields = repo.cat_files(base.tree, repo.ls_files(base.tree, ARG_FIELDS_DIR)) if any(
+        c.flag for e in entries for c in e.drop_if) else {}
+    for e in entries:
+        for c in e.drop_if:
+            holds, detail = c.evaluate(version=pin.version, files=files, field_files=fields)
+            if holds:
+                out.append(DropDue(patch=e.id, why=f"{c.describe()} ({detail}): {c.why}"))
+    return out
+
+
+# -- the final write -----------------------------------------------------------------------------
+
+def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Replay,
+            report: RebaseReport, exported_chain: git.Pending[list[str]] | None) -> list[str]:
+    """The new series, manifest and pin, and the end of the rebase's state, as one transaction."""
+    root = project.root
+    files: dict[str, str] = {}
+    removes: list[str] = []
+    new_version = report.new_version
+    dropped: dict[str, str] = {}
+    committed = [s for s in result.steps if s.commit]
+    texts = exported_chain.result() if exported_chain is not None else []
+    if len(texts) != len(committed):  # not one chain on the new base: export one by one
+        texts = [repo.format_patch(s.commit or "") for s in committed]
+    exported = {s.id: t for s, t in zip(committed, texts, strict=True)}
+    for s in result.steps:
+        if s.commit:
+            files[s.file] = exported[s.id]
+        elif s.outcome is PatchOutcome.UPSTREAM:
+            dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
+        elif s.outcome is PatchOutcome.DROPPED:
+            dropped[s.id] = state["skipped"].get(s.id, s.detail)
+    files[MANIFEST_NAME], moved = _rewrite_manifest(
+        root, state["new_pin"], new_version, dropped,
+        {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM})
+    for s in result.steps:
+        if s.id in dropped:
+            files[moved[s.id]] = paths.read_inside(root, s.file).decode("utf-8")
+            removes.append(s.file)
+    pin_rel = f"{PINS_DIR}/{state['new_pin']}.toml"
+    existing = paths.read_text_if_present(root, pin_rel)
+    files[pin_rel] = existing if existing is not None else state["new_pin_toml"]
+    return journal.commit(root, files, remove=removes, remove_trees=[STATE_DIR])
+
+
+def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str, str],
+                      merged: set[str]) -> tuple[str, dict[str, str]]:
+    """The manifest with the fields the rebase owns changed, comments and everything else kept;
+    and where each dropped patch's file goes."""
+    doc = manifest_document(root)
+    doc["pin"] = new_pin
+    gone: list[Any] = []
+    for i in range(len(doc.get("patch", [])) - 1, -1, -1):
+        if str(doc["patch"][i]["id"]) in dropped:
+            gone.insert(0, tomlio.take_table(doc, "patch", i))
+    moved = {}
+    for table in gone:
+        pid = str(table["id"])
+        if pid in merged:
+            table["upstream"] = tomlio.inline_table({"status": "merged", "version": version})
+        moved[pid] = record_dropped(root, doc, table, reason=dropped[pid], dropped_at=version)
+    return manifest_text(doc), moved
+
+
+__all__ = ["RebaseReport", "abort", "old_chain", "resume", "start"]

@@ -1,0 +1,159 @@
+"""A deployment file as `retread scan` reads it: its sglang launches, the PD role each serves,
+and the lines that belong to none.
+
+Serve scripts, env files, systemd units, Kubernetes manifests, compose files and JSON argument
+lists all nest what belongs to one launch under it, by indentation or by a shell line's
+trailing backslash. So a file is read as a tree of logical lines, and each launch is the
+largest block that holds it and no other launch: a compose file's ``decode:`` service, a
+manifest's pod spec, a script's launch command with its continued lines. A file with one launch
+is one block. Pure functions over text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from patchtool.registry.entries import Finding, Registry, scan_lines
+
+_LAUNCH_RE = re.compile(r"sglang\.launch_server|\bsglang(?:[\"']?\s*,\s*[\"']?|\s+)serve\b"
+                        r"|sglang\.srt\.entrypoints|launch_server\.py")
+# sglang's own server argument: where no launch command is written (the image's entrypoint runs it),
+# an argument list that has it is the launch
+_SERVER_ARGS_RE = re.compile(r"(?<![\w-])--model-path(?![\w-])")
+# --disaggregation-mode decode, =decode, "...", "decode" and a YAML list's next item: - decode
+_ROLE_RE = re.compile(r"disaggregation[-_]mode[\"']?(?:\s*[=:,]\s*|\s+)(?:-\s+)?[\"']?(prefill|decode)")
+_COMMENT_RE = re.compile(r"^\s*(?:#|//)")
+
+
+def roles_of(text: str, name: str = "") -> frozenset[str]:
+    """The PD roles a deployment file serves, from --disaggregation-mode or its file name."""
+    roles = set(_ROLE_RE.findall(text))
+    lowered = name.lower()
+    for role in ("prefill", "decode"):
+        if role in lowered:
+            roles.add(role)
+    return frozenset(roles)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Block:
+    """Lines of a deployment file (1-based numbers) and the PD roles they serve (empty: unknown)."""
+
+    lines: tuple[int, ...]
+    roles: frozenset[str]
+    launch: int | None = None  # the line that starts the launch, for a launch's block
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Layout:
+    launches: tuple[Block, ...]
+    shared: Block  # lines outside every launch: settings several launches may share
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class _Node:
+    lines: list[int]  # the logical line: a physical line and those its backslashes continue into
+    indent: int
+    launch: bool
+    children: list[_Node] = dataclasses.field(default_factory=list)
+
+    def launches(self) -> int:
+        return int(self.launch) + sum(c.launches() for c in self.children)
+
+    def all_lines(self) -> list[int]:
+        return self.lines + [n for c in self.children for n in c.all_lines()]
+
+    def first_launch(self) -> int:
+        if self.launch:
+            return self.lines[0]
+        return next(c.first_launch() for c in self.children if c.launches())
+
+
+def layout(text: str, name: str = "") -> Layout:
+    """Which lines of ``text`` belong to which launch, and the roles of each."""
+    lines = text.splitlines()
+    root = _tree(lines)
+    file_roles = roles_of(text, name)
+    every = tuple(root.all_lines())
+    if root.launches() == 0:
+        return Layout(launches=(), shared=Block(lines=every, roles=file_roles))
+    if root.launches() == 1:
+        return Layout(launches=(Block(lines=every, roles=file_roles, launch=root.first_launch()),),
+                      shared=Block(lines=(), roles=file_roles))
+    blocks: list[_Node] = []
+    shared: list[int] = []
+    _split(root, blocks, shared)
+    found: list[Block] = []
+    for node in blocks:
+        numbers = node.all_lines()
+        own = "\n".join(lines[n - 1] for n in numbers)
+        found.append(Block(lines=tuple(numbers), roles=roles_of(own, lines[numbers[0] - 1]),
+                           launch=node.first_launch()))
+    return Layout(launches=tuple(found), shared=Block(lines=tuple(sorted(shared)), roles=frozenset()))
+
+
+def _split(node: _Node, blocks: list[_Node], shared: list[int]) -> None:
+    """The largest blocks under ``node`` that hold exactly one launch; the rest is shared."""
+    n = node.launches()
+    if n == 1:
+        blocks.append(node)
+        return
+    shared += node.lines
+    if n == 0:
+        shared += [x for c in node.children for x in c.all_lines()]
+        return
+    for child in node.children:
+        _split(child, blocks, shared)
+
+
+def _tree(lines: list[str]) -> _Node:
+    """A root with every logical line under it, nested by indentation."""
+    marker = any(_LAUNCH_RE.search(line) for line in lines)
+    root = _Node(lines=[], indent=-1, launch=False)
+    stack = [root]
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip() or _COMMENT_RE.match(line):
+            i += 1
+            continue
+        numbers = [i + 1]
+        while lines[i].rstrip().endswith("\\") and i + 1 < len(lines):
+            i += 1
+            numbers.append(i + 1)
+        text = " ".join(lines[n - 1] for n in numbers)
+        indent = len(line) - len(line.lstrip())
+        node = _Node(lines=numbers, indent=indent,
+                     launch=bool(_LAUNCH_RE.search(text) if marker else _SERVER_ARGS_RE.search(text)))
+        while stack[-1].indent >= indent:
+            stack.pop()
+        stack[-1].children.append(node)
+        stack.append(node)
+        i += 1
+    return root
+
+
+def scan_text(registry: Registry, text: str, *, file: str, name: str = "") -> list[Finding]:
+    """A deployment file: every rejected knob it sets, and every required flag a launch lacks."""
+    lines = text.splitlines()
+    plan = layout(text, name or file)
+    findings: list[Finding] = []
+    for block in (*plan.launches, plan.shared):
+        numbered = [(n, lines[n - 1]) for n in sorted(block.lines)]
+        findings += scan_lines(registry, numbered, file=file, roles=block.roles)
+    for launch in plan.launches:
+        assert launch.launch is not None
+        seen = [lines[n - 1] for n in (*launch.lines, *plan.shared.lines)]
+        for entry in registry.entries:
+            for guard in entry.knobs:
+                # a launch whose role is unknown is not asked for a flag only one role needs
+                if not guard.missing or not guard.applies_to(file, launch.roles) or \
+                        (guard.roles and not launch.roles & set(guard.roles)):
+                    continue
+                if any(guard.match(line) for line in seen):
+                    continue
+                findings.append(Finding(file=file, line=launch.launch, entry=entry.id, knob=guard.describe(),
+                                        text=lines[launch.launch - 1].strip(), reason=entry.reason))
+    unique = {(f.line, f.entry, f.knob): f for f in findings}
+    return sorted(unique.values(), key=lambda f: (f.line, f.entry))

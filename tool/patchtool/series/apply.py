@@ -1,0 +1,194 @@
+"""Applying the series onto a base: one commit per patch, zero fuzz, one result per patch."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from patchtool import git
+from patchtool.diff.patchfile import PatchFile, split_files, split_hunks
+from patchtool.project.repository import LoadedPatch
+
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$", re.MULTILINE)
+
+
+class Outcome(enum.StrEnum):
+    APPLIED = "applied"
+    FAILED = "failed"
+    NOT_REACHED = "not reached"
+
+
+class Reason(enum.StrEnum):
+    CONTEXT = "context does not match"
+    FILE_MISSING = "file missing"
+    FILE_EXISTS = "file already exists"
+    ALREADY_APPLIED = "already applied (it applies in reverse)"
+    OTHER = "git apply refused it"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class HunkFailure:
+    file: str
+    reason: Reason
+    hunk: int | None = None  # 1-based, within the file
+    header: str | None = None
+    line: int | None = None  # where upstream's text first differs from what the hunk expects
+    detail: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: (str(v) if isinstance(v, enum.Enum) else v)
+                for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PatchResult:
+    id: str
+    file: str
+    outcome: Outcome
+    commit: str | None = None
+    failures: tuple[HunkFailure, ...] = ()
+    git_message: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
+        if self.commit:
+            out["commit"] = self.commit
+        if self.outcome is Outcome.FAILED:
+            out["failures"] = [f.to_dict() for f in self.failures]
+            if self.git_message:
+                out["git"] = self.git_message
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class SeriesResult:
+    base: str
+    results: tuple[PatchResult, ...]
+    tip: str | None = None  # the last commit, when every patch applied and commits were made
+    last_good: str | None = None  # the last commit that applied, for a partial tree
+
+    @property
+    def ok(self) -> bool:
+        return all(r.outcome is Outcome.APPLIED for r in self.results)
+
+    @property
+    def failed(self) -> PatchResult | None:
+        return next((r for r in self.results if r.outcome is Outcome.FAILED), None)
+
+
+def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
+                 commit: bool, timestamp: int = 0,
+                 message: Callable[[LoadedPatch], str] | None = None) -> SeriesResult:
+    """Apply ``patches`` in order on a temporary index; with ``commit``, one commit each.
+
+    Nothing outside the cache's object store is written. Commits are deterministic:
+    author from the patch file, fixed dates and committer, so the same series on the
+    same base always gives the same SHAs.
+    """
+    results: list[PatchResult] = []
+    parent = base
+    with repo.temporary_index(base) as index:
+        if not commit and patches and index.apply([p.path for p in patches]).ok:
+            # one git process for the whole series: git apply carries each file's result forward
+            return SeriesResult(base=base, results=tuple(
+                PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.APPLIED) for p in patches))
+        for i, lp in enumerate(patches):
+            res = index.apply([lp.path])
+            if not res.ok:
+                failures = diagnose(repo, index, lp.path, lp.patch, git_message=res.stderr)
+                results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.FAILED,
+                                           failures=failures, git_message=res.stderr.strip()))
+                results.extend(PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED)
+                               for p in patches[i + 1:])
+                return SeriesResult(base=base, results=tuple(results), last_good=parent)
+            sha = None
+            if commit:
+                tree = index.write_tree()
+                author = git.Ident(lp.patch.author_name, lp.patch.author_email, timestamp)
+                committer = git.Ident(*git.FIXED_IDENT, timestamp)
+                text = message(lp) if message else lp.patch.message
+                sha = parent = repo.commit_tree(tree, [parent], text, author=author, committer=committer)
+            results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.APPLIED,
+                                       commit=sha))
+    return SeriesResult(base=base, results=tuple(results), tip=parent if commit else None,
+                        last_good=parent)
+
+
+def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *,
+             git_message: str = "") -> tuple[HunkFailure, ...]:
+    """Why the patch at ``path`` does not apply on the index: which file, which hunk, and the
+    reason; where no hunk is to blame, git's own reason (``git_message``, its stderr)."""
+    if index.apply([path], reverse=True, check=True).ok:
+        return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in patch.files)
+    tree = index.write_tree()
+    sections = split_files(patch.diff)
+    contents = repo.cat_files(tree, [f.source or f.path for f in patch.files])
+    failures: list[HunkFailure] = []
+    for stat, section in zip(patch.files, sections, strict=False):
+        old_path = stat.source or stat.path
+        present = contents.get(old_path)
+        if stat.status == "added":
+            if present is not None:
+                failures.append(HunkFailure(file=stat.path, reason=Reason.FILE_EXISTS,
+                                            detail="the patch creates it, but upstream has it"))
+            continue
+        if present is None:
+            failures.append(HunkFailure(file=old_path, reason=Reason.FILE_MISSING,
+                                        detail="the patch changes it, but upstream has no such file"))
+            continue
+        header, hunks = split_hunks(section)
+        lines = _lines(present.decode("utf-8", "replace"))
+        for n, hunk in enumerate(hunks, 1):
+            alone = index.apply_text(header + hunk)
+            if alone.ok:
+                continue
+            head = hunk.split("\n", 1)[0]
+            if index.apply_text(header + hunk, reverse=True).ok:
+                failures.append(HunkFailure(file=stat.path, hunk=n, header=head,
+                                            reason=Reason.ALREADY_APPLIED))
+                continue
+            line, detail = _first_mismatch(hunk, lines)
+            failures.append(HunkFailure(file=stat.path, hunk=n, header=head,
+                                        reason=Reason.CONTEXT if detail else Reason.OTHER,
+                                        line=line, detail=detail or git_reason(alone.stderr)))
+    if not failures:
+        failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER,
+                                    detail=git_reason(git_message)))
+    return tuple(failures)
+
+
+def git_reason(stderr: str) -> str:
+    """git apply's own words, one line: its 'error: ' prefixes and repeated lines dropped."""
+    lines = [re.sub(r"^(?:error|fatal|warning): ", "", ln.strip()) for ln in stderr.splitlines()]
+    return "; ".join(dict.fromkeys(ln for ln in lines if ln)) or "git apply gave no reason"
+
+
+def _lines(text: str) -> list[str]:
+    """The file's lines as git compares them: split at LF only, so a CR stays visible."""
+    lines = text.split("\n")
+    return lines[:-1] if lines and not lines[-1] else lines
+
+
+def _first_mismatch(hunk: str, lines: list[str]) -> tuple[int | None, str | None]:
+    """Where upstream first differs from what ``hunk`` expects: (line, what differs); no
+    detail when every line matches (git refused the hunk for another reason)."""
+    m = _HUNK_HEADER.match(hunk)
+    if not m:
+        return None, "malformed hunk header"
+    start = int(m.group(1))
+    expected = [ln[1:] for ln in hunk.split("\n")[1:] if ln[:1] in (" ", "-")]
+    for i, want in enumerate(expected):
+        at = start - 1 + i
+        have = lines[at] if 0 <= at < len(lines) else None
+        if have != want:
+            found = "end of file" if have is None else repr(have)
+            detail = f"line {at + 1}: expected {want!r}, found {found}"
+            if have is not None and have == want + "\r":
+                detail += ": upstream's lines end in CRLF, the patch's in LF"
+            elif have is not None and have + "\r" == want:
+                detail += ": the patch's lines end in CRLF, upstream's in LF"
+            return at + 1, detail
+    return start, None

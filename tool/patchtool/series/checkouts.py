@@ -1,0 +1,208 @@
+"""A checkout branch in the cache: its commits and their ``Patchtool-Id`` trailers, the record of
+the series it was made from, its worktree, and moving it without losing anything.
+
+Each commit of a checkout carries a trailer that maps it to its manifest entry; the trailer is
+a checkout artefact and never reaches a patch file. The branch is created with a reflog (the
+cache logs no ref updates of its own), and every move patchtool makes is a checked one: the
+worktree that has the branch checked out follows, or nothing moves at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from patchtool import git
+from patchtool.errors import UsageError
+from patchtool.paths import id_problem
+from patchtool.project.repository import LoadedPatch, Project
+from patchtool.upstream.cachespace import CheckoutBranch
+
+TRAILER = "Patchtool-Id"
+_TRAILER_RE = re.compile(rf"^{TRAILER}:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def commit_message(lp: LoadedPatch) -> str:
+    return lp.patch.message.rstrip("\n") + f"\n\n{TRAILER}: {lp.id}\n"
+
+
+def trailer_id(message: str) -> str | None:
+    found = _TRAILER_RE.findall(message)
+    return found[-1] if found else None
+
+
+# -- what a checkout was made from -----------------------------------------------------------
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def series_record(pin: str, base: str, patches: Sequence[tuple[str, str, bytes]],
+                  commits: Mapping[str, str]) -> dict[str, Any]:
+    """The series a checkout branch holds: the pin, its base, and each patch's id, file, bytes
+    (sha256) and commit on the branch; ``patches`` is (id, file, bytes) in series order."""
+    return {"pin": pin, "base": base,
+            "patches": [{"id": i, "file": f, "sha256": _sha256(data), "commit": commits.get(i, "")}
+                        for i, f, data in patches]}
+
+
+def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: Mapping[str, str]) -> dict[str, Any]:
+    return series_record(pin, base, [(lp.id, lp.entry.file, lp.path.read_bytes()) for lp in loaded], commits)
+
+
+def branch_and_record(project: Project, repo: git.Repo, names: CheckoutBranch,
+                      why: str) -> tuple[str, str, dict[str, Any]]:
+    """(tip, base, record) of a checkout branch of this repository; UsageError when the branch or
+    the record of the series it was made from is missing (``why``: what that record is needed for)."""
+    tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
+    if tip is None or base is None:
+        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
+                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
+                              "they were made in, so a moved or copied repository starts without one")
+    record = names.load_record(repo)
+    if record is None:
+        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so {why}",
+                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
+                              "commits over with `git cherry-pick`")
+    return tip, base, record
+
+
+def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
+    """What changed in the series since ``record``: what an export from that checkout would undo.
+    Metadata is not compared: export keeps the manifest's metadata as it finds it."""
+    changes = []
+    if record["pin"] != project.manifest.pin:
+        changes.append(f"the pin is {project.manifest.pin}, the checkout was made on {record['pin']}")
+    old = {p["id"]: p for p in record["patches"]}
+    new = {e.id: e for e in project.manifest.patches}
+    added = [i for i in new if i not in old]
+    dropped = [i for i in old if i not in new]
+    edited = []
+    for ident, entry in new.items():
+        if ident in old:
+            path = project.root / entry.file
+            if not path.is_file() or _sha256(path.read_bytes()) != old[ident]["sha256"]:
+                edited.append(f"{ident} ({entry.file})")
+    if added:
+        changes.append("added " + ", ".join(added))
+    if dropped:
+        changes.append("dropped " + ", ".join(dropped))
+    if edited:
+        changes.append("edited " + ", ".join(edited))
+    if [i for i in old if i in new] != [i for i in new if i in old]:
+        changes.append("reordered")
+    return changes
+
+
+# -- the branch in the cache and its worktree --------------------------------------------------
+
+def worktree_of(repo: git.Repo, names: CheckoutBranch) -> Path | None:
+    """The worktree that has the checkout branch checked out, if one does; one deleted by hand
+    (git still lists it until pruned) does not count."""
+    listing = repo.out("worktree", "list", "--porcelain").split("\n\n")
+    for block in listing:
+        lines = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
+        if lines.get("branch") == names.ref and Path(lines["worktree"]).is_dir():
+            return Path(lines["worktree"])
+    return None
+
+
+def require_clean(worktree: Path | None) -> None:
+    if worktree is not None:
+        dirty = git.run(["git", "status", "--porcelain"], cwd=worktree).stdout.decode().strip()
+        if dirty:
+            raise UsageError(f"the worktree {worktree} has uncommitted changes:\n{dirty}",
+                             hint="commit (or stash) them first; patchtool works on commits only")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class BranchCommit:
+    commit: str
+    subject: str
+    message: str
+    ident: str | None  # the Patchtool-Id trailer
+
+
+def branch_commits(repo: git.Repo, names: CheckoutBranch, base: str, tip: str) -> list[BranchCommit]:
+    """base..tip oldest first; refused unless the branch is a line of commits on its base."""
+    if repo.git("merge-base", "--is-ancestor", base, tip, check=False).returncode != 0:
+        raise UsageError(f"branch {names.branch!r} does not contain the pinned base {base[:12]}: a commit sits "
+                         "below the base or the branch was rebased elsewhere",
+                         hint="rebase the branch back onto the pin's base")
+    out = []
+    for row in repo.out("rev-list", "--reverse", "--parents", f"{base}..{tip}").splitlines():
+        commit, *parents = row.split()
+        subject = repo.out("log", "-1", "--format=%s", commit)
+        if len(parents) != 1:
+            raise UsageError(f"commit {commit[:12]} ({subject}) is a merge commit; a series is linear",
+                             hint="rebase the branch to drop the merge (git rebase -i)")
+        message = repo.commit_message(commit)
+        ident = trailer_id(message)
+        if ident is not None and id_problem(ident) is not None:
+            raise UsageError(f"commit {commit[:12]} ({subject}): {TRAILER} {ident!r} is not a valid id "
+                             "(lower-case letters, digits, '.', '_', '-')",
+                             hint="fix the trailer with `git commit --amend` (or `git rebase -i`)")
+        out.append(BranchCommit(commit=commit, subject=subject, message=message, ident=ident))
+    return out
+
+
+def commit_idents(repo: git.Repo, commit: str) -> tuple[git.Ident, git.Ident]:
+    """(author, committer) of ``commit``, dates included, to write it again unchanged."""
+    fields = repo.out("log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd",
+                      commit).split("\0")
+    (a_time, a_tz), (c_time, c_tz) = fields[2].split(), fields[5].split()
+    return (git.Ident(fields[0], fields[1], int(a_time), a_tz), git.Ident(fields[3], fields[4], int(c_time), c_tz))
+
+
+def move_branch(repo: git.Repo, names: CheckoutBranch, worktree: Path | None, old: str, new: str,
+                action: str) -> None:
+    """Move the checkout branch from ``old`` to ``new``, and the worktree that has it checked out
+    with it: its index and files follow (``reset --keep``: refused, changing nothing, where a
+    file in the way would be lost), or only its HEAD where the tree is the same (``--soft``)."""
+    env = {"GIT_REFLOG_ACTION": action, "GIT_COMMITTER_NAME": git.FIXED_IDENT[0],
+           "GIT_COMMITTER_EMAIL": git.FIXED_IDENT[1]}
+    if worktree is None:
+        repo.git("update-ref", "-m", action, names.ref, new, old, env=env)
+        return
+    head = git.run(["git", "rev-parse", "HEAD"], cwd=worktree).stdout.decode().strip()
+    if head != old:
+        raise UsageError(f"the worktree {worktree} moved on while patchtool worked ({old[:12]} -> {head[:12]})",
+                         hint="run the command again")
+    mode = "--soft" if repo.tree_of(old) == repo.tree_of(new) else "--keep"
+    res = git.run(["git", "reset", "--quiet", mode, new], cwd=worktree, env=env, check=False)
+    if res.returncode:
+        raise UsageError(f"git could not move the worktree {worktree} to the new branch tip: "
+                         f"{res.stderr.decode(errors='replace').strip()}",
+                         hint="nothing was changed; move the files git names out of the way and run it again")
+
+
+def create_branch(repo: git.Repo, names: CheckoutBranch, tip: str, action: str) -> None:
+    """The checkout branch, with a reflog (the cache logs no ref updates by default), so a commit
+    lost on it can be found again with ``git reflog``."""
+    res = repo.git("update-ref", "--create-reflog", "-m", action, names.ref, tip, "", check=False,
+                   env={"GIT_COMMITTER_NAME": git.FIXED_IDENT[0], "GIT_COMMITTER_EMAIL": git.FIXED_IDENT[1]})
+    if res.returncode:
+        raise UsageError(f"branch {names.branch!r} cannot be created: {res.stderr.decode(errors='replace').strip()}",
+                         hint="pick another --branch (a name cannot be both a branch and a folder of branches)")
+
+
+def without_trailer(message: str) -> str:
+    """The commit message as it was before checkout added the trailer."""
+    lines = [ln for ln in message.rstrip("\n").split("\n") if not _TRAILER_RE.match(ln)]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def export_commit(repo: git.Repo, commit: str) -> str:
+    """The canonical patch file for a checkout commit: git's own format, without the trailer."""
+    message = repo.commit_message(commit)
+    if not _TRAILER_RE.search(message):
+        return repo.format_patch(commit)
+    name, email = repo.out("log", "-1", "--format=%an%x00%ae", commit).split("\0")
+    parent = repo.out("rev-parse", f"{commit}^")
+    plain = repo.commit_tree(repo.tree_of(commit), [parent], without_trailer(message),
+                             author=git.Ident(name, email), committer=git.Ident(*git.FIXED_IDENT))
+    return repo.format_patch(plain)

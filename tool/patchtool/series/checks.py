@@ -1,0 +1,242 @@
+"""Assumption checks and ``patchtool check``: every problem found, reported at once."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchtool import git
+from patchtool.diff.patchfile import PatchFile
+from patchtool.errors import InvalidInput, PatchtoolError, Problem
+from patchtool.paths import read_inside
+from patchtool.project import gpuresults
+from patchtool.project.manifest import GPU_CHECKS_DIR, MANIFEST_NAME, PLACEHOLDER, Assumption, PatchEntry, key_line
+from patchtool.project.repository import PATCHES_DIR, Project
+from patchtool.registry import workflows as retread
+from patchtool.registry.entries import Finding
+from patchtool.series.apply import SeriesResult, apply_series
+from patchtool.upstream.upstream import Base, Cache
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class AssumptionResult:
+    patch: str
+    id: str
+    ok: bool
+    expects: str
+    found: str
+    why: str
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def evaluate(assumption: Assumption, content: bytes | None) -> tuple[bool, str]:
+    """Pure: does ``content`` (None: the file is absent) satisfy ``assumption``?"""
+    if content is None:
+        return (not assumption.exists), "file absent"
+    if not assumption.exists:
+        return False, "file present"
+    if assumption.pattern is None:
+        return True, "file present"
+    n = len(assumption.pattern.findall(content.decode("utf-8", "replace")))
+    ok = n == assumption.count if assumption.count is not None else n >= (assumption.min_count or 1)
+    return ok, f"{n} match(es)"
+
+
+def check_assumptions(repo: git.Repo, tree: str,
+                      entries: Sequence[PatchEntry]) -> list[AssumptionResult]:
+    paths = sorted({a.file for e in entries for a in e.assumptions})
+    contents = repo.cat_files(tree, paths)
+    results = []
+    for entry in entries:
+        for a in entry.assumptions:
+            ok, found = evaluate(a, contents[a.file])
+            results.append(AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(),
+                                            found=found, why=a.why))
+    return results
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CheckReport:
+    pin: str | None
+    patches: int
+    problems: tuple[Problem, ...]
+    series: SeriesResult | None = None
+    assumptions: tuple[AssumptionResult, ...] = ()
+    registry_entries: int | None = None
+    retread: tuple[Finding, ...] = ()  # every guard finding, overridden ones included
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pin": self.pin,
+            "patches": self.patches,
+            "applies": None if self.series is None else [r.to_dict() for r in self.series.results],
+            "assumptions": [a.to_dict() for a in self.assumptions],
+            "registry": None if self.registry_entries is None else {
+                "entries": self.registry_entries,
+                "findings": [f.to_dict() for f in self.retread if not f.override],
+                "overrides": [f.to_dict() for f in self.retread if f.override],
+            },
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+
+def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> CheckReport:
+    """Validate everything the series rests on; collect every problem rather than stopping."""
+    try:
+        project = Project.load(root)
+    except InvalidInput as exc:
+        # the manifest is broken: still report every patch file that does not parse
+        return CheckReport(pin=pin_name, patches=0,
+                           problems=tuple(exc.as_problems()) + tuple(_parse_all(root)))
+    problems: list[Problem] = []
+    loaded, file_problems = project.try_series()
+    problems += file_problems
+    problems += project.orphans()
+    registry_entries = None
+    findings: list[Finding] = []
+    if project.manifest.registry:
+        try:
+            registry = retread.load(project)
+        except InvalidInput as exc:
+            problems += exc.as_problems()
+        else:
+            registry_entries = len(registry.entries)
+            problems += retread.override_problems(project, registry)
+            findings = retread.guard_series(registry, loaded)
+            problems += [retread.finding_problem(f) for f in findings if not f.override]
+    problems += gpu_run_problems(root, project.manifest.patches)
+    problems += gpuresults.load_all(root)[1]
+    try:
+        pin = project.pin(pin_name)
+    except PatchtoolError as exc:
+        problems += exc.as_problems()
+        return CheckReport(pin=pin_name or project.manifest.pin,
+                           patches=len(project.manifest.patches), problems=tuple(problems))
+    for i, entry in enumerate(project.manifest.patches):
+        problems += [Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
+                             message=f"still the skeleton's placeholder ({value!r})",
+                             hint="fill in the metadata that export/import scaffolded")
+                     for key, value in _placeholders(entry.to_dict())]
+        if pin.version not in entry.applies_to:
+            problems.append(Problem(
+                file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].applies_to", code="version",
+                message=f"pin {pin.name} is version {pin.version}, outside '{entry.applies_to}'",
+                hint="widen applies_to once the patch is verified on this version"))
+    try:
+        base: Base = cache.ensure(pin)
+    except PatchtoolError as exc:
+        problems += exc.as_problems()
+        return CheckReport(pin=pin.name, patches=len(project.manifest.patches),
+                           problems=tuple(problems))
+    series = None
+    if not file_problems:
+        series = apply_series(cache.repo, base.commit, loaded, commit=False)
+        problems += _apply_problems(series, pin.name)
+    assumptions = check_assumptions(cache.repo, base.tree, project.manifest.patches)
+    for a in assumptions:
+        if not a.ok:
+            problems.append(Problem(file=MANIFEST_NAME, patch=a.patch, key=f"assumptions.{a.id}",
+                                    code="assumption",
+                                    message=f"assumption failed at {pin.name}: expected {a.expects}, "
+                                            f"found {a.found}",
+                                    hint=f"the patch relies on it: {a.why}"))
+    return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
+                       series=series, assumptions=tuple(assumptions), registry_entries=registry_entries,
+                       retread=tuple(findings))
+
+
+def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]:
+    """Every ``gpu_verification.run`` must be a command that runs checks under tests/gpu, and every
+    check it names must exist, so `status` can match a results file to it."""
+    text = read_inside(root, MANIFEST_NAME).decode("utf-8")
+    problems: list[Problem] = []
+    for i, entry in enumerate(entries):
+        for j, gpu in enumerate(entry.gpu_verification):
+            key = f"patch[{i}].gpu_verification[{j}].run"
+            try:
+                selectors = gpu.selectors()
+            except ValueError as exc:
+                why, hint = str(exc), ("what to compare against goes in 'expect'; a benchmark against a "
+                                       "deployment is a check under tests/gpu that drives it "
+                                       "(gpu_support.require_deployment())")
+            else:
+                missing = [m for s in selectors if (m := _missing_check(root, s))]
+                if not missing:
+                    continue
+                why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
+            problems.append(Problem(file=MANIFEST_NAME, line=key_line(text, key), patch=entry.id, key=key,
+                                    code="gpu-run", message=why, hint=hint))
+    return problems
+
+
+def _missing_check(root: Path, selector: str) -> str | None:
+    """What a selector names that is not there: its file, or the test function (or class) in it."""
+    path, _, node = selector.partition("::")
+    path = path.rstrip("/")
+    if path == GPU_CHECKS_DIR:
+        return None if (root / path).is_dir() else f"{path}/ does not exist"
+    try:
+        source = read_inside(root, path).decode("utf-8")
+    except FileNotFoundError:
+        return f"{path} does not exist"
+    except (InvalidInput, UnicodeDecodeError) as exc:
+        return f"{path} cannot be read: {exc}"
+    if not node:
+        return None
+    try:
+        body = ast.parse(source).body
+    except SyntaxError as exc:
+        return f"{path} does not parse: {exc}"
+    for name in node.split("::"):
+        name = name.split("[", 1)[0]  # a parametrised id names its function
+        found = next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                      and n.name == name), None)
+        if found is None:
+            return f"{path} has no {name}"
+        body = found.body if isinstance(found, ast.ClassDef) else []
+    return None
+
+
+def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:
+    """Every string value that still starts with the skeleton's TODO marker, by dotted key."""
+    if isinstance(data, str):
+        return [(prefix, data)] if data.startswith(PLACEHOLDER) else []
+    if isinstance(data, dict):
+        return [hit for k, v in data.items() for hit in _placeholders(v, f"{prefix}.{k}" if prefix else k)]
+    if isinstance(data, list):
+        return [hit for i, v in enumerate(data) for hit in _placeholders(v, f"{prefix}[{i}]")]
+    return []
+
+
+def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
+    problems: list[Problem] = []
+    for r in series.results:
+        for f in r.failures:
+            where = f"hunk {f.hunk} ({f.header})" if f.hunk else "patch"
+            detail = f": {f.detail}" if f.detail else ""
+            problems.append(Problem(file=r.file, patch=r.id, code="apply", line=None,
+                                    message=f"does not apply at {pin}: {f.file} {where}: "
+                                            f"{f.reason}{detail}",
+                                    hint="rebase the patch onto the pin"))
+    return problems
+
+
+def _parse_all(root: Path) -> list[Problem]:
+    problems: list[Problem] = []
+    for path in sorted((root / PATCHES_DIR).glob("*.patch")):
+        rel = f"{PATCHES_DIR}/{path.name}"
+        try:
+            PatchFile.parse(read_inside(root, rel).decode("utf-8", errors="replace"), name=rel)
+        except FileNotFoundError:
+            continue  # gone since the listing
+        except InvalidInput as exc:
+            problems.extend(exc.as_problems())
+    return problems

@@ -1,0 +1,87 @@
+"""``patchtool status``: the pin and the series at a glance."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import TYPE_CHECKING
+
+from patchtool.errors import Problem
+from patchtool.paths import read_inside
+from patchtool.project.gpuresults import Evidence, evidence_for, load_all
+from patchtool.project.manifest import GpuCheck
+from patchtool.project.repository import Project
+from patchtool.series.apply import SeriesResult, apply_series
+from patchtool.upstream.upstream import Cache
+
+if TYPE_CHECKING:
+    from patchtool.rebase.transaction import InProgress
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PatchStatus:
+    id: str
+    kind: str
+    upstream: str
+    files: tuple[str, ...]
+    added: int
+    removed: int
+    applies: str
+    gpu_verification: tuple[GpuCheck, ...]
+    gpu_evidence: tuple[tuple[Evidence, ...], ...]  # per gpu_verification entry: the newest run on each machine
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "kind": self.kind, "upstream": self.upstream, "files": list(self.files),
+                "added": self.added, "removed": self.removed, "applies": self.applies,
+                "gpu_verification": [{**g.to_dict(), "evidence": [e.to_dict() for e in ev]}
+                                     for g, ev in zip(self.gpu_verification, self.gpu_evidence, strict=True)]}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class StatusReport:
+    pin: str
+    upstream: str
+    version: str
+    base: str
+    source: str
+    patches: tuple[PatchStatus, ...]
+    series: SeriesResult
+    rebase: InProgress | None = None  # a rebase that stopped and waits
+    gpu_results: tuple[str, ...] = ()  # the results files read
+    gpu_results_problems: tuple[Problem, ...] = ()  # results files that could not be read
+
+    def to_dict(self) -> dict[str, object]:
+        return {"pin": self.pin, "upstream": self.upstream, "version": self.version,
+                "base": self.base, "source": self.source,
+                "patches": [p.to_dict() for p in self.patches],
+                "rebase": self.rebase.to_dict() if self.rebase else None,
+                "gpu_results": {"files": list(self.gpu_results),
+                                "problems": [p.to_dict() for p in self.gpu_results_problems]}}
+
+
+def status(project: Project, cache: Cache, pin_name: str | None = None) -> StatusReport:
+    pin = project.pin(pin_name)
+    loaded = project.series()
+    base = cache.ensure(pin)
+    series = apply_series(cache.repo, base.commit, loaded, commit=False)
+    runs, run_problems = load_all(project.root)
+    rows = []
+    for lp, result in zip(loaded, series.results, strict=True):
+        sha = hashlib.sha256(read_inside(project.root, lp.entry.file)).hexdigest()
+        rows.append(PatchStatus(
+            id=lp.id, kind=lp.entry.kind.value, upstream=str(lp.entry.upstream),
+            files=lp.patch.paths, added=lp.patch.added, removed=lp.patch.removed,
+            applies=str(result.outcome), gpu_verification=lp.entry.gpu_verification,
+            gpu_evidence=tuple(evidence_for(g, runs, sha) for g in lp.entry.gpu_verification)))
+    return StatusReport(pin=pin.name, upstream=pin.upstream, version=str(pin.version),
+                        base=base.commit, source=base.source, patches=tuple(rows), series=series,
+                        rebase=_rebase_in_progress(project), gpu_results=tuple(r.file for r in runs),
+                        gpu_results_problems=tuple(run_problems))
+
+
+def _rebase_in_progress(project: Project) -> InProgress | None:
+    from patchtool.rebase.transaction import STATE_DIR, in_progress
+
+    if not (project.root / STATE_DIR).exists():  # the rebase modules only when there is one
+        return None
+    return in_progress(project.root)
