@@ -93,12 +93,14 @@ def wheels(session: nox.Session, pin: str) -> None:
 
 @nox.session(default=False)
 def scan(session: nox.Session) -> None:
-    """The series against the 4 newest upstream releases (a patch x version matrix), then the rebase
-    report for the newest as rebase-report.md: what the nightly runs. `-- --json` for the matrix."""
+    """The series against the 4 newest upstream releases (a patch x version matrix, also as the page
+    scan.html), then the rebase report for the newest as rebase-report.html and rebase-report.md:
+    what the nightly runs. Each page is one self-contained file. `-- --json` for the matrix."""
     session.install("-e", ".")
-    session.run("patchtool", "scan", "--newest", "4", *session.posargs)
-    session.run("patchtool", "rebase", "--to", "latest", "--dry-run", "--report", "rebase-report.md",
-                success_codes=[0, 3], silent=True)  # stdout stays the matrix alone
+    session.run("patchtool", "scan", "--newest", "4", "--html", "scan.html", *session.posargs)
+    for report in ("rebase-report.html", "rebase-report.md"):  # stdout stays the matrix alone
+        session.run("patchtool", "rebase", "--to", "latest", "--dry-run", "--report", report,
+                    success_codes=[0, 3], silent=True)
 
 
 @nox.session(name="check-newest", default=False)
