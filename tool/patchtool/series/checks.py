@@ -121,11 +121,9 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
         problems += exc.as_problems()
         return CheckReport(pin=pin_name or project.manifest.pin,
                            patches=len(project.manifest.patches), problems=tuple(problems))
-    defaults: dict[int, list[tuple[str, str]]] = {}
-    for i, key, value in unfilled_defaults(manifest_document(root)):
-        defaults.setdefault(i, []).append((key, value))
+    skeleton = _skeleton_problems(root, project.manifest.patches)
     for i, entry in enumerate(project.manifest.patches):
-        problems += _skeleton_problems(i, entry, defaults.get(i, []))
+        problems += skeleton[i]
         if pin.version not in entry.applies_to:
             problems.append(Problem(
                 file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].applies_to", code="version",
@@ -206,17 +204,18 @@ def _missing_check(root: Path, selector: str) -> str | None:
     return None
 
 
-def _skeleton_problems(i: int, entry: PatchEntry, defaults: Sequence[tuple[str, str]]) -> list[Problem]:
-    """What export/import scaffolded in ``patch[i]`` and nobody filled in: TODO text, and the
-    ``defaults`` the skeleton marked as not chosen (``metadata.unfilled_defaults``)."""
-    problems = [Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
-                        message=f"still the skeleton's placeholder ({value!r})",
-                        hint="fill in the metadata that export/import scaffolded")
-                for key, value in _placeholders(entry.to_dict())]
-    return problems + [Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
-                               message=f"still the skeleton's default ({value!r}), never chosen",
-                               hint=f"set {key}; to keep this value, delete the TODO comment on its line")
-                       for key, value in defaults]
+def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[Problem]]:
+    """What export/import scaffolded and nobody filled in, per patch: TODO text, and the defaults
+    the skeleton marked as not chosen (``metadata.unfilled_defaults``)."""
+    out: list[list[Problem]] = [[Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
+                                         message=f"still the skeleton's placeholder ({value!r})",
+                                         hint="fill in the metadata that export/import scaffolded")
+                                 for key, value in _placeholders(entry.to_dict())] for i, entry in enumerate(entries)]
+    for i, key, value in unfilled_defaults(manifest_document(root)):
+        out[i].append(Problem(file=MANIFEST_NAME, patch=entries[i].id, key=f"patch[{i}].{key}", code="skeleton",
+                              message=f"still the skeleton's default ({value!r}), never chosen",
+                              hint=f"set {key}; to keep this value, delete the TODO comment on its line"))
+    return out
 
 
 def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:
