@@ -262,6 +262,17 @@ def test_scan_matrix(releases: Demo) -> None:
     assert "bye" in text and "conflict" in text
 
 
+def test_scan_says_a_range_is_reversed_before_asking_the_index(releases: Demo) -> None:
+    series(releases, "0001-extra")
+    asked = len(releases.index.requests)
+    res = releases.run("scan", "--versions", "1.1..1.0")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--versions 1.1..1.0: the range is reversed (1.1 is newer than 1.0)" in res.stderr
+    assert "write the oldest first: --versions 1.0..1.1" in res.stderr
+    assert "no release between" not in res.stderr
+    assert len(releases.index.requests) == asked
+
+
 def _placement_of_b_change(tmp_path: Path, siblings: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A patch upper-cases B.to_json's kind; check_placement on the tree the patch made, and on
     the tree git apply would make where the hunk lands in the identical A.to_json."""

@@ -250,7 +250,7 @@ def test_duplicate_ids() -> None:
     d = data()
     d["rejected"].append(copy.deepcopy(d["rejected"][0]))
     n = len(d["rejected"]) - 1
-    assert errors(d) == [f"retread.toml: patch index-topk-1024: rejected[{n}].id: duplicate entry id "
+    assert errors(d) == [f"retread.toml: entry index-topk-1024: rejected[{n}].id: duplicate entry id "
                          "'index-topk-1024' (also rejected[0]) (hint: every rejected idea needs its own id)"]
 
 
@@ -259,19 +259,19 @@ def test_entry_without_reason_or_evidence() -> None:
     del d["rejected"][2]["reason"]
     del d["rejected"][3]["evidence"]
     found = errors(d)
-    assert "retread.toml: patch overlap-schedule: rejected[2].reason: missing required key" in found
-    assert any(e.startswith("retread.toml: patch attn-num-warps-8: rejected[3].evidence: missing required key")
+    assert "retread.toml: entry overlap-schedule: rejected[2].reason: missing required key" in found
+    assert any(e.startswith("retread.toml: entry attn-num-warps-8: rejected[3].evidence: missing required key")
                for e in found)
 
 
 def test_guard_pattern_that_is_not_a_regex() -> None:
     d = data()
     d["rejected"][2]["knobs"][1]["regex"] = "disable_overlap_schedule\\s*=(False"
-    assert any(e.startswith("retread.toml: patch overlap-schedule: rejected[2].knobs[1].regex: invalid regular "
+    assert any(e.startswith("retread.toml: entry overlap-schedule: rejected[2].knobs[1].regex: invalid regular "
                             "expression") for e in errors(d))
     d = data()
     d["rejected"][3]["knobs"][0]["regex"] = "num_warps"
-    assert "retread.toml: patch attn-num-warps-8: rejected[3].knobs[0].regex: only pattern guards take a 'regex'; " \
+    assert "retread.toml: entry attn-num-warps-8: rejected[3].knobs[0].regex: only pattern guards take a 'regex'; " \
            "a config guard matches by name" in errors(d)
     d = data()
     d["rejected"][6]["knobs"][0]["values"] = "[2-9"

@@ -120,7 +120,7 @@ def test_broken_registry_is_reported_by_check(one_patch: Demo) -> None:
     path.write_text(path.read_text().replace('reason = "EP4 measured worse"\n', ""))
     res = one_patch.run("check")
     assert res.returncode == 1
-    assert "retread.toml:4: patch tbo: rejected[0].reason: missing required key" in res.stdout
+    assert "retread.toml:4: entry tbo: rejected[0].reason: missing required key" in res.stdout
 
 
 def test_scan_deployment_files(one_patch: Demo) -> None:
@@ -167,11 +167,11 @@ def test_add_refuses_an_invalid_entry_and_writes_nothing(one_patch: Demo) -> Non
               "--change", "c", "--source", "s"]
     res = one_patch.run("retread", "add", "--id", "tbo", *common)
     assert res.returncode == 1
-    assert ("retread.toml: patch tbo: rejected[1].id: duplicate entry id 'tbo' (also rejected[0]) "
+    assert ("retread.toml: entry tbo: rejected[1].id: duplicate entry id 'tbo' (also rejected[0]) "
             "(hint: every rejected idea needs its own id)") in res.stderr
     res = one_patch.run("retread", "add", "--id", "other", *common, "--pattern", "(")
     assert res.returncode == 1
-    assert ("retread.toml: patch other: rejected[1].knobs[0].regex: invalid regular expression '(': "
+    assert ("retread.toml: entry other: rejected[1].knobs[0].regex: invalid regular expression '(': "
             "missing ), unterminated subpattern at position 0") in res.stderr
     assert snapshot(one_patch.root) == before
     res = one_patch.run("retread", "add", "--id", "new", "--title", "t", "--tried", "x", "--revisit", "z")

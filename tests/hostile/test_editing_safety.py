@@ -8,6 +8,7 @@ user gets, and that a refused command changed nothing on disk.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 from pathlib import Path
 
@@ -284,6 +285,9 @@ def test_a_plain_commit_keeps_its_id_and_metadata(demo: Demo) -> None:
     manifest = demo.root / "patchset.toml"
     filled = manifest.read_text().replace("TODO: who maintains it", "util-team").replace(
         "TODO: why the patch exists", "callers need other()").replace("TODO: when to drop it", "never")
+    # the skeleton's defaults are chosen too: one changed, one kept by deleting its TODO comment
+    filled = re.sub(r'applies_to = ">=0"  # TODO[^\n]*', 'applies_to = ">=1.0"', filled)
+    filled = re.sub(r'(kind = "correctness")  # TODO[^\n]*', r"\1", filled)
     manifest.write_text(filled)
     res = demo.run("export")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -29,6 +29,7 @@ class Problem:
     patch: str | None = None
     hint: str | None = None
     code: str = "invalid"
+    entry: str | None = None  # the do-not-retread registry entry it is about
 
     def where(self) -> str:
         parts = []
@@ -36,6 +37,8 @@ class Problem:
             parts.append(f"{self.file}:{self.line}" if self.line else self.file)
         if self.patch:
             parts.append(f"patch {self.patch}")
+        if self.entry:
+            parts.append(f"entry {self.entry}")
         if self.key:
             parts.append(self.key)
         return ": ".join(parts)

@@ -31,16 +31,31 @@ class ScanReport:
 
 def parse_versions(spec: str, available: list[Version]) -> list[Version]:
     """'0.5.20..0.5.23' (inclusive, among the available releases) or '0.5.20,0.5.22'."""
+    bounds = version_range(spec)
+    if bounds is not None:
+        low, high = bounds
+        chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
+        if not chosen:
+            raise UsageError(f"no release between {low} and {high} on the index")
+        return sorted(chosen)
     try:
-        if ".." in spec:
-            low, high = (Version(v.strip().lstrip("v")) for v in spec.split("..", 1))
-            chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
-            if not chosen:
-                raise UsageError(f"no release between {low} and {high} on the index")
-            return sorted(chosen)
         return sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
+
+
+def version_range(spec: str) -> tuple[Version, Version] | None:
+    """(low, high) of a range 'LOW..HIGH', None for a list; UsageError for a bad or reversed one."""
+    if ".." not in spec:
+        return None
+    try:
+        low, high = (Version(v.strip().lstrip("v")) for v in spec.split("..", 1))
+    except InvalidVersion as exc:
+        raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
+    if low > high:
+        raise UsageError(f"--versions {spec}: the range is reversed ({low} is newer than {high})",
+                         hint=f"write the oldest first: --versions {high}..{low}")
+    return low, high
 
 
 def available_versions(pin: Pin, cache: Cache) -> list[Version]:
@@ -74,6 +89,7 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     if spec is None:
         versions = newest(pin, cache, count or 4)
     else:
+        version_range(spec)  # a bad or reversed range is refused before the index is asked
         versions = parse_versions(spec, available_versions(pin, cache) if ".." in spec else [])
     old_base = cache.ensure(pin)
     chain = old_chain(cache.repo, old_base, loaded)

@@ -248,10 +248,12 @@ class Registry:
             if e is None:
                 continue
             if e.id in seen:
-                problems.append(Problem(key=f"rejected[{i}].id", patch=e.id,
+                problems.append(Problem(key=f"rejected[{i}].id", entry=e.id,
                                         message=f"duplicate entry id {e.id!r} (also rejected[{seen[e.id]}])",
                                         hint="every rejected idea needs its own id"))
             seen.setdefault(e.id, i)
+        # the reader names the table's owner as a patch; in the registry it is an entry
+        problems = [dataclasses.replace(p, patch=None, entry=p.patch) if p.patch else p for p in problems]
         raise_if(problems, f"{file} is not a valid registry", file=file)
         return cls(entries=tuple(e for e in entries if e is not None))
 

@@ -172,6 +172,6 @@ def added(project: Project, entry: dict[str, Any]) -> tuple[reg.Rejection, str, 
         here = f"rejected[{n}]"
         raise InvalidInput(f"the new entry is not valid; {name} was not changed", file=name,
                            problems=[dataclasses.replace(p, line=None) for p in exc.problems
-                                     if (p.key or "").startswith(here) or p.patch == entry.get("id")]
+                                     if (p.key or "").startswith(here) or p.entry == entry.get("id")]
                            or exc.problems) from None
     return registry.entries[-1], name, new_text

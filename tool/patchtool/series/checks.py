@@ -13,10 +13,11 @@ from patchtool.errors import InvalidInput, PatchtoolError, Problem
 from patchtool.paths import read_inside
 from patchtool.project import gpuresults
 from patchtool.project.manifest import GPU_CHECKS_DIR, MANIFEST_NAME, PLACEHOLDER, Assumption, PatchEntry, key_line
-from patchtool.project.repository import PATCHES_DIR, Project
+from patchtool.project.repository import PATCHES_DIR, Project, manifest_document
 from patchtool.registry import workflows as retread
 from patchtool.registry.entries import Finding
 from patchtool.series.apply import SeriesResult, apply_series
+from patchtool.series.metadata import unfilled_defaults
 from patchtool.upstream.upstream import Base, Cache
 
 
@@ -120,11 +121,9 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
         problems += exc.as_problems()
         return CheckReport(pin=pin_name or project.manifest.pin,
                            patches=len(project.manifest.patches), problems=tuple(problems))
+    skeleton = _skeleton_problems(root, project.manifest.patches)
     for i, entry in enumerate(project.manifest.patches):
-        problems += [Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
-                             message=f"still the skeleton's placeholder ({value!r})",
-                             hint="fill in the metadata that export/import scaffolded")
-                     for key, value in _placeholders(entry.to_dict())]
+        problems += skeleton[i]
         if pin.version not in entry.applies_to:
             problems.append(Problem(
                 file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].applies_to", code="version",
@@ -203,6 +202,20 @@ def _missing_check(root: Path, selector: str) -> str | None:
             return f"{path} has no {name}"
         body = found.body if isinstance(found, ast.ClassDef) else []
     return None
+
+
+def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[Problem]]:
+    """What export/import scaffolded and nobody filled in, per patch: TODO text, and the defaults
+    the skeleton marked as not chosen (``metadata.unfilled_defaults``)."""
+    out: list[list[Problem]] = [[Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
+                                         message=f"still the skeleton's placeholder ({value!r})",
+                                         hint="fill in the metadata that export/import scaffolded")
+                                 for key, value in _placeholders(entry.to_dict())] for i, entry in enumerate(entries)]
+    for i, key, value in unfilled_defaults(manifest_document(root)):
+        out[i].append(Problem(file=MANIFEST_NAME, patch=entries[i].id, key=f"patch[{i}].{key}", code="skeleton",
+                              message=f"still the skeleton's default ({value!r}), never chosen",
+                              hint=f"set {key}; to keep this value, delete the TODO comment on its line"))
+    return out
 
 
 def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:

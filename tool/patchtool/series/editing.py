@@ -15,15 +15,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-
 from patchtool import git, paths
 from patchtool.errors import PatchtoolError, UsageError
 from patchtool.paths import id_problem
 from patchtool.project import journal, tomlio
-from patchtool.project.manifest import MANIFEST_NAME, PLACEHOLDER
+from patchtool.project.manifest import MANIFEST_NAME
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
 from patchtool.registry import workflows as retread
+from patchtool.series import metadata
 from patchtool.series.apply import apply_series
 from patchtool.series.checkouts import (
     TRAILER,
@@ -41,6 +40,7 @@ from patchtool.series.checkouts import (
     series_record,
     worktree_of,
 )
+from patchtool.series.metadata import Metadata, skeleton
 from patchtool.upstream.cachespace import CheckoutBranch
 from patchtool.upstream.upstream import Cache
 
@@ -111,8 +111,14 @@ class ExportResult:
         return dataclasses.asdict(self)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48] or "patch"
+def _slug(text: str, limit: int = 48) -> str:
+    """``text`` as an id: lower-case words joined by '-', at most ``limit`` characters, cut after
+    a whole word (a first word longer than that is cut where it must be)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    if len(slug) > limit:
+        head = slug[:limit + 1]
+        slug = head[:head.rfind("-")] if "-" in head else slug[:limit]
+    return slug or "patch"
 
 
 def _hint_branch(branch: str) -> str:
@@ -182,7 +188,8 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
                          [entries[r["id"]].file for r in rows_out
                           if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]] +
                          [f for f in revived_files if f not in files],
-                         moves=moves)
+                         moves=moves, remove_trees=_pending_trees(root, [r["id"] for r in rows_out
+                                                                         if r["change"] == "new"]))
     final = dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True))
     exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
@@ -263,20 +270,6 @@ def _unique(base: str, entries: Iterable[str], order: list[tuple[str, str, bool]
     return ident
 
 
-def skeleton(ident: str, file: str) -> Any:
-    """A new entry that parses but that `check` refuses until every TODO is replaced."""
-    t = tomlkit.table()
-    t.add("id", ident)
-    t.add("file", file)
-    t.add("kind", "correctness")
-    t.add("owner", f"{PLACEHOLDER}: who maintains it")
-    t.add("why", f"{PLACEHOLDER}: why the patch exists")
-    t.add("applies_to", ">=0")  # a specifier must parse; check still demands the TODOs above
-    t.add("drop_when", f"{PLACEHOLDER}: when to drop it")
-    t.add("upstream", tomlio.inline_table({"status": "pending"}))
-    return t
-
-
 def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str, str], gone: list[str],
                      branch: str, *, revive: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
     """The manifest for the exported series, and where each gone patch's file moves."""
@@ -297,7 +290,8 @@ def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str,
         tables[ident] = table
     new = []
     for ident, known in order:
-        table = tables[ident] if known or ident in revive else skeleton(ident, files[ident])
+        table = tables[ident] if known or ident in revive else \
+            skeleton(ident, files[ident], metadata.load_pending(root, ident))
         table["file"] = files[ident]
         new.append(table)
     tomlio.set_tables(doc, "patch", new)
@@ -311,23 +305,35 @@ def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str,
 
 
 def _write_all(root: Path, files: dict[str, str], manifest: str, *, remove: list[str],
-               moves: dict[str, str]) -> list[str]:
+               moves: dict[str, str], remove_trees: Sequence[str] = ()) -> list[str]:
     """The series' files, the manifest, the moves (old path -> new path) and the removals, as
-    one transaction (``journal``)."""
+    one transaction (``journal``); ``remove_trees``: directories of ``.patchtool/`` to remove with it."""
     files = dict(files)
     for src, moved in moves.items():
         text = paths.read_text_if_present(root, src)
         if text is not None:
             files.setdefault(moved, text)
-    return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves])
+    return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves],
+                          remove_trees=remove_trees)
 
 
-def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
+def _pending_trees(root: Path, ids: Sequence[str]) -> list[str]:
+    """Where ``new`` kept metadata for those of ``ids`` it was told about: the export that
+    creates their entries removes it."""
+    return [tree for i in ids if (root / (tree := metadata.pending_tree(i))).is_dir()]
+
+
+def new(project: Project, cache: Cache, *, ident: str, branch: str, given: Metadata | None = None) -> str:
     """An empty commit on the checkout branch, carrying the new id and made by the user, as
-    ``git commit`` would make it; export creates its entry."""
+    ``git commit`` would make it; export creates its entry, with the values ``given`` (checked by
+    the manifest's rules first) and the skeleton's placeholders for the rest."""
     why = id_problem(ident)
     if why is not None:
         raise UsageError(why)
+    given = given or Metadata()
+    if given.id is not None and given.id != ident:
+        raise UsageError(f"the metadata names id {given.id!r}, the new patch is {ident!r}")
+    given = metadata.validate(dataclasses.replace(given, id=ident))
     if any(e.id == ident for e in project.manifest.patches):
         raise UsageError(f"a patch {ident!r} exists already")
     dropped = {d.entry.id: d for d in project.manifest.dropped}
@@ -347,6 +353,7 @@ def new(project: Project, cache: Cache, *, ident: str, branch: str) -> str:
                                "GIT_AUTHOR_DATE": f"@{author.timestamp} {author.tz}",
                                "GIT_COMMITTER_NAME": committer.name, "GIT_COMMITTER_EMAIL": committer.email,
                                "GIT_COMMITTER_DATE": f"@{committer.timestamp} {committer.tz}"})
+    metadata.save_pending(project.root, ident, given)
     return str(worktree)
 
 

@@ -36,7 +36,7 @@ from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
 from patchtool.upstream.artifacts import damaged_as_error
 from patchtool.upstream.upstream import Base, Cache, Pin
-from patchtool.wheel import frontend
+from patchtool.wheel import frontend, versionfile
 from patchtool.wheel.archive import ArchiveWriter, Digest, date_time_of, safe_members
 from patchtool.wheel.provenance import (
     DIST_INFO_FILE,
@@ -330,6 +330,9 @@ def repack(source: Path, out: Path, *, name: WheelName, version: Version,
             if rep.change != "added" or rep.data is None:
                 raise BuildError(f"the series changes {path}, which {label} does not ship")
             plan[path] = (rep.data, rep.mode)
+        rewritten = versionfile.restate(plan, zf, name.version, version)  # pkg.__version__ as METADATA
+        if rewritten:
+            provenance = dataclasses.replace(provenance, files=versionfile.restated_files(provenance.files, rewritten))
         record_name = f"{new_info}/RECORD"
         copies = [f"{new_info}/{DIST_INFO_FILE}"] + ([provenance.package_copy] if provenance.package_copy else [])
         for path in copies:

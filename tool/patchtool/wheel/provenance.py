@@ -31,7 +31,8 @@ from patchtool.upstream.upstream import Pin
 from patchtool.wheel import record as wheelrecord
 
 SCHEMA = 1
-LAYOUT = 1  # bump when the wheel layout patchtool writes changes: it changes every label
+LAYOUT = 2  # bump when the wheel layout patchtool writes changes: it changes every label
+# 2: the package's version.py/_version.py state the patched version (wheel/versionfile.py)
 DIST_INFO_FILE = "patchtool-provenance.json"
 PACKAGE_FILE = "_patchtool_provenance.json"
 LABEL_PREFIX = "pt"

@@ -1,0 +1,224 @@
+"""`import`'s guesses: upstream status, DEP-3 descriptions, quilt directories both ways, plain
+diffs, and whose name a patch without an author gets. Core level, on real repositories."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import UPSTREAM_FILES, Demo, edit
+from patchtool.errors import UsageError
+from patchtool.project.repository import Project
+from patchtool.series import editing, importing
+from patchtool.series.importing import dep3_fields
+from patchtool.testing import git, write_tree
+from patchtool.upstream.upstream import Cache, load_pin
+
+ME = {"GIT_AUTHOR_NAME": "Dana Fork", "GIT_AUTHOR_EMAIL": "dana@example.org",
+      "GIT_COMMITTER_NAME": "Dana Fork", "GIT_COMMITTER_EMAIL": "dana@example.org"}
+CIAO = textwrap.dedent('''\
+    Index: demo/python/demo/core.py
+    ===================================================================
+    --- demo.orig/python/demo/core.py
+    +++ demo/python/demo/core.py
+    @@ -9,7 +9,7 @@ def greet(name):
+     
+     
+     def farewell(name):
+    -    word = "bye"
+    +    word = "ciao"
+         return f"{word} {name}"
+     
+     
+    ''')
+
+
+@pytest.fixture
+def me(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in ME.items():
+        monkeypatch.setenv(key, value)
+
+
+def empty_project(root: Path, pin_from: Path, pin: str = "demo-1.0") -> Project:
+    """A fork with no patch yet, on the pins of ``pin_from``."""
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream-pins").mkdir()
+    for p in (pin_from / "upstream-pins").glob("*.toml"):
+        (root / "upstream-pins" / p.name).write_text(p.read_text())
+    (root / "patchset.toml").write_text(f'schema = 1\npin = "{pin}"\n')
+    return Project.load(root)
+
+
+def added_text(project_root: Path, added: dict[str, str]) -> str:
+    return (project_root / added["file"]).read_text()
+
+
+# -- backport: only a commit upstream has ------------------------------------------------------
+
+@pytest.fixture
+def git_upstream(tmp_path: Path) -> tuple[Path, str, str]:
+    """An upstream git repository: v1.0, then a fix, tagged v1.1; a fork pinned to v1.0."""
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    write_tree(up, {f"python/{k}": v for k, v in UPSTREAM_FILES.items()})
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.0")
+    git(up, "tag", "v1.0")
+    v10 = git(up, "rev-parse", "HEAD").strip()
+    edit("python/demo/util.py", "return 1", "return 2")(up)
+    git(up, "commit", "-qam", "util: two")
+    fix = git(up, "rev-parse", "HEAD").strip()
+    git(up, "tag", "v1.1")
+    pins = tmp_path / "pins"
+    (pins / "upstream-pins").mkdir(parents=True)
+    for version, commit in (("1.0", v10), ("1.1", fix)):
+        (pins / "upstream-pins" / f"demo-{version}.toml").write_text(
+            f'schema = 1\nname = "demo"\nversion = "{version}"\nuse = "git"\n\n[git]\nurl = "{up}"\n'
+            f'tag = "v{version}"\ncommit = "{commit}"\n')
+    return up, fix, str(pins)
+
+
+def test_a_format_patch_is_a_backport_only_when_upstream_has_its_commit(
+        tmp_path: Path, git_upstream: tuple[Path, str, str], me: None) -> None:
+    up, fix, pins = git_upstream
+    patch = tmp_path / "fix.patch"
+    patch.write_text(git(up, "format-patch", "-1", fix, "--stdout"))
+    # the cache knows upstream up to 1.0 only: nothing says the commit is upstream's
+    alone = empty_project(tmp_path / "alone", Path(pins))
+    (row,) = importing.import_patches(alone, Cache(tmp_path / "cache-a"), [patch]).added
+    assert row["upstream_status"] == "pending"
+    # a cache that holds 1.1 has the commit in upstream's history
+    cache = Cache(tmp_path / "cache-b")
+    fork = empty_project(tmp_path / "fork", Path(pins))
+    cache.ensure(load_pin(fork.root, "demo-1.1"))
+    (row,) = importing.import_patches(fork, cache, [patch]).added
+    assert (row["upstream_status"], row["upstream_ref"]) == ("backport", fix)
+    assert f'upstream = {{ status = "backport", ref = "{fix}" }}' in (fork.root / "patchset.toml").read_text()
+
+
+def test_your_own_commit_is_not_a_backport_even_in_the_cache(
+        tmp_path: Path, git_upstream: tuple[Path, str, str], me: None) -> None:
+    """The bug: a commit made in a checkout lives in the cache repository too, but not in upstream."""
+    _, _, pins = git_upstream
+    cache = Cache(tmp_path / "cache")
+    fork = empty_project(tmp_path / "fork", Path(pins))
+    wt = Path(editing.checkout(fork, cache, pin_name=None, branch="series", path=None).worktree)
+    edit("python/demo/core.py", '"hello"', '"hi"')(wt)
+    git(wt, "commit", "-qam", "core: say hi")
+    mine = git(wt, "rev-parse", "HEAD").strip()
+    patch = tmp_path / "mine.patch"
+    patch.write_text(git(wt, "format-patch", "-1", "--stdout"))
+    assert patch.read_text().startswith(f"From {mine} ")
+    git(wt, "reset", "-q", "--hard", "HEAD~1")
+    (row,) = importing.import_patches(Project.load(fork.root), cache, [patch]).added
+    assert row["upstream_status"] == "pending" and "upstream_ref" not in row
+
+
+# -- DEP-3 ----------------------------------------------------------------------------------------
+
+def test_dep3_continuation_lines_are_kept() -> None:
+    fields = dep3_fields("Description: farewell says ciao\n The Italian deployment wants it.\n .\n"
+                         "  Indented, as written.\nAuthor: Maria Rossi <maria@example.org>\n"
+                         " not a continuation of Author? it is one.\nOrigin: vendor\nDescription: ignored\n")
+    assert fields["description"] == "farewell says ciao\nThe Italian deployment wants it.\n\n Indented, as written."
+    assert fields["author"] == "Maria Rossi <maria@example.org>\nnot a continuation of Author? it is one."
+    assert fields["origin"] == "vendor"
+
+
+def test_quilt_description_keeps_every_line(demo: Demo, tmp_path: Path) -> None:
+    quilt = tmp_path / "debian-patches"
+    quilt.mkdir()
+    (quilt / "series").write_text("ciao.patch\n")
+    (quilt / "ciao.patch").write_text("Description: farewell says ciao\n The Italian deployment wants it.\n .\n"
+                                      " Second paragraph.\nAuthor: Maria Rossi <maria@example.org>\n---\n" + CIAO)
+    demo.write_manifest()
+    (row,) = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [quilt]).added
+    text = added_text(demo.root, row)
+    assert "Subject: [PATCH] farewell says ciao\n\nThe Italian deployment wants it.\n\nSecond paragraph.\n" in text
+    (lp,) = Project.load(demo.root).series()
+    assert lp.patch.body.strip() == "The Italian deployment wants it.\n\nSecond paragraph."
+
+
+# -- quilt directories, both ways ----------------------------------------------------------------
+
+def three(demo: Demo) -> None:
+    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi",
+                      "Shorter greeting.")
+    demo.commit_patch("0002-util.patch", edit("python/demo/util.py", "return 1", "return 2"), "util: two",
+                      on="p-0001-greet.patch")
+    demo.commit_patch("0003-cap.patch", edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
+                      "core: inclusive cap", on="p-0002-util.patch")
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("util", "0002-util.patch"),
+                        demo.entry("cap", "0003-cap.patch"))
+
+
+@pytest.mark.parametrize("where", ["DIR", "DIR/patches"])
+def test_an_exported_quilt_series_imports_back_unchanged(demo: Demo, tmp_path: Path, where: str) -> None:
+    three(demo)
+    out = tmp_path / "q"
+    editing.export_quilt(Project.load(demo.root), out)
+    fork = empty_project(tmp_path / "fork", demo.root)
+    source = out if where == "DIR" else out / "patches"
+    result = importing.import_patches(fork, Cache(demo.cache), [source])
+    assert [(r["id"], r["upstream_status"]) for r in result.added] == [
+        ("core-say-hi", "pending"), ("util-two", "pending"), ("core-inclusive-cap", "pending")]
+    for row, original in zip(result.added, sorted((demo.root / "patches").glob("*.patch")), strict=True):
+        assert added_text(fork.root, row) == original.read_text()
+
+
+def test_a_directory_without_a_series_names_both_places(demo: Demo, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match=r"has no quilt 'series' file \(nor patches/series\)"):
+        importing.read_sources([tmp_path / "empty"], None)
+
+
+# -- plain diffs and authors -----------------------------------------------------------------------
+
+def test_a_plain_diff_needs_a_subject_and_is_yours_unless_an_author_is_given(demo: Demo, tmp_path: Path,
+                                                                            me: None) -> None:
+    demo.write_manifest()
+    git(demo.work, "checkout", "-q", "upstream")
+    edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(demo.work)
+    diff = tmp_path / "ciao.diff"
+    diff.write_text(git(demo.work, "diff"))
+    git(demo.work, "checkout", "-q", "--", ".")
+    project, cache = Project.load(demo.root), Cache(demo.cache)
+    with pytest.raises(UsageError, match="ciao.diff is a plain diff: it has no author or subject of its own"):
+        importing.import_patches(project, cache, [diff])
+    with pytest.raises(UsageError, match="author 'maria' is not 'Name <email>'"):
+        importing.import_patches(project, cache, [diff], author="maria", subject="core: ciao")
+    (row,) = importing.import_patches(project, cache, [diff], author="Maria Rossi <maria@example.org>",
+                                      subject="core: ciao").added
+    text = added_text(demo.root, row)
+    assert row["id"] == "core-ciao" and "From: Maria Rossi <maria@example.org>\n" in text
+    assert "Subject: [PATCH] core: ciao\n" in text and '+    word = "ciao"' in text
+    # `diff -u` output, without git's headers, is yours by default
+    edit("python/demo/util.py", "return 1", "return 2")(demo.work)
+    unified = tmp_path / "util.diff"
+    unified.write_text(git(demo.work, "diff", "--no-prefix", "--src-prefix=a/", "--dst-prefix=b/")
+                       .split("\n", 2)[2])  # drop the 'diff --git' and 'index' lines
+    git(demo.work, "checkout", "-q", "--", ".")
+    assert unified.read_text().startswith("--- a/python/demo/util.py")
+    (row,) = importing.import_patches(Project.load(demo.root), cache, [unified], subject="util: two").added
+    assert "From: Dana Fork <dana@example.org>\n" in added_text(demo.root, row)
+
+
+def test_a_quilt_patch_without_a_header_is_yours_unless_an_author_is_given(demo: Demo, tmp_path: Path,
+                                                                          me: None) -> None:
+    quilt = tmp_path / "quilt"
+    (quilt / "patches").mkdir(parents=True)
+    (quilt / "patches" / "series").write_text("ciao.patch\n")
+    (quilt / "patches" / "ciao.patch").write_text(CIAO)
+    demo.write_manifest()
+    (row,) = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [quilt]).added
+    text = added_text(demo.root, row)
+    assert "From: Dana Fork <dana@example.org>\n" in text and "unknown@localhost" not in text
+    assert "Subject: [PATCH] ciao\n" in text
+    other = tmp_path / "other"
+    demo.write_manifest()
+    fork = empty_project(other, demo.root)
+    (row,) = importing.import_patches(fork, Cache(demo.cache), [quilt], author="Quilt Person <q@example.org>").added
+    assert "From: Quilt Person <q@example.org>\n" in added_text(other, row)
