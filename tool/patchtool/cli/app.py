@@ -61,7 +61,7 @@ def build() -> usage.Group:
     """The click command typer makes of the app, ready to parse a command line; each command is
     made when the command line names it."""
     app = typer.Typer(name="patchtool", help=HELP, cls=usage.Group, context_settings=_SETTINGS,
-                      rich_markup_mode="markdown", pretty_exceptions_enable=False)
+                      rich_markup_mode="markdown")
     app.callback()(_top)
     command = typer.main.get_command(app)
     assert isinstance(command, usage.Group)

@@ -159,7 +159,7 @@ class CommandSet:
         from patchtool.cli.usage import HELP_OPTIONS, Command, plain_values
 
         fn, writes, edits_series = self._commands[name]
-        app = typer.Typer(add_completion=False, rich_markup_mode="markdown", pretty_exceptions_enable=False,
+        app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                           context_settings={"help_option_names": HELP_OPTIONS})
         app.command(name, cls=Command)(_command(fn, f"{self.group} {name}".strip(), writes=writes,
                                                 edits_series=edits_series))

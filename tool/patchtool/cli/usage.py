@@ -65,7 +65,7 @@ class Group(TyperGroup):
         self.lazy: dict[str, Callable[[], Any]] = {}
 
     def list_commands(self, ctx: Any) -> list[str]:
-        return [*self.commands, *(name for name in self.lazy if name not in self.commands)]
+        return [*self.lazy, *(name for name in self.commands if name not in self.lazy)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in self.commands and cmd_name in self.lazy:
