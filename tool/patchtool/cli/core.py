@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
 from patchtool.cli.render import Style
 from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, current, root
 from patchtool.errors import ApplyConflict, ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from patchtool.project.repository import Project
+    from patchtool.series.apply import SeriesResult
+    from patchtool.upstream.upstream import Cache
 
 # Each command imports its workflow when it runs: a command pays only for the modules it uses.
 commands = CommandSet()
@@ -51,8 +56,8 @@ def apply(
         f"{style.ok('patched tree')}: {where} ({len(loaded)} patch(es), tip {tip[:12]})"))
 
 
-def _refuse_failed(project: Any, upstream: Any, result: Any, target: Path, keep: bool, data: dict[str, Any],
-                   pin_name: str) -> None:
+def _refuse_failed(project: Project, upstream: Cache, result: SeriesResult, target: Path, keep: bool,
+                   data: dict[str, Any], pin_name: str) -> NoReturn:
     """The series does not apply: say where, and with --keep-failed leave a partial tree to debug in."""
     from patchtool.git.materialise import check_replaceable, failed_tree_path, keep_failed
 
