@@ -191,7 +191,7 @@ def test_check_wants_file_order_to_match_series_order(demo: Demo) -> None:
 
 def test_status_lists_the_series(demo: Demo) -> None:
     two_patches(demo)
-    res = demo.run("status")
+    res = demo.run("status", "--long")
     assert res.returncode == 0, res.stderr
     assert "pin demo-1.0: demo 1.0 (artifact, base " in res.stdout
     assert "1. greet  [correctness]  upstream: pending  +1/-1  at pin: applied" in res.stdout
@@ -210,7 +210,7 @@ def test_status_shows_gpu_verification(one_patch: Demo) -> None:
         hardware = "sm_120"
         ''')
     (one_patch.root / "patchset.toml").write_text(manifest)
-    res = one_patch.run("status")
+    res = one_patch.run("status", "--long")
     assert "GPU verification on sm_120: python -m pytest tests/gpu/test_0001_greet.py::test_mma" in res.stdout
     assert "expect: max abs error < 1e-2" in res.stdout
     assert "no evidence: no results file in gpu-results/ has a check this runs" in res.stdout

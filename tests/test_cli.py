@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from conftest import Demo
 
@@ -35,3 +41,92 @@ def test_an_option_value_may_start_with_a_dash(one_patch: Demo) -> None:
     res = one_patch.run("rebase", "--skip", "--reason", "--because-upstream-fixed-it")
     assert res.returncode == 2 and "no rebase in progress" in res.stderr
     assert "expected one argument" not in res.stderr
+
+
+def envelope(res: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert "Traceback" not in res.stdout + res.stderr
+    data: dict[str, Any] = json.loads(res.stdout)
+    return data
+
+
+def test_global_options_before_or_after_the_command(one_patch: Demo, tmp_path: Path) -> None:
+    before, after = one_patch.run("--json", "status"), one_patch.run("status", "--json")
+    assert before.returncode == after.returncode == 0, before.stdout + before.stderr
+    assert envelope(before) == envelope(after) and envelope(before)["command"] == "status"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache = tmp_path / "another-cache"
+    res = subprocess.run([sys.executable, "-m", "patchtool", "--root", str(one_patch.root), "--cache-dir", str(cache),
+                          "--json", "status"], cwd=elsewhere, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert envelope(res)["data"]["patches"][0]["id"] == "greet" and (cache / "upstream.git").is_dir()
+    shown = [envelope(one_patch.run(*args)) for args in (("retread", "--json", "list"), ("retread", "list", "--json"),
+                                                         ("--json", "retread", "list"))]
+    assert shown[0]["command"] == "retread list" and shown[0]["errors"][0]["message"] == "patchset.toml names no registry"
+    assert shown[0] == shown[1] == shown[2]
+
+
+@pytest.mark.parametrize(("args", "command", "message"), [
+    (("--json",), "patchtool", "missing command (choose from apply, check, "),
+    (("retread", "--json"), "retread", "missing command (choose from list, show, scan, revisit, add)"),
+    (("drop", "greet", "--json"), "drop", "the following arguments are required: --reason"),
+    (("retread", "show", "--json"), "retread show", "the following arguments are required: ID"),
+    (("status", "--json", "--pin"), "status", "argument --pin: expected one argument"),
+    (("status", "--json", "extra"), "status", "unrecognized arguments: extra"),
+])
+def test_every_usage_error_is_an_envelope_under_json(one_patch: Demo, args: tuple[str, ...], command: str,
+                                                     message: str) -> None:
+    res = one_patch.run(*args)
+    data = envelope(res)
+    assert res.returncode == 2 and (data["command"], data["status"], data["exit_code"]) == (command, "usage-error", 2)
+    assert data["errors"][0]["message"].startswith(message) and res.stderr == ""
+
+
+def test_drop_help_shows_reason_as_required() -> None:
+    res = patchtool("drop", "--help")
+    assert res.returncode == 0
+    options = res.stdout[res.stdout.index("Options"):]
+    assert "required" in options[options.index("--reason"):options.index("--rejected")]
+
+
+def test_shell_completion() -> None:
+    env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+    res = subprocess.run([sys.executable, "-m", "patchtool", "--show-completion", "bash"], capture_output=True,
+                         text=True, env=env, check=False)
+    assert res.returncode == 0 and "_PATCHTOOL_COMPLETE=complete_bash" in res.stdout
+    assert "complete -o default -F _patchtool_completion patchtool" in res.stdout
+    for words, expected in (("patchtool sta", "status"), ("patchtool rebase --dr", "--dry-run"),
+                            ("patchtool retread re", "revisit")):
+        env = {**os.environ, "_PATCHTOOL_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - 1)}
+        res = subprocess.run([sys.executable, "-m", "patchtool"], capture_output=True, text=True, env=env,
+                             check=False)
+        assert res.returncode == 0 and res.stdout.split() == [expected], (words, res.stdout, res.stderr)
+
+
+def test_what_a_command_imports(one_patch: Demo) -> None:
+    """The start-up budget: no pydantic (typer's default conversion of option values), no rich
+    under --json, and --version before any command module or workflow."""
+    probe = ("import sys; from patchtool.cli import main; code = main(sys.argv[1:]); "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich'}), "
+             "'patchtool.project' in sys.modules, 'patchtool.cli.core' in sys.modules, file=sys.stderr)")
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)}
+
+    def loaded(*args: str) -> str:
+        res = subprocess.run([sys.executable, "-c", probe, *args], cwd=one_patch.root, capture_output=True, text=True,
+                             env=env, check=False)
+        return res.stderr.strip().splitlines()[-1]
+
+    assert loaded("--version") == "[] False False"
+    assert loaded("status", "--json", "--pin", "demo-1.0") == "[] True True"
+    assert loaded("status") == "['rich'] True True"  # the table
+
+
+def test_the_table_of_commands_names_each_command_where_it_is() -> None:
+    import importlib
+
+    from patchtool.cli import app, retread
+
+    held = {name: module for module in ("core", "edit", "wheel")
+            for name in importlib.import_module(f"patchtool.cli.{module}").commands.names()}
+    assert held == app.COMMANDS and retread.commands.names() == ["list", "show", "scan", "revisit", "add"]

@@ -221,7 +221,7 @@ def test_status_shows_the_evidence_of_each_check_by_hardware(one_patch: Demo) ->
     assert data["gpu_results"]["files"] == ["gpu-results/rtx.json", "gpu-results/h200.json"]
     assert [p["file"] for p in data["gpu_results"]["problems"]] == ["gpu-results/broken.json"]
 
-    text = one_patch.run("status").stdout
+    text = one_patch.run("status", "--long").stdout
     assert "pass on NVIDIA H200 (sm_90), 1 check(s), 2026-10-01T10:00:00Z, gpu-results/h200.json" in text
     assert ("not-run: tests/gpu/test_0001_greet.py::TestCaps::test_cap: needs sm_120, not run: "
             "this GPU is NVIDIA H200 (sm_90)") in text
@@ -236,7 +236,7 @@ def test_status_shows_the_evidence_of_each_check_by_hardware(one_patch: Demo) ->
 
 def test_status_says_a_prose_run_can_have_no_evidence(one_patch: Demo) -> None:
     with_gpu_verification(one_patch, "ncu on the greeting kernel at batch 64")
-    res = one_patch.run("status")
+    res = one_patch.run("status", "--long")
     assert res.returncode == 0, res.stderr
     assert ("no evidence: 'run' is not a command that runs checks under tests/gpu (`patchtool check` says why)"
             in res.stdout)

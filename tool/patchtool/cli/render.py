@@ -8,16 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from patchtool import __version__
 from patchtool.errors import ExitCode, Problem
-from patchtool.series.apply import Outcome
 
 if TYPE_CHECKING:  # the renderers read these; importing them all would slow every command's start
     from patchtool.project.gpuresults import Evidence
     from patchtool.project.manifest import GpuCheck
-    from patchtool.rebase.scan import ScanReport
     from patchtool.rebase.transaction import RebaseReport
     from patchtool.registry.entries import Finding, Registry, Rejection
     from patchtool.registry.workflows import RevisitReport
-    from patchtool.series.apply import SeriesResult
+    from patchtool.series.apply import Outcome, SeriesResult
     from patchtool.series.checks import CheckReport
     from patchtool.series.status import StatusReport
     from patchtool.wheel.build import BuildResult
@@ -71,6 +69,8 @@ def problems_text(problems: Sequence[Problem], style: Style) -> str:
 
 
 def outcome_word(outcome: Outcome, style: Style) -> str:
+    from patchtool.series.apply import Outcome
+
     word = str(outcome)
     if outcome is Outcome.APPLIED:
         return style.ok(word)
@@ -92,6 +92,8 @@ def series_text(series: SeriesResult, style: Style) -> str:
 
 
 def check_text(report: CheckReport, style: Style) -> str:
+    from patchtool.series.apply import Outcome
+
     lines = [f"pin {report.pin}: {report.patches} patch(es)"]
     if report.series is not None:
         applied = sum(r.outcome is Outcome.APPLIED for r in report.series.results)
@@ -212,11 +214,6 @@ def _evidence_line(e: Evidence, style: Style) -> str:
     return "\n           ".join([line, *(f"{c.outcome}: {c.check}: {c.reason}" for c in shown)])
 
 
-_SHORT = {"applied unchanged": "unchanged", "applied with shifted context": "shifted",
-          "merged by 3-way merge": "3-way", "already upstream": "upstream", "partly upstream": "partly",
-          "target gone": "gone", "not reached": "-"}
-
-
 PARTIAL = ("drift, failing assumption checks, registry revisits, drop conditions and the range-diff "
            "come with the finished rebase (`--dry-run` gives them now)")
 
@@ -279,21 +276,6 @@ def rebase_markdown(report: RebaseReport) -> str:
     if report.range_diff:
         out += ["", "### Range-diff", "", "```", report.range_diff.rstrip(), "```"]
     return "\n".join(out) + "\n"
-
-
-def scan_text(report: ScanReport, style: Style) -> str:
-    width = max([len(p) for p in report.patches] + [5])
-    cols = [max(len(v), 9) for v in report.versions]
-    lines = [f"series of {report.pin} against {', '.join(report.versions)}",
-             "patch".ljust(width) + "  " + "  ".join(v.ljust(c) for v, c in zip(report.versions, cols, strict=True))]
-    for p in report.patches:
-        cells = []
-        for v, c in zip(report.versions, cols, strict=True):
-            word = _SHORT.get(report.matrix[p].get(v, "-"), report.matrix[p].get(v, "-"))
-            cell = word.ljust(c)
-            cells.append(style.bad(cell) if word in ("conflict", "gone") else cell)
-        lines.append(p.ljust(width) + "  " + "  ".join(cells))
-    return "\n".join(lines)
 
 
 # -- patched wheels: `patchtool build` and `patchtool provenance` ----------------------------

@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
-from patchtool.cli.app import Commands, _cache, _emit, _root, _run
-from patchtool.cli.render import Style
+import typer
+
+from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, root
 from patchtool.errors import ExitCode, UsageError
-from patchtool.project.repository import Project
 
-
-def register(commands: Commands) -> None:
-    sp = commands.add("build", build, pin=True, cache=True, writes=True)
-    sp.add_argument("--out", type=Path, help="Where to write the wheel (default: dist/ in the patch repository).")
-    sp.add_argument("--isolation", action=argparse.BooleanOptionalAction, default=True,
-                    help="git pins: build in a fresh environment (default), or in this one.")
-    sp.add_argument("--source-date-epoch", type=int,
-                    help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from "
-                         "the pin).")
-    sp = commands.add("provenance", provenance, root=False)
-    sp.add_argument("target", metavar="WHEEL_OR_DIST",
-                    help="A wheel file, a .dist-info directory, or the name of an installed distribution.")
-    sp.add_argument("--path", type=Path, action="append",
-                    help="Find installed distributions here (a site-packages directory; repeatable; "
-                         "default: this Python's sys.path).")
+commands = CommandSet()
 
 
 def _source_date_epoch(given: int | None) -> int | None:
@@ -51,27 +37,41 @@ def _source_date_epoch(given: int | None) -> int | None:
     return value
 
 
-def build(args: argparse.Namespace) -> None:
+@commands.command("build", writes=True)
+def build(
+    pin: PinOption = None,
+    out: Annotated[Path | None, typer.Option(
+        metavar="DIR", help="Where to write the wheel (default: dist/ in the patch repository).")] = None,
+    isolation: Annotated[bool, typer.Option(
+        "--isolation/--no-isolation", help="git pins: build in a fresh environment (default), or in this one.")] = True,
+    source_date_epoch: Annotated[int | None, typer.Option(
+        metavar="SECONDS",
+        help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from the pin).")] = None,
+) -> Shown:
     """Build the patched wheel: repack the pinned release wheel, or build the pinned git commit."""
-    def body(style: Style) -> None:
-        from patchtool.cli.render import build_text
-        from patchtool.wheel.build import build_wheel
+    from patchtool.cli.render import build_text
+    from patchtool.project.repository import Project
+    from patchtool.wheel.build import build_wheel
 
-        project = Project.load(_root(args.root))
-        result = build_wheel(project, _cache(args.cache_dir), out=(args.out or project.root / "dist").absolute(),
-                             pin_name=args.pin, source_date_epoch=_source_date_epoch(args.source_date_epoch),
-                             isolation=args.isolation)
-        _emit("build", args.as_json, ExitCode.OK, result.to_dict(), build_text(result, style))
-    _run("build", args.as_json, body)
+    project = Project.load(root())
+    result = build_wheel(project, cache(), out=(out or project.root / "dist").absolute(), pin_name=pin,
+                         source_date_epoch=_source_date_epoch(source_date_epoch), isolation=isolation)
+    return Shown(data=result.to_dict(), text=lambda style: build_text(result, style))
 
 
-def provenance(args: argparse.Namespace) -> None:
+@commands.command("provenance")
+def provenance(
+    target: Annotated[str, typer.Argument(
+        metavar="WHEEL_OR_DIST",
+        help="A wheel file, a .dist-info directory, or the name of an installed distribution.")],
+    path: Annotated[list[Path] | None, typer.Option(
+        metavar="DIR", help="Find installed distributions here (a site-packages directory; repeatable; "
+                            "default: this Python's sys.path).")] = None,
+) -> Shown:
     """What a patched wheel or installation contains: upstream, patches, and whether its files are intact."""
-    def body(style: Style) -> None:
-        from patchtool.cli.render import provenance_text
-        from patchtool.wheel.provenance import locate
+    from patchtool.cli.render import provenance_text
+    from patchtool.wheel.provenance import locate
 
-        report = locate(args.target, [str(p) for p in args.path] if args.path else sys.path)
-        code = ExitCode.OK if report.ok else ExitCode.PROBLEMS
-        _emit("provenance", args.as_json, code, report.to_dict(), provenance_text(report, style), report.problems)
-    _run("provenance", args.as_json, body)
+    report = locate(target, [str(p) for p in path] if path else sys.path)
+    return Shown(data=report.to_dict(), text=lambda style: provenance_text(report, style),
+                 code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.problems)

@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
-from patchtool import git
+from patchtool import git, progress
 from patchtool.diff import textpatch
 from patchtool.diff.scopes import Hunk, parse_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
@@ -168,7 +168,8 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     upstreamed = Upstreamed(repo, old_base, new_base, chain)
     with repo.reader() as reader:
         ws = merge.Workspace(repo, reader, parent, paths, merge.Renames(repo, old_base.tree, new_base.tree))
-        for i in range(start, len(loaded)):
+        for i in progress.track(range(start, len(loaded)), f"replay onto {new_base.pin.name}", unit="patches",
+                                completed=start, note=lambda i: loaded[i].id):
             lp = loaded[i]
             step, files = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
                                      (*labels, f"patch {lp.id}"), upstreamed)

@@ -10,6 +10,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from patchtool import progress
 from patchtool.errors import UsageError
 from patchtool.project.repository import Project
 from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
@@ -103,7 +104,8 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
                       commits=False)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        results = list(pool.map(one, bases))
+        results = list(progress.track(pool.map(one, bases), f"scan {len(loaded)} patch(es) x {len(bases)} version(s)",
+                                      total=len(bases), unit="versions"))
     for version, result in zip(versions, results, strict=True):
         for step in result.steps:
             matrix[step.id][str(version)] = str(step.outcome)

@@ -10,6 +10,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from patchtool import progress
 from patchtool.errors import UpstreamError
 
 _SCHEMES = ("http", "https", "file")
@@ -97,10 +98,13 @@ class Fetcher:
                     resumed = appending
                     expected = resp.headers.get("Content-Length")
                     got = 0
-                    with open(part, "ab" if appending else "wb") as out:
+                    already = have if appending else 0
+                    with open(part, "ab" if appending else "wb") as out, progress.task(
+                            f"download {dest.name}", total=size, unit="bytes", completed=already) as bar:
                         while chunk := resp.read(1 << 20):
                             out.write(chunk)
                             got += len(chunk)
+                            bar.advance(len(chunk))
                     if expected is not None and got < int(expected):
                         raise OSError(f"connection closed after {got} of {expected} bytes")
                 total = part.stat().st_size

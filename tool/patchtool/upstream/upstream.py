@@ -22,7 +22,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from patchtool import git, paths
+from patchtool import git, paths, progress
 from patchtool.errors import GitError, InvalidInput, Problem, UpstreamError, UsageError
 from patchtool.project.fields import Fields, load_toml, raise_if
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
@@ -275,7 +275,8 @@ class Cache:
                 return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
             old = commit  # an older layout's import of the same file: import it again, as this one does
         path = self.artifact_path(pin)
-        commit = self._import(pin, path)
+        with progress.task(f"import {art.filename} into the cache"):
+            commit = self._import(pin, path)
         tree = self.repo.tree_of(commit)
         if art.tree is not None and tree != art.tree:
             raise UpstreamError(

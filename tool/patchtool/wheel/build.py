@@ -30,7 +30,7 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patchtool import __version__, git
+from patchtool import __version__, git, progress
 from patchtool.errors import ApplyConflict, BuildError, InvalidInput, Problem, UpstreamError, UsageError
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
@@ -347,7 +347,7 @@ def repack(source: Path, out: Path, *, name: WheelName, version: Version,
             writer = ArchiveWriter(fh, label)
             rows: list[tuple[str, str, str]] = []
             copied = written = 0
-            for path in order:
+            for path in progress.track(order, f"write {name.filename(version)}", unit="members"):
                 item = plan[path]
                 digest: Digest
                 if isinstance(item, zipfile.ZipInfo):
@@ -477,9 +477,10 @@ def _build_from_git(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedP
         checkout = Path(tmp) / "src"
         cache.repo.worktree_add(checkout, prov.tip)
         try:
-            built, notes = frontend.build_wheel(
-                checkout / project_dir, Path(tmp) / "dist", isolation=isolation,
-                env={"SETUPTOOLS_SCM_PRETEND_VERSION": prov.version, "SOURCE_DATE_EPOCH": str(epoch)})
+            with progress.task(f"build {pin.upstream} {prov.version} from {src.tag}"):
+                built, notes = frontend.build_wheel(
+                    checkout / project_dir, Path(tmp) / "dist", isolation=isolation,
+                    env={"SETUPTOOLS_SCM_PRETEND_VERSION": prov.version, "SOURCE_DATE_EPOCH": str(epoch)})
         finally:
             cache.repo.worktree_remove(checkout)
         name = WheelName.parse(built.name)

@@ -1,0 +1,197 @@
+"""The everyday commands on the series: apply, check, recover, status, rebase, scan."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+
+from patchtool.cli.render import Style
+from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, current, root
+from patchtool.errors import ApplyConflict, ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from patchtool.project.repository import Project
+    from patchtool.series.apply import SeriesResult
+    from patchtool.upstream.upstream import Cache
+
+# Each command imports its workflow when it runs: a command pays only for the modules it uses.
+commands = CommandSet()
+
+
+@commands.command("apply", writes=True)
+def apply(
+    pin: PinOption = None,
+    into: Annotated[Path | None, typer.Option(metavar="DIR",
+                                              help="Where to put the patched tree (default: build/<pin>).")] = None,
+    force: Annotated[bool, typer.Option(help="Replace a tree an earlier `patchtool apply` left at --into.")] = False,
+    keep: Annotated[bool, typer.Option("--keep-failed",
+                                       help="On failure, keep a partial tree with .rej files for debugging.")] = False,
+) -> Shown:
+    """Materialise the pinned upstream and apply the series, one commit per patch."""
+    from patchtool.cli.render import series_text
+    from patchtool.git.materialise import materialise
+    from patchtool.project.repository import Project
+    from patchtool.series.apply import apply_series
+
+    project = Project.load(root())
+    the_pin = project.pin(pin)
+    loaded = project.series()
+    upstream = cache()
+    base = upstream.ensure(the_pin)
+    result = apply_series(upstream.repo, base.commit, loaded, commit=True)
+    target = (into or project.root / "build" / the_pin.name).absolute()
+    data: dict[str, Any] = {"pin": the_pin.name, "base": base.commit, "patches": [r.to_dict() for r in result.results]}
+    if not result.ok:
+        _refuse_failed(project, upstream, result, target, keep, data, the_pin.name)
+    assert result.tip is not None
+    where = materialise(upstream.repo, result.tip, target, replace=force)
+    data.update(tree=str(where), tip=result.tip)
+    tip = result.tip
+    return Shown(data=data, text=lambda style: (
+        f"{the_pin.upstream} {the_pin.version} ({base.source}, {base.commit[:12]})\n"
+        f"{series_text(result, style)}\n"
+        f"{style.ok('patched tree')}: {where} ({len(loaded)} patch(es), tip {tip[:12]})"))
+
+
+def _refuse_failed(project: Project, upstream: Cache, result: SeriesResult, target: Path, keep: bool,
+                   data: dict[str, Any], pin_name: str) -> NoReturn:
+    """The series does not apply: say where, and with --keep-failed leave a partial tree to debug in."""
+    from patchtool.git.materialise import check_replaceable, failed_tree_path, keep_failed
+
+    failed = result.failed
+    assert failed is not None
+    data["target"] = str(target)
+    data["target_changed"] = False
+    hint = f"{target} was left untouched"
+    if keep:
+        try:  # a directory patchtool did not make is never deleted
+            check_replaceable(upstream.repo, failed_tree_path(target, failed.id))
+        except UsageError as exc:
+            data["partial_tree"] = None
+            hint += f"; no partial tree was written: {exc.message}"
+        else:
+            debug = keep_failed(upstream.repo, result.last_good, target, failed.id, project.root / failed.file)
+            data["partial_tree"] = str(debug)
+            hint += f"; a partial tree (patches before {failed.id} applied, .rej files for it) is at {debug}"
+    else:
+        hint += "; rerun with --keep-failed for a partial tree to debug in"
+    raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {pin_name}",
+                        result=result, hint=hint, data=data)
+
+
+@commands.command("check")
+def check(pin: PinOption = None) -> Shown:
+    """Validate manifest, pins, patch files, application at the pin and assumption checks."""
+    from patchtool.cli.render import check_text
+    from patchtool.series.checks import run_check
+
+    report = run_check(root(), cache=cache(), pin_name=pin)
+    return Shown(data=report.to_dict(), text=lambda style: check_text(report, style),
+                 code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.problems)
+
+
+@commands.command("recover", writes=True)
+def recover() -> Shown:
+    """Finish a write that an interrupted command committed (reading commands refuse until then)."""
+    from patchtool.project.repository import Project
+
+    where = root()  # a writing command finishes the journal as it takes the lock
+    Project.load(where)
+    done = current().recovered
+    return Shown(data={"root": str(where), "written": done}, text=lambda style: (
+        f"finished an interrupted write: {', '.join(done)}" if done else "no interrupted write was pending"))
+
+
+@commands.command("status")
+def status(
+    pin: PinOption = None,
+    long: Annotated[bool, typer.Option("--long", help="Every file and GPU verification of every patch.")] = False,
+) -> Shown:
+    """The pin and the series: kind, upstream status, files, lines, whether each applies, GPU evidence."""
+    from patchtool.project.repository import Project
+    from patchtool.series import status as workflow
+
+    report = workflow.status(Project.load(root()), cache(), pin)
+
+    def text(style: Style) -> str:
+        if long:
+            from patchtool.cli.render import status_text
+
+            return status_text(report, style)
+        from patchtool.cli.tables import status_table
+
+        return status_table(report, style)
+    return Shown(data=report.to_dict(), text=text)
+
+
+@commands.command("rebase", writes=True)
+def rebase(
+    to: Annotated[str | None, typer.Option(metavar="TARGET",
+                                           help="A tag (v0.5.24), version, commit, or latest.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="The full report; touch nothing.")] = False,
+    cont: Annotated[bool, typer.Option("--continue", help="Go on after resolving a conflict.")] = False,
+    abort: Annotated[bool, typer.Option("--abort", help="Put everything back as it was.")] = False,
+    skip: Annotated[bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason).")] = False,
+    reason: Annotated[str | None, typer.Option(metavar="TEXT", help="Why the skipped patch is dropped.")] = None,
+    report_file: Annotated[Path | None, typer.Option("--report", metavar="FILE",
+                                                     help="Also write it as Markdown.")] = None,
+) -> Shown:
+    """Move the series to a new upstream: every patch accounted for, as a transaction."""
+    from patchtool.cli.render import rebase_markdown, rebase_text
+    from patchtool.project.repository import Project
+    from patchtool.rebase import transaction
+
+    chosen = [name for name, on in (("--to", to is not None), ("--continue", cont), ("--abort", abort),
+                                    ("--skip", skip)) if on]
+    if len(chosen) != 1:
+        raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R, --abort")
+    if skip and not reason:
+        raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
+    project = Project.load(root(writes=not dry_run))
+    upstream = cache()
+    if abort:
+        transaction.abort(project, upstream)
+        return Shown(data={"status": "aborted"}, text=lambda style: "rebase aborted; nothing changed")
+    try:
+        if to is not None:
+            report = transaction.start(project, upstream, to, dry_run=dry_run)
+        else:
+            report = transaction.resume(project, upstream, skip_reason=reason if skip else None)
+    except ApplyConflict as exc:
+        if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
+            _write_report(report_file, rebase_markdown(exc.result))
+        raise
+    if report_file is not None:
+        _write_report(report_file, rebase_markdown(report))
+    return Shown(data=report.to_dict(), text=lambda style: rebase_text(report, style))
+
+
+def _write_report(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@commands.command("scan")
+def scan(
+    versions: Annotated[str | None, typer.Option(metavar="SPEC", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
+    newest: Annotated[int | None, typer.Option(metavar="N", help="The N newest releases on the index.")] = None,
+) -> Shown:
+    """Try the series against many upstream versions without a checkout: a patch x version matrix."""
+    from patchtool.project.repository import Project
+    from patchtool.rebase import scan as workflow
+
+    if (versions is None) == (newest is None):
+        raise UsageError("give --versions A..B (or a list) or --newest N")
+    if newest is not None and newest < 1:
+        raise UsageError(f"--newest {newest}: give how many of the newest releases to scan, at least 1")
+    report = workflow.scan(Project.load(root()), cache(), versions, count=newest)
+
+    def text(style: Style) -> str:
+        from patchtool.cli.tables import scan_table
+
+        return scan_table(report, style)
+    return Shown(data=report.to_dict(), text=text)

@@ -1,0 +1,138 @@
+"""``patchtool retread ...``: the do-not-retread registry of rejected ideas."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, knob, root
+
+if TYPE_CHECKING:
+    from patchtool.project.repository import Project
+    from patchtool.registry.entries import Registry
+
+HELP = "The do-not-retread registry of rejected ideas."
+commands = CommandSet("retread")
+
+
+def _registry() -> tuple[Project, Registry]:
+    from patchtool.project.repository import Project
+    from patchtool.registry import workflows as retread
+
+    project = Project.load(root())
+    return project, retread.load(project)
+
+
+@commands.command("list")
+def retread_list() -> Shown:
+    """Every rejected idea: id, verdict, title and the knobs that would bring it back."""
+    from patchtool.cli.render import registry_list_text
+
+    _, registry = _registry()
+    data = {"entries": [{"id": e.id, "verdict": e.verdict.value, "title": e.title,
+                         "knobs": [k.to_dict() for k in e.knobs]} for e in registry.entries]}
+    return Shown(data=data, text=lambda style: registry_list_text(registry, style))
+
+
+@commands.command("show")
+def retread_show(ident: Annotated[str, typer.Argument(metavar="ID", help="The idea's id.")]) -> Shown:
+    """One rejected idea in full: what was tried, the verdict, the reason, evidence, knobs, revisit."""
+    from patchtool.cli.render import registry_show_text
+    from patchtool.errors import UsageError
+
+    _, registry = _registry()
+    try:
+        entry = registry.get(ident)
+    except KeyError as exc:
+        raise UsageError(str(exc.args[0]), hint="see `patchtool retread list`") from None
+    return Shown(data=entry.to_dict(), text=lambda style: registry_show_text(entry, style))
+
+
+@commands.command("scan")
+def retread_scan(paths: Annotated[list[Path], typer.Argument(
+        metavar="PATH...", help="Serve scripts, env files, units, arg lists.")]) -> Shown:
+    """Find rejected knobs in deployment files kept outside the patches (exit 1 on a finding)."""
+    from patchtool.cli.render import findings_text
+    from patchtool.errors import ExitCode
+    from patchtool.registry import workflows as retread
+
+    _, registry = _registry()
+    findings = retread.scan(registry, paths)
+    return Shown(data={"findings": [f.to_dict() for f in findings]}, text=lambda style: findings_text(findings, style),
+                 code=ExitCode.PROBLEMS if findings else ExitCode.OK)
+
+
+@commands.command("revisit")
+def retread_revisit(pin: PinOption = None) -> Shown:
+    """Evaluate every revisit condition against a pin: which rejections may no longer hold."""
+    from patchtool.cli.render import revisit_text
+    from patchtool.registry import workflows as retread
+
+    project, registry = _registry()
+    report = retread.revisit(project, registry, cache(), pin)
+    return Shown(data=report.to_dict(), text=lambda style: revisit_text(report, style))
+
+
+_EVIDENCE = ("metric", "before", "after", "change", "hardware", "model", "upstream", "date", "source")
+
+
+@commands.command("add", writes=True)
+def retread_add(
+    ident: Annotated[str | None, typer.Option("--id", help="Stable id of the idea.")] = None,
+    title: Annotated[str | None, typer.Option(help="Short title.")] = None,
+    tried: Annotated[str | None, typer.Option(help="What was tried.")] = None,
+    verdict: Annotated[str, typer.Option(help="rejected | superseded | deprioritized.")] = "rejected",
+    reason: Annotated[str | None, typer.Option(help="Why it was rejected.")] = None,
+    revisit: Annotated[str | None, typer.Option(help="When to look again.")] = None,
+    metric: Annotated[str | None, typer.Option(help="Evidence: what was measured.", rich_help_panel="Evidence")] = None,
+    before: Annotated[str | None, typer.Option(help="Evidence: value before.", rich_help_panel="Evidence")] = None,
+    after: Annotated[str | None, typer.Option(help="Evidence: value after.", rich_help_panel="Evidence")] = None,
+    change: Annotated[str | None, typer.Option(help="Evidence: the change, e.g. '+5%'.",
+                                               rich_help_panel="Evidence")] = None,
+    hardware: Annotated[str | None, typer.Option(help="Evidence: hardware.", rich_help_panel="Evidence")] = None,
+    model: Annotated[str | None, typer.Option(help="Evidence: model.", rich_help_panel="Evidence")] = None,
+    upstream: Annotated[str | None, typer.Option(help="Evidence: upstream version.",
+                                                 rich_help_panel="Evidence")] = None,
+    date: Annotated[str | None, typer.Option(help="Evidence: date, YYYY-MM-DD.", rich_help_panel="Evidence")] = None,
+    source: Annotated[str | None, typer.Option(help="Evidence: where the numbers come from.",
+                                               rich_help_panel="Evidence")] = None,
+    flag: Annotated[list[str] | None, typer.Option(help="Knob: --flag or --flag=VALUES-REGEX (repeat).",
+                                                   rich_help_panel="Knobs")] = None,
+    env: Annotated[list[str] | None, typer.Option(help="Knob: NAME or NAME=VALUES-REGEX (repeat).",
+                                                  rich_help_panel="Knobs")] = None,
+    config: Annotated[list[str] | None, typer.Option(help="Knob: config key or KEY=VALUES-REGEX.",
+                                                     rich_help_panel="Knobs")] = None,
+    pattern: Annotated[list[str] | None, typer.Option(help="Knob: a code pattern (regex).",
+                                                      rich_help_panel="Knobs")] = None,
+    unguarded: Annotated[str | None, typer.Option(help="What no knob can express (needed when there is no knob).",
+                                                  rich_help_panel="Knobs")] = None,
+    from_file: Annotated[Path | None, typer.Option(help="A TOML file with one [[rejected]] table.")] = None,
+    edit: Annotated[bool, typer.Option("--edit", help="Fill a template in $EDITOR.")] = False,
+) -> Shown:
+    """Append a validated entry to the registry, keeping the file's comments and order."""
+    from patchtool.project.repository import Project
+    from patchtool.registry import workflows as retread
+
+    project = Project.load(root())
+    if edit:
+        entry = retread.entry_from_editor(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    elif from_file is not None:
+        entry = retread.entry_from_text(from_file.read_text(encoding="utf-8"), str(from_file))
+    else:
+        fields = {"id": ident, "title": title, "tried": tried, "verdict": verdict, "reason": reason,
+                  "revisit": revisit, "unguarded": unguarded}
+        entry = {k: v for k, v in fields.items() if v is not None}
+        values = (metric, before, after, change, hardware, model, upstream, date, source)
+        evidence = {k: v for k, v in zip(_EVIDENCE, values, strict=True) if v is not None}
+        if evidence:
+            entry["evidence"] = [evidence]
+        knobs = [knob("flag", k) for k in flag or []] + [knob("env", k) for k in env or []]
+        knobs += [knob("config", k) for k in config or []]
+        knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
+        entry["knobs"] = knobs
+    added = retread.add(project, entry)
+    return Shown(data=added.to_dict(),
+                 text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")

@@ -1,0 +1,271 @@
+"""What every command shares: the global options, the repository's lock, the cache, and the one
+place where an error becomes a message and an exit code.
+
+A command is a thin function over the core that returns ``Shown``: its result as data (the
+``--json`` envelope's) and how that reads as text. ``CommandSet.command`` turns it into a typer
+command that also takes the global options, and says what it does to the repository: a writing
+command holds the lock alone; one that edits the series also waits until no rebase is in progress.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from patchtool.cli.render import Style, envelope, problems_text
+from patchtool.errors import AccessError, ApplyConflict, ExitCode, InternalError, PatchtoolError, Problem, UsageError
+
+if TYPE_CHECKING:
+    from patchtool.upstream.upstream import Cache
+
+GLOBAL = "Global options (before or after the command)"
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one versioned JSON envelope and nothing else.",
+                                          rich_help_panel=GLOBAL)]
+RootOption = Annotated[Path | None, typer.Option(
+    "--root", metavar="DIR", rich_help_panel=GLOBAL,
+    help="The patch repository (default: nearest parent with patchset.toml).")]
+CacheDirOption = Annotated[Path | None, typer.Option(
+    "--cache-dir", metavar="DIR", rich_help_panel=GLOBAL,
+    help="Upstream cache (default: $PATCHTOOL_CACHE_DIR, else $XDG_CACHE_HOME/patchtool or ~/.cache/patchtool).")]
+PinOption = Annotated[str | None, typer.Option("--pin", metavar="NAME",
+                                               help="A pin in upstream-pins/ (default: the active one).")]
+
+_GLOBALS = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+            for name, default, annotation in (("global_json", False, JsonOption), ("global_root", None, RootOption),
+                                              ("global_cache_dir", None, CacheDirOption))]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Shown:
+    """A command's result: the data of its JSON envelope, and how it reads as text."""
+
+    data: Any
+    text: Callable[[Style], str]
+    code: ExitCode = ExitCode.OK
+    problems: tuple[Problem, ...] = ()
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Invocation:
+    """The command this process runs: its name, its global options, whether it writes, the lock it holds."""
+
+    command: str = "patchtool"
+    as_json: bool = False
+    root: Path | None = None
+    cache_dir: Path | None = None
+    writes: bool = False
+    edits_series: bool = False
+    held: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
+    recovered: list[str] = dataclasses.field(default_factory=list)
+
+    def take(self, as_json: bool, root: Path | None, cache_dir: Path | None) -> None:
+        """Global options, given before the command or after it (after wins)."""
+        self.as_json = self.as_json or as_json
+        self.root = root if root is not None else self.root
+        self.cache_dir = cache_dir if cache_dir is not None else self.cache_dir
+
+
+_current = Invocation()
+
+
+def begin() -> Invocation:
+    global _current
+    _current = Invocation()
+    return _current
+
+
+def current() -> Invocation:
+    return _current
+
+
+def default_cache_dir() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "patchtool"
+
+
+def root(*, writes: bool | None = None) -> Path:
+    """The patch repository, locked for this command: exclusively for a writing command (which
+    first finishes a write an earlier one committed but did not complete), shared for a reading
+    one. The one place the lock is taken."""
+    from patchtool.project import journal, lock
+    from patchtool.project.manifest import MANIFEST_NAME
+    from patchtool.project.repository import Project
+
+    inv = _current
+    if inv.root is None:
+        found = Project.find(Path.cwd())
+    else:
+        found = inv.root.absolute()
+        if not (found / MANIFEST_NAME).is_file():
+            raise UsageError(f"--root {inv.root}: no {MANIFEST_NAME} there",
+                             hint="pass the patch repository's directory")
+    exclusive = inv.writes if writes is None else writes
+    inv.held.enter_context(lock.held(found, exclusive=exclusive))
+    if exclusive:
+        inv.recovered += journal.recover(found)
+    if exclusive and inv.edits_series:
+        from patchtool.rebase.transaction import refuse_in_progress
+
+        refuse_in_progress(found, inv.command)
+    return found
+
+
+def cache() -> Cache:
+    from patchtool.upstream.upstream import Cache
+
+    env = os.environ.get("PATCHTOOL_CACHE_DIR")
+    return Cache((_current.cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute())
+
+
+def knob(kind: str, spec: str) -> dict[str, str]:
+    """``--flag NAME=VALUES-REGEX`` as a registry knob."""
+    name, _, values = spec.partition("=")
+    return {"type": kind, "name": name, **({"values": values} if values else {})}
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+class CommandSet:
+    """The commands of one module, each made into a click command only when the command line
+    names it (or asks for help or completion): a command pays for its own options alone."""
+
+    def __init__(self, group: str = "") -> None:
+        self.group = group
+        self._commands: dict[str, tuple[Callable[..., Shown], bool, bool]] = {}
+
+    def command(self, name: str, *, writes: bool = False,
+                edits_series: bool = False) -> Callable[[Callable[..., Shown]], Callable[..., Shown]]:
+        """``writes``: the command changes the repository, so it holds the lock alone;
+        ``edits_series``: it changes the series, so it waits until no rebase is in progress."""
+        def decorate(fn: Callable[..., Shown]) -> Callable[..., Shown]:
+            self._commands[name] = (fn, writes or edits_series, edits_series)
+            return fn
+        return decorate
+
+    def names(self) -> list[str]:
+        return list(self._commands)
+
+    def build(self, name: str) -> Any:
+        """The click command of command ``name``."""
+        from patchtool.cli.usage import HELP_OPTIONS, Command, plain_values
+
+        fn, writes, edits_series = self._commands[name]
+        app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                          context_settings={"help_option_names": HELP_OPTIONS})
+        app.command(name, cls=Command)(_command(fn, f"{self.group} {name}".strip(), writes=writes,
+                                                edits_series=edits_series))
+        command = typer.main.get_command(app)
+        plain_values(command)
+        return command
+
+
+def _command(fn: Callable[..., Shown], name: str, *, writes: bool, edits_series: bool) -> Callable[..., int]:
+    """``fn`` as typer sees it: its own options and the global ones; it runs through ``execute``."""
+    signature = inspect.signature(fn, eval_str=True)
+
+    @functools.wraps(fn)
+    def run(*, global_json: bool = False, global_root: Path | None = None, global_cache_dir: Path | None = None,
+            **options: Any) -> int:
+        inv = _current
+        inv.take(global_json, global_root, global_cache_dir)
+        inv.command, inv.writes, inv.edits_series = name, writes, edits_series
+        return execute(lambda: fn(**options))
+
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), *_GLOBALS], return_annotation=int)
+    return run
+
+
+def execute(body: Callable[[], Shown]) -> int:
+    """Run a command's body and show its result; the one place where an error becomes a message
+    and an exit code."""
+    inv = _current
+    style = Style(colour=not inv.as_json and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+                  and os.environ.get("TERM") != "dumb")
+    try:
+        with _progress_shown(inv.as_json):
+            return _show(inv, body(), style)
+    except ApplyConflict as exc:
+        return _conflict(inv, exc, style)
+    except PatchtoolError as exc:
+        return _fail(inv, exc, style)
+    except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        return _fail(inv, AccessError(
+            f"cannot use {exc.filename or 'a file'}: {exc.strerror}",
+            hint="check its permissions, or point patchtool elsewhere (--root, --cache-dir, --out)"), style)
+    except OSError as exc:
+        return _fail(inv, AccessError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
+                                      hint="check the disk and the path"), style)
+    except KeyboardInterrupt:
+        _echo("interrupted", err=True)
+        return 130
+    except Exception as exc:
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return _fail(inv, InternalError(
+            f"internal error: {type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})",
+            hint="this is a bug in patchtool; please report it with the command you ran"), style)
+
+
+@contextlib.contextmanager
+def _progress_shown(as_json: bool) -> Iterator[None]:
+    """Progress bars on stderr, only where a person watches it (a terminal) and never under --json."""
+    if as_json or not sys.stderr.isatty():
+        yield
+        return
+    from patchtool import progress
+    from patchtool.cli.progressbar import RichReporter
+
+    with progress.reporting(RichReporter(sys.stderr)):
+        yield
+
+
+def _echo(text: str, *, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def _show(inv: Invocation, shown: Shown, style: Style) -> int:
+    if inv.as_json:
+        _echo(envelope(inv.command, shown.code, shown.data, shown.problems))
+    else:
+        text = shown.text(style)
+        if text:
+            _echo(text, err=shown.code not in (ExitCode.OK, ExitCode.PROBLEMS, ExitCode.CONFLICT))
+    return int(shown.code)
+
+
+def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
+    from patchtool.cli.render import rebase_text, series_text
+
+    result = exc.result
+
+    def text(style: Style) -> str:
+        from patchtool.rebase.transaction import RebaseReport
+
+        shown = rebase_text(result, style) if isinstance(result, RebaseReport) else series_text(result, style)
+        out = f"{shown}\n{style.bad('error')}: {exc.message}"
+        return out + (f"\n  hint: {exc.hint}" if exc.hint else "")
+
+    data = exc.data if exc.data is not None else getattr(result, "to_dict", lambda: None)()
+    return _show(inv, Shown(data=data, text=text, code=ExitCode.CONFLICT, problems=exc.as_problems()), style)
+
+
+def _fail(inv: Invocation, exc: PatchtoolError, style: Style) -> int:
+    problems = exc.as_problems()
+    if inv.as_json:
+        _echo(envelope(inv.command, exc.exit_code, None, problems))
+    else:
+        _echo(problems_text(problems, style), err=True)
+    return int(exc.exit_code)
