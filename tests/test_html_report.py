@@ -284,8 +284,6 @@ def test_scan_shows_drift_assumptions_and_revisits_where_its_data_has_them(open_
     loaded.self_contained()
 
 
-@pytest.mark.xfail(strict=True, reason="`scan --html` and `rebase --report FILE.html` are not wired into the CLI "
-                                        "yet: remove this mark with the wiring")
 def test_the_cli_writes_the_pages(demo_series: Demo, tmp_path: Path) -> None:
     scan = demo_series.run("scan", "--versions", "1.0..1.1", "--json", "--html", str(tmp_path / "scan.html"))
     assert (tmp_path / "scan.html").read_text(encoding="utf-8") == scan_page(data_of(scan))

@@ -14,6 +14,7 @@ from patchtool.errors import ApplyConflict, ExitCode, UsageError
 
 if TYPE_CHECKING:
     from patchtool.project.repository import Project
+    from patchtool.rebase.transaction import RebaseReport
     from patchtool.series.apply import SeriesResult
     from patchtool.upstream.upstream import Cache
 
@@ -29,6 +30,8 @@ def apply(
     force: Annotated[bool, typer.Option(help="Replace a tree an earlier `patchtool apply` left at --into.")] = False,
     keep: Annotated[bool, typer.Option("--keep-failed",
                                        help="On failure, keep a partial tree with .rej files for debugging.")] = False,
+    series: Annotated[str, typer.Option(metavar="all|none", help="`none`: the pristine upstream tree, no patch "
+                                        "(what quilt users push their series onto).")] = "all",
 ) -> Shown:
     """Materialise the pinned upstream and apply the series, one commit per patch."""
     from patchtool.cli.render import series_text
@@ -38,7 +41,9 @@ def apply(
 
     project = Project.load(root())
     the_pin = project.pin(pin)
-    loaded = project.series()
+    if series not in ("all", "none"):
+        raise UsageError(f"--series {series}: give all (the default) or none (the pristine upstream)")
+    loaded = project.series() if series == "all" else []
     upstream = cache()
     base = upstream.ensure(the_pin)
     result = apply_series(upstream.repo, base.commit, loaded, commit=True)
@@ -137,10 +142,11 @@ def rebase(
     skip: Annotated[bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason).")] = False,
     reason: Annotated[str | None, typer.Option(metavar="TEXT", help="Why the skipped patch is dropped.")] = None,
     report_file: Annotated[Path | None, typer.Option("--report", metavar="FILE",
-                                                     help="Also write it as Markdown.")] = None,
+                                                     help="Also write it to FILE: one self-contained HTML page "
+                                                          "for FILE.html, Markdown otherwise.")] = None,
 ) -> Shown:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
-    from patchtool.cli.render import rebase_markdown, rebase_text
+    from patchtool.cli.render import rebase_text
     from patchtool.project.repository import Project
     from patchtool.rebase import transaction
 
@@ -162,11 +168,22 @@ def rebase(
             report = transaction.resume(project, upstream, skip_reason=reason if skip else None)
     except ApplyConflict as exc:
         if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
-            _write_report(report_file, rebase_markdown(exc.result))
+            _write_report(report_file, _rebase_page(report_file, exc.result))
         raise
     if report_file is not None:
-        _write_report(report_file, rebase_markdown(report))
+        _write_report(report_file, _rebase_page(report_file, report))
     return Shown(data=report.to_dict(), text=lambda style: rebase_text(report, style))
+
+
+def _rebase_page(path: Path, report: RebaseReport) -> str:
+    """The rebase report as FILE's suffix asks: one self-contained HTML page, or Markdown."""
+    if path.suffix.lower() in (".html", ".htm"):
+        from patchtool.cli.htmlpage import rebase_page
+
+        return rebase_page(report.to_dict())
+    from patchtool.cli.render import rebase_markdown
+
+    return rebase_markdown(report)
 
 
 def _write_report(path: Path, text: str) -> None:
@@ -179,6 +196,8 @@ def _write_report(path: Path, text: str) -> None:
 def scan(
     versions: Annotated[str | None, typer.Option(metavar="SPEC", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
     newest: Annotated[int | None, typer.Option(metavar="N", help="The N newest releases on the index.")] = None,
+    html_file: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Also write the matrix as one "
+                                                   "self-contained HTML page (works offline).")] = None,
 ) -> Shown:
     """Try the series against many upstream versions without a checkout: a patch x version matrix."""
     from patchtool.project.repository import Project
@@ -189,6 +208,10 @@ def scan(
     if newest is not None and newest < 1:
         raise UsageError(f"--newest {newest}: give how many of the newest releases to scan, at least 1")
     report = workflow.scan(Project.load(root()), cache(), versions, count=newest)
+    if html_file is not None:
+        from patchtool.cli.htmlpage import scan_page
+
+        _write_report(html_file, scan_page(report.to_dict()))
 
     def text(style: Style) -> str:
         from patchtool.cli.tables import scan_table

@@ -12,6 +12,7 @@ from patchtool.errors import UsageError
 
 if TYPE_CHECKING:
     from patchtool.project.repository import Project
+    from patchtool.series.metadata import Metadata
 
 commands = CommandSet()
 BranchOption = Annotated[str, typer.Option(help="The checkout branch.")]
@@ -41,7 +42,8 @@ def checkout(
     return Shown(data=result.to_dict(), text=lambda style: (
         f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
         f"worktree: {result.worktree}\n"
-        "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`"))
+        "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`\n"
+        "a pristine upstream tree beside it (for quilt or a diff): `patchtool apply --series none --into DIR`"))
 
 
 def _refresh(project: Project, branch: str) -> Shown:
@@ -83,16 +85,44 @@ def export(
     return Shown(data=result.to_dict(), text=lambda style: "\n".join(lines) or "nothing to export")
 
 
+KindOption = Annotated[str | None, typer.Option(
+    metavar="KIND", help="correctness | performance | reliability | operations (default: a skeleton check flags).")]
+OwnerOption = Annotated[str | None, typer.Option(help="Who maintains it.")]
+WhyOption = Annotated[str | None, typer.Option(help="Why the patch exists (prose).")]
+AppliesOption = Annotated[str | None, typer.Option(
+    "--applies-to", metavar="SPEC", help="PEP 440 specifier of upstream versions it is verified on.")]
+DropWhenOption = Annotated[str | None, typer.Option("--drop-when", help="When to drop it.")]
+
+
+def _metadata(ident: str | None, kind: str | None, owner: str | None, why: str | None,
+              applies_to: str | None, drop_when: str | None) -> Metadata:
+    from patchtool.series.metadata import Metadata
+
+    return Metadata(id=ident, kind=kind, owner=owner, why=why, applies_to=applies_to, drop_when=drop_when)
+
+
 @commands.command("import", edits_series=True)
 def import_(
-    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="format-patch, PR .patch, quilt dir.")],
+    files: Annotated[list[Path], typer.Argument(
+        metavar="FILE...", help="format-patch, PR .patch, plain diff, quilt dir.")],
     url: Annotated[str | None, typer.Option(help="Where it comes from (a PR or commit URL).")] = None,
+    ident: Annotated[str | None, typer.Option("--id", help="Id of the new patch (one patch only).")] = None,
+    kind: KindOption = None,
+    owner: OwnerOption = None,
+    why: WhyOption = None,
+    applies_to: AppliesOption = None,
+    drop_when: DropWhenOption = None,
+    author: Annotated[str | None, typer.Option(
+        metavar="'NAME <EMAIL>'", help="Author of patches that name none (default: you).")] = None,
+    subject: Annotated[str | None, typer.Option(help="Subject of a plain diff.")] = None,
 ) -> Shown:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
     from patchtool.project.repository import Project
     from patchtool.series import importing
 
-    result = importing.import_patches(Project.load(root()), cache(), files, url=url)
+    given = _metadata(ident, kind, owner, why, applies_to, drop_when)
+    result = importing.import_patches(Project.load(root()), cache(), files, url=url, given=given,
+                                      author=author, subject=subject)
     return Shown(data=result.to_dict(), text=lambda style: "\n".join(
         f"  added {r['id']} ({r['file']}, upstream {r['upstream_status']})" for r in result.added))
 
@@ -101,12 +131,18 @@ def import_(
 def new(
     ident: Annotated[str, typer.Argument(metavar="ID", help="The new patch's id.")],
     branch: BranchOption = "series",
+    kind: KindOption = None,
+    owner: OwnerOption = None,
+    why: WhyOption = None,
+    applies_to: AppliesOption = None,
+    drop_when: DropWhenOption = None,
 ) -> Shown:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
     from patchtool.project.repository import Project
     from patchtool.series import editing
 
-    where = editing.new(Project.load(root()), cache(), ident=ident, branch=branch)
+    given = _metadata(ident, kind, owner, why, applies_to, drop_when)
+    where = editing.new(Project.load(root()), cache(), ident=ident, branch=branch, given=given)
     return Shown(data={"id": ident, "worktree": where}, text=lambda style: (
         f"started {ident} in {where}: make the change, `git commit --amend`, then `patchtool export`"))
 

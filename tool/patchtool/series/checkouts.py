@@ -102,7 +102,9 @@ def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
 
 def worktree_of(repo: git.Repo, names: CheckoutBranch) -> Path | None:
     """The worktree that has the checkout branch checked out, if one does; one deleted by hand
-    (git still lists it until pruned) does not count."""
+    (git still lists it until pruned) does not count; nor does any before the cache exists."""
+    if not Path(repo.git_dir).is_dir():
+        return None
     listing = repo.out("worktree", "list", "--porcelain").split("\n\n")
     for block in listing:
         lines = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
