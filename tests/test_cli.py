@@ -130,3 +130,12 @@ def test_the_table_of_commands_names_each_command_where_it_is() -> None:
     held = {name: module for module in ("core", "edit", "wheel")
             for name in importlib.import_module(f"patchtool.cli.{module}").commands.names()}
     assert held == app.COMMANDS and retread.commands.names() == ["list", "show", "scan", "revisit", "add"]
+
+
+def test_every_exit_code_has_an_envelope_status() -> None:
+    """A new exit code must not turn its own envelope into an internal error."""
+    from patchtool.cli.render import envelope
+    from patchtool.errors import ExitCode
+
+    statuses = {json.loads(envelope("x", code, None))["status"] for code in ExitCode}
+    assert len(statuses) == len(ExitCode)

@@ -89,8 +89,8 @@ def test_a_rebase_reports_each_patch_k_of_n(releases: Demo, recorder: Recorder, 
 
     series(releases, "0001-extra", "0002-greet", "0004-bye")
     monkeypatch.setenv("PATCHTOOL_CACHE_DIR", str(releases.cache))
-    assert main(["rebase", "--to", "1.1", "--dry-run", "--json", "--root", str(releases.root)]) == 0
-    assert json.loads(capsys.readouterr().out)["status"] == "ok"
+    assert main(["rebase", "--to", "1.1", "--dry-run", "--json", "--root", str(releases.root)]) == 5  # bye conflicts
+    assert json.loads(capsys.readouterr().out)["status"] == "conflicts-predicted"
     (replay,) = recorder.tasks("replay onto demo-1.1")
     assert (replay["total"], replay["unit"], replay["completed"], replay["done"]) == (3, "patches", 0, 3)
     assert replay["notes"] == ["extra", "greet", "bye"] and replay["stopped"]
@@ -208,7 +208,7 @@ def test_scan_matrix_within_100_columns(releases: Demo) -> None:  # noqa: F811
     text = (releases.root / "patchset.toml").read_text().replace('id = "bye"', f'id = "{LONG}"')
     (releases.root / "patchset.toml").write_text(text)
     res = releases.run("scan", "--versions", "1.0,1.1")
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 5, res.stderr  # bye conflicts at 1.1
     assert max(len(line) for line in res.stdout.splitlines()) <= 100, res.stdout
     row = next(line for line in res.stdout.splitlines() if line.startswith("extra"))
     assert row.split() == ["extra", "unchanged", "unchanged"]

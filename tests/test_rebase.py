@@ -105,7 +105,8 @@ def test_dry_run_gives_each_patch_one_outcome(releases: Demo) -> None:
     before = snapshot(releases.root)
     res = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
     data = json.loads(res.stdout)
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 5, res.stdout + res.stderr  # a conflict predicted: its own exit code
+    assert data["status"] == "conflicts-predicted"
     assert outcomes(data["data"]) == {
         "extra": "applied unchanged",
         "greet": "applied with shifted context",
@@ -250,7 +251,7 @@ def test_scan_matrix(releases: Demo) -> None:
     series(releases, "0001-extra", "0004-bye", "0005-cap", "0006-util")
     res = releases.run("scan", "--versions", "1.0..1.1", "--json")
     data = json.loads(res.stdout)["data"]
-    assert res.returncode == 0, res.stderr
+    assert res.returncode == 5, res.stderr  # bye conflicts at 1.1: predicted, its own exit code
     assert data["versions"] == ["1.0", "1.1"]
     assert data["matrix"] == {
         "extra": {"1.0": "applied unchanged", "1.1": "applied unchanged"},
@@ -465,3 +466,18 @@ def test_bad_rebase_requests_are_refused_and_change_nothing(releases: Demo) -> N
     assert "`patchtool rebase --abort` and start again" in res.stderr
     assert snapshot(releases.root) == edited != waiting
     assert releases.run("rebase", "--abort").returncode == 0
+
+
+def test_predicted_conflicts_have_their_own_exit_code(releases: Demo) -> None:
+    """A nightly job fails on a predicted conflict without parsing JSON; a clean prediction is 0."""
+    series(releases, "0001-extra")
+    for args in (("rebase", "--to", "1.1", "--dry-run"), ("scan", "--versions", "1.0..1.1")):
+        res = releases.run(*args)
+        assert res.returncode == 0 and "predicted" not in res.stdout, res.stdout + res.stderr
+    series(releases, "0001-extra", "0004-bye")
+    for args in (("rebase", "--to", "1.1", "--dry-run"), ("scan", "--versions", "1.0..1.1")):
+        res = releases.run(*args)
+        assert res.returncode == 5, res.stdout + res.stderr
+        assert "bye" in res.stdout.split("predicted")[-1] and not res.stderr
+    res = releases.run("scan", "--versions", "1.0..1.1", "--json")
+    assert (res.returncode, json.loads(res.stdout)["status"]) == (5, "conflicts-predicted")

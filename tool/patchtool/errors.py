@@ -11,9 +11,10 @@ from typing import Any
 class ExitCode(enum.IntEnum):
     OK = 0
     PROBLEMS = 1  # validation found problems (manifest, patch files, checks)
-    USAGE = 2  # the command line is wrong (argparse and click use 2 as well)
+    USAGE = 2  # the command line is wrong (as click, typer and argparse do)
     CONFLICT = 3  # a patch does not apply
     UPSTREAM = 4  # the upstream could not be fetched or verified
+    PREDICTED = 5  # a report predicts that a patch will not apply (`rebase --dry-run`, `scan`)
     INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug or git failing unexpectedly
     BUSY = 75  # sysexits' EX_TEMPFAIL: another patchtool command holds the repository; try again
 

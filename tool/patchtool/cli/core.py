@@ -172,7 +172,19 @@ def rebase(
         raise
     if report_file is not None:
         _write_report(report_file, _rebase_page(report_file, report))
-    return Shown(data=report.to_dict(), text=lambda style: rebase_text(report, style))
+    stuck = report.predicted_conflicts
+    return Shown(data=report.to_dict(), code=ExitCode.PREDICTED if stuck else ExitCode.OK, text=lambda style: (
+        rebase_text(report, style) + (f"\n{style.bad('predicted')}: " + _fit(
+            f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)} (exit {int(ExitCode.PREDICTED)})",
+            "predicted: ") if stuck else "")))
+
+
+def _fit(text: str, prefix: str) -> str:
+    """``text`` after ``prefix`` wrapped to the 100 columns the tables keep to."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width=100, initial_indent=" " * len(prefix), subsequent_indent="  ",
+                                    break_on_hyphens=False, break_long_words=True)).lstrip()
 
 
 def _rebase_page(path: Path, report: RebaseReport) -> str:
@@ -213,8 +225,12 @@ def scan(
 
         _write_report(html_file, scan_page(report.to_dict()))
 
+    stuck = report.predicted_conflicts
+
     def text(style: Style) -> str:
         from patchtool.cli.tables import scan_table
 
-        return scan_table(report, style)
-    return Shown(data=report.to_dict(), text=text)
+        where = "; ".join(f"{pid} at {', '.join(at)}" for pid, at in stuck.items())
+        note = f"conflicts for {where} (exit {int(ExitCode.PREDICTED)})"
+        return scan_table(report, style) + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
+    return Shown(data=report.to_dict(), text=text, code=ExitCode.PREDICTED if stuck else ExitCode.OK)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
 JSON_SCHEMA = 1
 _STATUS_WORD = {ExitCode.OK: "ok", ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",
                 ExitCode.CONFLICT: "conflict", ExitCode.UPSTREAM: "upstream-error",
-                ExitCode.INTERNAL: "error", ExitCode.BUSY: "busy"}
+                ExitCode.PREDICTED: "conflicts-predicted", ExitCode.INTERNAL: "error", ExitCode.BUSY: "busy"}
 
 
 def envelope(command: str, code: ExitCode, data: Any, errors: Sequence[Problem] = ()) -> str:

@@ -242,7 +242,7 @@ def _show(inv: Invocation, shown: Shown, style: Style) -> int:
     else:
         text = shown.text(style)
         if text:
-            _echo(text, err=shown.code not in (ExitCode.OK, ExitCode.PROBLEMS, ExitCode.CONFLICT))
+            _echo(text, err=shown.code not in (ExitCode.OK, ExitCode.PROBLEMS, ExitCode.CONFLICT, ExitCode.PREDICTED))
     return int(shown.code)
 
 

@@ -25,6 +25,13 @@ class ScanReport:
     matrix: dict[str, dict[str, str]]  # patch id -> version -> outcome
     details: dict[str, dict[str, str]]
 
+    @property
+    def predicted_conflicts(self) -> dict[str, tuple[str, ...]]:
+        """Patch id -> the versions at which it would not apply (a conflict, or its target gone)."""
+        stuck = {str(PatchOutcome.CONFLICT), str(PatchOutcome.TARGET_GONE)}
+        found = {pid: tuple(v for v, outcome in row.items() if outcome in stuck) for pid, row in self.matrix.items()}
+        return {pid: versions for pid, versions in found.items() if versions}
+
     def to_dict(self) -> dict[str, Any]:
         return {"pin": self.pin, "versions": list(self.versions), "patches": list(self.patches),
                 "matrix": self.matrix, "details": self.details}

@@ -66,6 +66,13 @@ class RebaseReport:
     written: tuple[str, ...] = ()
     follow_up: tuple[str, ...] = ()
 
+    @property
+    def predicted_conflicts(self) -> tuple[str, ...]:
+        """In a dry run: the patches that would stop the rebase (a conflict, or their target gone)."""
+        if self.status != "dry-run":
+            return ()
+        return tuple(s.id for s in self.steps if s.outcome in (PatchOutcome.CONFLICT, PatchOutcome.TARGET_GONE))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "old_pin": self.old_pin, "new_pin": self.new_pin, "old_version": self.old_version,
