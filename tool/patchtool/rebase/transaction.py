@@ -27,6 +27,7 @@ from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
+from patchtool.rebase.textapply import MovedHunk
 from patchtool.upstream.cachespace import replay_ref
 from patchtool.upstream.upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
 
@@ -176,7 +177,7 @@ def _step_from_json(d: dict[str, Any]) -> Step:
     return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
                 detail=d.get("detail", ""), conflicted=tuple(d.get("conflicted", ())),
                 misplaced=tuple(d.get("misplaced", ())), renamed=tuple(d.get("renamed", ())),
-                files=tuple(d.get("files", ())))
+                shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())), files=tuple(d.get("files", ())))
 
 
 # -- the workflow ------------------------------------------------------------------------------
