@@ -262,7 +262,8 @@ def rebase_markdown(report: RebaseReport) -> str:
     out = [f"## Rebase {report.old_pin} → {report.new_pin} ({report.status})", "",
            "| patch | outcome | detail |", "|---|---|---|"]
     for s in report.steps:
-        detail = (f"{len(s.shifted)} hunk(s) at other lines, listed below" if s.shifted else s.detail).replace("|", "\\|")
+        detail = f"{len(s.shifted)} hunk(s) at other lines, listed below" if s.shifted else s.detail
+        detail = detail.replace("|", "\\|")
         extra = "; ".join([*(f"conflict in `{f}`" for f in s.conflicted), *s.misplaced, *s.renamed])
         out.append(f"| `{s.id}` | {s.outcome} | {'; '.join(x for x in (detail, extra) if x)} |")
     moved = [f"- `{s.id}`: `{m.file}` {m.describe()}" for s in report.steps for m in s.shifted]
