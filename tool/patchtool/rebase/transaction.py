@@ -13,14 +13,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import shutil
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchtool import git, paths
+from patchtool import atomic, git, paths
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
 from patchtool.project import journal, statedir, tomlio
 from patchtool.project.conditions import ARG_FIELDS_DIR
@@ -93,9 +92,7 @@ def _save(root: Path, state: dict[str, Any]) -> None:
     statedir.ensure(root)
     path = _state_path(root)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    atomic.write(path, json.dumps(state, indent=2, sort_keys=True))
 
 
 def _load(root: Path) -> dict[str, Any] | None:
