@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from patchtool import __version__
+from patchtool import __version__, atomic
 from patchtool.cli.render import Style, envelope, problems_text
 from patchtool.errors import AccessError, ApplyConflict, ExitCode, InternalError, PatchtoolError, Problem, UsageError
 from patchtool.project.repository import Project
@@ -436,9 +436,7 @@ def rebase(args: argparse.Namespace) -> None:
 
 
 def _write_report(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write(path, text)
 
 
 def scan(args: argparse.Namespace) -> None:
