@@ -11,7 +11,7 @@ from typing import Any
 class ExitCode(enum.IntEnum):
     OK = 0
     PROBLEMS = 1  # validation found problems (manifest, patch files, checks)
-    USAGE = 2  # the command line is wrong (argparse and click use 2 as well)
+    USAGE = 2  # the command line is wrong (as click, under typer, exits on a usage error)
     CONFLICT = 3  # a patch does not apply
     UPSTREAM = 4  # the upstream could not be fetched or verified
     INTERNAL = 70  # sysexits' EX_SOFTWARE: a bug or git failing unexpectedly

@@ -21,8 +21,7 @@ from patchtool.diff.model import Diff
 from patchtool.errors import InvalidInput, Problem
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, _ident, _regex, load_toml, raise_if
-from patchtool.project.manifest import key_line
+from patchtool.project.fields import Fields, _ident, _regex, key_line, load_toml, raise_if
 from patchtool.registry.knobs import find_use
 
 SCHEMA = 1

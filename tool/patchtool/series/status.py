@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 from patchtool.errors import Problem
 from patchtool.paths import read_inside
 from patchtool.project.gpuresults import Evidence, evidence_for, load_all
-from patchtool.project.manifest import GpuCheck
 from patchtool.project.repository import Project
+from patchtool.project.verification import GpuCheck
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.upstream.upstream import Cache
 
