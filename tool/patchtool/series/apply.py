@@ -119,7 +119,8 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
 def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *,
              git_message: str = "") -> tuple[HunkFailure, ...]:
     """Why the patch at ``path`` does not apply on the index: which file, which hunk, and the
-    reason; where no hunk is to blame, git's own reason (``git_message``, its stderr)."""
+    reason; where no hunk is to blame, git's own reason (``git_message``, its stderr). "Already
+    applied" is git's reverse application at the pin; a rebase asks ``rebase.upstreamed``."""
     if index.apply([path], reverse=True, check=True).ok:
         return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in patch.files)
     tree = index.write_tree()
