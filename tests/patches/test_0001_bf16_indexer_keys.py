@@ -23,7 +23,7 @@ import pytest
 
 from patchtool.testing import lazy, load_module, require_tool
 
-torch = lazy("torch")  # imported by tests/patches/conftest.py before the first test, not at collection
+torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
 tvm_libinfo = lazy("tvm_ffi.libinfo")
 
 pytestmark = pytest.mark.upstream

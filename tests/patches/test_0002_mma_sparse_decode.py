@@ -43,7 +43,7 @@ from triton_support import (
 
 from patchtool.testing import lazy, load_module
 
-torch = lazy("torch")  # imported by tests/patches/conftest.py before the first test, not at collection
+torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
 triton = lazy("triton")  # the kernel module needs it
 
 pytestmark = pytest.mark.upstream

@@ -36,7 +36,7 @@ from triton_support import (
 
 from patchtool.testing import lazy, load_module
 
-torch = lazy("torch")  # imported by tests/patches/conftest.py before the first test, not at collection
+torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
 F = lazy("torch.nn.functional")
 
 pytestmark = pytest.mark.upstream

@@ -27,7 +27,7 @@ import pytest
 
 from patchtool.testing import lazy
 
-# Imported at first use, not at collection (tests/patches/conftest.py imports them before a
+# Imported at first use, not at collection (tests/conftest.py imports them before a
 # test module's first test): collecting the tests needs neither numpy nor triton.
 np = lazy("numpy")
 triton = lazy("triton")

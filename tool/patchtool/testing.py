@@ -65,7 +65,7 @@ def lazy(name: str) -> Any:
 
 def lazy_modules(module: ModuleType) -> list[str]:
     """The modules ``module`` (a test module) holds lazily, and those of the helper modules it
-    took names from, in order: what its tests need imported (tests/patches/conftest.py)."""
+    took names from, in order: what its tests need imported (tests/conftest.py)."""
     helpers = [sys.modules[n] for n in dict.fromkeys(getattr(v, "__module__", None) for v in vars(module).values())
                if isinstance(n, str) and n in sys.modules and n != module.__name__]
     return list(dict.fromkeys(v.__name__ for m in (module, *helpers) for v in vars(m).values()
