@@ -13,12 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from patchtool.testing import Index, format_patch, git, make_wheel, sha256, write_tree
+from patchtool.testing import Index, format_patch, git, lazy_modules, make_wheel, sha256, write_tree
 
 REPO = Path(__file__).resolve().parent.parent
 # release artifacts from PyPI are kept here between runs, so a run downloads each at most once
 ARTIFACT_CACHE = Path(os.environ.get("PATCHTOOL_TEST_CACHE", REPO / ".cache" / "test-upstream"))
 GPU_CHECKS = Path(__file__).resolve().parent / "gpu"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _heavy_modules(request: pytest.FixtureRequest) -> None:
+    """Import the modules a test module holds lazily (``patchtool.testing.lazy``: tests/patches'
+    torch, numpy, triton ...) before its first test, in the environment it set up at import
+    (TRITON_INTERPRET=1), not at collection; skip it, naming the module, where one is missing."""
+    for name in lazy_modules(request.module):
+        pytest.importorskip(name)
 
 
 def names_gpu_checks(args: list[str], cwd: Path) -> bool:

@@ -143,6 +143,13 @@ def test_key_line_finds_inline_and_nested_keys() -> None:
     assert key_line(text, "patch[1].id") == 5
 
 
+def test_key_line_counts_lines_as_toml_does() -> None:
+    """A U+2028 or U+0085 inside a string ends no line (``str.splitlines`` said it did)."""
+    text = '[[patch]]\nwhy = "a\u2028b\x85c"\nid = "a"\n'
+    assert tomllib.loads(text)["patch"][0]["id"] == "a"
+    assert key_line(text, "patch[0].id") == 3
+
+
 def test_real_manifest_round_trips() -> None:
     text = (REPO / "patchset.toml").read_text()
     m = parse_text(text)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchtool.diff.patchfile import PatchFile, split_files, split_hunks
+from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput
 
 DATA = Path(__file__).parent / "data"
@@ -82,9 +82,9 @@ def test_normal_paths_are_accepted() -> None:
 
 def test_split_files_and_hunks() -> None:
     p = parse("two-files.patch")
-    sections = split_files(p.diff)
+    sections = p.model.files
     assert len(sections) == 2
-    header, hunks = split_hunks(sections[0])
+    header, hunks = p.model.file_header(sections[0]), [p.model.hunk_text(h) for h in sections[0].hunks]
     assert header.startswith("diff --git a/python/demo/core.py")
     assert len(hunks) == 1 and hunks[0].startswith("@@ -2,")
 

@@ -119,6 +119,37 @@ def test_dry_run_gives_each_patch_one_outcome(releases: Demo) -> None:
     assert snapshot(releases.root) == before
 
 
+def test_shifted_hunks_are_listed_per_file_and_hunk(releases: Demo) -> None:
+    """A shifted patch says which hunk of which file moved where: fields in JSON, a list in
+    the text and in the Markdown report (not git apply's "Hunk #1 succeeded at ...;" prose)."""
+    series(releases, "0002-greet")
+    res = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = json.loads(res.stdout)["data"]["patches"]
+    assert step["outcome"] == "applied with shifted context"
+    moved = {"file": "python/demo/core.py", "hunk": 1, "old_line": 2, "new_line": 6, "offset": 4}
+    assert step["shifted"] == [moved]
+    assert step["detail"] == "python/demo/core.py: hunk 1 at 6 (+4)"
+    text = releases.run("rebase", "--to", "1.1", "--dry-run", "--report", str(releases.root / "r.md")).stdout
+    assert "  greet: applied with shifted context\n      python/demo/core.py: hunk 1: line 2 -> 6 (offset +4)\n" \
+        in text
+    report = (releases.root / "r.md").read_text()
+    assert "| `greet` | applied with shifted context | 1 hunk(s) at other lines, listed below |" in report
+    assert "### Hunks applied at other lines\n\n- `greet`: `python/demo/core.py` hunk 1: line 2 -> 6 (offset +4)\n" \
+        in report
+
+
+def test_shifted_hunks_survive_a_stop(releases: Demo) -> None:
+    """The moved hunks of a patch before a conflict are kept in the rebase state and reported
+    at the end."""
+    series(releases, "0002-greet", "0004-bye")
+    assert releases.run("rebase", "--to", "1.1").returncode == 3
+    res = releases.run("rebase", "--skip", "--reason", "upstream says goodbye", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    greet, _ = json.loads(res.stdout)["data"]["patches"]
+    assert greet["shifted"] == [{"file": "python/demo/core.py", "hunk": 1, "old_line": 2, "new_line": 6, "offset": 4}]
+
+
 def test_three_way_merge_keeps_the_hunk_in_its_sibling(releases: Demo) -> None:
     """git apply would put B's change into A (nearer the old line); the rebase must not."""
     series(releases, "0003-sibling")

@@ -44,6 +44,7 @@ TRACKER = "python/sglang/srt/managers/scheduler_components/new_token_ratio_track
 SCHEDULER = "python/sglang/srt/managers/scheduler.py"
 MARLIN_UTILS = "python/sglang/srt/layers/quantization/marlin_utils.py"
 REMOTE = "python/sglang/srt/connector/remote_instance.py"
+DECODE = "python/sglang/srt/disaggregation/decode.py"
 # how far each release moved _prealloc_required_tokens (the hunk is at line 511 in 0.5.20)
 SWA_OFFSET = {"0.5.21": 62, "0.5.22": 58, "0.5.23": 81}
 REVERSE_DETAIL = "it applies in reverse on the target"
@@ -197,7 +198,9 @@ def test_dry_run_gives_each_real_patch_its_outcome(series: Path, real_cache: Pat
     }
     steps = {p["id"]: p for p in data["patches"]}
     offset = SWA_OFFSET[version]
-    assert steps[SWA]["detail"] == f"Hunk #1 succeeded at {511 + offset} (offset {offset} lines)."
+    assert steps[SWA]["detail"] == f"{DECODE}: hunk 1 at {511 + offset} (+{offset})"
+    assert steps[SWA]["shifted"] == [{"file": DECODE, "hunk": 1, "old_line": 511, "new_line": 511 + offset,
+                                      "offset": offset}]
     assert steps[FLUSH]["detail"] == "the context changed; the 3-way merge resolved it"
     assert steps[MARLIN]["conflicted"] == [MARLIN_UTILS]
     assert steps[HCCL]["detail"] == REVERSE_DETAIL
@@ -267,7 +270,10 @@ def test_rebase_to_0_5_21_then_0_5_23(series: Path, real_cache: Path, releases: 
     assert outcomes(data) == {RATIO: "applied unchanged", SWA: "applied with shifted context",
                               FLUSH: "applied with shifted context"}
     assert [p.get("detail") for p in data["patches"]] == [
-        None, "Hunk #1 succeeded at 592 (offset 19 lines).", "Hunk #1 succeeded at 5520 (offset 331 lines)."]
+        None, f"{DECODE}: hunk 1 at 592 (+19)", f"{SCHEDULER}: hunk 1 at 5520 (+331)"]
+    assert [p.get("shifted") for p in data["patches"]] == [
+        None, [{"file": DECODE, "hunk": 1, "old_line": 573, "new_line": 592, "offset": 19}],
+        [{"file": SCHEDULER, "hunk": 1, "old_line": 5189, "new_line": 5520, "offset": 331}]]
     assert data["drift"] == []
     check = envelope(patchtool(series, real_cache, "check", "--json"))
     assert check["status"] == "ok" and check["data"]["pin"] == "sglang-0.5.23", check["errors"]

@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 
-from patchtool.diff.scopes import parse_hunks, python_scopes, scope_at, scope_text
+from patchtool.diff import model
+from patchtool.diff.scopes import placed_hunks, python_scopes, scope_at, scope_text
 
 SOURCE = ("# section one\x0c continues on the same line for git\n"
           "class A:\n"
@@ -28,7 +29,7 @@ def test_line_numbers_are_gits() -> None:
 def test_hunks_count_gits_lines() -> None:
     diff = ("diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -6,2 +6,2 @@\n"
             "     def g(self):\n-        return 2\n+        return '\x0c'\n")
-    (hunk,) = parse_hunks(diff)
+    (hunk,) = placed_hunks(model.parse(diff))
     assert (hunk.old_line, hunk.new_line, hunk.added) == (7, 7, ("        return '\x0c'",))
 
 

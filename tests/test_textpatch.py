@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchtool.diff import textpatch
+from patchtool.diff import model, textpatch
 from patchtool.testing import git
 
 # a form feed and U+2028 inside lines: git does not end a line there, str.splitlines would
@@ -71,7 +71,7 @@ def test_apply_agrees_with_git_apply(tmp_path: Path, reverse: bool) -> None:
         if reverse:  # the patch is upstream already, perhaps with more changes around it
             target = edit(rng, patched, rng.randint(0, 2))
         want, moved = git_apply(tmp_path, target, diff, reverse=reverse)
-        (fp,) = textpatch.parse(diff)
+        (fp,) = model.parse(diff).files
         got = textpatch.apply(target, fp.hunks, reverse=reverse)
         assert (got is not None) == (want is not None), diff
         verdicts[want is not None] += 1
@@ -86,8 +86,8 @@ def test_apply_agrees_with_git_apply(tmp_path: Path, reverse: bool) -> None:
 def test_no_newline_at_end_of_file(tmp_path: Path) -> None:
     old, new = ["a\n", "b"], ["a\n", "c"]
     diff = git_diff(tmp_path, old, new)
-    assert textpatch.NO_NEWLINE in diff
-    (fp,) = textpatch.parse(diff)
+    assert model.NO_NEWLINE in diff
+    (fp,) = model.parse(diff).files
     got = textpatch.apply(old, fp.hunks)
     assert got is not None and got.lines == new
     assert textpatch.apply(["a\n", "b\n"], fp.hunks) is None  # "b" with a newline is another line
@@ -99,7 +99,7 @@ def test_parse_reads_new_deleted_renamed_and_binary_files() -> None:
             "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-y\n"
             "diff --git a/a.py b/b.py\nsimilarity index 90%\nrename from a.py\nrename to b.py\n"
             "diff --git a/img.png b/img.png\nBinary files a/img.png and b/img.png differ\n")
-    new, old, moved, binary = textpatch.parse(diff)
+    new, old, moved, binary = model.parse(diff).files
     assert (new.old_path, new.new_path, len(new.hunks)) == (None, "new.py", 1)
     assert (old.old_path, old.new_path) == ("old.py", None)
     assert (moved.old_path, moved.new_path, moved.hunks) == ("a.py", "b.py", ())

@@ -3,17 +3,20 @@
 A paged cache in the DSv4 FP8 layout (448 FP8 nope + 64 BF16 rope + UE8M0 scales, 584
 bytes/token, pages padded to a multiple of 576 bytes as the DeepSeekV4 pool pads them), a plain
 torch reference of sparse MLA decode, the tolerance both test tiers apply, and upstream's own
-torch backend lifted from the patched tree with ``ast`` (its module imports sglang). Imports
-only torch: no environment is touched, so the GPU tests can load it as well.
+torch backend lifted from the patched tree with ``ast`` (its module imports sglang). Needs only
+torch, imported at first use: no environment is touched, so the GPU tests can load it as well.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import math
 from pathlib import Path
 
-import torch
+from patchtool.testing import lazy
+
+torch = lazy("torch")
 
 NOPE, ROPE, D = 448, 64, 512
 BYTES_PER_TOKEN = 584
@@ -39,7 +42,7 @@ def upstream_sparse_decode_fwd(patched_tree: Path):
         ):
             body.append(node)
     assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == wanted_fns
-    namespace = {"torch": torch, "math": math}
+    namespace = {"torch": importlib.import_module("torch"), "math": math}
     exec(compile(ast.Module(body=body, type_ignores=[]), str(path), "exec"), namespace)
     return namespace["_sm120_sparse_decode_fwd"]
 

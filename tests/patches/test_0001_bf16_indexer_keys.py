@@ -20,10 +20,11 @@ import subprocess
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import pytest
-import torch
-import tvm_ffi.libinfo
 
-from patchtool.testing import load_module, require_tool
+from patchtool.testing import lazy, load_module, require_tool
+
+torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
+tvm_libinfo = lazy("tvm_ffi.libinfo")
 
 pytestmark = pytest.mark.upstream
 
@@ -527,7 +528,7 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
     cmd = [
         nvcc, "-c", str(tu), "-o", str(obj), "-arch=sm_120", "-DSGL_CUDA_ARCH=1200",
         "-std=c++20", "-O3", "--expt-relaxed-constexpr",
-        f"-I{jit / 'include'}", f"-I{jit / 'csrc'}", f"-I{tvm_ffi.libinfo.find_include_path()}",
+        f"-I{jit / 'include'}", f"-I{jit / 'csrc'}", f"-I{tvm_libinfo.find_include_path()}",
     ]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr

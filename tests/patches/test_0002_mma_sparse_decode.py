@@ -25,8 +25,6 @@ import types
 from pathlib import Path
 
 import pytest
-import torch
-import triton  # noqa: F401  (the kernel module needs it; fail loudly if absent)
 from dsv4_mla_reference import (
     SCALE,
     D,
@@ -43,7 +41,10 @@ from triton_support import (
     recorded_launches,
 )
 
-from patchtool.testing import load_module
+from patchtool.testing import lazy, load_module
+
+torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
+triton = lazy("triton")  # the kernel module needs it
 
 pytestmark = pytest.mark.upstream
 

@@ -26,8 +26,6 @@ from pathlib import Path
 os.environ["TRITON_INTERPRET"] = "1"  # before anything below imports triton
 
 import pytest
-import torch
-import torch.nn.functional as F
 from triton_support import (
     compile_scenario,
     interpreter_bf16_dot,
@@ -36,7 +34,10 @@ from triton_support import (
     recorded_launches,
 )
 
-from patchtool.testing import load_module
+from patchtool.testing import lazy, load_module
+
+torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
+F = lazy("torch.nn.functional")
 
 pytestmark = pytest.mark.upstream
 

@@ -17,24 +17,35 @@ import re
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pytest
-import triton
-import triton.language as tl
-from triton import knobs
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource, make_backend
-from triton.runtime import interpreter
-from triton.runtime.jit import JITFunction, create_function_from_signature
+
+from patchtool.testing import lazy
+
+# Imported at first use, not at collection (tests/conftest.py imports them before a
+# test module's first test): collecting the tests needs neither numpy nor triton.
+np = lazy("numpy")
+triton = lazy("triton")
+tl = lazy("triton.language")
+knobs = lazy("triton.knobs")
+triton_compiler = lazy("triton.compiler")
+backends_compiler = lazy("triton.backends.compiler")
+interpreter = lazy("triton.runtime.interpreter")
+triton_jit = lazy("triton.runtime.jit")
+
+if TYPE_CHECKING:
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import JITFunction
 
 # RTX PRO 6000 Blackwell: compute capability 12.0, warp size 32. Triton's CUDA backend
 # compiles capability >= 90 for the arch-specific target ('a' suffix): ptxas --gpu-name=sm_120a.
-SM120 = GPUTarget("cuda", 120, 32)
+def sm120() -> GPUTarget:
+    return backends_compiler.GPUTarget("cuda", 120, 32)
 
 
 # -- the CPU interpreter's bf16 tl.dot ---------------------------------------------------------
@@ -53,6 +64,14 @@ def _probe_bf16_dot(X, W, Out):  # jitted when called, so under the caller's TRI
     tl.store(Out + r[:, None] * 16 + r[None, :], tl.dot(x, w, tl.zeros((16, 16), tl.float32)))
 
 
+def _with_language(kernel: Callable[..., None]) -> Callable[..., None]:
+    """``kernel`` with the real triton.language as its ``tl``: the interpreter patches the
+    language module it finds among a kernel's globals by identity, which a lazy stand-in is not."""
+    import triton.language
+
+    return types.FunctionType(kernel.__code__, {**kernel.__globals__, "tl": triton.language}, kernel.__name__)
+
+
 def interpreter_bf16_dot_ok() -> bool:
     """Whether the interpreter's tl.dot on bf16 operands gives the fp32 product."""
     import torch
@@ -60,7 +79,7 @@ def interpreter_bf16_dot_ok() -> bool:
     x = torch.randn(16, 16).bfloat16()
     w = torch.randn(16, 16).bfloat16()
     out = torch.empty(16, 16)
-    triton.jit(_probe_bf16_dot)[(1,)](x, w, out)
+    triton.jit(_with_language(_probe_bf16_dot))[(1,)](x, w, out)
     return torch.allclose(out, x.float() @ w.float().t(), rtol=1e-5, atol=1e-5)
 
 
@@ -165,7 +184,7 @@ def recorded_launches(module: ModuleType, *names: str) -> Iterator[list[Launch]]
     with pytest.MonkeyPatch.context() as mp:
         for name in names:
             kernel = getattr(module, name)
-            assert isinstance(kernel, JITFunction), (name, type(kernel))
+            assert isinstance(kernel, triton_jit.JITFunction), (name, type(kernel))
             mp.setattr(module, name, _Recorder(kernel, launches))
         yield launches
 
@@ -175,21 +194,22 @@ _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _MMA = re.compile(r"\bmma\.sync\.aligned\.[\w.]+")
 
 
-def compile_offline(launch: Launch, target: GPUTarget = SM120) -> Resources:
+def compile_offline(launch: Launch, target: GPUTarget | None = None) -> Resources:
     """Compile a recorded launch for ``target`` as the JIT would on that device: Triton's own
     binder specialises the arguments (16-byte aligned pointers and integers divisible by 16
     get ``tt.divisibility``, integers equal to 1 become constants), then ``triton.compile``
     runs the whole pipeline down to ptxas. A fresh cache directory forces ptxas to run, whose
     log gives registers and spills (the driver reports them only on a GPU). Runs in the
     child process of ``compile_scenario``."""
+    target = target or sm120()
     kernel = launch.kernel
-    backend = make_backend(target)
-    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    backend = triton_compiler.make_backend(target)
+    binder = triton_jit.create_function_from_signature(kernel.signature, kernel.params, backend)
     bound, specialization, options = binder(*launch.args, **launch.kwargs)
     options, signature, constexprs, attrs = kernel._pack_args(
         backend, launch.kwargs, bound, specialization, options
     )
-    source = ASTSource(kernel, signature, constexprs, attrs)
+    source = triton_compiler.ASTSource(kernel, signature, constexprs, attrs)
     log = io.StringIO()
     with tempfile.TemporaryDirectory() as cache, knobs.cache.scope(), knobs.nvidia.scope():
         knobs.cache.dir = cache
@@ -237,11 +257,11 @@ def _main(argv: list[str]) -> None:
     print(json.dumps(out))
 
 
-def ptxas_available(target: GPUTarget = SM120) -> bool:
-    """Whether the ptxas Triton uses for ``target`` is there (the triton wheel ships it)."""
+def ptxas_available(target: GPUTarget | None = None) -> bool:
+    """Whether the ptxas Triton uses for ``target`` (sm_120) is there (the triton wheel ships it)."""
     from triton.backends.nvidia.compiler import get_ptxas
 
     try:
-        return bool(get_ptxas(target.arch).path)
+        return bool(get_ptxas((target or sm120()).arch).path)
     except RuntimeError:
         return False

@@ -20,6 +20,7 @@ from .errors import InvalidInput, Problem
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 NAME_MAX = 255  # bytes in one file name: NAME_MAX of ext4, xfs and btrfs
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # git's is_ntfs_dotgit: ".git" with trailing dots or spaces, and the 8.3 short name "git~1"
 _DOTGIT = re.compile(r"^(?:\.git[. ]*|git~1)$", re.IGNORECASE)
 # characters HFS+ ignores in names (git's is_hfs_dotgit): ".g\u200cit" is ".git" there
@@ -36,7 +37,7 @@ def tree_path_problem(path: str) -> str | None:
     (git takes it, but every checkout of it fails)."""
     if not path:
         return "the path is empty"
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in path):
+    if _CONTROL.search(path):
         return f"path {path!r} contains a control character"
     if path.startswith("/") or _DRIVE.match(path):
         return f"absolute path {path!r}"
@@ -46,7 +47,7 @@ def tree_path_problem(path: str) -> str | None:
         if part in ("", ".", ".."):
             return f"path {path!r} has an empty, '.' or '..' component" if part != ".." else \
                 f"path {path!r} escapes the tree"
-        if _DOTGIT.match(part) or _DOTGIT.match(part.translate(_HFS_IGNORED)):
+        if _DOTGIT.match(part) or (not part.isascii() and _DOTGIT.match(part.translate(_HFS_IGNORED))):
             return f"path {path!r} touches .git/"
         if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
             return f"path {path!r} has a name longer than {NAME_MAX} bytes, which no checkout can create"

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import importlib
 import importlib.util
 import json
 import os
 import re
 import subprocess
+import sys
 import threading
 import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
            "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.org",
@@ -44,6 +47,29 @@ def load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+class LazyModule(ModuleType):
+    """A module imported at its first attribute use (``lazy``): what the patch tests hold instead
+    of torch, numpy and triton, so that collecting them needs none. Every use reads the real
+    module's attribute as it is then (Triton's interpreter patches its modules in place)."""
+
+    def __getattr__(self, attr: str) -> Any:
+        module = sys.modules.get(self.__name__) or importlib.import_module(self.__name__)
+        return getattr(module, attr)
+
+
+def lazy(name: str) -> Any:
+    return LazyModule(name)
+
+
+def lazy_modules(module: ModuleType) -> list[str]:
+    """The modules ``module`` (a test module) holds lazily, and those of the helper modules it
+    took names from, in order: what its tests need imported (tests/conftest.py)."""
+    helpers = [sys.modules[n] for n in dict.fromkeys(getattr(v, "__module__", None) for v in vars(module).values())
+               if isinstance(n, str) and n in sys.modules and n != module.__name__]
+    return list(dict.fromkeys(v.__name__ for m in (module, *helpers) for v in vars(m).values()
+                              if isinstance(v, LazyModule)))
 
 
 def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:

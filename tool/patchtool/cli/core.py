@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -199,9 +198,9 @@ def _rebase_page(path: Path, report: RebaseReport) -> str:
 
 
 def _write_report(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from patchtool import atomic
+
+    atomic.write(path, text.encode("utf-8"))
 
 
 @commands.command("scan")

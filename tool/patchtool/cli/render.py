@@ -224,7 +224,9 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
     for s in report.steps:
         word = str(s.outcome)
         mark = style.bad(word) if s.outcome.stops else style.ok(word) if s.outcome.applied else style.dim(word)
-        lines.append(f"  {s.id}: {mark}" + (f" - {s.detail}" if s.detail else ""))
+        detail = "" if s.shifted else s.detail  # a shifted patch lists its hunks below instead
+        lines.append(f"  {s.id}: {mark}" + (f" - {detail}" if detail else ""))
+        lines += [f"      {m.file}: {m.describe()}" for m in s.shifted]
         lines += [f"      conflict in {f}" for f in s.conflicted]
         lines += [f"      misplaced: {m}" for m in s.misplaced]
         lines += [f"      {r}" for r in s.renamed]
@@ -257,9 +259,13 @@ def rebase_markdown(report: RebaseReport) -> str:
     out = [f"## Rebase {report.old_pin} → {report.new_pin} ({report.status})", "",
            "| patch | outcome | detail |", "|---|---|---|"]
     for s in report.steps:
-        detail = s.detail.replace("|", "\\|")
+        detail = f"{len(s.shifted)} hunk(s) at other lines, listed below" if s.shifted else s.detail
+        detail = detail.replace("|", "\\|")
         extra = "; ".join([*(f"conflict in `{f}`" for f in s.conflicted), *s.misplaced, *s.renamed])
         out.append(f"| `{s.id}` | {s.outcome} | {'; '.join(x for x in (detail, extra) if x)} |")
+    moved = [f"- `{s.id}`: `{m.file}` {m.describe()}" for s in report.steps for m in s.shifted]
+    if moved:
+        out += ["", "### Hunks applied at other lines", "", *moved]
     sections: list[tuple[str, list[str]]] = [
         ("Code that changed under applied patches", [f"- `{d.patch}`: `{d.path}`: {d.detail}" for d in report.drift]),
         ("Assumption checks failing on the target",

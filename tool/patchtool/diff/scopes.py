@@ -15,6 +15,8 @@ import re
 import typing
 import unicodedata
 
+from patchtool.diff.model import ADDED, CONTEXT, REMOVED, Diff
+
 _FUNCNAME = re.compile(r"^[A-Za-z_$].*")
 
 
@@ -254,8 +256,9 @@ def scope_text(path: str, source: str, name: str) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Hunk:
-    """One hunk of a diff: where its first change is in the old and new file, and what it changes."""
+class PlacedHunk:
+    """A change at a place: where a hunk's first change is in the old and new file, and what it
+    changes. Made from the patch's own hunks (``placed_hunks``) and from what a merge changed."""
 
     path: str
     old_line: int  # 1-based line of the first removed line, or of the line after the insertion point
@@ -266,52 +269,14 @@ class Hunk:
     header: str
 
 
-_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-def parse_hunks(diff: str) -> list[Hunk]:
-    """Hunks of a git diff, with the exact positions of each hunk's first change."""
-    hunks: list[Hunk] = []
-    path = ""
-    lines = diff.split("\n")  # git's lines: a form feed inside one does not end it
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("+++ "):
-            path = line[4:].removeprefix("b/")
-        m = _HEADER.match(line)
-        i += 1
-        if not m:
+def placed_hunks(diff: Diff) -> list[PlacedHunk]:
+    """Every hunk of ``diff`` that leaves a file behind, with the place of its first change."""
+    out = []
+    for f in diff.files:
+        if f.new_path is None:
             continue
-        old_no, old_len = int(m.group(1)), int(m.group(2) or 1)
-        new_no, new_len = int(m.group(3)), int(m.group(4) or 1)
-        if old_len == 0:
-            old_no += 1  # "-N,0" names the line before an insertion
-        if new_len == 0:
-            new_no += 1
-        added: list[str] = []
-        removed: list[str] = []
-        pre: list[str] = []
-        first: tuple[int, int] | None = None
-        seen_old = seen_new = 0
-        while i < len(lines) and (seen_old < old_len or seen_new < new_len):
-            tag, text = lines[i][:1], lines[i][1:]
-            i += 1
-            if tag == "\\":
-                continue
-            if tag in ("+", "-") and first is None:
-                first = (old_no + seen_old, new_no + seen_new)
-            if tag == "+":
-                added.append(text)
-                seen_new += 1
-            elif tag == "-":
-                removed.append(text)
-                pre.append(text)
-                seen_old += 1
-            else:
-                pre.append(text)
-                seen_old += 1
-                seen_new += 1
-        old_first, new_first = first or (old_no, new_no)
-        hunks.append(Hunk(path, old_first, new_first, tuple(added), tuple(removed), tuple(pre), line))
-    return hunks
+        for h in f.hunks:
+            old_line, new_line = h.first_change()
+            out.append(PlacedHunk(f.new_path, old_line, new_line, h.contents(ADDED), h.contents(REMOVED),
+                                  h.contents(CONTEXT, REMOVED), h.header))
+    return out

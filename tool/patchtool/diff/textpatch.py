@@ -1,4 +1,5 @@
-"""Unified diffs applied to text in memory, the way ``git apply`` applies them, and a line diff.
+"""The diff model's hunks applied to text in memory, the way ``git apply`` applies them, and a
+line diff.
 
 ``apply`` follows ``git apply`` without fuzz: a hunk's whole preimage (context and removed
 lines) must match exactly; it is looked for at the position the hunk names, then alternately
@@ -16,127 +17,21 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import difflib
-import re
 from collections.abc import Sequence
 
-_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-NO_NEWLINE = "\\ No newline at end of file"
-
-
-def lines_of(text: str) -> list[str]:
-    """``text`` cut into lines at "\\n" only, each keeping its newline: what git calls a line.
-    (``str.splitlines`` also cuts at form feeds, \\x1c-\\x1e, \\x85 and U+2028, which source
-    files do contain.)"""
-    parts = text.split("\n")
-    out = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        out.append(parts[-1])
-    return out
+from patchtool.diff.model import Hunk
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class TextHunk:
-    old_start: int  # as in the header: 1-based, 0 for an empty old side
-    new_start: int
-    lines: tuple[tuple[str, str], ...]  # (" " | "-" | "+", the line with its newline, if it has one)
+class AppliedHunks:
+    """Hunks applied to one file's lines: the lines they leave, and where each hunk went."""
 
-    def image(self, reverse: bool = False) -> tuple[list[str], list[str]]:
-        """(preimage, postimage): the lines it expects and the lines it leaves."""
-        drop, add = ("+", "-") if reverse else ("-", "+")
-        pre = [text for tag, text in self.lines if tag != add]
-        post = [text for tag, text in self.lines if tag != drop]
-        return pre, post
-
-    def trailing(self) -> int:
-        n = 0
-        for tag, _ in reversed(self.lines):
-            if tag != " ":
-                break
-            n += 1
-        return n
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class FilePatch:
-    old_path: str | None  # None for a new file
-    new_path: str | None  # None for a deleted file
-    hunks: tuple[TextHunk, ...]
-    binary: bool = False
-
-
-def parse(diff: str) -> list[FilePatch]:
-    """The file sections of a git diff with their hunks."""
-    out: list[FilePatch] = []
-    lines = lines_of(diff)
-    i = 0
-    while i < len(lines):
-        if not lines[i].startswith("diff --git "):
-            i += 1
-            continue
-        old_path: str | None = None
-        new_path: str | None = None
-        m = re.match(r"diff --git a/(.*) b/(.*)$", lines[i].rstrip("\n"))
-        if m:
-            old_path, new_path = m.group(1), m.group(2)
-        binary = False
-        hunks: list[TextHunk] = []
-        i += 1
-        while i < len(lines) and not lines[i].startswith("diff --git "):
-            line = lines[i]
-            if line.startswith("--- "):
-                old_path = None if line.startswith("--- /dev/null") else line[4:].rstrip("\n").removeprefix("a/")
-            elif line.startswith("+++ "):
-                new_path = None if line.startswith("+++ /dev/null") else line[4:].rstrip("\n").removeprefix("b/")
-            elif line.startswith("new file mode"):
-                old_path = None
-            elif line.startswith("deleted file mode"):
-                new_path = None
-            elif line.startswith("rename from "):
-                old_path = line[len("rename from "):].rstrip("\n")
-            elif line.startswith("rename to "):
-                new_path = line[len("rename to "):].rstrip("\n")
-            elif line.startswith(("GIT binary patch", "Binary files ")):
-                binary = True
-            elif h := _HEADER.match(line):
-                hunk, i = _hunk(lines, i + 1, h)
-                hunks.append(hunk)
-                continue
-            i += 1
-        out.append(FilePatch(old_path, new_path, tuple(hunks), binary))
-    return out
-
-
-def _hunk(lines: list[str], i: int, m: re.Match[str]) -> tuple[TextHunk, int]:
-    old_len, new_len = int(m.group(2) or 1), int(m.group(4) or 1)
-    body: list[tuple[str, str]] = []
-    seen_old = seen_new = 0
-    while i < len(lines) and (seen_old < old_len or seen_new < new_len):
-        tag, text = lines[i][:1], lines[i][1:]
-        if tag not in (" ", "-", "+"):
-            if not lines[i].strip():  # an empty context line whose space was stripped
-                tag, text = " ", lines[i]
-            else:
-                break
-        i += 1
-        if i < len(lines) and lines[i].startswith(NO_NEWLINE):
-            text = text.removesuffix("\n")
-            i += 1
-        body.append((tag, text))
-        seen_old += tag != "+"
-        seen_new += tag != "-"
-    while i < len(lines) and lines[i].startswith(NO_NEWLINE):
-        i += 1
-    return TextHunk(int(m.group(1)), int(m.group(3)), tuple(body)), i
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Applied:
     lines: list[str]
     offsets: tuple[int, ...]  # per hunk: lines away from where it said it was (negated in reverse, as git)
     starts: tuple[int, ...]  # per hunk: 0-based line of its postimage in the result
 
 
-def apply(lines: Sequence[str], hunks: Sequence[TextHunk], *, reverse: bool = False) -> Applied | None:
+def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False) -> AppliedHunks | None:
     """``hunks`` applied to ``lines`` (each with its newline), or None where one does not apply."""
     image = list(lines)
     offsets, starts = [], []
@@ -152,7 +47,7 @@ def apply(lines: Sequence[str], hunks: Sequence[TextHunk], *, reverse: bool = Fa
         image[found:found + len(pre)] = post
         offsets.append(expected - found if reverse else found - expected)  # git reports it so
         starts.append(found)
-    return Applied(image, tuple(offsets), tuple(starts))
+    return AppliedHunks(image, tuple(offsets), tuple(starts))
 
 
 def _find(image: list[str], pre: list[str], expected: int, at_start: bool, at_end: bool) -> int | None:

@@ -9,10 +9,10 @@ written atomically; a missing or unreadable one is simply computed again.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from patchtool import atomic
 
 
 def _path(git_dir: Path, kind: str, key: str) -> Path:
@@ -30,7 +30,4 @@ def recall(git_dir: Path, kind: str, key: str) -> Any:
 def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:
     path = _path(git_dir, kind, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(value, fh, sort_keys=True)
-    os.replace(tmp, path)
+    atomic.write(path, json.dumps(value, sort_keys=True))

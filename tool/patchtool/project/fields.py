@@ -215,3 +215,43 @@ def _repo_path(text: str) -> str:
     if why is not None:
         raise ValueError(f"{why}; name a file inside the tree")
     return text
+
+
+_HEADER_RE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"]+)\s*\]\]?")
+
+
+def key_line(text: str, key: str | None) -> int | None:
+    """Best-effort line number of a dotted key such as ``patch[2].upstream.status`` in TOML
+    ``text`` (lines as TOML counts them: a U+2028 inside a string ends none)."""
+    if not key:
+        return None
+    parts = re.findall(r"([A-Za-z0-9_\-]+)(?:\[(\d+)\])?", key)
+    lines = text.split("\n")
+    start, end = 0, len(lines)
+    prefix: list[str] = []
+    line: int | None = None
+    for name, index in parts:
+        prefix.append(name)
+        table = ".".join(prefix)
+        if index:
+            hits = [i for i in range(start, end) if re.match(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]", lines[i])]
+            n = int(index)
+            if n >= len(hits):
+                return line
+            start = hits[n]
+            nxt = [i for i in range(start + 1, end)
+                   if (m := _HEADER_RE.match(lines[i])) and m.group(1).strip('"') == table]
+            end = nxt[0] if nxt else end
+            line = start + 1
+            continue
+        found = None
+        for i in range(start, end):
+            if re.match(rf"^\s*{re.escape(name)}\s*=", lines[i]) or re.match(
+                    rf"^\s*\[\s*{re.escape(table)}\s*\]", lines[i]):
+                found = i
+                break
+        if found is None:
+            return line
+        line = found + 1
+        start = found
+    return line

@@ -16,7 +16,7 @@ from typing import Any
 from patchtool.errors import InvalidInput, Problem
 from patchtool.paths import read_inside
 from patchtool.project.fields import Fields, raise_if
-from patchtool.project.manifest import GpuCheck
+from patchtool.project.verification import GpuCheck
 
 RESULTS_DIR = "gpu-results"
 KIND = "patchtool-gpu-results"

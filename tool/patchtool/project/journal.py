@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from patchtool import paths
+from patchtool import atomic, paths
 from patchtool.errors import InvalidInput
 from patchtool.project import statedir
 
@@ -106,16 +106,16 @@ def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
             continue
         path = staged / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_synced(path, text.encode("utf-8"))
+        atomic.write_synced(path, text.encode("utf-8"))
         moves.append((f"{STAGED}/{rel}", rel))
     gone = [rel for rel in dict.fromkeys(remove) if rel not in files and _inside(root, rel).exists()]
     record = Record(moves=tuple(moves), remove=tuple(gone), remove_trees=tuple(remove_trees))
     Record.from_dict(record.to_dict())  # what recovery would refuse is never written
     staged.mkdir(parents=True, exist_ok=True)
     tmp = staged / ".journal.json"  # with the staged files: gone with them if never committed
-    _write_synced(tmp, json.dumps(record.to_dict(), indent=2).encode("utf-8"))
+    atomic.write_synced(tmp, json.dumps(record.to_dict(), indent=2).encode("utf-8"))
     os.replace(tmp, root / JOURNAL)  # the commit point
-    _fsync_dir(root / statedir.STATE_DIR)
+    atomic.sync_dir(root / statedir.STATE_DIR)
     _finish(root, record)
     return [dest for _, dest in moves] + [f"-{rel}" for rel in gone]
 
@@ -174,23 +174,5 @@ def _finish(root: Path, record: Record) -> None:
             shutil.rmtree(tree, ignore_errors=True)
     shutil.rmtree(root / STAGED, ignore_errors=True)
     (root / JOURNAL).unlink(missing_ok=True)
-    _fsync_dir(root / statedir.STATE_DIR)
+    atomic.sync_dir(root / statedir.STATE_DIR)
     statedir.tidy(root)
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

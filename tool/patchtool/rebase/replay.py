@@ -2,8 +2,9 @@
 
 Each patch is replayed with a true 3-way merge against its real base: for every file, the file
 before the patch at the old pin, after it, and in the tree being built on the new pin
-(``merging``), in memory. Applying the patch text the way ``git apply`` does (``textpatch``) only
-classifies the outcome (unchanged or shifted); it never decides placement. After merging, every
+(``merge``), in memory. Applying the patch text the way ``git apply`` does (``textapply``) only
+classifies the outcome (unchanged or shifted); it never decides placement. Whether a patch is
+already upstream is ``upstreamed.already_upstream``. After merging, every
 hunk must sit in the same enclosing function or class it had at the old pin, otherwise the patch
 is a conflict.
 """
@@ -13,16 +14,18 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
 from patchtool import git, progress
 from patchtool.diff import textpatch
-from patchtool.diff.scopes import Hunk, parse_hunks, scope_at, scope_text
+from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
 from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase import merge
+from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
+from patchtool.rebase.upstreamed import PatchIds, already_upstream, hunks_upstream
 from patchtool.series.apply import apply_series
 from patchtool.upstream.upstream import Base
 
@@ -58,6 +61,7 @@ class Step:
     conflicted: tuple[str, ...] = ()
     misplaced: tuple[str, ...] = ()  # "path: hunk at Old.scope landed in New.scope"
     renamed: tuple[str, ...] = ()
+    shifted: tuple[MovedHunk, ...] = ()  # applied with shifted context: each hunk that moved
     files: tuple[str, ...] = ()  # the paths the patch's result touches
 
     def to_dict(self) -> dict[str, object]:
@@ -68,6 +72,8 @@ class Step:
         for key in ("conflicted", "misplaced", "renamed"):
             if getattr(self, key):
                 out[key] = list(getattr(self, key))
+        if self.shifted:
+            out["shifted"] = [m.to_dict() for m in self.shifted]
         return out
 
 
@@ -165,14 +171,14 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     left: dict[str, bytes | None] = {}
     labels = (f"{new_base.pin.upstream} {new_base.pin.version} + series", f"{old_base.pin.upstream} "
               f"{old_base.pin.version} + series")
-    upstreamed = Upstreamed(repo, old_base, new_base, chain)
+    patch_ids = PatchIds(repo, old_base, new_base, chain)
     with repo.reader() as reader:
         ws = merge.Workspace(repo, reader, parent, paths, merge.Renames(repo, old_base.tree, new_base.tree))
         for i in progress.track(range(start, len(loaded)), f"replay onto {new_base.pin.name}", unit="patches",
                                 completed=start, note=lambda i: loaded[i].id):
             lp = loaded[i]
             step, files = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
-                                     (*labels, f"patch {lp.id}"), upstreamed)
+                                     (*labels, f"patch {lp.id}"), patch_ids)
             if step.outcome.applied and files is not None:
                 ws.update(files)
                 writes.append((len(steps), _commit_of(lp, files)))
@@ -223,52 +229,12 @@ def drift_all(reader: git.ObjectReader, old_base: Base, new_base: Base, chain: S
     return tuple(d for i in applied for d in drift_of(reader, old_base, new_base, chain[i], loaded[i], same=same))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Applied:
-    """A whole patch applied like ``git apply``: the new text of each path (None: deleted)."""
-
-    texts: dict[str, str | None]
-    offsets: tuple[str, ...]  # git apply's "Hunk #N succeeded at L (offset K lines)." for each moved hunk
-
-
-def _apply(ws: merge.Workspace, patches: Sequence[textpatch.FilePatch], *, reverse: bool = False) -> _Applied | None:
-    texts: dict[str, str | None] = {}
-    moved: list[str] = []
-    for fp in patches:
-        if fp.binary:
-            return None
-        src, dst = (fp.new_path, fp.old_path) if reverse else (fp.old_path, fp.new_path)
-        if src is None:
-            if dst is None or ws.get(dst) is not None:
-                return None
-            lines: list[str] = []
-        else:
-            text = texts[src] if src in texts else ws.text(src)
-            if text is None:
-                return None
-            lines = textpatch.lines_of(text)
-        applied = textpatch.apply(lines, fp.hunks, reverse=reverse)
-        if applied is None:
-            return None
-        if dst is None:
-            if applied.lines:
-                return None
-            texts[src or ""] = None
-            continue
-        if src is not None and src != dst:
-            texts[src] = None
-        texts[dst] = "".join(applied.lines)
-        moved += [f"Hunk #{n} succeeded at {at + 1} (offset {off} line{'' if off == 1 else 's'})."
-                  for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1) if off]
-    return _Applied(texts, tuple(moved))
-
-
 def _plain(changes: Sequence[git.RawChange]) -> bool:
     """No renames, copies or mode changes: what a text application can reproduce exactly."""
     return all(c.status in "AMD" and (c.status != "M" or c.old_mode == c.new_mode) for c in changes)
 
 
-def _files_from(ws: merge.Workspace, applied: _Applied,
+def _files_from(ws: merge.Workspace, applied: AppliedPatch,
                 changes: Sequence[git.RawChange]) -> dict[str, merge.File | None]:
     files: dict[str, merge.File | None] = {}
     for c in changes:
@@ -287,60 +253,29 @@ def _files_from(ws: merge.Workspace, applied: _Applied,
     return files
 
 
-class Upstreamed:
-    """Whether upstream has a commit with a patch's own patch-id (``git cherry``), asked only of
-    patches that do not apply, and only where both pins are git commits: release artifacts have
-    no history to compare with."""
-
-    def __init__(self, repo: git.Repo, old_base: Base, new_base: Base, chain: Sequence[str]) -> None:
-        self.repo, self.old_base, self.new_base, self.chain = repo, old_base, new_base, chain
-        self._found: set[str] | None = None
-
-    def detail(self, commit: str) -> str | None:
-        if self.old_base.source != "git" or self.new_base.source != "git" or len(self.chain) < 2:
-            return None
-        if self._found is None:
-            self._found = self.repo.cherry(self.new_base.commit, self.chain[-1], self.chain[0])
-        if commit not in self._found:
-            return None
-        return (f"its patch-id matches a commit upstream made between {self.old_base.pin.version} and "
-                f"{self.new_base.pin.version}")
-
-
 def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawChange], lp: LoadedPatch,
                labels: tuple[str, str, str],
-               upstreamed: Upstreamed | None = None) -> tuple[Step, dict[str, merge.File | None] | None]:
+               patch_ids: PatchIds | None = None) -> tuple[Step, dict[str, merge.File | None] | None]:
     """One patch onto the workspace: its outcome, and the files it leaves (None when it did not
     apply; on a stop, the files for the conflict worktree, markers and all)."""
     def step(outcome: PatchOutcome, **kw: object) -> Step:
         return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
 
-    patches = textpatch.parse(lp.patch.diff)
+    diff = lp.patch.model
     plain = _plain(changes) and bool(changes)
-    forward = _apply(ws, patches) if plain else None
-    if forward is not None and not forward.offsets:
+    forward = apply_patch(ws, diff) if plain else None
+    if forward is not None and not forward.moved:
         # every hunk matched its exact old position with its exact context: nothing moved, so
         # nothing can land in another scope, and a 3-way merge would give the same files
         files = _files_from(ws, forward, changes)
         return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files
-    reverse = forward is None and plain and _apply(ws, patches, reverse=True) is not None
     merged = merge.merge_patch(ws, changes, labels)
+    why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
+                           commit=old_commit)
+    if why is not None:
+        return step(PatchOutcome.UPSTREAM, detail=why), None
     if not merged.clean:
-        if reverse:
-            return step(PatchOutcome.UPSTREAM, detail="it applies in reverse on the target"), None
-        if upstreamed is not None and (same_change := upstreamed.detail(old_commit)):
-            return step(PatchOutcome.UPSTREAM, detail=same_change), None
-        left = {**merged.files, **{c.path: merge.File(_mode_of(ws, c.path), None, c.data)
-                                  for c in merged.conflicts if c.data is not None}}
-        left.update({c.old_path: merge.File(c.new_mode, c.new_blob) for c in changes
-                     if c.old_path in merged.gone and c.new_mode and c.new_blob})  # the patch's version, to see
-        conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
-        messages = "; ".join(c.message for c in merged.conflicts)
-        outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
-        return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(left))), left
-    if ws.same(merged.files):
-        detail = "it applies in reverse on the target" if reverse else "applying it changes nothing"
-        return step(PatchOutcome.UPSTREAM, detail=detail), None
+        return _stopped(ws, changes, merged, step)
     files = merged.files
     misplaced = _placement(ws, lp, changes, files)
     if misplaced:
@@ -348,8 +283,8 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
                     detail="a hunk would land in another function or class than at the old pin"), files
     done = tuple(sorted(files))
     if forward is not None and _as_applied(ws, forward, files):
-        return step(PatchOutcome.SHIFTED, detail="; ".join(forward.offsets), files=done), files
-    present = upstream_hunks(ws, patches) if forward is None and plain else 0
+        return step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files
+    present = hunks_upstream(ws, diff) if forward is None and plain else 0
     renamed = merged.renamed
     if present:
         return step(PatchOutcome.PARTLY_UPSTREAM, renamed=renamed, files=done,
@@ -359,7 +294,21 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files
 
 
-def _as_applied(ws: merge.Workspace, applied: _Applied, files: dict[str, merge.File | None]) -> bool:
+def _stopped(ws: merge.Workspace, changes: Sequence[git.RawChange], merged: merge.PatchMerge,
+             step: Callable[..., Step]) -> tuple[Step, dict[str, merge.File | None]]:
+    """A conflict (or a target gone), with the files for its worktree: the merge's, markers and
+    all, and the patch's own version of a file upstream deleted."""
+    left = {**merged.files, **{c.path: merge.File(_mode_of(ws, c.path), None, c.data)
+                              for c in merged.conflicts if c.data is not None}}
+    left.update({c.old_path: merge.File(c.new_mode, c.new_blob) for c in changes
+                 if c.old_path in merged.gone and c.new_mode and c.new_blob})
+    conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
+    messages = "; ".join(c.message for c in merged.conflicts)
+    outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
+    return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(left))), left
+
+
+def _as_applied(ws: merge.Workspace, applied: AppliedPatch, files: dict[str, merge.File | None]) -> bool:
     """Whether the merge left every file as the plain text application did."""
     for path, f in files.items():
         text = applied.texts.get(path)
@@ -375,24 +324,7 @@ def _mode_of(ws: merge.Workspace, path: str) -> str:
     return have.mode if have is not None else "100644"
 
 
-def upstream_hunks(ws: merge.Workspace, patches: Sequence[textpatch.FilePatch]) -> int:
-    """How many of the patch's hunks are already present in the workspace (apply in reverse)."""
-    hunks = [(fp, h) for fp in patches for h in fp.hunks]
-    if len(hunks) < 2:
-        return 0
-    present = 0
-    for fp in patches:
-        path = fp.new_path or fp.old_path
-        text = ws.text(path) if path else None
-        if text is None:
-            continue
-        lines = textpatch.lines_of(text)
-        present += sum(1 for h in fp.hunks
-                       if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None)
-    return present if present < len(hunks) else 0
-
-
-def _pair(old: Hunk, candidates: Sequence[Hunk]) -> Hunk | None:
+def _pair(old: PlacedHunk, candidates: Sequence[PlacedHunk]) -> PlacedHunk | None:
     for key in ("added", "removed"):
         want = getattr(old, key)
         if want:
@@ -409,7 +341,7 @@ def _same_place(was: str, now: str, renamed_away: bool) -> bool:
     return renamed_away and was.rsplit(".", 1)[-1] == now.rsplit(".", 1)[-1] and "." in was and "." in now
 
 
-def changed_hunks(path: str, before: str, after: str) -> list[Hunk]:
+def changed_hunks(path: str, before: str, after: str) -> list[PlacedHunk]:
     """The hunks of ``before`` -> ``after`` as ``git diff -U3`` groups them (changes at most six
     lines apart share a hunk), each with the position of its first change."""
     a, b = before.split("\n"), after.split("\n")
@@ -423,11 +355,11 @@ def changed_hunks(path: str, before: str, after: str) -> list[Hunk]:
     for group in groups:
         added = tuple(line for blk in group for line in b[blk.b_start:blk.b_end])
         removed = tuple(line for blk in group for line in a[blk.a_start:blk.a_end])
-        out.append(Hunk(path, group[0].a_start + 1, group[0].b_start + 1, added, removed, (), ""))
+        out.append(PlacedHunk(path, group[0].a_start + 1, group[0].b_start + 1, added, removed, (), ""))
     return out
 
 
-def misplacements(old_hunks: Sequence[Hunk], before: dict[str, str], new_hunks: Sequence[Hunk],
+def misplacements(old_hunks: Sequence[PlacedHunk], before: dict[str, str], new_hunks: Sequence[PlacedHunk],
                   after: dict[str, str]) -> tuple[str, ...]:
     """Every hunk of the patch (``old_hunks``, at the old pin, ``before`` the texts after the patch
     there) must sit in the same scope among ``new_hunks`` (``after``: the merged texts)."""
@@ -451,11 +383,11 @@ def misplacements(old_hunks: Sequence[Hunk], before: dict[str, str], new_hunks: 
 
 def _placement(ws: merge.Workspace, lp: LoadedPatch, changes: Sequence[git.RawChange],
                files: dict[str, merge.File | None]) -> tuple[str, ...]:
-    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
+    old_hunks = placed_hunks(lp.patch.model)
     before = {c.new_path: (ws.reader.blob(c.new_blob) or b"").decode("utf-8", "replace")
               for c in changes if c.new_path and c.new_blob}
     after: dict[str, str] = {}
-    new_hunks: list[Hunk] = []
+    new_hunks: list[PlacedHunk] = []
     for path, f in files.items():
         if f is None:
             continue
@@ -470,7 +402,7 @@ def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree:
                     lp: LoadedPatch) -> tuple[str, ...]:
     """``misplacements`` for trees in the repository: the patch at ``old_commit``, merged into
     ``new_tree`` on top of ``parent_tree``."""
-    old_hunks = [h for h in parse_hunks(lp.patch.diff) if h.path != "/dev/null"]
+    old_hunks = placed_hunks(lp.patch.model)
     paths = sorted({h.path for h in old_hunks})
     blobs = repo.cat_blobs([f"{rev}:{p}" for rev in (old_commit, parent_tree, new_tree) for p in paths])
 
@@ -488,7 +420,7 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
              lp: LoadedPatch, *, same: AbstractSet[str] = frozenset()) -> list[Drift]:
     """Regions around the patch's hunks that upstream changed between the two pins (``same``:
     paths known to be identical in both)."""
-    hunks = [h for h in parse_hunks(lp.patch.diff) if h.preimage and h.path != "/dev/null" and h.path not in same]
+    hunks = [h for h in placed_hunks(lp.patch.model) if h.preimage and h.path not in same]
     paths = sorted({h.path for h in hunks})
     blobs = {f"{rev}:{p}": reader.blob(f"{rev}:{p}") for rev in (old_parent, old_base.tree, new_base.tree)
              for p in paths}

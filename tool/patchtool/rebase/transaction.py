@@ -2,8 +2,8 @@
 
 All work happens in the cache's object store; the repository's ``patches/``,
 ``patchset.toml`` and ``upstream-pins/`` change only once every patch is through. The state
-lives in ``.patchtool/rebase/state.json``, written atomically after every step, so a killed
-process leaves the repository either as it was or resumable with ``--continue``. The final
+(``state.RebaseState``) lives in ``.patchtool/rebase/state.json``, written atomically at every
+stop, so a killed process leaves the repository either as it was or resumable with ``--continue``. The final
 write (the series, the manifest, the pin, and the removal of the state) is one ``journal``
 transaction: an interrupted one is finished by the next command that loads the repository.
 """
@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
-import os
 import re
 import shutil
 import tomllib
@@ -27,6 +25,9 @@ from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
+from patchtool.rebase.state import STATE_DIR, STATE_FILE, InProgress, RebaseState, in_progress, refuse_in_progress
+from patchtool.rebase.state import load as load_state
+from patchtool.rebase.state import save as save_state
 from patchtool.upstream.cachespace import replay_ref
 from patchtool.upstream.upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
 
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
 
 # The registry, the assumption checks and tomlkit are imported where the finished rebase needs
 # them: a `--continue` that stops at the next conflict should not pay for them.
-
-STATE_DIR = ".patchtool/rebase"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -89,84 +88,6 @@ class RebaseReport:
         }
 
 
-# -- state -----------------------------------------------------------------------------------
-
-def _state_path(root: Path) -> Path:
-    return root / STATE_DIR / "state.json"
-
-
-def _save(root: Path, state: dict[str, Any]) -> None:
-    statedir.ensure(root)
-    path = _state_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2, sort_keys=True))
-    os.replace(tmp, path)
-
-
-def _load(root: Path) -> dict[str, Any] | None:
-    """The state of a rebase in progress, None when there is none. It is checked before use, like
-    every file in the repository: a state that names another worktree or pin is refused."""
-    path = _state_path(root)
-    if not path.exists() and not path.is_symlink():
-        return None
-    rel = f"{STATE_DIR}/state.json"
-
-    def bad(why: str) -> InvalidInput:
-        return InvalidInput(f"the rebase state is not one patchtool wrote ({why})", file=rel,
-                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
-
-    try:
-        data = json.loads(paths.inside(root, rel).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise bad(str(exc)) from None
-    if not isinstance(data, dict) or data.get("schema") != 1:
-        raise bad("not a state of schema 1")
-    for key in ("old_pin", "new_pin"):
-        if not isinstance(data.get(key), str) or paths.id_problem(data[key]):
-            raise bad(f"{key} {data.get(key)!r} is not a pin name")
-    if not isinstance(data.get("steps"), list) or not all(isinstance(x, dict) for x in data["steps"]):
-        raise bad("steps is not a list of steps")
-    if data.get("worktree") not in (None, str(root / STATE_DIR / "worktree")):
-        raise bad(f"worktree {data.get('worktree')!r} is not {STATE_DIR}/worktree")
-    return data
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class InProgress:
-    """A rebase that stopped and waits for --continue, --skip or --abort."""
-
-    old_pin: str
-    new_pin: str
-    done: int  # patches through before the one it stopped on
-    stopped_at: str | None
-    worktree: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def in_progress(root: Path) -> InProgress | None:
-    state = _load(root)
-    if state is None:
-        return None
-    steps = state["steps"]
-    stopped = steps[-1].get("id") if steps and state.get("worktree") else None
-    return InProgress(old_pin=state["old_pin"], new_pin=state["new_pin"],
-                      done=len(steps) - (1 if stopped else 0), stopped_at=stopped, worktree=state.get("worktree"))
-
-
-def refuse_in_progress(root: Path, command: str) -> None:
-    """UsageError when a rebase is in progress: a command that changes the series would pull it
-    from under the rebase (its --continue would then refuse, its --abort could not restore it)."""
-    found = in_progress(root)
-    if found is not None:
-        where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
-        raise UsageError(f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the "
-                         "series under it",
-                         hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`")
-
-
 def _digest(root: Path) -> str:
     """What the rebase started from: a change to these files meanwhile makes --continue refuse."""
     h = hashlib.sha256()
@@ -175,22 +96,11 @@ def _digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def _step_to_json(s: Step) -> dict[str, Any]:
-    return {**s.to_dict(), "files": list(s.files)}
-
-
-def _step_from_json(d: dict[str, Any]) -> Step:
-    return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
-                detail=d.get("detail", ""), conflicted=tuple(d.get("conflicted", ())),
-                misplaced=tuple(d.get("misplaced", ())), renamed=tuple(d.get("renamed", ())),
-                files=tuple(d.get("files", ())))
-
-
 # -- the workflow ------------------------------------------------------------------------------
 
 def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> RebaseReport:
     root = project.root
-    if _load(root) is not None:
+    if load_state(root) is not None:
         raise UsageError("a rebase is already in progress",
                          hint="finish it with `patchtool rebase --continue`, or `--skip`/`--abort`")
     old_pin = project.pin()
@@ -210,28 +120,28 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
     if dry_run:
         return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
                        range_diff=_range_diff(cache.repo, result, new_base))
-    state: dict[str, Any] = {
-        "schema": 1, "phase": "replaying", "old_pin": old_pin.name, "new_pin": new_pin.name,
-        "new_pin_toml": pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
-                                                     f"`patchtool rebase` from {old_pin.name}."),
-        "digest": _digest(root), "steps": [_step_to_json(s) for s in result.steps if s.outcome is not
-                                          PatchOutcome.NOT_REACHED],
-        "tip": result.tip, "skipped": {},
-    }
+    state = RebaseState(
+        old_pin=old_pin.name, new_pin=new_pin.name,
+        new_pin_toml=pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
+                                                  f"`patchtool rebase` from {old_pin.name}."),
+        digest=_digest(root), steps=_through(result), tip=result.tip)
     return _advance(project, cache, state, result, loaded)
 
 
-def _advance(project: Project, cache: Cache, state: dict[str, Any], result: Replay,
+def _through(result: Replay) -> tuple[Step, ...]:
+    return tuple(s for s in result.steps if s.outcome is not PatchOutcome.NOT_REACHED)
+
+
+def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
              loaded: list[LoadedPatch]) -> RebaseReport:
     root = project.root
-    old_pin = project.pin(state["old_pin"])
+    old_pin = project.pin(state.old_pin)
     new_pin = _new_pin(state)
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
     stopped = result.stopped
     if stopped is not None:
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result.left)
-        state.update(phase="conflict", worktree=str(worktree), tip=result.tip)
-        _save(root, state)
+        save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip))
         report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
                          status="conflict", worktree=str(worktree))
         files = ", ".join(stopped.conflicted) or "see the report"
@@ -259,32 +169,35 @@ def _range_diff(repo: git.Repo, result: Replay, new_base: Base) -> git.Pending[s
     return repo.range_diff(f"{result.old_chain[0]}..{result.old_chain[-1]}", f"{new_base.commit}..{result.tip}")
 
 
-def _new_pin(state: dict[str, Any]) -> Pin:
-    return Pin.from_dict(tomllib.loads(state["new_pin_toml"]), name=state["new_pin"],
-                         file=f"{PINS_DIR}/{state['new_pin']}.toml")
+def _new_pin(state: RebaseState) -> Pin:
+    return Pin.from_dict(tomllib.loads(state.new_pin_toml), name=state.new_pin,
+                         file=f"{PINS_DIR}/{state.new_pin}.toml")
 
 
 def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) -> RebaseReport:
     root = project.root
-    state = _load(root)
+    state = load_state(root)
     if state is None:
         raise UsageError("no rebase in progress")
-    if _digest(root) != state["digest"]:
+    if _digest(root) != state.digest:
         raise UsageError("patchset.toml or patches/ changed since the rebase started",
                          hint="restore them, or `patchtool rebase --abort` and start again")
+    if not state.steps or state.worktree is None:
+        raise InvalidInput("the rebase state names no stopped patch and no worktree", file=STATE_FILE,
+                           hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
     loaded = project.series()
-    steps = [_step_from_json(s) for s in state["steps"]]
+    steps = list(state.steps)
     current = steps[-1]
     index = len(steps) - 1
-    worktree = Path(state["worktree"])
+    worktree = Path(state.worktree)
     repo = cache.repo
-    old_pin, new_pin = project.pin(state["old_pin"]), _new_pin(state)
+    old_pin, new_pin = project.pin(state.old_pin), _new_pin(state)
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
-    parent = state["tip"]
+    parent = state.tip
     if skip_reason is not None:
         steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.DROPPED, commit=None,
                                         detail=f"skipped: {skip_reason}")
-        state["skipped"][current.id] = skip_reason
+        state = dataclasses.replace(state, skipped={**state.skipped, current.id: skip_reason})
     else:
         tree = _resolved_tree(worktree)
         if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
@@ -299,19 +212,17 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
     repo.worktree_remove(worktree)
     result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False,
                     ref=replay_ref(root))
-    state.update(phase="replaying", steps=[_step_to_json(s) for s in result.steps
-                                           if s.outcome is not PatchOutcome.NOT_REACHED],
-                 tip=result.tip, worktree=None)
+    state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
     return _advance(project, cache, state, result, loaded)
 
 
 def abort(project: Project, cache: Cache) -> None:
     root = project.root
-    state = _load(root)
+    state = load_state(root)
     if state is None:
         raise UsageError("no rebase in progress")
-    if state.get("worktree"):
-        cache.repo.worktree_remove(Path(state["worktree"]))
+    if state.worktree:
+        cache.repo.worktree_remove(Path(state.worktree))
     shutil.rmtree(root / STATE_DIR, ignore_errors=True)
     statedir.tidy(root)
 
@@ -409,7 +320,7 @@ def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, .
 
 # -- the final write -----------------------------------------------------------------------------
 
-def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Replay,
+def _commit(project: Project, repo: git.Repo, state: RebaseState, result: Replay,
             report: RebaseReport, exported_chain: git.Pending[list[str]] | None) -> list[str]:
     """The new series, manifest and pin, and the end of the rebase's state, as one transaction."""
     root = project.root
@@ -428,17 +339,17 @@ def _commit(project: Project, repo: git.Repo, state: dict[str, Any], result: Rep
         elif s.outcome is PatchOutcome.UPSTREAM:
             dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
         elif s.outcome is PatchOutcome.DROPPED:
-            dropped[s.id] = state["skipped"].get(s.id, s.detail)
+            dropped[s.id] = state.skipped.get(s.id, s.detail)
     files[MANIFEST_NAME], moved = _rewrite_manifest(
-        root, state["new_pin"], new_version, dropped,
+        root, state.new_pin, new_version, dropped,
         {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM})
     for s in result.steps:
         if s.id in dropped:
             files[moved[s.id]] = paths.read_inside(root, s.file).decode("utf-8")
             removes.append(s.file)
-    pin_rel = f"{PINS_DIR}/{state['new_pin']}.toml"
+    pin_rel = f"{PINS_DIR}/{state.new_pin}.toml"
     existing = paths.read_text_if_present(root, pin_rel)
-    files[pin_rel] = existing if existing is not None else state["new_pin_toml"]
+    files[pin_rel] = existing if existing is not None else state.new_pin_toml
     return journal.commit(root, files, remove=removes, remove_trees=[STATE_DIR])
 
 
@@ -461,4 +372,5 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     return manifest_text(doc), moved
 
 
-__all__ = ["RebaseReport", "abort", "old_chain", "resume", "start"]
+__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "abort", "in_progress", "old_chain", "refuse_in_progress",
+           "resume", "start"]

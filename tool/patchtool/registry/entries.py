@@ -17,11 +17,11 @@ from typing import Any
 
 from packaging.version import Version
 
+from patchtool.diff.model import Diff
 from patchtool.errors import InvalidInput, Problem
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, _ident, _regex, load_toml, raise_if
-from patchtool.project.manifest import key_line
+from patchtool.project.fields import Fields, _ident, _regex, key_line, load_toml, raise_if
 from patchtool.registry.knobs import find_use
 
 SCHEMA = 1
@@ -350,15 +350,12 @@ def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: st
     return findings
 
 
-def added_lines(diff: str, offset: int) -> dict[str, list[tuple[int, str]]]:
-    """Every line a diff adds, by upstream path, with its line number in the patch file."""
+def added_lines(diff: Diff, offset: int) -> dict[str, list[tuple[int, str]]]:
+    """Every line a diff adds, by upstream path, with its line number in the patch file (``offset``:
+    the lines before the diff)."""
     out: dict[str, list[tuple[int, str]]] = {}
-    path = ""
-    for i, line in enumerate(diff.splitlines(), 1):
-        if line.startswith("+++ "):
-            path = line[4:].removeprefix("b/")
-        elif line.startswith("+") and path != "/dev/null":
-            out.setdefault(path, []).append((offset + i, line[1:]))
+    for path, line in diff.added_lines():
+        out.setdefault(path, []).append((offset + line.at, line.content))
     return out
 
 

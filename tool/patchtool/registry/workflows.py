@@ -32,7 +32,7 @@ def guard_series(registry: reg.Registry, loaded: Sequence[LoadedPatch]) -> list[
     findings: list[reg.Finding] = []
     for lp in loaded:
         overrides = {o.entry: o.justification for o in lp.entry.overrides}
-        for target, lines in reg.added_lines(lp.patch.diff, lp.patch.diff_offset).items():
+        for target, lines in reg.added_lines(lp.patch.model, lp.patch.diff_offset).items():
             findings += reg.scan_lines(registry, lines, file=lp.entry.file, patch=lp.id,
                                        overrides=overrides, target=target)
     return findings

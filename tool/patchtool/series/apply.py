@@ -9,10 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from patchtool import git
-from patchtool.diff.patchfile import PatchFile, split_files, split_hunks
+from patchtool.diff.model import CONTEXT, REMOVED, Diff, FileDiff, Hunk, lines_of
+from patchtool.diff.patchfile import PatchFile
 from patchtool.project.repository import LoadedPatch
-
-_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$", re.MULTILINE)
 
 
 class Outcome(enum.StrEnum):
@@ -120,67 +119,62 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
 def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *,
              git_message: str = "") -> tuple[HunkFailure, ...]:
     """Why the patch at ``path`` does not apply on the index: which file, which hunk, and the
-    reason; where no hunk is to blame, git's own reason (``git_message``, its stderr)."""
+    reason; where no hunk is to blame, git's own reason (``git_message``, its stderr). "Already
+    applied" is git's reverse application at the pin; a rebase asks ``rebase.upstreamed``."""
     if index.apply([path], reverse=True, check=True).ok:
         return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in patch.files)
     tree = index.write_tree()
-    sections = split_files(patch.diff)
     contents = repo.cat_files(tree, [f.source or f.path for f in patch.files])
     failures: list[HunkFailure] = []
-    for stat, section in zip(patch.files, sections, strict=False):
-        old_path = stat.source or stat.path
+    for f in patch.files:
+        old_path = f.source or f.path
         present = contents.get(old_path)
-        if stat.status == "added":
+        if f.status == "added":
             if present is not None:
-                failures.append(HunkFailure(file=stat.path, reason=Reason.FILE_EXISTS,
+                failures.append(HunkFailure(file=f.path, reason=Reason.FILE_EXISTS,
                                             detail="the patch creates it, but upstream has it"))
             continue
         if present is None:
             failures.append(HunkFailure(file=old_path, reason=Reason.FILE_MISSING,
                                         detail="the patch changes it, but upstream has no such file"))
             continue
-        header, hunks = split_hunks(section)
-        lines = _lines(present.decode("utf-8", "replace"))
-        for n, hunk in enumerate(hunks, 1):
-            alone = index.apply_text(header + hunk)
-            if alone.ok:
-                continue
-            head = hunk.split("\n", 1)[0]
-            if index.apply_text(header + hunk, reverse=True).ok:
-                failures.append(HunkFailure(file=stat.path, hunk=n, header=head,
-                                            reason=Reason.ALREADY_APPLIED))
-                continue
-            line, detail = _first_mismatch(hunk, lines)
-            failures.append(HunkFailure(file=stat.path, hunk=n, header=head,
-                                        reason=Reason.CONTEXT if detail else Reason.OTHER,
-                                        line=line, detail=detail or git_reason(alone.stderr)))
+        failures += _hunk_failures(index, patch.model, f, lines_of(present.decode("utf-8", "replace"), keepends=False))
     if not failures:
         failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER,
                                     detail=git_reason(git_message)))
     return tuple(failures)
 
 
+def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, lines: list[str]) -> list[HunkFailure]:
+    """The hunks of ``f`` that git does not apply alone, and why (``lines``: upstream's file)."""
+    header = diff.file_header(f)
+    failures = []
+    for n, hunk in enumerate(f.hunks, 1):
+        text = header + diff.hunk_text(hunk)
+        alone = index.apply_text(text)
+        if alone.ok:
+            continue
+        if index.apply_text(text, reverse=True).ok:
+            failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=Reason.ALREADY_APPLIED))
+            continue
+        line, detail = _first_mismatch(hunk, lines)
+        failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header,
+                                    reason=Reason.CONTEXT if detail else Reason.OTHER,
+                                    line=line, detail=detail or git_reason(alone.stderr)))
+    return failures
+
+
 def git_reason(stderr: str) -> str:
     """git apply's own words, one line: its 'error: ' prefixes and repeated lines dropped."""
-    lines = [re.sub(r"^(?:error|fatal|warning): ", "", ln.strip()) for ln in stderr.splitlines()]
+    lines = [re.sub(r"^(?:error|fatal|warning): ", "", ln.strip()) for ln in lines_of(stderr, keepends=False)]
     return "; ".join(dict.fromkeys(ln for ln in lines if ln)) or "git apply gave no reason"
 
 
-def _lines(text: str) -> list[str]:
-    """The file's lines as git compares them: split at LF only, so a CR stays visible."""
-    lines = text.split("\n")
-    return lines[:-1] if lines and not lines[-1] else lines
-
-
-def _first_mismatch(hunk: str, lines: list[str]) -> tuple[int | None, str | None]:
+def _first_mismatch(hunk: Hunk, lines: list[str]) -> tuple[int | None, str | None]:
     """Where upstream first differs from what ``hunk`` expects: (line, what differs); no
     detail when every line matches (git refused the hunk for another reason)."""
-    m = _HUNK_HEADER.match(hunk)
-    if not m:
-        return None, "malformed hunk header"
-    start = int(m.group(1))
-    expected = [ln[1:] for ln in hunk.split("\n")[1:] if ln[:1] in (" ", "-")]
-    for i, want in enumerate(expected):
+    start = hunk.old_start
+    for i, want in enumerate(hunk.contents(CONTEXT, REMOVED)):
         at = start - 1 + i
         have = lines[at] if 0 <= at < len(lines) else None
         if have != want:

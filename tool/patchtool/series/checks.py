@@ -12,8 +12,10 @@ from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput, PatchtoolError, Problem
 from patchtool.paths import read_inside
 from patchtool.project import gpuresults
-from patchtool.project.manifest import GPU_CHECKS_DIR, MANIFEST_NAME, PLACEHOLDER, Assumption, PatchEntry, key_line
+from patchtool.project.fields import key_line
+from patchtool.project.manifest import MANIFEST_NAME, PLACEHOLDER, PatchEntry
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document
+from patchtool.project.verification import GPU_CHECKS_DIR, Assumption
 from patchtool.registry import workflows as retread
 from patchtool.registry.entries import Finding
 from patchtool.series.apply import SeriesResult, apply_series

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,7 @@ from typing import Any
 import tomlkit
 from tomlkit.items import Table
 
-from patchtool import paths
+from patchtool import atomic, paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.paths import id_problem
 from patchtool.project import statedir, tomlio
@@ -150,10 +148,7 @@ def save_pending(root: Path, ident: str, meta: Metadata) -> None:
         statedir.tidy(root)
         return
     where.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".metadata.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"schema": 1, **meta.to_dict()}, fh, indent=2, sort_keys=True)
-    os.replace(tmp, where)
+    atomic.write(where, json.dumps({"schema": 1, **meta.to_dict()}, indent=2, sort_keys=True))
 
 
 def load_pending(root: Path, ident: str) -> Metadata | None:

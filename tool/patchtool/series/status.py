@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 from patchtool.errors import Problem
 from patchtool.paths import read_inside
 from patchtool.project.gpuresults import Evidence, evidence_for, load_all
-from patchtool.project.manifest import GpuCheck
 from patchtool.project.repository import Project
+from patchtool.project.verification import GpuCheck
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.upstream.upstream import Cache
 
 if TYPE_CHECKING:
-    from patchtool.rebase.transaction import InProgress
+    from patchtool.rebase.state import InProgress
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,7 +80,7 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
 
 
 def _rebase_in_progress(project: Project) -> InProgress | None:
-    from patchtool.rebase.transaction import STATE_DIR, in_progress
+    from patchtool.rebase.state import STATE_DIR, in_progress
 
     if not (project.root / STATE_DIR).exists():  # the rebase modules only when there is one
         return None

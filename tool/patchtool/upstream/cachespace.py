@@ -16,12 +16,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from patchtool import git
+from patchtool import atomic, git
 from patchtool.errors import UsageError
 from patchtool.paths import tree_path_problem
 
@@ -95,11 +93,8 @@ class CheckoutBranch:
     def save_record(self, repo: git.Repo, record: dict[str, Any]) -> None:
         path = self.record_path(repo)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".record.")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"schema": 1, "root": str(self.root.resolve()), "branch": self.branch, **record}, fh,
-                      indent=2, sort_keys=True)
-        os.replace(tmp, path)
+        atomic.write(path, json.dumps({"schema": 1, "root": str(self.root.resolve()), "branch": self.branch,
+                                       **record}, indent=2, sort_keys=True))
 
 
 def _is_record(data: Any) -> bool:

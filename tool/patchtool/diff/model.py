@@ -1,0 +1,215 @@
+"""The one diff model: a git diff parsed once, on unidiff, into frozen data.
+
+``parse(diff)`` reads a diff (the part of a patch file from its first 'diff --git' line) into
+files, hunks and lines, each line with its kind and its line in the diff. Every name comes from
+``gitpaths``, which reads them by git's own rules and refuses any path or mode that may not be
+applied; unidiff reads the hunks. Everything else that needs the diff (applying it in memory,
+placing its hunks, the registry's guard, diagnosing a hunk that does not apply) reads this
+model, never the text.
+
+Lines are git's lines: a diff and a file are cut at "\\n" only (``lines_of``), never where
+``str.splitlines`` would also cut (form feeds, \\x1c-\\x1e, \\x85, U+2028).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+import unidiff.patch
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import PatchSet
+
+from patchtool.diff import gitpaths
+
+CONTEXT, REMOVED, ADDED = " ", "-", "+"
+NO_NEWLINE = "\\ No newline at end of file"
+
+
+def lines_of(text: str, *, keepends: bool = True) -> list[str]:
+    """``text`` cut into lines at "\\n" only: what git calls a line. With ``keepends`` each
+    keeps its newline (the last one may have none); without, none does and a final newline
+    makes no empty last line."""
+    parts = text.split("\n")
+    if not keepends:
+        return parts[:-1] if parts and not parts[-1] else parts
+    out = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+class Line(NamedTuple):
+    kind: str  # CONTEXT, REMOVED or ADDED
+    text: str  # with its "\n", unless a "\ No newline at end of file" follows it
+    at: int  # its line in the diff, 1-based
+
+    @property
+    def content(self) -> str:
+        """The text without its newline."""
+        return self.text[:-1] if self.text.endswith("\n") else self.text
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hunk:
+    old_start: int  # as in the header: 1-based, 0 for an empty old side
+    old_count: int
+    new_start: int
+    new_count: int
+    header: str  # the '@@ -a,b +c,d @@ ...' line as the diff has it
+    lines: tuple[Line, ...]
+    at: int  # the header's line in the diff, 1-based
+    end: int  # the hunk's last line in the diff ("\ No newline" markers included)
+
+    def image(self, reverse: bool = False) -> tuple[list[str], list[str]]:
+        """(preimage, postimage): the lines it expects and the lines it leaves."""
+        drop, add = (ADDED, REMOVED) if reverse else (REMOVED, ADDED)
+        return ([ln.text for ln in self.lines if ln.kind != add],
+                [ln.text for ln in self.lines if ln.kind != drop])
+
+    def trailing(self) -> int:
+        """How many context lines end it."""
+        n = 0
+        for ln in reversed(self.lines):
+            if ln.kind != CONTEXT:
+                break
+            n += 1
+        return n
+
+    def first_change(self) -> tuple[int, int]:
+        """(old line, new line), 1-based, of its first removed or added line: where it changes
+        the file. A pure insertion's old line is the line after the insertion point."""
+        old = self.old_start + (self.old_count == 0)  # "-N,0" names the line before an insertion
+        new = self.new_start + (self.new_count == 0)
+        for ln in self.lines:
+            if ln.kind != CONTEXT:
+                return old, new
+            old, new = old + 1, new + 1
+        return self.old_start + (self.old_count == 0), self.new_start + (self.new_count == 0)
+
+    def contents(self, *kinds: str) -> tuple[str, ...]:
+        """The text (no newlines) of its lines of ``kinds``, in order."""
+        return tuple(ln.content for ln in self.lines if ln.kind in kinds)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileDiff:
+    path: str  # the file's path after the patch (before it, for a deletion)
+    status: str  # "modified", "added", "deleted" or "renamed"
+    old_path: str | None  # None where the patch creates the file
+    new_path: str | None  # None where it deletes the file
+    hunks: tuple[Hunk, ...]
+    added: int
+    removed: int
+    at: int  # its 'diff --git' line in the diff, 1-based
+    binary: bool = False
+
+    @property
+    def source(self) -> str | None:
+        """The old path of a rename."""
+        return self.old_path if self.status == "renamed" else None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Diff:
+    text: str
+    files: tuple[FileDiff, ...]
+
+    def added_lines(self) -> Iterator[tuple[str, Line]]:
+        """Every line the diff adds, with the path it adds it to."""
+        for f in self.files:
+            if f.new_path is not None:
+                for h in f.hunks:
+                    for ln in h.lines:
+                        if ln.kind == ADDED:
+                            yield f.new_path, ln
+
+    def file_header(self, f: FileDiff) -> str:
+        """The text of ``f``'s header: its 'diff --git' line up to its first hunk."""
+        lines = self.text.split("\n")
+        later = [g.at for g in self.files if g.at > f.at]
+        end = f.hunks[0].at - 1 if f.hunks else min(later, default=len(lines) + 1) - 1
+        return "".join(line + "\n" for line in lines[f.at - 1:end])
+
+    def hunk_text(self, h: Hunk) -> str:
+        """The text of ``h``: its header line and body, as the diff has them."""
+        return "".join(line + "\n" for line in self.text.split("\n")[h.at - 1:h.end])
+
+
+class DiffError(ValueError):
+    """A diff that cannot be read, or that names a path or mode that may not be applied."""
+
+    def __init__(self, message: str, *, line: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.line, self.hint = message, line, hint
+
+
+def parse(diff: str) -> Diff:
+    """``diff`` (git diff output, from its first 'diff --git' line) as the model."""
+    try:
+        sections = gitpaths.read_sections(diff)
+    except gitpaths.Refused as exc:
+        raise DiffError(exc.message, line=exc.line, hint=exc.hint) from None
+    return build(diff, sections)
+
+
+def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
+    """The model of ``diff``, its names from ``sections`` (``gitpaths.read_sections``, which may
+    have read a whole patch file around it)."""
+    try:
+        patchset = PatchSet(diff)
+    except UnidiffParseError as exc:
+        raise DiffError(f"the diff does not parse: {exc}",
+                        hint="re-export the commit with git format-patch") from None
+    if not len(patchset):
+        raise DiffError("the diff touches no file")
+    raw = diff.split("\n")
+    named = len(sections) == len(patchset)
+    files = []
+    for n, pf in enumerate(patchset):
+        hunks = tuple(_hunk(h, raw) for h in pf)
+        status = ("added" if pf.is_added_file else "deleted" if pf.is_removed_file
+                  else "renamed" if pf.is_rename else "modified")
+        old = None if pf.source_file == "/dev/null" else _strip(pf.source_file, "a/")
+        new = None if pf.target_file == "/dev/null" else _strip(pf.target_file, "b/")
+        if named:  # the names as git reads them (unidiff keeps a quoted name's quotes)
+            section = sections[n]
+            old = None if pf.source_file == "/dev/null" else section.old
+            new = None if pf.target_file == "/dev/null" else section.new
+            path = (section.old if status == "deleted" else section.new) or section.old or pf.path
+        else:
+            path = pf.path
+        files.append(FileDiff(path=path, status=status, old_path=old, new_path=new, hunks=hunks,
+                              added=sum(h.added for h in pf), removed=sum(h.removed for h in pf),
+                              at=pf.diff_line_no or 1, binary=pf.is_binary_file))
+    return Diff(text=diff, files=tuple(files))
+
+
+def _strip(name: str, prefix: str) -> str:
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+def _hunk(h: unidiff.patch.Hunk, raw: list[str]) -> Hunk:
+    """One unidiff hunk as the model's: its lines with their kinds and places, a "\\ No newline
+    at end of file" taken off the line before it."""
+    lines: list[Line] = []
+    at = end = 0
+    for ln in h:
+        kind = ln.line_type
+        if kind == "\\":
+            if lines:
+                prev = lines[-1]
+                lines[-1] = Line(prev.kind, prev.text.removesuffix("\n"), prev.at)
+            end = ln.diff_line_no or end + 1  # the marker after a hunk's last line has no number
+            continue
+        if kind not in (CONTEXT, REMOVED, ADDED):
+            continue  # an empty line unidiff keeps after the hunk: not part of it
+        number = ln.diff_line_no or end + 1  # unidiff numbers every line inside a hunk
+        if not at:
+            at = number - 1
+        lines.append(Line(kind, ln.value, number))
+        end = number
+    return Hunk(old_start=h.source_start, old_count=h.source_length, new_start=h.target_start,
+                new_count=h.target_length, header=raw[at - 1] if at else "", lines=tuple(lines), at=at,
+                end=end)

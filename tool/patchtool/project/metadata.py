@@ -1,0 +1,214 @@
+"""The records a patch's entry in ``patchset.toml`` holds besides its identity: its upstream
+status (DEP-3's vocabulary), measured evidence, the knobs it adds or needs, the hardware and
+models it is for, and the rejected ideas it deliberately overrides. Each reads itself from a
+``fields.Fields`` view of its table (pure) and writes itself back with ``to_dict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from packaging.version import Version
+
+from patchtool.project.fields import Fields, _ident, _version
+
+
+class Status(enum.StrEnum):
+    """DEP-3 / Yocto ``Upstream-Status`` vocabulary."""
+
+    PENDING = "pending"
+    SUBMITTED = "submitted"
+    BACKPORT = "backport"
+    INAPPROPRIATE = "inappropriate"
+    DENIED = "denied"
+    MERGED = "merged"
+
+
+# the detail each status must carry, and the ones it may carry
+_STATUS_REQUIRES: dict[Status, tuple[str, ...]] = {
+    Status.PENDING: (),
+    Status.SUBMITTED: ("url",),
+    Status.BACKPORT: ("ref",),
+    Status.INAPPROPRIATE: ("reason",),
+    Status.DENIED: (),
+    Status.MERGED: ("version",),
+}
+_STATUS_DETAILS = ("url", "ref", "reason", "version")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Upstream:
+    status: Status
+    url: str | None = None
+    ref: str | None = None
+    reason: str | None = None
+    version: Version | None = None
+
+    @classmethod
+    def read(cls, f: Fields) -> Upstream | None:
+        status = f.choice("status", tuple(Status))
+        details = {name: f.string(name, required=False) for name in _STATUS_DETAILS if name != "version"}
+        version = f.parsed("version", _version, required=False)
+        f.done()
+        if status is None:
+            return None
+        st = Status(status)
+        present = {k for k, v in details.items() if v is not None} | ({"version"} if version else set())
+        missing = [k for k in _STATUS_REQUIRES[st] if k not in present]
+        for k in missing:
+            f.problem(k, f"status {st.value!r} needs {k!r}",
+                      hint=f"e.g. status = \"{st.value}\", {k} = \"...\"")
+        if st is Status.SUBMITTED and details["url"] and not re.match(r"^https?://", details["url"]):
+            f.problem("url", f"{details['url']!r} is not an http(s) URL")
+            return None
+        if missing:
+            return None
+        return cls(status=st, version=version, **details)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status.value}
+        for name in _STATUS_DETAILS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = str(value)
+        return out
+
+    def __str__(self) -> str:
+        detail = self.url or self.ref or self.reason or (str(self.version) if self.version else "")
+        return f"{self.status.value} {detail}".strip()
+
+
+Scalar = str | int | float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Evidence:
+    """A measurement, as data: ``+12.8% throughput at concurrency 64`` is metric/before/after/change."""
+
+    metric: str
+    source: str
+    before: Scalar | None = None
+    after: Scalar | None = None
+    change: str | None = None
+    conditions: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def read(cls, f: Fields) -> Evidence | None:
+        metric = f.string("metric")
+        source = f.string("source")
+        values = {name: v for name in ("before", "after") if (v := f.scalar(name)) is not None}
+        change = f.string("change", required=False)
+        conditions = f.str_map("conditions", required=False) or {}
+        f.done()
+        if not (values or change):
+            f.problem(None, "evidence needs a measured value: 'before'/'after' or 'change'")
+            return None
+        if metric is None or source is None:
+            return None
+        return cls(metric=metric, source=source, change=change, conditions=conditions, **values)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"metric": self.metric}
+        for name in ("before", "after", "change"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.conditions:
+            out["conditions"] = dict(self.conditions)
+        out["source"] = self.source
+        return out
+
+
+class KnobType(enum.StrEnum):
+    ENV = "env"
+    FLAG = "flag"
+
+
+class KnobRelation(enum.StrEnum):
+    ADDS = "adds"  # the patch introduces the knob
+    NEEDS = "needs"  # the patch relies on the knob being set
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Knob:
+    name: str
+    type: KnobType
+    relation: KnobRelation
+    recommended: Mapping[str, str]  # role ("prefill", "decode", "all") -> value
+    default: str | None = None
+    note: str | None = None
+
+    @classmethod
+    def read(cls, f: Fields) -> Knob | None:
+        name = f.string("name")
+        typ = f.choice("type", tuple(KnobType))
+        relation = f.choice("relation", tuple(KnobRelation))
+        recommended = f.str_map("recommended")
+        default = f.string("default", required=False)
+        note = f.string("note", required=False)
+        f.done()
+        if name and typ == KnobType.FLAG and not name.startswith("--"):
+            f.problem("name", f"a server flag starts with '--', got {name!r}")
+            return None
+        if name and typ == KnobType.ENV and not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
+            f.problem("name", f"{name!r} is not an environment variable name")
+            return None
+        if recommended is not None and not recommended:
+            f.problem("recommended", "name at least one role, e.g. { decode = \"0\" }")
+            return None
+        if None in (name, typ, relation, recommended):
+            return None
+        assert name and typ and relation and recommended is not None
+        return cls(name=name, type=KnobType(typ), relation=KnobRelation(relation),
+                   recommended=recommended, default=default, note=note)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.type.value,
+                               "relation": self.relation.value,
+                               "recommended": dict(self.recommended)}
+        if self.default is not None:
+            out["default"] = self.default
+        if self.note is not None:
+            out["note"] = self.note
+        return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Scope:
+    hardware: tuple[str, ...]
+    model: tuple[str, ...]
+
+    @classmethod
+    def read(cls, f: Fields) -> Scope | None:
+        hardware = f.str_list("hardware")
+        model = f.str_list("model")
+        f.done()
+        if hardware is None or model is None:
+            return None
+        return cls(hardware=hardware, model=model)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hardware": list(self.hardware), "model": list(self.model)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Override:
+    """A patch that deliberately re-introduces a rejected idea, and why."""
+
+    entry: str
+    justification: str
+
+    @classmethod
+    def read(cls, f: Fields) -> Override | None:
+        entry = f.parsed("entry", _ident)
+        justification = f.string("justification")
+        f.done()
+        if entry is None or justification is None:
+            return None
+        return cls(entry=entry, justification=justification)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"entry": self.entry, "justification": self.justification}

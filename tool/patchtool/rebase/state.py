@@ -1,0 +1,150 @@
+"""The state of a rebase that stopped: what ``--continue``, ``--skip`` and ``--abort`` resume from.
+
+It lives in ``.patchtool/rebase/state.json``, written whole (``atomic.write``) at every stop.
+``RebaseState.from_dict`` is pure and checks it like every file in the repository: a state
+that names another worktree or a pin that is no pin name is refused. A state written by an
+older patchtool may carry a ``phase``; nothing reads it, and it is ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from patchtool import atomic, paths
+from patchtool.errors import InvalidInput, UsageError
+from patchtool.project import statedir
+from patchtool.rebase.replay import PatchOutcome, Step
+from patchtool.rebase.textapply import MovedHunk
+
+STATE_DIR = ".patchtool/rebase"
+STATE_FILE = f"{STATE_DIR}/state.json"
+SCHEMA = 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RebaseState:
+    old_pin: str
+    new_pin: str
+    new_pin_toml: str  # the new pin's file, written with the series at the end
+    digest: str  # of patchset.toml and patches/ when the rebase started (``transaction.digest``)
+    steps: tuple[Step, ...]  # the patches through so far, the one it stopped on last
+    tip: str  # the last commit on the new base
+    skipped: Mapping[str, str] = dataclasses.field(default_factory=dict)  # patch id -> why
+    worktree: str | None = None  # where the conflict waits to be resolved
+
+    @property
+    def stopped_at(self) -> str | None:
+        return self.steps[-1].id if self.steps and self.worktree else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "old_pin": self.old_pin, "new_pin": self.new_pin,
+                "new_pin_toml": self.new_pin_toml, "digest": self.digest,
+                "steps": [_step_to_dict(s) for s in self.steps], "tip": self.tip,
+                "skipped": dict(self.skipped), "worktree": self.worktree}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, root: Path) -> RebaseState:
+        """The state in ``data``; ValueError saying why it is not one patchtool wrote for the
+        repository at ``root``."""
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ValueError(f"not a state of schema {SCHEMA}")
+        for key in ("old_pin", "new_pin"):
+            if not isinstance(data.get(key), str) or paths.id_problem(data[key]):
+                raise ValueError(f"{key} {data.get(key)!r} is not a pin name")
+        if not isinstance(data.get("steps"), list) or not all(isinstance(x, dict) for x in data["steps"]):
+            raise ValueError("steps is not a list of steps")
+        worktree = data.get("worktree")
+        if worktree not in (None, str(root / STATE_DIR / "worktree")):
+            raise ValueError(f"worktree {worktree!r} is not {STATE_DIR}/worktree")
+        for key in ("new_pin_toml", "digest", "tip"):
+            if not isinstance(data.get(key), str):
+                raise ValueError(f"{key} is not a string")
+        skipped = data.get("skipped", {})
+        if not isinstance(skipped, dict) or not all(isinstance(v, str) for v in skipped.values()):
+            raise ValueError("skipped is not a table of reasons")
+        steps = []
+        for i, step in enumerate(data["steps"]):
+            try:
+                steps.append(_step_from_dict(step))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ValueError(f"steps[{i}] is not a step ({exc})") from None
+        return cls(old_pin=data["old_pin"], new_pin=data["new_pin"], new_pin_toml=data["new_pin_toml"],
+                   digest=data["digest"], steps=tuple(steps), tip=data["tip"], skipped=dict(skipped),
+                   worktree=worktree)
+
+
+def _step_to_dict(s: Step) -> dict[str, Any]:
+    return {**s.to_dict(), "files": list(s.files)}
+
+
+def _step_from_dict(d: dict[str, Any]) -> Step:
+    def strings(key: str) -> tuple[str, ...]:
+        value = d.get(key, ())
+        if not isinstance(value, list | tuple) or not all(isinstance(x, str) for x in value):
+            raise ValueError(f"{key} is not a list of strings")
+        return tuple(value)
+
+    if not all(isinstance(d.get(k), str) for k in ("id", "file")):
+        raise ValueError("no id or file")
+    return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
+                detail=str(d.get("detail", "")), conflicted=strings("conflicted"), misplaced=strings("misplaced"),
+                renamed=strings("renamed"), shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())),
+                files=strings("files"))
+
+
+def save(root: Path, state: RebaseState) -> None:
+    statedir.ensure(root)
+    path = root / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write(path, json.dumps(state.to_dict(), indent=2, sort_keys=True))
+
+
+def load(root: Path) -> RebaseState | None:
+    """The state of a rebase in progress, None when there is none."""
+    path = root / STATE_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        data = json.loads(paths.inside(root, STATE_FILE).read_text(encoding="utf-8"))
+        return RebaseState.from_dict(data, root=root)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidInput(f"the rebase state is not one patchtool wrote ({exc})", file=STATE_FILE,
+                           hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again") from None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class InProgress:
+    """A rebase that stopped and waits for --continue, --skip or --abort."""
+
+    old_pin: str
+    new_pin: str
+    done: int  # patches through before the one it stopped on
+    stopped_at: str | None
+    worktree: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def in_progress(root: Path) -> InProgress | None:
+    state = load(root)
+    if state is None:
+        return None
+    stopped = state.stopped_at
+    return InProgress(old_pin=state.old_pin, new_pin=state.new_pin, done=len(state.steps) - (1 if stopped else 0),
+                      stopped_at=stopped, worktree=state.worktree)
+
+
+def refuse_in_progress(root: Path, command: str) -> None:
+    """UsageError when a rebase is in progress: a command that changes the series would pull it
+    from under the rebase (its --continue would then refuse, its --abort could not restore it)."""
+    found = in_progress(root)
+    if found is not None:
+        where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
+        raise UsageError(f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the "
+                         "series under it",
+                         hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`")

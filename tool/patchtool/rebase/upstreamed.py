@@ -1,0 +1,81 @@
+"""Is this patch already upstream? ``already_upstream`` answers it for a patch replayed onto a
+new upstream (``rebase`` and ``scan``), with the reason.
+
+The signs, cheapest first:
+- it applies in reverse on the target (the whole patch, as ``git apply -R`` would);
+- upstream made a commit with its patch-id between the two pins (``git cherry``; only where both
+  pins are git commits: a release artifact has no history to compare with);
+- merging it onto the target changes nothing.
+
+``hunks_upstream`` counts the hunks of a patch that are upstream while the rest still applies
+("partly upstream"). At the pin, ``patchtool apply`` asks git the first question when a patch
+does not apply (``series.apply.diagnose``: "already applied").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from patchtool import git
+from patchtool.diff import textpatch
+from patchtool.diff.model import Diff, lines_of
+from patchtool.rebase import merge
+from patchtool.rebase.textapply import apply_patch
+from patchtool.upstream.upstream import Base
+
+IN_REVERSE = "it applies in reverse on the target"
+
+
+def already_upstream(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge, *, try_reverse: bool,
+                     patch_ids: PatchIds | None, commit: str) -> str | None:
+    """Why the patch (``diff``, its commit on the old pin ``commit``) is already in the tree ``ws``
+    builds, or None. ``merged``: the patch merged onto that tree; ``try_reverse``: whether to try
+    it in reverse (a plain patch, no renames or mode changes, that does not apply forward)."""
+    if merged.clean:
+        if not ws.same(merged.files):
+            return None
+        return IN_REVERSE if try_reverse and applies_in_reverse(ws, diff) else "applying it changes nothing"
+    if try_reverse and applies_in_reverse(ws, diff):
+        return IN_REVERSE
+    return patch_ids.detail(commit) if patch_ids is not None else None
+
+
+def applies_in_reverse(ws: merge.Workspace, diff: Diff) -> bool:
+    return apply_patch(ws, diff, reverse=True) is not None
+
+
+class PatchIds:
+    """Whether upstream has a commit with a patch's own patch-id (``git cherry``), asked only of
+    patches that do not apply, and only where both pins are git commits."""
+
+    def __init__(self, repo: git.Repo, old_base: Base, new_base: Base, chain: Sequence[str]) -> None:
+        self.repo, self.old_base, self.new_base, self.chain = repo, old_base, new_base, chain
+        self._found: set[str] | None = None
+
+    def detail(self, commit: str) -> str | None:
+        if self.old_base.source != "git" or self.new_base.source != "git" or len(self.chain) < 2:
+            return None
+        if self._found is None:
+            self._found = self.repo.cherry(self.new_base.commit, self.chain[-1], self.chain[0])
+        if commit not in self._found:
+            return None
+        return (f"its patch-id matches a commit upstream made between {self.old_base.pin.version} and "
+                f"{self.new_base.pin.version}")
+
+
+def hunks_upstream(ws: merge.Workspace, diff: Diff) -> int:
+    """How many of the patch's hunks are already in the workspace (each applies in reverse and not
+    forward), when some but not all are; 0 otherwise."""
+    total = sum(len(f.hunks) for f in diff.files)
+    if total < 2:
+        return 0
+    present = 0
+    for f in diff.files:
+        path = f.new_path or f.old_path
+        text = ws.text(path) if path else None
+        if text is None:
+            continue
+        lines = lines_of(text)
+        present += sum(1 for h in f.hunks
+                       if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None)
+    return present if present < total else 0
