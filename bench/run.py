@@ -53,14 +53,16 @@ FIXED_IDENT = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost"
 # -- running one command -------------------------------------------------------------------
 
 class Measured:
-    def __init__(self, seconds: float, maxrss_kib: int, stdout: str) -> None:
+    def __init__(self, seconds: float, maxrss_kib: int, stdout: str, returncode: int = 0) -> None:
         self.seconds = seconds
         self.maxrss_kib = maxrss_kib
         self.stdout = stdout
+        self.returncode = returncode
 
 
-def measure(cmd: list[str], env: dict[str, str], *, cwd: Path | None = None) -> Measured:
-    """Run ``cmd`` to completion; wall time and the peak RSS of its process tree. Raise on failure."""
+def measure(cmd: list[str], env: dict[str, str], *, cwd: Path | None = None, ok: tuple[int, ...] = (0,)) -> Measured:
+    """Run ``cmd`` to completion; wall time and the peak RSS of its process tree. Raise when it
+    exits with a status outside ``ok``."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
@@ -71,10 +73,10 @@ def measure(cmd: list[str], env: dict[str, str], *, cwd: Path | None = None) -> 
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode(errors="replace")
-        if proc.returncode != 0:
+        if proc.returncode not in ok:
             raise BenchError(f"{shlex.join(cmd[:4])} ... failed ({proc.returncode}):\n"
                              f"{stdout}{err.read().decode(errors='replace')}")
-    return Measured(elapsed, usage.ru_maxrss, stdout)
+    return Measured(elapsed, usage.ru_maxrss, stdout, proc.returncode)
 
 
 def quiet(cmd: list[str], env: dict[str, str]) -> None:
