@@ -14,12 +14,13 @@ it by 0.5.23:
                   a 3-way merge succeeds
   conflict   (3)  the patch edits the very line upstream rewrote
   upstream   (2)  the patch is upstream's own one-line change of that function
-  gone       (1)  the file is deleted in 0.5.23
+  gone       (1)  the file is deleted in 0.5.23 (not renamed: a 3-way merge would follow it)
   revisit    (2)  a second edit of an earlier patch's file, next to its comment (order matters)
 
 The 100-patch series repeats that pattern of 30 kinds three times and then its first 10 (27
 unchanged, 27 shifted, 20 merge, 10 conflict, 7 upstream, 3 gone, 6 revisits); each kind takes
-the next files of the same hash order, so its files are not those of the 30-patch series.
+the next files of the same hash order, so its files are not those of the 30-patch series (and a
+changed file is tried for "merge" first: 0.5.20 has only 21 files that offer one).
 
 The commits are made in a scratch repository that borrows the cache's objects, with fixed
 authors and dates, and exported in patchtool's canonical form: the same releases always give
@@ -246,6 +247,24 @@ def revisit(edit: Edit, text: str, n: int) -> Edit:
                 "Follow-up to the earlier note in this file: say where the number comes from.")
 
 
+# the kinds a changed file is tried for, in order; the 100-patch series tries "merge" first, since
+# only 21 files of 0.5.20 offer one and "conflict" or "upstream" would take them
+PREFER = {30: ("conflict", "upstream", "merge", "shifted"), 100: ("merge", "conflict", "upstream", "shifted")}
+
+
+def renamed(repo: Path, old_commit: str, new_commit: str) -> set[str]:
+    """The files of ``old_commit`` that git sees renamed in ``new_commit`` (a 3-way merge follows them)."""
+    fields = git(repo, "diff", "--name-status", "-M", "-z", old_commit, new_commit).decode().split("\0")
+    out, i = set(), 0
+    while i < len(fields) - 1:
+        if fields[i][:1] in "RC":
+            out.add(fields[i + 1])
+            i += 3
+        else:
+            i += 2
+    return out
+
+
 def choose(repo: Path, old_commit: str, new_commit: str, order: tuple[str, ...] = ORDER) -> dict[str, list[Edit]]:
     """Edits by kind, one file each, in the fixed hash order of the files."""
     quota = {k: order.count(k) for k in set(order) if k != "revisit"}
@@ -256,6 +275,7 @@ def choose(repo: Path, old_commit: str, new_commit: str, order: tuple[str, ...] 
     new_blobs = {p.split("\t")[1]: p.split()[2] for p in listing if p}
     paths = sorted((p for p in old_blobs if p.endswith(".py") and not p.endswith("__init__.py")
                     and "/tests/" not in p), key=_key)
+    moved = renamed(repo, old_commit, new_commit)
     blobs = Blobs(repo)
     try:
         for path in paths:
@@ -271,13 +291,13 @@ def choose(repo: Path, old_commit: str, new_commit: str, order: tuple[str, ...] 
                 continue
             edit = None
             if path not in new_blobs:
-                if len(out["gone"]) < quota["gone"]:
+                if len(out["gone"]) < quota["gone"] and path not in moved:
                     edit = plan_unchanged(path, old, "gone")
             elif new_blobs[path] == old_blobs[path]:
                 if len(out["unchanged"]) < quota["unchanged"]:
                     edit = plan_unchanged(path, old, "unchanged")
             else:
-                wanted = [k for k in ("conflict", "upstream", "merge", "shifted") if len(out[k]) < quota[k]]
+                wanted = [k for k in PREFER[len(order)] if len(out[k]) < quota[k]]
                 if wanted:
                     new = (blobs.read(new_blobs[path]) or b"").decode("utf-8", "replace")
                     edit = plan_changed(path, old, new, wanted)

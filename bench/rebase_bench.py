@@ -412,9 +412,9 @@ def print_table(s: dict[str, Any], summary: dict[str, Any]) -> None:
     for x in s["ratios"]:
         verdict = "" if x["meets"] is None else f" (target {x['target']}: {'meets' if x['meets'] else 'MISSES'})"
         unit = "s" if x["name"] == STEPS_RATIO else "x"
-        print(f"{x['name']}: {x['value']:.2f}{unit}{verdict}")
+        print(f"{x['name']}: {x['value']:.3f}{unit}{verdict}")
     for x in s["baseline_ratios"]:
-        print(f"{x['pair']}: patchtool/baseline = {x['ratio']:.2f}x")
+        print(f"{x['pair']}: patchtool/baseline = {x['ratio']:.3f}x")
     print(f"no hunk misplaced, patchtool resolves as many as git am -3, and places each as git rebase does: "
           f"{'meets' if s['resolved_target']['meets'] else 'MISSES'}")
     if "git_apply_check_passes" in s:
