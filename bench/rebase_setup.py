@@ -48,9 +48,12 @@ def refs(repo: Path) -> set[str]:
 
 
 def drop_new_refs(repo: Path, before: set[str]) -> None:
-    """Delete the refs patchtool made in ``repo`` since ``before`` (its replay and series refs)."""
+    """Delete the replay refs patchtool made in ``repo`` since ``before``: one per project it
+    rebased, and the bench's projects are scratch copies. Its other refs stay: the series chains
+    (``refs/patchtool/chain/...``) are remembered beside the repository by commit, and pruning
+    their commits would leave patchtool a memo of commits that are gone."""
     for ref in sorted(refs(repo) - before):
-        if ref.startswith(("refs/patchtool/", "refs/heads/patchtool/")):
+        if ref.startswith("refs/patchtool/") and ref.endswith("/replay") and "/chain/" not in ref:
             git(repo, "update-ref", "-d", ref, check=False)
 
 
