@@ -1,10 +1,11 @@
-"""Build the rebase benchmark project: 30 patches on real sglang 0.5.20, to be moved to 0.5.23.
+"""Build the rebase benchmark project: 30 or 100 patches on real sglang 0.5.20, to be moved to 0.5.23.
 
-Usage: python bench/make_rebase_series.py DEST [--cache-dir DIR]
+Usage: python bench/make_rebase_series.py DEST [--count 30|100] [--cache-dir DIR] [--patchtool CMD]
 
-Needs v0.5.20 and v0.5.23 imported in the patchtool cache (``bench/rebase_bench.py`` imports
-them). Each patch is a small edit inside one function of a file under python/sglang/srt/, one
-file per patch, picked in a fixed hash order by what upstream did to it by 0.5.23:
+Needs v0.5.20 and v0.5.23 imported in the patchtool cache (``bench/rebase_bench.py`` imports them,
+and so does this script when run alone). Each patch is a small edit inside one function of a file
+under python/sglang/srt/, one file per patch, picked in a fixed hash order by what upstream did to
+it by 0.5.23:
 
   unchanged  (8)  the file is byte-identical in 0.5.23: a comment at the top of a function body
   shifted    (8)  the function and the lines around the edit are identical, at another line
@@ -13,13 +14,19 @@ file per patch, picked in a fixed hash order by what upstream did to it by 0.5.2
                   a 3-way merge succeeds
   conflict   (3)  the patch edits the very line upstream rewrote
   upstream   (2)  the patch is upstream's own one-line change of that function
-  gone       (1)  the file is deleted in 0.5.23
+  gone       (1)  the file is deleted in 0.5.23 (not renamed: a 3-way merge would follow it)
   revisit    (2)  a second edit of an earlier patch's file, next to its comment (order matters)
+
+The 100-patch series repeats that pattern of 30 kinds three times and then its first 10 (27
+unchanged, 27 shifted, 20 merge, 10 conflict, 7 upstream, 3 gone, 6 revisits); each kind takes
+the next files of the same hash order, so its files are not those of the 30-patch series (and a
+changed file is tried for "merge" first: 0.5.20 has only 21 files that offer one).
 
 The commits are made in a scratch repository that borrows the cache's objects, with fixed
 authors and dates, and exported in patchtool's canonical form: the same releases always give
 byte-identical patches. ``bench-series.json`` beside ``patchset.toml`` records each patch's kind,
-file and function. Standard library only (plus patchtool, to write the 0.5.20 pin).
+file and function. Standard library only; run alone, it imports the releases and writes the 0.5.20
+pin through the patchtool command (``--patchtool CMD``).
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_series import AUTHORS, FIXED_DATE, BenchError, default_cache_dir, git, git_env, slug
+from make_series import AUTHORS, FIXED_DATE, BenchError, default_cache_dir, find_patchtool, git, git_env, slug
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = "patchtool-rebase-bench-v1"  # change it and every patch changes
@@ -50,6 +57,16 @@ ORDER = ("unchanged", "shifted", "merge", "unchanged", "shifted", "upstream", "m
          "shifted", "conflict", "unchanged", "shifted", "merge", "upstream", "unchanged", "revisit",
          "shifted", "merge", "conflict", "unchanged", "shifted")
 REVISITS = {14: 2, 25: 11}
+COUNTS = (30, 100)
+
+
+def order_for(count: int) -> tuple[tuple[str, ...], dict[int, int]]:
+    """The kinds of patches 1..count and, for each revisit, the patch it builds on: ORDER repeated."""
+    if count not in COUNTS:
+        raise BenchError(f"the series has {' or '.join(map(str, COUNTS))} patches, not {count}")
+    order = tuple(ORDER[i % len(ORDER)] for i in range(count))
+    revisits = {n: n - k + REVISITS[k] for n in range(1, count + 1) if (k := (n - 1) % len(ORDER) + 1) in REVISITS}
+    return order, revisits
 NOTE = "# NOTE(fork):"
 
 
@@ -230,9 +247,27 @@ def revisit(edit: Edit, text: str, n: int) -> Edit:
                 "Follow-up to the earlier note in this file: say where the number comes from.")
 
 
-def choose(repo: Path, old_commit: str, new_commit: str) -> dict[str, list[Edit]]:
+# the kinds a changed file is tried for, in order; the 100-patch series tries "merge" first, since
+# only 21 files of 0.5.20 offer one and "conflict" or "upstream" would take them
+PREFER = {30: ("conflict", "upstream", "merge", "shifted"), 100: ("merge", "conflict", "upstream", "shifted")}
+
+
+def renamed(repo: Path, old_commit: str, new_commit: str) -> set[str]:
+    """The files of ``old_commit`` that git sees renamed in ``new_commit`` (a 3-way merge follows them)."""
+    fields = git(repo, "diff", "--name-status", "-M", "-z", old_commit, new_commit).decode().split("\0")
+    out, i = set(), 0
+    while i < len(fields) - 1:
+        if fields[i][:1] in "RC":
+            out.add(fields[i + 1])
+            i += 3
+        else:
+            i += 2
+    return out
+
+
+def choose(repo: Path, old_commit: str, new_commit: str, order: tuple[str, ...] = ORDER) -> dict[str, list[Edit]]:
     """Edits by kind, one file each, in the fixed hash order of the files."""
-    quota = {k: ORDER.count(k) for k in set(ORDER) if k != "revisit"}
+    quota = {k: order.count(k) for k in set(order) if k != "revisit"}
     out: dict[str, list[Edit]] = {k: [] for k in quota}
     listing = git(repo, "ls-tree", "-r", "-z", old_commit, "--", SRT).decode().split("\0")
     old_blobs = {p.split("\t")[1]: p.split()[2] for p in listing if p}
@@ -240,6 +275,7 @@ def choose(repo: Path, old_commit: str, new_commit: str) -> dict[str, list[Edit]
     new_blobs = {p.split("\t")[1]: p.split()[2] for p in listing if p}
     paths = sorted((p for p in old_blobs if p.endswith(".py") and not p.endswith("__init__.py")
                     and "/tests/" not in p), key=_key)
+    moved = renamed(repo, old_commit, new_commit)
     blobs = Blobs(repo)
     try:
         for path in paths:
@@ -255,13 +291,13 @@ def choose(repo: Path, old_commit: str, new_commit: str) -> dict[str, list[Edit]
                 continue
             edit = None
             if path not in new_blobs:
-                if len(out["gone"]) < quota["gone"]:
+                if len(out["gone"]) < quota["gone"] and path not in moved:
                     edit = plan_unchanged(path, old, "gone")
             elif new_blobs[path] == old_blobs[path]:
                 if len(out["unchanged"]) < quota["unchanged"]:
                     edit = plan_unchanged(path, old, "unchanged")
             else:
-                wanted = [k for k in ("conflict", "upstream", "merge", "shifted") if len(out[k]) < quota[k]]
+                wanted = [k for k in PREFER[len(order)] if len(out[k]) < quota[k]]
                 if wanted:
                     new = (blobs.read(new_blobs[path]) or b"").decode("utf-8", "replace")
                     edit = plan_changed(path, old, new, wanted)
@@ -285,13 +321,14 @@ def resolve(repo: Path, version: str) -> str:
     return res.stdout.strip()
 
 
-def build(dest: Path, *, cache_dir: Path, pin_text: str) -> Path:
-    """Write the bench project into ``dest`` (must not exist or be empty); return ``dest``."""
+def build(dest: Path, *, cache_dir: Path, pin_text: str, count: int = 30) -> Path:
+    """Write the bench project of ``count`` patches into ``dest`` (must not exist or be empty)."""
     repo = cache_dir / "upstream.git"
     old_commit, new_commit = resolve(repo, OLD), resolve(repo, NEW)
     if dest.exists() and any(dest.iterdir()):
         raise BenchError(f"{dest} exists and is not empty")
-    edits = choose(repo, old_commit, new_commit)
+    order, revisits = order_for(count)
+    edits = choose(repo, old_commit, new_commit, order)
     pools = {k: iter(v) for k, v in edits.items()}
     plan: list[Edit] = []
     scratch = Path(tempfile.mkdtemp(prefix="ptbench-rebase-scratch-"))
@@ -303,9 +340,9 @@ def build(dest: Path, *, cache_dir: Path, pin_text: str) -> Path:
         git(sgit, "read-tree", old_commit, env=index_env)
         parent = old_commit
         patches = []
-        for n, kind in enumerate(ORDER, 1):
+        for n, kind in enumerate(order, 1):
             if kind == "revisit":
-                earlier = plan[REVISITS[n] - 1]
+                earlier = plan[revisits[n] - 1]
                 text = git(sgit, "cat-file", "blob", f"{parent}:{earlier.path}").decode()
                 edit = revisit(earlier, text, n)
             else:
@@ -337,7 +374,7 @@ def build(dest: Path, *, cache_dir: Path, pin_text: str) -> Path:
             f'id = "rb-{n:04d}"\n'
             f'file = "patches/{name}"\n'
             f'kind = "{("correctness", "performance", "reliability", "operations")[n % 4]}"\n'
-            f'why = "Rebase benchmark patch {n} of {len(ORDER)}: {edit.subject}."\n'
+            f'why = "Rebase benchmark patch {n} of {count}: {edit.subject}."\n'
             'owner = "bench"\n'
             'applies_to = ">=0.5.20,<0.5.24"\n'
             'drop_when = "Never: it exists to time patchtool rebase."\n'
@@ -345,36 +382,27 @@ def build(dest: Path, *, cache_dir: Path, pin_text: str) -> Path:
         notes.append({"id": f"rb-{n:04d}", "file": f"patches/{name}", "kind": edit.kind, "path": edit.path,
                       "function": edit.function, "subject": edit.subject})
     (dest / "patchset.toml").write_text(
-        "# Generated by bench/make_rebase_series.py: 30 patches on sglang 0.5.20 for timing a rebase.\n"
+        f"# Generated by bench/make_rebase_series.py: {count} patches on sglang 0.5.20 for timing a rebase.\n"
         f'schema = 1\npin = "sglang-{OLD}"\n\n' + "\n".join(entries), encoding="utf-8")
     (dest / "bench-series.json").write_text(json.dumps(notes, indent=1) + "\n")
     return dest
 
 
-def pin_text(cache_dir: Path) -> str:
-    """The 0.5.20 pin, from the index through patchtool (sha256 as the index lists it)."""
-    import dataclasses as dc
-
-    from packaging.version import Version
-
-    from patchtool.upstream.upstream import Cache, load_pin, pin_for_version, pin_to_toml
-    cache = Cache(cache_dir)
-    pin = pin_for_version(load_pin(REPO, f"sglang-{NEW}"), Version(OLD), cache=cache)
-    base = cache.ensure(pin)
-    assert pin.artifact is not None
-    pin = dc.replace(pin, artifact=dc.replace(pin.artifact, tree=base.tree))
-    return pin_to_toml(pin, comment=f"sglang {OLD}: the base of the rebase benchmark series.")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dest", type=Path, help="directory to create the bench project in")
+    ap.add_argument("--count", type=int, choices=COUNTS, default=30, help="how many patches (default 30)")
     ap.add_argument("--cache-dir", type=Path, default=None,
                     help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
+    ap.add_argument("--patchtool", default=None,
+                    help="the patchtool command that imports the releases (default: .venv/bin/patchtool, else PATH)")
     args = ap.parse_args(argv)
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
+    from rebase_setup import ensure_releases  # it builds on this module
+
     try:
-        build(args.dest.absolute(), cache_dir=cache_dir, pin_text=pin_text(cache_dir))
+        _, pin = ensure_releases(find_patchtool(args.patchtool), cache_dir)
+        build(args.dest.absolute(), cache_dir=cache_dir, pin_text=pin, count=args.count)
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -59,20 +59,50 @@ def find_patchtool(spec: str | None) -> list[str]:
     raise BenchError("no patchtool found: create .venv (pip install -e .) or pass --patchtool")
 
 
+def command_python(cmd: list[str]) -> tuple[str, dict[str, str]]:
+    """The Python a patchtool command runs in, and the variables a leading ``env A=B`` sets for it.
+
+    ``[env A=B ...] PYTHON -m patchtool`` names its Python; a script (``.venv/bin/patchtool``) names
+    it in its ``#!`` line; anything else is taken to run in this interpreter."""
+    rest, env = list(cmd), {}
+    if rest and Path(rest[0]).name == "env":
+        rest.pop(0)
+        while rest and "=" in rest[0] and not rest[0].startswith("-"):
+            key, _, value = rest.pop(0).partition("=")
+            env[key] = value
+    if len(rest) >= 3 and rest[1:3] == ["-m", "patchtool"]:
+        return rest[0], env
+    script = Path(shutil.which(rest[0]) or rest[0]) if rest else Path()
+    first = script.read_bytes()[:200].split(b"\n", 1)[0] if script.is_file() else b""
+    return (first[2:].decode().strip() if first.startswith(b"#!") else sys.executable), env
+
+
 def compile_patchtool(patchtool: list[str]) -> None:
     """Write patchtool's bytecode, as `pip install` does: with PYTHONDONTWRITEBYTECODE set (or an
-    editable install that never ran) every timed command would compile its modules again."""
-    script = Path(shutil.which(patchtool[0]) or patchtool[0])
-    first = script.read_bytes()[:200].split(b"\n", 1)[0] if script.is_file() else b""
-    python = first[2:].decode().strip() if first.startswith(b"#!") else sys.executable
+    editable install that never ran) every timed command would compile its modules again. It is
+    the package the command imports (its Python, its PYTHONPATH), which may not be this one's."""
+    python, extra = command_python(patchtool)
+    env = {**os.environ, **extra}
     where = subprocess.run([python, "-c", "import os, patchtool; print(os.path.dirname(patchtool.__file__))"],
-                           capture_output=True, text=True, check=False)
+                           capture_output=True, text=True, env=env, check=False)
     if where.returncode == 0:
-        subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], capture_output=True, check=False)
+        subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], capture_output=True, env=env,
+                       check=False)
 
 
-def bench_parser(doc: str, *, runs: int, min_runs: int, per: str = "command") -> argparse.ArgumentParser:
-    """The options every benchmark takes: --runs, --warmup, --cache-dir, --patchtool."""
+def find_baseline(spec: str | None) -> list[str] | None:
+    """The --baseline-patchtool command (the code to compare with), compiled; None without one."""
+    if not spec:
+        return None
+    baseline = shlex.split(spec)
+    compile_patchtool(baseline)
+    return baseline
+
+
+def bench_parser(doc: str, *, runs: int, min_runs: int, per: str = "command",
+                 baseline: bool = False) -> argparse.ArgumentParser:
+    """The options every benchmark takes: --runs, --warmup, --cache-dir, --patchtool (and, where it
+    times the two side by side, --baseline-patchtool)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=runs, help=f"measured runs per {per} (>= {min_runs})")
     ap.add_argument("--warmup", type=int, default=1, help=f"unmeasured runs per {per} first")
@@ -80,6 +110,10 @@ def bench_parser(doc: str, *, runs: int, min_runs: int, per: str = "command") ->
                     help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
     ap.add_argument("--patchtool", default=None,
                     help="the patchtool command (default: .venv/bin/patchtool, else patchtool on PATH)")
+    if baseline:
+        ap.add_argument("--baseline-patchtool", default=None, metavar="CMD",
+                        help="a second patchtool command (e.g. an older checkout: 'env PYTHONPATH=OLD/tool python "
+                             "-m patchtool'), timed beside the first in the same run, with the ratios new/baseline")
     ap.set_defaults(min_runs=min_runs)
     return ap
 

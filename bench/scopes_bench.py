@@ -1,8 +1,9 @@
-"""Time the Python scope scanner (``patchtool.scopes.python_scopes``) on every .py file of sglang 0.5.23.
+"""Time the Python scope scanner (``patchtool.diff.scopes.python_scopes``) on every .py file of sglang 0.5.23.
 
 Usage: python bench/scopes_bench.py [--baseline REV] [--runs N] [--cache-dir DIR] [--ast] [--tokenize]
 
-Compares the scanner in this working tree with the one at git revision REV (default ``main``),
+Compares the scanner in this working tree with the one at git revision REV (default ``main``;
+``tool/patchtool/diff/scopes.py``, or ``tool/patchtool/scopes.py`` before the package was grouped),
 each the best of N passes over all files (default 5), and with ``ast.parse`` and the standard
 ``tokenize`` module (one pass each) when asked. The files come straight out of the release wheel
 in the patchtool cache (``PATCHTOOL_CACHE_DIR``, default the user cache): run ``patchtool check``
@@ -30,6 +31,16 @@ from make_series import default_cache_dir
 
 REPO = Path(__file__).resolve().parent.parent
 PIN = REPO / "upstream-pins" / "sglang-0.5.23.toml"
+SCANNER = ("tool/patchtool/diff/scopes.py", "tool/patchtool/scopes.py")  # where it lives, newest first
+
+
+def scanner_at(rev: str) -> str:
+    """The scanner's source at git revision ``rev``, wherever it lived then."""
+    for path in SCANNER:
+        res = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=REPO, capture_output=True, text=True, check=False)
+        if res.returncode == 0:
+            return res.stdout
+    sys.exit(f"no scope scanner at {rev} (looked for {', '.join(SCANNER)})")
 
 
 def load_scanner(name: str, text: str) -> types.ModuleType:
@@ -85,10 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenize", action="store_true", help="also time the tokenize module")
     args = ap.parse_args(argv)
     texts = sources((args.cache_dir or default_cache_dir()).absolute())
-    old_text = subprocess.run(["git", "show", f"{args.baseline}:tool/patchtool/scopes.py"], cwd=REPO,
-                              capture_output=True, text=True, check=True).stdout
-    old = load_scanner("scopes_baseline", old_text)
-    spec = importlib.util.spec_from_file_location("scopes_here", REPO / "tool" / "patchtool" / "scopes.py")
+    old = load_scanner("scopes_baseline", scanner_at(args.baseline))
+    here = next(REPO / p for p in SCANNER if (REPO / p).is_file())
+    spec = importlib.util.spec_from_file_location("scopes_here", here)
     assert spec and spec.loader
     new = importlib.util.module_from_spec(spec)
     sys.modules["scopes_here"] = new
