@@ -167,9 +167,12 @@ def test_the_pages_name_nothing_outside_themselves(demo_reports: tuple[dict[str,
 
 
 def test_git_apply_offsets_and_merge_conflicts_are_listed() -> None:
-    shifted = detail_items("Hunk #1 succeeded at 378 (offset -62 lines).; Hunk #2 succeeded at 447 (offset 1 line).; "
-                           "Hunk #1 succeeded at 12 (offset 3 lines).")
-    assert shifted.count("<tr") == 4 and shifted.count('class="next-file"') == 1 and "<td>-62</td>" in shifted
+    moved = [{"file": "a.py", "hunk": 1, "old_line": 440, "new_line": 378, "offset": -62},
+             {"file": "a.py", "hunk": 2, "old_line": 446, "new_line": 447, "offset": 1},
+             {"file": "b.py", "hunk": 1, "old_line": 9, "new_line": 12, "offset": 3}]
+    shifted = detail_items("a.py: hunks 1, 2 moved; b.py: hunk 1 moved", shifted=moved)
+    assert shifted.count("<tr") == 4 and "<td>-62</td>" in shifted and "<td>+3</td>" in shifted
+    assert re.findall(r"<code>(.*?)</code>", shifted) == ["a.py", "a.py", "b.py"] and "<li>" not in shifted
     conflict = detail_items("CONFLICT (content): Merge conflict in a.py; CONFLICT (content): Merge conflict in b.py",
                             conflicted=["a.py", "b.py", "c.py"])
     assert re.findall(r"<code>(.*?)</code>", conflict) == ["a.py", "b.py", "c.py"]
@@ -200,7 +203,8 @@ def test_scan_grid_in_the_browser(open_page: Any, demo_reports: tuple[dict[str, 
     assert page.locator("#grid td.selected a").get_attribute("href") == f"#c-{bye}-1"
     greet = scan["patches"].index("greet")
     page.locator(f'#grid a[href="#c-{greet}-1"]').hover()
-    assert page.locator("#panel table.hunks td").first.inner_text() == "#1"
+    assert page.locator("#panel table.hunks td").first.inner_text() == "python/demo/core.py"
+    assert page.locator("#panel table.hunks td").nth(1).inner_text() == "#1"
     assert page.url == loaded.url  # a click shows the detail in place of following the link
     loaded.self_contained()
 

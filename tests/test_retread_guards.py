@@ -215,7 +215,7 @@ def test_strict_roles_needs_roles() -> None:
     with pytest.raises(InvalidInput) as exc:
         registry({"type": "pattern", "name": "p", "regex": "x", "strict_roles": True})
     assert [p.render() for p in exc.value.problems] == [
-        "r.toml: patch x: rejected[0].knobs[0].strict_roles: strict_roles needs the 'roles' it is strict about"]
+        "r.toml: entry x: rejected[0].knobs[0].strict_roles: strict_roles needs the 'roles' it is strict about"]
 
 
 # -- entries the guard cannot see ---------------------------------------------------------------
@@ -224,7 +224,7 @@ def test_an_entry_without_knobs_must_say_the_guard_cannot_see_it() -> None:
     with pytest.raises(InvalidInput) as exc:
         registry()
     assert [p.render() for p in exc.value.problems] == [
-        "r.toml: patch x: rejected[0].knobs: no knob: neither `check` nor `retread scan` could ever see this "
+        "r.toml: entry x: rejected[0].knobs: no knob: neither `check` nor `retread scan` could ever see this "
         "idea come back (hint: add [[rejected.knobs]] with what would re-introduce it, or unguarded = "
         "\"why no knob can\" to say the guard cannot see it)"]
     entry = {"id": "x", "title": "t", "tried": "t", "verdict": "rejected", "reason": "r", "revisit": "r",

@@ -107,32 +107,26 @@ def _badge(outcome: object) -> Markup:
 
 # -- shared parts ------------------------------------------------------------------------------
 
-_HUNK = re.compile(r"Hunk #(\d+) succeeded at (\d+)(?: with fuzz (\d+))? \(offset (-?\d+) lines?\)\.?")
 _CONFLICT = re.compile(r"CONFLICT \(([^)]*)\): Merge conflict in (.+)")
 
 
-def detail_items(detail: str, *, conflicted: Sequence[str] = ()) -> Markup:
-    """A step's ``detail``: git apply's moved hunks as a table (a new file's hunks start again at
-    #1, and a rule marks it: the detail names no file), the merge's conflicts and any other
-    message as a list; then the ``conflicted`` files no message named."""
-    hunks: list[tuple[str, ...]] = []
+def detail_items(detail: str, *, conflicted: Sequence[str] = (),
+                 shifted: Sequence[Mapping[str, Any]] = ()) -> Markup:
+    """A step's detail: its moved hunks (``shifted``: file, hunk, old and new line, offset) as a
+    table, the merge's conflicts and any other message as a list; then the ``conflicted`` files no
+    message named. With ``shifted`` the ``detail`` text is only its summary, so it is not repeated."""
     lines: list[Markup] = []
     named: set[str] = set()
-    for part in (p.strip() for p in re.split(r"(?<=\.);\s*|;\s+(?=CONFLICT)", detail) if p.strip()):
-        if m := _HUNK.fullmatch(part):
-            hunks.append((m.group(1), m.group(2), f"{int(m.group(4)):+d}", m.group(3) or ""))
-        elif c := _CONFLICT.fullmatch(part):
+    for part in (p.strip() for p in re.split(r";\s+(?=CONFLICT)", detail) if p.strip() and not shifted):
+        if c := _CONFLICT.fullmatch(part):
             named.add(c.group(2))
             lines.append(el("li", "conflict (", c.group(1), ") in ", el("code", c.group(2))))
         else:
             lines.append(el("li", part))
     lines += [el("li", "conflict in ", el("code", f)) for f in conflicted if f not in named]
-    fuzz = any(h[3] for h in hunks)
-    head = el("tr", el("th", "hunk"), el("th", "now at line"), el("th", "offset"), fuzz and el("th", "fuzz"))
-    table = el("table", head,
-               (el("tr", el("td", "#" + n), el("td", at), el("td", off), fuzz and el("td", fz),
-                   class_="next-file" if n == "1" and i else None) for i, (n, at, off, fz) in enumerate(hunks)),
-               class_="hunks") if hunks else None
+    table = _table(("file", "hunk", "patch put it at", "now at line", "offset"),
+                   ((el("code", m.get("file")), f"#{m.get('hunk')}", m.get("old_line"), m.get("new_line"),
+                     f"{int(m.get('offset') or 0):+d}") for m in shifted), class_="hunks") if shifted else None
     return cat(table, el("ul", lines, class_="plain") if lines else None)
 
 
@@ -191,13 +185,14 @@ class _Scan:
     patches: list[str]
     matrix: Mapping[str, Mapping[str, str]]
     details: Mapping[str, Mapping[str, str]]
+    shifted: Mapping[str, Mapping[str, list[Mapping[str, Any]]]]
     extras: Mapping[str, Mapping[str, list[Mapping[str, Any]]]]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> _Scan:
         return cls(pin=str(data.get("pin", "")), versions=[str(v) for v in data.get("versions", [])],
                    patches=[str(p) for p in data.get("patches", [])], matrix=data.get("matrix") or {},
-                   details=data.get("details") or {},
+                   details=data.get("details") or {}, shifted=data.get("shifted") or {},
                    extras={k: data.get(k) or {} for k in ("drift", "failed_assumptions", "revisit")})
 
     def outcome(self, patch: str, version: str) -> str:
@@ -259,7 +254,7 @@ def _scan_detail(scan: _Scan, i: int, j: int) -> Markup:
     ask = outcome != PatchOutcome.UNCHANGED and not scan.extras["drift"]
     return el("section",
               el("h3", el("code", patch), " at ", version, " ", _badge(outcome)),
-              detail and detail_items(detail),
+              detail and detail_items(detail, shifted=scan.shifted.get(patch, {}).get(version, [])),
               drift and _table(("file", "scope", "change", "detail"),
                                ((el("code", d.get("path")), el("code", d.get("scope")), d.get("change"),
                                  d.get("detail")) for d in drift), class_="drift"),
@@ -353,7 +348,7 @@ def _rebase_header(data: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) 
 
 
 def _outcomes_table(steps: Sequence[Mapping[str, Any]]) -> Markup:
-    known = {"id", "file", "outcome", "commit", "detail", "conflicted", "misplaced", "renamed"}
+    known = {"id", "file", "outcome", "commit", "detail", "conflicted", "misplaced", "renamed", "shifted"}
     rows = []
     for n, s in enumerate(steps, 1):
         listed = [el("li", "misplaced: ", m) for m in s.get("misplaced", [])]
@@ -362,7 +357,8 @@ def _outcomes_table(steps: Sequence[Mapping[str, Any]]) -> Markup:
         rows.append(el("tr", el("td", n), el("th", el("code", s.get("id")), scope="row"),
                        el("td", _outcome_word(s.get("outcome")), title=str(s.get("outcome")),
                           class_=f"cell {outcome_class(s.get('outcome'))}"),
-                       el("td", detail_items(str(s.get("detail", "")), conflicted=s.get("conflicted", [])),
+                       el("td", detail_items(str(s.get("detail", "")), conflicted=s.get("conflicted", []),
+                                             shifted=s.get("shifted", [])),
                           el("ul", listed, class_="plain") if listed else None, el("dl", other) if other else None),
                        el("td", el("code", s.get("file")), el("br"),
                           el("code", str(s.get("commit", ""))[:12], class_="muted") if s.get("commit") else None)))

@@ -24,6 +24,7 @@ class ScanReport:
     patches: tuple[str, ...]
     matrix: dict[str, dict[str, str]]  # patch id -> version -> outcome
     details: dict[str, dict[str, str]]
+    shifted: dict[str, dict[str, list[dict[str, object]]]]  # patch id -> version -> each moved hunk
 
     @property
     def predicted_conflicts(self) -> dict[str, tuple[str, ...]]:
@@ -34,7 +35,7 @@ class ScanReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"pin": self.pin, "versions": list(self.versions), "patches": list(self.patches),
-                "matrix": self.matrix, "details": self.details}
+                "matrix": self.matrix, "details": self.details, "shifted": self.shifted}
 
 
 def parse_versions(spec: str, available: list[Version]) -> list[Version]:
@@ -103,6 +104,7 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     chain = old_chain(cache.repo, old_base, loaded)
     matrix: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
     details: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
+    shifted: dict[str, dict[str, list[dict[str, object]]]] = {lp.id: {} for lp in loaded}
     # downloads and imports one at a time (the cache is locked); the replays side by side
     bases = [cache.ensure(pin if v == pin.version else pin_for_version(pin, v, cache=cache)) for v in versions]
 
@@ -118,5 +120,8 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
             matrix[step.id][str(version)] = str(step.outcome)
             if step.outcome is not PatchOutcome.UNCHANGED and (step.detail or step.conflicted):
                 details[step.id][str(version)] = step.detail or ", ".join(step.conflicted)
+            if step.shifted:
+                shifted[step.id][str(version)] = [m.to_dict() for m in step.shifted]
     return ScanReport(pin=pin.name, versions=tuple(str(v) for v in versions),
-                      patches=tuple(lp.id for lp in loaded), matrix=matrix, details=details)
+                      patches=tuple(lp.id for lp in loaded), matrix=matrix, details=details,
+                      shifted={pid: row for pid, row in shifted.items() if row})
