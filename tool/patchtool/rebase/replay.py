@@ -111,7 +111,7 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
         return tuple(known)
     tip = repo.resolve(ref)
     if tip is not None:
-        commits = repo.out("rev-list", "--reverse", f"{base.commit}..{tip}").split()
+        commits = repo.rev_list(base.commit, tip)
         if len(commits) == len(loaded):
             memo.remember(repo.git_dir, "chains", key.hexdigest(), [base.commit, *commits])
             return (base.commit, *commits)

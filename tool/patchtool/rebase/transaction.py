@@ -320,13 +320,10 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
     if path.exists():
         repo.worktree_remove(path)
         shutil.rmtree(path, ignore_errors=True)
-    add = ("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), parent)
-    if repo.git(*add, check=False).returncode:
-        repo.git("worktree", "prune", check=False)  # a worktree of an earlier run, deleted by hand
-        repo.git(*add)
-    files = sorted(set(step.conflicted) | set(step.files) | set(left))
-    git.run(["git", "sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files)], cwd=path)
-    git.run(["git", "checkout", "-q"], cwd=path)
+    if not repo.worktree_add(path, parent, checkout=False, check=False):
+        repo.forget_missing_worktrees()  # a worktree of an earlier run, deleted by hand
+        repo.worktree_add(path, parent, checkout=False)
+    git.Worktree(path).sparse_checkout(sorted(set(step.conflicted) | set(step.files) | set(left)))
     for rel, data in left.items():
         dest = path / rel
         if data is None:
@@ -341,14 +338,14 @@ _MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
 
 
 def _resolved_tree(worktree: Path) -> str:
-    git.run(["git", "add", "-A"], cwd=worktree)
-    names = git.run(["git", "diff", "--cached", "--name-only", "HEAD"], cwd=worktree).stdout.decode().split()
+    tree = git.Worktree(worktree)
+    names = tree.stage_all()
     marked = [n for n in names if (worktree / n).is_file() and
               _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))]
     if marked:
         raise UsageError(f"conflict markers remain in {', '.join(marked)}",
                          hint=f"resolve them in {worktree}, then run --continue again")
-    return git.run(["git", "write-tree"], cwd=worktree).stdout.decode().strip()
+    return tree.write_tree()
 
 
 # -- the report ------------------------------------------------------------------------------
