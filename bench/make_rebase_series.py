@@ -357,7 +357,9 @@ def pin_text(cache_dir: Path) -> str:
 
     from packaging.version import Version
 
-    from patchtool.upstream.upstream import Cache, load_pin, pin_for_version, pin_to_toml
+    from patchtool.upstream.cache import Cache
+    from patchtool.upstream.pins import load_pin, pin_to_toml
+    from patchtool.upstream.releases import pin_for_version
     cache = Cache(cache_dir)
     pin = pin_for_version(load_pin(REPO, f"sglang-{NEW}"), Version(OLD), cache=cache)
     base = cache.ensure(pin)

@@ -111,7 +111,9 @@ def ensure_releases(cache_dir: Path) -> dict[str, str]:
     """Import sglang 0.5.20..0.5.23 into the user's cache (downloads what is missing): tag -> commit."""
     from packaging.version import Version
 
-    from patchtool.upstream.upstream import Cache, load_pin, pin_for_version
+    from patchtool.upstream.cache import Cache
+    from patchtool.upstream.pins import load_pin
+    from patchtool.upstream.releases import pin_for_version
     cache = Cache(cache_dir)
     pin = load_pin(REPO, "sglang-0.5.23")
     return {f"v{v}": cache.ensure(pin if v == "0.5.23" else pin_for_version(pin, Version(v), cache=cache)).commit

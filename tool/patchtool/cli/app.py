@@ -22,7 +22,7 @@ from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
     from patchtool.registry import entries as reg
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
 
 # Each command imports its workflow when it runs: a command pays only for the modules it uses.
 
@@ -71,10 +71,12 @@ def _root(root: Path | None, *, writes: bool | None = None) -> Path:
 
 
 def _cache(cache_dir: Path | None) -> Cache:
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
+    from patchtool.upstream.index import INDEX_URL_ENV
 
     env = os.environ.get("PATCHTOOL_CACHE_DIR")
-    return Cache((cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute())
+    return Cache((cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute(),
+                 index_url=os.environ.get(INDEX_URL_ENV) or None)
 
 
 def _echo(text: str, *, err: bool = False) -> None:

@@ -24,7 +24,7 @@ from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase import merge
 from patchtool.series.apply import apply_series
-from patchtool.upstream.upstream import Base
+from patchtool.upstream.cache import Base
 
 
 class PatchOutcome(enum.StrEnum):

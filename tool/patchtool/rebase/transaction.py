@@ -27,8 +27,10 @@ from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
+from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
-from patchtool.upstream.upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
+from patchtool.upstream.pins import PINS_DIR, Pin, pin_to_toml
+from patchtool.upstream.releases import resolve_target
 
 if TYPE_CHECKING:
     from patchtool.registry import entries as reg

@@ -40,8 +40,8 @@ from patchtool.series.checkouts import (
     series_record,
     worktree_of,
 )
+from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
-from patchtool.upstream.upstream import Cache
 
 WORK_DIR = "work"
 

@@ -18,7 +18,7 @@ from patchtool.project import tomlio
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text
 from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from patchtool.series.editing import _slug, _unique, _write_all, skeleton
-from patchtool.upstream.upstream import Cache
+from patchtool.upstream.cache import Cache
 
 _MBOX_FROM = re.compile(r"^From ([0-9a-f]{40}) Mon Sep 17 00:00:00 2001$", re.MULTILINE)
 _GITHUB_PULL = re.compile(r"^https://github\.com/[^/]+/[^/]+/pull/\d+")

@@ -33,8 +33,8 @@ from patchtool.series.checkouts import (
     require_clean,
     worktree_of,
 )
+from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
-from patchtool.upstream.upstream import Cache
 
 
 class RefreshConflict(PatchtoolError):
