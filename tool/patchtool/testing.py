@@ -120,8 +120,8 @@ class Index:
                     if index.html:
                         kind = "text/html"
                         body = ("<!DOCTYPE html>\n<html><body>\n" + "".join(
-                            f'<a href="../../files/{f["filename"]}#sha256={f["hashes"]["sha256"]}">{f["filename"]}</a>'
-                            "<br/>\n" for f in files) + "</body></html>\n").encode()
+                            f'<a href="../../files/{n}#sha256={sha256(p)}">{n}</a><br/>\n'
+                            for n, p in index.files.items()) + "</body></html>\n").encode()
                     else:
                         kind = "application/vnd.pypi.simple.v1+json"
                         body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1),

@@ -20,7 +20,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -186,10 +185,3 @@ class Pending(Generic[T]):
             raise GitError(f"{self._name} failed ({self._proc.popen.returncode}): "
                            f"{err.decode(errors='replace').strip()}")
         return self._convert(out)
-
-
-@functools.cache
-def git_version() -> tuple[int, ...]:
-    """The version of the git GitPython runs, as numbers."""
-    out = Runner().out("--version")
-    return tuple(int(x) for x in re.findall(r"\d+", out)[:3])

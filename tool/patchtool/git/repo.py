@@ -12,12 +12,13 @@ import contextlib
 import dataclasses
 import os
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from patchtool.errors import GitError
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
-from patchtool.git.command import Pending, Runner, git_version
+from patchtool.git.command import Pending, Runner
 from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
 from patchtool.paths import tree_path_problem
@@ -57,6 +58,7 @@ class Repo:
     def __init__(self, git_dir: Path) -> None:
         self.git_dir = git_dir
         self._runner = Runner(git_dir=git_dir)
+        self._local = threading.local()  # each thread its own object reader (a scan replays in threads)
 
     @classmethod
     def init_bare(cls, path: Path) -> Repo:
@@ -74,25 +76,29 @@ class Repo:
 
     # -- refs and commits ---------------------------------------------------------------------
     def resolve(self, rev: str) -> str | None:
-        res = self._runner.run("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
-        return res.stdout.decode().strip() if res.returncode == 0 else None
+        """The commit ``rev`` names, None when it names none."""
+        found = self._objects().commit(rev)
+        return found.sha if found is not None else None
 
     def commit_info(self, rev: str) -> tuple[str, str, str] | None:
-        """(commit, tree, message) of ``rev`` in one process; None when it does not exist."""
-        res = self._runner.run("log", "-1", "--no-walk", "--format=%H%x00%T%x00%B", rev, "--", check=False)
-        if res.returncode:
-            return None
-        commit, tree, message = res.stdout.decode("utf-8", "replace").split("\0", 2)
-        return commit, tree, message
+        """(commit, tree, message) of ``rev``; None when it does not exist."""
+        found = self._objects().commit(rev)
+        return (found.sha, found.tree, found.message) if found is not None else None
 
     def tree_of(self, rev: str) -> str:
-        return self.out("rev-parse", "--verify", f"{rev}^{{tree}}")
+        found = self._objects().tree_sha(rev)
+        if found is None:
+            raise GitError(f"{rev!r} names no tree in {self.git_dir}")
+        return found
 
     def has_object(self, sha: str) -> bool:
-        return self._runner.run("cat-file", "-e", sha, check=False).returncode == 0
+        return self._objects().read(sha) is not None
 
     def commit_message(self, rev: str) -> str:
-        return self.out("log", "-1", "--format=%B", rev)
+        found = self._objects().commit(rev)
+        if found is None:
+            raise GitError(f"{rev!r} names no commit in {self.git_dir}")
+        return found.message.strip()
 
     def commit_time(self, rev: str) -> int:
         """The committer timestamp of ``rev`` (seconds since the epoch)."""
@@ -194,13 +200,16 @@ class Repo:
         return [found[f":{n}"] for n in range(1, len(commits) + 1)]
 
     # -- reading objects and trees --------------------------------------------------------------
+    def _objects(self) -> ObjectReader:
+        """This thread's reader: one cat-file process for every object a command reads."""
+        reader: ObjectReader | None = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = self._local.reader = ObjectReader(self)
+        return reader
+
     @contextlib.contextmanager
     def reader(self) -> Iterator[ObjectReader]:
-        reader = ObjectReader(self)
-        try:
-            yield reader
-        finally:
-            reader.close()
+        yield self._objects()
 
     def cat_files(self, tree: str, paths: Sequence[str]) -> dict[str, bytes | None]:
         """Contents of ``paths`` in ``tree`` (None where absent), one git process for all."""
@@ -209,8 +218,8 @@ class Repo:
 
     def cat_blobs(self, specs: Sequence[str]) -> dict[str, bytes | None]:
         """Contents of ``rev:path`` specs from any trees (None where absent), one git process."""
-        with self.reader() as reader:
-            return {spec: reader.blob(spec) for spec in dict.fromkeys(specs)}
+        reader = self._objects()
+        return {spec: reader.blob(spec) for spec in dict.fromkeys(specs)}
 
     def ls_files(self, tree: str, prefix: str) -> list[str]:
         """Paths of the blobs under ``prefix`` in ``tree``."""
@@ -226,17 +235,9 @@ class Repo:
         """``path -> (mode, sha)`` for those of ``paths`` that are files in ``treeish``."""
         if not paths:
             return {}
-        out = self._runner.run("ls-tree", "-z", "--full-tree", treeish, "--", *sorted(set(paths)),
-                               env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
-        found = {}
-        for record in out.split(b"\0"):
-            if not record:
-                continue
-            meta, _, path = record.partition(b"\t")
-            mode, kind, sha = meta.decode().split()
-            if kind == "blob":
-                found[path.decode("utf-8", "surrogateescape")] = (mode, sha)
-        return found
+        reader = self._objects()
+        tree = self.tree_of(treeish)
+        return {p: entry for p in sorted(set(paths)) if (entry := reader.entry(tree, p)) is not None}
 
     # -- what changed -----------------------------------------------------------------------------
     def changes(self, base: str, tip: str) -> list[tuple[str, tuple[RawChange, ...]]]:
@@ -409,6 +410,9 @@ def _split_patches(text: str) -> list[str]:
     return out
 
 
+_HISTOGRAM = ["--diff-algorithm=histogram"]  # emptied once git says it does not know the option
+
+
 def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
     """A 3-way merge of one file's contents with git's own merge (xdiff, as merge-ort uses it):
     the result, with conflict markers where needed, and the number of conflicts."""
@@ -417,10 +421,12 @@ def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, 
         for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
             (Path(tmp) / name).write_bytes(data)
             names.append(str(Path(tmp) / name))
-        # merge-ort diffs with histogram; merge-file can be told so from git 2.42
-        algorithm = ["--diff-algorithm=histogram"] if git_version() >= (2, 42) else []
-        res = Runner().run("merge-file", "-p", *algorithm, "-L", labels[0], "-L", labels[1], "-L", labels[2],
-                           *names, check=False)
+        args = ["-L", labels[0], "-L", labels[1], "-L", labels[2], *names]
+        # merge-ort diffs with histogram; merge-file is told so from git 2.42 (older ones: usage, 129)
+        res = Runner().run("merge-file", "-p", *_HISTOGRAM, *args, check=False)
+        if res.returncode == 129 and _HISTOGRAM:
+            _HISTOGRAM.clear()
+            res = Runner().run("merge-file", "-p", *args, check=False)
     if res.returncode >= 128 or res.returncode < 0:
         raise GitError(f"git merge-file failed: {res.stderr.strip()}")
     return res.stdout, res.returncode
