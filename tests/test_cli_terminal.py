@@ -74,7 +74,7 @@ def test_nobody_listens_by_default() -> None:
 
 def test_a_download_reports_its_bytes(one_patch: Demo, recorder: Recorder) -> None:
     from patchtool.project.repository import Project
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
 
     Cache(one_patch.cache).ensure(Project.load(one_patch.root).pin())
     (download,) = recorder.tasks("download demo-1.0-py3-none-any.whl")
@@ -100,7 +100,7 @@ def test_a_rebase_reports_each_patch_k_of_n(releases: Demo, recorder: Recorder, 
 def test_a_scan_reports_versions_and_each_replay(releases: Demo, recorder: Recorder) -> None:  # noqa: F811
     from patchtool.project.repository import Project
     from patchtool.rebase.scan import scan
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
 
     series(releases, "0001-extra", "0004-bye")
     scan(Project.load(releases.root), Cache(releases.cache), "1.0,1.1")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from patchtool import git as gitmod
 from patchtool.rebase.merge import File, Renames, Workspace, merge_patch
 from patchtool.testing import git, write_tree
@@ -158,3 +160,43 @@ def test_cat_blobs_reads_past_a_spec_that_is_not_a_blob(tmp_path: Path) -> None:
     repo = gitmod.Repo(work / ".git")
     assert repo.cat_blobs([f"{base}:dir", f"{base}:a.py", f"{base}:nope"]) == {
         f"{base}:dir": None, f"{base}:a.py": b"a = 1\n", f"{base}:nope": None}
+
+
+def test_reader_reads_past_missing_paths_with_spaces(tmp_path: Path) -> None:
+    """A missing ``rev:path`` whose path has spaces (git answers ``<spec> missing``, more than three
+    words) is None, and the reader goes on reading the right objects after it."""
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    base = commit(work, {"a b.py": "ab\n", "c.py": "c\n", "dir/x y": "xy\n"}, "base")
+    repo = gitmod.Repo(work / ".git")
+    specs = [f"{base}:no such file.py", f"{base}:a b.py", f"{base}:blob 12", f"{base}:c.py", f"{base}:dir/x y z",
+             f"{base}:dir/x y", "0" * 40, f"{base}:two\nlines"]
+    assert repo.cat_blobs(specs) == {specs[0]: None, specs[1]: b"ab\n", specs[2]: None, specs[3]: b"c\n",
+                                     specs[4]: None, specs[5]: b"xy\n", specs[6]: None, specs[7]: None}
+    assert repo.cat_files(base, ["gone 1 2.py", "c.py"]) == {"gone 1 2.py": None, "c.py": b"c\n"}
+
+
+def test_git_ignores_the_callers_git_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run from a git hook, patchtool inherits GIT_DIR, GIT_INDEX_FILE, GIT_WORK_TREE ...: its git
+    commands and its object reader still use the repository and index they name themselves."""
+    work, other = tmp_path / "w", tmp_path / "other"
+    for path in (work, other):
+        path.mkdir()
+        git(path, "init", "-q")
+    base = commit(work, {"a.py": "a = 1\n"}, "base")
+    commit(other, {"elsewhere.py": "no\n"}, "other")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "hook-index"))
+    monkeypatch.setenv("GIT_OBJECT_DIRECTORY", str(other / ".git" / "objects"))
+    repo = gitmod.Repo(work / ".git")
+    assert repo.resolve("HEAD") == base
+    assert repo.cat_files(base, ["a.py"]) == {"a.py": b"a = 1\n"}
+    with repo.temporary_index(base) as index:
+        assert index.write_tree() == repo.tree_of(base)
+    tree = gitmod.Worktree(work)
+    assert tree.head() == base and tree.status() == ""
+    (work / "b.py").write_text("b = 2\n")
+    assert tree.stage_all() == ["b.py"]
+    assert not (tmp_path / "hook-index").exists()

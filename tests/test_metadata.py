@@ -17,7 +17,7 @@ from patchtool.series import editing, importing
 from patchtool.series.editing import _slug
 from patchtool.series.metadata import Metadata
 from patchtool.testing import git, leftover_state, snapshot
-from patchtool.upstream.upstream import Cache
+from patchtool.upstream.cache import Cache
 
 ME = {"GIT_AUTHOR_NAME": "Dana Fork", "GIT_AUTHOR_EMAIL": "dana@example.org",
       "GIT_COMMITTER_NAME": "Dana Fork", "GIT_COMMITTER_EMAIL": "dana@example.org"}

@@ -119,8 +119,8 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
         assert {p.name: p.read_bytes() for p in (root / "patches").glob("*.patch")} == before
         assert (root / "patchset.toml").read_bytes() == manifest
     finally:  # the test cache outlives the run: leave no branch behind
+        from patchtool.upstream.cache import Cache
         from patchtool.upstream.cachespace import CheckoutBranch
-        from patchtool.upstream.upstream import Cache
 
         git_dir = str(real_cache / "upstream.git")
         names = CheckoutBranch.of(root, branch)
@@ -135,7 +135,9 @@ def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Pa
     """The 0.5.22 -> 0.5.23 change of one real sglang file, as a format-patch, imported at 0.5.22."""
     from packaging.version import Version
 
-    from patchtool.upstream.upstream import Cache, load_pin, pin_for_version, pin_to_toml
+    from patchtool.upstream.cache import Cache
+    from patchtool.upstream.pins import load_pin, pin_to_toml
+    from patchtool.upstream.releases import pin_for_version
 
     cache = Cache(real_cache)
     pin22 = pin_for_version(load_pin(REPO, "sglang-0.5.23"), Version("0.5.22"), cache=cache)

@@ -456,7 +456,7 @@ def test_the_chain_and_its_changes_are_remembered(releases: Demo) -> None:
     """A --continue finds the old chain and what each commit changes without asking git."""
     from patchtool.project.repository import Project
     from patchtool.rebase.replay import chain_changes, old_chain
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
 
     series(releases, "0001-extra", "0002-greet")
     project = Project.load(releases.root)

@@ -23,7 +23,9 @@ from packaging.version import Version
 
 from conftest import REPO
 from patchtool.testing import leftover_state, snapshot
-from patchtool.upstream.upstream import Base, Cache, load_pin, pin_for_version
+from patchtool.upstream.cache import Base, Cache
+from patchtool.upstream.pins import load_pin
+from patchtool.upstream.releases import pin_for_version
 
 pytestmark = pytest.mark.upstream
 

@@ -10,7 +10,9 @@ import pytest
 from patchtool.errors import InvalidInput, UpstreamError
 from patchtool.git import Ident
 from patchtool.testing import Index, git, make_wheel, sha256
-from patchtool.upstream.upstream import Cache, Fetcher, Pin
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.index import Fetcher
+from patchtool.upstream.pins import Pin
 
 FILES = {"demo/__init__.py": "x = 1\n", "demo/run.sh": "#!/bin/sh\n", "other/skip.py": "pass\n"}
 
@@ -81,6 +83,66 @@ def test_import_is_verified_and_deterministic(tmp_path: Path, served) -> None:  
     before = len(index.requests)
     assert Cache(tmp_path / "c1", fetcher=fast()).ensure(pin).commit == first.commit
     assert len(index.requests) == before
+
+
+def test_an_index_serving_only_pep_503_html_is_read(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    """A plain "simple" index answers HTML whatever it is asked for: its anchors (relative links,
+    the sha256 in the fragment) give the same files as a PEP 691 page, and the import is the same."""
+    from patchtool.upstream.index import PackageIndex
+
+    wheel, index = served
+    pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
+    assert pin.artifact is not None
+    from_json = PackageIndex(fast()).files(pin.artifact)
+    index.html = True
+    from_html = PackageIndex(fast()).files(pin.artifact)
+    assert [(e["filename"], e["url"], e["hashes"]) for e in from_html] == \
+        [(e["filename"], e["url"], e["hashes"]) for e in from_json] == \
+        [(wheel.name, f"{index.url[:-7]}/files/{wheel.name}", {"sha256": sha256(wheel)})]
+    index.html = False
+    expected = Cache(tmp_path / "c1", fetcher=fast()).ensure(pin).commit
+    index.html = True
+    assert Cache(tmp_path / "c2", fetcher=fast()).ensure(pin).commit == expected
+
+
+def test_an_index_answering_neither_json_nor_html_says_so(tmp_path: Path) -> None:
+    """A page that is neither PEP 691 JSON nor PEP 503 HTML is refused at once, with a message
+    saying what the index answered (not retried, not a JSON decoding error)."""
+    from patchtool.upstream.index import PackageIndex
+
+    simple = tmp_path / "simple" / "demo"
+    simple.mkdir(parents=True)
+    (simple / "index.txt").write_text("demo-1.0-py3-none-any.whl\n")
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES)
+    pin = Pin.from_dict(pin_dict(wheel, "https://pypi.org/simple"), name="demo-1.0", file="f")
+    assert pin.artifact is not None
+    page = f"{(tmp_path / 'simple').as_uri()}/demo/index.txt"
+    with pytest.raises(UpstreamError) as exc:
+        Fetcher(attempts=3, backoff=5).json(page)
+    assert exc.value.message == (f"the package index at {page} answered text/plain, neither a PEP 691 JSON nor a "
+                                 "PEP 503 HTML project page")
+    with pytest.raises(UpstreamError, match="did not answer with a PEP 691 project page"):
+        PackageIndex(Answering({"files": "nope"})).files(pin.artifact)
+
+
+class Answering:
+    def __init__(self, page: Any) -> None:
+        self.page = page
+
+    def json(self, url: str) -> Any:
+        return self.page
+
+
+def test_the_index_override_is_the_one_the_cache_is_given(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
+    """PATCHTOOL_INDEX_URL is read at the edge (the CLI) and handed to the Cache: the library reads no
+    environment, and an override beats the pin's index."""
+    wheel, index = served
+    pin = Pin.from_dict(pin_dict(wheel, "http://127.0.0.1:9/simple"), name="demo-1.0", file="f")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATCHTOOL_INDEX_URL", index.url)
+        with pytest.raises(UpstreamError, match="could not read the package index at http://127.0.0.1:9/simple/demo/"):
+            Cache(tmp_path / "c", fetcher=Fetcher(attempts=1)).ensure(pin)
+    assert Cache(tmp_path / "c", fetcher=fast(), index_url=index.url).ensure(pin).commit
 
 
 def test_wrong_sha256_is_refused_and_nothing_imported(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
@@ -205,7 +267,7 @@ def test_git_tag_that_moved_is_refused(tmp_path: Path) -> None:
 
 
 def test_real_pin_file_parses() -> None:
-    from patchtool.upstream.upstream import load_pin
+    from patchtool.upstream.pins import load_pin
     pin = load_pin(Path(__file__).resolve().parent.parent, "sglang-0.5.23")
     assert str(pin.version) == "0.5.23" and pin.artifact and pin.artifact.tree
     assert pin.artifact.prefix_from == "sglang/" and pin.artifact.prefix_to == "python/sglang/"
@@ -225,8 +287,8 @@ def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
         parse_wheel_filename,
     )
 
-    from patchtool.upstream.upstream import _artifact_name
-    from patchtool.upstream.upstream import canonicalize_name as ours
+    from patchtool.upstream.pins import artifact_name as _artifact_name
+    from patchtool.upstream.pins import canonicalize_name as ours
     try:
         want = parse_wheel_filename(filename)[:2] if filename.endswith(".whl") else parse_sdist_filename(filename)
     except (InvalidWheelFilename, InvalidSdistFilename):

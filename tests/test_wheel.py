@@ -33,7 +33,8 @@ from conftest import REPO, UPSTREAM_FILES, Demo, edit
 from patchtool.errors import BuildError, UpstreamError
 from patchtool.git import Repo as GitRepo
 from patchtool.testing import format_patch, git, sha256, write_tree
-from patchtool.upstream.upstream import Cache, Pin
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.pins import Pin
 from patchtool.wheel.build import Replacement, WheelName, find_project_dir, repack, rewrite_version
 from patchtool.wheel.provenance import Provenance, UpstreamSource, local_version, series_hash
 from patchtool.wheel.versionfile import rewrite as rewrite_version_file

@@ -114,8 +114,8 @@ def test_export_from_a_stale_checkout_is_refused_naming_what_changed(demo: Demo)
 
 
 def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
+    from patchtool.upstream.cache import Cache
     from patchtool.upstream.cachespace import CheckoutBranch
-    from patchtool.upstream.upstream import Cache
 
     three(demo)
     checked_out(demo)

@@ -20,7 +20,9 @@ from conftest import Demo
 from patchtool import git as gitmod
 from patchtool.errors import GitError, UpstreamError
 from patchtool.testing import git, sha256, snapshot
-from patchtool.upstream.upstream import Cache, Fetcher, Pin
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.index import Fetcher
+from patchtool.upstream.pins import Pin
 
 PIN = "upstream-pins/demo-1.0.toml"
 
@@ -381,7 +383,7 @@ class Answering:
 def test_index_answering_nonsense_is_refused(tmp_path: Path, page: Any, message: str) -> None:
     from packaging.version import Version
 
-    from patchtool.upstream.upstream import pin_for_version
+    from patchtool.upstream.releases import pin_for_version
     pin = Pin.from_dict({"schema": 1, "name": "demo", "version": "1.0", "artifact": {
         "distribution": "demo", "version": "1.0", "filename": "demo-1.0-py3-none-any.whl", "sha256": "a" * 64,
         "prefix": {"from": "demo/", "to": "python/demo/"}}}, name="demo-1.0", file=PIN)

@@ -119,6 +119,7 @@ class Index:
         self.break_next = 0  # how many of the next file downloads are cut half-way
         self.fail_with: list[int] = []  # HTTP statuses to answer the next file downloads with
         self.requests: list[str] = []
+        self.html = False  # serve project pages as PEP 503 HTML only, as a plain "simple" index does
         self.server: http.server.ThreadingHTTPServer | None = None
 
     @property
@@ -142,10 +143,17 @@ class Index:
                 if m:
                     files = [{"filename": n, "url": f"/files/{n}",
                               "hashes": {"sha256": sha256(p)}} for n, p in index.files.items()]
-                    body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1),
-                                       "files": files}).encode()
+                    if index.html:
+                        kind = "text/html"
+                        body = ("<!DOCTYPE html>\n<html><body>\n" + "".join(
+                            f'<a href="../../files/{n}#sha256={sha256(p)}">{n}</a><br/>\n'
+                            for n, p in index.files.items()) + "</body></html>\n").encode()
+                    else:
+                        kind = "application/vnd.pypi.simple.v1+json"
+                        body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1),
+                                           "files": files}).encode()
                     self.send_response(200)
-                    self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+                    self.send_header("Content-Type", kind)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)

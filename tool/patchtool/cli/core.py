@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from patchtool.project.repository import Project
     from patchtool.rebase.transaction import RebaseReport
     from patchtool.series.apply import SeriesResult
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
 
 # Each command imports its workflow when it runs: a command pays only for the modules it uses.
 commands = CommandSet()

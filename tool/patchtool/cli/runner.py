@@ -25,7 +25,7 @@ from patchtool.cli.render import Style, envelope, problems_text
 from patchtool.errors import AccessError, ApplyConflict, ExitCode, InternalError, PatchtoolError, Problem, UsageError
 
 if TYPE_CHECKING:
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
 
 GLOBAL = "Global options (before or after the command)"
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one versioned JSON envelope and nothing else.",
@@ -120,10 +120,12 @@ def root(*, writes: bool | None = None) -> Path:
 
 
 def cache() -> Cache:
-    from patchtool.upstream.upstream import Cache
+    from patchtool.upstream.cache import Cache
+    from patchtool.upstream.index import INDEX_URL_ENV
 
-    env = os.environ.get("PATCHTOOL_CACHE_DIR")
-    return Cache((_current.cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute())
+    env = os.environ.get("PATCHTOOL_CACHE_DIR")  # read here, at the edge, and nowhere else
+    return Cache((_current.cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute(),
+                 index_url=os.environ.get(INDEX_URL_ENV) or None)
 
 
 def knob(kind: str, spec: str) -> dict[str, str]:

@@ -37,7 +37,7 @@ def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Pa
         repo.worktree_add(staging, commit)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        repo.git("worktree", "prune", check=False)
+        repo.forget_missing_worktrees()
         raise
     if into.exists():
         if any(into.iterdir()):
@@ -58,7 +58,7 @@ def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: s
         shutil.rmtree(debug, ignore_errors=True)
     debug.parent.mkdir(parents=True, exist_ok=True)
     repo.worktree_add(debug, last_good)
-    git.run(["git", "apply", "--reject", str(patch_path.absolute())], cwd=debug, check=False)
+    git.Worktree(debug).apply_rejecting(patch_path)
     return debug
 
 

@@ -35,11 +35,8 @@ def refuse_tracked(root: Path) -> None:
     (a journal naming files to move or delete, a rebase state) is never acted on."""
     if not (root / STATE_DIR).exists():
         return
-    res = git.run(["git", "-C", str(root), "ls-files", "-z", "--", STATE_DIR], check=False)
-    if res.returncode != 0:
-        return  # not a git work tree: nothing can have been committed there
-    tracked = [p.decode("utf-8", "replace") for p in res.stdout.split(b"\0") if p]
-    if tracked:
+    tracked = git.Worktree(root).tracked(STATE_DIR)
+    if tracked:  # None: not a git work tree, where nothing can have been committed
         raise InvalidInput(
             f"{STATE_DIR}/ is patchtool's private state, but git tracks {', '.join(tracked[:3])}"
             f"{' ...' if len(tracked) > 3 else ''}; refusing to act on it", file=tracked[0],

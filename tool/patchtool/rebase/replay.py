@@ -27,7 +27,7 @@ from patchtool.rebase import merge
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import PatchIds, already_upstream, hunks_upstream
 from patchtool.series.apply import apply_series
-from patchtool.upstream.upstream import Base
+from patchtool.upstream.cache import Base
 
 
 class PatchOutcome(enum.StrEnum):
@@ -117,7 +117,7 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
         return tuple(known)
     tip = repo.resolve(ref)
     if tip is not None:
-        commits = repo.out("rev-list", "--reverse", f"{base.commit}..{tip}").split()
+        commits = repo.rev_list(base.commit, tip)
         if len(commits) == len(loaded):
             memo.remember(repo.git_dir, "chains", key.hexdigest(), [base.commit, *commits])
             return (base.commit, *commits)

@@ -14,7 +14,9 @@ from patchtool import progress
 from patchtool.errors import UsageError
 from patchtool.project.repository import Project
 from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
-from patchtool.upstream.upstream import Base, Cache, Pin, index_files, pin_for_version
+from patchtool.upstream.cache import Base, Cache
+from patchtool.upstream.pins import Pin
+from patchtool.upstream.releases import pin_for_version
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,7 +75,7 @@ def available_versions(pin: Pin, cache: Cache) -> list[Version]:
         return []
     tags = art.filename[:-4].split("-", 2)[2] if art.is_wheel else None
     out = set()
-    for entry in index_files(cache.fetcher, art):
+    for entry in cache.index.files(art):
         name = str(entry.get("filename", ""))
         m = re.match(rf"^{re.escape(art.filename.split('-', 1)[0])}-([^-]+)-(.+)\.whl$", name)
         if m and m.group(2) == tags:

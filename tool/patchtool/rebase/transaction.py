@@ -28,8 +28,10 @@ from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_fo
 from patchtool.rebase.state import STATE_DIR, STATE_FILE, InProgress, RebaseState, in_progress, refuse_in_progress
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
+from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
-from patchtool.upstream.upstream import PINS_DIR, Base, Cache, Pin, pin_to_toml, resolve_target
+from patchtool.upstream.pins import PINS_DIR, Pin, pin_to_toml
+from patchtool.upstream.releases import resolve_target
 
 if TYPE_CHECKING:
     from patchtool.registry import entries as reg
@@ -238,13 +240,10 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
     if path.exists():
         repo.worktree_remove(path)
         shutil.rmtree(path, ignore_errors=True)
-    add = ("worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), parent)
-    if repo.git(*add, check=False).returncode:
-        repo.git("worktree", "prune", check=False)  # a worktree of an earlier run, deleted by hand
-        repo.git(*add)
-    files = sorted(set(step.conflicted) | set(step.files) | set(left))
-    git.run(["git", "sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files)], cwd=path)
-    git.run(["git", "checkout", "-q"], cwd=path)
+    if not repo.worktree_add(path, parent, checkout=False, check=False):
+        repo.forget_missing_worktrees()  # a worktree of an earlier run, deleted by hand
+        repo.worktree_add(path, parent, checkout=False)
+    git.Worktree(path).sparse_checkout(sorted(set(step.conflicted) | set(step.files) | set(left)))
     for rel, data in left.items():
         dest = path / rel
         if data is None:
@@ -259,14 +258,14 @@ _MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
 
 
 def _resolved_tree(worktree: Path) -> str:
-    git.run(["git", "add", "-A"], cwd=worktree)
-    names = git.run(["git", "diff", "--cached", "--name-only", "HEAD"], cwd=worktree).stdout.decode().split()
+    tree = git.Worktree(worktree)
+    names = tree.stage_all()
     marked = [n for n in names if (worktree / n).is_file() and
               _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))]
     if marked:
         raise UsageError(f"conflict markers remain in {', '.join(marked)}",
                          hint=f"resolve them in {worktree}, then run --continue again")
-    return git.run(["git", "write-tree"], cwd=worktree).stdout.decode().strip()
+    return tree.write_tree()
 
 
 # -- the report ------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from patchtool.diff import textpatch
 from patchtool.diff.model import Diff, lines_of
 from patchtool.rebase import merge
 from patchtool.rebase.textapply import apply_patch
-from patchtool.upstream.upstream import Base
+from patchtool.upstream.cache import Base
 
 IN_REVERSE = "it applies in reverse on the target"
 

@@ -17,7 +17,7 @@ from patchtool.project.fields import load_toml
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.registry import deploy
 from patchtool.registry import entries as reg
-from patchtool.upstream.upstream import Cache
+from patchtool.upstream.cache import Cache
 
 
 def load(project: Project) -> reg.Registry:

@@ -105,17 +105,15 @@ def worktree_of(repo: git.Repo, names: CheckoutBranch) -> Path | None:
     (git still lists it until pruned) does not count; nor does any before the cache exists."""
     if not Path(repo.git_dir).is_dir():
         return None
-    listing = repo.out("worktree", "list", "--porcelain").split("\n\n")
-    for block in listing:
-        lines = dict(line.split(" ", 1) for line in block.splitlines() if " " in line)
-        if lines.get("branch") == names.ref and Path(lines["worktree"]).is_dir():
-            return Path(lines["worktree"])
+    for w in repo.worktrees():
+        if w.branch == names.ref and Path(w.path).is_dir():
+            return Path(w.path)
     return None
 
 
 def require_clean(worktree: Path | None) -> None:
     if worktree is not None:
-        dirty = git.run(["git", "status", "--porcelain"], cwd=worktree).stdout.decode().strip()
+        dirty = git.Worktree(worktree).status()
         if dirty:
             raise UsageError(f"the worktree {worktree} has uncommitted changes:\n{dirty}",
                              hint="commit (or stash) them first; patchtool works on commits only")
@@ -131,18 +129,16 @@ class BranchCommit:
 
 def branch_commits(repo: git.Repo, names: CheckoutBranch, base: str, tip: str) -> list[BranchCommit]:
     """base..tip oldest first; refused unless the branch is a line of commits on its base."""
-    if repo.git("merge-base", "--is-ancestor", base, tip, check=False).returncode != 0:
+    if not repo.is_ancestor(base, tip):
         raise UsageError(f"branch {names.branch!r} does not contain the pinned base {base[:12]}: a commit sits "
                          "below the base or the branch was rebased elsewhere",
                          hint="rebase the branch back onto the pin's base")
     out = []
-    for row in repo.out("rev-list", "--reverse", "--parents", f"{base}..{tip}").splitlines():
-        commit, *parents = row.split()
-        subject = repo.out("log", "-1", "--format=%s", commit)
-        if len(parents) != 1:
+    for logged in repo.log(base, tip):
+        commit, subject, message = logged.commit, logged.subject, logged.message
+        if len(logged.parents) != 1:
             raise UsageError(f"commit {commit[:12]} ({subject}) is a merge commit; a series is linear",
                              hint="rebase the branch to drop the merge (git rebase -i)")
-        message = repo.commit_message(commit)
         ident = trailer_id(message)
         if ident is not None and id_problem(ident) is not None:
             raise UsageError(f"commit {commit[:12]} ({subject}): {TRAILER} {ident!r} is not a valid id "
@@ -152,43 +148,32 @@ def branch_commits(repo: git.Repo, names: CheckoutBranch, base: str, tip: str) -
     return out
 
 
-def commit_idents(repo: git.Repo, commit: str) -> tuple[git.Ident, git.Ident]:
-    """(author, committer) of ``commit``, dates included, to write it again unchanged."""
-    fields = repo.out("log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd",
-                      commit).split("\0")
-    (a_time, a_tz), (c_time, c_tz) = fields[2].split(), fields[5].split()
-    return (git.Ident(fields[0], fields[1], int(a_time), a_tz), git.Ident(fields[3], fields[4], int(c_time), c_tz))
-
-
 def move_branch(repo: git.Repo, names: CheckoutBranch, worktree: Path | None, old: str, new: str,
                 action: str) -> None:
     """Move the checkout branch from ``old`` to ``new``, and the worktree that has it checked out
     with it: its index and files follow (``reset --keep``: refused, changing nothing, where a
     file in the way would be lost), or only its HEAD where the tree is the same (``--soft``)."""
-    env = {"GIT_REFLOG_ACTION": action, "GIT_COMMITTER_NAME": git.FIXED_IDENT[0],
-           "GIT_COMMITTER_EMAIL": git.FIXED_IDENT[1]}
     if worktree is None:
-        repo.git("update-ref", "-m", action, names.ref, new, old, env=env)
+        repo.update_ref(names.ref, new, old, reason=action)
         return
-    head = git.run(["git", "rev-parse", "HEAD"], cwd=worktree).stdout.decode().strip()
+    tree = git.Worktree(worktree)
+    head = tree.head()
     if head != old:
         raise UsageError(f"the worktree {worktree} moved on while patchtool worked ({old[:12]} -> {head[:12]})",
                          hint="run the command again")
     mode = "--soft" if repo.tree_of(old) == repo.tree_of(new) else "--keep"
-    res = git.run(["git", "reset", "--quiet", mode, new], cwd=worktree, env=env, check=False)
-    if res.returncode:
-        raise UsageError(f"git could not move the worktree {worktree} to the new branch tip: "
-                         f"{res.stderr.decode(errors='replace').strip()}",
+    refused = tree.reset(mode, new, reason=action, committer=git.FIXED_IDENT)
+    if refused is not None:
+        raise UsageError(f"git could not move the worktree {worktree} to the new branch tip: {refused}",
                          hint="nothing was changed; move the files git names out of the way and run it again")
 
 
 def create_branch(repo: git.Repo, names: CheckoutBranch, tip: str, action: str) -> None:
     """The checkout branch, with a reflog (the cache logs no ref updates by default), so a commit
     lost on it can be found again with ``git reflog``."""
-    res = repo.git("update-ref", "--create-reflog", "-m", action, names.ref, tip, "", check=False,
-                   env={"GIT_COMMITTER_NAME": git.FIXED_IDENT[0], "GIT_COMMITTER_EMAIL": git.FIXED_IDENT[1]})
-    if res.returncode:
-        raise UsageError(f"branch {names.branch!r} cannot be created: {res.stderr.decode(errors='replace').strip()}",
+    refused = repo.update_ref(names.ref, tip, "", reason=action, reflog=True, check=False)
+    if refused is not None:
+        raise UsageError(f"branch {names.branch!r} cannot be created: {refused}",
                          hint="pick another --branch (a name cannot be both a branch and a folder of branches)")
 
 
@@ -203,8 +188,8 @@ def export_commit(repo: git.Repo, commit: str) -> str:
     message = repo.commit_message(commit)
     if not _TRAILER_RE.search(message):
         return repo.format_patch(commit)
-    name, email = repo.out("log", "-1", "--format=%an%x00%ae", commit).split("\0")
-    parent = repo.out("rev-parse", f"{commit}^")
-    plain = repo.commit_tree(repo.tree_of(commit), [parent], without_trailer(message),
-                             author=git.Ident(name, email), committer=git.Ident(*git.FIXED_IDENT))
+    author, _ = repo.idents(commit)
+    parent = repo.resolve(f"{commit}^")
+    plain = repo.commit_tree(repo.tree_of(commit), [parent] if parent else [], without_trailer(message),
+                             author=git.Ident(author.name, author.email), committer=git.Ident(*git.FIXED_IDENT))
     return repo.format_patch(plain)

@@ -20,7 +20,7 @@ from patchtool.registry import workflows as retread
 from patchtool.registry.entries import Finding
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.series.metadata import unfilled_defaults
-from patchtool.upstream.upstream import Base, Cache
+from patchtool.upstream.cache import Base, Cache
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -30,7 +30,6 @@ from patchtool.series.checkouts import (
     branch_and_record,
     branch_commits,
     changes_since,
-    commit_idents,
     commit_message,
     create_branch,
     export_commit,
@@ -41,8 +40,8 @@ from patchtool.series.checkouts import (
     worktree_of,
 )
 from patchtool.series.metadata import Metadata, skeleton
+from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
-from patchtool.upstream.upstream import Cache
 
 WORK_DIR = "work"
 
@@ -91,8 +90,8 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     names.save_record(repo, loaded_record(pin.name, base.commit, loaded, commits))
     create_branch(repo, names, result.tip, "patchtool checkout")
     repo.update_ref(names.base_ref, base.commit)
-    repo.git("worktree", "prune", check=False)
-    repo.git("worktree", "add", "--quiet", str(where), names.short)
+    repo.forget_missing_worktrees()
+    repo.worktree_add(where, names.short, detach=False)
     return Checkout(branch=branch, git_branch=names.short, worktree=str(where), base=base.commit,
                     commits=tuple((r.id, r.commit or "") for r in result.results))
 
@@ -251,9 +250,8 @@ def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], i
         rewriting = True
         message = c.message.rstrip("\n") + "\n"
         if c.ident is None:
-            message = repo.git("interpret-trailers", "--trailer", f"{TRAILER}: {ident}",
-                               input=message.encode()).stdout.decode()
-        author, committer = commit_idents(repo, c.commit)
+            message = repo.interpret_trailers(message, f"{TRAILER}: {ident}")
+        author, committer = repo.idents(c.commit)
         parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
         out.append(parent)
     return out
@@ -348,11 +346,8 @@ def new(project: Project, cache: Cache, *, ident: str, branch: str, given: Metad
         raise UsageError(f"no worktree for branch {branch!r} of this repository",
                          hint="run `patchtool checkout` first")
     author, committer = git.user_idents(worktree)
-    git.run(["git", "commit", "--allow-empty", "-q", "-m", f"{ident}: describe the change\n\n{TRAILER}: {ident}"],
-            cwd=worktree, env={"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
-                               "GIT_AUTHOR_DATE": f"@{author.timestamp} {author.tz}",
-                               "GIT_COMMITTER_NAME": committer.name, "GIT_COMMITTER_EMAIL": committer.email,
-                               "GIT_COMMITTER_DATE": f"@{committer.timestamp} {committer.tz}"})
+    git.Worktree(worktree).commit_empty(f"{ident}: describe the change\n\n{TRAILER}: {ident}",
+                                        author=author, committer=committer)
     metadata.save_pending(project.root, ident, given)
     return str(worktree)
 

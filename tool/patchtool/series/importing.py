@@ -22,7 +22,7 @@ from patchtool.series import metadata
 from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from patchtool.series.editing import _slug, _unique, _write_all
 from patchtool.series.metadata import Metadata, skeleton
-from patchtool.upstream.upstream import Cache
+from patchtool.upstream.cache import Cache
 
 _MBOX_FROM = re.compile(r"^From ([0-9a-f]{40}) Mon Sep 17 00:00:00 2001$", re.MULTILINE)
 _GITHUB_PULL = re.compile(r"^https://github\.com/[^/]+/[^/]+/pull/\d+")
@@ -321,9 +321,7 @@ def _upstream(repo: git.Repo, item: Incoming) -> dict[str, str]:
         return item.upstream
     if not repo.has_object(f"{commit}^{{commit}}"):
         return item.upstream
-    res = repo.git("for-each-ref", "--count=1", "--contains", commit, "--format=%(refname)", *_UPSTREAM_REFS,
-                   check=False)
-    return {"status": "backport", "ref": commit} if res.returncode == 0 and res.stdout.strip() else item.upstream
+    return {"status": "backport", "ref": commit} if repo.refs_containing(commit, *_UPSTREAM_REFS) else item.upstream
 
 
 def user_identity(root: Path) -> str:

@@ -26,7 +26,6 @@ from patchtool.series.checkouts import (
     BranchCommit,
     branch_and_record,
     branch_commits,
-    commit_idents,
     commit_message,
     export_commit,
     loaded_record,
@@ -34,8 +33,8 @@ from patchtool.series.checkouts import (
     require_clean,
     worktree_of,
 )
+from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
-from patchtool.upstream.upstream import Cache
 
 
 class RefreshConflict(PatchtoolError):
@@ -188,7 +187,7 @@ def _build(repo: git.Repo, base: str, plan: list[Item], loaded: list[LoadedPatch
                 ws.update(edit)
                 files.update(edit)
                 message = c.message.rstrip("\n") + "\n"
-                author, committer = commit_idents(repo, c.commit)
+                author, committer = repo.idents(c.commit)
             writes.append(git.NewCommit(message=message, author=author, committer=committer, files=tuple(
                 git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
                 for path, f in sorted(files.items()))))

@@ -12,7 +12,7 @@ from patchtool.project.gpuresults import Evidence, evidence_for, load_all
 from patchtool.project.repository import Project
 from patchtool.project.verification import GpuCheck
 from patchtool.series.apply import SeriesResult, apply_series
-from patchtool.upstream.upstream import Cache
+from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
     from patchtool.rebase.state import InProgress

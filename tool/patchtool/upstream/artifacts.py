@@ -23,7 +23,7 @@ from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
 
 if TYPE_CHECKING:
-    from patchtool.upstream.upstream import Artifact
+    from patchtool.upstream.pins import Artifact
 
 IMPORT_LAYOUT = 2  # bump when the import layout changes: it changes every imported SHA
 # layout 2 records the artifact's size in the import's message

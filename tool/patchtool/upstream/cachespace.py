@@ -41,7 +41,7 @@ def check_branch(branch: str) -> str:
     """``branch`` when it can name a checkout branch: a safe tree path (it names the worktree's
     directory) that git accepts as a branch name; UsageError naming why not."""
     why = tree_path_problem(branch)
-    if why is None and git.run(["git", "check-ref-format", f"refs/heads/{branch}"], check=False).returncode:
+    if why is None and not git.ref_format_ok(f"refs/heads/{branch}"):
         why = "git refuses it as a branch name (see `git help check-ref-format`)"
     if why is not None:
         raise UsageError(f"{branch!r} is not a usable branch name: {why}",

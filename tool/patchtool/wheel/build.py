@@ -35,7 +35,8 @@ from patchtool.errors import ApplyConflict, BuildError, InvalidInput, Problem, U
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
 from patchtool.upstream.artifacts import damaged_as_error
-from patchtool.upstream.upstream import Base, Cache, Pin
+from patchtool.upstream.cache import Base, Cache
+from patchtool.upstream.pins import Pin
 from patchtool.wheel import frontend, versionfile
 from patchtool.wheel.archive import ArchiveWriter, Digest, date_time_of, safe_members
 from patchtool.wheel.provenance import (

@@ -27,7 +27,7 @@ from packaging.version import Version
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.project.fields import Fields, raise_if
 from patchtool.upstream.artifacts import damage, damaged_as_error
-from patchtool.upstream.upstream import Pin
+from patchtool.upstream.pins import Pin
 from patchtool.wheel import record as wheelrecord
 
 SCHEMA = 1

@@ -1,18 +1,35 @@
-"""HTTP downloads with resume and retries: the one place that talks to a package index."""
+"""The package index client: project pages (PEP 691 JSON, or a PEP 503 HTML page read into the
+same shape) and artifact downloads, over HTTP with resume and retries. The one place that talks
+to a package index.
+
+The index a pin names can be overridden (``PATCHTOOL_INDEX_URL``); the CLI reads that variable,
+once, and hands its value to ``PackageIndex``.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import html.parser
 import json
 import os
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from packaging.utils import canonicalize_name
 
 from patchtool import progress
-from patchtool.errors import UpstreamError
+from patchtool.errors import UpstreamError, UsageError
 
+if TYPE_CHECKING:
+    from patchtool.upstream.pins import Artifact
+
+DEFAULT_INDEX = "https://pypi.org/simple"
+INDEX_URL_ENV = "PATCHTOOL_INDEX_URL"
+_JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
+_HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")
+_ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _SCHEMES = ("http", "https", "file")
 _RETRIED_4XX = (408, 429)  # request timeout, too many requests: worth another try
 
@@ -58,15 +75,26 @@ class Fetcher:
     # anything, and those imports cost more than the command's work
 
     def json(self, url: str) -> Any:
+        """The project page at ``url`` as PEP 691 data. An index that serves only PEP 503 HTML gets
+        its page read into the same shape (``files``: filename, url, hashes)."""
         import urllib.error
         import urllib.request
 
-        req = _request(url, {"Accept": "application/vnd.pypi.simple.v1+json"})
+        req = _request(url, {"Accept": _ACCEPT})
         last: Exception | None = None
         for attempt in range(self.attempts):
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    return json.loads(resp.read())
+                    kind, body = resp.headers.get_content_type(), resp.read()
+                if kind in _HTML_TYPES:
+                    return _html_page(body.decode("utf-8", "replace"))
+                try:
+                    return json.loads(body)
+                except ValueError:
+                    if kind in _JSON_TYPES:
+                        raise  # a broken answer: worth another try
+                    raise UpstreamError(f"the package index at {url} answered {kind}, neither a PEP 691 JSON nor "
+                                        "a PEP 503 HTML project page", hint="check the pin's 'index'") from None
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 last = exc
                 if _final(exc):
@@ -130,3 +158,77 @@ class Fetcher:
     def _sleep(self, attempt: int) -> None:
         if attempt + 1 < self.attempts:
             time.sleep(self.backoff * (2 ** attempt))
+
+
+class _Anchors(html.parser.HTMLParser):
+    """The files of a PEP 503 project page: each anchor's text, link and fragment hash."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: list[dict[str, Any]] = []
+        self._open: dict[str, Any] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag != "a":
+            return
+        found = dict(attrs)
+        url, _, fragment = (found.get("href") or "").partition("#")
+        name, _, value = fragment.partition("=")
+        self._open = {"filename": "", "url": url, "hashes": {name: value} if name and value else {}}
+        if "data-yanked" in found:
+            self._open["yanked"] = found["data-yanked"] or True
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self._open["filename"] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._open is not None:
+            self._open["filename"] = self._open["filename"].strip()
+            self.files.append(self._open)
+            self._open = None
+
+
+def _html_page(text: str) -> dict[str, Any]:
+    parser = _Anchors()
+    parser.feed(text)
+    parser.close()
+    return {"meta": {"api-version": "1.0"}, "files": parser.files}
+
+
+class PageSource(Protocol):
+    def json(self, url: str) -> Any: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PackageIndex:
+    """The index a pin names (or the override the user set), asked for a distribution's files."""
+
+    fetcher: PageSource
+    override: str | None = None  # PATCHTOOL_INDEX_URL, as the CLI read it
+
+    def url(self, art: Artifact) -> str:
+        if self.override:
+            why = url_problem(self.override)
+            if why is not None:
+                raise UsageError(f"{INDEX_URL_ENV}={self.override!r} {why}",
+                                 hint="set it to a PEP 691 index such as https://pypi.org/simple, or unset it")
+            return self.override.rstrip("/")
+        return art.index.rstrip("/")
+
+    def files(self, art: Artifact) -> list[dict[str, Any]]:
+        """The distribution's files on the index, each ``url`` made absolute."""
+        base = f"{self.url(art)}/{canonicalize_name(art.distribution)}/"
+        page = self.fetcher.json(base)
+        files = page.get("files") if isinstance(page, dict) else None
+        if not isinstance(files, list):
+            raise UpstreamError(f"the package index at {base} did not answer with a PEP 691 project page",
+                                hint="check the pin's 'index'")
+        out = []
+        for entry in files:
+            if not isinstance(entry, dict) or not isinstance(entry.get("hashes", {}), dict):
+                continue
+            entry = dict(entry)
+            entry["url"] = urllib.parse.urljoin(base, str(entry.get("url", "")))
+            out.append(entry)
+        return out

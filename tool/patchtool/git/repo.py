@@ -1,0 +1,437 @@
+"""A git repository addressed by its git directory: the cache (``upstream.git``), or a scratch one.
+
+Refs, commits, trees, fast-import, worktrees, exports (format-patch, range-diff, cherry) and
+temporary indexes. Every command runs through ``Runner`` (GitPython's command wrapper); objects
+are read through ``ObjectReader`` (GitPython's persistent cat-file). Callers get SHAs, paths,
+bytes and the dataclasses below, never a GitPython object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from patchtool.errors import GitError
+from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
+from patchtool.git.command import Pending, Runner
+from patchtool.git.objects import ObjectReader
+from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
+from patchtool.paths import tree_path_problem
+
+# who moves a ref that keeps a reflog (a checkout branch), without asking the user's configuration
+_REFLOG_IDENT = {"GIT_COMMITTER_NAME": FIXED_IDENT[0], "GIT_COMMITTER_EMAIL": FIXED_IDENT[1]}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApplyResult:
+    ok: bool
+    stderr: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoggedCommit:
+    """A commit of a branch as ``git log`` shows it."""
+
+    commit: str
+    parents: tuple[str, ...]
+    subject: str
+    message: str  # stripped, as ``%B`` and strip() leave it
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorktreeEntry:
+    """One worktree git knows of (``git worktree list --porcelain``)."""
+
+    path: str
+    branch: str | None  # the full ref it has checked out, None when detached or bare
+    locked: str | None  # the reason given ("" for none), None when not locked
+
+
+class Repo:
+    """A git repository addressed by its git directory (bare or not)."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.git_dir = git_dir
+        self._runner = Runner(git_dir=git_dir)
+        self._local = threading.local()  # each thread its own object reader (a scan replays in threads)
+
+    @classmethod
+    def init_bare(cls, path: Path) -> Repo:
+        path.mkdir(parents=True, exist_ok=True)
+        if not (path / "HEAD").exists():
+            Runner().run("init", "--quiet", "--bare", str(path))
+            repo = cls(path)
+            repo.out("config", "core.logAllRefUpdates", "false")
+            repo.out("config", "gc.auto", "0")
+        return cls(path)
+
+    def out(self, *args: str, env: dict[str, str] | None = None) -> str:
+        """stdout of a git command that must succeed, stripped (for the layer and its tests)."""
+        return self._runner.out(*args, env=env)
+
+    # -- refs and commits ---------------------------------------------------------------------
+    def resolve(self, rev: str) -> str | None:
+        """The commit ``rev`` names, None when it names none."""
+        found = self._objects().commit(rev)
+        return found.sha if found is not None else None
+
+    def commit_info(self, rev: str) -> tuple[str, str, str] | None:
+        """(commit, tree, message) of ``rev``; None when it does not exist."""
+        found = self._objects().commit(rev)
+        return (found.sha, found.tree, found.message) if found is not None else None
+
+    def tree_of(self, rev: str) -> str:
+        found = self._objects().tree_sha(rev)
+        if found is None:
+            raise GitError(f"{rev!r} names no tree in {self.git_dir}")
+        return found
+
+    def has_object(self, sha: str) -> bool:
+        return self._objects().read(sha) is not None
+
+    def commit_message(self, rev: str) -> str:
+        found = self._objects().commit(rev)
+        if found is None:
+            raise GitError(f"{rev!r} names no commit in {self.git_dir}")
+        return found.message.strip()
+
+    def commit_time(self, rev: str) -> int:
+        """The committer timestamp of ``rev`` (seconds since the epoch)."""
+        return int(self.out("show", "-s", "--format=%ct", rev))
+
+    def idents(self, commit: str) -> tuple[Ident, Ident]:
+        """(author, committer) of ``commit``, dates included, to write it again unchanged."""
+        fields = self.out("log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd",
+                          commit).split("\0")
+        (a_time, a_tz), (c_time, c_tz) = fields[2].split(), fields[5].split()
+        return Ident(fields[0], fields[1], int(a_time), a_tz), Ident(fields[3], fields[4], int(c_time), c_tz)
+
+    def is_ancestor(self, ancestor: str, rev: str) -> bool:
+        return self._runner.run("merge-base", "--is-ancestor", ancestor, rev, check=False).returncode == 0
+
+    def refs_containing(self, commit: str, *prefixes: str) -> list[str]:
+        """The refs under ``prefixes`` whose history has ``commit`` (none when it is unknown)."""
+        res = self._runner.run("for-each-ref", "--contains", commit, "--format=%(refname)", *prefixes, check=False)
+        return res.stdout.decode("utf-8", "replace").split() if res.returncode == 0 else []
+
+    def log(self, base: str, tip: str) -> list[LoggedCommit]:
+        """The commits of base..tip, oldest first, in one git process."""
+        out = self._runner.run("log", "--reverse", "-z", "--format=%H%x00%P%x00%s%x00%B",
+                               f"{base}..{tip}", "--").stdout.decode("utf-8", "replace")
+        fields = out.split("\0")
+        return [LoggedCommit(commit=fields[i], parents=tuple(fields[i + 1].split()), subject=fields[i + 2].strip(),
+                             message=fields[i + 3].strip())
+                for i in range(0, len(fields) - 3, 4)]
+
+    def rev_list(self, base: str, tip: str) -> list[str]:
+        """The commits of base..tip, oldest first."""
+        return self.out("rev-list", "--reverse", f"{base}..{tip}").split()
+
+    def update_ref(self, ref: str, new: str, old: str | None = None, *, reason: str | None = None,
+                   reflog: bool = False, check: bool = True) -> str | None:
+        """Move ``ref`` to ``new``; ``old=""`` means it must not exist yet. ``reason`` goes to the
+        reflog, which ``reflog`` creates. Returns None, or git's complaint when ``check`` is False."""
+        args = ["update-ref", *(["--create-reflog"] if reflog else []), *(["-m", reason] if reason else []),
+                ref, new, *([old] if old is not None else [])]
+        res = self._runner.run(*args, env=_REFLOG_IDENT if reason else None, check=check)
+        return res.stderr.strip() if res.returncode else None
+
+    def delete_ref(self, ref: str) -> None:
+        self._runner.run("update-ref", "-d", ref, check=False)
+
+    def interpret_trailers(self, message: str, trailer: str) -> str:
+        """``message`` with ``trailer`` added as git adds trailers."""
+        return self._runner.run("interpret-trailers", "--trailer", trailer,
+                                input=message.encode()).stdout.decode()
+
+    def commit_tree(self, tree: str, parents: Sequence[str], message: str, *, author: Ident,
+                    committer: Ident) -> str:
+        args = ["commit-tree", tree, *(a for p in parents for a in ("-p", p))]
+        env = {**author.env("AUTHOR"), **committer.env("COMMITTER")}
+        return self._runner.run(*args, input=message.encode(), env=env).stdout.decode().strip()
+
+    # -- writing commits ------------------------------------------------------------------------
+    def fast_import(self, stream: Iterable[bytes], *options: str) -> None:
+        """Feed a fast-import stream; refs move only when the whole stream is in. A crash report
+        git leaves behind is removed: its gist is in the error, and a stale one from a killed
+        process is swept before the next import."""
+        for stale in self.git_dir.glob("fast_import_crash_*"):
+            stale.unlink(missing_ok=True)
+        running = self._runner.start("fast-import", "--quiet", "--date-format=raw", "--done", *options,
+                                     stdin=True, stdout=False)
+        proc = running.popen
+        assert proc.stdin is not None and proc.stderr is not None
+        try:
+            for chunk in stream:
+                proc.stdin.write(chunk)
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # git stopped reading: its exit status and stderr say why
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            (self.git_dir / f"fast_import_crash_{proc.pid}").unlink(missing_ok=True)
+            raise
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            (self.git_dir / f"fast_import_crash_{proc.pid}").unlink(missing_ok=True)
+            lines = [ln for ln in err.decode(errors="replace").splitlines()
+                     if not ln.startswith("fast-import: dumping crash report")]
+            raise GitError(f"git fast-import failed: {chr(10).join(lines).strip()}")
+
+    def write_commits(self, parent: str | None, commits: Sequence[NewCommit], *, ref: str) -> list[str]:
+        """A chain of commits on ``parent`` (None: the first is a root commit) written by one
+        ``git fast-import``, which leaves ``ref`` at the last (name it in the caller's namespace of
+        the cache): their shas, in order."""
+        if not commits:
+            return []
+        for c in commits:
+            for f in c.files:
+                why = tree_path_problem(f.path)
+                if why is not None:  # callers validate their paths; this keeps any slip out of git
+                    raise GitError(f"refusing to write {f.path!r} into a commit: {why}")
+        fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
+        os.close(fd)
+        try:
+            self.fast_import(commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
+            found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
+        finally:
+            os.unlink(marks)
+        return [found[f":{n}"] for n in range(1, len(commits) + 1)]
+
+    # -- reading objects and trees --------------------------------------------------------------
+    def _objects(self) -> ObjectReader:
+        """This thread's reader: one cat-file process for every object a command reads."""
+        reader: ObjectReader | None = getattr(self._local, "reader", None)
+        if reader is None:
+            reader = self._local.reader = ObjectReader(self)
+        return reader
+
+    @contextlib.contextmanager
+    def reader(self) -> Iterator[ObjectReader]:
+        yield self._objects()
+
+    def cat_files(self, tree: str, paths: Sequence[str]) -> dict[str, bytes | None]:
+        """Contents of ``paths`` in ``tree`` (None where absent), one git process for all."""
+        found = self.cat_blobs([f"{tree}:{p}" for p in paths])
+        return {p: found[f"{tree}:{p}"] for p in paths}
+
+    def cat_blobs(self, specs: Sequence[str]) -> dict[str, bytes | None]:
+        """Contents of ``rev:path`` specs from any trees (None where absent), one git process."""
+        reader = self._objects()
+        return {spec: reader.blob(spec) for spec in dict.fromkeys(specs)}
+
+    def ls_files(self, tree: str, prefix: str) -> list[str]:
+        """Paths of the blobs under ``prefix`` in ``tree``."""
+        out = self.out("ls-tree", "-r", "--name-only", tree, "--", prefix)
+        return [p for p in out.splitlines() if p]
+
+    def tree_paths(self, tree: str) -> list[str]:
+        """Every blob path in ``tree``."""
+        out = self._runner.run("ls-tree", "-r", "-z", "--name-only", tree).stdout
+        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+    def entries(self, treeish: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+        """``path -> (mode, sha)`` for those of ``paths`` that are files in ``treeish``."""
+        if not paths:
+            return {}
+        reader = self._objects()
+        tree = self.tree_of(treeish)
+        return {p: entry for p in sorted(set(paths)) if (entry := reader.entry(tree, p)) is not None}
+
+    # -- what changed -----------------------------------------------------------------------------
+    def changes(self, base: str, tip: str) -> list[tuple[str, tuple[RawChange, ...]]]:
+        """Every commit of base..tip, oldest first, with the files it changes (renames found)."""
+        out = self._runner.run("log", "--reverse", "-z", "--raw", "--no-abbrev", "-M", "--format=%x01%H",
+                               f"{base}..{tip}").stdout
+        return parse_log(out.decode("utf-8", "surrogateescape"))
+
+    def diff_raw(self, old: str, new: str) -> tuple[RawChange, ...]:
+        """Every file that differs between two commits or trees, with its blobs (no renames)."""
+        out = self._runner.run("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-commit-id",
+                               old, new).stdout
+        return parse_raw(out.decode("utf-8", "surrogateescape"))
+
+    def diff_tree(self, old: str, new: str) -> list[TreeChange]:
+        """Every blob that differs between two trees (no rename detection), in path order."""
+        return parse_tree_changes(self._runner.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id",
+                                                   old, new).stdout)
+
+    def renames(self, old: str, new: str, sources: Sequence[str]) -> dict[str, str]:
+        """Where ``sources`` (paths deleted between the trees ``old`` and ``new``) went: git's rename
+        detection with only them as sources and every added file as a candidate, as merge-ort
+        limits detection to the paths that matter, which keeps it cheap on a 4,000-file tree."""
+        added = self._runner.run("diff-tree", "-r", "-z", "--name-only", "--diff-filter=A", "--no-commit-id",
+                                 old, new).stdout.decode("utf-8", "surrogateescape").split("\0")
+        added = [p for p in added if p]
+        if not sources or not added:
+            return {}
+        out = self._runner.run("diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", old, new,
+                               "--", *sources, *added, env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
+        return parse_renames(out.decode("utf-8", "surrogateescape"))
+
+    def cherry(self, upstream: str, head: str, limit: str) -> set[str]:
+        """The commits of limit..head whose patch-id matches a commit upstream has and head's
+        history does not (``git cherry``: the ones it marks ``-``)."""
+        out = self.out("cherry", upstream, head, limit)
+        return {line[2:].strip() for line in out.splitlines() if line.startswith("- ")}
+
+    # -- exports ------------------------------------------------------------------------------------
+    def format_patch(self, commit: str) -> str:
+        """The canonical export of one commit: git's own format, without the Date line."""
+        text = self._runner.run("format-patch", "-1", commit, *_EXPORT).stdout.decode("utf-8")
+        patches = _split_patches(text)
+        return patches[0] if patches else text  # git exports nothing for an empty commit
+
+    def format_patches(self, base: str, tip: str) -> Pending[list[str]]:
+        """The canonical export of every commit in base..tip, oldest first, in one git process
+        that runs while the caller goes on."""
+        return Pending(self._runner, ["format-patch", f"{base}..{tip}", *_EXPORT],
+                       lambda out: _split_patches(out.decode("utf-8")))
+
+    def range_diff(self, old: str, new: str) -> Pending[str]:
+        """``git range-diff old new``, running while the caller goes on."""
+        return Pending(self._runner, ["range-diff", "--no-color", old, new],
+                       lambda out: out.decode("utf-8", errors="replace"))
+
+    # -- places to work: temporary indexes, worktrees, scratch repositories -----------------------
+    @contextlib.contextmanager
+    def temporary_index(self, treeish: str) -> Iterator[Index]:
+        fd, name = tempfile.mkstemp(prefix="index.", dir=self.git_dir)
+        os.close(fd)
+        os.unlink(name)
+        index = Index(self, Path(name))
+        try:
+            index.read_tree(treeish)
+            yield index
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+
+    def worktrees(self) -> list[WorktreeEntry]:
+        """The worktrees git knows of, the repository's own first."""
+        out = []
+        for block in self.out("worktree", "list", "--porcelain").split("\n\n"):
+            fields = {key: value for key, _, value in (line.partition(" ") for line in block.splitlines())}
+            if "worktree" in fields:
+                out.append(WorktreeEntry(path=fields["worktree"], branch=fields.get("branch"),
+                                         locked=fields.get("locked")))
+        return out
+
+    def is_worktree(self, path: Path) -> bool:
+        return any(w.path == str(path) for w in self.worktrees())
+
+    def worktree_add(self, path: Path, rev: str, *, detach: bool = True, checkout: bool = True,
+                     check: bool = True) -> bool:
+        """A worktree at ``path`` with ``rev`` checked out: detached, or (``detach=False``) the
+        branch ``rev`` names. Without ``checkout`` no file is written yet. False when git refused
+        and ``check`` is False."""
+        args = ["worktree", "add", "--quiet", *([] if checkout else ["--no-checkout"]),
+                *(["--detach"] if detach else []), str(path), rev]
+        return self._runner.run(*args, check=check).returncode == 0
+
+    def worktree_move(self, src: Path, dst: Path) -> None:
+        self.out("worktree", "move", str(src), str(dst))
+
+    def worktree_remove(self, path: Path) -> None:
+        if self._runner.run("worktree", "remove", "--force", "--force", str(path), check=False).returncode:
+            self.forget_missing_worktrees()  # a worktree deleted by hand: drop its record
+
+    def forget_missing_worktrees(self) -> None:
+        """``git worktree prune``: forget worktrees whose directories are gone."""
+        self._runner.run("worktree", "prune", check=False)
+
+    def prune_worktrees(self) -> None:
+        """Forget worktrees whose directories are gone, including one a killed `git worktree add`
+        left locked ("initializing"); a worktree someone locked on purpose stays."""
+        for w in self.worktrees():
+            if w.locked == "initializing" and not Path(w.path).exists():
+                self._runner.run("worktree", "unlock", w.path, check=False)
+        self.forget_missing_worktrees()
+
+    def fetch(self, url: str, refspec: str) -> None:
+        res = self._runner.run("fetch", "--quiet", "--no-tags", url, refspec, check=False)
+        if res.returncode != 0:
+            raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.strip()}")
+
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Repo]:
+        """A throwaway repository that borrows this one's objects: fetch into it to look at what a
+        remote has, and keep what it fetched only by fetching that from it. This repository gains
+        nothing it was not asked to keep, not even the history of a ref that turned out wrong."""
+        with tempfile.TemporaryDirectory(prefix="patchtool-scratch-") as tmp:
+            scratch = Repo.init_bare(Path(tmp))
+            (scratch.git_dir / "objects" / "info" / "alternates").write_text(
+                f"{(self.git_dir / 'objects').absolute()}\n")
+            yield scratch
+
+
+class Index:
+    """A temporary index file: apply patches without touching any working tree."""
+
+    def __init__(self, repo: Repo, path: Path) -> None:
+        self.repo = repo
+        self.path = path
+        self.env = {"GIT_INDEX_FILE": str(path)}
+
+    def apply(self, patches: Sequence[Path], *, reverse: bool = False,
+              check: bool = False, verbose: bool = False) -> ApplyResult:
+        args = ["apply", "--cached", *(["--verbose"] if verbose else []), *(["--reverse"] if reverse else []),
+                *(["--check"] if check else [])]
+        res = self.repo._runner.run(*args, *map(str, patches), env=self.env, check=False)
+        return ApplyResult(res.returncode == 0, res.stderr)
+
+    def apply_text(self, patch: str, *, reverse: bool = False) -> ApplyResult:
+        args = ["apply", "--cached", "--check", *(["--reverse"] if reverse else [])]
+        res = self.repo._runner.run(*args, input=patch.encode(), env=self.env, check=False)
+        return ApplyResult(res.returncode == 0, res.stderr)
+
+    def write_tree(self) -> str:
+        return self.repo.out("write-tree", env=self.env)
+
+    def read_tree(self, treeish: str) -> None:
+        self.repo.out("read-tree", treeish, env=self.env)
+
+
+_EXPORT = ("--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered")
+
+
+def _split_patches(text: str) -> list[str]:
+    """format-patch output cut into one text per commit, each without its Date line."""
+    marker = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+    out = []
+    chunks = text.split(marker)[1:]
+    for i, chunk in enumerate(chunks):
+        if i + 1 < len(chunks) and chunk.endswith("\n\n"):
+            chunk = chunk[:-1]  # the blank line git puts between messages in one mbox
+        head, sep, rest = (marker + chunk).partition("\n\n")
+        head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
+        out.append(head + sep + rest)
+    return out
+
+
+_HISTOGRAM = ["--diff-algorithm=histogram"]  # emptied once git says it does not know the option
+
+
+def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str]) -> tuple[bytes, int]:
+    """A 3-way merge of one file's contents with git's own merge (xdiff, as merge-ort uses it):
+    the result, with conflict markers where needed, and the number of conflicts."""
+    with tempfile.TemporaryDirectory(prefix="patchtool-merge-") as tmp:
+        names = []
+        for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
+            (Path(tmp) / name).write_bytes(data)
+            names.append(str(Path(tmp) / name))
+        args = ["-L", labels[0], "-L", labels[1], "-L", labels[2], *names]
+        # merge-ort diffs with histogram; merge-file is told so from git 2.42 (older ones: usage, 129)
+        res = Runner().run("merge-file", "-p", *_HISTOGRAM, *args, check=False)
+        if res.returncode == 129 and _HISTOGRAM:
+            _HISTOGRAM.clear()
+            res = Runner().run("merge-file", "-p", *args, check=False)
+    if res.returncode >= 128 or res.returncode < 0:
+        raise GitError(f"git merge-file failed: {res.stderr.strip()}")
+    return res.stdout, res.returncode

@@ -1,0 +1,90 @@
+"""The user's side of git: a checked-out tree (a checkout branch's worktree, a rebase's conflict
+worktree, the patch repository itself), and who the user is to git."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchtool.errors import UsageError
+from patchtool.git.command import Runner
+from patchtool.git.stream import Ident
+
+
+class Worktree:
+    """A directory git finds a repository from: its commands run there, as the user's would."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._runner = Runner(cwd=path)
+
+    def status(self) -> str:
+        """``git status --porcelain``: empty when nothing is uncommitted."""
+        return self._runner.out("status", "--porcelain")
+
+    def head(self) -> str:
+        return self._runner.out("rev-parse", "HEAD")
+
+    def reset(self, mode: str, commit: str, *, reason: str, committer: tuple[str, str]) -> str | None:
+        """``git reset --quiet <mode> <commit>``: None, or git's complaint when it refused."""
+        env = {"GIT_REFLOG_ACTION": reason, "GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
+        res = self._runner.run("reset", "--quiet", mode, commit, env=env, check=False)
+        return res.stderr.strip() if res.returncode else None
+
+    def sparse_checkout(self, files: Sequence[str]) -> None:
+        """Check out just ``files`` (a worktree added without a checkout)."""
+        self._runner.run("sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files))
+        self._runner.run("checkout", "-q")
+
+    def stage_all(self) -> list[str]:
+        """``git add -A``; the paths that then differ from HEAD."""
+        self._runner.run("add", "-A")
+        return self._runner.out("diff", "--cached", "--name-only", "HEAD").split()
+
+    def write_tree(self) -> str:
+        return self._runner.out("write-tree")
+
+    def commit_empty(self, message: str, *, author: Ident, committer: Ident) -> None:
+        """A commit on HEAD that changes nothing, by ``author`` and ``committer``."""
+        self._runner.run("commit", "--allow-empty", "-q", "-m", message,
+                         env={**author.env("AUTHOR"), **committer.env("COMMITTER")})
+
+    def apply_rejecting(self, patch: Path) -> None:
+        """``git apply --reject``: what applies is applied, the rest left in ``.rej`` files."""
+        self._runner.run("apply", "--reject", str(patch.absolute()), check=False)
+
+    def tracked(self, pathspec: str) -> list[str] | None:
+        """The files git tracks under ``pathspec``; None when this is not in a git work tree."""
+        res = self._runner.run("ls-files", "-z", "--", pathspec, check=False)
+        if res.returncode != 0:
+            return None
+        return [p.decode("utf-8", "replace") for p in res.stdout.split(b"\0") if p]
+
+
+def ref_format_ok(ref: str) -> bool:
+    """Whether git accepts ``ref`` as a ref name (``git check-ref-format``)."""
+    return Runner().run("check-ref-format", ref, check=False).returncode == 0
+
+
+_IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
+
+
+def user_idents(cwd: Path) -> tuple[Ident, Ident]:
+    """(author, committer) as ``git commit`` in ``cwd`` would record them for the user: their
+    GIT_AUTHOR_*/GIT_COMMITTER_* variables, then user.name/user.email from the repository's and
+    their own configuration. The one git call that sees the user's configuration and identity
+    variables (every other one is isolated from them); UsageError with git's own words when git
+    does not know who the user is."""
+    runner = Runner(cwd=cwd, user=True)
+    idents = []
+    for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        res = runner.run("var", var, check=False)
+        m = _IDENT_RE.match(res.stdout.decode("utf-8", "replace").strip())
+        if res.returncode or m is None:
+            said = res.stderr.strip() or f"git var {var} failed"
+            raise UsageError(f"git does not know who you are, so it cannot make the commit: {said}",
+                             hint='git config --global user.name "Your Name" && '
+                                  'git config --global user.email you@example.com')
+        idents.append(Ident(m.group(1), m.group(2), int(m.group(3)), m.group(4)))
+    return idents[0], idents[1]

@@ -1,0 +1,262 @@
+"""The cache: ``<root>/upstream.git`` holds every upstream a pin names as a verified local commit,
+``<root>/downloads`` the verified release artifacts. One lock guards every writer.
+
+``Cache.ensure(pin)`` yields the commit, importing a release artifact deterministically (fixed
+author, dates and layout) so that importing the same release twice yields the same commit, or
+fetching a git source's tag and checking it is the commit the pin names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from packaging.version import Version
+
+from patchtool import git, progress
+from patchtool.errors import GitError, UpstreamError
+from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
+from patchtool.upstream.index import Fetcher, PackageIndex
+from patchtool.upstream.pins import PINS_DIR, Artifact, Pin, pin_to_toml
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Base:
+    """The pinned upstream as a commit in the cache repository."""
+
+    pin: Pin
+    commit: str
+    tree: str
+    ref: str
+    source: str  # "artifact" or "git"
+
+
+class Cache:
+    """``<root>/upstream.git`` holds every upstream; ``<root>/downloads`` the verified artifacts."""
+
+    def __init__(self, root: Path, *, fetcher: Fetcher | None = None, index_url: str | None = None) -> None:
+        self.root = root
+        self.fetcher = fetcher or Fetcher()
+        self.index = PackageIndex(self.fetcher, override=index_url)
+        self.repo = git.Repo(root / "upstream.git")
+        self._ensured: dict[str, Base] = {}  # pin (as its file's text) -> base, for this process
+        self._tags: dict[str, tuple[str, str, str]] = {}
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def ensure(self, pin: Pin) -> Base:
+        """The pin's upstream in the cache (imported or fetched when missing), verified; the answer
+        is remembered for the life of this Cache, which is one command."""
+        key = pin_to_toml(pin)
+        if key not in self._ensured:
+            self._ensured[key] = self._ensure(pin)
+        return self._ensured[key]
+
+    def _ensure(self, pin: Pin) -> Base:
+        with self.locked():
+            git.Repo.init_bare(self.repo.git_dir)
+            if pin.use == "git":
+                return self._ensure_git(pin)
+            return self._ensure_artifact(pin)
+
+    # -- release artifacts -------------------------------------------------------------
+    def _ensure_artifact(self, pin: Pin) -> Base:
+        art = pin.artifact
+        assert art is not None
+        ref = f"refs/tags/{pin.tag}"
+        existing = self._tag(ref)
+        old = ""
+        if existing is not None:
+            commit, tree, message = existing
+            record = self._verify_cached(pin, commit, tree, message)
+            if record.layout == IMPORT_LAYOUT:
+                return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+            old = commit  # an older layout's import of the same file: import it again, as this one does
+        path = self.artifact_path(pin)
+        with progress.task(f"import {art.filename} into the cache"):
+            commit = self._import(pin, path)
+        tree = self.repo.tree_of(commit)
+        if art.tree is not None and tree != art.tree:
+            raise UpstreamError(
+                f"the import of {art.filename} has tree {tree}, but pin {pin.name} records {art.tree}",
+                file=f"{PINS_DIR}/{pin.name}.toml",
+                hint="the pin's 'tree' is wrong or the import layout changed; fix the pin")
+        self.repo.update_ref(ref, commit, old)
+        self._tags.pop(ref, None)
+        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+
+    def _verify_cached(self, pin: Pin, commit: str, tree: str, message: str) -> ImportRecord:
+        """The record of the cached import, refused unless it is the import of what the pin names:
+        the same file, sha256 and size, the same prefix, and the pin's tree if it records one."""
+        art = pin.artifact
+        assert art is not None
+        where = f"{PINS_DIR}/{pin.name}.toml"
+        drop = f"`git --git-dir={self.repo.git_dir} tag -d {pin.tag}`"
+        record = ImportRecord.parse(message)
+        if record is None:
+            raise UpstreamError(
+                f"the cached tag {pin.tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
+                "or the cache was changed", file=where, hint=f"remove it with {drop} and run again to re-import")
+        differ = [f"{what}: the pin says {ours}, the import recorded {theirs}"
+                  for what, ours, theirs in (("file", art.filename, record.filename),
+                                             ("sha256", art.sha256, record.sha256),
+                                             ("size", art.size, record.size),
+                                             ("prefix", ImportRecord.mapping(art), record.prefix))
+                  if ours is not None and theirs is not None and ours != theirs]
+        if art.tree is not None and tree != art.tree:
+            differ.append(f"tree: the pin says {art.tree}, the import has {tree}")
+        if differ:
+            raise UpstreamError(
+                f"pin {pin.name} does not match the cached import {pin.tag} ({commit[:12]}): "
+                + "; ".join(differ), file=where,
+                hint=f"if the pin is right, remove the cached import with {drop} and run again: the artifact is "
+                     "then downloaded and verified against the pin; otherwise correct the pin")
+        return record
+
+    def _tag(self, ref: str) -> tuple[str, str, str] | None:
+        """(commit, tree, message) of an import tag, read once a command: resolving a release
+        and ensuring it both need it. A tag not there yet is asked again (an import may add it)."""
+        if ref not in self._tags:
+            found = self.repo.commit_info(ref)
+            if found is None:
+                return None
+            self._tags[ref] = found
+        return self._tags[ref]
+
+    def imported(self, art: Artifact, version: Version, filename: str) -> tuple[str, int] | None:
+        """(sha256, size) of ``filename``, when the cache holds its import and the file itself:
+        what the index said when it was downloaded and verified. Release files on an index never
+        change, so a rebase or scan to a release already in the cache asks the index nothing."""
+        info = self._tag(f"refs/tags/v{version}")
+        if info is None:
+            return None
+        record = ImportRecord.parse(info[2])
+        if record is None or record.filename != filename:
+            return None
+        path = self.root / "downloads" / record.sha256[:2] / filename
+        if not path.is_file():
+            return None
+        return record.sha256, path.stat().st_size
+
+    def artifact_path(self, pin: Pin) -> Path:
+        """The verified artifact, downloading it when it is not cached yet."""
+        art = pin.artifact
+        assert art is not None
+        dest_dir = self.root / "downloads" / art.sha256[:2]
+        dest = dest_dir / art.filename
+        if not (dest.exists() and _file_sha256(dest) == art.sha256):
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            url = art.url or self._lookup(art)
+            resumed = self.fetcher.download(url, dest, size=art.size)
+            digest = _file_sha256(dest)
+            if digest != art.sha256 and resumed:
+                # pieced together from several transfers (or a partial file a killed command left):
+                # the pieces may not fit, so the hash says nothing yet about the pin; start afresh
+                dest.unlink()
+                self.fetcher.download(url, dest, size=art.size, resume=False)
+                digest = _file_sha256(dest)
+            if digest != art.sha256:
+                dest.unlink()
+                raise UpstreamError(
+                    f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; "
+                    "the file was not used", file=f"{PINS_DIR}/{pin.name}.toml",
+                    hint="if upstream really re-published the file, verify it and update the pin's sha256")
+        size = dest.stat().st_size
+        if art.size is not None and size != art.size:
+            raise UpstreamError(f"{art.filename} has the pin's sha256 but is {size} bytes, not the {art.size} "
+                                f"the pin says", file=f"{PINS_DIR}/{pin.name}.toml",
+                                hint="the pin's size is wrong; correct it")
+        return dest
+
+    def _lookup(self, art: Artifact) -> str:
+        for entry in self.index.files(art):
+            if entry.get("filename") == art.filename:
+                listed = entry.get("hashes", {}).get("sha256")
+                if listed and listed != art.sha256:
+                    raise UpstreamError(
+                        f"the index lists {art.filename} with sha256 {listed}, the pin says "
+                        f"{art.sha256}; refusing it", hint="verify the release and fix the pin")
+                return str(entry["url"])
+        raise UpstreamError(f"{art.filename} is not on the index {self.index.url(art)}",
+                            hint="check the pin's filename and version")
+
+    def _import(self, pin: Pin, path: Path) -> str:
+        """One root commit of the artifact's files, every path checked before git sees any."""
+        art = pin.artifact
+        assert art is not None
+        files = read_files(path, art)
+        meta_version = metadata_version(path, art)
+        if meta_version != art.version:
+            raise UpstreamError(f"{art.filename} contains {art.distribution} {meta_version}, "
+                                f"not {art.version}; refusing it", hint="the pin names the wrong file")
+        if not files:
+            raise UpstreamError(f"{art.filename} has no files under {art.prefix_from!r}",
+                                hint="check the pin's prefix.from")
+        record = ImportRecord(filename=art.filename, sha256=art.sha256, size=path.stat().st_size,
+                              layout=IMPORT_LAYOUT, prefix=ImportRecord.mapping(art))
+        ident = git.Ident(*git.FIXED_IDENT)
+        commit = git.NewCommit(message=record.to_message(pin.upstream, art.version), author=ident,
+                               committer=ident, files=tuple(files))
+        building = f"refs/patchtool/import/{art.sha256}"  # fast-import moves a ref; the tag replaces it
+        (sha,) = self.repo.write_commits(None, [commit], ref=building)
+        self.repo.delete_ref(building)
+        return sha
+
+    # -- git sources -------------------------------------------------------------------
+    def _ensure_git(self, pin: Pin) -> Base:
+        src = pin.git
+        assert src is not None and src.commit is not None
+        ref = f"refs/patchtool/git/{src.tag}"
+        where = f"{PINS_DIR}/{pin.name}.toml"
+        if not self.repo.has_object(f"{src.commit}^{{commit}}"):
+            with self.repo.scratch() as scratch:  # nothing reaches the cache until the tag is verified
+                try:
+                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag")
+                except GitError as exc:
+                    raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}", file=where,
+                                        hint="check the network, and the url and tag in the pin") from None
+                got = scratch.resolve("refs/probe/tag")
+                if got != src.commit:
+                    raise self._not_the_tag(pin, scratch, got)
+                fetched = f"refs/patchtool/fetch/{src.tag}"
+                self.repo.fetch(str(scratch.git_dir), f"+refs/probe/tag:{fetched}")
+                self.repo.delete_ref(fetched)
+        self.repo.update_ref(ref, src.commit)
+        return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref,
+                    source="git")
+
+    def _not_the_tag(self, pin: Pin, scratch: git.Repo, got: str | None) -> UpstreamError:
+        """The tag resolves to another commit than the pin's: it moved, or the pin's commit is wrong."""
+        src = pin.git
+        assert src is not None and src.commit is not None
+        where = f"{PINS_DIR}/{pin.name}.toml"
+        try:
+            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned")
+        except GitError:  # the remote does not have it, or will not serve a commit by its sha
+            return UpstreamError(
+                f"pin {pin.name} names commit {src.commit}, which {src.url} does not have (its tag {src.tag} is "
+                f"{got}); refusing it", file=where,
+                hint="the pin's commit is wrong (a typo?), or the tag moved and its old commit is gone: verify the "
+                     "tag's commit upstream and correct the pin")
+        return UpstreamError(
+            f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: the tag moved; refusing it",
+            file=where, hint="verify the new commit upstream before updating the pin")
+
+
+
+
+def _file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()

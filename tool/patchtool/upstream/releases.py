@@ -1,0 +1,106 @@
+"""Another release of the pinned upstream as a pin: found on the index through the pin's artifact,
+or fetched through its git source (``rebase --to``, ``scan``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from packaging.version import InvalidVersion, Version
+
+from patchtool import git
+from patchtool.errors import UpstreamError, UsageError
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin
+
+_VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
+
+
+def sibling_filename(art: Artifact, version: Version) -> str:
+    """The same kind of artifact (same wheel tags) for another version."""
+    if art.is_wheel:
+        tags = art.filename[:-4].split("-", 2)[2]
+        return f"{art.filename.split('-', 1)[0]}-{version}-{tags}.whl"
+    stem = art.filename.split("-", 1)[0]
+    ext = ".tar.gz" if art.filename.endswith(".tar.gz") else ".zip"
+    return f"{stem}-{version}{ext}"
+
+
+def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
+    """A pin for another release of the same upstream, found through the pin's sources."""
+    name = f"{pin.upstream}-{version}"
+    if pin.use == "artifact":
+        art = pin.artifact
+        assert art is not None
+        filename = sibling_filename(art, version)
+        known = cache.imported(art, version, filename)
+        if known is not None:  # imported earlier, from the file the index named then
+            sha, size = known
+            new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, size=size,
+                                          url=None, tree=None)
+            git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
+            return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
+                       use="artifact")
+        listed = {e.get("filename"): e for e in cache.index.files(art)}
+        entry = listed.get(filename)
+        if entry is None:
+            same = sorted(str(f) for f in listed if f"-{version}-" in str(f) or f"-{version}." in str(f))
+            raise UpstreamError(f"{art.distribution} {version} has no {filename} on the index",
+                                hint=f"files for {version}: {', '.join(same) or 'none'}")
+        sha = entry.get("hashes", {}).get("sha256")
+        if not sha:
+            raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file")
+        if not isinstance(sha, str) or not SHA256_HEX.match(sha):
+            raise UpstreamError(f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 "
+                                "hex digest; refusing it", hint="check the pin's 'index'")
+        listed_size = entry.get("size")
+        new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, url=None, tree=None,
+                                      size=listed_size if isinstance(listed_size, int) and listed_size > 0 else None)
+        git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
+        return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
+                   use="artifact")
+    src = pin.git
+    assert src is not None
+    tag = f"v{version}"
+    fetched = f"refs/patchtool/fetch/{tag}"
+    with cache.locked():
+        git.Repo.init_bare(cache.repo.git_dir)
+        try:
+            cache.repo.fetch(src.url, f"+refs/tags/{tag}:{fetched}")
+        except Exception as exc:
+            raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
+        commit = cache.repo.resolve(fetched)
+        cache.repo.delete_ref(fetched)
+    return Pin(name=name, upstream=pin.upstream, version=version,
+               git=GitSource(url=src.url, tag=tag, commit=commit), artifact=None, use="git")
+
+
+def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
+    """TARGET as a tag (v0.5.23), a version (0.5.23) or a commit, as a new pin."""
+    m = _VERSION_TARGET.match(target)
+    if m:
+        try:
+            version = Version(m.group(1))
+        except InvalidVersion:
+            raise UsageError(f"{target!r} is not a version") from None
+        return pin_for_version(pin, version, cache=cache)
+    if re.fullmatch(r"[0-9a-f]{7,40}", target):
+        if pin.git is None:
+            raise UsageError(f"{target} looks like a commit, but pin {pin.name} has no [git] source",
+                             hint="give a release version, e.g. 0.5.24")
+        commit = cache.repo.resolve(target)
+        if commit is None:
+            with cache.locked():
+                cache.repo.fetch(pin.git.url, target)
+            commit = cache.repo.resolve(target)
+        if commit is None:
+            raise UpstreamError(f"commit {target} is not in {pin.git.url}")
+        raw = cache.repo.cat_files(cache.repo.tree_of(commit), ["python/sglang/version.py"])
+        text = (raw.get("python/sglang/version.py") or b"").decode()
+        vm = re.search(r"__version__\s*=\s*[\"']([^\"']+)", text)
+        version = Version(vm.group(1)) if vm else pin.version
+        return Pin(name=f"{pin.upstream}-{version}-g{commit[:12]}", upstream=pin.upstream, version=version,
+                   git=GitSource(url=pin.git.url, tag=pin.git.tag, commit=commit), artifact=None, use="git")
+    raise UsageError(f"{target!r} is neither a version, a tag (v0.5.23) nor a commit")
+
+
