@@ -92,3 +92,27 @@ def test_merge_conflict_style_from_the_repositorys_configuration(releases: Demo,
     git(releases.root, "config", "merge.conflictStyle", "no-such-style")
     assert gitmod.conflict_style(releases.root) == "merge"
     assert gitmod.conflict_style(tmp_path) == "merge"  # no repository, no global setting
+
+
+def test_git_mergetool_resolves_it_and_continue_takes_the_result(releases: Demo) -> None:
+    """A merge tool sees the conflict; the backup it leaves (core.py.orig) is not part of the patch."""
+    worktree = stop(releases)
+    tool = ["-c", "mergetool.keep-ours.cmd=cp \"$LOCAL\" \"$MERGED\" && sed -i 's/goodbye/ciao/' \"$MERGED\"",
+            "-c", "mergetool.keep-ours.trustExitCode=true"]
+    git(worktree, *tool, "mergetool", "--tool=keep-ours", "--no-prompt")
+    assert unmerged(worktree) == {} and (worktree / f"{CORE}.orig").is_file()
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 0, res.stdout + res.stderr
+    patch = (releases.root / "patches/0004-bye.patch").read_text()
+    assert '-    word = "goodbye"\n+    word = "ciao"' in patch and ".orig" not in patch
+
+
+def test_a_file_upstream_deleted_is_deleted_by_us(releases: Demo) -> None:
+    series(releases, "0006-util")
+    res = releases.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr
+    worktree = Path(json.loads(res.stdout)["data"]["worktree"])
+    util = "python/demo/util.py"
+    assert f"DU {util}" in git(worktree, "status", "--porcelain").splitlines()
+    stages = [line.split()[2] for line in git(worktree, "ls-files", "-u", "--", util).splitlines()]
+    assert stages == ["1", "3"] and "return 2" in (worktree / util).read_text()

@@ -38,19 +38,22 @@ class Worktree:
         self._runner.run("sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files))
         self._runner.run("checkout", "-q")
 
-    def stage_all(self) -> list[str]:
-        """``git add -A``; the paths that then differ from HEAD."""
-        self._runner.run("add", "-A")
+    def stage_all(self, leave_out: Sequence[str] = ()) -> list[str]:
+        """``git add -A`` but for the paths ``leave_out``; the paths that then differ from HEAD."""
+        excluded = [f":(exclude,literal){p}" for p in leave_out]
+        self._runner.run("add", "-A", *(["--", ".", *excluded] if excluded else []))
         return self._runner.out("diff", "--cached", "--name-only", "HEAD").split()
 
     def write_tree(self) -> str:
         return self._runner.out("write-tree")
 
-    def changed(self) -> list[str]:
+    def changed(self) -> dict[str, str]:
         """Every path whose work file or index entry differs from HEAD, unmerged and untracked
-        ones included (``git status``), without staging anything."""
+        ones included, with its ``git status --porcelain`` code ("UU", " M", "??" ...); nothing
+        is staged."""
         out = self._runner.run("status", "--porcelain", "-z", "--no-renames", "--untracked-files=all").stdout
-        return [entry[3:].decode("utf-8", "surrogateescape") for entry in out.split(b"\0") if entry]
+        return {entry[3:].decode("utf-8", "surrogateescape"): entry[:2].decode() for entry in out.split(b"\0")
+                if entry}
 
     def write_blob(self, data: bytes) -> str:
         """``data`` as a blob in the repository's object store: its SHA."""

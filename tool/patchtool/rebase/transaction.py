@@ -15,6 +15,7 @@ import hashlib
 import re
 import shutil
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,7 +204,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
                                         detail=f"skipped: {skip_reason}")
         state = dataclasses.replace(state, skipped={**state.skipped, current.id: skip_reason})
     else:
-        tree = _resolved_tree(worktree)
+        tree = _resolved_tree(worktree, current.conflicted)
         if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
             raise UsageError(f"the resolution in {worktree} leaves nothing of patch {current.id}: it would be "
                              "written as an empty patch file",
@@ -272,17 +273,20 @@ def _stages(tree: git.Worktree, conflict: merge.Conflict) -> list[tuple[int, str
 _MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
 
 
-def _resolved_tree(worktree: Path) -> str:
-    """The tree of the resolution: every file as the user left it, `git add`ed or only edited.
+def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
+    """The tree of the resolution: every file as the user left it, `git add`ed or only edited,
+    but for the backups `git mergetool` leaves of the conflicted files (``X.orig``, untracked).
     Markers are looked for before anything is staged, so a refusal leaves the conflicts in the
     index for `git status` and `git mergetool`."""
     tree = git.Worktree(worktree)
-    marked = [n for n in sorted(set(tree.changed())) if (worktree / n).is_file() and
+    changed = tree.changed()
+    backups = sorted(f"{p}.orig" for p in conflicted if changed.get(f"{p}.orig") == "??")
+    marked = [n for n in sorted(changed) if n not in backups and (worktree / n).is_file() and
               _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))]
     if marked:
         raise UsageError(f"conflict markers remain in {', '.join(marked)}",
                          hint=f"resolve them in {worktree}, then run --continue again")
-    tree.stage_all()
+    tree.stage_all(leave_out=backups)
     return tree.write_tree()
 
 
