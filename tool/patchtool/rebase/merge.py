@@ -148,16 +148,11 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
         theirs = File(c.new_mode, c.new_blob) if c.new_path and c.new_mode and c.new_blob else None
         if c.old_path is None:  # the patch adds a file
             assert c.new_path is not None and theirs is not None
-            ours = files.get(c.new_path) if c.new_path in files else ws.get(c.new_path)
-            if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
-                files[c.new_path] = theirs
-                continue
-            merged = _content(ws, c.new_path, ours, None, theirs, labels, style)
-            if isinstance(merged, Conflict):
-                conflicts.append(dataclasses.replace(merged, kind="add/add", message=(
-                    f"CONFLICT (add/add): Merge conflict in {c.new_path}")))
+            added = _added(ws, c.new_path, files, theirs, labels, style)
+            if isinstance(added, Conflict):
+                conflicts.append(added)
             else:
-                files[c.new_path] = merged
+                files[c.new_path] = added
             continue
         base = File(c.old_mode or "100644", c.old_blob)
         path = c.old_path
@@ -204,6 +199,18 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
         else:
             files[target] = dataclasses.replace(merged, mode=mode)
     return PatchMerge(files=files, conflicts=tuple(conflicts), renamed=tuple(renamed), gone=tuple(gone))
+
+
+def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File, labels: tuple[str, str, str],
+           style: str) -> File | Conflict:
+    """A file the patch adds: as it is, or merged with the one upstream added there (add/add)."""
+    ours = files.get(path) if path in files else ws.get(path)
+    if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
+        return theirs
+    merged = _content(ws, path, ours, None, theirs, labels, style)
+    if isinstance(merged, Conflict):
+        return dataclasses.replace(merged, kind="add/add", message=f"CONFLICT (add/add): Merge conflict in {path}")
+    return merged
 
 
 def _mode(ours: str, base: str, theirs: str) -> str | None:
