@@ -436,8 +436,9 @@ def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, 
         args = [*([] if style == "merge" else [f"--{style}"]), "-L", labels[0], "-L", labels[1], "-L", labels[2],
                 *names]
         # merge-ort diffs with histogram; merge-file is told so from git 2.42 (older ones: usage, 129)
-        res = Runner().run("merge-file", "-p", *_HISTOGRAM, *args, check=False)
-        if res.returncode == 129 and _HISTOGRAM:
+        histogram = list(_HISTOGRAM)  # read once: a scan's other threads may empty it meanwhile
+        res = Runner().run("merge-file", "-p", *histogram, *args, check=False)
+        if res.returncode == 129 and histogram:
             _HISTOGRAM.clear()
             res = Runner().run("merge-file", "-p", *args, check=False)
     if res.returncode >= 128 or res.returncode < 0:
