@@ -40,12 +40,12 @@ def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> 
                           "clash.py": body("clash").replace("return 7", "return 77"),
                           "gone.py": body("gone").replace("return 1\n", "return 11\n"),
                           "src/old_name.py": body("named").replace("return 9", "return 99"),
-                          "added.py": "x = 1\n"}, "the patch", remove=("dropme.py",))
+                          "added.py": "x = 1\n", "both.py": "ours = False\n"}, "the patch", remove=("dropme.py",))
     git(work, "checkout", "-q", old_base)
     new_base = commit(work, {"moved.py": "import os\n\n\n" + body("moved"),
                              "clash.py": body("clash").replace("return 7", "return -7"),
                              "src/new_name.py": body("named").replace("return 0", "return 0  # upstream"),
-                             "dropme.py": body("drop") + "# upstream\n"},
+                             "dropme.py": body("drop") + "# upstream\n", "both.py": "ours = True\n"},
                       "1.1", remove=("gone.py", "src/old_name.py"))
     repo = gitmod.Repo(work / ".git")
     ((_, changes),) = repo.changes(old_base, patch)
@@ -76,7 +76,18 @@ def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> 
         assert merged.renamed == ("src/old_name.py -> src/new_name.py (renamed upstream)",)
 
         kinds = {c.path: c.kind for c in merged.conflicts}
-        assert kinds == {"clash.py": "content", "gone.py": "modify/delete", "dropme.py": "delete/modify"}
+        assert kinds == {"clash.py": "content", "gone.py": "modify/delete", "dropme.py": "delete/modify",
+                         "both.py": "add/add"}
+        # each conflict's sides, as git's index records them: base (1), ours (2), theirs (3)
+        blob = {(rev, path): repo.out("rev-parse", f"{rev}:{path}") for rev in (old_base, new_base, patch)
+                for path in ("clash.py", "gone.py", "dropme.py", "both.py")
+                if repo.cat_files(rev, [path]).get(path) is not None}
+        sides = {c.path: tuple(s.blob if s else None for s in (c.base, c.ours, c.theirs)) for c in merged.conflicts}
+        assert sides == {
+            "clash.py": (blob[old_base, "clash.py"], blob[new_base, "clash.py"], blob[patch, "clash.py"]),
+            "gone.py": (blob[old_base, "gone.py"], None, blob[patch, "gone.py"]),
+            "dropme.py": (blob[old_base, "dropme.py"], blob[new_base, "dropme.py"], None),
+            "both.py": (None, blob[new_base, "both.py"], blob[patch, "both.py"])}
         assert merged.gone == ("gone.py",) and not merged.clean
         clash = next(c for c in merged.conflicts if c.path == "clash.py")
         assert clash.message == "CONFLICT (content): Merge conflict in clash.py"

@@ -8,7 +8,8 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
 
 - ``repo``: a repository by its git directory (the cache): refs, commits, trees, fast-import,
   worktrees, exports, temporary indexes, ``merge_file``;
-- ``worktree``: a checked-out tree of the user's, and who the user is to git;
+- ``worktree``: a checked-out tree of the user's (a conflict recorded in its index), and who the
+  user is to git and how they like conflicts shown;
 - ``stream``: commits as a fast-import stream, where paths are quoted;
 - ``changes``: git's ``--raw`` output as data;
 - ``memo``: answers about immutable objects, remembered; ``materialise``: a commit put on disk.
@@ -20,8 +21,8 @@ from patchtool.git.objects import ObjectReader
 from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry, merge_file
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
 from patchtool.git.stream import quote_path as _quote_path
-from patchtool.git.worktree import Worktree, ref_format_ok, user_idents
+from patchtool.git.worktree import Worktree, conflict_style, ref_format_ok, user_idents
 
 __all__ = ["FIXED_IDENT", "ApplyResult", "FileWrite", "Ident", "Index", "LoggedCommit", "NewCommit", "ObjectReader",
-           "Pending", "RawChange", "Repo", "TreeChange", "Worktree", "WorktreeEntry", "_quote_path", "merge_file",
-           "ref_format_ok", "user_idents"]
+           "Pending", "RawChange", "Repo", "TreeChange", "Worktree", "WorktreeEntry", "_quote_path", "conflict_style",
+           "merge_file", "ref_format_ok", "user_idents"]

@@ -4,11 +4,12 @@ worktree, the patch repository itself), and who the user is to git."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchtool.errors import UsageError
 from patchtool.git.command import Runner
+from patchtool.git.repo import CONFLICT_STYLES
 from patchtool.git.stream import Ident
 
 
@@ -37,13 +38,40 @@ class Worktree:
         self._runner.run("sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files))
         self._runner.run("checkout", "-q")
 
-    def stage_all(self) -> list[str]:
-        """``git add -A``; the paths that then differ from HEAD."""
-        self._runner.run("add", "-A")
+    def stage_all(self, leave_out: Sequence[str] = ()) -> list[str]:
+        """``git add -A`` but for the paths ``leave_out``; the paths that then differ from HEAD."""
+        excluded = [f":(exclude,literal){p}" for p in leave_out]
+        self._runner.run("add", "-A", *(["--", ".", *excluded] if excluded else []))
         return self._runner.out("diff", "--cached", "--name-only", "HEAD").split()
 
     def write_tree(self) -> str:
         return self._runner.out("write-tree")
+
+    def changed(self) -> dict[str, str]:
+        """Every path whose work file or index entry differs from HEAD, unmerged and untracked
+        ones included, with its ``git status --porcelain`` code ("UU", " M", "??" ...); nothing
+        is staged."""
+        out = self._runner.run("status", "--porcelain", "-z", "--no-renames", "--untracked-files=all").stdout
+        return {entry[3:].decode("utf-8", "surrogateescape"): entry[:2].decode() for entry in out.split(b"\0")
+                if entry}
+
+    def write_blob(self, data: bytes) -> str:
+        """``data`` as a blob in the repository's object store: its SHA."""
+        return self._runner.run("hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+
+    def record_unmerged(self, conflicts: Mapping[str, Sequence[tuple[int, str, str]]]) -> None:
+        """Record each path of ``conflicts`` in the index as git's own merges leave a conflict:
+        no stage 0, and one entry per side that has the file, ``(stage, mode, sha)`` with stage 1
+        the base, 2 ours, 3 theirs, so ``git ls-files -u``, ``status``, ``mergetool`` and
+        ``checkout --conflict`` see it. The work files are left as they are."""
+        lines = []
+        for path, sides in conflicts.items():
+            zero = "0" * len(sides[0][2]) if sides else "0" * 40
+            lines.append(f"0 {zero}\t{path}")  # a mode-0 entry removes the path's stage 0 first
+            lines += [f"{mode} {sha} {stage}\t{path}" for stage, mode, sha in sorted(sides)]
+        if lines:
+            data = "".join(f"{line}\0" for line in lines).encode("utf-8", "surrogateescape")
+            self._runner.run("update-index", "-z", "--index-info", input=data)
 
     def commit_empty(self, message: str, *, author: Ident, committer: Ident) -> None:
         """A commit on HEAD that changes nothing, by ``author`` and ``committer``."""
@@ -68,6 +96,14 @@ def ref_format_ok(ref: str) -> bool:
 
 
 _IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
+
+
+def conflict_style(cwd: Path) -> str:
+    """The user's ``merge.conflictStyle`` as git in ``cwd`` reads it (the repository's
+    configuration, then their own): "merge", "diff3" or "zdiff3"; "merge" when unset or unknown."""
+    res = Runner(cwd=cwd, user=True).run("config", "--get", "merge.conflictStyle", check=False)
+    style = res.stdout.decode("utf-8", "replace").strip().lower() if res.returncode == 0 else ""
+    return style if style in CONFLICT_STYLES else "merge"
 
 
 def user_idents(cwd: Path) -> tuple[Ident, Ident]:

@@ -34,6 +34,10 @@ class Conflict:
     kind: str  # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add"
     message: str
     data: bytes | None = None  # the file with conflict markers, where there is one
+    # the sides as git's index records a conflict (stages 1, 2, 3), each None where it has no file
+    base: File | None = None
+    ours: File | None = None
+    theirs: File | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,8 +136,10 @@ def _is_binary(*contents: bytes) -> bool:
     return any(b"\0" in c[:8000] for c in contents)
 
 
-def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[str, str, str]) -> PatchMerge:
-    """The 3-way merge of one commit of the old chain (``changes``) onto the workspace."""
+def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[str, str, str], *,
+                style: str = "merge") -> PatchMerge:
+    """The 3-way merge of one commit of the old chain (``changes``) onto the workspace, conflict
+    markers in ``style`` (a ``merge.conflictStyle``)."""
     files: dict[str, File | None] = {}
     conflicts: list[Conflict] = []
     renamed: list[str] = []
@@ -142,16 +148,11 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
         theirs = File(c.new_mode, c.new_blob) if c.new_path and c.new_mode and c.new_blob else None
         if c.old_path is None:  # the patch adds a file
             assert c.new_path is not None and theirs is not None
-            ours = files.get(c.new_path) if c.new_path in files else ws.get(c.new_path)
-            if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
-                files[c.new_path] = theirs
-                continue
-            merged = _content(ws, c.new_path, ours, None, theirs, labels)
-            if isinstance(merged, Conflict):
-                conflicts.append(dataclasses.replace(merged, kind="add/add", message=(
-                    f"CONFLICT (add/add): Merge conflict in {c.new_path}")))
+            added = _added(ws, c.new_path, files, theirs, labels, style)
+            if isinstance(added, Conflict):
+                conflicts.append(added)
             else:
-                files[c.new_path] = merged
+                files[c.new_path] = added
             continue
         base = File(c.old_mode or "100644", c.old_blob)
         path = c.old_path
@@ -166,14 +167,16 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
                 continue
             gone.append(c.old_path)
             conflicts.append(Conflict(c.old_path, "modify/delete", (
-                f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch")))
+                f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch"),
+                base=base, theirs=theirs))
             continue
         if theirs is None:  # the patch deletes the file
             if ours.blob == base.blob:
                 files[path] = None
             else:
                 conflicts.append(Conflict(path, "delete/modify", (
-                    f"CONFLICT (delete/modify): {path} changed upstream and deleted by the patch")))
+                    f"CONFLICT (delete/modify): {path} changed upstream and deleted by the patch"),
+                    base=base, ours=ours))
             continue
         target = path if c.new_path == c.old_path else c.new_path
         assert target is not None
@@ -187,14 +190,27 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
         mode = _mode(ours.mode, base.mode, theirs.mode)
         if mode is None:
             conflicts.append(Conflict(target, "mode", (
-                f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch")))
+                f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch"),
+                base=base, ours=ours, theirs=theirs))
             continue
-        merged = _content(ws, target, ours, base, theirs, labels)
+        merged = _content(ws, target, ours, base, theirs, labels, style)
         if isinstance(merged, Conflict):
             conflicts.append(merged)
         else:
             files[target] = dataclasses.replace(merged, mode=mode)
     return PatchMerge(files=files, conflicts=tuple(conflicts), renamed=tuple(renamed), gone=tuple(gone))
+
+
+def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File, labels: tuple[str, str, str],
+           style: str) -> File | Conflict:
+    """A file the patch adds: as it is, or merged with the one upstream added there (add/add)."""
+    ours = files.get(path) if path in files else ws.get(path)
+    if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
+        return theirs
+    merged = _content(ws, path, ours, None, theirs, labels, style)
+    if isinstance(merged, Conflict):
+        return dataclasses.replace(merged, kind="add/add", message=f"CONFLICT (add/add): Merge conflict in {path}")
+    return merged
 
 
 def _mode(ours: str, base: str, theirs: str) -> str | None:
@@ -206,7 +222,7 @@ def _mode(ours: str, base: str, theirs: str) -> str | None:
 
 
 def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: File,
-             labels: tuple[str, str, str]) -> File | Conflict:
+             labels: tuple[str, str, str], style: str = "merge") -> File | Conflict:
     if base is not None and ours.blob is not None and ours.blob == base.blob:
         return theirs
     if base is not None and theirs.blob == base.blob:
@@ -220,8 +236,10 @@ def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: Fi
     if base is not None and ours_data == base_data:
         return theirs
     if _is_binary(ours_data, base_data, theirs_data):
-        return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}")
-    data, count = git.merge_file(ours_data, base_data, theirs_data, labels)
+        return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}",
+                        base=base, ours=ours, theirs=theirs)
+    data, count = git.merge_file(ours_data, base_data, theirs_data, labels, style=style)
     if count:
-        return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}", data)
+        return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}", data,
+                        base=base, ours=ours, theirs=theirs)
     return File(theirs.mode, None, data)

@@ -98,6 +98,7 @@ class Replay:
     tip: str  # the last commit on the new base
     drift: tuple[Drift, ...]
     left: dict[str, bytes | None] = dataclasses.field(default_factory=dict)  # at a stop: the merge's files
+    unmerged: tuple[merge.Conflict, ...] = ()  # at a stop: its conflicts, each with its sides
 
     @property
     def stopped(self) -> Step | None:
@@ -151,7 +152,7 @@ def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.R
 def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
            start: int = 0, new_parent: str | None = None, done: Sequence[Step] = (),
            keep_going: bool = False, chain: tuple[str, ...] | None = None,
-           drift: bool = True, commits: bool = True, ref: str | None = None) -> Replay:
+           drift: bool = True, commits: bool = True, ref: str | None = None, style: str = "merge") -> Replay:
     """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
 
     Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
@@ -159,7 +160,8 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     (``merge.Workspace``): a patch costs no git process unless all three sides of a file differ
     (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
     Without ``commits`` (a scan) nothing is written at all; with them, ``ref`` (in the project's
-    namespace of the cache) is left at the last one.
+    namespace of the cache) is left at the last one. ``style``: the conflict markers' (a
+    ``merge.conflictStyle``).
     """
     chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
@@ -169,6 +171,7 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     steps = list(done)
     writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
     left: dict[str, bytes | None] = {}
+    unmerged: tuple[merge.Conflict, ...] = ()
     labels = (f"{new_base.pin.upstream} {new_base.pin.version} + series", f"{old_base.pin.upstream} "
               f"{old_base.pin.version} + series")
     patch_ids = PatchIds(repo, old_base, new_base, chain)
@@ -177,13 +180,14 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
         for i in progress.track(range(start, len(loaded)), f"replay onto {new_base.pin.name}", unit="patches",
                                 completed=start, note=lambda i: loaded[i].id):
             lp = loaded[i]
-            step, files = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
-                                     (*labels, f"patch {lp.id}"), patch_ids)
+            step, files, conflicts = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
+                                                (*labels, f"patch {lp.id}"), patch_ids, style=style)
             if step.outcome.applied and files is not None:
                 ws.update(files)
                 writes.append((len(steps), _commit_of(lp, files)))
             elif step.outcome.stops and files is not None and not keep_going:
                 left = {p: None if f is None else ws.data(f) for p, f in files.items()}
+                unmerged = conflicts
             steps.append(step)
             if step.outcome.stops and not keep_going:
                 steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
@@ -197,7 +201,7 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
         for (at, _), sha in zip(writes, shas, strict=True):
             steps[at] = dataclasses.replace(steps[at], commit=sha)
             tip = sha
-    return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left)
+    return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left, unmerged=unmerged)
 
 
 def _idents(lp: LoadedPatch) -> tuple[git.Ident, git.Ident]:
@@ -253,11 +257,15 @@ def _files_from(ws: merge.Workspace, applied: AppliedPatch,
     return files
 
 
+Replayed = tuple[Step, dict[str, merge.File | None] | None, tuple[merge.Conflict, ...]]
+
+
 def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawChange], lp: LoadedPatch,
-               labels: tuple[str, str, str],
-               patch_ids: PatchIds | None = None) -> tuple[Step, dict[str, merge.File | None] | None]:
-    """One patch onto the workspace: its outcome, and the files it leaves (None when it did not
-    apply; on a stop, the files for the conflict worktree, markers and all)."""
+               labels: tuple[str, str, str], patch_ids: PatchIds | None = None, *,
+               style: str = "merge") -> Replayed:
+    """One patch onto the workspace: its outcome, the files it leaves (None when it did not
+    apply; on a stop, the files for the conflict worktree, markers in ``style`` and all), and
+    its merge's conflicts."""
     def step(outcome: PatchOutcome, **kw: object) -> Step:
         return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
 
@@ -268,30 +276,31 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
         # every hunk matched its exact old position with its exact context: nothing moved, so
         # nothing can land in another scope, and a 3-way merge would give the same files
         files = _files_from(ws, forward, changes)
-        return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files
-    merged = merge.merge_patch(ws, changes, labels)
+        return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files, ()
+    merged = merge.merge_patch(ws, changes, labels, style=style)
     why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
                            commit=old_commit)
     if why is not None:
-        return step(PatchOutcome.UPSTREAM, detail=why), None
+        return step(PatchOutcome.UPSTREAM, detail=why), None, ()
     if not merged.clean:
-        return _stopped(ws, changes, merged, step)
+        return (*_stopped(ws, changes, merged, step), merged.conflicts)
     files = merged.files
     misplaced = _placement(ws, lp, changes, files)
     if misplaced:
         return step(PatchOutcome.CONFLICT, misplaced=misplaced, files=tuple(sorted(files)),
-                    detail="a hunk would land in another function or class than at the old pin"), files
+                    detail="a hunk would land in another function or class than at the old pin"), files, ()
     done = tuple(sorted(files))
     if forward is not None and _as_applied(ws, forward, files):
-        return step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files
+        return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files,
+                ())
     present = hunks_upstream(ws, diff) if forward is None and plain else 0
     renamed = merged.renamed
     if present:
         return step(PatchOutcome.PARTLY_UPSTREAM, renamed=renamed, files=done,
-                    detail=f"{present} hunk(s) already upstream, the rest applied"), files
+                    detail=f"{present} hunk(s) already upstream, the rest applied"), files, ()
     detail = ("plain context matching would have put it elsewhere; the 3-way merge placed it"
               if forward is not None else "the context changed; the 3-way merge resolved it")
-    return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files
+    return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files, ()
 
 
 def _stopped(ws: merge.Workspace, changes: Sequence[git.RawChange], merged: merge.PatchMerge,

@@ -15,6 +15,7 @@ import hashlib
 import re
 import shutil
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from patchtool.project import journal, statedir, tomlio
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
+from patchtool.rebase import merge
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
 from patchtool.rebase.state import STATE_DIR, STATE_FILE, InProgress, RebaseState, in_progress, refuse_in_progress
 from patchtool.rebase.state import load as load_state
@@ -118,7 +120,7 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
         new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=new_base.tree))
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
     result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run,
-                    ref=replay_ref(root))
+                    ref=replay_ref(root), style="merge" if dry_run else git.conflict_style(root))
     if dry_run:
         return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
                        range_diff=_range_diff(cache.repo, result, new_base))
@@ -142,15 +144,16 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
     stopped = result.stopped
     if stopped is not None:
-        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result.left)
+        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip))
         report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
                          status="conflict", worktree=str(worktree))
         files = ", ".join(stopped.conflicted) or "see the report"
         raise ApplyConflict(
             f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report,
-            hint=f"resolve it in {worktree} (edit, no commit needed; it holds just the patch's files, "
-                 "`git sparse-checkout disable` there for the whole tree), then `patchtool rebase --continue`; "
+            hint=f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
+                 "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
+                 "tree), then `patchtool rebase --continue`; "
                  "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
     # the two slow git commands of the end run while drift, checks and the report are computed
     committed = [s for s in result.steps if s.commit]
@@ -201,7 +204,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
                                         detail=f"skipped: {skip_reason}")
         state = dataclasses.replace(state, skipped={**state.skipped, current.id: skip_reason})
     else:
-        tree = _resolved_tree(worktree)
+        tree = _resolved_tree(worktree, current.conflicted)
         if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
             raise UsageError(f"the resolution in {worktree} leaves nothing of patch {current.id}: it would be "
                              "written as an empty patch file",
@@ -213,7 +216,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
         parent = commit
     repo.worktree_remove(worktree)
     result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False,
-                    ref=replay_ref(root))
+                    ref=replay_ref(root), style=git.conflict_style(root))
     state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
     return _advance(project, cache, state, result, loaded)
 
@@ -231,11 +234,11 @@ def abort(project: Project, cache: Cache) -> None:
 
 # -- conflicts -------------------------------------------------------------------------------
 
-def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
-                       left: dict[str, bytes | None]) -> Path:
+def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, result: Replay) -> Path:
     """A sparse worktree at the last good commit holding just the files the patch changes, as the
-    merge left them in memory (``left``: conflict markers and all); a checkout of the whole tree
-    would cost seconds per stop."""
+    merge left them in memory (``result.left``: conflict markers and all), each conflict recorded
+    in its index as git records one; a checkout of the whole tree would cost seconds per stop."""
+    left = result.left
     path = root / STATE_DIR / "worktree"
     if path.exists():
         repo.worktree_remove(path)
@@ -251,20 +254,39 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step,
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(data)
+    tree = git.Worktree(path)
+    tree.record_unmerged({c.path: _stages(tree, c) for c in result.unmerged
+                          if c.base is not None or c.ours is not None or c.theirs is not None})
     return path
+
+
+def _stages(tree: git.Worktree, conflict: merge.Conflict) -> list[tuple[int, str, str]]:
+    """The index entries of a conflict: (stage, mode, blob) for each side that has the file."""
+    out = []
+    for stage, side in enumerate((conflict.base, conflict.ours, conflict.theirs), start=1):
+        if side is not None:
+            blob = side.blob if side.blob is not None else tree.write_blob(side.data or b"")
+            out.append((stage, side.mode, blob))
+    return out
 
 
 _MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
 
 
-def _resolved_tree(worktree: Path) -> str:
+def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
+    """The tree of the resolution: every file as the user left it, `git add`ed or only edited,
+    but for the backups `git mergetool` leaves of the conflicted files (``X.orig``, untracked).
+    Markers are looked for before anything is staged, so a refusal leaves the conflicts in the
+    index for `git status` and `git mergetool`."""
     tree = git.Worktree(worktree)
-    names = tree.stage_all()
-    marked = [n for n in names if (worktree / n).is_file() and
+    changed = tree.changed()
+    backups = sorted(f"{p}.orig" for p in conflicted if changed.get(f"{p}.orig") == "??")
+    marked = [n for n in sorted(changed) if n not in backups and (worktree / n).is_file() and
               _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))]
     if marked:
         raise UsageError(f"conflict markers remain in {', '.join(marked)}",
                          hint=f"resolve them in {worktree}, then run --continue again")
+    tree.stage_all(leave_out=backups)
     return tree.write_tree()
 
 

@@ -1,0 +1,118 @@
+"""A rebase's conflict as git's own tools see it: unmerged index stages, and the user's conflict style."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import Demo
+from patchtool import git as gitmod
+from patchtool.testing import git
+from test_rebase import releases, series
+
+__all__ = ["releases"]  # the fixture, used by name
+
+CORE = "python/demo/core.py"
+
+
+def stop(demo: Demo, env: dict[str, str] | None = None) -> Path:
+    """The greet, bye, extra series rebased onto 1.1: bye conflicts in core.py; its worktree."""
+    series(demo, "0002-greet", "0004-bye", "0001-extra")
+    res = demo.run("rebase", "--to", "1.1", "--json", env=env)
+    assert res.returncode == 3, res.stdout + res.stderr
+    return Path(json.loads(res.stdout)["data"]["worktree"])
+
+
+def unmerged(worktree: Path) -> dict[int, str]:
+    """``git ls-files -u``: stage -> blob, for core.py (the only path it may name)."""
+    out = {}
+    for line in git(worktree, "ls-files", "-u").splitlines():
+        info, path = line.split("\t")
+        assert path == CORE, line
+        _mode, blob, stage = info.split()
+        out[int(stage)] = blob
+    return out
+
+
+def test_a_conflict_is_recorded_in_the_index_as_git_records_one(releases: Demo) -> None:
+    worktree = stop(releases)
+    stages = unmerged(worktree)
+    assert sorted(stages) == [1, 2, 3]
+    side = {n: git(worktree, "cat-file", "blob", stages[n]) for n in stages}
+    # base: the old pin with the series before bye; ours: the new pin with it; theirs: the patch
+    assert 'word = "bye"' in side[1] and '"hi"' in side[1]
+    assert 'word = "goodbye"' in side[2] and '"hi"' in side[2] and side[2] == git(worktree, "show", f"HEAD:{CORE}")
+    assert 'word = "ciao"' in side[3] and "DEMO_DEBUG" not in side[3]
+    assert f"UU {CORE}" in git(worktree, "status", "--porcelain").splitlines()
+    # what a merge view does: take a side, then ask git for the markers back
+    git(worktree, "checkout", "--theirs", "--", CORE)
+    assert "<<<<<<<" not in (worktree / CORE).read_text()
+    git(worktree, "checkout", "--conflict=merge", "--", CORE)
+    text = (worktree / CORE).read_text()
+    assert '<<<<<<< ours\n    word = "goodbye"\n=======\n    word = "ciao"\n>>>>>>> theirs' in text
+    # a --continue refused for the markers leaves the conflict where git's tools find it
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 2 and f"conflict markers remain in {CORE}" in res.stderr
+    assert sorted(unmerged(worktree)) == [1, 2, 3]
+
+
+def test_continue_takes_a_resolution_the_user_git_added(releases: Demo) -> None:
+    worktree = stop(releases)
+    git(worktree, "checkout", "--theirs", "--", CORE)
+    text = (worktree / CORE).read_text()
+    (worktree / CORE).write_text(text.replace('"""Core of the demo upstream."""\n',
+                                              '"""Core of the demo upstream."""\n\nimport os\n\n'
+                                              'DEBUG = os.environ.get("DEMO_DEBUG")\n', 1))
+    git(worktree, "add", CORE)
+    assert unmerged(worktree) == {} and git(worktree, "status", "--porcelain").startswith(f"M  {CORE}")
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "bye: merged by 3-way merge - resolved by hand" in res.stdout
+    patch = (releases.root / "patches/0004-bye.patch").read_text()
+    assert '-    word = "goodbye"\n+    word = "ciao"' in patch
+
+
+def test_merge_conflict_style_from_the_users_configuration(releases: Demo, tmp_path: Path) -> None:
+    config = tmp_path / "gitconfig"
+    config.write_text("[merge]\n\tconflictStyle = diff3\n")
+    worktree = stop(releases, env={"GIT_CONFIG_GLOBAL": str(config)})
+    text = (worktree / CORE).read_text()
+    assert ('<<<<<<< demo 1.1 + series\n    word = "goodbye"\n'
+            '||||||| demo 1.0 + series\n    word = "bye"\n'
+            '=======\n    word = "ciao"\n>>>>>>> patch bye\n') in text
+    assert sorted(unmerged(worktree)) == [1, 2, 3]
+
+
+def test_merge_conflict_style_from_the_repositorys_configuration(releases: Demo, tmp_path: Path) -> None:
+    git(releases.root, "init", "-q")
+    git(releases.root, "config", "merge.conflictStyle", "zdiff3")
+    assert gitmod.conflict_style(releases.root) == "zdiff3"
+    text = (stop(releases) / CORE).read_text()
+    assert "||||||| demo 1.0 + series\n" in text and ">>>>>>> patch bye\n" in text
+    git(releases.root, "config", "merge.conflictStyle", "no-such-style")
+    assert gitmod.conflict_style(releases.root) == "merge"
+    assert gitmod.conflict_style(tmp_path) == "merge"  # no repository, no global setting
+
+
+def test_git_mergetool_resolves_it_and_continue_takes_the_result(releases: Demo) -> None:
+    """A merge tool sees the conflict; the backup it leaves (core.py.orig) is not part of the patch."""
+    worktree = stop(releases)
+    tool = ["-c", "mergetool.keep-ours.cmd=cp \"$LOCAL\" \"$MERGED\" && sed -i 's/goodbye/ciao/' \"$MERGED\"",
+            "-c", "mergetool.keep-ours.trustExitCode=true"]
+    git(worktree, *tool, "mergetool", "--tool=keep-ours", "--no-prompt")
+    assert unmerged(worktree) == {} and (worktree / f"{CORE}.orig").is_file()
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 0, res.stdout + res.stderr
+    patch = (releases.root / "patches/0004-bye.patch").read_text()
+    assert '-    word = "goodbye"\n+    word = "ciao"' in patch and ".orig" not in patch
+
+
+def test_a_file_upstream_deleted_is_deleted_by_us(releases: Demo) -> None:
+    series(releases, "0006-util")
+    res = releases.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr
+    worktree = Path(json.loads(res.stdout)["data"]["worktree"])
+    util = "python/demo/util.py"
+    assert f"DU {util}" in git(worktree, "status", "--porcelain").splitlines()
+    stages = [line.split()[2] for line in git(worktree, "ls-files", "-u", "--", util).splitlines()]
+    assert stages == ["1", "3"] and "return 2" in (worktree / util).read_text()
