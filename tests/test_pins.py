@@ -85,3 +85,25 @@ def test_pin_remove_refuses_the_active_pin_and_one_a_rebase_uses(one_patch: Demo
     assert not (one_patch.root / "upstream-pins/demo-1.1.toml").exists()
     unknown = one_patch.run("pin", "remove", "demo-1.1")
     assert unknown.returncode == 2 and "no pin named 'demo-1.1'" in unknown.stderr
+
+
+def test_nox_offers_wheels_only_for_pins_the_series_is_for(tmp_path: Path) -> None:
+    """`nox -l` on a copy of the noxfile: a pin no patch admits (what a rebase leaves behind) is not offered."""
+    import shutil
+    import subprocess
+
+    from patchtool.testing import require_tool
+
+    nox = require_tool("nox", enables="listing the noxfile's sessions")
+    repo = Path(__file__).resolve().parent.parent
+    shutil.copy(repo / "noxfile.py", tmp_path / "noxfile.py")
+    (tmp_path / "upstream-pins").mkdir()
+    for version in ("1.0", "1.1", "1.2"):
+        (tmp_path / "upstream-pins" / f"demo-{version}.toml").write_text(f'version = "{version}"\n')
+    (tmp_path / "patchset.toml").write_text('schema = 1\npin = "demo-1.2"\n\n[[patch]]\nid = "a"\n'
+                                            'applies_to = ">=1.1,<1.2"\n')
+    res = subprocess.run([nox, "-l", "-f", str(tmp_path / "noxfile.py")], capture_output=True, text=True,
+                         cwd=tmp_path, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    offered = [line.split("wheels(")[1].split(")")[0] for line in res.stdout.splitlines() if "wheels(" in line]
+    assert offered == ["demo-1.1", "demo-1.2"], res.stdout
