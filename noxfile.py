@@ -34,6 +34,23 @@ PINS = [p.stem for p in sorted((ROOT / "upstream-pins").glob("*.toml"), key=lamb
 NEWEST_PIN = PINS[-1] if PINS else None
 
 
+def _wanted_pins(pins: list[str]) -> list[str]:
+    """The pins worth a wheel: the active one and those some patch's applies_to admits (an old pin a
+    rebase left behind is not offered; `patchtool pin list` shows it, `patchtool pin remove` drops it)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        manifest = tomllib.loads((ROOT / "patchset.toml").read_text(encoding="utf-8"))
+        specs = [SpecifierSet(str(p.get("applies_to", ""))) for p in manifest.get("patch", [])]
+    except (OSError, ValueError, AttributeError, InvalidSpecifier):
+        return pins  # a broken manifest: offer every pin; `patchtool check` names what is wrong
+    return [p for p in pins if p == manifest.get("pin")
+            or any(_pin_version(ROOT / "upstream-pins" / f"{p}.toml") in s for s in specs)]
+
+
+WHEEL_PINS = _wanted_pins(PINS)
+
+
 @nox.session
 def wheel(session: nox.Session) -> None:
     """Build the patched sglang wheel for the active pin into dist/ (`-- --pin P` for another pin)."""
@@ -84,9 +101,10 @@ def apply(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
-@nox.parametrize("pin", [nox.param(p, id=p) for p in PINS])
+@nox.parametrize("pin", [nox.param(p, id=p) for p in WHEEL_PINS])
 def wheels(session: nox.Session, pin: str) -> None:
-    """The patched wheel for one pin in upstream-pins/, into dist/ (`nox -s wheels` builds every pin)."""
+    """The patched wheel for one pin in upstream-pins/ that the series is for (the active one, and those some
+    patch's applies_to admits), into dist/ (`nox -s wheels` builds each)."""
     session.install("-e", ".", *BUILD_DEPS)
     session.run("patchtool", "build", "--pin", pin, "--out", "dist", *session.posargs)
 

@@ -512,3 +512,59 @@ def test_predicted_conflicts_have_their_own_exit_code(releases: Demo) -> None:
         assert "bye" in res.stdout.split("predicted")[-1] and not res.stderr
     res = releases.run("scan", "--versions", "1.0..1.1", "--json")
     assert (res.returncode, json.loads(res.stdout)["status"]) == (5, "conflicts-predicted")
+
+
+def test_widen_admits_the_target_for_each_verified_patch_and_says_so(releases: Demo) -> None:
+    series(releases, "0001-extra", "0002-greet", "0005-cap")
+    manifest = releases.root / "patchset.toml"
+    text = manifest.read_text()
+    for ident, spec in (("extra", "==1.0"), ("greet", ">=1.0,<1.1")):
+        text = text.replace(f'id = "{ident}"', f'id = "{ident}"  # keep this comment', 1)
+        head, tail = text.split(f'id = "{ident}"', 1)
+        text = head + f'id = "{ident}"' + tail.replace('applies_to = ">=1.0"', f'applies_to = "{spec}"', 1)
+    manifest.write_text(text)
+    plain = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    data = json.loads(plain.stdout)["data"]
+    assert data["widened"] == [] and len(data["follow_up"]) == 2
+    assert "'>=1.0,<=1.1' admits it" in data["follow_up"][1]
+
+    res = releases.run("rebase", "--to", "1.1", "--widen", "--json", "--report", str(releases.root / "r.md"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.loads(res.stdout)["data"]
+    assert data["widened"] == [{"patch": "extra", "old": "==1.0", "new": ">=1.0,<=1.1"},
+                               {"patch": "greet", "old": ">=1.0,<1.1", "new": ">=1.0,<=1.1"}]
+    assert data["follow_up"] == []
+    assert data["old_pin_advice"]["admitted_by"] == ["extra", "greet"]
+    assert "keep pin demo-1.0" in data["old_pin_advice"]["text"]
+    written = manifest.read_text()
+    assert 'applies_to = ">=1.0,<=1.1"' in written and "# keep this comment" in written
+    report = (releases.root / "r.md").read_text()
+    assert "### applies_to widened" in report and "- `extra`: `==1.0` → `>=1.0,<=1.1`" in report
+    check = releases.run("check")
+    assert check.returncode == 0 and "outside" not in check.stdout, check.stdout + check.stderr
+
+
+def test_the_report_says_to_remove_an_old_pin_nothing_needs(releases: Demo) -> None:
+    series(releases, "0001-extra")
+    manifest = releases.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('applies_to = ">=1.0"', 'applies_to = ">=1.1"'))
+    res = releases.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "old pin: `patchtool pin remove demo-1.0`: no patch's applies_to admits 1.0 any more" in res.stdout
+
+
+def test_widen_given_at_the_start_survives_a_conflict_stop(releases: Demo) -> None:
+    series(releases, "0002-greet", "0004-bye")
+    manifest = releases.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('applies_to = ">=1.0"', 'applies_to = "==1.0"'))
+    res = releases.run("rebase", "--to", "1.1", "--widen")
+    assert res.returncode == 3, res.stdout + res.stderr
+    worktree = releases.root / ".patchtool/rebase/worktree/python/demo/core.py"
+    resolved = worktree.read_text()
+    ours = resolved.split("=======\n")[1].split(">>>>>>>")[0]
+    worktree.write_text(resolved.split("<<<<<<<")[0] + ours + resolved.split(">>>>>>>")[1].split("\n", 1)[1])
+    done = releases.run("rebase", "--continue", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    widened = json.loads(done.stdout)["data"]["widened"]
+    assert [w["patch"] for w in widened] == ["greet", "bye"]
+    assert manifest.read_text().count('applies_to = ">=1.0,<=1.1"') == 2

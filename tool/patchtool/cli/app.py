@@ -8,6 +8,7 @@ Shell completion comes from typer: ``patchtool --install-completion`` / ``--show
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from collections.abc import Callable
@@ -46,8 +47,9 @@ def _top(version: Annotated[bool, typer.Option(
 COMMANDS = {
     "apply": "core", "check": "core", "recover": "core", "status": "core", "rebase": "core", "scan": "core",
     "checkout": "edit", "export": "edit", "import": "edit", "new": "edit", "drop": "edit",
-    "build": "wheel", "provenance": "wheel",
+    "build": "wheel", "provenance": "wheel", "cache": "upkeep",
 }
+GROUPS = ("retread", "pin")  # command groups, each the module of its name
 
 
 def _made(module: str, name: str) -> Callable[[], Any]:
@@ -66,20 +68,20 @@ def build() -> usage.Group:
     command = typer.main.get_command(app)
     assert isinstance(command, usage.Group)
     command.lazy.update({name: _made(module, name) for name, module in COMMANDS.items()})
-    command.lazy["retread"] = _retread
+    command.lazy.update({name: functools.partial(_group, name) for name in GROUPS})
     usage.plain_values(command)
     return command
 
 
-def _retread() -> usage.Group:
-    from patchtool.cli import retread
-
-    app = typer.Typer(name="retread", help=retread.HELP, cls=usage.Group, add_completion=False,
+def _group(name: str) -> usage.Group:
+    """The command group ``name`` (``patchtool.cli.<name>``), each of its commands made when named."""
+    module = importlib.import_module(f"patchtool.cli.{name}")
+    app = typer.Typer(name=name, help=module.HELP, cls=usage.Group, add_completion=False,
                       context_settings=_SETTINGS, rich_markup_mode="markdown")
     app.callback()(_globals)
     group = typer.main.get_command(app)
     assert isinstance(group, usage.Group)
-    group.lazy.update({name: _made("retread", name) for name in retread.commands.names()})
+    group.lazy.update({sub: _made(name, sub) for sub in module.commands.names()})
     usage.plain_values(group)
     return group
 

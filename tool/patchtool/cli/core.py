@@ -140,6 +140,8 @@ def rebase(
     abort: Annotated[bool, typer.Option("--abort", help="Put everything back as it was.")] = False,
     skip: Annotated[bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason).")] = False,
     reason: Annotated[str | None, typer.Option(metavar="TEXT", help="Why the skipped patch is dropped.")] = None,
+    widen: Annotated[bool, typer.Option("--widen", help="Widen applies_to of every patch verified at the target "
+                                        "to admit it (minimally); the report lists them.")] = False,
     report_file: Annotated[Path | None, typer.Option("--report", metavar="FILE",
                                                      help="Also write it to FILE: one self-contained HTML page "
                                                           "for FILE.html, Markdown otherwise.")] = None,
@@ -153,6 +155,8 @@ def rebase(
                                     ("--skip", skip)) if on]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R, --abort")
+    if widen and abort:
+        raise UsageError("--widen goes with --to, --continue or --skip: --abort changes nothing")
     if skip and not reason:
         raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
     project = Project.load(root(writes=not dry_run))
@@ -162,9 +166,9 @@ def rebase(
         return Shown(data={"status": "aborted"}, text=lambda style: "rebase aborted; nothing changed")
     try:
         if to is not None:
-            report = transaction.start(project, upstream, to, dry_run=dry_run)
+            report = transaction.start(project, upstream, to, dry_run=dry_run, widen=widen)
         else:
-            report = transaction.resume(project, upstream, skip_reason=reason if skip else None)
+            report = transaction.resume(project, upstream, skip_reason=reason if skip else None, widen=widen)
     except ApplyConflict as exc:
         if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
             _write_report(report_file, _rebase_page(report_file, exc.result))

@@ -244,7 +244,14 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
     if report.drop:
         lines.append("patches whose drop condition holds:")
         lines += [f"  {d.patch}: {d.why}" for d in report.drop]
+    widened = [w for w in report.widenings if report.widen and w.new]
+    if widened:
+        lines.append("applies_to widened to admit the target:" if report.status == "done"
+                     else "applies_to to widen to admit the target:")
+        lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
     lines += [f"follow-up: {f}" for f in report.follow_up]
+    if report.old_pin_advice:
+        lines.append(f"old pin: {report.old_pin_advice}")
     if report.status == "conflict":
         lines.append(style.dim(PARTIAL))
     if report.worktree:
@@ -273,12 +280,16 @@ def rebase_markdown(report: RebaseReport) -> str:
           for a in report.assumptions if not a.ok]),
         ("Rejected ideas to revisit", [f"- `{r.entry}`: {r.condition}: {r.why}" for r in report.revisit if r.holds]),
         ("Patches to drop", [f"- `{d.patch}`: {d.why}" for d in report.drop]),
+        ("applies_to widened", [f"- `{w.patch}`: `{w.old}` → `{w.new}`" for w in report.widenings
+                                if report.widen and w.new]),
         ("Follow-up", [f"- {f}" for f in report.follow_up]),
+        ("Old pin", [f"- {report.old_pin_advice}"] if report.old_pin_advice else []),
     ]
     if report.status == "conflict":
         sections = [("Not yet", [PARTIAL[0].upper() + PARTIAL[1:] + "."])]
     for title, items in sections:
-        out += ["", f"### {title}", "", *(items or ["None."])]
+        if items or title not in ("applies_to widened", "Old pin"):  # those two only when they have something
+            out += ["", f"### {title}", "", *(items or ["None."])]
     if report.range_diff:
         out += ["", "### Range-diff", "", "```", report.range_diff.rstrip(), "```"]
     return "\n".join(out) + "\n"

@@ -35,6 +35,7 @@ class RebaseState:
     tip: str  # the last commit on the new base
     skipped: Mapping[str, str] = dataclasses.field(default_factory=dict)  # patch id -> why
     worktree: str | None = None  # where the conflict waits to be resolved
+    widen: bool = False  # `--widen`: write the widened applies_to when the rebase finishes
 
     @property
     def stopped_at(self) -> str | None:
@@ -44,7 +45,8 @@ class RebaseState:
         return {"schema": SCHEMA, "old_pin": self.old_pin, "new_pin": self.new_pin,
                 "new_pin_toml": self.new_pin_toml, "digest": self.digest,
                 "steps": [_step_to_dict(s) for s in self.steps], "tip": self.tip,
-                "skipped": dict(self.skipped), "worktree": self.worktree}
+                "skipped": dict(self.skipped), "worktree": self.worktree,
+                **({"widen": True} if self.widen else {})}  # a state without --widen reads as before
 
     @classmethod
     def from_dict(cls, data: Any, *, root: Path) -> RebaseState:
@@ -63,6 +65,8 @@ class RebaseState:
         for key in ("new_pin_toml", "digest", "tip"):
             if not isinstance(data.get(key), str):
                 raise ValueError(f"{key} is not a string")
+        if not isinstance(data.get("widen", False), bool):
+            raise ValueError("widen is not true or false")
         skipped = data.get("skipped", {})
         if not isinstance(skipped, dict) or not all(isinstance(v, str) for v in skipped.values()):
             raise ValueError("skipped is not a table of reasons")
@@ -74,7 +78,7 @@ class RebaseState:
                 raise ValueError(f"steps[{i}] is not a step ({exc})") from None
         return cls(old_pin=data["old_pin"], new_pin=data["new_pin"], new_pin_toml=data["new_pin_toml"],
                    digest=data["digest"], steps=tuple(steps), tip=data["tip"], skipped=dict(skipped),
-                   worktree=worktree)
+                   worktree=worktree, widen=data.get("widen", False))
 
 
 def _step_to_dict(s: Step) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from packaging.specifiers import SpecifierSet
+
 from patchtool import git, paths
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
 from patchtool.project import journal, statedir, tomlio
@@ -53,6 +55,19 @@ class DropDue:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Widening:
+    """A patch verified at the target whose ``applies_to`` does not admit it: ``new`` is the
+    minimal widening (None when none reads plainly, and a person must write it)."""
+
+    patch: str
+    old: str
+    new: str | None
+
+    def to_dict(self) -> dict[str, str | None]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class RebaseReport:
     old_pin: str
     new_pin: str
@@ -68,6 +83,19 @@ class RebaseReport:
     worktree: str | None = None
     written: tuple[str, ...] = ()
     follow_up: tuple[str, ...] = ()
+    widen: bool = False  # `--widen`: the widenings are written (or, in a dry run, would be)
+    widenings: tuple[Widening, ...] = ()
+    old_pin_admitted_by: tuple[str, ...] = ()  # the patches whose applies_to still admits the old pin
+
+    @property
+    def old_pin_advice(self) -> str:
+        """What to do with the old pin once the series has moved."""
+        if self.old_pin == self.new_pin or self.status == "conflict":
+            return ""
+        if self.old_pin_admitted_by:
+            return (f"keep pin {self.old_pin}: {', '.join(self.old_pin_admitted_by)} still admit "
+                    f"{self.old_version}; narrow their applies_to before `patchtool pin remove {self.old_pin}`")
+        return f"`patchtool pin remove {self.old_pin}`: no patch's applies_to admits {self.old_version} any more"
 
     @property
     def predicted_conflicts(self) -> tuple[str, ...]:
@@ -89,6 +117,8 @@ class RebaseReport:
             # at a conflict stop drift, assumptions, revisits, drop and range_diff are not computed yet
             "partial": self.status == "conflict",
             "follow_up": list(self.follow_up),
+            "widened": [w.to_dict() for w in self.widenings if self.widen and w.new],
+            "old_pin_advice": {"admitted_by": list(self.old_pin_admitted_by), "text": self.old_pin_advice},
         }
 
 
@@ -102,7 +132,7 @@ def _digest(root: Path) -> str:
 
 # -- the workflow ------------------------------------------------------------------------------
 
-def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> RebaseReport:
+def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: bool = False) -> RebaseReport:
     root = project.root
     if load_state(root) is not None:
         raise UsageError("a rebase is already in progress",
@@ -123,12 +153,12 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool) -> Reba
                     ref=replay_ref(root), style="merge" if dry_run else git.conflict_style(root))
     if dry_run:
         return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
-                       range_diff=_range_diff(cache.repo, result, new_base))
+                       range_diff=_range_diff(cache.repo, result, new_base), widen=widen)
     state = RebaseState(
         old_pin=old_pin.name, new_pin=new_pin.name,
         new_pin_toml=pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
                                                   f"`patchtool rebase` from {old_pin.name}."),
-        digest=_digest(root), steps=_through(result), tip=result.tip)
+        digest=_digest(root), steps=_through(result), tip=result.tip, widen=widen)
     return _advance(project, cache, state, result, loaded)
 
 
@@ -163,7 +193,7 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
         drift = drift_all(reader, old_base, new_base, result.old_chain, loaded, result.steps)
     result = dataclasses.replace(result, drift=drift)
     report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done",
-                     range_diff=range_diff)
+                     range_diff=range_diff, widen=state.widen)
     written = _commit(project, cache.repo, state, result, report, exported)
     return dataclasses.replace(report, written=tuple(written))
 
@@ -179,7 +209,7 @@ def _new_pin(state: RebaseState) -> Pin:
                          file=f"{PINS_DIR}/{state.new_pin}.toml")
 
 
-def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) -> RebaseReport:
+def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, widen: bool = False) -> RebaseReport:
     root = project.root
     state = load_state(root)
     if state is None:
@@ -187,6 +217,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None) ->
     if _digest(root) != state.digest:
         raise UsageError("patchset.toml or patches/ changed since the rebase started",
                          hint="restore them, or `patchtool rebase --abort` and start again")
+    state = dataclasses.replace(state, widen=state.widen or widen)
     if not state.steps or state.worktree is None:
         raise InvalidInput("the rebase state names no stopped patch and no worktree", file=STATE_FILE,
                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
@@ -294,7 +325,8 @@ def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
 
 def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base: Base, new_base: Base,
             loaded: list[LoadedPatch], result: Replay, *, status: str,
-            worktree: str | None = None, range_diff: git.Pending[str] | None = None) -> RebaseReport:
+            worktree: str | None = None, range_diff: git.Pending[str] | None = None,
+            widen: bool = False) -> RebaseReport:
     """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
     revisits, drop conditions and the range-diff are about the finished series, and come with it."""
     repo = cache.repo
@@ -313,14 +345,32 @@ def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base
         fields = repo.cat_files(new_base.tree, repo.ls_files(new_base.tree, ARG_FIELDS_DIR))
         revisit = reg.evaluate_all(registry, version=new_pin.version, files=files, field_files=fields)
     drop = _drop_due(repo, new_pin, new_base, project.manifest.patches, result.steps)
-    follow_up = [f"widen applies_to of {e.id} ('{e.applies_to}') once verified on {new_pin.version}"
-                 for e in project.manifest.patches if new_pin.version not in e.applies_to
-                 and any(s.id == e.id and s.outcome.applied for s in result.steps)]
+    widenings = _widenings(project, new_pin, result.steps)
+    follow_up = [f"widen applies_to of {w.patch} ('{w.old}') once verified on {new_pin.version}"
+                 + (f": '{w.new}' admits it (`rebase --widen` writes that)" if w.new and not widen else "")
+                 for w in widenings if not (widen and w.new)]
+    widened = {w.patch: w.new for w in widenings if widen and w.new}
+    kept = [s.id for s in result.steps if s.outcome.applied]
+    admitting = tuple(e.id for e in project.manifest.patches if e.id in kept and old_pin.version in (
+        SpecifierSet(widened[e.id]) if e.id in widened else e.applies_to))
     return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
                         new_version=str(new_pin.version), status=status, steps=result.steps,
                         drift=result.drift, assumptions=tuple(assumptions), revisit=tuple(revisit),
                         drop=tuple(drop), range_diff=range_diff.result() if range_diff else "", worktree=worktree,
-                        follow_up=tuple(follow_up))
+                        follow_up=tuple(follow_up), widen=widen, widenings=tuple(widenings),
+                        old_pin_admitted_by=admitting)
+
+
+def _widenings(project: Project, new_pin: Pin, steps: tuple[Step, ...]) -> list[Widening]:
+    """Each patch verified at the target (it applied) whose applies_to, as written, leaves it out."""
+    from patchtool.project.widening import widen
+
+    applied = {s.id for s in steps if s.outcome.applied}
+    written = {str(t["id"]): str(t["applies_to"]) for t in manifest_document(project.root).get("patch", [])
+               if "id" in t and "applies_to" in t}
+    return [Widening(patch=e.id, old=written.get(e.id, str(e.applies_to)),
+                     new=widen(written.get(e.id, str(e.applies_to)), new_pin.version))
+            for e in project.manifest.patches if e.id in applied and new_pin.version not in e.applies_to]
 
 
 def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...],
@@ -363,7 +413,8 @@ def _commit(project: Project, repo: git.Repo, state: RebaseState, result: Replay
             dropped[s.id] = state.skipped.get(s.id, s.detail)
     files[MANIFEST_NAME], moved = _rewrite_manifest(
         root, state.new_pin, new_version, dropped,
-        {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM})
+        {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM},
+        {w.patch: w.new for w in report.widenings if report.widen and w.new})
     for s in result.steps:
         if s.id in dropped:
             files[moved[s.id]] = paths.read_inside(root, s.file).decode("utf-8")
@@ -375,11 +426,14 @@ def _commit(project: Project, repo: git.Repo, state: RebaseState, result: Replay
 
 
 def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str, str],
-                      merged: set[str]) -> tuple[str, dict[str, str]]:
-    """The manifest with the fields the rebase owns changed, comments and everything else kept;
-    and where each dropped patch's file goes."""
+                      merged: set[str], widened: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """The manifest with the fields the rebase owns changed (and, with --widen, ``applies_to``),
+    comments and everything else kept; and where each dropped patch's file goes."""
     doc = manifest_document(root)
     doc["pin"] = new_pin
+    for table in doc.get("patch", []):
+        if str(table.get("id")) in widened:
+            table["applies_to"] = widened[str(table["id"])]
     gone: list[Any] = []
     for i in range(len(doc.get("patch", [])) - 1, -1, -1):
         if str(doc["patch"][i]["id"]) in dropped:
@@ -393,5 +447,5 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     return manifest_text(doc), moved
 
 
-__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "abort", "in_progress", "old_chain", "refuse_in_progress",
-           "resume", "start"]
+__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "Widening", "abort", "in_progress", "old_chain",
+           "refuse_in_progress", "resume", "start"]

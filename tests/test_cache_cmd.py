@@ -1,0 +1,70 @@
+"""`patchtool cache` and `cache prune`: what the shared cache holds, and removing what no pin uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import Demo
+from patchtool.testing import git
+from test_pins import add_release
+
+
+def shown(demo: Demo, *args: str) -> dict:  # type: ignore[type-arg]
+    res = demo.run("cache", *args, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(res.stdout)["data"]  # type: ignore[no-any-return]
+
+
+def test_cache_shows_releases_who_uses_them_and_its_size(one_patch: Demo) -> None:
+    add_release(one_patch, "1.1")
+    assert one_patch.run("pin", "add", "1.1").returncode == 0
+    assert one_patch.run("check", "--pin", "demo-1.1").returncode == 0
+    assert one_patch.run("apply").returncode == 0
+    data = shown(one_patch)
+    releases = {r["version"]: r for r in data["releases"]}
+    assert set(releases) == {"1.0", "1.1"} and releases["1.1"]["filename"] == "demo-1.1-py3-none-any.whl"
+    assert releases["1.0"]["used_by"] == [f"{one_patch.root.resolve()}: demo-1.0"]
+    assert releases["1.1"]["download_bytes"] > 0 and data["size_bytes"] > releases["1.1"]["download_bytes"]
+    assert data["objects"]["count"] + data["objects"]["in-pack"] > 0
+    text = one_patch.run("cache").stdout
+    assert "artifact 1.1: demo-1.1-py3-none-any.whl" in text and "objects:" in text
+
+
+def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: Demo) -> None:
+    add_release(one_patch, "1.1")
+    assert one_patch.run("pin", "add", "1.1").returncode == 0
+    assert one_patch.run("check", "--pin", "demo-1.1").returncode == 0
+    assert one_patch.run("pin", "remove", "demo-1.1").returncode == 0
+    assert one_patch.run("apply").returncode == 0
+    cache_git = one_patch.cache / "upstream.git"
+    download = one_patch.cache / "downloads"
+    wheel = next(download.glob("*/demo-1.1-py3-none-any.whl"))
+    import_commit = git(cache_git, "rev-parse", "refs/tags/v1.1").strip()
+    # what a running rebase holds: a ref of this project's namespace reaching the import's commit
+    from patchtool.upstream.cachespace import replay_ref
+    git(cache_git, "update-ref", replay_ref(one_patch.root), import_commit)
+
+    dry = shown(one_patch, "prune", "--dry-run")
+    assert dry["dry_run"] is True and dry["removed"] == ["refs/tags/v1.1", str(wheel.relative_to(one_patch.cache))]
+    assert wheel.is_file() and git(cache_git, "tag", "-l").split() == ["v1.0", "v1.1"]
+
+    done = shown(one_patch, "prune", "--now")
+    assert done["removed"] == dry["removed"] and not wheel.exists() and done["freed_bytes"] > 0
+    assert git(cache_git, "tag", "-l").split() == ["v1.0"]
+    git(cache_git, "cat-file", "-e", f"{import_commit}^{{tree}}")  # a ref reaches it: gc kept it
+    assert done["objects"]["count"] == 0  # packed; nothing loose left
+    assert one_patch.run("apply", "--force").returncode == 0  # the pin in use still works from the cache
+    git(cache_git, "update-ref", "-d", replay_ref(one_patch.root))
+    shown(one_patch, "prune", "--now")
+    with pytest.raises(RuntimeError):  # nothing reaches it now: gone
+        git(cache_git, "cat-file", "-e", f"{import_commit}^{{tree}}")
+    res = one_patch.run("cache", "prune", "--dry-run", "--json")
+    assert json.loads(res.stdout)["data"]["removed"] == []
+
+
+def test_cache_refuses_an_unknown_action(one_patch: Demo, tmp_path: Path) -> None:
+    res = one_patch.run("cache", "clean")
+    assert res.returncode == 2 and "give show (the default) or prune" in res.stderr

@@ -1,0 +1,73 @@
+"""``patchtool pin ...``: the pins in upstream-pins/, made, listed and removed by command."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from patchtool.cli.runner import CommandSet, Shown, cache, root
+
+if TYPE_CHECKING:
+    from patchtool.cli.render import Style
+    from patchtool.upstream.pinset import PinInfo
+
+HELP = "The upstream pins in upstream-pins/: add one by version or git tag, list them, remove one."
+commands = CommandSet("pin")
+
+
+@commands.command("add", writes=True)
+def pin_add(
+    version: Annotated[str | None, typer.Argument(metavar="VERSION", help="The release to pin, e.g. 0.5.22.")] = None,
+    git_url: Annotated[str | None, typer.Option("--git", metavar="URL", help="Pin a git tag of this remote "
+                                                "instead of a release file on the index.")] = None,
+    tag: Annotated[str | None, typer.Option(metavar="TAG", help="The tag to pin (with --git).")] = None,
+) -> Shown:
+    """Write upstream-pins/<upstream>-<version>.toml: the release file's name, sha256, size and prefix as the
+    index lists them (like the active pin's), or with --git URL --tag T the tag's commit."""
+    from patchtool.project.repository import Project
+    from patchtool.upstream import pinset
+
+    project = Project.load(root())
+    pin = pinset.new_pin(project, cache(), version, git_url=git_url, tag=tag)
+    written = pinset.write_pin(project.root, pin)
+    data = {"name": pin.name, "version": str(pin.version), "source": pin.use, "written": written,
+            **({"filename": pin.artifact.filename, "sha256": pin.artifact.sha256, "size": pin.artifact.size}
+               if pin.artifact else {}),
+            **({"url": pin.git.url, "tag": pin.git.tag, "commit": pin.git.commit} if pin.git else {})}
+    source = f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}" if pin.use == "artifact" and pin.artifact \
+        else f"{pin.git.tag} at {pin.git.commit}" if pin.git else ""
+    return Shown(data=data, text=lambda style: f"added pin {style.bold(pin.name)} ({source})")
+
+
+@commands.command("list")
+def pin_list() -> Shown:
+    """Every pin: which is active, which patches' applies_to admit it, whether the cache holds it."""
+    from patchtool.project.repository import Project
+    from patchtool.upstream import pinset
+
+    pins = pinset.list_pins(Project.load(root()), cache())
+    return Shown(data={"pins": [p.to_dict() for p in pins]}, text=lambda style: _list_text(pins, style))
+
+
+def _list_text(pins: list[PinInfo], style: Style) -> str:
+    if not pins:
+        return "no pins in upstream-pins/"
+    rows = []
+    for p in pins:
+        marks = [style.ok("active")] if p.active else []
+        marks += [f"rebase {p.rebase}"] if p.rebase else []
+        marks += ["cached" if p.cached else style.dim("not cached")]
+        admitted = ", ".join(p.admitted_by) if p.admitted_by else style.bad("no patch admits it")
+        rows.append(f"{style.bold(p.name)} ({p.version}, {p.source}; {', '.join(marks)})\n  admitted by: {admitted}")
+    return "\n".join(rows)
+
+
+@commands.command("remove", writes=True)
+def pin_remove(name: Annotated[str, typer.Argument(metavar="NAME", help="The pin, e.g. sglang-0.5.22.")]) -> Shown:
+    """Remove a pin: refused for the active pin and for one a rebase in progress uses."""
+    from patchtool.project.repository import Project
+    from patchtool.upstream import pinset
+
+    written = pinset.remove_pin(Project.load(root()), name)
+    return Shown(data={"name": name, "written": written}, text=lambda style: f"removed pin {style.bold(name)}")

@@ -1,0 +1,74 @@
+"""``patchtool cache``: what the shared upstream cache holds, and pruning what nothing uses."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from patchtool.cli.runner import CommandSet, Shown, cache, root
+
+if TYPE_CHECKING:
+    from patchtool.cli.render import Style
+    from patchtool.upstream.cacheuse import CacheReport
+
+commands = CommandSet()
+
+
+@commands.command("cache")
+def cache_command(
+    action: Annotated[str, typer.Argument(metavar="[show|prune]", help="show (the default) or prune.")] = "show",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="prune: say what would go; remove nothing.")] = False,
+    now: Annotated[bool, typer.Option("--now", help="prune: drop unreachable objects at once, not only those "
+                                      "past git's grace period (two weeks).")] = False,
+) -> Shown:
+    """What the cache holds (releases imported and who uses them, each project's refs, checkouts, loose
+    objects) and its size; `cache prune` removes what no pin of this or another registered project uses,
+    then lets `git gc` drop what no ref reaches, under the cache's lock."""
+    from patchtool.errors import UsageError
+    from patchtool.upstream import cacheuse
+
+    if action not in ("show", "prune"):
+        raise UsageError(f"cache {action}: give show (the default) or prune")
+    if action == "show" and (dry_run or now):
+        raise UsageError("--dry-run and --now go with `cache prune`")
+    project_root = root()
+    upstream = cache()
+    if action == "show":
+        report = cacheuse.survey(upstream, project_root)
+    else:
+        report = cacheuse.prune(upstream, project_root, dry_run=dry_run, now=now)
+    return Shown(data=report.to_dict(), text=lambda style: _text(report, style, pruned=action == "prune"))
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    size = float(n)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def _text(report: CacheReport, style: Style, *, pruned: bool) -> str:
+    lines = [f"{style.bold('cache')}: {report.path} ({_size(report.size_bytes)})"]
+    for r in report.releases:
+        users = ", ".join(r.used_by) if r.used_by else style.dim("used by no pin")
+        what = f"{r.filename} ({_size(r.download_bytes)} downloaded)" if r.filename else r.ref
+        lines.append(f"  {r.kind} {r.version}: {what}; {users}")
+    for n in report.namespaces:
+        whose = "this project" if n.this_project else n.root or "a project with no checkout record"
+        lines.append(f"  project {n.key} ({whose}{'' if n.exists else ', gone'}): {n.refs} ref(s)")
+    lines += [f"  checkout: {c}" for c in report.checkouts]
+    if report.objects:
+        o = report.objects
+        lines.append(f"  objects: {o.get('count', 0)} loose ({_size(o.get('size', 0) * 1024)}), "
+                     f"{o.get('in-pack', 0)} in {o.get('packs', 0)} pack(s) ({_size(o.get('size-pack', 0) * 1024)})")
+    if pruned:
+        verb = "would remove" if report.dry_run else "removed"
+        lines.append(f"{verb}: " + (", ".join(report.removed) or "nothing"))
+        if not report.dry_run:
+            lines.append(f"freed: {_size(report.freed_bytes)}")
+    return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""What the cache's repository holds and git's own upkeep of it: refs by prefix, object counts, gc.
+
+Small functions over ``Repo`` (kept apart from ``repo.py``): pruning goes only through git's
+reachability, so an object any ref keeps alive (a rebase's replayed commits) is never removed.
+"""
+
+from __future__ import annotations
+
+from patchtool.git.repo import Repo
+
+
+def refs(repo: Repo, *prefixes: str) -> dict[str, str]:
+    """ref -> the object it names, for every ref under ``prefixes``."""
+    out = repo.out("for-each-ref", "--format=%(refname) %(objectname)", *prefixes)
+    return {name: sha for name, _, sha in (line.partition(" ") for line in out.splitlines()) if sha}
+
+
+def count_objects(repo: Repo) -> dict[str, int]:
+    """``git count-objects -v`` as numbers: count (loose), size (KiB loose), in-pack, packs, size-pack, garbage."""
+    out: dict[str, int] = {}
+    for line in repo.out("count-objects", "-v").splitlines():
+        key, _, value = line.partition(": ")
+        if value.strip().isdigit():
+            out[key.strip()] = int(value)
+    return out
+
+
+def gc(repo: Repo, *, now: bool) -> None:
+    """Pack the repository and prune unreachable objects: those older than git's grace period
+    (``gc.pruneExpire``, two weeks by default), or every one with ``now``."""
+    repo.out("gc", "--quiet", *(["--prune=now"] if now else []))

@@ -1,0 +1,185 @@
+"""What the cache holds and who uses it (``patchtool cache``), and pruning what nothing uses
+(``patchtool cache prune``).
+
+A release import (``refs/tags/v<version>``, its file in ``downloads/``) or a fetched git tag is
+used while a pin of this project, or of another project registered in the cache (one with a
+checkout record naming its directory, which still exists), names it. Pruning removes the tags
+and files nothing uses, forgets worktrees whose directories are gone, and leaves the objects to
+``git gc``: only what no ref reaches goes, after git's grace period unless ``--now``. All of it
+happens under the cache's lock, held exclusively, so no import or fetch runs meanwhile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from patchtool.errors import InvalidInput, UsageError
+from patchtool.git import housekeeping
+from patchtool.upstream.artifacts import ImportRecord
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
+from patchtool.upstream.pins import PINS_DIR, Pin, load_pin
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Release:
+    """One upstream the cache holds: an import tag (and its file) or a fetched git tag."""
+
+    ref: str
+    kind: str  # "artifact" or "git"
+    version: str
+    filename: str | None
+    download_bytes: int
+    used_by: tuple[str, ...]  # "<project dir>: <pin>"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "used_by": list(self.used_by)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Namespace:
+    """One project's refs in the cache (checkout branches, a rebase's replayed commits)."""
+
+    key: str
+    root: str | None  # the project's directory, where a checkout record names it
+    exists: bool
+    this_project: bool
+    refs: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CacheReport:
+    path: str
+    size_bytes: int
+    releases: tuple[Release, ...]
+    namespaces: tuple[Namespace, ...]
+    checkouts: tuple[str, ...]
+    objects: dict[str, int]  # git count-objects -v
+    removed: tuple[str, ...] = ()  # prune: the refs and files it removed (or would, in a dry run)
+    freed_bytes: int = 0
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "size_bytes": self.size_bytes, "releases": [r.to_dict() for r in self.releases],
+                "namespaces": [n.to_dict() for n in self.namespaces], "checkouts": list(self.checkouts),
+                "objects": dict(self.objects), "removed": list(self.removed), "freed_bytes": self.freed_bytes,
+                "dry_run": self.dry_run}
+
+
+def _tree_size(root: Path) -> int:
+    return sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _project_pins(root: Path) -> list[Pin]:
+    """The pins in a project's upstream-pins/ that read; one that does not is no use to anyone."""
+    out = []
+    for path in sorted((root / PINS_DIR).glob("*.toml")):
+        try:
+            out.append(load_pin(root, path.stem))
+        except (InvalidInput, UsageError, OSError):
+            continue
+    return out
+
+
+def _registered(cache: Cache) -> dict[str, Path]:
+    """key -> directory of each project a checkout record names."""
+    out: dict[str, Path] = {}
+    records = cache.repo.git_dir / "patchtool" / "checkouts"
+    for path in sorted(records.glob("*/*.json")) if records.is_dir() else []:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("root"), str):
+            out[path.parent.name] = Path(data["root"])
+    return out
+
+
+def _users(this: Path, registered: dict[str, Path]) -> list[tuple[str, Pin]]:
+    """(project dir, pin) for every pin of this project and of each registered project still there."""
+    roots = dict.fromkeys([this.resolve(), *(r for r in registered.values() if r.is_dir())])
+    return [(str(r), pin) for r in roots for pin in _project_pins(r)]
+
+
+def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
+    repo = cache.repo
+    out = []
+    for ref in housekeeping.refs(repo, "refs/tags/"):
+        info = repo.commit_info(ref)
+        record = ImportRecord.parse(info[2]) if info else None
+        file = cache.root / "downloads" / record.sha256[:2] / record.filename if record else None
+        used = tuple(f"{where}: {p.name}" for where, p in users
+                     if p.artifact is not None and record is not None and p.artifact.sha256 == record.sha256)
+        out.append(Release(ref=ref, kind="artifact", version=ref.removeprefix("refs/tags/v"),
+                           filename=record.filename if record else None,
+                           download_bytes=file.stat().st_size if file and file.is_file() else 0, used_by=used))
+    for ref in housekeeping.refs(repo, f"{REFS}/git/"):
+        tag = ref.removeprefix(f"{REFS}/git/")
+        used = tuple(f"{where}: {p.name}" for where, p in users if p.use == "git" and p.git and p.git.tag == tag)
+        out.append(Release(ref=ref, kind="git", version=tag, filename=None, download_bytes=0, used_by=used))
+    return out
+
+
+def _namespaces(cache: Cache, this: Path, registered: dict[str, Path]) -> list[Namespace]:
+    counts: dict[str, int] = {}
+    for ref in housekeeping.refs(cache.repo, f"{REFS}/", f"refs/heads/{BRANCHES}/"):
+        key = ref.removeprefix(f"refs/heads/{BRANCHES}/").removeprefix(f"{REFS}/").split("/", 1)[0]
+        if len(key) == 16 and all(c in "0123456789abcdef" for c in key):
+            counts[key] = counts.get(key, 0) + 1
+    ours = project_key(this)
+    return [Namespace(key=k, root=str(registered[k]) if k in registered else None,
+                      exists=k == ours or (k in registered and registered[k].is_dir()), this_project=k == ours,
+                      refs=n) for k, n in sorted(counts.items())]
+
+
+def survey(cache: Cache, this: Path) -> CacheReport:
+    """What the cache holds, who uses each release, and its size."""
+    if not (cache.repo.git_dir / "HEAD").is_file():
+        return CacheReport(path=str(cache.root), size_bytes=_tree_size(cache.root) if cache.root.is_dir() else 0,
+                           releases=(), namespaces=(), checkouts=(), objects={})
+    registered = _registered(cache)
+    users = _users(this, registered)
+    checkouts = tuple(w.path for w in cache.repo.worktrees()[1:])
+    return CacheReport(path=str(cache.root), size_bytes=_tree_size(cache.root),
+                       releases=tuple(_releases(cache, users)), namespaces=tuple(_namespaces(cache, this, registered)),
+                       checkouts=checkouts, objects=housekeeping.count_objects(cache.repo))
+
+
+def _unused_downloads(cache: Cache, kept: set[str]) -> list[Path]:
+    """The files in downloads/ that no pin names (and partial downloads: the lock says none is running)."""
+    downloads = cache.root / "downloads"
+    files = sorted(p for p in downloads.glob("*/*") if p.is_file()) if downloads.is_dir() else []
+    return [p for p in files if p.name.removesuffix(".part") not in kept or p.name.endswith(".part")]
+
+
+def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
+    """Remove the imports, fetched tags and downloads no pin uses, forget gone worktrees, then let
+    ``git gc`` drop what no ref reaches. Holds the cache's lock throughout."""
+    with cache.locked():
+        before = survey(cache, this)
+        unused = [r for r in before.releases if not r.used_by]
+        users = _users(this, _registered(cache))
+        files = _unused_downloads(cache, {p.artifact.filename for _, p in users if p.artifact is not None})
+        removed = tuple([r.ref for r in unused] + [str(p.relative_to(cache.root)) for p in files])
+        file_bytes = sum(p.stat().st_size for p in files)
+        if dry_run or not before.objects:
+            return dataclasses.replace(before, removed=removed, dry_run=dry_run, freed_bytes=file_bytes)
+        for r in unused:
+            cache.repo.delete_ref(r.ref)
+        for p in files:
+            p.unlink(missing_ok=True)
+        cache.repo.prune_worktrees()
+        housekeeping.gc(cache.repo, now=now)
+        after = survey(cache, this)
+    shrunk = _object_kib(before.objects) - _object_kib(after.objects)
+    return dataclasses.replace(after, removed=removed, freed_bytes=file_bytes + max(0, shrunk) * 1024)
+
+
+def _object_kib(counts: dict[str, int]) -> int:
+    return counts.get("size", 0) + counts.get("size-pack", 0) + counts.get("size-garbage", 0)

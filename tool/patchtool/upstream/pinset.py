@@ -1,0 +1,149 @@
+"""The pins of one project (``upstream-pins/``): made by command, listed with who needs them, removed
+when nothing does.
+
+``new_pin`` finds a release on the index through the active pin's artifact (file name, sha256,
+size, prefix) or resolves a git tag to its commit; ``write_pin`` and ``remove_pin`` write through
+the journal, under the repository lock the command holds. A pin is needed while it is active or a
+rebase in progress names it; ``pin list`` also says which patches' ``applies_to`` admit it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from patchtool import git
+from patchtool.errors import GitError, UpstreamError, UsageError
+from patchtool.project import journal
+from patchtool.project.repository import Project
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml
+from patchtool.upstream.releases import pin_for_version
+
+_TAG_VERSION = re.compile(r"^v?(\d[\w.+!-]*)$")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PinInfo:
+    """One pin of the project and what needs it."""
+
+    name: str
+    version: str
+    source: str  # "artifact" or "git"
+    active: bool
+    rebase: str | None  # "from" / "to" while a rebase in progress names it
+    admitted_by: tuple[str, ...]  # patches whose applies_to admits its version
+    cached: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "admitted_by": list(self.admitted_by)}
+
+
+def _rebase_pins(root: Path) -> dict[str, str]:
+    from patchtool.rebase.state import in_progress
+
+    found = in_progress(root)
+    return {} if found is None else {found.old_pin: "from", found.new_pin: "to"}
+
+
+def is_cached(cache: Cache, pin: Pin) -> bool:
+    """Whether the cache holds the pin's upstream already (no download or fetch needed)."""
+    if not cache.repo.git_dir.is_dir():
+        return False
+    if pin.use == "git":
+        return pin.git is not None and pin.git.commit is not None and cache.repo.has_object(pin.git.commit)
+    art = pin.artifact
+    assert art is not None
+    known = cache.imported(art, art.version, art.filename)
+    return known is not None and known[0] == art.sha256
+
+
+def pin_names(root: Path) -> list[str]:
+    return sorted(p.stem for p in (root / PINS_DIR).glob("*.toml"))
+
+
+def list_pins(project: Project, cache: Cache) -> list[PinInfo]:
+    """Every pin in upstream-pins/, oldest version first."""
+    rebase = _rebase_pins(project.root)
+    pins = sorted((load_pin(project.root, name) for name in pin_names(project.root)),
+                  key=lambda p: (p.version, p.name))
+    return [PinInfo(name=p.name, version=str(p.version), source=p.use, active=p.name == project.manifest.pin,
+                    rebase=rebase.get(p.name), cached=is_cached(cache, p),
+                    admitted_by=tuple(e.id for e in project.manifest.patches if p.version in e.applies_to))
+            for p in pins]
+
+
+def _tag_version(tag: str) -> Version:
+    m = _TAG_VERSION.match(tag)
+    try:
+        return Version(m.group(1) if m else tag)
+    except InvalidVersion:
+        raise UsageError(f"tag {tag!r} names no version", hint="give --version V with it") from None
+
+
+def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str | None = None,
+            tag: str | None = None) -> Pin:
+    """A pin for ``version`` of the active pin's upstream: from the index, like the active pin's
+    artifact, or (``git_url`` and ``tag``) the tag's commit. Nothing is written."""
+    template = project.pin()
+    if git_url is not None or tag is not None:
+        if git_url is None or tag is None:
+            raise UsageError("--git URL and --tag T go together")
+        return _git_pin(template, cache, git_url, tag, version)
+    if version is None:
+        raise UsageError("give the version to pin (e.g. 0.5.22), or --git URL --tag T")
+    try:
+        wanted = Version(version.removeprefix("v"))
+    except InvalidVersion:
+        raise UsageError(f"{version!r} is not a version", hint="e.g. 0.5.22") from None
+    if template.artifact is None:
+        raise UsageError(f"the active pin {template.name} has no [artifact] to find releases on an index by",
+                         hint="pin a git tag instead: --git URL --tag T")
+    return pin_for_version(dataclasses.replace(template, use="artifact"), wanted, cache=cache)
+
+
+def _git_pin(template: Pin, cache: Cache, url: str, tag: str, version: str | None) -> Pin:
+    pinned = Version(version.removeprefix("v")) if version else _tag_version(tag)
+    fetched = f"refs/patchtool/fetch/{tag}"
+    if not git.ref_format_ok(fetched):
+        raise UsageError(f"{tag!r} is not a tag name git accepts")
+    with cache.locked():
+        git.Repo.init_bare(cache.repo.git_dir)
+        try:
+            cache.repo.fetch(url, f"+refs/tags/{tag}:{fetched}")
+        except GitError as exc:
+            raise UpstreamError(f"could not fetch tag {tag} from {url}: {exc.message}",
+                                hint="check the URL and the tag") from None
+        commit = cache.repo.resolve(fetched)
+        cache.repo.delete_ref(fetched)
+    if commit is None:
+        raise UpstreamError(f"tag {tag} at {url} names no commit")
+    return Pin(name=f"{template.upstream}-{pinned}", upstream=template.upstream, version=pinned,
+               git=GitSource(url=url, tag=tag, commit=commit), artifact=None, use="git")
+
+
+def write_pin(root: Path, pin: Pin) -> list[str]:
+    """``upstream-pins/<name>.toml`` for ``pin``; refused when a pin of that name exists."""
+    path = pin_path(root, pin.name)
+    if path.exists() or path.is_symlink():
+        raise UsageError(f"pin {pin.name} exists already ({PINS_DIR}/{pin.name}.toml)",
+                         hint=f"`patchtool pin remove {pin.name}` first to replace it")
+    text = pin_to_toml(pin, comment=f"{pin.upstream} {pin.version}: written by `patchtool pin add`.")
+    return journal.commit(root, {f"{PINS_DIR}/{pin.name}.toml": text})
+
+
+def remove_pin(project: Project, name: str) -> list[str]:
+    """Remove a pin nothing depends on: never the active one, nor one a rebase in progress names."""
+    load_pin(project.root, name)  # a usage error naming the known pins when there is none
+    if name == project.manifest.pin:
+        raise UsageError(f"pin {name} is the active pin (patchset.toml names it)",
+                         hint="rebase onto another pin first (`patchtool rebase --to VERSION`)")
+    role = _rebase_pins(project.root).get(name)
+    if role is not None:
+        raise UsageError(f"the rebase in progress moves the series {role} pin {name}",
+                         hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`")
+    return journal.commit(project.root, {}, remove=[f"{PINS_DIR}/{name}.toml"])
