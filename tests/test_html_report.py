@@ -334,3 +334,13 @@ def test_real_series_pages(open_page: Any, real_cache: Path, tmp_path: Path) -> 
     if shots:
         loaded.page.set_viewport_size({"width": 1180, "height": 900})
         loaded.page.screenshot(path=str(Path(shots) / "rebase-report.png"), full_page=True)
+
+
+def test_the_widenings_and_the_old_pin_advice_are_shown(demo_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    rebase = {**demo_reports[1], "widened": [{"patch": "greet", "old": ">=1.0,<1.1", "new": ">=1.0,<=1.1"}],
+              "old_pin_advice": {"admitted_by": [], "text": "no patch admits demo-1.0: `patchtool pin remove demo-1.0`"}}
+    page = rebase_page(rebase)
+    widened = page[page.index('id="widened"'):page.index("</section>", page.index('id="widened"'))]
+    assert "<code>greet</code>" in widened and "&gt;=1.0,&lt;=1.1" in widened
+    follow = page[page.index('id="follow-up"'):page.index("</section>", page.index('id="follow-up"'))]
+    assert "patchtool pin remove demo-1.0" in follow

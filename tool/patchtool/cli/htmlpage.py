@@ -314,8 +314,11 @@ def rebase_page(data: Mapping[str, Any]) -> str:
          _table(("entry", "condition", "why", "found"),
                 ((el("code", r.get("entry")), r.get("condition"), r.get("why"), r.get("detail"))
                  for r in data.get("revisit", [])))),
-        ("follow-up", "Follow-ups", len(data.get("follow_up", [])),
-         el("ul", (el("li", f) for f in data.get("follow_up", [])))),
+        ("widened", "applies_to widened (--widen)", len(data.get("widened", [])),
+         _table(("patch", "was", "now"), ((el("code", w.get("patch")), el("code", w.get("old")),
+                                           el("code", w.get("new"))) for w in data.get("widened", [])))),
+        ("follow-up", "Follow-ups", len(data.get("follow_up", [])) + bool(_advice(data)),
+         el("ul", (el("li", f) for f in [*data.get("follow_up", []), *_advice(data)]))),
         ("range-diff", "Range-diff", int(bool(data.get("range_diff"))), _range_diff(str(data.get("range_diff", "")))),
     ]
     nav = el("nav", el("ul", (el("li", el("a", title, href=f"#{key}"), " ", el("span", count, class_="count"))
@@ -326,6 +329,12 @@ def rebase_page(data: Mapping[str, Any]) -> str:
             for key, title, count, content in sections]
     return _page(f"patchtool rebase: {data.get('old_pin', '')} -> {data.get('new_pin', '')}",
                  cat(_rebase_header(data, steps), nav, el("main", body, class_="rebase"), _footer()))
+
+
+def _advice(data: Mapping[str, Any]) -> list[str]:
+    """What to do with the old pin, as the report says it (when it says anything)."""
+    text = (data.get("old_pin_advice") or {}).get("text")
+    return [str(text)] if text else []
 
 
 def _rebase_header(data: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> Markup:
