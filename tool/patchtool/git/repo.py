@@ -18,7 +18,7 @@ from pathlib import Path
 
 from patchtool.errors import GitError
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
-from patchtool.git.command import Pending, Runner
+from patchtool.git.command import Pending, Result, Runner
 from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
 from patchtool.paths import tree_path_problem
@@ -70,8 +70,14 @@ class Repo:
             repo.out("config", "gc.auto", "0")
         return cls(path)
 
+    def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
+            check: bool = True) -> Result:
+        """Any git command on this repository (for the layer and the tests; the rest of patchtool
+        calls the named methods below)."""
+        return self._runner.run(*args, input=input, env=env, check=check)
+
     def out(self, *args: str, env: dict[str, str] | None = None) -> str:
-        """stdout of a git command that must succeed, stripped (for the layer and its tests)."""
+        """stdout of a git command that must succeed, stripped (for the layer and the tests)."""
         return self._runner.out(*args, env=env)
 
     # -- refs and commits ---------------------------------------------------------------------
