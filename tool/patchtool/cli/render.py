@@ -171,16 +171,22 @@ def revisit_text(report: RevisitReport, style: Style) -> str:
     return "\n".join(lines)
 
 
+def rebase_in_progress(report: StatusReport, style: Style) -> str:
+    """The line ``status`` gives a stopped or running rebase: where it is and what to do next."""
+    r = report.rebase
+    assert r is not None
+    where = (f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
+             f"resolve it in {r.worktree}") if r.stopped_at else f"{r.done} of {len(report.patches)} through"
+    return (f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
+            "`patchtool rebase --continue` (or --skip --reason ..., --abort)")
+
+
 def status_text(report: StatusReport, style: Style) -> str:
     lines = [f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
              f"({report.source}, base {report.base[:12]})",
              f"series: {len(report.patches)} patch(es)"]
     if report.rebase is not None:
-        r = report.rebase
-        where = (f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
-                 f"resolve it in {r.worktree}") if r.stopped_at else f"{r.done} of {len(report.patches)} through"
-        lines.append(f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
-                     "`patchtool rebase --continue` (or --skip --reason ..., --abort)")
+        lines.append(rebase_in_progress(report, style))
     for i, p in enumerate(report.patches, 1):
         applies = style.ok(p.applies) if p.applies == "applied" else style.bad(p.applies)
         lines.append(f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {p.upstream}  "

@@ -11,7 +11,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
-from patchtool.cli.render import Style, problems_text
+from patchtool.cli.render import Style, problems_text, rebase_in_progress
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -91,11 +91,7 @@ def status_table(report: StatusReport, style: Style) -> str:
             f"({report.source}, base {report.base[:12]}), {len(report.patches)} patch(es)")
     lines = [head]
     if report.rebase is not None:
-        r = report.rebase
-        where = (f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
-                 f"resolve it in {r.worktree}") if r.stopped_at else f"{r.done} of {len(report.patches)} through"
-        lines.append(f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
-                     "`patchtool rebase --continue` (or --skip --reason ..., --abort)")
+        lines.append(rebase_in_progress(report, style))
     tail = [problems_text([p], style) + " (skipped)" for p in report.gpu_results_problems]
     tail.append(style.dim("files and GPU verifications of each patch: `patchtool status --long`"))
     return draw(*lines, table, *tail, style=style)
