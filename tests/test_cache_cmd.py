@@ -9,7 +9,7 @@ import pytest
 
 from conftest import Demo
 from patchtool.testing import git
-from test_pins import add_release
+from test_pin_commands import add_release
 
 
 def shown(demo: Demo, *args: str) -> dict:  # type: ignore[type-arg]
