@@ -35,8 +35,9 @@ from patchtool.git import Repo as GitRepo
 from patchtool.testing import format_patch, git, sha256, write_tree
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import Pin
-from patchtool.wheel.build import Replacement, WheelName, find_project_dir, repack, rewrite_version
+from patchtool.wheel.build import find_project_dir
 from patchtool.wheel.provenance import Provenance, UpstreamSource, local_version, series_hash
+from patchtool.wheel.repack import Replacement, WheelName, repack, rewrite_version
 from patchtool.wheel.versionfile import rewrite as rewrite_version_file
 from patchtool.wheel.versionfile import version_tuple
 

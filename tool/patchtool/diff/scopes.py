@@ -67,109 +67,131 @@ def _open_string(line: str, i: int, stack: list[typing.Any]) -> int:
     return i + len(q)
 
 
+# What each step of ``_scan`` returns in place of the position to go on from: the line is done,
+# or done and joined to the next one by a backslash at its end.
+_END, _JOINED = -1, -2
+
+
 def _scan(line: str, stack: list[typing.Any]) -> tuple[str, bool]:
     """Read one line on from the strings and f-string fields open in ``stack`` (updated in place).
 
     Returns the line's code outside strings and comments, where brackets count, and whether a
     backslash at its end joins the next line to it. Never raises: an unterminated one-line string
-    ends with its line, as in the tokenizer's error recovery.
+    ends with its line, as in the tokenizer's error recovery. Each step reads on from ``pos`` in
+    the state on top of ``stack`` (code when it is empty) and says where to go on from.
     """
     if line.endswith("\r"):
         line = line[:-1]
-    n = len(line)
     pos = 0
     code: list[str] = []
-    while True:
+    while pos >= 0:
         if not stack:
-            m = _CODE_STOP.search(line, pos)
-            if m is None:
-                code.append(line[pos:])
-                return "".join(code), False
-            i = m.start()
-            code.append(line[pos:i])
-            c = line[i]
-            if c == "#":
-                return "".join(code), False
-            if c == "\\":
-                if i == n - 1:
-                    return "".join(code), True
-                pos = i + 1
-                continue
-            pos = _open_string(line, i, stack)
-            continue
-        top = stack[-1]
-        kind = top[0]
-        if kind == _PLAIN:
-            m = top[2].match(line, pos)
-            if m.group(1):
-                stack.pop()
-                pos = m.end()
-                continue
-            if len(top[1]) == 1 and m.group(2) is None:
-                stack.pop()  # unterminated
-            return "".join(code), False
-        if kind == _EXPR:
-            m = _EXPR_STOP.search(line, pos)
-            if m is None:
-                return "".join(code), False  # a field may span lines (Python 3.12)
-            i = m.start()
-            c = line[i]
-            pos = i + 1
-            if c in "([{":
-                top[1] += 1
-            elif c in ")]":
-                top[1] = max(0, top[1] - 1)
-            elif c == "}":
-                if top[1]:
-                    top[1] -= 1
-                else:
-                    stack.pop()
-            elif c == ":":
-                if not top[1]:
-                    stack[-1] = (_SPEC, top[2])
-            elif c == "#":
-                return "".join(code), False
-            elif c != "\\":
-                pos = _open_string(line, i, stack)
-            continue
-        # the text of an f-string, or the format spec of one of its fields
-        string = top if kind == _FSTRING else top[1]
-        q = string[1]
-        m = string[3].search(line, pos)
-        if m is None:
-            if len(q) == 1:  # unterminated
-                while stack.pop() is not string:
-                    pass
-            return "".join(code), False
-        i = m.start()
-        c = line[i]
-        if c == "{":
-            if kind == _FSTRING and line.startswith("{", i + 1):
-                pos = i + 2
-            else:
-                stack.append([_EXPR, 0, string])
-                pos = i + 1
-        elif c == "}":
-            if kind == _SPEC:
-                stack.pop()
-                pos = i + 1
-            else:
-                pos = i + 2 if line.startswith("}", i + 1) else i + 1
-        elif c == "\\":
-            if i == n - 1:
-                return "".join(code), False  # the string goes on on the next line
-            after = line[i + 1]
-            if after == "N" and not string[4] and line.startswith("{", i + 2):
-                end = line.find("}", i + 3)  # \N{NAME}: braces that open no field
-                pos = n if end < 0 else end + 1
-            else:
-                pos = i + 1 if after in "{}" else i + 2
-        elif line.startswith(q, i):
-            while stack.pop() is not string:  # a spec cut short by the quote: it still ends the string
-                pass
-            pos = i + len(q)
+            pos = _code_step(line, pos, stack, code)
         else:
-            pos = i + 1
+            kind = stack[-1][0]
+            if kind == _PLAIN:
+                pos = _string_step(line, pos, stack)
+            elif kind == _EXPR:
+                pos = _field_step(line, pos, stack)
+            else:
+                pos = _text_step(line, pos, stack)
+    return "".join(code), pos == _JOINED
+
+
+def _code_step(line: str, pos: int, stack: list[typing.Any], code: list[str]) -> int:
+    """Code, kept in ``code``, up to the next string (pushed), comment or backslash."""
+    m = _CODE_STOP.search(line, pos)
+    if m is None:
+        code.append(line[pos:])
+        return _END
+    i = m.start()
+    code.append(line[pos:i])
+    c = line[i]
+    if c == "#":
+        return _END
+    if c == "\\":
+        return _JOINED if i == len(line) - 1 else i + 1
+    return _open_string(line, i, stack)
+
+
+def _string_step(line: str, pos: int, stack: list[typing.Any]) -> int:
+    """The body of a plain string, to its closing quote or the end of the line."""
+    top: _Open = stack[-1]
+    m = top[2].match(line, pos)
+    assert m is not None  # a closer matches at least the end of the line
+    if m.group(1):
+        stack.pop()
+        return m.end()
+    if len(top[1]) == 1 and m.group(2) is None:
+        stack.pop()  # unterminated
+    return _END
+
+
+def _field_step(line: str, pos: int, stack: list[typing.Any]) -> int:
+    """An f-string's replacement field, to its next bracket, colon, string or comment."""
+    top = stack[-1]
+    m = _EXPR_STOP.search(line, pos)
+    if m is None:
+        return _END  # a field may span lines (Python 3.12)
+    i = m.start()
+    c = line[i]
+    if c in "([{":
+        top[1] += 1
+    elif c in ")]":
+        top[1] = max(0, top[1] - 1)
+    elif c == "}":
+        if top[1]:
+            top[1] -= 1
+        else:
+            stack.pop()
+    elif c == ":":
+        if not top[1]:
+            stack[-1] = (_SPEC, top[2])
+    elif c == "#":
+        return _END
+    elif c != "\\":
+        return _open_string(line, i, stack)
+    return i + 1
+
+
+def _text_step(line: str, pos: int, stack: list[typing.Any]) -> int:
+    """The text of an f-string, or the format spec of one of its fields, to the next brace,
+    backslash or quote."""
+    top = stack[-1]
+    kind = top[0]
+    string: _Open = top if kind == _FSTRING else top[1]
+    q = string[1]
+    m = string[3].search(line, pos)
+    if m is None:
+        if len(q) == 1:  # unterminated
+            while stack.pop() is not string:
+                pass
+        return _END
+    i = m.start()
+    c = line[i]
+    if c == "{":
+        if kind == _FSTRING and line.startswith("{", i + 1):
+            return i + 2
+        stack.append([_EXPR, 0, string])
+        return i + 1
+    if c == "}":
+        if kind == _SPEC:
+            stack.pop()
+            return i + 1
+        return i + 2 if line.startswith("}", i + 1) else i + 1
+    if c == "\\":
+        if i == len(line) - 1:
+            return _END  # the string goes on on the next line
+        after = line[i + 1]
+        if after == "N" and not string[4] and line.startswith("{", i + 2):
+            end = line.find("}", i + 3)  # \N{NAME}: braces that open no field
+            return len(line) if end < 0 else end + 1
+        return i + 1 if after in "{}" else i + 2
+    if line.startswith(q, i):
+        while stack.pop() is not string:  # a spec cut short by the quote: it still ends the string
+            pass
+        return i + len(q)
+    return i + 1
 
 
 @functools.lru_cache(maxsize=64)

@@ -187,17 +187,11 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
                     f"CONFLICT (rename/add): the patch renames {path} to {target}, which exists upstream")))
                 continue
             files[path] = None
-        mode = _mode(ours.mode, base.mode, theirs.mode)
-        if mode is None:
-            conflicts.append(Conflict(target, "mode", (
-                f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch"),
-                base=base, ours=ours, theirs=theirs))
-            continue
-        merged = _content(ws, target, ours, base, theirs, labels, style)
+        merged = _modified(ws, path, target, ours, base, theirs, labels, style)
         if isinstance(merged, Conflict):
             conflicts.append(merged)
         else:
-            files[target] = dataclasses.replace(merged, mode=mode)
+            files[target] = merged
     return PatchMerge(files=files, conflicts=tuple(conflicts), renamed=tuple(renamed), gone=tuple(gone))
 
 
@@ -211,6 +205,21 @@ def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File
     if isinstance(merged, Conflict):
         return dataclasses.replace(merged, kind="add/add", message=f"CONFLICT (add/add): Merge conflict in {path}")
     return merged
+
+
+def _modified(ws: Workspace, path: str, target: str, ours: File, base: File, theirs: File,
+              labels: tuple[str, str, str], style: str) -> File | Conflict:
+    """A file the patch modifies (at ``path`` upstream; ``target`` when the patch renames it),
+    merged with what upstream made of it: its mode, then its content."""
+    mode = _mode(ours.mode, base.mode, theirs.mode)
+    if mode is None:
+        return Conflict(target, "mode", (
+            f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch"),
+            base=base, ours=ours, theirs=theirs)
+    merged = _content(ws, target, ours, base, theirs, labels, style)
+    if isinstance(merged, Conflict):
+        return merged
+    return dataclasses.replace(merged, mode=mode)
 
 
 def _mode(ours: str, base: str, theirs: str) -> str | None:

@@ -14,7 +14,7 @@ from patchtool.paths import read_inside
 from patchtool.project import gpuresults
 from patchtool.project.fields import key_line
 from patchtool.project.manifest import MANIFEST_NAME, PLACEHOLDER, PatchEntry
-from patchtool.project.repository import PATCHES_DIR, Project, manifest_document
+from patchtool.project.repository import PATCHES_DIR, LoadedPatch, Project, manifest_document
 from patchtool.project.verification import GPU_CHECKS_DIR, Assumption
 from patchtool.registry import workflows as retread
 from patchtool.registry.entries import Finding
@@ -103,18 +103,8 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
     loaded, file_problems = project.try_series()
     problems += file_problems
     problems += project.orphans()
-    registry_entries = None
-    findings: list[Finding] = []
-    if project.manifest.registry:
-        try:
-            registry = retread.load(project)
-        except InvalidInput as exc:
-            problems += exc.as_problems()
-        else:
-            registry_entries = len(registry.entries)
-            problems += retread.override_problems(project, registry)
-            findings = retread.guard_series(registry, loaded)
-            problems += [retread.finding_problem(f) for f in findings if not f.override]
+    registry_entries, findings, registry_problems = _registry_guard(project, loaded)
+    problems += registry_problems
     problems += gpu_run_problems(root, project.manifest.patches)
     problems += gpuresults.load_all(root)[1]
     try:
@@ -152,6 +142,23 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
     return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
                        series=series, assumptions=tuple(assumptions), registry_entries=registry_entries,
                        retread=tuple(findings))
+
+
+def _registry_guard(project: Project,
+                    loaded: Sequence[LoadedPatch]) -> tuple[int | None, list[Finding], list[Problem]]:
+    """The series against the project's registry of rejected ideas: how many entries it has (None
+    without a registry, or with one that does not load), what the series re-introduces, and the
+    problems: the registry's own, overrides that name no entry, and findings not overridden."""
+    if not project.manifest.registry:
+        return None, [], []
+    try:
+        registry = retread.load(project)
+    except InvalidInput as exc:
+        return None, [], list(exc.as_problems())
+    problems = retread.override_problems(project, registry)
+    findings = retread.guard_series(registry, loaded)
+    problems += [retread.finding_problem(f) for f in findings if not f.override]
+    return len(registry.entries), findings, problems
 
 
 def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]:
