@@ -512,3 +512,20 @@ def test_predicted_conflicts_have_their_own_exit_code(releases: Demo) -> None:
         assert "bye" in res.stdout.split("predicted")[-1] and not res.stderr
     res = releases.run("scan", "--versions", "1.0..1.1", "--json")
     assert (res.returncode, json.loads(res.stdout)["status"]) == (5, "conflicts-predicted")
+
+
+def test_a_pruned_cache_recomputes_what_it_remembered(releases: Demo) -> None:
+    """The remembered chain and its changes name commits and blobs; once their refs are gone and
+    git prunes them, the next command computes them again instead of failing on a missing object."""
+    series(releases, "0001-extra", "0002-greet", "0003-sibling", "0004-bye", "0005-cap", "0006-util")
+    first = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert first.returncode == 5, first.stdout + first.stderr
+    cache = releases.cache / "upstream.git"
+    refs = git(cache, "for-each-ref", "--format=%(refname)", "refs/patchtool/").split()
+    assert any(r.startswith("refs/patchtool/chain/") for r in refs)
+    for ref in refs:
+        git(cache, "update-ref", "-d", ref)
+    git(cache, "gc", "--quiet", "--prune=now")
+    again = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert again.returncode == first.returncode, again.stdout + again.stderr
+    assert json.loads(again.stdout) == json.loads(first.stdout)

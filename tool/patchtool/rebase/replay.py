@@ -112,7 +112,7 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
     for lp in loaded:
         key.update(b"\0" + lp.path.read_bytes())
     ref = f"refs/patchtool/chain/{key.hexdigest()}"
-    known = memo.recall(repo.git_dir, "chains", key.hexdigest())
+    known = memo.recall(repo.git_dir, "chains", key.hexdigest(), names=list)
     if isinstance(known, list) and len(known) == len(loaded) + 1 and known[0] == base.commit:
         return tuple(known)
     tip = repo.resolve(ref)
@@ -139,13 +139,18 @@ def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.R
     if len(chain) < 2:
         return {}
     key = f"{chain[0]}-{chain[-1]}"
-    known = memo.recall(repo.git_dir, "changes", key)
+    known = memo.recall(repo.git_dir, "changes", key, names=_change_names)
     if isinstance(known, dict):
         return {c: tuple(git.RawChange(**f) for f in files) for c, files in known.items()}
     found = dict(repo.changes(chain[0], chain[-1]))
     memo.remember(repo.git_dir, "changes", key,
                   {c: [dataclasses.asdict(f) for f in files] for c, files in found.items()})
     return found
+
+
+def _change_names(known: dict[str, list[dict[str, str | None]]]) -> list[str]:
+    """The commits and blobs a remembered ``chain_changes`` answer names."""
+    return [*known, *(b for files in known.values() for f in files for b in (f["old_blob"], f["new_blob"]) if b)]
 
 
 def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
