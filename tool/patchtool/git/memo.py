@@ -7,8 +7,8 @@ written atomically; a missing or unreadable one is simply computed again.
 
 An answer that names objects (a chain's commits, the blobs of its changes) holds only while
 those objects exist: refs can be deleted and git can prune what they kept, so ``recall`` with
-``names`` checks each one in the object database (packs and loose objects, read in process by
-GitPython's ``gitdb``: no git process) and treats an answer naming a missing one as no answer.
+``names`` checks each one in the object database (``odb.objects_exist``: packs and loose objects,
+read in process, no git process) and treats an answer naming a missing one as no answer.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import atomic
+from patchtool.git.odb import objects_exist
 
 NULL_SHA = "0" * 40
 
@@ -48,25 +49,3 @@ def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:
     path = _path(git_dir, kind, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write(path, json.dumps(value, sort_keys=True))
-
-
-def objects_exist(git_dir: Path, shas: Iterable[str]) -> bool:
-    """Whether every object named (full hex SHA-1s) is in the repository at ``git_dir``, its
-    packs, loose objects or alternates; no git process is started."""
-    from gitdb.db import GitDB  # type: ignore[import-untyped]  # GitPython's object database
-    from gitdb.exc import InvalidDBRoot  # type: ignore[import-untyped]
-
-    wanted = list(shas)
-    if not wanted:
-        return True
-    try:
-        binary = [bytes.fromhex(s) for s in wanted]
-    except (TypeError, ValueError):
-        return False
-    if any(len(b) != 20 for b in binary):
-        return False
-    try:
-        db = GitDB(str(git_dir / "objects"))
-        return all(db.has_object(b) for b in binary)
-    except (InvalidDBRoot, OSError):
-        return False
