@@ -26,7 +26,6 @@ from patchtool.project.repository import LoadedPatch
 from patchtool.rebase import merge
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import PatchIds, already_upstream, hunks_upstream
-from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Base
 
 
@@ -121,6 +120,8 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
         if len(commits) == len(loaded):
             memo.remember(repo.git_dir, "chains", key.hexdigest(), [base.commit, *commits])
             return (base.commit, *commits)
+    from patchtool.series.apply import apply_series  # only when neither the memo nor the ref has the chain
+
     result = apply_series(repo, base.commit, loaded, commit=True)
     if not result.ok:
         failed = result.failed
@@ -169,8 +170,6 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
     changes = chain_changes(repo, chain)
-    paths = {p for i in range(start, len(loaded)) for c in changes.get(chain[i + 1], ())
-             for p in (c.old_path, c.new_path) if p}
     steps = list(done)
     writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
     left: dict[str, bytes | None] = {}
@@ -178,7 +177,9 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
               f"{old_base.pin.version} + series")
     patch_ids = PatchIds(repo, old_base, new_base, chain)
     with repo.reader() as reader:
-        ws = merge.Workspace(repo, reader, parent, paths, merge.Renames(repo, old_base.tree, new_base.tree))
+        # no path is looked up before a patch asks for it: a --continue that stops at the next
+        # conflict reads the trees along the files of the patches it reached, not of the whole rest
+        ws = merge.Workspace(repo, reader, parent, (), merge.Renames(repo, old_base.tree, new_base.tree))
         for i in progress.track(range(start, len(loaded)), f"replay onto {new_base.pin.name}", unit="patches",
                                 completed=start, note=lambda i: loaded[i].id):
             lp = loaded[i]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchtool import git, paths
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
-from patchtool.project import journal, statedir, tomlio
+from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
@@ -356,6 +356,8 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
                       merged: set[str]) -> tuple[str, dict[str, str]]:
     """The manifest with the fields the rebase owns changed, comments and everything else kept;
     and where each dropped patch's file goes."""
+    from patchtool.project import tomlio  # tomlkit: only the finishing command edits the manifest
+
     doc = manifest_document(root)
     doc["pin"] = new_pin
     gone: list[Any] = []
