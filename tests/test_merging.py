@@ -223,3 +223,15 @@ def test_a_remembered_answer_holds_only_while_its_objects_exist(tmp_path: Path) 
     for bad in (["not hex"], [base[:12]], [1], 7):  # not what was written: no answer either
         memo.remember(git_dir, "chains", "k", bad)
         assert memo.recall(git_dir, "chains", "k", names=list) is None
+
+
+def test_a_memo_that_cannot_be_written_is_only_not_remembered(tmp_path: Path) -> None:
+    """A cache patchtool cannot write to (here its memo directory is a file) costs a recomputation
+    next time; it never fails the command, reading commands such as status included."""
+    from patchtool.git import memo
+
+    git_dir = tmp_path / "repo.git"
+    git_dir.mkdir()
+    (git_dir / "patchtool").write_text("not a directory")
+    memo.remember(git_dir, "applies", "k", ["x"])
+    assert memo.recall(git_dir, "applies", "k") is None

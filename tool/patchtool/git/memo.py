@@ -46,6 +46,11 @@ def recall(git_dir: Path, kind: str, key: str, *, names: Callable[[Any], Iterabl
 
 
 def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:
+    """Keep ``value`` for the next command; a cache that cannot be written to (read-only, full) only
+    means it is computed again, so a reading command such as ``status`` never fails on it."""
     path = _path(git_dir, kind, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write(path, json.dumps(value, sort_keys=True))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write(path, json.dumps(value, sort_keys=True))
+    except OSError:
+        pass
