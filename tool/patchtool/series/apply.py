@@ -137,7 +137,8 @@ def applies(repo: git.Repo, base: str, patches: Sequence[LoadedPatch]) -> Series
     changes, so the answer does not either, and the next ``status`` asks git nothing."""
     key = hashlib.sha256(base.encode())
     for lp in patches:
-        key.update(b"\0".join((b"", lp.id.encode(), lp.entry.file.encode(), lp.path.read_bytes())))
+        key.update(b"\0".join((b"", lp.id.encode(), lp.entry.file.encode(),
+                               hashlib.sha256(lp.path.read_bytes()).hexdigest().encode())))
     known = memo.recall(repo.git_dir, "applies", key.hexdigest())
     try:
         if isinstance(known, list) and len(known) == len(patches):
