@@ -568,3 +568,20 @@ def test_widen_given_at_the_start_survives_a_conflict_stop(releases: Demo) -> No
     widened = json.loads(done.stdout)["data"]["widened"]
     assert [w["patch"] for w in widened] == ["greet", "bye"]
     assert manifest.read_text().count('applies_to = ">=1.0,<=1.1"') == 2
+
+
+def test_a_pruned_cache_recomputes_what_it_remembered(releases: Demo) -> None:
+    """The remembered chain and its changes name commits and blobs; once their refs are gone and
+    git prunes them, the next command computes them again instead of failing on a missing object."""
+    series(releases, "0001-extra", "0002-greet", "0003-sibling", "0004-bye", "0005-cap", "0006-util")
+    first = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert first.returncode == 5, first.stdout + first.stderr
+    cache = releases.cache / "upstream.git"
+    refs = git(cache, "for-each-ref", "--format=%(refname)", "refs/patchtool/").split()
+    assert any(r.startswith("refs/patchtool/chain/") for r in refs)
+    for ref in refs:
+        git(cache, "update-ref", "-d", ref)
+    git(cache, "gc", "--quiet", "--prune=now")
+    again = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert again.returncode == first.returncode, again.stdout + again.stderr
+    assert json.loads(again.stdout) == json.loads(first.stdout)

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from pathlib import Path
 
 
 def write(path: Path, data: bytes | str) -> None:
     """``data`` (text is written as UTF-8) at ``path``, all at once. The file gets the usual
     permissions (0666 less the umask), as a plain write would give it."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp")
     try:
         write_synced(tmp, data)
         os.replace(tmp, path)

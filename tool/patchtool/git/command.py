@@ -124,7 +124,12 @@ class Runner:
 
     def __init__(self, *, git_dir: Path | None = None, cwd: Path | None = None, user: bool = False) -> None:
         self._prefix = (f"--git-dir={git_dir}",) if git_dir is not None else ()
-        self._git = new_git(cwd, user=user)
+        self._cwd, self._user = cwd, user
+
+    @functools.cached_property
+    def _git(self) -> gitpython.Git:
+        """Made on the first command: a Runner that runs none imports no GitPython."""
+        return new_git(self._cwd, user=self._user)
 
     def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
             check: bool = True) -> Result:

@@ -4,30 +4,53 @@ Two trees, or a chain of commits, never change; what was computed about them (th
 between two pins, the commits and file changes of a series' chain) is kept as JSON under
 ``<git dir>/patchtool/<kind>/<key>.json`` so the next command asks git nothing. Each file is
 written atomically; a missing or unreadable one is simply computed again.
+
+An answer that names objects (a chain's commits, the blobs of its changes) holds only while
+those objects exist: refs can be deleted and git can prune what they kept, so ``recall`` with
+``names`` checks each one in the object database (``odb.objects_exist``: packs and loose objects,
+read in process, no git process) and treats an answer naming a missing one as no answer.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from patchtool import atomic
+from patchtool.git.odb import objects_exist
+
+NULL_SHA = "0" * 40
 
 
 def _path(git_dir: Path, kind: str, key: str) -> Path:
     return git_dir / "patchtool" / kind / f"{key}.json"
 
 
-def recall(git_dir: Path, kind: str, key: str) -> Any:
-    """What was remembered under ``kind``/``key``, or None."""
+def recall(git_dir: Path, kind: str, key: str, *, names: Callable[[Any], Iterable[str]] | None = None) -> Any:
+    """What was remembered under ``kind``/``key``, or None. With ``names`` (the objects the answer
+    names), None also when the answer cannot be read so or one of them is gone from the repository."""
     try:
-        return json.loads(_path(git_dir, kind, key).read_text(encoding="utf-8"))
+        value = json.loads(_path(git_dir, kind, key).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+    if value is not None and names is not None:
+        try:
+            shas = [s for s in names(value) if s != NULL_SHA]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None  # not the shape that was written: computed again
+        if not objects_exist(git_dir, shas):
+            return None
+    return value
 
 
 def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:
+    """Keep ``value`` for the next command; a cache that cannot be written to (read-only, full) only
+    means it is computed again, so a reading command such as ``status`` never fails on it."""
     path = _path(git_dir, kind, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write(path, json.dumps(value, sort_keys=True))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write(path, json.dumps(value, sort_keys=True))
+    except OSError:
+        pass

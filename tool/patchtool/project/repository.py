@@ -10,7 +10,7 @@ from typing import Any
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.paths import read_inside
-from patchtool.project import journal, statedir, tomlio
+from patchtool.project import journal, statedir
 from patchtool.project import manifest as manifest_mod
 from patchtool.project.manifest import Manifest, PatchEntry
 from patchtool.upstream.pins import Pin, load_pin
@@ -108,12 +108,16 @@ class Project:
 def manifest_document(root: Path) -> Any:
     """``patchset.toml`` as an editable tomlkit document (comments and layout kept); every write
     of it goes out through ``write_manifest`` (the one TOML writer)."""
+    from patchtool.project import tomlio  # tomlkit: only where the manifest is edited
+
     return tomlio.parse(read_inside(root, manifest_mod.MANIFEST_NAME).decode("utf-8"),
                         file=manifest_mod.MANIFEST_NAME)
 
 
 def manifest_text(doc: Any) -> str:
     """The manifest document as text, verified to parse back to what it says."""
+    from patchtool.project import tomlio
+
     return tomlio.dumps(doc, file=manifest_mod.MANIFEST_NAME)
 
 
@@ -130,5 +134,7 @@ def record_dropped(root: Path, doc: Any, table: Any, *, reason: str, dropped_at:
     table["file"] = dest
     table["reason"] = reason
     table["dropped_at"] = dropped_at
+    from patchtool.project import tomlio
+
     tomlio.append_table(doc, "dropped", table)
     return dest

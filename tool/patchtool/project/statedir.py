@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchtool import git
 from patchtool.errors import InvalidInput
 
 STATE_DIR = ".patchtool"
+REBASE_DIR = f"{STATE_DIR}/rebase"  # a stopped rebase's state (``rebase.state``)
 
 
 def ensure(root: Path) -> Path:
@@ -35,6 +35,8 @@ def refuse_tracked(root: Path) -> None:
     (a journal naming files to move or delete, a rebase state) is never acted on."""
     if not (root / STATE_DIR).exists():
         return
+    from patchtool import git
+
     tracked = git.Worktree(root).tracked(STATE_DIR)
     if tracked:  # None: not a git work tree, where nothing can have been committed
         raise InvalidInput(

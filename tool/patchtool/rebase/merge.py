@@ -63,6 +63,7 @@ class Workspace:
         self._looked_up = set(paths)
         found = repo.entries(start, list(self._looked_up))
         self._start_files = {p: File(mode, sha) for p, (mode, sha) in found.items()}
+        self._tree: str | None = None  # start's tree, read on the first lookup
         self._changed: dict[str, File | None] = {}
         self._renames = renames
 
@@ -71,8 +72,11 @@ class Workspace:
             return self._changed[path]
         if path not in self._looked_up:
             self._looked_up.add(path)
-            for p, (mode, sha) in self.repo.entries(self.start, [path]).items():
-                self._start_files[p] = File(mode, sha)
+            if self._tree is None:
+                self._tree = self.repo.tree_of(self.start)
+            found = self.reader.entry(self._tree, path)
+            if found is not None:
+                self._start_files[path] = File(*found)
         return self._start_files.get(path)
 
     def data(self, file: File) -> bytes:

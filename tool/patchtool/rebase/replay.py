@@ -26,7 +26,6 @@ from patchtool.project.repository import LoadedPatch
 from patchtool.rebase import merge
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import PatchIds, already_upstream, hunks_upstream
-from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Base
 
 
@@ -113,7 +112,7 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
     for lp in loaded:
         key.update(b"\0" + lp.path.read_bytes())
     ref = f"refs/patchtool/chain/{key.hexdigest()}"
-    known = memo.recall(repo.git_dir, "chains", key.hexdigest())
+    known = memo.recall(repo.git_dir, "chains", key.hexdigest(), names=list)
     if isinstance(known, list) and len(known) == len(loaded) + 1 and known[0] == base.commit:
         return tuple(known)
     tip = repo.resolve(ref)
@@ -122,6 +121,8 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
         if len(commits) == len(loaded):
             memo.remember(repo.git_dir, "chains", key.hexdigest(), [base.commit, *commits])
             return (base.commit, *commits)
+    from patchtool.series.apply import apply_series  # only when neither the memo nor the ref has the chain
+
     result = apply_series(repo, base.commit, loaded, commit=True)
     if not result.ok:
         failed = result.failed
@@ -140,13 +141,18 @@ def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.R
     if len(chain) < 2:
         return {}
     key = f"{chain[0]}-{chain[-1]}"
-    known = memo.recall(repo.git_dir, "changes", key)
+    known = memo.recall(repo.git_dir, "changes", key, names=_change_names)
     if isinstance(known, dict):
         return {c: tuple(git.RawChange(**f) for f in files) for c, files in known.items()}
     found = dict(repo.changes(chain[0], chain[-1]))
     memo.remember(repo.git_dir, "changes", key,
                   {c: [dataclasses.asdict(f) for f in files] for c, files in found.items()})
     return found
+
+
+def _change_names(known: dict[str, list[dict[str, str | None]]]) -> list[str]:
+    """The commits and blobs a remembered ``chain_changes`` answer names."""
+    return [*known, *(b for files in known.values() for f in files for b in (f["old_blob"], f["new_blob"]) if b)]
 
 
 def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
@@ -166,8 +172,6 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     chain = chain or old_chain(repo, old_base, loaded)
     parent = new_parent or new_base.commit
     changes = chain_changes(repo, chain)
-    paths = {p for i in range(start, len(loaded)) for c in changes.get(chain[i + 1], ())
-             for p in (c.old_path, c.new_path) if p}
     steps = list(done)
     writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
     left: dict[str, bytes | None] = {}
@@ -176,7 +180,9 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
               f"{old_base.pin.version} + series")
     patch_ids = PatchIds(repo, old_base, new_base, chain)
     with repo.reader() as reader:
-        ws = merge.Workspace(repo, reader, parent, paths, merge.Renames(repo, old_base.tree, new_base.tree))
+        # no path is looked up before a patch asks for it: a --continue that stops at the next
+        # conflict reads the trees along the files of the patches it reached, not of the whole rest
+        ws = merge.Workspace(repo, reader, parent, (), merge.Renames(repo, old_base.tree, new_base.tree))
         for i in progress.track(range(start, len(loaded)), f"replay onto {new_base.pin.name}", unit="patches",
                                 completed=start, note=lambda i: loaded[i].id):
             lp = loaded[i]

@@ -20,7 +20,7 @@ from patchtool.project import statedir
 from patchtool.rebase.replay import PatchOutcome, Step
 from patchtool.rebase.textapply import MovedHunk
 
-STATE_DIR = ".patchtool/rebase"
+STATE_DIR = statedir.REBASE_DIR
 STATE_FILE = f"{STATE_DIR}/state.json"
 SCHEMA = 1
 

@@ -23,7 +23,7 @@ from packaging.specifiers import SpecifierSet
 
 from patchtool import git, paths
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
-from patchtool.project import journal, statedir, tomlio
+from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
@@ -429,6 +429,8 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
                       merged: set[str], widened: dict[str, str]) -> tuple[str, dict[str, str]]:
     """The manifest with the fields the rebase owns changed (and, with --widen, ``applies_to``),
     comments and everything else kept; and where each dropped patch's file goes."""
+    from patchtool.project import tomlio  # tomlkit: only the finishing command edits the manifest
+
     doc = manifest_document(root)
     doc["pin"] = new_pin
     for table in doc.get("patch", []):

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 from patchtool.errors import Problem
 from patchtool.paths import read_inside
+from patchtool.project import statedir
 from patchtool.project.gpuresults import Evidence, evidence_for, load_all
 from patchtool.project.repository import Project
 from patchtool.project.verification import GpuCheck
-from patchtool.series.apply import SeriesResult, apply_series
+from patchtool.series.apply import SeriesResult, applies
 from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
-    series = apply_series(cache.repo, base.commit, loaded, commit=False)
+    series = applies(cache.repo, base.commit, loaded)
     runs, run_problems = load_all(project.root)
     rows = []
     for lp, result in zip(loaded, series.results, strict=True):
@@ -80,8 +81,8 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
 
 
 def _rebase_in_progress(project: Project) -> InProgress | None:
-    from patchtool.rebase.state import STATE_DIR, in_progress
-
-    if not (project.root / STATE_DIR).exists():  # the rebase modules only when there is one
+    if not (project.root / statedir.REBASE_DIR).exists():  # the rebase modules only when there is one
         return None
+    from patchtool.rebase.state import in_progress
+
     return in_progress(project.root)

@@ -21,7 +21,7 @@ from patchtool import git, progress
 from patchtool.errors import GitError, UpstreamError
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
-from patchtool.upstream.pins import PINS_DIR, Artifact, Pin, pin_to_toml
+from patchtool.upstream.pins import PINS_DIR, Artifact, Pin
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,7 +43,7 @@ class Cache:
         self.fetcher = fetcher or Fetcher()
         self.index = PackageIndex(self.fetcher, override=index_url)
         self.repo = git.Repo(root / "upstream.git")
-        self._ensured: dict[str, Base] = {}  # pin (as its file's text) -> base, for this process
+        self._ensured: dict[str, Base] = {}  # pin (its repr: every field) -> base, for this process
         self._tags: dict[str, tuple[str, str, str]] = {}
 
     @contextlib.contextmanager
@@ -59,7 +59,7 @@ class Cache:
     def ensure(self, pin: Pin) -> Base:
         """The pin's upstream in the cache (imported or fetched when missing), verified; the answer
         is remembered for the life of this Cache, which is one command."""
-        key = pin_to_toml(pin)
+        key = repr(pin)  # not pin_to_toml: that is the TOML writer (tomlkit), too dear for a key
         if key not in self._ensured:
             self._ensured[key] = self._ensure(pin)
         return self._ensured[key]

@@ -9,7 +9,7 @@ once, and hands its value to ``PackageIndex``.
 from __future__ import annotations
 
 import dataclasses
-import html.parser
+import functools
 import json
 import os
 import time
@@ -160,37 +160,44 @@ class Fetcher:
             time.sleep(self.backoff * (2 ** attempt))
 
 
-class _Anchors(html.parser.HTMLParser):
-    """The files of a PEP 503 project page: each anchor's text, link and fragment hash."""
+@functools.cache
+def _anchors() -> type[Any]:
+    """The PEP 503 page parser (``html.parser`` is imported only when a page is HTML)."""
+    import html.parser
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: list[dict[str, Any]] = []
-        self._open: dict[str, Any] | None = None
+    class _Anchors(html.parser.HTMLParser):
+        """The files of a PEP 503 project page: each anchor's text, link and fragment hash."""
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag != "a":
-            return
-        found = dict(attrs)
-        url, _, fragment = (found.get("href") or "").partition("#")
-        name, _, value = fragment.partition("=")
-        self._open = {"filename": "", "url": url, "hashes": {name: value} if name and value else {}}
-        if "data-yanked" in found:
-            self._open["yanked"] = found["data-yanked"] or True
+        def __init__(self) -> None:
+            super().__init__()
+            self.files: list[dict[str, Any]] = []
+            self._open: dict[str, Any] | None = None
 
-    def handle_data(self, data: str) -> None:
-        if self._open is not None:
-            self._open["filename"] += data
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag != "a":
+                return
+            found = dict(attrs)
+            url, _, fragment = (found.get("href") or "").partition("#")
+            name, _, value = fragment.partition("=")
+            self._open = {"filename": "", "url": url, "hashes": {name: value} if name and value else {}}
+            if "data-yanked" in found:
+                self._open["yanked"] = found["data-yanked"] or True
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._open is not None:
-            self._open["filename"] = self._open["filename"].strip()
-            self.files.append(self._open)
-            self._open = None
+        def handle_data(self, data: str) -> None:
+            if self._open is not None:
+                self._open["filename"] += data
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "a" and self._open is not None:
+                self._open["filename"] = self._open["filename"].strip()
+                self.files.append(self._open)
+                self._open = None
+
+    return _Anchors
 
 
 def _html_page(text: str) -> dict[str, Any]:
-    parser = _Anchors()
+    parser = _anchors()()
     parser.feed(text)
     parser.close()
     return {"meta": {"api-version": "1.0"}, "files": parser.files}
