@@ -23,7 +23,7 @@ def pin_add(
                                                 "instead of a release file on the index.")] = None,
     tag: Annotated[str | None, typer.Option(metavar="TAG", help="The tag to pin (with --git).")] = None,
 ) -> Shown:
-    """Write upstream-pins/<upstream>-<version>.toml: the release file's name, sha256, size and prefix as the
+    """Write upstream-pins/UPSTREAM-VERSION.toml: the release file's name, sha256, size and prefix as the
     index lists them (like the active pin's), or with --git URL --tag T the tag's commit."""
     from patchtool.project.repository import Project
     from patchtool.upstream import pinset
