@@ -116,3 +116,27 @@ def test_a_file_upstream_deleted_is_deleted_by_us(releases: Demo) -> None:
     assert f"DU {util}" in git(worktree, "status", "--porcelain").splitlines()
     stages = [line.split()[2] for line in git(worktree, "ls-files", "-u", "--", util).splitlines()]
     assert stages == ["1", "3"] and "return 2" in (worktree / util).read_text()
+
+
+def test_the_next_stop_gets_a_worktree_as_fresh_as_the_first(releases: Demo) -> None:
+    """The stops share one worktree: what the last stop left there (a stray file, a backup, its
+    conflict in the index) is gone, and only the next patch's files are checked out."""
+    series(releases, "0002-greet", "0004-bye", "0006-util")
+    res = releases.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr
+    worktree = Path(json.loads(res.stdout)["data"]["worktree"])
+    (worktree / "stray.txt").write_text("left by hand\n")
+    (worktree / f"{CORE}.orig").write_text("a merge tool's backup\n")
+    res = releases.run("rebase", "--skip", "--reason", "later", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr
+    data = json.loads(res.stdout)["data"]
+    assert Path(data["worktree"]) == worktree
+    util = "python/demo/util.py"
+    assert git(worktree, "status", "--porcelain", "--untracked-files=all").splitlines() == [f"DU {util}"]
+    assert sorted(p.name for p in worktree.iterdir()) == [".git", "python"]
+    assert not (worktree / CORE).exists() and "return 2" in (worktree / util).read_text()
+    res = releases.run("rebase", "--skip", "--reason", "gone upstream")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not worktree.exists()
+    cache_repo = str(releases.cache / "upstream.git")
+    assert str(worktree) not in git(releases.cache, "--git-dir", cache_repo, "worktree", "list")

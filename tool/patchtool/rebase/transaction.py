@@ -167,14 +167,14 @@ def _through(result: Replay) -> tuple[Step, ...]:
 
 
 def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
-             loaded: list[LoadedPatch]) -> RebaseReport:
+             loaded: list[LoadedPatch], *, resumed: bool = False) -> RebaseReport:
     root = project.root
     old_pin = project.pin(state.old_pin)
     new_pin = _new_pin(state)
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
     stopped = result.stopped
     if stopped is not None:
-        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result)
+        worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip))
         report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
                          status="conflict", worktree=str(worktree))
@@ -185,6 +185,8 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
                  "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
                  "tree), then `patchtool rebase --continue`; "
                  "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
+    if resumed:  # the last stop's worktree, kept for the next stop
+        cache.repo.worktree_remove(root / STATE_DIR / "worktree")
     # the two slow git commands of the end run while drift, checks and the report are computed
     committed = [s for s in result.steps if s.commit]
     exported = cache.repo.format_patches(new_base.commit, result.tip) if committed else None
@@ -245,11 +247,10 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, wi
         steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.MERGED, commit=commit,
                                         detail=f"resolved by hand after: {current.detail}")
         parent = commit
-    repo.worktree_remove(worktree)
     result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False,
                     ref=replay_ref(root), style=git.conflict_style(root))
     state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
-    return _advance(project, cache, state, result, loaded)
+    return _advance(project, cache, state, result, loaded, resumed=True)
 
 
 def abort(project: Project, cache: Cache) -> None:
@@ -265,19 +266,18 @@ def abort(project: Project, cache: Cache) -> None:
 
 # -- conflicts -------------------------------------------------------------------------------
 
-def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, result: Replay) -> Path:
+def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, result: Replay, *,
+                       reuse: bool) -> Path:
     """A sparse worktree at the last good commit holding just the files the patch changes, as the
     merge left them in memory (``result.left``: conflict markers and all), each conflict recorded
-    in its index as git records one; a checkout of the whole tree would cost seconds per stop."""
+    in its index as git records one; a checkout of the whole tree would cost seconds per stop.
+    With ``reuse`` (a later stop) the previous stop's worktree is emptied and reset rather than
+    removed and added again."""
     left = result.left
     path = root / STATE_DIR / "worktree"
-    if path.exists():
-        repo.worktree_remove(path)
-        shutil.rmtree(path, ignore_errors=True)
-    if not repo.worktree_add(path, parent, checkout=False, check=False):
-        repo.forget_missing_worktrees()  # a worktree of an earlier run, deleted by hand
-        repo.worktree_add(path, parent, checkout=False)
-    git.Worktree(path).sparse_checkout(sorted(set(step.conflicted) | set(step.files) | set(left)))
+    files = sorted(set(step.conflicted) | set(step.files) | set(left))
+    if not (reuse and path.exists() and git.Worktree(path).reuse_sparse(parent, files)):
+        _fresh_worktree(repo, path, parent, files)
     for rel, data in left.items():
         dest = path / rel
         if data is None:
@@ -289,6 +289,16 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, resu
     tree.record_unmerged({c.path: _stages(tree, c) for c in result.unmerged
                           if c.base is not None or c.ours is not None or c.theirs is not None})
     return path
+
+
+def _fresh_worktree(repo: git.Repo, path: Path, parent: str, files: list[str]) -> None:
+    if path.exists():
+        repo.worktree_remove(path)
+        shutil.rmtree(path, ignore_errors=True)
+    if not repo.worktree_add(path, parent, checkout=False, check=False):
+        repo.forget_missing_worktrees()  # a worktree of an earlier run, deleted by hand
+        repo.worktree_add(path, parent, checkout=False)
+    git.Worktree(path).sparse_checkout(files)
 
 
 def _stages(tree: git.Worktree, conflict: merge.Conflict) -> list[tuple[int, str, str]]:
