@@ -585,3 +585,26 @@ def test_a_pruned_cache_recomputes_what_it_remembered(releases: Demo) -> None:
     again = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
     assert again.returncode == first.returncode, again.stdout + again.stderr
     assert json.loads(again.stdout) == json.loads(first.stdout)
+
+
+def test_scan_gives_each_version_what_a_dry_run_would_report(releases: Demo) -> None:
+    """The scan page's cell detail: drift under applied patches and failed assumptions, per version."""
+    releases.commit_patch("0001-empty.patch", edit("python/demo/core.py", "    return True", "    return cap >= 0"),
+                          "core: limit")
+    releases.write_manifest(releases.entry("limit", "0001-empty.patch") + textwrap.dedent(r'''
+        [[patch.assumptions]]
+        id = "cap-check"
+        file = "python/demo/core.py"
+        regex = 'len\(queue\) > cap'
+        why = "the limit is strict"
+        '''))
+    res = releases.run("scan", "--versions", "1.0..1.1", "--json")
+    data = json.loads(res.stdout)["data"]
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert data["drift"] == {"1.0": [], "1.1": [{"patch": "limit", "path": "python/demo/core.py", "scope": "limit",
+                                                 "change": "changed",
+                                                 "detail": "limit changed upstream (+0 lines)"}]}
+    assert data["failed_assumptions"]["1.0"] == []
+    assert [(a["patch"], a["id"], a["ok"]) for a in data["failed_assumptions"]["1.1"]] == [
+        ("limit", "cap-check", False)]
+    assert data["revisit"] == {}  # no registry

@@ -27,6 +27,11 @@ class ScanReport:
     matrix: dict[str, dict[str, str]]  # patch id -> version -> outcome
     details: dict[str, dict[str, str]]
     shifted: dict[str, dict[str, list[dict[str, object]]]]  # patch id -> version -> each moved hunk
+    # version -> what a dry-run rebase to it would report: drift under applied patches, the
+    # assumption checks that fail there, and every revisit condition of the registry (holds or not)
+    drift: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    failed_assumptions: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    revisit: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
     @property
     def predicted_conflicts(self) -> dict[str, tuple[str, ...]]:
@@ -37,7 +42,8 @@ class ScanReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"pin": self.pin, "versions": list(self.versions), "patches": list(self.patches),
-                "matrix": self.matrix, "details": self.details, "shifted": self.shifted}
+                "matrix": self.matrix, "details": self.details, "shifted": self.shifted, "drift": self.drift,
+                "failed_assumptions": self.failed_assumptions, "revisit": self.revisit}
 
 
 def parse_versions(spec: str, available: list[Version]) -> list[Version]:
@@ -111,7 +117,7 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     bases = [cache.ensure(pin if v == pin.version else pin_for_version(pin, v, cache=cache)) for v in versions]
 
     def one(base: Base) -> Replay:
-        return replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=False,
+        return replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=True,
                       commits=False)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
@@ -124,6 +130,26 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
                 details[step.id][str(version)] = step.detail or ", ".join(step.conflicted)
             if step.shifted:
                 shifted[step.id][str(version)] = [m.to_dict() for m in step.shifted]
+    found = {str(v): _at(project, cache, base, v, result) for v, base, result in zip(versions, bases, results,
+                                                                                    strict=True)}
     return ScanReport(pin=pin.name, versions=tuple(str(v) for v in versions),
                       patches=tuple(lp.id for lp in loaded), matrix=matrix, details=details,
-                      shifted={pid: row for pid, row in shifted.items() if row})
+                      shifted={pid: row for pid, row in shifted.items() if row},
+                      drift={v: f[0] for v, f in found.items()}, failed_assumptions={v: f[1] for v, f in found.items()},
+                      revisit={v: f[2] for v, f in found.items()} if project.manifest.registry else {})
+
+
+def _at(project: Project, cache: Cache, base: Base, version: Version,
+        result: Replay) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """At one version: the drift under the patches that applied, the failed assumption checks, and
+    the registry's revisit conditions, as a dry-run rebase to that version reports them."""
+    from patchtool.registry import entries as reg
+    from patchtool.registry.workflows import revisit_at
+    from patchtool.series.checks import check_assumptions
+
+    failed = [a.to_dict() for a in check_assumptions(cache.repo, base.tree, project.manifest.patches) if not a.ok]
+    revisit: list[dict[str, Any]] = []
+    if project.manifest.registry:
+        registry = reg.load(project.root, project.manifest.registry)
+        revisit = [r.to_dict() for r in revisit_at(registry, cache.repo, base.tree, version)]
+    return [d.to_dict() for d in result.drift], failed, revisit

@@ -350,10 +350,9 @@ def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base
     assumptions = check_assumptions(repo, new_base.tree, project.manifest.patches)
     revisit: list[reg.RevisitResult] = []
     if project.manifest.registry:
-        registry = reg.load(project.root, project.manifest.registry)
-        files = repo.cat_files(new_base.tree, reg.revisit_paths(registry))
-        fields = repo.cat_files(new_base.tree, repo.ls_files(new_base.tree, ARG_FIELDS_DIR))
-        revisit = reg.evaluate_all(registry, version=new_pin.version, files=files, field_files=fields)
+        from patchtool.registry.workflows import revisit_at
+
+        revisit = revisit_at(reg.load(project.root, project.manifest.registry), repo, new_base.tree, new_pin.version)
     drop = _drop_due(repo, new_pin, new_base, project.manifest.patches, result.steps)
     widenings = _widenings(project, new_pin, result.steps)
     follow_up = [f"widen applies_to of {w.patch} ('{w.old}') once verified on {new_pin.version}"

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.project import journal, tomlio
@@ -18,6 +18,11 @@ from patchtool.project.repository import LoadedPatch, Project
 from patchtool.registry import deploy
 from patchtool.registry import entries as reg
 from patchtool.upstream.cache import Cache
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from patchtool import git
 
 
 def load(project: Project) -> reg.Registry:
@@ -87,11 +92,15 @@ class RevisitReport:
 def revisit(project: Project, registry: reg.Registry, cache: Cache, pin_name: str | None) -> RevisitReport:
     pin = project.pin(pin_name)
     base = cache.ensure(pin)
-    files = cache.repo.cat_files(base.tree, reg.revisit_paths(registry))
-    field_paths = cache.repo.ls_files(base.tree, ARG_FIELDS_DIR)
-    field_files = cache.repo.cat_files(base.tree, field_paths)
-    results = reg.evaluate_all(registry, version=pin.version, files=files, field_files=field_files)
+    results = revisit_at(registry, cache.repo, base.tree, pin.version)
     return RevisitReport(pin=pin.name, version=str(pin.version), results=tuple(results))
+
+
+def revisit_at(registry: reg.Registry, repo: git.Repo, tree: str, version: Version) -> list[reg.RevisitResult]:
+    """Every revisit condition of ``registry`` evaluated against the upstream ``tree`` of ``version``."""
+    files = repo.cat_files(tree, reg.revisit_paths(registry))
+    field_files = repo.cat_files(tree, repo.ls_files(tree, ARG_FIELDS_DIR))
+    return reg.evaluate_all(registry, version=version, files=files, field_files=field_files)
 
 
 TEMPLATE = '''# A rejected idea for the do-not-retread registry. Fill in every value; lines starting
