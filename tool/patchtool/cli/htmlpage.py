@@ -285,10 +285,16 @@ def _revisit_detail(j: int, version: str, results: Sequence[Mapping[str, Any]] |
 
 
 def _missing_note(scan: _Scan) -> Markup | None:
-    missing = [what for key, what in (("drift", "drift"), ("failed_assumptions", "assumption checks"),
-                                      ("revisit", "registry revisits")) if not scan.extras[key]]
-    return el("p", "This scan's data has no ", " or ".join(missing), " per version; a dry-run rebase to one "
-              "version reports them.", class_="muted") if missing else None
+    """What the data lacks: a scan made before scans computed drift and assumptions, or a
+    project without a do-not-retread registry (no revisits to show)."""
+    missing = [what for key, what in (("drift", "drift"), ("failed_assumptions", "assumption checks"))
+               if not scan.extras[key]]
+    notes = [el("p", "This scan's data has no ", " or ".join(missing), " per version; a dry-run rebase to one "
+                "version reports them.", class_="muted") if missing else None]
+    if not scan.extras["revisit"]:
+        notes.append(el("p", "No registry revisits: this project has no do-not-retread registry "
+                         "(`registry` in patchset.toml).", class_="muted"))
+    return cat(*notes)
 
 
 # -- the rebase report -------------------------------------------------------------------------
