@@ -188,6 +188,20 @@ def test_reader_reads_past_missing_paths_with_spaces(tmp_path: Path) -> None:
     assert repo.cat_files(base, ["gone 1 2.py", "c.py"]) == {"gone 1 2.py": None, "c.py": b"c\n"}
 
 
+def test_listed_paths_are_git_s_own_spelling_not_its_quoted_one(tmp_path: Path) -> None:
+    """A path git would print quoted (a tab, a non-ASCII name) comes back as it is in the tree, the
+    same from the listing under a prefix as from the whole tree's."""
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    names = ["args/tab\there.py", "args/caf\u00e9.py", "args/plain.py", "other.py"]
+    base = commit(work, {n: "x\n" for n in names}, "base")
+    repo = gitmod.Repo(work / ".git")
+    tree = repo.tree_of(base)
+    assert sorted(repo.ls_files(tree, "args")) == sorted(names[:3])
+    assert sorted(repo.tree_paths(tree)) == sorted(names)
+
+
 def test_git_ignores_the_callers_git_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from a git hook, patchtool inherits GIT_DIR, GIT_INDEX_FILE, GIT_WORK_TREE ...: its git
     commands and its object reader still use the repository and index they name themselves."""

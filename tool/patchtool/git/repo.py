@@ -236,12 +236,15 @@ class Repo:
 
     def ls_files(self, tree: str, prefix: str) -> list[str]:
         """Paths of the blobs under ``prefix`` in ``tree``."""
-        out = self.out("ls-tree", "-r", "--name-only", tree, "--", prefix)
-        return [p for p in out.splitlines() if p]
+        return self._names("ls-tree", "-r", "-z", "--name-only", tree, "--", prefix)
 
     def tree_paths(self, tree: str) -> list[str]:
         """Every blob path in ``tree``."""
-        out = self._runner.run("ls-tree", "-r", "-z", "--name-only", tree).stdout
+        return self._names("ls-tree", "-r", "-z", "--name-only", tree)
+
+    def _names(self, *args: str) -> list[str]:
+        """The NUL-separated paths a ``-z`` listing prints, unquoted, each as git spells it."""
+        out = self._runner.run(*args).stdout
         return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
     def entries(self, treeish: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
