@@ -70,7 +70,7 @@ def ref(git_dir: Path, name: str) -> str | None:
 
 def _packed(git_dir: Path, name: str) -> str | None:
     try:
-        lines = (git_dir / "packed-refs").read_bytes().decode("utf-8").splitlines()
+        lines = (git_dir / "packed-refs").read_bytes().decode("utf-8").split("\n")
     except (OSError, UnicodeDecodeError):
         return None
     for line in lines:

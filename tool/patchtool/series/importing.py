@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import git
+from patchtool.diff.model import lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
 from patchtool.paths import read_inside
@@ -139,7 +140,7 @@ def dep3_fields(header: str) -> dict[str, str]:
     continuation lines (a leading space; a line of " ." is an empty line) joined by newlines."""
     fields: dict[str, str] = {}
     current: str | None = None
-    for line in header.splitlines():
+    for line in lines_of(header, keepends=False):
         hm = _DEP3.match(line)
         if hm:
             name = hm.group(1).lower()
@@ -165,7 +166,7 @@ def _quilt_dir(path: Path) -> Path:
 
 def _read_quilt(directory: Path, who: Authorship) -> list[Incoming]:
     out = []
-    for line in (directory / "series").read_text(encoding="utf-8").splitlines():
+    for line in lines_of((directory / "series").read_text(encoding="utf-8"), keepends=False):
         name = line.split("#", 1)[0].strip().split()
         if not name:
             continue
