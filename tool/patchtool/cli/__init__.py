@@ -4,6 +4,14 @@ from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # this process's own command line: a stopped rebase's warm process may run it
+        import sys
+
+        from patchtool.cli import warm
+
+        code = warm.run(sys.argv[1:])
+        if code is not None:
+            return code
     from patchtool.cli.app import main as run
 
     return run(argv)
