@@ -59,11 +59,10 @@ class Worktree:
         self._runner.run("sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files))
         return True
 
-    def stage_all(self, leave_out: Sequence[str] = ()) -> list[str]:
-        """``git add -A`` but for the paths ``leave_out``; the paths that then differ from HEAD."""
+    def stage_all(self, leave_out: Sequence[str] = ()) -> None:
+        """``git add -A`` but for the paths ``leave_out``."""
         excluded = [f":(exclude,literal){p}" for p in leave_out]
         self._runner.run("add", "-A", *(["--", ".", *excluded] if excluded else []))
-        return self._runner.out("diff", "--cached", "--name-only", "HEAD").split()
 
     def write_tree(self) -> str:
         return self._runner.out("write-tree")

@@ -30,14 +30,19 @@ def ensure(root: Path) -> Path:
     return path
 
 
+_UNTRACKED: set[Path] = set()  # the roots this command already found clean: one git process, not one a caller
+
+
 def refuse_tracked(root: Path) -> None:
     """InvalidInput when git tracks anything under ``.patchtool/``: state that arrived with a clone
     (a journal naming files to move or delete, a rebase state) is never acted on."""
-    if not (root / STATE_DIR).exists():
+    if not (root / STATE_DIR).exists() or root in _UNTRACKED:
         return
     from patchtool import git
 
     tracked = git.Worktree(root).tracked(STATE_DIR)
+    if not tracked:
+        _UNTRACKED.add(root)
     if tracked:  # None: not a git work tree, where nothing can have been committed
         raise InvalidInput(
             f"{STATE_DIR}/ is patchtool's private state, but git tracks {', '.join(tracked[:3])}"
