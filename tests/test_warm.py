@@ -295,3 +295,19 @@ def test_a_stopped_rebase_leaves_one_and_the_next_command_uses_it(releases: Demo
     assert res.returncode == 0, res.stdout + res.stderr
     assert envelope(res.stdout)["data"]["status"] == "done"
     wait_for(lambda: not servers(releases.root), "the warm process to end")
+
+
+def test_the_warm_imports_cover_a_rebase_to_its_end(releases: Demo) -> None:
+    """What the process imports before it forks is all a `--continue` that finishes the rebase
+    imports (of patchtool and the libraries it stands on): a fork pays for no import."""
+    worktree = stop(releases)
+    resolve(worktree)
+    script = ("import json, sys; from patchtool.cli import warm; warm._warm_up(); before = set(sys.modules); "
+              "from patchtool.cli.app import main; code = main(sys.argv[1:]); "
+              "print(json.dumps([code, sorted(set(sys.modules) - before)]))")
+    res = subprocess.run([sys.executable, "-c", script, "rebase", "--continue", "--json", "--root", str(releases.root),
+                          "--cache-dir", str(releases.cache)], capture_output=True, text=True, check=False)
+    code, imported = json.loads(res.stdout.strip().splitlines()[-1])
+    assert code == 0, res.stdout + res.stderr
+    heavy = ("patchtool", "typer", "click", "rich", "git", "gitdb", "tomlkit", "unidiff", "packaging")
+    assert [m for m in imported if m.split(".")[0] in heavy] == []

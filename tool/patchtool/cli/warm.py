@@ -54,10 +54,10 @@ _WITH_VALUE = frozenset({"--root", "--cache-dir"})
 _FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT)
 _LENGTH = struct.Struct("!I")
 _MAX_FRAME = 1 << 24
-# what a rebase command imports (tests/test_warm.py checks that a warm fork imports nothing more)
+# what a rebase command imports (tests/test_warm.py checks that a fork that finishes one imports nothing more)
 MODULES = ("patchtool.cli.app", "patchtool.cli.core", "patchtool.cli.render", "patchtool.rebase.transaction",
            "patchtool.series.checks", "patchtool.registry.workflows", "patchtool.project.widening",
-           "patchtool.project.tomlio", "tomlkit")
+           "patchtool.project.tomlio", "patchtool.project.lock", "tomlkit")
 
 _serving = False  # True in a fork that runs a command: it never starts another process
 
@@ -243,8 +243,10 @@ def _warm_up() -> None:
 
     for name in MODULES:
         importlib.import_module(name)
+    from patchtool.cli.app import build
     from patchtool.git.command import _load
 
+    build().lazy["rebase"]()  # the command as typer makes it, with whatever typer imports for that
     _load()
 
 
