@@ -7,11 +7,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # this process's own command line: a stopped rebase's warm process may run it
         import sys
 
-        from patchtool.cli import warm
+        if "rebase" in sys.argv[1:]:  # any other command does not even import the module
+            from patchtool.cli import warm
 
-        code = warm.run(sys.argv[1:])
-        if code is not None:
-            return code
+            code = warm.run(sys.argv[1:])
+            if code is not None:
+                return code
     from patchtool.cli.app import main as run
 
     return run(argv)
