@@ -223,7 +223,8 @@ def test_git_ignores_the_callers_git_variables(tmp_path: Path, monkeypatch: pyte
     tree = gitmod.Worktree(work)
     assert tree.head() == base and tree.status() == ""
     (work / "b.py").write_text("b = 2\n")
-    assert tree.stage_all() == ["b.py"]
+    tree.stage_all()
+    assert tree.status().splitlines() == ["A  b.py"]  # staged in work's own index, not the hook's
     assert not (tmp_path / "hook-index").exists()
 
 

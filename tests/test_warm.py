@@ -168,9 +168,9 @@ def test_a_malformed_frame_is_refused() -> None:
 def test_another_user_is_not_talked_to(monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = socket.socketpair()
     with a, b:
-        assert warm._same_user(a)
+        assert warm._same_process(a)
         monkeypatch.setattr(os, "getuid", lambda: 4242)
-        assert not warm._same_user(a)
+        assert not warm._same_process(a)
 
 
 # -- with a real warm process ---------------------------------------------------------------------------
@@ -227,12 +227,15 @@ def test_a_changed_environment_finds_no_process(releases: Demo, warm_on: list[Pa
     assert (releases.root / ".patchtool/rebase").exists()  # nothing ran there
 
 
-def caller(*argv: str) -> subprocess.Popen[bytes]:
+COLD = 99  # what a caller below exits with when no warm process took its command
+
+
+def caller(*argv: str, wrap: tuple[str, ...] = (), preexec=None) -> subprocess.Popen[bytes]:  # type: ignore[no-untyped-def]
     """A caller in its own process, with this process's environment and import path."""
     code = (f"import sys; sys.path[:] = {sys.path!r}; from patchtool.cli import warm; "
-            f"code = warm.run({list(argv)!r}); sys.exit(99 if code is None else code)")
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=os.environb)
+            f"code = warm.run({list(argv)!r}); sys.exit({COLD} if code is None else code)")
+    return subprocess.Popen([*wrap, sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=os.environb, preexec_fn=preexec)
 
 
 @contextlib.contextmanager
@@ -256,6 +259,10 @@ def test_a_killed_caller_takes_its_command_with_it(releases: Demo, warm_on: list
     with locked(releases.root):
         proc = caller("rebase", "--abort", "--root", str(releases.root), "--cache-dir", str(releases.cache))
         fork = forked(releases.root)  # waiting for the lock
+        assert Path(f"/proc/{fork}/stat").read_text().rsplit(")", 1)[1].split()[2] == str(fork)  # its own group
+        from patchtool.project.lock import _command_of
+
+        assert _command_of(str(fork)) == "patchtool rebase"  # what a command waiting for the lock names
         proc.kill()
         proc.wait()
         # at once, while the lock is still held: not by giving up on it
@@ -311,3 +318,39 @@ def test_the_warm_imports_cover_a_rebase_to_its_end(releases: Demo) -> None:
     assert code == 0, res.stdout + res.stderr
     heavy = ("patchtool", "typer", "click", "rich", "git", "gitdb", "tomlkit", "unidiff", "packaging")
     assert [m for m in imported if m.split(".")[0] in heavy] == []
+
+
+def lower_file_limit() -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 200), hard))
+
+
+@pytest.mark.parametrize("setup", ["ulimit", "nice", "mount namespace"])
+def test_a_caller_in_another_world_runs_its_command_itself(releases: Demo, warm_on: list[Path], setup: str) -> None:
+    """Same user, same environment, but another process world: limits, priority, a sandbox's
+    namespaces. Its command is neither sent to the warm process nor run there."""
+    started(releases, warm_on)
+    argv = ("rebase", "--abort", "--root", str(releases.root), "--cache-dir", str(releases.cache))
+    if setup == "mount namespace":
+        if subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False).returncode:
+            pytest.skip("unshare -m is not allowed here (needs privileges or user namespaces)")
+        proc = caller(*argv, wrap=("unshare", "-m"))
+    else:
+        proc = caller(*argv, preexec=lower_file_limit if setup == "ulimit" else lambda: os.nice(5))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == COLD, (out, err)
+    assert (releases.root / ".patchtool/rebase/state.json").exists()
+    assert ready()  # still there for a caller in its world
+
+
+def test_it_runs_only_the_commands_that_go_on_from_a_stop(releases: Demo, warm_on: list[Path]) -> None:
+    """A same-world caller that asks for anything else gets nothing run: it runs its command itself."""
+    import _socket
+
+    started(releases, warm_on)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    conn.connect(warm._address(warm.key(os.environb, sys.path)))
+    assert warm._receive(conn) == [b"ready"]
+    assert warm._hand_over(conn, ["status", "--root", str(releases.root)]) is None

@@ -12,24 +12,36 @@ imports were done earlier.
 What keeps it honest:
 
 - **Nothing on disk.** The process listens on a Linux abstract socket: no file a repository could
-  ship, replace or aim elsewhere. Both ends check that the other is the same user
-  (``SO_PEERCRED``); a command is never sent to anyone else, and nobody else's is run.
-- **Only for what it was made for.** The socket's name is a digest of everything that decides
-  what a command would run: the interpreter and its flags, every file of patchtool (name, size,
-  mtime), every import path (and its mtime, which an install changes), the user, and the whole
+  ship, replace or aim elsewhere.
+- **Only its own world.** Both ends read the other's credentials (``SO_PEERCRED``) and, from
+  /proc, its namespaces and root, groups and capabilities, no_new_privs and seccomp, resource
+  limits, priority, cgroup and CPU affinity, and go on only when all of them are their own. A
+  same-user process in a sandbox or container that shares the network namespace (and so could
+  reach the name), or one under ``nice``, ``ulimit``, ``sg`` or ``taskset``, is neither served nor
+  sent to: its command runs cold, in its world. The process runs nothing but ``rebase
+  --continue/--skip/--abort``.
+- **Only for what it was made for.** The socket's name is a digest of what decides what a
+  command would run: the interpreter and its flags, every file of patchtool (name, size, mtime),
+  every import path (and its mtime, which an install changes), the user, and the whole
   environment but ``_``, ``PWD``, ``OLDPWD`` and ``SHLVL``. A change to any of them finds no process,
   and the command runs cold, as before.
 - **Run once.** The request is sent only after the process said it is ready; until the fork
   reports its pid the caller may still run the command itself (nothing ran); after that it is the
   fork's alone.
-- **Dies with its caller.** SIGINT, SIGTERM, SIGHUP and SIGQUIT are passed on to the fork; a
-  caller killed outright takes the fork with it (SIGKILL, as a ``kill -9`` of a cold command
-  would: the journal and the rebase state are made for that).
+- **Signals as a terminal sends them.** The fork and the git it runs are a process group of their
+  own, and Ctrl-C, SIGTERM, a hang-up, Ctrl-\\, Ctrl-Z (and the ``fg`` after it) and a resized
+  window reach all of it. A caller killed outright takes the fork with it (SIGKILL, as a ``kill -9``
+  of a cold command would: the journal and the rebase state are made for that).
+- **What still differs from a cold run:** the fork has no controlling terminal (it writes to
+  yours through the descriptors, and patchtool never reads from it), its parent is the warm
+  process, and it ends with ``os._exit`` after flushing its output and running its ``atexit``
+  functions, so a finaliser that only the interpreter's own shutdown would run does not run.
 - **Cheap to ask.** The caller imports only C modules (``_socket``, ``_signal``, ``_sha256``): the
   Python ``socket``, ``signal`` and ``json`` modules cost 20 ms of enum and regex set-up, a tenth
   of the command. Messages are length-prefixed byte fields, read without ``eval`` or pickle.
 - **Short-lived.** The process exits once the rebase that started it is over (no state file), or
-  after ten idle minutes. ``PATCHTOOL_WARM=0`` turns all of it off; off Linux it is off.
+  after ten idle minutes with no command. ``PATCHTOOL_WARM=0`` turns all of it off; off Linux it
+  is off.
 """
 
 from __future__ import annotations
@@ -51,7 +63,6 @@ READY_SECONDS = 3.0  # how long a caller waits for a process that is still impor
 _VOLATILE = frozenset({b"_", b"PWD", b"OLDPWD", b"SHLVL"})
 _GOES_ON = frozenset({"--continue", "--skip", "--abort"})
 _WITH_VALUE = frozenset({"--root", "--cache-dir"})
-_FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT)
 _LENGTH = struct.Struct("!I")
 _MAX_FRAME = 1 << 24
 # what a rebase command imports (tests/test_warm.py checks that a fork that finishes one imports nothing more)
@@ -120,78 +131,116 @@ def _address(digest: str) -> str:
 def run(argv: Sequence[str]) -> int | None:
     """Run ``argv`` in the warm process: its exit status, or None when there is none to run it (or
     it is not for this command line): then nothing ran, and the caller runs it itself."""
-    if _serving or not enabled(os.environ) or not goes_on(argv) or _stops_on_output():
+    if _serving or not enabled(os.environ) or not goes_on(argv):
         return None
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        try:
-            conn.settimeout(READY_SECONDS)
-            conn.connect(_address(key(os.environb, sys.path)))
-            if not _same_user(conn) or _receive(conn) != [b"ready"]:
-                conn.close()
-                return None
-            conn.settimeout(None)  # from here on the command may run there: wait for the fork, however long
-            env = [f for k, v in os.environb.items() for f in (k, v)]
-            _send(conn, [b"run", b"%d" % _umask(), os.getcwdb(), b"%d" % len(argv),
-                         *(os.fsencode(a) for a in argv), *env], fds=(0, 1, 2))
-            started = _receive(conn)
-        except (OSError, ValueError):
-            started = None
-        if not started or started[0] != b"pid" or len(started) != 2 or not started[1].isdigit():
+        conn.settimeout(READY_SECONDS)
+        conn.connect(_address(key(os.environb, sys.path)))
+        if not _same_process(conn) or _receive(conn) != [b"ready"]:
             conn.close()
-            return None  # no fork ran it: the server said so by closing first
-        return _await(conn, int(started[1]))
-    except KeyboardInterrupt:  # before a fork had the signal passed on: closing ends one that started
+            return None
+    except (OSError, ValueError):
         conn.close()
-        sys.stderr.write("interrupted before the command started\n")
+        return None
+    except KeyboardInterrupt:  # nothing sent: nothing ran
+        conn.close()
+        sys.stderr.write("interrupted\n")
         return 130
+    return _hand_over(conn, argv)
 
 
-def _await(conn: _socket.socket, pid: int) -> int:
-    """The fork ``pid``'s exit status, passing it the signals this process gets meanwhile."""
-    forwarded: list[int] = []
+class _Signals:
+    """The signals this process gets while a fork runs its command, passed on to the fork's
+    process group (the fork and the git it runs), as a terminal would have sent them there:
+    Ctrl-C, SIGTERM, a hang-up, Ctrl-\\, Ctrl-Z and the ``fg`` after it, a resized window. One that
+    comes before the fork is known is held until it is (or, if none starts, acted on here)."""
 
-    def forward(signum: int, frame: object) -> None:
-        forwarded.append(signum)
+    PASSED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGWINCH, _signal.SIGCONT)
+    ENDING = frozenset({_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT})
+
+    def __init__(self) -> None:
+        self.fork: int | None = None
+        self.pending: list[int] = []
+        self.ending: list[int] = []
+        self.before = {signum: _signal.signal(signum, self.handle) for signum in (*self.PASSED, _signal.SIGTSTP)}
+
+    def restore(self) -> None:
+        for signum, handler in self.before.items():
+            _signal.signal(signum, handler)
+
+    def handle(self, signum: int, frame: object) -> None:
+        if signum in self.ENDING:
+            self.ending.append(signum)
+        if self.fork is None:
+            self.pending.append(signum)
+        elif signum == _signal.SIGTSTP:  # stop the fork, then this process as Ctrl-Z would; go on together
+            self.send(_signal.SIGSTOP)
+            _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
+            os.kill(os.getpid(), _signal.SIGTSTP)
+            _signal.signal(_signal.SIGTSTP, self.handle)
+            self.send(_signal.SIGCONT)
+        else:
+            self.send(signum)
+
+    def started(self, fork: int) -> None:
+        self.fork = fork
+        for signum in self.pending:
+            self.handle(signum, None)
+        self.pending.clear()
+
+    def send(self, signum: int) -> None:
         try:
-            os.kill(pid, signum)
+            os.killpg(self.fork, signum)  # type: ignore[arg-type]
         except OSError:
             pass
 
-    for signum in _FORWARDED:
-        _signal.signal(signum, forward)
+    def die_as_told(self) -> None:
+        """End as the signal that ended the fork would have ended this process."""
+        if self.ending:
+            _signal.signal(self.ending[-1], _signal.SIG_DFL)
+            os.kill(os.getpid(), self.ending[-1])
+
+
+def _hand_over(conn: _socket.socket, argv: Sequence[str]) -> int | None:
+    """Send the command; once a fork has it, its exit status (None: no fork took it)."""
+    signals = _Signals()
+    try:
+        return _handed_over(conn, argv, signals)
+    finally:
+        signals.restore()
+
+
+def _handed_over(conn: _socket.socket, argv: Sequence[str], signals: _Signals) -> int | None:
+    try:
+        conn.settimeout(None)  # from here on the command may run there: wait for the fork, however long
+        env = [f for k, v in os.environb.items() for f in (k, v)]
+        _send(conn, [b"run", b"%d" % _umask(), os.getcwdb(), b"%d" % len(argv),
+                     *(os.fsencode(a) for a in argv), *env], fds=(0, 1, 2))
+        started = _receive(conn)
+    except (OSError, ValueError):
+        started = None
+    if not started or started[0] != b"pid" or len(started) != 2 or not started[1].isdigit():
+        conn.close()  # no fork took it
+        if signals.ending:  # the user asked to stop before anything ran
+            if signals.ending[-1] == _signal.SIGINT:
+                sys.stderr.write("interrupted\n")
+                return 130
+            signals.die_as_told()
+        return None
+    signals.started(int(started[1]))
     try:
         result = _receive(conn)
     except (OSError, ValueError):
         result = None
     finally:
         conn.close()
-    if result and result[0] == b"exit" and len(result) == 2:
-        try:
-            return int(result[1])
-        except ValueError:
-            pass
-    if forwarded:  # it died of the signal it was passed: so does this process
-        _signal.signal(forwarded[-1], _signal.SIG_DFL)
-        os.kill(os.getpid(), forwarded[-1])
+    if result and result[0] == b"exit" and len(result) == 2 and result[1].isdigit():
+        return int(result[1])
+    signals.die_as_told()  # it died of the signal it was passed: so does this process
     sys.stderr.write("patchtool: error: the warm process running this command ended without an exit status; "
                      f"check the repository with `patchtool status`, or run it again with {SWITCH}=0\n")
     return 70
-
-
-def _stops_on_output() -> bool:
-    """Whether a background process writing to this terminal would be stopped (``stty tostop``):
-    the fork is not in the terminal's foreground group, so then the command runs here."""
-    for fd in (1, 2):
-        if os.isatty(fd):
-            import termios
-
-            try:
-                if termios.tcgetattr(fd)[3] & termios.TOSTOP:
-                    return True
-            except termios.error:
-                continue
-    return False
 
 
 def _umask() -> int:
@@ -274,7 +323,7 @@ def _loop(listener: _socket.socket, state: str) -> None:
             child = _accept(listener, _socket.socket(fileno=conn))
             if child:
                 children.add(child)
-            last = time.monotonic()
+                last = time.monotonic()
         elif not children and (not os.path.exists(state) or time.monotonic() - last > IDLE_SECONDS):
             return
 
@@ -284,7 +333,7 @@ def _accept(listener: _socket.socket, conn: _socket.socket) -> int | None:
     fds: list[int] = []
     try:
         conn.settimeout(5.0)
-        if not _same_user(conn):
+        if not _same_process(conn):
             return None
         _send(conn, [b"ready"])
         request, fds = _receive_with_fds(conn)
@@ -310,11 +359,12 @@ def _child(conn: _socket.socket, request: list[bytes], fds: Sequence[int]) -> in
     """Become the caller's command: its signals, umask, directory, environment and streams; run it."""
     global _serving
     _serving = True
+    os.setpgid(0, 0)  # a group of its own, the git it runs included: the caller's signals go to all of it
     umask, cwd, count = int(request[1]), request[2], int(request[3])
     argv = [os.fsdecode(a) for a in request[4:4 + count]]
     env = request[4 + count:]
-    if len(argv) != count or len(env) % 2:
-        raise ValueError("a malformed request")
+    if len(argv) != count or len(env) % 2 or not goes_on(argv):
+        raise ValueError("not a command this process runs")
     import signal
 
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -383,7 +433,8 @@ def _std_streams() -> None:
         raw = io.FileIO(fd, mode, closefd=False)
         buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
         return io.TextIOWrapper(buffered, encoding=getattr(model, "encoding", None) or "utf-8",
-                                errors=getattr(model, "errors", None) or "strict", line_buffering=line_buffering)
+                                errors=getattr(model, "errors", None) or "strict", line_buffering=line_buffering,
+                                write_through=bool(getattr(model, "write_through", False)))  # PYTHONUNBUFFERED
 
     sys.stdin = text(0, "r", sys.__stdin__, False)
     sys.stdout = text(1, "w", sys.__stdout__, os.isatty(1))
@@ -403,10 +454,42 @@ def _die_with_caller(conn: _socket.socket) -> None:
 
 # -- the wire: a frame is a length and byte fields, each a length and its bytes -------------------
 
-def _same_user(conn: _socket.socket) -> bool:
+def _same_process(conn: _socket.socket) -> bool:
+    """Whether the other end is this user, in this process's world: the same namespaces (mount,
+    pid, network, user, cgroup, ...) and root, credentials, groups and capabilities, no_new_privs
+    and seccomp, resource limits, priority, cgroup and CPU affinity. A same-user process in a
+    sandbox or a container (which may share the network namespace, and so the socket name), or one
+    started under ``nice``, ``ulimit``, ``sg`` or ``taskset``, is neither served nor sent to: its
+    command runs cold, in its own world, as it always could."""
     creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
-    uid: int = struct.unpack("3i", creds)[1]
-    return uid == os.getuid()
+    pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid() or pid <= 0:  # 0: a process outside this pid namespace
+        return False
+    theirs = _facts(str(pid))
+    return theirs is not None and theirs == _facts("self")
+
+
+_STATUS_FACTS = (b"Uid:", b"Gid:", b"Groups:", b"Cap", b"NoNewPrivs:", b"Seccomp", b"Cpus_allowed_list:",
+                 b"Mems_allowed_list:")
+
+
+def _facts(pid: str) -> bytes | None:
+    """What a command's run depends on beyond its environment and files, as /proc shows it for
+    ``pid``; None when it cannot be read."""
+    base = f"/proc/{pid}"
+    try:
+        parts = [os.fsencode(os.readlink(f"{base}/ns/{ns}")) for ns in sorted(os.listdir(f"{base}/ns"))]
+        parts.append(os.fsencode(os.readlink(f"{base}/root")))
+        with open(f"{base}/status", "rb") as fh:
+            parts += [line for line in fh.read().splitlines() if line.startswith(_STATUS_FACTS)]
+        for name in ("limits", "cgroup"):
+            with open(f"{base}/{name}", "rb") as fh:
+                parts.append(fh.read())
+        with open(f"{base}/stat", "rb") as fh:
+            parts += fh.read().rsplit(b")", 1)[1].split()[15:17]  # priority and nice
+    except OSError:
+        return None
+    return b"\0".join(parts)
 
 
 def _send(conn: _socket.socket, fields: Sequence[bytes], *, fds: Sequence[int] = ()) -> None:
