@@ -235,3 +235,20 @@ def test_gpu_summary() -> None:
     assert gpu_summary(patch((run("pass"),), (run("fail"), run("pass")), ())) == ("1/3 pass, 1 fail", "red")
     assert gpu_summary(patch((run("pass", current=False),), (run("not-run"),))) == ("0/2 pass, 1 stale", "yellow")
 
+
+
+@pytest.mark.parametrize("args", [("status",), ("status", "--long"), ("--json", "status"), ("--version",)])
+def test_a_reader_that_went_away_is_not_an_error(one_patch: Demo, args: tuple[str, ...]) -> None:
+    """`patchtool status | head -0`: the pipe is closed before the first write. The rest of the
+    output goes nowhere, quietly: no traceback, no "Exception ignored", no error message."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, stdout=write,
+                             stderr=subprocess.PIPE, text=True, check=False,
+                             env={**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)})
+    finally:
+        os.close(write)
+    assert res.returncode in (0, 1), res.stderr  # 1: click's own answer to a closed pipe under --version
+    assert "Traceback" not in res.stderr and "Exception ignored" not in res.stderr
+    assert "Broken pipe" not in res.stderr and "error" not in res.stderr

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:  # this process's own command line: a stopped rebase's warm process may run it
-        import sys
+    import sys
 
+    if argv is None:  # this process's own command line: a stopped rebase's warm process may run it
         if "rebase" in sys.argv[1:]:  # any other command does not even import the module
             from patchtool.cli import warm
 
@@ -14,5 +14,12 @@ def main(argv: list[str] | None = None) -> int:
             if code is not None:
                 return code
     from patchtool.cli.app import main as run
+    from patchtool.cli.runner import reader_gone
 
-    return run(argv)
+    try:
+        code = run(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader of --version or --help went away: quietly, as for any output
+        reader_gone(sys.stdout)
+        return 0
+    return code

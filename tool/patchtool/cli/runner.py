@@ -234,8 +234,21 @@ def _progress_shown(as_json: bool) -> Iterator[None]:
 
 def _echo(text: str, *, err: bool = False) -> None:
     stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n")
-    stream.flush()
+    try:
+        stream.write(text + "\n")
+        stream.flush()
+    except BrokenPipeError:  # the reader went away (`| head`): not the command's failure
+        reader_gone(stream)
+
+
+def reader_gone(stream: Any) -> None:
+    """Send the rest of ``stream``'s output nowhere, quietly (a closed pipe is the reader's choice,
+    and the interpreter's last flush must not turn it into a traceback)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
 
 
 def _show(inv: Invocation, shown: Shown, style: Style) -> int:
