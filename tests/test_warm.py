@@ -354,3 +354,23 @@ def test_it_runs_only_the_commands_that_go_on_from_a_stop(releases: Demo, warm_o
     conn.connect(warm._address(warm.key(os.environb, sys.path)))
     assert warm._receive(conn) == [b"ready"]
     assert warm._hand_over(conn, ["status", "--root", str(releases.root)]) is None
+
+
+def test_a_connection_handed_to_another_world_is_not_served(releases: Demo, warm_on: list[Path]) -> None:
+    """Connected from this world, then the socket handed to a process in another (here one under
+    `nice`), which sends the request: the kernel says who sent it, and it is not run."""
+    import _socket
+
+    started(releases, warm_on)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    conn.connect(warm._address(warm.key(os.environb, sys.path)))
+    assert warm._receive(conn) == [b"ready"]
+    argv = ["rebase", "--abort", "--root", str(releases.root), "--cache-dir", str(releases.cache)]
+    code = (f"import _socket, sys; sys.path[:] = {sys.path!r}; from patchtool.cli import warm; "
+            f"code = warm._hand_over(_socket.socket(fileno={conn.fileno()}), {argv!r}); "
+            f"sys.exit({COLD} if code is None else code)")
+    res = subprocess.run([sys.executable, "-c", code], pass_fds=[conn.fileno()], preexec_fn=lambda: os.nice(5),
+                         capture_output=True, env=os.environb, check=False)
+    conn.close()
+    assert res.returncode == COLD, res
+    assert (releases.root / ".patchtool/rebase/state.json").exists()

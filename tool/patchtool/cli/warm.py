@@ -335,9 +335,12 @@ def _accept(listener: _socket.socket, conn: _socket.socket) -> int | None:
         conn.settimeout(5.0)
         if not _same_process(conn):
             return None
+        conn.setsockopt(_socket.SOL_SOCKET, _socket.SO_PASSCRED, 1)  # who sends the request, as the kernel says
         _send(conn, [b"ready"])
-        request, fds = _receive_with_fds(conn)
+        request, fds, sender = _receive_with_fds(conn)
         if not request or request[0] != b"run" or len(fds) != 3:
+            return None
+        if sender is None or not _same_world(*sender):  # not who connected: a socket handed on to another world
             return None
         pid = os.fork()
         if pid == 0:  # the fork: never returns
@@ -463,6 +466,10 @@ def _same_process(conn: _socket.socket) -> bool:
     command runs cold, in its own world, as it always could."""
     creds = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, _gid = struct.unpack("3i", creds)
+    return _same_world(pid, uid)
+
+
+def _same_world(pid: int, uid: int) -> bool:
     if uid != os.getuid() or pid <= 0:  # 0: a process outside this pid namespace
         return False
     theirs = _facts(str(pid))
@@ -505,27 +512,36 @@ def _receive(conn: _socket.socket) -> list[bytes] | None:
     return _receive_with_fds(conn, fds=False)[0]
 
 
-def _receive_with_fds(conn: _socket.socket, *, fds: bool = True) -> tuple[list[bytes] | None, list[int]]:
-    """One frame's fields (None when the other end closed first) and the descriptors that came
-    with its first bytes. Reads exactly one frame: the next stays for the next call."""
+_UCRED = struct.Struct("3i")
+
+
+def _receive_with_fds(conn: _socket.socket, *, fds: bool = True
+                      ) -> tuple[list[bytes] | None, list[int], tuple[int, int] | None]:
+    """One frame's fields (None when the other end closed first), the descriptors that came with
+    its first bytes, and who sent them (pid, uid; with ``SO_PASSCRED`` on). Reads exactly one
+    frame: the next stays for the next call."""
     received: list[int] = []
+    sender = None
     try:
-        room = _socket.CMSG_LEN(3 * struct.calcsize("i")) if fds else 0
+        room = _socket.CMSG_SPACE(3 * struct.calcsize("i")) + _socket.CMSG_SPACE(_UCRED.size) if fds else 0
         head, ancillary, _flags, _addr = conn.recvmsg(_LENGTH.size, room)
         for level, kind, data in ancillary:
             if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
                 whole = len(data) - len(data) % 4
                 received += struct.unpack(f"{whole // 4}i", data[:whole])
+            elif level == _socket.SOL_SOCKET and kind == _socket.SCM_CREDENTIALS and len(data) >= _UCRED.size:
+                pid, uid, _gid = _UCRED.unpack_from(data)
+                sender = (pid, uid)
         if not head:
             raise EOFError
         head += _exactly(conn, _LENGTH.size - len(head))
         (length,) = _LENGTH.unpack(head)
         if length > _MAX_FRAME:
             raise ValueError("a warm-process frame too long")
-        return _fields(_exactly(conn, length)), received
+        return _fields(_exactly(conn, length)), received, sender
     except EOFError:
         _close(received)
-        return None, []
+        return None, [], None
     except (ValueError, struct.error):
         _close(received)
         raise ValueError("a malformed warm-process frame") from None
