@@ -252,3 +252,21 @@ def test_a_reader_that_went_away_is_not_an_error(one_patch: Demo, args: tuple[st
     assert res.returncode in (0, 1), res.stderr  # 1: click's own answer to a closed pipe under --version
     assert "Traceback" not in res.stderr and "Exception ignored" not in res.stderr
     assert "Broken pipe" not in res.stderr and "error" not in res.stderr
+
+
+@pytest.mark.parametrize(("redirect", "args", "code"), [
+    (">&-", ("status",), 0), (">&-", ("rebase", "--continue"), 2), ("<&-", ("rebase", "--continue"), 2),
+    ("2>&-", ("status",), 0),
+])
+def test_a_closed_standard_stream_is_not_a_traceback(one_patch: Demo, redirect: str, args: tuple[str, ...],
+                                                     code: int) -> None:
+    """`patchtool status >&-`: what goes to a stream the caller closed goes nowhere."""
+    import shlex
+
+    command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "patchtool", *args))
+    res = subprocess.run(["bash", "-c", f"{command} {redirect}"], cwd=one_patch.root, capture_output=True,
+                         text=True, check=False, env={**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)})
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr
+    if code == 2 and redirect != "2>&-":
+        assert "no rebase in progress" in res.stderr + res.stdout

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -374,3 +375,63 @@ def test_a_connection_handed_to_another_world_is_not_served(releases: Demo, warm
     conn.close()
     assert res.returncode == COLD, res
     assert (releases.root / ".patchtool/rebase/state.json").exists()
+
+
+def ignore_hangups() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def test_a_signal_the_caller_ignores_is_ignored_by_the_command(releases: Demo, warm_on: list[Path]) -> None:
+    """`nohup patchtool rebase --abort`: the hang-up that comes meanwhile ends neither."""
+    started(releases, warm_on)
+    with locked(releases.root):
+        proc = caller("rebase", "--abort", "--root", str(releases.root), "--cache-dir", str(releases.cache),
+                      preexec=ignore_hangups)
+        fork = forked(releases.root)
+        proc.send_signal(signal.SIGHUP)
+        os.killpg(fork, signal.SIGHUP)  # as a closed terminal would send it to every process of the job
+        time.sleep(0.3)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, (out, err)
+    assert not (releases.root / ".patchtool/rebase").exists()
+
+
+def test_a_caller_stopped_before_the_go_runs_nothing(tmp_path: Path) -> None:
+    """A process that takes the request and never answers: Ctrl-C still ends the caller at once,
+    with nothing run."""
+    listener, peer = socket.socketpair()
+    code = (f"import _socket, sys; sys.path[:] = {sys.path!r}; from patchtool.cli import warm; "
+            f"code = warm._hand_over(_socket.socket(fileno={peer.fileno()}), ['rebase', '--abort']); "
+            f"sys.exit({COLD} if code is None else code)")
+    proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[peer.fileno()], stderr=subprocess.PIPE,
+                            env=os.environb)
+    peer.close()
+    listener.settimeout(30)
+    assert listener.recv(4)  # the request is on its way: the caller now waits for a fork
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=10)
+    listener.close()
+    assert proc.returncode == 130 and err == b"interrupted\n"
+
+
+def test_a_client_that_stalls_neither_blocks_others_nor_keeps_what_it_sent(releases: Demo,
+                                                                            warm_on: list[Path]) -> None:
+    """Said ready, got the descriptors and half a request, then nothing: within its two seconds the
+    process drops it, closes the descriptors (the pipe's reader sees its end), and serves the next."""
+    import _socket
+
+    started(releases, warm_on)
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    conn.connect(warm._address(warm.key(os.environb, sys.path)))
+    assert warm._receive(conn) == [b"ready"]
+    read, write = os.pipe()
+    conn.sendmsg([b"\0\0\1\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", write, write, write))])
+    os.close(write)
+    import select
+
+    readable, _, _ = select.select([read], [], [], warm.REQUEST_SECONDS + 2)
+    assert readable and os.read(read, 1) == b""  # every copy of the write end closed: the server's too
+    conn.close()
+    os.close(read)
+    assert ready()

@@ -6,6 +6,7 @@ from __future__ import annotations
 def main(argv: list[str] | None = None) -> int:
     import sys
 
+    _closed_streams_to_devnull()
     if argv is None:  # this process's own command line: a stopped rebase's warm process may run it
         if "rebase" in sys.argv[1:]:  # any other command does not even import the module
             from patchtool.cli import warm
@@ -23,3 +24,23 @@ def main(argv: list[str] | None = None) -> int:
         reader_gone(sys.stdout)
         return 0
     return code
+
+
+def _closed_streams_to_devnull() -> None:
+    """A standard stream the caller closed (``>&-``, ``<&-``) reads and writes nothing instead of
+    failing on first use: descriptors 0-2 are opened on /dev/null where they are closed (so no file
+    the command opens takes their number), and sys.stdin/stdout/stderr made over them."""
+    import os
+    import sys
+
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            got = os.open(os.devnull, os.O_RDWR)
+            if got != fd:
+                os.dup2(got, fd)
+                os.close(got)
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))

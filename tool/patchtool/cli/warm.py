@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 SWITCH = "PATCHTOOL_WARM"
 IDLE_SECONDS = 600.0
 READY_SECONDS = 3.0  # how long a caller waits for a process that is still importing
+REQUEST_SECONDS = 2.0  # how long the process waits for a whole request once it said ready
 _VOLATILE = frozenset({b"_", b"PWD", b"OLDPWD", b"SHLVL"})
 _GOES_ON = frozenset({"--continue", "--skip", "--abort"})
 _WITH_VALUE = frozenset({"--root", "--cache-dir"})
@@ -131,7 +132,7 @@ def _address(digest: str) -> str:
 def run(argv: Sequence[str]) -> int | None:
     """Run ``argv`` in the warm process: its exit status, or None when there is none to run it (or
     it is not for this command line): then nothing ran, and the caller runs it itself."""
-    if _serving or not enabled(os.environ) or not goes_on(argv):
+    if _serving or not enabled(os.environ) or not goes_on(argv) or not _streams_open():
         return None
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -150,20 +151,31 @@ def run(argv: Sequence[str]) -> int | None:
     return _hand_over(conn, argv)
 
 
+class _Stopped(Exception):
+    """A signal that ends the command came before the fork was told to go: nothing ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class _Signals:
     """The signals this process gets while a fork runs its command, passed on to the fork's
     process group (the fork and the git it runs), as a terminal would have sent them there:
-    Ctrl-C, SIGTERM, a hang-up, Ctrl-\\, Ctrl-Z and the ``fg`` after it, a resized window. One that
-    comes before the fork is known is held until it is (or, if none starts, acted on here)."""
+    Ctrl-C, SIGTERM, a hang-up, Ctrl-\\, Ctrl-Z and the ``fg`` after it, a resized window. Before
+    the fork is told to go, one that ends the command ends the wait instead (nothing ran). A
+    signal this process ignores (``nohup``, a script's ``&``) is left alone, and the fork
+    ignores it too."""
 
-    PASSED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGWINCH, _signal.SIGCONT)
+    PASSED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGWINCH, _signal.SIGCONT,
+              _signal.SIGTSTP)
     ENDING = frozenset({_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT})
 
     def __init__(self) -> None:
         self.fork: int | None = None
-        self.pending: list[int] = []
         self.ending: list[int] = []
-        self.before = {signum: _signal.signal(signum, self.handle) for signum in (*self.PASSED, _signal.SIGTSTP)}
+        self.before = {signum: _signal.signal(signum, self.handle) for signum in self.PASSED
+                       if _signal.getsignal(signum) != _signal.SIG_IGN}
 
     def restore(self) -> None:
         for signum, handler in self.before.items():
@@ -173,21 +185,21 @@ class _Signals:
         if signum in self.ENDING:
             self.ending.append(signum)
         if self.fork is None:
-            self.pending.append(signum)
+            if signum in self.ENDING:
+                raise _Stopped(signum)
+            if signum == _signal.SIGTSTP:
+                self._stop_here()
         elif signum == _signal.SIGTSTP:  # stop the fork, then this process as Ctrl-Z would; go on together
             self.send(_signal.SIGSTOP)
-            _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
-            os.kill(os.getpid(), _signal.SIGTSTP)
-            _signal.signal(_signal.SIGTSTP, self.handle)
+            self._stop_here()
             self.send(_signal.SIGCONT)
         else:
             self.send(signum)
 
-    def started(self, fork: int) -> None:
-        self.fork = fork
-        for signum in self.pending:
-            self.handle(signum, None)
-        self.pending.clear()
+    def _stop_here(self) -> None:
+        _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
+        os.kill(os.getpid(), _signal.SIGTSTP)
+        _signal.signal(_signal.SIGTSTP, self.handle)
 
     def send(self, signum: int) -> None:
         try:
@@ -207,29 +219,34 @@ def _hand_over(conn: _socket.socket, argv: Sequence[str]) -> int | None:
     signals = _Signals()
     try:
         return _handed_over(conn, argv, signals)
+    except _Stopped as stop:  # before the go: nothing ran, and nothing will
+        conn.close()
+        if stop.signum == _signal.SIGINT:
+            sys.stderr.write("interrupted\n")
+            return 130
+        signals.die_as_told()
+        return 128 + stop.signum
     finally:
         signals.restore()
 
 
 def _handed_over(conn: _socket.socket, argv: Sequence[str], signals: _Signals) -> int | None:
+    ignored = [n for n in range(1, _signal.NSIG) if _ignored(n)]
+    blocked = sorted(int(n) for n in _signal.pthread_sigmask(_signal.SIG_BLOCK, []))
     try:
-        conn.settimeout(None)  # from here on the command may run there: wait for the fork, however long
+        conn.settimeout(None)  # from here on wait for the server, however long: a signal ends the wait
         env = [f for k, v in os.environb.items() for f in (k, v)]
-        _send(conn, [b"run", b"%d" % _umask(), os.getcwdb(), b"%d" % len(argv),
-                     *(os.fsencode(a) for a in argv), *env], fds=(0, 1, 2))
+        _send(conn, [b"run", b"%d" % _umask(), os.getcwdb(), _numbers(ignored), _numbers(blocked),
+                     b"%d" % len(argv), *(os.fsencode(a) for a in argv), *env], fds=(0, 1, 2))
         started = _receive(conn)
     except (OSError, ValueError):
         started = None
     if not started or started[0] != b"pid" or len(started) != 2 or not started[1].isdigit():
         conn.close()  # no fork took it
-        if signals.ending:  # the user asked to stop before anything ran
-            if signals.ending[-1] == _signal.SIGINT:
-                sys.stderr.write("interrupted\n")
-                return 130
-            signals.die_as_told()
         return None
-    signals.started(int(started[1]))
+    signals.fork = int(started[1])
     try:
+        _send(conn, [b"go"])
         result = _receive(conn)
     except (OSError, ValueError):
         result = None
@@ -241,6 +258,32 @@ def _handed_over(conn: _socket.socket, argv: Sequence[str], signals: _Signals) -
     sys.stderr.write("patchtool: error: the warm process running this command ended without an exit status; "
                      f"check the repository with `patchtool status`, or run it again with {SWITCH}=0\n")
     return 70
+
+
+def _ignored(signum: int) -> bool:
+    try:
+        return bool(_signal.getsignal(signum) == _signal.SIG_IGN)
+    except (ValueError, OSError):
+        return False
+
+
+def _numbers(values: Iterable[int]) -> bytes:
+    return b",".join(b"%d" % v for v in values)
+
+
+def _parse_numbers(field: bytes) -> list[int]:
+    return [int(v) for v in field.split(b",") if v]
+
+
+def _streams_open() -> bool:
+    """Whether descriptors 0, 1 and 2 are open: a closed one would be taken by the socket and handed
+    to the fork as its stream (then the command runs here, as it would cold)."""
+    try:
+        for fd in (0, 1, 2):
+            os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 def _umask() -> int:
@@ -337,7 +380,7 @@ def _accept(listener: _socket.socket, conn: _socket.socket) -> int | None:
             return None
         conn.setsockopt(_socket.SOL_SOCKET, _socket.SO_PASSCRED, 1)  # who sends the request, as the kernel says
         _send(conn, [b"ready"])
-        request, fds, sender = _receive_with_fds(conn)
+        request, fds, sender = _receive_with_fds(conn, seconds=REQUEST_SECONDS)  # one slow client blocks no one long
         if not request or request[0] != b"run" or len(fds) != 3:
             return None
         if sender is None or not _same_world(*sender):  # not who connected: a socket handed on to another world
@@ -359,20 +402,18 @@ def _accept(listener: _socket.socket, conn: _socket.socket) -> int | None:
 
 
 def _child(conn: _socket.socket, request: list[bytes], fds: Sequence[int]) -> int:
-    """Become the caller's command: its signals, umask, directory, environment and streams; run it."""
+    """Become the caller's command: its signals, umask, directory, environment and streams; run
+    it once the caller says go (a caller stopped before that runs nothing, and neither does this)."""
     global _serving
     _serving = True
     os.setpgid(0, 0)  # a group of its own, the git it runs included: the caller's signals go to all of it
-    umask, cwd, count = int(request[1]), request[2], int(request[3])
-    argv = [os.fsdecode(a) for a in request[4:4 + count]]
-    env = request[4 + count:]
+    umask, cwd, count = int(request[1]), request[2], int(request[5])
+    ignored, blocked = set(_parse_numbers(request[3])), _parse_numbers(request[4])
+    argv = [os.fsdecode(a) for a in request[6:6 + count]]
+    env = request[6 + count:]
     if len(argv) != count or len(env) % 2 or not goes_on(argv):
         raise ValueError("not a command this process runs")
-    import signal
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
+    _signals_as_the_callers(ignored, blocked)
     os.umask(umask)
     os.chdir(cwd)
     os.environb.clear()
@@ -383,6 +424,8 @@ def _child(conn: _socket.socket, request: list[bytes], fds: Sequence[int]) -> in
     _std_streams()
     conn.settimeout(None)
     _send(conn, [b"pid", b"%d" % os.getpid()])
+    if _receive(conn) != [b"go"]:
+        return 0  # the caller was stopped first: nothing ran, and it said so itself
     import threading
 
     threading.Thread(target=_die_with_caller, args=(conn,), daemon=True).start()
@@ -395,6 +438,27 @@ def _child(conn: _socket.socket, request: list[bytes], fds: Sequence[int]) -> in
             pass
     _send(conn, [b"exit", b"%d" % code])
     return code
+
+
+def _signals_as_the_callers(ignored: set[int], blocked: Sequence[int]) -> None:
+    """Every signal as a fresh interpreter started by the caller would have it: what the caller
+    ignores ignored (``nohup``), Ctrl-C as KeyboardInterrupt, the rest the system's default; the
+    caller's blocked signals blocked."""
+    import signal
+
+    for signum in range(1, signal.NSIG):
+        if signum in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            if signum in ignored:
+                signal.signal(signum, signal.SIG_IGN)
+            elif signum == signal.SIGINT:
+                signal.signal(signum, signal.default_int_handler)
+            else:
+                signal.signal(signum, signal.SIG_DFL)
+        except (OSError, ValueError):
+            continue  # a number the system has no signal for
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _main(argv: list[str]) -> int:
@@ -515,16 +579,20 @@ def _receive(conn: _socket.socket) -> list[bytes] | None:
 _UCRED = struct.Struct("3i")
 
 
-def _receive_with_fds(conn: _socket.socket, *, fds: bool = True
+def _receive_with_fds(conn: _socket.socket, *, fds: bool = True, seconds: float | None = None
                       ) -> tuple[list[bytes] | None, list[int], tuple[int, int] | None]:
     """One frame's fields (None when the other end closed first), the descriptors that came with
-    its first bytes, and who sent them (pid, uid; with ``SO_PASSCRED`` on). Reads exactly one
-    frame: the next stays for the next call."""
+    its first bytes (close-on-exec), and who sent them (pid, uid; with ``SO_PASSCRED`` on). Reads
+    exactly one frame, within ``seconds`` in all when given: the next frame stays for the next call."""
+    import time
+
+    deadline = None if seconds is None else time.monotonic() + seconds
     received: list[int] = []
     sender = None
     try:
         room = _socket.CMSG_SPACE(3 * struct.calcsize("i")) + _socket.CMSG_SPACE(_UCRED.size) if fds else 0
-        head, ancillary, _flags, _addr = conn.recvmsg(_LENGTH.size, room)
+        _budget(conn, deadline)
+        head, ancillary, _flags, _addr = conn.recvmsg(_LENGTH.size, room, _socket.MSG_CMSG_CLOEXEC)
         for level, kind, data in ancillary:
             if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
                 whole = len(data) - len(data) % 4
@@ -534,17 +602,28 @@ def _receive_with_fds(conn: _socket.socket, *, fds: bool = True
                 sender = (pid, uid)
         if not head:
             raise EOFError
-        head += _exactly(conn, _LENGTH.size - len(head))
+        head += _exactly(conn, _LENGTH.size - len(head), deadline)
         (length,) = _LENGTH.unpack(head)
         if length > _MAX_FRAME:
             raise ValueError("a warm-process frame too long")
-        return _fields(_exactly(conn, length)), received, sender
+        return _fields(_exactly(conn, length, deadline)), received, sender
     except EOFError:
         _close(received)
         return None, [], None
     except (ValueError, struct.error):
         _close(received)
         raise ValueError("a malformed warm-process frame") from None
+    except BaseException:  # a timeout, an interrupt: the descriptors received go with it
+        _close(received)
+        raise
+
+
+def _budget(conn: _socket.socket, deadline: float | None) -> None:
+    """Give the next read what is left of ``deadline`` (a timeout, an OSError, once it has passed)."""
+    if deadline is not None:
+        import time
+
+        conn.settimeout(max(0.0001, deadline - time.monotonic()))
 
 
 def _fields(payload: bytes) -> list[bytes]:
@@ -564,9 +643,10 @@ def _close(fds: Iterable[int]) -> None:
         os.close(fd)
 
 
-def _exactly(conn: _socket.socket, n: int) -> bytes:
+def _exactly(conn: _socket.socket, n: int, deadline: float | None = None) -> bytes:
     chunks = []
     while n > 0:
+        _budget(conn, deadline)
         chunk = conn.recv(min(n, 65536))
         if not chunk:
             raise EOFError
