@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 from conftest import Demo
 from patchtool.cli import warm
+from patchtool.cli.warm import caller as caller_side
+from patchtool.cli.warm import identity, server, wire
 from test_rebase import releases
 from test_rebase_conflicts import CORE, stop
 
@@ -72,8 +74,8 @@ def ready() -> bool:
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         conn.settimeout(5)
-        conn.connect(warm._address(warm.key(os.environb, sys.path)))
-        return warm._receive(conn) == [b"ready"]
+        conn.connect(identity.address(identity.key(os.environb, sys.path)))
+        return wire.receive(conn) == [b"ready"]
     except OSError:
         return False
     finally:
@@ -127,29 +129,29 @@ def envelope(out: str) -> dict:
     ([], False),
 ])
 def test_only_the_commands_that_go_on_from_a_stop(argv: list[str], goes: bool) -> None:
-    assert warm.goes_on(argv) is goes
+    assert identity.goes_on(argv) is goes
 
 
 def test_the_name_follows_everything_a_command_would_run_with() -> None:
     env = {b"HOME": b"/h", b"PATH": b"/bin", b"_": b"/usr/bin/env", b"PWD": b"/a", b"SHLVL": b"1"}
-    base = warm.key(env, ["/p"])
-    assert warm.key({**env, b"_": b"/x", b"PWD": b"/b", b"OLDPWD": b"/c", b"SHLVL": b"2"}, ["/p"]) == base
-    assert warm.key({**env, b"PATH": b"/usr/bin"}, ["/p"]) != base
-    assert warm.key({**env, b"PATCHTOOL_CACHE_DIR": b"/c"}, ["/p"]) != base
-    assert warm.key(env, ["/p", "/q"]) != base
-    assert warm.key(env, ["/q"]) != base
+    base = identity.key(env, ["/p"])
+    assert identity.key({**env, b"_": b"/x", b"PWD": b"/b", b"OLDPWD": b"/c", b"SHLVL": b"2"}, ["/p"]) == base
+    assert identity.key({**env, b"PATH": b"/usr/bin"}, ["/p"]) != base
+    assert identity.key({**env, b"PATCHTOOL_CACHE_DIR": b"/c"}, ["/p"]) != base
+    assert identity.key(env, ["/p", "/q"]) != base
+    assert identity.key(env, ["/q"]) != base
 
 
 @given(st.lists(st.binary(max_size=300), max_size=20))
 def test_a_frame_reads_back_as_its_fields(fields: list[bytes]) -> None:
     a, b = socket.socketpair()
     try:
-        warm._send(a, fields)
-        warm._send(a, [b"next"])
-        assert warm._receive(b) == fields
-        assert warm._receive(b) == [b"next"]  # one frame per read, the next one left in place
+        wire.send(a, fields)
+        wire.send(a, [b"next"])
+        assert wire.receive(b) == fields
+        assert wire.receive(b) == [b"next"]  # one frame per read, the next one left in place
         a.close()
-        assert warm._receive(b) is None
+        assert wire.receive(b) is None
     finally:
         a.close()
         b.close()
@@ -160,18 +162,18 @@ def test_a_malformed_frame_is_refused() -> None:
     with a, b:
         a.sendall(b"\0\0\0\x08\0\0\0\x09abcd")  # a field longer than its frame
         with pytest.raises(ValueError):
-            warm._receive(b)
+            wire.receive(b)
         a.sendall(b"\xff\xff\xff\xff")
         with pytest.raises(ValueError):
-            warm._receive(b)
+            wire.receive(b)
 
 
 def test_another_user_is_not_talked_to(monkeypatch: pytest.MonkeyPatch) -> None:
     a, b = socket.socketpair()
     with a, b:
-        assert warm._same_process(a)
+        assert identity.same_process(a)
         monkeypatch.setattr(os, "getuid", lambda: 4242)
-        assert not warm._same_process(a)
+        assert not identity.same_process(a)
 
 
 # -- with a real warm process ---------------------------------------------------------------------------
@@ -310,7 +312,7 @@ def test_the_warm_imports_cover_a_rebase_to_its_end(releases: Demo) -> None:
     imports (of patchtool and the libraries it stands on): a fork pays for no import."""
     worktree = stop(releases)
     resolve(worktree)
-    script = ("import json, sys; from patchtool.cli import warm; warm._warm_up(); before = set(sys.modules); "
+    script = ("import json, sys; from patchtool.cli.warm import server; server.warm_up(); before = set(sys.modules); "
               "from patchtool.cli.app import main; code = main(sys.argv[1:]); "
               "print(json.dumps([code, sorted(set(sys.modules) - before)]))")
     res = subprocess.run([sys.executable, "-c", script, "rebase", "--continue", "--json", "--root", str(releases.root),
@@ -352,9 +354,9 @@ def test_it_runs_only_the_commands_that_go_on_from_a_stop(releases: Demo, warm_o
 
     started(releases, warm_on)
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    conn.connect(warm._address(warm.key(os.environb, sys.path)))
-    assert warm._receive(conn) == [b"ready"]
-    assert warm._hand_over(conn, ["status", "--root", str(releases.root)]) is None
+    conn.connect(identity.address(identity.key(os.environb, sys.path)))
+    assert wire.receive(conn) == [b"ready"]
+    assert caller_side.hand_over(conn, ["status", "--root", str(releases.root)]) is None
 
 
 def test_a_connection_handed_to_another_world_is_not_served(releases: Demo, warm_on: list[Path]) -> None:
@@ -364,11 +366,11 @@ def test_a_connection_handed_to_another_world_is_not_served(releases: Demo, warm
 
     started(releases, warm_on)
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    conn.connect(warm._address(warm.key(os.environb, sys.path)))
-    assert warm._receive(conn) == [b"ready"]
+    conn.connect(identity.address(identity.key(os.environb, sys.path)))
+    assert wire.receive(conn) == [b"ready"]
     argv = ["rebase", "--abort", "--root", str(releases.root), "--cache-dir", str(releases.cache)]
-    code = (f"import _socket, sys; sys.path[:] = {sys.path!r}; from patchtool.cli import warm; "
-            f"code = warm._hand_over(_socket.socket(fileno={conn.fileno()}), {argv!r}); "
+    code = (f"import _socket, sys; sys.path[:] = {sys.path!r}; from patchtool.cli.warm import caller; "
+            f"code = caller.hand_over(_socket.socket(fileno={conn.fileno()}), {argv!r}); "
             f"sys.exit({COLD} if code is None else code)")
     res = subprocess.run([sys.executable, "-c", code], pass_fds=[conn.fileno()], preexec_fn=lambda: os.nice(5),
                          capture_output=True, env=os.environb, check=False)
@@ -400,8 +402,8 @@ def test_a_caller_stopped_before_the_go_runs_nothing(tmp_path: Path) -> None:
     """A process that takes the request and never answers: Ctrl-C still ends the caller at once,
     with nothing run."""
     listener, peer = socket.socketpair()
-    code = (f"import _socket, sys; sys.path[:] = {sys.path!r}; from patchtool.cli import warm; "
-            f"code = warm._hand_over(_socket.socket(fileno={peer.fileno()}), ['rebase', '--abort']); "
+    code = (f"import _socket, sys; sys.path[:] = {sys.path!r}; from patchtool.cli.warm import caller; "
+            f"code = caller.hand_over(_socket.socket(fileno={peer.fileno()}), ['rebase', '--abort']); "
             f"sys.exit({COLD} if code is None else code)")
     proc = subprocess.Popen([sys.executable, "-c", code], pass_fds=[peer.fileno()], stderr=subprocess.PIPE,
                             env=os.environb)
@@ -423,14 +425,14 @@ def test_a_client_that_stalls_neither_blocks_others_nor_keeps_what_it_sent(relea
 
     started(releases, warm_on)
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    conn.connect(warm._address(warm.key(os.environb, sys.path)))
-    assert warm._receive(conn) == [b"ready"]
+    conn.connect(identity.address(identity.key(os.environb, sys.path)))
+    assert wire.receive(conn) == [b"ready"]
     read, write = os.pipe()
     conn.sendmsg([b"\0\0\1\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("3i", write, write, write))])
     os.close(write)
     import select
 
-    readable, _, _ = select.select([read], [], [], warm.REQUEST_SECONDS + 2)
+    readable, _, _ = select.select([read], [], [], server.REQUEST_SECONDS + 2)
     assert readable and os.read(read, 1) == b""  # every copy of the write end closed: the server's too
     conn.close()
     os.close(read)
