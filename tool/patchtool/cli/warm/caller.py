@@ -22,8 +22,10 @@ READY_SECONDS = 3.0  # how long a caller waits for a process that is still impor
 
 def run(argv: Sequence[str]) -> int | None:
     """Run ``argv`` in the warm process: its exit status, or None when there is none to run it (or
-    it is not for this command line): then nothing ran, and the caller runs it itself."""
-    if identity.serving or not enabled(os.environ) or not goes_on(argv) or not _streams_open():
+    it is not for this command line): then nothing ran, and the caller runs it itself. Descriptors
+    0-2 must be open (``patchtool.cli.main`` opens a closed one on /dev/null first): a closed one
+    would be taken by the socket and handed to the fork as that stream."""
+    if identity.serving or not enabled(os.environ) or not goes_on(argv):
         return None
     conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
@@ -156,17 +158,6 @@ def _ignored(signum: int) -> bool:
         return bool(_signal.getsignal(signum) == _signal.SIG_IGN)
     except (ValueError, OSError):
         return False
-
-
-def _streams_open() -> bool:
-    """Whether descriptors 0, 1 and 2 are open: a closed one would be taken by the socket and handed
-    to the fork as its stream (then the command runs here, as it would cold)."""
-    try:
-        for fd in (0, 1, 2):
-            os.fstat(fd)
-    except OSError:
-        return False
-    return True
 
 
 def _umask() -> int:
