@@ -337,6 +337,10 @@ def test_a_caller_in_another_world_runs_its_command_itself(releases: Demo, warm_
     started(releases, warm_on)
     argv = ("rebase", "--abort", "--root", str(releases.root), "--cache-dir", str(releases.cache))
     if setup == "mount namespace":
+        import shutil
+
+        if not shutil.which("unshare"):
+            pytest.skip("unshare (util-linux) is not installed")
         if subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False).returncode:
             pytest.skip("unshare -m is not allowed here (needs privileges or user namespaces)")
         proc = caller(*argv, wrap=("unshare", "-m"))
