@@ -57,7 +57,6 @@ def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PATCHTOOL_CACHE_DIR", raising=False)
     monkeypatch.delenv("PATCHTOOL_INDEX_URL", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
-    monkeypatch.setenv("PATCHTOOL_WARM", "0")  # no process left behind by a stopped rebase: tests/test_warm.py
 
 
 UPSTREAM_FILES = {

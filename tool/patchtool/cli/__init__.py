@@ -7,13 +7,6 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     _closed_streams_to_devnull()
-    if argv is None:  # this process's own command line: a stopped rebase's warm process may run it
-        if "rebase" in sys.argv[1:]:  # any other command does not even import the module
-            from patchtool.cli import warm
-
-            code = warm.run(sys.argv[1:])
-            if code is not None:
-                return code
     from patchtool.cli.app import main as run
     from patchtool.cli.runner import reader_gone
 

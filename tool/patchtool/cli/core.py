@@ -172,10 +172,6 @@ def rebase(
     except ApplyConflict as exc:
         if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
             _write_report(report_file, _rebase_page(report_file, exc.result))
-        if not dry_run:  # the next command goes on from this stop: have it start warm
-            from patchtool.cli import warm
-
-            warm.start(project.root)
         raise
     if report_file is not None:
         _write_report(report_file, _rebase_page(report_file, report))

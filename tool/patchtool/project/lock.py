@@ -55,8 +55,6 @@ def _command_of(pid: str) -> str:
             argv = [w.decode("utf-8", "replace") for w in fh.read().split(b"\0") if w]
     except OSError:
         return "patchtool"
-    if any("patchtool.cli.warm" in w for w in argv):  # a fork of a stopped rebase's warm process
-        return "patchtool rebase"
     names = [os.path.basename(w) for w in argv]
     after = names[names.index("patchtool") + 1:] if "patchtool" in names else []
     return " ".join(["patchtool", *[w for w in after if not w.startswith("-")][:1]])
