@@ -181,3 +181,15 @@ def test_each_kernel_version_restricts_only_writing() -> None:
     assert confine.Access.REFER not in confine.handled(1) and confine.Access.REFER in confine.handled(2)
     assert confine.Access.TRUNCATE in confine.handled(3) and confine.Access.IOCTL_DEV not in confine.handled(4)
     assert confine.handled(7) == confine.handled(5)
+
+
+@needs_landlock
+def test_a_device_named_as_an_output_grants_nothing(one_patch: Demo) -> None:
+    """`scan --html /dev/full` replaced the device node when run as root: its directory is never
+    opened to the command, so the temporary beside it, and the rename over it, are refused."""
+    before = os.stat("/dev/full")
+    res = one_patch.run("scan", "--versions", "1.0", "--html", "/dev/full")
+    assert res.returncode == 2 and "full" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    after = os.stat("/dev/full")
+    assert (after.st_ino, after.st_rdev, after.st_mode) == (before.st_ino, before.st_rdev, before.st_mode)
+    assert not [p for p in os.listdir("/dev") if p.startswith(".full.")]
