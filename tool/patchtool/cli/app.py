@@ -26,8 +26,18 @@ _SETTINGS = {"help_option_names": usage.HELP_OPTIONS}
 
 def _print_version(value: bool) -> None:
     if value:
-        sys.stdout.write(f"patchtool {__version__}\n")
+        sys.stdout.write(f"patchtool {__version__}\nconfinement: {_confinement()}\n")
         raise typer.Exit()
+
+
+def _confinement() -> str:
+    """Whether commands hold themselves to their writes with Landlock here, said once, here."""
+    from patchtool import confine
+
+    if not runner.landlock_wanted():
+        return f"off ({confine.OPT_OUT}=0)"
+    found = confine.support()
+    return found.describe() if found.usable else f"none, Landlock {found.describe()}"
 
 
 def _globals(global_json: JsonOption = False, global_root: RootOption = None,
@@ -87,8 +97,10 @@ def _group(name: str) -> usage.Group:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command line: the process's own (``argv`` None), which confines the process to the
+    command's writes, or ``argv`` in a caller's process, which is left as it is."""
     words = sys.argv[1:] if argv is None else list(argv)
-    invocation = runner.begin()
+    invocation = runner.begin(confine=argv is None)
     command = build()
     try:
         with invocation.held:

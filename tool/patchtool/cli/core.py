@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 commands = CommandSet()
 
 
-@commands.command("apply", writes=True)
+@commands.command("apply", writes=True, outputs=("into",))
 def apply(
     pin: PinOption = None,
     into: Annotated[Path | None, typer.Option(metavar="DIR",
@@ -131,7 +131,7 @@ def status(
     return Shown(data=report.to_dict(), text=text)
 
 
-@commands.command("rebase", writes=True)
+@commands.command("rebase", writes=True, dry_run="dry_run", outputs=("report_file",))
 def rebase(
     to: Annotated[str | None, typer.Option(metavar="TARGET",
                                            help="A tag (v0.5.24), version, commit, or latest.")] = None,
@@ -159,7 +159,7 @@ def rebase(
         raise UsageError("--widen goes with --to, --continue or --skip: --abort changes nothing")
     if skip and not reason:
         raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
-    project = Project.load(root(writes=not dry_run))
+    project = Project.load(root())
     upstream = cache()
     if abort:
         transaction.abort(project, upstream)
@@ -207,7 +207,7 @@ def _write_report(path: Path, text: str) -> None:
     atomic.write(path, text.encode("utf-8"))
 
 
-@commands.command("scan")
+@commands.command("scan", outputs=("html_file",))
 def scan(
     versions: Annotated[str | None, typer.Option(metavar="SPEC", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
     newest: Annotated[int | None, typer.Option(metavar="N", help="The N newest releases on the index.")] = None,

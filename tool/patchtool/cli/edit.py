@@ -19,7 +19,7 @@ BranchOption = Annotated[str, typer.Option(help="The checkout branch.")]
 WITH_REJECTED = "With --rejected (a registry entry)"
 
 
-@commands.command("checkout", edits_series=True)
+@commands.command("checkout", edits_series=True, outputs=("path",))
 def checkout(
     pin: PinOption = None,
     branch: BranchOption = "series",
@@ -58,7 +58,7 @@ def _refresh(project: Project, branch: str) -> Shown:
         [f"branch {style.bold(result.branch)} rebuilt on the current series ({result.base[:12]})", *lines]))
 
 
-@commands.command("export", edits_series=True)
+@commands.command("export", edits_series=True, outputs=("quilt",))
 def export(
     branch: BranchOption = "series",
     allow_drop: Annotated[bool, typer.Option("--allow-drop", help="Record gone commits as dropped.")] = False,

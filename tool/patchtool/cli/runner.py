@@ -5,6 +5,10 @@ A command is a thin function over the core that returns ``Shown``: its result as
 ``--json`` envelope's) and how that reads as text. ``CommandSet.command`` turns it into a typer
 command that also takes the global options, and says what it does to the repository: a writing
 command holds the lock alone; one that edits the series also waits until no rebase is in progress.
+
+The same declaration says where the command may write, and on Linux the process holds itself to
+it with Landlock before the command's body runs (``confine``): the repository (writing commands
+only), the cache, a private temporary directory and the outputs the user named (``outputs``).
 """
 
 from __future__ import annotations
@@ -64,6 +68,9 @@ class Invocation:
     cache_dir: Path | None = None
     writes: bool = False
     edits_series: bool = False
+    confine: bool = False  # this process runs patchtool's own command line: it confines itself
+    outputs: tuple[Path, ...] = ()  # the paths the command line names for the command to write
+    confined_to: tuple[Path, ...] = ()  # where Landlock lets this process write, once it does
     held: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     recovered: list[str] = dataclasses.field(default_factory=list)
 
@@ -77,9 +84,11 @@ class Invocation:
 _current = Invocation()
 
 
-def begin() -> Invocation:
+def begin(*, confine: bool = False) -> Invocation:
+    """A new invocation; ``confine``: the process is patchtool's own (its command line), so the
+    command may take away its own rights to write (a caller running it in its process is not)."""
     global _current
-    _current = Invocation()
+    _current = Invocation(confine=confine)
     return _current
 
 
@@ -92,23 +101,15 @@ def default_cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "patchtool"
 
 
-def root(*, writes: bool | None = None) -> Path:
+def root() -> Path:
     """The patch repository, locked for this command: exclusively for a writing command (which
     first finishes a write an earlier one committed but did not complete), shared for a reading
     one. The one place the lock is taken."""
     from patchtool.project import journal, lock
-    from patchtool.project.manifest import MANIFEST_NAME
-    from patchtool.project.repository import Project
 
     inv = _current
-    if inv.root is None:
-        found = Project.find(Path.cwd())
-    else:
-        found = inv.root.absolute()
-        if not (found / MANIFEST_NAME).is_file():
-            raise UsageError(f"--root {inv.root}: no {MANIFEST_NAME} there",
-                             hint="pass the patch repository's directory")
-    exclusive = inv.writes if writes is None else writes
+    found = _located(inv)
+    exclusive = inv.writes
     inv.held.enter_context(lock.held(found, exclusive=exclusive))
     if exclusive:
         inv.recovered += journal.recover(found)
@@ -119,13 +120,107 @@ def root(*, writes: bool | None = None) -> Path:
     return found
 
 
+def _located(inv: Invocation) -> Path:
+    """The patch repository this command is about: ``--root``, else found from the current directory."""
+    from patchtool.project.manifest import MANIFEST_NAME
+    from patchtool.project.repository import Project
+
+    if inv.root is None:
+        return Project.find(Path.cwd())
+    found = inv.root.absolute()
+    if not (found / MANIFEST_NAME).is_file():
+        raise UsageError(f"--root {inv.root}: no {MANIFEST_NAME} there", hint="pass the patch repository's directory")
+    return found
+
+
+def _cache_root(inv: Invocation) -> Path:
+    env = os.environ.get("PATCHTOOL_CACHE_DIR")  # read here, at the edge, and nowhere else
+    return (inv.cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute()
+
+
 def cache() -> Cache:
     from patchtool.upstream.cache import Cache
     from patchtool.upstream.index import INDEX_URL_ENV
 
-    env = os.environ.get("PATCHTOOL_CACHE_DIR")  # read here, at the edge, and nowhere else
-    return Cache((_current.cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute(),
-                 index_url=os.environ.get(INDEX_URL_ENV) or None)
+    return Cache(_cache_root(_current), index_url=os.environ.get(INDEX_URL_ENV) or None)
+
+
+def landlock_wanted() -> bool:
+    """Whether commands confine themselves: yes, unless ``PATCHTOOL_LANDLOCK=0`` (for debugging)."""
+    from patchtool.confine import OPT_OUT
+
+    return os.environ.get(OPT_OUT, "1").strip().lower() not in ("0", "no", "off", "false")
+
+
+def _confine(inv: Invocation) -> None:
+    """Hold this process, and every child it starts, to writing where the command may (Landlock):
+    the cache (made first: a rule needs a directory to hold on to), a private temporary directory
+    in it, the repository for a writing command, and the directory of each output the command
+    line names. Without a usable Landlock this does nothing (``--version`` says so)."""
+    if not inv.confine or not landlock_wanted():
+        return
+    from patchtool import confine
+
+    if not confine.support().usable:
+        return
+    cache_root = _cache_root(inv)
+    trees = [cache_root]
+    _private_tmp(inv, cache_root)
+    if inv.writes:
+        with contextlib.suppress(PatchtoolError):  # no repository: the command's body says so, unconfined by it
+            trees.append(_located(inv))
+    trees += [tree for tree in map(_output_tree, inv.outputs) if tree is not None]
+    confine.confine(trees)
+    inv.confined_to = tuple(Path(os.path.realpath(tree)) for tree in trees)
+
+
+def _private_tmp(inv: Invocation, cache_root: Path) -> Path:
+    """A temporary directory of this command's own, the one its code and its children use
+    (``TMPDIR``), removed when it ends. It lies in the cache, not the shared one: a confined
+    process may remove only what lies beneath the trees it may write, and the shared temporary
+    directory stays closed to its writes."""
+    import shutil
+    import tempfile
+
+    parent = cache_root / "tmp"
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=parent))
+    inv.held.callback(shutil.rmtree, tmp, ignore_errors=True)
+    os.environ["TMPDIR"] = tempfile.tempdir = str(tmp)
+    return tmp
+
+
+def _refused_outside(inv: Invocation, exc: OSError) -> AccessError | None:
+    """The error for a write Landlock refused outside what the command may write; None for an
+    ordinary permission problem: a path beneath those trees, or one the file's own mode refuses
+    to read (Landlock restricts writes alone)."""
+    if not inv.confined_to or not isinstance(exc, PermissionError) or not isinstance(exc.filename, str | os.PathLike):
+        return None
+    filename = os.fspath(exc.filename)
+    where = Path(os.path.realpath(filename))
+    if any(where.is_relative_to(tree) for tree in inv.confined_to):
+        return None
+    if os.path.lexists(filename) and not os.access(filename, os.R_OK):
+        return None
+    allowed = ", ".join(map(str, inv.confined_to))
+    return AccessError(
+        f"refused to write {filename}: `patchtool {inv.command}` may write only beneath {allowed}",
+        hint="patchtool confines every command with Landlock to the repository (writing commands), the cache, "
+             "its temporary directory and the outputs named on the command line; a write elsewhere is a bug in "
+             "patchtool, please report it (PATCHTOOL_LANDLOCK=0 turns the confinement off to debug)")
+
+
+def _output_tree(path: Path) -> Path | None:
+    """Where writing ``path`` needs rights: the directory that holds it (a file is replaced through
+    a temporary beside it, a tree staged beside it), the nearest one that exists. Something there
+    already that is neither a file nor a directory (a device, a FIFO) grants nothing."""
+    target = path.absolute()
+    if target.exists() and not (target.is_file() or target.is_dir()):
+        return None
+    parent = target.parent
+    while not parent.is_dir():
+        parent = parent.parent
+    return parent
 
 
 def knob(kind: str, spec: str) -> dict[str, str]:
@@ -142,14 +237,20 @@ class CommandSet:
 
     def __init__(self, group: str = "") -> None:
         self.group = group
-        self._commands: dict[str, tuple[Callable[..., Shown], bool, bool]] = {}
+        self._commands: dict[str, Declared] = {}
 
-    def command(self, name: str, *, writes: bool = False,
-                edits_series: bool = False) -> Callable[[Callable[..., Shown]], Callable[..., Shown]]:
+    def command(self, name: str, *, writes: bool = False, edits_series: bool = False, outputs: tuple[str, ...] = (),
+                dry_run: str | None = None) -> Callable[[Callable[..., Shown]], Callable[..., Shown]]:
         """``writes``: the command changes the repository, so it holds the lock alone;
-        ``edits_series``: it changes the series, so it waits until no rebase is in progress."""
+        ``edits_series``: it changes the series, so it waits until no rebase is in progress;
+        ``outputs``: its options that name a path for it to write (beside the repository and cache);
+        ``dry_run``: its option that makes a writing command touch nothing (then it reads)."""
         def decorate(fn: Callable[..., Shown]) -> Callable[..., Shown]:
-            self._commands[name] = (fn, writes or edits_series, edits_series)
+            options = inspect.signature(fn).parameters
+            unknown = [o for o in (*outputs, *([dry_run] if dry_run else [])) if o not in options]
+            assert not unknown, f"{name}: no option {unknown}"
+            self._commands[name] = Declared(fn=fn, writes=writes or edits_series, edits_series=edits_series,
+                                            outputs=outputs, dry_run=dry_run)
             return fn
         return decorate
 
@@ -160,18 +261,28 @@ class CommandSet:
         """The click command of command ``name``."""
         from patchtool.cli.usage import HELP_OPTIONS, Command, plain_values
 
-        fn, writes, edits_series = self._commands[name]
         app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                           context_settings={"help_option_names": HELP_OPTIONS})
-        app.command(name, cls=Command)(_command(fn, f"{self.group} {name}".strip(), writes=writes,
-                                                edits_series=edits_series))
+        app.command(name, cls=Command)(_command(self._commands[name], f"{self.group} {name}".strip()))
         command = typer.main.get_command(app)
         plain_values(command)
         return command
 
 
-def _command(fn: Callable[..., Shown], name: str, *, writes: bool, edits_series: bool) -> Callable[..., int]:
-    """``fn`` as typer sees it: its own options and the global ones; it runs through ``execute``."""
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Declared:
+    """A command as its module declares it: its function and what it may do (``CommandSet.command``)."""
+
+    fn: Callable[..., Shown]
+    writes: bool
+    edits_series: bool
+    outputs: tuple[str, ...]
+    dry_run: str | None
+
+
+def _command(declared: Declared, name: str) -> Callable[..., int]:
+    """The command as typer sees it: its own options and the global ones; it runs through ``execute``."""
+    fn = declared.fn
     signature = inspect.signature(fn, eval_str=True)
 
     @functools.wraps(fn)
@@ -179,7 +290,9 @@ def _command(fn: Callable[..., Shown], name: str, *, writes: bool, edits_series:
             **options: Any) -> int:
         inv = _current
         inv.take(global_json, global_root, global_cache_dir)
-        inv.command, inv.writes, inv.edits_series = name, writes, edits_series
+        inv.command, inv.edits_series = name, declared.edits_series
+        inv.writes = declared.writes and not (declared.dry_run and options[declared.dry_run])
+        inv.outputs = tuple(Path(options[o]) for o in declared.outputs if options[o] is not None)
         return execute(lambda: fn(**options))
 
     run.__signature__ = signature.replace(  # type: ignore[attr-defined]
@@ -194,6 +307,7 @@ def execute(body: Callable[[], Shown]) -> int:
     style = Style(colour=not inv.as_json and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
                   and os.environ.get("TERM") != "dumb")
     try:
+        _confine(inv)
         with _progress_shown(inv.as_json):
             return _show(inv, body(), style)
     except ApplyConflict as exc:
@@ -201,7 +315,7 @@ def execute(body: Callable[[], Shown]) -> int:
     except PatchtoolError as exc:
         return _fail(inv, exc, style)
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-        return _fail(inv, AccessError(
+        return _fail(inv, _refused_outside(inv, exc) or AccessError(
             f"cannot use {exc.filename or 'a file'}: {exc.strerror}",
             hint="check its permissions, or point patchtool elsewhere (--root, --cache-dir, --out)"), style)
     except OSError as exc:

@@ -37,7 +37,7 @@ def _source_date_epoch(given: int | None) -> int | None:
     return value
 
 
-@commands.command("build", writes=True)
+@commands.command("build", writes=True, outputs=("out",))
 def build(
     pin: PinOption = None,
     out: Annotated[Path | None, typer.Option(
