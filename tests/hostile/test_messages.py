@@ -1,0 +1,40 @@
+"""Issue 19, item 5, and more of its class: hostile but plausible inputs to reading commands end
+in a message with its documented exit code, never a traceback or exit 70, and change nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import Demo
+from patchtool.testing import snapshot
+
+
+def run_into(demo: Demo, *args: str, stdout: str = os.devnull, stderr: str | None = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``patchtool ARGS`` in the demo with its stdout (and stderr, if given) opened on a file."""
+    full_env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})}
+    with open(stdout, "w") as out, open(stderr or os.devnull, "w") as err:
+        res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, stdout=out,
+                             stderr=err if stderr else subprocess.PIPE, text=True, env=full_env, check=False)
+    return res
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("--json", "check"), ("check",), ("status",)])
+def test_output_to_a_full_disk_is_a_message_on_stderr(one_patch: Demo, args: tuple[str, ...]) -> None:
+    before = snapshot(one_patch.root)
+    res = run_into(one_patch, *args, stdout="/dev/full")
+    assert res.returncode == 2
+    assert res.stderr == ("error: cannot write to standard output: No space left on device "
+                          "(hint: check the disk or the file the output is redirected to)\n")
+    assert snapshot(one_patch.root) == before
+
+
+def test_errors_to_a_full_disk_still_exit_with_their_code(one_patch: Demo) -> None:
+    res = run_into(one_patch, "--version", stdout="/dev/full", stderr="/dev/full")
+    assert res.returncode == 2
+    res = run_into(one_patch, "nonsense-command", stderr="/dev/full")
+    assert res.returncode == 2
