@@ -38,3 +38,13 @@ def test_errors_to_a_full_disk_still_exit_with_their_code(one_patch: Demo) -> No
     assert res.returncode == 2
     res = run_into(one_patch, "nonsense-command", stderr="/dev/full")
     assert res.returncode == 2
+
+
+@pytest.mark.parametrize("spec", [",,,", " , ", ","])
+def test_scan_versions_that_name_no_version_is_a_usage_error(one_patch: Demo, spec: str) -> None:
+    before = snapshot(one_patch.root)
+    res = one_patch.run("scan", "--versions", spec)
+    assert res.returncode == 2
+    assert res.stderr == (f"error: --versions {spec!r} names no version "
+                          "(hint: e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22)\n")
+    assert snapshot(one_patch.root) == before
