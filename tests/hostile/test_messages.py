@@ -48,3 +48,25 @@ def test_scan_versions_that_name_no_version_is_a_usage_error(one_patch: Demo, sp
     assert res.stderr == (f"error: --versions {spec!r} names no version "
                           "(hint: e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22)\n")
     assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize(("header", "why"), [
+    ("</script> <e@x>", "its name holds '<', '>'"),
+    ('"Ann>B" <e@x>', "its name holds '>'"),  # quoted, as RFC 5322 allows
+    ("=?utf-8?q?=3Cb=3E?= <e@x>", "its name holds '<', '>'"),  # an encoded word that decodes to <b>
+])
+def test_an_author_fast_import_refuses_is_a_problem_check_names(one_patch: Demo, header: str, why: str) -> None:
+    """It passed `check` and failed `rebase --dry-run` inside git fast-import, exit 70."""
+    path = one_patch.root / "patches/0001-greet.patch"
+    text = path.read_text()
+    old = next(line for line in text.split("\n") if line.startswith("From: "))
+    path.write_text(text.replace(old, f"From: {header}", 1))
+    before = snapshot(one_patch.root)
+    for args in (("check",), ("rebase", "--to", "1.0", "--dry-run")):
+        res = one_patch.run(*args)
+        out = res.stdout + res.stderr
+        assert res.returncode == 1, out
+        assert "Traceback" not in out
+        assert (f"patches/0001-greet.patch:2: patch greet: the 'From:' header {header!r} is not an author git can record: "
+                f"{why} (hint: write it as 'Name <email>'") in out, out
+    assert snapshot(one_patch.root) == before
