@@ -391,3 +391,50 @@ def test_the_upstream_lines_the_registry_cites_say_what_it_quotes(real_cache: Pa
         first, last = int(m.group(2)), int(m.group(3) or m.group(2))
         assert last <= len(show(path)), (ident, m.group(0))
         assert any(p == path and first <= n <= last for p, n in covered), (ident, m.group(0))
+
+
+# -- the registry's patterns, rewritten for RE2, against the lookaround forms they replace ---------
+
+# (entry, knob, the lookaround original, what a line around it is made of): RE2 has no lookaround,
+# so retread.toml spells these out; Python's re runs the originals as the oracle
+LOOKAROUND = [
+    ("index-topk-1024", 0, r"(?!512$)[1-9]\d{3,}", [""], [*list("0123456789"), "512"]),
+    ("index-topk-1024", 1, r"index_topk:\s*int\s*=\s*(?!512\b)\d+", ["index_topk: int =", "index_topk:int= "],
+     [*list("0125 x_a"), "512"]),
+    ("mxfp4-base-checkpoint", 0, r"deepseek-ai/DeepSeek-V4-Flash(?![\w-])", ["deepseek-ai/DeepSeek-V4-Flash"],
+     list(" -_\"a/")),
+    ("nonfused-bf16-index-store", 0, r"(?<!def )\bstore_bf16_index_k_torch\(", ["store_bf16_index_k_torch("],
+     [*list("def x.("), "def ", "  "]),
+    ("restart-decode-alone", 0, r"\b(?:systemctl|docker(?:-compose|\s+compose)?|podman|kubectl\s+rollout)\s+"
+     r"(?:-\S+\s+)*restart\s+(?=[^#\n]*decode)(?![^#\n]*prefill)[^#\n]*",
+     ["systemctl restart ", "docker compose -d restart  ", "kubectl rollout restart"],
+     [*list(" #xdp\t"), "prefill", "decode", "pre", "prefil", "refill", "ppre"]),
+    ("restart-decode-alone", 1, r"^\s*Restart\s*=\s*(?!no\s*$)\S+|^\s*restart\s*:\s*[\"']?(?:always|on-failure|"
+     r"unless-stopped)\b|--restart[= ][\"']?(?:always|on-failure|unless-stopped)\b",
+     ["Restart=", " Restart = ", "restart: ", "--restart="], [*list(" no\t#x"), "always", "no", "unless-stopped"]),
+]
+
+
+@pytest.mark.parametrize(("entry", "knob", "original", "anchors", "pieces"), LOOKAROUND,
+                         ids=[f"{e}-{k}" for e, k, *_ in LOOKAROUND])
+def test_an_re2_rewrite_agrees_with_its_lookaround_original(entry: str, knob: int, original: str,
+                                                           anchors: list[str], pieces: list[str]) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    guard = next(e for e in REGISTRY.entries if e.id == entry).knobs[knob]
+    pattern = guard.values if guard.values is not None else guard.regex
+    assert pattern is not None
+    oracle = re.compile(original, 0 if guard.values is not None else re.MULTILINE)
+    words = st.lists(st.sampled_from(pieces), max_size=7).map("".join)
+
+    @settings(max_examples=400, derandomize=True, database=None)
+    @given(before=words, anchor=st.sampled_from(anchors), after=words)
+    def agrees(before: str, anchor: str, after: str) -> None:
+        line = before + anchor + after
+        if guard.values is not None:
+            assert pattern.fullmatch(line) == (oracle.fullmatch(line) is not None), line
+        else:
+            assert (pattern.search(line) is not None) == (oracle.search(line) is not None), line
+
+    agrees()

@@ -198,7 +198,7 @@ def test_a_commented_out_flag_is_not_a_use() -> None:
 
 # -- roles --------------------------------------------------------------------------------------
 
-RESTART = registry({"type": "pattern", "name": "restarts itself", "regex": r"^\s*Restart\s*=\s*(?!no\s*$)\S+",
+RESTART = registry({"type": "pattern", "name": "restarts itself", "regex": r"^\s*Restart\s*=\s*(?:[^\sn]\S*|n(?:$|[^o]\S*)|no\s*\S\S*)",
                     "roles": ["decode"], "strict_roles": True})
 
 

@@ -133,6 +133,16 @@ class AccessError(PatchtoolError):
     exit_code = ExitCode.USAGE
 
 
+class OutputLost(AccessError):
+    """The command's output could not be written to its standard stream (a full disk, /dev/full):
+    said on stderr, as far as it can be, since the output itself is what failed."""
+
+    @classmethod
+    def writing(cls, stream: str, exc: OSError) -> OutputLost:
+        return cls(f"cannot write to standard {stream}: {exc.strerror or exc}",
+                   hint="check the disk or the file the output is redirected to")
+
+
 class Busy(PatchtoolError):
     """Another patchtool command holds the repository's lock."""
 

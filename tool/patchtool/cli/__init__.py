@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from patchtool import errors
+
 
 def main(argv: list[str] | None = None) -> int:
     import sys
@@ -9,6 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     _closed_streams_to_devnull()
     from patchtool.cli.app import main as run
     from patchtool.cli.runner import reader_gone
+    from patchtool.errors import OutputLost
 
     try:
         code = run(argv)
@@ -16,7 +22,26 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of --version or --help went away: quietly, as for any output
         reader_gone(sys.stdout)
         return 0
+    except OutputLost as exc:
+        return _output_lost(exc)
+    except OSError as exc:  # --version or --help written to a full disk or /dev/full
+        reader_gone(sys.stdout)
+        return _output_lost(OutputLost.writing("output", exc))
     return code
+
+
+def _output_lost(exc: errors.OutputLost) -> int:
+    """Say on stderr that the output was lost, as far as stderr can still be written."""
+    import sys
+
+    from patchtool.cli.runner import reader_gone
+
+    try:
+        sys.stderr.write(f"error: {exc.as_problems()[0].render()}\n")
+        sys.stderr.flush()
+    except OSError:
+        reader_gone(sys.stderr)
+    return int(exc.exit_code)
 
 
 def _closed_streams_to_devnull() -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from patchtool import errors
 from patchtool.cli.render import Style, envelope, problems_text
 from patchtool.errors import AccessError, ApplyConflict, ExitCode, InternalError, PatchtoolError, Problem, UsageError
 
@@ -310,6 +311,8 @@ def execute(body: Callable[[], Shown]) -> int:
         _confine(inv)
         with _progress_shown(inv.as_json):
             return _show(inv, body(), style)
+    except errors.OutputLost:  # nothing more can be shown where the output went; main says so on stderr
+        raise
     except ApplyConflict as exc:
         return _conflict(inv, exc, style)
     except PatchtoolError as exc:
@@ -353,6 +356,9 @@ def _echo(text: str, *, err: bool = False) -> None:
         stream.flush()
     except BrokenPipeError:  # the reader went away (`| head`): not the command's failure
         reader_gone(stream)
+    except OSError as exc:  # a full disk, /dev/full: the output is lost, and that is the command's failure
+        reader_gone(stream)
+        raise errors.OutputLost.writing("error" if err else "output", exc) from None
 
 
 def reader_gone(stream: Any) -> None:

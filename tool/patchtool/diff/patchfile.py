@@ -74,6 +74,11 @@ class PatchFile:
         author_name, author_email = _address(_decode(author))
         if not author_email:
             raise fail(f"the 'From:' header {author!r} has no e-mail address", hint=export_hint)
+        if why := identity_problem(author_name, author_email):
+            from_line = next((i + 1 for i, line in enumerate(head.split("\n")) if line.lower().startswith("from:")),
+                             None)
+            raise fail(f"the 'From:' header {author!r} is not an author git can record: {why}", line=from_line,
+                       hint="write it as 'Name <email>', with no '<', '>' or line break in the name or the e-mail")
         subject_text = _SUBJECT_PREFIX.sub("", " ".join(_decode(subject).split()))
         body = re.split(r"^---\s*$", payload, maxsplit=1, flags=re.MULTILINE)[0].strip("\n")
         try:  # git apply reads the whole file, so its paths are checked in all of it
@@ -119,6 +124,16 @@ def _decode(header: str) -> str:
 
 _NAME_ADDR = re.compile(r"^\s*(.*?)\s*<([^<>\s]+)>\s*$")
 _BARE_ADDR = re.compile(r"^\s*([^\s<>\"]+@[^\s<>\"]+)\s*$")
+
+
+def identity_problem(name: str, email: str) -> str | None:
+    """Why git's fast-import would refuse ``name <email>`` as an author, or None: the rule of its
+    ``parse_ident`` (no '<', '>' or newline in the name, the e-mail inside one pair of '<>')."""
+    for part, text in (("name", name), ("e-mail", email)):
+        bad = sorted({c for c in text if c in "<>\n\0"})
+        if bad:
+            return f"its {part} holds {', '.join(repr(c) for c in bad)}"
+    return None
 
 
 def _address(value: str) -> tuple[str, str]:

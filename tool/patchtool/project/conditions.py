@@ -15,7 +15,8 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patchtool.project.fields import Fields, _regex, _repo_path, _specifier
+from patchtool.project.fields import Fields, _repo_path, _specifier
+from patchtool.project.patterns import RepoPattern, multiline_pattern
 
 ARG_FIELDS_DIR = "python/sglang/srt/arg_groups/fields/"
 
@@ -27,7 +28,7 @@ class Revisit:
     why: str
     version: SpecifierSet | None = None  # holds when the upstream version is inside it
     file: str | None = None
-    regex: re.Pattern[str] | None = None
+    regex: RepoPattern | None = None
     appears: bool = True  # regex: holds when it appears (True) or when it disappears (False)
     flag: str | None = None  # holds when upstream adds (added) or removes (removed) this flag
     change: str | None = None
@@ -39,7 +40,7 @@ class Revisit:
         why = f.string("why")
         version = f.parsed("version", _specifier, required=False)
         file = f.parsed("file", _repo_path, required=False)
-        regex = f.parsed("regex", _regex, required=False)
+        regex = f.parsed("regex", multiline_pattern, required=False)
         appears = f.boolean("appears", required=False)
         flag = f.string("flag", required=False)
         change = f.choice("change", ("added", "removed"), required=False)

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool.errors import InvalidInput, Problem
 from patchtool.paths import check_id, tree_path_problem
+from patchtool.project.patterns import PatternRefused
 
 T = TypeVar("T")
 
@@ -146,7 +147,7 @@ class Fields:
         try:
             return parse(value)
         except ValueError as exc:
-            self.problem(name, str(exc))
+            self.problem(name, str(exc), hint=exc.hint if isinstance(exc, PatternRefused) else None)
             return None
 
     def done(self) -> None:
@@ -196,13 +197,6 @@ def _specifier(text: str) -> SpecifierSet:
         return SpecifierSet(text)
     except InvalidSpecifier:
         raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.5.23,<0.5.24')") from None
-
-
-def _regex(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text, re.MULTILINE)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
 
 
 def _ident(text: str) -> str:

@@ -6,11 +6,11 @@ runs against the pinned tree (``Assumption``) and the GPU checks a results file 
 from __future__ import annotations
 
 import dataclasses
-import re
 import shlex
 from typing import Any
 
-from patchtool.project.fields import Fields, _ident, _regex, _repo_path
+from patchtool.project.fields import Fields, _ident, _repo_path
+from patchtool.project.patterns import RepoPattern, multiline_pattern
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -21,7 +21,7 @@ class Assumption:
     file: str
     why: str
     exists: bool = True
-    pattern: re.Pattern[str] | None = None
+    pattern: RepoPattern | None = None
     count: int | None = None  # exactly
     min_count: int | None = None  # at least
 
@@ -31,7 +31,7 @@ class Assumption:
         file = f.parsed("file", _repo_path)
         why = f.string("why")
         exists = f.boolean("exists", required=False)
-        pattern = f.parsed("regex", _regex, required=False)
+        pattern = f.parsed("regex", multiline_pattern, required=False)
         count = f.integer("count", required=False, minimum=0)
         min_count = f.integer("min_count", required=False, minimum=1)
         f.done()

@@ -56,9 +56,13 @@ def parse_versions(spec: str, available: list[Version]) -> list[Version]:
             raise UsageError(f"no release between {low} and {high} on the index")
         return sorted(chosen)
     try:
-        return sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
+        listed = sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
+    if not listed:
+        raise UsageError(f"--versions {spec!r} names no version",
+                         hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22")
+    return listed
 
 
 def version_range(spec: str) -> tuple[Version, Version] | None:

@@ -21,7 +21,8 @@ from patchtool.diff.model import Diff
 from patchtool.errors import InvalidInput, Problem
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, _ident, _regex, key_line, load_toml, raise_if
+from patchtool.project.fields import Fields, _ident, key_line, load_toml, raise_if
+from patchtool.project.patterns import RepoPattern, multiline_pattern, value_pattern
 from patchtool.registry.knobs import find_use
 
 SCHEMA = 1
@@ -84,8 +85,8 @@ class Guard:
     type: GuardType
     name: str  # flag ("--ep-size"), env var, config key, or a label for a pattern
     aliases: tuple[str, ...] = ()
-    values: re.Pattern[str] | None = None  # the values that re-introduce it (None: any use)
-    regex: re.Pattern[str] | None = None  # for type = "pattern"
+    values: RepoPattern | None = None  # the values that re-introduce it, in full (None: any use)
+    regex: RepoPattern | None = None  # for type = "pattern"
     roles: tuple[str, ...] = ()  # only where the deployment has one of these roles
     strict_roles: bool = False  # with roles: only where the role is known (else also where it is unknown)
     files: tuple[str, ...] = ()  # only in files matching these globs (patterns in code)
@@ -96,8 +97,8 @@ class Guard:
         typ = f.choice("type", tuple(GuardType))
         name = f.string("name")
         aliases = f.str_list("aliases", required=False) or ()
-        values = f.parsed("values", _anchored, required=False)
-        regex = f.parsed("regex", _regex, required=False)
+        values = f.parsed("values", value_pattern, required=False)
+        regex = f.parsed("regex", multiline_pattern, required=False)
         roles = f.str_list("roles", required=False) or ()
         strict_roles = f.boolean("strict_roles", required=False) or False
         files = f.str_list("files", required=False) or ()
@@ -168,13 +169,6 @@ class Guard:
     def match(self, line: str, *, python: bool = False, following: str = "") -> str | None:
         """The text in ``line`` that re-introduces the idea, or None (``knobs.find_use``)."""
         return find_use(self, line, python=python, following=following)
-
-
-def _anchored(text: str) -> re.Pattern[str]:
-    try:
-        return re.compile(text)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {text!r}: {exc}") from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

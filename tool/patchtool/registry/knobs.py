@@ -40,8 +40,7 @@ def find_use(guard: Guard, line: str, *, python: bool = False, following: str = 
     """
     if guard.type.value == "pattern":
         assert guard.regex is not None
-        m = guard.regex.search(line)
-        return m.group(0) if m else None
+        return guard.regex.search(line)
     text = _code(line) if python else line
     found = _first_use(guard, text, python=python, limit=len(text))
     if found is None and following.strip():
@@ -56,7 +55,7 @@ def _first_use(guard: Guard, text: str, *, python: bool, limit: int) -> str | No
         if start >= limit:
             continue
         if guard.values is not None:
-            ok = guard.values.fullmatch(value) is not None
+            ok = guard.values.fullmatch(value)
         else:  # any use on a command line; a truthy literal in code
             ok = not literal or value.lower() not in _FALSY
         if ok:

@@ -44,7 +44,7 @@ def evaluate(assumption: Assumption, content: bytes | None) -> tuple[bool, str]:
         return False, "file present"
     if assumption.pattern is None:
         return True, "file present"
-    n = len(assumption.pattern.findall(content.decode("utf-8", "replace")))
+    n = assumption.pattern.count(content.decode("utf-8", "replace"))
     ok = n == assumption.count if assumption.count is not None else n >= (assumption.min_count or 1)
     return ok, f"{n} match(es)"
 

@@ -1,0 +1,72 @@
+"""Issue 19, item 5, and more of its class: hostile but plausible inputs to reading commands end
+in a message with its documented exit code, never a traceback or exit 70, and change nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import Demo
+from patchtool.testing import snapshot
+
+
+def run_into(demo: Demo, *args: str, stdout: str = os.devnull, stderr: str | None = None,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``patchtool ARGS`` in the demo with its stdout (and stderr, if given) opened on a file."""
+    full_env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})}
+    with open(stdout, "w") as out, open(stderr or os.devnull, "w") as err:
+        res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, stdout=out,
+                             stderr=err if stderr else subprocess.PIPE, text=True, env=full_env, check=False)
+    return res
+
+
+@pytest.mark.parametrize("args", [("--version",), ("--help",), ("--json", "check"), ("check",), ("status",)])
+def test_output_to_a_full_disk_is_a_message_on_stderr(one_patch: Demo, args: tuple[str, ...]) -> None:
+    before = snapshot(one_patch.root)
+    res = run_into(one_patch, *args, stdout="/dev/full")
+    assert res.returncode == 2
+    assert res.stderr == ("error: cannot write to standard output: No space left on device "
+                          "(hint: check the disk or the file the output is redirected to)\n")
+    assert snapshot(one_patch.root) == before
+
+
+def test_errors_to_a_full_disk_still_exit_with_their_code(one_patch: Demo) -> None:
+    res = run_into(one_patch, "--version", stdout="/dev/full", stderr="/dev/full")
+    assert res.returncode == 2
+    res = run_into(one_patch, "nonsense-command", stderr="/dev/full")
+    assert res.returncode == 2
+
+
+@pytest.mark.parametrize("spec", [",,,", " , ", ","])
+def test_scan_versions_that_name_no_version_is_a_usage_error(one_patch: Demo, spec: str) -> None:
+    before = snapshot(one_patch.root)
+    res = one_patch.run("scan", "--versions", spec)
+    assert res.returncode == 2
+    assert res.stderr == (f"error: --versions {spec!r} names no version "
+                          "(hint: e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22)\n")
+    assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize(("header", "why"), [
+    ("</script> <e@x>", "its name holds '<', '>'"),
+    ('"Ann>B" <e@x>', "its name holds '>'"),  # quoted, as RFC 5322 allows
+    ("=?utf-8?q?=3Cb=3E?= <e@x>", "its name holds '<', '>'"),  # an encoded word that decodes to <b>
+])
+def test_an_author_fast_import_refuses_is_a_problem_check_names(one_patch: Demo, header: str, why: str) -> None:
+    """It passed `check` and failed `rebase --dry-run` inside git fast-import, exit 70."""
+    path = one_patch.root / "patches/0001-greet.patch"
+    text = path.read_text()
+    old = next(line for line in text.split("\n") if line.startswith("From: "))
+    path.write_text(text.replace(old, f"From: {header}", 1))
+    before = snapshot(one_patch.root)
+    for args in (("check",), ("rebase", "--to", "1.0", "--dry-run")):
+        res = one_patch.run(*args)
+        out = res.stdout + res.stderr
+        assert res.returncode == 1, out
+        assert "Traceback" not in out
+        assert (f"patches/0001-greet.patch:2: patch greet: the 'From:' header {header!r} is not an author git can record: "
+                f"{why} (hint: write it as 'Name <email>'") in out, out
+    assert snapshot(one_patch.root) == before
