@@ -46,9 +46,9 @@ T = TypeVar("T")
 ISOLATION = MappingProxyType({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
                               "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
                               "GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "https"})
-# the commands git 2.39 does not stop reading options for at --end-of-options (they reject it or
-# take it as a revision): their data goes in place, and data that starts with a dash is refused
-NO_END_OF_OPTIONS = frozenset({"check-ref-format", "checkout", "range-diff", "reset", "var"})
+# the commands git 2.39 does not end options for at --end-of-options (they reject it, take it as
+# a revision, or print it: rev-parse): their data goes in place, and data starting with "-" is refused
+NO_END_OF_OPTIONS = frozenset({"check-ref-format", "checkout", "range-diff", "reset", "rev-parse", "var"})
 # what decides who the user is to git: their identity variables and where their configuration is
 USER_IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
                      "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
