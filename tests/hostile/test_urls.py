@@ -273,3 +273,14 @@ def test_an_endless_index_page_stops_at_the_maximum(one_patch: Demo) -> None:
     with pytest.raises(UpstreamError) as exc:
         Fetcher(attempts=1, max_page=1 << 20).json(page)
     assert exc.value.message == f"{page} sends more than the {1 << 20} bytes patchtool takes from it; refusing it"
+
+
+def test_pin_add_with_the_users_own_local_remote_needs_no_permission(one_patch: Demo, tmp_path: Path) -> None:
+    """The user typed the path: it is theirs, not the repository's, so git may fetch it. The pin
+    it writes is the repository's from then on, and using that needs the permission."""
+    up, commit = git_release(tmp_path)
+    git(up, "tag", "v1.1")
+    code, out = without_permission(one_patch, "--json", "pin", "add", "--git", str(up), "--tag", "v1.1")
+    assert code == 0, out
+    pin = (one_patch.root / "upstream-pins" / "demo-1.1.toml").read_text()
+    assert f'url = "{up}"' in pin and f'commit = "{commit}"' in pin

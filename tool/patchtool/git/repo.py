@@ -369,10 +369,11 @@ class Repo:
 
     def fetch(self, url: SourceUrl, refspec: str, *, allow_local: bool) -> None:
         """Fetch ``refspec`` from a remote by a protocol the user allows (``urls.permit``: https,
-        and with ``allow_local`` plain http and local repositories), which git is held to as well."""
+        and with ``allow_local`` plain http and local repositories; any the user gave themselves),
+        which git is held to as well."""
         permit(url, allow_local=allow_local)
         res = self._runner.run("fetch", "--quiet", "--no-tags", args=[url.text, refspec],
-                               env=remote_env(allow_local=allow_local), check=False)
+                               env=remote_env(allow_local=allow_local or url.user), check=False)
         if res.returncode != 0:
             raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.strip()}")
 
