@@ -284,3 +284,19 @@ def test_pin_add_with_the_users_own_local_remote_needs_no_permission(one_patch: 
     assert code == 0, out
     pin = (one_patch.root / "upstream-pins" / "demo-1.1.toml").read_text()
     assert f'url = "{up}"' in pin and f'commit = "{commit}"' in pin
+
+
+@pytest.mark.parametrize(("location", "why"), [
+    ("file:///etc/passwd", "redirects to the local file 'file:///etc/passwd'; refusing it"),
+    ("ftp://127.0.0.1:1/demo.whl", "redirects to 'ftp://127.0.0.1:1/demo.whl': 'ftp://127.0.0.1:1/demo.whl' is not "
+                                   "an https URL (nor http, file:); refusing it"),
+])
+def test_a_download_follows_no_redirect_to_another_protocol(one_patch: Demo, location: str, why: str) -> None:
+    """urllib's own opener follows https to ftp; patchtool's follows http(s) alone, and https to
+    plain http only where the user allows it."""
+    one_patch.index.redirects[one_patch.wheel.name] = location
+    code, out = run(one_patch, "status")
+    assert code == 4
+    url = f"{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}"
+    assert out["errors"][0]["message"] == f"{url} {why}"
+    assert len([r for r in one_patch.index.requests if r.startswith("/files/")]) == 1  # refused, not retried

@@ -123,6 +123,7 @@ class Index:
         self.hrefs: dict[str, str] = {}  # file name -> the link the project page gives it (default /files/<name>)
         self.endless: set[str] = set()  # files sent as an endless body without a Content-Length
         self.endless_page = False  # the project page itself is an endless body without a Content-Length
+        self.redirects: dict[str, str] = {}  # file name -> where its download redirects (302 Location)
         self.server: http.server.ThreadingHTTPServer | None = None
 
     @property
@@ -170,6 +171,12 @@ class Index:
                     return
                 if index.fail_with:
                     self.send_error(index.fail_with.pop(0))
+                    return
+                if m.group(1) in index.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", index.redirects[m.group(1)])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 if m.group(1) in index.endless:
                     self._endless("application/octet-stream")

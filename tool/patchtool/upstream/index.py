@@ -50,15 +50,18 @@ def _final(exc: Exception) -> bool:
             and exc.code not in _RETRIED_4XX and exc.code != 416)
 
 
-@functools.cache
-def _opener() -> Any:
-    """urllib for http and https alone: no file:, ftp: or data: handler, and every redirect
-    checked (``_Redirects``): urlopen's own opener reads local files and follows https to ftp."""
+def _opener(url: SourceUrl, allow_local: bool) -> Any:
+    """urllib for http and https alone, for one download of ``url``: no file:, ftp: or data:
+    handler, and every redirect checked (``Redirects``): urlopen's own opener reads local files
+    and follows https to ftp."""
     import urllib.request
 
-    class _Redirects(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
-            origin: SourceUrl = req.origin
+    class Redirects(urllib.request.HTTPRedirectHandler):
+        origin = url
+
+        def http_error_302(self, req: Any, fp: Any, code: int, msg: str, headers: Any) -> Any:
+            newurl = urllib.parse.urljoin(req.full_url, headers.get("location") or headers.get("uri") or "")
+            origin = self.origin
             try:
                 target = SourceUrl.parse(newurl, file=origin.file, key=origin.key, user=origin.user)
             except ValueError as exc:
@@ -66,30 +69,28 @@ def _opener() -> Any:
             if target.scheme == "file":
                 raise UpstreamError(f"{origin.text} redirects to the local file {newurl!r}; refusing it")
             if origin.scheme == "https" and target.scheme == "http":
-                permit(dataclasses.replace(target, user=False), allow_local=req.allow_local)
-            new = super().redirect_request(req, fp, code, msg, headers, newurl)
-            if new is not None:
-                new.origin, new.allow_local = target, req.allow_local
-            return new
+                permit(dataclasses.replace(target, user=False), allow_local=allow_local)
+            self.origin = target
+            return super().http_error_302(req, fp, code, msg, headers)
+
+        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
     opener = urllib.request.OpenerDirector()
     for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
-                    urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(), _Redirects(),
+                    urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(), Redirects(),
                     urllib.request.HTTPErrorProcessor()):
         opener.add_handler(handler)
     return opener
 
 
-def _request(url: SourceUrl, headers: dict[str, str], allow_local: bool) -> Any:
+def _request(url: SourceUrl, headers: dict[str, str]) -> Any:
     import urllib.request
 
     try:
-        req = urllib.request.Request(url.text, headers=headers)
+        return urllib.request.Request(url.text, headers=headers)
     except ValueError as exc:
         raise UpstreamError(f"{url.text!r} is not a URL patchtool can download from: {exc}",
                             hint="check the pin's 'index' and 'url', and PATCHTOOL_INDEX_URL") from None
-    req.origin, req.allow_local = url, allow_local  # what the redirect check needs
-    return req
 
 
 class _LocalFile:
@@ -156,7 +157,7 @@ class Fetcher:
         permit(url, allow_local=self.allow_local)
         if url.scheme == "file":
             return _LocalFile(url, limit)
-        return _opener().open(_request(url, headers, self.allow_local), timeout=self.timeout)
+        return _opener(url, self.allow_local).open(_request(url, headers), timeout=self.timeout)
 
     def json(self, url: SourceUrl) -> Any:
         """The project page at ``url`` as PEP 691 data. An index that serves only PEP 503 HTML gets
