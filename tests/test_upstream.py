@@ -13,6 +13,7 @@ from patchtool.testing import Index, git, make_wheel, sha256
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.index import Fetcher
 from patchtool.upstream.pins import Pin
+from patchtool.urls import SourceUrl
 
 FILES = {"demo/__init__.py": "x = 1\n", "demo/run.sh": "#!/bin/sh\n", "other/skip.py": "pass\n"}
 
@@ -61,7 +62,7 @@ def test_pin_errors_name_the_key(tmp_path: Path, change: dict[str, Any], message
 
 
 def test_git_source_needs_commit_when_used() -> None:
-    data = {"schema": 1, "name": "demo", "version": "1.0", "git": {"url": "u", "tag": "v1.0"}}
+    data = {"schema": 1, "name": "demo", "version": "1.0", "git": {"url": "https://example.org/u", "tag": "v1.0"}}
     with pytest.raises(InvalidInput) as exc:
         Pin.from_dict(data, name="p", file="upstream-pins/p.toml")
     assert "git.commit: the git source is used, so it must name the exact commit" in exc.value.problems[0].render()
@@ -74,10 +75,10 @@ def test_import_is_verified_and_deterministic(tmp_path: Path, served) -> None:  
     second = Cache(tmp_path / "c2", fetcher=fast()).ensure(pin)
     assert first.commit == second.commit  # same release, same commit, on any machine
     repo = Cache(tmp_path / "c1").repo
-    listing = repo.out("ls-tree", "-r", first.commit)
+    listing = repo.out("ls-tree", "-r", args=[first.commit])
     assert "100755 blob" in listing and "python/demo/run.sh" in listing
     assert "python/demo/__init__.py" in listing and "skip.py" not in listing and "dist-info" not in listing
-    assert repo.out("log", "-1", "--format=%an %at", first.commit) == "patchtool 0"
+    assert repo.out("log", "-1", "--format=%an %at", args=[first.commit]) == "patchtool 0"
     assert repo.resolve("refs/tags/v1.0") == first.commit
     # a second ensure uses the cache: no new request to the index
     before = len(index.requests)
@@ -96,8 +97,8 @@ def test_an_index_serving_only_pep_503_html_is_read(tmp_path: Path, served) -> N
     from_json = PackageIndex(fast()).files(pin.artifact)
     index.html = True
     from_html = PackageIndex(fast()).files(pin.artifact)
-    assert [(e["filename"], e["url"], e["hashes"]) for e in from_html] == \
-        [(e["filename"], e["url"], e["hashes"]) for e in from_json] == \
+    assert [(e["filename"], e["url"].text, e["hashes"]) for e in from_html] == \
+        [(e["filename"], e["url"].text, e["hashes"]) for e in from_json] == \
         [(wheel.name, f"{index.url[:-7]}/files/{wheel.name}", {"sha256": sha256(wheel)})]
     index.html = False
     expected = Cache(tmp_path / "c1", fetcher=fast()).ensure(pin).commit
@@ -118,7 +119,7 @@ def test_an_index_answering_neither_json_nor_html_says_so(tmp_path: Path) -> Non
     assert pin.artifact is not None
     page = f"{(tmp_path / 'simple').as_uri()}/demo/index.txt"
     with pytest.raises(UpstreamError) as exc:
-        Fetcher(attempts=3, backoff=5).json(page)
+        Fetcher(attempts=3, backoff=5).json(SourceUrl.parse(page))
     assert exc.value.message == (f"the package index at {page} answered text/plain, neither a PEP 691 JSON nor a "
                                  "PEP 503 HTML project page")
     with pytest.raises(UpstreamError, match="did not answer with a PEP 691 project page"):

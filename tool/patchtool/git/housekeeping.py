@@ -11,7 +11,7 @@ from patchtool.git.repo import Repo
 
 def refs(repo: Repo, *prefixes: str) -> dict[str, str]:
     """ref -> the object it names, for every ref under ``prefixes``."""
-    out = repo.out("for-each-ref", "--format=%(refname) %(objectname)", *prefixes)
+    out = repo.out("for-each-ref", "--format=%(refname) %(objectname)", args=prefixes)
     return {name: sha for name, _, sha in (line.partition(" ") for line in out.splitlines()) if sha}
 
 

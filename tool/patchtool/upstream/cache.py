@@ -22,6 +22,7 @@ from patchtool.errors import GitError, UpstreamError
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
 from patchtool.upstream.pins import PINS_DIR, Artifact, Pin
+from patchtool.urls import SourceUrl, allowed_by_environment
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,9 +39,13 @@ class Base:
 class Cache:
     """``<root>/upstream.git`` holds every upstream; ``<root>/downloads`` the verified artifacts."""
 
-    def __init__(self, root: Path, *, fetcher: Fetcher | None = None, index_url: str | None = None) -> None:
+    def __init__(self, root: Path, *, fetcher: Fetcher | None = None, index_url: str | None = None,
+                 allow_local: bool | None = None) -> None:
+        """``allow_local``: the user lets the repository's urls be local or plain http (the CLI
+        passes what ``--allow-local-urls`` and the environment say; default: the environment)."""
         self.root = root
-        self.fetcher = fetcher or Fetcher()
+        self.allow_local = allowed_by_environment() if allow_local is None else allow_local
+        self.fetcher = fetcher or Fetcher(allow_local=self.allow_local)
         self.index = PackageIndex(self.fetcher, override=index_url)
         self.repo = git.Repo(root / "upstream.git")
         self._ensured: dict[str, Base] = {}  # pin (its repr: every field) -> base, for this process
@@ -180,7 +185,7 @@ class Cache:
                                 hint="the pin's size is wrong; correct it")
         return dest
 
-    def _lookup(self, art: Artifact) -> str:
+    def _lookup(self, art: Artifact) -> SourceUrl:
         for entry in self.index.files(art):
             if entry.get("filename") == art.filename:
                 listed = entry.get("hashes", {}).get("sha256")
@@ -188,7 +193,11 @@ class Cache:
                     raise UpstreamError(
                         f"the index lists {art.filename} with sha256 {listed}, the pin says "
                         f"{art.sha256}; refusing it", hint="verify the release and fix the pin")
-                return str(entry["url"])
+                if entry["url"] is None:
+                    raise UpstreamError(f"the index links {art.filename} to no URL patchtool fetches from: "
+                                        f"{entry['url_problem']}", hint="check the pin's 'index'")
+                url: SourceUrl = entry["url"]
+                return url
         raise UpstreamError(f"{art.filename} is not on the index {self.index.url(art)}",
                             hint="check the pin's filename and version")
 
@@ -223,7 +232,7 @@ class Cache:
         if not self.repo.has_object(f"{src.commit}^{{commit}}"):
             with self.repo.scratch() as scratch:  # nothing reaches the cache until the tag is verified
                 try:
-                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag")
+                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag", allow_local=self.allow_local)
                 except GitError as exc:
                     raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}", file=where,
                                         hint="check the network, and the url and tag in the pin") from None
@@ -231,7 +240,7 @@ class Cache:
                 if got != src.commit:
                     raise self._not_the_tag(pin, scratch, got)
                 fetched = f"refs/patchtool/fetch/{src.tag}"
-                self.repo.fetch(str(scratch.git_dir), f"+refs/probe/tag:{fetched}")
+                self.repo.fetch_from(scratch, f"+refs/probe/tag:{fetched}")
                 self.repo.delete_ref(fetched)
         self.repo.update_ref(ref, src.commit)
         return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref,
@@ -243,7 +252,7 @@ class Cache:
         assert src is not None and src.commit is not None
         where = f"{PINS_DIR}/{pin.name}.toml"
         try:
-            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned")
+            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned", allow_local=self.allow_local)
         except GitError:  # the remote does not have it, or will not serve a commit by its sha
             return UpstreamError(
                 f"pin {pin.name} names commit {src.commit}, which {src.url} does not have (its tag {src.tag} is "

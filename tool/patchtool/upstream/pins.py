@@ -26,9 +26,11 @@ from packaging.version import InvalidVersion, Version
 from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.project.fields import Fields, load_toml, raise_if
-from patchtool.upstream.index import DEFAULT_INDEX, url_problem
+from patchtool.upstream.index import DEFAULT_INDEX
+from patchtool.urls import SourceUrl
 
 PINS_DIR = "upstream-pins"
+PYPI = SourceUrl.parse(DEFAULT_INDEX)
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -38,13 +40,13 @@ __all__ = ["PINS_DIR", "Artifact", "GitSource", "Pin", "artifact_name", "canonic
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class GitSource:
-    url: str
+    url: SourceUrl
     tag: str
     commit: str | None = None
 
     @classmethod
-    def read(cls, f: Fields) -> GitSource | None:
-        url = f.string("url")
+    def read(cls, f: Fields, *, file: str) -> GitSource | None:
+        url = f.parsed("url", lambda t: SourceUrl.parse(t, git=True, file=file, key=f.key("url")))
         tag = f.string("tag")
         commit = f.string("commit", required=False)
         f.done()
@@ -64,8 +66,8 @@ class Artifact:
     sha256: str
     prefix_from: str  # path prefix inside the artifact ("sglang/")
     prefix_to: str  # where it lives in the repository ("python/sglang/")
-    index: str = DEFAULT_INDEX
-    url: str | None = None
+    index: SourceUrl = PYPI
+    url: SourceUrl | None = None
     size: int | None = None
     tree: str | None = None  # git tree of the normalised import, recorded once verified
 
@@ -74,7 +76,7 @@ class Artifact:
         return self.filename.endswith(".whl")
 
     @classmethod
-    def read(cls, f: Fields, pin_version: Version | None) -> Artifact | None:
+    def read(cls, f: Fields, pin_version: Version | None, *, file: str) -> Artifact | None:
         dist = f.string("distribution")
         version = f.parsed("version", _version)
         filename = f.string("filename")
@@ -85,8 +87,8 @@ class Artifact:
             prefix_from = prefix.string("from", nonempty=False)
             prefix_to = prefix.string("to", nonempty=False)
             prefix.done()
-        index = f.string("index", required=False) or DEFAULT_INDEX
-        url = f.string("url", required=False)
+        index = f.parsed("index", lambda t: SourceUrl.parse(t, file=file, key=f.key("index")), required=False)
+        url = f.parsed("url", lambda t: SourceUrl.parse(t, file=file, key=f.key("url")), required=False)
         size = f.integer("size", required=False, minimum=1)
         tree = f.string("tree", required=False)
         f.done()
@@ -103,9 +105,6 @@ class Artifact:
         if prefix_to and (why := paths.tree_path_problem(prefix_to[:-1])) is not None:
             f.problem("prefix.to", f"{why}: the import would put files there")
             return None
-        for name, value in (("index", index), ("url", url)):
-            if value is not None and (why := url_problem(value)) is not None:
-                f.problem(name, f"{value!r} {why}")
         if None in (dist, version, filename, sha256, prefix_from, prefix_to):
             return None
         assert dist and version and filename and sha256 is not None
@@ -121,7 +120,8 @@ class Artifact:
             f.problem("version", f"artifact version {version} differs from the pin's {pin_version}")
             return None
         return cls(distribution=dist, version=version, filename=filename, sha256=sha256,
-                   prefix_from=prefix_from or "", prefix_to=prefix_to or "", index=index,
+                   prefix_from=prefix_from or "", prefix_to=prefix_to or "",
+                   index=index or SourceUrl.parse(DEFAULT_INDEX, file=file, key=f.key("index")),
                    url=url, size=size, tree=tree)
 
 
@@ -167,9 +167,9 @@ class Pin:
         upstream = f.parsed("name", lambda t: paths.check_id(t, "upstream name"))  # it names pin files
         version = f.parsed("version", _version)
         git_fields = f.table("git", required=False)
-        gsrc = GitSource.read(git_fields) if git_fields else None
+        gsrc = GitSource.read(git_fields, file=file) if git_fields else None
         art_fields = f.table("artifact", required=False)
-        art = Artifact.read(art_fields, version) if art_fields else None
+        art = Artifact.read(art_fields, version, file=file) if art_fields else None
         use = f.choice("use", ("artifact", "git"), required=False)
         f.done()
         if git_fields is None and art_fields is None:
@@ -220,19 +220,19 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
         doc.add(tomlkit.comment(line))
     doc.update({"schema": 1, "name": pin.upstream, "version": str(pin.version), "use": pin.use})
     if pin.git:
-        src = {"url": pin.git.url, "tag": pin.git.tag}
+        src = {"url": pin.git.url.text, "tag": pin.git.tag}
         if pin.git.commit:
             src["commit"] = pin.git.commit
         doc.add(tomlkit.nl())
         doc.add("git", tomlio.table(src))
     if pin.artifact:
         a = pin.artifact
-        art: dict[str, Any] = {"index": a.index, "distribution": a.distribution, "version": str(a.version),
+        art: dict[str, Any] = {"index": a.index.text, "distribution": a.distribution, "version": str(a.version),
                                "filename": a.filename, "sha256": a.sha256}
         if a.size:
             art["size"] = a.size
         if a.url:
-            art["url"] = a.url
+            art["url"] = a.url.text
         art["prefix"] = {"from": a.prefix_from, "to": a.prefix_to}
         if a.tree:
             art["tree"] = a.tree

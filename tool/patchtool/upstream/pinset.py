@@ -23,6 +23,7 @@ from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml
 from patchtool.upstream.releases import pin_for_version
+from patchtool.urls import SourceUrl
 
 _TAG_VERSION = re.compile(r"^v?(\d[\w.+!-]*)$")
 
@@ -106,7 +107,12 @@ def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str
     return pin_for_version(dataclasses.replace(template, use="artifact"), wanted, cache=cache)
 
 
-def _git_pin(template: Pin, cache: Cache, url: str, tag: str, version: str | None) -> Pin:
+def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | None) -> Pin:
+    try:  # the user's own url, so it may be local; a relative path is written down as an absolute one
+        url = SourceUrl.parse(str(Path(given).absolute()) if Path(given).is_dir() else given, git=True, user=True)
+    except ValueError as exc:
+        raise UsageError(f"--git {given!r}: {exc}",
+                         hint="give the remote's https URL, or a local repository's path") from None
     pinned = Version(version.removeprefix("v")) if version else _tag_version(tag)
     fetched = f"refs/patchtool/fetch/{tag}"
     if not git.ref_format_ok(fetched):
@@ -114,7 +120,7 @@ def _git_pin(template: Pin, cache: Cache, url: str, tag: str, version: str | Non
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
         try:
-            cache.repo.fetch(url, f"+refs/tags/{tag}:{fetched}")
+            cache.repo.fetch(url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local)
         except GitError as exc:
             raise UpstreamError(f"could not fetch tag {tag} from {url}: {exc.message}",
                                 hint="check the URL and the tag") from None

@@ -9,7 +9,7 @@ import re
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git
-from patchtool.errors import UpstreamError, UsageError
+from patchtool.errors import GitError, UpstreamError, UsageError
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin
 
@@ -66,8 +66,8 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
         try:
-            cache.repo.fetch(src.url, f"+refs/tags/{tag}:{fetched}")
-        except Exception as exc:
+            cache.repo.fetch(src.url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local)
+        except GitError as exc:
             raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
         commit = cache.repo.resolve(fetched)
         cache.repo.delete_ref(fetched)
@@ -91,7 +91,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         commit = cache.repo.resolve(target)
         if commit is None:
             with cache.locked():
-                cache.repo.fetch(pin.git.url, target)
+                cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local)
             commit = cache.repo.resolve(target)
         if commit is None:
             raise UpstreamError(f"commit {target} is not in {pin.git.url}")

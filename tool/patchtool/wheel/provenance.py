@@ -57,10 +57,10 @@ class UpstreamSource:
             art = pin.artifact
             assert art is not None
             return cls(name=pin.upstream, version=str(pin.version), source="artifact",
-                       filename=art.filename, sha256=art.sha256, url=art.url)
+                       filename=art.filename, sha256=art.sha256, url=art.url.text if art.url else None)
         src = pin.git
         assert src is not None
-        return cls(name=pin.upstream, version=str(pin.version), source="git", url=src.url,
+        return cls(name=pin.upstream, version=str(pin.version), source="git", url=src.url.text,
                    tag=src.tag, commit=src.commit)
 
     @classmethod
