@@ -54,6 +54,13 @@ def tree_path_problem(path: str) -> str | None:
     return None
 
 
+def file_name_problem(name: str) -> str | None:
+    """Why ``name`` is not one plain file name (a tree path of one component), or None when it is."""
+    if "/" in name:
+        return f"{name!r} is a path, not a file name"
+    return tree_path_problem(name)
+
+
 def check_tree_path(path: str) -> str:
     """``path`` when it is a safe tree path; ValueError naming why not."""
     why = tree_path_problem(path)
