@@ -10,8 +10,8 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool import git
 from patchtool.errors import UpstreamError, UsageError
-from patchtool.upstream.cache import Cache
 from patchtool.names import ArtifactFilename
+from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin, release_pin_name
 
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
