@@ -103,7 +103,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def _not_regular(mode: int) -> str | None:
+def not_regular(mode: int) -> str | None:
     """What a file of ``mode`` is, when it is not a regular file."""
     if stat.S_ISREG(mode):
         return None
@@ -140,7 +140,7 @@ def read_inside(root: Path, rel: str) -> bytes:
         fd = _open_dirs(root, dirs, rel)
         try:
             before = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if (what := _not_regular(before.st_mode)) is not None:
+            if (what := not_regular(before.st_mode)) is not None:
                 raise _unsafe(rel, f"is {what}")
             ffd = os.open(name, _FILE_FLAGS, dir_fd=fd)
         finally:
@@ -182,7 +182,7 @@ def _open_dirs(root: Path, dirs: list[str], rel: str) -> int:
         for i, part in enumerate(dirs):
             mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
             if not stat.S_ISDIR(mode):
-                raise _unsafe(rel, f"{'/'.join(dirs[:i + 1])} is {_not_regular(mode) or 'a file'}; "
+                raise _unsafe(rel, f"{'/'.join(dirs[:i + 1])} is {not_regular(mode) or 'a file'}; "
                                    "expected a directory inside the repository")
             sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
