@@ -70,8 +70,7 @@ def test_nothing_is_done_through_a_link_out_of_the_root(tmp_path: Path, outside:
     before = snapshot(outside)
     with pytest.raises(InvalidInput) as exc:
         act(fsroot.Root(root))  # type: ignore[operator]
-    assert exc.value.message.startswith("link: is a symbolic link; patchtool writes only into real directories "
-                                        f"beneath {root}")
+    assert exc.value.message == f"link: is a symbolic link; patchtool writes only into real directories beneath {root}"
     assert snapshot(outside) == before and sorted(p.name for p in outside.iterdir()) == ["f", "sub"]
 
 

@@ -61,3 +61,50 @@ def test_an_sdist_name_that_is_a_path_is_refused(one_patch: Demo, distribution: 
         assert found[0]["file"] == "upstream-pins/demo-1.0.toml"
     assert snapshot(one_patch.root.parent) == before
     assert (outside / "x-1.0.tar.gz").read_bytes() == b"precious\n"
+
+
+@pytest.mark.parametrize(("link", "command"), [
+    ("build", ("apply",)), ("dist", ("build",)), ("work", ("checkout",)),
+])
+def test_a_committed_link_for_an_output_directory_is_refused(one_patch: Demo, link: str,
+                                                            command: tuple[str, ...]) -> None:
+    outside = decoy(one_patch)
+    (one_patch.root / link).symlink_to(outside)
+    # a stale tree of a killed apply, as the sweep would find it: it must survive too
+    (outside / ".demo-1.0.patchtool-0000").mkdir()
+    (outside / ".demo-1.0.patchtool-0000" / "f").write_text("keep\n")
+    before = snapshot(outside)
+    code, out = run(one_patch, *command)
+    assert code == 1, out
+    error = out["errors"][0]
+    assert (error["file"], error["message"]) == (link, "is a symbolic link; patchtool writes only into real "
+                                                       f"directories beneath {one_patch.root}")
+    assert snapshot(outside) == before
+    assert sorted(p.name for p in outside.iterdir()) == [".demo-1.0.patchtool-0000", "keep", "x-1.0.tar.gz"]
+
+
+@pytest.mark.parametrize("target", ["patchset.toml", "patches/0001-greet.patch", "upstream-pins/demo-1.0.toml"])
+@pytest.mark.parametrize("command", [("scan", "--versions", "1.0", "--html"),
+                                     ("rebase", "--to", "1.0", "--dry-run", "--report")])
+def test_a_report_never_replaces_a_series_file(one_patch: Demo, command: tuple[str, ...], target: str) -> None:
+    before = snapshot(one_patch.root.parent)
+    code, out = run(one_patch, *command, target)
+    assert code == 2, out
+    assert out["errors"][0]["message"] == (f"{target} is {target} of the patch repository; a report never "
+                                           "replaces the series")
+    assert snapshot(one_patch.root.parent) == before
+
+
+def test_a_report_is_not_written_over_a_fifo_or_through_a_link(one_patch: Demo) -> None:
+    import os
+
+    outside = decoy(one_patch)
+    os.mkfifo(one_patch.root / "pipe.html")
+    (one_patch.root / "link.html").symlink_to(outside / "x-1.0.tar.gz")
+    before = snapshot(one_patch.root.parent)
+    for name, what in (("pipe.html", "a named pipe (FIFO), not a regular file"),
+                       ("link.html", "a symbolic link (it could lead outside the repository; patchtool follows none)")):
+        code, out = run(one_patch, "scan", "--versions", "1.0", "--html", name)
+        assert code == 2, out
+        assert out["errors"][0]["message"] == f"{name} is {what}; a report is written only to a regular file or a new one"
+    assert snapshot(one_patch.root.parent) == before

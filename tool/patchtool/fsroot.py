@@ -73,15 +73,11 @@ class Root:
         parts = rel.split("/")
         if create:
             self.directory("/".join(parts[:-1]))
-        for i in range(1, len(parts)):
+        for i in range(1, len(parts) + 1):
             if (kind := self.kind("/".join(parts[:i]))) is None:
                 break
             if kind != stat.S_IFDIR:
-                raise self._refused("/".join(parts[:i]), f"is {paths.not_regular(kind)}; patchtool writes "
-                                                         f"only into real directories beneath {self.path}")
-        if (kind := self.kind(rel)) not in (None, stat.S_IFDIR):
-            raise self._refused(rel, f"is {paths.not_regular(kind or 0)}; expected a directory patchtool "
-                                     "makes, or nothing")
+                raise self._refused("/".join(parts[:i]), _not_a_directory(kind, self.path))
         return self.path / rel
 
     def rmtree(self, rel: str) -> None:
@@ -222,9 +218,7 @@ class Root:
 
     def _not_a_directory(self, fd: int, part: str, where: list[str], rel: str) -> InvalidInput:
         mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
-        what = "a symbolic link" if stat.S_ISLNK(mode) else "not a directory"
-        return self._refused("/".join(where), f"is {what}; patchtool writes only into real directories "
-                                              f"beneath {self.path} (writing {rel})")
+        return self._refused("/".join(where), _not_a_directory(stat.S_IFMT(mode), self.path))
 
     def _replaceable(self, fd: int, name: str, rel: str) -> None:
         """Refuse to replace ``name`` unless it is missing or a regular file this user owns."""
@@ -277,6 +271,11 @@ def check_output(path: Path, *, repository: Path | None) -> tuple[Path, str]:
         raise UsageError(f"{path} is {what}; a report is written only to a regular file or a new one",
                          hint="name a new file for the report")
     return parent, name
+
+
+def _not_a_directory(kind: int, root: Path) -> str:
+    what = "a symbolic link" if kind == stat.S_IFLNK else "not a directory"
+    return f"is {what}; patchtool writes only into real directories beneath {root}"
 
 
 def _write_new(fd: int, name: str, data: bytes | str) -> None:
