@@ -108,3 +108,19 @@ def test_a_report_is_not_written_over_a_fifo_or_through_a_link(one_patch: Demo) 
         assert code == 2, out
         assert out["errors"][0]["message"] == f"{name} is {what}; a report is written only to a regular file or a new one"
     assert snapshot(one_patch.root.parent) == before
+
+
+def test_a_quilt_series_that_links_outside_is_not_read(one_patch: Demo, tmp_path: Path) -> None:
+    outside = decoy(one_patch)
+    (outside / "secret").write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "series").symlink_to(outside / "secret")
+    before = snapshot(one_patch.root.parent)
+    res = one_patch.run("import", str(quilt), "--json")
+    assert res.returncode == 1, res.stdout
+    assert "secret-hash" not in res.stdout + res.stderr and "Traceback" not in res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert (error["file"], error["message"]) == ("series", "is a symbolic link (it could lead outside the "
+                                                           "repository; patchtool follows none)")
+    assert snapshot(one_patch.root.parent) == before

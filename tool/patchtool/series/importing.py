@@ -166,7 +166,7 @@ def _quilt_dir(path: Path) -> Path:
 
 def _read_quilt(directory: Path, who: Authorship) -> list[Incoming]:
     out = []
-    for line in lines_of((directory / "series").read_text(encoding="utf-8"), keepends=False):
+    for line in lines_of(read_inside(directory, "series").decode("utf-8"), keepends=False):
         name = line.split("#", 1)[0].strip().split()
         if not name:
             continue
