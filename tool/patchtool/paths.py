@@ -4,8 +4,9 @@ Everything patchtool reads is hostile input: a patch repository from a stranger'
 an artifact from an index or a mirror. A path from any of them reaches the disk or the cache only
 through here. Tree paths follow git's own rules (``verify_path`` in git's ``read-cache.c``, with
 its NTFS and HFS protections on), so nothing git itself would refuse, and nothing that could
-reach ``.git``, ever enters a stream, an index or a worktree. Paths on disk resolve inside their
-root, with no symbolic link leading out.
+reach ``.git``, ever enters a stream, an index or a worktree. A file of the repository is read
+beneath its root with no symbolic link followed (``read_inside``); every write goes through
+``fsroot``.
 """
 
 from __future__ import annotations
@@ -81,21 +82,6 @@ def check_id(text: str, what: str = "id") -> str:
     if why is not None:
         raise ValueError(why)
     return text
-
-
-def inside(root: Path, rel: str) -> Path:
-    """``root/rel`` on disk, for a ``rel`` that is a safe tree path and that resolves inside
-    ``root``: no component of it is a symbolic link leading out, and the file itself is not a
-    link. ValueError otherwise."""
-    check_tree_path(rel)
-    path = root / rel
-    base = root.resolve()
-    parent = path.parent.resolve()
-    if parent != base and not parent.is_relative_to(base):
-        raise ValueError(f"{rel!r} leads outside {root} through a symbolic link")
-    if path.is_symlink():
-        raise ValueError(f"{rel!r} is a symbolic link; refusing to follow it")
-    return path
 
 
 _READ_HINT = "patchtool reads only regular files inside the repository; put the file itself there"

@@ -111,9 +111,9 @@ def load(root: Path) -> RebaseState | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(paths.inside(root, STATE_FILE).read_text(encoding="utf-8"))
+        data = json.loads(paths.read_inside(root, STATE_FILE).decode("utf-8"))
         return RebaseState.from_dict(data, root=root)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, InvalidInput) as exc:
         raise InvalidInput(f"the rebase state is not one patchtool wrote ({exc})", file=STATE_FILE,
                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again") from None
 
