@@ -288,12 +288,15 @@ def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
         parse_wheel_filename,
     )
 
-    from patchtool.upstream.pins import artifact_name as _artifact_name
+    from patchtool.names import ArtifactFilename
     from patchtool.upstream.pins import canonicalize_name as ours
     try:
         want = parse_wheel_filename(filename)[:2] if filename.endswith(".whl") else parse_sdist_filename(filename)
     except (InvalidWheelFilename, InvalidSdistFilename):
         want = (None, None)
-    name, version = _artifact_name(filename)
+    try:
+        name, version = ArtifactFilename(filename).distribution, ArtifactFilename(filename).version
+    except ValueError:
+        name, version = None, None
     assert (ours(name) if name else None, version) == want
     assert ours("Foo__Bar.baz") == canonicalize_name("Foo__Bar.baz")

@@ -4,10 +4,10 @@ worktree, the patch repository itself), and who the user is to git."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from patchtool import fsroot
 from patchtool.errors import GitError, UsageError
 from patchtool.git.command import Runner
 from patchtool.git.repo import CONFLICT_STYLES
@@ -47,13 +47,10 @@ class Worktree:
         worktree git can check out in any more (then remove it and add one)."""
         if not (self.path / ".git").is_file():
             return False
+        disk = fsroot.Root(self.path)
         for child in self.path.iterdir():
-            if child.name == ".git":
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
+            if child.name != ".git":
+                disk.rmtree(child.name)  # a link is removed itself, never followed
         if self._runner.run("checkout", "-q", "-f", "--detach", args=[rev], check=False).returncode:
             return False
         self._runner.run("sparse-checkout set", "--no-cone", args=[f"/{f}" for f in files])

@@ -1,6 +1,6 @@
 """The state of a rebase that stopped: what ``--continue``, ``--skip`` and ``--abort`` resume from.
 
-It lives in ``.patchtool/rebase/state.json``, written whole (``atomic.write``) at every stop.
+It lives in ``.patchtool/rebase/state.json``, written whole (``fsroot.Root.write``) at every stop.
 ``RebaseState.from_dict`` is pure and checks it like every file in the repository: a state
 that names another worktree or a pin that is no pin name is refused. A state written by an
 older patchtool may carry a ``phase``; nothing reads it, and it is ignored.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from patchtool import atomic, paths
+from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.project import statedir
 from patchtool.rebase.replay import PatchOutcome, Step
@@ -102,9 +102,7 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
 
 def save(root: Path, state: RebaseState) -> None:
     statedir.ensure(root)
-    path = root / STATE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write(path, json.dumps(state.to_dict(), indent=2, sort_keys=True))
+    fsroot.Root(root).write(STATE_FILE, json.dumps(state.to_dict(), indent=2, sort_keys=True))
 
 
 def load(root: Path) -> RebaseState | None:
@@ -113,9 +111,9 @@ def load(root: Path) -> RebaseState | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(paths.inside(root, STATE_FILE).read_text(encoding="utf-8"))
+        data = json.loads(paths.read_inside(root, STATE_FILE).decode("utf-8"))
         return RebaseState.from_dict(data, root=root)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, InvalidInput) as exc:
         raise InvalidInput(f"the rebase state is not one patchtool wrote ({exc})", file=STATE_FILE,
                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again") from None
 

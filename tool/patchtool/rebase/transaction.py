@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-import shutil
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 
-from patchtool import git, paths
+from patchtool import fsroot, git, paths
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
 from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
@@ -260,7 +259,7 @@ def abort(project: Project, cache: Cache) -> None:
         raise UsageError("no rebase in progress")
     if state.worktree:
         cache.repo.worktree_remove(Path(state.worktree))
-    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+    fsroot.Root(root).rmtree(STATE_DIR)
     statedir.tidy(root)
 
 
@@ -274,17 +273,16 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, resu
     With ``reuse`` (a later stop) the previous stop's worktree is emptied and reset rather than
     removed and added again."""
     left = result.left
-    path = root / STATE_DIR / "worktree"
+    path = fsroot.Root(root).place(f"{STATE_DIR}/worktree")
     files = sorted(set(step.conflicted) | set(step.files) | set(left))
     if not (reuse and path.exists() and git.Worktree(path).reuse_sparse(parent, files)):
         _fresh_worktree(repo, path, parent, files)
+    disk = fsroot.Root(path)
     for rel, data in left.items():
-        dest = path / rel
         if data is None:
-            dest.unlink(missing_ok=True)
+            disk.unlink(rel)
         else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
+            disk.write(rel, data)
     tree = git.Worktree(path)
     tree.record_unmerged({c.path: _stages(tree, c) for c in result.unmerged
                           if c.base is not None or c.ours is not None or c.theirs is not None})
@@ -294,7 +292,7 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, resu
 def _fresh_worktree(repo: git.Repo, path: Path, parent: str, files: list[str]) -> None:
     if path.exists():
         repo.worktree_remove(path)
-        shutil.rmtree(path, ignore_errors=True)
+        fsroot.Root(path.parent).rmtree(path.name)
     if not repo.worktree_add(path, parent, checkout=False, check=False):
         repo.forget_missing_worktrees()  # a worktree of an earlier run, deleted by hand
         repo.worktree_add(path, parent, checkout=False)

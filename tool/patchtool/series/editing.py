@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from patchtool import git, paths
+from patchtool import fsroot, git, paths
 from patchtool.errors import PatchtoolError, UsageError
 from patchtool.paths import id_problem
 from patchtool.project import journal, tomlio
@@ -78,14 +78,13 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         failed = result.failed
         raise PatchtoolError(f"the series does not apply at {pin.name} ({failed.id if failed else '?'})",
                              hint="run `patchtool check`")
-    where = (path or project.root / WORK_DIR / branch).absolute()
-    if where.exists() and any(where.iterdir()):
-        raise UsageError(f"{where} exists and is not empty", hint="pass --path")
-    exclude = repo.git_dir / "info" / "exclude"
-    exclude.parent.mkdir(exist_ok=True)
-    if "__pycache__/" not in (exclude.read_text() if exclude.exists() else ""):
-        with open(exclude, "a") as fh:
-            fh.write("__pycache__/\n*.pyc\n")
+    # the default lies in the repository, where `work` could be a committed link out of it
+    where = (path or fsroot.Root(project.root).place(f"{WORK_DIR}/{branch}")).absolute()
+    if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
+        raise UsageError(f"{where} exists and is not an empty directory", hint="pass --path")
+    git_dir = fsroot.Root(repo.git_dir)
+    if "__pycache__/" not in (paths.read_text_if_present(repo.git_dir, "info/exclude") or ""):
+        git_dir.append("info/exclude", "__pycache__/\n*.pyc\n")
     commits = {r.id: r.commit or "" for r in result.results}
     names.save_record(repo, loaded_record(pin.name, base.commit, loaded, commits))
     create_branch(repo, names, result.tip, "patchtool checkout")
@@ -359,13 +358,14 @@ def export_quilt(project: Project, dest: Path) -> list[str]:
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
         raise UsageError(f"{out} exists and is not empty; refusing to overwrite a quilt series",
                          hint="export into a new directory, or remove that one first")
-    out.mkdir(parents=True, exist_ok=True)
+    disk = fsroot.Root(dest)
+    disk.directory("patches")
     names = []
     for lp in loaded:
         name = Path(lp.entry.file).name
-        (out / name).write_bytes(lp.path.read_bytes())
+        disk.create(f"patches/{name}", paths.read_inside(project.root, lp.entry.file))
         names.append(name)
-    (out / "series").write_text("".join(f"{n}\n" for n in names))
+    disk.create("patches/series", "".join(f"{n}\n" for n in names))
     return [str(out / n) for n in names] + [str(out / "series")]
 
 

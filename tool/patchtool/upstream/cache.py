@@ -12,12 +12,13 @@ import contextlib
 import dataclasses
 import fcntl
 import hashlib
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from packaging.version import Version
 
-from patchtool import git, progress
+from patchtool import fsroot, git, progress
 from patchtool.errors import GitError, UpstreamError
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
@@ -159,21 +160,22 @@ class Cache:
         """The verified artifact, downloading it when it is not cached yet."""
         art = pin.artifact
         assert art is not None
-        dest_dir = self.root / "downloads" / art.sha256[:2]
-        dest = dest_dir / art.filename
-        if not (dest.exists() and _file_sha256(dest) == art.sha256):
-            dest_dir.mkdir(parents=True, exist_ok=True)
+        disk = fsroot.Root(self.root)
+        rel = f"downloads/{art.sha256[:2]}/{art.filename}"
+        dest = self.root / rel
+        if not (disk.kind(rel) == stat.S_IFREG and _file_sha256(dest) == art.sha256):
+            disk.directory(f"downloads/{art.sha256[:2]}")
             url = art.url or self._lookup(art)
             resumed = self.fetcher.download(url, dest, size=art.size)
             digest = _file_sha256(dest)
             if digest != art.sha256 and resumed:
                 # pieced together from several transfers (or a partial file a killed command left):
                 # the pieces may not fit, so the hash says nothing yet about the pin; start afresh
-                dest.unlink()
+                disk.unlink(rel)
                 self.fetcher.download(url, dest, size=art.size, resume=False)
                 digest = _file_sha256(dest)
             if digest != art.sha256:
-                dest.unlink()
+                disk.unlink(rel)
                 raise UpstreamError(
                     f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; "
                     "the file was not used", file=f"{PINS_DIR}/{pin.name}.toml",

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from patchtool import fsroot
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.git import housekeeping
 from patchtool.upstream.artifacts import ImportRecord
@@ -173,7 +174,7 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
         for r in unused:
             cache.repo.delete_ref(r.ref)
         for p in files:
-            p.unlink(missing_ok=True)
+            fsroot.Root(cache.root).unlink(p.relative_to(cache.root).as_posix())
         cache.repo.prune_worktrees()
         housekeeping.gc(cache.repo, now=now)
         after = survey(cache, this)

@@ -21,7 +21,7 @@ from patchtool.errors import GitError, UpstreamError, UsageError
 from patchtool.project import journal
 from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml
+from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml, release_pin_name
 from patchtool.upstream.releases import pin_for_version
 from patchtool.urls import SourceUrl
 
@@ -128,7 +128,7 @@ def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | N
         cache.repo.delete_ref(fetched)
     if commit is None:
         raise UpstreamError(f"tag {tag} at {url} names no commit")
-    return Pin(name=f"{template.upstream}-{pinned}", upstream=template.upstream, version=pinned,
+    return Pin(name=release_pin_name(template.upstream, pinned), upstream=template.upstream, version=pinned,
                git=GitSource(url=url, tag=tag, commit=commit), artifact=None, use="git")
 
 

@@ -10,25 +10,26 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool import git
 from patchtool.errors import GitError, UpstreamError, UsageError
+from patchtool.names import ArtifactFilename
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin
+from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin, release_pin_name
 
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
 
-def sibling_filename(art: Artifact, version: Version) -> str:
+def sibling_filename(art: Artifact, version: Version) -> ArtifactFilename:
     """The same kind of artifact (same wheel tags) for another version."""
     if art.is_wheel:
         tags = art.filename[:-4].split("-", 2)[2]
-        return f"{art.filename.split('-', 1)[0]}-{version}-{tags}.whl"
+        return ArtifactFilename(f"{art.filename.split('-', 1)[0]}-{version}-{tags}.whl")
     stem = art.filename.split("-", 1)[0]
     ext = ".tar.gz" if art.filename.endswith(".tar.gz") else ".zip"
-    return f"{stem}-{version}{ext}"
+    return ArtifactFilename(f"{stem}-{version}{ext}")
 
 
 def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
     """A pin for another release of the same upstream, found through the pin's sources."""
-    name = f"{pin.upstream}-{version}"
+    name = release_pin_name(pin.upstream, version)
     if pin.use == "artifact":
         art = pin.artifact
         assert art is not None
@@ -99,7 +100,8 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         text = (raw.get("python/sglang/version.py") or b"").decode()
         vm = re.search(r"__version__\s*=\s*[\"']([^\"']+)", text)
         version = Version(vm.group(1)) if vm else pin.version
-        return Pin(name=f"{pin.upstream}-{version}-g{commit[:12]}", upstream=pin.upstream, version=version,
+        return Pin(name=release_pin_name(pin.upstream, version, f"-g{commit[:12]}"), upstream=pin.upstream,
+                   version=version,
                    git=GitSource(url=pin.git.url, tag=pin.git.tag, commit=commit), artifact=None, use="git")
     raise UsageError(f"{target!r} is neither a version, a tag (v0.5.23) nor a commit")
 

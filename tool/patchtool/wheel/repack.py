@@ -28,7 +28,7 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patchtool import progress
+from patchtool import fsroot, progress
 from patchtool.errors import BuildError, UpstreamError, UsageError
 from patchtool.upstream.artifacts import damaged_as_error
 from patchtool.wheel import versionfile
@@ -293,14 +293,14 @@ def _atomic(out: Path, filename: str) -> Iterator[tuple[Any, Path]]:
     """A file that appears in ``out`` as ``filename`` only when the block succeeds. The partial
     file is locked while it is written; one left by a killed build is unlocked, and removed here."""
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    fsroot.Root(out).directory()
     _remove_stale_parts(out)
     final = out / filename
     fh, part = _locked_part(out, filename)
     try:
         with fh:
             yield fh, final.absolute()
-        os.replace(part, final)
+        fsroot.Root(out).rename(part.name, filename)  # never over anything but a regular file
     except BaseException:
         part.unlink(missing_ok=True)
         if created:
