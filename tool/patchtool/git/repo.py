@@ -349,6 +349,11 @@ class Repo:
     def worktree_move(self, src: Path, dst: Path) -> None:
         self.out("worktree", "move", str(src), str(dst))
 
+    def worktree_repair(self, path: Path) -> None:
+        """Point the cache's record of the worktree at ``path`` back to where it is now (the
+        repository it lives in was moved); nothing when it is no worktree."""
+        self._runner.run("worktree", "repair", str(path), check=False)
+
     def worktree_remove(self, path: Path) -> None:
         if self._runner.run("worktree", "remove", "--force", "--force", str(path), check=False).returncode:
             self.forget_missing_worktrees()  # a worktree deleted by hand: drop its record
