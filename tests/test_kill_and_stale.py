@@ -12,8 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import Demo
-from patchtool.testing import git
+from patchtool.testing import git, snapshot
+from patchtool.upstream.cachespace import replay_ref
 from test_rebase import releases, series
 
 __all__ = ["releases"]  # the fixture, used by name
@@ -147,3 +150,75 @@ def test_abort_removes_a_linked_state_directory_but_nothing_it_points_at(release
     res = releases.run("rebase", "--abort")
     assert res.returncode == 0, res.stdout + res.stderr
     assert not (releases.root / ".patchtool").exists() and tree_of(outside) == before
+
+
+# -- a ref lock a killed git left ---------------------------------------------------------------
+
+def plant_ref_lock(demo: Demo, ref: str) -> Path:
+    """What a ``git fast-import`` killed while it moved ``ref`` leaves: ``<ref>.lock`` beside it."""
+    stale = demo.cache / "upstream.git" / f"{ref}.lock"
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("0" * 40 + "\n")
+    return stale
+
+
+def test_a_replay_lock_a_killed_fast_import_left_does_not_stop_the_next_rebase(releases: Demo) -> None:
+    series(releases, "0002-greet", "0001-extra")
+    assert releases.run("rebase", "--to", "1.1", "--dry-run").returncode == 0
+    stale = plant_ref_lock(releases, replay_ref(releases.root))
+    res = releases.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not stale.exists() and "demo-1.1" in (releases.root / "patchset.toml").read_text()
+
+
+def test_cache_prune_clears_the_stale_ref_locks_of_every_project(releases: Demo) -> None:
+    series(releases, "0002-greet")
+    assert releases.run("rebase", "--to", "1.1", "--dry-run").returncode == 0
+    ours = plant_ref_lock(releases, replay_ref(releases.root))
+    other = plant_ref_lock(releases, "refs/patchtool/0123456789abcdef/replay")
+    branch = plant_ref_lock(releases, "refs/heads/patchtool/0123456789abcdef/series")  # the user's git writes these
+    res = releases.run("cache", "prune")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not ours.exists() and not other.exists() and branch.exists()
+
+
+# -- the cache lock waits as the repository lock does ----------------------------------------------
+
+HOLD_CACHE = """import fcntl, sys
+fh = open(sys.argv[1], "w")
+fcntl.flock(fh, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_cache_held_by_another_clone_is_busy_after_the_timeout(releases: Demo) -> None:
+    series(releases, "0002-greet")
+    assert releases.run("status").returncode == 0  # the cache holds 1.0
+    releases.cache.mkdir(exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_CACHE, str(releases.cache / "lock"), "patchtool", "status"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        before = snapshot(releases.root, releases.cache)
+        res = releases.run("rebase", "--to", "1.1", "--json", env={"PATCHTOOL_LOCK_TIMEOUT": "0"})
+        assert res.returncode == 75, res.stdout + res.stderr
+        error = json.loads(res.stdout)["errors"][0]
+        assert error["message"] == (f"another patchtool command (pid {holder.pid}, `patchtool status`) holds the lock "
+                                    f"on the cache {releases.cache}")
+        assert error["hint"] == "wait for it to finish and run this again"
+        assert snapshot(releases.root, releases.cache) == before
+    finally:
+        holder.communicate("")
+    assert releases.run("rebase", "--to", "1.1").returncode == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "soon", ""])
+def test_a_lock_timeout_that_is_no_number_of_seconds_is_a_usage_error(one_patch: Demo, value: str) -> None:
+    before = snapshot(one_patch.root)
+    res = one_patch.run("status", env={"PATCHTOOL_LOCK_TIMEOUT": value})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"$PATCHTOOL_LOCK_TIMEOUT is {value!r}: not a number of seconds" in res.stderr
+    assert "give a number, 0 or more" in res.stderr
+    assert snapshot(one_patch.root) == before
+
