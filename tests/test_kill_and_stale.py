@@ -222,3 +222,28 @@ def test_a_lock_timeout_that_is_no_number_of_seconds_is_a_usage_error(one_patch:
     assert "give a number, 0 or more" in res.stderr
     assert snapshot(one_patch.root) == before
 
+
+# -- an empty commit exported --------------------------------------------------------------------
+
+def test_export_refuses_a_commit_that_changes_nothing_and_writes_nothing(one_patch: Demo, tmp_path: Path) -> None:
+    res = one_patch.run("checkout", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    worktree = Path(json.loads(res.stdout)["data"]["worktree"])
+    config = tmp_path / "gitconfig"
+    config.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
+    assert one_patch.run("new", "foo", env={"GIT_CONFIG_GLOBAL": str(config)}).returncode == 0
+    tip = git(worktree, "rev-parse", "HEAD")
+    before = snapshot(one_patch.root, one_patch.cache)
+    res = one_patch.run("export")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"commit(s) {tip[:12]} (foo: describe the change) on 'series' change nothing: each would be written " \
+           "as an empty patch file; nothing was exported" in res.stderr
+    assert "`git commit --amend`" in res.stderr
+    assert snapshot(one_patch.root, one_patch.cache) == before and git(worktree, "rev-parse", "HEAD") == tip
+    assert one_patch.run("status").returncode == 0  # the series still loads
+    (worktree / "python/demo/util.py").write_text("def helper():\n    return 7\n")
+    git(worktree, "commit", "-q", "-a", "--amend", "--no-edit")
+    res = one_patch.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "+    return 7" in (one_patch.root / "patches/0002-foo.patch").read_text()
+
