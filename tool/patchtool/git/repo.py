@@ -13,7 +13,7 @@ import dataclasses
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from patchtool.errors import GitError
@@ -24,6 +24,8 @@ from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
 from patchtool.paths import tree_path_problem
 from patchtool.urls import SourceUrl, permit
+
+OWN_REFS = "refs/patchtool/"  # the refs only patchtool writes, and only under its ``ref_guard``
 
 # who moves a ref that keeps a reflog (a checkout branch), without asking the user's configuration
 _REFLOG_IDENT = {"GIT_COMMITTER_NAME": FIXED_IDENT[0], "GIT_COMMITTER_EMAIL": FIXED_IDENT[1]}
@@ -57,9 +59,13 @@ class WorktreeEntry:
 class Repo:
     """A git repository addressed by its git directory (bare or not)."""
 
-    def __init__(self, git_dir: Path) -> None:
+    def __init__(self, git_dir: Path, *,
+                 ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None) -> None:
+        """``ref_guard``: the lock every write of a ref under ``OWN_REFS`` is made under (the
+        cache's), so that a ref lock git left there is stale once it is held."""
         self.git_dir = git_dir
         self._runner = Runner(git_dir=git_dir)
+        self._ref_guard = ref_guard
         self._local = threading.local()  # each thread its own object reader (a scan replays in threads)
 
     @classmethod
@@ -148,12 +154,26 @@ class Repo:
         """Move ``ref`` to ``new``; ``old=""`` means it must not exist yet. ``reason`` goes to the
         reflog, which ``reflog`` creates. Returns None, or git's complaint when ``check`` is False."""
         options = [*(["--create-reflog"] if reflog else []), *([f"-m{reason}"] if reason else [])]
-        res = self._runner.run("update-ref", *options, args=[ref, new, *([old] if old is not None else [])],
-                               env=_REFLOG_IDENT if reason else None, check=check)
+        with self._writing_ref(ref):
+            res = self._runner.run("update-ref", *options, args=[ref, new, *([old] if old is not None else [])],
+                                   env=_REFLOG_IDENT if reason else None, check=check)
         return res.stderr.strip() if res.returncode else None
 
     def delete_ref(self, ref: str) -> None:
-        self._runner.run("update-ref", "-d", args=[ref], check=False)
+        with self._writing_ref(ref):
+            self._runner.run("update-ref", "-d", args=[ref], check=False)
+
+    @contextlib.contextmanager
+    def _writing_ref(self, ref: str) -> Iterator[None]:
+        """Write ``ref`` under the guard when it is one of patchtool's own: the lock file a killed
+        git left beside it (``<ref>.lock``) then has no living owner, and is removed first."""
+        if self._ref_guard is None or not ref.startswith(OWN_REFS):
+            yield
+            return
+        with self._ref_guard():
+            if tree_path_problem(ref) is None:  # a ref named from data never reaches outside refs/
+                (self.git_dir / f"{ref}.lock").unlink(missing_ok=True)
+            yield
 
     def interpret_trailers(self, message: str, trailer: str) -> str:
         """``message`` with ``trailer`` added as git adds trailers."""
@@ -209,7 +229,8 @@ class Repo:
         fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
         os.close(fd)
         try:
-            self.fast_import(commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
+            with self._writing_ref(ref):
+                self.fast_import(commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
             found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
         finally:
             os.unlink(marks)
@@ -350,6 +371,11 @@ class Repo:
 
     def worktree_move(self, src: Path, dst: Path) -> None:
         self.out("worktree move", args=[str(src), str(dst)])
+
+    def worktree_repair(self, path: Path) -> None:
+        """Point the cache's record of the worktree at ``path`` back to where it is now (the
+        repository it lives in was moved); nothing when it is no worktree."""
+        self._runner.run("worktree", "repair", str(path), check=False)
 
     def worktree_remove(self, path: Path) -> None:
         if self._runner.run("worktree remove", "--force", "--force", args=[str(path)], check=False).returncode:

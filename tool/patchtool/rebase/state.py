@@ -2,8 +2,13 @@
 
 It lives in ``.patchtool/rebase/state.json``, written whole (``fsroot.Root.write``) at every stop.
 ``RebaseState.from_dict`` is pure and checks it like every file in the repository: a state
-that names another worktree or a pin that is no pin name is refused. A state written by an
-older patchtool may carry a ``phase``; nothing reads it, and it is ignored.
+that names another worktree or a pin that is no pin name is refused. The worktree is always
+``WORKTREE`` under the repository's root as it is now, so a repository moved during a stopped
+rebase still resumes. A state written by an older patchtool may carry a ``phase``; nothing reads
+it, and it is ignored.
+
+A stop's outcome (a resolution or a skip) is written here, as a commit the replay ref holds,
+before its worktree is removed: a ``--continue`` killed after that goes on from it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from patchtool.rebase.textapply import MovedHunk
 
 STATE_DIR = statedir.REBASE_DIR
 STATE_FILE = f"{STATE_DIR}/state.json"
+WORKTREE = f"{STATE_DIR}/worktree"  # where a stopped patch waits to be resolved, always
 SCHEMA = 1
 
 
@@ -34,7 +40,7 @@ class RebaseState:
     steps: tuple[Step, ...]  # the patches through so far, the one it stopped on last
     tip: str  # the last commit on the new base
     skipped: Mapping[str, str] = dataclasses.field(default_factory=dict)  # patch id -> why
-    worktree: str | None = None  # where the conflict waits to be resolved
+    worktree: str | None = None  # root/WORKTREE while a patch is stopped there; None once it is recorded
     widen: bool = False  # `--widen`: write the widened applies_to when the rebase finishes
 
     @property
@@ -60,8 +66,10 @@ class RebaseState:
         if not isinstance(data.get("steps"), list) or not all(isinstance(x, dict) for x in data["steps"]):
             raise ValueError("steps is not a list of steps")
         worktree = data.get("worktree")
-        if worktree not in (None, str(root / STATE_DIR / "worktree")):
-            raise ValueError(f"worktree {worktree!r} is not {STATE_DIR}/worktree")
+        if worktree is not None and not (isinstance(worktree, str) and worktree.endswith(f"/{WORKTREE}")):
+            raise ValueError(f"worktree {worktree!r} is not {WORKTREE}")
+        if worktree is not None:  # written at the root the repository had then: it may have moved since
+            worktree = str(root / WORKTREE)
         for key in ("new_pin_toml", "digest", "tip"):
             if not isinstance(data.get(key), str):
                 raise ValueError(f"{key} is not a string")

@@ -160,6 +160,7 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
         raise UsageError(f"patch(es) {', '.join(gone)} have no commit on {branch!r} any more; refusing to "
                          "delete them silently",
                          hint="record it: `patchtool drop ID --reason ...`, or export with --allow-drop")
+    _refuse_empty(repo, commits, branch)
     files: dict[str, str] = {}
     rows_out: list[dict[str, str]] = []
     for position, (ident, commit, known) in enumerate(order, 1):
@@ -193,6 +194,18 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
     return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written),
                         trailers=tuple(given))
+
+
+def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:
+    """UsageError naming each commit that changes nothing: git writes no patch for it, and an empty
+    patch file is one the series cannot load."""
+    empty = [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]
+    if empty:
+        named = ", ".join(f"{c.commit[:12]} ({c.subject})" for c in empty)
+        raise UsageError(f"commit(s) {named} on {branch!r} change nothing: each would be written as an empty "
+                         "patch file; nothing was exported",
+                         hint="put the change in it (edit in the worktree, then `git commit --amend`), or take "
+                              "the commit out of the branch (`git rebase -i`)")
 
 
 def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequence[str],

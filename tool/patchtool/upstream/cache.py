@@ -4,15 +4,22 @@
 ``Cache.ensure(pin)`` yields the commit, importing a release artifact deterministically (fixed
 author, dates and layout) so that importing the same release twice yields the same commit, or
 fetching a git source's tag and checking it is the commit the pin names.
+
+The lock (``locked``) is held by every command that changes the cache: an import, a fetch, a
+prune, and every write of a ref under ``refs/patchtool/`` (the git layer takes it, see
+``git.Repo``'s ``ref_guard``). A lock file git left beside one of those refs is therefore stale
+once the lock is ours (its owner was killed, a ``git fast-import`` by kill -9): it is removed
+before the ref is written, so a killed process never stops every later one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
+import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +27,7 @@ from packaging.version import Version
 
 from patchtool import fsroot, git, progress
 from patchtool.errors import GitError, UpstreamError
+from patchtool.project import lock
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
 from patchtool.upstream.pins import PINS_DIR, Artifact, Pin
@@ -48,19 +56,36 @@ class Cache:
         self.allow_local = allowed_by_environment() if allow_local is None else allow_local
         self.fetcher = fetcher or Fetcher(allow_local=self.allow_local)
         self.index = PackageIndex(self.fetcher, override=index_url)
-        self.repo = git.Repo(root / "upstream.git")
+        self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked)
+        self._held = 0  # how deep this process is in ``locked``: the lock is taken once, at the outermost
+        self._thread_lock = threading.RLock()
         self._ensured: dict[str, Base] = {}  # pin (its repr: every field) -> base, for this process
         self._tags: dict[str, tuple[str, str, str]] = {}
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        """Hold the cache's lock, alone; again from inside it is a no-op. Busy (exit 75) when
+        another command keeps it past ``$PATCHTOOL_LOCK_TIMEOUT``, as the repository's lock."""
+        with self._thread_lock:
+            if self._held:
+                self._held += 1
+                try:
+                    yield
+                finally:
+                    self._held -= 1
+                return
+            self.root.mkdir(parents=True, exist_ok=True)
+            path = self.root / "lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
             try:
-                yield
+                lock.wait_for(fd, path, exclusive=True, what=f"the cache {self.root}")
+                self._held = 1
+                try:
+                    yield
+                finally:
+                    self._held = 0
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                os.close(fd)  # releases the lock
 
     def ensure(self, pin: Pin) -> Base:
         """The pin's upstream in the cache (imported or fetched when missing), verified; the answer
@@ -71,17 +96,42 @@ class Cache:
         return self._ensured[key]
 
     def _ensure(self, pin: Pin) -> Base:
+        found = self._cached(pin)  # no lock: a ref moves atomically, and what it names is verified
+        if found is not None:
+            return found
         with self.locked():
             git.Repo.init_bare(self.repo.git_dir)
             if pin.use == "git":
                 return self._ensure_git(pin)
             return self._ensure_artifact(pin)
 
+    def _cached(self, pin: Pin) -> Base | None:
+        """The pin's upstream when the cache holds it already, verified, or None: what readers
+        of a warm cache need, without waiting on a writer's lock."""
+        if not (self.repo.git_dir / "HEAD").is_file():
+            return None
+        if pin.use == "git":
+            src = pin.git
+            assert src is not None and src.commit is not None
+            ref = f"refs/patchtool/git/{src.tag}"
+            if self.repo.resolve(ref) != src.commit:
+                return None
+            return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref, source="git")
+        ref = f"refs/tags/{pin.tag}"
+        existing = self._tag(ref)
+        if existing is None:
+            return None
+        commit, tree, message = existing
+        if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
+            return None
+        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+
     # -- release artifacts -------------------------------------------------------------
     def _ensure_artifact(self, pin: Pin) -> Base:
         art = pin.artifact
         assert art is not None
         ref = f"refs/tags/{pin.tag}"
+        self._tags.pop(ref, None)  # read again under the lock: another command may have moved it
         existing = self._tag(ref)
         old = ""
         if existing is not None:

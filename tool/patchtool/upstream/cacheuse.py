@@ -4,7 +4,9 @@
 A release import (``refs/tags/v<version>``, its file in ``downloads/``) or a fetched git tag is
 used while a pin of this project, or of another project registered in the cache (one with a
 checkout record naming its directory, which still exists), names it. Pruning removes the tags
-and files nothing uses, forgets worktrees whose directories are gone, and leaves the objects to
+and files nothing uses, forgets worktrees whose directories are gone, removes the lock files a
+killed git left beside patchtool's own refs (no living writer holds one: each writes under the
+cache's lock, ``upstream.cache``), and leaves the objects to
 ``git gc``: only what no ref reaches goes, after git's grace period unless ``--now``. All of it
 happens under the cache's lock, held exclusively, so no import or fetch runs meanwhile.
 """
@@ -175,6 +177,7 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
             cache.repo.delete_ref(r.ref)
         for p in files:
             fsroot.Root(cache.root).unlink(p.relative_to(cache.root).as_posix())
+        housekeeping.clear_ref_locks(cache.repo)
         cache.repo.prune_worktrees()
         housekeeping.gc(cache.repo, now=now)
         after = survey(cache, this)
