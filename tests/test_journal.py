@@ -102,10 +102,10 @@ def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypa
     from patchtool.series import editing
 
     before = snapshot(one_patch.root)
-    kill_at_replace(monkeypatch, 2)
-    with pytest.raises(Killed):
-        editing.drop(Project.load(one_patch.root), ident="greet", reason="upstream took it", rejected=False)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as killing:  # undone alone: the autouse fixtures' settings stay
+        kill_at_replace(killing, 2)
+        with pytest.raises(Killed):
+            editing.drop(Project.load(one_patch.root), ident="greet", reason="upstream took it", rejected=False)
     half = snapshot(one_patch.root)
     assert half != before
     res = one_patch.run("status")

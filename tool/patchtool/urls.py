@@ -32,8 +32,10 @@ class SourceUrl:
 
     text: str
     scheme: str
-    file: str | None = None  # where it was read, for messages: "upstream-pins/x.toml"
-    key: str | None = None  # and under which key: "git.url"
+    # where it was read and under which key, for messages ("upstream-pins/x.toml", "git.url"): not
+    # part of the value, so the same url read from two files is the same url
+    file: str | None = dataclasses.field(default=None, compare=False)
+    key: str | None = dataclasses.field(default=None, compare=False)
     user: bool = False
 
     @classmethod

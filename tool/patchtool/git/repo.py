@@ -375,7 +375,7 @@ class Repo:
     def worktree_repair(self, path: Path) -> None:
         """Point the cache's record of the worktree at ``path`` back to where it is now (the
         repository it lives in was moved); nothing when it is no worktree."""
-        self._runner.run("worktree", "repair", str(path), check=False)
+        self._runner.run("worktree repair", args=[str(path)], check=False)
 
     def worktree_remove(self, path: Path) -> None:
         if self._runner.run("worktree remove", "--force", "--force", args=[str(path)], check=False).returncode:
