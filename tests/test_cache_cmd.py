@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from patchtool.testing import git
+from patchtool.testing import git, sha256
 from test_pin_commands import add_release
 
 
@@ -34,7 +34,8 @@ def test_cache_shows_releases_who_uses_them_and_its_size(one_patch: Demo) -> Non
 
 
 def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: Demo) -> None:
-    add_release(one_patch, "1.1")
+    v11 = add_release(one_patch, "1.1")
+    tag10, tag11 = f"demo-1.0-{sha256(one_patch.wheel)[:12]}", f"demo-1.1-{sha256(v11)[:12]}"
     assert one_patch.run("pin", "add", "1.1").returncode == 0
     assert one_patch.run("check", "--pin", "demo-1.1").returncode == 0
     assert one_patch.run("pin", "remove", "demo-1.1").returncode == 0
@@ -42,18 +43,18 @@ def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: 
     cache_git = one_patch.cache / "upstream.git"
     download = one_patch.cache / "downloads"
     wheel = next(download.glob("*/demo-1.1-py3-none-any.whl"))
-    import_commit = git(cache_git, "rev-parse", "refs/tags/v1.1").strip()
+    import_commit = git(cache_git, "rev-parse", f"refs/tags/{tag11}").strip()
     # what a running rebase holds: a ref of this project's namespace reaching the import's commit
     from patchtool.upstream.cachespace import replay_ref
     git(cache_git, "update-ref", replay_ref(one_patch.root), import_commit)
 
     dry = shown(one_patch, "prune", "--dry-run")
-    assert dry["dry_run"] is True and dry["removed"] == ["refs/tags/v1.1", str(wheel.relative_to(one_patch.cache))]
-    assert wheel.is_file() and git(cache_git, "tag", "-l").split() == ["v1.0", "v1.1"]
+    assert dry["dry_run"] is True and dry["removed"] == [f"refs/tags/{tag11}", str(wheel.relative_to(one_patch.cache))]
+    assert wheel.is_file() and git(cache_git, "tag", "-l").split() == [tag10, tag11]
 
     done = shown(one_patch, "prune", "--now")
     assert done["removed"] == dry["removed"] and not wheel.exists() and done["freed_bytes"] > 0
-    assert git(cache_git, "tag", "-l").split() == ["v1.0"]
+    assert git(cache_git, "tag", "-l").split() == [tag10]
     git(cache_git, "cat-file", "-e", f"{import_commit}^{{tree}}")  # a ref reaches it: gc kept it
     assert done["objects"]["count"] == 0  # packed; nothing loose left
     assert one_patch.run("apply", "--force").returncode == 0  # the pin in use still works from the cache

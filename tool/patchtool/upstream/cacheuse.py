@@ -1,9 +1,10 @@
 """What the cache holds and who uses it (``patchtool cache``), and pruning what nothing uses
 (``patchtool cache prune``).
 
-A release import (``refs/tags/v<version>``, its file in ``downloads/``) or a fetched git tag is
-used while a pin of this project, or of another project registered in the cache (one with a
-checkout record naming its directory, which still exists), names it. Pruning removes the tags
+A release import (its tag, its file in ``downloads/``) or a fetched git tag is used while a pin
+of this project, or of another project registered in the cache (one with a checkout record
+naming its directory, which still exists), names it: its ref is the very ref ``refnames`` names
+for the pin, so a ref an older patchtool named (``refs/tags/v<version>``) is used by nobody. Pruning removes the tags
 and files nothing uses, forgets worktrees whose directories are gone, removes the lock files a
 killed git left beside patchtool's own refs (no living writer holds one: each writes under the
 cache's lock, ``upstream.cache``), and leaves the objects to
@@ -25,6 +26,7 @@ from patchtool.upstream.artifacts import ImportRecord
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
 from patchtool.upstream.pins import PINS_DIR, Pin, load_pin
+from patchtool.upstream.refnames import GIT_SOURCES, IMPORTS, git_ref, import_ref, import_version
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,19 +115,22 @@ def _users(this: Path, registered: dict[str, Path]) -> list[tuple[str, Pin]]:
 def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
     repo = cache.repo
     out = []
-    for ref in housekeeping.refs(repo, "refs/tags/"):
+    for ref in housekeeping.refs(repo, IMPORTS):
         info = repo.commit_info(ref)
         record = ImportRecord.parse(info[2]) if info else None
         file = cache.root / "downloads" / record.sha256[:2] / record.filename if record else None
         used = tuple(f"{where}: {p.name}" for where, p in users
-                     if p.artifact is not None and record is not None and p.artifact.sha256 == record.sha256)
-        out.append(Release(ref=ref, kind="artifact", version=ref.removeprefix("refs/tags/v"),
+                     if p.artifact is not None and record is not None and p.artifact.sha256 == record.sha256
+                     and import_ref(p.artifact.distribution, p.artifact.version, p.artifact.sha256) == ref)
+        version = import_version(ref, record.sha256) if record else None
+        out.append(Release(ref=ref, kind="artifact", version=version or ref.removeprefix(IMPORTS),
                            filename=record.filename if record else None,
                            download_bytes=file.stat().st_size if file and file.is_file() else 0, used_by=used))
-    for ref in housekeeping.refs(repo, f"{REFS}/git/"):
-        tag = ref.removeprefix(f"{REFS}/git/")
-        used = tuple(f"{where}: {p.name}" for where, p in users if p.use == "git" and p.git and p.git.tag == tag)
-        out.append(Release(ref=ref, kind="git", version=tag, filename=None, download_bytes=0, used_by=used))
+    for ref in housekeeping.refs(repo, GIT_SOURCES):
+        pins = [(where, p) for where, p in users if p.use == "git" and p.git and git_ref(p.git.url, p.git.tag) == ref]
+        version = pins[0][1].git.tag if pins and pins[0][1].git else ref.removeprefix(GIT_SOURCES)
+        out.append(Release(ref=ref, kind="git", version=version, filename=None, download_bytes=0,
+                           used_by=tuple(f"{where}: {p.name}" for where, p in pins)))
     return out
 
 
