@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import Demo
-from patchtool.testing import git, sha256
+from patchtool.testing import git, sha256, snapshot
 from test_pin_commands import add_release
 
 
@@ -69,3 +72,29 @@ def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: 
 def test_cache_refuses_an_unknown_action(one_patch: Demo, tmp_path: Path) -> None:
     res = one_patch.run("cache", "clean")
     assert res.returncode == 2 and "give show (the default) or prune" in res.stderr
+
+
+def test_prune_removes_the_temporary_directories_of_commands_that_are_gone(one_patch: Demo, tmp_path: Path) -> None:
+    """A killed command leaves its private temporary directory (``<cache>/tmp/<pid>-*``) behind:
+    prune removes those whose process is gone, a link among them itself, never what it names."""
+    assert one_patch.run("status").returncode == 0
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()  # its pid names no process now
+    tmp = one_patch.cache / "tmp"
+    (tmp / f"{gone.pid}-abcd" / "sub").mkdir(parents=True)
+    (tmp / f"{gone.pid}-abcd" / "sub" / "left.bin").write_bytes(b"x" * 100)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("mine\n")
+    (tmp / f"{gone.pid}-link").symlink_to(outside, target_is_directory=True)
+    (tmp / f"{os.getpid()}-live").mkdir()  # this test's own process: alive
+    (tmp / "not-a-command").mkdir()  # nothing patchtool names so: left alone
+    before = snapshot(outside)
+
+    dry = shown(one_patch, "prune", "--dry-run")
+    assert dry["removed"] == [f"tmp/{gone.pid}-abcd", f"tmp/{gone.pid}-link"] and dry["freed_bytes"] >= 100
+    assert (tmp / f"{gone.pid}-abcd" / "sub" / "left.bin").is_file()
+    done = shown(one_patch, "prune")
+    assert done["removed"] == dry["removed"]
+    assert sorted(p.name for p in tmp.iterdir()) == [f"{os.getpid()}-live", "not-a-command"]
+    assert snapshot(outside) == before and (outside / "precious").read_text() == "mine\n"

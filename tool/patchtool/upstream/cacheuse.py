@@ -5,7 +5,9 @@ A release import (its tag, its file in ``downloads/``) or a fetched git tag is u
 of this project, or of another project registered in the cache (one with a checkout record
 naming its directory, which still exists), names it: its ref is the very ref ``refnames`` names
 for the pin, so a ref an older patchtool named (``refs/tags/v<version>``) is used by nobody. Pruning removes the tags
-and files nothing uses, forgets worktrees whose directories are gone, removes the lock files a
+and files nothing uses, the private temporary directories (``<cache>/tmp/<pid>-*``, see
+``cli/runner.py``) of commands that are gone (killed: one that ends removes its own), forgets
+worktrees whose directories are gone, removes the lock files a
 killed git left beside patchtool's own refs (no living writer holds one: each writes under the
 cache's lock, ``upstream.cache``), and leaves the objects to
 ``git gc``: only what no ref reaches goes, after git's grace period unless ``--now``. All of it
@@ -16,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +170,28 @@ def _unused_downloads(cache: Cache, kept: set[str]) -> list[Path]:
     return [p for p in files if p.name.removesuffix(".part") not in kept or p.name.endswith(".part")]
 
 
+_PRIVATE_TMP = re.compile(r"^([1-9][0-9]*)-")  # what ``cli.runner._private_tmp`` names: <pid>-<random>
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # none, or a number no pid reaches
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _abandoned_tmp(cache: Cache) -> list[Path]:
+    """The private temporary directories whose command is gone: a kill left them behind. One of a
+    living process is kept (a reused pid keeps a dead one's too, harmlessly, until it ends)."""
+    tmp = cache.root / "tmp"
+    entries = sorted(tmp.iterdir()) if tmp.is_dir() and not tmp.is_symlink() else []
+    return [p for p in entries
+            if (m := _PRIVATE_TMP.match(p.name)) and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1)))]
+
+
 def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
     """Remove the imports, fetched tags and downloads no pin uses, forget gone worktrees, then let
     ``git gc`` drop what no ref reaches. Holds the cache's lock throughout."""
@@ -174,10 +200,15 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
         unused = [r for r in before.releases if not r.used_by]
         users = _users(this, _registered(cache))
         files = _unused_downloads(cache, {p.artifact.filename for _, p in users if p.artifact is not None})
-        removed = tuple([r.ref for r in unused] + [str(p.relative_to(cache.root)) for p in files])
-        file_bytes = sum(p.stat().st_size for p in files)
-        if dry_run or not before.objects:
+        temporary = _abandoned_tmp(cache)
+        removed = tuple([r.ref for r in unused] + [str(p.relative_to(cache.root)) for p in files + temporary])
+        file_bytes = sum(p.stat().st_size for p in files) + sum(map(_tree_size, temporary))
+        if dry_run:
             return dataclasses.replace(before, removed=removed, dry_run=dry_run, freed_bytes=file_bytes)
+        for p in temporary:
+            fsroot.Root(cache.root).rmtree(p.relative_to(cache.root).as_posix())
+        if not before.objects:
+            return dataclasses.replace(before, removed=removed, freed_bytes=file_bytes)
         for r in unused:
             cache.repo.delete_ref(r.ref)
         for p in files:
