@@ -5,6 +5,7 @@ never meet; and a cache an older patchtool named is never misread."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 
@@ -61,10 +62,14 @@ def test_two_upstreams_at_one_version_share_a_cache(one_patch: Demo, tmp_path: P
 
 def forked_project(demo: Demo, tmp_path: Path) -> Demo:
     """A second project on ``demo``'s cache whose upstream is another ``demo`` 1.0: the same
-    distribution, version and file name, another file, from another index (a fork's)."""
+    distribution, version and file name, another file, from another index (a fork's). Its
+    sha256 starts as ours does, so a cache that kept files by a prefix of it would mix them up."""
     (tmp_path / "fork").mkdir()
-    wheel = make_wheel(tmp_path / "fork" / demo.wheel.name, "demo", "1.0",
-                       {**UPSTREAM_FILES, "demo/fork.py": "FORK = 1\n"})
+    for n in itertools.count():
+        wheel = make_wheel(tmp_path / "fork" / demo.wheel.name, "demo", "1.0",
+                           {**UPSTREAM_FILES, "demo/fork.py": f"FORK = {n}\n"})
+        if sha256(wheel)[:2] == sha256(demo.wheel)[:2]:
+            break
     assert sha256(wheel) != sha256(demo.wheel)
     index = Index(tmp_path / "fork")
     index.add(wheel)
@@ -81,7 +86,7 @@ def test_one_release_from_two_indexes_gives_each_project_its_own(one_patch: Demo
             assert res.returncode == 0, res.stdout + res.stderr
         forked = tree(fork, tmp_path / "fork-tree")
     ours = tree(one_patch, tmp_path / "demo-tree")  # the fork's index is gone: ours needs nothing of it
-    assert forked["python/demo/fork.py"] == "FORK = 1\n" and "python/demo/fork.py" not in ours
+    assert forked["python/demo/fork.py"].startswith("FORK = ") and "python/demo/fork.py" not in ours
     assert '"hi"' in ours["python/demo/core.py"] and '"hello"' in forked["python/demo/core.py"]
     assert tags(one_patch) == sorted([f"demo-1.0-{sha256(one_patch.wheel)[:12]}",
                                       f"demo-1.0-{sha256(fork.wheel)[:12]}"])
@@ -89,6 +94,12 @@ def test_one_release_from_two_indexes_gives_each_project_its_own(one_patch: Demo
     used = {r["ref"]: r["used_by"] for r in json.loads(one_patch.run("cache", "--json").stdout)["data"]["releases"]}
     assert used[f"refs/tags/demo-1.0-{sha256(one_patch.wheel)[:12]}"] == [f"{one_patch.root.resolve()}: demo-1.0"]
     assert used[f"refs/tags/demo-1.0-{sha256(fork.wheel)[:12]}"] == []  # the fork is no registered project
+    # each file kept by its own hash, neither overwriting the other
+    kept = {p.relative_to(one_patch.cache).as_posix(): sha256(p) for p in (one_patch.cache / "downloads").rglob("*.whl")}
+    assert kept == {f"downloads/{sha256(w)}/{w.name}": sha256(w) for w in (one_patch.wheel, fork.wheel)}
+    for each in (one_patch, fork):
+        pins = json.loads(each.run("pin", "list", "--json").stdout)["data"]
+        assert [p["cached"] for p in pins["pins"]] == [True]
 
 
 # -- a cache an older patchtool named --------------------------------------------------------------
@@ -100,12 +111,17 @@ def test_a_cache_an_older_patchtool_tagged_is_imported_again_and_pruned(one_patc
     commit = git(cache_git, "rev-parse", ours).strip()
     git(cache_git, "tag", "-d", ours)
     git(cache_git, "tag", "v1.0", commit)  # what the older naming left
+    old_file = one_patch.cache / "downloads" / sha256(one_patch.wheel)[:2] / one_patch.wheel.name
+    old_file.parent.mkdir()
+    old_file.write_bytes(one_patch.wheel.read_bytes())  # and where it kept the file
     assert one_patch.run("status").returncode == 0
     assert git(cache_git, "rev-parse", ours).strip() == commit  # the same import, made again
     res = one_patch.run("cache", "prune", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "refs/tags/v1.0" in json.loads(res.stdout)["data"]["removed"]
-    assert tags(one_patch) == [ours]
+    removed = json.loads(res.stdout)["data"]["removed"]
+    assert removed == ["refs/tags/v1.0", old_file.relative_to(one_patch.cache).as_posix()]
+    assert tags(one_patch) == [ours] and not old_file.parent.exists()
+    assert (one_patch.cache / "downloads" / sha256(one_patch.wheel) / one_patch.wheel.name).is_file()
 
 
 def test_an_older_tag_on_another_import_is_never_read_as_this_one(one_patch: Demo, tmp_path: Path) -> None:

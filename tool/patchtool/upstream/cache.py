@@ -1,5 +1,7 @@
 """The cache: ``<root>/upstream.git`` holds every upstream a pin names as a verified local commit,
-``<root>/downloads`` the verified release artifacts. One lock guards every writer.
+``<root>/downloads/<sha256>/<filename>`` the verified release artifacts, each in a directory of
+its own hash (two files of one name, from two indexes, never share one). One lock guards every
+writer.
 
 ``Cache.ensure(pin)`` yields the commit, importing a release artifact deterministically (fixed
 author, dates and layout) so that importing the same release twice yields the same commit, or
@@ -199,9 +201,11 @@ class Cache:
     def imported(self, art: Artifact, version: Version, filename: str) -> tuple[str, int] | None:
         """(sha256, size) of ``filename``, when the cache holds its import and the file itself:
         what the index said when it was downloaded and verified. Release files on an index never
-        change, so a rebase or scan to a release already in the cache asks the index nothing."""
+        change, so a rebase or scan to a release already in the cache asks the index nothing.
+        Two imports of one file name (from two indexes) are no answer: the index is asked."""
         if not (self.repo.git_dir / "HEAD").is_file():
             return None
+        found = set()
         for ref in housekeeping.refs(self.repo, imports_of(art.distribution, version)):
             info = self._tag(ref)
             record = ImportRecord.parse(info[2]) if info is not None else None
@@ -209,20 +213,28 @@ class Cache:
                 continue
             if ref != import_ref(art.distribution, version, record.sha256):
                 continue  # a tag moved onto the import of another file: not this one
-            path = self.root / "downloads" / record.sha256[:2] / filename
+            path = self.root / download_rel(record.sha256, filename)
             if path.is_file():
-                return record.sha256, path.stat().st_size
-        return None
+                found.add((record.sha256, path.stat().st_size))
+        return found.pop() if len(found) == 1 else None
+
+    def holds(self, art: Artifact) -> bool:
+        """Whether the cache holds the import of exactly this artifact and its file."""
+        info = self._tag(import_ref(art.distribution, art.version, art.sha256)) if (
+            self.repo.git_dir / "HEAD").is_file() else None
+        record = ImportRecord.parse(info[2]) if info is not None else None
+        return (record is not None and (record.sha256, record.filename) == (art.sha256, art.filename)
+                and (self.root / download_rel(art.sha256, art.filename)).is_file())
 
     def artifact_path(self, pin: Pin) -> Path:
         """The verified artifact, downloading it when it is not cached yet."""
         art = pin.artifact
         assert art is not None
         disk = fsroot.Root(self.root)
-        rel = f"downloads/{art.sha256[:2]}/{art.filename}"
+        rel = download_rel(art.sha256, art.filename)
         dest = self.root / rel
         if not (disk.kind(rel) == stat.S_IFREG and _file_sha256(dest) == art.sha256):
-            disk.directory(f"downloads/{art.sha256[:2]}")
+            disk.directory(rel.rpartition("/")[0])
             url = art.url or self._lookup(art)
             resumed = self.fetcher.download(url, dest, size=art.size)
             digest = _file_sha256(dest)
@@ -322,6 +334,11 @@ class Cache:
         return UpstreamError(
             f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: the tag moved; refusing it",
             file=where, hint="verify the new commit upstream before updating the pin")
+
+
+def download_rel(sha256: str, filename: str) -> str:
+    """Where, beneath the cache, the release file of that sha256 is kept."""
+    return f"downloads/{sha256}/{filename}"
 
 
 def _import_ref(pin: Pin) -> str:

@@ -16,6 +16,7 @@ happens under the cache's lock, held exclusively, so no import or fetch runs mea
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -27,7 +28,7 @@ from patchtool import fsroot
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.git import housekeeping
 from patchtool.upstream.artifacts import ImportRecord
-from patchtool.upstream.cache import Cache
+from patchtool.upstream.cache import Cache, download_rel
 from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
 from patchtool.upstream.pins import PINS_DIR, Pin, load_pin
 from patchtool.upstream.refnames import GIT_SOURCES, IMPORTS, git_ref, import_ref, import_version
@@ -122,7 +123,7 @@ def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
     for ref in housekeeping.refs(repo, IMPORTS):
         info = repo.commit_info(ref)
         record = ImportRecord.parse(info[2]) if info else None
-        file = cache.root / "downloads" / record.sha256[:2] / record.filename if record else None
+        file = cache.root / download_rel(record.sha256, record.filename) if record else None
         used = tuple(f"{where}: {p.name}" for where, p in users
                      if p.artifact is not None and record is not None and p.artifact.sha256 == record.sha256
                      and import_ref(p.artifact.distribution, p.artifact.version, p.artifact.sha256) == ref)
@@ -164,10 +165,11 @@ def survey(cache: Cache, this: Path) -> CacheReport:
 
 
 def _unused_downloads(cache: Cache, kept: set[str]) -> list[Path]:
-    """The files in downloads/ that no pin names (and partial downloads: the lock says none is running)."""
+    """The files in downloads/ that no pin names (``kept``: their paths beneath the cache), partial
+    downloads (the lock says none is running), and those an older patchtool kept elsewhere."""
     downloads = cache.root / "downloads"
     files = sorted(p for p in downloads.glob("*/*") if p.is_file()) if downloads.is_dir() else []
-    return [p for p in files if p.name.removesuffix(".part") not in kept or p.name.endswith(".part")]
+    return [p for p in files if p.relative_to(cache.root).as_posix() not in kept]
 
 
 _PRIVATE_TMP = re.compile(r"^([1-9][0-9]*)-")  # what ``cli.runner._private_tmp`` names: <pid>-<random>
@@ -199,7 +201,8 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
         before = survey(cache, this)
         unused = [r for r in before.releases if not r.used_by]
         users = _users(this, _registered(cache))
-        files = _unused_downloads(cache, {p.artifact.filename for _, p in users if p.artifact is not None})
+        files = _unused_downloads(cache, {download_rel(p.artifact.sha256, p.artifact.filename)
+                                          for _, p in users if p.artifact is not None})
         temporary = _abandoned_tmp(cache)
         removed = tuple([r.ref for r in unused] + [str(p.relative_to(cache.root)) for p in files + temporary])
         file_bytes = sum(p.stat().st_size for p in files) + sum(map(_tree_size, temporary))
@@ -213,6 +216,8 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
             cache.repo.delete_ref(r.ref)
         for p in files:
             fsroot.Root(cache.root).unlink(p.relative_to(cache.root).as_posix())
+            with contextlib.suppress(OSError):  # its directory, once empty
+                fsroot.Root(cache.root).rmdir(p.parent.relative_to(cache.root).as_posix())
         housekeeping.clear_ref_locks(cache.repo)
         cache.repo.prune_worktrees()
         housekeeping.gc(cache.repo, now=now)

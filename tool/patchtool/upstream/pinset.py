@@ -60,8 +60,7 @@ def is_cached(cache: Cache, pin: Pin) -> bool:
         return pin.git is not None and pin.git.commit is not None and cache.repo.has_object(pin.git.commit)
     art = pin.artifact
     assert art is not None
-    known = cache.imported(art, art.version, art.filename)
-    return known is not None and known[0] == art.sha256
+    return cache.holds(art)
 
 
 def pin_names(root: Path) -> list[str]:
