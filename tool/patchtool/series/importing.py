@@ -24,6 +24,7 @@ from patchtool.series import metadata
 from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from patchtool.series.editing import _slug, _unique, _write_all
 from patchtool.series.metadata import Metadata, skeleton
+from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
 
 _MBOX_FROM = re.compile(r"^From ([0-9a-f]{40}) Mon Sep 17 00:00:00 2001$", re.MULTILINE)
@@ -313,7 +314,7 @@ def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin:
 
 # where the cache keeps upstream itself: release imports (tags) and git-source pins; never a
 # checkout branch, whose commits (yours) are in the same repository
-_UPSTREAM_REFS = ("refs/tags/", "refs/patchtool/git/")
+_UPSTREAM_REFS = (refnames.IMPORTS, refnames.GIT_SOURCES)
 
 
 def _upstream(repo: git.Repo, item: Incoming) -> dict[str, str]:

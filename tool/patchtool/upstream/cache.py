@@ -1,9 +1,13 @@
 """The cache: ``<root>/upstream.git`` holds every upstream a pin names as a verified local commit,
-``<root>/downloads`` the verified release artifacts. One lock guards every writer.
+``<root>/downloads/<sha256>/<filename>`` the verified release artifacts, each in a directory of
+its own hash (two files of one name, from two indexes, never share one). One lock guards every
+writer.
 
 ``Cache.ensure(pin)`` yields the commit, importing a release artifact deterministically (fixed
 author, dates and layout) so that importing the same release twice yields the same commit, or
-fetching a git source's tag and checking it is the commit the pin names.
+fetching a git source's tag and checking it is the commit the pin names. Each is kept under a
+ref named by everything it is made from (``refnames``: an import by distribution, version and
+the artifact's sha256, a git source by its url and tag), so projects on one cache never meet.
 
 The lock (``locked``) is held by every command that changes the cache: an import, a fetch, a
 prune, and every write of a ref under ``refs/patchtool/`` (the git layer takes it, see
@@ -27,10 +31,12 @@ from packaging.version import Version
 
 from patchtool import fsroot, git, progress
 from patchtool.errors import GitError, UpstreamError
+from patchtool.git import housekeeping
 from patchtool.project import lock
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
 from patchtool.upstream.pins import PINS_DIR, Artifact, Pin
+from patchtool.upstream.refnames import fetch_ref, git_ref, import_ref, imports_of
 from patchtool.urls import SourceUrl, allowed_by_environment
 
 
@@ -113,11 +119,11 @@ class Cache:
         if pin.use == "git":
             src = pin.git
             assert src is not None and src.commit is not None
-            ref = f"refs/patchtool/git/{src.tag}"
+            ref = git_ref(src.url, src.tag)
             if self.repo.resolve(ref) != src.commit:
                 return None
             return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref, source="git")
-        ref = f"refs/tags/{pin.tag}"
+        ref = _import_ref(pin)
         existing = self._tag(ref)
         if existing is None:
             return None
@@ -130,7 +136,7 @@ class Cache:
     def _ensure_artifact(self, pin: Pin) -> Base:
         art = pin.artifact
         assert art is not None
-        ref = f"refs/tags/{pin.tag}"
+        ref = _import_ref(pin)
         self._tags.pop(ref, None)  # read again under the lock: another command may have moved it
         existing = self._tag(ref)
         old = ""
@@ -159,11 +165,12 @@ class Cache:
         art = pin.artifact
         assert art is not None
         where = f"{PINS_DIR}/{pin.name}.toml"
-        drop = f"`git --git-dir={self.repo.git_dir} tag -d {pin.tag}`"
+        tag = _import_ref(pin).removeprefix("refs/tags/")
+        drop = f"`git --git-dir={self.repo.git_dir} tag -d {tag}`"
         record = ImportRecord.parse(message)
         if record is None:
             raise UpstreamError(
-                f"the cached tag {pin.tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
+                f"the cached tag {tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
                 "or the cache was changed", file=where, hint=f"remove it with {drop} and run again to re-import")
         differ = [f"{what}: the pin says {ours}, the import recorded {theirs}"
                   for what, ours, theirs in (("file", art.filename, record.filename),
@@ -175,7 +182,7 @@ class Cache:
             differ.append(f"tree: the pin says {art.tree}, the import has {tree}")
         if differ:
             raise UpstreamError(
-                f"pin {pin.name} does not match the cached import {pin.tag} ({commit[:12]}): "
+                f"pin {pin.name} does not match the cached import {tag} ({commit[:12]}): "
                 + "; ".join(differ), file=where,
                 hint=f"if the pin is right, remove the cached import with {drop} and run again: the artifact is "
                      "then downloaded and verified against the pin; otherwise correct the pin")
@@ -194,27 +201,40 @@ class Cache:
     def imported(self, art: Artifact, version: Version, filename: str) -> tuple[str, int] | None:
         """(sha256, size) of ``filename``, when the cache holds its import and the file itself:
         what the index said when it was downloaded and verified. Release files on an index never
-        change, so a rebase or scan to a release already in the cache asks the index nothing."""
-        info = self._tag(f"refs/tags/v{version}")
-        if info is None:
+        change, so a rebase or scan to a release already in the cache asks the index nothing.
+        Two imports of one file name (from two indexes) are no answer: the index is asked."""
+        if not (self.repo.git_dir / "HEAD").is_file():
             return None
-        record = ImportRecord.parse(info[2])
-        if record is None or record.filename != filename:
-            return None
-        path = self.root / "downloads" / record.sha256[:2] / filename
-        if not path.is_file():
-            return None
-        return record.sha256, path.stat().st_size
+        found = set()
+        for ref in housekeeping.refs(self.repo, imports_of(art.distribution, version)):
+            info = self._tag(ref)
+            record = ImportRecord.parse(info[2]) if info is not None else None
+            if record is None or record.filename != filename:
+                continue
+            if ref != import_ref(art.distribution, version, record.sha256):
+                continue  # a tag moved onto the import of another file: not this one
+            path = self.root / download_rel(record.sha256, filename)
+            if path.is_file():
+                found.add((record.sha256, path.stat().st_size))
+        return found.pop() if len(found) == 1 else None
+
+    def holds(self, art: Artifact) -> bool:
+        """Whether the cache holds the import of exactly this artifact and its file."""
+        info = self._tag(import_ref(art.distribution, art.version, art.sha256)) if (
+            self.repo.git_dir / "HEAD").is_file() else None
+        record = ImportRecord.parse(info[2]) if info is not None else None
+        return (record is not None and (record.sha256, record.filename) == (art.sha256, art.filename)
+                and (self.root / download_rel(art.sha256, art.filename)).is_file())
 
     def artifact_path(self, pin: Pin) -> Path:
         """The verified artifact, downloading it when it is not cached yet."""
         art = pin.artifact
         assert art is not None
         disk = fsroot.Root(self.root)
-        rel = f"downloads/{art.sha256[:2]}/{art.filename}"
+        rel = download_rel(art.sha256, art.filename)
         dest = self.root / rel
         if not (disk.kind(rel) == stat.S_IFREG and _file_sha256(dest) == art.sha256):
-            disk.directory(f"downloads/{art.sha256[:2]}")
+            disk.directory(rel.rpartition("/")[0])
             url = art.url or self._lookup(art)
             resumed = self.fetcher.download(url, dest, size=art.size)
             digest = _file_sha256(dest)
@@ -279,7 +299,7 @@ class Cache:
     def _ensure_git(self, pin: Pin) -> Base:
         src = pin.git
         assert src is not None and src.commit is not None
-        ref = f"refs/patchtool/git/{src.tag}"
+        ref = git_ref(src.url, src.tag)
         where = f"{PINS_DIR}/{pin.name}.toml"
         if not self.repo.has_object(f"{src.commit}^{{commit}}"):
             with self.repo.scratch() as scratch:  # nothing reaches the cache until the tag is verified
@@ -291,7 +311,7 @@ class Cache:
                 got = scratch.resolve("refs/probe/tag")
                 if got != src.commit:
                     raise self._not_the_tag(pin, scratch, got)
-                fetched = f"refs/patchtool/fetch/{src.tag}"
+                fetched = fetch_ref(src.url, src.tag)
                 self.repo.fetch_from(scratch, f"+refs/probe/tag:{fetched}")
                 self.repo.delete_ref(fetched)
         self.repo.update_ref(ref, src.commit)
@@ -316,6 +336,15 @@ class Cache:
             file=where, hint="verify the new commit upstream before updating the pin")
 
 
+def download_rel(sha256: str, filename: str) -> str:
+    """Where, beneath the cache, the release file of that sha256 is kept."""
+    return f"downloads/{sha256}/{filename}"
+
+
+def _import_ref(pin: Pin) -> str:
+    art = pin.artifact
+    assert art is not None
+    return import_ref(art.distribution, art.version, art.sha256)
 
 
 def _file_sha256(path: Path) -> str:

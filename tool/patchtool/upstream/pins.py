@@ -154,10 +154,6 @@ class Pin:
     def __post_init__(self) -> None:
         _typed(self, name=PinName, upstream=UpstreamName)
 
-    @property
-    def tag(self) -> str:
-        return f"v{self.version}"
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, name: str, file: str) -> Pin:
         problems: list[Problem] = []

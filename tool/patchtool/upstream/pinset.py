@@ -22,6 +22,7 @@ from patchtool.project import journal
 from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml, release_pin_name
+from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releases import pin_for_version
 from patchtool.urls import SourceUrl
 
@@ -59,8 +60,7 @@ def is_cached(cache: Cache, pin: Pin) -> bool:
         return pin.git is not None and pin.git.commit is not None and cache.repo.has_object(pin.git.commit)
     art = pin.artifact
     assert art is not None
-    known = cache.imported(art, art.version, art.filename)
-    return known is not None and known[0] == art.sha256
+    return cache.holds(art)
 
 
 def pin_names(root: Path) -> list[str]:
@@ -114,8 +114,8 @@ def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | N
         raise UsageError(f"--git {given!r}: {exc}",
                          hint="give the remote's https URL, or a local repository's path") from None
     pinned = Version(version.removeprefix("v")) if version else _tag_version(tag)
-    fetched = f"refs/patchtool/fetch/{tag}"
-    if not git.ref_format_ok(fetched):
+    fetched = fetch_ref(url, tag)
+    if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)

@@ -13,6 +13,7 @@ from patchtool.errors import GitError, UpstreamError, UsageError
 from patchtool.names import ArtifactFilename
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin, release_pin_name
+from patchtool.upstream.refnames import fetch_ref
 
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
@@ -63,7 +64,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
     src = pin.git
     assert src is not None
     tag = f"v{version}"
-    fetched = f"refs/patchtool/fetch/{tag}"
+    fetched = fetch_ref(src.url, tag)
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
         try:
