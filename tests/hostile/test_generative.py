@@ -43,7 +43,7 @@ SECRET = b"the decoy's secret: 6f1d0a2c-hostile\n"
 MARK = "pwned"  # every attack that would run a command or write a file names its target with this
 
 FUZZ = os.environ.get("PATCHTOOL_FUZZ_EXAMPLES")  # set by `nox -s fuzz`: random seeds, its budget
-EXAMPLES = int(FUZZ) if FUZZ else 12
+EXAMPLES = int(FUZZ) if FUZZ else 20
 DERANDOMIZE = not FUZZ
 
 
