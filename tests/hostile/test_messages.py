@@ -3,9 +3,11 @@ in a message with its documented exit code, never a traceback or exit 70, and ch
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +72,28 @@ def test_an_author_fast_import_refuses_is_a_problem_check_names(one_patch: Demo,
         assert (f"patches/0001-greet.patch:2: patch greet: the 'From:' header {header!r} is not an author git can record: "
                 f"{why} (hint: write it as 'Name <email>'") in out, out
     assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize("streams", ["utf-8:surrogateescape", "utf-8:strict"])  # a C.UTF-8 locale; en_US.UTF-8
+def test_a_worktree_at_a_path_that_is_not_utf8_breaks_no_command(one_patch: Demo, tmp_path: Path,
+                                                                  streams: str) -> None:
+    """`git worktree list` names it in bytes; read strictly as UTF-8, every `apply` and `cache` of
+    every project on the cache was exit 70. Its name is written as its bytes, as git writes it."""
+    outside = os.fsdecode(bytes(tmp_path) + b"/checkout-\xff")
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache), "PYTHONIOENCODING": streams}
+
+    def run(*args: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, capture_output=True,
+                              env=env, check=False)
+
+    assert run("checkout", "--path", outside).returncode == 0
+    before = snapshot(one_patch.root)
+    res = run("cache")
+    assert res.returncode == 0, res.stderr
+    assert b"  checkout: " + os.fsencode(outside) + b"\n" in res.stdout
+    assert snapshot(one_patch.root) == before
+    res = run("--json", "cache")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["data"]["checkouts"] == [outside]
+    res = run("apply")
+    assert res.returncode == 0, res.stderr
