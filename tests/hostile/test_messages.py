@@ -97,3 +97,49 @@ def test_a_worktree_at_a_path_that_is_not_utf8_breaks_no_command(one_patch: Demo
     assert json.loads(res.stdout)["data"]["checkouts"] == [outside]
     res = run("apply")
     assert res.returncode == 0, res.stderr
+
+
+def _user_env(demo: Demo, home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a user whose git configuration is ``home/.gitconfig`` (not the tests' isolation)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM")}
+    return {**env, "HOME": str(home), "PATCHTOOL_CACHE_DIR": str(demo.cache), **extra}
+
+
+def test_a_broken_gitconfig_of_the_user_breaks_no_command(one_patch: Demo, tmp_path: Path) -> None:
+    """GitPython runs `git version` on import, with the user's configuration: an unterminated
+    section there was exit 70 for every command, with a hint to install git."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[core\n")
+    env = _user_env(one_patch, home)
+    before = snapshot(one_patch.root)
+    for args in (("status",), ("check",)):
+        res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, capture_output=True,
+                             text=True, env=env, check=False)
+        assert res.returncode == 0, res.stderr
+    assert snapshot(one_patch.root) == before
+    assert (home / ".gitconfig").read_text() == "[core\n"
+
+
+def test_git_that_does_not_run_is_said_in_its_own_words(one_patch: Demo, tmp_path: Path) -> None:
+    """Not "install git" when git is there and fails: what git said."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text("#!/bin/sh\necho 'fatal: cannot exec git-core: broken install' >&2\nexit 1\n")
+    (bin_dir / "git").chmod(0o755)
+    env = _user_env(one_patch, tmp_path, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    before = snapshot(one_patch.root)
+    res = subprocess.run([sys.executable, "-m", "patchtool", "status"], cwd=one_patch.root, capture_output=True,
+                         text=True, env=env, check=False)
+    assert res.returncode == 70
+    assert res.stderr == ("error: git does not run: `git version` failed (1): fatal: cannot exec git-core: broken "
+                          "install (hint: run `git version` to see it fail; fix or reinstall git)\n")
+    assert snapshot(one_patch.root) == before
+
+
+def test_no_git_on_path_says_to_install_it(one_patch: Demo, tmp_path: Path) -> None:
+    env = _user_env(one_patch, tmp_path, PATH=str(tmp_path / "nothing"))
+    res = subprocess.run([sys.executable, "-m", "patchtool", "status"], cwd=one_patch.root, capture_output=True,
+                         text=True, env=env, check=False)
+    assert res.returncode == 70
+    assert res.stderr == "error: git is not installed or not on PATH (hint: install git and put it on PATH)\n"
