@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Demo
-from patchtool.testing import snapshot
+from conftest import UPSTREAM_FILES, Demo
+from patchtool.testing import make_wheel, snapshot
 
 
 def run_into(demo: Demo, *args: str, stdout: str = os.devnull, stderr: str | None = None,
@@ -143,3 +143,55 @@ def test_no_git_on_path_says_to_install_it(one_patch: Demo, tmp_path: Path) -> N
                          text=True, env=env, check=False)
     assert res.returncode == 70
     assert res.stderr == "error: git is not installed or not on PATH (hint: install git and put it on PATH)\n"
+
+
+NO_SHA256 = ("error: the index gives no sha256 for demo-1.1-py3-none-any.whl; refusing an unverifiable file "
+             "(hint: patchtool takes a release file only by its sha256: use an index that lists it, "
+             "as PEP 691 `hashes` or a PEP 503 `#sha256=` link, or pin the git tag with `pin add --git URL --tag T`)\n")
+
+
+@pytest.mark.parametrize(("html", "hashes"), [(False, {}), (False, None), (False, ["sha256"]), (True, {})],
+                         ids=["none-listed", "null", "a-list", "pep503-link-without-hash"])
+def test_an_index_that_lists_no_sha256_is_an_upstream_error(one_patch: Demo, tmp_path: Path, html: bool,
+                                                            hashes: object) -> None:
+    """A page whose `hashes` was null or not a table lost its files: `rebase --to latest` and `scan
+    --newest` were exit 2 (usage) saying the index had no release, `pin add` said it had no file."""
+    files = {**UPSTREAM_FILES, "demo/__init__.py": '__version__ = "1.1"\n'}
+    one_patch.index.add(make_wheel(tmp_path / "demo-1.1-py3-none-any.whl", "demo", "1.1", files))
+    one_patch.index.hashes, one_patch.index.html = hashes, html
+    before = snapshot(one_patch.root)
+    for args in (("pin", "add", "1.1"), ("rebase", "--to", "latest", "--dry-run"), ("scan", "--newest", "1")):
+        res = one_patch.run(*args)
+        assert (res.returncode, res.stderr) == (4, NO_SHA256), args
+    assert snapshot(one_patch.root) == before
+
+
+def test_an_index_without_a_release_the_command_needs_is_an_upstream_error(one_patch: Demo, tmp_path: Path) -> None:
+    """What the index lists is the upstream's answer, not the command line's fault (was exit 2)."""
+    other = make_wheel(tmp_path / "demo-1.1-cp311-cp311-linux_x86_64.whl", "demo", "1.1", UPSTREAM_FILES)
+    one_patch.index.files = {other.name: other}
+    before = snapshot(one_patch.root)
+    for args in (("rebase", "--to", "latest", "--dry-run"), ("scan", "--newest", "2")):
+        res = one_patch.run(*args)
+        assert (res.returncode, res.stderr) == (4, "error: no release of demo with the pin's wheel tags on the index "
+                                                   "(hint: the index lists no final release with the pin's wheel "
+                                                   "tags; check the pin's 'index' and 'distribution')\n"), args
+    one_patch.index.files = {one_patch.wheel.name: one_patch.wheel}
+    res = one_patch.run("scan", "--versions", "2.0..3.0")
+    assert (res.returncode, res.stderr) == (4, "error: no release between 2.0 and 3.0 on the index "
+                                               "(hint: the newest the index lists: 1.0)\n")
+    assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize("size", [True, 2**64, -5, "12"])
+def test_a_size_the_index_lists_that_is_no_size_is_not_pinned(one_patch: Demo, tmp_path: Path, size: object) -> None:
+    """`pin add` wrote `size = true` (or past TOML's integers) into the pin, which then failed to load."""
+    files = {**UPSTREAM_FILES, "demo/__init__.py": '__version__ = "1.1"\n'}
+    wheel = make_wheel(tmp_path / "demo-1.1-py3-none-any.whl", "demo", "1.1", files)
+    one_patch.index.add(wheel)
+    one_patch.index.listed = {"size": size}
+    res = one_patch.run("pin", "add", "1.1")
+    assert res.returncode == 0, res.stderr
+    assert "size" not in (one_patch.root / "upstream-pins/demo-1.1.toml").read_text()
+    res = one_patch.run("pin", "list")
+    assert res.returncode == 0, res.stderr

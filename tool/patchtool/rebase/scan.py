@@ -11,7 +11,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from patchtool import progress
-from patchtool.errors import UsageError
+from patchtool.errors import UpstreamError, UsageError
 from patchtool.project.repository import Project
 from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
@@ -53,7 +53,8 @@ def parse_versions(spec: str, available: list[Version]) -> list[Version]:
         low, high = bounds
         chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
         if not chosen:
-            raise UsageError(f"no release between {low} and {high} on the index")
+            raise UpstreamError(f"no release between {low} and {high} on the index",
+                                hint=_listed(available))
         return sorted(chosen)
     try:
         listed = sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
@@ -63,6 +64,13 @@ def parse_versions(spec: str, available: list[Version]) -> list[Version]:
         raise UsageError(f"--versions {spec!r} names no version",
                          hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22")
     return listed
+
+
+def _listed(available: list[Version]) -> str:
+    """What the index does list, for a hint: its newest final releases."""
+    finals = [str(v) for v in available if not v.is_prerelease][-5:]
+    return f"the newest the index lists: {', '.join(finals)}" if finals else \
+        "the index lists no final release with the pin's wheel tags; check the pin's 'index' and 'distribution'"
 
 
 def version_range(spec: str) -> tuple[Version, Version] | None:
@@ -100,7 +108,8 @@ def newest(pin: Pin, cache: Cache, count: int) -> list[Version]:
     """The ``count`` newest final releases on the index (the same wheel tags as the pin)."""
     released = [v for v in available_versions(pin, cache) if not v.is_prerelease]
     if not released:
-        raise UsageError(f"no release of {pin.upstream} with the pin's wheel tags on the index")
+        raise UpstreamError(f"no release of {pin.upstream} with the pin's wheel tags on the index",
+                            hint=_listed(available_versions(pin, cache)))
     return released[-count:]
 
 
