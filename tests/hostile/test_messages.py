@@ -195,3 +195,41 @@ def test_a_size_the_index_lists_that_is_no_size_is_not_pinned(one_patch: Demo, t
     assert "size" not in (one_patch.root / "upstream-pins/demo-1.1.toml").read_text()
     res = one_patch.run("pin", "list")
     assert res.returncode == 0, res.stderr
+
+
+HUGE = "1" + "0" * 5000  # a release number past int()'s 4300 digits: packaging raises ValueError, not InvalidVersion
+
+
+def test_a_version_past_ints_digits_in_a_file_is_a_problem(one_patch: Demo) -> None:
+    manifest = one_patch.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('applies_to = ">=1.0"', f'applies_to = ">={HUGE}"'))
+    before = snapshot(one_patch.root)
+    for args in (("check",), ("pin", "list"), ("rebase", "--to", "1.0", "--dry-run")):
+        res = one_patch.run(*args)
+        assert res.returncode == 1, (args, res.stderr)
+        assert f"applies_to: '>={HUGE}' is not a PEP 440 version specifier" in res.stdout + res.stderr
+    assert snapshot(one_patch.root) == before
+
+
+def test_a_version_past_ints_digits_in_a_pin_is_a_problem(one_patch: Demo) -> None:
+    pin = one_patch.root / "upstream-pins/demo-1.0.toml"
+    pin.write_text(pin.read_text().replace('version = "1.0"\n', f'version = "{HUGE}"\n', 1))
+    before = snapshot(one_patch.root)
+    res = one_patch.run("check")
+    assert res.returncode == 1, res.stderr
+    assert f"version: '{HUGE}' is not a PEP 440 version" in res.stdout
+    assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize("args", [("pin", "add", HUGE), ("pin", "add", "not-a-version", "--git", "https://example.org/x.git",
+                                                          "--tag", "v1.1"),
+                                  ("scan", "--versions", f"1.0,{HUGE}"),
+                                  ("scan", "--versions", f"1.0..{HUGE}"), ("rebase", "--to", HUGE, "--dry-run")])
+def test_a_version_past_ints_digits_on_the_command_line_is_a_usage_error(one_patch: Demo,
+                                                                         args: tuple[str, ...]) -> None:
+    before = snapshot(one_patch.root)
+    res = one_patch.run(*args)
+    assert res.returncode == 2, res.stderr
+    assert "is not a version" in res.stderr or "is neither a version" in res.stderr or \
+        f"--versions: Invalid version: '{HUGE[:40]}'..." in res.stderr, res.stderr
+    assert snapshot(one_patch.root) == before

@@ -17,6 +17,7 @@ from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.pins import Pin
 from patchtool.upstream.releases import pin_for_version
+from patchtool.versions import parse_version
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,7 +58,7 @@ def parse_versions(spec: str, available: list[Version]) -> list[Version]:
                                 hint=_listed(available))
         return sorted(chosen)
     try:
-        listed = sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
+        listed = sorted(parse_version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
     if not listed:
@@ -78,7 +79,7 @@ def version_range(spec: str) -> tuple[Version, Version] | None:
     if ".." not in spec:
         return None
     try:
-        low, high = (Version(v.strip().lstrip("v")) for v in spec.split("..", 1))
+        low, high = (parse_version(v.strip().lstrip("v")) for v in spec.split("..", 1))
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
     if low > high:
@@ -98,7 +99,7 @@ def available_versions(pin: Pin, cache: Cache) -> list[Version]:
         m = re.match(rf"^{re.escape(art.filename.split('-', 1)[0])}-([^-]+)-(.+)\.whl$", name)
         if m and m.group(2) == tags:
             try:
-                out.add(Version(m.group(1)))
+                out.add(parse_version(m.group(1)))
             except InvalidVersion:
                 continue
     return sorted(out)

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     canonicalize_name,
     parse_sdist_filename,
     parse_wheel_filename,
@@ -27,6 +25,7 @@ from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.project.fields import Fields, load_toml, raise_if
 from patchtool.upstream.index import DEFAULT_INDEX, url_problem
+from patchtool.versions import parse_version
 
 PINS_DIR = "upstream-pins"
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
@@ -127,7 +126,7 @@ class Artifact:
 
 def _version(text: str) -> Version:
     try:
-        return Version(text)
+        return parse_version(text)
     except InvalidVersion:
         raise ValueError(f"{text!r} is not a PEP 440 version") from None
 
@@ -140,7 +139,7 @@ def artifact_name(filename: str) -> tuple[str | None, Version | None]:
             name, version, _, _ = parse_wheel_filename(filename)
             return name, version
         return parse_sdist_filename(filename)
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+    except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion, or digits int() refuses
         return None, None
 
 

@@ -23,6 +23,7 @@ from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml
 from patchtool.upstream.releases import pin_for_version
+from patchtool.versions import parse_version
 
 _TAG_VERSION = re.compile(r"^v?(\d[\w.+!-]*)$")
 
@@ -80,9 +81,16 @@ def list_pins(project: Project, cache: Cache) -> list[PinInfo]:
 def _tag_version(tag: str) -> Version:
     m = _TAG_VERSION.match(tag)
     try:
-        return Version(m.group(1) if m else tag)
+        return parse_version(m.group(1) if m else tag)
     except InvalidVersion:
         raise UsageError(f"tag {tag!r} names no version", hint="give --version V with it") from None
+
+
+def _given_version(version: str) -> Version:
+    try:
+        return parse_version(version.removeprefix("v"))
+    except InvalidVersion:
+        raise UsageError(f"{version!r} is not a version", hint="e.g. 0.5.22") from None
 
 
 def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str | None = None,
@@ -96,10 +104,7 @@ def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str
         return _git_pin(template, cache, git_url, tag, version)
     if version is None:
         raise UsageError("give the version to pin (e.g. 0.5.22), or --git URL --tag T")
-    try:
-        wanted = Version(version.removeprefix("v"))
-    except InvalidVersion:
-        raise UsageError(f"{version!r} is not a version", hint="e.g. 0.5.22") from None
+    wanted = _given_version(version)
     if template.artifact is None:
         raise UsageError(f"the active pin {template.name} has no [artifact] to find releases on an index by",
                          hint="pin a git tag instead: --git URL --tag T")
@@ -107,7 +112,7 @@ def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str
 
 
 def _git_pin(template: Pin, cache: Cache, url: str, tag: str, version: str | None) -> Pin:
-    pinned = Version(version.removeprefix("v")) if version else _tag_version(tag)
+    pinned = _given_version(version) if version else _tag_version(tag)
     fetched = f"refs/patchtool/fetch/{tag}"
     if not git.ref_format_ok(fetched):
         raise UsageError(f"{tag!r} is not a tag name git accepts")

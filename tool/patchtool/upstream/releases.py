@@ -12,6 +12,7 @@ from patchtool import git
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin
+from patchtool.versions import parse_version
 
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
@@ -85,7 +86,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
     m = _VERSION_TARGET.match(target)
     if m:
         try:
-            version = Version(m.group(1))
+            version = parse_version(m.group(1))
         except InvalidVersion:
             raise UsageError(f"{target!r} is not a version") from None
         return pin_for_version(pin, version, cache=cache)
