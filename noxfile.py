@@ -67,7 +67,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def fuzz(session: nox.Session) -> None:
-    """The model of the editing commands (tests/hostile/test_model.py) with random seeds, run longer.
+    """The model of the editing commands (tests/hostile/test_model.py) and the generative hostile test
+    (tests/hostile/test_generative.py) with random seeds, run longer.
 
     $PATCHTOOL_FUZZ_EXAMPLES examples (default 200) of up to $PATCHTOOL_FUZZ_STEPS steps (default 30); CI
     runs it derandomized and small. A failure is kept in .cache/hypothesis-model/ and replayed first next time.
@@ -75,7 +76,8 @@ def fuzz(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     budget = {"PATCHTOOL_FUZZ_EXAMPLES": os.environ.get("PATCHTOOL_FUZZ_EXAMPLES", "200"),
               "PATCHTOOL_FUZZ_STEPS": os.environ.get("PATCHTOOL_FUZZ_STEPS", "30")}
-    session.run("pytest", "tests/hostile/test_model.py", *session.posargs, env=budget)
+    session.run("pytest", "tests/hostile/test_model.py", "tests/hostile/test_generative.py", *session.posargs,
+                env=budget)
 
 
 @nox.session

@@ -56,6 +56,9 @@ def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     monkeypatch.delenv("PATCHTOOL_CACHE_DIR", raising=False)
     monkeypatch.delenv("PATCHTOOL_INDEX_URL", raising=False)
+    # the tests' upstreams are local: an index on 127.0.0.1 over plain http, git repositories in
+    # tmp_path; the tests of the refusal unset it
+    monkeypatch.setenv("PATCHTOOL_ALLOW_LOCAL_URLS", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
 
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import Demo
-from patchtool.testing import git
+from patchtool.testing import git, sha256, snapshot
 from test_pin_commands import add_release
 
 
@@ -34,7 +37,8 @@ def test_cache_shows_releases_who_uses_them_and_its_size(one_patch: Demo) -> Non
 
 
 def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: Demo) -> None:
-    add_release(one_patch, "1.1")
+    v11 = add_release(one_patch, "1.1")
+    tag10, tag11 = f"demo-1.0-{sha256(one_patch.wheel)[:12]}", f"demo-1.1-{sha256(v11)[:12]}"
     assert one_patch.run("pin", "add", "1.1").returncode == 0
     assert one_patch.run("check", "--pin", "demo-1.1").returncode == 0
     assert one_patch.run("pin", "remove", "demo-1.1").returncode == 0
@@ -42,18 +46,18 @@ def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: 
     cache_git = one_patch.cache / "upstream.git"
     download = one_patch.cache / "downloads"
     wheel = next(download.glob("*/demo-1.1-py3-none-any.whl"))
-    import_commit = git(cache_git, "rev-parse", "refs/tags/v1.1").strip()
+    import_commit = git(cache_git, "rev-parse", f"refs/tags/{tag11}").strip()
     # what a running rebase holds: a ref of this project's namespace reaching the import's commit
     from patchtool.upstream.cachespace import replay_ref
     git(cache_git, "update-ref", replay_ref(one_patch.root), import_commit)
 
     dry = shown(one_patch, "prune", "--dry-run")
-    assert dry["dry_run"] is True and dry["removed"] == ["refs/tags/v1.1", str(wheel.relative_to(one_patch.cache))]
-    assert wheel.is_file() and git(cache_git, "tag", "-l").split() == ["v1.0", "v1.1"]
+    assert dry["dry_run"] is True and dry["removed"] == [f"refs/tags/{tag11}", str(wheel.relative_to(one_patch.cache))]
+    assert wheel.is_file() and git(cache_git, "tag", "-l").split() == [tag10, tag11]
 
     done = shown(one_patch, "prune", "--now")
     assert done["removed"] == dry["removed"] and not wheel.exists() and done["freed_bytes"] > 0
-    assert git(cache_git, "tag", "-l").split() == ["v1.0"]
+    assert git(cache_git, "tag", "-l").split() == [tag10]
     git(cache_git, "cat-file", "-e", f"{import_commit}^{{tree}}")  # a ref reaches it: gc kept it
     assert done["objects"]["count"] == 0  # packed; nothing loose left
     assert one_patch.run("apply", "--force").returncode == 0  # the pin in use still works from the cache
@@ -68,3 +72,29 @@ def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: 
 def test_cache_refuses_an_unknown_action(one_patch: Demo, tmp_path: Path) -> None:
     res = one_patch.run("cache", "clean")
     assert res.returncode == 2 and "give show (the default) or prune" in res.stderr
+
+
+def test_prune_removes_the_temporary_directories_of_commands_that_are_gone(one_patch: Demo, tmp_path: Path) -> None:
+    """A killed command leaves its private temporary directory (``<cache>/tmp/<pid>-*``) behind:
+    prune removes those whose process is gone, a link among them itself, never what it names."""
+    assert one_patch.run("status").returncode == 0
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()  # its pid names no process now
+    tmp = one_patch.cache / "tmp"
+    (tmp / f"{gone.pid}-abcd" / "sub").mkdir(parents=True)
+    (tmp / f"{gone.pid}-abcd" / "sub" / "left.bin").write_bytes(b"x" * 100)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("mine\n")
+    (tmp / f"{gone.pid}-link").symlink_to(outside, target_is_directory=True)
+    (tmp / f"{os.getpid()}-live").mkdir()  # this test's own process: alive
+    (tmp / "not-a-command").mkdir()  # nothing patchtool names so: left alone
+    before = snapshot(outside)
+
+    dry = shown(one_patch, "prune", "--dry-run")
+    assert dry["removed"] == [f"tmp/{gone.pid}-abcd", f"tmp/{gone.pid}-link"] and dry["freed_bytes"] >= 100
+    assert (tmp / f"{gone.pid}-abcd" / "sub" / "left.bin").is_file()
+    done = shown(one_patch, "prune")
+    assert done["removed"] == dry["removed"]
+    assert sorted(p.name for p in tmp.iterdir()) == [f"{os.getpid()}-live", "not-a-command"]
+    assert snapshot(outside) == before and (outside / "precious").read_text() == "mine\n"

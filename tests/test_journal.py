@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
+from patchtool import fsroot
 from patchtool.project import journal
 from patchtool.testing import leftover_state, snapshot
 
@@ -36,17 +37,18 @@ class Killed(BaseException):
 
 
 def kill_at_replace(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
-    """Kill the process at the n-th os.replace journal.commit makes (1: the journal itself)."""
-    real = os.replace
+    """Kill the process at the n-th rename journal.commit makes through the filesystem boundary
+    (1: the journal itself)."""
+    real = fsroot.Root.rename
     calls = []
 
-    def replace(src: os.PathLike[str] | str, dst: os.PathLike[str] | str) -> None:
+    def rename(self: fsroot.Root, src: str, dst: str) -> None:
         calls.append(dst)
         if len(calls) == n:
             raise Killed()
-        real(src, dst)
+        real(self, src, dst)
 
-    monkeypatch.setattr(journal.os, "replace", replace)
+    monkeypatch.setattr(fsroot.Root, "rename", rename)
 
 
 def test_commit_writes_moves_and_removes(tmp_path: Path) -> None:
@@ -100,10 +102,10 @@ def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypa
     from patchtool.series import editing
 
     before = snapshot(one_patch.root)
-    kill_at_replace(monkeypatch, 2)
-    with pytest.raises(Killed):
-        editing.drop(Project.load(one_patch.root), ident="greet", reason="upstream took it", rejected=False)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as killing:  # undone alone: the autouse fixtures' settings stay
+        kill_at_replace(killing, 2)
+        with pytest.raises(Killed):
+            editing.drop(Project.load(one_patch.root), ident="greet", reason="upstream took it", rejected=False)
     half = snapshot(one_patch.root)
     assert half != before
     res = one_patch.run("status")

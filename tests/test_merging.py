@@ -63,7 +63,7 @@ def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> 
 
         # upstream left it alone: the patch's own blob, nothing to write
         same = files["same.py"]
-        assert same is not None and same.data is None and same.blob == repo.out("rev-parse", f"{patch}:same.py")
+        assert same is not None and same.data is None and same.blob == repo.out("rev-parse", args=[f"{patch}:same.py"])
         # upstream added an import above: merged, both changes kept
         assert text("moved.py").startswith("import os\n") and "return 55" in text("moved.py")
         # the patch adds a file, and makes tool.sh executable
@@ -79,7 +79,7 @@ def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> 
         assert kinds == {"clash.py": "content", "gone.py": "modify/delete", "dropme.py": "delete/modify",
                          "both.py": "add/add"}
         # each conflict's sides, as git's index records them: base (1), ours (2), theirs (3)
-        blob = {(rev, path): repo.out("rev-parse", f"{rev}:{path}") for rev in (old_base, new_base, patch)
+        blob = {(rev, path): repo.out("rev-parse", args=[f"{rev}:{path}"]) for rev in (old_base, new_base, patch)
                 for path in ("clash.py", "gone.py", "dropme.py", "both.py")
                 if repo.cat_files(rev, [path]).get(path) is not None}
         sides = {c.path: tuple(s.blob if s else None for s in (c.base, c.ours, c.theirs)) for c in merged.conflicts}
@@ -124,7 +124,7 @@ def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
     git(work, "init", "-q")
     base = commit(work, {"a.py": "a = 1\n", "dir/b.py": "b = 1\n", "odd name \"q\".py": "q\n"}, "base")
     repo = gitmod.Repo(work / ".git")
-    blob = repo.out("rev-parse", f"{base}:a.py")
+    blob = repo.out("rev-parse", args=[f"{base}:a.py"])
     ident = gitmod.Ident("A U Thor", "author@example.org", 0)
     chain = [gitmod.NewCommit(message="one\n\nbody\n", author=ident, committer=ident, files=(
                  gitmod.FileWrite("dir/b.py", "100644", data=b"b = 2\n"),
@@ -132,7 +132,7 @@ def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
              gitmod.NewCommit(message="two\n", author=ident, committer=ident, files=(
                  gitmod.FileWrite("a.py", None), gitmod.FileWrite("odd name \"q\".py", "100644", data=b"q2\n")))]
     first, second = repo.write_commits(base, chain, ref="refs/patchtool/test/replay")
-    assert repo.out("rev-parse", f"{second}^") == first and repo.out("rev-parse", f"{first}^") == base
+    assert repo.out("rev-parse", args=[f"{second}^"]) == first and repo.out("rev-parse", args=[f"{first}^"]) == base
     assert repo.cat_files(first, ["dir/b.py", "new.py", "a.py"]) == {"dir/b.py": b"b = 2\n", "new.py": b"a = 1\n",
                                                                     "a.py": b"a = 1\n"}
     assert repo.entries(first, ["new.py"])["new.py"][0] == "100755"

@@ -143,11 +143,11 @@ def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Pa
     pin22 = pin_for_version(load_pin(REPO, "sglang-0.5.23"), Version("0.5.22"), cache=cache)
     base22, base23 = cache.ensure(pin22), cache.ensure(load_pin(REPO, "sglang-0.5.23"))
     repo = cache.repo
-    changed = repo.out("diff", "--name-only", base22.commit, base23.commit, "--", "python/sglang/srt/").split()
-    sizes = {p: len(repo.out("diff", base22.commit, base23.commit, "--", p)) for p in changed[:60]
+    changed = repo.out("diff", "--name-only", args=[base22.commit, base23.commit], paths=["python/sglang/srt/"]).split()
+    sizes = {p: len(repo.out("diff", args=[base22.commit, base23.commit], paths=[p])) for p in changed[:60]
              if p.endswith(".py")}
     path = min((p for p in sizes if sizes[p] > 200), key=lambda p: sizes[p])
-    diff = repo.git("diff", "--full-index", base22.commit, base23.commit, "--", path).stdout.decode()
+    diff = repo.git("diff", "--full-index", args=[base22.commit, base23.commit], paths=[path]).stdout.decode()
     patch = tmp_path / "upstream-change.patch"
     patch.write_text("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
                      "From: SGLang upstream <upstream@example.org>\n"

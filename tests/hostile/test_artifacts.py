@@ -229,7 +229,9 @@ def test_pin_prefix_that_leads_into_git_is_refused(demo: Demo) -> None:
     assert [(e["file"], e["key"], e["message"]) for e in out["errors"]] == [
         ("upstream-pins/demo-1.0.toml", "artifact.prefix.to",
          "path '.git/hooks' touches .git/: the import would put files there")]
-    assert snapshot(demo.root) == project and not demo.cache.exists()
+    # nothing imported (the cache holds only the emptied directory Landlock confines the command to)
+    assert snapshot(demo.root) == project and not (demo.cache / "upstream.git").exists()
+    assert snapshot(demo.cache) == {}
 
 
 def test_name_starting_with_a_quote_is_imported_verbatim(demo: Demo) -> None:
@@ -451,3 +453,25 @@ def test_tampered_install_is_not_consistent(series: Demo, built: Path, tmp_path:
     code, out, errors = provenance(series, str(info))
     assert code == 1 and [f for f, _ in errors] == [f"{info.name}/RECORD"]
     assert errors[0][1].startswith("lists 4 package files (payload sha256 ")
+
+
+def test_record_paths_outside_site_packages_are_never_read(series: Demo, built: Path, tmp_path: Path) -> None:
+    """An installed RECORD naming ``../`` paths (right hash or wrong) must not make provenance hash
+    files outside site-packages: that would be a content oracle for any file."""
+    site = tmp_path / "site"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
+                          str(site), str(built)], capture_output=True, text=True, check=False)
+    assert pip.returncode == 0, pip.stderr
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root:$6$hash:19000\n")
+    record = next(site.glob("demo-*.dist-info")) / "RECORD"
+    rows = record_rows(record.read_bytes())
+    clean = provenance(series, "demo", "--path", str(site))
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([*rows, ["../secret", b64(secret.read_bytes()), "19"],
+                                                    ["../../secret", b64(b"guess"), "5"]])
+    record.write_text(buf.getvalue())
+    code, out, errors = provenance(series, "demo", "--path", str(site))
+    assert (code, errors) == (0, [])
+    assert out["data"]["record"] == clean[1]["data"]["record"]  # neither listed nor matched: not read
+    assert "secret" not in json.dumps(out)

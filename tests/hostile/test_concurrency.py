@@ -127,12 +127,17 @@ def test_a_rebase_state_naming_another_worktree_is_refused(releases: Demo, tmp_p
     data["worktree"] = str(elsewhere)
     state.write_text(json.dumps(data))
     before = snapshot(releases.root, elsewhere)
-    for args in (("rebase", "--abort"), ("rebase", "--continue"), ("status",)):
+    for args in (("rebase", "--continue"), ("status",)):
         res = releases.run(*args)
         assert res.returncode == 1, (args, res.stderr)
         assert f"the rebase state is not one patchtool wrote (worktree '{elsewhere}' is not .patchtool/rebase/worktree)" \
             in res.stderr
     assert snapshot(releases.root, elsewhere) == before
+    # --abort always gets out: it removes patchtool's own state and never goes where the state points
+    res = releases.run("rebase", "--abort")
+    assert res.returncode == 0, res.stderr
+    assert not (releases.root / ".patchtool").exists() and snapshot(elsewhere) == {
+        k: v for k, v in before.items() if k.startswith(str(elsewhere))}
 
 
 def test_a_fifo_swapped_in_during_a_stop_is_refused_not_waited_on(releases: Demo) -> None:  # noqa: F811

@@ -42,8 +42,9 @@ DOCUMENTED = {0, 1, 2, 3, 4, 5, 75}  # README "Exit codes"; 70 (internal error) 
 SECRET = b"the decoy's secret: 6f1d0a2c-hostile\n"
 MARK = "pwned"  # every attack that would run a command or write a file names its target with this
 
-EXAMPLES = int(os.environ.get("PATCHTOOL_FUZZ_EXAMPLES", "12"))
-DERANDOMIZE = os.environ.get("PATCHTOOL_FUZZ_RANDOM", "") != "1"
+FUZZ = os.environ.get("PATCHTOOL_FUZZ_EXAMPLES")  # set by `nox -s fuzz`: random seeds, its budget
+EXAMPLES = int(FUZZ) if FUZZ else 12
+DERANDOMIZE = not FUZZ
 
 
 def _pin_attacks(decoy: str) -> st.SearchStrategy[tuple[str, str, str]]:

@@ -91,7 +91,8 @@ def test_a_pin_with_quotes_and_backslashes_is_written_escaped(tmp_path: Path) ->
     good = Pin.from_dict(tomllib.loads((Path(__file__).parents[2] / "upstream-pins/sglang-0.5.23.toml").read_text()),
                          name="sglang-0.5.23", file="x")
     assert good.git is not None
-    odd = dataclasses.replace(good, git=dataclasses.replace(good.git, url='https://example.org/a"b\\c\nd'))
+    # a url is a SourceUrl (no control characters); a tag is free text a git pin names
+    odd = dataclasses.replace(good, git=dataclasses.replace(good.git, tag='v"b\\c\nd'))
     text = pin_to_toml(odd, comment="line one\nline \"two\"")
     (tmp_path / "upstream-pins" / "sglang-0.5.23.toml").write_text(text)
     again = load_pin(tmp_path, "sglang-0.5.23")

@@ -181,7 +181,7 @@ def _env(world: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PATCHTOOL_"))}
     env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LC_ALL="C", HOME=str(world / "home"),
                XDG_CACHE_HOME=str(world / "xdg"), PATCHTOOL_CACHE_DIR=str(world / "cache"),
-               PATCHTOOL_LOCK_TIMEOUT="5")
+               PATCHTOOL_LOCK_TIMEOUT="5", PATCHTOOL_ALLOW_LOCAL_URLS="1")  # the user allows the local index
     return env
 
 

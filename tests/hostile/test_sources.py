@@ -21,8 +21,8 @@ from patchtool import git as gitmod
 from patchtool.errors import GitError, UpstreamError
 from patchtool.testing import git, sha256, snapshot
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.index import Fetcher
 from patchtool.upstream.pins import Pin
+from patchtool.urls import SourceUrl
 
 PIN = "upstream-pins/demo-1.0.toml"
 
@@ -56,8 +56,13 @@ def edit_pin(demo: Demo, old: str, new: str) -> None:
     pin.write_text(text.replace(old, new, 1))
 
 
+def import_tag(demo: Demo) -> str:
+    """The tag of the demo pin's import: by distribution, version and the wheel's sha256."""
+    return f"demo-1.0-{sha256(demo.wheel)[:12]}"
+
+
 def tag_commit(demo: Demo) -> str:
-    return git(demo.cache / "upstream.git", "rev-parse", "v1.0").strip()
+    return git(demo.cache / "upstream.git", "rev-parse", import_tag(demo)).strip()
 
 
 # -- a pin changed under a warm cache ------------------------------------------------------------
@@ -71,21 +76,21 @@ def test_changed_sha256_is_refused_by_a_warm_cache(one_patch: Demo, with_tree: b
     code, out = run(one_patch, "apply", "--into", str(one_patch.root.parent / "tree"))
     assert code == 0, out
     if with_tree:  # the pin records the import's tree, as the real pin does
-        tree = git(one_patch.cache / "upstream.git", "rev-parse", "v1.0^{tree}").strip()
+        tree = git(one_patch.cache / "upstream.git", "rev-parse", f"{import_tag(one_patch)}^{{tree}}").strip()
         edit_pin(one_patch, "prefix = ", f'tree = "{tree}"\nprefix = ')
     good = sha256(one_patch.wheel)
     edit_pin(one_patch, good, other_digit(good))
-    commit = tag_commit(one_patch)
+    commit, tag = tag_commit(one_patch), import_tag(one_patch)
     for command, code in (("check", 1), ("status", 4), ("apply", 4), ("build", 4)):
         got, errors = unchanged(one_patch, command, *(["--into", str(one_patch.root.parent / "t2")]
                                                       if command == "apply" else []))
         assert got == code, errors
-        assert errors[0]["message"] == (f"pin demo-1.0 does not match the cached import v1.0 ({commit[:12]}): "
+        assert errors[0]["message"] == (f"pin demo-1.0 does not match the cached import {tag} ({commit[:12]}): "
                                         f"sha256: the pin says {other_digit(good)}, the import recorded {good}")
         assert errors[0]["file"] == PIN
         assert errors[0]["hint"] == (
             f"if the pin is right, remove the cached import with `git --git-dir={one_patch.cache / 'upstream.git'} "
-            "tag -d v1.0` and run again: the artifact is then downloaded and verified against the pin; otherwise "
+            f"tag -d {tag}` and run again: the artifact is then downloaded and verified against the pin; otherwise "
             "correct the pin")
 
 
@@ -101,7 +106,7 @@ def test_changed_size_or_prefix_is_refused_by_a_warm_cache(one_patch: Demo) -> N
         pin.write_text(text + change if change else text.replace('to = "python/demo/"', 'to = "src/demo/"'))
         got, errors = unchanged(one_patch, "status")
         assert got == 4
-        assert errors[0]["message"] == f"pin demo-1.0 does not match the cached import v1.0 ({commit[:12]}): {why}"
+        assert errors[0]["message"] == f"pin demo-1.0 does not match the cached import {import_tag(one_patch)} ({commit[:12]}): {why}"
     # a size that is right is fine, warm or cold
     pin.write_text(text + f"size = {size}\n")
     assert run(one_patch, "status")[0] == 0
@@ -112,7 +117,8 @@ def test_wrong_size_is_refused_when_importing(one_patch: Demo) -> None:
     edit_pin(one_patch, "prefix = ", f"size = {size - 1}\nprefix = ")
     got, errors = unchanged(one_patch, "status")
     assert got == 4
-    assert errors[0]["message"].endswith(f"failed after 4 attempts: got {size} bytes, the pin says {size - 1}")
+    assert errors[0]["message"].endswith(f"demo-1.0-py3-none-any.whl is {size} bytes, more than the {size - 1} "
+                                         "patchtool takes from it; refusing it")  # said by its Content-Length
 
 
 def test_import_from_an_older_layout_is_made_again(one_patch: Demo) -> None:
@@ -124,11 +130,11 @@ def test_import_from_an_older_layout_is_made_again(one_patch: Demo) -> None:
     old_message = re.sub(r"size \d+\nlayout 2", "layout 1", message) + "\n"
     ident = gitmod.Ident(*gitmod.FIXED_IDENT)
     old = repo.commit_tree(repo.tree_of(new), [], old_message, author=ident, committer=ident)
-    repo.update_ref("refs/tags/v1.0", old)
+    repo.update_ref(f"refs/tags/{import_tag(one_patch)}", old)
     assert run(one_patch, "status")[0] == 0
     assert tag_commit(one_patch) == new
     # but an older layout's import of another file is refused like any other
-    repo.update_ref("refs/tags/v1.0", old)
+    repo.update_ref(f"refs/tags/{import_tag(one_patch)}", old)
     good = sha256(one_patch.wheel)
     edit_pin(one_patch, good, other_digit(good))
     got, errors = unchanged(one_patch, "status")
@@ -139,8 +145,8 @@ def test_tag_that_is_no_import_is_refused(one_patch: Demo) -> None:
     assert run(one_patch, "status")[0] == 0
     repo = gitmod.Repo(one_patch.cache / "upstream.git")
     someone = gitmod.Ident("x", "x@example.org")
-    repo.update_ref("refs/tags/v1.0", repo.commit_tree(repo.tree_of("v1.0"), [], "mine\n", author=someone,
-                                                       committer=someone))
+    tag = f"refs/tags/{import_tag(one_patch)}"
+    repo.update_ref(tag, repo.commit_tree(repo.tree_of(tag), [], "mine\n", author=someone, committer=someone))
     got, errors = unchanged(one_patch, "status")
     assert got == 4
     assert errors[0]["message"].endswith("is not an import patchtool made: the tag moved or the cache was changed")
@@ -242,7 +248,7 @@ def test_corrupt_partial_download_is_fetched_again(one_patch: Demo) -> None:
     """A .part a killed command left is resumed; when the result fails the hash, it is fetched afresh
     instead of blaming the pin."""
     wheel = one_patch.wheel.read_bytes()
-    part = one_patch.cache / "downloads" / sha256(one_patch.wheel)[:2] / f"{one_patch.wheel.name}.part"
+    part = one_patch.cache / "downloads" / sha256(one_patch.wheel) / f"{one_patch.wheel.name}.part"
     part.parent.mkdir(parents=True)
     part.write_bytes(b"\0" * (len(wheel) // 2))
     code, out = run(one_patch, "status")
@@ -262,10 +268,9 @@ def test_wrong_file_from_scratch_still_names_the_pin(one_patch: Demo) -> None:
     assert "update the pin's sha256" in errors[0]["hint"]
 
 
-def test_fetcher_refuses_a_url_it_cannot_fetch(tmp_path: Path) -> None:
-    with pytest.raises(UpstreamError, match="'notaurl' is not a URL patchtool can download from"):
-        Fetcher(attempts=1).download("notaurl", tmp_path / "x", size=None)
-    assert list(tmp_path.iterdir()) == []
+def test_a_url_patchtool_cannot_fetch_is_no_source_url() -> None:
+    with pytest.raises(ValueError, match="'notaurl' is not an https URL"):
+        SourceUrl.parse("notaurl")
 
 
 # -- URLs and timestamps from the environment and the pin ----------------------------------------
@@ -273,14 +278,15 @@ def test_fetcher_refuses_a_url_it_cannot_fetch(tmp_path: Path) -> None:
 def test_index_url_from_the_environment_is_checked(one_patch: Demo) -> None:
     got, errors = unchanged(one_patch, "status", env={"PATCHTOOL_INDEX_URL": "notaurl"})
     assert got == 2
-    assert errors[0]["message"] == "PATCHTOOL_INDEX_URL='notaurl' is not an http(s) URL"
+    assert errors[0]["message"] == "PATCHTOOL_INDEX_URL='notaurl' is not an https URL (nor http, file:)"
 
 
 def test_index_url_in_the_pin_is_checked(one_patch: Demo) -> None:
     edit_pin(one_patch, f'index = "{one_patch.index.url}"', 'index = "ftp//nowhere"')
     got, errors = unchanged(one_patch, "status")
     assert got == 1
-    assert [(e["key"], e["message"]) for e in errors] == [("artifact.index", "'ftp//nowhere' is not an http(s) URL")]
+    assert [(e["key"], e["message"]) for e in errors] == [("artifact.index",
+                                                            "'ftp//nowhere' is not an https URL (nor http, file:)")]
 
 
 @pytest.mark.parametrize(("args", "env", "message"), [
@@ -356,7 +362,7 @@ def test_import_sweeps_crash_reports_a_killed_import_left(one_patch: Demo) -> No
     (repo.git_dir / "fast_import_crash_4242").write_text("left by a killed import")
     assert run(one_patch, "status")[0] == 0
     assert not list(repo.git_dir.glob("fast_import_crash_*"))
-    assert os.listdir(repo.git_dir / "refs" / "tags") == ["v1.0"]
+    assert os.listdir(repo.git_dir / "refs" / "tags") == [import_tag(one_patch)]
 
 
 # -- an index that answers with nonsense ---------------------------------------------------------

@@ -4,8 +4,9 @@ Everything patchtool reads is hostile input: a patch repository from a stranger'
 an artifact from an index or a mirror. A path from any of them reaches the disk or the cache only
 through here. Tree paths follow git's own rules (``verify_path`` in git's ``read-cache.c``, with
 its NTFS and HFS protections on), so nothing git itself would refuse, and nothing that could
-reach ``.git``, ever enters a stream, an index or a worktree. Paths on disk resolve inside their
-root, with no symbolic link leading out.
+reach ``.git``, ever enters a stream, an index or a worktree. A file of the repository is read
+beneath its root with no symbolic link followed (``read_inside``); every write goes through
+``fsroot``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ def tree_path_problem(path: str) -> str | None:
     return None
 
 
+def file_name_problem(name: str) -> str | None:
+    """Why ``name`` is not one plain file name (a tree path of one component), or None when it is."""
+    if "/" in name:
+        return f"{name!r} is a path, not a file name"
+    return tree_path_problem(name)
+
+
 def check_tree_path(path: str) -> str:
     """``path`` when it is a safe tree path; ValueError naming why not."""
     why = tree_path_problem(path)
@@ -76,27 +84,12 @@ def check_id(text: str, what: str = "id") -> str:
     return text
 
 
-def inside(root: Path, rel: str) -> Path:
-    """``root/rel`` on disk, for a ``rel`` that is a safe tree path and that resolves inside
-    ``root``: no component of it is a symbolic link leading out, and the file itself is not a
-    link. ValueError otherwise."""
-    check_tree_path(rel)
-    path = root / rel
-    base = root.resolve()
-    parent = path.parent.resolve()
-    if parent != base and not parent.is_relative_to(base):
-        raise ValueError(f"{rel!r} leads outside {root} through a symbolic link")
-    if path.is_symlink():
-        raise ValueError(f"{rel!r} is a symbolic link; refusing to follow it")
-    return path
-
-
 _READ_HINT = "patchtool reads only regular files inside the repository; put the file itself there"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def _not_regular(mode: int) -> str | None:
+def not_regular(mode: int) -> str | None:
     """What a file of ``mode`` is, when it is not a regular file."""
     if stat.S_ISREG(mode):
         return None
@@ -133,7 +126,7 @@ def read_inside(root: Path, rel: str) -> bytes:
         fd = _open_dirs(root, dirs, rel)
         try:
             before = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if (what := _not_regular(before.st_mode)) is not None:
+            if (what := not_regular(before.st_mode)) is not None:
                 raise _unsafe(rel, f"is {what}")
             ffd = os.open(name, _FILE_FLAGS, dir_fd=fd)
         finally:
@@ -175,7 +168,7 @@ def _open_dirs(root: Path, dirs: list[str], rel: str) -> int:
         for i, part in enumerate(dirs):
             mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
             if not stat.S_ISDIR(mode):
-                raise _unsafe(rel, f"{'/'.join(dirs[:i + 1])} is {_not_regular(mode) or 'a file'}; "
+                raise _unsafe(rel, f"{'/'.join(dirs[:i + 1])} is {not_regular(mode) or 'a file'}; "
                                    "expected a directory inside the repository")
             sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)

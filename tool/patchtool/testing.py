@@ -122,6 +122,10 @@ class Index:
         self.html = False  # serve project pages as PEP 503 HTML only, as a plain "simple" index does
         self.hashes: Any = True  # list each file's sha256; else each file's "hashes" is this value ({}, None)
         self.listed: dict[str, Any] = {}  # more fields of every file on the project page (a "size" ...)
+        self.hrefs: dict[str, str] = {}  # file name -> the link the project page gives it (default /files/<name>)
+        self.endless: set[str] = set()  # files sent as an endless body without a Content-Length
+        self.endless_page = False  # the project page itself is an endless body without a Content-Length
+        self.redirects: dict[str, str] = {}  # file name -> where its download redirects (302 Location)
         self.server: http.server.ThreadingHTTPServer | None = None
 
     @property
@@ -142,8 +146,11 @@ class Index:
             def do_GET(self) -> None:
                 index.requests.append(self.path)
                 m = re.fullmatch(r"/simple/([^/]+)/", self.path)
+                if m and index.endless_page:
+                    self._endless("application/vnd.pypi.simple.v1+json")
+                    return
                 if m:
-                    files = [{"filename": n, "url": f"/files/{n}",
+                    files = [{"filename": n, "url": index.hrefs.get(n, f"/files/{n}"),
                               "hashes": {"sha256": sha256(p)} if index.hashes is True else index.hashes,
                               **index.listed} for n, p in index.files.items()]
                     if index.html:
@@ -151,7 +158,7 @@ class Index:
                         fragment = {n: f"#sha256={sha256(p)}" if index.hashes is True else ""
                                     for n, p in index.files.items()}
                         body = ("<!DOCTYPE html>\n<html><body>\n" + "".join(
-                            f'<a href="../../files/{n}{fragment[n]}">{n}</a><br/>\n'
+                            f'<a href="{index.hrefs.get(n, f"../../files/{n}")}{fragment[n]}">{n}</a><br/>\n'
                             for n in index.files) + "</body></html>\n").encode()
                     else:
                         kind = "application/vnd.pypi.simple.v1+json"
@@ -169,6 +176,15 @@ class Index:
                     return
                 if index.fail_with:
                     self.send_error(index.fail_with.pop(0))
+                    return
+                if m.group(1) in index.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", index.redirects[m.group(1)])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if m.group(1) in index.endless:
+                    self._endless("application/octet-stream")
                     return
                 data = index.files[m.group(1)].read_bytes()
                 start = 0
@@ -189,6 +205,18 @@ class Index:
                     self.close_connection = True
                     return
                 self.wfile.write(payload)
+
+            def _endless(self, kind: str) -> None:
+                """A body that never ends and says no length: the client must stop reading it."""
+                self.send_response(200)
+                self.send_header("Content-Type", kind)
+                self.end_headers()
+                chunk = b"\0" * (1 << 16)
+                try:
+                    while True:
+                        self.wfile.write(chunk)
+                except OSError:  # the client hung up, as it should
+                    self.close_connection = True
 
         return Handler
 

@@ -18,7 +18,7 @@ import typer
 
 from patchtool import __version__
 from patchtool.cli import runner, usage
-from patchtool.cli.runner import CacheDirOption, CommandSet, JsonOption, RootOption
+from patchtool.cli.runner import AllowLocalOption, CacheDirOption, CommandSet, JsonOption, RootOption
 
 HELP = "Carry a curated series of downstream patches on a pinned upstream."
 _SETTINGS = {"help_option_names": usage.HELP_OPTIONS}
@@ -41,15 +41,15 @@ def _confinement() -> str:
 
 
 def _globals(global_json: JsonOption = False, global_root: RootOption = None,
-             global_cache_dir: CacheDirOption = None) -> None:
-    runner.current().take(global_json, global_root, global_cache_dir)
+             global_cache_dir: CacheDirOption = None, global_allow_local: AllowLocalOption = False) -> None:
+    runner.current().take(global_json, global_root, global_cache_dir, global_allow_local)
 
 
 def _top(version: Annotated[bool, typer.Option(
              "--version", is_eager=True, callback=_print_version, help="Print patchtool's version and exit.")] = False,
          global_json: JsonOption = False, global_root: RootOption = None,
-         global_cache_dir: CacheDirOption = None) -> None:
-    _globals(global_json, global_root, global_cache_dir)
+         global_cache_dir: CacheDirOption = None, global_allow_local: AllowLocalOption = False) -> None:
+    _globals(global_json, global_root, global_cache_dir, global_allow_local)
 
 
 # Which module holds each command, so that a command line imports only the module of the command it

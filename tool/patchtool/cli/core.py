@@ -46,7 +46,10 @@ def apply(
     upstream = cache()
     base = upstream.ensure(the_pin)
     result = apply_series(upstream.repo, base.commit, loaded, commit=True)
-    target = (into or project.root / "build" / the_pin.name).absolute()
+    from patchtool import fsroot
+
+    # the default lies in the repository, where `build` could be a committed link out of it
+    target = (into or fsroot.Root(project.root).place(f"build/{the_pin.name}", create=False)).absolute()
     data: dict[str, Any] = {"pin": the_pin.name, "base": base.commit, "patches": [r.to_dict() for r in result.results]}
     if not result.ok:
         _refuse_failed(project, upstream, result, target, keep, data, the_pin.name)
@@ -160,6 +163,7 @@ def rebase(
     if skip and not reason:
         raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
     project = Project.load(root())
+    _check_report(report_file, project.root)
     upstream = cache()
     if abort:
         transaction.abort(project, upstream)
@@ -171,10 +175,10 @@ def rebase(
             report = transaction.resume(project, upstream, skip_reason=reason if skip else None, widen=widen)
     except ApplyConflict as exc:
         if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
-            _write_report(report_file, _rebase_page(report_file, exc.result))
+            _write_report(report_file, _rebase_page(report_file, exc.result), project.root)
         raise
     if report_file is not None:
-        _write_report(report_file, _rebase_page(report_file, report))
+        _write_report(report_file, _rebase_page(report_file, report), project.root)
     stuck = report.predicted_conflicts
     return Shown(data=report.to_dict(), code=ExitCode.PREDICTED if stuck else ExitCode.OK, text=lambda style: (
         rebase_text(report, style) + (f"\n{style.bad('predicted')}: " + _fit(
@@ -201,10 +205,18 @@ def _rebase_page(path: Path, report: RebaseReport) -> str:
     return rebase_markdown(report)
 
 
-def _write_report(path: Path, text: str) -> None:
-    from patchtool import atomic
+def _check_report(path: Path | None, repository: Path) -> None:
+    """Refuse a report file that would replace the series or a special file, before any work."""
+    if path is not None:
+        from patchtool import fsroot
 
-    atomic.write(path, text.encode("utf-8"))
+        fsroot.check_output(path, repository=repository)
+
+
+def _write_report(path: Path, text: str, repository: Path) -> None:
+    from patchtool import fsroot
+
+    fsroot.write_output(path, text, repository=repository)
 
 
 @commands.command("scan", outputs=("html_file",))
@@ -222,11 +234,13 @@ def scan(
         raise UsageError("give --versions A..B (or a list) or --newest N")
     if newest is not None and newest < 1:
         raise UsageError(f"--newest {newest}: give how many of the newest releases to scan, at least 1")
-    report = workflow.scan(Project.load(root()), cache(), versions, count=newest)
+    project = Project.load(root())
+    _check_report(html_file, project.root)
+    report = workflow.scan(project, cache(), versions, count=newest)
     if html_file is not None:
         from patchtool.cli.htmlpage import scan_page
 
-        _write_report(html_file, scan_page(report.to_dict()))
+        _write_report(html_file, scan_page(report.to_dict()), project.root)
 
     stuck = report.predicted_conflicts
 

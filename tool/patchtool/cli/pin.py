@@ -34,7 +34,7 @@ def pin_add(
     data = {"name": pin.name, "version": str(pin.version), "source": pin.use, "written": written,
             **({"filename": pin.artifact.filename, "sha256": pin.artifact.sha256, "size": pin.artifact.size}
                if pin.artifact else {}),
-            **({"url": pin.git.url, "tag": pin.git.tag, "commit": pin.git.commit} if pin.git else {})}
+            **({"url": pin.git.url.text, "tag": pin.git.tag, "commit": pin.git.commit} if pin.git else {})}
     source = f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}" if pin.use == "artifact" and pin.artifact \
         else f"{pin.git.tag} at {pin.git.commit}" if pin.git else ""
     return Shown(data=data, text=lambda style: f"added pin {style.bold(pin.name)} ({source})")

@@ -120,7 +120,14 @@ def retread_add(
     if edit:
         entry = retread.entry_from_editor(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
     elif from_file is not None:
-        entry = retread.entry_from_text(from_file.read_text(encoding="utf-8"), str(from_file))
+        from patchtool.errors import UsageError
+        from patchtool.inputs import read_named_text
+
+        try:
+            text = read_named_text(from_file, what="the --from-file entry")
+        except FileNotFoundError:
+            raise UsageError(f"{from_file} does not exist", file=str(from_file)) from None
+        entry = retread.entry_from_text(text, str(from_file))
     else:
         fields = {"id": ident, "title": title, "tried": tried, "verdict": verdict, "reason": reason,
                   "revisit": revisit, "unguarded": unguarded}

@@ -41,12 +41,17 @@ RootOption = Annotated[Path | None, typer.Option(
 CacheDirOption = Annotated[Path | None, typer.Option(
     "--cache-dir", metavar="DIR", rich_help_panel=GLOBAL,
     help="Upstream cache (default: $PATCHTOOL_CACHE_DIR, else $XDG_CACHE_HOME/patchtool or ~/.cache/patchtool).")]
+AllowLocalOption = Annotated[bool, typer.Option(
+    "--allow-local-urls", rich_help_panel=GLOBAL,
+    help="Let the repository's urls be local (file:, a path) or plain http, not only https "
+         "(as $PATCHTOOL_ALLOW_LOCAL_URLS=1).")]
 PinOption = Annotated[str | None, typer.Option("--pin", metavar="NAME",
                                                help="A pin in upstream-pins/ (default: the active one).")]
 
 _GLOBALS = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
             for name, default, annotation in (("global_json", False, JsonOption), ("global_root", None, RootOption),
-                                              ("global_cache_dir", None, CacheDirOption))]
+                                              ("global_cache_dir", None, CacheDirOption),
+                                              ("global_allow_local", False, AllowLocalOption))]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,6 +72,7 @@ class Invocation:
     as_json: bool = False
     root: Path | None = None
     cache_dir: Path | None = None
+    allow_local_urls: bool = False
     writes: bool = False
     edits_series: bool = False
     confine: bool = False  # this process runs patchtool's own command line: it confines itself
@@ -75,9 +81,10 @@ class Invocation:
     held: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     recovered: list[str] = dataclasses.field(default_factory=list)
 
-    def take(self, as_json: bool, root: Path | None, cache_dir: Path | None) -> None:
+    def take(self, as_json: bool, root: Path | None, cache_dir: Path | None, allow_local: bool = False) -> None:
         """Global options, given before the command or after it (after wins)."""
         self.as_json = self.as_json or as_json
+        self.allow_local_urls = self.allow_local_urls or allow_local
         self.root = root if root is not None else self.root
         self.cache_dir = cache_dir if cache_dir is not None else self.cache_dir
 
@@ -142,8 +149,10 @@ def _cache_root(inv: Invocation) -> Path:
 def cache() -> Cache:
     from patchtool.upstream.cache import Cache
     from patchtool.upstream.index import INDEX_URL_ENV
+    from patchtool.urls import allowed_by_environment
 
-    return Cache(_cache_root(_current), index_url=os.environ.get(INDEX_URL_ENV) or None)
+    return Cache(_cache_root(_current), index_url=os.environ.get(INDEX_URL_ENV) or None,
+                 allow_local=_current.allow_local_urls or allowed_by_environment())
 
 
 def landlock_wanted() -> bool:
@@ -288,9 +297,9 @@ def _command(declared: Declared, name: str) -> Callable[..., int]:
 
     @functools.wraps(fn)
     def run(*, global_json: bool = False, global_root: Path | None = None, global_cache_dir: Path | None = None,
-            **options: Any) -> int:
+            global_allow_local: bool = False, **options: Any) -> int:
         inv = _current
-        inv.take(global_json, global_root, global_cache_dir)
+        inv.take(global_json, global_root, global_cache_dir, global_allow_local)
         inv.command, inv.edits_series = name, declared.edits_series
         inv.writes = declared.writes and not (declared.dry_run and options[declared.dry_run])
         inv.outputs = tuple(Path(options[o]) for o in declared.outputs if options[o] is not None)

@@ -49,12 +49,15 @@ def build(
         help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from the pin).")] = None,
 ) -> Shown:
     """Build the patched wheel: repack the pinned release wheel, or build the pinned git commit."""
+    from patchtool import fsroot
     from patchtool.cli.render import build_text
     from patchtool.project.repository import Project
     from patchtool.wheel.build import build_wheel
 
     project = Project.load(root())
-    result = build_wheel(project, cache(), out=(out or project.root / "dist").absolute(), pin_name=pin,
+    # the default lies in the repository, where `dist` could be a committed link out of it
+    out = (out or fsroot.Root(project.root).place("dist", create=False)).absolute()
+    result = build_wheel(project, cache(), out=out, pin_name=pin,
                          source_date_epoch=_source_date_epoch(source_date_epoch), isolation=isolation)
     return Shown(data=result.to_dict(), text=lambda style: build_text(result, style))
 

@@ -9,7 +9,15 @@ written once:
   ``GIT_*`` variables inherited from the caller (a hook's ``GIT_DIR`` or ``GIT_INDEX_FILE`` would
   point git at another repository or index). GitPython builds each child's environment from
   ``os.environ`` and can only add to it, so an inherited variable is removed with ``env -u``;
-- ``GitCommandError``/``GitCommandNotFound`` become ``GitError`` (exit 70), naming the command.
+- ``GitCommandError``/``GitCommandNotFound`` become ``GitError`` (exit 70), naming the command;
+- no data is ever read as an option: a command is its subcommand, its fixed options (each one
+  word starting with ``-``, a value attached: ``-mTEXT``, ``--format=F``), then its data (refs,
+  revisions, urls, paths) after ``--end-of-options`` and its pathspecs after ``--``, as ``Argv``
+  builds them. For the few commands git 2.39 does not end options for, data that starts with a
+  dash is refused instead;
+- no git talks to a remote by a protocol the user did not allow: https alone
+  (``GIT_ALLOW_PROTOCOL``, ``GIT_PROTOCOL_FROM_USER=0``); a fetch that the user allowed local urls
+  for widens it (``remote_env``). No ``-c`` is ever given.
 
 GitPython is imported on first use: a command that never runs git does not pay for it.
 """
@@ -36,7 +44,11 @@ T = TypeVar("T")
 
 # what every git command sees instead of the user's configuration and language
 ISOLATION = MappingProxyType({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-                              "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C"})
+                              "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
+                              "GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "https"})
+# the commands git 2.39 does not end options for at --end-of-options (they reject it, take it as
+# a revision, or print it: rev-parse): their data goes in place, and data starting with "-" is refused
+NO_END_OF_OPTIONS = frozenset({"check-ref-format", "checkout", "range-diff", "reset", "rev-parse", "var"})
 # what decides who the user is to git: their identity variables and where their configuration is
 USER_IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
                      "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
@@ -114,7 +126,8 @@ def _user_class() -> type[gitpython.Git]:
         """The flavour that sees the user's identity and configuration (for ``git var``)."""
 
         _keep = frozenset(USER_IDENTITY_ENV)
-        _extra: Mapping[str, str] = MappingProxyType({"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0"})
+        _extra: Mapping[str, str] = MappingProxyType({"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0",
+                                                      "GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "https"})
 
     return UserGit
 
@@ -145,6 +158,50 @@ def mapped(what: str) -> Iterator[None]:
         raise GitError(f"{what} failed ({exc.status}): {said}") from None
 
 
+def remote_env(*, allow_local: bool) -> dict[str, str]:
+    """What a git that fetches from a remote the user chose runs with: https alone, or with
+    ``allow_local`` (the user's ``--allow-local-urls``) plain http and local repositories too."""
+    return {"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "https:http:file" if allow_local else "https"}
+
+
+LOCAL_ONLY_ENV = MappingProxyType({"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "file"})
+"""What a fetch between two of patchtool's own repositories runs with: local transport alone."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Argv:
+    """One git command line: the subcommand, its fixed options, its data after
+    ``--end-of-options`` and its pathspecs after ``--``. The one place a command line is built."""
+
+    command: str
+    options: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    paths: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for option in self.options:
+            if not option.startswith("-") or option in ("--", "--end-of-options"):
+                raise ValueError(f"git {self.command}: {option!r} is not an option; data goes in args or paths")
+        if self.command in NO_END_OF_OPTIONS:
+            for word in (*self.args, *(self.paths or ())):
+                if word.startswith("-"):
+                    raise GitError(f"refusing to run git {self.command} with {word!r}: it would be read as an "
+                                   "option")
+
+    def words(self) -> list[str]:
+        out = [*self.command.split(" "), *self.options]  # "worktree add": a subcommand's subcommand
+        if self.args:
+            out += self.args if self.command in NO_END_OF_OPTIONS else ["--end-of-options", *self.args]
+        if self.paths is not None:
+            out += ["--", *self.paths]
+        return out
+
+    @property
+    def name(self) -> str:
+        """``git <subcommand> ...`` for messages: no paths, no contents."""
+        return f"git {self.command}" + (" ..." if self.options or self.args or self.paths else "")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Result:
     returncode: int
@@ -164,32 +221,35 @@ class Runner:
         """Made on the first command: a Runner that runs none imports no GitPython."""
         return new_git(self._cwd, user=self._user)
 
-    def run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
-            check: bool = True) -> Result:
-        argv = ["git", *self._prefix, *args]
-        with mapped(_name(args)):
+    def run(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
+            input: bytes | None = None, env: Mapping[str, str] | None = None, check: bool = True) -> Result:
+        """``git command options... --end-of-options args... -- paths...``."""
+        argv = Argv(command, options, tuple(args), None if paths is None else tuple(paths))
+        full = ["git", *self._prefix, *argv.words()]
+        with mapped(argv.name):
             if input is None:
-                status, out, err = self._git.execute(argv, env=env, with_extended_output=True,
+                status, out, err = self._git.execute(full, env=dict(env or {}), with_extended_output=True,
                                                      with_exceptions=False, stdout_as_string=False,
                                                      strip_newline_in_stdout=False)
             else:
-                proc = Process(self._git.execute(argv, istream=subprocess.PIPE, as_process=True, env=env))
+                proc = Process(self._git.execute(full, istream=subprocess.PIPE, as_process=True, env=dict(env or {})))
                 out, raw = proc.popen.communicate(input)
                 status, err = proc.popen.returncode, raw.decode(errors="replace")
         result = Result(status, out or b"", err)
         if check and status != 0:
-            raise GitError(f"{_name(args)} failed ({status}): {err.strip()}")
+            raise GitError(f"{argv.name} failed ({status}): {err.strip()}")
         return result
 
-    def out(self, *args: str, env: dict[str, str] | None = None) -> str:
+    def out(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
+            env: Mapping[str, str] | None = None) -> str:
         """stdout of a command that must succeed, stripped."""
-        return self.run(*args, env=env).stdout.decode().strip()
+        return self.run(command, *options, args=args, paths=paths, env=env).stdout.decode().strip()
 
-    def start(self, *args: str, stdin: bool = False, stdout: bool = True) -> Process:
+    def start(self, argv: Argv, *, stdin: bool = False, stdout: bool = True) -> Process:
         """A git process left running."""
-        argv = ["git", *self._prefix, *args]
-        with mapped(_name(args)):
-            return Process(self._git.execute(argv, istream=subprocess.PIPE if stdin else None, as_process=True,
+        with mapped(argv.name):
+            return Process(self._git.execute(["git", *self._prefix, *argv.words()],
+                                             istream=subprocess.PIPE if stdin else None, as_process=True,
                                              with_stdout=stdout))
 
 
@@ -203,19 +263,13 @@ class Process:
         self.popen: subprocess.Popen[bytes] = running.proc
 
 
-def _name(args: Sequence[str]) -> str:
-    """``git <subcommand> ...`` for messages: no paths, no contents."""
-    sub = next((a for a in args if not a.startswith("-")), "")
-    return f"git {sub}" + (" ..." if len(args) > 1 else "")
-
-
 class Pending(Generic[T]):
     """A git command running alongside the caller's work: started early, read when needed."""
 
-    def __init__(self, runner: Runner, args: Sequence[str], convert: Callable[[bytes], T]) -> None:
-        self._name = _name(args)
+    def __init__(self, runner: Runner, argv: Argv, convert: Callable[[bytes], T]) -> None:
+        self._name = argv.name
         self._convert = convert
-        self._proc = runner.start(*args)
+        self._proc = runner.start(argv)
 
     def result(self) -> T:
         out, err = self._proc.popen.communicate()

@@ -6,12 +6,12 @@ so the target is either the fully patched tree or exactly what it was before.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import uuid
 from pathlib import Path
 
-from patchtool import git
+from patchtool import fsroot, git
 from patchtool.errors import UsageError
 
 
@@ -29,14 +29,16 @@ def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Pa
             raise UsageError(f"{into} is not a tree patchtool made; refusing to replace it",
                              hint="choose another --into or remove it yourself")
     into.parent.mkdir(parents=True, exist_ok=True)
+    beside = fsroot.Root(into.parent)
     for stale in into.parent.glob(f".{into.name}.patchtool-*"):  # left by a killed earlier run
-        shutil.rmtree(stale, ignore_errors=True)
+        beside.rmtree(stale.name)
     repo.prune_worktrees()  # forget trees whose directories are gone, a killed `worktree add`'s too
     staging = into.with_name(f".{into.name}.patchtool-{uuid.uuid4().hex[:8]}")
     try:
         repo.worktree_add(staging, commit)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            beside.rmtree(staging.name)
         repo.forget_missing_worktrees()
         raise
     if into.exists():
@@ -55,7 +57,7 @@ def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: s
     debug = failed_tree_path(target, patch_id)
     if debug.exists():
         repo.worktree_remove(debug)
-        shutil.rmtree(debug, ignore_errors=True)
+        fsroot.Root(debug.parent).rmtree(debug.name)
     debug.parent.mkdir(parents=True, exist_ok=True)
     repo.worktree_add(debug, last_good)
     git.Worktree(debug).apply_rejecting(patch_path)

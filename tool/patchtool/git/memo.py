@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from patchtool import atomic
+from patchtool import fsroot
+from patchtool.errors import PatchtoolError
 from patchtool.git.odb import objects_exist
 
 NULL_SHA = "0" * 40
@@ -48,9 +49,8 @@ def recall(git_dir: Path, kind: str, key: str, *, names: Callable[[Any], Iterabl
 def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:
     """Keep ``value`` for the next command; a cache that cannot be written to (read-only, full) only
     means it is computed again, so a reading command such as ``status`` never fails on it."""
-    path = _path(git_dir, kind, key)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write(path, json.dumps(value, sort_keys=True))
-    except OSError:
+        fsroot.Root(git_dir).write(_path(git_dir, kind, key).relative_to(git_dir).as_posix(),
+                                   json.dumps(value, sort_keys=True))
+    except (OSError, PatchtoolError):  # PatchtoolError: a link or a special file where the memo goes
         pass

@@ -13,16 +13,19 @@ import dataclasses
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from patchtool.errors import GitError
 from patchtool.git import odb
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
-from patchtool.git.command import Pending, Result, Runner
+from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
 from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
 from patchtool.paths import tree_path_problem
+from patchtool.urls import SourceUrl, permit
+
+OWN_REFS = "refs/patchtool/"  # the refs only patchtool writes, and only under its ``ref_guard``
 
 # who moves a ref that keeps a reflog (a checkout branch), without asking the user's configuration
 _REFLOG_IDENT = {"GIT_COMMITTER_NAME": FIXED_IDENT[0], "GIT_COMMITTER_EMAIL": FIXED_IDENT[1]}
@@ -56,30 +59,35 @@ class WorktreeEntry:
 class Repo:
     """A git repository addressed by its git directory (bare or not)."""
 
-    def __init__(self, git_dir: Path) -> None:
+    def __init__(self, git_dir: Path, *,
+                 ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None) -> None:
+        """``ref_guard``: the lock every write of a ref under ``OWN_REFS`` is made under (the
+        cache's), so that a ref lock git left there is stale once it is held."""
         self.git_dir = git_dir
         self._runner = Runner(git_dir=git_dir)
+        self._ref_guard = ref_guard
         self._local = threading.local()  # each thread its own object reader (a scan replays in threads)
 
     @classmethod
     def init_bare(cls, path: Path) -> Repo:
         path.mkdir(parents=True, exist_ok=True)
         if not (path / "HEAD").exists():
-            Runner().run("init", "--quiet", "--bare", str(path))
+            Runner().run("init", "--quiet", "--bare", args=[str(path)])
             repo = cls(path)
-            repo.out("config", "core.logAllRefUpdates", "false")
-            repo.out("config", "gc.auto", "0")
+            repo.out("config", args=["core.logAllRefUpdates", "false"])
+            repo.out("config", args=["gc.auto", "0"])
         return cls(path)
 
-    def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
-            check: bool = True) -> Result:
+    def git(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
+            input: bytes | None = None, env: dict[str, str] | None = None, check: bool = True) -> Result:
         """Any git command on this repository (for the layer and the tests; the rest of patchtool
-        calls the named methods below)."""
-        return self._runner.run(*args, input=input, env=env, check=check)
+        calls the named methods below): data in ``args`` and ``paths``, never in ``options``."""
+        return self._runner.run(command, *options, args=args, paths=paths, input=input, env=env, check=check)
 
-    def out(self, *args: str, env: dict[str, str] | None = None) -> str:
+    def out(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
+            env: dict[str, str] | None = None) -> str:
         """stdout of a git command that must succeed, stripped (for the layer and the tests)."""
-        return self._runner.out(*args, env=env)
+        return self._runner.out(command, *options, args=args, paths=paths, env=env)
 
     # -- refs and commits ---------------------------------------------------------------------
     def resolve(self, rev: str) -> str | None:
@@ -110,27 +118,28 @@ class Repo:
 
     def commit_time(self, rev: str) -> int:
         """The committer timestamp of ``rev`` (seconds since the epoch)."""
-        return int(self.out("show", "-s", "--format=%ct", rev))
+        return int(self.out("show", "-s", "--format=%ct", args=[rev]))
 
     def idents(self, commit: str) -> tuple[Ident, Ident]:
         """(author, committer) of ``commit``, dates included, to write it again unchanged."""
         fields = self.out("log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd",
-                          commit).split("\0")
+                          args=[commit]).split("\0")
         (a_time, a_tz), (c_time, c_tz) = fields[2].split(), fields[5].split()
         return Ident(fields[0], fields[1], int(a_time), a_tz), Ident(fields[3], fields[4], int(c_time), c_tz)
 
     def is_ancestor(self, ancestor: str, rev: str) -> bool:
-        return self._runner.run("merge-base", "--is-ancestor", ancestor, rev, check=False).returncode == 0
+        return self._runner.run("merge-base", "--is-ancestor", args=[ancestor, rev], check=False).returncode == 0
 
     def refs_containing(self, commit: str, *prefixes: str) -> list[str]:
         """The refs under ``prefixes`` whose history has ``commit`` (none when it is unknown)."""
-        res = self._runner.run("for-each-ref", "--contains", commit, "--format=%(refname)", *prefixes, check=False)
+        res = self._runner.run("for-each-ref", f"--contains={commit}", "--format=%(refname)", args=prefixes,
+                               check=False)
         return res.stdout.decode("utf-8", "replace").split() if res.returncode == 0 else []
 
     def log(self, base: str, tip: str) -> list[LoggedCommit]:
         """The commits of base..tip, oldest first, in one git process."""
         out = self._runner.run("log", "--reverse", "-z", "--format=%H%x00%P%x00%s%x00%B",
-                               f"{base}..{tip}", "--").stdout.decode("utf-8", "replace")
+                               args=[f"{base}..{tip}"], paths=[]).stdout.decode("utf-8", "replace")
         fields = out.split("\0")
         return [LoggedCommit(commit=fields[i], parents=tuple(fields[i + 1].split()), subject=fields[i + 2].strip(),
                              message=fields[i + 3].strip())
@@ -138,30 +147,44 @@ class Repo:
 
     def rev_list(self, base: str, tip: str) -> list[str]:
         """The commits of base..tip, oldest first."""
-        return self.out("rev-list", "--reverse", f"{base}..{tip}").split()
+        return self.out("rev-list", "--reverse", args=[f"{base}..{tip}"]).split()
 
     def update_ref(self, ref: str, new: str, old: str | None = None, *, reason: str | None = None,
                    reflog: bool = False, check: bool = True) -> str | None:
         """Move ``ref`` to ``new``; ``old=""`` means it must not exist yet. ``reason`` goes to the
         reflog, which ``reflog`` creates. Returns None, or git's complaint when ``check`` is False."""
-        args = ["update-ref", *(["--create-reflog"] if reflog else []), *(["-m", reason] if reason else []),
-                ref, new, *([old] if old is not None else [])]
-        res = self._runner.run(*args, env=_REFLOG_IDENT if reason else None, check=check)
+        options = [*(["--create-reflog"] if reflog else []), *([f"-m{reason}"] if reason else [])]
+        with self._writing_ref(ref):
+            res = self._runner.run("update-ref", *options, args=[ref, new, *([old] if old is not None else [])],
+                                   env=_REFLOG_IDENT if reason else None, check=check)
         return res.stderr.strip() if res.returncode else None
 
     def delete_ref(self, ref: str) -> None:
-        self._runner.run("update-ref", "-d", ref, check=False)
+        with self._writing_ref(ref):
+            self._runner.run("update-ref", "-d", args=[ref], check=False)
+
+    @contextlib.contextmanager
+    def _writing_ref(self, ref: str) -> Iterator[None]:
+        """Write ``ref`` under the guard when it is one of patchtool's own: the lock file a killed
+        git left beside it (``<ref>.lock``) then has no living owner, and is removed first."""
+        if self._ref_guard is None or not ref.startswith(OWN_REFS):
+            yield
+            return
+        with self._ref_guard():
+            if tree_path_problem(ref) is None:  # a ref named from data never reaches outside refs/
+                (self.git_dir / f"{ref}.lock").unlink(missing_ok=True)
+            yield
 
     def interpret_trailers(self, message: str, trailer: str) -> str:
         """``message`` with ``trailer`` added as git adds trailers."""
-        return self._runner.run("interpret-trailers", "--trailer", trailer,
+        return self._runner.run("interpret-trailers", f"--trailer={trailer}",
                                 input=message.encode()).stdout.decode()
 
     def commit_tree(self, tree: str, parents: Sequence[str], message: str, *, author: Ident,
                     committer: Ident) -> str:
-        args = ["commit-tree", tree, *(a for p in parents for a in ("-p", p))]
         env = {**author.env("AUTHOR"), **committer.env("COMMITTER")}
-        return self._runner.run(*args, input=message.encode(), env=env).stdout.decode().strip()
+        return self._runner.run("commit-tree", *(f"-p{p}" for p in parents), args=[tree], input=message.encode(),
+                                env=env).stdout.decode().strip()
 
     # -- writing commits ------------------------------------------------------------------------
     def fast_import(self, stream: Iterable[bytes], *options: str) -> None:
@@ -170,7 +193,7 @@ class Repo:
         process is swept before the next import."""
         for stale in self.git_dir.glob("fast_import_crash_*"):
             stale.unlink(missing_ok=True)
-        running = self._runner.start("fast-import", "--quiet", "--date-format=raw", "--done", *options,
+        running = self._runner.start(Argv("fast-import", ("--quiet", "--date-format=raw", "--done", *options)),
                                      stdin=True, stdout=False)
         proc = running.popen
         assert proc.stdin is not None and proc.stderr is not None
@@ -206,7 +229,8 @@ class Repo:
         fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
         os.close(fd)
         try:
-            self.fast_import(commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
+            with self._writing_ref(ref):
+                self.fast_import(commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
             found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
         finally:
             os.unlink(marks)
@@ -236,15 +260,15 @@ class Repo:
 
     def ls_files(self, tree: str, prefix: str) -> list[str]:
         """Paths of the blobs under ``prefix`` in ``tree``."""
-        return self._names("ls-tree", "-r", "-z", "--name-only", tree, "--", prefix)
+        return self._names("ls-tree", args=[tree, prefix])  # ls-tree: after --end-of-options, "--" is a path
 
     def tree_paths(self, tree: str) -> list[str]:
         """Every blob path in ``tree``."""
-        return self._names("ls-tree", "-r", "-z", "--name-only", tree)
+        return self._names("ls-tree", args=[tree])
 
-    def _names(self, *args: str) -> list[str]:
-        """The NUL-separated paths a ``-z`` listing prints, unquoted, each as git spells it."""
-        out = self._runner.run(*args).stdout
+    def _names(self, command: str, *, args: Sequence[str]) -> list[str]:
+        """The NUL-separated paths a ``-r -z --name-only`` listing prints, unquoted, each as git spells it."""
+        out = self._runner.run(command, "-r", "-z", "--name-only", args=args).stdout
         return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
     def entries(self, treeish: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -259,55 +283,55 @@ class Repo:
     def changes(self, base: str, tip: str) -> list[tuple[str, tuple[RawChange, ...]]]:
         """Every commit of base..tip, oldest first, with the files it changes (renames found)."""
         out = self._runner.run("log", "--reverse", "-z", "--raw", "--no-abbrev", "-M", "--format=%x01%H",
-                               f"{base}..{tip}").stdout
+                               args=[f"{base}..{tip}"], paths=[]).stdout
         return parse_log(out.decode("utf-8", "surrogateescape"))
 
     def diff_raw(self, old: str, new: str) -> tuple[RawChange, ...]:
         """Every file that differs between two commits or trees, with its blobs (no renames)."""
         out = self._runner.run("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-commit-id",
-                               old, new).stdout
+                               args=[old, new]).stdout
         return parse_raw(out.decode("utf-8", "surrogateescape"))
 
     def diff_tree(self, old: str, new: str) -> list[TreeChange]:
         """Every blob that differs between two trees (no rename detection), in path order."""
         return parse_tree_changes(self._runner.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id",
-                                                   old, new).stdout)
+                                                   args=[old, new]).stdout)
 
     def renames(self, old: str, new: str, sources: Sequence[str]) -> dict[str, str]:
         """Where ``sources`` (paths deleted between the trees ``old`` and ``new``) went: git's rename
         detection with only them as sources and every added file as a candidate, as merge-ort
         limits detection to the paths that matter, which keeps it cheap on a 4,000-file tree."""
         added = self._runner.run("diff-tree", "-r", "-z", "--name-only", "--diff-filter=A", "--no-commit-id",
-                                 old, new).stdout.decode("utf-8", "surrogateescape").split("\0")
+                                 args=[old, new]).stdout.decode("utf-8", "surrogateescape").split("\0")
         added = [p for p in added if p]
         if not sources or not added:
             return {}
-        out = self._runner.run("diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", old, new,
-                               "--", *sources, *added, env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
+        out = self._runner.run("diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", args=[old, new],
+                               paths=[*sources, *added], env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
         return parse_renames(out.decode("utf-8", "surrogateescape"))
 
     def cherry(self, upstream: str, head: str, limit: str) -> set[str]:
         """The commits of limit..head whose patch-id matches a commit upstream has and head's
         history does not (``git cherry``: the ones it marks ``-``)."""
-        out = self.out("cherry", upstream, head, limit)
+        out = self.out("cherry", args=[upstream, head, limit])
         return {line[2:].strip() for line in out.splitlines() if line.startswith("- ")}
 
     # -- exports ------------------------------------------------------------------------------------
     def format_patch(self, commit: str) -> str:
         """The canonical export of one commit: git's own format, without the Date line."""
-        text = self._runner.run("format-patch", "-1", commit, *_EXPORT).stdout.decode("utf-8")
+        text = self._runner.run("format-patch", "-1", *_EXPORT, args=[commit]).stdout.decode("utf-8")
         patches = _split_patches(text)
         return patches[0] if patches else text  # git exports nothing for an empty commit
 
     def format_patches(self, base: str, tip: str) -> Pending[list[str]]:
         """The canonical export of every commit in base..tip, oldest first, in one git process
         that runs while the caller goes on."""
-        return Pending(self._runner, ["format-patch", f"{base}..{tip}", *_EXPORT],
+        return Pending(self._runner, Argv("format-patch", _EXPORT, (f"{base}..{tip}",)),
                        lambda out: _split_patches(out.decode("utf-8")))
 
     def range_diff(self, old: str, new: str) -> Pending[str]:
         """``git range-diff old new``, running while the caller goes on."""
-        return Pending(self._runner, ["range-diff", "--no-color", old, new],
+        return Pending(self._runner, Argv("range-diff", ("--no-color",), (old, new)),
                        lambda out: out.decode("utf-8", errors="replace"))
 
     # -- places to work: temporary indexes, worktrees, scratch repositories -----------------------
@@ -327,7 +351,7 @@ class Repo:
     def worktrees(self) -> list[WorktreeEntry]:
         """The worktrees git knows of, the repository's own first. Read NUL-separated and decoded
         as the file system's names are: a path git lists need not be UTF-8, nor free of newlines."""
-        raw = self._runner.run("worktree", "list", "--porcelain", "-z").stdout.decode("utf-8", "surrogateescape")
+        raw = self._runner.run("worktree list", "--porcelain", "-z").stdout.decode("utf-8", "surrogateescape")
         out = []
         for block in raw.split("\0\0"):
             fields = {key: value for key, _, value in (line.partition(" ") for line in block.split("\0"))}
@@ -344,33 +368,49 @@ class Repo:
         """A worktree at ``path`` with ``rev`` checked out: detached, or (``detach=False``) the
         branch ``rev`` names. Without ``checkout`` no file is written yet. False when git refused
         and ``check`` is False."""
-        args = ["worktree", "add", "--quiet", *([] if checkout else ["--no-checkout"]),
-                *(["--detach"] if detach else []), str(path), rev]
-        return self._runner.run(*args, check=check).returncode == 0
+        options = ["--quiet", *([] if checkout else ["--no-checkout"]), *(["--detach"] if detach else [])]
+        return self._runner.run("worktree add", *options, args=[str(path), rev], check=check).returncode == 0
 
     def worktree_move(self, src: Path, dst: Path) -> None:
-        self.out("worktree", "move", str(src), str(dst))
+        self.out("worktree move", args=[str(src), str(dst)])
+
+    def worktree_repair(self, path: Path) -> None:
+        """Point the cache's record of the worktree at ``path`` back to where it is now (the
+        repository it lives in was moved); nothing when it is no worktree."""
+        self._runner.run("worktree repair", args=[str(path)], check=False)
 
     def worktree_remove(self, path: Path) -> None:
-        if self._runner.run("worktree", "remove", "--force", "--force", str(path), check=False).returncode:
+        if self._runner.run("worktree remove", "--force", "--force", args=[str(path)], check=False).returncode:
             self.forget_missing_worktrees()  # a worktree deleted by hand: drop its record
 
     def forget_missing_worktrees(self) -> None:
         """``git worktree prune``: forget worktrees whose directories are gone."""
-        self._runner.run("worktree", "prune", check=False)
+        self._runner.run("worktree prune", check=False)
 
     def prune_worktrees(self) -> None:
         """Forget worktrees whose directories are gone, including one a killed `git worktree add`
         left locked ("initializing"); a worktree someone locked on purpose stays."""
         for w in self.worktrees():
             if w.locked == "initializing" and not Path(w.path).exists():
-                self._runner.run("worktree", "unlock", w.path, check=False)
+                self._runner.run("worktree unlock", args=[w.path], check=False)
         self.forget_missing_worktrees()
 
-    def fetch(self, url: str, refspec: str) -> None:
-        res = self._runner.run("fetch", "--quiet", "--no-tags", url, refspec, check=False)
+    def fetch(self, url: SourceUrl, refspec: str, *, allow_local: bool) -> None:
+        """Fetch ``refspec`` from a remote by a protocol the user allows (``urls.permit``: https,
+        and with ``allow_local`` plain http and local repositories; any the user gave themselves),
+        which git is held to as well."""
+        permit(url, allow_local=allow_local)
+        res = self._runner.run("fetch", "--quiet", "--no-tags", args=[url.text, refspec],
+                               env=remote_env(allow_local=allow_local or url.user), check=False)
         if res.returncode != 0:
             raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.strip()}")
+
+    def fetch_from(self, other: Repo, refspec: str) -> None:
+        """Fetch ``refspec`` from another of patchtool's own repositories (local transport alone)."""
+        res = self._runner.run("fetch", "--quiet", "--no-tags", args=[str(other.git_dir.absolute()), refspec],
+                               env=LOCAL_ONLY_ENV, check=False)
+        if res.returncode != 0:
+            raise GitError(f"git fetch {other.git_dir} {refspec} failed: {res.stderr.strip()}")
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Repo]:
@@ -396,19 +436,19 @@ class Index:
               check: bool = False, verbose: bool = False) -> ApplyResult:
         args = ["apply", "--cached", *(["--verbose"] if verbose else []), *(["--reverse"] if reverse else []),
                 *(["--check"] if check else [])]
-        res = self.repo._runner.run(*args, *map(str, patches), env=self.env, check=False)
+        res = self.repo.git(*args, args=[str(p) for p in patches], env=self.env, check=False)
         return ApplyResult(res.returncode == 0, res.stderr)
 
     def apply_text(self, patch: str, *, reverse: bool = False) -> ApplyResult:
         args = ["apply", "--cached", "--check", *(["--reverse"] if reverse else [])]
-        res = self.repo._runner.run(*args, input=patch.encode(), env=self.env, check=False)
+        res = self.repo.git(*args, input=patch.encode(), env=self.env, check=False)
         return ApplyResult(res.returncode == 0, res.stderr)
 
     def write_tree(self) -> str:
         return self.repo.out("write-tree", env=self.env)
 
     def read_tree(self, treeish: str) -> None:
-        self.repo.out("read-tree", treeish, env=self.env)
+        self.repo.out("read-tree", args=[treeish], env=self.env)
 
 
 _EXPORT = ("--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered")
@@ -446,14 +486,13 @@ def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, 
         for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
             (Path(tmp) / name).write_bytes(data)
             names.append(str(Path(tmp) / name))
-        args = [*([] if style == "merge" else [f"--{style}"]), "-L", labels[0], "-L", labels[1], "-L", labels[2],
-                *names]
+        options = [*([] if style == "merge" else [f"--{style}"]), *(f"-L{label}" for label in labels)]
         # merge-ort diffs with histogram; merge-file is told so from git 2.42 (older ones: usage, 129)
         histogram = list(_HISTOGRAM)  # read once: a scan's other threads may empty it meanwhile
-        res = Runner().run("merge-file", "-p", *histogram, *args, check=False)
+        res = Runner().run("merge-file", "-p", *histogram, *options, args=names, check=False)
         if res.returncode == 129 and histogram:
             _HISTOGRAM.clear()
-            res = Runner().run("merge-file", "-p", *args, check=False)
+            res = Runner().run("merge-file", "-p", *options, args=names, check=False)
     if res.returncode >= 128 or res.returncode < 0:
         raise GitError(f"git merge-file failed: {res.stderr.strip()}")
     return res.stdout, res.returncode

@@ -4,11 +4,11 @@ worktree, the patch repository itself), and who the user is to git."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from patchtool.errors import UsageError
+from patchtool import fsroot
+from patchtool.errors import GitError, UsageError
 from patchtool.git.command import Runner
 from patchtool.git.repo import CONFLICT_STYLES
 from patchtool.git.stream import Ident
@@ -26,17 +26,17 @@ class Worktree:
         return self._runner.out("status", "--porcelain")
 
     def head(self) -> str:
-        return self._runner.out("rev-parse", "HEAD")
+        return self._runner.out("rev-parse", args=["HEAD"])
 
     def reset(self, mode: str, commit: str, *, reason: str, committer: tuple[str, str]) -> str | None:
         """``git reset --quiet <mode> <commit>``: None, or git's complaint when it refused."""
         env = {"GIT_REFLOG_ACTION": reason, "GIT_COMMITTER_NAME": committer[0], "GIT_COMMITTER_EMAIL": committer[1]}
-        res = self._runner.run("reset", "--quiet", mode, commit, env=env, check=False)
+        res = self._runner.run("reset", "--quiet", mode, args=[commit], env=env, check=False)
         return res.stderr.strip() if res.returncode else None
 
     def sparse_checkout(self, files: Sequence[str]) -> None:
         """Check out just ``files`` (a worktree added without a checkout)."""
-        self._runner.run("sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files))
+        self._runner.run("sparse-checkout set", "--no-cone", args=[f"/{f}" for f in files])
         self._runner.run("checkout", "-q")
 
     def reuse_sparse(self, rev: str, files: Sequence[str]) -> bool:
@@ -47,22 +47,19 @@ class Worktree:
         worktree git can check out in any more (then remove it and add one)."""
         if not (self.path / ".git").is_file():
             return False
+        disk = fsroot.Root(self.path)
         for child in self.path.iterdir():
-            if child.name == ".git":
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
-        if self._runner.run("checkout", "-q", "-f", "--detach", rev, check=False).returncode:
+            if child.name != ".git":
+                disk.rmtree(child.name)  # a link is removed itself, never followed
+        if self._runner.run("checkout", "-q", "-f", "--detach", args=[rev], check=False).returncode:
             return False
-        self._runner.run("sparse-checkout", "set", "--no-cone", *(f"/{f}" for f in files))
+        self._runner.run("sparse-checkout set", "--no-cone", args=[f"/{f}" for f in files])
         return True
 
     def stage_all(self, leave_out: Sequence[str] = ()) -> None:
         """``git add -A`` but for the paths ``leave_out``."""
         excluded = [f":(exclude,literal){p}" for p in leave_out]
-        self._runner.run("add", "-A", *(["--", ".", *excluded] if excluded else []))
+        self._runner.run("add", "-A", paths=[".", *excluded] if excluded else None)
 
     def write_tree(self) -> str:
         return self._runner.out("write-tree")
@@ -95,16 +92,16 @@ class Worktree:
 
     def commit_empty(self, message: str, *, author: Ident, committer: Ident) -> None:
         """A commit on HEAD that changes nothing, by ``author`` and ``committer``."""
-        self._runner.run("commit", "--allow-empty", "-q", "-m", message,
+        self._runner.run("commit", "--allow-empty", "-q", f"--message={message}",
                          env={**author.env("AUTHOR"), **committer.env("COMMITTER")})
 
     def apply_rejecting(self, patch: Path) -> None:
         """``git apply --reject``: what applies is applied, the rest left in ``.rej`` files."""
-        self._runner.run("apply", "--reject", str(patch.absolute()), check=False)
+        self._runner.run("apply", "--reject", args=[str(patch.absolute())], check=False)
 
     def tracked(self, pathspec: str) -> list[str] | None:
         """The files git tracks under ``pathspec``; None when this is not in a git work tree."""
-        res = self._runner.run("ls-files", "-z", "--", pathspec, check=False)
+        res = self._runner.run("ls-files", "-z", paths=[pathspec], check=False)
         if res.returncode != 0:
             return None
         return [p.decode("utf-8", "replace") for p in res.stdout.split(b"\0") if p]
@@ -112,7 +109,10 @@ class Worktree:
 
 def ref_format_ok(ref: str) -> bool:
     """Whether git accepts ``ref`` as a ref name (``git check-ref-format``)."""
-    return Runner().run("check-ref-format", ref, check=False).returncode == 0
+    try:
+        return Runner().run("check-ref-format", args=[ref], check=False).returncode == 0
+    except GitError:  # a name that starts with a dash, which check-ref-format would read as an option
+        return False
 
 
 _IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
@@ -121,7 +121,7 @@ _IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
 def conflict_style(cwd: Path) -> str:
     """The user's ``merge.conflictStyle`` as git in ``cwd`` reads it (the repository's
     configuration, then their own): "merge", "diff3" or "zdiff3"; "merge" when unset or unknown."""
-    res = Runner(cwd=cwd, user=True).run("config", "--get", "merge.conflictStyle", check=False)
+    res = Runner(cwd=cwd, user=True).run("config", "--get", args=["merge.conflictStyle"], check=False)
     style = res.stdout.decode("utf-8", "replace").strip().lower() if res.returncode == 0 else ""
     return style if style in CONFLICT_STYLES else "merge"
 
@@ -135,7 +135,7 @@ def user_idents(cwd: Path) -> tuple[Ident, Ident]:
     runner = Runner(cwd=cwd, user=True)
     idents = []
     for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
-        res = runner.run("var", var, check=False)
+        res = runner.run("var", args=[var], check=False)
         m = _IDENT_RE.match(res.stdout.decode("utf-8", "replace").strip())
         if res.returncode or m is None:
             said = res.stderr.strip() or f"git var {var} failed"

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from patchtool import atomic, paths
+from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput
 from patchtool.project import statedir
 
@@ -97,25 +96,21 @@ def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
     files in ``remove`` and the directories in ``remove_trees``, all or nothing. The paths
     written, then ``-path`` for each file removed."""
     recover(root)
-    staged = statedir.ensure(root) / "staged"
-    shutil.rmtree(staged, ignore_errors=True)
+    statedir.ensure(root)
+    disk = fsroot.Root(root)
+    disk.rmtree(STAGED)
     moves: list[tuple[str, str]] = []
     for rel, text in files.items():
-        dest = _inside(root, rel)
-        if dest.is_file() and dest.read_text(encoding="utf-8") == text:
+        if paths.read_text_if_present(root, rel) == text:
             continue
-        path = staged / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write_synced(path, text.encode("utf-8"))
+        disk.create(f"{STAGED}/{rel}", text)
         moves.append((f"{STAGED}/{rel}", rel))
-    gone = [rel for rel in dict.fromkeys(remove) if rel not in files and _inside(root, rel).exists()]
+    gone = [rel for rel in dict.fromkeys(remove) if rel not in files and disk.kind(rel) is not None]
     record = Record(moves=tuple(moves), remove=tuple(gone), remove_trees=tuple(remove_trees))
     Record.from_dict(record.to_dict())  # what recovery would refuse is never written
-    staged.mkdir(parents=True, exist_ok=True)
-    tmp = staged / ".journal.json"  # with the staged files: gone with them if never committed
-    atomic.write_synced(tmp, json.dumps(record.to_dict(), indent=2).encode("utf-8"))
-    os.replace(tmp, root / JOURNAL)  # the commit point
-    atomic.sync_dir(root / statedir.STATE_DIR)
+    tmp = f"{STAGED}/.journal.json"  # with the staged files: gone with them if never committed
+    disk.create(tmp, json.dumps(record.to_dict(), indent=2))
+    disk.rename(tmp, JOURNAL)  # the commit point
     _finish(root, record)
     return [dest for _, dest in moves] + [f"-{rel}" for rel in gone]
 
@@ -130,15 +125,13 @@ def recover(root: Path) -> list[str]:
     writes); drop the staged files of one that never reached its commit point. The journal is
     validated whole first: one that is invalid, tracked by git or reaching outside is refused."""
     statedir.refuse_tracked(root)
-    path = root / JOURNAL
     if not pending(root):
-        if (root / STAGED).exists() and not (root / STAGED).is_symlink():
-            shutil.rmtree(root / STAGED, ignore_errors=True)
+        if fsroot.Root(root).kind(STAGED) is not None:
+            fsroot.Root(root).rmtree(STAGED)
             statedir.tidy(root)
         return []
-    _inside(root, JOURNAL)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(paths.read_inside(root, JOURNAL).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InvalidInput(f"the journal cannot be read ({exc}): an interrupted write cannot be finished",
                            file=JOURNAL,
@@ -149,30 +142,20 @@ def recover(root: Path) -> list[str]:
     return [dest for _, dest in record.moves]
 
 
-def _inside(root: Path, rel: str) -> Path:
-    try:
-        return paths.inside(root, rel)
-    except ValueError as exc:
-        raise InvalidInput(f"{rel}: {exc}; refusing to write there", file=rel) from None
-
-
 def _finish(root: Path, record: Record) -> None:
+    disk = fsroot.Root(root)
     for src, dest in record.moves:
-        source = _inside(root, src)
-        target = _inside(root, dest)
-        if source.exists():  # moved already by a process that was killed after it
-            if not source.is_file():
+        kind = disk.kind(src)
+        if kind is not None:  # None: moved already by a process that was killed after it
+            if kind != stat.S_IFREG:
                 raise InvalidInput(f"{src} is not a file patchtool staged; refusing to move it", file=src)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _inside(root, dest)  # the directories just made are no links out either
-            os.replace(source, target)
+            disk.rename(src, dest)
     for rel in record.remove:
-        _inside(root, rel).unlink(missing_ok=True)
+        disk.unlink(rel)
     for rel in record.remove_trees:
-        tree = _inside(root, rel)
-        if tree.is_dir():
-            shutil.rmtree(tree, ignore_errors=True)
-    shutil.rmtree(root / STAGED, ignore_errors=True)
-    (root / JOURNAL).unlink(missing_ok=True)
-    atomic.sync_dir(root / statedir.STATE_DIR)
+        if disk.kind(rel) == stat.S_IFDIR:
+            disk.rmtree(rel)
+    disk.rmtree(STAGED)
+    disk.unlink(JOURNAL)
+    disk.sync(statedir.STATE_DIR)
     statedir.tidy(root)

@@ -7,8 +7,10 @@ repository must not be able to hand patchtool a journal that names files to move
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
+from patchtool import fsroot
 from patchtool.errors import InvalidInput
 
 STATE_DIR = ".patchtool"
@@ -18,15 +20,13 @@ REBASE_DIR = f"{STATE_DIR}/rebase"  # a stopped rebase's state (``rebase.state``
 def ensure(root: Path) -> Path:
     """The state directory, created (with its ``.gitignore``) when missing; refused when it is a
     symbolic link or not a directory."""
-    path = root / STATE_DIR
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
+    if fsroot.Root(root).kind(STATE_DIR) not in (None, stat.S_IFDIR):
         raise InvalidInput(f"{STATE_DIR} is not a directory patchtool made (a symbolic link or a file); "
                            "refusing to write through it", file=STATE_DIR,
                            hint=f"remove {root / STATE_DIR} and run the command again")
-    path.mkdir(exist_ok=True)
-    ignore = path / ".gitignore"
-    if not ignore.is_file():
-        ignore.write_text("# patchtool's private state: never commit it\n*\n", encoding="utf-8")
+    path = fsroot.Root(root).directory(STATE_DIR)
+    if fsroot.Root(root).kind(f"{STATE_DIR}/.gitignore") is None:
+        fsroot.Root(root).write(f"{STATE_DIR}/.gitignore", "# patchtool's private state: never commit it\n*\n")
     return path
 
 
@@ -55,5 +55,5 @@ def tidy(root: Path) -> None:
     """Remove the state directory when nothing but its ``.gitignore`` is left in it."""
     path = root / STATE_DIR
     if path.is_dir() and not path.is_symlink() and {p.name for p in path.iterdir()} <= {".gitignore"}:
-        (path / ".gitignore").unlink(missing_ok=True)
-        path.rmdir()
+        fsroot.Root(root).unlink(f"{STATE_DIR}/.gitignore")
+        fsroot.Root(root).rmdir(STATE_DIR)

@@ -1,9 +1,14 @@
 """The state of a rebase that stopped: what ``--continue``, ``--skip`` and ``--abort`` resume from.
 
-It lives in ``.patchtool/rebase/state.json``, written whole (``atomic.write``) at every stop.
+It lives in ``.patchtool/rebase/state.json``, written whole (``fsroot.Root.write``) at every stop.
 ``RebaseState.from_dict`` is pure and checks it like every file in the repository: a state
-that names another worktree or a pin that is no pin name is refused. A state written by an
-older patchtool may carry a ``phase``; nothing reads it, and it is ignored.
+that names another worktree or a pin that is no pin name is refused. The worktree is always
+``WORKTREE`` under the repository's root as it is now, so a repository moved during a stopped
+rebase still resumes. A state written by an older patchtool may carry a ``phase``; nothing reads
+it, and it is ignored.
+
+A stop's outcome (a resolution or a skip) is written here, as a commit the replay ref holds,
+before its worktree is removed: a ``--continue`` killed after that goes on from it.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from patchtool import atomic, paths
+from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.project import statedir
 from patchtool.rebase.replay import PatchOutcome, Step
@@ -22,6 +27,7 @@ from patchtool.rebase.textapply import MovedHunk
 
 STATE_DIR = statedir.REBASE_DIR
 STATE_FILE = f"{STATE_DIR}/state.json"
+WORKTREE = f"{STATE_DIR}/worktree"  # where a stopped patch waits to be resolved, always
 SCHEMA = 1
 
 
@@ -34,7 +40,7 @@ class RebaseState:
     steps: tuple[Step, ...]  # the patches through so far, the one it stopped on last
     tip: str  # the last commit on the new base
     skipped: Mapping[str, str] = dataclasses.field(default_factory=dict)  # patch id -> why
-    worktree: str | None = None  # where the conflict waits to be resolved
+    worktree: str | None = None  # root/WORKTREE while a patch is stopped there; None once it is recorded
     widen: bool = False  # `--widen`: write the widened applies_to when the rebase finishes
 
     @property
@@ -60,8 +66,10 @@ class RebaseState:
         if not isinstance(data.get("steps"), list) or not all(isinstance(x, dict) for x in data["steps"]):
             raise ValueError("steps is not a list of steps")
         worktree = data.get("worktree")
-        if worktree not in (None, str(root / STATE_DIR / "worktree")):
-            raise ValueError(f"worktree {worktree!r} is not {STATE_DIR}/worktree")
+        if worktree is not None and not (isinstance(worktree, str) and worktree.endswith(f"/{WORKTREE}")):
+            raise ValueError(f"worktree {worktree!r} is not {WORKTREE}")
+        if worktree is not None:  # written at the root the repository had then: it may have moved since
+            worktree = str(root / WORKTREE)
         for key in ("new_pin_toml", "digest", "tip"):
             if not isinstance(data.get(key), str):
                 raise ValueError(f"{key} is not a string")
@@ -102,9 +110,7 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
 
 def save(root: Path, state: RebaseState) -> None:
     statedir.ensure(root)
-    path = root / STATE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write(path, json.dumps(state.to_dict(), indent=2, sort_keys=True))
+    fsroot.Root(root).write(STATE_FILE, json.dumps(state.to_dict(), indent=2, sort_keys=True))
 
 
 def load(root: Path) -> RebaseState | None:
@@ -113,9 +119,9 @@ def load(root: Path) -> RebaseState | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(paths.inside(root, STATE_FILE).read_text(encoding="utf-8"))
+        data = json.loads(paths.read_inside(root, STATE_FILE).decode("utf-8"))
         return RebaseState.from_dict(data, root=root)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, InvalidInput) as exc:
         raise InvalidInput(f"the rebase state is not one patchtool wrote ({exc})", file=STATE_FILE,
                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again") from None
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-import shutil
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 
-from patchtool import git, paths
+from patchtool import fsroot, git, paths
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
 from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
@@ -29,7 +28,15 @@ from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.rebase import merge
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
-from patchtool.rebase.state import STATE_DIR, STATE_FILE, InProgress, RebaseState, in_progress, refuse_in_progress
+from patchtool.rebase.state import (
+    STATE_DIR,
+    STATE_FILE,
+    WORKTREE,
+    InProgress,
+    RebaseState,
+    in_progress,
+    refuse_in_progress,
+)
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
 from patchtool.upstream.cache import Base, Cache
@@ -186,7 +193,7 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
                  "tree), then `patchtool rebase --continue`; "
                  "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
     if resumed:  # the last stop's worktree, kept for the next stop
-        cache.repo.worktree_remove(root / STATE_DIR / "worktree")
+        cache.repo.worktree_remove(root / WORKTREE)
     # the two slow git commands of the end run while drift, checks and the report are computed
     committed = [s for s in result.steps if s.commit]
     exported = cache.repo.format_patches(new_base.commit, result.tip) if committed else None
@@ -220,47 +227,72 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, wi
         raise UsageError("patchset.toml or patches/ changed since the rebase started",
                          hint="restore them, or `patchtool rebase --abort` and start again")
     state = dataclasses.replace(state, widen=state.widen or widen)
-    if not state.steps or state.worktree is None:
-        raise InvalidInput("the rebase state names no stopped patch and no worktree", file=STATE_FILE,
+    if not state.steps:
+        raise InvalidInput("the rebase state names no patch it went through", file=STATE_FILE,
                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
     loaded = project.series()
-    steps = list(state.steps)
-    current = steps[-1]
-    index = len(steps) - 1
-    worktree = Path(state.worktree)
     repo = cache.repo
     old_pin, new_pin = project.pin(state.old_pin), _new_pin(state)
     old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
+    if state.worktree is not None:
+        state = _record_resolution(project, repo, state, loaded, skip_reason)
+    elif skip_reason is not None:
+        raise UsageError("no patch is stopped: the last --continue recorded its resolution before it was interrupted",
+                         hint="`patchtool rebase --continue` goes on from there")
+    result = replay(repo, old_base, new_base, loaded, start=len(state.steps), new_parent=state.tip,
+                    done=state.steps, drift=False,
+                    ref=replay_ref(root), style=git.conflict_style(root))
+    state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
+    return _advance(project, cache, state, result, loaded, resumed=True)
+
+
+def _record_resolution(project: Project, repo: git.Repo, state: RebaseState, loaded: list[LoadedPatch],
+                       skip_reason: str | None) -> RebaseState:
+    """The stopped patch's outcome, resolved or skipped, made a commit the replay ref holds and
+    written into the state before anything else happens: a process killed after this point
+    leaves a state that --continue goes on from, whatever became of the worktree."""
+    root = project.root
+    steps = list(state.steps)
+    current = steps[-1]
+    worktree = root / WORKTREE
     parent = state.tip
     if skip_reason is not None:
         steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.DROPPED, commit=None,
                                         detail=f"skipped: {skip_reason}")
         state = dataclasses.replace(state, skipped={**state.skipped, current.id: skip_reason})
     else:
+        repo.worktree_repair(worktree)  # the repository may have moved since the stop
         tree = _resolved_tree(worktree, current.conflicted)
         if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
             raise UsageError(f"the resolution in {worktree} leaves nothing of patch {current.id}: it would be "
                              "written as an empty patch file",
                              hint="to drop it, `patchtool rebase --skip --reason '...'` records why; otherwise "
                                   "put its change back in the worktree and `--continue`")
-        commit = commit_for(repo, tree, parent, loaded[index])
+        commit = commit_for(repo, tree, parent, loaded[len(steps) - 1])
         steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.MERGED, commit=commit,
                                         detail=f"resolved by hand after: {current.detail}")
+        repo.update_ref(replay_ref(root), commit)  # reachable: no gc takes it before the series is written
         parent = commit
-    result = replay(repo, old_base, new_base, loaded, start=index + 1, new_parent=parent, done=steps, drift=False,
-                    ref=replay_ref(root), style=git.conflict_style(root))
-    state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
-    return _advance(project, cache, state, result, loaded, resumed=True)
+    state = dataclasses.replace(state, steps=tuple(steps), tip=parent, worktree=None)
+    save_state(root, state)
+    return state
 
 
 def abort(project: Project, cache: Cache) -> None:
+    """Put the repository back as it was before the rebase, whatever its state says: one that does
+    not read, a worktree gone, a repository moved. The series was never touched (it changes only
+    in the final journal), so getting out is removing patchtool's own two places: the worktree
+    and the state directory; nothing is followed through a symbolic link."""
     root = project.root
-    state = load_state(root)
-    if state is None:
+    base = root / statedir.STATE_DIR
+    rebase_dir = root / STATE_DIR
+    if base.is_symlink() or not (rebase_dir.is_dir() or rebase_dir.is_symlink()):
         raise UsageError("no rebase in progress")
-    if state.worktree:
-        cache.repo.worktree_remove(Path(state.worktree))
-    shutil.rmtree(root / STATE_DIR, ignore_errors=True)
+    worktree = root / WORKTREE
+    if not rebase_dir.is_symlink() and worktree.is_dir() and not worktree.is_symlink():
+        cache.repo.worktree_remove(worktree)
+    fsroot.Root(root).rmtree(STATE_DIR)  # a link there goes itself, never what it points at
+    cache.repo.forget_missing_worktrees()  # its record in the cache, wherever the repository was then
     statedir.tidy(root)
 
 
@@ -274,17 +306,16 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, resu
     With ``reuse`` (a later stop) the previous stop's worktree is emptied and reset rather than
     removed and added again."""
     left = result.left
-    path = root / STATE_DIR / "worktree"
+    path = fsroot.Root(root).place(WORKTREE)
     files = sorted(set(step.conflicted) | set(step.files) | set(left))
     if not (reuse and path.exists() and git.Worktree(path).reuse_sparse(parent, files)):
         _fresh_worktree(repo, path, parent, files)
+    disk = fsroot.Root(path)
     for rel, data in left.items():
-        dest = path / rel
         if data is None:
-            dest.unlink(missing_ok=True)
+            disk.unlink(rel)
         else:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(data)
+            disk.write(rel, data)
     tree = git.Worktree(path)
     tree.record_unmerged({c.path: _stages(tree, c) for c in result.unmerged
                           if c.base is not None or c.ours is not None or c.theirs is not None})
@@ -294,7 +325,7 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, resu
 def _fresh_worktree(repo: git.Repo, path: Path, parent: str, files: list[str]) -> None:
     if path.exists():
         repo.worktree_remove(path)
-        shutil.rmtree(path, ignore_errors=True)
+        fsroot.Root(path.parent).rmtree(path.name)
     if not repo.worktree_add(path, parent, checkout=False, check=False):
         repo.forget_missing_worktrees()  # a worktree of an earlier run, deleted by hand
         repo.worktree_add(path, parent, checkout=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchtool.errors import InvalidInput, Problem, UsageError
+from patchtool.inputs import read_named
 from patchtool.project import journal, tomlio
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.fields import load_toml
@@ -64,7 +65,7 @@ def scan(registry: reg.Registry, paths: Sequence[Path]) -> list[reg.Finding]:
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
             try:
-                text = file.read_text(encoding="utf-8")
+                text = read_named(file, what="the file to scan").decode("utf-8")
             except FileNotFoundError:
                 raise UsageError(f"{file} does not exist", file=str(file)) from None
             except UnicodeDecodeError:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from patchtool import git, paths
+from patchtool import fsroot, git, paths
 from patchtool.errors import PatchtoolError, UsageError
 from patchtool.paths import id_problem
 from patchtool.project import journal, tomlio
@@ -78,14 +78,13 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         failed = result.failed
         raise PatchtoolError(f"the series does not apply at {pin.name} ({failed.id if failed else '?'})",
                              hint="run `patchtool check`")
-    where = (path or project.root / WORK_DIR / branch).absolute()
-    if where.exists() and any(where.iterdir()):
-        raise UsageError(f"{where} exists and is not empty", hint="pass --path")
-    exclude = repo.git_dir / "info" / "exclude"
-    exclude.parent.mkdir(exist_ok=True)
-    if "__pycache__/" not in (exclude.read_text() if exclude.exists() else ""):
-        with open(exclude, "a") as fh:
-            fh.write("__pycache__/\n*.pyc\n")
+    # the default lies in the repository, where `work` could be a committed link out of it
+    where = (path or fsroot.Root(project.root).place(f"{WORK_DIR}/{branch}")).absolute()
+    if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
+        raise UsageError(f"{where} exists and is not an empty directory", hint="pass --path")
+    git_dir = fsroot.Root(repo.git_dir)
+    if "__pycache__/" not in (paths.read_text_if_present(repo.git_dir, "info/exclude") or ""):
+        git_dir.append("info/exclude", "__pycache__/\n*.pyc\n")
     commits = {r.id: r.commit or "" for r in result.results}
     names.save_record(repo, loaded_record(pin.name, base.commit, loaded, commits))
     create_branch(repo, names, result.tip, "patchtool checkout")
@@ -161,6 +160,7 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
         raise UsageError(f"patch(es) {', '.join(gone)} have no commit on {branch!r} any more; refusing to "
                          "delete them silently",
                          hint="record it: `patchtool drop ID --reason ...`, or export with --allow-drop")
+    _refuse_empty(repo, commits, branch)
     files: dict[str, str] = {}
     rows_out: list[dict[str, str]] = []
     for position, (ident, commit, known) in enumerate(order, 1):
@@ -194,6 +194,18 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
     return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written),
                         trailers=tuple(given))
+
+
+def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:
+    """UsageError naming each commit that changes nothing: git writes no patch for it, and an empty
+    patch file is one the series cannot load."""
+    empty = [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]
+    if empty:
+        named = ", ".join(f"{c.commit[:12]} ({c.subject})" for c in empty)
+        raise UsageError(f"commit(s) {named} on {branch!r} change nothing: each would be written as an empty "
+                         "patch file; nothing was exported",
+                         hint="put the change in it (edit in the worktree, then `git commit --amend`), or take "
+                              "the commit out of the branch (`git rebase -i`)")
 
 
 def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequence[str],
@@ -359,13 +371,14 @@ def export_quilt(project: Project, dest: Path) -> list[str]:
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
         raise UsageError(f"{out} exists and is not empty; refusing to overwrite a quilt series",
                          hint="export into a new directory, or remove that one first")
-    out.mkdir(parents=True, exist_ok=True)
+    disk = fsroot.Root(dest)
+    disk.directory("patches")
     names = []
     for lp in loaded:
         name = Path(lp.entry.file).name
-        (out / name).write_bytes(lp.path.read_bytes())
+        disk.create(f"patches/{name}", paths.read_inside(project.root, lp.entry.file))
         names.append(name)
-    (out / "series").write_text("".join(f"{n}\n" for n in names))
+    disk.create("patches/series", "".join(f"{n}\n" for n in names))
     return [str(out / n) for n in names] + [str(out / "series")]
 
 

@@ -16,13 +16,15 @@ from patchtool import git
 from patchtool.diff.model import lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
-from patchtool.paths import read_inside
+from patchtool.inputs import read_named_text
+from patchtool.paths import read_inside, read_text_if_present
 from patchtool.project import tomlio
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text
 from patchtool.series import metadata
 from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from patchtool.series.editing import _slug, _unique, _write_all
 from patchtool.series.metadata import Metadata, skeleton
+from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
 
 _MBOX_FROM = re.compile(r"^From ([0-9a-f]{40}) Mon Sep 17 00:00:00 2001$", re.MULTILINE)
@@ -94,7 +96,7 @@ def read_sources(paths: list[Path], url: str | None, who: Authorship | None = No
             out += _read_quilt(_quilt_dir(path), who)
             continue
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
         out += _read_file(str(path), text, url, who)
@@ -159,14 +161,15 @@ def _quilt_dir(path: Path) -> Path:
     """The directory with the quilt ``series`` file: ``path``, or ``path/patches`` as
     ``export --quilt`` (and quilt itself) lays it out."""
     for directory in (path, path / "patches"):
-        if (directory / "series").is_file():
+        if os.path.lexists(directory / "series"):  # read_inside says what it is when it is no regular file
             return directory
     raise UsageError(f"{path} has no quilt 'series' file (nor patches/series)", file=str(path))
 
 
 def _read_quilt(directory: Path, who: Authorship) -> list[Incoming]:
     out = []
-    for line in lines_of((directory / "series").read_text(encoding="utf-8"), keepends=False):
+    series = read_text_if_present(directory, "series") or ""
+    for line in lines_of(series, keepends=False):
         name = line.split("#", 1)[0].strip().split()
         if not name:
             continue
@@ -311,7 +314,7 @@ def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin:
 
 # where the cache keeps upstream itself: release imports (tags) and git-source pins; never a
 # checkout branch, whose commits (yours) are in the same repository
-_UPSTREAM_REFS = ("refs/tags/", "refs/patchtool/git/")
+_UPSTREAM_REFS = (refnames.IMPORTS, refnames.GIT_SOURCES)
 
 
 def _upstream(repo: git.Repo, item: Incoming) -> dict[str, str]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from typing import Any
 import tomlkit
 from tomlkit.items import Table
 
-from patchtool import atomic, paths
+from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.paths import id_problem
 from patchtool.project import statedir, tomlio
@@ -139,16 +138,12 @@ def save_pending(root: Path, ident: str, meta: Metadata) -> None:
     if not meta.given() and not (root / pending_tree(ident)).exists():
         return
     statedir.ensure(root)
-    try:
-        where = paths.inside(root, _pending_file(ident))
-    except ValueError as exc:
-        raise InvalidInput(f"{_pending_file(ident)}: {exc}; refusing to write there") from None
     if not meta.given():
-        shutil.rmtree(where.parent, ignore_errors=True)
+        fsroot.Root(root).rmtree(pending_tree(ident))
         statedir.tidy(root)
         return
-    where.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write(where, json.dumps({"schema": 1, **meta.to_dict()}, indent=2, sort_keys=True))
+    fsroot.Root(root).write(_pending_file(ident), json.dumps({"schema": 1, **meta.to_dict()}, indent=2,
+                                                             sort_keys=True))
 
 
 def load_pending(root: Path, ident: str) -> Metadata | None:

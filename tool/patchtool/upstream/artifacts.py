@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
+from patchtool.versions import parse_version
 
 if TYPE_CHECKING:
     from patchtool.upstream.pins import Artifact
@@ -99,7 +100,7 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     import tarfile
     import zipfile
 
-    from patchtool.wheel.archive import safe_members
+    from patchtool.wheel.archive import MAX_MEMBER_BYTES, MAX_RATIO, RATIO_FLOOR, bomb_reason, safe_members
 
     out: list[FileWrite] = []
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
@@ -112,8 +113,17 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         exe = (info.external_attr >> 16) & 0o111
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
+            packed, unpacked = path.stat().st_size, 0
             with tarfile.open(path, "r:*") as tf:
-                for ti in tf.getmembers():
+                for ti in tf:  # each header checked as it comes: a bomb is refused before it is inflated
+                    unpacked += ti.size
+                    why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
+                    if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
+                        why = (f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
+                               f"{MAX_RATIO} times as many (a tar bomb?)")
+                    if why is not None:
+                        raise UpstreamError(f"{art.filename}: entry {ti.name!r} {why}; refusing it",
+                                            hint="the artifact is malformed or hostile; nothing was imported")
                     _check_name(ti.name.removesuffix("/") if ti.isdir() else ti.name, art)
                     if ti.isdir():
                         continue
@@ -173,6 +183,6 @@ def metadata_version(path: Path, art: Artifact) -> Version | None:
                 raw = fh.read() if fh else b""
     version = HeaderParser().parsestr(raw.decode("utf-8", "replace")).get("Version")
     try:
-        return Version(version) if version else None
+        return parse_version(version) if version else None
     except InvalidVersion:
         return None

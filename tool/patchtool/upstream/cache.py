@@ -1,27 +1,43 @@
 """The cache: ``<root>/upstream.git`` holds every upstream a pin names as a verified local commit,
-``<root>/downloads`` the verified release artifacts. One lock guards every writer.
+``<root>/downloads/<sha256>/<filename>`` the verified release artifacts, each in a directory of
+its own hash (two files of one name, from two indexes, never share one). One lock guards every
+writer.
 
 ``Cache.ensure(pin)`` yields the commit, importing a release artifact deterministically (fixed
 author, dates and layout) so that importing the same release twice yields the same commit, or
-fetching a git source's tag and checking it is the commit the pin names.
+fetching a git source's tag and checking it is the commit the pin names. Each is kept under a
+ref named by everything it is made from (``refnames``: an import by distribution, version and
+the artifact's sha256, a git source by its url and tag), so projects on one cache never meet.
+
+The lock (``locked``) is held by every command that changes the cache: an import, a fetch, a
+prune, and every write of a ref under ``refs/patchtool/`` (the git layer takes it, see
+``git.Repo``'s ``ref_guard``). A lock file git left beside one of those refs is therefore stale
+once the lock is ours (its owner was killed, a ``git fast-import`` by kill -9): it is removed
+before the ref is written, so a killed process never stops every later one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import hashlib
+import os
+import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from packaging.version import Version
 
-from patchtool import git, progress
+from patchtool import fsroot, git, progress
 from patchtool.errors import GitError, UpstreamError
+from patchtool.git import housekeeping
+from patchtool.project import lock
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
 from patchtool.upstream.pins import PINS_DIR, Artifact, Pin
+from patchtool.upstream.refnames import fetch_ref, git_ref, import_ref, imports_of
+from patchtool.urls import SourceUrl, allowed_by_environment
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,23 +54,44 @@ class Base:
 class Cache:
     """``<root>/upstream.git`` holds every upstream; ``<root>/downloads`` the verified artifacts."""
 
-    def __init__(self, root: Path, *, fetcher: Fetcher | None = None, index_url: str | None = None) -> None:
+    def __init__(self, root: Path, *, fetcher: Fetcher | None = None, index_url: str | None = None,
+                 allow_local: bool | None = None) -> None:
+        """``allow_local``: the user lets the repository's urls be local or plain http (the CLI
+        passes what ``--allow-local-urls`` and the environment say; default: the environment)."""
         self.root = root
-        self.fetcher = fetcher or Fetcher()
+        self.allow_local = allowed_by_environment() if allow_local is None else allow_local
+        self.fetcher = fetcher or Fetcher(allow_local=self.allow_local)
         self.index = PackageIndex(self.fetcher, override=index_url)
-        self.repo = git.Repo(root / "upstream.git")
+        self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked)
+        self._held = 0  # how deep this process is in ``locked``: the lock is taken once, at the outermost
+        self._thread_lock = threading.RLock()
         self._ensured: dict[str, Base] = {}  # pin (its repr: every field) -> base, for this process
         self._tags: dict[str, tuple[str, str, str]] = {}
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        """Hold the cache's lock, alone; again from inside it is a no-op. Busy (exit 75) when
+        another command keeps it past ``$PATCHTOOL_LOCK_TIMEOUT``, as the repository's lock."""
+        with self._thread_lock:
+            if self._held:
+                self._held += 1
+                try:
+                    yield
+                finally:
+                    self._held -= 1
+                return
+            self.root.mkdir(parents=True, exist_ok=True)
+            path = self.root / "lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
             try:
-                yield
+                lock.wait_for(fd, path, exclusive=True, what=f"the cache {self.root}")
+                self._held = 1
+                try:
+                    yield
+                finally:
+                    self._held = 0
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                os.close(fd)  # releases the lock
 
     def ensure(self, pin: Pin) -> Base:
         """The pin's upstream in the cache (imported or fetched when missing), verified; the answer
@@ -65,17 +102,42 @@ class Cache:
         return self._ensured[key]
 
     def _ensure(self, pin: Pin) -> Base:
+        found = self._cached(pin)  # no lock: a ref moves atomically, and what it names is verified
+        if found is not None:
+            return found
         with self.locked():
             git.Repo.init_bare(self.repo.git_dir)
             if pin.use == "git":
                 return self._ensure_git(pin)
             return self._ensure_artifact(pin)
 
+    def _cached(self, pin: Pin) -> Base | None:
+        """The pin's upstream when the cache holds it already, verified, or None: what readers
+        of a warm cache need, without waiting on a writer's lock."""
+        if not (self.repo.git_dir / "HEAD").is_file():
+            return None
+        if pin.use == "git":
+            src = pin.git
+            assert src is not None and src.commit is not None
+            ref = git_ref(src.url, src.tag)
+            if self.repo.resolve(ref) != src.commit:
+                return None
+            return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref, source="git")
+        ref = _import_ref(pin)
+        existing = self._tag(ref)
+        if existing is None:
+            return None
+        commit, tree, message = existing
+        if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
+            return None
+        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+
     # -- release artifacts -------------------------------------------------------------
     def _ensure_artifact(self, pin: Pin) -> Base:
         art = pin.artifact
         assert art is not None
-        ref = f"refs/tags/{pin.tag}"
+        ref = _import_ref(pin)
+        self._tags.pop(ref, None)  # read again under the lock: another command may have moved it
         existing = self._tag(ref)
         old = ""
         if existing is not None:
@@ -103,11 +165,12 @@ class Cache:
         art = pin.artifact
         assert art is not None
         where = f"{PINS_DIR}/{pin.name}.toml"
-        drop = f"`git --git-dir={self.repo.git_dir} tag -d {pin.tag}`"
+        tag = _import_ref(pin).removeprefix("refs/tags/")
+        drop = f"`git --git-dir={self.repo.git_dir} tag -d {tag}`"
         record = ImportRecord.parse(message)
         if record is None:
             raise UpstreamError(
-                f"the cached tag {pin.tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
+                f"the cached tag {tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
                 "or the cache was changed", file=where, hint=f"remove it with {drop} and run again to re-import")
         differ = [f"{what}: the pin says {ours}, the import recorded {theirs}"
                   for what, ours, theirs in (("file", art.filename, record.filename),
@@ -119,7 +182,7 @@ class Cache:
             differ.append(f"tree: the pin says {art.tree}, the import has {tree}")
         if differ:
             raise UpstreamError(
-                f"pin {pin.name} does not match the cached import {pin.tag} ({commit[:12]}): "
+                f"pin {pin.name} does not match the cached import {tag} ({commit[:12]}): "
                 + "; ".join(differ), file=where,
                 hint=f"if the pin is right, remove the cached import with {drop} and run again: the artifact is "
                      "then downloaded and verified against the pin; otherwise correct the pin")
@@ -138,37 +201,51 @@ class Cache:
     def imported(self, art: Artifact, version: Version, filename: str) -> tuple[str, int] | None:
         """(sha256, size) of ``filename``, when the cache holds its import and the file itself:
         what the index said when it was downloaded and verified. Release files on an index never
-        change, so a rebase or scan to a release already in the cache asks the index nothing."""
-        info = self._tag(f"refs/tags/v{version}")
-        if info is None:
+        change, so a rebase or scan to a release already in the cache asks the index nothing.
+        Two imports of one file name (from two indexes) are no answer: the index is asked."""
+        if not (self.repo.git_dir / "HEAD").is_file():
             return None
-        record = ImportRecord.parse(info[2])
-        if record is None or record.filename != filename:
-            return None
-        path = self.root / "downloads" / record.sha256[:2] / filename
-        if not path.is_file():
-            return None
-        return record.sha256, path.stat().st_size
+        found = set()
+        for ref in housekeeping.refs(self.repo, imports_of(art.distribution, version)):
+            info = self._tag(ref)
+            record = ImportRecord.parse(info[2]) if info is not None else None
+            if record is None or record.filename != filename:
+                continue
+            if ref != import_ref(art.distribution, version, record.sha256):
+                continue  # a tag moved onto the import of another file: not this one
+            path = self.root / download_rel(record.sha256, filename)
+            if path.is_file():
+                found.add((record.sha256, path.stat().st_size))
+        return found.pop() if len(found) == 1 else None
+
+    def holds(self, art: Artifact) -> bool:
+        """Whether the cache holds the import of exactly this artifact and its file."""
+        info = self._tag(import_ref(art.distribution, art.version, art.sha256)) if (
+            self.repo.git_dir / "HEAD").is_file() else None
+        record = ImportRecord.parse(info[2]) if info is not None else None
+        return (record is not None and (record.sha256, record.filename) == (art.sha256, art.filename)
+                and (self.root / download_rel(art.sha256, art.filename)).is_file())
 
     def artifact_path(self, pin: Pin) -> Path:
         """The verified artifact, downloading it when it is not cached yet."""
         art = pin.artifact
         assert art is not None
-        dest_dir = self.root / "downloads" / art.sha256[:2]
-        dest = dest_dir / art.filename
-        if not (dest.exists() and _file_sha256(dest) == art.sha256):
-            dest_dir.mkdir(parents=True, exist_ok=True)
+        disk = fsroot.Root(self.root)
+        rel = download_rel(art.sha256, art.filename)
+        dest = self.root / rel
+        if not (disk.kind(rel) == stat.S_IFREG and _file_sha256(dest) == art.sha256):
+            disk.directory(rel.rpartition("/")[0])
             url = art.url or self._lookup(art)
             resumed = self.fetcher.download(url, dest, size=art.size)
             digest = _file_sha256(dest)
             if digest != art.sha256 and resumed:
                 # pieced together from several transfers (or a partial file a killed command left):
                 # the pieces may not fit, so the hash says nothing yet about the pin; start afresh
-                dest.unlink()
+                disk.unlink(rel)
                 self.fetcher.download(url, dest, size=art.size, resume=False)
                 digest = _file_sha256(dest)
             if digest != art.sha256:
-                dest.unlink()
+                disk.unlink(rel)
                 raise UpstreamError(
                     f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; "
                     "the file was not used", file=f"{PINS_DIR}/{pin.name}.toml",
@@ -180,7 +257,7 @@ class Cache:
                                 hint="the pin's size is wrong; correct it")
         return dest
 
-    def _lookup(self, art: Artifact) -> str:
+    def _lookup(self, art: Artifact) -> SourceUrl:
         for entry in self.index.files(art):
             if entry.get("filename") == art.filename:
                 listed = entry.get("hashes", {}).get("sha256")
@@ -188,7 +265,11 @@ class Cache:
                     raise UpstreamError(
                         f"the index lists {art.filename} with sha256 {listed}, the pin says "
                         f"{art.sha256}; refusing it", hint="verify the release and fix the pin")
-                return str(entry["url"])
+                if entry["url"] is None:
+                    raise UpstreamError(f"the index links {art.filename} to no URL patchtool fetches from: "
+                                        f"{entry['url_problem']}", hint="check the pin's 'index'")
+                url: SourceUrl = entry["url"]
+                return url
         raise UpstreamError(f"{art.filename} is not on the index {self.index.url(art)}",
                             hint="check the pin's filename and version")
 
@@ -218,20 +299,20 @@ class Cache:
     def _ensure_git(self, pin: Pin) -> Base:
         src = pin.git
         assert src is not None and src.commit is not None
-        ref = f"refs/patchtool/git/{src.tag}"
+        ref = git_ref(src.url, src.tag)
         where = f"{PINS_DIR}/{pin.name}.toml"
         if not self.repo.has_object(f"{src.commit}^{{commit}}"):
             with self.repo.scratch() as scratch:  # nothing reaches the cache until the tag is verified
                 try:
-                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag")
+                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag", allow_local=self.allow_local)
                 except GitError as exc:
                     raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}", file=where,
                                         hint="check the network, and the url and tag in the pin") from None
                 got = scratch.resolve("refs/probe/tag")
                 if got != src.commit:
                     raise self._not_the_tag(pin, scratch, got)
-                fetched = f"refs/patchtool/fetch/{src.tag}"
-                self.repo.fetch(str(scratch.git_dir), f"+refs/probe/tag:{fetched}")
+                fetched = fetch_ref(src.url, src.tag)
+                self.repo.fetch_from(scratch, f"+refs/probe/tag:{fetched}")
                 self.repo.delete_ref(fetched)
         self.repo.update_ref(ref, src.commit)
         return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref,
@@ -243,7 +324,7 @@ class Cache:
         assert src is not None and src.commit is not None
         where = f"{PINS_DIR}/{pin.name}.toml"
         try:
-            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned")
+            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned", allow_local=self.allow_local)
         except GitError:  # the remote does not have it, or will not serve a commit by its sha
             return UpstreamError(
                 f"pin {pin.name} names commit {src.commit}, which {src.url} does not have (its tag {src.tag} is "
@@ -255,6 +336,15 @@ class Cache:
             file=where, hint="verify the new commit upstream before updating the pin")
 
 
+def download_rel(sha256: str, filename: str) -> str:
+    """Where, beneath the cache, the release file of that sha256 is kept."""
+    return f"downloads/{sha256}/{filename}"
+
+
+def _import_ref(pin: Pin) -> str:
+    art = pin.artifact
+    assert art is not None
+    return import_ref(art.distribution, art.version, art.sha256)
 
 
 def _file_sha256(path: Path) -> str:

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patchtool import atomic, git
+from patchtool import fsroot, git
 from patchtool.errors import UsageError
 from patchtool.paths import tree_path_problem
 
@@ -91,10 +91,9 @@ class CheckoutBranch:
         return data if _is_record(data) else None
 
     def save_record(self, repo: git.Repo, record: dict[str, Any]) -> None:
-        path = self.record_path(repo)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic.write(path, json.dumps({"schema": 1, "root": str(self.root.resolve()), "branch": self.branch,
-                                       **record}, indent=2, sort_keys=True))
+        rel = self.record_path(repo).relative_to(repo.git_dir).as_posix()
+        record = {"schema": 1, "root": str(self.root.resolve()), "branch": self.branch, **record}
+        fsroot.Root(repo.git_dir).write(rel, json.dumps(record, indent=2, sort_keys=True))
 
 
 def _is_record(data: Any) -> bool:

@@ -1,27 +1,37 @@
 """What the cache holds and who uses it (``patchtool cache``), and pruning what nothing uses
 (``patchtool cache prune``).
 
-A release import (``refs/tags/v<version>``, its file in ``downloads/``) or a fetched git tag is
-used while a pin of this project, or of another project registered in the cache (one with a
-checkout record naming its directory, which still exists), names it. Pruning removes the tags
-and files nothing uses, forgets worktrees whose directories are gone, and leaves the objects to
+A release import (its tag, its file in ``downloads/``) or a fetched git tag is used while a pin
+of this project, or of another project registered in the cache (one with a checkout record
+naming its directory, which still exists), names it: its ref is the very ref ``refnames`` names
+for the pin, so a ref an older patchtool named (``refs/tags/v<version>``) is used by nobody. Pruning removes the tags
+and files nothing uses, the private temporary directories (``<cache>/tmp/<pid>-*``, see
+``cli/runner.py``) of commands that are gone (killed: one that ends removes its own), forgets
+worktrees whose directories are gone, removes the lock files a
+killed git left beside patchtool's own refs (no living writer holds one: each writes under the
+cache's lock, ``upstream.cache``), and leaves the objects to
 ``git gc``: only what no ref reaches goes, after git's grace period unless ``--now``. All of it
 happens under the cache's lock, held exclusively, so no import or fetch runs meanwhile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
+from patchtool import fsroot
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.git import housekeeping
 from patchtool.upstream.artifacts import ImportRecord
-from patchtool.upstream.cache import Cache
+from patchtool.upstream.cache import Cache, download_rel
 from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
 from patchtool.upstream.pins import PINS_DIR, Pin, load_pin
+from patchtool.upstream.refnames import GIT_SOURCES, IMPORTS, git_ref, import_ref, import_version
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -110,19 +120,22 @@ def _users(this: Path, registered: dict[str, Path]) -> list[tuple[str, Pin]]:
 def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
     repo = cache.repo
     out = []
-    for ref in housekeeping.refs(repo, "refs/tags/"):
+    for ref in housekeeping.refs(repo, IMPORTS):
         info = repo.commit_info(ref)
         record = ImportRecord.parse(info[2]) if info else None
-        file = cache.root / "downloads" / record.sha256[:2] / record.filename if record else None
+        file = cache.root / download_rel(record.sha256, record.filename) if record else None
         used = tuple(f"{where}: {p.name}" for where, p in users
-                     if p.artifact is not None and record is not None and p.artifact.sha256 == record.sha256)
-        out.append(Release(ref=ref, kind="artifact", version=ref.removeprefix("refs/tags/v"),
+                     if p.artifact is not None and record is not None and p.artifact.sha256 == record.sha256
+                     and import_ref(p.artifact.distribution, p.artifact.version, p.artifact.sha256) == ref)
+        version = import_version(ref, record.sha256) if record else None
+        out.append(Release(ref=ref, kind="artifact", version=version or ref.removeprefix(IMPORTS),
                            filename=record.filename if record else None,
                            download_bytes=file.stat().st_size if file and file.is_file() else 0, used_by=used))
-    for ref in housekeeping.refs(repo, f"{REFS}/git/"):
-        tag = ref.removeprefix(f"{REFS}/git/")
-        used = tuple(f"{where}: {p.name}" for where, p in users if p.use == "git" and p.git and p.git.tag == tag)
-        out.append(Release(ref=ref, kind="git", version=tag, filename=None, download_bytes=0, used_by=used))
+    for ref in housekeeping.refs(repo, GIT_SOURCES):
+        pins = [(where, p) for where, p in users if p.use == "git" and p.git and git_ref(p.git.url, p.git.tag) == ref]
+        version = pins[0][1].git.tag if pins and pins[0][1].git else ref.removeprefix(GIT_SOURCES)
+        out.append(Release(ref=ref, kind="git", version=version, filename=None, download_bytes=0,
+                           used_by=tuple(f"{where}: {p.name}" for where, p in pins)))
     return out
 
 
@@ -152,10 +165,33 @@ def survey(cache: Cache, this: Path) -> CacheReport:
 
 
 def _unused_downloads(cache: Cache, kept: set[str]) -> list[Path]:
-    """The files in downloads/ that no pin names (and partial downloads: the lock says none is running)."""
+    """The files in downloads/ that no pin names (``kept``: their paths beneath the cache), partial
+    downloads (the lock says none is running), and those an older patchtool kept elsewhere."""
     downloads = cache.root / "downloads"
     files = sorted(p for p in downloads.glob("*/*") if p.is_file()) if downloads.is_dir() else []
-    return [p for p in files if p.name.removesuffix(".part") not in kept or p.name.endswith(".part")]
+    return [p for p in files if p.relative_to(cache.root).as_posix() not in kept]
+
+
+_PRIVATE_TMP = re.compile(r"^([1-9][0-9]*)-")  # what ``cli.runner._private_tmp`` names: <pid>-<random>
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # none, or a number no pid reaches
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _abandoned_tmp(cache: Cache) -> list[Path]:
+    """The private temporary directories whose command is gone: a kill left them behind. One of a
+    living process is kept (a reused pid keeps a dead one's too, harmlessly, until it ends)."""
+    tmp = cache.root / "tmp"
+    entries = sorted(tmp.iterdir()) if tmp.is_dir() and not tmp.is_symlink() else []
+    return [p for p in entries
+            if (m := _PRIVATE_TMP.match(p.name)) and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1)))]
 
 
 def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
@@ -165,15 +201,24 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
         before = survey(cache, this)
         unused = [r for r in before.releases if not r.used_by]
         users = _users(this, _registered(cache))
-        files = _unused_downloads(cache, {p.artifact.filename for _, p in users if p.artifact is not None})
-        removed = tuple([r.ref for r in unused] + [str(p.relative_to(cache.root)) for p in files])
-        file_bytes = sum(p.stat().st_size for p in files)
-        if dry_run or not before.objects:
+        files = _unused_downloads(cache, {download_rel(p.artifact.sha256, p.artifact.filename)
+                                          for _, p in users if p.artifact is not None})
+        temporary = _abandoned_tmp(cache)
+        removed = tuple([r.ref for r in unused] + [str(p.relative_to(cache.root)) for p in files + temporary])
+        file_bytes = sum(p.stat().st_size for p in files) + sum(map(_tree_size, temporary))
+        if dry_run:
             return dataclasses.replace(before, removed=removed, dry_run=dry_run, freed_bytes=file_bytes)
+        for p in temporary:
+            fsroot.Root(cache.root).rmtree(p.relative_to(cache.root).as_posix())
+        if not before.objects:
+            return dataclasses.replace(before, removed=removed, freed_bytes=file_bytes)
         for r in unused:
             cache.repo.delete_ref(r.ref)
         for p in files:
-            p.unlink(missing_ok=True)
+            fsroot.Root(cache.root).unlink(p.relative_to(cache.root).as_posix())
+            with contextlib.suppress(OSError):  # its directory, once empty
+                fsroot.Root(cache.root).rmdir(p.parent.relative_to(cache.root).as_posix())
+        housekeeping.clear_ref_locks(cache.repo)
         cache.repo.prune_worktrees()
         housekeeping.gc(cache.repo, now=now)
         after = survey(cache, this)

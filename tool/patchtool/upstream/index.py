@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import time
-import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +21,8 @@ from packaging.utils import canonicalize_name
 
 from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
+from patchtool.inputs import open_named
+from patchtool.urls import SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
     from patchtool.upstream.pins import Artifact
@@ -30,19 +32,14 @@ INDEX_URL_ENV = "PATCHTOOL_INDEX_URL"
 _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
-_SCHEMES = ("http", "https", "file")
 _RETRIED_4XX = (408, 429)  # request timeout, too many requests: worth another try
+MAX_ARTIFACT_BYTES = 4 << 30  # the most an artifact without a pinned size may be: 4 GiB
+MAX_PAGE_BYTES = 16 << 20  # the most a project page may be: 16 MiB (PyPI's largest are a few)
+_CHUNK = 1 << 20
 
 
-def url_problem(url: str) -> str | None:
-    """Why ``url`` cannot be downloaded from, or None when it can."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError as exc:
-        return f"is not a URL ({exc})"
-    if parts.scheme not in _SCHEMES or (parts.scheme != "file" and not parts.netloc):
-        return "is not an http(s) URL"
-    return None
+class TooLarge(UpstreamError):
+    """A body longer than its cap: the pin's size, or the documented maximum."""
 
 
 def _final(exc: Exception) -> bool:
@@ -53,39 +50,125 @@ def _final(exc: Exception) -> bool:
             and exc.code not in _RETRIED_4XX and exc.code != 416)
 
 
-def _request(url: str, headers: dict[str, str]) -> Any:
+def _opener(url: SourceUrl, allow_local: bool) -> Any:
+    """urllib for http and https alone, for one download of ``url``: no file:, ftp: or data:
+    handler, and every redirect checked (``Redirects``): urlopen's own opener reads local files
+    and follows https to ftp."""
+    import urllib.request
+
+    class Redirects(urllib.request.HTTPRedirectHandler):
+        origin = url
+
+        def http_error_302(self, req: Any, fp: Any, code: int, msg: str, headers: Any) -> Any:
+            newurl = urllib.parse.urljoin(req.full_url, headers.get("location") or headers.get("uri") or "")
+            origin = self.origin
+            try:
+                target = SourceUrl.parse(newurl, file=origin.file, key=origin.key, user=origin.user)
+            except ValueError as exc:
+                raise UpstreamError(f"{origin.text} redirects to {newurl!r}: {exc}; refusing it") from None
+            if target.scheme == "file":
+                raise UpstreamError(f"{origin.text} redirects to the local file {newurl!r}; refusing it")
+            if origin.scheme == "https" and target.scheme == "http":
+                permit(dataclasses.replace(target, user=False), allow_local=allow_local)
+            self.origin = target
+            return super().http_error_302(req, fp, code, msg, headers)
+
+        http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+    opener = urllib.request.OpenerDirector()
+    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
+                    urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(), Redirects(),
+                    urllib.request.HTTPErrorProcessor()):
+        opener.add_handler(handler)
+    return opener
+
+
+def _request(url: SourceUrl, headers: dict[str, str]) -> Any:
     import urllib.request
 
     try:
-        return urllib.request.Request(url, headers=headers)
+        return urllib.request.Request(url.text, headers=headers)
     except ValueError as exc:
-        raise UpstreamError(f"{url!r} is not a URL patchtool can download from: {exc}",
+        raise UpstreamError(f"{url.text!r} is not a URL patchtool can download from: {exc}",
                             hint="check the pin's 'index' and 'url', and PATCHTOOL_INDEX_URL") from None
+
+
+class _LocalFile:
+    """A ``file:`` URL's regular file, read like an HTTP answer (``inputs.open_named``)."""
+
+    status = 200
+
+    def __init__(self, url: SourceUrl, limit: int) -> None:
+        import email.message
+        import mimetypes
+        import urllib.request
+
+        path = Path(urllib.request.url2pathname(urllib.parse.urlsplit(url.text).path))
+        try:
+            self._fh = open_named(path, what=url.text, limit=limit, error=UpstreamError)
+        except FileNotFoundError:
+            raise UpstreamError(f"{url.text}: no such file", hint="check the pin's 'url' and 'index'") from None
+        self.headers = email.message.Message()
+        self.headers["Content-Type"] = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        self.headers["Content-Length"] = str(os.fstat(self._fh.fileno()).st_size)
+
+    def read(self, n: int) -> bytes:
+        return self._fh.read(n)
+
+    def __enter__(self) -> _LocalFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._fh.close()
+
+
+def _body(resp: Any, limit: int, url: SourceUrl) -> Iterator[bytes]:
+    """``resp``'s body in chunks, refused (``TooLarge``) as soon as it says or runs past ``limit``."""
+    declared = resp.headers.get("Content-Length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"{url.text} is {declared} bytes, more than the {limit} patchtool takes from it; refusing it",
+                       hint="check the pin's 'size' and 'url'; nothing was imported")
+    got = 0
+    while chunk := resp.read(min(_CHUNK, limit - got + 1)):
+        got += len(chunk)
+        if got > limit:
+            raise TooLarge(f"{url.text} sends more than the {limit} bytes patchtool takes from it; refusing it",
+                           hint="check the pin's 'size' and 'url'; nothing was imported")
+        yield chunk
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Fetcher:
-    """HTTP downloads with resume and retries; a 4xx answer (but 408 and 429) is final at once."""
+    """HTTP downloads with resume and retries; a 4xx answer (but 408 and 429) is final at once.
+    Every body is capped; ``timeout`` bounds the connection and every wait for more bytes."""
 
     attempts: int = 4
     backoff: float = 0.5
     timeout: float = 60.0
+    allow_local: bool = dataclasses.field(default_factory=allowed_by_environment)
+    max_artifact: int = MAX_ARTIFACT_BYTES
+    max_page: int = MAX_PAGE_BYTES
 
     # urllib and http.client are imported where they are used: most commands never download
     # anything, and those imports cost more than the command's work
 
-    def json(self, url: str) -> Any:
+    def _open(self, url: SourceUrl, headers: dict[str, str], limit: int) -> Any:
+        """The answer for ``url`` over http(s), or its local file: by a protocol the user allows."""
+        permit(url, allow_local=self.allow_local)
+        if url.scheme == "file":
+            return _LocalFile(url, limit)
+        return _opener(url, self.allow_local).open(_request(url, headers), timeout=self.timeout)
+
+    def json(self, url: SourceUrl) -> Any:
         """The project page at ``url`` as PEP 691 data. An index that serves only PEP 503 HTML gets
         its page read into the same shape (``files``: filename, url, hashes)."""
         import urllib.error
-        import urllib.request
 
-        req = _request(url, {"Accept": _ACCEPT})
         last: Exception | None = None
         for attempt in range(self.attempts):
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    kind, body = resp.headers.get_content_type(), resp.read()
+                with self._open(url, {"Accept": _ACCEPT}, self.max_page) as resp:
+                    kind, body = resp.headers.get_content_type(), b"".join(_body(resp, self.max_page, url))
                 if kind in _HTML_TYPES:
                     return _html_page(body.decode("utf-8", "replace"))
                 try:
@@ -104,14 +187,15 @@ class Fetcher:
         raise UpstreamError(f"could not read the package index at {url}: {last}",
                             hint="check the network or the pin's 'index'")
 
-    def download(self, url: str, dest: Path, *, size: int | None, resume: bool = True) -> bool:
+    def download(self, url: SourceUrl, dest: Path, *, size: int | None, resume: bool = True) -> bool:
         """Download to ``dest``, resuming a broken transfer (and, with ``resume``, a partial file an
-        earlier command left); raises after ``attempts`` tries. True when ``dest`` was pieced
+        earlier command left); raises after ``attempts`` tries. At most ``size`` bytes (else
+        ``max_artifact``) are taken: more is refused at once. True when ``dest`` was pieced
         together from more than one transfer: if its hash is wrong, a fresh download may not be."""
         import http.client
         import urllib.error
-        import urllib.request
 
+        cap = size if size is not None else self.max_artifact
         part = dest.with_name(dest.name + ".part")
         if not resume:
             part.unlink(missing_ok=True)
@@ -119,9 +203,11 @@ class Fetcher:
         last: Exception | None = None
         for attempt in range(self.attempts):
             have = part.stat().st_size if part.exists() else 0
-            req = _request(url, {"Range": f"bytes={have}-"} if have else {})
+            if have >= cap:
+                part.unlink()
+                have = 0
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                with self._open(url, {"Range": f"bytes={have}-"} if have else {}, cap) as resp:
                     appending = bool(have) and resp.status == 206
                     resumed = appending
                     expected = resp.headers.get("Content-Length")
@@ -129,7 +215,7 @@ class Fetcher:
                     already = have if appending else 0
                     with open(part, "ab" if appending else "wb") as out, progress.task(
                             f"download {dest.name}", total=size, unit="bytes", completed=already) as bar:
-                        while chunk := resp.read(1 << 20):
+                        for chunk in _body(resp, cap - already, url):
                             out.write(chunk)
                             got += len(chunk)
                             bar.advance(len(chunk))
@@ -137,10 +223,13 @@ class Fetcher:
                         raise OSError(f"connection closed after {got} of {expected} bytes")
                 total = part.stat().st_size
                 if size is not None and total != size:
-                    part.unlink()  # too long, or complete but short: resuming it cannot help
+                    part.unlink()  # complete but short: resuming it cannot help
                     raise OSError(f"got {total} bytes, the pin says {size}")
                 os.replace(part, dest)
                 return resumed
+            except UpstreamError:  # too large, a redirect refused: another try cannot help
+                part.unlink(missing_ok=True)
+                raise
             except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
                 last = exc
                 if _final(exc):
@@ -204,7 +293,7 @@ def _html_page(text: str) -> dict[str, Any]:
 
 
 class PageSource(Protocol):
-    def json(self, url: str) -> Any: ...
+    def json(self, url: SourceUrl) -> Any: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -214,18 +303,20 @@ class PackageIndex:
     fetcher: PageSource
     override: str | None = None  # PATCHTOOL_INDEX_URL, as the CLI read it
 
-    def url(self, art: Artifact) -> str:
+    def url(self, art: Artifact) -> SourceUrl:
         if self.override:
-            why = url_problem(self.override)
-            if why is not None:
-                raise UsageError(f"{INDEX_URL_ENV}={self.override!r} {why}",
-                                 hint="set it to a PEP 691 index such as https://pypi.org/simple, or unset it")
-            return self.override.rstrip("/")
-        return art.index.rstrip("/")
+            try:
+                return SourceUrl.parse(self.override.rstrip("/"), user=True)
+            except ValueError as exc:
+                raise UsageError(f"{INDEX_URL_ENV}={exc}", hint="set it to a PEP 691 index "
+                                 "such as https://pypi.org/simple, or unset it") from None
+        return dataclasses.replace(art.index, text=art.index.text.rstrip("/"))
 
     def files(self, art: Artifact) -> list[dict[str, Any]]:
-        """The distribution's files on the index, each ``url`` made absolute."""
-        base = f"{self.url(art)}/{canonicalize_name(art.distribution)}/"
+        """The distribution's files on the index, each ``url`` a SourceUrl read from the page (None,
+        with ``url_problem`` saying why, where its link is no URL patchtool fetches from)."""
+        index = self.url(art)
+        base = dataclasses.replace(index, text=f"{index.text}/{canonicalize_name(art.distribution)}/")
         page = self.fetcher.json(base)
         files = page.get("files") if isinstance(page, dict) else None
         if not isinstance(files, list):
@@ -237,6 +328,9 @@ class PackageIndex:
                 continue
             hashes = entry.get("hashes")  # not a table: the file is listed with no hash, and so refused
             entry = {**entry, "hashes": hashes if isinstance(hashes, dict) else {}}
-            entry["url"] = urllib.parse.urljoin(base, str(entry.get("url", "")))
+            try:
+                entry["url"] = base.join(str(entry.get("url", "")), file=f"the index page {base}")
+            except ValueError as exc:
+                entry["url"], entry["url_problem"] = None, str(exc)
             out.append(entry)
         return out

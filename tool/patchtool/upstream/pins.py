@@ -14,36 +14,35 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import (
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
+from patchtool.names import ArtifactFilename, Distribution, PinName, TreePrefix, UpstreamName
 from patchtool.project.fields import Fields, load_toml, raise_if
-from patchtool.upstream.index import DEFAULT_INDEX, url_problem
+from patchtool.upstream.index import DEFAULT_INDEX
+from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
 
 PINS_DIR = "upstream-pins"
+PYPI = SourceUrl.parse(DEFAULT_INDEX)
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
-__all__ = ["PINS_DIR", "Artifact", "GitSource", "Pin", "artifact_name", "canonicalize_name", "load_pin", "pin_path",
-           "pin_to_toml"]
+__all__ = ["PINS_DIR", "Artifact", "GitSource", "Pin", "canonicalize_name", "load_pin", "pin_name", "pin_path",
+           "pin_to_toml", "release_pin_name"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class GitSource:
-    url: str
+    url: SourceUrl
     tag: str
     commit: str | None = None
 
     @classmethod
-    def read(cls, f: Fields) -> GitSource | None:
-        url = f.string("url")
+    def read(cls, f: Fields, *, file: str) -> GitSource | None:
+        url = f.parsed("url", lambda t: SourceUrl.parse(t, git=True, file=file, key=f.key("url")))
         tag = f.string("tag")
         commit = f.string("commit", required=False)
         f.done()
@@ -57,35 +56,39 @@ class GitSource:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Artifact:
-    distribution: str
+    distribution: Distribution
     version: Version
-    filename: str
+    filename: ArtifactFilename
     sha256: str
-    prefix_from: str  # path prefix inside the artifact ("sglang/")
-    prefix_to: str  # where it lives in the repository ("python/sglang/")
-    index: str = DEFAULT_INDEX
-    url: str | None = None
+    prefix_from: TreePrefix  # path prefix inside the artifact ("sglang/")
+    prefix_to: TreePrefix  # where it lives in the repository ("python/sglang/")
+    index: SourceUrl = PYPI
+    url: SourceUrl | None = None
     size: int | None = None
     tree: str | None = None  # git tree of the normalised import, recorded once verified
 
+    def __post_init__(self) -> None:
+        _typed(self, distribution=Distribution, filename=ArtifactFilename, prefix_from=TreePrefix,
+               prefix_to=TreePrefix)
+
     @property
     def is_wheel(self) -> bool:
-        return self.filename.endswith(".whl")
+        return self.filename.is_wheel
 
     @classmethod
-    def read(cls, f: Fields, pin_version: Version | None) -> Artifact | None:
-        dist = f.string("distribution")
+    def read(cls, f: Fields, pin_version: Version | None, *, file: str) -> Artifact | None:
+        dist = f.parsed("distribution", Distribution)
         version = f.parsed("version", _version)
-        filename = f.string("filename")
+        filename = f.parsed("filename", ArtifactFilename)
         sha256 = f.string("sha256")
         prefix = f.table("prefix")
         prefix_from = prefix_to = None
         if prefix is not None:
-            prefix_from = prefix.string("from", nonempty=False)
-            prefix_to = prefix.string("to", nonempty=False)
+            prefix_from = _prefix(prefix, "from", "")
+            prefix_to = _prefix(prefix, "to", ": the import would put files there")
             prefix.done()
-        index = f.string("index", required=False) or DEFAULT_INDEX
-        url = f.string("url", required=False)
+        index = f.parsed("index", lambda t: SourceUrl.parse(t, file=file, key=f.key("index")), required=False)
+        url = f.parsed("url", lambda t: SourceUrl.parse(t, file=file, key=f.key("url")), required=False)
         size = f.integer("size", required=False, minimum=1)
         tree = f.string("tree", required=False)
         f.done()
@@ -95,24 +98,12 @@ class Artifact:
         if tree is not None and not _SHA1.match(tree):
             f.problem("tree", f"{tree!r} is not a 40-hex git tree id")
             return None
-        for name, value in (("prefix.from", prefix_from), ("prefix.to", prefix_to)):
-            if value and not value.endswith("/"):
-                f.problem(name, f"{value!r} must end with '/'")
-                return None
-        if prefix_to and (why := paths.tree_path_problem(prefix_to[:-1])) is not None:
-            f.problem("prefix.to", f"{why}: the import would put files there")
-            return None
-        for name, value in (("index", index), ("url", url)):
-            if value is not None and (why := url_problem(value)) is not None:
-                f.problem(name, f"{value!r} {why}")
         if None in (dist, version, filename, sha256, prefix_from, prefix_to):
             return None
         assert dist and version and filename and sha256 is not None
-        file_dist, file_version = artifact_name(filename)
-        if file_dist is None or file_version is None:
-            f.problem("filename", f"{filename!r} is neither a wheel nor an sdist file name")
-            return None
-        if canonicalize_name(file_dist) != canonicalize_name(dist) or file_version != version:
+        assert prefix_from is not None and prefix_to is not None
+        file_dist, file_version = filename.distribution, filename.version
+        if canonicalize_name(file_dist) != dist.canonical or file_version != version:
             f.problem("filename", f"{filename!r} is {file_dist} {file_version}, not {dist} {version}",
                       hint="the artifact must be the pinned release")
             return None
@@ -120,7 +111,8 @@ class Artifact:
             f.problem("version", f"artifact version {version} differs from the pin's {pin_version}")
             return None
         return cls(distribution=dist, version=version, filename=filename, sha256=sha256,
-                   prefix_from=prefix_from or "", prefix_to=prefix_to or "", index=index,
+                   prefix_from=prefix_from, prefix_to=prefix_to,
+                   index=index or SourceUrl.parse(DEFAULT_INDEX, file=file, key=f.key("index")),
                    url=url, size=size, tree=tree)
 
 
@@ -131,44 +123,55 @@ def _version(text: str) -> Version:
         raise ValueError(f"{text!r} is not a PEP 440 version") from None
 
 
-def artifact_name(filename: str) -> tuple[str | None, Version | None]:
-    """(distribution, version) of a wheel or sdist file name, as packaging reads it; (None, None)
-    when it is neither."""
+def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
+    value = table.string(key, nonempty=False)
+    if value is None:
+        return None
     try:
-        if filename.endswith(".whl"):
-            name, version, _, _ = parse_wheel_filename(filename)
-            return name, version
-        return parse_sdist_filename(filename)
-    except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion, or digits int() refuses
-        return None, None
+        return TreePrefix(value)
+    except ValueError as exc:
+        table.problem(key, f"{exc}{why_suffix}")
+        return None
+
+
+def _typed(record: object, **kinds: type) -> None:
+    """TypeError unless each field named is of its checked type: a name from a file reaches a
+    record only through its type's constructor, never as a raw string."""
+    for field, kind in kinds.items():
+        value = getattr(record, field)
+        if not isinstance(value, kind):
+            raise TypeError(f"{type(record).__name__}.{field} must be a {kind.__name__}, not {value!r}")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Pin:
-    name: str
-    upstream: str
+    name: PinName
+    upstream: UpstreamName
     version: Version
     git: GitSource | None = None
     artifact: Artifact | None = None
     use: str = "artifact"
 
-    @property
-    def tag(self) -> str:
-        return f"v{self.version}"
+    def __post_init__(self) -> None:
+        _typed(self, name=PinName, upstream=UpstreamName)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, name: str, file: str) -> Pin:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
+        try:
+            pin = PinName(name)
+        except ValueError as exc:
+            raise InvalidInput(f"{file}: {exc}", file=file) from None
         schema = f.integer("schema")
         if schema is not None and schema != 1:
             f.problem("schema", f"unsupported pin schema {schema}")
-        upstream = f.parsed("name", lambda t: paths.check_id(t, "upstream name"))  # it names pin files
+        upstream = f.parsed("name", UpstreamName)  # it names pin files
         version = f.parsed("version", _version)
         git_fields = f.table("git", required=False)
-        gsrc = GitSource.read(git_fields) if git_fields else None
+        gsrc = GitSource.read(git_fields, file=file) if git_fields else None
         art_fields = f.table("artifact", required=False)
-        art = Artifact.read(art_fields, version) if art_fields else None
+        art = Artifact.read(art_fields, version, file=file) if art_fields else None
         use = f.choice("use", ("artifact", "git"), required=False)
         f.done()
         if git_fields is None and art_fields is None:
@@ -184,15 +187,30 @@ class Pin:
             f.problem("use", "use = \"git\" but the pin has no [git]")
         raise_if(problems, f"{file} is not a valid pin", file=file)
         assert upstream and version and use
-        return cls(name=name, upstream=upstream, version=version, git=gsrc, artifact=art, use=use)
+        return cls(name=pin, upstream=upstream, version=version, git=gsrc, artifact=art, use=use)
+
+
+def pin_name(text: str) -> PinName:
+    """``text`` as a pin name; one that is not an id (a path, ``..``) is a usage error."""
+    try:
+        return PinName(text)
+    except ValueError as exc:
+        raise UsageError(str(exc), hint=f"a pin is named by its file in {PINS_DIR}/ without .toml, "
+                                        "e.g. sglang-0.5.23") from None
+
+
+def release_pin_name(upstream: UpstreamName, version: Version, suffix: str = "") -> PinName:
+    """``<upstream>-<version><suffix>``, the name of the pin for another release."""
+    try:
+        return PinName(f"{upstream}-{version}{suffix}")
+    except ValueError as exc:
+        raise UsageError(f"{upstream} {version} cannot be pinned under a pin name: {exc}",
+                         hint="pin the release by hand under a name of your own") from None
 
 
 def pin_path(root: Path, name: str) -> Path:
     """``upstream-pins/<name>.toml``; a name that is not an id (a path, ``..``) is a usage error."""
-    why = paths.id_problem(name, "pin name")
-    if why:
-        raise UsageError(why, hint=f"a pin is named by its file in {PINS_DIR}/ without .toml, e.g. sglang-0.5.23")
-    return root / PINS_DIR / f"{name}.toml"
+    return root / PINS_DIR / f"{pin_name(name)}.toml"
 
 
 def load_pin(root: Path, name: str) -> Pin:
@@ -219,19 +237,19 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
         doc.add(tomlkit.comment(line))
     doc.update({"schema": 1, "name": pin.upstream, "version": str(pin.version), "use": pin.use})
     if pin.git:
-        src = {"url": pin.git.url, "tag": pin.git.tag}
+        src = {"url": pin.git.url.text, "tag": pin.git.tag}
         if pin.git.commit:
             src["commit"] = pin.git.commit
         doc.add(tomlkit.nl())
         doc.add("git", tomlio.table(src))
     if pin.artifact:
         a = pin.artifact
-        art: dict[str, Any] = {"index": a.index, "distribution": a.distribution, "version": str(a.version),
+        art: dict[str, Any] = {"index": a.index.text, "distribution": a.distribution, "version": str(a.version),
                                "filename": a.filename, "sha256": a.sha256}
         if a.size:
             art["size"] = a.size
         if a.url:
-            art["url"] = a.url
+            art["url"] = a.url.text
         art["prefix"] = {"from": a.prefix_from, "to": a.prefix_to}
         if a.tree:
             art["tree"] = a.tree

@@ -21,8 +21,10 @@ from patchtool.errors import GitError, UpstreamError, UsageError
 from patchtool.project import journal
 from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml
+from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml, release_pin_name
+from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releases import pin_for_version
+from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
 
 _TAG_VERSION = re.compile(r"^v?(\d[\w.+!-]*)$")
@@ -59,8 +61,7 @@ def is_cached(cache: Cache, pin: Pin) -> bool:
         return pin.git is not None and pin.git.commit is not None and cache.repo.has_object(pin.git.commit)
     art = pin.artifact
     assert art is not None
-    known = cache.imported(art, art.version, art.filename)
-    return known is not None and known[0] == art.sha256
+    return cache.holds(art)
 
 
 def pin_names(root: Path) -> list[str]:
@@ -111,15 +112,20 @@ def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str
     return pin_for_version(dataclasses.replace(template, use="artifact"), wanted, cache=cache)
 
 
-def _git_pin(template: Pin, cache: Cache, url: str, tag: str, version: str | None) -> Pin:
+def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | None) -> Pin:
+    try:  # the user's own url, so it may be local; a relative path is written down as an absolute one
+        url = SourceUrl.parse(str(Path(given).absolute()) if Path(given).is_dir() else given, git=True, user=True)
+    except ValueError as exc:
+        raise UsageError(f"--git {given!r}: {exc}",
+                         hint="give the remote's https URL, or a local repository's path") from None
     pinned = _given_version(version) if version else _tag_version(tag)
-    fetched = f"refs/patchtool/fetch/{tag}"
-    if not git.ref_format_ok(fetched):
+    fetched = fetch_ref(url, tag)
+    if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
         try:
-            cache.repo.fetch(url, f"+refs/tags/{tag}:{fetched}")
+            cache.repo.fetch(url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local)
         except GitError as exc:
             raise UpstreamError(f"could not fetch tag {tag} from {url}: {exc.message}",
                                 hint="check the URL and the tag") from None
@@ -127,7 +133,7 @@ def _git_pin(template: Pin, cache: Cache, url: str, tag: str, version: str | Non
         cache.repo.delete_ref(fetched)
     if commit is None:
         raise UpstreamError(f"tag {tag} at {url} names no commit")
-    return Pin(name=f"{template.upstream}-{pinned}", upstream=template.upstream, version=pinned,
+    return Pin(name=release_pin_name(template.upstream, pinned), upstream=template.upstream, version=pinned,
                git=GitSource(url=url, tag=tag, commit=commit), artifact=None, use="git")
 
 

@@ -9,27 +9,29 @@ import re
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git
-from patchtool.errors import UpstreamError, UsageError
+from patchtool.errors import GitError, UpstreamError, UsageError
+from patchtool.names import ArtifactFilename
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin
+from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin, release_pin_name
+from patchtool.upstream.refnames import fetch_ref
 from patchtool.versions import parse_version
 
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
 
-def sibling_filename(art: Artifact, version: Version) -> str:
+def sibling_filename(art: Artifact, version: Version) -> ArtifactFilename:
     """The same kind of artifact (same wheel tags) for another version."""
     if art.is_wheel:
         tags = art.filename[:-4].split("-", 2)[2]
-        return f"{art.filename.split('-', 1)[0]}-{version}-{tags}.whl"
+        return ArtifactFilename(f"{art.filename.split('-', 1)[0]}-{version}-{tags}.whl")
     stem = art.filename.split("-", 1)[0]
     ext = ".tar.gz" if art.filename.endswith(".tar.gz") else ".zip"
-    return f"{stem}-{version}{ext}"
+    return ArtifactFilename(f"{stem}-{version}{ext}")
 
 
 def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
     """A pin for another release of the same upstream, found through the pin's sources."""
-    name = f"{pin.upstream}-{version}"
+    name = release_pin_name(pin.upstream, version)
     if pin.use == "artifact":
         art = pin.artifact
         assert art is not None
@@ -68,12 +70,12 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
     src = pin.git
     assert src is not None
     tag = f"v{version}"
-    fetched = f"refs/patchtool/fetch/{tag}"
+    fetched = fetch_ref(src.url, tag)
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
         try:
-            cache.repo.fetch(src.url, f"+refs/tags/{tag}:{fetched}")
-        except Exception as exc:
+            cache.repo.fetch(src.url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local)
+        except GitError as exc:
             raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
         commit = cache.repo.resolve(fetched)
         cache.repo.delete_ref(fetched)
@@ -97,7 +99,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         commit = cache.repo.resolve(target)
         if commit is None:
             with cache.locked():
-                cache.repo.fetch(pin.git.url, target)
+                cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local)
             commit = cache.repo.resolve(target)
         if commit is None:
             raise UpstreamError(f"commit {target} is not in {pin.git.url}")
@@ -105,7 +107,8 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         text = (raw.get("python/sglang/version.py") or b"").decode()
         vm = re.search(r"__version__\s*=\s*[\"']([^\"']+)", text)
         version = Version(vm.group(1)) if vm else pin.version
-        return Pin(name=f"{pin.upstream}-{version}-g{commit[:12]}", upstream=pin.upstream, version=version,
+        return Pin(name=release_pin_name(pin.upstream, version, f"-g{commit[:12]}"), upstream=pin.upstream,
+                   version=version,
                    git=GitSource(url=pin.git.url, tag=pin.git.tag, commit=commit), artifact=None, use="git")
     raise UsageError(f"{target!r} is neither a version, a tag (v0.5.23) nor a commit")
 

@@ -24,6 +24,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.project.fields import Fields, raise_if
 from patchtool.upstream.artifacts import damage, damaged_as_error
@@ -57,10 +58,10 @@ class UpstreamSource:
             art = pin.artifact
             assert art is not None
             return cls(name=pin.upstream, version=str(pin.version), source="artifact",
-                       filename=art.filename, sha256=art.sha256, url=art.url)
+                       filename=art.filename, sha256=art.sha256, url=art.url.text if art.url else None)
         src = pin.git
         assert src is not None
-        return cls(name=pin.upstream, version=str(pin.version), source="git", url=src.url,
+        return cls(name=pin.upstream, version=str(pin.version), source="git", url=src.url.text,
                    tag=src.tag, commit=src.commit)
 
     @classmethod
@@ -331,6 +332,8 @@ def _check_record(prov: Provenance, text: str | None, read: Callable[[str], byte
                         f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
                         "changed, added or removed and RECORD rewritten after the build",
                 hint="this is not the build the record describes"))
+    if installed:  # what an installer put outside site-packages is not the build's: never read
+        rows = {path: row for path, row in rows.items() if paths.tree_path_problem(path) is None}
     # an installer lists the .pyc files it compiles without a hash; a wheel has none of those
     matched, mismatched = wheelrecord.verify(rows, read, record=record,
                                              unhashed_ok=lambda p: installed and p.endswith(".pyc"))
@@ -403,13 +406,16 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
     root = Path(str(dist.locate_file("")))
 
     def read(rel: str) -> bytes | None:
-        p = Path(str(dist.locate_file(rel)))
-        if not p.is_file():  # never a device or a pipe a hostile RECORD names
-            return None
+        """A regular file beneath site-packages (``paths.read_inside``): never a ``../`` path, a link
+        out, a device or a pipe a hostile RECORD names; None for anything else."""
         try:
-            return p.read_bytes()
-        except OSError as exc:
-            raise InvalidInput(f"{p} cannot be read: {exc.strerror}", file=str(p)) from None
+            return paths.read_inside(root, rel)
+        except FileNotFoundError:
+            return None
+        except InvalidInput as exc:
+            if exc.problems and exc.problems[0].message.startswith("cannot be read"):
+                raise InvalidInput(f"{root / rel} {exc.problems[0].message}", file=str(root / rel)) from None
+            return None
 
     problems = _version_problem(prov, dist.version, location)
     if prov.package_copy is not None:

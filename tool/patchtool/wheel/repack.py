@@ -28,9 +28,10 @@ from packaging.tags import Tag, parse_tag
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patchtool import progress
+from patchtool import fsroot, progress
 from patchtool.errors import BuildError, UpstreamError, UsageError
 from patchtool.upstream.artifacts import damaged_as_error
+from patchtool.versions import parse_version
 from patchtool.wheel import versionfile
 from patchtool.wheel.archive import ArchiveWriter, Digest, safe_members
 from patchtool.wheel.provenance import DIST_INFO_FILE, Provenance
@@ -131,7 +132,7 @@ class _Layout:
 
 def _version(text: str) -> Version | None:
     try:
-        return Version(text)
+        return parse_version(text)
     except InvalidVersion:
         return None
 
@@ -293,14 +294,14 @@ def _atomic(out: Path, filename: str) -> Iterator[tuple[Any, Path]]:
     """A file that appears in ``out`` as ``filename`` only when the block succeeds. The partial
     file is locked while it is written; one left by a killed build is unlocked, and removed here."""
     created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
+    fsroot.Root(out).directory()
     _remove_stale_parts(out)
     final = out / filename
     fh, part = _locked_part(out, filename)
     try:
         with fh:
             yield fh, final.absolute()
-        os.replace(part, final)
+        fsroot.Root(out).rename(part.name, filename)  # never over anything but a regular file
     except BaseException:
         part.unlink(missing_ok=True)
         if created:

@@ -1,0 +1,130 @@
+"""Local input without end: files the user names that are devices, FIFOs or huge, and archives
+that inflate far past what they declare.
+
+``import /dev/zero`` read forever, ``retread add --from-file`` on a FIFO waited forever, and a
+1.5 GB member in a 1.5 MB wheel was inflated into memory. Each is refused now, before a byte of
+it is read or inflated, with its message and exit code, and nothing changes on disk.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_artifacts import assert_nothing_imported, sdist_with, serve, wheel_with
+
+from conftest import Demo
+from patchtool.inputs import MAX_INPUT_BYTES
+from patchtool.testing import snapshot
+from patchtool.wheel.archive import MAX_RATIO
+
+BOMB = 64 << 20  # inflates to 64 MiB from some 64 KiB: a bomb by its ratio, small enough to build in a test
+
+
+def run(demo: Demo, *args: str) -> tuple[int, dict[str, Any]]:
+    res = demo.run(*args, "--json")
+    assert "Traceback" not in res.stderr, res.stderr
+    return res.returncode, json.loads(res.stdout)
+
+
+def hostile_file(tmp_path: Path, kind: str) -> Path:
+    if kind == "device":
+        return Path("/dev/zero")
+    if kind == "fifo":
+        path = tmp_path / "pipe"
+        os.mkfifo(path)
+        return path
+    path = tmp_path / "huge"
+    with open(path, "wb") as fh:  # sparse: its size is what counts, nothing is written
+        fh.truncate(MAX_INPUT_BYTES + 1)
+    return path
+
+
+def why(path: Path, what: str, kind: str) -> str:
+    if kind == "huge":
+        return f"{path}: {what} is {MAX_INPUT_BYTES + 1} bytes, more than the {MAX_INPUT_BYTES} patchtool reads"
+    named = {"device": "a device", "fifo": "a named pipe (FIFO)"}[kind]
+    return f"{path}: {what} is {named}, not a regular file; refusing to read it"
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "huge"])
+def test_import_reads_only_a_regular_file_of_bounded_size(one_patch: Demo, tmp_path: Path, kind: str) -> None:
+    source = hostile_file(tmp_path, kind)
+    before = snapshot(one_patch.root)
+    code, out = run(one_patch, "import", str(source), "--subject", "s", "--author", "A <a@example.org>")
+    assert code == 2, out
+    assert out["errors"][0]["message"] == why(source, "the patch", kind)
+    assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "huge"])
+def test_retread_add_from_file_reads_only_a_regular_file(one_patch: Demo, tmp_path: Path, kind: str) -> None:
+    source = hostile_file(tmp_path, kind)
+    before = snapshot(one_patch.root)
+    code, out = run(one_patch, "retread", "add", "--from-file", str(source))
+    assert code == 2, out
+    assert out["errors"][0]["message"] == why(source, "the --from-file entry", kind)
+    assert snapshot(one_patch.root) == before
+
+
+def test_quilt_series_that_is_a_fifo_is_refused(one_patch: Demo, tmp_path: Path) -> None:
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    os.mkfifo(quilt / "series")
+    before = snapshot(one_patch.root)
+    code, out = run(one_patch, "import", str(quilt))
+    assert code == 1, out
+    assert out["errors"][0]["message"] == "is a named pipe (FIFO), not a regular file"
+    assert snapshot(one_patch.root) == before
+
+
+def test_wheel_bomb_is_refused_before_it_is_inflated(demo: Demo) -> None:
+    wheel = wheel_with(demo.root.parent / "bomb" / "demo-1.0-py3-none-any.whl", {"demo/zeros.bin": bytes(BOMB)})
+    serve(demo, wheel)
+    demo.write_manifest()
+    code, out = run(demo, "status")
+    assert code == 4, out
+    message = out["errors"][0]["message"]
+    assert message.startswith(f"demo-1.0-py3-none-any.whl: entry 'demo/zeros.bin' declares {BOMB} bytes from ")
+    assert message.endswith(f"compressed, more than {MAX_RATIO} times as many (a zip bomb?); refusing it")
+    assert_nothing_imported(demo)
+
+
+def test_sdist_bomb_is_refused_before_it_is_inflated(demo: Demo) -> None:
+    sdist = sdist_with(demo.root.parent / "bomb" / "demo-1.0.tar.gz", {"demo-1.0/demo/zeros.bin": bytes(BOMB)})
+    serve(demo, sdist, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    code, out = run(demo, "status")
+    assert code == 4, out
+    message = out["errors"][0]["message"]
+    assert message.startswith("demo-1.0.tar.gz: entry 'demo-1.0/demo/zeros.bin' brings the archive to ")
+    assert message.endswith(f"more than {MAX_RATIO} times as many (a tar bomb?); refusing it")
+    assert_nothing_imported(demo)
+
+
+def test_sdist_member_over_the_cap_is_refused_by_its_header(demo: Demo) -> None:
+    """A tar header that declares more than a member may have is refused before its data is read."""
+    from patchtool.wheel.archive import MAX_MEMBER_BYTES
+
+    path = demo.root.parent / "big" / "demo-1.0.tar.gz"
+    path.parent.mkdir()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        ti = tarfile.TarInfo("demo-1.0/demo/huge.bin")
+        ti.size = MAX_MEMBER_BYTES + 1
+        tf.addfile(ti)  # the header alone: the data the size promises never follows
+    import gzip
+    path.write_bytes(gzip.compress(buf.getvalue()))
+    serve(demo, path, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (f"demo-1.0.tar.gz: entry 'demo-1.0/demo/huge.bin' declares "
+                                           f"{MAX_MEMBER_BYTES + 1} bytes, more than the {MAX_MEMBER_BYTES} a "
+                                           "member may have; refusing it")
+    assert_nothing_imported(demo)

@@ -1,0 +1,126 @@
+"""Nothing outside the repository and the cache is written, deleted or read, whatever the repository
+holds: names from its files are checked types, and every write goes through ``fsroot`` beneath its
+root without following a link. Each case keeps a decoy directory beside the repository and checks
+it is byte-identical after the command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Demo
+from patchtool.testing import snapshot
+
+
+def decoy(demo: Demo) -> Path:
+    """A directory outside the repository and the cache, with a file an attack could aim at."""
+    path = demo.root.parent / "decoy"
+    path.mkdir(exist_ok=True)
+    (path / "x-1.0.tar.gz").write_bytes(b"precious\n")
+    (path / "keep").mkdir(exist_ok=True)
+    (path / "keep" / "file").write_text("keep me\n")
+    return path
+
+
+def run(demo: Demo, *args: str) -> tuple[int, dict[str, Any]]:
+    res = demo.run(*args, "--json")
+    assert "Traceback" not in res.stderr, res.stderr
+    return res.returncode, json.loads(res.stdout)
+
+
+def sdist_pin(demo: Demo, distribution: str, filename: str) -> None:
+    pin = demo.root / "upstream-pins" / "demo-1.0.toml"
+    text = pin.read_text().replace('distribution = "demo"', f'distribution = "{distribution}"')
+    text = text.replace(f'filename = "{demo.wheel.name}"', f'filename = "{filename}"')
+    pin.write_text(text + f'url = "{demo.index.url[:-len("/simple")]}/files/{demo.wheel.name}"\n')
+
+
+@pytest.mark.parametrize(("distribution", "filename", "key", "message"), [
+    ("../../../decoy/x", "../../../decoy/x-1.0.tar.gz", "artifact.distribution",
+     "'../../../decoy/x' is not a distribution name (letters, digits, '.', '_', '-', starting and ending with a "
+     "letter or digit)"),
+    ("x", "../../../decoy/x-1.0.tar.gz", "artifact.filename",
+     "'../../../decoy/x-1.0.tar.gz' is a path, not a file name; a release file is named by one plain file name"),
+    ("x", "..-1.0.tar.gz", "artifact.filename",
+     "'..-1.0.tar.gz' is neither a wheel nor an sdist file name"),
+])
+def test_an_sdist_name_that_is_a_path_is_refused(one_patch: Demo, distribution: str, filename: str, key: str,
+                                                 message: str) -> None:
+    outside = decoy(one_patch)
+    sdist_pin(one_patch, distribution, filename)
+    before = snapshot(one_patch.root.parent)
+    for command in ("status", "check", "apply"):
+        code, out = run(one_patch, command)
+        assert code == 1, (command, out)
+        problems = out["data"]["problems"] if command == "check" else out["errors"]
+        found = [p for p in problems if p.get("key") == key]
+        assert found and found[0]["message"] == message, problems
+        assert found[0]["file"] == "upstream-pins/demo-1.0.toml"
+    assert snapshot(one_patch.root.parent) == before
+    assert (outside / "x-1.0.tar.gz").read_bytes() == b"precious\n"
+
+
+@pytest.mark.parametrize(("link", "command"), [
+    ("build", ("apply",)), ("dist", ("build",)), ("work", ("checkout",)),
+])
+def test_a_committed_link_for_an_output_directory_is_refused(one_patch: Demo, link: str,
+                                                            command: tuple[str, ...]) -> None:
+    outside = decoy(one_patch)
+    (one_patch.root / link).symlink_to(outside)
+    # a stale tree of a killed apply, as the sweep would find it: it must survive too
+    (outside / ".demo-1.0.patchtool-0000").mkdir()
+    (outside / ".demo-1.0.patchtool-0000" / "f").write_text("keep\n")
+    before = snapshot(outside)
+    code, out = run(one_patch, *command)
+    assert code == 1, out
+    error = out["errors"][0]
+    assert (error["file"], error["message"]) == (link, "is a symbolic link; patchtool writes only into real "
+                                                       f"directories beneath {one_patch.root}")
+    assert snapshot(outside) == before
+    assert sorted(p.name for p in outside.iterdir()) == [".demo-1.0.patchtool-0000", "keep", "x-1.0.tar.gz"]
+
+
+@pytest.mark.parametrize("target", ["patchset.toml", "patches/0001-greet.patch", "upstream-pins/demo-1.0.toml"])
+@pytest.mark.parametrize("command", [("scan", "--versions", "1.0", "--html"),
+                                     ("rebase", "--to", "1.0", "--dry-run", "--report")])
+def test_a_report_never_replaces_a_series_file(one_patch: Demo, command: tuple[str, ...], target: str) -> None:
+    before = snapshot(one_patch.root.parent)
+    code, out = run(one_patch, *command, target)
+    assert code == 2, out
+    assert out["errors"][0]["message"] == (f"{target} is {target} of the patch repository; a report never "
+                                           "replaces the series")
+    assert snapshot(one_patch.root.parent) == before
+
+
+def test_a_report_is_not_written_over_a_fifo_or_through_a_link(one_patch: Demo) -> None:
+    import os
+
+    outside = decoy(one_patch)
+    os.mkfifo(one_patch.root / "pipe.html")
+    (one_patch.root / "link.html").symlink_to(outside / "x-1.0.tar.gz")
+    before = snapshot(one_patch.root.parent)
+    for name, what in (("pipe.html", "a named pipe (FIFO), not a regular file"),
+                       ("link.html", "a symbolic link (it could lead outside the repository; patchtool follows none)")):
+        code, out = run(one_patch, "scan", "--versions", "1.0", "--html", name)
+        assert code == 2, out
+        assert out["errors"][0]["message"] == f"{name} is {what}; a report is written only to a regular file or a new one"
+    assert snapshot(one_patch.root.parent) == before
+
+
+def test_a_quilt_series_that_links_outside_is_not_read(one_patch: Demo, tmp_path: Path) -> None:
+    outside = decoy(one_patch)
+    (outside / "secret").write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "series").symlink_to(outside / "secret")
+    before = snapshot(one_patch.root.parent)
+    res = one_patch.run("import", str(quilt), "--json")
+    assert res.returncode == 1, res.stdout
+    assert "secret-hash" not in res.stdout + res.stderr and "Traceback" not in res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert (error["file"], error["message"]) == ("series", "is a symbolic link (it could lead outside the "
+                                                           "repository; patchtool follows none)")
+    assert snapshot(one_patch.root.parent) == before

@@ -1,0 +1,302 @@
+"""Data read as a git option, urls the repository may not choose, and downloads without end.
+
+A git pin's url that is an option (``--upload-pack=...``) runs nothing on any command; no git
+command line takes data before ``--end-of-options``; a repository's url is https unless the user
+allows local and plain-http ones (``PATCHTOOL_ALLOW_LOCAL_URLS=1``, ``--allow-local-urls``), and
+git itself is held to that; every download is capped (the pin's size, else a maximum), and a
+``file:`` URL reads only a regular file. Each refusal has its message and exit code and changes
+nothing on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Demo
+from patchtool import git as gitmod
+from patchtool.errors import GitError, UpstreamError
+from patchtool.git.command import Argv, Runner
+from patchtool.testing import git, sha256, snapshot
+from patchtool.upstream.index import Fetcher
+from patchtool.urls import ALLOW_LOCAL_ENV, SourceUrl
+
+PIN = "upstream-pins/demo-1.0.toml"
+HINT = f"if you trust this repository's urls, allow local and plain-http ones: {ALLOW_LOCAL_ENV}=1 or " \
+       "patchtool --allow-local-urls ..."
+
+
+def run(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    res = demo.run("--json", *args, env=env)
+    assert "Traceback" not in res.stderr, res.stderr
+    return res.returncode, json.loads(res.stdout)
+
+
+def script(tmp_path: Path) -> tuple[Path, Path]:
+    """An executable that leaves a marker when anything runs it: (script, marker)."""
+    marker = tmp_path / "ran"
+    path = tmp_path / "evil.sh"
+    path.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    path.chmod(0o755)
+    return path, marker
+
+
+def git_release(tmp_path: Path) -> tuple[Path, str]:
+    up = tmp_path / "up"
+    up.mkdir()
+    git(up, "init", "-q")
+    (up / "f.py").write_text("a = 1\n")
+    git(up, "add", "-A")
+    git(up, "commit", "-qm", "one")
+    git(up, "tag", "v1.0")
+    return up, git(up, "rev-parse", "HEAD").strip()
+
+
+def git_pin_text(url: str, commit: str) -> str:
+    return textwrap.dedent(f'''\
+        schema = 1
+        name = "demo"
+        version = "1.0"
+        use = "git"
+
+        [git]
+        url = "{url}"
+        tag = "v1.0"
+        commit = "{commit}"
+        ''')
+
+
+def unsafe_outside(demo: Demo) -> dict[str, bytes]:
+    return snapshot(demo.root, demo.cache, demo.root.parent / "work")
+
+
+# -- a url that is an option ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", [["status"], ["check"], ["scan", "--versions", "1.0"],
+                                     ["rebase", "--dry-run", "--to", "1.1"]])
+@pytest.mark.parametrize("spaced", [False, True])
+def test_git_pin_url_that_is_an_option_runs_nothing(one_patch: Demo, tmp_path: Path, command: list[str],
+                                                    spaced: bool) -> None:
+    evil, marker = script(tmp_path)
+    url = f"--upload-pack=touch {marker};" if spaced else f"--upload-pack={evil}"
+    (one_patch.root / PIN).write_text(git_pin_text(url, "a" * 40))
+    before = unsafe_outside(one_patch)
+    code, out = run(one_patch, *command)
+    assert not marker.exists()
+    assert unsafe_outside(one_patch) == before
+    assert code == 1, out
+    why = "contains a space or a control character" if spaced else "starts with '-' (git would read it as an option)"
+    assert [(e["file"], e["key"], e["message"]) for e in out["errors"]] == \
+        [(PIN, "git.url", f"{url!r} is not a git remote: it {why}")]
+
+
+def test_pin_add_with_a_git_url_that_is_an_option_runs_nothing(one_patch: Demo, tmp_path: Path) -> None:
+    evil, marker = script(tmp_path)
+    before = unsafe_outside(one_patch)
+    code, out = run(one_patch, "pin", "add", "--git", f"--upload-pack={evil}", "--tag", "v1.0")
+    assert not marker.exists() and unsafe_outside(one_patch) == before
+    assert code == 2
+    assert out["errors"][0]["message"] == (f"--git '--upload-pack={evil}': '--upload-pack={evil}' is not a git "
+                                           "remote: it starts with '-' (git would read it as an option)")
+
+
+def test_data_is_never_read_as_an_option(tmp_path: Path) -> None:
+    """Below the pin's validation, the git layer itself: a revision, a url or a path that starts
+    with a dash goes after --end-of-options (or is refused where git has none), so
+    ``--output=FILE`` writes no file and ``--upload-pack`` runs nothing."""
+    up, commit = git_release(tmp_path)
+    repo = gitmod.Repo(up / ".git")
+    target = tmp_path / "written"
+    with pytest.raises(GitError):
+        repo.commit_time(f"--output={target}")
+    with pytest.raises(GitError):
+        repo.rev_list(f"--output={target}", commit)
+    assert not target.exists()
+    evil, marker = script(tmp_path)
+    res = repo.git("fetch", args=[f"--upload-pack={evil}", "refs/tags/v1.0"], check=False)
+    assert res.returncode != 0 and not marker.exists()
+    assert not gitmod.ref_format_ok("--normalize")
+    with pytest.raises(GitError, match="refusing to run git reset with '--hard': it would be read as an option"):
+        Argv("reset", ("--quiet",), ("--hard",))
+    with pytest.raises(ValueError, match="data goes in args or paths"):
+        Runner().run("rev-parse", commit)
+
+
+# -- urls the repository may not choose -----------------------------------------------------------
+
+def without_permission(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """A command run with PATCHTOOL_ALLOW_LOCAL_URLS unset, as a user who allowed nothing."""
+    base = {k: v for k, v in os.environ.items() if k != ALLOW_LOCAL_ENV}
+    proc = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, capture_output=True, text=True,
+                          check=False, env={**base, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})})
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout) if "--json" in args else {"text": proc.stdout + proc.stderr}
+
+
+def nothing_fetched(demo: Demo, before: dict[str, bytes]) -> None:
+    """The project and the work tree unchanged, and the cache holding no object, ref or download."""
+    after = unsafe_outside(demo)
+    assert {k: v for k, v in after.items() if not k.startswith(str(demo.cache))} == \
+        {k: v for k, v in before.items() if not k.startswith(str(demo.cache))}
+    left = [Path(p).relative_to(demo.cache).as_posix() for p in after if p.startswith(str(demo.cache))]
+    assert all(p == "lock" or (p.startswith("upstream.git/") and not p.startswith(
+        ("upstream.git/objects/", "upstream.git/refs/"))) for p in left), left
+
+
+def test_plain_http_index_needs_the_users_permission(one_patch: Demo) -> None:
+    before = unsafe_outside(one_patch)
+    code, out = without_permission(one_patch, "--json", "status")
+    assert code == 4, out
+    (error,) = out["errors"]
+    page = f"{one_patch.index.url}/demo/"
+    assert (error["file"], error["key"], error["message"], error["hint"]) == (
+        PIN, "artifact.index", f"{page!r} is plain http; a repository may name only https urls, unless you allow "
+                               "local ones", HINT)
+    assert one_patch.index.requests == []
+    nothing_fetched(one_patch, before)
+    for allowed in (["--allow-local-urls", "status"], ["status", "--allow-local-urls"]):
+        code, out = without_permission(one_patch, *allowed)
+        assert code == 0, out
+
+
+@pytest.mark.parametrize("form", ["path", "file-url"])
+def test_local_git_remote_needs_the_users_permission(one_patch: Demo, tmp_path: Path, form: str) -> None:
+    up, commit = git_release(tmp_path)
+    url = str(up) if form == "path" else up.as_uri()
+    (one_patch.root / PIN).write_text(git_pin_text(url, commit))
+    before = unsafe_outside(one_patch)
+    code, out = without_permission(one_patch, "--json", "status")
+    nothing_fetched(one_patch, before)
+    assert code == 4
+    (error,) = out["errors"]
+    assert (error["key"], error["message"], error["hint"]) == (
+        "git.url", f"{url!r} is a local file; a repository may name only https urls, unless you allow local ones",
+        HINT)
+
+
+def test_git_itself_fetches_only_by_https_unless_allowed(tmp_path: Path) -> None:
+    """The backstop under ``permit``: every git runs with GIT_ALLOW_PROTOCOL=https, so a fetch
+    from a local repository fails in git even where patchtool's own check were forgotten."""
+    up, commit = git_release(tmp_path)
+    repo = gitmod.Repo.init_bare(tmp_path / "c.git")
+    res = repo.git("fetch", "--quiet", args=[str(up), "refs/tags/v1.0"], check=False)
+    assert res.returncode != 0 and "transport 'file' not allowed" in res.stderr
+    repo.fetch(SourceUrl.parse(str(up), git=True), "+refs/tags/v1.0:refs/t", allow_local=True)
+    assert repo.resolve("refs/t") == commit
+
+
+def test_a_file_url_is_no_content_oracle(one_patch: Demo, tmp_path: Path) -> None:
+    """``url = "file:///etc/passwd"`` used to download the file and print its sha256 in the hash
+    mismatch. Without the user's permission nothing is read; with it, the mismatch is an error
+    that names the pin's hash, never one of the file's own."""
+    secret = tmp_path / "secret"
+    secret.write_text("root:password-hash\n")
+    pin = one_patch.root / PIN
+    pin.write_text(pin.read_text().replace("prefix = ", f'url = "{secret.as_uri()}"\nprefix = '))
+    code, out = without_permission(one_patch, "--json", "status")
+    assert code == 4 and out["errors"][0]["key"] == "artifact.url"
+    assert "is a local file" in out["errors"][0]["message"]
+    assert sha256(secret) not in json.dumps(out)
+    assert not (one_patch.cache / "downloads").exists() or not any((one_patch.cache / "downloads").rglob("*secret*"))
+
+
+def test_an_index_link_to_a_local_file_is_refused(one_patch: Demo, tmp_path: Path) -> None:
+    """The index is the user's own (PATCHTOOL_INDEX_URL), so its plain http is theirs to allow; a
+    link on its page is the index's, not the user's, and file: there is refused."""
+    secret = tmp_path / "secret"
+    secret.write_text("private\n")
+    one_patch.index.hrefs[one_patch.wheel.name] = secret.as_uri()
+    code, out = without_permission(one_patch, "--json", "status", env={"PATCHTOOL_INDEX_URL": one_patch.index.url})
+    assert code == 4
+    (error,) = out["errors"]
+    assert (error["file"], error["key"]) == (f"the index page {one_patch.index.url}/demo/", "href")
+    assert error["message"].startswith(f"{secret.as_uri()!r} is a local file")
+    assert sha256(secret) not in json.dumps(out)
+
+
+# -- downloads without end --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_a_file_url_reads_only_a_regular_file(one_patch: Demo, tmp_path: Path, kind: str) -> None:
+    """``file:///dev/zero`` with size = 100 wrote 2 GB; a FIFO hung forever."""
+    if kind == "fifo":
+        target = tmp_path / "pipe"
+        os.mkfifo(target)
+    else:
+        target = Path("/dev/zero")
+    pin = one_patch.root / PIN
+    pin.write_text(pin.read_text().replace("prefix = ", f'url = "{target.as_uri()}"\nsize = 100\nprefix = '))
+    before = snapshot(one_patch.root)
+    code, out = run(one_patch, "status")
+    assert code == 4
+    what = "a named pipe (FIFO)" if kind == "fifo" else "a device"
+    assert out["errors"][0]["message"] == f"{target}: {target.as_uri()} is {what}, not a regular file; refusing to read it"
+    assert snapshot(one_patch.root) == before
+    downloads = one_patch.cache / "downloads"
+    assert not downloads.exists() or not [p for p in downloads.rglob("*") if p.is_file()]
+
+
+def test_an_endless_body_is_cut_at_the_pins_size(one_patch: Demo) -> None:
+    one_patch.index.endless.add(one_patch.wheel.name)
+    pin = one_patch.root / PIN
+    pin.write_text(pin.read_text().replace("prefix = ", "size = 1000\nprefix = "))
+    code, out = run(one_patch, "status")
+    assert code == 4
+    url = f"{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}"
+    assert out["errors"][0]["message"] == f"{url} sends more than the 1000 bytes patchtool takes from it; refusing it"
+    downloads = one_patch.cache / "downloads"
+    assert not [p for p in downloads.rglob("*") if p.is_file()]
+    assert len([r for r in one_patch.index.requests if r.startswith("/files/")]) == 1  # refused, not retried
+
+
+def test_an_endless_body_without_a_pinned_size_stops_at_the_maximum(one_patch: Demo, tmp_path: Path) -> None:
+    one_patch.index.endless.add(one_patch.wheel.name)
+    url = SourceUrl.parse(f"{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}")
+    dest = tmp_path / "dl" / one_patch.wheel.name
+    dest.parent.mkdir()
+    with pytest.raises(UpstreamError) as exc:
+        Fetcher(attempts=1, max_artifact=1 << 20).download(url, dest, size=None)
+    assert exc.value.message == f"{url} sends more than the {1 << 20} bytes patchtool takes from it; refusing it"
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_an_endless_index_page_stops_at_the_maximum(one_patch: Demo) -> None:
+    one_patch.index.endless_page = True
+    page = SourceUrl.parse(f"{one_patch.index.url}/demo/")
+    with pytest.raises(UpstreamError) as exc:
+        Fetcher(attempts=1, max_page=1 << 20).json(page)
+    assert exc.value.message == f"{page} sends more than the {1 << 20} bytes patchtool takes from it; refusing it"
+
+
+def test_pin_add_with_the_users_own_local_remote_needs_no_permission(one_patch: Demo, tmp_path: Path) -> None:
+    """The user typed the path: it is theirs, not the repository's, so git may fetch it. The pin
+    it writes is the repository's from then on, and using that needs the permission."""
+    up, commit = git_release(tmp_path)
+    git(up, "tag", "v1.1")
+    code, out = without_permission(one_patch, "--json", "pin", "add", "--git", str(up), "--tag", "v1.1")
+    assert code == 0, out
+    pin = (one_patch.root / "upstream-pins" / "demo-1.1.toml").read_text()
+    assert f'url = "{up}"' in pin and f'commit = "{commit}"' in pin
+
+
+@pytest.mark.parametrize(("location", "why"), [
+    ("file:///etc/passwd", "redirects to the local file 'file:///etc/passwd'; refusing it"),
+    ("ftp://127.0.0.1:1/demo.whl", "redirects to 'ftp://127.0.0.1:1/demo.whl': 'ftp://127.0.0.1:1/demo.whl' is not "
+                                   "an https URL (nor http, file:); refusing it"),
+])
+def test_a_download_follows_no_redirect_to_another_protocol(one_patch: Demo, location: str, why: str) -> None:
+    """urllib's own opener follows https to ftp; patchtool's follows http(s) alone, and https to
+    plain http only where the user allows it."""
+    one_patch.index.redirects[one_patch.wheel.name] = location
+    code, out = run(one_patch, "status")
+    assert code == 4
+    url = f"{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}"
+    assert out["errors"][0]["message"] == f"{url} {why}"
+    assert len([r for r in one_patch.index.requests if r.startswith("/files/")]) == 1  # refused, not retried

@@ -1,0 +1,73 @@
+"""The one way patchtool reads a local file it was pointed at by name (``import FILE``, ``retread
+add --from-file FILE``, a ``file:`` URL the user allowed): a regular file, bounded in size.
+
+A device, a FIFO or a socket is refused before a byte is read (it is opened without blocking,
+so a FIFO with no writer cannot hang the command), and so is a file larger than its cap: a name
+such as ``/dev/zero`` or ``/dev/stdin`` makes the command fail with a message, never read
+forever or wait. Files inside the repository go through ``paths.read_inside``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from patchtool.errors import PatchtoolError, UsageError
+
+MAX_INPUT_BYTES = 64 << 20  # a patch, a series file or a registry entry: far more than any real one
+
+
+def _kind(mode: int) -> str | None:
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
+
+
+def open_named(path: Path, *, what: str, limit: int, error: type[PatchtoolError] = UsageError) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file of at most ``limit`` bytes; ``error``
+    naming ``what`` it should be otherwise (FileNotFoundError when there is none)."""
+    before = os.stat(path)
+    if (kind := _kind(before.st_mode)) is not None:
+        raise error(f"{path}: {what} is {kind}, not a regular file; refusing to read it", file=str(path),
+                    hint="name a regular file")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+            raise error(f"{path} was replaced while being opened; refusing it", file=str(path),
+                        hint="run the command again")
+        if now.st_size > limit:
+            raise error(f"{path}: {what} is {now.st_size} bytes, more than the {limit} patchtool reads",
+                        file=str(path), hint="is it the right file?")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_named(path: Path, *, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file ``path`` (``open_named``), never more than ``limit``."""
+    with open_named(path, what=what, limit=limit) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:  # it grew after it was opened
+        raise UsageError(f"{path}: {what} is more than the {limit} bytes patchtool reads", file=str(path))
+    return data
+
+
+def read_named_text(path: Path, *, what: str, limit: int = MAX_INPUT_BYTES) -> str:
+    """``read_named`` as UTF-8 text; a UsageError naming the file when it is not UTF-8."""
+    data = read_named(path, what=what, limit=limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: {what} is not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
+                         hint="save it as UTF-8") from None
