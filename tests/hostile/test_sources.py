@@ -382,7 +382,7 @@ class Answering:
      "the index gives '../../../../etc' as the sha256 of demo-1.1-py3-none-any.whl, which is not a sha256 hex "
      "digest; refusing it"),
     ({"files": [{"filename": "demo-1.1-py3-none-any.whl", "url": "x", "hashes": "nope"}]},
-     "demo 1.1 has no demo-1.1-py3-none-any.whl on the index"),
+     "the index gives no sha256 for demo-1.1-py3-none-any.whl; refusing an unverifiable file"),
     (["not", "a", "page"], "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page"),
     ({"files": "nope"}, "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page"),
 ])

@@ -13,13 +13,11 @@ import re
 from typing import Self
 
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     canonicalize_name,
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from patchtool import paths
 
@@ -105,7 +103,7 @@ def _parsed(filename: str) -> tuple[str, Version] | None:
             name, version = parse_sdist_filename(filename)
             if not _DISTRIBUTION.match(filename[:filename.rindex("-")]):
                 return None
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+    except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion, or digits int() refuses
         return None
     return name, version
 

@@ -120,6 +120,8 @@ class Index:
         self.fail_with: list[int] = []  # HTTP statuses to answer the next file downloads with
         self.requests: list[str] = []
         self.html = False  # serve project pages as PEP 503 HTML only, as a plain "simple" index does
+        self.hashes: Any = True  # list each file's sha256; else each file's "hashes" is this value ({}, None)
+        self.listed: dict[str, Any] = {}  # more fields of every file on the project page (a "size" ...)
         self.hrefs: dict[str, str] = {}  # file name -> the link the project page gives it (default /files/<name>)
         self.endless: set[str] = set()  # files sent as an endless body without a Content-Length
         self.endless_page = False  # the project page itself is an endless body without a Content-Length
@@ -149,12 +151,15 @@ class Index:
                     return
                 if m:
                     files = [{"filename": n, "url": index.hrefs.get(n, f"/files/{n}"),
-                              "hashes": {"sha256": sha256(p)}} for n, p in index.files.items()]
+                              "hashes": {"sha256": sha256(p)} if index.hashes is True else index.hashes,
+                              **index.listed} for n, p in index.files.items()]
                     if index.html:
                         kind = "text/html"
+                        fragment = {n: f"#sha256={sha256(p)}" if index.hashes is True else ""
+                                    for n, p in index.files.items()}
                         body = ("<!DOCTYPE html>\n<html><body>\n" + "".join(
-                            f'<a href="{index.hrefs.get(n, f"../../files/{n}")}#sha256={sha256(p)}">{n}</a><br/>\n'
-                            for n, p in index.files.items()) + "</body></html>\n").encode()
+                            f'<a href="{index.hrefs.get(n, f"../../files/{n}")}{fragment[n]}">{n}</a><br/>\n'
+                            for n in index.files) + "</body></html>\n").encode()
                     else:
                         kind = "application/vnd.pypi.simple.v1+json"
                         body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1),

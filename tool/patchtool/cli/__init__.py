@@ -12,6 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     _closed_streams_to_devnull()
+    _names_written_as_bytes()
     from patchtool.cli.app import main as run
     from patchtool.cli.runner import reader_gone
     from patchtool.errors import OutputLost
@@ -62,3 +63,14 @@ def _closed_streams_to_devnull() -> None:
     for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
         if getattr(sys, name) is None:
             setattr(sys, name, open(fd, mode, closefd=False))
+
+
+def _names_written_as_bytes() -> None:
+    """A file name that is not UTF-8 (held, as Python holds it, with surrogate escapes) is written
+    to stdout and stderr as its own bytes, as git writes it, whatever the locale's error handler."""
+    import io
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="surrogateescape")

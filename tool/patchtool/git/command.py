@@ -57,12 +57,45 @@ USER_IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "
 
 @functools.cache
 def _load() -> None:
-    """Import GitPython, once, when git is first run."""
+    """Import GitPython, once, when git is first run; the `git version` it runs on import is
+    isolated like every other git command (a broken ~/.gitconfig must not stop patchtool)."""
     try:
-        import git  # noqa: F401
-    except ImportError as exc:  # GitPython runs `git version` on import: no git is an ImportError too
-        raise GitError(f"git cannot be run through GitPython: {exc}",
-                       hint="install git and put it on PATH") from None
+        with _isolated_environ():
+            import git  # noqa: F401
+    except ImportError as exc:
+        raise _not_runnable(exc) from None
+
+
+@contextlib.contextmanager
+def _isolated_environ() -> Iterator[None]:
+    """``os.environ`` as an isolated git child sees it, for the duration: GitPython's own
+    `git version` takes its environment from ``os.environ`` and nothing else."""
+    inherited = [k for k in os.environ if k.startswith("GIT_") and not k.startswith("GIT_PYTHON_")]
+    saved = {k: os.environ.get(k) for k in (*inherited, *ISOLATION)}
+    for key in inherited:
+        del os.environ[key]
+    os.environ.update(ISOLATION)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _not_runnable(exc: ImportError) -> GitError:
+    """Why GitPython could not start, said as what failed: no git, or git's own words."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name == "git":
+        return GitError("GitPython is not installed", hint="install patchtool with its dependencies")
+    cause = exc.__cause__
+    status = getattr(cause, "status", None)
+    if status is None:  # GitPython found no git to run
+        return GitError("git is not installed or not on PATH", hint="install git and put it on PATH")
+    said = str(getattr(cause, "stderr", "")).strip().removeprefix("stderr: ").strip("'")
+    return GitError(f"git does not run: `git version` failed ({status}): {said}",
+                    hint="run `git version` to see it fail; fix or reinstall git")
 
 
 @functools.cache

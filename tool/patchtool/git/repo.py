@@ -349,10 +349,12 @@ class Repo:
                 os.unlink(name)
 
     def worktrees(self) -> list[WorktreeEntry]:
-        """The worktrees git knows of, the repository's own first."""
+        """The worktrees git knows of, the repository's own first. Read NUL-separated and decoded
+        as the file system's names are: a path git lists need not be UTF-8, nor free of newlines."""
+        raw = self._runner.run("worktree list", "--porcelain", "-z").stdout.decode("utf-8", "surrogateescape")
         out = []
-        for block in self.out("worktree list", "--porcelain").split("\n\n"):
-            fields = {key: value for key, _, value in (line.partition(" ") for line in block.splitlines())}
+        for block in raw.split("\0\0"):
+            fields = {key: value for key, _, value in (line.partition(" ") for line in block.split("\0"))}
             if "worktree" in fields:
                 out.append(WorktreeEntry(path=fields["worktree"], branch=fields.get("branch"),
                                          locked=fields.get("locked")))

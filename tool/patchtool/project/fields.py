@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 from patchtool.errors import InvalidInput, Problem
 from patchtool.paths import check_id, tree_path_problem
 from patchtool.project.patterns import PatternRefused
+from patchtool.versions import parse_specifier, parse_version
 
 T = TypeVar("T")
 
@@ -187,14 +188,14 @@ def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
 
 def _version(text: str) -> Version:
     try:
-        return Version(text)
+        return parse_version(text)
     except InvalidVersion:
         raise ValueError(f"{text!r} is not a PEP 440 version") from None
 
 
 def _specifier(text: str) -> SpecifierSet:
     try:
-        return SpecifierSet(text)
+        return parse_specifier(text)
     except InvalidSpecifier:
         raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.5.23,<0.5.24')") from None
 

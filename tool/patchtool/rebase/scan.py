@@ -11,12 +11,13 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from patchtool import progress
-from patchtool.errors import UsageError
+from patchtool.errors import UpstreamError, UsageError
 from patchtool.project.repository import Project
 from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.pins import Pin
 from patchtool.upstream.releases import pin_for_version
+from patchtool.versions import parse_version
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -53,10 +54,11 @@ def parse_versions(spec: str, available: list[Version]) -> list[Version]:
         low, high = bounds
         chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
         if not chosen:
-            raise UsageError(f"no release between {low} and {high} on the index")
+            raise UpstreamError(f"no release between {low} and {high} on the index",
+                                hint=_listed(available))
         return sorted(chosen)
     try:
-        listed = sorted(Version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
+        listed = sorted(parse_version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
     if not listed:
@@ -65,12 +67,19 @@ def parse_versions(spec: str, available: list[Version]) -> list[Version]:
     return listed
 
 
+def _listed(available: list[Version]) -> str:
+    """What the index does list, for a hint: its newest final releases."""
+    finals = [str(v) for v in available if not v.is_prerelease][-5:]
+    return f"the newest the index lists: {', '.join(finals)}" if finals else \
+        "the index lists no final release with the pin's wheel tags; check the pin's 'index' and 'distribution'"
+
+
 def version_range(spec: str) -> tuple[Version, Version] | None:
     """(low, high) of a range 'LOW..HIGH', None for a list; UsageError for a bad or reversed one."""
     if ".." not in spec:
         return None
     try:
-        low, high = (Version(v.strip().lstrip("v")) for v in spec.split("..", 1))
+        low, high = (parse_version(v.strip().lstrip("v")) for v in spec.split("..", 1))
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
     if low > high:
@@ -90,7 +99,7 @@ def available_versions(pin: Pin, cache: Cache) -> list[Version]:
         m = re.match(rf"^{re.escape(art.filename.split('-', 1)[0])}-([^-]+)-(.+)\.whl$", name)
         if m and m.group(2) == tags:
             try:
-                out.add(Version(m.group(1)))
+                out.add(parse_version(m.group(1)))
             except InvalidVersion:
                 continue
     return sorted(out)
@@ -100,7 +109,8 @@ def newest(pin: Pin, cache: Cache, count: int) -> list[Version]:
     """The ``count`` newest final releases on the index (the same wheel tags as the pin)."""
     released = [v for v in available_versions(pin, cache) if not v.is_prerelease]
     if not released:
-        raise UsageError(f"no release of {pin.upstream} with the pin's wheel tags on the index")
+        raise UpstreamError(f"no release of {pin.upstream} with the pin's wheel tags on the index",
+                            hint=_listed(available_versions(pin, cache)))
     return released[-count:]
 
 

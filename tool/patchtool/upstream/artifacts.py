@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
+from patchtool.versions import parse_version
 
 if TYPE_CHECKING:
     from patchtool.upstream.pins import Artifact
@@ -182,6 +183,6 @@ def metadata_version(path: Path, art: Artifact) -> Version | None:
                 raw = fh.read() if fh else b""
     version = HeaderParser().parsestr(raw.decode("utf-8", "replace")).get("Version")
     try:
-        return Version(version) if version else None
+        return parse_version(version) if version else None
     except InvalidVersion:
         return None

@@ -324,9 +324,10 @@ class PackageIndex:
                                 hint="check the pin's 'index'")
         out = []
         for entry in files:
-            if not isinstance(entry, dict) or not isinstance(entry.get("hashes", {}), dict):
+            if not isinstance(entry, dict):
                 continue
-            entry = dict(entry)
+            hashes = entry.get("hashes")  # not a table: the file is listed with no hash, and so refused
+            entry = {**entry, "hashes": hashes if isinstance(hashes, dict) else {}}
             try:
                 entry["url"] = base.join(str(entry.get("url", "")), file=f"the index page {base}")
             except ValueError as exc:

@@ -23,6 +23,7 @@ from patchtool.names import ArtifactFilename, Distribution, PinName, TreePrefix,
 from patchtool.project.fields import Fields, load_toml, raise_if
 from patchtool.upstream.index import DEFAULT_INDEX
 from patchtool.urls import SourceUrl
+from patchtool.versions import parse_version
 
 PINS_DIR = "upstream-pins"
 PYPI = SourceUrl.parse(DEFAULT_INDEX)
@@ -117,7 +118,7 @@ class Artifact:
 
 def _version(text: str) -> Version:
     try:
-        return Version(text)
+        return parse_version(text)
     except InvalidVersion:
         raise ValueError(f"{text!r} is not a PEP 440 version") from None
 

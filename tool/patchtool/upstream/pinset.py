@@ -25,6 +25,7 @@ from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path
 from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releases import pin_for_version
 from patchtool.urls import SourceUrl
+from patchtool.versions import parse_version
 
 _TAG_VERSION = re.compile(r"^v?(\d[\w.+!-]*)$")
 
@@ -81,9 +82,16 @@ def list_pins(project: Project, cache: Cache) -> list[PinInfo]:
 def _tag_version(tag: str) -> Version:
     m = _TAG_VERSION.match(tag)
     try:
-        return Version(m.group(1) if m else tag)
+        return parse_version(m.group(1) if m else tag)
     except InvalidVersion:
         raise UsageError(f"tag {tag!r} names no version", hint="give --version V with it") from None
+
+
+def _given_version(version: str) -> Version:
+    try:
+        return parse_version(version.removeprefix("v"))
+    except InvalidVersion:
+        raise UsageError(f"{version!r} is not a version", hint="e.g. 0.5.22") from None
 
 
 def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str | None = None,
@@ -97,10 +105,7 @@ def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str
         return _git_pin(template, cache, git_url, tag, version)
     if version is None:
         raise UsageError("give the version to pin (e.g. 0.5.22), or --git URL --tag T")
-    try:
-        wanted = Version(version.removeprefix("v"))
-    except InvalidVersion:
-        raise UsageError(f"{version!r} is not a version", hint="e.g. 0.5.22") from None
+    wanted = _given_version(version)
     if template.artifact is None:
         raise UsageError(f"the active pin {template.name} has no [artifact] to find releases on an index by",
                          hint="pin a git tag instead: --git URL --tag T")
@@ -113,7 +118,7 @@ def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | N
     except ValueError as exc:
         raise UsageError(f"--git {given!r}: {exc}",
                          hint="give the remote's https URL, or a local repository's path") from None
-    pinned = Version(version.removeprefix("v")) if version else _tag_version(tag)
+    pinned = _given_version(version) if version else _tag_version(tag)
     fetched = fetch_ref(url, tag)
     if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")

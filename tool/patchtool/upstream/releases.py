@@ -14,6 +14,7 @@ from patchtool.names import ArtifactFilename
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin, release_pin_name
 from patchtool.upstream.refnames import fetch_ref
+from patchtool.versions import parse_version
 
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
@@ -51,13 +52,18 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
                                 hint=f"files for {version}: {', '.join(same) or 'none'}")
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
-            raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file")
+            raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file",
+                                hint="patchtool takes a release file only by its sha256: use an index that lists it, "
+                                     "as PEP 691 `hashes` or a PEP 503 `#sha256=` link, or pin the git tag with "
+                                     "`pin add --git URL --tag T`")
         if not isinstance(sha, str) or not SHA256_HEX.match(sha):
             raise UpstreamError(f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 "
                                 "hex digest; refusing it", hint="check the pin's 'index'")
         listed_size = entry.get("size")
+        if type(listed_size) is not int or not 0 < listed_size < 2**63:  # no bool, nothing TOML cannot hold
+            listed_size = None
         new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, url=None, tree=None,
-                                      size=listed_size if isinstance(listed_size, int) and listed_size > 0 else None)
+                                      size=listed_size)
         git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
         return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
                    use="artifact")
@@ -82,7 +88,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
     m = _VERSION_TARGET.match(target)
     if m:
         try:
-            version = Version(m.group(1))
+            version = parse_version(m.group(1))
         except InvalidVersion:
             raise UsageError(f"{target!r} is not a version") from None
         return pin_for_version(pin, version, cache=cache)

@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 from patchtool import fsroot, progress
 from patchtool.errors import BuildError, UpstreamError, UsageError
 from patchtool.upstream.artifacts import damaged_as_error
+from patchtool.versions import parse_version
 from patchtool.wheel import versionfile
 from patchtool.wheel.archive import ArchiveWriter, Digest, safe_members
 from patchtool.wheel.provenance import DIST_INFO_FILE, Provenance
@@ -131,7 +132,7 @@ class _Layout:
 
 def _version(text: str) -> Version | None:
     try:
-        return Version(text)
+        return parse_version(text)
     except InvalidVersion:
         return None
 
