@@ -170,3 +170,26 @@ def test_one_tag_from_two_urls_gives_each_project_its_own(demo: Demo, tmp_path: 
     assert all("v1.0" not in r.split()[0] for r in refs)  # the tag, a stranger's text, names no ref
     assert tree(a, tmp_path / "ta") == {"demo/__init__.py": "A = 1\n"}
     assert tree(b, tmp_path / "tb") == {"demo/__init__.py": "B = 1\n"}
+
+
+def test_another_projects_import_never_answers_for_this_projects_index(one_patch: Demo, tmp_path: Path) -> None:
+    """A stranger's project on the same cache imports its own ``demo 1.1`` (from its own index): a
+    ``pin add 1.1`` here asks this project's index, which has no 1.1, and pins nothing; it used to
+    take the stranger's file and sha256 from the cache without asking."""
+    (tmp_path / "stranger").mkdir()
+    wheel = make_wheel(tmp_path / "stranger" / "demo-1.1-py3-none-any.whl", "demo", "1.1",
+                       {**UPSTREAM_FILES, "demo/planted.py": "PLANTED = 1\n"})
+    index = Index(tmp_path / "stranger")
+    index.add(wheel)
+    with index.serve():
+        pin = demo_pin(index, wheel).replace('version = "1.0"', 'version = "1.1"')
+        stranger = project(one_patch, "stranger-project", "demo-1.1", pin)
+        res = stranger.run("status", "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+    assert f"demo-1.1-{sha256(wheel)[:12]}" in tags(one_patch)
+    before = snapshot(one_patch.root)
+    res = one_patch.run("pin", "add", "1.1", "--json")
+    assert res.returncode == 4, res.stdout + res.stderr
+    assert "demo 1.1 has no demo-1.1-py3-none-any.whl on the index" in res.stdout
+    assert snapshot(one_patch.root) == before
+    assert not (one_patch.root / "upstream-pins" / "demo-1.1.toml").exists()

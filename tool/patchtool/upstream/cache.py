@@ -27,16 +27,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from packaging.version import Version
-
 from patchtool import fsroot, git, progress
 from patchtool.errors import GitError, UpstreamError
-from patchtool.git import housekeeping
 from patchtool.project import lock
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
 from patchtool.upstream.pins import PINS_DIR, Artifact, Pin
-from patchtool.upstream.refnames import fetch_ref, git_ref, import_ref, imports_of
+from patchtool.upstream.refnames import fetch_ref, git_ref, import_ref
 from patchtool.urls import SourceUrl, allowed_by_environment
 
 
@@ -197,26 +194,6 @@ class Cache:
                 return None
             self._tags[ref] = found
         return self._tags[ref]
-
-    def imported(self, art: Artifact, version: Version, filename: str) -> tuple[str, int] | None:
-        """(sha256, size) of ``filename``, when the cache holds its import and the file itself:
-        what the index said when it was downloaded and verified. Release files on an index never
-        change, so a rebase or scan to a release already in the cache asks the index nothing.
-        Two imports of one file name (from two indexes) are no answer: the index is asked."""
-        if not (self.repo.git_dir / "HEAD").is_file():
-            return None
-        found = set()
-        for ref in housekeeping.refs(self.repo, imports_of(art.distribution, version)):
-            info = self._tag(ref)
-            record = ImportRecord.parse(info[2]) if info is not None else None
-            if record is None or record.filename != filename:
-                continue
-            if ref != import_ref(art.distribution, version, record.sha256):
-                continue  # a tag moved onto the import of another file: not this one
-            path = self.root / download_rel(record.sha256, filename)
-            if path.is_file():
-                found.add((record.sha256, path.stat().st_size))
-        return found.pop() if len(found) == 1 else None
 
     def holds(self, art: Artifact) -> bool:
         """Whether the cache holds the import of exactly this artifact and its file."""

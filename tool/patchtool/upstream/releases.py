@@ -36,14 +36,8 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         art = pin.artifact
         assert art is not None
         filename = sibling_filename(art, version)
-        known = cache.imported(art, version, filename)
-        if known is not None:  # imported earlier, from the file the index named then
-            sha, size = known
-            new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, size=size,
-                                          url=None, tree=None)
-            git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
-            return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
-                       use="artifact")
+        # always this pin's own index: an import in the shared cache may have been made from another
+        # project's index or url, and its sha256 is that project's word, not this index's
         listed = {e.get("filename"): e for e in cache.index.files(art)}
         entry = listed.get(filename)
         if entry is None:
