@@ -15,27 +15,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from patchtool.errors import PatchtoolError, UsageError
+from patchtool.paths import file_kind
 
 MAX_INPUT_BYTES = 64 << 20  # a patch, a series file or a registry entry: far more than any real one
-
-
-def _kind(mode: int) -> str | None:
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device"
 
 
 def open_named(path: Path, *, what: str, limit: int, error: type[PatchtoolError] = UsageError) -> BinaryIO:
     """``path`` opened for reading when it is a regular file of at most ``limit`` bytes; ``error``
     naming ``what`` it should be otherwise (FileNotFoundError when there is none)."""
     before = os.stat(path)
-    if (kind := _kind(before.st_mode)) is not None:
+    if (kind := file_kind(before.st_mode)) is not None:
         raise error(f"{path}: {what} is {kind}, not a regular file; refusing to read it", file=str(path),
                     hint="name a regular file")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)

@@ -89,19 +89,29 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def not_regular(mode: int) -> str | None:
-    """What a file of ``mode`` is, when it is not a regular file."""
+def file_kind(mode: int) -> str | None:
+    """What a file of ``mode`` is, when it is not a regular file: "a directory", "a device", ..."""
     if stat.S_ISREG(mode):
         return None
     if stat.S_ISLNK(mode):
-        return "a symbolic link (it could lead outside the repository; patchtool follows none)"
+        return "a symbolic link"
     if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO), not a regular file"
+        return "a named pipe (FIFO)"
     if stat.S_ISDIR(mode):
-        return "a directory, not a regular file"
+        return "a directory"
     if stat.S_ISSOCK(mode):
-        return "a socket, not a regular file"
-    return "a device, not a regular file"
+        return "a socket"
+    return "a device"
+
+
+def not_regular(mode: int) -> str | None:
+    """``file_kind`` said against reading it from a repository."""
+    kind = file_kind(mode)
+    if kind is None:
+        return None
+    if stat.S_ISLNK(mode):
+        return f"{kind} (it could lead outside the repository; patchtool follows none)"
+    return f"{kind}, not a regular file"
 
 
 def _unsafe(rel: str, why: str, hint: str = _READ_HINT) -> InvalidInput:
