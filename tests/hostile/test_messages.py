@@ -233,3 +233,43 @@ def test_a_version_past_ints_digits_on_the_command_line_is_a_usage_error(one_pat
     assert "is not a version" in res.stderr or "is neither a version" in res.stderr or \
         f"--versions: Invalid version: '{HUGE[:40]}'..." in res.stderr, res.stderr
     assert snapshot(one_patch.root) == before
+
+
+# -- values no parser should be asked to hold (found by an attack that had not read these tests) --------
+
+HUGE = "1" + "0" * 5000  # past int()'s 4300 digits: tomllib raises a bare ValueError
+DEEP = "[" * 5000 + "]" * 5000  # past the parser's recursion limit: RecursionError
+
+
+@pytest.mark.parametrize("where", ["schema", "nested", "pin-size"])
+def test_a_toml_value_past_the_parsers_limits_is_a_problem(one_patch: Demo, where: str) -> None:
+    manifest, pin = one_patch.root / "patchset.toml", one_patch.root / "upstream-pins" / "demo-1.0.toml"
+    if where == "schema":
+        manifest.write_text(manifest.read_text().replace("schema = 1", f"schema = {HUGE}", 1))
+        file = "patchset.toml"
+    elif where == "nested":
+        manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"', f'pin = "demo-1.0"\nx = {DEEP}', 1))
+        file = "patchset.toml"
+    else:
+        pin.write_text(pin.read_text().replace("[artifact]\n", f"[artifact]\nsize = {HUGE}\n", 1))
+        file = "upstream-pins/demo-1.0.toml"
+    before = snapshot(one_patch.root)
+    for command in ("check", "status"):
+        res = one_patch.run("--json", command)
+        assert res.returncode == 1, res.stdout + res.stderr
+        errors = json.loads(res.stdout)["errors"]
+        assert errors[0]["file"] == file and errors[0]["message"].startswith("not valid TOML: "), errors
+        assert "Traceback" not in res.stderr
+    assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize("state", [".patchtool/journal.json", ".patchtool/rebase/state.json"])
+def test_state_json_nested_past_the_parsers_limit_is_a_message(one_patch: Demo, state: str) -> None:
+    path = one_patch.root / state
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[" * 100000 + "]" * 100000)
+    before = snapshot(one_patch.root)
+    res = one_patch.run("--json", "recover" if "journal" in state else "status")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "nested too deeply to read" in json.loads(res.stdout)["errors"][0]["message"]
+    assert snapshot(one_patch.root) == before

@@ -9,10 +9,11 @@ forever or wait. Files inside the repository go through ``paths.read_inside``.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from patchtool.errors import PatchtoolError, UsageError
 from patchtool.paths import file_kind
@@ -60,3 +61,12 @@ def read_named_text(path: Path, *, what: str, limit: int = MAX_INPUT_BYTES) -> s
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: {what} is not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
                          hint="save it as UTF-8") from None
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads``, with nesting too deep for the parser (``[[[[...``: a RecursionError) raised
+    as the ValueError every other malformed document raises: a hostile file is a message."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None

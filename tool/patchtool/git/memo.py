@@ -21,6 +21,7 @@ from typing import Any
 from patchtool import fsroot
 from patchtool.errors import PatchtoolError
 from patchtool.git.odb import objects_exist
+from patchtool.inputs import loads_json
 
 NULL_SHA = "0" * 40
 
@@ -33,7 +34,7 @@ def recall(git_dir: Path, kind: str, key: str, *, names: Callable[[Any], Iterabl
     """What was remembered under ``kind``/``key``, or None. With ``names`` (the objects the answer
     names), None also when the answer cannot be read so or one of them is gone from the repository."""
     try:
-        value = json.loads(_path(git_dir, kind, key).read_text(encoding="utf-8"))
+        value = loads_json(_path(git_dir, kind, key).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if value is not None and names is not None:

@@ -176,6 +176,11 @@ def load_toml(text: str, *, file: str) -> dict[str, Any]:
         raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
             Problem(file=file, line=int(m.group(1)) if m else None, message=f"not valid TOML: {exc}",
                     code="toml", hint="fix the syntax at that line")]) from None
+    except (ValueError, RecursionError) as exc:  # an integer past int()'s 4300 digits; arrays nested too deep
+        why = "nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
+        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
+            Problem(file=file, message=f"not valid TOML: {why}", code="toml",
+                    hint="no real manifest, pin or registry holds such a value: remove it")]) from None
 
 
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:

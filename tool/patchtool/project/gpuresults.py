@@ -8,12 +8,12 @@ Parsing is pure (``ResultsFile.from_dict``); ``load_all`` is the one place that 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from patchtool.errors import InvalidInput, Problem
+from patchtool.inputs import loads_json
 from patchtool.paths import read_inside
 from patchtool.project.fields import Fields, raise_if
 from patchtool.project.verification import GpuCheck
@@ -100,7 +100,7 @@ def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = f"{RESULTS_DIR}/{path.name}"
         try:
-            data = json.loads(read_inside(root, rel).decode("utf-8"))
+            data = loads_json(read_inside(root, rel).decode("utf-8"))
         except FileNotFoundError:
             continue  # gone since the listing
         except (UnicodeDecodeError, ValueError) as exc:

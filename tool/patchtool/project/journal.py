@@ -26,6 +26,7 @@ from typing import Any
 
 from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput
+from patchtool.inputs import loads_json
 from patchtool.project import statedir
 
 JOURNAL = f"{statedir.STATE_DIR}/journal.json"
@@ -131,7 +132,7 @@ def recover(root: Path) -> list[str]:
             statedir.tidy(root)
         return []
     try:
-        data = json.loads(paths.read_inside(root, JOURNAL).decode("utf-8"))
+        data = loads_json(paths.read_inside(root, JOURNAL).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InvalidInput(f"the journal cannot be read ({exc}): an interrupted write cannot be finished",
                            file=JOURNAL,

@@ -21,6 +21,7 @@ from typing import Any
 
 from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput, UsageError
+from patchtool.inputs import loads_json
 from patchtool.project import statedir
 from patchtool.rebase.replay import PatchOutcome, Step
 from patchtool.rebase.textapply import MovedHunk
@@ -119,7 +120,7 @@ def load(root: Path) -> RebaseState | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = json.loads(paths.read_inside(root, STATE_FILE).decode("utf-8"))
+        data = loads_json(paths.read_inside(root, STATE_FILE).decode("utf-8"))
         return RebaseState.from_dict(data, root=root)
     except (OSError, UnicodeDecodeError, ValueError, InvalidInput) as exc:
         raise InvalidInput(f"the rebase state is not one patchtool wrote ({exc})", file=STATE_FILE,

@@ -28,6 +28,7 @@ from tomlkit.items import Table
 
 from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput, Problem, UsageError
+from patchtool.inputs import loads_json
 from patchtool.paths import id_problem
 from patchtool.project import statedir, tomlio
 from patchtool.project.fields import Fields
@@ -156,7 +157,7 @@ def load_pending(root: Path, ident: str) -> Metadata | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = loads_json(text)
         if not isinstance(data, dict) or data.pop("schema", None) != 1:
             raise ValueError("not a record of schema 1")
         meta = Metadata.from_dict(data)

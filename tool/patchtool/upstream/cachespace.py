@@ -21,6 +21,7 @@ from typing import Any
 
 from patchtool import fsroot, git
 from patchtool.errors import UsageError
+from patchtool.inputs import loads_json
 from patchtool.paths import tree_path_problem
 
 REFS = "refs/patchtool"
@@ -85,7 +86,7 @@ class CheckoutBranch:
     def load_record(self, repo: git.Repo) -> dict[str, Any] | None:
         """The series this checkout was made from (or last exported or refreshed to), or None."""
         try:
-            data = json.loads(self.record_path(repo).read_text(encoding="utf-8"))
+            data = loads_json(self.record_path(repo).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return data if _is_record(data) else None

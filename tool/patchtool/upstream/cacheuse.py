@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import re
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 from patchtool import fsroot
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.git import housekeeping
+from patchtool.inputs import loads_json
 from patchtool.upstream.artifacts import ImportRecord
 from patchtool.upstream.cache import Cache, download_rel
 from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
@@ -103,7 +103,7 @@ def _registered(cache: Cache) -> dict[str, Path]:
     records = cache.repo.git_dir / "patchtool" / "checkouts"
     for path in sorted(records.glob("*/*.json")) if records.is_dir() else []:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("root"), str):

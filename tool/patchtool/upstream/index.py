@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from packaging.utils import canonicalize_name
 
 from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
-from patchtool.inputs import open_named
+from patchtool.inputs import loads_json, open_named
 from patchtool.urls import SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
@@ -172,7 +171,7 @@ class Fetcher:
                 if kind in _HTML_TYPES:
                     return _html_page(body.decode("utf-8", "replace"))
                 try:
-                    return json.loads(body)
+                    return loads_json(body)
                 except ValueError:
                     if kind in _JSON_TYPES:
                         raise  # a broken answer: worth another try

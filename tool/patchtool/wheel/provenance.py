@@ -26,6 +26,7 @@ from packaging.version import Version
 
 from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
+from patchtool.inputs import loads_json
 from patchtool.project.fields import Fields, raise_if
 from patchtool.upstream.artifacts import damage, damaged_as_error
 from patchtool.upstream.pins import Pin
@@ -273,7 +274,7 @@ def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
 
 def _parse(raw: bytes, label: str) -> Provenance:
     try:
-        data = json.loads(raw)
+        data = loads_json(raw)
     except ValueError as exc:
         raise InvalidInput(f"{label} is not valid JSON: {exc}", file=label) from None
     if not isinstance(data, dict):
