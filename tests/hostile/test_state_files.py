@@ -44,6 +44,10 @@ def hostile_journals(victim: Path) -> list[dict[str, object]]:
          "remove_trees": []},
         {"schema": 1, "moves": [[".patchtool/staged/.git/hooks/post-checkout", ".git/hooks/post-checkout"]],
          "remove": [], "remove_trees": []},
+        # found by an attack: inside the repository, but no series file (code the user's tools run)
+        {"schema": 1, "moves": [[".patchtool/staged/.envrc", ".envrc"]], "remove": ["patchset.toml"],
+         "remove_trees": []},
+        {"schema": 1, "moves": [], "remove": ["noxfile.py"], "remove_trees": []},
     ]
 
 
@@ -55,11 +59,11 @@ def plant(root: Path, record: object, *, staged: dict[str, str] | None = None) -
         (root / ".patchtool" / "staged" / rel).write_text(text)
 
 
-@pytest.mark.parametrize("n", range(9))
+@pytest.mark.parametrize("n", range(11))
 def test_a_committed_journal_is_refused_and_deletes_nothing(one_patch: Demo, victim: Path, tmp_path: Path,
                                                            n: int) -> None:
     record = hostile_journals(victim)[n]
-    plant(one_patch.root, record, staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n"})
+    plant(one_patch.root, record, staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n", ".envrc": "touch pwned\n"})
     commit_all(one_patch.root)
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(one_patch.root), str(clone))
@@ -74,11 +78,11 @@ def test_a_committed_journal_is_refused_and_deletes_nothing(one_patch: Demo, vic
     assert snapshot(clone) == before and snapshot(victim) == outside
 
 
-@pytest.mark.parametrize("n", range(9))
+@pytest.mark.parametrize("n", range(11))
 def test_an_untracked_hostile_journal_is_refused_whole(one_patch: Demo, victim: Path, n: int) -> None:
     """Not committed (a tarball, a shared disk): the journal is still validated before any step."""
     record = hostile_journals(victim)[n]
-    plant(one_patch.root, record, staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n"})
+    plant(one_patch.root, record, staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n", ".envrc": "touch pwned\n"})
     before, outside = snapshot(one_patch.root), snapshot(victim)
     res = one_patch.run("recover", "--json")
     assert res.returncode == 1, res.stdout + res.stderr

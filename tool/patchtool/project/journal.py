@@ -10,7 +10,8 @@ rebase, export, import and drop all write through here.
 
 A journal is hostile input like every file in the repository: it is validated whole before any
 step is taken. It may only move files of its own staging (``.patchtool/staged/<dest>`` to
-``<dest>``), remove files inside the repository and remove trees inside ``.patchtool/``; every
+``<dest>``) onto series files (the manifest, patch files, pin files, the registry's ``.toml``),
+remove series files and remove trees inside ``.patchtool/``; every
 path resolves inside the root with no symbolic link leading out; and one that git tracks is
 refused (``statedir.refuse_tracked``), never acted on.
 """
@@ -89,6 +90,15 @@ def _check_dest(rel: str, bad: Any) -> None:
         raise bad(why)
     if rel == statedir.STATE_DIR or rel.startswith(f"{statedir.STATE_DIR}/"):
         raise bad(f"{rel!r} is inside {statedir.STATE_DIR}/")
+    if not _series_file(rel):
+        raise bad(f"{rel!r} is no series file (patchset.toml, patches/, upstream-pins/, a registry's .toml)")
+
+
+def _series_file(rel: str) -> bool:
+    """What a transaction writes or removes: the manifest, patch files, pin files and the
+    registry (a ``.toml`` the manifest names). Nothing else is a journal's to touch, whoever wrote
+    it: a journal in an unpacked archive (no git to say it was committed) plants no ``.envrc``."""
+    return rel == "patchset.toml" or rel.startswith(("patches/", "upstream-pins/")) or rel.endswith(".toml")
 
 
 def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
