@@ -83,6 +83,27 @@ def test_a_committed_link_for_an_output_directory_is_refused(one_patch: Demo, li
     assert sorted(p.name for p in outside.iterdir()) == [".demo-1.0.patchtool-0000", "keep", "x-1.0.tar.gz"]
 
 
+@pytest.mark.parametrize(("link", "command"), [
+    ("build", ("apply", "--into", "build/mytree")), ("dist", ("build", "--out", "dist/x")),
+    ("debian", ("export", "--quilt", "debian/patches")),
+])
+def test_an_output_named_inside_the_repository_follows_no_committed_link(one_patch: Demo, link: str,
+                                                                        command: tuple[str, ...]) -> None:
+    """Found by an attack: the default outputs refused a committed link, but a path the user typed
+    under it (``--into build/mytree``) was followed out of the repository."""
+    outside = decoy(one_patch)
+    (one_patch.root / link).symlink_to(outside)
+    before = snapshot(outside)
+    code, out = run(one_patch, *command)
+    assert code == 2, out
+    error = out["errors"][0]
+    assert error["file"] == link
+    assert error["message"] == (f"{command[-1]}: {link} is a symbolic link in the repository; patchtool writes "
+                                "nothing through one")
+    assert snapshot(outside) == before
+    assert sorted(p.name for p in outside.iterdir()) == ["keep", "x-1.0.tar.gz"]
+
+
 @pytest.mark.parametrize("target", ["patchset.toml", "patches/0001-greet.patch", "upstream-pins/demo-1.0.toml"])
 @pytest.mark.parametrize("command", [("scan", "--versions", "1.0", "--html"),
                                      ("rebase", "--to", "1.0", "--dry-run", "--report")])

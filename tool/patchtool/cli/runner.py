@@ -220,6 +220,33 @@ def _refused_outside(inv: Invocation, exc: OSError) -> AccessError | None:
              "patchtool, please report it (PATCHTOOL_LANDLOCK=0 turns the confinement off to debug)")
 
 
+def _outputs_follow_no_repository_link(inv: Invocation) -> None:
+    """An output the command line names inside the repository (``--into build/tree``) is reached
+    through no symbolic link there: a stranger's repository may commit ``build -> /anywhere``, and
+    the user who typed a path inside the repository meant the repository. Outside it, a path is
+    followed as the user named it."""
+    if not inv.outputs:
+        return
+    try:
+        root = Path(os.path.abspath(_located(inv)))
+    except PatchtoolError:
+        return
+    for output in inv.outputs:
+        target = Path(os.path.abspath(output))
+        if not target.is_relative_to(root) or target == root:
+            continue
+        here = root
+        for part in target.relative_to(root).parts:
+            here = here / part
+            if here.is_symlink():
+                rel = here.relative_to(root).as_posix()
+                raise UsageError(f"{output}: {rel} is a symbolic link in the repository; patchtool writes "
+                                 "nothing through one", file=rel,
+                                 hint="name an output outside the repository, or remove the link")
+            if not here.exists():
+                break
+
+
 def _output_tree(path: Path) -> Path | None:
     """Where writing ``path`` needs rights: the directory that holds it (a file is replaced through
     a temporary beside it, a tree staged beside it), the nearest one that exists. Something there
@@ -317,6 +344,7 @@ def execute(body: Callable[[], Shown]) -> int:
     style = Style(colour=not inv.as_json and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
                   and os.environ.get("TERM") != "dumb")
     try:
+        _outputs_follow_no_repository_link(inv)
         _confine(inv)
         with _progress_shown(inv.as_json):
             return _show(inv, body(), style)
