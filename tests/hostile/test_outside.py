@@ -145,3 +145,19 @@ def test_a_quilt_series_that_links_outside_is_not_read(one_patch: Demo, tmp_path
     assert (error["file"], error["message"]) == ("series", "is a symbolic link (it could lead outside the "
                                                            "repository; patchtool follows none)")
     assert snapshot(one_patch.root.parent) == before
+
+
+def test_a_committed_gpu_results_link_lists_nothing_outside(one_patch: Demo) -> None:
+    """Found by an attack: ``gpu-results -> /outside`` made check and status print the names of the
+    ``*.json`` files there."""
+    outside = decoy(one_patch)
+    (outside / "private-name.json").write_text("{}")
+    (one_patch.root / "gpu-results").symlink_to(outside)
+    for command in ("check", "status"):
+        res = one_patch.run(command, "--json")
+        assert "private-name" not in res.stdout + res.stderr, res.stdout
+        assert "Traceback" not in res.stderr
+    res = one_patch.run("check", "--json")
+    problems = json.loads(res.stdout)["data"]["problems"]
+    assert [p["message"] for p in problems if p.get("file") == "gpu-results"] == [
+        "is a symbolic link; patchtool reads results only from a real directory inside the repository"]

@@ -97,6 +97,10 @@ def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
     results: list[ResultsFile] = []
     problems: list[Problem] = []
     folder = root / RESULTS_DIR
+    if folder.is_symlink():  # listed, it would name files outside the repository
+        return [], [Problem(file=RESULTS_DIR, code="gpu-results", message="is a symbolic link; patchtool reads "
+                            "results only from a real directory inside the repository",
+                            hint=f"make {RESULTS_DIR}/ a directory of the results files")]
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = f"{RESULTS_DIR}/{path.name}"
         try:
