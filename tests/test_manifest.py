@@ -161,3 +161,15 @@ def test_real_manifest_round_trips() -> None:
 def test_evidence_values_are_numbers_or_strings() -> None:
     bad = ENTRY | {"evidence": [{"metric": "m", "source": "s", "before": True, "after": 1.5}]}
     assert any("patch[0].evidence[0].before: expected a number or a string" in e for e in errors(manifest(bad)))
+
+
+def test_names_that_become_paths_are_checked_types_where_the_manifest_is_read() -> None:
+    from patchtool.names import PatchId, RepoPath
+
+    m = Manifest.from_dict(manifest(ENTRY))
+    entry = m.patches[0]
+    assert type(entry.id) is PatchId and type(entry.file) is RepoPath
+    with pytest.raises(ValueError, match="escapes the tree"):
+        RepoPath("patches/../../x.patch")
+    with pytest.raises(ValueError, match="is not a valid id"):
+        PatchId("--upload-pack=x")

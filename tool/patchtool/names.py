@@ -122,3 +122,24 @@ class TreePrefix(str):
             if why is not None:
                 raise ValueError(why)
         return super().__new__(cls, text)
+
+
+class PatchId(PinName):
+    """A patch's id in the manifest (and a registry entry's id): it names branches, trailers and
+    the files an import writes."""
+
+    __slots__ = ()
+    what = "id"
+
+
+class RepoPath(str):
+    """A path inside the repository's tree that a file names (a patch file, the registry), by the
+    one validator's rules: no link, ``..`` or ``.git`` can be spelled."""
+
+    __slots__ = ()
+
+    def __new__(cls, text: str) -> Self:
+        why = paths.tree_path_problem(text)
+        if why is not None:
+            raise ValueError(f"{why}; name a file inside the tree")
+        return super().__new__(cls, text)

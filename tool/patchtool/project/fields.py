@@ -16,7 +16,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from patchtool.errors import InvalidInput, Problem
-from patchtool.paths import check_id, tree_path_problem
+from patchtool.names import PatchId, RepoPath
 from patchtool.project.patterns import PatternRefused
 from patchtool.versions import parse_specifier, parse_version
 
@@ -206,15 +206,12 @@ def _specifier(text: str) -> SpecifierSet:
 
 
 def _ident(text: str) -> str:
-    return check_id(text)
+    return PatchId(text)
 
 
 def _repo_path(text: str) -> str:
     """A path inside the tree, by the one validator's rules."""
-    why = tree_path_problem(text)
-    if why is not None:
-        raise ValueError(f"{why}; name a file inside the tree")
-    return text
+    return RepoPath(text)
 
 
 _HEADER_RE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"]+)\s*\]\]?")
