@@ -214,3 +214,14 @@ def patched_tree(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 
+
+
+def release_tag(cache: Path, distribution: str, version: str) -> str:
+    """The one import of ``distribution`` ``version`` in the cache at ``cache``: patchtool tags it
+    ``<dist>-<version>-<sha12>`` (upstream/refnames.py)."""
+    res = subprocess.run(["git", f"--git-dir={cache / 'upstream.git'}", "tag", "--list", f"{distribution}-{version}-*"],
+                         capture_output=True, text=True, check=True,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
+    tags = res.stdout.split()
+    assert len(tags) == 1, f"expected one import of {distribution} {version} in {cache}, found {tags}"
+    return tags[0]

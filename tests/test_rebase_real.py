@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from conftest import REPO
+from conftest import REPO, release_tag
 from patchtool.testing import leftover_state, snapshot
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.pins import load_pin
@@ -77,6 +77,11 @@ def upstream_git(cache: Path, *args: str) -> bytes:
                           env=env, check=True).stdout
 
 
+def release(cache: Path, version: str) -> str:
+    """The cache's import of sglang ``version``: its tag is ``sglang-<version>-<sha12>``."""
+    return release_tag(cache, "sglang", version)
+
+
 def scope_of(source: str, line: int) -> str:
     """The qualified name of the innermost def or class around ``line``, read with ast."""
     found = "<module>"
@@ -103,7 +108,7 @@ def landed(patch: Path, cache: Path, version: str, work: Path) -> list[tuple[str
     work.mkdir(parents=True)
     for path in re.findall(r"^\+\+\+ b/(.+)$", text, re.MULTILINE):
         (work / path).parent.mkdir(parents=True, exist_ok=True)
-        (work / path).write_bytes(upstream_git(cache, "cat-file", "blob", f"v{version}:{path}"))
+        (work / path).write_bytes(upstream_git(cache, "cat-file", "blob", f"{release(cache, version)}:{path}"))
     subprocess.run(["git", "apply", str(patch)], cwd=work, capture_output=True, check=True)
     out = []
     path, line = "", 0
@@ -174,7 +179,7 @@ def test_the_series_is_real_0_5_20_code(series: Path, real_cache: Path, releases
         "artifact"]["tree"]
 
     def blob(version: str, path: str) -> str:
-        return upstream_git(real_cache, "rev-parse", f"v{version}:{path}").decode().strip()
+        return upstream_git(real_cache, "rev-parse", f"{release(real_cache, version)}:{path}").decode().strip()
 
     # 0001's file never changes; 0005's post-image is upstream's file from 0.5.21 on
     assert len({blob(v, TRACKER) for v in VERSIONS}) == 1

@@ -370,13 +370,17 @@ QUOTED = [
 
 @pytest.mark.upstream
 def test_the_upstream_lines_the_registry_cites_say_what_it_quotes(real_cache: Path) -> None:
+    from conftest import release_tag
+
+    tag = release_tag(real_cache, "sglang", "0.5.23")
+
     def show(path: str) -> list[str]:
-        res = subprocess.run(["git", "--git-dir", str(real_cache / "upstream.git"), "show", f"v0.5.23:{path}"],
+        res = subprocess.run(["git", "--git-dir", str(real_cache / "upstream.git"), "show", f"{tag}:{path}"],
                              capture_output=True, text=True, check=True)
         return res.stdout.splitlines()
 
     names = subprocess.run(["git", "--git-dir", str(real_cache / "upstream.git"), "ls-tree", "-r", "--name-only",
-                            "v0.5.23"], capture_output=True, text=True, check=True).stdout.splitlines()
+                            tag], capture_output=True, text=True, check=True).stdout.splitlines()
     for path, line, text in QUOTED:
         assert text in show(path)[line - 1], (path, line, text)
     cited = [(e.id, m) for e in REGISTRY.entries

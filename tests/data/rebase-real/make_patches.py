@@ -85,7 +85,10 @@ def main(cache: Path, out: Path = HERE / "patches") -> list[Path]:
         scratch = Path(tmp) / "git"
         git(scratch, "init", "-q", "--bare")
         (scratch / "objects" / "info" / "alternates").write_text(f"{upstream / 'objects'}\n")
-        parent = git(upstream, "rev-parse", "v0.5.20^{commit}").strip()
+        tags = git(upstream, "tag", "--list", "sglang-0.5.20-*").split()  # the import: <dist>-<version>-<sha12>
+        if len(tags) != 1:
+            raise SystemExit(f"expected one import of sglang 0.5.20 in {upstream}, found {tags}")
+        parent = git(upstream, "rev-parse", f"{tags[0]}^{{commit}}").strip()
         index = Path(tmp) / "index"
         git(scratch, "read-tree", parent, index=index)
         for name, path, edits, subject, body in PATCHES:
