@@ -611,3 +611,43 @@ def test_scan_gives_each_version_what_a_dry_run_would_report(releases: Demo) -> 
     assert [(a["patch"], a["id"], a["ok"]) for a in data["failed_assumptions"]["1.1"]] == [
         ("limit", "cap-check", False)]
     assert data["revisit"] == {}  # no registry
+
+
+@pytest.mark.parametrize(("layout", "expected"), [
+    ({"pyproject.toml": '[project]\nname = "Demo"\nversion = "1.1.dev3"\n'}, "1.1.dev3"),
+    ({"src/demo/__init__.py": '"""demo"""\n__version__ = "1.1rc1"\n'}, "1.1rc1"),
+    ({"python/demo/version.py": '__version__ = "1.2"\n'}, "1.2"),
+    ({"demo/_version.py": "__version__ = 'not a version'\n"}, "1.0"),  # none stated: the pin's own
+])
+def test_a_commit_target_takes_the_version_its_own_tree_states(tmp_path: Path, layout: dict[str, str],
+                                                               expected: str) -> None:
+    """``rebase --to <commit>`` names the new pin by the version the commit's tree states, found
+    the way a Python project states one (pyproject, version.py, __init__.py), not only in SGLang's
+    ``python/sglang/version.py``; a version packaging cannot read is no version, not a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    write_tree(up, {"demo/core.py": "x = 1\n"})
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.0")
+    git(up, "tag", "v1.0")
+    v10 = git(up, "rev-parse", "HEAD").strip()
+    write_tree(up, layout)
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "next")
+    head = git(up, "rev-parse", "HEAD").strip()
+    root = tmp_path / "project"
+    (root / "upstream-pins").mkdir(parents=True)
+    (root / "upstream-pins" / "demo-1.0.toml").write_text(
+        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
+        f'commit = "{v10}"\n')
+    (root / "patchset.toml").write_text('schema = 1\npin = "demo-1.0"\n')
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache")}
+    res = subprocess.run([sys.executable, "-m", "patchtool", "rebase", "--to", head, "--dry-run", "--json",
+                          "--root", str(root)], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["data"]["new_pin"] == f"demo-{expected}-g{head[:12]}"

@@ -7,16 +7,18 @@ A table is as wide as the terminal up to 100 columns, and 100 columns where ther
 from __future__ import annotations
 
 import io
-import re
 import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from patchtool.cli.render import Style, problems_text, rebase_in_progress
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from patchtool.rebase.scan import ScanReport
     from patchtool.series.status import PatchStatus, StatusReport
 
@@ -35,9 +37,6 @@ def width() -> int:
 
 def draw(*parts: Any, style: Style) -> str:
     """``parts`` (rich renderables or plain strings), one after the other, as text ``width()`` wide."""
-    from rich.console import Console
-    from rich.text import Text
-
     out = io.StringIO()
     console = Console(file=out, width=width(), force_terminal=style.colour, no_color=not style.colour,
                       color_system="standard" if style.colour else None, highlight=False, emoji=False,
@@ -47,12 +46,9 @@ def draw(*parts: Any, style: Style) -> str:
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").split("\n"))
 
 
-def _table(*headers: str) -> Table:
-    from rich import box
-    from rich.table import Table
-
+def _table(*headers: str, padding: int = 1) -> Table:
     table = Table(box=box.ASCII2 if _ascii_only() else box.SIMPLE_HEAD, pad_edge=False, header_style="bold",
-                  show_edge=False)
+                  show_edge=False, padding=(0, padding))
     for header in headers:
         table.add_column(header, overflow="fold")
     return table
@@ -78,127 +74,85 @@ def gpu_summary(p: PatchStatus) -> tuple[str, str]:
 
 
 def status_table(report: StatusReport, style: Style) -> str:
-    """One row per patch; ``status --long`` has every file and GPU verification."""
-    headers = ("#", "patch", "kind", "upstream", "at pin", "files", "+/-", "GPU checks")
-    rows: list[tuple[Cell, ...]] = []
+    """One row per patch; ``status --long`` has every file and GPU verification. The GPU column
+    is there only when some patch has GPU checks: a fork without any is not told about GPUs."""
+    gpu_column = any(p.gpu_verification for p in report.patches)
+    headers = ("#", "patch", "kind", "upstream", "at pin", "files", "+/-") + ("GPU checks",) * gpu_column
+    table = _table(*headers)
     for i, p in enumerate(report.patches, 1):
-        gpu, colour = gpu_summary(p)
-        rows.append((str(i), (p.id, "bold"), p.kind, p.upstream,
-                     (p.applies, "green" if p.applies == "applied" else "red"),
-                     str(len(p.files)), f"+{p.added}/-{p.removed}", (gpu, colour)))
+        row: list[Text | str] = [str(i), Text(p.id, style="bold"), p.kind, p.upstream,
+                                 Text(p.applies, style="green" if p.applies == "applied" else "red"),
+                                 str(len(p.files)), f"+{p.added}/-{p.removed}"]
+        if gpu_column:
+            gpu, colour = gpu_summary(p)
+            row.append(Text(gpu, style=colour))
+        table.add_row(*row)
     head = (f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
             f"({report.source}, base {report.base[:12]}), {len(report.patches)} patch(es)")
     lines = [head]
     if report.rebase is not None:
         lines.append(rebase_in_progress(report, style))
     tail = [problems_text([p], style) + " (skipped)" for p in report.gpu_results_problems]
-    tail.append(style.dim("files and GPU verifications of each patch: `patchtool status --long`"))
-    return draw_table(lines, headers, rows, tail, style=style)
-
-
-Cell = str | tuple[str, str]  # plain text, or (text, rich style: one of ``_SGR``)
-
-
-def draw_table(before: list[str], headers: tuple[str, ...], rows: list[tuple[Cell, ...]], after: list[str], *,
-               style: Style) -> str:
-    """``draw(*before, table, *after)`` of a ``_table(*headers)`` holding ``rows``: the same text,
-    drawn without importing rich (about 30 ms of a `status`) when nothing needs rich's wrapping
-    or folding (printable ASCII that fits the width); by rich otherwise."""
-    fast = simple_draw(before, headers, rows, after, colour=style.colour, width=width(), ascii_only=_ascii_only())
-    if fast is not None:
-        return fast
-    from rich.text import Text
-
-    table = _table(*headers)
-    for row in rows:
-        table.add_row(*(c if isinstance(c, str) else Text(c[0], style=c[1]) for c in row))
-    return draw(*before, table, *after, style=style)
-
-
-_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33"}  # as rich writes them
-_FROM_ANSI = {"1": "1", "2": "2", "32": "32", "31;1": "1;31"}  # render.Style's codes, as rich rewrites them
-_ANSI = re.compile(r"\x1b\[([0-9;]*)m([^\x1b]*)\x1b\[0m")
-
-
-def _plain_line(line: str, colour: bool, width: int) -> str | None:
-    """One line of a string part as rich prints it (``Text.from_ansi``), or None if rich might
-    write it otherwise (another escape, a character that is not printable ASCII, too long)."""
-    out, visible, at = [], 0, 0
-    for m in [*_ANSI.finditer(line), None]:
-        text = line[at:m.start() if m else len(line)]
-        out.append(text)
-        visible += len(text)
-        if m is None:
-            break
-        if m.group(1) not in _FROM_ANSI or not m.group(2):
-            return None
-        visible += len(m.group(2))
-        out.append(f"\x1b[{_FROM_ANSI[m.group(1)]}m{m.group(2)}\x1b[0m" if colour else m.group(2))
-        at = m.end()
-    if visible > width or not _printable(_ANSI.sub(r"\2", line)):
-        return None
-    return "".join(out)
-
-
-def _printable(text: str) -> bool:
-    return text.isascii() and text.isprintable()
-
-
-def simple_draw(before: list[str], headers: tuple[str, ...], rows: list[tuple[Cell, ...]], after: list[str], *,
-                colour: bool, width: int, ascii_only: bool) -> str | None:
-    """What :func:`draw_table` draws, built by hand, or None where only rich can draw it."""
-    cells = [[(c, "") if isinstance(c, str) else c for c in row] for row in rows]
-    if any(len(row) != len(headers) or any(not t or not _printable(t) or (s and s not in _SGR) for t, s in row)
-           for row in cells) or not all(h and _printable(h) for h in headers):
-        return None
-    widths = [max([len(h), *(len(row[j][0]) for row in cells)]) for j, h in enumerate(headers)]
-    last = len(headers) - 1
-    divider = "|" if ascii_only else " "
-    if sum(widths) + 3 * last > width:
-        return None
-
-    def paint(text: str, sgr: str) -> str:
-        return f"\x1b[{sgr}m{text}\x1b[0m" if colour and sgr else text
-
-    def line(row: list[tuple[str, str]], pad_sgr: str) -> str:
-        parts = []
-        for j, (text, sgr) in enumerate(row):
-            pad = paint(" ", pad_sgr)
-            parts.append((pad if j else "") + paint(text.ljust(widths[j]), sgr) + (pad if j < last else ""))
-        return divider.join(parts)
-
-    rule = ("+" if ascii_only else "\u2500").join(("-" if ascii_only else "\u2500") * (w + (j > 0) + (j < last))
-                                                   for j, w in enumerate(widths))
-    out: list[str] = []
-    for part in before:
-        for text in part.split("\n"):
-            if (drawn := _plain_line(text, colour, width)) is None:
-                return None
-            out.append(drawn)
-    out += [line([(h, _SGR["bold"]) for h in headers], _SGR["bold"]), rule]
-    out += [line([(t, _SGR.get(s, "")) for t, s in row], "") for row in cells]
-    for part in after:
-        for text in part.split("\n"):
-            if (drawn := _plain_line(text, colour, width)) is None:
-                return None
-            out.append(drawn)
-    return "\n".join(x.rstrip() for x in "\n".join(out).rstrip("\n").split("\n"))
+    tail.append(style.dim("files and GPU verifications of each patch: `patchtool status --long`" if gpu_column
+                          else "the files of each patch: `patchtool status --long`"))
+    return draw(*lines, table, *tail, style=style)
 
 
 def _ascii_only() -> bool:
     return (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") != "utf8"
 
 
-def scan_table(report: ScanReport, style: Style) -> str:
-    """The patch x version matrix: each cell the outcome in a word, conflicts in red."""
-    from rich.text import Text
+_CODES = {"unchanged": "=", "shifted": "~", "3-way": "3", "upstream": "U", "partly": "P", "conflict": "X",
+          "gone": "G", "-": "-"}
 
-    table = _table("patch", *report.versions)
-    for p in report.patches:
-        cells = []
-        for v in report.versions:
-            outcome = report.matrix[p].get(v, "-")
-            word = _SHORT.get(outcome, outcome)
-            cells.append(Text(word, style="red" if word in ("conflict", "gone") else ""))
-        table.add_row(p, *cells)
-    return draw(f"series of {report.pin} against {', '.join(report.versions)}", table, style=style)
+
+def _fits(columns: list[list[str]]) -> bool:
+    """Whether columns of these cells (each column's header first) fit ``width()`` side by side,
+    one space of padding either side of each divider, as ``_table`` draws them."""
+    return sum(max(map(len, c)) for c in columns) + 3 * (len(columns) - 1) <= width()
+
+
+def scan_table(report: ScanReport, style: Style) -> str:
+    """The patch x version matrix: each cell the outcome in a word, conflicts in red.
+
+    One row per patch when the versions fit across; otherwise (a scan of many releases) one row
+    per version and a column per patch, numbered, with the numbers spelled out below; and where
+    even that is too wide, each outcome as one character, with its key."""
+    words = {p: [_SHORT.get(o := report.matrix[p].get(v, "-"), o) for v in report.versions] for p in report.patches}
+    title = f"series of {report.pin} against {', '.join(report.versions)}"
+
+    def cell(word: str, shown: str | None = None) -> Text:
+        return Text(shown or word, style="red" if word in ("conflict", "gone") else "")
+
+    across = [["patch", *report.patches]] + [[v, *(words[p][j] for p in report.patches)]
+                                             for j, v in enumerate(report.versions)]
+    if _fits(across):
+        table = _table("patch", *report.versions)
+        for p in report.patches:
+            table.add_row(p, *map(cell, words[p]))
+        return draw(title, table, style=style)
+    numbers = [str(i) for i in range(1, len(report.patches) + 1)]
+    down = [["version", *report.versions]] + [[n, *words[p]] for n, p in zip(numbers, report.patches, strict=True)]
+    key = [f"{n}: {p}" for n, p in zip(numbers, report.patches, strict=True)]
+    if _fits(down):
+        table = _table("version", *numbers)
+        for j, v in enumerate(report.versions):
+            table.add_row(v, *(cell(words[p][j]) for p in report.patches))
+        return draw(title, table, *key, style=style)
+    # a character a cell, one space between columns, as many tables as it takes
+    room = width() - max(map(len, down[0])) - 1
+    groups: list[list[int]] = [[]]
+    for i, n in enumerate(numbers):
+        if groups[-1] and sum(len(numbers[k]) + 1 for k in groups[-1]) + len(n) + 1 > room:
+            groups.append([])
+        groups[-1].append(i)
+    drawn: list[Table] = []
+    for group in groups:
+        table = _table("version", *(numbers[i] for i in group), padding=0)
+        for j, v in enumerate(report.versions):
+            table.add_row(v, *(cell(words[report.patches[i]][j], _CODES.get(words[report.patches[i]][j], "?"))
+                               for i in group))
+        drawn.append(table)
+    used = dict.fromkeys(w for p in report.patches for w in words[p])
+    key.append("  ".join(f"{_CODES.get(w, '?')} {w}" for w in used))
+    return draw(title, *drawn, *key, style=style)

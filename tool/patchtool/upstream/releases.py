@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tomllib
 
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git
@@ -93,17 +95,51 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         commit = cache.repo.resolve(target)
         if commit is None:
             with cache.locked():
-                cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local)
+                git.Repo.init_bare(cache.repo.git_dir)
+                try:
+                    cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local)
+                except GitError as exc:
+                    raise UpstreamError(f"could not fetch commit {target} from {pin.git.url}: {exc}") from None
             commit = cache.repo.resolve(target)
         if commit is None:
             raise UpstreamError(f"commit {target} is not in {pin.git.url}")
-        raw = cache.repo.cat_files(cache.repo.tree_of(commit), ["python/sglang/version.py"])
-        text = (raw.get("python/sglang/version.py") or b"").decode()
-        vm = re.search(r"__version__\s*=\s*[\"']([^\"']+)", text)
-        version = Version(vm.group(1)) if vm else pin.version
+        version = stated_version(cache, pin.upstream, commit) or pin.version
         return Pin(name=release_pin_name(pin.upstream, version, f"-g{commit[:12]}"), upstream=pin.upstream,
                    version=version,
                    git=GitSource(url=pin.git.url, tag=pin.git.tag, commit=commit), artifact=None, use="git")
     raise UsageError(f"{target!r} is neither a version, a tag (v0.5.23) nor a commit")
 
 
+
+
+def stated_version(cache: Cache, distribution: str, commit: str) -> Version | None:
+    """The version the tree at ``commit`` states for ``distribution``: a static ``version`` in a
+    ``pyproject.toml`` at the top or one directory down that names it, else ``__version__`` in the
+    package's ``version.py``/``__init__.py`` (at the top, under ``src/`` or one directory down);
+    None where the tree states none (a version computed at build time, say)."""
+    package = re.escape(canonicalize_name(distribution).replace("-", "_"))
+    where = re.compile(rf"(?:[^/]+/)?(?:src/)?{package}/(?:_?version|__init__)\.py|(?:[^/]+/)?pyproject\.toml")
+    tree = cache.repo.tree_of(commit)
+    paths = sorted((p for p in cache.repo.tree_paths(tree) if where.fullmatch(p)),
+                   key=lambda p: (not p.endswith(".toml"), p.count("/"), p.endswith("__init__.py"), p))
+    found = cache.repo.cat_files(tree, paths)
+    for path in paths:
+        text = (found.get(path) or b"").decode("utf-8", "replace")
+        if path.endswith(".toml"):
+            try:
+                project = tomllib.loads(text).get("project")
+            except tomllib.TOMLDecodeError:
+                continue
+            if not isinstance(project, dict) or not isinstance(project.get("name"), str) or \
+                    canonicalize_name(project["name"]) != canonicalize_name(distribution):
+                continue
+            stated = project.get("version")
+        else:
+            m = re.search(r"^__version__\s*=\s*[\"']([^\"'\n]+)[\"']", text, re.M)
+            stated = m.group(1) if m else None
+        if isinstance(stated, str):
+            try:
+                return parse_version(stated)
+            except InvalidVersion:
+                continue
+    return None

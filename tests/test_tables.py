@@ -1,0 +1,81 @@
+"""The tables ``status`` and ``scan`` draw (with rich): columns a fork needs, and a matrix that
+stays whole in 100 columns however many releases a scan covers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import Demo
+from patchtool.cli import tables
+from patchtool.cli.render import Style
+from patchtool.project.verification import GpuCheck
+from patchtool.rebase.scan import ScanReport
+from patchtool.series.apply import SeriesResult
+from patchtool.series.status import PatchStatus, StatusReport
+
+PLAIN = Style(False)
+
+
+def patch(pid: str, *, gpu: bool = False) -> PatchStatus:
+    checks = (GpuCheck(run="pytest tests/gpu/test_x.py", expect="passes"),) if gpu else ()
+    return PatchStatus(id=pid, kind="bugfix", upstream="pending", files=("pkg/a.py",), added=2, removed=1,
+                       applies="applied", gpu_verification=checks, gpu_evidence=((),) * len(checks))
+
+
+def status(*patches: PatchStatus) -> StatusReport:
+    return StatusReport(pin="pkg-1.0", upstream="pkg", version="1.0", base="0" * 40, source="artifact",
+                        patches=patches, series=SeriesResult(base="0" * 40, results=()))
+
+
+def header(text: str) -> str:
+    return next(line for line in text.splitlines() if line.lstrip().startswith("#"))
+
+
+def test_the_gpu_column_is_there_only_when_a_patch_has_gpu_checks() -> None:
+    without = tables.status_table(status(patch("0001-fix"), patch("0002-speed")), PLAIN)
+    assert "GPU" not in without
+    assert header(without).split() == ["#", "patch", "kind", "upstream", "at", "pin", "files", "+/-"]
+    assert without.splitlines()[-1] == "the files of each patch: `patchtool status --long`"
+    with_gpu = tables.status_table(status(patch("0001-fix"), patch("0002-speed", gpu=True)), PLAIN)
+    assert header(with_gpu).split()[-2:] == ["GPU", "checks"]
+    assert re.search(r"0002-speed .* 0/1 pass$", with_gpu, re.M)
+    assert re.search(r"0001-fix .* -$", with_gpu, re.M)
+
+
+def scan(versions: int, patches: int, pid: str = "0001-a-patch-with-a-long-descriptive-name") -> ScanReport:
+    vs = tuple(f"0.5.{13 + i}" for i in range(versions))
+    ids = tuple(f"{pid}-{n}" for n in range(patches))
+    outcomes = ["applied unchanged", "applied with shifted context", "merged by 3-way merge", "conflict"]
+    matrix = {p: {v: outcomes[(i + j) % 4] for j, v in enumerate(vs)} for i, p in enumerate(ids)}
+    return ScanReport(pin="sglang-0.5.12", versions=vs, patches=ids, matrix=matrix, details={}, shifted={})
+
+
+def cells(text: str, row_head: str) -> list[str]:
+    return next(line for line in text.splitlines() if line.startswith(row_head)).split()
+
+
+@pytest.mark.parametrize(("versions", "patches"), [(2, 3), (11, 5), (11, 23), (11, 60)])
+def test_the_scan_matrix_fits_100_columns_and_every_cell_is_whole(versions: int, patches: int) -> None:
+    report = scan(versions, patches)
+    text = tables.scan_table(report, PLAIN)
+    assert max(map(len, text.splitlines())) <= tables.WIDTH
+    if versions == 2:  # a row per patch, a word per release
+        assert cells(text, report.patches[1]) == [report.patches[1], "shifted", "3-way"]
+        return
+    # a row per release; a column per patch, numbered, its id spelled out below
+    assert "1: 0001-a-patch-with-a-long-descriptive-name-0" in text.splitlines()
+    row = cells(text, "0.5.14")  # the first table's row, when the patches take more than one
+    assert len(row) == 1 + min(patches, 33)
+    if patches == 5:
+        assert row[1:3] == ["shifted", "3-way"]
+    else:  # too many patches for words: a character each, with the key
+        assert row[1:5] == ["~", "3", "X", "="]
+        assert text.splitlines()[-1] == "= unchanged  ~ shifted  3 3-way  X conflict"
+
+
+def test_the_status_of_a_fork_without_gpu_checks_shows_no_gpu_column(one_patch: Demo) -> None:
+    out = one_patch.run("status")
+    assert out.returncode == 0, out.stderr
+    assert "GPU" not in out.stdout
