@@ -105,8 +105,8 @@ def test_shell_completion() -> None:
 
 
 def test_what_a_command_imports(one_patch: Demo) -> None:
-    """The start-up budget: no pydantic (typer's default conversion of option values), no rich
-    under --json nor for a status table rich is not needed for, and --version before any command module or workflow."""
+    """What each command loads: no pydantic (typer's default conversion of option values), no rich
+    under --json (the table is drawn by rich), and --version before any command module or workflow."""
     probe = ("import sys; from patchtool.cli import main; code = main(sys.argv[1:]); "
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'rich'}), "
              "'patchtool.project' in sys.modules, 'patchtool.cli.core' in sys.modules, file=sys.stderr)")
@@ -119,7 +119,7 @@ def test_what_a_command_imports(one_patch: Demo) -> None:
 
     assert loaded("--version") == "[] False False"
     assert loaded("status", "--json", "--pin", "demo-1.0") == "[] True True"
-    assert loaded("status") == "[] True True"  # the table, drawn by hand where rich would draw the same
+    assert loaded("status") == "['rich'] True True"
 
 
 def test_the_table_of_commands_names_each_command_where_it_is() -> None:

@@ -210,9 +210,12 @@ def test_scan_matrix_within_100_columns(releases: Demo) -> None:  # noqa: F811
     res = releases.run("scan", "--versions", "1.0,1.1")
     assert res.returncode == 5, res.stderr  # bye conflicts at 1.1
     assert max(len(line) for line in res.stdout.splitlines()) <= 100, res.stdout
-    row = next(line for line in res.stdout.splitlines() if line.startswith("extra"))
-    assert row.split() == ["extra", "unchanged", "unchanged"]
-    assert "conflict" in res.stdout and "series of demo-1.0 against 1.0, 1.1" in res.stdout
+    lines = res.stdout.splitlines()
+    # the long id does not fit beside the releases: a row per release, a numbered column per patch
+    assert next(line for line in lines if line.startswith("1.0 ")).split() == ["1.0", "unchanged", "unchanged"]
+    assert next(line for line in lines if line.startswith("1.1 ")).split() == ["1.1", "unchanged", "conflict"]
+    assert "1: extra" in lines and f"2: {LONG}" in lines
+    assert "series of demo-1.0 against 1.0, 1.1" in res.stdout
 
 
 def test_gpu_summary() -> None:
