@@ -104,7 +104,7 @@ def read_sources(paths: list[Path], url: str | None, who: Authorship | None = No
         out += _read_file(str(path), path.name, text, url, who)
     if series is not None:
         if not os.path.lexists(series):
-            raise UsageError(f"{series} does not exist", file=str(series))
+            raise UsageError(f"{series} does not exist")
         out += _read_series(series.parent, series.name, who)
     return out
 
