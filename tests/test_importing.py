@@ -3,6 +3,7 @@ diffs, and whose name a patch without an author gets. Core level, on real reposi
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from patchtool.errors import UsageError
 from patchtool.project.repository import Project
 from patchtool.series import editing, importing
 from patchtool.series.importing import dep3_fields
-from patchtool.testing import git, write_tree
+from patchtool.testing import git, snapshot, write_tree
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.pins import load_pin
 
@@ -178,8 +179,8 @@ def test_a_directory_without_a_series_names_both_places(demo: Demo, tmp_path: Pa
 
 # -- plain diffs and authors -----------------------------------------------------------------------
 
-def test_a_plain_diff_needs_a_subject_and_is_yours_unless_an_author_is_given(demo: Demo, tmp_path: Path,
-                                                                            me: None) -> None:
+def test_a_plain_diff_is_named_by_its_file_and_is_yours_unless_an_author_is_given(demo: Demo, tmp_path: Path,
+                                                                                 me: None) -> None:
     demo.write_manifest()
     git(demo.work, "checkout", "-q", "upstream")
     edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(demo.work)
@@ -187,8 +188,6 @@ def test_a_plain_diff_needs_a_subject_and_is_yours_unless_an_author_is_given(dem
     diff.write_text(git(demo.work, "diff"))
     git(demo.work, "checkout", "-q", "--", ".")
     project, cache = Project.load(demo.root), Cache(demo.cache)
-    with pytest.raises(UsageError, match="ciao.diff is a plain diff: it has no author or subject of its own"):
-        importing.import_patches(project, cache, [diff])
     with pytest.raises(UsageError, match="author 'maria' is not 'Name <email>'"):
         importing.import_patches(project, cache, [diff], author="maria", subject="core: ciao")
     (row,) = importing.import_patches(project, cache, [diff], author="Maria Rossi <maria@example.org>",
@@ -223,3 +222,121 @@ def test_a_quilt_patch_without_a_header_is_yours_unless_an_author_is_given(demo:
     fork = empty_project(other, demo.root)
     (row,) = importing.import_patches(fork, Cache(demo.cache), [quilt], author="Quilt Person <q@example.org>").added
     assert "From: Quilt Person <q@example.org>\n" in added_text(other, row)
+
+
+# -- a whole series at once: a quilt series file, its order, comments and strip levels -------------
+
+def test_a_series_file_imports_in_its_order_with_each_patchs_own_names(demo: Demo, tmp_path: Path) -> None:
+    """A series file as real ones are (here: one like a conda-forge feedstock's): comments, a -p0
+    patch, a plain diff with no header (named by its file), a DEP-3 header and a mail header."""
+    demo.write_manifest()
+    series = tmp_path / "recipe" / "patches"
+    series.mkdir(parents=True)
+    (series / "series").write_text(
+        "# carried since 1.0\n"
+        "0001-util-returns-two.patch -p0   # made with diff -u in the tree\n"
+        "\n"
+        "0002-farewell_ciao.diff\n"
+        "dep3.patch -p1\n"
+        "mail.patch -pab\n")
+    (series / "0001-util-returns-two.patch").write_text(
+        "--- python/demo/util.py.orig\t2021-08-14 01:44:55.000000000 -0700\n"
+        "+++ python/demo/util.py\t2021-08-14 01:45:10.000000000 -0700\n"
+        "@@ -1,2 +1,2 @@\n def helper():\n-    return 1\n+    return 2\n")
+    (series / "0002-farewell_ciao.diff").write_text(CIAO)
+    (series / "dep3.patch").write_text(
+        "Description: core: inclusive cap\n Queues at the cap are full.\nAuthor: Maria Rossi <maria@example.org>\n"
+        "Forwarded: https://github.com/demo/demo/pull/7\n---\n"
+        "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n@@ -14,3 +14,3 @@\n def limit(queue, cap):\n"
+        "-    if len(queue) > cap:\n+    if len(queue) >= cap:\n         return False\n")
+    (series / "mail.patch").write_text(
+        "From: Ada Mail <ada@example.org>\nSubject: [PATCH 2/2] core: hi\n\nShorter.\n---\n"
+        "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n@@ -3,4 +3,4 @@\n \n def greet(name):\n"
+        '-    greeting = "hello"\n+    greeting = "hi"\n     return f"{greeting} {name}"\n')
+    res = demo.run("import", "--series", str(series / "series"), "--author", "Pat Series <pat@example.org>",
+                   "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    added = json.loads(res.stdout)["data"]["added"]
+    assert [(r["id"], r["upstream_status"]) for r in added] == [
+        ("util-returns-two", "pending"), ("farewell-ciao", "pending"), ("core-inclusive-cap", "submitted"),
+        ("core-hi", "pending")]
+    texts = [added_text(demo.root, r) for r in added]
+    assert "From: Pat Series <pat@example.org>\nSubject: [PATCH] util returns two\n" in texts[0]
+    assert "diff --git a/python/demo/util.py b/python/demo/util.py\n" in texts[0]
+    assert "Subject: [PATCH] farewell ciao\n" in texts[1]
+    assert "From: Maria Rossi <maria@example.org>\nSubject: [PATCH] core: inclusive cap\n" in texts[2]
+    assert "From: Ada Mail <ada@example.org>\nSubject: [PATCH] core: hi\n" in texts[3]
+    assert [lp.patch.subject for lp in Project.load(demo.root).series()] == [
+        "util returns two", "farewell ciao", "core: inclusive cap", "core: hi"]
+    assert demo.run("check").returncode == 0
+
+
+def test_a_series_line_with_an_unknown_option_or_missing_patch_is_refused_and_nothing_written(
+        demo: Demo, tmp_path: Path) -> None:
+    demo.write_manifest()
+    (tmp_path / "series").write_text("ciao.patch -R\n")
+    (tmp_path / "ciao.patch").write_text(CIAO)
+    before = snapshot(demo.root, tmp_path)
+    res = demo.run("import", "--series", str(tmp_path / "series"))
+    assert res.returncode == 2
+    assert f"error: {tmp_path}/series:1: ciao.patch: option '-R' is not supported" in res.stderr
+    assert "Traceback" not in res.stderr
+    (tmp_path / "series").write_text("# two\nciao.patch\ngone.patch\n")
+    res = demo.run("import", "--series", str(tmp_path / "series"), "--author", "Pat Series <pat@example.org>")
+    assert res.returncode == 2 and f"{tmp_path}/series:3: gone.patch does not exist" in res.stderr
+    (tmp_path / "series").write_text("ciao.patch -R\n")
+    assert snapshot(demo.root, tmp_path) == before
+
+
+# -- --fuzz: what GNU patch applies and git apply does not ---------------------------------------
+
+def fuzzy_patch(tmp_path: Path) -> Path:
+    """A patch made on an older farewell(): its first context line no longer matches the pin."""
+    path = tmp_path / "older.patch"
+    path.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: Maria Rossi <maria@example.org>\nSubject: [PATCH] core: ciao\n\n---\n"
+        "diff --git a/python/demo/core.py b/python/demo/core.py\n"
+        "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n"
+        "@@ -5,8 +5,8 @@ def greet(name):\n"
+        '     return f"{salutation} {name}"\n \n \n def farewell(name):\n'
+        '-    word = "bye"\n+    word = "ciao"\n     return f"{word} {name}"\n \n \n')
+    return path
+
+
+def test_import_fuzz_applies_what_git_refuses_and_stores_it_refreshed(demo: Demo, tmp_path: Path) -> None:
+    demo.write_manifest()
+    patch = fuzzy_patch(tmp_path)
+    before = snapshot(demo.root)
+    res = demo.run("import", str(patch))
+    assert res.returncode == 3
+    assert f"error: {patch}: does not apply at demo-1.0 after the series" in res.stdout
+    assert "let it apply with fuzz as GNU patch would (--fuzz 2) and store it refreshed" in res.stdout
+    assert snapshot(demo.root) == before
+    res = demo.run("import", str(patch), "--fuzz", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "  added core-ciao (patches/0001-core-ciao.patch, upstream pending)\n" \
+           "    refreshed: python/demo/core.py hunk 1 fuzz 1 offset +1" in res.stdout
+    stored = (demo.root / "patches/0001-core-ciao.patch").read_text()
+    assert "salutation" not in stored and "@@ -7,7 +7,7 @@ def greet(name):" in stored  # regenerated, zero fuzz
+    check = demo.run("check", "--json")
+    assert check.returncode == 0 and json.loads(check.stdout)["data"]["applies"][0]["outcome"] == "applied"
+
+
+def test_import_fuzz_reports_in_json_and_refuses_beyond_its_limit(demo: Demo, tmp_path: Path) -> None:
+    demo.write_manifest()
+    patch = fuzzy_patch(tmp_path)
+    # a line the patch removes is not upstream's: no fuzz places it
+    patch.write_text(patch.read_text().replace("@@ -5,8 +5,8 @@", "@@ -5,7 +5,8 @@")
+                     .replace(' \n \n def farewell', ' \n+\n def farewell', 1)
+                     .replace('-    word = "bye"', '-    word = "adieu"'))
+    before = snapshot(demo.root)
+    res = demo.run("import", str(patch), "--fuzz", "3", "--json")
+    envelope = json.loads(res.stdout)
+    assert res.returncode == 3 and envelope["exit_code"] == 3
+    assert "or allow more fuzz than 3" in envelope["errors"][0]["hint"]
+    assert snapshot(demo.root) == before
+    res = demo.run("import", str(fuzzy_patch(tmp_path)), "--fuzz", "2", "--json")
+    (row,) = json.loads(res.stdout)["data"]["added"]
+    assert row["refreshed"] == [{"file": "python/demo/core.py", "hunk": 1, "fuzz": 1, "offset": 1}]
+    assert demo.run("import", str(patch), "--fuzz", "-1").returncode == 2

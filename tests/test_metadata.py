@@ -37,7 +37,7 @@ def one(demo: Demo) -> None:
 
 def check(demo: Demo) -> list[dict[str, str]]:
     res = demo.run("check", "--json")
-    return [e for e in json.loads(res.stdout)["errors"] if e.get("code") == "skeleton"]
+    return [e for e in json.loads(res.stdout)["data"]["warnings"] if e.get("code") == "skeleton"]
 
 
 def unfilled(demo: Demo, patch: str) -> dict[str, str]:
@@ -110,6 +110,36 @@ def other_patch(demo: Demo, tmp_path: Path) -> Path:
     path = tmp_path / "util.patch"
     path.write_text(git(demo.work, "format-patch", "-1", "--stdout"))
     return path
+
+
+def test_placeholders_are_warnings_and_strict_makes_them_errors(demo: Demo, tmp_path: Path) -> None:
+    """A fresh import's TODOs are shown and pass; `check --strict` fails on them (exit 1), and a
+    real problem stays an error either way, not buried among them."""
+    one(demo)
+    importing.import_patches(Project.load(demo.root), Cache(demo.cache), [ciao_patch(demo, tmp_path)])
+    res = demo.run("check")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "warning: patchset.toml: patch core-ciao: patch[1].owner: still the skeleton's placeholder" in res.stdout
+    assert "error:" not in res.stdout
+    assert res.stdout.rstrip().endswith(
+        "check: clean, but 5 metadata placeholder(s) to fill in (`check --strict` fails on them)")
+    envelope = json.loads(demo.run("check", "--json").stdout)
+    assert (envelope["exit_code"], envelope["errors"]) == (0, [])
+    assert {w["code"] for w in envelope["data"]["warnings"]} == {"skeleton"}
+    assert len(envelope["data"]["warnings"]) == 5
+    strict = demo.run("check", "--strict")
+    assert strict.returncode == 1
+    assert "error: patchset.toml: patch core-ciao: patch[1].owner: still the skeleton's placeholder" in strict.stdout
+    assert strict.stdout.rstrip().endswith("0 problem(s) found, 5 metadata placeholder(s) to fill in")
+    envelope = json.loads(demo.run("check", "--strict", "--json").stdout)
+    assert envelope["exit_code"] == 1 and len(envelope["errors"]) == 5
+    # a real problem beside them is an error without --strict
+    manifest = demo.root / "patchset.toml"
+    manifest.write_text(manifest.read_text().replace('applies_to = ">=1.0"', 'applies_to = ">=2.0"', 1))
+    res = demo.run("check", "--json")
+    envelope = json.loads(res.stdout)
+    assert res.returncode == 1 and [(e["code"], e["patch"]) for e in envelope["errors"]] == [("version", "greet")]
+    assert len(envelope["data"]["warnings"]) == 5
 
 
 @pytest.mark.parametrize(("given", "message"), [

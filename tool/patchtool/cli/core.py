@@ -90,14 +90,18 @@ def _refuse_failed(project: Project, upstream: Cache, result: SeriesResult, targ
 
 
 @commands.command("check")
-def check(pin: PinOption = None) -> Shown:
+def check(
+    pin: PinOption = None,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Metadata placeholders (TODOs a fresh import leaves) fail the check too (exit 1).")] = False,
+) -> Shown:
     """Validate manifest, pins, patch files, application at the pin and assumption checks."""
     from patchtool.cli.render import check_text
     from patchtool.series.checks import run_check
 
-    report = run_check(root(), cache=cache(), pin_name=pin)
+    report = run_check(root(), cache=cache(), pin_name=pin, strict=strict)
     return Shown(data=report.to_dict(), text=lambda style: check_text(report, style),
-                 code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.problems)
+                 code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.errors)
 
 
 @commands.command("recover", writes=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -103,8 +103,12 @@ def _metadata(ident: str | None, kind: str | None, owner: str | None, why: str |
 
 @commands.command("import", edits_series=True)
 def import_(
-    files: Annotated[list[Path], typer.Argument(
-        metavar="FILE...", help="format-patch, PR .patch, plain diff, quilt dir.")],
+    files: Annotated[list[Path] | None, typer.Argument(
+        metavar="FILE...", help="format-patch, PR .patch, plain diff, quilt dir (in this order).")] = None,
+    series: Annotated[Path | None, typer.Option(
+        metavar="FILE", help="A quilt series file: its patches in its order (after any FILE).")] = None,
+    fuzz: Annotated[int, typer.Option(
+        metavar="N", help="Apply with at most N lines of fuzz (GNU patch's --fuzz); store the patch refreshed.")] = 0,
     url: Annotated[str | None, typer.Option(help="Where it comes from (a PR or commit URL).")] = None,
     ident: Annotated[str | None, typer.Option("--id", help="Id of the new patch (one patch only).")] = None,
     kind: KindOption = None,
@@ -114,17 +118,25 @@ def import_(
     drop_when: DropWhenOption = None,
     author: Annotated[str | None, typer.Option(
         metavar="'NAME <EMAIL>'", help="Author of patches that name none (default: you).")] = None,
-    subject: Annotated[str | None, typer.Option(help="Subject of a plain diff.")] = None,
+    subject: Annotated[str | None, typer.Option(
+        help="Subject of a plain diff whose header has none (default: from its file name).")] = None,
 ) -> Shown:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
     from patchtool.project.repository import Project
     from patchtool.series import importing
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    result = importing.import_patches(Project.load(root()), cache(), files, url=url, given=given,
-                                      author=author, subject=subject)
-    return Shown(data=result.to_dict(), text=lambda style: "\n".join(
-        f"  added {r['id']} ({r['file']}, upstream {r['upstream_status']})" for r in result.added))
+    result = importing.import_patches(Project.load(root()), cache(), files or [], url=url, given=given,
+                                      author=author, subject=subject, fuzz=fuzz, series=series)
+    return Shown(data=result.to_dict(), text=lambda style: "\n".join(_added_line(r) for r in result.added))
+
+
+def _added_line(row: dict[str, Any]) -> str:
+    line = f"  added {row['id']} ({row['file']}, upstream {row['upstream_status']})"
+    if row["refreshed"]:
+        line += "\n    refreshed: " + ", ".join(
+            f"{r['file']} hunk {r['hunk']} fuzz {r['fuzz']} offset {r['offset']:+d}" for r in row["refreshed"])
+    return line
 
 
 @commands.command("new", edits_series=True)

@@ -109,9 +109,13 @@ def check_text(report: CheckReport, style: Style) -> str:
                 lines.append(f"  {style.dim('override')}: {f.render()}")
     if report.problems:
         lines.append(problems_text(report.problems, style))
-        lines.append(style.bad(f"{len(report.problems)} problem(s) found"))
+    word = style.bad("error") if report.strict else "warning"
+    lines += [f"{word}: {w.render()}" for w in report.warnings]
+    tail = f"{len(report.warnings)} metadata placeholder(s) to fill in" if report.warnings else ""
+    if report.ok:
+        lines.append(style.ok("check: clean") + (f", but {tail} (`check --strict` fails on them)" if tail else ""))
     else:
-        lines.append(style.ok("check: clean"))
+        lines.append(style.bad(f"{len(report.problems)} problem(s) found" + (f", {tail}" if tail else "")))
     return "\n".join(lines)
 
 

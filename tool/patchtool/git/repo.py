@@ -13,7 +13,7 @@ import dataclasses
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from patchtool.errors import GitError
@@ -446,6 +446,22 @@ class Index:
 
     def write_tree(self) -> str:
         return self.repo.out("write-tree", env=self.env)
+
+    def write_files(self, files: Mapping[str, tuple[str, bytes] | None]) -> None:
+        """Each path of ``files`` set to ``(mode, content)``, or removed where None."""
+        lines = []
+        for path, file in files.items():
+            if why := tree_path_problem(path):  # callers validate their paths; this keeps any slip out of git
+                raise GitError(f"refusing to write {path!r} into an index: {why}")
+            if file is None:
+                lines.append(f"0 {'0' * 40}\t{path}")
+                continue
+            mode, data = file
+            blob = self.repo.git("hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+            lines.append(f"{mode} {blob}\t{path}")
+        if lines:
+            data = "".join(f"{line}\0" for line in lines).encode("utf-8", "surrogateescape")
+            self.repo.git("update-index", "-z", "--index-info", input=data, env=self.env)
 
     def read_tree(self, treeish: str) -> None:
         self.repo.out("read-tree", args=[treeish], env=self.env)

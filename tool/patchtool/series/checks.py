@@ -67,6 +67,8 @@ class CheckReport:
     pin: str | None
     patches: int
     problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...] = ()  # the skeleton's placeholders nobody filled in yet
+    strict: bool = False  # the warnings count as problems
     series: SeriesResult | None = None
     assumptions: tuple[AssumptionResult, ...] = ()
     registry_entries: int | None = None
@@ -74,7 +76,12 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.errors
+
+    @property
+    def errors(self) -> tuple[Problem, ...]:
+        """What fails the check: the problems, and under ``strict`` the warnings too."""
+        return self.problems + self.warnings if self.strict else self.problems
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -88,16 +95,20 @@ class CheckReport:
                 "overrides": [f.to_dict() for f in self.retread if f.override],
             },
             "problems": [p.to_dict() for p in self.problems],
+            "warnings": [p.to_dict() for p in self.warnings],
+            "strict": self.strict,
         }
 
 
-def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> CheckReport:
-    """Validate everything the series rests on; collect every problem rather than stopping."""
+def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: bool = False) -> CheckReport:
+    """Validate everything the series rests on; collect every problem rather than stopping. The
+    skeleton's placeholders (what a fresh import or export scaffolded) are warnings, so they do not
+    bury the real problems; ``strict`` makes them fail the check too."""
     try:
         project = Project.load(root)
     except InvalidInput as exc:
         # the manifest is broken: still report every patch file that does not parse
-        return CheckReport(pin=pin_name, patches=0,
+        return CheckReport(pin=pin_name, patches=0, strict=strict,
                            problems=tuple(exc.as_problems()) + tuple(_parse_all(root)))
     problems: list[Problem] = []
     loaded, file_problems = project.try_series()
@@ -111,11 +122,10 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(pin=pin_name or project.manifest.pin,
+        return CheckReport(pin=pin_name or project.manifest.pin, strict=strict,
                            patches=len(project.manifest.patches), problems=tuple(problems))
-    skeleton = _skeleton_problems(root, project.manifest.patches)
+    warnings = [p for per_patch in _skeleton_problems(root, project.manifest.patches) for p in per_patch]
     for i, entry in enumerate(project.manifest.patches):
-        problems += skeleton[i]
         if pin.version not in entry.applies_to:
             problems.append(Problem(
                 file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].applies_to", code="version",
@@ -125,8 +135,8 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
         base: Base = cache.ensure(pin)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(pin=pin.name, patches=len(project.manifest.patches),
-                           problems=tuple(problems))
+        return CheckReport(pin=pin.name, patches=len(project.manifest.patches), strict=strict,
+                           problems=tuple(problems), warnings=tuple(warnings))
     series = None
     if not file_problems:
         series = apply_series(cache.repo, base.commit, loaded, commit=False)
@@ -140,7 +150,8 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None) -> Check
                                             f"found {a.found}",
                                     hint=f"the patch relies on it: {a.why}"))
     return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
-                       series=series, assumptions=tuple(assumptions), registry_entries=registry_entries,
+                       warnings=tuple(warnings), strict=strict, series=series, assumptions=tuple(assumptions),
+                       registry_entries=registry_entries,
                        retread=tuple(findings))
 
 
@@ -216,7 +227,8 @@ def _missing_check(root: Path, selector: str) -> str | None:
 def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[Problem]]:
     """What export/import scaffolded and nobody filled in, per patch: TODO text, and the defaults
     the skeleton marked as not chosen (``metadata.unfilled_defaults``)."""
-    out: list[list[Problem]] = [[Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}", code="skeleton",
+    out: list[list[Problem]] = [[Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}",
+                                         code="skeleton",
                                          message=f"still the skeleton's placeholder ({value!r})",
                                          hint="fill in the metadata that export/import scaffolded")
                                  for key, value in _placeholders(entry.to_dict())] for i, entry in enumerate(entries)]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import git
+from patchtool.diff import fuzz as textfuzz
 from patchtool.diff.model import lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
@@ -86,26 +87,33 @@ def _status_for(url: str | None) -> dict[str, str]:
     return {"status": "pending"}
 
 
-def read_sources(paths: list[Path], url: str | None, who: Authorship | None = None) -> list[Incoming]:
+def read_sources(paths: list[Path], url: str | None, who: Authorship | None = None, *,
+                 series: Path | None = None) -> list[Incoming]:
     """Every patch in ``paths`` (format-patch files, pull-request ``.patch`` files, plain diffs,
-    quilt directories) as format-patch text, in order."""
+    quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order."""
     who = who or Authorship()
     out: list[Incoming] = []
     for path in paths:
         if path.is_dir():
-            out += _read_quilt(_quilt_dir(path), who)
+            out += _read_series(_quilt_dir(path), "series", who)
             continue
         try:
             text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
-        out += _read_file(str(path), text, url, who)
+        out += _read_file(str(path), path.name, text, url, who)
+    if series is not None:
+        if not os.path.lexists(series):
+            raise UsageError(f"{series} does not exist")
+        out += _read_series(series.parent, series.name, who)
     return out
 
 
-def _read_file(source: str, text: str, url: str | None, who: Authorship) -> list[Incoming]:
+def _read_file(source: str, name: str, text: str, url: str | None, who: Authorship, strip: int = 1) -> list[Incoming]:
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
     if starts:
+        if strip != 1:
+            raise UsageError(f"{source}: a git format-patch file is -p1; the series says -p{strip}", file=source)
         out = []
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
             message = text[a:b]
@@ -113,24 +121,7 @@ def _read_file(source: str, text: str, url: str | None, who: Authorship) -> list
             out.append(Incoming(source=source, text=message, upstream=_status_for(url),
                                 commit=sha.group(1) if sha and url is None else None))
         return out
-    diff = _plain_diff(text)
-    if diff is None:
-        raise InvalidInput(f"{source}: not a git format-patch file (no 'From <sha> Mon Sep 17' line) and no diff",
-                           file=source, hint="export it with git format-patch, or import a quilt directory")
-    if who.subject is None:
-        raise UsageError(f"{source} is a plain diff: it has no author or subject of its own",
-                         hint="give it a subject (and an author, or it is yours)")
-    return [Incoming(source=source, text=_format(who.who(), who.subject.strip(), "", diff),
-                     upstream=_status_for(url))]
-
-
-def _plain_diff(text: str) -> str | None:
-    """The diff in ``text`` (`git diff`, `diff -u`) with git's headers, or None when it has none."""
-    m = re.search(r"^(?:diff --git |--- |Index: )", text, re.MULTILINE)
-    if not m:
-        return None
-    diff = text[m.start():]
-    return diff if diff.startswith("diff --git ") else _to_git_diff(diff)
+    return [_plain_patch(source, name, text, who, url, strip)]
 
 
 _DEP3 = re.compile(r"^(Description|Subject|Author|From|Origin|Forwarded|Bug|Last-Update|Applied-Upstream)"
@@ -166,73 +157,132 @@ def _quilt_dir(path: Path) -> Path:
     raise UsageError(f"{path} has no quilt 'series' file (nor patches/series)", file=str(path))
 
 
-def _read_quilt(directory: Path, who: Authorship) -> list[Incoming]:
+_STRIP = re.compile(r"^-p(\d+|ab)$")
+
+
+def _read_series(directory: Path, series: str, who: Authorship) -> list[Incoming]:
+    """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
+    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1)."""
     out = []
-    series = read_text_if_present(directory, "series") or ""
-    for line in lines_of(series, keepends=False):
-        name = line.split("#", 1)[0].strip().split()
-        if not name:
+    text = read_text_if_present(directory, series) or ""
+    for number, line in enumerate(lines_of(text, keepends=False), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
             continue
-        if any(opt.startswith("-p") and opt not in ("-p1", "-p", "-pab") for opt in name[1:]):
-            raise UsageError(f"{directory / name[0]}: only -p1 quilt patches can be imported")
-        source = str(directory / name[0])
-        text = read_inside(directory, name[0]).decode("utf-8")
-        if _MBOX_FROM.match(text):  # a format-patch file, as `export --quilt` writes them
-            out += _read_file(source, text, None, who)
-            continue
-        out.append(_quilt_patch(source, Path(name[0]).stem, text, who))
+        name, options = words[0], words[1:]
+        strip = 1
+        for option in options:
+            if not (m := _STRIP.match(option)):
+                raise UsageError(f"{directory / series}:{number}: {name}: option {option!r} is not supported",
+                                 hint="only a strip level (-p0, -p1, -p2 ...) is")
+            strip = 1 if m.group(1) == "ab" else int(m.group(1))
+        source = str(directory / name)
+        try:
+            raw = read_inside(directory, name)
+        except FileNotFoundError:
+            raise UsageError(f"{directory / series}:{number}: {name} does not exist") from None
+        out += _read_file(source, Path(name).name, raw.decode("utf-8"), None, who, strip)
     return out
 
 
-def _quilt_patch(source: str, stem: str, text: str, who: Authorship) -> Incoming:
-    """One quilt patch: its DEP-3 header (author, description, origin) and its diff."""
-    m = re.search(r"^(?:diff --git |--- |Index: )", text, re.MULTILINE)
+_DIFF_START = re.compile(r"^(?:diff --git |--- |Index: )", re.MULTILINE)
+_PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
+
+
+def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | None, strip: int) -> Incoming:
+    """A patch that is not git format-patch output (a quilt patch, a plain diff, a mail): its
+    DEP-3 or mail header (author, description or subject, origin) and its diff. The subject, where
+    the header has none: the one given, else the file name; the author: the one given, else you."""
+    m = _DIFF_START.search(text)
     if not m:
-        raise InvalidInput(f"{source}: no diff found", file=source)
+        raise InvalidInput(f"{source}: not a git format-patch file (no 'From <sha> Mon Sep 17' line) and no diff",
+                           file=source, hint="export it with git format-patch, or import a quilt directory")
     header, diff = text[:m.start()], text[m.start():]
     fields = dep3_fields(header)
-    if not diff.startswith("diff --git "):
-        diff = _to_git_diff(diff)
+    if diff.startswith("diff --git "):
+        if strip != 1:
+            raise UsageError(f"{source}: a git diff is -p1; the series says -p{strip}", file=source)
+    else:
+        diff = _to_git_diff(diff, strip, source)
     author = fields.get("author") or fields.get("from") or who.who()
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
-    description = (fields.get("description") or fields.get("subject") or "").strip() or stem
+    described = _PATCH_PREFIX.sub("", (fields.get("description") or fields.get("subject") or "").strip())
+    description = described or (who.subject or "").strip() or _subject_from_name(name)
     subject, _, body = description.partition("\n")
     forwarded = fields.get("forwarded", "")
     origin = fields.get("origin", "")
-    url = forwarded if forwarded.startswith("http") else origin.split(",")[-1].strip() \
+    found = forwarded if forwarded.startswith("http") else origin.split(",")[-1].strip() \
         if origin.startswith(("upstream", "backport")) else None
-    status = _status_for(url)
-    if origin.lower().startswith(("upstream", "backport")) and status["status"] == "pending":
+    status = _status_for(url or found)
+    if url is None and origin.lower().startswith(("upstream", "backport")) and status["status"] == "pending":
         status = {"status": "backport", "ref": origin}
     return Incoming(source=source, text=_format(author, subject, body, diff), upstream=status)
 
 
-def _to_git_diff(diff: str) -> str:
-    """A plain unified diff (quilt's usual output) with 'diff --git' headers added per file."""
-    out = []
-    for line in diff.splitlines(keepends=True):
-        if line.startswith("Index: ") or line.startswith("====="):
+def _subject_from_name(name: str) -> str:
+    """A subject from a patch's file name: ``0003-fix_setup-py.patch`` -> ``fix setup py``."""
+    stem = re.sub(r"\.(patch|diff)$", "", name)
+    words = re.sub(r"[-_]+", " ", re.sub(r"^\d+[-_]", "", stem)).strip()
+    return words or stem
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_EPOCH = re.compile(r"^(1970-01-01 00:00:00|1969-12-31 \d\d:\d\d:\d\d)")
+
+
+def _to_git_diff(diff: str, strip: int, source: str) -> str:
+    """A plain unified diff (quilt's usual output, ``diff -u``) with git's headers per file, its
+    names taken ``strip`` components off (GNU patch's ``-p``). Hunk bodies are counted, so a
+    removed line that reads ``-- x`` is never taken for a file header."""
+    out: list[str] = []
+    lines = diff.splitlines(keepends=True)
+    i, old_left, new_left = 0, 0, 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if old_left > 0 or new_left > 0:
+            kind = line[:1]
+            old_left -= kind in (" ", "-", "\n")
+            new_left -= kind in (" ", "+", "\n")
+            out.append(line)
             continue
-        if line.startswith(("--- ", "+++ ")):
-            path = line[4:].split("\t", 1)[0].strip()
-            if path == "/dev/null":
-                out.append(line)
-                continue
-            rel = path.split("/", 1)[1] if "/" in path else path  # quilt's -p1
-            if line.startswith("--- "):
-                out.append(f"diff --git a/{rel} b/{rel}\n")
-                out.append(f"--- a/{rel}\n")
-            else:
-                out.append(f"+++ b/{rel}\n")
+        if (hm := _HUNK.match(line)):
+            old_left, new_left = int(hm.group(1) or 1), int(hm.group(2) or 1)
+        elif line.startswith(("Index: ", "=====")):
+            continue
+        elif line.startswith("--- ") and i < len(lines) and lines[i].startswith("+++ "):
+            old, new = _name(line[4:], strip, source), _name(lines[i][4:], strip, source)
+            i += 1
+            path = new or old
+            if path is None:
+                raise InvalidInput(f"{source}: a file diff from /dev/null to /dev/null", file=source)
+            out.append(f"diff --git a/{path} b/{path}\n")
+            out += ["new file mode 100644\n"] if old is None else []
+            out += ["deleted file mode 100644\n"] if new is None else []
+            out.append("--- /dev/null\n" if old is None else f"--- a/{path}\n")
+            out.append("+++ /dev/null\n" if new is None else f"+++ b/{path}\n")
             continue
         out.append(line)
     return "".join(out)
 
 
+def _name(raw: str, strip: int, source: str) -> str | None:
+    """A plain diff's file name, ``strip`` components off; None for /dev/null or the epoch
+    timestamp that marks a file created or deleted."""
+    name, _, stamp = raw.rstrip("\n").partition("\t")
+    if name == "/dev/null" or _EPOCH.match(stamp.strip()):
+        return None
+    parts = [p for p in name.split("/") if p]
+    if len(parts) <= strip:
+        raise InvalidInput(f"{source}: {name!r} has no name left after -p{strip}", file=source,
+                           hint="give the series line the strip level the patch was made with")
+    return "/".join(parts[strip:])
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ImportResult:
-    added: tuple[dict[str, str], ...]
+    added: tuple[dict[str, Any], ...]  # id, file, source, upstream_*, refreshed (the hunks fuzz placed)
     written: tuple[str, ...]
 
     def to_dict(self) -> dict[str, Any]:
@@ -241,14 +291,20 @@ class ImportResult:
 
 def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: str | None = None,
                    given: Metadata | None = None, author: str | None = None,
-                   subject: str | None = None) -> ImportResult:
+                   subject: str | None = None, fuzz: int = 0, series: Path | None = None) -> ImportResult:
     """Add the patches in ``paths`` after the series, each applied at the pin first (nothing is
     written unless all apply). ``given``: metadata for the new entries (its id only when there is
-    one patch); ``author``/``subject``: for sources that carry none (default author: you)."""
+    one patch); ``author``/``subject``: for sources that carry none (default author: you);
+    ``fuzz``: a patch ``git apply`` refuses may apply with that many lines of fuzz, as GNU patch's
+    ``--fuzz``, and is stored refreshed (regenerated from the result)."""
+    if fuzz < 0:
+        raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
     given = metadata.validate(given or Metadata())
     check_authorship(author, subject)
     incoming = read_sources(paths, url, Authorship(author=author, subject=subject,
-                                                   identity=lambda: user_identity(project.root)))
+                                                   identity=lambda: user_identity(project.root)), series=series)
+    if not incoming:
+        raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
     if given.id is not None and len(incoming) != 1:
         raise UsageError(f"an id names one patch, and {len(incoming)} are being imported",
                          hint="import them one at a time to name each, or let their subjects name them")
@@ -269,7 +325,7 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
     added = []
     for item in incoming:
         patch = PatchFile.parse(item.text, name=item.source)
-        tree = _applied(repo, parent, item, patch, pin.name, base.commit)
+        tree, refreshed = _applied(repo, parent, item, patch, pin.name, base.commit, fuzz)
         parent = repo.commit_tree(tree, [parent], patch.message,
                                   author=git.Ident(patch.author_name, patch.author_email, 0),
                                   committer=git.Ident(*git.FIXED_IDENT, 0))
@@ -278,7 +334,8 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         name = f"{PATCHES_DIR}/{len(order):04d}-{_slug(ident)}.patch"
         files[name] = repo.format_patch(parent)
         added.append({"id": ident, "file": name, "source": item.source,
-                      **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()}})
+                      **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()},
+                      "refreshed": [r.to_dict() for r in refreshed]})
     doc = manifest_document(project.root)
     for row in added:
         table = skeleton(row["id"], row["file"], given)
@@ -289,8 +346,10 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
     return ImportResult(added=tuple(added), written=tuple(written))
 
 
-def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin: str, base: str) -> str:
-    """The tree of ``parent`` with ``item`` applied; ApplyConflict naming the file and hunk."""
+def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin: str, base: str,
+             fuzz: int) -> tuple[str, tuple[Refreshed, ...]]:
+    """The tree of ``parent`` with ``item`` applied as ``git apply`` does, or else with at most
+    ``fuzz`` lines of fuzz (then: where each hunk went); ApplyConflict naming the file and hunk."""
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
         fh.write(item.text)
         tmp = Path(fh.name)
@@ -298,7 +357,11 @@ def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin:
         with repo.temporary_index(parent) as index:
             res = index.apply([tmp])
             if res.ok:
-                return index.write_tree()
+                return index.write_tree(), ()
+            if fuzz and (fuzzed := fuzzed_files(repo, parent, patch, fuzz)) is not None:
+                files, placed = fuzzed
+                index.write_files(files)
+                return index.write_tree(), placed
             failures = diagnose(repo, index, tmp, patch, git_message=res.stderr)
     finally:
         os.unlink(tmp)
@@ -309,7 +372,63 @@ def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin:
     where = f"hunk {first.hunk} ({first.header})" if first.hunk else "the patch"
     raise ApplyConflict(f"{item.source}: does not apply at {pin} after the series: "
                         f"{first.file} {where}: {first.reason}" + (f" - {first.detail}" if first.detail else ""),
-                        result=result, hint="nothing was imported; rebase the patch onto the pin")
+                        result=result, hint="nothing was imported; rebase the patch onto the pin" + (
+                            f", or allow more fuzz than {fuzz}" if fuzz else
+                            ", or let it apply with fuzz as GNU patch would (--fuzz 2) and store it refreshed"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Refreshed:
+    """A hunk that needed fuzz or moved: the stored patch is regenerated from the result."""
+
+    file: str
+    hunk: int
+    fuzz: int
+    offset: int
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def fuzzed_files(repo: git.Repo, parent: str, patch: PatchFile,
+                 fuzz: int) -> tuple[dict[str, tuple[str, bytes] | None], tuple[Refreshed, ...]] | None:
+    """The files ``patch`` leaves on ``parent`` applied as GNU ``patch --fuzz`` would, and the
+    hunks that moved or needed fuzz; None where it does not apply so either."""
+    olds = [f.old_path for f in patch.files if f.old_path is not None]
+    present = repo.entries(parent, olds)
+    contents = repo.cat_files(parent, olds)
+    files: dict[str, tuple[str, bytes] | None] = {}
+    placed: list[Refreshed] = []
+    for f in patch.files:
+        if f.binary:
+            return None
+        if f.old_path is None:
+            if f.new_path is None or f.new_path in present or f.new_path in files:
+                return None
+            mode, data = "100644", b""
+        elif f.old_path in files:  # a file an earlier part of the patch wrote
+            earlier = files[f.old_path]
+            if earlier is None:
+                return None
+            mode, data = earlier
+        elif (found := contents.get(f.old_path)) is None:
+            return None
+        else:
+            mode, data = present[f.old_path][0], found
+        applied = textfuzz.apply(lines_of(data.decode("utf-8", "surrogateescape")), f.hunks, fuzz=fuzz)
+        if applied is None:
+            return None
+        result = "".join(applied.lines).encode("utf-8", "surrogateescape")
+        if f.old_path is not None and f.old_path != f.new_path:
+            files[f.old_path] = None
+        if f.new_path is None:
+            if result:
+                return None  # a deletion that leaves lines behind
+            continue
+        files[f.new_path] = (mode, result)
+        placed += [Refreshed(file=f.new_path, hunk=p.hunk, fuzz=p.fuzz, offset=p.offset)
+                   for p in applied.placed if p.fuzz or p.offset]
+    return files, tuple(placed)
 
 
 # where the cache keeps upstream itself: release imports (tags) and git-source pins; never a
