@@ -63,7 +63,8 @@ class Initialised:
                     "prefix": {"from": art.prefix_from_template, "to": art.prefix_to, "at_version": art.prefix_from},
                     "prefix_guessed": self.prefix_guessed},
                 "git": None if src is None else {"url": src.url.text, "tag": src.tag, "commit": src.commit},
-                "git_init": self.git_init, "written": list(self.written), "check": self.check.to_dict()}
+                "git_init": self.git_init, "written": list(self.written),
+                "check": {"ok": self.check.ok, **self.check.to_dict()}}
 
 
 def init(root: Path, cache: Cache, request: Request) -> Initialised:
