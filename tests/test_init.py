@@ -107,3 +107,20 @@ def test_init_refuses_a_release_the_index_lacks(index: Index, tmp_path: Path) ->
     bad = run(where, "init", "--upstream", "demo")
     assert (bad.returncode, bad.stderr) == (2, "error: --upstream 'demo': no ==VERSION (hint: give NAME==VERSION, "
                                                "e.g. --upstream attrs==23.1.0)\n")
+
+
+def test_init_pins_a_git_tag_by_its_commit(tmp_path: Path) -> None:
+    upstream = fresh(tmp_path, "attrs")
+    (upstream / "a.py").write_text("x = 1\n")
+    for args in (["init", "-q"], ["add", "a.py"], ["commit", "-q", "-m", "first"], ["tag", "v2.1"]):
+        subprocess.run(["git", *args], cwd=upstream, check=True, env={
+            **os.environ, "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.org",
+            "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@example.org"})
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=upstream, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    where = fresh(tmp_path)
+    data = json.loads(run(where, "init", "--git", str(upstream), "--tag", "v2.1", "--json").stdout)["data"]
+    assert (data["pin"], data["source"], data["git"]["commit"], data["check"]["ok"]) == ("attrs-2.1", "git", commit,
+                                                                                         True)
+    assert tomllib.loads((where / "upstream-pins/attrs-2.1.toml").read_text())["git"] == {
+        "url": str(upstream), "tag": "v2.1", "commit": commit}
