@@ -54,7 +54,7 @@ def _text(done: Initialised, style: Style) -> str:
         lines.append(f"pin {style.bold(pin.name)}: {art.filename}, sha256 {art.sha256[:12]}"
                      + (f", {art.size} bytes" if art.size else ""))
         how = "guessed from the artifact" if done.prefix_guessed else "as given"
-        at = f"  (at {pin.version}: {art.prefix_from})" if art.prefix_from != art.prefix_from_template else ""
+        at = f"  (at {pin.version}: {art.prefix_from})" if str(art.prefix_from) != art.prefix_from_template else ""
         lines.append(f"prefix ({how}): {art.prefix_from_template or './'} -> {art.prefix_to or './'}{at}")
     if pin.git is not None:
         lines.append(f"git: {pin.git.url} {pin.git.tag} at {pin.git.commit}")
