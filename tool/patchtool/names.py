@@ -124,6 +124,33 @@ class TreePrefix(str):
         return super().__new__(cls, text)
 
 
+class PrefixTemplate(str):
+    """A pin's ``prefix.from`` as its file writes it: a tree prefix, or one holding the placeholder
+    ``{version}`` (``attrs-{version}/src/``, an sdist's top directory), which is the artifact's
+    version wherever the prefix is used. No other ``{...}`` may stand in it."""
+
+    __slots__ = ()
+    PLACEHOLDER = "{version}"
+
+    def __new__(cls, text: str) -> Self:
+        if "{" in text.replace(cls.PLACEHOLDER, "") or "}" in text.replace(cls.PLACEHOLDER, ""):
+            raise ValueError(f"{text!r}: the only placeholder a prefix may hold is {cls.PLACEHOLDER}")
+        return super().__new__(cls, text)
+
+    def at(self, version: Version) -> TreePrefix:
+        """The prefix in the artifact of ``version``; ValueError when it is no safe tree prefix."""
+        return TreePrefix(self.replace(self.PLACEHOLDER, str(version)))
+
+    def generalised(self, version: Version) -> PrefixTemplate:
+        """This prefix for any release: a literal whose first directory is ``<stem>-<version>/``
+        (an sdist's top directory, as older pins write it) with ``{version}`` in its place."""
+        top, slash, rest = self.partition("/")
+        suffix = f"-{version}"
+        if self.PLACEHOLDER in self or not slash or not top.endswith(suffix) or top == suffix:
+            return self
+        return type(self)(f"{top[:-len(suffix)]}-{self.PLACEHOLDER}/{rest}")
+
+
 class PatchId(PinName):
     """A patch's id in the manifest (and a registry entry's id): it names branches, trailers and
     the files an import writes."""

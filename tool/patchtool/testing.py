@@ -99,6 +99,24 @@ def make_wheel(path: Path, dist: str, version: str, files: Mapping[str, str | by
     return path
 
 
+def make_sdist(path: Path, dist: str, version: str, files: Mapping[str, str | bytes], *,
+               top: str | None = None) -> Path:
+    """A minimal sdist (``.tar.gz``): ``files`` are paths under its top directory (default
+    ``<dist>-<version>/``), beside a ``PKG-INFO`` naming ``dist`` ``version``."""
+    import io
+    import tarfile
+
+    top = top or f"{dist}-{version}"
+    members = {**files, "PKG-INFO": f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"}
+    with tarfile.open(path, "w:gz") as tf:
+        for rel, content in sorted(members.items()):
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size, info.mode = len(data), 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return path
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

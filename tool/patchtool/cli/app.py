@@ -57,7 +57,7 @@ def _top(version: Annotated[bool, typer.Option(
 COMMANDS = {
     "apply": "core", "check": "core", "recover": "core", "status": "core", "rebase": "core", "scan": "core",
     "checkout": "edit", "export": "edit", "import": "edit", "new": "edit", "drop": "edit",
-    "build": "wheel", "provenance": "wheel", "cache": "upkeep",
+    "build": "wheel", "provenance": "wheel", "cache": "upkeep", "init": "init",
 }
 GROUPS = ("retread", "pin")  # command groups, each the module of its name
 

@@ -75,6 +75,7 @@ class Invocation:
     allow_local_urls: bool = False
     writes: bool = False
     edits_series: bool = False
+    creates: bool = False  # the command makes the repository (``init``): it is the directory named, not found
     confine: bool = False  # this process runs patchtool's own command line: it confines itself
     outputs: tuple[Path, ...] = ()  # the paths the command line names for the command to write
     confined_to: tuple[Path, ...] = ()  # where Landlock lets this process write, once it does
@@ -133,6 +134,11 @@ def _located(inv: Invocation) -> Path:
     from patchtool.project.manifest import MANIFEST_NAME
     from patchtool.project.repository import Project
 
+    if inv.creates:
+        made = (inv.root or Path.cwd()).absolute()
+        if not made.is_dir():
+            raise UsageError(f"--root {inv.root}: no such directory", hint="make the directory first")
+        return made
     if inv.root is None:
         return Project.find(Path.cwd())
     found = inv.root.absolute()
@@ -277,9 +283,11 @@ class CommandSet:
         self.group = group
         self._commands: dict[str, Declared] = {}
 
-    def command(self, name: str, *, writes: bool = False, edits_series: bool = False, outputs: tuple[str, ...] = (),
+    def command(self, name: str, *, writes: bool = False, edits_series: bool = False, creates: bool = False,
+                outputs: tuple[str, ...] = (),
                 dry_run: str | None = None) -> Callable[[Callable[..., Shown]], Callable[..., Shown]]:
         """``writes``: the command changes the repository, so it holds the lock alone;
+        ``creates``: it makes the repository in the directory ``--root`` (or the current one) names;
         ``edits_series``: it changes the series, so it waits until no rebase is in progress;
         ``outputs``: its options that name a path for it to write (beside the repository and cache);
         ``dry_run``: its option that makes a writing command touch nothing (then it reads)."""
@@ -287,8 +295,9 @@ class CommandSet:
             options = inspect.signature(fn).parameters
             unknown = [o for o in (*outputs, *([dry_run] if dry_run else [])) if o not in options]
             assert not unknown, f"{name}: no option {unknown}"
-            self._commands[name] = Declared(fn=fn, writes=writes or edits_series, edits_series=edits_series,
-                                            outputs=outputs, dry_run=dry_run)
+            self._commands[name] = Declared(fn=fn, writes=writes or edits_series or creates,
+                                            edits_series=edits_series, creates=creates, outputs=outputs,
+                                            dry_run=dry_run)
             return fn
         return decorate
 
@@ -314,6 +323,7 @@ class Declared:
     fn: Callable[..., Shown]
     writes: bool
     edits_series: bool
+    creates: bool
     outputs: tuple[str, ...]
     dry_run: str | None
 
@@ -328,7 +338,7 @@ def _command(declared: Declared, name: str) -> Callable[..., int]:
             global_allow_local: bool = False, **options: Any) -> int:
         inv = _current
         inv.take(global_json, global_root, global_cache_dir, global_allow_local)
-        inv.command, inv.edits_series = name, declared.edits_series
+        inv.command, inv.edits_series, inv.creates = name, declared.edits_series, declared.creates
         inv.writes = declared.writes and not (declared.dry_run and options[declared.dry_run])
         inv.outputs = tuple(Path(options[o]) for o in declared.outputs if options[o] is not None)
         return execute(lambda: fn(**options))

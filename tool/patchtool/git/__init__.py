@@ -23,8 +23,8 @@ from patchtool.git.objects import ObjectReader
 from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry, merge_file
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
 from patchtool.git.stream import quote_path as _quote_path
-from patchtool.git.worktree import Worktree, conflict_style, ref_format_ok, user_idents
+from patchtool.git.worktree import Worktree, conflict_style, in_work_tree, init_repository, ref_format_ok, user_idents
 
 __all__ = ["FIXED_IDENT", "ApplyResult", "FileWrite", "Ident", "Index", "LoggedCommit", "NewCommit", "ObjectReader",
            "Pending", "RawChange", "Repo", "TreeChange", "Worktree", "WorktreeEntry", "_quote_path", "conflict_style",
-           "merge_file", "ref_format_ok", "user_idents"]
+           "in_work_tree", "init_repository", "merge_file", "ref_format_ok", "user_idents"]

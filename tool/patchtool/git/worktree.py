@@ -14,6 +14,17 @@ from patchtool.git.repo import CONFLICT_STYLES
 from patchtool.git.stream import Ident
 
 
+def in_work_tree(path: Path) -> bool:
+    """Whether git finds a work tree at ``path`` (its own repository, or one above it)."""
+    res = Runner(cwd=path).run("rev-parse", "--is-inside-work-tree", check=False)
+    return res.returncode == 0 and res.stdout.strip() == b"true"
+
+
+def init_repository(path: Path) -> None:
+    """``git init`` in ``path``."""
+    Runner(cwd=path).run("init", "--quiet")
+
+
 class Worktree:
     """A directory git finds a repository from: its commands run there, as the user's would."""
 

@@ -10,7 +10,8 @@ rebase, export, import and drop all write through here.
 
 A journal is hostile input like every file in the repository: it is validated whole before any
 step is taken. It may only move files of its own staging (``.patchtool/staged/<dest>`` to
-``<dest>``) onto series files (the manifest, patch files, pin files, the registry's ``.toml``),
+``<dest>``) onto series files (the manifest, patch files, pin files, the registry's ``.toml``, the
+top ``.gitignore`` that ``init`` writes),
 remove series files and remove trees inside ``.patchtool/``; every
 path resolves inside the root with no symbolic link leading out; and one that git tracks is
 refused (``statedir.refuse_tracked``), never acted on.
@@ -31,6 +32,7 @@ from patchtool.inputs import loads_json
 from patchtool.project import statedir
 
 JOURNAL = f"{statedir.STATE_DIR}/journal.json"
+GITIGNORE = ".gitignore"
 STAGED = f"{statedir.STATE_DIR}/staged"
 
 
@@ -96,9 +98,11 @@ def _check_dest(rel: str, bad: Any) -> None:
 
 def _series_file(rel: str) -> bool:
     """What a transaction writes or removes: the manifest, patch files, pin files and the
-    registry (a ``.toml`` the manifest names). Nothing else is a journal's to touch, whoever wrote
-    it: a journal in an unpacked archive (no git to say it was committed) plants no ``.envrc``."""
-    return rel == "patchset.toml" or rel.startswith(("patches/", "upstream-pins/")) or rel.endswith(".toml")
+    registry (a ``.toml`` the manifest names), and the top ``.gitignore`` (``init``: it can only
+    hide files from git). Nothing else is a journal's to touch, whoever wrote it: a journal in an
+    unpacked archive (no git to say it was committed) plants no ``.envrc``."""
+    return (rel in ("patchset.toml", GITIGNORE) or rel.startswith(("patches/", "upstream-pins/"))
+            or rel.endswith(".toml"))
 
 
 def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-import re
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -16,7 +15,7 @@ from patchtool.project.repository import Project
 from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.pins import Pin
-from patchtool.upstream.releases import pin_for_version
+from patchtool.upstream.releases import release_pin, release_version
 from patchtool.versions import parse_version
 
 
@@ -89,28 +88,21 @@ def version_range(spec: str) -> tuple[Version, Version] | None:
 
 
 def available_versions(pin: Pin, cache: Cache) -> list[Version]:
+    """Every release on the index of the pin's kind: wheels with its tags, or sdists."""
     art = pin.artifact
     if art is None:
         return []
-    tags = art.filename[:-4].split("-", 2)[2] if art.is_wheel else None
-    out = set()
-    for entry in cache.index.files(art):
-        name = str(entry.get("filename", ""))
-        m = re.match(rf"^{re.escape(art.filename.split('-', 1)[0])}-([^-]+)-(.+)\.whl$", name)
-        if m and m.group(2) == tags:
-            try:
-                out.add(parse_version(m.group(1)))
-            except InvalidVersion:
-                continue
-    return sorted(out)
+    found = (release_version(art, str(entry.get("filename", ""))) for entry in cache.index.files(art))
+    return sorted({v for v in found if v is not None})
 
 
 def newest(pin: Pin, cache: Cache, count: int) -> list[Version]:
-    """The ``count`` newest final releases on the index (the same wheel tags as the pin)."""
-    released = [v for v in available_versions(pin, cache) if not v.is_prerelease]
+    """The ``count`` newest final releases on the index (of the pin's kind: same wheel tags, or sdists)."""
+    available = available_versions(pin, cache)
+    released = [v for v in available if not v.is_prerelease]
     if not released:
-        raise UpstreamError(f"no release of {pin.upstream} with the pin's wheel tags on the index",
-                            hint=_listed(available_versions(pin, cache)))
+        kind = "the pin's wheel tags" if pin.artifact is None or pin.artifact.is_wheel else "an sdist"
+        raise UpstreamError(f"no release of {pin.upstream} with {kind} on the index", hint=_listed(available))
     return released[-count:]
 
 
@@ -128,7 +120,8 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     details: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
     shifted: dict[str, dict[str, list[dict[str, object]]]] = {lp.id: {} for lp in loaded}
     # downloads and imports one at a time (the cache is locked); the replays side by side
-    bases = [cache.ensure(pin if v == pin.version else pin_for_version(pin, v, cache=cache)) for v in versions]
+    bases = [cache.ensure(pin if v == pin.version else release_pin(project.root, pin, v, cache=cache))
+             for v in versions]
 
     def one(base: Base) -> Replay:
         return replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=True,

@@ -42,7 +42,7 @@ from patchtool.rebase.state import save as save_state
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
 from patchtool.upstream.pins import PINS_DIR, Pin, pin_to_toml
-from patchtool.upstream.releases import resolve_target
+from patchtool.upstream.releases import release_pin, resolve_target, target_version
 
 if TYPE_CHECKING:
     from patchtool.registry import entries as reg
@@ -150,7 +150,9 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: 
         from patchtool.rebase.scan import newest
 
         target = str(newest(old_pin, cache, 1)[0])
-    new_pin = resolve_target(old_pin, target, cache=cache)
+    version = target_version(target)
+    new_pin = resolve_target(old_pin, target, cache=cache) if version is None else \
+        release_pin(root, old_pin, version, cache=cache)
     old_base = cache.ensure(old_pin)
     new_base = cache.ensure(new_pin)
     if new_pin.artifact is not None:

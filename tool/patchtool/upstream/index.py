@@ -303,19 +303,27 @@ class PackageIndex:
     override: str | None = None  # PATCHTOOL_INDEX_URL, as the CLI read it
 
     def url(self, art: Artifact) -> SourceUrl:
+        return self.index_url(art.index)
+
+    def index_url(self, index: SourceUrl) -> SourceUrl:
+        """``index`` (a pin's), or the override the user set."""
         if self.override:
             try:
                 return SourceUrl.parse(self.override.rstrip("/"), user=True)
             except ValueError as exc:
                 raise UsageError(f"{INDEX_URL_ENV}={exc}", hint="set it to a PEP 691 index "
                                  "such as https://pypi.org/simple, or unset it") from None
-        return dataclasses.replace(art.index, text=art.index.text.rstrip("/"))
+        return dataclasses.replace(index, text=index.text.rstrip("/"))
 
     def files(self, art: Artifact) -> list[dict[str, Any]]:
+        """The files of the artifact's distribution on its index (``files_of``)."""
+        return self.files_of(art.index, art.distribution)
+
+    def files_of(self, index: SourceUrl, distribution: str) -> list[dict[str, Any]]:
         """The distribution's files on the index, each ``url`` a SourceUrl read from the page (None,
         with ``url_problem`` saying why, where its link is no URL patchtool fetches from)."""
-        index = self.url(art)
-        base = dataclasses.replace(index, text=f"{index.text}/{canonicalize_name(art.distribution)}/")
+        index = self.index_url(index)
+        base = dataclasses.replace(index, text=f"{index.text}/{canonicalize_name(distribution)}/")
         page = self.fetcher.json(base)
         files = page.get("files") if isinstance(page, dict) else None
         if not isinstance(files, list):

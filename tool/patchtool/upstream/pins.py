@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
-from patchtool.names import ArtifactFilename, Distribution, PinName, TreePrefix, UpstreamName
+from patchtool.names import ArtifactFilename, Distribution, PinName, PrefixTemplate, TreePrefix, UpstreamName
 from patchtool.project.fields import Fields, load_toml, raise_if
 from patchtool.upstream.index import DEFAULT_INDEX
 from patchtool.urls import SourceUrl
@@ -60,7 +60,8 @@ class Artifact:
     version: Version
     filename: ArtifactFilename
     sha256: str
-    prefix_from: TreePrefix  # path prefix inside the artifact ("sglang/")
+    # path prefix inside the artifact as the pin writes it ("sglang/", "attrs-{version}/src/")
+    prefix_from_template: PrefixTemplate
     prefix_to: TreePrefix  # where it lives in the repository ("python/sglang/")
     index: SourceUrl = PYPI
     url: SourceUrl | None = None
@@ -68,8 +69,14 @@ class Artifact:
     tree: str | None = None  # git tree of the normalised import, recorded once verified
 
     def __post_init__(self) -> None:
-        _typed(self, distribution=Distribution, filename=ArtifactFilename, prefix_from=TreePrefix,
+        _typed(self, distribution=Distribution, filename=ArtifactFilename, prefix_from_template=PrefixTemplate,
                prefix_to=TreePrefix)
+        self.prefix_from  # noqa: B018 -- a template that is no safe prefix at this version is refused here
+
+    @property
+    def prefix_from(self) -> TreePrefix:
+        """The path prefix inside this artifact: the template at its version."""
+        return self.prefix_from_template.at(self.version)
 
     @property
     def is_wheel(self) -> bool:
@@ -84,7 +91,7 @@ class Artifact:
         prefix = f.table("prefix")
         prefix_from = prefix_to = None
         if prefix is not None:
-            prefix_from = _prefix(prefix, "from", "")
+            prefix_from = _prefix_template(prefix, version)
             prefix_to = _prefix(prefix, "to", ": the import would put files there")
             prefix.done()
         index = f.parsed("index", lambda t: SourceUrl.parse(t, file=file, key=f.key("index")), required=False)
@@ -111,7 +118,7 @@ class Artifact:
             f.problem("version", f"artifact version {version} differs from the pin's {pin_version}")
             return None
         return cls(distribution=dist, version=version, filename=filename, sha256=sha256,
-                   prefix_from=prefix_from, prefix_to=prefix_to,
+                   prefix_from_template=prefix_from, prefix_to=prefix_to,
                    index=index or SourceUrl.parse(DEFAULT_INDEX, file=file, key=f.key("index")),
                    url=url, size=size, tree=tree)
 
@@ -132,6 +139,23 @@ def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
     except ValueError as exc:
         table.problem(key, f"{exc}{why_suffix}")
         return None
+
+
+def _prefix_template(table: Fields, version: Version | None) -> PrefixTemplate | None:
+    """``prefix.from``: a prefix, or a template whose one placeholder, ``{version}``, gives a prefix
+    at the artifact's version."""
+    value = table.string("from", nonempty=False)
+    if value is None:
+        return None
+    try:
+        template = PrefixTemplate(value)
+        if version is not None:
+            template.at(version)
+    except ValueError as exc:
+        shown = f" (at version {version})" if PrefixTemplate.PLACEHOLDER in value else ""
+        table.problem("from", f"{exc}{shown}")
+        return None
+    return template
 
 
 def _typed(record: object, **kinds: type) -> None:
@@ -250,7 +274,7 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
             art["size"] = a.size
         if a.url:
             art["url"] = a.url.text
-        art["prefix"] = {"from": a.prefix_from, "to": a.prefix_to}
+        art["prefix"] = {"from": a.prefix_from_template, "to": a.prefix_to}
         if a.tree:
             art["tree"] = a.tree
         doc.add(tomlkit.nl())

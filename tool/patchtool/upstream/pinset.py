@@ -79,7 +79,8 @@ def list_pins(project: Project, cache: Cache) -> list[PinInfo]:
             for p in pins]
 
 
-def _tag_version(tag: str) -> Version:
+def tag_version(tag: str) -> Version:
+    """The version a release tag names (``v1.2``, ``1.2``); a usage error when it names none."""
     m = _TAG_VERSION.match(tag)
     try:
         return parse_version(m.group(1) if m else tag)
@@ -113,12 +114,19 @@ def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str
 
 
 def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | None) -> Pin:
-    try:  # the user's own url, so it may be local; a relative path is written down as an absolute one
+    pinned = _given_version(version) if version else tag_version(tag)
+    return Pin(name=release_pin_name(template.upstream, pinned), upstream=template.upstream, version=pinned,
+               git=git_source(cache, given, tag), artifact=None, use="git")
+
+
+def git_source(cache: Cache, given: str, tag: str) -> GitSource:
+    """The git source of tag ``tag`` of the remote the user named (``given``: a url, or a local
+    repository's path, written down as an absolute one), resolved to its commit through the cache."""
+    try:  # the user's own url, so it may be local
         url = SourceUrl.parse(str(Path(given).absolute()) if Path(given).is_dir() else given, git=True, user=True)
     except ValueError as exc:
         raise UsageError(f"--git {given!r}: {exc}",
                          hint="give the remote's https URL, or a local repository's path") from None
-    pinned = _given_version(version) if version else _tag_version(tag)
     fetched = fetch_ref(url, tag)
     if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")
@@ -133,8 +141,7 @@ def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | N
         cache.repo.delete_ref(fetched)
     if commit is None:
         raise UpstreamError(f"tag {tag} at {url} names no commit")
-    return Pin(name=release_pin_name(template.upstream, pinned), upstream=template.upstream, version=pinned,
-               git=GitSource(url=url, tag=tag, commit=commit), artifact=None, use="git")
+    return GitSource(url=url, tag=tag, commit=commit)
 
 
 def write_pin(root: Path, pin: Pin) -> list[str]:

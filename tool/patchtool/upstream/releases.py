@@ -4,17 +4,19 @@ or fetched through its git source (``rebase --to``, ``scan``)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import tomllib
+from pathlib import Path
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git
-from patchtool.errors import GitError, UpstreamError, UsageError
+from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
 from patchtool.names import ArtifactFilename
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import SHA256_HEX, Artifact, GitSource, Pin, release_pin_name
+from patchtool.upstream.pins import PINS_DIR, SHA256_HEX, Artifact, GitSource, Pin, load_pin, release_pin_name
 from patchtool.upstream.refnames import fetch_ref
 from patchtool.versions import parse_version
 
@@ -22,13 +24,55 @@ _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)
 
 
 def sibling_filename(art: Artifact, version: Version) -> ArtifactFilename:
-    """The same kind of artifact (same wheel tags) for another version."""
+    """The name the same kind of artifact (same wheel tags, same sdist archive) has at another version."""
     if art.is_wheel:
         tags = art.filename[:-4].split("-", 2)[2]
         return ArtifactFilename(f"{art.filename.split('-', 1)[0]}-{version}-{tags}.whl")
-    stem = art.filename.split("-", 1)[0]
-    ext = ".tar.gz" if art.filename.endswith(".tar.gz") else ".zip"
-    return ArtifactFilename(f"{stem}-{version}{ext}")
+    stem = art.filename[:art.filename.rindex("-")]
+    return ArtifactFilename(f"{stem}-{version}{_archive(art.filename)}")
+
+
+def _archive(filename: str) -> str:
+    return ".zip" if filename.endswith(".zip") else ".tar.gz"
+
+
+def release_version(art: Artifact, filename: str) -> Version | None:
+    """The version of the release file ``filename`` when it is the same kind as ``art``: a wheel
+    with the same tags for a wheel pin, an sdist for an sdist pin; None for any other file."""
+    try:
+        name = ArtifactFilename(filename)
+    except ValueError:
+        return None
+    if name.is_wheel != art.is_wheel or canonicalize_name(name.distribution) != art.distribution.canonical:
+        return None
+    if art.is_wheel and parse_wheel_filename(name)[3] != parse_wheel_filename(art.filename)[3]:
+        return None
+    return name.version
+
+
+def target_version(target: str) -> Version | None:
+    """TARGET as a release version (``0.5.23``, ``v0.5.23``); None when it is none (a commit)."""
+    m = _VERSION_TARGET.match(target)
+    if m is None:
+        return None
+    try:
+        return parse_version(m.group(1))
+    except InvalidVersion:
+        raise UsageError(f"{target!r} is not a version") from None
+
+
+def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache) -> Pin:
+    """The pin of ``version``: its own file in upstream-pins/ when there is one (a pin written or
+    corrected by hand is taken as it is), else one found through ``pin``'s sources."""
+    name = release_pin_name(pin.upstream, version)
+    rel = f"{PINS_DIR}/{name}.toml"
+    if not os.path.lexists(root / rel):
+        return pin_for_version(pin, version, cache=cache)
+    found = load_pin(root, name)
+    if found.upstream != pin.upstream or found.version != version:
+        raise InvalidInput(f"{rel} pins {found.upstream} {found.version}, not {pin.upstream} {version}",
+                           file=rel, hint=f"a pin for {pin.upstream} {version} is named {name}")
+    return found
 
 
 def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
@@ -37,15 +81,19 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
     if pin.use == "artifact":
         art = pin.artifact
         assert art is not None
-        filename = sibling_filename(art, version)
         # always this pin's own index: an import in the shared cache may have been made from another
         # project's index or url, and its sha256 is that project's word, not this index's
-        listed = {e.get("filename"): e for e in cache.index.files(art)}
-        entry = listed.get(filename)
-        if entry is None:
-            same = sorted(str(f) for f in listed if f"-{version}-" in str(f) or f"-{version}." in str(f))
-            raise UpstreamError(f"{art.distribution} {version} has no {filename} on the index",
+        files = cache.index.files(art)
+        listed = [e for e in files if release_version(art, str(e.get("filename", ""))) == version]
+        if not listed:
+            named = [str(e.get("filename", "")) for e in files]
+            same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
+            raise UpstreamError(f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
                                 hint=f"files for {version}: {', '.join(same) or 'none'}")
+        # the same archive as the pin's first (.tar.gz or .zip), then the name packaging writes
+        entry = min(listed, key=lambda e: (_archive(str(e["filename"])) != _archive(art.filename),
+                                           str(e["filename"]) != sibling_filename(art, version)))
+        filename = ArtifactFilename(str(entry["filename"]))
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
             raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file",
@@ -58,8 +106,13 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         listed_size = entry.get("size")
         if type(listed_size) is not int or not 0 < listed_size < 2**63:  # no bool, nothing TOML cannot hold
             listed_size = None
-        new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, url=None, tree=None,
-                                      size=listed_size)
+        try:  # an sdist's top directory names its version: a literal prefix of the old one is moved with it
+            new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, url=None, tree=None,
+                                          size=listed_size,
+                                          prefix_from_template=art.prefix_from_template.generalised(art.version))
+        except ValueError as exc:
+            raise UpstreamError(f"the prefix.from of {pin.name} gives no path in {filename}: {exc}",
+                                hint=f"write the pin {name} by hand") from None
         git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
         return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
                    use="artifact")
@@ -81,12 +134,8 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
 
 def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
     """TARGET as a tag (v0.5.23), a version (0.5.23) or a commit, as a new pin."""
-    m = _VERSION_TARGET.match(target)
-    if m:
-        try:
-            version = parse_version(m.group(1))
-        except InvalidVersion:
-            raise UsageError(f"{target!r} is not a version") from None
+    version = target_version(target)
+    if version is not None:
         return pin_for_version(pin, version, cache=cache)
     if re.fullmatch(r"[0-9a-f]{7,40}", target):
         if pin.git is None:
