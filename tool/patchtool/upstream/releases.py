@@ -159,8 +159,6 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
     raise UsageError(f"{target!r} is neither a version, a tag (v0.5.23) nor a commit")
 
 
-
-
 def stated_version(cache: Cache, distribution: str, commit: str) -> Version | None:
     """The version the tree at ``commit`` states for ``distribution``: a static ``version`` in a
     ``pyproject.toml`` at the top or one directory down that names it, else ``__version__`` in the
