@@ -280,9 +280,11 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     forward = apply_patch(ws, diff) if plain else None
     if forward is not None and not forward.moved:
         # every hunk matched its exact old position with its exact context: nothing moved, so
-        # nothing can land in another scope, and a 3-way merge would give the same files
+        # nothing can land in another scope, and a 3-way merge would give the same files, unless
+        # a file or a directory is in the way of one (the merge says which)
         files = _files_from(ws, forward, changes)
-        return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files, ()
+        if not merge.in_the_way(ws, files):
+            return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files, ()
     merged = merge.merge_patch(ws, changes, labels, style=style)
     why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
                            commit=old_commit)
@@ -320,7 +322,8 @@ def _stopped(ws: merge.Workspace, changes: Sequence[git.RawChange], merged: merg
     conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
     messages = "; ".join(c.message for c in merged.conflicts)
     outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
-    return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(left))), left
+    shown = {*left, *(c.in_the_way for c in merged.conflicts if c.in_the_way)}  # what the worktree checks out
+    return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(shown))), left
 
 
 def _as_applied(ws: merge.Workspace, applied: AppliedPatch, files: dict[str, merge.File | None]) -> bool:
