@@ -205,3 +205,43 @@ def test_a_file_renamed_the_same_way_by_both_merges_cleanly(tmp_path: Path) -> N
     assert res.returncode == 0, res.stdout + res.stderr
     (step,) = json.loads(res.stdout)["data"]["patches"]
     assert step["outcome"] == "merged by 3-way merge" and step["renamed"] == ["pkg/f.py -> pkg/g.py (renamed upstream)"]
+
+
+# -- placement ---------------------------------------------------------------------------------
+
+SIBLING_CALLS = ('"""Two siblings making the same call."""\n\n\n' + "".join(
+    f'def {name}():\n    setup()\n    x = 1\n    y = 2\n    z = 3\n    call("a")\n    w = 4\n    v = 5\n'
+    f'    u = 6\n    return x\n\n\n' for name in ("first", "second")))
+
+
+def test_the_same_edit_in_two_siblings_is_not_a_misplacement(tmp_path: Path) -> None:
+    """The patch makes the same edit in first() and second(); upstream adds a line on top. git
+    merges it cleanly; patchtool paired both hunks with first()'s and said second's "was in
+    second, would land in first"."""
+    fork = make_fork(tmp_path, {"pkg/calls.py": SIBLING_CALLS},
+                     files({"pkg/calls.py": SIBLING_CALLS.replace('call("a")', 'call("b")')}),
+                     files({"pkg/calls.py": "import os\n" + SIBLING_CALLS}))
+    assert fork.git_merge()[0] == 0
+    res = fork.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = json.loads(res.stdout)["data"]["patches"]
+    assert step["outcome"] == "applied with shifted context" and "misplaced" not in step
+    patch = (fork.root / "patches/0001-change.patch").read_text()
+    assert patch.count('-    call("a")\n+    call("b")') == 2
+
+
+def test_an_edit_landing_in_the_other_sibling_is_still_a_misplacement(tmp_path: Path) -> None:
+    """Pairing by position still sees a hunk that moved: the patch's edit was in second(), the
+    merge's only such change is in first(); two edits that stayed in their functions pass."""
+    from patchtool.diff.scopes import PlacedHunk
+    from patchtool.rebase.replay import misplacements
+
+    def hunk(line: int) -> PlacedHunk:
+        return PlacedHunk("calls.py", line, line, ('    call("b")',), ('    call("a")',), (), "@@")
+
+    patched = SIBLING_CALLS.replace('call("a")', 'call("b")')
+    both_in_place = misplacements([hunk(8), hunk(20)], {"calls.py": patched}, [hunk(9), hunk(21)],
+                                  {"calls.py": "import os\n" + patched})
+    assert both_in_place == ()
+    (wrong,) = misplacements([hunk(20)], {"calls.py": patched}, [hunk(9)], {"calls.py": "import os\n" + patched})
+    assert "was in second, would land in first (line 9)" in wrong

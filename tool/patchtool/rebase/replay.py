@@ -342,14 +342,20 @@ def _mode_of(ws: merge.Workspace, path: str) -> str:
     return have.mode if have is not None else "100644"
 
 
-def _pair(old: PlacedHunk, candidates: Sequence[PlacedHunk]) -> PlacedHunk | None:
-    for key in ("added", "removed"):
-        want = getattr(old, key)
-        if want:
-            for h in candidates:
-                if getattr(h, key) == want:
-                    return h
-    return None
+def _lines(h: PlacedHunk) -> tuple[str, ...]:
+    """What pairs a hunk of the patch with one of the merge: the lines it adds, or else removes."""
+    return h.added or h.removed
+
+
+def _pair(old: PlacedHunk, twins: Sequence[PlacedHunk], candidates: Sequence[PlacedHunk],
+          in_place: Callable[[PlacedHunk], bool]) -> PlacedHunk | None:
+    """The hunk of the merge that carries ``old``: among those with its lines, the one at its
+    position where the patch has as many hunks with those lines (``twins``: ``old`` among them, in
+    file order) as the merge has, else the first in its own scope, else the first."""
+    same = [h for h in candidates if _lines(h) == _lines(old)]
+    if len(same) == len(twins):
+        return same[twins.index(old)]
+    return next((h for h in same if in_place(h)), same[0] if same else None)
 
 
 def _same_place(was: str, now: str, renamed_away: bool) -> bool:
@@ -381,18 +387,23 @@ def misplacements(old_hunks: Sequence[PlacedHunk], before: dict[str, str], new_h
                   after: dict[str, str]) -> tuple[str, ...]:
     """Every hunk of the patch (``old_hunks``, at the old pin, ``before`` the texts after the patch
     there) must sit in the same scope among ``new_hunks`` (``after``: the merged texts)."""
+    def now_at(n: PlacedHunk) -> str:
+        text = after.get(n.path)
+        return "" if text is None else scope_at(n.path, text, n.new_line).name
+
     mismatches = []
     for h in old_hunks:
         before_text = before.get(h.path)
-        if before_text is None:
+        if before_text is None or not _lines(h):
             continue
-        candidates = [n for n in new_hunks if n.path == h.path] or list(new_hunks)
-        match = _pair(h, candidates)
+        candidates = sorted((n for n in new_hunks if n.path == h.path), key=lambda n: n.new_line) or list(new_hunks)
+        twins = sorted((o for o in old_hunks if o.path == h.path and _lines(o) == _lines(h)), key=lambda o: o.new_line)
+        was = scope_at(h.path, before_text, h.new_line).name
+        match = _pair(h, twins, candidates, lambda n: now_at(n) == was)  # noqa: B023 (called here, in this pass)
         after_text = after.get(match.path) if match else None
         if match is None or after_text is None:
             continue
-        was = scope_at(h.path, before_text, h.new_line).name
-        now = scope_at(match.path, after_text, match.new_line).name
+        now = now_at(match)
         if not _same_place(was, now, renamed_away=scope_text(match.path, after_text, was) is None):
             mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} "
                               f"(line {match.new_line})")
