@@ -245,3 +245,40 @@ def test_an_edit_landing_in_the_other_sibling_is_still_a_misplacement(tmp_path: 
     assert both_in_place == ()
     (wrong,) = misplacements([hunk(20)], {"calls.py": patched}, [hunk(9)], {"calls.py": "import os\n" + patched})
     assert "was in second, would land in first (line 9)" in wrong
+
+
+# -- already upstream, in another form ---------------------------------------------------------
+
+RUN = 'def run(limit):\n    """Run up to limit."""\n    total = 0\n    return total\n\n\ndef other():\n    return 1\n'
+GUARD = '    total = 0\n    if{}limit):\n        total = limit  # {}\n'
+
+
+def test_a_patch_upstream_took_with_other_spacing_stops_and_offers_skip(tmp_path: Path) -> None:
+    """Upstream merged the patch as `if (limit` where it said `if(limit` (in a commit of its own
+    that changed more, so no patch-id finds it): the merge conflicts, and the stop says upstream
+    has it, where, and the --skip that drops it with that reason."""
+    fork = make_fork(tmp_path, {"pkg/run.py": RUN, "pkg/notes.txt": "a b\n"},
+                     files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format("(", "the cap")),
+                            "pkg/notes.txt": "a  b c\n"}),
+                     files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format(" (", "the cap"))
+                            .replace("return 1", "return 2"), "pkg/notes.txt": "a b  c\n"}))
+    assert fork.git_merge()[0] == 1
+    step, _, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/notes.txt", "pkg/run.py"]
+    assert step["upstream_has"] == ["pkg/notes.txt: the patch's lines 1-1 are upstream's 1-1",
+                                    "pkg/run.py: the patch's lines 4-5 are upstream's 4-5"]
+    assert step["detail"].startswith("upstream has it (differs in whitespace/formatting): pkg/notes.txt: ")
+    assert "to drop it, `patchtool rebase --skip --reason 'upstream has it (differs in whitespace/formatting)'`" in error
+    res = fork.run("rebase", "--skip", "--reason", "upstream has it (differs in whitespace/formatting)")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "upstream has it (differs in whitespace/formatting)" in (fork.root / "patchset.toml").read_text()
+
+
+def test_a_patch_upstream_took_with_other_words_is_a_plain_conflict(tmp_path: Path) -> None:
+    """A comment's words, a string's contents are not formatting: the same conflict says nothing of upstream."""
+    fork = make_fork(tmp_path, {"pkg/run.py": RUN}, files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format("(", "the cap"))}),
+                     files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format(" (", "a cap"))}))
+    step, _, error = stopped(fork)
+    assert step["outcome"] == "conflict" and "upstream_has" not in step
+    assert step["detail"] == "CONFLICT (content): Merge conflict in pkg/run.py"
+    assert "--skip --reason '...'" in error

@@ -25,7 +25,7 @@ from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase import merge
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
-from patchtool.rebase.upstreamed import PatchIds, already_upstream, hunks_upstream
+from patchtool.rebase.upstreamed import IN_OTHER_FORM, PatchIds, already_upstream, hunks_upstream, in_other_form
 from patchtool.upstream.cache import Base
 
 
@@ -62,13 +62,14 @@ class Step:
     renamed: tuple[str, ...] = ()
     shifted: tuple[MovedHunk, ...] = ()  # applied with shifted context: each hunk that moved
     files: tuple[str, ...] = ()  # the paths the patch's result touches
+    upstream_has: tuple[str, ...] = ()  # a conflict whose result upstream has up to formatting: where
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         for key in ("commit", "detail"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed"):
+        for key in ("conflicted", "misplaced", "renamed", "upstream_has"):
             if getattr(self, key):
                 out[key] = list(getattr(self, key))
         if self.shifted:
@@ -291,7 +292,10 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     if why is not None:
         return step(PatchOutcome.UPSTREAM, detail=why), None, ()
     if not merged.clean:
-        return (*_stopped(ws, changes, merged, step), merged.conflicts)
+        stop, left = _stopped(ws, changes, merged, step)
+        if evidence := in_other_form(ws, merged, labels):
+            stop = dataclasses.replace(stop, upstream_has=evidence, detail=f"{IN_OTHER_FORM}: {'; '.join(evidence)}")
+        return stop, left, merged.conflicts
     files = merged.files
     misplaced = _placement(ws, lp, changes, files)
     if misplaced:
