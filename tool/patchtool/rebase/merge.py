@@ -32,7 +32,7 @@ class File:
 class Conflict:
     path: str
     # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add", "rename/rename",
-    # "file/directory"
+    # "rename/delete", "file/directory"
     kind: str
     message: str
     data: bytes | None = None  # the file with conflict markers, where there is one
@@ -184,6 +184,11 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
             conflicts.append(Conflict(c.old_path, "modify/delete", (
                 f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch"),
                 base=base, theirs=theirs))
+            continue
+        if theirs is None and path != c.old_path:  # upstream renamed it, the patch deletes it
+            conflicts.append(Conflict(path, "rename/delete", (
+                f"CONFLICT (rename/delete): {c.old_path} renamed to {path} upstream and deleted by the patch"),
+                base=base, ours=ours))
             continue
         if theirs is None:  # the patch deletes the file
             if ours.blob == base.blob:

@@ -40,7 +40,9 @@ def already_upstream(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge, 
         if not ws.same(merged.files):
             return None
         return IN_REVERSE if try_reverse and applies_in_reverse(ws, diff) else "applying it changes nothing"
-    if try_reverse and applies_in_reverse(ws, diff):
+    # a file the patch deletes that upstream only renamed applies in reverse, but is not upstream
+    alive = any(c.kind == "rename/delete" for c in merged.conflicts)
+    if try_reverse and not alive and applies_in_reverse(ws, diff):
         return IN_REVERSE
     return patch_ids.detail(commit) if patch_ids is not None else None
 
