@@ -86,6 +86,24 @@ class ObjectReader:
         found = self._tree(tree).get(name)
         return found if found is not None and found[0] not in ("040000", "160000") else None
 
+    def files_under(self, tree: str, path: str) -> list[str]:
+        """Every blob path under the directory ``path`` of the tree ``tree`` (none where ``path``
+        is not a directory there)."""
+        sha: str | None = tree
+        for part in path.split("/"):
+            found = self._tree(sha).get(part) if sha is not None else None
+            sha = found[1] if found is not None and found[0] == "040000" else None
+        return [] if sha is None else self._walk(sha, path)
+
+    def _walk(self, sha: str, prefix: str) -> list[str]:
+        out = []
+        for name, (mode, child) in sorted(self._tree(sha).items()):
+            if mode == "040000":
+                out += self._walk(child, f"{prefix}/{name}")
+            elif mode != "160000":
+                out.append(f"{prefix}/{name}")
+        return out
+
     def _tree(self, sha: str) -> dict[str, tuple[str, str]]:
         if sha not in self._trees:
             found = self.read(sha)

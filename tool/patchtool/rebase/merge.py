@@ -31,13 +31,16 @@ class File:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Conflict:
     path: str
-    kind: str  # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add"
+    # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add", "rename/rename",
+    # "rename/delete", "file/directory"
+    kind: str
     message: str
     data: bytes | None = None  # the file with conflict markers, where there is one
     # the sides as git's index records a conflict (stages 1, 2, 3), each None where it has no file
     base: File | None = None
     ours: File | None = None
     theirs: File | None = None
+    in_the_way: str | None = None  # a file/directory conflict: upstream's path in the patch's way
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -91,6 +94,14 @@ class Workspace:
     def text(self, path: str) -> str | None:
         file = self.get(path)
         return None if file is None else self.data(file).decode("utf-8", "surrogateescape")
+
+    def files_under(self, path: str) -> list[str]:
+        """The files under the directory ``path`` in the tree being built (none: not a directory)."""
+        if self._tree is None:
+            self._tree = self.repo.tree_of(self.start)
+        below = f"{path}/"
+        start = [p for p in self.reader.files_under(self._tree, path) if self.get(p) is not None]
+        return sorted({*start, *(p for p, f in self._changed.items() if p.startswith(below) and f is not None)})
 
     def renamed_to(self, path: str) -> str | None:
         """Where upstream moved ``path`` between the two pins, if it did."""
@@ -174,6 +185,11 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
                 f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch"),
                 base=base, theirs=theirs))
             continue
+        if theirs is None and path != c.old_path:  # upstream renamed it, the patch deletes it
+            conflicts.append(Conflict(path, "rename/delete", (
+                f"CONFLICT (rename/delete): {c.old_path} renamed to {path} upstream and deleted by the patch"),
+                base=base, ours=ours))
+            continue
         if theirs is None:  # the patch deletes the file
             if ours.blob == base.blob:
                 files[path] = None
@@ -184,6 +200,9 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
             continue
         target = path if c.new_path == c.old_path else c.new_path
         assert target is not None
+        if target != path and path != c.old_path:  # upstream renamed it one way, the patch another
+            conflicts.append(_rename_rename(ws, c.old_path, path, target, ours, base, theirs, labels, style))
+            continue
         if target != path:  # the patch renames the file
             existing = ws.get(target)
             if existing is not None:
@@ -196,7 +215,46 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
             conflicts.append(merged)
         else:
             files[target] = merged
+    for path, clash in in_the_way(ws, files):
+        del files[path]  # the patch's file waits beside the tree, which keeps upstream's as it is
+        conflicts.append(clash)
     return PatchMerge(files=files, conflicts=tuple(conflicts), renamed=tuple(renamed), gone=tuple(gone))
+
+
+def in_the_way(ws: Workspace, files: dict[str, File | None]) -> list[tuple[str, Conflict]]:
+    """The file/directory conflicts of writing ``files`` onto the tree ``ws`` builds, as merge-ort
+    finds them: a file under a path that is a file (or a link) there, or at a path that is a
+    directory there. Each is (the path, its conflict), the conflict at the path where the patch's
+    file is left instead (``~patch`` after the name in the way), as git leaves one side aside."""
+    out = []
+    for path, f in files.items():
+        if f is None:
+            continue
+        parts = path.split("/")
+        above = next((a for a in ("/".join(parts[:i]) for i in range(1, len(parts)))
+                      if (files[a] if a in files else ws.get(a)) is not None), None)
+        if above is not None:
+            aside, way = f"{above}~patch{path[len(above):]}", above
+            why = f"the patch adds {path}, but {above} is a file upstream"
+        elif inside := [p for p in ws.files_under(path) if p not in files or files[p] is not None]:
+            aside, way = f"{path}~patch", path
+            why = f"the patch adds the file {path}, but upstream has a directory there ({inside[0]})"
+        else:
+            continue
+        out.append((path, Conflict(aside, "file/directory", f"CONFLICT (file/directory): {why}; "
+                                   f"the patch's file is left at {aside}", ws.data(f), theirs=f, in_the_way=way)))
+    return out
+
+
+def _rename_rename(ws: Workspace, was: str, ours_path: str, target: str, ours: File, base: File, theirs: File,
+                   labels: tuple[str, str, str], style: str) -> Conflict:
+    """Upstream renamed ``was`` to ``ours_path``, the patch to ``target``: a conflict, as merge-ort
+    makes it, with the contents merged at the patch's name and upstream's file left where it is."""
+    merged = _content(ws, target, ours, base, theirs, labels, style)
+    data = merged.data if isinstance(merged, Conflict) else ws.data(merged)
+    return Conflict(target, "rename/rename", (
+        f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch"),
+        data, base=base, ours=ours, theirs=theirs)
 
 
 def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File, labels: tuple[str, str, str],

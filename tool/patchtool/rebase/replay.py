@@ -25,7 +25,7 @@ from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase import merge
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
-from patchtool.rebase.upstreamed import PatchIds, already_upstream, hunks_upstream
+from patchtool.rebase.upstreamed import IN_OTHER_FORM, PatchIds, already_upstream, hunks_upstream, in_other_form
 from patchtool.upstream.cache import Base
 
 
@@ -62,13 +62,14 @@ class Step:
     renamed: tuple[str, ...] = ()
     shifted: tuple[MovedHunk, ...] = ()  # applied with shifted context: each hunk that moved
     files: tuple[str, ...] = ()  # the paths the patch's result touches
+    upstream_has: tuple[str, ...] = ()  # a conflict whose result upstream has up to formatting: where
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         for key in ("commit", "detail"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed"):
+        for key in ("conflicted", "misplaced", "renamed", "upstream_has"):
             if getattr(self, key):
                 out[key] = list(getattr(self, key))
         if self.shifted:
@@ -280,16 +281,21 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     forward = apply_patch(ws, diff) if plain else None
     if forward is not None and not forward.moved:
         # every hunk matched its exact old position with its exact context: nothing moved, so
-        # nothing can land in another scope, and a 3-way merge would give the same files
+        # nothing can land in another scope, and a 3-way merge would give the same files, unless
+        # a file or a directory is in the way of one (the merge says which)
         files = _files_from(ws, forward, changes)
-        return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files, ()
+        if not merge.in_the_way(ws, files):
+            return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files, ()
     merged = merge.merge_patch(ws, changes, labels, style=style)
     why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
                            commit=old_commit)
     if why is not None:
         return step(PatchOutcome.UPSTREAM, detail=why), None, ()
     if not merged.clean:
-        return (*_stopped(ws, changes, merged, step), merged.conflicts)
+        stop, left = _stopped(ws, changes, merged, step)
+        if evidence := in_other_form(ws, merged, labels):
+            stop = dataclasses.replace(stop, upstream_has=evidence, detail=f"{IN_OTHER_FORM}: {'; '.join(evidence)}")
+        return stop, left, merged.conflicts
     files = merged.files
     misplaced = _placement(ws, lp, changes, files)
     if misplaced:
@@ -320,7 +326,8 @@ def _stopped(ws: merge.Workspace, changes: Sequence[git.RawChange], merged: merg
     conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
     messages = "; ".join(c.message for c in merged.conflicts)
     outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
-    return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(left))), left
+    shown = {*left, *(c.in_the_way for c in merged.conflicts if c.in_the_way)}  # what the worktree checks out
+    return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(shown))), left
 
 
 def _as_applied(ws: merge.Workspace, applied: AppliedPatch, files: dict[str, merge.File | None]) -> bool:
@@ -339,14 +346,20 @@ def _mode_of(ws: merge.Workspace, path: str) -> str:
     return have.mode if have is not None else "100644"
 
 
-def _pair(old: PlacedHunk, candidates: Sequence[PlacedHunk]) -> PlacedHunk | None:
-    for key in ("added", "removed"):
-        want = getattr(old, key)
-        if want:
-            for h in candidates:
-                if getattr(h, key) == want:
-                    return h
-    return None
+def _lines(h: PlacedHunk) -> tuple[str, ...]:
+    """What pairs a hunk of the patch with one of the merge: the lines it adds, or else removes."""
+    return h.added or h.removed
+
+
+def _pair(old: PlacedHunk, twins: Sequence[PlacedHunk], candidates: Sequence[PlacedHunk],
+          in_place: Callable[[PlacedHunk], bool]) -> PlacedHunk | None:
+    """The hunk of the merge that carries ``old``: among those with its lines, the one at its
+    position where the patch has as many hunks with those lines (``twins``: ``old`` among them, in
+    file order) as the merge has, else the first in its own scope, else the first."""
+    same = [h for h in candidates if _lines(h) == _lines(old)]
+    if len(same) == len(twins):
+        return same[twins.index(old)]
+    return next((h for h in same if in_place(h)), same[0] if same else None)
 
 
 def _same_place(was: str, now: str, renamed_away: bool) -> bool:
@@ -378,18 +391,23 @@ def misplacements(old_hunks: Sequence[PlacedHunk], before: dict[str, str], new_h
                   after: dict[str, str]) -> tuple[str, ...]:
     """Every hunk of the patch (``old_hunks``, at the old pin, ``before`` the texts after the patch
     there) must sit in the same scope among ``new_hunks`` (``after``: the merged texts)."""
+    def now_at(n: PlacedHunk) -> str:
+        text = after.get(n.path)
+        return "" if text is None else scope_at(n.path, text, n.new_line).name
+
     mismatches = []
     for h in old_hunks:
         before_text = before.get(h.path)
-        if before_text is None:
+        if before_text is None or not _lines(h):
             continue
-        candidates = [n for n in new_hunks if n.path == h.path] or list(new_hunks)
-        match = _pair(h, candidates)
+        candidates = sorted((n for n in new_hunks if n.path == h.path), key=lambda n: n.new_line) or list(new_hunks)
+        twins = sorted((o for o in old_hunks if o.path == h.path and _lines(o) == _lines(h)), key=lambda o: o.new_line)
+        was = scope_at(h.path, before_text, h.new_line).name
+        match = _pair(h, twins, candidates, lambda n: now_at(n) == was)  # noqa: B023 (called here, in this pass)
         after_text = after.get(match.path) if match else None
         if match is None or after_text is None:
             continue
-        was = scope_at(h.path, before_text, h.new_line).name
-        now = scope_at(match.path, after_text, match.new_line).name
+        now = now_at(match)
         if not _same_place(was, now, renamed_away=scope_text(match.path, after_text, was) is None):
             mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} "
                               f"(line {match.new_line})")

@@ -106,7 +106,7 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
     return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
                 detail=str(d.get("detail", "")), conflicted=strings("conflicted"), misplaced=strings("misplaced"),
                 renamed=strings("renamed"), shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())),
-                files=strings("files"))
+                files=strings("files"), upstream_has=strings("upstream_has"))
 
 
 def save(root: Path, state: RebaseState) -> None:

@@ -39,6 +39,7 @@ from patchtool.rebase.state import (
 )
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
+from patchtool.rebase.upstreamed import IN_OTHER_FORM
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
 from patchtool.upstream.pins import PINS_DIR, Pin, pin_to_toml
@@ -188,12 +189,17 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
         report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
                          status="conflict", worktree=str(worktree))
         files = ", ".join(stopped.conflicted) or "see the report"
+        resolve = (f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
+                   "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
+                   "tree), then `patchtool rebase --continue`")
+        if stopped.upstream_has:
+            raise ApplyConflict(
+                f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}; {stopped.detail}",
+                result=report, hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; "
+                                    f"or {resolve}; or `--abort`")
         raise ApplyConflict(
             f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report,
-            hint=f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
-                 "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
-                 "tree), then `patchtool rebase --continue`; "
-                 "or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
+            hint=f"{resolve}; or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
     if resumed:  # the last stop's worktree, kept for the next stop
         cache.repo.worktree_remove(root / WORKTREE)
     # the two slow git commands of the end run while drift, checks and the report are computed

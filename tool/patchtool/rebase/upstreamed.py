@@ -7,6 +7,9 @@ The signs, cheapest first:
   pins are git commits: a release artifact has no history to compare with);
 - merging it onto the target changes nothing.
 
+``in_other_form`` finds a conflicting patch whose result upstream has up to formatting (``if(``
+for ``if (``): the rebase still stops there, and offers ``--skip`` with that reason.
+
 ``hunks_upstream`` counts the hunks of a patch that are upstream while the rest still applies
 ("partly upstream"). At the pin, ``patchtool apply`` asks git the first question when a patch
 does not apply (``series.apply.diagnose``: "already applied").
@@ -20,10 +23,12 @@ from patchtool import git
 from patchtool.diff import textpatch
 from patchtool.diff.model import Diff, lines_of
 from patchtool.rebase import merge
+from patchtool.rebase.formatting import normal_forms, normal_lines
 from patchtool.rebase.textapply import apply_patch
 from patchtool.upstream.cache import Base
 
 IN_REVERSE = "it applies in reverse on the target"
+IN_OTHER_FORM = "upstream has it (differs in whitespace/formatting)"
 
 
 def already_upstream(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge, *, try_reverse: bool,
@@ -35,7 +40,9 @@ def already_upstream(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge, 
         if not ws.same(merged.files):
             return None
         return IN_REVERSE if try_reverse and applies_in_reverse(ws, diff) else "applying it changes nothing"
-    if try_reverse and applies_in_reverse(ws, diff):
+    # a file the patch deletes that upstream only renamed applies in reverse, but is not upstream
+    alive = any(c.kind == "rename/delete" for c in merged.conflicts)
+    if try_reverse and not alive and applies_in_reverse(ws, diff):
         return IN_REVERSE
     return patch_ids.detail(commit) if patch_ids is not None else None
 
@@ -79,3 +86,48 @@ def hunks_upstream(ws: merge.Workspace, diff: Diff) -> int:
         present += sum(1 for h in f.hunks
                        if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None)
     return present if present < total else 0
+
+
+def in_other_form(ws: merge.Workspace, merged: merge.PatchMerge, labels: tuple[str, str, str]) -> tuple[str, ...]:
+    """Where upstream has the result of a patch whose merge conflicts, up to formatting: every
+    conflict a content conflict whose merge in normal form (``formatting``) is clean and leaves
+    upstream's file as it is, every other file as upstream has it in normal form, and the patch
+    more than a reformatting. The evidence, a line per change of the patch; () when it is not so."""
+    if not merged.conflicts:
+        return ()
+    for path, f in merged.files.items():
+        have = ws.get(path)
+        if (have is None) != (f is None):
+            return ()
+        if have is not None and f is not None and len(set(normal_forms(path, ws.data(have), ws.data(f)))) > 1:
+            return ()
+    evidence: list[str] = []
+    for c in merged.conflicts:
+        if c.kind != "content" or c.base is None or c.ours is None or c.theirs is None:
+            return ()
+        base, ours, theirs = normal_forms(c.path, *(ws.data(side) for side in (c.base, c.ours, c.theirs)))
+        if theirs == base:
+            return ()
+        result, count = git.merge_file(ours, base, theirs, labels)
+        if count or result != ours:
+            return ()
+        evidence += _where(c.path, ws.data(c.base), ws.data(c.theirs), ws.data(c.ours))
+    return tuple(evidence)
+
+
+def _where(path: str, base: bytes, theirs: bytes, ours: bytes) -> list[str]:
+    """Each change of the patch (``base`` -> ``theirs``) and the lines of ``ours`` that hold it in
+    normal form."""
+    raw = [lines_of(d.decode("utf-8", "surrogateescape")) for d in (base, theirs)]
+    norm_theirs, norm_ours = normal_lines(path, theirs, ours)
+    out = []
+    for block in textpatch.diff(*raw):
+        if block.b_start == block.b_end:
+            out.append(f"{path}: the lines the patch removes ({block.a_start + 1}-{block.a_end}) are not upstream")
+            continue
+        want = norm_theirs[block.b_start:block.b_end]
+        at = next((i for i in range(len(norm_ours) - len(want) + 1) if norm_ours[i:i + len(want)] == want), None)
+        span = f"{block.b_start + 1}-{block.b_end}"
+        out.append(f"{path}: the patch's lines {span} are upstream's {at + 1}-{at + len(want)}"
+                   if at is not None else f"{path}: the patch's lines {span} are upstream's")
+    return out

@@ -1,0 +1,284 @@
+"""A rebase where git's own merge conflicts, or does not: patchtool says the same, and loses nothing.
+
+Each case is an upstream git repository with two tags (``v1.0``, ``v1.1``) and one patch made on
+``v1.0``; the project pins ``v1.0`` (a git pin) and ``rebase --to 1.1`` moves it. ``git merge-tree``
+of the same two commits is the reference (merge-ort; git 2.39 finds the merge base itself).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from patchtool.testing import format_patch, git, leftover_state, snapshot, write_tree
+
+Change = Callable[[Path], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fork:
+    root: Path  # the patch project
+    upstream: Path  # the upstream repository: v1.0, v1.1, and the patch's commit
+    patch_commit: str
+    cache: Path
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache)}
+        return subprocess.run([sys.executable, "-m", "patchtool", *args, "--root", str(self.root)],
+                              capture_output=True, text=True, env=env, check=False)
+
+    def git_merge(self) -> tuple[int, str]:
+        """``git merge-tree --write-tree v1.1 <patch>``: its exit code and messages."""
+        res = subprocess.run(["git", "merge-tree", "--write-tree", "v1.1", self.patch_commit], cwd=self.upstream,
+                             capture_output=True, text=True, check=False,
+                             env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+        return res.returncode, res.stdout
+
+
+def files(tree: dict[str, str]) -> Change:
+    def change(work: Path) -> None:
+        write_tree(work, tree)
+    return change
+
+
+def commands(*argvs: tuple[str, ...]) -> Change:
+    """git commands run in the upstream worktree, then whatever ``files`` writes."""
+    def change(work: Path) -> None:
+        for argv in argvs:
+            git(work, *argv)
+    return change
+
+
+def both(*changes: Change) -> Change:
+    def change(work: Path) -> None:
+        for c in changes:
+            c(work)
+    return change
+
+
+def make_fork(tmp_path: Path, base: dict[str, str], patch: Change, upstream: Change) -> Fork:
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    write_tree(up, base)
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.0")
+    git(up, "tag", "v1.0")
+    v10 = git(up, "rev-parse", "HEAD").strip()
+    patch(up)
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "the patch")
+    patch_commit = git(up, "rev-parse", "HEAD").strip()
+    text = format_patch(up)
+    git(up, "checkout", "-q", "v1.0")
+    upstream(up)
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.1")
+    git(up, "tag", "v1.1")
+    root = tmp_path / "project"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream-pins").mkdir()
+    (root / "upstream-pins" / "demo-1.0.toml").write_text(
+        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
+        f'commit = "{v10}"\n')
+    (root / "patches" / "0001-change.patch").write_text(text)
+    (root / "patchset.toml").write_text(
+        'schema = 1\npin = "demo-1.0"\n\n[[patch]]\nid = "change"\nfile = "patches/0001-change.patch"\n'
+        'kind = "correctness"\nowner = "team"\nwhy = "needed"\napplies_to = ">=1.0"\ndrop_when = "upstream"\n'
+        'upstream = { status = "pending" }\n')
+    return Fork(root=root, upstream=up, patch_commit=patch_commit, cache=tmp_path / "cache")
+
+
+def stopped(fork: Fork) -> tuple[dict[str, object], Path, str]:
+    """``rebase --to 1.1`` that stops (exit 3): the patch's step, the conflict worktree, and the
+    error (its message, then its hint)."""
+    res = fork.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr
+    out = json.loads(res.stdout)
+    (step,) = out["data"]["patches"]
+    (error,) = out["errors"]
+    return step, Path(out["data"]["worktree"]), f"{error['message']}\n{error.get('hint', '')}"
+
+
+# -- file/directory ----------------------------------------------------------------------------
+
+CORE = "def core():\n    return 1\n"
+DIR_BASE = {"pkg/core.py": CORE, "pkg/dir/a.py": "A = 1\n"}
+
+
+@pytest.mark.parametrize("replacement", ["file", "symlink"])
+def test_a_file_added_under_a_directory_upstream_made_a_file_is_a_conflict(tmp_path: Path, replacement: str) -> None:
+    """Upstream replaced the directory pkg/dir by a file (or a link); the patch adds pkg/dir/new.py.
+    git reports a file/directory conflict; patchtool once applied it "unchanged" and wrote a tree
+    without upstream's pkg/dir."""
+    def upstream(work: Path) -> None:
+        git(work, "rm", "-q", "-r", "pkg/dir")
+        if replacement == "file":
+            (work / "pkg/dir").write_text("upstream's file\n")
+        else:
+            (work / "pkg/dir").symlink_to("core.py")
+
+    fork = make_fork(tmp_path, DIR_BASE, files({"pkg/dir/new.py": "NEW = 1\n"}), upstream)
+    assert fork.git_merge()[0] == 1 and "CONFLICT (file/directory)" in fork.git_merge()[1]
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict"
+    assert step["conflicted"] == ["pkg/dir~patch/new.py"]
+    assert step["detail"] == ("CONFLICT (file/directory): the patch adds pkg/dir/new.py, but pkg/dir is a file "
+                              "upstream; the patch's file is left at pkg/dir~patch/new.py")
+    assert "patch change stopped the rebase (conflict): pkg/dir~patch/new.py" in error
+    # nothing lost: upstream's pkg/dir as it was, the patch's file beside it, as git's index records it
+    if replacement == "file":
+        assert (worktree / "pkg/dir").read_text() == "upstream's file\n"
+    else:
+        assert os.readlink(worktree / "pkg/dir") == "core.py"
+    assert (worktree / "pkg/dir~patch/new.py").read_text() == "NEW = 1\n"
+    assert git(worktree, "status", "--porcelain").splitlines() == ["UA pkg/dir~patch/new.py"]
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+    res = fork.run("rebase", "--abort")
+    assert res.returncode == 0, res.stderr
+    assert leftover_state(fork.root) == []
+
+
+def test_a_file_added_where_upstream_made_a_directory_is_a_conflict(tmp_path: Path) -> None:
+    """The other way round: the patch adds the file pkg/extra, upstream added pkg/extra/mod.py."""
+    fork = make_fork(tmp_path, DIR_BASE, files({"pkg/extra": "patch's file\n"}),
+                     files({"pkg/extra/mod.py": "MOD = 1\n"}))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (file/directory)" in fork.git_merge()[1]
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/extra~patch"]
+    assert step["detail"] == ("CONFLICT (file/directory): the patch adds the file pkg/extra, but upstream has a "
+                              "directory there (pkg/extra/mod.py); the patch's file is left at pkg/extra~patch")
+    assert (worktree / "pkg/extra~patch").read_text() == "patch's file\n"
+    assert git(worktree, "show", "HEAD:pkg/extra/mod.py") == "MOD = 1\n"
+
+
+def test_a_patch_that_turns_a_directory_into_a_file_upstream_left_alone_applies(tmp_path: Path) -> None:
+    """No conflict where git has none: the patch replaces pkg/dir by a file, upstream edits elsewhere."""
+    fork = make_fork(tmp_path, DIR_BASE, both(commands(("rm", "-q", "-r", "pkg/dir")), files({"pkg/dir": "flat\n"})),
+                     files({"pkg/core.py": CORE + "\n\ndef more():\n    return 2\n"}))
+    assert fork.git_merge()[0] == 0
+    res = fork.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = json.loads(res.stdout)["data"]["patches"]
+    assert step["outcome"] == "applied unchanged"
+
+
+# -- rename/rename -----------------------------------------------------------------------------
+
+BODY = "".join(f"def f{i}():\n    return {i}\n\n\n" for i in range(8))
+
+
+def test_a_file_renamed_one_way_upstream_and_another_by_the_patch_is_a_conflict(tmp_path: Path) -> None:
+    """Upstream renames pkg/f.py to pkg/g2.py, the patch to pkg/h.py: git conflicts (rename/rename);
+    patchtool once wrote h.py and deleted upstream's g2.py."""
+    fork = make_fork(tmp_path, {"pkg/f.py": BODY}, both(commands(("mv", "pkg/f.py", "pkg/h.py")),
+                                                         files({"pkg/h.py": BODY.replace("return 2", "return 22")})),
+                     both(commands(("mv", "pkg/f.py", "pkg/g2.py")),
+                          files({"pkg/g2.py": BODY.replace("return 6", "return 66")})))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (rename/rename)" in fork.git_merge()[1]
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/h.py"]
+    assert step["detail"] == "CONFLICT (rename/rename): pkg/f.py renamed to pkg/g2.py upstream and to pkg/h.py by the patch"
+    assert "patch change stopped the rebase (conflict): pkg/h.py" in error
+    # upstream's file stays; the patch's name holds both sides' changes, recorded as git records a conflict
+    assert git(worktree, "show", "HEAD:pkg/g2.py") == BODY.replace("return 6", "return 66")
+    merged = (worktree / "pkg/h.py").read_text()
+    assert "return 22" in merged and "return 66" in merged
+    stages = [line.split()[2] for line in git(worktree, "ls-files", "-u", "--", "pkg/h.py").splitlines()]
+    assert stages == ["1", "2", "3"]
+
+
+def test_a_file_renamed_the_same_way_by_both_merges_cleanly(tmp_path: Path) -> None:
+    fork = make_fork(tmp_path, {"pkg/f.py": BODY}, both(commands(("mv", "pkg/f.py", "pkg/g.py")),
+                                                         files({"pkg/g.py": BODY.replace("return 2", "return 22")})),
+                     commands(("mv", "pkg/f.py", "pkg/g.py")))
+    assert fork.git_merge()[0] == 0
+    res = fork.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = json.loads(res.stdout)["data"]["patches"]
+    assert step["outcome"] == "merged by 3-way merge" and step["renamed"] == ["pkg/f.py -> pkg/g.py (renamed upstream)"]
+
+
+# -- placement ---------------------------------------------------------------------------------
+
+SIBLING_CALLS = ('"""Two siblings making the same call."""\n\n\n' + "".join(
+    f'def {name}():\n    setup()\n    x = 1\n    y = 2\n    z = 3\n    call("a")\n    w = 4\n    v = 5\n'
+    f'    u = 6\n    return x\n\n\n' for name in ("first", "second")))
+
+
+def test_the_same_edit_in_two_siblings_is_not_a_misplacement(tmp_path: Path) -> None:
+    """The patch makes the same edit in first() and second(); upstream adds a line on top. git
+    merges it cleanly; patchtool paired both hunks with first()'s and said second's "was in
+    second, would land in first"."""
+    fork = make_fork(tmp_path, {"pkg/calls.py": SIBLING_CALLS},
+                     files({"pkg/calls.py": SIBLING_CALLS.replace('call("a")', 'call("b")')}),
+                     files({"pkg/calls.py": "import os\n" + SIBLING_CALLS}))
+    assert fork.git_merge()[0] == 0
+    res = fork.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = json.loads(res.stdout)["data"]["patches"]
+    assert step["outcome"] == "applied with shifted context" and "misplaced" not in step
+    patch = (fork.root / "patches/0001-change.patch").read_text()
+    assert patch.count('-    call("a")\n+    call("b")') == 2
+
+
+def test_an_edit_landing_in_the_other_sibling_is_still_a_misplacement(tmp_path: Path) -> None:
+    """Pairing by position still sees a hunk that moved: the patch's edit was in second(), the
+    merge's only such change is in first(); two edits that stayed in their functions pass."""
+    from patchtool.diff.scopes import PlacedHunk
+    from patchtool.rebase.replay import misplacements
+
+    def hunk(line: int) -> PlacedHunk:
+        return PlacedHunk("calls.py", line, line, ('    call("b")',), ('    call("a")',), (), "@@")
+
+    patched = SIBLING_CALLS.replace('call("a")', 'call("b")')
+    both_in_place = misplacements([hunk(8), hunk(20)], {"calls.py": patched}, [hunk(9), hunk(21)],
+                                  {"calls.py": "import os\n" + patched})
+    assert both_in_place == ()
+    (wrong,) = misplacements([hunk(20)], {"calls.py": patched}, [hunk(9)], {"calls.py": "import os\n" + patched})
+    assert "was in second, would land in first (line 9)" in wrong
+
+
+# -- already upstream, in another form ---------------------------------------------------------
+
+RUN = 'def run(limit):\n    """Run up to limit."""\n    total = 0\n    return total\n\n\ndef other():\n    return 1\n'
+GUARD = '    total = 0\n    if{}limit):\n        total = limit  # {}\n'
+
+
+def test_a_patch_upstream_took_with_other_spacing_stops_and_offers_skip(tmp_path: Path) -> None:
+    """Upstream merged the patch as `if (limit` where it said `if(limit` (in a commit of its own
+    that changed more, so no patch-id finds it): the merge conflicts, and the stop says upstream
+    has it, where, and the --skip that drops it with that reason."""
+    fork = make_fork(tmp_path, {"pkg/run.py": RUN, "pkg/notes.txt": "a b\n"},
+                     files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format("(", "the cap")),
+                            "pkg/notes.txt": "a  b c\n"}),
+                     files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format(" (", "the cap"))
+                            .replace("return 1", "return 2"), "pkg/notes.txt": "a b  c\n"}))
+    assert fork.git_merge()[0] == 1
+    step, _, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/notes.txt", "pkg/run.py"]
+    assert step["upstream_has"] == ["pkg/notes.txt: the patch's lines 1-1 are upstream's 1-1",
+                                    "pkg/run.py: the patch's lines 4-5 are upstream's 4-5"]
+    assert step["detail"].startswith("upstream has it (differs in whitespace/formatting): pkg/notes.txt: ")
+    assert "to drop it, `patchtool rebase --skip --reason 'upstream has it (differs in whitespace/formatting)'`" in error
+    res = fork.run("rebase", "--skip", "--reason", "upstream has it (differs in whitespace/formatting)")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "upstream has it (differs in whitespace/formatting)" in (fork.root / "patchset.toml").read_text()
+
+
+def test_a_patch_upstream_took_with_other_words_is_a_plain_conflict(tmp_path: Path) -> None:
+    """A comment's words, a string's contents are not formatting: the same conflict says nothing of upstream."""
+    fork = make_fork(tmp_path, {"pkg/run.py": RUN}, files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format("(", "the cap"))}),
+                     files({"pkg/run.py": RUN.replace("    total = 0\n", GUARD.format(" (", "a cap"))}))
+    step, _, error = stopped(fork)
+    assert step["outcome"] == "conflict" and "upstream_has" not in step
+    assert step["detail"] == "CONFLICT (content): Merge conflict in pkg/run.py"
+    assert "--skip --reason '...'" in error

@@ -1,0 +1,48 @@
+"""Files compared up to formatting: Python by its tokens, anything else without its whitespace.
+
+``normal_lines`` keeps one line per physical line, so a 3-way merge of normal forms lines up
+with the merge of the files themselves: ``if(x):`` and ``if (x):`` are the same line; a string's
+contents, a comment's words and an indentation level are not formatting.
+"""
+
+from __future__ import annotations
+
+import io
+import tokenize
+
+_LAYOUT = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
+                     tokenize.ENCODING})
+
+
+def normal_lines(path: str, *data: bytes) -> list[list[str]]:
+    """Each of ``data``'s lines in normal form: a ``.py`` file's tokens (each at the line it starts
+    on, after its indentation depth), another file's lines without whitespace. Versions of one
+    file are compared in one form: as text, where any of them is not Python the tokenizer reads."""
+    texts = [d.decode("utf-8", "surrogateescape") for d in data]
+    if path.endswith(".py"):
+        try:
+            return [_python_lines(text, text.count("\n") + 1) for text in texts]
+        except (tokenize.TokenError, SyntaxError):
+            pass
+    return [["".join(line.split()) for line in text.split("\n")] for text in texts]
+
+
+def _python_lines(text: str, count: int) -> list[str]:
+    out: list[list[str]] = [[] for _ in range(count)]
+    depth = 0
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.INDENT:
+            depth += 1
+        elif tok.type == tokenize.DEDENT:
+            depth -= 1
+        elif tok.type not in _LAYOUT and tok.start[0] <= count:
+            row = out[tok.start[0] - 1]
+            if not row:
+                row.append(f"{depth}:")
+            row.append(tok.string.replace("\n", "\\n"))
+    return [" ".join(row) for row in out]
+
+
+def normal_forms(path: str, *data: bytes) -> list[bytes]:
+    """``normal_lines`` as files."""
+    return ["\n".join(lines).encode("utf-8", "surrogateescape") for lines in normal_lines(path, *data)]
