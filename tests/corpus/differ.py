@@ -41,6 +41,13 @@ def make_repo(root: Path, files: Mapping[str, Entry]) -> str:
     """A repository at ``root`` whose one commit holds ``files``; its commit."""
     root.mkdir(parents=True)
     git(root, "init", "-q")
+    write_files(root, files)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "--allow-empty", "-m", "base")
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def write_files(root: Path, files: Mapping[str, Entry]) -> None:
     for path, entry in files.items():
         target = root / path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -50,9 +57,6 @@ def make_repo(root: Path, files: Mapping[str, Entry]) -> str:
         mode, content = entry if isinstance(entry, tuple) else ("100644", entry)
         target.write_bytes(content.encode() if isinstance(content, str) else content)
         target.chmod(0o755 if mode == "100755" else 0o644)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "--allow-empty", "-m", "base")
-    return git(root, "rev-parse", "HEAD").strip()
 
 
 def _index(root: Path) -> Tree:
