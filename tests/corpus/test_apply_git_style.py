@@ -386,3 +386,4 @@ def test_in_memory_apply_agrees_with_git(tmp_path: Path, case: Case) -> None:
     assert (ours.tree is not None) == case.git_applies, ours.message
     if not case.git_applies:
         assert case.why in theirs.message
+        assert case.why in ours.message  # in git's words
