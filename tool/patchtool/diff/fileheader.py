@@ -25,28 +25,27 @@ class FileHeader:
 
 def read(diff: Diff, fd: FileDiff) -> FileHeader:
     """The extended header of ``fd`` in ``diff``."""
-    flags = {"copy": False, "rename": False, "new": False, "deleted": False}
-    modes: dict[str, str | None] = {"old_mode": None, "new_mode": None}
+    flags: dict[str, bool] = {}
+    old_mode = new_mode = inconsistent = None
     first: int | None = None
-    inconsistent = None
     for n, line in enumerate(diff.file_header(fd).splitlines(), fd.at):
         if line.startswith("--- "):
             break
         flag = _flag(line)
         if flag is not None:
             flags[flag] = True
-            if sum(flags.values()) > 1 and inconsistent is None:
+            if len(flags) > 1 and inconsistent is None:
                 inconsistent = f"inconsistent header lines {first} and {n}"
             first = first or n
         if line.startswith(("old mode ", "deleted file mode ")):
-            modes["old_mode"] = line.rsplit(" ", 1)[1]
+            old_mode = line.rsplit(" ", 1)[1]
         elif line.startswith(("new mode ", "new file mode ")):
-            modes["new_mode"] = line.rsplit(" ", 1)[1]
+            new_mode = line.rsplit(" ", 1)[1]
         elif line.startswith("index ") and len(fields := line.split()) > 2:
-            modes["old_mode"] = fields[2]  # git reads only the old mode there; the new one is the file's
-    flags["new"] = flags["new"] or fd.old_path is None
-    flags["deleted"] = flags["deleted"] or fd.new_path is None
-    return FileHeader(**flags, **modes, inconsistent=inconsistent)
+            old_mode = fields[2]  # git reads only the old mode there; the new one is the file's
+    return FileHeader(copy="copy" in flags, rename="rename" in flags,
+                      new="new" in flags or fd.old_path is None, deleted="deleted" in flags or fd.new_path is None,
+                      old_mode=old_mode, new_mode=new_mode, inconsistent=inconsistent)
 
 
 def _flag(line: str) -> str | None:
