@@ -4,8 +4,10 @@ line diff.
 ``apply`` follows ``git apply`` without fuzz: a hunk's whole preimage (context and removed
 lines) must match exactly; it is looked for at the position the hunk names, then alternately
 one line further back and forward; a hunk that starts at line 1 must match at the beginning and
-one with no trailing context at the end. Each hunk's offset is reported, so an application at
-the exact old positions ("unchanged") tells itself from one that moved ("shifted").
+one with no trailing context at the end. A line an earlier hunk left (its context and added
+lines) is never matched again: git marks it patched, so hunks that overlap are refused rather
+than applied to each other's output. Each hunk's offset is reported, so an application at the
+exact old positions ("unchanged") tells itself from one that moved ("shifted").
 
 ``diff`` finds the changed blocks between two versions of a file (patience anchors, then
 ``difflib`` between them): enough to say where a merged hunk landed, at a fraction of
@@ -34,6 +36,7 @@ class AppliedHunks:
 def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False) -> AppliedHunks | None:
     """``hunks`` applied to ``lines`` (each with its newline), or None where one does not apply."""
     image = list(lines)
+    patched = [False] * len(image)  # git's LINE_PATCHED: left by an earlier hunk
     offsets, starts = [], []
     for hunk in hunks:
         pre, post = hunk.image(reverse)
@@ -41,40 +44,43 @@ def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False)
         expected = new_pos - 1 if new_pos else 0
         at_start = old_pos == 0 or old_pos == 1
         at_end = hunk.trailing() == 0
-        found = _find(image, pre, expected, at_start, at_end)
+        found = _find(image, patched, pre, expected, at_start, at_end)
         if found is None:
             return None
         image[found:found + len(pre)] = post
+        patched[found:found + len(pre)] = [True] * len(post)
         offsets.append(expected - found if reverse else found - expected)  # git reports it so
         starts.append(found)
     return AppliedHunks(image, tuple(offsets), tuple(starts))
 
 
-def _find(image: list[str], pre: list[str], expected: int, at_start: bool, at_end: bool) -> int | None:
+def _find(image: list[str], patched: list[bool], pre: list[str], expected: int, at_start: bool,
+          at_end: bool) -> int | None:
     size = len(pre)
-    if at_start and at_end:
-        return 0 if image == pre else None
-    if at_start:
-        return 0 if image[:size] == pre else None
-    if at_end:
-        pos = len(image) - size
-        return pos if pos >= 0 and image[pos:] == pre else None
     last = len(image) - size
     if last < 0:
         return None
+
+    def fits(pos: int) -> bool:
+        return image[pos:pos + size] == pre and not any(patched[pos:pos + size])
+
+    if at_start:
+        return 0 if (not at_end or last == 0) and fits(0) else None
+    if at_end:
+        return last if fits(last) else None
     expected = min(max(expected, 0), last)
     first = pre[0] if pre else None
     back = fwd = expected
-    if image[expected:expected + size] == pre:
+    if fits(expected):
         return expected
     while back > 0 or fwd < last:
         if fwd < last:
             fwd += 1
-            if (first is None or image[fwd] == first) and image[fwd:fwd + size] == pre:
+            if (first is None or image[fwd] == first) and fits(fwd):
                 return fwd
         if back > 0:
             back -= 1
-            if (first is None or image[back] == first) and image[back:back + size] == pre:
+            if (first is None or image[back] == first) and fits(back):
                 return back
     return None
 

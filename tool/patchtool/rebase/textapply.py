@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from patchtool.diff import textpatch
-from patchtool.diff.model import Diff, lines_of
+from patchtool.diff import fileheader, textpatch
+from patchtool.diff.model import Diff, FileDiff, lines_of
 from patchtool.rebase import merge
 
 
@@ -61,38 +61,184 @@ class AppliedPatch:
 
     texts: dict[str, str | None]
     moved: tuple[MovedHunk, ...]  # the hunks that applied away from their header's line
+    modes: dict[str, str] = dataclasses.field(default_factory=dict)  # the mode of each path with a text
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a patch does not apply, in ``git apply``'s words where git refuses it too."""
+
+    path: str
+    message: str
 
 
 def apply_patch(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -> AppliedPatch | None:
-    """``diff`` applied to the workspace's texts (in reverse: taken out of them), or None where a
-    hunk does not apply, a file is binary, or a file it creates exists."""
-    texts: dict[str, str | None] = {}
+    """``diff`` applied to the workspace's texts (in reverse: taken out of them), or None where
+    ``git apply`` would refuse it, or it touches anything but regular text files."""
+    applied = apply_or_refuse(ws, diff, reverse=reverse)
+    return applied if isinstance(applied, AppliedPatch) else None
+
+
+_TO_BE_DELETED, _WAS_DELETED = "to be deleted", "was deleted"  # git's fn_table marks (apply.c)
+_REGULAR = ("100644", "100755")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Result:
+    text: str
+    mode: str
+
+
+def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -> AppliedPatch | Refusal:
+    """``diff`` applied to the workspace as ``git apply --cached`` applies it to an index, or why not.
+
+    As git does: a copy or a rename reads its source as the tree has it, never another file's
+    output (so ``a -> b`` beside ``b -> a`` swaps them); a later change to a path reads the
+    earlier one's result; a path renamed or deleted earlier may not be changed again; a file is
+    created only where none is, unless the patch deletes or renames that one away; nothing is
+    written beyond a symbolic link or where a file and a directory would meet."""
+    files = [_Change.of(diff, fd, reverse) for fd in diff.files]
+    table: dict[str, object] = {c.src: _TO_BE_DELETED for c in files if c.src is not None and c.leaves_src}
+    written: list[tuple[str, _Result]] = []
     moved: list[MovedHunk] = []
-    for fd in diff.files:
-        if fd.binary:
-            return None
-        src, dst = (fd.new_path, fd.old_path) if reverse else (fd.old_path, fd.new_path)
-        if src is None:
-            if dst is None or ws.get(dst) is not None:
-                return None
-            lines: list[str] = []
-        else:
-            text = texts[src] if src in texts else ws.text(src)
-            if text is None:
-                return None
-            lines = lines_of(text)
-        applied = textpatch.apply(lines, fd.hunks, reverse=reverse)
+    for c in files:
+        if c.refused is not None:
+            return c.refused
+        preimage = _preimage(ws, c, table)
+        if isinstance(preimage, Refusal):
+            return preimage
+        if c.dst is not None and (c.src is None or c.src != c.dst or c.header.copy or c.header.rename):
+            why = _creatable(ws, c.dst, ok_if_exists=table.get(c.dst) in (_TO_BE_DELETED, _WAS_DELETED))
+            if why is not None:
+                return Refusal(c.dst, why)
+        applied = textpatch.apply(lines_of(preimage.text), c.fd.hunks, reverse=reverse)
         if applied is None:
-            return None
-        if dst is None:
+            return Refusal(c.path, f"{c.path}: patch does not apply")
+        if c.dst is None:
             if applied.lines:
-                return None
-            texts[src or ""] = None
+                return Refusal(c.path, f"{c.path}: removal patch leaves file contents")
+        else:
+            mode = c.new_mode or (preimage.mode if c.src is not None else "100644")
+            if mode not in _REGULAR:
+                return Refusal(c.dst, f"{c.dst}: new mode {mode} is not a regular file's")
+            result = _Result("".join(applied.lines), mode)
+            table[c.dst] = result
+            written.append((c.dst, result))
+            if not reverse:
+                moved += [MovedHunk(file=c.dst, hunk=n, old_line=at + 1 - off, new_line=at + 1)
+                          for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1) if off]
+        if c.src is not None and c.leaves_src:
+            table[c.src] = _WAS_DELETED
+    # as git writes the index: every path deleted or renamed away first, then every result
+    texts: dict[str, str | None] = {c.src: None for c in files if c.src is not None and c.leaves_src}
+    modes: dict[str, str] = {}
+    for path, result in written:
+        texts[path], modes[path] = result.text, result.mode
+    clash = _file_directory_clash(ws, texts)
+    if clash is not None:
+        return clash
+    return AppliedPatch(texts, tuple(moved), modes)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Change:
+    """One file of the patch, turned the way it is applied (``git apply -R`` swaps its sides)."""
+
+    fd: FileDiff
+    header: fileheader.FileHeader
+    src: str | None
+    dst: str | None
+    old_mode: str | None
+    new_mode: str | None
+    refused: Refusal | None
+
+    @property
+    def path(self) -> str:
+        return self.src or self.dst or self.fd.path
+
+    @property
+    def leaves_src(self) -> bool:
+        """Whether the source is gone afterwards: a deletion or a rename (not a copy)."""
+        return self.dst is None or (self.header.rename and self.src != self.dst)
+
+    @classmethod
+    def of(cls, diff: Diff, fd: FileDiff, reverse: bool) -> _Change:
+        header = fileheader.read(diff, fd)
+        src, dst = (fd.new_path, fd.old_path) if reverse else (fd.old_path, fd.new_path)
+        old_mode, new_mode = (header.new_mode, header.old_mode) if reverse else (header.old_mode, header.new_mode)
+        refused = None
+        if header.inconsistent is not None:
+            refused = Refusal(fd.path, header.inconsistent)
+        elif fd.binary:
+            refused = Refusal(fd.path, f"{fd.path}: a binary change is not applied as text")
+        elif src is None and dst is None:
+            refused = Refusal(fd.path, f"{fd.path}: the patch neither reads nor writes a file")
+        elif src is not None and dst is not None and src != dst and not (header.copy or header.rename):
+            refused = Refusal(fd.path, f"{fd.path}: two names without a rename or copy header")
+        return cls(fd, header, src, dst, old_mode, new_mode, refused)
+
+
+def _preimage(ws: merge.Workspace, c: _Change, table: dict[str, object]) -> _Result | Refusal:
+    """The text ``c`` applies to: empty for a creation, an earlier change's result where the patch
+    already changed the path (not for a copy or rename: those read the tree), else the tree's."""
+    if c.src is None:
+        return _Result("", "100644")
+    earlier = None if (c.header.copy or c.header.rename) else table.get(c.src)
+    if earlier == _WAS_DELETED:
+        return Refusal(c.src, f"path {c.src} has been renamed/deleted")
+    if isinstance(earlier, _Result):
+        mode = earlier.mode
+        text = earlier.text
+    else:
+        file = ws.get(c.src)
+        if file is None:
+            return Refusal(c.src, f"{c.src}: does not exist in index")
+        mode, text = file.mode, ws.data(file).decode("utf-8", "surrogateescape")
+    if c.old_mode is not None and _kind(c.old_mode) != _kind(mode):
+        return Refusal(c.src, f"{c.src}: wrong type")
+    if mode not in _REGULAR:
+        return Refusal(c.src, f"{c.src}: mode {mode} is not a regular file's; a patch may only change regular files")
+    return _Result(text, mode)
+
+
+def _kind(mode: str) -> str:
+    return mode[:-4] if len(mode) >= 4 else mode  # the file type, as git's S_IFMT bits
+
+
+def _creatable(ws: merge.Workspace, path: str, *, ok_if_exists: bool) -> str | None:
+    """Why ``path`` may not be created (git's check_to_create and path_is_beyond_symlink), or None."""
+    if not ok_if_exists and ws.get(path) is not None:
+        return f"{path}: already exists in index"
+    parts = path.split("/")
+    for n in range(len(parts) - 1, 0, -1):
+        above = ws.get("/".join(parts[:n]))
+        if above is not None and above.mode == "120000":
+            return f"affected file '{path}' is beyond a symbolic link"
+    return None
+
+
+def _file_directory_clash(ws: merge.Workspace, texts: dict[str, str | None]) -> Refusal | None:
+    """Where a file the patch leaves would sit inside another file, or over a directory: git
+    refuses to add such an index entry."""
+    for path, text in texts.items():
+        if text is None:
             continue
-        if src is not None and src != dst:
-            texts[src] = None
-        texts[dst] = "".join(applied.lines)
-        if not reverse:
-            moved += [MovedHunk(file=dst, hunk=n, old_line=at + 1 - off, new_line=at + 1)
-                      for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1) if off]
-    return AppliedPatch(texts, tuple(moved))
+        parts = path.split("/")
+        for n in range(1, len(parts)):
+            above = "/".join(parts[:n])
+            if texts.get(above) is not None or (above not in texts and ws.get(above) is not None):
+                return Refusal(path, f"'{path}' appears as both a file and as a directory")
+        if _is_directory(ws, path) and not _emptied(ws, path, texts):
+            return Refusal(path, f"'{path}' appears as both a file and as a directory")
+    return None
+
+
+def _is_directory(ws: merge.Workspace, path: str) -> bool:
+    found = ws.reader.read(f"{ws.start}:{path}")
+    return found is not None and found[1] == "tree"
+
+
+def _emptied(ws: merge.Workspace, directory: str, texts: dict[str, str | None]) -> bool:
+    """Whether the patch deletes every file the start tree has under ``directory``."""
+    listed = ws.repo.out("ls-tree", "-r", "--name-only", "-z", args=[ws.start], paths=[directory])
+    return all(texts.get(name, "") is None for name in listed.split("\0") if name)
