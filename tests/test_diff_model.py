@@ -62,7 +62,7 @@ def test_new_deleted_renamed_and_binary_files() -> None:
 @pytest.mark.parametrize(("diff", "message"), [
     ("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+/etc\n",
      "'new file mode 120000' makes 'l' a symbolic link"),
-    ("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n+b\n", "the diff does not parse"),
+    ("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-a\n+b\n", r"corrupt patch at line \d+: the hunk at line \d+ is cut short"),
 ])
 def test_what_may_not_be_applied_or_read_is_refused(diff: str, message: str) -> None:
     with pytest.raises(model.DiffError, match=message):

@@ -35,7 +35,7 @@ class Refused(Exception):
         self.message, self.line, self.hint = message, line, hint
 
 
-def _unquote(text: str) -> tuple[str, str]:
+def unquote(text: str) -> tuple[str, str]:
     """A C-quoted name at the start of ``text`` (git quotes names with special characters) and
     the text after it; ValueError when the quoting is broken."""
     out = bytearray()
@@ -74,12 +74,12 @@ def _git_names(rest: str) -> tuple[str, str] | None:
     them; None when git cannot tell them apart (a rename with spaces: its names come from the
     rename headers)."""
     if rest.startswith('"'):
-        first, tail = _unquote(rest)
+        first, tail = unquote(rest)
         if not tail.startswith(" "):
             raise ValueError(f"no second path after {rest!r}")
         tail = tail[1:]
         if tail.startswith('"'):
-            second, end = _unquote(tail)
+            second, end = unquote(tail)
             if end:
                 raise ValueError(f"text after the second path in {rest!r}")
             return first, second
@@ -87,7 +87,7 @@ def _git_names(rest: str) -> tuple[str, str] | None:
     if (q := rest.find('"')) >= 0:
         if q == 0 or rest[q - 1] != " ":
             raise ValueError(f"a quote inside an unquoted path in {rest!r}")
-        second, end = _unquote(rest[q:])
+        second, end = unquote(rest[q:])
         if end:
             raise ValueError(f"text after the second path in {rest!r}")
         return rest[:q - 1], second
@@ -105,7 +105,7 @@ def _header_name(text: str, *, tab_ends: bool) -> str:
     """The name on a '---', '+++', rename or copy line: quoted, or the rest of the line (up to
     a tab on '---'/'+++', where git writes one after a name with a space)."""
     if text.startswith('"'):
-        name, _ = _unquote(text)
+        name, _ = unquote(text)
         return name
     return text.split("\t", 1)[0] if tab_ends else text
 
@@ -122,18 +122,30 @@ def _tree_path(raw: str, *, prefixed: bool) -> tuple[str | None, str | None]:
     return raw, tree_path_problem(raw)
 
 
+# What a header line makes of its section (git's is_new, is_delete, is_rename, is_copy): git
+# refuses a section that is two of them at once (apply.c's check_header_line).
+_KINDS = {"new file mode ": "added", "deleted file mode ": "deleted", "rename from ": "renamed",
+          "rename to ": "renamed", "rename old ": "renamed", "rename new ": "renamed",
+          "copy from ": "copied", "copy to ": "copied"}
+_EXPORT_HINT = "export the commit again with `git format-patch`"
+
+
 @dataclasses.dataclass(kw_only=True, slots=True)
 class Section:
-    old: str | None = None
-    new: str | None = None
+    at: int  # its 'diff --git' line
+    default: str | None = None  # the one name both sides of 'diff --git' give (git's def_name)
+    old: str | None = None  # git's old name (None: the section creates the file)
+    new: str | None = None  # git's new name (None: it deletes the file)
     modes: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)  # mode, header, line
-    unread: int | None = None  # the line of a 'diff --git' whose names could not be told apart
-    renamed: bool = False
+    kinds: dict[str, int] = dataclasses.field(default_factory=dict)  # "added", ... -> its first line
+    status: str = "modified"  # "modified", "added", "deleted", "renamed" or "copied", once finished
+    unread: bool = False  # its 'diff --git' names could not be told apart
 
 
 def read_sections(text: str) -> list[Section]:
     """Every 'diff --git' section of a whole patch file with the paths git will use; raises
-    Refused at the first path or mode that may not be applied."""
+    Refused at the first path or mode that may not be applied, and where git apply would call the
+    header inconsistent or a hunk corrupt."""
     lines = text.split("\n")
     sections: list[Section] = []
     in_header = False
@@ -153,7 +165,7 @@ def read_sections(text: str) -> list[Section]:
                               "too); patch files hold only git format-patch output", number,
                               "export the commit with `git format-patch`")
         elif m := _HUNK.match(line):
-            i = _skip_hunk(lines, i, m)
+            i = skip_hunk(lines, i, m)
             in_header = i < len(lines) and lines[i].startswith("@@ -")
         else:
             in_header = _header_line(sections[-1], line, number)
@@ -163,71 +175,85 @@ def read_sections(text: str) -> list[Section]:
 
 
 def _section(line: str, number: int) -> Section:
-    """A section from its 'diff --git' line: the two names, when git can tell them apart."""
-    section = Section()
+    """A section from its 'diff --git' line: its default name, when both sides give the same."""
+    section = Section(at=number)
     try:
         names = _git_names(line[len("diff --git "):])
     except ValueError as exc:
         raise Refused(f"unsafe diff: {exc}", number) from None
-    if names is None:
-        section.unread = number
-    for raw, field in zip(names or (), ("old", "new"), strict=False):
+    section.unread = names is None
+    paths = []
+    for raw in names or ():
         path, why = _tree_path(raw, prefixed=True)
         if why:
             raise Refused(f"unsafe diff: {why}", number)
-        setattr(section, field, path)
+        paths.append(path)
+    if len(paths) == 2 and paths[0] == paths[1]:
+        section.default = paths[0]
     return section
 
 
-def _skip_hunk(lines: list[str], i: int, m: re.Match[str]) -> int:
-    """The index of the first line after the hunk whose header ``m`` matched, as git counts it."""
+def skip_hunk(lines: list[str], i: int, m: re.Match[str]) -> int:
+    """The index of the first line after the hunk whose header ``m`` matched (``lines[i - 1]``),
+    read as git's parse_fragment reads it; Refused where git calls the patch corrupt."""
     old = int(m.group(1)) if m.group(1) is not None else 1
     new = int(m.group(2)) if m.group(2) is not None else 1
-    while (old > 0 or new > 0) and i < len(lines):
-        body = lines[i][:1]
+    header, changes = i, 0
+    while old > 0 or new > 0:
+        if i >= len(lines) - 1:  # the text after the last newline: no line, or one git refuses
+            what = "has no newline" if lines[i:] != [""] else "is missing"
+            raise Refused(f"corrupt patch at line {i + 1}: the hunk at line {header} is cut short "
+                          f"(its line {i + 1} {what})", i + 1, _EXPORT_HINT)
+        line = lines[i]
+        body = line[:1]
         if body in ("", " "):
             old, new = old - 1, new - 1
         elif body == "-":
-            old -= 1
+            old, changes = old - 1, changes + 1
         elif body == "+":
-            new -= 1
-        elif body != "\\":
-            break  # git calls the patch corrupt; nothing after it is read
+            new, changes = new - 1, changes + 1
+        elif body != "\\" or len(line) < 11 or not line.startswith("\\ "):
+            raise Refused(f"corrupt patch at line {i + 1}: {line[:40]!r} inside a hunk, where git "
+                          "apply reads only ' ', '-', '+', an empty line or '\\ No newline at end of "
+                          "file'", i + 1, _EXPORT_HINT)
         i += 1
+    if not changes:
+        raise Refused(f"corrupt patch at line {i}: the hunk changes no line", i, _EXPORT_HINT)
+    if i < len(lines) - 1 and lines[i].startswith("\\ "):
+        i += 1  # the marker after a hunk's last line
     return i
 
 
 def _header_line(section: Section, line: str, number: int) -> bool:
-    """Read one line of a section's extended header into ``section``; False where git's header
-    ends (at the first line it does not know)."""
-    if line.startswith(("--- ", "+++ ")):
-        try:
-            raw = _header_name(line[4:], tab_ends=True)
-        except ValueError as exc:
-            raise Refused(f"unsafe diff: {exc}", number) from None
-        if raw == "/dev/null":
-            return True
-        path, why = _tree_path(raw, prefixed=True)
-        if why:
-            raise Refused(f"unsafe diff: {why}", number)
-        if line.startswith("---"):
-            section.old = section.old or path  # git insists they agree with 'diff --git'
-        else:
-            section.new = section.new or path
-    elif header := next((h for h in _NAME_HEADERS if line.startswith(h)), None):
+    """Read one line of a section's extended header into ``section`` as git's
+    parse_git_diff_header does; False where git's header ends (at the first line it does not
+    know). Refused where git would refuse the header."""
+    header = next((h for h in ("--- ", "+++ ", *_NAME_HEADERS, *_MODE_HEADERS) if line.startswith(h)), None)
+    if header is not None and (kind := _KINDS.get(header)):
+        first = min(section.kinds.values(), default=number)
+        section.kinds.setdefault(kind, number)
+        if len(section.kinds) > 1:
+            raise Refused(f"inconsistent header lines {first} and {number}: {line!r} makes the section "
+                          f"{' and '.join(section.kinds)} at once (git apply refuses it)", number, _EXPORT_HINT)
+    if header in ("--- ", "+++ "):
+        _name_line(section, line, number)
+    elif header in _NAME_HEADERS:
         try:
             path, why = _tree_path(_header_name(line[len(header):], tab_ends=False), prefixed=False)
         except ValueError as exc:
             raise Refused(f"unsafe diff: {exc}", number) from None
         if why:
             raise Refused(f"unsafe diff: {why}", number)
-        section.renamed = True
         if header in ("rename from ", "copy from ", "rename old "):
             section.old = path
         else:
             section.new = path
-    elif header := next((h for h in _MODE_HEADERS if line.startswith(h)), None):
+    elif header in _MODE_HEADERS:
         section.modes.append((line[len(header):].strip(), line.strip(), number))
+        if header == "new file mode ":
+            section.new = section.default
+        elif header == "deleted file mode ":
+            section.old = section.default
     elif line.startswith("index "):
         fields = line.split()
         if len(fields) > 2:
@@ -237,12 +263,51 @@ def _header_line(section: Section, line: str, number: int) -> bool:
     return True
 
 
+def _name_line(section: Section, line: str, number: int) -> None:
+    """A '---' or '+++' line checked against what the header said so far, as git's
+    gitdiff_verify_name does: a created file's old side and a deleted file's new side must be
+    /dev/null, a name already known must be repeated."""
+    side, field, null_kind = ("old", "old", "added") if line.startswith("---") else ("new", "new", "deleted")
+    try:
+        raw = _header_name(line[4:], tab_ends=True)
+    except ValueError as exc:
+        raise Refused(f"unsafe diff: {exc}", number) from None
+    known, must_be_null = getattr(section, field), null_kind in section.kinds
+    if raw == "/dev/null":
+        if must_be_null and known is None:
+            return
+        header = "new file mode" if null_kind == "added" else "deleted file mode"
+        raise Refused(f"{line.strip()!r} at line {number} in a section without '{header}': git "
+                      "apply would read it as a file called 'dev/null'", number, _EXPORT_HINT)
+    path, why = _tree_path(raw, prefixed=True)
+    if why:
+        raise Refused(f"unsafe diff: {why}", number)
+    if must_be_null and known is None:
+        raise Refused(f"{line.strip()!r} at line {number}: git apply expects /dev/null there, as the "
+                      f"section {'creates' if null_kind == 'added' else 'deletes'} the file", number, _EXPORT_HINT)
+    if known is not None and known != path:
+        raise Refused(f"inconsistent {side} filename on line {number}: {path!r}, where the header "
+                      f"named {known!r} (git apply refuses it)", number, _EXPORT_HINT)
+    setattr(section, field, path)
+
+
 def _finish(section: Section) -> None:
-    """Refuse any mode but a regular file's, once the section's paths are all known, and names
-    no header made clear."""
-    if section.unread is not None and not section.renamed:
+    """Settle the section's names and status as git does once its header is read, then refuse
+    any mode but a regular file's, and names git could not find."""
+    if section.unread and not {"renamed", "copied"} & section.kinds.keys():
         raise Refused("unsafe diff: the two paths of the 'diff --git' line cannot be told apart",
-                       section.unread, "export the commit with `git format-patch`")
+                      section.at, "export the commit with `git format-patch`")
+    if section.old is None and section.new is None:
+        section.old = section.new = section.default
+    kinds = section.kinds
+    if (section.new is None and "deleted" not in kinds) or (section.old is None and "added" not in kinds):
+        raise Refused("unsafe diff: the 'diff --git' line's two paths cannot be told apart and no "
+                      "other header names the file (git apply: the header lacks filename information)",
+                      section.at, "export the commit with `git format-patch`")
+    section.status = next(iter(kinds), "modified")
+    if section.status == "modified" and section.old != section.new:
+        raise Refused(f"the section at line {section.at} names {section.old!r} and {section.new!r} "
+                      "without a rename or copy header", section.at, _EXPORT_HINT)
     for mode, header, number in section.modes:
         if mode not in SAFE_MODES:
             what = _MODE_KINDS.get(mode, "something other than a regular file")

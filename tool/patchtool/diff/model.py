@@ -96,7 +96,7 @@ class Hunk:
 @dataclasses.dataclass(frozen=True, slots=True)
 class FileDiff:
     path: str  # the file's path after the patch (before it, for a deletion)
-    status: str  # "modified", "added", "deleted" or "renamed"
+    status: str  # "modified", "added", "deleted", "renamed" or "copied" (as git reads its header)
     old_path: str | None  # None where the patch creates the file
     new_path: str | None  # None where it deletes the file
     hunks: tuple[Hunk, ...]
@@ -107,8 +107,8 @@ class FileDiff:
 
     @property
     def source(self) -> str | None:
-        """The old path of a rename."""
-        return self.old_path if self.status == "renamed" else None
+        """The old path of a rename or a copy."""
+        return self.old_path if self.status in ("renamed", "copied") else None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,29 +165,24 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
     if not len(patchset):
         raise DiffError("the diff touches no file")
     raw = diff.split("\n")
-    named = len(sections) == len(patchset)
+    if len(sections) != len(patchset):
+        stray = next((pf for pf in patchset if not raw[(pf.diff_line_no or 1) - 1].startswith("diff --git ")),
+                     None)
+        at = stray.diff_line_no if stray is not None else None
+        line = raw[at - 1] if at else ""
+        raise DiffError(f"line {at}: {line[:80]!r} is outside every 'diff --git' section"
+                        + (": a binary change a diff only mentions cannot be applied"
+                           if stray is not None and stray.is_binary_file else ""),
+                        line=at, hint="export the commit with `git format-patch --binary`")
     files = []
-    for n, pf in enumerate(patchset):
+    for pf, section in zip(patchset, sections, strict=True):
         hunks = tuple(_hunk(h, raw) for h in pf)
-        status = ("added" if pf.is_added_file else "deleted" if pf.is_removed_file
-                  else "renamed" if pf.is_rename else "modified")
-        old = None if pf.source_file == "/dev/null" else _strip(pf.source_file, "a/")
-        new = None if pf.target_file == "/dev/null" else _strip(pf.target_file, "b/")
-        if named:  # the names as git reads them (unidiff keeps a quoted name's quotes)
-            section = sections[n]
-            old = None if pf.source_file == "/dev/null" else section.old
-            new = None if pf.target_file == "/dev/null" else section.new
-            path = (section.old if status == "deleted" else section.new) or section.old or pf.path
-        else:
-            path = pf.path
-        files.append(FileDiff(path=path, status=status, old_path=old, new_path=new, hunks=hunks,
-                              added=sum(h.added for h in pf), removed=sum(h.removed for h in pf),
+        old = None if section.status == "added" else section.old
+        new = None if section.status == "deleted" else section.new
+        files.append(FileDiff(path=(new or old or ""), status=section.status, old_path=old, new_path=new,
+                              hunks=hunks, added=sum(h.added for h in pf), removed=sum(h.removed for h in pf),
                               at=pf.diff_line_no or 1, binary=pf.is_binary_file))
     return Diff(text=diff, files=tuple(files))
-
-
-def _strip(name: str, prefix: str) -> str:
-    return name[len(prefix):] if name.startswith(prefix) else name
 
 
 def _hunk(h: unidiff.patch.Hunk, raw: list[str]) -> Hunk:
