@@ -1,4 +1,4 @@
-"""python-unidiff's sample diffs (MIT, copied in ``unidiff/`` with its licence) through
+"""python-unidiff's sample diffs (MIT; read from its sdist on PyPI, see ``conftest.py``) through
 patchtool's in-memory apply and real ``git apply``: each on a preimage made from its own old side,
 on the same preimage moved down two lines, and in reverse on git's result. Where patchtool's
 parser refuses a sample (formats it does not import), the refusal is a message, never a crash."""
@@ -8,13 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from differ import Entry, Link, check, git_apply, make_repo
+from differ import UNIDIFF_SAMPLES, Entry, Link, check, git_apply, make_repo
 
 from patchtool.diff import fileheader, model
 
 pytestmark = pytest.mark.corpus
 
-SAMPLES = sorted((Path(__file__).parent / "unidiff").glob("*.diff"))
 
 
 def preimage(diff: model.Diff, *, shift: int = 0) -> dict[str, Entry]:
@@ -42,9 +41,10 @@ def _diff_of(text: str) -> model.Diff:
     return model.parse(text[text.find("diff --git "):] if "diff --git " in text else text)
 
 
-@pytest.mark.parametrize("sample", SAMPLES, ids=[p.name for p in SAMPLES])
-def test_unidiff_sample_applies_as_git_applies_it(tmp_path: Path, sample: Path) -> None:
-    text = sample.read_text(encoding="utf-8", errors="surrogateescape")
+@pytest.mark.parametrize("sample", UNIDIFF_SAMPLES)
+def test_unidiff_sample_applies_as_git_applies_it(tmp_path: Path, sample: str,
+                                                  unidiff_samples: dict[str, bytes]) -> None:
+    text = unidiff_samples[sample].decode("utf-8", errors="surrogateescape")
     try:
         diff = _diff_of(text)
     except model.DiffError as exc:
