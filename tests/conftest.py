@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -225,3 +229,39 @@ def release_tag(cache: Path, distribution: str, version: str) -> str:
     tags = res.stdout.split()
     assert len(tags) == 1, f"expected one import of {distribution} {version} in {cache}, found {tags}"
     return tags[0]
+
+
+# -- public fixtures: python-unidiff's sample diffs, read from its sdist on PyPI -----------------
+# python-unidiff 0.7.5's sdist (MIT), whose tests/samples/*.diff the corpus tier reads; nothing of it
+# is copied into this repository
+UNIDIFF_SDIST = "unidiff-0.7.5.tar.gz"
+UNIDIFF_SHA256 = "2e5f0162052248946b9f0970a40e9e124236bf86c82b70821143a6fc1dea2574"
+UNIDIFF_URL = ("https://files.pythonhosted.org/packages/a3/48/"
+               "81be0ac96e423a877754153699731ef439fd7b80b4c8b5425c94ed079ebd/unidiff-0.7.5.tar.gz")
+UNIDIFF_SAMPLES = ("binary", "bzr", "git", "git_cr", "git_delete", "git_filenames_with_spaces",
+                   "git_filenames_with_spaces_prefix", "git_no_prefix", "git_rename", "hg", "sample0", "sample1",
+                   "sample2", "sample3", "sample4", "sample5", "sample6", "sample7", "sample8", "svn")
+
+
+@pytest.fixture(scope="session")
+def unidiff_samples() -> dict[str, bytes]:
+    """Each sample diff of python-unidiff 0.7.5's sdist, by name (without ``.diff``)."""
+    sdist = ARTIFACT_CACHE / "fixtures" / UNIDIFF_SDIST
+    if not sdist.is_file() or hashlib.sha256(sdist.read_bytes()).hexdigest() != UNIDIFF_SHA256:
+        try:
+            with urllib.request.urlopen(UNIDIFF_URL, timeout=60) as answer:
+                data = answer.read(1 << 20)
+        except OSError as exc:
+            pytest.skip(f"PyPI is unreachable from here ({exc}); the unidiff samples come from its sdist")
+        assert hashlib.sha256(data).hexdigest() == UNIDIFF_SHA256, "PyPI served another unidiff-0.7.5.tar.gz"
+        sdist.parent.mkdir(parents=True, exist_ok=True)
+        tmp = sdist.with_suffix(f".{os.getpid()}.part")
+        tmp.write_bytes(data)
+        tmp.replace(sdist)
+    with tarfile.open(fileobj=io.BytesIO(sdist.read_bytes()), mode="r:gz") as tar:
+        found = {}
+        for name in UNIDIFF_SAMPLES:
+            member = tar.extractfile(f"unidiff-0.7.5/tests/samples/{name}.diff")
+            assert member is not None
+            found[name] = member.read()
+    return found

@@ -125,13 +125,3 @@ def check(root: Path, commit: str, patch: str, *, reverse: bool = False) -> tupl
         assert ours.tree == theirs.tree, f"the trees differ:\n{patch}"
     return ours, theirs
 
-
-# python-unidiff 0.7.5's sdist on PyPI, whose tests/samples/*.diff the corpus reads (conftest.py)
-CACHE = Path(os.environ.get("PATCHTOOL_TEST_CACHE", Path(__file__).parents[2] / ".cache" / "test-upstream"))
-UNIDIFF_SDIST = "unidiff-0.7.5.tar.gz"
-UNIDIFF_SHA256 = "2e5f0162052248946b9f0970a40e9e124236bf86c82b70821143a6fc1dea2574"
-UNIDIFF_URL = ("https://files.pythonhosted.org/packages/a3/48/"
-               "81be0ac96e423a877754153699731ef439fd7b80b4c8b5425c94ed079ebd/unidiff-0.7.5.tar.gz")
-UNIDIFF_SAMPLES = ("binary", "bzr", "git", "git_cr", "git_delete", "git_filenames_with_spaces",
-                   "git_filenames_with_spaces_prefix", "git_no_prefix", "git_rename", "hg", "sample0", "sample1",
-                   "sample2", "sample3", "sample4", "sample5", "sample6", "sample7", "sample8", "svn")

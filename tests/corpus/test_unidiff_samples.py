@@ -1,4 +1,4 @@
-"""python-unidiff's sample diffs (MIT; read from its sdist on PyPI, see ``conftest.py``) through
+"""python-unidiff's sample diffs (MIT; read from its sdist on PyPI by ``tests/conftest.py``) through
 patchtool's in-memory apply and real ``git apply``: each on a preimage made from its own old side,
 on the same preimage moved down two lines, and in reverse on git's result. Where patchtool's
 parser refuses a sample (formats it does not import), the refusal is a message, never a crash."""
@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from differ import UNIDIFF_SAMPLES, Entry, Link, check, git_apply, make_repo
+from differ import Entry, Link, check, git_apply, make_repo
 
+from conftest import UNIDIFF_SAMPLES
 from patchtool.diff import fileheader, model
 
 pytestmark = pytest.mark.corpus

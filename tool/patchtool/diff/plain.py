@@ -101,14 +101,17 @@ def _quote_both(prefix: str, path: str) -> str:
     return f'"{prefix}{quoted[1:]}' if quoted.startswith('"') else f"{prefix}{quoted}"
 
 
-def git_diff(text: str, *, exists: Callable[[str], bool] | None = None) -> str:
+def git_diff(text: str, *, exists: Callable[[str], bool] | None = None, strip: int | None = None) -> str:
     """``text``, a plain unified diff, as the git diff git apply would make of it. ``exists``
     says whether the tree has a path; it settles a file that is only added to in one hunk,
     with no '/dev/null' or epoch to say it is new (git creates it when it does not exist).
-    DiffError names the line where git would refuse the diff or a path may not be applied."""
+    ``strip``: the leading directories to take off each name (``-pN``), where it is known;
+    otherwise guessed as git guesses it. DiffError names the line where git would refuse the
+    diff or a path may not be applied."""
     lines = text.split("\n")
     out: list[str] = []
-    strip, strip_known = 1, False
+    strip_known = strip is not None
+    strip = 1 if strip is None else strip
     i = 0
     while i < len(lines):
         line, number = lines[i], i + 1

@@ -14,7 +14,8 @@ from typing import Any
 
 from patchtool import git
 from patchtool.diff import fuzz as textfuzz
-from patchtool.diff.model import lines_of
+from patchtool.diff import plain
+from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, UsageError
 from patchtool.inputs import read_named_text
@@ -87,29 +88,35 @@ def _status_for(url: str | None) -> dict[str, str]:
     return {"status": "pending"}
 
 
+Exists = Callable[[str], bool] | None  # whether the tree a plain diff applies to has a path
+
+
 def read_sources(paths: list[Path], url: str | None, who: Authorship | None = None, *,
-                 series: Path | None = None) -> list[Incoming]:
+                 series: Path | None = None, exists: Exists = None) -> list[Incoming]:
     """Every patch in ``paths`` (format-patch files, pull-request ``.patch`` files, plain diffs,
-    quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order."""
+    quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order.
+    ``exists`` settles a plain diff's file that is only added to and not marked new (git creates
+    it only where the tree lacks it); without it such a diff is refused."""
     who = who or Authorship()
     out: list[Incoming] = []
     for path in paths:
         if path.is_dir():
-            out += _read_series(_quilt_dir(path), "series", who)
+            out += _read_series(_quilt_dir(path), "series", who, exists)
             continue
         try:
             text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
-        out += _read_file(str(path), path.name, text, url, who)
+        out += _read_file(str(path), path.name, text, url, who, exists)
     if series is not None:
         if not os.path.lexists(series):
             raise UsageError(f"{series} does not exist")
-        out += _read_series(series.parent, series.name, who)
+        out += _read_series(series.parent, series.name, who, exists)
     return out
 
 
-def _read_file(source: str, name: str, text: str, url: str | None, who: Authorship, strip: int = 1) -> list[Incoming]:
+def _read_file(source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists,
+               strip: int = 1) -> list[Incoming]:
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
     if starts:
         if strip != 1:
@@ -121,7 +128,7 @@ def _read_file(source: str, name: str, text: str, url: str | None, who: Authorsh
             out.append(Incoming(source=source, text=message, upstream=_status_for(url),
                                 commit=sha.group(1) if sha and url is None else None))
         return out
-    return [_plain_patch(source, name, text, who, url, strip)]
+    return [_plain_patch(source, name, text, who, url, strip, exists)]
 
 
 _DEP3 = re.compile(r"^(Description|Subject|Author|From|Origin|Forwarded|Bug|Last-Update|Applied-Upstream)"
@@ -160,7 +167,7 @@ def _quilt_dir(path: Path) -> Path:
 _STRIP = re.compile(r"^-p(\d+|ab)$")
 
 
-def _read_series(directory: Path, series: str, who: Authorship) -> list[Incoming]:
+def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
     ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1)."""
     out = []
@@ -181,7 +188,7 @@ def _read_series(directory: Path, series: str, who: Authorship) -> list[Incoming
             raw = read_inside(directory, name)
         except FileNotFoundError:
             raise UsageError(f"{directory / series}:{number}: {name} does not exist") from None
-        out += _read_file(source, Path(name).name, raw.decode("utf-8"), None, who, strip)
+        out += _read_file(source, Path(name).name, raw.decode("utf-8"), None, who, exists, strip)
     return out
 
 
@@ -189,7 +196,8 @@ _DIFF_START = re.compile(r"^(?:diff --git |--- |Index: )", re.MULTILINE)
 _PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
 
-def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | None, strip: int) -> Incoming:
+def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | None, strip: int,
+                 exists: Exists) -> Incoming:
     """A patch that is not git format-patch output (a quilt patch, a plain diff, a mail): its
     DEP-3 or mail header (author, description or subject, origin) and its diff. The subject, where
     the header has none: the one given, else the file name; the author: the one given, else you."""
@@ -203,7 +211,12 @@ def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | 
         if strip != 1:
             raise UsageError(f"{source}: a git diff is -p1; the series says -p{strip}", file=source)
     else:
-        diff = _to_git_diff(diff, strip, source)
+        try:
+            diff = plain.git_diff(diff, exists=exists, strip=strip)
+        except DiffError as exc:
+            line = exc.line and exc.line + header.count("\n")
+            raise InvalidInput(f"{source}{f':{line}' if line else ''}: {exc.message}", file=source, line=line,
+                               hint=exc.hint) from None
     author = fields.get("author") or fields.get("from") or who.who()
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
@@ -227,59 +240,6 @@ def _subject_from_name(name: str) -> str:
     return words or stem
 
 
-_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
-_EPOCH = re.compile(r"^(1970-01-01 00:00:00|1969-12-31 \d\d:\d\d:\d\d)")
-
-
-def _to_git_diff(diff: str, strip: int, source: str) -> str:
-    """A plain unified diff (quilt's usual output, ``diff -u``) with git's headers per file, its
-    names taken ``strip`` components off (GNU patch's ``-p``). Hunk bodies are counted, so a
-    removed line that reads ``-- x`` is never taken for a file header."""
-    out: list[str] = []
-    lines = diff.splitlines(keepends=True)
-    i, old_left, new_left = 0, 0, 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if old_left > 0 or new_left > 0:
-            kind = line[:1]
-            old_left -= kind in (" ", "-", "\n")
-            new_left -= kind in (" ", "+", "\n")
-            out.append(line)
-            continue
-        if (hm := _HUNK.match(line)):
-            old_left, new_left = int(hm.group(1) or 1), int(hm.group(2) or 1)
-        elif line.startswith(("Index: ", "=====")):
-            continue
-        elif line.startswith("--- ") and i < len(lines) and lines[i].startswith("+++ "):
-            old, new = _name(line[4:], strip, source), _name(lines[i][4:], strip, source)
-            i += 1
-            path = new or old
-            if path is None:
-                raise InvalidInput(f"{source}: a file diff from /dev/null to /dev/null", file=source)
-            out.append(f"diff --git a/{path} b/{path}\n")
-            out += ["new file mode 100644\n"] if old is None else []
-            out += ["deleted file mode 100644\n"] if new is None else []
-            out.append("--- /dev/null\n" if old is None else f"--- a/{path}\n")
-            out.append("+++ /dev/null\n" if new is None else f"+++ b/{path}\n")
-            continue
-        out.append(line)
-    return "".join(out)
-
-
-def _name(raw: str, strip: int, source: str) -> str | None:
-    """A plain diff's file name, ``strip`` components off; None for /dev/null or the epoch
-    timestamp that marks a file created or deleted."""
-    name, _, stamp = raw.rstrip("\n").partition("\t")
-    if name == "/dev/null" or _EPOCH.match(stamp.strip()):
-        return None
-    parts = [p for p in name.split("/") if p]
-    if len(parts) <= strip:
-        raise InvalidInput(f"{source}: {name!r} has no name left after -p{strip}", file=source,
-                           hint="give the series line the strip level the patch was made with")
-    return "/".join(parts[strip:])
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ImportResult:
     added: tuple[dict[str, Any], ...]  # id, file, source, upstream_*, refreshed (the hunks fuzz placed)
@@ -301,8 +261,20 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
     given = metadata.validate(given or Metadata())
     check_authorship(author, subject)
+    tip: list[SeriesResult] = []  # the series applied at its pin, made when first needed
+
+    def applied() -> SeriesResult:
+        if not tip:
+            tip.append(apply_series(cache.repo, cache.ensure(project.pin()).commit, project.series(), commit=True))
+        return tip[0]
+
+    def exists(path: str) -> bool:
+        chain = applied()
+        return chain.tip is not None and cache.repo.cat_files(chain.tip, [path]).get(path) is not None
+
     incoming = read_sources(paths, url, Authorship(author=author, subject=subject,
-                                                   identity=lambda: user_identity(project.root)), series=series)
+                                                   identity=lambda: user_identity(project.root)), series=series,
+                            exists=exists)
     if not incoming:
         raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
     if given.id is not None and len(incoming) != 1:
@@ -316,7 +288,7 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
     pin = project.pin()
     base = cache.ensure(pin)
     repo = cache.repo
-    chain = apply_series(repo, base.commit, project.series(), commit=True)
+    chain = applied()
     if not chain.ok or chain.tip is None:
         raise UsageError("the series does not apply at its pin; fix that first", hint="patchtool check")
     parent = chain.tip
