@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from patchtool import git as gitmod
-from patchtool.diff import model
+from patchtool.diff import model, plain
 from patchtool.rebase import merge, textapply
 from patchtool.testing import git
 
@@ -84,14 +84,22 @@ def git_apply(root: Path, patch: str, *, reverse: bool = False) -> Verdict:
     return Verdict(tree, res.stderr.strip())
 
 
+def to_model(patch: str, *, exists: Callable[[str], bool] | None = None) -> model.Diff:
+    """``patch`` as patchtool reads it: a git diff from its first 'diff --git' line, a plain diff
+    through ``diff/plain.py`` (as ``import`` reads one)."""
+    if "diff --git " in patch:
+        return model.parse(patch[patch.find("diff --git "):])
+    return model.parse(plain.git_diff(patch, exists=exists))
+
+
 def patchtool_apply(root: Path, commit: str, patch: str, *, reverse: bool = False) -> Verdict:
     """patchtool's in-memory apply of ``patch`` onto ``commit``: the parse, then ``apply_or_refuse``."""
+    start = _index_at(root, commit)
     try:
-        diff = model.parse(patch[patch.find("diff --git "):] if "diff --git " in patch else patch)
+        diff = to_model(patch, exists=lambda path: path in start)
     except model.DiffError as exc:
         return Verdict(None, f"parse: {exc.message}")
     repo = gitmod.Repo(root / ".git")
-    start = _index_at(root, commit)
     with repo.reader() as reader:
         ws = merge.Workspace(repo, reader, commit, (), lambda path: None)
         applied = textapply.apply_or_refuse(ws, diff, reverse=reverse)

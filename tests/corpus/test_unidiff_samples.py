@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from differ import Entry, Link, check, git_apply, make_repo
+from differ import Entry, Link, check, git_apply, make_repo, to_model
 
 from conftest import UNIDIFF_SAMPLES
 from patchtool.diff import fileheader, model
@@ -39,7 +39,7 @@ def preimage(diff: model.Diff, *, shift: int = 0) -> dict[str, Entry]:
 
 
 def _diff_of(text: str) -> model.Diff:
-    return model.parse(text[text.find("diff --git "):] if "diff --git " in text else text)
+    return to_model(text)
 
 
 @pytest.mark.parametrize("sample", UNIDIFF_SAMPLES)
