@@ -11,7 +11,7 @@ import pytest
 from differ import Entry, Link, check, git_apply, make_repo, to_model
 
 from conftest import UNIDIFF_SAMPLES
-from patchtool.diff import fileheader, model
+from patchtool.diff import model
 
 pytestmark = pytest.mark.corpus
 
@@ -24,7 +24,7 @@ def preimage(diff: model.Diff, *, shift: int = 0) -> dict[str, Entry]:
     for fd in diff.files:
         if fd.old_path is None or fd.old_path in files:
             continue
-        mode = fileheader.read(diff, fd).old_mode or "100644"
+        mode = fd.old_mode or "100644"
         if mode == "120000":
             files[fd.old_path] = Link("target")
             continue

@@ -139,6 +139,8 @@ class Section:
     modes: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)  # mode, header, line
     kinds: dict[str, int] = dataclasses.field(default_factory=dict)  # "added", ... -> its first line
     status: str = "modified"  # "modified", "added", "deleted", "renamed" or "copied", once finished
+    old_mode: str | None = None  # the mode the header gives the old file (None: the file's own stays)
+    new_mode: str | None = None  # the mode it gives the new file
     unread: bool = False  # its 'diff --git' names could not be told apart
 
 
@@ -249,7 +251,12 @@ def _header_line(section: Section, line: str, number: int) -> bool:
         else:
             section.new = path
     elif header in _MODE_HEADERS:
-        section.modes.append((line[len(header):].strip(), line.strip(), number))
+        mode = line[len(header):].strip()
+        section.modes.append((mode, line.strip(), number))
+        if header in ("old mode ", "deleted file mode "):
+            section.old_mode = mode
+        else:
+            section.new_mode = mode
         if header == "new file mode ":
             section.new = section.default
         elif header == "deleted file mode ":
@@ -258,6 +265,7 @@ def _header_line(section: Section, line: str, number: int) -> bool:
         fields = line.split()
         if len(fields) > 2:
             section.modes.append((fields[2], f"mode {fields[2]} on its index line", number))
+            section.old_mode = fields[2]  # git reads only the old mode there; the new one is the file's
     else:
         return line.startswith(_OTHER_HEADERS)
     return True

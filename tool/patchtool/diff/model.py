@@ -104,6 +104,8 @@ class FileDiff:
     removed: int
     at: int  # its 'diff --git' line in the diff, 1-based
     binary: bool = False
+    old_mode: str | None = None  # the mode the header gives the old file; None: the file's own
+    new_mode: str | None = None  # the mode it gives the new file; None: the old file's stays
 
     @property
     def source(self) -> str | None:
@@ -181,7 +183,8 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
         new = None if section.status == "deleted" else section.new
         files.append(FileDiff(path=(new or old or ""), status=section.status, old_path=old, new_path=new,
                               hunks=hunks, added=sum(h.added for h in pf), removed=sum(h.removed for h in pf),
-                              at=pf.diff_line_no or 1, binary=pf.is_binary_file))
+                              at=pf.diff_line_no or 1, binary=pf.is_binary_file, old_mode=section.old_mode,
+                              new_mode=section.new_mode))
     return Diff(text=diff, files=tuple(files))
 
 

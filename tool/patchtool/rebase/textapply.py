@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from patchtool.diff import fileheader, textpatch
+from patchtool.diff import textpatch
 from patchtool.diff.model import Diff, FileDiff, lines_of
 from patchtool.rebase import merge
 
@@ -97,7 +97,7 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
     earlier one's result; a path renamed or deleted earlier may not be changed again; a file is
     created only where none is, unless the patch deletes or renames that one away; nothing is
     written beyond a symbolic link or where a file and a directory would meet."""
-    files = [_Change.of(diff, fd, reverse) for fd in diff.files]
+    files = [_Change.of(fd, reverse) for fd in diff.files]
     table: dict[str, object] = {c.src: _TO_BE_DELETED for c in files if c.src is not None and c.leaves_src}
     written: list[tuple[str, _Result]] = []
     moved: list[MovedHunk] = []
@@ -107,7 +107,7 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
         preimage = _preimage(ws, c, table)
         if isinstance(preimage, Refusal):
             return preimage
-        if c.dst is not None and (c.src is None or c.src != c.dst or c.header.copy or c.header.rename):
+        if c.dst is not None and (c.src is None or c.src != c.dst or c.fd.source is not None):
             why = _creatable(ws, c.dst, ok_if_exists=table.get(c.dst) in (_TO_BE_DELETED, _WAS_DELETED))
             if why is not None:
                 return Refusal(c.dst, why)
@@ -145,7 +145,6 @@ class _Change:
     """One file of the patch, turned the way it is applied (``git apply -R`` swaps its sides)."""
 
     fd: FileDiff
-    header: fileheader.FileHeader
     src: str | None
     dst: str | None
     old_mode: str | None
@@ -159,23 +158,20 @@ class _Change:
     @property
     def leaves_src(self) -> bool:
         """Whether the source is gone afterwards: a deletion or a rename (not a copy)."""
-        return self.dst is None or (self.header.rename and self.src != self.dst)
+        return self.dst is None or (self.fd.status == "renamed" and self.src != self.dst)
 
     @classmethod
-    def of(cls, diff: Diff, fd: FileDiff, reverse: bool) -> _Change:
-        header = fileheader.read(diff, fd)
+    def of(cls, fd: FileDiff, reverse: bool) -> _Change:
         src, dst = (fd.new_path, fd.old_path) if reverse else (fd.old_path, fd.new_path)
-        old_mode, new_mode = (header.new_mode, header.old_mode) if reverse else (header.old_mode, header.new_mode)
+        old_mode, new_mode = (fd.new_mode, fd.old_mode) if reverse else (fd.old_mode, fd.new_mode)
         refused = None
-        if header.inconsistent is not None:
-            refused = Refusal(fd.path, header.inconsistent)
-        elif fd.binary:
+        if fd.binary:
             refused = Refusal(fd.path, f"{fd.path}: a binary change is not applied as text")
         elif src is None and dst is None:
             refused = Refusal(fd.path, f"{fd.path}: the patch neither reads nor writes a file")
-        elif src is not None and dst is not None and src != dst and not (header.copy or header.rename):
+        elif src is not None and dst is not None and src != dst and fd.source is None:
             refused = Refusal(fd.path, f"{fd.path}: two names without a rename or copy header")
-        return cls(fd, header, src, dst, old_mode, new_mode, refused)
+        return cls(fd, src, dst, old_mode, new_mode, refused)
 
 
 def _preimage(ws: merge.Workspace, c: _Change, table: dict[str, object]) -> _Result | Refusal:
@@ -183,7 +179,7 @@ def _preimage(ws: merge.Workspace, c: _Change, table: dict[str, object]) -> _Res
     already changed the path (not for a copy or rename: those read the tree), else the tree's."""
     if c.src is None:
         return _Result("", "100644")
-    earlier = None if (c.header.copy or c.header.rename) else table.get(c.src)
+    earlier = None if c.fd.source is not None else table.get(c.src)
     if earlier == _WAS_DELETED:
         return Refusal(c.src, f"path {c.src} has been renamed/deleted")
     if isinstance(earlier, _Result):
