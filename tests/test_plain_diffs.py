@@ -260,6 +260,7 @@ def _label(rng: random.Random, style: str, side: str, path: str, stamp: str) -> 
     return name + rng.choice(["\t", "  ", " "]) + stamp
 
 
+@pytest.mark.skipif(shutil.which("diff") is None, reason="GNU diff (Debian's diffutils) is not installed")
 @settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32), style=st.sampled_from(["ab", "pkg", "orig"]),
        change=st.sampled_from(["modify", "create", "delete"]))
