@@ -128,3 +128,29 @@ def test_sdist_member_over_the_cap_is_refused_by_its_header(demo: Demo) -> None:
                                            f"{MAX_MEMBER_BYTES + 1} bytes, more than the {MAX_MEMBER_BYTES} a "
                                            "member may have; refusing it")
     assert_nothing_imported(demo)
+
+
+@pytest.mark.parametrize("kind", ["gnu-longname", "pax"])
+def test_an_sdist_header_that_would_read_megabytes_is_refused_at_the_header(demo: Demo, kind: str) -> None:
+    """Found by an attack: tarfile reads a GNU long name's (or a PAX header's) data whole while it
+    iterates, before any member is handed back to be checked: a 400 MiB "name" in a 400 KiB sdist
+    took 4 GiB of memory. The header's read is refused at the header."""
+    from patchtool.upstream.artifacts import HEADER_LIMIT
+
+    size = 8 << 20
+    header = tarfile.TarInfo("././@LongLink" if kind == "gnu-longname" else "demo-1.0/PaxHeaders/x")
+    header.type, header.size = (tarfile.GNUTYPE_LONGNAME if kind == "gnu-longname" else tarfile.XHDTYPE), size
+    raw = header.tobuf(format=tarfile.GNU_FORMAT) + b"a" * size + bytes(-size % 512) + bytes(1024)
+    import gzip
+
+    path = demo.root.parent / "longname" / "demo-1.0.tar.gz"
+    path.parent.mkdir()
+    path.write_bytes(gzip.compress(raw))
+    serve(demo, path, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (f"demo-1.0.tar.gz: a tar header asks to read {size} bytes at offset 512, "
+                                           f"more than the {HEADER_LIMIT} a header may hold (a hostile long name or "
+                                           "PAX header?); refusing it")
+    assert_nothing_imported(demo)

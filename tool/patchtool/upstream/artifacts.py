@@ -8,13 +8,17 @@ non-files are refused, and a damaged archive is an error naming the file, never 
 
 from __future__ import annotations
 
+import bz2
 import contextlib
 import dataclasses
+import gzip
 import itertools
+import lzma
 import re
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from packaging.version import InvalidVersion, Version
 
@@ -69,7 +73,6 @@ def damaged_as_error(label: str, error: type[PatchtoolError] = UpstreamError, *,
                      hint: str | None = None) -> Iterator[None]:
     """Turn what a damaged archive raises while it is read (a truncated file, corrupt deflate data, a
     bad CRC) into ``error`` naming ``label``."""
-    import tarfile
     import zipfile
     import zlib
 
@@ -94,10 +97,58 @@ DAMAGED_HINT = ("the file matches the pin's sha256, so the pin names a damaged f
                 "against the index; nothing was imported")
 
 
+HEADER_LIMIT = 1 << 16  # the most one tar header may read: a GNU long name or a PAX record set
+
+
+class _Bounded:
+    """The uncompressed tar stream as ``tarfile`` reads it, each read at most ``limit`` bytes.
+    ``tarfile`` reads a GNU long name or PAX header's data whole as it iterates, before any
+    member is handed back to be checked: a 400 MiB "name" in a 400 KiB sdist is refused here,
+    at its header, instead of being inflated. A member's own data is read under ``member``."""
+
+    def __init__(self, raw: BinaryIO, label: str) -> None:
+        self.raw, self.label, self.limit = raw, label, HEADER_LIMIT
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0 or n > self.limit:
+            raise UpstreamError(f"{self.label}: a tar header asks to read {n if n >= 0 else 'all'} bytes at "
+                                f"offset {self.raw.tell()}, more than the {self.limit} a header may hold (a "
+                                "hostile long name or PAX header?); refusing it",
+                                hint="the artifact is malformed or hostile; nothing was imported")
+        return self.raw.read(n)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self.raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    @contextlib.contextmanager
+    def member(self, size: int) -> Iterator[None]:
+        """Reads of up to ``size`` bytes: a member's data, whose size was checked first."""
+        self.limit = max(size, HEADER_LIMIT)
+        try:
+            yield
+        finally:
+            self.limit = HEADER_LIMIT
+
+
+@contextlib.contextmanager
+def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded]]:
+    """The tar archive (gzip, bzip2, xz or none) at ``path``, read through :class:`_Bounded`."""
+    with path.open("rb") as fh:
+        magic = fh.read(6)
+    opener: Any = (gzip.open if magic[:2] == b"\x1f\x8b" else bz2.open if magic[:3] == b"BZh"
+                   else lzma.open if magic == b"\xfd7zXZ\x00" else open)
+    with opener(path, "rb") as raw:
+        bounded = _Bounded(raw, label)
+        with tarfile.open(fileobj=bounded, mode="r:") as tf:  # type: ignore[arg-type]
+            yield tf, bounded
+
+
 def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     """The artifact's files under ``prefix.from`` as files of the import (repository paths, modes,
     contents), sorted; every member name checked; raise before anything is imported."""
-    import tarfile
     import zipfile
 
     from patchtool.wheel.archive import MAX_MEMBER_BYTES, MAX_RATIO, RATIO_FLOOR, bomb_reason, safe_members
@@ -114,7 +165,7 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
             packed, unpacked = path.stat().st_size, 0
-            with tarfile.open(path, "r:*") as tf:
+            with open_tar(path, art.filename) as (tf, bounded):
                 for ti in tf:  # each header checked as it comes: a bomb is refused before it is inflated
                     unpacked += ti.size
                     why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
@@ -135,7 +186,9 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         continue
                     fh = tf.extractfile(ti)
                     assert fh is not None
-                    out.append(FileWrite(dest, "100755" if ti.mode & 0o111 else "100644", data=fh.read()))
+                    with bounded.member(ti.size):
+                        data = fh.read()
+                    out.append(FileWrite(dest, "100755" if ti.mode & 0o111 else "100644", data=data))
     out.sort(key=lambda f: f.path)
     for before, after in itertools.pairwise(out):
         if before.path == after.path:
@@ -167,7 +220,6 @@ def _repository_path(name: str, art: Artifact) -> str | None:
 
 def metadata_version(path: Path, art: Artifact) -> Version | None:
     """The version the artifact's own metadata (a wheel's METADATA, an sdist's PKG-INFO) names."""
-    import tarfile
     import zipfile
     from email.parser import HeaderParser
 
@@ -177,10 +229,12 @@ def metadata_version(path: Path, art: Artifact) -> Version | None:
                 names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
                 raw = zf.read(names[0]) if names else b""
         else:
-            with tarfile.open(path, "r:*") as tf:
-                names = [n for n in tf.getnames() if re.fullmatch(r"[^/]+/PKG-INFO", n)]
-                fh = tf.extractfile(names[0]) if names else None
-                raw = fh.read() if fh else b""
+            with open_tar(path, art.filename) as (tf, bounded):
+                info = next((ti for ti in tf if ti.isfile() and re.fullmatch(r"[^/]+/PKG-INFO", ti.name)
+                             and ti.size <= HEADER_LIMIT), None)
+                fh = tf.extractfile(info) if info is not None else None
+                with bounded.member(HEADER_LIMIT):
+                    raw = fh.read() if fh else b""
     version = HeaderParser().parsestr(raw.decode("utf-8", "replace")).get("Version")
     try:
         return parse_version(version) if version else None
