@@ -154,3 +154,37 @@ def test_an_sdist_header_that_would_read_megabytes_is_refused_at_the_header(demo
                                            f"more than the {HEADER_LIMIT} a header may hold (a hostile long name or "
                                            "PAX header?); refusing it")
     assert_nothing_imported(demo)
+
+
+PLAIN = "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n@@ -1 +1 @@\n-x\n+y\n"
+
+
+@pytest.mark.parametrize(("series", "files", "message"), [
+    # found by an attack: an entry a series lists was read whole, past the bound a named file has
+    ("huge.patch\n", {"huge.patch": None}, f"is {MAX_INPUT_BYTES + 1} bytes, more than the {MAX_INPUT_BYTES} "
+                                           "patchtool reads"),
+    ("latin1.patch\n", {"latin1.patch": b"Description: caf\xe9\n" + PLAIN.encode()},
+     "{quilt}/series:1: latin1.patch is not UTF-8 (invalid continuation byte at byte 16)"),
+    ("x.patch -p" + "9" * 5000 + "\n", {"x.patch": PLAIN.encode()},
+     "{quilt}/series:1: x.patch: option '-p" + "9" * 18 + "'... is not supported"),
+    ("x.patch\n", {"x.patch": PLAIN.replace("@@ -1 +1 @@", "@@ -1," + "9" * 5000 + " +1 @@").encode()},
+     "corrupt patch at line 3: '@@ -1," + "9" * 54 + "' is no hunk header"),
+])
+def test_a_series_entry_is_read_bounded_and_refused_as_a_message(one_patch: Demo, tmp_path: Path, series: str,
+                                                                 files: dict[str, bytes | None], message: str) -> None:
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "series").write_text(series)
+    for name, data in files.items():
+        if data is None:
+            with open(quilt / name, "wb") as fh:  # sparse: its size is what counts
+                fh.truncate(MAX_INPUT_BYTES + 1)
+        else:
+            (quilt / name).write_bytes(data)
+    before = snapshot(one_patch.root)
+    code, out = run(one_patch, "import", "--series", str(quilt / "series"))
+    assert code in (1, 2), out
+    error = out["errors"][0]
+    assert error["message"].replace(str(quilt), "{quilt}") == message
+    assert error.get("file") in ("huge.patch", None, str(quilt / "x.patch"), str(quilt / "latin1.patch")), error
+    assert snapshot(one_patch.root) == before

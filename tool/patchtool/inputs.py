@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from patchtool.errors import PatchtoolError, UsageError
-from patchtool.paths import file_kind
-
-MAX_INPUT_BYTES = 64 << 20  # a patch, a series file or a registry entry: far more than any real one
+from patchtool.paths import MAX_INPUT_BYTES, file_kind
 
 
 def open_named(path: Path, *, what: str, limit: int, error: type[PatchtoolError] = UsageError) -> BinaryIO:

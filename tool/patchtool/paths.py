@@ -119,7 +119,10 @@ def _unsafe(rel: str, why: str, hint: str = _READ_HINT) -> InvalidInput:
         Problem(file=rel, message=why, hint=hint, code="unsafe-file")])
 
 
-def read_inside(root: Path, rel: str) -> bytes:
+MAX_INPUT_BYTES = 64 << 20  # a patch, a series file or a registry entry: far more than any real one
+
+
+def read_inside(root: Path, rel: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the regular file ``root/rel``: the one way patchtool reads a file of the
     repository (manifest, registry, pins, patch files).
 
@@ -127,7 +130,7 @@ def read_inside(root: Path, rel: str) -> bytes:
     file is opened without blocking, so a FIFO, a device or a link to ``/etc/passwd`` is refused
     rather than read (or waited on forever). FileNotFoundError when there is no such file;
     InvalidInput, naming ``rel`` and what it is, for anything that is not a regular file or
-    cannot be read."""
+    cannot be read, or is more than ``limit`` bytes."""
     why = tree_path_problem(rel)
     if why is not None:
         raise _unsafe(rel, why, "name a file inside the repository")
@@ -145,9 +148,15 @@ def read_inside(root: Path, rel: str) -> bytes:
             now = os.fstat(ffd)
             if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
                 raise _unsafe(rel, "was replaced while being read", "run the command again")
-            chunks = []
-            while chunk := os.read(ffd, 1 << 20):
+            if now.st_size > limit:
+                raise _unsafe(rel, f"is {now.st_size} bytes, more than the {limit} patchtool reads",
+                              "is it the right file?")
+            chunks, size = [], 0
+            while size <= limit and (chunk := os.read(ffd, 1 << 20)):
                 chunks.append(chunk)
+                size += len(chunk)
+            if size > limit:  # it grew after it was opened
+                raise _unsafe(rel, f"is more than the {limit} bytes patchtool reads", "is it the right file?")
             return b"".join(chunks)
         finally:
             os.close(ffd)

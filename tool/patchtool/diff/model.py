@@ -161,7 +161,7 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
     have read a whole patch file around it)."""
     try:
         patchset = PatchSet(diff)
-    except UnidiffParseError as exc:
+    except (UnidiffParseError, ValueError) as exc:  # ValueError: a number int() refuses (4300 digits)
         raise DiffError(f"the diff does not parse: {exc}",
                         hint="re-export the commit with git format-patch") from None
     if not len(patchset):

@@ -22,7 +22,7 @@ from patchtool.diff import gitpaths
 from patchtool.diff.model import DiffError
 from patchtool.paths import tree_path_problem
 
-_FRAGMENT = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_FRAGMENT = re.compile(r"^@@ -\d{1,10}(?:,(\d{1,10}))? \+\d{1,10}(?:,(\d{1,10}))? @@")  # git: an unsigned long
 # a timestamp at the end of a name line, after a tab or spaces (apply.c's diff_timestamp_len)
 _TIMESTAMP = re.compile(r"(?:\t| +)(?:\d\d)?\d\d-\d\d-\d\d(?: \d\d:\d\d:\d\d(?:\.\d+)?)?"
                         r"(?: [+-]\d{4}| [+-]\d\d:\d\d)?$")

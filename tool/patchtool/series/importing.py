@@ -17,7 +17,7 @@ from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile
-from patchtool.errors import ApplyConflict, InvalidInput, UsageError
+from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
 from patchtool.paths import read_inside, read_text_if_present
 from patchtool.project import tomlio
@@ -164,7 +164,7 @@ def _quilt_dir(path: Path) -> Path:
     raise UsageError(f"{path} has no quilt 'series' file (nor patches/series)", file=str(path))
 
 
-_STRIP = re.compile(r"^-p(\d+|ab)$")
+_STRIP = re.compile(r"^-p(\d{1,3}|ab)$")
 
 
 def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) -> list[Incoming]:
@@ -180,7 +180,8 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
         strip = 1
         for option in options:
             if not (m := _STRIP.match(option)):
-                raise UsageError(f"{directory / series}:{number}: {name}: option {option!r} is not supported",
+                raise UsageError(f"{directory / series}:{number}: {name}: option {option[:20]!r}"
+                                 f"{'...' if len(option) > 20 else ''} is not supported",
                                  hint="only a strip level (-p0, -p1, -p2 ...) is")
             strip = 1 if m.group(1) == "ab" else int(m.group(1))
         source = str(directory / name)
@@ -188,7 +189,12 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
             raw = read_inside(directory, name)
         except FileNotFoundError:
             raise UsageError(f"{directory / series}:{number}: {name} does not exist") from None
-        out += _read_file(source, Path(name).name, raw.decode("utf-8"), None, who, exists, strip)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{directory / series}:{number}: {name} is not UTF-8 ({exc.reason} at byte "
+                               f"{exc.start})", file=source, hint="save it as UTF-8") from None
+        out += _read_file(source, Path(name).name, text, None, who, exists, strip)
     return out
 
 
@@ -215,8 +221,9 @@ def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | 
             diff = plain.git_diff(diff, exists=exists, strip=strip)
         except DiffError as exc:
             line = exc.line and exc.line + header.count("\n")
-            raise InvalidInput(f"{source}{f':{line}' if line else ''}: {exc.message}", file=source, line=line,
-                               hint=exc.hint) from None
+            raise InvalidInput(f"{source}{f':{line}' if line else ''}: {exc.message}", file=source, hint=exc.hint,
+                               problems=[Problem(message=exc.message, file=source, line=line, hint=exc.hint,
+                                                 code="unsafe-diff")]) from None
     author = fields.get("author") or fields.get("from") or who.who()
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
