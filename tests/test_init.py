@@ -78,7 +78,7 @@ def test_init_refuses_a_directory_with_a_manifest_and_writes_nothing(index: Inde
     before = snapshot(where)
     res = run(where, "init", "--upstream", "demo==1.0", "--index", index.url)
     assert (res.returncode, res.stdout) == (2, "")
-    assert res.stderr.startswith(f"error: patchset.toml: patchset.toml exists already in {where}: it is a patch "
+    assert res.stderr.startswith(f"error: patchset.toml: exists already in {where}: it is a patch "
                                  "repository"), res.stderr
     assert snapshot(where) == before and not (where / ".git").exists()
     assert index.requests == []  # refused before the index was asked
@@ -124,3 +124,22 @@ def test_init_pins_a_git_tag_by_its_commit(tmp_path: Path) -> None:
                                                                                          True)
     assert tomllib.loads((where / "upstream-pins/attrs-2.1.toml").read_text())["git"] == {
         "url": str(upstream), "tag": "v2.1", "commit": commit}
+
+
+@pytest.mark.parametrize("kind", ["link", "file"])
+def test_init_where_a_destination_cannot_be_written_writes_nothing(index: Index, tmp_path: Path, kind: str) -> None:
+    """Found by an attack: with ``upstream-pins`` a link (or a file), init failed after it had run
+    git init and staged the manifest. Every destination is read before anything is written."""
+    where = fresh(tmp_path)
+    elsewhere = fresh(tmp_path, "elsewhere")
+    if kind == "link":
+        (where / "upstream-pins").symlink_to(elsewhere)
+    else:
+        (where / "upstream-pins").write_text("not a directory\n")
+    before, outside = snapshot(where), snapshot(elsewhere)
+    res = run(where, "init", "--upstream", "demo==1.0", "--sdist", "--index", index.url)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert res.stderr.startswith("error: upstream-pins/demo-1.0.toml: "), res.stderr
+    assert "Traceback" not in res.stderr
+    assert snapshot(where) == before and snapshot(elsewhere) == outside
+    assert sorted(p.name for p in where.iterdir()) == ["upstream-pins"]  # no .git, no .patchtool

@@ -111,20 +111,25 @@ def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
     files in ``remove`` and the directories in ``remove_trees``, all or nothing. The paths
     written, then ``-path`` for each file removed."""
     recover(root)
-    statedir.ensure(root)
     disk = fsroot.Root(root)
-    disk.rmtree(STAGED)
-    moves: list[tuple[str, str]] = []
-    for rel, text in files.items():
-        if paths.read_text_if_present(root, rel) == text:
-            continue
-        disk.create(f"{STAGED}/{rel}", text)
-        moves.append((f"{STAGED}/{rel}", rel))
+    # every destination read first: one that cannot be reached (a link, a file where a directory
+    # should be) is refused before anything is staged
+    changed = [rel for rel, text in files.items() if paths.read_text_if_present(root, rel) != text]
     gone = [rel for rel in dict.fromkeys(remove) if rel not in files and disk.kind(rel) is not None]
-    record = Record(moves=tuple(moves), remove=tuple(gone), remove_trees=tuple(remove_trees))
+    moves = tuple((f"{STAGED}/{rel}", rel) for rel in changed)
+    record = Record(moves=moves, remove=tuple(gone), remove_trees=tuple(remove_trees))
     Record.from_dict(record.to_dict())  # what recovery would refuse is never written
-    tmp = f"{STAGED}/.journal.json"  # with the staged files: gone with them if never committed
-    disk.create(tmp, json.dumps(record.to_dict(), indent=2))
+    statedir.ensure(root)
+    disk.rmtree(STAGED)
+    try:
+        for staged, rel in moves:
+            disk.create(staged, files[rel])
+        tmp = f"{STAGED}/.journal.json"  # with the staged files: gone with them if never committed
+        disk.create(tmp, json.dumps(record.to_dict(), indent=2))
+    except BaseException:
+        disk.rmtree(STAGED)
+        statedir.tidy(root)
+        raise
     disk.rename(tmp, JOURNAL)  # the commit point
     _finish(root, record)
     return [dest for _, dest in moves] + [f"-{rel}" for rel in gone]

@@ -80,6 +80,8 @@ def init(root: Path, cache: Cache, request: Request) -> Initialised:
         pin_rel: pin_to_toml(pin, comment=f"{pin.upstream} {pin.version}: written by `patchtool init`."),
         journal.GITIGNORE: _gitignore(paths.read_text_if_present(root, journal.GITIGNORE)),
     }
+    for rel in files:  # a destination that cannot be written (a link, a file for a directory) is refused
+        paths.read_text_if_present(root, rel)  # before git init or anything else is written
     made_git = not git.in_work_tree(root)
     if made_git:
         git.init_repository(root)
@@ -90,7 +92,7 @@ def init(root: Path, cache: Cache, request: Request) -> Initialised:
 
 def refuse_existing(root: Path) -> None:
     if os.path.lexists(root / MANIFEST_NAME):
-        raise UsageError(f"{MANIFEST_NAME} exists already in {root}: it is a patch repository", file=MANIFEST_NAME,
+        raise UsageError(f"exists already in {root}: it is a patch repository", file=MANIFEST_NAME,
                          hint="init starts a new one in a directory without a manifest; "
                               "`patchtool pin add VERSION` adds a pin to this one")
 
