@@ -379,3 +379,22 @@ def test_import_fuzz_keeps_the_headers_modes(demo: Demo, tmp_path: Path) -> None
     assert stored_headers(demo, "0001-core-ciao.patch") == [
         "diff --git a/python/demo/core.py b/python/demo/core.py", "old mode 100644", "new mode 100755",
         "diff --git a/tools/run.sh b/tools/run.sh", "new file mode 100755"]
+
+
+def test_import_of_an_absolute_name_strips_its_slash_as_git_apply_does(demo: Demo, tmp_path: Path) -> None:
+    """'+++ /tmp/evil-abs.txt' at -p1 (the guess) is tmp/evil-abs.txt for git apply and GNU patch
+    both; at -p0 it names a path outside the tree: refused, nothing written."""
+    demo.write_manifest()
+    (tmp_path / "abs.diff").write_text("--- /dev/null\n+++ /tmp/evil-abs.txt\n@@ -0,0 +1 @@\n+x\n")
+    (tmp_path / "series").write_text("abs.diff -p0\n")
+    before = snapshot(demo.root)
+    res = demo.run("import", "--series", str(tmp_path / "series"), "--author", "Pat Series <pat@example.org>")
+    assert res.returncode == 1, res.stdout + res.stderr  # a patch file that may not be applied
+    assert (f"error: {tmp_path}/abs.diff:1: unsafe diff: absolute path '/tmp/evil-abs.txt' (line 1) "
+            "(hint: a patch may only touch files inside the upstream tree)") in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert snapshot(demo.root) == before and not Path("/tmp/evil-abs.txt").exists()
+    res = demo.run("import", str(tmp_path / "abs.diff"), "--author", "Pat Series <pat@example.org>")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert stored_headers(demo, "0001-abs.patch") == ["diff --git a/tmp/evil-abs.txt b/tmp/evil-abs.txt",
+                                                      "new file mode 100644"]

@@ -17,7 +17,7 @@ from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile
-from patchtool.errors import ApplyConflict, InvalidInput, UsageError
+from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
 from patchtool.paths import read_inside, read_text_if_present
 from patchtool.project import tomlio
@@ -215,8 +215,8 @@ def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | 
             diff = plain.git_diff(diff, exists=exists, strip=strip)
         except DiffError as exc:
             line = exc.line and exc.line + header.count("\n")
-            raise InvalidInput(f"{source}{f':{line}' if line else ''}: {exc.message}", file=source, line=line,
-                               hint=exc.hint) from None
+            raise InvalidInput(f"{source}{f':{line}' if line else ''}: {exc.message}", file=source, hint=exc.hint,
+                               problems=[Problem(message=exc.message, file=source, line=line, hint=exc.hint)]) from None
     author = fields.get("author") or fields.get("from") or who.who()
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
