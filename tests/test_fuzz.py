@@ -19,17 +19,19 @@ GNU_PATCH = shutil.which("patch")
 needs_patch = pytest.mark.skipif(GNU_PATCH is None, reason="GNU patch is not installed on this machine")
 
 WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
-lines = st.lists(st.sampled_from(WORDS).map(lambda w: w + "\n"), min_size=4, max_size=40)
+# a two- or three-letter alphabet makes the same lines recur, so a hunk's context also matches
+# near an earlier hunk (where GNU patch's "never before the previous hunk's end" decides)
+ALPHABETS = [WORDS, ["a", "b"], ["a", "b", "c"]]
 
 
 @st.composite
-def edited(draw: st.DrawFn, base: list[str]) -> list[str]:
-    """``base`` with up to four random line edits (change, insert, delete)."""
+def edited(draw: st.DrawFn, base: list[str], words: list[str]) -> list[str]:
+    """``base`` with up to eight random line edits (change, insert, delete): several hunks."""
     out = list(base)
-    for _ in range(draw(st.integers(1, 4))):
+    for _ in range(draw(st.integers(1, 8))):
         at = draw(st.integers(0, max(len(out) - 1, 0)))
         op = draw(st.sampled_from(["change", "insert", "delete"]))
-        word = draw(st.sampled_from(WORDS)) + draw(st.sampled_from(["", "!", "?"])) + "\n"
+        word = draw(st.sampled_from(words)) + draw(st.sampled_from(["", "!", "?"])) + "\n"
         if op == "insert" or not out:
             out.insert(at, word)
         elif op == "change":
@@ -39,8 +41,8 @@ def edited(draw: st.DrawFn, base: list[str]) -> list[str]:
     return out
 
 
-def diff_text(old: list[str], new: list[str]) -> str:
-    body = "".join(difflib.unified_diff(old, new, "a/f", "b/f", n=3))
+def diff_text(old: list[str], new: list[str], context: int = 3) -> str:
+    body = "".join(difflib.unified_diff(old, new, "a/f", "b/f", n=context))
     return "diff --git a/f b/f\n" + body
 
 
@@ -59,15 +61,17 @@ def gnu(tmp: Path, target: list[str], patch: str, level: int) -> tuple[bool, str
 
 
 @needs_patch
-@settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=500, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                                      HealthCheck.function_scoped_fixture])
-@given(data=st.data(), base=lines, level=st.integers(0, 3))
-def test_fuzz_agrees_with_gnu_patch(tmp_path: Path, data: st.DataObject, base: list[str], level: int) -> None:
-    mine = data.draw(edited(base))
-    theirs = data.draw(edited(base))
+@given(data=st.data(), words=st.sampled_from(ALPHABETS), context=st.integers(1, 3), level=st.integers(0, 3))
+def test_fuzz_agrees_with_gnu_patch(tmp_path: Path, data: st.DataObject, words: list[str], context: int,
+                                    level: int) -> None:
+    base = data.draw(st.lists(st.sampled_from(words).map(lambda w: w + "\n"), min_size=4, max_size=40))
+    mine = data.draw(edited(base, words))
+    theirs = data.draw(edited(base, words))
     if mine == base:
         return
-    patch = diff_text(base, mine)
+    patch = diff_text(base, mine, context)
     (f,) = model.parse(patch).files
     ok, text = gnu(tmp_path, theirs, patch, level)
     ours = fuzz.apply(theirs, f.hunks, fuzz=level)
@@ -93,3 +97,27 @@ def test_a_patch_already_applied_is_refused_not_fuzzed() -> None:
     after = [*base[:3], "FOUR\n", *base[4:]]
     (f,) = model.parse(diff_text(base, after)).files
     assert fuzz.apply(after, f.hunks, fuzz=3) is None
+
+
+def test_a_later_hunk_is_never_placed_over_lines_an_earlier_one_wrote() -> None:
+    """Hunk 2's context also matches at line 1, which hunk 1 already replaced: GNU ``patch --fuzz=2``
+    looks no further back than the end of hunk 1's lines and puts hunk 2 at line 5 with fuzz 1."""
+    patch = ("diff --git a/f b/f\n--- a/f\n+++ b/f\n"
+             "@@ -1,2 +1,2 @@\n-b\n+X\n b\n@@ -5,3 +5,2 @@\n b\n-b\n b\n")
+    (f,) = model.parse(patch).files
+    got = fuzz.apply([f"{w}\n" for w in "b b b a Y b b".split()], f.hunks, fuzz=2)
+    assert got is not None
+    assert got.placed == (fuzz.Placed(hunk=1, fuzz=0, offset=0), fuzz.Placed(hunk=2, fuzz=1, offset=0))
+    assert "".join(got.lines) == "X\nb\nb\na\nY\nb\n"
+
+
+def test_a_hunk_guessed_past_the_end_walks_back_no_further_than_the_previous_hunk() -> None:
+    """Hunk 1 moved 9 lines down, so hunk 2's guess lies past the end of the file; GNU ``patch
+    --fuzz=3`` walks back from the last place it fits and stops at hunk 1's lines (line 13, fuzz 2)."""
+    patch = ("diff --git a/f b/f\n--- a/f\n+++ b/f\n"
+             "@@ -1,6 +1,6 @@\n a\n a\n-b\n+X\n b\n b\n a\n@@ -11,6 +11,7 @@\n a\n a\n b\n+a\n b\n b\n b\n")
+    (f,) = model.parse(patch).files
+    got = fuzz.apply([f"{w}\n" for w in "a a b b a a a b b a a b b b b b a".split()], f.hunks, fuzz=3)
+    assert got is not None
+    assert got.placed == (fuzz.Placed(hunk=1, fuzz=1, offset=9), fuzz.Placed(hunk=2, fuzz=2, offset=2))
+    assert "".join(got.lines) == "".join(f"{w}\n" for w in "a a b b a a a b b a a X b b b a b a".split())

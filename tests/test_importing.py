@@ -340,3 +340,61 @@ def test_import_fuzz_reports_in_json_and_refuses_beyond_its_limit(demo: Demo, tm
     (row,) = json.loads(res.stdout)["data"]["added"]
     assert row["refreshed"] == [{"file": "python/demo/core.py", "hunk": 1, "fuzz": 1, "offset": 1}]
     assert demo.run("import", str(patch), "--fuzz", "-1").returncode == 2
+
+
+def stored_headers(demo: Demo, name: str) -> list[str]:
+    text = (demo.root / "patches" / name).read_text()
+    return [ln for ln in text.splitlines() if ln.startswith(("diff --git", "old mode", "new mode", "new file",
+                                                             "deleted file", "rename ", "copy "))]
+
+
+def test_import_fuzz_keeps_a_copys_source_as_git_and_patch_do(demo: Demo, tmp_path: Path) -> None:
+    demo.write_manifest()
+    patch = fuzzy_patch(tmp_path)
+    patch.write_text(patch.read_text().replace(
+        "diff --git a/python/demo/core.py b/python/demo/core.py\n",
+        "diff --git a/python/demo/core.py b/python/demo/ciao.py\nsimilarity index 90%\n"
+        "copy from python/demo/core.py\ncopy to python/demo/ciao.py\n").replace(
+        "+++ b/python/demo/core.py", "+++ b/python/demo/ciao.py"))
+    res = demo.run("import", str(patch), "--fuzz", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "    refreshed: python/demo/ciao.py hunk 1 fuzz 1 offset +1" in res.stdout
+    # the copy's source stays (a rename would delete it): the copy is stored as the new file it is
+    assert stored_headers(demo, "0001-core-ciao.patch") == [
+        "diff --git a/python/demo/ciao.py b/python/demo/ciao.py", "new file mode 100644"]
+    check = demo.run("check", "--json")
+    assert check.returncode == 0 and json.loads(check.stdout)["data"]["applies"][0]["outcome"] == "applied"
+
+
+def test_import_fuzz_keeps_the_headers_modes(demo: Demo, tmp_path: Path) -> None:
+    demo.write_manifest()
+    patch = fuzzy_patch(tmp_path)
+    patch.write_text(patch.read_text().replace(
+        "diff --git a/python/demo/core.py b/python/demo/core.py\n",
+        "diff --git a/python/demo/core.py b/python/demo/core.py\nold mode 100644\nnew mode 100755\n")
+        + "diff --git a/tools/run.sh b/tools/run.sh\nnew file mode 100755\n"
+          "--- /dev/null\n+++ b/tools/run.sh\n@@ -0,0 +1 @@\n+#!/bin/sh\n")
+    res = demo.run("import", str(patch), "--fuzz", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert stored_headers(demo, "0001-core-ciao.patch") == [
+        "diff --git a/python/demo/core.py b/python/demo/core.py", "old mode 100644", "new mode 100755",
+        "diff --git a/tools/run.sh b/tools/run.sh", "new file mode 100755"]
+
+
+def test_import_of_an_absolute_name_strips_its_slash_as_git_apply_does(demo: Demo, tmp_path: Path) -> None:
+    """'+++ /tmp/evil-abs.txt' at -p1 (the guess) is tmp/evil-abs.txt for git apply and GNU patch
+    both; at -p0 it names a path outside the tree: refused, nothing written."""
+    demo.write_manifest()
+    (tmp_path / "abs.diff").write_text("--- /dev/null\n+++ /tmp/evil-abs.txt\n@@ -0,0 +1 @@\n+x\n")
+    (tmp_path / "series").write_text("abs.diff -p0\n")
+    before = snapshot(demo.root)
+    res = demo.run("import", "--series", str(tmp_path / "series"), "--author", "Pat Series <pat@example.org>")
+    assert res.returncode == 1, res.stdout + res.stderr  # a patch file that may not be applied
+    assert (f"error: {tmp_path}/abs.diff:1: unsafe diff: absolute path '/tmp/evil-abs.txt' (line 1) "
+            "(hint: a patch may only touch files inside the upstream tree)") in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert snapshot(demo.root) == before and not Path("/tmp/evil-abs.txt").exists()
+    res = demo.run("import", str(tmp_path / "abs.diff"), "--author", "Pat Series <pat@example.org>")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert stored_headers(demo, "0001-abs.patch") == ["diff --git a/tmp/evil-abs.txt b/tmp/evil-abs.txt",
+                                                      "new file mode 100644"]

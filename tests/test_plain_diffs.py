@@ -292,3 +292,29 @@ def test_generated_plain_diffs_agree_with_git(tmp_path: Path, seed: int, style: 
     result = agree(tmp_path, tree, res.stdout)
     if result is not None:  # git accepted it: the file is what diff saw
         assert result.get(path, b"") == new
+
+
+# an absolute name: its leading '/' is the first component -pN strips (git's find_name_traditional,
+# GNU patch's strip_leading_slashes); t4120-apply-popt.sh style, compared with `git apply --summary`
+ABSOLUTE = "--- /dev/null\n+++ /tmp/evil-abs.txt\n@@ -0,0 +1 @@\n+x\n"
+
+
+@pytest.mark.parametrize(("strip", "created"), [(None, "tmp/evil-abs.txt"), (1, "tmp/evil-abs.txt"),
+                                                (2, "evil-abs.txt")])
+def test_an_absolute_name_loses_its_slash_as_the_first_stripped_component(tmp_path: Path, strip: int | None,
+                                                                          created: str) -> None:
+    assert _git(tmp_path, "init", "-q").returncode == 0
+    summary = _git(tmp_path, "apply", "--summary", f"-p{strip or 1}", "-", data=ABSOLUTE.encode())
+    assert summary.stdout.decode() == f" create {created}\n"  # what git makes of it
+    (f,) = model.parse(plain.git_diff(ABSOLUTE, strip=strip)).files
+    assert (f.status, f.path) == ("added", created)
+
+
+def test_an_absolute_name_kept_whole_at_p0_is_refused(tmp_path: Path) -> None:
+    assert _git(tmp_path, "init", "-q").returncode == 0
+    summary = _git(tmp_path, "apply", "--summary", "-p0", "-", data=ABSOLUTE.encode())
+    assert summary.stdout.decode() == " create /tmp/evil-abs.txt\n"  # git would write outside
+    before = snapshot(tmp_path)
+    with pytest.raises(model.DiffError, match=re.escape("unsafe diff: absolute path '/tmp/evil-abs.txt' (line 1)")):
+        plain.git_diff(ABSOLUTE, strip=0)
+    assert snapshot(tmp_path) == before and not Path("/tmp/evil-abs.txt").exists()

@@ -99,7 +99,7 @@ class _State:
         context = max(h.prefix, h.suffix)
         prefix_fuzz, suffix_fuzz = fuzz + h.prefix - context, fuzz + h.suffix - context
         max_where = n - (size - suffix_fuzz) + 1
-        min_where = self.frozen + 1 - (h.prefix - prefix_fuzz)
+        min_where = self.frozen + 1  # never over a line an earlier hunk already wrote
         max_pos, max_neg = max_where - guess, guess - min_where
         widest = max(max_pos, max_neg)
         if not size:
@@ -119,10 +119,12 @@ class _State:
             if offset <= max_neg and self._match(h, guess - offset, prefix_fuzz, 0):
                 return self._found(guess, -offset)
             return None
-        for offset in range(widest + 1):
+        # where the guess lies outside [min_where, max_where], the walk starts at that bound's distance
+        start = guess - max_where if max_pos < 0 else guess - min_where if max_neg < 0 else 0
+        for offset in range(start, widest + 1):
             if offset <= max_pos and self._match(h, guess + offset, prefix_fuzz, suffix_fuzz):
                 return self._found(guess, offset)
-            if 0 < offset <= max_neg and self._match(h, guess - offset, prefix_fuzz, suffix_fuzz):
+            if offset <= max_neg and offset != 0 and self._match(h, guess - offset, prefix_fuzz, suffix_fuzz):
                 return self._found(guess, -offset)
         return None
 

@@ -372,7 +372,9 @@ class Refreshed:
 def fuzzed_files(repo: git.Repo, parent: str, patch: PatchFile,
                  fuzz: int) -> tuple[dict[str, tuple[str, bytes] | None], tuple[Refreshed, ...]] | None:
     """The files ``patch`` leaves on ``parent`` applied as GNU ``patch --fuzz`` would, and the
-    hunks that moved or needed fuzz; None where it does not apply so either."""
+    hunks that moved or needed fuzz; None where it does not apply so either. As ``git apply``
+    and ``patch`` do: a rename removes its source, a copy keeps it, and the header's new mode
+    (``new mode``, ``new file mode``) is the result's."""
     olds = [f.old_path for f in patch.files if f.old_path is not None]
     present = repo.entries(parent, olds)
     contents = repo.cat_files(parent, olds)
@@ -398,13 +400,14 @@ def fuzzed_files(repo: git.Repo, parent: str, patch: PatchFile,
         if applied is None:
             return None
         result = "".join(applied.lines).encode("utf-8", "surrogateescape")
-        if f.old_path is not None and f.old_path != f.new_path:
+        if f.status == "renamed" and f.old_path is not None:
             files[f.old_path] = None
         if f.new_path is None:
             if result:
                 return None  # a deletion that leaves lines behind
+            files[f.path] = None
             continue
-        files[f.new_path] = (mode, result)
+        files[f.new_path] = (f.new_mode or mode, result)
         placed += [Refreshed(file=f.new_path, hunk=p.hunk, fuzz=p.fuzz, offset=p.offset)
                    for p in applied.placed if p.fuzz or p.offset]
     return files, tuple(placed)
