@@ -121,3 +121,18 @@ def test_a_hunk_guessed_past_the_end_walks_back_no_further_than_the_previous_hun
     assert got is not None
     assert got.placed == (fuzz.Placed(hunk=1, fuzz=1, offset=9), fuzz.Placed(hunk=2, fuzz=2, offset=2))
     assert "".join(got.lines) == "".join(f"{w}\n" for w in "a a b b a a a b b a a X b b b a b a".split())
+
+
+def test_a_search_of_repeated_lines_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an attack: a hunk of S repeated lines that matches nowhere, over a file of N of
+    them, compared S lines at each of N places, at every fuzz level and in reverse: hours for a
+    few megabytes. The search stops at a bound and says so."""
+    monkeypatch.setattr(fuzz, "MAX_COMPARED", 200_000)
+    body = [" a"] * 300
+    hunk = model.parse("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,603 +1,603 @@\n Q\n" + "\n".join(body)
+                       + "\n-zzz\n+yyy\n" + "\n".join(body) + "\n Q\n").files[0].hunks
+    with pytest.raises(fuzz.TooCostly) as exc:
+        fuzz.apply(["a\n"] * 5000, hunk, fuzz=3)
+    assert exc.value.hunk == 1
+    assert fuzz.apply(["Q\n", "a\n", "zzz\n", "Q\n"], model.parse(
+        "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n Q\n a\n-zzz\n+yyy\n Q\n").files[0].hunks, fuzz=3)

@@ -61,14 +61,28 @@ class _Hunk:
         return cls(first + (not pattern), lines, pattern, prefix, suffix)  # an empty pattern appends after its line
 
 
+MAX_COMPARED = 20_000_000  # lines compared in one file's search: a real series needs thousands
+
+
+class TooCostly(Exception):
+    """The search compared more than ``MAX_COMPARED`` lines: a hunk of many repeated lines over a
+    file of them costs its size times the file's, at every position and fuzz level."""
+
+    def __init__(self, hunk: int) -> None:
+        super().__init__(f"hunk {hunk}")
+        self.hunk = hunk
+
+
 def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, fuzz: int) -> Fuzzed | None:
     """``hunks`` applied to ``lines`` (each with its newline) with at most ``fuzz`` lines of fuzz,
-    or None where one does not apply (or the first applies only in reverse)."""
+    or None where one does not apply (or the first applies only in reverse). TooCostly where the
+    search would compare more than ``MAX_COMPARED`` lines."""
     state = _State(list(lines))
     placed = []
     for n, hunk in enumerate(hunks, 1):
         h = _Hunk.of(hunk)
         found = None
+        state.hunk = n
         for level in range(min(fuzz, max(h.prefix, h.suffix)) + 1):
             found = state.locate(h, level)
             if found is None and n == 1 and state.locate(_Hunk.of(hunk, reverse=True), level) is not None:
@@ -90,6 +104,8 @@ class _State:
         self.out: list[str] = []
         self.frozen = 0
         self.offset = 0
+        self.compared = 0  # lines compared so far, bounded by MAX_COMPARED
+        self.hunk = 0
 
     def locate(self, h: _Hunk, fuzz: int) -> int | None:
         """The 1-based input line where ``h``'s pattern starts at ``fuzz``, or None; moves the
@@ -135,6 +151,9 @@ class _State:
     def _match(self, h: _Hunk, where: int, prefix_fuzz: int, suffix_fuzz: int) -> bool:
         start = where - 1 + prefix_fuzz
         wanted = h.pattern[prefix_fuzz:len(h.pattern) - suffix_fuzz]
+        self.compared += len(wanted)
+        if self.compared > MAX_COMPARED:
+            raise TooCostly(self.hunk)
         return start >= 0 and list(wanted) == self.input[start:start + len(wanted)]
 
     def apply(self, h: _Hunk, where: int) -> bool:

@@ -396,7 +396,13 @@ def fuzzed_files(repo: git.Repo, parent: str, patch: PatchFile,
             return None
         else:
             mode, data = present[f.old_path][0], found
-        applied = textfuzz.apply(lines_of(data.decode("utf-8", "surrogateescape")), f.hunks, fuzz=fuzz)
+        try:
+            applied = textfuzz.apply(lines_of(data.decode("utf-8", "surrogateescape")), f.hunks, fuzz=fuzz)
+        except textfuzz.TooCostly as exc:
+            raise UsageError(f"{f.path}: looking for hunk {exc.hunk} with fuzz would compare more than "
+                             f"{textfuzz.MAX_COMPARED} lines (a hunk of repeated lines over a file of them); "
+                             "refusing to search further",
+                             hint="fix the patch's context by hand, or import it with less --fuzz") from None
         if applied is None:
             return None
         result = "".join(applied.lines).encode("utf-8", "surrogateescape")
