@@ -82,8 +82,10 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the reference in docs/ (mkdocs.yml, the Material theme) with --strict: a broken link or
-    anchor fails. The site goes to the session's temporary directory; `mkdocs serve` to read it."""
+    """Build the reference (docs/, mkdocs.yml) with mkdocs --strict: a broken link or anchor fails.
+
+    The site goes to the session's temporary directory; to read it, `mkdocs serve` in an environment
+    with the same mkdocs-material."""
     session.install("mkdocs-material>=9.5,<10")
     site = Path(session.create_tmp()) / "site"
     session.run("mkdocs", "build", "--strict", "--site-dir", str(site), *session.posargs,
