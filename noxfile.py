@@ -81,6 +81,18 @@ def fuzz(session: nox.Session) -> None:
 
 
 @nox.session
+def docs(session: nox.Session) -> None:
+    """Build the reference (docs/, mkdocs.yml) with mkdocs --strict: a broken link or anchor fails.
+
+    The site goes to the session's temporary directory; to read it, `mkdocs serve` in an environment
+    with the same mkdocs-material."""
+    session.install("mkdocs-material>=9.5,<10")
+    site = Path(session.create_tmp()) / "site"
+    session.run("mkdocs", "build", "--strict", "--site-dir", str(site), *session.posargs,
+                env={"NO_MKDOCS_2_WARNING": "1"})  # Material's banner about MkDocs 2.0 is not about these docs
+
+
+@nox.session
 def check(session: nox.Session) -> None:
     """What a pull request must pass: manifest, pins, patch files, application and assumption checks."""
     session.install("-e", ".")
