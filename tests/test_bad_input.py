@@ -51,7 +51,7 @@ def test_unknown_and_missing_keys(one_patch: Demo) -> None:
     code, _, errors = unchanged_after(one_patch, "check")
     assert code == 1
     assert "patchset.toml | 4 | greet | patch[0].owner | missing required key | " in messages(errors)
-    assert ("patchset.toml | 8 | greet | patch[0].ownr | unknown key | check the spelling against the README"
+    assert ("patchset.toml | 8 | greet | patch[0].ownr | unknown key | check the spelling against docs/manifest.md"
             in messages(errors))
 
 

@@ -155,7 +155,7 @@ class Fields:
         """Report keys nobody asked for: a typo must not be silently ignored."""
         for name in self.data:
             if name not in self._seen:
-                self.problem(name, "unknown key", hint="check the spelling against the README")
+                self.problem(name, "unknown key", hint="check the spelling against docs/manifest.md")
 
 
 def load_toml(text: str, *, file: str) -> dict[str, Any]:
