@@ -309,7 +309,7 @@ def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: Fi
     if _is_binary(ours_data, base_data, theirs_data):
         return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}",
                         base=base, ours=ours, theirs=theirs)
-    data, count = git.merge_file(ours_data, base_data, theirs_data, labels, style=style)
+    data, count = git.merge_file(ws.repo, ours_data, base_data, theirs_data, labels, style=style)
     if count:
         return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}", data,
                         base=base, ours=ours, theirs=theirs)
