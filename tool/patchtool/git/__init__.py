@@ -20,8 +20,8 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
 
 from patchtool.git.changes import RawChange, TreeChange
 from patchtool.git.command import Pending
-from patchtool.git.objects import ObjectReader
 from patchtool.git.filemerge import merge_file
+from patchtool.git.objects import ObjectReader
 from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
 from patchtool.git.stream import quote_path as _quote_path
