@@ -263,7 +263,7 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     forward = apply_patch(ws, diff) if plain else None
     merged = merge.merge_patch(ws, changes, labels, style=style)
     why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
-                           commit=old_commit)
+                           commit=old_commit, changes=changes)
     if why is not None:
         return step(PatchOutcome.UPSTREAM, detail=why), None, ()
     if not merged.clean:
