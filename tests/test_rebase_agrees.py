@@ -357,3 +357,35 @@ def test_a_content_merge_gives_merge_orts_verdict_on_any_git(tmp_path: Path) -> 
     assert merged == _git_tree_file(fork, "pkg/a.txt").replace(
         "<<<<<<< v1.1", "<<<<<<< demo 1.1 + series").replace(f">>>>>>> {fork.patch_commit}", ">>>>>>> patch change")
     assert git(fork.cache / "upstream.git", "for-each-ref", "refs/patchtool/merge-file") == ""  # none left
+
+
+# -- directory renames (merge-ort's directory rename detection) ----------------------------------
+
+LINES = {"pkg/d/x.txt": "".join(f"l{i}\n" for i in range(12)), "pkg/d/y.txt": "".join(f"g{i}\n" for i in range(12))}
+
+
+def test_a_file_upstream_adds_in_a_directory_the_patch_moves_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The patch moves pkg/d to pkg/e; upstream adds pkg/d/z.txt. git conflicts (file location)
+    and puts z.txt in pkg/e; patchtool was clean and left z.txt alone in the emptied pkg/d."""
+    fork = make_fork(tmp_path, LINES, commands(("mv", "pkg/d", "pkg/e")), files({"pkg/d/z.txt": "z\n"}))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (file location)" in fork.git_merge()[1]
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/z.txt"]
+    assert step["detail"] == ("CONFLICT (file location): upstream added pkg/d/z.txt in pkg/d, which the patch renamed "
+                              "to pkg/e; git would put it at pkg/e/z.txt, and so it is left there")
+    assert "stopped the rebase (conflict): pkg/e/z.txt" in error
+    assert (worktree / "pkg/e/z.txt").read_text() == "z\n" and not (worktree / "pkg/d/z.txt").exists()
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+
+
+def test_a_file_the_patch_adds_in_a_directory_upstream_moved_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The mirror: upstream moves pkg/d to pkg/e, the patch adds pkg/d/new.txt; patchtool said
+    "applied unchanged" and left new.txt alone in pkg/d."""
+    fork = make_fork(tmp_path, LINES, files({"pkg/d/new.txt": "n\n"}), commands(("mv", "pkg/d", "pkg/e")))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (file location)" in fork.git_merge()[1]
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/new.txt"]
+    assert step["detail"] == ("CONFLICT (file location): the patch adds pkg/d/new.txt in pkg/d, which upstream renamed "
+                              "to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
+    assert (worktree / "pkg/e/new.txt").read_text() == "n\n" and not (worktree / "pkg/d/new.txt").exists()

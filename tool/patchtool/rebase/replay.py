@@ -261,7 +261,7 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     plain = _plain(changes) and bool(changes)
     # the tree always comes from the 3-way merge; the text application only labels its result
     forward = apply_patch(ws, diff) if plain else None
-    merged = merge.merge_patch(ws, changes, labels, style=style)
+    merged = merge.merge_patch(ws, changes, labels, style=style, commit=old_commit)
     why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
                            commit=old_commit, changes=changes)
     if why is not None:
