@@ -3,13 +3,14 @@
 merge-ort merges contents with xdiff, diffing with histogram. ``git merge-file`` is told so
 from git 2.42 (the fast path: one process); an older one diffs with myers only, and its
 clean/conflict verdict can differ from merge-ort's, so there the three sides become one-file
-commits in the cache (one ``git fast-import``, which leaves no ref) and ``git merge-tree
+commits (one ``git fast-import``, which leaves no ref) and ``git merge-tree
 --write-tree`` merges them: merge-ort's own answer, its markers relabelled as merge-file's.
+Those objects go to a throwaway object store that borrows the cache's (an alternate): the
+cache is left as it was, as by merge-file.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 import uuid
@@ -68,23 +69,28 @@ def _merge_ort(repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tupl
     def commit(data: bytes) -> NewCommit:
         return NewCommit(message="", author=ident, committer=ident, files=(FileWrite(_FILE, "100644", None, data),))
 
-    fd, marks = tempfile.mkstemp(prefix="marks.", dir=repo.git_dir)
-    os.close(fd)
-    try:
-        repo.fast_import(fork_stream(commit(base), [commit(ours), commit(theirs)],
-                                     f"{_REFS}{uuid.uuid4().hex}"), f"--export-marks={marks}")
-        found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
-    finally:
-        os.unlink(marks)
-    base_sha, ours_sha, theirs_sha = found[":1"], found[":2"], found[":3"]
-    config = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "merge.conflictStyle", "GIT_CONFIG_VALUE_0": style}
-    res = repo.git("merge-tree", "--write-tree", args=[ours_sha, theirs_sha], env=config, check=False)
-    if res.returncode not in (0, 1):
-        raise GitError(f"git merge-tree failed: {res.stderr.strip()}")
-    tree = res.stdout.decode().split("\n", 1)[0].strip()
-    data = repo.cat_blobs([f"{tree}:{_FILE}"])[f"{tree}:{_FILE}"]
-    if data is None:
-        raise GitError(f"git merge-tree left no {_FILE} in {tree}")
+    with tempfile.TemporaryDirectory(prefix="patchtool-merge-ort-") as tmp:
+        # the objects go to a throwaway store beside the cache's (which stays as it was), so the merge writes nothing
+        objects = Path(tmp) / "objects"
+        (objects / "pack").mkdir(parents=True)
+        env = {"GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(repo.git_dir / "objects")}
+        marks = Path(tmp) / "marks"
+        stream = fork_stream(commit(base), [commit(ours), commit(theirs)], f"{_REFS}{uuid.uuid4().hex}")
+        res = repo.git("fast-import", "--quiet", "--date-format=raw", "--done", f"--export-marks={marks}",
+                       input=b"".join(stream), env=env, check=False)
+        if res.returncode:
+            raise GitError(f"git fast-import failed: {res.stderr.strip()}")
+        found = dict(line.split() for line in marks.read_text().splitlines() if line)
+        base_sha, ours_sha, theirs_sha = found[":1"], found[":2"], found[":3"]
+        config = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "merge.conflictStyle", "GIT_CONFIG_VALUE_0": style}
+        res = repo.git("merge-tree", "--write-tree", args=[ours_sha, theirs_sha], env={**env, **config}, check=False)
+        if res.returncode not in (0, 1):
+            raise GitError(f"git merge-tree failed: {res.stderr.strip()}")
+        tree = res.stdout.decode().split("\n", 1)[0].strip()
+        shown = repo.git("cat-file", "-p", args=[f"{tree}:{_FILE}"], env=env, check=False)
+        if shown.returncode:
+            raise GitError(f"git merge-tree left no {_FILE} in {tree}: {shown.stderr.strip()}")
+        data = shown.stdout
     if res.returncode == 0:
         return data, 0
     return _relabelled(data, (ours_sha, base_sha, theirs_sha), labels)
