@@ -282,3 +282,110 @@ def test_a_patch_upstream_took_with_other_words_is_a_plain_conflict(tmp_path: Pa
     assert step["outcome"] == "conflict" and "upstream_has" not in step
     assert step["detail"] == "CONFLICT (content): Merge conflict in pkg/run.py"
     assert "--skip --reason '...'" in error
+
+
+# -- the 3-way merge decides, the text application only labels ---------------------------------
+
+def _rebased(fork: Fork) -> dict[str, object]:
+    res = fork.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (step,) = json.loads(res.stdout)["data"]["patches"]
+    return step
+
+
+def _git_tree_file(fork: Fork, path: str) -> str:
+    tree = fork.git_merge()[1].split("\n", 1)[0]
+    return git(fork.upstream, "cat-file", "-p", f"{tree}:{path}")
+
+
+def test_periodic_context_matching_at_the_old_line_does_not_override_the_merge(tmp_path: Path) -> None:
+    """Upstream deletes the four lines above a file of six identical periods; the patch edits the
+    third period. Its context matches again at the hunk's own old line (another period), so the
+    text application took that spot and said "applied unchanged" without asking the merge; git
+    puts the edit in the period it was in (finding 01)."""
+    period = "    pass\n    pass\n    pass\n    x = 1\n"
+    base = "h1\nh2\nh3\nh4\n" + period * 6
+    lines = base.splitlines(True)
+    lines[15] = "    x = 2\n"
+    fork = make_fork(tmp_path, {"pkg/a.py": base}, files({"pkg/a.py": "".join(lines)}),
+                     files({"pkg/a.py": period * 6}))
+    assert fork.git_merge()[0] == 0
+    step = _rebased(fork)
+    assert step["outcome"] == "merged by 3-way merge"
+    assert step["detail"] == "plain context matching would have put it elsewhere; the 3-way merge placed it"
+    rebased = (fork.root / "patches/0001-change.patch").read_text()
+    assert "@@ -9,7 +9,7 @@" in rebased  # the third period, as git's merge put it (line 12 of 24)
+    assert _git_tree_file(fork, "pkg/a.py").splitlines()[11] == "    x = 2"
+
+
+def test_a_reverse_match_in_another_function_is_not_already_upstream(tmp_path: Path) -> None:
+    """The patch changes call("a") to call("b") in first(); upstream changed that line to call("c")
+    and added a second() whose body is the patch's result. The reverse application found it in
+    second() and dropped the patch as "already upstream"; git conflicts, and so does patchtool
+    now, its patch file and pins untouched (finding 02)."""
+    def fn(name: str, arg: str) -> str:
+        return (f'def {name}():\n    log("{name}")\n    setup()\n    prepare()\n    load()\n    call("{arg}")\n'
+                "    finish()\n    cleanup()\n    close()\n\n\n")
+
+    fork = make_fork(tmp_path, {"pkg/a.py": "import x\n\n\n" + fn("first", "a") + "# tail\n"},
+                     files({"pkg/a.py": "import x\n\n\n" + fn("first", "b") + "# tail\n"}),
+                     files({"pkg/a.py": "import x\n\n\n" + fn("first", "c") + "# tail\n\n\n" + fn("second", "b")
+                            + "# end\n"}))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (content)" in fork.git_merge()[1]
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, _, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/a.py"]
+    assert step["detail"] == "CONFLICT (content): Merge conflict in pkg/a.py"
+    assert "patch change stopped the rebase (conflict): pkg/a.py" in error
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+
+
+def test_a_content_merge_gives_merge_orts_verdict_on_any_git(tmp_path: Path) -> None:
+    """Three identical blocks; the patch edits the middle one, upstream adds a line on top and
+    drops a block. merge-ort (histogram) conflicts; git merge-file before 2.42 cannot diff with
+    histogram, and the silent myers fallback merged it cleanly (finding 04). The conflict's
+    markers carry patchtool's labels, as git merge-file's would."""
+    block = "".join(f"l{i}\n" for i in range(12))
+    fork = make_fork(tmp_path, {"pkg/a.txt": block * 3},
+                     files({"pkg/a.txt": block + block.replace("l5\n", "L5\n") + block}),
+                     files({"pkg/a.txt": "top\n" + block * 2}))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (content)" in fork.git_merge()[1]
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["detail"] == "CONFLICT (content): Merge conflict in pkg/a.txt"
+    merged = (worktree / "pkg/a.txt").read_text()
+    assert merged.startswith("<<<<<<< demo 1.1 + series\ntop\n=======\n>>>>>>> patch change\nl0\n")
+    assert merged == _git_tree_file(fork, "pkg/a.txt").replace(
+        "<<<<<<< v1.1", "<<<<<<< demo 1.1 + series").replace(f">>>>>>> {fork.patch_commit}", ">>>>>>> patch change")
+    assert git(fork.cache / "upstream.git", "for-each-ref", "refs/patchtool/merge-file") == ""  # none left
+
+
+# -- directory renames (merge-ort's directory rename detection) ----------------------------------
+
+LINES = {"pkg/d/x.txt": "".join(f"l{i}\n" for i in range(12)), "pkg/d/y.txt": "".join(f"g{i}\n" for i in range(12))}
+
+
+def test_a_file_upstream_adds_in_a_directory_the_patch_moves_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The patch moves pkg/d to pkg/e; upstream adds pkg/d/z.txt. git conflicts (file location)
+    and puts z.txt in pkg/e; patchtool was clean and left z.txt alone in the emptied pkg/d."""
+    fork = make_fork(tmp_path, LINES, commands(("mv", "pkg/d", "pkg/e")), files({"pkg/d/z.txt": "z\n"}))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (file location)" in fork.git_merge()[1]
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/z.txt"]
+    assert step["detail"] == ("CONFLICT (file location): upstream added pkg/d/z.txt in pkg/d, which the patch renamed "
+                              "to pkg/e; git would put it at pkg/e/z.txt, and so it is left there")
+    assert "stopped the rebase (conflict): pkg/e/z.txt" in error
+    assert (worktree / "pkg/e/z.txt").read_text() == "z\n" and not (worktree / "pkg/d/z.txt").exists()
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+
+
+def test_a_file_the_patch_adds_in_a_directory_upstream_moved_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The mirror: upstream moves pkg/d to pkg/e, the patch adds pkg/d/new.txt; patchtool said
+    "applied unchanged" and left new.txt alone in pkg/d."""
+    fork = make_fork(tmp_path, LINES, files({"pkg/d/new.txt": "n\n"}), commands(("mv", "pkg/d", "pkg/e")))
+    assert fork.git_merge()[0] == 1 and "CONFLICT (file location)" in fork.git_merge()[1]
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/new.txt"]
+    assert step["detail"] == ("CONFLICT (file location): the patch adds pkg/d/new.txt in pkg/d, which upstream renamed "
+                              "to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
+    assert (worktree / "pkg/e/new.txt").read_text() == "n\n" and not (worktree / "pkg/d/new.txt").exists()

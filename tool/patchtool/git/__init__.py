@@ -7,7 +7,8 @@ user's configuration and inherited ``GIT_*`` variables, with ``GitCommandError``
 leaves the layer: callers get SHAs, paths, bytes and the small dataclasses exported here.
 
 - ``repo``: a repository by its git directory (the cache): refs, commits, trees, fast-import,
-  worktrees, exports, temporary indexes, ``merge_file``;
+  worktrees, exports, temporary indexes;
+- ``filemerge``: one file's 3-way merge as merge-ort makes it (``merge_file``);
 - ``worktree``: a checked-out tree of the user's (a conflict recorded in its index), and who the
   user is to git and how they like conflicts shown;
 - ``stream``: commits as a fast-import stream, where paths are quoted;
@@ -19,8 +20,9 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
 
 from patchtool.git.changes import RawChange, TreeChange
 from patchtool.git.command import Pending
+from patchtool.git.filemerge import merge_file
 from patchtool.git.objects import ObjectReader
-from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry, merge_file
+from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
 from patchtool.git.stream import quote_path as _quote_path
 from patchtool.git.worktree import Worktree, conflict_style, in_work_tree, init_repository, ref_format_ok, user_idents

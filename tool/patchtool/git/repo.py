@@ -482,33 +482,3 @@ def _split_patches(text: str) -> list[str]:
         head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
         out.append(head + sep + rest)
     return out
-
-
-_HISTOGRAM = ["--diff-algorithm=histogram"]  # emptied once git says it does not know the option
-
-
-CONFLICT_STYLES = ("merge", "diff3", "zdiff3")  # git's merge.conflictStyle values
-
-
-def merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], *,
-               style: str = "merge") -> tuple[bytes, int]:
-    """A 3-way merge of one file's contents with git's own merge (xdiff, as merge-ort uses it):
-    the result, with conflict markers where needed (``style``: a ``merge.conflictStyle``; diff3
-    and zdiff3 show the base between ``|||||||`` and ``=======``), and the number of conflicts."""
-    if style not in CONFLICT_STYLES:
-        raise ValueError(f"unknown conflict style {style!r}")
-    with tempfile.TemporaryDirectory(prefix="patchtool-merge-") as tmp:
-        names = []
-        for name, data in (("ours", ours), ("base", base), ("theirs", theirs)):
-            (Path(tmp) / name).write_bytes(data)
-            names.append(str(Path(tmp) / name))
-        options = [*([] if style == "merge" else [f"--{style}"]), *(f"-L{label}" for label in labels)]
-        # merge-ort diffs with histogram; merge-file is told so from git 2.42 (older ones: usage, 129)
-        histogram = list(_HISTOGRAM)  # read once: a scan's other threads may empty it meanwhile
-        res = Runner().run("merge-file", "-p", *histogram, *options, args=names, check=False)
-        if res.returncode == 129 and histogram:
-            _HISTOGRAM.clear()
-            res = Runner().run("merge-file", "-p", *options, args=names, check=False)
-    if res.returncode >= 128 or res.returncode < 0:
-        raise GitError(f"git merge-file failed: {res.stderr.strip()}")
-    return res.stdout, res.returncode

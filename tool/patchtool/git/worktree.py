@@ -10,7 +10,7 @@ from pathlib import Path
 from patchtool import fsroot
 from patchtool.errors import GitError, UsageError
 from patchtool.git.command import Runner
-from patchtool.git.repo import CONFLICT_STYLES
+from patchtool.git.filemerge import CONFLICT_STYLES
 from patchtool.git.stream import Ident
 
 

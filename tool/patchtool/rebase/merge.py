@@ -14,6 +14,8 @@ changed. Nothing is written here; ``rebase`` writes the commits in one batch at 
 from __future__ import annotations
 
 import dataclasses
+import posixpath
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 from patchtool import git
@@ -32,7 +34,7 @@ class File:
 class Conflict:
     path: str
     # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add", "rename/rename",
-    # "rename/delete", "file/directory"
+    # "rename/delete", "file/directory", "file location"
     kind: str
     message: str
     data: bytes | None = None  # the file with conflict markers, where there is one
@@ -152,9 +154,10 @@ def _is_binary(*contents: bytes) -> bool:
 
 
 def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[str, str, str], *,
-                style: str = "merge") -> PatchMerge:
-    """The 3-way merge of one commit of the old chain (``changes``) onto the workspace, conflict
-    markers in ``style`` (a ``merge.conflictStyle``)."""
+                style: str = "merge", commit: str | None = None) -> PatchMerge:
+    """The 3-way merge of one commit of the old chain (``changes``; ``commit``: that commit,
+    whose tree says which directories the patch moved) onto the workspace, conflict markers in
+    ``style`` (a ``merge.conflictStyle``)."""
     files: dict[str, File | None] = {}
     conflicts: list[Conflict] = []
     renamed: list[str] = []
@@ -215,10 +218,62 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
             conflicts.append(merged)
         else:
             files[target] = merged
+    if commit is not None:
+        conflicts += directory_renames(ws, changes, files, ws.repo.tree_of(commit))
     for path, clash in in_the_way(ws, files):
         del files[path]  # the patch's file waits beside the tree, which keeps upstream's as it is
         conflicts.append(clash)
     return PatchMerge(files=files, conflicts=tuple(conflicts), renamed=tuple(renamed), gone=tuple(gone))
+
+
+def _moved_dir(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Each directory files left for another, and where most of them went (merge-ort's majority)."""
+    counts: dict[str, Counter[str]] = {}
+    for old, new in pairs:
+        a, b = posixpath.dirname(old), posixpath.dirname(new)
+        if a != b and a:
+            counts.setdefault(a, Counter())[b] += 1
+    return {d: c.most_common(1)[0][0] for d, c in counts.items()}
+
+
+def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: dict[str, File | None],
+                      patch_tree: str) -> list[Conflict]:
+    """merge-ort's directory rename detection, as conflicts ("file location"): a file upstream
+    added in a directory the patch moved away entirely, and a file the patch adds in a directory
+    upstream moved away. Each file is taken to where git puts it (the conflict's path) and out of
+    the directory left behind (``files`` changes), so nothing stays behind unsaid."""
+    out: list[Conflict] = []
+    touched = {p for c in changes for p in (c.old_path, c.new_path) if p}
+    renamed = [(c.old_path, c.new_path) for c in changes if c.status.startswith("R") and c.old_path and c.new_path]
+    for d, e in _moved_dir(renamed).items():  # (A) the patch moved d/ to e/
+        if ws.reader.files_under(patch_tree, d):
+            continue  # the patch left files in d: not a directory rename
+        for p in ws.files_under(d):
+            f = ws.get(p)
+            if p in touched or f is None:
+                continue
+            there = e + p[len(d):]
+            files[p] = None
+            out.append(Conflict(there, "file location", (
+                f"CONFLICT (file location): upstream added {p} in {d}, which the patch renamed to {e}; "
+                f"git would put it at {there}, and so it is left there"), ws.data(f), ours=f))
+    for c in changes:  # (B) upstream moved d/ to e/, the patch adds a file in d/
+        if c.old_path is not None or c.new_path is None or c.new_path not in files:
+            continue
+        d = posixpath.dirname(c.new_path)
+        if not d or ws.files_under(d):
+            continue
+        was = [p for p in ws.reader.files_under(patch_tree, d) if p not in touched]
+        moves = _moved_dir((p, m) for p in was if posixpath.dirname(p) == d and (m := ws.renamed_to(p)))
+        if d not in moves:
+            continue
+        f = files.pop(c.new_path)
+        assert f is not None
+        there = moves[d] + c.new_path[len(d):]
+        out.append(Conflict(there, "file location", (
+            f"CONFLICT (file location): the patch adds {c.new_path} in {d}, which upstream renamed to {moves[d]}; "
+            f"git would put it at {there}, and so it is left there"), ws.data(f), theirs=f))
+    return out
 
 
 def in_the_way(ws: Workspace, files: dict[str, File | None]) -> list[tuple[str, Conflict]]:
@@ -309,7 +364,7 @@ def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: Fi
     if _is_binary(ours_data, base_data, theirs_data):
         return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}",
                         base=base, ours=ours, theirs=theirs)
-    data, count = git.merge_file(ours_data, base_data, theirs_data, labels, style=style)
+    data, count = git.merge_file(ws.repo, ours_data, base_data, theirs_data, labels, style=style)
     if count:
         return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}", data,
                         base=base, ours=ours, theirs=theirs)

@@ -245,25 +245,6 @@ def _plain(changes: Sequence[git.RawChange]) -> bool:
     return all(c.status in "AMD" and (c.status != "M" or c.old_mode == c.new_mode) for c in changes)
 
 
-def _files_from(ws: merge.Workspace, applied: AppliedPatch,
-                changes: Sequence[git.RawChange]) -> dict[str, merge.File | None]:
-    files: dict[str, merge.File | None] = {}
-    for c in changes:
-        path = c.new_path or c.old_path
-        assert path is not None
-        text = applied.texts.get(path)
-        if text is None or c.new_mode is None or c.new_blob is None:
-            files[path] = None
-            continue
-        ours = ws.get(path)
-        if (ours is None and c.old_blob is None) or (
-                ours is not None and ours.blob is not None and ours.blob == c.old_blob):
-            files[path] = merge.File(c.new_mode, c.new_blob)  # a new file, or one upstream left alone
-        else:
-            files[path] = merge.File(c.new_mode, None, text.encode("utf-8", "surrogateescape"))
-    return files
-
-
 Replayed = tuple[Step, dict[str, merge.File | None] | None, tuple[merge.Conflict, ...]]
 
 
@@ -278,17 +259,11 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
 
     diff = lp.patch.model
     plain = _plain(changes) and bool(changes)
+    # the tree always comes from the 3-way merge; the text application only labels its result
     forward = apply_patch(ws, diff) if plain else None
-    if forward is not None and not forward.moved:
-        # every hunk matched its exact old position with its exact context: nothing moved, so
-        # nothing can land in another scope, and a 3-way merge would give the same files, unless
-        # a file or a directory is in the way of one (the merge says which)
-        files = _files_from(ws, forward, changes)
-        if not merge.in_the_way(ws, files):
-            return step(PatchOutcome.UNCHANGED, files=tuple(sorted(files))), files, ()
-    merged = merge.merge_patch(ws, changes, labels, style=style)
+    merged = merge.merge_patch(ws, changes, labels, style=style, commit=old_commit)
     why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
-                           commit=old_commit)
+                           commit=old_commit, changes=changes)
     if why is not None:
         return step(PatchOutcome.UPSTREAM, detail=why), None, ()
     if not merged.clean:
@@ -297,12 +272,16 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
             stop = dataclasses.replace(stop, upstream_has=evidence, detail=f"{IN_OTHER_FORM}: {'; '.join(evidence)}")
         return stop, left, merged.conflicts
     files = merged.files
-    misplaced = _placement(ws, lp, changes, files)
+    own = {merge.File(c.new_mode, c.new_blob) for c in changes if c.new_mode and c.new_blob}
+    # a file the merge took as the patch left it (upstream did not touch it) cannot have moved
+    misplaced = () if all(f is None or f in own for f in files.values()) else _placement(ws, lp, changes, files)
     if misplaced:
         return step(PatchOutcome.CONFLICT, misplaced=misplaced, files=tuple(sorted(files)),
                     detail="a hunk would land in another function or class than at the old pin"), files, ()
     done = tuple(sorted(files))
     if forward is not None and _as_applied(ws, forward, files):
+        if not forward.moved:
+            return step(PatchOutcome.UNCHANGED, files=done), files, ()
         return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files,
                 ())
     present = hunks_upstream(ws, diff) if forward is None and plain else 0

@@ -32,23 +32,60 @@ IN_OTHER_FORM = "upstream has it (differs in whitespace/formatting)"
 
 
 def already_upstream(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge, *, try_reverse: bool,
-                     patch_ids: PatchIds | None, commit: str) -> str | None:
+                     patch_ids: PatchIds | None, commit: str,
+                     changes: Sequence[git.RawChange] = ()) -> str | None:
     """Why the patch (``diff``, its commit on the old pin ``commit``) is already in the tree ``ws``
     builds, or None. ``merged``: the patch merged onto that tree; ``try_reverse``: whether to try
-    it in reverse (a plain patch, no renames or mode changes, that does not apply forward)."""
+    it in reverse (a plain patch, no renames or mode changes, that does not apply forward);
+    ``changes``: the patch's files at the old pin, where each hunk's place is read."""
     if merged.clean:
         if not ws.same(merged.files):
             return None
-        return IN_REVERSE if try_reverse and applies_in_reverse(ws, diff) else "applying it changes nothing"
+        return IN_REVERSE if try_reverse and applies_in_reverse(ws, diff, changes) else "applying it changes nothing"
     # a file the patch deletes that upstream only renamed applies in reverse, but is not upstream
     alive = any(c.kind == "rename/delete" for c in merged.conflicts)
-    if try_reverse and not alive and applies_in_reverse(ws, diff):
+    if try_reverse and not alive and applies_in_reverse(ws, diff, changes):
         return IN_REVERSE
     return patch_ids.detail(commit) if patch_ids is not None else None
 
 
-def applies_in_reverse(ws: merge.Workspace, diff: Diff) -> bool:
-    return apply_patch(ws, diff, reverse=True) is not None
+def applies_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.RawChange] = ()) -> bool:
+    """Whether the patch comes out of the workspace in reverse, every hunk where the patch would
+    put it: at the place its lines had at the old pin, as upstream's own change moved them (a
+    reverse application that finds the patch's result elsewhere, say in another function, does
+    not make it upstream)."""
+    applied = apply_patch(ws, diff, reverse=True)
+    if applied is None:
+        return False
+    bases = {c.old_path: c.old_blob for c in changes if c.old_path and c.old_blob}
+    for f in diff.files:
+        path = f.old_path
+        if path is None or f.new_path != path or path not in bases:
+            continue
+        before, after = ws.reader.blob(bases[path]), applied.texts.get(path)
+        if before is None or after is None:
+            return False
+        placed = textpatch.apply(lines_of(after), f.hunks)  # the patch again, onto what reversing left
+        base, left = lines_of(before.decode("utf-8", "surrogateescape")), lines_of(after)
+        blocks = textpatch.diff(base, left)
+        if placed is None or not all(_maps(blocks, h.old_start - 1 if h.old_start else 0, at - sum(
+                len(g.image(False)[1]) - len(g.image(False)[0]) for g in f.hunks[:n]))
+                for n, (h, at) in enumerate(zip(f.hunks, placed.starts, strict=True))):
+            return False
+    return True
+
+
+def _maps(blocks: Sequence[textpatch.Block], line: int, at: int) -> bool:
+    """Whether ``line`` of one text is at ``at`` in the other, by their diff (``blocks``): exactly
+    where upstream left the line alone, anywhere in the block where it changed it."""
+    shift = 0
+    for b in blocks:
+        if line < b.a_start:
+            break
+        if line < b.a_end:
+            return b.b_start <= at <= b.b_end
+        shift = b.b_end - b.a_end
+    return at == line + shift
 
 
 class PatchIds:
@@ -108,7 +145,7 @@ def in_other_form(ws: merge.Workspace, merged: merge.PatchMerge, labels: tuple[s
         base, ours, theirs = normal_forms(c.path, *(ws.data(side) for side in (c.base, c.ours, c.theirs)))
         if theirs == base:
             return ()
-        result, count = git.merge_file(ours, base, theirs, labels)
+        result, count = git.merge_file(ws.repo, ours, base, theirs, labels)
         if count or result != ours:
             return ()
         evidence += _where(c.path, ws.data(c.base), ws.data(c.theirs), ws.data(c.ours))
