@@ -183,7 +183,7 @@ def _build(repo: git.Repo, base: str, plan: list[Item], loaded: list[LoadedPatch
                 what = (f"your edit of patch {item.ident} (commit {c.commit[:12]}, {c.subject}) conflicts with the "
                         "series' current version of it" if item.edit_from else
                         f"your commit {c.commit[:12]} ({c.subject}) does not apply on the current series")
-                edit = _merge(ws, repo.diff_raw(old, c.commit), what)
+                edit = _merge(ws, repo.diff_raw(old, c.commit), what, c.commit)
                 ws.update(edit)
                 files.update(edit)
                 message = c.message.rstrip("\n") + "\n"
@@ -196,8 +196,9 @@ def _build(repo: git.Repo, base: str, plan: list[Item], loaded: list[LoadedPatch
     return start, built
 
 
-def _merge(ws: merge.Workspace, changes: tuple[git.RawChange, ...], what: str) -> dict[str, merge.File | None]:
-    merged = merge.merge_patch(ws, changes, ("current series", "checkout", "yours"))
+def _merge(ws: merge.Workspace, changes: tuple[git.RawChange, ...], what: str,
+           commit: str) -> dict[str, merge.File | None]:
+    merged = merge.merge_patch(ws, changes, ("current series", "checkout", "yours"), commit=commit)
     if not merged.clean:
         raise RefreshConflict(f"{what}: {'; '.join(c.message for c in merged.conflicts)}; nothing was changed",
                               hint="resolve it by hand: take the commit out of the branch (`git rebase -i`) and "
