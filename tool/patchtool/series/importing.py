@@ -301,7 +301,7 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
     parent = chain.tip
     order: list[tuple[str, str, bool]] = [(e.id, "", True) for e in project.manifest.patches]
     files: dict[str, str] = {}
-    added = []
+    added: list[dict[str, Any]] = []
     for item in incoming:
         patch = PatchFile.parse(item.text, name=item.source)
         tree, refreshed = _applied(repo, parent, item, patch, pin.name, base.commit, fuzz)

@@ -18,7 +18,7 @@ import re
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from packaging.version import InvalidVersion, Version
 
@@ -142,7 +142,7 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
                    else lzma.open if magic == b"\xfd7zXZ\x00" else open)
     with opener(path, "rb") as raw:
         bounded = _Bounded(raw, label)
-        with tarfile.open(fileobj=bounded, mode="r:") as tf:  # type: ignore[arg-type]
+        with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:") as tf:
             yield tf, bounded
 
 
