@@ -247,19 +247,3 @@ def test_a_staging_tree_left_by_a_killed_run_is_cleaned_up(one_patch: Demo) -> N
     assert res.returncode == 0, res.stderr
     assert not stale.exists()
     assert (one_patch.root / "out" / "python/demo/core.py").read_text().count('"hi"') == 1
-
-
-def test_a_warm_status_starts_no_git_and_says_the_same(demo: Demo, tmp_path: Path) -> None:
-    """Whether each patch applies at the pin is remembered in the cache for the same base and the
-    same patch files, and the pin's import is read in process: the next status starts no git (there
-    is none on PATH here) and reports the same, failures included. Other patches are asked again."""
-    failing(demo, '"bye"', '"ciao"', ctx_edit=("word = ", "farewell_word = "))
-    first = [demo.run("status", "--long"), demo.run("status", "--json")]
-    assert envelope(first[1].stdout)["data"]["patches"][1]["applies"] == "failed"
-    no_git = {"PATH": str(tmp_path / "no-git")}
-    again = [demo.run("status", "--long", env=no_git), demo.run("status", "--json", env=no_git)]
-    assert [(r.returncode, r.stdout, r.stderr) for r in again] == [(r.returncode, r.stdout, r.stderr) for r in first]
-    demo.write_manifest(demo.entry("greet", "0001-greet.patch"))  # another series: a new question for git
-    res = demo.run("status", "--json", env=no_git)
-    assert res.returncode == 70 and "git" in envelope(res.stdout)["errors"][0]["message"]
-    assert envelope(demo.run("status", "--json").stdout)["data"]["patches"][0]["applies"] == "applied"

@@ -228,6 +228,24 @@ def test_git_ignores_the_callers_git_variables(tmp_path: Path, monkeypatch: pyte
     assert not (tmp_path / "hook-index").exists()
 
 
+def test_a_commit_reads_the_same_through_every_accessor(tmp_path: Path) -> None:
+    """Every commit read goes through the one object reader, as git reads it: a commit git
+    replaces (``git replace``) is its replacement for commit_info as for tree_of and
+    commit_message, by SHA-1 and by full ref, never its raw object for one of them."""
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    old = commit(work, {"a.py": "a = 1\n"}, "old")
+    new = commit(work, {"a.py": "a = 2\n"}, "new")
+    git(work, "tag", "t", old)
+    git(work, "replace", old, new)
+    repo = gitmod.Repo(work / ".git")
+    tree = git(work, "rev-parse", f"{new}^{{tree}}").strip()
+    for rev in (old, "refs/tags/t"):
+        assert repo.commit_info(rev) == (old, tree, "new\n")
+        assert (repo.tree_of(rev), repo.commit_message(rev)) == (tree, "new")
+
+
 def test_a_remembered_answer_holds_only_while_its_objects_exist(tmp_path: Path) -> None:
     """memo answers that name objects are checked against the object database, loose and packed:
     one naming an object git pruned (or never had) is no answer, and is computed again."""

@@ -13,9 +13,8 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
   user is to git and how they like conflicts shown;
 - ``stream``: commits as a fast-import stream, where paths are quoted;
 - ``changes``: git's ``--raw`` output as data;
-- ``memo``: answers about immutable objects, remembered (only while the objects they name exist);
-  ``odb``: refs and objects read in process, no git process (warm paths, memo checks);
-  ``materialise``: a commit put on disk.
+- ``memo``: answers about immutable objects, remembered (only while the objects they name exist,
+  as the one reader finds them); ``materialise``: a commit put on disk.
 """
 
 from patchtool.git.changes import RawChange, TreeChange

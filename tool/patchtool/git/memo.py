@@ -7,23 +7,26 @@ written atomically; a missing or unreadable one is simply computed again.
 
 An answer that names objects (a chain's commits, the blobs of its changes) holds only while
 those objects exist: refs can be deleted and git can prune what they kept, so ``recall`` with
-``names`` checks each one in the object database (``odb.objects_exist``: packs and loose objects,
-read in process, no git process) and treats an answer naming a missing one as no answer.
+``names`` asks the git layer's one object reader (``ObjectReader``, git's ``cat-file``) for each
+one and treats an answer naming a missing one as no answer.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from patchtool import fsroot
 from patchtool.errors import PatchtoolError
-from patchtool.git.odb import objects_exist
+from patchtool.git.objects import ObjectReader
+from patchtool.git.repo import Repo
 from patchtool.inputs import loads_json
 
 NULL_SHA = "0" * 40
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 def _path(git_dir: Path, kind: str, key: str) -> Path:
@@ -42,9 +45,20 @@ def recall(git_dir: Path, kind: str, key: str, *, names: Callable[[Any], Iterabl
             shas = [s for s in names(value) if s != NULL_SHA]
         except (AttributeError, KeyError, TypeError, ValueError):
             return None  # not the shape that was written: computed again
-        if not objects_exist(git_dir, shas):
+        if not _present(git_dir, shas):
             return None
     return value
+
+
+def _present(git_dir: Path, shas: list[str]) -> bool:
+    """Whether every object named (full hex SHA-1s, nothing else) is in the repository at ``git_dir``."""
+    if not all(isinstance(s, str) and _SHA.fullmatch(s) for s in shas):
+        return False
+    reader = ObjectReader(Repo(git_dir))
+    try:
+        return all(reader.read(s) is not None for s in shas)
+    finally:
+        reader.close()
 
 
 def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:

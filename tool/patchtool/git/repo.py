@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from patchtool.errors import GitError
-from patchtool.git import odb
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
 from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
 from patchtool.git.objects import ObjectReader
@@ -96,9 +95,8 @@ class Repo:
         return found.sha if found is not None else None
 
     def commit_info(self, rev: str) -> tuple[str, str, str] | None:
-        """(commit, tree, message) of ``rev``; None when it does not exist. A full ref or SHA-1 is
-        read in process when it can be (``odb``: no git process), else by git."""
-        found = odb.commit(self.git_dir, rev) or self._objects().commit(rev)
+        """(commit, tree, message) of ``rev``; None when it does not exist."""
+        found = self._objects().commit(rev)
         return (found.sha, found.tree, found.message) if found is not None else None
 
     def tree_of(self, rev: str) -> str:

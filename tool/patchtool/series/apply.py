@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import hashlib
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from patchtool import git
 from patchtool.diff.model import CONTEXT, REMOVED, Diff, FileDiff, Hunk, lines_of
 from patchtool.diff.patchfile import PatchFile
-from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
 
 
@@ -44,11 +41,6 @@ class HunkFailure:
         return {k: (str(v) if isinstance(v, enum.Enum) else v)
                 for k, v in dataclasses.asdict(self).items() if v is not None}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HunkFailure:
-        return cls(file=data["file"], reason=Reason(data["reason"]), hunk=data.get("hunk"),
-                   header=data.get("header"), line=data.get("line"), detail=data.get("detail"))
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class PatchResult:
@@ -68,13 +60,6 @@ class PatchResult:
             if self.git_message:
                 out["git"] = self.git_message
         return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PatchResult:
-        """What ``to_dict`` wrote (failures only for a failed patch, as there)."""
-        return cls(id=data["id"], file=data["file"], outcome=Outcome(data["outcome"]), commit=data.get("commit"),
-                   failures=tuple(HunkFailure.from_dict(f) for f in data.get("failures", ())),
-                   git_message=data.get("git"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,26 +114,6 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
                                        commit=sha))
     return SeriesResult(base=base, results=tuple(results), tip=parent if commit else None,
                         last_good=parent)
-
-
-def applies(repo: git.Repo, base: str, patches: Sequence[LoadedPatch]) -> SeriesResult:
-    """Whether each patch applies at ``base`` (``apply_series`` without commits), remembered in the
-    cache (``memo``) for the same base and the same patches (ids, files and bytes): a base never
-    changes, so the answer does not either, and the next ``status`` asks git nothing."""
-    key = hashlib.sha256(base.encode())
-    for lp in patches:
-        key.update(b"\0".join((b"", lp.id.encode(), lp.entry.file.encode(),
-                               hashlib.sha256(lp.path.read_bytes()).hexdigest().encode())))
-    known = memo.recall(repo.git_dir, "applies", key.hexdigest())
-    try:
-        if isinstance(known, list) and len(known) == len(patches):
-            return SeriesResult(base=base, results=tuple(PatchResult.from_dict(r) for r in known),
-                                last_good=base if any(r["outcome"] == Outcome.FAILED for r in known) else None)
-    except (KeyError, TypeError, ValueError):
-        pass  # not what was written: computed again
-    result = apply_series(repo, base, patches, commit=False)
-    memo.remember(repo.git_dir, "applies", key.hexdigest(), [r.to_dict() for r in result.results])
-    return result
 
 
 def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *,

@@ -12,7 +12,7 @@ from patchtool.project import statedir
 from patchtool.project.gpuresults import Evidence, evidence_for, load_all
 from patchtool.project.repository import Project
 from patchtool.project.verification import GpuCheck
-from patchtool.series.apply import SeriesResult, applies
+from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
-    series = applies(cache.repo, base.commit, loaded)
+    series = apply_series(cache.repo, base.commit, loaded, commit=False)
     runs, run_problems = load_all(project.root)
     rows = []
     for lp, result in zip(loaded, series.results, strict=True):

@@ -16,7 +16,7 @@ import time
 import zipfile
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from patchtool.errors import BuildError, UpstreamError
 from patchtool.paths import tree_path_problem
@@ -227,7 +227,17 @@ def _read_exactly(src: BinaryIO, n: int, label: str, name: str) -> Iterator[byte
         yield chunk
 
 
-def _inflate(inflate: zlib._Decompress | None, chunk: bytes) -> Iterator[bytes]:
+class Inflater(Protocol):
+    """What ``_inflate`` uses of ``zlib.decompressobj()``, whose class zlib does not name publicly."""
+
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+    @property
+    def eof(self) -> bool: ...
+    def decompress(self, data: bytes, /, max_length: int = 0) -> bytes: ...
+
+
+def _inflate(inflate: Inflater | None, chunk: bytes) -> Iterator[bytes]:
     """The plain bytes of ``chunk``, at most CHUNK at a time, so memory stays bounded."""
     if inflate is None:
         yield chunk
