@@ -9,28 +9,43 @@ regenerates docs/scan-grid.png and docs/rebase-report.png from the real test ser
 
 from __future__ import annotations
 
-import json
+import base64
+import dataclasses
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from conftest import Demo
-from patchtool.cli.htmlpage import OUTCOME_STYLE, detail_items, outcome_class, rebase_page, scan_page
-from patchtool.rebase.replay import PatchOutcome
+from patchtool.cli.htmlpage import rebase_page, scan_page, step_detail
+from patchtool.cli.outcomes import LOOKS, css_class
+from patchtool.project.repository import Project
+from patchtool.rebase import scan as scanning
+from patchtool.rebase import transaction
+from patchtool.rebase.replay import Drift, PatchOutcome, Step
+from patchtool.rebase.scan import ScanReport
+from patchtool.rebase.textapply import MovedHunk
+from patchtool.rebase.transaction import DropDue, RebaseReport, Widening
+from patchtool.registry.entries import RevisitResult
+from patchtool.series.checks import AssumptionResult
 from patchtool.testing import git, make_wheel, sha256, write_tree
+from patchtool.upstream.cache import Cache
 from test_rebase import V10, release_11, series
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-REAL_DATA = Path(__file__).resolve().parent / "data" / "rebase-real"
+REPO = Path(__file__).resolve().parent.parent
+REAL_DATA = REPO / "tests" / "data" / "rebase-real"
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 
 
@@ -40,15 +55,19 @@ def rgb(colour: str) -> str:
     return f"rgb({r}, {g}, {b})"
 
 
-def colour_of(outcome: str) -> str:
-    return rgb(OUTCOME_STYLE[PatchOutcome(outcome)][1])
+def colour_of(outcome: PatchOutcome) -> str:
+    return rgb(LOOKS[outcome].colour)
 
 
-def data_of(res: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    try:
-        return json.loads(res.stdout)["data"]  # type: ignore[no-any-return]
-    except (json.JSONDecodeError, KeyError):
-        raise AssertionError(f"not an envelope (exit {res.returncode}):\n{res.stdout}\n{res.stderr}") from None
+def step(pid: str, outcome: PatchOutcome, **fields: Any) -> Step:
+    return Step(id=pid, file=f"patches/{pid}.patch", outcome=outcome, **fields)
+
+
+def reports(root: Path, cache: Path, versions: str, target: str) -> tuple[ScanReport, RebaseReport]:
+    """`scan --versions VERSIONS` and `rebase --to TARGET --dry-run` of the series at ``root``."""
+    project, upstream = Project.load(root), Cache(cache)
+    return (scanning.scan(project, upstream, versions),
+            transaction.start(project, upstream, target, dry_run=True))
 
 
 # -- the browser -----------------------------------------------------------------------------------
@@ -127,38 +146,76 @@ def demo_series(demo: Demo) -> Demo:
 
 
 @pytest.fixture
-def demo_reports(demo_series: Demo) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`scan --versions 1.0..1.1` and `rebase --to 1.1 --dry-run` of the demo series, as --json gives them."""
-    scan = data_of(demo_series.run("scan", "--versions", "1.0..1.1", "--json"))
-    rebase = data_of(demo_series.run("rebase", "--to", "1.1", "--dry-run", "--json"))
-    assert set(scan["matrix"]["bye"].values()) == {"applied unchanged", "conflict"}
+def demo_reports(demo_series: Demo) -> tuple[ScanReport, RebaseReport]:
+    """`scan --versions 1.0..1.1` and `rebase --to 1.1 --dry-run` of the demo series."""
+    scan, rebase = reports(demo_series.root, demo_series.cache, "1.0..1.1", "1.1")
+    assert set(scan.matrix["bye"].values()) == {PatchOutcome.UNCHANGED, PatchOutcome.CONFLICT}
     return scan, rebase
 
 
 # -- without a browser -------------------------------------------------------------------------------
 
-def test_every_outcome_has_its_own_class_and_colour() -> None:
-    assert set(OUTCOME_STYLE) == set(PatchOutcome)
-    assert len({outcome_class(o) for o in PatchOutcome}) == len({c for _, c in OUTCOME_STYLE.values()}) == len(PatchOutcome)
-    assert outcome_class("no such outcome") == "o-unknown"
+def test_every_outcome_has_its_own_word_code_class_and_colour() -> None:
+    assert set(LOOKS) == set(PatchOutcome)
+    for part in (css_class, lambda o: LOOKS[o].word, lambda o: LOOKS[o].code, lambda o: LOOKS[o].colour):
+        assert len({part(o) for o in PatchOutcome}) == len(PatchOutcome)
 
 
 def test_hostile_strings_are_text_in_the_markup() -> None:
-    page = scan_page({"pin": HOSTILE, "versions": [HOSTILE], "patches": [HOSTILE],
-                      "matrix": {HOSTILE: {HOSTILE: HOSTILE}}, "details": {HOSTILE: {HOSTILE: HOSTILE}}})
-    page += rebase_page({"old_pin": HOSTILE, "new_pin": "p", "status": HOSTILE, "range_diff": HOSTILE,
-                         "patches": [{"id": HOSTILE, "file": HOSTILE, "outcome": HOSTILE, "detail": HOSTILE,
-                                      "conflicted": [HOSTILE], HOSTILE: [HOSTILE]}],
-                         "drift": [{"patch": HOSTILE, "path": HOSTILE, "scope": HOSTILE, "change": HOSTILE,
-                                    "detail": HOSTILE}],
-                         "failed_assumptions": [dict.fromkeys(("patch", "id", "expects", "found", "why"), HOSTILE)],
-                         "drop": [{"patch": HOSTILE, "why": HOSTILE}], "follow_up": [HOSTILE],
-                         "revisit": [dict.fromkeys(("entry", "condition", "why", "detail"), HOSTILE)]})
-    assert "pwned" in page and "<img" not in page and "onerror=" not in page.replace("onerror=&quot;", "")
+    h = HOSTILE
+    conflict = step(h, PatchOutcome.CONFLICT, commit=h, detail=h, conflicted=(h,), misplaced=(h,), renamed=(h,),
+                    upstream_has=(h,))
+    shifted = step(h, PatchOutcome.SHIFTED, detail=h, shifted=(MovedHunk(file=h, hunk=1, old_line=1, new_line=2),))
+    drift = Drift(patch=h, path=h, scope=h, change=h, detail=h)
+    failed = AssumptionResult(patch=h, id=h, ok=False, expects=h, found=h, why=h)
+    revisit = RevisitResult(entry=h, condition=h, holds=True, why=h, detail=h)
+    page = scan_page(ScanReport(pin=h, versions=(h,), patches=(h,), steps={h: {h: conflict}}, drift={h: (drift,)},
+                                failed_assumptions={h: (failed,)}, revisit={h: (revisit,)}))
+    page += rebase_page(RebaseReport(old_pin=h, new_pin="p", old_version=h, new_version=h, status=h,
+                                     steps=(conflict, shifted), drift=(drift,), assumptions=(failed,),
+                                     revisit=(revisit,), drop=(DropDue(patch=h, why=h),), range_diff=h, worktree=h,
+                                     written=(h,), follow_up=(h,), widen=True,
+                                     widenings=(Widening(patch=h, old=h, new=h),), old_pin_admitted_by=(h,)))
+    assert "pwned" in page and "<img" not in page and "onerror=" not in page.replace("onerror=&#34;", "")
     assert page.count("<script>") == 1  # the scan page's own
 
 
-def test_the_pages_name_nothing_outside_themselves(demo_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
+class _Head(HTMLParser):
+    """The page's policy and the text of its style and script, as a browser reads them."""
+
+    def __init__(self, page: str) -> None:
+        super().__init__()
+        self.policy, self.inline, self._in = "", {"style": "", "script": ""}, ""
+        self.feed(page)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "meta" and ("http-equiv", "Content-Security-Policy") in attrs:
+            self.policy = dict(attrs)["content"] or ""
+        self._in = tag if tag in self.inline else ""
+
+    def handle_endtag(self, tag: str) -> None:
+        self._in = ""
+
+    def handle_data(self, data: str) -> None:
+        if self._in:
+            self.inline[self._in] += data
+
+
+def test_the_policy_allows_the_own_style_and_script_by_hash_and_nothing_else() -> None:
+    def digest(text: str) -> str:
+        return "sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+    report = ScanReport(pin="p", versions=("1",), patches=("a",), steps={"a": {"1": step("a", PatchOutcome.UNCHANGED)}})
+    scan = _Head(scan_page(report))
+    assert scan.policy == (f"default-src 'none'; style-src '{digest(scan.inline['style'])}'; img-src data:; "
+                           f"base-uri 'none'; form-action 'none'; script-src '{digest(scan.inline['script'])}'")
+    rebase = _Head(rebase_page(RebaseReport(old_pin="p", new_pin="q", old_version="1", new_version="2",
+                                            status="dry-run", steps=())))
+    assert rebase.policy == (f"default-src 'none'; style-src '{digest(rebase.inline['style'])}'; img-src data:; "
+                             "base-uri 'none'; form-action 'none'") and rebase.inline["script"] == ""
+
+
+def test_the_pages_name_nothing_outside_themselves(demo_reports: tuple[ScanReport, RebaseReport]) -> None:
     for page in (scan_page(demo_reports[0]), rebase_page(demo_reports[1])):
         links = re.findall(r"""\b(?:src|href|action|srcset|poster)\s*=\s*("[^"]*"|'[^']*'|[^\s>]*)""", page)
         assert links and [u for u in links if not re.match(r"""["']?(#|data:)""", u)] == []
@@ -167,32 +224,36 @@ def test_the_pages_name_nothing_outside_themselves(demo_reports: tuple[dict[str,
 
 
 def test_git_apply_offsets_and_merge_conflicts_are_listed() -> None:
-    moved = [{"file": "a.py", "hunk": 1, "old_line": 440, "new_line": 378, "offset": -62},
-             {"file": "a.py", "hunk": 2, "old_line": 446, "new_line": 447, "offset": 1},
-             {"file": "b.py", "hunk": 1, "old_line": 9, "new_line": 12, "offset": 3}]
-    shifted = detail_items("a.py: hunks 1, 2 moved; b.py: hunk 1 moved", shifted=moved)
+    moved = (MovedHunk(file="a.py", hunk=1, old_line=440, new_line=378),
+             MovedHunk(file="a.py", hunk=2, old_line=446, new_line=447),
+             MovedHunk(file="b.py", hunk=1, old_line=9, new_line=12))
+    shifted = step_detail(step("p", PatchOutcome.SHIFTED, detail="a.py: hunks 1, 2 moved; b.py: hunk 1 moved",
+                               shifted=moved))
     assert shifted.count("<tr") == 4 and "<td>-62</td>" in shifted and "<td>+3</td>" in shifted
     assert re.findall(r"<code>(.*?)</code>", shifted) == ["a.py", "a.py", "b.py"] and "<li>" not in shifted
-    conflict = detail_items("CONFLICT (content): Merge conflict in a.py; CONFLICT (content): Merge conflict in b.py",
-                            conflicted=["a.py", "b.py", "c.py"])
+    conflict = step_detail(step("p", PatchOutcome.CONFLICT, conflicted=("a.py", "b.py", "c.py"),
+                                detail="CONFLICT (content): Merge conflict in a.py; "
+                                       "CONFLICT (content): Merge conflict in b.py"))
     assert re.findall(r"<code>(.*?)</code>", conflict) == ["a.py", "b.py", "c.py"]
-    assert detail_items("the context changed; the 3-way merge resolved it").count("<li>") == 1
+    merged = step("p", PatchOutcome.MERGED, detail="the context changed; the 3-way merge resolved it")
+    assert step_detail(merged).count("<li>") == 1
 
 
 # -- in the browser ----------------------------------------------------------------------------------
 
-def test_scan_grid_in_the_browser(open_page: Any, demo_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
+def test_scan_grid_in_the_browser(open_page: Any, demo_reports: tuple[ScanReport, RebaseReport]) -> None:
     scan = demo_reports[0]
     loaded = open_page(scan_page(scan), "scan.html")
     page = loaded.page
     cells = page.locator("#grid td.cell")
-    assert cells.count() == len(scan["patches"]) * len(scan["versions"]) == 12
-    want = [colour_of(scan["matrix"][p][v]) for p in scan["patches"] for v in scan["versions"]]
+    assert cells.count() == len(scan.patches) * len(scan.versions) == 12
+    want = [colour_of(scan.matrix[p][v]) for p in scan.patches for v in scan.versions]
     assert loaded.background("#grid td.cell") == want
+    assert cells.all_inner_texts() == [LOOKS[scan.matrix[p][v]].word for p in scan.patches for v in scan.versions]
     assert len(set(want)) == 6  # every outcome but dropped and not reached, each its own colour
     assert page.locator("#details").is_hidden() and page.locator("#panel").is_visible()
 
-    bye = scan["patches"].index("bye")
+    bye = scan.patches.index("bye")
     conflict = page.locator(f'#grid a[href="#c-{bye}-1"]')
     conflict.hover()
     assert "bye at 1.1" in page.locator("#panel h3").inner_text()
@@ -201,7 +262,7 @@ def test_scan_grid_in_the_browser(open_page: Any, demo_reports: tuple[dict[str, 
     page.locator("h1").hover()
     assert "bye at 1.1" in page.locator("#panel h3").inner_text()
     assert page.locator("#grid td.selected a").get_attribute("href") == f"#c-{bye}-1"
-    greet = scan["patches"].index("greet")
+    greet = scan.patches.index("greet")
     page.locator(f'#grid a[href="#c-{greet}-1"]').hover()
     assert page.locator("#panel table.hunks td").first.inner_text() == "python/demo/core.py"
     assert page.locator("#panel table.hunks td").nth(1).inner_text() == "#1"
@@ -209,12 +270,12 @@ def test_scan_grid_in_the_browser(open_page: Any, demo_reports: tuple[dict[str, 
     loaded.self_contained()
 
 
-def test_scan_page_reads_without_javascript(open_page: Any, demo_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
+def test_scan_page_reads_without_javascript(open_page: Any, demo_reports: tuple[ScanReport, RebaseReport]) -> None:
     scan = demo_reports[0]
     loaded = open_page(scan_page(scan), "scan.html", javascript=False)
     page = loaded.page
     assert page.locator("#panel").is_hidden() and page.locator("#details").is_visible()
-    util = scan["patches"].index("util")
+    util = scan.patches.index("util")
     page.locator(f'#grid a[href="#c-{util}-1"]').click()
     assert page.url.endswith(f"#c-{util}-1")
     target = page.locator(".cell-detail:target")
@@ -222,28 +283,28 @@ def test_scan_page_reads_without_javascript(open_page: Any, demo_reports: tuple[
     assert loaded.requests == [loaded.url]
 
 
-def test_rebase_report_in_the_browser(open_page: Any, demo_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
+def test_rebase_report_in_the_browser(open_page: Any, demo_reports: tuple[ScanReport, RebaseReport]) -> None:
     rebase = demo_reports[1]
     loaded = open_page(rebase_page(rebase), "rebase.html")
     page = loaded.page
     rows = page.locator("table.outcomes > tbody > tr")
     assert rows.count() == 6
-    assert loaded.background("table.outcomes td.cell") == [colour_of(s["outcome"]) for s in rebase["patches"]]
-    assert page.locator("table.outcomes > tbody > tr > th").all_inner_texts() == [s["id"] for s in rebase["patches"]]
-    bye = rows.nth([s["id"] for s in rebase["patches"]].index("bye"))
+    assert loaded.background("table.outcomes td.cell") == [colour_of(s.outcome) for s in rebase.steps]
+    assert page.locator("table.outcomes > tbody > tr > th").all_inner_texts() == [s.id for s in rebase.steps]
+    bye = rows.nth([s.id for s in rebase.steps].index("bye"))
     assert "python/demo/core.py" in bye.inner_text()
     assert page.locator("#drop").inner_text().count("already upstream in 1.1") == 1
     assert page.locator("#range-diff pre span.rd-changed").count() >= 1
-    assert page.locator("#range-diff pre").inner_text().rstrip("\n") == rebase["range_diff"].rstrip("\n")
+    assert page.locator("#range-diff pre").inner_text().rstrip("\n") == rebase.range_diff.rstrip("\n")
     counts = page.locator("nav li").all_inner_texts()
     assert counts[0].split() == ["Outcome", "per", "patch", "6"]
     loaded.self_contained()
 
 
 def test_a_stopped_rebase_says_what_is_not_computed_yet(open_page: Any,
-                                                         demo_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    rebase = {**demo_reports[1], "status": "conflict", "partial": True, "worktree": "/x/.patchtool/rebase/worktree",
-              "drift": [], "drop": [], "range_diff": ""}
+                                                         demo_reports: tuple[ScanReport, RebaseReport]) -> None:
+    rebase = dataclasses.replace(demo_reports[1], status="conflict", worktree="/x/.patchtool/rebase/worktree",
+                                 drift=(), drop=(), range_diff="")
     page = open_page(rebase_page(rebase)).page
     assert "Not computed at a conflict stop" in page.locator("#drift").inner_text()
     assert "/x/.patchtool/rebase/worktree" in page.locator("header").inner_text()
@@ -251,9 +312,8 @@ def test_a_stopped_rebase_says_what_is_not_computed_yet(open_page: Any,
 
 def test_hostile_data_is_shown_and_never_run(open_page: Any) -> None:
     detail = f"Hunk #1 succeeded at 3 (offset 1 line).; {HOSTILE}"
-    loaded = open_page(scan_page({"pin": HOSTILE, "versions": ["1.0"], "patches": [HOSTILE],
-                                  "matrix": {HOSTILE: {"1.0": "applied with shifted context"}},
-                                  "details": {HOSTILE: {"1.0": detail}}}))
+    loaded = open_page(scan_page(ScanReport(pin=HOSTILE, versions=("1.0",), patches=(HOSTILE,),
+                                            steps={HOSTILE: {"1.0": step(HOSTILE, PatchOutcome.SHIFTED, detail=detail)}})))
     page = loaded.page
     page.locator('#grid a[href="#c-0-0"]').click()
     assert page.locator("#grid tbody th").first.inner_text() == HOSTILE
@@ -265,16 +325,17 @@ def test_hostile_data_is_shown_and_never_run(open_page: Any) -> None:
 
 def test_scan_shows_drift_assumptions_and_revisits_where_its_data_has_them(open_page: Any) -> None:
     """The keys a scan may add, each {version: [items as a rebase report holds them]}."""
-    merged = "merged by 3-way merge"
-    loaded = open_page(scan_page({
-        "pin": "p-1", "versions": ["1", "2"], "patches": ["a", "b"],
-        "matrix": {"a": {"1": "applied unchanged", "2": merged}, "b": {"1": "applied unchanged", "2": "conflict"}},
-        "details": {"a": {"2": "the context changed; the 3-way merge resolved it"}},
-        "drift": {"2": [{"patch": "a", "path": "x.py", "scope": "C.f", "change": "changed", "detail": "C.f changed"}]},
-        "failed_assumptions": {"2": [{"patch": "a", "id": "has-f", "ok": False, "expects": "x.py has f",
-                                      "found": "0 match(es)", "why": "a calls f"}]},
-        "revisit": {"1": [], "2": [{"entry": "idea-9", "condition": "/g/ appears in y.py", "holds": True,
-                                    "why": "g is back", "detail": "found in y.py"}]}}))
+    unchanged = PatchOutcome.UNCHANGED
+    loaded = open_page(scan_page(ScanReport(
+        pin="p-1", versions=("1", "2"), patches=("a", "b"),
+        steps={"a": {"1": step("a", unchanged),
+                     "2": step("a", PatchOutcome.MERGED, detail="the context changed; the 3-way merge resolved it")},
+               "b": {"1": step("b", unchanged), "2": step("b", PatchOutcome.CONFLICT)}},
+        drift={"2": (Drift(patch="a", path="x.py", scope="C.f", change="changed", detail="C.f changed"),)},
+        failed_assumptions={"2": (AssumptionResult(patch="a", id="has-f", ok=False, expects="x.py has f",
+                                                   found="0 match(es)", why="a calls f"),)},
+        revisit={"1": (), "2": (RevisitResult(entry="idea-9", condition="/g/ appears in y.py", holds=True,
+                                              why="g is back", detail="found in y.py"),)})))
     page = loaded.page
     assert page.locator("#grid tr.revisits td").all_inner_texts() == ["none due", "1 due"]
     page.locator('#grid a[href="#r-1"]').click()
@@ -288,11 +349,14 @@ def test_scan_shows_drift_assumptions_and_revisits_where_its_data_has_them(open_
     loaded.self_contained()
 
 
-def test_the_cli_writes_the_pages(demo_series: Demo, tmp_path: Path) -> None:
-    scan = demo_series.run("scan", "--versions", "1.0..1.1", "--json", "--html", str(tmp_path / "scan.html"))
-    assert (tmp_path / "scan.html").read_text(encoding="utf-8") == scan_page(data_of(scan))
-    rebase = demo_series.run("rebase", "--to", "1.1", "--dry-run", "--json", "--report", str(tmp_path / "r.html"))
-    assert (tmp_path / "r.html").read_text(encoding="utf-8") == rebase_page(data_of(rebase))
+def test_the_cli_writes_the_pages(demo_series: Demo, demo_reports: tuple[ScanReport, RebaseReport],
+                                  tmp_path: Path) -> None:
+    scan = demo_series.run("scan", "--versions", "1.0..1.1", "--html", str(tmp_path / "scan.html"))
+    assert scan.returncode == 5, scan.stderr  # bye conflicts at 1.1
+    assert (tmp_path / "scan.html").read_text(encoding="utf-8") == scan_page(demo_reports[0])
+    rebase = demo_series.run("rebase", "--to", "1.1", "--dry-run", "--report", str(tmp_path / "r.html"))
+    assert rebase.returncode == 5, rebase.stderr
+    assert (tmp_path / "r.html").read_text(encoding="utf-8") == rebase_page(demo_reports[1])
     demo_series.run("rebase", "--to", "1.1", "--dry-run", "--report", str(tmp_path / "r.md"))
     assert (tmp_path / "r.md").read_text(encoding="utf-8").startswith("## Rebase demo-1.0 → demo-1.1 (dry-run)")
 
@@ -305,20 +369,13 @@ def test_real_series_pages(open_page: Any, real_cache: Path, tmp_path: Path) -> 
     rebased (dry run) to 0.5.23. With $PATCHTOOL_SCREENSHOTS=DIR, the two screenshots go there."""
     root = tmp_path / "series"
     shutil.copytree(REAL_DATA, root, ignore=shutil.ignore_patterns("*.py", "*.md", "__pycache__"))
-    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(real_cache)}
-
-    def run(*args: str) -> dict[str, Any]:
-        return data_of(subprocess.run([sys.executable, "-m", "patchtool", *args, "--json"], cwd=root, env=env,
-                                      capture_output=True, text=True, check=False))
-
-    scan = run("scan", "--versions", "0.5.20..0.5.23")
-    rebase = run("rebase", "--to", "0.5.23", "--dry-run")
+    scan, rebase = reports(root, real_cache, "0.5.20..0.5.23", "0.5.23")
     shots = os.environ.get("PATCHTOOL_SCREENSHOTS")
 
     loaded = open_page(scan_page(scan), "scan.html")
-    assert loaded.background("#grid td.cell") == [colour_of(scan["matrix"][p][v]) for p in scan["patches"]
-                                                  for v in scan["versions"]]
-    marlin = scan["patches"].index("marlin-no-capability")
+    assert loaded.background("#grid td.cell") == [colour_of(scan.matrix[p][v]) for p in scan.patches
+                                                  for v in scan.versions]
+    marlin = scan.patches.index("marlin-no-capability")
     loaded.page.locator(f'#grid a[href="#c-{marlin}-3"]').click()
     loaded.page.mouse.move(0, 0)
     assert "marlin_utils.py" in loaded.page.locator("#panel").inner_text()
@@ -328,7 +385,7 @@ def test_real_series_pages(open_page: Any, real_cache: Path, tmp_path: Path) -> 
         loaded.page.screenshot(path=str(Path(shots) / "scan-grid.png"), full_page=True)
 
     loaded = open_page(rebase_page(rebase), "rebase.html")
-    assert loaded.background("table.outcomes td.cell") == [colour_of(s["outcome"]) for s in rebase["patches"]]
+    assert loaded.background("table.outcomes td.cell") == [colour_of(s.outcome) for s in rebase.steps]
     assert "Scheduler.flush_cache" in loaded.page.locator("#drift").inner_text()
     loaded.self_contained()
     if shots:
@@ -336,11 +393,27 @@ def test_real_series_pages(open_page: Any, real_cache: Path, tmp_path: Path) -> 
         loaded.page.screenshot(path=str(Path(shots) / "rebase-report.png"), full_page=True)
 
 
-def test_the_widenings_and_the_old_pin_advice_are_shown(demo_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    rebase = {**demo_reports[1], "widened": [{"patch": "greet", "old": ">=1.0,<1.1", "new": ">=1.0,<=1.1"}],
-              "old_pin_advice": {"admitted_by": [], "text": "no patch admits demo-1.0: `patchtool pin remove demo-1.0`"}}
+def test_the_widenings_and_the_old_pin_advice_are_shown(demo_reports: tuple[ScanReport, RebaseReport]) -> None:
+    rebase = dataclasses.replace(demo_reports[1], widen=True, old_pin_admitted_by=(),
+                                 widenings=(Widening(patch="greet", old=">=1.0,<1.1", new=">=1.0,<=1.1"),))
     page = rebase_page(rebase)
     widened = page[page.index('id="widened"'):page.index("</section>", page.index('id="widened"'))]
     assert "<code>greet</code>" in widened and "&gt;=1.0,&lt;=1.1" in widened
     follow = page[page.index('id="follow-up"'):page.index("</section>", page.index('id="follow-up"'))]
     assert "patchtool pin remove demo-1.0" in follow
+
+
+def test_the_wheel_ships_the_templates(tmp_path: Path) -> None:
+    """The pages render from package data: a wheel of patchtool holds every file of cli/templates/."""
+    source = tmp_path / "src"
+    shutil.copytree(REPO / "tool", source / "tool", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                          "--wheel-dir", str(tmp_path / "dist"), str(source)], capture_output=True, text=True,
+                         check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    [wheel] = (tmp_path / "dist").glob("patchtool-*.whl")
+    templates = REPO / "tool" / "patchtool" / "cli" / "templates"
+    wanted = {f"patchtool/cli/templates/{p.name}" for p in templates.iterdir()}
+    assert len(wanted) >= 5 and wanted <= set(zipfile.ZipFile(wheel).namelist())

@@ -9,8 +9,10 @@ import pytest
 
 from conftest import Demo
 from patchtool.cli import tables
+from patchtool.cli.outcomes import LOOKS
 from patchtool.cli.render import Style
 from patchtool.project.verification import GpuCheck
+from patchtool.rebase.replay import PatchOutcome, Step
 from patchtool.rebase.scan import ScanReport
 from patchtool.series.apply import SeriesResult
 from patchtool.series.status import PatchStatus, StatusReport
@@ -47,9 +49,10 @@ def test_the_gpu_column_is_there_only_when_a_patch_has_gpu_checks() -> None:
 def scan(versions: int, patches: int, pid: str = "0001-a-patch-with-a-long-descriptive-name") -> ScanReport:
     vs = tuple(f"0.5.{13 + i}" for i in range(versions))
     ids = tuple(f"{pid}-{n}" for n in range(patches))
-    outcomes = ["applied unchanged", "applied with shifted context", "merged by 3-way merge", "conflict"]
-    matrix = {p: {v: outcomes[(i + j) % 4] for j, v in enumerate(vs)} for i, p in enumerate(ids)}
-    return ScanReport(pin="sglang-0.5.12", versions=vs, patches=ids, matrix=matrix, details={}, shifted={})
+    outcomes = [PatchOutcome.UNCHANGED, PatchOutcome.SHIFTED, PatchOutcome.MERGED, PatchOutcome.CONFLICT]
+    steps = {p: {v: Step(id=p, file=f"patches/{p}.patch", outcome=outcomes[(i + j) % 4]) for j, v in enumerate(vs)}
+             for i, p in enumerate(ids)}
+    return ScanReport(pin="sglang-0.5.12", versions=vs, patches=ids, steps=steps)
 
 
 def cells(text: str, row_head: str) -> list[str]:
@@ -79,3 +82,10 @@ def test_the_status_of_a_fork_without_gpu_checks_shows_no_gpu_column(one_patch: 
     out = one_patch.run("status")
     assert out.returncode == 0, out.stderr
     assert "GPU" not in out.stdout
+
+
+def test_the_scan_table_says_each_outcome_in_the_word_the_html_page_uses() -> None:
+    versions = tuple(f"0.5.{13 + i}" for i in range(len(PatchOutcome)))
+    steps = {"p": {v: Step(id="p", file="patches/p.patch", outcome=o) for v, o in zip(versions, PatchOutcome, strict=True)}}
+    text = tables.scan_table(ScanReport(pin="sglang-0.5.12", versions=versions, patches=("p",), steps=steps), PLAIN)
+    assert " ".join(cells(text, "p ")) == " ".join(["p", *(LOOKS[o].word for o in PatchOutcome)])

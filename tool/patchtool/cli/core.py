@@ -203,7 +203,7 @@ def _rebase_page(path: Path, report: RebaseReport) -> str:
     if path.suffix.lower() in (".html", ".htm"):
         from patchtool.cli.htmlpage import rebase_page
 
-        return rebase_page(report.to_dict())
+        return rebase_page(report)
     from patchtool.cli.render import rebase_markdown
 
     return rebase_markdown(report)
@@ -244,7 +244,7 @@ def scan(
     if html_file is not None:
         from patchtool.cli.htmlpage import scan_page
 
-        _write_report(html_file, scan_page(report.to_dict()), project.root)
+        _write_report(html_file, scan_page(report), project.root)
 
     stuck = report.predicted_conflicts
 

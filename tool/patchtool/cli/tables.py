@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from patchtool.cli.outcomes import LOOKS, Look
 from patchtool.cli.render import Style, problems_text, rebase_in_progress
 
 if TYPE_CHECKING:
@@ -23,9 +24,7 @@ if TYPE_CHECKING:
     from patchtool.series.status import PatchStatus, StatusReport
 
 WIDTH = 100
-_SHORT = {"applied unchanged": "unchanged", "applied with shifted context": "shifted",
-          "merged by 3-way merge": "3-way", "already upstream": "upstream", "partly upstream": "partly",
-          "target gone": "gone", "not reached": "-"}
+_UNSCANNED = Look(word="-", code="-", colour="")  # a cell the scan has no step for
 
 
 def width() -> int:
@@ -102,10 +101,6 @@ def _ascii_only() -> bool:
     return (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") != "utf8"
 
 
-_CODES = {"unchanged": "=", "shifted": "~", "3-way": "3", "upstream": "U", "partly": "P", "conflict": "X",
-          "gone": "G", "-": "-"}
-
-
 def _fits(columns: list[list[str]]) -> bool:
     """Whether columns of these cells (each column's header first) fit ``width()`` side by side,
     one space of padding either side of each divider, as ``_table`` draws them."""
@@ -118,18 +113,21 @@ def scan_table(report: ScanReport, style: Style) -> str:
     One row per patch when the versions fit across; otherwise (a scan of many releases) one row
     per version and a column per patch, numbered, with the numbers spelled out below; and where
     even that is too wide, each outcome as one character, with its key."""
-    words = {p: [_SHORT.get(o := report.matrix[p].get(v, "-"), o) for v in report.versions] for p in report.patches}
+    looks = {p: [LOOKS[s.outcome] if (s := report.steps[p].get(v)) else _UNSCANNED for v in report.versions]
+             for p in report.patches}
+    words = {p: [look.word for look in row] for p, row in looks.items()}
     title = f"series of {report.pin} against {', '.join(report.versions)}"
+    stops = {look for outcome, look in LOOKS.items() if outcome.stops}
 
-    def cell(word: str, shown: str | None = None) -> Text:
-        return Text(shown or word, style="red" if word in ("conflict", "gone") else "")
+    def cell(look: Look, *, code: bool = False) -> Text:
+        return Text(look.code if code else look.word, style="red" if look in stops else "")
 
     across = [["patch", *report.patches]] + [[v, *(words[p][j] for p in report.patches)]
                                              for j, v in enumerate(report.versions)]
     if _fits(across):
         table = _table("patch", *report.versions)
         for p in report.patches:
-            table.add_row(p, *map(cell, words[p]))
+            table.add_row(p, *map(cell, looks[p]))
         return draw(title, table, style=style)
     numbers = [str(i) for i in range(1, len(report.patches) + 1)]
     down = [["version", *report.versions]] + [[n, *words[p]] for n, p in zip(numbers, report.patches, strict=True)]
@@ -137,7 +135,7 @@ def scan_table(report: ScanReport, style: Style) -> str:
     if _fits(down):
         table = _table("version", *numbers)
         for j, v in enumerate(report.versions):
-            table.add_row(v, *(cell(words[p][j]) for p in report.patches))
+            table.add_row(v, *(cell(looks[p][j]) for p in report.patches))
         return draw(title, table, *key, style=style)
     # a character a cell, one space between columns, as many tables as it takes
     room = width() - max(map(len, down[0])) - 1
@@ -150,9 +148,8 @@ def scan_table(report: ScanReport, style: Style) -> str:
     for group in groups:
         table = _table("version", *(numbers[i] for i in group), padding=0)
         for j, v in enumerate(report.versions):
-            table.add_row(v, *(cell(words[report.patches[i]][j], _CODES.get(words[report.patches[i]][j], "?"))
-                               for i in group))
+            table.add_row(v, *(cell(looks[report.patches[i]][j], code=True) for i in group))
         drawn.append(table)
-    used = dict.fromkeys(w for p in report.patches for w in words[p])
-    key.append("  ".join(f"{_CODES.get(w, '?')} {w}" for w in used))
+    used = dict.fromkeys(look for p in report.patches for look in looks[p])
+    key.append("  ".join(f"{look.code} {look.word}" for look in used))
     return draw(title, *drawn, *key, style=style)

@@ -5,18 +5,22 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
 from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.project.repository import Project
-from patchtool.rebase.replay import PatchOutcome, Replay, old_chain, replay
+from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.pins import Pin
 from patchtool.upstream.releases import release_pin, release_version
 from patchtool.versions import parse_version
+
+if TYPE_CHECKING:
+    from patchtool.registry.entries import RevisitResult
+    from patchtool.series.checks import AssumptionResult
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -24,26 +28,36 @@ class ScanReport:
     pin: str
     versions: tuple[str, ...]
     patches: tuple[str, ...]
-    matrix: dict[str, dict[str, str]]  # patch id -> version -> outcome
-    details: dict[str, dict[str, str]]
-    shifted: dict[str, dict[str, list[dict[str, object]]]]  # patch id -> version -> each moved hunk
+    steps: dict[str, dict[str, Step]]  # patch id -> version -> its replay there
     # version -> what a dry-run rebase to it would report: drift under applied patches, the
     # assumption checks that fail there, and every revisit condition of the registry (holds or not)
-    drift: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
-    failed_assumptions: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
-    revisit: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    drift: dict[str, tuple[Drift, ...]] = dataclasses.field(default_factory=dict)
+    failed_assumptions: dict[str, tuple[AssumptionResult, ...]] = dataclasses.field(default_factory=dict)
+    revisit: dict[str, tuple[RevisitResult, ...]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def matrix(self) -> dict[str, dict[str, PatchOutcome]]:
+        """Patch id -> version -> outcome."""
+        return {pid: {v: s.outcome for v, s in row.items()} for pid, row in self.steps.items()}
 
     @property
     def predicted_conflicts(self) -> dict[str, tuple[str, ...]]:
         """Patch id -> the versions at which it would not apply (a conflict, or its target gone)."""
-        stuck = {str(PatchOutcome.CONFLICT), str(PatchOutcome.TARGET_GONE)}
-        found = {pid: tuple(v for v, outcome in row.items() if outcome in stuck) for pid, row in self.matrix.items()}
+        found = {pid: tuple(v for v, s in row.items() if s.outcome.stops) for pid, row in self.steps.items()}
         return {pid: versions for pid, versions in found.items() if versions}
 
     def to_dict(self) -> dict[str, Any]:
+        details = {pid: {v: s.detail or ", ".join(s.conflicted) for v, s in row.items()
+                         if s.outcome is not PatchOutcome.UNCHANGED and (s.detail or s.conflicted)}
+                   for pid, row in self.steps.items()}
+        shifted = {pid: {v: [m.to_dict() for m in s.shifted] for v, s in row.items() if s.shifted}
+                   for pid, row in self.steps.items()}
         return {"pin": self.pin, "versions": list(self.versions), "patches": list(self.patches),
-                "matrix": self.matrix, "details": self.details, "shifted": self.shifted, "drift": self.drift,
-                "failed_assumptions": self.failed_assumptions, "revisit": self.revisit}
+                "matrix": {pid: {v: str(o) for v, o in row.items()} for pid, row in self.matrix.items()},
+                "details": details, "shifted": {pid: row for pid, row in shifted.items() if row},
+                "drift": {v: [d.to_dict() for d in items] for v, items in self.drift.items()},
+                "failed_assumptions": {v: [a.to_dict() for a in items] for v, items in self.failed_assumptions.items()},
+                "revisit": {v: [r.to_dict() for r in items] for v, items in self.revisit.items()}}
 
 
 def parse_versions(spec: str, available: list[Version]) -> list[Version]:
@@ -116,9 +130,7 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
         versions = parse_versions(spec, available_versions(pin, cache) if ".." in spec else [])
     old_base = cache.ensure(pin)
     chain = old_chain(cache.repo, old_base, loaded)
-    matrix: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
-    details: dict[str, dict[str, str]] = {lp.id: {} for lp in loaded}
-    shifted: dict[str, dict[str, list[dict[str, object]]]] = {lp.id: {} for lp in loaded}
+    steps: dict[str, dict[str, Step]] = {lp.id: {} for lp in loaded}
     # downloads and imports one at a time (the cache is locked); the replays side by side
     bases = [cache.ensure(pin if v == pin.version else release_pin(project.root, pin, v, cache=cache))
              for v in versions]
@@ -132,31 +144,26 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
                                       total=len(bases), unit="versions"))
     for version, result in zip(versions, results, strict=True):
         for step in result.steps:
-            matrix[step.id][str(version)] = str(step.outcome)
-            if step.outcome is not PatchOutcome.UNCHANGED and (step.detail or step.conflicted):
-                details[step.id][str(version)] = step.detail or ", ".join(step.conflicted)
-            if step.shifted:
-                shifted[step.id][str(version)] = [m.to_dict() for m in step.shifted]
+            steps[step.id][str(version)] = step
     found = {str(v): _at(project, cache, base, v, result) for v, base, result in zip(versions, bases, results,
                                                                                     strict=True)}
     return ScanReport(pin=pin.name, versions=tuple(str(v) for v in versions),
-                      patches=tuple(lp.id for lp in loaded), matrix=matrix, details=details,
-                      shifted={pid: row for pid, row in shifted.items() if row},
+                      patches=tuple(lp.id for lp in loaded), steps=steps,
                       drift={v: f[0] for v, f in found.items()}, failed_assumptions={v: f[1] for v, f in found.items()},
                       revisit={v: f[2] for v, f in found.items()} if project.manifest.registry else {})
 
 
 def _at(project: Project, cache: Cache, base: Base, version: Version,
-        result: Replay) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+        result: Replay) -> tuple[tuple[Drift, ...], tuple[AssumptionResult, ...], tuple[RevisitResult, ...]]:
     """At one version: the drift under the patches that applied, the failed assumption checks, and
     the registry's revisit conditions, as a dry-run rebase to that version reports them."""
     from patchtool.registry import entries as reg
     from patchtool.registry.workflows import revisit_at
     from patchtool.series.checks import check_assumptions
 
-    failed = [a.to_dict() for a in check_assumptions(cache.repo, base.tree, project.manifest.patches) if not a.ok]
-    revisit: list[dict[str, Any]] = []
+    failed = tuple(a for a in check_assumptions(cache.repo, base.tree, project.manifest.patches) if not a.ok)
+    revisit: tuple[RevisitResult, ...] = ()
     if project.manifest.registry:
         registry = reg.load(project.root, project.manifest.registry)
-        revisit = [r.to_dict() for r in revisit_at(registry, cache.repo, base.tree, version)]
-    return [d.to_dict() for d in result.drift], failed, revisit
+        revisit = tuple(revisit_at(registry, cache.repo, base.tree, version))
+    return result.drift, failed, revisit
