@@ -389,3 +389,68 @@ def test_a_file_the_patch_adds_in_a_directory_upstream_moved_is_a_file_location_
     assert step["detail"] == ("CONFLICT (file location): the patch adds pkg/d/new.txt in pkg/d, which upstream renamed "
                               "to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
     assert (worktree / "pkg/e/new.txt").read_text() == "n\n" and not (worktree / "pkg/d/new.txt").exists()
+
+
+# -- file types (merge-ort's "distinct types") ---------------------------------------------------
+
+def _link(path: str, target: str) -> Change:
+    """Upstream replaces ``path`` by a symbolic link to ``target``."""
+    def change(work: Path) -> None:
+        (work / path).unlink()
+        (work / path).symlink_to(target)
+    return change
+
+
+def test_a_file_upstream_made_a_symlink_of_the_same_blob_is_a_distinct_types_conflict(tmp_path: Path) -> None:
+    """Upstream turns pkg/f into a link whose target is the file's old text (the same blob, only
+    the mode 100644 -> 120000 changes); the patch rewrites pkg/f. git conflicts (distinct types),
+    keeps upstream's link at pkg/f and the patch's file at pkg/f~patch; patchtool merged it cleanly
+    into a patch that edits a symbolic link (finding 01 of the second attack)."""
+    fork = make_fork(tmp_path, {"pkg/f": "target.txt", "pkg/target.txt": "t\n"},
+                     files({"pkg/f": "line one\nline two\n"}), _link("pkg/f", "target.txt"))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (distinct types)" in out
+    assert "\tpkg/f~" in out and "2\tpkg/f\n" in out  # git too: upstream's link stays, the patch's file aside
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/f~patch"]
+    assert step["detail"] == ("CONFLICT (distinct types): pkg/f is a symlink upstream and a regular file in the patch; "
+                              "the patch's file is left at pkg/f~patch")
+    assert "patch change stopped the rebase (conflict): pkg/f~patch" in error
+    assert os.readlink(worktree / "pkg/f") == "target.txt"
+    assert (worktree / "pkg/f~patch").read_text() == "line one\nline two\n"
+    # recorded as git records the patch's side: the base (a regular file, as it is) and the patch's file
+    stages = [line.split()[:3] for line in git(worktree, "ls-files", "-u", "--", "pkg/f~patch").splitlines()]
+    blob = git(fork.upstream, "rev-parse", f"{fork.patch_commit}:pkg/f").strip()
+    assert stages[1] == ["100644", blob, "3"] and [s[2] for s in stages] == ["1", "3"]
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+    res = fork.run("rebase", "--abort")
+    assert res.returncode == 0, res.stderr
+    assert leftover_state(fork.root) == []
+
+
+def test_a_file_the_patch_deletes_and_upstream_made_a_symlink_is_a_conflict(tmp_path: Path) -> None:
+    """The same type change, the patch deleting pkg/f: for git the file changed upstream (its
+    mode), a modify/delete conflict; patchtool compared only the blobs and deleted upstream's link."""
+    fork = make_fork(tmp_path, {"pkg/f": "target.txt", "pkg/target.txt": "t\n"},
+                     commands(("rm", "-q", "pkg/f")), _link("pkg/f", "target.txt"))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (modify/delete)" in out
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/f"]
+    assert step["detail"] == "CONFLICT (delete/modify): pkg/f changed upstream and deleted by the patch"
+    assert os.readlink(worktree / "pkg/f") == "target.txt"
+
+
+def test_a_file_upstream_made_executable_and_the_patch_edits_still_merges(tmp_path: Path) -> None:
+    """100644 -> 100755 is no change of type: git merges it cleanly, the executable bit kept."""
+    def chmod(work: Path) -> None:
+        (work / "pkg/run.sh").chmod(0o755)
+
+    script = "".join(f"echo {i}\n" for i in range(8))
+    fork = make_fork(tmp_path, {"pkg/run.sh": script}, files({"pkg/run.sh": script.replace("echo 6", "echo 66")}),
+                     chmod)
+    assert fork.git_merge()[0] == 0
+    step = _rebased(fork)
+    assert step["outcome"] == "applied unchanged"
+    assert "old mode 100644\nnew mode 100755" not in (fork.root / "patches/0001-change.patch").read_text()

@@ -33,8 +33,8 @@ class File:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Conflict:
     path: str
-    # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add", "rename/rename",
-    # "rename/delete", "file/directory", "file location"
+    # "content", "modify/delete", "delete/modify", "add/add", "mode", "distinct types", "rename/add",
+    # "rename/rename", "rename/delete", "file/directory", "file location"
     kind: str
     message: str
     data: bytes | None = None  # the file with conflict markers, where there is one
@@ -194,7 +194,7 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
                 base=base, ours=ours))
             continue
         if theirs is None:  # the patch deletes the file
-            if ours.blob == base.blob:
+            if _same(ws, ours, base):
                 files[path] = None
             else:
                 conflicts.append(Conflict(path, "delete/modify", (
@@ -318,6 +318,8 @@ def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File
     ours = files.get(path) if path in files else ws.get(path)
     if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
         return theirs
+    if _type(ours.mode) != _type(theirs.mode):
+        return _distinct_types(ws, path, ours, None, theirs)
     merged = _content(ws, path, ours, None, theirs, labels, style)
     if isinstance(merged, Conflict):
         return dataclasses.replace(merged, kind="add/add", message=f"CONFLICT (add/add): Merge conflict in {path}")
@@ -327,7 +329,9 @@ def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File
 def _modified(ws: Workspace, path: str, target: str, ours: File, base: File, theirs: File,
               labels: tuple[str, str, str], style: str) -> File | Conflict:
     """A file the patch modifies (at ``path`` upstream; ``target`` when the patch renames it),
-    merged with what upstream made of it: its mode, then its content."""
+    merged with what upstream made of it: its type, its mode, then its content."""
+    if _type(ours.mode) != _type(theirs.mode) and not (_same(ws, ours, base) or _same(ws, theirs, base)):
+        return _distinct_types(ws, target, ours, base, theirs)
     mode = _mode(ours.mode, base.mode, theirs.mode)
     if mode is None:
         return Conflict(target, "mode", (
@@ -337,6 +341,30 @@ def _modified(ws: Workspace, path: str, target: str, ours: File, base: File, the
     if isinstance(merged, Conflict):
         return merged
     return dataclasses.replace(merged, mode=mode)
+
+
+def _type(mode: str) -> str:
+    """The file type a mode stands for, as merge-ort tells them apart (100644 and 100755 are one)."""
+    return {"120000": "symlink", "160000": "gitlink"}.get(mode, "regular file")
+
+
+def _same(ws: Workspace, a: File, b: File) -> bool:
+    """Whether two sides are one file, mode and content: what merge-ort takes as unchanged."""
+    if a.mode != b.mode:
+        return False
+    return a.blob == b.blob if a.blob is not None and b.blob is not None else ws.data(a) == ws.data(b)
+
+
+def _distinct_types(ws: Workspace, path: str, ours: File, base: File | None, theirs: File) -> Conflict:
+    """Upstream and the patch made ``path`` files of different types (a symlink, a regular file, a
+    gitlink): a conflict, upstream's file left at ``path`` and the patch's beside it, as merge-ort
+    records one (the base with the side of its own type)."""
+    aside = f"{path}~patch"
+    return Conflict(aside, "distinct types", (
+        f"CONFLICT (distinct types): {path} is a {_type(ours.mode)} upstream and a {_type(theirs.mode)} in the "
+        f"patch; the patch's file is left at {aside}"), ws.data(theirs),
+        base=base if base is not None and _type(base.mode) == _type(theirs.mode) else None,
+        theirs=theirs, in_the_way=path)
 
 
 def _mode(ours: str, base: str, theirs: str) -> str | None:
@@ -361,6 +389,9 @@ def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: Fi
         return ours
     if base is not None and ours_data == base_data:
         return theirs
+    if _type(theirs.mode) != "regular file":  # two link targets (or commits) are not merged line by line
+        return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}",
+                        base=base, ours=ours, theirs=theirs)
     if _is_binary(ours_data, base_data, theirs_data):
         return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}",
                         base=base, ours=ours, theirs=theirs)
