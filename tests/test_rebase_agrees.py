@@ -454,3 +454,56 @@ def test_a_file_upstream_made_executable_and_the_patch_edits_still_merges(tmp_pa
     step = _rebased(fork)
     assert step["outcome"] == "applied unchanged"
     assert "old mode 100644\nnew mode 100755" not in (fork.root / "patches/0001-change.patch").read_text()
+
+
+NESTED = {f"pkg/d/sub/{n}.txt": "".join(f"{n}{i}\n" for i in range(6)) for n in "abc"}
+
+
+def _move_sub(to: str) -> Change:
+    """``git mv pkg/d/sub`` to ``to`` (its parent made first), leaving pkg/d empty."""
+    def change(work: Path) -> None:
+        (work / to).parent.mkdir(parents=True, exist_ok=True)
+        git(work, "mv", "pkg/d/sub", to)
+    return change
+
+
+def test_a_file_upstream_adds_above_a_subdirectory_the_patch_moves_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The patch moves pkg/d/sub to pkg/e/sub, which leaves pkg/d empty; upstream adds pkg/d/new.txt.
+    merge-ort counts each file's rename for the directories above too (d/sub -> e/sub says d -> e)
+    and conflicts, putting new.txt in pkg/e; patchtool looked only at each file's own directory,
+    was clean and left new.txt in pkg/d (finding 02 of the second attack)."""
+    fork = make_fork(tmp_path, NESTED, _move_sub("pkg/e/sub"),
+                     files({"pkg/d/new.txt": "new\n"}))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (file location)" in out and "moved to pkg/e/new.txt" in out
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/new.txt"]
+    assert step["detail"] == ("CONFLICT (file location): upstream added pkg/d/new.txt in pkg/d, which the patch "
+                              "renamed to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
+    assert "stopped the rebase (conflict): pkg/e/new.txt" in error
+    assert (worktree / "pkg/e/new.txt").read_text() == "new\n" and not (worktree / "pkg/d/new.txt").exists()
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+
+
+def test_a_file_the_patch_adds_above_a_subdirectory_upstream_moved_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The mirror: upstream moves pkg/d/sub to pkg/e/sub, the patch adds pkg/d/new.txt."""
+    fork = make_fork(tmp_path, NESTED, files({"pkg/d/new.txt": "new\n"}),
+                     _move_sub("pkg/e/sub"))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (file location)" in out and "moved to pkg/e/new.txt" in out
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/new.txt"]
+    assert step["detail"] == ("CONFLICT (file location): the patch adds pkg/d/new.txt in pkg/d, which upstream "
+                              "renamed to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
+    assert (worktree / "pkg/e/new.txt").read_text() == "new\n" and not (worktree / "pkg/d/new.txt").exists()
+
+
+def test_a_subdirectory_moved_under_another_name_moves_no_parent(tmp_path: Path) -> None:
+    """pkg/d/sub -> pkg/e/other says nothing of pkg/d (the names below differ): git merges
+    upstream's pkg/d/new.txt where it is, cleanly, and so does patchtool."""
+    fork = make_fork(tmp_path, NESTED, _move_sub("pkg/e/other"),
+                     files({"pkg/d/new.txt": "new\n"}))
+    assert fork.git_merge()[0] == 0
+    step = _rebased(fork)
+    assert step["outcome"] == "merged by 3-way merge"
