@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -304,3 +305,49 @@ def test_merges_asked_together_are_each_what_it_is_alone(tmp_path: Path) -> None
     assert together[1][0] == b"a\nB\nc\n" and together[4][0] == block.replace(b"l1\n", b"one\n").replace(
         b"l10\n", b"ten\n")
     assert b"<<<<<<< ours\nx\n||||||| base\ny\n=======\nz\n>>>>>>> theirs\n" == together[2][0]
+
+
+def test_sides_of_different_file_types_are_never_merged_as_text(tmp_path: Path) -> None:
+    """Where upstream and the patch made a path files of different types, or both changed a link's
+    target, git's merge-ort conflicts; the merge does too, upstream's file kept at its path. The
+    patch of a series cannot carry a link (the validator refuses one), so these sides come from
+    commits made here, the mirror of the cases the rebase tests reach through the CLI."""
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+
+    def link(path: str, target: str) -> None:
+        (work / path).unlink(missing_ok=True)
+        (work / path).symlink_to(target)
+
+    write_tree(work, {"f": "t.txt\n", "t.txt": "t\n", "u.txt": "u\n", "v.txt": "v\n"})
+    link("l", "t.txt")
+    old_base = commit(work, {}, "1.0")
+    link("f", "t.txt")  # the patch makes f a link, upstream edits the file
+    link("l", "v.txt")  # both change l's target
+    link("n", "t.txt")  # both add n, the patch a link
+    patch = commit(work, {}, "the patch")
+    git(work, "checkout", "-q", old_base)
+    link("l", "u.txt")
+    new_base = commit(work, {"f": "t.txt\nmore\n", "n": "a file\n"}, "1.1")
+    merge_tree = subprocess.run(["git", "merge-tree", "--write-tree", new_base, patch], cwd=work, capture_output=True,
+                                text=True, check=False).stdout
+    assert "CONFLICT (distinct types): f had different types" in merge_tree
+    assert "CONFLICT (distinct types): n had different types" in merge_tree
+    assert "CONFLICT (content): Merge conflict in l" in merge_tree
+    repo = gitmod.Repo(work / ".git")
+    ((_, changes),) = repo.changes(old_base, patch)
+    with repo.reader() as reader:
+        ws = Workspace(repo, reader, new_base, [p for c in changes for p in (c.old_path, c.new_path) if p],
+                       Renames(repo, repo.tree_of(old_base), repo.tree_of(new_base)))
+        merged = merge_patch(ws, changes, LABELS)
+    assert merged.files == {}
+    found = {c.path: (c.kind, c.in_the_way, c.data, tuple(s.mode if s else None for s in (c.base, c.ours, c.theirs)))
+             for c in merged.conflicts}
+    assert found == {
+        "f~patch": ("distinct types", "f", b"t.txt", (None, None, "120000")),
+        "n~patch": ("distinct types", "n", b"t.txt", (None, None, "120000")),
+        "l": ("content", None, None, ("120000", "120000", "120000"))}  # no markers written into a link
+    assert next(c.message for c in merged.conflicts if c.path == "f~patch") == (
+        "CONFLICT (distinct types): f is a regular file upstream and a symlink in the patch; "
+        "the patch's file is left at f~patch")

@@ -389,3 +389,121 @@ def test_a_file_the_patch_adds_in_a_directory_upstream_moved_is_a_file_location_
     assert step["detail"] == ("CONFLICT (file location): the patch adds pkg/d/new.txt in pkg/d, which upstream renamed "
                               "to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
     assert (worktree / "pkg/e/new.txt").read_text() == "n\n" and not (worktree / "pkg/d/new.txt").exists()
+
+
+# -- file types (merge-ort's "distinct types") ---------------------------------------------------
+
+def _link(path: str, target: str) -> Change:
+    """Upstream replaces ``path`` by a symbolic link to ``target``."""
+    def change(work: Path) -> None:
+        (work / path).unlink()
+        (work / path).symlink_to(target)
+    return change
+
+
+def test_a_file_upstream_made_a_symlink_of_the_same_blob_is_a_distinct_types_conflict(tmp_path: Path) -> None:
+    """Upstream turns pkg/f into a link whose target is the file's old text (the same blob, only
+    the mode 100644 -> 120000 changes); the patch rewrites pkg/f. git conflicts (distinct types),
+    keeps upstream's link at pkg/f and the patch's file at pkg/f~patch; patchtool merged it cleanly
+    into a patch that edits a symbolic link (finding 01 of the second attack)."""
+    fork = make_fork(tmp_path, {"pkg/f": "target.txt", "pkg/target.txt": "t\n"},
+                     files({"pkg/f": "line one\nline two\n"}), _link("pkg/f", "target.txt"))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (distinct types)" in out
+    assert "\tpkg/f~" in out and "2\tpkg/f\n" in out  # git too: upstream's link stays, the patch's file aside
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/f~patch"]
+    assert step["detail"] == ("CONFLICT (distinct types): pkg/f is a symlink upstream and a regular file in the patch; "
+                              "the patch's file is left at pkg/f~patch")
+    assert "patch change stopped the rebase (conflict): pkg/f~patch" in error
+    assert os.readlink(worktree / "pkg/f") == "target.txt"
+    assert (worktree / "pkg/f~patch").read_text() == "line one\nline two\n"
+    # recorded as git records the patch's side: the base (a regular file, as it is) and the patch's file
+    stages = [line.split()[:3] for line in git(worktree, "ls-files", "-u", "--", "pkg/f~patch").splitlines()]
+    blob = git(fork.upstream, "rev-parse", f"{fork.patch_commit}:pkg/f").strip()
+    assert stages[1] == ["100644", blob, "3"] and [s[2] for s in stages] == ["1", "3"]
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+    res = fork.run("rebase", "--abort")
+    assert res.returncode == 0, res.stderr
+    assert leftover_state(fork.root) == []
+
+
+def test_a_file_the_patch_deletes_and_upstream_made_a_symlink_is_a_conflict(tmp_path: Path) -> None:
+    """The same type change, the patch deleting pkg/f: for git the file changed upstream (its
+    mode), a modify/delete conflict; patchtool compared only the blobs and deleted upstream's link."""
+    fork = make_fork(tmp_path, {"pkg/f": "target.txt", "pkg/target.txt": "t\n"},
+                     commands(("rm", "-q", "pkg/f")), _link("pkg/f", "target.txt"))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (modify/delete)" in out
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/f"]
+    assert step["detail"] == "CONFLICT (delete/modify): pkg/f changed upstream and deleted by the patch"
+    assert os.readlink(worktree / "pkg/f") == "target.txt"
+
+
+def test_a_file_upstream_made_executable_and_the_patch_edits_still_merges(tmp_path: Path) -> None:
+    """100644 -> 100755 is no change of type: git merges it cleanly, the executable bit kept."""
+    def chmod(work: Path) -> None:
+        (work / "pkg/run.sh").chmod(0o755)
+
+    script = "".join(f"echo {i}\n" for i in range(8))
+    fork = make_fork(tmp_path, {"pkg/run.sh": script}, files({"pkg/run.sh": script.replace("echo 6", "echo 66")}),
+                     chmod)
+    assert fork.git_merge()[0] == 0
+    step = _rebased(fork)
+    assert step["outcome"] == "applied unchanged"
+    assert "old mode 100644\nnew mode 100755" not in (fork.root / "patches/0001-change.patch").read_text()
+
+
+NESTED = {f"pkg/d/sub/{n}.txt": "".join(f"{n}{i}\n" for i in range(6)) for n in "abc"}
+
+
+def _move_sub(to: str) -> Change:
+    """``git mv pkg/d/sub`` to ``to`` (its parent made first), leaving pkg/d empty."""
+    def change(work: Path) -> None:
+        (work / to).parent.mkdir(parents=True, exist_ok=True)
+        git(work, "mv", "pkg/d/sub", to)
+    return change
+
+
+def test_a_file_upstream_adds_above_a_subdirectory_the_patch_moves_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The patch moves pkg/d/sub to pkg/e/sub, which leaves pkg/d empty; upstream adds pkg/d/new.txt.
+    merge-ort counts each file's rename for the directories above too (d/sub -> e/sub says d -> e)
+    and conflicts, putting new.txt in pkg/e; patchtool looked only at each file's own directory,
+    was clean and left new.txt in pkg/d (finding 02 of the second attack)."""
+    fork = make_fork(tmp_path, NESTED, _move_sub("pkg/e/sub"),
+                     files({"pkg/d/new.txt": "new\n"}))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (file location)" in out and "moved to pkg/e/new.txt" in out
+    before = snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream)
+    step, worktree, error = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/new.txt"]
+    assert step["detail"] == ("CONFLICT (file location): upstream added pkg/d/new.txt in pkg/d, which the patch "
+                              "renamed to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
+    assert "stopped the rebase (conflict): pkg/e/new.txt" in error
+    assert (worktree / "pkg/e/new.txt").read_text() == "new\n" and not (worktree / "pkg/d/new.txt").exists()
+    assert snapshot(fork.root / "patches", fork.root / "upstream-pins", fork.upstream) == before
+
+
+def test_a_file_the_patch_adds_above_a_subdirectory_upstream_moved_is_a_file_location_conflict(tmp_path: Path) -> None:
+    """The mirror: upstream moves pkg/d/sub to pkg/e/sub, the patch adds pkg/d/new.txt."""
+    fork = make_fork(tmp_path, NESTED, files({"pkg/d/new.txt": "new\n"}),
+                     _move_sub("pkg/e/sub"))
+    code, out = fork.git_merge()
+    assert code == 1 and "CONFLICT (file location)" in out and "moved to pkg/e/new.txt" in out
+    step, worktree, _ = stopped(fork)
+    assert step["outcome"] == "conflict" and step["conflicted"] == ["pkg/e/new.txt"]
+    assert step["detail"] == ("CONFLICT (file location): the patch adds pkg/d/new.txt in pkg/d, which upstream "
+                              "renamed to pkg/e; git would put it at pkg/e/new.txt, and so it is left there")
+    assert (worktree / "pkg/e/new.txt").read_text() == "new\n" and not (worktree / "pkg/d/new.txt").exists()
+
+
+def test_a_subdirectory_moved_under_another_name_moves_no_parent(tmp_path: Path) -> None:
+    """pkg/d/sub -> pkg/e/other says nothing of pkg/d (the names below differ): git merges
+    upstream's pkg/d/new.txt where it is, cleanly, and so does patchtool."""
+    fork = make_fork(tmp_path, NESTED, _move_sub("pkg/e/other"),
+                     files({"pkg/d/new.txt": "new\n"}))
+    assert fork.git_merge()[0] == 0
+    step = _rebased(fork)
+    assert step["outcome"] == "merged by 3-way merge"

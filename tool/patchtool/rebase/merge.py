@@ -33,8 +33,8 @@ class File:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Conflict:
     path: str
-    # "content", "modify/delete", "delete/modify", "add/add", "mode", "rename/add", "rename/rename",
-    # "rename/delete", "file/directory", "file location"
+    # "content", "modify/delete", "delete/modify", "add/add", "mode", "distinct types", "rename/add",
+    # "rename/rename", "rename/delete", "file/directory", "file location"
     kind: str
     message: str
     data: bytes | None = None  # the file with conflict markers, where there is one
@@ -194,7 +194,7 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
                 base=base, ours=ours))
             continue
         if theirs is None:  # the patch deletes the file
-            if ours.blob == base.blob:
+            if _same(ws, ours, base):
                 files[path] = None
             else:
                 conflicts.append(Conflict(path, "delete/modify", (
@@ -226,14 +226,28 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
     return PatchMerge(files=files, conflicts=tuple(conflicts), renamed=tuple(renamed), gone=tuple(gone))
 
 
-def _moved_dir(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Each directory files left for another, and where most of them went (merge-ort's majority)."""
+def _moved_dirs(pairs: Iterable[tuple[str, str]], gone: Callable[[str], bool]) -> dict[str, str]:
+    """The directories one side moved away, each to where most of its files went: merge-ort's
+    directory rename counts. A file's rename counts for its directory and, while the names below
+    them agree (``d/sub/a -> e/sub/a`` gives ``d/sub -> e/sub`` and ``d -> e``), for the
+    directories above; only a directory that side left entirely (``gone``) counts as moved."""
     counts: dict[str, Counter[str]] = {}
     for old, new in pairs:
         a, b = posixpath.dirname(old), posixpath.dirname(new)
-        if a != b and a:
+        while a and gone(a):
             counts.setdefault(a, Counter())[b] += 1
+            if not b or posixpath.basename(a) != posixpath.basename(b):
+                break
+            a, b = posixpath.dirname(a), posixpath.dirname(b)
     return {d: c.most_common(1)[0][0] for d, c in counts.items()}
+
+
+def _moved_above(path: str, moves: dict[str, str]) -> tuple[str, str] | None:
+    """The deepest directory above ``path`` that was moved, and where (merge-ort's check_dir_renamed)."""
+    d = posixpath.dirname(path)
+    while d and d not in moves:
+        d = posixpath.dirname(d)
+    return (d, moves[d]) if d else None
 
 
 def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: dict[str, File | None],
@@ -245,33 +259,44 @@ def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: di
     out: list[Conflict] = []
     touched = {p for c in changes for p in (c.old_path, c.new_path) if p}
     renamed = [(c.old_path, c.new_path) for c in changes if c.status.startswith("R") and c.old_path and c.new_path]
-    for d, e in _moved_dir(renamed).items():  # (A) the patch moved d/ to e/
-        if ws.reader.files_under(patch_tree, d):
-            continue  # the patch left files in d: not a directory rename
-        for p in ws.files_under(d):
-            f = ws.get(p)
-            if p in touched or f is None:
-                continue
-            there = e + p[len(d):]
-            files[p] = None
-            out.append(Conflict(there, "file location", (
-                f"CONFLICT (file location): upstream added {p} in {d}, which the patch renamed to {e}; "
-                f"git would put it at {there}, and so it is left there"), ws.data(f), ours=f))
+    moves = _moved_dirs(renamed, lambda d: not ws.reader.files_under(patch_tree, d))
+    for p in sorted({p for d in moves for p in ws.files_under(d)}):  # (A) the patch moved d/ to e/
+        f = ws.get(p)
+        found = _moved_above(p, moves)
+        if p in touched or f is None or found is None:
+            continue
+        d, e = found
+        there = e + p[len(d):]
+        files[p] = None
+        out.append(Conflict(there, "file location", (
+            f"CONFLICT (file location): upstream added {p} in {d}, which the patch renamed to {e}; "
+            f"git would put it at {there}, and so it is left there"), ws.data(f), ours=f))
+    added = {c.new_path for c in changes if c.new_path and c.new_path != c.old_path}
+
+    def upstream_moved(path: str) -> tuple[str, str] | None:
+        """The deepest directory above ``path`` that upstream moved away, and where, counted over
+        the files it had at the old pin."""
+        d = posixpath.dirname(path)
+        while d and not ws.files_under(d):
+            was = {p for p in ws.reader.files_under(patch_tree, d) if p not in added}
+            was |= {c.old_path for c in changes if c.old_path and c.old_path.startswith(f"{d}/")}
+            pairs = ((p, m) for p in sorted(was) if (m := ws.renamed_to(p)))
+            if (e := _moved_dirs(pairs, lambda x: not ws.files_under(x)).get(d)) is not None:
+                return d, e
+            d = posixpath.dirname(d)
+        return None
+
     for c in changes:  # (B) upstream moved d/ to e/, the patch adds a file in d/
         if c.old_path is not None or c.new_path is None or c.new_path not in files:
             continue
-        d = posixpath.dirname(c.new_path)
-        if not d or ws.files_under(d):
+        if (found := upstream_moved(c.new_path)) is None:
             continue
-        was = [p for p in ws.reader.files_under(patch_tree, d) if p not in touched]
-        moves = _moved_dir((p, m) for p in was if posixpath.dirname(p) == d and (m := ws.renamed_to(p)))
-        if d not in moves:
-            continue
+        d, e = found
         f = files.pop(c.new_path)
         assert f is not None
-        there = moves[d] + c.new_path[len(d):]
+        there = e + c.new_path[len(d):]
         out.append(Conflict(there, "file location", (
-            f"CONFLICT (file location): the patch adds {c.new_path} in {d}, which upstream renamed to {moves[d]}; "
+            f"CONFLICT (file location): the patch adds {c.new_path} in {d}, which upstream renamed to {e}; "
             f"git would put it at {there}, and so it is left there"), ws.data(f), theirs=f))
     return out
 
@@ -318,6 +343,8 @@ def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File
     ours = files.get(path) if path in files else ws.get(path)
     if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
         return theirs
+    if _type(ours.mode) != _type(theirs.mode):
+        return _distinct_types(ws, path, ours, None, theirs)
     merged = _content(ws, path, ours, None, theirs, labels, style)
     if isinstance(merged, Conflict):
         return dataclasses.replace(merged, kind="add/add", message=f"CONFLICT (add/add): Merge conflict in {path}")
@@ -327,7 +354,9 @@ def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File
 def _modified(ws: Workspace, path: str, target: str, ours: File, base: File, theirs: File,
               labels: tuple[str, str, str], style: str) -> File | Conflict:
     """A file the patch modifies (at ``path`` upstream; ``target`` when the patch renames it),
-    merged with what upstream made of it: its mode, then its content."""
+    merged with what upstream made of it: its type, its mode, then its content."""
+    if _type(ours.mode) != _type(theirs.mode) and not (_same(ws, ours, base) or _same(ws, theirs, base)):
+        return _distinct_types(ws, target, ours, base, theirs)
     mode = _mode(ours.mode, base.mode, theirs.mode)
     if mode is None:
         return Conflict(target, "mode", (
@@ -337,6 +366,30 @@ def _modified(ws: Workspace, path: str, target: str, ours: File, base: File, the
     if isinstance(merged, Conflict):
         return merged
     return dataclasses.replace(merged, mode=mode)
+
+
+def _type(mode: str) -> str:
+    """The file type a mode stands for, as merge-ort tells them apart (100644 and 100755 are one)."""
+    return {"120000": "symlink", "160000": "gitlink"}.get(mode, "regular file")
+
+
+def _same(ws: Workspace, a: File, b: File) -> bool:
+    """Whether two sides are one file, mode and content: what merge-ort takes as unchanged."""
+    if a.mode != b.mode:
+        return False
+    return a.blob == b.blob if a.blob is not None and b.blob is not None else ws.data(a) == ws.data(b)
+
+
+def _distinct_types(ws: Workspace, path: str, ours: File, base: File | None, theirs: File) -> Conflict:
+    """Upstream and the patch made ``path`` files of different types (a symlink, a regular file, a
+    gitlink): a conflict, upstream's file left at ``path`` and the patch's beside it, as merge-ort
+    records one (the base with the side of its own type)."""
+    aside = f"{path}~patch"
+    return Conflict(aside, "distinct types", (
+        f"CONFLICT (distinct types): {path} is a {_type(ours.mode)} upstream and a {_type(theirs.mode)} in the "
+        f"patch; the patch's file is left at {aside}"), ws.data(theirs),
+        base=base if base is not None and _type(base.mode) == _type(theirs.mode) else None,
+        theirs=theirs, in_the_way=path)
 
 
 def _mode(ours: str, base: str, theirs: str) -> str | None:
@@ -361,6 +414,9 @@ def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: Fi
         return ours
     if base is not None and ours_data == base_data:
         return theirs
+    if _type(theirs.mode) != "regular file":  # two link targets (or commits) are not merged line by line
+        return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}",
+                        base=base, ours=ours, theirs=theirs)
     if _is_binary(ours_data, base_data, theirs_data):
         return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}",
                         base=base, ours=ours, theirs=theirs)
