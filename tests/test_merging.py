@@ -282,31 +282,6 @@ def test_a_memo_that_cannot_be_written_is_only_not_remembered(tmp_path: Path) ->
     assert memo.recall(git_dir, "applies", "k") is None
 
 
-def test_merges_asked_together_are_each_what_it_is_alone(tmp_path: Path) -> None:
-    """``merge_files`` of several files (one ``git merge-tree`` where merge-ort is asked) gives
-    each file what ``merge_file`` gives it alone: the clean ones merged, the conflicting ones
-    with their markers and their count, an empty one empty."""
-    from patchtool.git import filemerge
-
-    repo = tmp_path / "r.git"
-    git(tmp_path, "init", "-q", "--bare", str(repo))
-    r = gitmod.Repo(repo)
-    block = b"".join(b"l%d\n" % i for i in range(12))
-    merges = [(b"top\n" + block * 2, block * 3, block + block.replace(b"l5\n", b"L5\n") + block),  # conflicts (histogram)
-              (b"a\nb\nc\n", b"a\nb\nc\n", b"a\nB\nc\n"),
-              (b"x\n", b"y\n", b"z\n"),  # both changed the one line: a conflict
-              (b"", b"", b""),
-              (block.replace(b"l1\n", b"one\n"), block, block.replace(b"l10\n", b"ten\n"))]
-    labels = ("ours", "base", "theirs")
-    together = filemerge.merge_files(r, merges, labels, style="diff3")
-    alone = [filemerge.merge_file(r, *m, labels, style="diff3") for m in merges]
-    assert together == alone
-    assert [count for _, count in together] == [1, 0, 1, 0, 0]
-    assert together[1][0] == b"a\nB\nc\n" and together[4][0] == block.replace(b"l1\n", b"one\n").replace(
-        b"l10\n", b"ten\n")
-    assert b"<<<<<<< ours\nx\n||||||| base\ny\n=======\nz\n>>>>>>> theirs\n" == together[2][0]
-
-
 def test_sides_of_different_file_types_are_never_merged_as_text(tmp_path: Path) -> None:
     """Where upstream and the patch made a path files of different types, or both changed a link's
     target, git's merge-ort conflicts; the merge does too, upstream's file kept at its path. The

@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 import tempfile
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 from patchtool.errors import GitError
@@ -35,31 +34,13 @@ def merge_file(repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tupl
     needed (``labels``: ours, base, theirs; ``style``: a ``merge.conflictStyle``; diff3 and zdiff3
     show the base between ``|||||||`` and ``=======``), and the number of conflicts. ``repo``
     holds the objects where merge-ort is asked."""
-    return merge_files(repo, [(ours, base, theirs)], labels, style=style)[0]
-
-
-def merge_files(repo: Repo, merges: Sequence[tuple[bytes, bytes, bytes]], labels: tuple[str, str, str], *,
-                style: str = "merge") -> list[tuple[bytes, int]]:
-    """:func:`merge_file` of each (ours, base, theirs) in ``merges``, in order; where merge-ort is
-    asked (git before 2.42), all of them in one ``git merge-tree``, each its own file of the three
-    commits."""
     if style not in CONFLICT_STYLES:
         raise ValueError(f"unknown conflict style {style!r}")
-    if not merges:
-        return []
     if _HISTOGRAM[0]:
-        first = _merge_file(*merges[0], labels, style)
-        if first is not None:
-            return [first, *(_merge_file_or_fail(*m, labels, style) for m in merges[1:])]
-    return _merge_ort(repo, merges, labels, style)
-
-
-def _merge_file_or_fail(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str],
-                        style: str) -> tuple[bytes, int]:
-    found = _merge_file(ours, base, theirs, labels, style)
-    if found is None:
-        raise GitError("git merge-file stopped knowing --diff-algorithm between two merges")
-    return found
+        found = _merge_file(ours, base, theirs, labels, style)
+        if found is not None:
+            return found
+    return _merge_ort(repo, ours, base, theirs, labels, style)
 
 
 def _merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str],
@@ -80,15 +61,13 @@ def _merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str,
     return res.stdout, res.returncode
 
 
-def _merge_ort(repo: Repo, merges: Sequence[tuple[bytes, bytes, bytes]], labels: tuple[str, str, str],
-               style: str) -> list[tuple[bytes, int]]:
-    """``git merge-tree --write-tree`` of two commits on a third, the n-th merge's sides as the
-    file ``n`` of each: merge-ort's answer for every file at once."""
+def _merge_ort(repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str],
+               style: str) -> tuple[bytes, int]:
+    """``git merge-tree --write-tree`` of two one-file commits on a third: merge-ort's answer."""
     ident = Ident(*FIXED_IDENT, 0)
 
-    def commit(side: int) -> NewCommit:
-        return NewCommit(message="", author=ident, committer=ident,
-                         files=tuple(FileWrite(str(n), "100644", None, m[side]) for n, m in enumerate(merges)))
+    def commit(data: bytes) -> NewCommit:
+        return NewCommit(message="", author=ident, committer=ident, files=(FileWrite(_FILE, "100644", None, data),))
 
     with tempfile.TemporaryDirectory(prefix="patchtool-merge-ort-") as tmp:
         # the objects go to a throwaway store beside the cache's (which stays as it was), so the merge writes nothing
@@ -96,7 +75,7 @@ def _merge_ort(repo: Repo, merges: Sequence[tuple[bytes, bytes, bytes]], labels:
         (objects / "pack").mkdir(parents=True)
         env = {"GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(repo.git_dir / "objects")}
         marks = Path(tmp) / "marks"
-        stream = fork_stream(commit(1), [commit(0), commit(2)], f"{_REFS}{uuid.uuid4().hex}")
+        stream = fork_stream(commit(base), [commit(ours), commit(theirs)], f"{_REFS}{uuid.uuid4().hex}")
         res = repo.git("fast-import", "--quiet", "--date-format=raw", "--done", f"--export-marks={marks}",
                        input=b"".join(stream), env=env, check=False)
         if res.returncode:
@@ -108,21 +87,13 @@ def _merge_ort(repo: Repo, merges: Sequence[tuple[bytes, bytes, bytes]], labels:
         if res.returncode not in (0, 1):
             raise GitError(f"git merge-tree failed: {res.stderr.strip()}")
         tree = res.stdout.decode().split("\n", 1)[0].strip()
-        shown = repo.git("cat-file", "--batch", input="".join(f"{tree}:{n}\n" for n in range(len(merges))).encode(),
-                         env=env, check=False)
+        shown = repo.git("cat-file", "-p", args=[f"{tree}:{_FILE}"], env=env, check=False)
         if shown.returncode:
-            raise GitError(f"git cat-file could not read the merge of {tree}: {shown.stderr.strip()}")
-    out, data, at = [], shown.stdout, 0
-    for n in range(len(merges)):
-        header_end = data.index(b"\n", at)
-        header = data[at:header_end].split()
-        if len(header) != 3:
-            raise GitError(f"git merge-tree left no file {n} in {tree}")
-        size = int(header[2])
-        blob = data[header_end + 1:header_end + 1 + size]
-        at = header_end + 2 + size
-        out.append(_relabelled(blob, (ours_sha, base_sha, theirs_sha), labels))
-    return out
+            raise GitError(f"git merge-tree left no {_FILE} in {tree}: {shown.stderr.strip()}")
+        data = shown.stdout
+    if res.returncode == 0:
+        return data, 0
+    return _relabelled(data, (ours_sha, base_sha, theirs_sha), labels)
 
 
 _MARKER = re.compile(rb"^(<{7}|\|{7}|>{7}) (\S+)$")
