@@ -11,12 +11,12 @@ import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
 from patchtool.errors import UsageError
+from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
 from patchtool.series import editing, importing
 from patchtool.series.importing import dep3_fields
 from patchtool.testing import git, snapshot, write_tree
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import load_pin
 
 ME = {"GIT_AUTHOR_NAME": "Dana Fork", "GIT_AUTHOR_EMAIL": "dana@example.org",
       "GIT_COMMITTER_NAME": "Dana Fork", "GIT_COMMITTER_EMAIL": "dana@example.org"}

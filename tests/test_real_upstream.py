@@ -135,8 +135,8 @@ def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Pa
     """The 0.5.22 -> 0.5.23 change of one real sglang file, as a format-patch, imported at 0.5.22."""
     from packaging.version import Version
 
+    from patchtool.project.pins import load_pin, pin_to_toml
     from patchtool.upstream.cache import Cache
-    from patchtool.upstream.pins import load_pin, pin_to_toml
     from patchtool.upstream.releases import pin_for_version
 
     cache = Cache(real_cache)

@@ -22,9 +22,9 @@ import pytest
 from packaging.version import Version
 
 from conftest import REPO, release_tag
+from patchtool.project.pins import load_pin
 from patchtool.testing import leftover_state, snapshot
 from patchtool.upstream.cache import Base, Cache
-from patchtool.upstream.pins import load_pin
 from patchtool.upstream.releases import pin_for_version
 
 pytestmark = pytest.mark.upstream

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from patchtool.diff.scopes import python_scopes, scope_at, scope_text
+from patchtool.project.pins import load_pin
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import load_pin
 from test_scopes import ast_scopes, scopes
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ import pytest
 from conftest import UPSTREAM_FILES, Demo, edit
 from patchtool.errors import InvalidInput
 from patchtool.names import PrefixTemplate
+from patchtool.project.pins import Pin, pin_to_toml
 from patchtool.testing import Index, git, leftover_state, make_sdist, sha256, snapshot, write_tree
-from patchtool.upstream.pins import Pin, pin_to_toml
 from patchtool.versions import parse_version
 
 

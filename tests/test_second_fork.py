@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patchtool.upstream.index import DEFAULT_INDEX
+from patchtool.project.pins import DEFAULT_INDEX
 
 FIRST, MIDDLE, LAST = "1.15.0", "1.16.0", "1.17.0"
 DOCSTRING = '    """Add documentation to a function."""\n'

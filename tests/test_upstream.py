@@ -9,10 +9,10 @@ import pytest
 
 from patchtool.errors import InvalidInput, UpstreamError
 from patchtool.git import Ident
+from patchtool.project.pins import Pin
 from patchtool.testing import Index, git, make_wheel, sha256
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.index import Fetcher
-from patchtool.upstream.pins import Pin
 from patchtool.urls import SourceUrl
 
 FILES = {"demo/__init__.py": "x = 1\n", "demo/run.sh": "#!/bin/sh\n", "other/skip.py": "pass\n"}
@@ -273,7 +273,7 @@ def test_git_tag_that_moved_is_refused(tmp_path: Path) -> None:
 
 
 def test_real_pin_file_parses() -> None:
-    from patchtool.upstream.pins import load_pin
+    from patchtool.project.pins import load_pin
     pin = load_pin(Path(__file__).resolve().parent.parent, "sglang-0.5.23")
     assert str(pin.version) == "0.5.23" and pin.artifact and pin.artifact.tree
     assert pin.artifact.prefix_from == "sglang/" and pin.artifact.prefix_to == "python/sglang/"
@@ -294,7 +294,7 @@ def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
     )
 
     from patchtool.names import ArtifactFilename
-    from patchtool.upstream.pins import canonicalize_name as ours
+    from patchtool.project.pins import canonicalize_name as ours
     try:
         want = parse_wheel_filename(filename)[:2] if filename.endswith(".whl") else parse_sdist_filename(filename)
     except (InvalidWheelFilename, InvalidSdistFilename):

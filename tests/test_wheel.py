@@ -32,9 +32,9 @@ from packaging.version import Version
 from conftest import REPO, UPSTREAM_FILES, Demo, edit
 from patchtool.errors import BuildError, UpstreamError
 from patchtool.git import Repo as GitRepo
+from patchtool.project.pins import Pin
 from patchtool.testing import format_patch, git, sha256, write_tree
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import Pin
 from patchtool.wheel.build import find_project_dir
 from patchtool.wheel.provenance import Provenance, UpstreamSource, local_version, series_hash
 from patchtool.wheel.repack import Replacement, WheelName, repack, rewrite_version

@@ -21,7 +21,7 @@ from test_artifacts import assert_nothing_imported, sdist_with, serve, wheel_wit
 from conftest import Demo
 from patchtool.inputs import MAX_INPUT_BYTES
 from patchtool.testing import snapshot
-from patchtool.wheel.archive import MAX_RATIO
+from patchtool.upstream.members import MAX_RATIO
 
 BOMB = 64 << 20  # inflates to 64 MiB from some 64 KiB: a bomb by its ratio, small enough to build in a test
 
@@ -109,7 +109,7 @@ def test_sdist_bomb_is_refused_before_it_is_inflated(demo: Demo) -> None:
 
 def test_sdist_member_over_the_cap_is_refused_by_its_header(demo: Demo) -> None:
     """A tar header that declares more than a member may have is refused before its data is read."""
-    from patchtool.wheel.archive import MAX_MEMBER_BYTES
+    from patchtool.upstream.members import MAX_MEMBER_BYTES
 
     path = demo.root.parent / "big" / "demo-1.0.tar.gz"
     path.parent.mkdir()

@@ -40,9 +40,9 @@ def test_an_unexpected_exception_is_exit_70_with_the_envelope(one_patch: Demo, m
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("status", "--bogus"), "unrecognized arguments: --bogus"),
-    (("scan", "--newest", "many"), "argument --newest: invalid int value: 'many'"),
-    (("nonsense",), "argument COMMAND: invalid choice: 'nonsense'"),
+    (("status", "--bogus"), "No such option: --bogus"),
+    (("scan", "--newest", "many"), "Invalid value for '--newest': Input should be a valid integer"),
+    (("nonsense",), "No such command 'nonsense'."),
 ])
 def test_argument_errors_are_an_envelope_under_json(one_patch: Demo, args: tuple[str, ...], message: str) -> None:
     res = one_patch.run(*args, "--json")

@@ -85,7 +85,7 @@ def test_rebase_moves_a_pin_written_as_a_literal_string(releases: Demo) -> None:
 def test_a_pin_with_quotes_and_backslashes_is_written_escaped(tmp_path: Path) -> None:
     import dataclasses
 
-    from patchtool.upstream.pins import Pin, load_pin, pin_to_toml
+    from patchtool.project.pins import Pin, load_pin, pin_to_toml
 
     (tmp_path / "upstream-pins").mkdir()
     good = Pin.from_dict(tomllib.loads((Path(__file__).parents[2] / "upstream-pins/sglang-0.5.23.toml").read_text()),

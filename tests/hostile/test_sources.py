@@ -19,9 +19,9 @@ import pytest
 from conftest import Demo
 from patchtool import git as gitmod
 from patchtool.errors import GitError, UpstreamError
+from patchtool.project.pins import Pin
 from patchtool.testing import git, sha256, snapshot
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import Pin
 from patchtool.urls import SourceUrl
 
 PIN = "upstream-pins/demo-1.0.toml"

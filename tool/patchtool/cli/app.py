@@ -79,7 +79,6 @@ def build() -> usage.Group:
     assert isinstance(command, usage.Group)
     command.lazy.update({name: _made(module, name) for name, module in COMMANDS.items()})
     command.lazy.update({name: functools.partial(_group, name) for name in GROUPS})
-    usage.plain_values(command)
     return command
 
 
@@ -92,7 +91,6 @@ def _group(name: str) -> usage.Group:
     group = typer.main.get_command(app)
     assert isinstance(group, usage.Group)
     group.lazy.update({sub: _made(name, sub) for sub in module.commands.names()})
-    usage.plain_values(group)
     return group
 
 
@@ -105,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with invocation.held:
             code = command.main(args=words, prog_name="patchtool", standalone_mode=False)
-    except usage.UsageError as exc:
+    except typer.TyperException as exc:  # click's errors, typer's public base of them
         return usage.report(exc, as_json="--json" in words)
     except SystemExit as exc:  # shell completion ends the process this way
         return exc.code if isinstance(exc.code, int) else 0

@@ -47,7 +47,7 @@ def checkout(
 
 
 def _refresh(project: Project, branch: str) -> Shown:
-    from patchtool.series.refresh import refresh
+    from patchtool.rebase.refresh import refresh
     from patchtool.upstream.cachespace import CheckoutBranch
 
     result = refresh(project, cache(), CheckoutBranch.of(project.root, branch))

@@ -306,14 +306,12 @@ class CommandSet:
 
     def build(self, name: str) -> Any:
         """The click command of command ``name``."""
-        from patchtool.cli.usage import HELP_OPTIONS, Command, plain_values
+        from patchtool.cli.usage import HELP_OPTIONS, Command
 
         app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                           context_settings={"help_option_names": HELP_OPTIONS})
         app.command(name, cls=Command)(_command(self._commands[name], f"{self.group} {name}".strip()))
-        command = typer.main.get_command(app)
-        plain_values(command)
-        return command
+        return typer.main.get_command(app)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

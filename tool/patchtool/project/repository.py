@@ -13,7 +13,7 @@ from patchtool.paths import read_inside
 from patchtool.project import journal, statedir
 from patchtool.project import manifest as manifest_mod
 from patchtool.project.manifest import Manifest, PatchEntry
-from patchtool.upstream.pins import Pin, load_pin
+from patchtool.project.pins import Pin, load_pin
 
 PATCHES_DIR = "patches"
 DROPPED_DIR = f"{PATCHES_DIR}/dropped"

@@ -11,10 +11,10 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
+from patchtool.project.pins import Pin
 from patchtool.project.repository import Project
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
-from patchtool.upstream.pins import Pin
 from patchtool.upstream.releases import release_pin, release_version
 from patchtool.versions import parse_version
 

@@ -25,6 +25,7 @@ from patchtool.errors import ApplyConflict, InvalidInput, UsageError
 from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
+from patchtool.project.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.rebase import merge
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
@@ -42,7 +43,6 @@ from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
-from patchtool.upstream.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.upstream.releases import release_pin, resolve_target, target_version
 
 if TYPE_CHECKING:

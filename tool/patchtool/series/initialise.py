@@ -22,10 +22,18 @@ from patchtool.errors import UpstreamError, UsageError
 from patchtool.names import ArtifactFilename, Distribution, PrefixTemplate, TreePrefix, UpstreamName
 from patchtool.project import journal
 from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.pins import (
+    DEFAULT_INDEX,
+    PINS_DIR,
+    SHA256_HEX,
+    Artifact,
+    GitSource,
+    Pin,
+    pin_to_toml,
+    release_pin_name,
+)
 from patchtool.series.checks import CheckReport, run_check
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.index import DEFAULT_INDEX
-from patchtool.upstream.pins import PINS_DIR, SHA256_HEX, Artifact, GitSource, Pin, pin_to_toml, release_pin_name
 from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
 

@@ -25,10 +25,11 @@ from packaging.version import InvalidVersion, Version
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
+from patchtool.upstream.members import MAX_MEMBER_BYTES, MAX_RATIO, RATIO_FLOOR, bomb_reason, safe_members
 from patchtool.versions import parse_version
 
 if TYPE_CHECKING:
-    from patchtool.upstream.pins import Artifact
+    from patchtool.project.pins import Artifact
 
 IMPORT_LAYOUT = 2  # bump when the import layout changes: it changes every imported SHA
 # layout 2 records the artifact's size in the import's message
@@ -151,7 +152,6 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     contents), sorted; every member name checked; raise before anything is imported."""
     import zipfile
 
-    from patchtool.wheel.archive import MAX_MEMBER_BYTES, MAX_RATIO, RATIO_FLOOR, bomb_reason, safe_members
 
     out: list[FileWrite] = []
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):

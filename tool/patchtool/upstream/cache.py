@@ -30,9 +30,9 @@ from pathlib import Path
 from patchtool import fsroot, git, progress
 from patchtool.errors import GitError, UpstreamError
 from patchtool.project import lock
+from patchtool.project.pins import PINS_DIR, Artifact, Pin
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
-from patchtool.upstream.pins import PINS_DIR, Artifact, Pin
 from patchtool.upstream.refnames import fetch_ref, git_ref, import_ref
 from patchtool.urls import SourceUrl, allowed_by_environment
 

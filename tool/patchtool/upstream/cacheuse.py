@@ -27,10 +27,10 @@ from patchtool import fsroot
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.git import housekeeping
 from patchtool.inputs import loads_json
+from patchtool.project.pins import PINS_DIR, Pin, load_pin
 from patchtool.upstream.artifacts import ImportRecord
 from patchtool.upstream.cache import Cache, download_rel
 from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
-from patchtool.upstream.pins import PINS_DIR, Pin, load_pin
 from patchtool.upstream.refnames import GIT_SOURCES, IMPORTS, git_ref, import_ref, import_version
 
 

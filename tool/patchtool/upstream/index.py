@@ -24,9 +24,8 @@ from patchtool.inputs import loads_json, open_named
 from patchtool.urls import SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
-    from patchtool.upstream.pins import Artifact
+    from patchtool.project.pins import Artifact
 
-DEFAULT_INDEX = "https://pypi.org/simple"
 INDEX_URL_ENV = "PATCHTOOL_INDEX_URL"
 _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")

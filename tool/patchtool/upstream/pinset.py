@@ -19,9 +19,9 @@ from packaging.version import InvalidVersion, Version
 from patchtool import git
 from patchtool.errors import GitError, UpstreamError, UsageError
 from patchtool.project import journal
+from patchtool.project.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml, release_pin_name
 from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml, release_pin_name
 from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releases import pin_for_version
 from patchtool.urls import SourceUrl

@@ -15,8 +15,8 @@ from packaging.version import InvalidVersion, Version
 from patchtool import git
 from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
 from patchtool.names import ArtifactFilename
+from patchtool.project.pins import PINS_DIR, SHA256_HEX, Artifact, GitSource, Pin, load_pin, release_pin_name
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.pins import PINS_DIR, SHA256_HEX, Artifact, GitSource, Pin, load_pin, release_pin_name
 from patchtool.upstream.refnames import fetch_ref
 from patchtool.versions import parse_version
 

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from typing import BinaryIO, Protocol
 
 from patchtool.errors import BuildError, UpstreamError
-from patchtool.paths import tree_path_problem
 
 CHUNK = 1 << 20
 DEFLATE_LEVEL = 6  # fixed, so a rebuild compresses new members to the same bytes
@@ -32,12 +31,6 @@ _NEEDED = 20
 _UTF8_FLAG = 0x800
 _EARLIEST = (1980, 1, 1, 0, 0, 0)
 LAST_EPOCH = 4354819198  # 2107-12-31 23:59:58 UTC: a zip's date field ends in 2107
-# what an archive may declare before any of it is inflated (zip bombs): no member over 1 GiB, none
-# of more than 16 MiB that inflates over 200 times its compressed size, 8 GiB in all
-MAX_MEMBER_BYTES = 1 << 30
-MAX_RATIO = 200
-RATIO_FLOOR = 16 << 20
-MAX_UNPACKED_BYTES = 8 << 30
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,54 +52,6 @@ def date_time_of(epoch: int) -> tuple[int, int, int, int, int, int]:
                          hint=f"give a SOURCE_DATE_EPOCH of at most {LAST_EPOCH}")
     t = time.gmtime(max(epoch, 315532800))
     return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
-
-
-def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
-    """Why a member must not be extracted, repacked or imported, or None when it is safe."""
-    why = tree_path_problem(info.filename.removesuffix("/") if info.is_dir() else info.filename)
-    if why is not None:
-        return f"is not a safe path: {why}"
-    kind = (info.external_attr >> 16) & 0o170000
-    if kind == 0o120000:
-        return "is a symbolic link"
-    if kind not in (0, 0o100000, 0o040000):
-        return "is not a regular file"
-    if info.flag_bits & 0x1:
-        return "is encrypted"
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        return f"uses compression method {info.compress_type} (a wheel uses stored or deflate)"
-    return bomb_reason(info.file_size, info.compress_size)
-
-
-def bomb_reason(size: int, compressed: int) -> str | None:
-    """Why a member that declares ``size`` bytes from ``compressed`` ones must not be inflated."""
-    if size > MAX_MEMBER_BYTES:
-        return f"declares {size} bytes, more than the {MAX_MEMBER_BYTES} a member may have"
-    if size > RATIO_FLOOR and size > MAX_RATIO * max(compressed, 1):
-        return (f"declares {size} bytes from {compressed} compressed, more than {MAX_RATIO} times as many "
-                "(a zip bomb?)")
-    return None
-
-
-def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) -> list[zipfile.ZipInfo]:
-    """The file members of ``zf``; refuse links, unsafe or duplicate names, odd methods."""
-    seen: set[str] = set()
-    out = []
-    total = sum(info.file_size for info in zf.infolist())
-    if total > MAX_UNPACKED_BYTES:
-        raise UpstreamError(f"{label}: its members declare {total} bytes in all, more than the {MAX_UNPACKED_BYTES} "
-                            "patchtool unpacks; refusing it", hint=hint)
-    for info in zf.infolist():
-        reason = unsafe_reason(info)
-        if reason is not None:
-            raise UpstreamError(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
-        if info.is_dir():
-            continue
-        if info.filename in seen:
-            raise UpstreamError(f"{label}: entry {info.filename!r} appears twice; refusing it", hint=hint)
-        seen.add(info.filename)
-        out.append(info)
-    return out
 
 
 @dataclasses.dataclass(slots=True)

@@ -24,10 +24,10 @@ from packaging.version import Version
 
 from patchtool import __version__, git, progress
 from patchtool.errors import ApplyConflict, BuildError, InvalidInput, Problem, UsageError
+from patchtool.project.pins import Pin
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Base, Cache
-from patchtool.upstream.pins import Pin
 from patchtool.wheel import frontend
 from patchtool.wheel.archive import date_time_of
 from patchtool.wheel.provenance import (

@@ -28,8 +28,8 @@ from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.inputs import loads_json
 from patchtool.project.fields import Fields, raise_if
+from patchtool.project.pins import Pin
 from patchtool.upstream.artifacts import damage, damaged_as_error
-from patchtool.upstream.pins import Pin
 from patchtool.wheel import record as wheelrecord
 
 SCHEMA = 1

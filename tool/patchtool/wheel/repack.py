@@ -31,9 +31,10 @@ from packaging.version import InvalidVersion, Version
 from patchtool import fsroot, progress
 from patchtool.errors import BuildError, UpstreamError, UsageError
 from patchtool.upstream.artifacts import damaged_as_error
+from patchtool.upstream.members import safe_members
 from patchtool.versions import parse_version
 from patchtool.wheel import versionfile
-from patchtool.wheel.archive import ArchiveWriter, Digest, safe_members
+from patchtool.wheel.archive import ArchiveWriter, Digest
 from patchtool.wheel.provenance import DIST_INFO_FILE, Provenance
 from patchtool.wheel.record import Payload, Row, installed_path
 

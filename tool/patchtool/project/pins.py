@@ -21,11 +21,11 @@ from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.names import ArtifactFilename, Distribution, PinName, PrefixTemplate, TreePrefix, UpstreamName
 from patchtool.project.fields import Fields, load_toml, raise_if
-from patchtool.upstream.index import DEFAULT_INDEX
 from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
 
 PINS_DIR = "upstream-pins"
+DEFAULT_INDEX = "https://pypi.org/simple"  # the index of a pin that names none
 PYPI = SourceUrl.parse(DEFAULT_INDEX)
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
