@@ -13,8 +13,10 @@ from conftest import UPSTREAM_FILES, Demo, edit
 from patchtool.errors import UsageError
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
-from patchtool.series import editing, importing
+from patchtool.series import importing
+from patchtool.series.checkout import checkout
 from patchtool.series.importing import dep3_fields
+from patchtool.series.quilt import export_quilt
 from patchtool.testing import git, snapshot, write_tree
 from patchtool.upstream.cache import Cache
 
@@ -107,7 +109,7 @@ def test_your_own_commit_is_not_a_backport_even_in_the_cache(
     _, _, pins = git_upstream
     cache = Cache(tmp_path / "cache")
     fork = empty_project(tmp_path / "fork", Path(pins))
-    wt = Path(editing.checkout(fork, cache, pin_name=None, branch="series", path=None).worktree)
+    wt = Path(checkout(fork, cache, pin_name=None, branch="series", path=None).worktree)
     edit("python/demo/core.py", '"hello"', '"hi"')(wt)
     git(wt, "commit", "-qam", "core: say hi")
     mine = git(wt, "rev-parse", "HEAD").strip()
@@ -161,7 +163,7 @@ def three(demo: Demo) -> None:
 def test_an_exported_quilt_series_imports_back_unchanged(demo: Demo, tmp_path: Path, where: str) -> None:
     three(demo)
     out = tmp_path / "q"
-    editing.export_quilt(Project.load(demo.root), out)
+    export_quilt(Project.load(demo.root), out)
     fork = empty_project(tmp_path / "fork", demo.root)
     source = out if where == "DIR" else out / "patches"
     result = importing.import_patches(fork, Cache(demo.cache), [source])

@@ -99,13 +99,13 @@ def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypa
     """`patchtool drop` killed midway: a reading command (`status`) refuses the half-written
     series and writes nothing; `patchtool recover` finishes the drop, and `status` then sees it."""
     from patchtool.project.repository import Project
-    from patchtool.series import editing
+    from patchtool.series.drop import drop
 
     before = snapshot(one_patch.root)
     with pytest.MonkeyPatch.context() as killing:  # undone alone: the autouse fixtures' settings stay
         kill_at_replace(killing, 2)
         with pytest.raises(Killed):
-            editing.drop(Project.load(one_patch.root), ident="greet", reason="upstream took it", rejected=False)
+            drop(Project.load(one_patch.root), ident="greet", reason="upstream took it", rejected=False)
     half = snapshot(one_patch.root)
     assert half != before
     res = one_patch.run("status")

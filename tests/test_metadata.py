@@ -13,9 +13,12 @@ import pytest
 from conftest import Demo, edit
 from patchtool.errors import UsageError
 from patchtool.project.repository import Project
-from patchtool.series import editing, importing
-from patchtool.series.editing import _slug
+from patchtool.series import importing
+from patchtool.series.checkout import checkout
+from patchtool.series.export import export
+from patchtool.series.ids import slug
 from patchtool.series.metadata import Metadata
+from patchtool.series.new import new
 from patchtool.testing import git, leftover_state, snapshot
 from patchtool.upstream.cache import Cache
 
@@ -57,11 +60,11 @@ def ciao_patch(demo: Demo, tmp_path: Path) -> Path:
 
 def test_an_id_from_a_long_subject_ends_with_a_whole_word() -> None:
     subject = "fake KV sender: PP consensus poll prefill completion before the transfer"
-    assert _slug(subject) == "fake-kv-sender-pp-consensus-poll-prefill"
-    assert _slug("a" * 60) == "a" * 48  # one word longer than an id may be is still cut
-    assert _slug("util: two") == "util-two" and _slug("!!!") == "patch"
-    assert _slug("x" * 47 + " yz") == "x" * 47
-    assert _slug("x" * 48 + " yz") == "x" * 48
+    assert slug(subject) == "fake-kv-sender-pp-consensus-poll-prefill"
+    assert slug("a" * 60) == "a" * 48  # one word longer than an id may be is still cut
+    assert slug("util: two") == "util-two" and slug("!!!") == "patch"
+    assert slug("x" * 47 + " yz") == "x" * 47
+    assert slug("x" * 48 + " yz") == "x" * 48
 
 
 # -- the skeleton's defaults --------------------------------------------------------------------
@@ -156,14 +159,14 @@ def test_metadata_is_held_to_the_manifests_rules(demo: Demo, tmp_path: Path, me:
     one(demo)
     patch = ciao_patch(demo, tmp_path)
     cache = Cache(demo.cache)
-    editing.checkout(Project.load(demo.root), cache, pin_name=None, branch="series", path=None)
+    checkout(Project.load(demo.root), cache, pin_name=None, branch="series", path=None)
     before = snapshot(demo.root / "patchset.toml", demo.root / "patches")
     with pytest.raises(UsageError) as exc:
         importing.import_patches(Project.load(demo.root), cache, [patch], given=given)
     assert str(exc.value) == message
     if given.id is None:
         with pytest.raises(UsageError) as exc:
-            editing.new(Project.load(demo.root), cache, ident="fresh", branch="series", given=given)
+            new(Project.load(demo.root), cache, ident="fresh", branch="series", given=given)
         assert str(exc.value) == message
     assert snapshot(demo.root / "patchset.toml", demo.root / "patches") == before
     assert leftover_state(demo.root) == []
@@ -182,12 +185,12 @@ def test_an_id_names_one_new_patch(demo: Demo, tmp_path: Path) -> None:
 def test_new_keeps_what_it_was_told_for_the_export(demo: Demo, me: None) -> None:
     one(demo)
     cache = Cache(demo.cache)
-    wt = Path(editing.checkout(Project.load(demo.root), cache, pin_name=None, branch="series", path=None).worktree)
+    wt = Path(checkout(Project.load(demo.root), cache, pin_name=None, branch="series", path=None).worktree)
     given = Metadata(kind="performance", owner="perf team", why="faster farewells", applies_to="==1.0")
-    editing.new(Project.load(demo.root), cache, ident="fast-bye", branch="series", given=given)
+    new(Project.load(demo.root), cache, ident="fast-bye", branch="series", given=given)
     edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(wt)
     git(wt, "commit", "-q", "-a", "--amend", "--no-edit")
-    result = editing.export(Project.load(demo.root), cache, branch="series", allow_drop=False)
+    result = export(Project.load(demo.root), cache, branch="series", allow_drop=False)
     assert [(r["id"], r["change"]) for r in result.patches] == [("greet", "unchanged"), ("fast-bye", "new")]
     entry = Project.load(demo.root).manifest.get("fast-bye")
     assert (entry.kind.value, entry.owner, entry.why, str(entry.applies_to)) == (
@@ -199,14 +202,14 @@ def test_new_keeps_what_it_was_told_for_the_export(demo: Demo, me: None) -> None
 def test_new_told_nothing_forgets_what_an_earlier_new_was_told(demo: Demo, me: None) -> None:
     one(demo)
     cache = Cache(demo.cache)
-    wt = Path(editing.checkout(Project.load(demo.root), cache, pin_name=None, branch="series", path=None).worktree)
-    editing.new(Project.load(demo.root), cache, ident="later", branch="series", given=Metadata(kind="reliability"))
+    wt = Path(checkout(Project.load(demo.root), cache, pin_name=None, branch="series", path=None).worktree)
+    new(Project.load(demo.root), cache, ident="later", branch="series", given=Metadata(kind="reliability"))
     assert leftover_state(demo.root) == [".patchtool/new-later", ".patchtool/new-later/metadata.json"]
     git(wt, "reset", "-q", "--hard", "HEAD~1")
-    editing.new(Project.load(demo.root), cache, ident="later", branch="series")
+    new(Project.load(demo.root), cache, ident="later", branch="series")
     assert leftover_state(demo.root) == []
     edit("python/demo/util.py", "return 1", "return 2")(wt)
     git(wt, "commit", "-q", "-a", "--amend", "--no-edit")
-    editing.export(Project.load(demo.root), cache, branch="series", allow_drop=False)
+    export(Project.load(demo.root), cache, branch="series", allow_drop=False)
     assert Project.load(demo.root).manifest.get("later").kind.value == "correctness"
     assert set(unfilled(demo, "later")) == {"kind", "owner", "why", "applies_to", "drop_when"}

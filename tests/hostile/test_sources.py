@@ -19,6 +19,7 @@ import pytest
 from conftest import Demo
 from patchtool import git as gitmod
 from patchtool.errors import GitError, UpstreamError
+from patchtool.git.stream import quote_path
 from patchtool.project.pins import Pin
 from patchtool.testing import git, sha256, snapshot
 from patchtool.upstream.cache import Cache
@@ -336,10 +337,10 @@ def test_failed_fast_import_leaves_no_crash_report(tmp_path: Path) -> None:
 
 
 def test_stream_writer_quotes_paths_and_refuses_unsafe_ones(tmp_path: Path) -> None:
-    assert gitmod._quote_path("plain/path with spaces.py") == b"plain/path with spaces.py"
-    assert gitmod._quote_path('a"b.py') == b'a"b.py'
-    assert gitmod._quote_path('"q.py') == b'"\\"q.py"'
-    assert gitmod._quote_path('"a\\b\n\t\x01\x7f.py') == b'"\\"a\\\\b\\n\\t\\001\\177.py"'
+    assert quote_path("plain/path with spaces.py") == b"plain/path with spaces.py"
+    assert quote_path('a"b.py') == b'a"b.py'
+    assert quote_path('"q.py') == b'"\\"q.py"'
+    assert quote_path('"a\\b\n\t\x01\x7f.py') == b'"\\"a\\\\b\\n\\t\\001\\177.py"'
     repo = gitmod.Repo.init_bare(tmp_path / "r.git")
     ident = gitmod.Ident("a", "a@example.org")
     odd = ('"q.py', 'a "b" c.py', "\u00fc.py", "a\\b.py")

@@ -30,7 +30,7 @@ def checkout(
 ) -> Shown:
     """A branch in a worktree: the pinned upstream plus one commit per patch, each with its Patchtool-Id trailer."""
     from patchtool.project.repository import Project
-    from patchtool.series import editing
+    from patchtool.series.checkout import checkout as make_checkout
 
     project = Project.load(root())
     if refresh:
@@ -38,7 +38,7 @@ def checkout(
             raise UsageError("checkout --refresh rebuilds the branch on the current pin, in its own worktree",
                              hint="drop --pin and --path")
         return _refresh(project, branch)
-    result = editing.checkout(project, cache(), pin_name=pin, branch=branch, path=path)
+    result = make_checkout(project, cache(), pin_name=pin, branch=branch, path=path)
     return Shown(data=result.to_dict(), text=lambda style: (
         f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
         f"worktree: {result.worktree}\n"
@@ -68,14 +68,15 @@ def export(
 ) -> Shown:
     """Write the checkout branch back as the series (or the series as a quilt directory)."""
     from patchtool.project.repository import Project
-    from patchtool.series import editing
+    from patchtool.series.export import export as export_branch
+    from patchtool.series.quilt import export_quilt
 
     project = Project.load(root())
     if quilt is not None:
-        files = editing.export_quilt(project, quilt)
+        files = export_quilt(project, quilt)
         return Shown(data={"quilt": str(quilt), "files": files},
                      text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))")
-    result = editing.export(project, cache(), branch=branch, allow_drop=allow_drop, revive=revive or [])
+    result = export_branch(project, cache(), branch=branch, allow_drop=allow_drop, revive=revive or [])
     lines = [f"  {r['change']:<9} {r['id']} ({r['file']})" for r in result.patches]
     lines += [f"  dropped   {d}" for d in result.dropped]
     if result.trailers:
@@ -151,10 +152,10 @@ def new(
 ) -> Shown:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
     from patchtool.project.repository import Project
-    from patchtool.series import editing
+    from patchtool.series.new import new as new_patch
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    where = editing.new(Project.load(root()), cache(), ident=ident, branch=branch, given=given)
+    where = new_patch(Project.load(root()), cache(), ident=ident, branch=branch, given=given)
     return Shown(data={"id": ident, "worktree": where}, text=lambda style: (
         f"started {ident} in {where}: make the change, `git commit --amend`, then `patchtool export`"))
 
@@ -178,7 +179,7 @@ def drop(
 ) -> Shown:
     """Remove a patch from the series and record why (and, with --rejected, in the registry)."""
     from patchtool.project.repository import Project
-    from patchtool.series import editing
+    from patchtool.series.drop import drop as drop_patch
 
     if not reason.strip():
         raise UsageError("drop needs --reason: a dropped patch is recorded with why")
@@ -187,7 +188,7 @@ def drop(
     if (knobs or unguarded) and not rejected:
         raise UsageError("--flag, --env, --config, --pattern and --unguarded describe a registry entry",
                          hint="add --rejected")
-    written = editing.drop(Project.load(root()), ident=ident, reason=reason, rejected=rejected, knobs=knobs,
-                           unguarded=unguarded)
+    written = drop_patch(Project.load(root()), ident=ident, reason=reason, rejected=rejected, knobs=knobs,
+                         unguarded=unguarded)
     return Shown(data={"id": ident, "written": written}, text=lambda style: (
         f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else "")))

@@ -23,9 +23,8 @@ from patchtool.git.filemerge import merge_file
 from patchtool.git.objects import ObjectReader
 from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
-from patchtool.git.stream import quote_path as _quote_path
 from patchtool.git.worktree import Worktree, conflict_style, in_work_tree, init_repository, ref_format_ok, user_idents
 
 __all__ = ["FIXED_IDENT", "ApplyResult", "FileWrite", "Ident", "Index", "LoggedCommit", "NewCommit", "ObjectReader",
-           "Pending", "RawChange", "Repo", "TreeChange", "Worktree", "WorktreeEntry", "_quote_path", "conflict_style",
+           "Pending", "RawChange", "Repo", "TreeChange", "Worktree", "WorktreeEntry", "conflict_style",
            "in_work_tree", "init_repository", "merge_file", "ref_format_ok", "user_idents"]

@@ -15,7 +15,8 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from patchtool.project.fields import Fields, _repo_path, _specifier
+from patchtool.names import RepoPath
+from patchtool.project.fields import Fields, pep440_specifier
 from patchtool.project.patterns import RepoPattern, multiline_pattern
 
 ARG_FIELDS_DIR = "python/sglang/srt/arg_groups/fields/"
@@ -38,8 +39,8 @@ class Revisit:
     @classmethod
     def read(cls, f: Fields) -> Revisit | None:
         why = f.string("why")
-        version = f.parsed("version", _specifier, required=False)
-        file = f.parsed("file", _repo_path, required=False)
+        version = f.parsed("version", pep440_specifier, required=False)
+        file = f.parsed("file", RepoPath, required=False)
         regex = f.parsed("regex", multiline_pattern, required=False)
         appears = f.boolean("appears", required=False)
         flag = f.string("flag", required=False)

@@ -16,7 +16,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from patchtool.errors import InvalidInput, Problem
-from patchtool.names import PatchId, RepoPath
 from patchtool.project.patterns import PatternRefused
 from patchtool.versions import parse_specifier, parse_version
 
@@ -189,29 +188,21 @@ def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
         raise InvalidInput(message, file=file, problems=located)
 
 
-# -- parsers for Fields.parsed: each raises ValueError with the message the user sees --
+# -- parsers for Fields.parsed (beside names.PatchId, names.RepoPath): each raises ValueError
+# with the message the user sees --
 
-def _version(text: str) -> Version:
+def pep440_version(text: str) -> Version:
     try:
         return parse_version(text)
     except InvalidVersion:
         raise ValueError(f"{text!r} is not a PEP 440 version") from None
 
 
-def _specifier(text: str) -> SpecifierSet:
+def pep440_specifier(text: str) -> SpecifierSet:
     try:
         return parse_specifier(text)
     except InvalidSpecifier:
         raise ValueError(f"{text!r} is not a PEP 440 version specifier (e.g. '>=0.5.23,<0.5.24')") from None
-
-
-def _ident(text: str) -> str:
-    return PatchId(text)
-
-
-def _repo_path(text: str) -> str:
-    """A path inside the tree, by the one validator's rules."""
-    return RepoPath(text)
 
 
 _HEADER_RE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"]+)\s*\]\]?")

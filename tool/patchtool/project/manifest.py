@@ -17,9 +17,10 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 
 from patchtool.errors import InvalidInput, Problem
+from patchtool.names import PatchId, RepoPath
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, _ident, _repo_path, _specifier, key_line, load_toml, raise_if
+from patchtool.project.fields import Fields, key_line, load_toml, pep440_specifier, raise_if
 from patchtool.project.metadata import (
     Evidence,
     Knob,
@@ -71,7 +72,7 @@ class PatchEntry:
 
     @classmethod
     def read(cls, f: Fields) -> PatchEntry | None:
-        ident = f.parsed("id", _ident)
+        ident = f.parsed("id", PatchId)
         f.patch = ident or f.patch
         file = f.parsed("file", _patch_file)
         kind = f.choice("kind", tuple(Kind))
@@ -79,7 +80,7 @@ class PatchEntry:
         owner = f.string("owner")
         up_fields = f.table("upstream")
         upstream = Upstream.read(up_fields) if up_fields else None
-        applies_to = f.parsed("applies_to", _specifier)
+        applies_to = f.parsed("applies_to", pep440_specifier)
         drop_when = f.string("drop_when")
         evidence = [Evidence.read(x) for x in f.tables("evidence")]
         knobs = [Knob.read(x) for x in f.tables("knobs")]
@@ -123,7 +124,7 @@ class PatchEntry:
 
 
 def _patch_file(text: str) -> str:
-    path = _repo_path(text)
+    path = RepoPath(text)
     if not path.startswith("patches/") or not path.endswith(".patch"):
         raise ValueError(f"{text!r} must be a .patch file under patches/")
     return path
@@ -171,8 +172,8 @@ class Manifest:
         if schema is not None and schema != SCHEMA:
             f.problem("schema", f"unsupported schema {schema}; this patchtool reads schema {SCHEMA}",
                       hint="upgrade patchtool")
-        pin = f.parsed("pin", _ident)
-        registry = f.parsed("registry", _repo_path, required=False)
+        pin = f.parsed("pin", PatchId)
+        registry = f.parsed("registry", RepoPath, required=False)
         patch_tables = f.tables("patch", required=False)  # a fork may start with no patch
         entries = []
         for pf in patch_tables:

@@ -14,7 +14,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from patchtool.project.fields import Fields, _ident, _version
+from patchtool.names import PatchId
+from patchtool.project.fields import Fields, pep440_version
 
 
 class Status(enum.StrEnum):
@@ -52,7 +53,7 @@ class Upstream:
     def read(cls, f: Fields) -> Upstream | None:
         status = f.choice("status", tuple(Status))
         details = {name: f.string(name, required=False) for name in _STATUS_DETAILS if name != "version"}
-        version = f.parsed("version", _version, required=False)
+        version = f.parsed("version", pep440_version, required=False)
         f.done()
         if status is None:
             return None
@@ -203,7 +204,7 @@ class Override:
 
     @classmethod
     def read(cls, f: Fields) -> Override | None:
-        entry = f.parsed("entry", _ident)
+        entry = f.parsed("entry", PatchId)
         justification = f.string("justification")
         f.done()
         if entry is None or justification is None:

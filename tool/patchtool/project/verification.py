@@ -9,7 +9,8 @@ import dataclasses
 import shlex
 from typing import Any
 
-from patchtool.project.fields import Fields, _ident, _repo_path
+from patchtool.names import PatchId, RepoPath
+from patchtool.project.fields import Fields
 from patchtool.project.patterns import RepoPattern, multiline_pattern
 
 
@@ -27,8 +28,8 @@ class Assumption:
 
     @classmethod
     def read(cls, f: Fields) -> Assumption | None:
-        ident = f.parsed("id", _ident)
-        file = f.parsed("file", _repo_path)
+        ident = f.parsed("id", PatchId)
+        file = f.parsed("file", RepoPath)
         why = f.string("why")
         exists = f.boolean("exists", required=False)
         pattern = f.parsed("regex", multiline_pattern, required=False)

@@ -19,9 +19,10 @@ from packaging.version import Version
 
 from patchtool.diff.model import Diff
 from patchtool.errors import InvalidInput, Problem
+from patchtool.names import PatchId
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, _ident, key_line, load_toml, raise_if
+from patchtool.project.fields import Fields, key_line, load_toml, raise_if
 from patchtool.project.patterns import RepoPattern, multiline_pattern, value_pattern
 from patchtool.registry.knobs import find_use
 
@@ -186,7 +187,7 @@ class Rejection:
 
     @classmethod
     def read(cls, f: Fields) -> Rejection | None:
-        ident = f.parsed("id", _ident)
+        ident = f.parsed("id", PatchId)
         f.patch = ident
         title = f.string("title")
         tried = f.string("tried")

@@ -24,8 +24,9 @@ from patchtool.project import tomlio
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text
 from patchtool.series import metadata
 from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
-from patchtool.series.editing import _slug, _unique, _write_all
+from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import Metadata, skeleton
+from patchtool.series.writes import write_series
 from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
 
@@ -308,9 +309,9 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         parent = repo.commit_tree(tree, [parent], patch.message,
                                   author=git.Ident(patch.author_name, patch.author_email, 0),
                                   committer=git.Ident(*git.FIXED_IDENT, 0))
-        ident = given.id or _unique(_slug(patch.subject), entries, order)
+        ident = given.id or unique_id(slug(patch.subject), {*entries, *(i for i, _, _ in order)})
         order.append((ident, parent, False))
-        name = f"{PATCHES_DIR}/{len(order):04d}-{_slug(ident)}.patch"
+        name = f"{PATCHES_DIR}/{len(order):04d}-{slug(ident)}.patch"
         files[name] = repo.format_patch(parent)
         added.append({"id": ident, "file": name, "source": item.source,
                       **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()},
@@ -321,7 +322,7 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         table["upstream"] = tomlio.inline_table({k.removeprefix("upstream_"): v for k, v in row.items()
                                                  if k.startswith("upstream_")})
         tomlio.append_table(doc, "patch", table)
-    written = _write_all(project.root, files, manifest_text(doc), remove=[], moves={})
+    written = write_series(project.root, files, manifest_text(doc), remove=[], moves={})
     return ImportResult(added=tuple(added), written=tuple(written))
 
 
@@ -345,7 +346,7 @@ def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin:
     finally:
         os.unlink(tmp)
     result = SeriesResult(base=base, results=(PatchResult(
-        id=_slug(patch.subject), file=item.source, outcome=Outcome.FAILED, failures=failures,
+        id=slug(patch.subject), file=item.source, outcome=Outcome.FAILED, failures=failures,
         git_message=res.stderr.strip()),))
     first = failures[0]
     where = f"hunk {first.hunk} ({first.header})" if first.hunk else "the patch"

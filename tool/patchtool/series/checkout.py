@@ -1,0 +1,68 @@
+"""``patchtool checkout``: the series on a branch of the cache repository, in a worktree.
+
+One commit per patch, each carrying a ``Patchtool-Id`` trailer that maps it back to its manifest
+entry; ``export`` writes the branch back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from patchtool import fsroot, paths
+from patchtool.errors import PatchtoolError, UsageError
+from patchtool.project.repository import Project
+from patchtool.series.apply import apply_series
+from patchtool.series.checkouts import commit_message, create_branch, loaded_record
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.cachespace import CheckoutBranch
+
+WORK_DIR = "work"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Checkout:
+    branch: str
+    worktree: str
+    base: str
+    commits: tuple[tuple[str, str], ...]  # (patch id, commit)
+    git_branch: str = ""  # the branch as git names it in the worktree
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"branch": self.branch, "git_branch": self.git_branch, "worktree": self.worktree,
+                "base": self.base, "commits": [{"id": i, "commit": c} for i, c in self.commits]}
+
+
+def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str,
+             path: Path | None) -> Checkout:
+    repo = cache.repo
+    names = CheckoutBranch.of(project.root, branch)
+    pin = project.pin(pin_name)
+    loaded = project.series()
+    base = cache.ensure(pin)
+    if repo.resolve(names.ref) is not None:
+        again = "" if branch == "series" else f" --branch {branch}"
+        raise UsageError(f"branch {branch!r} already exists in the cache for this repository",
+                         hint=f"export it (`patchtool export{again}`), bring it up to date with the series "
+                              f"(`patchtool checkout --refresh{again}`), or pick another --branch")
+    result = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
+    if not result.ok or result.tip is None:
+        failed = result.failed
+        raise PatchtoolError(f"the series does not apply at {pin.name} ({failed.id if failed else '?'})",
+                             hint="run `patchtool check`")
+    # the default lies in the repository, where `work` could be a committed link out of it
+    where = (path or fsroot.Root(project.root).place(f"{WORK_DIR}/{branch}")).absolute()
+    if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
+        raise UsageError(f"{where} exists and is not an empty directory", hint="pass --path")
+    git_dir = fsroot.Root(repo.git_dir)
+    if "__pycache__/" not in (paths.read_text_if_present(repo.git_dir, "info/exclude") or ""):
+        git_dir.append("info/exclude", "__pycache__/\n*.pyc\n")
+    commits = {r.id: r.commit or "" for r in result.results}
+    names.save_record(repo, loaded_record(pin.name, base.commit, loaded, commits))
+    create_branch(repo, names, result.tip, "patchtool checkout")
+    repo.update_ref(names.base_ref, base.commit)
+    repo.forget_missing_worktrees()
+    repo.worktree_add(where, names.short, detach=False)
+    return Checkout(branch=branch, git_branch=names.short, worktree=str(where), base=base.commit,
+                    commits=tuple((r.id, r.commit or "") for r in result.results))

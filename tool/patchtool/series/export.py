@@ -1,0 +1,240 @@
+"""``patchtool export``: a checkout branch written back as the series.
+
+Unchanged commits give byte-identical patch files (the trailer is a checkout artefact and never
+reaches a patch file), metadata follows the trailer, and nothing disappears without a record: a
+patch whose commit is gone is refused, or with ``--allow-drop`` recorded as dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from patchtool import git, paths
+from patchtool.errors import UsageError
+from patchtool.project import tomlio
+from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
+from patchtool.series import metadata
+from patchtool.series.checkouts import (
+    TRAILER,
+    BranchCommit,
+    branch_and_record,
+    branch_commits,
+    changes_since,
+    export_commit,
+    move_branch,
+    require_clean,
+    series_record,
+    worktree_of,
+)
+from patchtool.series.ids import slug, unique_id
+from patchtool.series.metadata import skeleton
+from patchtool.series.writes import write_series
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.cachespace import CheckoutBranch
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ExportResult:
+    branch: str
+    patches: tuple[dict[str, str], ...]  # id, file, change ("unchanged", "refreshed", "new", "renamed", "revived")
+    dropped: tuple[str, ...]
+    written: tuple[str, ...]
+    trailers: tuple[str, ...] = ()  # ids given to commits that had no trailer (now amended onto them)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _hint_branch(branch: str) -> str:
+    return "" if branch == "series" else f" --branch {branch}"
+
+
+def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
+    """(tip, base) of a checkout branch whose series is still the project's; refused
+    otherwise, naming what changed."""
+    tip, base, record = branch_and_record(project, repo, names,
+                                          "exporting it could undo changes made to the series since")
+    changes = changes_since(record, project)
+    if changes:
+        raise UsageError(f"the series changed since branch {names.branch!r} was checked out: "
+                         f"{'; '.join(changes)}. Exporting that checkout would undo it",
+                         hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
+                              "onto the current series; then export")
+    return tip, base
+
+
+def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
+           revive: Sequence[str] = ()) -> ExportResult:
+    repo = cache.repo
+    root = project.root
+    names = CheckoutBranch.of(root, branch)
+    tip, base = _checked(project, repo, names)
+    pin_base = cache.ensure(project.pin()).commit
+    if base != pin_base:
+        raise UsageError(f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
+                         hint=f"`patchtool checkout --refresh{_hint_branch(branch)}` moves it onto the pin")
+    worktree = worktree_of(repo, names)
+    require_clean(worktree)
+    commits = branch_commits(repo, names, base, tip)
+    entries = {e.id: e for e in project.manifest.patches}
+    dropped = {d.entry.id: d.entry.file for d in project.manifest.dropped}
+    revive = list(dict.fromkeys(revive))
+    order, given = _identify(project, commits, revive, branch)
+    kept = {i for i, _, _ in order}
+    gone = [e.id for e in project.manifest.patches if e.id not in kept]
+    if gone and not allow_drop:
+        raise UsageError(f"patch(es) {', '.join(gone)} have no commit on {branch!r} any more; refusing to "
+                         "delete them silently",
+                         hint="record it: `patchtool drop ID --reason ...`, or export with --allow-drop")
+    _refuse_empty(repo, commits, branch)
+    files: dict[str, str] = {}
+    rows_out: list[dict[str, str]] = []
+    for position, (ident, commit, known) in enumerate(order, 1):
+        text = export_commit(repo, commit)
+        was = entries[ident].file if known else dropped.get(ident)
+        stem = re.sub(r"^\d+-", "", Path(was).stem) if was else slug(ident)
+        name = f"{PATCHES_DIR}/{position:04d}-{stem}.patch"
+        old = entries[ident].file if known else None
+        previous = paths.read_text_if_present(root, old) if old else None
+        change = ("revived" if ident in revive else "new") if not known else \
+            "unchanged" if previous == text and old == name else "renamed" if previous == text else "refreshed"
+        files[name] = text
+        rows_out.append({"id": ident, "file": name, "change": change})
+    # the commits that had no trailer get theirs now, before any file is written: an export
+    # stopped between the two leaves trailers naming ids the series lacks, which the next export
+    # adds again; the other way round it would find their patches without a commit
+    chain = _with_trailers(repo, base, commits, [i for i, _, _ in order])
+    if chain is not None:
+        move_branch(repo, names, worktree, tip, chain[-1], "patchtool export: Patchtool-Id trailers")
+    manifest, moves = _export_manifest(root, [(i, k) for i, _, k in order],
+                                       {r["id"]: r["file"] for r in rows_out}, gone, branch, revive=revive)
+    revived_files = [dropped[i] for i in revive]
+    renamed = [entries[r["id"]].file for r in rows_out
+               if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]]
+    removed = [entries[i].file for i in gone] + renamed + [f for f in revived_files if f not in files]
+    pending = _pending_trees(root, [r["id"] for r in rows_out if r["change"] == "new"])
+    written = write_series(root, files, manifest, remove=removed, moves=moves, remove_trees=pending)
+    final = dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True))
+    exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
+    names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
+    return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written),
+                        trailers=tuple(given))
+
+
+def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:
+    """UsageError naming each commit that changes nothing: git writes no patch for it, and an empty
+    patch file is one the series cannot load."""
+    empty = [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]
+    if empty:
+        named = ", ".join(f"{c.commit[:12]} ({c.subject})" for c in empty)
+        raise UsageError(f"commit(s) {named} on {branch!r} change nothing: each would be written as an empty "
+                         "patch file; nothing was exported",
+                         hint="put the change in it (edit in the worktree, then `git commit --amend`), or take "
+                              "the commit out of the branch (`git rebase -i`)")
+
+
+def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequence[str],
+              branch: str) -> tuple[list[tuple[str, str, bool]], list[str]]:
+    """Each commit's patch: ``(id, commit, known)`` in branch order, and the ids given to commits
+    without a trailer. A dropped patch comes back only when ``revive`` names it."""
+    entries = {e.id for e in project.manifest.patches}
+    dropped = {d.entry.id: d for d in project.manifest.dropped}
+    active = [i for i in revive if i in entries]
+    if active:
+        raise UsageError(f"--revive {', '.join(active)}: in the series already; nothing to bring back")
+    unknown = [i for i in revive if i not in dropped]
+    if unknown:
+        raise UsageError(f"--revive {', '.join(unknown)}: no such dropped patch",
+                         hint=f"dropped: {', '.join(dropped) or 'none'}")
+    order: list[tuple[str, str, bool]] = []
+    given: list[str] = []
+    for c in commits:
+        ident = c.ident or unique_id(slug(c.subject), {*entries, *dropped, *(i for i, _, _ in order)})
+        if c.ident is None:
+            given.append(ident)
+        if any(i == ident for i, _, _ in order):
+            raise UsageError(f"two commits carry {TRAILER}: {ident}",
+                             hint="each patch is one commit: squash them or change one trailer")
+        order.append((ident, c.commit, ident in entries))
+    resurrected = [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]
+    if resurrected:
+        named = "; ".join(f"commit {c[:12]} carries {TRAILER}: {i}, a patch dropped from the series "
+                          f"({dropped[i].reason})" for i, c in resurrected)
+        ids = " ".join(f"--revive {i}" for i, _ in resurrected)
+        raise UsageError(f"{named}; refusing to bring it back unasked",
+                         hint=f"to bring it back with its recorded metadata: `patchtool export {ids}`; "
+                              "otherwise take the commit out of the branch (git rebase -i)")
+    missing = [i for i in revive if i not in {o for o, _, _ in order}]
+    if missing:
+        raise UsageError(f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: "
+                         f"{', '.join(missing)}", hint="cherry-pick or write the commit first")
+    return order, given
+
+
+def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], ids: Sequence[str]) -> list[str] | None:
+    """The branch again with a trailer on every commit that lacked one (trees, authors, committers
+    and dates unchanged); None when every commit has its trailer already."""
+    if all(c.ident is not None for c in commits):
+        return None
+    out: list[str] = []
+    parent = base
+    rewriting = False
+    for c, ident in zip(commits, ids, strict=True):
+        if not rewriting and c.ident is not None:
+            out.append(c.commit)
+            parent = c.commit
+            continue
+        rewriting = True
+        message = c.message.rstrip("\n") + "\n"
+        if c.ident is None:
+            message = repo.interpret_trailers(message, f"{TRAILER}: {ident}")
+        author, committer = repo.idents(c.commit)
+        parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
+        out.append(parent)
+    return out
+
+
+def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str, str], gone: list[str],
+                     branch: str, *, revive: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
+    """The manifest for the exported series, and where each gone patch's file moves."""
+    text = paths.read_inside(root, MANIFEST_NAME).decode("utf-8")
+    doc = manifest_document(root)
+    tables = {str(t["id"]): t for t in doc.get("patch", [])}
+    current = [str(t["id"]) for t in doc.get("patch", [])]
+    wanted = [i for i, _ in order]
+    unchanged = current == wanted and all(str(tables[i]["file"]) == files[i] for i in wanted) and not gone
+    if unchanged and not revive:
+        return text, {}
+    for ident in revive:  # back from [[dropped]] with its metadata, without the drop's reason
+        at = max(n for n, t in enumerate(doc["dropped"]) if str(t["id"]) == ident)
+        table = tomlio.take_table(doc, "dropped", at)
+        for key in ("reason", "dropped_at"):
+            if key in table:
+                del table[key]
+        tables[ident] = table
+    new = []
+    for ident, known in order:
+        table = tables[ident] if known or ident in revive else \
+            skeleton(ident, files[ident], metadata.load_pending(root, ident))
+        table["file"] = files[ident]
+        new.append(table)
+    tomlio.set_tables(doc, "patch", new)
+    moves = {}
+    for ident in gone:
+        old = str(tables[ident]["file"])
+        moves[old] = record_dropped(root, doc, tables[ident], dropped_at=str(doc["pin"]),
+                                    reason=f"its commit was removed from checkout branch {branch!r} "
+                                           "(export --allow-drop)")
+    return manifest_text(doc), moves
+
+
+def _pending_trees(root: Path, ids: Sequence[str]) -> list[str]:
+    """Where ``new`` kept metadata for those of ``ids`` it was told about: the export that
+    creates their entries removes it."""
+    return [tree for i in ids if (root / (tree := metadata.pending_tree(i))).is_dir()]
+
