@@ -73,7 +73,7 @@ def checks_file(tmp_path: Path, name: str, body: str) -> Path:
 def test_the_normal_suite_never_collects_tests_gpu() -> None:
     """`pytest` over tests/ (what `nox -s tests` runs) leaves tests/gpu alone; naming it collects it."""
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q"]
-    others = ["--ignore-glob=tests/test_*.py", "--ignore=tests/patches", "--ignore=tests/hostile"]
+    others = ["--ignore-glob=tests/test_*.py", "--ignore=tests/patches", "--ignore=tests/hostile", "--ignore=tests/corpus"]
     suite = subprocess.run([*base, "tests", *others], cwd=REPO, capture_output=True, text=True, env=_env())
     assert "tests/gpu" not in suite.stdout, suite.stdout
     assert suite.returncode == 5, suite.stdout + suite.stderr  # 5: nothing collected
