@@ -77,6 +77,11 @@ class Step:
         return out
 
 
+class DriftChange(enum.StrEnum):
+    CHANGED = "changed"  # the region is there, upstream edited it
+    GONE = "gone"  # the region (or its whole file) is no longer upstream
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Drift:
     """A region a patch touches that upstream changed between the pins, though the patch applied."""
@@ -84,11 +89,11 @@ class Drift:
     patch: str
     path: str
     scope: str
-    change: str  # "changed" or "gone"
+    change: DriftChange
     detail: str
 
     def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "change": str(self.change)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -444,7 +449,7 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
         if where is None or old is None:
             continue
         if new is None:
-            out.append(Drift(patch=lp.id, path=h.path, scope="<file>", change="gone",
+            out.append(Drift(patch=lp.id, path=h.path, scope="<file>", change=DriftChange.GONE,
                              detail="the file no longer exists upstream"))
             continue
         old_text, new_text = old.decode("utf-8", "replace"), new.decode("utf-8", "replace")
@@ -455,15 +460,15 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
         before, after = scope_text(h.path, old_text, name), scope_text(h.path, new_text, name)
         if before is not None:
             if after is None:
-                out.append(Drift(patch=lp.id, path=h.path, scope=name, change="gone",
+                out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.GONE,
                                  detail=f"{name} no longer exists upstream"))
             elif before != after:
                 delta = after.count("\n") - before.count("\n")
-                out.append(Drift(patch=lp.id, path=h.path, scope=name, change="changed",
+                out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.CHANGED,
                                  detail=f"{name} changed upstream ({delta:+d} lines)"))
             continue
         block = "\n".join(h.preimage)
         if block in old_text and block not in new_text:
-            out.append(Drift(patch=lp.id, path=h.path, scope=name, change="changed",
+            out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.CHANGED,
                              detail=f"the lines around hunk {h.header} changed upstream"))
     return out

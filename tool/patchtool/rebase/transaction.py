@@ -11,6 +11,7 @@ transaction: an interrupted one is finished by the next command that loads the r
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import re
 import tomllib
@@ -75,13 +76,19 @@ class Widening:
         return dataclasses.asdict(self)
 
 
+class RebaseStatus(enum.StrEnum):
+    DONE = "done"  # every patch is through and the series is written
+    CONFLICT = "conflict"  # stopped at a patch: the report is the outcomes so far
+    DRY_RUN = "dry-run"  # nothing written: what the rebase would do
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class RebaseReport:
     old_pin: str
     new_pin: str
     old_version: str
     new_version: str
-    status: str  # "done", "conflict", "dry-run"
+    status: RebaseStatus
     steps: tuple[Step, ...]
     drift: tuple[Drift, ...] = ()
     assumptions: tuple[AssumptionResult, ...] = ()
@@ -98,7 +105,7 @@ class RebaseReport:
     @property
     def old_pin_advice(self) -> str:
         """What to do with the old pin once the series has moved."""
-        if self.old_pin == self.new_pin or self.status == "conflict":
+        if self.old_pin == self.new_pin or self.status is RebaseStatus.CONFLICT:
             return ""
         if self.old_pin_admitted_by:
             return (f"keep pin {self.old_pin}: {', '.join(self.old_pin_admitted_by)} still admit "
@@ -108,14 +115,14 @@ class RebaseReport:
     @property
     def predicted_conflicts(self) -> tuple[str, ...]:
         """In a dry run: the patches that would stop the rebase (a conflict, or their target gone)."""
-        if self.status != "dry-run":
+        if self.status is not RebaseStatus.DRY_RUN:
             return ()
         return tuple(s.id for s in self.steps if s.outcome in (PatchOutcome.CONFLICT, PatchOutcome.TARGET_GONE))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "old_pin": self.old_pin, "new_pin": self.new_pin, "old_version": self.old_version,
-            "new_version": self.new_version, "status": self.status,
+            "new_version": self.new_version, "status": str(self.status),
             "patches": [s.to_dict() for s in self.steps],
             "drift": [d.to_dict() for d in self.drift],
             "failed_assumptions": [a.to_dict() for a in self.assumptions if not a.ok],
@@ -123,7 +130,7 @@ class RebaseReport:
             "drop": [d.to_dict() for d in self.drop],
             "range_diff": self.range_diff, "worktree": self.worktree, "written": list(self.written),
             # at a conflict stop drift, assumptions, revisits, drop and range_diff are not computed yet
-            "partial": self.status == "conflict",
+            "partial": self.status is RebaseStatus.CONFLICT,
             "follow_up": list(self.follow_up),
             "widened": [w.to_dict() for w in self.widenings if self.widen and w.new],
             "old_pin_advice": {"admitted_by": list(self.old_pin_admitted_by), "text": self.old_pin_advice},
@@ -162,8 +169,8 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: 
     result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run,
                     ref=replay_ref(root), style="merge" if dry_run else git.conflict_style(root))
     if dry_run:
-        return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
-                       range_diff=_range_diff(cache.repo, result, new_base), widen=widen)
+        return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
+                       status=RebaseStatus.DRY_RUN, range_diff=_range_diff(cache.repo, result, new_base), widen=widen)
     state = RebaseState(
         old_pin=old_pin.name, new_pin=new_pin.name,
         new_pin_toml=pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
@@ -187,7 +194,7 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip))
         report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
-                         status="conflict", worktree=str(worktree))
+                         status=RebaseStatus.CONFLICT, worktree=str(worktree))
         files = ", ".join(stopped.conflicted) or "see the report"
         resolve = (f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
                    "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
@@ -209,7 +216,7 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
     with cache.repo.reader() as reader:
         drift = drift_all(reader, old_base, new_base, result.old_chain, loaded, result.steps)
     result = dataclasses.replace(result, drift=drift)
-    report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done",
+    report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status=RebaseStatus.DONE,
                      range_diff=range_diff, widen=state.widen)
     written = _commit(project, cache.repo, state, result, report, exported)
     return dataclasses.replace(report, written=tuple(written))
@@ -373,13 +380,13 @@ def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
 # -- the report ------------------------------------------------------------------------------
 
 def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base: Base, new_base: Base,
-            loaded: list[LoadedPatch], result: Replay, *, status: str,
+            loaded: list[LoadedPatch], result: Replay, *, status: RebaseStatus,
             worktree: str | None = None, range_diff: git.Pending[str] | None = None,
             widen: bool = False) -> RebaseReport:
     """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
     revisits, drop conditions and the range-diff are about the finished series, and come with it."""
     repo = cache.repo
-    if status == "conflict":
+    if status is RebaseStatus.CONFLICT:
         return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
                             new_version=str(new_pin.version), status=status, steps=result.steps,
                             worktree=worktree)
@@ -497,5 +504,5 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     return manifest_text(doc), moved
 
 
-__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "Widening", "abort", "in_progress", "old_chain",
+__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "RebaseStatus", "Widening", "abort", "in_progress", "old_chain",
            "refuse_in_progress", "resume", "start"]

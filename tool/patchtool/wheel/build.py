@@ -32,6 +32,7 @@ from patchtool.wheel import frontend
 from patchtool.wheel.archive import date_time_of
 from patchtool.wheel.provenance import (
     PACKAGE_FILE,
+    FileChange,
     FileRecord,
     PatchRecord,
     Provenance,
@@ -146,7 +147,7 @@ def _repack_release(cache: Cache, pin: Pin, changes: Sequence[git.TreeChange], p
     for c in changes:
         wheel_path = art.prefix_from + c.path[len(art.prefix_to):]
         data = blobs.get(c.path)
-        change = {"A": "added", "D": "deleted"}.get(c.status, "modified")
+        change = FileChange.of(c.status)
         mode = _mode(c.new_mode, c.path) if data is not None else 0o644
         replace[wheel_path] = Replacement(change=change, data=data, mode=mode)
         files.append(FileRecord(path=c.path, change=change, wheel_path=wheel_path,
@@ -229,7 +230,7 @@ def _built_files(repo: git.Repo, tip: str, built: Path, changes: Sequence[git.Tr
             rel = c.path[len(project_dir):]
             candidates = [rel] + ([rel[len("src/"):]] if rel.startswith("src/") else [])
             data = blobs.get(c.path)
-            change = {"A": "added", "D": "deleted"}.get(c.status, "modified")
+            change = FileChange.of(c.status)
             if data is None:
                 where = next((p for p in candidates if p.split("/", 1)[0] in tops and "/" in p), None)
                 if where is not None and where in names:
