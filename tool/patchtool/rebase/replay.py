@@ -161,24 +161,35 @@ def _change_names(known: dict[str, list[dict[str, str | None]]]) -> list[str]:
     return [*known, *(b for files in known.values() for f in files for b in (f["old_blob"], f["new_blob"]) if b)]
 
 
-def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
-           start: int = 0, new_parent: str | None = None, done: Sequence[Step] = (),
-           keep_going: bool = False, chain: tuple[str, ...] | None = None,
-           drift: bool = True, commits: bool = True, ref: str | None = None, style: str = "merge") -> Replay:
-    """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ReplayOptions:
+    """How a replay runs: a rebase stops at the first conflict and writes its commits; a
+    ``--continue`` goes on after the patches ``done``; a dry run keeps going and reports drift;
+    a scan does too and writes nothing."""
 
-    Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
-    conflicting patch is left out and the rest goes on. The tree being built lives in memory
-    (``merge.Workspace``): a patch costs no git process unless all three sides of a file differ
-    (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
-    Without ``commits`` (a scan) nothing is written at all; with them, ``ref`` (in the project's
-    namespace of the cache) is left at the last one. ``style``: the conflict markers' (a
-    ``merge.conflictStyle``).
+    done: tuple[Step, ...] = ()  # the patches a --continue has been through, in order
+    parent: str | None = None  # where to go on from (default: the new base)
+    keep_going: bool = False  # a conflicting patch is left out and the rest goes on
+    drift: bool = False  # the drift under the patches that applied
+    ref: str | None = None  # where the commits are written, the tip left there (None: none written)
+    chain: tuple[str, ...] | None = None  # the series on the old base, where the caller has it
+    style: str = "merge"  # the conflict markers' (a ``merge.conflictStyle``)
+
+
+def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch],
+           options: ReplayOptions) -> Replay:
+    """Replay the patches of ``loaded`` after ``options.done`` onto ``options.parent``.
+
+    Stops at the first conflict unless ``keep_going``, in which case the conflicting patch is
+    left out and the rest goes on. The tree being built lives in memory (``merge.Workspace``): a
+    patch costs no git process unless all three sides of a file differ (one ``git merge-file``),
+    and every commit is written at the end by one ``git fast-import``.
     """
-    chain = chain or old_chain(repo, old_base, loaded)
-    parent = new_parent or new_base.commit
+    chain = options.chain or old_chain(repo, old_base, loaded)
+    parent = options.parent or new_base.commit
     changes = chain_changes(repo, chain)
-    steps = list(done)
+    steps = list(options.done)
+    start, keep_going, style = len(steps), options.keep_going, options.style
     writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
     left: dict[str, bytes | None] = {}
     unmerged: tuple[merge.Conflict, ...] = ()
@@ -205,11 +216,10 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
                 steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
                           for p in loaded[i + 1:]]
                 break
-        drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if drift else ()
+        drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if options.drift else ()
     tip = parent
-    if commits and writes:
-        assert ref is not None, "replay writes commits under the project's ref"
-        shas = repo.write_commits(parent, [c for _, c in writes], ref=ref)
+    if options.ref is not None and writes:
+        shas = repo.write_commits(parent, [c for _, c in writes], ref=options.ref)
         for (at, _), sha in zip(writes, shas, strict=True):
             steps[at] = dataclasses.replace(steps[at], commit=sha)
             tip = sha
