@@ -32,7 +32,8 @@ class File:
 
 
 class ConflictKind(enum.StrEnum):
-    """What clashed, in merge-ort's words (its ``CONFLICT (...)`` messages)."""
+    """What clashed, in merge-ort's words (its ``CONFLICT (...)`` messages); binary sides, which
+    merge-ort calls a content conflict, are a kind of their own: nothing may read them as text."""
 
     CONTENT = "content"
     BINARY = "binary"
