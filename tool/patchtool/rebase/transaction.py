@@ -228,10 +228,10 @@ def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = 
         if stopped.upstream_has:
             raise ApplyConflict(
                 f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}; {stopped.detail}",
-                result=report, hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; "
-                                    f"or {resolve}; or `--abort`")
+                result=report, data=report,
+                hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; or {resolve}; or `--abort`")
         raise ApplyConflict(
-            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report,
+            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report, data=report,
             hint=f"{resolve}; or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
     if resumed:  # the last stop's worktree, kept for the next stop
         cache.repo.worktree_remove(root / WORKTREE)

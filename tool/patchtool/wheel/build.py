@@ -25,7 +25,7 @@ from packaging.version import Version
 from patchtool import __version__, git, progress
 from patchtool.errors import ApplyConflict, BuildError, InvalidInput, Problem, UsageError
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.series.apply import apply_series
+from patchtool.series.apply import SeriesAtPin, apply_series
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.pins import Pin
 from patchtool.wheel import frontend
@@ -121,9 +121,9 @@ def _apply(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch]) ->
     if not result.ok:
         failed = result.failed
         assert failed is not None
-        data = {"pin": pin.name, "base": base.commit, "patches": [r.to_dict() for r in result.results]}
         raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {pin.name}; no wheel built",
-                            result=result, data=data, hint="run `patchtool apply --keep-failed` to debug it")
+                            result=result, data=SeriesAtPin(pin=pin.name, series=result),
+                            hint="run `patchtool apply --keep-failed` to debug it")
     return [r.commit for r in result.results if r.commit]
 
 
