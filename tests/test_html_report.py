@@ -31,10 +31,10 @@ from patchtool.cli.outcomes import LOOKS, css_class
 from patchtool.project.repository import Project
 from patchtool.rebase import scan as scanning
 from patchtool.rebase import transaction
-from patchtool.rebase.replay import Drift, PatchOutcome, Step
+from patchtool.rebase.replay import Drift, DriftChange, PatchOutcome, Step
 from patchtool.rebase.scan import ScanReport
 from patchtool.rebase.textapply import MovedHunk
-from patchtool.rebase.transaction import DropDue, RebaseReport, Widening
+from patchtool.rebase.transaction import DropDue, RebaseReport, RebaseStatus, Widening
 from patchtool.registry.entries import RevisitResult
 from patchtool.series.checks import AssumptionResult
 from patchtool.testing import git, make_wheel, sha256, write_tree
@@ -210,7 +210,7 @@ def test_the_policy_allows_the_own_style_and_script_by_hash_and_nothing_else() -
     assert scan.policy == (f"default-src 'none'; style-src '{digest(scan.inline['style'])}'; img-src data:; "
                            f"base-uri 'none'; form-action 'none'; script-src '{digest(scan.inline['script'])}'")
     rebase = _Head(rebase_page(RebaseReport(old_pin="p", new_pin="q", old_version="1", new_version="2",
-                                            status="dry-run", steps=())))
+                                            status=RebaseStatus.DRY_RUN, steps=())))
     assert rebase.policy == (f"default-src 'none'; style-src '{digest(rebase.inline['style'])}'; img-src data:; "
                              "base-uri 'none'; form-action 'none'") and rebase.inline["script"] == ""
 
@@ -303,7 +303,7 @@ def test_rebase_report_in_the_browser(open_page: Any, demo_reports: tuple[ScanRe
 
 def test_a_stopped_rebase_says_what_is_not_computed_yet(open_page: Any,
                                                          demo_reports: tuple[ScanReport, RebaseReport]) -> None:
-    rebase = dataclasses.replace(demo_reports[1], status="conflict", worktree="/x/.patchtool/rebase/worktree",
+    rebase = dataclasses.replace(demo_reports[1], status=RebaseStatus.CONFLICT, worktree="/x/.patchtool/rebase/worktree",
                                  drift=(), drop=(), range_diff="")
     page = open_page(rebase_page(rebase)).page
     assert "Not computed at a conflict stop" in page.locator("#drift").inner_text()
@@ -331,7 +331,7 @@ def test_scan_shows_drift_assumptions_and_revisits_where_its_data_has_them(open_
         steps={"a": {"1": step("a", unchanged),
                      "2": step("a", PatchOutcome.MERGED, detail="the context changed; the 3-way merge resolved it")},
                "b": {"1": step("b", unchanged), "2": step("b", PatchOutcome.CONFLICT)}},
-        drift={"2": (Drift(patch="a", path="x.py", scope="C.f", change="changed", detail="C.f changed"),)},
+        drift={"2": (Drift(patch="a", path="x.py", scope="C.f", change=DriftChange.CHANGED, detail="C.f changed"),)},
         failed_assumptions={"2": (AssumptionResult(patch="a", id="has-f", ok=False, expects="x.py has f",
                                                    found="0 match(es)", why="a calls f"),)},
         revisit={"1": (), "2": (RevisitResult(entry="idea-9", condition="/g/ appears in y.py", holds=True,

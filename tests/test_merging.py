@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchtool import git as gitmod
-from patchtool.rebase.merge import File, Renames, Workspace, merge_patch
+from patchtool.rebase.merge import ConflictKind, File, Renames, Workspace, merge_patch
 from patchtool.testing import git, write_tree
 
 
@@ -326,3 +326,33 @@ def test_sides_of_different_file_types_are_never_merged_as_text(tmp_path: Path) 
     assert next(c.message for c in merged.conflicts if c.path == "f~patch") == (
         "CONFLICT (distinct types): f is a regular file upstream and a symlink in the patch; "
         "the patch's file is left at f~patch")
+
+
+def test_binary_sides_conflict_as_binary_with_no_markers_written(tmp_path: Path) -> None:
+    """Upstream and the patch both change a binary file: merge-ort cannot merge it ("Cannot merge
+    binary files"), and neither does the merge; the conflict is of its own kind, so nothing reads
+    the sides as text (``in_other_form`` compares normal forms of source)."""
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+
+    def blob(text: str) -> dict[str, str]:
+        (work / "b.bin").write_bytes(b"\0" + text.encode())
+        return {}
+
+    old_base = commit(work, blob("base"), "1.0")
+    patch = commit(work, blob("patch"), "the patch")
+    git(work, "checkout", "-q", old_base)
+    new_base = commit(work, blob("upstream"), "1.1")
+    merge_tree = subprocess.run(["git", "merge-tree", "--write-tree", new_base, patch], cwd=work, capture_output=True,
+                                text=True, check=False).stdout
+    assert "CONFLICT (content): Merge conflict in b.bin" in merge_tree
+    repo = gitmod.Repo(work / ".git")
+    ((_, changes),) = repo.changes(old_base, patch)
+    with repo.reader() as reader:
+        ws = Workspace(repo, reader, new_base, ["b.bin"], Renames(repo, repo.tree_of(old_base), repo.tree_of(new_base)))
+        merged = merge_patch(ws, changes, LABELS)
+    (conflict,) = merged.conflicts
+    assert (conflict.path, conflict.kind, conflict.message, conflict.data) == (
+        "b.bin", ConflictKind.BINARY, "CONFLICT (binary): Merge conflict in b.bin", None)
+    assert all(side is not None for side in (conflict.base, conflict.ours, conflict.theirs))

@@ -36,7 +36,7 @@ from patchtool.project.pins import Pin
 from patchtool.testing import format_patch, git, sha256, write_tree
 from patchtool.upstream.cache import Cache
 from patchtool.wheel.build import find_project_dir
-from patchtool.wheel.provenance import Provenance, UpstreamSource, local_version, series_hash
+from patchtool.wheel.provenance import FileChange, Provenance, UpstreamSource, local_version, series_hash
 from patchtool.wheel.repack import Replacement, WheelName, repack, rewrite_version
 from patchtool.wheel.versionfile import rewrite as rewrite_version_file
 from patchtool.wheel.versionfile import version_tuple
@@ -254,9 +254,9 @@ def test_repack_refuses_a_wheel_for_another_version_or_platform(tmp_path: Path, 
 def test_repack_refuses_changes_that_do_not_fit_the_wheel(tmp_path: Path) -> None:
     wheel = craft_wheel(tmp_path / "demo-1.0-py3-none-any.whl", GOOD)
     out = tmp_path / "out"
-    cases = [({"demo/gone.py": Replacement(change="modified", data=b"x")},
+    cases = [({"demo/gone.py": Replacement(change=FileChange.MODIFIED, data=b"x")},
               "the series changes demo/gone.py, which demo-1.0-py3-none-any.whl does not ship"),
-             ({"demo/core.py": Replacement(change="added", data=b"x")},
+             ({"demo/core.py": Replacement(change=FileChange.ADDED, data=b"x")},
               "the series adds demo/core.py, but demo-1.0-py3-none-any.whl already has it")]
     for replace, message in cases:
         with pytest.raises(BuildError) as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 
 class ExitCode(enum.IntEnum):
@@ -60,6 +60,12 @@ class Problem:
         return dataclasses.replace(self, **fill)
 
 
+class Payload(Protocol):
+    """A command's result as a typed record: ``to_dict`` is the ``--json`` envelope's data."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 class PatchtoolError(Exception):
     """Base of every error the CLI turns into a message and an exit code."""
 
@@ -97,12 +103,13 @@ class UsageError(PatchtoolError):
 
 
 class ApplyConflict(PatchtoolError):
-    """A patch of the series does not apply; ``result`` holds the series outcome."""
+    """A patch of the series does not apply. ``result``: the outcome so far (a rebase's report, a
+    series applied), which the CLI renders by its type; ``data``: what ``--json`` shows of it
+    (None: nothing)."""
 
     exit_code = ExitCode.CONFLICT
 
-    def __init__(self, message: str, *, result: Any, hint: str | None = None,
-                 data: Any = None) -> None:
+    def __init__(self, message: str, *, result: object, data: Payload | None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.result = result
         self.data = data

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -14,7 +15,7 @@ from patchtool.errors import ApplyConflict, ExitCode, UsageError
 if TYPE_CHECKING:
     from patchtool.project.repository import Project
     from patchtool.rebase.transaction import RebaseReport
-    from patchtool.series.apply import SeriesResult
+    from patchtool.series.apply import SeriesAtPin
     from patchtool.upstream.cache import Cache
 
 # Each command imports its workflow when it runs: a command pays only for the modules it uses.
@@ -36,7 +37,7 @@ def apply(
     from patchtool.cli.render import series_text
     from patchtool.git.materialise import materialise
     from patchtool.project.repository import Project
-    from patchtool.series.apply import apply_series
+    from patchtool.series.apply import SeriesAtPin, apply_series
 
     project = Project.load(root())
     the_pin = project.pin(pin)
@@ -50,43 +51,38 @@ def apply(
 
     # the default lies in the repository, where `build` could be a committed link out of it
     target = (into or fsroot.Root(project.root).place(f"build/{the_pin.name}", create=False)).absolute()
-    data: dict[str, Any] = {"pin": the_pin.name, "base": base.commit, "patches": [r.to_dict() for r in result.results]}
     if not result.ok:
-        _refuse_failed(project, upstream, result, target, keep, data, the_pin.name)
+        _refuse_failed(project, upstream, SeriesAtPin(pin=the_pin.name, series=result), target, keep)
     assert result.tip is not None
     where = materialise(upstream.repo, result.tip, target, replace=force)
-    data.update(tree=str(where), tip=result.tip)
     tip = result.tip
-    return Shown(data=data, text=lambda style: (
+    return Shown(data=SeriesAtPin(pin=the_pin.name, series=result, tree=str(where)), text=lambda style: (
         f"{the_pin.upstream} {the_pin.version} ({base.source}, {base.commit[:12]})\n"
         f"{series_text(result, style)}\n"
         f"{style.ok('patched tree')}: {where} ({len(loaded)} patch(es), tip {tip[:12]})"))
 
 
-def _refuse_failed(project: Project, upstream: Cache, result: SeriesResult, target: Path, keep: bool,
-                   data: dict[str, Any], pin_name: str) -> NoReturn:
+def _refuse_failed(project: Project, upstream: Cache, at: SeriesAtPin, target: Path, keep: bool) -> NoReturn:
     """The series does not apply: say where, and with --keep-failed leave a partial tree to debug in."""
     from patchtool.git.materialise import check_replaceable, failed_tree_path, keep_failed
 
-    failed = result.failed
+    failed = at.series.failed
     assert failed is not None
-    data["target"] = str(target)
-    data["target_changed"] = False
+    at = dataclasses.replace(at, untouched=str(target), kept_failed=keep)
     hint = f"{target} was left untouched"
     if keep:
         try:  # a directory patchtool did not make is never deleted
             check_replaceable(upstream.repo, failed_tree_path(target, failed.id))
         except UsageError as exc:
-            data["partial_tree"] = None
             hint += f"; no partial tree was written: {exc.message}"
         else:
-            debug = keep_failed(upstream.repo, result.last_good, target, failed.id, project.root / failed.file)
-            data["partial_tree"] = str(debug)
+            debug = keep_failed(upstream.repo, at.series.last_good, target, failed.id, project.root / failed.file)
+            at = dataclasses.replace(at, partial_tree=str(debug))
             hint += f"; a partial tree (patches before {failed.id} applied, .rej files for it) is at {debug}"
     else:
         hint += "; rerun with --keep-failed for a partial tree to debug in"
-    raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {pin_name}",
-                        result=result, hint=hint, data=data)
+    raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {at.pin}",
+                        result=at.series, hint=hint, data=at)
 
 
 @commands.command("check")
@@ -100,7 +96,7 @@ def check(
     from patchtool.series.checks import run_check
 
     report = run_check(root(), cache=cache(), pin_name=pin, strict=strict)
-    return Shown(data=report.to_dict(), text=lambda style: check_text(report, style),
+    return Shown(data=report, text=lambda style: check_text(report, style),
                  code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.errors)
 
 
@@ -135,7 +131,7 @@ def status(
         from patchtool.cli.tables import status_table
 
         return status_table(report, style)
-    return Shown(data=report.to_dict(), text=text)
+    return Shown(data=report, text=text)
 
 
 @commands.command("rebase", writes=True, dry_run="dry_run", outputs=("report_file",))
@@ -184,7 +180,7 @@ def rebase(
     if report_file is not None:
         _write_report(report_file, _rebase_page(report_file, report), project.root)
     stuck = report.predicted_conflicts
-    return Shown(data=report.to_dict(), code=ExitCode.PREDICTED if stuck else ExitCode.OK, text=lambda style: (
+    return Shown(data=report, code=ExitCode.PREDICTED if stuck else ExitCode.OK, text=lambda style: (
         rebase_text(report, style) + (f"\n{style.bad('predicted')}: " + _fit(
             f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)} (exit {int(ExitCode.PREDICTED)})",
             "predicted: ") if stuck else "")))
@@ -254,4 +250,4 @@ def scan(
         where = "; ".join(f"{pid} at {', '.join(at)}" for pid, at in stuck.items())
         note = f"conflicts for {where} (exit {int(ExitCode.PREDICTED)})"
         return scan_table(report, style) + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
-    return Shown(data=report.to_dict(), text=text, code=ExitCode.PREDICTED if stuck else ExitCode.OK)
+    return Shown(data=report, text=text, code=ExitCode.PREDICTED if stuck else ExitCode.OK)

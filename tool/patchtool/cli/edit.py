@@ -39,7 +39,7 @@ def checkout(
                              hint="drop --pin and --path")
         return _refresh(project, branch)
     result = make_checkout(project, cache(), pin_name=pin, branch=branch, path=path)
-    return Shown(data=result.to_dict(), text=lambda style: (
+    return Shown(data=result, text=lambda style: (
         f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
         f"worktree: {result.worktree}\n"
         "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`\n"
@@ -54,7 +54,7 @@ def _refresh(project: Project, branch: str) -> Shown:
     lines = [f"  {c['how']:<7} {c['id']}" for c in result.commits]
     lines += [f"  left out {i} (dropped from the series)" for i in result.left_out]
     lines.append("then `patchtool export`")
-    return Shown(data=result.to_dict(), text=lambda style: "\n".join(
+    return Shown(data=result, text=lambda style: "\n".join(
         [f"branch {style.bold(result.branch)} rebuilt on the current series ({result.base[:12]})", *lines]))
 
 
@@ -83,7 +83,7 @@ def export(
         lines.append(f"gave {', '.join(result.trailers)} its Patchtool-Id trailer on the branch")
     if any(r["change"] == "new" for r in result.patches):
         lines.append("new patches have a metadata skeleton: fill its TODOs (`patchtool check` lists them)")
-    return Shown(data=result.to_dict(), text=lambda style: "\n".join(lines) or "nothing to export")
+    return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
 
 
 KindOption = Annotated[str | None, typer.Option(
@@ -129,7 +129,7 @@ def import_(
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
     result = importing.import_patches(Project.load(root()), cache(), files or [], url=url, given=given,
                                       author=author, subject=subject, fuzz=fuzz, series=series)
-    return Shown(data=result.to_dict(), text=lambda style: "\n".join(_added_line(r) for r in result.added))
+    return Shown(data=result, text=lambda style: "\n".join(_added_line(r) for r in result.added))
 
 
 def _added_line(row: dict[str, Any]) -> str:

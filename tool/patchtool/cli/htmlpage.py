@@ -23,12 +23,14 @@ import jinja2
 from patchtool import __version__
 from patchtool.cli.outcomes import LOOKS, css_class
 from patchtool.rebase.replay import PatchOutcome, Step
+from patchtool.rebase.transaction import RebaseStatus
 
 if TYPE_CHECKING:
     from patchtool.rebase.scan import ScanReport
     from patchtool.rebase.transaction import RebaseReport
 
-_STATUS = {"done": "rebased", "dry-run": "dry run", "conflict": "stopped at a conflict"}
+_STATUS = {RebaseStatus.DONE: "rebased", RebaseStatus.DRY_RUN: "dry run",
+           RebaseStatus.CONFLICT: "stopped at a conflict"}
 _RANGE_HEAD = re.compile(r"^\s*(?:\d+|-+):\s+(?:[0-9a-f]+|-+) ([=!<>]) ")
 _RANGE_CLASS = {"=": "rd-same", "!": "rd-changed", "<": "rd-gone", ">": "rd-new"}
 
@@ -68,7 +70,8 @@ def rebase_page(report: RebaseReport) -> str:
         _Section(key="range-diff", title="Range-diff", items=_range_diff(report.range_diff),
                  count=int(bool(report.range_diff))),
     ]
-    return _page("rebase.html.j2", report=report, sections=sections, partial=report.status == "conflict",
+    partial = report.status is RebaseStatus.CONFLICT
+    return _page("rebase.html.j2", report=report, sections=sections, partial=partial,
                  counts=collections.Counter(s.outcome for s in report.steps), status_words=_STATUS)
 
 

@@ -41,7 +41,7 @@ def init(
     request = initialise.Request(upstream=upstream, kind="wheel" if wheel else "sdist" if sdist else None,
                                  git_url=git_url, tag=tag, prefix=prefix, index=index)
     done = initialise.init(root(), cache(), request)
-    return Shown(data=done.to_dict(), text=lambda style: _text(done, style),
+    return Shown(data=done, text=lambda style: _text(done, style),
                  code=ExitCode.OK if done.check.ok else ExitCode.PROBLEMS, problems=done.check.problems)
 
 

@@ -229,8 +229,11 @@ PARTIAL = ("drift, failing assumption checks, registry revisits, drop conditions
 
 
 def rebase_text(report: RebaseReport, style: Style) -> str:
-    head = {"done": style.ok("rebased"), "conflict": style.bad("stopped"), "dry-run": style.bold("dry run")}
-    lines = [f"{head.get(report.status, report.status)}: {report.old_pin} -> {report.new_pin}"]
+    from patchtool.rebase.transaction import RebaseStatus
+
+    head = {RebaseStatus.DONE: style.ok("rebased"), RebaseStatus.CONFLICT: style.bad("stopped"),
+            RebaseStatus.DRY_RUN: style.bold("dry run")}
+    lines = [f"{head[report.status]}: {report.old_pin} -> {report.new_pin}"]
     for s in report.steps:
         word = str(s.outcome)
         mark = style.bad(word) if s.outcome.stops else style.ok(word) if s.outcome.applied else style.dim(word)
@@ -256,13 +259,13 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
         lines += [f"  {d.patch}: {d.why}" for d in report.drop]
     widened = [w for w in report.widenings if report.widen and w.new]
     if widened:
-        lines.append("applies_to widened to admit the target:" if report.status == "done"
+        lines.append("applies_to widened to admit the target:" if report.status is RebaseStatus.DONE
                      else "applies_to to widen to admit the target:")
         lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
     lines += [f"follow-up: {f}" for f in report.follow_up]
     if report.old_pin_advice:
         lines.append(f"old pin: {report.old_pin_advice}")
-    if report.status == "conflict":
+    if report.status is RebaseStatus.CONFLICT:
         lines.append(style.dim(PARTIAL))
     if report.worktree:
         lines.append(f"conflict left in: {report.worktree}")
@@ -273,6 +276,8 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
 
 def rebase_markdown(report: RebaseReport) -> str:
     """The report as a pull-request description."""
+    from patchtool.rebase.transaction import RebaseStatus
+
     out = [f"## Rebase {report.old_pin} → {report.new_pin} ({report.status})", "",
            "| patch | outcome | detail |", "|---|---|---|"]
     for s in report.steps:
@@ -295,7 +300,7 @@ def rebase_markdown(report: RebaseReport) -> str:
         ("Follow-up", [f"- {f}" for f in report.follow_up]),
         ("Old pin", [f"- {report.old_pin_advice}"] if report.old_pin_advice else []),
     ]
-    if report.status == "conflict":
+    if report.status is RebaseStatus.CONFLICT:
         sections = [("Not yet", [PARTIAL[0].upper() + PARTIAL[1:] + "."])]
     for title, items in sections:
         if items or title not in ("applies_to widened", "Old pin"):  # those two only when they have something

@@ -48,7 +48,7 @@ def retread_show(ident: Annotated[str, typer.Argument(metavar="ID", help="The id
         entry = registry.get(ident)
     except KeyError as exc:
         raise UsageError(str(exc.args[0]), hint="see `patchtool retread list`") from None
-    return Shown(data=entry.to_dict(), text=lambda style: registry_show_text(entry, style))
+    return Shown(data=entry, text=lambda style: registry_show_text(entry, style))
 
 
 @commands.command("scan")
@@ -73,7 +73,7 @@ def retread_revisit(pin: PinOption = None) -> Shown:
 
     project, registry = _registry()
     report = retread.revisit(project, registry, cache(), pin)
-    return Shown(data=report.to_dict(), text=lambda style: revisit_text(report, style))
+    return Shown(data=report, text=lambda style: revisit_text(report, style))
 
 
 _EVIDENCE = ("metric", "before", "after", "change", "hardware", "model", "upstream", "date", "source")
@@ -141,5 +141,5 @@ def retread_add(
         knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
         entry["knobs"] = knobs
     added = retread.add(project, entry)
-    return Shown(data=added.to_dict(),
+    return Shown(data=added,
                  text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")

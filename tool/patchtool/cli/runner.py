@@ -27,7 +27,16 @@ import typer
 
 from patchtool import errors
 from patchtool.cli.render import Style, envelope, problems_text
-from patchtool.errors import AccessError, ApplyConflict, ExitCode, InternalError, PatchtoolError, Problem, UsageError
+from patchtool.errors import (
+    AccessError,
+    ApplyConflict,
+    ExitCode,
+    InternalError,
+    PatchtoolError,
+    Payload,
+    Problem,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from patchtool.upstream.cache import Cache
@@ -58,7 +67,7 @@ _GLOBALS = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defa
 class Shown:
     """A command's result: the data of its JSON envelope, and how it reads as text."""
 
-    data: Any
+    data: Payload | dict[str, Any] | None
     text: Callable[[Style], str]
     code: ExitCode = ExitCode.OK
     problems: tuple[Problem, ...] = ()
@@ -419,7 +428,8 @@ def reader_gone(stream: Any) -> None:
 
 def _show(inv: Invocation, shown: Shown, style: Style) -> int:
     if inv.as_json:
-        _echo(envelope(inv.command, shown.code, shown.data, shown.problems))
+        data = shown.data if shown.data is None or isinstance(shown.data, dict) else shown.data.to_dict()
+        _echo(envelope(inv.command, shown.code, data, shown.problems))
     else:
         text = shown.text(style)
         if text:
@@ -434,13 +444,14 @@ def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
 
     def text(style: Style) -> str:
         from patchtool.rebase.transaction import RebaseReport
+        from patchtool.series.apply import SeriesResult
 
-        shown = rebase_text(result, style) if isinstance(result, RebaseReport) else series_text(result, style)
+        shown = rebase_text(result, style) if isinstance(result, RebaseReport) else \
+            series_text(result, style) if isinstance(result, SeriesResult) else ""
         out = f"{shown}\n{style.bad('error')}: {exc.message}"
         return out + (f"\n  hint: {exc.hint}" if exc.hint else "")
 
-    data = exc.data if exc.data is not None else getattr(result, "to_dict", lambda: None)()
-    return _show(inv, Shown(data=data, text=text, code=ExitCode.CONFLICT, problems=exc.as_problems()), style)
+    return _show(inv, Shown(data=exc.data, text=text, code=ExitCode.CONFLICT, problems=exc.as_problems()), style)
 
 
 def _fail(inv: Invocation, exc: PatchtoolError, style: Style) -> int:

@@ -38,7 +38,7 @@ def cache_command(
         report = cacheuse.survey(upstream, project_root)
     else:
         report = cacheuse.prune(upstream, project_root, dry_run=dry_run, now=now)
-    return Shown(data=report.to_dict(), text=lambda style: _text(report, style, pruned=action == "prune"))
+    return Shown(data=report, text=lambda style: _text(report, style, pruned=action == "prune"))
 
 
 def _size(n: int) -> str:

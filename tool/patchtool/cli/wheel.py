@@ -59,7 +59,7 @@ def build(
     out = (out or fsroot.Root(project.root).place("dist", create=False)).absolute()
     result = build_wheel(project, cache(), out=out, pin_name=pin,
                          source_date_epoch=_source_date_epoch(source_date_epoch), isolation=isolation)
-    return Shown(data=result.to_dict(), text=lambda style: build_text(result, style))
+    return Shown(data=result, text=lambda style: build_text(result, style))
 
 
 @commands.command("provenance")
@@ -76,5 +76,5 @@ def provenance(
     from patchtool.wheel.provenance import locate
 
     report = locate(target, [str(p) for p in path] if path else sys.path)
-    return Shown(data=report.to_dict(), text=lambda style: provenance_text(report, style),
+    return Shown(data=report, text=lambda style: provenance_text(report, style),
                  code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.problems)

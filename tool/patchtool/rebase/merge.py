@@ -14,6 +14,7 @@ changed. Nothing is written here; ``rebase`` writes the commits in one batch at 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -30,12 +31,28 @@ class File:
     data: bytes | None = None
 
 
+class ConflictKind(enum.StrEnum):
+    """What clashed, in merge-ort's words (its ``CONFLICT (...)`` messages); binary sides, which
+    merge-ort calls a content conflict, are a kind of their own: nothing may read them as text."""
+
+    CONTENT = "content"
+    BINARY = "binary"
+    MODIFY_DELETE = "modify/delete"
+    DELETE_MODIFY = "delete/modify"
+    ADD_ADD = "add/add"
+    MODE = "mode"
+    DISTINCT_TYPES = "distinct types"
+    RENAME_ADD = "rename/add"
+    RENAME_RENAME = "rename/rename"
+    RENAME_DELETE = "rename/delete"
+    FILE_DIRECTORY = "file/directory"
+    FILE_LOCATION = "file location"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Conflict:
     path: str
-    # "content", "modify/delete", "delete/modify", "add/add", "mode", "distinct types", "rename/add",
-    # "rename/rename", "rename/delete", "file/directory", "file location"
-    kind: str
+    kind: ConflictKind
     message: str
     data: bytes | None = None  # the file with conflict markers, where there is one
     # the sides as git's index records a conflict (stages 1, 2, 3), each None where it has no file
@@ -184,12 +201,12 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
             if theirs is None:  # both deleted it
                 continue
             gone.append(c.old_path)
-            conflicts.append(Conflict(c.old_path, "modify/delete", (
+            conflicts.append(Conflict(c.old_path, ConflictKind.MODIFY_DELETE, (
                 f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch"),
                 base=base, theirs=theirs))
             continue
         if theirs is None and path != c.old_path:  # upstream renamed it, the patch deletes it
-            conflicts.append(Conflict(path, "rename/delete", (
+            conflicts.append(Conflict(path, ConflictKind.RENAME_DELETE, (
                 f"CONFLICT (rename/delete): {c.old_path} renamed to {path} upstream and deleted by the patch"),
                 base=base, ours=ours))
             continue
@@ -197,7 +214,7 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
             if _same(ws, ours, base):
                 files[path] = None
             else:
-                conflicts.append(Conflict(path, "delete/modify", (
+                conflicts.append(Conflict(path, ConflictKind.DELETE_MODIFY, (
                     f"CONFLICT (delete/modify): {path} changed upstream and deleted by the patch"),
                     base=base, ours=ours))
             continue
@@ -209,7 +226,7 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
         if target != path:  # the patch renames the file
             existing = ws.get(target)
             if existing is not None:
-                conflicts.append(Conflict(target, "rename/add", (
+                conflicts.append(Conflict(target, ConflictKind.RENAME_ADD, (
                     f"CONFLICT (rename/add): the patch renames {path} to {target}, which exists upstream")))
                 continue
             files[path] = None
@@ -268,7 +285,7 @@ def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: di
         d, e = found
         there = e + p[len(d):]
         files[p] = None
-        out.append(Conflict(there, "file location", (
+        out.append(Conflict(there, ConflictKind.FILE_LOCATION, (
             f"CONFLICT (file location): upstream added {p} in {d}, which the patch renamed to {e}; "
             f"git would put it at {there}, and so it is left there"), ws.data(f), ours=f))
     added = {c.new_path for c in changes if c.new_path and c.new_path != c.old_path}
@@ -295,7 +312,7 @@ def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: di
         f = files.pop(c.new_path)
         assert f is not None
         there = e + c.new_path[len(d):]
-        out.append(Conflict(there, "file location", (
+        out.append(Conflict(there, ConflictKind.FILE_LOCATION, (
             f"CONFLICT (file location): the patch adds {c.new_path} in {d}, which upstream renamed to {e}; "
             f"git would put it at {there}, and so it is left there"), ws.data(f), theirs=f))
     return out
@@ -321,7 +338,7 @@ def in_the_way(ws: Workspace, files: dict[str, File | None]) -> list[tuple[str, 
             why = f"the patch adds the file {path}, but upstream has a directory there ({inside[0]})"
         else:
             continue
-        out.append((path, Conflict(aside, "file/directory", f"CONFLICT (file/directory): {why}; "
+        out.append((path, Conflict(aside, ConflictKind.FILE_DIRECTORY, f"CONFLICT (file/directory): {why}; "
                                    f"the patch's file is left at {aside}", ws.data(f), theirs=f, in_the_way=way)))
     return out
 
@@ -332,7 +349,7 @@ def _rename_rename(ws: Workspace, was: str, ours_path: str, target: str, ours: F
     makes it, with the contents merged at the patch's name and upstream's file left where it is."""
     merged = _content(ws, target, ours, base, theirs, labels, style)
     data = merged.data if isinstance(merged, Conflict) else ws.data(merged)
-    return Conflict(target, "rename/rename", (
+    return Conflict(target, ConflictKind.RENAME_RENAME, (
         f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch"),
         data, base=base, ours=ours, theirs=theirs)
 
@@ -347,7 +364,8 @@ def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File
         return _distinct_types(ws, path, ours, None, theirs)
     merged = _content(ws, path, ours, None, theirs, labels, style)
     if isinstance(merged, Conflict):
-        return dataclasses.replace(merged, kind="add/add", message=f"CONFLICT (add/add): Merge conflict in {path}")
+        return dataclasses.replace(merged, kind=ConflictKind.ADD_ADD,
+                                   message=f"CONFLICT (add/add): Merge conflict in {path}")
     return merged
 
 
@@ -359,7 +377,7 @@ def _modified(ws: Workspace, path: str, target: str, ours: File, base: File, the
         return _distinct_types(ws, target, ours, base, theirs)
     mode = _mode(ours.mode, base.mode, theirs.mode)
     if mode is None:
-        return Conflict(target, "mode", (
+        return Conflict(target, ConflictKind.MODE, (
             f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch"),
             base=base, ours=ours, theirs=theirs)
     merged = _content(ws, target, ours, base, theirs, labels, style)
@@ -385,7 +403,7 @@ def _distinct_types(ws: Workspace, path: str, ours: File, base: File | None, the
     gitlink): a conflict, upstream's file left at ``path`` and the patch's beside it, as merge-ort
     records one (the base with the side of its own type)."""
     aside = f"{path}~patch"
-    return Conflict(aside, "distinct types", (
+    return Conflict(aside, ConflictKind.DISTINCT_TYPES, (
         f"CONFLICT (distinct types): {path} is a {_type(ours.mode)} upstream and a {_type(theirs.mode)} in the "
         f"patch; the patch's file is left at {aside}"), ws.data(theirs),
         base=base if base is not None and _type(base.mode) == _type(theirs.mode) else None,
@@ -415,13 +433,13 @@ def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: Fi
     if base is not None and ours_data == base_data:
         return theirs
     if _type(theirs.mode) != "regular file":  # two link targets (or commits) are not merged line by line
-        return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}",
+        return Conflict(path, ConflictKind.CONTENT, f"CONFLICT (content): Merge conflict in {path}",
                         base=base, ours=ours, theirs=theirs)
     if _is_binary(ours_data, base_data, theirs_data):
-        return Conflict(path, "content", f"CONFLICT (binary): Merge conflict in {path}",
+        return Conflict(path, ConflictKind.BINARY, f"CONFLICT (binary): Merge conflict in {path}",
                         base=base, ours=ours, theirs=theirs)
     data, count = git.merge_file(ws.repo, ours_data, base_data, theirs_data, labels, style=style)
     if count:
-        return Conflict(path, "content", f"CONFLICT (content): Merge conflict in {path}", data,
+        return Conflict(path, ConflictKind.CONTENT, f"CONFLICT (content): Merge conflict in {path}", data,
                         base=base, ours=ours, theirs=theirs)
     return File(theirs.mode, None, data)

@@ -77,6 +77,11 @@ class Step:
         return out
 
 
+class DriftChange(enum.StrEnum):
+    CHANGED = "changed"  # the region is there, upstream edited it
+    GONE = "gone"  # the region (or its whole file) is no longer upstream
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Drift:
     """A region a patch touches that upstream changed between the pins, though the patch applied."""
@@ -84,11 +89,11 @@ class Drift:
     patch: str
     path: str
     scope: str
-    change: str  # "changed" or "gone"
+    change: DriftChange
     detail: str
 
     def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "change": str(self.change)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -156,24 +161,35 @@ def _change_names(known: dict[str, list[dict[str, str | None]]]) -> list[str]:
     return [*known, *(b for files in known.values() for f in files for b in (f["old_blob"], f["new_blob"]) if b)]
 
 
-def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], *,
-           start: int = 0, new_parent: str | None = None, done: Sequence[Step] = (),
-           keep_going: bool = False, chain: tuple[str, ...] | None = None,
-           drift: bool = True, commits: bool = True, ref: str | None = None, style: str = "merge") -> Replay:
-    """Replay ``loaded[start:]`` onto ``new_parent`` (default: the new base).
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ReplayOptions:
+    """How a replay runs: a rebase stops at the first conflict and writes its commits; a
+    ``--continue`` goes on after the patches ``done``; a dry run keeps going and reports drift;
+    a scan does too and writes nothing."""
 
-    Stops at the first conflict unless ``keep_going`` (a dry run or a scan), in which case the
-    conflicting patch is left out and the rest goes on. The tree being built lives in memory
-    (``merge.Workspace``): a patch costs no git process unless all three sides of a file differ
-    (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
-    Without ``commits`` (a scan) nothing is written at all; with them, ``ref`` (in the project's
-    namespace of the cache) is left at the last one. ``style``: the conflict markers' (a
-    ``merge.conflictStyle``).
+    done: tuple[Step, ...] = ()  # the patches a --continue has been through, in order
+    parent: str | None = None  # where to go on from (default: the new base)
+    keep_going: bool = False  # a conflicting patch is left out and the rest goes on
+    drift: bool = False  # the drift under the patches that applied
+    ref: str | None = None  # where the commits are written, the tip left there (None: none written)
+    chain: tuple[str, ...] | None = None  # the series on the old base, where the caller has it
+    style: str = "merge"  # the conflict markers' (a ``merge.conflictStyle``)
+
+
+def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch],
+           options: ReplayOptions) -> Replay:
+    """Replay the patches of ``loaded`` after ``options.done`` onto ``options.parent``.
+
+    Stops at the first conflict unless ``keep_going``, in which case the conflicting patch is
+    left out and the rest goes on. The tree being built lives in memory (``merge.Workspace``): a
+    patch costs no git process unless all three sides of a file differ (one ``git merge-file``),
+    and every commit is written at the end by one ``git fast-import``.
     """
-    chain = chain or old_chain(repo, old_base, loaded)
-    parent = new_parent or new_base.commit
+    chain = options.chain or old_chain(repo, old_base, loaded)
+    parent = options.parent or new_base.commit
     changes = chain_changes(repo, chain)
-    steps = list(done)
+    steps = list(options.done)
+    start, keep_going, style = len(steps), options.keep_going, options.style
     writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
     left: dict[str, bytes | None] = {}
     unmerged: tuple[merge.Conflict, ...] = ()
@@ -200,11 +216,10 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
                 steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
                           for p in loaded[i + 1:]]
                 break
-        drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if drift else ()
+        drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if options.drift else ()
     tip = parent
-    if commits and writes:
-        assert ref is not None, "replay writes commits under the project's ref"
-        shas = repo.write_commits(parent, [c for _, c in writes], ref=ref)
+    if options.ref is not None and writes:
+        shas = repo.write_commits(parent, [c for _, c in writes], ref=options.ref)
         for (at, _), sha in zip(writes, shas, strict=True):
             steps[at] = dataclasses.replace(steps[at], commit=sha)
             tip = sha
@@ -444,7 +459,7 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
         if where is None or old is None:
             continue
         if new is None:
-            out.append(Drift(patch=lp.id, path=h.path, scope="<file>", change="gone",
+            out.append(Drift(patch=lp.id, path=h.path, scope="<file>", change=DriftChange.GONE,
                              detail="the file no longer exists upstream"))
             continue
         old_text, new_text = old.decode("utf-8", "replace"), new.decode("utf-8", "replace")
@@ -455,15 +470,15 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
         before, after = scope_text(h.path, old_text, name), scope_text(h.path, new_text, name)
         if before is not None:
             if after is None:
-                out.append(Drift(patch=lp.id, path=h.path, scope=name, change="gone",
+                out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.GONE,
                                  detail=f"{name} no longer exists upstream"))
             elif before != after:
                 delta = after.count("\n") - before.count("\n")
-                out.append(Drift(patch=lp.id, path=h.path, scope=name, change="changed",
+                out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.CHANGED,
                                  detail=f"{name} changed upstream ({delta:+d} lines)"))
             continue
         block = "\n".join(h.preimage)
         if block in old_text and block not in new_text:
-            out.append(Drift(patch=lp.id, path=h.path, scope=name, change="changed",
+            out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.CHANGED,
                              detail=f"the lines around hunk {h.header} changed upstream"))
     return out

@@ -13,7 +13,7 @@ from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.project.pins import Pin
 from patchtool.project.repository import Project
-from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, old_chain, replay
+from patchtool.rebase.replay import Drift, PatchOutcome, Replay, ReplayOptions, Step, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.releases import release_pin, release_version
 from patchtool.versions import parse_version
@@ -136,8 +136,8 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
              for v in versions]
 
     def one(base: Base) -> Replay:
-        return replay(cache.repo, old_base, base, loaded, keep_going=True, chain=chain, drift=True,
-                      commits=False)
+        return replay(cache.repo, old_base, base, loaded,
+                      ReplayOptions(keep_going=True, drift=True, chain=chain))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         results = list(progress.track(pool.map(one, bases), f"scan {len(loaded)} patch(es) x {len(bases)} version(s)",

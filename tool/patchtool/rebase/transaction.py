@@ -11,6 +11,7 @@ transaction: an interrupted one is finished by the next command that loads the r
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import re
 import tomllib
@@ -28,7 +29,17 @@ from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.rebase import merge
-from patchtool.rebase.replay import Drift, PatchOutcome, Replay, Step, commit_for, drift_all, old_chain, replay
+from patchtool.rebase.replay import (
+    Drift,
+    PatchOutcome,
+    Replay,
+    ReplayOptions,
+    Step,
+    commit_for,
+    drift_all,
+    old_chain,
+    replay,
+)
 from patchtool.rebase.state import (
     STATE_DIR,
     STATE_FILE,
@@ -75,13 +86,19 @@ class Widening:
         return dataclasses.asdict(self)
 
 
+class RebaseStatus(enum.StrEnum):
+    DONE = "done"  # every patch is through and the series is written
+    CONFLICT = "conflict"  # stopped at a patch: the report is the outcomes so far
+    DRY_RUN = "dry-run"  # nothing written: what the rebase would do
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class RebaseReport:
     old_pin: str
     new_pin: str
     old_version: str
     new_version: str
-    status: str  # "done", "conflict", "dry-run"
+    status: RebaseStatus
     steps: tuple[Step, ...]
     drift: tuple[Drift, ...] = ()
     assumptions: tuple[AssumptionResult, ...] = ()
@@ -98,7 +115,7 @@ class RebaseReport:
     @property
     def old_pin_advice(self) -> str:
         """What to do with the old pin once the series has moved."""
-        if self.old_pin == self.new_pin or self.status == "conflict":
+        if self.old_pin == self.new_pin or self.status is RebaseStatus.CONFLICT:
             return ""
         if self.old_pin_admitted_by:
             return (f"keep pin {self.old_pin}: {', '.join(self.old_pin_admitted_by)} still admit "
@@ -108,14 +125,14 @@ class RebaseReport:
     @property
     def predicted_conflicts(self) -> tuple[str, ...]:
         """In a dry run: the patches that would stop the rebase (a conflict, or their target gone)."""
-        if self.status != "dry-run":
+        if self.status is not RebaseStatus.DRY_RUN:
             return ()
         return tuple(s.id for s in self.steps if s.outcome in (PatchOutcome.CONFLICT, PatchOutcome.TARGET_GONE))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "old_pin": self.old_pin, "new_pin": self.new_pin, "old_version": self.old_version,
-            "new_version": self.new_version, "status": self.status,
+            "new_version": self.new_version, "status": str(self.status),
             "patches": [s.to_dict() for s in self.steps],
             "drift": [d.to_dict() for d in self.drift],
             "failed_assumptions": [a.to_dict() for a in self.assumptions if not a.ok],
@@ -123,11 +140,31 @@ class RebaseReport:
             "drop": [d.to_dict() for d in self.drop],
             "range_diff": self.range_diff, "worktree": self.worktree, "written": list(self.written),
             # at a conflict stop drift, assumptions, revisits, drop and range_diff are not computed yet
-            "partial": self.status == "conflict",
+            "partial": self.status is RebaseStatus.CONFLICT,
             "follow_up": list(self.follow_up),
             "widened": [w.to_dict() for w in self.widenings if self.widen and w.new],
             "old_pin_advice": {"admitted_by": list(self.old_pin_admitted_by), "text": self.old_pin_advice},
         }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Move:
+    """What a rebase moves: ``project``'s series (``loaded``) from the old pin to the new one,
+    each with its base in ``cache``."""
+
+    project: Project
+    cache: Cache
+    old_pin: Pin
+    new_pin: Pin
+    old_base: Base
+    new_base: Base
+    loaded: tuple[LoadedPatch, ...]
+
+    @classmethod
+    def of(cls, project: Project, cache: Cache, old_pin: Pin, new_pin: Pin,
+           loaded: Sequence[LoadedPatch]) -> Move:
+        return cls(project=project, cache=cache, old_pin=old_pin, new_pin=new_pin, old_base=cache.ensure(old_pin),
+                   new_base=cache.ensure(new_pin), loaded=tuple(loaded))
 
 
 def _digest(root: Path) -> str:
@@ -154,40 +191,36 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: 
     version = target_version(target)
     new_pin = resolve_target(old_pin, target, cache=cache) if version is None else \
         release_pin(root, old_pin, version, cache=cache)
-    old_base = cache.ensure(old_pin)
-    new_base = cache.ensure(new_pin)
+    move = Move.of(project, cache, old_pin, new_pin, loaded)
     if new_pin.artifact is not None:
-        new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=new_base.tree))
+        new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=move.new_base.tree))
+        move = dataclasses.replace(move, new_pin=new_pin)
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
-    result = replay(cache.repo, old_base, new_base, loaded, keep_going=dry_run, drift=dry_run,
-                    ref=replay_ref(root), style="merge" if dry_run else git.conflict_style(root))
+    style = "merge" if dry_run else git.conflict_style(root)
+    result = replay(cache.repo, move.old_base, move.new_base, loaded,
+                    ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style))
     if dry_run:
-        return _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="dry-run",
-                       range_diff=_range_diff(cache.repo, result, new_base), widen=widen)
+        return _report(move, result, status=RebaseStatus.DRY_RUN,
+                       range_diff=_range_diff(cache.repo, result, move.new_base), widen=widen)
     state = RebaseState(
         old_pin=old_pin.name, new_pin=new_pin.name,
         new_pin_toml=pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
                                                   f"`patchtool rebase` from {old_pin.name}."),
         digest=_digest(root), steps=_through(result), tip=result.tip, widen=widen)
-    return _advance(project, cache, state, result, loaded)
+    return _advance(move, state, result)
 
 
 def _through(result: Replay) -> tuple[Step, ...]:
     return tuple(s for s in result.steps if s.outcome is not PatchOutcome.NOT_REACHED)
 
 
-def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
-             loaded: list[LoadedPatch], *, resumed: bool = False) -> RebaseReport:
-    root = project.root
-    old_pin = project.pin(state.old_pin)
-    new_pin = _new_pin(state)
-    old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
+def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = False) -> RebaseReport:
+    root, cache = move.project.root, move.cache
     stopped = result.stopped
     if stopped is not None:
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip))
-        report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result,
-                         status="conflict", worktree=str(worktree))
+        report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree))
         files = ", ".join(stopped.conflicted) or "see the report"
         resolve = (f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
                    "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
@@ -195,23 +228,22 @@ def _advance(project: Project, cache: Cache, state: RebaseState, result: Replay,
         if stopped.upstream_has:
             raise ApplyConflict(
                 f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}; {stopped.detail}",
-                result=report, hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; "
-                                    f"or {resolve}; or `--abort`")
+                result=report, data=report,
+                hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; or {resolve}; or `--abort`")
         raise ApplyConflict(
-            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report,
+            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report, data=report,
             hint=f"{resolve}; or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
     if resumed:  # the last stop's worktree, kept for the next stop
         cache.repo.worktree_remove(root / WORKTREE)
     # the two slow git commands of the end run while drift, checks and the report are computed
     committed = [s for s in result.steps if s.commit]
-    exported = cache.repo.format_patches(new_base.commit, result.tip) if committed else None
-    range_diff = _range_diff(cache.repo, result, new_base)
+    exported = cache.repo.format_patches(move.new_base.commit, result.tip) if committed else None
+    range_diff = _range_diff(cache.repo, result, move.new_base)
     with cache.repo.reader() as reader:
-        drift = drift_all(reader, old_base, new_base, result.old_chain, loaded, result.steps)
+        drift = drift_all(reader, move.old_base, move.new_base, result.old_chain, move.loaded, result.steps)
     result = dataclasses.replace(result, drift=drift)
-    report = _report(project, cache, old_pin, new_pin, old_base, new_base, loaded, result, status="done",
-                     range_diff=range_diff, widen=state.widen)
-    written = _commit(project, cache.repo, state, result, report, exported)
+    report = _report(move, result, status=RebaseStatus.DONE, range_diff=range_diff, widen=state.widen)
+    written = _commit(move.project, cache.repo, state, result, report, exported)
     return dataclasses.replace(report, written=tuple(written))
 
 
@@ -240,18 +272,16 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, wi
                            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
     loaded = project.series()
     repo = cache.repo
-    old_pin, new_pin = project.pin(state.old_pin), _new_pin(state)
-    old_base, new_base = cache.ensure(old_pin), cache.ensure(new_pin)
+    move = Move.of(project, cache, project.pin(state.old_pin), _new_pin(state), loaded)
     if state.worktree is not None:
         state = _record_resolution(project, repo, state, loaded, skip_reason)
     elif skip_reason is not None:
         raise UsageError("no patch is stopped: the last --continue recorded its resolution before it was interrupted",
                          hint="`patchtool rebase --continue` goes on from there")
-    result = replay(repo, old_base, new_base, loaded, start=len(state.steps), new_parent=state.tip,
-                    done=state.steps, drift=False,
-                    ref=replay_ref(root), style=git.conflict_style(root))
+    result = replay(repo, move.old_base, move.new_base, loaded, ReplayOptions(
+        done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root)))
     state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
-    return _advance(project, cache, state, result, loaded, resumed=True)
+    return _advance(move, state, result, resumed=True)
 
 
 def _record_resolution(project: Project, repo: git.Repo, state: RebaseState, loaded: list[LoadedPatch],
@@ -372,14 +402,12 @@ def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
 
 # -- the report ------------------------------------------------------------------------------
 
-def _report(project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, old_base: Base, new_base: Base,
-            loaded: list[LoadedPatch], result: Replay, *, status: str,
-            worktree: str | None = None, range_diff: git.Pending[str] | None = None,
-            widen: bool = False) -> RebaseReport:
+def _report(move: Move, result: Replay, *, status: RebaseStatus, worktree: str | None = None,
+            range_diff: git.Pending[str] | None = None, widen: bool = False) -> RebaseReport:
     """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
     revisits, drop conditions and the range-diff are about the finished series, and come with it."""
-    repo = cache.repo
-    if status == "conflict":
+    project, repo, old_pin, new_pin, new_base = move.project, move.cache.repo, move.old_pin, move.new_pin, move.new_base
+    if status is RebaseStatus.CONFLICT:
         return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
                             new_version=str(new_pin.version), status=status, steps=result.steps,
                             worktree=worktree)
@@ -497,5 +525,5 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     return manifest_text(doc), moved
 
 
-__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "Widening", "abort", "in_progress", "old_chain",
+__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "RebaseStatus", "Widening", "abort", "in_progress", "old_chain",
            "refuse_in_progress", "resume", "start"]

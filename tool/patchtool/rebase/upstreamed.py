@@ -43,7 +43,7 @@ def already_upstream(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge, 
             return None
         return IN_REVERSE if try_reverse and applies_in_reverse(ws, diff, changes) else "applying it changes nothing"
     # a file the patch deletes that upstream only renamed applies in reverse, but is not upstream
-    alive = any(c.kind == "rename/delete" for c in merged.conflicts)
+    alive = any(c.kind is merge.ConflictKind.RENAME_DELETE for c in merged.conflicts)
     if try_reverse and not alive and applies_in_reverse(ws, diff, changes):
         return IN_REVERSE
     return patch_ids.detail(commit) if patch_ids is not None else None
@@ -140,7 +140,7 @@ def in_other_form(ws: merge.Workspace, merged: merge.PatchMerge, labels: tuple[s
             return ()
     evidence: list[str] = []
     for c in merged.conflicts:
-        if c.kind != "content" or c.base is None or c.ours is None or c.theirs is None:
+        if c.kind is not merge.ConflictKind.CONTENT or c.base is None or c.ours is None or c.theirs is None:
             return ()
         base, ours, theirs = normal_forms(c.path, *(ws.data(side) for side in (c.base, c.ours, c.theirs)))
         if theirs == base:

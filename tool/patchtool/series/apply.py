@@ -78,6 +78,30 @@ class SeriesResult:
         return next((r for r in self.results if r.outcome is Outcome.FAILED), None)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class SeriesAtPin:
+    """The series applied at a pin, as ``apply`` and ``wheel build`` report it: with the tree
+    written, or, when a patch failed, the target left as it was and what ``--keep-failed`` left."""
+
+    pin: str
+    series: SeriesResult
+    tree: str | None = None  # where the patched tree was written
+    untouched: str | None = None  # a patch failed: the target, left as it was
+    kept_failed: bool = False  # --keep-failed was asked: the report names the partial tree
+    partial_tree: str | None = None  # the partial tree, None where none could be written
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"pin": self.pin, "base": self.series.base,
+                                  "patches": [r.to_dict() for r in self.series.results]}
+        if self.tree is not None:
+            out |= {"tree": self.tree, "tip": self.series.tip}
+        if self.untouched is not None:
+            out |= {"target": self.untouched, "target_changed": False}
+            if self.kept_failed:
+                out["partial_tree"] = self.partial_tree
+        return out
+
+
 def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
                  commit: bool, timestamp: int = 0,
                  message: Callable[[LoadedPatch], str] | None = None) -> SeriesResult:

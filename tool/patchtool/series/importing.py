@@ -352,7 +352,7 @@ def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin:
     where = f"hunk {first.hunk} ({first.header})" if first.hunk else "the patch"
     raise ApplyConflict(f"{item.source}: does not apply at {pin} after the series: "
                         f"{first.file} {where}: {first.reason}" + (f" - {first.detail}" if first.detail else ""),
-                        result=result, hint="nothing was imported; rebase the patch onto the pin" + (
+                        result=result, data=None, hint="nothing was imported; rebase the patch onto the pin" + (
                             f", or allow more fuzz than {fuzz}" if fuzz else
                             ", or let it apply with fuzz as GNU patch would (--fuzz 2) and store it refreshed"))
 

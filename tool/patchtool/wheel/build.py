@@ -26,12 +26,13 @@ from patchtool import __version__, git, progress
 from patchtool.errors import ApplyConflict, BuildError, InvalidInput, Problem, UsageError
 from patchtool.project.pins import Pin
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.series.apply import apply_series
+from patchtool.series.apply import SeriesAtPin, apply_series
 from patchtool.upstream.cache import Base, Cache
 from patchtool.wheel import frontend
 from patchtool.wheel.archive import date_time_of
 from patchtool.wheel.provenance import (
     PACKAGE_FILE,
+    FileChange,
     FileRecord,
     PatchRecord,
     Provenance,
@@ -120,9 +121,9 @@ def _apply(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch]) ->
     if not result.ok:
         failed = result.failed
         assert failed is not None
-        data = {"pin": pin.name, "base": base.commit, "patches": [r.to_dict() for r in result.results]}
         raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {pin.name}; no wheel built",
-                            result=result, data=data, hint="run `patchtool apply --keep-failed` to debug it")
+                            result=result, data=SeriesAtPin(pin=pin.name, series=result),
+                            hint="run `patchtool apply --keep-failed` to debug it")
     return [r.commit for r in result.results if r.commit]
 
 
@@ -146,7 +147,7 @@ def _repack_release(cache: Cache, pin: Pin, changes: Sequence[git.TreeChange], p
     for c in changes:
         wheel_path = art.prefix_from + c.path[len(art.prefix_to):]
         data = blobs.get(c.path)
-        change = {"A": "added", "D": "deleted"}.get(c.status, "modified")
+        change = FileChange.of(c.status)
         mode = _mode(c.new_mode, c.path) if data is not None else 0o644
         replace[wheel_path] = Replacement(change=change, data=data, mode=mode)
         files.append(FileRecord(path=c.path, change=change, wheel_path=wheel_path,
@@ -229,7 +230,7 @@ def _built_files(repo: git.Repo, tip: str, built: Path, changes: Sequence[git.Tr
             rel = c.path[len(project_dir):]
             candidates = [rel] + ([rel[len("src/"):]] if rel.startswith("src/") else [])
             data = blobs.get(c.path)
-            change = {"A": "added", "D": "deleted"}.get(c.status, "modified")
+            change = FileChange.of(c.status)
             if data is None:
                 where = next((p for p in candidates if p.split("/", 1)[0] in tops and "/" in p), None)
                 if where is not None and where in names:

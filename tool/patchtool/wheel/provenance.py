@@ -10,6 +10,7 @@ label and the same label means the same wheel.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import importlib.metadata
 import json
@@ -98,26 +99,41 @@ class PatchRecord:
         return dataclasses.asdict(self)
 
 
+class FileChange(enum.StrEnum):
+    """What the series did to a file."""
+
+    ADDED = "added"
+    MODIFIED = "modified"
+    DELETED = "deleted"
+
+    @classmethod
+    def of(cls, status: str) -> FileChange:
+        """The change a ``git diff-tree`` status letter stands for (a rename or copy modifies)."""
+        return {"A": cls.ADDED, "D": cls.DELETED}.get(status, cls.MODIFIED)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class FileRecord:
     """A file the series changed: its repository path, where the wheel holds it, its new hash."""
 
     path: str
-    change: str  # "added" | "modified" | "deleted"
+    change: FileChange
     wheel_path: str | None = None  # None: the wheel does not ship it (a build file)
     sha256: str | None = None  # None when deleted
 
     @classmethod
-    def read(cls, f: Fields) -> FileRecord:
-        out = cls(path=f.string("path") or "",
-                  change=f.choice("change", ("added", "modified", "deleted")) or "",
-                  wheel_path=f.string("wheel_path", required=False),
-                  sha256=f.string("sha256", required=False))
+    def read(cls, f: Fields) -> FileRecord | None:
+        """The record, or None where ``change`` is not one (``f`` holds the problem)."""
+        path, change = f.string("path") or "", f.choice("change", tuple(FileChange))
+        wheel_path, sha256 = f.string("wheel_path", required=False), f.string("sha256", required=False)
         f.done()
-        return out
+        if change is None:
+            return None
+        return cls(path=path, change=FileChange(change), wheel_path=wheel_path, sha256=sha256)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return {**out, "change": str(self.change)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,7 +182,7 @@ class Provenance:
             if files_count is not None and digest is not None:
                 payload = wheelrecord.Payload(files=files_count, sha256=digest)
         patches = tuple(PatchRecord.read(t) for t in f.tables("patches", required=True))
-        files = tuple(FileRecord.read(t) for t in f.tables("files", required=True))
+        files = tuple(r for t in f.tables("files", required=True) if (r := FileRecord.read(t)) is not None)
         f.done()
         raise_if(problems, f"{file} is not a valid patchtool provenance record", file=file)
         assert pin and version and series_hash and upstream and base and tip

@@ -35,7 +35,7 @@ from patchtool.upstream.members import safe_members
 from patchtool.versions import parse_version
 from patchtool.wheel import versionfile
 from patchtool.wheel.archive import ArchiveWriter, Digest
-from patchtool.wheel.provenance import DIST_INFO_FILE, Provenance
+from patchtool.wheel.provenance import DIST_INFO_FILE, FileChange, Provenance
 from patchtool.wheel.record import Payload, Row, installed_path
 
 _SIGNATURES = ("RECORD", "RECORD.jws", "RECORD.p7s")  # rewritten, or invalid once anything changes
@@ -73,7 +73,7 @@ class WheelName:
 class Replacement:
     """New content for a member (``data`` None: the series deletes it)."""
 
-    change: str  # "added" | "modified" | "deleted"
+    change: FileChange
     data: bytes | None
     mode: int = 0o644
 
@@ -203,7 +203,7 @@ def _plan(members: Sequence[zipfile.ZipInfo], layout: _Layout, replace: Mapping[
             continue
         rep = pending.pop(info.filename, None)
         if rep is not None:
-            if rep.change == "added":
+            if rep.change is FileChange.ADDED:
                 raise BuildError(f"the series adds {info.filename}, but {label} already has it")
             if rep.data is not None:
                 plan[info.filename] = (rep.data, rep.mode)
@@ -214,7 +214,7 @@ def _plan(members: Sequence[zipfile.ZipInfo], layout: _Layout, replace: Mapping[
             continue
         plan[renamed(info.filename)] = info
     for path, rep in pending.items():
-        if rep.change != "added" or rep.data is None:
+        if rep.change is not FileChange.ADDED or rep.data is None:
             raise BuildError(f"the series changes {path}, which {label} does not ship")
         plan[path] = (rep.data, rep.mode)
     return plan
