@@ -138,20 +138,22 @@ def edit(path: str, old: str, new: str) -> Callable[[Path], None]:
     return change
 
 
-def demo_pin(index: Index, wheel: Path) -> str:
-    """The pin of the demo upstream 1.0 as served by ``index``."""
+def demo_pin(index: Index, artifact: Path, *, version: str = "1.0",
+             prefix: tuple[str, str] = ("demo/", "python/demo/")) -> str:
+    """The pin of the demo upstream ``version`` (its ``artifact``, a wheel or an sdist) as served by
+    ``index``, with ``prefix`` (from, to)."""
     return textwrap.dedent(f'''\
         schema = 1
         name = "demo"
-        version = "1.0"
+        version = "{version}"
 
         [artifact]
         index = "{index.url}"
         distribution = "demo"
-        version = "1.0"
-        filename = "{wheel.name}"
-        sha256 = "{sha256(wheel)}"
-        prefix = {{ from = "demo/", to = "python/demo/" }}
+        version = "{version}"
+        filename = "{artifact.name}"
+        sha256 = "{sha256(artifact)}"
+        prefix = {{ from = "{prefix[0]}", to = "{prefix[1]}" }}
         ''')
 
 

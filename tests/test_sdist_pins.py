@@ -7,14 +7,13 @@ Synthetic sdists (``testing.make_sdist``) on the real local HTTP index of ``test
 from __future__ import annotations
 
 import json
-import textwrap
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import UPSTREAM_FILES, Demo, edit
+from conftest import UPSTREAM_FILES, Demo, demo_pin, edit
 from patchtool.errors import InvalidInput
 from patchtool.names import PrefixTemplate
 from patchtool.project.pins import Pin, pin_to_toml
@@ -27,19 +26,7 @@ def release_files(version: str) -> dict[str, str]:
 
 
 def sdist_pin(index: Index, sdist: Path, version: str, prefix_from: str) -> str:
-    return textwrap.dedent(f'''\
-        schema = 1
-        name = "demo"
-        version = "{version}"
-
-        [artifact]
-        index = "{index.url}"
-        distribution = "demo"
-        version = "{version}"
-        filename = "{sdist.name}"
-        sha256 = "{sha256(sdist)}"
-        prefix = {{ from = "{prefix_from}", to = "" }}
-        ''')
+    return demo_pin(index, sdist, version=version, prefix=(prefix_from, ""))
 
 
 def add_sdist(demo: Demo, version: str, *, top: str | None = None) -> Path:
