@@ -5,6 +5,7 @@ each checked against the pin and added with the metadata given and a skeleton fo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import tempfile
@@ -269,12 +270,10 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
     given = metadata.validate(given or Metadata())
     check_authorship(author, subject)
-    tip: list[SeriesResult] = []  # the series applied at its pin, made when first needed
-
+    @functools.cache
     def applied() -> SeriesResult:
-        if not tip:
-            tip.append(apply_series(cache.repo, cache.ensure(project.pin()).commit, project.series(), commit=True))
-        return tip[0]
+        """The series applied at its pin, made when first needed (a plain diff may ask first)."""
+        return apply_series(cache.repo, cache.ensure(project.pin()).commit, project.series(), commit=True)
 
     def exists(path: str) -> bool:
         chain = applied()
@@ -294,7 +293,6 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         raise UsageError(f"a patch {given.id!r} exists already"
                          + (" (dropped)" if given.id not in {e.id for e in project.manifest.patches} else ""))
     pin = project.pin()
-    base = cache.ensure(pin)
     repo = cache.repo
     chain = applied()
     if not chain.ok or chain.tip is None:
@@ -305,7 +303,7 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
     added: list[dict[str, Any]] = []
     for item in incoming:
         patch = PatchFile.parse(item.text, name=item.source)
-        tree, refreshed = _applied(repo, parent, item, patch, pin.name, base.commit, fuzz)
+        tree, refreshed = _applied(repo, parent, item, patch, pin.name, chain.base, fuzz)
         parent = repo.commit_tree(tree, [parent], patch.message,
                                   author=git.Ident(patch.author_name, patch.author_email, 0),
                                   committer=git.Ident(*git.FIXED_IDENT, 0))
