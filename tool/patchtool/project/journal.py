@@ -105,6 +105,13 @@ def _series_file(rel: str) -> bool:
             or rel.endswith(".toml"))
 
 
+def changed_files(root: Path, files: Mapping[str, str]) -> list[str]:
+    """The paths of ``files`` whose text differs from what the repository has. Every destination
+    is read: one that cannot be reached (a link, a file where a directory should be) is refused
+    here, before anything is written."""
+    return [rel for rel, text in files.items() if paths.read_text_if_present(root, rel) != text]
+
+
 def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
            remove_trees: Sequence[str] = ()) -> list[str]:
     """Write ``files`` (repository path -> text; a byte-identical file is left alone), remove the
@@ -112,9 +119,7 @@ def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
     written, then ``-path`` for each file removed."""
     recover(root)
     disk = fsroot.Root(root)
-    # every destination read first: one that cannot be reached (a link, a file where a directory
-    # should be) is refused before anything is staged
-    changed = [rel for rel, text in files.items() if paths.read_text_if_present(root, rel) != text]
+    changed = changed_files(root, files)
     gone = [rel for rel in dict.fromkeys(remove) if rel not in files and disk.kind(rel) is not None]
     moves = tuple((f"{STAGED}/{rel}", rel) for rel in changed)
     record = Record(moves=moves, remove=tuple(gone), remove_trees=tuple(remove_trees))

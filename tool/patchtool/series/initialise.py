@@ -88,8 +88,7 @@ def init(root: Path, cache: Cache, request: Request) -> Initialised:
         pin_rel: pin_to_toml(pin, comment=f"{pin.upstream} {pin.version}: written by `patchtool init`."),
         journal.GITIGNORE: _gitignore(paths.read_text_if_present(root, journal.GITIGNORE)),
     }
-    for rel in files:  # a destination that cannot be written (a link, a file for a directory) is refused
-        paths.read_text_if_present(root, rel)  # before git init or anything else is written
+    journal.changed_files(root, files)  # an unreachable destination is refused before git init
     made_git = not git.in_work_tree(root)
     if made_git:
         git.init_repository(root)
