@@ -44,8 +44,11 @@ def _wanted_pins(pins: list[str]) -> list[str]:
         specs = [SpecifierSet(str(p.get("applies_to", ""))) for p in manifest.get("patch", [])]
     except (OSError, ValueError, AttributeError, InvalidSpecifier):
         return pins  # a broken manifest: offer every pin; `patchtool check` names what is wrong
-    return [p for p in pins if p == manifest.get("pin")
-            or any(_pin_version(ROOT / "upstream-pins" / f"{p}.toml") in s for s in specs)]
+    return [
+        p
+        for p in pins
+        if p == manifest.get("pin") or any(_pin_version(ROOT / "upstream-pins" / f"{p}.toml") in s for s in specs)
+    ]
 
 
 WHEEL_PINS = _wanted_pins(PINS)
@@ -74,10 +77,13 @@ def fuzz(session: nox.Session) -> None:
     runs it derandomized and small. A failure is kept in .cache/hypothesis-model/ and replayed first next time.
     """
     session.install("-e", ".[test]")
-    budget = {"PATCHTOOL_FUZZ_EXAMPLES": os.environ.get("PATCHTOOL_FUZZ_EXAMPLES", "200"),
-              "PATCHTOOL_FUZZ_STEPS": os.environ.get("PATCHTOOL_FUZZ_STEPS", "30")}
-    session.run("pytest", "tests/hostile/test_model.py", "tests/hostile/test_generative.py", *session.posargs,
-                env=budget)
+    budget = {
+        "PATCHTOOL_FUZZ_EXAMPLES": os.environ.get("PATCHTOOL_FUZZ_EXAMPLES", "200"),
+        "PATCHTOOL_FUZZ_STEPS": os.environ.get("PATCHTOOL_FUZZ_STEPS", "30"),
+    }
+    session.run(
+        "pytest", "tests/hostile/test_model.py", "tests/hostile/test_generative.py", *session.posargs, env=budget
+    )
 
 
 @nox.session
@@ -88,8 +94,9 @@ def docs(session: nox.Session) -> None:
     with the same mkdocs-material."""
     session.install("mkdocs-material>=9.5,<10")
     site = Path(session.create_tmp()) / "site"
-    session.run("mkdocs", "build", "--strict", "--site-dir", str(site), *session.posargs,
-                env={"NO_MKDOCS_2_WARNING": "1"})  # Material's banner about MkDocs 2.0 is not about these docs
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(site), *session.posargs, env={"NO_MKDOCS_2_WARNING": "1"}
+    )  # Material's banner about MkDocs 2.0 is not about these docs
 
 
 @nox.session
@@ -99,11 +106,15 @@ def check(session: nox.Session) -> None:
     session.run("patchtool", "check", *session.posargs)
 
 
+LINTED = ("tool", "tests", "bench", "noxfile.py")
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy --strict on tool/."""
+    """What `.ci/run` and `.pre-commit-config.yaml` check: ruff's lint and format, mypy --strict on tool/."""
     session.install("-e", ".[lint]", *BUILD_DEPS)
-    session.run("ruff", "check", "tool", "tests", "noxfile.py")
+    session.run("ruff", "check", *LINTED)
+    session.run("ruff", "format", "--check", *LINTED)
     session.run("mypy", *session.posargs)
 
 
@@ -130,8 +141,17 @@ def scan(session: nox.Session) -> None:
     what the nightly runs. Each page is one self-contained file. `-- --json` for the matrix."""
     session.install("-e", ".")
     for report in ("rebase-report.html", "rebase-report.md"):  # stdout stays the matrix alone
-        session.run("patchtool", "rebase", "--to", "latest", "--dry-run", "--report", report,
-                    success_codes=[0, 3, 5], silent=True)
+        session.run(
+            "patchtool",
+            "rebase",
+            "--to",
+            "latest",
+            "--dry-run",
+            "--report",
+            report,
+            success_codes=[0, 3, 5],
+            silent=True,
+        )
     # last, so the reports exist either way: exit 5 (conflicts predicted) fails the session, and the nightly
     session.run("patchtool", "scan", "--newest", "4", "--html", "scan.html", *session.posargs)
 

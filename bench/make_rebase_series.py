@@ -52,10 +52,38 @@ SEED = "patchtool-rebase-bench-v1"  # change it and every patch changes
 SRT = "python/sglang/srt/"
 OLD, NEW = "0.5.20", "0.5.23"
 # the series order: kind of patch n (1-based); a revisit names the earlier patch it builds on
-ORDER = ("unchanged", "shifted", "merge", "unchanged", "shifted", "upstream", "merge", "unchanged",
-         "conflict", "shifted", "unchanged", "merge", "shifted", "revisit", "unchanged", "gone", "merge",
-         "shifted", "conflict", "unchanged", "shifted", "merge", "upstream", "unchanged", "revisit",
-         "shifted", "merge", "conflict", "unchanged", "shifted")
+ORDER = (
+    "unchanged",
+    "shifted",
+    "merge",
+    "unchanged",
+    "shifted",
+    "upstream",
+    "merge",
+    "unchanged",
+    "conflict",
+    "shifted",
+    "unchanged",
+    "merge",
+    "shifted",
+    "revisit",
+    "unchanged",
+    "gone",
+    "merge",
+    "shifted",
+    "conflict",
+    "unchanged",
+    "shifted",
+    "merge",
+    "upstream",
+    "unchanged",
+    "revisit",
+    "shifted",
+    "merge",
+    "conflict",
+    "unchanged",
+    "shifted",
+)
 REVISITS = {14: 2, 25: 11}
 COUNTS = (30, 100)
 
@@ -67,6 +95,8 @@ def order_for(count: int) -> tuple[tuple[str, ...], dict[int, int]]:
     order = tuple(ORDER[i % len(ORDER)] for i in range(count))
     revisits = {n: n - k + REVISITS[k] for n in range(1, count + 1) if (k := (n - 1) % len(ORDER) + 1) in REVISITS}
     return order, revisits
+
+
 NOTE = "# NOTE(fork):"
 
 
@@ -85,8 +115,12 @@ class Blobs:
     """Blob contents by path at two tags, through one ``git cat-file --batch``."""
 
     def __init__(self, repo: Path) -> None:
-        self.proc = subprocess.Popen(["git", f"--git-dir={repo}", "cat-file", "--batch"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=git_env())
+        self.proc = subprocess.Popen(
+            ["git", f"--git-dir={repo}", "cat-file", "--batch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=git_env(),
+        )
 
     def read(self, rev: str) -> bytes | None:
         assert self.proc.stdin and self.proc.stdout
@@ -114,7 +148,7 @@ def _indent(line: str) -> str:
 
 
 def _module(path: str) -> str:
-    return path[len(SRT):-3].replace("/", ".")
+    return path[len(SRT) : -3].replace("/", ".")
 
 
 def functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -137,20 +171,30 @@ def functions(tree: ast.AST) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef
 
 def statement_starts(tree: ast.AST) -> dict[int, ast.stmt]:
     """Line -> the simple statement that starts and ends on it (no compound statements)."""
-    return {n.lineno: n for n in ast.walk(tree) if isinstance(n, ast.stmt) and n.lineno == n.end_lineno
-            and not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    return {
+        n.lineno: n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt)
+        and n.lineno == n.end_lineno
+        and not isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
 
 
 def _body_start(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt | None:
     body = fn.body
-    if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     return body[0] if body else None
 
 
-def note_at_body_start(path: str, lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef,
-                       name: str, kind: str) -> Edit | None:
+def note_at_body_start(
+    path: str, lines: list[str], fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str, kind: str
+) -> Edit | None:
     first = _body_start(fn)
     if first is None or first.lineno <= fn.lineno or isinstance(first, ast.Pass):
         return None
@@ -159,10 +203,16 @@ def note_at_body_start(path: str, lines: list[str], fn: ast.FunctionDef | ast.As
     if len(ind) != first.col_offset or not ind:
         return None
     comment = f"{ind}{NOTE} {fn.name} runs per batch on the serving path; keep it cheap."
-    new = [*lines[:first.lineno - 1], comment, *lines[first.lineno - 1:]]
-    return Edit(kind, path, name, "\n".join(new), f"{_module(path)}: document the hot path in {fn.name}()",
-                f"{fn.name}() runs once per scheduled batch. Say so where it is defined,\n"
-                "so later changes keep it cheap.", note_line=first.lineno)
+    new = [*lines[: first.lineno - 1], comment, *lines[first.lineno - 1 :]]
+    return Edit(
+        kind,
+        path,
+        name,
+        "\n".join(new),
+        f"{_module(path)}: document the hot path in {fn.name}()",
+        f"{fn.name}() runs once per scheduled batch. Say so where it is defined,\nso later changes keep it cheap.",
+        note_line=first.lineno,
+    )
 
 
 def plan_unchanged(path: str, old: str, kind: str) -> Edit | None:
@@ -191,18 +241,23 @@ def plan_changed(path: str, old: str, new: str, wanted: list[str]) -> Edit | Non
             a, b = old_fns[name], new_fns[name]
             if a.name.startswith("__") or a.end_lineno is None or b.end_lineno is None:
                 continue
-            body_a = old_lines[a.lineno - 1:a.end_lineno]
-            body_b = new_lines[b.lineno - 1:b.end_lineno]
+            body_a = old_lines[a.lineno - 1 : a.end_lineno]
+            body_b = new_lines[b.lineno - 1 : b.end_lineno]
             if kind == "shifted":
                 # identical, moved, and identical in the 3 lines around it too
-                if a.lineno == b.lineno or old_lines[a.lineno - 4:a.end_lineno + 3] != \
-                        new_lines[b.lineno - 4:b.end_lineno + 3]:
+                if (
+                    a.lineno == b.lineno
+                    or old_lines[a.lineno - 4 : a.end_lineno + 3] != new_lines[b.lineno - 4 : b.end_lineno + 3]
+                ):
                     continue
                 if edit := note_at_body_start(path, old_lines, a, name, kind):
                     return edit
                 continue
-            ops = [op for op in difflib.SequenceMatcher(None, body_a, body_b, autojunk=False).get_opcodes()
-                   if op[0] != "equal"]
+            ops = [
+                op
+                for op in difflib.SequenceMatcher(None, body_a, body_b, autojunk=False).get_opcodes()
+                if op[0] != "equal"
+            ]
             if len(ops) != 1 or ops[0][0] != "replace" or ops[0][2] - ops[0][1] != 1 or ops[0][4] - ops[0][3] != 1:
                 continue
             k = a.lineno + ops[0][1]  # 1-based line upstream rewrote, in the old file
@@ -212,15 +267,29 @@ def plan_changed(path: str, old: str, new: str, wanted: list[str]) -> Edit | Non
             if old_lines[k - 1].strip() == new_lines[k_new - 1].strip():
                 continue  # only the indentation changed
             if kind == "conflict":
-                new_text = [*old_lines[:k - 1], f"{old_lines[k - 1]}  # fork: keep in step with the kernel",
-                            *old_lines[k:]]
-                return Edit(kind, path, name, "\n".join(new_text),
-                            f"{_module(path)}: mark the line {a.name}() shares with the kernel",
-                            "Keep this line in step with the fork's kernel when it changes.")
+                new_text = [
+                    *old_lines[: k - 1],
+                    f"{old_lines[k - 1]}  # fork: keep in step with the kernel",
+                    *old_lines[k:],
+                ]
+                return Edit(
+                    kind,
+                    path,
+                    name,
+                    "\n".join(new_text),
+                    f"{_module(path)}: mark the line {a.name}() shares with the kernel",
+                    "Keep this line in step with the fork's kernel when it changes.",
+                )
             if kind == "upstream":
-                new_text = [*old_lines[:k - 1], new_lines[k_new - 1], *old_lines[k:]]
-                return Edit(kind, path, name, "\n".join(new_text), f"{_module(path)}: backport a fix to {a.name}()",
-                            f"Backport of upstream's change to {a.name}() (sglang {NEW}).")
+                new_text = [*old_lines[: k - 1], new_lines[k_new - 1], *old_lines[k:]]
+                return Edit(
+                    kind,
+                    path,
+                    name,
+                    "\n".join(new_text),
+                    f"{_module(path)}: backport a fix to {a.name}()",
+                    f"Backport of upstream's change to {a.name}() (sglang {NEW}).",
+                )
             if kind == "merge":
                 after = k + 3  # insert before this line: lines k+1 and k+2 separate us from upstream's
                 if after > a.end_lineno or after not in starts_old:
@@ -229,10 +298,15 @@ def plan_changed(path: str, old: str, new: str, wanted: list[str]) -> Edit | Non
                 if len(ind) != starts_old[after].col_offset or not ind:
                     continue
                 comment = f"{ind}{NOTE} checked against the fork's scheduler invariants."
-                new_text = [*old_lines[:after - 1], comment, *old_lines[after - 1:]]
-                return Edit(kind, path, name, "\n".join(new_text),
-                            f"{_module(path)}: note the invariant {a.name}() keeps",
-                            f"{a.name}() is relied on by the fork's scheduler; say so next to the code.")
+                new_text = [*old_lines[: after - 1], comment, *old_lines[after - 1 :]]
+                return Edit(
+                    kind,
+                    path,
+                    name,
+                    "\n".join(new_text),
+                    f"{_module(path)}: note the invariant {a.name}() keeps",
+                    f"{a.name}() is relied on by the fork's scheduler; say so next to the code.",
+                )
     return None
 
 
@@ -241,10 +315,15 @@ def revisit(edit: Edit, text: str, n: int) -> Edit:
     anchor = lines[edit.note_line - 1]
     assert anchor.lstrip().startswith(NOTE), (edit.path, anchor)
     extra = f"{_indent(anchor)}# Measured in rebase bench patch {n:04d}: see the series notes."
-    new = [*lines[:edit.note_line], extra, *lines[edit.note_line:]]
-    return Edit("revisit", edit.path, edit.function, "\n".join(new),
-                f"{_module(edit.path)}: point the hot-path note at its measurement",
-                "Follow-up to the earlier note in this file: say where the number comes from.")
+    new = [*lines[: edit.note_line], extra, *lines[edit.note_line :]]
+    return Edit(
+        "revisit",
+        edit.path,
+        edit.function,
+        "\n".join(new),
+        f"{_module(edit.path)}: point the hot-path note at its measurement",
+        "Follow-up to the earlier note in this file: say where the number comes from.",
+    )
 
 
 # the kinds a changed file is tried for, in order; the 100-patch series tries "merge" first, since
@@ -273,8 +352,9 @@ def choose(repo: Path, old_commit: str, new_commit: str, order: tuple[str, ...] 
     old_blobs = {p.split("\t")[1]: p.split()[2] for p in listing if p}
     listing = git(repo, "ls-tree", "-r", "-z", new_commit, "--", SRT).decode().split("\0")
     new_blobs = {p.split("\t")[1]: p.split()[2] for p in listing if p}
-    paths = sorted((p for p in old_blobs if p.endswith(".py") and not p.endswith("__init__.py")
-                    and "/tests/" not in p), key=_key)
+    paths = sorted(
+        (p for p in old_blobs if p.endswith(".py") and not p.endswith("__init__.py") and "/tests/" not in p), key=_key
+    )
     moved = renamed(repo, old_commit, new_commit)
     blobs = Blobs(repo)
     try:
@@ -312,12 +392,17 @@ def choose(repo: Path, old_commit: str, new_commit: str, order: tuple[str, ...] 
 
 
 def resolve(repo: Path, version: str) -> str:
-    res = subprocess.run(["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet",
-                          f"refs/tags/v{version}^{{commit}}"], capture_output=True, text=True, env=git_env(),
-                         check=False)
+    res = subprocess.run(
+        ["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet", f"refs/tags/v{version}^{{commit}}"],
+        capture_output=True,
+        text=True,
+        env=git_env(),
+        check=False,
+    )
     if res.returncode:
-        raise BenchError(f"sglang {version} is not imported in {repo.parent}; run bench/rebase_bench.py, "
-                         "which imports it")
+        raise BenchError(
+            f"sglang {version} is not imported in {repo.parent}; run bench/rebase_bench.py, which imports it"
+        )
     return res.stdout.strip()
 
 
@@ -353,14 +438,41 @@ def build(dest: Path, *, cache_dir: Path, pin_text: str, count: int = 30) -> Pat
             git(sgit, "update-index", "--cacheinfo", f"{mode},{blob},{edit.path}", env=index_env)
             tree = git(sgit, "write-tree", env=index_env).decode().strip()
             name, email = AUTHORS[n % len(AUTHORS)]
-            ident = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": FIXED_DATE,
-                     "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": FIXED_DATE}
-            parent = git(sgit, "commit-tree", tree, "-p", parent,
-                         input=f"{edit.subject}\n\n{edit.body}\n".encode(), env=ident).decode().strip()
-            text = git(sgit, "format-patch", "-1", parent, "--stdout", "--zero-commit", "--full-index",
-                       "--no-signature", "--no-stat").decode()
-            patches.append((f"{n:04d}-{slug(edit.subject)}.patch",
-                            re.sub(r"^Date: .*\n", "", text, count=1, flags=re.MULTILINE)))
+            ident = {
+                "GIT_AUTHOR_NAME": name,
+                "GIT_AUTHOR_EMAIL": email,
+                "GIT_AUTHOR_DATE": FIXED_DATE,
+                "GIT_COMMITTER_NAME": name,
+                "GIT_COMMITTER_EMAIL": email,
+                "GIT_COMMITTER_DATE": FIXED_DATE,
+            }
+            parent = (
+                git(
+                    sgit,
+                    "commit-tree",
+                    tree,
+                    "-p",
+                    parent,
+                    input=f"{edit.subject}\n\n{edit.body}\n".encode(),
+                    env=ident,
+                )
+                .decode()
+                .strip()
+            )
+            text = git(
+                sgit,
+                "format-patch",
+                "-1",
+                parent,
+                "--stdout",
+                "--zero-commit",
+                "--full-index",
+                "--no-signature",
+                "--no-stat",
+            ).decode()
+            patches.append(
+                (f"{n:04d}-{slug(edit.subject)}.patch", re.sub(r"^Date: .*\n", "", text, count=1, flags=re.MULTILINE))
+            )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     (dest / "patches").mkdir(parents=True, exist_ok=True)
@@ -378,12 +490,23 @@ def build(dest: Path, *, cache_dir: Path, pin_text: str, count: int = 30) -> Pat
             'owner = "bench"\n'
             'applies_to = ">=0.5.20,<0.5.24"\n'
             'drop_when = "Never: it exists to time patchtool rebase."\n'
-            'upstream = { status = "pending" }\n')
-        notes.append({"id": f"rb-{n:04d}", "file": f"patches/{name}", "kind": edit.kind, "path": edit.path,
-                      "function": edit.function, "subject": edit.subject})
+            'upstream = { status = "pending" }\n'
+        )
+        notes.append(
+            {
+                "id": f"rb-{n:04d}",
+                "file": f"patches/{name}",
+                "kind": edit.kind,
+                "path": edit.path,
+                "function": edit.function,
+                "subject": edit.subject,
+            }
+        )
     (dest / "patchset.toml").write_text(
         f"# Generated by bench/make_rebase_series.py: {count} patches on sglang 0.5.20 for timing a rebase.\n"
-        f'schema = 1\npin = "sglang-{OLD}"\n\n' + "\n".join(entries), encoding="utf-8")
+        f'schema = 1\npin = "sglang-{OLD}"\n\n' + "\n".join(entries),
+        encoding="utf-8",
+    )
     (dest / "bench-series.json").write_text(json.dumps(notes, indent=1) + "\n")
     return dest
 
@@ -392,10 +515,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dest", type=Path, help="directory to create the bench project in")
     ap.add_argument("--count", type=int, choices=COUNTS, default=30, help="how many patches (default 30)")
-    ap.add_argument("--cache-dir", type=Path, default=None,
-                    help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
-    ap.add_argument("--patchtool", default=None,
-                    help="the patchtool command that imports the releases (default: .venv/bin/patchtool, else PATH)")
+    ap.add_argument(
+        "--cache-dir", type=Path, default=None, help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)"
+    )
+    ap.add_argument(
+        "--patchtool",
+        default=None,
+        help="the patchtool command that imports the releases (default: .venv/bin/patchtool, else PATH)",
+    )
     args = ap.parse_args(argv)
     cache_dir = (args.cache_dir or default_cache_dir()).absolute()
     from rebase_setup import ensure_releases  # it builds on this module

@@ -39,8 +39,12 @@ SEED = "patchtool-bench-v1"  # change it and every patch changes
 SRT = "python/sglang/srt/"
 # patch n (1-based) revisits the file of patch m and adds a line after m's comment
 REVISITS = {10: 2, 20: 12, 30: 22}
-AUTHORS = (("Ada Serving", "ada@example.org"), ("Bo Kernels", "bo@example.org"),
-           ("Cy Scheduler", "cy@example.org"), ("Di Runtime", "di@example.org"))
+AUTHORS = (
+    ("Ada Serving", "ada@example.org"),
+    ("Bo Kernels", "bo@example.org"),
+    ("Cy Scheduler", "cy@example.org"),
+    ("Di Runtime", "di@example.org"),
+)
 FIXED_DATE = "@1700000000 +0000"
 
 
@@ -83,11 +87,17 @@ def compile_patchtool(patchtool: list[str]) -> None:
     the package the command imports (its Python, its PYTHONPATH), which may not be this one's."""
     python, extra = command_python(patchtool)
     env = {**os.environ, **extra}
-    where = subprocess.run([python, "-c", "import os, patchtool; print(os.path.dirname(patchtool.__file__))"],
-                           capture_output=True, text=True, env=env, check=False)
+    where = subprocess.run(
+        [python, "-c", "import os, patchtool; print(os.path.dirname(patchtool.__file__))"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if where.returncode == 0:
-        subprocess.run([python, "-m", "compileall", "-q", where.stdout.strip()], capture_output=True, env=env,
-                       check=False)
+        subprocess.run(
+            [python, "-m", "compileall", "-q", where.stdout.strip()], capture_output=True, env=env, check=False
+        )
 
 
 def find_baseline(spec: str | None) -> list[str] | None:
@@ -99,27 +109,33 @@ def find_baseline(spec: str | None) -> list[str] | None:
     return baseline
 
 
-def bench_parser(doc: str, *, runs: int, min_runs: int, per: str = "command",
-                 baseline: bool = False) -> argparse.ArgumentParser:
+def bench_parser(
+    doc: str, *, runs: int, min_runs: int, per: str = "command", baseline: bool = False
+) -> argparse.ArgumentParser:
     """The options every benchmark takes: --runs, --warmup, --cache-dir, --patchtool (and, where it
     times the two side by side, --baseline-patchtool)."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=runs, help=f"measured runs per {per} (>= {min_runs})")
     ap.add_argument("--warmup", type=int, default=1, help=f"unmeasured runs per {per} first")
-    ap.add_argument("--cache-dir", type=Path, default=None,
-                    help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
-    ap.add_argument("--patchtool", default=None,
-                    help="the patchtool command (default: .venv/bin/patchtool, else patchtool on PATH)")
+    ap.add_argument(
+        "--cache-dir", type=Path, default=None, help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)"
+    )
+    ap.add_argument(
+        "--patchtool", default=None, help="the patchtool command (default: .venv/bin/patchtool, else patchtool on PATH)"
+    )
     if baseline:
-        ap.add_argument("--baseline-patchtool", default=None, metavar="CMD",
-                        help="a second patchtool command (e.g. an older checkout: 'env PYTHONPATH=OLD/tool python "
-                             "-m patchtool'), timed beside the first in the same run, with the ratios new/baseline")
+        ap.add_argument(
+            "--baseline-patchtool",
+            default=None,
+            metavar="CMD",
+            help="a second patchtool command (e.g. an older checkout: 'env PYTHONPATH=OLD/tool python "
+            "-m patchtool'), timed beside the first in the same run, with the ratios new/baseline",
+        )
     ap.set_defaults(min_runs=min_runs)
     return ap
 
 
-def bench_main(ap: argparse.ArgumentParser, argv: list[str] | None,
-               run: Callable[[argparse.Namespace], int]) -> int:
+def bench_main(ap: argparse.ArgumentParser, argv: list[str] | None, run: Callable[[argparse.Namespace], int]) -> int:
     """Parse, check --runs, run; a BenchError is a message and exit 1."""
     args = ap.parse_args(argv)
     if args.runs < args.min_runs:
@@ -142,17 +158,16 @@ def default_cache_dir() -> Path:
 def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """git isolated from user configuration and inherited GIT_* variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C",
-               GIT_TERMINAL_PROMPT="0")
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C", GIT_TERMINAL_PROMPT="0")
     if extra:
         env.update(extra)
     return env
 
 
-def git(git_dir: Path, *args: str, input: bytes | None = None,
-        env: dict[str, str] | None = None) -> bytes:
-    res = subprocess.run(["git", f"--git-dir={git_dir}", *args], input=input,
-                         capture_output=True, env=git_env(env), check=False)
+def git(git_dir: Path, *args: str, input: bytes | None = None, env: dict[str, str] | None = None) -> bytes:
+    res = subprocess.run(
+        ["git", f"--git-dir={git_dir}", *args], input=input, capture_output=True, env=git_env(env), check=False
+    )
     if res.returncode:
         raise BenchError(f"git {' '.join(args[:2])} failed: {res.stderr.decode(errors='replace')}")
     return res.stdout
@@ -160,21 +175,22 @@ def git(git_dir: Path, *args: str, input: bytes | None = None,
 
 def read_pin(pin_file: Path) -> dict:
     data = tomllib.loads(pin_file.read_text(encoding="utf-8"))
-    return {"name": pin_file.stem, "version": data["version"],
-            "tree": data.get("artifact", {}).get("tree")}
+    return {"name": pin_file.stem, "version": data["version"], "tree": data.get("artifact", {}).get("tree")}
 
 
 def resolve_base(cache_dir: Path, pin: dict) -> tuple[Path, str]:
     """The cache repo and the pinned commit; BenchError with a hint when not imported yet."""
     repo = cache_dir / "upstream.git"
     tag = f"v{pin['version']}"
-    hint = (f"run `PATCHTOOL_CACHE_DIR={cache_dir} patchtool check` in {REPO} once "
-            f"to import {pin['name']}")
+    hint = f"run `PATCHTOOL_CACHE_DIR={cache_dir} patchtool check` in {REPO} once to import {pin['name']}"
     if not (repo / "HEAD").exists():
         raise BenchError(f"no patchtool cache at {cache_dir} (no upstream.git); {hint}")
-    res = subprocess.run(["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet",
-                          f"refs/tags/{tag}^{{commit}}"], capture_output=True, env=git_env(),
-                         check=False)
+    res = subprocess.run(
+        ["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"],
+        capture_output=True,
+        env=git_env(),
+        check=False,
+    )
     if res.returncode:
         raise BenchError(f"pin {pin['name']} is not imported in {cache_dir} (no tag {tag}); {hint}")
     commit = res.stdout.decode().strip()
@@ -187,6 +203,7 @@ def resolve_base(cache_dir: Path, pin: dict) -> tuple[Path, str]:
 
 # -- choosing and making the edits -------------------------------------------------------
 
+
 def _key(path: str) -> str:
     return hashlib.sha256(f"{SEED}:{path}".encode()).hexdigest()
 
@@ -198,8 +215,12 @@ def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
 
 def _body_start(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt | None:
     body = fn.body
-    if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     return body[0] if body else None
 
@@ -219,7 +240,7 @@ def plan_edit(path: str, text: str, index: int) -> tuple[str, str, str, int] | N
     except SyntaxError:
         return None
     lines = text.split("\n")
-    module = path[len(SRT):-3].replace("/", ".")
+    module = path[len(SRT) : -3].replace("/", ".")
     funcs = [f for f in _functions(tree) if not f.name.startswith("__")]
     if not funcs:
         return None
@@ -227,23 +248,28 @@ def plan_edit(path: str, text: str, index: int) -> tuple[str, str, str, int] | N
     order = sorted(funcs, key=lambda f: _key(f"{path}:{f.name}:{f.lineno}"))
     if index % 2 == 1:
         for fn in order:
-            rets = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None
-                    and n.lineno == n.end_lineno]
+            rets = [
+                n
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Return) and n.value is not None and n.lineno == n.end_lineno
+            ]
             for ret in sorted(rets, key=lambda r: r.lineno):
                 line = lines[ret.lineno - 1]
                 stripped = line.strip()
                 if not stripped.startswith("return ") or "#" in stripped or stripped.endswith(("\\", ",")):
                     continue
-                if "result" in fn.name or any("result" in ln for ln in lines[fn.lineno - 1:fn.end_lineno]):
+                if "result" in fn.name or any("result" in ln for ln in lines[fn.lineno - 1 : fn.end_lineno]):
                     continue
                 ind = _indent(line)
                 if len(ind) != ret.col_offset:
                     continue
-                expr = stripped[len("return "):]
-                new = [*lines[:ret.lineno - 1], f"{ind}result = {expr}", f"{ind}return result", *lines[ret.lineno:]]
+                expr = stripped[len("return ") :]
+                new = [*lines[: ret.lineno - 1], f"{ind}result = {expr}", f"{ind}return result", *lines[ret.lineno :]]
                 subject = f"{module}: name the result of {fn.name}()"
-                body = (f"Bind the value {fn.name}() returns to a local before returning it, so a\n"
-                        f"breakpoint or a debug log can see it. No behaviour change.")
+                body = (
+                    f"Bind the value {fn.name}() returns to a local before returning it, so a\n"
+                    f"breakpoint or a debug log can see it. No behaviour change."
+                )
                 return "\n".join(new), subject, body, -1
         return None
     for fn in order:
@@ -255,10 +281,11 @@ def plan_edit(path: str, text: str, index: int) -> tuple[str, str, str, int] | N
         if len(ind) != first.col_offset or not ind:
             continue
         comment = f"{ind}# NOTE(serving): {fn.name} is on the request path; keep it allocation-free."
-        new = [*lines[:first.lineno - 1], comment, *lines[first.lineno - 1:]]
+        new = [*lines[: first.lineno - 1], comment, *lines[first.lineno - 1 :]]
         subject = f"{module}: document the hot path in {fn.name}()"
-        body = (f"{fn.name}() runs once per scheduled batch. Say so where it is defined,\n"
-                f"so later changes keep it cheap.")
+        body = (
+            f"{fn.name}() runs once per scheduled batch. Say so where it is defined,\nso later changes keep it cheap."
+        )
         return "\n".join(new), subject, body, first.lineno  # 1-based line of the comment
     return None
 
@@ -270,9 +297,12 @@ def revisit_edit(path: str, text: str, comment_line: int, n: int) -> tuple[str, 
     ind = _indent(anchor)
     extra = f"{ind}# Measured in bench series patch {n:04d}: see the series notes."
     new = [*lines[:comment_line], extra, *lines[comment_line:]]
-    module = path[len(SRT):-3].replace("/", ".")
-    return ("\n".join(new), f"{module}: point the hot-path note at its measurement",
-            "Follow-up to the earlier note in this file: say where the number comes from.")
+    module = path[len(SRT) : -3].replace("/", ".")
+    return (
+        "\n".join(new),
+        f"{module}: point the hot-path note at its measurement",
+        "Follow-up to the earlier note in this file: say where the number comes from.",
+    )
 
 
 def slug(subject: str) -> str:
@@ -315,10 +345,13 @@ def build(dest: Path, *, cache_dir: Path, pin_file: Path = DEFAULT_PIN_FILE, cou
             f'owner = "bench"\n'
             f'applies_to = ">={pin["version"]},<{_next_patch(pin["version"])}"\n'
             f'drop_when = "Never: it exists to time patchtool."\n'
-            'upstream = { status = "pending" }\n')
+            'upstream = { status = "pending" }\n'
+        )
     (dest / "patchset.toml").write_text(
         "# Generated by bench/make_series.py: a 30-patch series for timing patchtool.\n"
-        f'schema = 1\npin = "{pin["name"]}"\n\n' + "\n".join(entries), encoding="utf-8")
+        f'schema = 1\npin = "{pin["name"]}"\n\n' + "\n".join(entries),
+        encoding="utf-8",
+    )
     return dest
 
 
@@ -328,8 +361,7 @@ def _next_patch(version: str) -> str:
     return ".".join(parts)
 
 
-def _make_commits(sgit: Path, base: str, count: int,
-                  paths: list[str]) -> list[tuple[str, str, str, str]]:
+def _make_commits(sgit: Path, base: str, count: int, paths: list[str]) -> list[tuple[str, str, str, str]]:
     index_env = {"GIT_INDEX_FILE": str(sgit / "bench-index")}
     git(sgit, "read-tree", base, env=index_env)
     parent = base
@@ -370,13 +402,30 @@ def _make_commits(sgit: Path, base: str, count: int,
         git(sgit, "update-index", "--cacheinfo", f"{mode},{blob},{path}", env=index_env)
         tree = git(sgit, "write-tree", env=index_env).decode().strip()
         name, email = AUTHORS[n % len(AUTHORS)]
-        ident = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": FIXED_DATE,
-                 "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
-                 "GIT_COMMITTER_DATE": FIXED_DATE}
-        parent = git(sgit, "commit-tree", tree, "-p", parent, input=f"{subject}\n\n{body}\n".encode(),
-                     env=ident).decode().strip()
-        text = git(sgit, "format-patch", "-1", parent, "--stdout", "--zero-commit", "--full-index",
-                   "--no-signature", "--no-stat").decode()
+        ident = {
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_AUTHOR_DATE": FIXED_DATE,
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_COMMITTER_DATE": FIXED_DATE,
+        }
+        parent = (
+            git(sgit, "commit-tree", tree, "-p", parent, input=f"{subject}\n\n{body}\n".encode(), env=ident)
+            .decode()
+            .strip()
+        )
+        text = git(
+            sgit,
+            "format-patch",
+            "-1",
+            parent,
+            "--stdout",
+            "--zero-commit",
+            "--full-index",
+            "--no-signature",
+            "--no-stat",
+        ).decode()
         text = re.sub(r"^Date: .*\n", "", text, count=1, flags=re.MULTILINE)
         out.append((f"{n:04d}-{slug(subject)}.patch", text, subject, path))
     return out
@@ -385,14 +434,19 @@ def _make_commits(sgit: Path, base: str, count: int,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dest", type=Path, help="directory to create the bench project in")
-    ap.add_argument("--cache-dir", type=Path, default=None,
-                    help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)")
+    ap.add_argument(
+        "--cache-dir", type=Path, default=None, help="patchtool cache (default: $PATCHTOOL_CACHE_DIR or the user cache)"
+    )
     ap.add_argument("--pin-file", type=Path, default=DEFAULT_PIN_FILE)
     ap.add_argument("--count", type=int, default=30)
     args = ap.parse_args(argv)
     try:
-        build(args.dest.absolute(), cache_dir=(args.cache_dir or default_cache_dir()).absolute(),
-              pin_file=args.pin_file, count=args.count)
+        build(
+            args.dest.absolute(),
+            cache_dir=(args.cache_dir or default_cache_dir()).absolute(),
+            pin_file=args.pin_file,
+            count=args.count,
+        )
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -93,19 +93,28 @@ from run import FIXED_IDENT, Measured, measure, quiet
 
 PAIRS = ("rebase", "rebase-clean", "report", "steps", "scan", "scan-pypi")
 # the ratios printed: (name, A (pair, side), B (pair, side))
-RATIOS = (("rebase vs git am -3", ("rebase", "patchtool"), ("rebase", "git am -3")),
-          ("rebase vs git rebase", ("rebase", "patchtool"), ("rebase", "git rebase")),
-          ("rebase-clean vs git am -3", ("rebase-clean", "patchtool"), ("rebase-clean", "git am -3")),
-          ("rebase-clean vs git rebase", ("rebase-clean", "patchtool"), ("rebase-clean", "git rebase")),
-          ("report (--dry-run) vs git am -3 skipping", ("report", "patchtool"), ("rebase", "git am -3")),
-          ("scan vs git apply --check", ("scan", "patchtool"), ("scan", "git apply --check")))
+RATIOS = (
+    ("rebase vs git am -3", ("rebase", "patchtool"), ("rebase", "git am -3")),
+    ("rebase vs git rebase", ("rebase", "patchtool"), ("rebase", "git rebase")),
+    ("rebase-clean vs git am -3", ("rebase-clean", "patchtool"), ("rebase-clean", "git am -3")),
+    ("rebase-clean vs git rebase", ("rebase-clean", "patchtool"), ("rebase-clean", "git rebase")),
+    ("report (--dry-run) vs git am -3 skipping", ("report", "patchtool"), ("rebase", "git am -3")),
+    ("scan vs git apply --check", ("scan", "patchtool"), ("scan", "git apply --check")),
+)
 # targets by series size: ratio name -> (target, "<=" or "<"); the steps target is in seconds
 TARGETS: dict[int, dict[str, tuple[float, str]]] = {
-    30: {"rebase vs git am -3": (1.5, "<="), "rebase vs git rebase": (1.0, "<"),
-         "rebase-clean vs git am -3": (1.5, "<="), "rebase-clean vs git rebase": (1.0, "<"),
-         "scan vs git apply --check": (0.2, "<=")},
-    100: {"report (--dry-run) vs git am -3 skipping": (1.0, "<="), "rebase-clean vs git am -3": (0.9, "<="),
-          "steps: median command to the next stop (s)": (0.25, "<=")},
+    30: {
+        "rebase vs git am -3": (1.5, "<="),
+        "rebase vs git rebase": (1.0, "<"),
+        "rebase-clean vs git am -3": (1.5, "<="),
+        "rebase-clean vs git rebase": (1.0, "<"),
+        "scan vs git apply --check": (0.2, "<="),
+    },
+    100: {
+        "report (--dry-run) vs git am -3 skipping": (1.0, "<="),
+        "rebase-clean vs git am -3": (0.9, "<="),
+        "steps: median command to the next stop (s)": (0.25, "<="),
+    },
 }
 STEPS_RATIO = "steps: median command to the next stop (s)"
 
@@ -114,11 +123,16 @@ Maker = Callable[[str], Any]  # iteration tag -> a Measured, or a stepwise dict 
 
 def main(argv: list[str] | None = None) -> int:
     ap = bench_parser(__doc__, runs=5, min_runs=3, baseline=True)
-    ap.add_argument("--patches", default="30,100",
-                    help="the series sizes to run, comma-separated: 30, 100 or both (default 30,100)")
+    ap.add_argument(
+        "--patches", default="30,100", help="the series sizes to run, comma-separated: 30, 100 or both (default 30,100)"
+    )
     ap.add_argument("--pairs", default=",".join(PAIRS), help=f"the pairs to time (default all: {','.join(PAIRS)})")
-    ap.add_argument("--project", type=Path, default=None,
-                    help="where the bench projects live, as project<N>-<base> (default: bench/out/rebase)")
+    ap.add_argument(
+        "--project",
+        type=Path,
+        default=None,
+        help="where the bench projects live, as project<N>-<base> (default: bench/out/rebase)",
+    )
     ap.add_argument("--index", default="https://pypi.org/simple", help="the index to copy sglang's page from")
     return bench_main(ap, argv, run)
 
@@ -163,9 +177,16 @@ def run(args: argparse.Namespace) -> int:
     before = {side: refs(c / "upstream.git") for side, c in bench.caches.items()}
     sizes: dict[str, Any] = {}
     try:
-        projects = {n: ensure_project(args.project.absolute() / f"project{n}-{bench.tags[OLD][:12]}"
-                                      if args.project else None, n, bench.caches["patchtool"], bench.tags,
-                                      bench.pin_text) for n in bench.sizes}
+        projects = {
+            n: ensure_project(
+                args.project.absolute() / f"project{n}-{bench.tags[OLD][:12]}" if args.project else None,
+                n,
+                bench.caches["patchtool"],
+                bench.tags,
+                bench.pin_text,
+            )
+            for n in bench.sizes
+        }
         with local_index(args.index) as index_url:
             bench.index_url = index_url
             for n in bench.sizes:
@@ -178,11 +199,19 @@ def run(args: argparse.Namespace) -> int:
             quiet(["git", f"--git-dir={repo}", "prune", "--expire=now"], bench.git_env)
     summary = {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-                    "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),
+        },
         "upstream": {"cache": str(bench.cache_dir), "tags": bench.tags},
-        "patchtool": bench.patchtool, "baseline": bench.baseline, "runs": args.runs, "warmup": args.warmup,
-        "pairs": bench.pairs, "sizes": sizes,
+        "patchtool": bench.patchtool,
+        "baseline": bench.baseline,
+        "runs": args.runs,
+        "warmup": args.warmup,
+        "pairs": bench.pairs,
+        "sizes": sizes,
     }
     for s in sizes.values():
         print_table(s, summary)
@@ -204,8 +233,9 @@ def one_size(bench: Bench, n: int, project: Path) -> dict[str, Any]:
         tip = make_branch(repo, f"rebase-bench-{n}", patches, work / "index")
         print(f"verifying: {len(patches)} patches, {OLD} -> {NEW} ...", flush=True)
         (work / "verify").mkdir()
-        verified = verify(Setting(bench.patchtool, project, repo, bench.env("patchtool"), work / "verify", tip,
-                                  patches))
+        verified = verify(
+            Setting(bench.patchtool, project, repo, bench.env("patchtool"), work / "verify", tip, patches)
+        )
         print_verification(verified)
         outcomes = verified["counts"]["patchtool"]["outcomes"]
         baseline_differ = baseline_outcomes(bench, project, outcomes)
@@ -230,8 +260,13 @@ def baseline_outcomes(bench: Bench, project: Path, outcomes: dict[str, str]) -> 
     """The patches whose dry-run outcome differs between patchtool and the baseline (None without one)."""
     if not bench.baseline:
         return None
-    res = subprocess.run([*bench.baseline, "rebase", "--to", "0.5.23", "--dry-run", "--json", "--root",
-                          str(project)], capture_output=True, text=True, env=bench.env("baseline"), check=False)
+    res = subprocess.run(
+        [*bench.baseline, "rebase", "--to", "0.5.23", "--dry-run", "--json", "--root", str(project)],
+        capture_output=True,
+        text=True,
+        env=bench.env("baseline"),
+        check=False,
+    )
     if res.returncode not in (0, 5):  # 5: a conflict predicted (older patchtool: 0)
         raise BenchError(f"the baseline's rebase --dry-run failed ({res.returncode}): {res.stdout}{res.stderr}")
     theirs = {p["id"]: p["outcome"] for p in json.loads(res.stdout)["data"]["patches"]}
@@ -242,8 +277,18 @@ def baseline_outcomes(bench: Bench, project: Path, outcomes: dict[str, str]) -> 
 
 # -- the timed commands ------------------------------------------------------------------------------
 
-def timed_commands(bench: Bench, work: Path, trees: list[Path], project: Path, patches: list[Path], tip: str,
-                   clean: Path, clean_patches: list[Path], clean_tip: str) -> dict[tuple[str, str], Maker]:
+
+def timed_commands(
+    bench: Bench,
+    work: Path,
+    trees: list[Path],
+    project: Path,
+    patches: list[Path],
+    tip: str,
+    clean: Path,
+    clean_patches: list[Path],
+    clean_tip: str,
+) -> dict[tuple[str, str], Maker]:
     repo, genv = bench.repo, bench.git_env
     am_tree, rb_tree = work / "am", work / "rb"
     for tree, rev in ((am_tree, NEW), (rb_tree, tip)):
@@ -256,16 +301,26 @@ def timed_commands(bench: Bench, work: Path, trees: list[Path], project: Path, p
             git(repo, *reset, cwd=tree)
             script = git_loop_script(work / f"{tree.name}-{i}.sh", tree, shlex.join(start), state, skip)
             return measure(["bash", str(script)], genv)
+
         return once
 
     def am(series: list[Path]) -> Maker:
-        return git_side(am_tree, ["git", "am", "-3", "-q", *map(str, series)], ["reset", "-q", "--hard", NEW],
-                        "rebase-apply", "git am -q --skip")
+        return git_side(
+            am_tree,
+            ["git", "am", "-3", "-q", *map(str, series)],
+            ["reset", "-q", "--hard", NEW],
+            "rebase-apply",
+            "git am -q --skip",
+        )
 
     def rebase(branch_tip: str) -> Maker:
-        return git_side(rb_tree, ["git", "rebase", "-q", "--onto", NEW, OLD], ["checkout", "-q", "--detach", "-f",
-                                                                                branch_tip], "rebase-merge",
-                        "git rebase --skip")
+        return git_side(
+            rb_tree,
+            ["git", "rebase", "-q", "--onto", NEW, OLD],
+            ["checkout", "-q", "--detach", "-f", branch_tip],
+            "rebase-merge",
+            "git rebase --skip",
+        )
 
     cmds: dict[tuple[str, str], Maker] = {}
     for side, pt in bench.commands.items():
@@ -277,20 +332,28 @@ def timed_commands(bench: Bench, work: Path, trees: list[Path], project: Path, p
                 shutil.rmtree(copy, ignore_errors=True)
                 shutil.copytree(source, copy)
                 return measure(["bash", str(rebase_script(work / f"{side}-{i}.sh", pt, copy))], env)
+
             return once
 
         report = [*pt, "rebase", "--to", "0.5.23", "--dry-run", "--json", "--root", str(project)]
         scan = [*pt, "scan", "--versions", f"{VERSIONS[0]}..{VERSIONS[-1]}", "--json", "--root", str(project)]
-        cmds |= {("rebase", side): fresh(project), ("rebase-clean", side): fresh(clean),
-                 ("report", side): lambda i, c=report, e=env: measure(c, e, ok=(0, 5)),
-                 ("steps", side): lambda i, pt=pt, e=env, s=side: stepwise(pt, project, work / f"steps-{s}-{i}", e),
-                 ("scan", side): lambda i, c=scan, e=env: measure(c, e, ok=(0, 5))}
+        cmds |= {
+            ("rebase", side): fresh(project),
+            ("rebase-clean", side): fresh(clean),
+            ("report", side): lambda i, c=report, e=env: measure(c, e, ok=(0, 5)),
+            ("steps", side): lambda i, pt=pt, e=env, s=side: stepwise(pt, project, work / f"steps-{s}-{i}", e),
+            ("scan", side): lambda i, c=scan, e=env: measure(c, e, ok=(0, 5)),
+        }
         if side == "patchtool":
             pypi_env = bench.env(side, index=False)
             cmds[("scan-pypi", side)] = lambda i, c=scan, e=pypi_env: measure(c, e, ok=(0, 5))
-    cmds |= {("rebase", "git am -3"): am(patches), ("rebase", "git rebase"): rebase(tip),
-             ("rebase-clean", "git am -3"): am(clean_patches), ("rebase-clean", "git rebase"): rebase(clean_tip),
-             ("scan", "git apply --check"): scan_git(bench, work, patches)}
+    cmds |= {
+        ("rebase", "git am -3"): am(patches),
+        ("rebase", "git rebase"): rebase(tip),
+        ("rebase-clean", "git am -3"): am(clean_patches),
+        ("rebase-clean", "git rebase"): rebase(clean_tip),
+        ("scan", "git apply --check"): scan_git(bench, work, patches),
+    }
     wanted = set(bench.pairs) | ({"rebase"} if "report" in bench.pairs else set())  # report's B side
     return {k: v for k, v in sorted(cmds.items(), key=lambda kv: PAIRS.index(kv[0][0])) if k[0] in wanted}
 
@@ -303,9 +366,12 @@ def scan_git(bench: Bench, work: Path, patches: list[Path]) -> Maker:
             return measure(["bash", str(script)], bench.git_env)
         finally:
             for v in VERSIONS:
-                quiet(["git", f"--git-dir={bench.repo}", "worktree", "remove", "--force", "--force",
-                       str(trees / v)], bench.git_env)
+                quiet(
+                    ["git", f"--git-dir={bench.repo}", "worktree", "remove", "--force", "--force", str(trees / v)],
+                    bench.git_env,
+                )
                 shutil.rmtree(trees / v, ignore_errors=True)
+
     return once
 
 
@@ -324,8 +390,11 @@ def interleave(commands: dict[tuple[str, str], Maker], args: argparse.Namespace)
     for r in range(args.runs):
         for key, once in commands.items():  # every side of every pair back to back, every iteration
             samples[key].append(once(str(r)))
-        print(f"  run {r + 1}/{args.runs}: " + "  ".join(
-            f"{k[0]}/{k[1]} {_seconds(samples[k][-1]):.2f}s" for k in commands), flush=True)
+        print(
+            f"  run {r + 1}/{args.runs}: "
+            + "  ".join(f"{k[0]}/{k[1]} {_seconds(samples[k][-1]):.2f}s" for k in commands),
+            flush=True,
+        )
     return samples
 
 
@@ -337,6 +406,7 @@ def _seconds(sample: Any) -> float:
 
 # -- the summary -----------------------------------------------------------------------------------
 
+
 def _stats(secs: list[float]) -> dict[str, Any]:
     return {"median_s": statistics.median(secs), "min_s": min(secs), "max_s": max(secs), "runs_s": secs}
 
@@ -346,54 +416,94 @@ def steps_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     --to) and the last (the one that finished) apart."""
     to_stop = [s["seconds"] for r in runs for s in r["steps"] if not s["finished"]]
     last = [s["seconds"] for r in runs for s in r["steps"] if s["finished"]]
-    return {"to_next_stop": _stats(to_stop) if to_stop else None, "finishing": _stats(last) if last else None,
-            "start": _stats([r["start_s"] for r in runs]), "total": _stats([_seconds(r) for r in runs]),
-            "per_run": {a: sum(s["action"] == a for s in runs[0]["steps"]) for a in ("continue", "skip")}}
+    return {
+        "to_next_stop": _stats(to_stop) if to_stop else None,
+        "finishing": _stats(last) if last else None,
+        "start": _stats([r["start_s"] for r in runs]),
+        "total": _stats([_seconds(r) for r in runs]),
+        "per_run": {a: sum(s["action"] == a for s in runs[0]["steps"]) for a in ("continue", "skip")},
+    }
 
 
-def summarise(n: int, samples: dict[tuple[str, str], list[Any]], verified: dict[str, Any], checks: dict[str, Any],
-              clean_count: int, project: Path, baseline_differ: list[str] | None) -> dict[str, Any]:
+def summarise(
+    n: int,
+    samples: dict[tuple[str, str], list[Any]],
+    verified: dict[str, Any],
+    checks: dict[str, Any],
+    clean_count: int,
+    project: Path,
+    baseline_differ: list[str] | None,
+) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     steps: dict[str, Any] = {}
     for (pair, side), ms in samples.items():
         if pair == "steps":
             steps[side] = steps_summary(ms)
         else:
-            results.setdefault(pair, {})[side] = {**_stats([m.seconds for m in ms]),
-                                                  "peak_rss_kib": max(m.maxrss_kib for m in ms)}
+            results.setdefault(pair, {})[side] = {
+                **_stats([m.seconds for m in ms]),
+                "peak_rss_kib": max(m.maxrss_kib for m in ms),
+            }
     targets = TARGETS.get(n, {})
 
     def verdict(name: str, value: float) -> dict[str, Any]:
         target, how = targets.get(name, (None, ""))
         meets = None if target is None else (value <= target if how == "<=" else value < target)
-        return {"name": name, "value": value, "target": f"{how} {target}" if target is not None else None,
-                "meets": meets}
+        return {
+            "name": name,
+            "value": value,
+            "target": f"{how} {target}" if target is not None else None,
+            "meets": meets,
+        }
 
-    ratios = [verdict(name, results[a[0]][a[1]]["median_s"] / results[b[0]][b[1]]["median_s"])
-              for name, a, b in RATIOS if a[1] in results.get(a[0], {}) and b[1] in results.get(b[0], {})]
+    ratios = [
+        verdict(name, results[a[0]][a[1]]["median_s"] / results[b[0]][b[1]]["median_s"])
+        for name, a, b in RATIOS
+        if a[1] in results.get(a[0], {}) and b[1] in results.get(b[0], {})
+    ]
     if steps.get("patchtool", {}).get("to_next_stop"):
         ratios.append(verdict(STEPS_RATIO, steps["patchtool"]["to_next_stop"]["median_s"]))
-    before = [{"pair": pair, "ratio": sides["patchtool"]["median_s"] / sides["baseline"]["median_s"]}
-              for pair, sides in results.items() if "baseline" in sides and "patchtool" in sides]
+    before = [
+        {"pair": pair, "ratio": sides["patchtool"]["median_s"] / sides["baseline"]["median_s"]}
+        for pair, sides in results.items()
+        if "baseline" in sides and "patchtool" in sides
+    ]
     if all(steps.get(s, {}).get("to_next_stop") for s in ("patchtool", "baseline")):
-        before.append({"pair": "steps (to the next stop)", "ratio": steps["patchtool"]["to_next_stop"]["median_s"]
-                       / steps["baseline"]["to_next_stop"]["median_s"]})
+        before.append(
+            {
+                "pair": "steps (to the next stop)",
+                "ratio": steps["patchtool"]["to_next_stop"]["median_s"] / steps["baseline"]["to_next_stop"]["median_s"],
+            }
+        )
     placed = verified["placement"]
     return {
-        "patches": n, "project": str(project), "clean_subset": clean_count, "kinds": verified["kinds"],
-        "resolved": verified["counts"], "placement": placed,
-        "placement_vs_git_rebase": verified["placement_vs_git_rebase"], "files_differ": verified["files_differ"],
-        "resolved_target": {"meets": verified["counts"]["patchtool"]["resolved"] >= verified["counts"]["git am -3"][
-            "resolved"] and not any(p["misplaced"] for p in placed.values())
-            and not verified["placement_vs_git_rebase"]["differ"]},
-        "baseline_outcomes_differ": baseline_differ, **checks,
-        "results": results, "steps": steps, "ratios": ratios, "baseline_ratios": before,
+        "patches": n,
+        "project": str(project),
+        "clean_subset": clean_count,
+        "kinds": verified["kinds"],
+        "resolved": verified["counts"],
+        "placement": placed,
+        "placement_vs_git_rebase": verified["placement_vs_git_rebase"],
+        "files_differ": verified["files_differ"],
+        "resolved_target": {
+            "meets": verified["counts"]["patchtool"]["resolved"] >= verified["counts"]["git am -3"]["resolved"]
+            and not any(p["misplaced"] for p in placed.values())
+            and not verified["placement_vs_git_rebase"]["differ"]
+        },
+        "baseline_outcomes_differ": baseline_differ,
+        **checks,
+        "results": results,
+        "steps": steps,
+        "ratios": ratios,
+        "baseline_ratios": before,
     }
 
 
 def print_table(s: dict[str, Any], summary: dict[str, Any]) -> None:
-    print(f"\n{s['patches']} patches, {OLD} -> {NEW} ({s['clean_subset']} in the clean subset), "
-          f"{summary['runs']} runs each (medians; min-max in brackets)\n")
+    print(
+        f"\n{s['patches']} patches, {OLD} -> {NEW} ({s['clean_subset']} in the clean subset), "
+        f"{summary['runs']} runs each (medians; min-max in brackets)\n"
+    )
     head = f"{'pair':<14}{'command':<19}{'median':>9}  {'min-max':<16}{'peak RSS':>10}"
     print(head)
     print("-" * len(head))
@@ -405,9 +515,15 @@ def print_table(s: dict[str, Any], summary: dict[str, Any]) -> None:
         for what in ("start", "to_next_stop", "finishing"):
             if st[what]:
                 spread = f"[{st[what]['min_s']:.2f}-{st[what]['max_s']:.2f}s]"
-                print(f"{'steps':<14}{side:<19}{st[what]['median_s']:>8.2f}s  {spread:<16}  {what.replace('_', ' ')}"
-                      + (f" ({len(st[what]['runs_s'])} commands: {st['per_run']['continue']} --continue, "
-                         f"{st['per_run']['skip']} --skip per run)" if what == "to_next_stop" else ""))
+                print(
+                    f"{'steps':<14}{side:<19}{st[what]['median_s']:>8.2f}s  {spread:<16}  {what.replace('_', ' ')}"
+                    + (
+                        f" ({len(st[what]['runs_s'])} commands: {st['per_run']['continue']} --continue, "
+                        f"{st['per_run']['skip']} --skip per run)"
+                        if what == "to_next_stop"
+                        else ""
+                    )
+                )
     print()
     for x in s["ratios"]:
         verdict = "" if x["meets"] is None else f" (target {x['target']}: {'meets' if x['meets'] else 'MISSES'})"
@@ -415,8 +531,10 @@ def print_table(s: dict[str, Any], summary: dict[str, Any]) -> None:
         print(f"{x['name']}: {x['value']:.3f}{unit}{verdict}")
     for x in s["baseline_ratios"]:
         print(f"{x['pair']}: patchtool/baseline = {x['ratio']:.3f}x")
-    print(f"no hunk misplaced, patchtool resolves as many as git am -3, and places each as git rebase does: "
-          f"{'meets' if s['resolved_target']['meets'] else 'MISSES'}")
+    print(
+        f"no hunk misplaced, patchtool resolves as many as git am -3, and places each as git rebase does: "
+        f"{'meets' if s['resolved_target']['meets'] else 'MISSES'}"
+    )
     if "git_apply_check_passes" in s:
         print(f"git apply --check passes per version: {s['git_apply_check_passes']}")
 

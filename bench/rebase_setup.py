@@ -33,11 +33,13 @@ OLD, NEW = "v0.5.20", "v0.5.23"
 LOOP_LIMIT = 256  # the most stops a scripted loop goes through
 
 
-def git(repo: Path, *args: str, cwd: Path | None = None, check: bool = True,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def git(
+    repo: Path, *args: str, cwd: Path | None = None, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     cmd = ["git", *args] if cwd else ["git", f"--git-dir={repo}", *args]
-    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=git_env({**FIXED_IDENT, **(env or {})}),
-                         check=False)
+    res = subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, env=git_env({**FIXED_IDENT, **(env or {})}), check=False
+    )
     if check and res.returncode:
         raise BenchError(f"git {' '.join(args[:3])} failed: {res.stderr.strip()}")
     return res
@@ -67,16 +69,24 @@ def ensure_releases(patchtool: list[str], cache_dir: Path) -> tuple[dict[str, st
     try:
         (scratch / "patches").mkdir()
         (scratch / "upstream-pins").mkdir()
-        shutil.copyfile(REPO / "upstream-pins" / f"sglang-{VERSIONS[-1]}.toml",
-                        scratch / "upstream-pins" / f"sglang-{VERSIONS[-1]}.toml")
+        shutil.copyfile(
+            REPO / "upstream-pins" / f"sglang-{VERSIONS[-1]}.toml",
+            scratch / "upstream-pins" / f"sglang-{VERSIONS[-1]}.toml",
+        )
         (scratch / "patchset.toml").write_text(f'schema = 1\npin = "sglang-{VERSIONS[-1]}"\n')
         env = git_env({"PATCHTOOL_CACHE_DIR": str(cache_dir)})
         for version in reversed(VERSIONS[:-1]):
-            res = subprocess.run([*patchtool, "rebase", "--to", version, "--root", str(scratch)], capture_output=True,
-                                 text=True, env=env, check=False)
+            res = subprocess.run(
+                [*patchtool, "rebase", "--to", version, "--root", str(scratch)],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
             if res.returncode:
-                raise BenchError(f"could not import sglang {version} with `patchtool rebase`:\n"
-                                 f"{res.stdout}{res.stderr}")
+                raise BenchError(
+                    f"could not import sglang {version} with `patchtool rebase`:\n{res.stdout}{res.stderr}"
+                )
         text = (scratch / "upstream-pins" / f"sglang-{VERSIONS[0]}.toml").read_text()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -100,17 +110,26 @@ def private_cache(source: Path, tags: dict[str, str], cache: Path) -> Path:
     have = {}
     if (repo / "HEAD").exists():
         for tag in tags:
-            have[tag] = git(repo, "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}",
-                            check=False).stdout.strip()
+            have[tag] = git(
+                repo, "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}", check=False
+            ).stdout.strip()
     if have != tags:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
-        res = subprocess.run(["git", "clone", "--bare", "--quiet", str(source), str(repo)], capture_output=True,
-                             text=True, env=git_env(), check=False)
+        res = subprocess.run(
+            ["git", "clone", "--bare", "--quiet", str(source), str(repo)],
+            capture_output=True,
+            text=True,
+            env=git_env(),
+            check=False,
+        )
         if res.returncode:
             raise BenchError(f"could not copy {source} to {repo}: {res.stderr.strip()}")
-        for args in (["remote", "remove", "origin"], ["config", "gc.auto", "0"],
-                     ["config", "core.logAllRefUpdates", "false"]):
+        for args in (
+            ["remote", "remove", "origin"],
+            ["config", "gc.auto", "0"],
+            ["config", "core.logAllRefUpdates", "false"],
+        ):
             quiet(["git", f"--git-dir={repo}", *args], git_env())
     quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
     downloads = source.parent / "downloads"
@@ -127,9 +146,14 @@ def private_cache(source: Path, tags: dict[str, str], cache: Path) -> Path:
 
 def ensure_project(project: Path | None, count: int, bench_cache: Path, tags: dict[str, str], pin_text: str) -> Path:
     """The bench project of ``count`` patches, (re)built when missing or made by other code or releases."""
-    stamp_text = hashlib.sha256((BENCH / "make_rebase_series.py").read_bytes() + (BENCH / "make_series.py").read_bytes()
-                                + pin_text.encode() + tags[OLD].encode() + tags[NEW].encode()
-                                + str(count).encode()).hexdigest()
+    stamp_text = hashlib.sha256(
+        (BENCH / "make_rebase_series.py").read_bytes()
+        + (BENCH / "make_series.py").read_bytes()
+        + pin_text.encode()
+        + tags[OLD].encode()
+        + tags[NEW].encode()
+        + str(count).encode()
+    ).hexdigest()
     project = project or WORK / f"project{count}-{tags[OLD][:12]}"
     stamp = project / ".bench-stamp"
     if stamp.is_file() and stamp.read_text() == stamp_text:
@@ -182,8 +206,9 @@ def subset_project(project: Path, dest: Path, keep: set[str]) -> Path:
 @contextmanager
 def local_index(index_url: str) -> Iterator[str]:
     """PyPI's sglang project page (PEP 691 JSON), fetched once and served on 127.0.0.1."""
-    req = urllib.request.Request(f"{index_url.rstrip('/')}/sglang/",
-                                 headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    req = urllib.request.Request(
+        f"{index_url.rstrip('/')}/sglang/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     with urllib.request.urlopen(req, timeout=60) as resp:
         body = resp.read()
 
@@ -213,23 +238,28 @@ def local_index(index_url: str) -> Iterator[str]:
 
 # -- the scripts the timed commands run ------------------------------------------------------------
 
+
 def rebase_script(path: Path, patchtool: list[str], project: Path) -> Path:
     """``rebase --to 0.5.23``, then ``rebase --skip`` at every stop."""
     pt = shlex.join([*patchtool])
     root = shlex.quote(str(project))
-    path.write_text(f"{pt} rebase --to 0.5.23 --root {root} >/dev/null 2>&1; rc=$?\nn=0\n"
-                    f"while [ $rc -eq 3 ] && [ $n -lt {LOOP_LIMIT} ]; do\n"
-                    f"  {pt} rebase --skip --reason 'bench: left out' --root {root} >/dev/null 2>&1; rc=$?\n"
-                    "  n=$((n + 1))\ndone\nexit $rc\n")
+    path.write_text(
+        f"{pt} rebase --to 0.5.23 --root {root} >/dev/null 2>&1; rc=$?\nn=0\n"
+        f"while [ $rc -eq 3 ] && [ $n -lt {LOOP_LIMIT} ]; do\n"
+        f"  {pt} rebase --skip --reason 'bench: left out' --root {root} >/dev/null 2>&1; rc=$?\n"
+        "  n=$((n + 1))\ndone\nexit $rc\n"
+    )
     return path
 
 
 def git_loop_script(path: Path, tree: Path, start: str, state: str, skip: str) -> Path:
     """``start`` in ``tree``, then ``skip`` while git's ``state`` directory exists."""
-    path.write_text(f"cd {shlex.quote(str(tree))} || exit 1\n{start} >/dev/null 2>&1 && exit 0\n"
-                    f"d=$(git rev-parse --git-path {state})\nn=0\n"
-                    f'while [ -d "$d" ] && [ $n -lt {LOOP_LIMIT} ]; do {skip} >/dev/null 2>&1; n=$((n + 1)); done\n'
-                    f'[ ! -d "$d" ]\n')
+    path.write_text(
+        f"cd {shlex.quote(str(tree))} || exit 1\n{start} >/dev/null 2>&1 && exit 0\n"
+        f"d=$(git rev-parse --git-path {state})\nn=0\n"
+        f'while [ -d "$d" ] && [ $n -lt {LOOP_LIMIT} ]; do {skip} >/dev/null 2>&1; n=$((n + 1)); done\n'
+        f'[ ! -d "$d" ]\n'
+    )
     return path
 
 

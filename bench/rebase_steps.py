@@ -63,8 +63,9 @@ def resolve_text(text: str) -> str:
 
 def resolve(worktree: Path) -> list[str]:
     """Resolve the conflict markers in the files ``worktree`` changed; the files it changed."""
-    names = subprocess.run(["git", "diff", "--name-only", "HEAD"], cwd=worktree, capture_output=True, text=True,
-                           check=False).stdout.split()
+    names = subprocess.run(
+        ["git", "diff", "--name-only", "HEAD"], cwd=worktree, capture_output=True, text=True, check=False
+    ).stdout.split()
     changed = []
     for name in names:
         path = worktree / name
@@ -100,8 +101,11 @@ def stepwise(patchtool: list[str], source: Path, copy: Path, env: dict[str, str]
             raise BenchError(f"the rebase of {copy} did not finish after 256 stops")
         ident, outcome, worktree = _stop(m.stdout)
         action = "continue" if outcome == CONFLICT and worktree and resolve(Path(worktree)) else "skip"
-        cmd = ([*patchtool, "rebase", "--continue", *root] if action == "continue" else
-               [*patchtool, "rebase", "--skip", "--reason", "bench: left out", *root])
+        cmd = (
+            [*patchtool, "rebase", "--continue", *root]
+            if action == "continue"
+            else [*patchtool, "rebase", "--skip", "--reason", "bench: left out", *root]
+        )
         m = measure(cmd, env, ok=(0, 3))
         out["steps"].append({"action": action, "patch": ident, "seconds": m.seconds, "finished": m.returncode == 0})
     return out

@@ -30,13 +30,19 @@ from make_series import BenchError
 from rebase_setup import NEW, OLD, REPO, git, rebase_script
 from rebase_steps import STOPS, stepwise
 
-RESOLVED = ("applied unchanged", "applied with shifted context", "merged by 3-way merge", "partly upstream",
-            "already upstream")
+RESOLVED = (
+    "applied unchanged",
+    "applied with shifted context",
+    "merged by 3-way merge",
+    "partly upstream",
+    "already upstream",
+)
 
 Line = tuple[str, str, str, str]  # (path, +/-, scope, text)
 
 
 # -- where a change sits ---------------------------------------------------------------------------
+
 
 class Scopes:
     """The innermost def/class around a line of a blob, read with ast (cached per blob)."""
@@ -84,7 +90,7 @@ def placement(scopes: Scopes, repo: Path, parent: str, commit: str) -> list[Line
     old = new = 0
     for row in diff.splitlines():
         if row.startswith("+++ "):
-            path = row[len("+++ b/"):]
+            path = row[len("+++ b/") :]
         elif row.startswith("--- "):
             continue
         elif m := re.match(r"^@@ -(\d+)(?:,\d+)? \+(\d+)", row):
@@ -98,8 +104,7 @@ def placement(scopes: Scopes, repo: Path, parent: str, commit: str) -> list[Line
     return sorted(out)
 
 
-def misplaced(scopes: Scopes, commit: str, want: list[Line],
-              got: list[Line]) -> tuple[list[str], list[str]]:
+def misplaced(scopes: Scopes, commit: str, want: list[Line], got: list[Line]) -> tuple[list[str], list[str]]:
     """(misplaced lines, lines in a scope upstream renamed) of ``got`` against ``want``."""
     if got == want:
         return [], []
@@ -116,8 +121,8 @@ def misplaced(scopes: Scopes, commit: str, want: list[Line],
     return wrong, renamed
 
 
-
 # -- each tool, once ------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
@@ -155,14 +160,17 @@ def git_loop(tree: Path, start: list[str], state: str, skip: list[str], limit: i
         git(REPO, *skip, cwd=tree, check=False)
     if path.exists() or (res.returncode and not stops):
         raise BenchError(f"{' '.join(start[:2])} did not finish in {tree}: {res.stderr}")
-    subjects = [" ".join(s.split()) for s in
-                git(REPO, "log", "--reverse", "--format=%s", f"{NEW}..HEAD", cwd=tree).stdout.splitlines()]
+    subjects = [
+        " ".join(s.split())
+        for s in git(REPO, "log", "--reverse", "--format=%s", f"{NEW}..HEAD", cwd=tree).stdout.splitlines()
+    ]
     return stops, subjects
 
 
 def _check_clean(s: Setting, root: Path, after: str) -> None:
-    check = subprocess.run([*s.patchtool, "check", "--root", str(root)], capture_output=True, text=True, env=s.env,
-                           check=False)
+    check = subprocess.run(
+        [*s.patchtool, "check", "--root", str(root)], capture_output=True, text=True, env=s.env, check=False
+    )
     if check.returncode or "check: clean" not in check.stdout:
         raise BenchError(f"patchtool check after {after} is not clean:\n{check.stdout}{check.stderr}")
 
@@ -170,8 +178,13 @@ def _check_clean(s: Setting, root: Path, after: str) -> None:
 def run_patchtool(s: Setting, ids: list[str]) -> tuple[dict[str, str], ToolRun, dict[str, list[str]]]:
     """The dry run's outcomes and commits; then the real rebase, with --skip at each stop and again
     one command at a time (resolve and --continue), each checked clean; what the latter did at each stop."""
-    res = subprocess.run([*s.patchtool, "rebase", "--to", "0.5.23", "--dry-run", "--json", "--root", str(s.project)],
-                         capture_output=True, text=True, env=s.env, check=False)
+    res = subprocess.run(
+        [*s.patchtool, "rebase", "--to", "0.5.23", "--dry-run", "--json", "--root", str(s.project)],
+        capture_output=True,
+        text=True,
+        env=s.env,
+        check=False,
+    )
     if res.returncode not in (0, 5):  # 5: a conflict predicted, the report complete
         raise BenchError(f"patchtool rebase --dry-run failed ({res.returncode}): {res.stdout}{res.stderr}")
     data = json.loads(res.stdout)["data"]
@@ -179,8 +192,13 @@ def run_patchtool(s: Setting, ids: list[str]) -> tuple[dict[str, str], ToolRun, 
     commits = {p["id"]: p["commit"] for p in data["patches"] if p.get("commit")}
     copy = s.work / "verify-project"
     shutil.copytree(s.project, copy)
-    res = subprocess.run(["bash", str(rebase_script(s.work / "verify-pt.sh", s.patchtool, copy))],
-                         capture_output=True, text=True, env=s.env, check=False)
+    res = subprocess.run(
+        ["bash", str(rebase_script(s.work / "verify-pt.sh", s.patchtool, copy))],
+        capture_output=True,
+        text=True,
+        env=s.env,
+        check=False,
+    )
     if res.returncode:
         raise BenchError(f"patchtool rebase with --skip at every stop failed: {res.stdout}{res.stderr}")
     _check_clean(s, copy, "the rebase with --skip at every stop")
@@ -197,13 +215,20 @@ def run_git(s: Setting, ids: list[str], how: str) -> ToolRun:
     tree = s.work / f"verify-{how}"
     git(s.repo, "worktree", "add", "--quiet", "--detach", str(tree), NEW if how == "am" else s.tip)
     if how == "am":
-        stops, subjects = git_loop(tree, ["am", "-3", "-q", *map(str, s.patches)], "rebase-apply",
-                                   ["am", "-q", "--skip"], len(ids))
+        stops, subjects = git_loop(
+            tree, ["am", "-3", "-q", *map(str, s.patches)], "rebase-apply", ["am", "-q", "--skip"], len(ids)
+        )
     else:
-        stops, subjects = git_loop(tree, ["rebase", "-q", "--onto", NEW, OLD], "rebase-merge", ["rebase", "--skip"],
-                                   len(ids))
-    commits = dict(zip((by_subject[x] for x in subjects),
-                       git(s.repo, "rev-list", "--reverse", f"{NEW}..HEAD", cwd=tree).stdout.split(), strict=True))
+        stops, subjects = git_loop(
+            tree, ["rebase", "-q", "--onto", NEW, OLD], "rebase-merge", ["rebase", "--skip"], len(ids)
+        )
+    commits = dict(
+        zip(
+            (by_subject[x] for x in subjects),
+            git(s.repo, "rev-list", "--reverse", f"{NEW}..HEAD", cwd=tree).stdout.split(),
+            strict=True,
+        )
+    )
     return ToolRun([ids[n - 1] for n in stops], commits, git(s.repo, "rev-parse", "HEAD", cwd=tree).stdout.strip())
 
 
@@ -224,8 +249,10 @@ def _notes(project: Path) -> dict[str, dict[str, str]]:
 
 # -- where each tool put each patch ------------------------------------------------------------------
 
-def placement_report(scopes: Scopes, repo: Path, want: dict[str, list[Line]],
-                     commits: dict[str, str]) -> dict[str, Any]:
+
+def placement_report(
+    scopes: Scopes, repo: Path, want: dict[str, list[Line]], commits: dict[str, str]
+) -> dict[str, Any]:
     bad, renamed, same = {}, {}, 0
     for i, c in commits.items():
         wrong, moved = misplaced(scopes, c, want[i], placement(scopes, repo, f"{c}^", c))
@@ -245,11 +272,15 @@ def against_git_rebase(scopes: Scopes, repo: Path, pt: ToolRun, rb: ToolRun) -> 
         mine = placement(scopes, repo, f"{pt.commits[i]}^", pt.commits[i])
         theirs = placement(scopes, repo, f"{rb.commits[i]}^", rb.commits[i])
         if mine != theirs:
-            differ[i] = [f"{p}: {sign}{text[:60]!r} in {scope}"
-                         for p, sign, scope, text in sorted(set(mine) ^ set(theirs))]
-    return {"compared": len(both), "differ": differ,
-            "only_patchtool": [i for i in pt.commits if i not in rb.commits],
-            "only_git_rebase": [i for i in rb.commits if i not in pt.commits]}
+            differ[i] = [
+                f"{p}: {sign}{text[:60]!r} in {scope}" for p, sign, scope, text in sorted(set(mine) ^ set(theirs))
+            ]
+    return {
+        "compared": len(both),
+        "differ": differ,
+        "only_patchtool": [i for i in pt.commits if i not in rb.commits],
+        "only_git_rebase": [i for i in rb.commits if i not in pt.commits],
+    }
 
 
 def verify(s: Setting) -> dict[str, Any]:
@@ -271,22 +302,39 @@ def verify(s: Setting) -> dict[str, Any]:
 
     def counts(run: ToolRun) -> dict[str, Any]:
         first = next((n for n, i in enumerate(ids) if i in run.stops), len(ids))
-        return {"resolved": len(ids) - len(run.stops), "before_first_stop": first, "stopped_at": run.stops,
-                "committed": len(run.commits)}
+        return {
+            "resolved": len(ids) - len(run.stops),
+            "before_first_stop": first,
+            "stopped_at": run.stops,
+            "committed": len(run.commits),
+        }
 
     return {
         "kinds": {i: notes[i]["kind"] for i in ids},
-        "counts": {"patchtool": {**counts(pt), "resolved": sum(outcome[i] in RESOLVED for i in ids),
-                                 "outcomes": outcome, "stepwise": stepped},
-                   "git am -3": {**counts(am), "alone_resolved": sum(alone.values()),
-                                 "alone_failed": [i for i in ids if not alone[i]]},
-                   "git rebase": counts(rb)},
-        "placement": {tool: placement_report(scopes, s.repo, want, run.commits)
-                      for tool, run in (("patchtool", pt), ("git am -3", am), ("git rebase", rb))},
+        "counts": {
+            "patchtool": {
+                **counts(pt),
+                "resolved": sum(outcome[i] in RESOLVED for i in ids),
+                "outcomes": outcome,
+                "stepwise": stepped,
+            },
+            "git am -3": {
+                **counts(am),
+                "alone_resolved": sum(alone.values()),
+                "alone_failed": [i for i in ids if not alone[i]],
+            },
+            "git rebase": counts(rb),
+        },
+        "placement": {
+            tool: placement_report(scopes, s.repo, want, run.commits)
+            for tool, run in (("patchtool", pt), ("git am -3", am), ("git rebase", rb))
+        },
         "placement_vs_git_rebase": against_git_rebase(scopes, s.repo, pt, rb),
         "upstream_patches": [i for i in ids if outcome[i] == "already upstream"],
-        "files_differ": {"git am -3": git(s.repo, "diff", "--name-only", pt.tip, am.tip).stdout.split(),
-                         "git rebase": git(s.repo, "diff", "--name-only", pt.tip, rb.tip).stdout.split()},
+        "files_differ": {
+            "git am -3": git(s.repo, "diff", "--name-only", pt.tip, am.tip).stdout.split(),
+            "git rebase": git(s.repo, "diff", "--name-only", pt.tip, rb.tip).stdout.split(),
+        },
     }
 
 
@@ -295,19 +343,27 @@ def print_verification(v: dict[str, Any]) -> None:
     print(f"\nresolved without help (of {len(v['kinds'])}):")
     for tool in ("patchtool", "git am -3", "git rebase"):
         extra = f", alone on a fresh {NEW}: {c[tool]['alone_resolved']}" if "alone_resolved" in c[tool] else ""
-        print(f"  {tool:<11} {c[tool]['resolved']:>3} (before the first stop: {c[tool]['before_first_stop']}"
-              f"{extra}); stops: {', '.join(c[tool]['stopped_at']) or 'none'}")
+        print(
+            f"  {tool:<11} {c[tool]['resolved']:>3} (before the first stop: {c[tool]['before_first_stop']}"
+            f"{extra}); stops: {', '.join(c[tool]['stopped_at']) or 'none'}"
+        )
     stepped = c["patchtool"]["stepwise"]
-    print(f"  patchtool one command at a time: --continue after resolving {len(stepped['continue'])}, "
-          f"--skip {len(stepped['skip'])}; check clean")
+    print(
+        f"  patchtool one command at a time: --continue after resolving {len(stepped['continue'])}, "
+        f"--skip {len(stepped['skip'])}; check clean"
+    )
     for tool, p in v["placement"].items():
-        print(f"  {tool:<11} applied {p['applied']}, every changed line in its old scope: {p['same_scope']}, "
-              f"misplaced: {len(p['misplaced'])}, in a scope upstream renamed: {len(p['scope_renamed'])}")
+        print(
+            f"  {tool:<11} applied {p['applied']}, every changed line in its old scope: {p['same_scope']}, "
+            f"misplaced: {len(p['misplaced'])}, in a scope upstream renamed: {len(p['scope_renamed'])}"
+        )
         for ident, lines in {**p["misplaced"], **p["scope_renamed"]}.items():
             print(f"      {ident}: {'; '.join(lines)}")
     vs = v["placement_vs_git_rebase"]
-    print(f"  patchtool vs git rebase (merge-ort), patch by patch: {vs['compared']} compared, "
-          f"{len(vs['differ'])} placed differently" + "".join(f"\n      {i}: {'; '.join(d)}"
-                                                          for i, d in vs["differ"].items()))
+    print(
+        f"  patchtool vs git rebase (merge-ort), patch by patch: {vs['compared']} compared, "
+        f"{len(vs['differ'])} placed differently"
+        + "".join(f"\n      {i}: {'; '.join(d)}" for i, d in vs["differ"].items())
+    )
     for tool, differ in v["files_differ"].items():
         print(f"  final trees, patchtool vs {tool}: {len(differ)} file(s) differ {differ if differ else ''}")

@@ -57,12 +57,18 @@ OUT = BENCH / "out"
 TARGETS = {"check": 2.0, "apply": 1.2}
 STARTUP_TARGET = 1.5  # patchtool --version and status against the floor: python -c "import typer, git"
 FLOOR = "import typer, git"
-FIXED_IDENT = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@localhost",
-               "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@localhost",
-               "GIT_AUTHOR_DATE": "@0 +0000", "GIT_COMMITTER_DATE": "@0 +0000"}
+FIXED_IDENT = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@localhost",
+    "GIT_AUTHOR_DATE": "@0 +0000",
+    "GIT_COMMITTER_DATE": "@0 +0000",
+}
 
 
 # -- running one command -------------------------------------------------------------------
+
 
 class Measured:
     def __init__(self, seconds: float, maxrss_kib: int, stdout: str, returncode: int = 0) -> None:
@@ -77,8 +83,7 @@ def measure(cmd: list[str], env: dict[str, str], *, cwd: Path | None = None, ok:
     exits with a status outside ``ok``."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                cwd=cwd)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -86,8 +91,9 @@ def measure(cmd: list[str], env: dict[str, str], *, cwd: Path | None = None, ok:
         err.seek(0)
         stdout = out.read().decode(errors="replace")
         if proc.returncode not in ok:
-            raise BenchError(f"{shlex.join(cmd[:4])} ... failed ({proc.returncode}):\n"
-                             f"{stdout}{err.read().decode(errors='replace')}")
+            raise BenchError(
+                f"{shlex.join(cmd[:4])} ... failed ({proc.returncode}):\n{stdout}{err.read().decode(errors='replace')}"
+            )
     return Measured(elapsed, usage.ru_maxrss, stdout, proc.returncode)
 
 
@@ -97,11 +103,12 @@ def quiet(cmd: list[str], env: dict[str, str]) -> None:
 
 # -- the bench project -----------------------------------------------------------------------
 
+
 def ensure_project(project: Path | None, cache_dir: Path, base: str) -> Path:
     """The bench project, (re)built when missing or made by another make_series.py / base."""
-    stamp_text = hashlib.sha256((BENCH / "make_series.py").read_bytes()
-                                + make_series.DEFAULT_PIN_FILE.read_bytes()
-                                + base.encode()).hexdigest()
+    stamp_text = hashlib.sha256(
+        (BENCH / "make_series.py").read_bytes() + make_series.DEFAULT_PIN_FILE.read_bytes() + base.encode()
+    ).hexdigest()
     if project is None:
         project = OUT / f"project-{base[:12]}"
     stamp = project / ".bench-stamp"
@@ -109,8 +116,7 @@ def ensure_project(project: Path | None, cache_dir: Path, base: str) -> Path:
         return project
     if project.exists():
         if not (project / ".bench-stamp").exists() and any(project.iterdir()):
-            raise BenchError(f"{project} exists and was not made by make_series.py; "
-                             "choose another --project")
+            raise BenchError(f"{project} exists and was not made by make_series.py; choose another --project")
         shutil.rmtree(project)
     print(f"building the bench project in {project} ...", flush=True)
     make_series.build(project, cache_dir=cache_dir)
@@ -126,18 +132,34 @@ def private_cache(source_repo: Path, tag: str, base: str, cache: Path) -> Path:
     they differ from run to run); ``prune`` drops those afterwards.
     """
     repo = cache / "upstream.git"
-    have = subprocess.run(["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet",
-                           f"refs/tags/{tag}^{{commit}}"], capture_output=True, text=True,
-                          env=git_env(), check=False).stdout.strip() if (repo / "HEAD").exists() else ""
+    have = (
+        subprocess.run(
+            ["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            env=git_env(),
+            check=False,
+        ).stdout.strip()
+        if (repo / "HEAD").exists()
+        else ""
+    )
     if have != base:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
-        res = subprocess.run(["git", "clone", "--bare", "--quiet", str(source_repo), str(repo)],
-                             capture_output=True, text=True, env=git_env(), check=False)
+        res = subprocess.run(
+            ["git", "clone", "--bare", "--quiet", str(source_repo), str(repo)],
+            capture_output=True,
+            text=True,
+            env=git_env(),
+            check=False,
+        )
         if res.returncode:
             raise BenchError(f"could not copy {source_repo} to {repo}: {res.stderr.strip()}")
-        for args in (["remote", "remove", "origin"], ["config", "gc.auto", "0"],
-                     ["config", "core.logAllRefUpdates", "false"]):
+        for args in (
+            ["remote", "remove", "origin"],
+            ["config", "gc.auto", "0"],
+            ["config", "core.logAllRefUpdates", "false"],
+        ):
             quiet(["git", f"--git-dir={repo}", *args], git_env())
     quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
     return cache
@@ -151,8 +173,8 @@ def subject_of(patch: Path) -> str:
     lines = patch.read_text(encoding="utf-8").split("\n")
     for i, line in enumerate(lines):
         if line.startswith("Subject: "):
-            subject = line[len("Subject: "):]
-            for cont in lines[i + 1:]:
+            subject = line[len("Subject: ") :]
+            for cont in lines[i + 1 :]:
                 if not cont.startswith(" "):
                     break
                 subject += cont
@@ -164,12 +186,20 @@ def baseline_check_script(path: Path, repo: Path, tag: str, patches: list[Path],
     """The plain-git equivalent of a check that also commits: read-tree, then per patch
     apply --cached, write-tree and commit-tree. Prints the final tree."""
     q = shlex.quote
-    lines = ["set -eu", f"export GIT_DIR={q(str(repo))} GIT_INDEX_FILE={q(str(index))}",
-             f"rm -f {q(str(index))}", f"git read-tree {q(tag)}", f"c=$(git rev-parse {q(tag)}^{{commit}})"]
+    lines = [
+        "set -eu",
+        f"export GIT_DIR={q(str(repo))} GIT_INDEX_FILE={q(str(index))}",
+        f"rm -f {q(str(index))}",
+        f"git read-tree {q(tag)}",
+        f"c=$(git rev-parse {q(tag)}^{{commit}})",
+    ]
     for p in patches:
-        lines += [f"git apply --cached {q(str(p))}", "t=$(git write-tree)",
-                  f"c=$(git commit-tree \"$t\" -p \"$c\" -m {q(subject_of(p))})"]
-    lines += ["echo \"$t\"", f"rm -f {q(str(index))}"]
+        lines += [
+            f"git apply --cached {q(str(p))}",
+            "t=$(git write-tree)",
+            f'c=$(git commit-tree "$t" -p "$c" -m {q(subject_of(p))})',
+        ]
+    lines += ['echo "$t"', f"rm -f {q(str(index))}"]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -177,10 +207,12 @@ def baseline_check_script(path: Path, repo: Path, tag: str, patches: list[Path],
 # -- main -----------------------------------------------------------------------------------------
 
 # (name, A (pair, side), B (pair, side), target for A/B)
-RATIOS = (("check: patchtool/git", ("check", "patchtool"), ("check", "git"), TARGETS["check"]),
-          ("apply: patchtool/git", ("apply", "patchtool"), ("apply", "git"), TARGETS["apply"]),
-          (f"--version: patchtool/floor ({FLOOR})", ("version", "patchtool"), ("floor", "python"), STARTUP_TARGET),
-          (f"status: patchtool/floor ({FLOOR})", ("status", "patchtool"), ("floor", "python"), STARTUP_TARGET))
+RATIOS = (
+    ("check: patchtool/git", ("check", "patchtool"), ("check", "git"), TARGETS["check"]),
+    ("apply: patchtool/git", ("apply", "patchtool"), ("apply", "git"), TARGETS["apply"]),
+    (f"--version: patchtool/floor ({FLOOR})", ("version", "patchtool"), ("floor", "python"), STARTUP_TARGET),
+    (f"status: patchtool/floor ({FLOOR})", ("status", "patchtool"), ("floor", "python"), STARTUP_TARGET),
+)
 PAIRS = ("check", "apply", "version", "status", "floor")
 # iteration tag -> (command, environment, the worktree it makes or None, the repository that worktree is in)
 Maker = Callable[[str], tuple[list[str], dict[str, str], Path | None, Path | None]]
@@ -188,12 +220,20 @@ Maker = Callable[[str], tuple[list[str], dict[str, str], Path | None, Path | Non
 
 def main(argv: list[str] | None = None) -> int:
     ap = make_series.bench_parser(__doc__, runs=7, min_runs=5, baseline=True)
-    ap.add_argument("--project", type=Path, default=None,
-                    help="where the bench project lives (default: bench/out/project-<base>)")
-    ap.add_argument("--floor-python", default=None, metavar="PY",
-                    help=f"the Python that runs the start-up floor, `{FLOOR}` (default: patchtool's own)")
-    ap.add_argument("--count-git", action="store_true",
-                    help="also count the git processes each command starts (one extra, untimed run)")
+    ap.add_argument(
+        "--project", type=Path, default=None, help="where the bench project lives (default: bench/out/project-<base>)"
+    )
+    ap.add_argument(
+        "--floor-python",
+        default=None,
+        metavar="PY",
+        help=f"the Python that runs the start-up floor, `{FLOOR}` (default: patchtool's own)",
+    )
+    ap.add_argument(
+        "--count-git",
+        action="store_true",
+        help="also count the git processes each command starts (one extra, untimed run)",
+    )
     return make_series.bench_main(ap, argv, run)
 
 
@@ -209,8 +249,10 @@ def run(args: argparse.Namespace) -> int:
     compile_patchtool(patchtool)
     baseline = find_baseline(args.baseline_patchtool)
     sides = {"patchtool": patchtool, **({"baseline": baseline} if baseline else {})}
-    caches = {side: private_cache(source_repo, tag, base, OUT / ("cache" if side == "patchtool" else f"cache-{side}"))
-              for side in sides}
+    caches = {
+        side: private_cache(source_repo, tag, base, OUT / ("cache" if side == "patchtool" else f"cache-{side}"))
+        for side in sides
+    }
     work = Path(tempfile.mkdtemp(prefix="ptbench-"))
     try:
         commands = make_commands(sides, caches, project, patches, tag, work, args.floor_python)
@@ -233,8 +275,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def floor_command(patchtool: list[str], floor_python: str | None,
-                  env: dict[str, str]) -> tuple[list[str], dict[str, str]] | str:
+def floor_command(
+    patchtool: list[str], floor_python: str | None, env: dict[str, str]
+) -> tuple[list[str], dict[str, str]] | str:
     """``python -c "import typer, git"`` in patchtool's Python (or ``floor_python``), or why it cannot
     run there (a Python without typer or GitPython: the start-up ratios are then left out)."""
     python, extra = command_python(patchtool)
@@ -247,8 +290,15 @@ def floor_command(patchtool: list[str], floor_python: str | None,
     return cmd, env
 
 
-def make_commands(sides: dict[str, list[str]], caches: dict[str, Path], project: Path, patches: list[Path],
-                  tag: str, work: Path, floor_python: str | None) -> dict[tuple[str, str], Maker]:
+def make_commands(
+    sides: dict[str, list[str]],
+    caches: dict[str, Path],
+    project: Path,
+    patches: list[Path],
+    tag: str,
+    work: Path,
+    floor_python: str | None,
+) -> dict[tuple[str, str], Maker]:
     repo = caches["patchtool"] / "upstream.git"
     genv = git_env(FIXED_IDENT)
     script = baseline_check_script(work / "baseline-check.sh", repo, tag, patches, work / "index")
@@ -259,7 +309,11 @@ def make_commands(sides: dict[str, list[str]], caches: dict[str, Path], project:
         commands |= {
             ("check", side): lambda i, pt=pt, env=env: ([*pt, "check", "--root", str(project)], env, None, None),
             ("apply", side): lambda i, pt=pt, env=env, s=side, r=side_repo: (
-                [*pt, "apply", "--root", str(project), "--into", str(work / f"{s}-{i}")], env, work / f"{s}-{i}", r),
+                [*pt, "apply", "--root", str(project), "--into", str(work / f"{s}-{i}")],
+                env,
+                work / f"{s}-{i}",
+                r,
+            ),
             ("version", side): lambda i, pt=pt, env=env: ([*pt, "--version"], env, None, None),
             ("status", side): lambda i, pt=pt, env=env: ([*pt, "status", "--root", str(project)], env, None, None),
         }
@@ -271,10 +325,21 @@ def make_commands(sides: dict[str, list[str]], caches: dict[str, Path], project:
     commands |= {
         ("check", "git"): lambda i: (["bash", str(script)], genv, None, None),
         ("apply", "git"): lambda i: (
-            ["bash", "-c", 'set -e; git --git-dir="$1" worktree add --quiet --detach "$2" "$3"; '
-                           'shift 3; git -C "$0" am --quiet "$@"',
-             str(work / f"git-{i}"), str(repo), str(work / f"git-{i}"), tag, *map(str, patches)],
-            genv, work / f"git-{i}", repo),
+            [
+                "bash",
+                "-c",
+                'set -e; git --git-dir="$1" worktree add --quiet --detach "$2" "$3"; '
+                'shift 3; git -C "$0" am --quiet "$@"',
+                str(work / f"git-{i}"),
+                str(repo),
+                str(work / f"git-{i}"),
+                tag,
+                *map(str, patches),
+            ],
+            genv,
+            work / f"git-{i}",
+            repo,
+        ),
     }
     return dict(sorted(commands.items(), key=lambda kv: PAIRS.index(kv[0][0])))
 
@@ -292,8 +357,13 @@ def once(commands: dict[tuple[str, str], Maker], key: tuple[str, str], i: str) -
     try:
         m = measure(cmd, env)
         if tree is not None:
-            m.stdout = subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD^{tree}"], capture_output=True,
-                                      text=True, env=git_env(FIXED_IDENT), check=True).stdout.strip()
+            m.stdout = subprocess.run(
+                ["git", "-C", str(tree), "rev-parse", "HEAD^{tree}"],
+                capture_output=True,
+                text=True,
+                env=git_env(FIXED_IDENT),
+                check=True,
+            ).stdout.strip()
         return m
     finally:
         if tree is not None and repo is not None:
@@ -312,12 +382,16 @@ def verify(commands: dict[tuple[str, str], Maker], project: Path, pin_name: str,
     trees["git apply --cached"] = once(commands, ("check", "git"), "verify").stdout.strip()
     if len(set(trees.values())) != 1:
         raise BenchError(f"the trees differ: {trees}")
-    print(f"verified: check clean, all {len(trees)} build tree {trees['git apply --cached'][:12]} "
-          f"({count} patches on {pin_name})", flush=True)
+    print(
+        f"verified: check clean, all {len(trees)} build tree {trees['git apply --cached'][:12]} "
+        f"({count} patches on {pin_name})",
+        flush=True,
+    )
 
 
-def interleave(commands: dict[tuple[str, str], Maker],
-               args: argparse.Namespace) -> dict[tuple[str, str], list[Measured]]:
+def interleave(
+    commands: dict[tuple[str, str], Maker], args: argparse.Namespace
+) -> dict[tuple[str, str], list[Measured]]:
     samples: dict[tuple[str, str], list[Measured]] = {k: [] for k in commands}
     for w in range(args.warmup):
         for k in commands:
@@ -325,8 +399,11 @@ def interleave(commands: dict[tuple[str, str], Maker],
     for i in range(args.runs):
         for k in commands:  # A B A B: each pair back to back, every iteration
             samples[k].append(once(commands, k, str(i)))
-        print(f"  run {i + 1}/{args.runs}: " + "  ".join(
-            f"{k[0]}/{k[1]} {samples[k][-1].seconds * 1000:.0f}ms" for k in commands), flush=True)
+        print(
+            f"  run {i + 1}/{args.runs}: "
+            + "  ".join(f"{k[0]}/{k[1]} {samples[k][-1].seconds * 1000:.0f}ms" for k in commands),
+            flush=True,
+        )
     return samples
 
 
@@ -354,16 +431,27 @@ def count_git(commands: dict[tuple[str, str], Maker], work: Path) -> dict[str, i
     return counts
 
 
-def summarise(samples: dict[tuple[str, str], list[Measured]], counts: dict[str, int], patches: list[Path],
-              project: Path, cache_dir: Path, caches: dict[str, Path], base: str, sides: dict[str, list[str]],
-              args: argparse.Namespace) -> dict[str, Any]:
+def summarise(
+    samples: dict[tuple[str, str], list[Measured]],
+    counts: dict[str, int],
+    patches: list[Path],
+    project: Path,
+    cache_dir: Path,
+    caches: dict[str, Path],
+    base: str,
+    sides: dict[str, list[str]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     for (pair, side), ms in samples.items():
         secs = [m.seconds for m in ms]
         results.setdefault(pair, {})[side] = {
-            "median_s": statistics.median(secs), "min_s": min(secs), "max_s": max(secs),
+            "median_s": statistics.median(secs),
+            "min_s": min(secs),
+            "max_s": max(secs),
             "stdev_s": statistics.stdev(secs) if len(secs) > 1 else 0.0,
-            "runs_s": secs, "peak_rss_kib": max(m.maxrss_kib for m in ms),
+            "runs_s": secs,
+            "peak_rss_kib": max(m.maxrss_kib for m in ms),
             "git_processes": counts.get(f"{pair}/{side}"),
         }
     ratios = []
@@ -373,34 +461,48 @@ def summarise(samples: dict[tuple[str, str], list[Measured]], counts: dict[str, 
             continue
         ratio = results[pa][sa]["median_s"] / results[pb][sb]["median_s"]
         ratios.append({"name": name, "ratio": ratio, "target": target, "meets_target": ratio <= target})
-    before = [{"pair": pair, "ratio": r["patchtool"]["median_s"] / r["baseline"]["median_s"]}
-              for pair, r in results.items() if "baseline" in r]
+    before = [
+        {"pair": pair, "ratio": r["patchtool"]["median_s"] / r["baseline"]["median_s"]}
+        for pair, r in results.items()
+        if "baseline" in r
+    ]
     return {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count(),
-                    "git": subprocess.run(["git", "--version"], capture_output=True,
-                                          text=True).stdout.strip()},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "git": subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip(),
+        },
         "upstream": {"cache": str(cache_dir), "bench_caches": {s: str(c) for s, c in caches.items()}, "base": base},
         "series": {"project": str(project), "patches": len(patches)},
-        "patchtool": sides["patchtool"], "baseline": sides.get("baseline"), "runs": args.runs, "warmup": args.warmup,
-        "results": results, "ratios": ratios, "baseline_ratios": before,
+        "patchtool": sides["patchtool"],
+        "baseline": sides.get("baseline"),
+        "runs": args.runs,
+        "warmup": args.warmup,
+        "results": results,
+        "ratios": ratios,
+        "baseline_ratios": before,
     }
 
 
 def print_table(summary: dict[str, Any]) -> None:
     r = summary["results"]
-    print(f"\n{summary['series']['patches']} patches on {summary['upstream']['base'][:12]}, "
-          f"{summary['runs']} runs each (medians; min-max in brackets)\n")
+    print(
+        f"\n{summary['series']['patches']} patches on {summary['upstream']['base'][:12]}, "
+        f"{summary['runs']} runs each (medians; min-max in brackets)\n"
+    )
     head = f"{'pair':<9}{'command':<11}{'median':>10}{'  min-max':<20}{'peak RSS':>10}{'git procs':>11}"
     print(head)
     print("-" * len(head))
     for pair, sides in r.items():
         for side, s in sides.items():
             procs = "" if s["git_processes"] is None else str(s["git_processes"])
-            print(f"{pair:<9}{side:<11}{s['median_s'] * 1000:>8.0f}ms"
-                  f"  [{s['min_s'] * 1000:.0f}-{s['max_s'] * 1000:.0f}ms]".ljust(20)
-                  + f"{s['peak_rss_kib'] / 1024:>8.1f}MB{procs:>11}")
+            print(
+                f"{pair:<9}{side:<11}{s['median_s'] * 1000:>8.0f}ms"
+                f"  [{s['min_s'] * 1000:.0f}-{s['max_s'] * 1000:.0f}ms]".ljust(20)
+                + f"{s['peak_rss_kib'] / 1024:>8.1f}MB{procs:>11}"
+            )
     print()
     for x in summary["ratios"]:
         if x["ratio"] is None:

@@ -47,8 +47,12 @@ def main() -> None:
     cases: dict[str, tuple[list[str], str]] = {"floor: import typer, git": ([py, "-c", "import typer, git"], "")}
     for label, tool in (("before", args.before), ("", REPO / "tool")):
         if tool is not None:
-            cases.update({f"{label} patchtool {name}".strip(): ([py, "-m", "patchtool", *words], str(tool))
-                          for name, words in commands.items()})
+            cases.update(
+                {
+                    f"{label} patchtool {name}".strip(): ([py, "-m", "patchtool", *words], str(tool))
+                    for name, words in commands.items()
+                }
+            )
     for cmd, tool in cases.values():  # warm-up: bytecode caches, the page cache, the pin's import
         timed(cmd, args.root, {**env, "PYTHONPATH": tool})
     wall: dict[str, list[float]] = {name: [] for name in cases}

@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     wheel = cached_wheel(cache_dir)
     work = Path(tempfile.mkdtemp(prefix="ptwheelbench-"))
     try:
+
         def side_a(i: int, pt: list[str] = patchtool) -> list[list[str]]:
             return [[*pt, "build", "--root", str(REPO), "--out", str(work / f"a-{i}")]]
 
@@ -111,8 +112,10 @@ def run(args: argparse.Namespace) -> int:
             unpacked = work / f"u-{i}"
             stem = "-".join(wheel.name.split("-")[:2])
             (work / f"b-{i}").mkdir()  # wheel pack does not create its --dest-dir
-            return [[args.python, "-m", "wheel", "unpack", "-d", str(unpacked), str(wheel)],
-                    [args.python, "-m", "wheel", "pack", "-d", str(work / f"b-{i}"), str(unpacked / stem)]]
+            return [
+                [args.python, "-m", "wheel", "unpack", "-d", str(unpacked), str(wheel)],
+                [args.python, "-m", "wheel", "pack", "-d", str(work / f"b-{i}"), str(unpacked / stem)],
+            ]
 
         labels = ["patchtool build", *(["baseline build"] if baseline else []), "wheel unpack+pack"]
         times: dict[str, list[float]] = {k: [] for k in labels}
@@ -140,16 +143,22 @@ def run(args: argparse.Namespace) -> int:
     over = peak_a - startup
     result = {
         "when": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count()},
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()},
         "wheel": {"file": wheel.name, "compressed_kib": size_kib},
-        "runs": args.runs, "warmup": args.warmup,
+        "runs": args.runs,
+        "warmup": args.warmup,
         "seconds": {"patchtool build": a, "wheel unpack+pack": b, **({"baseline build": before} if before else {})},
-        "ratio": ratio, "target_ratio": TARGET_RATIO, "baseline": baseline,
+        "ratio": ratio,
+        "target_ratio": TARGET_RATIO,
+        "baseline": baseline,
         "baseline_ratio": a["median"] / before["median"] if before else None,
-        "peak_rss_kib": {"patchtool build": peak_a, "wheel unpack+pack": max(rss["wheel unpack+pack"]),
-                         "patchtool --version": startup},
-        "memory_over_startup_x_wheel": over / size_kib, "target_memory": TARGET_MEMORY,
+        "peak_rss_kib": {
+            "patchtool build": peak_a,
+            "wheel unpack+pack": max(rss["wheel unpack+pack"]),
+            "patchtool --version": startup,
+        },
+        "memory_over_startup_x_wheel": over / size_kib,
+        "target_memory": TARGET_MEMORY,
     }
     print_result(result, {k: max(v) for k, v in rss.items()})
     OUT.mkdir(parents=True, exist_ok=True)
@@ -161,8 +170,10 @@ def run(args: argparse.Namespace) -> int:
 
 def print_result(result: dict, peak: dict[str, int]) -> None:  # type: ignore[type-arg]
     size_kib = result["wheel"]["compressed_kib"]
-    print(f"{result['wheel']['file']} ({size_kib / 1024:.1f} MiB), {result['runs']} runs after {result['warmup']} "
-          "warm-up, interleaved")
+    print(
+        f"{result['wheel']['file']} ({size_kib / 1024:.1f} MiB), {result['runs']} runs after {result['warmup']} "
+        "warm-up, interleaved"
+    )
     print(f"{'':22} {'median s':>9} {'min-max s':>13} {'peak RSS MiB':>13}")
     for label, s in result["seconds"].items():
         print(f"{label:22} {s['median']:9.3f} {s['min']:6.3f}-{s['max']:<6.3f} {peak[label] / 1024:13.1f}")
@@ -174,8 +185,10 @@ def print_result(result: dict, peak: dict[str, int]) -> None:  # type: ignore[ty
         print(f"build: patchtool/baseline = {result['baseline_ratio']:.3f}x")
     over = result["memory_over_startup_x_wheel"]
     mem_verdict = "ok" if over <= TARGET_MEMORY else "OVER TARGET"
-    print(f"peak RSS above start-up: {over * size_kib / 1024:.1f} MiB = {over:.2f} x the wheel "
-          f"(target <= {TARGET_MEMORY}) {mem_verdict}")
+    print(
+        f"peak RSS above start-up: {over * size_kib / 1024:.1f} MiB = {over:.2f} x the wheel "
+        f"(target <= {TARGET_MEMORY}) {mem_verdict}"
+    )
 
 
 if __name__ == "__main__":

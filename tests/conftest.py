@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from patchtool.testing import Index, format_patch, git, lazy_modules, make_wheel, sha256, write_tree
+from helpers import Index, format_patch, git, lazy_modules, make_wheel, sha256, write_tree
 
 REPO = Path(__file__).resolve().parent.parent
 # release artifacts from PyPI are kept here between runs, so a run downloads each at most once
@@ -27,7 +27,7 @@ GPU_CHECKS = Path(__file__).resolve().parent / "gpu"
 
 @pytest.fixture(scope="module", autouse=True)
 def _heavy_modules(request: pytest.FixtureRequest) -> None:
-    """Import the modules a test module holds lazily (``patchtool.testing.lazy``: tests/patches'
+    """Import the modules a test module holds lazily (``helpers.lazy``: tests/patches'
     torch, numpy, triton ...) before its first test, in the environment it set up at import
     (TRITON_INTERPRET=1), not at collection; skip it, naming the module, where one is missing."""
     for name in lazy_modules(request.module):
@@ -103,11 +103,18 @@ class Demo:
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache), **(env or {})}
-        return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=self.root,
-                              capture_output=True, text=True, env=full_env, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "patchtool", *args],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            check=False,
+        )
 
-    def commit_patch(self, name: str, change: Callable[[Path], None], subject: str,
-                     body: str = "", *, on: str = "upstream") -> str:
+    def commit_patch(
+        self, name: str, change: Callable[[Path], None], subject: str, body: str = "", *, on: str = "upstream"
+    ) -> str:
         """Make a change on a fresh branch from ``on`` (upstream, or an earlier patch's branch
         ``p-<name>`` for a series made in sequence), export it as patches/<name>."""
         git(self.work, "checkout", "-q", "-B", f"p-{name}", on)
@@ -119,11 +126,18 @@ class Demo:
         return text
 
     def entry(self, ident: str, file: str, **extra: str) -> str:
-        fields = {"id": ident, "file": f"patches/{file}", "kind": "correctness", "owner": "team",
-                  "why": "because", "applies_to": ">=1.0", "drop_when": "upstream fixes it"}
+        fields = {
+            "id": ident,
+            "file": f"patches/{file}",
+            "kind": "correctness",
+            "owner": "team",
+            "why": "because",
+            "applies_to": ">=1.0",
+            "drop_when": "upstream fixes it",
+        }
         fields.update(extra)
         body = "".join(f'{k} = "{v}"\n' for k, v in fields.items())
-        return f"[[patch]]\n{body}upstream = {{ status = \"pending\" }}\n"
+        return f'[[patch]]\n{body}upstream = {{ status = "pending" }}\n'
 
     def write_manifest(self, *entries: str, pin: str = "demo-1.0") -> None:
         (self.root / "patchset.toml").write_text(f'schema = 1\npin = "{pin}"\n\n' + "\n".join(entries))
@@ -135,11 +149,13 @@ def edit(path: str, old: str, new: str) -> Callable[[Path], None]:
         text = p.read_text()
         assert old in text, (old, path)
         p.write_text(text.replace(old, new, 1))
+
     return change
 
 
-def demo_pin(index: Index, artifact: Path, *, version: str = "1.0",
-             prefix: tuple[str, str] = ("demo/", "python/demo/")) -> str:
+def demo_pin(
+    index: Index, artifact: Path, *, version: str = "1.0", prefix: tuple[str, str] = ("demo/", "python/demo/")
+) -> str:
     """The pin of the demo upstream ``version`` (its ``artifact``, a wheel or an sdist) as served by
     ``index``, with ``prefix`` (from, to)."""
     return textwrap.dedent(f'''\
@@ -179,26 +195,33 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
 @pytest.fixture
 def one_patch(demo: Demo) -> Demo:
     """The demo with a single patch that changes greet()."""
-    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'),
-                      "core: say hi", "Shorter greeting.")
+    demo.commit_patch(
+        "0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi", "Shorter greeting."
+    )
     demo.write_manifest(demo.entry("greet", "0001-greet.patch"))
     return demo
 
 
 # -- the GPU runner --------------------------------------------------------------------------
 
+
 @pytest.fixture
 def fake_tree(tmp_path: Path) -> Path:
     """A directory that passes for a patched tree for tests/gpu/run.py, with a stamp naming one patch."""
     tree = tmp_path / "tree"
     (tree / "python" / "sglang").mkdir(parents=True)
-    stamp = {"schema": 1, "pin": "sglang-0.5.23", "tip": "f" * 40,
-             "patches": [{"id": "fake-patch", "file": "patches/0002-fake.patch", "sha256": "a" * 64}]}
+    stamp = {
+        "schema": 1,
+        "pin": "sglang-0.5.23",
+        "tip": "f" * 40,
+        "patches": [{"id": "fake-patch", "file": "patches/0002-fake.patch", "sha256": "a" * 64}],
+    }
     (tree / ".patchtool-gpu-tree.json").write_text(json.dumps(stamp))
     return tree
 
 
 # -- the real upstream -----------------------------------------------------------------------
+
 
 @pytest.fixture(scope="session")
 def real_cache() -> Path:
@@ -213,21 +236,28 @@ def patched_tree(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     into = tmp_path_factory.mktemp("patched") / "sglang"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(PATCHTOOL_CACHE_DIR=str(real_cache), GIT_CONFIG_GLOBAL=os.devnull)
-    res = subprocess.run([sys.executable, "-m", "patchtool", "apply", "--into", str(into)],
-                         cwd=REPO, capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "apply", "--into", str(into)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return into
-
-
-
 
 
 def release_tag(cache: Path, distribution: str, version: str) -> str:
     """The one import of ``distribution`` ``version`` in the cache at ``cache``: patchtool tags it
     ``<dist>-<version>-<sha12>`` (upstream/refnames.py)."""
-    res = subprocess.run(["git", f"--git-dir={cache / 'upstream.git'}", "tag", "--list", f"{distribution}-{version}-*"],
-                         capture_output=True, text=True, check=True,
-                         env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")})
+    res = subprocess.run(
+        ["git", f"--git-dir={cache / 'upstream.git'}", "tag", "--list", f"{distribution}-{version}-*"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+    )
     tags = res.stdout.split()
     assert len(tags) == 1, f"expected one import of {distribution} {version} in {cache}, found {tags}"
     return tags[0]
@@ -238,11 +268,32 @@ def release_tag(cache: Path, distribution: str, version: str) -> str:
 # is copied into this repository
 UNIDIFF_SDIST = "unidiff-0.7.5.tar.gz"
 UNIDIFF_SHA256 = "2e5f0162052248946b9f0970a40e9e124236bf86c82b70821143a6fc1dea2574"
-UNIDIFF_URL = ("https://files.pythonhosted.org/packages/a3/48/"
-               "81be0ac96e423a877754153699731ef439fd7b80b4c8b5425c94ed079ebd/unidiff-0.7.5.tar.gz")
-UNIDIFF_SAMPLES = ("binary", "bzr", "git", "git_cr", "git_delete", "git_filenames_with_spaces",
-                   "git_filenames_with_spaces_prefix", "git_no_prefix", "git_rename", "hg", "sample0", "sample1",
-                   "sample2", "sample3", "sample4", "sample5", "sample6", "sample7", "sample8", "svn")
+UNIDIFF_URL = (
+    "https://files.pythonhosted.org/packages/a3/48/"
+    "81be0ac96e423a877754153699731ef439fd7b80b4c8b5425c94ed079ebd/unidiff-0.7.5.tar.gz"
+)
+UNIDIFF_SAMPLES = (
+    "binary",
+    "bzr",
+    "git",
+    "git_cr",
+    "git_delete",
+    "git_filenames_with_spaces",
+    "git_filenames_with_spaces_prefix",
+    "git_no_prefix",
+    "git_rename",
+    "hg",
+    "sample0",
+    "sample1",
+    "sample2",
+    "sample3",
+    "sample4",
+    "sample5",
+    "sample6",
+    "sample7",
+    "sample8",
+    "svn",
+)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from conftest import Demo, edit
-from patchtool.testing import git, snapshot
+from helpers import git, snapshot
 
 
 def envelope(stdout: str) -> dict:  # type: ignore[type-arg]
@@ -18,12 +18,14 @@ def envelope(stdout: str) -> dict:  # type: ignore[type-arg]
 
 
 def two_patches(demo: Demo) -> None:
-    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'),
-                      "core: say hi", "Shorter greeting.")
+    demo.commit_patch(
+        "0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi", "Shorter greeting."
+    )
     git(demo.work, "checkout", "-q", "p-0001-greet.patch")
     git(demo.work, "branch", "-f", "upstream-next", "HEAD")
-    demo.commit_patch("0002-cap.patch", edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
-                      "core: cap is inclusive")
+    demo.commit_patch(
+        "0002-cap.patch", edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"), "core: cap is inclusive"
+    )
     demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("cap", "0002-cap.patch"))
 
 
@@ -75,7 +77,8 @@ def failing(demo: Demo, old: str, new: str, *, ctx_edit: tuple[str, str] | None 
         git(demo.work, "commit", "-qam", "a different upstream")
     edit("python/demo/core.py", old, new)(demo.work)
     git(demo.work, "commit", "-qam", "core: change farewell")
-    from patchtool.testing import format_patch
+    from helpers import format_patch
+
     (demo.root / "patches" / "0002-bye.patch").write_text(format_patch(demo.work))
     demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("bye", "0002-bye.patch"))
 
@@ -89,8 +92,9 @@ def test_failure_names_patch_file_hunk_and_reason_and_leaves_target_untouched(de
     assert "applied  greet" in res.stdout
     assert "failed   bye" in res.stdout
     assert "python/demo/core.py: hunk 1 @@ -7,7 +7,7 @@ def greet(name):" in res.stdout
-    assert ("why: context does not match - line 10: expected '    farewell_word = \"bye\"', "
-            "found '    word = \"bye\"'") in res.stdout
+    assert (
+        "why: context does not match - line 10: expected '    farewell_word = \"bye\"', found '    word = \"bye\"'"
+    ) in res.stdout
     assert "patch bye (patches/0002-bye.patch) does not apply at demo-1.0" in res.stdout
     assert f"{into} was left untouched" in res.stdout
     assert not into.exists()
@@ -111,8 +115,7 @@ def test_keep_failed_leaves_a_partial_tree_where_the_report_says(demo: Demo) -> 
 
 def test_already_applied_patch_is_reported(demo: Demo) -> None:
     demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi")
-    (demo.root / "patches" / "0002-again.patch").write_text(
-        (demo.root / "patches" / "0001-greet.patch").read_text())
+    (demo.root / "patches" / "0002-again.patch").write_text((demo.root / "patches" / "0001-greet.patch").read_text())
     demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("again", "0002-again.patch"))
     res = demo.run("apply", "--json")
     data = envelope(res.stdout)
@@ -124,6 +127,7 @@ def test_already_applied_patch_is_reported(demo: Demo) -> None:
 def test_missing_file_is_reported(demo: Demo) -> None:
     def change(root: Path) -> None:
         (root / "python/demo/gone.py").write_text("a = 1\n")
+
     demo.commit_patch("0001-new.patch", change, "add gone")
     git(demo.work, "checkout", "-q", "p-0001-new.patch")
     git(demo.work, "branch", "-f", "upstream", "HEAD")
@@ -132,19 +136,21 @@ def test_missing_file_is_reported(demo: Demo) -> None:
     (demo.root / "patches" / "0001-new.patch").unlink()
     res = demo.run("check")
     assert res.returncode == 1
-    assert ("patches/0002-edit-gone.patch: patch edit-gone: does not apply at demo-1.0: python/demo/gone.py "
-            "patch: file missing: the patch changes it, but upstream has no such file") in res.stdout
+    assert (
+        "patches/0002-edit-gone.patch: patch edit-gone: does not apply at demo-1.0: python/demo/gone.py "
+        "patch: file missing: the patch changes it, but upstream has no such file"
+    ) in res.stdout
 
 
 def test_check_is_clean_and_reports_assumptions(one_patch: Demo) -> None:
-    manifest = (one_patch.root / "patchset.toml").read_text() + textwrap.dedent('''\
+    manifest = (one_patch.root / "patchset.toml").read_text() + textwrap.dedent("""\
         [[patch.assumptions]]
         id = "limit-exists"
         file = "python/demo/core.py"
         regex = '^def limit\\('
         count = 1
         why = "the patch relies on limit()"
-        ''')
+        """)
     (one_patch.root / "patchset.toml").write_text(manifest)
     res = one_patch.run("check", "--json")
     data = envelope(res.stdout)
@@ -154,7 +160,7 @@ def test_check_is_clean_and_reports_assumptions(one_patch: Demo) -> None:
 
 
 def test_check_reports_every_problem_at_once(one_patch: Demo) -> None:
-    manifest = (one_patch.root / "patchset.toml").read_text() + textwrap.dedent('''\
+    manifest = (one_patch.root / "patchset.toml").read_text() + textwrap.dedent("""\
         [[patch.assumptions]]
         id = "limit-twice"
         file = "python/demo/core.py"
@@ -166,7 +172,7 @@ def test_check_reports_every_problem_at_once(one_patch: Demo) -> None:
         id = "file-gone"
         file = "python/demo/removed.py"
         why = "needs it"
-        ''')
+        """)
     manifest = manifest.replace('applies_to = ">=1.0"', 'applies_to = ">=2.0"')
     (one_patch.root / "patchset.toml").write_text(manifest)
     (one_patch.root / "patches" / "0009-stray.patch").write_text("junk")
@@ -175,9 +181,14 @@ def test_check_reports_every_problem_at_once(one_patch: Demo) -> None:
     out = res.stdout
     assert "patches/0009-stray.patch: patch file is not in the series" in out
     assert "patch greet: patch[0].applies_to: pin demo-1.0 is version 1.0, outside '>=2.0'" in out
-    assert ("patch greet: assumptions.limit-twice: assumption failed at demo-1.0: expected python/demo/core.py "
-            "has exactly 2 match(es) of /^def limit\\(/, found 1 match(es)") in out
-    assert "assumptions.file-gone: assumption failed at demo-1.0: expected python/demo/removed.py exists, found file absent" in out
+    assert (
+        "patch greet: assumptions.limit-twice: assumption failed at demo-1.0: expected python/demo/core.py "
+        "has exactly 2 match(es) of /^def limit\\(/, found 1 match(es)"
+    ) in out
+    assert (
+        "assumptions.file-gone: assumption failed at demo-1.0: expected python/demo/removed.py exists, found file absent"
+        in out
+    )
     assert "4 problem(s) found" in out
 
 
@@ -197,18 +208,25 @@ def test_status_lists_the_series(demo: Demo) -> None:
     assert "1. greet  [correctness]  upstream: pending  +1/-1  at pin: applied" in res.stdout
     assert "\x1b[" not in res.stdout  # colour only on a terminal
     data = envelope(demo.run("status", "--json").stdout)["data"]
-    assert data["patches"][1] == {"id": "cap", "kind": "correctness", "upstream": "pending",
-                                  "files": ["python/demo/core.py"], "added": 1, "removed": 1,
-                                  "applies": "applied", "gpu_verification": []}
+    assert data["patches"][1] == {
+        "id": "cap",
+        "kind": "correctness",
+        "upstream": "pending",
+        "files": ["python/demo/core.py"],
+        "added": 1,
+        "removed": 1,
+        "applies": "applied",
+        "gpu_verification": [],
+    }
 
 
 def test_status_shows_gpu_verification(one_patch: Demo) -> None:
-    manifest = (one_patch.root / "patchset.toml").read_text() + textwrap.dedent('''\
+    manifest = (one_patch.root / "patchset.toml").read_text() + textwrap.dedent("""\
         [[patch.gpu_verification]]
         run = "python -m pytest tests/gpu/test_0001_greet.py::test_mma"
         expect = "max abs error < 1e-2"
         hardware = "sm_120"
-        ''')
+        """)
     (one_patch.root / "patchset.toml").write_text(manifest)
     res = one_patch.run("status", "--long")
     assert "GPU verification on sm_120: python -m pytest tests/gpu/test_0001_greet.py::test_mma" in res.stdout

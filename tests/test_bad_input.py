@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from patchtool.testing import snapshot
+from helpers import snapshot
 
 DATA = Path(__file__).parent / "data"
 
@@ -30,8 +30,7 @@ def unchanged_after(demo: Demo, *args: str) -> tuple[int, str, list[dict]]:  # t
 
 
 def messages(errors: list[dict]) -> list[str]:  # type: ignore[type-arg]
-    return [" | ".join(str(e.get(k, "")) for k in ("file", "line", "patch", "key", "message", "hint"))
-            for e in errors]
+    return [" | ".join(str(e.get(k, "")) for k in ("file", "line", "patch", "key", "message", "hint")) for e in errors]
 
 
 @pytest.mark.parametrize("command", ["check", "apply", "status"])
@@ -51,8 +50,10 @@ def test_unknown_and_missing_keys(one_patch: Demo) -> None:
     code, _, errors = unchanged_after(one_patch, "check")
     assert code == 1
     assert "patchset.toml | 4 | greet | patch[0].owner | missing required key | " in messages(errors)
-    assert ("patchset.toml | 8 | greet | patch[0].ownr | unknown key | check the spelling against docs/manifest.md"
-            in messages(errors))
+    assert (
+        "patchset.toml | 8 | greet | patch[0].ownr | unknown key | check the spelling against docs/manifest.md"
+        in messages(errors)
+    )
 
 
 def test_patch_file_that_is_not_a_diff(one_patch: Demo) -> None:
@@ -62,33 +63,42 @@ def test_patch_file_that_is_not_a_diff(one_patch: Demo) -> None:
         assert code == 1
         assert messages(errors)[0] == (
             "patches/0001-greet.patch |  | greet |  | not a patch: no 'diff --git' section found | "
-            "export the commit with `git format-patch` (or use `patchtool import`)")
+            "export the commit with `git format-patch` (or use `patchtool import`)"
+        )
 
 
-@pytest.mark.parametrize(("name", "why"), [
-    ("escape-dotdot.patch", "unsafe diff: path '../../etc/passwd' escapes the tree"),
-    ("escape-absolute.patch", "unsafe diff: absolute path '/etc/cron.d/evil'"),
-    ("touch-dotgit.patch", "unsafe diff: path '.git/hooks/post-checkout' touches .git/"),
-])
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("escape-dotdot.patch", "unsafe diff: path '../../etc/passwd' escapes the tree"),
+        ("escape-absolute.patch", "unsafe diff: absolute path '/etc/cron.d/evil'"),
+        ("touch-dotgit.patch", "unsafe diff: path '.git/hooks/post-checkout' touches .git/"),
+    ],
+)
 def test_diff_escaping_the_tree(one_patch: Demo, name: str, why: str) -> None:
     shutil.copy(DATA / name, one_patch.root / "patches" / "0001-greet.patch")
     for command in ("apply", "check"):
         code, _, errors = unchanged_after(one_patch, command)
         assert code == 1
-        assert messages(errors)[0] == (f"patches/0001-greet.patch | 5 | greet |  | {why} | "
-                                       "a patch may only touch files inside the upstream tree")
+        assert messages(errors)[0] == (
+            f"patches/0001-greet.patch | 5 | greet |  | {why} | a patch may only touch files inside the upstream tree"
+        )
 
 
 def test_pin_with_wrong_sha256(one_patch: Demo) -> None:
     pin = one_patch.root / "upstream-pins" / "demo-1.0.toml"
     text = pin.read_text()
     good = text.split('sha256 = "')[1][:64]
-    pin.write_text(text.replace(good, "0" * 64).replace(
-        "[artifact]\n", f'[artifact]\nurl = "{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}"\n'))
+    pin.write_text(
+        text.replace(good, "0" * 64).replace(
+            "[artifact]\n", f'[artifact]\nurl = "{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}"\n'
+        )
+    )
     for command in ("apply", "check"):
         code, _, errors = unchanged_after(one_patch, command)
-        assert errors[0]["message"] == (f"{one_patch.wheel.name}: sha256 is {good}, but pin demo-1.0 says "
-                                        f"{'0' * 64}; the file was not used")
+        assert errors[0]["message"] == (
+            f"{one_patch.wheel.name}: sha256 is {good}, but pin demo-1.0 says {'0' * 64}; the file was not used"
+        )
         assert errors[0]["file"] == "upstream-pins/demo-1.0.toml"
         assert "update the pin's sha256" in errors[0]["hint"]
         assert code == (1 if command == "check" else 4)
@@ -100,18 +110,22 @@ def test_missing_patch_file(one_patch: Demo) -> None:
     for command in ("apply", "check"):
         code, _, errors = unchanged_after(one_patch, command)
         assert code == 1
-        assert messages(errors)[0] == ("patches/0001-greet.patch |  | greet |  | patch file does not exist | "
-                                       "restore it or remove the entry from patchset.toml")
+        assert messages(errors)[0] == (
+            "patches/0001-greet.patch |  | greet |  | patch file does not exist | "
+            "restore it or remove the entry from patchset.toml"
+        )
 
 
 def test_same_patch_listed_twice(one_patch: Demo) -> None:
-    one_patch.write_manifest(one_patch.entry("greet", "0001-greet.patch"),
-                             one_patch.entry("greet-again", "0001-greet.patch"))
+    one_patch.write_manifest(
+        one_patch.entry("greet", "0001-greet.patch"), one_patch.entry("greet-again", "0001-greet.patch")
+    )
     code, _, errors = unchanged_after(one_patch, "apply")
     assert code == 1
     assert messages(errors) == [
         "patchset.toml | 16 | greet-again | patch[1].file | patches/0001-greet.patch is listed twice (also "
-        "patch[0]) | a patch appears once in the series; remove the duplicate entry"]
+        "patch[0]) | a patch appears once in the series; remove the duplicate entry"
+    ]
 
 
 def test_download_that_breaks_half_way_is_retried(one_patch: Demo) -> None:

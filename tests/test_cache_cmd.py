@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from patchtool.testing import git, sha256, snapshot
+from helpers import git, sha256, snapshot
 from test_pin_commands import add_release
 
 
@@ -49,6 +49,7 @@ def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: 
     import_commit = git(cache_git, "rev-parse", f"refs/tags/{tag11}").strip()
     # what a running rebase holds: a ref of this project's namespace reaching the import's commit
     from patchtool.upstream.cachespace import replay_ref
+
     git(cache_git, "update-ref", replay_ref(one_patch.root), import_commit)
 
     dry = shown(one_patch, "prune", "--dry-run")

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from conftest import UPSTREAM_FILES, Demo, demo_pin
-from patchtool.testing import Index, git, make_wheel, sha256, snapshot
+from helpers import Index, git, make_wheel, sha256, snapshot
 
 
 def project(demo: Demo, name: str, pin_name: str, pin: str) -> Demo:
@@ -27,7 +27,9 @@ def tree(demo: Demo, into: Path) -> dict[str, str]:
     """What ``apply --into`` writes for ``demo``: path -> text."""
     res = demo.run("apply", "--into", str(into))
     assert res.returncode == 0, res.stdout + res.stderr
-    return {str(p.relative_to(into)): p.read_text() for p in sorted(into.rglob("*")) if p.is_file() and p.name != ".git"}
+    return {
+        str(p.relative_to(into)): p.read_text() for p in sorted(into.rglob("*")) if p.is_file() and p.name != ".git"
+    }
 
 
 def tags(demo: Demo) -> list[str]:
@@ -36,14 +38,20 @@ def tags(demo: Demo) -> list[str]:
 
 # -- two projects on one cache, one version number -------------------------------------------------
 
+
 def other_project(demo: Demo) -> Demo:
     """A second project on ``demo``'s cache whose upstream, ``other``, is also at 1.0."""
-    wheel = make_wheel(demo.wheel.parent / "other-1.0-py3-none-any.whl", "other", "1.0",
-                       {"other/__init__.py": "OTHER = 1\n"})
+    wheel = make_wheel(
+        demo.wheel.parent / "other-1.0-py3-none-any.whl", "other", "1.0", {"other/__init__.py": "OTHER = 1\n"}
+    )
     demo.index.add(wheel)
-    pin = demo_pin(demo.index, wheel).replace('name = "demo"', 'name = "other"').replace(
-        'distribution = "demo"', 'distribution = "other"').replace('"demo/"', '"other/"').replace(
-        '"python/demo/"', '"python/other/"')
+    pin = (
+        demo_pin(demo.index, wheel)
+        .replace('name = "demo"', 'name = "other"')
+        .replace('distribution = "demo"', 'distribution = "other"')
+        .replace('"demo/"', '"other/"')
+        .replace('"python/demo/"', '"python/other/"')
+    )
     assert sha256(wheel) in pin
     return dataclasses.replace(project(demo, "other-project", "other-1.0", pin), wheel=wheel)
 
@@ -53,8 +61,9 @@ def test_two_upstreams_at_one_version_share_a_cache(one_patch: Demo, tmp_path: P
     for each in (one_patch, other, one_patch, other):
         res = each.run("status", "--json")
         assert res.returncode == 0, res.stdout + res.stderr
-    assert tags(one_patch) == sorted([f"demo-1.0-{sha256(one_patch.wheel)[:12]}",
-                                      f"other-1.0-{sha256(other.wheel)[:12]}"])
+    assert tags(one_patch) == sorted(
+        [f"demo-1.0-{sha256(one_patch.wheel)[:12]}", f"other-1.0-{sha256(other.wheel)[:12]}"]
+    )
     assert tree(other, tmp_path / "other-tree") == {"python/other/__init__.py": "OTHER = 1\n"}
     ours = tree(one_patch, tmp_path / "demo-tree")
     assert set(ours) == {f"python/{p}" for p in UPSTREAM_FILES} and '"hi"' in ours["python/demo/core.py"]
@@ -66,8 +75,9 @@ def forked_project(demo: Demo, tmp_path: Path) -> Demo:
     sha256 starts as ours does, so a cache that kept files by a prefix of it would mix them up."""
     (tmp_path / "fork").mkdir()
     for n in itertools.count():
-        wheel = make_wheel(tmp_path / "fork" / demo.wheel.name, "demo", "1.0",
-                           {**UPSTREAM_FILES, "demo/fork.py": f"FORK = {n}\n"})
+        wheel = make_wheel(
+            tmp_path / "fork" / demo.wheel.name, "demo", "1.0", {**UPSTREAM_FILES, "demo/fork.py": f"FORK = {n}\n"}
+        )
         if sha256(wheel)[:2] == sha256(demo.wheel)[:2]:
             break
     assert sha256(wheel) != sha256(demo.wheel)
@@ -88,14 +98,17 @@ def test_one_release_from_two_indexes_gives_each_project_its_own(one_patch: Demo
     ours = tree(one_patch, tmp_path / "demo-tree")  # the fork's index is gone: ours needs nothing of it
     assert forked["python/demo/fork.py"].startswith("FORK = ") and "python/demo/fork.py" not in ours
     assert '"hi"' in ours["python/demo/core.py"] and '"hello"' in forked["python/demo/core.py"]
-    assert tags(one_patch) == sorted([f"demo-1.0-{sha256(one_patch.wheel)[:12]}",
-                                      f"demo-1.0-{sha256(fork.wheel)[:12]}"])
+    assert tags(one_patch) == sorted(
+        [f"demo-1.0-{sha256(one_patch.wheel)[:12]}", f"demo-1.0-{sha256(fork.wheel)[:12]}"]
+    )
     # each project's cache listing names only its own import as used
     used = {r["ref"]: r["used_by"] for r in json.loads(one_patch.run("cache", "--json").stdout)["data"]["releases"]}
     assert used[f"refs/tags/demo-1.0-{sha256(one_patch.wheel)[:12]}"] == [f"{one_patch.root.resolve()}: demo-1.0"]
     assert used[f"refs/tags/demo-1.0-{sha256(fork.wheel)[:12]}"] == []  # the fork is no registered project
     # each file kept by its own hash, neither overwriting the other
-    kept = {p.relative_to(one_patch.cache).as_posix(): sha256(p) for p in (one_patch.cache / "downloads").rglob("*.whl")}
+    kept = {
+        p.relative_to(one_patch.cache).as_posix(): sha256(p) for p in (one_patch.cache / "downloads").rglob("*.whl")
+    }
     assert kept == {f"downloads/{sha256(w)}/{w.name}": sha256(w) for w in (one_patch.wheel, fork.wheel)}
     for each in (one_patch, fork):
         pins = json.loads(each.run("pin", "list", "--json").stdout)["data"]
@@ -103,6 +116,7 @@ def test_one_release_from_two_indexes_gives_each_project_its_own(one_patch: Demo
 
 
 # -- a cache an older patchtool named --------------------------------------------------------------
+
 
 def test_a_cache_an_older_patchtool_tagged_is_imported_again_and_pruned(one_patch: Demo) -> None:
     assert one_patch.run("status").returncode == 0
@@ -140,6 +154,7 @@ def test_an_older_tag_on_another_import_is_never_read_as_this_one(one_patch: Dem
 
 # -- git sources: one tag from two urls ------------------------------------------------------------
 
+
 def git_upstream(where: Path, text: str) -> tuple[Path, str]:
     where.mkdir()
     git(where, "init", "-q")
@@ -152,8 +167,10 @@ def git_upstream(where: Path, text: str) -> tuple[Path, str]:
 
 
 def git_project(demo: Demo, name: str, url: Path, commit: str) -> Demo:
-    pin = (f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n'
-           f'[git]\nurl = "{url}"\ntag = "v1.0"\ncommit = "{commit}"\n')
+    pin = (
+        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n'
+        f'[git]\nurl = "{url}"\ntag = "v1.0"\ncommit = "{commit}"\n'
+    )
     return project(demo, name, "demo-1.0", pin)
 
 
@@ -164,8 +181,9 @@ def test_one_tag_from_two_urls_gives_each_project_its_own(demo: Demo, tmp_path: 
     for each in (a, b, a, b):
         res = each.run("--json", "status")
         assert res.returncode == 0, res.stdout + res.stderr
-    refs = git(demo.cache / "upstream.git", "for-each-ref", "--format=%(refname) %(objectname)",
-               "refs/patchtool/git/").splitlines()
+    refs = git(
+        demo.cache / "upstream.git", "for-each-ref", "--format=%(refname) %(objectname)", "refs/patchtool/git/"
+    ).splitlines()
     assert sorted(r.split()[1] for r in refs) == sorted([a_commit, b_commit]) and len(refs) == 2
     assert all("v1.0" not in r.split()[0] for r in refs)  # the tag, a stranger's text, names no ref
     assert tree(a, tmp_path / "ta") == {"demo/__init__.py": "A = 1\n"}
@@ -177,8 +195,12 @@ def test_another_projects_import_never_answers_for_this_projects_index(one_patch
     ``pin add 1.1`` here asks this project's index, which has no 1.1, and pins nothing; it used to
     take the stranger's file and sha256 from the cache without asking."""
     (tmp_path / "stranger").mkdir()
-    wheel = make_wheel(tmp_path / "stranger" / "demo-1.1-py3-none-any.whl", "demo", "1.1",
-                       {**UPSTREAM_FILES, "demo/planted.py": "PLANTED = 1\n"})
+    wheel = make_wheel(
+        tmp_path / "stranger" / "demo-1.1-py3-none-any.whl",
+        "demo",
+        "1.1",
+        {**UPSTREAM_FILES, "demo/planted.py": "PLANTED = 1\n"},
+    )
     index = Index(tmp_path / "stranger")
     index.add(wheel)
     with index.serve():

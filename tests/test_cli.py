@@ -56,28 +56,69 @@ def test_global_options_before_or_after_the_command(one_patch: Demo, tmp_path: P
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     cache = tmp_path / "another-cache"
-    res = subprocess.run([sys.executable, "-m", "patchtool", "--root", str(one_patch.root), "--cache-dir", str(cache),
-                          "--json", "status"], cwd=elsewhere, capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "patchtool",
+            "--root",
+            str(one_patch.root),
+            "--cache-dir",
+            str(cache),
+            "--json",
+            "status",
+        ],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert envelope(res)["data"]["patches"][0]["id"] == "greet" and (cache / "upstream.git").is_dir()
-    shown = [envelope(one_patch.run(*args)) for args in (("retread", "--json", "list"), ("retread", "list", "--json"),
-                                                         ("--json", "retread", "list"))]
-    assert shown[0]["command"] == "retread list" and shown[0]["errors"][0]["message"] == "patchset.toml names no registry"
+    shown = [
+        envelope(one_patch.run(*args))
+        for args in (("retread", "--json", "list"), ("retread", "list", "--json"), ("--json", "retread", "list"))
+    ]
+    assert (
+        shown[0]["command"] == "retread list" and shown[0]["errors"][0]["message"] == "patchset.toml names no registry"
+    )
     assert shown[0] == shown[1] == shown[2]
 
 
-@pytest.mark.parametrize(("args", "command", "message", "hint"), [
-    (("--json",), "patchtool", "Missing command.", "see `patchtool --help`; its commands: apply, check, "),
-    (("retread", "--json"), "retread", "Missing command.",
-     "see `patchtool retread --help`; its commands: list, show, scan, revisit, add"),
-    (("drop", "greet", "--json"), "drop", "Missing option '--reason'.", "see `patchtool drop --help`"),
-    (("retread", "show", "--json"), "retread show", "Missing argument 'ID'.", "see `patchtool retread show --help`"),
-    (("status", "--json", "--pin"), "status", "Option '--pin' requires an argument.", "see `patchtool status --help`"),
-    (("status", "--json", "extra"), "status", "Got unexpected extra argument(s) (extra)",
-     "see `patchtool status --help`"),
-])
-def test_every_usage_error_is_an_envelope_under_json(one_patch: Demo, args: tuple[str, ...], command: str,
-                                                     message: str, hint: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "command", "message", "hint"),
+    [
+        (("--json",), "patchtool", "Missing command.", "see `patchtool --help`; its commands: apply, check, "),
+        (
+            ("retread", "--json"),
+            "retread",
+            "Missing command.",
+            "see `patchtool retread --help`; its commands: list, show, scan, revisit, add",
+        ),
+        (("drop", "greet", "--json"), "drop", "Missing option '--reason'.", "see `patchtool drop --help`"),
+        (
+            ("retread", "show", "--json"),
+            "retread show",
+            "Missing argument 'ID'.",
+            "see `patchtool retread show --help`",
+        ),
+        (
+            ("status", "--json", "--pin"),
+            "status",
+            "Option '--pin' requires an argument.",
+            "see `patchtool status --help`",
+        ),
+        (
+            ("status", "--json", "extra"),
+            "status",
+            "Got unexpected extra argument(s) (extra)",
+            "see `patchtool status --help`",
+        ),
+    ],
+)
+def test_every_usage_error_is_an_envelope_under_json(
+    one_patch: Demo, args: tuple[str, ...], command: str, message: str, hint: str
+) -> None:
     res = one_patch.run(*args)
     data = envelope(res)
     assert res.returncode == 2 and (data["command"], data["status"], data["exit_code"]) == (command, "usage-error", 2)
@@ -88,36 +129,55 @@ def test_every_usage_error_is_an_envelope_under_json(one_patch: Demo, args: tupl
 def test_drop_help_shows_reason_as_required() -> None:
     res = patchtool("drop", "--help")
     assert res.returncode == 0
-    options = res.stdout[res.stdout.index("Options"):]
-    assert "required" in options[options.index("--reason"):options.index("--rejected")]
+    options = res.stdout[res.stdout.index("Options") :]
+    assert "required" in options[options.index("--reason") : options.index("--rejected")]
 
 
 def test_shell_completion() -> None:
     env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
-    res = subprocess.run([sys.executable, "-m", "patchtool", "--show-completion", "bash"], capture_output=True,
-                         text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0 and "_PATCHTOOL_COMPLETE=complete_bash" in res.stdout
     assert "complete -o default -F _patchtool_completion patchtool" in res.stdout
-    for words, expected in (("patchtool sta", "status"), ("patchtool rebase --dr", "--dry-run"),
-                            ("patchtool retread re", "revisit")):
-        env = {**os.environ, "_PATCHTOOL_COMPLETE": "complete_bash", "COMP_WORDS": words,
-               "COMP_CWORD": str(len(words.split()) - 1)}
-        res = subprocess.run([sys.executable, "-m", "patchtool"], capture_output=True, text=True, env=env,
-                             check=False)
+    for words, expected in (
+        ("patchtool sta", "status"),
+        ("patchtool rebase --dr", "--dry-run"),
+        ("patchtool retread re", "revisit"),
+    ):
+        env = {
+            **os.environ,
+            "_PATCHTOOL_COMPLETE": "complete_bash",
+            "COMP_WORDS": words,
+            "COMP_CWORD": str(len(words.split()) - 1),
+        }
+        res = subprocess.run([sys.executable, "-m", "patchtool"], capture_output=True, text=True, env=env, check=False)
         assert res.returncode == 0 and res.stdout.split() == [expected], (words, res.stdout, res.stderr)
 
 
 def test_what_a_command_imports(one_patch: Demo) -> None:
     """What each command loads: no rich under --json (the table is drawn by rich), and --version
     before any command module or workflow."""
-    probe = ("import sys; from patchtool.cli import main; code = main(sys.argv[1:]); "
-             "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich'}), "
-             "'patchtool.project' in sys.modules, 'patchtool.cli.core' in sys.modules, file=sys.stderr)")
+    probe = (
+        "import sys; from patchtool.cli import main; code = main(sys.argv[1:]); "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich'}), "
+        "'patchtool.project' in sys.modules, 'patchtool.cli.core' in sys.modules, file=sys.stderr)"
+    )
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)}
 
     def loaded(*args: str) -> str:
-        res = subprocess.run([sys.executable, "-c", probe, *args], cwd=one_patch.root, capture_output=True, text=True,
-                             env=env, check=False)
+        res = subprocess.run(
+            [sys.executable, "-c", probe, *args],
+            cwd=one_patch.root,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         return res.stderr.strip().splitlines()[-1]
 
     assert loaded("--version") == "[] False False"
@@ -130,8 +190,11 @@ def test_the_table_of_commands_names_each_command_where_it_is() -> None:
 
     from patchtool.cli import app, retread
 
-    held = {name: module for module in ("core", "edit", "wheel", "upkeep", "init")
-            for name in importlib.import_module(f"patchtool.cli.{module}").commands.names()}
+    held = {
+        name: module
+        for module in ("core", "edit", "wheel", "upkeep", "init")
+        for name in importlib.import_module(f"patchtool.cli.{module}").commands.names()
+    }
     assert held == app.COMMANDS and retread.commands.names() == ["list", "show", "scan", "revisit", "add"]
 
 

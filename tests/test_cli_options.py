@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 from conftest import Demo, edit
-from patchtool.testing import git
+from helpers import git
 
 
 def data(res) -> dict:  # type: ignore[no-untyped-def]
@@ -24,16 +24,39 @@ def test_import_takes_the_entry_metadata_and_a_plain_diff(demo: Demo, tmp_path: 
     diff = tmp_path / "ciao.diff"
     diff.write_text(git(demo.work, "diff"))
     git(demo.work, "checkout", "-q", "--", ".")
-    res = demo.run("import", str(diff), "--json", "--subject", "core: ciao", "--author", "Maria Rossi <m@example.org>",
-                   "--id", "say-ciao", "--kind", "operations", "--owner", "serving", "--why", "Italian users",
-                   "--applies-to", ">=1.0,<2", "--drop-when", "never")
+    res = demo.run(
+        "import",
+        str(diff),
+        "--json",
+        "--subject",
+        "core: ciao",
+        "--author",
+        "Maria Rossi <m@example.org>",
+        "--id",
+        "say-ciao",
+        "--kind",
+        "operations",
+        "--owner",
+        "serving",
+        "--why",
+        "Italian users",
+        "--applies-to",
+        ">=1.0,<2",
+        "--drop-when",
+        "never",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     (row,) = data(res)["added"]
     assert row["id"] == "say-ciao"
     (entry,) = tomllib.loads((demo.root / "patchset.toml").read_text())["patch"]
     assert {k: entry[k] for k in ("id", "kind", "owner", "why", "applies_to", "drop_when")} == {
-        "id": "say-ciao", "kind": "operations", "owner": "serving", "why": "Italian users",
-        "applies_to": ">=1.0,<2", "drop_when": "never"}
+        "id": "say-ciao",
+        "kind": "operations",
+        "owner": "serving",
+        "why": "Italian users",
+        "applies_to": ">=1.0,<2",
+        "drop_when": "never",
+    }
     assert "From: Maria Rossi <m@example.org>" in (demo.root / row["file"]).read_text()
 
 
@@ -51,14 +74,28 @@ def test_new_takes_the_entry_metadata(one_patch: Demo) -> None:
     before = one_patch.run("new", "faster-greet", "--json")  # no checkout yet: a message, not a git failure
     assert before.returncode == 2 and "patchtool checkout" in before.stdout, before.stdout
     assert one_patch.run("checkout").returncode == 0
-    me = {"GIT_AUTHOR_NAME": "Dana Fork", "GIT_AUTHOR_EMAIL": "dana@example.org",
-          "GIT_COMMITTER_NAME": "Dana Fork", "GIT_COMMITTER_EMAIL": "dana@example.org"}
+    me = {
+        "GIT_AUTHOR_NAME": "Dana Fork",
+        "GIT_AUTHOR_EMAIL": "dana@example.org",
+        "GIT_COMMITTER_NAME": "Dana Fork",
+        "GIT_COMMITTER_EMAIL": "dana@example.org",
+    }
     res = one_patch.run("new", "faster-greet", "--kind", "performance", "--applies-to", ">=1.0", "--json", env=me)
     assert res.returncode == 0, res.stdout + res.stderr
     worktree = Path(data(res)["worktree"])
     edit("python/demo/core.py", '"hi"', '"hey"')(worktree)
-    git(worktree, "-c", "user.name=Dana Fork", "-c", "user.email=dana@example.org", "commit", "-q", "-a", "--amend",
-        "--no-edit")
+    git(
+        worktree,
+        "-c",
+        "user.name=Dana Fork",
+        "-c",
+        "user.email=dana@example.org",
+        "commit",
+        "-q",
+        "-a",
+        "--amend",
+        "--no-edit",
+    )
     res = one_patch.run("export", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     entry = tomllib.loads((one_patch.root / "patchset.toml").read_text())["patch"][-1]

@@ -53,9 +53,17 @@ class Recorder:
         for e in self.events:
             if e[0] == "start" and e[2].startswith(prefix):
                 steps = [a for a in self.events if a[0] == "advance" and a[1] == e[1]]
-                out.append({"description": e[2], "total": e[3], "unit": e[4], "completed": e[5],
-                            "done": e[5] + sum(a[2] for a in steps), "notes": [a[3] for a in steps if a[3]],
-                            "stopped": ("stop", e[1]) in self.events})
+                out.append(
+                    {
+                        "description": e[2],
+                        "total": e[3],
+                        "unit": e[4],
+                        "completed": e[5],
+                        "done": e[5] + sum(a[2] for a in steps),
+                        "notes": [a[3] for a in steps if a[3]],
+                        "stopped": ("stop", e[1]) in self.events,
+                    }
+                )
         return out
 
 
@@ -83,8 +91,12 @@ def test_a_download_reports_its_bytes(one_patch: Demo, recorder: Recorder) -> No
     assert imported["stopped"]
 
 
-def test_a_rebase_reports_each_patch_k_of_n(releases: Demo, recorder: Recorder,  # noqa: F811
-                                            monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_rebase_reports_each_patch_k_of_n(
+    releases: Demo,  # noqa: F811
+    recorder: Recorder,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from patchtool.cli import main
 
     series(releases, "0001-extra", "0002-greet", "0004-bye")
@@ -106,11 +118,14 @@ def test_a_scan_reports_versions_and_each_replay(releases: Demo, recorder: Recor
     scan(Project.load(releases.root), Cache(releases.cache), "1.0,1.1")
     (whole,) = recorder.tasks("scan 2 patch(es) x 2 version(s)")
     assert (whole["total"], whole["done"], whole["unit"]) == (2, 2, "versions")
-    assert sorted(t["description"] for t in recorder.tasks("replay onto")) == ["replay onto demo-1.0",
-                                                                              "replay onto demo-1.1"]
+    assert sorted(t["description"] for t in recorder.tasks("replay onto")) == [
+        "replay onto demo-1.0",
+        "replay onto demo-1.1",
+    ]
 
 
 # -- the command line draws it on a terminal only --------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class Ran:
@@ -120,16 +135,21 @@ class Ran:
     stderr: str
 
 
-def on_terminal(demo: Demo, *args: str, stream: str, env: dict[str, str] | None = None,
-                columns: int = 200) -> Ran:
+def on_terminal(demo: Demo, *args: str, stream: str, env: dict[str, str] | None = None, columns: int = 200) -> Ran:
     """Run patchtool with ``stream`` (stdout or stderr) on a pseudo-terminal, the other on a pipe."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     full_env.update({"PATCHTOOL_CACHE_DIR": str(demo.cache), "TERM": "xterm-256color", **(env or {})})
-    proc = subprocess.Popen([sys.executable, "-m", "patchtool", *args], cwd=demo.root, env=full_env, text=True,
-                            stdin=subprocess.DEVNULL, stdout=slave if stream == "stdout" else subprocess.PIPE,
-                            stderr=slave if stream == "stderr" else subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "patchtool", *args],
+        cwd=demo.root,
+        env=full_env,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=slave if stream == "stdout" else subprocess.PIPE,
+        stderr=slave if stream == "stderr" else subprocess.PIPE,
+    )
     os.close(slave)
     shown = b""
     while True:
@@ -179,9 +199,11 @@ LONG = "a-patch-whose-id-alone-runs-on-for-quite-a-long-way-past-what-fits-in-on
 def many_gpu_checks(demo: Demo, ident: str) -> None:
     text = (demo.root / "patchset.toml").read_text().replace('id = "greet"', f'id = "{ident}"')
     for n in range(6):
-        text += ('\n[[patch.gpu_verification]]\nrun = "python -m pytest tests/gpu/test_0001_greet.py::test_'
-                 f'{n}"\nexpect = "{"agrees with the float64 reference within a tight bound " * 4}"\n'
-                 'hardware = "sm_120 (8x RTX PRO 6000 Blackwell, PD TP4 + TP4, prefill and decode both patched)"\n')
+        text += (
+            '\n[[patch.gpu_verification]]\nrun = "python -m pytest tests/gpu/test_0001_greet.py::test_'
+            f'{n}"\nexpect = "{"agrees with the float64 reference within a tight bound " * 4}"\n'
+            'hardware = "sm_120 (8x RTX PRO 6000 Blackwell, PD TP4 + TP4, prefill and decode both patched)"\n'
+        )
     (demo.root / "patchset.toml").write_text(text)
 
 
@@ -225,19 +247,34 @@ def test_gpu_summary() -> None:
     from patchtool.series.status import PatchStatus
 
     def run(outcome: str, current: bool | None = True) -> Evidence:
-        return Evidence(file="gpu-results/x.json", started="2026-10-01T00:00:00Z", device="NVIDIA H200",
-                        capability="sm_90", outcome=outcome, checks=(), current=current)
+        return Evidence(
+            file="gpu-results/x.json",
+            started="2026-10-01T00:00:00Z",
+            device="NVIDIA H200",
+            capability="sm_90",
+            outcome=outcome,
+            checks=(),
+            current=current,
+        )
 
     def patch(*evidence: tuple[Evidence, ...]) -> PatchStatus:
         checks = tuple(GpuCheck(run=f"pytest tests/gpu/test_{i}.py", expect="x") for i in range(len(evidence)))
-        return PatchStatus(id="p", kind="correctness", upstream="pending", files=(), added=1, removed=0,
-                           applies="applied", gpu_verification=checks, gpu_evidence=evidence)
+        return PatchStatus(
+            id="p",
+            kind="correctness",
+            upstream="pending",
+            files=(),
+            added=1,
+            removed=0,
+            applies="applied",
+            gpu_verification=checks,
+            gpu_evidence=evidence,
+        )
 
     assert gpu_summary(patch()) == ("-", "dim")
     assert gpu_summary(patch((run("pass"),), (run("pass"),))) == ("2/2 pass", "green")
     assert gpu_summary(patch((run("pass"),), (run("fail"), run("pass")), ())) == ("1/3 pass, 1 fail", "red")
     assert gpu_summary(patch((run("pass", current=False),), (run("not-run"),))) == ("0/2 pass, 1 stale", "yellow")
-
 
 
 @pytest.mark.parametrize("args", [("status",), ("status", "--long"), ("--json", "status"), ("--version",)])
@@ -247,9 +284,15 @@ def test_a_reader_that_went_away_is_not_an_error(one_patch: Demo, args: tuple[st
     read, write = os.pipe()
     os.close(read)
     try:
-        res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, stdout=write,
-                             stderr=subprocess.PIPE, text=True, check=False,
-                             env={**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)})
+        res = subprocess.run(
+            [sys.executable, "-m", "patchtool", *args],
+            cwd=one_patch.root,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            env={**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)},
+        )
     finally:
         os.close(write)
     assert res.returncode in (0, 1), res.stderr  # 1: click's own answer to a closed pipe under --version
@@ -257,18 +300,30 @@ def test_a_reader_that_went_away_is_not_an_error(one_patch: Demo, args: tuple[st
     assert "Broken pipe" not in res.stderr and "error" not in res.stderr
 
 
-@pytest.mark.parametrize(("redirect", "args", "code"), [
-    (">&-", ("status",), 0), (">&-", ("rebase", "--continue"), 2), ("<&-", ("rebase", "--continue"), 2),
-    ("2>&-", ("status",), 0),
-])
-def test_a_closed_standard_stream_is_not_a_traceback(one_patch: Demo, redirect: str, args: tuple[str, ...],
-                                                     code: int) -> None:
+@pytest.mark.parametrize(
+    ("redirect", "args", "code"),
+    [
+        (">&-", ("status",), 0),
+        (">&-", ("rebase", "--continue"), 2),
+        ("<&-", ("rebase", "--continue"), 2),
+        ("2>&-", ("status",), 0),
+    ],
+)
+def test_a_closed_standard_stream_is_not_a_traceback(
+    one_patch: Demo, redirect: str, args: tuple[str, ...], code: int
+) -> None:
     """`patchtool status >&-`: what goes to a stream the caller closed goes nowhere."""
     import shlex
 
     command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "patchtool", *args))
-    res = subprocess.run(["bash", "-c", f"{command} {redirect}"], cwd=one_patch.root, capture_output=True,
-                         text=True, check=False, env={**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)})
+    res = subprocess.run(
+        ["bash", "-c", f"{command} {redirect}"],
+        cwd=one_patch.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)},
+    )
     assert res.returncode == code, res.stderr
     assert "Traceback" not in res.stderr
     if code == 2 and redirect != "2>&-":

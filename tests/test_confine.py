@@ -68,9 +68,14 @@ ESCAPE = textwrap.dedent('''\
 def escape(demo: Demo, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     script = demo.root.parent / "escape.py"
     script.write_text(ESCAPE)
-    return subprocess.run([sys.executable, str(script), *args, "--root", str(demo.root)], cwd=demo.root,
-                          capture_output=True, text=True, check=False,
-                          env={**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})})
+    return subprocess.run(
+        [sys.executable, str(script), *args, "--root", str(demo.root)],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})},
+    )
 
 
 def tree(top: Path) -> dict[str, bytes | str]:
@@ -117,11 +122,16 @@ def test_a_child_inherits_the_confinement(one_patch: Demo, decoy: Path) -> None:
 
 @needs_landlock
 def test_a_writing_command_writes_its_repository_cache_temporary_directory_and_outputs(
-        one_patch: Demo, tmp_path: Path) -> None:
+    one_patch: Demo, tmp_path: Path
+) -> None:
     reports = tmp_path / "reports"
     reports.mkdir()
-    for target in (one_patch.root / "new.txt", one_patch.cache / "new.txt", Path("{tmp}") / "new.txt",
-                   reports / "report.html"):
+    for target in (
+        one_patch.root / "new.txt",
+        one_patch.cache / "new.txt",
+        Path("{tmp}") / "new.txt",
+        reports / "report.html",
+    ):
         res = escape(one_patch, "write", str(target), "--out", str(reports / "report.html"))
         assert res.returncode == 0, (target, res.stderr)
     assert (one_patch.root / "new.txt").read_text() == (reports / "report.html").read_text() == "escaped"
@@ -154,8 +164,7 @@ def test_the_temporary_directory_is_private_and_gone_after_the_command(one_patch
 
 
 @needs_landlock
-def test_real_commands_write_the_outputs_they_are_given_outside_the_repository(one_patch: Demo,
-                                                                            decoy: Path) -> None:
+def test_real_commands_write_the_outputs_they_are_given_outside_the_repository(one_patch: Demo, decoy: Path) -> None:
     before = tree(decoy)
     res = one_patch.run("apply", "--into", str(decoy / "tree"))
     assert res.returncode == 0, res.stderr

@@ -9,18 +9,27 @@ import textwrap
 from pathlib import Path
 
 from conftest import Demo, edit
-from patchtool.testing import git, require_tool, snapshot
+from helpers import git, require_tool, snapshot
 
 
 def three(demo: Demo) -> None:
-    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi",
-                      "Shorter greeting.")
-    demo.commit_patch("0002-util.patch", edit("python/demo/util.py", "return 1", "return 2"), "util: two",
-                      on="p-0001-greet.patch")
-    demo.commit_patch("0003-cap.patch", edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
-                      "core: inclusive cap", on="p-0002-util.patch")
-    demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("util", "0002-util.patch"),
-                        demo.entry("cap", "0003-cap.patch"))
+    demo.commit_patch(
+        "0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi", "Shorter greeting."
+    )
+    demo.commit_patch(
+        "0002-util.patch", edit("python/demo/util.py", "return 1", "return 2"), "util: two", on="p-0001-greet.patch"
+    )
+    demo.commit_patch(
+        "0003-cap.patch",
+        edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
+        "core: inclusive cap",
+        on="p-0002-util.patch",
+    )
+    demo.write_manifest(
+        demo.entry("greet", "0001-greet.patch"),
+        demo.entry("util", "0002-util.patch"),
+        demo.entry("cap", "0003-cap.patch"),
+    )
 
 
 def checked_out(demo: Demo) -> Path:
@@ -52,11 +61,21 @@ def test_amend_refreshes_only_that_patch(demo: Demo) -> None:
     # amend the middle commit (util): edit, commit --fixup, autosquash
     (wt / "python/demo/util.py").write_text("def helper():\n    return 22\n")
     wt_git(wt, "commit", "-qam", "fixup! util: two")
-    subprocess.run(["git", "-c", "sequence.editor=true", "rebase", "-q", "-i", "--autosquash", "HEAD~4"],
-                   cwd=wt, check=True, capture_output=True,
-                   env={"GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin", "HOME": str(wt),
-                        "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
-                        "GIT_COMMITTER_EMAIL": "a@b"})
+    subprocess.run(
+        ["git", "-c", "sequence.editor=true", "rebase", "-q", "-i", "--autosquash", "HEAD~4"],
+        cwd=wt,
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(wt),
+            "GIT_AUTHOR_NAME": "a",
+            "GIT_AUTHOR_EMAIL": "a@b",
+            "GIT_COMMITTER_NAME": "a",
+            "GIT_COMMITTER_EMAIL": "a@b",
+        },
+    )
     res = demo.run("export")
     assert res.returncode == 0, res.stderr
     after = {p.name: p.read_text() for p in (demo.root / "patches").glob("*.patch")}
@@ -82,7 +101,10 @@ def test_reorder_follows_in_the_manifest(demo: Demo) -> None:
     assert manifest.index('id = "util"') < manifest.index('id = "greet"')
     assert {p.read_text() for p in (demo.root / "patches").glob("*.patch")} == contents
     assert sorted(p.name for p in (demo.root / "patches").glob("*.patch")) == [
-        "0001-util.patch", "0002-greet.patch", "0003-cap.patch"]
+        "0001-util.patch",
+        "0002-greet.patch",
+        "0003-cap.patch",
+    ]
     assert demo.run("check").returncode == 0
 
 
@@ -96,8 +118,9 @@ def test_new_commit_becomes_a_skeleton_that_check_warns_of(demo: Demo) -> None:
     assert "new       util-add-other" in res.stdout
     check = demo.run("check")
     assert check.returncode == 0
-    assert "warning: patchset.toml: patch util-add-other: patch[3].owner: still the skeleton's placeholder" \
-        in check.stdout
+    assert (
+        "warning: patchset.toml: patch util-add-other: patch[3].owner: still the skeleton's placeholder" in check.stdout
+    )
     assert "patch[3].why" in check.stdout and "patch[3].drop_when" in check.stdout
     assert demo.run("check", "--strict").returncode == 1
 
@@ -196,7 +219,8 @@ def test_import_a_quilt_series(demo: Demo, tmp_path: Path) -> None:
     quilt = tmp_path / "debian-patches"
     quilt.mkdir()
     (quilt / "series").write_text("# from the distro\nfix-extra.patch\n")
-    (quilt / "fix-extra.patch").write_text(textwrap.dedent('''\
+    (quilt / "fix-extra.patch").write_text(
+        textwrap.dedent("""\
         Description: farewell says ciao
          The Italian deployment wants it.
         Author: Maria Rossi <maria@example.org>
@@ -216,14 +240,16 @@ def test_import_a_quilt_series(demo: Demo, tmp_path: Path) -> None:
              return f"{word} {name}"
          
          
-        '''))
+        """)
+    )
     res = demo.run("import", str(quilt), "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     added = json.loads(res.stdout)["data"]["added"][0]
-    assert added["upstream_status"] == "backport" and added["upstream_ref"] == "0123456789abcdef0123456789abcdef01234567"
+    assert (
+        added["upstream_status"] == "backport" and added["upstream_ref"] == "0123456789abcdef0123456789abcdef01234567"
+    )
     text = (demo.root / added["file"]).read_text()
     assert "From: Maria Rossi <maria@example.org>" in text and "Subject: [PATCH] farewell says ciao" in text
-
 
 
 def test_quilt_export_pushes_on_the_pinned_tree(demo: Demo, tmp_path: Path) -> None:
@@ -232,14 +258,22 @@ def test_quilt_export_pushes_on_the_pinned_tree(demo: Demo, tmp_path: Path) -> N
     out = tmp_path / "q"
     res = demo.run("export", "--quilt", str(out))
     assert res.returncode == 0, res.stderr
-    assert (out / "patches/series").read_text().splitlines() == ["0001-greet.patch", "0002-util.patch",
-                                                                 "0003-cap.patch"]
+    assert (out / "patches/series").read_text().splitlines() == [
+        "0001-greet.patch",
+        "0002-util.patch",
+        "0003-cap.patch",
+    ]
     git(demo.work, "checkout", "-q", "upstream")
     tree = tmp_path / "tree"
     shutil.copytree(demo.work, tree, ignore=shutil.ignore_patterns(".git"))
     shutil.copytree(out / "patches", tree / "patches")
-    push = subprocess.run([quilt, "push", "-a"], cwd=tree, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "QUILT_PATCHES": "patches", "HOME": str(tmp_path)})
+    push = subprocess.run(
+        [quilt, "push", "-a"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "QUILT_PATCHES": "patches", "HOME": str(tmp_path)},
+    )
     assert push.returncode == 0, push.stdout + push.stderr
     assert "Now at patch patches/0003-cap.patch" in push.stdout
     assert '"hi"' in (tree / "python/demo/core.py").read_text()

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import snapshot
 from patchtool import fsroot
 from patchtool.errors import InvalidInput, UsageError
-from patchtool.testing import snapshot
 
 
 def test_write_replaces_whole_and_leaves_no_temporary(tmp_path: Path) -> None:
@@ -57,11 +57,20 @@ def outside(tmp_path: Path) -> Path:
     return decoy
 
 
-@pytest.mark.parametrize("act", [
-    lambda r: r.write("link/f", "x"), lambda r: r.write("link/new/f", "x"), lambda r: r.create("link/f2", "x"),
-    lambda r: r.append("link/f", "x"), lambda r: r.unlink("link/f"), lambda r: r.rmtree("link/sub"),
-    lambda r: r.directory("link/new"), lambda r: r.rename("a", "link/f"), lambda r: r.place("link/tree"),
-])
+@pytest.mark.parametrize(
+    "act",
+    [
+        lambda r: r.write("link/f", "x"),
+        lambda r: r.write("link/new/f", "x"),
+        lambda r: r.create("link/f2", "x"),
+        lambda r: r.append("link/f", "x"),
+        lambda r: r.unlink("link/f"),
+        lambda r: r.rmtree("link/sub"),
+        lambda r: r.directory("link/new"),
+        lambda r: r.rename("a", "link/f"),
+        lambda r: r.place("link/tree"),
+    ],
+)
 def test_nothing_is_done_through_a_link_out_of_the_root(tmp_path: Path, outside: Path, act: object) -> None:
     root = tmp_path / "repo"
     root.mkdir()
@@ -98,15 +107,23 @@ def test_a_path_that_leaves_the_root_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize(("name", "why"), [
-    ("patchset.toml", "is patchset.toml of the patch repository; a report never replaces the series"),
-    ("patches/0001-a.patch", "is patches/0001-a.patch of the patch repository; a report never replaces the series"),
-    ("upstream-pins/demo-1.0.toml", "is upstream-pins/demo-1.0.toml of the patch repository; a report never "
-                                    "replaces the series"),
-    ("fifo", "is a named pipe (FIFO), not a regular file; a report is written only to a regular file or a new one"),
-    ("link.html", "is a symbolic link (it could lead outside the repository; patchtool follows none); a report is "
-                  "written only to a regular file or a new one"),
-])
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("patchset.toml", "is patchset.toml of the patch repository; a report never replaces the series"),
+        ("patches/0001-a.patch", "is patches/0001-a.patch of the patch repository; a report never replaces the series"),
+        (
+            "upstream-pins/demo-1.0.toml",
+            "is upstream-pins/demo-1.0.toml of the patch repository; a report never replaces the series",
+        ),
+        ("fifo", "is a named pipe (FIFO), not a regular file; a report is written only to a regular file or a new one"),
+        (
+            "link.html",
+            "is a symbolic link (it could lead outside the repository; patchtool follows none); a report is "
+            "written only to a regular file or a new one",
+        ),
+    ],
+)
 def test_a_report_never_replaces_the_series_or_a_special_file(tmp_path: Path, name: str, why: str) -> None:
     repo = tmp_path / "repo"
     (repo / "patches").mkdir(parents=True)

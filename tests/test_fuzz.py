@@ -53,19 +53,39 @@ def gnu(tmp: Path, target: list[str], patch: str, level: int) -> tuple[bool, str
     (work / "f").write_text("".join(target))
     (tmp / "p.diff").write_text(patch)
     assert GNU_PATCH is not None
-    res = subprocess.run([GNU_PATCH, "-p1", f"--fuzz={level}", "--forward", "--batch", "--no-backup-if-mismatch",
-                          "--reject-file=-", "-s", "-i", str(tmp / "p.diff")], cwd=work, capture_output=True,
-                         text=True, check=False)
+    res = subprocess.run(
+        [
+            GNU_PATCH,
+            "-p1",
+            f"--fuzz={level}",
+            "--forward",
+            "--batch",
+            "--no-backup-if-mismatch",
+            "--reject-file=-",
+            "-s",
+            "-i",
+            str(tmp / "p.diff"),
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode in (0, 1), res.stdout + res.stderr
     return res.returncode == 0, (work / "f").read_text()
 
 
 @needs_patch
-@settings(max_examples=500, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                                     HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=500,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data(), words=st.sampled_from(ALPHABETS), context=st.integers(1, 3), level=st.integers(0, 3))
-def test_fuzz_agrees_with_gnu_patch(tmp_path: Path, data: st.DataObject, words: list[str], context: int,
-                                    level: int) -> None:
+def test_fuzz_agrees_with_gnu_patch(
+    tmp_path: Path, data: st.DataObject, words: list[str], context: int, level: int
+) -> None:
     base = data.draw(st.lists(st.sampled_from(words).map(lambda w: w + "\n"), min_size=4, max_size=40))
     mine = data.draw(edited(base, words))
     theirs = data.draw(edited(base, words))
@@ -102,8 +122,7 @@ def test_a_patch_already_applied_is_refused_not_fuzzed() -> None:
 def test_a_later_hunk_is_never_placed_over_lines_an_earlier_one_wrote() -> None:
     """Hunk 2's context also matches at line 1, which hunk 1 already replaced: GNU ``patch --fuzz=2``
     looks no further back than the end of hunk 1's lines and puts hunk 2 at line 5 with fuzz 1."""
-    patch = ("diff --git a/f b/f\n--- a/f\n+++ b/f\n"
-             "@@ -1,2 +1,2 @@\n-b\n+X\n b\n@@ -5,3 +5,2 @@\n b\n-b\n b\n")
+    patch = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-b\n+X\n b\n@@ -5,3 +5,2 @@\n b\n-b\n b\n"
     (f,) = model.parse(patch).files
     got = fuzz.apply([f"{w}\n" for w in "b b b a Y b b".split()], f.hunks, fuzz=2)
     assert got is not None
@@ -114,8 +133,10 @@ def test_a_later_hunk_is_never_placed_over_lines_an_earlier_one_wrote() -> None:
 def test_a_hunk_guessed_past_the_end_walks_back_no_further_than_the_previous_hunk() -> None:
     """Hunk 1 moved 9 lines down, so hunk 2's guess lies past the end of the file; GNU ``patch
     --fuzz=3`` walks back from the last place it fits and stops at hunk 1's lines (line 13, fuzz 2)."""
-    patch = ("diff --git a/f b/f\n--- a/f\n+++ b/f\n"
-             "@@ -1,6 +1,6 @@\n a\n a\n-b\n+X\n b\n b\n a\n@@ -11,6 +11,7 @@\n a\n a\n b\n+a\n b\n b\n b\n")
+    patch = (
+        "diff --git a/f b/f\n--- a/f\n+++ b/f\n"
+        "@@ -1,6 +1,6 @@\n a\n a\n-b\n+X\n b\n b\n a\n@@ -11,6 +11,7 @@\n a\n a\n b\n+a\n b\n b\n b\n"
+    )
     (f,) = model.parse(patch).files
     got = fuzz.apply([f"{w}\n" for w in "a a b b a a a b b a a b b b b b a".split()], f.hunks, fuzz=3)
     assert got is not None
@@ -129,10 +150,22 @@ def test_a_search_of_repeated_lines_is_bounded(monkeypatch: pytest.MonkeyPatch) 
     few megabytes. The search stops at a bound and says so."""
     monkeypatch.setattr(fuzz, "MAX_COMPARED", 200_000)
     body = [" a"] * 300
-    hunk = model.parse("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,603 +1,603 @@\n Q\n" + "\n".join(body)
-                       + "\n-zzz\n+yyy\n" + "\n".join(body) + "\n Q\n").files[0].hunks
+    hunk = (
+        model.parse(
+            "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,603 +1,603 @@\n Q\n"
+            + "\n".join(body)
+            + "\n-zzz\n+yyy\n"
+            + "\n".join(body)
+            + "\n Q\n"
+        )
+        .files[0]
+        .hunks
+    )
     with pytest.raises(fuzz.TooCostly) as exc:
         fuzz.apply(["a\n"] * 5000, hunk, fuzz=3)
     assert exc.value.hunk == 1
-    assert fuzz.apply(["Q\n", "a\n", "zzz\n", "Q\n"], model.parse(
-        "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n Q\n a\n-zzz\n+yyy\n Q\n").files[0].hunks, fuzz=3)
+    assert fuzz.apply(
+        ["Q\n", "a\n", "zzz\n", "Q\n"],
+        model.parse("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,4 +1,4 @@\n Q\n a\n-zzz\n+yyy\n Q\n").files[0].hunks,
+        fuzz=3,
+    )

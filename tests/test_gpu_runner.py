@@ -27,16 +27,32 @@ NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # what a machine without a GPU looks like
 
 def _env(**extra: str) -> dict[str, str]:
     # no tree and no deployment but those a test gives: the deployment checks are not run
-    env = {k: v for k, v in os.environ.items() if k not in (
-        "PATCHTOOL_GPU_TREE", "PATCHTOOL_GPU_TREE_ERROR", "PATCHTOOL_GPU_DEPLOYMENT", "PATCHTOOL_GPU_PD_SERVERS",
-        "PATCHTOOL_GPU_BASELINE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PATCHTOOL_GPU_TREE",
+            "PATCHTOOL_GPU_TREE_ERROR",
+            "PATCHTOOL_GPU_DEPLOYMENT",
+            "PATCHTOOL_GPU_PD_SERVERS",
+            "PATCHTOOL_GPU_BASELINE",
+        )
+    }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "tool"), env.get("PYTHONPATH")]))
     return {**env, **NO_GPU, **extra}
 
 
 def run_gpu(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(GPU / "run.py"), *args], cwd=REPO, capture_output=True, text=True,
-                          env=env or _env(), timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, str(GPU / "run.py"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env or _env(),
+        timeout=timeout,
+        check=False,
+    )
 
 
 def results(path: Path) -> dict[str, Any]:
@@ -49,14 +65,14 @@ def by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {row["check"].rsplit("::", 1)[-1]: row for row in data["checks"]}
 
 
-GPU_FIXTURES = f'''\
+GPU_FIXTURES = f"""\
 import importlib.util
 
 _spec = importlib.util.spec_from_file_location("gpu_checks_conftest", {str(GPU / "conftest.py")!r})
 _gpu = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_gpu)
 patched_tree_gpu, record = _gpu.patched_tree_gpu, _gpu.record
-'''
+"""
 
 
 def checks_file(tmp_path: Path, name: str, body: str) -> Path:
@@ -70,10 +86,16 @@ def checks_file(tmp_path: Path, name: str, body: str) -> Path:
 
 # -- collection -------------------------------------------------------------------------------
 
+
 def test_the_normal_suite_never_collects_tests_gpu() -> None:
     """`pytest` over tests/ (what `nox -s tests` runs) leaves tests/gpu alone; naming it collects it."""
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q"]
-    others = ["--ignore-glob=tests/test_*.py", "--ignore=tests/patches", "--ignore=tests/hostile", "--ignore=tests/corpus"]
+    others = [
+        "--ignore-glob=tests/test_*.py",
+        "--ignore=tests/patches",
+        "--ignore=tests/hostile",
+        "--ignore=tests/corpus",
+    ]
     suite = subprocess.run([*base, "tests", *others], cwd=REPO, capture_output=True, text=True, env=_env())
     assert "tests/gpu" not in suite.stdout, suite.stdout
     assert suite.returncode == 5, suite.stdout + suite.stderr  # 5: nothing collected
@@ -83,10 +105,12 @@ def test_the_normal_suite_never_collects_tests_gpu() -> None:
 
 # -- the device and the gates -----------------------------------------------------------------
 
+
 def test_device_detection_without_a_gpu() -> None:
     code = "import json, gpu_support; print(json.dumps(gpu_support.device_info()))"
-    res = subprocess.run([sys.executable, "-c", code], cwd=GPU, capture_output=True, text=True, check=True,
-                         env=_env(PYTHONPATH=str(GPU)))
+    res = subprocess.run(
+        [sys.executable, "-c", code], cwd=GPU, capture_output=True, text=True, check=True, env=_env(PYTHONPATH=str(GPU))
+    )
     info = json.loads(res.stdout)
     import torch
     import triton
@@ -96,12 +120,15 @@ def test_device_detection_without_a_gpu() -> None:
     assert info["torch"] == torch.__version__ and info["triton"] == triton.__version__
 
 
-@pytest.mark.parametrize(("capability", "name", "reason"), [
-    ((12, 0), "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", None),
-    ((9, 0), "NVIDIA H200", "needs sm_120, not run: this GPU is NVIDIA H200 (sm_90)"),
-    ((12, 1), "NVIDIA GB10", "needs sm_120, not run: this GPU is NVIDIA GB10 (sm_121)"),
-    ((10, 0), "NVIDIA B200", "needs sm_120, not run: this GPU is NVIDIA B200 (sm_100)"),
-])
+@pytest.mark.parametrize(
+    ("capability", "name", "reason"),
+    [
+        ((12, 0), "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", None),
+        ((9, 0), "NVIDIA H200", "needs sm_120, not run: this GPU is NVIDIA H200 (sm_90)"),
+        ((12, 1), "NVIDIA GB10", "needs sm_120, not run: this GPU is NVIDIA GB10 (sm_121)"),
+        ((10, 0), "NVIDIA B200", "needs sm_120, not run: this GPU is NVIDIA B200 (sm_100)"),
+    ],
+)
 def test_sm120_gate_runs_on_sm120_alone(capability: tuple[int, int], name: str, reason: str | None) -> None:
     assert gpu_support.sm120_skip_reason(capability, name) == reason
 
@@ -124,7 +151,11 @@ def test_a_results_file_is_named_for_its_start_and_device() -> None:
 
 def test_figures_are_numbers_strings_or_booleans() -> None:
     assert gpu_support.figures({"err": 1e-3, "n": 4, "shape": "8x8", "ok": True}) == {
-        "err": 1e-3, "n": 4, "shape": "8x8", "ok": True}
+        "err": 1e-3,
+        "n": 4,
+        "shape": "8x8",
+        "ok": True,
+    }
     with pytest.raises(ValueError, match="figure 'err' is nan"):
         gpu_support.figures({"err": float("nan")})
     with pytest.raises(TypeError, match="figure 'xs': list is not a number"):
@@ -132,6 +163,7 @@ def test_figures_are_numbers_strings_or_booleans() -> None:
 
 
 # -- the runner and its results file ----------------------------------------------------------
+
 
 @pytest.mark.upstream
 def test_without_a_gpu_every_check_is_not_run_by_name(tmp_path: Path, patched_tree: Path) -> None:
@@ -159,7 +191,10 @@ def test_without_a_gpu_every_check_is_not_run_by_name(tmp_path: Path, patched_tr
 
 
 def test_outcomes_reasons_figures_and_the_patch_of_each_check(tmp_path: Path, fake_tree: Path) -> None:
-    checks = checks_file(tmp_path, "test_0002_fake.py", '''\
+    checks = checks_file(
+        tmp_path,
+        "test_0002_fake.py",
+        """\
         import gpu_support
 
         def test_measures(record):
@@ -170,7 +205,8 @@ def test_outcomes_reasons_figures_and_the_patch_of_each_check(tmp_path: Path, fa
 
         def test_sm120_only():
             gpu_support.require_sm120()
-        ''')
+        """,
+    )
     broken = checks_file(tmp_path, "test_0009_broken.py", "def test_x(:\n")
     out = tmp_path / "r.json"
     res = run_gpu(str(checks), str(broken), "--out", str(out), "--tree", str(fake_tree))
@@ -193,12 +229,16 @@ def test_outcomes_reasons_figures_and_the_patch_of_each_check(tmp_path: Path, fa
 def test_checks_run_compiled_kernels_even_where_triton_interpret_is_set(tmp_path: Path, fake_tree: Path) -> None:
     """The CPU kernel tests set TRITON_INTERPRET=1 in their process; a runner started from there (or
     from a shell that kept it) must not hand it to the GPU checks."""
-    checks = checks_file(tmp_path, "test_0000_env.py", '''\
+    checks = checks_file(
+        tmp_path,
+        "test_0000_env.py",
+        """\
         import os
 
         def test_not_interpreted():
             assert "TRITON_INTERPRET" not in os.environ
-        ''')
+        """,
+    )
     out = tmp_path / "r.json"
     res = run_gpu(str(checks), "--out", str(out), "--tree", str(fake_tree), env=_env(TRITON_INTERPRET="1"))
     assert res.returncode == 0, res.stdout + res.stderr
@@ -206,7 +246,10 @@ def test_checks_run_compiled_kernels_even_where_triton_interpret_is_set(tmp_path
 
 
 def test_a_hung_check_fails_and_the_rest_still_run(tmp_path: Path, fake_tree: Path) -> None:
-    checks = checks_file(tmp_path, "test_0000_hang.py", '''\
+    checks = checks_file(
+        tmp_path,
+        "test_0000_hang.py",
+        """\
         import time
 
         def test_hangs():
@@ -214,7 +257,8 @@ def test_a_hung_check_fails_and_the_rest_still_run(tmp_path: Path, fake_tree: Pa
 
         def test_after():
             pass
-        ''')
+        """,
+    )
     out = tmp_path / "r.json"
     res = run_gpu(str(checks), "--out", str(out), "--tree", str(fake_tree), "--check-timeout", "4", timeout=120)
     assert res.returncode == 1, res.stdout + res.stderr
@@ -225,7 +269,10 @@ def test_a_hung_check_fails_and_the_rest_still_run(tmp_path: Path, fake_tree: Pa
 
 
 def test_a_spent_budget_leaves_the_rest_not_run(tmp_path: Path, fake_tree: Path) -> None:
-    checks = checks_file(tmp_path, "test_0000_slow.py", '''\
+    checks = checks_file(
+        tmp_path,
+        "test_0000_slow.py",
+        """\
         import time
 
         def test_slow():
@@ -233,7 +280,8 @@ def test_a_spent_budget_leaves_the_rest_not_run(tmp_path: Path, fake_tree: Path)
 
         def test_never():
             pass
-        ''')
+        """,
+    )
     out = tmp_path / "r.json"
     res = run_gpu(str(checks), "--out", str(out), "--tree", str(fake_tree), "--budget", "15", timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr  # nothing failed; what did not run says so
@@ -251,8 +299,14 @@ def test_no_check_starts_after_the_deadline(tmp_path: Path) -> None:
     checks = checks_file(tmp_path, "test_0000_late.py", "def test_late():\n    pass\n")
     state = tmp_path / "state.json"
     env = _env(PATCHTOOL_GPU_STATE=str(state), PATCHTOOL_GPU_DEADLINE="1", PYTHONPATH=str(GPU))
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "gpu_results_plugin", "-p", "no:cacheprovider", "-q",
-                    str(checks)], cwd=tmp_path, capture_output=True, text=True, env=env, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "gpu_results_plugin", "-p", "no:cacheprovider", "-q", str(checks)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     live = json.loads(state.read_text())
     (row,) = live["checks"].values()
     assert row["outcome"] == "not-run" and row["reason"] == "not run: the time budget ran out before it started"
@@ -270,10 +324,14 @@ def test_without_a_tree_the_run_says_so(tmp_path: Path) -> None:
 
 def test_a_tree_check_gets_the_tree_or_is_not_run_with_the_reason(tmp_path: Path, fake_tree: Path) -> None:
     """`patched_tree_gpu` under the runner: the tree given, or with none the check is not run, saying why."""
-    checks = checks_file(tmp_path, "test_0000_tree.py", f'''\
+    checks = checks_file(
+        tmp_path,
+        "test_0000_tree.py",
+        f"""\
         def test_probe(patched_tree_gpu):
             assert str(patched_tree_gpu) == {str(fake_tree)!r}
-        ''')
+        """,
+    )
     out = tmp_path / "r.json"
     run_gpu(str(checks), "--out", str(out), "--tree", str(fake_tree))
     assert by_name(results(out))["test_probe"]["outcome"] == "pass"
@@ -291,8 +349,14 @@ def test_a_packed_tree_carries_the_series_to_a_machine_that_cannot_build_it(tmp_
     assert packed.returncode == 0, packed.stdout + packed.stderr
     out = tmp_path / "r.json"
     # the GPU machine: no cache to build from, only the archive
-    res = run_gpu("tests/gpu/test_0000_smoke.py", "--out", str(out), "--tree", str(archive),
-                  env=_env(PATCHTOOL_CACHE_DIR=str(tmp_path / "empty-cache")))
+    res = run_gpu(
+        "tests/gpu/test_0000_smoke.py",
+        "--out",
+        str(out),
+        "--tree",
+        str(archive),
+        env=_env(PATCHTOOL_CACHE_DIR=str(tmp_path / "empty-cache")),
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     tree = results(out)["tree"]
     assert tree["source"] == f"archive {archive}"
@@ -308,17 +372,25 @@ def test_a_runner_that_is_stopped_stops_its_checks(tmp_path: Path, fake_tree: Pa
     import signal
     import time
 
-    checks = checks_file(tmp_path, "test_0000_stuck.py", '''\
+    checks = checks_file(
+        tmp_path,
+        "test_0000_stuck.py",
+        """\
         import os, pathlib, time
 
         def test_stuck():
             pathlib.Path(os.environ["PID_FILE"]).write_text(str(os.getpid()))
             time.sleep(600)
-        ''')
+        """,
+    )
     pid_file = tmp_path / "pid"
-    proc = subprocess.Popen([sys.executable, str(GPU / "run.py"), str(checks), "--out", str(tmp_path / "r.json"),
-                             "--tree", str(fake_tree)], cwd=REPO, env=_env(PID_FILE=str(pid_file)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(GPU / "run.py"), str(checks), "--out", str(tmp_path / "r.json"), "--tree", str(fake_tree)],
+        cwd=REPO,
+        env=_env(PID_FILE=str(pid_file)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(600):
         if pid_file.exists() and pid_file.read_text():
             break

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conftest import Demo
+from helpers import git, make_wheel, sha256, write_tree
 from patchtool.cli.htmlpage import rebase_page, scan_page, step_detail
 from patchtool.cli.outcomes import LOOKS, css_class
 from patchtool.project.repository import Project
@@ -37,7 +38,6 @@ from patchtool.rebase.textapply import MovedHunk
 from patchtool.rebase.transaction import DropDue, RebaseReport, RebaseStatus, Widening
 from patchtool.registry.entries import RevisitResult
 from patchtool.series.checks import AssumptionResult
-from patchtool.testing import git, make_wheel, sha256, write_tree
 from patchtool.upstream.cache import Cache
 from test_rebase import V10, release_11, series
 
@@ -51,7 +51,7 @@ HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2
 
 def rgb(colour: str) -> str:
     """``#a8dcaa`` as the browser computes it: ``rgb(168, 220, 170)``."""
-    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgb({r}, {g}, {b})"
 
 
@@ -66,20 +66,23 @@ def step(pid: str, outcome: PatchOutcome, **fields: Any) -> Step:
 def reports(root: Path, cache: Path, versions: str, target: str) -> tuple[ScanReport, RebaseReport]:
     """`scan --versions VERSIONS` and `rebase --to TARGET --dry-run` of the series at ``root``."""
     project, upstream = Project.load(root), Cache(cache)
-    return (scanning.scan(project, upstream, versions),
-            transaction.start(project, upstream, target, dry_run=True))
+    return (scanning.scan(project, upstream, versions), transaction.start(project, upstream, target, dry_run=True))
 
 
 # -- the browser -----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    from patchtool.testing import require_tool
+    from helpers import require_tool
 
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the `test` extra "
-                                                                 "installs it); it drives the HTML report's browser tests")
-    chromium = require_tool("chromium", env="PATCHTOOL_CHROMIUM",
-                            enables="the HTML report's browser tests (Playwright drives it)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="playwright is not installed (the `test` extra installs it); it drives the HTML report's browser tests",
+    )
+    chromium = require_tool(
+        "chromium", env="PATCHTOOL_CHROMIUM", enables="the HTML report's browser tests (Playwright drives it)"
+    )
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium)
         yield launched
@@ -129,6 +132,7 @@ def open_page(browser: Browser, tmp_path: Path) -> Iterator[Any]:
 
 # -- real reports of the demo series ----------------------------------------------------------------
 
+
 @pytest.fixture
 def demo_series(demo: Demo) -> Demo:
     """The demo at 1.0 with 1.1 on the index and a series with every outcome between them
@@ -136,9 +140,12 @@ def demo_series(demo: Demo) -> Demo:
     for version, files in (("1.0", V10), ("1.1", release_11())):
         demo.index.add(make_wheel(demo.wheel.parent / f"demo-{version}-py3-none-any.whl", "demo", version, files))
     pin = demo.root / "upstream-pins" / "demo-1.0.toml"
-    pin.write_text(re.sub(r'sha256 = "[0-9a-f]+"', f'sha256 = "{sha256(demo.index.files[demo.wheel.name])}"',
-                          pin.read_text()))
-    write_tree(demo.work, {"python/demo/siblings.py": V10["demo/siblings.py"], "python/demo/extra.py": V10["demo/extra.py"]})
+    pin.write_text(
+        re.sub(r'sha256 = "[0-9a-f]+"', f'sha256 = "{sha256(demo.index.files[demo.wheel.name])}"', pin.read_text())
+    )
+    write_tree(
+        demo.work, {"python/demo/siblings.py": V10["demo/siblings.py"], "python/demo/extra.py": V10["demo/extra.py"]}
+    )
     git(demo.work, "add", "-A")
     git(demo.work, "commit", "-q", "-m", "upstream 1.0 (complete)")
     series(demo, "0001-extra", "0002-greet", "0003-sibling", "0004-bye", "0005-cap", "0006-util")
@@ -155,6 +162,7 @@ def demo_reports(demo_series: Demo) -> tuple[ScanReport, RebaseReport]:
 
 # -- without a browser -------------------------------------------------------------------------------
 
+
 def test_every_outcome_has_its_own_word_code_class_and_colour() -> None:
     assert set(LOOKS) == set(PatchOutcome)
     for part in (css_class, lambda o: LOOKS[o].word, lambda o: LOOKS[o].code, lambda o: LOOKS[o].colour):
@@ -163,19 +171,45 @@ def test_every_outcome_has_its_own_word_code_class_and_colour() -> None:
 
 def test_hostile_strings_are_text_in_the_markup() -> None:
     h = HOSTILE
-    conflict = step(h, PatchOutcome.CONFLICT, commit=h, detail=h, conflicted=(h,), misplaced=(h,), renamed=(h,),
-                    upstream_has=(h,))
+    conflict = step(
+        h, PatchOutcome.CONFLICT, commit=h, detail=h, conflicted=(h,), misplaced=(h,), renamed=(h,), upstream_has=(h,)
+    )
     shifted = step(h, PatchOutcome.SHIFTED, detail=h, shifted=(MovedHunk(file=h, hunk=1, old_line=1, new_line=2),))
     drift = Drift(patch=h, path=h, scope=h, change=h, detail=h)
     failed = AssumptionResult(patch=h, id=h, ok=False, expects=h, found=h, why=h)
     revisit = RevisitResult(entry=h, condition=h, holds=True, why=h, detail=h)
-    page = scan_page(ScanReport(pin=h, versions=(h,), patches=(h,), steps={h: {h: conflict}}, drift={h: (drift,)},
-                                failed_assumptions={h: (failed,)}, revisit={h: (revisit,)}))
-    page += rebase_page(RebaseReport(old_pin=h, new_pin="p", old_version=h, new_version=h, status=h,
-                                     steps=(conflict, shifted), drift=(drift,), assumptions=(failed,),
-                                     revisit=(revisit,), drop=(DropDue(patch=h, why=h),), range_diff=h, worktree=h,
-                                     written=(h,), follow_up=(h,), widen=True,
-                                     widenings=(Widening(patch=h, old=h, new=h),), old_pin_admitted_by=(h,)))
+    page = scan_page(
+        ScanReport(
+            pin=h,
+            versions=(h,),
+            patches=(h,),
+            steps={h: {h: conflict}},
+            drift={h: (drift,)},
+            failed_assumptions={h: (failed,)},
+            revisit={h: (revisit,)},
+        )
+    )
+    page += rebase_page(
+        RebaseReport(
+            old_pin=h,
+            new_pin="p",
+            old_version=h,
+            new_version=h,
+            status=h,
+            steps=(conflict, shifted),
+            drift=(drift,),
+            assumptions=(failed,),
+            revisit=(revisit,),
+            drop=(DropDue(patch=h, why=h),),
+            range_diff=h,
+            worktree=h,
+            written=(h,),
+            follow_up=(h,),
+            widen=True,
+            widenings=(Widening(patch=h, old=h, new=h),),
+            old_pin_admitted_by=(h,),
+        )
+    )
     assert "pwned" in page and "<img" not in page and "onerror=" not in page.replace("onerror=&#34;", "")
     assert page.count("<script>") == 1  # the scan page's own
 
@@ -207,12 +241,25 @@ def test_the_policy_allows_the_own_style_and_script_by_hash_and_nothing_else() -
 
     report = ScanReport(pin="p", versions=("1",), patches=("a",), steps={"a": {"1": step("a", PatchOutcome.UNCHANGED)}})
     scan = _Head(scan_page(report))
-    assert scan.policy == (f"default-src 'none'; style-src '{digest(scan.inline['style'])}'; img-src data:; "
-                           f"base-uri 'none'; form-action 'none'; script-src '{digest(scan.inline['script'])}'")
-    rebase = _Head(rebase_page(RebaseReport(old_pin="p", new_pin="q", old_version="1", new_version="2",
-                                            status=RebaseStatus.DRY_RUN, steps=())))
-    assert rebase.policy == (f"default-src 'none'; style-src '{digest(rebase.inline['style'])}'; img-src data:; "
-                             "base-uri 'none'; form-action 'none'") and rebase.inline["script"] == ""
+    assert scan.policy == (
+        f"default-src 'none'; style-src '{digest(scan.inline['style'])}'; img-src data:; "
+        f"base-uri 'none'; form-action 'none'; script-src '{digest(scan.inline['script'])}'"
+    )
+    rebase = _Head(
+        rebase_page(
+            RebaseReport(
+                old_pin="p", new_pin="q", old_version="1", new_version="2", status=RebaseStatus.DRY_RUN, steps=()
+            )
+        )
+    )
+    assert (
+        rebase.policy
+        == (
+            f"default-src 'none'; style-src '{digest(rebase.inline['style'])}'; img-src data:; "
+            "base-uri 'none'; form-action 'none'"
+        )
+        and rebase.inline["script"] == ""
+    )
 
 
 def test_the_pages_name_nothing_outside_themselves(demo_reports: tuple[ScanReport, RebaseReport]) -> None:
@@ -224,22 +271,31 @@ def test_the_pages_name_nothing_outside_themselves(demo_reports: tuple[ScanRepor
 
 
 def test_git_apply_offsets_and_merge_conflicts_are_listed() -> None:
-    moved = (MovedHunk(file="a.py", hunk=1, old_line=440, new_line=378),
-             MovedHunk(file="a.py", hunk=2, old_line=446, new_line=447),
-             MovedHunk(file="b.py", hunk=1, old_line=9, new_line=12))
-    shifted = step_detail(step("p", PatchOutcome.SHIFTED, detail="a.py: hunks 1, 2 moved; b.py: hunk 1 moved",
-                               shifted=moved))
+    moved = (
+        MovedHunk(file="a.py", hunk=1, old_line=440, new_line=378),
+        MovedHunk(file="a.py", hunk=2, old_line=446, new_line=447),
+        MovedHunk(file="b.py", hunk=1, old_line=9, new_line=12),
+    )
+    shifted = step_detail(
+        step("p", PatchOutcome.SHIFTED, detail="a.py: hunks 1, 2 moved; b.py: hunk 1 moved", shifted=moved)
+    )
     assert shifted.count("<tr") == 4 and "<td>-62</td>" in shifted and "<td>+3</td>" in shifted
     assert re.findall(r"<code>(.*?)</code>", shifted) == ["a.py", "a.py", "b.py"] and "<li>" not in shifted
-    conflict = step_detail(step("p", PatchOutcome.CONFLICT, conflicted=("a.py", "b.py", "c.py"),
-                                detail="CONFLICT (content): Merge conflict in a.py; "
-                                       "CONFLICT (content): Merge conflict in b.py"))
+    conflict = step_detail(
+        step(
+            "p",
+            PatchOutcome.CONFLICT,
+            conflicted=("a.py", "b.py", "c.py"),
+            detail="CONFLICT (content): Merge conflict in a.py; CONFLICT (content): Merge conflict in b.py",
+        )
+    )
     assert re.findall(r"<code>(.*?)</code>", conflict) == ["a.py", "b.py", "c.py"]
     merged = step("p", PatchOutcome.MERGED, detail="the context changed; the 3-way merge resolved it")
     assert step_detail(merged).count("<li>") == 1
 
 
 # -- in the browser ----------------------------------------------------------------------------------
+
 
 def test_scan_grid_in_the_browser(open_page: Any, demo_reports: tuple[ScanReport, RebaseReport]) -> None:
     scan = demo_reports[0]
@@ -301,10 +357,17 @@ def test_rebase_report_in_the_browser(open_page: Any, demo_reports: tuple[ScanRe
     loaded.self_contained()
 
 
-def test_a_stopped_rebase_says_what_is_not_computed_yet(open_page: Any,
-                                                         demo_reports: tuple[ScanReport, RebaseReport]) -> None:
-    rebase = dataclasses.replace(demo_reports[1], status=RebaseStatus.CONFLICT, worktree="/x/.patchtool/rebase/worktree",
-                                 drift=(), drop=(), range_diff="")
+def test_a_stopped_rebase_says_what_is_not_computed_yet(
+    open_page: Any, demo_reports: tuple[ScanReport, RebaseReport]
+) -> None:
+    rebase = dataclasses.replace(
+        demo_reports[1],
+        status=RebaseStatus.CONFLICT,
+        worktree="/x/.patchtool/rebase/worktree",
+        drift=(),
+        drop=(),
+        range_diff="",
+    )
     page = open_page(rebase_page(rebase)).page
     assert "Not computed at a conflict stop" in page.locator("#drift").inner_text()
     assert "/x/.patchtool/rebase/worktree" in page.locator("header").inner_text()
@@ -312,8 +375,16 @@ def test_a_stopped_rebase_says_what_is_not_computed_yet(open_page: Any,
 
 def test_hostile_data_is_shown_and_never_run(open_page: Any) -> None:
     detail = f"Hunk #1 succeeded at 3 (offset 1 line).; {HOSTILE}"
-    loaded = open_page(scan_page(ScanReport(pin=HOSTILE, versions=("1.0",), patches=(HOSTILE,),
-                                            steps={HOSTILE: {"1.0": step(HOSTILE, PatchOutcome.SHIFTED, detail=detail)}})))
+    loaded = open_page(
+        scan_page(
+            ScanReport(
+                pin=HOSTILE,
+                versions=("1.0",),
+                patches=(HOSTILE,),
+                steps={HOSTILE: {"1.0": step(HOSTILE, PatchOutcome.SHIFTED, detail=detail)}},
+            )
+        )
+    )
     page = loaded.page
     page.locator('#grid a[href="#c-0-0"]').click()
     assert page.locator("#grid tbody th").first.inner_text() == HOSTILE
@@ -326,16 +397,44 @@ def test_hostile_data_is_shown_and_never_run(open_page: Any) -> None:
 def test_scan_shows_drift_assumptions_and_revisits_where_its_data_has_them(open_page: Any) -> None:
     """The keys a scan may add, each {version: [items as a rebase report holds them]}."""
     unchanged = PatchOutcome.UNCHANGED
-    loaded = open_page(scan_page(ScanReport(
-        pin="p-1", versions=("1", "2"), patches=("a", "b"),
-        steps={"a": {"1": step("a", unchanged),
-                     "2": step("a", PatchOutcome.MERGED, detail="the context changed; the 3-way merge resolved it")},
-               "b": {"1": step("b", unchanged), "2": step("b", PatchOutcome.CONFLICT)}},
-        drift={"2": (Drift(patch="a", path="x.py", scope="C.f", change=DriftChange.CHANGED, detail="C.f changed"),)},
-        failed_assumptions={"2": (AssumptionResult(patch="a", id="has-f", ok=False, expects="x.py has f",
-                                                   found="0 match(es)", why="a calls f"),)},
-        revisit={"1": (), "2": (RevisitResult(entry="idea-9", condition="/g/ appears in y.py", holds=True,
-                                              why="g is back", detail="found in y.py"),)})))
+    loaded = open_page(
+        scan_page(
+            ScanReport(
+                pin="p-1",
+                versions=("1", "2"),
+                patches=("a", "b"),
+                steps={
+                    "a": {
+                        "1": step("a", unchanged),
+                        "2": step("a", PatchOutcome.MERGED, detail="the context changed; the 3-way merge resolved it"),
+                    },
+                    "b": {"1": step("b", unchanged), "2": step("b", PatchOutcome.CONFLICT)},
+                },
+                drift={
+                    "2": (Drift(patch="a", path="x.py", scope="C.f", change=DriftChange.CHANGED, detail="C.f changed"),)
+                },
+                failed_assumptions={
+                    "2": (
+                        AssumptionResult(
+                            patch="a", id="has-f", ok=False, expects="x.py has f", found="0 match(es)", why="a calls f"
+                        ),
+                    )
+                },
+                revisit={
+                    "1": (),
+                    "2": (
+                        RevisitResult(
+                            entry="idea-9",
+                            condition="/g/ appears in y.py",
+                            holds=True,
+                            why="g is back",
+                            detail="found in y.py",
+                        ),
+                    ),
+                },
+            )
+        )
+    )
     page = loaded.page
     assert page.locator("#grid tr.revisits td").all_inner_texts() == ["none due", "1 due"]
     page.locator('#grid a[href="#r-1"]').click()
@@ -349,8 +448,9 @@ def test_scan_shows_drift_assumptions_and_revisits_where_its_data_has_them(open_
     loaded.self_contained()
 
 
-def test_the_cli_writes_the_pages(demo_series: Demo, demo_reports: tuple[ScanReport, RebaseReport],
-                                  tmp_path: Path) -> None:
+def test_the_cli_writes_the_pages(
+    demo_series: Demo, demo_reports: tuple[ScanReport, RebaseReport], tmp_path: Path
+) -> None:
     scan = demo_series.run("scan", "--versions", "1.0..1.1", "--html", str(tmp_path / "scan.html"))
     assert scan.returncode == 5, scan.stderr  # bye conflicts at 1.1
     assert (tmp_path / "scan.html").read_text(encoding="utf-8") == scan_page(demo_reports[0])
@@ -363,6 +463,7 @@ def test_the_cli_writes_the_pages(demo_series: Demo, demo_reports: tuple[ScanRep
 
 # -- the real test series: and the screenshots in docs/ -----------------------------------------------
 
+
 @pytest.mark.upstream
 def test_real_series_pages(open_page: Any, real_cache: Path, tmp_path: Path) -> None:
     """The test series of real sglang (tests/data/rebase-real) scanned over 0.5.20..0.5.23 and
@@ -373,8 +474,9 @@ def test_real_series_pages(open_page: Any, real_cache: Path, tmp_path: Path) -> 
     shots = os.environ.get("PATCHTOOL_SCREENSHOTS")
 
     loaded = open_page(scan_page(scan), "scan.html")
-    assert loaded.background("#grid td.cell") == [colour_of(scan.matrix[p][v]) for p in scan.patches
-                                                  for v in scan.versions]
+    assert loaded.background("#grid td.cell") == [
+        colour_of(scan.matrix[p][v]) for p in scan.patches for v in scan.versions
+    ]
     marlin = scan.patches.index("marlin-no-capability")
     loaded.page.locator(f'#grid a[href="#c-{marlin}-3"]').click()
     loaded.page.mouse.move(0, 0)
@@ -394,12 +496,16 @@ def test_real_series_pages(open_page: Any, real_cache: Path, tmp_path: Path) -> 
 
 
 def test_the_widenings_and_the_old_pin_advice_are_shown(demo_reports: tuple[ScanReport, RebaseReport]) -> None:
-    rebase = dataclasses.replace(demo_reports[1], widen=True, old_pin_admitted_by=(),
-                                 widenings=(Widening(patch="greet", old=">=1.0,<1.1", new=">=1.0,<=1.1"),))
+    rebase = dataclasses.replace(
+        demo_reports[1],
+        widen=True,
+        old_pin_admitted_by=(),
+        widenings=(Widening(patch="greet", old=">=1.0,<1.1", new=">=1.0,<=1.1"),),
+    )
     page = rebase_page(rebase)
-    widened = page[page.index('id="widened"'):page.index("</section>", page.index('id="widened"'))]
+    widened = page[page.index('id="widened"') : page.index("</section>", page.index('id="widened"'))]
     assert "<code>greet</code>" in widened and "&gt;=1.0,&lt;=1.1" in widened
-    follow = page[page.index('id="follow-up"'):page.index("</section>", page.index('id="follow-up"'))]
+    follow = page[page.index('id="follow-up"') : page.index("</section>", page.index('id="follow-up"'))]
     assert "patchtool pin remove demo-1.0" in follow
 
 
@@ -409,9 +515,23 @@ def test_the_wheel_ships_the_templates(tmp_path: Path) -> None:
     shutil.copytree(REPO / "tool", source / "tool", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
-    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                          "--wheel-dir", str(tmp_path / "dist"), str(source)], capture_output=True, text=True,
-                         check=False)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     [wheel] = (tmp_path / "dist").glob("patchtool-*.whl")
     templates = REPO / "tool" / "patchtool" / "cli" / "templates"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
+from helpers import git, snapshot, write_tree
 from patchtool.errors import UsageError
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
@@ -17,12 +18,15 @@ from patchtool.series import importing
 from patchtool.series.checkout import checkout
 from patchtool.series.importing import dep3_fields
 from patchtool.series.quilt import export_quilt
-from patchtool.testing import git, snapshot, write_tree
 from patchtool.upstream.cache import Cache
 
-ME = {"GIT_AUTHOR_NAME": "Dana Fork", "GIT_AUTHOR_EMAIL": "dana@example.org",
-      "GIT_COMMITTER_NAME": "Dana Fork", "GIT_COMMITTER_EMAIL": "dana@example.org"}
-CIAO = textwrap.dedent('''\
+ME = {
+    "GIT_AUTHOR_NAME": "Dana Fork",
+    "GIT_AUTHOR_EMAIL": "dana@example.org",
+    "GIT_COMMITTER_NAME": "Dana Fork",
+    "GIT_COMMITTER_EMAIL": "dana@example.org",
+}
+CIAO = textwrap.dedent("""\
     Index: demo/python/demo/core.py
     ===================================================================
     --- demo.orig/python/demo/core.py
@@ -36,7 +40,7 @@ CIAO = textwrap.dedent('''\
          return f"{word} {name}"
      
      
-    ''')
+    """)
 
 
 @pytest.fixture
@@ -61,6 +65,7 @@ def added_text(project_root: Path, added: dict[str, str]) -> str:
 
 # -- backport: only a commit upstream has ------------------------------------------------------
 
+
 @pytest.fixture
 def git_upstream(tmp_path: Path) -> tuple[Path, str, str]:
     """An upstream git repository: v1.0, then a fix, tagged v1.1; a fork pinned to v1.0."""
@@ -81,12 +86,14 @@ def git_upstream(tmp_path: Path) -> tuple[Path, str, str]:
     for version, commit in (("1.0", v10), ("1.1", fix)):
         (pins / "upstream-pins" / f"demo-{version}.toml").write_text(
             f'schema = 1\nname = "demo"\nversion = "{version}"\nuse = "git"\n\n[git]\nurl = "{up}"\n'
-            f'tag = "v{version}"\ncommit = "{commit}"\n')
+            f'tag = "v{version}"\ncommit = "{commit}"\n'
+        )
     return up, fix, str(pins)
 
 
 def test_a_format_patch_is_a_backport_only_when_upstream_has_its_commit(
-        tmp_path: Path, git_upstream: tuple[Path, str, str], me: None) -> None:
+    tmp_path: Path, git_upstream: tuple[Path, str, str], me: None
+) -> None:
     up, fix, pins = git_upstream
     patch = tmp_path / "fix.patch"
     patch.write_text(git(up, "format-patch", "-1", fix, "--stdout"))
@@ -104,7 +111,8 @@ def test_a_format_patch_is_a_backport_only_when_upstream_has_its_commit(
 
 
 def test_your_own_commit_is_not_a_backport_even_in_the_cache(
-        tmp_path: Path, git_upstream: tuple[Path, str, str], me: None) -> None:
+    tmp_path: Path, git_upstream: tuple[Path, str, str], me: None
+) -> None:
     """The bug: a commit made in a checkout lives in the cache repository too, but not in upstream."""
     _, _, pins = git_upstream
     cache = Cache(tmp_path / "cache")
@@ -123,10 +131,13 @@ def test_your_own_commit_is_not_a_backport_even_in_the_cache(
 
 # -- DEP-3 ----------------------------------------------------------------------------------------
 
+
 def test_dep3_continuation_lines_are_kept() -> None:
-    fields = dep3_fields("Description: farewell says ciao\n The Italian deployment wants it.\n .\n"
-                         "  Indented, as written.\nAuthor: Maria Rossi <maria@example.org>\n"
-                         " not a continuation of Author? it is one.\nOrigin: vendor\nDescription: ignored\n")
+    fields = dep3_fields(
+        "Description: farewell says ciao\n The Italian deployment wants it.\n .\n"
+        "  Indented, as written.\nAuthor: Maria Rossi <maria@example.org>\n"
+        " not a continuation of Author? it is one.\nOrigin: vendor\nDescription: ignored\n"
+    )
     assert fields["description"] == "farewell says ciao\nThe Italian deployment wants it.\n\n Indented, as written."
     assert fields["author"] == "Maria Rossi <maria@example.org>\nnot a continuation of Author? it is one."
     assert fields["origin"] == "vendor"
@@ -136,8 +147,10 @@ def test_quilt_description_keeps_every_line(demo: Demo, tmp_path: Path) -> None:
     quilt = tmp_path / "debian-patches"
     quilt.mkdir()
     (quilt / "series").write_text("ciao.patch\n")
-    (quilt / "ciao.patch").write_text("Description: farewell says ciao\n The Italian deployment wants it.\n .\n"
-                                      " Second paragraph.\nAuthor: Maria Rossi <maria@example.org>\n---\n" + CIAO)
+    (quilt / "ciao.patch").write_text(
+        "Description: farewell says ciao\n The Italian deployment wants it.\n .\n"
+        " Second paragraph.\nAuthor: Maria Rossi <maria@example.org>\n---\n" + CIAO
+    )
     demo.write_manifest()
     (row,) = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [quilt]).added
     text = added_text(demo.root, row)
@@ -148,15 +161,25 @@ def test_quilt_description_keeps_every_line(demo: Demo, tmp_path: Path) -> None:
 
 # -- quilt directories, both ways ----------------------------------------------------------------
 
+
 def three(demo: Demo) -> None:
-    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi",
-                      "Shorter greeting.")
-    demo.commit_patch("0002-util.patch", edit("python/demo/util.py", "return 1", "return 2"), "util: two",
-                      on="p-0001-greet.patch")
-    demo.commit_patch("0003-cap.patch", edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
-                      "core: inclusive cap", on="p-0002-util.patch")
-    demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("util", "0002-util.patch"),
-                        demo.entry("cap", "0003-cap.patch"))
+    demo.commit_patch(
+        "0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi", "Shorter greeting."
+    )
+    demo.commit_patch(
+        "0002-util.patch", edit("python/demo/util.py", "return 1", "return 2"), "util: two", on="p-0001-greet.patch"
+    )
+    demo.commit_patch(
+        "0003-cap.patch",
+        edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
+        "core: inclusive cap",
+        on="p-0002-util.patch",
+    )
+    demo.write_manifest(
+        demo.entry("greet", "0001-greet.patch"),
+        demo.entry("util", "0002-util.patch"),
+        demo.entry("cap", "0003-cap.patch"),
+    )
 
 
 @pytest.mark.parametrize("where", ["DIR", "DIR/patches"])
@@ -168,7 +191,10 @@ def test_an_exported_quilt_series_imports_back_unchanged(demo: Demo, tmp_path: P
     source = out if where == "DIR" else out / "patches"
     result = importing.import_patches(fork, Cache(demo.cache), [source])
     assert [(r["id"], r["upstream_status"]) for r in result.added] == [
-        ("core-say-hi", "pending"), ("util-two", "pending"), ("core-inclusive-cap", "pending")]
+        ("core-say-hi", "pending"),
+        ("util-two", "pending"),
+        ("core-inclusive-cap", "pending"),
+    ]
     for row, original in zip(result.added, sorted((demo.root / "patches").glob("*.patch")), strict=True):
         assert added_text(fork.root, row) == original.read_text()
 
@@ -181,8 +207,10 @@ def test_a_directory_without_a_series_names_both_places(demo: Demo, tmp_path: Pa
 
 # -- plain diffs and authors -----------------------------------------------------------------------
 
-def test_a_plain_diff_is_named_by_its_file_and_is_yours_unless_an_author_is_given(demo: Demo, tmp_path: Path,
-                                                                                 me: None) -> None:
+
+def test_a_plain_diff_is_named_by_its_file_and_is_yours_unless_an_author_is_given(
+    demo: Demo, tmp_path: Path, me: None
+) -> None:
     demo.write_manifest()
     git(demo.work, "checkout", "-q", "upstream")
     edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(demo.work)
@@ -192,24 +220,27 @@ def test_a_plain_diff_is_named_by_its_file_and_is_yours_unless_an_author_is_give
     project, cache = Project.load(demo.root), Cache(demo.cache)
     with pytest.raises(UsageError, match="author 'maria' is not 'Name <email>'"):
         importing.import_patches(project, cache, [diff], author="maria", subject="core: ciao")
-    (row,) = importing.import_patches(project, cache, [diff], author="Maria Rossi <maria@example.org>",
-                                      subject="core: ciao").added
+    (row,) = importing.import_patches(
+        project, cache, [diff], author="Maria Rossi <maria@example.org>", subject="core: ciao"
+    ).added
     text = added_text(demo.root, row)
     assert row["id"] == "core-ciao" and "From: Maria Rossi <maria@example.org>\n" in text
     assert "Subject: [PATCH] core: ciao\n" in text and '+    word = "ciao"' in text
     # `diff -u` output, without git's headers, is yours by default
     edit("python/demo/util.py", "return 1", "return 2")(demo.work)
     unified = tmp_path / "util.diff"
-    unified.write_text(git(demo.work, "diff", "--no-prefix", "--src-prefix=a/", "--dst-prefix=b/")
-                       .split("\n", 2)[2])  # drop the 'diff --git' and 'index' lines
+    unified.write_text(
+        git(demo.work, "diff", "--no-prefix", "--src-prefix=a/", "--dst-prefix=b/").split("\n", 2)[2]
+    )  # drop the 'diff --git' and 'index' lines
     git(demo.work, "checkout", "-q", "--", ".")
     assert unified.read_text().startswith("--- a/python/demo/util.py")
     (row,) = importing.import_patches(Project.load(demo.root), cache, [unified], subject="util: two").added
     assert "From: Dana Fork <dana@example.org>\n" in added_text(demo.root, row)
 
 
-def test_a_quilt_patch_without_a_header_is_yours_unless_an_author_is_given(demo: Demo, tmp_path: Path,
-                                                                          me: None) -> None:
+def test_a_quilt_patch_without_a_header_is_yours_unless_an_author_is_given(
+    demo: Demo, tmp_path: Path, me: None
+) -> None:
     quilt = tmp_path / "quilt"
     (quilt / "patches").mkdir(parents=True)
     (quilt / "patches" / "series").write_text("ciao.patch\n")
@@ -228,6 +259,7 @@ def test_a_quilt_patch_without_a_header_is_yours_unless_an_author_is_given(demo:
 
 # -- a whole series at once: a quilt series file, its order, comments and strip levels -------------
 
+
 def test_a_series_file_imports_in_its_order_with_each_patchs_own_names(demo: Demo, tmp_path: Path) -> None:
     """A series file as real ones are (here: one like a conda-forge feedstock's): comments, a -p0
     patch, a plain diff with no header (named by its file), a DEP-3 header and a mail header."""
@@ -240,28 +272,34 @@ def test_a_series_file_imports_in_its_order_with_each_patchs_own_names(demo: Dem
         "\n"
         "0002-farewell_ciao.diff\n"
         "dep3.patch -p1\n"
-        "mail.patch -pab\n")
+        "mail.patch -pab\n"
+    )
     (series / "0001-util-returns-two.patch").write_text(
         "--- python/demo/util.py.orig\t2021-08-14 01:44:55.000000000 -0700\n"
         "+++ python/demo/util.py\t2021-08-14 01:45:10.000000000 -0700\n"
-        "@@ -1,2 +1,2 @@\n def helper():\n-    return 1\n+    return 2\n")
+        "@@ -1,2 +1,2 @@\n def helper():\n-    return 1\n+    return 2\n"
+    )
     (series / "0002-farewell_ciao.diff").write_text(CIAO)
     (series / "dep3.patch").write_text(
         "Description: core: inclusive cap\n Queues at the cap are full.\nAuthor: Maria Rossi <maria@example.org>\n"
         "Forwarded: https://github.com/demo/demo/pull/7\n---\n"
         "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n@@ -14,3 +14,3 @@\n def limit(queue, cap):\n"
-        "-    if len(queue) > cap:\n+    if len(queue) >= cap:\n         return False\n")
+        "-    if len(queue) > cap:\n+    if len(queue) >= cap:\n         return False\n"
+    )
     (series / "mail.patch").write_text(
         "From: Ada Mail <ada@example.org>\nSubject: [PATCH 2/2] core: hi\n\nShorter.\n---\n"
         "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n@@ -3,4 +3,4 @@\n \n def greet(name):\n"
-        '-    greeting = "hello"\n+    greeting = "hi"\n     return f"{greeting} {name}"\n')
-    res = demo.run("import", "--series", str(series / "series"), "--author", "Pat Series <pat@example.org>",
-                   "--json")
+        '-    greeting = "hello"\n+    greeting = "hi"\n     return f"{greeting} {name}"\n'
+    )
+    res = demo.run("import", "--series", str(series / "series"), "--author", "Pat Series <pat@example.org>", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
     added = json.loads(res.stdout)["data"]["added"]
     assert [(r["id"], r["upstream_status"]) for r in added] == [
-        ("util-returns-two", "pending"), ("farewell-ciao", "pending"), ("core-inclusive-cap", "submitted"),
-        ("core-hi", "pending")]
+        ("util-returns-two", "pending"),
+        ("farewell-ciao", "pending"),
+        ("core-inclusive-cap", "submitted"),
+        ("core-hi", "pending"),
+    ]
     texts = [added_text(demo.root, r) for r in added]
     assert "From: Pat Series <pat@example.org>\nSubject: [PATCH] util returns two\n" in texts[0]
     assert "diff --git a/python/demo/util.py b/python/demo/util.py\n" in texts[0]
@@ -269,12 +307,17 @@ def test_a_series_file_imports_in_its_order_with_each_patchs_own_names(demo: Dem
     assert "From: Maria Rossi <maria@example.org>\nSubject: [PATCH] core: inclusive cap\n" in texts[2]
     assert "From: Ada Mail <ada@example.org>\nSubject: [PATCH] core: hi\n" in texts[3]
     assert [lp.patch.subject for lp in Project.load(demo.root).series()] == [
-        "util returns two", "farewell ciao", "core: inclusive cap", "core: hi"]
+        "util returns two",
+        "farewell ciao",
+        "core: inclusive cap",
+        "core: hi",
+    ]
     assert demo.run("check").returncode == 0
 
 
 def test_a_series_line_with_an_unknown_option_or_missing_patch_is_refused_and_nothing_written(
-        demo: Demo, tmp_path: Path) -> None:
+    demo: Demo, tmp_path: Path
+) -> None:
     demo.write_manifest()
     (tmp_path / "series").write_text("ciao.patch -R\n")
     (tmp_path / "ciao.patch").write_text(CIAO)
@@ -292,6 +335,7 @@ def test_a_series_line_with_an_unknown_option_or_missing_patch_is_refused_and_no
 
 # -- --fuzz: what GNU patch applies and git apply does not ---------------------------------------
 
+
 def fuzzy_patch(tmp_path: Path) -> Path:
     """A patch made on an older farewell(): its first context line no longer matches the pin."""
     path = tmp_path / "older.patch"
@@ -302,7 +346,8 @@ def fuzzy_patch(tmp_path: Path) -> Path:
         "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n"
         "@@ -5,8 +5,8 @@ def greet(name):\n"
         '     return f"{salutation} {name}"\n \n \n def farewell(name):\n'
-        '-    word = "bye"\n+    word = "ciao"\n     return f"{word} {name}"\n \n \n')
+        '-    word = "bye"\n+    word = "ciao"\n     return f"{word} {name}"\n \n \n'
+    )
     return path
 
 
@@ -317,8 +362,10 @@ def test_import_fuzz_applies_what_git_refuses_and_stores_it_refreshed(demo: Demo
     assert snapshot(demo.root) == before
     res = demo.run("import", str(patch), "--fuzz", "1")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "  added core-ciao (patches/0001-core-ciao.patch, upstream pending)\n" \
-           "    refreshed: python/demo/core.py hunk 1 fuzz 1 offset +1" in res.stdout
+    assert (
+        "  added core-ciao (patches/0001-core-ciao.patch, upstream pending)\n"
+        "    refreshed: python/demo/core.py hunk 1 fuzz 1 offset +1" in res.stdout
+    )
     stored = (demo.root / "patches/0001-core-ciao.patch").read_text()
     assert "salutation" not in stored and "@@ -7,7 +7,7 @@ def greet(name):" in stored  # regenerated, zero fuzz
     check = demo.run("check", "--json")
@@ -329,9 +376,12 @@ def test_import_fuzz_reports_in_json_and_refuses_beyond_its_limit(demo: Demo, tm
     demo.write_manifest()
     patch = fuzzy_patch(tmp_path)
     # a line the patch removes is not upstream's: no fuzz places it
-    patch.write_text(patch.read_text().replace("@@ -5,8 +5,8 @@", "@@ -5,7 +5,8 @@")
-                     .replace(' \n \n def farewell', ' \n+\n def farewell', 1)
-                     .replace('-    word = "bye"', '-    word = "adieu"'))
+    patch.write_text(
+        patch.read_text()
+        .replace("@@ -5,8 +5,8 @@", "@@ -5,7 +5,8 @@")
+        .replace(" \n \n def farewell", " \n+\n def farewell", 1)
+        .replace('-    word = "bye"', '-    word = "adieu"')
+    )
     before = snapshot(demo.root)
     res = demo.run("import", str(patch), "--fuzz", "3", "--json")
     envelope = json.loads(res.stdout)
@@ -346,24 +396,33 @@ def test_import_fuzz_reports_in_json_and_refuses_beyond_its_limit(demo: Demo, tm
 
 def stored_headers(demo: Demo, name: str) -> list[str]:
     text = (demo.root / "patches" / name).read_text()
-    return [ln for ln in text.splitlines() if ln.startswith(("diff --git", "old mode", "new mode", "new file",
-                                                             "deleted file", "rename ", "copy "))]
+    return [
+        ln
+        for ln in text.splitlines()
+        if ln.startswith(("diff --git", "old mode", "new mode", "new file", "deleted file", "rename ", "copy "))
+    ]
 
 
 def test_import_fuzz_keeps_a_copys_source_as_git_and_patch_do(demo: Demo, tmp_path: Path) -> None:
     demo.write_manifest()
     patch = fuzzy_patch(tmp_path)
-    patch.write_text(patch.read_text().replace(
-        "diff --git a/python/demo/core.py b/python/demo/core.py\n",
-        "diff --git a/python/demo/core.py b/python/demo/ciao.py\nsimilarity index 90%\n"
-        "copy from python/demo/core.py\ncopy to python/demo/ciao.py\n").replace(
-        "+++ b/python/demo/core.py", "+++ b/python/demo/ciao.py"))
+    patch.write_text(
+        patch.read_text()
+        .replace(
+            "diff --git a/python/demo/core.py b/python/demo/core.py\n",
+            "diff --git a/python/demo/core.py b/python/demo/ciao.py\nsimilarity index 90%\n"
+            "copy from python/demo/core.py\ncopy to python/demo/ciao.py\n",
+        )
+        .replace("+++ b/python/demo/core.py", "+++ b/python/demo/ciao.py")
+    )
     res = demo.run("import", str(patch), "--fuzz", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "    refreshed: python/demo/ciao.py hunk 1 fuzz 1 offset +1" in res.stdout
     # the copy's source stays (a rename would delete it): the copy is stored as the new file it is
     assert stored_headers(demo, "0001-core-ciao.patch") == [
-        "diff --git a/python/demo/ciao.py b/python/demo/ciao.py", "new file mode 100644"]
+        "diff --git a/python/demo/ciao.py b/python/demo/ciao.py",
+        "new file mode 100644",
+    ]
     check = demo.run("check", "--json")
     assert check.returncode == 0 and json.loads(check.stdout)["data"]["applies"][0]["outcome"] == "applied"
 
@@ -371,16 +430,23 @@ def test_import_fuzz_keeps_a_copys_source_as_git_and_patch_do(demo: Demo, tmp_pa
 def test_import_fuzz_keeps_the_headers_modes(demo: Demo, tmp_path: Path) -> None:
     demo.write_manifest()
     patch = fuzzy_patch(tmp_path)
-    patch.write_text(patch.read_text().replace(
-        "diff --git a/python/demo/core.py b/python/demo/core.py\n",
-        "diff --git a/python/demo/core.py b/python/demo/core.py\nold mode 100644\nnew mode 100755\n")
+    patch.write_text(
+        patch.read_text().replace(
+            "diff --git a/python/demo/core.py b/python/demo/core.py\n",
+            "diff --git a/python/demo/core.py b/python/demo/core.py\nold mode 100644\nnew mode 100755\n",
+        )
         + "diff --git a/tools/run.sh b/tools/run.sh\nnew file mode 100755\n"
-          "--- /dev/null\n+++ b/tools/run.sh\n@@ -0,0 +1 @@\n+#!/bin/sh\n")
+        "--- /dev/null\n+++ b/tools/run.sh\n@@ -0,0 +1 @@\n+#!/bin/sh\n"
+    )
     res = demo.run("import", str(patch), "--fuzz", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     assert stored_headers(demo, "0001-core-ciao.patch") == [
-        "diff --git a/python/demo/core.py b/python/demo/core.py", "old mode 100644", "new mode 100755",
-        "diff --git a/tools/run.sh b/tools/run.sh", "new file mode 100755"]
+        "diff --git a/python/demo/core.py b/python/demo/core.py",
+        "old mode 100644",
+        "new mode 100755",
+        "diff --git a/tools/run.sh b/tools/run.sh",
+        "new file mode 100755",
+    ]
 
 
 def test_import_of_an_absolute_name_strips_its_slash_as_git_apply_does(demo: Demo, tmp_path: Path) -> None:
@@ -392,11 +458,15 @@ def test_import_of_an_absolute_name_strips_its_slash_as_git_apply_does(demo: Dem
     before = snapshot(demo.root)
     res = demo.run("import", "--series", str(tmp_path / "series"), "--author", "Pat Series <pat@example.org>")
     assert res.returncode == 1, res.stdout + res.stderr  # a patch file that may not be applied
-    assert (f"error: {tmp_path}/abs.diff:1: unsafe diff: absolute path '/tmp/evil-abs.txt' (line 1) "
-            "(hint: a patch may only touch files inside the upstream tree)") in res.stdout + res.stderr
+    assert (
+        f"error: {tmp_path}/abs.diff:1: unsafe diff: absolute path '/tmp/evil-abs.txt' (line 1) "
+        "(hint: a patch may only touch files inside the upstream tree)"
+    ) in res.stdout + res.stderr
     assert "Traceback" not in res.stderr
     assert snapshot(demo.root) == before and not Path("/tmp/evil-abs.txt").exists()
     res = demo.run("import", str(tmp_path / "abs.diff"), "--author", "Pat Series <pat@example.org>")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert stored_headers(demo, "0001-abs.patch") == ["diff --git a/tmp/evil-abs.txt b/tmp/evil-abs.txt",
-                                                      "new file mode 100644"]
+    assert stored_headers(demo, "0001-abs.patch") == [
+        "diff --git a/tmp/evil-abs.txt b/tmp/evil-abs.txt",
+        "new file mode 100644",
+    ]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
+from helpers import leftover_state, snapshot
 from patchtool import fsroot
 from patchtool.project import journal
-from patchtool.testing import leftover_state, snapshot
 
 BEFORE = {"patchset.toml": "pin = 'old'\n", "patches/0001-a.patch": "a\n", "patches/0002-b.patch": "b\n"}
 AFTER = {"patchset.toml": "pin = 'new'\n", "patches/0001-a.patch": "a2\n", "patches/dropped/0002-b.patch": "b\n"}
@@ -57,8 +57,7 @@ def test_commit_writes_moves_and_removes(tmp_path: Path) -> None:
     (root / ".patchtool" / "rebase" / "state.json").write_text("{}")
     written = write(root)
     assert files(root) == AFTER
-    assert written == ["patchset.toml", "patches/0001-a.patch", "patches/dropped/0002-b.patch",
-                       "-patches/0002-b.patch"]
+    assert written == ["patchset.toml", "patches/0001-a.patch", "patches/dropped/0002-b.patch", "-patches/0002-b.patch"]
     assert not leftover_state(root)
 
 
@@ -82,8 +81,9 @@ def test_killed_before_the_journal_changes_nothing(tmp_path: Path, monkeypatch: 
 
 
 @pytest.mark.parametrize("n", [2, 3, 4])
-def test_killed_after_the_journal_is_finished_by_recover(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         n: int) -> None:
+def test_killed_after_the_journal_is_finished_by_recover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
     root = repo(tmp_path)
     kill_at_replace(monkeypatch, n)  # after the journal, during the moves
     with pytest.raises(Killed):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from patchtool.testing import git, snapshot
+from helpers import git, snapshot
 from patchtool.upstream.cachespace import replay_ref
 from test_rebase import releases, series
 
@@ -35,8 +35,14 @@ sys.exit(main())
 def killed_at(demo: Demo, step: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``patchtool ARGS`` in ``demo``, killed with SIGKILL as it calls ``step`` (module:function)."""
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache)}
-    res = subprocess.run([sys.executable, "-c", KILL_AT, step, *args], cwd=demo.root, capture_output=True,
-                         text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", KILL_AT, step, *args],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == -signal.SIGKILL, res.stdout + res.stderr
     return res
 
@@ -73,6 +79,7 @@ def resolve(worktree: Path) -> None:
 
 # -- kill -9 during rebase --continue ------------------------------------------------------------
 
+
 def test_a_continue_killed_before_its_journal_commits_keeps_the_resolution(releases: Demo) -> None:
     worktree = stop_at_bye(releases)
     resolve(worktree)
@@ -98,6 +105,7 @@ def test_a_skip_killed_before_its_journal_commits_stays_skipped(releases: Demo) 
 
 
 # -- a repository moved during a stopped rebase ------------------------------------------------
+
 
 def moved(demo: Demo) -> Demo:
     """``demo`` with its repository renamed to a sibling directory."""
@@ -154,6 +162,7 @@ def test_abort_removes_a_linked_state_directory_but_nothing_it_points_at(release
 
 # -- a ref lock a killed git left ---------------------------------------------------------------
 
+
 def plant_ref_lock(demo: Demo, ref: str) -> Path:
     """What a ``git fast-import`` killed while it moved ``ref`` leaves: ``<ref>.lock`` beside it."""
     stale = demo.cache / "upstream.git" / f"{ref}.lock"
@@ -196,16 +205,22 @@ def test_a_cache_held_by_another_clone_is_busy_after_the_timeout(releases: Demo)
     series(releases, "0002-greet")
     assert releases.run("status").returncode == 0  # the cache holds 1.0
     releases.cache.mkdir(exist_ok=True)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_CACHE, str(releases.cache / "lock"), "patchtool", "status"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_CACHE, str(releases.cache / "lock"), "patchtool", "status"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         before = snapshot(releases.root, releases.cache)
         res = releases.run("rebase", "--to", "1.1", "--json", env={"PATCHTOOL_LOCK_TIMEOUT": "0"})
         assert res.returncode == 75, res.stdout + res.stderr
         error = json.loads(res.stdout)["errors"][0]
-        assert error["message"] == (f"another patchtool command (pid {holder.pid}, `patchtool status`) holds the lock "
-                                    f"on the cache {releases.cache}")
+        assert error["message"] == (
+            f"another patchtool command (pid {holder.pid}, `patchtool status`) holds the lock "
+            f"on the cache {releases.cache}"
+        )
         assert error["hint"] == "wait for it to finish and run this again"
         assert snapshot(releases.root, releases.cache) == before
     finally:
@@ -225,6 +240,7 @@ def test_a_lock_timeout_that_is_no_number_of_seconds_is_a_usage_error(one_patch:
 
 # -- an empty commit exported --------------------------------------------------------------------
 
+
 def test_export_refuses_a_commit_that_changes_nothing_and_writes_nothing(one_patch: Demo, tmp_path: Path) -> None:
     res = one_patch.run("checkout", "--json")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -236,8 +252,10 @@ def test_export_refuses_a_commit_that_changes_nothing_and_writes_nothing(one_pat
     before = snapshot(one_patch.root, one_patch.cache)
     res = one_patch.run("export")
     assert res.returncode == 2, res.stdout + res.stderr
-    assert f"commit(s) {tip[:12]} (foo: describe the change) on 'series' change nothing: each would be written " \
-           "as an empty patch file; nothing was exported" in res.stderr
+    assert (
+        f"commit(s) {tip[:12]} (foo: describe the change) on 'series' change nothing: each would be written "
+        "as an empty patch file; nothing was exported" in res.stderr
+    )
     assert "`git commit --amend`" in res.stderr
     assert snapshot(one_patch.root, one_patch.cache) == before and git(worktree, "rev-parse", "HEAD") == tip
     assert one_patch.run("status").returncode == 0  # the series still loads
@@ -246,4 +264,3 @@ def test_export_refuses_a_commit_that_changes_nothing_and_writes_nothing(one_pat
     res = one_patch.run("export")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "+    return 7" in (one_patch.root / "patches/0002-foo.patch").read_text()
-

@@ -12,8 +12,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tool" / "patchtool"
 
 # ARCHITECTURE.md's layers, bottom up: a module may import its own layer and those below it.
 # "" is the top-level modules (the foundations); __main__ is the entry point, with cli.
-LAYERS = (("",), ("git", "diff"), ("project",), ("upstream",), ("registry",), ("series",), ("wheel", "rebase"),
-          ("cli", "__main__"))
+LAYERS = (
+    ("",),
+    ("git", "diff"),
+    ("project",),
+    ("upstream",),
+    ("registry",),
+    ("series",),
+    ("wheel", "rebase"),
+    ("cli", "__main__"),
+)
 
 # Imports that still point up, each with why it is not broken yet. Keep this short.
 ALLOWED_UP = {
@@ -57,7 +65,7 @@ def imports_of(source: str, path: Path) -> Iterator[Import]:
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
-                base = ".".join([*parts[:len(parts) - node.level + 1], *([node.module] if node.module else [])])
+                base = ".".join([*parts[: len(parts) - node.level + 1], *([node.module] if node.module else [])])
             yield from (Import(name, f"{base}.{alias.name}", node.lineno) for alias in node.names)
 
 
@@ -74,8 +82,11 @@ def layer(module: str) -> int:
 
 
 def upward(found: Import) -> bool:
-    return (found.target.split(".")[0] == "patchtool" and layer(found.target) > layer(found.module)
-            and not any(found.module == m and found.target.startswith(f"{t}.") for m, t in ALLOWED_UP))
+    return (
+        found.target.split(".")[0] == "patchtool"
+        and layer(found.target) > layer(found.module)
+        and not any(found.module == m and found.target.startswith(f"{t}.") for m, t in ALLOWED_UP)
+    )
 
 
 def test_imports_point_down_the_layers() -> None:
@@ -85,8 +96,9 @@ def test_imports_point_down_the_layers() -> None:
 
 def test_every_allowed_exception_is_still_needed() -> None:
     """An exception that no import needs any more goes from ALLOWED_UP."""
-    needed = {(i.module, t) for i in every_import() for m, t in ALLOWED_UP
-              if i.module == m and i.target.startswith(f"{t}.")}
+    needed = {
+        (i.module, t) for i in every_import() for m, t in ALLOWED_UP if i.module == m and i.target.startswith(f"{t}.")
+    }
     assert needed == ALLOWED_UP
 
 
@@ -98,8 +110,12 @@ def test_every_subpackage_has_a_layer() -> None:
 def test_the_command_line_uses_no_private_api_of_typer_or_click() -> None:
     """typer vendors click under ``typer._click``; its private modules change in any release, so
     patchtool uses what typer exports (``typer.TyperException``, ``typer.core``, ``typer.main``)."""
-    private = [str(i) for i in every_import() if i.target.split(".")[0] in ("typer", "click")
-               and any(part.startswith("_") for part in i.target.split(".")[1:])]
+    private = [
+        str(i)
+        for i in every_import()
+        if i.target.split(".")[0] in ("typer", "click")
+        and any(part.startswith("_") for part in i.target.split(".")[1:])
+    ]
     assert private == []
 
 
@@ -113,6 +129,8 @@ def test_an_upward_import_is_found_wherever_it_stands() -> None:
     source = "from patchtool.cli import app\ndef f():\n    import patchtool.rebase.state\nfrom ..series import apply\n"
     path = PACKAGE / "upstream" / "probe.py"
     found = sorted((i for i in imports_of(source, path) if upward(i)), key=lambda i: i.line)
-    assert [str(i) for i in found] == ["patchtool.upstream.probe:1 imports patchtool.cli.app",
-                                       "patchtool.upstream.probe:3 imports patchtool.rebase.state",
-                                       "patchtool.upstream.probe:4 imports patchtool.series.apply"]
+    assert [str(i) for i in found] == [
+        "patchtool.upstream.probe:1 imports patchtool.cli.app",
+        "patchtool.upstream.probe:3 imports patchtool.rebase.state",
+        "patchtool.upstream.probe:4 imports patchtool.series.apply",
+    ]

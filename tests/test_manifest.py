@@ -15,15 +15,40 @@ from patchtool.project.manifest import Manifest, Status, key_line, parse_text
 REPO = Path(__file__).resolve().parent.parent
 
 ENTRY: dict[str, Any] = {
-    "id": "queue-cap", "file": "patches/0004-queue-cap.patch", "kind": "reliability",
-    "why": "unbounded PD queue", "owner": "serving", "applies_to": ">=0.5.23,<0.5.24",
-    "drop_when": "upstream honours the flag", "upstream": {"status": "pending"},
-    "evidence": [{"metric": "pending tokens at saturation", "before": 220000, "after": "bounded",
-                  "conditions": {"hardware": "sm_120"}, "source": "field report 000"}],
-    "knobs": [{"name": "--max-queued-requests", "type": "flag", "relation": "needs",
-               "recommended": {"prefill": "32", "decode": "32"}}],
-    "assumptions": [{"id": "abort-only-null", "file": "python/sglang/srt/managers/scheduler.py",
-                     "regex": "_abort_on_queued_limit", "min_count": 1, "why": "the patch calls it"}],
+    "id": "queue-cap",
+    "file": "patches/0004-queue-cap.patch",
+    "kind": "reliability",
+    "why": "unbounded PD queue",
+    "owner": "serving",
+    "applies_to": ">=0.5.23,<0.5.24",
+    "drop_when": "upstream honours the flag",
+    "upstream": {"status": "pending"},
+    "evidence": [
+        {
+            "metric": "pending tokens at saturation",
+            "before": 220000,
+            "after": "bounded",
+            "conditions": {"hardware": "sm_120"},
+            "source": "field report 000",
+        }
+    ],
+    "knobs": [
+        {
+            "name": "--max-queued-requests",
+            "type": "flag",
+            "relation": "needs",
+            "recommended": {"prefill": "32", "decode": "32"},
+        }
+    ],
+    "assumptions": [
+        {
+            "id": "abort-only-null",
+            "file": "python/sglang/srt/managers/scheduler.py",
+            "regex": "_abort_on_queued_limit",
+            "min_count": 1,
+            "why": "the patch calls it",
+        }
+    ],
 }
 
 
@@ -53,27 +78,34 @@ def test_dotted_key_names_the_bad_upstream_status() -> None:
     others = [ENTRY | {"id": f"p{i}", "file": f"patches/{i}.patch"} for i in range(3)]
     assert errors(manifest(*others, bad)) == [
         "patchset.toml: patch queue-cap: patch[3].upstream.status: unknown value 'merge'; expected one "
-        "of pending, submitted, backport, inappropriate, denied, merged"]
+        "of pending, submitted, backport, inappropriate, denied, merged"
+    ]
 
 
-@pytest.mark.parametrize(("upstream", "message"), [
-    ({"status": "submitted"}, "patch[0].upstream.url: status 'submitted' needs 'url'"),
-    ({"status": "backport"}, "patch[0].upstream.ref: status 'backport' needs 'ref'"),
-    ({"status": "inappropriate"}, "patch[0].upstream.reason: status 'inappropriate' needs 'reason'"),
-    ({"status": "merged"}, "patch[0].upstream.version: status 'merged' needs 'version'"),
-    ({"status": "merged", "version": "soon"}, "patch[0].upstream.version: 'soon' is not a PEP 440 version"),
-    ({"status": "submitted", "url": "github #1"}, "patch[0].upstream.url: 'github #1' is not an http(s) URL"),
-    ({"status": "pending", "extra": 1}, "patch[0].upstream.extra: unknown key"),
-])
+@pytest.mark.parametrize(
+    ("upstream", "message"),
+    [
+        ({"status": "submitted"}, "patch[0].upstream.url: status 'submitted' needs 'url'"),
+        ({"status": "backport"}, "patch[0].upstream.ref: status 'backport' needs 'ref'"),
+        ({"status": "inappropriate"}, "patch[0].upstream.reason: status 'inappropriate' needs 'reason'"),
+        ({"status": "merged"}, "patch[0].upstream.version: status 'merged' needs 'version'"),
+        ({"status": "merged", "version": "soon"}, "patch[0].upstream.version: 'soon' is not a PEP 440 version"),
+        ({"status": "submitted", "url": "github #1"}, "patch[0].upstream.url: 'github #1' is not an http(s) URL"),
+        ({"status": "pending", "extra": 1}, "patch[0].upstream.extra: unknown key"),
+    ],
+)
 def test_upstream_status_vocabulary_is_validated(upstream: dict[str, Any], message: str) -> None:
     assert any(message in e for e in errors(manifest(ENTRY | {"upstream": upstream})))
 
 
 def test_good_statuses() -> None:
-    for up in ({"status": "submitted", "url": "https://github.com/sgl-project/sglang/pull/1"},
-               {"status": "backport", "ref": "abc123"}, {"status": "denied"},
-               {"status": "inappropriate", "reason": "fork-only knob"},
-               {"status": "merged", "version": "0.5.24"}):
+    for up in (
+        {"status": "submitted", "url": "https://github.com/sgl-project/sglang/pull/1"},
+        {"status": "backport", "ref": "abc123"},
+        {"status": "denied"},
+        {"status": "inappropriate", "reason": "fork-only knob"},
+        {"status": "merged", "version": "0.5.24"},
+    ):
         assert Manifest.from_dict(manifest(ENTRY | {"upstream": up})).patches[0].upstream.status == up["status"]
 
 
@@ -98,16 +130,20 @@ def test_same_patch_listed_twice() -> None:
     assert any("patch[1].file: patches/0004-queue-cap.patch is listed twice (also patch[0])" in e for e in found)
 
 
-@pytest.mark.parametrize("path", ["../x.patch", "/etc/x.patch", "patches/../../x.patch",
-                                  "patches/.git/x.patch", "other/x.patch", "patches/x.diff"])
+@pytest.mark.parametrize(
+    "path",
+    ["../x.patch", "/etc/x.patch", "patches/../../x.patch", "patches/.git/x.patch", "other/x.patch", "patches/x.diff"],
+)
 def test_patch_file_must_stay_under_patches(path: str) -> None:
     assert any("patch[0].file" in e for e in errors(manifest(ENTRY | {"file": path})))
 
 
 def test_assumption_and_knob_validation() -> None:
     bad = copy.deepcopy(ENTRY)
-    bad["assumptions"] = [{"id": "x", "file": "a.py", "regex": "(", "why": "w"},
-                          {"id": "x", "file": "a.py", "count": 1, "why": "w"}]
+    bad["assumptions"] = [
+        {"id": "x", "file": "a.py", "regex": "(", "why": "w"},
+        {"id": "x", "file": "a.py", "count": 1, "why": "w"},
+    ]
     bad["knobs"] = [{"name": "max-queued", "type": "flag", "relation": "needs", "recommended": {}}]
     found = errors(manifest(bad))
     assert any("patch[0].assumptions[0].regex: invalid regular expression '('" in e for e in found)

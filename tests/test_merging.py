@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers import git, write_tree
 from patchtool import git as gitmod
 from patchtool.rebase.merge import ConflictKind, File, Renames, Workspace, merge_patch
-from patchtool.testing import git, write_tree
 
 
 def body(name: str) -> str:
     """A file of twelve functions, its own (identical files would make renames ambiguous)."""
     return f'"""{name}"""\n\n\n' + "".join(f"def {name}_{i}():\n    return {i}\n\n\n" for i in range(12))
+
 
 LABELS = ("upstream 1.1 + series", "upstream 1.0 + series", "patch p")
 
@@ -32,28 +33,58 @@ def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> 
     work = tmp_path / "w"
     work.mkdir()
     git(work, "init", "-q")
-    old_base = commit(work, {"same.py": body("same"), "moved.py": body("moved"), "clash.py": body("clash"),
-                             "gone.py": body("gone"), "src/old_name.py": body("named"), "dropme.py": body("drop"),
-                             "tool.sh": "echo hi\n"}, "1.0")
+    old_base = commit(
+        work,
+        {
+            "same.py": body("same"),
+            "moved.py": body("moved"),
+            "clash.py": body("clash"),
+            "gone.py": body("gone"),
+            "src/old_name.py": body("named"),
+            "dropme.py": body("drop"),
+            "tool.sh": "echo hi\n",
+        },
+        "1.0",
+    )
     (work / "tool.sh").chmod(0o755)
-    patch = commit(work, {"same.py": body("same").replace("return 3", "return 33"),
-                          "moved.py": body("moved").replace("return 5", "return 55"),
-                          "clash.py": body("clash").replace("return 7", "return 77"),
-                          "gone.py": body("gone").replace("return 1\n", "return 11\n"),
-                          "src/old_name.py": body("named").replace("return 9", "return 99"),
-                          "added.py": "x = 1\n", "both.py": "ours = False\n"}, "the patch", remove=("dropme.py",))
+    patch = commit(
+        work,
+        {
+            "same.py": body("same").replace("return 3", "return 33"),
+            "moved.py": body("moved").replace("return 5", "return 55"),
+            "clash.py": body("clash").replace("return 7", "return 77"),
+            "gone.py": body("gone").replace("return 1\n", "return 11\n"),
+            "src/old_name.py": body("named").replace("return 9", "return 99"),
+            "added.py": "x = 1\n",
+            "both.py": "ours = False\n",
+        },
+        "the patch",
+        remove=("dropme.py",),
+    )
     git(work, "checkout", "-q", old_base)
-    new_base = commit(work, {"moved.py": "import os\n\n\n" + body("moved"),
-                             "clash.py": body("clash").replace("return 7", "return -7"),
-                             "src/new_name.py": body("named").replace("return 0", "return 0  # upstream"),
-                             "dropme.py": body("drop") + "# upstream\n", "both.py": "ours = True\n"},
-                      "1.1", remove=("gone.py", "src/old_name.py"))
+    new_base = commit(
+        work,
+        {
+            "moved.py": "import os\n\n\n" + body("moved"),
+            "clash.py": body("clash").replace("return 7", "return -7"),
+            "src/new_name.py": body("named").replace("return 0", "return 0  # upstream"),
+            "dropme.py": body("drop") + "# upstream\n",
+            "both.py": "ours = True\n",
+        },
+        "1.1",
+        remove=("gone.py", "src/old_name.py"),
+    )
     repo = gitmod.Repo(work / ".git")
     ((_, changes),) = repo.changes(old_base, patch)
 
     with repo.reader() as reader:
-        ws = Workspace(repo, reader, new_base, [p for c in changes for p in (c.old_path, c.new_path) if p],
-                       Renames(repo, repo.tree_of(old_base), repo.tree_of(new_base)))
+        ws = Workspace(
+            repo,
+            reader,
+            new_base,
+            [p for c in changes for p in (c.old_path, c.new_path) if p],
+            Renames(repo, repo.tree_of(old_base), repo.tree_of(new_base)),
+        )
         merged = merge_patch(ws, changes, LABELS)
         files = merged.files
 
@@ -77,18 +108,26 @@ def test_merge_patch_takes_each_file_the_way_merge_ort_would(tmp_path: Path) -> 
         assert merged.renamed == ("src/old_name.py -> src/new_name.py (renamed upstream)",)
 
         kinds = {c.path: c.kind for c in merged.conflicts}
-        assert kinds == {"clash.py": "content", "gone.py": "modify/delete", "dropme.py": "delete/modify",
-                         "both.py": "add/add"}
+        assert kinds == {
+            "clash.py": "content",
+            "gone.py": "modify/delete",
+            "dropme.py": "delete/modify",
+            "both.py": "add/add",
+        }
         # each conflict's sides, as git's index records them: base (1), ours (2), theirs (3)
-        blob = {(rev, path): repo.out("rev-parse", args=[f"{rev}:{path}"]) for rev in (old_base, new_base, patch)
-                for path in ("clash.py", "gone.py", "dropme.py", "both.py")
-                if repo.cat_files(rev, [path]).get(path) is not None}
+        blob = {
+            (rev, path): repo.out("rev-parse", args=[f"{rev}:{path}"])
+            for rev in (old_base, new_base, patch)
+            for path in ("clash.py", "gone.py", "dropme.py", "both.py")
+            if repo.cat_files(rev, [path]).get(path) is not None
+        }
         sides = {c.path: tuple(s.blob if s else None for s in (c.base, c.ours, c.theirs)) for c in merged.conflicts}
         assert sides == {
             "clash.py": (blob[old_base, "clash.py"], blob[new_base, "clash.py"], blob[patch, "clash.py"]),
             "gone.py": (blob[old_base, "gone.py"], None, blob[patch, "gone.py"]),
             "dropme.py": (blob[old_base, "dropme.py"], blob[new_base, "dropme.py"], None),
-            "both.py": (None, blob[new_base, "both.py"], blob[patch, "both.py"])}
+            "both.py": (None, blob[new_base, "both.py"], blob[patch, "both.py"]),
+        }
         assert merged.gone == ("gone.py",) and not merged.clean
         clash = next(c for c in merged.conflicts if c.path == "clash.py")
         assert clash.message == "CONFLICT (content): Merge conflict in clash.py"
@@ -123,21 +162,36 @@ def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()
     git(work, "init", "-q")
-    base = commit(work, {"a.py": "a = 1\n", "dir/b.py": "b = 1\n", "odd name \"q\".py": "q\n"}, "base")
+    base = commit(work, {"a.py": "a = 1\n", "dir/b.py": "b = 1\n", 'odd name "q".py': "q\n"}, "base")
     repo = gitmod.Repo(work / ".git")
     blob = repo.out("rev-parse", args=[f"{base}:a.py"])
     ident = gitmod.Ident("A U Thor", "author@example.org", 0)
-    chain = [gitmod.NewCommit(message="one\n\nbody\n", author=ident, committer=ident, files=(
-                 gitmod.FileWrite("dir/b.py", "100644", data=b"b = 2\n"),
-                 gitmod.FileWrite("new.py", "100755", blob=blob))),
-             gitmod.NewCommit(message="two\n", author=ident, committer=ident, files=(
-                 gitmod.FileWrite("a.py", None), gitmod.FileWrite("odd name \"q\".py", "100644", data=b"q2\n")))]
+    chain = [
+        gitmod.NewCommit(
+            message="one\n\nbody\n",
+            author=ident,
+            committer=ident,
+            files=(
+                gitmod.FileWrite("dir/b.py", "100644", data=b"b = 2\n"),
+                gitmod.FileWrite("new.py", "100755", blob=blob),
+            ),
+        ),
+        gitmod.NewCommit(
+            message="two\n",
+            author=ident,
+            committer=ident,
+            files=(gitmod.FileWrite("a.py", None), gitmod.FileWrite('odd name "q".py', "100644", data=b"q2\n")),
+        ),
+    ]
     first, second = repo.write_commits(base, chain, ref="refs/patchtool/test/replay")
     assert repo.out("rev-parse", args=[f"{second}^"]) == first and repo.out("rev-parse", args=[f"{first}^"]) == base
-    assert repo.cat_files(first, ["dir/b.py", "new.py", "a.py"]) == {"dir/b.py": b"b = 2\n", "new.py": b"a = 1\n",
-                                                                    "a.py": b"a = 1\n"}
+    assert repo.cat_files(first, ["dir/b.py", "new.py", "a.py"]) == {
+        "dir/b.py": b"b = 2\n",
+        "new.py": b"a = 1\n",
+        "a.py": b"a = 1\n",
+    }
     assert repo.entries(first, ["new.py"])["new.py"][0] == "100755"
-    assert repo.cat_files(second, ["a.py", "odd name \"q\".py"]) == {"a.py": None, "odd name \"q\".py": b"q2\n"}
+    assert repo.cat_files(second, ["a.py", 'odd name "q".py']) == {"a.py": None, 'odd name "q".py': b"q2\n"}
     assert repo.commit_message(first) == "one\n\nbody"
     # the same chain again: the same commits
     assert repo.write_commits(base, chain, ref="refs/patchtool/test/replay") == [first, second]
@@ -148,8 +202,9 @@ def test_renames_are_found_once_and_remembered(tmp_path: Path) -> None:
     work.mkdir()
     git(work, "init", "-q")
     old = commit(work, {"a/old.py": body("named"), "keep.py": body("keep")}, "1.0")
-    new = commit(work, {"b/new.py": body("named").replace("return 0", "return 0  # moved")}, "1.1",
-                 remove=("a/old.py",))
+    new = commit(
+        work, {"b/new.py": body("named").replace("return 0", "return 0  # moved")}, "1.1", remove=("a/old.py",)
+    )
     repo = gitmod.Repo(work / ".git")
     old_tree, new_tree = repo.tree_of(old), repo.tree_of(new)
     first = Renames(repo, old_tree, new_tree)
@@ -158,8 +213,14 @@ def test_renames_are_found_once_and_remembered(tmp_path: Path) -> None:
     # a later command reads the answers; git is not asked again
     asked: list[str] = []
     later = Renames(repo, old_tree, new_tree)
-    later.repo = type("NoGit", (), {"git_dir": repo.git_dir,  # type: ignore[assignment]
-                                    "renames": lambda *a: asked.append("asked") or {}})()
+    later.repo = type(
+        "NoGit",
+        (),
+        {
+            "git_dir": repo.git_dir,  # type: ignore[assignment]
+            "renames": lambda *a: asked.append("asked") or {},
+        },
+    )()
     assert later("a/old.py") == "b/new.py" and later("keep.py") is None and asked == []
 
 
@@ -171,7 +232,10 @@ def test_cat_blobs_reads_past_a_spec_that_is_not_a_blob(tmp_path: Path) -> None:
     base = commit(work, {"dir/b.py": "b = 1\n", "a.py": "a = 1\n"}, "base")
     repo = gitmod.Repo(work / ".git")
     assert repo.cat_blobs([f"{base}:dir", f"{base}:a.py", f"{base}:nope"]) == {
-        f"{base}:dir": None, f"{base}:a.py": b"a = 1\n", f"{base}:nope": None}
+        f"{base}:dir": None,
+        f"{base}:a.py": b"a = 1\n",
+        f"{base}:nope": None,
+    }
 
 
 def test_reader_reads_past_missing_paths_with_spaces(tmp_path: Path) -> None:
@@ -182,10 +246,26 @@ def test_reader_reads_past_missing_paths_with_spaces(tmp_path: Path) -> None:
     git(work, "init", "-q")
     base = commit(work, {"a b.py": "ab\n", "c.py": "c\n", "dir/x y": "xy\n"}, "base")
     repo = gitmod.Repo(work / ".git")
-    specs = [f"{base}:no such file.py", f"{base}:a b.py", f"{base}:blob 12", f"{base}:c.py", f"{base}:dir/x y z",
-             f"{base}:dir/x y", "0" * 40, f"{base}:two\nlines"]
-    assert repo.cat_blobs(specs) == {specs[0]: None, specs[1]: b"ab\n", specs[2]: None, specs[3]: b"c\n",
-                                     specs[4]: None, specs[5]: b"xy\n", specs[6]: None, specs[7]: None}
+    specs = [
+        f"{base}:no such file.py",
+        f"{base}:a b.py",
+        f"{base}:blob 12",
+        f"{base}:c.py",
+        f"{base}:dir/x y z",
+        f"{base}:dir/x y",
+        "0" * 40,
+        f"{base}:two\nlines",
+    ]
+    assert repo.cat_blobs(specs) == {
+        specs[0]: None,
+        specs[1]: b"ab\n",
+        specs[2]: None,
+        specs[3]: b"c\n",
+        specs[4]: None,
+        specs[5]: b"xy\n",
+        specs[6]: None,
+        specs[7]: None,
+    }
     assert repo.cat_files(base, ["gone 1 2.py", "c.py"]) == {"gone 1 2.py": None, "c.py": b"c\n"}
 
 
@@ -305,27 +385,37 @@ def test_sides_of_different_file_types_are_never_merged_as_text(tmp_path: Path) 
     git(work, "checkout", "-q", old_base)
     link("l", "u.txt")
     new_base = commit(work, {"f": "t.txt\nmore\n", "n": "a file\n"}, "1.1")
-    merge_tree = subprocess.run(["git", "merge-tree", "--write-tree", new_base, patch], cwd=work, capture_output=True,
-                                text=True, check=False).stdout
+    merge_tree = subprocess.run(
+        ["git", "merge-tree", "--write-tree", new_base, patch], cwd=work, capture_output=True, text=True, check=False
+    ).stdout
     assert "CONFLICT (distinct types): f had different types" in merge_tree
     assert "CONFLICT (distinct types): n had different types" in merge_tree
     assert "CONFLICT (content): Merge conflict in l" in merge_tree
     repo = gitmod.Repo(work / ".git")
     ((_, changes),) = repo.changes(old_base, patch)
     with repo.reader() as reader:
-        ws = Workspace(repo, reader, new_base, [p for c in changes for p in (c.old_path, c.new_path) if p],
-                       Renames(repo, repo.tree_of(old_base), repo.tree_of(new_base)))
+        ws = Workspace(
+            repo,
+            reader,
+            new_base,
+            [p for c in changes for p in (c.old_path, c.new_path) if p],
+            Renames(repo, repo.tree_of(old_base), repo.tree_of(new_base)),
+        )
         merged = merge_patch(ws, changes, LABELS)
     assert merged.files == {}
-    found = {c.path: (c.kind, c.in_the_way, c.data, tuple(s.mode if s else None for s in (c.base, c.ours, c.theirs)))
-             for c in merged.conflicts}
+    found = {
+        c.path: (c.kind, c.in_the_way, c.data, tuple(s.mode if s else None for s in (c.base, c.ours, c.theirs)))
+        for c in merged.conflicts
+    }
     assert found == {
         "f~patch": ("distinct types", "f", b"t.txt", (None, None, "120000")),
         "n~patch": ("distinct types", "n", b"t.txt", (None, None, "120000")),
-        "l": ("content", None, None, ("120000", "120000", "120000"))}  # no markers written into a link
+        "l": ("content", None, None, ("120000", "120000", "120000")),
+    }  # no markers written into a link
     assert next(c.message for c in merged.conflicts if c.path == "f~patch") == (
         "CONFLICT (distinct types): f is a regular file upstream and a symlink in the patch; "
-        "the patch's file is left at f~patch")
+        "the patch's file is left at f~patch"
+    )
 
 
 def test_binary_sides_conflict_as_binary_with_no_markers_written(tmp_path: Path) -> None:
@@ -344,8 +434,9 @@ def test_binary_sides_conflict_as_binary_with_no_markers_written(tmp_path: Path)
     patch = commit(work, blob("patch"), "the patch")
     git(work, "checkout", "-q", old_base)
     new_base = commit(work, blob("upstream"), "1.1")
-    merge_tree = subprocess.run(["git", "merge-tree", "--write-tree", new_base, patch], cwd=work, capture_output=True,
-                                text=True, check=False).stdout
+    merge_tree = subprocess.run(
+        ["git", "merge-tree", "--write-tree", new_base, patch], cwd=work, capture_output=True, text=True, check=False
+    ).stdout
     assert "CONFLICT (content): Merge conflict in b.bin" in merge_tree
     repo = gitmod.Repo(work / ".git")
     ((_, changes),) = repo.changes(old_base, patch)
@@ -354,5 +445,9 @@ def test_binary_sides_conflict_as_binary_with_no_markers_written(tmp_path: Path)
         merged = merge_patch(ws, changes, LABELS)
     (conflict,) = merged.conflicts
     assert (conflict.path, conflict.kind, conflict.message, conflict.data) == (
-        "b.bin", ConflictKind.BINARY, "CONFLICT (binary): Merge conflict in b.bin", None)
+        "b.bin",
+        ConflictKind.BINARY,
+        "CONFLICT (binary): Merge conflict in b.bin",
+        None,
+    )
     assert all(side is not None for side in (conflict.base, conflict.ours, conflict.theirs))

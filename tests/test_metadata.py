@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo, edit
+from helpers import git, leftover_state, snapshot
 from patchtool.errors import UsageError
 from patchtool.project.repository import Project
 from patchtool.series import importing
@@ -19,11 +20,14 @@ from patchtool.series.export import export
 from patchtool.series.ids import slug
 from patchtool.series.metadata import Metadata
 from patchtool.series.new import new
-from patchtool.testing import git, leftover_state, snapshot
 from patchtool.upstream.cache import Cache
 
-ME = {"GIT_AUTHOR_NAME": "Dana Fork", "GIT_AUTHOR_EMAIL": "dana@example.org",
-      "GIT_COMMITTER_NAME": "Dana Fork", "GIT_COMMITTER_EMAIL": "dana@example.org"}
+ME = {
+    "GIT_AUTHOR_NAME": "Dana Fork",
+    "GIT_AUTHOR_EMAIL": "dana@example.org",
+    "GIT_COMMITTER_NAME": "Dana Fork",
+    "GIT_COMMITTER_EMAIL": "dana@example.org",
+}
 
 
 @pytest.fixture
@@ -58,6 +62,7 @@ def ciao_patch(demo: Demo, tmp_path: Path) -> Path:
 
 # -- ids from subjects --------------------------------------------------------------------------
 
+
 def test_an_id_from_a_long_subject_ends_with_a_whole_word() -> None:
     subject = "fake KV sender: PP consensus poll prefill completion before the transfer"
     assert slug(subject) == "fake-kv-sender-pp-consensus-poll-prefill"
@@ -68,6 +73,7 @@ def test_an_id_from_a_long_subject_ends_with_a_whole_word() -> None:
 
 
 # -- the skeleton's defaults --------------------------------------------------------------------
+
 
 def test_check_flags_the_skeletons_defaults_until_someone_chooses(demo: Demo) -> None:
     one(demo)
@@ -90,19 +96,32 @@ def test_check_flags_the_skeletons_defaults_until_someone_chooses(demo: Demo) ->
 
 def test_import_takes_the_metadata_it_is_given(demo: Demo, tmp_path: Path) -> None:
     one(demo)
-    given = Metadata(id="farewell-ciao", kind="operations", owner="ops team", why="the Italian deployment",
-                     applies_to=">=1.0,<1.1", drop_when="never")
-    result = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [ciao_patch(demo, tmp_path)],
-                                      given=given)
+    given = Metadata(
+        id="farewell-ciao",
+        kind="operations",
+        owner="ops team",
+        why="the Italian deployment",
+        applies_to=">=1.0,<1.1",
+        drop_when="never",
+    )
+    result = importing.import_patches(
+        Project.load(demo.root), Cache(demo.cache), [ciao_patch(demo, tmp_path)], given=given
+    )
     assert [(r["id"], r["file"]) for r in result.added] == [("farewell-ciao", "patches/0002-farewell-ciao.patch")]
     entry = Project.load(demo.root).manifest.get("farewell-ciao")
     assert (entry.kind.value, entry.owner, entry.why, str(entry.applies_to), entry.drop_when) == (
-        "operations", "ops team", "the Italian deployment", "<1.1,>=1.0", "never")
+        "operations",
+        "ops team",
+        "the Italian deployment",
+        "<1.1,>=1.0",
+        "never",
+    )
     assert "TODO" not in (demo.root / "patchset.toml").read_text()
     assert check(demo) == []
     # only what was given is filled in; the rest stays the skeleton's
-    res = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [other_patch(demo, tmp_path)],
-                                   given=Metadata(kind="correctness"))
+    res = importing.import_patches(
+        Project.load(demo.root), Cache(demo.cache), [other_patch(demo, tmp_path)], given=Metadata(kind="correctness")
+    )
     assert set(unfilled(demo, res.added[0]["id"])) == {"owner", "why", "applies_to", "drop_when"}
 
 
@@ -125,7 +144,8 @@ def test_placeholders_are_warnings_and_strict_makes_them_errors(demo: Demo, tmp_
     assert "warning: patchset.toml: patch core-ciao: patch[1].owner: still the skeleton's placeholder" in res.stdout
     assert "error:" not in res.stdout
     assert res.stdout.rstrip().endswith(
-        "check: clean, but 5 metadata placeholder(s) to fill in (`check --strict` fails on them)")
+        "check: clean, but 5 metadata placeholder(s) to fill in (`check --strict` fails on them)"
+    )
     envelope = json.loads(demo.run("check", "--json").stdout)
     assert (envelope["exit_code"], envelope["errors"]) == (0, [])
     assert {w["code"] for w in envelope["data"]["warnings"]} == {"skeleton"}
@@ -145,17 +165,28 @@ def test_placeholders_are_warnings_and_strict_makes_them_errors(demo: Demo, tmp_
     assert len(envelope["data"]["warnings"]) == 5
 
 
-@pytest.mark.parametrize(("given", "message"), [
-    (Metadata(kind="perf"), "kind: unknown value 'perf'; expected one of correctness, performance, reliability, "
-                            "operations"),
-    (Metadata(applies_to="0.5.23"), "applies_to: '0.5.23' is not a PEP 440 version specifier "
-                                    "(e.g. '>=0.5.23,<0.5.24')"),
-    (Metadata(owner=" ", why=""), "why: must not be empty; owner: must not be empty"),
-    (Metadata(id="Not An Id"), "id: 'Not An Id' is not a valid id (lower-case letters, digits, '.', '_', '-'; "
-                               "starting with a letter or digit)"),
-])
-def test_metadata_is_held_to_the_manifests_rules(demo: Demo, tmp_path: Path, me: None, given: Metadata,
-                                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            Metadata(kind="perf"),
+            "kind: unknown value 'perf'; expected one of correctness, performance, reliability, operations",
+        ),
+        (
+            Metadata(applies_to="0.5.23"),
+            "applies_to: '0.5.23' is not a PEP 440 version specifier (e.g. '>=0.5.23,<0.5.24')",
+        ),
+        (Metadata(owner=" ", why=""), "why: must not be empty; owner: must not be empty"),
+        (
+            Metadata(id="Not An Id"),
+            "id: 'Not An Id' is not a valid id (lower-case letters, digits, '.', '_', '-'; "
+            "starting with a letter or digit)",
+        ),
+    ],
+)
+def test_metadata_is_held_to_the_manifests_rules(
+    demo: Demo, tmp_path: Path, me: None, given: Metadata, message: str
+) -> None:
     one(demo)
     patch = ciao_patch(demo, tmp_path)
     cache = Cache(demo.cache)
@@ -194,7 +225,11 @@ def test_new_keeps_what_it_was_told_for_the_export(demo: Demo, me: None) -> None
     assert [(r["id"], r["change"]) for r in result.patches] == [("greet", "unchanged"), ("fast-bye", "new")]
     entry = Project.load(demo.root).manifest.get("fast-bye")
     assert (entry.kind.value, entry.owner, entry.why, str(entry.applies_to)) == (
-        "performance", "perf team", "faster farewells", "==1.0")
+        "performance",
+        "perf team",
+        "faster farewells",
+        "==1.0",
+    )
     assert set(unfilled(demo, "fast-bye")) == {"drop_when"}  # the one value it was not told
     assert leftover_state(demo.root) == []  # consumed by the export that made the entry
 

@@ -13,8 +13,10 @@ HEAVY = ("torch", "numpy", "triton", "tvm_ffi")
 
 def test_patch_tests_collect_without_torch_numpy_or_triton() -> None:
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in HEAVY)  # `import torch` raises ImportError
-    code = (f"import sys; {blocked}; import pytest; "
-            "sys.exit(pytest.main(['--co', '-q', '-p', 'no:cacheprovider', 'tests/patches']))")
+    code = (
+        f"import sys; {blocked}; import pytest; "
+        "sys.exit(pytest.main(['--co', '-q', '-p', 'no:cacheprovider', 'tests/patches']))"
+    )
     res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     listed = {line.split("::", 1)[0] for line in res.stdout.splitlines() if "::" in line}

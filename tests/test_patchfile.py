@@ -45,19 +45,23 @@ def test_encoded_subject_and_author_are_decoded() -> None:
 def test_not_a_diff() -> None:
     assert fail("not-a-diff.patch") == (
         "patches/not-a-diff.patch: not a patch: no 'diff --git' section found "
-        "(hint: export the commit with `git format-patch` (or use `patchtool import`))")
+        "(hint: export the commit with `git format-patch` (or use `patchtool import`))"
+    )
 
 
 def test_plain_diff_without_headers_is_refused() -> None:
     assert "the first line must be 'From <sha> Mon Sep 17 00:00:00 2001'" in fail("plain-diff.patch")
 
 
-@pytest.mark.parametrize(("name", "why", "line"), [
-    ("escape-dotdot.patch", "path '../../etc/passwd' escapes the tree", 5),
-    ("escape-absolute.patch", "absolute path '/etc/cron.d/evil'", 5),
-    ("touch-dotgit.patch", "path '.git/hooks/post-checkout' touches .git/", 5),
-    ("escape-rename.patch", "path '../outside.py' escapes the tree", 8),
-])
+@pytest.mark.parametrize(
+    ("name", "why", "line"),
+    [
+        ("escape-dotdot.patch", "path '../../etc/passwd' escapes the tree", 5),
+        ("escape-absolute.patch", "absolute path '/etc/cron.d/evil'", 5),
+        ("touch-dotgit.patch", "path '.git/hooks/post-checkout' touches .git/", 5),
+        ("escape-rename.patch", "path '../outside.py' escapes the tree", 8),
+    ],
+)
 def test_unsafe_paths_are_refused_with_line(name: str, why: str, line: int) -> None:
     text = fail(name)
     assert text.startswith(f"patches/{name}:{line}: unsafe diff: {why}")
@@ -65,12 +69,15 @@ def test_unsafe_paths_are_refused_with_line(name: str, why: str, line: int) -> N
 
 def diff_with(path_line: str) -> str:
     """A one-file patch whose 'diff --git' line is ``path_line``."""
-    return (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: A <a@example.org>\nSubject: [PATCH] x\n\n"
-            f"---\n{path_line}\nindex 1111111..2222222 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n")
+    return (
+        f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: A <a@example.org>\nSubject: [PATCH] x\n\n"
+        f"---\n{path_line}\nindex 1111111..2222222 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
+    )
 
 
-@pytest.mark.parametrize("raw", ["a/x/../../y b/x/../../y", "b//abs b//abs", "a/.GIT/config b/.GIT/config",
-                                 "C:\\x C:\\x"])
+@pytest.mark.parametrize(
+    "raw", ["a/x/../../y b/x/../../y", "b//abs b//abs", "a/.GIT/config b/.GIT/config", "C:\\x C:\\x"]
+)
 def test_unsafe_diff_git_names_are_refused(raw: str) -> None:
     with pytest.raises(InvalidInput, match="unsafe diff"):
         PatchFile.parse(diff_with(f"diff --git {raw}"), name="p.patch")
@@ -89,14 +96,16 @@ def test_split_files_and_hunks() -> None:
     assert len(hunks) == 1 and hunks[0].startswith("@@ -2,")
 
 
-
-@pytest.mark.parametrize("author, subject", [
-    ("A U Thor <author@example.org>", "[PATCH] core: say hi"),
-    ('"Thor, A. U." <author@example.org>', "[PATCH 2/7] a subject\n that git folded"),
-    ("=?UTF-8?q?Ren=C3=A9=20Bj=C3=B6rk?= <rene@example.org>", "=?UTF-8?q?caf=C3=A9=3A=20fix?="),
-    ("author@example.org", "[PATCH v2] no name"),
-    ("Name With Spaces\n <folded@example.org>", "[PATCH] subject"),
-])
+@pytest.mark.parametrize(
+    "author, subject",
+    [
+        ("A U Thor <author@example.org>", "[PATCH] core: say hi"),
+        ('"Thor, A. U." <author@example.org>', "[PATCH 2/7] a subject\n that git folded"),
+        ("=?UTF-8?q?Ren=C3=A9=20Bj=C3=B6rk?= <rene@example.org>", "=?UTF-8?q?caf=C3=A9=3A=20fix?="),
+        ("author@example.org", "[PATCH v2] no name"),
+        ("Name With Spaces\n <folded@example.org>", "[PATCH] subject"),
+    ],
+)
 def test_headers_read_as_the_email_package_reads_them(author: str, subject: str) -> None:
     """The hand-written header reader agrees with the email package on what git writes."""
     import email.header
@@ -104,8 +113,10 @@ def test_headers_read_as_the_email_package_reads_them(author: str, subject: str)
     import email.policy
     import email.utils
 
-    head = (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: {author}\nDate: Thu, 1 Jan 1970 00:00:00 +0000\n"
-            f"Subject: {subject}\n\nThe body.\n\nMore of it.\n---\n")
+    head = (
+        f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: {author}\nDate: Thu, 1 Jan 1970 00:00:00 +0000\n"
+        f"Subject: {subject}\n\nThe body.\n\nMore of it.\n---\n"
+    )
     diff = "diff --git a/f b/f\nindex 1111111..2222222 100644\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n"
     patch = PatchFile.parse(head + diff, name="p.patch")
     msg = email.parser.Parser(policy=email.policy.compat32).parsestr(head.split("\n", 1)[1])

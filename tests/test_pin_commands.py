@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 from conftest import UPSTREAM_FILES, Demo
-from patchtool.testing import git, leftover_state, make_wheel, sha256
+from helpers import git, leftover_state, make_wheel, sha256
 
 
 def add_release(demo: Demo, version: str) -> Path:
@@ -58,8 +58,15 @@ def test_pin_list_says_active_admitted_and_cached(one_patch: Demo) -> None:
     assert one_patch.run("pin", "add", "1.1").returncode == 0
     one_patch.write_manifest(one_patch.entry("greet", "0001-greet.patch", applies_to="==1.0"))
     pins = {p["name"]: p for p in data(one_patch.run("pin", "list", "--json"))["pins"]}
-    assert pins["demo-1.0"] == {"name": "demo-1.0", "version": "1.0", "source": "artifact", "active": True,
-                                "rebase": None, "admitted_by": ["greet"], "cached": False}
+    assert pins["demo-1.0"] == {
+        "name": "demo-1.0",
+        "version": "1.0",
+        "source": "artifact",
+        "active": True,
+        "rebase": None,
+        "admitted_by": ["greet"],
+        "cached": False,
+    }
     assert pins["demo-1.1"]["active"] is False and pins["demo-1.1"]["admitted_by"] == []
     assert one_patch.run("apply").returncode == 0
     pins = {p["name"]: p for p in data(one_patch.run("pin", "list", "--json"))["pins"]}
@@ -75,8 +82,21 @@ def test_pin_remove_refuses_the_active_pin_and_one_a_rebase_uses(one_patch: Demo
     assert active.returncode == 2 and "is the active pin" in active.stderr
     state = one_patch.root / ".patchtool/rebase/state.json"
     state.parent.mkdir(parents=True)
-    state.write_text(json.dumps({"schema": 1, "old_pin": "demo-1.0", "new_pin": "demo-1.1", "new_pin_toml": "",
-                                 "digest": "", "steps": [], "tip": "", "skipped": {}, "worktree": None}))
+    state.write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "old_pin": "demo-1.0",
+                "new_pin": "demo-1.1",
+                "new_pin_toml": "",
+                "digest": "",
+                "steps": [],
+                "tip": "",
+                "skipped": {},
+                "worktree": None,
+            }
+        )
+    )
     used = one_patch.run("pin", "remove", "demo-1.1")
     assert used.returncode == 2 and "rebase in progress moves the series to pin demo-1.1" in used.stderr
     state.unlink()
@@ -92,7 +112,7 @@ def test_nox_offers_wheels_only_for_pins_the_series_is_for(tmp_path: Path) -> No
     import shutil
     import subprocess
 
-    from patchtool.testing import require_tool
+    from helpers import require_tool
 
     nox = require_tool("nox", enables="listing the noxfile's sessions")
     repo = Path(__file__).resolve().parent.parent
@@ -100,10 +120,12 @@ def test_nox_offers_wheels_only_for_pins_the_series_is_for(tmp_path: Path) -> No
     (tmp_path / "upstream-pins").mkdir()
     for version in ("1.0", "1.1", "1.2"):
         (tmp_path / "upstream-pins" / f"demo-{version}.toml").write_text(f'version = "{version}"\n')
-    (tmp_path / "patchset.toml").write_text('schema = 1\npin = "demo-1.2"\n\n[[patch]]\nid = "a"\n'
-                                            'applies_to = ">=1.1,<1.2"\n')
-    res = subprocess.run([nox, "-l", "-f", str(tmp_path / "noxfile.py")], capture_output=True, text=True,
-                         cwd=tmp_path, check=False)
+    (tmp_path / "patchset.toml").write_text(
+        'schema = 1\npin = "demo-1.2"\n\n[[patch]]\nid = "a"\napplies_to = ">=1.1,<1.2"\n'
+    )
+    res = subprocess.run(
+        [nox, "-l", "-f", str(tmp_path / "noxfile.py")], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     offered = [line.split("wheels(")[1].split(")")[0] for line in res.stdout.splitlines() if "wheels(" in line]
     assert offered == ["demo-1.1", "demo-1.2"], res.stdout

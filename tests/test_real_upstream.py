@@ -21,8 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 def run(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(PATCHTOOL_CACHE_DIR=str(cache), GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=REPO, capture_output=True,
-                          text=True, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "patchtool", *args], cwd=REPO, capture_output=True, text=True, env=env, check=False
+    )
 
 
 def test_check_is_clean_on_the_real_pin(real_cache: Path) -> None:
@@ -44,8 +45,13 @@ def test_status_on_the_real_pin(real_cache: Path) -> None:
 
 def test_patched_tree_has_every_patch_and_compiles(patched_tree: Path) -> None:
     manifest = load(REPO / "patchset.toml")
-    log = subprocess.run(["git", "log", "--format=%s", f"-{len(manifest.patches) + 1}"], cwd=patched_tree,
-                         capture_output=True, text=True, check=True).stdout.splitlines()
+    log = subprocess.run(
+        ["git", "log", "--format=%s", f"-{len(manifest.patches) + 1}"],
+        cwd=patched_tree,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     subjects = [PatchFile.parse((REPO / p.file).read_text(), name=p.file).subject for p in manifest.patches]
     assert log[:-1] == list(reversed(subjects))
     assert log[-1] == "sglang 0.5.23"
@@ -81,6 +87,7 @@ def test_check_guards_the_real_series(real_cache: Path) -> None:
 
 def _copy_repo(tmp_path: Path) -> Path:
     import shutil
+
     dest = tmp_path / "series"
     dest.mkdir()
     for name in ("patchset.toml", "retread.toml"):
@@ -93,8 +100,9 @@ def _copy_repo(tmp_path: Path) -> Path:
 def run_in(root: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(PATCHTOOL_CACHE_DIR=str(cache), GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=root, capture_output=True,
-                          text=True, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "patchtool", *args], cwd=root, capture_output=True, text=True, env=env, check=False
+    )
 
 
 def test_the_series_is_canonical_a_rebase_onto_its_own_pin_writes_nothing(real_cache: Path, tmp_path: Path) -> None:
@@ -111,6 +119,7 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
     before = {p.name: p.read_bytes() for p in (root / "patches").glob("*.patch")}
     manifest = (root / "patchset.toml").read_bytes()
     import uuid
+
     branch = f"round-trip-{uuid.uuid4().hex[:8]}"
     assert run_in(root, real_cache, "checkout", "--branch", branch).returncode == 0
     try:
@@ -124,8 +133,11 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
 
         git_dir = str(real_cache / "upstream.git")
         names = CheckoutBranch.of(root, branch)
-        subprocess.run(["git", "--git-dir", git_dir, "worktree", "remove", "--force", str(root / "work" / branch)],
-                       check=False, capture_output=True)
+        subprocess.run(
+            ["git", "--git-dir", git_dir, "worktree", "remove", "--force", str(root / "work" / branch)],
+            check=False,
+            capture_output=True,
+        )
         for ref in (names.ref, names.base_ref):
             subprocess.run(["git", "--git-dir", git_dir, "update-ref", "-d", ref], check=False)
         names.record_path(Cache(real_cache).repo).unlink(missing_ok=True)
@@ -144,21 +156,33 @@ def test_import_a_real_upstream_change_as_a_patch(real_cache: Path, tmp_path: Pa
     base22, base23 = cache.ensure(pin22), cache.ensure(load_pin(REPO, "sglang-0.5.23"))
     repo = cache.repo
     changed = repo.out("diff", "--name-only", args=[base22.commit, base23.commit], paths=["python/sglang/srt/"]).split()
-    sizes = {p: len(repo.out("diff", args=[base22.commit, base23.commit], paths=[p])) for p in changed[:60]
-             if p.endswith(".py")}
+    sizes = {
+        p: len(repo.out("diff", args=[base22.commit, base23.commit], paths=[p]))
+        for p in changed[:60]
+        if p.endswith(".py")
+    }
     path = min((p for p in sizes if sizes[p] > 200), key=lambda p: sizes[p])
     diff = repo.git("diff", "--full-index", args=[base22.commit, base23.commit], paths=[path]).stdout.decode()
     patch = tmp_path / "upstream-change.patch"
-    patch.write_text("From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
-                     "From: SGLang upstream <upstream@example.org>\n"
-                     f"Subject: [PATCH] backport {path} from 0.5.23\n\n{diff}")
+    patch.write_text(
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: SGLang upstream <upstream@example.org>\n"
+        f"Subject: [PATCH] backport {path} from 0.5.23\n\n{diff}"
+    )
     root = tmp_path / "fork"
     (root / "upstream-pins").mkdir(parents=True)
     (root / "patches").mkdir()
     (root / "upstream-pins" / f"{pin22.name}.toml").write_text(pin_to_toml(pin22))
     (root / "patchset.toml").write_text(f'schema = 1\npin = "{pin22.name}"\n')
-    res = run_in(root, real_cache, "import", str(patch), "--url",
-                 "https://github.com/sgl-project/sglang/commit/0123456789abcdef", "--json")
+    res = run_in(
+        root,
+        real_cache,
+        "import",
+        str(patch),
+        "--url",
+        "https://github.com/sgl-project/sglang/commit/0123456789abcdef",
+        "--json",
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     added = json.loads(res.stdout)["data"]["added"]
     assert [a["upstream_status"] for a in added] == ["backport"]

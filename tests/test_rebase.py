@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
-from patchtool.testing import git, leftover_state, make_wheel, snapshot, write_tree
+from helpers import git, leftover_state, make_wheel, snapshot, write_tree
 
 SIBLINGS = textwrap.dedent('''\
     """Two classes with identical methods, as real SGLang files have."""
@@ -46,8 +46,10 @@ V10 = {**UPSTREAM_FILES, "demo/siblings.py": SIBLINGS, "demo/extra.py": "def ext
 def release_11() -> dict[str, str]:
     files = dict(V10)
     core = files["demo/core.py"]
-    core = core.replace('"""Core of the demo upstream."""\n', '"""Core of the demo upstream."""\n\nimport os\n\n'
-                        'DEBUG = os.environ.get("DEMO_DEBUG")\n')
+    core = core.replace(
+        '"""Core of the demo upstream."""\n',
+        '"""Core of the demo upstream."""\n\nimport os\n\nDEBUG = os.environ.get("DEMO_DEBUG")\n',
+    )
     core = core.replace('word = "bye"', 'word = "goodbye"')  # collides with the farewell patch
     core = core.replace("len(queue) > cap", "len(queue) >= cap")  # upstream took the cap patch
     files["demo/core.py"] = core
@@ -55,7 +57,8 @@ def release_11() -> dict[str, str]:
         '"""Two classes with identical methods, as real SGLang files have."""\n',
         '"""Two classes with identical methods, as real SGLang files have."""\n\nimport json\n\n\n'
         'def dumps(obj):\n    """Serialise anything with a to_json()."""\n    data = obj.to_json()\n'
-        '    text = json.dumps(data, sort_keys=True)\n    return text\n')
+        "    text = json.dumps(data, sort_keys=True)\n    return text\n",
+    )
     del files["demo/util.py"]
     return files
 
@@ -67,7 +70,8 @@ def releases(demo: Demo) -> Iterator[Demo]:
         wheel = make_wheel(demo.wheel.parent / f"demo-{version}-py3-none-any.whl", "demo", version, files)
         demo.index.add(wheel)
     pin = demo.root / "upstream-pins" / "demo-1.0.toml"
-    from patchtool.testing import sha256
+    from helpers import sha256
+
     text = pin.read_text().split('sha256 = "')
     pin.write_text(text[0] + f'sha256 = "{sha256(demo.index.files["demo-1.0-py3-none-any.whl"])}"' + text[1][65:])
     write_tree(demo.work, {"python/demo/siblings.py": SIBLINGS, "python/demo/extra.py": V10["demo/extra.py"]})
@@ -80,10 +84,14 @@ def series(demo: Demo, *names: str) -> None:
     makers = {
         "0001-extra": (edit("python/demo/extra.py", "return 3", "return 4"), "extra: four"),
         "0002-greet": (edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi"),
-        "0003-sibling": (edit("python/demo/siblings.py", 'name = "b"\n\n    def to_json(self):\n        data = {}\n'
-                              '        data["kind"] = self.name',
-                              'name = "b"\n\n    def to_json(self):\n        data = {}\n'
-                              '        data["kind"] = self.name.upper()'), "siblings: upper-case B's kind"),
+        "0003-sibling": (
+            edit(
+                "python/demo/siblings.py",
+                'name = "b"\n\n    def to_json(self):\n        data = {}\n        data["kind"] = self.name',
+                'name = "b"\n\n    def to_json(self):\n        data = {}\n        data["kind"] = self.name.upper()',
+            ),
+            "siblings: upper-case B's kind",
+        ),
         "0004-bye": (edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"'), "core: ciao"),
         "0005-cap": (edit("python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"), "core: inclusive cap"),
         "0006-util": (edit("python/demo/util.py", "return 1", "return 2"), "util: two"),
@@ -131,12 +139,13 @@ def test_shifted_hunks_are_listed_per_file_and_hunk(releases: Demo) -> None:
     assert step["shifted"] == [moved]
     assert step["detail"] == "python/demo/core.py: hunk 1 at 6 (+4)"
     text = releases.run("rebase", "--to", "1.1", "--dry-run", "--report", str(releases.root / "r.md")).stdout
-    assert "  greet: applied with shifted context\n      python/demo/core.py: hunk 1: line 2 -> 6 (offset +4)\n" \
-        in text
+    assert "  greet: applied with shifted context\n      python/demo/core.py: hunk 1: line 2 -> 6 (offset +4)\n" in text
     report = (releases.root / "r.md").read_text()
     assert "| `greet` | applied with shifted context | 1 hunk(s) at other lines, listed below |" in report
-    assert "### Hunks applied at other lines\n\n- `greet`: `python/demo/core.py` hunk 1: line 2 -> 6 (offset +4)\n" \
+    assert (
+        "### Hunks applied at other lines\n\n- `greet`: `python/demo/core.py` hunk 1: line 2 -> 6 (offset +4)\n"
         in report
+    )
 
 
 def test_shifted_hunks_survive_a_stop(releases: Demo) -> None:
@@ -216,8 +225,11 @@ def test_conflict_stops_leaves_a_worktree_and_abort_restores(releases: Demo) -> 
     res = releases.run("rebase", "--to", "1.1", "--json")
     data = json.loads(res.stdout)
     assert res.returncode == 3, res.stdout
-    assert outcomes(data["data"]) == {"greet": "applied with shifted context", "bye": "conflict",
-                                      "extra": "not reached"}
+    assert outcomes(data["data"]) == {
+        "greet": "applied with shifted context",
+        "bye": "conflict",
+        "extra": "not reached",
+    }
     worktree = Path(data["data"]["worktree"])
     assert "<<<<<<<" in (worktree / "python/demo/core.py").read_text()
     assert "resolve it in" in data["errors"][0]["hint"]
@@ -269,13 +281,21 @@ def test_skip_records_the_patch_as_dropped(releases: Demo) -> None:
 
 
 def test_drift_is_reported_when_code_under_a_clean_patch_changed(releases: Demo) -> None:
-    releases.commit_patch("0001-empty.patch", edit("python/demo/core.py", "    return True", "    return cap >= 0"),
-                          "core: limit")
+    releases.commit_patch(
+        "0001-empty.patch", edit("python/demo/core.py", "    return True", "    return cap >= 0"), "core: limit"
+    )
     releases.write_manifest(releases.entry("limit", "0001-empty.patch"))
     data = json.loads(releases.run("rebase", "--to", "1.1", "--dry-run", "--json").stdout)["data"]
     assert outcomes(data) == {"limit": "merged by 3-way merge"}
-    assert data["drift"] == [{"patch": "limit", "path": "python/demo/core.py", "scope": "limit",
-                              "change": "changed", "detail": "limit changed upstream (+0 lines)"}]
+    assert data["drift"] == [
+        {
+            "patch": "limit",
+            "path": "python/demo/core.py",
+            "scope": "limit",
+            "change": "changed",
+            "detail": "limit changed upstream (+0 lines)",
+        }
+    ]
 
 
 def test_scan_matrix(releases: Demo) -> None:
@@ -308,11 +328,11 @@ def test_scan_says_a_range_is_reversed_before_asking_the_index(releases: Demo) -
 def _placement_of_b_change(tmp_path: Path, siblings: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A patch upper-cases B.to_json's kind; check_placement on the tree the patch made, and on
     the tree git apply would make where the hunk lands in the identical A.to_json."""
+    from helpers import format_patch
     from patchtool import git as gitmod
     from patchtool.diff.patchfile import PatchFile
     from patchtool.project.repository import LoadedPatch
     from patchtool.rebase.replay import check_placement
-    from patchtool.testing import format_patch
 
     work = tmp_path / "w"
     work.mkdir()
@@ -329,11 +349,16 @@ def _placement_of_b_change(tmp_path: Path, siblings: str) -> tuple[tuple[str, ..
     git(work, "commit", "-qam", "A upper (wrong)")
     wrong_tree = git(work, "rev-parse", "HEAD^{tree}").strip()
     (tmp_path / "p.patch").write_text(format_patch(work, patched))
-    lp = LoadedPatch(entry=None, patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
-                     path=tmp_path / "p.patch")
+    lp = LoadedPatch(
+        entry=None,
+        patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
+        path=tmp_path / "p.patch",
+    )
     repo = gitmod.Repo(work / ".git")
-    return (check_placement(repo, patched, repo.tree_of(base), repo.tree_of(patched), lp),
-            check_placement(repo, patched, repo.tree_of(base), wrong_tree, lp))
+    return (
+        check_placement(repo, patched, repo.tree_of(base), repo.tree_of(patched), lp),
+        check_placement(repo, patched, repo.tree_of(base), wrong_tree, lp),
+    )
 
 
 def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> None:
@@ -341,14 +366,17 @@ def test_placement_check_catches_a_hunk_in_the_wrong_sibling(tmp_path: Path) -> 
     right, wrong = _placement_of_b_change(tmp_path, SIBLINGS)
     assert right == ()
     (mismatch,) = wrong
-    assert mismatch.startswith("s.py: hunk @@ -18,7 +18,7 @@") and "was in B.to_json, would land in A.to_json" in mismatch
+    assert (
+        mismatch.startswith("s.py: hunk @@ -18,7 +18,7 @@") and "was in B.to_json, would land in A.to_json" in mismatch
+    )
 
 
 def test_placement_check_sees_past_a_triple_quoted_string_in_brackets(tmp_path: Path) -> None:
     """A verbose regex (a triple-quoted string opened inside a call) before the siblings once hid
     every later def from the scanner: both hunks sat in <module> and the misplacement passed."""
-    pattern = ('import re\n\nKIND = re.compile(r"""\n    (?P<kind> [a-z]+ )  # as in "a" or \'b\'\n'
-               'class Fake:\n""", re.X)\n')
+    pattern = (
+        'import re\n\nKIND = re.compile(r"""\n    (?P<kind> [a-z]+ )  # as in "a" or \'b\'\nclass Fake:\n""", re.X)\n'
+    )
     siblings = SIBLINGS.replace('have."""\n', 'have."""\n\n' + pattern, 1)
     right, wrong = _placement_of_b_change(tmp_path, siblings)
     assert right == ()
@@ -358,11 +386,11 @@ def test_placement_check_sees_past_a_triple_quoted_string_in_brackets(tmp_path: 
 
 def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
     """Upstream renamed the class around the method; the hunk still lands in that method."""
+    from helpers import format_patch
     from patchtool import git as gitmod
     from patchtool.diff.patchfile import PatchFile
     from patchtool.project.repository import LoadedPatch
     from patchtool.rebase.replay import check_placement
-    from patchtool.testing import format_patch
 
     src = "class LayerBase:\n    def hc_pre(self, x):\n        y = x\n        return y\n"
     work = tmp_path / "w"
@@ -383,8 +411,11 @@ def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
     git(work, "commit", "-qam", "merged")
     merged_tree = git(work, "rev-parse", "HEAD^{tree}").strip()
     (tmp_path / "p.patch").write_text(format_patch(work, patched))
-    lp = LoadedPatch(entry=None, patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
-                     path=tmp_path / "p.patch")
+    lp = LoadedPatch(
+        entry=None,
+        patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
+        path=tmp_path / "p.patch",
+    )
     repo = gitmod.Repo(work / ".git")
     assert check_placement(repo, patched, repo.tree_of(renamed), merged_tree, lp) == ()
 
@@ -397,7 +428,7 @@ def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) 
     import subprocess
     import sys
 
-    from patchtool.testing import format_patch
+    from helpers import format_patch
 
     up = tmp_path / "upstream"
     (up / "python" / "demo").mkdir(parents=True)
@@ -420,15 +451,22 @@ def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) 
     (root / "upstream-pins").mkdir()
     (root / "upstream-pins" / "demo-1.0.toml").write_text(
         f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
-        f'commit = "{v10}"\n')
+        f'commit = "{v10}"\n'
+    )
     (root / "patches" / "0001-limit.patch").write_text(patch)
     (root / "patchset.toml").write_text(
         'schema = 1\npin = "demo-1.0"\n\n[[patch]]\nid = "limit"\nfile = "patches/0001-limit.patch"\n'
         'kind = "performance"\nowner = "team"\nwhy = "more"\napplies_to = ">=1.0"\ndrop_when = "upstream"\n'
-        'upstream = { status = "pending" }\n')
+        'upstream = { status = "pending" }\n'
+    )
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache")}
-    res = subprocess.run([sys.executable, "-m", "patchtool", "rebase", "--to", "1.1", "--dry-run", "--json",
-                          "--root", str(root)], capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "rebase", "--to", "1.1", "--dry-run", "--json", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     (step,) = json.loads(res.stdout)["data"]["patches"]
     assert step["outcome"] == "already upstream"
@@ -440,7 +478,7 @@ def test_a_release_already_in_the_cache_is_still_asked_of_the_index(releases: De
     import in a shared cache may have come from another project's index (test_cache_sharing), so
     it is no answer for this one. With the index down, the rebase says so and changes nothing;
     with it up, the new pin is the one the index gives."""
-    from patchtool.testing import sha256
+    from helpers import sha256
 
     series(releases, "0001-extra", "0002-greet")
     assert releases.run("rebase", "--to", "1.1", "--dry-run").returncode == 0  # downloads and imports 1.1
@@ -534,8 +572,10 @@ def test_widen_admits_the_target_for_each_verified_patch_and_says_so(releases: D
     res = releases.run("rebase", "--to", "1.1", "--widen", "--json", "--report", str(releases.root / "r.md"))
     assert res.returncode == 0, res.stdout + res.stderr
     data = json.loads(res.stdout)["data"]
-    assert data["widened"] == [{"patch": "extra", "old": "==1.0", "new": ">=1.0,<=1.1"},
-                               {"patch": "greet", "old": ">=1.0,<1.1", "new": ">=1.0,<=1.1"}]
+    assert data["widened"] == [
+        {"patch": "extra", "old": "==1.0", "new": ">=1.0,<=1.1"},
+        {"patch": "greet", "old": ">=1.0,<1.1", "new": ">=1.0,<=1.1"},
+    ]
     assert data["follow_up"] == []
     assert data["old_pin_advice"]["admitted_by"] == ["extra", "greet"]
     assert "keep pin demo-1.0" in data["old_pin_advice"]["text"]
@@ -592,35 +632,53 @@ def test_a_pruned_cache_recomputes_what_it_remembered(releases: Demo) -> None:
 
 def test_scan_gives_each_version_what_a_dry_run_would_report(releases: Demo) -> None:
     """The scan page's cell detail: drift under applied patches and failed assumptions, per version."""
-    releases.commit_patch("0001-empty.patch", edit("python/demo/core.py", "    return True", "    return cap >= 0"),
-                          "core: limit")
-    releases.write_manifest(releases.entry("limit", "0001-empty.patch") + textwrap.dedent(r'''
+    releases.commit_patch(
+        "0001-empty.patch", edit("python/demo/core.py", "    return True", "    return cap >= 0"), "core: limit"
+    )
+    releases.write_manifest(
+        releases.entry("limit", "0001-empty.patch")
+        + textwrap.dedent(r"""
         [[patch.assumptions]]
         id = "cap-check"
         file = "python/demo/core.py"
         regex = 'len\(queue\) > cap'
         why = "the limit is strict"
-        '''))
+        """)
+    )
     res = releases.run("scan", "--versions", "1.0..1.1", "--json")
     data = json.loads(res.stdout)["data"]
     assert res.returncode == 0, res.stdout + res.stderr
-    assert data["drift"] == {"1.0": [], "1.1": [{"patch": "limit", "path": "python/demo/core.py", "scope": "limit",
-                                                 "change": "changed",
-                                                 "detail": "limit changed upstream (+0 lines)"}]}
+    assert data["drift"] == {
+        "1.0": [],
+        "1.1": [
+            {
+                "patch": "limit",
+                "path": "python/demo/core.py",
+                "scope": "limit",
+                "change": "changed",
+                "detail": "limit changed upstream (+0 lines)",
+            }
+        ],
+    }
     assert data["failed_assumptions"]["1.0"] == []
     assert [(a["patch"], a["id"], a["ok"]) for a in data["failed_assumptions"]["1.1"]] == [
-        ("limit", "cap-check", False)]
+        ("limit", "cap-check", False)
+    ]
     assert data["revisit"] == {}  # no registry
 
 
-@pytest.mark.parametrize(("layout", "expected"), [
-    ({"pyproject.toml": '[project]\nname = "Demo"\nversion = "1.1.dev3"\n'}, "1.1.dev3"),
-    ({"src/demo/__init__.py": '"""demo"""\n__version__ = "1.1rc1"\n'}, "1.1rc1"),
-    ({"python/demo/version.py": '__version__ = "1.2"\n'}, "1.2"),
-    ({"demo/_version.py": "__version__ = 'not a version'\n"}, "1.0"),  # none stated: the pin's own
-])
-def test_a_commit_target_takes_the_version_its_own_tree_states(tmp_path: Path, layout: dict[str, str],
-                                                               expected: str) -> None:
+@pytest.mark.parametrize(
+    ("layout", "expected"),
+    [
+        ({"pyproject.toml": '[project]\nname = "Demo"\nversion = "1.1.dev3"\n'}, "1.1.dev3"),
+        ({"src/demo/__init__.py": '"""demo"""\n__version__ = "1.1rc1"\n'}, "1.1rc1"),
+        ({"python/demo/version.py": '__version__ = "1.2"\n'}, "1.2"),
+        ({"demo/_version.py": "__version__ = 'not a version'\n"}, "1.0"),  # none stated: the pin's own
+    ],
+)
+def test_a_commit_target_takes_the_version_its_own_tree_states(
+    tmp_path: Path, layout: dict[str, str], expected: str
+) -> None:
     """``rebase --to <commit>`` names the new pin by the version the commit's tree states, found
     the way a Python project states one (pyproject, version.py, __init__.py), not only in SGLang's
     ``python/sglang/version.py``; a version packaging cannot read is no version, not a traceback."""
@@ -644,10 +702,16 @@ def test_a_commit_target_takes_the_version_its_own_tree_states(tmp_path: Path, l
     (root / "upstream-pins").mkdir(parents=True)
     (root / "upstream-pins" / "demo-1.0.toml").write_text(
         f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
-        f'commit = "{v10}"\n')
+        f'commit = "{v10}"\n'
+    )
     (root / "patchset.toml").write_text('schema = 1\npin = "demo-1.0"\n')
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache")}
-    res = subprocess.run([sys.executable, "-m", "patchtool", "rebase", "--to", head, "--dry-run", "--json",
-                          "--root", str(root)], capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "rebase", "--to", head, "--dry-run", "--json", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["data"]["new_pin"] == f"demo-{expected}-g{head[:12]}"

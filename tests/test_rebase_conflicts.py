@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from conftest import Demo
+from helpers import git
 from patchtool import git as gitmod
-from patchtool.testing import git
 from test_rebase import releases, series
 
 __all__ = ["releases"]  # the fixture, used by name
@@ -60,9 +60,13 @@ def test_continue_takes_a_resolution_the_user_git_added(releases: Demo) -> None:
     worktree = stop(releases)
     git(worktree, "checkout", "--theirs", "--", CORE)
     text = (worktree / CORE).read_text()
-    (worktree / CORE).write_text(text.replace('"""Core of the demo upstream."""\n',
-                                              '"""Core of the demo upstream."""\n\nimport os\n\n'
-                                              'DEBUG = os.environ.get("DEMO_DEBUG")\n', 1))
+    (worktree / CORE).write_text(
+        text.replace(
+            '"""Core of the demo upstream."""\n',
+            '"""Core of the demo upstream."""\n\nimport os\n\nDEBUG = os.environ.get("DEMO_DEBUG")\n',
+            1,
+        )
+    )
     git(worktree, "add", CORE)
     assert unmerged(worktree) == {} and git(worktree, "status", "--porcelain").startswith(f"M  {CORE}")
     res = releases.run("rebase", "--continue")
@@ -77,9 +81,11 @@ def test_merge_conflict_style_from_the_users_configuration(releases: Demo, tmp_p
     config.write_text("[merge]\n\tconflictStyle = diff3\n")
     worktree = stop(releases, env={"GIT_CONFIG_GLOBAL": str(config)})
     text = (worktree / CORE).read_text()
-    assert ('<<<<<<< demo 1.1 + series\n    word = "goodbye"\n'
-            '||||||| demo 1.0 + series\n    word = "bye"\n'
-            '=======\n    word = "ciao"\n>>>>>>> patch bye\n') in text
+    assert (
+        '<<<<<<< demo 1.1 + series\n    word = "goodbye"\n'
+        '||||||| demo 1.0 + series\n    word = "bye"\n'
+        '=======\n    word = "ciao"\n>>>>>>> patch bye\n'
+    ) in text
     assert sorted(unmerged(worktree)) == [1, 2, 3]
 
 
@@ -97,8 +103,12 @@ def test_merge_conflict_style_from_the_repositorys_configuration(releases: Demo,
 def test_git_mergetool_resolves_it_and_continue_takes_the_result(releases: Demo) -> None:
     """A merge tool sees the conflict; the backup it leaves (core.py.orig) is not part of the patch."""
     worktree = stop(releases)
-    tool = ["-c", "mergetool.keep-ours.cmd=cp \"$LOCAL\" \"$MERGED\" && sed -i 's/goodbye/ciao/' \"$MERGED\"",
-            "-c", "mergetool.keep-ours.trustExitCode=true"]
+    tool = [
+        "-c",
+        'mergetool.keep-ours.cmd=cp "$LOCAL" "$MERGED" && sed -i \'s/goodbye/ciao/\' "$MERGED"',
+        "-c",
+        "mergetool.keep-ours.trustExitCode=true",
+    ]
     git(worktree, *tool, "mergetool", "--tool=keep-ours", "--no-prompt")
     assert unmerged(worktree) == {} and (worktree / f"{CORE}.orig").is_file()
     res = releases.run("rebase", "--continue")

@@ -22,8 +22,8 @@ import pytest
 from packaging.version import Version
 
 from conftest import REPO, release_tag
+from helpers import leftover_state, snapshot
 from patchtool.project.pins import load_pin
-from patchtool.testing import leftover_state, snapshot
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.releases import pin_for_version
 
@@ -33,8 +33,13 @@ DATA = Path(__file__).resolve().parent / "data" / "rebase-real"
 VERSIONS = ("0.5.20", "0.5.21", "0.5.22", "0.5.23")
 WHEEL = "sglang-{}-cp311-cp311-manylinux_2_34_x86_64.whl"
 
-RATIO, SWA, FLUSH, MARLIN, HCCL = ("ratio-after-empty-retract", "swa-prealloc-bound", "reset-ratio-on-flush",
-                                   "marlin-no-capability", "remote-instance-hccl")
+RATIO, SWA, FLUSH, MARLIN, HCCL = (
+    "ratio-after-empty-retract",
+    "swa-prealloc-bound",
+    "reset-ratio-on-flush",
+    "marlin-no-capability",
+    "remote-instance-hccl",
+)
 FILES = {
     RATIO: "patches/0001-scheduler-conservative-ratio-after-empty-retract.patch",
     SWA: "patches/0002-disaggregation-assert-swa-prealloc-bound.patch",
@@ -54,10 +59,12 @@ REVERSE_DETAIL = "it applies in reverse on the target"
 
 # -- helpers -----------------------------------------------------------------------------------
 
+
 def patchtool(root: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=root, capture_output=True,
-                          text=True, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "patchtool", *args], cwd=root, capture_output=True, text=True, env=env, check=False
+    )
 
 
 def envelope(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
@@ -73,8 +80,9 @@ def outcomes(data: dict) -> dict[str, str]:  # type: ignore[type-arg]
 
 def upstream_git(cache: Path, *args: str) -> bytes:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    return subprocess.run(["git", f"--git-dir={cache / 'upstream.git'}", *args], capture_output=True,
-                          env=env, check=True).stdout
+    return subprocess.run(
+        ["git", f"--git-dir={cache / 'upstream.git'}", *args], capture_output=True, env=env, check=True
+    ).stdout
 
 
 def release(cache: Path, version: str) -> str:
@@ -116,15 +124,20 @@ def landed(patch: Path, cache: Path, version: str, work: Path) -> list[tuple[str
         if row.startswith("diff --git "):
             path, line = "", 0
         elif row.startswith("+++ b/"):
-            path = row[len("+++ b/"):]
+            path = row[len("+++ b/") :]
         elif m := re.match(r"^@@ -\d+(?:,\d+)? \+(\d+)", row):
             line = int(m.group(1))
         elif path and line and row[:1] in ("+", " "):
             if row[:1] == "+":
                 lines = (work / path).read_text(encoding="utf-8").splitlines()
                 assert lines[line - 1] == row[1:]
-                out.append((scope_of("\n".join(lines), line), row[1:].strip(),
-                            [ln.strip() for ln in lines[line - 3:line - 1]]))
+                out.append(
+                    (
+                        scope_of("\n".join(lines), line),
+                        row[1:].strip(),
+                        [ln.strip() for ln in lines[line - 3 : line - 1]],
+                    )
+                )
             line += 1
     return out
 
@@ -133,20 +146,21 @@ def leave_out(root: Path, ident: str) -> None:
     """Remove one patch from the series (entry and file), as its owner would."""
     text = (root / "patchset.toml").read_text()
     head, *entries = text.split("[[patch]]\n")
-    (root / "patchset.toml").write_text(head + "".join(f"[[patch]]\n{e}" for e in entries
-                                                      if f'id = "{ident}"' not in e))
+    (root / "patchset.toml").write_text(
+        head + "".join(f"[[patch]]\n{e}" for e in entries if f'id = "{ident}"' not in e)
+    )
     (root / FILES[ident]).unlink()
 
 
 # -- fixtures ------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def releases(real_cache: Path) -> dict[str, Base]:
     """The four releases, imported once into the persistent test cache."""
     cache = Cache(real_cache)
     pin = load_pin(DATA, "sglang-0.5.20")
-    return {v: cache.ensure(pin if v == "0.5.20" else pin_for_version(pin, Version(v), cache=cache))
-            for v in VERSIONS}
+    return {v: cache.ensure(pin if v == "0.5.20" else pin_for_version(pin, Version(v), cache=cache)) for v in VERSIONS}
 
 
 @pytest.fixture
@@ -159,8 +173,10 @@ def series(tmp_path: Path, releases: dict[str, Base]) -> Path:
 
 # -- the test series -----------------------------------------------------------------------------
 
-def test_the_series_is_real_0_5_20_code(series: Path, real_cache: Path, releases: dict[str, Base],
-                                        tmp_path: Path) -> None:
+
+def test_the_series_is_real_0_5_20_code(
+    series: Path, real_cache: Path, releases: dict[str, Base], tmp_path: Path
+) -> None:
     """The patches are what make_patches.py makes from the imported 0.5.20, and the facts each
     outcome rests on hold in the real releases."""
     import importlib.util
@@ -175,8 +191,10 @@ def test_the_series_is_real_0_5_20_code(series: Path, real_cache: Path, releases
     check = envelope(patchtool(series, real_cache, "check", "--json"))
     assert check["status"] == "ok", check["errors"]
     assert [a["outcome"] for a in check["data"]["applies"]] == ["applied"] * 5
-    assert releases["0.5.20"].tree == tomllib.loads((DATA / "upstream-pins/sglang-0.5.20.toml").read_text())[
-        "artifact"]["tree"]
+    assert (
+        releases["0.5.20"].tree
+        == tomllib.loads((DATA / "upstream-pins/sglang-0.5.20.toml").read_text())["artifact"]["tree"]
+    )
 
     def blob(version: str, path: str) -> str:
         return upstream_git(real_cache, "rev-parse", f"{release(real_cache, version)}:{path}").decode().strip()
@@ -207,22 +225,31 @@ def test_dry_run_gives_each_real_patch_its_outcome(series: Path, real_cache: Pat
     steps = {p["id"]: p for p in data["patches"]}
     offset = SWA_OFFSET[version]
     assert steps[SWA]["detail"] == f"{DECODE}: hunk 1 at {511 + offset} (+{offset})"
-    assert steps[SWA]["shifted"] == [{"file": DECODE, "hunk": 1, "old_line": 511, "new_line": 511 + offset,
-                                      "offset": offset}]
+    assert steps[SWA]["shifted"] == [
+        {"file": DECODE, "hunk": 1, "old_line": 511, "new_line": 511 + offset, "offset": offset}
+    ]
     assert steps[FLUSH]["detail"] == "the context changed; the 3-way merge resolved it"
     assert steps[MARLIN]["conflicted"] == [MARLIN_UTILS]
     assert steps[HCCL]["detail"] == REVERSE_DETAIL
     # the version that already carries the patch is in the report
     assert data["drop"] == [{"patch": HCCL, "why": f"already upstream in {version}: {REVERSE_DETAIL}"}]
     # flush_cache's `if` line changed under the 3-way patch; the others' code did not
-    assert data["drift"] == [{"patch": FLUSH, "path": SCHEDULER, "scope": "Scheduler.flush_cache",
-                              "change": "changed", "detail": "Scheduler.flush_cache changed upstream (+0 lines)"}]
+    assert data["drift"] == [
+        {
+            "patch": FLUSH,
+            "path": SCHEDULER,
+            "scope": "Scheduler.flush_cache",
+            "change": "changed",
+            "detail": "Scheduler.flush_cache changed upstream (+0 lines)",
+        }
+    ]
     assert data["follow_up"] == [] and data["failed_assumptions"] == []
     assert snapshot(series) == before
 
 
-def test_rebase_to_0_5_21_then_0_5_23(series: Path, real_cache: Path, releases: dict[str, Base],
-                                      tmp_path: Path) -> None:
+def test_rebase_to_0_5_21_then_0_5_23(
+    series: Path, real_cache: Path, releases: dict[str, Base], tmp_path: Path
+) -> None:
     """The series without its conflicting patch, moved for real: files, pin, dropped entry, check."""
     leave_out(series, MARLIN)
     old = {ident: (series / f).read_text() for ident, f in FILES.items() if ident != MARLIN}
@@ -231,11 +258,16 @@ def test_rebase_to_0_5_21_then_0_5_23(series: Path, real_cache: Path, releases: 
     assert res.returncode == 0, out["errors"]
     data = out["data"]
     assert data["status"] == "done"
-    assert outcomes(data) == {RATIO: "applied unchanged", SWA: "applied with shifted context",
-                              FLUSH: "merged by 3-way merge", HCCL: "already upstream"}
+    assert outcomes(data) == {
+        RATIO: "applied unchanged",
+        SWA: "applied with shifted context",
+        FLUSH: "merged by 3-way merge",
+        HCCL: "already upstream",
+    }
     dropped_file = "patches/dropped/0005-remote-instance-hccl-on-npu.patch"
-    assert sorted(data["written"]) == sorted([FILES[SWA], FILES[FLUSH], dropped_file, "patchset.toml",
-                                              "upstream-pins/sglang-0.5.21.toml", f"-{FILES[HCCL]}"])
+    assert sorted(data["written"]) == sorted(
+        [FILES[SWA], FILES[FLUSH], dropped_file, "patchset.toml", "upstream-pins/sglang-0.5.21.toml", f"-{FILES[HCCL]}"]
+    )
     assert data["follow_up"] == []
 
     assert (series / FILES[RATIO]).read_text() == old[RATIO]  # unchanged: byte-identical
@@ -249,8 +281,12 @@ def test_rebase_to_0_5_21_then_0_5_23(series: Path, real_cache: Path, releases: 
     assert [p["id"] for p in manifest["patch"]] == [RATIO, SWA, FLUSH]
     (dropped,) = manifest["dropped"]
     assert {k: dropped[k] for k in ("id", "file", "upstream", "dropped_at", "reason")} == {
-        "id": HCCL, "file": dropped_file, "upstream": {"status": "merged", "version": "0.5.21"},
-        "dropped_at": "0.5.21", "reason": f"already upstream in 0.5.21: {REVERSE_DETAIL}"}
+        "id": HCCL,
+        "file": dropped_file,
+        "upstream": {"status": "merged", "version": "0.5.21"},
+        "dropped_at": "0.5.21",
+        "reason": f"already upstream in 0.5.21: {REVERSE_DETAIL}",
+    }
     pin = load_pin(series, "sglang-0.5.21")
     assert pin.artifact and pin.artifact.filename == WHEEL.format("0.5.21")
     assert pin.artifact.tree == releases["0.5.21"].tree and re.fullmatch(r"[0-9a-f]{64}", pin.artifact.sha256)
@@ -264,29 +300,48 @@ def test_rebase_to_0_5_21_then_0_5_23(series: Path, real_cache: Path, releases: 
 
     # no hunk misplaced: each added line sits in the function it was written for
     assert landed(series / FILES[SWA], real_cache, "0.5.21", tmp_path / "swa") == [
-        ("DecodePreallocQueue._prealloc_required_tokens", "assert swa_len <= full_len, (swa_len, full_len)",
-         ["def _prealloc_required_tokens(self, req: Req) -> Tuple[int, int]:",
-          "full_len, swa_len = self._prealloc_kv_lens(req)"])]
+        (
+            "DecodePreallocQueue._prealloc_required_tokens",
+            "assert swa_len <= full_len, (swa_len, full_len)",
+            [
+                "def _prealloc_required_tokens(self, req: Req) -> Tuple[int, int]:",
+                "full_len, swa_len = self._prealloc_kv_lens(req)",
+            ],
+        )
+    ]
     assert landed(series / FILES[FLUSH], real_cache, "0.5.21", tmp_path / "flush") == [
-        ("Scheduler.flush_cache", "self.new_token_ratio_tracker.reset()",
-         ["self.cur_batch_for_debug = None", "self.last_batch = None"])]
+        (
+            "Scheduler.flush_cache",
+            "self.new_token_ratio_tracker.reset()",
+            ["self.cur_batch_for_debug = None", "self.last_batch = None"],
+        )
+    ]
 
     # the rebased series is a good base for the next move: flush_cache is identical in 0.5.23
     res = patchtool(series, real_cache, "rebase", "--to", "0.5.23", "--json")
     data = envelope(res)["data"]
     assert res.returncode == 0
-    assert outcomes(data) == {RATIO: "applied unchanged", SWA: "applied with shifted context",
-                              FLUSH: "applied with shifted context"}
+    assert outcomes(data) == {
+        RATIO: "applied unchanged",
+        SWA: "applied with shifted context",
+        FLUSH: "applied with shifted context",
+    }
     assert [p.get("detail") for p in data["patches"]] == [
-        None, f"{DECODE}: hunk 1 at 592 (+19)", f"{SCHEDULER}: hunk 1 at 5520 (+331)"]
+        None,
+        f"{DECODE}: hunk 1 at 592 (+19)",
+        f"{SCHEDULER}: hunk 1 at 5520 (+331)",
+    ]
     assert [p.get("shifted") for p in data["patches"]] == [
-        None, [{"file": DECODE, "hunk": 1, "old_line": 573, "new_line": 592, "offset": 19}],
-        [{"file": SCHEDULER, "hunk": 1, "old_line": 5189, "new_line": 5520, "offset": 331}]]
+        None,
+        [{"file": DECODE, "hunk": 1, "old_line": 573, "new_line": 592, "offset": 19}],
+        [{"file": SCHEDULER, "hunk": 1, "old_line": 5189, "new_line": 5520, "offset": 331}],
+    ]
     assert data["drift"] == []
     check = envelope(patchtool(series, real_cache, "check", "--json"))
     assert check["status"] == "ok" and check["data"]["pin"] == "sglang-0.5.23", check["errors"]
     assert [scope for scope, _, _ in landed(series / FILES[FLUSH], real_cache, "0.5.23", tmp_path / "f23")] == [
-        "Scheduler.flush_cache"]
+        "Scheduler.flush_cache"
+    ]
 
 
 @pytest.mark.slow
@@ -296,8 +351,13 @@ def test_real_conflict_stops_abort_restores_skip_drops(series: Path, real_cache:
     res = patchtool(series, real_cache, "rebase", "--to", "0.5.21", "--json")
     out = envelope(res)
     assert res.returncode == 3 and out["status"] == "conflict", out["errors"]
-    assert outcomes(out["data"]) == {RATIO: "applied unchanged", SWA: "applied with shifted context",
-                                     FLUSH: "merged by 3-way merge", MARLIN: "conflict", HCCL: "not reached"}
+    assert outcomes(out["data"]) == {
+        RATIO: "applied unchanged",
+        SWA: "applied with shifted context",
+        FLUSH: "merged by 3-way merge",
+        MARLIN: "conflict",
+        HCCL: "not reached",
+    }
     conflicted = (Path(out["data"]["worktree"]) / MARLIN_UTILS).read_text()
     assert conflicted.count("<<<<<<<") == 2
     assert conflicted.count("capability = major * 10 + minor if major is not None else None") == 2  # 0.5.21
@@ -309,12 +369,18 @@ def test_real_conflict_stops_abort_restores_skip_drops(series: Path, real_cache:
     res = patchtool(series, real_cache, "rebase", "--skip", "--reason", "0.5.21 fixed it its own way", "--json")
     out = envelope(res)
     assert res.returncode == 0, out["errors"]
-    assert outcomes(out["data"]) == {RATIO: "applied unchanged", SWA: "applied with shifted context",
-                                     FLUSH: "merged by 3-way merge", MARLIN: "dropped", HCCL: "already upstream"}
+    assert outcomes(out["data"]) == {
+        RATIO: "applied unchanged",
+        SWA: "applied with shifted context",
+        FLUSH: "merged by 3-way merge",
+        MARLIN: "dropped",
+        HCCL: "already upstream",
+    }
     manifest = tomllib.loads((series / "patchset.toml").read_text())
     assert [(d["id"], d["reason"], d["upstream"]["status"]) for d in manifest["dropped"]] == [
         (MARLIN, "0.5.21 fixed it its own way", "pending"),
-        (HCCL, f"already upstream in 0.5.21: {REVERSE_DETAIL}", "merged")]
+        (HCCL, f"already upstream in 0.5.21: {REVERSE_DETAIL}", "merged"),
+    ]
     check = envelope(patchtool(series, real_cache, "check", "--json"))
     assert check["status"] == "ok", check["errors"]
 
@@ -325,42 +391,79 @@ def test_scan_of_the_test_series(series: Path, real_cache: Path) -> None:
     stuck = {outcome for row in data["matrix"].values() for outcome in row.values()} & {"conflict", "target gone"}
     assert res.returncode == (5 if stuck else 0), res.stderr  # 5: a conflict predicted
     assert data["versions"] == list(VERSIONS)
-    later = {RATIO: "applied unchanged", SWA: "applied with shifted context", FLUSH: "merged by 3-way merge",
-             MARLIN: "conflict", HCCL: "already upstream"}
-    assert data["matrix"] == {ident: {"0.5.20": "applied unchanged", **{v: later[ident] for v in VERSIONS[1:]}}
-                              for ident in later}
+    later = {
+        RATIO: "applied unchanged",
+        SWA: "applied with shifted context",
+        FLUSH: "merged by 3-way merge",
+        MARLIN: "conflict",
+        HCCL: "already upstream",
+    }
+    assert data["matrix"] == {
+        ident: {"0.5.20": "applied unchanged", **{v: later[ident] for v in VERSIONS[1:]}} for ident in later
+    }
 
 
 # -- the curated series ----------------------------------------------------------------------------
 
 S = "python/sglang/srt/"
 CURATED = {
-    "dsv4-bf16-indexer-keys": {"0.5.20": "conflict", "0.5.21": "conflict",
-                               "0.5.22": "conflict", "0.5.23": "applied unchanged"},
-    "sm120-mma-sparse-decode": {"0.5.20": "conflict", "0.5.21": "applied with shifted context",
-                                "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
-    "dsv4-mhc-bf16-gemm": {"0.5.20": "conflict", "0.5.21": "conflict",
-                           "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
-    "pd-max-queued-requests": {"0.5.20": "conflict", "0.5.21": "merged by 3-way merge",
-                               "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
-    "dsv4-refuse-tbo": {"0.5.20": "conflict", "0.5.21": "applied with shifted context",
-                        "0.5.22": "applied with shifted context", "0.5.23": "applied unchanged"},
+    "dsv4-bf16-indexer-keys": {
+        "0.5.20": "conflict",
+        "0.5.21": "conflict",
+        "0.5.22": "conflict",
+        "0.5.23": "applied unchanged",
+    },
+    "sm120-mma-sparse-decode": {
+        "0.5.20": "conflict",
+        "0.5.21": "applied with shifted context",
+        "0.5.22": "applied with shifted context",
+        "0.5.23": "applied unchanged",
+    },
+    "dsv4-mhc-bf16-gemm": {
+        "0.5.20": "conflict",
+        "0.5.21": "conflict",
+        "0.5.22": "applied with shifted context",
+        "0.5.23": "applied unchanged",
+    },
+    "pd-max-queued-requests": {
+        "0.5.20": "conflict",
+        "0.5.21": "merged by 3-way merge",
+        "0.5.22": "applied with shifted context",
+        "0.5.23": "applied unchanged",
+    },
+    "dsv4-refuse-tbo": {
+        "0.5.20": "conflict",
+        "0.5.21": "applied with shifted context",
+        "0.5.22": "applied with shifted context",
+        "0.5.23": "applied unchanged",
+    },
 }
 CURATED_CONFLICTS = {
     ("dsv4-bf16-indexer-keys", "0.5.20"): {
-        "python/sglang/kernels/jit/csrc/deepseek_v4/fused_norm_rope_v2.cuh", f"{S}arg_groups/fields/exec_.py",
-        f"{S}arg_groups/serving_hook.py", f"{S}mem_cache/deepseek_v4_memory_pool.py",
-        f"{S}arg_groups/field_order.py", f"{S}disaggregation/common/conn.py"},
+        "python/sglang/kernels/jit/csrc/deepseek_v4/fused_norm_rope_v2.cuh",
+        f"{S}arg_groups/fields/exec_.py",
+        f"{S}arg_groups/serving_hook.py",
+        f"{S}mem_cache/deepseek_v4_memory_pool.py",
+        f"{S}arg_groups/field_order.py",
+        f"{S}disaggregation/common/conn.py",
+    },
     ("dsv4-bf16-indexer-keys", "0.5.21"): {
-        f"{S}arg_groups/fields/exec_.py", f"{S}arg_groups/field_order.py", f"{S}disaggregation/common/conn.py",
-        f"{S}mem_cache/deepseek_v4_memory_pool.py"},
+        f"{S}arg_groups/fields/exec_.py",
+        f"{S}arg_groups/field_order.py",
+        f"{S}disaggregation/common/conn.py",
+        f"{S}mem_cache/deepseek_v4_memory_pool.py",
+    },
     ("dsv4-bf16-indexer-keys", "0.5.22"): {
-        f"{S}arg_groups/field_order.py", f"{S}disaggregation/common/conn.py",
-        f"{S}mem_cache/deepseek_v4_memory_pool.py"},
+        f"{S}arg_groups/field_order.py",
+        f"{S}disaggregation/common/conn.py",
+        f"{S}mem_cache/deepseek_v4_memory_pool.py",
+    },
     ("sm120-mma-sparse-decode", "0.5.20"): {f"{S}environ.py"},
-    ("dsv4-mhc-bf16-gemm", "0.5.20"): {"python/sglang/kernels/ops/layernorm/mhc.py",
-                                       f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py",
-                                       f"{S}models/deepseek_v4.py"},
+    ("dsv4-mhc-bf16-gemm", "0.5.20"): {
+        "python/sglang/kernels/ops/layernorm/mhc.py",
+        f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py",
+        f"{S}models/deepseek_v4.py",
+    },
     ("dsv4-mhc-bf16-gemm", "0.5.21"): {f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
     ("pd-max-queued-requests", "0.5.20"): {f"{S}managers/scheduler.py"},
     ("dsv4-refuse-tbo", "0.5.20"): {f"{S}arg_groups/deepseek_v4_hook.py"},
@@ -422,11 +525,18 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     stuck = {outcome for row in data["matrix"].values() for outcome in row.values()} & {"conflict", "target gone"}
     assert res.returncode == (5 if stuck else 0), res.stderr  # 5: a conflict predicted
     assert (data["pin"], data["versions"]) == ("sglang-0.5.23", list(VERSIONS))
-    conflicts = {(ident, v): set(re.findall(r"Merge conflict in ([^\s;]+)", detail))
-                 for ident, row in data["details"].items() for v, detail in row.items()
-                 if data["matrix"][ident][v] == "conflict"}
-    wrong = {f"{ident} @ {v}: {data['matrix'][ident][v]} ({data['details'][ident].get(v, '')})"
-             for ident, row in CURATED.items() for v, want in row.items() if data["matrix"][ident][v] != want}
+    conflicts = {
+        (ident, v): set(re.findall(r"Merge conflict in ([^\s;]+)", detail))
+        for ident, row in data["details"].items()
+        for v, detail in row.items()
+        if data["matrix"][ident][v] == "conflict"
+    }
+    wrong = {
+        f"{ident} @ {v}: {data['matrix'][ident][v]} ({data['details'][ident].get(v, '')})"
+        for ident, row in CURATED.items()
+        for v, want in row.items()
+        if data["matrix"][ident][v] != want
+    }
     assert not wrong, "\n".join(sorted(wrong))
     assert data["matrix"] == CURATED
     assert conflicts == CURATED_CONFLICTS

@@ -46,15 +46,31 @@ DEPLOYMENT = {
     "single-batch-overlap": ("decode.sh", PORT, "  --enable-single-batch-overlap \\\n" + PORT),
     "allreduce-fusion": ("decode.sh", PORT, "  --flashinfer-allreduce-fusion-backend trtllm \\\n" + PORT),
     "torch-compile": ("decode.env", "NCCL_DEBUG=WARN", "NCCL_DEBUG=WARN\nSGLANG_ENABLE_TORCH_COMPILE=1"),
-    "mtp-high-concurrency": ("decode.sh", PORT, "  --speculative-algorithm NEXTN --speculative-num-steps 3 \\\n" + PORT),
+    "mtp-high-concurrency": (
+        "decode.sh",
+        PORT,
+        "  --speculative-algorithm NEXTN --speculative-num-steps 3 \\\n" + PORT,
+    ),
     "nccl-tree": ("decode.env", "NCCL_DEBUG=WARN", "NCCL_ALGO=Tree"),
     "hicache-off-corruption-fix": ("prefill.sh", "  --enable-hierarchical-cache \\\n", ""),
-    "multi-stream-overlap-decode": ("decode.env", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0", "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1"),
-    "dp-attention-indexer-capture": ("decode.sh", PORT, "  --enable-dp-attention --dp-size 4 --enable-return-indexer-topk \\\n" + PORT),
+    "multi-stream-overlap-decode": (
+        "decode.env",
+        "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0",
+        "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1",
+    ),
+    "dp-attention-indexer-capture": (
+        "decode.sh",
+        PORT,
+        "  --enable-dp-attention --dp-size 4 --enable-return-indexer-topk \\\n" + PORT,
+    ),
     "hicache-size-v4": ("prefill.sh", "  --hicache-ratio 2.0 \\\n", "  --hicache-size 20 \\\n"),
     "persistent-megakernel": ("decode.sh", PORT, "  --enable-nvidia-megakernel \\\n" + PORT),
     "fp8-index-keys": ("prefill.sh", "  --enable-deepseek-v4-bf16-indexer \\\n", ""),
-    "mma-target-ctas-512-default": ("decode.env", "NCCL_DEBUG=WARN", "NCCL_DEBUG=WARN\nSGLANG_SM120_MMA_TARGET_CTAS=512"),
+    "mma-target-ctas-512-default": (
+        "decode.env",
+        "NCCL_DEBUG=WARN",
+        "NCCL_DEBUG=WARN\nSGLANG_SM120_MMA_TARGET_CTAS=512",
+    ),
     "restart-decode-alone": ("sglang-decode.service", "Restart=no", "Restart=on-failure"),
 }
 
@@ -62,24 +78,41 @@ DEPLOYMENT = {
 PATCH = {
     "index-topk-1024": ("python/sglang/srt/configs/deepseek_v4.py", "    index_topk: int = 1024"),
     "mxfp4-base-checkpoint": ("benchmark/dsv4/run.py", 'MODEL = "deepseek-ai/DeepSeek-V4-Flash"'),
-    "overlap-schedule": ("python/sglang/srt/arg_groups/model_hook.py", "    server_args.disable_overlap_schedule = False"),
+    "overlap-schedule": (
+        "python/sglang/srt/arg_groups/model_hook.py",
+        "    server_args.disable_overlap_schedule = False",
+    ),
     "attn-num-warps-8": ("python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py", "        num_warps=8,"),
     "attn-num-stages-3": ("python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py", "        num_stages=3,"),
     "two-batch-overlap": ("test/srt/test_dsv4_pd.py", '    "--enable-two-batch-overlap",'),
     "expert-parallel-ep4": ("test/srt/test_dsv4_pd.py", '    "--ep-size", "4",'),
     "mscclpp": ("python/sglang/srt/arg_groups/model_hook.py", "    server_args.enable_mscclpp = True"),
-    "single-batch-overlap": ("python/sglang/srt/arg_groups/model_hook.py", "    cfg.enable_single_batch_overlap = True"),
-    "allreduce-fusion": ("python/sglang/srt/arg_groups/model_hook.py", "    server_args.enable_flashinfer_allreduce_fusion = True"),
+    "single-batch-overlap": (
+        "python/sglang/srt/arg_groups/model_hook.py",
+        "    cfg.enable_single_batch_overlap = True",
+    ),
+    "allreduce-fusion": (
+        "python/sglang/srt/arg_groups/model_hook.py",
+        "    server_args.enable_flashinfer_allreduce_fusion = True",
+    ),
     "torch-compile": ("python/sglang/srt/environ.py", "    SGLANG_ENABLE_TORCH_COMPILE = EnvBool(True)"),
-    "persistent-megakernel": ("python/sglang/kernels/ops/attention/dsv4_decode.py", "def persistent_megakernel_decode(q, kv):"),
+    "persistent-megakernel": (
+        "python/sglang/kernels/ops/attention/dsv4_decode.py",
+        "def persistent_megakernel_decode(q, kv):",
+    ),
     "mtp-high-concurrency": ("test/srt/test_dsv4_pd.py", '    "--speculative-algorithm", "NEXTN",'),
     "nccl-tree": ("python/sglang/srt/arg_groups/attention_hook.py", '    os.environ["NCCL_ALGO"] = "Tree"'),
     "register-pressure-rewrite": ("python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py", "    maxnreg=128,"),
-    "multi-stream-overlap-decode": ("python/sglang/srt/environ.py", "    SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
+    "multi-stream-overlap-decode": (
+        "python/sglang/srt/environ.py",
+        "    SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)",
+    ),
     "dp-attention-indexer-capture": ("test/srt/test_capture.py", '    "--enable-return-indexer-topk",'),
     "hicache-size-v4": ("test/srt/test_dsv4_pd.py", '    "--hicache-size", "20",'),
-    "nonfused-bf16-index-store": ("python/sglang/srt/layers/attention/dsv4/compressor_v2.py",
-                                  "            store_bf16_index_k_torch(kv_cache, out_loc, k, page_size)"),
+    "nonfused-bf16-index-store": (
+        "python/sglang/srt/layers/attention/dsv4/compressor_v2.py",
+        "            store_bf16_index_k_torch(kv_cache, out_loc, k, page_size)",
+    ),
     "mma-target-ctas-512-default": ("python/sglang/srt/environ.py", "    SGLANG_SM120_MMA_TARGET_CTAS = EnvInt(512)"),
 }
 # knobs only a deployment sets (a flag that must stay on the launch line, how a server restarts)
@@ -125,20 +158,48 @@ COMPOSE_DECODE_ENV = "      - SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0\n"
 
 # (entry, file, text to replace, replacement): Kubernetes and compose forms of bringing an idea back
 MANIFESTS = [
-    ("expert-parallel-ep4", "k8s-pd.yaml", K8S_DECODE_PORT, '          - --ep-size\n          - "8"\n' + K8S_DECODE_PORT),
+    (
+        "expert-parallel-ep4",
+        "k8s-pd.yaml",
+        K8S_DECODE_PORT,
+        '          - --ep-size\n          - "8"\n' + K8S_DECODE_PORT,
+    ),
     ("two-batch-overlap", "k8s-pd.yaml", K8S_DECODE_PORT, "          - --enable-two-batch-overlap\n" + K8S_DECODE_PORT),
     ("multi-stream-overlap-decode", "k8s-pd.yaml", 'value: "0"', 'value: "1"'),
     ("nccl-tree", "k8s-pd.yaml", "{name: NCCL_DEBUG, value: WARN}", "{name: NCCL_ALGO, value: Tree}"),
     ("overlap-schedule", "k8s-pd.yaml", "          - --disable-overlap-schedule\n" + K8S_DECODE_PORT, K8S_DECODE_PORT),
     ("fp8-index-keys", "k8s-pd.yaml", "          - --enable-deepseek-v4-bf16-indexer\n", ""),
-    ("restart-decode-alone", "docker-compose.yaml", COMPOSE_DECODE_ENV, COMPOSE_DECODE_ENV + "    restart: unless-stopped\n"),
-    ("mma-target-ctas-512-default", "docker-compose.yaml", COMPOSE_DECODE_ENV,
-     COMPOSE_DECODE_ENV + "      - SGLANG_SM120_MMA_TARGET_CTAS=512\n"),
-    ("mtp-high-concurrency", "docker-compose.yaml", '      - "30001"\n', '      - "30001"\n      - --speculative-algorithm\n      - NEXTN\n'),
+    (
+        "restart-decode-alone",
+        "docker-compose.yaml",
+        COMPOSE_DECODE_ENV,
+        COMPOSE_DECODE_ENV + "    restart: unless-stopped\n",
+    ),
+    (
+        "mma-target-ctas-512-default",
+        "docker-compose.yaml",
+        COMPOSE_DECODE_ENV,
+        COMPOSE_DECODE_ENV + "      - SGLANG_SM120_MMA_TARGET_CTAS=512\n",
+    ),
+    (
+        "mtp-high-concurrency",
+        "docker-compose.yaml",
+        '      - "30001"\n',
+        '      - "30001"\n      - --speculative-algorithm\n      - NEXTN\n',
+    ),
     ("hicache-size-v4", "docker-compose.yaml", "--hicache-ratio 2.0", "--hicache-size 20"),
-    ("restart-decode-alone", "restart-pd.sh", "systemctl restart sglang-prefill.service sglang-decode.service",
-     "systemctl restart sglang-decode.service"),
-    ("restart-decode-alone", "restart-pd.sh", "deployment/sglang-prefill deployment/sglang-decode", "deployment/sglang-decode"),
+    (
+        "restart-decode-alone",
+        "restart-pd.sh",
+        "systemctl restart sglang-prefill.service sglang-decode.service",
+        "systemctl restart sglang-decode.service",
+    ),
+    (
+        "restart-decode-alone",
+        "restart-pd.sh",
+        "deployment/sglang-prefill deployment/sglang-decode",
+        "deployment/sglang-decode",
+    ),
 ]
 
 
@@ -149,11 +210,16 @@ def test_guard_catches_the_entry_in_a_manifest(entry: str, name: str, old: str, 
 
 
 def test_what_is_fine_on_prefill_or_the_router_is_not_flagged_in_a_manifest() -> None:
-    prefill_streams = edited("docker-compose.yaml", "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n",
-                             "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n"
-                             "      SGLANG_OPT_USE_MULTI_STREAM_OVERLAP: \"1\"\n      SGLANG_SM120_MMA_TARGET_CTAS: \"512\"\n")
+    prefill_streams = edited(
+        "docker-compose.yaml",
+        "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n",
+        "      SGLANG_SM120_FLASHMLA_BACKEND: flashinfer\n"
+        '      SGLANG_OPT_USE_MULTI_STREAM_OVERLAP: "1"\n      SGLANG_SM120_MMA_TARGET_CTAS: "512"\n',
+    )
     assert scan("docker-compose.yaml", prefill_streams) == []
-    prefill_restarts = edited("docker-compose.yaml", "      --port 30000\n", "      --port 30000\n    restart: always\n")
+    prefill_restarts = edited(
+        "docker-compose.yaml", "      --port 30000\n", "      --port 30000\n    restart: always\n"
+    )
     assert scan("docker-compose.yaml", prefill_restarts) == []
     text = (DEPLOY / "docker-compose.yaml").read_text()
     assert "    restart: unless-stopped\n" in text.split("  router:")[1]  # the router restarts on its own
@@ -177,15 +243,20 @@ def test_upstream_switches_that_bring_nccl_tree_back() -> None:
 
 
 def test_multi_stream_overlap_is_only_rejected_on_decode() -> None:
-    prefill = edited("prefill.sh", "export SGLANG_SM120", "export SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1\nexport SGLANG_SM120")
+    prefill = edited(
+        "prefill.sh", "export SGLANG_SM120", "export SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1\nexport SGLANG_SM120"
+    )
     assert scan("prefill.sh", prefill) == []
 
 
 def test_systemd_unit_and_argument_list_are_scanned() -> None:
     unit = edited("sglang-decode.service", "--tp-size 4", "--tp-size 4 --ep-size 4")
     assert [f.entry for f in scan("sglang-decode.service", unit)] == ["expert-parallel-ep4"]
-    unit = edited("sglang-decode.service", 'Environment="SGLANG_SM120_FLASHMLA_BACKEND=flashinfer"',
-                  'Environment="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=true"')
+    unit = edited(
+        "sglang-decode.service",
+        'Environment="SGLANG_SM120_FLASHMLA_BACKEND=flashinfer"',
+        'Environment="SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=true"',
+    )
     assert [f.entry for f in scan("sglang-decode.service", unit)] == ["multi-stream-overlap-decode"]
     args = json.loads((DEPLOY / "launch_args.json").read_text())
     args["args"] += ["--ep-size", "4"]
@@ -193,9 +264,11 @@ def test_systemd_unit_and_argument_list_are_scanned() -> None:
 
 
 def test_prose_naming_a_flag_in_python_is_not_a_use() -> None:
-    lines = [(1, '        "would run without it. Drop --enable-two-batch-overlap to serve this "'),
-             (2, "        enable_two_batch_overlap=cfg.enable_two_batch_overlap,"),
-             (3, "    ep_size = 1")]
+    lines = [
+        (1, '        "would run without it. Drop --enable-two-batch-overlap to serve this "'),
+        (2, "        enable_two_batch_overlap=cfg.enable_two_batch_overlap,"),
+        (3, "    ep_size = 1"),
+    ]
     assert reg.scan_lines(REGISTRY, lines, file="patches/0005.patch", target="python/sglang/x.py") == []
 
 
@@ -205,38 +278,57 @@ def test_ep1_and_multistream_off_are_fine() -> None:
 
 # -- revisit --------------------------------------------------------------------------------
 
+
 def entry(**changes: Any) -> reg.Rejection:
-    base = {"id": "x", "title": "t", "tried": "t", "verdict": "rejected", "reason": "r", "revisit": "r",
-            "evidence": [{"metric": "m", "change": "worse", "source": "s"}],
-            "knobs": [{"type": "flag", "name": "--x"}]}
+    base = {
+        "id": "x",
+        "title": "t",
+        "tried": "t",
+        "verdict": "rejected",
+        "reason": "r",
+        "revisit": "r",
+        "evidence": [{"metric": "m", "change": "worse", "source": "s"}],
+        "knobs": [{"type": "flag", "name": "--x"}],
+    }
     base.update(changes)
     return reg.Registry.from_dict({"schema": 1, "rejected": [base]}, file="r.toml").entries[0]
 
 
 def test_revisit_conditions_evaluate() -> None:
-    e = entry(revisit_when=[
-        {"version": ">=0.6", "why": "new major"},
-        {"file": "a.py", "regex": "NotImplementedError", "appears": False, "why": "wired now"},
-        {"file": "a.py", "regex": "def fast_path", "why": "fast path added"},
-        {"flag": "--hicache-size", "change": "removed", "why": "flag gone"},
-        {"flag": "--new-thing", "change": "added", "why": "flag added"},
-        {"observed": "364 B spill stores", "source": "measured here: a compile", "why": "spills"},
-    ])
+    e = entry(
+        revisit_when=[
+            {"version": ">=0.6", "why": "new major"},
+            {"file": "a.py", "regex": "NotImplementedError", "appears": False, "why": "wired now"},
+            {"file": "a.py", "regex": "def fast_path", "why": "fast path added"},
+            {"flag": "--hicache-size", "change": "removed", "why": "flag gone"},
+            {"flag": "--new-thing", "change": "added", "why": "flag added"},
+            {"observed": "364 B spill stores", "source": "measured here: a compile", "why": "spills"},
+        ]
+    )
     fields = {"python/sglang/srt/arg_groups/fields/memory.py": b"    hicache_size: A[\n        int, 'x'] = 0\n"}
-    old = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.5.23"),
-                           files={"a.py": b"raise NotImplementedError\n"}, field_files=fields)
+    old = reg.evaluate_all(
+        reg.Registry(entries=(e,)),
+        version=Version("0.5.23"),
+        files={"a.py": b"raise NotImplementedError\n"},
+        field_files=fields,
+    )
     assert [r.holds for r in old] == [False, False, False, False, False, True]
     assert old[-1].detail == "measured: 364 B spill stores (source: measured here: a compile)"
-    new = reg.evaluate_all(reg.Registry(entries=(e,)), version=Version("0.6.1"),
-                           files={"a.py": b"def fast_path(): ...\n"},
-                           field_files={"python/sglang/srt/arg_groups/fields/memory.py": b"    aliases=['--new-thing']\n"})
+    new = reg.evaluate_all(
+        reg.Registry(entries=(e,)),
+        version=Version("0.6.1"),
+        files={"a.py": b"def fast_path(): ...\n"},
+        field_files={"python/sglang/srt/arg_groups/fields/memory.py": b"    aliases=['--new-thing']\n"},
+    )
     assert [r.holds for r in new] == [True, True, True, True, True, True]
 
 
 # -- bad input ------------------------------------------------------------------------------
 
+
 def data() -> dict[str, Any]:
     import tomllib
+
     return tomllib.loads((REPO / "retread.toml").read_text())
 
 
@@ -250,8 +342,10 @@ def test_duplicate_ids() -> None:
     d = data()
     d["rejected"].append(copy.deepcopy(d["rejected"][0]))
     n = len(d["rejected"]) - 1
-    assert errors(d) == [f"retread.toml: entry index-topk-1024: rejected[{n}].id: duplicate entry id "
-                         "'index-topk-1024' (also rejected[0]) (hint: every rejected idea needs its own id)"]
+    assert errors(d) == [
+        f"retread.toml: entry index-topk-1024: rejected[{n}].id: duplicate entry id "
+        "'index-topk-1024' (also rejected[0]) (hint: every rejected idea needs its own id)"
+    ]
 
 
 def test_entry_without_reason_or_evidence() -> None:
@@ -260,19 +354,24 @@ def test_entry_without_reason_or_evidence() -> None:
     del d["rejected"][3]["evidence"]
     found = errors(d)
     assert "retread.toml: entry overlap-schedule: rejected[2].reason: missing required key" in found
-    assert any(e.startswith("retread.toml: entry attn-num-warps-8: rejected[3].evidence: missing required key")
-               for e in found)
+    assert any(
+        e.startswith("retread.toml: entry attn-num-warps-8: rejected[3].evidence: missing required key") for e in found
+    )
 
 
 def test_guard_pattern_that_is_not_a_regex() -> None:
     d = data()
     d["rejected"][2]["knobs"][1]["regex"] = "disable_overlap_schedule\\s*=(False"
-    assert any(e.startswith("retread.toml: entry overlap-schedule: rejected[2].knobs[1].regex: invalid regular "
-                            "expression") for e in errors(d))
+    assert any(
+        e.startswith("retread.toml: entry overlap-schedule: rejected[2].knobs[1].regex: invalid regular expression")
+        for e in errors(d)
+    )
     d = data()
     d["rejected"][3]["knobs"][0]["regex"] = "num_warps"
-    assert "retread.toml: entry attn-num-warps-8: rejected[3].knobs[0].regex: only pattern guards take a 'regex'; " \
-           "a config guard matches by name" in errors(d)
+    assert (
+        "retread.toml: entry attn-num-warps-8: rejected[3].knobs[0].regex: only pattern guards take a 'regex'; "
+        "a config guard matches by name" in errors(d)
+    )
     d = data()
     d["rejected"][6]["knobs"][0]["values"] = "[2-9"
     assert any("rejected[6].knobs[0].values: invalid regular expression '[2-9'" in e for e in errors(d))
@@ -334,14 +433,18 @@ def test_upstream_text_is_quoted_with_its_file_and_line_not_as_the_report() -> N
     e = REGISTRY.get("hicache-size-v4")
     quote = "DeepSeek V4 HiCache currently does not support --hicache-size"
     assert all(quote not in (m.change or "") for m in e.evidence)
-    assert f"'{quote}; use --hicache-ratio instead.' (mem_cache/hybrid_cache/hybrid_pool_assembler.py:660-664)" \
-        in e.reason
+    assert (
+        f"'{quote}; use --hicache-ratio instead.' (mem_cache/hybrid_cache/hybrid_pool_assembler.py:660-664)" in e.reason
+    )
 
 
 # (a file the registry cites, a line inside the cited range, the text the registry says is there)
 QUOTED = [
-    ("python/sglang/srt/mem_cache/hybrid_cache/hybrid_pool_assembler.py", 662,
-     "DeepSeek V4 HiCache currently does not support --hicache-size; "),
+    (
+        "python/sglang/srt/mem_cache/hybrid_cache/hybrid_pool_assembler.py",
+        662,
+        "DeepSeek V4 HiCache currently does not support --hicache-size; ",
+    ),
     ("python/sglang/srt/batch_overlap/operations_strategy.py", 182, "DeepseekV4 TBO only supports prefill (EXTEND)"),
     ("python/sglang/srt/models/deepseek_v4.py", 4262, "def _can_run_tbo(self"),
     ("python/sglang/srt/arg_groups/attention_hook.py", 599, "if cfg.enable_deterministic_inference:"),
@@ -353,7 +456,11 @@ QUOTED = [
     ("python/sglang/srt/state_capturer/indexer_topk.py", 33, "IndexerTopkCapturer now only supports DP attention"),
     ("python/sglang/srt/arg_groups/lora_hook.py", 244, "NEXTN has collapsed to EAGLE"),
     ("python/sglang/srt/layers/quantization/mxfp4.py", 427, 'self._fi_kernel = "cutlass_sm120"'),
-    ("python/sglang/srt/layers/quantization/mxfp4.py", 1341, "Prepare GPT-OSS MXFP4 experts for FlashInfer CUTLASS on SM120"),
+    (
+        "python/sglang/srt/layers/quantization/mxfp4.py",
+        1341,
+        "Prepare GPT-OSS MXFP4 experts for FlashInfer CUTLASS on SM120",
+    ),
     ("python/sglang/srt/layers/attention/dsv4/indexer.py", 1078, "head_dim_with_sf = 68 if use_fp4_indexer else 132"),
     ("python/sglang/srt/environ.py", 1907, "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP = EnvBool(True)"),
     ("python/sglang/srt/configs/deepseek_v4.py", 60, "index_topk: int = 512"),
@@ -363,8 +470,11 @@ QUOTED = [
     ("python/sglang/srt/arg_groups/fields/exec_.py", 691, "enable_torch_compile: A["),
     ("python/sglang/srt/arg_groups/fields/exec_.py", 1047, "enable_two_batch_overlap: A["),
     ("python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", 57, "return index_head_dim + index_head_dim // 128 * 4"),
-    ("python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py", 319,
-     "== ceil_div(self.page_size * bytes_per_token, 576) * 576"),
+    (
+        "python/sglang/srt/mem_cache/deepseek_v4_memory_pool.py",
+        319,
+        "== ceil_div(self.page_size * bytes_per_token, 576) * 576",
+    ),
 ]
 
 
@@ -375,17 +485,28 @@ def test_the_upstream_lines_the_registry_cites_say_what_it_quotes(real_cache: Pa
     tag = release_tag(real_cache, "sglang", "0.5.23")
 
     def show(path: str) -> list[str]:
-        res = subprocess.run(["git", "--git-dir", str(real_cache / "upstream.git"), "show", f"{tag}:{path}"],
-                             capture_output=True, text=True, check=True)
+        res = subprocess.run(
+            ["git", "--git-dir", str(real_cache / "upstream.git"), "show", f"{tag}:{path}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return res.stdout.splitlines()
 
-    names = subprocess.run(["git", "--git-dir", str(real_cache / "upstream.git"), "ls-tree", "-r", "--name-only",
-                            tag], capture_output=True, text=True, check=True).stdout.splitlines()
+    names = subprocess.run(
+        ["git", "--git-dir", str(real_cache / "upstream.git"), "ls-tree", "-r", "--name-only", tag],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     for path, line, text in QUOTED:
         assert text in show(path)[line - 1], (path, line, text)
-    cited = [(e.id, m) for e in REGISTRY.entries
-             for prose in (e.reason, e.revisit, e.tried, e.unguarded or "", *(c.why for c in e.revisit_when))
-             for m in CITATION.finditer(prose)]
+    cited = [
+        (e.id, m)
+        for e in REGISTRY.entries
+        for prose in (e.reason, e.revisit, e.tried, e.unguarded or "", *(c.why for c in e.revisit_when))
+        for m in CITATION.finditer(prose)
+    ]
     assert len(cited) >= 12
     covered = {(p, n) for p, n, _ in QUOTED}
     for ident, m in cited:
@@ -403,26 +524,52 @@ def test_the_upstream_lines_the_registry_cites_say_what_it_quotes(real_cache: Pa
 # so retread.toml spells these out; Python's re runs the originals as the oracle
 LOOKAROUND = [
     ("index-topk-1024", 0, r"(?!512$)[1-9]\d{3,}", [""], [*list("0123456789"), "512"]),
-    ("index-topk-1024", 1, r"index_topk:\s*int\s*=\s*(?!512\b)\d+", ["index_topk: int =", "index_topk:int= "],
-     [*list("0125 x_a"), "512"]),
-    ("mxfp4-base-checkpoint", 0, r"deepseek-ai/DeepSeek-V4-Flash(?![\w-])", ["deepseek-ai/DeepSeek-V4-Flash"],
-     list(" -_\"a/")),
-    ("nonfused-bf16-index-store", 0, r"(?<!def )\bstore_bf16_index_k_torch\(", ["store_bf16_index_k_torch("],
-     [*list("def x.("), "def ", "  "]),
-    ("restart-decode-alone", 0, r"\b(?:systemctl|docker(?:-compose|\s+compose)?|podman|kubectl\s+rollout)\s+"
-     r"(?:-\S+\s+)*restart\s+(?=[^#\n]*decode)(?![^#\n]*prefill)[^#\n]*",
-     ["systemctl restart ", "docker compose -d restart  ", "kubectl rollout restart"],
-     [*list(" #xdp\t"), "prefill", "decode", "pre", "prefil", "refill", "ppre"]),
-    ("restart-decode-alone", 1, r"^\s*Restart\s*=\s*(?!no\s*$)\S+|^\s*restart\s*:\s*[\"']?(?:always|on-failure|"
-     r"unless-stopped)\b|--restart[= ][\"']?(?:always|on-failure|unless-stopped)\b",
-     ["Restart=", " Restart = ", "restart: ", "--restart="], [*list(" no\t#x"), "always", "no", "unless-stopped"]),
+    (
+        "index-topk-1024",
+        1,
+        r"index_topk:\s*int\s*=\s*(?!512\b)\d+",
+        ["index_topk: int =", "index_topk:int= "],
+        [*list("0125 x_a"), "512"],
+    ),
+    (
+        "mxfp4-base-checkpoint",
+        0,
+        r"deepseek-ai/DeepSeek-V4-Flash(?![\w-])",
+        ["deepseek-ai/DeepSeek-V4-Flash"],
+        list(' -_"a/'),
+    ),
+    (
+        "nonfused-bf16-index-store",
+        0,
+        r"(?<!def )\bstore_bf16_index_k_torch\(",
+        ["store_bf16_index_k_torch("],
+        [*list("def x.("), "def ", "  "],
+    ),
+    (
+        "restart-decode-alone",
+        0,
+        r"\b(?:systemctl|docker(?:-compose|\s+compose)?|podman|kubectl\s+rollout)\s+"
+        r"(?:-\S+\s+)*restart\s+(?=[^#\n]*decode)(?![^#\n]*prefill)[^#\n]*",
+        ["systemctl restart ", "docker compose -d restart  ", "kubectl rollout restart"],
+        [*list(" #xdp\t"), "prefill", "decode", "pre", "prefil", "refill", "ppre"],
+    ),
+    (
+        "restart-decode-alone",
+        1,
+        r"^\s*Restart\s*=\s*(?!no\s*$)\S+|^\s*restart\s*:\s*[\"']?(?:always|on-failure|"
+        r"unless-stopped)\b|--restart[= ][\"']?(?:always|on-failure|unless-stopped)\b",
+        ["Restart=", " Restart = ", "restart: ", "--restart="],
+        [*list(" no\t#x"), "always", "no", "unless-stopped"],
+    ),
 ]
 
 
-@pytest.mark.parametrize(("entry", "knob", "original", "anchors", "pieces"), LOOKAROUND,
-                         ids=[f"{e}-{k}" for e, k, *_ in LOOKAROUND])
-def test_an_re2_rewrite_agrees_with_its_lookaround_original(entry: str, knob: int, original: str,
-                                                           anchors: list[str], pieces: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("entry", "knob", "original", "anchors", "pieces"), LOOKAROUND, ids=[f"{e}-{k}" for e, k, *_ in LOOKAROUND]
+)
+def test_an_re2_rewrite_agrees_with_its_lookaround_original(
+    entry: str, knob: int, original: str, anchors: list[str], pieces: list[str]
+) -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 

@@ -62,18 +62,33 @@ def recorded_split_launch(module: ModuleType) -> tuple[Any, dict[str, Any], dict
         mp.setattr(module, "_mma_sparse_decode_split", Recorder())
         mp.setattr(module, "_mma_sparse_decode_combine", Recorder())
         module.flash_mla_sparse_decode_mma(
-            torch.zeros(batch, 1, heads, 512, dtype=torch.bfloat16), cache(8, 256),
-            torch.zeros(batch, 1, 128, dtype=torch.int32), torch.full((batch,), 128, dtype=torch.int32), None, 512,
-            None, cache(8, 64), torch.zeros(batch, 1, 512, dtype=torch.int32),
-            torch.full((batch,), 512, dtype=torch.int32), target_ctas=0)
+            torch.zeros(batch, 1, heads, 512, dtype=torch.bfloat16),
+            cache(8, 256),
+            torch.zeros(batch, 1, 128, dtype=torch.int32),
+            torch.full((batch,), 128, dtype=torch.int32),
+            None,
+            512,
+            None,
+            cache(8, 64),
+            torch.zeros(batch, 1, 512, dtype=torch.int32),
+            torch.full((batch,), 512, dtype=torch.int32),
+            target_ctas=0,
+        )
     args, kwargs = next((a, k) for a, k in launches if "DIRECT" in k)
     names = list(kernel.arg_names)
     options = {k: kwargs.pop(k) for k in ("num_warps", "num_stages")}
     return kernel, {**dict(zip(names, args, strict=False)), **kwargs}, options
 
 
-def compile_resources(kernel: Any, values: dict[str, Any], options: dict[str, Any], tmp: Path, *,
-                      facts: bool, not_aligned: tuple[str, ...] = ()) -> dict[str, int]:
+def compile_resources(
+    kernel: Any,
+    values: dict[str, Any],
+    options: dict[str, Any],
+    tmp: Path,
+    *,
+    facts: bool,
+    not_aligned: tuple[str, ...] = (),
+) -> dict[str, int]:
     """ptxas's report for ``kernel`` compiled for sm_120a; ``facts``: with what a launch tells Triton."""
     import triton
     from triton._C.libtriton import native_specialize_impl
@@ -98,18 +113,29 @@ def compile_resources(kernel: Any, values: dict[str, Any], options: dict[str, An
         signature[name] = "i32" if kind == "constexpr" else kind
         if facts and key == "D" and name not in not_aligned:
             attrs[(i,)] = [["tt.divisibility", 16]]
-    compiled = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=attrs),
-                              target=GPUTarget("cuda", 120, 32), options={**options, "enable_fp_fusion": True})
+    compiled = triton.compile(
+        ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=attrs),
+        target=GPUTarget("cuda", 120, 32),
+        options={**options, "enable_fp_fusion": True},
+    )
     ptx = tmp / f"split-{facts}-{'-'.join(not_aligned)}.ptx"
     ptx.write_text(compiled.asm["ptx"])
     assert re.search(r"^\.target sm_120a\b", compiled.asm["ptx"], re.MULTILINE)
-    res = subprocess.run([str(ptxas), "-arch=sm_120a", "-v", str(ptx), "-o", str(ptx.with_suffix(".cubin"))],
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [str(ptxas), "-arch=sm_120a", "-v", str(ptx), "-o", str(ptx.with_suffix(".cubin"))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     usage = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", res.stdout + res.stderr)
     registers = re.search(r"Used (\d+) registers", res.stdout + res.stderr)
     assert usage is not None and registers is not None, res.stdout + res.stderr
-    return {"registers": int(registers.group(1)), "spill_stores": int(usage.group(1)),
-            "spill_loads": int(usage.group(2)), "shared": compiled.metadata.shared}
+    return {
+        "registers": int(registers.group(1)),
+        "spill_stores": int(usage.group(1)),
+        "spill_loads": int(usage.group(2)),
+        "shared": compiled.metadata.shared,
+    }
 
 
 def measure(tree: Path, tmp: Path) -> dict[str, Any]:
@@ -117,10 +143,13 @@ def measure(tree: Path, tmp: Path) -> dict[str, Any]:
     (``main``), since triton.language's helpers stay interpreter functions in a process where
     another test imported it under TRITON_INTERPRET=1."""
     kernel, values, options = recorded_split_launch(load_kernel_module(tree))
-    return {"options": options, "aligned": values["page_bytes"] % 16 == 0,
-            "launch": compile_resources(kernel, values, options, tmp, facts=True),
-            "unaligned": compile_resources(kernel, values, options, tmp, facts=True, not_aligned=("page_bytes",)),
-            "bare": compile_resources(kernel, values, options, tmp, facts=False)}
+    return {
+        "options": options,
+        "aligned": values["page_bytes"] % 16 == 0,
+        "launch": compile_resources(kernel, values, options, tmp, facts=True),
+        "unaligned": compile_resources(kernel, values, options, tmp, facts=True, not_aligned=("page_bytes",)),
+        "bare": compile_resources(kernel, values, options, tmp, facts=False),
+    }
 
 
 def main(argv: list[str]) -> None:
@@ -145,8 +174,19 @@ def test_mma_split_kernel_spills_only_without_the_launch_alignment(patched_tree:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # compile it, do not reuse a result
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), *sys.path])
-    res = subprocess.run([sys.executable, "-c", "import sys, test_registry_measured as m; m.main(sys.argv[1:])",
-                          str(patched_tree), str(tmp_path)], capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, test_registry_measured as m; m.main(sys.argv[1:])",
+            str(patched_tree),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-8000:]
     found = json.loads(res.stdout.strip().splitlines()[-1])
     launch, unaligned, bare = found["launch"], found["unaligned"], found["bare"]
@@ -159,6 +199,10 @@ def test_mma_split_kernel_spills_only_without_the_launch_alignment(patched_tree:
         assert unaligned == {"registers": 255, "spill_stores": 88, "spill_loads": 88, "shared": 34880}
         assert bare == {"registers": 255, "spill_stores": 364, "spill_loads": 356, "shared": 34880}
         text = REGISTRY.read_text()
-        for figure in ("246 registers, no spills, 36,928 B shared memory", "255 registers, 88 B spill stores",
-                       "255 registers, 364 B spill stores", f"kernel sha256 {MEASURED_KERNEL}"):
+        for figure in (
+            "246 registers, no spills, 36,928 B shared memory",
+            "255 registers, 88 B spill stores",
+            "255 registers, 364 B spill stores",
+            f"kernel sha256 {MEASURED_KERNEL}",
+        ):
             assert figure in text, figure

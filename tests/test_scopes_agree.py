@@ -55,8 +55,11 @@ def disagreements(files: Iterable[tuple[str, bytes]]) -> tuple[int, list[str]]:
 @pytest.mark.slow
 def test_agrees_with_ast_on_the_standard_library() -> None:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = ((str(p), p.read_bytes()) for p in sorted(stdlib.rglob("*.py"))
-             if "site-packages" not in p.relative_to(stdlib).parts)
+    files = (
+        (str(p), p.read_bytes())
+        for p in sorted(stdlib.rglob("*.py"))
+        if "site-packages" not in p.relative_to(stdlib).parts
+    )
     compared, found = disagreements(files)
     assert compared > 1000
     assert found == []
@@ -92,8 +95,24 @@ def string_literals(draw: st.DrawFn, *, multiline: bool = True) -> str:
     quote = draw(st.sampled_from(["'", '"', "'''", '"""'] if multiline else ["'", '"']))
     own, other = quote[0], "'" if quote[0] == '"' else '"'
     raw, is_bytes, is_f = "r" in prefix.lower(), "b" in prefix.lower(), "f" in prefix.lower()
-    pieces = ["(", ")]", "[", " # ", "def g():", "class C:", other, other * 3, "\\" + own, "\\\\", "\\n",
-              "\\\n", ":", "!", "=", "\t"]
+    pieces = [
+        "(",
+        ")]",
+        "[",
+        " # ",
+        "def g():",
+        "class C:",
+        other,
+        other * 3,
+        "\\" + own,
+        "\\\\",
+        "\\n",
+        "\\\n",
+        ":",
+        "!",
+        "=",
+        "\t",
+    ]
     if not is_bytes:
         pieces += ["\u00e9", "\u2028"]
     if not is_bytes and not raw:
@@ -103,14 +122,32 @@ def string_literals(draw: st.DrawFn, *, multiline: bool = True) -> str:
     if not is_f:
         pieces += ["{", "}", "{x:"]
     else:
-        pieces += ["{{", "}}", "{x}", "{x!r}", "{x:>10}", "{x:{w}.{p}}", "{x:#x}", "{x=}", "{a if b else c}",
-                   f"{{d[{other}k{other}]}}", f"{{ {{{other}a{other}: 1}}[{other}a{other}] }}",
-                   f"{{x:{other}>10}}", "{(lambda: 1)()}", f"{{x!r:{{{other}<{other}}}{{w}}}}"]
+        pieces += [
+            "{{",
+            "}}",
+            "{x}",
+            "{x!r}",
+            "{x:>10}",
+            "{x:{w}.{p}}",
+            "{x:#x}",
+            "{x=}",
+            "{a if b else c}",
+            f"{{d[{other}k{other}]}}",
+            f"{{ {{{other}a{other}: 1}}[{other}a{other}] }}",
+            f"{{x:{other}>10}}",
+            "{(lambda: 1)()}",
+            f"{{x!r:{{{other}<{other}}}{{w}}}}",
+        ]
         if len(quote) == 3:
             pieces.append("{\nx\n}")
         if sys.version_info >= (3, 12):  # PEP 701: a field may reuse the quote, span lines, hold comments
-            pieces += [f"{{d[{own}k{own}]}}", f"{{ {own}{{{own} }}", f"{{f{own}{{x}}{own}}}",
-                       f"{{x  # a comment with a {own}\n}}", f"{{\n{own}\\n{own}.join([])\n}}"]
+            pieces += [
+                f"{{d[{own}k{own}]}}",
+                f"{{ {own}{{{own} }}",
+                f"{{f{own}{{x}}{own}}}",
+                f"{{x  # a comment with a {own}\n}}",
+                f"{{\n{own}\\n{own}.join([])\n}}",
+            ]
     return prefix + quote + "".join(draw(st.lists(st.sampled_from(pieces), max_size=6))) + quote
 
 
@@ -138,8 +175,10 @@ def blocks(draw: st.DrawFn, level: int, unit: str, room: int) -> list[str]:
                     lines.append(f"{draw(anywhere)}# a comment in brackets: '''")
             lines.append(f"{draw(anywhere)})")
         elif kind == "backslash":
-            lines += [f"{pad}{name} = {draw(string_literals(multiline=False))} + \\",
-                      f"{draw(anywhere)}{draw(string_literals())}"]
+            lines += [
+                f"{pad}{name} = {draw(string_literals(multiline=False))} + \\",
+                f"{draw(anywhere)}{draw(string_literals())}",
+            ]
         elif kind == "docstring":
             lines.append(pad + draw(string_literals()))
         elif kind == "comment":
@@ -147,13 +186,24 @@ def blocks(draw: st.DrawFn, level: int, unit: str, room: int) -> list[str]:
         elif kind == "blank":
             lines.append(draw(st.sampled_from(["", "  ", "\t"])))
         elif kind == "one-liner":
-            lines.append(draw(st.sampled_from([f"{pad}def {name}(a={draw(string_literals())}): return a",
-                                               f"{pad}class {name}: x = {draw(string_literals())}"])))
+            lines.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            f"{pad}def {name}(a={draw(string_literals())}): return a",
+                            f"{pad}class {name}: x = {draw(string_literals())}",
+                        ]
+                    )
+                )
+            )
         else:
             if kind in ("def", "class") and draw(st.booleans()):
                 lines += [f"{pad}@decorate(", f"{draw(anywhere)}{draw(string_literals())})"]
-            header = {"def": draw(st.sampled_from([f"def {name}(p=", f"async  def {name}(p="])),
-                      "class": f"class {name}(", "if": "if ("}[kind]
+            header = {
+                "def": draw(st.sampled_from([f"def {name}(p=", f"async  def {name}(p="])),
+                "class": f"class {name}(",
+                "if": "if (",
+            }[kind]
             lines.append(f"{pad}{header}{draw(string_literals())}")
             lines.append(f"{draw(anywhere)}):")
             lines += draw(blocks(level + 1, unit, room - 1))
@@ -177,7 +227,9 @@ def test_agrees_with_ast_on_generated_programs(source: str) -> None:
     assert scopes(source) == ast_scopes(source)
 
 
-PYTHONISH = st.lists(st.sampled_from([*"'\"\\#{}()[]:!=\n\r\t\x0c frRbBuUtT_xN", "def ", "class ", "async "])).map("".join)
+PYTHONISH = st.lists(st.sampled_from([*"'\"\\#{}()[]:!=\n\r\t\x0c frRbBuUtT_xN", "def ", "class ", "async "])).map(
+    "".join
+)
 
 
 def _sound(source: str) -> None:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM_FILES, Demo, demo_pin, edit
+from helpers import Index, git, leftover_state, make_sdist, sha256, snapshot, write_tree
 from patchtool.errors import InvalidInput
 from patchtool.names import PrefixTemplate
 from patchtool.project.pins import Pin, pin_to_toml
-from patchtool.testing import Index, git, leftover_state, make_sdist, sha256, snapshot, write_tree
 from patchtool.versions import parse_version
 
 
@@ -60,10 +60,20 @@ def sdist_demo(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Demo]
 
 # -- the template, as data --------------------------------------------------------------------
 
+
 def pin_data(prefix_from: str) -> dict[str, object]:
-    return {"schema": 1, "name": "demo", "version": "1.0",
-            "artifact": {"distribution": "demo", "version": "1.0", "filename": "demo-1.0.tar.gz", "sha256": "a" * 64,
-                         "prefix": {"from": prefix_from, "to": ""}}}
+    return {
+        "schema": 1,
+        "name": "demo",
+        "version": "1.0",
+        "artifact": {
+            "distribution": "demo",
+            "version": "1.0",
+            "filename": "demo-1.0.tar.gz",
+            "sha256": "a" * 64,
+            "prefix": {"from": prefix_from, "to": ""},
+        },
+    }
 
 
 def test_a_version_template_is_the_artifacts_version_wherever_the_prefix_is_used() -> None:
@@ -73,12 +83,15 @@ def test_a_version_template_is_the_artifacts_version_wherever_the_prefix_is_used
     assert 'prefix = { from = "demo-{version}/src/", to = "" }' in pin_to_toml(pin)  # written as read
 
 
-@pytest.mark.parametrize(("prefix_from", "why"), [
-    ("demo-{name}/", "'demo-{name}/': the only placeholder a prefix may hold is {version}"),
-    ("demo-{version/", "'demo-{version/': the only placeholder a prefix may hold is {version}"),
-    ("{version}", "'1.0' must end with '/' (at version 1.0)"),
-    ("../{version}/", "path '../1.0' escapes the tree (at version 1.0)"),
-])
+@pytest.mark.parametrize(
+    ("prefix_from", "why"),
+    [
+        ("demo-{name}/", "'demo-{name}/': the only placeholder a prefix may hold is {version}"),
+        ("demo-{version/", "'demo-{version/': the only placeholder a prefix may hold is {version}"),
+        ("{version}", "'1.0' must end with '/' (at version 1.0)"),
+        ("../{version}/", "path '../1.0' escapes the tree (at version 1.0)"),
+    ],
+)
 def test_a_prefix_template_other_than_version_is_refused_naming_the_file_and_key(prefix_from: str, why: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         Pin.from_dict(pin_data(prefix_from), name="demo-1.0", file="upstream-pins/demo-1.0.toml")
@@ -87,20 +100,24 @@ def test_a_prefix_template_other_than_version_is_refused_naming_the_file_and_key
     assert problem.message == why
 
 
-@pytest.mark.parametrize(("literal", "template"), [
-    ("setuptools-58.0.2/", "setuptools-{version}/"),
-    ("attrs-58.0.2/src/", "attrs-{version}/src/"),
-    ("sglang/", "sglang/"),  # a wheel's package directory names no version
-    ("58.0.2/", "58.0.2/"),  # no stem
-    ("a-58.0.2x/", "a-58.0.2x/"),
-    ("", ""),
-    ("attrs-{version}/src/", "attrs-{version}/src/"),
-])
+@pytest.mark.parametrize(
+    ("literal", "template"),
+    [
+        ("setuptools-58.0.2/", "setuptools-{version}/"),
+        ("attrs-58.0.2/src/", "attrs-{version}/src/"),
+        ("sglang/", "sglang/"),  # a wheel's package directory names no version
+        ("58.0.2/", "58.0.2/"),  # no stem
+        ("a-58.0.2x/", "a-58.0.2x/"),
+        ("", ""),
+        ("attrs-{version}/src/", "attrs-{version}/src/"),
+    ],
+)
 def test_a_legacy_sdist_prefix_is_generalised_for_other_releases(literal: str, template: str) -> None:
     assert PrefixTemplate(literal).generalised(parse_version("58.0.2")) == template
 
 
 # -- moves between releases ---------------------------------------------------------------------
+
 
 def test_scan_and_rebase_to_latest_see_sdist_releases_and_move_the_prefix(sdist_demo: Demo) -> None:
     add_sdist(sdist_demo, "1.1")
@@ -110,8 +127,9 @@ def test_scan_and_rebase_to_latest_see_sdist_releases_and_move_the_prefix(sdist_
     assert scan.returncode == 0, scan.stdout + scan.stderr
     report = json.loads(scan.stdout)["data"]
     assert report["versions"] == ["1.0", "1.1", "1.2"]
-    assert report["matrix"] == {"greet": {"1.0": "applied unchanged", "1.1": "applied unchanged",
-                                          "1.2": "applied unchanged"}}
+    assert report["matrix"] == {
+        "greet": {"1.0": "applied unchanged", "1.1": "applied unchanged", "1.2": "applied unchanged"}
+    }
     newest = sdist_demo.run("scan", "--newest", "2", "--json")
     assert newest.returncode == 0 and json.loads(newest.stdout)["data"]["versions"] == ["1.1", "1.2"]
     res = sdist_demo.run("rebase", "--to", "latest")
@@ -129,8 +147,11 @@ def test_pin_add_writes_a_template_for_an_sdist(sdist_demo: Demo) -> None:
     res = sdist_demo.run("pin", "add", "1.1")
     assert res.returncode == 0, res.stdout + res.stderr
     art = tomllib.loads((sdist_demo.root / "upstream-pins/demo-1.1.toml").read_text())["artifact"]
-    assert (art["filename"], art["sha256"], art["prefix"]) == (sdist.name, sha256(sdist),
-                                                               {"from": "demo-{version}/", "to": ""})
+    assert (art["filename"], art["sha256"], art["prefix"]) == (
+        sdist.name,
+        sha256(sdist),
+        {"from": "demo-{version}/", "to": ""},
+    )
     check = sdist_demo.run("check", "--pin", "demo-1.1")
     assert check.returncode == 0, check.stdout + check.stderr
 
@@ -152,11 +173,15 @@ def test_a_pin_file_of_the_target_release_is_used_as_it_is(sdist_demo: Demo) -> 
 def test_a_target_pin_file_of_another_release_is_refused(sdist_demo: Demo) -> None:
     sdist = add_sdist(sdist_demo, "1.1")
     (sdist_demo.root / "upstream-pins/demo-1.1.toml").write_text(
-        sdist_pin(sdist_demo.index, sdist_demo.wheel, "1.0", "demo-{version}/"))
+        sdist_pin(sdist_demo.index, sdist_demo.wheel, "1.0", "demo-{version}/")
+    )
     before = snapshot(sdist_demo.root)
     assert sdist.exists()
     res = sdist_demo.run("rebase", "--to", "1.1")
-    assert (res.returncode, res.stderr) == (1, "error: upstream-pins/demo-1.1.toml: upstream-pins/demo-1.1.toml "
-                                               "pins demo 1.0, not demo 1.1 (hint: a pin for demo 1.1 is named "
-                                               "demo-1.1)\n")
+    assert (res.returncode, res.stderr) == (
+        1,
+        "error: upstream-pins/demo-1.1.toml: upstream-pins/demo-1.1.toml "
+        "pins demo 1.0, not demo 1.1 (hint: a pin for demo 1.1 is named "
+        "demo-1.1)\n",
+    )
     assert snapshot(sdist_demo.root) == before

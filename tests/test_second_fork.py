@@ -28,16 +28,24 @@ def reachable() -> None:
         with urllib.request.urlopen(f"{DEFAULT_INDEX}/six/", timeout=30) as answer:
             answer.read(1)
     except OSError as exc:
-        pytest.skip(f"the package index {DEFAULT_INDEX} is unreachable from here ({exc}); the second fork "
-                    "needs the real six releases")
+        pytest.skip(
+            f"the package index {DEFAULT_INDEX} is unreachable from here ({exc}); the second fork "
+            "needs the real six releases"
+        )
 
 
 def run(where: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(cache), "GIT_AUTHOR_NAME": "Fork Maintainer",
-           "GIT_AUTHOR_EMAIL": "fork@example.org", "GIT_COMMITTER_NAME": "Fork Maintainer",
-           "GIT_COMMITTER_EMAIL": "fork@example.org"}
-    return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=where, capture_output=True, text=True,
-                          env=env, check=False)
+    env = {
+        **os.environ,
+        "PATCHTOOL_CACHE_DIR": str(cache),
+        "GIT_AUTHOR_NAME": "Fork Maintainer",
+        "GIT_AUTHOR_EMAIL": "fork@example.org",
+        "GIT_COMMITTER_NAME": "Fork Maintainer",
+        "GIT_COMMITTER_EMAIL": "fork@example.org",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "patchtool", *args], cwd=where, capture_output=True, text=True, env=env, check=False
+    )
 
 
 def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
@@ -48,21 +56,38 @@ def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
 def write_the_patch(where: Path, cache: Path) -> None:
     """The maintainer's way: a checkout, a new patch, the change amended into it, export."""
     assert run(where, cache, "checkout").returncode == 0
-    new = run(where, cache, "new", "doc-marker", "--kind", "operations", "--owner", "fork", "--why",
-              "mark the fork's docs", "--applies-to", f">={FIRST}", "--drop-when", "never")
+    new = run(
+        where,
+        cache,
+        "new",
+        "doc-marker",
+        "--kind",
+        "operations",
+        "--owner",
+        "fork",
+        "--why",
+        "mark the fork's docs",
+        "--applies-to",
+        f">={FIRST}",
+        "--drop-when",
+        "never",
+    )
     assert new.returncode == 0, new.stdout + new.stderr
     module = where / "work/series/six.py"
     text = module.read_text()
     assert text.count(DOCSTRING) == 1
     module.write_text(text.replace(DOCSTRING, '    """Add documentation to a function (fork)."""\n'))
-    subprocess.run(["git", "commit", "-q", "-a", "--amend", "--no-edit"], cwd=where / "work/series", check=True,
-                   env={**os.environ, "GIT_COMMITTER_NAME": "F", "GIT_COMMITTER_EMAIL": "f@example.org"})
+    subprocess.run(
+        ["git", "commit", "-q", "-a", "--amend", "--no-edit"],
+        cwd=where / "work/series",
+        check=True,
+        env={**os.environ, "GIT_COMMITTER_NAME": "F", "GIT_COMMITTER_EMAIL": "f@example.org"},
+    )
     exported = run(where, cache, "export")
     assert exported.returncode == 0, exported.stdout + exported.stderr
 
 
-def test_a_fork_of_six_from_init_to_a_rebase_across_releases(reachable: None, real_cache: Path,
-                                                             tmp_path: Path) -> None:
+def test_a_fork_of_six_from_init_to_a_rebase_across_releases(reachable: None, real_cache: Path, tmp_path: Path) -> None:
     where = tmp_path / "six-fork"
     where.mkdir()
     made = ok(run(where, real_cache, "init", "--upstream", f"six=={FIRST}", "--sdist", "--json"))
@@ -76,8 +101,13 @@ def test_a_fork_of_six_from_init_to_a_rebase_across_releases(reachable: None, re
 
     scanned = ok(run(where, real_cache, "scan", "--versions", f"{FIRST}..{LAST}", "--json"))
     assert scanned["versions"] == [FIRST, MIDDLE, LAST]  # sdist releases, listed for an sdist pin
-    assert scanned["matrix"] == {"doc-marker": {FIRST: "applied unchanged", MIDDLE: "applied with shifted context",
-                                                LAST: "applied with shifted context"}}, scanned
+    assert scanned["matrix"] == {
+        "doc-marker": {
+            FIRST: "applied unchanged",
+            MIDDLE: "applied with shifted context",
+            LAST: "applied with shifted context",
+        }
+    }, scanned
 
     rebased = ok(run(where, real_cache, "rebase", "--to", LAST, "--json"))
     assert (rebased["status"], rebased["new_pin"]) == ("done", f"six-{LAST}"), rebased
@@ -89,16 +119,14 @@ def test_a_fork_of_six_from_init_to_a_rebase_across_releases(reachable: None, re
     assert [r["outcome"] for r in final["applies"]] == ["applied"] and final["problems"] == []
 
 
-def test_a_wheel_pinned_fork_of_six_moves_to_a_later_wheel(reachable: None, real_cache: Path,
-                                                          tmp_path: Path) -> None:
+def test_a_wheel_pinned_fork_of_six_moves_to_a_later_wheel(reachable: None, real_cache: Path, tmp_path: Path) -> None:
     where = tmp_path / "six-wheel-fork"
     where.mkdir()
     made = ok(run(where, real_cache, "init", "--upstream", f"six=={MIDDLE}", "--wheel", "--json"))
     assert made["artifact"]["filename"] == f"six-{MIDDLE}-py2.py3-none-any.whl"
     assert made["artifact"]["prefix"] == {"from": "", "to": "", "at_version": ""}
     write_the_patch(where, real_cache)
-    assert ok(run(where, real_cache, "scan", "--versions", f"{MIDDLE}..{LAST}", "--json"))["versions"] == [MIDDLE,
-                                                                                                           LAST]
+    assert ok(run(where, real_cache, "scan", "--versions", f"{MIDDLE}..{LAST}", "--json"))["versions"] == [MIDDLE, LAST]
     rebased = ok(run(where, real_cache, "rebase", "--to", LAST, "--json"))
     assert rebased["status"] == "done", rebased
     pin = tomllib.loads((where / f"upstream-pins/six-{LAST}.toml").read_text())

@@ -22,13 +22,29 @@ PLAIN = Style(False)
 
 def patch(pid: str, *, gpu: bool = False) -> PatchStatus:
     checks = (GpuCheck(run="pytest tests/gpu/test_x.py", expect="passes"),) if gpu else ()
-    return PatchStatus(id=pid, kind="bugfix", upstream="pending", files=("pkg/a.py",), added=2, removed=1,
-                       applies="applied", gpu_verification=checks, gpu_evidence=((),) * len(checks))
+    return PatchStatus(
+        id=pid,
+        kind="bugfix",
+        upstream="pending",
+        files=("pkg/a.py",),
+        added=2,
+        removed=1,
+        applies="applied",
+        gpu_verification=checks,
+        gpu_evidence=((),) * len(checks),
+    )
 
 
 def status(*patches: PatchStatus) -> StatusReport:
-    return StatusReport(pin="pkg-1.0", upstream="pkg", version="1.0", base="0" * 40, source="artifact",
-                        patches=patches, series=SeriesResult(base="0" * 40, results=()))
+    return StatusReport(
+        pin="pkg-1.0",
+        upstream="pkg",
+        version="1.0",
+        base="0" * 40,
+        source="artifact",
+        patches=patches,
+        series=SeriesResult(base="0" * 40, results=()),
+    )
 
 
 def header(text: str) -> str:
@@ -50,8 +66,10 @@ def scan(versions: int, patches: int, pid: str = "0001-a-patch-with-a-long-descr
     vs = tuple(f"0.5.{13 + i}" for i in range(versions))
     ids = tuple(f"{pid}-{n}" for n in range(patches))
     outcomes = [PatchOutcome.UNCHANGED, PatchOutcome.SHIFTED, PatchOutcome.MERGED, PatchOutcome.CONFLICT]
-    steps = {p: {v: Step(id=p, file=f"patches/{p}.patch", outcome=outcomes[(i + j) % 4]) for j, v in enumerate(vs)}
-             for i, p in enumerate(ids)}
+    steps = {
+        p: {v: Step(id=p, file=f"patches/{p}.patch", outcome=outcomes[(i + j) % 4]) for j, v in enumerate(vs)}
+        for i, p in enumerate(ids)
+    }
     return ScanReport(pin="sglang-0.5.12", versions=vs, patches=ids, steps=steps)
 
 
@@ -86,6 +104,8 @@ def test_the_status_of_a_fork_without_gpu_checks_shows_no_gpu_column(one_patch: 
 
 def test_the_scan_table_says_each_outcome_in_the_word_the_html_page_uses() -> None:
     versions = tuple(f"0.5.{13 + i}" for i in range(len(PatchOutcome)))
-    steps = {"p": {v: Step(id="p", file="patches/p.patch", outcome=o) for v, o in zip(versions, PatchOutcome, strict=True)}}
+    steps = {
+        "p": {v: Step(id="p", file="patches/p.patch", outcome=o) for v, o in zip(versions, PatchOutcome, strict=True)}
+    }
     text = tables.scan_table(ScanReport(pin="sglang-0.5.12", versions=versions, patches=("p",), steps=steps), PLAIN)
     assert " ".join(cells(text, "p ")) == " ".join(["p", *(LOOKS[o].word for o in PatchOutcome)])

@@ -10,12 +10,23 @@ from pathlib import Path
 
 import pytest
 
+from helpers import git
 from patchtool.diff import model, textpatch
-from patchtool.testing import git
 
 # a form feed and U+2028 inside lines: git does not end a line there, str.splitlines would
-WORDS = ["alpha", "beta", "gamma", "delta", "return x", "pass", "x += 1", "", "    y = f(x)", "page\x0cbreak",
-         "uni\u2028line"]
+WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "return x",
+    "pass",
+    "x += 1",
+    "",
+    "    y = f(x)",
+    "page\x0cbreak",
+    "uni\u2028line",
+]
 
 
 def random_file(rng: random.Random, n: int) -> list[str]:
@@ -31,7 +42,7 @@ def edit(rng: random.Random, lines: list[str], count: int) -> list[str]:
         if kind < 0.4:
             out[at:at] = [f"inserted {rng.randrange(1000)}\n" for _ in range(rng.randint(1, 4))]
         elif kind < 0.7 and at < len(out):
-            del out[at:at + rng.randint(1, 3)]
+            del out[at : at + rng.randint(1, 3)]
         elif at < len(out):
             out[at] = f"changed {rng.randrange(1000)}\n"
     return out
@@ -40,16 +51,27 @@ def edit(rng: random.Random, lines: list[str], count: int) -> list[str]:
 def git_diff(tmp: Path, old: list[str], new: list[str]) -> str:
     (tmp / "a").write_text("".join(old), encoding="utf-8")
     (tmp / "b").write_text("".join(new), encoding="utf-8")
-    res = subprocess.run(["git", "diff", "--no-index", "--no-color", "a", "b"], cwd=tmp, capture_output=True,
-                         text=True, encoding="utf-8", check=False)
+    res = subprocess.run(
+        ["git", "diff", "--no-index", "--no-color", "a", "b"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=False,
+    )
     return res.stdout.replace("a/a", "a/f").replace("b/b", "b/f")
 
 
 def git_apply(tmp: Path, target: list[str], patch: str, *, reverse: bool) -> tuple[str | None, list[str]]:
     (tmp / "f").write_text("".join(target), encoding="utf-8")
     (tmp / "p.patch").write_text(patch, encoding="utf-8")
-    res = subprocess.run(["git", "apply", "--verbose", *(["--reverse"] if reverse else []), "p.patch"], cwd=tmp,
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        ["git", "apply", "--verbose", *(["--reverse"] if reverse else []), "p.patch"],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     moved = [line.strip() for line in res.stderr.splitlines() if "offset" in line]
     return ((tmp / "f").read_text(encoding="utf-8") if res.returncode == 0 else None), moved
 
@@ -77,8 +99,11 @@ def test_apply_agrees_with_git_apply(tmp_path: Path, reverse: bool) -> None:
         verdicts[want is not None] += 1
         if got is not None:
             assert "".join(got.lines) == want
-            ours = [f"Hunk #{n} succeeded at {at + 1} (offset {off} line{'' if off == 1 else 's'})."
-                    for n, (at, off) in enumerate(zip(got.starts, got.offsets, strict=True), 1) if off]
+            ours = [
+                f"Hunk #{n} succeeded at {at + 1} (offset {off} line{'' if off == 1 else 's'})."
+                for n, (at, off) in enumerate(zip(got.starts, got.offsets, strict=True), 1)
+                if off
+            ]
             assert ours == moved
     assert verdicts[True] > 40 and verdicts[False] > 10  # both kinds were exercised
 
@@ -94,11 +119,13 @@ def test_no_newline_at_end_of_file(tmp_path: Path) -> None:
 
 
 def test_parse_reads_new_deleted_renamed_and_binary_files() -> None:
-    diff = ("diff --git a/new.py b/new.py\nnew file mode 100644\nindex 0000000..e69de29\n--- /dev/null\n"
-            "+++ b/new.py\n@@ -0,0 +1 @@\n+x = 1\n"
-            "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-y\n"
-            "diff --git a/a.py b/b.py\nsimilarity index 90%\nrename from a.py\nrename to b.py\n"
-            "diff --git a/img.png b/img.png\nBinary files a/img.png and b/img.png differ\n")
+    diff = (
+        "diff --git a/new.py b/new.py\nnew file mode 100644\nindex 0000000..e69de29\n--- /dev/null\n"
+        "+++ b/new.py\n@@ -0,0 +1 @@\n+x = 1\n"
+        "diff --git a/old.py b/old.py\ndeleted file mode 100644\n--- a/old.py\n+++ /dev/null\n@@ -1 +0,0 @@\n-y\n"
+        "diff --git a/a.py b/b.py\nsimilarity index 90%\nrename from a.py\nrename to b.py\n"
+        "diff --git a/img.png b/img.png\nBinary files a/img.png and b/img.png differ\n"
+    )
     new, old, moved, binary = model.parse(diff).files
     assert (new.old_path, new.new_path, len(new.hunks)) == (None, "new.py", 1)
     assert (old.old_path, old.new_path) == ("old.py", None)
@@ -117,12 +144,15 @@ def test_diff_blocks_rebuild_the_new_text_and_match_difflib() -> None:
         rebuilt, at = [], 0
         for blk in blocks:
             assert at <= blk.a_start and (blk.a_start, blk.b_start) != (blk.a_end, blk.b_end)
-            rebuilt += a[at:blk.a_start] + b[blk.b_start:blk.b_end]
+            rebuilt += a[at : blk.a_start] + b[blk.b_start : blk.b_end]
             at = blk.a_end
         assert rebuilt + a[at:] == b
         # no bigger than difflib's answer: the changed lines are the edits, not their surroundings
-        theirs = sum(i2 - i1 + j2 - j1 for tag, i1, i2, j1, j2 in
-                     difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if tag != "equal")
+        theirs = sum(
+            i2 - i1 + j2 - j1
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if tag != "equal"
+        )
         ours = sum(blk.a_end - blk.a_start + blk.b_end - blk.b_start for blk in blocks)
         assert ours <= theirs + 2 * len(blocks)
 
@@ -136,5 +166,8 @@ def test_diff_locates_far_apart_edits_in_a_large_file() -> None:
     b.insert(100, "    first\n")
     blocks = textpatch.diff(a, b)
     assert [(x.a_start, x.a_end, x.b_start, x.b_end) for x in blocks] == [
-        (100, 100, 100, 101), (3000, 3001, 3001, 3002), (5000, 5000, 5001, 5002)]
+        (100, 100, 100, 101),
+        (3000, 3001, 3001, 3002),
+        (5000, 5000, 5001, 5002),
+    ]
     assert b[5001] == "    added = True\n"

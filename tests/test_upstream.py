@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from helpers import Index, git, make_wheel, sha256
 from patchtool.errors import InvalidInput, UpstreamError
 from patchtool.git import Ident
 from patchtool.project.pins import Pin
-from patchtool.testing import Index, git, make_wheel, sha256
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.index import Fetcher
 from patchtool.urls import SourceUrl
@@ -19,8 +19,14 @@ FILES = {"demo/__init__.py": "x = 1\n", "demo/run.sh": "#!/bin/sh\n", "other/ski
 
 
 def pin_dict(wheel: Path, index: str, **art: Any) -> dict[str, Any]:
-    artifact = {"index": index, "distribution": "demo", "version": "1.0", "filename": wheel.name,
-                "sha256": sha256(wheel), "prefix": {"from": "demo/", "to": "python/demo/"}} | art
+    artifact = {
+        "index": index,
+        "distribution": "demo",
+        "version": "1.0",
+        "filename": wheel.name,
+        "sha256": sha256(wheel),
+        "prefix": {"from": "demo/", "to": "python/demo/"},
+    } | art
     return {"schema": 1, "name": "demo", "version": "1.0", "artifact": artifact}
 
 
@@ -45,25 +51,36 @@ def import_tags(cache: Cache) -> list[str]:
 def test_pin_parses_both_sources(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES)
     data = pin_dict(wheel, "https://pypi.org/simple") | {
-        "git": {"url": "https://example.org/demo", "tag": "v1.0", "commit": "a" * 40}}
+        "git": {"url": "https://example.org/demo", "tag": "v1.0", "commit": "a" * 40}
+    }
     pin = Pin.from_dict(data, name="demo-1.0", file="upstream-pins/demo-1.0.toml")
     assert pin.use == "artifact" and pin.git and pin.git.commit == "a" * 40
     assert pin.artifact and pin.artifact.prefix_to == "python/demo/"
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"sha256": "abc"}, "artifact.sha256: 'abc' is not a sha256 hex digest"),
-    ({"filename": "demo-1.1-py3-none-any.whl"}, "artifact.filename: 'demo-1.1-py3-none-any.whl' is demo 1.1, not demo 1.0"),
-    ({"filename": "demo.zip"}, "artifact.filename: 'demo.zip' is neither a wheel nor an sdist file name"),
-    ({"prefix": {"from": "demo", "to": "python/demo/"}}, "artifact.prefix.from: 'demo' must end with '/'"),
-    ({"version": "2.0", "filename": "demo-2.0-py3-none-any.whl"}, "artifact.version: artifact version 2.0 differs from the pin's 1.0"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"sha256": "abc"}, "artifact.sha256: 'abc' is not a sha256 hex digest"),
+        (
+            {"filename": "demo-1.1-py3-none-any.whl"},
+            "artifact.filename: 'demo-1.1-py3-none-any.whl' is demo 1.1, not demo 1.0",
+        ),
+        ({"filename": "demo.zip"}, "artifact.filename: 'demo.zip' is neither a wheel nor an sdist file name"),
+        ({"prefix": {"from": "demo", "to": "python/demo/"}}, "artifact.prefix.from: 'demo' must end with '/'"),
+        (
+            {"version": "2.0", "filename": "demo-2.0-py3-none-any.whl"},
+            "artifact.version: artifact version 2.0 differs from the pin's 1.0",
+        ),
+    ],
+)
 def test_pin_errors_name_the_key(tmp_path: Path, change: dict[str, Any], message: str) -> None:
     wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES)
     with pytest.raises(InvalidInput) as exc:
         Pin.from_dict(pin_dict(wheel, "x", **change), name="demo-1.0", file="upstream-pins/demo-1.0.toml")
-    assert any(p.render().startswith(f"upstream-pins/demo-1.0.toml: {message}") for p in exc.value.problems), \
-        [p.render() for p in exc.value.problems]
+    assert any(p.render().startswith(f"upstream-pins/demo-1.0.toml: {message}") for p in exc.value.problems), [
+        p.render() for p in exc.value.problems
+    ]
 
 
 def test_git_source_needs_commit_when_used() -> None:
@@ -102,9 +119,11 @@ def test_an_index_serving_only_pep_503_html_is_read(tmp_path: Path, served) -> N
     from_json = PackageIndex(fast()).files(pin.artifact)
     index.html = True
     from_html = PackageIndex(fast()).files(pin.artifact)
-    assert [(e["filename"], e["url"].text, e["hashes"]) for e in from_html] == \
-        [(e["filename"], e["url"].text, e["hashes"]) for e in from_json] == \
-        [(wheel.name, f"{index.url[:-7]}/files/{wheel.name}", {"sha256": sha256(wheel)})]
+    assert (
+        [(e["filename"], e["url"].text, e["hashes"]) for e in from_html]
+        == [(e["filename"], e["url"].text, e["hashes"]) for e in from_json]
+        == [(wheel.name, f"{index.url[:-7]}/files/{wheel.name}", {"sha256": sha256(wheel)})]
+    )
     index.html = False
     expected = Cache(tmp_path / "c1", fetcher=fast()).ensure(pin).commit
     index.html = True
@@ -125,8 +144,9 @@ def test_an_index_answering_neither_json_nor_html_says_so(tmp_path: Path) -> Non
     page = f"{(tmp_path / 'simple').as_uri()}/demo/index.txt"
     with pytest.raises(UpstreamError) as exc:
         Fetcher(attempts=3, backoff=5).json(SourceUrl.parse(page))
-    assert exc.value.message == (f"the package index at {page} answered text/plain, neither a PEP 691 JSON nor a "
-                                 "PEP 503 HTML project page")
+    assert exc.value.message == (
+        f"the package index at {page} answered text/plain, neither a PEP 691 JSON nor a PEP 503 HTML project page"
+    )
     with pytest.raises(UpstreamError, match="did not answer with a PEP 691 project page"):
         PackageIndex(Answering({"files": "nope"})).files(pin.artifact)
 
@@ -153,8 +173,11 @@ def test_the_index_override_is_the_one_the_cache_is_given(tmp_path: Path, served
 
 def test_wrong_sha256_is_refused_and_nothing_imported(tmp_path: Path, served) -> None:  # type: ignore[no-untyped-def]
     wheel, index = served
-    pin = Pin.from_dict(pin_dict(wheel, index.url, url=f"{index.url[:-7]}/files/{wheel.name}",
-                                 sha256="0" * 64), name="demo-1.0", file="f")
+    pin = Pin.from_dict(
+        pin_dict(wheel, index.url, url=f"{index.url[:-7]}/files/{wheel.name}", sha256="0" * 64),
+        name="demo-1.0",
+        file="f",
+    )
     cache = Cache(tmp_path / "c", fetcher=fast())
     with pytest.raises(UpstreamError) as exc:
         cache.ensure(pin)
@@ -194,8 +217,7 @@ def test_download_that_keeps_breaking_fails_clearly(tmp_path: Path, served) -> N
 
 
 def test_artifact_for_another_version_is_refused(tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES,
-                       metadata_version="1.1")
+    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", FILES, metadata_version="1.1")
     index = Index(tmp_path)
     index.add(wheel)
     with index.serve():
@@ -207,13 +229,16 @@ def test_artifact_for_another_version_is_refused(tmp_path: Path) -> None:
 
 
 def test_entries_escaping_the_archive_are_refused(tmp_path: Path) -> None:
-    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0",
-                       {"demo/ok.py": "", "demo/../../evil.py": "x"})
+    wheel = make_wheel(
+        tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", {"demo/ok.py": "", "demo/../../evil.py": "x"}
+    )
     index = Index(tmp_path)
     index.add(wheel)
     with index.serve():
         pin = Pin.from_dict(pin_dict(wheel, index.url), name="demo-1.0", file="f")
-        with pytest.raises(UpstreamError, match=r"entry 'demo/\.\./\.\./evil\.py' is not a safe path: .* escapes the tree"):
+        with pytest.raises(
+            UpstreamError, match=r"entry 'demo/\.\./\.\./evil\.py' is not a safe path: .* escapes the tree"
+        ):
             Cache(tmp_path / "c", fetcher=fast()).ensure(pin)
 
 
@@ -250,9 +275,11 @@ def git_upstream(tmp_path: Path) -> tuple[Path, str]:
 
 
 def git_pin(url: Path, commit: str) -> Pin:
-    return Pin.from_dict({"schema": 1, "name": "demo", "version": "1.0",
-                          "git": {"url": str(url), "tag": "v1.0", "commit": commit}},
-                         name="demo-1.0", file="f")
+    return Pin.from_dict(
+        {"schema": 1, "name": "demo", "version": "1.0", "git": {"url": str(url), "tag": "v1.0", "commit": commit}},
+        name="demo-1.0",
+        file="f",
+    )
 
 
 def test_git_source_is_fetched_at_the_pinned_commit(tmp_path: Path) -> None:
@@ -274,16 +301,25 @@ def test_git_tag_that_moved_is_refused(tmp_path: Path) -> None:
 
 def test_real_pin_file_parses() -> None:
     from patchtool.project.pins import load_pin
+
     pin = load_pin(Path(__file__).resolve().parent.parent, "sglang-0.5.23")
     assert str(pin.version) == "0.5.23" and pin.artifact and pin.artifact.tree
     assert pin.artifact.prefix_from == "sglang/" and pin.artifact.prefix_to == "python/sglang/"
 
 
-@pytest.mark.parametrize("filename", [
-    "sglang-0.5.23-py3-none-any.whl", "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
-    "sgl_kernel-0.3.1-1-cp39-abi3-manylinux2014_x86_64.whl", "Foo.Bar-1.0rc1-py2.py3-none-any.whl",
-    "sglang-0.5.10.post1.tar.gz", "torch-2.13.0.zip", "not-a-wheel.whl", "sglang-notaversion-py3-none-any.whl",
-])
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "sglang-0.5.23-py3-none-any.whl",
+        "sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
+        "sgl_kernel-0.3.1-1-cp39-abi3-manylinux2014_x86_64.whl",
+        "Foo.Bar-1.0rc1-py2.py3-none-any.whl",
+        "sglang-0.5.10.post1.tar.gz",
+        "torch-2.13.0.zip",
+        "not-a-wheel.whl",
+        "sglang-notaversion-py3-none-any.whl",
+    ],
+)
 def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
     from packaging.utils import (
         InvalidSdistFilename,
@@ -295,6 +331,7 @@ def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
 
     from patchtool.names import ArtifactFilename
     from patchtool.project.pins import canonicalize_name as ours
+
     try:
         want = parse_wheel_filename(filename)[:2] if filename.endswith(".whl") else parse_sdist_filename(filename)
     except (InvalidWheelFilename, InvalidSdistFilename):

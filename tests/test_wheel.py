@@ -30,10 +30,10 @@ import pytest
 from packaging.version import Version
 
 from conftest import REPO, UPSTREAM_FILES, Demo, edit
+from helpers import format_patch, git, sha256, write_tree
 from patchtool.errors import BuildError, UpstreamError
 from patchtool.git import Repo as GitRepo
 from patchtool.project.pins import Pin
-from patchtool.testing import format_patch, git, sha256, write_tree
 from patchtool.upstream.cache import Cache
 from patchtool.wheel.build import find_project_dir
 from patchtool.wheel.provenance import FileChange, Provenance, UpstreamSource, local_version, series_hash
@@ -86,8 +86,15 @@ def raw_member(path: Path, name: str) -> bytes:
         return fh.read(info.compress_size)
 
 
-def craft_wheel(path: Path, members: Mapping[str, bytes | tuple[bytes, int]], *, dist: str = "demo",
-                version: str = "1.0", meta_version: str | None = None, tag: str = "py3-none-any") -> Path:
+def craft_wheel(
+    path: Path,
+    members: Mapping[str, bytes | tuple[bytes, int]],
+    *,
+    dist: str = "demo",
+    version: str = "1.0",
+    meta_version: str | None = None,
+    tag: str = "py3-none-any",
+) -> Path:
     """A wheel with exactly these members (name -> bytes, or (bytes, unix mode)) and its metadata."""
     info = f"{dist}-{version}.dist-info"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -96,11 +103,14 @@ def craft_wheel(path: Path, members: Mapping[str, bytes | tuple[bytes, int]], *,
             zi = zipfile.ZipInfo(name, date_time=(2021, 2, 3, 4, 5, 6))
             zi.external_attr = mode << 16
             zf.writestr(zi, data, zipfile.ZIP_DEFLATED)
-        for name, text in ((f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\n"
-                                                f"Version: {meta_version or version}\n\nA description.\n"),
-                           (f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                             f"Tag: {tag}\n"),
-                           (f"{info}/RECORD", "")):
+        for name, text in (
+            (
+                f"{info}/METADATA",
+                f"Metadata-Version: 2.1\nName: {dist}\nVersion: {meta_version or version}\n\nA description.\n",
+            ),
+            (f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: {tag}\n"),
+            (f"{info}/RECORD", ""),
+        ):
             zi = zipfile.ZipInfo(name, date_time=(2021, 2, 3, 4, 5, 6))
             zi.external_attr = 0o100644 << 16
             zf.writestr(zi, text, zipfile.ZIP_DEFLATED)
@@ -111,14 +121,24 @@ def serve(demo: Demo, wheel: Path, *, pin_sha256: str | None = None) -> None:
     """Serve ``wheel`` as the demo release and point the pin at it (or at ``pin_sha256``)."""
     demo.index.add(wheel)
     pin = demo.root / "upstream-pins" / "demo-1.0.toml"
-    lines = [f'sha256 = "{pin_sha256 or sha256(wheel)}"' if ln.startswith("sha256 = ") else ln
-             for ln in pin.read_text().splitlines()]
+    lines = [
+        f'sha256 = "{pin_sha256 or sha256(wheel)}"' if ln.startswith("sha256 = ") else ln
+        for ln in pin.read_text().splitlines()
+    ]
     pin.write_text("\n".join(lines) + "\n")
 
 
-BLANK = Provenance(tool_version="0", pin="demo-1.0", version="1.0+pt.x", series_hash="0" * 64,
-                   upstream=UpstreamSource(name="demo", version="1.0", source="artifact"), base="0" * 40,
-                   tip="0" * 40, patches=(), files=())
+BLANK = Provenance(
+    tool_version="0",
+    pin="demo-1.0",
+    version="1.0+pt.x",
+    series_hash="0" * 64,
+    upstream=UpstreamSource(name="demo", version="1.0", source="artifact"),
+    base="0" * 40,
+    tip="0" * 40,
+    patches=(),
+    files=(),
+)
 GOOD = {"demo/__init__.py": b'__version__ = "1.0"\n', "demo/core.py": b"def greet():\n    return 1\n"}
 
 
@@ -129,6 +149,7 @@ def three_changes(demo: Demo) -> None:
     def add_and_delete(root: Path) -> None:
         (root / "python/demo/extra.py").write_text("EXTRA = True\n")
         (root / "python/demo/util.py").unlink()
+
     git(demo.work, "checkout", "-q", "p-0001-greet.patch")
     git(demo.work, "branch", "-f", "upstream", "HEAD")
     demo.commit_patch("0002-extra.patch", add_and_delete, "demo: extra module, no util")
@@ -136,6 +157,7 @@ def three_changes(demo: Demo) -> None:
 
 
 # -- the label and the pure pieces -----------------------------------------------------------
+
 
 def test_local_version_is_pep440_and_carries_the_series_hash() -> None:
     digest = "ab12cd34ef56" + "0" * 52
@@ -157,13 +179,20 @@ def test_series_hash_covers_pin_patches_order_tool_and_epoch() -> None:
         series_hash(pin="q", upstream=up, patches=[a, b], tool_version="0.1.0", source_date_epoch=None),
         series_hash(pin="p", upstream=up, patches=[b, a], tool_version="0.1.0", source_date_epoch=None),
         series_hash(pin="p", upstream=up, patches=[a], tool_version="0.1.0", source_date_epoch=None),
-        series_hash(pin="p", upstream=up, patches=[a, (*b[:2], "4" * 64)], tool_version="0.1.0",
-                    source_date_epoch=None),
+        series_hash(
+            pin="p", upstream=up, patches=[a, (*b[:2], "4" * 64)], tool_version="0.1.0", source_date_epoch=None
+        ),
         series_hash(pin="p", upstream=up, patches=[a, b], tool_version="0.2.0", source_date_epoch=None),
         series_hash(pin="p", upstream=up, patches=[a, b], tool_version="0.1.0", source_date_epoch=1),
-        series_hash(pin="p", upstream=UpstreamSource(name="sglang", version="0.5.23", source="artifact",
-                                                     filename="x.whl", sha256="5" * 64),
-                    patches=[a, b], tool_version="0.1.0", source_date_epoch=None),
+        series_hash(
+            pin="p",
+            upstream=UpstreamSource(
+                name="sglang", version="0.5.23", source="artifact", filename="x.whl", sha256="5" * 64
+            ),
+            patches=[a, b],
+            tool_version="0.1.0",
+            source_date_epoch=None,
+        ),
     ]
     assert len({base, *others}) == len(others) + 1
 
@@ -171,12 +200,13 @@ def test_series_hash_covers_pin_patches_order_tool_and_epoch() -> None:
 def test_rewrite_version_touches_only_the_header() -> None:
     meta = b"Metadata-Version: 2.4\r\nName: demo\r\nVersion: 1.0\r\n\r\nVersion: 1.0 in the description\r\n"
     assert rewrite_version(meta, Version("1.0+pt.abc")) == (
-        b"Metadata-Version: 2.4\r\nName: demo\r\nVersion: 1.0+pt.abc\r\n\r\nVersion: 1.0 in the description\r\n")
+        b"Metadata-Version: 2.4\r\nName: demo\r\nVersion: 1.0+pt.abc\r\n\r\nVersion: 1.0 in the description\r\n"
+    )
     with pytest.raises(UpstreamError, match="METADATA has 2 Version headers, expected one"):
         rewrite_version(b"Name: demo\nVersion: 1.0\nVersion: 2.0\n", Version("1.0"))
 
 
-SCM_VERSION = textwrap.dedent('''\
+SCM_VERSION = textwrap.dedent("""\
     # file generated by vcs-versioning
     from __future__ import annotations
 
@@ -190,20 +220,26 @@ SCM_VERSION = textwrap.dedent('''\
     __version_tuple__ = version_tuple = (1, 0)
 
     __commit_id__ = commit_id = None
-    ''')
-VERSION_PY = (b'"""Version."""\ntry:\n    from demo._version import __version__, __version_tuple__\n'
-              b'except ImportError:\n    __version__ = "0.0.0.dev0"\n')
+    """)
+VERSION_PY = (
+    b'"""Version."""\ntry:\n    from demo._version import __version__, __version_tuple__\n'
+    b'except ImportError:\n    __version__ = "0.0.0.dev0"\n'
+)
 
 
 def test_version_files_restate_only_the_upstream_version() -> None:
     new = Version("1.0+pt.0123456789ab")
-    assert rewrite_version_file(SCM_VERSION.encode(), Version("1.0"), new) == SCM_VERSION.replace(
-        "version = '1.0'", "version = '1.0+pt.0123456789ab'").replace(
-        "version_tuple = (1, 0)", "version_tuple = (1, 0, 'pt.0123456789ab')").encode()
+    assert (
+        rewrite_version_file(SCM_VERSION.encode(), Version("1.0"), new)
+        == SCM_VERSION.replace("version = '1.0'", "version = '1.0+pt.0123456789ab'")
+        .replace("version_tuple = (1, 0)", "version_tuple = (1, 0, 'pt.0123456789ab')")
+        .encode()
+    )
     assert rewrite_version_file(VERSION_PY, Version("1.0"), new) is None  # imports it: nothing to restate
     plain = b'NAME = "1.0"\n__version__: str = "1.0"  # the release\nVERSION = "1.0.1"\n'
     assert rewrite_version_file(plain, Version("1.0"), new) == (
-        b'NAME = "1.0"\n__version__: str = "1.0+pt.0123456789ab"  # the release\nVERSION = "1.0.1"\n')
+        b'NAME = "1.0"\n__version__: str = "1.0+pt.0123456789ab"  # the release\nVERSION = "1.0.1"\n'
+    )
     assert rewrite_version_file(b"__version__ = '1.0\n", Version("1.0"), new) is None  # does not parse
     assert version_tuple(Version("0.5.10.post1+pt.abc")) == (0, 5, 10, "post1", "pt.abc")
 
@@ -211,42 +247,66 @@ def test_version_files_restate_only_the_upstream_version() -> None:
 def test_wheel_name_keeps_build_tag_and_platform() -> None:
     name = WheelName.parse("sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl")
     assert name.filename(Version("0.5.23+pt.abc")) == "sglang-0.5.23+pt.abc-cp311-cp311-manylinux_2_34_x86_64.whl"
-    assert WheelName.parse("demo-1.0-7-py3-none-any.whl").filename(Version("1.0+pt.x")) == \
-        "demo-1.0+pt.x-7-py3-none-any.whl"
+    assert (
+        WheelName.parse("demo-1.0-7-py3-none-any.whl").filename(Version("1.0+pt.x"))
+        == "demo-1.0+pt.x-7-py3-none-any.whl"
+    )
 
 
-@pytest.mark.parametrize(("members", "message"), [
-    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
-                                   "path 'demo/../../evil.py' escapes the tree; refusing it"),
-    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
-                             "absolute path '/etc/evil.py'; refusing it"),
-    ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it"),
-])
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        (
+            {"demo/../../evil.py": b"x"},
+            "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
+            "path 'demo/../../evil.py' escapes the tree; refusing it",
+        ),
+        (
+            {"/etc/evil.py": b"x"},
+            "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
+            "absolute path '/etc/evil.py'; refusing it",
+        ),
+        (
+            {"demo/link.py": (b"/etc/passwd", 0o120777)},
+            "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it",
+        ),
+    ],
+)
 def test_repack_refuses_entries_that_escape_the_root(tmp_path: Path, members: dict[str, Any], message: str) -> None:
     wheel = craft_wheel(tmp_path / "demo-1.0-py3-none-any.whl", {**GOOD, **members})
     out = tmp_path / "out"
     with pytest.raises(UpstreamError) as exc:
-        repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={},
-               provenance=BLANK)
+        repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={}, provenance=BLANK)
     assert str(exc.value) == message
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"meta_version": "2.0"}, "demo-1.0-py3-none-any.whl contains demo 2.0 (its METADATA), not demo 1.0; refusing it"),
-    ({"version": "2.0"}, "demo-1.0-py3-none-any.whl: its metadata directory is demo-2.0.dist-info, but the file "
-                         "name says demo 1.0; refusing it"),
-    ({"tag": "cp311-cp311-manylinux_2_34_x86_64"},
-     "demo-1.0-py3-none-any.whl: its WHEEL file says tags cp311-cp311-manylinux_2_34_x86_64, but its file "
-     "name says py3-none-any; refusing it (a wheel for another platform?)"),
-])
-def test_repack_refuses_a_wheel_for_another_version_or_platform(tmp_path: Path, kwargs: dict[str, str],
-                                                                message: str) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"meta_version": "2.0"},
+            "demo-1.0-py3-none-any.whl contains demo 2.0 (its METADATA), not demo 1.0; refusing it",
+        ),
+        (
+            {"version": "2.0"},
+            "demo-1.0-py3-none-any.whl: its metadata directory is demo-2.0.dist-info, but the file "
+            "name says demo 1.0; refusing it",
+        ),
+        (
+            {"tag": "cp311-cp311-manylinux_2_34_x86_64"},
+            "demo-1.0-py3-none-any.whl: its WHEEL file says tags cp311-cp311-manylinux_2_34_x86_64, but its file "
+            "name says py3-none-any; refusing it (a wheel for another platform?)",
+        ),
+    ],
+)
+def test_repack_refuses_a_wheel_for_another_version_or_platform(
+    tmp_path: Path, kwargs: dict[str, str], message: str
+) -> None:
     wheel = craft_wheel(tmp_path / "demo-1.0-py3-none-any.whl", GOOD, **kwargs)
     out = tmp_path / "out"
     with pytest.raises(UpstreamError) as exc:
-        repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={},
-               provenance=BLANK)
+        repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={}, provenance=BLANK)
     assert str(exc.value) == message
     assert not out.exists()
 
@@ -254,22 +314,41 @@ def test_repack_refuses_a_wheel_for_another_version_or_platform(tmp_path: Path, 
 def test_repack_refuses_changes_that_do_not_fit_the_wheel(tmp_path: Path) -> None:
     wheel = craft_wheel(tmp_path / "demo-1.0-py3-none-any.whl", GOOD)
     out = tmp_path / "out"
-    cases = [({"demo/gone.py": Replacement(change=FileChange.MODIFIED, data=b"x")},
-              "the series changes demo/gone.py, which demo-1.0-py3-none-any.whl does not ship"),
-             ({"demo/core.py": Replacement(change=FileChange.ADDED, data=b"x")},
-              "the series adds demo/core.py, but demo-1.0-py3-none-any.whl already has it")]
+    cases = [
+        (
+            {"demo/gone.py": Replacement(change=FileChange.MODIFIED, data=b"x")},
+            "the series changes demo/gone.py, which demo-1.0-py3-none-any.whl does not ship",
+        ),
+        (
+            {"demo/core.py": Replacement(change=FileChange.ADDED, data=b"x")},
+            "the series adds demo/core.py, but demo-1.0-py3-none-any.whl already has it",
+        ),
+    ]
     for replace, message in cases:
         with pytest.raises(BuildError) as exc:
-            repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace=replace,
-                   provenance=BLANK)
+            repack(
+                wheel,
+                out,
+                name=WheelName.parse(wheel.name),
+                version=Version("1.0+pt.x"),
+                replace=replace,
+                provenance=BLANK,
+            )
         assert str(exc.value) == message
     with pytest.raises(BuildError, match="already has demo/core.py; refusing to overwrite it with the provenance"):
-        repack(wheel, out, name=WheelName.parse(wheel.name), version=Version("1.0+pt.x"), replace={},
-               provenance=dataclasses.replace(BLANK, package_copy="demo/core.py"))
+        repack(
+            wheel,
+            out,
+            name=WheelName.parse(wheel.name),
+            version=Version("1.0+pt.x"),
+            replace={},
+            provenance=dataclasses.replace(BLANK, package_copy="demo/core.py"),
+        )
     assert not out.exists()
 
 
 # -- way (a) on the demo upstream ------------------------------------------------------------
+
 
 def test_build_repacks_the_release_wheel(demo: Demo) -> None:
     three_changes(demo)
@@ -284,8 +363,15 @@ def test_build_repacks_the_release_wheel(demo: Demo) -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         assert names == [
-            "demo/__init__.py", "demo/_patchtool_provenance.json", "demo/core.py", "demo/extra.py",
-            f"{info}/METADATA", f"{info}/WHEEL", f"{info}/patchtool-provenance.json", f"{info}/RECORD"]
+            "demo/__init__.py",
+            "demo/_patchtool_provenance.json",
+            "demo/core.py",
+            "demo/extra.py",
+            f"{info}/METADATA",
+            f"{info}/WHEEL",
+            f"{info}/patchtool-provenance.json",
+            f"{info}/RECORD",
+        ]
         assert b'greeting = "hi"' in zf.read("demo/core.py")
         assert zf.read("demo/extra.py") == b"EXTRA = True\n"
         assert zf.read(f"{info}/METADATA").decode().splitlines()[2] == f"Version: {version}"
@@ -299,15 +385,23 @@ def test_build_repacks_the_release_wheel(demo: Demo) -> None:
     # unchanged members are copied as stored, never recompressed
     assert raw_member(wheel, "demo/__init__.py") == raw_member(demo.wheel, "demo/__init__.py")
     assert prov == data["provenance"]
-    assert prov["upstream"] == {"name": "demo", "version": "1.0", "source": "artifact",
-                                "filename": "demo-1.0-py3-none-any.whl", "sha256": sha256(demo.wheel)}
+    assert prov["upstream"] == {
+        "name": "demo",
+        "version": "1.0",
+        "source": "artifact",
+        "filename": "demo-1.0-py3-none-any.whl",
+        "sha256": sha256(demo.wheel),
+    }
     assert [(p["id"], p["file"], p["sha256"]) for p in prov["patches"]] == [
         ("greet", "patches/0001-greet.patch", sha256(demo.root / "patches/0001-greet.patch")),
-        ("extra", "patches/0002-extra.patch", sha256(demo.root / "patches/0002-extra.patch"))]
+        ("extra", "patches/0002-extra.patch", sha256(demo.root / "patches/0002-extra.patch")),
+    ]
     assert [p["subject"] for p in prov["patches"]] == ["core: say hi", "demo: extra module, no util"]
     assert [(f["path"], f["change"], f.get("wheel_path")) for f in prov["files"]] == [
-        ("python/demo/core.py", "modified", "demo/core.py"), ("python/demo/extra.py", "added", "demo/extra.py"),
-        ("python/demo/util.py", "deleted", "demo/util.py")]
+        ("python/demo/core.py", "modified", "demo/core.py"),
+        ("python/demo/extra.py", "added", "demo/extra.py"),
+        ("python/demo/util.py", "deleted", "demo/util.py"),
+    ]
     apply = envelope(demo.run("apply", "--into", str(demo.root / "tree"), "--json").stdout)["data"]
     assert prov["tip"] == apply["tip"] and prov["base"] == apply["base"]
     assert [p["commit"] for p in prov["patches"]] == [p["commit"] for p in apply["patches"]]
@@ -348,6 +442,7 @@ def test_patch_touching_a_file_the_wheel_does_not_ship(demo: Demo) -> None:
     def notes(root: Path) -> None:
         (root / "docs").mkdir()
         (root / "docs/NOTES.md").write_text("notes\n")
+
     demo.commit_patch("0002-notes.patch", notes, "docs: notes")
     demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("notes", "0002-notes.patch"))
     out = demo.root / "dist"
@@ -356,7 +451,8 @@ def test_patch_touching_a_file_the_wheel_does_not_ship(demo: Demo) -> None:
     assert res.stderr.strip() == (
         "error: patches/0002-notes.patch: patch notes: changes docs/NOTES.md, which the wheel does not ship: "
         "demo-1.0-py3-none-any.whl (it ships python/demo/ as demo/) (hint: a wheel carries only the package; "
-        "keep such changes out of the series)")
+        "keep such changes out of the series)"
+    )
     assert not out.exists()
     assert not (demo.cache / "upstream.git").exists()  # refused before anything was fetched
 
@@ -370,37 +466,63 @@ def test_downloaded_wheel_with_another_sha256_is_refused(one_patch: Demo) -> Non
     pin.write_text(pin.read_text() + f'url = "{url}"\n')
     assert refused(one_patch, one_patch.root / "dist", 4) == [
         f"demo-1.0-py3-none-any.whl: sha256 is {sha256(other)}, but pin demo-1.0 says {sha256(one_patch.wheel)}; "
-        "the file was not used"]
+        "the file was not used"
+    ]
 
 
-@pytest.mark.parametrize(("members", "message"), [
-    ({"demo/../../evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
-                                   "path 'demo/../../evil.py' escapes the tree; refusing it"),
-    ({"/etc/evil.py": b"x"}, "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
-                             "absolute path '/etc/evil.py'; refusing it"),
-    ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it"),
-])
-def test_served_wheel_with_escaping_entries_is_refused(one_patch: Demo, members: dict[str, Any],
-                                                       message: str) -> None:
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        (
+            {"demo/../../evil.py": b"x"},
+            "demo-1.0-py3-none-any.whl: entry 'demo/../../evil.py' is not a safe path: "
+            "path 'demo/../../evil.py' escapes the tree; refusing it",
+        ),
+        (
+            {"/etc/evil.py": b"x"},
+            "demo-1.0-py3-none-any.whl: entry '/etc/evil.py' is not a safe path: "
+            "absolute path '/etc/evil.py'; refusing it",
+        ),
+        (
+            {"demo/link.py": (b"/etc/passwd", 0o120777)},
+            "demo-1.0-py3-none-any.whl: entry 'demo/link.py' is a symbolic link; refusing it",
+        ),
+    ],
+)
+def test_served_wheel_with_escaping_entries_is_refused(one_patch: Demo, members: dict[str, Any], message: str) -> None:
     (one_patch.root.parent / "bad").mkdir()
     core = UPSTREAM_FILES["demo/core.py"].encode()
-    serve(one_patch, craft_wheel(one_patch.root.parent / "bad" / "demo-1.0-py3-none-any.whl",
-                                 {"demo/core.py": core, **members}))
+    serve(
+        one_patch,
+        craft_wheel(one_patch.root.parent / "bad" / "demo-1.0-py3-none-any.whl", {"demo/core.py": core, **members}),
+    )
     assert refused(one_patch, one_patch.root / "dist", 4) == [message]
 
 
 def test_served_wheel_for_another_version_or_platform_is_refused(one_patch: Demo) -> None:
     (one_patch.root.parent / "bad").mkdir()
     core = UPSTREAM_FILES["demo/core.py"].encode()
-    serve(one_patch, craft_wheel(one_patch.root.parent / "bad" / "demo-1.0-py3-none-any.whl",
-                                 {"demo/core.py": core}, meta_version="2.0"))
+    serve(
+        one_patch,
+        craft_wheel(
+            one_patch.root.parent / "bad" / "demo-1.0-py3-none-any.whl", {"demo/core.py": core}, meta_version="2.0"
+        ),
+    )
     assert refused(one_patch, one_patch.root / "dist", 4) == [
-        "demo-1.0-py3-none-any.whl contains demo 2.0, not 1.0; refusing it"]
-    serve(one_patch, craft_wheel(one_patch.root.parent / "bad" / "demo-1.0-py3-none-any.whl",
-                                 {"demo/core.py": core}, tag="cp311-cp311-manylinux_2_34_x86_64"))
+        "demo-1.0-py3-none-any.whl contains demo 2.0, not 1.0; refusing it"
+    ]
+    serve(
+        one_patch,
+        craft_wheel(
+            one_patch.root.parent / "bad" / "demo-1.0-py3-none-any.whl",
+            {"demo/core.py": core},
+            tag="cp311-cp311-manylinux_2_34_x86_64",
+        ),
+    )
     assert refused(one_patch, one_patch.root / "dist", 4) == [
         "demo-1.0-py3-none-any.whl: its WHEEL file says tags cp311-cp311-manylinux_2_34_x86_64, but its file "
-        "name says py3-none-any; refusing it (a wheel for another platform?)"]
+        "name says py3-none-any; refusing it (a wheel for another platform?)"
+    ]
 
 
 def test_series_that_does_not_apply_builds_nothing(demo: Demo) -> None:
@@ -419,8 +541,10 @@ def test_a_pin_on_an_sdist_is_not_repacked(one_patch: Demo) -> None:
     pin.write_text(pin.read_text().replace("demo-1.0-py3-none-any.whl", "demo-1.0.tar.gz"))
     res = one_patch.run("build", "--out", str(one_patch.root / "dist"))
     assert res.returncode == 2
-    assert res.stderr.strip() == ('error: pin demo-1.0 names demo-1.0.tar.gz, an sdist; repacking needs the release '
-                                  'wheel (hint: pin the wheel, or build from source with use = "git")')
+    assert res.stderr.strip() == (
+        "error: pin demo-1.0 names demo-1.0.tar.gz, an sdist; repacking needs the release "
+        'wheel (hint: pin the wheel, or build from source with use = "git")'
+    )
     assert not (one_patch.root / "dist").exists()
 
 
@@ -443,6 +567,7 @@ def test_the_project_directory_is_the_one_naming_the_distribution(tmp_path: Path
 
 # -- provenance, read back -------------------------------------------------------------------
 
+
 def test_provenance_from_the_wheel_file(demo: Demo) -> None:
     three_changes(demo)
     data = build(demo, demo.root / "dist")
@@ -452,7 +577,10 @@ def test_provenance_from_the_wheel_file(demo: Demo) -> None:
     assert report["kind"] == "wheel" and report["metadata_version"] == data["version"]
     assert report["provenance"] == data["provenance"]
     assert [(f["path"], f["state"]) for f in report["files"]] == [
-        ("demo/core.py", "ok"), ("demo/extra.py", "ok"), ("demo/util.py", "ok")]
+        ("demo/core.py", "ok"),
+        ("demo/extra.py", "ok"),
+        ("demo/util.py", "ok"),
+    ]
     text = demo.run("provenance", data["wheel"]).stdout.splitlines()
     assert text[0] == f"demo {data['version']} (wheel {data['wheel']})"
     assert text[1] == f"upstream: demo 1.0 from demo-1.0-py3-none-any.whl (sha256 {sha256(demo.wheel)})"
@@ -470,19 +598,38 @@ def test_provenance_of_a_wheel_that_is_not_what_its_record_says(one_patch: Demo)
     res = one_patch.run("provenance", str(tampered), "--json")
     assert res.returncode == 1
     assert [(e["file"], e["message"]) for e in envelope(res.stdout)["errors"]] == [
-        ("demo/core.py", "differs from the patched file")]
+        ("demo/core.py", "differs from the patched file")
+    ]
     res = one_patch.run("provenance", str(one_patch.wheel))
     assert res.returncode == 1
-    assert res.stderr.strip() == ("error: demo-1.0-py3-none-any.whl: demo-1.0-py3-none-any.whl has no patchtool "
-                                  "provenance (no *.dist-info/patchtool-provenance.json): it was not built by "
-                                  "`patchtool build`")
+    assert res.stderr.strip() == (
+        "error: demo-1.0-py3-none-any.whl: demo-1.0-py3-none-any.whl has no patchtool "
+        "provenance (no *.dist-info/patchtool-provenance.json): it was not built by "
+        "`patchtool build`"
+    )
 
 
 def test_provenance_of_an_installed_distribution(one_patch: Demo, tmp_path: Path) -> None:
     wheel = build(one_patch, one_patch.root / "dist")["wheel"]
     site = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-                          "--no-index", "--target", str(site), wheel], capture_output=True, text=True, check=False)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--no-index",
+            "--target",
+            str(site),
+            wheel,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert pip.returncode == 0, pip.stderr
     by_name = envelope(one_patch.run("provenance", "demo", "--path", str(site), "--json").stdout)["data"]
     assert by_name["kind"] == "installed" and by_name["metadata_version"].startswith("1.0+pt.")
@@ -493,27 +640,51 @@ def test_provenance_of_an_installed_distribution(one_patch: Demo, tmp_path: Path
     (site / "demo/core.py").write_text("# edited in production\n")
     res = one_patch.run("provenance", "demo", "--path", str(site))
     assert res.returncode == 1
-    assert "error: demo/core.py: differs from the patched file (hint: this is not the build the record describes)" \
+    assert (
+        "error: demo/core.py: differs from the patched file (hint: this is not the build the record describes)"
         in res.stdout
+    )
     res = one_patch.run("provenance", "nosuchdist", "--path", str(site))
     assert res.returncode == 2
     assert f"no distribution named 'nosuchdist' is installed in {site}" in res.stderr
 
 
 def pip_target(wheel: str, site: Path) -> None:
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-                          "--no-index", "--target", str(site), wheel], capture_output=True, text=True, check=False)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--no-index",
+            "--target",
+            str(site),
+            wheel,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert pip.returncode == 0, pip.stderr
 
 
 def installed_version(site: Path, package: str, *, stub: bool = False) -> list[str]:
     """``package.version.__version__``, its tuple and the distribution's version, as a user gets
     them from the installed files (``stub``: without running the package's heavy ``__init__``)."""
-    code = (f"import importlib.metadata, sys, types\nsys.path.insert(0, {str(site)!r})\n"
-            + (f"pkg = types.ModuleType({package!r}); pkg.__path__ = [{str(site / package)!r}]\n"
-               f"sys.modules[{package!r}] = pkg\n" if stub else "")
-            + f"import {package}.version as v\n"
-            f"print(v.__version__); print(v.__version_tuple__); print(importlib.metadata.version({package!r}))")
+    code = (
+        f"import importlib.metadata, sys, types\nsys.path.insert(0, {str(site)!r})\n"
+        + (
+            f"pkg = types.ModuleType({package!r}); pkg.__path__ = [{str(site / package)!r}]\n"
+            f"sys.modules[{package!r}] = pkg\n"
+            if stub
+            else ""
+        )
+        + f"import {package}.version as v\n"
+        f"print(v.__version__); print(v.__version_tuple__); print(importlib.metadata.version({package!r}))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     res = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, env=env, check=False)
     assert res.returncode == 0, res.stderr
@@ -525,15 +696,20 @@ def test_an_installed_repacked_wheel_says_its_own_version(demo: Demo, tmp_path: 
     changes a version file; RECORD and the provenance record vouch for the rewritten files."""
     files = {**UPSTREAM_FILES, "demo/version.py": VERSION_PY.decode(), "demo/_version.py": SCM_VERSION}
     (tmp_path / "release").mkdir()
-    serve(demo, craft_wheel(tmp_path / "release" / "demo-1.0-py3-none-any.whl",
-                            {k: v.encode() for k, v in files.items()}))
+    serve(
+        demo, craft_wheel(tmp_path / "release" / "demo-1.0-py3-none-any.whl", {k: v.encode() for k, v in files.items()})
+    )
     git(demo.work, "checkout", "-q", "upstream")
     write_tree(demo.work, {f"python/{k}": v for k, v in files.items()})
     git(demo.work, "add", "-A")
     git(demo.work, "commit", "-q", "-m", "upstream 1.0 with its version files")
     demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi")
-    demo.commit_patch("0002-version.patch", edit("python/demo/_version.py", "commit_id = None", "commit_id = 'fork'"),
-                      "version: name the fork's commit", on="p-0001-greet.patch")
+    demo.commit_patch(
+        "0002-version.patch",
+        edit("python/demo/_version.py", "commit_id = None", "commit_id = 'fork'"),
+        "version: name the fork's commit",
+        on="p-0001-greet.patch",
+    )
     demo.write_manifest(demo.entry("greet", "0001-greet.patch"), demo.entry("version", "0002-version.patch"))
     data = build(demo, demo.root / "dist")
     version = data["version"]
@@ -551,16 +727,20 @@ def test_an_installed_repacked_wheel_says_its_own_version(demo: Demo, tmp_path: 
     res = demo.run("provenance", "demo", "--path", str(site), "--json")
     assert res.returncode == 0, res.stdout
     assert [(f["path"], f["state"]) for f in envelope(res.stdout)["data"]["files"]] == [
-        ("demo/_version.py", "ok"), ("demo/core.py", "ok")]
+        ("demo/_version.py", "ok"),
+        ("demo/core.py", "ok"),
+    ]
 
 
 # -- the real upstream -----------------------------------------------------------------------
 
+
 def run_real(cache: Path, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "SOURCE_DATE_EPOCH"}
     env.update(PATCHTOOL_CACHE_DIR=str(cache), GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "patchtool", *args], cwd=cwd, capture_output=True, text=True, env=env, check=False
+    )
 
 
 @pytest.fixture(scope="module")
@@ -582,23 +762,49 @@ def test_real_wheel_is_reproducible(real_wheel: dict[str, Any], real_cache: Path
 
 @pytest.mark.upstream
 @pytest.mark.slow
-def test_real_wheel_installs_into_a_fresh_venv(real_wheel: dict[str, Any], real_cache: Path, patched_tree: Path,
-                                               tmp_path: Path) -> None:
+def test_real_wheel_installs_into_a_fresh_venv(
+    real_wheel: dict[str, Any], real_cache: Path, patched_tree: Path, tmp_path: Path
+) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-                          "--no-compile", "--no-index", real_wheel["wheel"]], capture_output=True, text=True,
-                         check=False)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-compile",
+            "--no-index",
+            real_wheel["wheel"],
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert pip.returncode == 0, pip.stderr
-    probe = subprocess.run([str(python), "-c", "import importlib.metadata as m, sysconfig; "
-                            "print(m.version('sglang')); print(sysconfig.get_paths()['platlib'])"],
-                           capture_output=True, text=True, check=True).stdout.split()
+    probe = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import importlib.metadata as m, sysconfig; "
+            "print(m.version('sglang')); print(sysconfig.get_paths()['platlib'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert probe[0] == real_wheel["version"] == f"0.5.23+pt.{real_wheel['series_hash'][:12]}"
     site = Path(probe[1])
     files = real_wheel["provenance"]["files"]
     assert files and {f["path"] for f in files} >= {
-        "python/sglang/srt/managers/scheduler.py", "python/sglang/srt/arg_groups/dsv4_tbo_guard.py"}
+        "python/sglang/srt/managers/scheduler.py",
+        "python/sglang/srt/arg_groups/dsv4_tbo_guard.py",
+    }
     for f in files:
         installed = site / f["wheel_path"]
         if f["change"] == "deleted":
@@ -611,20 +817,26 @@ def test_real_wheel_installs_into_a_fresh_venv(real_wheel: dict[str, Any], real_
         data = envelope(res.stdout)["data"]
         assert data["provenance"] == real_wheel["provenance"]
         assert all(c["state"] == "ok" for c in data["files"]) and len(data["files"]) == len(files)
-        assert data["provenance"]["upstream"]["sha256"] == \
-            "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"
+        assert (
+            data["provenance"]["upstream"]["sha256"]
+            == "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"
+        )
 
 
 @pytest.mark.upstream
-def test_real_wheel_installed_says_the_patched_version(real_wheel: dict[str, Any], real_cache: Path,
-                                                       tmp_path: Path) -> None:
+def test_real_wheel_installed_says_the_patched_version(
+    real_wheel: dict[str, Any], real_cache: Path, tmp_path: Path
+) -> None:
     """`sglang.__version__` (sglang/version.py reads sglang/_version.py) is the wheel's version. The
     package's own __init__ needs torch, so the check imports sglang.version under a bare package."""
     site = tmp_path / "site"
     pip_target(real_wheel["wheel"], site)
     version = real_wheel["version"]
     assert installed_version(site, "sglang", stub=True) == [
-        version, f"(0, 5, 23, 'pt.{real_wheel['series_hash'][:12]}')", version]
+        version,
+        f"(0, 5, 23, 'pt.{real_wheel['series_hash'][:12]}')",
+        version,
+    ]
     res = run_real(real_cache, "provenance", real_wheel["wheel"], "--json")
     assert res.returncode == 0, res.stdout
     # the installed RECORD vouches for the rewritten files (a --target install moves the scripts
@@ -637,10 +849,13 @@ def test_real_wheel_installed_says_the_patched_version(real_wheel: dict[str, Any
 
 # -- way (b): a git checkout of upstream, built with the standard frontend -----------------------
 
-SDIST = {"filename": "sglang-0.5.10.post1.tar.gz", "size": 4701855,
-         "sha256": "01f7adfe7cde85b238fb0e1bae4b31d494e19d1471cf35ff3c5489a02f9d2263",
-         "url": "https://files.pythonhosted.org/packages/42/38/feb04f6478b90315606fcd62b798917e7fcee9f1d7d84b01cf477398045e/"
-                "sglang-0.5.10.post1.tar.gz"}
+SDIST = {
+    "filename": "sglang-0.5.10.post1.tar.gz",
+    "size": 4701855,
+    "sha256": "01f7adfe7cde85b238fb0e1bae4b31d494e19d1471cf35ff3c5489a02f9d2263",
+    "url": "https://files.pythonhosted.org/packages/42/38/feb04f6478b90315606fcd62b798917e7fcee9f1d7d84b01cf477398045e/"
+    "sglang-0.5.10.post1.tar.gz",
+}
 
 
 @pytest.fixture(scope="module")
@@ -649,9 +864,21 @@ def sglang_git(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
     missing = [m for m in ("build", "setuptools_scm", "setuptools") if importlib.util.find_spec(m) is None]
     if missing:
         pytest.fail(f"the git-build tests need {', '.join(missing)}: pip install build setuptools-scm")
-    pin = Pin.from_dict({"schema": 1, "name": "sglang", "version": "0.5.10.post1", "artifact": {
-        "distribution": "sglang", "version": "0.5.10.post1", **SDIST,
-        "prefix": {"from": "sglang-0.5.10.post1/", "to": "python/"}}}, name="sdist", file="sdist")
+    pin = Pin.from_dict(
+        {
+            "schema": 1,
+            "name": "sglang",
+            "version": "0.5.10.post1",
+            "artifact": {
+                "distribution": "sglang",
+                "version": "0.5.10.post1",
+                **SDIST,
+                "prefix": {"from": "sglang-0.5.10.post1/", "to": "python/"},
+            },
+        },
+        name="sdist",
+        file="sdist",
+    )
     cache = Cache(real_cache)
     with cache.locked():
         sdist = cache.artifact_path(pin)  # downloaded once, verified by sha256
@@ -674,7 +901,8 @@ def git_project(tmp_path: Path, repo: Path, commit: str) -> Path:
     root = tmp_path / "project"
     (root / "patches").mkdir(parents=True)
     (root / "upstream-pins").mkdir()
-    (root / "upstream-pins" / "sglang-git.toml").write_text(textwrap.dedent(f'''\
+    (root / "upstream-pins" / "sglang-git.toml").write_text(
+        textwrap.dedent(f'''\
         schema = 1
         name = "sglang"
         version = "0.5.10.post1"
@@ -684,7 +912,8 @@ def git_project(tmp_path: Path, repo: Path, commit: str) -> Path:
         url = "{repo}"
         tag = "v0.5.10.post1"
         commit = "{commit}"
-        '''))
+        ''')
+    )
     git(repo, "checkout", "-q", "-B", "patch", commit)
     edit("python/sglang/utils.py", "import", "# patched by the fork\nimport")(repo)
     (repo / "python/sglang/srt/fork_marker.py").write_text("FORK = True\n")
@@ -692,7 +921,8 @@ def git_project(tmp_path: Path, repo: Path, commit: str) -> Path:
     git(repo, "commit", "-q", "-m", "fork: mark the build")
     (root / "patches" / "0001-mark.patch").write_text(format_patch(repo))
     git(repo, "checkout", "-q", "main")
-    (root / "patchset.toml").write_text(textwrap.dedent('''\
+    (root / "patchset.toml").write_text(
+        textwrap.dedent("""\
         schema = 1
         pin = "sglang-git"
 
@@ -705,7 +935,8 @@ def git_project(tmp_path: Path, repo: Path, commit: str) -> Path:
         applies_to = ">=0.5.10"
         drop_when = "never"
         upstream = { status = "inappropriate", reason = "fork-only marker" }
-        '''))
+        """)
+    )
     return root
 
 
@@ -715,8 +946,10 @@ def test_build_from_a_git_checkout_with_the_standard_frontend(sglang_git: tuple[
     repo, commit = sglang_git
     root = git_project(tmp_path, repo, commit)
     cache = tmp_path / "cache"
-    runs = [run_real(cache, "build", "--no-isolation", "--out", str(tmp_path / name), "--json", cwd=root)
-            for name in ("a", "b")]
+    runs = [
+        run_real(cache, "build", "--no-isolation", "--out", str(tmp_path / name), "--json", cwd=root)
+        for name in ("a", "b")
+    ]
     for res in runs:
         assert res.returncode == 0, res.stdout + res.stderr
         assert res.stderr == ""  # the backend's warnings are in the report, not on the terminal
@@ -734,11 +967,18 @@ def test_build_from_a_git_checkout_with_the_standard_frontend(sglang_git: tuple[
         assert zf.read("sglang/_patchtool_provenance.json") == zf.read(f"{info}/patchtool-provenance.json")
         assert zf.namelist()[-1] == f"{info}/RECORD"
     prov = a["provenance"]
-    assert prov["upstream"] == {"name": "sglang", "version": "0.5.10.post1", "source": "git", "url": str(repo),
-                                "tag": "v0.5.10.post1", "commit": commit}
+    assert prov["upstream"] == {
+        "name": "sglang",
+        "version": "0.5.10.post1",
+        "source": "git",
+        "url": str(repo),
+        "tag": "v0.5.10.post1",
+        "commit": commit,
+    }
     assert prov["base"] == commit
     assert [(f["path"], f["wheel_path"]) for f in prov["files"]] == [
         ("python/sglang/srt/fork_marker.py", "sglang/srt/fork_marker.py"),
-        ("python/sglang/utils.py", "sglang/utils.py")]
+        ("python/sglang/utils.py", "sglang/utils.py"),
+    ]
     res = run_real(cache, "provenance", a["wheel"], "--json", cwd=root)
     assert res.returncode == 0 and envelope(res.stdout)["data"]["provenance"] == prov

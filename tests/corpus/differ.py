@@ -14,10 +14,10 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from helpers import git
 from patchtool import git as gitmod
 from patchtool.diff import model, plain
 from patchtool.rebase import merge, textapply
-from patchtool.testing import git
 
 Tree = dict[str, tuple[str, bytes]]  # path -> (mode, content; a link's content is its target)
 POLICY = ("a symbolic link", "a gitlink", "not a regular file", "binary", "something other than a regular file")
@@ -66,8 +66,9 @@ def _index(root: Path) -> Tree:
         if record:
             info, path = record.split(b"\t", 1)
             mode, sha, _ = info.split(b" ")
-            blob = subprocess.run(["git", "cat-file", "blob", sha.decode()], cwd=root, capture_output=True,
-                                  check=True).stdout
+            blob = subprocess.run(
+                ["git", "cat-file", "blob", sha.decode()], cwd=root, capture_output=True, check=True
+            ).stdout
             tree[path.decode()] = (mode.decode(), blob)
     return tree
 
@@ -76,9 +77,14 @@ def git_apply(root: Path, patch: str, *, reverse: bool = False) -> Verdict:
     """``git apply --cached`` of ``patch`` in ``root`` (its index reset to HEAD before and after)."""
     (root.parent / "p.diff").write_text(patch, encoding="utf-8", newline="")
     git(root, "reset", "-q")
-    res = subprocess.run(["git", "apply", "--cached", *(["-R"] if reverse else []), str(root.parent / "p.diff")],
-                         cwd=root, capture_output=True, text=True, check=False,
-                         env={**os.environ, "LC_ALL": "C"})
+    res = subprocess.run(
+        ["git", "apply", "--cached", *(["-R"] if reverse else []), str(root.parent / "p.diff")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "LC_ALL": "C"},
+    )
     tree = _index(root) if res.returncode == 0 else None
     git(root, "reset", "-q")
     return Verdict(tree, res.stderr.strip())
@@ -88,7 +94,7 @@ def to_model(patch: str, *, exists: Callable[[str], bool] | None = None) -> mode
     """``patch`` as patchtool reads it: a git diff from its first 'diff --git' line, a plain diff
     through ``diff/plain.py`` (as ``import`` reads one)."""
     if "diff --git " in patch:
-        return model.parse(patch[patch.find("diff --git "):])
+        return model.parse(patch[patch.find("diff --git ") :])
     return model.parse(plain.git_diff(patch, exists=exists))
 
 
@@ -127,9 +133,7 @@ def check(root: Path, commit: str, patch: str, *, reverse: bool = False) -> tupl
     if theirs.tree is None:
         assert ours.tree is None, f"git refused ({theirs.message}) but patchtool applied it:\n{patch}"
     elif ours.tree is None:
-        assert any(p in ours.message for p in POLICY), (
-            f"patchtool refused ({ours.message}) what git applies:\n{patch}")
+        assert any(p in ours.message for p in POLICY), f"patchtool refused ({ours.message}) what git applies:\n{patch}"
     else:
         assert ours.tree == theirs.tree, f"the trees differ:\n{patch}"
     return ours, theirs
-

@@ -28,8 +28,11 @@ class Case:
 
 
 CASES = [
-    Case("overlapping hunks: the second's context is the first's output", "apply.c LINE_PATCHED; t4104",
-         {"f": FIVE}, """\
+    Case(
+        "overlapping hunks: the second's context is the first's output",
+        "apply.c LINE_PATCHED; t4104",
+        {"f": FIVE},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -43,9 +46,15 @@ diff --git a/f b/f
 -c
 +Y
  d
-""", False, why="patch does not apply"),
-    Case("overlapping hunks: the second reuses the first's trailing context", "apply.c LINE_PATCHED; t4104",
-         {"f": FIVE}, """\
+""",
+        False,
+        why="patch does not apply",
+    ),
+    Case(
+        "overlapping hunks: the second reuses the first's trailing context",
+        "apply.c LINE_PATCHED; t4104",
+        {"f": FIVE},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -59,9 +68,15 @@ diff --git a/f b/f
 -d
 +Y
  e
-""", False, why="patch does not apply"),
-    Case("adjacent hunks that share no line apply", "t4104-apply-boundary.sh",
-         {"f": "a\nb\nc\nd\ne\nf\ng\n"}, """\
+""",
+        False,
+        why="patch does not apply",
+    ),
+    Case(
+        "adjacent hunks that share no line apply",
+        "t4104-apply-boundary.sh",
+        {"f": "a\nb\nc\nd\ne\nf\ng\n"},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -75,15 +90,26 @@ diff --git a/f b/f
 -e
 +Y
  f
-""", True),
-    Case("a copy keeps its source", "t4102-apply-rename.sh (copy)", {"a": "one\ntwo\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "a copy keeps its source",
+        "t4102-apply-rename.sh (copy)",
+        {"a": "one\ntwo\n"},
+        """\
 diff --git a/a b/c
 similarity index 100%
 copy from a
 copy to c
-""", True),
-    Case("a copy with an edit keeps its source as it was", "t4102-apply-rename.sh (copy)",
-         {"a": "one\ntwo\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "a copy with an edit keeps its source as it was",
+        "t4102-apply-rename.sh (copy)",
+        {"a": "one\ntwo\n"},
+        """\
 diff --git a/a b/c
 similarity index 50%
 copy from a
@@ -94,15 +120,26 @@ copy to c
  one
 -two
 +three
-""", True),
-    Case("a rename removes its source", "t4102-apply-rename.sh", {"a": "one\ntwo\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "a rename removes its source",
+        "t4102-apply-rename.sh",
+        {"a": "one\ntwo\n"},
+        """\
 diff --git a/a b/c
 similarity index 100%
 rename from a
 rename to c
-""", True),
-    Case("criss-cross renames read the tree, not each other", "t4130-apply-criss-cross-rename.sh",
-         {"a": "one\n", "b": "uno\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "criss-cross renames read the tree, not each other",
+        "t4130-apply-criss-cross-rename.sh",
+        {"a": "one\n", "b": "uno\n"},
+        """\
 diff --git a/a b/b
 similarity index 100%
 rename from a
@@ -111,9 +148,14 @@ diff --git a/b b/a
 similarity index 100%
 rename from b
 rename to a
-""", True),
-    Case("a three-way rotation of renames", "t4130-apply-criss-cross-rename.sh",
-         {"a": "one\n", "b": "two\n", "c": "three\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "a three-way rotation of renames",
+        "t4130-apply-criss-cross-rename.sh",
+        {"a": "one\n", "b": "two\n", "c": "three\n"},
+        """\
 diff --git a/a b/b
 similarity index 100%
 rename from a
@@ -126,31 +168,55 @@ diff --git a/c b/a
 similarity index 100%
 rename from c
 rename to a
-""", True),
-    Case("a rename onto a file that stays", "t4102-apply-rename.sh", {"a": "one\n", "b": "two\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "a rename onto a file that stays",
+        "t4102-apply-rename.sh",
+        {"a": "one\n", "b": "two\n"},
+        """\
 diff --git a/a b/b
 similarity index 100%
 rename from a
 rename to b
-""", False, why="already exists in index"),
-    Case("new file mode beside rename headers", "apply.c check_header_line",
-         {"a": "one\n"}, """\
+""",
+        False,
+        why="already exists in index",
+    ),
+    Case(
+        "new file mode beside rename headers",
+        "apply.c check_header_line",
+        {"a": "one\n"},
+        """\
 diff --git a/a b/z
 new file mode 100644
 similarity index 100%
 rename from a
 rename to z
-""", False, why="inconsistent header lines"),
-    Case("new file mode beside copy headers", "apply.c check_header_line",
-         {"a": "one\n"}, """\
+""",
+        False,
+        why="inconsistent header lines",
+    ),
+    Case(
+        "new file mode beside copy headers",
+        "apply.c check_header_line",
+        {"a": "one\n"},
+        """\
 diff --git a/a b/z
 new file mode 100644
 similarity index 100%
 copy from a
 copy to z
-""", False, why="inconsistent header lines"),
-    Case("a file created beyond a symlinked directory", "t4122-apply-symlink-inside.sh",
-         {"dir/x": "x\n", "link": Link("dir")}, """\
+""",
+        False,
+        why="inconsistent header lines",
+    ),
+    Case(
+        "a file created beyond a symlinked directory",
+        "t4122-apply-symlink-inside.sh",
+        {"dir/x": "x\n", "link": Link("dir")},
+        """\
 diff --git a/link/new b/link/new
 new file mode 100644
 index 0000000..45b983b
@@ -158,8 +224,15 @@ index 0000000..45b983b
 +++ b/link/new
 @@ -0,0 +1 @@
 +hi
-""", False, why="beyond a symbolic link"),
-    Case("a file created inside a file", "t4114-apply-typechange.sh", {"f": "x\n"}, """\
+""",
+        False,
+        why="beyond a symbolic link",
+    ),
+    Case(
+        "a file created inside a file",
+        "t4114-apply-typechange.sh",
+        {"f": "x\n"},
+        """\
 diff --git a/f/new b/f/new
 new file mode 100644
 index 0000000..45b983b
@@ -167,8 +240,15 @@ index 0000000..45b983b
 +++ b/f/new
 @@ -0,0 +1 @@
 +hi
-""", False, why="appears as both a file and as a directory"),
-    Case("a file created over a directory", "t4114-apply-typechange.sh", {"d/x": "x\n"}, """\
+""",
+        False,
+        why="appears as both a file and as a directory",
+    ),
+    Case(
+        "a file created over a directory",
+        "t4114-apply-typechange.sh",
+        {"d/x": "x\n"},
+        """\
 diff --git a/d b/d
 new file mode 100644
 index 0000000..45b983b
@@ -176,9 +256,15 @@ index 0000000..45b983b
 +++ b/d
 @@ -0,0 +1 @@
 +hi
-""", False, why="appears as both a file and as a directory"),
-    Case("a directory becomes a file", "t4114-apply-typechange.sh (directory becomes file)",
-         {"d/x": "x\n"}, """\
+""",
+        False,
+        why="appears as both a file and as a directory",
+    ),
+    Case(
+        "a directory becomes a file",
+        "t4114-apply-typechange.sh (directory becomes file)",
+        {"d/x": "x\n"},
+        """\
 diff --git a/d/x b/d/x
 deleted file mode 100644
 index 587be6b..0000000
@@ -193,9 +279,14 @@ index 0000000..45b983b
 +++ b/d
 @@ -0,0 +1 @@
 +hi
-""", True),
-    Case("a file becomes a directory", "t4114-apply-typechange.sh (file becomes directory)",
-         {"f": "x\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "a file becomes a directory",
+        "t4114-apply-typechange.sh (file becomes directory)",
+        {"f": "x\n"},
+        """\
 diff --git a/f b/f
 deleted file mode 100644
 index 587be6b..0000000
@@ -210,8 +301,14 @@ index 0000000..45b983b
 +++ b/f/new
 @@ -0,0 +1 @@
 +hi
-""", True),
-    Case("a text patch to a symbolic link", "t4115-apply-symlink.sh", {"link": Link("dir")}, """\
+""",
+        True,
+    ),
+    Case(
+        "a text patch to a symbolic link",
+        "t4115-apply-symlink.sh",
+        {"link": Link("dir")},
+        """\
 diff --git a/link b/link
 index 1234567..89abcde 100644
 --- a/link
@@ -221,9 +318,15 @@ index 1234567..89abcde 100644
 \\ No newline at end of file
 +etc
 \\ No newline at end of file
-""", False, why="wrong type"),
-    Case("two changes to one file: the second reads the first's result", "t4127-apply-same-fn.sh",
-         {"f": FIVE}, """\
+""",
+        False,
+        why="wrong type",
+    ),
+    Case(
+        "two changes to one file: the second reads the first's result",
+        "t4127-apply-same-fn.sh",
+        {"f": FIVE},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -238,9 +341,14 @@ diff --git a/f b/f
  d
 -e
 +E
-""", True),
-    Case("a change after a rename, to the new name", "t4127-apply-same-fn.sh (same new filename after rename)",
-         {"f": FIVE}, """\
+""",
+        True,
+    ),
+    Case(
+        "a change after a rename, to the new name",
+        "t4127-apply-same-fn.sh (same new filename after rename)",
+        {"f": FIVE},
+        """\
 diff --git a/f b/g
 similarity index 100%
 rename from f
@@ -252,9 +360,14 @@ diff --git a/g b/g
 -a
 +A
  b
-""", True),
-    Case("a change after a rename, to the old name", "t4127-apply-same-fn.sh (same old filename after rename)",
-         {"f": FIVE}, """\
+""",
+        True,
+    ),
+    Case(
+        "a change after a rename, to the old name",
+        "t4127-apply-same-fn.sh (same old filename after rename)",
+        {"f": FIVE},
+        """\
 diff --git a/f b/g
 similarity index 100%
 rename from f
@@ -266,9 +379,15 @@ diff --git a/f b/f
 -a
 +A
  b
-""", False, why="has been renamed/deleted"),
-    Case("a hunk at the start must match at the start", "t4104-apply-boundary.sh",
-         {"f": "z\n" + FIVE}, """\
+""",
+        False,
+        why="has been renamed/deleted",
+    ),
+    Case(
+        "a hunk at the start must match at the start",
+        "t4104-apply-boundary.sh",
+        {"f": "z\n" + FIVE},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -276,9 +395,15 @@ diff --git a/f b/f
 -a
 +A
  b
-""", False, why="patch does not apply"),
-    Case("a hunk without trailing context must match at the end", "t4113-apply-ending.sh",
-         {"f": FIVE + "z\n"}, """\
+""",
+        False,
+        why="patch does not apply",
+    ),
+    Case(
+        "a hunk without trailing context must match at the end",
+        "t4113-apply-ending.sh",
+        {"f": FIVE + "z\n"},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -286,9 +411,15 @@ diff --git a/f b/f
  d
 -e
 +E
-""", False, why="patch does not apply"),
-    Case("a hunk found away from its line", "t4104-apply-boundary.sh",
-         {"f": "0\n1\n2\n" + "a\nb\nc\nd\ne\nf\ng\n"}, """\
+""",
+        False,
+        why="patch does not apply",
+    ),
+    Case(
+        "a hunk found away from its line",
+        "t4104-apply-boundary.sh",
+        {"f": "0\n1\n2\n" + "a\nb\nc\nd\ne\nf\ng\n"},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -297,8 +428,14 @@ diff --git a/f b/f
 -c
 +C
  d
-""", True),
-    Case("the newline at the end taken away", "t4101-apply-nonl.sh", {"f": "a\nb\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "the newline at the end taken away",
+        "t4101-apply-nonl.sh",
+        {"f": "a\nb\n"},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -307,8 +444,14 @@ diff --git a/f b/f
 -b
 +b
 \\ No newline at end of file
-""", True),
-    Case("a hunk that expects no newline where there is one", "t4101-apply-nonl.sh", {"f": "a\nb\n"}, """\
+""",
+        True,
+    ),
+    Case(
+        "a hunk that expects no newline where there is one",
+        "t4101-apply-nonl.sh",
+        {"f": "a\nb\n"},
+        """\
 diff --git a/f b/f
 --- a/f
 +++ b/f
@@ -317,31 +460,56 @@ diff --git a/f b/f
 -b
 \\ No newline at end of file
 +c
-""", False, why="patch does not apply"),
-    Case("a deletion that leaves text behind", "apply.c (removal patch leaves file contents)",
-         {"f": "a\nb\n"}, """\
+""",
+        False,
+        why="patch does not apply",
+    ),
+    Case(
+        "a deletion that leaves text behind",
+        "apply.c (removal patch leaves file contents)",
+        {"f": "a\nb\n"},
+        """\
 diff --git a/f b/f
 deleted file mode 100644
 --- a/f
 +++ /dev/null
 @@ -1 +0,0 @@
 -a
-""", False, why="patch does not apply"),
-    Case("a creation over an existing file", "t4102-apply-rename.sh", {"f": "a\n"}, """\
+""",
+        False,
+        why="patch does not apply",
+    ),
+    Case(
+        "a creation over an existing file",
+        "t4102-apply-rename.sh",
+        {"f": "a\n"},
+        """\
 diff --git a/f b/f
 new file mode 100644
 --- /dev/null
 +++ b/f
 @@ -0,0 +1 @@
 +b
-""", False, why="already exists in index"),
-    Case("a mode change without a hunk", "t4129-apply-samemode.sh", {"f": "a\n"}, """\
+""",
+        False,
+        why="already exists in index",
+    ),
+    Case(
+        "a mode change without a hunk",
+        "t4129-apply-samemode.sh",
+        {"f": "a\n"},
+        """\
 diff --git a/f b/f
 old mode 100644
 new mode 100755
-""", True),
-    Case("a mode change to a file that has the other mode", "t4129-apply-samemode.sh",
-         {"f": ("100755", "a\n")}, """\
+""",
+        True,
+    ),
+    Case(
+        "a mode change to a file that has the other mode",
+        "t4129-apply-samemode.sh",
+        {"f": ("100755", "a\n")},
+        """\
 diff --git a/f b/f
 index 7898192..6178079 100644
 --- a/f
@@ -349,9 +517,14 @@ index 7898192..6178079 100644
 @@ -1 +1 @@
 -a
 +b
-""", True),
-    Case("the same, in reverse: git takes the index line's mode as the new one", "t4129-apply-samemode.sh (-R)",
-         {"f": ("100755", "b\n")}, """\
+""",
+        True,
+    ),
+    Case(
+        "the same, in reverse: git takes the index line's mode as the new one",
+        "t4129-apply-samemode.sh (-R)",
+        {"f": ("100755", "b\n")},
+        """\
 diff --git a/f b/f
 index 7898192..6178079 100644
 --- a/f
@@ -359,21 +532,38 @@ index 7898192..6178079 100644
 @@ -1 +1 @@
 -a
 +b
-""", True, reverse=True),
-    Case("a change to a file that is not there", "t4102-apply-rename.sh", {"f": "a\n"}, """\
+""",
+        True,
+        reverse=True,
+    ),
+    Case(
+        "a change to a file that is not there",
+        "t4102-apply-rename.sh",
+        {"f": "a\n"},
+        """\
 diff --git a/g b/g
 --- a/g
 +++ b/g
 @@ -1 +1 @@
 -a
 +b
-""", False, why="does not exist in index"),
-    Case("a reverse application of a rename", "t4102-apply-rename.sh (-R)", {"c": "one\n"}, """\
+""",
+        False,
+        why="does not exist in index",
+    ),
+    Case(
+        "a reverse application of a rename",
+        "t4102-apply-rename.sh (-R)",
+        {"c": "one\n"},
+        """\
 diff --git a/a b/c
 similarity index 100%
 rename from a
 rename to c
-""", True, reverse=True),
+""",
+        True,
+        reverse=True,
+    ),
 ]
 
 

@@ -14,7 +14,7 @@ from differ import Entry, Link, check, make_repo, write_files
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from patchtool.testing import git
+from helpers import git
 
 pytestmark = pytest.mark.corpus
 
@@ -73,8 +73,12 @@ def edited(draw: st.DrawFn, files: dict[str, Entry]) -> dict[str, Entry]:
             else:
                 del out[path]
                 out[f"{path}/inner"] = (mode, body)
-    return {p: e for p, e in out.items() if not any(q != p and q.startswith(p + "/") for q in out)
-            and not any(isinstance(out.get(p[:i]), tuple) for i in range(len(p)) if p[i:i + 1] == "/")}
+    return {
+        p: e
+        for p, e in out.items()
+        if not any(q != p and q.startswith(p + "/") for q in out)
+        and not any(isinstance(out.get(p[:i]), tuple) for i in range(len(p)) if p[i : i + 1] == "/")
+    }
 
 
 def _edit(draw: st.DrawFn, body: str) -> str:
@@ -108,8 +112,13 @@ def rarely(n: int) -> st.SearchStrategy[bool]:
     return st.sampled_from([False] * (n - 1) + [True])
 
 
-@settings(max_examples=60, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_random_patches_apply_as_git_applies_them(data: st.DataObject) -> None:
     files = data.draw(tree())

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from helpers import format_patch, git, write_tree
 from patchtool import git as gitmod
 from patchtool.diff.patchfile import PatchFile
 from patchtool.project.manifest import parse_text
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase.merge import Renames, Workspace
 from patchtool.rebase.replay import PatchOutcome, replay_one
-from patchtool.testing import format_patch, git, write_tree
 
 pytestmark = pytest.mark.corpus
 
@@ -34,8 +34,10 @@ Tree = dict[str, str]
 
 BASE_PATHS = ("a.py", "b.txt", "d/x.py", "d/y.txt", "e/z.txt")
 NEW_PATHS = ("n.py", "d/n.txt", "f/n.txt", "a.py/inner.txt", "e")
-MANIFEST = ('schema = 1\npin = "demo-1.0"\n\n[[patch]]\nid = "p"\nfile = "patches/p.patch"\nkind = "correctness"\n'
-            'owner = "t"\nwhy = "w"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n')
+MANIFEST = (
+    'schema = 1\npin = "demo-1.0"\n\n[[patch]]\nid = "p"\nfile = "patches/p.patch"\nkind = "correctness"\n'
+    'owner = "t"\nwhy = "w"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
+)
 ENTRY = parse_text(MANIFEST).patches[0]
 LABELS = ("upstream", "base", "patch")
 
@@ -58,8 +60,11 @@ def edits(draw: st.DrawFn, tree: Tree, side: str) -> Tree:
     """``tree`` after up to three random changes made by ``side``."""
     out = dict(tree)
     for _ in range(draw(st.integers(0, 3))):
-        op = draw(st.sampled_from(("edit", "edit", "insert", "drop_line", "delete", "rename", "add",
-                                   "file_to_dir", "dir_to_file")))
+        op = draw(
+            st.sampled_from(
+                ("edit", "edit", "insert", "drop_line", "delete", "rename", "add", "file_to_dir", "dir_to_file")
+            )
+        )
         paths = sorted(out)
         if not paths:
             break
@@ -110,9 +115,14 @@ def commit(work: Path, tree: Tree, message: str) -> str:
 
 def merge_ort(work: Path, ours: str, theirs: str) -> tuple[bool, str]:
     """(clean, tree) of ``git merge-tree --write-tree``."""
-    res = subprocess.run(["git", "merge-tree", "--write-tree", ours, theirs], cwd=work, capture_output=True,
-                         text=True, check=False,
-                         env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"})
+    res = subprocess.run(
+        ["git", "merge-tree", "--write-tree", ours, theirs],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"},
+    )
     assert res.returncode in (0, 1), res.stderr
     return res.returncode == 0, res.stdout.split("\n", 1)[0]
 
@@ -127,19 +137,31 @@ def replayed(work: Path, base: str, upstream: str, patch: str) -> tuple[bool, st
         ws = Workspace(repo, reader, upstream, (), Renames(repo, repo.tree_of(base), repo.tree_of(upstream)))
         step, files, _ = replay_one(ws, patch, changes, lp, LABELS)
         if not step.outcome.applied:
-            return False if step.outcome.stops else True, repo.tree_of(upstream) if not step.outcome.stops else None, \
-                step.outcome
+            return (
+                False if step.outcome.stops else True,
+                repo.tree_of(upstream) if not step.outcome.stops else None,
+                step.outcome,
+            )
         assert files is not None
-        writes = tuple(gitmod.FileWrite(p, f.mode if f else None, f.blob if f else None, f.data if f else None)
-                       for p, f in sorted(files.items()))
+        writes = tuple(
+            gitmod.FileWrite(p, f.mode if f else None, f.blob if f else None, f.data if f else None)
+            for p, f in sorted(files.items())
+        )
         ident = gitmod.Ident("t", "t@example.com", 0)
-        (sha,) = repo.write_commits(upstream, [gitmod.NewCommit(message="p\n", author=ident, committer=ident,
-                                                                files=writes)], ref="refs/patchtool/corpus")
+        (sha,) = repo.write_commits(
+            upstream,
+            [gitmod.NewCommit(message="p\n", author=ident, committer=ident, files=writes)],
+            ref="refs/patchtool/corpus",
+        )
         return True, repo.tree_of(sha), step.outcome
 
 
-@settings(max_examples=120, derandomize=True, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(
+    max_examples=120,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 @given(cases())
 # the cases of issue 20 and those found beside them: file/directory both ways, rename/rename,
 # rename/delete, a rename upstream where the patch adds another file

@@ -16,7 +16,6 @@ from patchtool.diff import model
 pytestmark = pytest.mark.corpus
 
 
-
 def preimage(diff: model.Diff, *, shift: int = 0) -> dict[str, Entry]:
     """A tree the diff applies to: each file it reads, its old lines where the hunks say, filler
     lines between them (and ``shift`` more on top)."""
@@ -43,8 +42,9 @@ def _diff_of(text: str) -> model.Diff:
 
 
 @pytest.mark.parametrize("sample", UNIDIFF_SAMPLES)
-def test_unidiff_sample_applies_as_git_applies_it(tmp_path: Path, sample: str,
-                                                  unidiff_samples: dict[str, bytes]) -> None:
+def test_unidiff_sample_applies_as_git_applies_it(
+    tmp_path: Path, sample: str, unidiff_samples: dict[str, bytes]
+) -> None:
     text = unidiff_samples[sample].decode("utf-8", errors="surrogateescape")
     try:
         diff = _diff_of(text)
@@ -58,6 +58,7 @@ def test_unidiff_sample_applies_as_git_applies_it(tmp_path: Path, sample: str,
         after = git_apply(root, text)
         if after.tree is not None:
             back = tmp_path / f"back{shift}" / "repo"
-            commit = make_repo(back, {p: (Link(c.decode()) if m == "120000" else (m, c))
-                                      for p, (m, c) in after.tree.items()})
+            commit = make_repo(
+                back, {p: (Link(c.decode()) if m == "120000" else (m, c)) for p, (m, c) in after.tree.items()}
+            )
             check(back, commit, text, reverse=True)

@@ -80,8 +80,11 @@ class BenchmarkRun:
         benchmark did not report (or reported as NaN) is left out."""
         end = f"_{suffix}" if suffix else ""
         found = {name: (self.result or {}).get(key) for name, key in RESULT_KEYS.items()}
-        return {name + end: value for name, value in found.items()
-                if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)}
+        return {
+            name + end: value
+            for name, value in found.items()
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        }
 
     def problem(self, prompts: int) -> str | None:
         """Why the run does not count as ``prompts`` requests served, or None when it does."""
@@ -101,8 +104,7 @@ def serving_benchmark(url: str, args: Sequence[str], *, workdir: Path, timeout_s
     check stops it too."""
     n = next(_runs)
     out, log = workdir / f"benchmark-{n}.jsonl", workdir / f"benchmark-{n}.log"
-    argv = (sys.executable, "-m", BENCHMARK, "--backend", "sglang", "--base-url", url, *args,
-            "--output-file", str(out))
+    argv = (sys.executable, "-m", BENCHMARK, "--backend", "sglang", "--base-url", url, *args, "--output-file", str(out))
     start = time.monotonic()
     with log.open("wb") as sink:
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -116,8 +118,13 @@ def serving_benchmark(url: str, args: Sequence[str], *, workdir: Path, timeout_s
                 proc.wait()
     elapsed = time.monotonic() - start
     tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-_TAIL_LINES:]
-    return BenchmarkRun(argv=argv, returncode=returncode, elapsed_s=round(elapsed, 1),
-                        result=_last_result(out), output_tail="\n".join(tail))
+    return BenchmarkRun(
+        argv=argv,
+        returncode=returncode,
+        elapsed_s=round(elapsed, 1),
+        result=_last_result(out),
+        output_tail="\n".join(tail),
+    )
 
 
 def _last_result(path: Path) -> dict[str, Any] | None:
@@ -144,8 +151,11 @@ class Baseline:
         """Pure: the newest row of ``nodeid``'s check (matched by file name and test) in a results
         file's data; ValueError when the file holds none."""
         own = nodeid.rsplit("/", 1)[-1]
-        rows = [row for row in (data.get("checks") if isinstance(data, dict) else None) or []
-                if isinstance(row, dict) and str(row.get("check", "")).rsplit("/", 1)[-1] == own]
+        rows = [
+            row
+            for row in (data.get("checks") if isinstance(data, dict) else None) or []
+            if isinstance(row, dict) and str(row.get("check", "")).rsplit("/", 1)[-1] == own
+        ]
         if not rows or not isinstance(rows[-1].get("figures"), dict):
             raise ValueError(f"{path} holds no figures of {own}")
         return cls(path=path, figures=rows[-1]["figures"])

@@ -27,8 +27,12 @@ class LiveState:
     def __init__(self, path: Path, deadline: float | None) -> None:
         self.path = path
         self.deadline = deadline
-        self.data: dict[str, Any] = {"device": gpu_support.device_info(), "collected": [],
-                                     "checks": {}, "running": None}
+        self.data: dict[str, Any] = {
+            "device": gpu_support.device_info(),
+            "collected": [],
+            "checks": {},
+            "running": None,
+        }
         self.broken: list[str] = []  # check files that did not import
         self.write()
 
@@ -39,7 +43,8 @@ class LiveState:
 
     def check(self, nodeid: str) -> dict[str, Any]:
         entry: dict[str, Any] = self.data["checks"].setdefault(
-            nodeid, {"outcome": "pass", "reason": None, "duration_s": 0.0, "figures": {}})
+            nodeid, {"outcome": "pass", "reason": None, "duration_s": 0.0, "figures": {}}
+        )
         return entry
 
     @pytest.hookimpl
@@ -102,5 +107,4 @@ def pytest_configure(config: pytest.Config) -> None:
     state = os.environ.get(STATE_ENV)
     if state:
         deadline = os.environ.get(DEADLINE_ENV)
-        config.pluginmanager.register(LiveState(Path(state), float(deadline) if deadline else None),
-                                      "gpu-live-state")
+        config.pluginmanager.register(LiveState(Path(state), float(deadline) if deadline else None), "gpu-live-state")

@@ -47,8 +47,11 @@ def cuda_skip_reason() -> str | None:
         return f"{NO_CUDA}: torch does not import ({exc})"
     if not torch.cuda.is_available():
         build = torch.version.cuda
-        why = (f"torch {torch.__version__} is a CPU build" if build is None
-               else f"torch {torch.__version__} (CUDA {build}) sees no GPU")
+        why = (
+            f"torch {torch.__version__} is a CPU build"
+            if build is None
+            else f"torch {torch.__version__} (CUDA {build}) sees no GPU"
+        )
         return f"{NO_CUDA}: {why}"
     return None
 
@@ -190,10 +193,13 @@ def ncu_launches(text: str) -> list[NcuLaunch]:
     for row in rows:
         if not row.get("Metric Name") or not (row.get("ID") or "").isdigit():
             continue
-        launch = launches.setdefault(int(row["ID"]), NcuLaunch(id=int(row["ID"]), kernel=row.get("Kernel Name") or "",
-                                                               metrics={}))
-        launch.metrics[row.get("Section Name") or "", row["Metric Name"]] = (row.get("Metric Unit") or "",
-                                                                             row.get("Metric Value") or "")
+        launch = launches.setdefault(
+            int(row["ID"]), NcuLaunch(id=int(row["ID"]), kernel=row.get("Kernel Name") or "", metrics={})
+        )
+        launch.metrics[row.get("Section Name") or "", row["Metric Name"]] = (
+            row.get("Metric Unit") or "",
+            row.get("Metric Value") or "",
+        )
     return [launches[i] for i in sorted(launches)]
 
 
@@ -215,8 +221,16 @@ def device_info() -> dict[str, Any]:
     ``name``/``capability`` are None where no CUDA GPU is usable (``no_gpu`` says why); versions
     are None for what is not installed.
     """
-    info: dict[str, Any] = {"name": None, "capability": None, "count": 0, "no_gpu": None,
-                            "torch": None, "triton": None, "cuda": None, "nvcc": None}
+    info: dict[str, Any] = {
+        "name": None,
+        "capability": None,
+        "count": 0,
+        "no_gpu": None,
+        "torch": None,
+        "triton": None,
+        "cuda": None,
+        "nvcc": None,
+    }
     info["nvcc"] = nvcc_version(nvcc_path())
     try:
         import triton
@@ -261,8 +275,10 @@ FIGURES_PROPERTY = "gpu_figures"  # the user_properties key the results plugin r
 
 def recorder(node: pytest.Item) -> Callable[..., None]:
     """``record(max_abs_err=..., ms=...)`` for one check: the figures go into the results file."""
+
     def record(**values: Any) -> None:
         node.user_properties.append((FIGURES_PROPERTY, figures(values)))
+
     return record
 
 

@@ -69,8 +69,13 @@ def apply_into(into: Path, *, cache_dir: Path | None, repo: Path = REPO) -> Tree
     cache = cache_dir or _default_cache(repo)
     if cache is not None:
         env["PATCHTOOL_CACHE_DIR"] = str(cache)
-    res = subprocess.run([sys.executable, "-m", "patchtool", "apply", "--root", str(repo), "--into", str(into)],
-                         capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "apply", "--root", str(repo), "--into", str(into)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if res.returncode != 0:
         tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-6:])
         raise TreeError(f"`patchtool apply` failed (exit {res.returncode}): {tail}")
@@ -104,8 +109,10 @@ def unpack(archive: Path, into: Path) -> Tree:
 
 def open_tree(path: Path, *, source: str = "directory") -> Tree:
     if not (path / "python" / "sglang").is_dir():
-        raise TreeError(f"{path} is not a patched sglang tree (no python/sglang in it); make one with "
-                        "`patchtool apply --into DIR` or `python tests/gpu/run.py --pack-tree FILE.tar.gz`")
+        raise TreeError(
+            f"{path} is not a patched sglang tree (no python/sglang in it); make one with "
+            "`patchtool apply --into DIR` or `python tests/gpu/run.py --pack-tree FILE.tar.gz`"
+        )
     stamp_file = path / STAMP
     stamp = None
     if stamp_file.is_file():
@@ -145,8 +152,9 @@ def _git_head(path: Path) -> str | None:
     enclosing repository's)."""
     if shutil.which("git") is None:
         return None
-    res = subprocess.run(["git", "-C", str(path), "rev-parse", "--show-toplevel", "HEAD"],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True, text=True, check=False
+    )
     lines = res.stdout.splitlines()
     if res.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != path.resolve():
         return None

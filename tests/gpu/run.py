@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         except gpu_tree.TreeError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"packed the patched tree ({len(tree.stamp['patches'])} patches, tip {tree.stamp['tip']}) "
-              f"into {tree.path}; on the GPU machine: python tests/gpu/run.py --tree {tree.path}")
+        print(
+            f"packed the patched tree ({len(tree.stamp['patches'])} patches, tip {tree.stamp['tip']}) "
+            f"into {tree.path}; on the GPU machine: python tests/gpu/run.py --tree {tree.path}"
+        )
         return 0
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="gpu-run-") as scratch:
@@ -79,8 +81,7 @@ def run_checks(args: argparse.Namespace, scratch: Path, started: float) -> dict[
     tree: gpu_tree.Tree | None = None
     env = _pytest_env()
     try:
-        tree = gpu_tree.resolve(args.tree or os.environ.get(gpu_tree.TREE_ENV), scratch,
-                                cache_dir=args.cache_dir)
+        tree = gpu_tree.resolve(args.tree or os.environ.get(gpu_tree.TREE_ENV), scratch, cache_dir=args.cache_dir)
         env[gpu_tree.TREE_ENV] = str(tree.path)
     except gpu_tree.TreeError as exc:
         errors.append(f"no patched tree: {exc}")
@@ -116,7 +117,9 @@ def run_checks(args: argparse.Namespace, scratch: Path, started: float) -> dict[
         if running is not None:
             ran = round(time.time() - state["running"]["since"], 1)
             if stop.killed == "check-timeout":
-                reason = f"killed after {ran} s, still running at the per-check limit of {args.check_timeout:g} s (a hang?)"
+                reason = (
+                    f"killed after {ran} s, still running at the per-check limit of {args.check_timeout:g} s (a hang?)"
+                )
                 checks[running] = {"outcome": "fail", "reason": reason, "duration_s": ran, "figures": {}}
             else:
                 reason = f"not run to the end: the time budget of {args.budget:g} s ran out after {ran} s of it"
@@ -155,16 +158,36 @@ class _Stop:
         self.output_tail = output_tail
 
 
-def _run_pytest(selectors: list[str], env: dict[str, str], state_file: Path, *, root: Path, deadline: float,
-                check_timeout: float) -> _Stop:
+def _run_pytest(
+    selectors: list[str], env: dict[str, str], state_file: Path, *, root: Path, deadline: float, check_timeout: float
+) -> _Stop:
     """One pytest process over ``selectors``, its output passed through, stopped at the deadline or
     when one check outlives ``check_timeout``."""
-    cmd = [sys.executable, "-m", "pytest", "-p", "gpu_results_plugin", "-p", "no:cacheprovider",
-           "--continue-on-collection-errors", "-q", "-rA", "--rootdir", str(root), *selectors]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "gpu_results_plugin",
+        "-p",
+        "no:cacheprovider",
+        "--continue-on-collection-errors",
+        "-q",
+        "-rA",
+        "--rootdir",
+        str(root),
+        *selectors,
+    ]
     log = state_file.with_suffix(".log")
     with log.open("w+b") as out:
-        proc = subprocess.Popen(cmd, cwd=REPO, env={**env, STATE_ENV: str(state_file), DEADLINE_ENV: str(deadline)},
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env={**env, STATE_ENV: str(state_file), DEADLINE_ENV: str(deadline)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         killed = None
         shown = 0
         try:
@@ -234,7 +257,9 @@ def _read_state(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _check_row(nodeid: str, check: dict[str, Any], device: dict[str, Any], stamp: dict[str, Any] | None) -> dict[str, Any]:
+def _check_row(
+    nodeid: str, check: dict[str, Any], device: dict[str, Any], stamp: dict[str, Any] | None
+) -> dict[str, Any]:
     file, _, name = nodeid.partition("::")
     patch = gpu_tree.patch_of(file, stamp)
     return {
@@ -264,18 +289,24 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
 
 def summary_text(results: dict[str, Any], out: Path) -> str:
     device = results["device"]
-    where = (f"{device['name']} ({device['capability']})" if device.get("name")
-             else f"no CUDA GPU ({device.get('no_gpu')})")
-    lines = [f"GPU checks on {where}; torch {device.get('torch')}, triton {device.get('triton')}, "
-             f"CUDA {device.get('cuda')}, nvcc {device.get('nvcc')}"]
+    where = (
+        f"{device['name']} ({device['capability']})" if device.get("name") else f"no CUDA GPU ({device.get('no_gpu')})"
+    )
+    lines = [
+        f"GPU checks on {where}; torch {device.get('torch')}, triton {device.get('triton')}, "
+        f"CUDA {device.get('cuda')}, nvcc {device.get('nvcc')}"
+    ]
     for row in results["checks"]:
         figures = " ".join(f"{k}={v}" for k, v in row["figures"].items())
         detail = (row["reason"] or "").split("\n", 1)[0] or figures  # the file has the whole reason
-        lines.append(f"  {row['outcome']:<7} {row['check']} ({row['duration_s']:.1f} s)" + (f": {detail}" if detail else ""))
+        lines.append(
+            f"  {row['outcome']:<7} {row['check']} ({row['duration_s']:.1f} s)" + (f": {detail}" if detail else "")
+        )
     lines += [f"  error: {e}" for e in results["errors"]]
     s = results["summary"]
-    lines.append(f"{s['pass']} passed, {s['fail']} failed, {s['not-run']} not run in {results['duration_s']} s; "
-                 f"results: {out}")
+    lines.append(
+        f"{s['pass']} passed, {s['fail']} failed, {s['not-run']} not run in {results['duration_s']} s; results: {out}"
+    )
     return "\n".join(lines)
 
 
@@ -302,8 +333,12 @@ def _device_here() -> dict[str, Any]:
 
 def _dirty(repo: Path) -> bool | None:
     try:
-        res = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-                             capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     except OSError:
         return None
     return bool(res.stdout.strip()) if res.returncode == 0 else None
@@ -323,14 +358,25 @@ def _file_name(results: dict[str, Any]) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python tests/gpu/run.py", description=__doc__.split("\n\n")[0])
     p.add_argument("checks", nargs="*", metavar="CHECK", help="pytest node ids or paths under tests/gpu (default: all)")
-    p.add_argument("--tree", help="the patched tree: a directory (`patchtool apply --into DIR`) or an archive "
-                                  "from --pack-tree (default: $PATCHTOOL_GPU_TREE, else `patchtool apply` now)")
+    p.add_argument(
+        "--tree",
+        help="the patched tree: a directory (`patchtool apply --into DIR`) or an archive "
+        "from --pack-tree (default: $PATCHTOOL_GPU_TREE, else `patchtool apply` now)",
+    )
     p.add_argument("--cache-dir", type=Path, help="patchtool's cache when the tree is built here")
     p.add_argument("--out", help=f"the results file (default: {RESULTS_DIR}/<start>-<device>.json)")
-    p.add_argument("--budget", type=float, default=DEFAULT_BUDGET, help="seconds for the whole run (default %(default)s)")
-    p.add_argument("--check-timeout", type=float, default=DEFAULT_CHECK_TIMEOUT,
-                   help="seconds one check may run before it is killed as hung (default %(default)s)")
-    p.add_argument("--pack-tree", metavar="ARCHIVE", help="build the patched tree and pack it into ARCHIVE (.tar.gz), then exit")
+    p.add_argument(
+        "--budget", type=float, default=DEFAULT_BUDGET, help="seconds for the whole run (default %(default)s)"
+    )
+    p.add_argument(
+        "--check-timeout",
+        type=float,
+        default=DEFAULT_CHECK_TIMEOUT,
+        help="seconds one check may run before it is killed as hung (default %(default)s)",
+    )
+    p.add_argument(
+        "--pack-tree", metavar="ARCHIVE", help="build the patched tree and pack it into ARCHIVE (.tar.gz), then exit"
+    )
     return p
 
 

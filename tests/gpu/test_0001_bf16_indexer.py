@@ -29,7 +29,7 @@ import gpu_support
 import pytest
 import torch
 
-from patchtool.testing import load_module
+from helpers import load_module
 
 SGLANG = ("python", "sglang")
 JIT = (*SGLANG, "kernels", "jit")
@@ -110,8 +110,12 @@ def store_module(patched_tree_gpu: Path):
         return tvm_cpp.load_inline(
             name="p0001_bf16_index_k_store",
             cuda_sources=source,
-            extra_cuda_cflags=[f"-DSGL_CUDA_ARCH={major * 100 + minor * 10}", "-std=c++20", "-O3",
-                               "--expt-relaxed-constexpr"],
+            extra_cuda_cflags=[
+                f"-DSGL_CUDA_ARCH={major * 100 + minor * 10}",
+                "-std=c++20",
+                "-O3",
+                "--expt-relaxed-constexpr",
+            ],
             extra_include_paths=[str(jit / "include"), str(jit / "csrc")],
         )
     except Exception as exc:  # the check runs where the kernel builds
@@ -137,8 +141,17 @@ def test_store_kernel_matches_torch_reference(bi, store_module, record, is_decod
     if not is_decode:
         plan[:, 1] = torch.arange(n, dtype=torch.int32)  # ragged_id (low 16 bits), buffer_len 0
     cache = torch.zeros(num_pages, PAGE * 256, dtype=torch.uint8, device=dev)
-    store_module.forward(x.to(dev), plan.view(torch.uint8).to(dev), weight.to(dev), EPS, freqs.to(dev),
-                         out_loc.to(dev), cache, is_decode, ratio)
+    store_module.forward(
+        x.to(dev),
+        plan.view(torch.uint8).to(dev),
+        weight.to(dev),
+        EPS,
+        freqs.to(dev),
+        out_loc.to(dev),
+        cache,
+        is_decode,
+        ratio,
+    )
     torch.cuda.synchronize()
 
     stored = (seq_lens % ratio == 0) if is_decode else torch.ones(n, dtype=torch.bool)
@@ -151,8 +164,10 @@ def test_store_kernel_matches_torch_reference(bi, store_module, record, is_decod
     # hadamard output cancels to almost nothing
     allowed = want.abs() * 2.0**-7 + 2.0**-16 * k.abs().max().item()
     worst = ((got - want).abs() / allowed).max().item()
-    print(f"bf16 index-K store ({'decode' if is_decode else 'extend'}): worst error {worst:.2f} of "
-          "(1 bf16 ulp + 2^-16 max|k|)")
+    print(
+        f"bf16 index-K store ({'decode' if is_decode else 'extend'}): worst error {worst:.2f} of "
+        "(1 bf16 ulp + 2^-16 max|k|)"
+    )
     record(worst_error_in_allowed=worst, stored_rows=int(stored.sum()))
     assert worst <= 1.0
     untouched = torch.ones(num_pages * PAGE, dtype=torch.bool)
@@ -178,8 +193,7 @@ def _decode_case(width_pages, *, batch=DECODE_BATCH, c4_len=DECODE_C4_LEN, heads
 
 
 def _check_against_reference(bi, logits, q, cache, weight, seq_lens, table, width):
-    ref = bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens, table[:, :NARROW_PAGES],
-                                         NARROW_PAGES * PAGE)
+    ref = bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens, table[:, :NARROW_PAGES], NARROW_PAGES * PAGE)
     valid = torch.arange(NARROW_PAGES * PAGE, device=q.device).unsqueeze(0) < seq_lens.unsqueeze(1)
     got = logits[:, : NARROW_PAGES * PAGE]
     torch.testing.assert_close(got[valid], ref[valid], rtol=1e-5, atol=1e-3)
@@ -234,8 +248,10 @@ def test_scorer_cost_follows_sequence_not_table(bi, record):
     gpu_support.require_cuda()
     narrow, wide = _decode_case(NARROW_PAGES), _decode_case(WIDE_PAGES)
     t_narrow, t_wide = _graph_seconds(bi, narrow), _graph_seconds(bi, wide)
-    print(f"bf16 scorer decode bs={DECODE_BATCH} c4 len<={DECODE_C4_LEN}: {t_narrow * 1e6:.1f} us at "
-          f"{NARROW_PAGES} pages, {t_wide * 1e6:.1f} us at {WIDE_PAGES} pages")
+    print(
+        f"bf16 scorer decode bs={DECODE_BATCH} c4 len<={DECODE_C4_LEN}: {t_narrow * 1e6:.1f} us at "
+        f"{NARROW_PAGES} pages, {t_wide * 1e6:.1f} us at {WIDE_PAGES} pages"
+    )
     assert t_wide <= 1.25 * t_narrow + 5e-6
 
     q, cache, weight, seq_lens, table, width = wide
@@ -247,8 +263,9 @@ def test_scorer_cost_follows_sequence_not_table(bi, record):
     extra = torch.cuda.max_memory_allocated() - before
     logits_bytes = logits.numel() * logits.element_size()
     print(f"bf16 scorer decode: peak extra allocation {extra} B, logits {logits_bytes} B")
-    record(us_narrow_table=t_narrow * 1e6, us_wide_table=t_wide * 1e6, peak_extra_bytes=extra,
-           logits_bytes=logits_bytes)
+    record(
+        us_narrow_table=t_narrow * 1e6, us_wide_table=t_wide * 1e6, peak_extra_bytes=extra, logits_bytes=logits_bytes
+    )
     assert extra <= logits_bytes + (1 << 20)
 
 
@@ -281,8 +298,10 @@ def _versus_tilelang(bi, patched_tree_gpu, record, q, cache, weight, seq_lens, t
     bf16(), fp8()
     torch.cuda.synchronize()
     t_bf16, t_fp8 = _seconds(bf16, repeat=20), _seconds(fp8, repeat=20)
-    print(f"{label}: bf16 scorer {t_bf16 * 1e3:.3f} ms, TileLang fp8 scorer {t_fp8 * 1e3:.3f} ms "
-          f"({t_bf16 / t_fp8:.2f}x); x21 C4 layers = {21 * t_bf16 * 1e3:.2f} ms per forward")
+    print(
+        f"{label}: bf16 scorer {t_bf16 * 1e3:.3f} ms, TileLang fp8 scorer {t_fp8 * 1e3:.3f} ms "
+        f"({t_bf16 / t_fp8:.2f}x); x21 C4 layers = {21 * t_bf16 * 1e3:.2f} ms per forward"
+    )
     record(ms_bf16=t_bf16 * 1e3, ms_tilelang_fp8=t_fp8 * 1e3, ratio=t_bf16 / t_fp8, ms_x21_layers=21 * t_bf16 * 1e3)
     # bf16 keys are twice fp8's bytes: within 2x is bandwidth parity
     assert t_bf16 <= 2.0 * t_fp8
@@ -290,8 +309,13 @@ def _versus_tilelang(bi, patched_tree_gpu, record, q, cache, weight, seq_lens, t
 
 def test_scorer_decode_cost_sm120(bi, patched_tree_gpu, record):
     gpu_support.require_sm120()
-    _versus_tilelang(bi, patched_tree_gpu, record, *_decode_case(WIDE_PAGES),
-                     f"decode bs={DECODE_BATCH}, 10k context, {WIDE_PAGES}-page table")
+    _versus_tilelang(
+        bi,
+        patched_tree_gpu,
+        record,
+        *_decode_case(WIDE_PAGES),
+        f"decode bs={DECODE_BATCH}, 10k context, {WIDE_PAGES}-page table",
+    )
 
 
 def test_scorer_prefill_cost_sm120(bi, patched_tree_gpu, record):
@@ -306,23 +330,34 @@ def test_scorer_prefill_cost_sm120(bi, patched_tree_gpu, record):
     positions = torch.arange(PREFILL_PROMPT - PREFILL_ROWS, PREFILL_PROMPT, dtype=torch.int32)
     seq_lens = ((positions + 1) // 4).to(dev)
     table = torch.arange(pages, dtype=torch.int32).repeat(PREFILL_ROWS, 1).to(dev)
-    _versus_tilelang(bi, patched_tree_gpu, record, q, cache, weight, seq_lens, table, pages * PAGE,
-                     f"prefill {PREFILL_ROWS} rows at the end of a {PREFILL_PROMPT}-token prompt")
+    _versus_tilelang(
+        bi,
+        patched_tree_gpu,
+        record,
+        q,
+        cache,
+        weight,
+        seq_lens,
+        table,
+        pages * PAGE,
+        f"prefill {PREFILL_ROWS} rows at the end of a {PREFILL_PROMPT}-token prompt",
+    )
 
 
 # ---------------------------------------------------------- deployment recall
 
-FILLER = ("The grass is green. The sky is blue. The sun is yellow. Here we go. "
-          "There and back again. ")  # ~25 tokens
+FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "  # ~25 tokens
 NEEDLE = "The secret vault code is {code}. "
 QUESTION = "What is the secret vault code? Answer with the number only."
 
 
 def _ask(endpoint, prompt):
-    body = json.dumps({"model": "default", "temperature": 0, "max_tokens": 16,
-                       "messages": [{"role": "user", "content": prompt}]}).encode()
-    req = urllib.request.Request(f"{endpoint.rstrip('/')}/v1/chat/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
+    body = json.dumps(
+        {"model": "default", "temperature": 0, "max_tokens": 16, "messages": [{"role": "user", "content": prompt}]}
+    ).encode()
+    req = urllib.request.Request(
+        f"{endpoint.rstrip('/')}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(req, timeout=600) as resp:
         return json.load(resp)["choices"][0]["message"]["content"]
 
@@ -347,4 +382,3 @@ def test_needle_recall_on_deployment(record):
     print("needle recall: " + " ".join(report))
     record(recall=" ".join(report))
     assert not misses, misses
-

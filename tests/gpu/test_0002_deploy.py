@@ -30,8 +30,18 @@ RANDOM_1K = ("--dataset-name", "random", "--random-input-len", "1024", "--random
 # One concurrency at the field's ~18 + 1.05 x batch ms decode step: 10 waves of 1024 tokens, ~20 min at C96.
 AB_TIMEOUT_S = 3600.0
 HANG_TIMEOUT_S = 4 * 3600.0  # the field's agentic runs hung well inside this; a healthy run ends in it
-LONG_CONTEXT = ("--dataset-name", "random", "--random-input-len", "65536", "--random-output-len", "4096",
-                "--num-prompts", "1024", "--max-concurrency", "32")
+LONG_CONTEXT = (
+    "--dataset-name",
+    "random",
+    "--random-input-len",
+    "65536",
+    "--random-output-len",
+    "4096",
+    "--num-prompts",
+    "1024",
+    "--max-concurrency",
+    "32",
+)
 
 
 def test_pd_throughput_ab(record, tmp_path: Path, request: pytest.FixtureRequest) -> None:
@@ -43,8 +53,11 @@ def test_pd_throughput_ab(record, tmp_path: Path, request: pytest.FixtureRequest
     for c in CONCURRENCIES:
         prompts = c * 10
         run = gpu_deploy.serving_benchmark(
-            router, [*RANDOM_1K, "--num-prompts", str(prompts), "--max-concurrency", str(c)],
-            workdir=tmp_path, timeout_s=AB_TIMEOUT_S)
+            router,
+            [*RANDOM_1K, "--num-prompts", str(prompts), "--max-concurrency", str(c)],
+            workdir=tmp_path,
+            timeout_s=AB_TIMEOUT_S,
+        )
         figures |= run.figures(f"c{c}")
         if (problem := run.problem(prompts)) is not None:
             problems.append(f"C{c}: {problem}")
@@ -56,8 +69,10 @@ def test_pd_throughput_ab(record, tmp_path: Path, request: pytest.FixtureRequest
     record(**figures)
     assert not problems, problems
     if figures["output_tok_s_c96"] < figures["output_tok_s_c80"]:
-        problems.append(f"C96 is slower than C80: {figures['output_tok_s_c96']:.1f} < "
-                        f"{figures['output_tok_s_c80']:.1f} output tok/s")
+        problems.append(
+            f"C96 is slower than C80: {figures['output_tok_s_c96']:.1f} < "
+            f"{figures['output_tok_s_c80']:.1f} output tok/s"
+        )
     if baseline is not None:
         problems += baseline.worse(figures, higher=throughput)
     assert not problems, problems
@@ -68,6 +83,8 @@ def test_long_context_no_hang(record, tmp_path: Path) -> None:
     gpu_deploy.require_benchmark()
     run = gpu_deploy.serving_benchmark(router, LONG_CONTEXT, workdir=tmp_path, timeout_s=HANG_TIMEOUT_S)
     record(hung=run.hung, elapsed_s=run.elapsed_s, **run.figures())
-    assert not run.hung, (f"the benchmark was still running after {HANG_TIMEOUT_S:.0f} s: the long-context "
-                          "decode hang of field report 004")
+    assert not run.hung, (
+        f"the benchmark was still running after {HANG_TIMEOUT_S:.0f} s: the long-context "
+        "decode hang of field report 004"
+    )
     assert run.problem(1024) is None, run.problem(1024)

@@ -34,7 +34,7 @@ import pytest
 import torch
 from gpu_results_plugin import DEADLINE_ENV, STATE_ENV
 
-from patchtool.testing import load_module
+from helpers import load_module
 
 ATTN = ("python", "sglang", "kernels", "ops", "attention")
 HERE = Path(__file__).resolve().parent
@@ -51,9 +51,14 @@ OFFLINE = {
 # ncu's figures for those launches: the offline compile's, and what sm_120 (64K registers, ~99 KB
 # shared memory and 48 warps per SM) makes of them: 2 CTAs of 4 warps per SM by registers and by
 # shared memory, 8 of 48 warps.
-NCU_WANT = dict(direct_registers=OFFLINE["direct"]["registers"], partial_registers=OFFLINE["partial"]["registers"],
-                split_dynamic_shared_b=OFFLINE["direct"]["shared"], block_limit_registers=2, block_limit_shared_mem=2,
-                theoretical_occupancy_pct=16.7)
+NCU_WANT = dict(
+    direct_registers=OFFLINE["direct"]["registers"],
+    partial_registers=OFFLINE["partial"]["registers"],
+    split_dynamic_shared_b=OFFLINE["direct"]["shared"],
+    block_limit_registers=2,
+    block_limit_shared_mem=2,
+    theoretical_occupancy_pct=16.7,
+)
 NCU_TIMEOUT_S = 600.0
 
 
@@ -84,14 +89,33 @@ def make_problem(ref, batch, *, heads=H, seed=0):
     eidx = torch.randint(0, 64 * 64, (batch, 1, TOPK), generator=gen, dtype=torch.int32)
     etlen = torch.randint(1, TOPK + 1, (batch,), generator=gen, dtype=torch.int32)
     sink = torch.randn(heads, generator=gen)
-    return dict(q=q, swa=swa, swa_kv=swa_kv, idx=idx.to(dev), tlen=tlen.to(dev), c4=c4,
-                c4_kv=c4_kv, eidx=eidx.to(dev), etlen=etlen.to(dev), sink=sink.to(dev))
+    return dict(
+        q=q,
+        swa=swa,
+        swa_kv=swa_kv,
+        idx=idx.to(dev),
+        tlen=tlen.to(dev),
+        c4=c4,
+        c4_kv=c4_kv,
+        eidx=eidx.to(dev),
+        etlen=etlen.to(dev),
+        sink=sink.to(dev),
+    )
 
 
 def run_mma(mma, ref, p, target_ctas):
     return mma.flash_mla_sparse_decode_mma(
-        p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D, ref.SCALE,
-        p["c4"], p["eidx"], p["etlen"], target_ctas=target_ctas,
+        p["q"],
+        p["swa"],
+        p["idx"],
+        p["tlen"],
+        p["sink"],
+        ref.D,
+        ref.SCALE,
+        p["c4"],
+        p["eidx"],
+        p["etlen"],
+        target_ctas=target_ctas,
     )
 
 
@@ -101,11 +125,13 @@ def test_split_vs_torch_reference(mma, ref, patched_tree_gpu):
     for batch in BATCHES:
         p = make_problem(ref, batch, seed=batch)
         want_out, want_lse = ref.reference(
-            p["q"], [(p["swa_kv"], p["idx"], p["tlen"]), (p["c4_kv"], p["eidx"], p["etlen"])],
+            p["q"],
+            [(p["swa_kv"], p["idx"], p["tlen"]), (p["c4_kv"], p["eidx"], p["etlen"])],
             p["sink"],
         )
-        up_out, up_lse = upstream(p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D, ref.SCALE,
-                                  p["c4"], p["eidx"], p["etlen"])
+        up_out, up_lse = upstream(
+            p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D, ref.SCALE, p["c4"], p["eidx"], p["etlen"]
+        )
         outs = {}
         for target in (0, 512):
             out, lse = run_mma(mma, ref, p, target)
@@ -128,8 +154,16 @@ def _flashinfer_decode(p, ref):
         q = torch.cat([q, q.new_zeros(batch, 1, 64 - H, ref.D)], dim=2)
         sink = torch.cat([sink, sink.new_zeros(64 - H)])
     out, lse = sm120._flash_mla_flashinfer(
-        q, p["swa"], p["idx"], p["tlen"], sink.float(), ref.D, ref.SCALE,
-        p["c4"], p["eidx"], p["etlen"],
+        q,
+        p["swa"],
+        p["idx"],
+        p["tlen"],
+        sink.float(),
+        ref.D,
+        ref.SCALE,
+        p["c4"],
+        p["eidx"],
+        p["etlen"],
     )
     return out[:, :, :H], lse
 
@@ -156,12 +190,12 @@ def test_launch_resources(mma, ref):
     support = load_module(HERE.parent / "patches" / "triton_support.py", "_triton_support_gpu")
     p = make_problem(ref, 64, seed=64)
     with support.recorded_launches(mma, "_mma_sparse_decode_split", "_mma_sparse_decode_combine") as launches:
-        mma.flash_mla_sparse_decode_mma(p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D,
-                                        ref.SCALE, target_ctas=0)
+        mma.flash_mla_sparse_decode_mma(
+            p["q"], p["swa"], p["idx"], p["tlen"], p["sink"], ref.D, ref.SCALE, target_ctas=0
+        )
         run_mma(mma, ref, p, 512)
     assert [launch.grid for launch in launches] == [(64, 1, 1), (64, 1, 8), (64, 1, 8), (64, 16)]
-    compiled = [launch.kernel.run(*launch.args, grid=launch.grid, warmup=False, **launch.kwargs)
-                for launch in launches]
+    compiled = [launch.kernel.run(*launch.args, grid=launch.grid, warmup=False, **launch.kwargs) for launch in launches]
     torch.cuda.synchronize()
     seen = {
         key: dict(registers=kernel.n_regs, spills=kernel.n_spills, shared=kernel.metadata.shared)
@@ -182,18 +216,25 @@ def ncu_resources(launches):
     if registers[1] != registers[2]:
         raise ValueError(f"the two c4 partial launches have {registers[1]} and {registers[2]} registers per thread")
     shared = {
-        (int(launch.number("Launch Statistics", "Dynamic Shared Memory Per Block", units=("byte/block", "byte"))),
-         int(launch.number("Occupancy", "Block Limit Registers")),
-         int(launch.number("Occupancy", "Block Limit Shared Mem")),
-         round(launch.number("Occupancy", "Theoretical Occupancy"), 1))
+        (
+            int(launch.number("Launch Statistics", "Dynamic Shared Memory Per Block", units=("byte/block", "byte"))),
+            int(launch.number("Occupancy", "Block Limit Registers")),
+            int(launch.number("Occupancy", "Block Limit Shared Mem")),
+            round(launch.number("Occupancy", "Theoretical Occupancy"), 1),
+        )
         for launch in launches[:3]
     }
     if len(shared) != 1:
         raise ValueError(f"the split launches differ in shared memory, block limits or occupancy: {sorted(shared)}")
     ((dynamic_shared, limit_registers, limit_shared, occupancy),) = shared
-    return dict(direct_registers=registers[0], partial_registers=registers[1], split_dynamic_shared_b=dynamic_shared,
-                block_limit_registers=limit_registers, block_limit_shared_mem=limit_shared,
-                theoretical_occupancy_pct=occupancy)
+    return dict(
+        direct_registers=registers[0],
+        partial_registers=registers[1],
+        split_dynamic_shared_b=dynamic_shared,
+        block_limit_registers=limit_registers,
+        block_limit_shared_mem=limit_shared,
+        theoretical_occupancy_pct=occupancy,
+    )
 
 
 def test_launch_resources_under_ncu(patched_tree_gpu, record, tmp_path):
@@ -206,17 +247,44 @@ def test_launch_resources_under_ncu(patched_tree_gpu, record, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in (STATE_ENV, DEADLINE_ENV)}
     env[gpu_tree.TREE_ENV] = str(patched_tree_gpu)
     profile = subprocess.run(
-        [ncu, "--kernel-name", "regex:_mma_sparse_decode", "--section", "LaunchStats", "--section", "Occupancy",
-         "--export", str(report), "--force-overwrite",
-         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"{Path(__file__).resolve()}::test_launch_resources"],
-        cwd=HERE.parents[1], env=env, capture_output=True, text=True, timeout=NCU_TIMEOUT_S, check=False)
+        [
+            ncu,
+            "--kernel-name",
+            "regex:_mma_sparse_decode",
+            "--section",
+            "LaunchStats",
+            "--section",
+            "Occupancy",
+            "--export",
+            str(report),
+            "--force-overwrite",
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            f"{Path(__file__).resolve()}::test_launch_resources",
+        ],
+        cwd=HERE.parents[1],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=NCU_TIMEOUT_S,
+        check=False,
+    )
     output = (profile.stdout + profile.stderr).strip()
     if "ERR_NVGPUCTRPERM" in output:
         pytest.skip("needs ncu with access to the GPU's performance counters, not run: ERR_NVGPUCTRPERM")
     rep = report.with_suffix(".ncu-rep")
     assert rep.is_file(), f"ncu wrote no report (exit {profile.returncode}): {output[-2000:]}"
-    table = subprocess.run([ncu, "--import", str(rep), "--csv", "--page", "details", "--print-units", "base"],
-                           capture_output=True, text=True, timeout=120, check=False)
+    table = subprocess.run(
+        [ncu, "--import", str(rep), "--csv", "--page", "details", "--print-units", "base"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert table.returncode == 0, table.stdout[-2000:] + table.stderr[-2000:]
     seen = ncu_resources(gpu_support.ncu_launches(table.stdout))
     record(**seen)
@@ -230,8 +298,11 @@ def test_kernel_time_ab(mma, ref):
     rows = []
     for batch in (64, 80, 96):
         p = make_problem(ref, batch, seed=batch)
-        padded = dict(p, q=torch.cat([p["q"], p["q"].new_zeros(batch, 1, 64 - H, ref.D)], dim=2),
-                      sink=torch.cat([p["sink"], p["sink"].new_zeros(64 - H)]))
+        padded = dict(
+            p,
+            q=torch.cat([p["q"], p["q"].new_zeros(batch, 1, 64 - H, ref.D)], dim=2),
+            sink=torch.cat([p["sink"], p["sink"].new_zeros(64 - H)]),
+        )
         row = {"batch": batch}
         for target in (0, 512):
             row[f"mma_t{target}"] = gpu_support.cuda_time_ms(lambda p=p, t=target: run_mma(mma, ref, p, t))

@@ -25,8 +25,20 @@ import pytest
 
 CONCURRENCIES = (1, 64, 96)
 RANDOM_1K = ("--dataset-name", "random", "--random-input-len", "1024", "--random-output-len", "1024")
-PREFILL = ("--dataset-name", "random", "--random-input-len", "32768", "--random-range-ratio", "0.25",
-           "--random-output-len", "1", "--num-prompts", "64", "--max-concurrency", "1")
+PREFILL = (
+    "--dataset-name",
+    "random",
+    "--random-input-len",
+    "32768",
+    "--random-range-ratio",
+    "0.25",
+    "--random-output-len",
+    "1",
+    "--num-prompts",
+    "64",
+    "--max-concurrency",
+    "1",
+)
 # One run at the field's ~18 + 1.05 x batch ms decode step: 10 waves of 1024 tokens, ~20 min at C96.
 TIMEOUT_S = 3600.0
 
@@ -37,8 +49,10 @@ def test_serving_ab(record, tmp_path: Path, request: pytest.FixtureRequest) -> N
     baseline = gpu_deploy.baseline_for(request.node.nodeid)
     figures: dict[str, int | float | str] = {"compared_with": baseline.path if baseline else ""}
     problems = []
-    runs = [(f"c{c}", c * 10, [*RANDOM_1K, "--num-prompts", str(c * 10), "--max-concurrency", str(c)])
-            for c in CONCURRENCIES] + [("prefill", 64, list(PREFILL))]
+    runs = [
+        (f"c{c}", c * 10, [*RANDOM_1K, "--num-prompts", str(c * 10), "--max-concurrency", str(c)])
+        for c in CONCURRENCIES
+    ] + [("prefill", 64, list(PREFILL))]
     for name, prompts, args in runs:
         run = gpu_deploy.serving_benchmark(router, args, workdir=tmp_path, timeout_s=TIMEOUT_S)
         figures |= run.figures(name)

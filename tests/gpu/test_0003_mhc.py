@@ -34,7 +34,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from patchtool.testing import load_module
+from helpers import load_module
 
 HERE = Path(__file__).resolve().parent
 LAYERNORM = ("python", "sglang", "kernels", "ops", "layernorm")
@@ -171,8 +171,12 @@ def test_gemm_time_ab(gemm, num_splits):
         sq = torch.empty(splits, tokens, device="cuda")
         row = {
             "tokens": tokens,
-            "bf16_triton_ms": gpu_support.cuda_time_ms(lambda x=x, w=fn_bf16, o=out, s=sq: gemm.mhc_pre_gemm_sqrsum_bf16(x, w, o, s)),
-            "fp32_torch_ms": gpu_support.cuda_time_ms(lambda x=x, w=fn: (F.linear(x.float(), w), x.float().square().sum(-1))),
+            "bf16_triton_ms": gpu_support.cuda_time_ms(
+                lambda x=x, w=fn_bf16, o=out, s=sq: gemm.mhc_pre_gemm_sqrsum_bf16(x, w, o, s)
+            ),
+            "fp32_torch_ms": gpu_support.cuda_time_ms(
+                lambda x=x, w=fn: (F.linear(x.float(), w), x.float().square().sum(-1))
+            ),
         }
         rows.append(row)
         print(row)
@@ -196,12 +200,14 @@ def _haystack(tokens, depth, needle, rng):
 
 
 def _chat(url, model, prompt):
-    body = json.dumps({
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": 512,
-        "temperature": 0,
-    }).encode()
+    body = json.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": 512,
+            "temperature": 0,
+        }
+    ).encode()
     req = urllib.request.Request(f"{url}/v1/chat/completions", body, {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as resp:
         message = json.loads(resp.read())["choices"][0]["message"]
@@ -218,8 +224,10 @@ def test_needle_recall_deployment():
         for depth in (0.1, 0.5, 0.9):
             code = f"{rng.randrange(10**6):06d}"
             needle = f"The secret passphrase for the archive is {code}."
-            prompt = (_haystack(tokens, depth, needle, rng)
-                      + "\n\nWhat is the secret passphrase for the archive? Answer with the number only.")
+            prompt = (
+                _haystack(tokens, depth, needle, rng)
+                + "\n\nWhat is the secret passphrase for the archive? Answer with the number only."
+            )
             results[(tokens, depth)] = code in _chat(url, model, prompt)
     print("needle recall (context tokens, depth) -> found:", results)
     assert all(results.values()), results

@@ -77,8 +77,9 @@ class Burst:
 
 
 def _post(url: str, payload: dict) -> Answer:
-    request = urllib.request.Request(url + "/generate", data=json.dumps(payload).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url + "/generate", data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT_S) as response:
             return Answer(response.status, response.read().decode(errors="replace"), time.monotonic())
@@ -99,8 +100,10 @@ def admission_caps(server_info: dict[str, Any]) -> tuple[int, int, int]:
     keys = ("max_queued_requests", "max_queued_tokens", "disaggregation_bootstrap_port")
     unset = [k for k in keys if not isinstance(server_info.get(k), int)]
     if unset:
-        raise ValueError(f"the prefill server has no {', '.join(unset)} set: launch it with "
-                         "--max-queued-requests and --max-queued-tokens (patchset.toml's run: 8 and 32768)")
+        raise ValueError(
+            f"the prefill server has no {', '.join(unset)} set: launch it with "
+            "--max-queued-requests and --max-queued-tokens (patchset.toml's run: 8 and 32768)"
+        )
     requests, tokens, port = (server_info[k] for k in keys)
     return requests, tokens, port
 
@@ -116,12 +119,19 @@ def _queued(url: str) -> int:
 
 
 def _idle(prefill: str, decode: str) -> bool:
-    keys = ("prefill_bootstrap_queue_reqs", "prefill_inflight_queue_reqs",
-            "decode_prealloc_queue_reqs", "decode_transfer_queue_reqs")
+    keys = (
+        "prefill_bootstrap_queue_reqs",
+        "prefill_inflight_queue_reqs",
+        "decode_prealloc_queue_reqs",
+        "decode_transfer_queue_reqs",
+    )
     loads = _loads(prefill) + _loads(decode)
-    return all(load["num_waiting_reqs"] == 0 and load["num_running_reqs"] == 0
-               and all(load.get("disaggregation", {}).get(key, 0) == 0 for key in keys)
-               for load in loads)
+    return all(
+        load["num_waiting_reqs"] == 0
+        and load["num_running_reqs"] == 0
+        and all(load.get("disaggregation", {}).get(key, 0) == 0 for key in keys)
+        for load in loads
+    )
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +160,9 @@ def burst() -> Burst:
         payload = {
             "input_ids": [rng.randrange(100, 20_000) for _ in range(PROMPT_TOKENS)],
             "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
-            "bootstrap_host": host, "bootstrap_port": port, "bootstrap_room": room,
+            "bootstrap_host": host,
+            "bootstrap_port": port,
+            "bootstrap_room": room,
         }
         with ThreadPoolExecutor(2) as both:
             to_prefill = both.submit(_post, prefill, payload)
@@ -179,11 +191,12 @@ def test_burst_is_refused_at_prefill_with_503(burst: Burst):
     admitted = [p for p in burst.pairs if p.prefill.status == 200]
     assert refused, f"no 503 naming {FLAGS} in {len(burst.pairs)} pairs"
     assert len(refused) + len(admitted) == len(burst.pairs), [
-        (p.prefill.status, p.prefill.body[:200]) for p in burst.pairs
-        if not p.refused and p.prefill.status != 200]
+        (p.prefill.status, p.prefill.body[:200]) for p in burst.pairs if not p.refused and p.prefill.status != 200
+    ]
     # Every admitted pair runs to the end on decode.
     assert all(p.decode.status == 200 for p in admitted), [
-        (p.decode.status, p.decode.body[:200]) for p in admitted if p.decode.status != 200]
+        (p.decode.status, p.decode.body[:200]) for p in admitted if p.decode.status != 200
+    ]
     # The queue never held more than both caps allow (prompts of equal length).
     bound = min(burst.max_requests, max(1, burst.max_tokens // burst.prompt_tokens))
     assert burst.max_queued_seen <= bound, (burst.max_queued_seen, bound)
@@ -192,10 +205,14 @@ def test_burst_is_refused_at_prefill_with_503(burst: Burst):
 def test_refused_decode_half_is_freed_without_the_router(burst: Burst):
     refused = [p for p in burst.pairs if p.refused]
     assert refused
-    late = [(p.room, round(p.decode.done_at - p.prefill.done_at, 1)) for p in refused
-            if p.decode.done_at - p.prefill.done_at > FREED_WITHIN_S]
+    late = [
+        (p.room, round(p.decode.done_at - p.prefill.done_at, 1))
+        for p in refused
+        if p.decode.done_at - p.prefill.done_at > FREED_WITHIN_S
+    ]
     assert not late, f"decode halves answered more than {FREED_WITHIN_S}s after the 503: {late}"
     # DecodeTransferQueue.pop_transferred answers a failed room with 500.
     assert all(p.decode.status == 500 for p in refused), [
-        (p.decode.status, p.decode.body[:200]) for p in refused if p.decode.status != 500]
+        (p.decode.status, p.decode.body[:200]) for p in refused if p.decode.status != 500
+    ]
     assert burst.drained_after_s is not None, f"queues not empty {FREED_WITHIN_S}s after the burst"

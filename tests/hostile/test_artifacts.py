@@ -27,16 +27,19 @@ from typing import Any
 import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
-from patchtool.testing import git, sha256, snapshot
+from helpers import git, sha256, snapshot
 
 NAME = "demo-1.0-py3-none-any.whl"
 HINT = "the artifact is malformed or hostile; nothing was imported"
-DAMAGED_HINT = ("the file matches the pin's sha256, so the pin names a damaged file: check the pin against the "
-                "index; nothing was imported")
+DAMAGED_HINT = (
+    "the file matches the pin's sha256, so the pin names a damaged file: check the pin against the "
+    "index; nothing was imported"
+)
 Member = bytes | tuple[bytes, int]  # content, or (content, unix mode)
 
 
 # -- crafting artifacts ------------------------------------------------------------------------
+
 
 def wheel_with(path: Path, members: Mapping[str, Member], *, method: int = zipfile.ZIP_DEFLATED) -> Path:
     """The demo release with ``members`` added, their names exactly as given, and its metadata."""
@@ -48,10 +51,14 @@ def wheel_with(path: Path, members: Mapping[str, Member], *, method: int = zipfi
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = mode << 16
             zf.writestr(info, data, method)
-        for name, text in (("demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"),
-                           ("demo-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
-                                                        "Root-Is-Purelib: true\nTag: py3-none-any\n"),
-                           ("demo-1.0.dist-info/RECORD", "")):
+        for name, text in (
+            ("demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"),
+            (
+                "demo-1.0.dist-info/WHEEL",
+                "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+            ),
+            ("demo-1.0.dist-info/RECORD", ""),
+        ):
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = 0o100644 << 16
             zf.writestr(info, text, zipfile.ZIP_DEFLATED)
@@ -82,7 +89,8 @@ def serve(demo: Demo, artifact: Path, *, prefix: tuple[str, str] = ("demo/", "py
     (demo.root / "upstream-pins" / "demo-1.0.toml").write_text(
         f'schema = 1\nname = "demo"\nversion = "1.0"\n\n[artifact]\nindex = "{demo.index.url}"\n'
         f'distribution = "demo"\nversion = "1.0"\nfilename = "{artifact.name}"\nsha256 = "{sha256(artifact)}"\n'
-        f'prefix = {{ from = "{prefix[0]}", to = "{prefix[1]}" }}\n')
+        f'prefix = {{ from = "{prefix[0]}", to = "{prefix[1]}" }}\n'
+    )
 
 
 def run(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
@@ -147,10 +155,11 @@ def series(demo: Demo) -> Demo:
 
 INJECTIONS = {
     "newline adds a file outside prefix.to": ("demo/a\nM 100644 :1 setup_injected.py", {}),
-    "newline adds a symlink to /etc/passwd": ("demo/a\nM 120000 :1 python/demo/passwd",
-                                              {"demo/0.py": b"/etc/passwd"}),
-    "newline writes a git hook": ("demo/a\nM 100755 :1 .git/hooks/post-checkout",
-                                  {"demo/0.py": b"#!/bin/sh\ntouch pwned\n"}),
+    "newline adds a symlink to /etc/passwd": ("demo/a\nM 120000 :1 python/demo/passwd", {"demo/0.py": b"/etc/passwd"}),
+    "newline writes a git hook": (
+        "demo/a\nM 100755 :1 .git/hooks/post-checkout",
+        {"demo/0.py": b"#!/bin/sh\ntouch pwned\n"},
+    ),
     "a '.' component git fsck refuses": ("demo/./srt/x.py", {}),
 }
 
@@ -159,7 +168,7 @@ INJECTIONS = {
 def test_member_name_that_injects_into_the_import_is_refused(series: Demo, case: str) -> None:
     name, extra = INJECTIONS[case]
     serve(series, wheel_with(series.root.parent / "hostile" / NAME, {**extra, name: b"x = 1\n"}))
-    why = ("contains a control character" if "\n" in name else "has an empty, '.' or '..' component")
+    why = "contains a control character" if "\n" in name else "has an empty, '.' or '..' component"
     for command in ("apply", "build"):
         error = refused(series, command, 4)
         assert error["message"] == f"{NAME}: entry {name!r} is not a safe path: path {name!r} {why}; refusing it"
@@ -184,7 +193,7 @@ REFUSED = {
     "demo/\r.py": "path 'demo/\\r.py' contains a control character",
     ".git/hooks/post-checkout": "path '.git/hooks/post-checkout' touches .git/",
     "demo/" + "a" * 256 + ".py": f"path {'demo/' + 'a' * 256 + '.py'!r} has a name longer than 255 bytes, which no "
-                                 "checkout can create",
+    "checkout can create",
 }
 
 
@@ -196,12 +205,15 @@ def test_unsafe_member_name_is_refused(demo: Demo, name: str) -> None:
     assert error["message"] == f"{NAME}: entry {name!r} is not a safe path: {REFUSED[name]}; refusing it"
 
 
-@pytest.mark.parametrize(("members", "why"), [
-    ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "entry 'demo/link.py' is a symbolic link"),
-    ({"demo/fifo": (b"", 0o010644)}, "entry 'demo/fifo' is not a regular file"),
-    ({"demo/dev": (b"", 0o020644)}, "entry 'demo/dev' is not a regular file"),
-    ({"demo/../": (b"", 0o040755)}, "entry 'demo/../' is not a safe path: path 'demo/..' escapes the tree"),
-])
+@pytest.mark.parametrize(
+    ("members", "why"),
+    [
+        ({"demo/link.py": (b"/etc/passwd", 0o120777)}, "entry 'demo/link.py' is a symbolic link"),
+        ({"demo/fifo": (b"", 0o010644)}, "entry 'demo/fifo' is not a regular file"),
+        ({"demo/dev": (b"", 0o020644)}, "entry 'demo/dev' is not a regular file"),
+        ({"demo/../": (b"", 0o040755)}, "entry 'demo/../' is not a safe path: path 'demo/..' escapes the tree"),
+    ],
+)
 def test_member_that_is_not_a_plain_file_is_refused(demo: Demo, members: dict[str, Member], why: str) -> None:
     demo.write_manifest()
     serve(demo, wheel_with(demo.root.parent / "hostile" / NAME, members))
@@ -217,7 +229,8 @@ def test_member_twice_and_odd_compression_are_refused(demo: Demo) -> None:
     assert refused(demo, "apply", 4)["message"] == f"{NAME}: entry 'demo/core.py' appears twice; refusing it"
     serve(demo, wheel_with(hostile, {"demo/x.py": b"x"}, method=zipfile.ZIP_BZIP2))
     assert refused(demo, "apply", 4)["message"] == (
-        f"{NAME}: entry 'demo/__init__.py' uses compression method 12 (a wheel uses stored or deflate); refusing it")
+        f"{NAME}: entry 'demo/__init__.py' uses compression method 12 (a wheel uses stored or deflate); refusing it"
+    )
 
 
 def test_pin_prefix_that_leads_into_git_is_refused(demo: Demo) -> None:
@@ -227,8 +240,12 @@ def test_pin_prefix_that_leads_into_git_is_refused(demo: Demo) -> None:
     code, out = run(demo, "apply", "--into", str(demo.root.parent / "target"))
     assert code == 1
     assert [(e["file"], e["key"], e["message"]) for e in out["errors"]] == [
-        ("upstream-pins/demo-1.0.toml", "artifact.prefix.to",
-         "path '.git/hooks' touches .git/: the import would put files there")]
+        (
+            "upstream-pins/demo-1.0.toml",
+            "artifact.prefix.to",
+            "path '.git/hooks' touches .git/: the import would put files there",
+        )
+    ]
     # nothing imported (the cache holds only the emptied directory Landlock confines the command to)
     assert snapshot(demo.root) == project and not (demo.cache / "upstream.git").exists()
     assert snapshot(demo.cache) == {}
@@ -243,11 +260,17 @@ def test_name_starting_with_a_quote_is_imported_verbatim(demo: Demo) -> None:
     assert code == 0, out
     tree = demo.root.parent / "tree"
     assert {p.name: p.read_bytes() for p in tree.iterdir() if p.name != ".git"} == {
-        '"q.py': b"q = 1\n", 'a "b" c.py': b"c = 1\n", "\u00fc.py": b"u = 1\n", "__init__.py": b'__version__ = "1.0"\n',
-        "core.py": UPSTREAM_FILES["demo/core.py"].encode(), "util.py": UPSTREAM_FILES["demo/util.py"].encode()}
+        '"q.py': b"q = 1\n",
+        'a "b" c.py': b"c = 1\n",
+        "\u00fc.py": b"u = 1\n",
+        "__init__.py": b'__version__ = "1.0"\n',
+        "core.py": UPSTREAM_FILES["demo/core.py"].encode(),
+        "util.py": UPSTREAM_FILES["demo/util.py"].encode(),
+    }
 
 
 # -- sdists: links and names inside a tar ------------------------------------------------------
+
 
 def _tar_entry(name: str, kind: bytes, target: str = "") -> tarfile.TarInfo:
     ti = tarfile.TarInfo(name)
@@ -255,31 +278,46 @@ def _tar_entry(name: str, kind: bytes, target: str = "") -> tarfile.TarInfo:
     return ti
 
 
-@pytest.mark.parametrize(("members", "message"), [
-    ({"demo-1.0/demo/link.py": _tar_entry("demo-1.0/demo/link.py", tarfile.SYMTYPE, "/etc/passwd")},
-     "demo-1.0.tar.gz: entry 'demo-1.0/demo/link.py' is not a regular file; refusing it"),
-    ({"demo-1.0/demo/hard.py": _tar_entry("demo-1.0/demo/hard.py", tarfile.LNKTYPE, "/etc/passwd")},
-     "demo-1.0.tar.gz: entry 'demo-1.0/demo/hard.py' is not a regular file; refusing it"),
-    ({"demo-1.0/demo/a\nM 100644 :1 x.py": b"x"},
-     "demo-1.0.tar.gz: entry 'demo-1.0/demo/a\\nM 100644 :1 x.py' is not a safe path: path "
-     "'demo-1.0/demo/a\\nM 100644 :1 x.py' contains a control character; refusing it"),
-    ({"../evil.py": b"x"}, "demo-1.0.tar.gz: entry '../evil.py' is not a safe path: path '../evil.py' escapes the tree; "
-                           "refusing it"),
-])
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        (
+            {"demo-1.0/demo/link.py": _tar_entry("demo-1.0/demo/link.py", tarfile.SYMTYPE, "/etc/passwd")},
+            "demo-1.0.tar.gz: entry 'demo-1.0/demo/link.py' is not a regular file; refusing it",
+        ),
+        (
+            {"demo-1.0/demo/hard.py": _tar_entry("demo-1.0/demo/hard.py", tarfile.LNKTYPE, "/etc/passwd")},
+            "demo-1.0.tar.gz: entry 'demo-1.0/demo/hard.py' is not a regular file; refusing it",
+        ),
+        (
+            {"demo-1.0/demo/a\nM 100644 :1 x.py": b"x"},
+            "demo-1.0.tar.gz: entry 'demo-1.0/demo/a\\nM 100644 :1 x.py' is not a safe path: path "
+            "'demo-1.0/demo/a\\nM 100644 :1 x.py' contains a control character; refusing it",
+        ),
+        (
+            {"../evil.py": b"x"},
+            "demo-1.0.tar.gz: entry '../evil.py' is not a safe path: path '../evil.py' escapes the tree; refusing it",
+        ),
+    ],
+)
 def test_hostile_sdist_is_refused(demo: Demo, members: dict[str, Any], message: str) -> None:
     demo.write_manifest()
-    serve(demo, sdist_with(demo.root.parent / "hostile" / "demo-1.0.tar.gz", members),
-          prefix=("demo-1.0/demo/", "python/demo/"))
+    serve(
+        demo,
+        sdist_with(demo.root.parent / "hostile" / "demo-1.0.tar.gz", members),
+        prefix=("demo-1.0/demo/", "python/demo/"),
+    )
     error = refused(demo, "apply", 4)
     assert error["message"] == message
 
 
 # -- damaged archives whose sha256 matches the pin -----------------------------------------------
 
+
 def _data_offset(path: Path, member: str) -> tuple[int, int]:
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo(member)
-    head = path.read_bytes()[info.header_offset:info.header_offset + 30]
+    head = path.read_bytes()[info.header_offset : info.header_offset + 30]
     name_len, extra_len = struct.unpack("<HH", head[26:30])
     return info.header_offset + 30 + name_len + extra_len, info.compress_size
 
@@ -293,15 +331,18 @@ def truncated(path: Path) -> Path:
 def corrupt_deflate(path: Path, member: str = "demo/core.py") -> Path:
     start, length = _data_offset(path, member)
     data = bytearray(path.read_bytes())
-    data[start:start + length] = b"\xff" * length
+    data[start : start + length] = b"\xff" * length
     path.write_bytes(bytes(data))
     return path
 
 
-@pytest.mark.parametrize(("damage", "why"), [
-    (truncated, "File is not a zip file"),
-    (corrupt_deflate, "corrupt compressed data: Error -3 while decompressing data: invalid block type"),
-])
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (truncated, "File is not a zip file"),
+        (corrupt_deflate, "corrupt compressed data: Error -3 while decompressing data: invalid block type"),
+    ],
+)
 def test_damaged_release_wheel_is_refused(series: Demo, damage: Any, why: str) -> None:
     damaged = damage(wheel_with(series.root.parent / "damaged" / NAME, {}))
     serve(series, damaged)
@@ -324,13 +365,17 @@ def test_member_with_a_bad_crc_is_refused(series: Demo) -> None:
 
 def test_truncated_sdist_is_refused(demo: Demo) -> None:
     demo.write_manifest()
-    serve(demo, truncated(sdist_with(demo.root.parent / "damaged" / "demo-1.0.tar.gz", {})),
-          prefix=("demo-1.0/demo/", "python/demo/"))
+    serve(
+        demo,
+        truncated(sdist_with(demo.root.parent / "damaged" / "demo-1.0.tar.gz", {})),
+        prefix=("demo-1.0/demo/", "python/demo/"),
+    )
     message = refused(demo, "apply", 4)["message"]
     assert re.fullmatch(r"demo-1\.0\.tar\.gz is damaged and cannot be read \(.+\); refusing it", message), message
 
 
 # -- provenance: a build tampered with after it was made -----------------------------------------
+
 
 def record_rows(data: bytes) -> list[list[str]]:
     return list(csv.reader(io.StringIO(data.decode())))
@@ -385,14 +430,18 @@ def test_untouched_wheel_is_consistent_file_by_file(series: Demo, built: Path) -
     assert text[-2:] == [f"every file against RECORD: {files}/{files} as listed", "provenance: consistent"]
 
 
-@pytest.mark.parametrize(("change", "rewrite", "expected"), [
-    ({"demo/__init__.py": TAMPERED}, False, [("demo/__init__.py", "differs from RECORD (sha256 does not match)")]),
-    ({"demo/evil.py": b"import os\n"}, False, [("demo/evil.py", "is not listed in RECORD")]),
-    ({"demo/__init__.py": TAMPERED}, True, "payload"),
-    ({"demo/evil.py": b"import os\n"}, True, "payload"),
-])
-def test_tampered_wheel_is_not_consistent(series: Demo, built: Path, change: dict[str, bytes], rewrite: bool,
-                                          expected: Any) -> None:
+@pytest.mark.parametrize(
+    ("change", "rewrite", "expected"),
+    [
+        ({"demo/__init__.py": TAMPERED}, False, [("demo/__init__.py", "differs from RECORD (sha256 does not match)")]),
+        ({"demo/evil.py": b"import os\n"}, False, [("demo/evil.py", "is not listed in RECORD")]),
+        ({"demo/__init__.py": TAMPERED}, True, "payload"),
+        ({"demo/evil.py": b"import os\n"}, True, "payload"),
+    ],
+)
+def test_tampered_wheel_is_not_consistent(
+    series: Demo, built: Path, change: dict[str, bytes], rewrite: bool, expected: Any
+) -> None:
     tampered = rezip(built, series.root.parent / "tampered" / built.name, change, rewrite_record=rewrite)
     code, out, errors = provenance(series, str(tampered))
     assert code == 1 and out["status"] == "problems"
@@ -400,9 +449,12 @@ def test_tampered_wheel_is_not_consistent(series: Demo, built: Path, change: dic
         record = f"demo-{out['data']['metadata_version']}.dist-info/RECORD"
         files = 4 if "demo/evil.py" in change else 3
         assert len(errors) == 1 and errors[0][0] == record
-        assert re.fullmatch(rf"lists {files} package files \(payload sha256 [0-9a-f]{{16}}\.\.\.\), but the build made 3 "
-                            r"\(payload sha256 [0-9a-f]{16}\.\.\.\): files were changed, added or removed and RECORD "
-                            r"rewritten after the build", errors[0][1]), errors
+        assert re.fullmatch(
+            rf"lists {files} package files \(payload sha256 [0-9a-f]{{16}}\.\.\.\), but the build made 3 "
+            r"\(payload sha256 [0-9a-f]{16}\.\.\.\): files were changed, added or removed and RECORD "
+            r"rewritten after the build",
+            errors[0][1],
+        ), errors
     else:
         assert errors == expected
     text = series.run("provenance", str(tampered))
@@ -415,19 +467,44 @@ def test_damaged_wheel_given_to_provenance(series: Demo, built: Path) -> None:
     bad.write_bytes(built.read_bytes())
     corrupt_deflate(bad, "demo/util.py")
     code, _, errors = provenance(series, str(bad))
-    assert (code, errors) == (1, [(bad.name, f"{bad.name}: entry 'demo/util.py' is damaged and cannot be read "
-                                             "(corrupt compressed data: Error -3 while decompressing data: invalid "
-                                             "block type)")])
+    assert (code, errors) == (
+        1,
+        [
+            (
+                bad.name,
+                f"{bad.name}: entry 'demo/util.py' is damaged and cannot be read "
+                "(corrupt compressed data: Error -3 while decompressing data: invalid "
+                "block type)",
+            )
+        ],
+    )
     truncated(bad)
     code, _, errors = provenance(series, str(bad))
-    assert (code, errors) == (1, [("", f"{bad.name} is damaged and cannot be read (File is not a zip file); "
-                                      "refusing it")])
+    assert (code, errors) == (
+        1,
+        [("", f"{bad.name} is damaged and cannot be read (File is not a zip file); refusing it")],
+    )
 
 
 def test_tampered_install_is_not_consistent(series: Demo, built: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
-                          str(site), str(built)], capture_output=True, text=True, check=False)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(site),
+            str(built),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert pip.returncode == 0, pip.stderr
     code, out, errors = provenance(series, "demo", "--path", str(site))
     assert (code, errors) == (0, [])  # pip compiled the modules: RECORD lists the .pyc files without a hash
@@ -437,8 +514,10 @@ def test_tampered_install_is_not_consistent(series: Demo, built: Path, tmp_path:
     (site / "demo" / "evil.py").write_text("import os\n")
     code, out, errors = provenance(series, "demo", "--path", str(site))
     assert code == 1
-    assert errors == [("demo/__init__.py", "differs from RECORD (sha256 does not match)"),
-                      ("demo/evil.py", "is not listed in RECORD")]
+    assert errors == [
+        ("demo/__init__.py", "differs from RECORD (sha256 does not match)"),
+        ("demo/evil.py", "is not listed in RECORD"),
+    ]
     text = series.run("provenance", "demo", "--path", str(site)).stdout
     assert "error: demo/__init__.py: differs from RECORD (sha256 does not match)" in text
     # RECORD rewritten to match the edited file: the payload the build recorded still tells
@@ -459,8 +538,23 @@ def test_record_paths_outside_site_packages_are_never_read(series: Demo, built: 
     """An installed RECORD naming ``../`` paths (right hash or wrong) must not make provenance hash
     files outside site-packages: that would be a content oracle for any file."""
     site = tmp_path / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
-                          str(site), str(built)], capture_output=True, text=True, check=False)
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(site),
+            str(built),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert pip.returncode == 0, pip.stderr
     secret = tmp_path / "secret"
     secret.write_bytes(b"root:$6$hash:19000\n")
@@ -468,8 +562,9 @@ def test_record_paths_outside_site_packages_are_never_read(series: Demo, built: 
     rows = record_rows(record.read_bytes())
     clean = provenance(series, "demo", "--path", str(site))
     buf = io.StringIO()
-    csv.writer(buf, lineterminator="\n").writerows([*rows, ["../secret", b64(secret.read_bytes()), "19"],
-                                                    ["../../secret", b64(b"guess"), "5"]])
+    csv.writer(buf, lineterminator="\n").writerows(
+        [*rows, ["../secret", b64(secret.read_bytes()), "19"], ["../../secret", b64(b"guess"), "5"]]
+    )
     record.write_text(buf.getvalue())
     code, out, errors = provenance(series, "demo", "--path", str(site))
     assert (code, errors) == (0, [])

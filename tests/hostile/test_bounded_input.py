@@ -19,8 +19,8 @@ import pytest
 from test_artifacts import assert_nothing_imported, sdist_with, serve, wheel_with
 
 from conftest import Demo
+from helpers import snapshot
 from patchtool.inputs import MAX_INPUT_BYTES
-from patchtool.testing import snapshot
 from patchtool.upstream.members import MAX_RATIO
 
 BOMB = 64 << 20  # inflates to 64 MiB from some 64 KiB: a bomb by its ratio, small enough to build in a test
@@ -119,14 +119,17 @@ def test_sdist_member_over_the_cap_is_refused_by_its_header(demo: Demo) -> None:
         ti.size = MAX_MEMBER_BYTES + 1
         tf.addfile(ti)  # the header alone: the data the size promises never follows
     import gzip
+
     path.write_bytes(gzip.compress(buf.getvalue()))
     serve(demo, path, prefix=("demo-1.0/demo/", "python/demo/"))
     demo.write_manifest()
     code, out = run(demo, "status")
     assert code == 4, out
-    assert out["errors"][0]["message"] == (f"demo-1.0.tar.gz: entry 'demo-1.0/demo/huge.bin' declares "
-                                           f"{MAX_MEMBER_BYTES + 1} bytes, more than the {MAX_MEMBER_BYTES} a "
-                                           "member may have; refusing it")
+    assert out["errors"][0]["message"] == (
+        f"demo-1.0.tar.gz: entry 'demo-1.0/demo/huge.bin' declares "
+        f"{MAX_MEMBER_BYTES + 1} bytes, more than the {MAX_MEMBER_BYTES} a "
+        "member may have; refusing it"
+    )
     assert_nothing_imported(demo)
 
 
@@ -150,28 +153,46 @@ def test_an_sdist_header_that_would_read_megabytes_is_refused_at_the_header(demo
     demo.write_manifest()
     code, out = run(demo, "status")
     assert code == 4, out
-    assert out["errors"][0]["message"] == (f"demo-1.0.tar.gz: a tar header asks to read {size} bytes at offset 512, "
-                                           f"more than the {HEADER_LIMIT} a header may hold (a hostile long name or "
-                                           "PAX header?); refusing it")
+    assert out["errors"][0]["message"] == (
+        f"demo-1.0.tar.gz: a tar header asks to read {size} bytes at offset 512, "
+        f"more than the {HEADER_LIMIT} a header may hold (a hostile long name or "
+        "PAX header?); refusing it"
+    )
     assert_nothing_imported(demo)
 
 
 PLAIN = "--- a/python/demo/core.py\n+++ b/python/demo/core.py\n@@ -1 +1 @@\n-x\n+y\n"
 
 
-@pytest.mark.parametrize(("series", "files", "message"), [
-    # found by an attack: an entry a series lists was read whole, past the bound a named file has
-    ("huge.patch\n", {"huge.patch": None}, f"is {MAX_INPUT_BYTES + 1} bytes, more than the {MAX_INPUT_BYTES} "
-                                           "patchtool reads"),
-    ("latin1.patch\n", {"latin1.patch": b"Description: caf\xe9\n" + PLAIN.encode()},
-     "{quilt}/series:1: latin1.patch is not UTF-8 (invalid continuation byte at byte 16)"),
-    ("x.patch -p" + "9" * 5000 + "\n", {"x.patch": PLAIN.encode()},
-     "{quilt}/series:1: x.patch: option '-p" + "9" * 18 + "'... is not supported"),
-    ("x.patch\n", {"x.patch": PLAIN.replace("@@ -1 +1 @@", "@@ -1," + "9" * 5000 + " +1 @@").encode()},
-     "corrupt patch at line 3: '@@ -1," + "9" * 54 + "' is no hunk header"),
-])
-def test_a_series_entry_is_read_bounded_and_refused_as_a_message(one_patch: Demo, tmp_path: Path, series: str,
-                                                                 files: dict[str, bytes | None], message: str) -> None:
+@pytest.mark.parametrize(
+    ("series", "files", "message"),
+    [
+        # found by an attack: an entry a series lists was read whole, past the bound a named file has
+        (
+            "huge.patch\n",
+            {"huge.patch": None},
+            f"is {MAX_INPUT_BYTES + 1} bytes, more than the {MAX_INPUT_BYTES} patchtool reads",
+        ),
+        (
+            "latin1.patch\n",
+            {"latin1.patch": b"Description: caf\xe9\n" + PLAIN.encode()},
+            "{quilt}/series:1: latin1.patch is not UTF-8 (invalid continuation byte at byte 16)",
+        ),
+        (
+            "x.patch -p" + "9" * 5000 + "\n",
+            {"x.patch": PLAIN.encode()},
+            "{quilt}/series:1: x.patch: option '-p" + "9" * 18 + "'... is not supported",
+        ),
+        (
+            "x.patch\n",
+            {"x.patch": PLAIN.replace("@@ -1 +1 @@", "@@ -1," + "9" * 5000 + " +1 @@").encode()},
+            "corrupt patch at line 3: '@@ -1," + "9" * 54 + "' is no hunk header",
+        ),
+    ],
+)
+def test_a_series_entry_is_read_bounded_and_refused_as_a_message(
+    one_patch: Demo, tmp_path: Path, series: str, files: dict[str, bytes | None], message: str
+) -> None:
     quilt = tmp_path / "quilt"
     quilt.mkdir()
     (quilt / "series").write_text(series)

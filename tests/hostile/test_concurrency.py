@@ -10,14 +10,20 @@ import sys
 from pathlib import Path
 
 from conftest import Demo, edit
-from patchtool.testing import git, snapshot
+from helpers import git, snapshot
 from test_rebase import releases, series  # noqa: F401  (the fixture, and the series it rebases)
 
 
 def popen(demo: Demo, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     full = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "patchtool", *args], cwd=demo.root, env=full, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "patchtool", *args],
+        cwd=demo.root,
+        env=full,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def exported(demo: Demo, tmp_path: Path, name: str, path: str, old: str, new: str) -> Path:
@@ -30,10 +36,12 @@ def exported(demo: Demo, tmp_path: Path, name: str, path: str, old: str, new: st
 
 
 def test_imports_at_once_all_land_under_their_own_numbers(one_patch: Demo, tmp_path: Path) -> None:
-    changes = [("aaa", "python/demo/util.py", "return 1", "return 2"),
-               ("bbb", "python/demo/core.py", 'word = "bye"', 'word = "ciao"'),
-               ("ccc", "python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
-               ("ddd", "python/demo/__init__.py", '"1.0"', '"1.0+x"')]
+    changes = [
+        ("aaa", "python/demo/util.py", "return 1", "return 2"),
+        ("bbb", "python/demo/core.py", 'word = "bye"', 'word = "ciao"'),
+        ("ccc", "python/demo/core.py", "len(queue) > cap", "len(queue) >= cap"),
+        ("ddd", "python/demo/__init__.py", '"1.0"', '"1.0+x"'),
+    ]
     patches = [exported(one_patch, tmp_path, *c) for c in changes]
     assert one_patch.run("status").returncode == 0  # the cache holds the pin: they race on the repository
     procs = [popen(one_patch, "import", str(p), "--json") for p in patches]
@@ -63,9 +71,18 @@ def test_two_applies_at_once_each_report_a_tree_that_exists(one_patch: Demo) -> 
 
 def test_a_writer_held_too_long_is_named_and_nothing_changes(one_patch: Demo, tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pathlib import Path; from patchtool.project import lock\n"
-         "with lock.held(Path(sys.argv[1]), exclusive=True):\n    print('held', flush=True); time.sleep(30)",
-         str(one_patch.root), "patchtool", "import"], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from patchtool.project import lock\n"
+            "with lock.held(Path(sys.argv[1]), exclusive=True):\n    print('held', flush=True); time.sleep(30)",
+            str(one_patch.root),
+            "patchtool",
+            "import",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         patch = exported(one_patch, tmp_path, "ccc", "python/demo/util.py", "return 1", "return 2")
@@ -76,7 +93,8 @@ def test_a_writer_held_too_long_is_named_and_nothing_changes(one_patch: Demo, tm
             envelope = json.loads(res.stdout)
             assert envelope["status"] == "busy"
             assert envelope["errors"][0]["message"] == (
-                f"another patchtool command (pid {holder.pid}, `patchtool import`) holds the lock on {one_patch.root}")
+                f"another patchtool command (pid {holder.pid}, `patchtool import`) holds the lock on {one_patch.root}"
+            )
             assert envelope["errors"][0]["hint"] == "wait for it to finish and run this again"
         assert snapshot(one_patch.root) == before
     finally:
@@ -97,8 +115,13 @@ def test_a_stopped_rebase_is_shown_and_guards_the_series(releases: Demo, tmp_pat
     assert res.returncode == 3
     stopped = snapshot(releases.root)
     patch = exported(releases, tmp_path, "ddd", "python/demo/util.py", "return 1", "return 2")
-    for args in (("drop", "greet", "--reason", "x"), ("import", str(patch)), ("export",), ("new", "fresh"),
-                 ("checkout",)):
+    for args in (
+        ("drop", "greet", "--reason", "x"),
+        ("import", str(patch)),
+        ("export",),
+        ("new", "fresh"),
+        ("checkout",),
+    ):
         res = releases.run(*args)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert f"a rebase to demo-1.1 is in progress, stopped at bye; `{args[0]}` would change the series" in res.stderr
@@ -107,8 +130,12 @@ def test_a_stopped_rebase_is_shown_and_guards_the_series(releases: Demo, tmp_pat
     res = releases.run("status", "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["data"]["rebase"] == {
-        "old_pin": "demo-1.0", "new_pin": "demo-1.1", "done": 1, "stopped_at": "bye",
-        "worktree": str(releases.root / ".patchtool/rebase/worktree")}
+        "old_pin": "demo-1.0",
+        "new_pin": "demo-1.1",
+        "done": 1,
+        "stopped_at": "bye",
+        "worktree": str(releases.root / ".patchtool/rebase/worktree"),
+    }
     text = releases.run("status").stdout
     assert "rebase in progress: demo-1.0 -> demo-1.1, stopped at bye (patch 2 of 3)" in text
     assert releases.run("rebase", "--abort").returncode == 0
@@ -130,14 +157,17 @@ def test_a_rebase_state_naming_another_worktree_is_refused(releases: Demo, tmp_p
     for args in (("rebase", "--continue"), ("status",)):
         res = releases.run(*args)
         assert res.returncode == 1, (args, res.stderr)
-        assert f"the rebase state is not one patchtool wrote (worktree '{elsewhere}' is not .patchtool/rebase/worktree)" \
+        assert (
+            f"the rebase state is not one patchtool wrote (worktree '{elsewhere}' is not .patchtool/rebase/worktree)"
             in res.stderr
+        )
     assert snapshot(releases.root, elsewhere) == before
     # --abort always gets out: it removes patchtool's own state and never goes where the state points
     res = releases.run("rebase", "--abort")
     assert res.returncode == 0, res.stderr
     assert not (releases.root / ".patchtool").exists() and snapshot(elsewhere) == {
-        k: v for k, v in before.items() if k.startswith(str(elsewhere))}
+        k: v for k, v in before.items() if k.startswith(str(elsewhere))
+    }
 
 
 def test_a_fifo_swapped_in_during_a_stop_is_refused_not_waited_on(releases: Demo) -> None:  # noqa: F811
@@ -163,13 +193,15 @@ def test_a_resolution_that_keeps_none_of_the_patch_is_refused(releases: Demo) ->
     text = core.read_text()
     start, middle = text.index("<<<<<<<"), text.index("=======")
     end = text.index("\n", text.index(">>>>>>>")) + 1
-    ours = text[text.index("\n", start) + 1:middle]
+    ours = text[text.index("\n", start) + 1 : middle]
     core.write_text(text[:start] + ours + text[end:])  # upstream's side only
     stopped = snapshot(releases.root)
     res = releases.run("rebase", "--continue")
     assert res.returncode == 2, res.stdout + res.stderr
-    assert f"the resolution in {worktree} leaves nothing of patch bye: it would be written as an empty patch file" \
+    assert (
+        f"the resolution in {worktree} leaves nothing of patch bye: it would be written as an empty patch file"
         in res.stderr
+    )
     assert snapshot(releases.root) == stopped
     res = releases.run("rebase", "--skip", "--reason", "upstream's wording wins")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
-from patchtool.testing import git, make_wheel, snapshot
+from helpers import git, make_wheel, snapshot
 from test_editing import checked_out, three
 
 REGISTRY = """schema = 1
@@ -55,6 +55,7 @@ def patches(demo: Demo) -> dict[str, str]:
 
 
 # -- 1. clones sharing a cache ------------------------------------------------------------------
+
 
 def test_two_clones_on_one_cache_never_see_each_others_checkout(demo: Demo) -> None:
     three(demo)
@@ -97,6 +98,7 @@ def test_a_rebase_replays_under_its_own_projects_ref(demo: Demo) -> None:
 
 # -- 2. a checkout older than the series ----------------------------------------------------------
 
+
 def test_export_from_a_stale_checkout_is_refused_naming_what_changed(demo: Demo) -> None:
     three(demo)
     wt = checked_out(demo)
@@ -107,8 +109,10 @@ def test_export_from_a_stale_checkout_is_refused_naming_what_changed(demo: Demo)
     before = snapshot(demo.root)
     res = demo.run("export")
     assert res.returncode == 2, res.stdout + res.stderr
-    assert ("the series changed since branch 'series' was checked out: dropped cap; edited util "
-            "(patches/0002-util.patch). Exporting that checkout would undo it") in res.stderr
+    assert (
+        "the series changed since branch 'series' was checked out: dropped cap; edited util "
+        "(patches/0002-util.patch). Exporting that checkout would undo it"
+    ) in res.stderr
     assert "`patchtool checkout --refresh` moves your commits onto the current series" in res.stderr
     assert snapshot(demo.root) == before
 
@@ -154,15 +158,21 @@ def test_refresh_carries_your_commits_onto_the_current_series(demo: Demo) -> Non
     assert "len(queue) >= cap + 0" in files["0002-cap.patch"]  # so did yours
     assert "+X = 1" in files["0003-extra-a-new-module.patch"]
     manifest = (demo.root / "patchset.toml").read_text()
-    assert manifest.count('id = "greet"') == 1 and "TODO" not in manifest.split("[[dropped]]")[0].split(
-        'id = "extra-a-new-module"')[0]
+    assert (
+        manifest.count('id = "greet"') == 1
+        and "TODO" not in manifest.split("[[dropped]]")[0].split('id = "extra-a-new-module"')[0]
+    )
     assert 'reason = "upstream took it"' in manifest
 
 
 def test_refresh_after_a_rebase_moves_the_checkout_onto_the_new_pin(demo: Demo) -> None:
     three(demo)
-    wheel = make_wheel(demo.wheel.parent / "demo-1.1-py3-none-any.whl", "demo", "1.1",
-                       {**UPSTREAM_FILES, "demo/__init__.py": '__version__ = "1.1"\n'})
+    wheel = make_wheel(
+        demo.wheel.parent / "demo-1.1-py3-none-any.whl",
+        "demo",
+        "1.1",
+        {**UPSTREAM_FILES, "demo/__init__.py": '__version__ = "1.1"\n'},
+    )
     demo.index.add(wheel)
     wt = checked_out(demo)
     (wt / "python/demo/extra_new.py").write_text("X = 1\n")
@@ -173,8 +183,10 @@ def test_refresh_after_a_rebase_moves_the_checkout_onto_the_new_pin(demo: Demo) 
     rebased, before = patches(demo), snapshot(demo.root)
     res = demo.run("export")
     assert res.returncode == 2, res.stdout + res.stderr
-    assert ("the series changed since branch 'series' was checked out: the pin is demo-1.1, the checkout was "
-            "made on demo-1.0") in res.stderr
+    assert (
+        "the series changed since branch 'series' was checked out: the pin is demo-1.1, the checkout was "
+        "made on demo-1.0"
+    ) in res.stderr
     assert snapshot(demo.root) == before
     res = demo.run("checkout", "--refresh")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -221,8 +233,10 @@ def test_refresh_that_conflicts_changes_nothing(demo: Demo) -> None:
     res = demo.run("checkout", "--refresh")
     assert res.returncode == 3, res.stdout + res.stderr
     assert "your edit of patch util (commit " in res.stderr
-    assert ("conflicts with the series' current version of it: CONFLICT (content): Merge conflict in "
-            "python/demo/util.py; nothing was changed") in res.stderr
+    assert (
+        "conflicts with the series' current version of it: CONFLICT (content): Merge conflict in "
+        "python/demo/util.py; nothing was changed"
+    ) in res.stderr
     assert snapshot(demo.root, demo.cache / "upstream.git" / "refs") == before and head(wt) == tip
 
 
@@ -246,8 +260,10 @@ def test_a_dropped_patch_comes_back_only_when_asked_for(demo: Demo) -> None:
     before = snapshot(demo.root)
     res = demo.run("export")
     assert res.returncode == 2, res.stdout + res.stderr
-    assert ("carries Patchtool-Id: util, a patch dropped from the series (slower on the bench); refusing to "
-            "bring it back unasked") in res.stderr
+    assert (
+        "carries Patchtool-Id: util, a patch dropped from the series (slower on the bench); refusing to "
+        "bring it back unasked"
+    ) in res.stderr
     assert "`patchtool export --revive util`" in res.stderr
     assert snapshot(demo.root) == before
     res = demo.run("export", "--revive", "util")
@@ -270,6 +286,7 @@ def test_the_checkout_branch_keeps_a_reflog(demo: Demo) -> None:
 
 # -- 3. plain commits keep the metadata written for them -------------------------------------------
 
+
 def test_a_plain_commit_keeps_its_id_and_metadata(demo: Demo) -> None:
     three(demo)
     wt = checked_out(demo)
@@ -283,8 +300,12 @@ def test_a_plain_commit_keeps_its_id_and_metadata(demo: Demo) -> None:
     assert git(wt, "log", "-1", "--format=%an <%ae>") == "Test Author <author@example.org>\n"
     exported = patches(demo)
     manifest = demo.root / "patchset.toml"
-    filled = manifest.read_text().replace("TODO: who maintains it", "util-team").replace(
-        "TODO: why the patch exists", "callers need other()").replace("TODO: when to drop it", "never")
+    filled = (
+        manifest.read_text()
+        .replace("TODO: who maintains it", "util-team")
+        .replace("TODO: why the patch exists", "callers need other()")
+        .replace("TODO: when to drop it", "never")
+    )
     # the skeleton's defaults are chosen too: one changed, one kept by deleting its TODO comment
     filled = re.sub(r'applies_to = ">=0"  # TODO[^\n]*', 'applies_to = ">=1.0"', filled)
     filled = re.sub(r'(kind = "correctness")  # TODO[^\n]*', r"\1", filled)
@@ -312,6 +333,7 @@ def test_export_after_the_worktree_was_deleted_by_hand(demo: Demo) -> None:
 
 # -- 4. new commits as the user ---------------------------------------------------------------------
 
+
 def test_new_makes_the_commit_as_the_user(demo: Demo, tmp_path: Path) -> None:
     three(demo)
     wt = checked_out(demo)
@@ -319,13 +341,24 @@ def test_new_makes_the_commit_as_the_user(demo: Demo, tmp_path: Path) -> None:
     config.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
     res = demo.run("new", "feature-x", env={"GIT_CONFIG_GLOBAL": str(config)})
     assert res.returncode == 0, res.stdout + res.stderr
-    assert git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == \
-        "Ada Lovelace <ada@example.org>|Ada Lovelace <ada@example.org>\n"
-    res = demo.run("new", "feature-y", env={"GIT_CONFIG_GLOBAL": str(config), "GIT_AUTHOR_NAME": "Grace Hopper",
-                                            "GIT_AUTHOR_EMAIL": "grace@example.org"})
+    assert (
+        git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>")
+        == "Ada Lovelace <ada@example.org>|Ada Lovelace <ada@example.org>\n"
+    )
+    res = demo.run(
+        "new",
+        "feature-y",
+        env={
+            "GIT_CONFIG_GLOBAL": str(config),
+            "GIT_AUTHOR_NAME": "Grace Hopper",
+            "GIT_AUTHOR_EMAIL": "grace@example.org",
+        },
+    )
     assert res.returncode == 0, res.stdout + res.stderr
-    assert git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>") == \
-        "Grace Hopper <grace@example.org>|Ada Lovelace <ada@example.org>\n"
+    assert (
+        git(wt, "log", "-1", "--format=%an <%ae>|%cn <%ce>")
+        == "Grace Hopper <grace@example.org>|Ada Lovelace <ada@example.org>\n"
+    )
 
 
 def test_new_without_a_git_identity_is_refused(demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -343,6 +376,7 @@ def test_new_without_a_git_identity_is_refused(demo: Demo, tmp_path: Path, monke
 
 
 # -- 5. branch names ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("command", [["checkout"], ["export"], ["new", "extra"], ["checkout", "--refresh"]])
 @pytest.mark.parametrize("name", ["a..b", "a\nb", "a/.git", "../x", "x/", "a b", "x.lock", "a/../../b"])

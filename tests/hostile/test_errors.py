@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo, edit
+from helpers import git, snapshot
 from patchtool.cli import app as cli
-from patchtool.testing import git, snapshot
 
 
 def envelope(res: object) -> dict:  # type: ignore[type-arg]
@@ -19,8 +19,9 @@ def envelope(res: object) -> dict:  # type: ignore[type-arg]
     return json.loads(out)  # type: ignore[no-any-return]
 
 
-def test_an_unexpected_exception_is_exit_70_with_the_envelope(one_patch: Demo, monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unexpected_exception_is_exit_70_with_the_envelope(
+    one_patch: Demo, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """No input reaches an internal error on purpose: one is injected where status computes."""
     from patchtool.series import status
 
@@ -39,11 +40,14 @@ def test_an_unexpected_exception_is_exit_70_with_the_envelope(one_patch: Demo, m
     assert err.startswith("error: internal error: RuntimeError: boom") and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("status", "--bogus"), "No such option: --bogus"),
-    (("scan", "--newest", "many"), "Invalid value for '--newest': Input should be a valid integer"),
-    (("nonsense",), "No such command 'nonsense'."),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("status", "--bogus"), "No such option: --bogus"),
+        (("scan", "--newest", "many"), "Invalid value for '--newest': Input should be a valid integer"),
+        (("nonsense",), "No such command 'nonsense'."),
+    ],
+)
 def test_argument_errors_are_an_envelope_under_json(one_patch: Demo, args: tuple[str, ...], message: str) -> None:
     res = one_patch.run(*args, "--json")
     assert res.returncode == 2
@@ -59,7 +63,8 @@ def test_scan_newest_must_be_positive(one_patch: Demo, n: str) -> None:
     res = one_patch.run("scan", "--newest", n, "--json")
     assert res.returncode == 2
     assert envelope(res)["errors"][0]["message"] == (
-        f"--newest {n}: give how many of the newest releases to scan, at least 1")
+        f"--newest {n}: give how many of the newest releases to scan, at least 1"
+    )
 
 
 def test_apply_into_an_existing_file_is_refused(one_patch: Demo) -> None:
@@ -85,8 +90,10 @@ def test_keep_failed_never_deletes_a_directory_it_did_not_make(one_patch: Demo) 
     assert res.returncode == 3
     data = envelope(res)
     assert data["data"]["partial_tree"] is None
-    assert (f"no partial tree was written: {mine} exists and is not a tree patchtool made; refusing to replace it"
-            in data["errors"][0]["hint"])
+    assert (
+        f"no partial tree was written: {mine} exists and is not a tree patchtool made; refusing to replace it"
+        in data["errors"][0]["hint"]
+    )
     assert snapshot(one_patch.root) == before
     mine.joinpath("notes.txt").unlink()
     mine.rmdir()

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Demo
-from patchtool.testing import snapshot
+from helpers import snapshot
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 75}  # README "Exit codes"; 70 (internal error) is always a bug here
 SECRET = b"the decoy's secret: 6f1d0a2c-hostile\n"
@@ -50,27 +50,35 @@ DERANDOMIZE = not FUZZ
 def _pin_attacks(decoy: str) -> st.SearchStrategy[tuple[str, str, str]]:
     """(table, key, TOML value) replacements for the demo pin."""
     target = f"{decoy}/{MARK}"
-    url = st.sampled_from([
-        f'"--upload-pack=touch {target}-upload;"', f'"-oProxyCommand=touch {target}-proxy"',
-        f'"ext::sh -c touch% {target}-ext"', f'"file://{decoy}/repo"', f'"{decoy}/repo"',
-        '"http://127.0.0.1:1/x.git"', f'"--config=core.sshCommand=touch {target}-ssh"',
-    ])
+    url = st.sampled_from(
+        [
+            f'"--upload-pack=touch {target}-upload;"',
+            f'"-oProxyCommand=touch {target}-proxy"',
+            f'"ext::sh -c touch% {target}-ext"',
+            f'"file://{decoy}/repo"',
+            f'"{decoy}/repo"',
+            '"http://127.0.0.1:1/x.git"',
+            f'"--config=core.sshCommand=touch {target}-ssh"',
+        ]
+    )
     tag = st.sampled_from(['"v1.0"', f'"--output={target}-tag"', '"-x"', '"v1.0\\n"', '"refs/heads/../../x"'])
-    artifact = st.sampled_from([
-        ("distribution", f'"../../{decoy.lstrip("/")}/{MARK}"'),
-        ("distribution", '"-rf"'),
-        ("filename", f'"../../../{decoy.lstrip("/")}/{MARK}-1.0.tar.gz"'),
-        ("filename", '"../demo-1.0.tar.gz"'),
-        ("filename", '"demo-1.0.tar.gz/../../x-1.0.tar.gz"'),
-        ("url", f'"file://{decoy}/secret"'),
-        ("url", '"file:///dev/zero"'),
-        ("url", f'"{decoy}/secret"'),
-        ("url", '"--output=/tmp/x"'),
-        ("index", f'"file://{decoy}"'),
-        ("index", '"http://127.0.0.1:1/simple"'),
-        ("size", "100"),
-        ("size", "1000000000000"),
-    ])
+    artifact = st.sampled_from(
+        [
+            ("distribution", f'"../../{decoy.lstrip("/")}/{MARK}"'),
+            ("distribution", '"-rf"'),
+            ("filename", f'"../../../{decoy.lstrip("/")}/{MARK}-1.0.tar.gz"'),
+            ("filename", '"../demo-1.0.tar.gz"'),
+            ("filename", '"demo-1.0.tar.gz/../../x-1.0.tar.gz"'),
+            ("url", f'"file://{decoy}/secret"'),
+            ("url", '"file:///dev/zero"'),
+            ("url", f'"{decoy}/secret"'),
+            ("url", '"--output=/tmp/x"'),
+            ("index", f'"file://{decoy}"'),
+            ("index", '"http://127.0.0.1:1/simple"'),
+            ("size", "100"),
+            ("size", "1000000000000"),
+        ]
+    )
     return st.one_of(
         st.tuples(st.just("git"), st.just("url"), url),
         st.tuples(st.just("git"), st.just("tag"), tag),
@@ -78,16 +86,33 @@ def _pin_attacks(decoy: str) -> st.SearchStrategy[tuple[str, str, str]]:
     )
 
 
-LINKS = st.sampled_from(["build", "dist", "work", ".patchtool", "upstream-pins/evil.toml",
-                         "patches/0002-link.patch", "retread.toml", "debian/patches/series", "out.html"])
+LINKS = st.sampled_from(
+    [
+        "build",
+        "dist",
+        "work",
+        ".patchtool",
+        "upstream-pins/evil.toml",
+        "patches/0002-link.patch",
+        "retread.toml",
+        "debian/patches/series",
+        "out.html",
+    ]
+)
 
-PATCH_HEADERS = st.sampled_from([
-    "From: </script> <e@x>", "From: A <a@x>\nFrom: B", "Subject: [PATCH] \x1b[31mred\x1b[0m",
-    "From: Nobody <>", "Subject: [PATCH] a\r\nb",
-])
+PATCH_HEADERS = st.sampled_from(
+    [
+        "From: </script> <e@x>",
+        "From: A <a@x>\nFrom: B",
+        "Subject: [PATCH] \x1b[31mred\x1b[0m",
+        "From: Nobody <>",
+        "Subject: [PATCH] a\r\nb",
+    ]
+)
 
-REGEXES = st.sampled_from(["(.|.|.)*QQQ", "x{99999999999}", "(" * 400 + "x" + ")" * 400, "(a*)*$",
-                           "[", "(?P<n>x)(?P=n)", "\\"])
+REGEXES = st.sampled_from(
+    ["(.|.|.)*QQQ", "x{99999999999}", "(" * 400 + "x" + ")" * 400, "(a*)*$", "[", "(?P<n>x)(?P=n)", "\\"]
+)
 
 
 @st.composite
@@ -124,8 +149,9 @@ def _write_pin(root: Path, pieces: dict[str, object]) -> None:
     git_lines = [f"{k} = {v}" for (t, k), v in replaced.items() if t == "git"]
     if pieces["git_table"] or git_lines:
         keys = {line.split("=")[0].strip() for line in git_lines}
-        git_lines += [x for x in ('url = "https://127.0.0.1:1/x.git"', 'tag = "v1.0"')
-                      if x.split("=")[0].strip() not in keys]
+        git_lines += [
+            x for x in ('url = "https://127.0.0.1:1/x.git"', 'tag = "v1.0"') if x.split("=")[0].strip() not in keys
+        ]
         use = ['use = "git"'] if pieces["use_git"] else []
         out = out[:3] + use + out[3:] + ["", "[git]", *git_lines, 'commit = "' + "a" * 40 + '"']
     pin.write_text("\n".join(out) + "\n")
@@ -153,16 +179,19 @@ def _lay(root: Path, decoy: Path, pieces: dict[str, object]) -> None:
     manifest = root / "patchset.toml"
     if pieces["assumption_regex"] is not None:
         rx = str(pieces["assumption_regex"]).replace("'", "")
-        manifest.write_text(manifest.read_text() + "\n[[patch.assumptions]]\nid = \"hostile\"\n"
-                            f"file = \"python/demo/core.py\"\nregex = '{rx}'\nwhy = \"attack\"\n")
+        manifest.write_text(
+            manifest.read_text() + '\n[[patch.assumptions]]\nid = "hostile"\n'
+            f'file = "python/demo/core.py"\nregex = \'{rx}\'\nwhy = "attack"\n'
+        )
     if pieces["registry_regex"] is not None:
         rx = str(pieces["registry_regex"]).replace("'", "")
         (root / "retread.toml").unlink(missing_ok=True)
         (root / "retread.toml").write_text(
-            "schema = 1\n\n[[rejected]]\nid = \"hostile\"\ntitle = \"t\"\ntried = \"t\"\n"
-            "verdict = \"rejected\"\nreason = \"r\"\nrevisit = \"never\"\n\n[[rejected.evidence]]\n"
-            "metric = \"m\"\nchange = \"worse\"\nsource = \"s\"\n\n[[rejected.knobs]]\ntype = \"pattern\"\n"
-            f"name = \"p\"\nregex = '{rx}'\n")
+            'schema = 1\n\n[[rejected]]\nid = "hostile"\ntitle = "t"\ntried = "t"\n'
+            'verdict = "rejected"\nreason = "r"\nrevisit = "never"\n\n[[rejected.evidence]]\n'
+            'metric = "m"\nchange = "worse"\nsource = "s"\n\n[[rejected.knobs]]\ntype = "pattern"\n'
+            f"name = \"p\"\nregex = '{rx}'\n"
+        )
         text = manifest.read_text()
         manifest.write_text(text.replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n', 1))
     state = root / ".patchtool"
@@ -172,7 +201,9 @@ def _lay(root: Path, decoy: Path, pieces: dict[str, object]) -> None:
         if junk == "journal":
             (state / "journal.json").write_text(
                 '{"schema": 1, "steps": [{"op": "move", "from": ".patchtool/staged/x", "to": "../../'
-                + str(decoy).lstrip("/") + '/secret"}, {"op": "remove", "path": "../decoy/secret"}]}')
+                + str(decoy).lstrip("/")
+                + '/secret"}, {"op": "remove", "path": "../decoy/secret"}]}'
+            )
         elif junk == "rebase":
             (state / "rebase").mkdir(exist_ok=True)
             (state / "rebase" / "state.json").write_text('{"schema": 1, "root": "' + str(decoy) + '"}')
@@ -182,11 +213,23 @@ def _lay(root: Path, decoy: Path, pieces: dict[str, object]) -> None:
 
 
 def _commands(out: Path) -> list[tuple[str, ...]]:
-    reading = [("status",), ("check",), ("--json", "check"), ("rebase", "--to", "1.0", "--dry-run"),
-               ("scan", "--versions", "1.0", "--html", str(out / "scan.html")), ("retread", "scan", "."),
-               ("pin", "list")]
-    writing = [("apply", "--into", str(out / "tree")), ("checkout",), ("export",), ("recover",),
-               ("cache", "prune"), ("build", "--out", str(out / "dist"))]
+    reading = [
+        ("status",),
+        ("check",),
+        ("--json", "check"),
+        ("rebase", "--to", "1.0", "--dry-run"),
+        ("scan", "--versions", "1.0", "--html", str(out / "scan.html")),
+        ("retread", "scan", "."),
+        ("pin", "list"),
+    ]
+    writing = [
+        ("apply", "--into", str(out / "tree")),
+        ("checkout",),
+        ("export",),
+        ("recover",),
+        ("cache", "prune"),
+        ("build", "--out", str(out / "dist")),
+    ]
     return reading + writing
 
 
@@ -207,8 +250,13 @@ def _survivors(marker: str) -> list[str]:
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES, derandomize=DERANDOMIZE, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=DERANDOMIZE,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.data())
 def test_hostile_repositories_stay_inside_their_boundaries(one_patch: Demo, data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory(dir=one_patch.root.parent) as tmp:
@@ -229,13 +277,23 @@ def test_hostile_repositories_stay_inside_their_boundaries(one_patch: Demo, data
         for argv in commands:
             marker = f"PATCHTOOL_GENERATIVE_MARK={uuid.uuid4().hex}"
             env = {k: v for k, v in os.environ.items() if k != "PATCHTOOL_ALLOW_LOCAL_URLS"}
-            env.update(PATCHTOOL_CACHE_DIR=str(base / "cache"), PATCHTOOL_LOCK_TIMEOUT="5",
-                       PATCHTOOL_GENERATIVE_MARK=marker.split("=", 1)[1])
+            env.update(
+                PATCHTOOL_CACHE_DIR=str(base / "cache"),
+                PATCHTOOL_LOCK_TIMEOUT="5",
+                PATCHTOOL_GENERATIVE_MARK=marker.split("=", 1)[1],
+            )
             if pieces["allow_local"]:
                 env["PATCHTOOL_ALLOW_LOCAL_URLS"] = "1"
             try:
-                res = subprocess.run([sys.executable, "-m", "patchtool", *argv], cwd=root, env=env,
-                                     capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+                res = subprocess.run(
+                    [sys.executable, "-m", "patchtool", *argv],
+                    cwd=root,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    stdin=subprocess.DEVNULL,
+                )
             except subprocess.TimeoutExpired:
                 pytest.fail(f"{argv} did not finish in 120 s on {pieces}")
             said = res.stdout + res.stderr

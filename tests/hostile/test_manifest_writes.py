@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from conftest import Demo, edit
-from patchtool.testing import git, snapshot
+from helpers import git, snapshot
 from test_rebase import releases, series  # noqa: F401  (the fixture, and the series it rebases)
 
 
@@ -24,8 +24,9 @@ def exported(demo: Demo, tmp_path: Path, name: str, path: str, old: str, new: st
 def test_imports_one_after_another_and_together_keep_the_manifest_valid(one_patch: Demo, tmp_path: Path) -> None:
     a = exported(one_patch, tmp_path, "a", "python/demo/util.py", "return 1", "return 2", "util: two")
     b = exported(one_patch, tmp_path, "b", "python/demo/core.py", 'word = "bye"', 'word = "ciao"', "core: ciao")
-    c = exported(one_patch, tmp_path, "c", "python/demo/core.py", "len(queue) > cap", "len(queue) >= cap",
-                 "core: inclusive cap")
+    c = exported(
+        one_patch, tmp_path, "c", "python/demo/core.py", "len(queue) > cap", "len(queue) >= cap", "core: inclusive cap"
+    )
     res = one_patch.run("import", str(a), "--url", "https://github.com/sgl-project/sglang/pull/1")
     assert res.returncode == 0, res.stderr
     res = one_patch.run("import", str(b), str(c))  # the second write, two tables at once
@@ -33,12 +34,19 @@ def test_imports_one_after_another_and_together_keep_the_manifest_valid(one_patc
     text = (one_patch.root / "patchset.toml").read_text()
     data = tomllib.loads(text)
     assert [p["id"] for p in data["patch"]] == ["greet", "util-two", "core-ciao", "core-inclusive-cap"]
-    assert data["patch"][1]["upstream"] == {"status": "submitted", "url": "https://github.com/sgl-project/sglang/pull/1"}
+    assert data["patch"][1]["upstream"] == {
+        "status": "submitted",
+        "url": "https://github.com/sgl-project/sglang/pull/1",
+    }
     assert "}[[patch]]" not in text and text.endswith("\n")
     res = one_patch.run("status", "--json")
     assert res.returncode == 0, res.stderr
     assert [p["id"] for p in json.loads(res.stdout)["data"]["patches"]] == [
-        "greet", "util-two", "core-ciao", "core-inclusive-cap"]
+        "greet",
+        "util-two",
+        "core-ciao",
+        "core-inclusive-cap",
+    ]
 
 
 def test_a_dropped_file_never_overwrites_an_earlier_one(one_patch: Demo) -> None:
@@ -57,7 +65,9 @@ def test_a_dropped_file_never_overwrites_an_earlier_one(one_patch: Demo) -> None
     assert '"hey"' in second and second != first
     data = tomllib.loads(manifest.read_text())
     assert {d["id"]: d["file"] for d in data["dropped"]} == {
-        "greet": "patches/dropped/0001-greet.patch", "greet-again": "patches/dropped/0001-greet-2.patch"}
+        "greet": "patches/dropped/0001-greet.patch",
+        "greet-again": "patches/dropped/0001-greet-2.patch",
+    }
     assert one_patch.run("check").returncode in (0, 1)  # parses; `check` may still flag other things
 
 
@@ -88,15 +98,18 @@ def test_a_pin_with_quotes_and_backslashes_is_written_escaped(tmp_path: Path) ->
     from patchtool.project.pins import Pin, load_pin, pin_to_toml
 
     (tmp_path / "upstream-pins").mkdir()
-    good = Pin.from_dict(tomllib.loads((Path(__file__).parents[2] / "upstream-pins/sglang-0.5.23.toml").read_text()),
-                         name="sglang-0.5.23", file="x")
+    good = Pin.from_dict(
+        tomllib.loads((Path(__file__).parents[2] / "upstream-pins/sglang-0.5.23.toml").read_text()),
+        name="sglang-0.5.23",
+        file="x",
+    )
     assert good.git is not None
     # a url is a SourceUrl (no control characters); a tag is free text a git pin names
     odd = dataclasses.replace(good, git=dataclasses.replace(good.git, tag='v"b\\c\nd'))
-    text = pin_to_toml(odd, comment="line one\nline \"two\"")
+    text = pin_to_toml(odd, comment='line one\nline "two"')
     (tmp_path / "upstream-pins" / "sglang-0.5.23.toml").write_text(text)
     again = load_pin(tmp_path, "sglang-0.5.23")
     assert again == odd
     before = snapshot(tmp_path)
-    assert pin_to_toml(again, comment="line one\nline \"two\"") == text
+    assert pin_to_toml(again, comment='line one\nline "two"') == text
     assert snapshot(tmp_path) == before

@@ -12,16 +12,24 @@ from pathlib import Path
 import pytest
 
 from conftest import UPSTREAM_FILES, Demo
-from patchtool.testing import make_wheel, snapshot
+from helpers import make_wheel, snapshot
 
 
-def run_into(demo: Demo, *args: str, stdout: str = os.devnull, stderr: str | None = None,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_into(
+    demo: Demo, *args: str, stdout: str = os.devnull, stderr: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``patchtool ARGS`` in the demo with its stdout (and stderr, if given) opened on a file."""
     full_env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})}
     with open(stdout, "w") as out, open(stderr or os.devnull, "w") as err:
-        res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, stdout=out,
-                             stderr=err if stderr else subprocess.PIPE, text=True, env=full_env, check=False)
+        res = subprocess.run(
+            [sys.executable, "-m", "patchtool", *args],
+            cwd=demo.root,
+            stdout=out,
+            stderr=err if stderr else subprocess.PIPE,
+            text=True,
+            env=full_env,
+            check=False,
+        )
     return res
 
 
@@ -30,8 +38,10 @@ def test_output_to_a_full_disk_is_a_message_on_stderr(one_patch: Demo, args: tup
     before = snapshot(one_patch.root)
     res = run_into(one_patch, *args, stdout="/dev/full")
     assert res.returncode == 2
-    assert res.stderr == ("error: cannot write to standard output: No space left on device "
-                          "(hint: check the disk or the file the output is redirected to)\n")
+    assert res.stderr == (
+        "error: cannot write to standard output: No space left on device "
+        "(hint: check the disk or the file the output is redirected to)\n"
+    )
     assert snapshot(one_patch.root) == before
 
 
@@ -47,16 +57,20 @@ def test_scan_versions_that_name_no_version_is_a_usage_error(one_patch: Demo, sp
     before = snapshot(one_patch.root)
     res = one_patch.run("scan", "--versions", spec)
     assert res.returncode == 2
-    assert res.stderr == (f"error: --versions {spec!r} names no version "
-                          "(hint: e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22)\n")
+    assert res.stderr == (
+        f"error: --versions {spec!r} names no version (hint: e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22)\n"
+    )
     assert snapshot(one_patch.root) == before
 
 
-@pytest.mark.parametrize(("header", "why"), [
-    ("</script> <e@x>", "its name holds '<', '>'"),
-    ('"Ann>B" <e@x>', "its name holds '>'"),  # quoted, as RFC 5322 allows
-    ("=?utf-8?q?=3Cb=3E?= <e@x>", "its name holds '<', '>'"),  # an encoded word that decodes to <b>
-])
+@pytest.mark.parametrize(
+    ("header", "why"),
+    [
+        ("</script> <e@x>", "its name holds '<', '>'"),
+        ('"Ann>B" <e@x>', "its name holds '>'"),  # quoted, as RFC 5322 allows
+        ("=?utf-8?q?=3Cb=3E?= <e@x>", "its name holds '<', '>'"),  # an encoded word that decodes to <b>
+    ],
+)
 def test_an_author_fast_import_refuses_is_a_problem_check_names(one_patch: Demo, header: str, why: str) -> None:
     """It passed `check` and failed `rebase --dry-run` inside git fast-import, exit 70."""
     path = one_patch.root / "patches/0001-greet.patch"
@@ -69,22 +83,24 @@ def test_an_author_fast_import_refuses_is_a_problem_check_names(one_patch: Demo,
         out = res.stdout + res.stderr
         assert res.returncode == 1, out
         assert "Traceback" not in out
-        assert (f"patches/0001-greet.patch:2: patch greet: the 'From:' header {header!r} is not an author git can record: "
-                f"{why} (hint: write it as 'Name <email>'") in out, out
+        assert (
+            f"patches/0001-greet.patch:2: patch greet: the 'From:' header {header!r} is not an author git can record: "
+            f"{why} (hint: write it as 'Name <email>'"
+        ) in out, out
     assert snapshot(one_patch.root) == before
 
 
 @pytest.mark.parametrize("streams", ["utf-8:surrogateescape", "utf-8:strict"])  # a C.UTF-8 locale; en_US.UTF-8
-def test_a_worktree_at_a_path_that_is_not_utf8_breaks_no_command(one_patch: Demo, tmp_path: Path,
-                                                                  streams: str) -> None:
+def test_a_worktree_at_a_path_that_is_not_utf8_breaks_no_command(one_patch: Demo, tmp_path: Path, streams: str) -> None:
     """`git worktree list` names it in bytes; read strictly as UTF-8, every `apply` and `cache` of
     every project on the cache was exit 70. Its name is written as its bytes, as git writes it."""
     outside = os.fsdecode(bytes(tmp_path) + b"/checkout-\xff")
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache), "PYTHONIOENCODING": streams}
 
     def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, capture_output=True,
-                              env=env, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, capture_output=True, env=env, check=False
+        )
 
     assert run("checkout", "--path", outside).returncode == 0
     before = snapshot(one_patch.root)
@@ -114,8 +130,14 @@ def test_a_broken_gitconfig_of_the_user_breaks_no_command(one_patch: Demo, tmp_p
     env = _user_env(one_patch, home)
     before = snapshot(one_patch.root)
     for args in (("status",), ("check",)):
-        res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, capture_output=True,
-                             text=True, env=env, check=False)
+        res = subprocess.run(
+            [sys.executable, "-m", "patchtool", *args],
+            cwd=one_patch.root,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         assert res.returncode == 0, res.stderr
     assert snapshot(one_patch.root) == before
     assert (home / ".gitconfig").read_text() == "[core\n"
@@ -129,31 +151,51 @@ def test_git_that_does_not_run_is_said_in_its_own_words(one_patch: Demo, tmp_pat
     (bin_dir / "git").chmod(0o755)
     env = _user_env(one_patch, tmp_path, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     before = snapshot(one_patch.root)
-    res = subprocess.run([sys.executable, "-m", "patchtool", "status"], cwd=one_patch.root, capture_output=True,
-                         text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "status"],
+        cwd=one_patch.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 70
-    assert res.stderr == ("error: git does not run: `git version` failed (1): fatal: cannot exec git-core: broken "
-                          "install (hint: run `git version` to see it fail; fix or reinstall git)\n")
+    assert res.stderr == (
+        "error: git does not run: `git version` failed (1): fatal: cannot exec git-core: broken "
+        "install (hint: run `git version` to see it fail; fix or reinstall git)\n"
+    )
     assert snapshot(one_patch.root) == before
 
 
 def test_no_git_on_path_says_to_install_it(one_patch: Demo, tmp_path: Path) -> None:
     env = _user_env(one_patch, tmp_path, PATH=str(tmp_path / "nothing"))
-    res = subprocess.run([sys.executable, "-m", "patchtool", "status"], cwd=one_patch.root, capture_output=True,
-                         text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "status"],
+        cwd=one_patch.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 70
     assert res.stderr == "error: git is not installed or not on PATH (hint: install git and put it on PATH)\n"
 
 
-NO_SHA256 = ("error: the index gives no sha256 for demo-1.1-py3-none-any.whl; refusing an unverifiable file "
-             "(hint: patchtool takes a release file only by its sha256: use an index that lists it, "
-             "as PEP 691 `hashes` or a PEP 503 `#sha256=` link, or pin the git tag with `pin add --git URL --tag T`)\n")
+NO_SHA256 = (
+    "error: the index gives no sha256 for demo-1.1-py3-none-any.whl; refusing an unverifiable file "
+    "(hint: patchtool takes a release file only by its sha256: use an index that lists it, "
+    "as PEP 691 `hashes` or a PEP 503 `#sha256=` link, or pin the git tag with `pin add --git URL --tag T`)\n"
+)
 
 
-@pytest.mark.parametrize(("html", "hashes"), [(False, {}), (False, None), (False, ["sha256"]), (True, {})],
-                         ids=["none-listed", "null", "a-list", "pep503-link-without-hash"])
-def test_an_index_that_lists_no_sha256_is_an_upstream_error(one_patch: Demo, tmp_path: Path, html: bool,
-                                                            hashes: object) -> None:
+@pytest.mark.parametrize(
+    ("html", "hashes"),
+    [(False, {}), (False, None), (False, ["sha256"]), (True, {})],
+    ids=["none-listed", "null", "a-list", "pep503-link-without-hash"],
+)
+def test_an_index_that_lists_no_sha256_is_an_upstream_error(
+    one_patch: Demo, tmp_path: Path, html: bool, hashes: object
+) -> None:
     """A page whose `hashes` was null or not a table lost its files: `rebase --to latest` and `scan
     --newest` were exit 2 (usage) saying the index had no release, `pin add` said it had no file."""
     files = {**UPSTREAM_FILES, "demo/__init__.py": '__version__ = "1.1"\n'}
@@ -173,13 +215,18 @@ def test_an_index_without_a_release_the_command_needs_is_an_upstream_error(one_p
     before = snapshot(one_patch.root)
     for args in (("rebase", "--to", "latest", "--dry-run"), ("scan", "--newest", "2")):
         res = one_patch.run(*args)
-        assert (res.returncode, res.stderr) == (4, "error: no release of demo with the pin's wheel tags on the index "
-                                                   "(hint: the index lists no final release with the pin's wheel "
-                                                   "tags; check the pin's 'index' and 'distribution')\n"), args
+        assert (res.returncode, res.stderr) == (
+            4,
+            "error: no release of demo with the pin's wheel tags on the index "
+            "(hint: the index lists no final release with the pin's wheel "
+            "tags; check the pin's 'index' and 'distribution')\n",
+        ), args
     one_patch.index.files = {one_patch.wheel.name: one_patch.wheel}
     res = one_patch.run("scan", "--versions", "2.0..3.0")
-    assert (res.returncode, res.stderr) == (4, "error: no release between 2.0 and 3.0 on the index "
-                                               "(hint: the newest the index lists: 1.0)\n")
+    assert (res.returncode, res.stderr) == (
+        4,
+        "error: no release between 2.0 and 3.0 on the index (hint: the newest the index lists: 1.0)\n",
+    )
     assert snapshot(one_patch.root) == before
 
 
@@ -221,17 +268,27 @@ def test_a_version_past_ints_digits_in_a_pin_is_a_problem(one_patch: Demo) -> No
     assert snapshot(one_patch.root) == before
 
 
-@pytest.mark.parametrize("args", [("pin", "add", HUGE), ("pin", "add", "not-a-version", "--git", "https://example.org/x.git",
-                                                          "--tag", "v1.1"),
-                                  ("scan", "--versions", f"1.0,{HUGE}"),
-                                  ("scan", "--versions", f"1.0..{HUGE}"), ("rebase", "--to", HUGE, "--dry-run")])
-def test_a_version_past_ints_digits_on_the_command_line_is_a_usage_error(one_patch: Demo,
-                                                                         args: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("pin", "add", HUGE),
+        ("pin", "add", "not-a-version", "--git", "https://example.org/x.git", "--tag", "v1.1"),
+        ("scan", "--versions", f"1.0,{HUGE}"),
+        ("scan", "--versions", f"1.0..{HUGE}"),
+        ("rebase", "--to", HUGE, "--dry-run"),
+    ],
+)
+def test_a_version_past_ints_digits_on_the_command_line_is_a_usage_error(
+    one_patch: Demo, args: tuple[str, ...]
+) -> None:
     before = snapshot(one_patch.root)
     res = one_patch.run(*args)
     assert res.returncode == 2, res.stderr
-    assert "is not a version" in res.stderr or "is neither a version" in res.stderr or \
-        f"--versions: Invalid version: '{HUGE[:40]}'..." in res.stderr, res.stderr
+    assert (
+        "is not a version" in res.stderr
+        or "is neither a version" in res.stderr
+        or f"--versions: Invalid version: '{HUGE[:40]}'..." in res.stderr
+    ), res.stderr
     assert snapshot(one_patch.root) == before
 
 

@@ -37,20 +37,24 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from conftest import demo_pin, edit
-from patchtool.testing import Index, format_patch, git, make_wheel, snapshot, write_tree
+from helpers import Index, format_patch, git, make_wheel, snapshot, write_tree
 from test_rebase import V10, release_11
 
 CLONES = ("a", "b")
 BRANCHES = ("series", "topic")  # "series" is every checkout's default: two clones may both take it
 OUTSIDE = ("origin", "incoming", "sentinel", "home")  # beside the clones; no command may change them
 REFUSALS = {0, 1, 2, 3, 75}  # documented exit codes; 70 (internal error) is always a failure
-STATUS_WORD = {0: "ok", 1: "problems", 2: "usage-error", 3: "conflict", 4: "upstream-error", 70: "error",
-               75: "busy"}
+STATUS_WORD = {0: "ok", 1: "problems", 2: "usage-error", 3: "conflict", 4: "upstream-error", 70: "error", 75: "busy"}
 JOURNAL = ".patchtool/journal.json"
 REBASE_STATE = ".patchtool/rebase/state.json"
 CONFLICT_TREE = ".patchtool/rebase/worktree"
-EDITABLE = ("python/demo/core.py", "python/demo/extra.py", "python/demo/util.py", "python/demo/siblings.py",
-            "python/demo/fresh.py")  # the last one is new
+EDITABLE = (
+    "python/demo/core.py",
+    "python/demo/extra.py",
+    "python/demo/util.py",
+    "python/demo/siblings.py",
+    "python/demo/fresh.py",
+)  # the last one is new
 
 # The initial series, written against demo 1.0: at 1.1 `bye` conflicts and `cap` is already upstream.
 SERIES = {
@@ -66,17 +70,28 @@ INCOMING = {
     "adios.patch": (edit("python/demo/core.py", 'word = "bye"', 'word = "adios"'), "core: adios"),
     "init.patch": (edit("python/demo/__init__.py", '"1.0"', '"1.0+fork"'), "init: fork version"),
     "changes.patch": (lambda root: write_tree(root, {"python/demo/CHANGES": "fork changes\n"}), "add a changelog"),
-    "nope.patch": (edit("python/demo/util.py", "def helper():\n    return 1", "def helper():\n    return 42"),
-                   "util: nowhere"),  # made on top of a change nobody has: never applies
+    "nope.patch": (
+        edit("python/demo/util.py", "def helper():\n    return 1", "def helper():\n    return 42"),
+        "util: nowhere",
+    ),  # made on top of a change nobody has: never applies
 }
 NEW_IDS = ("feat-a", "feat-b", "extra", "cap")  # the last two are taken (active or dropped)
 DROPPABLE = ("extra", "bye", "cap", "core-say-hi", "feat-a", "tweak-1", "nope")  # ids the series may hold
 KILLABLE = (
-    ("import", "../incoming/greet.patch"), ("import", "../incoming/util.patch"),
-    ("drop", "extra", "--reason", "killed drop"), ("drop", "bye", "--reason", "killed drop"),
-    ("export",), ("export", "--allow-drop"), ("checkout",), ("checkout", "--branch", "topic"),
-    ("new", "feat-k"), ("rebase", "--to", "1.1"), ("rebase", "--to", "1.0"), ("rebase", "--continue"),
-    ("rebase", "--skip", "--reason", "killed skip"), ("rebase", "--abort"),
+    ("import", "../incoming/greet.patch"),
+    ("import", "../incoming/util.patch"),
+    ("drop", "extra", "--reason", "killed drop"),
+    ("drop", "bye", "--reason", "killed drop"),
+    ("export",),
+    ("export", "--allow-drop"),
+    ("checkout",),
+    ("checkout", "--branch", "topic"),
+    ("new", "feat-k"),
+    ("rebase", "--to", "1.1"),
+    ("rebase", "--to", "1.0"),
+    ("rebase", "--continue"),
+    ("rebase", "--skip", "--reason", "killed skip"),
+    ("rebase", "--abort"),
 )
 RESUME = ("ours", "theirs", "skip", "abort", "leave")  # after a conflict stop: take a side and --continue, ...
 TIMEOUT = 120
@@ -87,15 +102,20 @@ def _budget() -> settings:
     """CI: one fixed sequence of examples, sized to about three minutes on two cores.
     `nox -s fuzz`: random seeds and the budget from the environment."""
     fuzz = os.environ.get("PATCHTOOL_FUZZ_EXAMPLES")
-    common: dict[str, Any] = {"deadline": None, "print_blob": True,
-                              "suppress_health_check": [HealthCheck.too_slow]}
+    common: dict[str, Any] = {"deadline": None, "print_blob": True, "suppress_health_check": [HealthCheck.too_slow]}
     if fuzz:
-        return settings(max_examples=int(fuzz), stateful_step_count=int(os.environ.get("PATCHTOOL_FUZZ_STEPS", "30")),
-                        derandomize=False, database=DirectoryBasedExampleDatabase(FUZZ_DATABASE), **common)
+        return settings(
+            max_examples=int(fuzz),
+            stateful_step_count=int(os.environ.get("PATCHTOOL_FUZZ_STEPS", "30")),
+            derandomize=False,
+            database=DirectoryBasedExampleDatabase(FUZZ_DATABASE),
+            **common,
+        )
     return settings(max_examples=10, stateful_step_count=30, derandomize=True, database=None, **common)
 
 
 # -- the world: origin, two clones, one cache, and what lies beside them ---------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class Template:
@@ -104,7 +124,7 @@ class Template:
     root: Path
 
 
-MANIFEST = textwrap.dedent('''\
+MANIFEST = textwrap.dedent("""\
     schema = 1
     pin = "demo-1.0"
     registry = "retread.toml"
@@ -144,10 +164,10 @@ MANIFEST = textwrap.dedent('''\
     applies_to = ">=1.0"
     drop_when = "upstream takes it"
     upstream = { status = "pending" }
-    ''')
+    """)
 
 
-REGISTRY = textwrap.dedent('''\
+REGISTRY = textwrap.dedent("""\
     schema = 1
 
     [[rejected]]
@@ -166,7 +186,7 @@ REGISTRY = textwrap.dedent('''\
     [[rejected.knobs]]
     type = "env"
     name = "DEMO_TURBO"
-    ''')
+    """)
 
 
 def _commit_change(work: Path, name: str, change: Any, subject: str, *, on: str = "upstream") -> str:
@@ -179,9 +199,16 @@ def _commit_change(work: Path, name: str, change: Any, subject: str, *, on: str 
 
 def _env(world: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PATCHTOOL_"))}
-    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", LC_ALL="C", HOME=str(world / "home"),
-               XDG_CACHE_HOME=str(world / "xdg"), PATCHTOOL_CACHE_DIR=str(world / "cache"),
-               PATCHTOOL_LOCK_TIMEOUT="5", PATCHTOOL_ALLOW_LOCAL_URLS="1")  # the user allows the local index
+    env.update(
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        LC_ALL="C",
+        HOME=str(world / "home"),
+        XDG_CACHE_HOME=str(world / "xdg"),
+        PATCHTOOL_CACHE_DIR=str(world / "cache"),
+        PATCHTOOL_LOCK_TIMEOUT="5",
+        PATCHTOOL_ALLOW_LOCAL_URLS="1",
+    )  # the user allows the local index
     return env
 
 
@@ -200,8 +227,14 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Template]:
     with index.serve():
         tpl = base / "template"
         origin = tpl / "origin"
-        write_tree(origin, {"patchset.toml": MANIFEST, "retread.toml": REGISTRY,
-                            "upstream-pins/demo-1.0.toml": demo_pin(index, index.files["demo-1.0-py3-none-any.whl"])})
+        write_tree(
+            origin,
+            {
+                "patchset.toml": MANIFEST,
+                "retread.toml": REGISTRY,
+                "upstream-pins/demo-1.0.toml": demo_pin(index, index.files["demo-1.0-py3-none-any.whl"]),
+            },
+        )
         for n, (name, (change, subject)) in enumerate(SERIES.items(), 1):
             write_tree(origin, {f"patches/{n:04d}-{name}.patch": _commit_change(work, name, change, subject)})
         git(origin, "init", "-q", "-b", "main")
@@ -218,8 +251,15 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Template]:
         env = _env(tpl)
         # the cache learns 1.0 and 1.1 (the dry run predicts bye's conflict: exit 5)
         for args, code in ((("check",), 0), (("rebase", "--to", "1.1", "--dry-run"), 5)):
-            res = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=origin, env=env,
-                                 capture_output=True, text=True, check=False, timeout=TIMEOUT)
+            res = subprocess.run(
+                [sys.executable, "-m", "patchtool", *args],
+                cwd=origin,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=TIMEOUT,
+            )
             assert res.returncode == code, res.stdout + res.stderr
         assert git(origin, "status", "--porcelain") == ""
         yield Template(root=tpl)
@@ -239,8 +279,9 @@ class Result:
 def envelope(args: tuple[str, ...], proc: subprocess.CompletedProcess[str] | tuple[int, str, str]) -> Result:
     """The --json contract of a command that ran to its end: a documented exit code and exactly
     one envelope on stdout that agrees with it; never a traceback."""
-    code, out, err = (proc.returncode, proc.stdout, proc.stderr) if isinstance(proc, subprocess.CompletedProcess) \
-        else proc
+    code, out, err = (
+        (proc.returncode, proc.stdout, proc.stderr) if isinstance(proc, subprocess.CompletedProcess) else proc
+    )
     shown = f"`patchtool {' '.join(args)} --json` exited {code}\nstdout: {out[-3000:]}\nstderr: {err[-3000:]}"
     assert "Traceback" not in err + out, shown
     assert code in REFUSALS, shown
@@ -248,13 +289,23 @@ def envelope(args: tuple[str, ...], proc: subprocess.CompletedProcess[str] | tup
         doc = json.loads(out)
     except ValueError:
         raise AssertionError(f"not one JSON envelope on stdout: {shown}") from None
-    assert isinstance(doc, dict) and set(doc) == {"schema", "tool", "version", "command", "status", "exit_code",
-                                                  "data", "errors"}, shown
-    assert (doc["schema"], doc["tool"], doc["exit_code"], doc["status"]) == (1, "patchtool", code,
-                                                                            STATUS_WORD[code]), shown
+    assert isinstance(doc, dict) and set(doc) == {
+        "schema",
+        "tool",
+        "version",
+        "command",
+        "status",
+        "exit_code",
+        "data",
+        "errors",
+    }, shown
+    assert (doc["schema"], doc["tool"], doc["exit_code"], doc["status"]) == (1, "patchtool", code, STATUS_WORD[code]), (
+        shown
+    )
     assert doc["command"] == args[0], shown
-    assert isinstance(doc["errors"], list) and all(isinstance(e, dict) and e.get("message") and e.get("code")
-                                                   for e in doc["errors"]), shown
+    assert isinstance(doc["errors"], list) and all(
+        isinstance(e, dict) and e.get("message") and e.get("code") for e in doc["errors"]
+    ), shown
     assert code == 0 or doc["errors"], shown
     return Result(args=args, code=code, doc=doc)
 
@@ -287,30 +338,44 @@ class World:
         other = self.root(_other(clone))
         reader = args[0] in ("status", "check")
         before = snapshot(other, *([self.root(clone)] if reader else []))
-        proc = subprocess.run([sys.executable, "-m", "patchtool", *args, "--json"], cwd=self.root(clone),
-                              env=self.env, capture_output=True, text=True, check=False, timeout=TIMEOUT)
+        proc = subprocess.run(
+            [sys.executable, "-m", "patchtool", *args, "--json"],
+            cwd=self.root(clone),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=TIMEOUT,
+        )
         self.log.append(f"    {clone}$ patchtool {' '.join(args)} -> {proc.returncode}")
         result = envelope(args, proc)
         after = snapshot(other, *([self.root(clone)] if reader else []))
-        assert after == before, (f"`patchtool {' '.join(args)}` in clone {clone} changed "
-                                 f"{_changed(before, after)}")
+        assert after == before, f"`patchtool {' '.join(args)}` in clone {clone} changed {_changed(before, after)}"
         return result
 
     def killed(self, clone: str, args: tuple[str, ...], delay: float) -> Result:
         """``args`` started in ``clone`` and killed -9 (with its git children) after ``delay`` seconds."""
         other = self.root(_other(clone))
         before = snapshot(other)
-        proc = subprocess.Popen([sys.executable, "-m", "patchtool", *args, "--json"], cwd=self.root(clone),
-                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "patchtool", *args, "--json"],
+            cwd=self.root(clone),
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         time.sleep(delay)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         out, err = proc.communicate(timeout=TIMEOUT)
-        self.log.append(f"    {clone}$ patchtool {' '.join(args)} (kill -9 after {delay}s) -> "
-                        + ("killed" if proc.returncode == -signal.SIGKILL else f"finished first, {proc.returncode}"))
+        self.log.append(
+            f"    {clone}$ patchtool {' '.join(args)} (kill -9 after {delay}s) -> "
+            + ("killed" if proc.returncode == -signal.SIGKILL else f"finished first, {proc.returncode}")
+        )
         assert snapshot(other) == before, f"killed `patchtool {' '.join(args)}` in {clone} changed the other clone"
         if proc.returncode == -signal.SIGKILL:
             return Result(args=args, code=None, doc=None)
@@ -330,14 +395,18 @@ def series_digest(root: Path) -> str:
     h = hashlib.sha256()
     files = [root / "patchset.toml", root / "retread.toml"]
     for sub in ("patches", "upstream-pins", ".patchtool"):
-        files += sorted(p for p in (root / sub).rglob("*") if p.is_file() and ".git" not in p.parts) \
-            if (root / sub).is_dir() else []
+        files += (
+            sorted(p for p in (root / sub).rglob("*") if p.is_file() and ".git" not in p.parts)
+            if (root / sub).is_dir()
+            else []
+        )
     for path in files:
         h.update(str(path.relative_to(root)).encode() + b"\0" + (path.read_bytes() if path.is_file() else b"-"))
     return h.hexdigest()
 
 
 # -- the invariants, stated once -------------------------------------------------------------------
+
 
 def manifest_parses(root: Path) -> dict[str, Any]:
     """1. No write is left half-done (a killed one was recovered) and patchset.toml parses."""
@@ -349,8 +418,11 @@ def manifest_parses(root: Path) -> dict[str, Any]:
 Seen = dict[str, tuple[str, dict[str, Any]]]  # id -> ("patch" | "dropped", its table as last seen)
 
 # what may change in a table between two looks, by where it was and where it is now
-MAY_CHANGE = {("patch", "patch"): {"file"}, ("patch", "dropped"): {"file", "reason", "dropped_at", "upstream"},
-              ("dropped", "dropped"): set()}
+MAY_CHANGE = {
+    ("patch", "patch"): {"file"},
+    ("patch", "dropped"): {"file", "reason", "dropped_at", "upstream"},
+    ("dropped", "dropped"): set(),
+}
 
 
 def ids_are_kept(manifest: dict[str, Any], seen: Seen) -> Seen:
@@ -368,13 +440,16 @@ def ids_are_kept(manifest: dict[str, Any], seen: Seen) -> Seen:
         assert (where, new_where) in MAY_CHANGE, f"dropped patch {ident!r} is back in [[patch]]: {new_table}"
         changed = {k for k in set(table) | set(new_table) if table.get(k) != new_table.get(k)}
         changed -= MAY_CHANGE[where, new_where]
-        assert not changed, (f"patch {ident!r} lost its metadata: {sorted(changed)} was "
-                             f"{ {k: table.get(k) for k in changed} }, now { {k: new_table.get(k) for k in changed} }")
+        assert not changed, (
+            f"patch {ident!r} lost its metadata: {sorted(changed)} was "
+            f"{ {k: table.get(k) for k in changed} }, now { {k: new_table.get(k) for k in changed} }"
+        )
         if (where, new_where) == ("patch", "dropped"):
             assert new_table.get("reason") and new_table.get("dropped_at"), f"{ident!r} dropped without why or when"
-            assert new_table.get("upstream") in (table.get("upstream"), {"status": "merged",
-                                                                        "version": new_table["dropped_at"]}), \
-                f"{ident!r} dropped with upstream {new_table.get('upstream')}"
+            assert new_table.get("upstream") in (
+                table.get("upstream"),
+                {"status": "merged", "version": new_table["dropped_at"]},
+            ), f"{ident!r} dropped with upstream {new_table.get('upstream')}"
     return now
 
 
@@ -383,8 +458,12 @@ def files_are_consistent(root: Path, manifest: dict[str, Any]) -> None:
     names sort in series order."""
     active = [str(t["file"]) for t in manifest.get("patch", [])]
     dropped = [str(t["file"]) for t in manifest.get("dropped", [])]
-    named = [*active, *dropped, f"upstream-pins/{manifest['pin']}.toml", *([manifest["registry"]]
-                                                                         if "registry" in manifest else [])]
+    named = [
+        *active,
+        *dropped,
+        f"upstream-pins/{manifest['pin']}.toml",
+        *([manifest["registry"]] if "registry" in manifest else []),
+    ]
     missing = [f for f in named if not (root / f).is_file()]
     assert not missing, f"{root.name}: the manifest names missing files {missing}"
     on_disk = {f"patches/{p.name}" for p in (root / "patches").glob("*.patch")}
@@ -408,14 +487,16 @@ def series_applies(world: World, clone: str) -> None:
     """5. The series applies at the pin; a rebase in progress is one `status` shows."""
     res = world.patchtool(clone, "check")
     applies = res.data["applies"] if isinstance(res.data, dict) else None
-    assert applies is not None and all(p["outcome"] == "applied" for p in applies), \
+    assert applies is not None and all(p["outcome"] == "applied" for p in applies), (
         f"{clone}: the series does not apply at its pin: {json.dumps(res.doc)[:3000]}"
+    )
     if (world.root(clone) / REBASE_STATE).exists():
         status = world.patchtool(clone, "status")
         assert status.code == 0 and status.data["rebase"] is not None, f"{clone}: a rebase status does not show"
 
 
 # -- the model -----------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class CloneModel:
@@ -447,6 +528,7 @@ def _resolve(text: str, side: str) -> str:
 
 def step(func: Callable[..., None]) -> Callable[..., None]:
     """A rule or invariant that writes itself into the world's log; its failure carries the log."""
+
     @functools.wraps(func)
     def logged(self: PatchtoolModel, **kwargs: Any) -> None:
         self.world.log.append(f"{func.__name__}({', '.join(f'{k}={v!r}' for k, v in sorted(kwargs.items()))})")
@@ -455,6 +537,7 @@ def step(func: Callable[..., None]) -> Callable[..., None]:
         except Exception as exc:
             exc.add_note(self.world.story())
             raise
+
     return logged
 
 
@@ -492,8 +575,10 @@ class PatchtoolModel(RuleBasedStateMachine):
     # on what earlier steps did): a kill makes outcomes vary from run to run, and Hypothesis refuses a
     # strategy whose shape does. A rule with nothing to act on does nothing.
 
-    @rule(clone=st.sampled_from(CLONES),
-          patches=st.lists(st.sampled_from(sorted(INCOMING)), min_size=1, max_size=2, unique=True))
+    @rule(
+        clone=st.sampled_from(CLONES),
+        patches=st.lists(st.sampled_from(sorted(INCOMING)), min_size=1, max_size=2, unique=True),
+    )
     @step
     def import_patch(self, clone: str, patches: list[str]) -> None:
         res = self.run(clone, "import", *(f"../incoming/{p}" for p in patches))
@@ -516,8 +601,13 @@ class PatchtoolModel(RuleBasedStateMachine):
         """Whether some clone checked ``branch`` out: else `new` and `export` can only refuse."""
         return any(branch in m.checkouts for m in self.models.values())
 
-    @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES), ident=st.sampled_from(NEW_IDS),
-          file=st.sampled_from((*EDITABLE, None)), then_export=st.booleans())
+    @rule(
+        clone=st.sampled_from(CLONES),
+        branch=st.sampled_from(BRANCHES),
+        ident=st.sampled_from(NEW_IDS),
+        file=st.sampled_from((*EDITABLE, None)),
+        then_export=st.booleans(),
+    )
     @step
     def new_patch(self, clone: str, branch: str, ident: str, file: str | None, then_export: bool) -> None:
         """(`checkout` if need be,) `new ID`, a change in ``file`` amended into it (or none yet), and `export`."""
@@ -540,9 +630,13 @@ class PatchtoolModel(RuleBasedStateMachine):
         path.write_text((path.read_text() if path.exists() else "") + f"{what} {self.counter}\n")
         git(worktree, "add", "-A")
 
-    @rule(clone=st.sampled_from(CLONES), branch=st.sampled_from(BRANCHES),
-          kind=st.sampled_from(("plain", "amend", "remove-top", "swap-top")), file=st.sampled_from(EDITABLE),
-          then=st.sampled_from(("export", "export --allow-drop", "nothing")))
+    @rule(
+        clone=st.sampled_from(CLONES),
+        branch=st.sampled_from(BRANCHES),
+        kind=st.sampled_from(("plain", "amend", "remove-top", "swap-top")),
+        file=st.sampled_from(EDITABLE),
+        then=st.sampled_from(("export", "export --allow-drop", "nothing")),
+    )
     @step
     def edit(self, clone: str, branch: str, kind: str, file: str, then: str) -> None:
         """The user's own git work in a checkout (checked out first if need be): a plain commit (no
@@ -590,15 +684,18 @@ class PatchtoolModel(RuleBasedStateMachine):
         before = (self._tip(worktree), series_digest(root))
         res = self.run(clone, "export", "--branch", branch, *(["--allow-drop"] if allow_drop else []))
         if res.code == 0:
-            assert branch in model.checkouts, f"export in {clone} wrote branch {branch!r}, a checkout {clone} never made"
+            assert branch in model.checkouts, (
+                f"export in {clone} wrote branch {branch!r}, a checkout {clone} never made"
+            )
             active = {str(t["id"]): str(t["file"]) for t in manifest_parses(root).get("patch", [])}
             for row in res.data["patches"]:
                 assert active.get(row["id"]) == row["file"], f"export reported {row} but the manifest has {active}"
         if before[0] is not None and model.exported.get(branch) == before:
             # exported before, and neither the branch nor the series changed since: nothing to do
             assert res.code == 0, f"exporting {branch!r} again, unchanged, was refused: {res.doc}"
-            assert not res.data["dropped"] and all(r["change"] == "unchanged" for r in res.data["patches"]), \
+            assert not res.data["dropped"] and all(r["change"] == "unchanged" for r in res.data["patches"]), (
                 f"exporting {branch!r} again, unchanged, changed the series: {res.data}"
+            )
             assert series_digest(root) == before[1], "exporting an unchanged branch again rewrote files"
         tip = self._tip(worktree)
         if res.code == 0 and tip is not None:
@@ -674,8 +771,11 @@ class PatchtoolModel(RuleBasedStateMachine):
         args = {"skip": ("--skip", "--reason", "cannot carry it"), "abort": ("--abort",)}.get(how, ("--continue",))
         return self.run(clone, "rebase", *args)
 
-    @rule(clone=st.sampled_from(CLONES), command=st.sampled_from(KILLABLE),
-          delay_ms=st.integers(min_value=0, max_value=1500))
+    @rule(
+        clone=st.sampled_from(CLONES),
+        command=st.sampled_from(KILLABLE),
+        delay_ms=st.integers(min_value=0, max_value=1500),
+    )
     @step
     def kill(self, clone: str, command: tuple[str, ...], delay_ms: int) -> None:
         """kill -9 at a random point of a writing command, then what the user does: recover."""
@@ -690,8 +790,11 @@ class PatchtoolModel(RuleBasedStateMachine):
             worktree = root / "work" / branch
             if (worktree / ".git").exists():
                 model.checkouts[branch] = worktree
-            elif (command[0] == "checkout" and branch == (command[2] if len(command) > 2 else BRANCHES[0])
-                  and not any(branch in self.models[c].checkouts for c in CLONES if c != clone)):
+            elif (
+                command[0] == "checkout"
+                and branch == (command[2] if len(command) > 2 else BRANCHES[0])
+                and not any(branch in self.models[c].checkouts for c in CLONES if c != clone)
+            ):
                 model.checkouts.setdefault(branch, None)  # perhaps its branch without a worktree
 
     @rule(clone=st.sampled_from(CLONES), command=st.sampled_from(("status", "check")))

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import Demo
-from patchtool.testing import snapshot
+from helpers import snapshot
 
 
 def decoy(demo: Demo) -> Path:
@@ -35,20 +35,31 @@ def sdist_pin(demo: Demo, distribution: str, filename: str) -> None:
     pin = demo.root / "upstream-pins" / "demo-1.0.toml"
     text = pin.read_text().replace('distribution = "demo"', f'distribution = "{distribution}"')
     text = text.replace(f'filename = "{demo.wheel.name}"', f'filename = "{filename}"')
-    pin.write_text(text + f'url = "{demo.index.url[:-len("/simple")]}/files/{demo.wheel.name}"\n')
+    pin.write_text(text + f'url = "{demo.index.url[: -len("/simple")]}/files/{demo.wheel.name}"\n')
 
 
-@pytest.mark.parametrize(("distribution", "filename", "key", "message"), [
-    ("../../../decoy/x", "../../../decoy/x-1.0.tar.gz", "artifact.distribution",
-     "'../../../decoy/x' is not a distribution name (letters, digits, '.', '_', '-', starting and ending with a "
-     "letter or digit)"),
-    ("x", "../../../decoy/x-1.0.tar.gz", "artifact.filename",
-     "'../../../decoy/x-1.0.tar.gz' is a path, not a file name; a release file is named by one plain file name"),
-    ("x", "..-1.0.tar.gz", "artifact.filename",
-     "'..-1.0.tar.gz' is neither a wheel nor an sdist file name"),
-])
-def test_an_sdist_name_that_is_a_path_is_refused(one_patch: Demo, distribution: str, filename: str, key: str,
-                                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("distribution", "filename", "key", "message"),
+    [
+        (
+            "../../../decoy/x",
+            "../../../decoy/x-1.0.tar.gz",
+            "artifact.distribution",
+            "'../../../decoy/x' is not a distribution name (letters, digits, '.', '_', '-', starting and ending with a "
+            "letter or digit)",
+        ),
+        (
+            "x",
+            "../../../decoy/x-1.0.tar.gz",
+            "artifact.filename",
+            "'../../../decoy/x-1.0.tar.gz' is a path, not a file name; a release file is named by one plain file name",
+        ),
+        ("x", "..-1.0.tar.gz", "artifact.filename", "'..-1.0.tar.gz' is neither a wheel nor an sdist file name"),
+    ],
+)
+def test_an_sdist_name_that_is_a_path_is_refused(
+    one_patch: Demo, distribution: str, filename: str, key: str, message: str
+) -> None:
     outside = decoy(one_patch)
     sdist_pin(one_patch, distribution, filename)
     before = snapshot(one_patch.root.parent)
@@ -63,11 +74,17 @@ def test_an_sdist_name_that_is_a_path_is_refused(one_patch: Demo, distribution: 
     assert (outside / "x-1.0.tar.gz").read_bytes() == b"precious\n"
 
 
-@pytest.mark.parametrize(("link", "command"), [
-    ("build", ("apply",)), ("dist", ("build",)), ("work", ("checkout",)),
-])
-def test_a_committed_link_for_an_output_directory_is_refused(one_patch: Demo, link: str,
-                                                            command: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("link", "command"),
+    [
+        ("build", ("apply",)),
+        ("dist", ("build",)),
+        ("work", ("checkout",)),
+    ],
+)
+def test_a_committed_link_for_an_output_directory_is_refused(
+    one_patch: Demo, link: str, command: tuple[str, ...]
+) -> None:
     outside = decoy(one_patch)
     (one_patch.root / link).symlink_to(outside)
     # a stale tree of a killed apply, as the sweep would find it: it must survive too
@@ -77,18 +94,25 @@ def test_a_committed_link_for_an_output_directory_is_refused(one_patch: Demo, li
     code, out = run(one_patch, *command)
     assert code == 1, out
     error = out["errors"][0]
-    assert (error["file"], error["message"]) == (link, "is a symbolic link; patchtool writes only into real "
-                                                       f"directories beneath {one_patch.root}")
+    assert (error["file"], error["message"]) == (
+        link,
+        f"is a symbolic link; patchtool writes only into real directories beneath {one_patch.root}",
+    )
     assert snapshot(outside) == before
     assert sorted(p.name for p in outside.iterdir()) == [".demo-1.0.patchtool-0000", "keep", "x-1.0.tar.gz"]
 
 
-@pytest.mark.parametrize(("link", "command"), [
-    ("build", ("apply", "--into", "build/mytree")), ("dist", ("build", "--out", "dist/x")),
-    ("debian", ("export", "--quilt", "debian/patches")),
-])
-def test_an_output_named_inside_the_repository_follows_no_committed_link(one_patch: Demo, link: str,
-                                                                        command: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("link", "command"),
+    [
+        ("build", ("apply", "--into", "build/mytree")),
+        ("dist", ("build", "--out", "dist/x")),
+        ("debian", ("export", "--quilt", "debian/patches")),
+    ],
+)
+def test_an_output_named_inside_the_repository_follows_no_committed_link(
+    one_patch: Demo, link: str, command: tuple[str, ...]
+) -> None:
     """Found by an attack: the default outputs refused a committed link, but a path the user typed
     under it (``--into build/mytree``) was followed out of the repository."""
     outside = decoy(one_patch)
@@ -98,21 +122,24 @@ def test_an_output_named_inside_the_repository_follows_no_committed_link(one_pat
     assert code == 2, out
     error = out["errors"][0]
     assert error["file"] == link
-    assert error["message"] == (f"{command[-1]} lies through {link}, a symbolic link in the repository; patchtool "
-                                "writes nothing through one")
+    assert error["message"] == (
+        f"{command[-1]} lies through {link}, a symbolic link in the repository; patchtool writes nothing through one"
+    )
     assert snapshot(outside) == before
     assert sorted(p.name for p in outside.iterdir()) == ["keep", "x-1.0.tar.gz"]
 
 
 @pytest.mark.parametrize("target", ["patchset.toml", "patches/0001-greet.patch", "upstream-pins/demo-1.0.toml"])
-@pytest.mark.parametrize("command", [("scan", "--versions", "1.0", "--html"),
-                                     ("rebase", "--to", "1.0", "--dry-run", "--report")])
+@pytest.mark.parametrize(
+    "command", [("scan", "--versions", "1.0", "--html"), ("rebase", "--to", "1.0", "--dry-run", "--report")]
+)
 def test_a_report_never_replaces_a_series_file(one_patch: Demo, command: tuple[str, ...], target: str) -> None:
     before = snapshot(one_patch.root.parent)
     code, out = run(one_patch, *command, target)
     assert code == 2, out
-    assert out["errors"][0]["message"] == (f"{target} is {target} of the patch repository; a report never "
-                                           "replaces the series")
+    assert out["errors"][0]["message"] == (
+        f"{target} is {target} of the patch repository; a report never replaces the series"
+    )
     assert snapshot(one_patch.root.parent) == before
 
 
@@ -125,12 +152,14 @@ def test_a_report_is_not_written_over_a_fifo_or_through_a_link(one_patch: Demo) 
     before = snapshot(one_patch.root.parent)
     code, out = run(one_patch, "scan", "--versions", "1.0", "--html", "pipe.html")
     assert code == 2, out
-    assert out["errors"][0]["message"] == ("pipe.html is a named pipe (FIFO), not a regular file; a report is "
-                                           "written only to a regular file or a new one")
+    assert out["errors"][0]["message"] == (
+        "pipe.html is a named pipe (FIFO), not a regular file; a report is written only to a regular file or a new one"
+    )
     code, out = run(one_patch, "scan", "--versions", "1.0", "--html", "link.html")
     assert code == 2, out
-    assert out["errors"][0]["message"] == ("link.html is a symbolic link in the repository; patchtool writes "
-                                           "nothing through one")
+    assert out["errors"][0]["message"] == (
+        "link.html is a symbolic link in the repository; patchtool writes nothing through one"
+    )
     assert snapshot(one_patch.root.parent) == before
 
 
@@ -145,8 +174,10 @@ def test_a_quilt_series_that_links_outside_is_not_read(one_patch: Demo, tmp_path
     assert res.returncode == 1, res.stdout
     assert "secret-hash" not in res.stdout + res.stderr and "Traceback" not in res.stderr
     error = json.loads(res.stdout)["errors"][0]
-    assert (error["file"], error["message"]) == ("series", "is a symbolic link (it could lead outside the "
-                                                           "repository; patchtool follows none)")
+    assert (error["file"], error["message"]) == (
+        "series",
+        "is a symbolic link (it could lead outside the repository; patchtool follows none)",
+    )
     assert snapshot(one_patch.root.parent) == before
 
 
@@ -163,4 +194,5 @@ def test_a_committed_gpu_results_link_lists_nothing_outside(one_patch: Demo) -> 
     res = one_patch.run("check", "--json")
     problems = json.loads(res.stdout)["data"]["problems"]
     assert [p["message"] for p in problems if p.get("file") == "gpu-results"] == [
-        "is a symbolic link; patchtool reads results only from a real directory inside the repository"]
+        "is a symbolic link; patchtool reads results only from a real directory inside the repository"
+    ]

@@ -17,17 +17,21 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
+from helpers import snapshot
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput
-from patchtool.testing import snapshot
 
-HEAD = (f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: Mallory <mallory@example.org>\n"
-        "Subject: [PATCH] innocent change\n\n---\n")  # the diff starts on line 6
+HEAD = (
+    f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: Mallory <mallory@example.org>\n"
+    "Subject: [PATCH] innocent change\n\n---\n"
+)  # the diff starts on line 6
 BLOB = "d4ae1c6d11798d781b9847242a8be3edfa521aa0"
 ZERO = "0" * 40
 PATH_HINT = "a patch may only touch files inside the upstream tree"
-MODE_HINT = ("a patch may only add or change regular files (mode 100644 or 100755): a symbolic "
-             "link could point outside the tree, a gitlink at another repository")
+MODE_HINT = (
+    "a patch may only add or change regular files (mode 100644 or 100755): a symbolic "
+    "link could point outside the tree, a gitlink at another repository"
+)
 
 
 def patch(diff: str) -> str:
@@ -59,23 +63,45 @@ def renamed(old: str, new: str, verb: str = "rename") -> str:
 
 # (case, patch text, message, line, hint): what PatchFile.parse says, every problem at its line
 REFUSED = [
-    ("symlink", new_file("python/demo/passwd", mode="120000"),
-     "unsafe diff: 'new file mode 120000' makes 'python/demo/passwd' a symbolic link", 7, MODE_HINT),
-    ("gitlink", new_file("python/demo/sub", mode="160000"),
-     "unsafe diff: 'new file mode 160000' makes 'python/demo/sub' a gitlink (a submodule commit)", 7,
-     MODE_HINT),
-    ("mode-change-to-symlink", patch("""\
+    (
+        "symlink",
+        new_file("python/demo/passwd", mode="120000"),
+        "unsafe diff: 'new file mode 120000' makes 'python/demo/passwd' a symbolic link",
+        7,
+        MODE_HINT,
+    ),
+    (
+        "gitlink",
+        new_file("python/demo/sub", mode="160000"),
+        "unsafe diff: 'new file mode 160000' makes 'python/demo/sub' a gitlink (a submodule commit)",
+        7,
+        MODE_HINT,
+    ),
+    (
+        "mode-change-to-symlink",
+        patch("""\
         diff --git a/python/demo/util.py b/python/demo/util.py
         old mode 100644
         new mode 120000
-        """), "unsafe diff: 'new mode 120000' makes 'python/demo/util.py' a symbolic link", 8, MODE_HINT),
-    ("mode-change-to-gitlink", patch("""\
+        """),
+        "unsafe diff: 'new mode 120000' makes 'python/demo/util.py' a symbolic link",
+        8,
+        MODE_HINT,
+    ),
+    (
+        "mode-change-to-gitlink",
+        patch("""\
         diff --git a/python/demo/util.py b/python/demo/util.py
         old mode 100644
         new mode 160000
-        """), "unsafe diff: 'new mode 160000' makes 'python/demo/util.py' a gitlink (a submodule commit)",
-     8, MODE_HINT),
-    ("symlink-deleted", patch(f"""\
+        """),
+        "unsafe diff: 'new mode 160000' makes 'python/demo/util.py' a gitlink (a submodule commit)",
+        8,
+        MODE_HINT,
+    ),
+    (
+        "symlink-deleted",
+        patch(f"""\
         diff --git a/python/demo/link b/python/demo/link
         deleted file mode 120000
         index {BLOB}..{ZERO}
@@ -83,9 +109,14 @@ REFUSED = [
         +++ /dev/null
         @@ -1 +0,0 @@
         -/etc/passwd
-        """), "unsafe diff: 'deleted file mode 120000' makes 'python/demo/link' a symbolic link", 7,
-     MODE_HINT),
-    ("symlink-on-index-line-only", patch(f"""\
+        """),
+        "unsafe diff: 'deleted file mode 120000' makes 'python/demo/link' a symbolic link",
+        7,
+        MODE_HINT,
+    ),
+    (
+        "symlink-on-index-line-only",
+        patch(f"""\
         diff --git a/python/demo/util.py b/python/demo/util.py
         index {BLOB}..{BLOB} 120000
         --- a/python/demo/util.py
@@ -93,48 +124,114 @@ REFUSED = [
         @@ -1 +1 @@
         -a
         +b
-        """), "unsafe diff: 'mode 120000 on its index line' makes 'python/demo/util.py' a symbolic link",
-     7, MODE_HINT),
-    ("directory-mode", new_file("python/demo/d", mode="040000"),
-     "unsafe diff: 'new file mode 040000' makes 'python/demo/d' a directory", 7, MODE_HINT),
-    ("odd-mode", new_file("python/demo/x", mode="100664"),
-     "unsafe diff: 'new file mode 100664' makes 'python/demo/x' something other than a regular file",
-     7, MODE_HINT),
-    ("dotdot", new_file("../../etc/passwd"), "unsafe diff: path '../../etc/passwd' escapes the tree", 6,
-     PATH_HINT),
-    ("quoted-octal-dotdot", new_file("\\056\\056/etc/passwd", quoted=True),
-     "unsafe diff: path '../etc/passwd' escapes the tree", 6, PATH_HINT),
-    ("quoted-tab", new_file("x\\tb", quoted=True),
-     "unsafe diff: path 'x\\tb' contains a control character", 6, PATH_HINT),
-    ("quoted-newline", new_file("x\\nb", quoted=True),
-     "unsafe diff: path 'x\\nb' contains a control character", 6, PATH_HINT),
-    ("quoted-escape-char", new_file("x\\033[31m", quoted=True),
-     "unsafe diff: path 'x\\x1b[31m' contains a control character", 6, PATH_HINT),
-    ("quoted-unterminated", patch("""\
+        """),
+        "unsafe diff: 'mode 120000 on its index line' makes 'python/demo/util.py' a symbolic link",
+        7,
+        MODE_HINT,
+    ),
+    (
+        "directory-mode",
+        new_file("python/demo/d", mode="040000"),
+        "unsafe diff: 'new file mode 040000' makes 'python/demo/d' a directory",
+        7,
+        MODE_HINT,
+    ),
+    (
+        "odd-mode",
+        new_file("python/demo/x", mode="100664"),
+        "unsafe diff: 'new file mode 100664' makes 'python/demo/x' something other than a regular file",
+        7,
+        MODE_HINT,
+    ),
+    ("dotdot", new_file("../../etc/passwd"), "unsafe diff: path '../../etc/passwd' escapes the tree", 6, PATH_HINT),
+    (
+        "quoted-octal-dotdot",
+        new_file("\\056\\056/etc/passwd", quoted=True),
+        "unsafe diff: path '../etc/passwd' escapes the tree",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "quoted-tab",
+        new_file("x\\tb", quoted=True),
+        "unsafe diff: path 'x\\tb' contains a control character",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "quoted-newline",
+        new_file("x\\nb", quoted=True),
+        "unsafe diff: path 'x\\nb' contains a control character",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "quoted-escape-char",
+        new_file("x\\033[31m", quoted=True),
+        "unsafe diff: path 'x\\x1b[31m' contains a control character",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "quoted-unterminated",
+        patch("""\
         diff --git "a/x b/x
         --- a/x
         +++ b/x
-        """), "unsafe diff: unterminated quoted path '\"a/x b/x'", 6, PATH_HINT),
-    ("quoted-bad-escape", new_file("x\\qy", quoted=True),
-     "unsafe diff: bad escape in quoted path '\"a/x\\\\qy\" \"b/x\\\\qy\"'", 6, PATH_HINT),
+        """),
+        "unsafe diff: unterminated quoted path '\"a/x b/x'",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "quoted-bad-escape",
+        new_file("x\\qy", quoted=True),
+        'unsafe diff: bad escape in quoted path \'"a/x\\\\qy" "b/x\\\\qy"\'',
+        6,
+        PATH_HINT,
+    ),
     ("del-char", new_file("x\x7fy"), "unsafe diff: path 'x\\x7fy' contains a control character", 6, PATH_HINT),
-    ("dotgit", new_file(".git/hooks/post-checkout"),
-     "unsafe diff: path '.git/hooks/post-checkout' touches .git/", 6, PATH_HINT),
-    ("dotgit-upper", new_file("python/.GIT/config"), "unsafe diff: path 'python/.GIT/config' touches .git/",
-     6, PATH_HINT),
-    ("dotgit-ntfs-dot", new_file(".git./config"), "unsafe diff: path '.git./config' touches .git/", 6,
-     PATH_HINT),
-    ("dotgit-ntfs-short", new_file("GIT~1/config"), "unsafe diff: path 'GIT~1/config' touches .git/", 6,
-     PATH_HINT),
-    ("dotgit-hfs", new_file(".g\u200cit/config"), "unsafe diff: path '.g\\u200cit/config' touches .git/", 6,
-     PATH_HINT),
-    ("dot-component", new_file("python/./demo/x.py"),
-     "unsafe diff: path 'python/./demo/x.py' has an empty, '.' or '..' component", 6, PATH_HINT),
-    ("empty-component", new_file("python//x.py"),
-     "unsafe diff: path 'python//x.py' has an empty, '.' or '..' component", 6, PATH_HINT),
-    ("backslash", new_file("python\\..\\..\\x"), "unsafe diff: path 'python\\\\..\\\\..\\\\x' contains a backslash",
-     6, PATH_HINT),
-    ("absolute", patch(f"""\
+    (
+        "dotgit",
+        new_file(".git/hooks/post-checkout"),
+        "unsafe diff: path '.git/hooks/post-checkout' touches .git/",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "dotgit-upper",
+        new_file("python/.GIT/config"),
+        "unsafe diff: path 'python/.GIT/config' touches .git/",
+        6,
+        PATH_HINT,
+    ),
+    ("dotgit-ntfs-dot", new_file(".git./config"), "unsafe diff: path '.git./config' touches .git/", 6, PATH_HINT),
+    ("dotgit-ntfs-short", new_file("GIT~1/config"), "unsafe diff: path 'GIT~1/config' touches .git/", 6, PATH_HINT),
+    ("dotgit-hfs", new_file(".g\u200cit/config"), "unsafe diff: path '.g\\u200cit/config' touches .git/", 6, PATH_HINT),
+    (
+        "dot-component",
+        new_file("python/./demo/x.py"),
+        "unsafe diff: path 'python/./demo/x.py' has an empty, '.' or '..' component",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "empty-component",
+        new_file("python//x.py"),
+        "unsafe diff: path 'python//x.py' has an empty, '.' or '..' component",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "backslash",
+        new_file("python\\..\\..\\x"),
+        "unsafe diff: path 'python\\\\..\\\\..\\\\x' contains a backslash",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "absolute",
+        patch(f"""\
         diff --git /etc/cron.d/evil /etc/cron.d/evil
         new file mode 100644
         index {ZERO}..{BLOB}
@@ -142,18 +239,30 @@ REFUSED = [
         +++ /etc/cron.d/evil
         @@ -0,0 +1 @@
         +x
-        """), "unsafe diff: absolute path '/etc/cron.d/evil'", 6, PATH_HINT),
+        """),
+        "unsafe diff: absolute path '/etc/cron.d/evil'",
+        6,
+        PATH_HINT,
+    ),
     ("drive-letter", new_file("C:/x"), "unsafe diff: absolute path 'C:/x'", 6, PATH_HINT),
-    ("no-prefix", patch("""\
+    (
+        "no-prefix",
+        patch("""\
         diff --git python/x.py python/x.py
         --- python/x.py
         +++ python/x.py
         @@ -1 +1 @@
         -a
         +b
-        """), "unsafe diff: path 'python/x.py' lacks the a/ or b/ prefix git format-patch writes (git apply "
-              "would strip its first directory instead)", 6, PATH_HINT),
-    ("plus-header-only", patch(f"""\
+        """),
+        "unsafe diff: path 'python/x.py' lacks the a/ or b/ prefix git format-patch writes (git apply "
+        "would strip its first directory instead)",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "plus-header-only",
+        patch(f"""\
         diff --git a/python/demo/util.py b/python/demo/util.py
         index {BLOB}..{BLOB} 100644
         --- a/python/demo/util.py
@@ -161,33 +270,84 @@ REFUSED = [
         @@ -1 +1 @@
         -a
         +b
-        """), "unsafe diff: path '../../evil.py' escapes the tree", 9, PATH_HINT),
-    ("rename-to-dotdot", renamed("from python/demo/util.py", "to ../outside.py"),
-     "unsafe diff: path '../outside.py' escapes the tree", 9, PATH_HINT),
-    ("rename-from-absolute", renamed("from /etc/passwd", "to python/demo/p"),
-     "unsafe diff: absolute path '/etc/passwd'", 8, PATH_HINT),
-    ("rename-to-dotgit", renamed("from python/demo/util.py", "to .git/hooks/pre-commit"),
-     "unsafe diff: path '.git/hooks/pre-commit' touches .git/", 9, PATH_HINT),
-    ("rename-quoted", renamed('from "python/demo/util.py"', 'to "\\056git/config"'),
-     "unsafe diff: path '.git/config' touches .git/", 9, PATH_HINT),
-    ("copy-from-outside", renamed("from ../../home/u/.ssh/id_rsa", "to python/demo/k", verb="copy"),
-     "unsafe diff: path '../../home/u/.ssh/id_rsa' escapes the tree", 8, PATH_HINT),
-    ("copy-to-dotgit", renamed("from python/demo/util.py", "to .GiT/config", verb="copy"),
-     "unsafe diff: path '.GiT/config' touches .git/", 9, PATH_HINT),
-    ("rename-old-new", patch("""\
+        """),
+        "unsafe diff: path '../../evil.py' escapes the tree",
+        9,
+        PATH_HINT,
+    ),
+    (
+        "rename-to-dotdot",
+        renamed("from python/demo/util.py", "to ../outside.py"),
+        "unsafe diff: path '../outside.py' escapes the tree",
+        9,
+        PATH_HINT,
+    ),
+    (
+        "rename-from-absolute",
+        renamed("from /etc/passwd", "to python/demo/p"),
+        "unsafe diff: absolute path '/etc/passwd'",
+        8,
+        PATH_HINT,
+    ),
+    (
+        "rename-to-dotgit",
+        renamed("from python/demo/util.py", "to .git/hooks/pre-commit"),
+        "unsafe diff: path '.git/hooks/pre-commit' touches .git/",
+        9,
+        PATH_HINT,
+    ),
+    (
+        "rename-quoted",
+        renamed('from "python/demo/util.py"', 'to "\\056git/config"'),
+        "unsafe diff: path '.git/config' touches .git/",
+        9,
+        PATH_HINT,
+    ),
+    (
+        "copy-from-outside",
+        renamed("from ../../home/u/.ssh/id_rsa", "to python/demo/k", verb="copy"),
+        "unsafe diff: path '../../home/u/.ssh/id_rsa' escapes the tree",
+        8,
+        PATH_HINT,
+    ),
+    (
+        "copy-to-dotgit",
+        renamed("from python/demo/util.py", "to .GiT/config", verb="copy"),
+        "unsafe diff: path '.GiT/config' touches .git/",
+        9,
+        PATH_HINT,
+    ),
+    (
+        "rename-old-new",
+        patch("""\
         diff --git a/python/demo/util.py b/python/demo/util.py
         similarity index 100%
         rename old python/demo/util.py
         rename new ../x.py
-        """), "unsafe diff: path '../x.py' escapes the tree", 9, PATH_HINT),
-    ("traditional-diff-after", new_file("python/demo/ok.py") + textwrap.dedent("""\
+        """),
+        "unsafe diff: path '../x.py' escapes the tree",
+        9,
+        PATH_HINT,
+    ),
+    (
+        "traditional-diff-after",
+        new_file("python/demo/ok.py")
+        + textwrap.dedent("""\
         --- a/../../etc/passwd
         +++ b/../../etc/passwd
         @@ -0,0 +1 @@
         +evil
-        """), "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
-              "only git format-patch output", 14, "export the commit with `git format-patch`"),
-    ("traditional-diff-in-message", HEAD.replace("---\n", textwrap.dedent("""\
+        """),
+        "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
+        "only git format-patch output",
+        14,
+        "export the commit with `git format-patch`",
+    ),
+    (
+        "traditional-diff-in-message",
+        HEAD.replace(
+            "---\n",
+            textwrap.dedent("""\
         Look:
         --- a/x
         +++ b/x
@@ -195,25 +355,38 @@ REFUSED = [
         -a
         +b
         ---
-        """)) + new_file("python/demo/ok.py")[len(HEAD):],
-     "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
-     "only git format-patch output", 6, "export the commit with `git format-patch`"),
-    ("names-apart", patch("""\
+        """),
+        )
+        + new_file("python/demo/ok.py")[len(HEAD) :],
+        "a diff section without a 'diff --git' line (git apply would apply it too); patch files hold "
+        "only git format-patch output",
+        6,
+        "export the commit with `git format-patch`",
+    ),
+    (
+        "names-apart",
+        patch("""\
         diff --git a/x y b/z w
         new file mode 100644
-        """), "unsafe diff: the two paths of the 'diff --git' line cannot be told apart", 6,
-     "export the commit with `git format-patch`"),
+        """),
+        "unsafe diff: the two paths of the 'diff --git' line cannot be told apart",
+        6,
+        "export the commit with `git format-patch`",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("text", "message", "line", "hint"), [c[1:] for c in REFUSED],
-                         ids=[c[0] for c in REFUSED])
+@pytest.mark.parametrize(("text", "message", "line", "hint"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
 def test_hostile_patch_is_refused_at_its_line(text: str, message: str, line: int, hint: str) -> None:
     with pytest.raises(InvalidInput) as exc:
         PatchFile.parse(text, name="patches/0001-evil.patch")
     (problem,) = exc.value.problems
     assert (problem.file, problem.line, problem.message, problem.hint) == (
-        "patches/0001-evil.patch", line, message, hint)
+        "patches/0001-evil.patch",
+        line,
+        message,
+        hint,
+    )
 
 
 def test_header_like_lines_inside_a_hunk_are_content() -> None:
@@ -255,12 +428,20 @@ def test_names_with_spaces_and_quotes_are_read_as_git_reads_them() -> None:
 
 # -- through the CLI ---------------------------------------------------------------------------
 
+
 def run(demo: Demo, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """The CLI with a deadline: a command that blocks on a FIFO fails the test instead of hanging it."""
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache)}
     try:
-        return subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, capture_output=True,
-                              text=True, env=env, check=False, timeout=timeout)
+        return subprocess.run(
+            [sys.executable, "-m", "patchtool", *args],
+            cwd=demo.root,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"patchtool {' '.join(args)} still running after {timeout}s")
 
@@ -290,8 +471,9 @@ def entry_errors(errors: list[dict[str, object]]) -> list[str]:
     return [" | ".join(str(e.get(k, "")) for k in ("file", "line", "patch", "message", "hint")) for e in errors]
 
 
-@pytest.mark.parametrize("case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot",
-                                  "rename-quoted"])
+@pytest.mark.parametrize(
+    "case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot", "rename-quoted"]
+)
 @pytest.mark.parametrize("command", ["check", "apply", "status"])
 def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, command: str) -> None:
     _, text, message, line, hint = next(c for c in REFUSED if c[0] == case)
@@ -305,8 +487,10 @@ def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, comman
 
 def test_symlink_patch_made_by_git_is_refused_before_it_reaches_a_tree(demo: Demo) -> None:
     """The real thing: git format-patch of a commit that adds a link to /etc/passwd."""
+
     def change(root: Path) -> None:
         (root / "python/demo/passwd").symlink_to("/etc/passwd")
+
     demo.commit_patch("0001-link.patch", change, "demo: add a link")
     demo.write_manifest(demo.entry("link", "0001-link.patch"))
     for command in ("check", "apply"):
@@ -314,30 +498,44 @@ def test_symlink_patch_made_by_git_is_refused_before_it_reaches_a_tree(demo: Dem
         assert code == 1
         assert entry_errors(errors)[0] == (
             "patches/0001-link.patch | 7 | link | unsafe diff: 'new file mode 120000' makes "
-            f"'python/demo/passwd' a symbolic link | {MODE_HINT}")
+            f"'python/demo/passwd' a symbolic link | {MODE_HINT}"
+        )
 
 
 def test_paths_in_the_manifest_go_through_the_one_validator(one_patch: Demo) -> None:
     """Assumption files and the registry name paths in a tree: the same rules as a diff's."""
-    hostile = ["python/.GIT/config", "python/x\\ty", "python/./demo/core.py", "python/demo/core.py\\u0000",
-               "/etc/passwd"]
+    hostile = [
+        "python/.GIT/config",
+        "python/x\\ty",
+        "python/./demo/core.py",
+        "python/demo/core.py\\u0000",
+        "/etc/passwd",
+    ]
     manifest = one_patch.root / "patchset.toml"
-    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\n'
-                                                     'registry = "../outside/secret.txt"\n')
-                        + "".join(f'[[patch.assumptions]]\nid = "a{i}"\nfile = "{path}"\nwhy = "w"\n'
-                                  for i, path in enumerate(hostile)))
+    manifest.write_text(
+        manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "../outside/secret.txt"\n')
+        + "".join(f'[[patch.assumptions]]\nid = "a{i}"\nfile = "{path}"\nwhy = "w"\n' for i, path in enumerate(hostile))
+    )
     code, errors = refused(one_patch, "check")
     assert code == 1
     assert [(e["line"], e["key"], e["message"]) for e in errors] == [
         (3, "registry", "path '../outside/secret.txt' escapes the tree; name a file inside the tree"),
-        (16, "patch[0].assumptions[0].file",
-         "path 'python/.GIT/config' touches .git/; name a file inside the tree"),
-        (20, "patch[0].assumptions[1].file",
-         "path 'python/x\\ty' contains a control character; name a file inside the tree"),
-        (24, "patch[0].assumptions[2].file",
-         "path 'python/./demo/core.py' has an empty, '.' or '..' component; name a file inside the tree"),
-        (28, "patch[0].assumptions[3].file",
-         "path 'python/demo/core.py\\x00' contains a control character; name a file inside the tree"),
+        (16, "patch[0].assumptions[0].file", "path 'python/.GIT/config' touches .git/; name a file inside the tree"),
+        (
+            20,
+            "patch[0].assumptions[1].file",
+            "path 'python/x\\ty' contains a control character; name a file inside the tree",
+        ),
+        (
+            24,
+            "patch[0].assumptions[2].file",
+            "path 'python/./demo/core.py' has an empty, '.' or '..' component; name a file inside the tree",
+        ),
+        (
+            28,
+            "patch[0].assumptions[3].file",
+            "path 'python/demo/core.py\\x00' contains a control character; name a file inside the tree",
+        ),
         (32, "patch[0].assumptions[4].file", "absolute path '/etc/passwd'; name a file inside the tree"),
     ]
 
@@ -415,7 +613,8 @@ def test_patches_directory_that_is_a_link_is_not_followed(one_patch: Demo) -> No
         assert code == 1
         assert entry_errors(errors)[0] == (
             "patches/0001-greet.patch |  | greet | patches is a symbolic link (it could lead outside the "
-            f"repository; patchtool follows none); expected a directory inside the repository | {READ_HINT}")
+            f"repository; patchtool follows none); expected a directory inside the repository | {READ_HINT}"
+        )
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
@@ -441,7 +640,9 @@ def test_pin_that_is_not_a_regular_file(one_patch: Demo, kind: str, command: str
 @pytest.mark.parametrize("kind", ["fifo", "directory", "symlink"])
 def test_registry_that_is_not_a_regular_file(one_patch: Demo, kind: str) -> None:
     manifest = one_patch.root / "patchset.toml"
-    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n'))
+    manifest.write_text(
+        manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n')
+    )
     (one_patch.root / "retread.toml").write_text("schema = 1\n")
     make, what = KINDS[kind]
     make(one_patch.root / "retread.toml")
@@ -458,15 +659,19 @@ def test_a_fifo_among_the_patches_of_a_broken_manifest(one_patch: Demo) -> None:
     code, errors = refused(one_patch, "check")
     assert code == 1
     assert entry_errors(errors)[1:] == [
-        f"patches/0002-pipe.patch |  |  | is a named pipe (FIFO), not a regular file | {READ_HINT}"]
+        f"patches/0002-pipe.patch |  |  | is a named pipe (FIFO), not a regular file | {READ_HINT}"
+    ]
 
 
 # -- names git echoes back --------------------------------------------------------------------
 
+
 def test_assumption_about_a_path_with_spaces(one_patch: Demo) -> None:
     """git cat-file answers '<spec> missing'; a spec with a space used to crash check."""
     manifest = one_patch.root / "patchset.toml"
-    manifest.write_text(manifest.read_text() + textwrap.dedent('''\
+    manifest.write_text(
+        manifest.read_text()
+        + textwrap.dedent("""\
         [[patch.assumptions]]
         id = "notes"
         file = "python/demo/my notes.md"
@@ -477,21 +682,24 @@ def test_assumption_about_a_path_with_spaces(one_patch: Demo) -> None:
         file = "python/demo/my other notes.md"
         exists = false
         why = "the patch adds it"
-        '''))
+        """)
+    )
     code, errors = refused(one_patch, "check")
     assert code == 1
     assert entry_errors(errors) == [
         "patchset.toml |  | greet | assumption failed at demo-1.0: expected python/demo/my notes.md exists, "
-        "found file absent | the patch relies on it: the patch documents it"]
+        "found file absent | the patch relies on it: the patch documents it"
+    ]
 
 
 # -- why a patch does not apply: git's own reason when no hunk is to blame ----------------------
+
 
 def crlf_pin(demo: Demo) -> None:
     """Pin demo-2.0: demo 1.0 plus python/demo/dos.py, whose lines end in CRLF, and
     python/demo/tail.py, whose last line has no newline."""
     from conftest import UPSTREAM_FILES
-    from patchtool.testing import make_wheel, sha256
+    from helpers import make_wheel, sha256
 
     files = {**UPSTREAM_FILES, "demo/dos.py": "a = 1\r\nb = 2\r\nc = 3\r\n", "demo/tail.py": "a = 1\nb = 2"}
     wheel = make_wheel(demo.root.parent / "demo-2.0-py3-none-any.whl", "demo", "2.0", files)
@@ -514,7 +722,9 @@ def apply_failure(demo: Demo, text: str, *, pin: str = "demo-1.0") -> tuple[list
 
 def test_crlf_upstream_file_and_a_patch_written_with_lf(demo: Demo) -> None:
     crlf_pin(demo)
-    messages, failures = apply_failure(demo, patch(f"""\
+    messages, failures = apply_failure(
+        demo,
+        patch(f"""\
         diff --git a/python/demo/dos.py b/python/demo/dos.py
         index {BLOB}..{BLOB} 100644
         --- a/python/demo/dos.py
@@ -524,19 +734,31 @@ def test_crlf_upstream_file_and_a_patch_written_with_lf(demo: Demo) -> None:
         -b = 2
         +b = 20
          c = 3
-        """), pin="demo-2.0")
-    detail = ("line 1: expected 'a = 1', found 'a = 1\\r': upstream's lines end in CRLF, "
-              "the patch's in LF")
-    assert failures == [{"file": "python/demo/dos.py", "hunk": 1, "header": "@@ -1,3 +1,3 @@",
-                         "reason": "context does not match", "line": 1, "detail": detail}]
-    assert messages == [f"does not apply at demo-2.0: python/demo/dos.py hunk 1 (@@ -1,3 +1,3 @@): "
-                        f"context does not match: {detail}"]
+        """),
+        pin="demo-2.0",
+    )
+    detail = "line 1: expected 'a = 1', found 'a = 1\\r': upstream's lines end in CRLF, the patch's in LF"
+    assert failures == [
+        {
+            "file": "python/demo/dos.py",
+            "hunk": 1,
+            "header": "@@ -1,3 +1,3 @@",
+            "reason": "context does not match",
+            "line": 1,
+            "detail": detail,
+        }
+    ]
+    assert messages == [
+        f"does not apply at demo-2.0: python/demo/dos.py hunk 1 (@@ -1,3 +1,3 @@): context does not match: {detail}"
+    ]
 
 
 def test_a_hunk_whose_context_matches_but_git_refuses_says_gits_reason(demo: Demo) -> None:
     """Every line of the context is there, but upstream's last one has no newline: git's words."""
     crlf_pin(demo)
-    messages, failures = apply_failure(demo, patch(f"""\
+    messages, failures = apply_failure(
+        demo,
+        patch(f"""\
         diff --git a/python/demo/tail.py b/python/demo/tail.py
         index {BLOB}..{BLOB} 100644
         --- a/python/demo/tail.py
@@ -545,22 +767,36 @@ def test_a_hunk_whose_context_matches_but_git_refuses_says_gits_reason(demo: Dem
          a = 1
          b = 2
         +c = 3
-        """), pin="demo-2.0")
+        """),
+        pin="demo-2.0",
+    )
     why = "patch failed: python/demo/tail.py:1; python/demo/tail.py: patch does not apply"
-    assert failures == [{"file": "python/demo/tail.py", "hunk": 1, "header": "@@ -1,2 +1,3 @@",
-                         "reason": "git apply refused it", "line": 1, "detail": why}]
-    assert messages == [f"does not apply at demo-2.0: python/demo/tail.py hunk 1 (@@ -1,2 +1,3 @@): "
-                        f"git apply refused it: {why}"]
+    assert failures == [
+        {
+            "file": "python/demo/tail.py",
+            "hunk": 1,
+            "header": "@@ -1,2 +1,3 @@",
+            "reason": "git apply refused it",
+            "line": 1,
+            "detail": why,
+        }
+    ]
+    assert messages == [
+        f"does not apply at demo-2.0: python/demo/tail.py hunk 1 (@@ -1,2 +1,3 @@): git apply refused it: {why}"
+    ]
 
 
 def test_a_patch_git_refuses_for_another_reason_says_gits_reason(demo: Demo) -> None:
     """A rename onto a file upstream has: no hunk is to blame, and git says why; we repeat it."""
-    messages, failures = apply_failure(demo, patch("""\
+    messages, failures = apply_failure(
+        demo,
+        patch("""\
         diff --git a/python/demo/util.py b/python/demo/core.py
         similarity index 100%
         rename from python/demo/util.py
         rename to python/demo/core.py
-        """))
+        """),
+    )
     why = "python/demo/core.py: already exists in index"
     assert failures == [{"file": "python/demo/core.py", "reason": "git apply refused it", "detail": why}]
     assert messages == [f"does not apply at demo-1.0: python/demo/core.py patch: git apply refused it: {why}"]
@@ -568,31 +804,44 @@ def test_a_patch_git_refuses_for_another_reason_says_gits_reason(demo: Demo) -> 
 
 # -- the manifest -----------------------------------------------------------------------------
 
+
 def test_one_id_in_the_series_and_dropped(one_patch: Demo) -> None:
     manifest = one_patch.root / "patchset.toml"
     dropped = one_patch.entry("greet", "dropped/0001-greet.patch").replace("[[patch]]", "[[dropped]]")
-    manifest.write_text(manifest.read_text() + "\n" + dropped + 'reason = "upstream took it"\ndropped_at = "demo-1.0"\n')
+    manifest.write_text(
+        manifest.read_text() + "\n" + dropped + 'reason = "upstream took it"\ndropped_at = "demo-1.0"\n'
+    )
     for command in ("check", "apply", "status"):
         code, errors = refused(one_patch, command)
         assert code == 1
-        assert [(e["file"], e["line"], e["key"], e["message"], e["hint"]) for e in errors] == [(
-            "patchset.toml", 15, "dropped[0].id",
-            "id 'greet' is dropped here and also in the series (patch[0], line 5)",
-            "an id is either in the series or dropped: give the new patch its own id, or delete this "
-            "[[dropped]] entry if it is the same patch come back")]
+        assert [(e["file"], e["line"], e["key"], e["message"], e["hint"]) for e in errors] == [
+            (
+                "patchset.toml",
+                15,
+                "dropped[0].id",
+                "id 'greet' is dropped here and also in the series (patch[0], line 5)",
+                "an id is either in the series or dropped: give the new patch its own id, or delete this "
+                "[[dropped]] entry if it is the same patch come back",
+            )
+        ]
 
 
 BOM_HINT = "remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')"
 
 
-@pytest.mark.parametrize(("rel", "commands"), [
-    ("patchset.toml", ["check", "apply", "status"]),
-    ("upstream-pins/demo-1.0.toml", ["check", "apply", "status"]),
-    ("retread.toml", ["check", "retread list"]),
-])
+@pytest.mark.parametrize(
+    ("rel", "commands"),
+    [
+        ("patchset.toml", ["check", "apply", "status"]),
+        ("upstream-pins/demo-1.0.toml", ["check", "apply", "status"]),
+        ("retread.toml", ["check", "retread list"]),
+    ],
+)
 def test_byte_order_mark_is_named(one_patch: Demo, rel: str, commands: list[str]) -> None:
     manifest = one_patch.root / "patchset.toml"
-    manifest.write_text(manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n'))
+    manifest.write_text(
+        manifest.read_text().replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"\nregistry = "retread.toml"\n')
+    )
     (one_patch.root / "retread.toml").write_text("schema = 1\nrejected = []\n")
     path = one_patch.root / rel
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
@@ -600,21 +849,60 @@ def test_byte_order_mark_is_named(one_patch: Demo, rel: str, commands: list[str]
         code, errors = refused(one_patch, *command.split())
         assert code == 1
         assert entry_errors(errors)[0] == (
-            f"{rel} | 1 |  | starts with a UTF-8 byte-order mark; save it without one | {BOM_HINT}")
+            f"{rel} | 1 |  | starts with a UTF-8 byte-order mark; save it without one | {BOM_HINT}"
+        )
 
 
 # -- our reading against git's, over many hostile names and modes ------------------------------
 
-NAMES = ["x.py", "py/x.py", "my notes.md", "../x", "py/../../x", "..", ".", "py/./x", "py//x", ".git/config",
-         ".GIT/x", "py/.Git/hooks/x", ".git./x", ".git /x", "git~1/x", ".g\u200cit/x", "/etc/passwd", "C:/x",
-         "py\\..\\x", "x\ty", "x\ry", "x\x7fy", "x\x1b[0m", "-x", "x y z", 'x"y', "caf\u00e9.py", "a/b/c",
-         "b/x", "a/.git/x", "x\\ty"]
+NAMES = [
+    "x.py",
+    "py/x.py",
+    "my notes.md",
+    "../x",
+    "py/../../x",
+    "..",
+    ".",
+    "py/./x",
+    "py//x",
+    ".git/config",
+    ".GIT/x",
+    "py/.Git/hooks/x",
+    ".git./x",
+    ".git /x",
+    "git~1/x",
+    ".g\u200cit/x",
+    "/etc/passwd",
+    "C:/x",
+    "py\\..\\x",
+    "x\ty",
+    "x\ry",
+    "x\x7fy",
+    "x\x1b[0m",
+    "-x",
+    "x y z",
+    'x"y',
+    "caf\u00e9.py",
+    "a/b/c",
+    "b/x",
+    "a/.git/x",
+    "x\\ty",
+]
 
 
 def quote(name: str) -> str:
     """``name`` C-quoted as git writes it, bytes above ASCII as octal."""
-    special = {"\t": "\\t", "\n": "\\n", "\r": "\\r", '"': '\\"', "\\": "\\\\", "\x07": "\\a", "\x08": "\\b",
-               "\x0c": "\\f", "\x0b": "\\v"}
+    special = {
+        "\t": "\\t",
+        "\n": "\\n",
+        "\r": "\\r",
+        '"': '\\"',
+        "\\": "\\\\",
+        "\x07": "\\a",
+        "\x08": "\\b",
+        "\x0c": "\\f",
+        "\x0b": "\\v",
+    }
     out = []
     for ch in name:
         if ch in special:
@@ -634,27 +922,47 @@ def hostile_texts() -> list[str]:
     texts = []
     for name in NAMES:
         for a, b in zip(forms(name, "a/"), forms(name, "b/"), strict=True):
-            texts.append(patch(f"diff --git {a} {b}\nindex {BLOB}..{BLOB} 100644\n--- {a}\n+++ {b}\n"
-                               "@@ -1 +1 @@\n-a\n+b\n"))
-            texts.append(patch(f"diff --git a/ok.py {b}\nnew file mode 100644\nindex {ZERO}..{BLOB}\n"
-                               f"--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n"))
-            texts.append(patch(f"diff --git {a} b/ok.py\ndeleted file mode 100644\nindex {BLOB}..{ZERO}\n"
-                               f"--- {a}\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"))
+            texts.append(
+                patch(f"diff --git {a} {b}\nindex {BLOB}..{BLOB} 100644\n--- {a}\n+++ {b}\n@@ -1 +1 @@\n-a\n+b\n")
+            )
+            texts.append(
+                patch(
+                    f"diff --git a/ok.py {b}\nnew file mode 100644\nindex {ZERO}..{BLOB}\n"
+                    f"--- /dev/null\n+++ {b}\n@@ -0,0 +1 @@\n+x\n"
+                )
+            )
+            texts.append(
+                patch(
+                    f"diff --git {a} b/ok.py\ndeleted file mode 100644\nindex {BLOB}..{ZERO}\n"
+                    f"--- {a}\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+                )
+            )
         for plain in forms(name, ""):
             for verb in ("rename", "copy"):
-                texts.append(patch(f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n"
-                                   f"{verb} from ok.py\n{verb} to {plain}\n"))
-                texts.append(patch(f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n"
-                                   f"{verb} from {plain}\n{verb} to ok2.py\n"))
+                texts.append(
+                    patch(f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n{verb} from ok.py\n{verb} to {plain}\n")
+                )
+                texts.append(
+                    patch(
+                        f"diff --git a/ok.py b/ok2.py\nsimilarity index 100%\n{verb} from {plain}\n{verb} to ok2.py\n"
+                    )
+                )
         texts.append(patch(f"diff --git {name} {name}\n--- {name}\n+++ {name}\n@@ -1 +1 @@\n-a\n+b\n"))
     for mode in ("100644", "100755", "120000", "160000", "040000", "100664", "0120000", "12000", "100644 x"):
-        texts.append(patch(f"diff --git a/x b/x\nnew file mode {mode}\nindex {ZERO}..{BLOB}\n--- /dev/null\n"
-                           "+++ b/x\n@@ -0,0 +1 @@\n+x\n"))
+        texts.append(
+            patch(
+                f"diff --git a/x b/x\nnew file mode {mode}\nindex {ZERO}..{BLOB}\n--- /dev/null\n"
+                "+++ b/x\n@@ -0,0 +1 @@\n+x\n"
+            )
+        )
         texts.append(patch(f"diff --git a/x b/x\nold mode 100644\nnew mode {mode}\n"))
-        texts.append(patch(f"diff --git a/x b/x\ndeleted file mode {mode}\nindex {BLOB}..{ZERO}\n--- a/x\n"
-                           "+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"))
-        texts.append(patch(f"diff --git a/x b/x\nindex {BLOB}..{BLOB} {mode}\n--- a/x\n+++ b/x\n"
-                           "@@ -1 +1 @@\n-a\n+b\n"))
+        texts.append(
+            patch(
+                f"diff --git a/x b/x\ndeleted file mode {mode}\nindex {BLOB}..{ZERO}\n--- a/x\n"
+                "+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+            )
+        )
+        texts.append(patch(f"diff --git a/x b/x\nindex {BLOB}..{BLOB} {mode}\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"))
     return texts
 
 
@@ -662,10 +970,12 @@ def git_reading(text: str, cwd: Path) -> tuple[set[str], str] | None:
     """The paths and the summary git apply reads from ``text``; None when git refuses it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, GIT_CEILING_DIRECTORIES=str(cwd.parent))
-    numstat = subprocess.run(["git", "apply", "--numstat", "-z"], input=text.encode(), cwd=cwd, env=env,
-                             capture_output=True, check=False)
-    summary = subprocess.run(["git", "apply", "--summary"], input=text.encode(), cwd=cwd, env=env,
-                             capture_output=True, check=False)
+    numstat = subprocess.run(
+        ["git", "apply", "--numstat", "-z"], input=text.encode(), cwd=cwd, env=env, capture_output=True, check=False
+    )
+    summary = subprocess.run(
+        ["git", "apply", "--summary"], input=text.encode(), cwd=cwd, env=env, capture_output=True, check=False
+    )
     if numstat.returncode or summary.returncode:
         return None
     paths = {p.split("\t")[-1] for p in numstat.stdout.decode("utf-8", "replace").split("\0")}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from patchtool.testing import snapshot
+from helpers import snapshot
 
 
 @pytest.mark.parametrize("name", ["../../../escaped", "/tmp/escaped", "a/b", "Sglang", "..", ""])
@@ -29,7 +29,9 @@ def test_a_pin_whose_name_is_not_an_id_is_refused(one_patch: Demo, tmp_path: Pat
 @pytest.mark.parametrize("arg", ["/etc/passwd", "../patchset", "../../x", "demo-1.0.toml/..", "DEMO"])
 def test_pin_option_is_an_id(one_patch: Demo, tmp_path: Path, arg: str) -> None:
     before = snapshot(tmp_path)
-    message = f"{arg!r} is not a valid pin name (lower-case letters, digits, '.', '_', '-'; starting with a letter or digit)"
+    message = (
+        f"{arg!r} is not a valid pin name (lower-case letters, digits, '.', '_', '-'; starting with a letter or digit)"
+    )
     for command in ("status", "apply", "check"):
         res = one_patch.run(command, "--pin", arg, "--json")
         errors = json.loads(res.stdout)["errors"]

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from conftest import Demo
+from helpers import git, sha256, snapshot
 from patchtool import git as gitmod
 from patchtool.errors import GitError, UpstreamError
 from patchtool.git.stream import quote_path
 from patchtool.project.pins import Pin
-from patchtool.testing import git, sha256, snapshot
 from patchtool.upstream.cache import Cache
 from patchtool.urls import SourceUrl
 
@@ -43,8 +43,11 @@ def unchanged(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tupl
     assert snapshot(demo.root) == project
     if cold:
         left = [Path(p).relative_to(demo.cache).as_posix() for p in snapshot(demo.cache)]
-        assert all(p == "lock" or (p.startswith("upstream.git/") and not p.startswith(("upstream.git/objects/",
-                   "upstream.git/refs/"))) for p in left), left
+        assert all(
+            p == "lock"
+            or (p.startswith("upstream.git/") and not p.startswith(("upstream.git/objects/", "upstream.git/refs/")))
+            for p in left
+        ), left
     else:
         assert snapshot(demo.cache) == cache
     return code, out["errors"]
@@ -68,6 +71,7 @@ def tag_commit(demo: Demo) -> str:
 
 # -- a pin changed under a warm cache ------------------------------------------------------------
 
+
 def other_digit(hexdigest: str) -> str:
     return hexdigest[:-1] + ("0" if hexdigest[-1] != "0" else "1")
 
@@ -83,16 +87,20 @@ def test_changed_sha256_is_refused_by_a_warm_cache(one_patch: Demo, with_tree: b
     edit_pin(one_patch, good, other_digit(good))
     commit, tag = tag_commit(one_patch), import_tag(one_patch)
     for command, code in (("check", 1), ("status", 4), ("apply", 4), ("build", 4)):
-        got, errors = unchanged(one_patch, command, *(["--into", str(one_patch.root.parent / "t2")]
-                                                      if command == "apply" else []))
+        got, errors = unchanged(
+            one_patch, command, *(["--into", str(one_patch.root.parent / "t2")] if command == "apply" else [])
+        )
         assert got == code, errors
-        assert errors[0]["message"] == (f"pin demo-1.0 does not match the cached import {tag} ({commit[:12]}): "
-                                        f"sha256: the pin says {other_digit(good)}, the import recorded {good}")
+        assert errors[0]["message"] == (
+            f"pin demo-1.0 does not match the cached import {tag} ({commit[:12]}): "
+            f"sha256: the pin says {other_digit(good)}, the import recorded {good}"
+        )
         assert errors[0]["file"] == PIN
         assert errors[0]["hint"] == (
             f"if the pin is right, remove the cached import with `git --git-dir={one_patch.cache / 'upstream.git'} "
             f"tag -d {tag}` and run again: the artifact is then downloaded and verified against the pin; otherwise "
-            "correct the pin")
+            "correct the pin"
+        )
 
 
 def test_changed_size_or_prefix_is_refused_by_a_warm_cache(one_patch: Demo) -> None:
@@ -102,12 +110,17 @@ def test_changed_size_or_prefix_is_refused_by_a_warm_cache(one_patch: Demo) -> N
     commit = tag_commit(one_patch)
     pin = one_patch.root / PIN
     text = pin.read_text()
-    for change, why in ((f"size = {size + 1}\n", f"size: the pin says {size + 1}, the import recorded {size}"),
-                        (None, "prefix: the pin says demo/ -> src/demo/, the import recorded demo/ -> python/demo/")):
+    for change, why in (
+        (f"size = {size + 1}\n", f"size: the pin says {size + 1}, the import recorded {size}"),
+        (None, "prefix: the pin says demo/ -> src/demo/, the import recorded demo/ -> python/demo/"),
+    ):
         pin.write_text(text + change if change else text.replace('to = "python/demo/"', 'to = "src/demo/"'))
         got, errors = unchanged(one_patch, "status")
         assert got == 4
-        assert errors[0]["message"] == f"pin demo-1.0 does not match the cached import {import_tag(one_patch)} ({commit[:12]}): {why}"
+        assert (
+            errors[0]["message"]
+            == f"pin demo-1.0 does not match the cached import {import_tag(one_patch)} ({commit[:12]}): {why}"
+        )
     # a size that is right is fine, warm or cold
     pin.write_text(text + f"size = {size}\n")
     assert run(one_patch, "status")[0] == 0
@@ -118,8 +131,9 @@ def test_wrong_size_is_refused_when_importing(one_patch: Demo) -> None:
     edit_pin(one_patch, "prefix = ", f"size = {size - 1}\nprefix = ")
     got, errors = unchanged(one_patch, "status")
     assert got == 4
-    assert errors[0]["message"].endswith(f"demo-1.0-py3-none-any.whl is {size} bytes, more than the {size - 1} "
-                                         "patchtool takes from it; refusing it")  # said by its Content-Length
+    assert errors[0]["message"].endswith(
+        f"demo-1.0-py3-none-any.whl is {size} bytes, more than the {size - 1} patchtool takes from it; refusing it"
+    )  # said by its Content-Length
 
 
 def test_import_from_an_older_layout_is_made_again(one_patch: Demo) -> None:
@@ -155,6 +169,7 @@ def test_tag_that_is_no_import_is_refused(one_patch: Demo) -> None:
 
 # -- git pins: a wrong commit is not a moved tag --------------------------------------------------
 
+
 def git_release(tmp_path: Path) -> tuple[Path, str, str]:
     up = tmp_path / "upstream"
     up.mkdir()
@@ -170,8 +185,11 @@ def git_release(tmp_path: Path) -> tuple[Path, str, str]:
 
 
 def git_pin(url: Path, commit: str, tag: str = "v1.0") -> Pin:
-    return Pin.from_dict({"schema": 1, "name": "demo", "version": "1.0",
-                          "git": {"url": str(url), "tag": tag, "commit": commit}}, name="demo-1.0", file=PIN)
+    return Pin.from_dict(
+        {"schema": 1, "name": "demo", "version": "1.0", "git": {"url": str(url), "tag": tag, "commit": commit}},
+        name="demo-1.0",
+        file=PIN,
+    )
 
 
 def test_git_pin_naming_a_commit_the_remote_lacks(tmp_path: Path) -> None:
@@ -180,8 +198,9 @@ def test_git_pin_naming_a_commit_the_remote_lacks(tmp_path: Path) -> None:
     cache = Cache(tmp_path / "c")
     with pytest.raises(UpstreamError) as exc:
         cache.ensure(git_pin(up, typo))
-    assert exc.value.message == (f"pin demo-1.0 names commit {typo}, which {up} does not have (its tag v1.0 is "
-                                 f"{tagged}); refusing it")
+    assert exc.value.message == (
+        f"pin demo-1.0 names commit {typo}, which {up} does not have (its tag v1.0 is {tagged}); refusing it"
+    )
     assert exc.value.hint and exc.value.hint.startswith("the pin's commit is wrong (a typo?)")
     assert not cache.repo.out("for-each-ref") and not cache.repo.has_object(f"{typo}^{{commit}}")
 
@@ -192,8 +211,10 @@ def test_git_pin_whose_tag_moved(tmp_path: Path) -> None:
     for _ in range(2):  # asking whether the remote has the commit does not put it in the cache
         with pytest.raises(UpstreamError) as exc:
             cache.ensure(git_pin(up, first))
-        assert exc.value.message == f"tag v1.0 at {up} is {tagged}, but pin demo-1.0 says {first}: the tag moved; " \
-                                    "refusing it"
+        assert (
+            exc.value.message == f"tag v1.0 at {up} is {tagged}, but pin demo-1.0 says {first}: the tag moved; "
+            "refusing it"
+        )
         assert not cache.repo.has_object(f"{first}^{{commit}}") and not cache.repo.out("for-each-ref")
         cache = Cache(tmp_path / "c")
 
@@ -207,6 +228,7 @@ def test_git_pin_whose_tag_does_not_exist(tmp_path: Path) -> None:
 
 
 # -- the fetcher: 4xx is final, a corrupt partial file is fetched afresh --------------------------
+
 
 def files_requests(demo: Demo) -> list[str]:
     return [r for r in demo.index.requests if r.startswith("/files/")]
@@ -264,8 +286,9 @@ def test_wrong_file_from_scratch_still_names_the_pin(one_patch: Demo) -> None:
     url = one_patch.index.url.removesuffix("/simple") + f"/files/{one_patch.wheel.name}"
     edit_pin(one_patch, "prefix = ", f'url = "{url}"\nprefix = ')
     code, errors = unchanged(one_patch, "status")
-    assert code == 4 and errors[0]["message"].endswith(f"sha256 is {good}, but pin demo-1.0 says {'0' * 64}; "
-                                                       "the file was not used")
+    assert code == 4 and errors[0]["message"].endswith(
+        f"sha256 is {good}, but pin demo-1.0 says {'0' * 64}; the file was not used"
+    )
     assert "update the pin's sha256" in errors[0]["hint"]
 
 
@@ -275,6 +298,7 @@ def test_a_url_patchtool_cannot_fetch_is_no_source_url() -> None:
 
 
 # -- URLs and timestamps from the environment and the pin ----------------------------------------
+
 
 def test_index_url_from_the_environment_is_checked(one_patch: Demo) -> None:
     got, errors = unchanged(one_patch, "status", env={"PATCHTOOL_INDEX_URL": "notaurl"})
@@ -286,16 +310,26 @@ def test_index_url_in_the_pin_is_checked(one_patch: Demo) -> None:
     edit_pin(one_patch, f'index = "{one_patch.index.url}"', 'index = "ftp//nowhere"')
     got, errors = unchanged(one_patch, "status")
     assert got == 1
-    assert [(e["key"], e["message"]) for e in errors] == [("artifact.index",
-                                                            "'ftp//nowhere' is not an https URL (nor http, file:)")]
+    assert [(e["key"], e["message"]) for e in errors] == [
+        ("artifact.index", "'ftp//nowhere' is not an https URL (nor http, file:)")
+    ]
 
 
-@pytest.mark.parametrize(("args", "env", "message"), [
-    (["--source-date-epoch", "99999999999999"], {},
-     "--source-date-epoch 99999999999999 is after 2107-12-31, the last date a wheel (a zip) can carry"),
-    ([], {"SOURCE_DATE_EPOCH": "4354819200"},
-     "SOURCE_DATE_EPOCH=4354819200 is after 2107-12-31, the last date a wheel (a zip) can carry"),
-])
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (
+            ["--source-date-epoch", "99999999999999"],
+            {},
+            "--source-date-epoch 99999999999999 is after 2107-12-31, the last date a wheel (a zip) can carry",
+        ),
+        (
+            [],
+            {"SOURCE_DATE_EPOCH": "4354819200"},
+            "SOURCE_DATE_EPOCH=4354819200 is after 2107-12-31, the last date a wheel (a zip) can carry",
+        ),
+    ],
+)
 def test_timestamp_a_wheel_cannot_carry(one_patch: Demo, args: list[str], env: dict[str, str], message: str) -> None:
     out = one_patch.root / "dist"
     got, errors = unchanged(one_patch, "build", "--out", str(out), *args, env=env)
@@ -309,6 +343,7 @@ def test_last_timestamp_a_wheel_can_carry(one_patch: Demo) -> None:
 
 
 # -- leftovers: a killed build, a failed fast-import -----------------------------------------------
+
 
 def test_partial_wheels_of_killed_builds_are_removed(one_patch: Demo) -> None:
     dist = one_patch.root / "dist"
@@ -344,15 +379,20 @@ def test_stream_writer_quotes_paths_and_refuses_unsafe_ones(tmp_path: Path) -> N
     repo = gitmod.Repo.init_bare(tmp_path / "r.git")
     ident = gitmod.Ident("a", "a@example.org")
     odd = ('"q.py', 'a "b" c.py', "\u00fc.py", "a\\b.py")
-    commit = gitmod.NewCommit(message="odd\n", author=ident, committer=ident,
-                              files=tuple(gitmod.FileWrite(p, "100644", data=p.encode()) for p in odd[:3]))
+    commit = gitmod.NewCommit(
+        message="odd\n",
+        author=ident,
+        committer=ident,
+        files=tuple(gitmod.FileWrite(p, "100644", data=p.encode()) for p in odd[:3]),
+    )
     (sha,) = repo.write_commits(None, [commit], ref="refs/test/odd")
     assert repo.cat_files(sha, list(odd[:3])) == {p: p.encode() for p in odd[:3]}
     assert git(repo.git_dir, "rev-list", "--parents", "-1", sha).split() == [sha]  # a root commit
     before = snapshot(repo.git_dir)
     for bad in ("a\nM 100644 inline x", "a/./b.py", ".git/hooks/x", odd[3]):
-        evil = gitmod.NewCommit(message="evil\n", author=ident, committer=ident,
-                                files=(gitmod.FileWrite(bad, "100644", data=b"x"),))
+        evil = gitmod.NewCommit(
+            message="evil\n", author=ident, committer=ident, files=(gitmod.FileWrite(bad, "100644", data=b"x"),)
+        )
         with pytest.raises(GitError, match=f"refusing to write {re.escape(repr(bad))} into a commit: "):
             repo.write_commits(sha, [evil], ref="refs/test/evil")
         assert snapshot(repo.git_dir) == before
@@ -368,6 +408,7 @@ def test_import_sweeps_crash_reports_a_killed_import_left(one_patch: Demo) -> No
 
 # -- an index that answers with nonsense ---------------------------------------------------------
 
+
 class Answering:
     """An index that answers every page with ``page`` (what Cache asks of a Fetcher)."""
 
@@ -378,22 +419,49 @@ class Answering:
         return self.page
 
 
-@pytest.mark.parametrize(("page", "message"), [
-    ({"files": [{"filename": "demo-1.1-py3-none-any.whl", "url": "x", "hashes": {"sha256": "../../../../etc"}}]},
-     "the index gives '../../../../etc' as the sha256 of demo-1.1-py3-none-any.whl, which is not a sha256 hex "
-     "digest; refusing it"),
-    ({"files": [{"filename": "demo-1.1-py3-none-any.whl", "url": "x", "hashes": "nope"}]},
-     "the index gives no sha256 for demo-1.1-py3-none-any.whl; refusing an unverifiable file"),
-    (["not", "a", "page"], "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page"),
-    ({"files": "nope"}, "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page"),
-])
+@pytest.mark.parametrize(
+    ("page", "message"),
+    [
+        (
+            {"files": [{"filename": "demo-1.1-py3-none-any.whl", "url": "x", "hashes": {"sha256": "../../../../etc"}}]},
+            "the index gives '../../../../etc' as the sha256 of demo-1.1-py3-none-any.whl, which is not a sha256 hex "
+            "digest; refusing it",
+        ),
+        (
+            {"files": [{"filename": "demo-1.1-py3-none-any.whl", "url": "x", "hashes": "nope"}]},
+            "the index gives no sha256 for demo-1.1-py3-none-any.whl; refusing an unverifiable file",
+        ),
+        (
+            ["not", "a", "page"],
+            "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page",
+        ),
+        (
+            {"files": "nope"},
+            "the package index at https://pypi.org/simple/demo/ did not answer with a PEP 691 project page",
+        ),
+    ],
+)
 def test_index_answering_nonsense_is_refused(tmp_path: Path, page: Any, message: str) -> None:
     from packaging.version import Version
 
     from patchtool.upstream.releases import pin_for_version
-    pin = Pin.from_dict({"schema": 1, "name": "demo", "version": "1.0", "artifact": {
-        "distribution": "demo", "version": "1.0", "filename": "demo-1.0-py3-none-any.whl", "sha256": "a" * 64,
-        "prefix": {"from": "demo/", "to": "python/demo/"}}}, name="demo-1.0", file=PIN)
+
+    pin = Pin.from_dict(
+        {
+            "schema": 1,
+            "name": "demo",
+            "version": "1.0",
+            "artifact": {
+                "distribution": "demo",
+                "version": "1.0",
+                "filename": "demo-1.0-py3-none-any.whl",
+                "sha256": "a" * 64,
+                "prefix": {"from": "demo/", "to": "python/demo/"},
+            },
+        },
+        name="demo-1.0",
+        file=PIN,
+    )
     cache = Cache(tmp_path / "c", fetcher=Answering(page))  # type: ignore[arg-type]
     with pytest.raises(UpstreamError) as exc:
         pin_for_version(pin, Version("1.1"), cache=cache)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from patchtool.testing import git, snapshot
+from helpers import git, snapshot
 
 READERS = [("status",), ("check",), ("retread", "list")]
 
@@ -40,13 +40,25 @@ def hostile_journals(victim: Path) -> list[dict[str, object]]:
         {"schema": 1, "moves": [], "remove": [], "remove_trees": [".patchtool/../../victim"]},
         {"schema": 1, "moves": [[".patchtool/staged/x", str(victim / "f")]], "remove": [], "remove_trees": []},
         {"schema": 1, "moves": [[str(victim / "f"), "patches/stolen.patch"]], "remove": [], "remove_trees": []},
-        {"schema": 1, "moves": [[".patchtool/staged/../../../victim/f", "../../victim/f"]], "remove": [],
-         "remove_trees": []},
-        {"schema": 1, "moves": [[".patchtool/staged/.git/hooks/post-checkout", ".git/hooks/post-checkout"]],
-         "remove": [], "remove_trees": []},
+        {
+            "schema": 1,
+            "moves": [[".patchtool/staged/../../../victim/f", "../../victim/f"]],
+            "remove": [],
+            "remove_trees": [],
+        },
+        {
+            "schema": 1,
+            "moves": [[".patchtool/staged/.git/hooks/post-checkout", ".git/hooks/post-checkout"]],
+            "remove": [],
+            "remove_trees": [],
+        },
         # found by an attack: inside the repository, but no series file (code the user's tools run)
-        {"schema": 1, "moves": [[".patchtool/staged/.envrc", ".envrc"]], "remove": ["patchset.toml"],
-         "remove_trees": []},
+        {
+            "schema": 1,
+            "moves": [[".patchtool/staged/.envrc", ".envrc"]],
+            "remove": ["patchset.toml"],
+            "remove_trees": [],
+        },
         {"schema": 1, "moves": [], "remove": ["noxfile.py"], "remove_trees": []},
     ]
 
@@ -60,10 +72,15 @@ def plant(root: Path, record: object, *, staged: dict[str, str] | None = None) -
 
 
 @pytest.mark.parametrize("n", range(11))
-def test_a_committed_journal_is_refused_and_deletes_nothing(one_patch: Demo, victim: Path, tmp_path: Path,
-                                                           n: int) -> None:
+def test_a_committed_journal_is_refused_and_deletes_nothing(
+    one_patch: Demo, victim: Path, tmp_path: Path, n: int
+) -> None:
     record = hostile_journals(victim)[n]
-    plant(one_patch.root, record, staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n", ".envrc": "touch pwned\n"})
+    plant(
+        one_patch.root,
+        record,
+        staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n", ".envrc": "touch pwned\n"},
+    )
     commit_all(one_patch.root)
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(one_patch.root), str(clone))
@@ -82,7 +99,11 @@ def test_a_committed_journal_is_refused_and_deletes_nothing(one_patch: Demo, vic
 def test_an_untracked_hostile_journal_is_refused_whole(one_patch: Demo, victim: Path, n: int) -> None:
     """Not committed (a tarball, a shared disk): the journal is still validated before any step."""
     record = hostile_journals(victim)[n]
-    plant(one_patch.root, record, staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n", ".envrc": "touch pwned\n"})
+    plant(
+        one_patch.root,
+        record,
+        staged={"x": "evil\n", ".git/hooks/post-checkout": "#!/bin/sh\n", ".envrc": "touch pwned\n"},
+    )
     before, outside = snapshot(one_patch.root), snapshot(victim)
     res = one_patch.run("recover", "--json")
     assert res.returncode == 1, res.stdout + res.stderr
@@ -96,8 +117,17 @@ def test_an_untracked_hostile_journal_is_refused_whole(one_patch: Demo, victim: 
     assert snapshot(one_patch.root) == before and snapshot(victim) == outside
 
 
-@pytest.mark.parametrize("text", ['{"schema": 1, "moves": [', "", "\xff\xfe", "[]", '{"schema": 2}',
-                                  '{"schema": 1, "moves": [], "remove": [], "remove_trees": [], "run": "rm"}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"schema": 1, "moves": [',
+        "",
+        "\xff\xfe",
+        "[]",
+        '{"schema": 2}',
+        '{"schema": 1, "moves": [], "remove": [], "remove_trees": [], "run": "rm"}',
+    ],
+)
 def test_a_truncated_or_invalid_journal_is_a_clear_error(one_patch: Demo, text: str) -> None:
     (one_patch.root / ".patchtool").mkdir()
     (one_patch.root / ".patchtool" / "journal.json").write_bytes(text.encode("utf-8", "surrogateescape"))
@@ -139,8 +169,13 @@ def test_reading_commands_write_nothing(one_patch: Demo, tmp_path: Path) -> None
     deploy = tmp_path / "serve.sh"
     deploy.write_text("python -m sglang.launch_server --tp 4\n")
     before = snapshot(one_patch.root)
-    for args in [*READERS, ("retread", "scan", str(deploy)), ("scan", "--versions", "1.0"),
-                 ("retread", "revisit"), ("rebase", "--to", "1.0", "--dry-run")]:
+    for args in [
+        *READERS,
+        ("retread", "scan", str(deploy)),
+        ("scan", "--versions", "1.0"),
+        ("retread", "revisit"),
+        ("rebase", "--to", "1.0", "--dry-run"),
+    ]:
         res = one_patch.run(*args)
         assert res.returncode in (0, 1), (args, res.stdout, res.stderr)
         assert "Traceback" not in res.stderr

@@ -21,16 +21,18 @@ from typing import Any
 import pytest
 
 from conftest import Demo
+from helpers import git, sha256, snapshot
 from patchtool import git as gitmod
 from patchtool.errors import GitError, UpstreamError
 from patchtool.git.command import Argv, Runner
-from patchtool.testing import git, sha256, snapshot
 from patchtool.upstream.index import Fetcher
 from patchtool.urls import ALLOW_LOCAL_ENV, SourceUrl
 
 PIN = "upstream-pins/demo-1.0.toml"
-HINT = f"if you trust this repository's urls, allow local and plain-http ones: {ALLOW_LOCAL_ENV}=1 or " \
-       "patchtool --allow-local-urls ..."
+HINT = (
+    f"if you trust this repository's urls, allow local and plain-http ones: {ALLOW_LOCAL_ENV}=1 or "
+    "patchtool --allow-local-urls ..."
+)
 
 
 def run(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
@@ -79,11 +81,14 @@ def unsafe_outside(demo: Demo) -> dict[str, bytes]:
 
 # -- a url that is an option ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", [["status"], ["check"], ["scan", "--versions", "1.0"],
-                                     ["rebase", "--dry-run", "--to", "1.1"]])
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["check"], ["scan", "--versions", "1.0"], ["rebase", "--dry-run", "--to", "1.1"]]
+)
 @pytest.mark.parametrize("spaced", [False, True])
-def test_git_pin_url_that_is_an_option_runs_nothing(one_patch: Demo, tmp_path: Path, command: list[str],
-                                                    spaced: bool) -> None:
+def test_git_pin_url_that_is_an_option_runs_nothing(
+    one_patch: Demo, tmp_path: Path, command: list[str], spaced: bool
+) -> None:
     evil, marker = script(tmp_path)
     url = f"--upload-pack=touch {marker};" if spaced else f"--upload-pack={evil}"
     (one_patch.root / PIN).write_text(git_pin_text(url, "a" * 40))
@@ -93,8 +98,9 @@ def test_git_pin_url_that_is_an_option_runs_nothing(one_patch: Demo, tmp_path: P
     assert unsafe_outside(one_patch) == before
     assert code == 1, out
     why = "contains a space or a control character" if spaced else "starts with '-' (git would read it as an option)"
-    assert [(e["file"], e["key"], e["message"]) for e in out["errors"]] == \
-        [(PIN, "git.url", f"{url!r} is not a git remote: it {why}")]
+    assert [(e["file"], e["key"], e["message"]) for e in out["errors"]] == [
+        (PIN, "git.url", f"{url!r} is not a git remote: it {why}")
+    ]
 
 
 def test_pin_add_with_a_git_url_that_is_an_option_runs_nothing(one_patch: Demo, tmp_path: Path) -> None:
@@ -103,8 +109,10 @@ def test_pin_add_with_a_git_url_that_is_an_option_runs_nothing(one_patch: Demo, 
     code, out = run(one_patch, "pin", "add", "--git", f"--upload-pack={evil}", "--tag", "v1.0")
     assert not marker.exists() and unsafe_outside(one_patch) == before
     assert code == 2
-    assert out["errors"][0]["message"] == (f"--git '--upload-pack={evil}': '--upload-pack={evil}' is not a git "
-                                           "remote: it starts with '-' (git would read it as an option)")
+    assert out["errors"][0]["message"] == (
+        f"--git '--upload-pack={evil}': '--upload-pack={evil}' is not a git "
+        "remote: it starts with '-' (git would read it as an option)"
+    )
 
 
 def test_data_is_never_read_as_an_option(tmp_path: Path) -> None:
@@ -131,11 +139,18 @@ def test_data_is_never_read_as_an_option(tmp_path: Path) -> None:
 
 # -- urls the repository may not choose -----------------------------------------------------------
 
+
 def without_permission(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """A command run with PATCHTOOL_ALLOW_LOCAL_URLS unset, as a user who allowed nothing."""
     base = {k: v for k, v in os.environ.items() if k != ALLOW_LOCAL_ENV}
-    proc = subprocess.run([sys.executable, "-m", "patchtool", *args], cwd=demo.root, capture_output=True, text=True,
-                          check=False, env={**base, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "patchtool", *args],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**base, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})},
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout) if "--json" in args else {"text": proc.stdout + proc.stderr}
 
@@ -143,11 +158,15 @@ def without_permission(demo: Demo, *args: str, env: dict[str, str] | None = None
 def nothing_fetched(demo: Demo, before: dict[str, bytes]) -> None:
     """The project and the work tree unchanged, and the cache holding no object, ref or download."""
     after = unsafe_outside(demo)
-    assert {k: v for k, v in after.items() if not k.startswith(str(demo.cache))} == \
-        {k: v for k, v in before.items() if not k.startswith(str(demo.cache))}
+    assert {k: v for k, v in after.items() if not k.startswith(str(demo.cache))} == {
+        k: v for k, v in before.items() if not k.startswith(str(demo.cache))
+    }
     left = [Path(p).relative_to(demo.cache).as_posix() for p in after if p.startswith(str(demo.cache))]
-    assert all(p == "lock" or (p.startswith("upstream.git/") and not p.startswith(
-        ("upstream.git/objects/", "upstream.git/refs/"))) for p in left), left
+    assert all(
+        p == "lock"
+        or (p.startswith("upstream.git/") and not p.startswith(("upstream.git/objects/", "upstream.git/refs/")))
+        for p in left
+    ), left
 
 
 def test_plain_http_index_needs_the_users_permission(one_patch: Demo) -> None:
@@ -157,8 +176,11 @@ def test_plain_http_index_needs_the_users_permission(one_patch: Demo) -> None:
     (error,) = out["errors"]
     page = f"{one_patch.index.url}/demo/"
     assert (error["file"], error["key"], error["message"], error["hint"]) == (
-        PIN, "artifact.index", f"{page!r} is plain http; a repository may name only https urls, unless you allow "
-                               "local ones", HINT)
+        PIN,
+        "artifact.index",
+        f"{page!r} is plain http; a repository may name only https urls, unless you allow local ones",
+        HINT,
+    )
     assert one_patch.index.requests == []
     nothing_fetched(one_patch, before)
     for allowed in (["--allow-local-urls", "status"], ["status", "--allow-local-urls"]):
@@ -177,8 +199,10 @@ def test_local_git_remote_needs_the_users_permission(one_patch: Demo, tmp_path: 
     assert code == 4
     (error,) = out["errors"]
     assert (error["key"], error["message"], error["hint"]) == (
-        "git.url", f"{url!r} is a local file; a repository may name only https urls, unless you allow local ones",
-        HINT)
+        "git.url",
+        f"{url!r} is a local file; a repository may name only https urls, unless you allow local ones",
+        HINT,
+    )
 
 
 def test_git_itself_fetches_only_by_https_unless_allowed(tmp_path: Path) -> None:
@@ -223,6 +247,7 @@ def test_an_index_link_to_a_local_file_is_refused(one_patch: Demo, tmp_path: Pat
 
 # -- downloads without end --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", ["device", "fifo"])
 def test_a_file_url_reads_only_a_regular_file(one_patch: Demo, tmp_path: Path, kind: str) -> None:
     """``file:///dev/zero`` with size = 100 wrote 2 GB; a FIFO hung forever."""
@@ -237,7 +262,9 @@ def test_a_file_url_reads_only_a_regular_file(one_patch: Demo, tmp_path: Path, k
     code, out = run(one_patch, "status")
     assert code == 4
     what = "a named pipe (FIFO)" if kind == "fifo" else "a device"
-    assert out["errors"][0]["message"] == f"{target}: {target.as_uri()} is {what}, not a regular file; refusing to read it"
+    assert (
+        out["errors"][0]["message"] == f"{target}: {target.as_uri()} is {what}, not a regular file; refusing to read it"
+    )
     assert snapshot(one_patch.root) == before
     downloads = one_patch.cache / "downloads"
     assert not downloads.exists() or not [p for p in downloads.rglob("*") if p.is_file()]
@@ -286,11 +313,17 @@ def test_pin_add_with_the_users_own_local_remote_needs_no_permission(one_patch: 
     assert f'url = "{up}"' in pin and f'commit = "{commit}"' in pin
 
 
-@pytest.mark.parametrize(("location", "why"), [
-    ("file:///etc/passwd", "redirects to the local file 'file:///etc/passwd'; refusing it"),
-    ("ftp://127.0.0.1:1/demo.whl", "redirects to 'ftp://127.0.0.1:1/demo.whl': 'ftp://127.0.0.1:1/demo.whl' is not "
-                                   "an https URL (nor http, file:); refusing it"),
-])
+@pytest.mark.parametrize(
+    ("location", "why"),
+    [
+        ("file:///etc/passwd", "redirects to the local file 'file:///etc/passwd'; refusing it"),
+        (
+            "ftp://127.0.0.1:1/demo.whl",
+            "redirects to 'ftp://127.0.0.1:1/demo.whl': 'ftp://127.0.0.1:1/demo.whl' is not "
+            "an https URL (nor http, file:); refusing it",
+        ),
+    ],
+)
 def test_a_download_follows_no_redirect_to_another_protocol(one_patch: Demo, location: str, why: str) -> None:
     """urllib's own opener follows https to ftp; patchtool's follows http(s) alone, and https to
     plain http only where the user allows it."""

@@ -14,7 +14,7 @@ import importlib
 import math
 from pathlib import Path
 
-from patchtool.testing import lazy
+from helpers import lazy
 
 torch = lazy("torch")
 
@@ -37,8 +37,8 @@ def upstream_sparse_decode_fwd(patched_tree: Path):
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id in {"_NOPE_DIM", "_ROPE_DIM", "_NOPE_ROPE_STRIDE",
-                                       "_TILE_SIZE", "_NUM_TILES", "_SCALE_STRIDE", "_D"}
+            and node.targets[0].id
+            in {"_NOPE_DIM", "_ROPE_DIM", "_NOPE_ROPE_STRIDE", "_TILE_SIZE", "_NUM_TILES", "_SCALE_STRIDE", "_D"}
         ):
             body.append(node)
     assert {n.name for n in body if isinstance(n, ast.FunctionDef)} == wanted_fns
@@ -66,15 +66,13 @@ def make_cache(num_pages, page_size, gen, device="cpu"):
     scale_region[..., :7] = scales.view(num_pages, page_size, 7)
 
     kv = torch.empty(n, D)
-    kv[:, :NOPE] = (
-        nope.float().view(n, 7, 64) * torch.exp2(scales.float() - 127.0).view(n, 7, 1)
-    ).view(n, NOPE)
+    kv[:, :NOPE] = (nope.float().view(n, 7, 64) * torch.exp2(scales.float() - 127.0).view(n, 7, 1)).view(n, NOPE)
     kv[:, NOPE:] = rope.float()
     # the backend's view: [pages, page_size, 1, 584] over the padded page buffer
     raw = raw.to(device)
-    k_cache = raw[:, : page_size * BYTES_PER_TOKEN].view(
-        num_pages, page_size, 1, BYTES_PER_TOKEN
-    ).view(torch.float8_e4m3fn)
+    k_cache = (
+        raw[:, : page_size * BYTES_PER_TOKEN].view(num_pages, page_size, 1, BYTES_PER_TOKEN).view(torch.float8_e4m3fn)
+    )
     return k_cache, kv.to(torch.bfloat16).float().to(device)
 
 
@@ -114,5 +112,3 @@ def assert_close(out, lse, ref_out, ref_lse):
     assert torch.equal(torch.isfinite(lse), finite)
     assert (lse[~finite] == float("-inf")).all()
     torch.testing.assert_close(lse[finite], ref_lse[finite], atol=2e-3, rtol=1e-4)
-
-

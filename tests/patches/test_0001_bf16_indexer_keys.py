@@ -21,7 +21,7 @@ os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import pytest
 
-from patchtool.testing import lazy, load_module, require_tool
+from helpers import lazy, load_module, require_tool
 
 torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
 tvm_libinfo = lazy("tvm_ffi.libinfo")
@@ -113,7 +113,11 @@ OVERLAP = "SGLANG_OPT_USE_MULTI_STREAM_OVERLAP"
 
 def _overlap(bi, *, bf16=True, mode="decode", graphs=True, on=True, explicit=False):
     return bi.bf16_multi_stream_overlap_conflict(
-        bf16=bf16, disaggregation_mode=mode, decode_cuda_graph=graphs, overlap_on=on, overlap_explicit=explicit,
+        bf16=bf16,
+        disaggregation_mode=mode,
+        decode_cuda_graph=graphs,
+        overlap_on=on,
+        overlap_explicit=explicit,
     )
 
 
@@ -138,11 +142,11 @@ def test_multi_stream_overlap_refused_when_set_on(bi, mode):
 @pytest.mark.parametrize(
     "case",
     [
-        {"bf16": False},             # fp8 keys: the deep_gemm path is immune
-        {"on": False},               # already off (e.g. SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0)
+        {"bf16": False},  # fp8 keys: the deep_gemm path is immune
+        {"on": False},  # already off (e.g. SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=0)
         {"on": False, "explicit": True},
-        {"graphs": False},           # no decode graph is captured
-        {"mode": "prefill"},         # prefill servers capture no decode graph
+        {"graphs": False},  # no decode graph is captured
+        {"mode": "prefill"},  # prefill servers capture no decode graph
         {"mode": "prefill", "explicit": True},
     ],
 )
@@ -210,8 +214,15 @@ def test_scorer_matches_reference(bi, heads):
     torch.testing.assert_close(clean.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
     for splits in (2, 3, 7):
         other = bi.bf16_paged_mqa_logits(
-            q, cache.view(torch.bfloat16), weight, seq_lens.unsqueeze(-1), page_table, None,
-            max_seq_len, True, num_splits=splits,
+            q,
+            cache.view(torch.bfloat16),
+            weight,
+            seq_lens.unsqueeze(-1),
+            page_table,
+            None,
+            max_seq_len,
+            True,
+            num_splits=splits,
         )
         torch.testing.assert_close(other, clean, rtol=0, atol=0)
     torch_ref = bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens, page_table, max_seq_len)
@@ -254,7 +265,9 @@ def test_scorer_empty_shapes(bi):
 
 def test_scorer_clips_negative_head_scores(bi):
     q, keys, cache, weight, seq_lens, page_table, max_seq_len = _paged_case(3, batch=1, heads=2, seq=(64,))
-    neg = bi.bf16_paged_mqa_logits((-q.float()).to(torch.bfloat16), cache, weight, seq_lens, page_table, None, max_seq_len)
+    neg = bi.bf16_paged_mqa_logits(
+        (-q.float()).to(torch.bfloat16), cache, weight, seq_lens, page_table, None, max_seq_len
+    )
     pos = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, page_table, None, max_seq_len)
     # relu(x) + relu(-x) = |x| per head: the two halves add up to the weighted |q.k|
     k = keys[page_table[0, 0]].double()
@@ -294,12 +307,18 @@ def test_scorer_compiles_for_sm120(patched_tree):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    res = subprocess.run([sys.executable, "-c", AOT_COMPILE, str(patched_tree.joinpath(*DSV4, "bf16_indexer.py"))],
-                         capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", AOT_COMPILE, str(patched_tree.joinpath(*DSV4, "bf16_indexer.py"))],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     kernel = json.loads(res.stdout.splitlines()[-1])
     assert set(re.findall(r"mma\.sync\.aligned\.\S+", kernel["ptx"])) == {
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}  # bf16 operands, fp32 accumulate
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+    }  # bf16 operands, fp32 accumulate
     assert "cvt.rn.bf16x2.e4m3x2" in kernel["ptx"]  # the fp8 query, exactly, in registers
     assert kernel["shared"] <= 99 * 1024, kernel["shared"]
 
@@ -312,13 +331,15 @@ def test_gpu_checks_are_listed_in_patchset(patched_tree):
 
     repo = Path(__file__).resolve().parents[2]
     gpu = repo / "tests" / "gpu" / "test_0001_bf16_indexer.py"
-    entry = next(p for p in tomllib.loads((repo / "patchset.toml").read_text())["patch"]
-                 if p["id"] == "dsv4-bf16-indexer-keys")
+    entry = next(
+        p for p in tomllib.loads((repo / "patchset.toml").read_text())["patch"] if p["id"] == "dsv4-bf16-indexer-keys"
+    )
     node = re.compile(r"^python -m pytest tests/gpu/test_0001_bf16_indexer\.py::(test_\w+)$")
     names = [node.match(v["run"]) for v in entry["gpu_verification"]]
     assert all(names), [v["run"] for v in entry["gpu_verification"]]
-    tests = {n.name for n in ast.parse(gpu.read_text()).body
-             if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+    tests = {
+        n.name for n in ast.parse(gpu.read_text()).body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+    }
     assert sorted(m.group(1) for m in names) == sorted(tests)
 
 
@@ -360,9 +381,13 @@ def test_bf16_keys_keep_the_needle_where_fp8_keys_lose_it(bi):
         buf = torch.zeros(1, PAGE * 256, dtype=torch.uint8)
         bi.store_bf16_index_k_torch(buf, torch.arange(haystack), keys.float(), PAGE)
         logits = bi.bf16_paged_mqa_logits(
-            q.view(1, 1, 1, HEAD_DIM), bi.index_k_page_view(buf, PAGE, HEAD_DIM, "bf16"),
-            torch.ones(1, 1), torch.tensor([haystack], dtype=torch.int32),
-            torch.zeros(1, 1, dtype=torch.int32), None, haystack,
+            q.view(1, 1, 1, HEAD_DIM),
+            bi.index_k_page_view(buf, PAGE, HEAD_DIM, "bf16"),
+            torch.ones(1, 1),
+            torch.tensor([haystack], dtype=torch.int32),
+            torch.zeros(1, 1, dtype=torch.int32),
+            None,
+            haystack,
         )
         bf16_top1 += int(logits[0].argmax()) == 0
 
@@ -429,8 +454,18 @@ def store_harness(patched_tree, tmp_path_factory):
     (work / "harness.cc").write_text(STORE_HARNESS)
     exe = work / "harness"
     res = subprocess.run(
-        [cxx, "-std=c++20", "-O1", f"-I{patched_tree.joinpath(*JIT, 'include')}", str(work / "harness.cc"), "-o", str(exe)],
-        capture_output=True, text=True, check=False,
+        [
+            cxx,
+            "-std=c++20",
+            "-O1",
+            f"-I{patched_tree.joinpath(*JIT, 'include')}",
+            str(work / "harness.cc"),
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     return exe
@@ -440,13 +475,20 @@ def _special_rows(n):
     """Rows with the values whose bf16 rounding is easy to get wrong."""
     rows = torch.randn(n, HEAD_DIM, generator=torch.Generator().manual_seed(7)) * 3
     specials = [
-        0.0, -0.0, float("inf"), float("-inf"), float("nan"),
-        1.0 + 2.0**-8,               # a tie: rounds to even (1.0)
-        1.0 + 3 * 2.0**-8,           # a tie: rounds to even (1 + 2^-6)
-        1.0 + 2.0**-8 + 2.0**-20,    # just above a tie: rounds up
-        3.3895314e38,                # rounds to +inf
-        1e-40, -1e-45,               # fp32 subnormals
-        -65504.0, 448.0, 2.0**-133,
+        0.0,
+        -0.0,
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        1.0 + 2.0**-8,  # a tie: rounds to even (1.0)
+        1.0 + 3 * 2.0**-8,  # a tie: rounds to even (1 + 2^-6)
+        1.0 + 2.0**-8 + 2.0**-20,  # just above a tie: rounds up
+        3.3895314e38,  # rounds to +inf
+        1e-40,
+        -1e-45,  # fp32 subnormals
+        -65504.0,
+        448.0,
+        2.0**-133,
     ]
     rows[0, : len(specials)] = torch.tensor(specials)
     return rows
@@ -463,8 +505,12 @@ def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, pa
     data = tmp_path / "in.bin"
     data.write_bytes(locs.numpy().tobytes() + rows.numpy().tobytes())
     out = tmp_path / "out.bin"
-    res = subprocess.run([str(store_harness), str(page_bits), str(num_pages), str(len(locs)), str(data), str(out)],
-                         capture_output=True, text=True, check=False)
+    res = subprocess.run(
+        [str(store_harness), str(page_bits), str(num_pages), str(len(locs)), str(data), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert res.returncode == 0, (res.returncode, res.stderr)
     kernel = torch.frombuffer(bytearray(out.read_bytes()), dtype=torch.uint8).view(num_pages, page_size * 256)
 
@@ -493,8 +539,9 @@ def test_kernel_stores_through_the_layout_header(patched_tree):
     body = " ".join(branch.group(1).split())
     assert "const auto words = layout::lane_words(data);" in body
     assert "result[0] = words.word[0]; result[1] = words.word[1];" in body
-    assert ("result.store(params.kvcache + layout::row_offset(out_loc, kPageBits) + "
-            "layout::lane_offset(lane_id));") in body
+    assert (
+        "result.store(params.kvcache + layout::row_offset(out_loc, kPageBits) + layout::lane_offset(lane_id));"
+    ) in body
     assert "static_assert(kPageBytes == layout::page_bytes(kPageBits));" in body
     assert body.rstrip().endswith("return;")
 
@@ -507,7 +554,7 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
     jit = patched_tree.joinpath(*SGLANG, "kernels", "jit")
     cuh = jit / "csrc" / "deepseek_v4" / "fused_norm_rope_v2.cuh"
     text = cuh.read_text()
-    assert 'static_assert(!(kIsIndexer && kBf16Store)' not in text
+    assert "static_assert(!(kIsIndexer && kBf16Store)" not in text
     assert re.search(r"fused_norm_rope_indexer<DType, kMode, kLogPageSize, kUsePDL, kPreshuffleSize, kBf16Store>", text)
     assert re.search(r"constexpr int64_t kPageBytes = \(kBf16Store \? 256ll : 132ll\) << kPageBits;", text)
     tu = tmp_path / "bf16_indexer_store.cu"
@@ -526,9 +573,19 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
     )
     obj = tmp_path / "bf16_indexer_store.o"
     cmd = [
-        nvcc, "-c", str(tu), "-o", str(obj), "-arch=sm_120", "-DSGL_CUDA_ARCH=1200",
-        "-std=c++20", "-O3", "--expt-relaxed-constexpr",
-        f"-I{jit / 'include'}", f"-I{jit / 'csrc'}", f"-I{tvm_libinfo.find_include_path()}",
+        nvcc,
+        "-c",
+        str(tu),
+        "-o",
+        str(obj),
+        "-arch=sm_120",
+        "-DSGL_CUDA_ARCH=1200",
+        "-std=c++20",
+        "-O3",
+        "--expt-relaxed-constexpr",
+        f"-I{jit / 'include'}",
+        f"-I{jit / 'csrc'}",
+        f"-I{tvm_libinfo.find_include_path()}",
     ]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -536,8 +593,13 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
     # fused_norm_rope_indexer<bf16|fp32, mode, 6, true, 0, kBf16Store=true>, both modes
     for dtype in (b"13__nv_bfloat16", b"f"):
         for mode in (b"0", b"1"):
-            sym = (b"_ZN6sglang23fused_norm_rope_indexerI" + dtype + b"LNS_11ForwardModeE" + mode
-                   + b"ELi6ELb1ELi0ELb1EEEvNS_24FusedNormRopeStoreParamsE")
+            sym = (
+                b"_ZN6sglang23fused_norm_rope_indexerI"
+                + dtype
+                + b"LNS_11ForwardModeE"
+                + mode
+                + b"ELi6ELb1ELi0ELb1EEEvNS_24FusedNormRopeStoreParamsE"
+            )
             assert sym in blob, sym
 
 
@@ -562,8 +624,11 @@ def test_flag_field_beside_fp4(patched_tree):
 def test_validation_called(patched_tree):
     source = _src(patched_tree, "srt", "arg_groups", "serving_hook.py")
     fn = _func(source, "handle_environment_variables")
-    calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call)
-             and getattr(c.func, "id", None) == "validate_bf16_indexer_args"]
+    calls = [
+        c
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call) and getattr(c.func, "id", None) == "validate_bf16_indexer_args"
+    ]
     assert len(calls) == 1
     kwargs = {k.arg: ast.unparse(k.value) for k in calls[0].keywords}
     assert kwargs["bf16"] == "cfg.enable_deepseek_v4_bf16_indexer"
@@ -573,8 +638,11 @@ def test_validation_called(patched_tree):
 def test_multi_stream_overlap_check_called(patched_tree):
     source = _src(patched_tree, "srt", "arg_groups", "serving_hook.py")
     fn = _func(source, "handle_environment_variables")
-    calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call)
-             and getattr(c.func, "id", None) == "bf16_multi_stream_overlap_conflict"]
+    calls = [
+        c
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call) and getattr(c.func, "id", None) == "bf16_multi_stream_overlap_conflict"
+    ]
     assert len(calls) == 1
     assert {k.arg: ast.unparse(k.value) for k in calls[0].keywords} == {
         "bf16": "cfg.enable_deepseek_v4_bf16_indexer",
@@ -584,8 +652,9 @@ def test_multi_stream_overlap_check_called(patched_tree):
         "overlap_explicit": f"envs.{OVERLAP}.is_set()",
     }
     text = ast.unparse(fn)
-    assert ("if overlap_warning is not None:\n        logger.warning(overlap_warning)\n"
-            f"        envs.{OVERLAP}.set(False)") in text
+    assert (
+        f"if overlap_warning is not None:\n        logger.warning(overlap_warning)\n        envs.{OVERLAP}.set(False)"
+    ) in text
     # the model reads the switch when it builds its streams, after this hook has run
     model = _src(patched_tree, "srt", "models", "deepseek_v4.py")
     assert f"envs.{OVERLAP}.get()" in ast.unparse(_func(model, "__init__", cls="MQALayer"))
@@ -605,7 +674,9 @@ def test_pd_kv_layout_carries_the_index_format(bi, patched_tree, monkeypatch):
 
     def pool(fp4=False, bf16=False, uniform=False, index=True):
         return SimpleNamespace(
-            uniform_fp8=uniform, compression_ratios=[0, 4, 128], kv_layout=SimpleNamespace(value="v4"),
+            uniform_fp8=uniform,
+            compression_ratios=[0, 4, 128],
+            kv_layout=SimpleNamespace(value="v4"),
             compressed_kv_layout=lambda ratio: SimpleNamespace(value="v4"),
             c4_indexer_kv_pool=SimpleNamespace(use_fp4_indexer=fp4, use_bf16_indexer=bf16) if index else None,
         )
@@ -625,10 +696,13 @@ def test_pd_kv_layout_carries_the_index_format(bi, patched_tree, monkeypatch):
 
 def test_field_appended_to_positional_order(patched_tree):
     source = _src(patched_tree, "srt", "arg_groups", "field_order.py")
-    order = ast.literal_eval(next(
-        n.value for n in ast.parse(source).body
-        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "POSITIONAL_FIELD_ORDER"
-    ))
+    order = ast.literal_eval(
+        next(
+            n.value
+            for n in ast.parse(source).body
+            if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "POSITIONAL_FIELD_ORDER"
+        )
+    )
     assert order[-1] == "enable_deepseek_v4_bf16_indexer"
     assert order.count("enable_deepseek_v4_bf16_indexer") == 1
     # appended after upstream's last entry, nothing reordered
@@ -638,8 +712,12 @@ def test_field_appended_to_positional_order(patched_tree):
 def test_pool_bytes_per_token(patched_tree):
     source = _src(patched_tree, "srt", "mem_cache", "deepseek_v4_memory_pool.py")
     ns = {}
-    exec(compile(ast.Module(body=[_func(source, "get_dsv4_indexer_bytes_per_token")], type_ignores=[]),
-                 "<pool>", "exec"), ns)
+    exec(
+        compile(
+            ast.Module(body=[_func(source, "get_dsv4_indexer_bytes_per_token")], type_ignores=[]), "<pool>", "exec"
+        ),
+        ns,
+    )
     fn = ns["get_dsv4_indexer_bytes_per_token"]
     assert (fn(128, False), fn(128, True), fn(128, False, True)) == (132, 68, 256)
     init = ast.unparse(_func(source, "__init__", cls="DeepSeekV4IndexerPool"))
@@ -647,9 +725,14 @@ def test_pool_bytes_per_token(patched_tree):
     per_token = ast.unparse(_func(source, "get_bytes_per_token", cls="DeepSeekV4IndexerPool"))
     assert "self.use_bf16_indexer" in per_token
     budget = _src(patched_tree, "srt", "model_executor", "pool_configurator.py")
-    calls = [ast.unparse(c) for c in ast.walk(ast.parse(budget)) if isinstance(c, ast.Call)
-             and getattr(c.func, "id", None) == "get_dsv4_indexer_bytes_per_token"
-             and ast.unparse(c.args[0]) == "self.indexer_head_dim" and not c.keywords]
+    calls = [
+        ast.unparse(c)
+        for c in ast.walk(ast.parse(budget))
+        if isinstance(c, ast.Call)
+        and getattr(c.func, "id", None) == "get_dsv4_indexer_bytes_per_token"
+        and ast.unparse(c.args[0]) == "self.indexer_head_dim"
+        and not c.keywords
+    ]
     assert len(calls) == 1, calls  # the C4 budget (the low-ratio one is fp4 by keyword)
     assert calls[0].endswith(", get_exec().kernel.enable_deepseek_v4_bf16_indexer)"), calls
 
@@ -657,8 +740,9 @@ def test_pool_bytes_per_token(patched_tree):
 def test_store_path_asks_for_bf16(patched_tree):
     source = _src(patched_tree, "srt", "layers", "attention", "dsv4", "compressor_v2.py")
     fn = _func(source, "forward_unified", cls="CompressorBackendMixin")
-    branch = next(n for n in ast.walk(fn) if isinstance(n, ast.If)
-                  and ast.unparse(n.test) == "compressor.is_in_indexer")
+    branch = next(
+        n for n in ast.walk(fn) if isinstance(n, ast.If) and ast.unparse(n.test) == "compressor.is_in_indexer"
+    )
     body = ast.unparse(ast.Module(body=branch.body, type_ignores=[]))
     assert "bf16_store = token_to_kv_pool.c4_indexer_kv_pool.use_bf16_indexer" in body
     assert "bf16_store=bf16_store" in ast.unparse(fn)
@@ -676,10 +760,12 @@ def test_reader_view_scorer_and_nonpaged_off(patched_tree):
     reader = _func(source, "forward_c4_indexer")
     text = ast.unparse(reader)
     assert "132" not in text, "reader still hard-codes the fp8 row width"
-    assert "index_k_page_view(c4_indexer_kv_cache, 64, c4_indexer.head_dim, index_k_format(use_fp4_indexer, c4_indexer.use_bf16_indexer))" in text
+    assert (
+        "index_k_page_view(c4_indexer_kv_cache, 64, c4_indexer.head_dim, index_k_format(use_fp4_indexer, c4_indexer.use_bf16_indexer))"
+        in text
+    )
     # the scorer chain: bf16 is chosen before TileLang / aiter / torch-fp8 / DeepGEMM
-    chain = next(n for n in ast.walk(reader) if isinstance(n, ast.If)
-                 and "fp8_fp4_paged_mqa_logits" in ast.unparse(n))
+    chain = next(n for n in ast.walk(reader) if isinstance(n, ast.If) and "fp8_fp4_paged_mqa_logits" in ast.unparse(n))
     tests = []
     while isinstance(chain, ast.If):
         tests.append((ast.unparse(chain.test), ast.unparse(ast.Module(body=chain.body, type_ignores=[]))))
@@ -691,7 +777,8 @@ def test_reader_view_scorer_and_nonpaged_off(patched_tree):
     assert "from sglang.srt.layers.attention.dsv4.bf16_indexer import" in source
 
     nonpaged = _func(source, "_can_use_nonpaged_indexer")
-    refusals = [n for n in ast.walk(nonpaged) if isinstance(n, ast.If)
-                and "c4_indexer.use_bf16_indexer" in ast.unparse(n.test)]
+    refusals = [
+        n for n in ast.walk(nonpaged) if isinstance(n, ast.If) and "c4_indexer.use_bf16_indexer" in ast.unparse(n.test)
+    ]
     assert len(refusals) == 1
     assert ast.unparse(refusals[0].body[0]) == "return False"

@@ -41,7 +41,7 @@ from triton_support import (
     recorded_launches,
 )
 
-from patchtool.testing import lazy, load_module
+from helpers import lazy, load_module
 
 torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
 triton = lazy("triton")  # the kernel module needs it
@@ -53,6 +53,7 @@ H = 16  # DeepSeek-V4-Flash at TP4: 16 local heads
 
 
 # -- loading ---------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def bf16_dots():
@@ -88,8 +89,21 @@ def problem():
     eidx[0, 0, 30:] = -1
     etlen = torch.tensor([20, ET], dtype=torch.int32)
     sink = torch.randn(H, generator=gen)
-    return dict(q=q, k_cache=k_cache, kv=kv, idx=idx, tlen=tlen, extra_cache=extra_cache,
-                extra_kv=extra_kv, eidx=eidx, etlen=etlen, sink=sink, B=B, T=T, ET=ET)
+    return dict(
+        q=q,
+        k_cache=k_cache,
+        kv=kv,
+        idx=idx,
+        tlen=tlen,
+        extra_cache=extra_cache,
+        extra_kv=extra_kv,
+        eidx=eidx,
+        etlen=etlen,
+        sink=sink,
+        B=B,
+        T=T,
+        ET=ET,
+    )
 
 
 def run(mma, p, target_ctas, *, sink=True, extra=False, q=None):
@@ -115,6 +129,7 @@ def targets_for(p, head_blocks=1):
 
 
 # -- the split heuristic ----------------------------------------------------------------------
+
 
 def test_default_and_unset_mean_one_split(mma):
     for target in (0, None):
@@ -153,8 +168,10 @@ def test_measured_launch_configuration(mma):
     assert mma.MMA_BLOCK_H == 16
     tree = ast.parse(open(mma.__file__).read())
     launches = [
-        node for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Subscript)
         and getattr(node.func.value, "id", "") == "_mma_sparse_decode_split"
     ]
     assert len(launches) == 1
@@ -162,14 +179,12 @@ def test_measured_launch_configuration(mma):
     assert kw["num_warps"] == "MMA_NUM_WARPS" and kw["num_stages"] == "MMA_NUM_STAGES"
     assert kw["BLOCK_T"] == "MMA_BLOCK_T"
     # a fixed configuration, not an autotuner (no autotuning under CUDA-graph capture)
-    decorators = [
-        ast.unparse(d) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
-        for d in n.decorator_list
-    ]
+    decorators = [ast.unparse(d) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) for d in n.decorator_list]
     assert decorators == ["triton.jit", "triton.jit"], decorators
 
 
 # -- the kernel as shipped: bf16 MMA operands, no interpreter branch ---------------------------
+
 
 def test_production_module_has_no_interpreter_branch(mma):
     source = Path(mma.__file__).read_text()
@@ -191,6 +206,7 @@ def test_every_mma_runs_on_bf16_operands(mma, problem, bf16_dots):
 
 # -- numerical agreement ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("splits", [1, 2, 4])
 @pytest.mark.parametrize("sink", [False, True])
 def test_split_and_combine_match_reference(mma, problem, splits, sink):
@@ -201,9 +217,7 @@ def test_split_and_combine_match_reference(mma, problem, splits, sink):
     out, lse = run(mma, p, target, sink=sink)
     assert out.shape == (p["B"], 1, H, D) and out.dtype == torch.bfloat16
     assert lse.shape == (p["B"], H, 1) and lse.dtype == torch.float32
-    ref_out, ref_lse = reference(
-        p["q"], [(p["kv"], p["idx"], p["tlen"])], p["sink"] if sink else None
-    )
+    ref_out, ref_lse = reference(p["q"], [(p["kv"], p["idx"], p["tlen"])], p["sink"] if sink else None)
     assert_close(out[:, 0], lse[..., 0], ref_out, ref_lse)
 
 
@@ -229,8 +243,16 @@ def test_split_counts_agree_with_each_other(mma, problem):
 def test_matches_upstream_torch_backend(mma, problem, upstream_torch_backend, splits):
     p = problem
     ref_out, ref_lse = upstream_torch_backend(
-        p["q"], p["k_cache"], p["idx"], p["tlen"], p["sink"], D, SCALE,
-        p["extra_cache"], p["eidx"], p["etlen"],
+        p["q"],
+        p["k_cache"],
+        p["idx"],
+        p["tlen"],
+        p["sink"],
+        D,
+        SCALE,
+        p["extra_cache"],
+        p["eidx"],
+        p["etlen"],
     )
     # the plain reference and upstream's torch backend agree on this input
     mine, _ = reference(
@@ -299,9 +321,9 @@ def shipped_launches(patched_tree):
     on the CPU: a SWA layer (256-token pages, target 0: one split, DIRECT) and a c4 layer with
     the extra cache (64-token pages, target 512: split partials + combine). Caches are laid out
     as the DeepSeekV4 pool pads them (page bytes a multiple of 576)."""
-    module = load_compilable(lambda: load_module(
-        Path(patched_tree).joinpath(*ATTN, "flash_mla_sm120_mma.py"), "_mma_0002_compile"
-    ))
+    module = load_compilable(
+        lambda: load_module(Path(patched_tree).joinpath(*ATTN, "flash_mla_sm120_mma.py"), "_mma_0002_compile")
+    )
     gen = torch.Generator().manual_seed(0)
     swa, _ = make_cache(2, 256, gen)
     c4, _ = make_cache(2, 64, gen)
@@ -382,6 +404,7 @@ def test_metadata_quotes_the_measured_resources():
 
 # -- the model's q width for this backend ----------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def kernel_num_heads(patched_tree):
     """MqaAttentionBase._kernel_num_heads from the patched deepseek_v4.py, run with stand-ins
@@ -395,9 +418,7 @@ def kernel_num_heads(patched_tree):
         namespace = {
             "get_platform": lambda: types.SimpleNamespace(is_sm120=sm120),
             "SM120_DECODE_MAX_TOKENS": 64,
-            "envs": types.SimpleNamespace(
-                SGLANG_SM120_FLASHMLA_BACKEND=types.SimpleNamespace(get=lambda: backend)
-            ),
+            "envs": types.SimpleNamespace(SGLANG_SM120_FLASHMLA_BACKEND=types.SimpleNamespace(get=lambda: backend)),
         }
         exec(compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec"), namespace)
         layer = types.SimpleNamespace(n_local_heads=n_local_heads, attn_tp_size=attn_tp_size, n_heads=64)
@@ -423,6 +444,7 @@ def test_other_backends_keep_upstream_padding(kernel_num_heads):
 
 
 # -- the hunks in upstream files ------------------------------------------------------------------
+
 
 def _function(tree, name):
     found = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
@@ -455,8 +477,7 @@ def test_dispatcher_has_mma_branch(patched_tree):
     fn = _function(tree, "flash_mla_with_kvcache_sm120")
     branches = [n for n in fn.body if isinstance(n, ast.If)]
     order = [
-        value for n in branches for value in ("flashinfer", "triton", "mma")
-        if _compares_backend_to(n.test, value)
+        value for n in branches for value in ("flashinfer", "triton", "mma") if _compares_backend_to(n.test, value)
     ]
     assert order == ["flashinfer", "triton", "mma"], order
     mma_branch = next(n for n in branches if _compares_backend_to(n.test, "mma"))
@@ -468,12 +489,18 @@ def test_dispatcher_has_mma_branch(patched_tree):
     assert isinstance(ret, ast.Return) and isinstance(ret.value, ast.Call)
     assert ast.unparse(ret.value.func) == "flash_mla_sparse_decode_mma"
     assert [ast.unparse(a) for a in ret.value.args] == [
-        "q", "k_cache", "indices", "topk_length", "attn_sink", "head_dim_v",
-        "softmax_scale", "extra_k_cache", "extra_indices", "extra_topk_length",
+        "q",
+        "k_cache",
+        "indices",
+        "topk_length",
+        "attn_sink",
+        "head_dim_v",
+        "softmax_scale",
+        "extra_k_cache",
+        "extra_indices",
+        "extra_topk_length",
     ]
-    assert {k.arg: ast.unparse(k.value) for k in ret.value.keywords} == {
-        "target_ctas": "_sm120_mma_target_ctas"
-    }
+    assert {k.arg: ast.unparse(k.value) for k in ret.value.keywords} == {"target_ctas": "_sm120_mma_target_ctas"}
     # the torch fallback still comes last
     assert isinstance(fn.body[-1], ast.Return)
 

@@ -34,7 +34,7 @@ from triton_support import (
     recorded_launches,
 )
 
-from patchtool.testing import lazy, load_module
+from helpers import lazy, load_module
 
 torch = lazy("torch")  # imported before the first test (tests/conftest.py), not at collection
 F = lazy("torch.nn.functional")
@@ -201,9 +201,7 @@ def test_layer_refresh_builds_both_weights(mhc_bf16):
         assert weight.dtype == torch.bfloat16 and torch.equal(weight, fn.data.bfloat16())
 
 
-@pytest.mark.parametrize(
-    "off", [dict(flag=False), dict(on_cuda=False), dict(batch_invariant=True)], ids=str
-)
+@pytest.mark.parametrize("off", [dict(flag=False), dict(on_cuda=False), dict(batch_invariant=True)], ids=str)
 def test_layer_refresh_drops_the_copy_when_off(mhc_bf16, off):
     layer = _layer(pre_from_prev=False)
     mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON)  # a copy from an earlier load
@@ -349,11 +347,14 @@ def sm120_launches(patched_tree):
     """Scenario for triton_support.compile_scenario: the bf16 GEMM launches mhc_fused_post_pre
     makes on a 188-SM sm_120 for decode (1, 32, 64 tokens) and an 8192-token prefill, with
     upstream's own split rule (_compute_num_split_for_mhc_pre). Meta tensors: nothing runs."""
-    module = load_compilable(lambda: load_module(
-        _path(Path(patched_tree), "kernels", "ops", "layernorm", "mhc_bf16_gemm.py"), "_mhc_0003_compile"
-    ))
-    split_rule = _func(_tree(Path(patched_tree), "kernels", "ops", "layernorm", "mhc.py"),
-                       "_compute_num_split_for_mhc_pre")
+    module = load_compilable(
+        lambda: load_module(
+            _path(Path(patched_tree), "kernels", "ops", "layernorm", "mhc_bf16_gemm.py"), "_mhc_0003_compile"
+        )
+    )
+    split_rule = _func(
+        _tree(Path(patched_tree), "kernels", "ops", "layernorm", "mhc.py"), "_compute_num_split_for_mhc_pre"
+    )
     sm120 = types.SimpleNamespace(multi_processor_count=188)
     ns = {"torch": types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda _: sm120))}
     exec(compile(ast.Module([split_rule], []), "_compute_num_split_for_mhc_pre", "exec"), ns)
@@ -406,7 +407,8 @@ def test_weight_cache_hunk(patched_tree):
     v4 = _tree(patched_tree, "srt", "models", "deepseek_v4.py")
     refresh = _func(v4, "refresh_mhc_norm_weight_cache", cls="DeepseekV4DecoderLayerBase")
     calls = [
-        n for n in ast.walk(refresh)
+        n
+        for n in ast.walk(refresh)
         if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "refresh_layer_bf16_gemm_weights"
     ]
     assert len(calls) == 1
@@ -422,9 +424,7 @@ def test_torch_path_hunk(patched_tree):
     v4 = _tree(patched_tree, "srt", "models", "deepseek_v4.py")
     hc_pre = _func(v4, "hc_pre", cls="DeepseekV4DecoderLayerBase")
     branch = next(
-        n
-        for n in ast.walk(hc_pre)
-        if isinstance(n, ast.If) and "hc_pre_mixes_bf16" in _calls(ast.Module(n.body, []))
+        n for n in ast.walk(hc_pre) if isinstance(n, ast.If) and "hc_pre_mixes_bf16" in _calls(ast.Module(n.body, []))
     )
     assert ast.unparse(branch.test) == "hc_fn_gemm.dtype == torch.bfloat16"
     assert "hc_pre_torch_impl" in _calls(ast.Module(branch.orelse, []))
@@ -435,16 +435,12 @@ def test_torch_path_hunk(patched_tree):
 
 
 def test_fused_boundary_passes_bf16_weight(patched_tree):
-    mod = _tree(
-        patched_tree, "srt", "models", "deepseek_common", "amd", "deepseek_v4_fused_mhc.py"
-    )
+    mod = _tree(patched_tree, "srt", "models", "deepseek_common", "amd", "deepseek_v4_fused_mhc.py")
     fn = _func(mod, "apply_mhc_post_pre_boundary")
     call = next(
         n
         for n in ast.walk(fn)
-        if isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Attribute)
-        and n.func.attr == "mhc_fused_post_pre"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "mhc_fused_post_pre"
     )
     assert ast.unparse(call.args[4]) == "mhc_gemm_weight(hc_fn)"
 

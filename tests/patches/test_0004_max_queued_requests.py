@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from patchtool.testing import load_module
+from helpers import load_module
 
 pytestmark = pytest.mark.upstream
 
@@ -70,8 +70,10 @@ def _upstream(path: Path, names: set[str], namespace: dict[str, Any]) -> dict[st
         if name in names:
             segment = ast.get_source_segment(source, node)
             assert segment is not None
-            exec(compile(segment, str(path), "exec", flags=__future__.annotations.compiler_flag,
-                         dont_inherit=True), namespace)
+            exec(
+                compile(segment, str(path), "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True),
+                namespace,
+            )
             found.add(name)
     assert found == names, f"{path}: missing {names - found}"
     return namespace
@@ -80,14 +82,17 @@ def _upstream(path: Path, names: set[str], namespace: dict[str, Any]) -> dict[st
 def _upstream_method(path: Path, cls: str, name: str) -> Any:
     """A method of an upstream class, executed from its source as a plain function."""
     source = path.read_text(encoding="utf-8")
-    klass = next(node for node in ast.parse(source).body
-                 if isinstance(node, ast.ClassDef) and node.name == cls)
+    klass = next(node for node in ast.parse(source).body if isinstance(node, ast.ClassDef) and node.name == cls)
     method = next(node for node in klass.body if isinstance(node, ast.FunctionDef) and node.name == name)
     segment = ast.get_source_segment(source, method, padded=True)
     assert segment is not None
     namespace: dict[str, Any] = {}
-    exec(compile(textwrap.dedent(segment), str(path), "exec", flags=__future__.annotations.compiler_flag,
-                 dont_inherit=True), namespace)
+    exec(
+        compile(
+            textwrap.dedent(segment), str(path), "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True
+        ),
+        namespace,
+    )
     return namespace[name]
 
 
@@ -113,10 +118,14 @@ class Upstream:
 def upstream_names(patched_tree: Path) -> dict[str, dict[str, Any]]:
     disagg = patched_tree.joinpath(*SRT, "disaggregation")
     base = _upstream(disagg / "base" / "conn.py", {"KVPoll"}, {})
-    utils = _upstream(disagg / "utils.py", {"DisaggregationMode", "FAKE_BOOTSTRAP_HOST", "is_aborted"},
-                      {"Enum": enum.Enum})
-    pending = _upstream_method(patched_tree.joinpath(*SRT, "managers", "scheduler_components", "load_inquirer.py"),
-                               "SchedulerLoadInquirer", "_get_num_pending_tokens")
+    utils = _upstream(
+        disagg / "utils.py", {"DisaggregationMode", "FAKE_BOOTSTRAP_HOST", "is_aborted"}, {"Enum": enum.Enum}
+    )
+    pending = _upstream_method(
+        patched_tree.joinpath(*SRT, "managers", "scheduler_components", "load_inquirer.py"),
+        "SchedulerLoadInquirer",
+        "_get_num_pending_tokens",
+    )
     return {"base": base, "utils": utils, "load_inquirer": {"_get_num_pending_tokens": pending}}
 
 
@@ -133,9 +142,12 @@ def upstream(upstream_names: dict[str, dict[str, Any]], monkeypatch: pytest.Monk
         module.__dict__.update(names)
         monkeypatch.setitem(sys.modules, name, module)
     utils = upstream_names["utils"]
-    return Upstream(upstream_names["base"]["KVPoll"], utils["DisaggregationMode"],
-                    utils["FAKE_BOOTSTRAP_HOST"],
-                    upstream_names["load_inquirer"]["_get_num_pending_tokens"])
+    return Upstream(
+        upstream_names["base"]["KVPoll"],
+        utils["DisaggregationMode"],
+        utils["FAKE_BOOTSTRAP_HOST"],
+        upstream_names["load_inquirer"]["_get_num_pending_tokens"],
+    )
 
 
 # --- a fake scheduler around the real mixin ----------------------------------------------------
@@ -198,8 +210,7 @@ class FakeSender:
 
 
 class FakeBootstrapQueue:
-    def __init__(self, log: list, failed: int, *, fits: bool = True,
-                 deferred_bootstrap: Any = None) -> None:
+    def __init__(self, log: list, failed: int, *, fits: bool = True, deferred_bootstrap: Any = None) -> None:
         self.log = log
         self.failed = failed
         self.queue: list[FakeReq] = []
@@ -214,10 +225,16 @@ class FakeBootstrapQueue:
         return True
 
 
-def _scheduler(admission: types.ModuleType, upstream: Upstream, *, mode: str = "prefill",
-               max_requests: int | None = RECOMMENDED_REQUESTS,
-               max_tokens: int | None = RECOMMENDED_TOKENS, fits: bool = True,
-               deferred_bootstrap: Any = None) -> Any:
+def _scheduler(
+    admission: types.ModuleType,
+    upstream: Upstream,
+    *,
+    mode: str = "prefill",
+    max_requests: int | None = RECOMMENDED_REQUESTS,
+    max_tokens: int | None = RECOMMENDED_TOKENS,
+    fits: bool = True,
+    deferred_bootstrap: Any = None,
+) -> Any:
     log: list = []
 
     class FakeScheduler(admission.SchedulerDisaggregationAdmissionMixin):
@@ -232,36 +249,46 @@ def _scheduler(admission: types.ModuleType, upstream: Upstream, *, mode: str = "
     scheduler.disaggregation_mode = upstream.DisaggregationMode(mode)
     scheduler.max_queued_requests = max_requests
     scheduler.disagg_prefill_bootstrap_queue = FakeBootstrapQueue(
-        log, upstream.KVPoll.Failed, fits=fits, deferred_bootstrap=deferred_bootstrap)
+        log, upstream.KVPoll.Failed, fits=fits, deferred_bootstrap=deferred_bootstrap
+    )
     scheduler.waiting_queue = []
     scheduler.disagg_prefill_inflight_queue = []
     scheduler.chunked_req = None
     scheduler.model_config = types.SimpleNamespace(num_key_value_heads=8)
     # SchedulerLoadInquirer's view of the scheduler, as Scheduler.init_load_inquirer wires it.
-    inquirer = types.SimpleNamespace(get_waiting_queue=lambda: scheduler.waiting_queue,
-                                     get_chunked_req=lambda: scheduler.chunked_req)
+    inquirer = types.SimpleNamespace(
+        get_waiting_queue=lambda: scheduler.waiting_queue, get_chunked_req=lambda: scheduler.chunked_req
+    )
     inquirer._get_num_pending_tokens = types.MethodType(upstream.get_num_pending_tokens, inquirer)
     scheduler.load_inquirer = inquirer
-    scheduler.beam_coordinator = types.SimpleNamespace(
-        retire_group=lambda req: log.append(("retire_group", req.rid)))
+    scheduler.beam_coordinator = types.SimpleNamespace(retire_group=lambda req: log.append(("retire_group", req.rid)))
     scheduler.init_disagg_admission(max_tokens)
     return scheduler
 
 
 def _fill(scheduler: Any, *, bootstrap: int = 0, waiting: int = 0, tokens_each: int = 1000) -> None:
-    scheduler.disagg_prefill_bootstrap_queue.queue += [
-        FakeReq(f"b{i}", tokens_each) for i in range(bootstrap)]
+    scheduler.disagg_prefill_bootstrap_queue.queue += [FakeReq(f"b{i}", tokens_each) for i in range(bootstrap)]
     scheduler.waiting_queue += [FakeReq(f"w{i}", tokens_each) for i in range(waiting)]
 
 
 # --- the rule ----------------------------------------------------------------------------------
 
 
-def _error(admission: types.ModuleType, *, requests: int = 0, tokens: int = 0, incoming: int = 1000,
-           max_requests: int | None = None, max_tokens: int | None = None) -> str | None:
+def _error(
+    admission: types.ModuleType,
+    *,
+    requests: int = 0,
+    tokens: int = 0,
+    incoming: int = 1000,
+    max_requests: int | None = None,
+    max_tokens: int | None = None,
+) -> str | None:
     return admission.queued_limit_error(
-        max_queued_requests=max_requests, max_queued_tokens=max_tokens,
-        load=admission.PrefillQueueLoad(requests=requests, tokens=tokens), incoming_tokens=incoming)
+        max_queued_requests=max_requests,
+        max_queued_tokens=max_tokens,
+        load=admission.PrefillQueueLoad(requests=requests, tokens=tokens),
+        incoming_tokens=incoming,
+    )
 
 
 def test_request_cap_follows_the_colocated_rule(admission):
@@ -295,18 +322,23 @@ def test_the_incident_queue_passes_the_request_cap_and_not_the_token_cap(admissi
 
     def error(max_requests, max_tokens):
         return admission.queued_limit_error(
-            max_queued_requests=max_requests, max_queued_tokens=max_tokens, load=incident,
-            incoming_tokens=mean_prompt)
+            max_queued_requests=max_requests, max_queued_tokens=max_tokens, load=incident, incoming_tokens=mean_prompt
+        )
 
     # The field's cap alone admits the 21st request: it never fired in the incident.
     assert error(RECOMMENDED_REQUESTS, None) is None
     assert error(RECOMMENDED_REQUESTS, RECOMMENDED_TOKENS) is not None
     # At the incident's mean prompt the token cap admits the 10th request and refuses the 11th.
     admitted = 0
-    while admission.queued_limit_error(
-            max_queued_requests=RECOMMENDED_REQUESTS, max_queued_tokens=RECOMMENDED_TOKENS,
+    while (
+        admission.queued_limit_error(
+            max_queued_requests=RECOMMENDED_REQUESTS,
+            max_queued_tokens=RECOMMENDED_TOKENS,
             load=admission.PrefillQueueLoad(requests=admitted, tokens=admitted * mean_prompt),
-            incoming_tokens=mean_prompt) is None:
+            incoming_tokens=mean_prompt,
+        )
+        is None
+    ):
         admitted += 1
     assert admitted == 10
 
@@ -607,8 +639,7 @@ def _help(patched_tree, field_name):
     texts = [
         node.value
         for stmt in ast.walk(tree)
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-        and stmt.target.id == field_name
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == field_name
         for node in ast.walk(stmt.annotation)
         if isinstance(node, ast.Constant) and isinstance(node.value, str)
     ]

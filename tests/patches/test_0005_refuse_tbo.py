@@ -8,7 +8,7 @@ import ast
 
 import pytest
 
-from patchtool.testing import load_module
+from helpers import load_module
 
 pytestmark = pytest.mark.upstream
 
@@ -21,8 +21,9 @@ V41 = "deepseek_v41"
 
 @pytest.fixture(scope="module")
 def guard(patched_tree):
-    return getattr(load_module(patched_tree.joinpath(*ARG_GROUPS, "dsv4_tbo_guard.py"), "_dsv4_tbo_guard_0005"),
-                   GUARD_FN)
+    return getattr(
+        load_module(patched_tree.joinpath(*ARG_GROUPS, "dsv4_tbo_guard.py"), "_dsv4_tbo_guard_0005"), GUARD_FN
+    )
 
 
 def _check(guard, *, tbo=True, model_type=V4, mode="null", pp_size=1, prefill_cp=False, cp_strategy=None):
@@ -113,11 +114,18 @@ def _upstream_tbo_check(patched_tree):
 
     source = patched_tree.joinpath(*ARG_GROUPS, "validation_hook.py").read_text()
     ns = {"Any": object, "resolving_view": lambda args: args, "attn_dp_enabled_of": lambda cfg: cfg.attn_dp_size > 1}
-    exec(compile(ast.Module(body=[_function(ast.parse(source), "check_two_batch_overlap")], type_ignores=[]),
-                 "<validation_hook>", "exec"), ns)
+    exec(
+        compile(
+            ast.Module(body=[_function(ast.parse(source), "check_two_batch_overlap")], type_ignores=[]),
+            "<validation_hook>",
+            "exec",
+        ),
+        ns,
+    )
 
     def check(**kw):
         ns["check_two_batch_overlap"](SimpleNamespace(enable_two_batch_overlap=True, **kw))
+
     return check
 
 
@@ -128,8 +136,10 @@ def test_what_upstream_already_refuses(guard, patched_tree):
     upstream = _upstream_tbo_check(patched_tree)
     with pytest.raises(ValueError, match="attention DP"):
         upstream(moe_a2a_backend="none", attn_dp_size=1)
-    for passes_upstream in ({"moe_a2a_backend": "deepep", "attn_dp_size": 1},
-                            {"moe_a2a_backend": "none", "attn_dp_size": 4}):
+    for passes_upstream in (
+        {"moe_a2a_backend": "deepep", "attn_dp_size": 1},
+        {"moe_a2a_backend": "none", "attn_dp_size": 4},
+    ):
         upstream(**passes_upstream)
         for case in ({"mode": "decode"}, {"pp_size": 2}, {"prefill_cp": True, "cp_strategy": "interleave"}):
             with pytest.raises(ValueError, match="DeepSeek-V4 does not run two-batch overlap"):
@@ -140,11 +150,15 @@ def test_only_rocm_refused_tbo_with_prefill_cp(patched_tree):
     # validate_deepseek_v4_cp rejects TBO with prefill CP on HIP only: CUDA needed the guard
     hook = ast.parse(patched_tree.joinpath(*ARG_GROUPS, "deepseek_v4_hook.py").read_text())
     func = _function(hook, "validate_deepseek_v4_cp")
-    hits = [node for node in ast.walk(func)
-            if isinstance(node, ast.Constant) and node.value == "--enable-two-batch-overlap"]
+    hits = [
+        node for node in ast.walk(func) if isinstance(node, ast.Constant) and node.value == "--enable-two-batch-overlap"
+    ]
     assert len(hits) == 1
-    hip = next(node for node in ast.walk(func)
-               if isinstance(node, ast.If) and ast.unparse(node.test) == "get_platform().is_hip")
+    hip = next(
+        node
+        for node in ast.walk(func)
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "get_platform().is_hip"
+    )
     assert any(node is hits[0] for node in ast.walk(hip))
 
 
@@ -171,9 +185,7 @@ def test_hook_calls_guard(patched_tree):
     calls = [
         node
         for node in ast.walk(func)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == GUARD_FN
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == GUARD_FN
     ]
     assert len(calls) == 1
     keywords = {kw.arg: ast.unparse(kw.value) for kw in calls[0].keywords}
@@ -209,6 +221,5 @@ def test_model_hook_runs_hook_for_v4(patched_tree):
         ):
             return
     raise AssertionError(
-        "handle_model_specific_adjustments no longer calls "
-        "apply_deepseek_v4_defaults for DeepseekV4ForCausalLM"
+        "handle_model_specific_adjustments no longer calls apply_deepseek_v4_defaults for DeepseekV4ForCausalLM"
     )

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from patchtool.testing import lazy
+from helpers import lazy
 
 # Imported at first use, not at collection (tests/conftest.py imports them before a
 # test module's first test): collecting the tests needs neither numpy nor triton.
@@ -41,6 +41,7 @@ triton_jit = lazy("triton.runtime.jit")
 if TYPE_CHECKING:
     from triton.backends.compiler import GPUTarget
     from triton.runtime.jit import JITFunction
+
 
 # RTX PRO 6000 Blackwell: compute capability 12.0, warp size 32. Triton's CUDA backend
 # compiles capability >= 90 for the arch-specific target ('a' suffix): ptxas --gpu-name=sm_120a.
@@ -103,8 +104,7 @@ def interpreter_bf16_dot() -> Iterator[DotCount]:
             return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
         return h
 
-    def create_dot_bf16(self: Any, a: Any, b: Any, d: Any, input_precision: Any,
-                        max_num_imprecise_acc: Any) -> Any:
+    def create_dot_bf16(self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any) -> Any:
         count.calls += 1
         count.bf16 += a.dtype.scalar == tl.bfloat16 and b.dtype.scalar == tl.bfloat16
         return create_dot(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
@@ -135,8 +135,9 @@ class Resources:
     mma: tuple[str, ...]  # the distinct mma instructions in the PTX
 
     def figures(self) -> dict[str, int]:
-        return dict(shared=self.shared, registers=self.registers,
-                    spill_stores=self.spill_stores, spill_loads=self.spill_loads)
+        return dict(
+            shared=self.shared, registers=self.registers, spill_stores=self.spill_stores, spill_loads=self.spill_loads
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -206,9 +207,7 @@ def compile_offline(launch: Launch, target: GPUTarget | None = None) -> Resource
     backend = triton_compiler.make_backend(target)
     binder = triton_jit.create_function_from_signature(kernel.signature, kernel.params, backend)
     bound, specialization, options = binder(*launch.args, **launch.kwargs)
-    options, signature, constexprs, attrs = kernel._pack_args(
-        backend, launch.kwargs, bound, specialization, options
-    )
+    options, signature, constexprs, attrs = kernel._pack_args(backend, launch.kwargs, bound, specialization, options)
     source = triton_compiler.ASTSource(kernel, signature, constexprs, attrs)
     log = io.StringIO()
     with tempfile.TemporaryDirectory() as cache, knobs.cache.scope(), knobs.nvidia.scope():
@@ -235,12 +234,16 @@ def compile_scenario(test_file: Path, scenario: str, *args: str) -> dict[str, Re
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), *sys.path])
     code = "import triton.language, triton_support, sys; triton_support._main(sys.argv[1:])"
-    res = subprocess.run([sys.executable, "-c", code, str(test_file), scenario, *args],
-                         capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(test_file), scenario, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-8000:]
     payload = json.loads(res.stdout.strip().splitlines()[-1])
-    return {name: Resources(**{**fields, "mma": tuple(fields["mma"])})
-            for name, fields in payload.items()}
+    return {name: Resources(**{**fields, "mma": tuple(fields["mma"])}) for name, fields in payload.items()}
 
 
 def _main(argv: list[str]) -> None:

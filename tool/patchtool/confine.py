@@ -58,8 +58,18 @@ class Access(enum.IntFlag):
 
 # What each ABI version can restrict of writing; reads (READ_FILE, READ_DIR) and EXECUTE stay open.
 _WRITES_SINCE = {
-    1: (Access.WRITE_FILE | Access.REMOVE_DIR | Access.REMOVE_FILE | Access.MAKE_CHAR | Access.MAKE_DIR
-        | Access.MAKE_REG | Access.MAKE_SOCK | Access.MAKE_FIFO | Access.MAKE_BLOCK | Access.MAKE_SYM),
+    1: (
+        Access.WRITE_FILE
+        | Access.REMOVE_DIR
+        | Access.REMOVE_FILE
+        | Access.MAKE_CHAR
+        | Access.MAKE_DIR
+        | Access.MAKE_REG
+        | Access.MAKE_SOCK
+        | Access.MAKE_FIFO
+        | Access.MAKE_BLOCK
+        | Access.MAKE_SYM
+    ),
     2: Access.REFER,
     3: Access.TRUNCATE,
     5: Access.IOCTL_DEV,
@@ -137,8 +147,9 @@ def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Suppor
         return found
     rights = handled(found.abi)
     attr = _RulesetAttr(handled_access_fs=rights)
-    ruleset = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
-                       ctypes.c_uint32(0))
+    ruleset = _syscall(
+        _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)
+    )
     try:
         for tree in trees:
             _allow(ruleset, tree, rights & _TREE_RIGHTS, directory=True)
@@ -156,15 +167,19 @@ def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Suppor
 
 def _refused(what: str) -> InternalError:
     """The kernel has Landlock but refused the ruleset: a bug, or a system that forbids it."""
-    return InternalError(f"cannot confine the process with Landlock: {what}",
-                         hint=f"{OPT_OUT}=0 runs without the confinement (writes are then only checked by patchtool)")
+    return InternalError(
+        f"cannot confine the process with Landlock: {what}",
+        hint=f"{OPT_OUT}=0 runs without the confinement (writes are then only checked by patchtool)",
+    )
 
 
 def _no_new_privs() -> None:
     """The kernel enforces a ruleset only on a process that can gain no privileges by exec."""
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
-                  ctypes.c_ulong(0)) != 0:
+    if (
+        libc.prctl(_PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        != 0
+    ):
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 
@@ -180,8 +195,13 @@ def _allow(ruleset: int, path: Path, rights: Access, *, directory: bool) -> None
             return  # a file's rights on a directory would reach everything beneath it
         rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
         try:
-            _syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
-                     ctypes.c_uint32(0))
+            _syscall(
+                _SYS_ADD_RULE,
+                ctypes.c_int(ruleset),
+                ctypes.c_int(_RULE_PATH_BENEATH),
+                ctypes.byref(rule),
+                ctypes.c_uint32(0),
+            )
         except OSError as exc:
             raise _refused(f"landlock_add_rule {path}: {exc.strerror}") from None
     finally:

@@ -71,8 +71,9 @@ class PatchtoolError(Exception):
 
     exit_code: ExitCode = ExitCode.PROBLEMS
 
-    def __init__(self, message: str, *, hint: str | None = None, file: str | None = None,
-                 problems: Iterable[Problem] = ()) -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, file: str | None = None, problems: Iterable[Problem] = ()
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -146,8 +147,10 @@ class OutputLost(AccessError):
 
     @classmethod
     def writing(cls, stream: str, exc: OSError) -> OutputLost:
-        return cls(f"cannot write to standard {stream}: {exc.strerror or exc}",
-                   hint="check the disk or the file the output is redirected to")
+        return cls(
+            f"cannot write to standard {stream}: {exc.strerror or exc}",
+            hint="check the disk or the file the output is redirected to",
+        )
 
 
 class Busy(PatchtoolError):

@@ -131,8 +131,7 @@ class Root:
             assert found is not None
             fd, name = found
             self._replaceable(fd, name, rel)
-            out = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
-                          dir_fd=fd)
+            out = os.open(name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=fd)
             with os.fdopen(out, "a", encoding="utf-8") as fh:
                 fh.write(text)
 
@@ -196,11 +195,11 @@ class Root:
                         raise
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
-                    sub = self._open_dir(fd, part, dirs[:i + 1], rel)
+                    sub = self._open_dir(fd, part, dirs[: i + 1], rel)
                 except OSError as exc:
                     if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
-                    raise self._not_a_directory(fd, part, dirs[:i + 1], rel) from None
+                    raise self._not_a_directory(fd, part, dirs[: i + 1], rel) from None
                 os.close(fd)
                 fd = sub
         except BaseException:
@@ -229,13 +228,20 @@ class Root:
         if (what := paths.not_regular(st.st_mode)) is not None:
             raise self._refused(rel, f"is {what}; refusing to replace it")
         if st.st_uid != os.geteuid():
-            raise AccessError(f"{self.path / rel} belongs to another user; refusing to replace it",
-                              file=rel, hint="remove it yourself if it is yours to replace")
+            raise AccessError(
+                f"{self.path / rel} belongs to another user; refusing to replace it",
+                file=rel,
+                hint="remove it yourself if it is yours to replace",
+            )
 
     def _refused(self, rel: str, why: str) -> InvalidInput:
         hint = f"move {self.path / rel} away (a link or a special file could lead outside {self.path})"
-        return InvalidInput(f"{rel}: {why}", file=rel, hint=hint,
-                            problems=[Problem(file=rel, message=why, hint=hint, code="unsafe-file")])
+        return InvalidInput(
+            f"{rel}: {why}",
+            file=rel,
+            hint=hint,
+            problems=[Problem(file=rel, message=why, hint=hint, code="unsafe-file")],
+        )
 
 
 def write_output(path: Path, data: bytes | str, *, repository: Path | None) -> None:
@@ -258,8 +264,11 @@ def check_output(path: Path, *, repository: Path | None) -> tuple[Path, str]:
     if repository is not None and target.is_relative_to(base := repository.resolve()):
         rel = target.relative_to(base).as_posix()
         if rel in SERIES_FILES or rel.split("/", 1)[0] in SERIES_DIRS:
-            raise UsageError(f"{path} is {rel} of the patch repository; a report never replaces the series",
-                             file=rel, hint="write the report somewhere else, e.g. report.html")
+            raise UsageError(
+                f"{path} is {rel} of the patch repository; a report never replaces the series",
+                file=rel,
+                hint="write the report somewhere else, e.g. report.html",
+            )
     try:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:
@@ -268,8 +277,10 @@ def check_output(path: Path, *, repository: Path | None) -> tuple[Path, str]:
         raise UsageError(f"{path}: {where.parent} is not a directory") from None
     if not stat.S_ISREG(mode):
         what = paths.not_regular(mode)
-        raise UsageError(f"{path} is {what}; a report is written only to a regular file or a new one",
-                         hint="name a new file for the report")
+        raise UsageError(
+            f"{path} is {what}; a report is written only to a regular file or a new one",
+            hint="name a new file for the report",
+        )
     return parent, name
 
 

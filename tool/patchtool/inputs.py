@@ -24,17 +24,24 @@ def open_named(path: Path, *, what: str, limit: int, error: type[PatchtoolError]
     naming ``what`` it should be otherwise (FileNotFoundError when there is none)."""
     before = os.stat(path)
     if (kind := file_kind(before.st_mode)) is not None:
-        raise error(f"{path}: {what} is {kind}, not a regular file; refusing to read it", file=str(path),
-                    hint="name a regular file")
+        raise error(
+            f"{path}: {what} is {kind}, not a regular file; refusing to read it",
+            file=str(path),
+            hint="name a regular file",
+        )
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         now = os.fstat(fd)
         if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
-            raise error(f"{path} was replaced while being opened; refusing it", file=str(path),
-                        hint="run the command again")
+            raise error(
+                f"{path} was replaced while being opened; refusing it", file=str(path), hint="run the command again"
+            )
         if now.st_size > limit:
-            raise error(f"{path}: {what} is {now.st_size} bytes, more than the {limit} patchtool reads",
-                        file=str(path), hint="is it the right file?")
+            raise error(
+                f"{path}: {what} is {now.st_size} bytes, more than the {limit} patchtool reads",
+                file=str(path),
+                hint="is it the right file?",
+            )
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -57,8 +64,9 @@ def read_named_text(path: Path, *, what: str, limit: int = MAX_INPUT_BYTES) -> s
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: {what} is not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
-                         hint="save it as UTF-8") from None
+        raise UsageError(
+            f"{path}: {what} is not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path), hint="save it as UTF-8"
+        ) from None
 
 
 def loads_json(text: str | bytes) -> Any:

@@ -52,8 +52,10 @@ class Distribution(str):
 
     def __new__(cls, text: str) -> Self:
         if not _DISTRIBUTION.match(text):
-            raise ValueError(f"{text!r} is not a distribution name (letters, digits, '.', '_', '-', "
-                             "starting and ending with a letter or digit)")
+            raise ValueError(
+                f"{text!r} is not a distribution name (letters, digits, '.', '_', '-', "
+                "starting and ending with a letter or digit)"
+            )
         return super().__new__(cls, text)
 
     @property
@@ -101,7 +103,7 @@ def _parsed(filename: str) -> tuple[str, Version] | None:
             name, version, _, _ = parse_wheel_filename(filename)
         else:
             name, version = parse_sdist_filename(filename)
-            if not _DISTRIBUTION.match(filename[:filename.rindex("-")]):
+            if not _DISTRIBUTION.match(filename[: filename.rindex("-")]):
                 return None
     except ValueError:  # InvalidWheelFilename, InvalidSdistFilename, InvalidVersion, or digits int() refuses
         return None
@@ -148,7 +150,7 @@ class PrefixTemplate(str):
         suffix = f"-{version}"
         if self.PLACEHOLDER in self or not slash or not top.endswith(suffix) or top == suffix:
             return self
-        return type(self)(f"{top[:-len(suffix)]}-{self.PLACEHOLDER}/{rest}")
+        return type(self)(f"{top[: -len(suffix)]}-{self.PLACEHOLDER}/{rest}")
 
 
 class PatchId(PinName):

@@ -25,8 +25,9 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # git's is_ntfs_dotgit: ".git" with trailing dots or spaces, and the 8.3 short name "git~1"
 _DOTGIT = re.compile(r"^(?:\.git[. ]*|git~1)$", re.IGNORECASE)
 # characters HFS+ ignores in names (git's is_hfs_dotgit): ".g\u200cit" is ".git" there
-_HFS_IGNORED = dict.fromkeys(map(ord, "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                                      "\u206a\u206b\u206c\u206d\u206e\u206f\ufeff"))
+_HFS_IGNORED = dict.fromkeys(
+    map(ord, "\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u206a\u206b\u206c\u206d\u206e\u206f\ufeff")
+)
 
 
 def tree_path_problem(path: str) -> str | None:
@@ -46,8 +47,11 @@ def tree_path_problem(path: str) -> str | None:
         return f"path {path!r} contains a backslash"
     for part in path.split("/"):
         if part in ("", ".", ".."):
-            return f"path {path!r} has an empty, '.' or '..' component" if part != ".." else \
-                f"path {path!r} escapes the tree"
+            return (
+                f"path {path!r} has an empty, '.' or '..' component"
+                if part != ".."
+                else f"path {path!r} escapes the tree"
+            )
         if _DOTGIT.match(part) or (not part.isascii() and _DOTGIT.match(part.translate(_HFS_IGNORED))):
             return f"path {path!r} touches .git/"
         if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
@@ -72,8 +76,10 @@ def check_tree_path(path: str) -> str:
 
 def id_problem(text: str, what: str = "id") -> str | None:
     if not ID_RE.match(text):
-        return f"{text!r} is not a valid {what} (lower-case letters, digits, '.', '_', '-'; " \
-               "starting with a letter or digit)"
+        return (
+            f"{text!r} is not a valid {what} (lower-case letters, digits, '.', '_', '-'; "
+            "starting with a letter or digit)"
+        )
     return None
 
 
@@ -115,8 +121,9 @@ def not_regular(mode: int) -> str | None:
 
 
 def _unsafe(rel: str, why: str, hint: str = _READ_HINT) -> InvalidInput:
-    return InvalidInput(f"{rel}: {why}", file=rel, hint=hint, problems=[
-        Problem(file=rel, message=why, hint=hint, code="unsafe-file")])
+    return InvalidInput(
+        f"{rel}: {why}", file=rel, hint=hint, problems=[Problem(file=rel, message=why, hint=hint, code="unsafe-file")]
+    )
 
 
 MAX_INPUT_BYTES = 64 << 20  # a patch, a series file or a registry entry: far more than any real one
@@ -149,8 +156,9 @@ def read_inside(root: Path, rel: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
             if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
                 raise _unsafe(rel, "was replaced while being read", "run the command again")
             if now.st_size > limit:
-                raise _unsafe(rel, f"is {now.st_size} bytes, more than the {limit} patchtool reads",
-                              "is it the right file?")
+                raise _unsafe(
+                    rel, f"is {now.st_size} bytes, more than the {limit} patchtool reads", "is it the right file?"
+                )
             chunks, size = [], 0
             while size <= limit and (chunk := os.read(ffd, 1 << 20)):
                 chunks.append(chunk)
@@ -187,8 +195,11 @@ def _open_dirs(root: Path, dirs: list[str], rel: str) -> int:
         for i, part in enumerate(dirs):
             mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
             if not stat.S_ISDIR(mode):
-                raise _unsafe(rel, f"{'/'.join(dirs[:i + 1])} is {not_regular(mode) or 'a file'}; "
-                                   "expected a directory inside the repository")
+                raise _unsafe(
+                    rel,
+                    f"{'/'.join(dirs[: i + 1])} is {not_regular(mode) or 'a file'}; "
+                    "expected a directory inside the repository",
+                )
             sub = os.open(part, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = sub

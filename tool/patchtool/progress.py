@@ -73,8 +73,7 @@ def reporting(reporter: Reporter | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def task(description: str, *, total: float | None = None, unit: str = "steps",
-         completed: float = 0) -> Iterator[Task]:
+def task(description: str, *, total: float | None = None, unit: str = "steps", completed: float = 0) -> Iterator[Task]:
     """A step of ``total`` units (None: of unknown length), ``completed`` of them done already."""
     reporter = _reporter
     if reporter is None:
@@ -87,8 +86,15 @@ def task(description: str, *, total: float | None = None, unit: str = "steps",
         reporter.stop(handle)
 
 
-def track(items: Iterable[T], description: str, *, total: float | None = None, unit: str = "steps",
-          completed: float = 0, note: Callable[[T], str] | None = None) -> Iterator[T]:
+def track(
+    items: Iterable[T],
+    description: str,
+    *,
+    total: float | None = None,
+    unit: str = "steps",
+    completed: float = 0,
+    note: Callable[[T], str] | None = None,
+) -> Iterator[T]:
     """``items`` one by one, each counted when the loop comes back for the next; ``note`` names
     the item being worked on. ``total`` defaults to ``len(items)`` where it has one."""
     if _reporter is None:

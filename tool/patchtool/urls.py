@@ -20,8 +20,10 @@ from patchtool.errors import Problem, UpstreamError
 
 ALLOW_LOCAL_ENV = "PATCHTOOL_ALLOW_LOCAL_URLS"
 ALLOW_LOCAL_FLAG = "--allow-local-urls"
-ALLOW_LOCAL_HINT = (f"if you trust this repository's urls, allow local and plain-http ones: {ALLOW_LOCAL_ENV}=1 or "
-                    f"patchtool {ALLOW_LOCAL_FLAG} ...")
+ALLOW_LOCAL_HINT = (
+    f"if you trust this repository's urls, allow local and plain-http ones: {ALLOW_LOCAL_ENV}=1 or "
+    f"patchtool {ALLOW_LOCAL_FLAG} ..."
+)
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # control characters and spaces: no URL patchtool fetches holds one
 
 
@@ -39,8 +41,9 @@ class SourceUrl:
     user: bool = False
 
     @classmethod
-    def parse(cls, text: str, *, git: bool = False, file: str | None = None, key: str | None = None,
-              user: bool = False) -> SourceUrl:
+    def parse(
+        cls, text: str, *, git: bool = False, file: str | None = None, key: str | None = None, user: bool = False
+    ) -> SourceUrl:
         """``text`` as a SourceUrl; ValueError naming why it is not one. ``git``: a git remote,
         which may also be an absolute local path (a repository on this machine)."""
         scheme = _scheme(text, git=git)
@@ -91,5 +94,9 @@ def permit(url: SourceUrl, *, allow_local: bool) -> None:
     what = "a local file" if url.scheme == "file" else "plain http"
     message = f"{url.text!r} is {what}; a repository may name only https urls, unless you allow local ones"
     where = f"{url.file}: {url.key}: " if url.file and url.key else ""
-    raise UpstreamError(f"{where}{message}", file=url.file, hint=ALLOW_LOCAL_HINT, problems=[
-        Problem(message=message, file=url.file, key=url.key, hint=ALLOW_LOCAL_HINT, code="url-not-allowed")])
+    raise UpstreamError(
+        f"{where}{message}",
+        file=url.file,
+        hint=ALLOW_LOCAL_HINT,
+        problems=[Problem(message=message, file=url.file, key=url.key, hint=ALLOW_LOCAL_HINT, code="url-not-allowed")],
+    )

@@ -40,24 +40,46 @@ def _confinement() -> str:
     return found.describe() if found.usable else f"none, Landlock {found.describe()}"
 
 
-def _globals(global_json: JsonOption = False, global_root: RootOption = None,
-             global_cache_dir: CacheDirOption = None, global_allow_local: AllowLocalOption = False) -> None:
+def _globals(
+    global_json: JsonOption = False,
+    global_root: RootOption = None,
+    global_cache_dir: CacheDirOption = None,
+    global_allow_local: AllowLocalOption = False,
+) -> None:
     runner.current().take(global_json, global_root, global_cache_dir, global_allow_local)
 
 
-def _top(version: Annotated[bool, typer.Option(
-             "--version", is_eager=True, callback=_print_version, help="Print patchtool's version and exit.")] = False,
-         global_json: JsonOption = False, global_root: RootOption = None,
-         global_cache_dir: CacheDirOption = None, global_allow_local: AllowLocalOption = False) -> None:
+def _top(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print patchtool's version and exit."),
+    ] = False,
+    global_json: JsonOption = False,
+    global_root: RootOption = None,
+    global_cache_dir: CacheDirOption = None,
+    global_allow_local: AllowLocalOption = False,
+) -> None:
     _globals(global_json, global_root, global_cache_dir, global_allow_local)
 
 
 # Which module holds each command, so that a command line imports only the module of the command it
 # names (and --version none); tests/test_cli.py checks this against the modules.
 COMMANDS = {
-    "apply": "core", "check": "core", "recover": "core", "status": "core", "rebase": "core", "scan": "core",
-    "checkout": "edit", "export": "edit", "import": "edit", "new": "edit", "drop": "edit",
-    "build": "wheel", "provenance": "wheel", "cache": "upkeep", "init": "init",
+    "apply": "core",
+    "check": "core",
+    "recover": "core",
+    "status": "core",
+    "rebase": "core",
+    "scan": "core",
+    "checkout": "edit",
+    "export": "edit",
+    "import": "edit",
+    "new": "edit",
+    "drop": "edit",
+    "build": "wheel",
+    "provenance": "wheel",
+    "cache": "upkeep",
+    "init": "init",
 }
 GROUPS = ("retread", "pin")  # command groups, each the module of its name
 
@@ -66,14 +88,16 @@ def _made(module: str, name: str) -> Callable[[], Any]:
     def make() -> Any:
         commands: CommandSet = importlib.import_module(f"patchtool.cli.{module}").commands
         return commands.build(name)
+
     return make
 
 
 def build() -> usage.Group:
     """The click command typer makes of the app, ready to parse a command line; each command is
     made when the command line names it."""
-    app = typer.Typer(name="patchtool", help=HELP, cls=usage.Group, context_settings=_SETTINGS,
-                      rich_markup_mode="markdown")
+    app = typer.Typer(
+        name="patchtool", help=HELP, cls=usage.Group, context_settings=_SETTINGS, rich_markup_mode="markdown"
+    )
     app.callback()(_top)
     command = typer.main.get_command(app)
     assert isinstance(command, usage.Group)
@@ -85,8 +109,14 @@ def build() -> usage.Group:
 def _group(name: str) -> usage.Group:
     """The command group ``name`` (``patchtool.cli.<name>``), each of its commands made when named."""
     module = importlib.import_module(f"patchtool.cli.{name}")
-    app = typer.Typer(name=name, help=module.HELP, cls=usage.Group, add_completion=False,
-                      context_settings=_SETTINGS, rich_markup_mode="markdown")
+    app = typer.Typer(
+        name=name,
+        help=module.HELP,
+        cls=usage.Group,
+        add_completion=False,
+        context_settings=_SETTINGS,
+        rich_markup_mode="markdown",
+    )
     app.callback()(_globals)
     group = typer.main.get_command(app)
     assert isinstance(group, usage.Group)

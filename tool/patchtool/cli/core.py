@@ -25,13 +25,20 @@ commands = CommandSet()
 @commands.command("apply", writes=True, outputs=("into",))
 def apply(
     pin: PinOption = None,
-    into: Annotated[Path | None, typer.Option(metavar="DIR",
-                                              help="Where to put the patched tree (default: build/<pin>).")] = None,
+    into: Annotated[
+        Path | None, typer.Option(metavar="DIR", help="Where to put the patched tree (default: build/<pin>).")
+    ] = None,
     force: Annotated[bool, typer.Option(help="Replace a tree an earlier `patchtool apply` left at --into.")] = False,
-    keep: Annotated[bool, typer.Option("--keep-failed",
-                                       help="On failure, keep a partial tree with .rej files for debugging.")] = False,
-    series: Annotated[str, typer.Option(metavar="all|none", help="`none`: the pristine upstream tree, no patch "
-                                        "(what quilt users push their series onto).")] = "all",
+    keep: Annotated[
+        bool, typer.Option("--keep-failed", help="On failure, keep a partial tree with .rej files for debugging.")
+    ] = False,
+    series: Annotated[
+        str,
+        typer.Option(
+            metavar="all|none",
+            help="`none`: the pristine upstream tree, no patch (what quilt users push their series onto).",
+        ),
+    ] = "all",
 ) -> Shown:
     """Materialise the pinned upstream and apply the series, one commit per patch."""
     from patchtool.cli.render import series_text
@@ -56,10 +63,14 @@ def apply(
     assert result.tip is not None
     where = materialise(upstream.repo, result.tip, target, replace=force)
     tip = result.tip
-    return Shown(data=SeriesAtPin(pin=the_pin.name, series=result, tree=str(where)), text=lambda style: (
-        f"{the_pin.upstream} {the_pin.version} ({base.source}, {base.commit[:12]})\n"
-        f"{series_text(result, style)}\n"
-        f"{style.ok('patched tree')}: {where} ({len(loaded)} patch(es), tip {tip[:12]})"))
+    return Shown(
+        data=SeriesAtPin(pin=the_pin.name, series=result, tree=str(where)),
+        text=lambda style: (
+            f"{the_pin.upstream} {the_pin.version} ({base.source}, {base.commit[:12]})\n"
+            f"{series_text(result, style)}\n"
+            f"{style.ok('patched tree')}: {where} ({len(loaded)} patch(es), tip {tip[:12]})"
+        ),
+    )
 
 
 def _refuse_failed(project: Project, upstream: Cache, at: SeriesAtPin, target: Path, keep: bool) -> NoReturn:
@@ -81,23 +92,32 @@ def _refuse_failed(project: Project, upstream: Cache, at: SeriesAtPin, target: P
             hint += f"; a partial tree (patches before {failed.id} applied, .rej files for it) is at {debug}"
     else:
         hint += "; rerun with --keep-failed for a partial tree to debug in"
-    raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {at.pin}",
-                        result=at.series, hint=hint, data=at)
+    raise ApplyConflict(
+        f"patch {failed.id} ({failed.file}) does not apply at {at.pin}", result=at.series, hint=hint, data=at
+    )
 
 
 @commands.command("check")
 def check(
     pin: PinOption = None,
-    strict: Annotated[bool, typer.Option(
-        "--strict", help="Metadata placeholders (TODOs a fresh import leaves) fail the check too (exit 1).")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Metadata placeholders (TODOs a fresh import leaves) fail the check too (exit 1)."
+        ),
+    ] = False,
 ) -> Shown:
     """Validate manifest, pins, patch files, application at the pin and assumption checks."""
     from patchtool.cli.render import check_text
     from patchtool.series.checks import run_check
 
     report = run_check(root(), cache=cache(), pin_name=pin, strict=strict)
-    return Shown(data=report, text=lambda style: check_text(report, style),
-                 code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.errors)
+    return Shown(
+        data=report,
+        text=lambda style: check_text(report, style),
+        code=ExitCode.OK if report.ok else ExitCode.PROBLEMS,
+        problems=report.errors,
+    )
 
 
 @commands.command("recover", writes=True)
@@ -108,8 +128,12 @@ def recover() -> Shown:
     where = root()  # a writing command finishes the journal as it takes the lock
     Project.load(where)
     done = current().recovered
-    return Shown(data={"root": str(where), "written": done}, text=lambda style: (
-        f"finished an interrupted write: {', '.join(done)}" if done else "no interrupted write was pending"))
+    return Shown(
+        data={"root": str(where), "written": done},
+        text=lambda style: (
+            f"finished an interrupted write: {', '.join(done)}" if done else "no interrupted write was pending"
+        ),
+    )
 
 
 @commands.command("status")
@@ -131,31 +155,47 @@ def status(
         from patchtool.cli.tables import status_table
 
         return status_table(report, style)
+
     return Shown(data=report, text=text)
 
 
 @commands.command("rebase", writes=True, dry_run="dry_run", outputs=("report_file",))
 def rebase(
-    to: Annotated[str | None, typer.Option(metavar="TARGET",
-                                           help="A tag (v0.5.24), version, commit, or latest.")] = None,
+    to: Annotated[
+        str | None, typer.Option(metavar="TARGET", help="A tag (v0.5.24), version, commit, or latest.")
+    ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="The full report; touch nothing.")] = False,
     cont: Annotated[bool, typer.Option("--continue", help="Go on after resolving a conflict.")] = False,
     abort: Annotated[bool, typer.Option("--abort", help="Put everything back as it was.")] = False,
     skip: Annotated[bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason).")] = False,
     reason: Annotated[str | None, typer.Option(metavar="TEXT", help="Why the skipped patch is dropped.")] = None,
-    widen: Annotated[bool, typer.Option("--widen", help="Widen applies_to of every patch verified at the target "
-                                        "to admit it (minimally); the report lists them.")] = False,
-    report_file: Annotated[Path | None, typer.Option("--report", metavar="FILE",
-                                                     help="Also write it to FILE: one self-contained HTML page "
-                                                          "for FILE.html, Markdown otherwise.")] = None,
+    widen: Annotated[
+        bool,
+        typer.Option(
+            "--widen",
+            help="Widen applies_to of every patch verified at the target "
+            "to admit it (minimally); the report lists them.",
+        ),
+    ] = False,
+    report_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            metavar="FILE",
+            help="Also write it to FILE: one self-contained HTML page for FILE.html, Markdown otherwise.",
+        ),
+    ] = None,
 ) -> Shown:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
     from patchtool.cli.render import rebase_text
     from patchtool.project.repository import Project
     from patchtool.rebase import transaction
 
-    chosen = [name for name, on in (("--to", to is not None), ("--continue", cont), ("--abort", abort),
-                                    ("--skip", skip)) if on]
+    chosen = [
+        name
+        for name, on in (("--to", to is not None), ("--continue", cont), ("--abort", abort), ("--skip", skip))
+        if on
+    ]
     if len(chosen) != 1:
         raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R, --abort")
     if widen and abort:
@@ -180,18 +220,39 @@ def rebase(
     if report_file is not None:
         _write_report(report_file, _rebase_page(report_file, report), project.root)
     stuck = report.predicted_conflicts
-    return Shown(data=report, code=ExitCode.PREDICTED if stuck else ExitCode.OK, text=lambda style: (
-        rebase_text(report, style) + (f"\n{style.bad('predicted')}: " + _fit(
-            f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)} (exit {int(ExitCode.PREDICTED)})",
-            "predicted: ") if stuck else "")))
+    return Shown(
+        data=report,
+        code=ExitCode.PREDICTED if stuck else ExitCode.OK,
+        text=lambda style: (
+            rebase_text(report, style)
+            + (
+                f"\n{style.bad('predicted')}: "
+                + _fit(
+                    f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)}"
+                    f" (exit {int(ExitCode.PREDICTED)})",
+                    "predicted: ",
+                )
+                if stuck
+                else ""
+            )
+        ),
+    )
 
 
 def _fit(text: str, prefix: str) -> str:
     """``text`` after ``prefix`` wrapped to the 100 columns the tables keep to."""
     import textwrap
 
-    return "\n".join(textwrap.wrap(text, width=100, initial_indent=" " * len(prefix), subsequent_indent="  ",
-                                    break_on_hyphens=False, break_long_words=True)).lstrip()
+    return "\n".join(
+        textwrap.wrap(
+            text,
+            width=100,
+            initial_indent=" " * len(prefix),
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+            break_long_words=True,
+        )
+    ).lstrip()
 
 
 def _rebase_page(path: Path, report: RebaseReport) -> str:
@@ -223,8 +284,12 @@ def _write_report(path: Path, text: str, repository: Path) -> None:
 def scan(
     versions: Annotated[str | None, typer.Option(metavar="SPEC", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
     newest: Annotated[int | None, typer.Option(metavar="N", help="The N newest releases on the index.")] = None,
-    html_file: Annotated[Path | None, typer.Option("--html", metavar="FILE", help="Also write the matrix as one "
-                                                   "self-contained HTML page (works offline).")] = None,
+    html_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", metavar="FILE", help="Also write the matrix as one self-contained HTML page (works offline)."
+        ),
+    ] = None,
 ) -> Shown:
     """Try the series against many upstream versions without a checkout: a patch x version matrix."""
     from patchtool.project.repository import Project
@@ -250,4 +315,5 @@ def scan(
         where = "; ".join(f"{pid} at {', '.join(at)}" for pid, at in stuck.items())
         note = f"conflicts for {where} (exit {int(ExitCode.PREDICTED)})"
         return scan_table(report, style) + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
+
     return Shown(data=report, text=text, code=ExitCode.PREDICTED if stuck else ExitCode.OK)

@@ -24,9 +24,13 @@ def checkout(
     pin: PinOption = None,
     branch: BranchOption = "series",
     path: Annotated[Path | None, typer.Option(help="Worktree (default: work/BRANCH).")] = None,
-    refresh: Annotated[bool, typer.Option(
-        "--refresh", help="Move the branch's own commits onto the current series (after drop, import, rebase, "
-                          "edits).")] = False,
+    refresh: Annotated[
+        bool,
+        typer.Option(
+            "--refresh",
+            help="Move the branch's own commits onto the current series (after drop, import, rebase, edits).",
+        ),
+    ] = False,
 ) -> Shown:
     """A branch in a worktree: the pinned upstream plus one commit per patch, each with its Patchtool-Id trailer."""
     from patchtool.project.repository import Project
@@ -35,15 +39,21 @@ def checkout(
     project = Project.load(root())
     if refresh:
         if pin is not None or path is not None:
-            raise UsageError("checkout --refresh rebuilds the branch on the current pin, in its own worktree",
-                             hint="drop --pin and --path")
+            raise UsageError(
+                "checkout --refresh rebuilds the branch on the current pin, in its own worktree",
+                hint="drop --pin and --path",
+            )
         return _refresh(project, branch)
     result = make_checkout(project, cache(), pin_name=pin, branch=branch, path=path)
-    return Shown(data=result, text=lambda style: (
-        f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
-        f"worktree: {result.worktree}\n"
-        "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`\n"
-        "a pristine upstream tree beside it (for quilt or a diff): `patchtool apply --series none --into DIR`"))
+    return Shown(
+        data=result,
+        text=lambda style: (
+            f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
+            f"worktree: {result.worktree}\n"
+            "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`\n"
+            "a pristine upstream tree beside it (for quilt or a diff): `patchtool apply --series none --into DIR`"
+        ),
+    )
 
 
 def _refresh(project: Project, branch: str) -> Shown:
@@ -54,16 +64,22 @@ def _refresh(project: Project, branch: str) -> Shown:
     lines = [f"  {c['how']:<7} {c['id']}" for c in result.commits]
     lines += [f"  left out {i} (dropped from the series)" for i in result.left_out]
     lines.append("then `patchtool export`")
-    return Shown(data=result, text=lambda style: "\n".join(
-        [f"branch {style.bold(result.branch)} rebuilt on the current series ({result.base[:12]})", *lines]))
+    return Shown(
+        data=result,
+        text=lambda style: "\n".join(
+            [f"branch {style.bold(result.branch)} rebuilt on the current series ({result.base[:12]})", *lines]
+        ),
+    )
 
 
 @commands.command("export", edits_series=True, outputs=("quilt",))
 def export(
     branch: BranchOption = "series",
     allow_drop: Annotated[bool, typer.Option("--allow-drop", help="Record gone commits as dropped.")] = False,
-    revive: Annotated[list[str] | None, typer.Option(
-        metavar="ID", help="Bring a dropped patch back from its commit on the branch (repeatable).")] = None,
+    revive: Annotated[
+        list[str] | None,
+        typer.Option(metavar="ID", help="Bring a dropped patch back from its commit on the branch (repeatable)."),
+    ] = None,
     quilt: Annotated[Path | None, typer.Option(metavar="DIR", help="Write DIR/patches + series for quilt.")] = None,
 ) -> Shown:
     """Write the checkout branch back as the series (or the series as a quilt directory)."""
@@ -74,8 +90,10 @@ def export(
     project = Project.load(root())
     if quilt is not None:
         files = export_quilt(project, quilt)
-        return Shown(data={"quilt": str(quilt), "files": files},
-                     text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))")
+        return Shown(
+            data={"quilt": str(quilt), "files": files},
+            text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))",
+        )
     result = export_branch(project, cache(), branch=branch, allow_drop=allow_drop, revive=revive or [])
     lines = [f"  {r['change']:<9} {r['id']} ({r['file']})" for r in result.patches]
     lines += [f"  dropped   {d}" for d in result.dropped]
@@ -86,17 +104,29 @@ def export(
     return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
 
 
-KindOption = Annotated[str | None, typer.Option(
-    metavar="KIND", help="correctness | performance | reliability | operations (default: a skeleton check flags).")]
+KindOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="KIND", help="correctness | performance | reliability | operations (default: a skeleton check flags)."
+    ),
+]
 OwnerOption = Annotated[str | None, typer.Option(help="Who maintains it.")]
 WhyOption = Annotated[str | None, typer.Option(help="Why the patch exists (prose).")]
-AppliesOption = Annotated[str | None, typer.Option(
-    "--applies-to", metavar="SPEC", help="PEP 440 specifier of upstream versions it is verified on.")]
+AppliesOption = Annotated[
+    str | None,
+    typer.Option("--applies-to", metavar="SPEC", help="PEP 440 specifier of upstream versions it is verified on."),
+]
 DropWhenOption = Annotated[str | None, typer.Option("--drop-when", help="When to drop it.")]
 
 
-def _metadata(ident: str | None, kind: str | None, owner: str | None, why: str | None,
-              applies_to: str | None, drop_when: str | None) -> Metadata:
+def _metadata(
+    ident: str | None,
+    kind: str | None,
+    owner: str | None,
+    why: str | None,
+    applies_to: str | None,
+    drop_when: str | None,
+) -> Metadata:
     from patchtool.series.metadata import Metadata
 
     return Metadata(id=ident, kind=kind, owner=owner, why=why, applies_to=applies_to, drop_when=drop_when)
@@ -104,12 +134,20 @@ def _metadata(ident: str | None, kind: str | None, owner: str | None, why: str |
 
 @commands.command("import", edits_series=True)
 def import_(
-    files: Annotated[list[Path] | None, typer.Argument(
-        metavar="FILE...", help="format-patch, PR .patch, plain diff, quilt dir (in this order).")] = None,
-    series: Annotated[Path | None, typer.Option(
-        metavar="FILE", help="A quilt series file: its patches in its order (after any FILE).")] = None,
-    fuzz: Annotated[int, typer.Option(
-        metavar="N", help="Apply with at most N lines of fuzz (GNU patch's --fuzz); store the patch refreshed.")] = 0,
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="FILE...", help="format-patch, PR .patch, plain diff, quilt dir (in this order)."),
+    ] = None,
+    series: Annotated[
+        Path | None,
+        typer.Option(metavar="FILE", help="A quilt series file: its patches in its order (after any FILE)."),
+    ] = None,
+    fuzz: Annotated[
+        int,
+        typer.Option(
+            metavar="N", help="Apply with at most N lines of fuzz (GNU patch's --fuzz); store the patch refreshed."
+        ),
+    ] = 0,
     url: Annotated[str | None, typer.Option(help="Where it comes from (a PR or commit URL).")] = None,
     ident: Annotated[str | None, typer.Option("--id", help="Id of the new patch (one patch only).")] = None,
     kind: KindOption = None,
@@ -117,18 +155,29 @@ def import_(
     why: WhyOption = None,
     applies_to: AppliesOption = None,
     drop_when: DropWhenOption = None,
-    author: Annotated[str | None, typer.Option(
-        metavar="'NAME <EMAIL>'", help="Author of patches that name none (default: you).")] = None,
-    subject: Annotated[str | None, typer.Option(
-        help="Subject of a plain diff whose header has none (default: from its file name).")] = None,
+    author: Annotated[
+        str | None, typer.Option(metavar="'NAME <EMAIL>'", help="Author of patches that name none (default: you).")
+    ] = None,
+    subject: Annotated[
+        str | None, typer.Option(help="Subject of a plain diff whose header has none (default: from its file name).")
+    ] = None,
 ) -> Shown:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
     from patchtool.project.repository import Project
     from patchtool.series import importing
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    result = importing.import_patches(Project.load(root()), cache(), files or [], url=url, given=given,
-                                      author=author, subject=subject, fuzz=fuzz, series=series)
+    result = importing.import_patches(
+        Project.load(root()),
+        cache(),
+        files or [],
+        url=url,
+        given=given,
+        author=author,
+        subject=subject,
+        fuzz=fuzz,
+        series=series,
+    )
     return Shown(data=result, text=lambda style: "\n".join(_added_line(r) for r in result.added))
 
 
@@ -136,7 +185,8 @@ def _added_line(row: dict[str, Any]) -> str:
     line = f"  added {row['id']} ({row['file']}, upstream {row['upstream_status']})"
     if row["refreshed"]:
         line += "\n    refreshed: " + ", ".join(
-            f"{r['file']} hunk {r['hunk']} fuzz {r['fuzz']} offset {r['offset']:+d}" for r in row["refreshed"])
+            f"{r['file']} hunk {r['hunk']} fuzz {r['fuzz']} offset {r['offset']:+d}" for r in row["refreshed"]
+        )
     return line
 
 
@@ -156,8 +206,12 @@ def new(
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
     where = new_patch(Project.load(root()), cache(), ident=ident, branch=branch, given=given)
-    return Shown(data={"id": ident, "worktree": where}, text=lambda style: (
-        f"started {ident} in {where}: make the change, `git commit --amend`, then `patchtool export`"))
+    return Shown(
+        data={"id": ident, "worktree": where},
+        text=lambda style: (
+            f"started {ident} in {where}: make the change, `git commit --amend`, then `patchtool export`"
+        ),
+    )
 
 
 @commands.command("drop", edits_series=True)
@@ -165,17 +219,25 @@ def drop(
     ident: Annotated[str, typer.Argument(metavar="ID", help="The patch to drop.")],
     reason: Annotated[str, typer.Option(help="Why it leaves the series (recorded).")],
     rejected: Annotated[bool, typer.Option("--rejected", help="Also into the registry.")] = False,
-    flag: Annotated[list[str] | None, typer.Option(
-        help="A knob that would re-introduce it: --flag or --flag=VALUES-REGEX (repeat).",
-        rich_help_panel=WITH_REJECTED)] = None,
-    env: Annotated[list[str] | None, typer.Option(help="NAME or NAME=VALUES-REGEX.",
-                                                  rich_help_panel=WITH_REJECTED)] = None,
-    config: Annotated[list[str] | None, typer.Option(help="KEY or KEY=VALUES-REGEX.",
-                                                     rich_help_panel=WITH_REJECTED)] = None,
-    pattern: Annotated[list[str] | None, typer.Option(help="A code pattern (regex).",
-                                                      rich_help_panel=WITH_REJECTED)] = None,
-    unguarded: Annotated[str | None, typer.Option(help="With no knob: why no knob can express it.",
-                                                  rich_help_panel=WITH_REJECTED)] = None,
+    flag: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A knob that would re-introduce it: --flag or --flag=VALUES-REGEX (repeat).",
+            rich_help_panel=WITH_REJECTED,
+        ),
+    ] = None,
+    env: Annotated[
+        list[str] | None, typer.Option(help="NAME or NAME=VALUES-REGEX.", rich_help_panel=WITH_REJECTED)
+    ] = None,
+    config: Annotated[
+        list[str] | None, typer.Option(help="KEY or KEY=VALUES-REGEX.", rich_help_panel=WITH_REJECTED)
+    ] = None,
+    pattern: Annotated[
+        list[str] | None, typer.Option(help="A code pattern (regex).", rich_help_panel=WITH_REJECTED)
+    ] = None,
+    unguarded: Annotated[
+        str | None, typer.Option(help="With no knob: why no knob can express it.", rich_help_panel=WITH_REJECTED)
+    ] = None,
 ) -> Shown:
     """Remove a patch from the series and record why (and, with --rejected, in the registry)."""
     from patchtool.project.repository import Project
@@ -186,9 +248,13 @@ def drop(
     knobs = [knob(kind, k) for kind, given in (("flag", flag), ("env", env), ("config", config)) for k in given or []]
     knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
     if (knobs or unguarded) and not rejected:
-        raise UsageError("--flag, --env, --config, --pattern and --unguarded describe a registry entry",
-                         hint="add --rejected")
-    written = drop_patch(Project.load(root()), ident=ident, reason=reason, rejected=rejected, knobs=knobs,
-                         unguarded=unguarded)
-    return Shown(data={"id": ident, "written": written}, text=lambda style: (
-        f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else "")))
+        raise UsageError(
+            "--flag, --env, --config, --pattern and --unguarded describe a registry entry", hint="add --rejected"
+        )
+    written = drop_patch(
+        Project.load(root()), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
+    )
+    return Shown(
+        data={"id": ident, "written": written},
+        text=lambda style: f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else ""),
+    )

@@ -29,8 +29,11 @@ if TYPE_CHECKING:
     from patchtool.rebase.scan import ScanReport
     from patchtool.rebase.transaction import RebaseReport
 
-_STATUS = {RebaseStatus.DONE: "rebased", RebaseStatus.DRY_RUN: "dry run",
-           RebaseStatus.CONFLICT: "stopped at a conflict"}
+_STATUS = {
+    RebaseStatus.DONE: "rebased",
+    RebaseStatus.DRY_RUN: "dry run",
+    RebaseStatus.CONFLICT: "stopped at a conflict",
+}
 _RANGE_HEAD = re.compile(r"^\s*(?:\d+|-+):\s+(?:[0-9a-f]+|-+) ([=!<>]) ")
 _RANGE_CLASS = {"=": "rd-same", "!": "rd-changed", "<": "rd-gone", ">": "rd-new"}
 
@@ -59,20 +62,38 @@ def rebase_page(report: RebaseReport) -> str:
     follow_up = [*report.follow_up, *advice]
     sections = [
         _Section(key="outcomes", title="Outcome per patch", items=report.steps, count=len(report.steps)),
-        _Section(key="drift", title="Drift: upstream changed the code under applied patches", items=report.drift,
-                 count=len(report.drift)),
-        *(_Section(key=key, title=title, items=items, count=len(items)) for key, title, items in (
-            ("assumptions", "Failed assumption checks", [a for a in report.assumptions if not a.ok]),
-            ("drop", "Patches to drop", report.drop),
-            ("revisit", "Rejected ideas to revisit", [r for r in report.revisit if r.holds]),
-            ("widened", "applies_to widened (--widen)", [w for w in report.widenings if report.widen and w.new]),
-            ("follow-up", "Follow-ups", follow_up))),
-        _Section(key="range-diff", title="Range-diff", items=_range_diff(report.range_diff),
-                 count=int(bool(report.range_diff))),
+        _Section(
+            key="drift",
+            title="Drift: upstream changed the code under applied patches",
+            items=report.drift,
+            count=len(report.drift),
+        ),
+        *(
+            _Section(key=key, title=title, items=items, count=len(items))
+            for key, title, items in (
+                ("assumptions", "Failed assumption checks", [a for a in report.assumptions if not a.ok]),
+                ("drop", "Patches to drop", report.drop),
+                ("revisit", "Rejected ideas to revisit", [r for r in report.revisit if r.holds]),
+                ("widened", "applies_to widened (--widen)", [w for w in report.widenings if report.widen and w.new]),
+                ("follow-up", "Follow-ups", follow_up),
+            )
+        ),
+        _Section(
+            key="range-diff",
+            title="Range-diff",
+            items=_range_diff(report.range_diff),
+            count=int(bool(report.range_diff)),
+        ),
     ]
     partial = report.status is RebaseStatus.CONFLICT
-    return _page("rebase.html.j2", report=report, sections=sections, partial=partial,
-                 counts=collections.Counter(s.outcome for s in report.steps), status_words=_STATUS)
+    return _page(
+        "rebase.html.j2",
+        report=report,
+        sections=sections,
+        partial=partial,
+        counts=collections.Counter(s.outcome for s in report.steps),
+        status_words=_STATUS,
+    )
 
 
 def step_detail(step: Step) -> str:
@@ -86,23 +107,39 @@ def _range_diff(text: str) -> list[tuple[str | None, str]]:
     lines: list[tuple[str | None, str]] = []
     for line in text.rstrip("\n").splitlines():
         m = _RANGE_HEAD.match(line)
-        lines.append((_RANGE_CLASS[m.group(1)] if m else "rd-minus" if line.startswith("    -") else
-                      "rd-plus" if line.startswith("    +") else None, line))
+        lines.append(
+            (
+                _RANGE_CLASS[m.group(1)]
+                if m
+                else "rd-minus"
+                if line.startswith("    -")
+                else "rd-plus"
+                if line.startswith("    +")
+                else None,
+                line,
+            )
+        )
     return lines
 
 
 def _page(name: str, *, script: str = "", **context: object) -> str:
     env = _environment()
     css = env.get_template("report.css.j2").render()
-    return env.get_template(name).render(css=css, style_hash=_csp_hash(css), script=script,
-                                         script_hash=_csp_hash(script), **context)
+    return env.get_template(name).render(
+        css=css, style_hash=_csp_hash(css), script=script, script_hash=_csp_hash(script), **context
+    )
 
 
 @functools.cache
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("patchtool.cli", "templates"), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("patchtool.cli", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.globals.update(looks=LOOKS, css_class=css_class, Outcome=PatchOutcome, version=__version__)
     return env
 

@@ -19,8 +19,12 @@ commands = CommandSet("pin")
 @commands.command("add", writes=True)
 def pin_add(
     version: Annotated[str | None, typer.Argument(metavar="VERSION", help="The release to pin, e.g. 0.5.22.")] = None,
-    git_url: Annotated[str | None, typer.Option("--git", metavar="URL", help="Pin a git tag of this remote "
-                                                "instead of a release file on the index.")] = None,
+    git_url: Annotated[
+        str | None,
+        typer.Option(
+            "--git", metavar="URL", help="Pin a git tag of this remote instead of a release file on the index."
+        ),
+    ] = None,
     tag: Annotated[str | None, typer.Option(metavar="TAG", help="The tag to pin (with --git).")] = None,
 ) -> Shown:
     """Write upstream-pins/UPSTREAM-VERSION.toml: the release file's name, sha256, size and prefix as the
@@ -31,12 +35,25 @@ def pin_add(
     project = Project.load(root())
     pin = pinset.new_pin(project, cache(), version, git_url=git_url, tag=tag)
     written = pinset.write_pin(project.root, pin)
-    data = {"name": pin.name, "version": str(pin.version), "source": pin.use, "written": written,
-            **({"filename": pin.artifact.filename, "sha256": pin.artifact.sha256, "size": pin.artifact.size}
-               if pin.artifact else {}),
-            **({"url": pin.git.url.text, "tag": pin.git.tag, "commit": pin.git.commit} if pin.git else {})}
-    source = f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}" if pin.use == "artifact" and pin.artifact \
-        else f"{pin.git.tag} at {pin.git.commit}" if pin.git else ""
+    data = {
+        "name": pin.name,
+        "version": str(pin.version),
+        "source": pin.use,
+        "written": written,
+        **(
+            {"filename": pin.artifact.filename, "sha256": pin.artifact.sha256, "size": pin.artifact.size}
+            if pin.artifact
+            else {}
+        ),
+        **({"url": pin.git.url.text, "tag": pin.git.tag, "commit": pin.git.commit} if pin.git else {}),
+    }
+    source = (
+        f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"
+        if pin.use == "artifact" and pin.artifact
+        else f"{pin.git.tag} at {pin.git.commit}"
+        if pin.git
+        else ""
+    )
     return Shown(data=data, text=lambda style: f"added pin {style.bold(pin.name)} ({source})")
 
 

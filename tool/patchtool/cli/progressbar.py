@@ -83,11 +83,15 @@ def _progress(stream: TextIO) -> Progress:
             return Text(f"{int(task.completed)}/{int(task.total)} {unit}", style="progress.download")
 
     console = Console(file=stream, highlight=False)
-    return Progress(SpinnerColumn(),
-                    TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis",
-                                                                         max_width=44)),
-                    BarColumn(bar_width=20), Amount(table_column=Column(no_wrap=True)),
-                    TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
-                    TextColumn("{task.fields[note]}", style="dim", table_column=Column(no_wrap=True,
-                                                                                       overflow="ellipsis")),
-                    console=console, transient=True, redirect_stdout=False, redirect_stderr=False)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=44)),
+        BarColumn(bar_width=20),
+        Amount(table_column=Column(no_wrap=True)),
+        TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
+        TextColumn("{task.fields[note]}", style="dim", table_column=Column(no_wrap=True, overflow="ellipsis")),
+        console=console,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )

@@ -22,23 +22,34 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.wheel.provenance import ProvenanceReport
 
 JSON_SCHEMA = 1
-_STATUS_WORD = {ExitCode.OK: "ok", ExitCode.PROBLEMS: "problems", ExitCode.USAGE: "usage-error",
-                ExitCode.CONFLICT: "conflict", ExitCode.UPSTREAM: "upstream-error",
-                ExitCode.PREDICTED: "conflicts-predicted", ExitCode.INTERNAL: "error", ExitCode.BUSY: "busy"}
+_STATUS_WORD = {
+    ExitCode.OK: "ok",
+    ExitCode.PROBLEMS: "problems",
+    ExitCode.USAGE: "usage-error",
+    ExitCode.CONFLICT: "conflict",
+    ExitCode.UPSTREAM: "upstream-error",
+    ExitCode.PREDICTED: "conflicts-predicted",
+    ExitCode.INTERNAL: "error",
+    ExitCode.BUSY: "busy",
+}
 
 
 def envelope(command: str, code: ExitCode, data: Any, errors: Sequence[Problem] = ()) -> str:
     """The ``--json`` contract: every command prints exactly one such object."""
-    return json.dumps({
-        "schema": JSON_SCHEMA,
-        "tool": "patchtool",
-        "version": __version__,
-        "command": command,
-        "status": _STATUS_WORD[code],
-        "exit_code": int(code),
-        "data": data,
-        "errors": [p.to_dict() for p in errors],
-    }, indent=2, sort_keys=False)
+    return json.dumps(
+        {
+            "schema": JSON_SCHEMA,
+            "tool": "patchtool",
+            "version": __version__,
+            "command": command,
+            "status": _STATUS_WORD[code],
+            "exit_code": int(code),
+            "data": data,
+            "errors": [p.to_dict() for p in errors],
+        },
+        indent=2,
+        sort_keys=False,
+    )
 
 
 class Style:
@@ -102,8 +113,10 @@ def check_text(report: CheckReport, style: Style) -> str:
         good = sum(a.ok for a in report.assumptions)
         lines.append(f"assumption checks: {good}/{len(report.assumptions)} hold")
     if report.registry_entries is not None:
-        lines.append(f"do-not-retread registry: {report.registry_entries} entries, "
-                     f"{sum(not f.override for f in report.retread)} finding(s) in the series")
+        lines.append(
+            f"do-not-retread registry: {report.registry_entries} entries, "
+            f"{sum(not f.override for f in report.retread)} finding(s) in the series"
+        )
         for f in report.retread:
             if f.override:
                 lines.append(f"  {style.dim('override')}: {f.render()}")
@@ -143,14 +156,21 @@ def registry_list_text(registry: Registry, style: Style) -> str:
 
 
 def registry_show_text(e: Rejection, style: Style) -> str:
-    lines = [f"{style.bold(e.id)}: {e.title} [{e.verdict.value}]", f"tried:   {e.tried}",
-             f"reason:  {e.reason}", "evidence:"]
+    lines = [
+        f"{style.bold(e.id)}: {e.title} [{e.verdict.value}]",
+        f"tried:   {e.tried}",
+        f"reason:  {e.reason}",
+        "evidence:",
+    ]
     for m in e.evidence:
         value = " -> ".join(str(v) for v in (m.before, m.after) if v is not None)
         parts = [p for p in (value, m.change) if p]
         lines.append(f"  - {m.metric}: {'; '.join(parts)}")
-        ctx = [f"{k}: {v}" for k, v in (("hardware", m.hardware), ("model", m.model),
-                                        ("upstream", m.upstream), ("date", m.date)) if v]
+        ctx = [
+            f"{k}: {v}"
+            for k, v in (("hardware", m.hardware), ("model", m.model), ("upstream", m.upstream), ("date", m.date))
+            if v
+        ]
         ctx += [f"{k}: {v}" for k, v in m.conditions.items()]
         lines.append(f"      {style.dim('; '.join(ctx))}")
         lines.append(f"      {style.dim('source: ' + m.source)}")
@@ -179,29 +199,41 @@ def rebase_in_progress(report: StatusReport, style: Style) -> str:
     """The line ``status`` gives a stopped or running rebase: where it is and what to do next."""
     r = report.rebase
     assert r is not None
-    where = (f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
-             f"resolve it in {r.worktree}") if r.stopped_at else f"{r.done} of {len(report.patches)} through"
-    return (f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
-            "`patchtool rebase --continue` (or --skip --reason ..., --abort)")
+    where = (
+        (
+            f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
+            f"resolve it in {r.worktree}"
+        )
+        if r.stopped_at
+        else f"{r.done} of {len(report.patches)} through"
+    )
+    return (
+        f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
+        "`patchtool rebase --continue` (or --skip --reason ..., --abort)"
+    )
 
 
 def status_text(report: StatusReport, style: Style) -> str:
-    lines = [f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
-             f"({report.source}, base {report.base[:12]})",
-             f"series: {len(report.patches)} patch(es)"]
+    lines = [
+        f"pin {style.bold(report.pin)}: {report.upstream} {report.version} ({report.source}, base {report.base[:12]})",
+        f"series: {len(report.patches)} patch(es)",
+    ]
     if report.rebase is not None:
         lines.append(rebase_in_progress(report, style))
     for i, p in enumerate(report.patches, 1):
         applies = style.ok(p.applies) if p.applies == "applied" else style.bad(p.applies)
-        lines.append(f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {p.upstream}  "
-                     f"+{p.added}/-{p.removed}  at pin: {applies}")
+        lines.append(
+            f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {p.upstream}  "
+            f"+{p.added}/-{p.removed}  at pin: {applies}"
+        )
         for path in p.files:
             lines.append(f"       {style.dim(path)}")
         for g, evidence in zip(p.gpu_verification, p.gpu_evidence, strict=True):
             lines.append(f"       GPU verification{' on ' + g.hardware if g.hardware else ''}: {g.run}")
             lines.append(f"         expect: {g.expect}")
             lines += [f"         {_evidence_line(e, style)}" for e in evidence] or [
-                f"         {style.bad('no evidence')}: {_no_evidence(g)}"]
+                f"         {style.bad('no evidence')}: {_no_evidence(g)}"
+            ]
     lines += [f"{style.bad('error')}: {p.render()} (skipped)" for p in report.gpu_results_problems]
     return "\n".join(lines)
 
@@ -224,15 +256,20 @@ def _evidence_line(e: Evidence, style: Style) -> str:
     return "\n           ".join([line, *(f"{c.outcome}: {c.check}: {c.reason}" for c in shown)])
 
 
-PARTIAL = ("drift, failing assumption checks, registry revisits, drop conditions and the range-diff "
-           "come with the finished rebase (`--dry-run` gives them now)")
+PARTIAL = (
+    "drift, failing assumption checks, registry revisits, drop conditions and the range-diff "
+    "come with the finished rebase (`--dry-run` gives them now)"
+)
 
 
 def rebase_text(report: RebaseReport, style: Style) -> str:
     from patchtool.rebase.transaction import RebaseStatus
 
-    head = {RebaseStatus.DONE: style.ok("rebased"), RebaseStatus.CONFLICT: style.bad("stopped"),
-            RebaseStatus.DRY_RUN: style.bold("dry run")}
+    head = {
+        RebaseStatus.DONE: style.ok("rebased"),
+        RebaseStatus.CONFLICT: style.bad("stopped"),
+        RebaseStatus.DRY_RUN: style.bold("dry run"),
+    }
     lines = [f"{head[report.status]}: {report.old_pin} -> {report.new_pin}"]
     for s in report.steps:
         word = str(s.outcome)
@@ -259,8 +296,11 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
         lines += [f"  {d.patch}: {d.why}" for d in report.drop]
     widened = [w for w in report.widenings if report.widen and w.new]
     if widened:
-        lines.append("applies_to widened to admit the target:" if report.status is RebaseStatus.DONE
-                     else "applies_to to widen to admit the target:")
+        lines.append(
+            "applies_to widened to admit the target:"
+            if report.status is RebaseStatus.DONE
+            else "applies_to to widen to admit the target:"
+        )
         lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
     lines += [f"follow-up: {f}" for f in report.follow_up]
     if report.old_pin_advice:
@@ -278,8 +318,12 @@ def rebase_markdown(report: RebaseReport) -> str:
     """The report as a pull-request description."""
     from patchtool.rebase.transaction import RebaseStatus
 
-    out = [f"## Rebase {report.old_pin} → {report.new_pin} ({report.status})", "",
-           "| patch | outcome | detail |", "|---|---|---|"]
+    out = [
+        f"## Rebase {report.old_pin} → {report.new_pin} ({report.status})",
+        "",
+        "| patch | outcome | detail |",
+        "|---|---|---|",
+    ]
     for s in report.steps:
         detail = f"{len(s.shifted)} hunk(s) at other lines, listed below" if s.shifted else s.detail
         detail = detail.replace("|", "\\|")
@@ -290,13 +334,20 @@ def rebase_markdown(report: RebaseReport) -> str:
         out += ["", "### Hunks applied at other lines", "", *moved]
     sections: list[tuple[str, list[str]]] = [
         ("Code that changed under applied patches", [f"- `{d.patch}`: `{d.path}`: {d.detail}" for d in report.drift]),
-        ("Assumption checks failing on the target",
-         [f"- `{a.patch}` / `{a.id}`: expected {a.expects}, found {a.found} ({a.why})"
-          for a in report.assumptions if not a.ok]),
+        (
+            "Assumption checks failing on the target",
+            [
+                f"- `{a.patch}` / `{a.id}`: expected {a.expects}, found {a.found} ({a.why})"
+                for a in report.assumptions
+                if not a.ok
+            ],
+        ),
         ("Rejected ideas to revisit", [f"- `{r.entry}`: {r.condition}: {r.why}" for r in report.revisit if r.holds]),
         ("Patches to drop", [f"- `{d.patch}`: {d.why}" for d in report.drop]),
-        ("applies_to widened", [f"- `{w.patch}`: `{w.old}` → `{w.new}`" for w in report.widenings
-                                if report.widen and w.new]),
+        (
+            "applies_to widened",
+            [f"- `{w.patch}`: `{w.old}` → `{w.new}`" for w in report.widenings if report.widen and w.new],
+        ),
         ("Follow-up", [f"- {f}" for f in report.follow_up]),
         ("Old pin", [f"- {report.old_pin_advice}"] if report.old_pin_advice else []),
     ]
@@ -311,6 +362,7 @@ def rebase_markdown(report: RebaseReport) -> str:
 
 
 # -- patched wheels: `patchtool build` and `patchtool provenance` ----------------------------
+
 
 def build_text(result: BuildResult, style: Style) -> str:
     prov, w = result.provenance, result.wheel
@@ -336,11 +388,15 @@ def provenance_text(report: ProvenanceReport, style: Style) -> str:
         lines.append(f"upstream: {up.name} {up.version} from {up.url} at {up.tag} ({up.commit})")
     lines.append(f"pin: {prov.pin}; series hash {prov.series_hash}; built by patchtool {prov.tool_version}")
     lines.append(f"patches ({len(prov.patches)}):")
-    lines += [f"  {i}. {p.id}  {p.file}  sha256 {p.sha256[:16]}\n       {style.dim(p.subject)}"
-              for i, p in enumerate(prov.patches, 1)]
+    lines += [
+        f"  {i}. {p.id}  {p.file}  sha256 {p.sha256[:16]}\n       {style.dim(p.subject)}"
+        for i, p in enumerate(prov.patches, 1)
+    ]
     bad = [c for c in report.checks if c.state != "ok"]
-    lines.append(f"files changed by the series: {len(prov.files)}; in place as built: "
-                 f"{len(report.checks) - len(bad)}/{len(report.checks)}")
+    lines.append(
+        f"files changed by the series: {len(prov.files)}; in place as built: "
+        f"{len(report.checks) - len(bad)}/{len(report.checks)}"
+    )
     lines.append(f"every file against RECORD: {report.record_matched}/{report.record_listed} as listed")
     if report.problems:
         lines.append(problems_text(report.problems, style))

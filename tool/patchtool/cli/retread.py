@@ -32,8 +32,12 @@ def retread_list() -> Shown:
     from patchtool.cli.render import registry_list_text
 
     _, registry = _registry()
-    data = {"entries": [{"id": e.id, "verdict": e.verdict.value, "title": e.title,
-                         "knobs": [k.to_dict() for k in e.knobs]} for e in registry.entries]}
+    data = {
+        "entries": [
+            {"id": e.id, "verdict": e.verdict.value, "title": e.title, "knobs": [k.to_dict() for k in e.knobs]}
+            for e in registry.entries
+        ]
+    }
     return Shown(data=data, text=lambda style: registry_list_text(registry, style))
 
 
@@ -52,8 +56,9 @@ def retread_show(ident: Annotated[str, typer.Argument(metavar="ID", help="The id
 
 
 @commands.command("scan")
-def retread_scan(paths: Annotated[list[Path], typer.Argument(
-        metavar="PATH...", help="Serve scripts, env files, units, arg lists.")]) -> Shown:
+def retread_scan(
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH...", help="Serve scripts, env files, units, arg lists.")],
+) -> Shown:
     """Find rejected knobs in deployment files kept outside the patches (exit 1 on a finding)."""
     from patchtool.cli.render import findings_text
     from patchtool.errors import ExitCode
@@ -61,8 +66,11 @@ def retread_scan(paths: Annotated[list[Path], typer.Argument(
 
     _, registry = _registry()
     findings = retread.scan(registry, paths)
-    return Shown(data={"findings": [f.to_dict() for f in findings]}, text=lambda style: findings_text(findings, style),
-                 code=ExitCode.PROBLEMS if findings else ExitCode.OK)
+    return Shown(
+        data={"findings": [f.to_dict() for f in findings]},
+        text=lambda style: findings_text(findings, style),
+        code=ExitCode.PROBLEMS if findings else ExitCode.OK,
+    )
 
 
 @commands.command("revisit")
@@ -90,25 +98,34 @@ def retread_add(
     metric: Annotated[str | None, typer.Option(help="Evidence: what was measured.", rich_help_panel="Evidence")] = None,
     before: Annotated[str | None, typer.Option(help="Evidence: value before.", rich_help_panel="Evidence")] = None,
     after: Annotated[str | None, typer.Option(help="Evidence: value after.", rich_help_panel="Evidence")] = None,
-    change: Annotated[str | None, typer.Option(help="Evidence: the change, e.g. '+5%'.",
-                                               rich_help_panel="Evidence")] = None,
+    change: Annotated[
+        str | None, typer.Option(help="Evidence: the change, e.g. '+5%'.", rich_help_panel="Evidence")
+    ] = None,
     hardware: Annotated[str | None, typer.Option(help="Evidence: hardware.", rich_help_panel="Evidence")] = None,
     model: Annotated[str | None, typer.Option(help="Evidence: model.", rich_help_panel="Evidence")] = None,
-    upstream: Annotated[str | None, typer.Option(help="Evidence: upstream version.",
-                                                 rich_help_panel="Evidence")] = None,
+    upstream: Annotated[
+        str | None, typer.Option(help="Evidence: upstream version.", rich_help_panel="Evidence")
+    ] = None,
     date: Annotated[str | None, typer.Option(help="Evidence: date, YYYY-MM-DD.", rich_help_panel="Evidence")] = None,
-    source: Annotated[str | None, typer.Option(help="Evidence: where the numbers come from.",
-                                               rich_help_panel="Evidence")] = None,
-    flag: Annotated[list[str] | None, typer.Option(help="Knob: --flag or --flag=VALUES-REGEX (repeat).",
-                                                   rich_help_panel="Knobs")] = None,
-    env: Annotated[list[str] | None, typer.Option(help="Knob: NAME or NAME=VALUES-REGEX (repeat).",
-                                                  rich_help_panel="Knobs")] = None,
-    config: Annotated[list[str] | None, typer.Option(help="Knob: config key or KEY=VALUES-REGEX.",
-                                                     rich_help_panel="Knobs")] = None,
-    pattern: Annotated[list[str] | None, typer.Option(help="Knob: a code pattern (regex).",
-                                                      rich_help_panel="Knobs")] = None,
-    unguarded: Annotated[str | None, typer.Option(help="What no knob can express (needed when there is no knob).",
-                                                  rich_help_panel="Knobs")] = None,
+    source: Annotated[
+        str | None, typer.Option(help="Evidence: where the numbers come from.", rich_help_panel="Evidence")
+    ] = None,
+    flag: Annotated[
+        list[str] | None, typer.Option(help="Knob: --flag or --flag=VALUES-REGEX (repeat).", rich_help_panel="Knobs")
+    ] = None,
+    env: Annotated[
+        list[str] | None, typer.Option(help="Knob: NAME or NAME=VALUES-REGEX (repeat).", rich_help_panel="Knobs")
+    ] = None,
+    config: Annotated[
+        list[str] | None, typer.Option(help="Knob: config key or KEY=VALUES-REGEX.", rich_help_panel="Knobs")
+    ] = None,
+    pattern: Annotated[
+        list[str] | None, typer.Option(help="Knob: a code pattern (regex).", rich_help_panel="Knobs")
+    ] = None,
+    unguarded: Annotated[
+        str | None,
+        typer.Option(help="What no knob can express (needed when there is no knob).", rich_help_panel="Knobs"),
+    ] = None,
     from_file: Annotated[Path | None, typer.Option(help="A TOML file with one [[rejected]] table.")] = None,
     edit: Annotated[bool, typer.Option("--edit", help="Fill a template in $EDITOR.")] = False,
 ) -> Shown:
@@ -129,8 +146,15 @@ def retread_add(
             raise UsageError(f"{from_file} does not exist", file=str(from_file)) from None
         entry = retread.entry_from_text(text, str(from_file))
     else:
-        fields = {"id": ident, "title": title, "tried": tried, "verdict": verdict, "reason": reason,
-                  "revisit": revisit, "unguarded": unguarded}
+        fields = {
+            "id": ident,
+            "title": title,
+            "tried": tried,
+            "verdict": verdict,
+            "reason": reason,
+            "revisit": revisit,
+            "unguarded": unguarded,
+        }
         entry = {k: v for k, v in fields.items() if v is not None}
         values = (metric, before, after, change, hardware, model, upstream, date, source)
         evidence = {k: v for k, v in zip(_EVIDENCE, values, strict=True) if v is not None}
@@ -141,5 +165,4 @@ def retread_add(
         knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
         entry["knobs"] = knobs
     added = retread.add(project, entry)
-    return Shown(data=added,
-                 text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")
+    return Shown(data=added, text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")

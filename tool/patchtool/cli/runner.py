@@ -42,25 +42,49 @@ if TYPE_CHECKING:
     from patchtool.upstream.cache import Cache
 
 GLOBAL = "Global options (before or after the command)"
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one versioned JSON envelope and nothing else.",
-                                          rich_help_panel=GLOBAL)]
-RootOption = Annotated[Path | None, typer.Option(
-    "--root", metavar="DIR", rich_help_panel=GLOBAL,
-    help="The patch repository (default: nearest parent with patchset.toml).")]
-CacheDirOption = Annotated[Path | None, typer.Option(
-    "--cache-dir", metavar="DIR", rich_help_panel=GLOBAL,
-    help="Upstream cache (default: $PATCHTOOL_CACHE_DIR, else $XDG_CACHE_HOME/patchtool or ~/.cache/patchtool).")]
-AllowLocalOption = Annotated[bool, typer.Option(
-    "--allow-local-urls", rich_help_panel=GLOBAL,
-    help="Let the repository's urls be local (file:, a path) or plain http, not only https "
-         "(as $PATCHTOOL_ALLOW_LOCAL_URLS=1).")]
-PinOption = Annotated[str | None, typer.Option("--pin", metavar="NAME",
-                                               help="A pin in upstream-pins/ (default: the active one).")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one versioned JSON envelope and nothing else.", rich_help_panel=GLOBAL)
+]
+RootOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--root",
+        metavar="DIR",
+        rich_help_panel=GLOBAL,
+        help="The patch repository (default: nearest parent with patchset.toml).",
+    ),
+]
+CacheDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cache-dir",
+        metavar="DIR",
+        rich_help_panel=GLOBAL,
+        help="Upstream cache (default: $PATCHTOOL_CACHE_DIR, else $XDG_CACHE_HOME/patchtool or ~/.cache/patchtool).",
+    ),
+]
+AllowLocalOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-local-urls",
+        rich_help_panel=GLOBAL,
+        help="Let the repository's urls be local (file:, a path) or plain http, not only https "
+        "(as $PATCHTOOL_ALLOW_LOCAL_URLS=1).",
+    ),
+]
+PinOption = Annotated[
+    str | None, typer.Option("--pin", metavar="NAME", help="A pin in upstream-pins/ (default: the active one).")
+]
 
-_GLOBALS = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-            for name, default, annotation in (("global_json", False, JsonOption), ("global_root", None, RootOption),
-                                              ("global_cache_dir", None, CacheDirOption),
-                                              ("global_allow_local", False, AllowLocalOption))]
+_GLOBALS = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+    for name, default, annotation in (
+        ("global_json", False, JsonOption),
+        ("global_root", None, RootOption),
+        ("global_cache_dir", None, CacheDirOption),
+        ("global_allow_local", False, AllowLocalOption),
+    )
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -166,8 +190,11 @@ def cache() -> Cache:
     from patchtool.upstream.index import INDEX_URL_ENV
     from patchtool.urls import allowed_by_environment
 
-    return Cache(_cache_root(_current), index_url=os.environ.get(INDEX_URL_ENV) or None,
-                 allow_local=_current.allow_local_urls or allowed_by_environment())
+    return Cache(
+        _cache_root(_current),
+        index_url=os.environ.get(INDEX_URL_ENV) or None,
+        allow_local=_current.allow_local_urls or allowed_by_environment(),
+    )
 
 
 def landlock_wanted() -> bool:
@@ -231,8 +258,9 @@ def _refused_outside(inv: Invocation, exc: OSError) -> AccessError | None:
     return AccessError(
         f"refused to write {filename}: `patchtool {inv.command}` may write only beneath {allowed}",
         hint="patchtool confines every command with Landlock to the repository (writing commands), the cache, "
-             "its temporary directory and the outputs named on the command line; a write elsewhere is a bug in "
-             "patchtool, please report it (PATCHTOOL_LANDLOCK=0 turns the confinement off to debug)")
+        "its temporary directory and the outputs named on the command line; a write elsewhere is a bug in "
+        "patchtool, please report it (PATCHTOOL_LANDLOCK=0 turns the confinement off to debug)",
+    )
 
 
 def _outputs_follow_no_repository_link(inv: Invocation) -> None:
@@ -255,10 +283,16 @@ def _outputs_follow_no_repository_link(inv: Invocation) -> None:
             here = here / part
             if here.is_symlink():
                 rel = here.relative_to(root).as_posix()
-                what = (f"{output} is a symbolic link" if here == target
-                        else f"{output} lies through {rel}, a symbolic link")
-                raise UsageError(f"{what} in the repository; patchtool writes nothing through one", file=rel,
-                                 hint="name an output outside the repository, or remove the link")
+                what = (
+                    f"{output} is a symbolic link"
+                    if here == target
+                    else f"{output} lies through {rel}, a symbolic link"
+                )
+                raise UsageError(
+                    f"{what} in the repository; patchtool writes nothing through one",
+                    file=rel,
+                    hint="name an output outside the repository, or remove the link",
+                )
             if not here.exists():
                 break
 
@@ -284,6 +318,7 @@ def knob(kind: str, spec: str) -> dict[str, str]:
 
 # -- commands ------------------------------------------------------------------------------------
 
+
 class CommandSet:
     """The commands of one module, each made into a click command only when the command line
     names it (or asks for help or completion): a command pays for its own options alone."""
@@ -292,22 +327,36 @@ class CommandSet:
         self.group = group
         self._commands: dict[str, Declared] = {}
 
-    def command(self, name: str, *, writes: bool = False, edits_series: bool = False, creates: bool = False,
-                outputs: tuple[str, ...] = (),
-                dry_run: str | None = None) -> Callable[[Callable[..., Shown]], Callable[..., Shown]]:
+    def command(
+        self,
+        name: str,
+        *,
+        writes: bool = False,
+        edits_series: bool = False,
+        creates: bool = False,
+        outputs: tuple[str, ...] = (),
+        dry_run: str | None = None,
+    ) -> Callable[[Callable[..., Shown]], Callable[..., Shown]]:
         """``writes``: the command changes the repository, so it holds the lock alone;
         ``creates``: it makes the repository in the directory ``--root`` (or the current one) names;
         ``edits_series``: it changes the series, so it waits until no rebase is in progress;
         ``outputs``: its options that name a path for it to write (beside the repository and cache);
         ``dry_run``: its option that makes a writing command touch nothing (then it reads)."""
+
         def decorate(fn: Callable[..., Shown]) -> Callable[..., Shown]:
             options = inspect.signature(fn).parameters
             unknown = [o for o in (*outputs, *([dry_run] if dry_run else [])) if o not in options]
             assert not unknown, f"{name}: no option {unknown}"
-            self._commands[name] = Declared(fn=fn, writes=writes or edits_series or creates,
-                                            edits_series=edits_series, creates=creates, outputs=outputs,
-                                            dry_run=dry_run)
+            self._commands[name] = Declared(
+                fn=fn,
+                writes=writes or edits_series or creates,
+                edits_series=edits_series,
+                creates=creates,
+                outputs=outputs,
+                dry_run=dry_run,
+            )
             return fn
+
         return decorate
 
     def names(self) -> list[str]:
@@ -317,8 +366,9 @@ class CommandSet:
         """The click command of command ``name``."""
         from patchtool.cli.usage import HELP_OPTIONS, Command
 
-        app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
-                          context_settings={"help_option_names": HELP_OPTIONS})
+        app = typer.Typer(
+            add_completion=False, rich_markup_mode="markdown", context_settings={"help_option_names": HELP_OPTIONS}
+        )
         app.command(name, cls=Command)(_command(self._commands[name], f"{self.group} {name}".strip()))
         return typer.main.get_command(app)
 
@@ -341,8 +391,14 @@ def _command(declared: Declared, name: str) -> Callable[..., int]:
     signature = inspect.signature(fn, eval_str=True)
 
     @functools.wraps(fn)
-    def run(*, global_json: bool = False, global_root: Path | None = None, global_cache_dir: Path | None = None,
-            global_allow_local: bool = False, **options: Any) -> int:
+    def run(
+        *,
+        global_json: bool = False,
+        global_root: Path | None = None,
+        global_cache_dir: Path | None = None,
+        global_allow_local: bool = False,
+        **options: Any,
+    ) -> int:
         inv = _current
         inv.take(global_json, global_root, global_cache_dir, global_allow_local)
         inv.command, inv.edits_series, inv.creates = name, declared.edits_series, declared.creates
@@ -351,7 +407,8 @@ def _command(declared: Declared, name: str) -> Callable[..., int]:
         return execute(lambda: fn(**options))
 
     run.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[*signature.parameters.values(), *_GLOBALS], return_annotation=int)
+        parameters=[*signature.parameters.values(), *_GLOBALS], return_annotation=int
+    )
     return run
 
 
@@ -359,8 +416,12 @@ def execute(body: Callable[[], Shown]) -> int:
     """Run a command's body and show its result; the one place where an error becomes a message
     and an exit code."""
     inv = _current
-    style = Style(colour=not inv.as_json and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-                  and os.environ.get("TERM") != "dumb")
+    style = Style(
+        colour=not inv.as_json
+        and sys.stdout.isatty()
+        and not os.environ.get("NO_COLOR")
+        and os.environ.get("TERM") != "dumb"
+    )
     try:
         _outputs_follow_no_repository_link(inv)
         _confine(inv)
@@ -373,12 +434,21 @@ def execute(body: Callable[[], Shown]) -> int:
     except PatchtoolError as exc:
         return _fail(inv, exc, style)
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-        return _fail(inv, _refused_outside(inv, exc) or AccessError(
-            f"cannot use {exc.filename or 'a file'}: {exc.strerror}",
-            hint="check its permissions, or point patchtool elsewhere (--root, --cache-dir, --out)"), style)
+        return _fail(
+            inv,
+            _refused_outside(inv, exc)
+            or AccessError(
+                f"cannot use {exc.filename or 'a file'}: {exc.strerror}",
+                hint="check its permissions, or point patchtool elsewhere (--root, --cache-dir, --out)",
+            ),
+            style,
+        )
     except OSError as exc:
-        return _fail(inv, AccessError(f"{exc.filename or 'a file'}: {exc.strerror or exc}",
-                                      hint="check the disk and the path"), style)
+        return _fail(
+            inv,
+            AccessError(f"{exc.filename or 'a file'}: {exc.strerror or exc}", hint="check the disk and the path"),
+            style,
+        )
     except KeyboardInterrupt:
         _echo("interrupted", err=True)
         return 130
@@ -386,9 +456,14 @@ def execute(body: Callable[[], Shown]) -> int:
         import traceback
 
         where = traceback.extract_tb(exc.__traceback__)[-1]
-        return _fail(inv, InternalError(
-            f"internal error: {type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})",
-            hint="this is a bug in patchtool; please report it with the command you ran"), style)
+        return _fail(
+            inv,
+            InternalError(
+                f"internal error: {type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno})",
+                hint="this is a bug in patchtool; please report it with the command you ran",
+            ),
+            style,
+        )
 
 
 @contextlib.contextmanager
@@ -446,8 +521,13 @@ def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
         from patchtool.rebase.transaction import RebaseReport
         from patchtool.series.apply import SeriesResult
 
-        shown = rebase_text(result, style) if isinstance(result, RebaseReport) else \
-            series_text(result, style) if isinstance(result, SeriesResult) else ""
+        shown = (
+            rebase_text(result, style)
+            if isinstance(result, RebaseReport)
+            else series_text(result, style)
+            if isinstance(result, SeriesResult)
+            else ""
+        )
         out = f"{shown}\n{style.bad('error')}: {exc.message}"
         return out + (f"\n  hint: {exc.hint}" if exc.hint else "")
 

@@ -37,17 +37,30 @@ def width() -> int:
 def draw(*parts: Any, style: Style) -> str:
     """``parts`` (rich renderables or plain strings), one after the other, as text ``width()`` wide."""
     out = io.StringIO()
-    console = Console(file=out, width=width(), force_terminal=style.colour, no_color=not style.colour,
-                      color_system="standard" if style.colour else None, highlight=False, emoji=False,
-                      soft_wrap=False, legacy_windows=False)
+    console = Console(
+        file=out,
+        width=width(),
+        force_terminal=style.colour,
+        no_color=not style.colour,
+        color_system="standard" if style.colour else None,
+        highlight=False,
+        emoji=False,
+        soft_wrap=False,
+        legacy_windows=False,
+    )
     for part in parts:
         console.print(Text.from_ansi(part) if isinstance(part, str) else part)
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").split("\n"))
 
 
 def _table(*headers: str, padding: int = 1) -> Table:
-    table = Table(box=box.ASCII2 if _ascii_only() else box.SIMPLE_HEAD, pad_edge=False, header_style="bold",
-                  show_edge=False, padding=(0, padding))
+    table = Table(
+        box=box.ASCII2 if _ascii_only() else box.SIMPLE_HEAD,
+        pad_edge=False,
+        header_style="bold",
+        show_edge=False,
+        padding=(0, padding),
+    )
     for header in headers:
         table.add_column(header, overflow="fold")
     return table
@@ -79,21 +92,34 @@ def status_table(report: StatusReport, style: Style) -> str:
     headers = ("#", "patch", "kind", "upstream", "at pin", "files", "+/-") + ("GPU checks",) * gpu_column
     table = _table(*headers)
     for i, p in enumerate(report.patches, 1):
-        row: list[Text | str] = [str(i), Text(p.id, style="bold"), p.kind, p.upstream,
-                                 Text(p.applies, style="green" if p.applies == "applied" else "red"),
-                                 str(len(p.files)), f"+{p.added}/-{p.removed}"]
+        row: list[Text | str] = [
+            str(i),
+            Text(p.id, style="bold"),
+            p.kind,
+            p.upstream,
+            Text(p.applies, style="green" if p.applies == "applied" else "red"),
+            str(len(p.files)),
+            f"+{p.added}/-{p.removed}",
+        ]
         if gpu_column:
             gpu, colour = gpu_summary(p)
             row.append(Text(gpu, style=colour))
         table.add_row(*row)
-    head = (f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
-            f"({report.source}, base {report.base[:12]}), {len(report.patches)} patch(es)")
+    head = (
+        f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
+        f"({report.source}, base {report.base[:12]}), {len(report.patches)} patch(es)"
+    )
     lines = [head]
     if report.rebase is not None:
         lines.append(rebase_in_progress(report, style))
     tail = [problems_text([p], style) + " (skipped)" for p in report.gpu_results_problems]
-    tail.append(style.dim("files and GPU verifications of each patch: `patchtool status --long`" if gpu_column
-                          else "the files of each patch: `patchtool status --long`"))
+    tail.append(
+        style.dim(
+            "files and GPU verifications of each patch: `patchtool status --long`"
+            if gpu_column
+            else "the files of each patch: `patchtool status --long`"
+        )
+    )
     return draw(*lines, table, *tail, style=style)
 
 
@@ -113,8 +139,10 @@ def scan_table(report: ScanReport, style: Style) -> str:
     One row per patch when the versions fit across; otherwise (a scan of many releases) one row
     per version and a column per patch, numbered, with the numbers spelled out below; and where
     even that is too wide, each outcome as one character, with its key."""
-    looks = {p: [LOOKS[s.outcome] if (s := report.steps[p].get(v)) else _UNSCANNED for v in report.versions]
-             for p in report.patches}
+    looks = {
+        p: [LOOKS[s.outcome] if (s := report.steps[p].get(v)) else _UNSCANNED for v in report.versions]
+        for p in report.patches
+    }
     words = {p: [look.word for look in row] for p, row in looks.items()}
     title = f"series of {report.pin} against {', '.join(report.versions)}"
     stops = {look for outcome, look in LOOKS.items() if outcome.stops}
@@ -122,8 +150,9 @@ def scan_table(report: ScanReport, style: Style) -> str:
     def cell(look: Look, *, code: bool = False) -> Text:
         return Text(look.code if code else look.word, style="red" if look in stops else "")
 
-    across = [["patch", *report.patches]] + [[v, *(words[p][j] for p in report.patches)]
-                                             for j, v in enumerate(report.versions)]
+    across = [["patch", *report.patches]] + [
+        [v, *(words[p][j] for p in report.patches)] for j, v in enumerate(report.versions)
+    ]
     if _fits(across):
         table = _table("patch", *report.versions)
         for p in report.patches:

@@ -19,8 +19,12 @@ commands = CommandSet()
 def cache_command(
     action: Annotated[str, typer.Argument(metavar="[show|prune]", help="show (the default) or prune.")] = "show",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="prune: say what would go; remove nothing.")] = False,
-    now: Annotated[bool, typer.Option("--now", help="prune: drop unreachable objects at once, not only those "
-                                      "past git's grace period (two weeks).")] = False,
+    now: Annotated[
+        bool,
+        typer.Option(
+            "--now", help="prune: drop unreachable objects at once, not only those past git's grace period (two weeks)."
+        ),
+    ] = False,
 ) -> Shown:
     """What the cache holds (releases imported and who uses them, each project's refs, checkouts, loose
     objects) and its size; `cache prune` removes what no pin of this or another registered project uses,
@@ -64,8 +68,10 @@ def _text(report: CacheReport, style: Style, *, pruned: bool) -> str:
     lines += [f"  checkout: {c}" for c in report.checkouts]
     if report.objects:
         o = report.objects
-        lines.append(f"  objects: {o.get('count', 0)} loose ({_size(o.get('size', 0) * 1024)}), "
-                     f"{o.get('in-pack', 0)} in {o.get('packs', 0)} pack(s) ({_size(o.get('size-pack', 0) * 1024)})")
+        lines.append(
+            f"  objects: {o.get('count', 0)} loose ({_size(o.get('size', 0) * 1024)}), "
+            f"{o.get('in-pack', 0)} in {o.get('packs', 0)} pack(s) ({_size(o.get('size-pack', 0) * 1024)})"
+        )
     if pruned:
         verb = "would remove" if report.dry_run else "removed"
         lines.append(f"{verb}: " + (", ".join(report.removed) or "nothing"))

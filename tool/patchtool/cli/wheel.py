@@ -24,29 +24,42 @@ def _source_date_epoch(given: int | None) -> int | None:
         try:
             value = int(os.environ["SOURCE_DATE_EPOCH"])
         except ValueError:
-            raise UsageError(f"SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']!r} is not a whole number of "
-                             "seconds") from None
+            raise UsageError(
+                f"SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']!r} is not a whole number of seconds"
+            ) from None
         where = f"SOURCE_DATE_EPOCH={value}"
     else:
         return None
     if value < 0:
         raise UsageError(f"{where} is before 1970", hint="give seconds since the epoch, >= 0")
     if value > LAST_EPOCH:
-        raise UsageError(f"{where} is after 2107-12-31, the last date a wheel (a zip) can carry",
-                         hint=f"give seconds since the epoch, at most {LAST_EPOCH}")
+        raise UsageError(
+            f"{where} is after 2107-12-31, the last date a wheel (a zip) can carry",
+            hint=f"give seconds since the epoch, at most {LAST_EPOCH}",
+        )
     return value
 
 
 @commands.command("build", writes=True, outputs=("out",))
 def build(
     pin: PinOption = None,
-    out: Annotated[Path | None, typer.Option(
-        metavar="DIR", help="Where to write the wheel (default: dist/ in the patch repository).")] = None,
-    isolation: Annotated[bool, typer.Option(
-        "--isolation/--no-isolation", help="git pins: build in a fresh environment (default), or in this one.")] = True,
-    source_date_epoch: Annotated[int | None, typer.Option(
-        metavar="SECONDS",
-        help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from the pin).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Where to write the wheel (default: dist/ in the patch repository)."),
+    ] = None,
+    isolation: Annotated[
+        bool,
+        typer.Option(
+            "--isolation/--no-isolation", help="git pins: build in a fresh environment (default), or in this one."
+        ),
+    ] = True,
+    source_date_epoch: Annotated[
+        int | None,
+        typer.Option(
+            metavar="SECONDS",
+            help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from the pin).",
+        ),
+    ] = None,
 ) -> Shown:
     """Build the patched wheel: repack the pinned release wheel, or build the pinned git commit."""
     from patchtool import fsroot
@@ -57,24 +70,43 @@ def build(
     project = Project.load(root())
     # the default lies in the repository, where `dist` could be a committed link out of it
     out = (out or fsroot.Root(project.root).place("dist", create=False)).absolute()
-    result = build_wheel(project, cache(), out=out, pin_name=pin,
-                         source_date_epoch=_source_date_epoch(source_date_epoch), isolation=isolation)
+    result = build_wheel(
+        project,
+        cache(),
+        out=out,
+        pin_name=pin,
+        source_date_epoch=_source_date_epoch(source_date_epoch),
+        isolation=isolation,
+    )
     return Shown(data=result, text=lambda style: build_text(result, style))
 
 
 @commands.command("provenance")
 def provenance(
-    target: Annotated[str, typer.Argument(
-        metavar="WHEEL_OR_DIST",
-        help="A wheel file, a .dist-info directory, or the name of an installed distribution.")],
-    path: Annotated[list[Path] | None, typer.Option(
-        metavar="DIR", help="Find installed distributions here (a site-packages directory; repeatable; "
-                            "default: this Python's sys.path).")] = None,
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="WHEEL_OR_DIST",
+            help="A wheel file, a .dist-info directory, or the name of an installed distribution.",
+        ),
+    ],
+    path: Annotated[
+        list[Path] | None,
+        typer.Option(
+            metavar="DIR",
+            help="Find installed distributions here (a site-packages directory; repeatable; "
+            "default: this Python's sys.path).",
+        ),
+    ] = None,
 ) -> Shown:
     """What a patched wheel or installation contains: upstream, patches, and whether its files are intact."""
     from patchtool.cli.render import provenance_text
     from patchtool.wheel.provenance import locate
 
     report = locate(target, [str(p) for p in path] if path else sys.path)
-    return Shown(data=report, text=lambda style: provenance_text(report, style),
-                 code=ExitCode.OK if report.ok else ExitCode.PROBLEMS, problems=report.problems)
+    return Shown(
+        data=report,
+        text=lambda style: provenance_text(report, style),
+        code=ExitCode.OK if report.ok else ExitCode.PROBLEMS,
+        problems=report.problems,
+    )

@@ -150,11 +150,11 @@ class _State:
 
     def _match(self, h: _Hunk, where: int, prefix_fuzz: int, suffix_fuzz: int) -> bool:
         start = where - 1 + prefix_fuzz
-        wanted = h.pattern[prefix_fuzz:len(h.pattern) - suffix_fuzz]
+        wanted = h.pattern[prefix_fuzz : len(h.pattern) - suffix_fuzz]
         self.compared += len(wanted)
         if self.compared > MAX_COMPARED:
             raise TooCostly(self.hunk)
-        return start >= 0 and list(wanted) == self.input[start:start + len(wanted)]
+        return start >= 0 and list(wanted) == self.input[start : start + len(wanted)]
 
     def apply(self, h: _Hunk, where: int) -> bool:
         """``h`` written at input line ``where``: context and fuzzed lines stay as the input has
@@ -177,7 +177,7 @@ class _State:
     def _copy_till(self, last: int) -> bool:
         if self.frozen > last:
             return False
-        self.out += self.input[self.frozen:last]
+        self.out += self.input[self.frozen : last]
         self.frozen = last
         return True
 

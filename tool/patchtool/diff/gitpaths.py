@@ -15,16 +15,22 @@ import re
 from patchtool.paths import tree_path_problem
 
 SAFE_MODES = ("100644", "100755")  # a regular file; a link or a gitlink may point anywhere
-_MODE_KINDS = {"120000": "a symbolic link", "160000": "a gitlink (a submodule commit)",
-               "040000": "a directory", "40000": "a directory"}
+_MODE_KINDS = {
+    "120000": "a symbolic link",
+    "160000": "a gitlink (a submodule commit)",
+    "040000": "a directory",
+    "40000": "a directory",
+}
 _MODE_HEADERS = ("old mode ", "new mode ", "deleted file mode ", "new file mode ")
 _NAME_HEADERS = ("rename from ", "rename to ", "copy from ", "copy to ", "rename old ", "rename new ")
 _OTHER_HEADERS = ("similarity index ", "dissimilarity index ")
 _HUNK = re.compile(r"^@@ -\d{1,10}(?:,(\d{1,10}))? \+\d{1,10}(?:,(\d{1,10}))? @@")  # git: an unsigned long
 _C_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, '"': 34, "\\": 92}
 _PATH_HINT = "a patch may only touch files inside the upstream tree"
-_MODE_HINT = ("a patch may only add or change regular files (mode 100644 or 100755): a symbolic "
-              "link could point outside the tree, a gitlink at another repository")
+_MODE_HINT = (
+    "a patch may only add or change regular files (mode 100644 or 100755): a symbolic "
+    "link could point outside the tree, a gitlink at another repository"
+)
 
 
 class Refused(Exception):
@@ -44,17 +50,17 @@ def unquote(text: str) -> tuple[str, str]:
         c = text[i]
         if c == '"':
             try:
-                return out.decode("utf-8"), text[i + 1:]
+                return out.decode("utf-8"), text[i + 1 :]
             except UnicodeDecodeError:
-                raise ValueError(f"quoted path {text[:i + 1]} is not UTF-8") from None
+                raise ValueError(f"quoted path {text[: i + 1]} is not UTF-8") from None
         if c == "\\":
-            nxt = text[i + 1:i + 2]
+            nxt = text[i + 1 : i + 2]
             if nxt in _C_ESCAPES:
                 out.append(_C_ESCAPES[nxt])
                 i += 2
                 continue
-            if re.fullmatch(r"[0-3][0-7][0-7]", text[i + 1:i + 4]):
-                out.append(int(text[i + 1:i + 4], 8))
+            if re.fullmatch(r"[0-3][0-7][0-7]", text[i + 1 : i + 4]):
+                out.append(int(text[i + 1 : i + 4], 8))
                 i += 4
                 continue
             raise ValueError(f"bad escape in quoted path {text!r}")
@@ -66,7 +72,7 @@ def unquote(text: str) -> tuple[str, str]:
 def _skip_prefix(name: str) -> str | None:
     """``name`` past its first component, as git strips it (``-p1``); None when it has none."""
     cut = name.find("/")
-    return name[cut + 1:] if cut > 0 else None
+    return name[cut + 1 :] if cut > 0 else None
 
 
 def _git_names(rest: str) -> tuple[str, str] | None:
@@ -90,14 +96,14 @@ def _git_names(rest: str) -> tuple[str, str] | None:
         second, end = unquote(rest[q:])
         if end:
             raise ValueError(f"text after the second path in {rest!r}")
-        return rest[:q - 1], second
+        return rest[: q - 1], second
     for m in re.finditer("[ \t]", rest):
-        first, second = rest[:m.start()], rest[m.end():]
+        first, second = rest[: m.start()], rest[m.end() :]
         if _skip_prefix(first) is not None and _skip_prefix(first) == _skip_prefix(second):
             return first, second
     half = len(rest) // 2
-    if rest[half:half + 1] == " " and rest[:half] == rest[half + 1:]:
-        return rest[:half], rest[half + 1:]  # git cannot strip them, but they are the same name
+    if rest[half : half + 1] == " " and rest[:half] == rest[half + 1 :]:
+        return rest[:half], rest[half + 1 :]  # git cannot strip them, but they are the same name
     return None
 
 
@@ -116,17 +122,26 @@ def _tree_path(raw: str, *, prefixed: bool) -> tuple[str | None, str | None]:
         if raw.startswith("/"):
             return None, tree_path_problem(raw)
         if not raw.startswith(("a/", "b/")):
-            return None, (f"path {raw!r} lacks the a/ or b/ prefix git format-patch writes "
-                          "(git apply would strip its first directory instead)")
+            return None, (
+                f"path {raw!r} lacks the a/ or b/ prefix git format-patch writes "
+                "(git apply would strip its first directory instead)"
+            )
         raw = raw[2:]
     return raw, tree_path_problem(raw)
 
 
 # What a header line makes of its section (git's is_new, is_delete, is_rename, is_copy): git
 # refuses a section that is two of them at once (apply.c's check_header_line).
-_KINDS = {"new file mode ": "added", "deleted file mode ": "deleted", "rename from ": "renamed",
-          "rename to ": "renamed", "rename old ": "renamed", "rename new ": "renamed",
-          "copy from ": "copied", "copy to ": "copied"}
+_KINDS = {
+    "new file mode ": "added",
+    "deleted file mode ": "deleted",
+    "rename from ": "renamed",
+    "rename to ": "renamed",
+    "rename old ": "renamed",
+    "rename new ": "renamed",
+    "copy from ": "copied",
+    "copy to ": "copied",
+}
 _EXPORT_HINT = "export the commit again with `git format-patch`"
 
 
@@ -161,11 +176,19 @@ def read_sections(text: str) -> list[Section]:
             sections.append(_section(line, number))
             in_header = True
         elif not in_header:
-            if (line.startswith("--- ") and lines[i:i + 1] and lines[i].startswith("+++ ")
-                    and lines[i + 1:i + 2] and lines[i + 1].startswith("@@ -")):
-                raise Refused("a diff section without a 'diff --git' line (git apply would apply it "
-                              "too); patch files hold only git format-patch output", number,
-                              "export the commit with `git format-patch`")
+            if (
+                line.startswith("--- ")
+                and lines[i : i + 1]
+                and lines[i].startswith("+++ ")
+                and lines[i + 1 : i + 2]
+                and lines[i + 1].startswith("@@ -")
+            ):
+                raise Refused(
+                    "a diff section without a 'diff --git' line (git apply would apply it "
+                    "too); patch files hold only git format-patch output",
+                    number,
+                    "export the commit with `git format-patch`",
+                )
         elif m := _HUNK.match(line):
             i = skip_hunk(lines, i, m)
             in_header = i < len(lines) and lines[i].startswith("@@ -")
@@ -180,7 +203,7 @@ def _section(line: str, number: int) -> Section:
     """A section from its 'diff --git' line: its default name, when both sides give the same."""
     section = Section(at=number)
     try:
-        names = _git_names(line[len("diff --git "):])
+        names = _git_names(line[len("diff --git ") :])
     except ValueError as exc:
         raise Refused(f"unsafe diff: {exc}", number) from None
     section.unread = names is None
@@ -204,8 +227,11 @@ def skip_hunk(lines: list[str], i: int, m: re.Match[str]) -> int:
     while old > 0 or new > 0:
         if i >= len(lines) - 1:  # the text after the last newline: no line, or one git refuses
             what = "has no newline" if lines[i:] != [""] else "is missing"
-            raise Refused(f"corrupt patch at line {i + 1}: the hunk at line {header} is cut short "
-                          f"(its line {i + 1} {what})", i + 1, _EXPORT_HINT)
+            raise Refused(
+                f"corrupt patch at line {i + 1}: the hunk at line {header} is cut short (its line {i + 1} {what})",
+                i + 1,
+                _EXPORT_HINT,
+            )
         line = lines[i]
         body = line[:1]
         if body in ("", " "):
@@ -215,9 +241,13 @@ def skip_hunk(lines: list[str], i: int, m: re.Match[str]) -> int:
         elif body == "+":
             new, changes = new - 1, changes + 1
         elif body != "\\" or len(line) < 11 or not line.startswith("\\ "):
-            raise Refused(f"corrupt patch at line {i + 1}: {line[:40]!r} inside a hunk, where git "
-                          "apply reads only ' ', '-', '+', an empty line or '\\ No newline at end of "
-                          "file'", i + 1, _EXPORT_HINT)
+            raise Refused(
+                f"corrupt patch at line {i + 1}: {line[:40]!r} inside a hunk, where git "
+                "apply reads only ' ', '-', '+', an empty line or '\\ No newline at end of "
+                "file'",
+                i + 1,
+                _EXPORT_HINT,
+            )
         i += 1
     if not changes:
         raise Refused(f"corrupt patch at line {i}: the hunk changes no line", i, _EXPORT_HINT)
@@ -235,13 +265,17 @@ def _header_line(section: Section, line: str, number: int) -> bool:
         first = min(section.kinds.values(), default=number)
         section.kinds.setdefault(kind, number)
         if len(section.kinds) > 1:
-            raise Refused(f"inconsistent header lines {first} and {number}: {line!r} makes the section "
-                          f"{' and '.join(section.kinds)} at once (git apply refuses it)", number, _EXPORT_HINT)
+            raise Refused(
+                f"inconsistent header lines {first} and {number}: {line!r} makes the section "
+                f"{' and '.join(section.kinds)} at once (git apply refuses it)",
+                number,
+                _EXPORT_HINT,
+            )
     if header in ("--- ", "+++ "):
         _name_line(section, line, number)
     elif header in _NAME_HEADERS:
         try:
-            path, why = _tree_path(_header_name(line[len(header):], tab_ends=False), prefixed=False)
+            path, why = _tree_path(_header_name(line[len(header) :], tab_ends=False), prefixed=False)
         except ValueError as exc:
             raise Refused(f"unsafe diff: {exc}", number) from None
         if why:
@@ -251,7 +285,7 @@ def _header_line(section: Section, line: str, number: int) -> bool:
         else:
             section.new = path
     elif header in _MODE_HEADERS:
-        mode = line[len(header):].strip()
+        mode = line[len(header) :].strip()
         section.modes.append((mode, line.strip(), number))
         if header in ("old mode ", "deleted file mode "):
             section.old_mode = mode
@@ -285,17 +319,29 @@ def _name_line(section: Section, line: str, number: int) -> None:
         if must_be_null and known is None:
             return
         header = "new file mode" if null_kind == "added" else "deleted file mode"
-        raise Refused(f"{line.strip()!r} at line {number} in a section without '{header}': git "
-                      "apply would read it as a file called 'dev/null'", number, _EXPORT_HINT)
+        raise Refused(
+            f"{line.strip()!r} at line {number} in a section without '{header}': git "
+            "apply would read it as a file called 'dev/null'",
+            number,
+            _EXPORT_HINT,
+        )
     path, why = _tree_path(raw, prefixed=True)
     if why:
         raise Refused(f"unsafe diff: {why}", number)
     if must_be_null and known is None:
-        raise Refused(f"{line.strip()!r} at line {number}: git apply expects /dev/null there, as the "
-                      f"section {'creates' if null_kind == 'added' else 'deletes'} the file", number, _EXPORT_HINT)
+        raise Refused(
+            f"{line.strip()!r} at line {number}: git apply expects /dev/null there, as the "
+            f"section {'creates' if null_kind == 'added' else 'deletes'} the file",
+            number,
+            _EXPORT_HINT,
+        )
     if known is not None and known != path:
-        raise Refused(f"inconsistent {side} filename on line {number}: {path!r}, where the header "
-                      f"named {known!r} (git apply refuses it)", number, _EXPORT_HINT)
+        raise Refused(
+            f"inconsistent {side} filename on line {number}: {path!r}, where the header "
+            f"named {known!r} (git apply refuses it)",
+            number,
+            _EXPORT_HINT,
+        )
     setattr(section, field, path)
 
 
@@ -303,21 +349,30 @@ def _finish(section: Section) -> None:
     """Settle the section's names and status as git does once its header is read, then refuse
     any mode but a regular file's, and names git could not find."""
     if section.unread and not {"renamed", "copied"} & section.kinds.keys():
-        raise Refused("unsafe diff: the two paths of the 'diff --git' line cannot be told apart",
-                      section.at, "export the commit with `git format-patch`")
+        raise Refused(
+            "unsafe diff: the two paths of the 'diff --git' line cannot be told apart",
+            section.at,
+            "export the commit with `git format-patch`",
+        )
     if section.old is None and section.new is None:
         section.old = section.new = section.default
     kinds = section.kinds
     if (section.new is None and "deleted" not in kinds) or (section.old is None and "added" not in kinds):
-        raise Refused("unsafe diff: the 'diff --git' line's two paths cannot be told apart and no "
-                      "other header names the file (git apply: the header lacks filename information)",
-                      section.at, "export the commit with `git format-patch`")
+        raise Refused(
+            "unsafe diff: the 'diff --git' line's two paths cannot be told apart and no "
+            "other header names the file (git apply: the header lacks filename information)",
+            section.at,
+            "export the commit with `git format-patch`",
+        )
     section.status = next(iter(kinds), "modified")
     if section.status == "modified" and section.old != section.new:
-        raise Refused(f"the section at line {section.at} names {section.old!r} and {section.new!r} "
-                      "without a rename or copy header", section.at, _EXPORT_HINT)
+        raise Refused(
+            f"the section at line {section.at} names {section.old!r} and {section.new!r} "
+            "without a rename or copy header",
+            section.at,
+            _EXPORT_HINT,
+        )
     for mode, header, number in section.modes:
         if mode not in SAFE_MODES:
             what = _MODE_KINDS.get(mode, "something other than a regular file")
-            raise Refused(f"unsafe diff: {header!r} makes {section.new or section.old!r} {what}",
-                           number, _MODE_HINT)
+            raise Refused(f"unsafe diff: {header!r} makes {section.new or section.old!r} {what}", number, _MODE_HINT)

@@ -65,8 +65,7 @@ class Hunk:
     def image(self, reverse: bool = False) -> tuple[list[str], list[str]]:
         """(preimage, postimage): the lines it expects and the lines it leaves."""
         drop, add = (ADDED, REMOVED) if reverse else (REMOVED, ADDED)
-        return ([ln.text for ln in self.lines if ln.kind != add],
-                [ln.text for ln in self.lines if ln.kind != drop])
+        return ([ln.text for ln in self.lines if ln.kind != add], [ln.text for ln in self.lines if ln.kind != drop])
 
     def trailing(self) -> int:
         """How many context lines end it."""
@@ -132,11 +131,11 @@ class Diff:
         lines = self.text.split("\n")
         later = [g.at for g in self.files if g.at > f.at]
         end = f.hunks[0].at - 1 if f.hunks else min(later, default=len(lines) + 1) - 1
-        return "".join(line + "\n" for line in lines[f.at - 1:end])
+        return "".join(line + "\n" for line in lines[f.at - 1 : end])
 
     def hunk_text(self, h: Hunk) -> str:
         """The text of ``h``: its header line and body, as the diff has them."""
-        return "".join(line + "\n" for line in self.text.split("\n")[h.at - 1:h.end])
+        return "".join(line + "\n" for line in self.text.split("\n")[h.at - 1 : h.end])
 
 
 class DiffError(ValueError):
@@ -162,29 +161,44 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
     try:
         patchset = PatchSet(diff)
     except (UnidiffParseError, ValueError) as exc:  # ValueError: a number int() refuses (4300 digits)
-        raise DiffError(f"the diff does not parse: {exc}",
-                        hint="re-export the commit with git format-patch") from None
+        raise DiffError(f"the diff does not parse: {exc}", hint="re-export the commit with git format-patch") from None
     if not len(patchset):
         raise DiffError("the diff touches no file")
     raw = diff.split("\n")
     if len(sections) != len(patchset):
-        stray = next((pf for pf in patchset if not raw[(pf.diff_line_no or 1) - 1].startswith("diff --git ")),
-                     None)
+        stray = next((pf for pf in patchset if not raw[(pf.diff_line_no or 1) - 1].startswith("diff --git ")), None)
         at = stray.diff_line_no if stray is not None else None
         line = raw[at - 1] if at else ""
-        raise DiffError(f"line {at}: {line[:80]!r} is outside every 'diff --git' section"
-                        + (": a binary change a diff only mentions cannot be applied"
-                           if stray is not None and stray.is_binary_file else ""),
-                        line=at, hint="export the commit with `git format-patch --binary`")
+        raise DiffError(
+            f"line {at}: {line[:80]!r} is outside every 'diff --git' section"
+            + (
+                ": a binary change a diff only mentions cannot be applied"
+                if stray is not None and stray.is_binary_file
+                else ""
+            ),
+            line=at,
+            hint="export the commit with `git format-patch --binary`",
+        )
     files = []
     for pf, section in zip(patchset, sections, strict=True):
         hunks = tuple(_hunk(h, raw) for h in pf)
         old = None if section.status == "added" else section.old
         new = None if section.status == "deleted" else section.new
-        files.append(FileDiff(path=(new or old or ""), status=section.status, old_path=old, new_path=new,
-                              hunks=hunks, added=sum(h.added for h in pf), removed=sum(h.removed for h in pf),
-                              at=pf.diff_line_no or 1, binary=pf.is_binary_file, old_mode=section.old_mode,
-                              new_mode=section.new_mode))
+        files.append(
+            FileDiff(
+                path=(new or old or ""),
+                status=section.status,
+                old_path=old,
+                new_path=new,
+                hunks=hunks,
+                added=sum(h.added for h in pf),
+                removed=sum(h.removed for h in pf),
+                at=pf.diff_line_no or 1,
+                binary=pf.is_binary_file,
+                old_mode=section.old_mode,
+                new_mode=section.new_mode,
+            )
+        )
     return Diff(text=diff, files=tuple(files))
 
 
@@ -208,6 +222,13 @@ def _hunk(h: unidiff.patch.Hunk, raw: list[str]) -> Hunk:
             at = number - 1
         lines.append(Line(kind, ln.value, number))
         end = number
-    return Hunk(old_start=h.source_start, old_count=h.source_length, new_start=h.target_start,
-                new_count=h.target_length, header=raw[at - 1] if at else "", lines=tuple(lines), at=at,
-                end=end)
+    return Hunk(
+        old_start=h.source_start,
+        old_count=h.source_length,
+        new_start=h.target_start,
+        new_count=h.target_length,
+        header=raw[at - 1] if at else "",
+        lines=tuple(lines),
+        at=at,
+        end=end,
+    )

@@ -52,9 +52,13 @@ class PatchFile:
     @classmethod
     def parse(cls, text: str, *, name: str) -> PatchFile:
         """Parse format-patch text; every problem names ``name`` and, where known, the line."""
+
         def fail(message: str, *, line: int | None = None, hint: str | None = None) -> InvalidInput:
-            return InvalidInput(f"{name}: {message}", file=name, problems=[
-                Problem(file=name, line=line, message=message, hint=hint, code="patch")])
+            return InvalidInput(
+                f"{name}: {message}",
+                file=name,
+                problems=[Problem(file=name, line=line, message=message, hint=hint, code="patch")],
+            )
 
         export_hint = "export the commit with `git format-patch` (or use `patchtool import`)"
         diff_at = _find_diff_start(text)
@@ -62,8 +66,11 @@ class PatchFile:
             raise fail("not a patch: no 'diff --git' section found", hint=export_hint)
         head, diff = text[:diff_at], text[diff_at:]
         if not _FROM_LINE.match(head.split("\n", 1)[0]):
-            raise fail("not a git format-patch file: the first line must be 'From <sha> Mon Sep 17 "
-                       "00:00:00 2001'", line=1, hint=export_hint)
+            raise fail(
+                "not a git format-patch file: the first line must be 'From <sha> Mon Sep 17 00:00:00 2001'",
+                line=1,
+                hint=export_hint,
+            )
         headers, payload = _headers(head.split("\n", 1)[1])
         author = headers.get("from")
         subject = headers.get("subject")
@@ -75,10 +82,14 @@ class PatchFile:
         if not author_email:
             raise fail(f"the 'From:' header {author!r} has no e-mail address", hint=export_hint)
         if why := identity_problem(author_name, author_email):
-            from_line = next((i + 1 for i, line in enumerate(head.split("\n")) if line.lower().startswith("from:")),
-                             None)
-            raise fail(f"the 'From:' header {author!r} is not an author git can record: {why}", line=from_line,
-                       hint="write it as 'Name <email>', with no '<', '>' or line break in the name or the e-mail")
+            from_line = next(
+                (i + 1 for i, line in enumerate(head.split("\n")) if line.lower().startswith("from:")), None
+            )
+            raise fail(
+                f"the 'From:' header {author!r} is not an author git can record: {why}",
+                line=from_line,
+                hint="write it as 'Name <email>', with no '<', '>' or line break in the name or the e-mail",
+            )
         subject_text = _SUBJECT_PREFIX.sub("", " ".join(_decode(subject).split()))
         body = re.split(r"^---\s*$", payload, maxsplit=1, flags=re.MULTILINE)[0].strip("\n")
         try:  # git apply reads the whole file, so its paths are checked in all of it
@@ -87,13 +98,22 @@ class PatchFile:
             raise fail(exc.message, line=exc.line, hint=exc.hint) from None
         except model.DiffError as exc:
             raise fail(exc.message, line=exc.line, hint=exc.hint) from None
-        return cls(name=name, author_name=author_name or author_email, author_email=author_email,
-                   subject=subject_text, body=body, diff=diff, model=parsed, diff_offset=head.count("\n"))
+        return cls(
+            name=name,
+            author_name=author_name or author_email,
+            author_email=author_email,
+            subject=subject_text,
+            body=body,
+            diff=diff,
+            model=parsed,
+            diff_offset=head.count("\n"),
+        )
 
 
 # The mail headers of a format-patch file are read here rather than with the email package, whose
 # import costs more than parsing a whole series: RFC 5322 unfolding, RFC 2047 encoded words (with
 # email.header, imported only when a header has one) and the "Name <address>" forms git writes.
+
 
 def _headers(text: str) -> tuple[dict[str, str], str]:
     """The headers (lower-case names, first occurrence, unfolded) and the body after them."""

@@ -24,8 +24,10 @@ from patchtool.paths import tree_path_problem
 
 _FRAGMENT = re.compile(r"^@@ -\d{1,10}(?:,(\d{1,10}))? \+\d{1,10}(?:,(\d{1,10}))? @@")  # git: an unsigned long
 # a timestamp at the end of a name line, after a tab or spaces (apply.c's diff_timestamp_len)
-_TIMESTAMP = re.compile(r"(?:\t| +)(?:\d\d)?\d\d-\d\d-\d\d(?: \d\d:\d\d:\d\d(?:\.\d+)?)?"
-                        r"(?: [+-]\d{4}| [+-]\d\d:\d\d)?$")
+_TIMESTAMP = re.compile(
+    r"(?:\t| +)(?:\d\d)?\d\d-\d\d-\d\d(?: \d\d:\d\d:\d\d(?:\.\d+)?)?"
+    r"(?: [+-]\d{4}| [+-]\d\d:\d\d)?$"
+)
 # GNU diff's epoch, in any zone, after the last tab: a created or deleted file (has_epoch_timestamp)
 _EPOCH = re.compile(r"^(1969-12-31|1970-01-01) ([0-2]\d):([0-5]\d):00(?:\.0+)? ([-+])([0-2]\d):?([0-5]\d)$")
 _NAME_ENDS = re.compile(r"[\t\r\v\f]")  # whitespace but a space ends a name with no timestamp
@@ -50,7 +52,7 @@ def _find_name(line: str, default: str | None, strip: int) -> str | None:
         if name is not None and len(parts) > strip:
             return re.sub("/+", "/", "/".join(parts[strip:]))
     if m := _TIMESTAMP.search(line):
-        text = line[:m.start()]
+        text = line[: m.start()]
     else:
         text = _NAME_ENDS.split(line, 1)[0]
     start = None if strip else 0
@@ -91,8 +93,7 @@ def _quoted(path: str) -> str:
     byte beyond ASCII, so that the two names of 'diff --git' can be told apart."""
     if path.isascii() and " " not in path and '"' not in path:
         return path
-    out = "".join('\\"' if c == '"' else c if c.isascii() else "".join(f"\\{b:03o}" for b in c.encode())
-                  for c in path)
+    out = "".join('\\"' if c == '"' else c if c.isascii() else "".join(f"\\{b:03o}" for b in c.encode()) for c in path)
     return f'"{out}"'
 
 
@@ -116,17 +117,26 @@ def git_diff(text: str, *, exists: Callable[[str], bool] | None = None, strip: i
     while i < len(lines):
         line, number = lines[i], i + 1
         if line.startswith("diff --git "):
-            raise DiffError(f"line {number}: a 'diff --git' section inside a plain diff", line=number,
-                            hint="import a git diff and a plain diff as two patches")
+            raise DiffError(
+                f"line {number}: a 'diff --git' section inside a plain diff",
+                line=number,
+                hint="import a git diff and a plain diff as two patches",
+            )
         if _BINARY.match(line):
-            raise DiffError(f"line {number}: {line[:80]!r}: a binary change cannot be applied from a "
-                            "plain diff, which only says the file differs", line=number,
-                            hint="make the diff with `git diff --binary`, or leave the binary file out")
+            raise DiffError(
+                f"line {number}: {line[:80]!r}: a binary change cannot be applied from a "
+                "plain diff, which only says the file differs",
+                line=number,
+                hint="make the diff with `git diff --binary`, or leave the binary file out",
+            )
         if line.startswith("@@ -") and _FRAGMENT.match(line):
-            raise DiffError(f"line {number}: a hunk without a '---'/'+++' header before it", line=number,
-                            hint=_HINT)
-        if not (line.startswith("--- ") and i + 2 < len(lines) and lines[i + 1].startswith("+++ ")
-                and lines[i + 2].startswith("@@ -")):
+            raise DiffError(f"line {number}: a hunk without a '---'/'+++' header before it", line=number, hint=_HINT)
+        if not (
+            line.startswith("--- ")
+            and i + 2 < len(lines)
+            and lines[i + 1].startswith("+++ ")
+            and lines[i + 2].startswith("@@ -")
+        ):
             i += 1
             continue  # git apply skips what is not a file's diff
         first, second = line[4:], lines[i + 1][4:]
@@ -137,15 +147,16 @@ def git_diff(text: str, *, exists: Callable[[str], bool] | None = None, strip: i
                 strip, strip_known = p, True
         old, new, end = _file(lines, i, first, second, strip, exists)
         out += _git_header(old, new)
-        out += [ln + "\n" for ln in lines[i + 2:end]]
+        out += [ln + "\n" for ln in lines[i + 2 : end]]
         i = end
     if not out:
         raise DiffError("no file's diff found (a '---' line, a '+++' line and a hunk)", hint=_HINT)
     return "".join(out)
 
 
-def _file(lines: list[str], i: int, first: str, second: str, strip: int,
-          exists: Callable[[str], bool] | None) -> tuple[str | None, str | None, int]:
+def _file(
+    lines: list[str], i: int, first: str, second: str, strip: int, exists: Callable[[str], bool] | None
+) -> tuple[str | None, str | None, int]:
     """(old path, new path, the index after its hunks) of the file whose '---' line is ``lines[i]``."""
     number = i + 1
     created = deleted = None  # None: git has not decided (its is_new/is_delete of -1)
@@ -160,21 +171,28 @@ def _file(lines: list[str], i: int, first: str, second: str, strip: int,
         elif _is_epoch(second):
             deleted = True
     if name is None:
-        raise DiffError(f"line {number}: no file name on the '---'/'+++' lines (git apply: unable to "
-                        "find filename in patch)", line=number, hint=_HINT)
+        raise DiffError(
+            f"line {number}: no file name on the '---'/'+++' lines (git apply: unable to find filename in patch)",
+            line=number,
+            hint=_HINT,
+        )
     if why := tree_path_problem(name):
-        raise DiffError(f"unsafe diff: {why} (line {number})", line=number,
-                        hint="a patch may only touch files inside the upstream tree")
+        raise DiffError(
+            f"unsafe diff: {why} (line {number})",
+            line=number,
+            hint="a patch may only touch files inside the upstream tree",
+        )
     end, old_lines, new_lines, hunks = i + 2, 0, 0, 0
     while end < len(lines) and lines[end].startswith("@@ -"):
         if not (m := _FRAGMENT.match(lines[end])):
-            raise DiffError(f"corrupt patch at line {end + 1}: {lines[end][:60]!r} is no hunk header",
-                            line=end + 1, hint=_HINT)
+            raise DiffError(
+                f"corrupt patch at line {end + 1}: {lines[end][:60]!r} is no hunk header", line=end + 1, hint=_HINT
+            )
         try:
             after = gitpaths.skip_hunk(lines, end + 1, m)
         except gitpaths.Refused as exc:
             raise DiffError(exc.message, line=exc.line, hint=_HINT) from None
-        body = [ln[:1] for ln in lines[end + 1:after]]
+        body = [ln[:1] for ln in lines[end + 1 : after]]
         old_lines += sum(b in ("", " ", "-") for b in body)
         new_lines += sum(b in ("", " ", "+") for b in body)
         hunks, end = hunks + 1, after
@@ -184,9 +202,12 @@ def _file(lines: list[str], i: int, first: str, second: str, strip: int,
         raise DiffError(f"line {number}: deleted file {name} still has contents", line=number, hint=_HINT)
     if created is None and not old_lines and hunks == 1:
         if exists is None:
-            raise DiffError(f"line {number}: {name!r} is only added to and not marked new ('--- /dev/null' "
-                            "or an epoch timestamp): git apply creates it only where it does not exist",
-                            line=number, hint="mark a new file with '--- /dev/null'")
+            raise DiffError(
+                f"line {number}: {name!r} is only added to and not marked new ('--- /dev/null' "
+                "or an epoch timestamp): git apply creates it only where it does not exist",
+                line=number,
+                hint="mark a new file with '--- /dev/null'",
+            )
         created = not exists(name)
     return (None if created else name), (None if deleted else name), end
 

@@ -49,7 +49,9 @@ def _closer(q: str) -> re.Pattern[str]:
 _Open = tuple[int, str, re.Pattern[str], re.Pattern[str], bool]
 _STRINGS: dict[tuple[str, bool, bool], _Open] = {
     (q, raw, f): (_FSTRING if f else _PLAIN, q, _closer(q), re.compile(rf"[{{}}\\{q[0]}]"), raw)
-    for q in ("'", '"', "'" * 3, '"' * 3) for raw in (False, True) for f in (False, True)
+    for q in ("'", '"', "'" * 3, '"' * 3)
+    for raw in (False, True)
+    for f in (False, True)
 }
 
 
@@ -229,8 +231,16 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
             else:
                 code, joined = line, False
         if "(" in code or ")" in code or "[" in code or "]" in code or "{" in code or "}" in code:
-            depth = max(0, depth + code.count("(") + code.count("[") + code.count("{")
-                        - code.count(")") - code.count("]") - code.count("}"))
+            depth = max(
+                0,
+                depth
+                + code.count("(")
+                + code.count("[")
+                + code.count("{")
+                - code.count(")")
+                - code.count("]")
+                - code.count("}"),
+            )
         if starts:
             lead = indent = len(line) - len(line.lstrip())
             if "\f" in line:  # a form feed resets the column, as in Python's tokenizer
@@ -273,7 +283,7 @@ def scope_text(path: str, source: str, name: str) -> str | None:
     lines = source.split("\n")
     for s in python_scopes(source):
         if s.name == name:
-            return "\n".join(lines[s.start - 1:s.end])
+            return "\n".join(lines[s.start - 1 : s.end])
     return None
 
 
@@ -299,6 +309,15 @@ def placed_hunks(diff: Diff) -> list[PlacedHunk]:
             continue
         for h in f.hunks:
             old_line, new_line = h.first_change()
-            out.append(PlacedHunk(f.new_path, old_line, new_line, h.contents(ADDED), h.contents(REMOVED),
-                                  h.contents(CONTEXT, REMOVED), h.header))
+            out.append(
+                PlacedHunk(
+                    f.new_path,
+                    old_line,
+                    new_line,
+                    h.contents(ADDED),
+                    h.contents(REMOVED),
+                    h.contents(CONTEXT, REMOVED),
+                    h.header,
+                )
+            )
     return out

@@ -47,22 +47,23 @@ def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False)
         found = _find(image, patched, pre, expected, at_start, at_end)
         if found is None:
             return None
-        image[found:found + len(pre)] = post
-        patched[found:found + len(pre)] = [True] * len(post)
+        image[found : found + len(pre)] = post
+        patched[found : found + len(pre)] = [True] * len(post)
         offsets.append(expected - found if reverse else found - expected)  # git reports it so
         starts.append(found)
     return AppliedHunks(image, tuple(offsets), tuple(starts))
 
 
-def _find(image: list[str], patched: list[bool], pre: list[str], expected: int, at_start: bool,
-          at_end: bool) -> int | None:
+def _find(
+    image: list[str], patched: list[bool], pre: list[str], expected: int, at_start: bool, at_end: bool
+) -> int | None:
     size = len(pre)
     last = len(image) - size
     if last < 0:
         return None
 
     def fits(pos: int) -> bool:
-        return image[pos:pos + size] == pre and not any(patched[pos:pos + size])
+        return image[pos : pos + size] == pre and not any(patched[pos : pos + size])
 
     if at_start:
         return 0 if (not at_end or last == 0) and fits(0) else None
@@ -129,8 +130,7 @@ def _diff(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int, bhi:
     _diff(a, b, alo, ahi, blo, bhi, out)
 
 
-def _anchors(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int,
-             bhi: int) -> list[tuple[int, int]]:
+def _anchors(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int, bhi: int) -> list[tuple[int, int]]:
     """Lines that occur once in each side, kept in the longest order-preserving run (patience)."""
     count_a: dict[str, int] = {}
     for i in range(alo, ahi):
@@ -138,8 +138,7 @@ def _anchors(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int,
     count_b: dict[str, int] = {}
     for j in range(blo, bhi):
         count_b[b[j]] = -1 if b[j] in count_b else j
-    pairs = [(i, count_b[line]) for line, i in count_a.items()
-             if i >= 0 and count_b.get(line, -1) >= 0]
+    pairs = [(i, count_b[line]) for line, i in count_a.items() if i >= 0 and count_b.get(line, -1) >= 0]
     pairs.sort()
     # longest increasing subsequence of the b positions (patience sorting)
     tails: list[int] = []

@@ -25,6 +25,25 @@ from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeE
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
 from patchtool.git.worktree import Worktree, conflict_style, in_work_tree, init_repository, ref_format_ok, user_idents
 
-__all__ = ["FIXED_IDENT", "ApplyResult", "FileWrite", "Ident", "Index", "LoggedCommit", "NewCommit", "ObjectReader",
-           "Pending", "RawChange", "Repo", "TreeChange", "Worktree", "WorktreeEntry", "conflict_style",
-           "in_work_tree", "init_repository", "merge_file", "ref_format_ok", "user_idents"]
+__all__ = [
+    "FIXED_IDENT",
+    "ApplyResult",
+    "FileWrite",
+    "Ident",
+    "Index",
+    "LoggedCommit",
+    "NewCommit",
+    "ObjectReader",
+    "Pending",
+    "RawChange",
+    "Repo",
+    "TreeChange",
+    "Worktree",
+    "WorktreeEntry",
+    "conflict_style",
+    "in_work_tree",
+    "init_repository",
+    "merge_file",
+    "ref_format_ok",
+    "user_idents",
+]

@@ -33,12 +33,14 @@ def _raw_change(meta: str, old_path: str, new_path: str) -> RawChange:
     """A change from its ``:old_mode new_mode old_blob new_blob status`` field and its path(s)."""
     old_mode, new_mode, old_blob, new_blob, status = meta.lstrip(":").split()
     return RawChange(
-        status=status[0], old_path=None if status[0] == "A" else old_path,
+        status=status[0],
+        old_path=None if status[0] == "A" else old_path,
         new_path=None if status[0] == "D" else new_path,
         old_mode=None if old_mode == _ABSENT_MODE else old_mode,
         new_mode=None if new_mode == _ABSENT_MODE else new_mode,
         old_blob=None if old_blob == _ABSENT_BLOB else old_blob,
-        new_blob=None if new_blob == _ABSENT_BLOB else new_blob)
+        new_blob=None if new_blob == _ABSENT_BLOB else new_blob,
+    )
 
 
 def parse_log(out: str) -> list[tuple[str, tuple[RawChange, ...]]]:
@@ -73,8 +75,11 @@ def parse_tree_changes(out: bytes) -> list[TreeChange]:
     changes = []
     for meta, path in zip(fields[0:-1:2], fields[1::2], strict=False):
         old_mode, new_mode, _, _, status = meta.decode().lstrip(":").split()
-        changes.append(TreeChange(status=status[0], path=path.decode("utf-8", "surrogateescape"),
-                                  old_mode=old_mode, new_mode=new_mode))
+        changes.append(
+            TreeChange(
+                status=status[0], path=path.decode("utf-8", "surrogateescape"), old_mode=old_mode, new_mode=new_mode
+            )
+        )
     return changes
 
 

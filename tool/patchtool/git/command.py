@@ -43,16 +43,32 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 # what every git command sees instead of the user's configuration and language
-ISOLATION = MappingProxyType({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-                              "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANGUAGE": "C",
-                              "GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "https"})
+ISOLATION = MappingProxyType(
+    {
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_TERMINAL_PROMPT": "0",
+        "LC_ALL": "C",
+        "LANGUAGE": "C",
+        "GIT_PROTOCOL_FROM_USER": "0",
+        "GIT_ALLOW_PROTOCOL": "https",
+    }
+)
 # the commands git 2.39 does not end options for at --end-of-options (they reject it, take it as
 # a revision, or print it: rev-parse): their data goes in place, and data starting with "-" is refused
 NO_END_OF_OPTIONS = frozenset({"check-ref-format", "checkout", "range-diff", "reset", "rev-parse", "var"})
 # what decides who the user is to git: their identity variables and where their configuration is
-USER_IDENTITY_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
-                     "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-                     "GIT_CONFIG_NOSYSTEM")
+USER_IDENTITY_ENV = (
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_NOSYSTEM",
+)
 
 
 @functools.cache
@@ -94,8 +110,10 @@ def _not_runnable(exc: ImportError) -> GitError:
     if status is None:  # GitPython found no git to run
         return GitError("git is not installed or not on PATH", hint="install git and put it on PATH")
     said = str(getattr(cause, "stderr", "")).strip().removeprefix("stderr: ").strip("'")
-    return GitError(f"git does not run: `git version` failed ({status}): {said}",
-                    hint="run `git version` to see it fail; fix or reinstall git")
+    return GitError(
+        f"git does not run: `git version` failed ({status}): {said}",
+        hint="run `git version` to see it fail; fix or reinstall git",
+    )
 
 
 @functools.cache
@@ -111,8 +129,11 @@ def _isolated_class() -> type[gitpython.Git]:
 
         def execute(self, command: Any, istream: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
             env = {**self._extra, **(kwargs.pop("env", None) or {})}
-            inherited = sorted(k for k in os.environ if k.startswith("GIT_") and not k.startswith("GIT_PYTHON_")
-                               and k not in env and k not in self._keep)
+            inherited = sorted(
+                k
+                for k in os.environ
+                if k.startswith("GIT_") and not k.startswith("GIT_PYTHON_") and k not in env and k not in self._keep
+            )
             if inherited:
                 command = [_env_program(), *(f for k in inherited for f in ("-u", k)), *command]
             return super().execute(command, istream, env=env, **kwargs)
@@ -126,8 +147,15 @@ def _user_class() -> type[gitpython.Git]:
         """The flavour that sees the user's identity and configuration (for ``git var``)."""
 
         _keep = frozenset(USER_IDENTITY_ENV)
-        _extra: Mapping[str, str] = MappingProxyType({"LC_ALL": "C", "LANGUAGE": "C", "GIT_TERMINAL_PROMPT": "0",
-                                                      "GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "https"})
+        _extra: Mapping[str, str] = MappingProxyType(
+            {
+                "LC_ALL": "C",
+                "LANGUAGE": "C",
+                "GIT_TERMINAL_PROMPT": "0",
+                "GIT_PROTOCOL_FROM_USER": "0",
+                "GIT_ALLOW_PROTOCOL": "https",
+            }
+        )
 
     return UserGit
 
@@ -185,8 +213,7 @@ class Argv:
         if self.command in NO_END_OF_OPTIONS:
             for word in (*self.args, *(self.paths or ())):
                 if word.startswith("-"):
-                    raise GitError(f"refusing to run git {self.command} with {word!r}: it would be read as an "
-                                   "option")
+                    raise GitError(f"refusing to run git {self.command} with {word!r}: it would be read as an option")
 
     def words(self) -> list[str]:
         out = [*self.command.split(" "), *self.options]  # "worktree add": a subcommand's subcommand
@@ -221,16 +248,29 @@ class Runner:
         """Made on the first command: a Runner that runs none imports no GitPython."""
         return new_git(self._cwd, user=self._user)
 
-    def run(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
-            input: bytes | None = None, env: Mapping[str, str] | None = None, check: bool = True) -> Result:
+    def run(
+        self,
+        command: str,
+        *options: str,
+        args: Sequence[str] = (),
+        paths: Sequence[str] | None = None,
+        input: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        check: bool = True,
+    ) -> Result:
         """``git command options... --end-of-options args... -- paths...``."""
         argv = Argv(command, options, tuple(args), None if paths is None else tuple(paths))
         full = ["git", *self._prefix, *argv.words()]
         with mapped(argv.name):
             if input is None:
-                status, out, err = self._git.execute(full, env=dict(env or {}), with_extended_output=True,
-                                                     with_exceptions=False, stdout_as_string=False,
-                                                     strip_newline_in_stdout=False)
+                status, out, err = self._git.execute(
+                    full,
+                    env=dict(env or {}),
+                    with_extended_output=True,
+                    with_exceptions=False,
+                    stdout_as_string=False,
+                    strip_newline_in_stdout=False,
+                )
             else:
                 proc = Process(self._git.execute(full, istream=subprocess.PIPE, as_process=True, env=dict(env or {})))
                 out, raw = proc.popen.communicate(input)
@@ -240,17 +280,28 @@ class Runner:
             raise GitError(f"{argv.name} failed ({status}): {err.strip()}")
         return result
 
-    def out(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
-            env: Mapping[str, str] | None = None) -> str:
+    def out(
+        self,
+        command: str,
+        *options: str,
+        args: Sequence[str] = (),
+        paths: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
         """stdout of a command that must succeed, stripped."""
         return self.run(command, *options, args=args, paths=paths, env=env).stdout.decode().strip()
 
     def start(self, argv: Argv, *, stdin: bool = False, stdout: bool = True) -> Process:
         """A git process left running."""
         with mapped(argv.name):
-            return Process(self._git.execute(["git", *self._prefix, *argv.words()],
-                                             istream=subprocess.PIPE if stdin else None, as_process=True,
-                                             with_stdout=stdout))
+            return Process(
+                self._git.execute(
+                    ["git", *self._prefix, *argv.words()],
+                    istream=subprocess.PIPE if stdin else None,
+                    as_process=True,
+                    with_stdout=stdout,
+                )
+            )
 
 
 class Process:
@@ -274,6 +325,7 @@ class Pending(Generic[T]):
     def result(self) -> T:
         out, err = self._proc.popen.communicate()
         if self._proc.popen.returncode:
-            raise GitError(f"{self._name} failed ({self._proc.popen.returncode}): "
-                           f"{err.decode(errors='replace').strip()}")
+            raise GitError(
+                f"{self._name} failed ({self._proc.popen.returncode}): {err.decode(errors='replace').strip()}"
+            )
         return self._convert(out)

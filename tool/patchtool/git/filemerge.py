@@ -28,8 +28,9 @@ _FILE = "file"  # the one path of the commits merge-tree merges
 _REFS = "refs/patchtool/merge-file/"  # a ref per merge, which its own stream deletes again
 
 
-def merge_file(repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], *,
-               style: str = "merge") -> tuple[bytes, int]:
+def merge_file(
+    repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], *, style: str = "merge"
+) -> tuple[bytes, int]:
     """The merge of ``ours`` and ``theirs`` from ``base``: the result, with conflict markers where
     needed (``labels``: ours, base, theirs; ``style``: a ``merge.conflictStyle``; diff3 and zdiff3
     show the base between ``|||||||`` and ``=======``), and the number of conflicts. ``repo``
@@ -43,8 +44,9 @@ def merge_file(repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tupl
     return _merge_ort(repo, ours, base, theirs, labels, style)
 
 
-def _merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str],
-                style: str) -> tuple[bytes, int] | None:
+def _merge_file(
+    ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], style: str
+) -> tuple[bytes, int] | None:
     """``git merge-file --diff-algorithm=histogram``, or None where this git does not know it."""
     with tempfile.TemporaryDirectory(prefix="patchtool-merge-") as tmp:
         names = []
@@ -61,8 +63,9 @@ def _merge_file(ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str,
     return res.stdout, res.returncode
 
 
-def _merge_ort(repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str],
-               style: str) -> tuple[bytes, int]:
+def _merge_ort(
+    repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], style: str
+) -> tuple[bytes, int]:
     """``git merge-tree --write-tree`` of two one-file commits on a third: merge-ort's answer."""
     ident = Ident(*FIXED_IDENT, 0)
 
@@ -76,8 +79,16 @@ def _merge_ort(repo: Repo, ours: bytes, base: bytes, theirs: bytes, labels: tupl
         env = {"GIT_OBJECT_DIRECTORY": str(objects), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(repo.git_dir / "objects")}
         marks = Path(tmp) / "marks"
         stream = fork_stream(commit(base), [commit(ours), commit(theirs)], f"{_REFS}{uuid.uuid4().hex}")
-        res = repo.git("fast-import", "--quiet", "--date-format=raw", "--done", f"--export-marks={marks}",
-                       input=b"".join(stream), env=env, check=False)
+        res = repo.git(
+            "fast-import",
+            "--quiet",
+            "--date-format=raw",
+            "--done",
+            f"--export-marks={marks}",
+            input=b"".join(stream),
+            env=env,
+            check=False,
+        )
         if res.returncode:
             raise GitError(f"git fast-import failed: {res.stderr.strip()}")
         found = dict(line.split() for line in marks.read_text().splitlines() if line)

@@ -18,16 +18,18 @@ from patchtool.errors import UsageError
 def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Path:
     into = into.absolute()
     if into.is_symlink() or (into.exists() and not into.is_dir()):
-        raise UsageError(f"{into} exists and is not a directory; refusing to replace it",
-                         hint="choose another --into")
+        raise UsageError(f"{into} exists and is not a directory; refusing to replace it", hint="choose another --into")
     if into.exists() and any(into.iterdir()):
         if not replace:
-            raise UsageError(f"{into} exists and is not empty; refusing to overwrite it",
-                             hint="choose another --into, or pass --force to replace a tree "
-                                  "patchtool made there")
+            raise UsageError(
+                f"{into} exists and is not empty; refusing to overwrite it",
+                hint="choose another --into, or pass --force to replace a tree patchtool made there",
+            )
         if not repo.is_worktree(into):
-            raise UsageError(f"{into} is not a tree patchtool made; refusing to replace it",
-                             hint="choose another --into or remove it yourself")
+            raise UsageError(
+                f"{into} is not a tree patchtool made; refusing to replace it",
+                hint="choose another --into or remove it yourself",
+            )
     into.parent.mkdir(parents=True, exist_ok=True)
     beside = fsroot.Root(into.parent)
     for stale in into.parent.glob(f".{into.name}.patchtool-*"):  # left by a killed earlier run
@@ -50,8 +52,7 @@ def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Pa
     return into
 
 
-def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: str,
-                patch_path: Path) -> Path:
+def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: str, patch_path: Path) -> Path:
     """A debugging tree beside ``target``: the patches before the failing one, plus its .rej files."""
     assert last_good is not None
     debug = failed_tree_path(target, patch_id)
@@ -72,8 +73,12 @@ def check_replaceable(repo: git.Repo, path: Path) -> None:
     """UsageError unless ``path`` is absent, an empty directory, or a tree patchtool made there:
     a directory someone else made is never deleted."""
     if path.is_symlink() or (path.exists() and not path.is_dir()):
-        raise UsageError(f"{path} exists and is not a directory; refusing to replace it",
-                         hint="move it away, or choose another --into")
+        raise UsageError(
+            f"{path} exists and is not a directory; refusing to replace it",
+            hint="move it away, or choose another --into",
+        )
     if path.is_dir() and any(path.iterdir()) and not repo.is_worktree(path):
-        raise UsageError(f"{path} exists and is not a tree patchtool made; refusing to replace it",
-                         hint="move it away, or choose another --into")
+        raise UsageError(
+            f"{path} exists and is not a tree patchtool made; refusing to replace it",
+            hint="move it away, or choose another --into",
+        )

@@ -65,7 +65,8 @@ def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:
     """Keep ``value`` for the next command; a cache that cannot be written to (read-only, full) only
     means it is computed again, so a reading command such as ``status`` never fails on it."""
     try:
-        fsroot.Root(git_dir).write(_path(git_dir, kind, key).relative_to(git_dir).as_posix(),
-                                   json.dumps(value, sort_keys=True))
+        fsroot.Root(git_dir).write(
+            _path(git_dir, kind, key).relative_to(git_dir).as_posix(), json.dumps(value, sort_keys=True)
+        )
     except (OSError, PatchtoolError):  # PatchtoolError: a link or a special file where the memo goes
         pass

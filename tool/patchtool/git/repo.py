@@ -58,8 +58,9 @@ class WorktreeEntry:
 class Repo:
     """A git repository addressed by its git directory (bare or not)."""
 
-    def __init__(self, git_dir: Path, *,
-                 ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None) -> None:
+    def __init__(
+        self, git_dir: Path, *, ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+    ) -> None:
         """``ref_guard``: the lock every write of a ref under ``OWN_REFS`` is made under (the
         cache's), so that a ref lock git left there is stale once it is held."""
         self.git_dir = git_dir
@@ -77,14 +78,28 @@ class Repo:
             repo.out("config", args=["gc.auto", "0"])
         return cls(path)
 
-    def git(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
-            input: bytes | None = None, env: dict[str, str] | None = None, check: bool = True) -> Result:
+    def git(
+        self,
+        command: str,
+        *options: str,
+        args: Sequence[str] = (),
+        paths: Sequence[str] | None = None,
+        input: bytes | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+    ) -> Result:
         """Any git command on this repository (for the layer and the tests; the rest of patchtool
         calls the named methods below): data in ``args`` and ``paths``, never in ``options``."""
         return self._runner.run(command, *options, args=args, paths=paths, input=input, env=env, check=check)
 
-    def out(self, command: str, *options: str, args: Sequence[str] = (), paths: Sequence[str] | None = None,
-            env: dict[str, str] | None = None) -> str:
+    def out(
+        self,
+        command: str,
+        *options: str,
+        args: Sequence[str] = (),
+        paths: Sequence[str] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> str:
         """stdout of a git command that must succeed, stripped (for the layer and the tests)."""
         return self._runner.out(command, *options, args=args, paths=paths, env=env)
 
@@ -120,8 +135,9 @@ class Repo:
 
     def idents(self, commit: str) -> tuple[Ident, Ident]:
         """(author, committer) of ``commit``, dates included, to write it again unchanged."""
-        fields = self.out("log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd",
-                          args=[commit]).split("\0")
+        fields = self.out(
+            "log", "-1", "--date=raw", "--format=%an%x00%ae%x00%ad%x00%cn%x00%ce%x00%cd", args=[commit]
+        ).split("\0")
         (a_time, a_tz), (c_time, c_tz) = fields[2].split(), fields[5].split()
         return Ident(fields[0], fields[1], int(a_time), a_tz), Ident(fields[3], fields[4], int(c_time), c_tz)
 
@@ -130,31 +146,52 @@ class Repo:
 
     def refs_containing(self, commit: str, *prefixes: str) -> list[str]:
         """The refs under ``prefixes`` whose history has ``commit`` (none when it is unknown)."""
-        res = self._runner.run("for-each-ref", f"--contains={commit}", "--format=%(refname)", args=prefixes,
-                               check=False)
+        res = self._runner.run(
+            "for-each-ref", f"--contains={commit}", "--format=%(refname)", args=prefixes, check=False
+        )
         return res.stdout.decode("utf-8", "replace").split() if res.returncode == 0 else []
 
     def log(self, base: str, tip: str) -> list[LoggedCommit]:
         """The commits of base..tip, oldest first, in one git process."""
-        out = self._runner.run("log", "--reverse", "-z", "--format=%H%x00%P%x00%s%x00%B",
-                               args=[f"{base}..{tip}"], paths=[]).stdout.decode("utf-8", "replace")
+        out = self._runner.run(
+            "log", "--reverse", "-z", "--format=%H%x00%P%x00%s%x00%B", args=[f"{base}..{tip}"], paths=[]
+        ).stdout.decode("utf-8", "replace")
         fields = out.split("\0")
-        return [LoggedCommit(commit=fields[i], parents=tuple(fields[i + 1].split()), subject=fields[i + 2].strip(),
-                             message=fields[i + 3].strip())
-                for i in range(0, len(fields) - 3, 4)]
+        return [
+            LoggedCommit(
+                commit=fields[i],
+                parents=tuple(fields[i + 1].split()),
+                subject=fields[i + 2].strip(),
+                message=fields[i + 3].strip(),
+            )
+            for i in range(0, len(fields) - 3, 4)
+        ]
 
     def rev_list(self, base: str, tip: str) -> list[str]:
         """The commits of base..tip, oldest first."""
         return self.out("rev-list", "--reverse", args=[f"{base}..{tip}"]).split()
 
-    def update_ref(self, ref: str, new: str, old: str | None = None, *, reason: str | None = None,
-                   reflog: bool = False, check: bool = True) -> str | None:
+    def update_ref(
+        self,
+        ref: str,
+        new: str,
+        old: str | None = None,
+        *,
+        reason: str | None = None,
+        reflog: bool = False,
+        check: bool = True,
+    ) -> str | None:
         """Move ``ref`` to ``new``; ``old=""`` means it must not exist yet. ``reason`` goes to the
         reflog, which ``reflog`` creates. Returns None, or git's complaint when ``check`` is False."""
         options = [*(["--create-reflog"] if reflog else []), *([f"-m{reason}"] if reason else [])]
         with self._writing_ref(ref):
-            res = self._runner.run("update-ref", *options, args=[ref, new, *([old] if old is not None else [])],
-                                   env=_REFLOG_IDENT if reason else None, check=check)
+            res = self._runner.run(
+                "update-ref",
+                *options,
+                args=[ref, new, *([old] if old is not None else [])],
+                env=_REFLOG_IDENT if reason else None,
+                check=check,
+            )
         return res.stderr.strip() if res.returncode else None
 
     def delete_ref(self, ref: str) -> None:
@@ -175,14 +212,15 @@ class Repo:
 
     def interpret_trailers(self, message: str, trailer: str) -> str:
         """``message`` with ``trailer`` added as git adds trailers."""
-        return self._runner.run("interpret-trailers", f"--trailer={trailer}",
-                                input=message.encode()).stdout.decode()
+        return self._runner.run("interpret-trailers", f"--trailer={trailer}", input=message.encode()).stdout.decode()
 
-    def commit_tree(self, tree: str, parents: Sequence[str], message: str, *, author: Ident,
-                    committer: Ident) -> str:
+    def commit_tree(self, tree: str, parents: Sequence[str], message: str, *, author: Ident, committer: Ident) -> str:
         env = {**author.env("AUTHOR"), **committer.env("COMMITTER")}
-        return self._runner.run("commit-tree", *(f"-p{p}" for p in parents), args=[tree], input=message.encode(),
-                                env=env).stdout.decode().strip()
+        return (
+            self._runner.run("commit-tree", *(f"-p{p}" for p in parents), args=[tree], input=message.encode(), env=env)
+            .stdout.decode()
+            .strip()
+        )
 
     # -- writing commits ------------------------------------------------------------------------
     def fast_import(self, stream: Iterable[bytes], *options: str) -> None:
@@ -191,8 +229,9 @@ class Repo:
         process is swept before the next import."""
         for stale in self.git_dir.glob("fast_import_crash_*"):
             stale.unlink(missing_ok=True)
-        running = self._runner.start(Argv("fast-import", ("--quiet", "--date-format=raw", "--done", *options)),
-                                     stdin=True, stdout=False)
+        running = self._runner.start(
+            Argv("fast-import", ("--quiet", "--date-format=raw", "--done", *options)), stdin=True, stdout=False
+        )
         proc = running.popen
         assert proc.stdin is not None and proc.stderr is not None
         try:
@@ -209,8 +248,11 @@ class Repo:
         err = proc.stderr.read()
         if proc.wait() != 0:
             (self.git_dir / f"fast_import_crash_{proc.pid}").unlink(missing_ok=True)
-            lines = [ln for ln in err.decode(errors="replace").splitlines()
-                     if not ln.startswith("fast-import: dumping crash report")]
+            lines = [
+                ln
+                for ln in err.decode(errors="replace").splitlines()
+                if not ln.startswith("fast-import: dumping crash report")
+            ]
             raise GitError(f"git fast-import failed: {chr(10).join(lines).strip()}")
 
     def write_commits(self, parent: str | None, commits: Sequence[NewCommit], *, ref: str) -> list[str]:
@@ -280,32 +322,49 @@ class Repo:
     # -- what changed -----------------------------------------------------------------------------
     def changes(self, base: str, tip: str) -> list[tuple[str, tuple[RawChange, ...]]]:
         """Every commit of base..tip, oldest first, with the files it changes (renames found)."""
-        out = self._runner.run("log", "--reverse", "-z", "--raw", "--no-abbrev", "-M", "--format=%x01%H",
-                               args=[f"{base}..{tip}"], paths=[]).stdout
+        out = self._runner.run(
+            "log", "--reverse", "-z", "--raw", "--no-abbrev", "-M", "--format=%x01%H", args=[f"{base}..{tip}"], paths=[]
+        ).stdout
         return parse_log(out.decode("utf-8", "surrogateescape"))
 
     def diff_raw(self, old: str, new: str) -> tuple[RawChange, ...]:
         """Every file that differs between two commits or trees, with its blobs (no renames)."""
-        out = self._runner.run("diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-commit-id",
-                               args=[old, new]).stdout
+        out = self._runner.run(
+            "diff-tree", "-r", "-z", "--raw", "--no-abbrev", "--no-renames", "--no-commit-id", args=[old, new]
+        ).stdout
         return parse_raw(out.decode("utf-8", "surrogateescape"))
 
     def diff_tree(self, old: str, new: str) -> list[TreeChange]:
         """Every blob that differs between two trees (no rename detection), in path order."""
-        return parse_tree_changes(self._runner.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id",
-                                                   args=[old, new]).stdout)
+        return parse_tree_changes(
+            self._runner.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", args=[old, new]).stdout
+        )
 
     def renames(self, old: str, new: str, sources: Sequence[str]) -> dict[str, str]:
         """Where ``sources`` (paths deleted between the trees ``old`` and ``new``) went: git's rename
         detection with only them as sources and every added file as a candidate, as merge-ort
         limits detection to the paths that matter, which keeps it cheap on a 4,000-file tree."""
-        added = self._runner.run("diff-tree", "-r", "-z", "--name-only", "--diff-filter=A", "--no-commit-id",
-                                 args=[old, new]).stdout.decode("utf-8", "surrogateescape").split("\0")
+        added = (
+            self._runner.run(
+                "diff-tree", "-r", "-z", "--name-only", "--diff-filter=A", "--no-commit-id", args=[old, new]
+            )
+            .stdout.decode("utf-8", "surrogateescape")
+            .split("\0")
+        )
         added = [p for p in added if p]
         if not sources or not added:
             return {}
-        out = self._runner.run("diff-tree", "-r", "-z", "-M", "--diff-filter=R", "--no-commit-id", args=[old, new],
-                               paths=[*sources, *added], env={"GIT_LITERAL_PATHSPECS": "1"}).stdout
+        out = self._runner.run(
+            "diff-tree",
+            "-r",
+            "-z",
+            "-M",
+            "--diff-filter=R",
+            "--no-commit-id",
+            args=[old, new],
+            paths=[*sources, *added],
+            env={"GIT_LITERAL_PATHSPECS": "1"},
+        ).stdout
         return parse_renames(out.decode("utf-8", "surrogateescape"))
 
     def cherry(self, upstream: str, head: str, limit: str) -> set[str]:
@@ -324,13 +383,19 @@ class Repo:
     def format_patches(self, base: str, tip: str) -> Pending[list[str]]:
         """The canonical export of every commit in base..tip, oldest first, in one git process
         that runs while the caller goes on."""
-        return Pending(self._runner, Argv("format-patch", _EXPORT, (f"{base}..{tip}",)),
-                       lambda out: _split_patches(out.decode("utf-8")))
+        return Pending(
+            self._runner,
+            Argv("format-patch", _EXPORT, (f"{base}..{tip}",)),
+            lambda out: _split_patches(out.decode("utf-8")),
+        )
 
     def range_diff(self, old: str, new: str) -> Pending[str]:
         """``git range-diff old new``, running while the caller goes on."""
-        return Pending(self._runner, Argv("range-diff", ("--no-color",), (old, new)),
-                       lambda out: out.decode("utf-8", errors="replace"))
+        return Pending(
+            self._runner,
+            Argv("range-diff", ("--no-color",), (old, new)),
+            lambda out: out.decode("utf-8", errors="replace"),
+        )
 
     # -- places to work: temporary indexes, worktrees, scratch repositories -----------------------
     @contextlib.contextmanager
@@ -354,15 +419,17 @@ class Repo:
         for block in raw.split("\0\0"):
             fields = {key: value for key, _, value in (line.partition(" ") for line in block.split("\0"))}
             if "worktree" in fields:
-                out.append(WorktreeEntry(path=fields["worktree"], branch=fields.get("branch"),
-                                         locked=fields.get("locked")))
+                out.append(
+                    WorktreeEntry(path=fields["worktree"], branch=fields.get("branch"), locked=fields.get("locked"))
+                )
         return out
 
     def is_worktree(self, path: Path) -> bool:
         return any(w.path == str(path) for w in self.worktrees())
 
-    def worktree_add(self, path: Path, rev: str, *, detach: bool = True, checkout: bool = True,
-                     check: bool = True) -> bool:
+    def worktree_add(
+        self, path: Path, rev: str, *, detach: bool = True, checkout: bool = True, check: bool = True
+    ) -> bool:
         """A worktree at ``path`` with ``rev`` checked out: detached, or (``detach=False``) the
         branch ``rev`` names. Without ``checkout`` no file is written yet. False when git refused
         and ``check`` is False."""
@@ -398,15 +465,27 @@ class Repo:
         and with ``allow_local`` plain http and local repositories; any the user gave themselves),
         which git is held to as well."""
         permit(url, allow_local=allow_local)
-        res = self._runner.run("fetch", "--quiet", "--no-tags", args=[url.text, refspec],
-                               env=remote_env(allow_local=allow_local or url.user), check=False)
+        res = self._runner.run(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            args=[url.text, refspec],
+            env=remote_env(allow_local=allow_local or url.user),
+            check=False,
+        )
         if res.returncode != 0:
             raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.strip()}")
 
     def fetch_from(self, other: Repo, refspec: str) -> None:
         """Fetch ``refspec`` from another of patchtool's own repositories (local transport alone)."""
-        res = self._runner.run("fetch", "--quiet", "--no-tags", args=[str(other.git_dir.absolute()), refspec],
-                               env=LOCAL_ONLY_ENV, check=False)
+        res = self._runner.run(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            args=[str(other.git_dir.absolute()), refspec],
+            env=LOCAL_ONLY_ENV,
+            check=False,
+        )
         if res.returncode != 0:
             raise GitError(f"git fetch {other.git_dir} {refspec} failed: {res.stderr.strip()}")
 
@@ -418,7 +497,8 @@ class Repo:
         with tempfile.TemporaryDirectory(prefix="patchtool-scratch-") as tmp:
             scratch = Repo.init_bare(Path(tmp))
             (scratch.git_dir / "objects" / "info" / "alternates").write_text(
-                f"{(self.git_dir / 'objects').absolute()}\n")
+                f"{(self.git_dir / 'objects').absolute()}\n"
+            )
             yield scratch
 
 
@@ -430,10 +510,16 @@ class Index:
         self.path = path
         self.env = {"GIT_INDEX_FILE": str(path)}
 
-    def apply(self, patches: Sequence[Path], *, reverse: bool = False,
-              check: bool = False, verbose: bool = False) -> ApplyResult:
-        args = ["apply", "--cached", *(["--verbose"] if verbose else []), *(["--reverse"] if reverse else []),
-                *(["--check"] if check else [])]
+    def apply(
+        self, patches: Sequence[Path], *, reverse: bool = False, check: bool = False, verbose: bool = False
+    ) -> ApplyResult:
+        args = [
+            "apply",
+            "--cached",
+            *(["--verbose"] if verbose else []),
+            *(["--reverse"] if reverse else []),
+            *(["--check"] if check else []),
+        ]
         res = self.repo.git(*args, args=[str(p) for p in patches], env=self.env, check=False)
         return ApplyResult(res.returncode == 0, res.stderr)
 

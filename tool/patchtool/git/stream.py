@@ -21,8 +21,11 @@ class Ident:
 
     def env(self, role: str) -> dict[str, str]:
         """The ``GIT_<ROLE>_NAME``/``_EMAIL``/``_DATE`` variables that make git record this identity."""
-        return {f"GIT_{role}_NAME": self.name, f"GIT_{role}_EMAIL": self.email,
-                f"GIT_{role}_DATE": f"@{self.timestamp} {self.tz}"}
+        return {
+            f"GIT_{role}_NAME": self.name,
+            f"GIT_{role}_EMAIL": self.email,
+            f"GIT_{role}_DATE": f"@{self.timestamp} {self.tz}",
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,8 +79,12 @@ def commit_stream(parent: str | None, commits: Sequence[NewCommit], ref: str) ->
 def _commit_command(mark: int, c: NewCommit, ref: str, parent: str | None) -> Iterator[bytes]:
     """One ``commit`` command, its new contents inline."""
     message = c.message.encode()
-    yield (f"commit {ref}\nmark :{mark}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n"
-           .encode() + b"data %d\n" % len(message) + message + b"\n")
+    yield (
+        f"commit {ref}\nmark :{mark}\nauthor {c.author.line()}\ncommitter {c.committer.line()}\n".encode()
+        + b"data %d\n" % len(message)
+        + message
+        + b"\n"
+    )
     if parent is not None:
         yield f"from {parent}\n".encode()
     for f in c.files:

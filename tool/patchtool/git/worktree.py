@@ -80,8 +80,7 @@ class Worktree:
         ones included, with its ``git status --porcelain`` code ("UU", " M", "??" ...); nothing
         is staged."""
         out = self._runner.run("status", "--porcelain", "-z", "--no-renames", "--untracked-files=all").stdout
-        return {entry[3:].decode("utf-8", "surrogateescape"): entry[:2].decode() for entry in out.split(b"\0")
-                if entry}
+        return {entry[3:].decode("utf-8", "surrogateescape"): entry[:2].decode() for entry in out.split(b"\0") if entry}
 
     def write_blob(self, data: bytes) -> str:
         """``data`` as a blob in the repository's object store: its SHA."""
@@ -103,8 +102,13 @@ class Worktree:
 
     def commit_empty(self, message: str, *, author: Ident, committer: Ident) -> None:
         """A commit on HEAD that changes nothing, by ``author`` and ``committer``."""
-        self._runner.run("commit", "--allow-empty", "-q", f"--message={message}",
-                         env={**author.env("AUTHOR"), **committer.env("COMMITTER")})
+        self._runner.run(
+            "commit",
+            "--allow-empty",
+            "-q",
+            f"--message={message}",
+            env={**author.env("AUTHOR"), **committer.env("COMMITTER")},
+        )
 
     def apply_rejecting(self, patch: Path) -> None:
         """``git apply --reject``: what applies is applied, the rest left in ``.rej`` files."""
@@ -150,8 +154,9 @@ def user_idents(cwd: Path) -> tuple[Ident, Ident]:
         m = _IDENT_RE.match(res.stdout.decode("utf-8", "replace").strip())
         if res.returncode or m is None:
             said = res.stderr.strip() or f"git var {var} failed"
-            raise UsageError(f"git does not know who you are, so it cannot make the commit: {said}",
-                             hint='git config --global user.name "Your Name" && '
-                                  'git config --global user.email you@example.com')
+            raise UsageError(
+                f"git does not know who you are, so it cannot make the commit: {said}",
+                hint='git config --global user.name "Your Name" && git config --global user.email you@example.com',
+            )
         idents.append(Ident(m.group(1), m.group(2), int(m.group(3)), m.group(4)))
     return idents[0], idents[1]

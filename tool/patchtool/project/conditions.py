@@ -48,31 +48,55 @@ class Revisit:
         observed = f.string("observed", required=False)
         source = f.string("source", required=False)
         f.done()
-        kinds = [k for k, present in (("version", version is not None), ("regex", regex is not None),
-                                      ("flag", flag is not None), ("observed", observed is not None)) if present]
+        kinds = [
+            k
+            for k, present in (
+                ("version", version is not None),
+                ("regex", regex is not None),
+                ("flag", flag is not None),
+                ("observed", observed is not None),
+            )
+            if present
+        ]
         if len(kinds) != 1:
-            f.problem(None, "a revisit condition is exactly one of: version = '<specifier>'; "
-                            "file + regex (+ appears); flag + change; observed + source")
+            f.problem(
+                None,
+                "a revisit condition is exactly one of: version = '<specifier>'; "
+                "file + regex (+ appears); flag + change; observed + source",
+            )
             return None
         if (observed is None) != (source is None):
-            f.problem("source" if source is None else "observed",
-                      "a recorded measurement needs observed = '<what was measured>' and its source")
+            f.problem(
+                "source" if source is None else "observed",
+                "a recorded measurement needs observed = '<what was measured>' and its source",
+            )
             return None
         if regex is not None and file is None:
             f.problem("file", "a regex condition needs the upstream 'file' to search")
             return None
         if flag is not None and (change is None or not flag.startswith("--")):
-            f.problem("change" if change is None else "flag",
-                      "a flag condition needs flag = '--name' and change = 'added' or 'removed'")
+            f.problem(
+                "change" if change is None else "flag",
+                "a flag condition needs flag = '--name' and change = 'added' or 'removed'",
+            )
             return None
         if why is None:
             return None
-        return cls(why=why, version=version, file=file, regex=regex,
-                   appears=True if appears is None else appears, flag=flag, change=change,
-                   observed=observed, source=source)
+        return cls(
+            why=why,
+            version=version,
+            file=file,
+            regex=regex,
+            appears=True if appears is None else appears,
+            flag=flag,
+            change=change,
+            observed=observed,
+            source=source,
+        )
 
-    def evaluate(self, *, version: Version, files: Mapping[str, bytes | None],
-                 field_files: Mapping[str, bytes | None]) -> tuple[bool, str]:
+    def evaluate(
+        self, *, version: Version, files: Mapping[str, bytes | None], field_files: Mapping[str, bytes | None]
+    ) -> tuple[bool, str]:
         """Pure: whether the condition holds for an upstream at ``version`` with these files."""
         if self.version is not None:
             return version in self.version, f"upstream is {version}"

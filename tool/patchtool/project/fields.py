@@ -21,8 +21,7 @@ from patchtool.versions import parse_specifier, parse_version
 
 T = TypeVar("T")
 
-_TYPE_NAMES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "table",
-               float: "number"}
+_TYPE_NAMES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "table", float: "number"}
 
 
 def _type_name(value: object) -> str:
@@ -39,8 +38,9 @@ def _type_name(value: object) -> str:
 class Fields:
     """A view of one table; every accessor records problems instead of raising."""
 
-    def __init__(self, data: Mapping[str, Any], path: str, problems: list[Problem],
-                 *, patch: str | None = None) -> None:
+    def __init__(
+        self, data: Mapping[str, Any], path: str, problems: list[Problem], *, patch: str | None = None
+    ) -> None:
         self.data = data
         self.path = path
         self.problems = problems
@@ -157,29 +157,63 @@ class Fields:
                 self.problem(name, "unknown key", hint="check the spelling against docs/manifest.md")
 
 
+def complete(items: list[T | None]) -> tuple[T, ...] | None:
+    """The items as a tuple, or None when a reader already recorded a problem for one of them."""
+    if any(item is None for item in items):
+        return None
+    return tuple(item for item in items if item is not None)
+
+
 def load_toml(text: str, *, file: str) -> dict[str, Any]:
     """The table in ``text``, the TOML file ``file``; InvalidInput naming the line otherwise.
 
     A byte-order mark is refused, not skipped: tomllib and the other tools that read these
     files refuse it too, so a file patchtool accepted would still break them."""
     if text.startswith("\ufeff"):
-        raise InvalidInput(f"{file} starts with a UTF-8 byte-order mark", file=file, problems=[
-            Problem(file=file, line=1, code="toml",
+        raise InvalidInput(
+            f"{file} starts with a UTF-8 byte-order mark",
+            file=file,
+            problems=[
+                Problem(
+                    file=file,
+                    line=1,
+                    code="toml",
                     message="starts with a UTF-8 byte-order mark; save it without one",
-                    hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not "
-                         "'UTF-8 with BOM')")])
+                    hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')",
+                )
+            ],
+        )
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"at line (\d+)", str(exc))
-        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
-            Problem(file=file, line=int(m.group(1)) if m else None, message=f"not valid TOML: {exc}",
-                    code="toml", hint="fix the syntax at that line")]) from None
+        raise InvalidInput(
+            f"{file} is not valid TOML",
+            file=file,
+            problems=[
+                Problem(
+                    file=file,
+                    line=int(m.group(1)) if m else None,
+                    message=f"not valid TOML: {exc}",
+                    code="toml",
+                    hint="fix the syntax at that line",
+                )
+            ],
+        ) from None
     except (ValueError, RecursionError) as exc:  # an integer past int()'s 4300 digits; arrays nested too deep
         why = "nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
-        raise InvalidInput(f"{file} is not valid TOML", file=file, problems=[
-            Problem(file=file, message=f"not valid TOML: {why}", code="toml",
-                    hint="no real manifest, pin or registry holds such a value: remove it")]) from None
+        raise InvalidInput(
+            f"{file} is not valid TOML",
+            file=file,
+            problems=[
+                Problem(
+                    file=file,
+                    message=f"not valid TOML: {why}",
+                    code="toml",
+                    hint="no real manifest, pin or registry holds such a value: remove it",
+                )
+            ],
+        ) from None
 
 
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
@@ -190,6 +224,7 @@ def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
 
 # -- parsers for Fields.parsed (beside names.PatchId, names.RepoPath): each raises ValueError
 # with the message the user sees --
+
 
 def pep440_version(text: str) -> Version:
     try:
@@ -227,15 +262,17 @@ def key_line(text: str, key: str | None) -> int | None:
             if n >= len(hits):
                 return line
             start = hits[n]
-            nxt = [i for i in range(start + 1, end)
-                   if (m := _HEADER_RE.match(lines[i])) and m.group(1).strip('"') == table]
+            nxt = [
+                i for i in range(start + 1, end) if (m := _HEADER_RE.match(lines[i])) and m.group(1).strip('"') == table
+            ]
             end = nxt[0] if nxt else end
             line = start + 1
             continue
         found = None
         for i in range(start, end):
             if re.match(rf"^\s*{re.escape(name)}\s*=", lines[i]) or re.match(
-                    rf"^\s*\[\s*{re.escape(table)}\s*\]", lines[i]):
+                rf"^\s*\[\s*{re.escape(table)}\s*\]", lines[i]
+            ):
                 found = i
                 break
         if found is None:

@@ -78,8 +78,13 @@ class ResultsFile:
         checks = [CheckResult.read(x) for x in f.tables("checks", required=True)]
         raise_if(problems, f"{file} is not a GPU results file", file=file)
         assert started is not None
-        return cls(file=file, started=started, device=name, capability=capability,
-                   checks=tuple(c for c in checks if c is not None))
+        return cls(
+            file=file,
+            started=started,
+            device=name,
+            capability=capability,
+            checks=tuple(c for c in checks if c is not None),
+        )
 
     @property
     def hardware(self) -> str:
@@ -98,9 +103,14 @@ def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
     problems: list[Problem] = []
     folder = root / RESULTS_DIR
     if folder.is_symlink():  # listed, it would name files outside the repository
-        return [], [Problem(file=RESULTS_DIR, code="gpu-results", message="is a symbolic link; patchtool reads "
-                            "results only from a real directory inside the repository",
-                            hint=f"make {RESULTS_DIR}/ a directory of the results files")]
+        return [], [
+            Problem(
+                file=RESULTS_DIR,
+                code="gpu-results",
+                message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
+                hint=f"make {RESULTS_DIR}/ a directory of the results files",
+            )
+        ]
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = f"{RESULTS_DIR}/{path.name}"
         try:
@@ -152,9 +162,15 @@ class Evidence:
         return f"{self.device} ({self.capability})" if self.device else "no CUDA GPU"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "started": self.started, "device": self.device,
-                "capability": self.capability, "outcome": self.outcome, "current": self.current,
-                "checks": [c.to_dict() for c in self.checks]}
+        return {
+            "file": self.file,
+            "started": self.started,
+            "device": self.device,
+            "capability": self.capability,
+            "outcome": self.outcome,
+            "current": self.current,
+            "checks": [c.to_dict() for c in self.checks],
+        }
 
 
 def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str | None) -> tuple[Evidence, ...]:
@@ -172,8 +188,14 @@ def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str |
         shas = {c.patch_sha256 for c in matched if c.patch_sha256}
         current = None if not shas or patch_sha256 is None else shas == {patch_sha256}
         newest[(run.device, run.capability)] = Evidence(
-            file=run.file, started=run.started, device=run.device, capability=run.capability,
-            outcome=_overall(matched), checks=matched, current=current)
+            file=run.file,
+            started=run.started,
+            device=run.device,
+            capability=run.capability,
+            outcome=_overall(matched),
+            checks=matched,
+            current=current,
+        )
     return tuple(sorted(newest.values(), key=lambda e: e.started, reverse=True))
 
 

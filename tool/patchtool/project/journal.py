@@ -47,10 +47,14 @@ class Record:
     @classmethod
     def from_dict(cls, data: Any) -> Record:
         """The record, or InvalidInput naming the first entry that is not one patchtool writes."""
+
         def bad(why: str) -> InvalidInput:
-            return InvalidInput(f"{why}; refusing to act on it", file=JOURNAL,
-                                hint=f"patchtool writes no such journal: delete {JOURNAL} (and {STAGED}/) "
-                                     "after checking the repository")
+            return InvalidInput(
+                f"{why}; refusing to act on it",
+                file=JOURNAL,
+                hint=f"patchtool writes no such journal: delete {JOURNAL} (and {STAGED}/) "
+                "after checking the repository",
+            )
 
         if not isinstance(data, dict) or data.get("schema") != 1:
             raise bad("not a journal of schema 1")
@@ -73,8 +77,9 @@ class Record:
                 raise bad(f"removal {rel!r} is not a path")
             _check_dest(rel, bad)
         for rel in trees:
-            if not (isinstance(rel, str) and rel.startswith(f"{statedir.STATE_DIR}/")
-                    and not rel.startswith(f"{STAGED}")):
+            if not (
+                isinstance(rel, str) and rel.startswith(f"{statedir.STATE_DIR}/") and not rel.startswith(f"{STAGED}")
+            ):
                 raise bad(f"tree removal {rel!r} is outside {statedir.STATE_DIR}/")
             why = paths.tree_path_problem(rel)
             if why:
@@ -82,8 +87,12 @@ class Record:
         return cls(moves=tuple(out_moves), remove=tuple(remove), remove_trees=tuple(trees))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": 1, "moves": [list(m) for m in self.moves], "remove": list(self.remove),
-                "remove_trees": list(self.remove_trees)}
+        return {
+            "schema": 1,
+            "moves": [list(m) for m in self.moves],
+            "remove": list(self.remove),
+            "remove_trees": list(self.remove_trees),
+        }
 
 
 def _check_dest(rel: str, bad: Any) -> None:
@@ -101,8 +110,9 @@ def _series_file(rel: str) -> bool:
     registry (a ``.toml`` the manifest names), and the top ``.gitignore`` (``init``: it can only
     hide files from git). Nothing else is a journal's to touch, whoever wrote it: a journal in an
     unpacked archive (no git to say it was committed) plants no ``.envrc``."""
-    return (rel in ("patchset.toml", GITIGNORE) or rel.startswith(("patches/", "upstream-pins/"))
-            or rel.endswith(".toml"))
+    return (
+        rel in ("patchset.toml", GITIGNORE) or rel.startswith(("patches/", "upstream-pins/")) or rel.endswith(".toml")
+    )
 
 
 def changed_files(root: Path, files: Mapping[str, str]) -> list[str]:
@@ -112,8 +122,9 @@ def changed_files(root: Path, files: Mapping[str, str]) -> list[str]:
     return [rel for rel, text in files.items() if paths.read_text_if_present(root, rel) != text]
 
 
-def commit(root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (),
-           remove_trees: Sequence[str] = ()) -> list[str]:
+def commit(
+    root: Path, files: Mapping[str, str], *, remove: Sequence[str] = (), remove_trees: Sequence[str] = ()
+) -> list[str]:
     """Write ``files`` (repository path -> text; a byte-identical file is left alone), remove the
     files in ``remove`` and the directories in ``remove_trees``, all or nothing. The paths
     written, then ``-path`` for each file removed."""
@@ -158,10 +169,11 @@ def recover(root: Path) -> list[str]:
     try:
         data = loads_json(paths.read_inside(root, JOURNAL).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidInput(f"the journal cannot be read ({exc}): an interrupted write cannot be finished",
-                           file=JOURNAL,
-                           hint=f"check the repository with `git status`, then delete {JOURNAL} and "
-                                f"{STAGED}/") from None
+        raise InvalidInput(
+            f"the journal cannot be read ({exc}): an interrupted write cannot be finished",
+            file=JOURNAL,
+            hint=f"check the repository with `git status`, then delete {JOURNAL} and {STAGED}/",
+        ) from None
     record = Record.from_dict(data)
     _finish(root, record)
     return [dest for _, dest in record.moves]

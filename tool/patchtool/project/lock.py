@@ -40,8 +40,10 @@ def wait_limit() -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
-        raise UsageError(f"${TIMEOUT_ENV} is {raw!r}: not a number of seconds",
-                         hint=f"give a number, 0 or more (e.g. {TIMEOUT_ENV}=30), or unset it for {DEFAULT_WAIT:g}")
+        raise UsageError(
+            f"${TIMEOUT_ENV} is {raw!r}: not a number of seconds",
+            hint=f"give a number, 0 or more (e.g. {TIMEOUT_ENV}=30), or unset it for {DEFAULT_WAIT:g}",
+        )
     return value
 
 
@@ -72,7 +74,7 @@ def _command_of(pid: str) -> str:
     except OSError:
         return "patchtool"
     names = [os.path.basename(w) for w in argv]
-    after = names[names.index("patchtool") + 1:] if "patchtool" in names else []
+    after = names[names.index("patchtool") + 1 :] if "patchtool" in names else []
     return " ".join(["patchtool", *[w for w in after if not w.startswith("-")][:1]])
 
 
@@ -87,8 +89,10 @@ def wait_for(fd: int, path: Path, *, exclusive: bool, what: str) -> None:
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise Busy(f"another patchtool command ({_holder(path)}) holds the lock on {what}",
-                           hint="wait for it to finish and run this again") from None
+                raise Busy(
+                    f"another patchtool command ({_holder(path)}) holds the lock on {what}",
+                    hint="wait for it to finish and run this again",
+                ) from None
             time.sleep(0.05)
 
 

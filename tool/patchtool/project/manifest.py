@@ -20,7 +20,7 @@ from patchtool.errors import InvalidInput, Problem
 from patchtool.names import PatchId, RepoPath
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, key_line, load_toml, pep440_specifier, raise_if
+from patchtool.project.fields import Fields, complete, key_line, load_toml, pep440_specifier, raise_if
 from patchtool.project.metadata import (
     Evidence,
     Knob,
@@ -35,9 +35,29 @@ from patchtool.project.metadata import (
 from patchtool.project.verification import GPU_CHECKS_DIR, Assumption, GpuCheck, gpu_run_selectors
 
 __all__ = [  # the entry's records are importable from here, where the manifest is
-    "GPU_CHECKS_DIR", "MANIFEST_NAME", "PLACEHOLDER", "SCHEMA", "Assumption", "Dropped", "Evidence", "GpuCheck",
-    "Kind", "Knob", "KnobRelation", "KnobType", "Manifest", "Override", "PatchEntry", "Scalar", "Scope", "Status",
-    "Upstream", "gpu_run_selectors", "key_line", "load", "parse_text",
+    "GPU_CHECKS_DIR",
+    "MANIFEST_NAME",
+    "PLACEHOLDER",
+    "SCHEMA",
+    "Assumption",
+    "Dropped",
+    "Evidence",
+    "GpuCheck",
+    "Kind",
+    "Knob",
+    "KnobRelation",
+    "KnobType",
+    "Manifest",
+    "Override",
+    "PatchEntry",
+    "Scalar",
+    "Scope",
+    "Status",
+    "Upstream",
+    "gpu_run_selectors",
+    "key_line",
+    "load",
+    "parse_text",
 ]
 
 SCHEMA = 1
@@ -97,20 +117,53 @@ class PatchEntry:
                 f.problem(f"assumptions[{i}].id", f"duplicate assumption id {a.id!r}")
             elif a is not None:
                 seen.add(a.id)
-        parts = (ident, file, kind, why, owner, upstream, applies_to, drop_when)
-        if any(p is None for p in parts) or None in evidence + knobs + assumptions + gpu + overrides + drop_if:
+        rows, knob_rows, checks, gpu_rows = complete(evidence), complete(knobs), complete(assumptions), complete(gpu)
+        override_rows, drop_rows = complete(overrides), complete(drop_if)
+        if (
+            ident is None
+            or file is None
+            or kind is None
+            or why is None
+            or owner is None
+            or upstream is None
+            or applies_to is None
+            or drop_when is None
+            or rows is None
+            or knob_rows is None
+            or checks is None
+            or gpu_rows is None
+            or override_rows is None
+            or drop_rows is None
+        ):
             return None
-        return cls(id=ident, file=file, kind=Kind(kind), why=why, owner=owner,  # type: ignore[arg-type]
-                   upstream=upstream, applies_to=applies_to, drop_when=drop_when,  # type: ignore[arg-type]
-                   evidence=tuple(evidence), knobs=tuple(knobs), scope=scope,  # type: ignore[arg-type]
-                   assumptions=tuple(assumptions), gpu_verification=tuple(gpu),  # type: ignore[arg-type]
-                   overrides=tuple(overrides), drop_if=tuple(drop_if))  # type: ignore[arg-type]
+        return cls(
+            id=ident,
+            file=file,
+            kind=Kind(kind),
+            why=why,
+            owner=owner,
+            upstream=upstream,
+            applies_to=applies_to,
+            drop_when=drop_when,
+            evidence=rows,
+            knobs=knob_rows,
+            scope=scope,
+            assumptions=checks,
+            gpu_verification=gpu_rows,
+            overrides=override_rows,
+            drop_if=drop_rows,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "id": self.id, "file": self.file, "kind": self.kind.value, "owner": self.owner,
-            "why": self.why, "upstream": self.upstream.to_dict(),
-            "applies_to": str(self.applies_to), "drop_when": self.drop_when,
+            "id": self.id,
+            "file": self.file,
+            "kind": self.kind.value,
+            "owner": self.owner,
+            "why": self.why,
+            "upstream": self.upstream.to_dict(),
+            "applies_to": str(self.applies_to),
+            "drop_when": self.drop_when,
         }
         if self.scope:
             out["scope"] = self.scope.to_dict()
@@ -162,16 +215,22 @@ class Manifest:
     dropped: tuple[Dropped, ...] = ()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, file: str = MANIFEST_NAME,
-                  line_of: Callable[[str], int | None] = lambda key: None) -> Manifest:
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        file: str = MANIFEST_NAME,
+        line_of: Callable[[str], int | None] = lambda key: None,
+    ) -> Manifest:
         """The manifest in ``data``; ``line_of`` (a dotted key's line in the text, when the
         caller has it) lets a problem that involves two entries name the other one's line."""
         problems: list[Problem] = []
         f = Fields(data, "", problems)
         schema = f.integer("schema")
         if schema is not None and schema != SCHEMA:
-            f.problem("schema", f"unsupported schema {schema}; this patchtool reads schema {SCHEMA}",
-                      hint="upgrade patchtool")
+            f.problem(
+                "schema", f"unsupported schema {schema}; this patchtool reads schema {SCHEMA}", hint="upgrade patchtool"
+            )
         pin = f.parsed("pin", PatchId)
         registry = f.parsed("registry", RepoPath, required=False)
         patch_tables = f.tables("patch", required=False)  # a fork may start with no patch
@@ -185,9 +244,13 @@ class Manifest:
         _check_not_dropped(entries, dropped, dropped_tables, line_of)
         raise_if(problems, f"{file} is not a valid patch set", file=file)
         assert schema is not None and pin is not None
-        return cls(schema=schema, pin=pin, registry=registry,
-                   patches=tuple(e for e in entries if e is not None),
-                   dropped=tuple(d for d in dropped if d is not None))
+        return cls(
+            schema=schema,
+            pin=pin,
+            registry=registry,
+            patches=tuple(e for e in entries if e is not None),
+            dropped=tuple(d for d in dropped if d is not None),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": self.schema, "pin": self.pin}
@@ -205,25 +268,34 @@ class Manifest:
         raise KeyError(patch_id)
 
 
-def _check_unique(entries: list[PatchEntry | None], tables: list[Fields],
-                  problems: list[Problem]) -> None:
+def _check_unique(entries: list[PatchEntry | None], tables: list[Fields], problems: list[Problem]) -> None:
     ids: dict[str, int] = {}
     files: dict[str, int] = {}
     for i, (entry, f) in enumerate(zip(entries, tables, strict=True)):
         if entry is None:
             continue
         if entry.id in ids:
-            f.problem("id", f"duplicate patch id {entry.id!r} (also patch[{ids[entry.id]}])",
-                      hint="every patch needs its own id")
+            f.problem(
+                "id",
+                f"duplicate patch id {entry.id!r} (also patch[{ids[entry.id]}])",
+                hint="every patch needs its own id",
+            )
         ids.setdefault(entry.id, i)
         if entry.file in files:
-            f.problem("file", f"{entry.file} is listed twice (also patch[{files[entry.file]}])",
-                      hint="a patch appears once in the series; remove the duplicate entry")
+            f.problem(
+                "file",
+                f"{entry.file} is listed twice (also patch[{files[entry.file]}])",
+                hint="a patch appears once in the series; remove the duplicate entry",
+            )
         files.setdefault(entry.file, i)
 
 
-def _check_not_dropped(entries: list[PatchEntry | None], dropped: list[Dropped | None],
-                       tables: list[Fields], line_of: Callable[[str], int | None]) -> None:
+def _check_not_dropped(
+    entries: list[PatchEntry | None],
+    dropped: list[Dropped | None],
+    tables: list[Fields],
+    line_of: Callable[[str], int | None],
+) -> None:
     """An id names one patch: in the series or dropped, never both."""
     active = {e.id: i for i, e in enumerate(entries) if e is not None}
     for d, f in zip(dropped, tables, strict=True):
@@ -231,10 +303,12 @@ def _check_not_dropped(entries: list[PatchEntry | None], dropped: list[Dropped |
             continue
         key = f"patch[{active[d.entry.id]}]"
         line = line_of(f"{key}.id")
-        f.problem("id", f"id {d.entry.id!r} is dropped here and also in the series "
-                        f"({key}{f', line {line}' if line else ''})",
-                  hint="an id is either in the series or dropped: give the new patch its own id, or "
-                       "delete this [[dropped]] entry if it is the same patch come back")
+        f.problem(
+            "id",
+            f"id {d.entry.id!r} is dropped here and also in the series ({key}{f', line {line}' if line else ''})",
+            hint="an id is either in the series or dropped: give the new patch its own id, or "
+            "delete this [[dropped]] entry if it is the same patch come back",
+        )
 
 
 def parse_text(text: str, *, file: str = MANIFEST_NAME) -> Manifest:
@@ -242,8 +316,9 @@ def parse_text(text: str, *, file: str = MANIFEST_NAME) -> Manifest:
     try:
         return Manifest.from_dict(data, file=file, line_of=lambda key: key_line(text, key))
     except InvalidInput as exc:
-        raise InvalidInput(exc.message, file=file,
-                           problems=[p.located(line=key_line(text, p.key)) for p in exc.problems]) from None
+        raise InvalidInput(
+            exc.message, file=file, problems=[p.located(line=key_line(text, p.key)) for p in exc.problems]
+        ) from None
 
 
 def load(path: Path) -> Manifest:
@@ -252,10 +327,9 @@ def load(path: Path) -> Manifest:
     try:
         text = read_inside(path.parent, name).decode("utf-8")
     except FileNotFoundError:
-        raise InvalidInput(f"{path} not found", file=name,
-                           hint="run patchtool from the patch repository (where patchset.toml is)") from None
+        raise InvalidInput(
+            f"{path} not found", file=name, hint="run patchtool from the patch repository (where patchset.toml is)"
+        ) from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path} is not UTF-8: {exc}", file=name) from None
     return parse_text(text, file=name)
-
-

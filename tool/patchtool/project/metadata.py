@@ -61,8 +61,7 @@ class Upstream:
         present = {k for k, v in details.items() if v is not None} | ({"version"} if version else set())
         missing = [k for k in _STATUS_REQUIRES[st] if k not in present]
         for k in missing:
-            f.problem(k, f"status {st.value!r} needs {k!r}",
-                      hint=f"e.g. status = \"{st.value}\", {k} = \"...\"")
+            f.problem(k, f"status {st.value!r} needs {k!r}", hint=f'e.g. status = "{st.value}", {k} = "..."')
         if st is Status.SUBMITTED and details["url"] and not re.match(r"^https?://", details["url"]):
             f.problem("url", f"{details['url']!r} is not an http(s) URL")
             return None
@@ -158,18 +157,27 @@ class Knob:
             f.problem("name", f"{name!r} is not an environment variable name")
             return None
         if recommended is not None and not recommended:
-            f.problem("recommended", "name at least one role, e.g. { decode = \"0\" }")
+            f.problem("recommended", 'name at least one role, e.g. { decode = "0" }')
             return None
         if None in (name, typ, relation, recommended):
             return None
         assert name and typ and relation and recommended is not None
-        return cls(name=name, type=KnobType(typ), relation=KnobRelation(relation),
-                   recommended=recommended, default=default, note=note)
+        return cls(
+            name=name,
+            type=KnobType(typ),
+            relation=KnobRelation(relation),
+            recommended=recommended,
+            default=default,
+            note=note,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "type": self.type.value,
-                               "relation": self.relation.value,
-                               "recommended": dict(self.recommended)}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "type": self.type.value,
+            "relation": self.relation.value,
+            "recommended": dict(self.recommended),
+        }
         if self.default is not None:
             out["default"] = self.default
         if self.note is not None:

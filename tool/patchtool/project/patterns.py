@@ -17,10 +17,12 @@ import re2  # type: ignore[import-untyped]
 MAX_LENGTH = 2000  # characters: longer than any hand-written guard, short of a generated one
 MAX_MEMORY = 8 << 20  # bytes RE2 may use for one compiled pattern (RE2's own default, made explicit)
 
-UNSUPPORTED_HINT = ("patterns in patchtool's files run on RE2 (linear time): no backreferences (\\1), "
-                    "lookahead or lookbehind ((?=, (?!, (?<=, (?<!), atomic groups or possessive "
-                    "quantifiers, (?x), \\Z (write \\z) or \\u (write \\x{...}); see "
-                    "https://github.com/google/re2/wiki/Syntax")
+UNSUPPORTED_HINT = (
+    "patterns in patchtool's files run on RE2 (linear time): no backreferences (\\1), "
+    "lookahead or lookbehind ((?=, (?!, (?<=, (?<!), atomic groups or possessive "
+    "quantifiers, (?x), \\Z (write \\z) or \\u (write \\x{...}); see "
+    "https://github.com/google/re2/wiki/Syntax"
+)
 
 
 def _options() -> Any:
@@ -45,16 +47,17 @@ class RepoPattern:
     def parse(cls, text: str, *, multiline: bool) -> RepoPattern:
         """The pattern ``text``; ValueError, with the message the user sees, where RE2 refuses it."""
         if len(text) > MAX_LENGTH:
-            raise PatternRefused(f"regular expression of {len(text)} characters is longer than the "
-                                 f"{MAX_LENGTH} patchtool accepts", hint="split it into several guards or "
-                                 "assumptions, or match a shorter, distinctive part")
+            raise PatternRefused(
+                f"regular expression of {len(text)} characters is longer than the {MAX_LENGTH} patchtool accepts",
+                hint="split it into several guards or assumptions, or match a shorter, distinctive part",
+            )
         try:
             compiled = re2.compile(f"(?m){text}" if multiline else text, _OPTIONS)
         except re2.error as exc:
-            why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) \
-                else str(exc)
-            raise PatternRefused(f"invalid regular expression {text!r}: RE2 refuses it: {why}",
-                                 hint=UNSUPPORTED_HINT) from None
+            why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise PatternRefused(
+                f"invalid regular expression {text!r}: RE2 refuses it: {why}", hint=UNSUPPORTED_HINT
+            ) from None
         return cls(pattern=text, multiline=multiline, compiled=compiled)
 
     def search(self, text: str) -> str | None:

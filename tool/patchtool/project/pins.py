@@ -30,8 +30,18 @@ PYPI = SourceUrl.parse(DEFAULT_INDEX)
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
-__all__ = ["PINS_DIR", "Artifact", "GitSource", "Pin", "canonicalize_name", "load_pin", "pin_name", "pin_path",
-           "pin_to_toml", "release_pin_name"]
+__all__ = [
+    "PINS_DIR",
+    "Artifact",
+    "GitSource",
+    "Pin",
+    "canonicalize_name",
+    "load_pin",
+    "pin_name",
+    "pin_path",
+    "pin_to_toml",
+    "release_pin_name",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,8 +79,13 @@ class Artifact:
     tree: str | None = None  # git tree of the normalised import, recorded once verified
 
     def __post_init__(self) -> None:
-        _typed(self, distribution=Distribution, filename=ArtifactFilename, prefix_from_template=PrefixTemplate,
-               prefix_to=TreePrefix)
+        _typed(
+            self,
+            distribution=Distribution,
+            filename=ArtifactFilename,
+            prefix_from_template=PrefixTemplate,
+            prefix_to=TreePrefix,
+        )
         self.prefix_from  # noqa: B018 -- a template that is no safe prefix at this version is refused here
 
     @property
@@ -111,16 +126,27 @@ class Artifact:
         assert prefix_from is not None and prefix_to is not None
         file_dist, file_version = filename.distribution, filename.version
         if canonicalize_name(file_dist) != dist.canonical or file_version != version:
-            f.problem("filename", f"{filename!r} is {file_dist} {file_version}, not {dist} {version}",
-                      hint="the artifact must be the pinned release")
+            f.problem(
+                "filename",
+                f"{filename!r} is {file_dist} {file_version}, not {dist} {version}",
+                hint="the artifact must be the pinned release",
+            )
             return None
         if pin_version is not None and version != pin_version:
             f.problem("version", f"artifact version {version} differs from the pin's {pin_version}")
             return None
-        return cls(distribution=dist, version=version, filename=filename, sha256=sha256,
-                   prefix_from_template=prefix_from, prefix_to=prefix_to,
-                   index=index or SourceUrl.parse(DEFAULT_INDEX, file=file, key=f.key("index")),
-                   url=url, size=size, tree=tree)
+        return cls(
+            distribution=dist,
+            version=version,
+            filename=filename,
+            sha256=sha256,
+            prefix_from_template=prefix_from,
+            prefix_to=prefix_to,
+            index=index or SourceUrl.parse(DEFAULT_INDEX, file=file, key=f.key("index")),
+            url=url,
+            size=size,
+            tree=tree,
+        )
 
 
 def _version(text: str) -> Version:
@@ -203,12 +229,15 @@ class Pin:
         if use is None and not problems:
             use = "artifact" if art is not None else "git"
         if use == "git" and gsrc is not None and gsrc.commit is None:
-            f.problem("git.commit", "the git source is used, so it must name the exact commit",
-                      hint="add commit = \"<40-hex sha of the tag>\"")
+            f.problem(
+                "git.commit",
+                "the git source is used, so it must name the exact commit",
+                hint='add commit = "<40-hex sha of the tag>"',
+            )
         if use == "artifact" and art_fields is None and git_fields is not None:
-            f.problem("use", "use = \"artifact\" but the pin has no [artifact]")
+            f.problem("use", 'use = "artifact" but the pin has no [artifact]')
         if use == "git" and git_fields is None:
-            f.problem("use", "use = \"git\" but the pin has no [git]")
+            f.problem("use", 'use = "git" but the pin has no [git]')
         raise_if(problems, f"{file} is not a valid pin", file=file)
         assert upstream and version and use
         return cls(name=pin, upstream=upstream, version=version, git=gsrc, artifact=art, use=use)
@@ -219,8 +248,9 @@ def pin_name(text: str) -> PinName:
     try:
         return PinName(text)
     except ValueError as exc:
-        raise UsageError(str(exc), hint=f"a pin is named by its file in {PINS_DIR}/ without .toml, "
-                                        "e.g. sglang-0.5.23") from None
+        raise UsageError(
+            str(exc), hint=f"a pin is named by its file in {PINS_DIR}/ without .toml, e.g. sglang-0.5.23"
+        ) from None
 
 
 def release_pin_name(upstream: UpstreamName, version: Version, suffix: str = "") -> PinName:
@@ -228,8 +258,10 @@ def release_pin_name(upstream: UpstreamName, version: Version, suffix: str = "")
     try:
         return PinName(f"{upstream}-{version}{suffix}")
     except ValueError as exc:
-        raise UsageError(f"{upstream} {version} cannot be pinned under a pin name: {exc}",
-                         hint="pin the release by hand under a name of your own") from None
+        raise UsageError(
+            f"{upstream} {version} cannot be pinned under a pin name: {exc}",
+            hint="pin the release by hand under a name of your own",
+        ) from None
 
 
 def pin_path(root: Path, name: str) -> Path:
@@ -243,8 +275,9 @@ def load_pin(root: Path, name: str) -> Pin:
         text = paths.read_inside(root, rel).decode("utf-8")
     except FileNotFoundError:
         known = sorted(p.stem for p in (root / PINS_DIR).glob("*.toml"))
-        raise UsageError(f"no pin named {name!r}: {rel} does not exist", file=rel,
-                         hint=f"known pins: {', '.join(known) or 'none'}") from None
+        raise UsageError(
+            f"no pin named {name!r}: {rel} does not exist", file=rel, hint=f"known pins: {', '.join(known) or 'none'}"
+        ) from None
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{rel} is not UTF-8: {exc}", file=rel) from None
     return Pin.from_dict(load_toml(text, file=rel), name=name, file=rel)
@@ -268,8 +301,13 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
         doc.add("git", tomlio.table(src))
     if pin.artifact:
         a = pin.artifact
-        art: dict[str, Any] = {"index": a.index.text, "distribution": a.distribution, "version": str(a.version),
-                               "filename": a.filename, "sha256": a.sha256}
+        art: dict[str, Any] = {
+            "index": a.index.text,
+            "distribution": a.distribution,
+            "version": str(a.version),
+            "filename": a.filename,
+            "sha256": a.sha256,
+        }
         if a.size:
             art["size"] = a.size
         if a.url:

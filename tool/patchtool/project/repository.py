@@ -41,8 +41,10 @@ class Project:
         for candidate in (start, *start.parents):
             if os.path.lexists(candidate / manifest_mod.MANIFEST_NAME):  # load says what is wrong with it
                 return candidate
-        raise UsageError(f"no {manifest_mod.MANIFEST_NAME} in {start} or any parent",
-                         hint="run patchtool inside the patch repository, or pass --root")
+        raise UsageError(
+            f"no {manifest_mod.MANIFEST_NAME} in {start} or any parent",
+            hint="run patchtool inside the patch repository, or pass --root",
+        )
 
     @classmethod
     def load(cls, root: Path) -> Project:
@@ -51,9 +53,11 @@ class Project:
         command finishes it (``journal.recover``, under the lock), `patchtool recover` too."""
         statedir.refuse_tracked(root)
         if journal.pending(root):
-            raise InvalidInput(f"an interrupted patchtool write is not finished yet ({journal.JOURNAL})",
-                               file=journal.JOURNAL,
-                               hint="run `patchtool recover` (or any writing command) to finish it")
+            raise InvalidInput(
+                f"an interrupted patchtool write is not finished yet ({journal.JOURNAL})",
+                file=journal.JOURNAL,
+                hint="run `patchtool recover` (or any writing command) to finish it",
+            )
         return cls(root=root, manifest=manifest_mod.load(root / manifest_mod.MANIFEST_NAME))
 
     def pin(self, name: str | None = None) -> Pin:
@@ -63,8 +67,10 @@ class Project:
         """Every patch of the series parsed; raises with all the problems at once."""
         loaded, problems = self.try_series()
         if problems:
-            raise InvalidInput(problems[0].render() if len(problems) == 1 else
-                               f"{len(problems)} problems in the patch files", problems=problems)
+            raise InvalidInput(
+                problems[0].render() if len(problems) == 1 else f"{len(problems)} problems in the patch files",
+                problems=problems,
+            )
         return loaded
 
     def try_series(self) -> tuple[list[LoadedPatch], list[Problem]]:
@@ -73,12 +79,19 @@ class Project:
         for entry in self.manifest.patches:
             try:
                 text = read_inside(self.root, entry.file).decode("utf-8")
-                loaded.append(LoadedPatch(entry=entry, patch=PatchFile.parse(text, name=entry.file),
-                                          path=self.root / entry.file))
+                loaded.append(
+                    LoadedPatch(entry=entry, patch=PatchFile.parse(text, name=entry.file), path=self.root / entry.file)
+                )
             except FileNotFoundError:
-                problems.append(Problem(file=entry.file, patch=entry.id, code="missing-file",
-                                        message="patch file does not exist",
-                                        hint="restore it or remove the entry from patchset.toml"))
+                problems.append(
+                    Problem(
+                        file=entry.file,
+                        patch=entry.id,
+                        code="missing-file",
+                        message="patch file does not exist",
+                        hint="restore it or remove the entry from patchset.toml",
+                    )
+                )
             except UnicodeDecodeError as exc:
                 problems.append(Problem(file=entry.file, patch=entry.id, message=f"not UTF-8: {exc}"))
             except InvalidInput as exc:
@@ -92,16 +105,25 @@ class Project:
         for path in sorted((self.root / PATCHES_DIR).glob("*.patch")):
             rel = f"{PATCHES_DIR}/{path.name}"
             if rel not in listed:
-                problems.append(Problem(file=rel, code="orphan",
-                                        message="patch file is not in the series",
-                                        hint="add an entry to patchset.toml or delete the file"))
+                problems.append(
+                    Problem(
+                        file=rel,
+                        code="orphan",
+                        message="patch file is not in the series",
+                        hint="add an entry to patchset.toml or delete the file",
+                    )
+                )
         files = [e.file for e in self.manifest.patches]
         if files != sorted(files):
-            problems.append(Problem(
-                file=manifest_mod.MANIFEST_NAME, code="order",
-                message="patch file names do not sort in series order, so `git am patches/*.patch` "
-                        "would apply them in another order",
-                hint="number the files in series order (0001-..., 0002-...)"))
+            problems.append(
+                Problem(
+                    file=manifest_mod.MANIFEST_NAME,
+                    code="order",
+                    message="patch file names do not sort in series order, so `git am patches/*.patch` "
+                    "would apply them in another order",
+                    hint="number the files in series order (0001-..., 0002-...)",
+                )
+            )
         return problems
 
 
@@ -110,8 +132,7 @@ def manifest_document(root: Path) -> Any:
     of it goes out through ``write_manifest`` (the one TOML writer)."""
     from patchtool.project import tomlio  # tomlkit: only where the manifest is edited
 
-    return tomlio.parse(read_inside(root, manifest_mod.MANIFEST_NAME).decode("utf-8"),
-                        file=manifest_mod.MANIFEST_NAME)
+    return tomlio.parse(read_inside(root, manifest_mod.MANIFEST_NAME).decode("utf-8"), file=manifest_mod.MANIFEST_NAME)
 
 
 def manifest_text(doc: Any) -> str:

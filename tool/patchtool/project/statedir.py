@@ -21,9 +21,11 @@ def ensure(root: Path) -> Path:
     """The state directory, created (with its ``.gitignore``) when missing; refused when it is a
     symbolic link or not a directory."""
     if fsroot.Root(root).kind(STATE_DIR) not in (None, stat.S_IFDIR):
-        raise InvalidInput(f"{STATE_DIR} is not a directory patchtool made (a symbolic link or a file); "
-                           "refusing to write through it", file=STATE_DIR,
-                           hint=f"remove {root / STATE_DIR} and run the command again")
+        raise InvalidInput(
+            f"{STATE_DIR} is not a directory patchtool made (a symbolic link or a file); refusing to write through it",
+            file=STATE_DIR,
+            hint=f"remove {root / STATE_DIR} and run the command again",
+        )
     path = fsroot.Root(root).directory(STATE_DIR)
     if fsroot.Root(root).kind(f"{STATE_DIR}/.gitignore") is None:
         fsroot.Root(root).write(f"{STATE_DIR}/.gitignore", "# patchtool's private state: never commit it\n*\n")
@@ -46,9 +48,11 @@ def refuse_tracked(root: Path) -> None:
     if tracked:  # None: not a git work tree, where nothing can have been committed
         raise InvalidInput(
             f"{STATE_DIR}/ is patchtool's private state, but git tracks {', '.join(tracked[:3])}"
-            f"{' ...' if len(tracked) > 3 else ''}; refusing to act on it", file=tracked[0],
+            f"{' ...' if len(tracked) > 3 else ''}; refusing to act on it",
+            file=tracked[0],
             hint=f"remove it from git (`git rm -r --cached {STATE_DIR}`) and delete {STATE_DIR}/ if you did "
-                 "not create it: a committed journal could name any file")
+            "not create it: a committed journal could name any file",
+        )
 
 
 def tidy(root: Path) -> None:

@@ -38,8 +38,9 @@ def dumps(doc: tomlkit.TOMLDocument | Mapping[str, Any], *, file: str) -> str:
     except tomllib.TOMLDecodeError as exc:
         raise InternalError(f"patchtool produced invalid TOML for {file} ({exc}); nothing was written") from None
     if again != _plain(expected):
-        raise InternalError(f"the TOML patchtool produced for {file} does not read back as written; "
-                            "nothing was written")
+        raise InternalError(
+            f"the TOML patchtool produced for {file} does not read back as written; nothing was written"
+        )
     return text
 
 

@@ -49,8 +49,15 @@ class Assumption:
             return None
         if pattern is not None and count is None and min_count is None:
             min_count = 1
-        return cls(id=ident, file=file, why=why, exists=exists if exists is not None else True,
-                   pattern=pattern, count=count, min_count=min_count)
+        return cls(
+            id=ident,
+            file=file,
+            why=why,
+            exists=exists if exists is not None else True,
+            pattern=pattern,
+            count=count,
+            min_count=min_count,
+        )
 
     def describe(self) -> str:
         if not self.exists:
@@ -108,8 +115,11 @@ class GpuCheck:
 
 GPU_CHECKS_DIR = "tests/gpu"
 _PYTEST_FLAGS = frozenset({"-q", "-v", "-vv", "-x", "-s", "-ra", "-rA", "--no-header"})  # select nothing
-_RUN_FORMS = ("python -m pytest tests/gpu/FILE.py::TEST", "python tests/gpu/run.py [tests/gpu/...]",
-              "nox -s gpu [-- tests/gpu/...]")
+_RUN_FORMS = (
+    "python -m pytest tests/gpu/FILE.py::TEST",
+    "python tests/gpu/run.py [tests/gpu/...]",
+    "nox -s gpu [-- tests/gpu/...]",
+)
 
 
 def gpu_run_selectors(run: str) -> tuple[str, ...]:
@@ -132,18 +142,24 @@ def gpu_run_selectors(run: str) -> tuple[str, ...]:
         rest = argv[4:] if argv[3:4] == ["--"] else argv[3:]
         rest = rest or [GPU_CHECKS_DIR]
     if rest is None:
-        raise ValueError(f"not a command that runs checks under tests/gpu: {_clip(run)}; write one of "
-                         f"{', '.join(repr(f) for f in _RUN_FORMS)}")
+        raise ValueError(
+            f"not a command that runs checks under tests/gpu: {_clip(run)}; write one of "
+            f"{', '.join(repr(f) for f in _RUN_FORMS)}"
+        )
     if not rest:
         raise ValueError(f"{_clip(run)} names no check; name it, e.g. '{_RUN_FORMS[0]}'")
     for arg in rest:
         path = arg.split("::", 1)[0].rstrip("/")
         if arg.startswith("-"):
-            raise ValueError(f"{_clip(run)}: option {arg!r} is not allowed; select checks by node id "
-                             f"({GPU_CHECKS_DIR}/FILE.py::TEST) so results can be matched to them")
+            raise ValueError(
+                f"{_clip(run)}: option {arg!r} is not allowed; select checks by node id "
+                f"({GPU_CHECKS_DIR}/FILE.py::TEST) so results can be matched to them"
+            )
         if path != GPU_CHECKS_DIR and not (path.startswith(f"{GPU_CHECKS_DIR}/") and path.endswith(".py")):
-            raise ValueError(f"{_clip(run)}: {arg!r} is not a check under {GPU_CHECKS_DIR}/ "
-                             f"(a path or node id such as {GPU_CHECKS_DIR}/test_0002_mma.py::test_name)")
+            raise ValueError(
+                f"{_clip(run)}: {arg!r} is not a check under {GPU_CHECKS_DIR}/ "
+                f"(a path or node id such as {GPU_CHECKS_DIR}/test_0002_mma.py::test_name)"
+            )
     return tuple(rest)
 
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import io
 import tokenize
 
-_LAYOUT = frozenset({tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
-                     tokenize.ENCODING})
+_LAYOUT = frozenset(
+    {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
+)
 
 
 def normal_lines(path: str, *data: bytes) -> list[list[str]]:

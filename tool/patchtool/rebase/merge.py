@@ -77,8 +77,14 @@ class PatchMerge:
 class Workspace:
     """The tree a replay builds: ``start``'s files plus the changes made so far, in memory."""
 
-    def __init__(self, repo: git.Repo, reader: git.ObjectReader, start: str, paths: Iterable[str],
-                 renames: Callable[[str], str | None]) -> None:
+    def __init__(
+        self,
+        repo: git.Repo,
+        reader: git.ObjectReader,
+        start: str,
+        paths: Iterable[str],
+        renames: Callable[[str], str | None],
+    ) -> None:
         self.repo = repo
         self.reader = reader
         self.start = start
@@ -135,8 +141,7 @@ class Workspace:
             have = self.get(path)
             if (have is None) != (want is None):
                 return False
-            if have is not None and want is not None and (
-                    have.mode != want.mode or self.data(have) != self.data(want)):
+            if have is not None and want is not None and (have.mode != want.mode or self.data(have) != self.data(want)):
                 return False
         return True
 
@@ -170,8 +175,14 @@ def _is_binary(*contents: bytes) -> bool:
     return any(b"\0" in c[:8000] for c in contents)
 
 
-def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[str, str, str], *,
-                style: str = "merge", commit: str | None = None) -> PatchMerge:
+def merge_patch(
+    ws: Workspace,
+    changes: Sequence[git.RawChange],
+    labels: tuple[str, str, str],
+    *,
+    style: str = "merge",
+    commit: str | None = None,
+) -> PatchMerge:
     """The 3-way merge of one commit of the old chain (``changes``; ``commit``: that commit,
     whose tree says which directories the patch moved) onto the workspace, conflict markers in
     ``style`` (a ``merge.conflictStyle``)."""
@@ -201,22 +212,40 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
             if theirs is None:  # both deleted it
                 continue
             gone.append(c.old_path)
-            conflicts.append(Conflict(c.old_path, ConflictKind.MODIFY_DELETE, (
-                f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch"),
-                base=base, theirs=theirs))
+            conflicts.append(
+                Conflict(
+                    c.old_path,
+                    ConflictKind.MODIFY_DELETE,
+                    (f"CONFLICT (modify/delete): {c.old_path} deleted upstream and modified by the patch"),
+                    base=base,
+                    theirs=theirs,
+                )
+            )
             continue
         if theirs is None and path != c.old_path:  # upstream renamed it, the patch deletes it
-            conflicts.append(Conflict(path, ConflictKind.RENAME_DELETE, (
-                f"CONFLICT (rename/delete): {c.old_path} renamed to {path} upstream and deleted by the patch"),
-                base=base, ours=ours))
+            conflicts.append(
+                Conflict(
+                    path,
+                    ConflictKind.RENAME_DELETE,
+                    (f"CONFLICT (rename/delete): {c.old_path} renamed to {path} upstream and deleted by the patch"),
+                    base=base,
+                    ours=ours,
+                )
+            )
             continue
         if theirs is None:  # the patch deletes the file
             if _same(ws, ours, base):
                 files[path] = None
             else:
-                conflicts.append(Conflict(path, ConflictKind.DELETE_MODIFY, (
-                    f"CONFLICT (delete/modify): {path} changed upstream and deleted by the patch"),
-                    base=base, ours=ours))
+                conflicts.append(
+                    Conflict(
+                        path,
+                        ConflictKind.DELETE_MODIFY,
+                        (f"CONFLICT (delete/modify): {path} changed upstream and deleted by the patch"),
+                        base=base,
+                        ours=ours,
+                    )
+                )
             continue
         target = path if c.new_path == c.old_path else c.new_path
         assert target is not None
@@ -226,8 +255,13 @@ def merge_patch(ws: Workspace, changes: Sequence[git.RawChange], labels: tuple[s
         if target != path:  # the patch renames the file
             existing = ws.get(target)
             if existing is not None:
-                conflicts.append(Conflict(target, ConflictKind.RENAME_ADD, (
-                    f"CONFLICT (rename/add): the patch renames {path} to {target}, which exists upstream")))
+                conflicts.append(
+                    Conflict(
+                        target,
+                        ConflictKind.RENAME_ADD,
+                        (f"CONFLICT (rename/add): the patch renames {path} to {target}, which exists upstream"),
+                    )
+                )
                 continue
             files[path] = None
         merged = _modified(ws, path, target, ours, base, theirs, labels, style)
@@ -267,8 +301,9 @@ def _moved_above(path: str, moves: dict[str, str]) -> tuple[str, str] | None:
     return (d, moves[d]) if d else None
 
 
-def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: dict[str, File | None],
-                      patch_tree: str) -> list[Conflict]:
+def directory_renames(
+    ws: Workspace, changes: Sequence[git.RawChange], files: dict[str, File | None], patch_tree: str
+) -> list[Conflict]:
     """merge-ort's directory rename detection, as conflicts ("file location"): a file upstream
     added in a directory the patch moved away entirely, and a file the patch adds in a directory
     upstream moved away. Each file is taken to where git puts it (the conflict's path) and out of
@@ -283,11 +318,20 @@ def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: di
         if p in touched or f is None or found is None:
             continue
         d, e = found
-        there = e + p[len(d):]
+        there = e + p[len(d) :]
         files[p] = None
-        out.append(Conflict(there, ConflictKind.FILE_LOCATION, (
-            f"CONFLICT (file location): upstream added {p} in {d}, which the patch renamed to {e}; "
-            f"git would put it at {there}, and so it is left there"), ws.data(f), ours=f))
+        out.append(
+            Conflict(
+                there,
+                ConflictKind.FILE_LOCATION,
+                (
+                    f"CONFLICT (file location): upstream added {p} in {d}, which the patch renamed to {e}; "
+                    f"git would put it at {there}, and so it is left there"
+                ),
+                ws.data(f),
+                ours=f,
+            )
+        )
     added = {c.new_path for c in changes if c.new_path and c.new_path != c.old_path}
 
     def upstream_moved(path: str) -> tuple[str, str] | None:
@@ -311,10 +355,19 @@ def directory_renames(ws: Workspace, changes: Sequence[git.RawChange], files: di
         d, e = found
         f = files.pop(c.new_path)
         assert f is not None
-        there = e + c.new_path[len(d):]
-        out.append(Conflict(there, ConflictKind.FILE_LOCATION, (
-            f"CONFLICT (file location): the patch adds {c.new_path} in {d}, which upstream renamed to {e}; "
-            f"git would put it at {there}, and so it is left there"), ws.data(f), theirs=f))
+        there = e + c.new_path[len(d) :]
+        out.append(
+            Conflict(
+                there,
+                ConflictKind.FILE_LOCATION,
+                (
+                    f"CONFLICT (file location): the patch adds {c.new_path} in {d}, which upstream renamed to {e}; "
+                    f"git would put it at {there}, and so it is left there"
+                ),
+                ws.data(f),
+                theirs=f,
+            )
+        )
     return out
 
 
@@ -328,34 +381,67 @@ def in_the_way(ws: Workspace, files: dict[str, File | None]) -> list[tuple[str, 
         if f is None:
             continue
         parts = path.split("/")
-        above = next((a for a in ("/".join(parts[:i]) for i in range(1, len(parts)))
-                      if (files[a] if a in files else ws.get(a)) is not None), None)
+        above = next(
+            (
+                a
+                for a in ("/".join(parts[:i]) for i in range(1, len(parts)))
+                if (files[a] if a in files else ws.get(a)) is not None
+            ),
+            None,
+        )
         if above is not None:
-            aside, way = f"{above}~patch{path[len(above):]}", above
+            aside, way = f"{above}~patch{path[len(above) :]}", above
             why = f"the patch adds {path}, but {above} is a file upstream"
         elif inside := [p for p in ws.files_under(path) if p not in files or files[p] is not None]:
             aside, way = f"{path}~patch", path
             why = f"the patch adds the file {path}, but upstream has a directory there ({inside[0]})"
         else:
             continue
-        out.append((path, Conflict(aside, ConflictKind.FILE_DIRECTORY, f"CONFLICT (file/directory): {why}; "
-                                   f"the patch's file is left at {aside}", ws.data(f), theirs=f, in_the_way=way)))
+        out.append(
+            (
+                path,
+                Conflict(
+                    aside,
+                    ConflictKind.FILE_DIRECTORY,
+                    f"CONFLICT (file/directory): {why}; the patch's file is left at {aside}",
+                    ws.data(f),
+                    theirs=f,
+                    in_the_way=way,
+                ),
+            )
+        )
     return out
 
 
-def _rename_rename(ws: Workspace, was: str, ours_path: str, target: str, ours: File, base: File, theirs: File,
-                   labels: tuple[str, str, str], style: str) -> Conflict:
+def _rename_rename(
+    ws: Workspace,
+    was: str,
+    ours_path: str,
+    target: str,
+    ours: File,
+    base: File,
+    theirs: File,
+    labels: tuple[str, str, str],
+    style: str,
+) -> Conflict:
     """Upstream renamed ``was`` to ``ours_path``, the patch to ``target``: a conflict, as merge-ort
     makes it, with the contents merged at the patch's name and upstream's file left where it is."""
     merged = _content(ws, target, ours, base, theirs, labels, style)
     data = merged.data if isinstance(merged, Conflict) else ws.data(merged)
-    return Conflict(target, ConflictKind.RENAME_RENAME, (
-        f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch"),
-        data, base=base, ours=ours, theirs=theirs)
+    return Conflict(
+        target,
+        ConflictKind.RENAME_RENAME,
+        (f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch"),
+        data,
+        base=base,
+        ours=ours,
+        theirs=theirs,
+    )
 
 
-def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File, labels: tuple[str, str, str],
-           style: str) -> File | Conflict:
+def _added(
+    ws: Workspace, path: str, files: dict[str, File | None], theirs: File, labels: tuple[str, str, str], style: str
+) -> File | Conflict:
     """A file the patch adds: as it is, or merged with the one upstream added there (add/add)."""
     ours = files.get(path) if path in files else ws.get(path)
     if ours is None or (ours.blob == theirs.blob and ours.mode == theirs.mode):
@@ -364,22 +450,36 @@ def _added(ws: Workspace, path: str, files: dict[str, File | None], theirs: File
         return _distinct_types(ws, path, ours, None, theirs)
     merged = _content(ws, path, ours, None, theirs, labels, style)
     if isinstance(merged, Conflict):
-        return dataclasses.replace(merged, kind=ConflictKind.ADD_ADD,
-                                   message=f"CONFLICT (add/add): Merge conflict in {path}")
+        return dataclasses.replace(
+            merged, kind=ConflictKind.ADD_ADD, message=f"CONFLICT (add/add): Merge conflict in {path}"
+        )
     return merged
 
 
-def _modified(ws: Workspace, path: str, target: str, ours: File, base: File, theirs: File,
-              labels: tuple[str, str, str], style: str) -> File | Conflict:
+def _modified(
+    ws: Workspace,
+    path: str,
+    target: str,
+    ours: File,
+    base: File,
+    theirs: File,
+    labels: tuple[str, str, str],
+    style: str,
+) -> File | Conflict:
     """A file the patch modifies (at ``path`` upstream; ``target`` when the patch renames it),
     merged with what upstream made of it: its type, its mode, then its content."""
     if _type(ours.mode) != _type(theirs.mode) and not (_same(ws, ours, base) or _same(ws, theirs, base)):
         return _distinct_types(ws, target, ours, base, theirs)
     mode = _mode(ours.mode, base.mode, theirs.mode)
     if mode is None:
-        return Conflict(target, ConflictKind.MODE, (
-            f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch"),
-            base=base, ours=ours, theirs=theirs)
+        return Conflict(
+            target,
+            ConflictKind.MODE,
+            (f"CONFLICT (mode): {path} has mode {ours.mode} upstream and {theirs.mode} in the patch"),
+            base=base,
+            ours=ours,
+            theirs=theirs,
+        )
     merged = _content(ws, target, ours, base, theirs, labels, style)
     if isinstance(merged, Conflict):
         return merged
@@ -403,11 +503,18 @@ def _distinct_types(ws: Workspace, path: str, ours: File, base: File | None, the
     gitlink): a conflict, upstream's file left at ``path`` and the patch's beside it, as merge-ort
     records one (the base with the side of its own type)."""
     aside = f"{path}~patch"
-    return Conflict(aside, ConflictKind.DISTINCT_TYPES, (
-        f"CONFLICT (distinct types): {path} is a {_type(ours.mode)} upstream and a {_type(theirs.mode)} in the "
-        f"patch; the patch's file is left at {aside}"), ws.data(theirs),
+    return Conflict(
+        aside,
+        ConflictKind.DISTINCT_TYPES,
+        (
+            f"CONFLICT (distinct types): {path} is a {_type(ours.mode)} upstream and a {_type(theirs.mode)} in the "
+            f"patch; the patch's file is left at {aside}"
+        ),
+        ws.data(theirs),
         base=base if base is not None and _type(base.mode) == _type(theirs.mode) else None,
-        theirs=theirs, in_the_way=path)
+        theirs=theirs,
+        in_the_way=path,
+    )
 
 
 def _mode(ours: str, base: str, theirs: str) -> str | None:
@@ -418,8 +525,15 @@ def _mode(ours: str, base: str, theirs: str) -> str | None:
     return None
 
 
-def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: File,
-             labels: tuple[str, str, str], style: str = "merge") -> File | Conflict:
+def _content(
+    ws: Workspace,
+    path: str,
+    ours: File,
+    base: File | None,
+    theirs: File,
+    labels: tuple[str, str, str],
+    style: str = "merge",
+) -> File | Conflict:
     if base is not None and ours.blob is not None and ours.blob == base.blob:
         return theirs
     if base is not None and theirs.blob == base.blob:
@@ -433,13 +547,32 @@ def _content(ws: Workspace, path: str, ours: File, base: File | None, theirs: Fi
     if base is not None and ours_data == base_data:
         return theirs
     if _type(theirs.mode) != "regular file":  # two link targets (or commits) are not merged line by line
-        return Conflict(path, ConflictKind.CONTENT, f"CONFLICT (content): Merge conflict in {path}",
-                        base=base, ours=ours, theirs=theirs)
+        return Conflict(
+            path,
+            ConflictKind.CONTENT,
+            f"CONFLICT (content): Merge conflict in {path}",
+            base=base,
+            ours=ours,
+            theirs=theirs,
+        )
     if _is_binary(ours_data, base_data, theirs_data):
-        return Conflict(path, ConflictKind.BINARY, f"CONFLICT (binary): Merge conflict in {path}",
-                        base=base, ours=ours, theirs=theirs)
+        return Conflict(
+            path,
+            ConflictKind.BINARY,
+            f"CONFLICT (binary): Merge conflict in {path}",
+            base=base,
+            ours=ours,
+            theirs=theirs,
+        )
     data, count = git.merge_file(ws.repo, ours_data, base_data, theirs_data, labels, style=style)
     if count:
-        return Conflict(path, ConflictKind.CONTENT, f"CONFLICT (content): Merge conflict in {path}", data,
-                        base=base, ours=ours, theirs=theirs)
+        return Conflict(
+            path,
+            ConflictKind.CONTENT,
+            f"CONFLICT (content): Merge conflict in {path}",
+            data,
+            base=base,
+            ours=ours,
+            theirs=theirs,
+        )
     return File(theirs.mode, None, data)

@@ -73,8 +73,7 @@ class Refreshed:
 
 def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     repo = cache.repo
-    tip, old_base, record = branch_and_record(project, repo, names,
-                                              "its own commits cannot be told from the series'")
+    tip, old_base, record = branch_and_record(project, repo, names, "its own commits cannot be told from the series'")
     worktree = worktree_of(repo, names)
     require_clean(worktree)
     commits = branch_commits(repo, names, old_base, tip)
@@ -84,8 +83,9 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     series = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
     if not series.ok:
         failed = series.failed
-        raise PatchtoolError(f"the series does not apply at {pin.name} ({failed.id if failed else '?'})",
-                             hint="run `patchtool check`")
+        raise PatchtoolError(
+            f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
+        )
     chain = {r.id: r.commit or "" for r in series.results}
     plan, left_out = _plan(repo, record, commits, loaded)
     start, built = _build(repo, base.commit, plan, loaded, chain, names)
@@ -94,19 +94,31 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
         move_branch(repo, names, worktree, tip, new_tip, "patchtool checkout --refresh")
     repo.update_ref(names.base_ref, base.commit)
     names.save_record(repo, loaded_record(pin.name, base.commit, loaded, chain))
-    shown = tuple({"id": item.ident or (item.source.subject if item.source else ""),
-                   "how": "series" if item.source is None else "edited" if item.edit_from else "yours"}
-                  for item in plan)
-    return Refreshed(branch=names.branch, git_branch=names.short, worktree=str(worktree) if worktree else None,
-                     base=base.commit, tip=new_tip, commits=shown, left_out=tuple(left_out))
+    shown = tuple(
+        {
+            "id": item.ident or (item.source.subject if item.source else ""),
+            "how": "series" if item.source is None else "edited" if item.edit_from else "yours",
+        }
+        for item in plan
+    )
+    return Refreshed(
+        branch=names.branch,
+        git_branch=names.short,
+        worktree=str(worktree) if worktree else None,
+        base=base.commit,
+        tip=new_tip,
+        commits=shown,
+        left_out=tuple(left_out),
+    )
 
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _plan(repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit],
-          loaded: list[LoadedPatch]) -> tuple[list[Item], list[str]]:
+def _plan(
+    repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit], loaded: list[LoadedPatch]
+) -> tuple[list[Item], list[str]]:
     """The rebuilt branch, in the branch's order, and the ids left out (dropped from the series
     since, and unchanged on the branch)."""
     recorded = {p["id"]: p for p in record["patches"]}
@@ -120,7 +132,8 @@ def _plan(repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit],
                 raise RefreshConflict(
                     f"commit {c.commit[:12]} ({c.subject}) carries Patchtool-Id: {ident}, and the series gained "
                     f"a patch {ident} of its own since the checkout; nothing was changed",
-                    hint="give your commit another id (`git commit --amend`, edit the trailer), then refresh")
+                    hint="give your commit another id (`git commit --amend`, edit the trailer), then refresh",
+                )
             plan.append(Item(ident=ident, source=c))
             continue
         unchanged = _sha256(export_commit(repo, c.commit)) == recorded[ident]["sha256"]
@@ -135,9 +148,11 @@ def _plan(repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit],
             continue
         was = recorded[ident].get("commit") or ""
         if not was or not repo.has_object(was):
-            raise RefreshConflict(f"the commit patch {ident} had when the checkout was made is gone from the "
-                                  "cache, so your edit of it cannot be told apart; nothing was changed",
-                                  hint="check out a fresh branch and redo the edit there")
+            raise RefreshConflict(
+                f"the commit patch {ident} had when the checkout was made is gone from the "
+                "cache, so your edit of it cannot be told apart; nothing was changed",
+                hint="check out a fresh branch and redo the edit there",
+            )
         plan.append(Item(ident=ident, source=c, edit_from=was))
     on_branch = {item.ident for item in plan} | set(left_out)
     for n, lp in enumerate(loaded):  # patches the series gained since: at their place in the series
@@ -153,8 +168,9 @@ def _plan(repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit],
     return plan, left_out
 
 
-def _build(repo: git.Repo, base: str, plan: list[Item], loaded: list[LoadedPatch], chain: dict[str, str],
-           names: CheckoutBranch) -> tuple[str, list[str]]:
+def _build(
+    repo: git.Repo, base: str, plan: list[Item], loaded: list[LoadedPatch], chain: dict[str, str], names: CheckoutBranch
+) -> tuple[str, list[str]]:
     """(start, commits): the rebuilt branch is the series' own chain as far as the plan follows
     it, then the plan's commits written on it, in memory first and by one fast-import."""
     by_id = {lp.id: lp for lp in loaded}
@@ -171,9 +187,14 @@ def _build(repo: git.Repo, base: str, plan: list[Item], loaded: list[LoadedPatch
             if item.from_series:
                 assert item.ident is not None
                 lp = by_id[item.ident]
-                files.update(_merge(ws, repo.diff_raw(parents[lp.id], chain[lp.id]),
-                                    f"patch {lp.id} (as the series has it) does not apply where the branch puts it",
-                                    chain[lp.id]))
+                files.update(
+                    _merge(
+                        ws,
+                        repo.diff_raw(parents[lp.id], chain[lp.id]),
+                        f"patch {lp.id} (as the series has it) does not apply where the branch puts it",
+                        chain[lp.id],
+                    )
+                )
                 ws.update(files)
                 message = commit_message(lp)
                 author = git.Ident(lp.patch.author_name, lp.patch.author_email, 0)
@@ -181,28 +202,42 @@ def _build(repo: git.Repo, base: str, plan: list[Item], loaded: list[LoadedPatch
             if item.source is not None:
                 c = item.source
                 old = item.edit_from or f"{c.commit}^"
-                what = (f"your edit of patch {item.ident} (commit {c.commit[:12]}, {c.subject}) conflicts with the "
-                        "series' current version of it" if item.edit_from else
-                        f"your commit {c.commit[:12]} ({c.subject}) does not apply on the current series")
+                what = (
+                    f"your edit of patch {item.ident} (commit {c.commit[:12]}, {c.subject}) conflicts with the "
+                    "series' current version of it"
+                    if item.edit_from
+                    else f"your commit {c.commit[:12]} ({c.subject}) does not apply on the current series"
+                )
                 edit = _merge(ws, repo.diff_raw(old, c.commit), what, c.commit)
                 ws.update(edit)
                 files.update(edit)
                 message = c.message.rstrip("\n") + "\n"
                 author, committer = repo.idents(c.commit)
-            writes.append(git.NewCommit(message=message, author=author, committer=committer, files=tuple(
-                git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
-                for path, f in sorted(files.items()))))
+            writes.append(
+                git.NewCommit(
+                    message=message,
+                    author=author,
+                    committer=committer,
+                    files=tuple(
+                        git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
+                        for path, f in sorted(files.items())
+                    ),
+                )
+            )
     built = repo.write_commits(start, writes, ref=names.refresh_ref)
     repo.delete_ref(names.refresh_ref)
     return start, built
 
 
-def _merge(ws: merge.Workspace, changes: tuple[git.RawChange, ...], what: str,
-           commit: str) -> dict[str, merge.File | None]:
+def _merge(
+    ws: merge.Workspace, changes: tuple[git.RawChange, ...], what: str, commit: str
+) -> dict[str, merge.File | None]:
     merged = merge.merge_patch(ws, changes, ("current series", "checkout", "yours"), commit=commit)
     if not merged.clean:
-        raise RefreshConflict(f"{what}: {'; '.join(c.message for c in merged.conflicts)}; nothing was changed",
-                              hint="resolve it by hand: take the commit out of the branch (`git rebase -i`) and "
-                                   "refresh, then redo it on top; or check out a fresh branch "
-                                   "(`patchtool checkout --branch NEW`) and redo it there")
+        raise RefreshConflict(
+            f"{what}: {'; '.join(c.message for c in merged.conflicts)}; nothing was changed",
+            hint="resolve it by hand: take the commit out of the branch (`git rebase -i`) and "
+            "refresh, then redo it on top; or check out a fresh branch "
+            "(`patchtool checkout --branch NEW`) and redo it there",
+        )
     return merged.files

@@ -42,8 +42,7 @@ class PatchOutcome(enum.StrEnum):
 
     @property
     def applied(self) -> bool:
-        return self in (PatchOutcome.UNCHANGED, PatchOutcome.SHIFTED, PatchOutcome.MERGED,
-                        PatchOutcome.PARTLY_UPSTREAM)
+        return self in (PatchOutcome.UNCHANGED, PatchOutcome.SHIFTED, PatchOutcome.MERGED, PatchOutcome.PARTLY_UPSTREAM)
 
     @property
     def stops(self) -> bool:
@@ -132,8 +131,10 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
     result = apply_series(repo, base.commit, loaded, commit=True)
     if not result.ok:
         failed = result.failed
-        raise PatchtoolError(f"the series does not apply at its current pin ({failed.id if failed else '?'}); "
-                             "fix that first", hint="run `patchtool check`")
+        raise PatchtoolError(
+            f"the series does not apply at its current pin ({failed.id if failed else '?'}); fix that first",
+            hint="run `patchtool check`",
+        )
     chain = (base.commit, *(r.commit for r in result.results if r.commit))
     if len(chain) > 1:
         repo.update_ref(ref, chain[-1])
@@ -151,8 +152,9 @@ def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.R
     if isinstance(known, dict):
         return {c: tuple(git.RawChange(**f) for f in files) for c, files in known.items()}
     found = dict(repo.changes(chain[0], chain[-1]))
-    memo.remember(repo.git_dir, "changes", key,
-                  {c: [dataclasses.asdict(f) for f in files] for c, files in found.items()})
+    memo.remember(
+        repo.git_dir, "changes", key, {c: [dataclasses.asdict(f) for f in files] for c, files in found.items()}
+    )
     return found
 
 
@@ -176,8 +178,9 @@ class ReplayOptions:
     style: str = "merge"  # the conflict markers' (a ``merge.conflictStyle``)
 
 
-def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch],
-           options: ReplayOptions) -> Replay:
+def replay(
+    repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[LoadedPatch], options: ReplayOptions
+) -> Replay:
     """Replay the patches of ``loaded`` after ``options.done`` onto ``options.parent``.
 
     Stops at the first conflict unless ``keep_going``, in which case the conflicting patch is
@@ -193,18 +196,26 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
     writes: list[tuple[int, git.NewCommit]] = []  # (index in steps, the commit to write)
     left: dict[str, bytes | None] = {}
     unmerged: tuple[merge.Conflict, ...] = ()
-    labels = (f"{new_base.pin.upstream} {new_base.pin.version} + series", f"{old_base.pin.upstream} "
-              f"{old_base.pin.version} + series")
+    labels = (
+        f"{new_base.pin.upstream} {new_base.pin.version} + series",
+        f"{old_base.pin.upstream} {old_base.pin.version} + series",
+    )
     patch_ids = PatchIds(repo, old_base, new_base, chain)
     with repo.reader() as reader:
         # no path is looked up before a patch asks for it: a --continue that stops at the next
         # conflict reads the trees along the files of the patches it reached, not of the whole rest
         ws = merge.Workspace(repo, reader, parent, (), merge.Renames(repo, old_base.tree, new_base.tree))
-        for i in progress.track(range(start, len(loaded)), f"replay onto {new_base.pin.name}", unit="patches",
-                                completed=start, note=lambda i: loaded[i].id):
+        for i in progress.track(
+            range(start, len(loaded)),
+            f"replay onto {new_base.pin.name}",
+            unit="patches",
+            completed=start,
+            note=lambda i: loaded[i].id,
+        ):
             lp = loaded[i]
-            step, files, conflicts = replay_one(ws, chain[i + 1], changes.get(chain[i + 1], ()), lp,
-                                                (*labels, f"patch {lp.id}"), patch_ids, style=style)
+            step, files, conflicts = replay_one(
+                ws, chain[i + 1], changes.get(chain[i + 1], ()), lp, (*labels, f"patch {lp.id}"), patch_ids, style=style
+            )
             if step.outcome.applied and files is not None:
                 ws.update(files)
                 writes.append((len(steps), _commit_of(lp, files)))
@@ -213,8 +224,7 @@ def replay(repo: git.Repo, old_base: Base, new_base: Base, loaded: Sequence[Load
                 unmerged = conflicts
             steps.append(step)
             if step.outcome.stops and not keep_going:
-                steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED)
-                          for p in loaded[i + 1:]]
+                steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED) for p in loaded[i + 1 :]]
                 break
         drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if options.drift else ()
     tip = parent
@@ -238,14 +248,22 @@ def commit_for(repo: git.Repo, tree: str, parent: str, lp: LoadedPatch) -> str:
 
 
 def _commit_of(lp: LoadedPatch, files: dict[str, merge.File | None]) -> git.NewCommit:
-    writes = tuple(git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
-                   for path, f in sorted(files.items()))
+    writes = tuple(
+        git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
+        for path, f in sorted(files.items())
+    )
     author, committer = _idents(lp)
     return git.NewCommit(message=lp.patch.message, author=author, committer=committer, files=writes)
 
 
-def drift_all(reader: git.ObjectReader, old_base: Base, new_base: Base, chain: Sequence[str],
-              loaded: Sequence[LoadedPatch], steps: Sequence[Step]) -> tuple[Drift, ...]:
+def drift_all(
+    reader: git.ObjectReader,
+    old_base: Base,
+    new_base: Base,
+    chain: Sequence[str],
+    loaded: Sequence[LoadedPatch],
+    steps: Sequence[Step],
+) -> tuple[Drift, ...]:
     """Drift of every patch that applied. A file upstream left byte-identical cannot have
     drifted: two ``ls-tree`` calls find those, and only the others are read and scanned."""
     applied = [i for i, lp in enumerate(loaded) if i < len(steps) and steps[i].outcome.applied]
@@ -263,12 +281,20 @@ def _plain(changes: Sequence[git.RawChange]) -> bool:
 Replayed = tuple[Step, dict[str, merge.File | None] | None, tuple[merge.Conflict, ...]]
 
 
-def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawChange], lp: LoadedPatch,
-               labels: tuple[str, str, str], patch_ids: PatchIds | None = None, *,
-               style: str = "merge") -> Replayed:
+def replay_one(
+    ws: merge.Workspace,
+    old_commit: str,
+    changes: Sequence[git.RawChange],
+    lp: LoadedPatch,
+    labels: tuple[str, str, str],
+    patch_ids: PatchIds | None = None,
+    *,
+    style: str = "merge",
+) -> Replayed:
     """One patch onto the workspace: its outcome, the files it leaves (None when it did not
     apply; on a stop, the files for the conflict worktree, markers in ``style`` and all), and
     its merge's conflicts."""
+
     def step(outcome: PatchOutcome, **kw: object) -> Step:
         return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
 
@@ -277,8 +303,9 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     # the tree always comes from the 3-way merge; the text application only labels its result
     forward = apply_patch(ws, diff) if plain else None
     merged = merge.merge_patch(ws, changes, labels, style=style, commit=old_commit)
-    why = already_upstream(ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids,
-                           commit=old_commit, changes=changes)
+    why = already_upstream(
+        ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids, commit=old_commit, changes=changes
+    )
     if why is not None:
         return step(PatchOutcome.UPSTREAM, detail=why), None, ()
     if not merged.clean:
@@ -291,32 +318,58 @@ def replay_one(ws: merge.Workspace, old_commit: str, changes: Sequence[git.RawCh
     # a file the merge took as the patch left it (upstream did not touch it) cannot have moved
     misplaced = () if all(f is None or f in own for f in files.values()) else _placement(ws, lp, changes, files)
     if misplaced:
-        return step(PatchOutcome.CONFLICT, misplaced=misplaced, files=tuple(sorted(files)),
-                    detail="a hunk would land in another function or class than at the old pin"), files, ()
+        return (
+            step(
+                PatchOutcome.CONFLICT,
+                misplaced=misplaced,
+                files=tuple(sorted(files)),
+                detail="a hunk would land in another function or class than at the old pin",
+            ),
+            files,
+            (),
+        )
     done = tuple(sorted(files))
     if forward is not None and _as_applied(ws, forward, files):
         if not forward.moved:
             return step(PatchOutcome.UNCHANGED, files=done), files, ()
-        return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files,
-                ())
+        return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files, ())
     present = hunks_upstream(ws, diff) if forward is None and plain else 0
     renamed = merged.renamed
     if present:
-        return step(PatchOutcome.PARTLY_UPSTREAM, renamed=renamed, files=done,
-                    detail=f"{present} hunk(s) already upstream, the rest applied"), files, ()
-    detail = ("plain context matching would have put it elsewhere; the 3-way merge placed it"
-              if forward is not None else "the context changed; the 3-way merge resolved it")
+        return (
+            step(
+                PatchOutcome.PARTLY_UPSTREAM,
+                renamed=renamed,
+                files=done,
+                detail=f"{present} hunk(s) already upstream, the rest applied",
+            ),
+            files,
+            (),
+        )
+    detail = (
+        "plain context matching would have put it elsewhere; the 3-way merge placed it"
+        if forward is not None
+        else "the context changed; the 3-way merge resolved it"
+    )
     return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files, ()
 
 
-def _stopped(ws: merge.Workspace, changes: Sequence[git.RawChange], merged: merge.PatchMerge,
-             step: Callable[..., Step]) -> tuple[Step, dict[str, merge.File | None]]:
+def _stopped(
+    ws: merge.Workspace, changes: Sequence[git.RawChange], merged: merge.PatchMerge, step: Callable[..., Step]
+) -> tuple[Step, dict[str, merge.File | None]]:
     """A conflict (or a target gone), with the files for its worktree: the merge's, markers and
     all, and the patch's own version of a file upstream deleted."""
-    left = {**merged.files, **{c.path: merge.File(_mode_of(ws, c.path), None, c.data)
-                              for c in merged.conflicts if c.data is not None}}
-    left.update({c.old_path: merge.File(c.new_mode, c.new_blob) for c in changes
-                 if c.old_path in merged.gone and c.new_mode and c.new_blob})
+    left = {
+        **merged.files,
+        **{c.path: merge.File(_mode_of(ws, c.path), None, c.data) for c in merged.conflicts if c.data is not None},
+    }
+    left.update(
+        {
+            c.old_path: merge.File(c.new_mode, c.new_blob)
+            for c in changes
+            if c.old_path in merged.gone and c.new_mode and c.new_blob
+        }
+    )
     conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
     messages = "; ".join(c.message for c in merged.conflicts)
     outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
@@ -345,8 +398,12 @@ def _lines(h: PlacedHunk) -> tuple[str, ...]:
     return h.added or h.removed
 
 
-def _pair(old: PlacedHunk, twins: Sequence[PlacedHunk], candidates: Sequence[PlacedHunk],
-          in_place: Callable[[PlacedHunk], bool]) -> PlacedHunk | None:
+def _pair(
+    old: PlacedHunk,
+    twins: Sequence[PlacedHunk],
+    candidates: Sequence[PlacedHunk],
+    in_place: Callable[[PlacedHunk], bool],
+) -> PlacedHunk | None:
     """The hunk of the merge that carries ``old``: among those with its lines, the one at its
     position where the patch has as many hunks with those lines (``twins``: ``old`` among them, in
     file order) as the merge has, else the first in its own scope, else the first."""
@@ -375,16 +432,18 @@ def changed_hunks(path: str, before: str, after: str) -> list[PlacedHunk]:
             groups.append([block])
     out = []
     for group in groups:
-        added = tuple(line for blk in group for line in b[blk.b_start:blk.b_end])
-        removed = tuple(line for blk in group for line in a[blk.a_start:blk.a_end])
+        added = tuple(line for blk in group for line in b[blk.b_start : blk.b_end])
+        removed = tuple(line for blk in group for line in a[blk.a_start : blk.a_end])
         out.append(PlacedHunk(path, group[0].a_start + 1, group[0].b_start + 1, added, removed, (), ""))
     return out
 
 
-def misplacements(old_hunks: Sequence[PlacedHunk], before: dict[str, str], new_hunks: Sequence[PlacedHunk],
-                  after: dict[str, str]) -> tuple[str, ...]:
+def misplacements(
+    old_hunks: Sequence[PlacedHunk], before: dict[str, str], new_hunks: Sequence[PlacedHunk], after: dict[str, str]
+) -> tuple[str, ...]:
     """Every hunk of the patch (``old_hunks``, at the old pin, ``before`` the texts after the patch
     there) must sit in the same scope among ``new_hunks`` (``after``: the merged texts)."""
+
     def now_at(n: PlacedHunk) -> str:
         text = after.get(n.path)
         return "" if text is None else scope_at(n.path, text, n.new_line).name
@@ -403,16 +462,19 @@ def misplacements(old_hunks: Sequence[PlacedHunk], before: dict[str, str], new_h
             continue
         now = now_at(match)
         if not _same_place(was, now, renamed_away=scope_text(match.path, after_text, was) is None):
-            mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} "
-                              f"(line {match.new_line})")
+            mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} (line {match.new_line})")
     return tuple(mismatches)
 
 
-def _placement(ws: merge.Workspace, lp: LoadedPatch, changes: Sequence[git.RawChange],
-               files: dict[str, merge.File | None]) -> tuple[str, ...]:
+def _placement(
+    ws: merge.Workspace, lp: LoadedPatch, changes: Sequence[git.RawChange], files: dict[str, merge.File | None]
+) -> tuple[str, ...]:
     old_hunks = placed_hunks(lp.patch.model)
-    before = {c.new_path: (ws.reader.blob(c.new_blob) or b"").decode("utf-8", "replace")
-              for c in changes if c.new_path and c.new_blob}
+    before = {
+        c.new_path: (ws.reader.blob(c.new_blob) or b"").decode("utf-8", "replace")
+        for c in changes
+        if c.new_path and c.new_blob
+    }
     after: dict[str, str] = {}
     new_hunks: list[PlacedHunk] = []
     for path, f in files.items():
@@ -425,8 +487,9 @@ def _placement(ws: merge.Workspace, lp: LoadedPatch, changes: Sequence[git.RawCh
     return misplacements(old_hunks, before, new_hunks, after)
 
 
-def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree: str,
-                    lp: LoadedPatch) -> tuple[str, ...]:
+def check_placement(
+    repo: git.Repo, old_commit: str, parent_tree: str, new_tree: str, lp: LoadedPatch
+) -> tuple[str, ...]:
     """``misplacements`` for trees in the repository: the patch at ``old_commit``, merged into
     ``new_tree`` on top of ``parent_tree``."""
     old_hunks = placed_hunks(lp.patch.model)
@@ -443,14 +506,22 @@ def check_placement(repo: git.Repo, old_commit: str, parent_tree: str, new_tree:
     return misplacements(old_hunks, before, new_hunks, after)
 
 
-def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_parent: str,
-             lp: LoadedPatch, *, same: AbstractSet[str] = frozenset()) -> list[Drift]:
+def drift_of(
+    reader: git.ObjectReader,
+    old_base: Base,
+    new_base: Base,
+    old_parent: str,
+    lp: LoadedPatch,
+    *,
+    same: AbstractSet[str] = frozenset(),
+) -> list[Drift]:
     """Regions around the patch's hunks that upstream changed between the two pins (``same``:
     paths known to be identical in both)."""
     hunks = [h for h in placed_hunks(lp.patch.model) if h.preimage and h.path not in same]
     paths = sorted({h.path for h in hunks})
-    blobs = {f"{rev}:{p}": reader.blob(f"{rev}:{p}") for rev in (old_parent, old_base.tree, new_base.tree)
-             for p in paths}
+    blobs = {
+        f"{rev}:{p}": reader.blob(f"{rev}:{p}") for rev in (old_parent, old_base.tree, new_base.tree) for p in paths
+    }
     out: list[Drift] = []
     seen: set[tuple[str, str]] = set()
     for h in hunks:
@@ -459,8 +530,15 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
         if where is None or old is None:
             continue
         if new is None:
-            out.append(Drift(patch=lp.id, path=h.path, scope="<file>", change=DriftChange.GONE,
-                             detail="the file no longer exists upstream"))
+            out.append(
+                Drift(
+                    patch=lp.id,
+                    path=h.path,
+                    scope="<file>",
+                    change=DriftChange.GONE,
+                    detail="the file no longer exists upstream",
+                )
+            )
             continue
         old_text, new_text = old.decode("utf-8", "replace"), new.decode("utf-8", "replace")
         name = scope_at(h.path, where.decode("utf-8", "replace"), h.old_line).name
@@ -470,15 +548,36 @@ def drift_of(reader: git.ObjectReader, old_base: Base, new_base: Base, old_paren
         before, after = scope_text(h.path, old_text, name), scope_text(h.path, new_text, name)
         if before is not None:
             if after is None:
-                out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.GONE,
-                                 detail=f"{name} no longer exists upstream"))
+                out.append(
+                    Drift(
+                        patch=lp.id,
+                        path=h.path,
+                        scope=name,
+                        change=DriftChange.GONE,
+                        detail=f"{name} no longer exists upstream",
+                    )
+                )
             elif before != after:
                 delta = after.count("\n") - before.count("\n")
-                out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.CHANGED,
-                                 detail=f"{name} changed upstream ({delta:+d} lines)"))
+                out.append(
+                    Drift(
+                        patch=lp.id,
+                        path=h.path,
+                        scope=name,
+                        change=DriftChange.CHANGED,
+                        detail=f"{name} changed upstream ({delta:+d} lines)",
+                    )
+                )
             continue
         block = "\n".join(h.preimage)
         if block in old_text and block not in new_text:
-            out.append(Drift(patch=lp.id, path=h.path, scope=name, change=DriftChange.CHANGED,
-                             detail=f"the lines around hunk {h.header} changed upstream"))
+            out.append(
+                Drift(
+                    patch=lp.id,
+                    path=h.path,
+                    scope=name,
+                    change=DriftChange.CHANGED,
+                    detail=f"the lines around hunk {h.header} changed upstream",
+                )
+            )
     return out

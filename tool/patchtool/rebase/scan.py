@@ -47,17 +47,29 @@ class ScanReport:
         return {pid: versions for pid, versions in found.items() if versions}
 
     def to_dict(self) -> dict[str, Any]:
-        details = {pid: {v: s.detail or ", ".join(s.conflicted) for v, s in row.items()
-                         if s.outcome is not PatchOutcome.UNCHANGED and (s.detail or s.conflicted)}
-                   for pid, row in self.steps.items()}
-        shifted = {pid: {v: [m.to_dict() for m in s.shifted] for v, s in row.items() if s.shifted}
-                   for pid, row in self.steps.items()}
-        return {"pin": self.pin, "versions": list(self.versions), "patches": list(self.patches),
-                "matrix": {pid: {v: str(o) for v, o in row.items()} for pid, row in self.matrix.items()},
-                "details": details, "shifted": {pid: row for pid, row in shifted.items() if row},
-                "drift": {v: [d.to_dict() for d in items] for v, items in self.drift.items()},
-                "failed_assumptions": {v: [a.to_dict() for a in items] for v, items in self.failed_assumptions.items()},
-                "revisit": {v: [r.to_dict() for r in items] for v, items in self.revisit.items()}}
+        details = {
+            pid: {
+                v: s.detail or ", ".join(s.conflicted)
+                for v, s in row.items()
+                if s.outcome is not PatchOutcome.UNCHANGED and (s.detail or s.conflicted)
+            }
+            for pid, row in self.steps.items()
+        }
+        shifted = {
+            pid: {v: [m.to_dict() for m in s.shifted] for v, s in row.items() if s.shifted}
+            for pid, row in self.steps.items()
+        }
+        return {
+            "pin": self.pin,
+            "versions": list(self.versions),
+            "patches": list(self.patches),
+            "matrix": {pid: {v: str(o) for v, o in row.items()} for pid, row in self.matrix.items()},
+            "details": details,
+            "shifted": {pid: row for pid, row in shifted.items() if row},
+            "drift": {v: [d.to_dict() for d in items] for v, items in self.drift.items()},
+            "failed_assumptions": {v: [a.to_dict() for a in items] for v, items in self.failed_assumptions.items()},
+            "revisit": {v: [r.to_dict() for r in items] for v, items in self.revisit.items()},
+        }
 
 
 def parse_versions(spec: str, available: list[Version]) -> list[Version]:
@@ -67,24 +79,27 @@ def parse_versions(spec: str, available: list[Version]) -> list[Version]:
         low, high = bounds
         chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
         if not chosen:
-            raise UpstreamError(f"no release between {low} and {high} on the index",
-                                hint=_listed(available))
+            raise UpstreamError(f"no release between {low} and {high} on the index", hint=_listed(available))
         return sorted(chosen)
     try:
         listed = sorted(parse_version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
     if not listed:
-        raise UsageError(f"--versions {spec!r} names no version",
-                         hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22")
+        raise UsageError(
+            f"--versions {spec!r} names no version", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22"
+        )
     return listed
 
 
 def _listed(available: list[Version]) -> str:
     """What the index does list, for a hint: its newest final releases."""
     finals = [str(v) for v in available if not v.is_prerelease][-5:]
-    return f"the newest the index lists: {', '.join(finals)}" if finals else \
-        "the index lists no final release with the pin's wheel tags; check the pin's 'index' and 'distribution'"
+    return (
+        f"the newest the index lists: {', '.join(finals)}"
+        if finals
+        else "the index lists no final release with the pin's wheel tags; check the pin's 'index' and 'distribution'"
+    )
 
 
 def version_range(spec: str) -> tuple[Version, Version] | None:
@@ -96,8 +111,10 @@ def version_range(spec: str) -> tuple[Version, Version] | None:
     except InvalidVersion as exc:
         raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
     if low > high:
-        raise UsageError(f"--versions {spec}: the range is reversed ({low} is newer than {high})",
-                         hint=f"write the oldest first: --versions {high}..{low}")
+        raise UsageError(
+            f"--versions {spec}: the range is reversed ({low} is newer than {high})",
+            hint=f"write the oldest first: --versions {high}..{low}",
+        )
     return low, high
 
 
@@ -132,29 +149,42 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     chain = old_chain(cache.repo, old_base, loaded)
     steps: dict[str, dict[str, Step]] = {lp.id: {} for lp in loaded}
     # downloads and imports one at a time (the cache is locked); the replays side by side
-    bases = [cache.ensure(pin if v == pin.version else release_pin(project.root, pin, v, cache=cache))
-             for v in versions]
+    bases = [
+        cache.ensure(pin if v == pin.version else release_pin(project.root, pin, v, cache=cache)) for v in versions
+    ]
 
     def one(base: Base) -> Replay:
-        return replay(cache.repo, old_base, base, loaded,
-                      ReplayOptions(keep_going=True, drift=True, chain=chain))
+        return replay(cache.repo, old_base, base, loaded, ReplayOptions(keep_going=True, drift=True, chain=chain))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        results = list(progress.track(pool.map(one, bases), f"scan {len(loaded)} patch(es) x {len(bases)} version(s)",
-                                      total=len(bases), unit="versions"))
+        results = list(
+            progress.track(
+                pool.map(one, bases),
+                f"scan {len(loaded)} patch(es) x {len(bases)} version(s)",
+                total=len(bases),
+                unit="versions",
+            )
+        )
     for version, result in zip(versions, results, strict=True):
         for step in result.steps:
             steps[step.id][str(version)] = step
-    found = {str(v): _at(project, cache, base, v, result) for v, base, result in zip(versions, bases, results,
-                                                                                    strict=True)}
-    return ScanReport(pin=pin.name, versions=tuple(str(v) for v in versions),
-                      patches=tuple(lp.id for lp in loaded), steps=steps,
-                      drift={v: f[0] for v, f in found.items()}, failed_assumptions={v: f[1] for v, f in found.items()},
-                      revisit={v: f[2] for v, f in found.items()} if project.manifest.registry else {})
+    found = {
+        str(v): _at(project, cache, base, v, result) for v, base, result in zip(versions, bases, results, strict=True)
+    }
+    return ScanReport(
+        pin=pin.name,
+        versions=tuple(str(v) for v in versions),
+        patches=tuple(lp.id for lp in loaded),
+        steps=steps,
+        drift={v: f[0] for v, f in found.items()},
+        failed_assumptions={v: f[1] for v, f in found.items()},
+        revisit={v: f[2] for v, f in found.items()} if project.manifest.registry else {},
+    )
 
 
-def _at(project: Project, cache: Cache, base: Base, version: Version,
-        result: Replay) -> tuple[tuple[Drift, ...], tuple[AssumptionResult, ...], tuple[RevisitResult, ...]]:
+def _at(
+    project: Project, cache: Cache, base: Base, version: Version, result: Replay
+) -> tuple[tuple[Drift, ...], tuple[AssumptionResult, ...], tuple[RevisitResult, ...]]:
     """At one version: the drift under the patches that applied, the failed assumption checks, and
     the registry's revisit conditions, as a dry-run rebase to that version reports them."""
     from patchtool.registry import entries as reg

@@ -49,11 +49,18 @@ class RebaseState:
         return self.steps[-1].id if self.steps and self.worktree else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "old_pin": self.old_pin, "new_pin": self.new_pin,
-                "new_pin_toml": self.new_pin_toml, "digest": self.digest,
-                "steps": [_step_to_dict(s) for s in self.steps], "tip": self.tip,
-                "skipped": dict(self.skipped), "worktree": self.worktree,
-                **({"widen": True} if self.widen else {})}  # a state without --widen reads as before
+        return {
+            "schema": SCHEMA,
+            "old_pin": self.old_pin,
+            "new_pin": self.new_pin,
+            "new_pin_toml": self.new_pin_toml,
+            "digest": self.digest,
+            "steps": [_step_to_dict(s) for s in self.steps],
+            "tip": self.tip,
+            "skipped": dict(self.skipped),
+            "worktree": self.worktree,
+            **({"widen": True} if self.widen else {}),
+        }  # a state without --widen reads as before
 
     @classmethod
     def from_dict(cls, data: Any, *, root: Path) -> RebaseState:
@@ -85,9 +92,17 @@ class RebaseState:
                 steps.append(_step_from_dict(step))
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"steps[{i}] is not a step ({exc})") from None
-        return cls(old_pin=data["old_pin"], new_pin=data["new_pin"], new_pin_toml=data["new_pin_toml"],
-                   digest=data["digest"], steps=tuple(steps), tip=data["tip"], skipped=dict(skipped),
-                   worktree=worktree, widen=data.get("widen", False))
+        return cls(
+            old_pin=data["old_pin"],
+            new_pin=data["new_pin"],
+            new_pin_toml=data["new_pin_toml"],
+            digest=data["digest"],
+            steps=tuple(steps),
+            tip=data["tip"],
+            skipped=dict(skipped),
+            worktree=worktree,
+            widen=data.get("widen", False),
+        )
 
 
 def _step_to_dict(s: Step) -> dict[str, Any]:
@@ -103,10 +118,19 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
 
     if not all(isinstance(d.get(k), str) for k in ("id", "file")):
         raise ValueError("no id or file")
-    return Step(id=d["id"], file=d["file"], outcome=PatchOutcome(d["outcome"]), commit=d.get("commit"),
-                detail=str(d.get("detail", "")), conflicted=strings("conflicted"), misplaced=strings("misplaced"),
-                renamed=strings("renamed"), shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())),
-                files=strings("files"), upstream_has=strings("upstream_has"))
+    return Step(
+        id=d["id"],
+        file=d["file"],
+        outcome=PatchOutcome(d["outcome"]),
+        commit=d.get("commit"),
+        detail=str(d.get("detail", "")),
+        conflicted=strings("conflicted"),
+        misplaced=strings("misplaced"),
+        renamed=strings("renamed"),
+        shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())),
+        files=strings("files"),
+        upstream_has=strings("upstream_has"),
+    )
 
 
 def save(root: Path, state: RebaseState) -> None:
@@ -123,8 +147,11 @@ def load(root: Path) -> RebaseState | None:
         data = loads_json(paths.read_inside(root, STATE_FILE).decode("utf-8"))
         return RebaseState.from_dict(data, root=root)
     except (OSError, UnicodeDecodeError, ValueError, InvalidInput) as exc:
-        raise InvalidInput(f"the rebase state is not one patchtool wrote ({exc})", file=STATE_FILE,
-                           hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again") from None
+        raise InvalidInput(
+            f"the rebase state is not one patchtool wrote ({exc})",
+            file=STATE_FILE,
+            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again",
+        ) from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -146,8 +173,13 @@ def in_progress(root: Path) -> InProgress | None:
     if state is None:
         return None
     stopped = state.stopped_at
-    return InProgress(old_pin=state.old_pin, new_pin=state.new_pin, done=len(state.steps) - (1 if stopped else 0),
-                      stopped_at=stopped, worktree=state.worktree)
+    return InProgress(
+        old_pin=state.old_pin,
+        new_pin=state.new_pin,
+        done=len(state.steps) - (1 if stopped else 0),
+        stopped_at=stopped,
+        worktree=state.worktree,
+    )
 
 
 def refuse_in_progress(root: Path, command: str) -> None:
@@ -156,6 +188,7 @@ def refuse_in_progress(root: Path, command: str) -> None:
     found = in_progress(root)
     if found is not None:
         where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
-        raise UsageError(f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the "
-                         "series under it",
-                         hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`")
+        raise UsageError(
+            f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the series under it",
+            hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`",
+        )

@@ -31,13 +31,22 @@ class MovedHunk:
         return f"hunk {self.hunk}: line {self.old_line} -> {self.new_line} (offset {self.offset:+d})"
 
     def to_dict(self) -> dict[str, object]:
-        return {"file": self.file, "hunk": self.hunk, "old_line": self.old_line, "new_line": self.new_line,
-                "offset": self.offset}
+        return {
+            "file": self.file,
+            "hunk": self.hunk,
+            "old_line": self.old_line,
+            "new_line": self.new_line,
+            "offset": self.offset,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> MovedHunk:
-        return cls(file=str(data["file"]), hunk=_int(data["hunk"]), old_line=_int(data["old_line"]),
-                   new_line=_int(data["new_line"]))
+        return cls(
+            file=str(data["file"]),
+            hunk=_int(data["hunk"]),
+            old_line=_int(data["old_line"]),
+            new_line=_int(data["new_line"]),
+        )
 
 
 def _int(value: object) -> int:
@@ -51,8 +60,10 @@ def summary(moved: tuple[MovedHunk, ...]) -> str:
     by_file: dict[str, list[MovedHunk]] = {}
     for m in moved:
         by_file.setdefault(m.file, []).append(m)
-    return "; ".join(f"{path}: " + ", ".join(f"hunk {m.hunk} at {m.new_line} ({m.offset:+d})" for m in hunks)
-                     for path, hunks in by_file.items())
+    return "; ".join(
+        f"{path}: " + ", ".join(f"hunk {m.hunk} at {m.new_line} ({m.offset:+d})" for m in hunks)
+        for path, hunks in by_file.items()
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -125,8 +136,11 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
             table[c.dst] = result
             written.append((c.dst, result))
             if not reverse:
-                moved += [MovedHunk(file=c.dst, hunk=n, old_line=at + 1 - off, new_line=at + 1)
-                          for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1) if off]
+                moved += [
+                    MovedHunk(file=c.dst, hunk=n, old_line=at + 1 - off, new_line=at + 1)
+                    for n, (at, off) in enumerate(zip(applied.starts, applied.offsets, strict=True), 1)
+                    if off
+                ]
         if c.src is not None and c.leaves_src:
             table[c.src] = _WAS_DELETED
     # as git writes the index: every path deleted or renamed away first, then every result

@@ -118,8 +118,10 @@ class RebaseReport:
         if self.old_pin == self.new_pin or self.status is RebaseStatus.CONFLICT:
             return ""
         if self.old_pin_admitted_by:
-            return (f"keep pin {self.old_pin}: {', '.join(self.old_pin_admitted_by)} still admit "
-                    f"{self.old_version}; narrow their applies_to before `patchtool pin remove {self.old_pin}`")
+            return (
+                f"keep pin {self.old_pin}: {', '.join(self.old_pin_admitted_by)} still admit "
+                f"{self.old_version}; narrow their applies_to before `patchtool pin remove {self.old_pin}`"
+            )
         return f"`patchtool pin remove {self.old_pin}`: no patch's applies_to admits {self.old_version} any more"
 
     @property
@@ -131,14 +133,19 @@ class RebaseReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "old_pin": self.old_pin, "new_pin": self.new_pin, "old_version": self.old_version,
-            "new_version": self.new_version, "status": str(self.status),
+            "old_pin": self.old_pin,
+            "new_pin": self.new_pin,
+            "old_version": self.old_version,
+            "new_version": self.new_version,
+            "status": str(self.status),
             "patches": [s.to_dict() for s in self.steps],
             "drift": [d.to_dict() for d in self.drift],
             "failed_assumptions": [a.to_dict() for a in self.assumptions if not a.ok],
             "revisit": [r.to_dict() for r in self.revisit if r.holds],
             "drop": [d.to_dict() for d in self.drop],
-            "range_diff": self.range_diff, "worktree": self.worktree, "written": list(self.written),
+            "range_diff": self.range_diff,
+            "worktree": self.worktree,
+            "written": list(self.written),
             # at a conflict stop drift, assumptions, revisits, drop and range_diff are not computed yet
             "partial": self.status is RebaseStatus.CONFLICT,
             "follow_up": list(self.follow_up),
@@ -161,10 +168,16 @@ class Move:
     loaded: tuple[LoadedPatch, ...]
 
     @classmethod
-    def of(cls, project: Project, cache: Cache, old_pin: Pin, new_pin: Pin,
-           loaded: Sequence[LoadedPatch]) -> Move:
-        return cls(project=project, cache=cache, old_pin=old_pin, new_pin=new_pin, old_base=cache.ensure(old_pin),
-                   new_base=cache.ensure(new_pin), loaded=tuple(loaded))
+    def of(cls, project: Project, cache: Cache, old_pin: Pin, new_pin: Pin, loaded: Sequence[LoadedPatch]) -> Move:
+        return cls(
+            project=project,
+            cache=cache,
+            old_pin=old_pin,
+            new_pin=new_pin,
+            old_base=cache.ensure(old_pin),
+            new_base=cache.ensure(new_pin),
+            loaded=tuple(loaded),
+        )
 
 
 def _digest(root: Path) -> str:
@@ -177,11 +190,14 @@ def _digest(root: Path) -> str:
 
 # -- the workflow ------------------------------------------------------------------------------
 
+
 def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: bool = False) -> RebaseReport:
     root = project.root
     if load_state(root) is not None:
-        raise UsageError("a rebase is already in progress",
-                         hint="finish it with `patchtool rebase --continue`, or `--skip`/`--abort`")
+        raise UsageError(
+            "a rebase is already in progress",
+            hint="finish it with `patchtool rebase --continue`, or `--skip`/`--abort`",
+        )
     old_pin = project.pin()
     loaded = project.series()
     if target == "latest":
@@ -189,24 +205,43 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: 
 
         target = str(newest(old_pin, cache, 1)[0])
     version = target_version(target)
-    new_pin = resolve_target(old_pin, target, cache=cache) if version is None else \
-        release_pin(root, old_pin, version, cache=cache)
+    new_pin = (
+        resolve_target(old_pin, target, cache=cache)
+        if version is None
+        else release_pin(root, old_pin, version, cache=cache)
+    )
     move = Move.of(project, cache, old_pin, new_pin, loaded)
     if new_pin.artifact is not None:
         new_pin = dataclasses.replace(new_pin, artifact=dataclasses.replace(new_pin.artifact, tree=move.new_base.tree))
         move = dataclasses.replace(move, new_pin=new_pin)
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
     style = "merge" if dry_run else git.conflict_style(root)
-    result = replay(cache.repo, move.old_base, move.new_base, loaded,
-                    ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style))
+    result = replay(
+        cache.repo,
+        move.old_base,
+        move.new_base,
+        loaded,
+        ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style),
+    )
     if dry_run:
-        return _report(move, result, status=RebaseStatus.DRY_RUN,
-                       range_diff=_range_diff(cache.repo, result, move.new_base), widen=widen)
+        return _report(
+            move,
+            result,
+            status=RebaseStatus.DRY_RUN,
+            range_diff=_range_diff(cache.repo, result, move.new_base),
+            widen=widen,
+        )
     state = RebaseState(
-        old_pin=old_pin.name, new_pin=new_pin.name,
-        new_pin_toml=pin_to_toml(new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by "
-                                                  f"`patchtool rebase` from {old_pin.name}."),
-        digest=_digest(root), steps=_through(result), tip=result.tip, widen=widen)
+        old_pin=old_pin.name,
+        new_pin=new_pin.name,
+        new_pin_toml=pin_to_toml(
+            new_pin, comment=f"{new_pin.upstream} {new_pin.version}: written by `patchtool rebase` from {old_pin.name}."
+        ),
+        digest=_digest(root),
+        steps=_through(result),
+        tip=result.tip,
+        widen=widen,
+    )
     return _advance(move, state, result)
 
 
@@ -222,17 +257,24 @@ def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = 
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip))
         report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree))
         files = ", ".join(stopped.conflicted) or "see the report"
-        resolve = (f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
-                   "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
-                   "tree), then `patchtool rebase --continue`")
+        resolve = (
+            f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
+            "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
+            "tree), then `patchtool rebase --continue`"
+        )
         if stopped.upstream_has:
             raise ApplyConflict(
                 f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}; {stopped.detail}",
-                result=report, data=report,
-                hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; or {resolve}; or `--abort`")
+                result=report,
+                data=report,
+                hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; or {resolve}; or `--abort`",
+            )
         raise ApplyConflict(
-            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}", result=report, data=report,
-            hint=f"{resolve}; or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`")
+            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}",
+            result=report,
+            data=report,
+            hint=f"{resolve}; or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`",
+        )
     if resumed:  # the last stop's worktree, kept for the next stop
         cache.repo.worktree_remove(root / WORKTREE)
     # the two slow git commands of the end run while drift, checks and the report are computed
@@ -254,8 +296,7 @@ def _range_diff(repo: git.Repo, result: Replay, new_base: Base) -> git.Pending[s
 
 
 def _new_pin(state: RebaseState) -> Pin:
-    return Pin.from_dict(tomllib.loads(state.new_pin_toml), name=state.new_pin,
-                         file=f"{PINS_DIR}/{state.new_pin}.toml")
+    return Pin.from_dict(tomllib.loads(state.new_pin_toml), name=state.new_pin, file=f"{PINS_DIR}/{state.new_pin}.toml")
 
 
 def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, widen: bool = False) -> RebaseReport:
@@ -264,28 +305,41 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, wi
     if state is None:
         raise UsageError("no rebase in progress")
     if _digest(root) != state.digest:
-        raise UsageError("patchset.toml or patches/ changed since the rebase started",
-                         hint="restore them, or `patchtool rebase --abort` and start again")
+        raise UsageError(
+            "patchset.toml or patches/ changed since the rebase started",
+            hint="restore them, or `patchtool rebase --abort` and start again",
+        )
     state = dataclasses.replace(state, widen=state.widen or widen)
     if not state.steps:
-        raise InvalidInput("the rebase state names no patch it went through", file=STATE_FILE,
-                           hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again")
+        raise InvalidInput(
+            "the rebase state names no patch it went through",
+            file=STATE_FILE,
+            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again",
+        )
     loaded = project.series()
     repo = cache.repo
     move = Move.of(project, cache, project.pin(state.old_pin), _new_pin(state), loaded)
     if state.worktree is not None:
         state = _record_resolution(project, repo, state, loaded, skip_reason)
     elif skip_reason is not None:
-        raise UsageError("no patch is stopped: the last --continue recorded its resolution before it was interrupted",
-                         hint="`patchtool rebase --continue` goes on from there")
-    result = replay(repo, move.old_base, move.new_base, loaded, ReplayOptions(
-        done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root)))
+        raise UsageError(
+            "no patch is stopped: the last --continue recorded its resolution before it was interrupted",
+            hint="`patchtool rebase --continue` goes on from there",
+        )
+    result = replay(
+        repo,
+        move.old_base,
+        move.new_base,
+        loaded,
+        ReplayOptions(done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root)),
+    )
     state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
     return _advance(move, state, result, resumed=True)
 
 
-def _record_resolution(project: Project, repo: git.Repo, state: RebaseState, loaded: list[LoadedPatch],
-                       skip_reason: str | None) -> RebaseState:
+def _record_resolution(
+    project: Project, repo: git.Repo, state: RebaseState, loaded: list[LoadedPatch], skip_reason: str | None
+) -> RebaseState:
     """The stopped patch's outcome, resolved or skipped, made a commit the replay ref holds and
     written into the state before anything else happens: a process killed after this point
     leaves a state that --continue goes on from, whatever became of the worktree."""
@@ -295,20 +349,24 @@ def _record_resolution(project: Project, repo: git.Repo, state: RebaseState, loa
     worktree = root / WORKTREE
     parent = state.tip
     if skip_reason is not None:
-        steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.DROPPED, commit=None,
-                                        detail=f"skipped: {skip_reason}")
+        steps[-1] = dataclasses.replace(
+            current, outcome=PatchOutcome.DROPPED, commit=None, detail=f"skipped: {skip_reason}"
+        )
         state = dataclasses.replace(state, skipped={**state.skipped, current.id: skip_reason})
     else:
         repo.worktree_repair(worktree)  # the repository may have moved since the stop
         tree = _resolved_tree(worktree, current.conflicted)
         if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
-            raise UsageError(f"the resolution in {worktree} leaves nothing of patch {current.id}: it would be "
-                             "written as an empty patch file",
-                             hint="to drop it, `patchtool rebase --skip --reason '...'` records why; otherwise "
-                                  "put its change back in the worktree and `--continue`")
+            raise UsageError(
+                f"the resolution in {worktree} leaves nothing of patch {current.id}: it would be "
+                "written as an empty patch file",
+                hint="to drop it, `patchtool rebase --skip --reason '...'` records why; otherwise "
+                "put its change back in the worktree and `--continue`",
+            )
         commit = commit_for(repo, tree, parent, loaded[len(steps) - 1])
-        steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.MERGED, commit=commit,
-                                        detail=f"resolved by hand after: {current.detail}")
+        steps[-1] = dataclasses.replace(
+            current, outcome=PatchOutcome.MERGED, commit=commit, detail=f"resolved by hand after: {current.detail}"
+        )
         repo.update_ref(replay_ref(root), commit)  # reachable: no gc takes it before the series is written
         parent = commit
     state = dataclasses.replace(state, steps=tuple(steps), tip=parent, worktree=None)
@@ -336,8 +394,8 @@ def abort(project: Project, cache: Cache) -> None:
 
 # -- conflicts -------------------------------------------------------------------------------
 
-def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, result: Replay, *,
-                       reuse: bool) -> Path:
+
+def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, result: Replay, *, reuse: bool) -> Path:
     """A sparse worktree at the last good commit holding just the files the patch changes, as the
     merge left them in memory (``result.left``: conflict markers and all), each conflict recorded
     in its index as git records one; a checkout of the whole tree would cost seconds per stop.
@@ -355,8 +413,13 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, resu
         else:
             disk.write(rel, data)
     tree = git.Worktree(path)
-    tree.record_unmerged({c.path: _stages(tree, c) for c in result.unmerged
-                          if c.base is not None or c.ours is not None or c.theirs is not None})
+    tree.record_unmerged(
+        {
+            c.path: _stages(tree, c)
+            for c in result.unmerged
+            if c.base is not None or c.ours is not None or c.theirs is not None
+        }
+    )
     return path
 
 
@@ -391,26 +454,47 @@ def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
     tree = git.Worktree(worktree)
     changed = tree.changed()
     backups = sorted(f"{p}.orig" for p in conflicted if changed.get(f"{p}.orig") == "??")
-    marked = [n for n in sorted(changed) if n not in backups and (worktree / n).is_file() and
-              _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))]
+    marked = [
+        n
+        for n in sorted(changed)
+        if n not in backups
+        and (worktree / n).is_file()
+        and _MARKER.search((worktree / n).read_text(encoding="utf-8", errors="replace"))
+    ]
     if marked:
-        raise UsageError(f"conflict markers remain in {', '.join(marked)}",
-                         hint=f"resolve them in {worktree}, then run --continue again")
+        raise UsageError(
+            f"conflict markers remain in {', '.join(marked)}",
+            hint=f"resolve them in {worktree}, then run --continue again",
+        )
     tree.stage_all(leave_out=backups)
     return tree.write_tree()
 
 
 # -- the report ------------------------------------------------------------------------------
 
-def _report(move: Move, result: Replay, *, status: RebaseStatus, worktree: str | None = None,
-            range_diff: git.Pending[str] | None = None, widen: bool = False) -> RebaseReport:
+
+def _report(
+    move: Move,
+    result: Replay,
+    *,
+    status: RebaseStatus,
+    worktree: str | None = None,
+    range_diff: git.Pending[str] | None = None,
+    widen: bool = False,
+) -> RebaseReport:
     """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
     revisits, drop conditions and the range-diff are about the finished series, and come with it."""
     project, repo, old_pin, new_pin, new_base = move.project, move.cache.repo, move.old_pin, move.new_pin, move.new_base
     if status is RebaseStatus.CONFLICT:
-        return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
-                            new_version=str(new_pin.version), status=status, steps=result.steps,
-                            worktree=worktree)
+        return RebaseReport(
+            old_pin=old_pin.name,
+            new_pin=new_pin.name,
+            old_version=str(old_pin.version),
+            new_version=str(new_pin.version),
+            status=status,
+            steps=result.steps,
+            worktree=worktree,
+        )
     from patchtool.registry import entries as reg
     from patchtool.series.checks import check_assumptions
 
@@ -422,19 +506,37 @@ def _report(move: Move, result: Replay, *, status: RebaseStatus, worktree: str |
         revisit = revisit_at(reg.load(project.root, project.manifest.registry), repo, new_base.tree, new_pin.version)
     drop = _drop_due(repo, new_pin, new_base, project.manifest.patches, result.steps)
     widenings = _widenings(project, new_pin, result.steps)
-    follow_up = [f"widen applies_to of {w.patch} ('{w.old}') once verified on {new_pin.version}"
-                 + (f": '{w.new}' admits it (`rebase --widen` writes that)" if w.new and not widen else "")
-                 for w in widenings if not (widen and w.new)]
+    follow_up = [
+        f"widen applies_to of {w.patch} ('{w.old}') once verified on {new_pin.version}"
+        + (f": '{w.new}' admits it (`rebase --widen` writes that)" if w.new and not widen else "")
+        for w in widenings
+        if not (widen and w.new)
+    ]
     widened = {w.patch: w.new for w in widenings if widen and w.new}
     kept = [s.id for s in result.steps if s.outcome.applied]
-    admitting = tuple(e.id for e in project.manifest.patches if e.id in kept and old_pin.version in (
-        SpecifierSet(widened[e.id]) if e.id in widened else e.applies_to))
-    return RebaseReport(old_pin=old_pin.name, new_pin=new_pin.name, old_version=str(old_pin.version),
-                        new_version=str(new_pin.version), status=status, steps=result.steps,
-                        drift=result.drift, assumptions=tuple(assumptions), revisit=tuple(revisit),
-                        drop=tuple(drop), range_diff=range_diff.result() if range_diff else "", worktree=worktree,
-                        follow_up=tuple(follow_up), widen=widen, widenings=tuple(widenings),
-                        old_pin_admitted_by=admitting)
+    admitting = tuple(
+        e.id
+        for e in project.manifest.patches
+        if e.id in kept and old_pin.version in (SpecifierSet(widened[e.id]) if e.id in widened else e.applies_to)
+    )
+    return RebaseReport(
+        old_pin=old_pin.name,
+        new_pin=new_pin.name,
+        old_version=str(old_pin.version),
+        new_version=str(new_pin.version),
+        status=status,
+        steps=result.steps,
+        drift=result.drift,
+        assumptions=tuple(assumptions),
+        revisit=tuple(revisit),
+        drop=tuple(drop),
+        range_diff=range_diff.result() if range_diff else "",
+        worktree=worktree,
+        follow_up=tuple(follow_up),
+        widen=widen,
+        widenings=tuple(widenings),
+        old_pin_admitted_by=admitting,
+    )
 
 
 def _widenings(project: Project, new_pin: Pin, steps: tuple[Step, ...]) -> list[Widening]:
@@ -442,21 +544,37 @@ def _widenings(project: Project, new_pin: Pin, steps: tuple[Step, ...]) -> list[
     from patchtool.project.widening import widen
 
     applied = {s.id for s in steps if s.outcome.applied}
-    written = {str(t["id"]): str(t["applies_to"]) for t in manifest_document(project.root).get("patch", [])
-               if "id" in t and "applies_to" in t}
-    return [Widening(patch=e.id, old=written.get(e.id, str(e.applies_to)),
-                     new=widen(written.get(e.id, str(e.applies_to)), new_pin.version))
-            for e in project.manifest.patches if e.id in applied and new_pin.version not in e.applies_to]
+    written = {
+        str(t["id"]): str(t["applies_to"])
+        for t in manifest_document(project.root).get("patch", [])
+        if "id" in t and "applies_to" in t
+    }
+    return [
+        Widening(
+            patch=e.id,
+            old=written.get(e.id, str(e.applies_to)),
+            new=widen(written.get(e.id, str(e.applies_to)), new_pin.version),
+        )
+        for e in project.manifest.patches
+        if e.id in applied and new_pin.version not in e.applies_to
+    ]
 
 
-def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...],
-              steps: tuple[Step, ...]) -> list[DropDue]:
-    out = [DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}")
-           for s in steps if s.outcome is PatchOutcome.UPSTREAM]
+def _drop_due(
+    repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...], steps: tuple[Step, ...]
+) -> list[DropDue]:
+    out = [
+        DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}")
+        for s in steps
+        if s.outcome is PatchOutcome.UPSTREAM
+    ]
     paths = sorted({c.file for e in entries for c in e.drop_if if c.file})
     files = repo.cat_files(base.tree, paths)
-    fields = repo.cat_files(base.tree, repo.ls_files(base.tree, ARG_FIELDS_DIR)) if any(
-        c.flag for e in entries for c in e.drop_if) else {}
+    fields = (
+        repo.cat_files(base.tree, repo.ls_files(base.tree, ARG_FIELDS_DIR))
+        if any(c.flag for e in entries for c in e.drop_if)
+        else {}
+    )
     for e in entries:
         for c in e.drop_if:
             holds, detail = c.evaluate(version=pin.version, files=files, field_files=fields)
@@ -467,8 +585,15 @@ def _drop_due(repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, .
 
 # -- the final write -----------------------------------------------------------------------------
 
-def _commit(project: Project, repo: git.Repo, state: RebaseState, result: Replay,
-            report: RebaseReport, exported_chain: git.Pending[list[str]] | None) -> list[str]:
+
+def _commit(
+    project: Project,
+    repo: git.Repo,
+    state: RebaseState,
+    result: Replay,
+    report: RebaseReport,
+    exported_chain: git.Pending[list[str]] | None,
+) -> list[str]:
     """The new series, manifest and pin, and the end of the rebase's state, as one transaction."""
     root = project.root
     files: dict[str, str] = {}
@@ -488,9 +613,13 @@ def _commit(project: Project, repo: git.Repo, state: RebaseState, result: Replay
         elif s.outcome is PatchOutcome.DROPPED:
             dropped[s.id] = state.skipped.get(s.id, s.detail)
     files[MANIFEST_NAME], moved = _rewrite_manifest(
-        root, state.new_pin, new_version, dropped,
+        root,
+        state.new_pin,
+        new_version,
+        dropped,
         {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM},
-        {w.patch: w.new for w in report.widenings if report.widen and w.new})
+        {w.patch: w.new for w in report.widenings if report.widen and w.new},
+    )
     for s in result.steps:
         if s.id in dropped:
             files[moved[s.id]] = paths.read_inside(root, s.file).decode("utf-8")
@@ -501,8 +630,9 @@ def _commit(project: Project, repo: git.Repo, state: RebaseState, result: Replay
     return journal.commit(root, files, remove=removes, remove_trees=[STATE_DIR])
 
 
-def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str, str],
-                      merged: set[str], widened: dict[str, str]) -> tuple[str, dict[str, str]]:
+def _rewrite_manifest(
+    root: Path, new_pin: str, version: str, dropped: dict[str, str], merged: set[str], widened: dict[str, str]
+) -> tuple[str, dict[str, str]]:
     """The manifest with the fields the rebase owns changed (and, with --widen, ``applies_to``),
     comments and everything else kept; and where each dropped patch's file goes."""
     from patchtool.project import tomlio  # tomlkit: only the finishing command edits the manifest
@@ -525,5 +655,16 @@ def _rewrite_manifest(root: Path, new_pin: str, version: str, dropped: dict[str,
     return manifest_text(doc), moved
 
 
-__all__ = ["STATE_DIR", "InProgress", "RebaseReport", "RebaseStatus", "Widening", "abort", "in_progress", "old_chain",
-           "refuse_in_progress", "resume", "start"]
+__all__ = [
+    "STATE_DIR",
+    "InProgress",
+    "RebaseReport",
+    "RebaseStatus",
+    "Widening",
+    "abort",
+    "in_progress",
+    "old_chain",
+    "refuse_in_progress",
+    "resume",
+    "start",
+]

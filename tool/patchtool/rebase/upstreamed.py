@@ -31,9 +31,16 @@ IN_REVERSE = "it applies in reverse on the target"
 IN_OTHER_FORM = "upstream has it (differs in whitespace/formatting)"
 
 
-def already_upstream(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge, *, try_reverse: bool,
-                     patch_ids: PatchIds | None, commit: str,
-                     changes: Sequence[git.RawChange] = ()) -> str | None:
+def already_upstream(
+    ws: merge.Workspace,
+    diff: Diff,
+    merged: merge.PatchMerge,
+    *,
+    try_reverse: bool,
+    patch_ids: PatchIds | None,
+    commit: str,
+    changes: Sequence[git.RawChange] = (),
+) -> str | None:
     """Why the patch (``diff``, its commit on the old pin ``commit``) is already in the tree ``ws``
     builds, or None. ``merged``: the patch merged onto that tree; ``try_reverse``: whether to try
     it in reverse (a plain patch, no renames or mode changes, that does not apply forward);
@@ -68,9 +75,14 @@ def applies_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.Ra
         placed = textpatch.apply(lines_of(after), f.hunks)  # the patch again, onto what reversing left
         base, left = lines_of(before.decode("utf-8", "surrogateescape")), lines_of(after)
         blocks = textpatch.diff(base, left)
-        if placed is None or not all(_maps(blocks, h.old_start - 1 if h.old_start else 0, at - sum(
-                len(g.image(False)[1]) - len(g.image(False)[0]) for g in f.hunks[:n]))
-                for n, (h, at) in enumerate(zip(f.hunks, placed.starts, strict=True))):
+        if placed is None or not all(
+            _maps(
+                blocks,
+                h.old_start - 1 if h.old_start else 0,
+                at - sum(len(g.image(False)[1]) - len(g.image(False)[0]) for g in f.hunks[:n]),
+            )
+            for n, (h, at) in enumerate(zip(f.hunks, placed.starts, strict=True))
+        ):
             return False
     return True
 
@@ -103,8 +115,10 @@ class PatchIds:
             self._found = self.repo.cherry(self.new_base.commit, self.chain[-1], self.chain[0])
         if commit not in self._found:
             return None
-        return (f"its patch-id matches a commit upstream made between {self.old_base.pin.version} and "
-                f"{self.new_base.pin.version}")
+        return (
+            f"its patch-id matches a commit upstream made between {self.old_base.pin.version} and "
+            f"{self.new_base.pin.version}"
+        )
 
 
 def hunks_upstream(ws: merge.Workspace, diff: Diff) -> int:
@@ -120,8 +134,11 @@ def hunks_upstream(ws: merge.Workspace, diff: Diff) -> int:
         if text is None:
             continue
         lines = lines_of(text)
-        present += sum(1 for h in f.hunks
-                       if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None)
+        present += sum(
+            1
+            for h in f.hunks
+            if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None
+        )
     return present if present < total else 0
 
 
@@ -162,9 +179,12 @@ def _where(path: str, base: bytes, theirs: bytes, ours: bytes) -> list[str]:
         if block.b_start == block.b_end:
             out.append(f"{path}: the lines the patch removes ({block.a_start + 1}-{block.a_end}) are not upstream")
             continue
-        want = norm_theirs[block.b_start:block.b_end]
-        at = next((i for i in range(len(norm_ours) - len(want) + 1) if norm_ours[i:i + len(want)] == want), None)
+        want = norm_theirs[block.b_start : block.b_end]
+        at = next((i for i in range(len(norm_ours) - len(want) + 1) if norm_ours[i : i + len(want)] == want), None)
         span = f"{block.b_start + 1}-{block.b_end}"
-        out.append(f"{path}: the patch's lines {span} are upstream's {at + 1}-{at + len(want)}"
-                   if at is not None else f"{path}: the patch's lines {span} are upstream's")
+        out.append(
+            f"{path}: the patch's lines {span} are upstream's {at + 1}-{at + len(want)}"
+            if at is not None
+            else f"{path}: the patch's lines {span} are upstream's"
+        )
     return out

@@ -16,8 +16,10 @@ import re
 
 from patchtool.registry.entries import Finding, Registry, scan_lines
 
-_LAUNCH_RE = re.compile(r"sglang\.launch_server|\bsglang(?:[\"']?\s*,\s*[\"']?|\s+)serve\b"
-                        r"|sglang\.srt\.entrypoints|launch_server\.py")
+_LAUNCH_RE = re.compile(
+    r"sglang\.launch_server|\bsglang(?:[\"']?\s*,\s*[\"']?|\s+)serve\b"
+    r"|sglang\.srt\.entrypoints|launch_server\.py"
+)
 # sglang's own server argument: where no launch command is written (the image's entrypoint runs it),
 # an argument list that has it is the launch
 _SERVER_ARGS_RE = re.compile(r"(?<![\w-])--model-path(?![\w-])")
@@ -79,8 +81,10 @@ def layout(text: str, name: str = "") -> Layout:
     if root.launches() == 0:
         return Layout(launches=(), shared=Block(lines=every, roles=file_roles))
     if root.launches() == 1:
-        return Layout(launches=(Block(lines=every, roles=file_roles, launch=root.first_launch()),),
-                      shared=Block(lines=(), roles=file_roles))
+        return Layout(
+            launches=(Block(lines=every, roles=file_roles, launch=root.first_launch()),),
+            shared=Block(lines=(), roles=file_roles),
+        )
     blocks: list[_Node] = []
     shared: list[int] = []
     _split(root, blocks, shared)
@@ -88,8 +92,9 @@ def layout(text: str, name: str = "") -> Layout:
     for node in blocks:
         numbers = node.all_lines()
         own = "\n".join(lines[n - 1] for n in numbers)
-        found.append(Block(lines=tuple(numbers), roles=roles_of(own, lines[numbers[0] - 1]),
-                           launch=node.first_launch()))
+        found.append(
+            Block(lines=tuple(numbers), roles=roles_of(own, lines[numbers[0] - 1]), launch=node.first_launch())
+        )
     return Layout(launches=tuple(found), shared=Block(lines=tuple(sorted(shared)), roles=frozenset()))
 
 
@@ -124,8 +129,11 @@ def _tree(lines: list[str]) -> _Node:
             numbers.append(i + 1)
         text = " ".join(lines[n - 1] for n in numbers)
         indent = len(line) - len(line.lstrip())
-        node = _Node(lines=numbers, indent=indent,
-                     launch=bool(_LAUNCH_RE.search(text) if marker else _SERVER_ARGS_RE.search(text)))
+        node = _Node(
+            lines=numbers,
+            indent=indent,
+            launch=bool(_LAUNCH_RE.search(text) if marker else _SERVER_ARGS_RE.search(text)),
+        )
         while stack[-1].indent >= indent:
             stack.pop()
         stack[-1].children.append(node)
@@ -148,12 +156,23 @@ def scan_text(registry: Registry, text: str, *, file: str, name: str = "") -> li
         for entry in registry.entries:
             for guard in entry.knobs:
                 # a launch whose role is unknown is not asked for a flag only one role needs
-                if not guard.missing or not guard.applies_to(file, launch.roles) or \
-                        (guard.roles and not launch.roles & set(guard.roles)):
+                if (
+                    not guard.missing
+                    or not guard.applies_to(file, launch.roles)
+                    or (guard.roles and not launch.roles & set(guard.roles))
+                ):
                     continue
                 if any(guard.match(line) for line in seen):
                     continue
-                findings.append(Finding(file=file, line=launch.launch, entry=entry.id, knob=guard.describe(),
-                                        text=lines[launch.launch - 1].strip(), reason=entry.reason))
+                findings.append(
+                    Finding(
+                        file=file,
+                        line=launch.launch,
+                        entry=entry.id,
+                        knob=guard.describe(),
+                        text=lines[launch.launch - 1].strip(),
+                        reason=entry.reason,
+                    )
+                )
     unique = {(f.line, f.entry, f.knob): f for f in findings}
     return sorted(unique.values(), key=lambda f: (f.line, f.entry))

@@ -22,7 +22,7 @@ from patchtool.errors import InvalidInput, Problem
 from patchtool.names import PatchId
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, key_line, load_toml, raise_if
+from patchtool.project.fields import Fields, complete, key_line, load_toml, raise_if
 from patchtool.project.patterns import RepoPattern, multiline_pattern, value_pattern
 from patchtool.registry.knobs import find_use
 
@@ -71,8 +71,14 @@ class Measurement:
             return None
         if metric is None or source is None:
             return None
-        return cls(metric=metric, source=source, conditions=conditions, before=values.get("before"),
-                   after=values.get("after"), **text)
+        return cls(
+            metric=metric,
+            source=source,
+            conditions=conditions,
+            before=values.get("before"),
+            after=values.get("after"),
+            **text,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, {})}
@@ -127,8 +133,17 @@ class Guard:
         if gt is GuardType.ENV and not re.fullmatch(r"[A-Z][A-Z0-9_]*", name):
             f.problem("name", f"{name!r} is not an environment variable name")
             return None
-        return cls(type=gt, name=name, aliases=tuple(aliases), values=values, regex=regex, roles=roles,
-                   strict_roles=strict_roles, files=files, missing=missing)
+        return cls(
+            type=gt,
+            name=name,
+            aliases=tuple(aliases),
+            values=values,
+            regex=regex,
+            roles=roles,
+            strict_roles=strict_roles,
+            files=files,
+            missing=missing,
+        )
 
     def applies_to(self, file: str, roles: frozenset[str]) -> bool:
         """Whether the guard looks at ``file`` serving ``roles`` (empty: the role is not known)."""
@@ -200,26 +215,54 @@ class Rejection:
         unguarded = f.string("unguarded", required=False)
         f.done()
         if not knobs and not unguarded:
-            f.problem("knobs", "no knob: neither `check` nor `retread scan` could ever see this idea come back",
-                      hint="add [[rejected.knobs]] with what would re-introduce it, or unguarded = "
-                           "\"why no knob can\" to say the guard cannot see it")
+            f.problem(
+                "knobs",
+                "no knob: neither `check` nor `retread scan` could ever see this idea come back",
+                hint="add [[rejected.knobs]] with what would re-introduce it, or unguarded = "
+                '"why no knob can" to say the guard cannot see it',
+            )
         if "evidence" in f.data and not evidence:
             f.problem("evidence", "an entry needs at least one evidence row")
         elif "evidence" not in f.data:
-            f.problem("evidence", "missing required key",
-                      hint="add [[rejected.evidence]] with what was measured")
-        if None in (ident, title, tried, verdict, reason, revisit) or not evidence or \
-                None in evidence + knobs + revisit_when:
+            f.problem("evidence", "missing required key", hint="add [[rejected.evidence]] with what was measured")
+        rows, guards, revisits = complete(evidence), complete(knobs), complete(revisit_when)
+        if (
+            ident is None
+            or title is None
+            or tried is None
+            or verdict is None
+            or reason is None
+            or revisit is None
+            or not rows
+            or guards is None
+            or revisits is None
+        ):
             return None
-        return cls(id=ident, title=title, tried=tried, verdict=Verdict(verdict), reason=reason,  # type: ignore[arg-type]
-                   evidence=tuple(evidence), knobs=tuple(knobs), revisit=revisit,  # type: ignore[arg-type]
-                   revisit_when=tuple(revisit_when), unguarded=unguarded)  # type: ignore[arg-type]
+        return cls(
+            id=ident,
+            title=title,
+            tried=tried,
+            verdict=Verdict(verdict),
+            reason=reason,
+            evidence=rows,
+            knobs=guards,
+            revisit=revisit,
+            revisit_when=revisits,
+            unguarded=unguarded,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"id": self.id, "title": self.title, "tried": self.tried, "verdict": self.verdict.value,
-               "reason": self.reason, "evidence": [e.to_dict() for e in self.evidence],
-               "knobs": [k.to_dict() for k in self.knobs], "revisit": self.revisit,
-               "revisit_when": [r.to_dict() for r in self.revisit_when]}
+        out = {
+            "id": self.id,
+            "title": self.title,
+            "tried": self.tried,
+            "verdict": self.verdict.value,
+            "reason": self.reason,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "knobs": [k.to_dict() for k in self.knobs],
+            "revisit": self.revisit,
+            "revisit_when": [r.to_dict() for r in self.revisit_when],
+        }
         if self.unguarded:
             out["unguarded"] = self.unguarded
         return out
@@ -243,9 +286,14 @@ class Registry:
             if e is None:
                 continue
             if e.id in seen:
-                problems.append(Problem(key=f"rejected[{i}].id", entry=e.id,
-                                        message=f"duplicate entry id {e.id!r} (also rejected[{seen[e.id]}])",
-                                        hint="every rejected idea needs its own id"))
+                problems.append(
+                    Problem(
+                        key=f"rejected[{i}].id",
+                        entry=e.id,
+                        message=f"duplicate entry id {e.id!r} (also rejected[{seen[e.id]}])",
+                        hint="every rejected idea needs its own id",
+                    )
+                )
             seen.setdefault(e.id, i)
         # the reader names the table's owner as a patch; in the registry it is an entry
         problems = [dataclasses.replace(p, patch=None, entry=p.patch) if p.patch else p for p in problems]
@@ -269,8 +317,9 @@ def parse_text(text: str, *, file: str) -> Registry:
     try:
         return Registry.from_dict(data, file=file)
     except InvalidInput as exc:
-        raise InvalidInput(exc.message, file=file, problems=[
-            p.located(line=key_line(text, p.key)) for p in exc.problems]) from None
+        raise InvalidInput(
+            exc.message, file=file, problems=[p.located(line=key_line(text, p.key)) for p in exc.problems]
+        ) from None
 
 
 def load(root: Path, name: str) -> Registry:
@@ -284,13 +333,23 @@ def read(root: Path, name: str) -> str:
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{name} is not UTF-8: {exc}", file=name) from None
     except FileNotFoundError:
-        raise InvalidInput(f"{name} not found", file="patchset.toml", problems=[Problem(
-            file="patchset.toml", key="registry", message=f"names {name}, which does not exist",
-            hint="restore the registry file or fix the 'registry' key")]) from None
+        raise InvalidInput(
+            f"{name} not found",
+            file="patchset.toml",
+            problems=[
+                Problem(
+                    file="patchset.toml",
+                    key="registry",
+                    message=f"names {name}, which does not exist",
+                    hint="restore the registry file or fix the 'registry' key",
+                )
+            ],
+        ) from None
     return text
 
 
 # -- guards ------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Finding:
@@ -315,9 +374,16 @@ class Finding:
         return f"{head}: {self.reason}"
 
 
-def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: str,
-               roles: frozenset[str] = frozenset(), patch: str | None = None,
-               overrides: Mapping[str, str] | None = None, target: str | None = None) -> list[Finding]:
+def scan_lines(
+    registry: Registry,
+    lines: Iterable[tuple[int, str]],
+    *,
+    file: str,
+    roles: frozenset[str] = frozenset(),
+    patch: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+    target: str | None = None,
+) -> list[Finding]:
     """Pure: every (line number, text) that uses a rejected knob.
 
     ``roles`` are the PD roles the lines serve (empty: not known). ``target`` is the upstream
@@ -326,8 +392,9 @@ def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: st
     """
     path = target or file
     python = path.endswith(".py")
-    guards = [(entry, g) for entry in registry.entries for g in entry.knobs
-              if not g.missing and g.applies_to(path, roles)]
+    guards = [
+        (entry, g) for entry in registry.entries for g in entry.knobs if not g.missing and g.applies_to(path, roles)
+    ]
     findings: list[Finding] = []
     numbered = list(lines)
     for i, (number, line) in enumerate(numbered):
@@ -339,9 +406,19 @@ def scan_lines(registry: Registry, lines: Iterable[tuple[int, str]], *, file: st
                 continue
             if findings and (findings[-1].line, findings[-1].entry) == (number, entry.id):
                 continue  # one finding per entry and line
-            findings.append(Finding(file=file, line=number, entry=entry.id, knob=guard.describe(),
-                                    text=text, reason=entry.reason, patch=patch, target=target,
-                                    override=(overrides or {}).get(entry.id)))
+            findings.append(
+                Finding(
+                    file=file,
+                    line=number,
+                    entry=entry.id,
+                    knob=guard.describe(),
+                    text=text,
+                    reason=entry.reason,
+                    patch=patch,
+                    target=target,
+                    override=(overrides or {}).get(entry.id),
+                )
+            )
     return findings
 
 
@@ -356,6 +433,7 @@ def added_lines(diff: Diff, offset: int) -> dict[str, list[tuple[int, str]]]:
 
 # -- revisit -----------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class RevisitResult:
     entry: str
@@ -368,8 +446,14 @@ class RevisitResult:
         return dataclasses.asdict(self)
 
 
-def evaluate_revisit(entry: Rejection, cond: Revisit, *, version: Version,
-                     files: Mapping[str, bytes | None], field_files: Mapping[str, bytes | None]) -> RevisitResult:
+def evaluate_revisit(
+    entry: Rejection,
+    cond: Revisit,
+    *,
+    version: Version,
+    files: Mapping[str, bytes | None],
+    field_files: Mapping[str, bytes | None],
+) -> RevisitResult:
     """Pure: does ``cond`` hold for an upstream at ``version`` with these file contents?"""
     holds, detail = cond.evaluate(version=version, files=files, field_files=field_files)
     return RevisitResult(entry=entry.id, condition=cond.describe(), holds=holds, why=cond.why, detail=detail)
@@ -379,15 +463,26 @@ def revisit_paths(registry: Registry) -> list[str]:
     return sorted({c.file for e in registry.entries for c in e.revisit_when if c.file})
 
 
-def evaluate_all(registry: Registry, *, version: Version, files: Mapping[str, bytes | None],
-                 field_files: Mapping[str, bytes | None]) -> list[RevisitResult]:
-    return [evaluate_revisit(e, c, version=version, files=files, field_files=field_files)
-            for e in registry.entries for c in e.revisit_when]
+def evaluate_all(
+    registry: Registry, *, version: Version, files: Mapping[str, bytes | None], field_files: Mapping[str, bytes | None]
+) -> list[RevisitResult]:
+    return [
+        evaluate_revisit(e, c, version=version, files=files, field_files=field_files)
+        for e in registry.entries
+        for c in e.revisit_when
+    ]
 
 
 def unknown_overrides(registry: Registry, overrides: Sequence[tuple[str, int, str]]) -> list[Problem]:
     """Overrides (patch id, index, entry id) that name no registry entry."""
-    return [Problem(file="patchset.toml", patch=patch, key=f"overrides[{i}].entry",
-                    message=f"overrides {entry!r}, which is not in the registry",
-                    hint=f"known entries: {', '.join(sorted(registry.ids))}")
-            for patch, i, entry in overrides if entry not in registry.ids]
+    return [
+        Problem(
+            file="patchset.toml",
+            patch=patch,
+            key=f"overrides[{i}].entry",
+            message=f"overrides {entry!r}, which is not in the registry",
+            hint=f"known entries: {', '.join(sorted(registry.ids))}",
+        )
+        for patch, i, entry in overrides
+        if entry not in registry.ids
+    ]

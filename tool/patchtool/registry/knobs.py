@@ -25,8 +25,9 @@ _TOKEN = r"(?P<value>\"[^\"]*\"|'[^']*'|[\w.+-]+(?:\([^()]*\))?)"
 _ASSIGN = r"(?<![=!<>])=(?!=)"
 # an optional type annotation before the `=` (num_warps: int = 8, NUM_WARPS: tl.constexpr = 8)
 _ANNOTATION = r"(?:\s*:\s*[A-Za-z_][\w.]*(?:\[[^\]=]*\])?)?"
-_TUPLE_ASSIGN = re.compile(r"^\s*(?P<lhs>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*"
-                           + _ASSIGN + r"\s*(?P<rhs>.+)$")
+_TUPLE_ASSIGN = re.compile(
+    r"^\s*(?P<lhs>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*" + _ASSIGN + r"\s*(?P<rhs>.+)$"
+)
 
 _PATTERNS: dict[tuple[str, str], list[tuple[re.Pattern[str], bool]]] = {}
 
@@ -69,8 +70,12 @@ def _uses(guard: Guard, text: str, *, python: bool) -> Iterator[tuple[int, str, 
     for name in (guard.name, *guard.aliases):
         for pattern, literal in _use_patterns(kind, name):
             for m in pattern.finditer(text):
-                if python and kind == "flag" and not literal and \
-                        text[max(0, m.start() - 1):m.start()] not in ("'", '"'):
+                if (
+                    python
+                    and kind == "flag"
+                    and not literal
+                    and text[max(0, m.start() - 1) : m.start()] not in ("'", '"')
+                ):
                     continue
                 yield m.start(), m.group(0).strip(), unwrap(m.group("value") or ""), literal
         if kind == "config":
@@ -137,11 +142,15 @@ def _use_patterns(kind: str, name: str) -> list[tuple[re.Pattern[str], bool]]:
         field = re.escape(name.lstrip("-").replace("-", "_"))
         found = [
             # --flag, --flag value, --flag=value, "--flag", "value", "--flag" "value" (argument lists)
-            (re.compile(rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*[\"']?|[\"']?\s+[\"']?)?"
-                        rf"(?P<value>[^\s\"',\])}}]*)"), False),
+            (
+                re.compile(
+                    rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*[\"']?|[\"']?\s+[\"']?)?"
+                    rf"(?P<value>[^\s\"',\])}}]*)"
+                ),
+                False,
+            ),
             # the server-args field set in code or JSON: flag_name = True, "flag_name": 4, flag_name: int = 4
-            (re.compile(rf"(?<![\w])[\"']?{field}[\"']?\s*(?::\s*[A-Za-z_][\w\[\], ]*)?\s*[:=]\s*"
-                        + _LITERAL), True),
+            (re.compile(rf"(?<![\w])[\"']?{field}[\"']?\s*(?::\s*[A-Za-z_][\w\[\], ]*)?\s*[:=]\s*" + _LITERAL), True),
         ]
     elif kind == "env":
         value = r"(?P<value>\w+\([^)]*\)|[\"']?[^\s\"',;}]*)"
@@ -150,11 +159,20 @@ def _use_patterns(kind: str, name: str) -> list[tuple[re.Pattern[str], bool]]:
             # and upstream's own default NAME = EnvBool(True)
             (re.compile(rf"(?<![\w]){n}(?![\w])[\"']?\]?\s*[=:]\s*{value}"), False),
             # a Kubernetes / JSON env entry: name: NAME then value: "1" (same line, flow map, or the next line)
-            (re.compile(rf"\bname[\"']?\s*:\s*[\"']?{n}(?![\w])[\"']?\s*,?\s*(?:-\s+)?[\"']?value[\"']?\s*:\s*{value}"),
-             False),
+            (
+                re.compile(
+                    rf"\bname[\"']?\s*:\s*[\"']?{n}(?![\w])[\"']?\s*,?\s*(?:-\s+)?[\"']?value[\"']?\s*:\s*{value}"
+                ),
+                False,
+            ),
             # the same pair with value: first
-            (re.compile(r"\bvalue[\"']?\s*:\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s,}]+)\s*,?\s*(?:-\s+)?"
-                        rf"[\"']?name[\"']?\s*:\s*[\"']?{n}(?![\w])"), False),
+            (
+                re.compile(
+                    r"\bvalue[\"']?\s*:\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s,}]+)\s*,?\s*(?:-\s+)?"
+                    rf"[\"']?name[\"']?\s*:\s*[\"']?{n}(?![\w])"
+                ),
+                False,
+            ),
         ]
     else:  # config key, in the assignment forms code, TOML, YAML and JSON use
         ident = rf"(?<![\w]){_config_name(name).pattern}(?![\w])"

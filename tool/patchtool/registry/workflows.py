@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 
 def load(project: Project) -> reg.Registry:
     if not project.manifest.registry:
-        raise UsageError("patchset.toml names no registry",
-                         hint='add registry = "retread.toml" to patchset.toml')
+        raise UsageError("patchset.toml names no registry", hint='add registry = "retread.toml" to patchset.toml')
     return reg.load(project.root, project.manifest.registry)
 
 
@@ -39,8 +38,9 @@ def guard_series(registry: reg.Registry, loaded: Sequence[LoadedPatch]) -> list[
     for lp in loaded:
         overrides = {o.entry: o.justification for o in lp.entry.overrides}
         for target, lines in reg.added_lines(lp.patch.model, lp.patch.diff_offset).items():
-            findings += reg.scan_lines(registry, lines, file=lp.entry.file, patch=lp.id,
-                                       overrides=overrides, target=target)
+            findings += reg.scan_lines(
+                registry, lines, file=lp.entry.file, patch=lp.id, overrides=overrides, target=target
+            )
     return findings
 
 
@@ -52,11 +52,16 @@ def override_problems(project: Project, registry: reg.Registry) -> list[Problem]
 
 
 def finding_problem(f: reg.Finding) -> Problem:
-    return Problem(file=f.file, line=f.line, patch=f.patch, code="retread",
-                   message=f"{f.text!r}{' in ' + f.target if f.target else ''} re-introduces rejected idea "
-                           f"{f.entry!r} ({f.knob}): {f.reason}",
-                   hint=f"drop it, or record a deliberate override in the patch's metadata: "
-                        f"[[patch.overrides]] entry = \"{f.entry}\", justification = \"...\"")
+    return Problem(
+        file=f.file,
+        line=f.line,
+        patch=f.patch,
+        code="retread",
+        message=f"{f.text!r}{' in ' + f.target if f.target else ''} re-introduces rejected idea "
+        f"{f.entry!r} ({f.knob}): {f.reason}",
+        hint=f"drop it, or record a deliberate override in the patch's metadata: "
+        f'[[patch.overrides]] entry = "{f.entry}", justification = "..."',
+    )
 
 
 def scan(registry: reg.Registry, paths: Sequence[Path]) -> list[reg.Finding]:
@@ -85,9 +90,12 @@ class RevisitReport:
         return [r for r in self.results if r.holds]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pin": self.pin, "version": self.version,
-                "due": sorted({r.entry for r in self.due}),
-                "conditions": [r.to_dict() for r in self.results]}
+        return {
+            "pin": self.pin,
+            "version": self.version,
+            "due": sorted({r.entry for r in self.due}),
+            "conditions": [r.to_dict() for r in self.results],
+        }
 
 
 def revisit(project: Project, registry: reg.Registry, cache: Cache, pin_name: str | None) -> RevisitReport:
@@ -104,7 +112,7 @@ def revisit_at(registry: reg.Registry, repo: git.Repo, tree: str, version: Versi
     return reg.evaluate_all(registry, version=version, files=files, field_files=field_files)
 
 
-TEMPLATE = '''# A rejected idea for the do-not-retread registry. Fill in every value; lines starting
+TEMPLATE = """# A rejected idea for the do-not-retread registry. Fill in every value; lines starting
 # with '#' are ignored. Save and quit to add it; an empty file aborts.
 [[rejected]]
 id = ""            # stable id: lower-case letters, digits, - _ .
@@ -130,7 +138,7 @@ name = ""
 # [[rejected.revisit_when]]   # optional, machine-checkable
 # version = ">=0.6"
 # why = ""
-'''
+"""
 
 
 def entry_from_editor(editor: str) -> dict[str, Any]:
@@ -180,8 +188,14 @@ def added(project: Project, entry: dict[str, Any]) -> tuple[reg.Rejection, str, 
     except InvalidInput as exc:
         n = len(reg.parse_text(text, file=name).entries)
         here = f"rejected[{n}]"
-        raise InvalidInput(f"the new entry is not valid; {name} was not changed", file=name,
-                           problems=[dataclasses.replace(p, line=None) for p in exc.problems
-                                     if (p.key or "").startswith(here) or p.entry == entry.get("id")]
-                           or exc.problems) from None
+        raise InvalidInput(
+            f"the new entry is not valid; {name} was not changed",
+            file=name,
+            problems=[
+                dataclasses.replace(p, line=None)
+                for p in exc.problems
+                if (p.key or "").startswith(here) or p.entry == entry.get("id")
+            ]
+            or exc.problems,
+        ) from None
     return registry.entries[-1], name, new_text

@@ -38,8 +38,9 @@ class HunkFailure:
     detail: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {k: (str(v) if isinstance(v, enum.Enum) else v)
-                for k, v in dataclasses.asdict(self).items() if v is not None}
+        return {
+            k: (str(v) if isinstance(v, enum.Enum) else v) for k, v in dataclasses.asdict(self).items() if v is not None
+        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -91,8 +92,11 @@ class SeriesAtPin:
     partial_tree: str | None = None  # the partial tree, None where none could be written
 
     def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"pin": self.pin, "base": self.series.base,
-                                  "patches": [r.to_dict() for r in self.series.results]}
+        out: dict[str, object] = {
+            "pin": self.pin,
+            "base": self.series.base,
+            "patches": [r.to_dict() for r in self.series.results],
+        }
         if self.tree is not None:
             out |= {"tree": self.tree, "tip": self.series.tip}
         if self.untouched is not None:
@@ -102,9 +106,15 @@ class SeriesAtPin:
         return out
 
 
-def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
-                 commit: bool, timestamp: int = 0,
-                 message: Callable[[LoadedPatch], str] | None = None) -> SeriesResult:
+def apply_series(
+    repo: git.Repo,
+    base: str,
+    patches: Sequence[LoadedPatch],
+    *,
+    commit: bool,
+    timestamp: int = 0,
+    message: Callable[[LoadedPatch], str] | None = None,
+) -> SeriesResult:
     """Apply ``patches`` in order on a temporary index; with ``commit``, one commit each.
 
     Nothing outside the cache's object store is written. Commits are deterministic:
@@ -116,16 +126,26 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
     with repo.temporary_index(base) as index:
         if not commit and patches and index.apply([p.path for p in patches]).ok:
             # one git process for the whole series: git apply carries each file's result forward
-            return SeriesResult(base=base, results=tuple(
-                PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.APPLIED) for p in patches))
+            return SeriesResult(
+                base=base,
+                results=tuple(PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.APPLIED) for p in patches),
+            )
         for i, lp in enumerate(patches):
             res = index.apply([lp.path])
             if not res.ok:
                 failures = diagnose(repo, index, lp.path, lp.patch, git_message=res.stderr)
-                results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.FAILED,
-                                           failures=failures, git_message=res.stderr.strip()))
-                results.extend(PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED)
-                               for p in patches[i + 1:])
+                results.append(
+                    PatchResult(
+                        id=lp.id,
+                        file=lp.entry.file,
+                        outcome=Outcome.FAILED,
+                        failures=failures,
+                        git_message=res.stderr.strip(),
+                    )
+                )
+                results.extend(
+                    PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED) for p in patches[i + 1 :]
+                )
                 return SeriesResult(base=base, results=tuple(results), last_good=parent)
             sha = None
             if commit:
@@ -134,14 +154,13 @@ def apply_series(repo: git.Repo, base: str, patches: Sequence[LoadedPatch], *,
                 committer = git.Ident(*git.FIXED_IDENT, timestamp)
                 text = message(lp) if message else lp.patch.message
                 sha = parent = repo.commit_tree(tree, [parent], text, author=author, committer=committer)
-            results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.APPLIED,
-                                       commit=sha))
-    return SeriesResult(base=base, results=tuple(results), tip=parent if commit else None,
-                        last_good=parent)
+            results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.APPLIED, commit=sha))
+    return SeriesResult(base=base, results=tuple(results), tip=parent if commit else None, last_good=parent)
 
 
-def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *,
-             git_message: str = "") -> tuple[HunkFailure, ...]:
+def diagnose(
+    repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *, git_message: str = ""
+) -> tuple[HunkFailure, ...]:
     """Why the patch at ``path`` does not apply on the index: which file, which hunk, and the
     reason; where no hunk is to blame, git's own reason (``git_message``, its stderr). "Already
     applied" is git's reverse application at the pin; a rebase asks ``rebase.upstreamed``."""
@@ -155,17 +174,24 @@ def diagnose(repo: git.Repo, index: git.Index, path: Path, patch: PatchFile, *,
         present = contents.get(old_path)
         if f.status == "added":
             if present is not None:
-                failures.append(HunkFailure(file=f.path, reason=Reason.FILE_EXISTS,
-                                            detail="the patch creates it, but upstream has it"))
+                failures.append(
+                    HunkFailure(
+                        file=f.path, reason=Reason.FILE_EXISTS, detail="the patch creates it, but upstream has it"
+                    )
+                )
             continue
         if present is None:
-            failures.append(HunkFailure(file=old_path, reason=Reason.FILE_MISSING,
-                                        detail="the patch changes it, but upstream has no such file"))
+            failures.append(
+                HunkFailure(
+                    file=old_path,
+                    reason=Reason.FILE_MISSING,
+                    detail="the patch changes it, but upstream has no such file",
+                )
+            )
             continue
         failures += _hunk_failures(index, patch.model, f, lines_of(present.decode("utf-8", "replace"), keepends=False))
     if not failures:
-        failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER,
-                                    detail=git_reason(git_message)))
+        failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER, detail=git_reason(git_message)))
     return tuple(failures)
 
 
@@ -182,9 +208,16 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, lines: list[str]) 
             failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=Reason.ALREADY_APPLIED))
             continue
         line, detail = _first_mismatch(hunk, lines)
-        failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header,
-                                    reason=Reason.CONTEXT if detail else Reason.OTHER,
-                                    line=line, detail=detail or git_reason(alone.stderr)))
+        failures.append(
+            HunkFailure(
+                file=f.path,
+                hunk=n,
+                header=hunk.header,
+                reason=Reason.CONTEXT if detail else Reason.OTHER,
+                line=line,
+                detail=detail or git_reason(alone.stderr),
+            )
+        )
     return failures
 
 

@@ -30,12 +30,16 @@ class Checkout:
     git_branch: str = ""  # the branch as git names it in the worktree
 
     def to_dict(self) -> dict[str, Any]:
-        return {"branch": self.branch, "git_branch": self.git_branch, "worktree": self.worktree,
-                "base": self.base, "commits": [{"id": i, "commit": c} for i, c in self.commits]}
+        return {
+            "branch": self.branch,
+            "git_branch": self.git_branch,
+            "worktree": self.worktree,
+            "base": self.base,
+            "commits": [{"id": i, "commit": c} for i, c in self.commits],
+        }
 
 
-def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str,
-             path: Path | None) -> Checkout:
+def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str, path: Path | None) -> Checkout:
     repo = cache.repo
     names = CheckoutBranch.of(project.root, branch)
     pin = project.pin(pin_name)
@@ -43,14 +47,17 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     base = cache.ensure(pin)
     if repo.resolve(names.ref) is not None:
         again = "" if branch == "series" else f" --branch {branch}"
-        raise UsageError(f"branch {branch!r} already exists in the cache for this repository",
-                         hint=f"export it (`patchtool export{again}`), bring it up to date with the series "
-                              f"(`patchtool checkout --refresh{again}`), or pick another --branch")
+        raise UsageError(
+            f"branch {branch!r} already exists in the cache for this repository",
+            hint=f"export it (`patchtool export{again}`), bring it up to date with the series "
+            f"(`patchtool checkout --refresh{again}`), or pick another --branch",
+        )
     result = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
     if not result.ok or result.tip is None:
         failed = result.failed
-        raise PatchtoolError(f"the series does not apply at {pin.name} ({failed.id if failed else '?'})",
-                             hint="run `patchtool check`")
+        raise PatchtoolError(
+            f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
+        )
     # the default lies in the repository, where `work` could be a committed link out of it
     where = (path or fsroot.Root(project.root).place(f"{WORK_DIR}/{branch}")).absolute()
     if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
@@ -64,5 +71,10 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     repo.update_ref(names.base_ref, base.commit)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
-    return Checkout(branch=branch, git_branch=names.short, worktree=str(where), base=base.commit,
-                    commits=tuple((r.id, r.commit or "") for r in result.results))
+    return Checkout(
+        branch=branch,
+        git_branch=names.short,
+        worktree=str(where),
+        base=base.commit,
+        commits=tuple((r.id, r.commit or "") for r in result.results),
+    )

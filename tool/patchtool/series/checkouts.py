@@ -37,37 +37,48 @@ def trailer_id(message: str) -> str | None:
 
 # -- what a checkout was made from -----------------------------------------------------------
 
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def series_record(pin: str, base: str, patches: Sequence[tuple[str, str, bytes]],
-                  commits: Mapping[str, str]) -> dict[str, Any]:
+def series_record(
+    pin: str, base: str, patches: Sequence[tuple[str, str, bytes]], commits: Mapping[str, str]
+) -> dict[str, Any]:
     """The series a checkout branch holds: the pin, its base, and each patch's id, file, bytes
     (sha256) and commit on the branch; ``patches`` is (id, file, bytes) in series order."""
-    return {"pin": pin, "base": base,
-            "patches": [{"id": i, "file": f, "sha256": _sha256(data), "commit": commits.get(i, "")}
-                        for i, f, data in patches]}
+    return {
+        "pin": pin,
+        "base": base,
+        "patches": [
+            {"id": i, "file": f, "sha256": _sha256(data), "commit": commits.get(i, "")} for i, f, data in patches
+        ],
+    }
 
 
 def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: Mapping[str, str]) -> dict[str, Any]:
     return series_record(pin, base, [(lp.id, lp.entry.file, lp.path.read_bytes()) for lp in loaded], commits)
 
 
-def branch_and_record(project: Project, repo: git.Repo, names: CheckoutBranch,
-                      why: str) -> tuple[str, str, dict[str, Any]]:
+def branch_and_record(
+    project: Project, repo: git.Repo, names: CheckoutBranch, why: str
+) -> tuple[str, str, dict[str, Any]]:
     """(tip, base, record) of a checkout branch of this repository; UsageError when the branch or
     the record of the series it was made from is missing (``why``: what that record is needed for)."""
     tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
     if tip is None or base is None:
-        raise UsageError(f"no checkout branch {names.branch!r} for this repository ({project.root})",
-                         hint="create one with `patchtool checkout`; checkouts belong to the directory "
-                              "they were made in, so a moved or copied repository starts without one")
+        raise UsageError(
+            f"no checkout branch {names.branch!r} for this repository ({project.root})",
+            hint="create one with `patchtool checkout`; checkouts belong to the directory "
+            "they were made in, so a moved or copied repository starts without one",
+        )
     record = names.load_record(repo)
     if record is None:
-        raise UsageError(f"no record of the series checkout branch {names.branch!r} was made from, so {why}",
-                         hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
-                              "commits over with `git cherry-pick`")
+        raise UsageError(
+            f"no record of the series checkout branch {names.branch!r} was made from, so {why}",
+            hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
+            "commits over with `git cherry-pick`",
+        )
     return tip, base, record
 
 
@@ -100,6 +111,7 @@ def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
 
 # -- the branch in the cache and its worktree --------------------------------------------------
 
+
 def worktree_of(repo: git.Repo, names: CheckoutBranch) -> Path | None:
     """The worktree that has the checkout branch checked out, if one does; one deleted by hand
     (git still lists it until pruned) does not count; nor does any before the cache exists."""
@@ -115,8 +127,10 @@ def require_clean(worktree: Path | None) -> None:
     if worktree is not None:
         dirty = git.Worktree(worktree).status()
         if dirty:
-            raise UsageError(f"the worktree {worktree} has uncommitted changes:\n{dirty}",
-                             hint="commit (or stash) them first; patchtool works on commits only")
+            raise UsageError(
+                f"the worktree {worktree} has uncommitted changes:\n{dirty}",
+                hint="commit (or stash) them first; patchtool works on commits only",
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -130,26 +144,31 @@ class BranchCommit:
 def branch_commits(repo: git.Repo, names: CheckoutBranch, base: str, tip: str) -> list[BranchCommit]:
     """base..tip oldest first; refused unless the branch is a line of commits on its base."""
     if not repo.is_ancestor(base, tip):
-        raise UsageError(f"branch {names.branch!r} does not contain the pinned base {base[:12]}: a commit sits "
-                         "below the base or the branch was rebased elsewhere",
-                         hint="rebase the branch back onto the pin's base")
+        raise UsageError(
+            f"branch {names.branch!r} does not contain the pinned base {base[:12]}: a commit sits "
+            "below the base or the branch was rebased elsewhere",
+            hint="rebase the branch back onto the pin's base",
+        )
     out = []
     for logged in repo.log(base, tip):
         commit, subject, message = logged.commit, logged.subject, logged.message
         if len(logged.parents) != 1:
-            raise UsageError(f"commit {commit[:12]} ({subject}) is a merge commit; a series is linear",
-                             hint="rebase the branch to drop the merge (git rebase -i)")
+            raise UsageError(
+                f"commit {commit[:12]} ({subject}) is a merge commit; a series is linear",
+                hint="rebase the branch to drop the merge (git rebase -i)",
+            )
         ident = trailer_id(message)
         if ident is not None and id_problem(ident) is not None:
-            raise UsageError(f"commit {commit[:12]} ({subject}): {TRAILER} {ident!r} is not a valid id "
-                             "(lower-case letters, digits, '.', '_', '-')",
-                             hint="fix the trailer with `git commit --amend` (or `git rebase -i`)")
+            raise UsageError(
+                f"commit {commit[:12]} ({subject}): {TRAILER} {ident!r} is not a valid id "
+                "(lower-case letters, digits, '.', '_', '-')",
+                hint="fix the trailer with `git commit --amend` (or `git rebase -i`)",
+            )
         out.append(BranchCommit(commit=commit, subject=subject, message=message, ident=ident))
     return out
 
 
-def move_branch(repo: git.Repo, names: CheckoutBranch, worktree: Path | None, old: str, new: str,
-                action: str) -> None:
+def move_branch(repo: git.Repo, names: CheckoutBranch, worktree: Path | None, old: str, new: str, action: str) -> None:
     """Move the checkout branch from ``old`` to ``new``, and the worktree that has it checked out
     with it: its index and files follow (``reset --keep``: refused, changing nothing, where a
     file in the way would be lost), or only its HEAD where the tree is the same (``--soft``)."""
@@ -159,13 +178,17 @@ def move_branch(repo: git.Repo, names: CheckoutBranch, worktree: Path | None, ol
     tree = git.Worktree(worktree)
     head = tree.head()
     if head != old:
-        raise UsageError(f"the worktree {worktree} moved on while patchtool worked ({old[:12]} -> {head[:12]})",
-                         hint="run the command again")
+        raise UsageError(
+            f"the worktree {worktree} moved on while patchtool worked ({old[:12]} -> {head[:12]})",
+            hint="run the command again",
+        )
     mode = "--soft" if repo.tree_of(old) == repo.tree_of(new) else "--keep"
     refused = tree.reset(mode, new, reason=action, committer=git.FIXED_IDENT)
     if refused is not None:
-        raise UsageError(f"git could not move the worktree {worktree} to the new branch tip: {refused}",
-                         hint="nothing was changed; move the files git names out of the way and run it again")
+        raise UsageError(
+            f"git could not move the worktree {worktree} to the new branch tip: {refused}",
+            hint="nothing was changed; move the files git names out of the way and run it again",
+        )
 
 
 def create_branch(repo: git.Repo, names: CheckoutBranch, tip: str, action: str) -> None:
@@ -173,8 +196,10 @@ def create_branch(repo: git.Repo, names: CheckoutBranch, tip: str, action: str) 
     lost on it can be found again with ``git reflog``."""
     refused = repo.update_ref(names.ref, tip, "", reason=action, reflog=True, check=False)
     if refused is not None:
-        raise UsageError(f"branch {names.branch!r} cannot be created: {refused}",
-                         hint="pick another --branch (a name cannot be both a branch and a folder of branches)")
+        raise UsageError(
+            f"branch {names.branch!r} cannot be created: {refused}",
+            hint="pick another --branch (a name cannot be both a branch and a folder of branches)",
+        )
 
 
 def without_trailer(message: str) -> str:
@@ -190,6 +215,11 @@ def export_commit(repo: git.Repo, commit: str) -> str:
         return repo.format_patch(commit)
     author, _ = repo.idents(commit)
     parent = repo.resolve(f"{commit}^")
-    plain = repo.commit_tree(repo.tree_of(commit), [parent] if parent else [], without_trailer(message),
-                             author=git.Ident(author.name, author.email), committer=git.Ident(*git.FIXED_IDENT))
+    plain = repo.commit_tree(
+        repo.tree_of(commit),
+        [parent] if parent else [],
+        without_trailer(message),
+        author=git.Ident(author.name, author.email),
+        committer=git.Ident(*git.FIXED_IDENT),
+    )
     return repo.format_patch(plain)

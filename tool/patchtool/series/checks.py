@@ -49,16 +49,16 @@ def evaluate(assumption: Assumption, content: bytes | None) -> tuple[bool, str]:
     return ok, f"{n} match(es)"
 
 
-def check_assumptions(repo: git.Repo, tree: str,
-                      entries: Sequence[PatchEntry]) -> list[AssumptionResult]:
+def check_assumptions(repo: git.Repo, tree: str, entries: Sequence[PatchEntry]) -> list[AssumptionResult]:
     paths = sorted({a.file for e in entries for a in e.assumptions})
     contents = repo.cat_files(tree, paths)
     results = []
     for entry in entries:
         for a in entry.assumptions:
             ok, found = evaluate(a, contents[a.file])
-            results.append(AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(),
-                                            found=found, why=a.why))
+            results.append(
+                AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(), found=found, why=a.why)
+            )
     return results
 
 
@@ -89,7 +89,9 @@ class CheckReport:
             "patches": self.patches,
             "applies": None if self.series is None else [r.to_dict() for r in self.series.results],
             "assumptions": [a.to_dict() for a in self.assumptions],
-            "registry": None if self.registry_entries is None else {
+            "registry": None
+            if self.registry_entries is None
+            else {
                 "entries": self.registry_entries,
                 "findings": [f.to_dict() for f in self.retread if not f.override],
                 "overrides": [f.to_dict() for f in self.retread if f.override],
@@ -108,8 +110,9 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: 
         project = Project.load(root)
     except InvalidInput as exc:
         # the manifest is broken: still report every patch file that does not parse
-        return CheckReport(pin=pin_name, patches=0, strict=strict,
-                           problems=tuple(exc.as_problems()) + tuple(_parse_all(root)))
+        return CheckReport(
+            pin=pin_name, patches=0, strict=strict, problems=tuple(exc.as_problems()) + tuple(_parse_all(root))
+        )
     problems: list[Problem] = []
     loaded, file_problems = project.try_series()
     problems += file_problems
@@ -122,21 +125,36 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: 
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(pin=pin_name or project.manifest.pin, strict=strict,
-                           patches=len(project.manifest.patches), problems=tuple(problems))
+        return CheckReport(
+            pin=pin_name or project.manifest.pin,
+            strict=strict,
+            patches=len(project.manifest.patches),
+            problems=tuple(problems),
+        )
     warnings = [p for per_patch in _skeleton_problems(root, project.manifest.patches) for p in per_patch]
     for i, entry in enumerate(project.manifest.patches):
         if pin.version not in entry.applies_to:
-            problems.append(Problem(
-                file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].applies_to", code="version",
-                message=f"pin {pin.name} is version {pin.version}, outside '{entry.applies_to}'",
-                hint="widen applies_to once the patch is verified on this version"))
+            problems.append(
+                Problem(
+                    file=MANIFEST_NAME,
+                    patch=entry.id,
+                    key=f"patch[{i}].applies_to",
+                    code="version",
+                    message=f"pin {pin.name} is version {pin.version}, outside '{entry.applies_to}'",
+                    hint="widen applies_to once the patch is verified on this version",
+                )
+            )
     try:
         base: Base = cache.ensure(pin)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(pin=pin.name, patches=len(project.manifest.patches), strict=strict,
-                           problems=tuple(problems), warnings=tuple(warnings))
+        return CheckReport(
+            pin=pin.name,
+            patches=len(project.manifest.patches),
+            strict=strict,
+            problems=tuple(problems),
+            warnings=tuple(warnings),
+        )
     series = None
     if not file_problems:
         series = apply_series(cache.repo, base.commit, loaded, commit=False)
@@ -144,19 +162,30 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: 
     assumptions = check_assumptions(cache.repo, base.tree, project.manifest.patches)
     for a in assumptions:
         if not a.ok:
-            problems.append(Problem(file=MANIFEST_NAME, patch=a.patch, key=f"assumptions.{a.id}",
-                                    code="assumption",
-                                    message=f"assumption failed at {pin.name}: expected {a.expects}, "
-                                            f"found {a.found}",
-                                    hint=f"the patch relies on it: {a.why}"))
-    return CheckReport(pin=pin.name, patches=len(project.manifest.patches), problems=tuple(problems),
-                       warnings=tuple(warnings), strict=strict, series=series, assumptions=tuple(assumptions),
-                       registry_entries=registry_entries,
-                       retread=tuple(findings))
+            problems.append(
+                Problem(
+                    file=MANIFEST_NAME,
+                    patch=a.patch,
+                    key=f"assumptions.{a.id}",
+                    code="assumption",
+                    message=f"assumption failed at {pin.name}: expected {a.expects}, found {a.found}",
+                    hint=f"the patch relies on it: {a.why}",
+                )
+            )
+    return CheckReport(
+        pin=pin.name,
+        patches=len(project.manifest.patches),
+        problems=tuple(problems),
+        warnings=tuple(warnings),
+        strict=strict,
+        series=series,
+        assumptions=tuple(assumptions),
+        registry_entries=registry_entries,
+        retread=tuple(findings),
+    )
 
 
-def _registry_guard(project: Project,
-                    loaded: Sequence[LoadedPatch]) -> tuple[int | None, list[Finding], list[Problem]]:
+def _registry_guard(project: Project, loaded: Sequence[LoadedPatch]) -> tuple[int | None, list[Finding], list[Problem]]:
     """The series against the project's registry of rejected ideas: how many entries it has (None
     without a registry, or with one that does not load), what the series re-introduces, and the
     problems: the registry's own, overrides that name no entry, and findings not overridden."""
@@ -183,16 +212,30 @@ def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]
             try:
                 selectors = gpu.selectors()
             except ValueError as exc:
-                why, hint = str(exc), ("what to compare against goes in 'expect'; a benchmark against a "
-                                       "deployment is a check under tests/gpu that drives it "
-                                       "(gpu_support.require_deployment())")
+                why, hint = (
+                    str(exc),
+                    (
+                        "what to compare against goes in 'expect'; a benchmark against a "
+                        "deployment is a check under tests/gpu that drives it "
+                        "(gpu_support.require_deployment())"
+                    ),
+                )
             else:
                 missing = [m for s in selectors if (m := _missing_check(root, s))]
                 if not missing:
                     continue
                 why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
-            problems.append(Problem(file=MANIFEST_NAME, line=key_line(text, key), patch=entry.id, key=key,
-                                    code="gpu-run", message=why, hint=hint))
+            problems.append(
+                Problem(
+                    file=MANIFEST_NAME,
+                    line=key_line(text, key),
+                    patch=entry.id,
+                    key=key,
+                    code="gpu-run",
+                    message=why,
+                    hint=hint,
+                )
+            )
     return problems
 
 
@@ -216,8 +259,14 @@ def _missing_check(root: Path, selector: str) -> str | None:
         return f"{path} does not parse: {exc}"
     for name in node.split("::"):
         name = name.split("[", 1)[0]  # a parametrised id names its function
-        found = next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                      and n.name == name), None)
+        found = next(
+            (
+                n
+                for n in body
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == name
+            ),
+            None,
+        )
         if found is None:
             return f"{path} has no {name}"
         body = found.body if isinstance(found, ast.ClassDef) else []
@@ -227,15 +276,31 @@ def _missing_check(root: Path, selector: str) -> str | None:
 def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[Problem]]:
     """What export/import scaffolded and nobody filled in, per patch: TODO text, and the defaults
     the skeleton marked as not chosen (``metadata.unfilled_defaults``)."""
-    out: list[list[Problem]] = [[Problem(file=MANIFEST_NAME, patch=entry.id, key=f"patch[{i}].{key}",
-                                         code="skeleton",
-                                         message=f"still the skeleton's placeholder ({value!r})",
-                                         hint="fill in the metadata that export/import scaffolded")
-                                 for key, value in _placeholders(entry.to_dict())] for i, entry in enumerate(entries)]
+    out: list[list[Problem]] = [
+        [
+            Problem(
+                file=MANIFEST_NAME,
+                patch=entry.id,
+                key=f"patch[{i}].{key}",
+                code="skeleton",
+                message=f"still the skeleton's placeholder ({value!r})",
+                hint="fill in the metadata that export/import scaffolded",
+            )
+            for key, value in _placeholders(entry.to_dict())
+        ]
+        for i, entry in enumerate(entries)
+    ]
     for i, key, value in unfilled_defaults(manifest_document(root)):
-        out[i].append(Problem(file=MANIFEST_NAME, patch=entries[i].id, key=f"patch[{i}].{key}", code="skeleton",
-                              message=f"still the skeleton's default ({value!r}), never chosen",
-                              hint=f"set {key}; to keep this value, delete the TODO comment on its line"))
+        out[i].append(
+            Problem(
+                file=MANIFEST_NAME,
+                patch=entries[i].id,
+                key=f"patch[{i}].{key}",
+                code="skeleton",
+                message=f"still the skeleton's default ({value!r}), never chosen",
+                hint=f"set {key}; to keep this value, delete the TODO comment on its line",
+            )
+        )
     return out
 
 
@@ -256,10 +321,16 @@ def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
         for f in r.failures:
             where = f"hunk {f.hunk} ({f.header})" if f.hunk else "patch"
             detail = f": {f.detail}" if f.detail else ""
-            problems.append(Problem(file=r.file, patch=r.id, code="apply", line=None,
-                                    message=f"does not apply at {pin}: {f.file} {where}: "
-                                            f"{f.reason}{detail}",
-                                    hint="rebase the patch onto the pin"))
+            problems.append(
+                Problem(
+                    file=r.file,
+                    patch=r.id,
+                    code="apply",
+                    line=None,
+                    message=f"does not apply at {pin}: {f.file} {where}: {f.reason}{detail}",
+                    hint="rebase the patch onto the pin",
+                )
+            )
     return problems
 
 

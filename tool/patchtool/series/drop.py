@@ -14,8 +14,15 @@ from patchtool.registry import workflows as retread
 from patchtool.series.writes import write_series
 
 
-def drop(project: Project, *, ident: str, reason: str, rejected: bool, knobs: Sequence[dict[str, Any]] = (),
-         unguarded: str | None = None) -> list[str]:
+def drop(
+    project: Project,
+    *,
+    ident: str,
+    reason: str,
+    rejected: bool,
+    knobs: Sequence[dict[str, Any]] = (),
+    unguarded: str | None = None,
+) -> list[str]:
     """Take a patch out of the series with the reason; with ``rejected``, into the registry too, guarded
     by the knobs it added and ``knobs`` (or, with none, ``unguarded``: why no knob can see it)."""
     root = project.root
@@ -31,22 +38,27 @@ def drop(project: Project, *, ident: str, reason: str, rejected: bool, knobs: Se
     extra: dict[str, str] = {}
     if rejected:
         if not entry.evidence:
-            raise UsageError(f"patch {ident!r} has no evidence rows to carry into the registry",
-                             hint="add [[patch.evidence]] first, or drop it without --rejected")
+            raise UsageError(
+                f"patch {ident!r} has no evidence rows to carry into the registry",
+                hint="add [[patch.evidence]] first, or drop it without --rejected",
+            )
         rejection = rejection_from(project, ident, reason, knobs=knobs, unguarded=unguarded)
         if not rejection["knobs"] and not unguarded:
-            raise UsageError(f"patch {ident!r} adds no knob, so its registry entry would be invisible: neither "
-                             "`check` nor `retread scan` could ever see the idea come back",
-                             hint="name what would re-introduce it (--flag, --env, --config, --pattern), or say "
-                                  "why nothing can with --unguarded \"...\"")
+            raise UsageError(
+                f"patch {ident!r} adds no knob, so its registry entry would be invisible: neither "
+                "`check` nor `retread scan` could ever see the idea come back",
+                hint="name what would re-introduce it (--flag, --env, --config, --pattern), or say "
+                'why nothing can with --unguarded "..."',
+            )
         _, name, registry_text = retread.added(project, rejection)
         extra[name] = registry_text  # the registry entry and the drop: one transaction
     text = paths.read_inside(root, entry.file).decode("utf-8")
     return write_series(root, {**extra, moved: text}, manifest_text(doc), remove=[entry.file], moves={})
 
 
-def rejection_from(project: Project, ident: str, reason: str, *, knobs: Sequence[dict[str, Any]] = (),
-                   unguarded: str | None = None) -> dict[str, Any]:
+def rejection_from(
+    project: Project, ident: str, reason: str, *, knobs: Sequence[dict[str, Any]] = (), unguarded: str | None = None
+) -> dict[str, Any]:
     """A registry entry for a dropped patch, with its evidence, the knobs it added and ``knobs``."""
     e = project.manifest.get(ident)
     hardware = ", ".join(e.scope.hardware) if e.scope else None
@@ -67,7 +79,14 @@ def rejection_from(project: Project, ident: str, reason: str, *, knobs: Sequence
         row["source"] = m.source
         evidence.append(row)
     added = [{"type": k.type.value, "name": k.name} for k in e.knobs if k.relation.value == "adds"]
-    out = {"id": ident, "title": f"patch {ident}", "tried": e.why.strip(), "verdict": "rejected",
-           "reason": reason, "revisit": e.drop_when, "evidence": evidence, "knobs": added + list(knobs)}
+    out = {
+        "id": ident,
+        "title": f"patch {ident}",
+        "tried": e.why.strip(),
+        "verdict": "rejected",
+        "reason": reason,
+        "revisit": e.drop_when,
+        "evidence": evidence,
+        "knobs": added + list(knobs),
+    }
     return out | ({"unguarded": unguarded} if unguarded else {})
-

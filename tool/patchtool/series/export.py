@@ -57,27 +57,33 @@ def _hint_branch(branch: str) -> str:
 def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
     """(tip, base) of a checkout branch whose series is still the project's; refused
     otherwise, naming what changed."""
-    tip, base, record = branch_and_record(project, repo, names,
-                                          "exporting it could undo changes made to the series since")
+    tip, base, record = branch_and_record(
+        project, repo, names, "exporting it could undo changes made to the series since"
+    )
     changes = changes_since(record, project)
     if changes:
-        raise UsageError(f"the series changed since branch {names.branch!r} was checked out: "
-                         f"{'; '.join(changes)}. Exporting that checkout would undo it",
-                         hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
-                              "onto the current series; then export")
+        raise UsageError(
+            f"the series changed since branch {names.branch!r} was checked out: "
+            f"{'; '.join(changes)}. Exporting that checkout would undo it",
+            hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
+            "onto the current series; then export",
+        )
     return tip, base
 
 
-def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
-           revive: Sequence[str] = ()) -> ExportResult:
+def export(
+    project: Project, cache: Cache, *, branch: str, allow_drop: bool, revive: Sequence[str] = ()
+) -> ExportResult:
     repo = cache.repo
     root = project.root
     names = CheckoutBranch.of(root, branch)
     tip, base = _checked(project, repo, names)
     pin_base = cache.ensure(project.pin()).commit
     if base != pin_base:
-        raise UsageError(f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
-                         hint=f"`patchtool checkout --refresh{_hint_branch(branch)}` moves it onto the pin")
+        raise UsageError(
+            f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
+            hint=f"`patchtool checkout --refresh{_hint_branch(branch)}` moves it onto the pin",
+        )
     worktree = worktree_of(repo, names)
     require_clean(worktree)
     commits = branch_commits(repo, names, base, tip)
@@ -88,9 +94,10 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
     kept = {i for i, _, _ in order}
     gone = [e.id for e in project.manifest.patches if e.id not in kept]
     if gone and not allow_drop:
-        raise UsageError(f"patch(es) {', '.join(gone)} have no commit on {branch!r} any more; refusing to "
-                         "delete them silently",
-                         hint="record it: `patchtool drop ID --reason ...`, or export with --allow-drop")
+        raise UsageError(
+            f"patch(es) {', '.join(gone)} have no commit on {branch!r} any more; refusing to delete them silently",
+            hint="record it: `patchtool drop ID --reason ...`, or export with --allow-drop",
+        )
     _refuse_empty(repo, commits, branch)
     files: dict[str, str] = {}
     rows_out: list[dict[str, str]] = []
@@ -101,8 +108,15 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
         name = f"{PATCHES_DIR}/{position:04d}-{stem}.patch"
         old = entries[ident].file if known else None
         previous = paths.read_text_if_present(root, old) if old else None
-        change = ("revived" if ident in revive else "new") if not known else \
-            "unchanged" if previous == text and old == name else "renamed" if previous == text else "refreshed"
+        change = (
+            ("revived" if ident in revive else "new")
+            if not known
+            else "unchanged"
+            if previous == text and old == name
+            else "renamed"
+            if previous == text
+            else "refreshed"
+        )
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
     # the commits that had no trailer get theirs now, before any file is written: an export
@@ -111,19 +125,24 @@ def export(project: Project, cache: Cache, *, branch: str, allow_drop: bool,
     chain = _with_trailers(repo, base, commits, [i for i, _, _ in order])
     if chain is not None:
         move_branch(repo, names, worktree, tip, chain[-1], "patchtool export: Patchtool-Id trailers")
-    manifest, moves = _export_manifest(root, [(i, k) for i, _, k in order],
-                                       {r["id"]: r["file"] for r in rows_out}, gone, branch, revive=revive)
+    manifest, moves = _export_manifest(
+        root, [(i, k) for i, _, k in order], {r["id"]: r["file"] for r in rows_out}, gone, branch, revive=revive
+    )
     revived_files = [dropped[i] for i in revive]
-    renamed = [entries[r["id"]].file for r in rows_out
-               if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]]
+    renamed = [
+        entries[r["id"]].file
+        for r in rows_out
+        if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]
+    ]
     removed = [entries[i].file for i in gone] + renamed + [f for f in revived_files if f not in files]
     pending = _pending_trees(root, [r["id"] for r in rows_out if r["change"] == "new"])
     written = write_series(root, files, manifest, remove=removed, moves=moves, remove_trees=pending)
     final = dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True))
     exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
-    return ExportResult(branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written),
-                        trailers=tuple(given))
+    return ExportResult(
+        branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written), trailers=tuple(given)
+    )
 
 
 def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:
@@ -132,14 +151,17 @@ def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) 
     empty = [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]
     if empty:
         named = ", ".join(f"{c.commit[:12]} ({c.subject})" for c in empty)
-        raise UsageError(f"commit(s) {named} on {branch!r} change nothing: each would be written as an empty "
-                         "patch file; nothing was exported",
-                         hint="put the change in it (edit in the worktree, then `git commit --amend`), or take "
-                              "the commit out of the branch (`git rebase -i`)")
+        raise UsageError(
+            f"commit(s) {named} on {branch!r} change nothing: each would be written as an empty "
+            "patch file; nothing was exported",
+            hint="put the change in it (edit in the worktree, then `git commit --amend`), or take "
+            "the commit out of the branch (`git rebase -i`)",
+        )
 
 
-def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequence[str],
-              branch: str) -> tuple[list[tuple[str, str, bool]], list[str]]:
+def _identify(
+    project: Project, commits: Sequence[BranchCommit], revive: Sequence[str], branch: str
+) -> tuple[list[tuple[str, str, bool]], list[str]]:
     """Each commit's patch: ``(id, commit, known)`` in branch order, and the ids given to commits
     without a trailer. A dropped patch comes back only when ``revive`` names it."""
     entries = {e.id for e in project.manifest.patches}
@@ -149,8 +171,9 @@ def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequenc
         raise UsageError(f"--revive {', '.join(active)}: in the series already; nothing to bring back")
     unknown = [i for i in revive if i not in dropped]
     if unknown:
-        raise UsageError(f"--revive {', '.join(unknown)}: no such dropped patch",
-                         hint=f"dropped: {', '.join(dropped) or 'none'}")
+        raise UsageError(
+            f"--revive {', '.join(unknown)}: no such dropped patch", hint=f"dropped: {', '.join(dropped) or 'none'}"
+        )
     order: list[tuple[str, str, bool]] = []
     given: list[str] = []
     for c in commits:
@@ -158,21 +181,29 @@ def _identify(project: Project, commits: Sequence[BranchCommit], revive: Sequenc
         if c.ident is None:
             given.append(ident)
         if any(i == ident for i, _, _ in order):
-            raise UsageError(f"two commits carry {TRAILER}: {ident}",
-                             hint="each patch is one commit: squash them or change one trailer")
+            raise UsageError(
+                f"two commits carry {TRAILER}: {ident}",
+                hint="each patch is one commit: squash them or change one trailer",
+            )
         order.append((ident, c.commit, ident in entries))
     resurrected = [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]
     if resurrected:
-        named = "; ".join(f"commit {c[:12]} carries {TRAILER}: {i}, a patch dropped from the series "
-                          f"({dropped[i].reason})" for i, c in resurrected)
+        named = "; ".join(
+            f"commit {c[:12]} carries {TRAILER}: {i}, a patch dropped from the series ({dropped[i].reason})"
+            for i, c in resurrected
+        )
         ids = " ".join(f"--revive {i}" for i, _ in resurrected)
-        raise UsageError(f"{named}; refusing to bring it back unasked",
-                         hint=f"to bring it back with its recorded metadata: `patchtool export {ids}`; "
-                              "otherwise take the commit out of the branch (git rebase -i)")
+        raise UsageError(
+            f"{named}; refusing to bring it back unasked",
+            hint=f"to bring it back with its recorded metadata: `patchtool export {ids}`; "
+            "otherwise take the commit out of the branch (git rebase -i)",
+        )
     missing = [i for i in revive if i not in {o for o, _, _ in order}]
     if missing:
-        raise UsageError(f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: "
-                         f"{', '.join(missing)}", hint="cherry-pick or write the commit first")
+        raise UsageError(
+            f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: {', '.join(missing)}",
+            hint="cherry-pick or write the commit first",
+        )
     return order, given
 
 
@@ -199,8 +230,15 @@ def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], i
     return out
 
 
-def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str, str], gone: list[str],
-                     branch: str, *, revive: Sequence[str] = ()) -> tuple[str, dict[str, str]]:
+def _export_manifest(
+    root: Path,
+    order: list[tuple[str, bool]],
+    files: dict[str, str],
+    gone: list[str],
+    branch: str,
+    *,
+    revive: Sequence[str] = (),
+) -> tuple[str, dict[str, str]]:
     """The manifest for the exported series, and where each gone patch's file moves."""
     text = paths.read_inside(root, MANIFEST_NAME).decode("utf-8")
     doc = manifest_document(root)
@@ -219,17 +257,24 @@ def _export_manifest(root: Path, order: list[tuple[str, bool]], files: dict[str,
         tables[ident] = table
     new = []
     for ident, known in order:
-        table = tables[ident] if known or ident in revive else \
-            skeleton(ident, files[ident], metadata.load_pending(root, ident))
+        table = (
+            tables[ident]
+            if known or ident in revive
+            else skeleton(ident, files[ident], metadata.load_pending(root, ident))
+        )
         table["file"] = files[ident]
         new.append(table)
     tomlio.set_tables(doc, "patch", new)
     moves = {}
     for ident in gone:
         old = str(tables[ident]["file"])
-        moves[old] = record_dropped(root, doc, tables[ident], dropped_at=str(doc["pin"]),
-                                    reason=f"its commit was removed from checkout branch {branch!r} "
-                                           "(export --allow-drop)")
+        moves[old] = record_dropped(
+            root,
+            doc,
+            tables[ident],
+            dropped_at=str(doc["pin"]),
+            reason=f"its commit was removed from checkout branch {branch!r} (export --allow-drop)",
+        )
     return manifest_text(doc), moves
 
 
@@ -237,4 +282,3 @@ def _pending_trees(root: Path, ids: Sequence[str]) -> list[str]:
     """Where ``new`` kept metadata for those of ``ids`` it was told about: the export that
     creates their entries removes it."""
     return [tree for i in ids if (root / (tree := metadata.pending_tree(i))).is_dir()]
-

@@ -12,8 +12,8 @@ def slug(text: str, limit: int = 48) -> str:
     a whole word (a first word longer than that is cut where it must be)."""
     found = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     if len(found) > limit:
-        head = found[:limit + 1]
-        found = head[:head.rfind("-")] if "-" in head else found[:limit]
+        head = found[: limit + 1]
+        found = head[: head.rfind("-")] if "-" in head else found[:limit]
     return found or "patch"
 
 

@@ -93,8 +93,14 @@ def _status_for(url: str | None) -> dict[str, str]:
 Exists = Callable[[str], bool] | None  # whether the tree a plain diff applies to has a path
 
 
-def read_sources(paths: list[Path], url: str | None, who: Authorship | None = None, *,
-                 series: Path | None = None, exists: Exists = None) -> list[Incoming]:
+def read_sources(
+    paths: list[Path],
+    url: str | None,
+    who: Authorship | None = None,
+    *,
+    series: Path | None = None,
+    exists: Exists = None,
+) -> list[Incoming]:
     """Every patch in ``paths`` (format-patch files, pull-request ``.patch`` files, plain diffs,
     quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order.
     ``exists`` settles a plain diff's file that is only added to and not marked new (git creates
@@ -117,8 +123,9 @@ def read_sources(paths: list[Path], url: str | None, who: Authorship | None = No
     return out
 
 
-def _read_file(source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists,
-               strip: int = 1) -> list[Incoming]:
+def _read_file(
+    source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists, strip: int = 1
+) -> list[Incoming]:
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
     if starts:
         if strip != 1:
@@ -127,14 +134,23 @@ def _read_file(source: str, name: str, text: str, url: str | None, who: Authorsh
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
             message = text[a:b]
             sha = _MBOX_FROM.match(message)
-            out.append(Incoming(source=source, text=message, upstream=_status_for(url),
-                                commit=sha.group(1) if sha and url is None else None))
+            out.append(
+                Incoming(
+                    source=source,
+                    text=message,
+                    upstream=_status_for(url),
+                    commit=sha.group(1) if sha and url is None else None,
+                )
+            )
         return out
     return [_plain_patch(source, name, text, who, url, strip, exists)]
 
 
-_DEP3 = re.compile(r"^(Description|Subject|Author|From|Origin|Forwarded|Bug|Last-Update|Applied-Upstream)"
-                   r":\s*(.*)$", re.IGNORECASE)
+_DEP3 = re.compile(
+    r"^(Description|Subject|Author|From|Origin|Forwarded|Bug|Last-Update|Applied-Upstream)"
+    r":\s*(.*)$",
+    re.IGNORECASE,
+)
 
 
 def dep3_fields(header: str) -> dict[str, str]:
@@ -182,9 +198,11 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
         strip = 1
         for option in options:
             if not (m := _STRIP.match(option)):
-                raise UsageError(f"{directory / series}:{number}: {name}: option {option[:20]!r}"
-                                 f"{'...' if len(option) > 20 else ''} is not supported",
-                                 hint="only a strip level (-p0, -p1, -p2 ...) is")
+                raise UsageError(
+                    f"{directory / series}:{number}: {name}: option {option[:20]!r}"
+                    f"{'...' if len(option) > 20 else ''} is not supported",
+                    hint="only a strip level (-p0, -p1, -p2 ...) is",
+                )
             strip = 1 if m.group(1) == "ab" else int(m.group(1))
         source = str(directory / name)
         try:
@@ -194,8 +212,11 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise InvalidInput(f"{directory / series}:{number}: {name} is not UTF-8 ({exc.reason} at byte "
-                               f"{exc.start})", file=source, hint="save it as UTF-8") from None
+            raise InvalidInput(
+                f"{directory / series}:{number}: {name} is not UTF-8 ({exc.reason} at byte {exc.start})",
+                file=source,
+                hint="save it as UTF-8",
+            ) from None
         out += _read_file(source, Path(name).name, text, None, who, exists, strip)
     return out
 
@@ -204,16 +225,20 @@ _DIFF_START = re.compile(r"^(?:diff --git |--- |Index: )", re.MULTILINE)
 _PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
 
-def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | None, strip: int,
-                 exists: Exists) -> Incoming:
+def _plain_patch(
+    source: str, name: str, text: str, who: Authorship, url: str | None, strip: int, exists: Exists
+) -> Incoming:
     """A patch that is not git format-patch output (a quilt patch, a plain diff, a mail): its
     DEP-3 or mail header (author, description or subject, origin) and its diff. The subject, where
     the header has none: the one given, else the file name; the author: the one given, else you."""
     m = _DIFF_START.search(text)
     if not m:
-        raise InvalidInput(f"{source}: not a git format-patch file (no 'From <sha> Mon Sep 17' line) and no diff",
-                           file=source, hint="export it with git format-patch, or import a quilt directory")
-    header, diff = text[:m.start()], text[m.start():]
+        raise InvalidInput(
+            f"{source}: not a git format-patch file (no 'From <sha> Mon Sep 17' line) and no diff",
+            file=source,
+            hint="export it with git format-patch, or import a quilt directory",
+        )
+    header, diff = text[: m.start()], text[m.start() :]
     fields = dep3_fields(header)
     if diff.startswith("diff --git "):
         if strip != 1:
@@ -223,9 +248,12 @@ def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | 
             diff = plain.git_diff(diff, exists=exists, strip=strip)
         except DiffError as exc:
             line = exc.line and exc.line + header.count("\n")
-            raise InvalidInput(f"{source}{f':{line}' if line else ''}: {exc.message}", file=source, hint=exc.hint,
-                               problems=[Problem(message=exc.message, file=source, line=line, hint=exc.hint,
-                                                 code="unsafe-diff")]) from None
+            raise InvalidInput(
+                f"{source}{f':{line}' if line else ''}: {exc.message}",
+                file=source,
+                hint=exc.hint,
+                problems=[Problem(message=exc.message, file=source, line=line, hint=exc.hint, code="unsafe-diff")],
+            ) from None
     author = fields.get("author") or fields.get("from") or who.who()
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
@@ -234,8 +262,13 @@ def _plain_patch(source: str, name: str, text: str, who: Authorship, url: str | 
     subject, _, body = description.partition("\n")
     forwarded = fields.get("forwarded", "")
     origin = fields.get("origin", "")
-    found = forwarded if forwarded.startswith("http") else origin.split(",")[-1].strip() \
-        if origin.startswith(("upstream", "backport")) else None
+    found = (
+        forwarded
+        if forwarded.startswith("http")
+        else origin.split(",")[-1].strip()
+        if origin.startswith(("upstream", "backport"))
+        else None
+    )
     status = _status_for(url or found)
     if url is None and origin.lower().startswith(("upstream", "backport")) and status["status"] == "pending":
         status = {"status": "backport", "ref": origin}
@@ -258,9 +291,18 @@ class ImportResult:
         return dataclasses.asdict(self)
 
 
-def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: str | None = None,
-                   given: Metadata | None = None, author: str | None = None,
-                   subject: str | None = None, fuzz: int = 0, series: Path | None = None) -> ImportResult:
+def import_patches(
+    project: Project,
+    cache: Cache,
+    paths: list[Path],
+    *,
+    url: str | None = None,
+    given: Metadata | None = None,
+    author: str | None = None,
+    subject: str | None = None,
+    fuzz: int = 0,
+    series: Path | None = None,
+) -> ImportResult:
     """Add the patches in ``paths`` after the series, each applied at the pin first (nothing is
     written unless all apply). ``given``: metadata for the new entries (its id only when there is
     one patch); ``author``/``subject``: for sources that carry none (default author: you);
@@ -270,6 +312,7 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
     given = metadata.validate(given or Metadata())
     check_authorship(author, subject)
+
     @functools.cache
     def applied() -> SeriesResult:
         """The series applied at its pin, made when first needed (a plain diff may ask first)."""
@@ -279,19 +322,27 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
         chain = applied()
         return chain.tip is not None and cache.repo.cat_files(chain.tip, [path]).get(path) is not None
 
-    incoming = read_sources(paths, url, Authorship(author=author, subject=subject,
-                                                   identity=lambda: user_identity(project.root)), series=series,
-                            exists=exists)
+    incoming = read_sources(
+        paths,
+        url,
+        Authorship(author=author, subject=subject, identity=lambda: user_identity(project.root)),
+        series=series,
+        exists=exists,
+    )
     if not incoming:
         raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
     if given.id is not None and len(incoming) != 1:
-        raise UsageError(f"an id names one patch, and {len(incoming)} are being imported",
-                         hint="import them one at a time to name each, or let their subjects name them")
+        raise UsageError(
+            f"an id names one patch, and {len(incoming)} are being imported",
+            hint="import them one at a time to name each, or let their subjects name them",
+        )
     # a dropped id stays taken: an import never revives it behind the registry's back
     entries = {e.id: e for e in project.manifest.patches} | {d.entry.id: d.entry for d in project.manifest.dropped}
     if given.id is not None and given.id in entries:
-        raise UsageError(f"a patch {given.id!r} exists already"
-                         + (" (dropped)" if given.id not in {e.id for e in project.manifest.patches} else ""))
+        raise UsageError(
+            f"a patch {given.id!r} exists already"
+            + (" (dropped)" if given.id not in {e.id for e in project.manifest.patches} else "")
+        )
     pin = project.pin()
     repo = cache.repo
     chain = applied()
@@ -304,28 +355,40 @@ def import_patches(project: Project, cache: Cache, paths: list[Path], *, url: st
     for item in incoming:
         patch = PatchFile.parse(item.text, name=item.source)
         tree, refreshed = _applied(repo, parent, item, patch, pin.name, chain.base, fuzz)
-        parent = repo.commit_tree(tree, [parent], patch.message,
-                                  author=git.Ident(patch.author_name, patch.author_email, 0),
-                                  committer=git.Ident(*git.FIXED_IDENT, 0))
+        parent = repo.commit_tree(
+            tree,
+            [parent],
+            patch.message,
+            author=git.Ident(patch.author_name, patch.author_email, 0),
+            committer=git.Ident(*git.FIXED_IDENT, 0),
+        )
         ident = given.id or unique_id(slug(patch.subject), {*entries, *(i for i, _, _ in order)})
         order.append((ident, parent, False))
         name = f"{PATCHES_DIR}/{len(order):04d}-{slug(ident)}.patch"
         files[name] = repo.format_patch(parent)
-        added.append({"id": ident, "file": name, "source": item.source,
-                      **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()},
-                      "refreshed": [r.to_dict() for r in refreshed]})
+        added.append(
+            {
+                "id": ident,
+                "file": name,
+                "source": item.source,
+                **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()},
+                "refreshed": [r.to_dict() for r in refreshed],
+            }
+        )
     doc = manifest_document(project.root)
     for row in added:
         table = skeleton(row["id"], row["file"], given)
-        table["upstream"] = tomlio.inline_table({k.removeprefix("upstream_"): v for k, v in row.items()
-                                                 if k.startswith("upstream_")})
+        table["upstream"] = tomlio.inline_table(
+            {k.removeprefix("upstream_"): v for k, v in row.items() if k.startswith("upstream_")}
+        )
         tomlio.append_table(doc, "patch", table)
     written = write_series(project.root, files, manifest_text(doc), remove=[], moves={})
     return ImportResult(added=tuple(added), written=tuple(written))
 
 
-def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin: str, base: str,
-             fuzz: int) -> tuple[str, tuple[Refreshed, ...]]:
+def _applied(
+    repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin: str, base: str, fuzz: int
+) -> tuple[str, tuple[Refreshed, ...]]:
     """The tree of ``parent`` with ``item`` applied as ``git apply`` does, or else with at most
     ``fuzz`` lines of fuzz (then: where each hunk went); ApplyConflict naming the file and hunk."""
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
@@ -343,16 +406,32 @@ def _applied(repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin:
             failures = diagnose(repo, index, tmp, patch, git_message=res.stderr)
     finally:
         os.unlink(tmp)
-    result = SeriesResult(base=base, results=(PatchResult(
-        id=slug(patch.subject), file=item.source, outcome=Outcome.FAILED, failures=failures,
-        git_message=res.stderr.strip()),))
+    result = SeriesResult(
+        base=base,
+        results=(
+            PatchResult(
+                id=slug(patch.subject),
+                file=item.source,
+                outcome=Outcome.FAILED,
+                failures=failures,
+                git_message=res.stderr.strip(),
+            ),
+        ),
+    )
     first = failures[0]
     where = f"hunk {first.hunk} ({first.header})" if first.hunk else "the patch"
-    raise ApplyConflict(f"{item.source}: does not apply at {pin} after the series: "
-                        f"{first.file} {where}: {first.reason}" + (f" - {first.detail}" if first.detail else ""),
-                        result=result, data=None, hint="nothing was imported; rebase the patch onto the pin" + (
-                            f", or allow more fuzz than {fuzz}" if fuzz else
-                            ", or let it apply with fuzz as GNU patch would (--fuzz 2) and store it refreshed"))
+    raise ApplyConflict(
+        f"{item.source}: does not apply at {pin} after the series: "
+        f"{first.file} {where}: {first.reason}" + (f" - {first.detail}" if first.detail else ""),
+        result=result,
+        data=None,
+        hint="nothing was imported; rebase the patch onto the pin"
+        + (
+            f", or allow more fuzz than {fuzz}"
+            if fuzz
+            else ", or let it apply with fuzz as GNU patch would (--fuzz 2) and store it refreshed"
+        ),
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -368,8 +447,9 @@ class Refreshed:
         return dataclasses.asdict(self)
 
 
-def fuzzed_files(repo: git.Repo, parent: str, patch: PatchFile,
-                 fuzz: int) -> tuple[dict[str, tuple[str, bytes] | None], tuple[Refreshed, ...]] | None:
+def fuzzed_files(
+    repo: git.Repo, parent: str, patch: PatchFile, fuzz: int
+) -> tuple[dict[str, tuple[str, bytes] | None], tuple[Refreshed, ...]] | None:
     """The files ``patch`` leaves on ``parent`` applied as GNU ``patch --fuzz`` would, and the
     hunks that moved or needed fuzz; None where it does not apply so either. As ``git apply``
     and ``patch`` do: a rename removes its source, a copy keeps it, and the header's new mode
@@ -398,10 +478,12 @@ def fuzzed_files(repo: git.Repo, parent: str, patch: PatchFile,
         try:
             applied = textfuzz.apply(lines_of(data.decode("utf-8", "surrogateescape")), f.hunks, fuzz=fuzz)
         except textfuzz.TooCostly as exc:
-            raise UsageError(f"{f.path}: looking for hunk {exc.hunk} with fuzz would compare more than "
-                             f"{textfuzz.MAX_COMPARED} lines (a hunk of repeated lines over a file of them); "
-                             "refusing to search further",
-                             hint="fix the patch's context by hand, or import it with less --fuzz") from None
+            raise UsageError(
+                f"{f.path}: looking for hunk {exc.hunk} with fuzz would compare more than "
+                f"{textfuzz.MAX_COMPARED} lines (a hunk of repeated lines over a file of them); "
+                "refusing to search further",
+                hint="fix the patch's context by hand, or import it with less --fuzz",
+            ) from None
         if applied is None:
             return None
         result = "".join(applied.lines).encode("utf-8", "surrogateescape")
@@ -413,8 +495,11 @@ def fuzzed_files(repo: git.Repo, parent: str, patch: PatchFile,
             files[f.path] = None
             continue
         files[f.new_path] = (f.new_mode or mode, result)
-        placed += [Refreshed(file=f.new_path, hunk=p.hunk, fuzz=p.fuzz, offset=p.offset)
-                   for p in applied.placed if p.fuzz or p.offset]
+        placed += [
+            Refreshed(file=f.new_path, hunk=p.hunk, fuzz=p.fuzz, offset=p.offset)
+            for p in applied.placed
+            if p.fuzz or p.offset
+        ]
     return files, tuple(placed)
 
 
@@ -439,6 +524,8 @@ def user_identity(root: Path) -> str:
     try:
         author, _ = git.user_idents(root)
     except UsageError:
-        raise UsageError("the patch names no author, and git does not know who you are",
-                         hint="give an author ('Name <email>'), or set git's user.name and user.email") from None
+        raise UsageError(
+            "the patch names no author, and git does not know who you are",
+            hint="give an author ('Name <email>'), or set git's user.name and user.email",
+        ) from None
     return f"{author.name} <{author.email}>"

@@ -64,15 +64,27 @@ class Initialised:
 
     def to_dict(self) -> dict[str, Any]:
         art, src = self.pin.artifact, self.pin.git
-        return {"root": str(self.root), "pin": self.pin.name, "upstream": self.pin.upstream,
-                "version": str(self.pin.version), "source": self.pin.use,
-                "artifact": None if art is None else {
-                    "filename": art.filename, "sha256": art.sha256, "size": art.size, "index": art.index.text,
-                    "prefix": {"from": art.prefix_from_template, "to": art.prefix_to, "at_version": art.prefix_from},
-                    "prefix_guessed": self.prefix_guessed},
-                "git": None if src is None else {"url": src.url.text, "tag": src.tag, "commit": src.commit},
-                "git_init": self.git_init, "written": list(self.written),
-                "check": {"ok": self.check.ok, **self.check.to_dict()}}
+        return {
+            "root": str(self.root),
+            "pin": self.pin.name,
+            "upstream": self.pin.upstream,
+            "version": str(self.pin.version),
+            "source": self.pin.use,
+            "artifact": None
+            if art is None
+            else {
+                "filename": art.filename,
+                "sha256": art.sha256,
+                "size": art.size,
+                "index": art.index.text,
+                "prefix": {"from": art.prefix_from_template, "to": art.prefix_to, "at_version": art.prefix_from},
+                "prefix_guessed": self.prefix_guessed,
+            },
+            "git": None if src is None else {"url": src.url.text, "tag": src.tag, "commit": src.commit},
+            "git_init": self.git_init,
+            "written": list(self.written),
+            "check": {"ok": self.check.ok, **self.check.to_dict()},
+        }
 
 
 def init(root: Path, cache: Cache, request: Request) -> Initialised:
@@ -81,8 +93,11 @@ def init(root: Path, cache: Cache, request: Request) -> Initialised:
     pin, guessed = resolve(cache, request)
     pin_rel = f"{PINS_DIR}/{pin.name}.toml"
     if os.path.lexists(root / pin_rel):
-        raise UsageError(f"{pin_rel} exists already", file=pin_rel,
-                         hint="init writes the first pin: remove it, or write patchset.toml by hand")
+        raise UsageError(
+            f"{pin_rel} exists already",
+            file=pin_rel,
+            hint="init writes the first pin: remove it, or write patchset.toml by hand",
+        )
     files = {
         MANIFEST_NAME: f'schema = 1\npin = "{pin.name}"   # {pin_rel}\n',
         pin_rel: pin_to_toml(pin, comment=f"{pin.upstream} {pin.version}: written by `patchtool init`."),
@@ -93,15 +108,24 @@ def init(root: Path, cache: Cache, request: Request) -> Initialised:
     if made_git:
         git.init_repository(root)
     written = journal.commit(root, files)
-    return Initialised(root=root, pin=pin, prefix_guessed=guessed, git_init=made_git, written=tuple(written),
-                       check=run_check(root, cache=cache))
+    return Initialised(
+        root=root,
+        pin=pin,
+        prefix_guessed=guessed,
+        git_init=made_git,
+        written=tuple(written),
+        check=run_check(root, cache=cache),
+    )
 
 
 def refuse_existing(root: Path) -> None:
     if os.path.lexists(root / MANIFEST_NAME):
-        raise UsageError(f"exists already in {root}: it is a patch repository", file=MANIFEST_NAME,
-                         hint="init starts a new one in a directory without a manifest; "
-                              "`patchtool pin add VERSION` adds a pin to this one")
+        raise UsageError(
+            f"exists already in {root}: it is a patch repository",
+            file=MANIFEST_NAME,
+            hint="init starts a new one in a directory without a manifest; "
+            "`patchtool pin add VERSION` adds a pin to this one",
+        )
 
 
 def _gitignore(existing: str | None) -> str:
@@ -116,13 +140,16 @@ def _gitignore(existing: str | None) -> str:
 
 # -- the first pin ------------------------------------------------------------------------------
 
+
 def resolve(cache: Cache, request: Request) -> tuple[Pin, bool]:
     """The first pin and whether its prefix was guessed (not given with --prefix). Nothing is written."""
     if (request.git_url is None) != (request.tag is None):
         raise UsageError("--git URL and --tag T go together")
     if request.upstream is None and request.git_url is None:
-        raise UsageError("give the upstream release to fork: --upstream NAME==VERSION, or --git URL --tag T",
-                         hint="e.g. patchtool init --upstream attrs==23.1.0 --sdist")
+        raise UsageError(
+            "give the upstream release to fork: --upstream NAME==VERSION, or --git URL --tag T",
+            hint="e.g. patchtool init --upstream attrs==23.1.0 --sdist",
+        )
     if request.upstream is None and (request.kind or request.prefix or request.index):
         raise UsageError("--sdist, --wheel, --prefix and --index choose a release file: give --upstream NAME==VERSION")
     from patchtool.upstream.pinset import git_source, tag_version
@@ -149,8 +176,9 @@ def _requirement(text: str) -> tuple[Distribution, Version]:
             raise ValueError("no ==VERSION")
         return Distribution(name.strip()), parse_version(version.strip())
     except (ValueError, InvalidVersion) as exc:
-        raise UsageError(f"--upstream {text!r}: {exc}", hint="give NAME==VERSION, e.g. --upstream attrs==23.1.0") \
-            from None
+        raise UsageError(
+            f"--upstream {text!r}: {exc}", hint="give NAME==VERSION, e.g. --upstream attrs==23.1.0"
+        ) from None
 
 
 def _repository_name(url: str) -> str:
@@ -161,8 +189,9 @@ def _upstream_name(text: str) -> UpstreamName:
     try:
         return UpstreamName(canonicalize_name(text))
     except ValueError as exc:
-        raise UsageError(f"{text!r} cannot name the upstream's pins: {exc}",
-                         hint="give --upstream NAME==VERSION") from None
+        raise UsageError(
+            f"{text!r} cannot name the upstream's pins: {exc}", hint="give --upstream NAME==VERSION"
+        ) from None
 
 
 def _index(request: Request) -> SourceUrl:
@@ -182,14 +211,28 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
     filename = ArtifactFilename(str(entry["filename"]))
     sha = entry.get("hashes", {}).get("sha256")
     if not isinstance(sha, str) or not SHA256_HEX.match(sha):
-        raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file",
-                            hint="patchtool takes a release file only by its sha256")
+        raise UpstreamError(
+            f"the index gives no sha256 for {filename}; refusing an unverifiable file",
+            hint="patchtool takes a release file only by its sha256",
+        )
     size = entry.get("size")
     size = size if type(size) is int and 0 < size < 2**63 else None
-    whole = Artifact(distribution=dist, version=version, filename=filename, sha256=sha, size=size, index=index,
-                     prefix_from_template=PrefixTemplate(""), prefix_to=TreePrefix(""))
-    probe = Pin(name=release_pin_name(_upstream_name(dist.canonical), version), upstream=_upstream_name(dist.canonical),
-                version=version, artifact=whole)
+    whole = Artifact(
+        distribution=dist,
+        version=version,
+        filename=filename,
+        sha256=sha,
+        size=size,
+        index=index,
+        prefix_from_template=PrefixTemplate(""),
+        prefix_to=TreePrefix(""),
+    )
+    probe = Pin(
+        name=release_pin_name(_upstream_name(dist.canonical), version),
+        upstream=_upstream_name(dist.canonical),
+        version=version,
+        artifact=whole,
+    )
     with cache.locked():
         members = [f.path for f in read_files(cache.artifact_path(probe), whole)]
     if request.prefix is None:
@@ -198,14 +241,15 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
         template, to = _given_prefix(request.prefix, version)
     at = template.at(version)
     if not any(m.startswith(at) and m != at for m in members):
-        raise UsageError(f"{filename} has no files under {at!r}",
-                         hint=f"its top entries: {', '.join(sorted({m.split('/', 1)[0] for m in members})[:8])}; "
-                              "give --prefix FROM:TO")
+        raise UsageError(
+            f"{filename} has no files under {at!r}",
+            hint=f"its top entries: {', '.join(sorted({m.split('/', 1)[0] for m in members})[:8])}; "
+            "give --prefix FROM:TO",
+        )
     return dataclasses.replace(whole, prefix_from_template=template, prefix_to=to), request.prefix is None
 
 
-def _release_file(files: list[dict[str, Any]], dist: Distribution, version: Version, *,
-                  wheel: bool) -> dict[str, Any]:
+def _release_file(files: list[dict[str, Any]], dist: Distribution, version: Version, *, wheel: bool) -> dict[str, Any]:
     """The release's sdist (``.tar.gz`` before ``.zip``), or its wheel (a pure one first)."""
     found: list[tuple[tuple[bool, str], dict[str, Any]]] = []
     for entry in files:
@@ -223,12 +267,16 @@ def _release_file(files: list[dict[str, Any]], dist: Distribution, version: Vers
     kind = "wheel" if wheel else "sdist"
     if not found:
         other = "--sdist" if wheel else "--wheel"
-        raise UpstreamError(f"{dist} {version} has no {kind} on the index",
-                            hint=f"check the name and version, or try {other}")
+        raise UpstreamError(
+            f"{dist} {version} has no {kind} on the index", hint=f"check the name and version, or try {other}"
+        )
     found.sort(key=lambda pair: pair[0])
     if wheel and len(found) > 1 and found[0][0][0]:
-        raise UsageError(f"{dist} {version} has {len(found)} platform wheels and no pure one: "
-                         f"{', '.join(n for (_, n), _ in found[:6])}", hint="fork its sdist (--sdist) instead")
+        raise UsageError(
+            f"{dist} {version} has {len(found)} platform wheels and no pure one: "
+            f"{', '.join(n for (_, n), _ in found[:6])}",
+            hint="fork its sdist (--sdist) instead",
+        )
     return found[0][1]
 
 
@@ -255,6 +303,7 @@ def _given_prefix(text: str, version: Version) -> tuple[PrefixTemplate, TreePref
         template.at(version)
         return template, TreePrefix(dest)
     except ValueError as exc:
-        raise UsageError(f"--prefix {text!r}: {exc}",
-                         hint="give FROM:TO, each empty or a directory ending in '/', e.g. "
-                              "--prefix 'attrs-{version}/src/:'") from None
+        raise UsageError(
+            f"--prefix {text!r}: {exc}",
+            hint="give FROM:TO, each empty or a directory ending in '/', e.g. --prefix 'attrs-{version}/src/:'",
+        ) from None

@@ -38,8 +38,10 @@ FIELDS = ("kind", "owner", "why", "applies_to", "drop_when")  # in the order an 
 SKELETON_DEFAULTS: Mapping[str, str] = {"kind": "correctness", "applies_to": ">=0"}
 DEFAULT_MARK = f"{PLACEHOLDER}: the skeleton's default"
 _TODO_TEXT = {"owner": "who maintains it", "why": "why the patch exists", "drop_when": "when to drop it"}
-_CHOOSE = {"kind": "correctness, performance, reliability or operations?",
-           "applies_to": "the upstream versions it is verified on?"}
+_CHOOSE = {
+    "kind": "correctness, performance, reliability or operations?",
+    "applies_to": "the upstream versions it is verified on?",
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -76,9 +78,13 @@ def validate(meta: Metadata) -> Metadata:
     """``meta`` when every value given passes the manifest's own rules (an id, a kind, a PEP 440
     specifier, non-empty text); UsageError listing every one that does not."""
     problems: list[Problem] = []
-    entry = {"id": meta.id or "new", "file": "patches/0001-new.patch",
-             **{k: SKELETON_DEFAULTS.get(k, "given") for k in FIELDS}, **meta.given(),
-             "upstream": {"status": "pending"}}
+    entry = {
+        "id": meta.id or "new",
+        "file": "patches/0001-new.patch",
+        **{k: SKELETON_DEFAULTS.get(k, "given") for k in FIELDS},
+        **meta.given(),
+        "upstream": {"status": "pending"},
+    }
     PatchEntry.read(Fields(entry, "", problems))
     named = {"id"} if meta.id is not None else set()
     mine = [dataclasses.replace(p, patch=None) for p in problems if p.key in named | set(meta.given())]
@@ -124,6 +130,7 @@ def unfilled_defaults(doc: Any) -> list[tuple[int, str, str]]:
 
 # -- what `new` was told, until the export that creates the entry ----------------------------
 
+
 def pending_tree(ident: str) -> str:
     """The directory that holds what ``new`` was told about ``ident``: the export removes it."""
     return f"{statedir.STATE_DIR}/new-{ident}"
@@ -143,8 +150,7 @@ def save_pending(root: Path, ident: str, meta: Metadata) -> None:
         fsroot.Root(root).rmtree(pending_tree(ident))
         statedir.tidy(root)
         return
-    fsroot.Root(root).write(_pending_file(ident), json.dumps({"schema": 1, **meta.to_dict()}, indent=2,
-                                                             sort_keys=True))
+    fsroot.Root(root).write(_pending_file(ident), json.dumps({"schema": 1, **meta.to_dict()}, indent=2, sort_keys=True))
 
 
 def load_pending(root: Path, ident: str) -> Metadata | None:
@@ -165,5 +171,8 @@ def load_pending(root: Path, ident: str) -> Metadata | None:
             raise ValueError(f"it names {meta.id!r}, not {ident!r}")
         return validate(meta)
     except (ValueError, UsageError) as exc:
-        raise InvalidInput(f"{rel} is not metadata patchtool wrote: {exc}", file=rel,
-                           hint=f"delete {pending_tree(ident)}/ and fill in the entry after the export") from None
+        raise InvalidInput(
+            f"{rel} is not metadata patchtool wrote: {exc}",
+            file=rel,
+            hint=f"delete {pending_tree(ident)}/ and fill in the entry after the export",
+        ) from None

@@ -34,18 +34,19 @@ def new(project: Project, cache: Cache, *, ident: str, branch: str, given: Metad
         raise UsageError(f"a patch {ident!r} exists already")
     dropped = {d.entry.id: d for d in project.manifest.dropped}
     if ident in dropped:
-        raise UsageError(f"{ident!r} is the id of a dropped patch ({dropped[ident].reason})",
-                         hint="pick another id; to bring that patch back, put its commit on the branch and "
-                              f"`patchtool export --revive {ident}`")
+        raise UsageError(
+            f"{ident!r} is the id of a dropped patch ({dropped[ident].reason})",
+            hint="pick another id; to bring that patch back, put its commit on the branch and "
+            f"`patchtool export --revive {ident}`",
+        )
     repo = cache.repo
     names = CheckoutBranch.of(project.root, branch)
     worktree = worktree_of(repo, names)
     if worktree is None:
-        raise UsageError(f"no worktree for branch {branch!r} of this repository",
-                         hint="run `patchtool checkout` first")
+        raise UsageError(f"no worktree for branch {branch!r} of this repository", hint="run `patchtool checkout` first")
     author, committer = git.user_idents(worktree)
-    git.Worktree(worktree).commit_empty(f"{ident}: describe the change\n\n{TRAILER}: {ident}",
-                                        author=author, committer=committer)
+    git.Worktree(worktree).commit_empty(
+        f"{ident}: describe the change\n\n{TRAILER}: {ident}", author=author, committer=committer
+    )
     metadata.save_pending(project.root, ident, given)
     return str(worktree)
-

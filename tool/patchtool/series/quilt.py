@@ -15,8 +15,10 @@ def export_quilt(project: Project, dest: Path) -> list[str]:
     loaded = project.series()
     out = dest / "patches"
     if out.is_symlink() or (out.exists() and (not out.is_dir() or any(out.iterdir()))):
-        raise UsageError(f"{out} exists and is not empty; refusing to overwrite a quilt series",
-                         hint="export into a new directory, or remove that one first")
+        raise UsageError(
+            f"{out} exists and is not empty; refusing to overwrite a quilt series",
+            hint="export into a new directory, or remove that one first",
+        )
     disk = fsroot.Root(dest)
     disk.directory("patches")
     names = []
@@ -26,4 +28,3 @@ def export_quilt(project: Project, dest: Path) -> list[str]:
         names.append(name)
     disk.create("patches/series", "".join(f"{n}\n" for n in names))
     return [str(out / n) for n in names] + [str(out / "series")]
-

@@ -32,10 +32,19 @@ class PatchStatus:
     gpu_evidence: tuple[tuple[Evidence, ...], ...]  # per gpu_verification entry: the newest run on each machine
 
     def to_dict(self) -> dict[str, object]:
-        return {"id": self.id, "kind": self.kind, "upstream": self.upstream, "files": list(self.files),
-                "added": self.added, "removed": self.removed, "applies": self.applies,
-                "gpu_verification": [{**g.to_dict(), "evidence": [e.to_dict() for e in ev]}
-                                     for g, ev in zip(self.gpu_verification, self.gpu_evidence, strict=True)]}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "upstream": self.upstream,
+            "files": list(self.files),
+            "added": self.added,
+            "removed": self.removed,
+            "applies": self.applies,
+            "gpu_verification": [
+                {**g.to_dict(), "evidence": [e.to_dict() for e in ev]}
+                for g, ev in zip(self.gpu_verification, self.gpu_evidence, strict=True)
+            ],
+        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,12 +61,19 @@ class StatusReport:
     gpu_results_problems: tuple[Problem, ...] = ()  # results files that could not be read
 
     def to_dict(self) -> dict[str, object]:
-        return {"pin": self.pin, "upstream": self.upstream, "version": self.version,
-                "base": self.base, "source": self.source,
-                "patches": [p.to_dict() for p in self.patches],
-                "rebase": self.rebase.to_dict() if self.rebase else None,
-                "gpu_results": {"files": list(self.gpu_results),
-                                "problems": [p.to_dict() for p in self.gpu_results_problems]}}
+        return {
+            "pin": self.pin,
+            "upstream": self.upstream,
+            "version": self.version,
+            "base": self.base,
+            "source": self.source,
+            "patches": [p.to_dict() for p in self.patches],
+            "rebase": self.rebase.to_dict() if self.rebase else None,
+            "gpu_results": {
+                "files": list(self.gpu_results),
+                "problems": [p.to_dict() for p in self.gpu_results_problems],
+            },
+        }
 
 
 def status(project: Project, cache: Cache, pin_name: str | None = None) -> StatusReport:
@@ -69,15 +85,31 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
     rows = []
     for lp, result in zip(loaded, series.results, strict=True):
         sha = hashlib.sha256(read_inside(project.root, lp.entry.file)).hexdigest()
-        rows.append(PatchStatus(
-            id=lp.id, kind=lp.entry.kind.value, upstream=str(lp.entry.upstream),
-            files=lp.patch.paths, added=lp.patch.added, removed=lp.patch.removed,
-            applies=str(result.outcome), gpu_verification=lp.entry.gpu_verification,
-            gpu_evidence=tuple(evidence_for(g, runs, sha) for g in lp.entry.gpu_verification)))
-    return StatusReport(pin=pin.name, upstream=pin.upstream, version=str(pin.version),
-                        base=base.commit, source=base.source, patches=tuple(rows), series=series,
-                        rebase=_rebase_in_progress(project), gpu_results=tuple(r.file for r in runs),
-                        gpu_results_problems=tuple(run_problems))
+        rows.append(
+            PatchStatus(
+                id=lp.id,
+                kind=lp.entry.kind.value,
+                upstream=str(lp.entry.upstream),
+                files=lp.patch.paths,
+                added=lp.patch.added,
+                removed=lp.patch.removed,
+                applies=str(result.outcome),
+                gpu_verification=lp.entry.gpu_verification,
+                gpu_evidence=tuple(evidence_for(g, runs, sha) for g in lp.entry.gpu_verification),
+            )
+        )
+    return StatusReport(
+        pin=pin.name,
+        upstream=pin.upstream,
+        version=str(pin.version),
+        base=base.commit,
+        source=base.source,
+        patches=tuple(rows),
+        series=series,
+        rebase=_rebase_in_progress(project),
+        gpu_results=tuple(r.file for r in runs),
+        gpu_results_problems=tuple(run_problems),
+    )
 
 
 def _rebase_in_progress(project: Project) -> InProgress | None:

@@ -11,8 +11,15 @@ from patchtool.project import journal
 from patchtool.project.manifest import MANIFEST_NAME
 
 
-def write_series(root: Path, files: Mapping[str, str], manifest: str, *, remove: Sequence[str],
-                 moves: Mapping[str, str], remove_trees: Sequence[str] = ()) -> list[str]:
+def write_series(
+    root: Path,
+    files: Mapping[str, str],
+    manifest: str,
+    *,
+    remove: Sequence[str],
+    moves: Mapping[str, str],
+    remove_trees: Sequence[str] = (),
+) -> list[str]:
     """The series' files, the manifest, the moves (old path -> new path) and the removals, as
     one transaction (``journal``); ``remove_trees``: directories of ``.patchtool/`` to remove with it."""
     files = dict(files)
@@ -20,5 +27,4 @@ def write_series(root: Path, files: Mapping[str, str], manifest: str, *, remove:
         text = paths.read_text_if_present(root, src)
         if text is not None:
             files.setdefault(moved, text)
-    return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves],
-                          remove_trees=remove_trees)
+    return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves], remove_trees=remove_trees)

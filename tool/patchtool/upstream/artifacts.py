@@ -46,32 +46,43 @@ class ImportRecord:
     prefix: str  # "sglang/ -> python/sglang/"
 
     def to_message(self, upstream: str, version: Version) -> str:
-        return (f"{upstream} {version}\n\n"
-                f"Imported from {self.filename}\n"
-                f"sha256 {self.sha256}\n"
-                f"size {self.size}\n"
-                f"layout {self.layout}: {self.prefix}\n")
+        return (
+            f"{upstream} {version}\n\n"
+            f"Imported from {self.filename}\n"
+            f"sha256 {self.sha256}\n"
+            f"size {self.size}\n"
+            f"layout {self.layout}: {self.prefix}\n"
+        )
 
     @classmethod
     def parse(cls, message: str) -> ImportRecord | None:
         m = _RECORD.search(message)
         if m is None:
             return None
-        return cls(filename=m["filename"], sha256=m["sha256"], size=int(m["size"]) if m["size"] else None,
-                   layout=int(m["layout"]), prefix=m["prefix"])
+        return cls(
+            filename=m["filename"],
+            sha256=m["sha256"],
+            size=int(m["size"]) if m["size"] else None,
+            layout=int(m["layout"]),
+            prefix=m["prefix"],
+        )
 
     @staticmethod
     def mapping(art: Artifact) -> str:
         return f"{art.prefix_from or '.'} -> {art.prefix_to or '.'}"
 
 
-_RECORD = re.compile(r"^Imported from (?P<filename>\S+)\nsha256 (?P<sha256>[0-9a-f]{64})\n"
-                     r"(?:size (?P<size>\d+)\n)?layout (?P<layout>\d+): (?P<prefix>.*)$", re.MULTILINE)
+_RECORD = re.compile(
+    r"^Imported from (?P<filename>\S+)\nsha256 (?P<sha256>[0-9a-f]{64})\n"
+    r"(?:size (?P<size>\d+)\n)?layout (?P<layout>\d+): (?P<prefix>.*)$",
+    re.MULTILINE,
+)
 
 
 @contextlib.contextmanager
-def damaged_as_error(label: str, error: type[PatchtoolError] = UpstreamError, *,
-                     hint: str | None = None) -> Iterator[None]:
+def damaged_as_error(
+    label: str, error: type[PatchtoolError] = UpstreamError, *, hint: str | None = None
+) -> Iterator[None]:
     """Turn what a damaged archive raises while it is read (a truncated file, corrupt deflate data, a
     bad CRC) into ``error`` naming ``label``."""
     import zipfile
@@ -94,8 +105,10 @@ def damage(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-DAMAGED_HINT = ("the file matches the pin's sha256, so the pin names a damaged file: check the pin "
-                "against the index; nothing was imported")
+DAMAGED_HINT = (
+    "the file matches the pin's sha256, so the pin names a damaged file: check the pin "
+    "against the index; nothing was imported"
+)
 
 
 HEADER_LIMIT = 1 << 16  # the most one tar header may read: a GNU long name or a PAX record set
@@ -112,10 +125,12 @@ class _Bounded:
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0 or n > self.limit:
-            raise UpstreamError(f"{self.label}: a tar header asks to read {n if n >= 0 else 'all'} bytes at "
-                                f"offset {self.raw.tell()}, more than the {self.limit} a header may hold (a "
-                                "hostile long name or PAX header?); refusing it",
-                                hint="the artifact is malformed or hostile; nothing was imported")
+            raise UpstreamError(
+                f"{self.label}: a tar header asks to read {n if n >= 0 else 'all'} bytes at "
+                f"offset {self.raw.tell()}, more than the {self.limit} a header may hold (a "
+                "hostile long name or PAX header?); refusing it",
+                hint="the artifact is malformed or hostile; nothing was imported",
+            )
         return self.raw.read(n)
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -139,8 +154,15 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
     """The tar archive (gzip, bzip2, xz or none) at ``path``, read through :class:`_Bounded`."""
     with path.open("rb") as fh:
         magic = fh.read(6)
-    opener: Any = (gzip.open if magic[:2] == b"\x1f\x8b" else bz2.open if magic[:3] == b"BZh"
-                   else lzma.open if magic == b"\xfd7zXZ\x00" else open)
+    opener: Any = (
+        gzip.open
+        if magic[:2] == b"\x1f\x8b"
+        else bz2.open
+        if magic[:3] == b"BZh"
+        else lzma.open
+        if magic == b"\xfd7zXZ\x00"
+        else open
+    )
     with opener(path, "rb") as raw:
         bounded = _Bounded(raw, label)
         with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:") as tf:
@@ -152,13 +174,13 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     contents), sorted; every member name checked; raise before anything is imported."""
     import zipfile
 
-
     out: list[FileWrite] = []
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
             with zipfile.ZipFile(path) as zf:
-                for info in safe_members(zf, art.filename, hint="the artifact is malformed or hostile; "
-                                                                "nothing was imported"):
+                for info in safe_members(
+                    zf, art.filename, hint="the artifact is malformed or hostile; nothing was imported"
+                ):
                     dest = _repository_path(info.filename, art)
                     if dest is not None:
                         exe = (info.external_attr >> 16) & 0o111
@@ -170,17 +192,20 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                     unpacked += ti.size
                     why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
                     if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
-                        why = (f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
-                               f"{MAX_RATIO} times as many (a tar bomb?)")
+                        why = (
+                            f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
+                            f"{MAX_RATIO} times as many (a tar bomb?)"
+                        )
                     if why is not None:
-                        raise UpstreamError(f"{art.filename}: entry {ti.name!r} {why}; refusing it",
-                                            hint="the artifact is malformed or hostile; nothing was imported")
+                        raise UpstreamError(
+                            f"{art.filename}: entry {ti.name!r} {why}; refusing it",
+                            hint="the artifact is malformed or hostile; nothing was imported",
+                        )
                     _check_name(ti.name.removesuffix("/") if ti.isdir() else ti.name, art)
                     if ti.isdir():
                         continue
                     if not ti.isfile():
-                        raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; "
-                                            "refusing it")
+                        raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
                     dest = _repository_path(ti.name, art)
                     if dest is None:
                         continue
@@ -199,22 +224,26 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
 def _check_name(name: str, art: Artifact) -> None:
     why = tree_path_problem(name)
     if why is not None:
-        raise UpstreamError(f"{art.filename}: entry {name!r} is not a safe path: {why}; refusing it",
-                            hint="the artifact is malformed or hostile; nothing was imported")
+        raise UpstreamError(
+            f"{art.filename}: entry {name!r} is not a safe path: {why}; refusing it",
+            hint="the artifact is malformed or hostile; nothing was imported",
+        )
 
 
 def _repository_path(name: str, art: Artifact) -> str | None:
     """Where member ``name`` (already checked) goes in the repository; None when outside the prefix."""
     if not name.startswith(art.prefix_from):
         return None
-    rel = name[len(art.prefix_from):]
+    rel = name[len(art.prefix_from) :]
     if not rel:
         return None
     dest = art.prefix_to + rel
     why = tree_path_problem(dest)
     if why is not None:
-        raise UpstreamError(f"{art.filename}: entry {name!r} maps to a path that is not safe: {why}; "
-                            "refusing it", hint="check the pin's prefix; nothing was imported")
+        raise UpstreamError(
+            f"{art.filename}: entry {name!r} maps to a path that is not safe: {why}; refusing it",
+            hint="check the pin's prefix; nothing was imported",
+        )
     return dest
 
 
@@ -230,8 +259,14 @@ def metadata_version(path: Path, art: Artifact) -> Version | None:
                 raw = zf.read(names[0]) if names else b""
         else:
             with open_tar(path, art.filename) as (tf, bounded):
-                info = next((ti for ti in tf if ti.isfile() and re.fullmatch(r"[^/]+/PKG-INFO", ti.name)
-                             and ti.size <= HEADER_LIMIT), None)
+                info = next(
+                    (
+                        ti
+                        for ti in tf
+                        if ti.isfile() and re.fullmatch(r"[^/]+/PKG-INFO", ti.name) and ti.size <= HEADER_LIMIT
+                    ),
+                    None,
+                )
                 fh = tf.extractfile(info) if info is not None else None
                 with bounded.member(HEADER_LIMIT):
                     raw = fh.read() if fh else b""

@@ -51,8 +51,14 @@ class Base:
 class Cache:
     """``<root>/upstream.git`` holds every upstream; ``<root>/downloads`` the verified artifacts."""
 
-    def __init__(self, root: Path, *, fetcher: Fetcher | None = None, index_url: str | None = None,
-                 allow_local: bool | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        fetcher: Fetcher | None = None,
+        index_url: str | None = None,
+        allow_local: bool | None = None,
+    ) -> None:
         """``allow_local``: the user lets the repository's urls be local or plain http (the CLI
         passes what ``--allow-local-urls`` and the environment say; default: the environment)."""
         self.root = root
@@ -151,7 +157,8 @@ class Cache:
             raise UpstreamError(
                 f"the import of {art.filename} has tree {tree}, but pin {pin.name} records {art.tree}",
                 file=f"{PINS_DIR}/{pin.name}.toml",
-                hint="the pin's 'tree' is wrong or the import layout changed; fix the pin")
+                hint="the pin's 'tree' is wrong or the import layout changed; fix the pin",
+            )
         self.repo.update_ref(ref, commit, old)
         self._tags.pop(ref, None)
         return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
@@ -168,21 +175,29 @@ class Cache:
         if record is None:
             raise UpstreamError(
                 f"the cached tag {tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
-                "or the cache was changed", file=where, hint=f"remove it with {drop} and run again to re-import")
-        differ = [f"{what}: the pin says {ours}, the import recorded {theirs}"
-                  for what, ours, theirs in (("file", art.filename, record.filename),
-                                             ("sha256", art.sha256, record.sha256),
-                                             ("size", art.size, record.size),
-                                             ("prefix", ImportRecord.mapping(art), record.prefix))
-                  if ours is not None and theirs is not None and ours != theirs]
+                "or the cache was changed",
+                file=where,
+                hint=f"remove it with {drop} and run again to re-import",
+            )
+        differ = [
+            f"{what}: the pin says {ours}, the import recorded {theirs}"
+            for what, ours, theirs in (
+                ("file", art.filename, record.filename),
+                ("sha256", art.sha256, record.sha256),
+                ("size", art.size, record.size),
+                ("prefix", ImportRecord.mapping(art), record.prefix),
+            )
+            if ours is not None and theirs is not None and ours != theirs
+        ]
         if art.tree is not None and tree != art.tree:
             differ.append(f"tree: the pin says {art.tree}, the import has {tree}")
         if differ:
             raise UpstreamError(
-                f"pin {pin.name} does not match the cached import {tag} ({commit[:12]}): "
-                + "; ".join(differ), file=where,
+                f"pin {pin.name} does not match the cached import {tag} ({commit[:12]}): " + "; ".join(differ),
+                file=where,
                 hint=f"if the pin is right, remove the cached import with {drop} and run again: the artifact is "
-                     "then downloaded and verified against the pin; otherwise correct the pin")
+                "then downloaded and verified against the pin; otherwise correct the pin",
+            )
         return record
 
     def _tag(self, ref: str) -> tuple[str, str, str] | None:
@@ -197,11 +212,17 @@ class Cache:
 
     def holds(self, art: Artifact) -> bool:
         """Whether the cache holds the import of exactly this artifact and its file."""
-        info = self._tag(import_ref(art.distribution, art.version, art.sha256)) if (
-            self.repo.git_dir / "HEAD").is_file() else None
+        info = (
+            self._tag(import_ref(art.distribution, art.version, art.sha256))
+            if (self.repo.git_dir / "HEAD").is_file()
+            else None
+        )
         record = ImportRecord.parse(info[2]) if info is not None else None
-        return (record is not None and (record.sha256, record.filename) == (art.sha256, art.filename)
-                and (self.root / download_rel(art.sha256, art.filename)).is_file())
+        return (
+            record is not None
+            and (record.sha256, record.filename) == (art.sha256, art.filename)
+            and (self.root / download_rel(art.sha256, art.filename)).is_file()
+        )
 
     def artifact_path(self, pin: Pin) -> Path:
         """The verified artifact, downloading it when it is not cached yet."""
@@ -224,14 +245,17 @@ class Cache:
             if digest != art.sha256:
                 disk.unlink(rel)
                 raise UpstreamError(
-                    f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; "
-                    "the file was not used", file=f"{PINS_DIR}/{pin.name}.toml",
-                    hint="if upstream really re-published the file, verify it and update the pin's sha256")
+                    f"{art.filename}: sha256 is {digest}, but pin {pin.name} says {art.sha256}; the file was not used",
+                    file=f"{PINS_DIR}/{pin.name}.toml",
+                    hint="if upstream really re-published the file, verify it and update the pin's sha256",
+                )
         size = dest.stat().st_size
         if art.size is not None and size != art.size:
-            raise UpstreamError(f"{art.filename} has the pin's sha256 but is {size} bytes, not the {art.size} "
-                                f"the pin says", file=f"{PINS_DIR}/{pin.name}.toml",
-                                hint="the pin's size is wrong; correct it")
+            raise UpstreamError(
+                f"{art.filename} has the pin's sha256 but is {size} bytes, not the {art.size} the pin says",
+                file=f"{PINS_DIR}/{pin.name}.toml",
+                hint="the pin's size is wrong; correct it",
+            )
         return dest
 
     def _lookup(self, art: Artifact) -> SourceUrl:
@@ -240,15 +264,19 @@ class Cache:
                 listed = entry.get("hashes", {}).get("sha256")
                 if listed and listed != art.sha256:
                     raise UpstreamError(
-                        f"the index lists {art.filename} with sha256 {listed}, the pin says "
-                        f"{art.sha256}; refusing it", hint="verify the release and fix the pin")
+                        f"the index lists {art.filename} with sha256 {listed}, the pin says {art.sha256}; refusing it",
+                        hint="verify the release and fix the pin",
+                    )
                 if entry["url"] is None:
-                    raise UpstreamError(f"the index links {art.filename} to no URL patchtool fetches from: "
-                                        f"{entry['url_problem']}", hint="check the pin's 'index'")
+                    raise UpstreamError(
+                        f"the index links {art.filename} to no URL patchtool fetches from: {entry['url_problem']}",
+                        hint="check the pin's 'index'",
+                    )
                 url: SourceUrl = entry["url"]
                 return url
-        raise UpstreamError(f"{art.filename} is not on the index {self.index.url(art)}",
-                            hint="check the pin's filename and version")
+        raise UpstreamError(
+            f"{art.filename} is not on the index {self.index.url(art)}", hint="check the pin's filename and version"
+        )
 
     def _import(self, pin: Pin, path: Path) -> str:
         """One root commit of the artifact's files, every path checked before git sees any."""
@@ -257,16 +285,25 @@ class Cache:
         files = read_files(path, art)
         meta_version = metadata_version(path, art)
         if meta_version != art.version:
-            raise UpstreamError(f"{art.filename} contains {art.distribution} {meta_version}, "
-                                f"not {art.version}; refusing it", hint="the pin names the wrong file")
+            raise UpstreamError(
+                f"{art.filename} contains {art.distribution} {meta_version}, not {art.version}; refusing it",
+                hint="the pin names the wrong file",
+            )
         if not files:
-            raise UpstreamError(f"{art.filename} has no files under {art.prefix_from!r}",
-                                hint="check the pin's prefix.from")
-        record = ImportRecord(filename=art.filename, sha256=art.sha256, size=path.stat().st_size,
-                              layout=IMPORT_LAYOUT, prefix=ImportRecord.mapping(art))
+            raise UpstreamError(
+                f"{art.filename} has no files under {art.prefix_from!r}", hint="check the pin's prefix.from"
+            )
+        record = ImportRecord(
+            filename=art.filename,
+            sha256=art.sha256,
+            size=path.stat().st_size,
+            layout=IMPORT_LAYOUT,
+            prefix=ImportRecord.mapping(art),
+        )
         ident = git.Ident(*git.FIXED_IDENT)
-        commit = git.NewCommit(message=record.to_message(pin.upstream, art.version), author=ident,
-                               committer=ident, files=tuple(files))
+        commit = git.NewCommit(
+            message=record.to_message(pin.upstream, art.version), author=ident, committer=ident, files=tuple(files)
+        )
         building = f"refs/patchtool/import/{art.sha256}"  # fast-import moves a ref; the tag replaces it
         (sha,) = self.repo.write_commits(None, [commit], ref=building)
         self.repo.delete_ref(building)
@@ -283,8 +320,11 @@ class Cache:
                 try:
                     scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag", allow_local=self.allow_local)
                 except GitError as exc:
-                    raise UpstreamError(f"could not fetch tag {src.tag} from {src.url}: {exc}", file=where,
-                                        hint="check the network, and the url and tag in the pin") from None
+                    raise UpstreamError(
+                        f"could not fetch tag {src.tag} from {src.url}: {exc}",
+                        file=where,
+                        hint="check the network, and the url and tag in the pin",
+                    ) from None
                 got = scratch.resolve("refs/probe/tag")
                 if got != src.commit:
                     raise self._not_the_tag(pin, scratch, got)
@@ -292,8 +332,7 @@ class Cache:
                 self.repo.fetch_from(scratch, f"+refs/probe/tag:{fetched}")
                 self.repo.delete_ref(fetched)
         self.repo.update_ref(ref, src.commit)
-        return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref,
-                    source="git")
+        return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref, source="git")
 
     def _not_the_tag(self, pin: Pin, scratch: git.Repo, got: str | None) -> UpstreamError:
         """The tag resolves to another commit than the pin's: it moved, or the pin's commit is wrong."""
@@ -305,12 +344,16 @@ class Cache:
         except GitError:  # the remote does not have it, or will not serve a commit by its sha
             return UpstreamError(
                 f"pin {pin.name} names commit {src.commit}, which {src.url} does not have (its tag {src.tag} is "
-                f"{got}); refusing it", file=where,
+                f"{got}); refusing it",
+                file=where,
                 hint="the pin's commit is wrong (a typo?), or the tag moved and its old commit is gone: verify the "
-                     "tag's commit upstream and correct the pin")
+                "tag's commit upstream and correct the pin",
+            )
         return UpstreamError(
             f"tag {src.tag} at {src.url} is {got}, but pin {pin.name} says {src.commit}: the tag moved; refusing it",
-            file=where, hint="verify the new commit upstream before updating the pin")
+            file=where,
+            hint="verify the new commit upstream before updating the pin",
+        )
 
 
 def download_rel(sha256: str, filename: str) -> str:

@@ -45,8 +45,10 @@ def check_branch(branch: str) -> str:
     if why is None and not git.ref_format_ok(f"refs/heads/{branch}"):
         why = "git refuses it as a branch name (see `git help check-ref-format`)"
     if why is not None:
-        raise UsageError(f"{branch!r} is not a usable branch name: {why}",
-                         hint="pick a name of letters, digits, '-', '_', '.' and '/' (e.g. series, work/fix-1)")
+        raise UsageError(
+            f"{branch!r} is not a usable branch name: {why}",
+            hint="pick a name of letters, digits, '-', '_', '.' and '/' (e.g. series, work/fix-1)",
+        )
     return branch
 
 
@@ -103,5 +105,7 @@ def _is_record(data: Any) -> bool:
         return False
     if not all(isinstance(data.get(k), str) for k in ("pin", "base")) or not isinstance(data.get("patches"), list):
         return False
-    return all(isinstance(p, dict) and all(isinstance(p.get(k), str) for k in ("id", "file", "sha256", "commit"))
-               for p in data["patches"])
+    return all(
+        isinstance(p, dict) and all(isinstance(p.get(k), str) for k in ("id", "file", "sha256", "commit"))
+        for p in data["patches"]
+    )

@@ -76,10 +76,17 @@ class CacheReport:
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "size_bytes": self.size_bytes, "releases": [r.to_dict() for r in self.releases],
-                "namespaces": [n.to_dict() for n in self.namespaces], "checkouts": list(self.checkouts),
-                "objects": dict(self.objects), "removed": list(self.removed), "freed_bytes": self.freed_bytes,
-                "dry_run": self.dry_run}
+        return {
+            "path": self.path,
+            "size_bytes": self.size_bytes,
+            "releases": [r.to_dict() for r in self.releases],
+            "namespaces": [n.to_dict() for n in self.namespaces],
+            "checkouts": list(self.checkouts),
+            "objects": dict(self.objects),
+            "removed": list(self.removed),
+            "freed_bytes": self.freed_bytes,
+            "dry_run": self.dry_run,
+        }
 
 
 def _tree_size(root: Path) -> int:
@@ -124,18 +131,38 @@ def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
         info = repo.commit_info(ref)
         record = ImportRecord.parse(info[2]) if info else None
         file = cache.root / download_rel(record.sha256, record.filename) if record else None
-        used = tuple(f"{where}: {p.name}" for where, p in users
-                     if p.artifact is not None and record is not None and p.artifact.sha256 == record.sha256
-                     and import_ref(p.artifact.distribution, p.artifact.version, p.artifact.sha256) == ref)
+        used = tuple(
+            f"{where}: {p.name}"
+            for where, p in users
+            if p.artifact is not None
+            and record is not None
+            and p.artifact.sha256 == record.sha256
+            and import_ref(p.artifact.distribution, p.artifact.version, p.artifact.sha256) == ref
+        )
         version = import_version(ref, record.sha256) if record else None
-        out.append(Release(ref=ref, kind="artifact", version=version or ref.removeprefix(IMPORTS),
-                           filename=record.filename if record else None,
-                           download_bytes=file.stat().st_size if file and file.is_file() else 0, used_by=used))
+        out.append(
+            Release(
+                ref=ref,
+                kind="artifact",
+                version=version or ref.removeprefix(IMPORTS),
+                filename=record.filename if record else None,
+                download_bytes=file.stat().st_size if file and file.is_file() else 0,
+                used_by=used,
+            )
+        )
     for ref in housekeeping.refs(repo, GIT_SOURCES):
         pins = [(where, p) for where, p in users if p.use == "git" and p.git and git_ref(p.git.url, p.git.tag) == ref]
         version = pins[0][1].git.tag if pins and pins[0][1].git else ref.removeprefix(GIT_SOURCES)
-        out.append(Release(ref=ref, kind="git", version=version, filename=None, download_bytes=0,
-                           used_by=tuple(f"{where}: {p.name}" for where, p in pins)))
+        out.append(
+            Release(
+                ref=ref,
+                kind="git",
+                version=version,
+                filename=None,
+                download_bytes=0,
+                used_by=tuple(f"{where}: {p.name}" for where, p in pins),
+            )
+        )
     return out
 
 
@@ -146,22 +173,40 @@ def _namespaces(cache: Cache, this: Path, registered: dict[str, Path]) -> list[N
         if len(key) == 16 and all(c in "0123456789abcdef" for c in key):
             counts[key] = counts.get(key, 0) + 1
     ours = project_key(this)
-    return [Namespace(key=k, root=str(registered[k]) if k in registered else None,
-                      exists=k == ours or (k in registered and registered[k].is_dir()), this_project=k == ours,
-                      refs=n) for k, n in sorted(counts.items())]
+    return [
+        Namespace(
+            key=k,
+            root=str(registered[k]) if k in registered else None,
+            exists=k == ours or (k in registered and registered[k].is_dir()),
+            this_project=k == ours,
+            refs=n,
+        )
+        for k, n in sorted(counts.items())
+    ]
 
 
 def survey(cache: Cache, this: Path) -> CacheReport:
     """What the cache holds, who uses each release, and its size."""
     if not (cache.repo.git_dir / "HEAD").is_file():
-        return CacheReport(path=str(cache.root), size_bytes=_tree_size(cache.root) if cache.root.is_dir() else 0,
-                           releases=(), namespaces=(), checkouts=(), objects={})
+        return CacheReport(
+            path=str(cache.root),
+            size_bytes=_tree_size(cache.root) if cache.root.is_dir() else 0,
+            releases=(),
+            namespaces=(),
+            checkouts=(),
+            objects={},
+        )
     registered = _registered(cache)
     users = _users(this, registered)
     checkouts = tuple(w.path for w in cache.repo.worktrees()[1:])
-    return CacheReport(path=str(cache.root), size_bytes=_tree_size(cache.root),
-                       releases=tuple(_releases(cache, users)), namespaces=tuple(_namespaces(cache, this, registered)),
-                       checkouts=checkouts, objects=housekeeping.count_objects(cache.repo))
+    return CacheReport(
+        path=str(cache.root),
+        size_bytes=_tree_size(cache.root),
+        releases=tuple(_releases(cache, users)),
+        namespaces=tuple(_namespaces(cache, this, registered)),
+        checkouts=checkouts,
+        objects=housekeeping.count_objects(cache.repo),
+    )
 
 
 def _unused_downloads(cache: Cache, kept: set[str]) -> list[Path]:
@@ -190,8 +235,11 @@ def _abandoned_tmp(cache: Cache) -> list[Path]:
     living process is kept (a reused pid keeps a dead one's too, harmlessly, until it ends)."""
     tmp = cache.root / "tmp"
     entries = sorted(tmp.iterdir()) if tmp.is_dir() and not tmp.is_symlink() else []
-    return [p for p in entries
-            if (m := _PRIVATE_TMP.match(p.name)) and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1)))]
+    return [
+        p
+        for p in entries
+        if (m := _PRIVATE_TMP.match(p.name)) and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1)))
+    ]
 
 
 def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
@@ -201,8 +249,9 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
         before = survey(cache, this)
         unused = [r for r in before.releases if not r.used_by]
         users = _users(this, _registered(cache))
-        files = _unused_downloads(cache, {download_rel(p.artifact.sha256, p.artifact.filename)
-                                          for _, p in users if p.artifact is not None})
+        files = _unused_downloads(
+            cache, {download_rel(p.artifact.sha256, p.artifact.filename) for _, p in users if p.artifact is not None}
+        )
         temporary = _abandoned_tmp(cache)
         removed = tuple([r.ref for r in unused] + [str(p.relative_to(cache.root)) for p in files + temporary])
         file_bytes = sum(p.stat().st_size for p in files) + sum(map(_tree_size, temporary))

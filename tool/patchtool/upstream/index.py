@@ -44,8 +44,12 @@ def _final(exc: Exception) -> bool:
     """A failure another try cannot fix: the server answered that the request is wrong."""
     import urllib.error
 
-    return (isinstance(exc, urllib.error.HTTPError) and 400 <= exc.code < 500
-            and exc.code not in _RETRIED_4XX and exc.code != 416)
+    return (
+        isinstance(exc, urllib.error.HTTPError)
+        and 400 <= exc.code < 500
+        and exc.code not in _RETRIED_4XX
+        and exc.code != 416
+    )
 
 
 def _opener(url: SourceUrl, allow_local: bool) -> Any:
@@ -74,9 +78,15 @@ def _opener(url: SourceUrl, allow_local: bool) -> Any:
         http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
     opener = urllib.request.OpenerDirector()
-    for handler in (urllib.request.ProxyHandler(), urllib.request.UnknownHandler(), urllib.request.HTTPHandler(),
-                    urllib.request.HTTPSHandler(), urllib.request.HTTPDefaultErrorHandler(), Redirects(),
-                    urllib.request.HTTPErrorProcessor()):
+    for handler in (
+        urllib.request.ProxyHandler(),
+        urllib.request.UnknownHandler(),
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        Redirects(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
         opener.add_handler(handler)
     return opener
 
@@ -87,8 +97,10 @@ def _request(url: SourceUrl, headers: dict[str, str]) -> Any:
     try:
         return urllib.request.Request(url.text, headers=headers)
     except ValueError as exc:
-        raise UpstreamError(f"{url.text!r} is not a URL patchtool can download from: {exc}",
-                            hint="check the pin's 'index' and 'url', and PATCHTOOL_INDEX_URL") from None
+        raise UpstreamError(
+            f"{url.text!r} is not a URL patchtool can download from: {exc}",
+            hint="check the pin's 'index' and 'url', and PATCHTOOL_INDEX_URL",
+        ) from None
 
 
 class _LocalFile:
@@ -124,14 +136,18 @@ def _body(resp: Any, limit: int, url: SourceUrl) -> Iterator[bytes]:
     """``resp``'s body in chunks, refused (``TooLarge``) as soon as it says or runs past ``limit``."""
     declared = resp.headers.get("Content-Length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise TooLarge(f"{url.text} is {declared} bytes, more than the {limit} patchtool takes from it; refusing it",
-                       hint="check the pin's 'size' and 'url'; nothing was imported")
+        raise TooLarge(
+            f"{url.text} is {declared} bytes, more than the {limit} patchtool takes from it; refusing it",
+            hint="check the pin's 'size' and 'url'; nothing was imported",
+        )
     got = 0
     while chunk := resp.read(min(_CHUNK, limit - got + 1)):
         got += len(chunk)
         if got > limit:
-            raise TooLarge(f"{url.text} sends more than the {limit} bytes patchtool takes from it; refusing it",
-                           hint="check the pin's 'size' and 'url'; nothing was imported")
+            raise TooLarge(
+                f"{url.text} sends more than the {limit} bytes patchtool takes from it; refusing it",
+                hint="check the pin's 'size' and 'url'; nothing was imported",
+            )
         yield chunk
 
 
@@ -174,16 +190,21 @@ class Fetcher:
                 except ValueError:
                     if kind in _JSON_TYPES:
                         raise  # a broken answer: worth another try
-                    raise UpstreamError(f"the package index at {url} answered {kind}, neither a PEP 691 JSON nor "
-                                        "a PEP 503 HTML project page", hint="check the pin's 'index'") from None
+                    raise UpstreamError(
+                        f"the package index at {url} answered {kind}, neither a PEP 691 JSON nor "
+                        "a PEP 503 HTML project page",
+                        hint="check the pin's 'index'",
+                    ) from None
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 last = exc
                 if _final(exc):
-                    raise UpstreamError(f"the package index at {url} answered {exc}",
-                                        hint="check the pin's 'index' and 'distribution'") from None
+                    raise UpstreamError(
+                        f"the package index at {url} answered {exc}", hint="check the pin's 'index' and 'distribution'"
+                    ) from None
                 self._sleep(attempt)
-        raise UpstreamError(f"could not read the package index at {url}: {last}",
-                            hint="check the network or the pin's 'index'")
+        raise UpstreamError(
+            f"could not read the package index at {url}: {last}", hint="check the network or the pin's 'index'"
+        )
 
     def download(self, url: SourceUrl, dest: Path, *, size: int | None, resume: bool = True) -> bool:
         """Download to ``dest``, resuming a broken transfer (and, with ``resume``, a partial file an
@@ -211,8 +232,10 @@ class Fetcher:
                     expected = resp.headers.get("Content-Length")
                     got = 0
                     already = have if appending else 0
-                    with open(part, "ab" if appending else "wb") as out, progress.task(
-                            f"download {dest.name}", total=size, unit="bytes", completed=already) as bar:
+                    with (
+                        open(part, "ab" if appending else "wb") as out,
+                        progress.task(f"download {dest.name}", total=size, unit="bytes", completed=already) as bar,
+                    ):
                         for chunk in _body(resp, cap - already, url):
                             out.write(chunk)
                             got += len(chunk)
@@ -232,19 +255,22 @@ class Fetcher:
                 last = exc
                 if _final(exc):
                     part.unlink(missing_ok=True)
-                    raise UpstreamError(f"download of {url} failed: {exc}",
-                                        hint="check the pin's 'url', 'filename' and 'index'; "
-                                             "nothing was imported") from None
+                    raise UpstreamError(
+                        f"download of {url} failed: {exc}",
+                        hint="check the pin's 'url', 'filename' and 'index'; nothing was imported",
+                    ) from None
                 if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:
                     part.unlink(missing_ok=True)  # the partial file is bad; start again
                 self._sleep(attempt)
         part.unlink(missing_ok=True)
-        raise UpstreamError(f"download of {url} failed after {self.attempts} attempts: {last}",
-                            hint="check the network and run the command again; nothing was imported")
+        raise UpstreamError(
+            f"download of {url} failed after {self.attempts} attempts: {last}",
+            hint="check the network and run the command again; nothing was imported",
+        )
 
     def _sleep(self, attempt: int) -> None:
         if attempt + 1 < self.attempts:
-            time.sleep(self.backoff * (2 ** attempt))
+            time.sleep(self.backoff * (2**attempt))
 
 
 @functools.cache
@@ -310,8 +336,10 @@ class PackageIndex:
             try:
                 return SourceUrl.parse(self.override.rstrip("/"), user=True)
             except ValueError as exc:
-                raise UsageError(f"{INDEX_URL_ENV}={exc}", hint="set it to a PEP 691 index "
-                                 "such as https://pypi.org/simple, or unset it") from None
+                raise UsageError(
+                    f"{INDEX_URL_ENV}={exc}",
+                    hint="set it to a PEP 691 index such as https://pypi.org/simple, or unset it",
+                ) from None
         return dataclasses.replace(index, text=index.text.rstrip("/"))
 
     def files(self, art: Artifact) -> list[dict[str, Any]]:
@@ -326,8 +354,10 @@ class PackageIndex:
         page = self.fetcher.json(base)
         files = page.get("files") if isinstance(page, dict) else None
         if not isinstance(files, list):
-            raise UpstreamError(f"the package index at {base} did not answer with a PEP 691 project page",
-                                hint="check the pin's 'index'")
+            raise UpstreamError(
+                f"the package index at {base} did not answer with a PEP 691 project page",
+                hint="check the pin's 'index'",
+            )
         out = []
         for entry in files:
             if not isinstance(entry, dict):

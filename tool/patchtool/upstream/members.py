@@ -41,8 +41,7 @@ def bomb_reason(size: int, compressed: int) -> str | None:
     if size > MAX_MEMBER_BYTES:
         return f"declares {size} bytes, more than the {MAX_MEMBER_BYTES} a member may have"
     if size > RATIO_FLOOR and size > MAX_RATIO * max(compressed, 1):
-        return (f"declares {size} bytes from {compressed} compressed, more than {MAX_RATIO} times as many "
-                "(a zip bomb?)")
+        return f"declares {size} bytes from {compressed} compressed, more than {MAX_RATIO} times as many (a zip bomb?)"
     return None
 
 
@@ -52,8 +51,11 @@ def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) ->
     out = []
     total = sum(info.file_size for info in zf.infolist())
     if total > MAX_UNPACKED_BYTES:
-        raise UpstreamError(f"{label}: its members declare {total} bytes in all, more than the {MAX_UNPACKED_BYTES} "
-                            "patchtool unpacks; refusing it", hint=hint)
+        raise UpstreamError(
+            f"{label}: its members declare {total} bytes in all, more than the {MAX_UNPACKED_BYTES} "
+            "patchtool unpacks; refusing it",
+            hint=hint,
+        )
     for info in zf.infolist():
         reason = unsafe_reason(info)
         if reason is not None:

@@ -71,12 +71,19 @@ def pin_names(root: Path) -> list[str]:
 def list_pins(project: Project, cache: Cache) -> list[PinInfo]:
     """Every pin in upstream-pins/, oldest version first."""
     rebase = _rebase_pins(project.root)
-    pins = sorted((load_pin(project.root, name) for name in pin_names(project.root)),
-                  key=lambda p: (p.version, p.name))
-    return [PinInfo(name=p.name, version=str(p.version), source=p.use, active=p.name == project.manifest.pin,
-                    rebase=rebase.get(p.name), cached=is_cached(cache, p),
-                    admitted_by=tuple(e.id for e in project.manifest.patches if p.version in e.applies_to))
-            for p in pins]
+    pins = sorted((load_pin(project.root, name) for name in pin_names(project.root)), key=lambda p: (p.version, p.name))
+    return [
+        PinInfo(
+            name=p.name,
+            version=str(p.version),
+            source=p.use,
+            active=p.name == project.manifest.pin,
+            rebase=rebase.get(p.name),
+            cached=is_cached(cache, p),
+            admitted_by=tuple(e.id for e in project.manifest.patches if p.version in e.applies_to),
+        )
+        for p in pins
+    ]
 
 
 def tag_version(tag: str) -> Version:
@@ -95,8 +102,9 @@ def _given_version(version: str) -> Version:
         raise UsageError(f"{version!r} is not a version", hint="e.g. 0.5.22") from None
 
 
-def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str | None = None,
-            tag: str | None = None) -> Pin:
+def new_pin(
+    project: Project, cache: Cache, version: str | None, *, git_url: str | None = None, tag: str | None = None
+) -> Pin:
     """A pin for ``version`` of the active pin's upstream: from the index, like the active pin's
     artifact, or (``git_url`` and ``tag``) the tag's commit. Nothing is written."""
     template = project.pin()
@@ -108,15 +116,23 @@ def new_pin(project: Project, cache: Cache, version: str | None, *, git_url: str
         raise UsageError("give the version to pin (e.g. 0.5.22), or --git URL --tag T")
     wanted = _given_version(version)
     if template.artifact is None:
-        raise UsageError(f"the active pin {template.name} has no [artifact] to find releases on an index by",
-                         hint="pin a git tag instead: --git URL --tag T")
+        raise UsageError(
+            f"the active pin {template.name} has no [artifact] to find releases on an index by",
+            hint="pin a git tag instead: --git URL --tag T",
+        )
     return pin_for_version(dataclasses.replace(template, use="artifact"), wanted, cache=cache)
 
 
 def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | None) -> Pin:
     pinned = _given_version(version) if version else tag_version(tag)
-    return Pin(name=release_pin_name(template.upstream, pinned), upstream=template.upstream, version=pinned,
-               git=git_source(cache, given, tag), artifact=None, use="git")
+    return Pin(
+        name=release_pin_name(template.upstream, pinned),
+        upstream=template.upstream,
+        version=pinned,
+        git=git_source(cache, given, tag),
+        artifact=None,
+        use="git",
+    )
 
 
 def git_source(cache: Cache, given: str, tag: str) -> GitSource:
@@ -125,8 +141,9 @@ def git_source(cache: Cache, given: str, tag: str) -> GitSource:
     try:  # the user's own url, so it may be local
         url = SourceUrl.parse(str(Path(given).absolute()) if Path(given).is_dir() else given, git=True, user=True)
     except ValueError as exc:
-        raise UsageError(f"--git {given!r}: {exc}",
-                         hint="give the remote's https URL, or a local repository's path") from None
+        raise UsageError(
+            f"--git {given!r}: {exc}", hint="give the remote's https URL, or a local repository's path"
+        ) from None
     fetched = fetch_ref(url, tag)
     if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")
@@ -135,8 +152,9 @@ def git_source(cache: Cache, given: str, tag: str) -> GitSource:
         try:
             cache.repo.fetch(url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local)
         except GitError as exc:
-            raise UpstreamError(f"could not fetch tag {tag} from {url}: {exc.message}",
-                                hint="check the URL and the tag") from None
+            raise UpstreamError(
+                f"could not fetch tag {tag} from {url}: {exc.message}", hint="check the URL and the tag"
+            ) from None
         commit = cache.repo.resolve(fetched)
         cache.repo.delete_ref(fetched)
     if commit is None:
@@ -148,8 +166,10 @@ def write_pin(root: Path, pin: Pin) -> list[str]:
     """``upstream-pins/<name>.toml`` for ``pin``; refused when a pin of that name exists."""
     path = pin_path(root, pin.name)
     if path.exists() or path.is_symlink():
-        raise UsageError(f"pin {pin.name} exists already ({PINS_DIR}/{pin.name}.toml)",
-                         hint=f"`patchtool pin remove {pin.name}` first to replace it")
+        raise UsageError(
+            f"pin {pin.name} exists already ({PINS_DIR}/{pin.name}.toml)",
+            hint=f"`patchtool pin remove {pin.name}` first to replace it",
+        )
     text = pin_to_toml(pin, comment=f"{pin.upstream} {pin.version}: written by `patchtool pin add`.")
     return journal.commit(root, {f"{PINS_DIR}/{pin.name}.toml": text})
 
@@ -158,10 +178,14 @@ def remove_pin(project: Project, name: str) -> list[str]:
     """Remove a pin nothing depends on: never the active one, nor one a rebase in progress names."""
     load_pin(project.root, name)  # a usage error naming the known pins when there is none
     if name == project.manifest.pin:
-        raise UsageError(f"pin {name} is the active pin (patchset.toml names it)",
-                         hint="rebase onto another pin first (`patchtool rebase --to VERSION`)")
+        raise UsageError(
+            f"pin {name} is the active pin (patchset.toml names it)",
+            hint="rebase onto another pin first (`patchtool rebase --to VERSION`)",
+        )
     role = _rebase_pins(project.root).get(name)
     if role is not None:
-        raise UsageError(f"the rebase in progress moves the series {role} pin {name}",
-                         hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`")
+        raise UsageError(
+            f"the rebase in progress moves the series {role} pin {name}",
+            hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`",
+        )
     return journal.commit(project.root, {}, remove=[f"{PINS_DIR}/{name}.toml"])

@@ -28,7 +28,7 @@ def sibling_filename(art: Artifact, version: Version) -> ArtifactFilename:
     if art.is_wheel:
         tags = art.filename[:-4].split("-", 2)[2]
         return ArtifactFilename(f"{art.filename.split('-', 1)[0]}-{version}-{tags}.whl")
-    stem = art.filename[:art.filename.rindex("-")]
+    stem = art.filename[: art.filename.rindex("-")]
     return ArtifactFilename(f"{stem}-{version}{_archive(art.filename)}")
 
 
@@ -70,8 +70,11 @@ def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache) -> Pin:
         return pin_for_version(pin, version, cache=cache)
     found = load_pin(root, name)
     if found.upstream != pin.upstream or found.version != version:
-        raise InvalidInput(f"{rel} pins {found.upstream} {found.version}, not {pin.upstream} {version}",
-                           file=rel, hint=f"a pin for {pin.upstream} {version} is named {name}")
+        raise InvalidInput(
+            f"{rel} pins {found.upstream} {found.version}, not {pin.upstream} {version}",
+            file=rel,
+            hint=f"a pin for {pin.upstream} {version} is named {name}",
+        )
     return found
 
 
@@ -88,34 +91,53 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         if not listed:
             named = [str(e.get("filename", "")) for e in files]
             same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
-            raise UpstreamError(f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
-                                hint=f"files for {version}: {', '.join(same) or 'none'}")
+            raise UpstreamError(
+                f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
+                hint=f"files for {version}: {', '.join(same) or 'none'}",
+            )
         # the same archive as the pin's first (.tar.gz or .zip), then the name packaging writes
-        entry = min(listed, key=lambda e: (_archive(str(e["filename"])) != _archive(art.filename),
-                                           str(e["filename"]) != sibling_filename(art, version)))
+        entry = min(
+            listed,
+            key=lambda e: (
+                _archive(str(e["filename"])) != _archive(art.filename),
+                str(e["filename"]) != sibling_filename(art, version),
+            ),
+        )
         filename = ArtifactFilename(str(entry["filename"]))
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
-            raise UpstreamError(f"the index gives no sha256 for {filename}; refusing an unverifiable file",
-                                hint="patchtool takes a release file only by its sha256: use an index that lists it, "
-                                     "as PEP 691 `hashes` or a PEP 503 `#sha256=` link, or pin the git tag with "
-                                     "`pin add --git URL --tag T`")
+            raise UpstreamError(
+                f"the index gives no sha256 for {filename}; refusing an unverifiable file",
+                hint="patchtool takes a release file only by its sha256: use an index that lists it, "
+                "as PEP 691 `hashes` or a PEP 503 `#sha256=` link, or pin the git tag with "
+                "`pin add --git URL --tag T`",
+            )
         if not isinstance(sha, str) or not SHA256_HEX.match(sha):
-            raise UpstreamError(f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 "
-                                "hex digest; refusing it", hint="check the pin's 'index'")
+            raise UpstreamError(
+                f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 hex digest; refusing it",
+                hint="check the pin's 'index'",
+            )
         listed_size = entry.get("size")
         if type(listed_size) is not int or not 0 < listed_size < 2**63:  # no bool, nothing TOML cannot hold
             listed_size = None
         try:  # an sdist's top directory names its version: a literal prefix of the old one is moved with it
-            new_art = dataclasses.replace(art, version=version, filename=filename, sha256=sha, url=None, tree=None,
-                                          size=listed_size,
-                                          prefix_from_template=art.prefix_from_template.generalised(art.version))
+            new_art = dataclasses.replace(
+                art,
+                version=version,
+                filename=filename,
+                sha256=sha,
+                url=None,
+                tree=None,
+                size=listed_size,
+                prefix_from_template=art.prefix_from_template.generalised(art.version),
+            )
         except ValueError as exc:
-            raise UpstreamError(f"the prefix.from of {pin.name} gives no path in {filename}: {exc}",
-                                hint=f"write the pin {name} by hand") from None
+            raise UpstreamError(
+                f"the prefix.from of {pin.name} gives no path in {filename}: {exc}",
+                hint=f"write the pin {name} by hand",
+            ) from None
         git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
-        return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art,
-                   use="artifact")
+        return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art, use="artifact")
     src = pin.git
     assert src is not None
     tag = f"v{version}"
@@ -128,8 +150,14 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
             raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
         commit = cache.repo.resolve(fetched)
         cache.repo.delete_ref(fetched)
-    return Pin(name=name, upstream=pin.upstream, version=version,
-               git=GitSource(url=src.url, tag=tag, commit=commit), artifact=None, use="git")
+    return Pin(
+        name=name,
+        upstream=pin.upstream,
+        version=version,
+        git=GitSource(url=src.url, tag=tag, commit=commit),
+        artifact=None,
+        use="git",
+    )
 
 
 def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
@@ -139,8 +167,10 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         return pin_for_version(pin, version, cache=cache)
     if re.fullmatch(r"[0-9a-f]{7,40}", target):
         if pin.git is None:
-            raise UsageError(f"{target} looks like a commit, but pin {pin.name} has no [git] source",
-                             hint="give a release version, e.g. 0.5.24")
+            raise UsageError(
+                f"{target} looks like a commit, but pin {pin.name} has no [git] source",
+                hint="give a release version, e.g. 0.5.24",
+            )
         commit = cache.repo.resolve(target)
         if commit is None:
             with cache.locked():
@@ -153,9 +183,14 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         if commit is None:
             raise UpstreamError(f"commit {target} is not in {pin.git.url}")
         version = stated_version(cache, pin.upstream, commit) or pin.version
-        return Pin(name=release_pin_name(pin.upstream, version, f"-g{commit[:12]}"), upstream=pin.upstream,
-                   version=version,
-                   git=GitSource(url=pin.git.url, tag=pin.git.tag, commit=commit), artifact=None, use="git")
+        return Pin(
+            name=release_pin_name(pin.upstream, version, f"-g{commit[:12]}"),
+            upstream=pin.upstream,
+            version=version,
+            git=GitSource(url=pin.git.url, tag=pin.git.tag, commit=commit),
+            artifact=None,
+            use="git",
+        )
     raise UsageError(f"{target!r} is neither a version, a tag (v0.5.23) nor a commit")
 
 
@@ -167,8 +202,10 @@ def stated_version(cache: Cache, distribution: str, commit: str) -> Version | No
     package = re.escape(canonicalize_name(distribution).replace("-", "_"))
     where = re.compile(rf"(?:[^/]+/)?(?:src/)?{package}/(?:_?version|__init__)\.py|(?:[^/]+/)?pyproject\.toml")
     tree = cache.repo.tree_of(commit)
-    paths = sorted((p for p in cache.repo.tree_paths(tree) if where.fullmatch(p)),
-                   key=lambda p: (not p.endswith(".toml"), p.count("/"), p.endswith("__init__.py"), p))
+    paths = sorted(
+        (p for p in cache.repo.tree_paths(tree) if where.fullmatch(p)),
+        key=lambda p: (not p.endswith(".toml"), p.count("/"), p.endswith("__init__.py"), p),
+    )
     found = cache.repo.cat_files(tree, paths)
     for path in paths:
         text = (found.get(path) or b"").decode("utf-8", "replace")
@@ -177,8 +214,11 @@ def stated_version(cache: Cache, distribution: str, commit: str) -> Version | No
                 project = tomllib.loads(text).get("project")
             except tomllib.TOMLDecodeError:
                 continue
-            if not isinstance(project, dict) or not isinstance(project.get("name"), str) or \
-                    canonicalize_name(project["name"]) != canonicalize_name(distribution):
+            if (
+                not isinstance(project, dict)
+                or not isinstance(project.get("name"), str)
+                or canonicalize_name(project["name"]) != canonicalize_name(distribution)
+            ):
                 continue
             stated = project.get("version")
         else:

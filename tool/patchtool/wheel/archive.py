@@ -48,8 +48,10 @@ class Digest:
 def date_time_of(epoch: int) -> tuple[int, int, int, int, int, int]:
     """A zip timestamp (UTC, 2-second resolution, not before 1980) for ``epoch``."""
     if epoch > LAST_EPOCH:
-        raise BuildError(f"timestamp {epoch} is after 2107-12-31, the last date a zip member can carry",
-                         hint=f"give a SOURCE_DATE_EPOCH of at most {LAST_EPOCH}")
+        raise BuildError(
+            f"timestamp {epoch} is after 2107-12-31, the last date a zip member can carry",
+            hint=f"give a SOURCE_DATE_EPOCH of at most {LAST_EPOCH}",
+        )
     t = time.gmtime(max(epoch, 315532800))
     return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
 
@@ -94,13 +96,21 @@ class ArchiveWriter:
         """A new member, deflated at ``DEFLATE_LEVEL``."""
         comp = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY)
         payload = comp.compress(data) + comp.flush()
-        self._header(name, zipfile.ZIP_DEFLATED, date_time, zlib.crc32(data), len(payload),
-                     len(data), (0o100000 | (mode & 0o7777)) << 16)
+        self._header(
+            name,
+            zipfile.ZIP_DEFLATED,
+            date_time,
+            zlib.crc32(data),
+            len(payload),
+            len(data),
+            (0o100000 | (mode & 0o7777)) << 16,
+        )
         self.out.write(payload)
         return Digest(hashlib.sha256(data).digest(), len(data))
 
-    def copy(self, src: BinaryIO, info: zipfile.ZipInfo, *, name: str,
-             date_time: tuple[int, ...] | None = None) -> Digest:
+    def copy(
+        self, src: BinaryIO, info: zipfile.ZipInfo, *, name: str, date_time: tuple[int, ...] | None = None
+    ) -> Digest:
         """Copy ``info``'s compressed bytes from ``src`` unchanged, checking its CRC and size."""
         src.seek(info.header_offset)
         head = src.read(_LOCAL.size)
@@ -109,8 +119,9 @@ class ArchiveWriter:
         name_len, extra_len = struct.unpack("<HH", head[26:30])
         src.seek(info.header_offset + _LOCAL.size + name_len + extra_len)
         attr = info.external_attr if info.external_attr >> 16 else (0o100644 << 16)
-        self._header(name, info.compress_type, date_time or info.date_time, info.CRC,
-                     info.compress_size, info.file_size, attr)
+        self._header(
+            name, info.compress_type, date_time or info.date_time, info.CRC, info.compress_size, info.file_size, attr
+        )
         sha, crc, size = hashlib.sha256(), 0, 0
         inflate = zlib.decompressobj(-15) if info.compress_type == zipfile.ZIP_DEFLATED else None
         try:
@@ -121,13 +132,15 @@ class ArchiveWriter:
                     crc = zlib.crc32(plain, crc)
                     size += len(plain)
         except zlib.error as exc:
-            raise UpstreamError(f"{self.label}: entry {info.filename!r} has corrupt compressed data ({exc}); "
-                                "the archive is damaged") from None
+            raise UpstreamError(
+                f"{self.label}: entry {info.filename!r} has corrupt compressed data ({exc}); the archive is damaged"
+            ) from None
         if inflate is not None and not inflate.eof:
             raise UpstreamError(f"{self.label}: entry {info.filename!r} is truncated; refusing it")
         if crc != info.CRC or size != info.file_size:
-            raise UpstreamError(f"{self.label}: entry {info.filename!r} does not match its CRC or "
-                                "size; the archive is damaged")
+            raise UpstreamError(
+                f"{self.label}: entry {info.filename!r} does not match its CRC or size; the archive is damaged"
+            )
         return Digest(sha.digest(), size)
 
     def finish(self) -> str:
@@ -136,9 +149,27 @@ class ArchiveWriter:
         if len(self.entries) > 0xFFFF:
             raise UpstreamError(f"{self.label}: more than 65535 members needs ZIP64, which is not supported")
         for e in self.entries:
-            self.out.write(_CENTRAL.pack(b"PK\x01\x02", _UNIX_MADE_BY, _NEEDED, e.flags, e.method,
-                                         e.dos_time, e.dos_date, e.crc, e.compressed, e.size,
-                                         len(e.name), 0, 0, 0, 0, e.external_attr, e.offset))
+            self.out.write(
+                _CENTRAL.pack(
+                    b"PK\x01\x02",
+                    _UNIX_MADE_BY,
+                    _NEEDED,
+                    e.flags,
+                    e.method,
+                    e.dos_time,
+                    e.dos_date,
+                    e.crc,
+                    e.compressed,
+                    e.size,
+                    len(e.name),
+                    0,
+                    0,
+                    0,
+                    0,
+                    e.external_attr,
+                    e.offset,
+                )
+            )
             self.out.write(e.name)
         size = self.out.offset - start
         if start > _LIMIT32 or size > _LIMIT32:
@@ -147,8 +178,16 @@ class ArchiveWriter:
         self.out.write(_END.pack(b"PK\x05\x06", 0, 0, n, n, size, start, 0))
         return self.out.sha256.hexdigest()
 
-    def _header(self, name: str, method: int, date_time: tuple[int, ...], crc: int, compressed: int,
-                size: int, external_attr: int) -> None:
+    def _header(
+        self,
+        name: str,
+        method: int,
+        date_time: tuple[int, ...],
+        crc: int,
+        compressed: int,
+        size: int,
+        external_attr: int,
+    ) -> None:
         if max(compressed, size, self.out.offset) >= _LIMIT32:
             raise UpstreamError(f"{self.label}: {name} is past 4 GiB; ZIP64 is not supported")
         raw = name.encode("utf-8")
@@ -156,10 +195,12 @@ class ArchiveWriter:
         y, mo, d, h, mi, s = max(tuple(date_time), _EARLIEST)[:6]
         dos_time = (h << 11) | (mi << 5) | (s // 2)
         dos_date = ((y - 1980) << 9) | (mo << 5) | d
-        self.entries.append(_Written(raw, flags, method, dos_time, dos_date, crc, compressed, size,
-                                     external_attr, self.out.offset))
-        self.out.write(_LOCAL.pack(b"PK\x03\x04", _NEEDED, flags, method, dos_time, dos_date, crc,
-                                   compressed, size, len(raw), 0))
+        self.entries.append(
+            _Written(raw, flags, method, dos_time, dos_date, crc, compressed, size, external_attr, self.out.offset)
+        )
+        self.out.write(
+            _LOCAL.pack(b"PK\x03\x04", _NEEDED, flags, method, dos_time, dos_date, crc, compressed, size, len(raw), 0)
+        )
         self.out.write(raw)
 
 

@@ -54,15 +54,33 @@ class BuildResult:
 
     def to_dict(self) -> dict[str, Any]:
         w = self.wheel
-        return {"pin": self.pin, "way": self.way, "source": self.source, "wheel": str(w.path),
-                "filename": w.path.name, "version": self.provenance.version,
-                "series_hash": self.provenance.series_hash, "sha256": w.sha256, "size": w.size,
-                "members": w.members, "copied": w.copied, "written": w.written,
-                "warnings": list(self.warnings), "provenance": self.provenance.to_dict()}
+        return {
+            "pin": self.pin,
+            "way": self.way,
+            "source": self.source,
+            "wheel": str(w.path),
+            "filename": w.path.name,
+            "version": self.provenance.version,
+            "series_hash": self.provenance.series_hash,
+            "sha256": w.sha256,
+            "size": w.size,
+            "members": w.members,
+            "copied": w.copied,
+            "written": w.written,
+            "warnings": list(self.warnings),
+            "provenance": self.provenance.to_dict(),
+        }
 
 
-def build_wheel(project: Project, cache: Cache, *, out: Path, pin_name: str | None = None,
-                source_date_epoch: int | None = None, isolation: bool = True) -> BuildResult:
+def build_wheel(
+    project: Project,
+    cache: Cache,
+    *,
+    out: Path,
+    pin_name: str | None = None,
+    source_date_epoch: int | None = None,
+    isolation: bool = True,
+) -> BuildResult:
     """Build the patched wheel for a pin into ``out``; nothing is written there unless it succeeds."""
     pin = project.pin(pin_name)
     loaded = project.series()
@@ -70,10 +88,11 @@ def build_wheel(project: Project, cache: Cache, *, out: Path, pin_name: str | No
         art = pin.artifact
         assert art is not None
         if not art.is_wheel:
-            raise UsageError(f"pin {pin.name} names {art.filename}, an sdist; repacking needs the release wheel",
-                             hint="pin the wheel, or build from source with use = \"git\"")
-        check_shipped(loaded, art.prefix_to, f"{art.filename} (it ships {art.prefix_to} as "
-                                             f"{art.prefix_from or './'})")
+            raise UsageError(
+                f"pin {pin.name} names {art.filename}, an sdist; repacking needs the release wheel",
+                hint='pin the wheel, or build from source with use = "git"',
+            )
+        check_shipped(loaded, art.prefix_to, f"{art.filename} (it ships {art.prefix_to} as {art.prefix_from or './'})")
     base = cache.ensure(pin)
     commits = _apply(cache, pin, base, loaded)
     prov = _provenance(pin, base, loaded, commits, source_date_epoch)
@@ -83,20 +102,35 @@ def build_wheel(project: Project, cache: Cache, *, out: Path, pin_name: str | No
     return _build_from_git(cache, pin, base, loaded, changes, prov, out, isolation=isolation)
 
 
-def _provenance(pin: Pin, base: Base, loaded: Sequence[LoadedPatch], commits: Sequence[str],
-                source_date_epoch: int | None) -> Provenance:
+def _provenance(
+    pin: Pin, base: Base, loaded: Sequence[LoadedPatch], commits: Sequence[str], source_date_epoch: int | None
+) -> Provenance:
     """The record of what goes in, and the version label its series hash gives (files come later)."""
     upstream = UpstreamSource.of(pin)
     shas = [hashlib.sha256(lp.path.read_bytes()).hexdigest() for lp in loaded]
-    digest = series_hash(pin=pin.name, upstream=upstream, tool_version=__version__,
-                         patches=[(lp.id, lp.entry.file, sha) for lp, sha in zip(loaded, shas, strict=True)],
-                         source_date_epoch=source_date_epoch)
-    records = tuple(PatchRecord(id=lp.id, file=lp.entry.file, sha256=sha, subject=lp.patch.subject, commit=c)
-                    for lp, sha, c in zip(loaded, shas, commits, strict=True))
-    return Provenance(tool_version=__version__, pin=pin.name, version=str(local_version(pin.version, digest)),
-                      series_hash=digest, upstream=upstream, base=base.commit,
-                      tip=commits[-1] if commits else base.commit, patches=records, files=(),
-                      source_date_epoch=source_date_epoch)
+    digest = series_hash(
+        pin=pin.name,
+        upstream=upstream,
+        tool_version=__version__,
+        patches=[(lp.id, lp.entry.file, sha) for lp, sha in zip(loaded, shas, strict=True)],
+        source_date_epoch=source_date_epoch,
+    )
+    records = tuple(
+        PatchRecord(id=lp.id, file=lp.entry.file, sha256=sha, subject=lp.patch.subject, commit=c)
+        for lp, sha, c in zip(loaded, shas, commits, strict=True)
+    )
+    return Provenance(
+        tool_version=__version__,
+        pin=pin.name,
+        version=str(local_version(pin.version, digest)),
+        series_hash=digest,
+        upstream=upstream,
+        base=base.commit,
+        tip=commits[-1] if commits else base.commit,
+        patches=records,
+        files=(),
+        source_date_epoch=source_date_epoch,
+    )
 
 
 def check_shipped(loaded: Sequence[LoadedPatch], prefix: str, what: str) -> None:
@@ -106,13 +140,20 @@ def check_shipped(loaded: Sequence[LoadedPatch], prefix: str, what: str) -> None
         for f in lp.patch.files:
             for path in dict.fromkeys(p for p in (f.source, f.path) if p):
                 if not path.startswith(prefix):
-                    problems.append(Problem(
-                        file=lp.entry.file, patch=lp.id, code="not-shipped",
-                        message=f"changes {path}, which the wheel does not ship: {what}",
-                        hint="a wheel carries only the package; keep such changes out of the series"))
+                    problems.append(
+                        Problem(
+                            file=lp.entry.file,
+                            patch=lp.id,
+                            code="not-shipped",
+                            message=f"changes {path}, which the wheel does not ship: {what}",
+                            hint="a wheel carries only the package; keep such changes out of the series",
+                        )
+                    )
     if problems:
-        raise InvalidInput(problems[0].render() if len(problems) == 1 else
-                           f"{len(problems)} changes to files the wheel does not ship", problems=problems)
+        raise InvalidInput(
+            problems[0].render() if len(problems) == 1 else f"{len(problems)} changes to files the wheel does not ship",
+            problems=problems,
+        )
 
 
 def _apply(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch]) -> list[str]:
@@ -121,23 +162,30 @@ def _apply(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch]) ->
     if not result.ok:
         failed = result.failed
         assert failed is not None
-        raise ApplyConflict(f"patch {failed.id} ({failed.file}) does not apply at {pin.name}; no wheel built",
-                            result=result, data=SeriesAtPin(pin=pin.name, series=result),
-                            hint="run `patchtool apply --keep-failed` to debug it")
+        raise ApplyConflict(
+            f"patch {failed.id} ({failed.file}) does not apply at {pin.name}; no wheel built",
+            result=result,
+            data=SeriesAtPin(pin=pin.name, series=result),
+            hint="run `patchtool apply --keep-failed` to debug it",
+        )
     return [r.commit for r in result.results if r.commit]
 
 
 def _mode(git_mode: str, path: str) -> int:
     if git_mode not in ("100644", "100755"):
-        raise BuildError(f"the series makes {path} a {'symbolic link' if git_mode == '120000' else 'non-file'} "
-                         f"(mode {git_mode}); a wheel can carry only regular files")
+        raise BuildError(
+            f"the series makes {path} a {'symbolic link' if git_mode == '120000' else 'non-file'} "
+            f"(mode {git_mode}); a wheel can carry only regular files"
+        )
     return 0o755 if git_mode == "100755" else 0o644
 
 
 # -- way (a): repack the pinned release wheel ------------------------------------------------
 
-def _repack_release(cache: Cache, pin: Pin, changes: Sequence[git.TreeChange], prov: Provenance,
-                    out: Path) -> BuildResult:
+
+def _repack_release(
+    cache: Cache, pin: Pin, changes: Sequence[git.TreeChange], prov: Provenance, out: Path
+) -> BuildResult:
     art = pin.artifact
     assert art is not None
     source = cache.artifact_path(pin)  # verified against the pin's sha256
@@ -145,31 +193,47 @@ def _repack_release(cache: Cache, pin: Pin, changes: Sequence[git.TreeChange], p
     replace: dict[str, Replacement] = {}
     files = []
     for c in changes:
-        wheel_path = art.prefix_from + c.path[len(art.prefix_to):]
+        wheel_path = art.prefix_from + c.path[len(art.prefix_to) :]
         data = blobs.get(c.path)
         change = FileChange.of(c.status)
         mode = _mode(c.new_mode, c.path) if data is not None else 0o644
         replace[wheel_path] = Replacement(change=change, data=data, mode=mode)
-        files.append(FileRecord(path=c.path, change=change, wheel_path=wheel_path,
-                                sha256=hashlib.sha256(data).hexdigest() if data is not None else None))
+        files.append(
+            FileRecord(
+                path=c.path,
+                change=change,
+                wheel_path=wheel_path,
+                sha256=hashlib.sha256(data).hexdigest() if data is not None else None,
+            )
+        )
     package_copy = art.prefix_from + PACKAGE_FILE if art.prefix_from else None
     prov = dataclasses.replace(prov, files=tuple(files), package_copy=package_copy)
     when = date_time_of(prov.source_date_epoch) if prov.source_date_epoch is not None else None
-    repacked = repack(source, out, name=WheelName.parse(art.filename), version=Version(prov.version),
-                      replace=replace, provenance=prov, date_time=when)
-    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked,
-                       provenance=repacked.provenance)
-
-
+    repacked = repack(
+        source,
+        out,
+        name=WheelName.parse(art.filename),
+        version=Version(prov.version),
+        replace=replace,
+        provenance=prov,
+        date_time=when,
+    )
+    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked, provenance=repacked.provenance)
 
 
 # -- way (b): build the patched git checkout ---------------------------------------------------
 
+
 def find_project_dir(repo: git.Repo, tree: str, distribution: str) -> str:
     """The directory ("" or "python/") whose pyproject.toml names ``distribution``."""
-    candidates = sorted((p for p in repo.tree_paths(tree) if p.endswith("pyproject.toml")
-                         and p.count("/") <= 1 and p.rpartition("/")[2] == "pyproject.toml"),
-                        key=lambda p: (p.count("/"), p))
+    candidates = sorted(
+        (
+            p
+            for p in repo.tree_paths(tree)
+            if p.endswith("pyproject.toml") and p.count("/") <= 1 and p.rpartition("/")[2] == "pyproject.toml"
+        ),
+        key=lambda p: (p.count("/"), p),
+    )
     contents = repo.cat_files(tree, candidates)
     for path in candidates:
         try:
@@ -179,14 +243,24 @@ def find_project_dir(repo: git.Repo, tree: str, distribution: str) -> str:
         project = data.get("project")
         name = project.get("name") if isinstance(project, dict) else None
         if isinstance(name, str) and canonicalize_name(name) == canonicalize_name(distribution):
-            return path[:-len("pyproject.toml")]
-    raise BuildError(f"no pyproject.toml at the top of the tree or one directory down names {distribution}",
-                     hint="the git source must be the project that builds the pinned distribution")
+            return path[: -len("pyproject.toml")]
+    raise BuildError(
+        f"no pyproject.toml at the top of the tree or one directory down names {distribution}",
+        hint="the git source must be the project that builds the pinned distribution",
+    )
 
 
-def _build_from_git(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch],
-                    changes: Sequence[git.TreeChange], prov: Provenance, out: Path, *,
-                    isolation: bool) -> BuildResult:
+def _build_from_git(
+    cache: Cache,
+    pin: Pin,
+    base: Base,
+    loaded: Sequence[LoadedPatch],
+    changes: Sequence[git.TreeChange],
+    prov: Provenance,
+    out: Path,
+    *,
+    isolation: bool,
+) -> BuildResult:
     src = pin.git
     assert src is not None
     project_dir = find_project_dir(cache.repo, base.tree, pin.upstream)
@@ -200,26 +274,48 @@ def _build_from_git(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedP
         try:
             with progress.task(f"build {pin.upstream} {prov.version} from {src.tag}"):
                 built, notes = frontend.build_wheel(
-                    checkout / project_dir, Path(tmp) / "dist", isolation=isolation,
-                    env={"SETUPTOOLS_SCM_PRETEND_VERSION": prov.version, "SOURCE_DATE_EPOCH": str(epoch)})
+                    checkout / project_dir,
+                    Path(tmp) / "dist",
+                    isolation=isolation,
+                    env={"SETUPTOOLS_SCM_PRETEND_VERSION": prov.version, "SOURCE_DATE_EPOCH": str(epoch)},
+                )
         finally:
             cache.repo.worktree_remove(checkout)
         name = WheelName.parse(built.name)
-        if canonicalize_name(name.distribution) != canonicalize_name(pin.upstream) or \
-                name.version.public != pin.version.public:
-            raise BuildError(f"the build produced {built.name}, not {pin.upstream} {pin.version}",
-                             hint="the git source builds another distribution or version")
+        if (
+            canonicalize_name(name.distribution) != canonicalize_name(pin.upstream)
+            or name.version.public != pin.version.public
+        ):
+            raise BuildError(
+                f"the build produced {built.name}, not {pin.upstream} {pin.version}",
+                hint="the git source builds another distribution or version",
+            )
         files, package = _built_files(cache.repo, prov.tip, built, changes, project_dir, pin.upstream)
         package_copy = f"{package}/{PACKAGE_FILE}" if package else None
         prov = dataclasses.replace(prov, files=files, package_copy=package_copy)
-        repacked = repack(built, out, name=name, version=Version(prov.version), replace={}, provenance=prov,
-                          date_time=date_time_of(epoch), restamp=True)
-    return BuildResult(pin=pin.name, way="build", source=f"{src.url} {src.commit}", wheel=repacked,
-                       provenance=repacked.provenance, warnings=notes)
+        repacked = repack(
+            built,
+            out,
+            name=name,
+            version=Version(prov.version),
+            replace={},
+            provenance=prov,
+            date_time=date_time_of(epoch),
+            restamp=True,
+        )
+    return BuildResult(
+        pin=pin.name,
+        way="build",
+        source=f"{src.url} {src.commit}",
+        wheel=repacked,
+        provenance=repacked.provenance,
+        warnings=notes,
+    )
 
 
-def _built_files(repo: git.Repo, tip: str, built: Path, changes: Sequence[git.TreeChange], project_dir: str,
-                 distribution: str) -> tuple[tuple[FileRecord, ...], str | None]:
+def _built_files(
+    repo: git.Repo, tip: str, built: Path, changes: Sequence[git.TreeChange], project_dir: str, distribution: str
+) -> tuple[tuple[FileRecord, ...], str | None]:
     """Where the built wheel holds each changed file, checked to be the patched bytes."""
     blobs = repo.cat_files(tip, [c.path for c in changes if c.status != "D"])
     with zipfile.ZipFile(built) as zf:
@@ -227,8 +323,8 @@ def _built_files(repo: git.Repo, tip: str, built: Path, changes: Sequence[git.Tr
         tops = {n.split("/", 1)[0] for n in names if "/" in n}
         records = []
         for c in changes:
-            rel = c.path[len(project_dir):]
-            candidates = [rel] + ([rel[len("src/"):]] if rel.startswith("src/") else [])
+            rel = c.path[len(project_dir) :]
+            candidates = [rel] + ([rel[len("src/") :]] if rel.startswith("src/") else [])
             data = blobs.get(c.path)
             change = FileChange.of(c.status)
             if data is None:
@@ -240,9 +336,12 @@ def _built_files(repo: git.Repo, tip: str, built: Path, changes: Sequence[git.Tr
             _mode(c.new_mode, c.path)
             where = next((p for p in candidates if p in names), None)
             if where is not None and zf.read(where) != data:
-                raise BuildError(f"the built wheel's {where} differs from the patched {c.path}",
-                                 hint="the build backend rewrites this file; patch its source instead")
-            records.append(FileRecord(path=c.path, change=change, wheel_path=where,
-                                      sha256=hashlib.sha256(data).hexdigest()))
+                raise BuildError(
+                    f"the built wheel's {where} differs from the patched {c.path}",
+                    hint="the build backend rewrites this file; patch its source instead",
+                )
+            records.append(
+                FileRecord(path=c.path, change=change, wheel_path=where, sha256=hashlib.sha256(data).hexdigest())
+            )
     package = canonicalize_name(distribution).replace("-", "_")
     return tuple(records), package if package in tops else None

@@ -15,8 +15,7 @@ from patchtool.errors import BuildError, UsageError
 _TAIL = 40  # lines of backend output quoted when a build fails
 
 
-def build_wheel(srcdir: Path, outdir: Path, *, env: Mapping[str, str],
-                isolation: bool) -> tuple[Path, tuple[str, ...]]:
+def build_wheel(srcdir: Path, outdir: Path, *, env: Mapping[str, str], isolation: bool) -> tuple[Path, tuple[str, ...]]:
     """Build one wheel of the project at ``srcdir`` into ``outdir``; ``env`` reaches the backend.
 
     Returns the wheel and the warnings the backend raised (build re-raises them in this
@@ -34,11 +33,11 @@ def _build(srcdir: Path, outdir: Path, *, env: Mapping[str, str], isolation: boo
         import build.env
         import pyproject_hooks
     except ImportError:
-        raise UsageError("building from a git pin needs the 'build' package (pypa/build)",
-                         hint="pip install build") from None
+        raise UsageError(
+            "building from a git pin needs the 'build' package (pypa/build)", hint="pip install build"
+        ) from None
 
-    def runner(cmd: Sequence[str], cwd: str | None = None,
-               extra_environ: Mapping[str, str] | None = None) -> None:
+    def runner(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
         pyproject_hooks.quiet_subprocess_runner(cmd, cwd, {**(extra_environ or {}), **env})
 
     try:
@@ -52,16 +51,21 @@ def _build(srcdir: Path, outdir: Path, *, env: Mapping[str, str], isolation: boo
         missing = builder.check_dependencies("wheel")
         if missing:
             names = sorted(chain[-1] for chain in missing)
-            raise UsageError(f"--no-isolation, but the build needs {', '.join(names)}, which is not installed",
-                             hint=f"pip install {' '.join(names)}, or build with isolation")
+            raise UsageError(
+                f"--no-isolation, but the build needs {', '.join(names)}, which is not installed",
+                hint=f"pip install {' '.join(names)}, or build with isolation",
+            )
         return Path(builder.build("wheel", outdir))
     except build.BuildBackendException as exc:
         output = getattr(exc.exception, "output", None) or b""
         tail = "\n".join(output.decode("utf-8", "replace").splitlines()[-_TAIL:])
-        raise BuildError(f"the build backend failed in {srcdir.name}/: {exc}\n{tail}".rstrip(),
-                         hint="build the patched tree by hand (patchtool apply) to see the whole log") from None
+        raise BuildError(
+            f"the build backend failed in {srcdir.name}/: {exc}\n{tail}".rstrip(),
+            hint="build the patched tree by hand (patchtool apply) to see the whole log",
+        ) from None
     except build.FailedProcessError as exc:
-        raise BuildError(f"installing the build requirements failed: {exc}",
-                         hint="check the network, or build with --no-isolation") from None
+        raise BuildError(
+            f"installing the build requirements failed: {exc}", hint="check the network, or build with --no-isolation"
+        ) from None
     except build.BuildException as exc:
         raise BuildError(f"the build could not start: {exc}") from None

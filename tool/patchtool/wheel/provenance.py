@@ -59,20 +59,32 @@ class UpstreamSource:
         if pin.use == "artifact":
             art = pin.artifact
             assert art is not None
-            return cls(name=pin.upstream, version=str(pin.version), source="artifact",
-                       filename=art.filename, sha256=art.sha256, url=art.url.text if art.url else None)
+            return cls(
+                name=pin.upstream,
+                version=str(pin.version),
+                source="artifact",
+                filename=art.filename,
+                sha256=art.sha256,
+                url=art.url.text if art.url else None,
+            )
         src = pin.git
         assert src is not None
-        return cls(name=pin.upstream, version=str(pin.version), source="git", url=src.url.text,
-                   tag=src.tag, commit=src.commit)
+        return cls(
+            name=pin.upstream, version=str(pin.version), source="git", url=src.url.text, tag=src.tag, commit=src.commit
+        )
 
     @classmethod
     def read(cls, f: Fields) -> UpstreamSource:
-        out = cls(name=f.string("name") or "", version=f.string("version") or "",
-                  source=f.choice("source", ("artifact", "git")) or "",
-                  filename=f.string("filename", required=False),
-                  sha256=f.string("sha256", required=False), url=f.string("url", required=False),
-                  tag=f.string("tag", required=False), commit=f.string("commit", required=False))
+        out = cls(
+            name=f.string("name") or "",
+            version=f.string("version") or "",
+            source=f.choice("source", ("artifact", "git")) or "",
+            filename=f.string("filename", required=False),
+            sha256=f.string("sha256", required=False),
+            url=f.string("url", required=False),
+            tag=f.string("tag", required=False),
+            commit=f.string("commit", required=False),
+        )
         f.done()
         return out
 
@@ -90,8 +102,13 @@ class PatchRecord:
 
     @classmethod
     def read(cls, f: Fields) -> PatchRecord:
-        out = cls(id=f.string("id") or "", file=f.string("file") or "", sha256=f.string("sha256") or "",
-                  subject=f.string("subject") or "", commit=f.string("commit") or "")
+        out = cls(
+            id=f.string("id") or "",
+            file=f.string("file") or "",
+            sha256=f.string("sha256") or "",
+            subject=f.string("subject") or "",
+            commit=f.string("commit") or "",
+        )
         f.done()
         return out
 
@@ -186,9 +203,20 @@ class Provenance:
         f.done()
         raise_if(problems, f"{file} is not a valid patchtool provenance record", file=file)
         assert pin and version and series_hash and upstream and base and tip
-        return cls(tool_version=tool_version, pin=pin, version=version, series_hash=series_hash,
-                   upstream=upstream, base=base, tip=tip, patches=patches, files=files,
-                   package_copy=package_copy, source_date_epoch=epoch, payload=payload)
+        return cls(
+            tool_version=tool_version,
+            pin=pin,
+            version=version,
+            series_hash=series_hash,
+            upstream=upstream,
+            base=base,
+            tip=tip,
+            patches=patches,
+            files=files,
+            package_copy=package_copy,
+            source_date_epoch=epoch,
+            payload=payload,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -215,23 +243,34 @@ class Provenance:
         return (json.dumps(self.to_dict(), indent=2) + "\n").encode()
 
 
-def series_hash(*, pin: str, upstream: UpstreamSource, patches: Sequence[tuple[str, str, str]],
-                tool_version: str, source_date_epoch: int | None) -> str:
+def series_hash(
+    *,
+    pin: str,
+    upstream: UpstreamSource,
+    patches: Sequence[tuple[str, str, str]],
+    tool_version: str,
+    source_date_epoch: int | None,
+) -> str:
     """sha256 over everything that determines the wheel's bytes; ``patches``: (id, file, sha256)."""
-    doc = {"layout": LAYOUT, "tool": tool_version, "pin": pin, "upstream": upstream.to_dict(),
-           "patches": [{"id": i, "file": f, "sha256": s} for i, f, s in patches],
-           "source_date_epoch": source_date_epoch}
+    doc = {
+        "layout": LAYOUT,
+        "tool": tool_version,
+        "pin": pin,
+        "upstream": upstream.to_dict(),
+        "patches": [{"id": i, "file": f, "sha256": s} for i, f, s in patches],
+        "source_date_epoch": source_date_epoch,
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def local_version(upstream: Version, digest: str) -> Version:
     """``<upstream>+pt.<12 hex of the series hash>`` (after upstream's own local label, if any)."""
     label = f"{LABEL_PREFIX}.{digest[:12]}"
-    return Version(f"{upstream.public}+{upstream.local}.{label}" if upstream.local
-                   else f"{upstream.public}+{label}")
+    return Version(f"{upstream.public}+{upstream.local}.{label}" if upstream.local else f"{upstream.public}+{label}")
 
 
 # -- reading it back ------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class FileCheck:
@@ -262,11 +301,16 @@ class ProvenanceReport:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {"target": self.target, "kind": self.kind, "location": self.location,
-                "metadata_version": self.metadata_version, "provenance": self.provenance.to_dict(),
-                "files": [c.to_dict() for c in self.checks],
-                "record": {"listed": self.record_listed, "matched": self.record_matched},
-                "problems": [p.to_dict() for p in self.problems]}
+        return {
+            "target": self.target,
+            "kind": self.kind,
+            "location": self.location,
+            "metadata_version": self.metadata_version,
+            "provenance": self.provenance.to_dict(),
+            "files": [c.to_dict() for c in self.checks],
+            "record": {"listed": self.record_listed, "matched": self.record_matched},
+            "problems": [p.to_dict() for p in self.problems],
+        }
 
 
 def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
@@ -277,12 +321,13 @@ def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
             raise UsageError(f"{target}: no such wheel file")
         return read_wheel(path)
     if path.suffix == ".dist-info" and path.is_dir():
-        return read_installed(importlib.metadata.PathDistribution(path), target=target,
-                              location=str(path.absolute()))
+        return read_installed(importlib.metadata.PathDistribution(path), target=target, location=str(path.absolute()))
     found = list(importlib.metadata.distributions(name=target, path=list(paths)))
     if not found:
-        raise UsageError(f"no distribution named {target!r} is installed in {', '.join(paths) or 'sys.path'}",
-                         hint="pass a wheel file, a .dist-info directory, or --path SITE_PACKAGES")
+        raise UsageError(
+            f"no distribution named {target!r} is installed in {', '.join(paths) or 'sys.path'}",
+            hint="pass a wheel file, a .dist-info directory, or --path SITE_PACKAGES",
+        )
     dist = found[0]
     where = str(dist.locate_file(""))
     return read_installed(dist, target=target, location=where)
@@ -301,12 +346,17 @@ def _parse(raw: bytes, label: str) -> Provenance:
 def _version_problem(prov: Provenance, metadata_version: str | None, where: str) -> list[Problem]:
     if metadata_version == prov.version:
         return []
-    return [Problem(file=where, code="version", message=f"METADATA says version {metadata_version}, "
-                    f"the provenance record says {prov.version}: the record belongs to another build")]
+    return [
+        Problem(
+            file=where,
+            code="version",
+            message=f"METADATA says version {metadata_version}, "
+            f"the provenance record says {prov.version}: the record belongs to another build",
+        )
+    ]
 
 
-def _check_files(prov: Provenance,
-                 read: Callable[[str], bytes | None]) -> tuple[list[FileCheck], list[Problem]]:
+def _check_files(prov: Provenance, read: Callable[[str], bytes | None]) -> tuple[list[FileCheck], list[Problem]]:
     """Compare each changed file's recorded hash with ``read(wheel_path) -> bytes | None``."""
     checks: list[FileCheck] = []
     problems: list[Problem] = []
@@ -318,47 +368,82 @@ def _check_files(prov: Provenance,
             state = "ok" if data is None else "present"
             checks.append(FileCheck(path=rec.wheel_path, expected="absent", state=state))
         else:
-            state = ("missing" if data is None else
-                     "ok" if hashlib.sha256(data).hexdigest() == rec.sha256 else "modified")
+            state = (
+                "missing" if data is None else "ok" if hashlib.sha256(data).hexdigest() == rec.sha256 else "modified"
+            )
             checks.append(FileCheck(path=rec.wheel_path, expected=rec.sha256, state=state))
         if state != "ok":
-            what = {"missing": "is missing", "modified": "differs from the patched file",
-                    "present": "is present, but the series deletes it"}[state]
-            problems.append(Problem(file=rec.wheel_path, code="file", message=what,
-                                    hint="this is not the build the record describes"))
+            what = {
+                "missing": "is missing",
+                "modified": "differs from the patched file",
+                "present": "is present, but the series deletes it",
+            }[state]
+            problems.append(
+                Problem(
+                    file=rec.wheel_path, code="file", message=what, hint="this is not the build the record describes"
+                )
+            )
     return checks, problems
 
 
-def _check_record(prov: Provenance, text: str | None, read: Callable[[str], bytes | None], present: Sequence[str],
-                  *, record: str, installed: bool, reported: set[str]) -> tuple[int, int, list[Problem]]:
+def _check_record(
+    prov: Provenance,
+    text: str | None,
+    read: Callable[[str], bytes | None],
+    present: Sequence[str],
+    *,
+    record: str,
+    installed: bool,
+    reported: set[str],
+) -> tuple[int, int, list[Problem]]:
     """Every file against RECORD, and RECORD against the payload the build recorded: (files listed
     with a hash, files that match, problems). Files ``reported`` already (by the series check) are
     not reported twice."""
     if text is None:
-        return 0, 0, [Problem(file=record, code="record", message="is missing: nothing vouches for the files",
-                              hint="this is not the build the record describes")]
+        return (
+            0,
+            0,
+            [
+                Problem(
+                    file=record,
+                    code="record",
+                    message="is missing: nothing vouches for the files",
+                    hint="this is not the build the record describes",
+                )
+            ],
+        )
     rows, bad = wheelrecord.parse(text, record)
     payload_problem = []
     if prov.payload is not None:
-        here = wheelrecord.Payload.of(wheelrecord.payload_rows(
-            rows.values(), dist_info=record.rpartition("/")[0], package_copy=prov.package_copy, installed=installed))
+        here = wheelrecord.Payload.of(
+            wheelrecord.payload_rows(
+                rows.values(), dist_info=record.rpartition("/")[0], package_copy=prov.package_copy, installed=installed
+            )
+        )
         if here != prov.payload:
-            payload_problem.append(Problem(
-                file=record, code="payload",
-                message=f"lists {here.files} package files (payload sha256 {here.sha256[:16]}...), but the build "
-                        f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
-                        "changed, added or removed and RECORD rewritten after the build",
-                hint="this is not the build the record describes"))
+            payload_problem.append(
+                Problem(
+                    file=record,
+                    code="payload",
+                    message=f"lists {here.files} package files (payload sha256 {here.sha256[:16]}...), but the build "
+                    f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
+                    "changed, added or removed and RECORD rewritten after the build",
+                    hint="this is not the build the record describes",
+                )
+            )
     if installed:  # what an installer put outside site-packages is not the build's: never read
         rows = {path: row for path, row in rows.items() if paths.tree_path_problem(path) is None}
     # an installer lists the .pyc files it compiles without a hash; a wheel has none of those
-    matched, mismatched = wheelrecord.verify(rows, read, record=record,
-                                             unhashed_ok=lambda p: installed and p.endswith(".pyc"))
+    matched, mismatched = wheelrecord.verify(
+        rows, read, record=record, unhashed_ok=lambda p: installed and p.endswith(".pyc")
+    )
     bad += mismatched + wheelrecord.unlisted(present, rows, record=record)
     listed = sum(1 for r in rows.values() if r.hash)
-    problems = [Problem(file=m.path, code="record", message=m.reason,
-                        hint="this is not the build the record describes")
-                for m in bad if m.path not in reported]
+    problems = [
+        Problem(file=m.path, code="record", message=m.reason, hint="this is not the build the record describes")
+        for m in bad
+        if m.path not in reported
+    ]
     return listed, matched, problems + payload_problem
 
 
@@ -368,8 +453,10 @@ def _reported(problems: Sequence[Problem]) -> set[str]:
 
 def read_wheel(path: Path) -> ProvenanceReport:
     label = path.name
-    with damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"), \
-            zipfile.ZipFile(path) as zf:
+    with (
+        damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"),
+        zipfile.ZipFile(path) as zf,
+    ):
         names = {i.filename for i in zf.infolist() if not i.is_dir()}
 
         def read(member: str) -> bytes | None:
@@ -378,14 +465,19 @@ def read_wheel(path: Path) -> ProvenanceReport:
             try:
                 return zf.read(member)
             except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-                raise InvalidInput(f"{label}: entry {member!r} is damaged and cannot be read ({damage(exc)})",
-                                   file=label,
-                                   hint="the wheel file is damaged; build it again") from None
+                raise InvalidInput(
+                    f"{label}: entry {member!r} is damaged and cannot be read ({damage(exc)})",
+                    file=label,
+                    hint="the wheel file is damaged; build it again",
+                ) from None
 
         records = sorted(n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{DIST_INFO_FILE}"))
         if not records:
-            raise InvalidInput(f"{label} has no patchtool provenance (no *.dist-info/{DIST_INFO_FILE}): "
-                               "it was not built by `patchtool build`", file=label)
+            raise InvalidInput(
+                f"{label} has no patchtool provenance (no *.dist-info/{DIST_INFO_FILE}): "
+                "it was not built by `patchtool build`",
+                file=label,
+            )
         raw = read(records[0]) or b""
         prov = _parse(raw, f"{label}:{records[0]}")
         dist_info = records[0].split("/", 1)[0]
@@ -395,29 +487,49 @@ def read_wheel(path: Path) -> ProvenanceReport:
         if prov.package_copy is not None:
             copy = read(prov.package_copy)
             if copy != raw:
-                problems.append(Problem(file=prov.package_copy, code="copy",
-                                        message="the package's copy of the provenance record "
-                                                f"{'is missing' if copy is None else 'differs'}"))
+                problems.append(
+                    Problem(
+                        file=prov.package_copy,
+                        code="copy",
+                        message="the package's copy of the provenance record "
+                        f"{'is missing' if copy is None else 'differs'}",
+                    )
+                )
         checks, file_problems = _check_files(prov, read)
         problems += file_problems
         record = f"{dist_info}/RECORD"
         text = read(record)
         listed, matched, record_problems = _check_record(
-            prov, text.decode("utf-8", "replace") if text is not None else None, read, sorted(names), record=record,
-            installed=False, reported=_reported(problems))
-    return ProvenanceReport(target=str(path), kind="wheel", location=str(path.absolute()),
-                            metadata_version=version, provenance=prov, checks=tuple(checks),
-                            problems=tuple(problems + record_problems), record_listed=listed,
-                            record_matched=matched)
+            prov,
+            text.decode("utf-8", "replace") if text is not None else None,
+            read,
+            sorted(names),
+            record=record,
+            installed=False,
+            reported=_reported(problems),
+        )
+    return ProvenanceReport(
+        target=str(path),
+        kind="wheel",
+        location=str(path.absolute()),
+        metadata_version=version,
+        provenance=prov,
+        checks=tuple(checks),
+        problems=tuple(problems + record_problems),
+        record_listed=listed,
+        record_matched=matched,
+    )
 
 
 def read_installed(dist: importlib.metadata.Distribution, *, target: str, location: str) -> ProvenanceReport:
     name = dist.metadata["Name"] or target
     text = dist.read_text(DIST_INFO_FILE)
     if text is None:
-        raise InvalidInput(f"{name} {dist.version} in {location} has no patchtool provenance "
-                           f"({DIST_INFO_FILE} in its .dist-info): it was not built by `patchtool build`",
-                           file=location)
+        raise InvalidInput(
+            f"{name} {dist.version} in {location} has no patchtool provenance "
+            f"({DIST_INFO_FILE} in its .dist-info): it was not built by `patchtool build`",
+            file=location,
+        )
     raw = text.encode()
     prov = _parse(raw, f"{canonicalize_name(name)} {dist.version}: {DIST_INFO_FILE}")
     root = Path(str(dist.locate_file("")))
@@ -438,20 +550,33 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
     if prov.package_copy is not None:
         copy = read(prov.package_copy)
         if copy != raw:
-            problems.append(Problem(file=prov.package_copy, code="copy",
-                                    message="the package's copy of the provenance record "
-                                            f"{'is missing' if copy is None else 'differs'}"))
+            problems.append(
+                Problem(
+                    file=prov.package_copy,
+                    code="copy",
+                    message="the package's copy of the provenance record "
+                    f"{'is missing' if copy is None else 'differs'}",
+                )
+            )
     checks, file_problems = _check_files(prov, read)
     problems += file_problems
     info_dir = _dist_info_dir(dist, root)
     record = f"{info_dir}/RECORD" if info_dir else "RECORD"
     present = _package_files(root, prov.package_copy) + (_package_files(root, f"{info_dir}/") if info_dir else [])
-    listed, matched, record_problems = _check_record(prov, dist.read_text("RECORD"), read, present, record=record,
-                                                     installed=True, reported=_reported(problems))
-    return ProvenanceReport(target=target, kind="installed", location=location,
-                            metadata_version=dist.version, provenance=prov, checks=tuple(checks),
-                            problems=tuple(problems + record_problems), record_listed=listed,
-                            record_matched=matched)
+    listed, matched, record_problems = _check_record(
+        prov, dist.read_text("RECORD"), read, present, record=record, installed=True, reported=_reported(problems)
+    )
+    return ProvenanceReport(
+        target=target,
+        kind="installed",
+        location=location,
+        metadata_version=dist.version,
+        provenance=prov,
+        checks=tuple(checks),
+        problems=tuple(problems + record_problems),
+        record_listed=listed,
+        record_matched=matched,
+    )
 
 
 def _dist_info_dir(dist: importlib.metadata.Distribution, root: Path) -> str | None:

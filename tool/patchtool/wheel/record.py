@@ -57,8 +57,9 @@ def parse(text: str, record: str) -> tuple[dict[str, Row], list[Mismatch]]:
     return rows, bad
 
 
-def verify(rows: dict[str, Row], read: Callable[[str], bytes | None], *, record: str,
-           unhashed_ok: Callable[[str], bool]) -> tuple[int, list[Mismatch]]:
+def verify(
+    rows: dict[str, Row], read: Callable[[str], bytes | None], *, record: str, unhashed_ok: Callable[[str], bool]
+) -> tuple[int, list[Mismatch]]:
     """Check every row against ``read(path)`` (the file's bytes, None when it is not there): (how
     many files matched, what did not). ``record`` is RECORD's own path; a row without a hash is a
     mismatch unless ``unhashed_ok(path)``."""
@@ -73,8 +74,7 @@ def verify(rows: dict[str, Row], read: Callable[[str], bytes | None], *, record:
             continue
         algorithm, _, encoded = row.hash.partition("=")
         if algorithm not in hashlib.algorithms_guaranteed or algorithm in _WEAK:
-            bad.append(Mismatch(path=row.path, reason=f"has a {algorithm!r} hash in RECORD, which cannot "
-                                                      "vouch for it"))
+            bad.append(Mismatch(path=row.path, reason=f"has a {algorithm!r} hash in RECORD, which cannot vouch for it"))
             continue
         try:
             expected = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4))
@@ -98,8 +98,11 @@ def verify(rows: dict[str, Row], read: Callable[[str], bytes | None], *, record:
 def unlisted(paths: Iterable[str], rows: dict[str, Row], *, record: str) -> list[Mismatch]:
     """The files present that RECORD does not list (RECORD itself and its signatures aside)."""
     sigs = {record.rpartition("/")[0] + "/" + s for s in _SIGNATURES}
-    return [Mismatch(path=p, reason="is not listed in RECORD") for p in paths
-            if p not in rows and p != record and p not in sigs]
+    return [
+        Mismatch(path=p, reason="is not listed in RECORD")
+        for p in paths
+        if p not in rows and p != record and p not in sigs
+    ]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -135,8 +138,7 @@ def installed_path(member: str, *, dist_info: str) -> str | None:
     return member
 
 
-def payload_rows(rows: Iterable[Row], *, dist_info: str, package_copy: str | None,
-                 installed: bool) -> list[Row]:
+def payload_rows(rows: Iterable[Row], *, dist_info: str, package_copy: str | None, installed: bool) -> list[Row]:
     """The rows of ``rows`` (a wheel's RECORD, or an installer's) that make up the payload, at
     their installed paths: the provenance's package copy (it cannot hash itself), and what an
     installer adds (files outside site-packages, byte-compiled files it lists without a hash) left

@@ -56,9 +56,13 @@ class WheelName:
             _, version, _, _ = parse_wheel_filename(filename)
         except InvalidWheelFilename as exc:
             raise UsageError(f"{filename!r} is not a wheel file name: {exc}") from None
-        parts = filename[:-len(".whl")].split("-")
-        return cls(distribution=parts[0], version=version,
-                   build_tag=parts[2] if len(parts) == 6 else None, tag_text="-".join(parts[-3:]))
+        parts = filename[: -len(".whl")].split("-")
+        return cls(
+            distribution=parts[0],
+            version=version,
+            build_tag=parts[2] if len(parts) == 6 else None,
+            tag_text="-".join(parts[-3:]),
+        )
 
     @property
     def tags(self) -> frozenset[Tag]:
@@ -89,7 +93,6 @@ class Repacked:
     provenance: Provenance  # as written, with its payload
 
 
-
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class _Layout:
     """Where a wheel keeps its metadata, checked against what its file name says."""
@@ -100,33 +103,48 @@ class _Layout:
     newest: tuple[int, ...]  # the newest member timestamp
 
     @classmethod
-    def read(cls, zf: zipfile.ZipFile, members: Sequence[zipfile.ZipInfo], name: WheelName,
-             label: str) -> _Layout:
-        infos = sorted({m.filename.split("/", 1)[0] for m in members if "/" in m.filename
-                        and m.filename.split("/", 1)[0].endswith(".dist-info")})
+    def read(cls, zf: zipfile.ZipFile, members: Sequence[zipfile.ZipInfo], name: WheelName, label: str) -> _Layout:
+        infos = sorted(
+            {
+                m.filename.split("/", 1)[0]
+                for m in members
+                if "/" in m.filename and m.filename.split("/", 1)[0].endswith(".dist-info")
+            }
+        )
         if len(infos) != 1:
             raise UpstreamError(f"{label}: expected one .dist-info directory, found {len(infos)}; refusing it")
-        stem = infos[0][:-len(".dist-info")]
+        stem = infos[0][: -len(".dist-info")]
         dist, _, ver = stem.rpartition("-")
         expected = f"{name.distribution} {name.version}"
         if canonicalize_name(dist) != canonicalize_name(name.distribution) or _version(ver) != name.version:
-            raise UpstreamError(f"{label}: its metadata directory is {infos[0]}, but the file name says "
-                                f"{expected}; refusing it")
+            raise UpstreamError(
+                f"{label}: its metadata directory is {infos[0]}, but the file name says {expected}; refusing it"
+            )
         names = {m.filename for m in members}
         metadata = zf.read(f"{infos[0]}/METADATA") if f"{infos[0]}/METADATA" in names else b""
         headers = HeaderParser().parsestr(metadata.decode("utf-8", "replace"))
         meta_name, meta_version = headers.get("Name") or "", headers.get("Version") or ""
-        if (canonicalize_name(meta_name) != canonicalize_name(name.distribution)
-                or _version(meta_version) != name.version):
-            raise UpstreamError(f"{label} contains {meta_name or '?'} {meta_version or '?'} (its METADATA), "
-                                f"not {expected}; refusing it", hint="the pin names the wrong file")
+        if (
+            canonicalize_name(meta_name) != canonicalize_name(name.distribution)
+            or _version(meta_version) != name.version
+        ):
+            raise UpstreamError(
+                f"{label} contains {meta_name or '?'} {meta_version or '?'} (its METADATA), "
+                f"not {expected}; refusing it",
+                hint="the pin names the wrong file",
+            )
         wheel_file = zf.read(f"{infos[0]}/WHEEL") if f"{infos[0]}/WHEEL" in names else b""
-        tags = frozenset(t for line in HeaderParser().parsestr(wheel_file.decode("utf-8", "replace"))
-                         .get_all("Tag", []) for t in parse_tag(line.strip()))
+        tags = frozenset(
+            t
+            for line in HeaderParser().parsestr(wheel_file.decode("utf-8", "replace")).get_all("Tag", [])
+            for t in parse_tag(line.strip())
+        )
         if tags != name.tags:
             found = ", ".join(sorted(str(t) for t in tags)) or "none"
-            raise UpstreamError(f"{label}: its WHEEL file says tags {found}, but its file name says "
-                                f"{name.tag_text}; refusing it (a wheel for another platform?)")
+            raise UpstreamError(
+                f"{label}: its WHEEL file says tags {found}, but its file name says "
+                f"{name.tag_text}; refusing it (a wheel for another platform?)"
+            )
         newest = max((m.date_time for m in members), default=(1980, 1, 1, 0, 0, 0))
         return cls(dist_info=infos[0], stem=stem, metadata=metadata, newest=newest)
 
@@ -141,8 +159,9 @@ def _version(text: str) -> Version | None:
 def rewrite_version(metadata: bytes, version: Version) -> bytes:
     """METADATA with its one ``Version:`` header replaced; the body and line endings kept."""
     head, sep, body = _split_headers(metadata)
-    new, n = re.subn(rb"^Version:[ \t]*[^\r\n]*", b"Version: " + str(version).encode(), head,
-                     count=2, flags=re.MULTILINE)
+    new, n = re.subn(
+        rb"^Version:[ \t]*[^\r\n]*", b"Version: " + str(version).encode(), head, count=2, flags=re.MULTILINE
+    )
     if n != 1:
         raise UpstreamError(f"METADATA has {n} Version headers, expected one; refusing it")
     return new + sep + body
@@ -152,15 +171,23 @@ def _split_headers(metadata: bytes) -> tuple[bytes, bytes, bytes]:
     m = re.search(rb"\r?\n\r?\n", metadata)
     if m is None:
         return metadata, b"", b""
-    return metadata[:m.start()], metadata[m.start():m.end()], metadata[m.end():]
+    return metadata[: m.start()], metadata[m.start() : m.end()], metadata[m.end() :]
 
 
 _Plan = dict[str, zipfile.ZipInfo | tuple[bytes, int]]  # a member copied from the source, or new bytes and mode
 
 
-def repack(source: Path, out: Path, *, name: WheelName, version: Version,
-           replace: Mapping[str, Replacement], provenance: Provenance,
-           date_time: tuple[int, ...] | None = None, restamp: bool = False) -> Repacked:
+def repack(
+    source: Path,
+    out: Path,
+    *,
+    name: WheelName,
+    version: Version,
+    replace: Mapping[str, Replacement],
+    provenance: Provenance,
+    date_time: tuple[int, ...] | None = None,
+    restamp: bool = False,
+) -> Repacked:
     """Write ``source`` with ``replace`` applied, the new version and ``provenance`` (with the
     payload it now describes), into ``out``.
 
@@ -181,12 +208,28 @@ def repack(source: Path, out: Path, *, name: WheelName, version: Version,
         if rewritten:
             provenance = dataclasses.replace(provenance, files=versionfile.restated_files(provenance.files, rewritten))
         provenance = _add_provenance(zf, plan, provenance, dist_info=new_info, label=label)
-        return _write(raw, plan, out, name.filename(version), dist_info=new_info, label=label, when=when,
-                      restamp=restamp, provenance=provenance)
+        return _write(
+            raw,
+            plan,
+            out,
+            name.filename(version),
+            dist_info=new_info,
+            label=label,
+            when=when,
+            restamp=restamp,
+            provenance=provenance,
+        )
 
 
-def _plan(members: Sequence[zipfile.ZipInfo], layout: _Layout, replace: Mapping[str, Replacement],
-          version: Version, *, new_stem: str, label: str) -> _Plan:
+def _plan(
+    members: Sequence[zipfile.ZipInfo],
+    layout: _Layout,
+    replace: Mapping[str, Replacement],
+    version: Version,
+    *,
+    new_stem: str,
+    label: str,
+) -> _Plan:
     """The new wheel's members by name: the signatures dropped, the series' replacements in, METADATA
     with the new version, and the ``.dist-info`` and ``.data`` directories renamed for it."""
     renames = {layout.dist_info: f"{new_stem}.dist-info", f"{layout.stem}.data": f"{new_stem}.data"}
@@ -209,8 +252,10 @@ def _plan(members: Sequence[zipfile.ZipInfo], layout: _Layout, replace: Mapping[
                 plan[info.filename] = (rep.data, rep.mode)
             continue
         if info.filename == f"{layout.dist_info}/METADATA":
-            plan[renamed(info.filename)] = (rewrite_version(layout.metadata, version),
-                                            (info.external_attr >> 16) & 0o7777 or 0o644)
+            plan[renamed(info.filename)] = (
+                rewrite_version(layout.metadata, version),
+                (info.external_attr >> 16) & 0o7777 or 0o644,
+            )
             continue
         plan[renamed(info.filename)] = info
     for path, rep in pending.items():
@@ -220,23 +265,35 @@ def _plan(members: Sequence[zipfile.ZipInfo], layout: _Layout, replace: Mapping[
     return plan
 
 
-def _add_provenance(zf: zipfile.ZipFile, plan: _Plan, provenance: Provenance, *, dist_info: str,
-                    label: str) -> Provenance:
+def _add_provenance(
+    zf: zipfile.ZipFile, plan: _Plan, provenance: Provenance, *, dist_info: str, label: str
+) -> Provenance:
     """Add the provenance record to ``plan`` (in place) in the ``.dist-info`` directory and, when it
     names one, as the package's copy; return it with the payload it describes."""
     copies = [f"{dist_info}/{DIST_INFO_FILE}"] + ([provenance.package_copy] if provenance.package_copy else [])
     for path in copies:
         if path in plan:
             raise BuildError(f"{label} already has {path}; refusing to overwrite it with the provenance record")
-    provenance = dataclasses.replace(provenance, payload=_payload(zf, plan, dist_info=dist_info,
-                                                                  package_copy=provenance.package_copy))
+    provenance = dataclasses.replace(
+        provenance, payload=_payload(zf, plan, dist_info=dist_info, package_copy=provenance.package_copy)
+    )
     for path in copies:
         plan[path] = (provenance.to_bytes(), 0o644)
     return provenance
 
 
-def _write(raw: BinaryIO, plan: _Plan, out: Path, filename: str, *, dist_info: str, label: str,
-           when: tuple[int, ...], restamp: bool, provenance: Provenance) -> Repacked:
+def _write(
+    raw: BinaryIO,
+    plan: _Plan,
+    out: Path,
+    filename: str,
+    *,
+    dist_info: str,
+    label: str,
+    when: tuple[int, ...],
+    restamp: bool,
+    provenance: Provenance,
+) -> Repacked:
     """Write ``plan`` as ``filename`` into ``out``, copying members from ``raw`` (the source wheel):
     entries sorted, ``dist_info`` last, and the RECORD of them all at the very end."""
     order = sorted(plan, key=lambda p: (p.partition("/")[0] == dist_info, p))
@@ -261,12 +318,18 @@ def _write(raw: BinaryIO, plan: _Plan, out: Path, filename: str, *, dist_info: s
         writer.add(record_name, buf.getvalue().encode(), date_time=when, mode=0o644)
         sha = writer.finish()
         size = writer.out.offset
-    return Repacked(path=final, sha256=sha, size=size, members=len(rows), copied=copied, written=written + 1,
-                    provenance=provenance)
+    return Repacked(
+        path=final, sha256=sha, size=size, members=len(rows), copied=copied, written=written + 1, provenance=provenance
+    )
 
 
-def _payload(zf: zipfile.ZipFile, plan: Mapping[str, zipfile.ZipInfo | tuple[bytes, int]], *, dist_info: str,
-             package_copy: str | None) -> Payload:
+def _payload(
+    zf: zipfile.ZipFile,
+    plan: Mapping[str, zipfile.ZipInfo | tuple[bytes, int]],
+    *,
+    dist_info: str,
+    package_copy: str | None,
+) -> Payload:
     """The payload the wheel will carry: its members' RECORD rows at their installed paths. Copied
     members are read once more for it: the provenance record is written before most of them."""
     rows = []

@@ -105,8 +105,7 @@ def rewrite(source: bytes, old: Version, new: Version) -> bytes | None:
     return out
 
 
-def restate(plan: MutableMapping[str, Planned], zf: zipfile.ZipFile, old: Version,
-            new: Version) -> dict[str, bytes]:
+def restate(plan: MutableMapping[str, Planned], zf: zipfile.ZipFile, old: Version, new: Version) -> dict[str, bytes]:
     """Rewrite, in ``plan`` (wheel path -> member), every version file that states ``old``;
     the new bytes of each one rewritten, by wheel path."""
     if old == new:
@@ -128,6 +127,9 @@ def restate(plan: MutableMapping[str, Planned], zf: zipfile.ZipFile, old: Versio
 
 def restated_files(files: Sequence[FileRecord], rewritten: Mapping[str, bytes]) -> tuple[FileRecord, ...]:
     """The provenance's file records with the hash a rewritten version file now has."""
-    return tuple(dataclasses.replace(f, sha256=hashlib.sha256(data).hexdigest())
-                 if f.sha256 is not None and (data := rewritten.get(f.wheel_path or "")) is not None else f
-                 for f in files)
+    return tuple(
+        dataclasses.replace(f, sha256=hashlib.sha256(data).hexdigest())
+        if f.sha256 is not None and (data := rewritten.get(f.wheel_path or "")) is not None
+        else f
+        for f in files
+    )

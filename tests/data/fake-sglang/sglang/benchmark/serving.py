@@ -37,8 +37,12 @@ def main() -> None:
         model = json.load(response)["data"][0]["id"]
 
     def one(i: int) -> tuple[float, int] | None:
-        body = json.dumps({"text": f"prompt {i} of {args.random_input_len} tokens",
-                           "sampling_params": {"max_new_tokens": args.random_output_len}}).encode()
+        body = json.dumps(
+            {
+                "text": f"prompt {i} of {args.random_input_len} tokens",
+                "sampling_params": {"max_new_tokens": args.random_output_len},
+            }
+        ).encode()
         request = urllib.request.Request(base + "/generate", body, {"Content-Type": "application/json"})
         start = time.perf_counter()
         try:

@@ -1,4 +1,4 @@
-"""Helpers for patchtool's own tests: real git repositories, real wheels, a real HTTP index.
+"""Helpers for patchtool's tests (test code: it does not ship in the wheel): real git repositories, real wheels, a real HTTP index.
 
 Nothing here mocks git or the network: the repositories are made with git, the
 index is an HTTP server on localhost that speaks PEP 691 and HTTP ranges.
@@ -23,16 +23,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.org",
-           "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.org",
-           "GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000000 +0000"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Author",
+    "GIT_AUTHOR_EMAIL": "author@example.org",
+    "GIT_COMMITTER_NAME": "Test Committer",
+    "GIT_COMMITTER_EMAIL": "committer@example.org",
+    "GIT_AUTHOR_DATE": "@1700000000 +0000",
+    "GIT_COMMITTER_DATE": "@1700000000 +0000",
+}
 
 
 def git(cwd: Path, *args: str, input: str | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_ENV, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, LC_ALL="C")
-    res = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True,
-                         env=env, check=False)
+    res = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, text=True, env=env, check=False)
     if res.returncode:
         raise RuntimeError(f"git {' '.join(args)} failed: {res.stderr}")
     return res.stdout
@@ -66,10 +70,14 @@ def lazy(name: str) -> Any:
 def lazy_modules(module: ModuleType) -> list[str]:
     """The modules ``module`` (a test module) holds lazily, and those of the helper modules it
     took names from, in order: what its tests need imported (tests/conftest.py)."""
-    helpers = [sys.modules[n] for n in dict.fromkeys(getattr(v, "__module__", None) for v in vars(module).values())
-               if isinstance(n, str) and n in sys.modules and n != module.__name__]
-    return list(dict.fromkeys(v.__name__ for m in (module, *helpers) for v in vars(m).values()
-                              if isinstance(v, LazyModule)))
+    helpers = [
+        sys.modules[n]
+        for n in dict.fromkeys(getattr(v, "__module__", None) for v in vars(module).values())
+        if isinstance(n, str) and n in sys.modules and n != module.__name__
+    ]
+    return list(
+        dict.fromkeys(v.__name__ for m in (module, *helpers) for v in vars(m).values() if isinstance(v, LazyModule))
+    )
 
 
 def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:
@@ -82,8 +90,9 @@ def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:
             path.write_text(content)
 
 
-def make_wheel(path: Path, dist: str, version: str, files: Mapping[str, str | bytes],
-               *, metadata_version: str | None = None) -> Path:
+def make_wheel(
+    path: Path, dist: str, version: str, files: Mapping[str, str | bytes], *, metadata_version: str | None = None
+) -> Path:
     """A minimal but valid wheel: ``files`` are paths inside the wheel root."""
     info = f"{dist}-{version}.dist-info"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -91,16 +100,17 @@ def make_wheel(path: Path, dist: str, version: str, files: Mapping[str, str | by
             member = zipfile.ZipInfo(rel, date_time=(2020, 1, 1, 0, 0, 0))
             member.external_attr = (0o100755 if rel.endswith(".sh") else 0o100644) << 16
             zf.writestr(member, content, zipfile.ZIP_DEFLATED)
-        zf.writestr(f"{info}/METADATA",
-                    f"Metadata-Version: 2.1\nName: {dist}\nVersion: {metadata_version or version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                                     "Tag: py3-none-any\n")
+        zf.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {dist}\nVersion: {metadata_version or version}\n"
+        )
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr(f"{info}/RECORD", "")
     return path
 
 
-def make_sdist(path: Path, dist: str, version: str, files: Mapping[str, str | bytes], *,
-               top: str | None = None) -> Path:
+def make_sdist(
+    path: Path, dist: str, version: str, files: Mapping[str, str | bytes], *, top: str | None = None
+) -> Path:
     """A minimal sdist (``.tar.gz``): ``files`` are paths under its top directory (default
     ``<dist>-<version>/``), beside a ``PKG-INFO`` naming ``dist`` ``version``."""
     import io
@@ -123,8 +133,9 @@ def sha256(path: Path) -> str:
 
 def format_patch(repo: Path, rev: str = "HEAD") -> str:
     """The canonical export of one commit: no date, no signature, no stat, full index."""
-    text = git(repo, "format-patch", "-1", rev, "--stdout", "--zero-commit", "--full-index",
-               "--no-signature", "--no-stat")
+    text = git(
+        repo, "format-patch", "-1", rev, "--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat"
+    )
     return re.sub(r"^Date: .*\n", "", text, count=1, flags=re.MULTILINE)
 
 
@@ -168,20 +179,31 @@ class Index:
                     self._endless("application/vnd.pypi.simple.v1+json")
                     return
                 if m:
-                    files = [{"filename": n, "url": index.hrefs.get(n, f"/files/{n}"),
-                              "hashes": {"sha256": sha256(p)} if index.hashes is True else index.hashes,
-                              **index.listed} for n, p in index.files.items()]
+                    files = [
+                        {
+                            "filename": n,
+                            "url": index.hrefs.get(n, f"/files/{n}"),
+                            "hashes": {"sha256": sha256(p)} if index.hashes is True else index.hashes,
+                            **index.listed,
+                        }
+                        for n, p in index.files.items()
+                    ]
                     if index.html:
                         kind = "text/html"
-                        fragment = {n: f"#sha256={sha256(p)}" if index.hashes is True else ""
-                                    for n, p in index.files.items()}
-                        body = ("<!DOCTYPE html>\n<html><body>\n" + "".join(
-                            f'<a href="{index.hrefs.get(n, f"../../files/{n}")}{fragment[n]}">{n}</a><br/>\n'
-                            for n in index.files) + "</body></html>\n").encode()
+                        fragment = {
+                            n: f"#sha256={sha256(p)}" if index.hashes is True else "" for n, p in index.files.items()
+                        }
+                        body = (
+                            "<!DOCTYPE html>\n<html><body>\n"
+                            + "".join(
+                                f'<a href="{index.hrefs.get(n, f"../../files/{n}")}{fragment[n]}">{n}</a><br/>\n'
+                                for n in index.files
+                            )
+                            + "</body></html>\n"
+                        ).encode()
                     else:
                         kind = "application/vnd.pypi.simple.v1+json"
-                        body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1),
-                                           "files": files}).encode()
+                        body = json.dumps({"meta": {"api-version": "1.0"}, "name": m.group(1), "files": files}).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", kind)
                     self.send_header("Content-Length", str(len(body)))
