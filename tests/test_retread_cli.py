@@ -371,7 +371,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_scan_passes_the_production_manifests_and_catches_edited_ones(tmp_path: Path) -> None:
     def scan(*paths: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "patchtool", "retread", "scan", *map(str, paths), "--json"],
+            [sys.executable, "-m", "patchtool", "retread", "scan", *map(str, paths), "--hardware", "sm_120", "--json"],
             cwd=REPO,
             capture_output=True,
             text=True,

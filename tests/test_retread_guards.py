@@ -34,7 +34,7 @@ def registry(*knobs: dict[str, Any], ident: str = "x") -> reg.Registry:
 
 
 def found(r: reg.Registry, text: str, name: str = "deploy.yaml") -> list[tuple[int, str]]:
-    return [(f.line, f.text) for f in deploy.scan_text(r, text, file=name, name=name)]
+    return [(f.line, f.text) for f in deploy.scan_text(r, text, file=name, name=name).findings]
 
 
 def in_code(r: reg.Registry, *lines: str, target: str = MMA) -> list[tuple[int, str]]:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.project.gpuresults import Evidence
     from patchtool.project.manifest import GpuCheck
     from patchtool.rebase.transaction import RebaseReport
+    from patchtool.registry.deploy import Scanned
     from patchtool.registry.entries import Finding, Registry, Rejection
     from patchtool.registry.workflows import RevisitReport
     from patchtool.series.apply import Outcome, SeriesResult
@@ -144,6 +145,14 @@ def findings_text(findings: Sequence[Finding], style: Style) -> str:
     return "\n".join(lines)
 
 
+def scan_text(found: Scanned, style: Style) -> str:
+    """`retread scan`: its findings, then the uses whose scope the launch does not say."""
+    lines = [f"{style.dim('note')}: {n.render()}" for n in found.notes]
+    if lines:
+        lines.append(style.dim(f"{len(found.notes)} note(s): scope unknown, not findings"))
+    return "\n".join([findings_text(found.findings, style), *lines])
+
+
 def registry_list_text(registry: Registry, style: Style) -> str:
     lines = [f"{len(registry.entries)} rejected idea(s):"]
     for e in registry.entries:
@@ -160,6 +169,7 @@ def registry_show_text(e: Rejection, style: Style) -> str:
         f"{style.bold(e.id)}: {e.title} [{e.verdict.value}]",
         f"tried:   {e.tried}",
         f"reason:  {e.reason}",
+        f"scope:   {e.scope.describe()}",
         "evidence:",
     ]
     for m in e.evidence:

@@ -58,18 +58,37 @@ def retread_show(ident: Annotated[str, typer.Argument(metavar="ID", help="The id
 @commands.command("scan")
 def retread_scan(
     paths: Annotated[list[Path], typer.Argument(metavar="PATH...", help="Serve scripts, env files, units, arg lists.")],
+    model: Annotated[
+        str | None, typer.Option(help="The model of launches that name none (--model-path), e.g. an env file's.")
+    ] = None,
+    hardware: Annotated[
+        str | None, typer.Option(help="The CUDA architecture the launches run on, e.g. sm_120.")
+    ] = None,
 ) -> Shown:
-    """Find rejected knobs in deployment files kept outside the patches (exit 1 on a finding)."""
-    from patchtool.cli.render import findings_text
-    from patchtool.errors import ExitCode
-    from patchtool.registry import workflows as retread
+    """Find rejected knobs in deployment files kept outside the patches (exit 1 on a finding).
 
+    An entry applies where a launch is in the scope of its evidence (model, hardware, PD mode
+    and role); where a launch does not say enough to know, the use is a note, not a finding."""
+    from patchtool.cli.render import scan_text
+    from patchtool.errors import ExitCode, UsageError
+    from patchtool.registry import workflows as retread
+    from patchtool.registry.scope import LaunchFacts
+    from patchtool.registry.scope import hardware as arch
+
+    try:
+        assumed = LaunchFacts(model=model, hardware=arch(hardware) if hardware is not None else None)
+    except ValueError as exc:
+        raise UsageError(f"--hardware: {exc}", hint="name the CUDA architecture, e.g. --hardware sm_120") from None
     _, registry = _registry()
-    findings = retread.scan(registry, paths)
+    found = retread.scan(registry, paths, assumed=assumed)
     return Shown(
-        data={"findings": [f.to_dict() for f in findings]},
-        text=lambda style: findings_text(findings, style),
-        code=ExitCode.PROBLEMS if findings else ExitCode.OK,
+        data={
+            "assumed": {"model": model, "hardware": assumed.hardware},
+            "findings": [f.to_dict() for f in found.findings],
+            "notes": [n.to_dict() for n in found.notes],
+        },
+        text=lambda style: scan_text(found, style),
+        code=ExitCode.PROBLEMS if found.findings else ExitCode.OK,
     )
 
 

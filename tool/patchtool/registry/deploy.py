@@ -14,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from patchtool.registry.entries import Finding, Registry, scan_lines
+from patchtool.registry.entries import Finding, Guard, GuardType, Note, Registry, scan_lines
+from patchtool.registry.knobs import flag_value
+from patchtool.registry.scope import NOTHING_SAID, LaunchFacts, Mode, Role, Verdict
 
 _LAUNCH_RE = re.compile(
     r"sglang\.launch_server|\bsglang(?:[\"']?\s*,\s*[\"']?|\s+)serve\b"
@@ -26,6 +28,8 @@ _SERVER_ARGS_RE = re.compile(r"(?<![\w-])--model-path(?![\w-])")
 # --disaggregation-mode decode, =decode, "...", "decode" and a YAML list's next item: - decode
 _ROLE_RE = re.compile(r"disaggregation[-_]mode[\"']?(?:\s*[=:,]\s*|\s+)(?:-\s+)?[\"']?(prefill|decode)")
 _COMMENT_RE = re.compile(r"^\s*(?:#|//)")
+# sglang's model argument (--model is its alias)
+_MODEL_FLAG = Guard(type=GuardType.FLAG, name="--model-path", aliases=("--model",))
 
 
 def roles_of(text: str, name: str = "") -> frozenset[str]:
@@ -142,15 +146,56 @@ def _tree(lines: list[str]) -> _Node:
     return root
 
 
-def scan_text(registry: Registry, text: str, *, file: str, name: str = "") -> list[Finding]:
-    """A deployment file: every rejected knob it sets, and every required flag a launch lacks."""
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Scanned:
+    """What a scan found: uses in their entry's scope, and uses where the scope is unknown."""
+
+    findings: tuple[Finding, ...] = ()
+    notes: tuple[Note, ...] = ()
+
+    def __add__(self, other: Scanned) -> Scanned:
+        return Scanned(findings=self.findings + other.findings, notes=self.notes + other.notes)
+
+
+def facts_of(
+    lines: list[str], *, roles: frozenset[str], launch: bool, assumed: LaunchFacts = NOTHING_SAID
+) -> LaunchFacts:
+    """Where the launch in ``lines`` runs, as far as it says; ``assumed`` fills what it does not
+    (the model and hardware given on the command line)."""
+    model = next(
+        (
+            v
+            for i, line in enumerate(lines)
+            if (v := flag_value(_MODEL_FLAG, line, following=lines[i + 1] if i + 1 < len(lines) else ""))
+        ),
+        assumed.model,
+    )
+    mode = Mode.PD if roles else (Mode.SINGLE if launch else assumed.mode)
+    return LaunchFacts(
+        model=model, hardware=assumed.hardware, mode=mode, roles=frozenset(Role(r) for r in roles) or assumed.roles
+    )
+
+
+def scan_text(
+    registry: Registry, text: str, *, file: str, name: str = "", assumed: LaunchFacts = NOTHING_SAID
+) -> Scanned:
+    """A deployment file: every rejected knob it sets, and every required flag a launch lacks,
+    each a finding where the launch is in the entry's scope and a note where that is unknown."""
     lines = text.splitlines()
     plan = layout(text, name or file)
-    findings: list[Finding] = []
-    for block in (*plan.launches, plan.shared):
+    sites = [
+        facts_of([lines[n - 1] for n in (*b.lines, *plan.shared.lines)], roles=b.roles, launch=True, assumed=assumed)
+        for b in plan.launches
+    ]
+    # lines outside every launch are shared by all of them
+    shared_sites = sites or [
+        facts_of([lines[n - 1] for n in plan.shared.lines], roles=plan.shared.roles, launch=False, assumed=assumed)
+    ]
+    found: list[tuple[Finding, list[LaunchFacts]]] = []
+    for block, where in (*zip(plan.launches, ([s] for s in sites), strict=True), (plan.shared, shared_sites)):
         numbered = [(n, lines[n - 1]) for n in sorted(block.lines)]
-        findings += scan_lines(registry, numbered, file=file, roles=block.roles)
-    for launch in plan.launches:
+        found += [(f, where) for f in scan_lines(registry, numbered, file=file, roles=block.roles)]
+    for launch, site in zip(plan.launches, sites, strict=True):
         assert launch.launch is not None
         seen = [lines[n - 1] for n in (*launch.lines, *plan.shared.lines)]
         for entry in registry.entries:
@@ -164,15 +209,28 @@ def scan_text(registry: Registry, text: str, *, file: str, name: str = "") -> li
                     continue
                 if any(guard.match(line) for line in seen):
                     continue
-                findings.append(
-                    Finding(
-                        file=file,
-                        line=launch.launch,
-                        entry=entry.id,
-                        knob=guard.describe(),
-                        text=lines[launch.launch - 1].strip(),
-                        reason=entry.reason,
-                    )
+                missing = Finding(
+                    file=file,
+                    line=launch.launch,
+                    entry=entry.id,
+                    knob=guard.describe(),
+                    text=lines[launch.launch - 1].strip(),
+                    reason=entry.reason,
                 )
-    unique = {(f.line, f.entry, f.knob): f for f in findings}
-    return sorted(unique.values(), key=lambda f: (f.line, f.entry))
+                found.append((missing, [site]))
+    findings: dict[tuple[int, str, str], Finding] = {}
+    notes: dict[tuple[int, str, str], Note] = {}
+    for finding, where in found:
+        scope = registry.get(finding.entry).scope
+        scoped = dataclasses.replace(finding, scope=None if scope.everywhere else scope)
+        fits = [scope.fit(w) for w in where]
+        key = (finding.line, finding.entry, finding.knob)
+        if any(f.verdict is Verdict.IN for f in fits):
+            findings[key] = scoped
+        elif unknown := [f for f in fits if f.verdict is Verdict.UNKNOWN]:
+            notes[key] = Note(finding=scoped, unknown=unknown[0].why)
+    order = sorted(findings.values(), key=lambda f: (f.line, f.entry))
+    return Scanned(
+        findings=tuple(order),
+        notes=tuple(sorted(notes.values(), key=lambda n: (n.finding.line, n.finding.entry))),
+    )

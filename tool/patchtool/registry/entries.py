@@ -25,6 +25,7 @@ from patchtool.project.conditions import Revisit
 from patchtool.project.fields import Fields, complete, key_line, load_toml, raise_if
 from patchtool.project.patterns import RepoPattern, multiline_pattern, value_pattern
 from patchtool.registry.knobs import find_use
+from patchtool.registry.scope import Scope
 
 SCHEMA = 1
 
@@ -199,6 +200,7 @@ class Rejection:
     revisit: str
     revisit_when: tuple[Revisit, ...] = ()
     unguarded: str | None = None  # what no knob can express: the guard cannot see it there
+    scope: Scope = dataclasses.field(default_factory=Scope)  # where the evidence holds (`retread scan`)
 
     @classmethod
     def read(cls, f: Fields) -> Rejection | None:
@@ -208,6 +210,8 @@ class Rejection:
         tried = f.string("tried")
         verdict = f.choice("verdict", tuple(Verdict))
         reason = f.string("reason")
+        scope_table = f.table("scope", required=False)
+        scope = Scope.read(scope_table) if scope_table is not None else Scope()
         evidence = [Measurement.read(x) for x in f.tables("evidence")]
         knobs = [Guard.read(x) for x in f.tables("knobs")]
         revisit = f.string("revisit")
@@ -236,6 +240,7 @@ class Rejection:
             or not rows
             or guards is None
             or revisits is None
+            or scope is None
         ):
             return None
         return cls(
@@ -249,6 +254,7 @@ class Rejection:
             revisit=revisit,
             revisit_when=revisits,
             unguarded=unguarded,
+            scope=scope,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -265,6 +271,8 @@ class Rejection:
         }
         if self.unguarded:
             out["unguarded"] = self.unguarded
+        if not self.scope.everywhere:
+            out["scope"] = self.scope.to_dict()
         return out
 
 
@@ -362,9 +370,13 @@ class Finding:
     patch: str | None = None
     target: str | None = None  # the upstream file a patch's line changes
     override: str | None = None  # the justification, when a patch overrides the entry on purpose
+    scope: Scope | None = None  # the entry's scope, where a deployment scan applied it
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out = {k: getattr(self, k) for k in _FINDING_FIELDS if getattr(self, k) is not None}
+        if self.scope is not None:
+            out["scope"] = self.scope.to_dict()
+        return out
 
     def render(self) -> str:
         where = f"{self.file}:{self.line}" + (f" ({self.target})" if self.target else "")
@@ -372,6 +384,28 @@ class Finding:
         if self.override:
             return f"{head}; overridden by patch {self.patch}: {self.override}"
         return f"{head}: {self.reason}"
+
+
+_FINDING_FIELDS = ("file", "line", "entry", "knob", "text", "reason", "patch", "target", "override")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Note:
+    """A use of a rejected knob in a launch that does not say whether it is in the entry's scope."""
+
+    finding: Finding
+    unknown: tuple[str, ...]  # what the launch does not say
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.finding.to_dict(), "unknown": list(self.unknown)}
+
+    def render(self) -> str:
+        f = self.finding
+        scope = f.scope.describe() if f.scope else "everywhere"
+        return (
+            f"{f.file}:{f.line}: {f.text!r} would re-introduce rejected idea {f.entry!r} ({f.knob}) "
+            f"where its evidence holds ({scope}); scope unknown: {'; '.join(self.unknown)}"
+        )
 
 
 def scan_lines(

@@ -18,6 +18,7 @@ from patchtool.project.fields import load_toml
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.registry import deploy
 from patchtool.registry import entries as reg
+from patchtool.registry.scope import NOTHING_SAID, LaunchFacts
 from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
@@ -64,8 +65,10 @@ def finding_problem(f: reg.Finding) -> Problem:
     )
 
 
-def scan(registry: reg.Registry, paths: Sequence[Path]) -> list[reg.Finding]:
-    findings: list[reg.Finding] = []
+def scan(registry: reg.Registry, paths: Sequence[Path], *, assumed: LaunchFacts = NOTHING_SAID) -> deploy.Scanned:
+    """Every deployment file under ``paths``; ``assumed``: what the user says of launches that do
+    not say it themselves (their model, the hardware)."""
+    found = deploy.Scanned()
     for path in paths:
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
@@ -75,8 +78,8 @@ def scan(registry: reg.Registry, paths: Sequence[Path]) -> list[reg.Finding]:
                 raise UsageError(f"{file} does not exist", file=str(file)) from None
             except UnicodeDecodeError:
                 continue  # not a text file: nothing a deployment sets lives there
-            findings += deploy.scan_text(registry, text, file=str(file), name=file.name)
-    return findings
+            found += deploy.scan_text(registry, text, file=str(file), name=file.name, assumed=assumed)
+    return found
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -122,6 +125,12 @@ verdict = "rejected"   # rejected | superseded | deprioritized
 reason = ""        # why it was rejected
 revisit = ""       # when to look again (prose)
 # unguarded = ""   # what no knob can express (the guard cannot see it); needed when there is no knob
+
+# [rejected.scope]   # where the evidence holds; `retread scan` applies the entry only there
+# models = ["*DeepSeek-V4*"]
+# hardware = ["sm_120"]
+# modes = ["pd"]     # pd | single
+# roles = ["decode"] # prefill | decode
 
 [[rejected.evidence]]
 metric = ""
