@@ -29,6 +29,9 @@ import pytest
 MMA = "python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py"
 REGISTRY = Path(__file__).resolve().parent.parent / "retread.toml"
 ENTRY = "register-pressure-rewrite"
+# the recorded launch: a C64 decode step, 64 heads, SWA and c4 pages as DSv4 lays them out
+BATCH, HEADS, SWA_PAGE, C4_PAGE = 64, 64, 256, 64
+TARGET = ("cuda", 120, 32)  # Triton's GPUTarget for sm_120, 32-thread warps
 TEST = "test_mma_split_kernel_spills_only_without_the_launch_alignment"
 
 
@@ -89,19 +92,19 @@ def recorded_split_launch(module: ModuleType) -> tuple[Any, dict[str, Any], dict
         pool = torch.zeros(pages, padded, dtype=torch.uint8)
         return pool.as_strided((pages, page_size, 1, 584), (padded, 584, 584, 1))
 
-    batch, heads = 64, 64
+    batch, heads = BATCH, HEADS
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(module, "_mma_sparse_decode_split", Recorder())
         mp.setattr(module, "_mma_sparse_decode_combine", Recorder())
         module.flash_mla_sparse_decode_mma(
             torch.zeros(batch, 1, heads, 512, dtype=torch.bfloat16),
-            cache(8, 256),
+            cache(8, SWA_PAGE),
             torch.zeros(batch, 1, 128, dtype=torch.int32),
             torch.full((batch,), 128, dtype=torch.int32),
             None,
             512,
             None,
-            cache(8, 64),
+            cache(8, C4_PAGE),
             torch.zeros(batch, 1, 512, dtype=torch.int32),
             torch.full((batch,), 512, dtype=torch.int32),
             target_ctas=0,
@@ -147,7 +150,7 @@ def compile_resources(
             attrs[(i,)] = [["tt.divisibility", 16]]
     compiled = triton.compile(
         ASTSource(fn=kernel, signature=signature, constexprs=constants, attrs=attrs),
-        target=GPUTarget("cuda", 120, 32),
+        target=GPUTarget(*TARGET),
         options={**options, "enable_fp_fusion": True},
     )
     ptx = tmp / f"split-{facts}-{'-'.join(not_aligned)}.ptx"
@@ -232,3 +235,9 @@ def test_mma_split_kernel_spills_only_without_the_launch_alignment(patched_tree:
     assert why is None, f"{why}: re-measure and record {measured} (stale evidence)"
     for figure in measured:
         assert figure in text, (figure, text)
+    version = subprocess.run([str(ptxas), "--version"], capture_output=True, text=True, check=True).stdout
+    release = re.search(r"release (\d+\.\d+)", version)
+    assert f"GPUTarget{TARGET!r}" in conditions["toolchain"], conditions["toolchain"]
+    assert release and f"ptxas-blackwell {release.group(1)} -arch=sm_120a" in conditions["toolchain"], version
+    shape = f"C{BATCH}, {HEADS} heads, SWA {SWA_PAGE}-token and c4 {C4_PAGE}-token pages, target_ctas 0"
+    assert shape in conditions["launch"], conditions["launch"]

@@ -258,7 +258,7 @@ class Rejection:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "id": self.id,
             "title": self.title,
             "tried": self.tried,
