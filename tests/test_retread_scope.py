@@ -198,3 +198,34 @@ def test_a_bad_scope_fails_the_command_with_its_exit_code(tmp_path: Path) -> Non
     )
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "entry index-topk-1024: rejected[0].scope.modes: item 0: unknown value 'pdd'" in res.stdout + res.stderr
+
+
+def test_a_scope_decides_dimension_by_dimension() -> None:
+    from patchtool.registry.scope import LaunchFacts, Mode, Role, Scope, Verdict
+
+    scope = Scope(models=("*DeepSeek-V4*",), hardware=("sm_120",), modes=(Mode.PD,), roles=(Role.DECODE,))
+    dsv4 = "nvidia/DeepSeek-V4-Flash-NVFP4"
+
+    def fit(**facts: Any) -> tuple[Verdict, tuple[str, ...]]:
+        found = scope.fit(LaunchFacts(**{"model": dsv4, "hardware": "sm_120", "mode": Mode.PD, **facts}))
+        return found.verdict, found.why
+
+    assert fit(roles=frozenset({Role.DECODE})) == (Verdict.IN, ())
+    assert fit(roles=frozenset({Role.PREFILL})) == (Verdict.OUT, ("role prefill",))
+    assert fit(mode=Mode.SINGLE) == (Verdict.OUT, ("mode single",))
+    assert fit() == (Verdict.UNKNOWN, ("PD role not known",))
+    # what is known to be outside wins over what is not known
+    assert fit(model="meta-llama/Llama-3.1-8B-Instruct", hardware=None, mode=None) == (
+        Verdict.OUT,
+        ("model meta-llama/Llama-3.1-8B-Instruct",),
+    )
+    assert scope.fit(LaunchFacts()).why == (
+        "no model path (give --model)",
+        "hardware not given (give --hardware)",
+        "serving mode (PD or single server) not known",
+        "PD role not known",
+    )
+    # a single server does both roles
+    decode_only = Scope(roles=(Role.DECODE,))
+    assert decode_only.fit(LaunchFacts(mode=Mode.SINGLE)).verdict is Verdict.IN
+    assert scope.describe() == "model *DeepSeek-V4* on sm_120, PD, decode only"
