@@ -66,14 +66,6 @@ def file_name_problem(name: str) -> str | None:
     return tree_path_problem(name)
 
 
-def check_tree_path(path: str) -> str:
-    """``path`` when it is a safe tree path; ValueError naming why not."""
-    why = tree_path_problem(path)
-    if why is not None:
-        raise ValueError(why)
-    return path
-
-
 def id_problem(text: str, what: str = "id") -> str | None:
     if not ID_RE.match(text):
         return (
@@ -81,13 +73,6 @@ def id_problem(text: str, what: str = "id") -> str | None:
             "starting with a letter or digit)"
         )
     return None
-
-
-def check_id(text: str, what: str = "id") -> str:
-    why = id_problem(text, what)
-    if why is not None:
-        raise ValueError(why)
-    return text
 
 
 _READ_HINT = "patchtool reads only regular files inside the repository; put the file itself there"
