@@ -121,14 +121,15 @@ class Demo:
     def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """``patchtool ARGS`` in the repository, in this process (``cli_run.in_process``); ``env`` is
         added to the environment for the call."""
-        return in_process(args, cwd=self.root, env=self._env(env))
+        return in_process(args, cwd=self.root, env=self.environment(env))
 
     def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """``patchtool ARGS`` in the repository as a process of its own (``python -m patchtool``):
         for what needs the real entry point (Landlock, an exit a shell sees)."""
-        return spawned(args, cwd=self.root, env=self._env(env))
+        return spawned(args, cwd=self.root, env=self.environment(env))
 
-    def _env(self, env: dict[str, str] | None) -> dict[str, str]:
+    def environment(self, env: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment a command line in the demo runs with: this one, its cache, and ``env``."""
         return {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache), **(env or {})}
 
     def commit_patch(
