@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import io
 import json
 import os
 import subprocess
-import sys
 import tarfile
 import textwrap
 import urllib.request
@@ -16,13 +17,29 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
+from cli_run import in_process, spawned
 from helpers import Index, format_patch, git, lazy_modules, make_wheel, sha256, write_tree
 
 REPO = Path(__file__).resolve().parent.parent
 # release artifacts from PyPI are kept here between runs, so a run downloads each at most once
 ARTIFACT_CACHE = Path(os.environ.get("PATCHTOOL_TEST_CACHE", REPO / ".cache" / "test-upstream"))
 GPU_CHECKS = Path(__file__).resolve().parent / "gpu"
+# every property test runs one fixed sequence of examples and keeps no example database (which
+# pytest-xdist's workers would share): a test that wants random seeds or a database says so
+settings.register_profile("patchtool", derandomize=True, deadline=None, database=None)
+settings.load_profile("patchtool")
+REAL_UPSTREAM_GROUP = "real-upstream"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test on the real upstream cache runs in one pytest-xdist worker (``--dist loadgroup``):
+    they share one cache, whose lock a second command waits on only so long, and the session's
+    patched tree is built once."""
+    for item in items:
+        if "real_cache" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(REAL_UPSTREAM_GROUP))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -102,15 +119,18 @@ class Demo:
     work: Path  # a git checkout of the upstream layout, for writing patches
 
     def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        full_env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache), **(env or {})}
-        return subprocess.run(
-            [sys.executable, "-m", "patchtool", *args],
-            cwd=self.root,
-            capture_output=True,
-            text=True,
-            env=full_env,
-            check=False,
-        )
+        """``patchtool ARGS`` in the repository, in this process (``cli_run.in_process``); ``env`` is
+        added to the environment for the call."""
+        return in_process(args, cwd=self.root, env=self.environment(env))
+
+    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        """``patchtool ARGS`` in the repository as a process of its own (``python -m patchtool``):
+        for what needs the real entry point (Landlock, an exit a shell sees)."""
+        return spawned(args, cwd=self.root, env=self.environment(env))
+
+    def environment(self, env: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment a command line in the demo runs with: this one, its cache, and ``env``."""
+        return {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache), **(env or {})}
 
     def commit_patch(
         self, name: str, change: Callable[[Path], None], subject: str, body: str = "", *, on: str = "upstream"
@@ -236,14 +256,7 @@ def patched_tree(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     into = tmp_path_factory.mktemp("patched") / "sglang"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(PATCHTOOL_CACHE_DIR=str(real_cache), GIT_CONFIG_GLOBAL=os.devnull)
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "apply", "--into", str(into)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    res = spawned(["apply", "--into", str(into)], cwd=REPO, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     return into
 
@@ -296,21 +309,34 @@ UNIDIFF_SAMPLES = (
 )
 
 
+@contextlib.contextmanager
+def held_alone(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (made, with its directory, where missing) for the block:
+    what keeps pytest-xdist's workers from filling a shared file at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture(scope="session")
 def unidiff_samples() -> dict[str, bytes]:
     """Each sample diff of python-unidiff 0.7.5's sdist, by name (without ``.diff``)."""
     sdist = ARTIFACT_CACHE / "fixtures" / UNIDIFF_SDIST
-    if not sdist.is_file() or hashlib.sha256(sdist.read_bytes()).hexdigest() != UNIDIFF_SHA256:
-        try:
-            with urllib.request.urlopen(UNIDIFF_URL, timeout=60) as answer:
-                data = answer.read(1 << 20)
-        except OSError as exc:
-            pytest.skip(f"PyPI is unreachable from here ({exc}); the unidiff samples come from its sdist")
-        assert hashlib.sha256(data).hexdigest() == UNIDIFF_SHA256, "PyPI served another unidiff-0.7.5.tar.gz"
-        sdist.parent.mkdir(parents=True, exist_ok=True)
-        tmp = sdist.with_suffix(f".{os.getpid()}.part")
-        tmp.write_bytes(data)
-        tmp.replace(sdist)
+    with held_alone(sdist.with_name(f"{sdist.name}.lock")):  # two workers: one downloads, the other reads it
+        if not sdist.is_file() or hashlib.sha256(sdist.read_bytes()).hexdigest() != UNIDIFF_SHA256:
+            try:
+                with urllib.request.urlopen(UNIDIFF_URL, timeout=60) as answer:
+                    data = answer.read(1 << 20)
+            except OSError as exc:
+                pytest.skip(f"PyPI is unreachable from here ({exc}); the unidiff samples come from its sdist")
+            assert hashlib.sha256(data).hexdigest() == UNIDIFF_SHA256, "PyPI served another unidiff-0.7.5.tar.gz"
+            tmp = sdist.with_suffix(f".{os.getpid()}.part")
+            tmp.write_bytes(data)
+            tmp.replace(sdist)
     with tarfile.open(fileobj=io.BytesIO(sdist.read_bytes()), mode="r:gz") as tar:
         found = {}
         for name in UNIDIFF_SAMPLES:

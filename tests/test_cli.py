@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from cli_run import in_process, spawned
 from conftest import Demo
 
 
 def patchtool(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "patchtool", *args], capture_output=True, text=True, check=False)
+    return in_process(args)
 
 
 def test_no_command_prints_usage_and_exits_2() -> None:
@@ -32,7 +33,7 @@ def test_unknown_option_and_missing_value_are_usage_errors() -> None:
 
 
 def test_version() -> None:
-    res = patchtool("--version")
+    res = spawned(["--version"])  # end to end: the console entry, as a shell sees it
     assert res.returncode == 0 and res.stdout.startswith("patchtool ")
 
 
@@ -56,23 +57,7 @@ def test_global_options_before_or_after_the_command(one_patch: Demo, tmp_path: P
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     cache = tmp_path / "another-cache"
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "patchtool",
-            "--root",
-            str(one_patch.root),
-            "--cache-dir",
-            str(cache),
-            "--json",
-            "status",
-        ],
-        cwd=elsewhere,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    res = in_process(["--root", str(one_patch.root), "--cache-dir", str(cache), "--json", "status"], cwd=elsewhere)
     assert res.returncode == 0, res.stdout + res.stderr
     assert envelope(res)["data"]["patches"][0]["id"] == "greet" and (cache / "upstream.git").is_dir()
     shown = [
@@ -134,6 +119,7 @@ def test_drop_help_shows_reason_as_required() -> None:
 
 
 def test_shell_completion() -> None:
+    """End to end: completion is the console entry reading its environment, and ending the process."""
     env = {**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
     res = subprocess.run(
         [sys.executable, "-m", "patchtool", "--show-completion", "bash"],

@@ -166,19 +166,19 @@ def test_the_temporary_directory_is_private_and_gone_after_the_command(one_patch
 @needs_landlock
 def test_real_commands_write_the_outputs_they_are_given_outside_the_repository(one_patch: Demo, decoy: Path) -> None:
     before = tree(decoy)
-    res = one_patch.run("apply", "--into", str(decoy / "tree"))
+    res = one_patch.spawn("apply", "--into", str(decoy / "tree"))
     assert res.returncode == 0, res.stderr
     assert (decoy / "tree" / "python" / "demo" / "core.py").read_text().count('"hi"') == 1
-    res = one_patch.run("rebase", "--to", "1.0", "--dry-run", "--report", str(decoy / "report.md"))
+    res = one_patch.spawn("rebase", "--to", "1.0", "--dry-run", "--report", str(decoy / "report.md"))
     assert res.returncode == 0 and (decoy / "report.md").is_file(), res.stderr
     assert {k: v for k, v in tree(decoy).items() if k in before} == before
 
 
 def test_version_says_whether_commands_are_confined(one_patch: Demo) -> None:
-    res = one_patch.run("--version")
+    res = one_patch.spawn("--version")
     expected = SUPPORT.describe() if SUPPORT.usable else f"none, Landlock {SUPPORT.describe()}"
     assert res.returncode == 0 and res.stdout.splitlines()[1] == f"confinement: {expected}", res.stdout
-    res = one_patch.run("--version", env={"PATCHTOOL_LANDLOCK": "0"})
+    res = one_patch.spawn("--version", env={"PATCHTOOL_LANDLOCK": "0"})
     assert res.returncode == 0 and res.stdout.splitlines()[1] == "confinement: off (PATCHTOOL_LANDLOCK=0)"
 
 
@@ -197,7 +197,7 @@ def test_a_device_named_as_an_output_grants_nothing(one_patch: Demo) -> None:
     """`scan --html /dev/full` replaced the device node when run as root: its directory is never
     opened to the command, so the temporary beside it, and the rename over it, are refused."""
     before = os.stat("/dev/full")
-    res = one_patch.run("scan", "--versions", "1.0", "--html", "/dev/full")
+    res = one_patch.spawn("scan", "--versions", "1.0", "--html", "/dev/full")
     assert res.returncode == 2 and "full" in res.stderr and "Traceback" not in res.stderr, res.stderr
     after = os.stat("/dev/full")
     assert (after.st_ino, after.st_rdev, after.st_mode) == (before.st_ino, before.st_rdev, before.st_mode)

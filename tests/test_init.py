@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from conftest import UPSTREAM_FILES
 from helpers import Index, make_sdist, make_wheel, sha256, snapshot
 
@@ -36,9 +36,7 @@ def index(tmp_path: Path) -> Iterator[Index]:
 
 def run(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(where.parent / "cache")}
-    return subprocess.run(
-        [sys.executable, "-m", "patchtool", *args], cwd=where, capture_output=True, text=True, env=env, check=False
-    )
+    return in_process([*args], cwd=where, env=env)
 
 
 def fresh(tmp_path: Path, name: str = "fork") -> Path:

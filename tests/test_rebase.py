@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from conftest import UPSTREAM_FILES, Demo, edit
 from helpers import git, leftover_state, make_wheel, snapshot, write_tree
 
@@ -425,8 +426,6 @@ def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) 
     again. The patch neither applies nor applies in reverse, and the 3-way merge conflicts; its
     patch-id finds it upstream (git cherry), so the outcome is "already upstream", not a conflict."""
     import os
-    import subprocess
-    import sys
 
     from helpers import format_patch
 
@@ -460,13 +459,7 @@ def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) 
         'upstream = { status = "pending" }\n'
     )
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache")}
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "rebase", "--to", "1.1", "--dry-run", "--json", "--root", str(root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    res = in_process(["rebase", "--to", "1.1", "--dry-run", "--json", "--root", str(root)], env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     (step,) = json.loads(res.stdout)["data"]["patches"]
     assert step["outcome"] == "already upstream"
@@ -683,8 +676,6 @@ def test_a_commit_target_takes_the_version_its_own_tree_states(
     the way a Python project states one (pyproject, version.py, __init__.py), not only in SGLang's
     ``python/sglang/version.py``; a version packaging cannot read is no version, not a traceback."""
     import os
-    import subprocess
-    import sys
 
     up = tmp_path / "upstream"
     up.mkdir()
@@ -706,12 +697,6 @@ def test_a_commit_target_takes_the_version_its_own_tree_states(
     )
     (root / "patchset.toml").write_text('schema = 1\npin = "demo-1.0"\n')
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache")}
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "rebase", "--to", head, "--dry-run", "--json", "--root", str(root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    res = in_process(["rebase", "--to", head, "--dry-run", "--json", "--root", str(root)], env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["data"]["new_pin"] == f"demo-{expected}-g{head[:12]}"

@@ -11,12 +11,12 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from helpers import format_patch, git, leftover_state, snapshot, write_tree
 
 Change = Callable[[Path], None]
@@ -31,13 +31,7 @@ class Fork:
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache)}
-        return subprocess.run(
-            [sys.executable, "-m", "patchtool", *args, "--root", str(self.root)],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
+        return in_process([*args, "--root", str(self.root)], env=env)
 
     def git_merge(self) -> tuple[int, str]:
         """``git merge-tree --write-tree v1.1 <patch>``: its exit code and messages."""

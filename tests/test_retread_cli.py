@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
+from cli_run import in_process
 from conftest import Demo
 from helpers import snapshot
 
@@ -370,13 +370,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_scan_passes_the_production_manifests_and_catches_edited_ones(tmp_path: Path) -> None:
     def scan(*paths: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "patchtool", "retread", "scan", *map(str, paths), "--hardware", "sm_120", "--json"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        return in_process(["retread", "scan", *map(str, paths), "--hardware", "sm_120", "--json"], cwd=REPO)
 
     deploy = REPO / "tests" / "data" / "deploy"
     res = scan(deploy)

@@ -6,14 +6,13 @@ registry, and the scope's validation on plain dicts."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_run import in_process
 from helpers import snapshot
 from patchtool.errors import InvalidInput
 from patchtool.registry import entries as reg
@@ -33,13 +32,7 @@ def scan(tmp_path: Path, name: str, text: str, *options: str) -> tuple[int, dict
     path = tmp_path / name
     path.write_text(text)
     before = snapshot(tmp_path), snapshot(REPO / "retread.toml")
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "retread", "scan", str(path), *options, "--json"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    res = in_process(["retread", "scan", str(path), *options, "--json"], cwd=REPO)
     assert (snapshot(tmp_path), snapshot(REPO / "retread.toml")) == before  # a scan writes nothing
     assert res.stderr == "" or "Traceback" not in res.stderr, res.stderr
     return res.returncode, json.loads(res.stdout)
@@ -69,13 +62,7 @@ def test_a_launch_that_names_no_model_gets_a_note_not_a_finding(tmp_path: Path) 
     assert set(notes) == {"fp8-index-keys"}  # overlap-schedule's PD scope: a single server is outside it
     assert notes["fp8-index-keys"]["unknown"] == ["no model path (give --model)"]
     assert notes["fp8-index-keys"]["scope"] == {"models": ["*DeepSeek-V4*"], "hardware": ["sm_120"]}
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "retread", "scan", str(tmp_path / "serve.sh"), "--hardware", "sm_120"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    res = in_process(["retread", "scan", str(tmp_path / "serve.sh"), "--hardware", "sm_120"], cwd=REPO)
     assert res.returncode == 0
     assert (
         f"note: {tmp_path / 'serve.sh'}:1: 'python3 -m sglang.launch_server \\\\' would re-introduce rejected idea "
@@ -189,13 +176,7 @@ def test_a_bad_scope_fails_the_command_with_its_exit_code(tmp_path: Path) -> Non
     repo.mkdir()
     (repo / "retread.toml").write_text(text)
     (repo / "patchset.toml").write_text((REPO / "patchset.toml").read_text())
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "retread", "list"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    res = in_process(["retread", "list"], cwd=repo)
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert "entry index-topk-1024: rejected[0].scope.modes: item 0: unknown value 'pdd'" in res.stdout + res.stderr
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from patchtool.project.pins import DEFAULT_INDEX
 
 FIRST, MIDDLE, LAST = "1.15.0", "1.16.0", "1.17.0"
@@ -43,9 +43,7 @@ def run(where: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str
         "GIT_COMMITTER_NAME": "Fork Maintainer",
         "GIT_COMMITTER_EMAIL": "fork@example.org",
     }
-    return subprocess.run(
-        [sys.executable, "-m", "patchtool", *args], cwd=where, capture_output=True, text=True, env=env, check=False
-    )
+    return in_process([*args], cwd=where, env=env)
 
 
 def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]

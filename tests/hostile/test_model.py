@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from cli_run import in_process
 from conftest import demo_pin, edit
 from helpers import Index, format_patch, git, make_wheel, snapshot, write_tree
 from test_rebase import V10, release_11
@@ -338,15 +339,7 @@ class World:
         other = self.root(_other(clone))
         reader = args[0] in ("status", "check")
         before = snapshot(other, *([self.root(clone)] if reader else []))
-        proc = subprocess.run(
-            [sys.executable, "-m", "patchtool", *args, "--json"],
-            cwd=self.root(clone),
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=TIMEOUT,
-        )
+        proc = in_process([*args, "--json"], cwd=self.root(clone), env=self.env)
         self.log.append(f"    {clone}$ patchtool {' '.join(args)} -> {proc.returncode}")
         result = envelope(args, proc)
         after = snapshot(other, *([self.root(clone)] if reader else []))

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_run import in_process
 from conftest import Demo
 from helpers import git, sha256, snapshot
 from patchtool import git as gitmod
@@ -143,14 +142,7 @@ def test_data_is_never_read_as_an_option(tmp_path: Path) -> None:
 def without_permission(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """A command run with PATCHTOOL_ALLOW_LOCAL_URLS unset, as a user who allowed nothing."""
     base = {k: v for k, v in os.environ.items() if k != ALLOW_LOCAL_ENV}
-    proc = subprocess.run(
-        [sys.executable, "-m", "patchtool", *args],
-        cwd=demo.root,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**base, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})},
-    )
+    proc = in_process([*args], cwd=demo.root, env={**base, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})})
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout) if "--json" in args else {"text": proc.stdout + proc.stderr}
 

@@ -291,6 +291,23 @@ def test_partial_head_block(mma, problem, target):
     assert_close(out[:, 0], lse[..., 0], ref_out, ref_lse)
 
 
+def test_strided_indices_and_topk_length_give_the_contiguous_result(mma, problem):
+    """The kernel reads indices[b, t] at b * stride + t and topk_length[b] at b: strided views
+    (every other column of wider tensors, whose gaps hold other valid values) must be made unit
+    stride first, or the kernel attends to the gaps' tokens and lengths."""
+    p = problem
+    gen = torch.Generator().manual_seed(11)
+    wide_idx = torch.randint(0, 512, (p["B"], 1, 2 * p["T"]), generator=gen, dtype=torch.int32)
+    wide_idx[..., ::2] = p["idx"]
+    wide_len = torch.stack([p["tlen"], torch.full_like(p["tlen"], 5)], dim=1)
+    idx, tlen = wide_idx[..., ::2], wide_len[:, 0]
+    assert idx.stride(-1) == 2 and tlen.stride(-1) == 2
+    for target in (0, 10**6):
+        out, lse = run(mma, dict(p, idx=idx, tlen=tlen), target)
+        ref_out, ref_lse = run(mma, p, target)
+        assert torch.equal(out, ref_out) and torch.equal(lse, ref_lse), target
+
+
 def test_empty_batch(mma, problem):
     p = dict(problem, q=problem["q"][:0], idx=problem["idx"][:0], tlen=problem["tlen"][:0])
     out, lse = run(mma, p, 512)

@@ -35,9 +35,11 @@ RESOLVE = "resolve_refused_prefill_reqs"
 # Field report 000, part I: the prefill queue at saturation.
 INCIDENT_REQUESTS = 20
 INCIDENT_TOKENS = 220_000
-# The values the patch recommends (patchset.toml, pd-max-queued-requests knobs).
+# The field's request cap (field report 000, part I; patchset.toml recommends it for prefill).
 RECOMMENDED_REQUESTS = 32
-RECOMMENDED_TOKENS = 110_000
+# A token cap to exercise the rule with: a test input, not a recommendation (patchset.toml
+# recommends no token cap; the reports give no failure threshold in tokens).
+EXAMPLE_TOKENS = 110_000
 
 
 @pytest.fixture(scope="module")
@@ -231,9 +233,10 @@ def _scheduler(
     *,
     mode: str = "prefill",
     max_requests: int | None = RECOMMENDED_REQUESTS,
-    max_tokens: int | None = RECOMMENDED_TOKENS,
+    max_tokens: int | None = EXAMPLE_TOKENS,
     fits: bool = True,
     deferred_bootstrap: Any = None,
+    priority: bool = False,
 ) -> Any:
     log: list = []
 
@@ -248,6 +251,7 @@ def _scheduler(
     scheduler.log = log
     scheduler.disaggregation_mode = upstream.DisaggregationMode(mode)
     scheduler.max_queued_requests = max_requests
+    scheduler.enable_priority_scheduling = priority
     scheduler.disagg_prefill_bootstrap_queue = FakeBootstrapQueue(
         log, upstream.KVPoll.Failed, fits=fits, deferred_bootstrap=deferred_bootstrap
     )
@@ -327,13 +331,16 @@ def test_the_incident_queue_passes_the_request_cap_and_not_the_token_cap(admissi
 
     # The field's cap alone admits the 21st request: it never fired in the incident.
     assert error(RECOMMENDED_REQUESTS, None) is None
-    assert error(RECOMMENDED_REQUESTS, RECOMMENDED_TOKENS) is not None
+    # A token cap at the incident's own depth refuses it; one prompt above that admits it.
+    assert error(None, INCIDENT_TOKENS) is not None
+    assert error(None, INCIDENT_TOKENS + mean_prompt) is None
+    assert error(RECOMMENDED_REQUESTS, EXAMPLE_TOKENS) is not None
     # At the incident's mean prompt the token cap admits the 10th request and refuses the 11th.
     admitted = 0
     while (
         admission.queued_limit_error(
             max_queued_requests=RECOMMENDED_REQUESTS,
-            max_queued_tokens=RECOMMENDED_TOKENS,
+            max_queued_tokens=EXAMPLE_TOKENS,
             load=admission.PrefillQueueLoad(requests=admitted, tokens=admitted * mean_prompt),
             incoming_tokens=mean_prompt,
         )
@@ -516,8 +523,68 @@ def test_each_refused_half_is_resolved_on_its_own(admission, upstream):
 
 
 def test_negative_token_cap_is_refused_at_startup(admission, upstream):
-    with pytest.raises(ValueError, match="--max-queued-tokens must be >= 0"):
+    with pytest.raises(ValueError, match="--max-queued-tokens must be >= 0, got -1"):
         _scheduler(admission, upstream, max_tokens=-1)
+
+
+def test_zero_token_cap_admits_only_into_an_empty_queue(admission, upstream):
+    """--max-queued-tokens 0 is valid: a request is admitted only when no input tokens wait."""
+    try:
+        scheduler = _scheduler(admission, upstream, max_requests=None, max_tokens=0)
+    except ValueError as exc:
+        pytest.fail(f"--max-queued-tokens 0 must be accepted at startup: {exc}")
+    assert scheduler.max_queued_tokens == 0
+    assert getattr(scheduler, DOOR)(FakeReq("first", 50_000)) is False
+    scheduler.waiting_queue.append(FakeReq("first", 50_000))
+    assert getattr(scheduler, DOOR)(FakeReq("second", 1)) is True
+    message = scheduler.log[1][1].finished_reason["message"]
+    assert message == (
+        "The prefill queue is full: 50000 input tokens are waiting for prefill (bootstrap + waiting "
+        "queues and the chunked request), and this request's 1 would pass --max-queued-tokens 0. Retry later."
+    )
+
+
+def test_priority_does_not_evict_on_a_prefill_server(admission, upstream, caplog):
+    """Unlike the colocated rule with --enable-priority-scheduling, a full prefill server refuses the
+    new request whatever its priority and evicts nothing: queued requests have decode halves."""
+    with caplog.at_level(logging.WARNING):
+        scheduler = _scheduler(admission, upstream, priority=True, max_tokens=None)
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "--enable-priority-scheduling does not evict queued requests on a PD prefill server: a new "
+        "request beyond --max-queued-requests / --max-queued-tokens is refused whatever its priority, "
+        "since a queued request already has a decode half that would have to be freed."
+    )
+    _fill(scheduler, waiting=RECOMMENDED_REQUESTS)
+    queued = list(scheduler.waiting_queue)
+    urgent = FakeReq("urgent", 10)
+    urgent.priority = -(10**6)
+    assert getattr(scheduler, DOOR)(urgent) is True
+    assert scheduler.waiting_queue == queued
+    assert [entry[2] for entry in scheduler.log if entry[0] == "send_abort_output"] == ["urgent"]
+
+
+def test_limits_are_per_scheduler_that_is_per_dp_rank(admission, upstream):
+    """Each scheduler (one per DP-attention rank) counts only its own queues, as the colocated
+    limit does: a full rank refuses while another rank of the same server admits."""
+    full_rank = _scheduler(admission, upstream, max_tokens=None)
+    idle_rank = _scheduler(admission, upstream, max_tokens=None)
+    _fill(full_rank, waiting=RECOMMENDED_REQUESTS)
+    assert getattr(full_rank, DOOR)(FakeReq("a", 10)) is True
+    assert getattr(idle_rank, DOOR)(FakeReq("b", 10)) is False
+
+
+def test_token_cap_field_appended_to_positional_order(patched_tree):
+    source = patched_tree.joinpath(*SRT, "arg_groups", "field_order.py").read_text(encoding="utf-8")
+    order = ast.literal_eval(
+        next(
+            n.value
+            for n in ast.parse(source).body
+            if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "POSITIONAL_FIELD_ORDER"
+        )
+    )
+    assert order[-1] == "max_queued_tokens" and order.count("max_queued_tokens") == 1
+    assert order.index("max_queued_requests") < order.index("max_queued_tokens")
 
 
 def test_decode_server_says_it_ignores_the_limits(admission, upstream, caplog):
@@ -539,7 +606,7 @@ def test_prefill_server_starts_quietly(admission, upstream, caplog):
     with caplog.at_level(logging.WARNING):
         scheduler = _scheduler(admission, upstream)
     assert caplog.records == []
-    assert scheduler.max_queued_tokens == RECOMMENDED_TOKENS
+    assert scheduler.max_queued_tokens == EXAMPLE_TOKENS
     assert scheduler.disagg_prefill_refused == []
 
 
@@ -650,11 +717,22 @@ def _help(patched_tree, field_name):
 def test_help_says_where_the_request_cap_is_enforced(patched_tree):
     text = _help(patched_tree, "max_queued_requests")
     assert "ignored when using disaggregation-mode" not in text, text
-    for needle in ("enforced on the prefill server", "decode half", "a decode server ignores it"):
+    for needle in (
+        "enforced on the prefill server",
+        "decode half",
+        "a decode server ignores it",
+        "each DP rank counts and limits its own queues",
+        "refused whatever its priority",
+    ):
         assert needle in text, (needle, text)
 
 
 def test_token_cap_flag_exists_with_its_help(patched_tree):
     text = _help(patched_tree, "max_queued_tokens")
-    for needle in ("input tokens waiting for prefill", "503", "admitted whatever its length"):
+    for needle in (
+        "input tokens waiting for prefill",
+        "503",
+        "admitted whatever its length, so 0 admits a request only when no input tokens are waiting",
+        "each DP rank limits its own queues",
+    ):
         assert needle in text, (needle, text)

@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from patchtool.errors import PatchtoolError, UsageError
-from patchtool.paths import MAX_INPUT_BYTES, file_kind
+from patchtool.paths import MAX_INPUT_BYTES, Refusal, check_opened, file_kind, read_bounded
+
+
+def _refusal(path: Path, what: str, error: type[PatchtoolError]) -> Refusal:
+    def refuse(why: str, hint: str) -> PatchtoolError:
+        return error(f"{path}: {what} {why}", file=str(path), hint=hint)
+
+    return refuse
 
 
 def open_named(path: Path, *, what: str, limit: int, error: type[PatchtoolError] = UsageError) -> BinaryIO:
@@ -31,17 +37,7 @@ def open_named(path: Path, *, what: str, limit: int, error: type[PatchtoolError]
         )
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        now = os.fstat(fd)
-        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
-            raise error(
-                f"{path} was replaced while being opened; refusing it", file=str(path), hint="run the command again"
-            )
-        if now.st_size > limit:
-            raise error(
-                f"{path}: {what} is {now.st_size} bytes, more than the {limit} patchtool reads",
-                file=str(path),
-                hint="is it the right file?",
-            )
+        check_opened(fd, before, limit, _refusal(path, what, error))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -52,10 +48,7 @@ def open_named(path: Path, *, what: str, limit: int, error: type[PatchtoolError]
 def read_named(path: Path, *, what: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the regular file ``path`` (``open_named``), never more than ``limit``."""
     with open_named(path, what=what, limit=limit) as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:  # it grew after it was opened
-        raise UsageError(f"{path}: {what} is more than the {limit} bytes patchtool reads", file=str(path))
-    return data
+        return read_bounded(fh.fileno(), limit, _refusal(path, what, UsageError))
 
 
 def read_named_text(path: Path, *, what: str, limit: int = MAX_INPUT_BYTES) -> str:

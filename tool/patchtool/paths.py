@@ -14,9 +14,12 @@ from __future__ import annotations
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
-from .errors import InvalidInput, Problem
+from .errors import InvalidInput, PatchtoolError, Problem
+
+Refusal = Callable[[str, str], PatchtoolError]  # (why, hint) -> the error a reader raises
 
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 NAME_MAX = 255  # bytes in one file name: NAME_MAX of ext4, xfs and btrfs
@@ -66,14 +69,6 @@ def file_name_problem(name: str) -> str | None:
     return tree_path_problem(name)
 
 
-def check_tree_path(path: str) -> str:
-    """``path`` when it is a safe tree path; ValueError naming why not."""
-    why = tree_path_problem(path)
-    if why is not None:
-        raise ValueError(why)
-    return path
-
-
 def id_problem(text: str, what: str = "id") -> str | None:
     if not ID_RE.match(text):
         return (
@@ -81,13 +76,6 @@ def id_problem(text: str, what: str = "id") -> str | None:
             "starting with a letter or digit)"
         )
     return None
-
-
-def check_id(text: str, what: str = "id") -> str:
-    why = id_problem(text, what)
-    if why is not None:
-        raise ValueError(why)
-    return text
 
 
 _READ_HINT = "patchtool reads only regular files inside the repository; put the file itself there"
@@ -129,6 +117,29 @@ def _unsafe(rel: str, why: str, hint: str = _READ_HINT) -> InvalidInput:
 MAX_INPUT_BYTES = 64 << 20  # a patch, a series file or a registry entry: far more than any real one
 
 
+def check_opened(fd: int, before: os.stat_result, limit: int, refuse: Refusal) -> None:
+    """Raise ``refuse(why, hint)`` unless ``fd`` is still the regular file ``before`` described and
+    holds at most ``limit`` bytes. Both readers of named files (``read_inside`` here,
+    ``inputs.open_named``) open through it; the caller closes ``fd``."""
+    now = os.fstat(fd)
+    if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+        raise refuse("was replaced while being read", "run the command again")
+    if now.st_size > limit:
+        raise refuse(f"is {now.st_size} bytes, more than the {limit} patchtool reads", "is it the right file?")
+
+
+def read_bounded(fd: int, limit: int, refuse: Refusal) -> bytes:
+    """Everything ``fd`` holds, read 1 MiB at a time and never more than ``limit`` bytes: a file
+    that grew after it was opened is refused."""
+    chunks, size = [], 0
+    while size <= limit and (chunk := os.read(fd, 1 << 20)):
+        chunks.append(chunk)
+        size += len(chunk)
+    if size > limit:
+        raise refuse(f"is more than the {limit} bytes patchtool reads", "is it the right file?")
+    return b"".join(chunks)
+
+
 def read_inside(root: Path, rel: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     """The bytes of the regular file ``root/rel``: the one way patchtool reads a file of the
     repository (manifest, registry, pins, patch files).
@@ -141,6 +152,10 @@ def read_inside(root: Path, rel: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     why = tree_path_problem(rel)
     if why is not None:
         raise _unsafe(rel, why, "name a file inside the repository")
+
+    def refuse(why: str, hint: str) -> PatchtoolError:
+        return _unsafe(rel, why, hint)
+
     *dirs, name = rel.split("/")
     try:
         fd = _open_dirs(root, dirs, rel)
@@ -152,20 +167,8 @@ def read_inside(root: Path, rel: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
         finally:
             os.close(fd)
         try:
-            now = os.fstat(ffd)
-            if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
-                raise _unsafe(rel, "was replaced while being read", "run the command again")
-            if now.st_size > limit:
-                raise _unsafe(
-                    rel, f"is {now.st_size} bytes, more than the {limit} patchtool reads", "is it the right file?"
-                )
-            chunks, size = [], 0
-            while size <= limit and (chunk := os.read(ffd, 1 << 20)):
-                chunks.append(chunk)
-                size += len(chunk)
-            if size > limit:  # it grew after it was opened
-                raise _unsafe(rel, f"is more than the {limit} bytes patchtool reads", "is it the right file?")
-            return b"".join(chunks)
+            check_opened(ffd, before, limit, refuse)
+            return read_bounded(ffd, limit, refuse)
         finally:
             os.close(ffd)
     except FileNotFoundError:

@@ -34,19 +34,7 @@ def pin_add(
 
     project = Project.load(root())
     pin = pinset.new_pin(project, cache(), version, git_url=git_url, tag=tag)
-    written = pinset.write_pin(project.root, pin)
-    data = {
-        "name": pin.name,
-        "version": str(pin.version),
-        "source": pin.use,
-        "written": written,
-        **(
-            {"filename": pin.artifact.filename, "sha256": pin.artifact.sha256, "size": pin.artifact.size}
-            if pin.artifact
-            else {}
-        ),
-        **({"url": pin.git.url.text, "tag": pin.git.tag, "commit": pin.git.commit} if pin.git else {}),
-    }
+    added = pinset.PinAdded(pin, tuple(pinset.write_pin(project.root, pin)))
     source = (
         f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"
         if pin.use == "artifact" and pin.artifact
@@ -54,7 +42,7 @@ def pin_add(
         if pin.git
         else ""
     )
-    return Shown(data=data, text=lambda style: f"added pin {style.bold(pin.name)} ({source})")
+    return Shown(data=added, text=lambda style: f"added pin {style.bold(pin.name)} ({source})")
 
 
 @commands.command("list")
@@ -64,7 +52,7 @@ def pin_list() -> Shown:
     from patchtool.upstream import pinset
 
     pins = pinset.list_pins(Project.load(root()), cache())
-    return Shown(data={"pins": [p.to_dict() for p in pins]}, text=lambda style: _list_text(pins, style))
+    return Shown(data=pinset.PinList(tuple(pins)), text=lambda style: _list_text(pins, style))
 
 
 def _list_text(pins: list[PinInfo], style: Style) -> str:
@@ -86,5 +74,5 @@ def pin_remove(name: Annotated[str, typer.Argument(metavar="NAME", help="The pin
     from patchtool.project.repository import Project
     from patchtool.upstream import pinset
 
-    written = pinset.remove_pin(Project.load(root()), name)
-    return Shown(data={"name": name, "written": written}, text=lambda style: f"removed pin {style.bold(name)}")
+    removed = pinset.PinRemoved(name, tuple(pinset.remove_pin(Project.load(root()), name)))
+    return Shown(data=removed, text=lambda style: f"removed pin {style.bold(name)}")

@@ -46,6 +46,46 @@ class PinInfo:
         return {**dataclasses.asdict(self), "admitted_by": list(self.admitted_by)}
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PinList:
+    """``pin list``'s result."""
+
+    pins: tuple[PinInfo, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pins": [p.to_dict() for p in self.pins]}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PinAdded:
+    """``pin add``'s result: the pin and the files written."""
+
+    pin: Pin
+    written: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        pin, art, git = self.pin, self.pin.artifact, self.pin.git
+        return {
+            "name": pin.name,
+            "version": str(pin.version),
+            "source": pin.use,
+            "written": list(self.written),
+            **({"filename": art.filename, "sha256": art.sha256, "size": art.size} if art else {}),
+            **({"url": git.url.text, "tag": git.tag, "commit": git.commit} if git else {}),
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PinRemoved:
+    """``pin remove``'s result."""
+
+    name: str
+    written: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "written": list(self.written)}
+
+
 def _rebase_pins(root: Path) -> dict[str, str]:
     from patchtool.rebase.state import in_progress
 

@@ -41,11 +41,6 @@ def import_ref(distribution: Distribution, version: Version, sha256: str) -> str
     return IMPORTS + import_tag(distribution, version, sha256)
 
 
-def imports_of(distribution: Distribution, version: Version) -> str:
-    """A ``for-each-ref`` pattern for every import of ``distribution`` ``version``, of any file."""
-    return f"{IMPORTS}{distribution.canonical}-{version}-*"
-
-
 def import_version(ref: str, sha256: str) -> str | None:
     """The version in ``ref`` when it is named as ``import_ref`` names an import of ``sha256``;
     None for any other ref (an older patchtool's ``v<version>``, a tag moved onto another import)."""
