@@ -14,6 +14,7 @@ before its worktree is removed: a ``--continue`` killed after that goes on from 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +26,7 @@ from patchtool.inputs import loads_json
 from patchtool.project import statedir
 from patchtool.rebase.replay import PatchOutcome, Step
 from patchtool.rebase.textapply import MovedHunk
+from patchtool.upstream.cachespace import project_key
 
 STATE_DIR = statedir.REBASE_DIR
 STATE_FILE = f"{STATE_DIR}/state.json"
@@ -133,25 +135,53 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
     )
 
 
-def save(root: Path, state: RebaseState) -> None:
+def save(root: Path, state: RebaseState, *, cache: Path) -> None:
+    """Write the state, and its digest into the cache's git directory ``cache`` (the user's own,
+    which no clone or checkout writes): the next stop that finds these very bytes knows they are
+    its own and asks git nothing. The digest goes first: a process killed between the two leaves
+    a state that is checked as any other, never a stranger's taken for ours."""
+    text = json.dumps(state.to_dict(), indent=2, sort_keys=True)
+    fsroot.Root(cache).write(_voucher(root), hashlib.sha256(text.encode()).hexdigest())
     statedir.ensure(root)
-    fsroot.Root(root).write(STATE_FILE, json.dumps(state.to_dict(), indent=2, sort_keys=True))
+    fsroot.Root(root).write(STATE_FILE, text)
 
 
-def load(root: Path) -> RebaseState | None:
-    """The state of a rebase in progress, None when there is none."""
+def _voucher(root: Path) -> str:
+    return f"patchtool/rebase-state/{project_key(root)}.sha256"
+
+
+def _vouched(cache: Path, root: Path, raw: bytes) -> bool:
+    try:
+        return (cache / _voucher(root)).read_text(encoding="ascii") == hashlib.sha256(raw).hexdigest()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def load(root: Path, *, cache: Path | None = None) -> RebaseState | None:
+    """The state of a rebase in progress, None when there is none. One that is not the state last
+    written with the cache ``cache`` (a stranger's, or any without ``cache``) is refused when git
+    tracks it (``statedir.refuse_tracked``): that check runs once per rebase, not at each stop."""
     path = root / STATE_FILE
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        data = loads_json(paths.read_inside(root, STATE_FILE).decode("utf-8"))
-        return RebaseState.from_dict(data, root=root)
-    except (OSError, UnicodeDecodeError, ValueError, InvalidInput) as exc:
-        raise InvalidInput(
-            f"the rebase state is not one patchtool wrote ({exc})",
-            file=STATE_FILE,
-            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again",
-        ) from None
+        raw = paths.read_inside(root, STATE_FILE)
+    except (OSError, InvalidInput) as exc:
+        raise _not_ours(exc) from None
+    if cache is None or not _vouched(cache, root, raw):
+        statedir.refuse_tracked(root)
+    try:
+        return RebaseState.from_dict(loads_json(raw.decode("utf-8")), root=root)
+    except (UnicodeDecodeError, ValueError, InvalidInput) as exc:
+        raise _not_ours(exc) from None
+
+
+def _not_ours(exc: Exception) -> InvalidInput:
+    return InvalidInput(
+        f"the rebase state is not one patchtool wrote ({exc})",
+        file=STATE_FILE,
+        hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again",
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
