@@ -28,6 +28,7 @@ from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
+from patchtool.project.stopped import STATE_DIR, STATE_FILE, WORKTREE, InProgress, in_progress
 from patchtool.rebase import merge
 from patchtool.rebase.replay import (
     Drift,
@@ -40,15 +41,7 @@ from patchtool.rebase.replay import (
     old_chain,
     replay,
 )
-from patchtool.rebase.state import (
-    STATE_DIR,
-    STATE_FILE,
-    WORKTREE,
-    InProgress,
-    RebaseState,
-    in_progress,
-    refuse_in_progress,
-)
+from patchtool.rebase.state import RebaseState, refuse_in_progress
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM

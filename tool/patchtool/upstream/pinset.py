@@ -47,7 +47,7 @@ class PinInfo:
 
 
 def _rebase_pins(root: Path) -> dict[str, str]:
-    from patchtool.rebase.state import in_progress
+    from patchtool.project.stopped import in_progress
 
     found = in_progress(root)
     return {} if found is None else {found.old_pin: "from", found.new_pin: "to"}
