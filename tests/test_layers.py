@@ -24,14 +24,7 @@ LAYERS = (
 )
 
 # Imports that still point up, each with why it is not broken yet. Keep this short.
-ALLOWED_UP = {
-    # `status` shows a stopped rebase and `pin remove` refuses the pins one uses: both read the
-    # rebase state, whose steps are rebase/replay.py's records. Breaking it means the caller (cli)
-    # hands them the stopped rebase, its record moved below; left until issue 21's StrEnum work
-    # on those records has landed.
-    ("patchtool.series.status", "patchtool.rebase.state"),
-    ("patchtool.upstream.pinset", "patchtool.rebase.state"),
-}
+ALLOWED_UP: set[tuple[str, str]] = set()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

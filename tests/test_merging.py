@@ -327,29 +327,6 @@ def test_a_commit_reads_the_same_through_every_accessor(tmp_path: Path) -> None:
         assert (repo.tree_of(rev), repo.commit_message(rev)) == (tree, "new")
 
 
-def test_a_remembered_answer_holds_only_while_its_objects_exist(tmp_path: Path) -> None:
-    """memo answers that name objects are checked against the object database, loose and packed:
-    one naming an object git pruned (or never had) is no answer, and is computed again."""
-    from patchtool.git import memo
-
-    work = tmp_path / "w"
-    work.mkdir()
-    git(work, "init", "-q")
-    base = commit(work, {"a.py": "a = 1\n"}, "base")
-    git_dir = work / ".git"
-    loose = git(work, "hash-object", "-w", "--stdin", input="loose\n").strip()
-    memo.remember(git_dir, "chains", "k", [base, loose, memo.NULL_SHA])
-    assert memo.recall(git_dir, "chains", "k", names=list) == [base, loose, memo.NULL_SHA]
-    git(work, "gc", "--quiet", "--prune=now")  # base now packed, the unreachable blob gone
-    assert memo.recall(git_dir, "chains", "k") is not None  # unchecked: as written
-    assert memo.recall(git_dir, "chains", "k", names=list) is None
-    memo.remember(git_dir, "chains", "k", [base])
-    assert memo.recall(git_dir, "chains", "k", names=list) == [base]  # packed objects are found
-    for bad in (["not hex"], [base[:12]], [1], 7):  # not what was written: no answer either
-        memo.remember(git_dir, "chains", "k", bad)
-        assert memo.recall(git_dir, "chains", "k", names=list) is None
-
-
 def test_a_memo_that_cannot_be_written_is_only_not_remembered(tmp_path: Path) -> None:
     """A cache patchtool cannot write to (here its memo directory is a file) costs a recomputation
     next time; it never fails the command, reading commands such as status included."""

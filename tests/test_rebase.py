@@ -6,6 +6,7 @@ import json
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -331,7 +332,6 @@ def _placement_of_b_change(tmp_path: Path, siblings: str) -> tuple[tuple[str, ..
     the tree git apply would make where the hunk lands in the identical A.to_json."""
     from helpers import format_patch
     from patchtool import git as gitmod
-    from patchtool.diff.patchfile import PatchFile
     from patchtool.project.repository import LoadedPatch
     from patchtool.rebase.replay import check_placement
 
@@ -351,8 +351,8 @@ def _placement_of_b_change(tmp_path: Path, siblings: str) -> tuple[tuple[str, ..
     wrong_tree = git(work, "rev-parse", "HEAD^{tree}").strip()
     (tmp_path / "p.patch").write_text(format_patch(work, patched))
     lp = LoadedPatch(
-        entry=None,
-        patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
+        entry=SimpleNamespace(file="p.patch"),  # type: ignore[arg-type]
+        text=(tmp_path / "p.patch").read_text(),
         path=tmp_path / "p.patch",
     )
     repo = gitmod.Repo(work / ".git")
@@ -389,7 +389,6 @@ def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
     """Upstream renamed the class around the method; the hunk still lands in that method."""
     from helpers import format_patch
     from patchtool import git as gitmod
-    from patchtool.diff.patchfile import PatchFile
     from patchtool.project.repository import LoadedPatch
     from patchtool.rebase.replay import check_placement
 
@@ -413,8 +412,8 @@ def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
     merged_tree = git(work, "rev-parse", "HEAD^{tree}").strip()
     (tmp_path / "p.patch").write_text(format_patch(work, patched))
     lp = LoadedPatch(
-        entry=None,
-        patch=PatchFile.parse((tmp_path / "p.patch").read_text(), name="p.patch"),  # type: ignore[arg-type]
+        entry=SimpleNamespace(file="p.patch"),  # type: ignore[arg-type]
+        text=(tmp_path / "p.patch").read_text(),
         path=tmp_path / "p.patch",
     )
     repo = gitmod.Repo(work / ".git")
@@ -487,7 +486,8 @@ def test_a_release_already_in_the_cache_is_still_asked_of_the_index(releases: De
 
 
 def test_the_chain_and_its_changes_are_remembered(releases: Demo) -> None:
-    """A --continue finds the old chain and what each commit changes without asking git."""
+    """A --continue finds the old chain and what each commit changes asking git nothing but the
+    chain's ref (one read through the object reader, which holds the chain's objects from gc)."""
     from patchtool.project.repository import Project
     from patchtool.rebase.replay import chain_changes, old_chain
     from patchtool.upstream.cache import Cache
@@ -500,14 +500,49 @@ def test_the_chain_and_its_changes_are_remembered(releases: Demo) -> None:
     changes = chain_changes(cache.repo, chain)
     assert len(chain) == 3 and [c.new_path for c in changes[chain[1]]] == ["python/demo/extra.py"]
 
+    asked: list[str] = []
+
     class NoGit:
         git_dir = cache.repo.git_dir
+
+        def resolve(self, rev: str) -> str | None:
+            asked.append(rev)
+            return cache.repo.resolve(rev)
 
         def __getattr__(self, name: str) -> object:
             raise AssertionError(f"git was asked: {name}")
 
     assert old_chain(NoGit(), base, loaded) == chain  # type: ignore[arg-type]
     assert chain_changes(NoGit(), chain) == changes  # type: ignore[arg-type]
+    assert len(asked) == 1 and asked[0].startswith("refs/patchtool/chain/")
+
+
+def test_a_remembered_chain_holds_only_while_its_ref_keeps_it(releases: Demo) -> None:
+    """The memo of a chain whose ref is gone (deleted, its commits pruned) is no answer: the chain
+    is made again, and its ref with it; so are memos not of the shape written."""
+    from patchtool.git import memo
+    from patchtool.project.repository import Project
+    from patchtool.rebase.replay import old_chain
+    from patchtool.upstream.cache import Cache
+
+    series(releases, "0001-extra", "0002-greet")
+    project = Project.load(releases.root)
+    cache = Cache(releases.cache)
+    base, loaded = cache.ensure(project.pin()), project.series()
+    chain = old_chain(cache.repo, base, loaded)
+    git_dir = str(cache.repo.git_dir)
+    listed = git(releases.cache, "--git-dir", git_dir, "for-each-ref", "--format=%(objectname) %(refname)")
+    (ref,) = [r for sha, r in (line.split() for line in listed.splitlines()) if sha == chain[-1] and "/chain/" in r]
+    key = ref.rsplit("/", 1)[1]
+    git(releases.cache, "--git-dir", git_dir, "update-ref", "-d", ref)
+    git(releases.cache, "--git-dir", git_dir, "gc", "--quiet", "--prune=now")
+    assert memo.recall(cache.repo.git_dir, "chains", key) == list(chain)  # still there, but no answer
+    fresh = Cache(releases.cache)
+    assert old_chain(fresh.repo, base, loaded) == chain
+    assert git(releases.cache, "--git-dir", git_dir, "rev-parse", ref).strip() == chain[-1]
+    for bad in (["not hex", chain[-1]], [chain[0], 7, chain[-1]], 7, [chain[0], chain[-1]]):
+        memo.remember(cache.repo.git_dir, "chains", key, bad)
+        assert old_chain(Cache(releases.cache).repo, base, loaded) == chain
 
 
 def test_bad_rebase_requests_are_refused_and_change_nothing(releases: Demo) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import Demo
-from helpers import git
+from helpers import git, snapshot
 from patchtool import git as gitmod
 from test_rebase import releases, series
 
@@ -150,3 +150,33 @@ def test_the_next_stop_gets_a_worktree_as_fresh_as_the_first(releases: Demo) -> 
     assert not worktree.exists()
     cache_repo = str(releases.cache / "upstream.git")
     assert str(worktree) not in git(releases.cache, "--git-dir", cache_repo, "worktree", "list")
+
+
+def test_a_state_changed_between_stops_is_refused_when_git_tracks_it(releases: Demo) -> None:
+    """A stop trusts the state it wrote itself (its digest is kept in the user's cache) and asks
+    git nothing; a state that changed since, say brought by a checkout of a commit that tracks
+    one, is checked as anything under .patchtool/ is: refused while git tracks it, nothing touched."""
+    stop(releases)
+    root = releases.root
+    state = root / ".patchtool" / "rebase" / "state.json"
+    ours = state.read_bytes()
+    forged = json.loads(ours)
+    forged["new_pin_toml"] += "# a stranger's pin\n"
+    state.write_text(json.dumps(forged, indent=2, sort_keys=True))
+    git(root, "init", "-q")
+    git(root, "add", "-f", ".patchtool/rebase/state.json")
+    git(root, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "a state")
+    before = snapshot(root, releases.cache)
+    for args in (("--continue",), ("--skip", "--reason", "x")):
+        res = releases.run("rebase", *args)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert res.stderr.startswith(
+            "error: .patchtool/rebase/state.json: .patchtool/ is patchtool's private state, but git tracks "
+            ".patchtool/rebase/state.json; refusing to act on it"
+        ), res.stderr
+        assert "Traceback" not in res.stderr
+    assert snapshot(root, releases.cache) == before
+    git(root, "rm", "-q", "--cached", ".patchtool/rebase/state.json")
+    state.write_bytes(ours)
+    res = releases.run("rebase", "--skip", "--reason", "x")
+    assert res.returncode == 0, res.stdout + res.stderr

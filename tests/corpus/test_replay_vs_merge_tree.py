@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 
 from helpers import format_patch, git, write_tree
 from patchtool import git as gitmod
-from patchtool.diff.patchfile import PatchFile
 from patchtool.project.manifest import parse_text
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase.merge import Renames, Workspace
@@ -132,7 +131,7 @@ def replayed(work: Path, base: str, upstream: str, patch: str) -> tuple[bool, st
     repo = gitmod.Repo(work / ".git")
     ((_, changes),) = repo.changes(base, patch)
     text = format_patch(work, patch)
-    lp = LoadedPatch(entry=ENTRY, patch=PatchFile.parse(text, name="p.patch"), path=work / "p.patch")
+    lp = LoadedPatch(entry=ENTRY, text=text, path=work / "p.patch")
     with repo.reader() as reader:
         ws = Workspace(repo, reader, upstream, (), Renames(repo, repo.tree_of(base), repo.tree_of(upstream)))
         step, files, _ = replay_one(ws, patch, changes, lp, LABELS)

@@ -160,11 +160,13 @@ def recover(root: Path) -> list[str]:
     """Finish a transaction an earlier process committed but did not complete (the paths it
     writes); drop the staged files of one that never reached its commit point. The journal is
     validated whole first: one that is invalid, tracked by git or reaching outside is refused."""
+    staged = fsroot.Root(root).kind(STAGED) is not None
+    if not staged and not pending(root):
+        return []  # nothing to act on: git is not asked what it tracks
     statedir.refuse_tracked(root)
     if not pending(root):
-        if fsroot.Root(root).kind(STAGED) is not None:
-            fsroot.Root(root).rmtree(STAGED)
-            statedir.tidy(root)
+        fsroot.Root(root).rmtree(STAGED)
+        statedir.tidy(root)
         return []
     try:
         data = loads_json(paths.read_inside(root, JOURNAL).decode("utf-8"))

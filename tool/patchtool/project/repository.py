@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,15 +20,19 @@ PATCHES_DIR = "patches"
 DROPPED_DIR = f"{PATCHES_DIR}/dropped"
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LoadedPatch:
     entry: PatchEntry
-    patch: PatchFile
     path: Path
+    text: str  # the patch file as read; parsed when first used
 
     @property
     def id(self) -> str:
         return self.entry.id
+
+    @functools.cached_property
+    def patch(self) -> PatchFile:
+        return PatchFile.parse(self.text, name=self.entry.file)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,8 +56,8 @@ class Project:
         """The repository as its files say. A write an earlier command committed but did not
         finish (killed) is refused here, so nothing reads a half-written series: the next writing
         command finishes it (``journal.recover``, under the lock), `patchtool recover` too."""
-        statedir.refuse_tracked(root)
         if journal.pending(root):
+            statedir.refuse_tracked(root)
             raise InvalidInput(
                 f"an interrupted patchtool write is not finished yet ({journal.JOURNAL})",
                 file=journal.JOURNAL,
@@ -63,9 +68,11 @@ class Project:
     def pin(self, name: str | None = None) -> Pin:
         return load_pin(self.root, name or self.manifest.pin)
 
-    def series(self) -> list[LoadedPatch]:
-        """Every patch of the series parsed; raises with all the problems at once."""
-        loaded, problems = self.try_series()
+    def series(self, *, parsed: bool = True) -> list[LoadedPatch]:
+        """Every patch of the series parsed; raises with all the problems at once. Not ``parsed``:
+        each file is read and parsed when a step first uses it (a resumed rebase, whose digest
+        says the files are the ones that parsed when it started)."""
+        loaded, problems = self.try_series(parsed=parsed)
         if problems:
             raise InvalidInput(
                 problems[0].render() if len(problems) == 1 else f"{len(problems)} problems in the patch files",
@@ -73,15 +80,16 @@ class Project:
             )
         return loaded
 
-    def try_series(self) -> tuple[list[LoadedPatch], list[Problem]]:
+    def try_series(self, *, parsed: bool = True) -> tuple[list[LoadedPatch], list[Problem]]:
         loaded: list[LoadedPatch] = []
         problems: list[Problem] = []
         for entry in self.manifest.patches:
             try:
                 text = read_inside(self.root, entry.file).decode("utf-8")
-                loaded.append(
-                    LoadedPatch(entry=entry, patch=PatchFile.parse(text, name=entry.file), path=self.root / entry.file)
-                )
+                lp = LoadedPatch(entry=entry, path=self.root / entry.file, text=text)
+                if parsed:
+                    _ = lp.patch  # its problems now, with the others
+                loaded.append(lp)
             except FileNotFoundError:
                 problems.append(
                     Problem(

@@ -112,15 +112,22 @@ class Replay:
 def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tuple[str, ...]:
     """The series as commits on its own base. The commits are deterministic, so a ref keyed by the
     base and the patch files' bytes keeps them for the next rebase or scan, and the list of them
-    is remembered beside it (``memo``): a ``--continue`` finds the chain without a git process."""
+    is remembered beside it (``memo``): a ``--continue`` finds the chain with one read of the ref,
+    which also keeps every object the chain and its changes name (``chain_changes``) from gc."""
     key = hashlib.sha256(base.commit.encode())
     for lp in loaded:
         key.update(b"\0" + lp.path.read_bytes())
     ref = f"refs/patchtool/chain/{key.hexdigest()}"
-    known = memo.recall(repo.git_dir, "chains", key.hexdigest(), names=list)
-    if isinstance(known, list) and len(known) == len(loaded) + 1 and known[0] == base.commit:
-        return tuple(known)
+    known = memo.recall(repo.git_dir, "chains", key.hexdigest())
     tip = repo.resolve(ref)
+    if (
+        isinstance(known, list)
+        and len(known) == len(loaded) + 1
+        and all(isinstance(c, str) and len(c) == 40 for c in known)
+        and known[0] == base.commit
+        and known[-1] == tip
+    ):
+        return tuple(known)
     if tip is not None:
         commits = repo.rev_list(base.commit, tip)
         if len(commits) == len(loaded):
@@ -144,23 +151,22 @@ def old_chain(repo: git.Repo, base: Base, loaded: Sequence[LoadedPatch]) -> tupl
 
 
 def chain_changes(repo: git.Repo, chain: Sequence[str]) -> dict[str, tuple[git.RawChange, ...]]:
-    """The files each commit of the chain changes (``git log --raw -M``), remembered per chain."""
+    """The files each commit of the chain changes (``git log --raw -M``), remembered per chain: a
+    chain from ``old_chain``, whose ref keeps the objects the answer names."""
     if len(chain) < 2:
         return {}
     key = f"{chain[0]}-{chain[-1]}"
-    known = memo.recall(repo.git_dir, "changes", key, names=_change_names)
-    if isinstance(known, dict):
-        return {c: tuple(git.RawChange(**f) for f in files) for c, files in known.items()}
+    known = memo.recall(repo.git_dir, "changes", key)
+    try:
+        if isinstance(known, dict):
+            return {c: tuple(git.RawChange(**f) for f in files) for c, files in known.items()}
+    except (AttributeError, TypeError):
+        pass  # not the shape that was written: computed again
     found = dict(repo.changes(chain[0], chain[-1]))
     memo.remember(
         repo.git_dir, "changes", key, {c: [dataclasses.asdict(f) for f in files] for c, files in found.items()}
     )
     return found
-
-
-def _change_names(known: dict[str, list[dict[str, str | None]]]) -> list[str]:
-    """The commits and blobs a remembered ``chain_changes`` answer names."""
-    return [*known, *(b for files in known.values() for f in files for b in (f["old_blob"], f["new_blob"]) if b)]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -14,22 +14,20 @@ before its worktree is removed: a ``--continue`` killed after that goes on from 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from patchtool import fsroot, paths
-from patchtool.errors import InvalidInput, UsageError
-from patchtool.inputs import loads_json
-from patchtool.project import statedir
+from patchtool import fsroot
+from patchtool.errors import UsageError
+from patchtool.project import statedir, stopped
+from patchtool.project.stopped import STATE_FILE, in_progress
 from patchtool.rebase.replay import PatchOutcome, Step
 from patchtool.rebase.textapply import MovedHunk
-
-STATE_DIR = statedir.REBASE_DIR
-STATE_FILE = f"{STATE_DIR}/state.json"
-WORKTREE = f"{STATE_DIR}/worktree"  # where a stopped patch waits to be resolved, always
-SCHEMA = 1
+from patchtool.upstream.cachespace import project_key
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -50,7 +48,7 @@ class RebaseState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA,
+            "schema": stopped.SCHEMA,
             "old_pin": self.old_pin,
             "new_pin": self.new_pin,
             "new_pin_toml": self.new_pin_toml,
@@ -66,26 +64,7 @@ class RebaseState:
     def from_dict(cls, data: Any, *, root: Path) -> RebaseState:
         """The state in ``data``; ValueError saying why it is not one patchtool wrote for the
         repository at ``root``."""
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            raise ValueError(f"not a state of schema {SCHEMA}")
-        for key in ("old_pin", "new_pin"):
-            if not isinstance(data.get(key), str) or paths.id_problem(data[key]):
-                raise ValueError(f"{key} {data.get(key)!r} is not a pin name")
-        if not isinstance(data.get("steps"), list) or not all(isinstance(x, dict) for x in data["steps"]):
-            raise ValueError("steps is not a list of steps")
-        worktree = data.get("worktree")
-        if worktree is not None and not (isinstance(worktree, str) and worktree.endswith(f"/{WORKTREE}")):
-            raise ValueError(f"worktree {worktree!r} is not {WORKTREE}")
-        if worktree is not None:  # written at the root the repository had then: it may have moved since
-            worktree = str(root / WORKTREE)
-        for key in ("new_pin_toml", "digest", "tip"):
-            if not isinstance(data.get(key), str):
-                raise ValueError(f"{key} is not a string")
-        if not isinstance(data.get("widen", False), bool):
-            raise ValueError("widen is not true or false")
-        skipped = data.get("skipped", {})
-        if not isinstance(skipped, dict) or not all(isinstance(v, str) for v in skipped.values()):
-            raise ValueError("skipped is not a table of reasons")
+        data = stopped.check(data, root=root)
         steps = []
         for i, step in enumerate(data["steps"]):
             try:
@@ -99,8 +78,8 @@ class RebaseState:
             digest=data["digest"],
             steps=tuple(steps),
             tip=data["tip"],
-            skipped=dict(skipped),
-            worktree=worktree,
+            skipped=dict(data.get("skipped", {})),
+            worktree=data["worktree"],
             widen=data.get("widen", False),
         )
 
@@ -133,53 +112,39 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
     )
 
 
-def save(root: Path, state: RebaseState) -> None:
+def save(root: Path, state: RebaseState, *, cache: Path) -> None:
+    """Write the state, and its digest into the cache's git directory ``cache`` (the user's own,
+    which no clone or checkout writes): the next stop that finds these very bytes knows they are
+    its own and asks git nothing. The digest goes first: a process killed between the two leaves
+    a state that is checked as any other, never a stranger's taken for ours."""
+    text = json.dumps(state.to_dict(), indent=2, sort_keys=True)
+    fsroot.Root(cache).write(_voucher(root), hashlib.sha256(text.encode()).hexdigest())
     statedir.ensure(root)
-    fsroot.Root(root).write(STATE_FILE, json.dumps(state.to_dict(), indent=2, sort_keys=True))
+    fsroot.Root(root).write(STATE_FILE, text)
 
 
-def load(root: Path) -> RebaseState | None:
-    """The state of a rebase in progress, None when there is none."""
-    path = root / STATE_FILE
-    if not path.exists() and not path.is_symlink():
+def _voucher(root: Path) -> str:
+    return f"patchtool/rebase-state/{project_key(root)}.sha256"
+
+
+def _vouched(cache: Path, root: Path, raw: bytes) -> bool:
+    try:
+        return (cache / _voucher(root)).read_text(encoding="ascii") == hashlib.sha256(raw).hexdigest()
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def load(root: Path, *, cache: Path | None = None) -> RebaseState | None:
+    """The state of a rebase in progress, None when there is none. One that is not the state last
+    written with the cache ``cache`` (a stranger's, or any without ``cache``) is refused when git
+    tracks it (``statedir.refuse_tracked``): that check runs once per rebase, not at each stop."""
+    data = stopped.read(root, ours=None if cache is None else functools.partial(_vouched, cache, root))
+    if data is None:
         return None
     try:
-        data = loads_json(paths.read_inside(root, STATE_FILE).decode("utf-8"))
         return RebaseState.from_dict(data, root=root)
-    except (OSError, UnicodeDecodeError, ValueError, InvalidInput) as exc:
-        raise InvalidInput(
-            f"the rebase state is not one patchtool wrote ({exc})",
-            file=STATE_FILE,
-            hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again",
-        ) from None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class InProgress:
-    """A rebase that stopped and waits for --continue, --skip or --abort."""
-
-    old_pin: str
-    new_pin: str
-    done: int  # patches through before the one it stopped on
-    stopped_at: str | None
-    worktree: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def in_progress(root: Path) -> InProgress | None:
-    state = load(root)
-    if state is None:
-        return None
-    stopped = state.stopped_at
-    return InProgress(
-        old_pin=state.old_pin,
-        new_pin=state.new_pin,
-        done=len(state.steps) - (1 if stopped else 0),
-        stopped_at=stopped,
-        worktree=state.worktree,
-    )
+    except ValueError as exc:
+        raise stopped.not_ours(exc) from None
 
 
 def refuse_in_progress(root: Path, command: str) -> None:

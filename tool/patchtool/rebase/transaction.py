@@ -28,6 +28,7 @@ from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
+from patchtool.project.stopped import STATE_DIR, STATE_FILE, WORKTREE, InProgress, in_progress
 from patchtool.rebase import merge
 from patchtool.rebase.replay import (
     Drift,
@@ -40,15 +41,7 @@ from patchtool.rebase.replay import (
     old_chain,
     replay,
 )
-from patchtool.rebase.state import (
-    STATE_DIR,
-    STATE_FILE,
-    WORKTREE,
-    InProgress,
-    RebaseState,
-    in_progress,
-    refuse_in_progress,
-)
+from patchtool.rebase.state import RebaseState, refuse_in_progress
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM
@@ -254,7 +247,7 @@ def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = 
     stopped = result.stopped
     if stopped is not None:
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
-        save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip))
+        save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip), cache=cache.repo.git_dir)
         report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree))
         files = ", ".join(stopped.conflicted) or "see the report"
         resolve = (
@@ -301,7 +294,7 @@ def _new_pin(state: RebaseState) -> Pin:
 
 def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, widen: bool = False) -> RebaseReport:
     root = project.root
-    state = load_state(root)
+    state = load_state(root, cache=cache.repo.git_dir)
     if state is None:
         raise UsageError("no rebase in progress")
     if _digest(root) != state.digest:
@@ -316,7 +309,7 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, wi
             file=STATE_FILE,
             hint=f"`patchtool rebase --abort`, or delete {STATE_DIR}/ and start again",
         )
-    loaded = project.series()
+    loaded = project.series(parsed=False)  # the digest holds them to the files that parsed at the start
     repo = cache.repo
     move = Move.of(project, cache, project.pin(state.old_pin), _new_pin(state), loaded)
     if state.worktree is not None:
@@ -370,7 +363,7 @@ def _record_resolution(
         repo.update_ref(replay_ref(root), commit)  # reachable: no gc takes it before the series is written
         parent = commit
     state = dataclasses.replace(state, steps=tuple(steps), tip=parent, worktree=None)
-    save_state(root, state)
+    save_state(root, state, cache=repo.git_dir)
     return state
 
 

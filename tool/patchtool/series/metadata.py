@@ -162,6 +162,7 @@ def load_pending(root: Path, ident: str) -> Metadata | None:
     text = paths.read_text_if_present(root, rel)
     if text is None:
         return None
+    statedir.refuse_tracked(root)  # what a clone brought along is never taken as what `new` was told
     try:
         data = loads_json(text)
         if not isinstance(data, dict) or data.pop("schema", None) != 1:

@@ -16,7 +16,7 @@ from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
-    from patchtool.rebase.state import InProgress
+    from patchtool.project.stopped import InProgress
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,6 +115,6 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
 def _rebase_in_progress(project: Project) -> InProgress | None:
     if not (project.root / statedir.REBASE_DIR).exists():  # the rebase modules only when there is one
         return None
-    from patchtool.rebase.state import in_progress
+    from patchtool.project.stopped import in_progress
 
     return in_progress(project.root)

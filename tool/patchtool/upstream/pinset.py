@@ -87,7 +87,7 @@ class PinRemoved:
 
 
 def _rebase_pins(root: Path) -> dict[str, str]:
-    from patchtool.rebase.state import in_progress
+    from patchtool.project.stopped import in_progress
 
     found = in_progress(root)
     return {} if found is None else {found.old_pin: "from", found.new_pin: "to"}
