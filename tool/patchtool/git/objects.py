@@ -72,7 +72,7 @@ class ObjectReader:
         """The tree ``rev`` names (a commit's, a tag's), None when there is none."""
         found = self.read(f"{rev}^{{tree}}")
         if found is not None:
-            self._trees.setdefault(found[0], _tree_entries(found[0], found[2]))
+            self._trees.setdefault(found[0], tree_entries(found[0], found[2]))
         return found[0] if found is not None else None
 
     def entry(self, tree: str, path: str) -> tuple[str, str] | None:
@@ -109,14 +109,14 @@ class ObjectReader:
             found = self.read(sha)
             if found is None or found[1] != "tree":
                 raise GitError(f"tree {sha} is missing from {self.repo.git_dir}")
-            self._trees[sha] = _tree_entries(sha, found[2])
+            self._trees[sha] = tree_entries(sha, found[2])
         return self._trees[sha]
 
     def close(self) -> None:
         self._git.clear_cache()  # ends the cat-file process
 
 
-def _tree_entries(sha: str, data: bytes) -> dict[str, tuple[str, str]]:
+def tree_entries(sha: str, data: bytes) -> dict[str, tuple[str, str]]:
     """name -> (mode as git prints it, sha) of a tree object, read by GitPython."""
     from git.objects.fun import tree_entries_from_data
 
