@@ -4,9 +4,9 @@ merge-ort merges contents with xdiff, diffing with histogram. ``git merge-file``
 from git 2.42 (the fast path: one process); an older one diffs with myers only, and its
 clean/conflict verdict can differ from merge-ort's, so there the three sides become one-file
 commits and ``git merge-tree --write-tree`` merges them: merge-ort's own answer, its markers
-relabelled as merge-file's. Those commits are written by gitdb, in this process, as loose
-objects of a throwaway object store that holds every object the merge reads (no alternate: git
-sees nothing of the cache's objects), one store for all the merges of a ``FileMerger``:
+relabelled as merge-file's. Those commits are written by gitdb, in this process, as one pack
+per merge in a throwaway object store that holds every object the merge reads (no alternate:
+git sees nothing of the cache's objects), one store for all the merges of a ``FileMerger``:
 merge-tree is the one git process a merge costs, and the cache is left as it was, as by
 merge-file.
 """
@@ -18,7 +18,7 @@ import re
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from patchtool.errors import GitError
 from patchtool.git.command import Runner
@@ -42,7 +42,7 @@ class FileMerger:
     def __init__(self, repo: Repo) -> None:
         self.repo = repo
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._store: Any = None  # gitdb's LooseObjectDB (gitdb has no type hints)
+        self._packed: dict[str, tuple[str, bytes]] = {}  # sha -> (type, content) of what the store's packs hold
 
     def __enter__(self) -> FileMerger:
         return self
@@ -53,7 +53,8 @@ class FileMerger:
     def close(self) -> None:
         if self._tmp is not None:
             self._tmp.cleanup()
-            self._tmp, self._store = None, None
+            self._tmp = None
+            self._packed.clear()
 
     def merge(
         self, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], *, style: str = "merge"
@@ -69,57 +70,73 @@ class FileMerger:
                 return found
         return self._merge_ort(ours, base, theirs, labels, style)
 
-    def _objects(self) -> tuple[Path, Any]:
-        """The throwaway store (made on the first call), where the sides and merge-tree's result go."""
-        from gitdb import LooseObjectDB  # type: ignore[import-untyped]
-
-        if self._tmp is None or self._store is None:
+    def _objects(self) -> Path:
+        """The throwaway store's object directory, made on the first call."""
+        if self._tmp is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="patchtool-merge-ort-")
-            objects = Path(self._tmp.name) / "objects"
-            (objects / "pack").mkdir(parents=True)
-            self._store = LooseObjectDB(str(objects))
-        return Path(self._store.root_path()), self._store
+            (Path(self._tmp.name) / "objects" / "pack").mkdir(parents=True)
+        return Path(self._tmp.name) / "objects"
 
-    def _write(self, kind: bytes, data: bytes) -> str:
-        from gitdb import IStream
+    def _sides(self, ours: bytes, base: bytes, theirs: bytes) -> tuple[str, str, str]:
+        """(ours, base, theirs) as one-file commits (ours and theirs on base), written as one pack."""
+        from gitdb import IStream, MemoryDB  # type: ignore[import-untyped]
+        from gitdb.pack import PackEntity  # type: ignore[import-untyped]
 
-        store = self._objects()[1]
-        return str(store.store(IStream(kind, len(data), io.BytesIO(data))).hexsha.decode())
+        batch = MemoryDB()
+        new: dict[str, tuple[str, bytes]] = {}
 
-    def _commit(self, data: bytes, parent: str | None) -> str:
-        """A commit of the one file ``data`` (on ``parent``), with a fixed identity and no message."""
-        from git.objects.fun import tree_to_stream
+        def put(kind: str, data: bytes) -> str:
+            sha = str(batch.store(IStream(kind.encode(), len(data), io.BytesIO(data))).hexsha.decode())
+            if sha not in self._packed:
+                new[sha] = (kind, data)
+            return sha
 
-        tree = io.BytesIO()
-        tree_to_stream([(bytes.fromhex(self._write(b"blob", data)), 0o100644, _FILE)], tree.write)
-        head = b"tree %s\n" % self._write(b"tree", tree.getvalue()).encode()
-        if parent is not None:
-            head += b"parent %s\n" % parent.encode()
-        return self._write(b"commit", head + b"author " + _IDENT + b"\ncommitter " + _IDENT + b"\n\n")
+        def commit(data: bytes, parent: str | None) -> str:
+            from git.objects.fun import tree_to_stream
+
+            tree = io.BytesIO()
+            tree_to_stream([(bytes.fromhex(put("blob", data)), 0o100644, _FILE)], tree.write)
+            head = b"tree %s\n" % put("tree", tree.getvalue()).encode()
+            if parent is not None:
+                head += b"parent %s\n" % parent.encode()
+            return put("commit", head + b"author " + _IDENT + b"\ncommitter " + _IDENT + b"\n\n")
+
+        base_sha = commit(base, None)
+        shas = commit(ours, base_sha), base_sha, commit(theirs, base_sha)
+        if new:
+            pack = str(self._objects() / "pack")
+            PackEntity.create([batch.stream(bytes.fromhex(sha)) for sha in new], pack, object_count=len(new))
+            self._packed.update(new)
+        return shas
 
     def _read(self, sha: str, kind: str) -> bytes:
-        """An object of the store: one written here, or by merge-tree."""
-        store = self._objects()[1]
+        """An object of the store: one merge-tree wrote (loose), or one of the packs (git writes
+        no object that is there already)."""
+        from gitdb import LooseObjectDB
+
+        loose = LooseObjectDB(str(self._objects()))
         binsha = bytes.fromhex(sha)
-        if store.has_object(binsha):
-            stream = store.stream(binsha)
-            if stream.type.decode() == kind:
-                return bytes(stream.read())
-        raise GitError(f"git merge-tree left no {kind} {sha}")
+        if loose.has_object(binsha):
+            stream = loose.stream(binsha)
+            found: tuple[str, bytes] | None = (stream.type.decode(), bytes(stream.read()))
+        else:
+            found = self._packed.get(sha)
+        if found is None or found[0] != kind:
+            raise GitError(f"git merge-tree left no {kind} {sha}")
+        return found[1]
 
     def _merge_ort(
         self, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], style: str
     ) -> tuple[bytes, int]:
         """``git merge-tree --write-tree`` of two one-file commits on a third: merge-ort's answer."""
-        base_sha = self._commit(base, None)
-        ours_sha, theirs_sha = self._commit(ours, base_sha), self._commit(theirs, base_sha)
+        shas = self._sides(ours, base, theirs)
         env = {
-            "GIT_OBJECT_DIRECTORY": str(self._objects()[0]),
+            "GIT_OBJECT_DIRECTORY": str(self._objects()),
             "GIT_CONFIG_COUNT": "1",
             "GIT_CONFIG_KEY_0": "merge.conflictStyle",
             "GIT_CONFIG_VALUE_0": style,
         }
-        res = self.repo.git("merge-tree", "--write-tree", args=[ours_sha, theirs_sha], env=env, check=False)
+        res = self.repo.git("merge-tree", "--write-tree", args=[shas[0], shas[2]], env=env, check=False)
         if res.returncode not in (0, 1):
             raise GitError(f"git merge-tree failed: {res.stderr.strip()}")
         tree = res.stdout.decode().split("\n", 1)[0].strip()
@@ -129,7 +146,7 @@ class FileMerger:
         data = self._read(entry[1], "blob")
         if res.returncode == 0:
             return data, 0
-        return _relabelled(data, (ours_sha, base_sha, theirs_sha), labels)
+        return _relabelled(data, shas, labels)
 
 
 def _merge_file(
