@@ -13,6 +13,7 @@ merge-file.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 import tempfile
@@ -79,21 +80,21 @@ class FileMerger:
 
     def _sides(self, ours: bytes, base: bytes, theirs: bytes) -> tuple[str, str, str]:
         """(ours, base, theirs) as one-file commits (ours and theirs on base), written as one pack."""
-        from gitdb import IStream, MemoryDB  # type: ignore[import-untyped]
+        from git.objects.fun import tree_to_stream
+        from gitdb import OStream  # type: ignore[import-untyped]
         from gitdb.pack import PackEntity  # type: ignore[import-untyped]
 
-        batch = MemoryDB()
         new: dict[str, tuple[str, bytes]] = {}
 
         def put(kind: str, data: bytes) -> str:
-            sha = str(batch.store(IStream(kind.encode(), len(data), io.BytesIO(data))).hexsha.decode())
+            name = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(data)))  # git's name of the object
+            name.update(data)
+            sha = name.hexdigest()
             if sha not in self._packed:
                 new[sha] = (kind, data)
             return sha
 
         def commit(data: bytes, parent: str | None) -> str:
-            from git.objects.fun import tree_to_stream
-
             tree = io.BytesIO()
             tree_to_stream([(bytes.fromhex(put("blob", data)), 0o100644, _FILE)], tree.write)
             head = b"tree %s\n" % put("tree", tree.getvalue()).encode()
@@ -104,8 +105,8 @@ class FileMerger:
         base_sha = commit(base, None)
         shas = commit(ours, base_sha), base_sha, commit(theirs, base_sha)
         if new:
-            pack = str(self._objects() / "pack")
-            PackEntity.create([batch.stream(bytes.fromhex(sha)) for sha in new], pack, object_count=len(new))
+            objects = [OStream(bytes.fromhex(sha), k.encode(), len(d), io.BytesIO(d)) for sha, (k, d) in new.items()]
+            PackEntity.create(objects, str(self._objects() / "pack"), object_count=len(objects))
             self._packed.update(new)
         return shas
 
