@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -428,3 +430,55 @@ def test_binary_sides_conflict_as_binary_with_no_markers_written(tmp_path: Path)
         None,
     )
     assert all(side is not None for side in (conflict.base, conflict.ours, conflict.theirs))
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root``: its size and modification time."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def test_a_content_merge_is_one_git_process_and_leaves_the_cache_and_tmp_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files where all three sides differ: each content merge is one git process (merge-tree
+    where merge-file cannot diff with histogram, before git 2.42; else merge-file), never a
+    fast-import and a cat-file beside it; the results are merge-ort's; the cache's objects are
+    as they were and the throwaway store is gone when the workspace closes."""
+    lines = "".join(f"line {i}\n" for i in range(40))
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    base = commit(work, {"a.txt": lines, "b.txt": lines.replace("line", "row")}, "1.0")
+    patch = commit(
+        work, {"a.txt": lines.replace("line 3\n", "LINE 3\n"), "b.txt": "top\n" + lines.replace("line", "row")}, "p"
+    )
+    git(work, "checkout", "-q", base)
+    upstream = commit(
+        work, {"a.txt": lines.replace("line 35\n", "LINE 35\n"), "b.txt": lines.replace("line", "row") + "end\n"}, "1.1"
+    )
+    tree = git(work, "merge-tree", "--write-tree", upstream, patch).split("\n", 1)[0]
+    expected = {path: git(work, "show", f"{tree}:{path}") for path in ("a.txt", "b.txt")}
+    repo = gitmod.Repo(work / ".git")
+    changes = repo.diff_raw(base, patch)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(tmp))
+    log = tmp_path / "git.log"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec {shutil.which("git")} "$@"\n')
+    (shim / "git").chmod(0o755)
+    with repo.reader() as reader:
+        with Workspace(repo, reader, upstream, ["a.txt", "b.txt"], lambda path: None) as ws:
+            merge_patch(ws, changes, LABELS, commit=patch)  # the first: git is asked what merge-file knows
+        before = _listing(work / ".git" / "objects")
+        monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+        with Workspace(repo, reader, upstream, ["a.txt", "b.txt"], lambda path: None) as ws:
+            merged = merge_patch(ws, changes, LABELS, commit=patch)
+            assert merged.clean and sorted(merged.files) == ["a.txt", "b.txt"]
+            assert {path: ws.data(f).decode() for path, f in merged.files.items() if f} == expected
+        monkeypatch.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
+    ran = log.read_text().splitlines()
+    assert len(ran) == 2 and all(" merge-tree " in f" {line} " or " merge-file " in f" {line} " for line in ran), ran
+    assert _listing(work / ".git" / "objects") == before
+    assert list(tmp.iterdir()) == []

@@ -8,7 +8,7 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
 
 - ``repo``: a repository by its git directory (the cache): refs, commits, trees, fast-import,
   worktrees, exports, temporary indexes;
-- ``filemerge``: one file's 3-way merge as merge-ort makes it (``merge_file``);
+- ``filemerge``: one file's 3-way merge as merge-ort makes it (``FileMerger``);
 - ``worktree``: a checked-out tree of the user's (a conflict recorded in its index), and who the
   user is to git and how they like conflicts shown;
 - ``stream``: commits as a fast-import stream, where paths are quoted;
@@ -19,7 +19,7 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
 
 from patchtool.git.changes import RawChange, TreeChange
 from patchtool.git.command import Pending
-from patchtool.git.filemerge import merge_file
+from patchtool.git.filemerge import FileMerger
 from patchtool.git.objects import ObjectReader
 from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
@@ -28,6 +28,7 @@ from patchtool.git.worktree import Worktree, conflict_style, in_work_tree, init_
 __all__ = [
     "FIXED_IDENT",
     "ApplyResult",
+    "FileMerger",
     "FileWrite",
     "Ident",
     "Index",
@@ -43,7 +44,6 @@ __all__ = [
     "conflict_style",
     "in_work_tree",
     "init_repository",
-    "merge_file",
     "ref_format_ok",
     "user_idents",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,9 @@ from patchtool.git.command import mapped, new_git
 
 if TYPE_CHECKING:
     from patchtool.git.repo import Repo
+
+
+_FULL_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 class ObjectReader:
@@ -30,6 +34,7 @@ class ObjectReader:
         self._git.set_persistent_git_options(git_dir=str(Path(repo.git_dir)))
         self._blobs: dict[str, bytes] = {}
         self._trees: dict[str, dict[str, tuple[str, str]]] = {}
+        self._tree_of: dict[str, str] = {}  # commit or tree SHA -> its tree's
 
     def read(self, spec: str) -> tuple[str, str, bytes] | None:
         """(sha, type, content) of ``spec`` (a sha or ``rev:path``), None when it does not exist."""
@@ -69,22 +74,34 @@ class ObjectReader:
         return CommitObject.parse(found[0], found[2]) if found is not None else None
 
     def tree_sha(self, rev: str) -> str | None:
-        """The tree ``rev`` names (a commit's, a tag's), None when there is none."""
+        """The tree ``rev`` names (a commit's, a tag's), None when there is none; a full SHA's
+        answer is remembered (the object never changes)."""
+        if rev in self._tree_of:
+            return self._tree_of[rev]
         found = self.read(f"{rev}^{{tree}}")
-        if found is not None:
-            self._trees.setdefault(found[0], _tree_entries(found[0], found[2]))
-        return found[0] if found is not None else None
+        if found is None:
+            return None
+        if found[0] not in self._trees:
+            self._trees[found[0]] = tree_entries(found[0], found[2])
+        if _FULL_SHA.fullmatch(rev):
+            self._tree_of[rev] = found[0]
+        return found[0]
 
     def entry(self, tree: str, path: str) -> tuple[str, str] | None:
         """(mode, sha) of the blob at ``path`` under the tree ``tree``; None when it is not a file there."""
+        found = self.at(tree, path)
+        return found if found is not None and found[0] not in ("040000", "160000") else None
+
+    def at(self, tree: str, path: str) -> tuple[str, str] | None:
+        """(mode, sha) of what is at ``path`` under the tree ``tree`` (040000: a directory), None
+        when nothing is."""
         *dirs, name = path.split("/")
         for part in dirs:
             found = self._tree(tree).get(part)
             if found is None or found[0] != "040000":
                 return None
             tree = found[1]
-        found = self._tree(tree).get(name)
-        return found if found is not None and found[0] not in ("040000", "160000") else None
+        return self._tree(tree).get(name)
 
     def files_under(self, tree: str, path: str) -> list[str]:
         """Every blob path under the directory ``path`` of the tree ``tree`` (none where ``path``
@@ -109,14 +126,14 @@ class ObjectReader:
             found = self.read(sha)
             if found is None or found[1] != "tree":
                 raise GitError(f"tree {sha} is missing from {self.repo.git_dir}")
-            self._trees[sha] = _tree_entries(sha, found[2])
+            self._trees[sha] = tree_entries(sha, found[2])
         return self._trees[sha]
 
     def close(self) -> None:
         self._git.clear_cache()  # ends the cat-file process
 
 
-def _tree_entries(sha: str, data: bytes) -> dict[str, tuple[str, str]]:
+def tree_entries(sha: str, data: bytes) -> dict[str, tuple[str, str]]:
     """name -> (mode as git prints it, sha) of a tree object, read by GitPython."""
     from git.objects.fun import tree_entries_from_data
 

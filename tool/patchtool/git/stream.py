@@ -98,12 +98,3 @@ def _commit_command(mark: int, c: NewCommit, ref: str, parent: str | None) -> It
             yield f.data
             yield b"\n"
     yield b"\n"
-
-
-def fork_stream(base: NewCommit, sides: Sequence[NewCommit], ref: str) -> Iterator[bytes]:
-    """The fast-import stream for a root commit (mark 1) and each of ``sides`` on it (marks 2,
-    3, ...), through ``ref``, which the stream deletes again: the commits are reached by their marks."""
-    yield from _commit_command(1, base, ref, None)
-    for n, c in enumerate(sides, 2):
-        yield from _commit_command(n, c, ref, ":1")
-    yield f"reset {ref}\nfrom {'0' * 40}\n\ndone\n".encode()

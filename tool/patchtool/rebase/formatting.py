@@ -7,6 +7,7 @@ contents, a comment's words and an indentation level are not formatting.
 
 from __future__ import annotations
 
+import functools
 import io
 import tokenize
 
@@ -22,13 +23,15 @@ def normal_lines(path: str, *data: bytes) -> list[list[str]]:
     texts = [d.decode("utf-8", "surrogateescape") for d in data]
     if path.endswith(".py"):
         try:
-            return [_python_lines(text, text.count("\n") + 1) for text in texts]
+            return [list(_python_lines(text)) for text in texts]
         except (tokenize.TokenError, SyntaxError):
             pass
     return [["".join(line.split()) for line in text.split("\n")] for text in texts]
 
 
-def _python_lines(text: str, count: int) -> list[str]:
+@functools.lru_cache(maxsize=16)  # a scan asks again for the base and patch sides at every version
+def _python_lines(text: str) -> tuple[str, ...]:
+    count = text.count("\n") + 1
     out: list[list[str]] = [[] for _ in range(count)]
     depth = 0
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -41,7 +44,7 @@ def _python_lines(text: str, count: int) -> list[str]:
             if not row:
                 row.append(f"{depth}:")
             row.append(tok.string.replace("\n", "\\n"))
-    return [" ".join(row) for row in out]
+    return tuple(" ".join(row) for row in out)
 
 
 def normal_forms(path: str, *data: bytes) -> list[bytes]:

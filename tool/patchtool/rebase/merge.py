@@ -75,7 +75,8 @@ class PatchMerge:
 
 
 class Workspace:
-    """The tree a replay builds: ``start``'s files plus the changes made so far, in memory."""
+    """The tree a replay builds: ``start``'s files plus the changes made so far, in memory, and
+    the content merges made on it (``merge_file``); ``close`` (or ``with``) ends them."""
 
     def __init__(
         self,
@@ -94,6 +95,22 @@ class Workspace:
         self._tree: str | None = None  # start's tree, read on the first lookup
         self._changed: dict[str, File | None] = {}
         self._renames = renames
+        self._merger = git.FileMerger(repo)
+
+    def __enter__(self) -> Workspace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._merger.close()
+
+    def merge_file(
+        self, ours: bytes, base: bytes, theirs: bytes, labels: tuple[str, str, str], *, style: str = "merge"
+    ) -> tuple[bytes, int]:
+        """One file's content merge, as merge-ort makes it (``git.FileMerger.merge``)."""
+        return self._merger.merge(ours, base, theirs, labels, style=style)
 
     def get(self, path: str) -> File | None:
         if path in self._changed:
@@ -564,7 +581,7 @@ def _content(
             ours=ours,
             theirs=theirs,
         )
-    data, count = git.merge_file(ws.repo, ours_data, base_data, theirs_data, labels, style=style)
+    data, count = ws.merge_file(ours_data, base_data, theirs_data, labels, style=style)
     if count:
         return Conflict(
             path,

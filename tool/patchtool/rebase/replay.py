@@ -207,10 +207,12 @@ def replay(
         f"{old_base.pin.upstream} {old_base.pin.version} + series",
     )
     patch_ids = PatchIds(repo, old_base, new_base, chain)
-    with repo.reader() as reader:
-        # no path is looked up before a patch asks for it: a --continue that stops at the next
-        # conflict reads the trees along the files of the patches it reached, not of the whole rest
-        ws = merge.Workspace(repo, reader, parent, (), merge.Renames(repo, old_base.tree, new_base.tree))
+    # no path is looked up before a patch asks for it: a --continue that stops at the next
+    # conflict reads the trees along the files of the patches it reached, not of the whole rest
+    with (
+        repo.reader() as reader,
+        merge.Workspace(repo, reader, parent, (), merge.Renames(repo, old_base.tree, new_base.tree)) as ws,
+    ):
         for i in progress.track(
             range(start, len(loaded)),
             f"replay onto {new_base.pin.name}",

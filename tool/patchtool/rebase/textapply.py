@@ -244,8 +244,8 @@ def _file_directory_clash(ws: merge.Workspace, texts: dict[str, str | None]) -> 
 
 
 def _is_directory(ws: merge.Workspace, path: str) -> bool:
-    found = ws.reader.read(f"{ws.start}:{path}")
-    return found is not None and found[1] == "tree"
+    found = ws.reader.at(ws.repo.tree_of(ws.start), path)
+    return found is not None and found[0] == "040000"
 
 
 def _emptied(ws: merge.Workspace, directory: str, texts: dict[str, str | None]) -> bool:

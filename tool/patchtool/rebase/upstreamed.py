@@ -162,7 +162,7 @@ def in_other_form(ws: merge.Workspace, merged: merge.PatchMerge, labels: tuple[s
         base, ours, theirs = normal_forms(c.path, *(ws.data(side) for side in (c.base, c.ours, c.theirs)))
         if theirs == base:
             return ()
-        result, count = git.merge_file(ws.repo, ours, base, theirs, labels)
+        result, count = ws.merge_file(ours, base, theirs, labels)
         if count or result != ours:
             return ()
         evidence += _where(c.path, ws.data(c.base), ws.data(c.theirs), ws.data(c.ours))
