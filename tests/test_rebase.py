@@ -246,8 +246,9 @@ def test_conflict_stops_leaves_a_worktree_and_abort_restores(releases: Demo) -> 
     assert all(snapshot(releases.root)[k] == v for k, v in before.items())
     again = releases.run("rebase", "--to", "1.1")
     assert again.returncode == 2 and "a rebase is already in progress" in again.stderr
-    res = releases.run("rebase", "--abort")
+    res = releases.run("rebase", "--abort", "--json")
     assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["data"] == {"status": "aborted"}
     assert snapshot(releases.root) == before
 
 

@@ -207,7 +207,7 @@ def rebase(
     upstream = cache()
     if abort:
         transaction.abort(project, upstream)
-        return Shown(data={"status": "aborted"}, text=lambda style: "rebase aborted; nothing changed")
+        return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
     try:
         if to is not None:
             report = transaction.start(project, upstream, to, dry_run=dry_run, widen=widen)

@@ -30,15 +30,10 @@ def _registry() -> tuple[Project, Registry]:
 def retread_list() -> Shown:
     """Every rejected idea: id, verdict, title and the knobs that would bring it back."""
     from patchtool.cli.render import registry_list_text
+    from patchtool.registry.entries import Listing
 
     _, registry = _registry()
-    data = {
-        "entries": [
-            {"id": e.id, "verdict": e.verdict.value, "title": e.title, "knobs": [k.to_dict() for k in e.knobs]}
-            for e in registry.entries
-        ]
-    }
-    return Shown(data=data, text=lambda style: registry_list_text(registry, style))
+    return Shown(data=Listing(registry), text=lambda style: registry_list_text(registry, style))
 
 
 @commands.command("show")

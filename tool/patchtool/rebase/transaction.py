@@ -83,6 +83,17 @@ class RebaseStatus(enum.StrEnum):
     DONE = "done"  # every patch is through and the series is written
     CONFLICT = "conflict"  # stopped at a patch: the report is the outcomes so far
     DRY_RUN = "dry-run"  # nothing written: what the rebase would do
+    ABORTED = "aborted"  # the repository is back as it was before the rebase
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Aborted:
+    """``rebase --abort``'s result."""
+
+    status: RebaseStatus = RebaseStatus.ABORTED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status.value}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -520,3 +520,18 @@ def unknown_overrides(registry: Registry, overrides: Sequence[tuple[str, int, st
         for patch, i, entry in overrides
         if entry not in registry.ids
     ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Listing:
+    """``retread list``'s result: each entry's id, verdict, title and knobs."""
+
+    registry: Registry
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "entries": [
+                {"id": e.id, "verdict": e.verdict.value, "title": e.title, "knobs": [k.to_dict() for k in e.knobs]}
+                for e in self.registry.entries
+            ]
+        }
