@@ -327,7 +327,8 @@ def test_a_request_that_finds_nothing_waiting_is_admitted_whatever_its_length(ad
 
 def test_the_incident_queue_passes_the_request_cap_and_not_the_token_cap(admission):
     """Field report 000, part I: ~20 requests and ~220,000 tokens queued at prefill."""
-    mean_prompt = INCIDENT_TOKENS // INCIDENT_REQUESTS  # 11,000 tokens
+    mean_prompt = INCIDENT_TOKENS // INCIDENT_REQUESTS
+    assert mean_prompt == 11_000  # patchset.toml quotes it: "the prompts averaged ~11,000 tokens"
     incident = admission.PrefillQueueLoad(requests=INCIDENT_REQUESTS, tokens=INCIDENT_TOKENS)
 
     def error(max_requests, max_tokens):
