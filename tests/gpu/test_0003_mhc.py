@@ -128,6 +128,8 @@ def test_hc_pre_torch_path(mhc_bf16, hc_pre_torch_impl):
     for tokens in TOKENS:
         x, fn = _operands(tokens, seed=100 + tokens)
         x = x.view(tokens, 4, 4096)
+        # The CUDA branch (torch.mm out_dtype): fp32 out, not a second bf16 rounding.
+        assert mhc_bf16.bf16_mix_gemm(x.flatten(1), fn.bfloat16()).dtype == torch.float32
         x_flat_ref, mixes_ref = hc_pre_torch_impl(x, fn)
         x_flat, mixes = mhc_bf16.hc_pre_mixes_bf16(x, fn.bfloat16(), RMS_EPS)
         assert torch.equal(x_flat, x_flat_ref)

@@ -280,6 +280,67 @@ def test_downstream_mixing_stays_close(upstream_refs, tokens, hidden):
     assert d.max().item() < 0.02
 
 
+def test_cuda_gemm_outputs_fp32(mhc_bf16):
+    """The CUDA branch's GEMM, run on meta tensors (aten::mm.dtype has no CPU kernel): bf16
+    operands, fp32 output. A bf16 output would round every logit a second time."""
+    x = torch.empty(3, K_REAL, dtype=torch.bfloat16, device="meta")
+    w = torch.empty(N_REAL, K_REAL, dtype=torch.bfloat16, device="meta")
+    out = mhc_bf16.bf16_mm_fp32_out(x, w)
+    assert (out.dtype, tuple(out.shape)) == (torch.float32, (3, N_REAL))
+
+
+def test_cuda_branch_runs_that_gemm(patched_tree):
+    mod = _tree(patched_tree, "srt", "models", "deepseek_common", "mhc_bf16.py")
+    branch = next(n for n in _func(mod, "bf16_mix_gemm").body if isinstance(n, ast.If))
+    assert ast.unparse(branch.test) == "x_bf16.is_cuda"
+    assert [ast.unparse(s) for s in branch.body] == ["return bf16_mm_fp32_out(x_bf16, w_bf16)"]
+    mm = _func(mod, "bf16_mm_fp32_out").body[-1]
+    assert ast.unparse(mm) == "return torch.mm(x_bf16, w_bf16.t(), out_dtype=torch.float32)"
+
+
+# -- what the switch costs in memory --------------------------------------------------------
+
+# DeepSeek-V4-Flash (FACTS.md, "Model": 43 layers, hidden 4096; hc_mult 4 as the checkpoint's
+# [24, 16384] fn). patchset.toml quotes these two figures.
+BF16_COPIES_BYTES_PER_RANK = 67_633_152  # 64.5 MiB
+FP32_FN_BYTES = 1_572_864  # 1.5 MiB: one fp32 fn, what upstream's GEMM reads per call
+
+
+def _config_defaults(patched_tree, *names):
+    cfg = _tree(patched_tree, "srt", "configs", "deepseek_v4.py")
+    cls = next(n for n in cfg.body if isinstance(n, ast.ClassDef) and n.name == "DeepSeekV4Config")
+    found = {
+        n.target.id: ast.literal_eval(n.value)
+        for n in cls.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.target.id in names
+    }
+    return [found[name] for name in names]
+
+
+def test_bf16_weight_copies_cost_64_5_mib_per_rank(mhc_bf16, patched_tree):
+    """Every decoder layer of a rank keeps its fp32 hc_attn_fn / hc_ffn_fn and gains a bf16 copy
+    of each; fn is replicated, not TP-sharded, so each rank holds all 43 layers' copies
+    (PP 1; the MTP layer's post_load_weights returns before the refresh and keeps fp32 only)."""
+    layers, hidden, hc_mult = _config_defaults(patched_tree, "num_hidden_layers", "hidden_size", "hc_mult")
+    assert (layers, hidden, hc_mult) == (43, 4096, 4)  # the V4-Flash figures of FACTS.md
+    v4 = _tree(patched_tree, "srt", "models", "deepseek_v4.py")
+    ns = {"torch": torch, "nn": torch.nn, "Tuple": tuple}
+    exec(compile(ast.Module([_func(v4, "make_hc_mixing_params")], []), "make_hc_mixing_params", "exec"), ns)
+    attn_fn, ffn_fn, *_ = ns["make_hc_mixing_params"](hc_mult, hidden)
+    layer = types.SimpleNamespace(hc_attn_fn=attn_fn, hc_ffn_fn=ffn_fn, hc_pre_from_prev_sublayer=False)
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is True
+    copies = [mhc_bf16.mhc_gemm_weight(fn) for fn in (attn_fn, ffn_fn)]
+    assert [tuple(c.shape) for c in copies] == [(N_REAL, K_REAL)] * 2
+    per_layer = sum(c.numel() * c.element_size() for c in copies)
+    assert layers * per_layer == BF16_COPIES_BYTES_PER_RANK == 64.5 * 2**20
+    assert attn_fn.numel() * attn_fn.element_size() == FP32_FN_BYTES == 1.5 * 2**20
+
+    post_load = _func(v4, "post_load_weights", cls="DeepseekV4ForCausalLM")
+    src = ast.unparse(post_load)
+    assert "if is_nextn:\n        return" in src
+    assert "for layer_id in range(self.model.start_layer, self.model.end_layer):" in src
+
+
 # -- the Triton GEMM + square-sum of the fused boundary -------------------------------------
 
 
@@ -379,6 +440,21 @@ def sm120_resources(patched_tree):
     return compile_scenario(Path(__file__), "sm120_launches", str(patched_tree))
 
 
+def test_sm120a_toolchain_is_the_one_quoted():
+    """patchset.toml quotes the compile figures for Triton 3.9.0 and its ptxas V13.4.59: another
+    toolchain's figures would be another measurement."""
+    if not ptxas_available():
+        pytest.skip("no ptxas for sm_120a in this triton install")
+    import subprocess
+
+    import triton
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    assert triton.__version__ == "3.9.0"
+    out = subprocess.run([get_ptxas(120).path, "--version"], capture_output=True, text=True, check=True).stdout
+    assert "V13.4.59" in out, out
+
+
 def test_sm120a_gemm_resources(sm120_resources):
     got = {name: res.figures() for name, res in sm120_resources.items()}
     assert got == SM120_GEMM
@@ -398,6 +474,41 @@ def _calls(node):
     return names
 
 
+PATCH_MODULES = {"sglang.srt.models.deepseek_common.mhc_bf16", "sglang.kernels.ops.layernorm.mhc_bf16_gemm"}
+
+
+def _imported(node):
+    """The modules an import statement loads (`from a import b`: a and a.b)."""
+    if isinstance(node, ast.ImportFrom):
+        return {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    return set()
+
+
+@pytest.mark.parametrize(
+    "parts, module",
+    [
+        (("srt", "models", "deepseek_v4.py"), "sglang.srt.models.deepseek_common.mhc_bf16"),
+        (
+            ("srt", "models", "deepseek_common", "amd", "deepseek_v4_fused_mhc.py"),
+            "sglang.srt.models.deepseek_common.mhc_bf16",
+        ),
+        (("kernels", "ops", "layernorm", "mhc.py"), "sglang.kernels.ops.layernorm.mhc_bf16_gemm"),
+    ],
+    ids=lambda v: v[-1] if isinstance(v, tuple) else "",
+)
+def test_new_modules_are_imported_at_module_level(patched_tree, parts, module):
+    """Once, when the file loads (both new modules import only torch / triton), not on every
+    forward: no function of the file imports them."""
+    mod = _tree(patched_tree, *parts)
+    assert any(module in _imported(n) for n in mod.body)
+    for fn in ast.walk(mod):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner = set().union(*(_imported(n) for n in ast.walk(fn)))
+            assert not inner & PATCH_MODULES, f"{fn.name} imports {inner & PATCH_MODULES}"
+
+
 def test_env_switch_default_off(patched_tree):
     text = _path(patched_tree, "srt", "environ.py").read_text()
     assert "    SGLANG_OPT_MHC_BF16_GEMM = EnvBool(False)\n" in text
@@ -409,7 +520,7 @@ def test_weight_cache_hunk(patched_tree):
     calls = [
         n
         for n in ast.walk(refresh)
-        if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "refresh_layer_bf16_gemm_weights"
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "mhc_bf16.refresh_layer_bf16_gemm_weights"
     ]
     assert len(calls) == 1
     assert [ast.unparse(a) for a in calls[0].args] == ["self"]

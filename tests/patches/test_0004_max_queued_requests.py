@@ -206,6 +206,12 @@ class FakeSender:
     def clear(self) -> None:
         self.log.append(("clear", self.bootstrap_room))
 
+    def init(self, num_kv_indices: int, aux_index: int | None = None) -> None:
+        self.log.append(("sender.init", self.bootstrap_room))
+
+    def send(self, *args: Any, **kwargs: Any) -> None:
+        self.log.append(("sender.send", self.bootstrap_room))
+
     def abort(self) -> None:
         self.log.append(("sender.abort", self.bootstrap_room))
         self.aborted_as = self.failed
@@ -321,7 +327,8 @@ def test_a_request_that_finds_nothing_waiting_is_admitted_whatever_its_length(ad
 
 def test_the_incident_queue_passes_the_request_cap_and_not_the_token_cap(admission):
     """Field report 000, part I: ~20 requests and ~220,000 tokens queued at prefill."""
-    mean_prompt = INCIDENT_TOKENS // INCIDENT_REQUESTS  # 11,000 tokens
+    mean_prompt = INCIDENT_TOKENS // INCIDENT_REQUESTS
+    assert mean_prompt == 11_000  # patchset.toml quotes it: "the prompts averaged ~11,000 tokens"
     incident = admission.PrefillQueueLoad(requests=INCIDENT_REQUESTS, tokens=INCIDENT_TOKENS)
 
     def error(max_requests, max_tokens):
@@ -517,6 +524,38 @@ def test_each_refused_half_is_resolved_on_its_own(admission, upstream):
     getattr(scheduler, RESOLVE)()
     assert [entry[:2] for entry in scheduler.log] == [("conclude_failure", 1), ("clear", 1), ("clear", 3)]
     assert [half.sender for half in scheduler.disagg_prefill_refused] == [senders[1]]
+
+
+def test_a_refused_sender_is_never_initialised_nor_sent_to(admission, upstream):
+    """Why a refused sender reports only Bootstrapping, WaitingForInput or Failed: upstream moves a
+    room to Transferring or Success only for chunks queued by send() (CommonKVSender._poll_with_status
+    turns only a Success room into Transferring), and the door and the resolver never init() or send()."""
+    poll = upstream.KVPoll
+    scheduler, senders = _refused(admission, upstream, 1, 2, 3)
+    for sender, states in zip(
+        senders,
+        ([poll.Bootstrapping, poll.WaitingForInput], [poll.Failed], [poll.Bootstrapping, poll.Failed]),
+        strict=True,
+    ):
+        sender.polls = states
+    getattr(scheduler, RESOLVE)()
+    getattr(scheduler, RESOLVE)()
+    assert scheduler.disagg_prefill_refused == []
+    assert not [entry for entry in scheduler.log if entry[0] in ("sender.init", "sender.send")], scheduler.log
+
+
+def test_resolution_names_only_the_reachable_states(patched_tree):
+    """The resolver branches on exactly the states a refused sender can report: Bootstrapping (wait),
+    WaitingForInput (tell decode), and Failed by elimination (clear). No branch stands for
+    Transferring or Success, which it cannot reach (test above)."""
+    tree = ast.parse(patched_tree.joinpath(*SRT, "disaggregation", "admission.py").read_text(encoding="utf-8"))
+    _, method = _method(tree, MIXIN, RESOLVE)
+    tests = [ast.unparse(node.test) for node in ast.walk(method) if isinstance(node, ast.If)]
+    assert tests == [
+        "not self.disagg_prefill_refused",
+        "poll == KVPoll.Bootstrapping",
+        "poll == KVPoll.WaitingForInput",
+    ]
 
 
 # --- startup -----------------------------------------------------------------------------------
