@@ -482,3 +482,38 @@ def test_a_content_merge_is_one_git_process_and_leaves_the_cache_and_tmp_as_they
     assert len(ran) == 2 and all(" merge-tree " in f" {line} " or " merge-file " in f" {line} " for line in ran), ran
     assert _listing(work / ".git" / "objects") == before
     assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_conflict_in_a_crlf_file_conflicts_as_merge_ort_says(tmp_path: Path, eol: str) -> None:
+    """The patch and upstream change the same line of a file: merge-ort conflicts, whatever the
+    file's line ends; the result carries patchtool's labels on its markers, in the file's own
+    line ends (found by an attack: a CRLF file's markers were not seen, and the conflict was taken
+    for a clean merge with the markers in the patch)."""
+    text = "".join(f"line {i}{eol}" for i in range(12))
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    git(work, "config", "core.autocrlf", "false")
+    base = commit(work, {"a.txt": text}, "1.0")
+    patch = commit(work, {"a.txt": text.replace("line 5", "PATCH 5")}, "p")
+    git(work, "checkout", "-q", base)
+    upstream = commit(work, {"a.txt": text.replace("line 5", "UPSTREAM 5")}, "1.1")
+    res = subprocess.run(
+        ["git", "merge-tree", "--write-tree", upstream, patch], cwd=work, capture_output=True, text=True
+    )
+    assert res.returncode == 1 and "CONFLICT (content): Merge conflict in a.txt" in res.stdout
+    repo = gitmod.Repo(work / ".git")
+    with repo.reader() as reader, Workspace(repo, reader, upstream, ["a.txt"], lambda path: None) as ws:
+        merged = merge_patch(ws, repo.diff_raw(base, patch), LABELS, commit=patch)
+        assert not merged.clean
+        assert [(c.path, c.kind) for c in merged.conflicts] == [("a.txt", ConflictKind.CONTENT)]
+        data = merged.conflicts[0].data
+        assert data is not None
+        lines = data.decode().split("\n")
+    markers = [line for line in lines if line[:7] in ("<<<<<<<", "=======", ">>>>>>>")]
+    assert markers == [
+        f"<<<<<<< {LABELS[0]}{eol.rstrip(chr(10))}",
+        f"======={eol.rstrip(chr(10))}",
+        f">>>>>>> {LABELS[2]}{eol.rstrip(chr(10))}",
+    ], markers

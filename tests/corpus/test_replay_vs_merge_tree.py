@@ -99,7 +99,10 @@ def edits(draw: st.DrawFn, tree: Tree, side: str) -> Tree:
 def cases(draw: st.DrawFn) -> tuple[Tree, Tree, Tree]:
     chosen = draw(st.lists(st.sampled_from(BASE_PATHS), min_size=1, max_size=4, unique=True))
     base = {p: body(p.replace("/", "_").replace(".", "_"), draw(st.integers(3, 12))) for p in chosen}
-    return base, draw(edits(base, "up")), draw(edits(base, "patch"))
+    trees = base, draw(edits(base, "up")), draw(edits(base, "patch"))
+    if draw(st.booleans()):  # CRLF files: merge-ort's markers end in CR too (an attack found them missed)
+        return tuple({p: text.replace("\n", "\r\n") for p, text in t.items()} for t in trees)  # type: ignore[return-value]
+    return trees
 
 
 def commit(work: Path, tree: Tree, message: str) -> str:

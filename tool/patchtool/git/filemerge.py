@@ -147,7 +147,8 @@ class FileMerger:
         data = self._read(entry[1], "blob")
         if res.returncode == 0:
             return data, 0
-        return _relabelled(data, shas, labels)
+        merged, count = _relabelled(data, shas, labels)
+        return merged, max(count, 1)  # merge-tree says it conflicts, whatever the markers look like
 
 
 def _merge_file(
@@ -169,7 +170,7 @@ def _merge_file(
     return res.stdout, res.returncode
 
 
-_MARKER = re.compile(rb"^(<{7}|\|{7}|>{7}) (\S+)$")
+_MARKER = re.compile(rb"^(<{7}|\|{7}|>{7}) (\S+?)(\r?)$")  # a CRLF file's markers end in CR too
 
 
 def _relabelled(data: bytes, shas: tuple[str, str, str], labels: tuple[str, str, str]) -> tuple[bytes, int]:
@@ -184,6 +185,6 @@ def _relabelled(data: bytes, shas: tuple[str, str, str], labels: tuple[str, str,
         kind, name = m.group(1), m.group(2).decode()
         side = {b"<<<<<<<": 0, b"|||||||": 1, b">>>>>>>": 2}[kind]
         if name == shas[side] or (side == 1 and len(name) >= 4 and shas[1].startswith(name)):
-            lines[i] = kind + b" " + labels[side].encode()
+            lines[i] = kind + b" " + labels[side].encode() + m.group(3)
             count += side == 0
     return b"\n".join(lines), count
