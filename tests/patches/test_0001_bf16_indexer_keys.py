@@ -116,7 +116,7 @@ def _overlap(bi, *, phases=("decode",), on=True, explicit=False):
 
 # every phase whose CUDA graphs run the attention's alternate stream under capture: a decode or
 # colocated server's decode graphs, and prefill full/breakable graphs (breakable is CUDA's default,
-# and DeepseekV4Attention.forward enables the stream in any breakable capture)
+# and MQALayer.forward enables the stream in any breakable capture, deepseek_v4.py:2625-2635)
 CAPTURING = [("decode",), ("prefill",), ("decode", "prefill")]
 
 

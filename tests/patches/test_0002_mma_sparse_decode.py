@@ -156,6 +156,15 @@ def test_split_formula_and_clamps(mma, target, batch, heads, topk, expected):
     assert mma.mma_num_splits(target, batch, heads, topk) == expected
 
 
+def test_wave_fill_ctas_at_the_fields_concurrencies(mma):
+    """patchset.toml quotes what 512 launches with native heads at TP4 (one head block): 8, 7 and 6
+    splits, 512, 560 and 576 CTAs at C64, C80 and C96; with q padded to 64 heads, 2 splits at C64."""
+    splits = {c: mma.mma_num_splits(512, c, 16, 512) for c in (64, 80, 96)}
+    assert splits == {64: 8, 80: 7, 96: 6}
+    assert {c: n * c for c, n in splits.items()} == {64: 512, 80: 560, 96: 576}
+    assert mma.mma_num_splits(512, 64, 64, 512) * 64 * 4 == 512  # 2 splits x 4 head blocks
+
+
 def test_negative_target_is_refused(mma):
     with pytest.raises(ValueError, match="SGLANG_SM120_MMA_TARGET_CTAS"):
         mma.mma_num_splits(-1, 4, 16, 512)
