@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from conftest import Demo
 from helpers import git, snapshot
@@ -179,4 +183,39 @@ def test_a_state_changed_between_stops_is_refused_when_git_tracks_it(releases: D
     git(root, "rm", "-q", "--cached", ".patchtool/rebase/state.json")
     state.write_bytes(ours)
     res = releases.run("rebase", "--skip", "--reason", "x")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        pytest.param(lambda d: d.update(tip=f"{int(d['tip'], 16) ^ 1:040x}"), id="tip"),
+        pytest.param(lambda d: (d["steps"][0].update(outcome="dropped"), d.update(worktree=None)), id="outcome"),
+        pytest.param(lambda d: d["steps"][0].update(file="patches/0001-extra.patch"), id="file"),
+    ],
+)
+def test_a_state_edited_between_stops_is_refused_and_nothing_changes(
+    releases: Demo, forge: Callable[[dict[str, Any]], object]
+) -> None:
+    """Only a state patchtool wrote (its digest is in the user's cache) is resumed: one edited by
+    hand, even untracked, would steer what --continue writes (found by an attack: a forged tip
+    rebased a patch onto the old release, a forged outcome dropped the stopped patch with no
+    --skip, a forged file finished the rebase rewriting nothing)."""
+    stop(releases)
+    root = releases.root
+    state = root / ".patchtool" / "rebase" / "state.json"
+    forged = json.loads(state.read_bytes())
+    forge(forged)
+    state.write_text(json.dumps(forged, indent=2, sort_keys=True))
+    before = snapshot(root, releases.cache)
+    for args in (("--continue",), ("--skip", "--reason", "x")):
+        res = releases.run("rebase", *args)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert res.stderr.startswith(
+            "error: .patchtool/rebase/state.json: the rebase state is not one patchtool wrote "
+            "(it changed since patchtool wrote it, or another cache wrote it)"
+        ), res.stderr
+        assert "rebase --abort" in res.stderr and "Traceback" not in res.stderr
+    assert snapshot(root, releases.cache) == before
+    res = releases.run("rebase", "--abort")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -46,9 +46,10 @@ def check(data: Any, *, root: Path) -> dict[str, Any]:
     return {**data, "worktree": None if worktree is None else str(root / WORKTREE)}
 
 
-def read(root: Path, *, ours: Callable[[bytes], bool] | None = None) -> dict[str, Any] | None:
+def read(root: Path, *, ours: Callable[[bytes], bool] | None = None, only_ours: bool = False) -> dict[str, Any] | None:
     """The state file, checked (``check``); None when there is none. Bytes that ``ours`` does not
-    vouch for are refused when git tracks them (``statedir.refuse_tracked``)."""
+    vouch for are refused: with ``only_ours`` always, else when git tracks them
+    (``statedir.refuse_tracked``)."""
     path = root / STATE_FILE
     if not path.exists() and not path.is_symlink():
         return None
@@ -58,6 +59,8 @@ def read(root: Path, *, ours: Callable[[bytes], bool] | None = None) -> dict[str
         raise not_ours(exc) from None
     if ours is None or not ours(raw):
         statedir.refuse_tracked(root)
+        if only_ours:
+            raise not_ours(ValueError("it changed since patchtool wrote it, or another cache wrote it"))
     try:
         return check(loads_json(raw.decode("utf-8")), root=root)
     except (UnicodeDecodeError, ValueError, InvalidInput) as exc:

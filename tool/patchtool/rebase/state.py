@@ -13,21 +13,22 @@ before its worktree is removed: a ``--continue`` killed after that goes on from 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from patchtool import fsroot
-from patchtool.errors import UsageError
+from patchtool import fsroot, paths
+from patchtool.errors import InvalidInput, UsageError
 from patchtool.project import statedir, stopped
 from patchtool.project.stopped import STATE_FILE, in_progress
 from patchtool.rebase.replay import PatchOutcome, Step
 from patchtool.rebase.textapply import MovedHunk
-from patchtool.upstream.cachespace import project_key
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,33 +113,60 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
     )
 
 
+VOUCHERS = "patchtool/rebase-state"  # in the cache's git directory: a file per state written, named by its sha256
+
+
 def save(root: Path, state: RebaseState, *, cache: Path) -> None:
-    """Write the state, and its digest into the cache's git directory ``cache`` (the user's own,
-    which no clone or checkout writes): the next stop that finds these very bytes knows they are
-    its own and asks git nothing. The digest goes first: a process killed between the two leaves
-    a state that is checked as any other, never a stranger's taken for ours."""
+    """Write the state, and a voucher for its bytes into the cache's git directory ``cache`` (the
+    user's own, which no clone or checkout writes): only a state with a voucher is resumed. A
+    voucher is named by the state's sha256 and holds the sha256 of the state it replaced, so the
+    two newest stay (a process killed between the two writes leaves the state it had, which still
+    resumes) and the one before them goes. Nothing names the repository's path: a repository
+    moved during a stop resumes."""
     text = json.dumps(state.to_dict(), indent=2, sort_keys=True)
-    fsroot.Root(cache).write(_voucher(root), hashlib.sha256(text.encode()).hexdigest())
+    new = hashlib.sha256(text.encode()).hexdigest()
+    store = fsroot.Root(cache)
+    current = _current(root)
+    older = _replaced(cache, current) if current else None
+    store.write(f"{VOUCHERS}/{new}", current or "")
     statedir.ensure(root)
     fsroot.Root(root).write(STATE_FILE, text)
+    if older and older not in (new, current):
+        with contextlib.suppress(OSError):
+            store.unlink(f"{VOUCHERS}/{older}")
 
 
-def _voucher(root: Path) -> str:
-    return f"patchtool/rebase-state/{project_key(root)}.sha256"
-
-
-def _vouched(cache: Path, root: Path, raw: bytes) -> bool:
+def _current(root: Path) -> str | None:
+    """The sha256 of the state file as it is now, None when there is none to read."""
     try:
-        return (cache / _voucher(root)).read_text(encoding="ascii") == hashlib.sha256(raw).hexdigest()
+        return hashlib.sha256(paths.read_inside(root, STATE_FILE)).hexdigest()
+    except (OSError, InvalidInput):
+        return None
+
+
+def _replaced(cache: Path, digest: str) -> str | None:
+    """What the voucher of ``digest`` says it replaced; None without one."""
+    try:
+        text = (cache / VOUCHERS / digest).read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
-        return False
+        return None
+    return text if re.fullmatch(r"[0-9a-f]{64}", text) else None
+
+
+def _vouched(cache: Path, raw: bytes) -> bool:
+    return (cache / VOUCHERS / hashlib.sha256(raw).hexdigest()).is_file()
 
 
 def load(root: Path, *, cache: Path | None = None) -> RebaseState | None:
-    """The state of a rebase in progress, None when there is none. One that is not the state last
-    written with the cache ``cache`` (a stranger's, or any without ``cache``) is refused when git
-    tracks it (``statedir.refuse_tracked``): that check runs once per rebase, not at each stop."""
-    data = stopped.read(root, ours=None if cache is None else functools.partial(_vouched, cache, root))
+    """The state of a rebase in progress, None when there is none. With ``cache`` (a command that
+    resumes the rebase), only a state patchtool wrote with that cache is taken: one edited by hand,
+    brought in by a checkout or written with another cache is refused (its steps, tip and files
+    would steer what is written). Without it (a check that a rebase is in progress), a state git
+    tracks is refused (``statedir.refuse_tracked``)."""
+    if cache is None:
+        data = stopped.read(root)
+    else:
+        data = stopped.read(root, ours=functools.partial(_vouched, cache), only_ours=True)
     if data is None:
         return None
     try:
