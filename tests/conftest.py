@@ -81,6 +81,10 @@ def _isolated_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # tmp_path; the tests of the refusal unset it
     monkeypatch.setenv("PATCHTOOL_ALLOW_LOCAL_URLS", "1")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    # pytest-xdist's workers export COLUMNS=80 and LINES=24, which every terminal size read (and a
+    # child on a pseudo-terminal of its own size) would take over the real one
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 UPSTREAM_FILES = {

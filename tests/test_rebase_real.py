@@ -422,13 +422,13 @@ CURATED = {
     "dsv4-mhc-bf16-gemm": {
         "0.5.20": "conflict",
         "0.5.21": "conflict",
-        "0.5.22": "applied with shifted context",
+        "0.5.22": "conflict",
         "0.5.23": "applied unchanged",
     },
     "pd-max-queued-requests": {
         "0.5.20": "conflict",
-        "0.5.21": "merged by 3-way merge",
-        "0.5.22": "applied with shifted context",
+        "0.5.21": "conflict",
+        "0.5.22": "conflict",
         "0.5.23": "applied unchanged",
     },
     "dsv4-refuse-tbo": {
@@ -465,7 +465,10 @@ CURATED_CONFLICTS = {
         f"{S}models/deepseek_v4.py",
     },
     ("dsv4-mhc-bf16-gemm", "0.5.21"): {f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
-    ("pd-max-queued-requests", "0.5.20"): {f"{S}managers/scheduler.py"},
+    ("dsv4-mhc-bf16-gemm", "0.5.22"): {f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
+    ("pd-max-queued-requests", "0.5.20"): {f"{S}arg_groups/field_order.py", f"{S}managers/scheduler.py"},
+    ("pd-max-queued-requests", "0.5.21"): {f"{S}arg_groups/field_order.py"},
+    ("pd-max-queued-requests", "0.5.22"): {f"{S}arg_groups/field_order.py"},
     ("dsv4-refuse-tbo", "0.5.20"): {f"{S}arg_groups/deepseek_v4_hook.py"},
 }
 
@@ -504,19 +507,24 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     because upstream appends fields to POSITIONAL_FIELD_ORDER each release (0.5.23's last entry,
     after which the patch appends its flag, is new in 0.5.23); and conn.py and
     deepseek_v4_memory_pool.py, because the PD handshake's kv_layout check ("KV layout mismatch",
-    pd_kv_layout) that the patch adds the index-K format to is new in 0.5.23.
+    pd_kv_layout) that the patch adds the index-K format to is new in 0.5.23. pd-max-queued-requests
+    conflicts in field_order.py at every earlier release for the same reason: since issue 22 it
+    appends `max_queued_tokens` after that same 0.5.23 entry. dsv4-mhc-bf16-gemm conflicts in
+    deepseek_v4_fused_mhc.py at 0.5.22 too: since issue 22 it imports mhc_bf16 at module level,
+    after `should_skip_post_experts_all_reduce`, where 0.5.22 still imports deepseek_v2's
+    MoEOutput and deepseek_v4_mhc's AttnOutput (gone in 0.5.23).
 
     0.5.21 and 0.5.22 "shifted": the code each hunk touches and its context are as at 0.5.23; only
     line numbers differ (e.g. pd-max-queued-requests' _add_request_to_queue hunk at 0.5.22, offset
-    -127). Except pd-max-queued-requests at 0.5.21, "merged": its prefill.py hunk calls the refused
-    halves' resolution at the top of PrefillBootstrapQueue.pop_bootstrapped, which 0.5.21 still
-    declares with the PP consensus parameters (return_failed_reqs, pp_good_rids, pp_bad_rids), so
-    the context differs and only the 3-way merge places the call.
+    -127). (pd-max-queued-requests' prefill.py hunk at 0.5.21 needs the 3-way merge: it calls the
+    refused halves' resolution at the top of PrefillBootstrapQueue.pop_bootstrapped, which 0.5.21
+    still declares with the PP consensus parameters (return_failed_reqs, pp_good_rids,
+    pp_bad_rids); field_order.py conflicts there now, as above.)
 
     dsv4-mhc-bf16-gemm at 0.5.22: both plain `git apply` and the 3-way merge put its two
     deepseek_v4.py hunks into refresh_mhc_norm_weight_cache and hc_pre of the decoder layer, which
-    0.5.22 calls DeepseekV4DecoderLayer and 0.5.23 renamed DeepseekV4DecoderLayerBase. Same
-    methods, same trees: "applied with shifted context". (The placement check compares qualified
+    0.5.22 calls DeepseekV4DecoderLayer and 0.5.23 renamed DeepseekV4DecoderLayerBase: same
+    methods (it was "applied with shifted context" before its new module-level import). (The placement check compares qualified
     names, so the class rename made it report "a hunk would land in another function or class";
     reported as a tool bug.)
     """
