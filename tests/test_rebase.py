@@ -204,6 +204,21 @@ def test_rebase_writes_the_new_series_pin_and_records_upstreamed_patches(release
     assert "applies at the pin: 2/2" in check.stdout
 
 
+def test_rebase_moves_the_pin_comment_init_writes_with_the_pin(releases: Demo) -> None:
+    """`init` writes `pin = "X"   # upstream-pins/X.toml`: after a rebase the comment names the new
+    pin's file, not the old one (found by an attack); other comments are kept as they are."""
+    series(releases, "0001-extra", "0002-greet")
+    manifest = releases.root / "patchset.toml"
+    text = manifest.read_text()
+    assert 'pin = "demo-1.0"\n' in text
+    manifest.write_text(
+        text.replace('pin = "demo-1.0"\n', 'pin = "demo-1.0"   # upstream-pins/demo-1.0.toml\n# kept\n')
+    )
+    res = releases.run("rebase", "--to", "v1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'pin = "demo-1.1"   # upstream-pins/demo-1.1.toml\n# kept\n' in manifest.read_text()
+
+
 def test_rebase_onto_the_same_release_leaves_every_file_byte_identical(releases: Demo) -> None:
     series(releases, "0001-extra", "0002-greet", "0003-sibling")
     before = snapshot(releases.root)

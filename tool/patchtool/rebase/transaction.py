@@ -642,7 +642,10 @@ def _rewrite_manifest(
     from patchtool.project import tomlio  # tomlkit: only the finishing command edits the manifest
 
     doc = manifest_document(root)
+    old_pin, trivia = str(doc["pin"]), doc["pin"].trivia  # `init` writes `# upstream-pins/<pin>.toml` beside it
     doc["pin"] = new_pin
+    doc["pin"].trivia.comment_ws = trivia.comment_ws
+    doc["pin"].trivia.comment = trivia.comment.replace(f"{PINS_DIR}/{old_pin}.toml", f"{PINS_DIR}/{new_pin}.toml")
     for table in doc.get("patch", []):
         if str(table.get("id")) in widened:
             table["applies_to"] = widened[str(table["id"])]
