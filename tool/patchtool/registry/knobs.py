@@ -50,19 +50,6 @@ def find_use(guard: Guard, line: str, *, python: bool = False, following: str = 
     return found
 
 
-def flag_value(guard: Guard, line: str, *, following: str = "") -> str | None:
-    """The value ``line`` gives ``guard``'s flag on a command line (read from ``following`` when
-    it sits there), or None."""
-    texts = [(line, len(line))]
-    if following.strip():
-        texts.append((f"{line.rstrip()} {_item(following)}", len(line.rstrip())))
-    for text, limit in texts:
-        for start, _, value, _ in _uses(guard, text, python=False):
-            if start < limit and value:
-                return value
-    return None
-
-
 def _first_use(guard: Guard, text: str, *, python: bool, limit: int) -> str | None:
     """The first use that starts before ``limit`` (the end of the line itself)."""
     for start, found, value, literal in _uses(guard, text, python=python):
