@@ -373,3 +373,13 @@ def test_an_evidence_date_with_non_ascii_digits_is_refused() -> None:
     assert [p.render() for p in exc.value.problems] == [
         f"r.toml: entry x: rejected[0].evidence[0].date: {bad!r} is not a date (YYYY-MM or YYYY-MM-DD)"
     ]
+
+
+def test_a_rejected_value_is_read_through_shell_quoting(tmp_path: Path) -> None:
+    decode = DSV4_PD.replace("--tp-size 4", "--tp-size 4 --enable-deepseek-v4-bf16-indexer --disable-overlap-schedule")
+    assert scan(tmp_path, "decode.sh", decode, "--hardware", "sm_120")[0] == 0
+    for ep in ("--ep-size 8", '--ep-size="8"', "--ep-size='8'", '--ep-size "8"'):
+        code, out = scan(tmp_path, "decode.sh", decode.replace("--port", f"{ep} --port"), "--hardware", "sm_120")
+        assert code == 1 and [(f["entry"], f["text"]) for f in out["data"]["findings"]] == [
+            ("expert-parallel-ep4", ep)
+        ], ep

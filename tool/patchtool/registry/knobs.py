@@ -144,8 +144,9 @@ def _use_patterns(kind: str, name: str) -> list[tuple[re.Pattern[str], bool]]:
             # --flag, --flag value, --flag=value, "--flag", "value", "--flag" "value" (argument lists)
             (
                 re.compile(
-                    rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*[\"']?|[\"']?\s+[\"']?)?"
-                    rf"(?P<value>[^\s\"',\])}}]*)"
+                    rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*|[\"']?\s+)?"
+                    # one shell word: --flag="8" and --flag '8' give 8, as the shell reads them
+                    rf"(?P<value>(?:\"[^\"]*\"|'[^']*'|[^\s\"',\])}}])*)"
                 ),
                 False,
             ),
