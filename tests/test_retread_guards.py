@@ -59,7 +59,7 @@ OVERLAP = registry({"type": "flag", "name": "--disable-overlap-schedule", "missi
 
 def test_yaml_argument_list_with_the_value_on_the_next_item() -> None:
     text = 'args:\n  - --tp-size\n  - "4"\n  - --ep-size\n  - "8"\n  - --port\n'
-    assert found(EP, text) == [(4, '--ep-size "8')]
+    assert found(EP, text) == [(4, '--ep-size "8"')]  # the shown text holds the whole quoted word
     assert found(EP, "args:\n  - --ep-size\n  - '1'\n") == []
     assert found(EP, "args:\n  - --ep\n  - 2\n")[0][0] == 2
 

@@ -210,3 +210,176 @@ def test_a_scope_decides_dimension_by_dimension() -> None:
     decode_only = Scope(roles=(Role.DECODE,))
     assert decode_only.fit(LaunchFacts(mode=Mode.SINGLE)).verdict is Verdict.IN
     assert scope.describe() == "model *DeepSeek-V4* on sm_120, PD, decode only"
+
+
+# -- launch facts read as the launch's shell and sglang's argparse read them ----------------------
+
+TBO_PD = (
+    "python -m sglang.launch_server --model-path nvidia/DeepSeek-V4-Flash-NVFP4 --disaggregation-mode decode "
+    "--enable-two-batch-overlap --disable-overlap-schedule\n"
+)
+
+
+def entries_of(out: dict[str, Any]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    data = out["data"]
+    return [f["entry"] for f in data["findings"]], [(n["entry"], n["unknown"]) for n in data["notes"]]
+
+
+def test_a_role_the_file_does_not_state_is_unknown_not_a_single_server(tmp_path: Path) -> None:
+    code, out = scan(tmp_path, "serve.sh", TBO_PD, "--hardware", "sm_120")
+    assert code == 1 and entries_of(out) == (["fp8-index-keys", "two-batch-overlap"], [])
+    for role in ("$ROLE", '"${ROLE}"', "`cat /etc/role`", "$(cat /etc/role)"):
+        code, out = scan(tmp_path, "serve.sh", TBO_PD.replace("decode", role), "--hardware", "sm_120")
+        said = role
+        assert code == 1 and entries_of(out) == (
+            ["fp8-index-keys"],  # its scope has no mode: in scope either way
+            [
+                (
+                    "two-batch-overlap",
+                    [f"serving mode (PD or single server) not stated: --disaggregation-mode {said}"],
+                )
+            ],
+        ), role
+
+
+def test_a_model_path_the_file_does_not_state_is_unknown(tmp_path: Path) -> None:
+    text = TBO_PD.replace("nvidia/DeepSeek-V4-Flash-NVFP4", '"$MODEL"')
+    code, out = scan(tmp_path, "serve.sh", text, "--hardware", "sm_120")
+    unknown = ['the model path is set by --model-path "$MODEL", which the file does not state (give --model)']
+    assert code == 0 and entries_of(out) == ([], [("fp8-index-keys", unknown), ("two-batch-overlap", unknown)])
+    res = in_process(["retread", "scan", str(tmp_path / "serve.sh"), "--hardware", "sm_120"], cwd=REPO)
+    assert res.returncode == 0 and f"scope unknown: {unknown[0]}" in res.stdout
+    code, out = scan(tmp_path, "serve.sh", text, "--hardware", "sm_120", "--model", "nvidia/DeepSeek-V4-Flash-NVFP4")
+    assert code == 1 and entries_of(out) == (["fp8-index-keys", "two-batch-overlap"], [])
+
+
+def test_a_local_model_path_does_not_name_its_model(tmp_path: Path) -> None:
+    for path in ("./weights", "../ckpt/v4", "~/weights", "/models/ckpt", "models/nvidia/ckpt", ".cache/ckpt"):
+        code, out = scan(
+            tmp_path, "serve.sh", TBO_PD.replace("nvidia/DeepSeek-V4-Flash-NVFP4", path), "--hardware", "sm_120"
+        )
+        unknown = [f"the model path {path} does not name its model (give --model)"]
+        assert code == 0 and entries_of(out) == ([], [("fp8-index-keys", unknown), ("two-batch-overlap", unknown)]), (
+            path
+        )
+    # a local path that matches the scope's glob is in scope; a hub id that does not is outside
+    code, out = scan(tmp_path, "serve.sh", TBO_PD.replace("nvidia/", "/models/"), "--hardware", "sm_120")
+    assert code == 1 and entries_of(out) == (["fp8-index-keys", "two-batch-overlap"], [])
+    code, out = scan(
+        tmp_path,
+        "serve.sh",
+        TBO_PD.replace("nvidia/DeepSeek-V4-Flash-NVFP4", "meta-llama/Llama-3"),
+        "--hardware",
+        "sm_120",
+    )
+    assert (code, entries_of(out)) == (0, ([], []))
+
+
+def test_the_last_use_of_a_flag_wins_as_in_argparse(tmp_path: Path) -> None:
+    hidden = TBO_PD.replace("--model-path", "--model-path meta-llama/Llama-3 --model-path")
+    code, out = scan(tmp_path, "serve.sh", hidden, "--hardware", "sm_120")
+    assert code == 1 and entries_of(out) == (["fp8-index-keys", "two-batch-overlap"], [])
+    code, out = scan(
+        tmp_path,
+        "serve.sh",
+        hidden.replace("--model-path", "--model", 1).replace("meta-llama/Llama-3 --model", "--model"),
+        "--hardware",
+        "sm_120",
+    )
+    assert code == 1 and entries_of(out) == (["fp8-index-keys", "two-batch-overlap"], [])
+    # the role too: decode then null is a single server, outside the PD scope of two-batch-overlap
+    single = TBO_PD.replace("decode", "decode --disaggregation-mode null")
+    code, out = scan(tmp_path, "serve.sh", single, "--hardware", "sm_120")
+    assert code == 1 and entries_of(out) == (["fp8-index-keys"], [])
+    # a trailing comment is not an argument
+    commented = TBO_PD.replace("\n", " # was --model-path meta-llama/Llama-3\n")
+    code, out = scan(tmp_path, "serve.sh", commented, "--hardware", "sm_120")
+    assert code == 1 and entries_of(out) == (["fp8-index-keys", "two-batch-overlap"], [])
+
+
+def test_flag_values_are_read_as_the_shell_reads_them(tmp_path: Path) -> None:
+    m = "nvidia/DeepSeek-V4-Flash-NVFP4"
+    for model, role in (
+        (f'--model-path="{m}"', "--disaggregation-mode=decode"),
+        (f"--model-path='{m}'", "--disaggregation-mode 'decode'"),
+        (f'--model-path "{m}"', '--disaggregation-mode="decode"'),
+        (f"--model={m}", "--disaggregation-mode \\\n  decode"),
+    ):
+        text = f"python -m sglang.launch_server {model} {role} --enable-two-batch-overlap --disable-overlap-schedule\n"
+        code, out = scan(tmp_path, "serve.sh", text, "--hardware", "sm_120")
+        assert code == 1 and entries_of(out) == (["fp8-index-keys", "two-batch-overlap"], []), (model, role)
+
+
+def test_last_value_reads_every_spelling_of_a_flag() -> None:
+    from patchtool.registry.arguments import Value, last_value
+
+    def read(text: str) -> tuple[str, bool] | None:
+        v = last_value(text, "--model-path", "--model")
+        assert v is None or isinstance(v, Value)
+        return None if v is None else (v.text, v.literal)
+
+    assert read("--model-path a/b --tp 4") == ("a/b", True)
+    assert read('--model-path="a/b"') == ("a/b", True)
+    assert read('["--model-path", "a/b", "--tp-size", "4"]') == ("a/b", True)
+    assert read('{"args": ["--model-path","a/b"]}') == ("a/b", True)
+    assert read("  - --model-path\n  - a/b\n") == ("a/b", True)
+    assert read("model_path: a/b  # the checkpoint\n") == ("a/b", True)
+    assert read('model-path = "a/b"\n') == ("a/b", True)
+    assert read("--model-path a/b --model c/d") == ("c/d", True)
+    assert read("--model-path a/b \\\n  --tp 4 # --model-path c/d\n") == ("a/b", True)
+    assert read("--model-path $M") == ("$M", False)
+    assert read("--model-path ${M:-a/b}") == ("${M:-a/b}", False)
+    assert read("--model-path $(cat /etc/model) --tp 4") == ("$(cat /etc/model)", False)
+    assert read("--model-path `cat /etc/model`") == ("`cat /etc/model`", False)
+    assert read("--model-path '$M'") == ("'$M'", False)  # literal to the shell; unknown is the safe side
+    assert read('--model-path "unclosed') == ('"unclosed', False)
+    assert read("--model-path --tp 4") is None  # argparse would not take an option as the value
+    assert read("--model-path a/b&") == ("a/b", True)
+    assert read("--tp 4 # --model-path c/d") is None
+    assert read('{"model_path": "a/b"}') == ("a/b", True)
+
+
+# -- values are validated in ASCII: \d and \w take any Unicode digit or letter ----------------------
+
+
+def test_hardware_with_non_ascii_digits_is_a_usage_error(tmp_path: Path) -> None:
+    for arch in ("sm_\u0661\u0662\u0660", "sm_\uff11\uff12\uff10"):  # Arabic-Indic, fullwidth
+        code, out = scan(tmp_path, "decode.sh", DSV4_PD, "--hardware", arch)
+        assert code == 2 and out["status"] == "usage-error", arch
+        assert out["errors"][0]["message"] == f"--hardware: {arch!r} is not a CUDA architecture (e.g. 'sm_120')"
+    line = (REPO / "retread.toml").read_text().splitlines().index('modes = ["pd"]') + 1
+    assert broken(
+        '[rejected.scope]\nmodels = ["*DeepSeek-V4*"]\nhardware = ["sm_\u0661\u0662\u0660"]\nmodes = ["pd"]\n'
+    ) == [
+        f"retread.toml:{line - 1}: entry index-topk-1024: rejected[0].scope.hardware: item 0: "
+        "'sm_\u0661\u0662\u0660' is not a CUDA architecture (e.g. 'sm_120')"
+    ]
+
+
+def test_an_evidence_date_with_non_ascii_digits_is_refused() -> None:
+    bad = "\u0662\u0660\u0662\u0666-01"
+    entry = {
+        "id": "x",
+        "title": "t",
+        "tried": "t",
+        "verdict": "rejected",
+        "reason": "r",
+        "revisit": "r",
+        "evidence": [{"metric": "m", "change": "worse", "source": "s", "date": bad}],
+        "unguarded": "an operational rule",
+    }
+    with pytest.raises(InvalidInput) as exc:
+        reg.Registry.from_dict({"schema": 1, "rejected": [entry]}, file="r.toml")
+    assert [p.render() for p in exc.value.problems] == [
+        f"r.toml: entry x: rejected[0].evidence[0].date: {bad!r} is not a date (YYYY-MM or YYYY-MM-DD)"
+    ]
+
+
+def test_a_rejected_value_is_read_through_shell_quoting(tmp_path: Path) -> None:
+    decode = DSV4_PD.replace("--tp-size 4", "--tp-size 4 --enable-deepseek-v4-bf16-indexer --disable-overlap-schedule")
+    assert scan(tmp_path, "decode.sh", decode, "--hardware", "sm_120")[0] == 0
+    for ep in ("--ep-size 8", '--ep-size="8"', "--ep-size='8'", '--ep-size "8"'):
+        code, out = scan(tmp_path, "decode.sh", decode.replace("--port", f"{ep} --port"), "--hardware", "sm_120")
+        assert code == 1 and [(f["entry"], f["text"]) for f in out["data"]["findings"]] == [
+            ("expert-parallel-ep4", ep)
+        ], ep

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 
-from patchtool.registry.entries import Finding, Guard, GuardType, Note, Registry, scan_lines
-from patchtool.registry.knobs import flag_value
-from patchtool.registry.scope import NOTHING_SAID, LaunchFacts, Mode, Role, Verdict
+from patchtool.registry.arguments import Value, last_value
+from patchtool.registry.entries import Finding, Note, Registry, scan_lines
+from patchtool.registry.scope import NOTHING_SAID, LaunchFacts, Mode, Role, Unstated, Verdict
 
 _LAUNCH_RE = re.compile(
     r"sglang\.launch_server|\bsglang(?:[\"']?\s*,\s*[\"']?|\s+)serve\b"
@@ -25,16 +26,16 @@ _LAUNCH_RE = re.compile(
 # sglang's own server argument: where no launch command is written (the image's entrypoint runs it),
 # an argument list that has it is the launch
 _SERVER_ARGS_RE = re.compile(r"(?<![\w-])--model-path(?![\w-])")
-# --disaggregation-mode decode, =decode, "...", "decode" and a YAML list's next item: - decode
-_ROLE_RE = re.compile(r"disaggregation[-_]mode[\"']?(?:\s*[=:,]\s*|\s+)(?:-\s+)?[\"']?(prefill|decode)")
 _COMMENT_RE = re.compile(r"^\s*(?:#|//)")
-# sglang's model argument (--model is its alias)
-_MODEL_FLAG = Guard(type=GuardType.FLAG, name="--model-path", aliases=("--model",))
+# sglang's model argument (--model is its alias) and its PD role
+_MODEL_FLAGS = ("--model-path", "--model")
+_ROLE_FLAG = "--disaggregation-mode"
 
 
 def roles_of(text: str, name: str = "") -> frozenset[str]:
     """The PD roles a deployment file serves, from --disaggregation-mode or its file name."""
-    roles = set(_ROLE_RE.findall(text))
+    said = last_value(text, _ROLE_FLAG)
+    roles = {said.text} if said and said.literal and said.text in tuple(Role) else set()
     lowered = name.lower()
     for role in ("prefill", "decode"):
         if role in lowered:
@@ -158,19 +159,34 @@ class Scanned:
 
 
 def facts_of(
-    lines: list[str], *, roles: frozenset[str], launch: bool, assumed: LaunchFacts = NOTHING_SAID
+    own: Sequence[str],
+    shared: Sequence[str] = (),
+    *,
+    roles: frozenset[str],
+    launch: bool,
+    assumed: LaunchFacts = NOTHING_SAID,
 ) -> LaunchFacts:
-    """Where the launch in ``lines`` runs, as far as it says; ``assumed`` fills what it does not
-    (the model and hardware given on the command line)."""
-    model = next(
-        (
-            v
-            for i, line in enumerate(lines)
-            if (v := flag_value(_MODEL_FLAG, line, following=lines[i + 1] if i + 1 < len(lines) else ""))
-        ),
-        assumed.model,
-    )
-    mode = Mode.PD if roles else (Mode.SINGLE if launch else assumed.mode)
+    """Where the launch in ``own`` runs (``shared``: the lines it shares with other launches), as
+    far as it says; ``assumed`` fills what it does not (the model and hardware given on the
+    command line)."""
+
+    def said(*flags: str) -> Value | None:
+        return last_value("\n".join(own), *flags) or last_value("\n".join(shared), *flags)
+
+    path = said(*_MODEL_FLAGS)
+    model: str | Unstated | None = assumed.model
+    if path is not None and path.literal:
+        model = path.text
+    elif path is not None and model is None:
+        model = Unstated(said=str(path))
+    serving = said(_ROLE_FLAG)
+    mode: Mode | Unstated | None = assumed.mode
+    if roles:
+        mode = Mode.PD
+    elif serving is not None and not serving.literal:
+        mode = Unstated(said=str(serving))
+    elif launch:
+        mode = Mode.SINGLE
     return LaunchFacts(
         model=model, hardware=assumed.hardware, mode=mode, roles=frozenset(Role(r) for r in roles) or assumed.roles
     )
@@ -183,14 +199,13 @@ def scan_text(
     each a finding where the launch is in the entry's scope and a note where that is unknown."""
     lines = text.splitlines()
     plan = layout(text, name or file)
+    shared = [lines[n - 1] for n in plan.shared.lines]
     sites = [
-        facts_of([lines[n - 1] for n in (*b.lines, *plan.shared.lines)], roles=b.roles, launch=True, assumed=assumed)
+        facts_of([lines[n - 1] for n in b.lines], shared, roles=b.roles, launch=True, assumed=assumed)
         for b in plan.launches
     ]
     # lines outside every launch are shared by all of them
-    shared_sites = sites or [
-        facts_of([lines[n - 1] for n in plan.shared.lines], roles=plan.shared.roles, launch=False, assumed=assumed)
-    ]
+    shared_sites = sites or [facts_of(shared, roles=plan.shared.roles, launch=False, assumed=assumed)]
     found: list[tuple[Finding, list[LaunchFacts]]] = []
     for block, where in (*zip(plan.launches, ([s] for s in sites), strict=True), (plan.shared, shared_sites)):
         numbered = [(n, lines[n - 1]) for n in sorted(block.lines)]

@@ -67,7 +67,7 @@ class Measurement:
         if not values and not text["change"]:
             f.problem(None, "evidence needs a measured value: 'before'/'after' or 'change'")
             return None
-        if text["date"] and not re.fullmatch(r"\d{4}-\d{2}(-\d{2})?", text["date"]):
+        if text["date"] and not re.fullmatch(r"[0-9]{4}-[0-9]{2}(-[0-9]{2})?", text["date"]):
             f.problem("date", f"{text['date']!r} is not a date (YYYY-MM or YYYY-MM-DD)")
             return None
         if metric is None or source is None:

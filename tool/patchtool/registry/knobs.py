@@ -50,19 +50,6 @@ def find_use(guard: Guard, line: str, *, python: bool = False, following: str = 
     return found
 
 
-def flag_value(guard: Guard, line: str, *, following: str = "") -> str | None:
-    """The value ``line`` gives ``guard``'s flag on a command line (read from ``following`` when
-    it sits there), or None."""
-    texts = [(line, len(line))]
-    if following.strip():
-        texts.append((f"{line.rstrip()} {_item(following)}", len(line.rstrip())))
-    for text, limit in texts:
-        for start, _, value, _ in _uses(guard, text, python=False):
-            if start < limit and value:
-                return value
-    return None
-
-
 def _first_use(guard: Guard, text: str, *, python: bool, limit: int) -> str | None:
     """The first use that starts before ``limit`` (the end of the line itself)."""
     for start, found, value, literal in _uses(guard, text, python=python):
@@ -157,8 +144,9 @@ def _use_patterns(kind: str, name: str) -> list[tuple[re.Pattern[str], bool]]:
             # --flag, --flag value, --flag=value, "--flag", "value", "--flag" "value" (argument lists)
             (
                 re.compile(
-                    rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*[\"']?|[\"']?\s+[\"']?)?"
-                    rf"(?P<value>[^\s\"',\])}}]*)"
+                    rf"(?<![\w-]){n}(?![\w-])(?:\s*=\s*|[\"']?\s*,\s*|[\"']?\s+)?"
+                    # one shell word: --flag="8" and --flag '8' give 8, as the shell reads them
+                    rf"(?P<value>(?:\"[^\"]*\"|'[^']*'|[^\s\"',\])}}])*)"
                 ),
                 False,
             ),

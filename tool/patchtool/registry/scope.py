@@ -17,7 +17,9 @@ from typing import Any
 
 from patchtool.project.fields import Fields
 
-HARDWARE_RE = re.compile(r"sm_\d{2,3}")
+HARDWARE_RE = re.compile(r"sm_[0-9]{2,3}")  # ASCII digits only: \d takes any Unicode digit
+# a Hugging Face hub id, org/name; a path that starts with '.', '/' or '~', or has more '/', is local
+_HUB_ID = re.compile(r"[\w-][\w.-]*/[\w.-]+", re.ASCII)
 
 
 class Mode(enum.StrEnum):
@@ -28,6 +30,17 @@ class Mode(enum.StrEnum):
 class Role(enum.StrEnum):
     PREFILL = "prefill"
     DECODE = "decode"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Unstated:
+    """A fact a launch sets from the environment it runs in (``--model-path $MODEL``): the file
+    does not state it."""
+
+    said: str  # how the file sets it
+
+    def __str__(self) -> str:
+        return self.said
 
 
 def hardware(text: str) -> str:
@@ -71,16 +84,16 @@ def _items(f: Fields, name: str, parse: Callable[[str], str]) -> list[str] | Non
 class LaunchFacts:
     """What is known about where a launch runs (None or empty: it does not say)."""
 
-    model: str | None = None  # its --model-path
+    model: str | Unstated | None = None  # its --model-path
     hardware: str | None = None  # a CUDA architecture, e.g. sm_120
-    mode: Mode | None = None
+    mode: Mode | Unstated | None = None
     roles: frozenset[Role] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "model": self.model,
+            "model": None if self.model is None else str(self.model),
             "hardware": self.hardware,
-            "mode": self.mode.value if self.mode else None,
+            "mode": None if self.mode is None else str(self.mode),
             "roles": sorted(r.value for r in self.roles),
         }
 
@@ -159,9 +172,14 @@ class Scope:
             return Verdict.IN, ""
         if launch.model is None:
             return Verdict.UNKNOWN, "no model path (give --model)"
+        if isinstance(launch.model, Unstated):
+            return (
+                Verdict.UNKNOWN,
+                f"the model path is set by {launch.model}, which the file does not state (give --model)",
+            )
         if any(fnmatch.fnmatch(launch.model.lower(), g.lower()) for g in self.models):
             return Verdict.IN, ""
-        if re.fullmatch(r"[\w.-]+/[\w.-]+", launch.model):  # a hub id names the model
+        if _HUB_ID.fullmatch(launch.model):  # a hub id names the model
             return Verdict.OUT, f"model {launch.model}"
         return Verdict.UNKNOWN, f"the model path {launch.model} does not name its model (give --model)"
 
@@ -179,9 +197,11 @@ class Scope:
             return Verdict.IN, ""
         if launch.mode is None:
             return Verdict.UNKNOWN, "serving mode (PD or single server) not known"
+        if isinstance(launch.mode, Unstated):
+            return Verdict.UNKNOWN, f"serving mode (PD or single server) not stated: {launch.mode}"
         if launch.mode in self.modes:
             return Verdict.IN, ""
-        return Verdict.OUT, f"mode {launch.mode.value}"
+        return Verdict.OUT, f"mode {launch.mode}"
 
     def _role(self, launch: LaunchFacts) -> tuple[Verdict, str]:
         if not self.roles or launch.mode is Mode.SINGLE:
