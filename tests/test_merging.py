@@ -517,3 +517,20 @@ def test_a_conflict_in_a_crlf_file_conflicts_as_merge_ort_says(tmp_path: Path, e
         f"======={eol.rstrip(chr(10))}",
         f">>>>>>> {LABELS[2]}{eol.rstrip(chr(10))}",
     ], markers
+
+
+@pytest.mark.parametrize("style", ["merge", "diff3", "zdiff3"])
+def test_a_content_line_that_looks_like_a_marker_is_kept(tmp_path: Path, style: str) -> None:
+    """A line of the file that reads like merge-tree's base marker, outside the conflict, stays as
+    it is, as git merge-file keeps it (found by an attack: the base commit's id was predictable and
+    every such line was relabelled). The sides' commits carry a secret, and only a conflict's own
+    markers are relabelled."""
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "r")], check=True)
+    base = b"a\nb\nc\nd\ne\nf\ng\n"
+    with gitmod.FileMerger(gitmod.Repo(tmp_path / "r")) as merger:
+        _, base_commit, _ = merger._sides(base, base, base)  # the id merge-tree would print
+        look = b"||||||| " + base_commit[:7].encode() + b"\n"
+        ours, theirs = b"a\nB-up\nc\nd\ne\nf\n" + look + b"g\n", b"a\nB-patch\nc\nd\ne\nf\ng\n"
+        merged, count = merger.merge(ours, base, theirs, ("ours", "base", "theirs"), style=style)
+    assert count == 1 and look in merged, merged
+    assert merged.count(b"<<<<<<< ours\n") == 1 and merged.count(b">>>>>>> theirs\n") == 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import secrets
 import tempfile
 from pathlib import Path
 from types import TracebackType
@@ -44,6 +45,10 @@ class FileMerger:
         self.repo = repo
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._packed: dict[str, tuple[str, bytes]] = {}  # sha -> (type, content) of what the store's packs hold
+        # merge-tree labels its markers with the sides' commit ids, which ``_relabelled`` finds and
+        # replaces: a secret in each commit keeps a file's content from predicting (and so holding)
+        # a line that looks like one of them
+        self._nonce = secrets.token_hex(16).encode()
 
     def __enter__(self) -> FileMerger:
         return self
@@ -100,7 +105,7 @@ class FileMerger:
             head = b"tree %s\n" % put("tree", tree.getvalue()).encode()
             if parent is not None:
                 head += b"parent %s\n" % parent.encode()
-            return put("commit", head + b"author " + _IDENT + b"\ncommitter " + _IDENT + b"\n\n")
+            return put("commit", head + b"author " + _IDENT + b"\ncommitter " + _IDENT + b"\n\n" + self._nonce + b"\n")
 
         base_sha = commit(base, None)
         shas = commit(ours, base_sha), base_sha, commit(theirs, base_sha)
@@ -175,16 +180,21 @@ _MARKER = re.compile(rb"^(<{7}|\|{7}|>{7}) (\S+?)(\r?)$")  # a CRLF file's marke
 
 def _relabelled(data: bytes, shas: tuple[str, str, str], labels: tuple[str, str, str]) -> tuple[bytes, int]:
     """merge-tree's markers (labelled by commit: ours and theirs in full, the base abbreviated)
-    with merge-file's labels, and the number of conflicts."""
+    with merge-file's labels, and the number of conflicts. Only the markers of a conflict are
+    relabelled: ``<<<<<<< ours`` opens one, ``||||||| base`` and ``>>>>>>> theirs`` count only
+    inside it (a secret in each commit keeps content from naming them, ``FileMerger``)."""
     lines = data.split(b"\n")
-    count = 0
+    count, inside = 0, False
     for i, line in enumerate(lines):
         m = _MARKER.match(line)
         if m is None:
             continue
         kind, name = m.group(1), m.group(2).decode()
         side = {b"<<<<<<<": 0, b"|||||||": 1, b">>>>>>>": 2}[kind]
-        if name == shas[side] or (side == 1 and len(name) >= 4 and shas[1].startswith(name)):
+        if (side == 0) == inside:
+            continue
+        if name == shas[side] or (side == 1 and len(name) >= 7 and shas[1].startswith(name)):
             lines[i] = kind + b" " + labels[side].encode() + m.group(3)
             count += side == 0
+            inside = side != 2
     return b"\n".join(lines), count
