@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -219,3 +220,21 @@ def test_a_state_edited_between_stops_is_refused_and_nothing_changes(
     assert snapshot(root, releases.cache) == before
     res = releases.run("rebase", "--abort")
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_an_aborted_rebase_s_state_put_back_is_refused(releases: Demo) -> None:
+    """--abort takes back the vouchers of its state: the same bytes put back are not resumed
+    (found by an attack: --continue then failed inside git with exit 70)."""
+    stop(releases)
+    state = releases.root / ".patchtool" / "rebase" / "state.json"
+    ours = state.read_bytes()
+    vouchers = releases.cache / "upstream.git" / "patchtool" / "rebase-state"
+    assert [p.name for p in vouchers.iterdir()] == [hashlib.sha256(ours).hexdigest()]
+    assert releases.run("rebase", "--abort").returncode == 0
+    assert list(vouchers.iterdir()) == []
+    state.parent.mkdir(parents=True)
+    state.write_bytes(ours)
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "the rebase state is not one patchtool wrote" in res.stderr and "Traceback" not in res.stderr
+    assert releases.run("rebase", "--abort").returncode == 0

@@ -136,6 +136,23 @@ def save(root: Path, state: RebaseState, *, cache: Path) -> None:
             store.unlink(f"{VOUCHERS}/{older}")
 
 
+def digest(root: Path) -> str | None:
+    """The sha256 of the state file as it is now (what ``forget`` takes), None when there is none."""
+    return _current(root)
+
+
+def forget(digest: str | None, *, cache: Path) -> None:
+    """Take back the vouchers of the state that had ``digest`` (and of the one before it), once it
+    is gone: a rebase that finished or was aborted leaves nothing a later --continue would resume."""
+    if digest is None:
+        return
+    store = fsroot.Root(cache)
+    for name in (_replaced(cache, digest), digest):
+        if name:
+            with contextlib.suppress(OSError):
+                store.unlink(f"{VOUCHERS}/{name}")
+
+
 def _current(root: Path) -> str | None:
     """The sha256 of the state file as it is now, None when there is none to read."""
     try:

@@ -42,6 +42,8 @@ from patchtool.rebase.replay import (
     replay,
 )
 from patchtool.rebase.state import RebaseState, refuse_in_progress
+from patchtool.rebase.state import digest as state_digest
+from patchtool.rebase.state import forget as forget_state
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM
@@ -289,7 +291,9 @@ def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = 
         drift = drift_all(reader, move.old_base, move.new_base, result.old_chain, move.loaded, result.steps)
     result = dataclasses.replace(result, drift=drift)
     report = _report(move, result, status=RebaseStatus.DONE, range_diff=range_diff, widen=state.widen)
+    digest = state_digest(move.project.root)
     written = _commit(move.project, cache.repo, state, result, report, exported)
+    forget_state(digest, cache=cache.repo.git_dir)  # the state is gone: so is what would resume it
     return dataclasses.replace(report, written=tuple(written))
 
 
@@ -391,7 +395,9 @@ def abort(project: Project, cache: Cache) -> None:
     worktree = root / WORKTREE
     if not rebase_dir.is_symlink() and worktree.is_dir() and not worktree.is_symlink():
         cache.repo.worktree_remove(worktree)
-    fsroot.Root(root).rmtree(STATE_DIR)  # a link there goes itself, never what it points at
+    digest = state_digest(root)
+    fsroot.Root(root).rmtree(STATE_DIR)
+    forget_state(digest, cache=cache.repo.git_dir)  # a link there goes itself, never what it points at
     cache.repo.forget_missing_worktrees()  # its record in the cache, wherever the repository was then
     statedir.tidy(root)
 
