@@ -383,3 +383,20 @@ def test_a_rejected_value_is_read_through_shell_quoting(tmp_path: Path) -> None:
         assert code == 1 and [(f["entry"], f["text"]) for f in out["data"]["findings"]] == [
             ("expert-parallel-ep4", ep)
         ], ep
+
+
+def test_a_launch_file_that_is_not_utf8_is_still_scanned(tmp_path: Path) -> None:
+    """A Latin-1 comment beside a launch's (ASCII) flags does not hide the file: it is scanned as
+    its UTF-8 twin is (found by an attack: it was skipped, "no rejected knobs found")."""
+    text = "# caf\xe9 cluster\n" + DSV4_PD
+    want = scan(tmp_path, "utf8.sh", text, "--hardware", "sm_120")
+    path = tmp_path / "latin1.sh"
+    path.write_bytes(text.encode("latin-1"))
+    res = in_process(["retread", "scan", str(path), "--hardware", "sm_120", "--json"], cwd=REPO)
+    got = json.loads(res.stdout)
+    assert res.returncode == want[0] == 1
+    assert (
+        [(f["line"], f["entry"]) for f in got["data"]["findings"]]
+        == [(f["line"], f["entry"]) for f in want[1]["data"]["findings"]]
+        != []
+    )

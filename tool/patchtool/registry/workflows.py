@@ -73,11 +73,13 @@ def scan(registry: reg.Registry, paths: Sequence[Path], *, assumed: LaunchFacts 
         files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
         for file in files:
             try:
-                text = read_named(file, what="the file to scan").decode("utf-8")
+                data = read_named(file, what="the file to scan")
             except FileNotFoundError:
                 raise UsageError(f"{file} does not exist", file=str(file)) from None
-            except UnicodeDecodeError:
-                continue  # not a text file: nothing a deployment sets lives there
+            if path.is_dir() and b"\0" in data:
+                continue  # a binary file met walking a directory: nothing a deployment sets lives there
+            # a launch's flags are ASCII: a Latin-1 comment beside them must not hide the file
+            text = data.decode("utf-8", "replace")
             found += deploy.scan_text(registry, text, file=str(file), name=file.name, assumed=assumed)
     return found
 
