@@ -400,3 +400,30 @@ def test_a_launch_file_that_is_not_utf8_is_still_scanned(tmp_path: Path) -> None
         == [(f["line"], f["entry"]) for f in want[1]["data"]["findings"]]
         != []
     )
+
+
+def test_a_shortened_flag_argparse_would_take_makes_the_scope_unknown(tmp_path: Path) -> None:
+    """argparse takes a unique prefix of a long option (`--model-pa`, `--disaggregation-mo`):
+    patchtool cannot know the prefix is unique, so the launch's model or role is unknown and the
+    entry is a note, never silently out of scope (found by an attack: a later `--model-pa` naming
+    DeepSeek-V4 hid behind an earlier `--model-path meta-llama/...`)."""
+    hidden = DSV4_PD.replace(
+        "--model-path nvidia/DeepSeek-V4-Flash-NVFP4",
+        "--model-path meta-llama/Llama-3 --model-pa nvidia/DeepSeek-V4-Flash-NVFP4",
+    )
+    code, out = scan(tmp_path, "decode.sh", hidden, "--hardware", "sm_120")
+    assert code == 0 and out["data"]["findings"] == []
+    unknown = {n["entry"]: n["unknown"] for n in out["data"]["notes"]}
+    assert "fp8-index-keys" in unknown and "--model-pa" in " ".join(unknown["fp8-index-keys"]), unknown
+    role = DSV4_PD.replace("--disaggregation-mode decode", "--disaggregation-mo decode")
+    _, plain = scan(tmp_path, "decode.sh", DSV4_PD, "--hardware", "sm_120")
+    _, out = scan(tmp_path, "decode.sh", role, "--hardware", "sm_120")
+    seen = {n["entry"] for n in out["data"]["notes"] + out["data"]["findings"]}
+    assert {f["entry"] for f in plain["data"]["findings"]} <= seen, out["data"]
+    two_batch = DSV4_PD + "  --enable-two-batch-overlap\n"
+    _, plain = scan(tmp_path, "decode.sh", two_batch, "--hardware", "sm_120")
+    _, out = scan(
+        tmp_path, "decode.sh", two_batch.replace("--disaggregation-mode", "--disaggregation-mo"), "--hardware", "sm_120"
+    )
+    assert "two-batch-overlap" in {f["entry"] for f in plain["data"]["findings"]}
+    assert "two-batch-overlap" in {n["entry"] for n in out["data"]["notes"] + out["data"]["findings"]}, out["data"]

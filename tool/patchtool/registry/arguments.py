@@ -44,9 +44,14 @@ def last_value(text: str, flag: str, *aliases: str) -> Value | None:
     # comments go first, then backslash-newline, as the shell reads a continued line
     text = "\n".join(_uncommented(line) for line in text.split("\n")).replace("\\\n", "")
     found: tuple[int, Value] | None = None
-    for pattern in _patterns(flag, *aliases):
+    spelled, key, shortened = _patterns(flag, *aliases)
+    for pattern in (spelled, key, shortened):
         for m in pattern.finditer(text):
             value = _word(flag, text[m.end() :])
+            if value is not None and pattern is shortened:
+                # argparse takes a unique prefix of a long option: whether this one is unique, or
+                # another option's own name, depends on every option sglang has, so it is unstated
+                value = dataclasses.replace(value, text=f"{value.text} (as {m.group(1)})", literal=False)
             if value is not None and (found is None or m.start() > found[0]):
                 found = (m.start(), value)
     return found[1] if found else None
@@ -66,18 +71,25 @@ def _uncommented(line: str) -> str:
         words = end + 1  # whitespace
 
 
-def _patterns(flag: str, *aliases: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+_SEPARATOR = r"""(?![\w-])["']?(?:\s*[,=:]\s*|[ \t]+|[ \t]*\n[ \t]*(?:-[ \t]+)?)"""
+
+
+def _patterns(flag: str, *aliases: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """A flag's uses: ``--flag`` followed by its value's separator; the config key ``flag_name``
-    (or ``flag-name``) followed by ``:`` or ``=``."""
+    (or ``flag-name``) followed by ``:`` or ``=``; and ``--fla``, a shorter prefix of a long flag
+    (at least three letters), which argparse may read as it."""
     names = (flag, *aliases)
     flags = "|".join(re.escape(n) for n in names)
     keys = "|".join("[-_]".join(re.escape(p) for p in n.lstrip("-").split("-")) for n in names)
+    prefixes = sorted({n[:i] for n in names if n.startswith("--") for i in range(5, len(n))}, key=len, reverse=True)
+    shortened = "|".join(re.escape(p) for p in prefixes) or r"(?!)"
     return (
         # --flag value, --flag=value, "--flag", "value", the value on the next line (a YAML list's
         # next item, a folded YAML string)
-        re.compile(rf"(?<![\w-])(?:{flags})(?![\w-])[\"']?(?:\s*[,=:]\s*|[ \t]+|[ \t]*\n[ \t]*(?:-[ \t]+)?)"),
+        re.compile(rf"(?<![\w-])(?:{flags}){_SEPARATOR}"),
         # flag_name: value (YAML, JSON), flag_name = value (TOML)
         re.compile(rf"(?<![\w-])[\"']?(?:{keys})[\"']?[ \t]*[:=](?!=)[ \t]*"),
+        re.compile(rf"(?<![\w-])({shortened}){_SEPARATOR}"),
     )
 
 
