@@ -57,14 +57,16 @@ def read(root: Path, *, ours: Callable[[bytes], bool] | None = None, only_ours: 
         raw = paths.read_inside(root, STATE_FILE)
     except (OSError, InvalidInput) as exc:
         raise not_ours(exc) from None
-    if ours is None or not ours(raw):
+    vouched = ours is not None and ours(raw)
+    if not vouched:
         statedir.refuse_tracked(root)
-        if only_ours:
-            raise not_ours(ValueError("it changed since patchtool wrote it, or another cache wrote it"))
     try:
-        return check(loads_json(raw.decode("utf-8")), root=root)
+        data = check(loads_json(raw.decode("utf-8")), root=root)
     except (UnicodeDecodeError, ValueError, InvalidInput) as exc:
         raise not_ours(exc) from None
+    if only_ours and not vouched:  # well formed, but not what patchtool wrote: it would steer the rebase
+        raise not_ours(ValueError("it changed since patchtool wrote it, or another cache wrote it"))
+    return data
 
 
 def not_ours(exc: Exception) -> InvalidInput:
