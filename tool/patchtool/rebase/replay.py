@@ -556,26 +556,13 @@ def drift_of(
         before, after = scope_text(h.path, old_text, name), scope_text(h.path, new_text, name)
         if before is not None:
             if after is None:
-                out.append(
-                    Drift(
-                        patch=lp.id,
-                        path=h.path,
-                        scope=name,
-                        change=DriftChange.GONE,
-                        detail=f"{name} no longer exists upstream",
-                    )
-                )
+                change, detail = DriftChange.GONE, f"{name} no longer exists upstream"
             elif before != after:
                 delta = after.count("\n") - before.count("\n")
-                out.append(
-                    Drift(
-                        patch=lp.id,
-                        path=h.path,
-                        scope=name,
-                        change=DriftChange.CHANGED,
-                        detail=f"{name} changed upstream ({delta:+d} lines)",
-                    )
-                )
+                change, detail = DriftChange.CHANGED, f"{name} changed upstream ({delta:+d} lines)"
+            else:
+                continue
+            out.append(Drift(patch=lp.id, path=h.path, scope=name, change=change, detail=detail))
             continue
         block = "\n".join(h.preimage)
         if block in old_text and block not in new_text:
