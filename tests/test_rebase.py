@@ -330,6 +330,9 @@ def test_scan_matrix(releases: Demo) -> None:
     }
     text = releases.run("scan", "--versions", "1.0,1.1").stdout
     assert "bye" in text and "conflict" in text
+    # the summary says each stop in its own word: util's target is gone, which is no conflict
+    summary = " ".join(text[text.index("predicted: ") :].split())
+    assert "a rebase would stop for bye at 1.1 (conflict); util at 1.1 (target gone) (exit 5)" in summary, text
 
 
 def test_scan_says_a_range_is_reversed_before_asking_the_index(releases: Demo) -> None:

@@ -312,8 +312,11 @@ def scan(
     def text(style: Style) -> str:
         from patchtool.cli.tables import scan_table
 
-        where = "; ".join(f"{pid} at {', '.join(at)}" for pid, at in stuck.items())
-        note = f"conflicts for {where} (exit {int(ExitCode.PREDICTED)})"
+        # each stop in its own word: a target gone is not a conflict
+        where = "; ".join(
+            f"{pid} at {', '.join(f'{v} ({report.steps[pid][v].outcome})' for v in at)}" for pid, at in stuck.items()
+        )
+        note = f"a rebase would stop for {where} (exit {int(ExitCode.PREDICTED)})"
         return scan_table(report, style) + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
 
     return Shown(data=report, text=text, code=ExitCode.PREDICTED if stuck else ExitCode.OK)
