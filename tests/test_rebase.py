@@ -754,3 +754,25 @@ def test_a_commit_target_takes_the_version_its_own_tree_states(
     res = in_process(["rebase", "--to", head, "--dry-run", "--json", "--root", str(root)], env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["data"]["new_pin"] == f"demo-{expected}-g{head[:12]}"
+
+
+def test_a_skipped_patch_s_assumptions_are_not_checked_as_if_it_stayed(releases: Demo) -> None:
+    """After `--skip`, the finished rebase's failed assumptions are those of the patches the series
+    still carries: the skipped patch's own claims went with it (issue 23)."""
+    series(releases, "0001-extra", "0004-bye")
+    text = (releases.root / "patchset.toml").read_text()
+    claim = textwrap.dedent(r"""
+        [[patch.assumptions]]
+        id = "cap-check"
+        file = "python/demo/core.py"
+        regex = 'len\(queue\) > cap'
+        why = "the limit is strict"
+        """)
+    (releases.root / "patchset.toml").write_text(text + claim)  # on bye, the last entry: 1.1 has >=
+    res = releases.run("rebase", "--to", "1.1", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr  # bye conflicts at 1.1
+    res = releases.run("rebase", "--skip", "--reason", "upstream rewrote it", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.loads(res.stdout)["data"]
+    assert [s["outcome"] for s in data["patches"]] == ["applied unchanged", "dropped"]
+    assert data["failed_assumptions"] == [], data["failed_assumptions"]

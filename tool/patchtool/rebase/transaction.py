@@ -508,7 +508,11 @@ def _report(
     from patchtool.registry import entries as reg
     from patchtool.series.checks import check_assumptions
 
-    assumptions = check_assumptions(repo, new_base.tree, project.manifest.patches)
+    # the patches the series carries on: one skipped, dropped or already upstream makes no claim
+    leaves = (PatchOutcome.DROPPED, PatchOutcome.UPSTREAM)
+    gone = {s.id for s in result.steps if s.outcome in leaves}
+    carried = [e for e in project.manifest.patches if e.id not in gone]
+    assumptions = check_assumptions(repo, new_base.tree, carried)
     revisit: list[reg.RevisitResult] = []
     if project.manifest.registry:
         from patchtool.registry.workflows import revisit_at
