@@ -46,10 +46,10 @@ def check(data: Any, *, root: Path) -> dict[str, Any]:
     return {**data, "worktree": None if worktree is None else str(root / WORKTREE)}
 
 
-def read(root: Path, *, ours: Callable[[bytes], bool] | None = None, only_ours: bool = False) -> dict[str, Any] | None:
-    """The state file, checked (``check``); None when there is none. Bytes that ``ours`` does not
-    vouch for are refused: with ``only_ours`` always, else when git tracks them
-    (``statedir.refuse_tracked``)."""
+def read(root: Path, *, ours: Callable[[bytes], bool] | None = None) -> dict[str, Any] | None:
+    """The state file, checked (``check``); None when there is none. A state git tracks is refused
+    (``statedir.refuse_tracked``) unless ``ours`` vouches for its bytes; with ``ours``, bytes it
+    does not vouch for are refused whatever git says (a command that resumes the rebase)."""
     path = root / STATE_FILE
     if not path.exists() and not path.is_symlink():
         return None
@@ -64,7 +64,7 @@ def read(root: Path, *, ours: Callable[[bytes], bool] | None = None, only_ours: 
         data = check(loads_json(raw.decode("utf-8")), root=root)
     except (UnicodeDecodeError, ValueError, InvalidInput) as exc:
         raise not_ours(exc) from None
-    if only_ours and not vouched:  # well formed, but not what patchtool wrote: it would steer the rebase
+    if ours is not None and not vouched:  # well formed, but not what patchtool wrote: it would steer the rebase
         raise not_ours(ValueError("it changed since patchtool wrote it, or another cache wrote it"))
     return data
 

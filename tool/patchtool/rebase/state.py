@@ -125,46 +125,41 @@ def save(root: Path, state: RebaseState, *, cache: Path) -> None:
     moved during a stop resumes."""
     text = json.dumps(state.to_dict(), indent=2, sort_keys=True)
     new = hashlib.sha256(text.encode()).hexdigest()
-    store = fsroot.Root(cache)
-    current = _current(root)
+    current = digest(root)
     older = _replaced(cache, current) if current else None
-    store.write(f"{VOUCHERS}/{new}", current or "")
+    fsroot.Root(cache).write(f"{VOUCHERS}/{new}", current or "")
     statedir.ensure(root)
     fsroot.Root(root).write(STATE_FILE, text)
     if older and older not in (new, current):
-        with contextlib.suppress(OSError):
-            store.unlink(f"{VOUCHERS}/{older}")
+        _unvouch(cache, older)
+
+
+def forget(sha: str | None, *, cache: Path) -> None:
+    """Take back the vouchers of the state whose sha256 was ``sha`` (and of the one before it), once
+    it is gone: a rebase that finished or was aborted leaves nothing a later --continue would resume."""
+    if sha is not None:
+        for name in (_replaced(cache, sha), sha):
+            if name:
+                _unvouch(cache, name)
+
+
+def _unvouch(cache: Path, name: str) -> None:
+    with contextlib.suppress(OSError):
+        fsroot.Root(cache).unlink(f"{VOUCHERS}/{name}")
 
 
 def digest(root: Path) -> str | None:
-    """The sha256 of the state file as it is now (what ``forget`` takes), None when there is none."""
-    return _current(root)
-
-
-def forget(digest: str | None, *, cache: Path) -> None:
-    """Take back the vouchers of the state that had ``digest`` (and of the one before it), once it
-    is gone: a rebase that finished or was aborted leaves nothing a later --continue would resume."""
-    if digest is None:
-        return
-    store = fsroot.Root(cache)
-    for name in (_replaced(cache, digest), digest):
-        if name:
-            with contextlib.suppress(OSError):
-                store.unlink(f"{VOUCHERS}/{name}")
-
-
-def _current(root: Path) -> str | None:
-    """The sha256 of the state file as it is now, None when there is none to read."""
+    """The sha256 of the state file as it is now (what ``forget`` takes), None when there is none to read."""
     try:
         return hashlib.sha256(paths.read_inside(root, STATE_FILE)).hexdigest()
     except (OSError, InvalidInput):
         return None
 
 
-def _replaced(cache: Path, digest: str) -> str | None:
-    """What the voucher of ``digest`` says it replaced; None without one."""
+def _replaced(cache: Path, sha: str) -> str | None:
+    """What the voucher of ``sha`` says it replaced; None without one."""
     try:
-        text = (cache / VOUCHERS / digest).read_text(encoding="ascii").strip()
+        text = (cache / VOUCHERS / sha).read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
         return None
     return text if re.fullmatch(r"[0-9a-f]{64}", text) else None
@@ -180,10 +175,7 @@ def load(root: Path, *, cache: Path | None = None) -> RebaseState | None:
     brought in by a checkout or written with another cache is refused (its steps, tip and files
     would steer what is written). Without it (a check that a rebase is in progress), a state git
     tracks is refused (``statedir.refuse_tracked``)."""
-    if cache is None:
-        data = stopped.read(root)
-    else:
-        data = stopped.read(root, ours=functools.partial(_vouched, cache), only_ours=True)
+    data = stopped.read(root, ours=None if cache is None else functools.partial(_vouched, cache))
     if data is None:
         return None
     try:
