@@ -81,7 +81,8 @@ def _patterns(flag: str, *aliases: str) -> tuple[re.Pattern[str], re.Pattern[str
     names = (flag, *aliases)
     flags = "|".join(re.escape(n) for n in names)
     keys = "|".join("[-_]".join(re.escape(p) for p in n.lstrip("-").split("-")) for n in names)
-    prefixes = sorted({n[:i] for n in names if n.startswith("--") for i in range(5, len(n))}, key=len, reverse=True)
+    shorter = {n[:i] for n in names if n.startswith("--") for i in range(5, len(n))} - set(names)
+    prefixes = sorted(shorter, key=len, reverse=True)  # an alias (--model of --model-path) is spelled out
     shortened = "|".join(re.escape(p) for p in prefixes) or r"(?!)"
     return (
         # --flag value, --flag=value, "--flag", "value", the value on the next line (a YAML list's
