@@ -20,8 +20,8 @@ nox.options.reuse_existing_virtualenvs = True
 ROOT = Path(__file__).parent
 # git pins build through pypa/build; the tests build sglang from a git checkout without isolation
 BUILD_DEPS = ["build>=1.2"]
-# the tests on every core; --dist loadgroup keeps those on the one real-upstream cache in one worker
-PARALLEL = ["-n", "auto", "--dist", "loadgroup"]
+# the tests on every core; the workers share the real-upstream cache and wait on its lock (tests/conftest.py)
+PARALLEL = ["-n", "auto"]
 TEST_BUILD_DEPS = [*BUILD_DEPS, "setuptools>=68", "setuptools-scm>=8", "wheel"]  # sglang 0.5.10.post1 builds with wheel
 
 
@@ -66,7 +66,7 @@ def wheel(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run every test tier: parsing, git mechanics, and real sglang from PyPI (cached in .cache/),
-    on every core (pytest-xdist; the tests on the real upstream share one worker). Arguments after
+    on every core (pytest-xdist; the workers share one real-upstream cache). Arguments after
     `--` go to pytest after those: `nox -s tests -- tests/test_cli.py`, `-- -n 0` for one process."""
     session.install("-e", ".[test]", *TEST_BUILD_DEPS)
     session.run("pytest", *PARALLEL, *session.posargs)

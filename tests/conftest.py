@@ -30,16 +30,11 @@ GPU_CHECKS = Path(__file__).resolve().parent / "gpu"
 # pytest-xdist's workers would share): a test that wants random seeds or a database says so
 settings.register_profile("patchtool", derandomize=True, deadline=None, database=None)
 settings.load_profile("patchtool")
-REAL_UPSTREAM_GROUP = "real-upstream"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test on the real upstream cache runs in one pytest-xdist worker (``--dist loadgroup``):
-    they share one cache, whose lock a second command waits on only so long, and the session's
-    patched tree is built once."""
-    for item in items:
-        if "real_cache" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(REAL_UPSTREAM_GROUP))
+# the suite runs on every core (pytest-xdist), and its workers share this repository and the real
+# upstream cache: a command that finds the other worker's command holding a lock waits for it to
+# finish, as a person would, instead of giving up after the default 10 s. The tests of the wait
+# itself set their own $PATCHTOOL_LOCK_TIMEOUT.
+os.environ.setdefault("PATCHTOOL_LOCK_TIMEOUT", "900")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -256,12 +251,20 @@ def real_cache() -> Path:
 
 @pytest.fixture(scope="session")
 def patched_tree(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tree `patchtool apply` builds from this repository: sglang 0.5.23 plus the series."""
-    into = tmp_path_factory.mktemp("patched") / "sglang"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(PATCHTOOL_CACHE_DIR=str(real_cache), GIT_CONFIG_GLOBAL=os.devnull)
-    res = spawned(["apply", "--into", str(into)], cwd=REPO, env=env)
-    assert res.returncode == 0, res.stdout + res.stderr
+    """The tree `patchtool apply` builds from this repository: sglang 0.5.23 plus the series. Built
+    once per run: pytest-xdist's workers share the run's base directory, and the first to get there
+    builds the tree while the others wait for it (tests only read it)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    into = shared / "patched" / "sglang"
+    done = into.with_name("built")
+    with held_alone(into.with_name("lock")):
+        if not done.exists():
+            env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+            env.update(PATCHTOOL_CACHE_DIR=str(real_cache), GIT_CONFIG_GLOBAL=os.devnull)
+            res = spawned(["apply", "--into", str(into), "--force"], cwd=REPO, env=env)
+            assert res.returncode == 0, res.stdout + res.stderr
+            done.touch()
     return into
 
 
