@@ -275,9 +275,12 @@ def test_ncu_tables_the_check_cannot_read_say_why(mma_checks: Any, launches: lis
 
 class StubDeployment:
     """A router as the serving benchmark sees it: ``GET /v1/models`` and ``POST /generate``, each
-    request answered after ``service_s`` (``slow_factor`` times that while more than ``slow_above``
-    are in flight), with as many tokens as it asked for; with ``stall`` never answered. It stops
-    itself after ``lifetime_s`` whatever the test does, and a stalled request is let go then."""
+    request answered at once with as many tokens as it asked for and, as its ``e2e_latency``, the time
+    a deployment would have taken: ``service_s`` (``slow_factor`` times that where the benchmark runs
+    more than ``slow_above`` at a time). The stand-in benchmark adds those up, so what the checks see
+    is the same on a busy machine as on an idle one: no figure is a measurement of this machine.
+    With ``stall`` a request is never answered. It stops itself after ``lifetime_s`` whatever the test
+    does, and a stalled request is let go then."""
 
     def __init__(
         self,
@@ -289,8 +292,6 @@ class StubDeployment:
         lifetime_s: float = 180.0,
     ) -> None:
         self.service_s, self.slow_above, self.slow_factor, self.stall = service_s, slow_above, slow_factor, stall
-        self.in_flight = 0
-        self.lock = threading.Lock()
         self.stopped = threading.Event()
         stub = self
 
@@ -309,20 +310,13 @@ class StubDeployment:
                 if self.path != "/generate":
                     self.send_error(404)
                     return
-                with stub.lock:
-                    stub.in_flight += 1
-                    busy = stub.in_flight
-                try:
-                    if stub.stall:
-                        stub.stopped.wait()
-                        return
-                    slow = stub.slow_above is not None and busy > stub.slow_above
-                    time.sleep(stub.service_s * (stub.slow_factor if slow else 1.0))
-                    tokens = body["sampling_params"]["max_new_tokens"]
-                    self._json({"text": "x" * tokens, "meta_info": {"completion_tokens": tokens}})
-                finally:
-                    with stub.lock:
-                        stub.in_flight -= 1
+                if stub.stall:
+                    stub.stopped.wait()
+                    return
+                slow = stub.slow_above is not None and body["stand_in_concurrency"] > stub.slow_above
+                latency = stub.service_s * (stub.slow_factor if slow else 1.0)
+                tokens = body["sampling_params"]["max_new_tokens"]
+                self._json({"text": "x" * tokens, "meta_info": {"completion_tokens": tokens, "e2e_latency": latency}})
 
             def _json(self, data: object) -> None:
                 payload = json.dumps(data).encode()

@@ -4,6 +4,12 @@ sends ``--num-prompts`` requests to ``BASE_URL/generate`` at most ``--max-concur
 the real one does with ``--backend sglang``, and appends to ``--output-file`` a line with the real
 one's keys for what it measured. Without streaming, TTFT is the whole request's latency.
 tests/test_gpu_deploy.py checks that the real benchmark has these options and keys.
+
+Its times are a model, not a measurement of the machine it runs on: each request tells the stub
+deployment (tests/test_gpu_deploy.py) the concurrency it runs at, the stub answers with the latency
+a deployment would have had (``meta_info.e2e_latency``), and the run lasts as long as its waves of
+``--max-concurrency`` requests, each as long as its slowest. So the same stub gives the same figures
+on a busy machine as on an idle one.
 """
 
 from __future__ import annotations
@@ -11,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -41,21 +46,22 @@ def main() -> None:
             {
                 "text": f"prompt {i} of {args.random_input_len} tokens",
                 "sampling_params": {"max_new_tokens": args.random_output_len},
+                "stand_in_concurrency": args.max_concurrency,
             }
         ).encode()
         request = urllib.request.Request(base + "/generate", body, {"Content-Type": "application/json"})
-        start = time.perf_counter()
         try:
             with urllib.request.urlopen(request, timeout=600) as response:
-                tokens = int(json.load(response)["meta_info"]["completion_tokens"])
+                meta = json.load(response)["meta_info"]
+                return float(meta["e2e_latency"]), int(meta["completion_tokens"])
         except (OSError, ValueError, KeyError):  # HTTPError is an OSError
             return None
-        return time.perf_counter() - start, tokens
 
-    start = time.perf_counter()
     with ThreadPoolExecutor(args.max_concurrency) as pool:
-        outputs = [o for o in pool.map(one, range(args.num_prompts)) if o is not None]
-    duration = time.perf_counter() - start
+        answers = list(pool.map(one, range(args.num_prompts)))
+    waves = [answers[i : i + args.max_concurrency] for i in range(0, len(answers), args.max_concurrency)]
+    duration = sum(max((a[0] for a in wave if a is not None), default=0.0) for wave in waves) or 1e-9
+    outputs = [a for a in answers if a is not None]
     latencies_ms = [latency * 1000 for latency, _ in outputs] or [0.0]
     total = sum(tokens for _, tokens in outputs)
     result = {
