@@ -241,3 +241,21 @@ def test_mma_split_kernel_spills_only_without_the_launch_alignment(patched_tree:
     assert release and f"ptxas-blackwell {release.group(1)} -arch=sm_120a" in conditions["toolchain"], version
     shape = f"C{BATCH}, {HEADS} heads, SWA {SWA_PAGE}-token and c4 {C4_PAGE}-token pages, target_ctas 0"
     assert shape in conditions["launch"], conditions["launch"]
+
+
+def test_figures_for_another_kernel_are_stale_naming_both() -> None:
+    """Without compiling: the recorded row names its kernel and Triton, and a figure measured for
+    another kernel or another Triton is refused, naming both (it used to be skipped)."""
+    _, conditions = recorded()
+    kernel = re.search(r"kernel sha256 ([0-9a-f]{12})\b", conditions["kernel"])
+    toolchain = re.search(r"Triton (\S+) ", conditions["toolchain"])
+    assert kernel and toolchain, conditions
+    assert stale(conditions, kernel.group(1), toolchain.group(1)) is None
+    # the launch measured is not patch 0002's shipped one, and the row says so
+    assert "no attention sink" in conditions["launch"] and "Not the launch patch 0002 quotes" in conditions["launch"]
+    assert stale(conditions, "5f2b6b5b5c8c", toolchain.group(1)) == (
+        f"retread.toml's {ENTRY} figures are for kernel sha256 {kernel.group(1)}; the shipped kernel is 5f2b6b5b5c8c"
+    )
+    assert stale(conditions, kernel.group(1), "0.0") == (
+        f"retread.toml's {ENTRY} figures were measured with Triton {toolchain.group(1)}; this is Triton 0.0"
+    )

@@ -12,6 +12,7 @@ hunk is in place. What needs a GPU is in tests/gpu/test_0001_bf16_indexer.py.
 """
 
 import ast
+import math
 import os
 import re
 import struct
@@ -34,9 +35,50 @@ HEAD_DIM = 128
 PAGE = 64  # C4 index page size of DeepSeek-V4
 
 
+GUARD = 256  # NaN floats after every buffer the module allocates with torch.empty / torch.full
+
+
+class _GuardedTorch:
+    """torch as the module sees it, except that ``empty`` and ``full`` leave GUARD NaNs after the
+    buffer they return: a scorer that stores past its logits writes there, where the test finds
+    it, and not into the heap, where the interpreter would abort the whole run."""
+
+    def __init__(self):
+        self.tails = []
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    def empty(self, shape, **kwargs):
+        return self._with_tail(shape, None, kwargs)
+
+    def full(self, shape, fill, **kwargs):
+        return self._with_tail(shape, fill, kwargs)
+
+    def _with_tail(self, shape, fill, kwargs):
+        n = math.prod(shape)
+        flat = torch.full((n + GUARD,), float("nan"), **kwargs)
+        if fill is not None:
+            flat[:n] = fill
+        self.tails.append(flat[n:])
+        return flat[:n].view(shape)
+
+
 @pytest.fixture(scope="module")
 def bi(patched_tree):
-    return load_module(patched_tree.joinpath(*DSV4, "bf16_indexer.py"), "_dsv4_bf16_indexer_0001")
+    module = load_module(patched_tree.joinpath(*DSV4, "bf16_indexer.py"), "_dsv4_bf16_indexer_0001")
+    module.torch = guarded = _GuardedTorch()
+    scorer = module.bf16_paged_mqa_logits
+
+    def checked_scorer(*args, **kwargs):
+        guarded.tails.clear()
+        logits = scorer(*args, **kwargs)
+        past = sum(int((~tail.isnan()).sum()) for tail in guarded.tails)
+        assert past == 0, f"the scorer stored {past} values past the end of its logits"
+        return logits
+
+    module.bf16_paged_mqa_logits = checked_scorer
+    return module
 
 
 def _src(tree, *parts):
@@ -294,7 +336,8 @@ def test_num_splits_fills_the_gpu_twice_at_small_batch(bi):
 def test_scorer_reads_page_zero_for_a_negative_page_id(bi):
     """A -1 (unused) page-table entry under seq_lens is read as page 0, as the torch reference
     clamps it; it never reads memory before the pool. The pool here sits just after a page of NaN
-    keys, so a kernel that follows the -1 scores NaN."""
+    keys: a kernel that follows the -1 reads them, and its scores differ from the reference (NaN, or
+    0 where the ReLU's maximum drops the NaN, as the interpreter's does)."""
     q, keys, _, weight, seq_lens, page_table, max_seq_len = _paged_case(7, batch=2, seq=(150, 150))
     num_pages = keys.shape[0]
     backing = torch.full((num_pages + 1, PAGE, HEAD_DIM), float("nan"), dtype=torch.bfloat16)
@@ -305,7 +348,9 @@ def test_scorer_reads_page_zero_for_a_negative_page_id(bi):
     ref = _reference_logits(q.float(), keys, weight, seq_lens, page_table.clamp(min=0), max_seq_len)
     valid = _valid(seq_lens, max_seq_len)
     assert bool(torch.isfinite(got[valid]).all()), "the scorer read the memory before page 0"
-    torch.testing.assert_close(got.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(
+        got.double()[valid], ref[valid], rtol=1e-5, atol=1e-4, msg=lambda m: f"a -1 page is not page 0: {m}"
+    )
     torch_ref = bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens, page_table, max_seq_len)
     torch.testing.assert_close(got, torch_ref, rtol=1e-5, atol=1e-4)
 

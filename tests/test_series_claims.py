@@ -1,0 +1,137 @@
+"""What patchset.toml and the patches' commit messages claim about the curated SGLang series, held
+to the field reports (FACTS.md, reports 000 and 004; issue 22's second review). A claim the review
+found wrong is asserted absent, what the reports say instead present, and a figure a CPU test
+computes is asserted to be the figure that test asserts."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PATCHES = {p["id"]: p for p in tomllib.loads((REPO / "patchset.toml").read_text())["patch"]}
+
+
+def flat(value: Any) -> str:
+    """Every string of a patchset.toml entry, joined: where a claim may sit."""
+    if isinstance(value, dict):
+        return " ".join(flat(v) for v in value.values())
+    if isinstance(value, list):
+        return " ".join(flat(v) for v in value)
+    return str(value)
+
+
+def metadata(ident: str) -> str:
+    return " ".join(flat(PATCHES[ident]).split())
+
+
+def message(ident: str) -> str:
+    """The patch file's commit message (its text before the first diff), one line."""
+    text = (REPO / PATCHES[ident]["file"]).read_text()
+    return " ".join(text.split("\ndiff --git ", 1)[0].split())
+
+
+def test_0001_says_what_was_corrupted_and_what_was_not() -> None:
+    for text in (metadata("dsv4-bf16-indexer-keys"), message("dsv4-bf16-indexer-keys")):
+        assert not re.search(r"(?i)KV corruption|corrupts? (the )?KV", text)
+    assert "a canary proved the index-K buffer itself pristine" in metadata("dsv4-bf16-indexer-keys")
+
+
+def test_0001_quotes_30x3_only_for_the_co_restart_check() -> None:
+    entry = PATCHES["dsv4-bf16-indexer-keys"]
+    for row in [*entry["evidence"], *entry["knobs"]]:
+        text = flat(row)
+        if "30x3" in text:
+            assert "belong to the PD co-restart check" in text, text
+    assert "30x3" not in entry["why"] and "30x3" not in message("dsv4-bf16-indexer-keys")
+
+
+def test_0001_says_what_report_000_says_against_it() -> None:
+    text = metadata("dsv4-bf16-indexer-keys")
+    assert "part III lists the bf16 indexer keys among the speed patches" in text
+    assert "part V" in text and "requiring CUDA kernel modifications" in text
+    assert "ref [30] confirms fp8 index keys in the compressor code" in text
+    assert "the needle's rank was never measured" in text
+    assert "the needle's rank was never measured" in message("dsv4-bf16-indexer-keys")
+
+
+def test_0001_fp8_figure_is_the_one_its_test_asserts() -> None:
+    """The near-tie trial count is a figure of the CPU interpreter's run, not of the field: the
+    evidence row must quote what the test asserts, exactly."""
+    source = (REPO / "tests" / "patches" / "test_0001_bf16_indexer_keys.py").read_text()
+    trials = re.search(r"^\s+trials, haystack = (\d+), \d+$", source, re.MULTILINE)
+    fp8 = re.search(r"^\s+assert fp8_top1 == (\d+)\b", source, re.MULTILINE)
+    assert trials and fp8 and "assert bf16_top1 == trials" in source
+    (row,) = [
+        r
+        for r in PATCHES["dsv4-bf16-indexer-keys"]["evidence"]
+        if r["source"].endswith("::test_bf16_keys_keep_the_needle_where_fp8_keys_lose_it")
+    ]
+    assert row["before"].endswith(f"needle on top in {fp8.group(1)} of {trials.group(1)}"), row["before"]
+    assert row["after"].endswith(f"{trials.group(1)} of {trials.group(1)}"), row["after"]
+    assert f"the test asserts exactly {fp8.group(1)} and {trials.group(1)}" in row["conditions"]["data"]
+
+
+def test_0002_says_what_mma_replaces_and_no_padded_splits_above_64() -> None:
+    text = metadata("sm120-mma-sparse-decode")
+    assert "640" not in text and "768" not in text
+    assert "What mma replaces: the dispatcher's mma branch serves every call" in text
+    assert "where FlashInfer would route to its prefill kernel" in text
+    assert "at C80/C96 q is never padded" in text
+
+
+def test_0003_counts_its_bf16_copies() -> None:
+    entry = PATCHES["dsv4-mhc-bf16-gemm"]
+    assert "67,633,152 B (64.5 MiB) per rank" in entry["why"]
+    assert "::test_bf16_weight_copies_cost_64_5_mib_per_rank" in entry["why"]
+    (knob,) = [k for k in entry["knobs"] if k["name"] == "SGLANG_OPT_MHC_BF16_GEMM"]
+    assert "64.5 MiB per rank" in knob["note"]
+    # the CUDA GEMM's values are GPU-only: a row to run, not a result
+    assert "its values on a GPU are the gpu_verification row test_hc_pre_torch_path, not yet run" in " ".join(
+        entry["why"].split()
+    )
+    assert any(r["run"].endswith("test_0003_mhc.py::test_hc_pre_torch_path") for r in entry["gpu_verification"])
+
+
+def test_0004_recommends_no_invented_token_cap() -> None:
+    entry = PATCHES["pd-max-queued-requests"]
+    for text in (metadata("pd-max-queued-requests"), message("pd-max-queued-requests")):
+        assert not re.search(r"110,?000|3,437", text), "a token cap the reports never measured"
+    (knob,) = [k for k in entry["knobs"] if k["name"] == "--max-queued-tokens"]
+    assert not re.search(r"\d", knob["recommended"]["prefill"])
+    assert "~220,000 is what piled up in the incident, field report 000, part I, not a measured limit" in knob["note"]
+
+
+def test_0004_states_the_hicache_pairing_and_the_pd_behaviour_change() -> None:
+    entry = PATCHES["pd-max-queued-requests"]
+    (hicache,) = [k for k in entry["knobs"] if k["name"] == "--hicache-ratio"]
+    assert hicache["recommended"] == {"prefill": "2.0"} and "FACTS.md patch 4" in hicache["note"]
+    why = " ".join(entry["why"].split())
+    assert "Counting it at decode" not in why and "as this patch did" not in why
+    assert "starts getting 503s from its prefill server with this patch" in why
+    assert "gets 503s from its prefill server once this patch is in" in message("pd-max-queued-requests")
+    for decided in (
+        "--max-queued-tokens 0 admits a request only into an empty queue",
+        "no priority eviction",
+        "per DP-attention rank",
+    ):
+        assert decided in why and decided in message("pd-max-queued-requests"), decided
+
+
+def test_0005_scope_is_every_v4_launch_and_it_fixes_nothing_the_field_hit() -> None:
+    entry = PATCHES["dsv4-refuse-tbo"]
+    assert entry["scope"]["hardware"][0].startswith("any (the guard runs on every platform")
+    why = " ".join(entry["why"].split())
+    assert "It fixes nothing the field hit: in the field's topology upstream already refuses the flag" in why
+
+
+@pytest.mark.parametrize("ident", list(PATCHES))
+def test_nothing_gpu_only_is_claimed_verified(ident: str) -> None:
+    """No evidence row rests on a GPU check: tests/gpu has not run on this series."""
+    for row in PATCHES[ident].get("evidence", []):
+        assert "tests/gpu" not in row["source"], row
+        assert not re.search(r"(?i)\bverified\b", flat(row)), row
