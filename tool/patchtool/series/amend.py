@@ -62,10 +62,9 @@ def set_fields(project: Project, ident: str, values: Mapping[str, str], upstream
     doc = manifest_document(project.root)
     _, table = _table(doc, project, ident)
     for key, value in values.items():
-        item = tomlkit.item(value)
-        if key in table and DEFAULT_MARK not in str(table[key].trivia.comment):
-            item.trivia.comment, item.trivia.comment_ws = table[key].trivia.comment, table[key].trivia.comment_ws
-        table[key] = item  # a value given here was chosen: the skeleton's TODO comment does not stay
+        table[key] = value  # tomlkit keeps the comment on the line
+        if DEFAULT_MARK in table[key].trivia.comment:  # a value given here was chosen: the TODO goes
+            table[key].trivia.comment = table[key].trivia.comment_ws = ""
     if upstream:
         old = table.get("upstream")
         table["upstream"] = tomlio.inline_table(
@@ -77,7 +76,10 @@ def set_fields(project: Project, ident: str, values: Mapping[str, str], upstream
 def replace_entry(project: Project, ident: str, text: str, *, source: str) -> Edited:
     """Make ``text`` (one ``[[patch]]`` table, as ``entry_text`` gave it and someone edited it)
     the entry of ``ident``; ``source`` names where the text came from in messages."""
-    edited = tomlio.parse(text, file=source)
+    try:
+        edited = tomlio.parse(text, file=source)
+    except InvalidInput as exc:
+        raise UsageError(f"{exc.message}; nothing was written", hint=f"run `patchtool edit {ident}` again") from None
     tables = edited.get("patch")
     if set(edited) != {"patch"} or not isinstance(tables, AoT) or len(tables) != 1:
         raise UsageError(f"{source} must hold one [[patch]] table, the entry of {ident}; nothing was written")
