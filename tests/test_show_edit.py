@@ -384,3 +384,12 @@ def test_completion_of_ids_pins_and_targets(greet: Demo, tmp_path: Path) -> None
     assert complete(tmp_path, f"patchtool --root {greet.root} show ", env) == ["greet"]
     assert complete(tmp_path, "patchtool show ", env) == []  # no repository here: nothing, quietly
     assert snapshot(greet.root, greet.cache) == before
+
+
+def test_the_editor_runs_inside_the_confined_command(greet: Demo, tmp_path: Path) -> None:
+    """`python -m patchtool` confines itself (Landlock) before the editor starts: the entry file lies
+    in the command's own temporary directory, where the editor may write it."""
+    env = editor(tmp_path, "path.write_text(text.replace('owner = \"team\"', 'owner = \"infra\"'))\n")
+    res = greet.spawn("edit", "greet", env=env)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "greet: changed owner in patchset.toml\n", "")
+    assert 'owner = "infra"\n' in (greet.root / "patchset.toml").read_text()
