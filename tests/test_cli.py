@@ -178,7 +178,7 @@ def test_the_table_of_commands_names_each_command_where_it_is() -> None:
 
     held = {
         name: module
-        for module in ("core", "edit", "wheel", "upkeep", "init")
+        for module in ("core", "edit", "entry", "wheel", "upkeep", "init")
         for name in importlib.import_module(f"patchtool.cli.{module}").commands.names()
     }
     assert held == app.COMMANDS and retread.commands.names() == ["list", "show", "scan", "revisit", "add"]

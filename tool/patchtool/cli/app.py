@@ -76,6 +76,8 @@ COMMANDS = {
     "import": "edit",
     "new": "edit",
     "drop": "edit",
+    "show": "entry",
+    "edit": "entry",
     "build": "wheel",
     "provenance": "wheel",
     "cache": "upkeep",

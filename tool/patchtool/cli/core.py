@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
+from patchtool.cli.completion import rebase_targets
 from patchtool.cli.render import Style
 from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, current, root
 from patchtool.errors import ApplyConflict, ExitCode, UsageError
@@ -162,7 +163,10 @@ def status(
 @commands.command("rebase", writes=True, dry_run="dry_run", outputs=("report_file",))
 def rebase(
     to: Annotated[
-        str | None, typer.Option(metavar="TARGET", help="A tag (v0.5.24), version, commit, or latest.")
+        str | None,
+        typer.Option(
+            metavar="TARGET", help="A tag (v0.5.24), version, commit, or latest.", autocompletion=rebase_targets
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="The full report; touch nothing.")] = False,
     cont: Annotated[bool, typer.Option("--continue", help="Go on after resolving a conflict.")] = False,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from patchtool.cli.completion import patch_ids
 from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, knob, root
 from patchtool.errors import UsageError
 
@@ -216,7 +217,7 @@ def new(
 
 @commands.command("drop", edits_series=True)
 def drop(
-    ident: Annotated[str, typer.Argument(metavar="ID", help="The patch to drop.")],
+    ident: Annotated[str, typer.Argument(metavar="ID", help="The patch to drop.", autocompletion=patch_ids)],
     reason: Annotated[str, typer.Option(help="Why it leaves the series (recorded).")],
     rejected: Annotated[bool, typer.Option("--rejected", help="Also into the registry.")] = False,
     flag: Annotated[

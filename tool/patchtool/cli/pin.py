@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from patchtool.cli.completion import pin_names
 from patchtool.cli.runner import CommandSet, Shown, cache, root
 
 if TYPE_CHECKING:
@@ -69,7 +70,9 @@ def _list_text(pins: list[PinInfo], style: Style) -> str:
 
 
 @commands.command("remove", writes=True)
-def pin_remove(name: Annotated[str, typer.Argument(metavar="NAME", help="The pin, e.g. sglang-0.5.22.")]) -> Shown:
+def pin_remove(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The pin, e.g. sglang-0.5.22.", autocompletion=pin_names)],
+) -> Shown:
     """Remove a pin: refused for the active pin and for one a rebase in progress uses."""
     from patchtool.project.repository import Project
     from patchtool.upstream import pinset

@@ -241,14 +241,14 @@ def status_text(report: StatusReport, style: Style) -> str:
         for g, evidence in zip(p.gpu_verification, p.gpu_evidence, strict=True):
             lines.append(f"       GPU verification{' on ' + g.hardware if g.hardware else ''}: {g.run}")
             lines.append(f"         expect: {g.expect}")
-            lines += [f"         {_evidence_line(e, style)}" for e in evidence] or [
-                f"         {style.bad('no evidence')}: {_no_evidence(g)}"
+            lines += [f"         {evidence_line(e, style)}" for e in evidence] or [
+                f"         {style.bad('no evidence')}: {no_evidence(g)}"
             ]
     lines += [f"{style.bad('error')}: {p.render()} (skipped)" for p in report.gpu_results_problems]
     return "\n".join(lines)
 
 
-def _no_evidence(g: GpuCheck) -> str:
+def no_evidence(g: GpuCheck) -> str:
     try:
         g.selectors()
     except ValueError:
@@ -256,7 +256,7 @@ def _no_evidence(g: GpuCheck) -> str:
     return "no results file in gpu-results/ has a check this runs"
 
 
-def _evidence_line(e: Evidence, style: Style) -> str:
+def evidence_line(e: Evidence, style: Style) -> str:
     """``pass on NVIDIA H200 (sm_90), 2 check(s), gpu-results/x.json``, with what did not pass."""
     word = {"pass": style.ok, "fail": style.bad}.get(e.outcome, style.dim)(e.outcome)
     line = f"{word} on {e.hardware}, {len(e.checks)} check(s), {e.started}, {e.file}"

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from patchtool import errors
+from patchtool.cli.completion import pin_names
 from patchtool.cli.render import Style, envelope, problems_text
 from patchtool.errors import (
     AccessError,
@@ -73,7 +74,10 @@ AllowLocalOption = Annotated[
     ),
 ]
 PinOption = Annotated[
-    str | None, typer.Option("--pin", metavar="NAME", help="A pin in upstream-pins/ (default: the active one).")
+    str | None,
+    typer.Option(
+        "--pin", metavar="NAME", help="A pin in upstream-pins/ (default: the active one).", autocompletion=pin_names
+    ),
 ]
 
 _GLOBALS = [

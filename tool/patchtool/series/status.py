@@ -10,6 +10,7 @@ from patchtool.errors import Problem
 from patchtool.paths import read_inside
 from patchtool.project import statedir
 from patchtool.project.gpuresults import Evidence, evidence_for, load_all
+from patchtool.project.metadata import Evidence as Measured
 from patchtool.project.repository import Project
 from patchtool.project.verification import GpuCheck
 from patchtool.series.apply import SeriesResult, apply_series
@@ -24,6 +25,9 @@ class PatchStatus:
     id: str
     kind: str
     upstream: str
+    why: str = ""
+    owner: str = ""
+    evidence: tuple[Measured, ...] = ()  # what was measured (the entry's evidence rows)
     files: tuple[str, ...]
     added: int
     removed: int
@@ -36,6 +40,9 @@ class PatchStatus:
             "id": self.id,
             "kind": self.kind,
             "upstream": self.upstream,
+            "why": self.why,
+            "owner": self.owner,
+            "evidence": [e.to_dict() for e in self.evidence],
             "files": list(self.files),
             "added": self.added,
             "removed": self.removed,
@@ -90,6 +97,9 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
                 id=lp.id,
                 kind=lp.entry.kind.value,
                 upstream=str(lp.entry.upstream),
+                why=lp.entry.why,
+                owner=lp.entry.owner,
+                evidence=lp.entry.evidence,
                 files=lp.patch.paths,
                 added=lp.patch.added,
                 removed=lp.patch.removed,

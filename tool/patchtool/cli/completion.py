@@ -1,0 +1,94 @@
+"""What the shell completes from the repository: patch ids, pin names, rebase targets.
+
+Each is a typer ``autocompletion`` callback. It reads (the manifest, ``upstream-pins/``, the
+cache's tags), never writes, takes no lock and never raises: whatever goes wrong, the shell gets
+no candidates rather than a traceback in the middle of a command line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def _repository(ctx: typer.Context) -> Path:
+    """The repository the command line is about: its ``--root`` (before or after the command),
+    else the nearest parent of the current directory with patchset.toml."""
+    from patchtool.project.repository import Project
+
+    here: Any = ctx  # click's Context: its parent is one too
+    while here is not None:
+        if here.params.get("global_root"):
+            return Path(here.params["global_root"])
+        here = here.parent
+    return Project.find(Path.cwd())
+
+
+def _cache_dir(ctx: typer.Context) -> Path | None:
+    here: Any = ctx  # click's Context: its parent is one too
+    while here is not None:
+        if here.params.get("global_cache_dir"):
+            return Path(here.params["global_cache_dir"])
+        here = here.parent
+    return None
+
+
+def _matching(incomplete: str, collect: Callable[[list[str]], None]) -> list[str]:
+    found: list[str] = []
+    with contextlib.suppress(Exception):  # what was found so far: never a traceback in a command line
+        collect(found)
+    return [c for c in dict.fromkeys(found) if c.startswith(incomplete)]
+
+
+def patch_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The ids of the series, in its order."""
+
+    def collect(found: list[str]) -> None:
+        from patchtool.project.manifest import MANIFEST_NAME, load
+
+        found += [e.id for e in load(_repository(ctx) / MANIFEST_NAME).patches]
+
+    return _matching(incomplete, collect)
+
+
+def pin_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The pins in upstream-pins/."""
+
+    def collect(found: list[str]) -> None:
+        from patchtool.upstream.pinset import pin_names as names
+
+        found += names(_repository(ctx))
+
+    return _matching(incomplete, collect)
+
+
+def rebase_targets(ctx: typer.Context, incomplete: str) -> list[str]:
+    """``latest``, the versions of the pins in upstream-pins/, and the versions of the active
+    pin's distribution the cache has imported (no index is asked: a completion is instant)."""
+
+    def collect(found: list[str]) -> None:
+        from patchtool.cli import runner
+        from patchtool.git.housekeeping import refs
+        from patchtool.project.manifest import MANIFEST_NAME, load
+        from patchtool.project.pins import load_pin
+        from patchtool.upstream.pinset import pin_names as names
+        from patchtool.upstream.refnames import IMPORTS
+
+        found.append("latest")
+        where = _repository(ctx)
+        for name in names(where):
+            with contextlib.suppress(Exception):
+                found.append(str(load_pin(where, name).version))
+        pin = load_pin(where, load(where / MANIFEST_NAME).pin)
+        if pin.artifact is None:
+            return
+        runner.current().take(False, where, _cache_dir(ctx))
+        prefix = f"{IMPORTS}{pin.artifact.distribution.canonical}-"
+        tags = refs(runner.cache().repo, prefix)
+        found += [ref.removeprefix(prefix).rpartition("-")[0] for ref in sorted(tags)]
+
+    return _matching(incomplete, collect)

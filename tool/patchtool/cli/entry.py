@@ -1,0 +1,162 @@
+"""One patch of the series: ``show`` it whole, ``edit`` its metadata."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from patchtool.cli.completion import patch_ids
+from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, root
+
+if TYPE_CHECKING:
+    from patchtool.cli.render import Style
+    from patchtool.series.show import PatchShown
+
+commands = CommandSet()
+IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The patch's id.", autocompletion=patch_ids)]
+
+
+@commands.command("show")
+def show(
+    ident: IdArgument,
+    pin: PinOption = None,
+    diff: Annotated[bool, typer.Option("--diff", help="Also the patch's diff.")] = False,
+) -> Shown:
+    """One patch: its metadata, its files, whether it applies and its assumptions hold at the pin, GPU evidence."""
+    from patchtool.project.repository import Project
+    from patchtool.series.show import show as workflow
+
+    shown = workflow(Project.load(root()), cache(), ident, pin_name=pin, diff=diff)
+    return Shown(data=shown, text=lambda style: show_text(shown, style))
+
+
+def show_text(shown: PatchShown, style: Style) -> str:
+    from patchtool.cli.render import evidence_line, no_evidence
+
+    e, row = shown.entry, shown.row
+    applies = style.ok(row.applies) if row.applies == "applied" else style.bad(row.applies)
+    lines = [
+        f"patch {style.bold(e.id)} ({e.file}), {shown.position} of {shown.of} in the series",
+        f"subject:    {shown.subject}",
+        f"author:     {shown.author}",
+        f"kind:       {e.kind.value}",
+        f"owner:      {e.owner}",
+        f"upstream:   {e.upstream}",
+        f"applies_to: {e.applies_to}",
+        f"drop_when:  {e.drop_when}",
+        "why:",
+        *(f"  {line}" for line in e.why.strip().splitlines()),
+    ]
+    if e.scope:
+        lines.append(f"scope:      hardware {', '.join(e.scope.hardware)}; model {', '.join(e.scope.model)}")
+    lines.append(f"at pin {shown.pin}: {applies}, +{row.added}/-{row.removed} in {len(row.files)} file(s)")
+    lines += [f"  {style.dim(path)}" for path in row.files]
+    lines.append(f"evidence: {len(e.evidence) or 'none'}")
+    for m in e.evidence:
+        measured = m.change or f"{m.before} -> {m.after}"
+        where = "".join(f", {k} {v}" for k, v in m.conditions.items())
+        lines.append(f"  {m.metric}: {measured}{where} ({m.source})")
+    lines.append(f"knobs: {len(e.knobs) or 'none'}")
+    for k in e.knobs:
+        roles = ", ".join(f"{role} {value}" for role, value in k.recommended.items())
+        lines.append(f"  {k.relation.value} {k.type.value} {k.name}: recommended {roles}")
+    lines.append(f"assumptions at {shown.pin}: {len(shown.assumptions) or 'none'}")
+    for a in shown.assumptions:
+        word = style.ok("holds") if a.ok else style.bad("fails")
+        lines.append(f"  {word} {a.id}: {a.expects} (found {a.found}); {a.why}")
+    lines.append(f"GPU verification: {len(row.gpu_verification) or 'none'}")
+    for g, evidence in zip(row.gpu_verification, row.gpu_evidence, strict=True):
+        lines.append(f"  {g.run}{' on ' + g.hardware if g.hardware else ''}")
+        lines.append(f"    expect: {g.expect}")
+        lines += [f"    {evidence_line(e, style)}" for e in evidence] or [
+            f"    {style.bad('no evidence')}: {no_evidence(g)}"
+        ]
+    lines += [f"overrides {o.entry}: {o.justification}" for o in e.overrides]
+    if shown.diff is not None:
+        lines += ["", shown.diff.rstrip("\n")]
+    return "\n".join(lines)
+
+
+@commands.command("edit", edits_series=True)
+def edit(
+    ident: IdArgument,
+    why: Annotated[str | None, typer.Option(help="Why the patch exists (prose).")] = None,
+    owner: Annotated[str | None, typer.Option(help="Who maintains it.")] = None,
+    kind: Annotated[
+        str | None, typer.Option(metavar="KIND", help="correctness | performance | reliability | operations.")
+    ] = None,
+    applies_to: Annotated[
+        str | None,
+        typer.Option("--applies-to", metavar="SPEC", help="PEP 440 specifier of upstream versions it is verified on."),
+    ] = None,
+    drop_when: Annotated[str | None, typer.Option("--drop-when", help="When to drop it.")] = None,
+    upstream_status: Annotated[
+        str | None,
+        typer.Option(
+            "--upstream-status",
+            metavar="STATUS",
+            help="pending | submitted | backport | inappropriate | denied | merged (DEP-3's words).",
+        ),
+    ] = None,
+    upstream_url: Annotated[
+        str | None, typer.Option("--upstream-url", metavar="URL", help="Where it was submitted (an http(s) URL).")
+    ] = None,
+) -> Shown:
+    """Change a patch's metadata in patchset.toml: with options, or its entry in $EDITOR (comments kept, validated)."""
+    from patchtool.project.repository import Project
+    from patchtool.series import amend
+
+    project = Project.load(root())
+    given = dict(why=why, owner=owner, kind=kind, applies_to=applies_to, drop_when=drop_when)
+    values = {k: v for k, v in given.items() if v is not None}
+    upstream = {k: v for k, v in (("status", upstream_status), ("url", upstream_url)) if v is not None}
+    if values or upstream:
+        done = amend.set_fields(project, ident, values, upstream)
+    else:
+        text = amend.entry_text(project, ident)
+        edited = _in_editor(ident, text)
+        unchanged = amend.Edited(id=ident, changed=(), written=())
+        done = amend.replace_entry(project, ident, edited, source="the edited entry") if edited != text else unchanged
+    return Shown(
+        data=done,
+        text=lambda style: (
+            f"{ident}: changed {', '.join(done.changed)} in patchset.toml"
+            if done.written
+            else f"{ident}: nothing changed; patchset.toml was left as it was"
+        ),
+    )
+
+
+HEADER = (
+    "# patchtool edit {ident}: this patch's entry in patchset.toml. Change its metadata, save and\n"
+    "# quit; it is checked before anything is written. Leave it unchanged to write nothing.\n"
+)
+
+
+def _in_editor(ident: str, text: str) -> str:
+    """``text`` as the user left it in ``$VISUAL``/``$EDITOR`` (as git, else vi), without the header
+    this adds; UsageError when the editor fails."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from patchtool import fsroot
+    from patchtool.errors import UsageError
+    from patchtool.inputs import read_named_text
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    header = HEADER.format(ident=ident)
+    with tempfile.TemporaryDirectory(prefix="patchtool-edit-") as tmp:
+        name = f"{ident}.toml"
+        fsroot.Root(Path(tmp)).write(name, header + text)
+        try:
+            done = subprocess.run([*shlex.split(editor), str(Path(tmp) / name)], check=False)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot run the editor ({editor}): {exc}; nothing was written") from None
+        if done.returncode != 0:
+            raise UsageError(f"the editor ({editor}) exited with {done.returncode}; nothing was written")
+        edited = read_named_text(Path(tmp) / name, what="the edited entry")
+    return edited.removeprefix(header)
