@@ -148,6 +148,15 @@ def import_(
             metavar="N", help="Apply with at most N lines of fuzz (GNU patch's --fuzz); store the patch refreshed."
         ),
     ] = 0,
+    strip: Annotated[
+        int | None,
+        typer.Option(
+            "-p",
+            "--strip",
+            metavar="N",
+            help="Leading directories to strip from a plain diff's names, as patch -pN (default 1).",
+        ),
+    ] = None,
     url: Annotated[str | None, typer.Option(help="Where it comes from (a PR or commit URL).")] = None,
     ident: Annotated[str | None, typer.Option("--id", help="Id of the new patch (one patch only).")] = None,
     kind: KindOption = None,
@@ -177,6 +186,7 @@ def import_(
         subject=subject,
         fuzz=fuzz,
         series=series,
+        strip=strip,
     )
     return Shown(data=result, text=lambda style: "\n".join(_added_line(r) for r in result.added))
 

@@ -100,11 +100,13 @@ def read_sources(
     *,
     series: Path | None = None,
     exists: Exists = None,
+    strip: int | None = None,
 ) -> list[Incoming]:
     """Every patch in ``paths`` (format-patch files, pull-request ``.patch`` files, plain diffs,
     quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order.
     ``exists`` settles a plain diff's file that is only added to and not marked new (git creates
-    it only where the tree lacks it); without it such a diff is refused."""
+    it only where the tree lacks it); without it such a diff is refused. ``strip``: the ``-pN`` of
+    the plain diffs in ``paths`` (a series file says its own)."""
     who = who or Authorship()
     out: list[Incoming] = []
     for path in paths:
@@ -115,7 +117,7 @@ def read_sources(
             text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
-        out += _read_file(str(path), path.name, text, url, who, exists)
+        out += _read_file(str(path), path.name, text, url, who, exists, strip)
     if series is not None:
         if not os.path.lexists(series):
             raise UsageError(f"{series} does not exist")
@@ -124,11 +126,11 @@ def read_sources(
 
 
 def _read_file(
-    source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists, strip: int = 1
+    source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists, strip: int | None
 ) -> list[Incoming]:
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
     if starts:
-        if strip != 1:
+        if strip not in (None, 1):
             raise UsageError(f"{source}: a git format-patch file is -p1; the series says -p{strip}", file=source)
         out = []
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
@@ -241,11 +243,11 @@ def _plain_patch(
     header, diff = text[: m.start()], text[m.start() :]
     fields = dep3_fields(header)
     if diff.startswith("diff --git "):
-        if strip != 1:
+        if strip not in (None, 1):
             raise UsageError(f"{source}: a git diff is -p1; the series says -p{strip}", file=source)
     else:
         try:
-            diff = plain.git_diff(diff, exists=exists, strip=strip)
+            diff = _plain_diff(source, diff, exists, strip)
         except DiffError as exc:
             line = exc.line and exc.line + header.count("\n")
             raise InvalidInput(
@@ -275,6 +277,28 @@ def _plain_patch(
     return Incoming(source=source, text=_format(author, subject, body, diff), upstream=status)
 
 
+_OLD_NAME = re.compile(r"^--- a/(\S[^\n]*)$", re.MULTILINE)
+
+
+def _plain_diff(source: str, text: str, exists: Exists, strip: int | None) -> str:
+    """``text`` as a git diff at ``-pN``; at the default -p1, a UsageError naming -p0 where its
+    files are in the tree only under their -p0 names (``diff -u x.orig x`` run at the top)."""
+    diff = plain.git_diff(text, exists=exists, strip=1 if strip is None else strip)
+    olds = _OLD_NAME.findall(diff)
+    if strip is not None or exists is None or not olds or any(exists(p) for p in olds):
+        return diff
+    try:
+        zero = _OLD_NAME.findall(plain.git_diff(text, exists=exists, strip=0))
+    except DiffError:
+        return diff
+    if zero and all(exists(p) for p in zero):
+        raise UsageError(
+            f"{source}: its names are -p0 names ({zero[0]} is in the tree, {olds[0]} is not)",
+            hint="import it with -p0",
+        )
+    return diff
+
+
 def _subject_from_name(name: str) -> str:
     """A subject from a patch's file name: ``0003-fix_setup-py.patch`` -> ``fix setup py``."""
     stem = re.sub(r"\.(patch|diff)$", "", name)
@@ -302,14 +326,18 @@ def import_patches(
     subject: str | None = None,
     fuzz: int = 0,
     series: Path | None = None,
+    strip: int | None = None,
 ) -> ImportResult:
     """Add the patches in ``paths`` after the series, each applied at the pin first (nothing is
     written unless all apply). ``given``: metadata for the new entries (its id only when there is
     one patch); ``author``/``subject``: for sources that carry none (default author: you);
     ``fuzz``: a patch ``git apply`` refuses may apply with that many lines of fuzz, as GNU patch's
-    ``--fuzz``, and is stored refreshed (regenerated from the result)."""
+    ``--fuzz``, and is stored refreshed (regenerated from the result); ``strip``: the ``-pN`` of
+    the plain diffs in ``paths`` (default 1, and a refusal naming -p0 where that is what fits)."""
     if fuzz < 0:
         raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
+    if strip is not None and strip < 0:
+        raise UsageError(f"-p{strip}: the leading directories to strip are 0 or more")
     given = metadata.validate(given or Metadata())
     check_authorship(author, subject)
 
@@ -328,6 +356,7 @@ def import_patches(
         Authorship(author=author, subject=subject, identity=lambda: user_identity(project.root)),
         series=series,
         exists=exists,
+        strip=strip,
     )
     if not incoming:
         raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
