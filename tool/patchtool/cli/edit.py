@@ -81,15 +81,20 @@ def export(
         typer.Option(metavar="ID", help="Bring a dropped patch back from its commit on the branch (repeatable)."),
     ] = None,
     quilt: Annotated[Path | None, typer.Option(metavar="DIR", help="Write DIR/patches + series for quilt.")] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --quilt: refresh DIR/patches in place (as gbp pq export).")
+    ] = False,
 ) -> Shown:
     """Write the checkout branch back as the series (or the series as a quilt directory)."""
     from patchtool.project.repository import Project
     from patchtool.series.export import export as export_branch
     from patchtool.series.quilt import export_quilt
 
+    if force and quilt is None:
+        raise UsageError("--force refreshes a quilt directory: it goes with --quilt DIR")
     project = Project.load(root())
     if quilt is not None:
-        files = export_quilt(project, quilt)
+        files = export_quilt(project, quilt, force=force)
         return Shown(
             data={"quilt": str(quilt), "files": files},
             text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))",
@@ -193,6 +198,8 @@ def import_(
 
 def _added_line(row: dict[str, Any]) -> str:
     line = f"  added {row['id']} ({row['file']}, upstream {row['upstream_status']})"
+    if row["not_kept"]:
+        line += "\n    not kept (no place in the manifest): " + "; ".join(row["not_kept"])
     if row["refreshed"]:
         line += "\n    refreshed: " + ", ".join(
             f"{r['file']} hunk {r['hunk']} fuzz {r['fuzz']} offset {r['offset']:+d}" for r in row["refreshed"]
