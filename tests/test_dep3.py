@@ -220,3 +220,15 @@ def test_the_exported_quilt_series_pushes_and_git_am_keeps_the_message(demo: Dem
     git(demo.work, "checkout", "-q", "-b", "am", "upstream")
     git(demo.work, "am", "-q", *sorted(str(p) for p in (out / "patches").glob("*.patch")))
     assert git(demo.work, "log", "--format=%B", "-1", "HEAD~2").strip() == "core: say hi\n\nShorter greeting."
+
+
+def test_what_has_no_place_is_reported() -> None:
+    found = dep3.fields("Origin: upstream, https://example.org/list/42\nApplied-Upstream: https://example.org/x\n")
+    assert dep3.upstream(found) == (
+        {"status": "pending"},
+        [
+            "Applied-Upstream: https://example.org/x (names no version or commit)",
+            "Origin: upstream, https://example.org/list/42 (the manifest keeps where upstream stands, "
+            "not where a patch came from)",
+        ],
+    )

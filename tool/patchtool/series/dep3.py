@@ -113,6 +113,8 @@ def upstream(found: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
             status = {"status": "pending"}
             if forwarded and forwarded.lower() != "no":
                 notes.append(f"Forwarded: {forwarded} (submitted needs a URL)")
+    if applied and status["status"] not in ("merged", "backport"):
+        notes.append(f"Applied-Upstream: {found['applied-upstream']} (names no version or commit)")
     if source and not all(status.get(k) == v for k, v in source.items()):
         notes.append(f"Origin: {origin} (the manifest keeps where upstream stands, not where a patch came from)")
     for name in sorted(found):
