@@ -82,15 +82,20 @@ def export(
         typer.Option(metavar="ID", help="Bring a dropped patch back from its commit on the branch (repeatable)."),
     ] = None,
     quilt: Annotated[Path | None, typer.Option(metavar="DIR", help="Write DIR/patches + series for quilt.")] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --quilt: refresh DIR/patches in place (as gbp pq export).")
+    ] = False,
 ) -> Shown:
     """Write the checkout branch back as the series (or the series as a quilt directory)."""
     from patchtool.project.repository import Project
     from patchtool.series.export import export as export_branch
     from patchtool.series.quilt import export_quilt
 
+    if force and quilt is None:
+        raise UsageError("--force refreshes a quilt directory: it goes with --quilt DIR")
     project = Project.load(root())
     if quilt is not None:
-        files = export_quilt(project, quilt)
+        files = export_quilt(project, quilt, force=force)
         return Shown(
             data={"quilt": str(quilt), "files": files},
             text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))",
@@ -149,6 +154,15 @@ def import_(
             metavar="N", help="Apply with at most N lines of fuzz (GNU patch's --fuzz); store the patch refreshed."
         ),
     ] = 0,
+    strip: Annotated[
+        int | None,
+        typer.Option(
+            "-p",
+            "--strip",
+            metavar="N",
+            help="Leading directories to strip from a plain diff's names, as patch -pN (default 1).",
+        ),
+    ] = None,
     url: Annotated[str | None, typer.Option(help="Where it comes from (a PR or commit URL).")] = None,
     ident: Annotated[str | None, typer.Option("--id", help="Id of the new patch (one patch only).")] = None,
     kind: KindOption = None,
@@ -178,12 +192,15 @@ def import_(
         subject=subject,
         fuzz=fuzz,
         series=series,
+        strip=strip,
     )
     return Shown(data=result, text=lambda style: "\n".join(_added_line(r) for r in result.added))
 
 
 def _added_line(row: dict[str, Any]) -> str:
     line = f"  added {row['id']} ({row['file']}, upstream {row['upstream_status']})"
+    if row["not_kept"]:
+        line += "\n    not kept (no place in the manifest): " + "; ".join(row["not_kept"])
     if row["refreshed"]:
         line += "\n    refreshed: " + ", ".join(
             f"{r['file']} hunk {r['hunk']} fuzz {r['fuzz']} offset {r['offset']:+d}" for r in row["refreshed"]

@@ -14,7 +14,7 @@ from typing import Any
 
 import tomlkit
 import tomlkit.exceptions
-from tomlkit.items import AoT, InlineTable, Table
+from tomlkit.items import AoT, Comment, InlineTable, Table, Whitespace
 
 from patchtool.errors import InternalError, InvalidInput
 
@@ -28,7 +28,10 @@ def parse(text: str, *, file: str) -> tomlkit.TOMLDocument:
 
 
 def dumps(doc: tomlkit.TOMLDocument | Mapping[str, Any], *, file: str) -> str:
-    """The document as text, ending in a newline, verified to parse back to the same data."""
+    """The document as text, ending in a newline, verified to parse back to the same data; in a
+    document, one blank line after each table of an array of tables (``[[patch]]``), none at the end."""
+    if isinstance(doc, tomlkit.TOMLDocument):
+        _space_tables(doc)
     text = tomlkit.dumps(doc)
     if not text.endswith("\n"):
         text += "\n"
@@ -42,6 +45,23 @@ def dumps(doc: tomlkit.TOMLDocument | Mapping[str, Any], *, file: str) -> str:
             f"the TOML patchtool produced for {file} does not read back as written; nothing was written"
         )
     return text
+
+
+def _space_tables(doc: tomlkit.TOMLDocument) -> None:
+    """One blank line after every ``[[key]]`` table but the document's last (none there): tomlkit
+    gives a new table none and a moved one what it had, so edits would otherwise pile them up or
+    glue tables together. A table that ends in a comment keeps its layout (it may head the next)."""
+    tables = [t for value in doc.values() if isinstance(value, AoT) for t in value.body]
+    for n, t in enumerate(tables):
+        if n:  # the line before the first table is the document's
+            t.trivia.indent = t.trivia.indent.lstrip("\n")
+        body = t.value.body
+        if body and isinstance(body[-1][1], Comment):
+            continue
+        while body and isinstance(body[-1][1], Whitespace):
+            body.pop()
+        if n < len(tables) - 1:
+            t.add(tomlkit.nl())
 
 
 def _plain(value: Any) -> Any:

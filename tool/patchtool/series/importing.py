@@ -9,7 +9,7 @@ import functools
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,12 @@ from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
-from patchtool.paths import read_inside, read_text_if_present
+from patchtool.paths import id_problem, read_inside, read_text_if_present
 from patchtool.project import tomlio
+from patchtool.project.fields import Fields
+from patchtool.project.manifest import PatchEntry
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text
-from patchtool.series import metadata
+from patchtool.series import dep3, metadata
 from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import Metadata, skeleton
@@ -42,6 +44,8 @@ class Incoming:
     text: str  # format-patch text
     upstream: dict[str, str]  # what its source says (a URL, DEP-3 Origin); pending when nothing does
     commit: str | None = None  # its format-patch 'From <sha>' line: a backport when upstream has it
+    entry: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # what its header says (dep3.entry)
+    not_kept: tuple[str, ...] = ()  # header fields the manifest has no place for
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -100,11 +104,13 @@ def read_sources(
     *,
     series: Path | None = None,
     exists: Exists = None,
+    strip: int | None = None,
 ) -> list[Incoming]:
     """Every patch in ``paths`` (format-patch files, pull-request ``.patch`` files, plain diffs,
     quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order.
     ``exists`` settles a plain diff's file that is only added to and not marked new (git creates
-    it only where the tree lacks it); without it such a diff is refused."""
+    it only where the tree lacks it); without it such a diff is refused. ``strip``: the ``-pN`` of
+    the plain diffs in ``paths`` (a series file says its own)."""
     who = who or Authorship()
     out: list[Incoming] = []
     for path in paths:
@@ -115,7 +121,7 @@ def read_sources(
             text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
-        out += _read_file(str(path), path.name, text, url, who, exists)
+        out += _read_file(str(path), path.name, text, url, who, exists, strip)
     if series is not None:
         if not os.path.lexists(series):
             raise UsageError(f"{series} does not exist")
@@ -124,53 +130,44 @@ def read_sources(
 
 
 def _read_file(
-    source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists, strip: int = 1
+    source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists, strip: int | None
 ) -> list[Incoming]:
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
     if starts:
-        if strip != 1:
+        if strip not in (None, 1):
             raise UsageError(f"{source}: a git format-patch file is -p1; the series says -p{strip}", file=source)
         out = []
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
             message = text[a:b]
             sha = _MBOX_FROM.match(message)
+            entry, notes = _header_entry(source, message.split("\n\n", 1)[0], url)
             out.append(
                 Incoming(
                     source=source,
                     text=message,
-                    upstream=_status_for(url),
+                    upstream=entry.pop("upstream"),
                     commit=sha.group(1) if sha and url is None else None,
+                    entry=entry,
+                    not_kept=tuple(notes),
                 )
             )
         return out
     return [_plain_patch(source, name, text, who, url, strip, exists)]
 
 
-_DEP3 = re.compile(
-    r"^(Description|Subject|Author|From|Origin|Forwarded|Bug|Last-Update|Applied-Upstream)"
-    r":\s*(.*)$",
-    re.IGNORECASE,
-)
+dep3_fields = dep3.fields
 
 
-def dep3_fields(header: str) -> dict[str, str]:
-    """The DEP-3 fields of a patch header (the first of each, by lower-case name), with their
-    continuation lines (a leading space; a line of " ." is an empty line) joined by newlines."""
-    fields: dict[str, str] = {}
-    current: str | None = None
-    for line in lines_of(header, keepends=False):
-        hm = _DEP3.match(line)
-        if hm:
-            name = hm.group(1).lower()
-            current = None if name in fields else name
-            if current is not None:
-                fields[current] = hm.group(2).strip()
-        elif current is not None and line[:1] in (" ", "\t") and line.strip():
-            more = line[1:].rstrip()
-            fields[current] += "\n" + ("" if more.strip() == "." else more)
-        else:
-            current = None
-    return fields
+def _header_entry(source: str, header: str, url: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The manifest keys a patch's header gives (``dep3.entry``); ``url``, where given, says its
+    upstream status instead; InvalidInput naming ``source`` when the header cannot be read."""
+    try:
+        entry, notes = dep3.entry(dep3.fields(header))
+    except ValueError as exc:
+        raise InvalidInput(f"{source}: {exc}", hint="fix the patch's header, or delete the field") from None
+    if url is not None:
+        entry["upstream"] = _status_for(url)
+    return entry, notes
 
 
 def _quilt_dir(path: Path) -> Path:
@@ -226,7 +223,7 @@ _PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
 
 def _plain_patch(
-    source: str, name: str, text: str, who: Authorship, url: str | None, strip: int, exists: Exists
+    source: str, name: str, text: str, who: Authorship, url: str | None, strip: int | None, exists: Exists
 ) -> Incoming:
     """A patch that is not git format-patch output (a quilt patch, a plain diff, a mail): its
     DEP-3 or mail header (author, description or subject, origin) and its diff. The subject, where
@@ -239,13 +236,13 @@ def _plain_patch(
             hint="export it with git format-patch, or import a quilt directory",
         )
     header, diff = text[: m.start()], text[m.start() :]
-    fields = dep3_fields(header)
+    fields = dep3.fields(header)
     if diff.startswith("diff --git "):
-        if strip != 1:
+        if strip not in (None, 1):
             raise UsageError(f"{source}: a git diff is -p1; the series says -p{strip}", file=source)
     else:
         try:
-            diff = plain.git_diff(diff, exists=exists, strip=strip)
+            diff = _plain_diff(source, diff, exists, strip)
         except DiffError as exc:
             line = exc.line and exc.line + header.count("\n")
             raise InvalidInput(
@@ -260,19 +257,36 @@ def _plain_patch(
     described = _PATCH_PREFIX.sub("", (fields.get("description") or fields.get("subject") or "").strip())
     description = described or (who.subject or "").strip() or _subject_from_name(name)
     subject, _, body = description.partition("\n")
-    forwarded = fields.get("forwarded", "")
-    origin = fields.get("origin", "")
-    found = (
-        forwarded
-        if forwarded.startswith("http")
-        else origin.split(",")[-1].strip()
-        if origin.startswith(("upstream", "backport"))
-        else None
+    entry, notes = _header_entry(source, header, url)
+    return Incoming(
+        source=source,
+        text=_format(author, subject, body, diff),
+        upstream=entry.pop("upstream"),
+        entry=entry,
+        not_kept=tuple(notes),
     )
-    status = _status_for(url or found)
-    if url is None and origin.lower().startswith(("upstream", "backport")) and status["status"] == "pending":
-        status = {"status": "backport", "ref": origin}
-    return Incoming(source=source, text=_format(author, subject, body, diff), upstream=status)
+
+
+_OLD_NAME = re.compile(r"^--- a/(\S[^\n]*)$", re.MULTILINE)
+
+
+def _plain_diff(source: str, text: str, exists: Exists, strip: int | None) -> str:
+    """``text`` as a git diff at ``-pN``; at the default -p1, a UsageError naming -p0 where its
+    files are in the tree only under their -p0 names (``diff -u x.orig x`` run at the top)."""
+    diff = plain.git_diff(text, exists=exists, strip=1 if strip is None else strip)
+    olds = _OLD_NAME.findall(diff)
+    if strip is not None or exists is None or not olds or any(exists(p) for p in olds):
+        return diff
+    try:
+        zero = _OLD_NAME.findall(plain.git_diff(text, exists=exists, strip=0))
+    except DiffError:
+        return diff
+    if zero and all(exists(p) for p in zero):
+        raise UsageError(
+            f"{source}: its names are -p0 names ({zero[0]} is in the tree, {olds[0]} is not)",
+            hint="import it with -p0",
+        )
+    return diff
 
 
 def _subject_from_name(name: str) -> str:
@@ -302,14 +316,18 @@ def import_patches(
     subject: str | None = None,
     fuzz: int = 0,
     series: Path | None = None,
+    strip: int | None = None,
 ) -> ImportResult:
     """Add the patches in ``paths`` after the series, each applied at the pin first (nothing is
     written unless all apply). ``given``: metadata for the new entries (its id only when there is
     one patch); ``author``/``subject``: for sources that carry none (default author: you);
     ``fuzz``: a patch ``git apply`` refuses may apply with that many lines of fuzz, as GNU patch's
-    ``--fuzz``, and is stored refreshed (regenerated from the result)."""
+    ``--fuzz``, and is stored refreshed (regenerated from the result); ``strip``: the ``-pN`` of
+    the plain diffs in ``paths`` (default 1, and a refusal naming -p0 where that is what fits)."""
     if fuzz < 0:
         raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
+    if strip is not None and strip < 0:
+        raise UsageError(f"-p{strip}: the leading directories to strip are 0 or more")
     given = metadata.validate(given or Metadata())
     check_authorship(author, subject)
 
@@ -328,6 +346,7 @@ def import_patches(
         Authorship(author=author, subject=subject, identity=lambda: user_identity(project.root)),
         series=series,
         exists=exists,
+        strip=strip,
     )
     if not incoming:
         raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
@@ -352,6 +371,7 @@ def import_patches(
     order: list[tuple[str, str, bool]] = [(e.id, "", True) for e in project.manifest.patches]
     files: dict[str, str] = {}
     added: list[dict[str, Any]] = []
+    tables: list[Any] = []
     for item in incoming:
         patch = PatchFile.parse(item.text, name=item.source)
         tree, refreshed = _applied(repo, parent, item, patch, pin.name, chain.base, fuzz)
@@ -362,7 +382,10 @@ def import_patches(
             author=git.Ident(patch.author_name, patch.author_email, 0),
             committer=git.Ident(*git.FIXED_IDENT, 0),
         )
-        ident = given.id or unique_id(slug(patch.subject), {*entries, *(i for i, _, _ in order)})
+        taken = {*entries, *(i for i, _, _ in order)}
+        named = item.entry.get("id")
+        mine = named if isinstance(named, str) and id_problem(named) is None else slug(patch.subject)
+        ident = given.id or unique_id(mine, taken)
         order.append((ident, parent, False))
         name = f"{PATCHES_DIR}/{len(order):04d}-{slug(ident)}.patch"
         files[name] = repo.format_patch(parent)
@@ -373,17 +396,39 @@ def import_patches(
                 "source": item.source,
                 **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()},
                 "refreshed": [r.to_dict() for r in refreshed],
+                "not_kept": list(item.not_kept),
             }
         )
+        tables.append(_table(item, ident, name, given, added[-1]))
     doc = manifest_document(project.root)
-    for row in added:
-        table = skeleton(row["id"], row["file"], given)
-        table["upstream"] = tomlio.inline_table(
-            {k.removeprefix("upstream_"): v for k, v in row.items() if k.startswith("upstream_")}
-        )
+    for table in tables:
         tomlio.append_table(doc, "patch", table)
     written = write_series(project.root, files, manifest_text(doc), remove=[], moves={})
     return ImportResult(added=tuple(added), written=tuple(written))
+
+
+def _table(item: Incoming, ident: str, file: str, given: Metadata, row: Mapping[str, Any]) -> Any:
+    """The new entry: what ``given`` says, else what the patch's header says, else the skeleton;
+    InvalidInput naming the patch where the header's values break the manifest's rules."""
+    header = {k: v for k, v in item.entry.items() if k in metadata.FIELDS and isinstance(v, str)}
+    table = skeleton(ident, file, Metadata(**{**header, **given.given()}))
+    table["upstream"] = tomlio.inline_table(
+        {k.removeprefix("upstream_"): v for k, v in row.items() if k.startswith("upstream_")}
+    )
+    records = {k: v for k, v in item.entry.items() if k not in {"id", "file", "upstream", *metadata.FIELDS}}
+    for key, value in tomlio.table(records).items():
+        table.add(key, value)
+    problems: list[Problem] = []
+    PatchEntry.read(Fields(table.unwrap(), "", problems))
+    if problems:
+        first = problems[0]
+        raise InvalidInput(
+            f"{item.source}: its header gives {first.key}: {first.message}",
+            file=item.source,
+            hint="fix the patch's header (DEP-3 or Patchtool-* fields), or delete the field",
+            problems=[dataclasses.replace(p, file=item.source, patch=None) for p in problems],
+        )
+    return table
 
 
 def _applied(
