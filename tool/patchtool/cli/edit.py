@@ -258,3 +258,19 @@ def drop(
         data={"id": ident, "written": written},
         text=lambda style: f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else ""),
     )
+
+
+@commands.command("refresh", edits_series=True)
+def refresh(
+    ident: Annotated[str, typer.Argument(metavar="ID", help="The patch to put the changes in.")],
+    branch: BranchOption = "series",
+    index: Annotated[bool, typer.Option("--index", help="Only what is staged (git add); default: every file.")] = False,
+) -> Shown:
+    """Put the checkout's uncommitted changes into patch ID and write it back (stg refresh -p, quilt refresh)."""
+    from patchtool.project.repository import Project
+    from patchtool.rebase.fold import fold
+
+    result = fold(Project.load(root()), cache(), ident=ident, branch=branch, staged_only=index)
+    lines = [f"refreshed {result.id} ({result.file}) with {', '.join(result.changed)}"]
+    lines += [f"  rewritten {w['id']} ({w['file']}): its line numbers moved" for w in result.written[1:]]
+    return Shown(data=result, text=lambda style: "\n".join(lines))

@@ -54,11 +54,11 @@ def _hint_branch(branch: str) -> str:
     return "" if branch == "series" else f" --branch {branch}"
 
 
-def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
-    """(tip, base) of a checkout branch whose series is still the project's; refused
-    otherwise, naming what changed."""
+def exportable(project: Project, cache: Cache, names: CheckoutBranch) -> tuple[str, str, dict[str, Any]]:
+    """(tip, base, record) of a checkout branch whose series and pin are still the project's;
+    refused otherwise, naming what changed."""
     tip, base, record = branch_and_record(
-        project, repo, names, "exporting it could undo changes made to the series since"
+        project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
     changes = changes_since(record, project)
     if changes:
@@ -68,7 +68,12 @@ def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[s
             hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
             "onto the current series; then export",
         )
-    return tip, base
+    if base != cache.ensure(project.pin()).commit:
+        raise UsageError(
+            f"branch {names.branch!r} was checked out on another pin than {project.manifest.pin}",
+            hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves it onto the pin",
+        )
+    return tip, base, record
 
 
 def export(
@@ -77,13 +82,7 @@ def export(
     repo = cache.repo
     root = project.root
     names = CheckoutBranch.of(root, branch)
-    tip, base = _checked(project, repo, names)
-    pin_base = cache.ensure(project.pin()).commit
-    if base != pin_base:
-        raise UsageError(
-            f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
-            hint=f"`patchtool checkout --refresh{_hint_branch(branch)}` moves it onto the pin",
-        )
+    tip, base, _ = exportable(project, cache, names)
     worktree = worktree_of(repo, names)
     require_clean(worktree)
     commits = branch_commits(repo, names, base, tip)
