@@ -112,3 +112,59 @@ def test_refresh_refusals_change_nothing(demo: Demo) -> None:
     git(wt, "commit", "-qam", "util: three")
     (wt / "python/demo/util.py").write_text("def helper():\n    return 4\n")
     refused(2, "branch 'series' holds commits that are not exported yet", "util")
+
+
+# -- the repair loop: checkout stops at a patch that does not apply, refresh writes it back ----
+
+
+def test_a_patch_that_does_not_apply_at_its_pin_is_repaired_in_the_checkout(demo: Demo) -> None:
+    three(demo)
+    greet = demo.root / "patches/0001-greet.patch"
+    good = greet.read_text()
+    greet.write_text(good.replace(" def greet(name):", " def greet(nom):"))  # a context line upstream lacks
+    others = {k: v for k, v in patches(demo).items() if k != "0001-greet.patch"}
+    manifest = (demo.root / "patchset.toml").read_bytes()
+    res = demo.run("checkout")
+    assert res.returncode == 3, res.stdout + res.stderr
+    wt = demo.root / "work/series"
+    assert "stopped at patch greet (patches/0001-greet.patch): it does not apply at the pin" in res.stdout
+    assert "  python/demo/core.py:2: hunk 1, conflict markers" in res.stdout
+    assert "not applied yet: util, cap" in res.stdout
+    assert f"next: fix the files in {wt} (no <<<<<<< left), then `patchtool refresh greet`" in res.stdout
+    core = wt / "python/demo/core.py"
+    marked = core.read_text()
+    assert "<<<<<<< upstream\n\n\ndef greet(name):\n" in marked and ">>>>>>> patch greet hunk 1\n" in marked
+    assert git(wt, "rev-list", "--count", "HEAD") == "1\n"  # upstream alone: greet is the first patch
+    # the branch lacks the patches from greet on: neither export nor another patch may go first
+    res = demo.run("export")
+    assert res.returncode == 2 and "checkout branch 'series' stopped at patch greet" in res.stderr, res.stderr
+    res = demo.run("refresh", "util")
+    assert res.returncode == 2 and "the checkout stopped at patch greet" in res.stderr, res.stderr
+    before = state(demo, wt)
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 2 and "conflict markers remain in python/demo/core.py" in res.stderr, res.stderr
+    assert state(demo, wt) == before
+    # the fix: the hunk as meant
+    start, end = (
+        marked.index("<<<<<<<"),
+        marked.index(">>>>>>> patch greet hunk 1\n") + len(">>>>>>> patch greet hunk 1\n"),
+    )
+    core.write_text(
+        marked[:start]
+        + '\n\ndef greet(name):\n    greeting = "hi"\n    return f"{greeting} {name}"\n\n\n'
+        + marked[end:]
+    )
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (
+        "refreshed greet (patches/0001-greet.patch) with python/demo/core.py\napplied after it: util, cap\n"
+        == res.stdout
+    )
+    assert greet.read_text() == good  # the patch as it was before the damage, its metadata kept
+    assert (demo.root / "patchset.toml").read_bytes() == manifest
+    assert {k: v for k, v in patches(demo).items() if k != "0001-greet.patch"} == others
+    assert git(wt, "status", "--porcelain") == ""
+    assert git(wt, "log", "--format=%(trailers:key=Patchtool-Id,valueonly)", "-3").split() == ["cap", "util", "greet"]
+    assert demo.run("check").returncode == 0
+    res = demo.run("export")
+    assert res.returncode == 0 and "refreshed" not in res.stdout, res.stdout + res.stderr

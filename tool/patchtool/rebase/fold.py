@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from patchtool import git, paths
@@ -23,10 +24,14 @@ from patchtool.project.manifest import MANIFEST_NAME
 from patchtool.project.repository import Project
 from patchtool.rebase import merge
 from patchtool.rebase.refresh import RefreshConflict
+from patchtool.series import repair
+from patchtool.series.apply import apply_series
 from patchtool.series.checkouts import (
     BranchCommit,
     branch_commits,
+    commit_message,
     export_commit,
+    loaded_record,
     move_branch,
     series_record,
     worktree_of,
@@ -47,6 +52,8 @@ class Folded:
     worktree: str
     changed: tuple[str, ...]  # the paths the change touched
     written: tuple[dict[str, str], ...]  # id, file of each patch file written (ID's first)
+    applied: tuple[str, ...] = ()  # a stopped checkout: the patches applied after ID
+    stopped: repair.Stopped | None = None  # ... and the next that does not apply, if one does not
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -55,7 +62,7 @@ class Folded:
 def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only: bool) -> Folded:
     repo = cache.repo
     names = CheckoutBranch.of(project.root, branch)
-    tip, base, record = exportable(project, cache, names)
+    tip, base, record = exportable(project, cache, names, stopped_ok=True)
     worktree = worktree_of(repo, names)
     if worktree is None:
         raise UsageError(
@@ -64,23 +71,15 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
             "removed, `patchtool export` the branch and check out afresh",
         )
     commits = branch_commits(repo, names, base, tip)
-    _require_exported(repo, commits, record, branch)
+    stopped = record.get("stopped")
+    if isinstance(stopped, str):
+        return _repaired(project, cache, names, (tip, base, record), commits, worktree, ident, stopped, staged_only)
+    _require_exported(repo, commits, record["patches"], branch)
     ids = [c.ident for c in commits]
     if ident not in ids:
         raise UsageError(f"no patch {ident!r} on branch {branch!r}", hint=f"its patches: {', '.join(map(str, ids))}")
     at = ids.index(ident)
-    tree = git.Worktree(worktree)
-    if tree.head() != tip:
-        raise UsageError(
-            f"the worktree {worktree} is not at the tip of branch {branch!r}", hint="git switch back to it"
-        )
-    unmerged = sorted(p for p, code in tree.changed().items() if "U" in code or code in ("AA", "DD"))
-    if unmerged:
-        raise UsageError(
-            f"the worktree {worktree} has unmerged paths: {', '.join(unmerged)}",
-            hint="resolve them and `git add` them first",
-        )
-    wanted = tree.tree_now(staged_only=staged_only)
+    wanted = _worktree_tree(worktree, tip, branch, staged_only=staged_only)
     change = repo.diff_raw(tip, wanted)
     if not change:
         raise UsageError(
@@ -125,10 +124,108 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     )
 
 
-def _require_exported(repo: git.Repo, commits: Sequence[BranchCommit], record: dict[str, Any], branch: str) -> None:
+def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) -> str:
+    """The tree of the worktree's files as they are (``staged_only``: its index), refused while
+    it is elsewhere than the branch's tip or has unmerged paths."""
+    tree = git.Worktree(worktree)
+    if tree.head() != tip:
+        raise UsageError(
+            f"the worktree {worktree} is not at the tip of branch {branch!r}", hint="git switch back to it"
+        )
+    unmerged = sorted(p for p, code in tree.changed().items() if "U" in code or code in ("AA", "DD"))
+    if unmerged:
+        raise UsageError(
+            f"the worktree {worktree} has unmerged paths: {', '.join(unmerged)}",
+            hint="resolve them and `git add` them first",
+        )
+    return tree.tree_now(staged_only=staged_only)
+
+
+def _repaired(
+    project: Project,
+    cache: Cache,
+    names: CheckoutBranch,
+    branch_state: tuple[str, str, dict[str, Any]],
+    commits: Sequence[BranchCommit],
+    worktree: Path,
+    ident: str,
+    stopped: str,
+    staged_only: bool,
+) -> Folded:
+    """A checkout stopped at ``stopped``: the worktree's files become that patch's commit, written
+    back with its metadata; the patches after it are applied on it, up to the next that does not
+    apply, which is left in the worktree in turn."""
+    repo = cache.repo
+    tip, base, record = branch_state
+    again = "" if names.branch == "series" else f" --branch {names.branch}"
+    hint = f"fix it in {worktree}, then `patchtool refresh{again} {stopped}`"
+    if ident != stopped:
+        raise UsageError(
+            f"the checkout stopped at patch {stopped}, which does not apply at the pin; it comes first", hint=hint
+        )
+    if staged_only:
+        raise UsageError("a stopped checkout's patch is taken from every file of its worktree", hint="drop --index")
+    loaded = project.series()
+    at = [lp.id for lp in loaded].index(stopped)
+    _require_exported(repo, commits, record["patches"][:at], names.branch)
+    lp = loaded[at]
+    left = repair.markers_left(worktree, list(git.Worktree(worktree).changed()))
+    if left:
+        raise UsageError(f"conflict markers remain in {', '.join(left)} (in {worktree})", hint=hint)
+    wanted = _worktree_tree(worktree, tip, names.branch, staged_only=False)
+    if wanted == repo.tree_of(tip):
+        raise UsageError(
+            f"nothing to refresh {ident} with: the worktree {worktree} holds the patches before it and no change",
+            hint=f"{hint}; or take it out of the series (`patchtool drop {ident} --reason ...`)",
+        )
+    new = repo.commit_tree(
+        wanted,
+        [tip],
+        commit_message(lp),
+        author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
+        committer=git.Ident(*git.FIXED_IDENT, 0),
+    )
+    rest = apply_series(repo, new, loaded[at + 1 :], commit=True, message=commit_message)
+    failed = rest.failed
+    later = next(k for k, p in enumerate(loaded) if p.id == failed.id) if failed else len(loaded)
+    found = repair.repair(repo, rest.last_good or new, loaded[later]) if failed else None
+    final = (rest.tip if failed is None else rest.last_good) or new
+    action = f"patchtool refresh {ident}"
+    move_branch(repo, names, worktree, tip, new, action, files_stay=True)
+    if final != new:
+        move_branch(repo, names, worktree, new, final, f"{action}: the patches after it")
+    stop = None
+    if failed is not None:
+        stop = repair.stop(worktree, found, loaded[later], [p.id for p in loaded[later + 1 :]])
+    text = export_commit(repo, new)
+    written = []
+    if text != paths.read_text_if_present(project.root, lp.entry.file):
+        manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
+        write_series(project.root, {lp.entry.file: text}, manifest, remove=[], moves={})
+        written.append({"id": ident, "file": lp.entry.file})
+    on_branch = {c.ident or "": c.commit for c in commits} | {ident: new}
+    on_branch |= {r.id: r.commit for r in rest.results if r.commit}
+    new_record = loaded_record(project.manifest.pin, base, loaded, on_branch)
+    if failed is not None:
+        new_record["stopped"] = failed.id
+    names.save_record(repo, new_record)
+    return Folded(
+        branch=names.branch,
+        id=ident,
+        file=lp.entry.file,
+        worktree=str(worktree),
+        changed=tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(tip, new))),
+        written=tuple(written),
+        applied=tuple(r.id for r in rest.results if r.commit),
+        stopped=stop,
+    )
+
+
+def _require_exported(
+    repo: git.Repo, commits: Sequence[BranchCommit], recorded: Sequence[dict[str, Any]], branch: str
+) -> None:
     """Refused unless every commit of the branch is its patch as the series has it (what the last
     checkout, export or refresh left): refresh writes one patch and must leave nothing behind."""
-    recorded = record["patches"]
     same = len(recorded) == len(commits) and all(
         c.ident == p["id"]
         and (

@@ -54,12 +54,22 @@ def _hint_branch(branch: str) -> str:
     return "" if branch == "series" else f" --branch {branch}"
 
 
-def exportable(project: Project, cache: Cache, names: CheckoutBranch) -> tuple[str, str, dict[str, Any]]:
+def exportable(
+    project: Project, cache: Cache, names: CheckoutBranch, *, stopped_ok: bool = False
+) -> tuple[str, str, dict[str, Any]]:
     """(tip, base, record) of a checkout branch whose series and pin are still the project's;
-    refused otherwise, naming what changed."""
+    refused otherwise, naming what changed, and (unless ``stopped_ok``) where the checkout
+    stopped at a patch that does not apply: the branch lacks it and the patches after it."""
     tip, base, record = branch_and_record(
         project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
+    stopped = record.get("stopped")
+    if isinstance(stopped, str) and not stopped_ok:
+        raise UsageError(
+            f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin; "
+            "the branch holds only the patches before it",
+            hint=f"fix it in the checkout's worktree, then `patchtool refresh{_hint_branch(names.branch)} {stopped}`",
+        )
     changes = changes_since(record, project)
     if changes:
         raise UsageError(
