@@ -73,6 +73,7 @@ COMMANDS = {
     "scan": "core",
     "checkout": "edit",
     "export": "edit",
+    "refresh": "edit",
     "import": "edit",
     "new": "edit",
     "drop": "edit",

@@ -9,7 +9,7 @@ import typer
 
 from patchtool.cli.completion import patch_ids
 from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, knob, root
-from patchtool.errors import UsageError
+from patchtool.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from patchtool.project.repository import Project
@@ -45,13 +45,21 @@ def checkout(
                 hint="drop --pin and --path",
             )
         return _refresh(project, branch)
+    from patchtool.series.repair import next_steps
+
     result = make_checkout(project, cache(), pin_name=pin, branch=branch, path=path)
+    head = f"branch {{}} with {len(result.commits)} commit(s) on {result.base[:12]}\nworktree: {result.worktree}\n"
+    if result.stopped is not None:
+        steps = "\n".join(next_steps(result.stopped, result.worktree, result.branch))
+        return Shown(
+            data=result, text=lambda style: head.format(style.bold(result.branch)) + steps, code=ExitCode.CONFLICT
+        )
     return Shown(
         data=result,
         text=lambda style: (
-            f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
-            f"worktree: {result.worktree}\n"
-            "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`\n"
+            head.format(style.bold(result.branch))
+            + "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`; "
+            "or edit the files and `patchtool refresh ID`\n"
             "a pristine upstream tree beside it (for quilt or a diff): `patchtool apply --series none --into DIR`"
         ),
     )
@@ -276,3 +284,25 @@ def drop(
         data={"id": ident, "written": written},
         text=lambda style: f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else ""),
     )
+
+
+@commands.command("refresh", edits_series=True)
+def refresh(
+    ident: Annotated[str, typer.Argument(metavar="ID", help="The patch to put the changes in.")],
+    branch: BranchOption = "series",
+    index: Annotated[bool, typer.Option("--index", help="Only what is staged (git add); default: every file.")] = False,
+) -> Shown:
+    """Put the checkout's uncommitted changes into patch ID and write it back (stg refresh -p, quilt refresh)."""
+    from patchtool.project.repository import Project
+    from patchtool.rebase.fold import fold
+    from patchtool.series.repair import next_steps
+
+    result = fold(Project.load(root()), cache(), ident=ident, branch=branch, staged_only=index)
+    lines = [f"refreshed {result.id} ({result.file}) with {', '.join(result.changed)}"]
+    lines += [f"  rewritten {w['id']} ({w['file']}): its line numbers moved" for w in result.written[1:]]
+    if result.applied:
+        lines.append(f"applied after it: {', '.join(result.applied)}")
+    if result.stopped is not None:
+        lines += next_steps(result.stopped, result.worktree, result.branch)
+    code = ExitCode.OK if result.stopped is None else ExitCode.CONFLICT
+    return Shown(data=result, text=lambda style: "\n".join(lines), code=code)

@@ -3,7 +3,10 @@ worktree, the patch repository itself), and who the user is to git."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -74,6 +77,27 @@ class Worktree:
 
     def write_tree(self) -> str:
         return self._runner.out("write-tree")
+
+    def tree_now(self, *, staged_only: bool) -> str:
+        """The tree a commit made here now would record: the index (``staged_only``), or every file
+        as it is, as ``git commit`` after ``git add -A`` would, staged on a copy of the index in the
+        worktree's git directory, so the user's own index is left as it is."""
+        if staged_only:
+            return self.write_tree()
+        git_dir = Path(self._runner.out("rev-parse", "--absolute-git-dir"))
+        fd, name = tempfile.mkstemp(prefix="index.patchtool.", dir=git_dir)
+        os.close(fd)
+        try:
+            if (git_dir / "index").is_file():
+                shutil.copyfile(git_dir / "index", name)
+            else:
+                os.unlink(name)
+            env = {"GIT_INDEX_FILE": name}
+            self._runner.run("add", "-A", env=env, paths=["."])
+            return self._runner.out("write-tree", env=env)
+        finally:
+            if os.path.exists(name):
+                os.unlink(name)
 
     def changed(self) -> dict[str, str]:
         """Every path whose work file or index entry differs from HEAD, unmerged and untracked

@@ -18,7 +18,7 @@ import hashlib
 from typing import Any
 
 from patchtool import git
-from patchtool.errors import ExitCode, PatchtoolError
+from patchtool.errors import ExitCode, PatchtoolError, UsageError
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.rebase import merge
 from patchtool.series.apply import apply_series
@@ -74,6 +74,12 @@ class Refreshed:
 def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     repo = cache.repo
     tip, old_base, record = branch_and_record(project, repo, names, "its own commits cannot be told from the series'")
+    if isinstance(record.get("stopped"), str):
+        again = "" if names.branch == "series" else f" --branch {names.branch}"
+        raise UsageError(
+            f"checkout branch {names.branch!r} stopped at patch {record['stopped']}, which does not apply at the pin",
+            hint=f"fix it in the checkout's worktree and `patchtool refresh{again} {record['stopped']}` first",
+        )
     worktree = worktree_of(repo, names)
     require_clean(worktree)
     commits = branch_commits(repo, names, old_base, tip)

@@ -1,7 +1,9 @@
 """``patchtool checkout``: the series on a branch of the cache repository, in a worktree.
 
 One commit per patch, each carrying a ``Patchtool-Id`` trailer that maps it back to its manifest
-entry; ``export`` writes the branch back.
+entry; ``export`` writes the branch back. A patch that does not apply at the pin stops it there:
+the patches before it are committed, it is left in the worktree as far as it goes
+(``series.repair``), and ``refresh ID`` writes it back once fixed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from patchtool.errors import PatchtoolError, UsageError
 from patchtool.project.repository import Project
 from patchtool.series.apply import apply_series
 from patchtool.series.checkouts import commit_message, create_branch, loaded_record
+from patchtool.series.repair import Stopped, repair, stop
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
 
@@ -28,6 +31,7 @@ class Checkout:
     base: str
     commits: tuple[tuple[str, str], ...]  # (patch id, commit)
     git_branch: str = ""  # the branch as git names it in the worktree
+    stopped: Stopped | None = None  # the patch that does not apply at the pin, left in the worktree
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -36,6 +40,7 @@ class Checkout:
             "worktree": self.worktree,
             "base": self.base,
             "commits": [{"id": i, "commit": c} for i, c in self.commits],
+            "stopped": dataclasses.asdict(self.stopped) if self.stopped else None,
         }
 
 
@@ -53,8 +58,11 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
             f"(`patchtool checkout --refresh{again}`), or pick another --branch",
         )
     result = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
-    if not result.ok or result.tip is None:
-        failed = result.failed
+    failed = result.failed
+    at = [lp.id for lp in loaded].index(failed.id) if failed else len(loaded)
+    tip = result.tip if failed is None else result.last_good
+    found = repair(repo, tip, loaded[at]) if failed is not None and tip is not None else None
+    if tip is None or (failed is not None and found is None):
         raise PatchtoolError(
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
@@ -66,15 +74,22 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     if "__pycache__/" not in (paths.read_text_if_present(repo.git_dir, "info/exclude") or ""):
         git_dir.append("info/exclude", "__pycache__/\n*.pyc\n")
     commits = {r.id: r.commit or "" for r in result.results}
-    names.save_record(repo, loaded_record(pin.name, base.commit, loaded, commits))
-    create_branch(repo, names, result.tip, "patchtool checkout")
+    record = loaded_record(pin.name, base.commit, loaded, commits)
+    if failed is not None:
+        record["stopped"] = failed.id
+    names.save_record(repo, record)
+    create_branch(repo, names, tip, "patchtool checkout")
     repo.update_ref(names.base_ref, base.commit)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
+    stopped = None
+    if failed is not None:
+        stopped = stop(where, found, loaded[at], [lp.id for lp in loaded[at + 1 :]])
     return Checkout(
         branch=branch,
         git_branch=names.short,
         worktree=str(where),
         base=base.commit,
-        commits=tuple((r.id, r.commit or "") for r in result.results),
+        commits=tuple((r.id, r.commit) for r in result.results if r.commit),
+        stopped=stopped,
     )

@@ -168,10 +168,21 @@ def branch_commits(repo: git.Repo, names: CheckoutBranch, base: str, tip: str) -
     return out
 
 
-def move_branch(repo: git.Repo, names: CheckoutBranch, worktree: Path | None, old: str, new: str, action: str) -> None:
+def move_branch(
+    repo: git.Repo,
+    names: CheckoutBranch,
+    worktree: Path | None,
+    old: str,
+    new: str,
+    action: str,
+    *,
+    files_stay: bool = False,
+) -> None:
     """Move the checkout branch from ``old`` to ``new``, and the worktree that has it checked out
     with it: its index and files follow (``reset --keep``: refused, changing nothing, where a
-    file in the way would be lost), or only its HEAD where the tree is the same (``--soft``)."""
+    file in the way would be lost), or only its HEAD where the tree is the same (``--soft``).
+    ``files_stay``: the files already hold ``new`` (``refresh`` made it from them): the index
+    follows and the files stay as they are (``--mixed``)."""
     if worktree is None:
         repo.update_ref(names.ref, new, old, reason=action)
         return
@@ -182,7 +193,7 @@ def move_branch(repo: git.Repo, names: CheckoutBranch, worktree: Path | None, ol
             f"the worktree {worktree} moved on while patchtool worked ({old[:12]} -> {head[:12]})",
             hint="run the command again",
         )
-    mode = "--soft" if repo.tree_of(old) == repo.tree_of(new) else "--keep"
+    mode = "--mixed" if files_stay else "--soft" if repo.tree_of(old) == repo.tree_of(new) else "--keep"
     refused = tree.reset(mode, new, reason=action, committer=git.FIXED_IDENT)
     if refused is not None:
         raise UsageError(

@@ -54,12 +54,22 @@ def _hint_branch(branch: str) -> str:
     return "" if branch == "series" else f" --branch {branch}"
 
 
-def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[str, str]:
-    """(tip, base) of a checkout branch whose series is still the project's; refused
-    otherwise, naming what changed."""
+def exportable(
+    project: Project, cache: Cache, names: CheckoutBranch, *, stopped_ok: bool = False
+) -> tuple[str, str, dict[str, Any]]:
+    """(tip, base, record) of a checkout branch whose series and pin are still the project's;
+    refused otherwise, naming what changed, and (unless ``stopped_ok``) where the checkout
+    stopped at a patch that does not apply: the branch lacks it and the patches after it."""
     tip, base, record = branch_and_record(
-        project, repo, names, "exporting it could undo changes made to the series since"
+        project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
+    stopped = record.get("stopped")
+    if isinstance(stopped, str) and not stopped_ok:
+        raise UsageError(
+            f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin; "
+            "the branch holds only the patches before it",
+            hint=f"fix it in the checkout's worktree, then `patchtool refresh{_hint_branch(names.branch)} {stopped}`",
+        )
     changes = changes_since(record, project)
     if changes:
         raise UsageError(
@@ -68,7 +78,12 @@ def _checked(project: Project, repo: git.Repo, names: CheckoutBranch) -> tuple[s
             hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
             "onto the current series; then export",
         )
-    return tip, base
+    if base != cache.ensure(project.pin()).commit:
+        raise UsageError(
+            f"branch {names.branch!r} was checked out on another pin than {project.manifest.pin}",
+            hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves it onto the pin",
+        )
+    return tip, base, record
 
 
 def export(
@@ -77,13 +92,7 @@ def export(
     repo = cache.repo
     root = project.root
     names = CheckoutBranch.of(root, branch)
-    tip, base = _checked(project, repo, names)
-    pin_base = cache.ensure(project.pin()).commit
-    if base != pin_base:
-        raise UsageError(
-            f"branch {branch!r} was checked out on another pin than {project.manifest.pin}",
-            hint=f"`patchtool checkout --refresh{_hint_branch(branch)}` moves it onto the pin",
-        )
+    tip, base, _ = exportable(project, cache, names)
     worktree = worktree_of(repo, names)
     require_clean(worktree)
     commits = branch_commits(repo, names, base, tip)

@@ -1,0 +1,307 @@
+"""``patchtool refresh ID``: the checkout's uncommitted changes folded into one patch, written back.
+
+StGit's ``refresh -p`` and quilt's ``refresh`` in one step. The worktree's changes (every file as
+it is now, or with ``staged_only`` the index) become part of patch ID's commit, and the patches
+after it are replayed on that commit in memory with the rebase's 3-way merge. The result must be
+the worktree's own tree: a change that a later patch's lines stand in the way of is refused.
+The branch moves (the worktree's files stay as they are, its index follows) only when every
+commit is written; then only the patch files whose text changed are written (ID's, and a later
+patch's whose line numbers the change moved), the manifest as it was. The branch must hold the
+series as it was last exported, so nothing else of the branch is written by the way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from patchtool import git, paths
+from patchtool.errors import UsageError
+from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.repository import Project
+from patchtool.rebase import merge
+from patchtool.rebase.refresh import RefreshConflict
+from patchtool.series import repair
+from patchtool.series.apply import apply_series
+from patchtool.series.checkouts import (
+    BranchCommit,
+    branch_commits,
+    commit_message,
+    export_commit,
+    loaded_record,
+    move_branch,
+    series_record,
+    worktree_of,
+)
+from patchtool.series.export import exportable
+from patchtool.series.writes import write_series
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.cachespace import CheckoutBranch
+
+LABELS = ("the patch", "the branch", "your change")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Folded:
+    branch: str
+    id: str
+    file: str
+    worktree: str
+    changed: tuple[str, ...]  # the paths the change touched
+    written: tuple[dict[str, str], ...]  # id, file of each patch file written (ID's first)
+    applied: tuple[str, ...] = ()  # a stopped checkout: the patches applied after ID
+    stopped: repair.Stopped | None = None  # ... and the next that does not apply, if one does not
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only: bool) -> Folded:
+    repo = cache.repo
+    names = CheckoutBranch.of(project.root, branch)
+    tip, base, record = exportable(project, cache, names, stopped_ok=True)
+    worktree = worktree_of(repo, names)
+    if worktree is None:
+        raise UsageError(
+            f"branch {branch!r} is checked out in no worktree, so there is no change to take",
+            hint="refresh takes the changes of the worktree `patchtool checkout` made; if it was "
+            "removed, `patchtool export` the branch and check out afresh",
+        )
+    commits = branch_commits(repo, names, base, tip)
+    stopped = record.get("stopped")
+    if isinstance(stopped, str):
+        return _repaired(project, cache, names, (tip, base, record), commits, worktree, ident, stopped, staged_only)
+    _require_exported(repo, commits, record["patches"], branch)
+    ids = [c.ident for c in commits]
+    if ident not in ids:
+        raise UsageError(f"no patch {ident!r} on branch {branch!r}", hint=f"its patches: {', '.join(map(str, ids))}")
+    at = ids.index(ident)
+    wanted = _worktree_tree(worktree, tip, branch, staged_only=staged_only)
+    change = repo.diff_raw(tip, wanted)
+    if not change:
+        raise UsageError(
+            f"nothing to refresh {ident} with: the worktree {worktree} "
+            + ("has nothing staged" if staged_only else "holds the branch as it is committed"),
+            hint=f"edit the files in {worktree} (with --index: `git add` them), then run it again",
+        )
+    built = _build(repo, commits, at, base, change, names)
+    if repo.tree_of(built[-1]) != wanted:
+        raise RefreshConflict(
+            f"the patches after {ident} replayed on it with your change do not give the files of the worktree; "
+            "nothing was changed",
+            hint="make the change with git instead (`git commit --fixup`, `git rebase -i --autosquash`), then export",
+        )
+    move_branch(repo, names, worktree, tip, built[-1], f"patchtool refresh {ident}", files_stay=True)
+    files = {e.id: e.file for e in project.manifest.patches}
+    final = {c.ident or "": c.commit for c in commits[:at]} | {
+        c.ident or "": new for c, new in zip(commits[at:], built, strict=True)
+    }
+    texts: dict[str, str] = {}
+    written: list[dict[str, str]] = []
+    for c in commits[at:]:
+        i = c.ident or ""
+        text = export_commit(repo, final[i])
+        if text != paths.read_text_if_present(project.root, files[i]):
+            texts[files[i]] = text
+            written.append({"id": i, "file": files[i]})
+    manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
+    write_series(project.root, texts, manifest, remove=[], moves={})
+    exported = [
+        (i, files[i], texts[files[i]].encode() if files[i] in texts else (project.root / files[i]).read_bytes())
+        for i in (c.ident or "" for c in commits)
+    ]
+    names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
+    return Folded(
+        branch=branch,
+        id=ident,
+        file=files[ident],
+        worktree=str(worktree),
+        changed=tuple(sorted({c.new_path or c.old_path or "" for c in change})),
+        written=tuple(written),
+    )
+
+
+def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) -> str:
+    """The tree of the worktree's files as they are (``staged_only``: its index), refused while
+    it is elsewhere than the branch's tip or has unmerged paths."""
+    tree = git.Worktree(worktree)
+    if tree.head() != tip:
+        raise UsageError(
+            f"the worktree {worktree} is not at the tip of branch {branch!r}", hint="git switch back to it"
+        )
+    unmerged = sorted(p for p, code in tree.changed().items() if "U" in code or code in ("AA", "DD"))
+    if unmerged:
+        raise UsageError(
+            f"the worktree {worktree} has unmerged paths: {', '.join(unmerged)}",
+            hint="resolve them and `git add` them first",
+        )
+    return tree.tree_now(staged_only=staged_only)
+
+
+def _repaired(
+    project: Project,
+    cache: Cache,
+    names: CheckoutBranch,
+    branch_state: tuple[str, str, dict[str, Any]],
+    commits: Sequence[BranchCommit],
+    worktree: Path,
+    ident: str,
+    stopped: str,
+    staged_only: bool,
+) -> Folded:
+    """A checkout stopped at ``stopped``: the worktree's files become that patch's commit, written
+    back with its metadata; the patches after it are applied on it, up to the next that does not
+    apply, which is left in the worktree in turn."""
+    repo = cache.repo
+    tip, base, record = branch_state
+    again = "" if names.branch == "series" else f" --branch {names.branch}"
+    hint = f"fix it in {worktree}, then `patchtool refresh{again} {stopped}`"
+    if ident != stopped:
+        raise UsageError(
+            f"the checkout stopped at patch {stopped}, which does not apply at the pin; it comes first", hint=hint
+        )
+    if staged_only:
+        raise UsageError("a stopped checkout's patch is taken from every file of its worktree", hint="drop --index")
+    loaded = project.series()
+    at = [lp.id for lp in loaded].index(stopped)
+    _require_exported(repo, commits, record["patches"][:at], names.branch)
+    lp = loaded[at]
+    left = repair.markers_left(worktree, list(git.Worktree(worktree).changed()))
+    if left:
+        raise UsageError(f"conflict markers remain in {', '.join(left)} (in {worktree})", hint=hint)
+    wanted = _worktree_tree(worktree, tip, names.branch, staged_only=False)
+    if wanted == repo.tree_of(tip):
+        raise UsageError(
+            f"nothing to refresh {ident} with: the worktree {worktree} holds the patches before it and no change",
+            hint=f"{hint}; or take it out of the series (`patchtool drop {ident} --reason ...`)",
+        )
+    new = repo.commit_tree(
+        wanted,
+        [tip],
+        commit_message(lp),
+        author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
+        committer=git.Ident(*git.FIXED_IDENT, 0),
+    )
+    rest = apply_series(repo, new, loaded[at + 1 :], commit=True, message=commit_message)
+    failed = rest.failed
+    later = next(k for k, p in enumerate(loaded) if p.id == failed.id) if failed else len(loaded)
+    found = repair.repair(repo, rest.last_good or new, loaded[later]) if failed else None
+    final = (rest.tip if failed is None else rest.last_good) or new
+    action = f"patchtool refresh {ident}"
+    move_branch(repo, names, worktree, tip, new, action, files_stay=True)
+    if final != new:
+        move_branch(repo, names, worktree, new, final, f"{action}: the patches after it")
+    stop = None
+    if failed is not None:
+        stop = repair.stop(worktree, found, loaded[later], [p.id for p in loaded[later + 1 :]])
+    text = export_commit(repo, new)
+    written = []
+    if text != paths.read_text_if_present(project.root, lp.entry.file):
+        manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
+        write_series(project.root, {lp.entry.file: text}, manifest, remove=[], moves={})
+        written.append({"id": ident, "file": lp.entry.file})
+    on_branch = {c.ident or "": c.commit for c in commits} | {ident: new}
+    on_branch |= {r.id: r.commit for r in rest.results if r.commit}
+    new_record = loaded_record(project.manifest.pin, base, loaded, on_branch)
+    if failed is not None:
+        new_record["stopped"] = failed.id
+    names.save_record(repo, new_record)
+    return Folded(
+        branch=names.branch,
+        id=ident,
+        file=lp.entry.file,
+        worktree=str(worktree),
+        changed=tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(tip, new))),
+        written=tuple(written),
+        applied=tuple(r.id for r in rest.results if r.commit),
+        stopped=stop,
+    )
+
+
+def _require_exported(
+    repo: git.Repo, commits: Sequence[BranchCommit], recorded: Sequence[dict[str, Any]], branch: str
+) -> None:
+    """Refused unless every commit of the branch is its patch as the series has it (what the last
+    checkout, export or refresh left): refresh writes one patch and must leave nothing behind."""
+    same = len(recorded) == len(commits) and all(
+        c.ident == p["id"]
+        and (
+            c.commit == p["commit"] or hashlib.sha256(export_commit(repo, c.commit).encode()).hexdigest() == p["sha256"]
+        )
+        for c, p in zip(commits, recorded, strict=False)
+    )
+    if not same:
+        raise UsageError(
+            f"branch {branch!r} holds commits that are not exported yet; refresh writes one patch and "
+            "would leave them behind",
+            hint="`patchtool export` them first (or take them out with git), then refresh",
+        )
+
+
+def _build(
+    repo: git.Repo,
+    commits: Sequence[BranchCommit],
+    at: int,
+    base: str,
+    change: tuple[git.RawChange, ...],
+    names: CheckoutBranch,
+) -> list[str]:
+    """commits[at] with ``change`` merged into it, and each commit after it replayed on that, in
+    memory and then by one fast-import; a conflict raises and writes nothing."""
+    target = commits[at]
+    writes: list[git.NewCommit] = []
+    with repo.reader() as reader, merge.Workspace(repo, reader, target.commit, (), lambda path: None) as ws:
+        folded = merge.merge_patch(ws, change, LABELS)
+        if not folded.clean:
+            paths_ = sorted({c.path for c in folded.conflicts})
+            later = [c.ident or c.subject for c in commits[at + 1 :] if _touches(repo, c, paths_)]
+            raise RefreshConflict(
+                f"your change to {', '.join(paths_)} cannot go into {target.ident}: "
+                + (f"{', '.join(later)}, after it, changes the same lines" if later else "it does not merge")
+                + f" ({'; '.join(c.message for c in folded.conflicts)}); nothing was changed",
+                hint=f"refresh the patch whose lines you changed (`patchtool refresh {later[-1]}`)"
+                if later
+                else "make the change with git (`git commit --fixup`, `git rebase -i --autosquash`), then export",
+            )
+        ws.update(folded.files)
+        own: dict[str, merge.File | None] = {
+            (c.new_path or c.old_path or ""): merge.File(c.new_mode, c.new_blob) if c.new_mode and c.new_blob else None
+            for c in repo.diff_raw(f"{target.commit}^", target.commit)
+        }
+        writes.append(_commit(repo, target, own | folded.files))  # a commit is written as its parent's tree changed
+        for c in commits[at + 1 :]:
+            merged = merge.merge_patch(ws, repo.diff_raw(f"{c.commit}^", c.commit), LABELS, commit=c.commit)
+            if not merged.clean:
+                raise RefreshConflict(
+                    f"{c.ident or c.subject}, after {target.ident}, does not apply on it with your change: "
+                    f"{'; '.join(m.message for m in merged.conflicts)}; nothing was changed",
+                    hint=f"refresh {c.ident or 'that patch'} with the part of the change that is its own",
+                )
+            ws.update(merged.files)
+            writes.append(_commit(repo, c, merged.files))
+    parent = commits[at - 1].commit if at else base
+    built = repo.write_commits(parent, writes, ref=names.refresh_ref)
+    repo.delete_ref(names.refresh_ref)
+    return built
+
+
+def _commit(repo: git.Repo, source: BranchCommit, files: dict[str, merge.File | None]) -> git.NewCommit:
+    author, committer = repo.idents(source.commit)
+    return git.NewCommit(
+        message=source.message.rstrip("\n") + "\n",
+        author=author,
+        committer=committer,
+        files=tuple(
+            git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
+            for path, f in sorted(files.items())
+        ),
+    )
+
+
+def _touches(repo: git.Repo, commit: BranchCommit, wanted: Sequence[str]) -> bool:
+    return any(
+        (c.old_path in wanted or c.new_path in wanted) for c in repo.diff_raw(f"{commit.commit}^", commit.commit)
+    )
