@@ -45,7 +45,17 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_series import AUTHORS, FIXED_DATE, BenchError, default_cache_dir, find_patchtool, git, git_env, slug
+from make_series import (
+    AUTHORS,
+    FIXED_DATE,
+    BenchError,
+    default_cache_dir,
+    find_patchtool,
+    git,
+    git_env,
+    release_commit,
+    slug,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = "patchtool-rebase-bench-v1"  # change it and every patch changes
@@ -392,18 +402,12 @@ def choose(repo: Path, old_commit: str, new_commit: str, order: tuple[str, ...] 
 
 
 def resolve(repo: Path, version: str) -> str:
-    res = subprocess.run(
-        ["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet", f"refs/tags/v{version}^{{commit}}"],
-        capture_output=True,
-        text=True,
-        env=git_env(),
-        check=False,
-    )
-    if res.returncode:
+    commit = release_commit(repo, version)
+    if commit is None:
         raise BenchError(
             f"sglang {version} is not imported in {repo.parent}; run bench/rebase_bench.py, which imports it"
         )
-    return res.stdout.strip()
+    return commit
 
 
 def build(dest: Path, *, cache_dir: Path, pin_text: str, count: int = 30) -> Path:

@@ -178,6 +178,31 @@ def read_pin(pin_file: Path) -> dict:
     return {"name": pin_file.stem, "version": data["version"], "tree": data.get("artifact", {}).get("tree")}
 
 
+def release_commit(repo: Path, version: str) -> str | None:
+    """The commit of sglang ``version``'s import in the patchtool cache's ``repo``, which names it
+    ``refs/tags/sglang-<version>-<12 hex of the artifact's sha256>`` (tool/patchtool/upstream/refnames.py);
+    None when it is not imported. The bench's private copies of the cache also call it ``v<version>``
+    (``alias_releases``), the name the git side's commands use."""
+    res = subprocess.run(
+        ["git", f"--git-dir={repo}", "for-each-ref", "--format=%(objectname)", f"refs/tags/sglang-{version}-*"],
+        capture_output=True,
+        text=True,
+        env=git_env(),
+        check=False,
+    )
+    commits = set(res.stdout.split())
+    if res.returncode or len(commits) != 1:
+        return None
+    return git(repo, "rev-parse", f"{commits.pop()}^{{commit}}").decode().strip()
+
+
+def alias_releases(repo: Path, commits: dict[str, str]) -> None:
+    """Name each release ``v<version>`` in a private copy of the cache (``commits``: that name ->
+    commit), for the git side of a pair: `git read-tree v0.5.23`, `git rebase --onto v0.5.23 ...`."""
+    for name, commit in commits.items():
+        git(repo, "update-ref", f"refs/tags/{name}", commit)
+
+
 def resolve_base(cache_dir: Path, pin: dict) -> tuple[Path, str]:
     """The cache repo and the pinned commit; BenchError with a hint when not imported yet."""
     repo = cache_dir / "upstream.git"
@@ -185,15 +210,9 @@ def resolve_base(cache_dir: Path, pin: dict) -> tuple[Path, str]:
     hint = f"run `PATCHTOOL_CACHE_DIR={cache_dir} patchtool check` in {REPO} once to import {pin['name']}"
     if not (repo / "HEAD").exists():
         raise BenchError(f"no patchtool cache at {cache_dir} (no upstream.git); {hint}")
-    res = subprocess.run(
-        ["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"],
-        capture_output=True,
-        env=git_env(),
-        check=False,
-    )
-    if res.returncode:
-        raise BenchError(f"pin {pin['name']} is not imported in {cache_dir} (no tag {tag}); {hint}")
-    commit = res.stdout.decode().strip()
+    commit = release_commit(repo, pin["version"])
+    if commit is None:
+        raise BenchError(f"pin {pin['name']} is not imported in {cache_dir} (no tag sglang-{pin['version']}-*); {hint}")
     if pin["tree"]:
         tree = git(repo, "rev-parse", f"{commit}^{{tree}}").decode().strip()
         if tree != pin["tree"]:

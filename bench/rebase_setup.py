@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import make_rebase_series as series_maker
-from make_series import BenchError, git_env
+from make_series import BenchError, alias_releases, git_env, release_commit
 from run import FIXED_IDENT, quiet, subject_of
 
 BENCH = Path(__file__).resolve().parent
@@ -95,10 +95,10 @@ def ensure_releases(patchtool: list[str], cache_dir: Path) -> tuple[dict[str, st
     text = re.sub(r"\A(#[^\n]*\n)+", f"# sglang {VERSIONS[0]}: the base of the rebase benchmark series.\n", text)
     tags = {}
     for v in VERSIONS:
-        res = git(repo, "rev-parse", "--verify", "--quiet", f"refs/tags/v{v}^{{commit}}", check=False)
-        if res.returncode:
+        commit = release_commit(repo, v)
+        if commit is None:
             raise BenchError(f"sglang {v} is not in {repo} after the import")
-        tags[f"v{v}"] = res.stdout.strip()
+        tags[f"v{v}"] = commit
     return tags, text
 
 
@@ -131,6 +131,7 @@ def private_cache(source: Path, tags: dict[str, str], cache: Path) -> Path:
             ["config", "core.logAllRefUpdates", "false"],
         ):
             quiet(["git", f"--git-dir={repo}", *args], git_env())
+        alias_releases(repo, tags)
     quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
     downloads = source.parent / "downloads"
     for path in downloads.rglob("*.whl") if downloads.is_dir() else ():

@@ -161,6 +161,7 @@ def private_cache(source_repo: Path, tag: str, base: str, cache: Path) -> Path:
             ["config", "core.logAllRefUpdates", "false"],
         ):
             quiet(["git", f"--git-dir={repo}", *args], git_env())
+        make_series.alias_releases(repo, {tag: base})
     quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
     return cache
 
