@@ -63,6 +63,11 @@ def _refresh(project: Project, branch: str) -> Shown:
     result = refresh(project, cache(), CheckoutBranch.of(project.root, branch))
     lines = [f"  {c['how']:<7} {c['id']}" for c in result.commits]
     lines += [f"  left out {i} (dropped from the series)" for i in result.left_out]
+    lines += [
+        f"  kept {i}: the series no longer has it and records no drop of it (did its entry go back "
+        "with a `git stash` or `git checkout` of patchset.toml?)"
+        for i in result.kept
+    ]
     lines.append("then `patchtool export`")
     return Shown(
         data=result,
