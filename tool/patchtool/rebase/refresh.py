@@ -7,9 +7,9 @@ the patch's current version with the in-memory 3-way merge a rebase uses. A comm
 holds a patch as it was at checkout gives way to the series' current version, so a patch edited,
 dropped or added in the series meanwhile arrives as the series has it; an edited patch the
 series dropped stays (``export`` then asks for ``--revive``), and so does a patch the series
-lost with no drop recorded (its files taken back by hand): only the branch still holds it. Every commit is written to the
-object store first; the branch, and the worktree that has it checked out, move only when all of
-them are through, so a conflict changes nothing.
+lost with no drop recorded (its files taken back by hand): only the branch still holds it. Every
+commit is written to the object store first; the branch, and the worktree that has it checked
+out, move only when all of them are through, so a conflict changes nothing.
 """
 
 from __future__ import annotations
