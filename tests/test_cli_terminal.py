@@ -21,6 +21,7 @@ import pytest
 
 from conftest import Demo
 from patchtool import progress
+from test_editing import three
 from test_rebase import releases, series  # noqa: F401 - the fixture, used by name
 
 # -- the core reports; a recorder listens ------------------------------------------------------------
@@ -223,6 +224,24 @@ def test_status_is_one_row_per_patch_within_100_columns(one_patch: Demo, stream:
     assert "patchtool status --long" in lines[-1]
     detail = one_patch.run("status", "--long").stdout
     assert "GPU verification on sm_120 (8x RTX PRO 6000" in detail and max(map(len, detail.splitlines())) > 100
+
+
+def test_status_never_wraps_an_id_or_a_word_at_80_columns(demo: Demo) -> None:
+    three(demo)
+    many_gpu_checks(demo, "greet")  # a GPU column too
+    ids = {"greet": "dsv4-bf16-indexer-keys-in-sparse-attention", "util": "sm120-mma-sparse-decode"}
+    ids["cap"] = "pd-honour-max-queued-requests"
+    text = (demo.root / "patchset.toml").read_text()
+    for old, new in ids.items():
+        text = text.replace(f'id = "{old}"', f'id = "{new}"')
+    (demo.root / "patchset.toml").write_text(text)
+    ran = on_terminal(demo, "status", stream="stdout", env={"NO_COLOR": "1", "COLUMNS": "80"}, columns=80)
+    assert ran.code == 0, ran.terminal
+    lines = ran.terminal.replace("\r\n", "\n").rstrip("\n").split("\n")
+    assert max(len(line) for line in lines) <= 80, ran.terminal
+    words = " ".join(lines).split()
+    assert all(i in words for i in ids.values()), ran.terminal
+    assert words.count("correctness") == 3 and words.count("applied") == 3, ran.terminal
 
 
 def test_scan_matrix_within_100_columns(releases: Demo) -> None:  # noqa: F811
