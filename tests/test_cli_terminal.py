@@ -14,13 +14,16 @@ import subprocess
 import sys
 import termios
 import threading
+import zipfile
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from conftest import Demo
+from helpers import git, make_sdist
 from patchtool import progress
+from test_editing import three
 from test_rebase import releases, series  # noqa: F401 - the fixture, used by name
 
 # -- the core reports; a recorder listens ------------------------------------------------------------
@@ -60,6 +63,7 @@ class Recorder:
                         "unit": e[4],
                         "completed": e[5],
                         "done": e[5] + sum(a[2] for a in steps),
+                        "steps": [a[2] for a in steps if not a[3]],
                         "notes": [a[3] for a in steps if a[3]],
                         "stopped": ("stop", e[1]) in self.events,
                     }
@@ -89,6 +93,41 @@ def test_a_download_reports_its_bytes(one_patch: Demo, recorder: Recorder) -> No
     assert download["unit"] == "bytes" and download["done"] == one_patch.wheel.stat().st_size and download["stopped"]
     (imported,) = recorder.tasks("import demo-1.0-py3-none-any.whl")
     assert imported["stopped"]
+
+
+def test_an_import_reports_members_read_and_files_written(one_patch: Demo, recorder: Recorder) -> None:
+    from patchtool.project.repository import Project
+    from patchtool.upstream.cache import Cache
+
+    base = Cache(one_patch.cache).ensure(Project.load(one_patch.root).pin())
+    files = len(git(one_patch.cache / "upstream.git", "ls-tree", "-r", "--name-only", base.tree).split())
+    (read,) = recorder.tasks("read demo-1.0-py3-none-any.whl")
+    with zipfile.ZipFile(one_patch.wheel) as zf:
+        members = len(zf.infolist())
+    assert (read["unit"], read["total"], read["done"], read["stopped"]) == ("members", members, members, True)
+    (written,) = recorder.tasks("import demo-1.0-py3-none-any.whl into the cache")
+    assert (written["unit"], written["total"], written["done"], written["stopped"]) == ("files", files, files, True)
+    assert written["steps"] == [1] * files  # one file at a time, not all at once at the end
+
+
+def test_an_sdist_import_reports_compressed_bytes_read(one_patch: Demo, recorder: Recorder) -> None:
+    demo = one_patch
+    from patchtool.names import ArtifactFilename, PrefixTemplate
+    from patchtool.project.repository import Project
+    from patchtool.upstream.artifacts import read_files
+
+    many = {f"demo/m{n}.py": "".join(f"X{i} = {n * i}\n" for i in range(400)) for n in range(200)}
+    sdist = make_sdist(demo.root.parent / "demo-1.0.tar.gz", "demo", "1.0", many)
+    art = Project.load(demo.root).pin().artifact
+    assert art is not None
+    art = dataclasses.replace(
+        art, filename=ArtifactFilename(sdist.name), prefix_from_template=PrefixTemplate("demo-1.0/demo/")
+    )
+    assert len(read_files(sdist, art)) == 200
+    (read,) = recorder.tasks("read demo-1.0.tar.gz")
+    size = sdist.stat().st_size
+    assert (read["unit"], read["total"], read["done"], read["stopped"]) == ("bytes", size, size, True)
+    assert len([a for a in read["steps"] if a > 0]) > 1 and min(read["steps"]) >= 0  # as the archive is read
 
 
 def test_a_rebase_reports_each_patch_k_of_n(
@@ -223,6 +262,24 @@ def test_status_is_one_row_per_patch_within_100_columns(one_patch: Demo, stream:
     assert "patchtool status --long" in lines[-1]
     detail = one_patch.run("status", "--long").stdout
     assert "GPU verification on sm_120 (8x RTX PRO 6000" in detail and max(map(len, detail.splitlines())) > 100
+
+
+def test_status_never_wraps_an_id_or_a_word_at_80_columns(demo: Demo) -> None:
+    three(demo)
+    many_gpu_checks(demo, "greet")  # a GPU column too
+    ids = {"greet": "dsv4-bf16-indexer-keys-in-sparse-attention", "util": "sm120-mma-sparse-decode"}
+    ids["cap"] = "pd-honour-max-queued-requests"
+    text = (demo.root / "patchset.toml").read_text()
+    for old, new in ids.items():
+        text = text.replace(f'id = "{old}"', f'id = "{new}"')
+    (demo.root / "patchset.toml").write_text(text)
+    ran = on_terminal(demo, "status", stream="stdout", env={"NO_COLOR": "1", "COLUMNS": "80"}, columns=80)
+    assert ran.code == 0, ran.terminal
+    lines = ran.terminal.replace("\r\n", "\n").rstrip("\n").split("\n")
+    assert max(len(line) for line in lines) <= 80, ran.terminal
+    words = " ".join(lines).split()
+    assert all(i in words for i in ids.values()), ran.terminal
+    assert words.count("correctness") == 3 and words.count("applied") == 3, ran.terminal
 
 
 def test_scan_matrix_within_100_columns(releases: Demo) -> None:  # noqa: F811

@@ -326,6 +326,56 @@ def test_scan_grid_in_the_browser(open_page: Any, demo_reports: tuple[ScanReport
     loaded.self_contained()
 
 
+LINES_OF = """code => {
+  const chars = [];
+  const walk = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    for (let i = 0; i < n.length; i++) {
+      const r = document.createRange();
+      r.setStart(n, i);
+      r.setEnd(n, i + 1);
+      chars.push([n.data[i], r.getBoundingClientRect().top]);
+    }
+  }
+  const lines = [];
+  chars.forEach(([c, top], i) => {
+    if (i === 0 || top > chars[i - 1][1] + 1) lines.push("");
+    lines[lines.length - 1] += c;
+  });
+  return lines;
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_the_detail_panel_keeps_paths_whole_and_every_column_in_view(open_page: Any, width: int) -> None:
+    """A real series' long paths beside a six-version grid: a path wraps only after a '/', and the
+    hunk table's last column (the offset) lies inside the panel."""
+    paths = (
+        "python/sglang/srt/layers/quantization/marlin_utils.py",
+        "python/sglang/srt/managers/scheduler_output_processor_mixin.py",
+    )
+    moved = tuple(MovedHunk(file=f, hunk=h, old_line=440 + h, new_line=1378 + 7 * h) for f in paths for h in (1, 2))
+    versions = ("0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+    patches = ("dsv4-bf16-indexer-keys", "sm120-mma-sparse-decode", "pd-max-queued-requests")
+    steps = {p: {v: step(p, PatchOutcome.SHIFTED, detail="moved", shifted=moved) for v in versions} for p in patches}
+    loaded = open_page(scan_page(ScanReport(pin="sglang-0.5.18", versions=versions, patches=patches, steps=steps)))
+    page = loaded.page
+    page.set_viewport_size({"width": width, "height": 900})
+    page.locator('#grid a[href="#c-0-5"]').click()
+    cells = page.locator("#panel table.hunks td:first-child code")
+    assert cells.count() == 4
+    for n, want in enumerate(p for p in paths for _ in (1, 2)):
+        lines = cells.nth(n).evaluate(LINES_OF)
+        assert "".join(lines) == want and all(line.endswith("/") for line in lines[:-1]), (width, lines)
+    panel = page.locator("#panel").bounding_box()
+    assert panel is not None
+    for cell in page.locator("#panel table.hunks tr > :last-child").all():
+        box = cell.bounding_box()
+        assert box is not None and box["x"] + box["width"] <= panel["x"] + panel["width"], (width, box, panel)
+    assert page.locator("#panel").evaluate("p => p.scrollWidth <= p.clientWidth")
+    loaded.self_contained()
+
+
 def test_scan_page_reads_without_javascript(open_page: Any, demo_reports: tuple[ScanReport, RebaseReport]) -> None:
     scan = demo_reports[0]
     loaded = open_page(scan_page(scan), "scan.html", javascript=False)

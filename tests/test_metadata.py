@@ -48,7 +48,8 @@ def check(demo: Demo) -> list[dict[str, str]]:
 
 
 def unfilled(demo: Demo, patch: str) -> dict[str, str]:
-    return {e["key"].split(".", 1)[1]: e["message"] for e in check(demo) if e.get("patch") == patch}
+    """The manifest's placeholders for ``patch`` (a placeholder subject is in its patch file)."""
+    return {e["key"].split(".", 1)[1]: e["message"] for e in check(demo) if e.get("patch") == patch and "key" in e}
 
 
 def ciao_patch(demo: Demo, tmp_path: Path) -> Path:
@@ -248,3 +249,46 @@ def test_new_told_nothing_forgets_what_an_earlier_new_was_told(demo: Demo, me: N
     export(Project.load(demo.root), cache, branch="series", allow_drop=False)
     assert Project.load(demo.root).manifest.get("later").kind.value == "correctness"
     assert set(unfilled(demo, "later")) == {"kind", "owner", "why", "applies_to", "drop_when"}
+
+
+def test_new_told_everything_leaves_only_its_placeholder_subject(demo: Demo, me: None) -> None:
+    one(demo)
+    res = demo.run("checkout", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    wt = Path(json.loads(res.stdout)["data"]["worktree"])
+    told = ("--kind", "performance", "--owner", "perf team", "--why", "w", "--applies-to", "==1.0")
+    res = demo.run("new", "t1", *told, "--drop-when", "upstream has it")
+    assert res.returncode == 0, res.stdout + res.stderr
+    edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(wt)
+    git(wt, "commit", "-q", "-a", "--amend", "--no-edit")
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "TODO" not in res.stdout  # every field was given: the entry has none
+    assert "t1: its commit's subject is still the placeholder 't1: describe the change'" in res.stdout
+    res = demo.run("check")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (
+        "warning: patches/0002-t1.patch:3: patch t1: the subject is still the placeholder "
+        "'t1: describe the change' that `patchtool new` wrote (hint: reword the commit in the checkout "
+        "(`git commit --amend`), then `patchtool export`)"
+    ) in res.stdout
+    assert "1 metadata placeholder(s) to fill in" in res.stdout
+    assert (demo.root / "patches/0002-t1.patch").read_text().split("\n")[
+        2
+    ] == "Subject: [PATCH] t1: describe the change"
+    assert demo.run("check", "--strict").returncode == 1
+    git(wt, "commit", "-q", "--amend", "-m", "core: ciao\n\nPatchtool-Id: t1")
+    assert demo.run("export").returncode == 0
+    res = demo.run("check", "--strict")
+    assert res.returncode == 0, res.stdout
+
+
+def test_export_names_the_new_patches_whose_metadata_has_todos(demo: Demo, me: None) -> None:
+    one(demo)
+    res = demo.run("checkout", "--json")
+    wt = Path(json.loads(res.stdout)["data"]["worktree"])
+    edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(wt)
+    git(wt, "commit", "-qam", "core: ciao")
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "core-ciao: its metadata skeleton has TODOs to fill (`patchtool check` lists them)" in res.stdout

@@ -165,6 +165,39 @@ def test_refresh_carries_your_commits_onto_the_current_series(demo: Demo) -> Non
     assert 'reason = "upstream took it"' in manifest
 
 
+def test_refresh_keeps_a_patch_the_series_lost_without_a_drop(demo: Demo) -> None:
+    # the patch repository is a git repository; `git stash -u` there takes back an export that was
+    # not committed yet: no patch was dropped, and the branch keeps the patch's commit
+    three(demo)
+    git(demo.root, "init", "-q")
+    (demo.root / ".gitignore").write_text("work/\n.patchtool/\n")
+    git(demo.root, "add", "-A")
+    git(demo.root, "commit", "-qm", "three patches")
+    wt = checked_out(demo)
+    (wt / "python/demo/extra_new.py").write_text("X = 1\n")
+    git(wt, "add", "-A")
+    git(wt, "commit", "-qm", "extra: a new module")
+    assert demo.run("export").returncode == 0
+    (wt / "python/demo/scratch.py").write_text("Y = 2\n")
+    git(wt, "stash", "-u")
+    git(demo.root, "stash", "-u")
+    res = demo.run("checkout", "--refresh")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "dropped" not in res.stdout
+    assert (
+        "  kept extra-a-new-module: the series no longer has it and records no drop of it "
+        "(did its entry go back with a `git stash` or `git checkout` of patchset.toml?)"
+    ) in res.stdout
+    assert "Patchtool-Id: extra-a-new-module" in git(wt, "log", "-1", "--format=%B")
+    git(demo.root, "stash", "pop", "-q")
+    res = demo.run("checkout", "--refresh")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "  series  extra-a-new-module" in res.stdout and "kept" not in res.stdout
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "unchanged extra-a-new-module" in res.stdout
+
+
 def test_refresh_after_a_rebase_moves_the_checkout_onto_the_new_pin(demo: Demo) -> None:
     three(demo)
     wheel = make_wheel(

@@ -72,6 +72,11 @@ def _refresh(project: Project, branch: str) -> Shown:
     result = refresh(project, cache(), CheckoutBranch.of(project.root, branch))
     lines = [f"  {c['how']:<7} {c['id']}" for c in result.commits]
     lines += [f"  left out {i} (dropped from the series)" for i in result.left_out]
+    lines += [
+        f"  kept {i}: the series no longer has it and records no drop of it (did its entry go back "
+        "with a `git stash` or `git checkout` of patchset.toml?)"
+        for i in result.kept
+    ]
     lines.append("then `patchtool export`")
     return Shown(
         data=result,
@@ -97,6 +102,7 @@ def export(
     """Write the checkout branch back as the series (or the series as a quilt directory)."""
     from patchtool.project.repository import Project
     from patchtool.series.export import export as export_branch
+    from patchtool.series.metadata import placeholder_subject
     from patchtool.series.quilt import export_quilt
 
     if force and quilt is None:
@@ -113,8 +119,12 @@ def export(
     lines += [f"  dropped   {d}" for d in result.dropped]
     if result.trailers:
         lines.append(f"gave {', '.join(result.trailers)} its Patchtool-Id trailer on the branch")
-    if any(r["change"] == "new" for r in result.patches):
-        lines.append("new patches have a metadata skeleton: fill its TODOs (`patchtool check` lists them)")
+    lines += [f"{i}: its metadata skeleton has TODOs to fill (`patchtool check` lists them)" for i in result.todos]
+    lines += [
+        f"{i}: its commit's subject is still the placeholder {placeholder_subject(i)!r}: reword it "
+        "(`git commit --amend` in the checkout), then export again"
+        for i in result.placeholder_subjects
+    ]
     return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
 
 

@@ -53,7 +53,9 @@ def draw(*parts: Any, style: Style) -> str:
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").split("\n"))
 
 
-def _table(*headers: str, padding: int = 1) -> Table:
+def _table(*headers: str, padding: int = 1, wraps: set[str] | None = None) -> Table:
+    """A table of ``headers``; with ``wraps``, only those columns wrap (at spaces), the others
+    never (an id or a word is never cut in two)."""
     table = Table(
         box=box.ASCII2 if _ascii_only() else box.SIMPLE_HEAD,
         pad_edge=False,
@@ -62,7 +64,7 @@ def _table(*headers: str, padding: int = 1) -> Table:
         padding=(0, padding),
     )
     for header in headers:
-        table.add_column(header, overflow="fold")
+        table.add_column(header, overflow="fold", no_wrap=wraps is not None and header not in wraps)
     return table
 
 
@@ -89,21 +91,31 @@ def status_table(report: StatusReport, style: Style) -> str:
     """One row per patch; ``status --long`` has every file and GPU verification. The GPU column
     is there only when some patch has GPU checks: a fork without any is not told about GPUs."""
     gpu_column = any(p.gpu_verification for p in report.patches)
-    headers = ("#", "patch", "kind", "upstream", "at pin", "files", "+/-") + ("GPU checks",) * gpu_column
-    table = _table(*headers)
+    cells: dict[str, list[Text]] = {
+        h: [] for h in ("#", "patch", "kind", "upstream", "at pin", "files", "+/-", *["GPU checks"] * gpu_column)
+    }
     for i, p in enumerate(report.patches, 1):
-        row: list[Text | str] = [
-            str(i),
-            Text(p.id, style="bold"),
-            p.kind,
-            p.upstream,
-            Text(p.applies, style="green" if p.applies == "applied" else "red"),
-            str(len(p.files)),
-            f"+{p.added}/-{p.removed}",
-        ]
+        cells["#"].append(Text(str(i)))
+        cells["patch"].append(Text(p.id, style="bold"))
+        cells["kind"].append(Text(p.kind))
+        cells["upstream"].append(Text(p.upstream))
+        cells["at pin"].append(Text(p.applies, style="green" if p.applies == "applied" else "red"))
+        cells["files"].append(Text(str(len(p.files))))
+        cells["+/-"].append(Text(f"+{p.added}/-{p.removed}"))
         if gpu_column:
             gpu, colour = gpu_summary(p)
-            row.append(Text(gpu, style=colour))
+            cells["GPU checks"].append(Text(gpu, style=colour))
+    wraps = {"upstream", "GPU checks"}
+    shown = list(cells)
+    for optional in ("+/-", "files", "upstream", "GPU checks"):  # what gives way first where the ids need the room
+        if _fits_words(shown, cells, wraps):
+            break
+        shown.remove(optional)
+    if not _fits_words(shown, cells, wraps):  # an id nearly as long as the terminal is wide: folded
+        shown = list(cells)
+        wraps.add("patch")
+    table = _table(*shown, wraps=wraps)
+    for row in zip(*(cells[h] for h in shown), strict=True):
         table.add_row(*row)
     head = (
         f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
@@ -113,6 +125,9 @@ def status_table(report: StatusReport, style: Style) -> str:
     if report.rebase is not None:
         lines.append(rebase_in_progress(report, style))
     tail = [problems_text([p], style) + " (skipped)" for p in report.gpu_results_problems]
+    left_out = [h for h in cells if h not in shown]
+    if left_out:
+        tail.append(style.dim(f"left out to fit {width()} columns: {', '.join(left_out)}"))
     tail.append(
         style.dim(
             "files and GPU verifications of each patch: `patchtool status --long`"
@@ -130,7 +145,20 @@ def _ascii_only() -> bool:
 def _fits(columns: list[list[str]]) -> bool:
     """Whether columns of these cells (each column's header first) fit ``width()`` side by side,
     one space of padding either side of each divider, as ``_table`` draws them."""
-    return sum(max(map(len, c)) for c in columns) + 3 * (len(columns) - 1) <= width()
+    return _fits_widths([max(map(len, c)) for c in columns])
+
+
+def _fits_widths(widths: list[int]) -> bool:
+    return sum(widths) + 3 * (len(widths) - 1) <= width()
+
+
+def _fits_words(headers: list[str], cells: dict[str, list[Text]], wraps: set[str]) -> bool:
+    """Whether these columns fit ``width()`` with every cell whole, those in ``wraps`` broken at spaces."""
+
+    def need(text: str, wrap: bool) -> int:
+        return max(map(len, text.split())) if wrap and text.strip() else len(text)
+
+    return _fits_widths([max(need(str(c), h in wraps) for c in [Text(h), *cells[h]]) for h in headers])
 
 
 def scan_table(report: ScanReport, style: Style) -> str:

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from patchtool import progress
 from patchtool.errors import GitError
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
 from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
@@ -255,10 +256,13 @@ class Repo:
             ]
             raise GitError(f"git fast-import failed: {chr(10).join(lines).strip()}")
 
-    def write_commits(self, parent: str | None, commits: Sequence[NewCommit], *, ref: str) -> list[str]:
+    def write_commits(
+        self, parent: str | None, commits: Sequence[NewCommit], *, ref: str, shown_as: str | None = None
+    ) -> list[str]:
         """A chain of commits on ``parent`` (None: the first is a root commit) written by one
         ``git fast-import``, which leaves ``ref`` at the last (name it in the caller's namespace of
-        the cache): their shas, in order."""
+        the cache): their shas, in order. ``shown_as``: a progress task of that name counts the
+        files handed to git."""
         if not commits:
             return []
         for c in commits:
@@ -269,8 +273,11 @@ class Repo:
         fd, marks = tempfile.mkstemp(prefix="marks.", dir=self.git_dir)
         os.close(fd)
         try:
-            with self._writing_ref(ref):
-                self.fast_import(commit_stream(parent, commits, ref), "--force", f"--export-marks={marks}")
+            files = sum(len(c.files) for c in commits)
+            shown = progress.task(shown_as, total=files, unit="files") if shown_as else contextlib.nullcontext(None)
+            with self._writing_ref(ref), shown as task:
+                stream = commit_stream(parent, commits, ref, each_file=task.advance if task else None)
+                self.fast_import(stream, "--force", f"--export-marks={marks}")
             found = dict(line.split() for line in Path(marks).read_text().splitlines() if line)
         finally:
             os.unlink(marks)

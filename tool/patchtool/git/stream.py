@@ -4,7 +4,7 @@ reads, so the one place it is quoted."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 FIXED_IDENT = ("patchtool", "patchtool@localhost")
 
@@ -69,14 +69,19 @@ def quote_path(path: str) -> bytes:
     return bytes(out + b'"')
 
 
-def commit_stream(parent: str | None, commits: Sequence[NewCommit], ref: str) -> Iterator[bytes]:
-    """The fast-import stream for a chain of commits on ``parent``, ending in ``done``."""
+def commit_stream(
+    parent: str | None, commits: Sequence[NewCommit], ref: str, *, each_file: Callable[[], None] | None = None
+) -> Iterator[bytes]:
+    """The fast-import stream for a chain of commits on ``parent``, ending in ``done``;
+    ``each_file`` is called as each file's command has been taken."""
     for n, c in enumerate(commits, 1):
-        yield from _commit_command(n, c, ref, parent if n == 1 else f":{n - 1}")
+        yield from _commit_command(n, c, ref, parent if n == 1 else f":{n - 1}", each_file)
     yield b"done\n"
 
 
-def _commit_command(mark: int, c: NewCommit, ref: str, parent: str | None) -> Iterator[bytes]:
+def _commit_command(
+    mark: int, c: NewCommit, ref: str, parent: str | None, each_file: Callable[[], None] | None
+) -> Iterator[bytes]:
     """One ``commit`` command, its new contents inline."""
     message = c.message.encode()
     yield (
@@ -97,4 +102,6 @@ def _commit_command(mark: int, c: NewCommit, ref: str, parent: str | None) -> It
             yield f"M {f.mode} inline ".encode() + path + b"\n" + b"data %d\n" % len(f.data)
             yield f.data
             yield b"\n"
+        if each_file is not None:
+            each_file()
     yield b"\n"

@@ -6,9 +6,10 @@ whose edit (their commit against the patch's commit when the checkout was made) 
 the patch's current version with the in-memory 3-way merge a rebase uses. A commit that still
 holds a patch as it was at checkout gives way to the series' current version, so a patch edited,
 dropped or added in the series meanwhile arrives as the series has it; an edited patch the
-series dropped stays (``export`` then asks for ``--revive``). Every commit is written to the
-object store first; the branch, and the worktree that has it checked out, move only when all of
-them are through, so a conflict changes nothing.
+series dropped stays (``export`` then asks for ``--revive``), and so does a patch the series
+lost with no drop recorded (its files taken back by hand): only the branch still holds it. Every
+commit is written to the object store first; the branch, and the worktree that has it checked
+out, move only when all of them are through, so a conflict changes nothing.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Refreshed:
     tip: str
     commits: tuple[dict[str, str], ...]  # id (or subject), how: "series", "edited", "yours"
     left_out: tuple[str, ...]  # patches the series dropped since, which the branch held unchanged
+    kept: tuple[str, ...] = ()  # patches gone from the series with no drop recorded: their commits stay
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -93,7 +95,8 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
     chain = {r.id: r.commit or "" for r in series.results}
-    plan, left_out = _plan(repo, record, commits, loaded)
+    dropped = {d.entry.id for d in project.manifest.dropped}
+    plan, left_out, kept = _plan(repo, record, commits, loaded, dropped)
     start, built = _build(repo, base.commit, plan, loaded, chain, names)
     new_tip = built[-1] if built else start
     if new_tip != tip:
@@ -115,6 +118,7 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
         tip=new_tip,
         commits=shown,
         left_out=tuple(left_out),
+        kept=tuple(kept),
     )
 
 
@@ -123,17 +127,22 @@ def _sha256(text: str) -> str:
 
 
 def _plan(
-    repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit], loaded: list[LoadedPatch]
-) -> tuple[list[Item], list[str]]:
-    """The rebuilt branch, in the branch's order, and the ids left out (dropped from the series
-    since, and unchanged on the branch)."""
+    repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit], loaded: list[LoadedPatch], dropped: set[str]
+) -> tuple[list[Item], list[str], list[str]]:
+    """The rebuilt branch, in the branch's order, the ids left out (dropped from the series
+    since, and unchanged on the branch) and the ids kept though the series lost them: gone with
+    no drop recorded (its files taken back by hand), so only the branch still holds the patch."""
     recorded = {p["id"]: p for p in record["patches"]}
-    current = {lp.id for lp in loaded}
+    current = {lp.id: lp for lp in loaded}
     plan: list[Item] = []
     left_out: list[str] = []
+    kept: list[str] = []
     for c in commits:
         ident = c.ident
         if ident is None or ident not in recorded:
+            if ident in current and _sha256(export_commit(repo, c.commit)) == _sha256(current[ident].text):
+                plan.append(Item(ident=ident))  # the series' patch as it is (a kept patch whose entry came back)
+                continue
             if ident in current:
                 raise RefreshConflict(
                     f"commit {c.commit[:12]} ({c.subject}) carries Patchtool-Id: {ident}, and the series gained "
@@ -146,8 +155,11 @@ def _plan(
         if unchanged:
             if ident in current:
                 plan.append(Item(ident=ident))
-            else:
+            elif ident in dropped:
                 left_out.append(ident)
+            else:
+                kept.append(ident)
+                plan.append(Item(ident=ident, source=c))
             continue
         if ident not in current:  # the series dropped it, the user edited it: theirs stays
             plan.append(Item(ident=ident, source=c))
@@ -171,7 +183,7 @@ def _plan(
                 at = found[0] + 1
                 break
         plan.insert(at, Item(ident=lp.id))
-    return plan, left_out
+    return plan, left_out, kept
 
 
 def _build(

@@ -19,7 +19,7 @@ from patchtool.project.verification import GPU_CHECKS_DIR, Assumption
 from patchtool.registry import workflows as retread
 from patchtool.registry.entries import Finding
 from patchtool.series.apply import SeriesResult, apply_series
-from patchtool.series.metadata import unfilled_defaults
+from patchtool.series.metadata import placeholder_subject, unfilled_defaults
 from patchtool.upstream.cache import Base, Cache
 
 
@@ -132,6 +132,7 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: 
             problems=tuple(problems),
         )
     warnings = [p for per_patch in _skeleton_problems(root, project.manifest.patches) for p in per_patch]
+    warnings += _placeholder_subjects(loaded)
     for i, entry in enumerate(project.manifest.patches):
         if pin.version not in entry.applies_to:
             problems.append(
@@ -299,6 +300,27 @@ def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[P
                 code="skeleton",
                 message=f"still the skeleton's default ({value!r}), never chosen",
                 hint=f"set {key}; to keep this value, delete the TODO comment on its line",
+            )
+        )
+    return out
+
+
+def _placeholder_subjects(loaded: Sequence[LoadedPatch]) -> list[Problem]:
+    """The patches whose subject is still the one ``new`` wrote, at their ``Subject:`` line."""
+    out = []
+    for lp in loaded:
+        subject = placeholder_subject(lp.id)
+        if lp.patch.subject != subject:
+            continue
+        line = next((n for n, text in enumerate(lp.text.split("\n"), 1) if text.lower().startswith("subject:")), None)
+        out.append(
+            Problem(
+                file=lp.entry.file,
+                line=line,
+                patch=lp.id,
+                code="skeleton",
+                message=f"the subject is still the placeholder {subject!r} that `patchtool new` wrote",
+                hint="reword the commit in the checkout (`git commit --amend`), then `patchtool export`",
             )
         )
     return out

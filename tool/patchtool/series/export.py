@@ -45,6 +45,8 @@ class ExportResult:
     dropped: tuple[str, ...]
     written: tuple[str, ...]
     trailers: tuple[str, ...] = ()  # ids given to commits that had no trailer (now amended onto them)
+    todos: tuple[str, ...] = ()  # new entries whose skeleton left fields to fill in
+    placeholder_subjects: tuple[str, ...] = ()  # commits whose subject is still the one `new` wrote
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -144,13 +146,22 @@ def export(
         if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]
     ]
     removed = [entries[i].file for i in gone] + renamed + [f for f in revived_files if f not in files]
-    pending = _pending_trees(root, [r["id"] for r in rows_out if r["change"] == "new"])
+    fresh = [r["id"] for r in rows_out if r["change"] == "new"]
+    todos = [i for i in fresh if metadata.todo_fields(metadata.load_pending(root, i))]
+    pending = _pending_trees(root, fresh)
     written = write_series(root, files, manifest, remove=removed, moves=moves, remove_trees=pending)
     final = dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True))
     exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
+    unworded = [i for (i, _, _), c in zip(order, commits, strict=True) if c.subject == metadata.placeholder_subject(i)]
     return ExportResult(
-        branch=branch, patches=tuple(rows_out), dropped=tuple(gone), written=tuple(written), trailers=tuple(given)
+        branch=branch,
+        patches=tuple(rows_out),
+        dropped=tuple(gone),
+        written=tuple(written),
+        trailers=tuple(given),
+        todos=tuple(todos),
+        placeholder_subjects=tuple(unworded),
     )
 
 

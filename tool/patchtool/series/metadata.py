@@ -74,6 +74,17 @@ class Metadata:
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
+def placeholder_subject(ident: str) -> str:
+    """The subject ``new`` gives a patch's commit, until someone writes one."""
+    return f"{ident}: describe the change"
+
+
+def todo_fields(given: Metadata | None) -> list[str]:
+    """The fields a skeleton made with ``given`` leaves to fill in."""
+    values = given.given() if given is not None else {}
+    return [k for k in FIELDS if k not in values]
+
+
 def validate(meta: Metadata) -> Metadata:
     """``meta`` when every value given passes the manifest's own rules (an id, a kind, a PEP 440
     specifier, non-empty text); UsageError listing every one that does not."""

@@ -46,7 +46,7 @@ def new(project: Project, cache: Cache, *, ident: str, branch: str, given: Metad
         raise UsageError(f"no worktree for branch {branch!r} of this repository", hint="run `patchtool checkout` first")
     author, committer = git.user_idents(worktree)
     git.Worktree(worktree).commit_empty(
-        f"{ident}: describe the change\n\n{TRAILER}: {ident}", author=author, committer=committer
+        f"{metadata.placeholder_subject(ident)}\n\n{TRAILER}: {ident}", author=author, committer=committer
     )
     metadata.save_pending(project.root, ident, given)
     return str(worktree)

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from packaging.version import InvalidVersion, Version
 
+from patchtool import progress
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
@@ -120,8 +121,8 @@ class _Bounded:
     member is handed back to be checked: a 400 MiB "name" in a 400 KiB sdist is refused here,
     at its header, instead of being inflated. A member's own data is read under ``member``."""
 
-    def __init__(self, raw: BinaryIO, label: str) -> None:
-        self.raw, self.label, self.limit = raw, label, HEADER_LIMIT
+    def __init__(self, raw: BinaryIO, label: str, *, packed: BinaryIO) -> None:
+        self.raw, self.label, self.limit, self.packed = raw, label, HEADER_LIMIT, packed
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0 or n > self.limit:
@@ -154,19 +155,20 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
     """The tar archive (gzip, bzip2, xz or none) at ``path``, read through :class:`_Bounded`."""
     with path.open("rb") as fh:
         magic = fh.read(6)
-    opener: Any = (
-        gzip.open
-        if magic[:2] == b"\x1f\x8b"
-        else bz2.open
-        if magic[:3] == b"BZh"
-        else lzma.open
-        if magic == b"\xfd7zXZ\x00"
-        else open
-    )
-    with opener(path, "rb") as raw:
-        bounded = _Bounded(raw, label)
-        with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:") as tf:
-            yield tf, bounded
+        fh.seek(0)
+        opener: Any = (
+            gzip.open
+            if magic[:2] == b"\x1f\x8b"
+            else bz2.open
+            if magic[:3] == b"BZh"
+            else lzma.open
+            if magic == b"\xfd7zXZ\x00"
+            else contextlib.nullcontext
+        )
+        with opener(fh) as raw:
+            bounded = _Bounded(raw, label, packed=fh)
+            with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:") as tf:
+                yield tf, bounded
 
 
 def read_files(path: Path, art: Artifact) -> list[FileWrite]:
@@ -178,17 +180,22 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
             with zipfile.ZipFile(path) as zf:
-                for info in safe_members(
-                    zf, art.filename, hint="the artifact is malformed or hostile; nothing was imported"
-                ):
+                hostile = "the artifact is malformed or hostile; nothing was imported"
+                members = safe_members(zf, art.filename, hint=hostile)
+                for info in progress.track(members, f"read {art.filename}", unit="members"):
                     dest = _repository_path(info.filename, art)
                     if dest is not None:
                         exe = (info.external_attr >> 16) & 0o111
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
-            packed, unpacked = path.stat().st_size, 0
-            with open_tar(path, art.filename) as (tf, bounded):
+            packed, unpacked, done = path.stat().st_size, 0, 0
+            with (
+                open_tar(path, art.filename) as (tf, bounded),
+                progress.task(f"read {art.filename}", total=packed, unit="bytes") as shown,
+            ):
                 for ti in tf:  # each header checked as it comes: a bomb is refused before it is inflated
+                    shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
+                    done = bounded.packed.tell()
                     unpacked += ti.size
                     why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
                     if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
@@ -214,6 +221,7 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                     with bounded.member(ti.size):
                         data = fh.read()
                     out.append(FileWrite(dest, "100755" if ti.mode & 0o111 else "100644", data=data))
+                shown.advance(bounded.packed.tell() - done)
     out.sort(key=lambda f: f.path)
     for before, after in itertools.pairwise(out):
         if before.path == after.path:

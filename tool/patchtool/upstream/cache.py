@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from patchtool import fsroot, git, progress
+from patchtool import fsroot, git
 from patchtool.errors import GitError, UpstreamError
 from patchtool.project import lock
 from patchtool.project.pins import PINS_DIR, Artifact, Pin
@@ -150,8 +150,7 @@ class Cache:
                 return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
             old = commit  # an older layout's import of the same file: import it again, as this one does
         path = self.artifact_path(pin)
-        with progress.task(f"import {art.filename} into the cache"):
-            commit = self._import(pin, path)
+        commit = self._import(pin, path)
         tree = self.repo.tree_of(commit)
         if art.tree is not None and tree != art.tree:
             raise UpstreamError(
@@ -305,7 +304,7 @@ class Cache:
             message=record.to_message(pin.upstream, art.version), author=ident, committer=ident, files=tuple(files)
         )
         building = f"refs/patchtool/import/{art.sha256}"  # fast-import moves a ref; the tag replaces it
-        (sha,) = self.repo.write_commits(None, [commit], ref=building)
+        (sha,) = self.repo.write_commits(None, [commit], ref=building, shown_as=f"import {art.filename} into the cache")
         self.repo.delete_ref(building)
         return sha
 
