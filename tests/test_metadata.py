@@ -292,3 +292,28 @@ def test_export_names_the_new_patches_whose_metadata_has_todos(demo: Demo, me: N
     res = demo.run("export")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "core-ciao: its metadata skeleton has TODOs to fill (`patchtool check` lists them)" in res.stdout
+
+
+def test_new_told_everything_and_its_subject_leaves_nothing_to_fill(demo: Demo, me: None) -> None:
+    """With every field and `--subject` given, the loop new -> edit -> refresh -> check is clean and
+    strict, with nothing left to reword; a subject of more than one line is refused, nothing made."""
+    one(demo)
+    res = demo.run("checkout", "--json")
+    wt = Path(json.loads(res.stdout)["data"]["worktree"])
+    told = ("--kind", "performance", "--owner", "perf team", "--why", "w", "--applies-to", "==1.0")
+    tip = git(wt, "rev-parse", "HEAD")
+    res = demo.run("new", "t1", *told, "--drop-when", "upstream has it", "--subject", "core: two\nlines")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "--subject 'core: two\\nlines': give one line of text" in res.stderr
+    assert git(wt, "rev-parse", "HEAD") == tip
+    res = demo.run("new", "t1", *told, "--drop-when", "upstream has it", "--subject", "core: ciao")
+    assert res.returncode == 0, res.stdout + res.stderr
+    edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(wt)
+    res = demo.run("refresh", "t1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "TODO" not in res.stdout and "placeholder" not in res.stdout
+    assert (demo.root / "patches/0002-t1.patch").read_text().split("\n")[2] == "Subject: [PATCH] core: ciao"
+    res = demo.run("check", "--strict")
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -52,7 +52,8 @@ def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
 
 
 def write_the_patch(where: Path, cache: Path) -> None:
-    """The maintainer's way: a checkout, a new patch, the change amended into it, export."""
+    """The maintainer's way, as the README's quick start: a checkout, a new patch, the change made in
+    the worktree and refreshed into it (which exports it)."""
     assert run(where, cache, "checkout").returncode == 0
     new = run(
         where,
@@ -69,20 +70,19 @@ def write_the_patch(where: Path, cache: Path) -> None:
         f">={FIRST}",
         "--drop-when",
         "never",
+        "--subject",
+        "six: mark the fork's docs",
     )
     assert new.returncode == 0, new.stdout + new.stderr
     module = where / "work/series/six.py"
     text = module.read_text()
     assert text.count(DOCSTRING) == 1
     module.write_text(text.replace(DOCSTRING, '    """Add documentation to a function (fork)."""\n'))
-    subprocess.run(
-        ["git", "commit", "-q", "-a", "--amend", "--no-edit"],
-        cwd=where / "work/series",
-        check=True,
-        env={**os.environ, "GIT_COMMITTER_NAME": "F", "GIT_COMMITTER_EMAIL": "f@example.org"},
+    refreshed = run(where, cache, "refresh", "doc-marker")
+    assert refreshed.returncode == 0, refreshed.stdout + refreshed.stderr
+    assert (where / "patches/0001-doc-marker.patch").read_text().split("\n")[2] == (
+        "Subject: [PATCH] six: mark the fork's docs"
     )
-    exported = run(where, cache, "export")
-    assert exported.returncode == 0, exported.stdout + exported.stderr
 
 
 def test_a_fork_of_six_from_init_to_a_rebase_across_releases(reachable: None, real_cache: Path, tmp_path: Path) -> None:

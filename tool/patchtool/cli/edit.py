@@ -235,17 +235,21 @@ def new(
     why: WhyOption = None,
     applies_to: AppliesOption = None,
     drop_when: DropWhenOption = None,
+    subject: Annotated[
+        str | None, typer.Option(help="The commit's subject (default: a placeholder `check` flags).")
+    ] = None,
 ) -> Shown:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
     from patchtool.project.repository import Project
     from patchtool.series.new import new as new_patch
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    where = new_patch(Project.load(root()), cache(), ident=ident, branch=branch, given=given)
+    where = new_patch(Project.load(root()), cache(), ident=ident, branch=branch, given=given, subject=subject)
     return Shown(
         data={"id": ident, "worktree": where},
         text=lambda style: (
-            f"started {ident} in {where}: make the change, `git commit --amend`, then `patchtool export`"
+            f"started {ident} in {where}: make the change, then `patchtool refresh {ident}` "
+            "(or `git commit --amend` and `patchtool export`)"
         ),
     )
 

@@ -7,7 +7,9 @@ the worktree's own tree: a change that a later patch's lines stand in the way of
 The branch moves (the worktree's files stay as they are, its index follows) only when every
 commit is written; then only the patch files whose text changed are written (ID's, and a later
 patch's whose line numbers the change moved), the manifest as it was. The branch must hold the
-series as it was last exported, so nothing else of the branch is written by the way.
+series as it was last exported, so nothing else of the branch is written by the way; the one
+exception is a patch ``patchtool new`` started on the branch's tip, which refresh amends and
+exports, its entry made from the metadata ``new`` was given (``stg new`` then ``stg refresh``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from patchtool.series.checkouts import (
     series_record,
     worktree_of,
 )
-from patchtool.series.export import exportable
+from patchtool.series.export import export, exportable
 from patchtool.series.writes import write_series
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
@@ -74,6 +76,8 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     stopped = record.get("stopped")
     if isinstance(stopped, str):
         return _repaired(project, cache, names, (tip, base, record), commits, worktree, ident, stopped, staged_only)
+    if commits and commits[-1].ident == ident and ident not in {e.id for e in project.manifest.patches}:
+        return _new_patch(project, cache, names, (tip, base, record), commits, worktree, staged_only)
     _require_exported(repo, commits, record["patches"], branch)
     ids = [c.ident for c in commits]
     if ident not in ids:
@@ -121,6 +125,57 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
         worktree=str(worktree),
         changed=tuple(sorted({c.new_path or c.old_path or "" for c in change})),
         written=tuple(written),
+    )
+
+
+def _new_patch(
+    project: Project,
+    cache: Cache,
+    names: CheckoutBranch,
+    branch_state: tuple[str, str, dict[str, Any]],
+    commits: Sequence[BranchCommit],
+    worktree: Path,
+    staged_only: bool,
+) -> Folded:
+    """The branch's tip is a patch not in the series yet (``patchtool new`` made it): the worktree's
+    changes are amended onto it and the branch exported, which writes its patch file and entry and
+    leaves every other patch file as it is (the commits before it must be the series as exported)."""
+    repo = cache.repo
+    tip, base, record = branch_state
+    ident = commits[-1].ident or ""
+    _require_exported(repo, commits[:-1], record["patches"], names.branch)
+    wanted = _worktree_tree(worktree, tip, names.branch, staged_only=staged_only)
+    change = repo.diff_raw(tip, wanted)
+    if not change:
+        raise UsageError(
+            f"nothing to refresh {ident} with: the worktree {worktree} "
+            + ("has nothing staged" if staged_only else "holds the branch as it is committed"),
+            hint=f"edit the files in {worktree} (with --index: `git add` them), then run it again",
+        )
+    if staged_only and wanted != _worktree_tree(worktree, tip, names.branch, staged_only=False):
+        raise UsageError(
+            f"{ident} is new: refresh exports it, and the changes of {worktree} that are not staged would be left "
+            "out of the series",
+            hint="stage them too (or drop --index), or take them out of the worktree, then run it again",
+        )
+    author, committer = repo.idents(tip)
+    amended = repo.commit_tree(
+        wanted,
+        [commits[-2].commit if len(commits) > 1 else base],
+        commits[-1].message,
+        author=author,
+        committer=committer,
+    )
+    move_branch(repo, names, worktree, tip, amended, f"patchtool refresh {ident}", files_stay=True)
+    result = export(project, cache, branch=names.branch, allow_drop=False)
+    row = next(p for p in result.patches if p["id"] == ident)
+    return Folded(
+        branch=names.branch,
+        id=ident,
+        file=row["file"],
+        worktree=str(worktree),
+        changed=tuple(sorted({c.new_path or c.old_path or "" for c in change})),
+        written=tuple({"id": p["id"], "file": p["file"]} for p in result.patches if p["change"] != "unchanged"),
     )
 
 

@@ -19,13 +19,26 @@ from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
 
 
-def new(project: Project, cache: Cache, *, ident: str, branch: str, given: Metadata | None = None) -> str:
+def new(
+    project: Project,
+    cache: Cache,
+    *,
+    ident: str,
+    branch: str,
+    given: Metadata | None = None,
+    subject: str | None = None,
+) -> str:
     """An empty commit on the checkout branch, carrying the new id and made by the user, as
     ``git commit`` would make it; export creates its entry, with the values ``given`` (checked by
-    the manifest's rules first) and the skeleton's placeholders for the rest."""
+    the manifest's rules first) and the skeleton's placeholders for the rest. ``subject`` is the
+    commit's subject; without it, a placeholder that ``check`` flags until the commit is reworded."""
     why = id_problem(ident)
     if why is not None:
         raise UsageError(why)
+    if subject is not None and (not subject.strip() or any(c in subject for c in "\r\n")):
+        raise UsageError(
+            f"--subject {subject!r}: give one line of text", hint="the body goes in with `git commit --amend`"
+        )
     given = given or Metadata()
     if given.id is not None and given.id != ident:
         raise UsageError(f"the metadata names id {given.id!r}, the new patch is {ident!r}")
@@ -46,7 +59,9 @@ def new(project: Project, cache: Cache, *, ident: str, branch: str, given: Metad
         raise UsageError(f"no worktree for branch {branch!r} of this repository", hint="run `patchtool checkout` first")
     author, committer = git.user_idents(worktree)
     git.Worktree(worktree).commit_empty(
-        f"{metadata.placeholder_subject(ident)}\n\n{TRAILER}: {ident}", author=author, committer=committer
+        f"{(subject or '').strip() or metadata.placeholder_subject(ident)}\n\n{TRAILER}: {ident}",
+        author=author,
+        committer=committer,
     )
     metadata.save_pending(project.root, ident, given)
     return str(worktree)
