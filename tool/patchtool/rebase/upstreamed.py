@@ -23,7 +23,7 @@ from patchtool import git
 from patchtool.diff import textpatch
 from patchtool.diff.model import Diff, lines_of
 from patchtool.rebase import merge
-from patchtool.rebase.formatting import normal_forms, normal_lines
+from patchtool.rebase.formatting import may_merge_to, normal_forms, normal_lines
 from patchtool.rebase.textapply import apply_patch
 from patchtool.upstream.cache import Base
 
@@ -149,11 +149,22 @@ def in_other_form(ws: merge.Workspace, merged: merge.PatchMerge, labels: tuple[s
     more than a reformatting. The evidence, a line per change of the patch; () when it is not so."""
     if not merged.conflicts:
         return ()
+    for c in merged.conflicts:  # first what costs no tokenizer: most stops end here
+        sides = (c.base, c.theirs, c.ours)
+        if c.kind is not merge.ConflictKind.CONTENT or None in sides:
+            return ()
+        if not may_merge_to(*(ws.data(side) for side in sides if side is not None)):
+            return ()
     for path, f in merged.files.items():
         have = ws.get(path)
         if (have is None) != (f is None):
             return ()
-        if have is not None and f is not None and len(set(normal_forms(path, ws.data(have), ws.data(f)))) > 1:
+        if (
+            have is not None
+            and f is not None
+            and have != f
+            and len(set(normal_forms(path, ws.data(have), ws.data(f)))) > 1
+        ):
             return ()
     evidence: list[str] = []
     for c in merged.conflicts:
