@@ -483,18 +483,7 @@ def read_wheel(path: Path) -> ProvenanceReport:
         dist_info = records[0].split("/", 1)[0]
         meta = read(f"{dist_info}/METADATA") or b""
         version = HeaderParser().parsestr(meta.decode("utf-8", "replace")).get("Version")
-        problems = _version_problem(prov, version, label)
-        if prov.package_copy is not None:
-            copy = read(prov.package_copy)
-            if copy != raw:
-                problems.append(
-                    Problem(
-                        file=prov.package_copy,
-                        code="copy",
-                        message="the package's copy of the provenance record "
-                        f"{'is missing' if copy is None else 'differs'}",
-                    )
-                )
+        problems = _version_problem(prov, version, label) + _copy_problems(prov, raw, read)
         checks, file_problems = _check_files(prov, read)
         problems += file_problems
         record = f"{dist_info}/RECORD"
@@ -519,6 +508,17 @@ def read_wheel(path: Path) -> ProvenanceReport:
         record_listed=listed,
         record_matched=matched,
     )
+
+
+def _copy_problems(prov: Provenance, raw: bytes, read: Callable[[str], bytes | None]) -> list[Problem]:
+    """The package's copy of the provenance record, which must be the record itself."""
+    if prov.package_copy is None:
+        return []
+    copy = read(prov.package_copy)
+    if copy == raw:
+        return []
+    message = f"the package's copy of the provenance record {'is missing' if copy is None else 'differs'}"
+    return [Problem(file=prov.package_copy, code="copy", message=message)]
 
 
 def read_installed(dist: importlib.metadata.Distribution, *, target: str, location: str) -> ProvenanceReport:
@@ -546,18 +546,7 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
                 raise InvalidInput(f"{root / rel} {exc.problems[0].message}", file=str(root / rel)) from None
             return None
 
-    problems = _version_problem(prov, dist.version, location)
-    if prov.package_copy is not None:
-        copy = read(prov.package_copy)
-        if copy != raw:
-            problems.append(
-                Problem(
-                    file=prov.package_copy,
-                    code="copy",
-                    message="the package's copy of the provenance record "
-                    f"{'is missing' if copy is None else 'differs'}",
-                )
-            )
+    problems = _version_problem(prov, dist.version, location) + _copy_problems(prov, raw, read)
     checks, file_problems = _check_files(prov, read)
     problems += file_problems
     info_dir = _dist_info_dir(dist, root)
