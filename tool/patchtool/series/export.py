@@ -66,11 +66,13 @@ def exportable(
         project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
     stopped = record.get("stopped")
+    again = _hint_branch(names.branch)
     if isinstance(stopped, str) and not stopped_ok:
         raise UsageError(
             f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin; "
             "the branch holds only the patches before it",
-            hint=f"fix it in the checkout's worktree, then `patchtool refresh{_hint_branch(names.branch)} {stopped}`",
+            hint=f"fix it in the checkout's worktree (if it was removed, `patchtool checkout{again}` makes it "
+            f"again), then `patchtool refresh{again} {stopped}`",
         )
     changes = changes_since(record, project)
     if changes:
