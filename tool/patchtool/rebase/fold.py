@@ -283,7 +283,6 @@ def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) 
             shown = ascii(name.encode("utf-8", "surrogateescape"))[1:]
             raise UsageError(
                 f"the worktree {worktree} holds {shown}, which no patch can carry: {why}",
-                file=name,
                 hint=f"rename it or take it out of {worktree}, then run it again",
             )
     return tree.tree_now(staged_only=staged_only)

@@ -44,7 +44,6 @@ def check_patches(root: Path, patches: Sequence[tuple[str, str, str]], *, hint: 
             raise UsageError(
                 f"patch {ident} would be written as a file the series cannot read ({rel}): {problem.message}; "
                 "nothing was changed",
-                file=rel,
                 hint=hint,
             ) from None
     journal.changed_files(root, {rel: text for _, rel, text in patches})
