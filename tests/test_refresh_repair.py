@@ -3,6 +3,9 @@ that does not apply at its own pin, on real temporary repositories."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 from pathlib import Path
 
 from conftest import Demo
@@ -168,3 +171,227 @@ def test_a_patch_that_does_not_apply_at_its_pin_is_repaired_in_the_checkout(demo
     assert demo.run("check").returncode == 0
     res = demo.run("export")
     assert res.returncode == 0 and "refreshed" not in res.stdout, res.stdout + res.stderr
+
+
+# -- refusals come before anything moves; what no patch can carry; the way on from a lost worktree
+
+
+def history(demo: Demo, wt: Path) -> tuple[dict[str, bytes], str, str, str]:
+    """``state`` and the worktree's reflog: a branch moved and moved back still shows."""
+    return (*state(demo, wt), git(wt, "reflog", "--format=%H %gs"))
+
+
+def error(message: str, hint: str) -> str:
+    return f"error: {message} (hint: {hint})\n"
+
+
+def refused(demo: Demo, wt: Path, code: int, stderr: str, *args: str) -> None:
+    before = history(demo, wt)
+    res = demo.run("refresh", *args)
+    assert (res.returncode, res.stdout, res.stderr) == (code, "", stderr)
+    assert history(demo, wt) == before
+
+
+def test_a_patch_file_refresh_cannot_write_refuses_before_the_branch_moves(demo: Demo, tmp_path: Path) -> None:
+    three(demo)
+    wt = checked_out(demo)
+    util = demo.root / "patches/0002-util.patch"
+    (tmp_path / "elsewhere.patch").write_bytes(util.read_bytes())
+    util.unlink()
+    util.symlink_to(tmp_path / "elsewhere.patch")
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 22\n")
+    unsafe = error(
+        "patches/0002-util.patch: is a symbolic link (it could lead outside the repository; patchtool follows none)",
+        "patchtool reads only regular files inside the repository; put the file itself there",
+    )
+    refused(demo, wt, 1, unsafe, "util")
+    # a patch new started: its export's refusals come before the amend too
+    git(wt, "checkout", "-q", "--", ".")
+    me = {"GIT_AUTHOR_NAME": "Dana", "GIT_AUTHOR_EMAIL": "d@example.org"}
+    assert (
+        demo.run("new", "extra", env={**me, "GIT_COMMITTER_NAME": "Dana", "GIT_COMMITTER_EMAIL": "d@x.org"}).returncode
+        == 0
+    )
+    (wt / "python/demo/extra.py").write_text("X = 1\n")
+    refused(demo, wt, 1, unsafe, "extra")
+
+
+def test_what_no_patch_can_carry_is_refused_by_name(one_patch: Demo) -> None:
+    wt = checked_out(one_patch)
+    cannot = (
+        "a patch carries regular text files (no symbolic link, no nested repository, UTF-8 names, at most "
+        f"67108864 bytes of patch): take what it cannot carry out of {wt} (your change: {{}}), then run it again"
+    )
+    link = wt / "python/demo/link.py"
+    link.symlink_to("core.py")
+    refused(
+        one_patch,
+        wt,
+        2,
+        error(
+            "patch greet would be written as a file the series cannot read (patches/0001-greet.patch): "
+            "unsafe diff: 'new file mode 120000' makes 'python/demo/link.py' a symbolic link; nothing was changed",
+            cannot.format("python/demo/link.py"),
+        ),
+        "greet",
+    )
+    link.unlink()
+    nested = wt / "python/sub"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    (nested / "f").write_text("f\n")
+    git(nested, "add", "f")
+    git(nested, "commit", "-qm", "f")
+    refused(
+        one_patch,
+        wt,
+        2,
+        error(
+            "patch greet would be written as a file the series cannot read (patches/0001-greet.patch): unsafe "
+            "diff: 'new file mode 160000' makes 'python/sub' a gitlink (a submodule commit); nothing was changed",
+            cannot.format("python/sub"),
+        ),
+        "greet",
+    )
+    shutil.rmtree(nested)
+    for name, why in (
+        (os.fsdecode(b"python/\xff.py"), r"'python/\xff.py', which no patch can carry: its name is not UTF-8"),
+        ("x/.GIT/config", "'x/.GIT/config', which no patch can carry: path 'x/.GIT/config' touches .git/"),
+        ("a\nb", r"'a\nb', which no patch can carry: path 'a\nb' contains a control character"),
+    ):
+        (wt / name).parent.mkdir(parents=True, exist_ok=True)
+        (wt / name).write_text("x\n")
+        hint = f"rename it or take it out of {wt}, then run it again"
+        refused(one_patch, wt, 2, error(f"the worktree {wt} holds {why}", hint), "greet")
+        (wt / name).unlink()
+    shutil.rmtree(wt / "x")
+
+
+def test_a_patch_over_the_read_bound_is_refused_before_it_is_written(one_patch: Demo) -> None:
+    wt = checked_out(one_patch)
+    (wt / "python/demo/big.txt").write_bytes(b"0123456789abcdef\n" * 4_000_000)  # 68 MB: its patch is more
+    res = one_patch.run("refresh", "greet")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith(
+        "error: patch greet would be written as a file the series cannot read (patches/0001-greet.patch): is "
+    )
+    assert "bytes, more than the 67108864 patchtool reads; nothing was changed (hint: " in res.stderr
+    assert "(your change: python/demo/big.txt)" in res.stderr
+
+
+def stopped_at_greet(demo: Demo) -> tuple[Path, str]:
+    """The demo's three patches, greet damaged so that checkout stops at it: the worktree, and
+    core.py as fixed."""
+    three(demo)
+    greet = demo.root / "patches/0001-greet.patch"
+    greet.write_text(greet.read_text().replace(" def greet(name):", " def greet(nom):"))
+    assert demo.run("checkout").returncode == 3
+    wt = demo.root / "work/series"
+    marked = (wt / "python/demo/core.py").read_text()
+    end = ">>>>>>> patch greet hunk 1\n"
+    fixed = (
+        marked[: marked.index("<<<<<<<")]
+        + '\n\ndef greet(name):\n    greeting = "hi"\n    return f"{greeting} {name}"\n\n\n'
+        + marked[marked.index(end) + len(end) :]
+    )
+    return wt, fixed
+
+
+def test_only_the_repairs_own_markers_count(demo: Demo, tmp_path: Path) -> None:
+    wt, fixed = stopped_at_greet(demo)
+    (wt / "python/demo/core.py").write_text(fixed)
+    # a marker outside, behind a link: not read through it; the link itself is what no patch carries
+    (tmp_path / "marked.txt").write_text("<<<<<<< upstream\n")
+    (wt / "python/demo/marked.txt").symlink_to(tmp_path / "marked.txt")
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 2 and "makes 'python/demo/marked.txt' a symbolic link" in res.stderr, res.stderr
+    (wt / "python/demo/marked.txt").unlink()
+    # a file of the patch's own that holds merge-marker-like lines is content, not a leftover
+    (wt / "python/demo/notes.txt").write_text("<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> other\n")
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert b"+<<<<<<< HEAD" in (demo.root / "patches/0001-greet.patch").read_bytes()
+
+
+def test_a_stopped_checkout_whose_worktree_is_gone_is_made_again(demo: Demo) -> None:
+    wt, fixed = stopped_at_greet(demo)
+    shutil.rmtree(wt)
+    res = demo.run("refresh", "greet")
+    assert (res.returncode, res.stderr) == (
+        2,
+        error(
+            "branch 'series' is checked out in no worktree, so there is no change to take",
+            "refresh takes the changes of the worktree `patchtool checkout` made; if it was removed, "
+            "`patchtool checkout` makes it again at the branch's tip",
+        ),
+    )
+    res = demo.run("export")
+    assert res.returncode == 2 and "if it was removed, `patchtool checkout` makes it again" in res.stderr
+    res = demo.run("checkout")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "stopped at patch greet (patches/0001-greet.patch): it does not apply at the pin" in res.stdout
+    assert ">>>>>>> patch greet hunk 1\n" in (wt / "python/demo/core.py").read_text()
+    (wt / "python/demo/core.py").write_text(fixed)
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.endswith("applied after it: util, cap\n")
+    assert demo.run("export").returncode == 0
+
+
+def test_refresh_says_what_is_wrong(demo: Demo) -> None:
+    three(demo)
+    wt = checked_out(demo)
+    # a mode changed by the refresh of greet: cap's file says so, not that its lines moved
+    (wt / "python/demo/core.py").chmod(0o755)
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == (
+        "refreshed greet (patches/0001-greet.patch) with python/demo/core.py\n"
+        "  rewritten cap (patches/0003-cap.patch): a file's mode changed\n"
+    )
+    # a git rebase stopped in the worktree: the branch is not checked out there until it ends
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 22\n")
+    git(wt, "commit", "-qam", "mine")
+    with contextlib.suppress(RuntimeError):  # the exec fails: the rebase stops there
+        git(wt, "rebase", "-q", "--exec", "false", "HEAD~1")
+    assert (wt / ".git").is_file() and git(wt, "status").startswith("interactive rebase in progress")
+    refused(
+        demo,
+        wt,
+        2,
+        error(
+            f"a git rebase is in progress in the worktree {wt}; refresh takes the changes of a worktree at the "
+            "branch's tip",
+            "finish it (`git rebase --continue`) or abort it (`git rebase --abort`), then run it again",
+        ),
+        "util",
+    )
+    git(wt, "rebase", "--abort")
+    # an interrupted refresh (the branch moved, no file written) looks like commits not exported
+    refused(
+        demo,
+        wt,
+        2,
+        error(
+            "branch 'series' holds commits that are not exported yet; refresh writes one patch and would leave "
+            "them behind",
+            "`patchtool export` them first (`patchtool export` finishes a refresh that was interrupted too), or "
+            "take them out with git, then refresh",
+        ),
+        "util",
+    )
+    # a patch's commit taken out of the branch
+    git(wt, "reset", "-q", "--hard", "HEAD~2")
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 23\n")
+    refused(
+        demo,
+        wt,
+        2,
+        error(
+            "branch 'series' has no commit of patch(es) cap any more; refresh writes one patch and would leave "
+            "the series with them",
+            "bring the commit back (`git reflog` in the worktree shows where the branch was), or take the patch "
+            "out of the series (`patchtool drop ID --reason ...`, or `patchtool export --allow-drop`)",
+        ),
+        "util",
+    )

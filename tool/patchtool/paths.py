@@ -124,8 +124,14 @@ def check_opened(fd: int, before: os.stat_result, limit: int, refuse: Refusal) -
     now = os.fstat(fd)
     if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
         raise refuse("was replaced while being read", "run the command again")
-    if now.st_size > limit:
-        raise refuse(f"is {now.st_size} bytes, more than the {limit} patchtool reads", "is it the right file?")
+    if (why := size_problem(now.st_size, limit)) is not None:
+        raise refuse(why, "is it the right file?")
+
+
+def size_problem(size: int, limit: int = MAX_INPUT_BYTES) -> str | None:
+    """Why a file of ``size`` bytes is more than patchtool reads, or None: the readers' bound, said
+    too of a file about to be written that they would refuse."""
+    return f"is {size} bytes, more than the {limit} patchtool reads" if size > limit else None
 
 
 def read_bounded(fd: int, limit: int, refuse: Refusal) -> bytes:

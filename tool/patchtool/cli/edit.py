@@ -313,7 +313,7 @@ def refresh(
 
     result = fold(Project.load(root()), cache(), ident=ident, branch=branch, staged_only=index)
     lines = [f"refreshed {result.id} ({result.file}) with {', '.join(result.changed)}"]
-    lines += [f"  rewritten {w['id']} ({w['file']}): its line numbers moved" for w in result.written[1:]]
+    lines += [f"  rewritten {w['id']} ({w['file']}): {w['why']}" for w in result.written if w["id"] != result.id]
     if result.applied:
         lines.append(f"applied after it: {', '.join(result.applied)}")
     if result.stopped is not None:

@@ -10,8 +10,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from patchtool import fsroot
-from patchtool.errors import GitError, UsageError
+from patchtool import fsroot, paths
+from patchtool.errors import GitError, InvalidInput, UsageError
 from patchtool.git.command import Runner
 from patchtool.git.filemerge import CONFLICT_STYLES
 from patchtool.git.stream import Ident
@@ -41,6 +41,22 @@ class Worktree:
 
     def head(self) -> str:
         return self._runner.out("rev-parse", args=["HEAD"])
+
+    def in_progress(self) -> tuple[str, str] | None:
+        """The git command stopped part way here, as ``git status`` finds it: ("rebase", the ref of
+        the branch it rebases), ("merge" | "cherry-pick" | "revert", ""), or None."""
+        git_dir = Path(self._runner.out("rev-parse", "--absolute-git-dir"))
+        for state in ("rebase-merge", "rebase-apply"):
+            if (git_dir / state).is_dir():
+                try:
+                    head = paths.read_inside(git_dir, f"{state}/head-name", limit=4096)
+                except (FileNotFoundError, InvalidInput):
+                    head = b""
+                return "rebase", head.decode("utf-8", "replace").strip()
+        for name, command in (("MERGE_HEAD", "merge"), ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert")):
+            if os.path.lexists(git_dir / name):
+                return command, ""
+        return None
 
     def reset(self, mode: str, commit: str, *, reason: str, committer: tuple[str, str]) -> str | None:
         """``git reset --quiet <mode> <commit>``: None, or git's complaint when it refused."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput, Problem, UsageError
-from patchtool.paths import read_inside
+from patchtool.paths import read_inside, size_problem
 from patchtool.project import journal, statedir
 from patchtool.project import manifest as manifest_mod
 from patchtool.project.manifest import Manifest, PatchEntry
@@ -25,6 +25,7 @@ class LoadedPatch:
     entry: PatchEntry
     path: Path
     text: str  # the patch file as read; parsed when first used
+    parsed: PatchFile | None = dataclasses.field(default=None, repr=False, compare=False)  # ... or already
 
     @property
     def id(self) -> str:
@@ -32,7 +33,29 @@ class LoadedPatch:
 
     @functools.cached_property
     def patch(self) -> PatchFile:
-        return PatchFile.parse(self.text, name=self.entry.file)
+        return self.parsed or PatchFile.parse(self.text, name=self.entry.file)
+
+
+def read_patch(rel: str, ident: str, data: bytes, *, parse: bool = True) -> tuple[str, PatchFile | None]:
+    """``data`` as the series reads patch ``ident``'s file ``rel``: its text and (``parse``) the
+    patch, or InvalidInput naming each problem. The loader's rules (the read bound, UTF-8, a patch
+    file's own), for a file read and for one about to be written, so nothing writes a patch file
+    the series then refuses."""
+    why = size_problem(len(data))
+    if why is not None:
+        hint = "keep large files out of patches"
+        raise InvalidInput(f"{rel}: {why}", file=rel, problems=[Problem(file=rel, patch=ident, message=why, hint=hint)])
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        why = f"not UTF-8: {exc}"
+        raise InvalidInput(f"{rel}: {why}", file=rel, problems=[Problem(file=rel, patch=ident, message=why)]) from None
+    if not parse:
+        return text, None
+    try:
+        return text, PatchFile.parse(text, name=rel)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, file=rel, problems=[p.located(patch=ident) for p in exc.problems]) from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,12 +107,9 @@ class Project:
         loaded: list[LoadedPatch] = []
         problems: list[Problem] = []
         for entry in self.manifest.patches:
-            try:
-                text = read_inside(self.root, entry.file).decode("utf-8")
-                lp = LoadedPatch(entry=entry, path=self.root / entry.file, text=text)
-                if parsed:
-                    _ = lp.patch  # its problems now, with the others
-                loaded.append(lp)
+            try:  # a parsed patch's problems now, with the others
+                text, patch = read_patch(entry.file, entry.id, read_inside(self.root, entry.file), parse=parsed)
+                loaded.append(LoadedPatch(entry=entry, path=self.root / entry.file, text=text, parsed=patch))
             except FileNotFoundError:
                 problems.append(
                     Problem(
@@ -100,8 +120,6 @@ class Project:
                         hint="restore it or remove the entry from patchset.toml",
                     )
                 )
-            except UnicodeDecodeError as exc:
-                problems.append(Problem(file=entry.file, patch=entry.id, message=f"not UTF-8: {exc}"))
             except InvalidInput as exc:
                 problems.extend(p.located(patch=entry.id) for p in exc.problems)
         return loaded, problems

@@ -33,13 +33,12 @@ from patchtool.series.checkouts import (
     branch_commits,
     commit_message,
     export_commit,
-    loaded_record,
     move_branch,
     series_record,
     worktree_of,
 )
-from patchtool.series.export import export, exportable
-from patchtool.series.writes import write_series
+from patchtool.series.export import exportable, planned, write_planned
+from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
 
@@ -53,7 +52,7 @@ class Folded:
     file: str
     worktree: str
     changed: tuple[str, ...]  # the paths the change touched
-    written: tuple[dict[str, str], ...]  # id, file of each patch file written (ID's first)
+    written: tuple[dict[str, str], ...]  # id, file, why (a later patch's: what changed) of each patch file written
     applied: tuple[str, ...] = ()  # a stopped checkout: the patches applied after ID
     stopped: repair.Stopped | None = None  # ... and the next that does not apply, if one does not
 
@@ -65,13 +64,7 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     repo = cache.repo
     names = CheckoutBranch.of(project.root, branch)
     tip, base, record = exportable(project, cache, names, stopped_ok=True)
-    worktree = worktree_of(repo, names)
-    if worktree is None:
-        raise UsageError(
-            f"branch {branch!r} is checked out in no worktree, so there is no change to take",
-            hint="refresh takes the changes of the worktree `patchtool checkout` made; if it was "
-            "removed, `patchtool export` the branch and check out afresh",
-        )
+    worktree = _worktree(repo, names)
     commits = branch_commits(repo, names, base, tip)
     stopped = record.get("stopped")
     if isinstance(stopped, str):
@@ -91,6 +84,7 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
             + ("has nothing staged" if staged_only else "holds the branch as it is committed"),
             hint=f"edit the files in {worktree} (with --index: `git add` them), then run it again",
         )
+    changed = tuple(sorted({c.new_path or c.old_path or "" for c in change}))
     built = _build(repo, commits, at, base, change, names)
     if repo.tree_of(built[-1]) != wanted:
         raise RefreshConflict(
@@ -98,23 +92,30 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
             "nothing was changed",
             hint="make the change with git instead (`git commit --fixup`, `git rebase -i --autosquash`), then export",
         )
-    move_branch(repo, names, worktree, tip, built[-1], f"patchtool refresh {ident}", files_stay=True)
+    # everything that can refuse comes before the branch moves: each patch file read (as the
+    # journal will), each new text one the series loads
     files = {e.id: e.file for e in project.manifest.patches}
     final = {c.ident or "": c.commit for c in commits[:at]} | {
         c.ident or "": new for c, new in zip(commits[at:], built, strict=True)
     }
+    have = {i: paths.read_inside(project.root, files[i]) for i in (c.ident or "" for c in commits)}
     texts: dict[str, str] = {}
     written: list[dict[str, str]] = []
     for c in commits[at:]:
         i = c.ident or ""
         text = export_commit(repo, final[i])
-        if text != paths.read_text_if_present(project.root, files[i]):
+        if text.encode() != have[i]:
             texts[files[i]] = text
-            written.append({"id": i, "file": files[i]})
+            why = "" if i == ident else _what_moved(have[i].decode("utf-8", "replace"), text)
+            written.append({"id": i, "file": files[i], "why": why})
+    check_patches(
+        project.root, [(w["id"], w["file"], texts[w["file"]]) for w in written], hint=_cannot_carry(worktree, changed)
+    )
     manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
+    move_branch(repo, names, worktree, tip, built[-1], f"patchtool refresh {ident}", files_stay=True)
     write_series(project.root, texts, manifest, remove=[], moves={})
     exported = [
-        (i, files[i], texts[files[i]].encode() if files[i] in texts else (project.root / files[i]).read_bytes())
+        (i, files[i], texts[files[i]].encode() if files[i] in texts else have[i])
         for i in (c.ident or "" for c in commits)
     ]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
@@ -123,9 +124,69 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
         id=ident,
         file=files[ident],
         worktree=str(worktree),
-        changed=tuple(sorted({c.new_path or c.old_path or "" for c in change})),
+        changed=changed,
         written=tuple(written),
     )
+
+
+def _worktree(repo: git.Repo, names: CheckoutBranch) -> Path:
+    """The worktree of the checkout branch, refused (naming the way on) where there is none, or
+    where a git command stopped part way there."""
+    worktree = worktree_of(repo, names)
+    if worktree is None:
+        for w in repo.worktrees():
+            path = Path(w.path)
+            if w.branch is None and path.is_dir() and git.Worktree(path).in_progress() == ("rebase", names.ref):
+                worktree = path
+                break
+        else:
+            again = "" if names.branch == "series" else f" --branch {names.branch}"
+            raise UsageError(
+                f"branch {names.branch!r} is checked out in no worktree, so there is no change to take",
+                hint=f"refresh takes the changes of the worktree `patchtool checkout` made; if it was removed, "
+                f"`patchtool checkout{again}` makes it again at the branch's tip",
+            )
+    busy = git.Worktree(worktree).in_progress()
+    if busy is not None:
+        raise UsageError(
+            f"a git {busy[0]} is in progress in the worktree {worktree}; refresh takes the changes of a worktree "
+            "at the branch's tip",
+            hint=f"finish it (`git {busy[0]} --continue`) or abort it (`git {busy[0]} --abort`), then run it again",
+        )
+    return worktree
+
+
+def _cannot_carry(worktree: Path, changed: Sequence[str]) -> str:
+    """What to do when the patch a change would give is one the series cannot load."""
+    return (
+        f"a patch carries regular text files (no symbolic link, no nested repository, UTF-8 names, at most "
+        f"{paths.MAX_INPUT_BYTES} bytes of patch): take what it cannot carry out of {worktree} "
+        f"(your change: {', '.join(changed)}), then run it again"
+    )
+
+
+def _what_moved(old: str, new: str) -> str:
+    """Why a later patch's file changed when refresh replayed it: what differs in its text."""
+    moved, modes, lines, blobs = "its line numbers moved", "a file's mode changed", "its lines changed", "blobs"
+
+    def kinds(text: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {moved: [], modes: [], lines: [], blobs: []}
+        for line in text.splitlines():
+            if line.startswith("@@"):
+                out[moved].append(line.split("@@")[1])
+            elif line.startswith(("old mode ", "new mode ", "new file mode ", "deleted file mode ")):
+                out[modes].append(line)
+            elif line.startswith("index "):
+                ids, _, mode = line[6:].partition(" ")
+                out[modes].append(mode)
+                out[blobs].append(ids)
+            elif line.startswith((" ", "-", "+")) and not line.startswith(("--- ", "+++ ")):
+                out[lines].append(line)
+        return out
+
+    before, after = kinds(old), kinds(new)
+    said = [k for k in (moved, modes, lines) if before[k] != after[k]]
+    return " and ".join(said) or "the files it changes changed elsewhere (its index lines name their blobs)"
 
 
 def _new_patch(
@@ -166,16 +227,30 @@ def _new_patch(
         author=author,
         committer=committer,
     )
-    move_branch(repo, names, worktree, tip, amended, f"patchtool refresh {ident}", files_stay=True)
-    result = export(project, cache, branch=names.branch, allow_drop=False)
+    changed = tuple(sorted({c.new_path or c.old_path or "" for c in change}))
+    # export's refusals, before the branch moves
+    plan = planned(
+        project,
+        repo,
+        names,
+        base,
+        [*commits[:-1], dataclasses.replace(commits[-1], commit=amended)],
+        allow_drop=False,
+        hint=_cannot_carry(worktree, changed),
+    )
+    target = plan.chain[-1] if plan.chain else amended
+    move_branch(repo, names, worktree, tip, target, f"patchtool refresh {ident}", files_stay=True)
+    result = write_planned(project, repo, names, plan)
     row = next(p for p in result.patches if p["id"] == ident)
     return Folded(
         branch=names.branch,
         id=ident,
         file=row["file"],
         worktree=str(worktree),
-        changed=tuple(sorted({c.new_path or c.old_path or "" for c in change})),
-        written=tuple({"id": p["id"], "file": p["file"]} for p in result.patches if p["change"] != "unchanged"),
+        changed=changed,
+        written=tuple(
+            {"id": p["id"], "file": p["file"], "why": ""} for p in result.patches if p["change"] != "unchanged"
+        ),
     )
 
 
@@ -187,12 +262,29 @@ def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) 
         raise UsageError(
             f"the worktree {worktree} is not at the tip of branch {branch!r}", hint="git switch back to it"
         )
-    unmerged = sorted(p for p, code in tree.changed().items() if "U" in code or code in ("AA", "DD"))
+    changed = tree.changed()
+    unmerged = sorted(p for p, code in changed.items() if "U" in code or code in ("AA", "DD"))
     if unmerged:
         raise UsageError(
             f"the worktree {worktree} has unmerged paths: {', '.join(unmerged)}",
             hint="resolve them and `git add` them first",
         )
+    for rel, code in sorted(changed.items()):
+        if staged_only and code[0] in " ?":
+            continue  # not part of the change
+        name = rel.rstrip("/")  # a directory git does not look into: a nested repository
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            why: str | None = "its name is not UTF-8"
+        else:
+            why = paths.tree_path_problem(name)
+        if why is not None:
+            shown = ascii(name.encode("utf-8", "surrogateescape"))[1:]
+            raise UsageError(
+                f"the worktree {worktree} holds {shown}, which no patch can carry: {why}",
+                hint=f"rename it or take it out of {worktree}, then run it again",
+            )
     return tree.tree_now(staged_only=staged_only)
 
 
@@ -224,7 +316,7 @@ def _repaired(
     at = [lp.id for lp in loaded].index(stopped)
     _require_exported(repo, commits, record["patches"][:at], names.branch)
     lp = loaded[at]
-    left = repair.markers_left(worktree, list(git.Worktree(worktree).changed()))
+    left = repair.markers_left(worktree, stopped, list(git.Worktree(worktree).changed()))
     if left:
         raise UsageError(f"conflict markers remain in {', '.join(left)} (in {worktree})", hint=hint)
     wanted = _worktree_tree(worktree, tip, names.branch, staged_only=False)
@@ -245,6 +337,22 @@ def _repaired(
     later = next(k for k, p in enumerate(loaded) if p.id == failed.id) if failed else len(loaded)
     found = repair.repair(repo, rest.last_good or new, loaded[later]) if failed else None
     final = (rest.tip if failed is None else rest.last_good) or new
+    changed = tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(tip, new)))
+    # everything that can refuse comes before the branch moves
+    text = export_commit(repo, new)
+    texts = {lp.entry.file: text} if text != lp.text else {}
+    check_patches(project.root, [(ident, f, t) for f, t in texts.items()], hint=_cannot_carry(worktree, changed))
+    manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
+    on_branch = {c.ident or "": c.commit for c in commits} | {ident: new}
+    on_branch |= {r.id: r.commit for r in rest.results if r.commit}
+    new_record = series_record(
+        project.manifest.pin,
+        base,
+        [(p.id, p.entry.file, (text if p.id == ident else p.text).encode()) for p in loaded],
+        on_branch,
+    )
+    if failed is not None:
+        new_record["stopped"] = failed.id
     action = f"patchtool refresh {ident}"
     move_branch(repo, names, worktree, tip, new, action, files_stay=True)
     if final != new:
@@ -252,25 +360,16 @@ def _repaired(
     stop = None
     if failed is not None:
         stop = repair.stop(worktree, found, loaded[later], [p.id for p in loaded[later + 1 :]])
-    text = export_commit(repo, new)
-    written = []
-    if text != paths.read_text_if_present(project.root, lp.entry.file):
-        manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
-        write_series(project.root, {lp.entry.file: text}, manifest, remove=[], moves={})
-        written.append({"id": ident, "file": lp.entry.file})
-    on_branch = {c.ident or "": c.commit for c in commits} | {ident: new}
-    on_branch |= {r.id: r.commit for r in rest.results if r.commit}
-    new_record = loaded_record(project.manifest.pin, base, loaded, on_branch)
-    if failed is not None:
-        new_record["stopped"] = failed.id
+    if texts:
+        write_series(project.root, texts, manifest, remove=[], moves={})
     names.save_record(repo, new_record)
     return Folded(
         branch=names.branch,
         id=ident,
         file=lp.entry.file,
         worktree=str(worktree),
-        changed=tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(tip, new))),
-        written=tuple(written),
+        changed=changed,
+        written=tuple({"id": ident, "file": f, "why": ""} for f in texts),
         applied=tuple(r.id for r in rest.results if r.commit),
         stopped=stop,
     )
@@ -281,6 +380,14 @@ def _require_exported(
 ) -> None:
     """Refused unless every commit of the branch is its patch as the series has it (what the last
     checkout, export or refresh left): refresh writes one patch and must leave nothing behind."""
+    missing = [p["id"] for p in recorded if p["id"] not in {c.ident for c in commits}]
+    if missing:
+        raise UsageError(
+            f"branch {branch!r} has no commit of patch(es) {', '.join(missing)} any more; refresh writes one "
+            "patch and would leave the series with them",
+            hint="bring the commit back (`git reflog` in the worktree shows where the branch was), or take the "
+            "patch out of the series (`patchtool drop ID --reason ...`, or `patchtool export --allow-drop`)",
+        )
     same = len(recorded) == len(commits) and all(
         c.ident == p["id"]
         and (
@@ -292,7 +399,8 @@ def _require_exported(
         raise UsageError(
             f"branch {branch!r} holds commits that are not exported yet; refresh writes one patch and "
             "would leave them behind",
-            hint="`patchtool export` them first (or take them out with git), then refresh",
+            hint="`patchtool export` them first (`patchtool export` finishes a refresh that was interrupted too), "
+            "or take them out with git, then refresh",
         )
 
 

@@ -80,7 +80,8 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
         again = "" if names.branch == "series" else f" --branch {names.branch}"
         raise UsageError(
             f"checkout branch {names.branch!r} stopped at patch {record['stopped']}, which does not apply at the pin",
-            hint=f"fix it in the checkout's worktree and `patchtool refresh{again} {record['stopped']}` first",
+            hint=f"fix it in the checkout's worktree (if it was removed, `patchtool checkout{again}` makes it again) "
+            f"and `patchtool refresh{again} {record['stopped']}` first",
         )
     worktree = worktree_of(repo, names)
     require_clean(worktree)

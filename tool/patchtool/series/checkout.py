@@ -3,7 +3,8 @@
 One commit per patch, each carrying a ``Patchtool-Id`` trailer that maps it back to its manifest
 entry; ``export`` writes the branch back. A patch that does not apply at the pin stops it there:
 the patches before it are committed, it is left in the worktree as far as it goes
-(``series.repair``), and ``refresh ID`` writes it back once fixed.
+(``series.repair``), and ``refresh ID`` writes it back once fixed. A branch whose worktree is
+gone gets it again, at its tip (and the patch it stopped at left in it again).
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from patchtool import fsroot, paths
 from patchtool.errors import PatchtoolError, UsageError
 from patchtool.project.repository import Project
 from patchtool.series.apply import apply_series
-from patchtool.series.checkouts import commit_message, create_branch, loaded_record
+from patchtool.series.checkouts import (
+    branch_and_record,
+    branch_commits,
+    commit_message,
+    create_branch,
+    loaded_record,
+    worktree_of,
+)
 from patchtool.series.repair import Stopped, repair, stop
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
@@ -51,6 +59,8 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     loaded = project.series()
     base = cache.ensure(pin)
     if repo.resolve(names.ref) is not None:
+        if worktree_of(repo, names) is None and pin_name is None:
+            return _again(project, cache, names, path)
         again = "" if branch == "series" else f" --branch {branch}"
         raise UsageError(
             f"branch {branch!r} already exists in the cache for this repository",
@@ -66,10 +76,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         raise PatchtoolError(
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
-    # the default lies in the repository, where `work` could be a committed link out of it
-    where = (path or fsroot.Root(project.root).place(f"{WORK_DIR}/{branch}")).absolute()
-    if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
-        raise UsageError(f"{where} exists and is not an empty directory", hint="pass --path")
+    where = _place(project, branch, path)
     git_dir = fsroot.Root(repo.git_dir)
     if "__pycache__/" not in (paths.read_text_if_present(repo.git_dir, "info/exclude") or ""):
         git_dir.append("info/exclude", "__pycache__/\n*.pyc\n")
@@ -91,5 +98,39 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         worktree=str(where),
         base=base.commit,
         commits=tuple((r.id, r.commit) for r in result.results if r.commit),
+        stopped=stopped,
+    )
+
+
+def _place(project: Project, branch: str, path: Path | None) -> Path:
+    """Where the worktree goes: ``path``, or ``work/BRANCH``; refused unless empty or absent."""
+    # the default lies in the repository, where `work` could be a committed link out of it
+    where = (path or fsroot.Root(project.root).place(f"{WORK_DIR}/{branch}")).absolute()
+    if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
+        raise UsageError(f"{where} exists and is not an empty directory", hint="pass --path")
+    return where
+
+
+def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | None) -> Checkout:
+    """The worktree of a checkout branch whose worktree is gone, made again at the branch's tip;
+    where the checkout stopped at a patch that does not apply, that patch is left in it again."""
+    repo = cache.repo
+    tip, base, record = branch_and_record(project, repo, names, "its worktree cannot be made again")
+    where = _place(project, names.branch, path)
+    repo.forget_missing_worktrees()
+    repo.worktree_add(where, names.short, detach=False)
+    stopped = None
+    if isinstance(record.get("stopped"), str):
+        loaded = project.series()
+        ids = [lp.id for lp in loaded]
+        if record["stopped"] in ids:
+            at = ids.index(record["stopped"])
+            stopped = stop(where, repair(repo, tip, loaded[at]), loaded[at], ids[at + 1 :])
+    return Checkout(
+        branch=names.branch,
+        git_branch=names.short,
+        worktree=str(where),
+        base=base,
+        commits=tuple((c.ident or c.subject, c.commit) for c in branch_commits(repo, names, base, tip)),
         stopped=stopped,
     )

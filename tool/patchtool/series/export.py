@@ -33,7 +33,7 @@ from patchtool.series.checkouts import (
 )
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import skeleton
-from patchtool.series.writes import write_series
+from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
 
@@ -66,11 +66,13 @@ def exportable(
         project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
     stopped = record.get("stopped")
+    again = _hint_branch(names.branch)
     if isinstance(stopped, str) and not stopped_ok:
         raise UsageError(
             f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin; "
             "the branch holds only the patches before it",
-            hint=f"fix it in the checkout's worktree, then `patchtool refresh{_hint_branch(names.branch)} {stopped}`",
+            hint=f"fix it in the checkout's worktree (if it was removed, `patchtool checkout{again}` makes it "
+            f"again), then `patchtool refresh{again} {stopped}`",
         )
     changes = changes_since(record, project)
     if changes:
@@ -92,12 +94,52 @@ def export(
     project: Project, cache: Cache, *, branch: str, allow_drop: bool, revive: Sequence[str] = ()
 ) -> ExportResult:
     repo = cache.repo
-    root = project.root
-    names = CheckoutBranch.of(root, branch)
+    names = CheckoutBranch.of(project.root, branch)
     tip, base, _ = exportable(project, cache, names)
     worktree = worktree_of(repo, names)
     require_clean(worktree)
-    commits = branch_commits(repo, names, base, tip)
+    plan = planned(
+        project, repo, names, base, branch_commits(repo, names, base, tip), allow_drop=allow_drop, revive=revive
+    )
+    # the commits that had no trailer get theirs now, before any file is written: an export
+    # stopped between the two leaves trailers naming ids the series lacks, which the next export
+    # adds again; the other way round it would find their patches without a commit
+    if plan.chain is not None:
+        move_branch(repo, names, worktree, tip, plan.chain[-1], "patchtool export: Patchtool-Id trailers")
+    return write_planned(project, repo, names, plan)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Planned:
+    """An export worked out and every refusal behind it, nothing written yet."""
+
+    result: ExportResult  # its ``written`` still empty
+    base: str
+    files: dict[str, str]  # every patch file's path and text
+    manifest: str
+    moves: dict[str, str]
+    removed: list[str]
+    pending: list[str]  # the trees ``new`` kept metadata in, removed with the write
+    chain: list[str] | None  # the branch again with a trailer on every commit, where one lacked it
+    final: dict[str, str]  # each patch's commit once the branch holds ``chain``
+
+
+def planned(
+    project: Project,
+    repo: git.Repo,
+    names: CheckoutBranch,
+    base: str,
+    commits: Sequence[BranchCommit],
+    *,
+    allow_drop: bool,
+    revive: Sequence[str] = (),
+    hint: str = "take that file out of the commit (`git commit --amend`, `git rebase -i`), then export",
+) -> Planned:
+    """The export of ``commits`` (the branch, or what it is about to hold), refused where export
+    refuses, before anything moves or is written: a new patch text the series could not read, or a
+    destination that cannot be written, included."""
+    root = project.root
+    branch = names.branch
     entries = {e.id: e for e in project.manifest.patches}
     dropped = {d.entry.id: d.entry.file for d in project.manifest.dropped}
     revive = list(dict.fromkeys(revive))
@@ -130,12 +172,12 @@ def export(
         )
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
-    # the commits that had no trailer get theirs now, before any file is written: an export
-    # stopped between the two leaves trailers naming ids the series lacks, which the next export
-    # adds again; the other way round it would find their patches without a commit
+    check_patches(
+        root,
+        [(r["id"], r["file"], files[r["file"]]) for r in rows_out if r["change"] not in ("unchanged", "renamed")],
+        hint=hint,
+    )
     chain = _with_trailers(repo, base, commits, [i for i, _, _ in order])
-    if chain is not None:
-        move_branch(repo, names, worktree, tip, chain[-1], "patchtool export: Patchtool-Id trailers")
     manifest, moves = _export_manifest(
         root, [(i, k) for i, _, k in order], {r["id"]: r["file"] for r in rows_out}, gone, branch, revive=revive
     )
@@ -145,24 +187,37 @@ def export(
         for r in rows_out
         if r["change"] not in ("new", "revived") and entries[r["id"]].file != r["file"]
     ]
-    removed = [entries[i].file for i in gone] + renamed + [f for f in revived_files if f not in files]
     fresh = [r["id"] for r in rows_out if r["change"] == "new"]
-    todos = [i for i in fresh if metadata.todo_fields(metadata.load_pending(root, i))]
-    pending = _pending_trees(root, fresh)
-    written = write_series(root, files, manifest, remove=removed, moves=moves, remove_trees=pending)
-    final = dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True))
-    exported = [(r["id"], r["file"], files[r["file"]].encode()) for r in rows_out]
-    names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
     unworded = [i for (i, _, _), c in zip(order, commits, strict=True) if c.subject == metadata.placeholder_subject(i)]
-    return ExportResult(
-        branch=branch,
-        patches=tuple(rows_out),
-        dropped=tuple(gone),
-        written=tuple(written),
-        trailers=tuple(given),
-        todos=tuple(todos),
-        placeholder_subjects=tuple(unworded),
+    return Planned(
+        result=ExportResult(
+            branch=branch,
+            patches=tuple(rows_out),
+            dropped=tuple(gone),
+            written=(),
+            trailers=tuple(given),
+            todos=tuple(i for i in fresh if metadata.todo_fields(metadata.load_pending(root, i))),
+            placeholder_subjects=tuple(unworded),
+        ),
+        base=base,
+        files=files,
+        manifest=manifest,
+        moves=moves,
+        removed=[entries[i].file for i in gone] + renamed + [f for f in revived_files if f not in files],
+        pending=_pending_trees(root, fresh),
+        chain=chain,
+        final=dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True)),
     )
+
+
+def write_planned(project: Project, repo: git.Repo, names: CheckoutBranch, plan: Planned) -> ExportResult:
+    """The series written as ``plan`` says (the branch already holds it), and the record of it."""
+    written = write_series(
+        project.root, plan.files, plan.manifest, remove=plan.removed, moves=plan.moves, remove_trees=plan.pending
+    )
+    exported = [(r["id"], r["file"], plan.files[r["file"]].encode()) for r in plan.result.patches]
+    names.save_record(repo, series_record(project.manifest.pin, plan.base, exported, plan.final))
+    return dataclasses.replace(plan.result, written=tuple(written))
 
 
 def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:

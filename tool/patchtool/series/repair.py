@@ -16,13 +16,19 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchtool import fsroot, git
+from patchtool import fsroot, git, paths
 from patchtool.diff import fuzz, textpatch
 from patchtool.diff.model import FileDiff, Hunk, lines_of
+from patchtool.errors import InvalidInput
 from patchtool.project.repository import LoadedPatch
 
 FUZZ = 2
-_MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
+OURS = "<<<<<<< upstream"  # the labels of the conflict markers a repair writes: the file's lines ...
+
+
+def theirs(ident: str, hunk: int) -> str:
+    """... against patch ``ident``'s ``hunk`` (1-based, within the file)."""
+    return f">>>>>>> patch {ident} hunk {hunk}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,11 +92,11 @@ def _marked(ident: str, f: FileDiff, lines: list[str]) -> tuple[list[str], list[
         pre, post = hunk.image(False)
         at = min(max(hunk.new_start - 1 + drift, 0), len(image))
         block = [
-            "<<<<<<< upstream\n",
+            f"{OURS}\n",
             *_ended(image[at : at + len(pre)]),
             "=======\n",
             *_ended(post),
-            f">>>>>>> patch {ident} hunk {n}\n",
+            f"{theirs(ident, n)}\n",
         ]
         image[at : at + len(pre)] = block
         drift += len(block) - len(post)
@@ -119,13 +125,21 @@ def write(worktree: Path, found: Repair) -> None:
             disk.write(rel, data)
 
 
-def markers_left(worktree: Path, rels: Sequence[str]) -> list[str]:
-    """Those of ``rels`` whose file in ``worktree`` still holds a conflict marker."""
-    return [
-        rel
-        for rel in sorted(rels)
-        if (worktree / rel).is_file() and _MARKER.search((worktree / rel).read_text(encoding="utf-8", errors="replace"))
-    ]
+def markers_left(worktree: Path, ident: str, rels: Sequence[str]) -> list[str]:
+    """Those of ``rels`` whose file in ``worktree`` still holds a conflict marker the repair of
+    patch ``ident`` wrote (its own labels: a ``<<<<<<< `` line of the file's own content is no
+    marker), read through the bounded reader: a link, a directory or a file too big to read is
+    none of its files."""
+    marker = re.compile(rf"^(?:{re.escape(OURS)}|{re.escape(theirs(ident, 0)[:-1])}[0-9]+)$", re.MULTILINE)
+    left = []
+    for rel in sorted(rels):
+        try:
+            data = paths.read_inside(worktree, rel)
+        except (FileNotFoundError, InvalidInput):
+            continue
+        if marker.search(data.decode("utf-8", "surrogateescape")):
+            left.append(rel)
+    return left
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

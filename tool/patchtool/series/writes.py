@@ -7,8 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchtool import paths
+from patchtool.errors import InvalidInput, UsageError
 from patchtool.project import journal
 from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.repository import read_patch
 
 
 def write_series(
@@ -28,3 +30,20 @@ def write_series(
         if text is not None:
             files.setdefault(moved, text)
     return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves], remove_trees=remove_trees)
+
+
+def check_patches(root: Path, patches: Sequence[tuple[str, str, str]], *, hint: str) -> None:
+    """Refused, before anything moves, unless each patch text ``(id, file, text)`` is one the series
+    loader reads back (``repository.read_patch``: UsageError naming the file, what is wrong and
+    ``hint``, what to do) and each destination can be written (read as the journal's pre-read does)."""
+    for ident, rel, text in patches:
+        try:
+            read_patch(rel, ident, text.encode("utf-8"))
+        except InvalidInput as exc:
+            problem = exc.problems[0]
+            raise UsageError(
+                f"patch {ident} would be written as a file the series cannot read ({rel}): {problem.message}; "
+                "nothing was changed",
+                hint=hint,
+            ) from None
+    journal.changed_files(root, {rel: text for _, rel, text in patches})
