@@ -190,6 +190,58 @@ def test_status_json_has_why_owner_and_evidence(greet: Demo) -> None:
     assert (row["why"], row["owner"], row["evidence"]) == ("Shorter greeting.", "team", EVIDENCE)
 
 
+ESC = "\x1b[31mRED\x1b[0m\rOVER"  # recolours, then goes back to overwrite the start of the line
+SHOWN_ESC = "\\x1b[31mRED\\x1b[0m\\rOVER"
+
+
+def test_a_strangers_text_is_shown_not_obeyed(greet: Demo) -> None:
+    """Found by an attack: show printed a manifest's ESC and CR raw, so a stranger's manifest could
+    recolour and overwrite what the terminal shows. Every string is escaped as error messages
+    escape a value (rich markup in it is text too); status and check print them the same way."""
+    toml = ESC.replace("\x1b", "\\u001b").replace("\r", "\\r")
+    (greet.root / "patchset.toml").write_text(
+        HEAD
+        + ENTRY.replace('"Shorter greeting."', f'"[red]Shorter[/red] greeting.{toml}"')
+        .replace('{ status = "pending" }', f'{{ status = "inappropriate", reason = "local{toml}" }}')
+        .replace('"bench/greet.md"', f'"bench/greet.md{toml}"')
+        .replace('"wave() needs the same change"', f'"wave(){toml}"')
+        .replace('"the greeting is short"', f'"short{toml}"')
+    )
+    res = greet.run("show", "greet")
+    assert (res.returncode, res.stdout, res.stderr) == (
+        0,
+        SHOWN.replace("Shorter greeting.", f"[red]Shorter[/red] greeting.{SHOWN_ESC}")
+        .replace("upstream:   pending", f"upstream:   inappropriate local{SHOWN_ESC}")
+        .replace("(bench/greet.md)", f"(bench/greet.md{SHOWN_ESC})")
+        .replace("; wave() needs the same change", f"; wave(){SHOWN_ESC}")
+        .replace("expect: the greeting is short", f"expect: short{SHOWN_ESC}"),
+        "",
+    )
+    res = greet.run("status", "--long")
+    assert res.returncode == 0
+    assert f"upstream: inappropriate local{SHOWN_ESC}  +1/-1" in res.stdout
+    assert f"         expect: short{SHOWN_ESC}\n" in res.stdout
+    res = greet.run("status")
+    assert res.returncode == 0
+    assert f"local{SHOWN_ESC}\n" in res.stdout  # the table wraps the upstream column at its space
+    res = greet.run("check")
+    assert res.returncode == 1
+    assert f"(hint: the patch relies on it: wave(){SHOWN_ESC})\n" in res.stdout
+    for out in (greet.run(*args) for args in (["show", "greet"], ["status"], ["status", "--long"], ["check"])):
+        assert "\x1b" not in out.stdout + out.stderr and "\r" not in out.stdout + out.stderr
+
+
+def test_a_one_line_field_with_a_control_character_is_refused_where_it_is_read(greet: Demo) -> None:
+    toml = ESC.replace("\x1b", "\\u001b").replace("\r", "\\r")
+    (greet.root / "patchset.toml").write_text(HEAD + ENTRY.replace('"team"', f'"team{toml}"'))
+    res = greet.run("show", "greet")
+    assert (res.returncode, res.stdout) == (1, "")
+    assert res.stderr == (
+        f"error: patchset.toml:9: patch greet: patch[0].owner: 'team{SHOWN_ESC}' contains a control character "
+        "('\\x1b') (hint: write it on one line, without control characters)\n"
+    )
+
+
 # -- edit ---------------------------------------------------------------------------------------
 
 
@@ -219,6 +271,53 @@ def test_edit_by_option_keeps_comments_and_layout(greet: Demo) -> None:
     assert (greet.root / "patchset.toml").read_text() == HEAD + expected
     shown = envelope(greet.run("show", "greet", "--json"))["data"]
     assert shown["upstream"] == {"status": "submitted", "url": "https://github.com/demo/demo/pull/7"}  # type: ignore[index]
+
+
+UPSTREAM_FORMS = {
+    "inline": (
+        'upstream = { status = "pending" }  # trailing\n',
+        'upstream = { status = "submitted", url = "https://github.com/demo/demo/pull/7" }  # trailing\n',
+    ),
+    "dotted": (
+        'upstream.status = "pending"  # dotted\n',
+        'upstream.status = "submitted"  # dotted\nupstream.url = "https://github.com/demo/demo/pull/7"\n',
+    ),
+}
+SUB_TABLE = """
+# where upstream stands
+[patch.upstream]
+# not sent yet
+status = "pending"  # the status's
+# trailing
+"""
+
+
+@pytest.mark.parametrize("form", [*UPSTREAM_FORMS, "sub-table"])
+def test_edit_keeps_the_upstream_table_as_it_was_written(greet: Demo, form: str) -> None:
+    """Found by an attack: an upstream written as a [patch.upstream] sub-table or with dotted keys
+    was rewritten as an inline table, its comments lost. It is edited where and as it is written."""
+    entry = ENTRY.replace('upstream = { status = "pending" }\n', "")
+    if form == "sub-table":
+        before = entry.replace("\n[[patch.evidence]]", SUB_TABLE + "\n[[patch.evidence]]", 1)
+        after = before.replace("# trailing\n", '# trailing\nurl = "https://github.com/demo/demo/pull/7"\n').replace(
+            'status = "pending"', 'status = "submitted"'
+        )
+    else:
+        old, new = UPSTREAM_FORMS[form]
+        before, after = (
+            entry.replace('drop_when = "upstream fixes it"\n', f'drop_when = "upstream fixes it"\n{u}')
+            for u in (old, new)
+        )
+    (greet.root / "patchset.toml").write_text(HEAD + before)
+    res = greet.run(
+        "edit", "greet", "--upstream-status", "submitted", "--upstream-url", "https://github.com/demo/demo/pull/7"
+    )
+    assert (res.returncode, res.stdout, res.stderr) == (
+        0,
+        "greet: changed upstream.status, upstream.url in patchset.toml\n",
+        "",
+    )
+    assert (greet.root / "patchset.toml").read_text() == HEAD + after
 
 
 def test_edit_that_changes_nothing_writes_nothing(greet: Demo) -> None:
@@ -255,7 +354,34 @@ def test_edit_that_changes_nothing_writes_nothing(greet: Demo) -> None:
         ),
         (
             ("--upstream-url", "file:///etc/passwd"),
-            "--upstream-url file:///etc/passwd: an upstream url is a link people follow: give an http(s) URL",
+            "--upstream-url file:///etc/passwd: an upstream url is a link people follow: only an https:// or "
+            "http:// URL with a host is accepted",
+        ),
+        (
+            ("--upstream-url", "/etc/passwd"),
+            "--upstream-url /etc/passwd: an upstream url is a link people follow: only an https:// or "
+            "http:// URL with a host is accepted",
+        ),
+        (
+            ("--owner", "evil\x1b[31mRED\x1b[0m\rOVER"),
+            "patchset.toml: patch greet: patch[0].owner: 'evil\\x1b[31mRED\\x1b[0m\\rOVER' contains a control "
+            "character ('\\x1b'); nothing was written (hint: write it on one line, without control characters)",
+        ),
+        (
+            ("--drop-when", "upstream fixes it\nand more"),
+            "patchset.toml: patch greet: patch[0].drop_when: 'upstream fixes it\\nand more' contains a control "
+            "character ('\\n'); nothing was written (hint: write it on one line, without control characters)",
+        ),
+        (
+            ("--applies-to", "===1.0\x1b[2J"),
+            "patchset.toml: patch greet: patch[0].applies_to: '===1.0\\x1b[2J' contains a control character "
+            "('\\x1b'); nothing was written (hint: write it on one line, without control characters)",
+        ),
+        (
+            ("--applies-to", "<1.0"),
+            "patchset.toml: patch greet: patch[0].applies_to: pin demo-1.0 is version 1.0, outside '<1.0'; nothing "
+            "was written (hint: applies_to must admit the pin's version: rebase to a version inside it first, or "
+            "widen it)",
         ),
         (("--owner", "x"), None),
     ],
@@ -332,6 +458,13 @@ def test_edit_in_the_editor(greet: Demo, tmp_path: Path) -> None:
             "(hint: run `patchtool edit greet` again)",
         ),
         ("sys.exit(3)\n", 2, "the editor ({editor}) exited with 3; nothing was written"),
+        (
+            "path.write_text(text.replace('\">=1.0\"', '\"<1.0\"'))\n",
+            2,
+            "patchset.toml: patch greet: patch[0].applies_to: pin demo-1.0 is version 1.0, outside '<1.0'; nothing "
+            "was written (hint: applies_to must admit the pin's version: rebase to a version inside it first, or "
+            "widen it)",
+        ),
     ],
 )
 def test_an_editor_edit_that_is_not_valid_changes_nothing(

@@ -32,47 +32,50 @@ def show(
 
 
 def show_text(shown: PatchShown, style: Style) -> str:
+    """Every string of the entry, and the patch's subject and author, pass through ``printable``:
+    they are a stranger's text, and a terminal must show them, not obey them."""
     from patchtool.cli.render import evidence_line, no_evidence
+    from patchtool.cli.render import printable as p
 
     e, row = shown.entry, shown.row
     applies = style.ok(row.applies) if row.applies == "applied" else style.bad(row.applies)
     lines = [
         f"patch {style.bold(e.id)} ({e.file}), {shown.position} of {shown.of} in the series",
-        f"subject:    {shown.subject}",
-        f"author:     {shown.author}",
+        f"subject:    {p(shown.subject)}",
+        f"author:     {p(shown.author)}",
         f"kind:       {e.kind.value}",
-        f"owner:      {e.owner}",
-        f"upstream:   {e.upstream}",
-        f"applies_to: {e.applies_to}",
-        f"drop_when:  {e.drop_when}",
+        f"owner:      {p(e.owner)}",
+        f"upstream:   {p(str(e.upstream))}",
+        f"applies_to: {p(str(e.applies_to))}",
+        f"drop_when:  {p(e.drop_when)}",
         "why:",
-        *(f"  {line}" for line in e.why.strip().splitlines()),
+        *(f"  {line}" for line in p(e.why).strip().splitlines()),
     ]
     if e.scope:
-        lines.append(f"scope:      hardware {', '.join(e.scope.hardware)}; model {', '.join(e.scope.model)}")
+        lines.append(p(f"scope:      hardware {', '.join(e.scope.hardware)}; model {', '.join(e.scope.model)}"))
     lines.append(f"at pin {shown.pin}: {applies}, +{row.added}/-{row.removed} in {len(row.files)} file(s)")
     lines += [f"  {style.dim(path)}" for path in row.files]
     lines.append(f"evidence: {len(e.evidence) or 'none'}")
     for m in e.evidence:
         measured = m.change or f"{m.before} -> {m.after}"
         where = "".join(f", {k} {v}" for k, v in m.conditions.items())
-        lines.append(f"  {m.metric}: {measured}{where} ({m.source})")
+        lines.append(p(f"  {m.metric}: {measured}{where} ({m.source})"))
     lines.append(f"knobs: {len(e.knobs) or 'none'}")
     for k in e.knobs:
         roles = ", ".join(f"{role} {value}" for role, value in k.recommended.items())
-        lines.append(f"  {k.relation.value} {k.type.value} {k.name}: recommended {roles}")
+        lines.append(p(f"  {k.relation.value} {k.type.value} {k.name}: recommended {roles}"))
     lines.append(f"assumptions at {shown.pin}: {len(shown.assumptions) or 'none'}")
     for a in shown.assumptions:
         word = style.ok("holds") if a.ok else style.bad("fails")
-        lines.append(f"  {word} {a.id}: {a.expects} (found {a.found}); {a.why}")
+        lines.append(f"  {word} {p(f'{a.id}: {a.expects} (found {a.found}); {a.why}')}")
     lines.append(f"GPU verification: {len(row.gpu_verification) or 'none'}")
     for g, evidence in zip(row.gpu_verification, row.gpu_evidence, strict=True):
-        lines.append(f"  {g.run}{' on ' + g.hardware if g.hardware else ''}")
-        lines.append(f"    expect: {g.expect}")
+        lines.append(p(f"  {g.run}{' on ' + g.hardware if g.hardware else ''}"))
+        lines.append(f"    expect: {p(g.expect)}")
         lines += [f"    {evidence_line(e, style)}" for e in evidence] or [
             f"    {style.bad('no evidence')}: {no_evidence(g)}"
         ]
-    lines += [f"overrides {o.entry}: {o.justification}" for o in e.overrides]
+    lines += [p(f"overrides {o.entry}: {o.justification}") for o in e.overrides]
     if shown.diff is not None:
         lines += ["", shown.diff.rstrip("\n")]
     return "\n".join(lines)

@@ -75,8 +75,18 @@ class Style:
         return self._c("1", text)
 
 
+def printable(text: str) -> str:
+    """``text`` as it may reach a terminal: a character that is not printable (ESC, CR, the other
+    control characters, a bidi override) written as a Python string escape (``\\x1b``), as a
+    message shows a value with ``!r``; newlines and tabs stay. What ``show``, ``status`` and ``check``
+    print of a file's strings passes through here, so no manifest can recolour, overwrite or hide a line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
 def problems_text(problems: Sequence[Problem], style: Style) -> str:
-    lines = [f"{style.bad('error')}: {p.render()}" for p in problems]
+    lines = [f"{style.bad('error')}: {printable(p.render())}" for p in problems]
     return "\n".join(lines)
 
 
@@ -120,11 +130,11 @@ def check_text(report: CheckReport, style: Style) -> str:
         )
         for f in report.retread:
             if f.override:
-                lines.append(f"  {style.dim('override')}: {f.render()}")
+                lines.append(f"  {style.dim('override')}: {printable(f.render())}")
     if report.problems:
         lines.append(problems_text(report.problems, style))
     word = style.bad("error") if report.strict else "warning"
-    lines += [f"{word}: {w.render()}" for w in report.warnings]
+    lines += [f"{word}: {printable(w.render())}" for w in report.warnings]
     tail = f"{len(report.warnings)} metadata placeholder(s) to fill in" if report.warnings else ""
     if report.ok:
         lines.append(style.ok("check: clean") + (f", but {tail} (`check --strict` fails on them)" if tail else ""))
@@ -233,18 +243,18 @@ def status_text(report: StatusReport, style: Style) -> str:
     for i, p in enumerate(report.patches, 1):
         applies = style.ok(p.applies) if p.applies == "applied" else style.bad(p.applies)
         lines.append(
-            f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {p.upstream}  "
+            f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {printable(p.upstream)}  "
             f"+{p.added}/-{p.removed}  at pin: {applies}"
         )
         for path in p.files:
             lines.append(f"       {style.dim(path)}")
         for g, evidence in zip(p.gpu_verification, p.gpu_evidence, strict=True):
-            lines.append(f"       GPU verification{' on ' + g.hardware if g.hardware else ''}: {g.run}")
-            lines.append(f"         expect: {g.expect}")
+            lines.append(printable(f"       GPU verification{' on ' + g.hardware if g.hardware else ''}: {g.run}"))
+            lines.append(f"         expect: {printable(g.expect)}")
             lines += [f"         {evidence_line(e, style)}" for e in evidence] or [
                 f"         {style.bad('no evidence')}: {no_evidence(g)}"
             ]
-    lines += [f"{style.bad('error')}: {p.render()} (skipped)" for p in report.gpu_results_problems]
+    lines += [f"{problems_text([p], style)} (skipped)" for p in report.gpu_results_problems]
     return "\n".join(lines)
 
 
@@ -259,11 +269,11 @@ def no_evidence(g: GpuCheck) -> str:
 def evidence_line(e: Evidence, style: Style) -> str:
     """``pass on NVIDIA H200 (sm_90), 2 check(s), gpu-results/x.json``, with what did not pass."""
     word = {"pass": style.ok, "fail": style.bad}.get(e.outcome, style.dim)(e.outcome)
-    line = f"{word} on {e.hardware}, {len(e.checks)} check(s), {e.started}, {e.file}"
+    line = f"{word} on {printable(e.hardware)}, {len(e.checks)} check(s), {printable(e.started)}, {e.file}"
     if e.current is False:
         line += f" ({style.bad('for an older version of the patch')})"
     shown = [c for c in e.checks if c.outcome != "pass"][:3]
-    return "\n           ".join([line, *(f"{c.outcome}: {c.check}: {c.reason}" for c in shown)])
+    return "\n           ".join([line, *(printable(f"{c.outcome}: {c.check}: {c.reason}") for c in shown)])
 
 
 PARTIAL = (

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from patchtool.cli.outcomes import LOOKS, Look
-from patchtool.cli.render import Style, problems_text, rebase_in_progress
+from patchtool.cli.render import Style, printable, problems_text, rebase_in_progress
 
 if TYPE_CHECKING:
     from patchtool.rebase.scan import ScanReport
@@ -98,7 +98,7 @@ def status_table(report: StatusReport, style: Style) -> str:
         cells["#"].append(Text(str(i)))
         cells["patch"].append(Text(p.id, style="bold"))
         cells["kind"].append(Text(p.kind))
-        cells["upstream"].append(Text(p.upstream))
+        cells["upstream"].append(Text(printable(p.upstream)))
         cells["at pin"].append(Text(p.applies, style="green" if p.applies == "applied" else "red"))
         cells["files"].append(Text(str(len(p.files))))
         cells["+/-"].append(Text(f"+{p.added}/-{p.removed}"))

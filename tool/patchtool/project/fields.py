@@ -21,6 +21,7 @@ from patchtool.versions import parse_specifier, parse_version
 
 T = TypeVar("T")
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0 and C1 control characters, newlines and ESC among them
 _TYPE_NAMES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "table", float: "number"}
 
 
@@ -67,10 +68,19 @@ class Fields:
             return None
         return value
 
-    def string(self, name: str, *, required: bool = True, nonempty: bool = True) -> str | None:
+    def string(self, name: str, *, required: bool = True, nonempty: bool = True, one_line: bool = False) -> str | None:
+        """``one_line``: a value shown on one line (an owner, a URL), so no newline or other control
+        character, which could end the line or drive the terminal that shows it."""
         value: str | None = self._get(name, str, "string", required)
         if value is not None and nonempty and not value.strip():
             self.problem(name, "must not be empty")
+            return None
+        if value is not None and one_line and (bad := _CONTROL.search(value)):
+            self.problem(
+                name,
+                f"{value!r} contains a control character ({bad.group()!r})",
+                hint="write it on one line, without control characters",
+            )
             return None
         return value
 
@@ -139,9 +149,11 @@ class Fields:
                 self.problem(f"{name}[{i}]", f"unexpected type {_type_name(item)} (expected table)")
         return out
 
-    def parsed(self, name: str, parse: Callable[[str], T], *, required: bool = True) -> T | None:
+    def parsed(
+        self, name: str, parse: Callable[[str], T], *, required: bool = True, one_line: bool = False
+    ) -> T | None:
         """A string parsed by ``parse``; a ``ValueError`` from it becomes a problem."""
-        value = self.string(name, required=required)
+        value = self.string(name, required=required, one_line=one_line)
         if value is None:
             return None
         try:

@@ -97,11 +97,11 @@ class PatchEntry:
         file = f.parsed("file", _patch_file)
         kind = f.choice("kind", tuple(Kind))
         why = f.string("why")
-        owner = f.string("owner")
+        owner = f.string("owner", one_line=True)
         up_fields = f.table("upstream")
         upstream = Upstream.read(up_fields) if up_fields else None
-        applies_to = f.parsed("applies_to", pep440_specifier)
-        drop_when = f.string("drop_when")
+        applies_to = f.parsed("applies_to", pep440_specifier, one_line=True)
+        drop_when = f.string("drop_when", one_line=True)
         evidence = [Evidence.read(x) for x in f.tables("evidence")]
         knobs = [Knob.read(x) for x in f.tables("knobs")]
         scope_fields = f.table("scope", required=False)

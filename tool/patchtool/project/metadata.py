@@ -52,7 +52,11 @@ class Upstream:
     @classmethod
     def read(cls, f: Fields) -> Upstream | None:
         status = f.choice("status", tuple(Status))
-        details = {name: f.string(name, required=False) for name in _STATUS_DETAILS if name != "version"}
+        details = {
+            name: f.string(name, required=False, one_line=name != "reason")
+            for name in _STATUS_DETAILS
+            if name != "version"
+        }
         version = f.parsed("version", pep440_version, required=False)
         f.done()
         if status is None:

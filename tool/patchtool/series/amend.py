@@ -22,6 +22,7 @@ from patchtool.project.fields import load_toml
 from patchtool.project.manifest import MANIFEST_NAME, Manifest
 from patchtool.project.metadata import Status
 from patchtool.project.repository import Project, manifest_document, manifest_text
+from patchtool.series.checks import outside_pin
 from patchtool.series.ids import in_series
 from patchtool.series.metadata import DEFAULT_MARK
 from patchtool.urls import SourceUrl
@@ -65,11 +66,11 @@ def set_fields(project: Project, ident: str, values: Mapping[str, str], upstream
         table[key] = value  # tomlkit keeps the comment on the line
         if DEFAULT_MARK in table[key].trivia.comment:  # a value given here was chosen: the TODO goes
             table[key].trivia.comment = table[key].trivia.comment_ws = ""
-    if upstream:
-        old = table.get("upstream")
-        table["upstream"] = tomlio.inline_table(
-            {**(old.unwrap() if isinstance(old, InlineTable | Table) else {}), **upstream}
-        )
+    old = table.get("upstream")
+    if isinstance(old, Table):  # a [patch.upstream] sub-table or dotted keys: edited where they are, comments kept
+        old.update(upstream)
+    elif upstream:  # an inline table holds no comment: written anew, the comment after it kept
+        table["upstream"] = tomlio.inline_table({**(old.unwrap() if isinstance(old, InlineTable) else {}), **upstream})
     return _write(project, ident, doc)
 
 
@@ -106,12 +107,17 @@ def _table(doc: Any, project: Project, ident: str) -> tuple[int, Table]:
 
 
 def _check_url(text: str) -> None:
+    """An upstream url is a link people follow: https or http, with a host (SourceUrl's rules);
+    never a file: URL or a path, which SourceUrl would take from the user."""
     try:
-        url = SourceUrl.parse(text, key="upstream.url", user=True)
-    except ValueError as exc:
-        raise UsageError(f"--upstream-url: {exc}") from None
-    if url.scheme not in ("https", "http"):
-        raise UsageError(f"--upstream-url {text}: an upstream url is a link people follow: give an http(s) URL")
+        scheme = SourceUrl.parse(text, key="upstream.url", user=True).scheme
+    except ValueError:
+        scheme = None
+    if scheme not in ("https", "http"):
+        raise UsageError(
+            f"--upstream-url {text}: an upstream url is a link people follow: "
+            "only an https:// or http:// URL with a host is accepted"
+        )
 
 
 def _write(project: Project, ident: str, doc: Any) -> Edited:
@@ -130,6 +136,20 @@ def _write(project: Project, ident: str, doc: Any) -> Edited:
         return Edited(id=ident, changed=(), written=())
     old, new = project.manifest.get(ident).to_dict(), after.get(ident).to_dict()
     changed = tuple(_changed(old, new))
+    index = next(i for i, e in enumerate(after.patches) if e.id == ident)
+    outside = outside_pin(project.pin(), after.patches[index], index) if "applies_to" in changed else None
+    if outside:  # `check` would refuse what this writes
+        raise UsageError(
+            f"patch {ident}: the edited entry is not valid; nothing was written",
+            file=MANIFEST_NAME,
+            problems=[
+                dataclasses.replace(
+                    outside,
+                    message=f"{outside.message}; nothing was written",
+                    hint="applies_to must admit the pin's version: rebase to a version inside it first, or widen it",
+                )
+            ],
+        )
     return Edited(id=ident, changed=changed, written=tuple(journal.commit(project.root, {MANIFEST_NAME: text})))
 
 

@@ -14,6 +14,7 @@ from patchtool.paths import read_inside
 from patchtool.project import gpuresults
 from patchtool.project.fields import key_line
 from patchtool.project.manifest import MANIFEST_NAME, PLACEHOLDER, PatchEntry
+from patchtool.project.pins import Pin
 from patchtool.project.repository import PATCHES_DIR, LoadedPatch, Project, manifest_document
 from patchtool.project.verification import GPU_CHECKS_DIR, Assumption
 from patchtool.registry import workflows as retread
@@ -102,6 +103,20 @@ class CheckReport:
         }
 
 
+def outside_pin(pin: Pin, entry: PatchEntry, index: int) -> Problem | None:
+    """The problem of an entry (``patch[index]``) whose ``applies_to`` leaves out the pin's version."""
+    if pin.version in entry.applies_to:
+        return None
+    return Problem(
+        file=MANIFEST_NAME,
+        patch=entry.id,
+        key=f"patch[{index}].applies_to",
+        code="version",
+        message=f"pin {pin.name} is version {pin.version}, outside '{entry.applies_to}'",
+        hint="widen applies_to once the patch is verified on this version",
+    )
+
+
 def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: bool = False) -> CheckReport:
     """Validate everything the series rests on; collect every problem rather than stopping. The
     skeleton's placeholders (what a fresh import or export scaffolded) are warnings, so they do not
@@ -133,18 +148,7 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: 
         )
     warnings = [p for per_patch in _skeleton_problems(root, project.manifest.patches) for p in per_patch]
     warnings += _placeholder_subjects(loaded)
-    for i, entry in enumerate(project.manifest.patches):
-        if pin.version not in entry.applies_to:
-            problems.append(
-                Problem(
-                    file=MANIFEST_NAME,
-                    patch=entry.id,
-                    key=f"patch[{i}].applies_to",
-                    code="version",
-                    message=f"pin {pin.name} is version {pin.version}, outside '{entry.applies_to}'",
-                    hint="widen applies_to once the patch is verified on this version",
-                )
-            )
+    problems += [p for i, entry in enumerate(project.manifest.patches) if (p := outside_pin(pin, entry, i))]
     try:
         base: Base = cache.ensure(pin)
     except PatchtoolError as exc:
