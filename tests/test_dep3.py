@@ -232,3 +232,179 @@ def test_what_has_no_place_is_reported() -> None:
             "not where a patch came from)",
         ],
     )
+
+
+# -- headers import refuses: each names the file, the line where it can, and what to do ------------
+
+AUTHOR = ("--author", "A B <a@b.org>")
+
+
+def refused(demo: Demo, path: Path, *args: str) -> tuple[str, str]:
+    """``import PATH ARGS`` is refused with exit 1 and changes nothing: its message and hint."""
+    before = snapshot(demo.root)
+    res = demo.run("import", str(path), *args)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert snapshot(demo.root) == before
+    m = re.fullmatch(r"error: (.*) \(hint: (.*)\)\n", res.stderr)
+    assert m, res.stderr
+    return m.group(1), m.group(2)
+
+
+def test_a_long_description_parses_whole_up_to_the_bound_and_no_further(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: each continuation line copied the field so far (200,000 lines took 30
+    s). Now lines are joined once, and a header is read up to a bound on its lines and size."""
+    lines = [f" c {n}" for n in range(dep3.MAX_HEADER_LINES - 1)]
+    assert dep3.fields("Description: x\n" + "\n".join(lines) + "\n") == {
+        "description": "x\n" + "\n".join(line[1:] for line in lines)
+    }
+    demo.write_manifest()
+    patch = tmp_path / "long.patch"
+    patch.write_text("Description: x\n" + "".join(f" c {n}\n" for n in range(200_000)) + CIAO)
+    size = len(patch.read_text()) - len(CIAO)
+    assert refused(demo, patch, *AUTHOR) == (
+        f"{patch}: its header (the text before the diff) has 200,001 lines, {size:,} characters; "
+        "import reads at most 10,000 lines, 1,048,576 characters",
+        "shorten the text before the diff (its description)",
+    )
+    patch.write_text("Description: " + "x" * (1 << 20) + "\n" + CIAO)
+    assert refused(demo, patch, *AUTHOR)[0].startswith(f"{patch}: its header (the text before the diff) has 1 lines, ")
+
+
+def test_an_upstream_status_padded_with_spaces_reads_in_linear_time() -> None:
+    """Found by an attack: ``\\s*(...)?\\s*$`` backtracked quadratically over a run of spaces (this
+    line took hours); the header's bound alone would not have saved it."""
+    header = "Upstream-Status: Pending" + " " * 1_000_000 + "x\n"
+    assert dep3.upstream(dep3.fields(header))[0] == {"status": "pending"}
+
+
+@pytest.mark.parametrize(
+    ("header", "message", "hint"),
+    [
+        (
+            "Patchtool-Id: ../../etc/passwd\n",
+            "Patchtool-Id: '../../etc/passwd' is not a valid id (lower-case letters, digits, '.', '_', '-'; "
+            "starting with a letter or digit)",
+            "fix Patchtool-Id, or delete it (the id then comes from the patch's subject)",
+        ),
+        (
+            "Patchtool-Id: ciao\n .\n",
+            "Patchtool-Id: 'ciao\\n' is not a valid id (lower-case letters, digits, '.', '_', '-'; "
+            "starting with a letter or digit)",
+            "fix Patchtool-Id, or delete it (the id then comes from the patch's subject)",
+        ),
+        (
+            'Patchtool-Entry: { id = "../x" }\n',
+            "Patchtool-Entry's id: '../x' is not a valid id (lower-case letters, digits, '.', '_', '-'; "
+            "starting with a letter or digit)",
+            "fix Patchtool-Entry's id, or delete it (the id then comes from the patch's subject)",
+        ),
+        (
+            "Description: ciao\nPatchtool-Id: ciao\nPatchtool-Id: other\n",
+            ":3: a second Patchtool-Id field (the first is at line 2)",
+            "keep one Patchtool-Id field; import would read only the first",
+        ),
+        (
+            "Upstream-Status: Pending\nForwarded: no\nUpstream-Status: Denied [no]\n",
+            ":3: a second Upstream-Status field (the first is at line 1)",
+            "keep one Upstream-Status field; import would read only the first",
+        ),
+        (
+            'Patchtool-Kind: performance\nPatchtool-Entry: { kind = "correctness" }\n',
+            "Patchtool-Entry gives kind, and so does its Patchtool-Kind field",
+            "keep one of them: delete Patchtool-Kind, or kind from Patchtool-Entry",
+        ),
+        (
+            "Patchtool-Knd: performance\n",
+            ":1: Patchtool-Knd is no field patchtool knows",
+            "the Patchtool-* fields are Patchtool-Id, Patchtool-Kind, Patchtool-Owner, Patchtool-Why, "
+            "Patchtool-Applies-To, Patchtool-Drop-When, Patchtool-Entry",
+        ),
+        (
+            "Patchtool-Entry: " + "{a=" * 3000 + "1" + "}" * 3000 + "\n",
+            "Patchtool-Entry is not an inline TOML table: TOML value nested more than 100 levels deep "
+            "(column 300 of the value)",
+            "fix the patch's Patchtool-Entry field, or delete it",
+        ),
+        (
+            "Patchtool-Entry: { x = " + "[" * 100 + "]" * 100 + " }\n",
+            "Patchtool-Entry is not an inline TOML table: TOML value nested more than 100 levels deep "
+            "(column 105 of the value)",
+            "fix the patch's Patchtool-Entry field, or delete it",
+        ),
+        (
+            'Patchtool-Entry: { why = "a", why = "b" }\n',
+            'Patchtool-Entry is not an inline TOML table: Key "why" already exists.',
+            "fix the patch's Patchtool-Entry field, or delete it",
+        ),
+        (
+            'Patchtool-Entry: { owner = "me" }\n why = "hidden"\n',
+            "Patchtool-Entry is not an inline TOML table: more follows the value (why = ...)",
+            "fix the patch's Patchtool-Entry field, or delete it",
+        ),
+    ],
+)
+def test_a_header_field_import_cannot_take_is_refused_naming_it(
+    demo: Demo, tmp_path: Path, header: str, message: str, hint: str
+) -> None:
+    """Found by an attack: an invalid Patchtool-Id was dropped for the subject's, a second field
+    lost to the first, Patchtool-Entry overrode Patchtool-Kind, and deep nesting was exit 70."""
+    demo.write_manifest()
+    patch = tmp_path / "ciao.patch"
+    patch.write_text(header + CIAO)
+    got = refused(demo, patch, *AUTHOR)
+    assert got == (f"{patch}{'' if message.startswith(':') else ': '}{message}", hint)
+
+
+def test_a_second_field_is_named_at_its_line_in_a_file_of_several_messages(one_patch: Demo, tmp_path: Path) -> None:
+    text = (one_patch.root / "patches/0001-greet.patch").read_text()
+    second = text.replace("Subject:", "Upstream-Status: Pending\nUpstream-Status: Pending\nSubject:", 1)
+    patch = tmp_path / "pr.patch"
+    patch.write_text(text + second)
+    line = text.count("\n") + second[: second.index("Upstream-Status")].count("\n") + 2
+    assert refused(one_patch, patch) == (
+        f"{patch}:{line}: a second Upstream-Status field (the first is at line {line - 1})",
+        "keep one Upstream-Status field; import would read only the first",
+    )
+
+
+# -- strip levels and --series: a hint that names what was meant -------------------------------------
+
+
+def test_an_ab_diff_imported_with_p0_is_refused_naming_p1(demo: Demo, tmp_path: Path) -> None:
+    demo.write_manifest()
+    diff = tmp_path / "ab.diff"
+    diff.write_text(CIAO.replace("demo.orig/", "a/").replace("+++ demo/", "+++ b/"))
+    before = snapshot(demo.root)
+    res = demo.run("import", "-p0", str(diff), "--subject", "core: ciao", *AUTHOR)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr == (
+        f"error: {diff}: its names are -p1 names (python/demo/core.py is in the tree, "
+        "b/python/demo/core.py is not) (hint: import it with -p1 (the default), not -p0)\n"
+    )
+    assert snapshot(demo.root) == before
+    res = demo.run("import", str(diff), "--subject", "core: ciao", *AUTHOR)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("layout", ["series", "patches/series", None])
+def test_series_given_a_directory_names_the_series_file_it_meant(
+    demo: Demo, tmp_path: Path, layout: str | None
+) -> None:
+    demo.write_manifest()
+    quilt = tmp_path / "debian"
+    quilt.mkdir()
+    if layout:
+        (quilt / layout).parent.mkdir(exist_ok=True)
+        (quilt / layout).write_text("")
+    before = snapshot(demo.root)
+    res = demo.run("import", "--series", str(quilt))
+    assert res.returncode == 2, res.stdout + res.stderr
+    hint = (
+        f"give --series {quilt / layout}, or the directory itself as FILE"
+        if layout
+        else f"give --series DIR/series, the file that lists the patches ({quilt} has none)"
+    )
+    assert res.stderr == (
+        f"error: --series {quilt}: it is a directory; --series names a quilt series file (hint: {hint})\n"
+    )
+    assert snapshot(demo.root) == before

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import Demo
-from helpers import snapshot
+from helpers import git, snapshot
 
 
 def decoy(demo: Demo) -> Path:
@@ -141,6 +141,42 @@ def test_a_report_never_replaces_a_series_file(one_patch: Demo, command: tuple[s
         f"{target} is {target} of the patch repository; a report never replaces the series"
     )
     assert snapshot(one_patch.root.parent) == before
+
+
+@pytest.mark.parametrize("dest", [".", ".git", ".patchtool", "patches", "elsewhere"])
+def test_a_quilt_export_never_writes_into_the_series_git_or_state(one_patch: Demo, dest: str) -> None:
+    """Found by an attack: ``export --quilt . --force`` rewrote the tracked patches/*.patch with
+    DEP-3 headers and ``--quilt .git --force`` wrote .git/patches; the report files' rule holds."""
+    git(one_patch.root, "init", "-q")
+    (one_patch.root / ".patchtool").mkdir()
+    (one_patch.root.parent / "elsewhere").symlink_to(one_patch.root)  # a link outside, to the repository
+    named = str(one_patch.root.parent / dest) if dest == "elsewhere" else dest
+    before = snapshot(one_patch.root.parent)
+    code, out = run(one_patch, "export", "--quilt", named, "--force")
+    assert code == 2, out
+    rel = "patches" if dest in (".", "elsewhere") else f"{dest}/patches"
+    assert out["errors"][0]["message"] == (
+        f"--quilt {named}: it would write {rel}/ in the patch repository; "
+        "export --quilt never writes into the series, .git/ or .patchtool/"
+    )
+    assert out["errors"][0]["hint"] == "export into a directory of its own, e.g. debian/ or one outside the repository"
+    assert snapshot(one_patch.root.parent) == before
+
+
+def test_a_quilt_export_never_writes_into_a_checkout(one_patch: Demo, tmp_path: Path) -> None:
+    code, out = run(one_patch, "checkout", "--path", str(tmp_path / "wt"))
+    assert code == 0, out
+    before = snapshot(tmp_path)
+    for dest in (tmp_path / "wt", tmp_path / "wt" / "python"):
+        code, out = run(one_patch, "export", "--quilt", str(dest), "--force")
+        assert code == 2, out
+        assert out["errors"][0]["message"] == (
+            f"--quilt {dest}: it would write into the checkout worktree {tmp_path / 'wt'}; "
+            "export --quilt never writes into a checkout"
+        )
+    assert snapshot(tmp_path) == before
+    code, out = run(one_patch, "export", "--quilt", str(tmp_path / "debian"))
+    assert code == 0, out
 
 
 def test_a_report_is_not_written_over_a_fifo_or_through_a_link(one_patch: Demo) -> None:

@@ -251,6 +251,15 @@ def write_output(path: Path, data: bytes | str, *, repository: Path | None) -> N
     Root(parent).write(name, data)
 
 
+def series_path(target: Path, repository: Path) -> str | None:
+    """``target`` (resolved) as a path in ``repository`` where it is a series file or lies in a
+    series directory (``SERIES_FILES``, ``SERIES_DIRS``: where no output goes), else None."""
+    if not target.is_relative_to(base := repository.resolve()):
+        return None
+    rel = target.relative_to(base).as_posix()
+    return rel if rel in SERIES_FILES or rel.split("/", 1)[0] in SERIES_DIRS else None
+
+
 def check_output(path: Path, *, repository: Path | None) -> tuple[Path, str]:
     """(directory, name) of the report file ``path``; a usage error when it is a series file of
     ``repository`` or anything but a regular file or a new one: a reading command never replaces
@@ -261,14 +270,12 @@ def check_output(path: Path, *, repository: Path | None) -> tuple[Path, str]:
         raise UsageError(f"{path} does not name a file", hint="name the report's file, e.g. report.html")
     parent = where.parent.resolve()  # the user's own directories, as the user named them
     target = parent / name
-    if repository is not None and target.is_relative_to(base := repository.resolve()):
-        rel = target.relative_to(base).as_posix()
-        if rel in SERIES_FILES or rel.split("/", 1)[0] in SERIES_DIRS:
-            raise UsageError(
-                f"{path} is {rel} of the patch repository; a report never replaces the series",
-                file=rel,
-                hint="write the report somewhere else, e.g. report.html",
-            )
+    if repository is not None and (rel := series_path(target, repository)) is not None:
+        raise UsageError(
+            f"{path} is {rel} of the patch repository; a report never replaces the series",
+            file=rel,
+            hint="write the report somewhere else, e.g. report.html",
+        )
     try:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:

@@ -21,7 +21,7 @@ from .errors import InvalidInput, PatchtoolError, Problem
 
 Refusal = Callable[[str, str], PatchtoolError]  # (why, hint) -> the error a reader raises
 
-ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # fullmatch: "$" would let a final newline in
 NAME_MAX = 255  # bytes in one file name: NAME_MAX of ext4, xfs and btrfs
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -70,7 +70,7 @@ def file_name_problem(name: str) -> str | None:
 
 
 def id_problem(text: str, what: str = "id") -> str | None:
-    if not ID_RE.match(text):
+    if not ID_RE.fullmatch(text):
         return (
             f"{text!r} is not a valid {what} (lower-case letters, digits, '.', '_', '-'; "
             "starting with a letter or digit)"

@@ -109,7 +109,9 @@ def export(
         raise UsageError("--force refreshes a quilt directory: it goes with --quilt DIR")
     project = Project.load(root())
     if quilt is not None:
-        files = export_quilt(project, quilt, force=force)
+        from patchtool.series.checkouts import worktrees
+
+        files = export_quilt(project, quilt, force=force, checkouts=worktrees(cache().repo))
         return Shown(
             data={"quilt": str(quilt), "files": files},
             text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))",

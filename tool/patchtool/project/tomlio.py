@@ -27,6 +27,23 @@ def parse(text: str, *, file: str) -> tomlkit.TOMLDocument:
         raise InvalidInput(f"{file} is not valid TOML: {exc}", file=file) from None
 
 
+def value(text: str) -> Any:
+    """The one TOML value ``text`` (what follows ``key = ``), read by the parser that reads the
+    manifest to edit it, with its guard (no value nested more than 100 levels deep); ValueError
+    saying what is wrong."""
+    try:
+        doc = tomlkit.parse(f"x = {text}\n")
+    except tomlkit.exceptions.ParseError as exc:  # its place, less the "x = " in front
+        what = str(exc).removesuffix(f" at line {exc.line} col {exc.col}")
+        where = f"column {exc.col - 4}" if exc.line == 1 else f"line {exc.line}, column {exc.col}"
+        raise ValueError(f"{what} ({where} of the value)") from None
+    except (tomlkit.exceptions.TOMLKitError, ValueError) as exc:  # a key given twice; int()'s 4300 digits
+        raise ValueError(str(exc)) from None
+    if more := [k for k in doc if k != "x"]:
+        raise ValueError(f"more follows the value ({more[0]} = ...)")
+    return doc.unwrap()["x"]
+
+
 def dumps(doc: tomlkit.TOMLDocument | Mapping[str, Any], *, file: str) -> str:
     """The document as text, ending in a newline, verified to parse back to the same data; in a
     document, one blank line after each table of an array of tables (``[[patch]]``), none at the end."""

@@ -123,6 +123,12 @@ def worktree_of(repo: git.Repo, names: CheckoutBranch) -> Path | None:
     return None
 
 
+def worktrees(repo: git.Repo) -> list[Path]:
+    """Every worktree of the cache (its checkouts, of every project) and the cache's own git
+    directory: none before the cache exists."""
+    return [Path(w.path) for w in repo.worktrees()] if (Path(repo.git_dir) / "HEAD").is_file() else []
+
+
 def require_clean(worktree: Path | None) -> None:
     if worktree is not None:
         dirty = git.Worktree(worktree).status()

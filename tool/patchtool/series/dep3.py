@@ -8,38 +8,76 @@ Pure: fields in, fields out. What the standard fields cannot say exactly goes in
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from patchtool import paths
 from patchtool.diff.model import lines_of
 from patchtool.project import tomlio
 
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]*(.*)$")
 _COMMIT_URL = re.compile(r"^https?://\S+/commits?/([0-9a-f]{7,40})\b")
-_YOCTO = re.compile(r"^([A-Za-z-]+)\s*(?:\[(.*)\])?\s*$")
+_YOCTO = re.compile(r"^([A-Za-z-]+)(?:\s*\[(.*)\])?\s*$")  # not "\s*(...)?\s*": quadratic on spaces
 SCALARS = ("id", "kind", "owner", "why", "applies_to", "drop_when")  # Patchtool-<Key> fields
 
 
-def fields(header: str) -> dict[str, str]:
+class HeaderError(ValueError):
+    """A header ``import`` refuses: what is wrong (``line``: where, in its file), and what to do."""
+
+    def __init__(self, message: str, *, hint: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.line = line
+
+
+MAX_HEADER_LINES = 10_000  # a real description is a few dozen lines: the bounds keep a hostile one cheap
+MAX_HEADER_CHARS = 1 << 20
+# fields that decide the entry: a second one would be a second answer, so it is refused
+SINGLE = ("origin", "forwarded", "applied-upstream", "upstream-status")
+KNOWN = tuple(f"patchtool-{k.replace('_', '-')}" for k in (*SCALARS, "entry"))
+
+
+def fields(header: str, *, start: int = 1) -> dict[str, str]:
     """The fields of a patch header (the first of each, by lower-case name), continuation lines
-    (a leading space; " ." an empty line) joined by newlines; other lines end a field."""
-    found: dict[str, str] = {}
-    current: str | None = None
-    for line in lines_of(header, keepends=False):
+    (a leading space; " ." an empty line) joined by newlines; other lines end a field.
+    HeaderError past ``MAX_HEADER_LINES`` lines, for a second ``SINGLE`` or ``Patchtool-*``
+    field, and for a ``Patchtool-*`` field patchtool does not know."""
+    if (count := header.count("\n")) > MAX_HEADER_LINES or len(header) > MAX_HEADER_CHARS:
+        raise HeaderError(
+            f"its header (the text before the diff) has {count:,} lines, {len(header):,} characters; "
+            f"import reads at most {MAX_HEADER_LINES:,} lines, {MAX_HEADER_CHARS:,} characters",
+            hint="shorten the text before the diff (its description)",
+        )
+    found: dict[str, list[str]] = {}
+    at: dict[str, int] = {}
+    current: list[str] | None = None
+    for number, line in enumerate(lines_of(header, keepends=False), start):
         if m := _FIELD.match(line):
             name = m.group(1).lower()
-            current = None if name in found else name
-            if current is not None:
-                found[current] = m.group(2).strip()
+            current = None
+            if name.startswith("patchtool-") and name not in KNOWN:
+                raise HeaderError(
+                    f"{m.group(1)} is no field patchtool knows",
+                    hint="the Patchtool-* fields are " + ", ".join(n.title() for n in KNOWN),
+                    line=number,
+                )
+            if name in found and (name in SINGLE or name.startswith("patchtool-")):
+                raise HeaderError(
+                    f"a second {m.group(1)} field (the first is at line {at[name]})",
+                    hint=f"keep one {m.group(1)} field; import would read only the first",
+                    line=number,
+                )
+            if name not in found:
+                current = found[name] = [m.group(2).strip()]
+                at[name] = number
         elif current is not None and line[:1] in (" ", "\t") and line.strip():
             more = line[1:].rstrip()
-            found[current] += "\n" + ("" if more.strip() == "." else more)
+            current.append("" if more.strip() == "." else more)
         else:
             current = None
-    return found
+    return {name: "\n".join(parts) for name, parts in found.items()}
 
 
 def _where(text: str) -> dict[str, str]:
@@ -125,18 +163,31 @@ def upstream(found: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
 
 def entry(found: Mapping[str, str]) -> tuple[dict[str, Any], list[str]]:
     """The manifest keys a header gives (``Patchtool-<Key>``, ``Patchtool-Entry``, the upstream
-    status), and what of it was not kept; ValueError where ``Patchtool-Entry`` is not TOML."""
+    status), and what of it was not kept; HeaderError where ``Patchtool-Entry`` is not an inline
+    TOML table or gives a key a ``Patchtool-<Key>`` field gives too, or the id is no patch id."""
     up, notes = upstream(found)
     out: dict[str, Any] = {k: v for k in SCALARS if (v := found.get(f"patchtool-{k.replace('_', '-')}"))}
     out["upstream"] = up
     if text := found.get("patchtool-entry"):
+        hint = "fix the patch's Patchtool-Entry field, or delete it"
         try:
-            extra = tomllib.loads(f"x = {text}")["x"]
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"Patchtool-Entry is not an inline TOML table: {exc}") from None
+            extra = tomlio.value(text)
+        except ValueError as exc:
+            raise HeaderError(f"Patchtool-Entry is not an inline TOML table: {exc}", hint=hint) from None
         if not isinstance(extra, dict):
-            raise ValueError("Patchtool-Entry is not an inline TOML table")
+            raise HeaderError("Patchtool-Entry is not an inline TOML table", hint=hint)
+        if twice := sorted(k for k in SCALARS if k in extra and k in out):
+            field = f"Patchtool-{twice[0].replace('_', '-').title()}"
+            raise HeaderError(
+                f"Patchtool-Entry gives {twice[0]}, and so does its {field} field",
+                hint=f"keep one of them: delete {field}, or {twice[0]} from Patchtool-Entry",
+            )
         out.update(extra)
+    if "id" in out and (why := "it is not text" if not isinstance(out["id"], str) else paths.id_problem(out["id"])):
+        field = "Patchtool-Id" if "patchtool-id" in found else "Patchtool-Entry's id"
+        raise HeaderError(
+            f"{field}: {why}", hint=f"fix {field}, or delete it (the id then comes from the patch's subject)"
+        )
     return out, notes
 
 

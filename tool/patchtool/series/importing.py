@@ -20,7 +20,7 @@ from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
-from patchtool.paths import id_problem, read_inside, read_text_if_present
+from patchtool.paths import read_inside, read_text_if_present
 from patchtool.project import tomlio
 from patchtool.project.fields import Fields
 from patchtool.project.manifest import PatchEntry
@@ -125,6 +125,14 @@ def read_sources(
     if series is not None:
         if not os.path.lexists(series):
             raise UsageError(f"{series} does not exist")
+        if series.is_dir():
+            meant = next((d / "series" for d in (series, series / "patches") if (d / "series").is_file()), None)
+            raise UsageError(
+                f"--series {series}: it is a directory; --series names a quilt series file",
+                hint=f"give --series {meant}, or the directory itself as FILE"
+                if meant
+                else f"give --series DIR/series, the file that lists the patches ({series} has none)",
+            )
         out += _read_series(series.parent, series.name, who, exists)
     return out
 
@@ -137,10 +145,12 @@ def _read_file(
         if strip not in (None, 1):
             raise UsageError(f"{source}: a git format-patch file is -p1; the series says -p{strip}", file=source)
         out = []
+        line = 1 + text.count("\n", 0, starts[0])
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
             message = text[a:b]
             sha = _MBOX_FROM.match(message)
-            entry, notes = _header_entry(source, message.split("\n\n", 1)[0], url)
+            entry, notes = _header_entry(source, _header_fields(source, message.split("\n\n", 1)[0], line), url)
+            line += message.count("\n")
             out.append(
                 Incoming(
                     source=source,
@@ -158,13 +168,28 @@ def _read_file(
 dep3_fields = dep3.fields
 
 
-def _header_entry(source: str, header: str, url: str | None) -> tuple[dict[str, Any], list[str]]:
-    """The manifest keys a patch's header gives (``dep3.entry``); ``url``, where given, says its
-    upstream status instead; InvalidInput naming ``source`` when the header cannot be read."""
+def _header_fields(source: str, header: str, line: int = 1) -> dict[str, str]:
+    """``dep3.fields`` of the header that starts at ``line`` of ``source``; InvalidInput naming
+    the file and the line where it refuses the header."""
     try:
-        entry, notes = dep3.entry(dep3.fields(header))
-    except ValueError as exc:
-        raise InvalidInput(f"{source}: {exc}", hint="fix the patch's header, or delete the field") from None
+        return dep3.fields(header, start=line)
+    except dep3.HeaderError as exc:
+        raise _refused(source, exc) from None
+
+
+def _refused(source: str, exc: dep3.HeaderError) -> InvalidInput:
+    where = f"{source}:{exc.line}" if exc.line else source
+    problem = Problem(message=str(exc), file=source, line=exc.line, hint=exc.hint, code="dep3")
+    return InvalidInput(f"{where}: {exc}", file=source, hint=exc.hint, problems=[problem])
+
+
+def _header_entry(source: str, found: dict[str, str], url: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The manifest keys a patch's header ``found`` gives (``dep3.entry``); ``url``, where given,
+    says its upstream status instead; InvalidInput naming ``source`` when the header is refused."""
+    try:
+        entry, notes = dep3.entry(found)
+    except dep3.HeaderError as exc:
+        raise _refused(source, exc) from None
     if url is not None:
         entry["upstream"] = _status_for(url)
     return entry, notes
@@ -236,7 +261,7 @@ def _plain_patch(
             hint="export it with git format-patch, or import a quilt directory",
         )
     header, diff = text[: m.start()], text[m.start() :]
-    fields = dep3.fields(header)
+    fields = _header_fields(source, header)
     if diff.startswith("diff --git "):
         if strip not in (None, 1):
             raise UsageError(f"{source}: a git diff is -p1; the series says -p{strip}", file=source)
@@ -257,7 +282,7 @@ def _plain_patch(
     described = _PATCH_PREFIX.sub("", (fields.get("description") or fields.get("subject") or "").strip())
     description = described or (who.subject or "").strip() or _subject_from_name(name)
     subject, _, body = description.partition("\n")
-    entry, notes = _header_entry(source, header, url)
+    entry, notes = _header_entry(source, fields, url)
     return Incoming(
         source=source,
         text=_format(author, subject, body, diff),
@@ -271,20 +296,22 @@ _OLD_NAME = re.compile(r"^--- a/(\S[^\n]*)$", re.MULTILINE)
 
 
 def _plain_diff(source: str, text: str, exists: Exists, strip: int | None) -> str:
-    """``text`` as a git diff at ``-pN``; at the default -p1, a UsageError naming -p0 where its
-    files are in the tree only under their -p0 names (``diff -u x.orig x`` run at the top)."""
+    """``text`` as a git diff at ``-pN``; a UsageError naming the strip level that fits where its
+    files are in the tree only under the names another gives: -p0 at the default -p1 (``diff -u
+    x.orig x`` run at the top), -p1 (the default) at another (``-p0`` on an a/b diff)."""
     diff = plain.git_diff(text, exists=exists, strip=1 if strip is None else strip)
     olds = _OLD_NAME.findall(diff)
-    if strip is not None or exists is None or not olds or any(exists(p) for p in olds):
+    if strip == 1 or exists is None or not olds or any(exists(p) for p in olds):
         return diff
+    other = 0 if strip is None else 1
     try:
-        zero = _OLD_NAME.findall(plain.git_diff(text, exists=exists, strip=0))
+        names = _OLD_NAME.findall(plain.git_diff(text, exists=exists, strip=other))
     except DiffError:
         return diff
-    if zero and all(exists(p) for p in zero):
+    if names and all(exists(p) for p in names):
         raise UsageError(
-            f"{source}: its names are -p0 names ({zero[0]} is in the tree, {olds[0]} is not)",
-            hint="import it with -p0",
+            f"{source}: its names are -p{other} names ({names[0]} is in the tree, {olds[0]} is not)",
+            hint="import it with -p0" if other == 0 else f"import it with -p1 (the default), not -p{strip}",
         )
     return diff
 
@@ -384,7 +411,7 @@ def import_patches(
         )
         taken = {*entries, *(i for i, _, _ in order)}
         named = item.entry.get("id")
-        mine = named if isinstance(named, str) and id_problem(named) is None else slug(patch.subject)
+        mine = named if isinstance(named, str) else slug(patch.subject)  # dep3.entry checked it
         ident = given.id or unique_id(mine, taken)
         order.append((ident, parent, False))
         name = f"{PATCHES_DIR}/{len(order):04d}-{slug(ident)}.patch"

@@ -4,6 +4,7 @@ mail headers, which ``git am`` and ``quilt push`` skip and ``import`` reads back
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from patchtool import fsroot, paths
@@ -18,10 +19,31 @@ def with_header(text: str, header: str) -> str:
     return f"{mail}\n{header.rstrip(chr(10))}{sep}{rest}"
 
 
-def export_quilt(project: Project, dest: Path, *, force: bool = False) -> list[str]:
-    """patches/ and patches/series in ``dest``; ``force``: refresh a quilt directory that is
-    there in place (as ``gbp pq export`` does), removing the patches its old series listed that
-    the series no longer has."""
+def check_destination(project: Project, dest: Path, checkouts: Sequence[Path] = ()) -> None:
+    """UsageError where ``dest/patches`` would be in the series, ``.git/`` or ``.patchtool/`` of
+    the repository (the rule for report files, ``fsroot.series_path``) or in a checkout worktree
+    (one of ``checkouts``): an export goes beside the series, never over it."""
+    target = dest.resolve() / "patches"  # the user's own directories, as the user named them
+    if (rel := fsroot.series_path(target, project.root)) is not None:
+        raise UsageError(
+            f"--quilt {dest}: it would write {rel}/ in the patch repository; "
+            "export --quilt never writes into the series, .git/ or .patchtool/",
+            hint="export into a directory of its own, e.g. debian/ or one outside the repository",
+        )
+    for tree in checkouts:
+        if target.is_relative_to(tree.resolve()):
+            raise UsageError(
+                f"--quilt {dest}: it would write into the checkout worktree {tree}; "
+                "export --quilt never writes into a checkout",
+                hint="export into a directory of its own, e.g. debian/ or one outside the repository",
+            )
+
+
+def export_quilt(project: Project, dest: Path, *, force: bool = False, checkouts: Sequence[Path] = ()) -> list[str]:
+    """patches/ and patches/series in ``dest`` (``check_destination``); ``force``: refresh a
+    quilt directory that is there in place (as ``gbp pq export`` does), removing the patches its
+    old series listed that the series no longer has."""
+    check_destination(project, dest, checkouts)
     loaded = project.series()
     out = dest / "patches"
     if out.is_symlink() or (out.exists() and not out.is_dir()):
