@@ -408,3 +408,16 @@ def test_series_given_a_directory_names_the_series_file_it_meant(
         f"error: --series {quilt}: it is a directory; --series names a quilt series file (hint: {hint})\n"
     )
     assert snapshot(demo.root) == before
+
+
+def test_an_entry_that_ends_in_sub_tables_is_followed_by_one_blank_line() -> None:
+    """The writer's one blank line goes after an entry's last sub-table ([[patch.gpu_verification]]),
+    not after its own keys too: the real series' entries end so, and a rebase onto its own pin
+    wrote patchset.toml again with two blank lines after each."""
+    from patchtool.project import tomlio
+
+    text = (
+        'schema = 1\n\n[[patch]]\nid = "a"\n\n[[patch.gpu_verification]]\nrun = "r"\n\n'
+        '[[patch]]\nid = "b"\n\n[patch.upstream]\nstatus = "pending"\n\n[[patch]]\nid = "c"\n'
+    )
+    assert tomlio.dumps(tomlio.parse(text, file="patchset.toml"), file="patchset.toml") == text

@@ -67,18 +67,34 @@ def dumps(doc: tomlkit.TOMLDocument | Mapping[str, Any], *, file: str) -> str:
 def _space_tables(doc: tomlkit.TOMLDocument) -> None:
     """One blank line after every ``[[key]]`` table but the document's last (none there): tomlkit
     gives a new table none and a moved one what it had, so edits would otherwise pile them up or
-    glue tables together. A table that ends in a comment keeps its layout (it may head the next)."""
+    glue tables together. A table that ends in a comment keeps its layout (it may head the next).
+    The line goes at the end of what the table holds last: its last sub-table's, where it ends in
+    one (``[[patch.gpu_verification]]``), so a table is followed by one blank line however nested."""
     tables = [t for value in doc.values() if isinstance(value, AoT) for t in value.body]
     for n, t in enumerate(tables):
         if n:  # the line before the first table is the document's
             t.trivia.indent = t.trivia.indent.lstrip("\n")
-        body = t.value.body
+        last = _innermost_last(t)
+        body = last.value.body
         if body and isinstance(body[-1][1], Comment):
             continue
         while body and isinstance(body[-1][1], Whitespace):
             body.pop()
         if n < len(tables) - 1:
-            t.add(tomlkit.nl())
+            last.add(tomlkit.nl())
+
+
+def _innermost_last(table: Table) -> Table:
+    """The table whose lines end ``table``'s text: itself, or its last sub-table's innermost last."""
+    while table.value.body:
+        item = table.value.body[-1][1]
+        if isinstance(item, AoT) and item.body:
+            table = item.body[-1]
+        elif isinstance(item, Table) and not isinstance(item, InlineTable):
+            table = item
+        else:
+            break
+    return table
 
 
 def _plain(value: Any) -> Any:
