@@ -393,3 +393,24 @@ def test_scan_passes_the_production_manifests_and_catches_edited_ones(tmp_path: 
         ("k8s-pd.yaml", 75, "multi-stream-overlap-decode"),  # its name: line
         ("docker-compose.yaml", 50, "restart-decode-alone"),
     ]
+
+
+def test_the_registry_s_strings_reach_a_terminal_escaped(one_patch: Demo) -> None:
+    """A registry is a stranger's file too: `retread list`, `show` and `revisit` print its strings
+    with every control character escaped, so none can clear the screen, overwrite or recolour."""
+    with_registry(one_patch)
+    path = one_patch.root / "retread.toml"
+    hostile = (
+        path.read_text()
+        .replace('title = "Two-batch overlap"', 'title = "Two-batch\\u001b[2J overlap"')
+        .replace('reason = "EP4 measured worse"', 'reason = "EP4\\r measured worse"')
+        .replace('why = "every 1.x"', 'why = "every\\u202e 1.x"')
+    )
+    path.write_text(hostile)
+    shown = [one_patch.run("retread", *args) for args in (["list"], ["show", "tbo"], ["revisit"])]
+    for res in shown:
+        assert res.returncode in (0, 1), res.stdout + res.stderr
+        assert "\x1b" not in res.stdout and "\r" not in res.stdout and "\u202e" not in res.stdout, res.stdout
+    assert "tbo [rejected] Two-batch\\x1b[2J overlap" in shown[0].stdout
+    assert "reason:  EP4\\r measured worse" in shown[1].stdout
+    assert "every\\u202e 1.x" in shown[2].stdout

@@ -79,7 +79,8 @@ def printable(text: str) -> str:
     """``text`` as it may reach a terminal: a character that is not printable (ESC, CR, the other
     control characters, a bidi override) written as a Python string escape (``\\x1b``), as a
     message shows a value with ``!r``; newlines and tabs stay. What ``show``, ``status`` and ``check``
-    print of a file's strings passes through here, so no manifest can recolour, overwrite or hide a line."""
+    print of a file's strings (the rebase report, the registry's texts too) passes through here, so no
+    manifest or registry can recolour, overwrite or hide a line."""
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
@@ -149,7 +150,7 @@ def findings_text(findings: Sequence[Finding], style: Style) -> str:
     lines = []
     for f in findings:
         tag = style.dim("override") if f.override else style.bad("retread")
-        lines.append(f"{tag}: {f.render()}")
+        lines.append(f"{tag}: {printable(f.render())}")
     live = sum(not f.override for f in findings)
     lines.append(style.bad(f"{live} finding(s)") if live else style.ok("only deliberate overrides"))
     return "\n".join(lines)
@@ -157,7 +158,7 @@ def findings_text(findings: Sequence[Finding], style: Style) -> str:
 
 def scan_text(found: Scanned, style: Style) -> str:
     """`retread scan`: its findings, then the uses whose scope the launch does not say."""
-    lines = [f"{style.dim('note')}: {n.render()}" for n in found.notes]
+    lines = [f"{style.dim('note')}: {printable(n.render())}" for n in found.notes]
     if lines:
         lines.append(style.dim(f"{len(found.notes)} note(s): scope unknown, not findings"))
     return "\n".join([findings_text(found.findings, style), *lines])
@@ -167,39 +168,39 @@ def registry_list_text(registry: Registry, style: Style) -> str:
     lines = [f"{len(registry.entries)} rejected idea(s):"]
     for e in registry.entries:
         knobs = ", ".join(k.name for k in e.knobs)
-        lines.append(f"  {style.bold(e.id)} [{e.verdict.value}] {e.title}")
-        lines.append(f"      {style.dim('knobs: ' + (knobs or 'none'))}")
+        lines.append(f"  {style.bold(e.id)} [{e.verdict.value}] {printable(e.title)}")
+        lines.append(f"      {style.dim(printable('knobs: ' + (knobs or 'none')))}")
         if e.unguarded:
-            lines.append(f"      {style.dim('the guard cannot see: ' + e.unguarded)}")
+            lines.append(f"      {style.dim(printable('the guard cannot see: ' + e.unguarded))}")
     return "\n".join(lines)
 
 
 def registry_show_text(e: Rejection, style: Style) -> str:
     lines = [
-        f"{style.bold(e.id)}: {e.title} [{e.verdict.value}]",
-        f"tried:   {e.tried}",
-        f"reason:  {e.reason}",
-        f"scope:   {e.scope.describe()}",
+        f"{style.bold(e.id)}: {printable(e.title)} [{e.verdict.value}]",
+        printable(f"tried:   {e.tried}"),
+        printable(f"reason:  {e.reason}"),
+        printable(f"scope:   {e.scope.describe()}"),
         "evidence:",
     ]
     for m in e.evidence:
         value = " -> ".join(str(v) for v in (m.before, m.after) if v is not None)
         parts = [p for p in (value, m.change) if p]
-        lines.append(f"  - {m.metric}: {'; '.join(parts)}")
+        lines.append(printable(f"  - {m.metric}: {'; '.join(parts)}"))
         ctx = [
             f"{k}: {v}"
             for k, v in (("hardware", m.hardware), ("model", m.model), ("upstream", m.upstream), ("date", m.date))
             if v
         ]
         ctx += [f"{k}: {v}" for k, v in m.conditions.items()]
-        lines.append(f"      {style.dim('; '.join(ctx))}")
-        lines.append(f"      {style.dim('source: ' + m.source)}")
+        lines.append(f"      {style.dim(printable('; '.join(ctx)))}")
+        lines.append(f"      {style.dim(printable('source: ' + m.source))}")
     lines.append("would be re-introduced by:")
-    lines += [f"  - {k.describe()}" for k in e.knobs] or ["  - (no knob)"]
+    lines += [printable(f"  - {k.describe()}") for k in e.knobs] or ["  - (no knob)"]
     if e.unguarded:
-        lines.append(f"the guard cannot see: {e.unguarded}")
-    lines.append(f"revisit: {e.revisit}")
-    lines += [f"  - when {c.describe()}: {c.why}" for c in e.revisit_when]
+        lines.append(printable(f"the guard cannot see: {e.unguarded}"))
+    lines.append(printable(f"revisit: {e.revisit}"))
+    lines += [printable(f"  - when {c.describe()}: {c.why}") for c in e.revisit_when]
     return "\n".join(lines)
 
 
@@ -207,9 +208,9 @@ def revisit_text(report: RevisitReport, style: Style) -> str:
     lines = [f"revisit conditions at {report.pin} ({report.version}):"]
     for r in report.results:
         mark = style.bad("HOLDS") if r.holds else style.ok("no")
-        lines.append(f"  {mark:<5} {r.entry}: {r.condition} ({r.detail})")
+        lines.append(f"  {mark:<5} {printable(f'{r.entry}: {r.condition} ({r.detail})')}")
         if r.holds:
-            lines.append(f"        {r.why}")
+            lines.append(f"        {printable(r.why)}")
     due = sorted({r.entry for r in report.due})
     lines.append(f"entries to revisit: {', '.join(due)}" if due else style.ok("no entry is due for a revisit"))
     return "\n".join(lines)
@@ -295,25 +296,25 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
         word = str(s.outcome)
         mark = style.bad(word) if s.outcome.stops else style.ok(word) if s.outcome.applied else style.dim(word)
         detail = "" if s.shifted else s.detail  # a shifted patch lists its hunks below instead
-        lines.append(f"  {s.id}: {mark}" + (f" - {detail}" if detail else ""))
-        lines += [f"      {m.file}: {m.describe()}" for m in s.shifted]
-        lines += [f"      conflict in {f}" for f in s.conflicted]
-        lines += [f"      misplaced: {m}" for m in s.misplaced]
-        lines += [f"      {r}" for r in s.renamed]
+        lines.append(f"  {s.id}: {mark}" + (f" - {printable(detail)}" if detail else ""))
+        lines += [printable(f"      {m.file}: {m.describe()}") for m in s.shifted]
+        lines += [printable(f"      conflict in {f}") for f in s.conflicted]
+        lines += [printable(f"      misplaced: {m}") for m in s.misplaced]
+        lines += [printable(f"      {r}") for r in s.renamed]
     if report.drift:
         lines.append("upstream changed the code under these patches (they still applied):")
-        lines += [f"  {d.patch}: {d.path}: {d.detail}" for d in report.drift]
+        lines += [printable(f"  {d.patch}: {d.path}: {d.detail}") for d in report.drift]
     failed = [a for a in report.assumptions if not a.ok]
     if failed:
         lines.append("assumption checks that fail on the target:")
-        lines += [f"  {a.patch}/{a.id}: expected {a.expects}, found {a.found}" for a in failed]
+        lines += [printable(f"  {a.patch}/{a.id}: expected {a.expects}, found {a.found}") for a in failed]
     due = [r for r in report.revisit if r.holds]
     if due:
         lines.append("rejected ideas whose reason may no longer hold:")
-        lines += [f"  {r.entry}: {r.condition} - {r.why}" for r in due]
+        lines += [printable(f"  {r.entry}: {r.condition} - {r.why}") for r in due]
     if report.drop:
         lines.append("patches whose drop condition holds:")
-        lines += [f"  {d.patch}: {d.why}" for d in report.drop]
+        lines += [printable(f"  {d.patch}: {d.why}") for d in report.drop]
     widened = [w for w in report.widenings if report.widen and w.new]
     if widened:
         lines.append(
@@ -322,7 +323,7 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
             else "applies_to to widen to admit the target:"
         )
         lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
-    lines += [f"follow-up: {f}" for f in report.follow_up]
+    lines += [printable(f"follow-up: {f}") for f in report.follow_up]
     if report.old_pin_advice:
         lines.append(f"old pin: {report.old_pin_advice}")
     if report.status is RebaseStatus.CONFLICT:
