@@ -74,6 +74,20 @@ def test_a_p0_diff_imports_with_p0_and_is_refused_naming_the_option_without(demo
     assert res.returncode != 0 and "demo/core.py" not in (demo.root / "patchset.toml").read_text()
 
 
+def test_p0_on_a_git_diff_names_the_option_given(one_patch: Demo, tmp_path: Path) -> None:
+    """A git diff is -p1 whatever the command line says: the refusal names the -p given, not a series."""
+    patch = tmp_path / "greet.patch"
+    patch.write_text((one_patch.root / "patches/0001-greet.patch").read_text())
+    before = snapshot(one_patch.root)
+    res = one_patch.run("import", "-p0", str(patch))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr == (
+        f"error: {patch}: a git format-patch file is -p1, not -p0 "
+        "(hint: import it without -p (or list it in the series without -pN))\n"
+    )
+    assert snapshot(one_patch.root) == before
+
+
 # -- DEP-3 and Yocto headers read into upstream statuses ---------------------------------------
 
 

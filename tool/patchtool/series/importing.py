@@ -143,7 +143,11 @@ def _read_file(
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
     if starts:
         if strip not in (None, 1):
-            raise UsageError(f"{source}: a git format-patch file is -p1; the series says -p{strip}", file=source)
+            raise UsageError(
+                f"a git format-patch file is -p1, not -p{strip}",
+                file=source,
+                hint="import it without -p (or list it in the series without -pN)",
+            )
         out = []
         line = 1 + text.count("\n", 0, starts[0])
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
@@ -264,7 +268,11 @@ def _plain_patch(
     fields = _header_fields(source, header)
     if diff.startswith("diff --git "):
         if strip not in (None, 1):
-            raise UsageError(f"{source}: a git diff is -p1; the series says -p{strip}", file=source)
+            raise UsageError(
+                f"a git diff is -p1, not -p{strip}",
+                file=source,
+                hint="import it without -p (or list it in the series without -pN)",
+            )
     else:
         try:
             diff = _plain_diff(source, diff, exists, strip)
