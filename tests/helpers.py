@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -305,3 +306,22 @@ def require_tool(name: str, *, env: str | None = None, enables: str) -> str:
     if not found:
         pytest.skip(f"{name} is not installed (it enables {enables}); `.ci/run` installs it")
     return found
+
+
+def quilt_push_all(
+    quilt: str, upstream: Path, patches: Path, scratch: Path
+) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``quilt push -a`` of the series in ``patches`` (an exported ``DIR/patches``) onto a copy of the
+    worktree ``upstream`` (its files, not its .git) in ``scratch/tree``, with nothing of the user's
+    quilt setup: the tree and quilt's result."""
+    tree = scratch / "tree"
+    shutil.copytree(upstream, tree, ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(patches, tree / "patches")
+    push = subprocess.run(
+        [quilt, "push", "-a"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "QUILT_PATCHES": "patches", "HOME": str(scratch)},
+    )
+    return tree, push

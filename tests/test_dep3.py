@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import Demo, edit
-from helpers import git, require_tool, snapshot
+from helpers import git, quilt_push_all, require_tool, snapshot
 from patchtool.project.repository import Project
 from patchtool.series import dep3
 from test_editing import checked_out, three
@@ -219,16 +217,7 @@ def test_the_exported_quilt_series_pushes_and_git_am_keeps_the_message(demo: Dem
     out = tmp_path / "q"
     assert demo.run("export", "--quilt", str(out)).returncode == 0
     git(demo.work, "checkout", "-q", "upstream")
-    tree = tmp_path / "tree"
-    shutil.copytree(demo.work, tree, ignore=shutil.ignore_patterns(".git"))
-    shutil.copytree(out / "patches", tree / "patches")
-    push = subprocess.run(
-        [quilt, "push", "-a"],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "QUILT_PATCHES": "patches", "HOME": str(tmp_path)},
-    )
+    _, push = quilt_push_all(quilt, demo.work, out / "patches", tmp_path)
     assert push.returncode == 0, push.stdout + push.stderr
     assert "Now at patch patches/0003-cap.patch" in push.stdout
     git(demo.work, "checkout", "-q", "-b", "am", "upstream")

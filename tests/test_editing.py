@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import textwrap
 from pathlib import Path
 
 from conftest import Demo, edit
-from helpers import git, require_tool, snapshot
+from helpers import git, quilt_push_all, require_tool, snapshot
 
 
 def three(demo: Demo) -> None:
@@ -264,16 +263,7 @@ def test_quilt_export_pushes_on_the_pinned_tree(demo: Demo, tmp_path: Path) -> N
         "0003-cap.patch",
     ]
     git(demo.work, "checkout", "-q", "upstream")
-    tree = tmp_path / "tree"
-    shutil.copytree(demo.work, tree, ignore=shutil.ignore_patterns(".git"))
-    shutil.copytree(out / "patches", tree / "patches")
-    push = subprocess.run(
-        [quilt, "push", "-a"],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", "QUILT_PATCHES": "patches", "HOME": str(tmp_path)},
-    )
+    tree, push = quilt_push_all(quilt, demo.work, out / "patches", tmp_path)
     assert push.returncode == 0, push.stdout + push.stderr
     assert "Now at patch patches/0003-cap.patch" in push.stdout
     assert '"hi"' in (tree / "python/demo/core.py").read_text()

@@ -34,7 +34,7 @@ def show(
 def show_text(shown: PatchShown, style: Style) -> str:
     """Every string of the entry, and the patch's subject and author, pass through ``printable``:
     they are a stranger's text, and a terminal must show them, not obey them."""
-    from patchtool.cli.render import evidence_line, no_evidence
+    from patchtool.cli.render import gpu_lines
     from patchtool.cli.render import printable as p
 
     e, row = shown.entry, shown.row
@@ -70,11 +70,7 @@ def show_text(shown: PatchShown, style: Style) -> str:
         lines.append(f"  {word} {p(f'{a.id}: {a.expects} (found {a.found}); {a.why}')}")
     lines.append(f"GPU verification: {len(row.gpu_verification) or 'none'}")
     for g, evidence in zip(row.gpu_verification, row.gpu_evidence, strict=True):
-        lines.append(p(f"  {g.run}{' on ' + g.hardware if g.hardware else ''}"))
-        lines.append(f"    expect: {p(g.expect)}")
-        lines += [f"    {evidence_line(e, style)}" for e in evidence] or [
-            f"    {style.bad('no evidence')}: {no_evidence(g)}"
-        ]
+        lines += gpu_lines(g, evidence, style, head="", indent=2)
     lines += [p(f"overrides {o.entry}: {o.justification}") for o in e.overrides]
     if shown.diff is not None:
         lines += ["", shown.diff.rstrip("\n")]

@@ -250,13 +250,22 @@ def status_text(report: StatusReport, style: Style) -> str:
         for path in p.files:
             lines.append(f"       {style.dim(path)}")
         for g, evidence in zip(p.gpu_verification, p.gpu_evidence, strict=True):
-            lines.append(printable(f"       GPU verification{' on ' + g.hardware if g.hardware else ''}: {g.run}"))
-            lines.append(f"         expect: {printable(g.expect)}")
-            lines += [f"         {evidence_line(e, style)}" for e in evidence] or [
-                f"         {style.bad('no evidence')}: {no_evidence(g)}"
-            ]
+            lines += gpu_lines(g, evidence, style, head="GPU verification", indent=7)
     lines += [f"{problems_text([p], style)} (skipped)" for p in report.gpu_results_problems]
     return "\n".join(lines)
+
+
+def gpu_lines(g: GpuCheck, evidence: Sequence[Evidence], style: Style, *, head: str, indent: int) -> list[str]:
+    """A GPU check as ``status --long`` and ``show`` print it: the command and hardware, what it
+    expects, then each machine's newest run of it (or that none was run)."""
+    pad = " " * indent
+    hardware = f" on {g.hardware}" if g.hardware else ""
+    lines = [printable(f"{pad}{head}{hardware}: {g.run}" if head else f"{pad}{g.run}{hardware}")]
+    lines.append(f"{pad}  expect: {printable(g.expect)}")
+    return lines + (
+        [f"{pad}  {evidence_line(e, style)}" for e in evidence]
+        or [f"{pad}  {style.bad('no evidence')}: {no_evidence(g)}"]
+    )
 
 
 def no_evidence(g: GpuCheck) -> str:
