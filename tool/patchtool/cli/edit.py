@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from patchtool.cli.completion import patch_ids
+from patchtool.cli.render import printable
 from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, knob, root
 from patchtool.errors import ExitCode, UsageError
 
@@ -219,8 +220,8 @@ def import_(
 
 def _added_line(row: dict[str, Any]) -> str:
     line = f"  added {row['id']} ({row['file']}, upstream {row['upstream_status']})"
-    if row["not_kept"]:
-        line += "\n    not kept (no place in the manifest): " + "; ".join(row["not_kept"])
+    if row["not_kept"]:  # a patch header's own text: escaped, so it cannot recolour or hide a line
+        line += "\n    not kept (no place in the manifest): " + printable("; ".join(row["not_kept"]))
     if row["refreshed"]:
         line += "\n    refreshed: " + ", ".join(
             f"{r['file']} hunk {r['hunk']} fuzz {r['fuzz']} offset {r['offset']:+d}" for r in row["refreshed"]
