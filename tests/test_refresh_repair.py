@@ -395,3 +395,39 @@ def test_refresh_says_what_is_wrong(demo: Demo) -> None:
         ),
         "util",
     )
+
+
+def test_a_file_that_is_not_utf8_is_refused_by_name(demo: Demo) -> None:
+    """Found by an attack: ``printf 'caf\\xe9\\n' > work/series/x.txt`` gave exit 70 (a
+    UnicodeDecodeError decoding git's format-patch) in refresh, a new patch's refresh and export."""
+    three(demo)
+    wt = checked_out(demo)
+
+    def not_utf8(commit: str) -> str:
+        return error(
+            f"python/demo/x.txt, in commit {commit[:12]}, is not UTF-8 (invalid continuation byte at byte 3): a patch file is UTF-8 text, so no patch can "
+            "carry its lines; nothing was changed",
+            "save it as UTF-8 (or take it out of the change), then run it again",
+        )
+
+    (wt / "python/demo/x.txt").write_bytes(b"caf\xe9\n")
+    before = history(demo, wt)
+    res = demo.run("refresh", "util")
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr.startswith("error: python/demo/x.txt, in commit "), res.stderr
+    assert res.stderr == not_utf8(res.stderr.split("in commit ")[1][:12])
+    assert history(demo, wt) == before
+    me = {"GIT_AUTHOR_NAME": "Dana", "GIT_AUTHOR_EMAIL": "d@example.org"}
+    assert demo.run("new", "extra", env={**me, "GIT_COMMITTER_NAME": "D", "GIT_COMMITTER_EMAIL": "d@x"}).returncode == 0
+    before = history(demo, wt)
+    res = demo.run("refresh", "extra")
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr == not_utf8(res.stderr.split("in commit ")[1][:12])
+    assert history(demo, wt) == before
+    git(wt, "add", "python/demo/x.txt")
+    git(wt, "commit", "-q", "--amend", "--no-edit")
+    before = history(demo, wt)
+    res = demo.run("export")
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr == not_utf8(git(wt, "rev-parse", "HEAD"))
+    assert history(demo, wt) == before

@@ -226,7 +226,34 @@ def without_trailer(message: str) -> str:
 
 
 def export_commit(repo: git.Repo, commit: str) -> str:
-    """The canonical patch file for a checkout commit: git's own format, without the trailer."""
+    """The canonical patch file for a checkout commit: git's own format, without the trailer;
+    UsageError naming the file when the commit changes one that is not UTF-8 (a patch file is)."""
+    try:
+        return _exported(repo, commit)
+    except UnicodeDecodeError:
+        raise _not_utf8(repo, commit) from None
+
+
+def _not_utf8(repo: git.Repo, commit: str) -> UsageError:
+    """The error for a commit whose patch would not be UTF-8: the first file of it that is not."""
+    for change in repo.diff_raw(f"{commit}^", commit):
+        for path, blob in ((change.new_path, change.new_blob), (change.old_path, change.old_blob)):
+            data = repo.cat_blobs([blob])[blob] if blob else None
+            try:
+                (data or b"").decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return UsageError(
+                    f"{path}, in commit {commit[:12]}, is not UTF-8 ({exc.reason} at byte {exc.start}): a patch "
+                    "file is UTF-8 text, so no patch can carry its lines; nothing was changed",
+                    hint="save it as UTF-8 (or take it out of the change), then run it again",
+                )
+    return UsageError(
+        f"commit {commit[:12]}'s message is not UTF-8: a patch file is UTF-8 text; nothing was changed",
+        hint="save it as UTF-8 (`git commit --amend`), then run it again",
+    )
+
+
+def _exported(repo: git.Repo, commit: str) -> str:
     message = repo.commit_message(commit)
     if not _TRAILER_RE.search(message):
         return repo.format_patch(commit)
