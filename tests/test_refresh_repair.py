@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import Demo
@@ -431,3 +434,106 @@ def test_a_file_that_is_not_utf8_is_refused_by_name(demo: Demo) -> None:
     assert (res.returncode, res.stdout) == (2, ""), res.stderr
     assert res.stderr == not_utf8(git(wt, "rev-parse", "HEAD"))
     assert history(demo, wt) == before
+
+
+# -- kill -9 at each step of a refresh: the next command finishes it -----------------------------
+
+# A patchtool process that SIGKILLs itself right before or after the Nth call of a function
+# (``module:attr[.attr]:N:before|after``): the kill lands at the same step every run, no timing.
+KILL_AT = """\
+import importlib, os, signal, sys
+module, name, nth, when = sys.argv.pop(1).split(":")
+owner = importlib.import_module(module)
+*outer, last = name.split(".")
+for part in outer:
+    owner = getattr(owner, part)
+real, calls = getattr(owner, last), [0]
+def step(*args, **kwargs):
+    calls[0] += 1
+    if calls[0] == int(nth) and when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    out = real(*args, **kwargs)
+    if calls[0] == int(nth):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+setattr(owner, last, step)
+from patchtool.cli import main
+sys.exit(main())
+"""
+
+
+def killed_at(demo: Demo, step: str, *args: str) -> None:
+    res = subprocess.run(
+        [sys.executable, "-c", KILL_AT, step, *args],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        env=demo.environment(),
+        check=False,
+    )
+    assert res.returncode == -signal.SIGKILL, res.stdout + res.stderr
+
+
+SAVE = "patchtool.upstream.cachespace:CheckoutBranch.save_record"
+FOLD = "patchtool.rebase.fold"
+
+
+def outcome(demo: Demo, wt: Path) -> tuple[dict[str, bytes], bytes, str, str, dict[str, bytes]]:
+    """What a refresh leaves: the patch files, the manifest, the branch, the worktree."""
+    files = {Path(p).relative_to(wt).as_posix(): data for p, data in snapshot(wt / "python").items()}
+    manifest = (demo.root / "patchset.toml").read_bytes()
+    return patches(demo), manifest, git(wt, "rev-parse", "HEAD"), git(wt, "status", "--porcelain"), files
+
+
+def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(demo: Demo) -> None:
+    """Found by an attack: a kill between the branch's first move and the record's save wedged the
+    checkout (refresh, export, checkout --refresh each named another; a new worktree got the patch
+    applied twice). The record now notes the repaired commit before the branch moves."""
+    three(demo)
+    for name, old, new in (
+        ("0001-greet.patch", " def greet(name):", " def greet(nom):"),
+        ("0003-cap.patch", " def limit(queue, cap):", " def limit(q, cap):"),
+    ):
+        path = demo.root / "patches" / name
+        path.write_text(path.read_text().replace(old, new))
+    damaged = patches(demo)
+
+    def stopped(branch: str) -> Path:
+        for name, data in damaged.items():
+            (demo.root / "patches" / name).write_bytes(data)
+        assert demo.run("checkout", "--branch", branch).returncode == 3
+        wt = demo.root / "work" / branch
+        core = wt / "python/demo/core.py"
+        marked = core.read_text()
+        end = ">>>>>>> patch greet hunk 1\n"
+        core.write_text(
+            marked[: marked.index("<<<<<<<")]
+            + '\n\ndef greet(name):\n    greeting = "hi"\n    return f"{greeting} {name}"\n\n\n'
+            + marked[marked.index(end) + len(end) :]
+        )
+        return wt
+
+    wt = stopped("clean")
+    res = demo.run("refresh", "--branch", "clean", "greet")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "applied after it: util\nstopped at patch cap" in res.stdout
+    expected = outcome(demo, wt)
+    for n, point in enumerate(
+        (
+            f"{SAVE}:1:before",
+            f"{SAVE}:1:after",
+            f"{FOLD}:move_branch:1:after",
+            f"{FOLD}:move_branch:2:after",
+            "patchtool.series.repair:stop:1:after",
+            f"{FOLD}:write_series:1:after",
+        )
+    ):
+        branch = f"k{n}"
+        wt = stopped(branch)
+        killed_at(demo, point, "refresh", "--branch", branch, "greet")
+        res = demo.run("export", "--branch", branch)
+        assert res.returncode == 2 and f"`patchtool refresh --branch {branch} greet`" in res.stderr, (point, res.stderr)
+        res = demo.run("refresh", "--branch", branch, "greet")
+        assert res.returncode == 3, (point, res.stdout + res.stderr)
+        assert "stopped at patch cap" in res.stdout, (point, res.stdout)
+        assert outcome(demo, wt) == expected, point

@@ -60,6 +60,20 @@ def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: M
     return series_record(pin, base, [(lp.id, lp.entry.file, lp.path.read_bytes()) for lp in loaded], commits)
 
 
+REPAIRING = "repairing"  # the record's note of a repair's refresh under way: its patch's commit and text
+
+
+def repairing(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(commit, sha256 of its patch text) of the stopped patch's repaired commit, where a
+    ``refresh`` of it began moving the branch and did not save the record it was making."""
+    note = record.get(REPAIRING)
+    if isinstance(note, dict) and isinstance(record.get("stopped"), str):
+        commit, sha = note.get("commit"), note.get("sha256")
+        if isinstance(commit, str) and isinstance(sha, str):
+            return commit, sha
+    return None
+
+
 def branch_and_record(
     project: Project, repo: git.Repo, names: CheckoutBranch, why: str
 ) -> tuple[str, str, dict[str, Any]]:
@@ -90,13 +104,15 @@ def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
         changes.append(f"the pin is {project.manifest.pin}, the checkout was made on {record['pin']}")
     old = {p["id"]: p for p in record["patches"]}
     new = {e.id: e for e in project.manifest.patches}
+    note = repairing(record)
+    written = {record["stopped"]: note[1]} if note else {}  # the repaired text, written before the record
     added = [i for i in new if i not in old]
     dropped = [i for i in old if i not in new]
     edited = []
     for ident, entry in new.items():
         if ident in old:
             path = project.root / entry.file
-            if not path.is_file() or _sha256(path.read_bytes()) != old[ident]["sha256"]:
+            if not path.is_file() or _sha256(path.read_bytes()) not in (old[ident]["sha256"], written.get(ident)):
                 edited.append(f"{ident} ({entry.file})")
     if added:
         changes.append("added " + ", ".join(added))
