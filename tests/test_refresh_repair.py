@@ -533,6 +533,17 @@ def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(dem
         killed_at(demo, point, "refresh", "--branch", branch, "greet")
         res = demo.run("export", "--branch", branch)
         assert res.returncode == 2 and f"`patchtool refresh --branch {branch} greet`" in res.stderr, (point, res.stderr)
+        if "move_branch:2" in point:  # the worktree removed meanwhile: made again, greet not applied twice
+            assert res.stderr.startswith(
+                f"error: a refresh of patch greet on checkout branch '{branch}' was interrupted"
+            )
+            shutil.rmtree(wt)
+            res = demo.run("checkout", "--branch", branch)
+            assert res.returncode == 3, res.stdout + res.stderr
+            assert (
+                f"a refresh of patch greet was interrupted: `patchtool refresh --branch {branch} greet`" in res.stdout
+            )
+            assert git(wt, "status", "--porcelain") == ""
         res = demo.run("refresh", "--branch", branch, "greet")
         assert res.returncode == 3, (point, res.stdout + res.stderr)
         assert "stopped at patch cap" in res.stdout, (point, res.stdout)

@@ -50,6 +50,13 @@ def checkout(
 
     result = make_checkout(project, cache(), pin_name=pin, branch=branch, path=path)
     head = f"branch {{}} with {len(result.commits)} commit(s) on {result.base[:12]}\nworktree: {result.worktree}\n"
+    if result.finish is not None:
+        again = "" if branch == "series" else f" --branch {branch}"
+        steps = f"a refresh of patch {result.finish} was interrupted: `patchtool refresh{again} {result.finish}` "
+        steps += "finishes it"
+        return Shown(
+            data=result, text=lambda style: head.format(style.bold(result.branch)) + steps, code=ExitCode.CONFLICT
+        )
     if result.stopped is not None:
         steps = "\n".join(next_steps(result.stopped, result.worktree, result.branch))
         return Shown(

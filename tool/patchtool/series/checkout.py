@@ -22,6 +22,7 @@ from patchtool.series.checkouts import (
     branch_commits,
     commit_message,
     create_branch,
+    interrupted,
     loaded_record,
     worktree_of,
 )
@@ -40,6 +41,7 @@ class Checkout:
     commits: tuple[tuple[str, str], ...]  # (patch id, commit)
     git_branch: str = ""  # the branch as git names it in the worktree
     stopped: Stopped | None = None  # the patch that does not apply at the pin, left in the worktree
+    finish: str | None = None  # the patch whose refresh was interrupted: `refresh ID` finishes it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,7 @@ class Checkout:
             "base": self.base,
             "commits": [{"id": i, "commit": c} for i, c in self.commits],
             "stopped": dataclasses.asdict(self.stopped) if self.stopped else None,
+            "finish": self.finish,
         }
 
 
@@ -120,7 +123,8 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
     stopped = None
-    if isinstance(record.get("stopped"), str):
+    finish = interrupted(repo, record, tip)
+    if isinstance(record.get("stopped"), str) and finish is None:  # else the branch holds that patch already
         loaded = project.series()
         ids = [lp.id for lp in loaded]
         if record["stopped"] in ids:
@@ -133,4 +137,5 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
         base=base,
         commits=tuple((c.ident or c.subject, c.commit) for c in branch_commits(repo, names, base, tip)),
         stopped=stopped,
+        finish=finish,
     )

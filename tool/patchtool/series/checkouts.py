@@ -74,6 +74,13 @@ def repairing(record: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def interrupted(repo: git.Repo, record: Mapping[str, Any], tip: str) -> str | None:
+    """The patch whose ``refresh`` was interrupted once it moved the branch (``repairing``):
+    the next ``refresh`` of it finishes it; None where none was."""
+    note = repairing(record)
+    return record["stopped"] if note is not None and repo.is_ancestor(note[0], tip) else None
+
+
 def branch_and_record(
     project: Project, repo: git.Repo, names: CheckoutBranch, why: str
 ) -> tuple[str, str, dict[str, Any]]:

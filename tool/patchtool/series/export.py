@@ -26,6 +26,7 @@ from patchtool.series.checkouts import (
     branch_commits,
     changes_since,
     export_commit,
+    interrupted,
     move_branch,
     require_clean,
     series_record,
@@ -68,6 +69,11 @@ def exportable(
     stopped = record.get("stopped")
     again = _hint_branch(names.branch)
     if isinstance(stopped, str) and not stopped_ok:
+        if interrupted(cache.repo, record, tip) is not None:
+            raise UsageError(
+                f"a refresh of patch {stopped} on checkout branch {names.branch!r} was interrupted",
+                hint=f"`patchtool refresh{again} {stopped}` finishes it",
+            )
         raise UsageError(
             f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin; "
             "the branch holds only the patches before it",
