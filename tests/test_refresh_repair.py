@@ -548,3 +548,34 @@ def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(dem
         assert res.returncode == 3, (point, res.stdout + res.stderr)
         assert "stopped at patch cap" in res.stdout, (point, res.stdout)
         assert outcome(demo, wt) == expected, point
+
+
+def test_a_refresh_killed_before_its_record_is_saved_leaves_a_series_in_sync(demo: Demo) -> None:
+    """Found by an attack: killed after writing the patch files, before saving the record, refresh
+    and export refused "the series changed since branch 'series' was checked out: edited ..."
+    (edits nobody made). A series that is byte for byte what the branch exports is in sync."""
+    three(demo)
+    wt = checked_out(demo)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 22\n")
+    killed_at(demo, f"{FOLD}:write_series:1:after", "refresh", "util")
+    written = patches(demo)
+    assert b"+    return 22" in written["0002-util.patch"]
+    res = demo.run("refresh", "util")
+    assert res.returncode == 2 and "nothing to refresh util with" in res.stderr, res.stderr
+    res = demo.run("export")
+    assert res.returncode == 0 and "refreshed" not in res.stdout, res.stdout + res.stderr
+    assert patches(demo) == written
+    # a new patch's refresh, killed inside export's write: the entry is there, the record not
+    me = {"GIT_AUTHOR_NAME": "Dana", "GIT_AUTHOR_EMAIL": "d@example.org"}
+    assert demo.run("new", "extra", env={**me, "GIT_COMMITTER_NAME": "D", "GIT_COMMITTER_EMAIL": "d@x"}).returncode == 0
+    (wt / "python/demo/extra.py").write_text("X = 1\n")
+    killed_at(demo, "patchtool.series.export:write_series:1:after", "refresh", "extra")
+    manifest = (demo.root / "patchset.toml").read_text()
+    assert 'id = "extra"' in manifest
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (demo.root / "patchset.toml").read_text() == manifest
+    (wt / "python/demo/extra.py").write_text("X = 2\n")
+    res = demo.run("refresh", "extra")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert demo.run("check").returncode == 0
