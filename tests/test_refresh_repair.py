@@ -579,3 +579,24 @@ def test_a_refresh_killed_before_its_record_is_saved_leaves_a_series_in_sync(dem
     res = demo.run("refresh", "extra")
     assert res.returncode == 0, res.stdout + res.stderr
     assert demo.run("check").returncode == 0
+
+
+def test_a_repository_made_again_at_the_same_path_is_told_of_the_old_branch(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: ``rm -rf R; cp -a base R; patchtool checkout`` silently took the old
+    repository's refreshed branch (the cache knows a repository by its path)."""
+    three(demo)
+    shutil.copytree(demo.root, tmp_path / "base", symlinks=True)
+    wt = checked_out(demo)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 22\n")
+    assert demo.run("refresh", "util").returncode == 0
+    shutil.rmtree(demo.root)
+    shutil.copytree(tmp_path / "base", demo.root, symlinks=True)
+    res = demo.run("checkout")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (
+        "warning: the branch was made from another series than this repository's (edited util "
+        "(patches/0002-util.patch)): `patchtool checkout --refresh` brings it up to the series, or "
+        "`patchtool checkout --branch NEW` starts a new one\n"
+    ) in res.stdout
+    res = demo.run("checkout", "--json", "--branch", "other")
+    assert res.returncode == 0 and '"changed_since": []' in res.stdout, res.stdout + res.stderr
