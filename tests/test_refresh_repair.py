@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -600,3 +601,24 @@ def test_a_repository_made_again_at_the_same_path_is_told_of_the_old_branch(demo
     ) in res.stdout
     res = demo.run("checkout", "--json", "--branch", "other")
     assert res.returncode == 0 and '"changed_since": []' in res.stdout, res.stdout + res.stderr
+
+
+def test_a_hunk_that_applies_with_fuzz_is_said_and_refresh_stores_it_without(demo: Demo) -> None:
+    three(demo)
+    greet = demo.root / "patches/0001-greet.patch"
+    good = greet.read_text()
+    # the hunk's first context line is one upstream lacks: git apply refuses it, fuzz 1 places it
+    damaged, n = re.subn(r"(\n@@ -\d+,\d+ \+\d+,\d+ @@[^\n]*\n) \n", r"\1 # not upstream's\n", good, count=1)
+    assert n == 1
+    greet.write_text(damaged)
+    res = demo.run("checkout")
+    assert res.returncode == 3, res.stdout + res.stderr
+    wt = demo.root / "work/series"
+    assert "stopped at patch greet (patches/0001-greet.patch): it does not apply at the pin\n" in res.stdout
+    assert "  python/demo/core.py:2: hunk 1, applied with fuzz 1: check it\n" in res.stdout
+    assert "<<<<<<<" not in (wt / "python/demo/core.py").read_text()
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.endswith("applied after it: util, cap\n")
+    assert greet.read_text() == good  # the patch as git apply takes it: no fuzz
+    assert demo.run("check").returncode == 0
