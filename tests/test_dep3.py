@@ -424,3 +424,14 @@ def test_an_entry_that_ends_in_sub_tables_is_followed_by_one_blank_line() -> Non
         '[[patch]]\nid = "b"\n\n[patch.upstream]\nstatus = "pending"\n\n[[patch]]\nid = "c"\n'
     )
     assert tomlio.dumps(tomlio.parse(text, file="patchset.toml"), file="patchset.toml") == text
+
+
+def test_what_has_no_place_is_printed_with_control_characters_escaped(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: the "not kept" line printed a header's ESC and U+202E as they were."""
+    demo.write_manifest()
+    patch = tmp_path / "ciao.patch"
+    patch.write_text("Description: ciao\nReviewed-by: \x1b[2Jme \u202eevil\n\n" + CIAO)
+    res = demo.run("import", str(patch), *AUTHOR)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "\x1b" not in res.stdout and "\u202e" not in res.stdout
+    assert r"    not kept (no place in the manifest): Reviewed-By: \x1b[2Jme \u202eevil" in res.stdout

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import Demo
@@ -395,3 +399,226 @@ def test_refresh_says_what_is_wrong(demo: Demo) -> None:
         ),
         "util",
     )
+
+
+def test_a_file_that_is_not_utf8_is_refused_by_name(demo: Demo) -> None:
+    """Found by an attack: ``printf 'caf\\xe9\\n' > work/series/x.txt`` gave exit 70 (a
+    UnicodeDecodeError decoding git's format-patch) in refresh, a new patch's refresh and export."""
+    three(demo)
+    wt = checked_out(demo)
+
+    def not_utf8(commit: str) -> str:
+        return error(
+            f"python/demo/x.txt, in commit {commit[:12]}, is not UTF-8 (invalid continuation byte at byte 3): a patch file is UTF-8 text, so no patch can "
+            "carry its lines; nothing was changed",
+            "save it as UTF-8 (or take it out of the change), then run it again",
+        )
+
+    (wt / "python/demo/x.txt").write_bytes(b"caf\xe9\n")
+    before = history(demo, wt)
+    res = demo.run("refresh", "util")
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr.startswith("error: python/demo/x.txt, in commit "), res.stderr
+    assert res.stderr == not_utf8(res.stderr.split("in commit ")[1][:12])
+    assert history(demo, wt) == before
+    me = {"GIT_AUTHOR_NAME": "Dana", "GIT_AUTHOR_EMAIL": "d@example.org"}
+    assert demo.run("new", "extra", env={**me, "GIT_COMMITTER_NAME": "D", "GIT_COMMITTER_EMAIL": "d@x"}).returncode == 0
+    before = history(demo, wt)
+    res = demo.run("refresh", "extra")
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr == not_utf8(res.stderr.split("in commit ")[1][:12])
+    assert history(demo, wt) == before
+    git(wt, "add", "python/demo/x.txt")
+    git(wt, "commit", "-q", "--amend", "--no-edit")
+    before = history(demo, wt)
+    res = demo.run("export")
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr == not_utf8(git(wt, "rev-parse", "HEAD"))
+    assert history(demo, wt) == before
+
+
+# -- kill -9 at each step of a refresh: the next command finishes it -----------------------------
+
+# A patchtool process that SIGKILLs itself right before or after the Nth call of a function
+# (``module:attr[.attr]:N:before|after``): the kill lands at the same step every run, no timing.
+KILL_AT = """\
+import importlib, os, signal, sys
+module, name, nth, when = sys.argv.pop(1).split(":")
+owner = importlib.import_module(module)
+*outer, last = name.split(".")
+for part in outer:
+    owner = getattr(owner, part)
+real, calls = getattr(owner, last), [0]
+def step(*args, **kwargs):
+    calls[0] += 1
+    if calls[0] == int(nth) and when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    out = real(*args, **kwargs)
+    if calls[0] == int(nth):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+setattr(owner, last, step)
+from patchtool.cli import main
+sys.exit(main())
+"""
+
+
+def killed_at(demo: Demo, step: str, *args: str) -> None:
+    res = subprocess.run(
+        [sys.executable, "-c", KILL_AT, step, *args],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        env=demo.environment(),
+        check=False,
+    )
+    assert res.returncode == -signal.SIGKILL, res.stdout + res.stderr
+
+
+SAVE = "patchtool.upstream.cachespace:CheckoutBranch.save_record"
+FOLD = "patchtool.rebase.fold"
+
+
+def outcome(demo: Demo, wt: Path) -> tuple[dict[str, bytes], bytes, str, str, dict[str, bytes]]:
+    """What a refresh leaves: the patch files, the manifest, the branch, the worktree."""
+    files = {Path(p).relative_to(wt).as_posix(): data for p, data in snapshot(wt / "python").items()}
+    manifest = (demo.root / "patchset.toml").read_bytes()
+    return patches(demo), manifest, git(wt, "rev-parse", "HEAD"), git(wt, "status", "--porcelain"), files
+
+
+def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(demo: Demo) -> None:
+    """Found by an attack: a kill between the branch's first move and the record's save wedged the
+    checkout (refresh, export, checkout --refresh each named another; a new worktree got the patch
+    applied twice). The record now notes the repaired commit before the branch moves."""
+    three(demo)
+    for name, old, new in (
+        ("0001-greet.patch", " def greet(name):", " def greet(nom):"),
+        ("0003-cap.patch", " def limit(queue, cap):", " def limit(q, cap):"),
+    ):
+        path = demo.root / "patches" / name
+        path.write_text(path.read_text().replace(old, new))
+    damaged = patches(demo)
+
+    def stopped(branch: str) -> Path:
+        for name, data in damaged.items():
+            (demo.root / "patches" / name).write_bytes(data)
+        assert demo.run("checkout", "--branch", branch).returncode == 3
+        wt = demo.root / "work" / branch
+        core = wt / "python/demo/core.py"
+        marked = core.read_text()
+        end = ">>>>>>> patch greet hunk 1\n"
+        core.write_text(
+            marked[: marked.index("<<<<<<<")]
+            + '\n\ndef greet(name):\n    greeting = "hi"\n    return f"{greeting} {name}"\n\n\n'
+            + marked[marked.index(end) + len(end) :]
+        )
+        return wt
+
+    wt = stopped("clean")
+    res = demo.run("refresh", "--branch", "clean", "greet")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "applied after it: util\nstopped at patch cap" in res.stdout
+    expected = outcome(demo, wt)
+    for n, point in enumerate(
+        (
+            f"{SAVE}:1:before",
+            f"{SAVE}:1:after",
+            f"{FOLD}:move_branch:1:after",
+            f"{FOLD}:move_branch:2:after",
+            "patchtool.series.repair:stop:1:after",
+            f"{FOLD}:write_series:1:after",
+        )
+    ):
+        branch = f"k{n}"
+        wt = stopped(branch)
+        killed_at(demo, point, "refresh", "--branch", branch, "greet")
+        res = demo.run("export", "--branch", branch)
+        assert res.returncode == 2 and f"`patchtool refresh --branch {branch} greet`" in res.stderr, (point, res.stderr)
+        if "move_branch:2" in point:  # the worktree removed meanwhile: made again, greet not applied twice
+            assert res.stderr.startswith(
+                f"error: a refresh of patch greet on checkout branch '{branch}' was interrupted"
+            )
+            shutil.rmtree(wt)
+            res = demo.run("checkout", "--branch", branch)
+            assert res.returncode == 3, res.stdout + res.stderr
+            assert (
+                f"a refresh of patch greet was interrupted: `patchtool refresh --branch {branch} greet`" in res.stdout
+            )
+            assert git(wt, "status", "--porcelain") == ""
+        res = demo.run("refresh", "--branch", branch, "greet")
+        assert res.returncode == 3, (point, res.stdout + res.stderr)
+        assert "stopped at patch cap" in res.stdout, (point, res.stdout)
+        assert outcome(demo, wt) == expected, point
+
+
+def test_a_refresh_killed_before_its_record_is_saved_leaves_a_series_in_sync(demo: Demo) -> None:
+    """Found by an attack: killed after writing the patch files, before saving the record, refresh
+    and export refused "the series changed since branch 'series' was checked out: edited ..."
+    (edits nobody made). A series that is byte for byte what the branch exports is in sync."""
+    three(demo)
+    wt = checked_out(demo)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 22\n")
+    killed_at(demo, f"{FOLD}:write_series:1:after", "refresh", "util")
+    written = patches(demo)
+    assert b"+    return 22" in written["0002-util.patch"]
+    res = demo.run("refresh", "util")
+    assert res.returncode == 2 and "nothing to refresh util with" in res.stderr, res.stderr
+    res = demo.run("export")
+    assert res.returncode == 0 and "refreshed" not in res.stdout, res.stdout + res.stderr
+    assert patches(demo) == written
+    # a new patch's refresh, killed inside export's write: the entry is there, the record not
+    me = {"GIT_AUTHOR_NAME": "Dana", "GIT_AUTHOR_EMAIL": "d@example.org"}
+    assert demo.run("new", "extra", env={**me, "GIT_COMMITTER_NAME": "D", "GIT_COMMITTER_EMAIL": "d@x"}).returncode == 0
+    (wt / "python/demo/extra.py").write_text("X = 1\n")
+    killed_at(demo, "patchtool.series.export:write_series:1:after", "refresh", "extra")
+    manifest = (demo.root / "patchset.toml").read_text()
+    assert 'id = "extra"' in manifest
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (demo.root / "patchset.toml").read_text() == manifest
+    (wt / "python/demo/extra.py").write_text("X = 2\n")
+    res = demo.run("refresh", "extra")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert demo.run("check").returncode == 0
+
+
+def test_a_repository_made_again_at_the_same_path_is_told_of_the_old_branch(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: ``rm -rf R; cp -a base R; patchtool checkout`` silently took the old
+    repository's refreshed branch (the cache knows a repository by its path)."""
+    three(demo)
+    shutil.copytree(demo.root, tmp_path / "base", symlinks=True)
+    wt = checked_out(demo)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 22\n")
+    assert demo.run("refresh", "util").returncode == 0
+    shutil.rmtree(demo.root)
+    shutil.copytree(tmp_path / "base", demo.root, symlinks=True)
+    res = demo.run("checkout")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (
+        "warning: the branch was made from another series than this repository's (edited util "
+        "(patches/0002-util.patch)): `patchtool checkout --refresh` brings it up to the series, or "
+        "`patchtool checkout --branch NEW` starts a new one\n"
+    ) in res.stdout
+    res = demo.run("checkout", "--json", "--branch", "other")
+    assert res.returncode == 0 and '"changed_since": []' in res.stdout, res.stdout + res.stderr
+
+
+def test_a_hunk_that_applies_with_fuzz_is_said_and_refresh_stores_it_without(demo: Demo) -> None:
+    three(demo)
+    greet = demo.root / "patches/0001-greet.patch"
+    good = greet.read_text()
+    # the hunk's first context line is one upstream lacks: git apply refuses it, fuzz 1 places it
+    damaged, n = re.subn(r"(\n@@ -\d+,\d+ \+\d+,\d+ @@[^\n]*\n) \n", r"\1 # not upstream's\n", good, count=1)
+    assert n == 1
+    greet.write_text(damaged)
+    res = demo.run("checkout")
+    assert res.returncode == 3, res.stdout + res.stderr
+    wt = demo.root / "work/series"
+    assert "stopped at patch greet (patches/0001-greet.patch): it does not apply at the pin\n" in res.stdout
+    assert "  python/demo/core.py:2: hunk 1, applied with fuzz 1: check it\n" in res.stdout
+    assert "<<<<<<<" not in (wt / "python/demo/core.py").read_text()
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.endswith("applied after it: util, cap\n")
+    assert greet.read_text() == good  # the patch as git apply takes it: no fuzz
+    assert demo.run("check").returncode == 0

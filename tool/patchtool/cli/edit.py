@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from patchtool.cli.completion import patch_ids
+from patchtool.cli.render import Style, printable
 from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, knob, root
 from patchtool.errors import ExitCode, UsageError
 
@@ -48,17 +49,32 @@ def checkout(
     from patchtool.series.repair import next_steps
 
     result = make_checkout(project, cache(), pin_name=pin, branch=branch, path=path)
-    head = f"branch {{}} with {len(result.commits)} commit(s) on {result.base[:12]}\nworktree: {result.worktree}\n"
+    again = "" if branch == "series" else f" --branch {branch}"
+    warning = (
+        f"warning: the branch was made from another series than this repository's "
+        f"({printable('; '.join(result.changed_since))}): `patchtool checkout --refresh{again}` brings it up "
+        "to the series, or `patchtool checkout --branch NEW` starts a new one\n"
+        if result.changed_since
+        else ""
+    )
+
+    def head(style: Style) -> str:
+        return (
+            f"branch {style.bold(result.branch)} with {len(result.commits)} commit(s) on {result.base[:12]}\n"
+            f"worktree: {result.worktree}\n{warning}"
+        )
+
+    if result.finish is not None:
+        steps = f"a refresh of patch {result.finish} was interrupted: `patchtool refresh{again} {result.finish}` "
+        steps += "finishes it"
+        return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)
     if result.stopped is not None:
         steps = "\n".join(next_steps(result.stopped, result.worktree, result.branch))
-        return Shown(
-            data=result, text=lambda style: head.format(style.bold(result.branch)) + steps, code=ExitCode.CONFLICT
-        )
+        return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)
     return Shown(
         data=result,
         text=lambda style: (
-            head.format(style.bold(result.branch))
-            + "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`; "
+            head(style) + "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`; "
             "or edit the files and `patchtool refresh ID`\n"
             "a pristine upstream tree beside it (for quilt or a diff): `patchtool apply --series none --into DIR`"
         ),
@@ -219,8 +235,8 @@ def import_(
 
 def _added_line(row: dict[str, Any]) -> str:
     line = f"  added {row['id']} ({row['file']}, upstream {row['upstream_status']})"
-    if row["not_kept"]:
-        line += "\n    not kept (no place in the manifest): " + "; ".join(row["not_kept"])
+    if row["not_kept"]:  # a patch header's own text: escaped, so it cannot recolour or hide a line
+        line += "\n    not kept (no place in the manifest): " + printable("; ".join(row["not_kept"]))
     if row["refreshed"]:
         line += "\n    refreshed: " + ", ".join(
             f"{r['file']} hunk {r['hunk']} fuzz {r['fuzz']} offset {r['offset']:+d}" for r in row["refreshed"]

@@ -23,17 +23,19 @@ from typing import Any
 from patchtool import git, paths
 from patchtool.errors import UsageError
 from patchtool.project.manifest import MANIFEST_NAME
-from patchtool.project.repository import Project
+from patchtool.project.repository import LoadedPatch, Project
 from patchtool.rebase import merge
 from patchtool.rebase.refresh import RefreshConflict
 from patchtool.series import repair
 from patchtool.series.apply import apply_series
 from patchtool.series.checkouts import (
+    REPAIRING,
     BranchCommit,
     branch_commits,
     commit_message,
     export_commit,
     move_branch,
+    repairing,
     series_record,
     worktree_of,
 )
@@ -301,9 +303,10 @@ def _repaired(
 ) -> Folded:
     """A checkout stopped at ``stopped``: the worktree's files become that patch's commit, written
     back with its metadata; the patches after it are applied on it, up to the next that does not
-    apply, which is left in the worktree in turn."""
+    apply, which is left in the worktree in turn. A refresh of it that was interrupted once the
+    branch moved (the record notes the commit it was putting there) is finished instead."""
     repo = cache.repo
-    tip, base, record = branch_state
+    tip, _, record = branch_state
     again = "" if names.branch == "series" else f" --branch {names.branch}"
     hint = f"fix it in {worktree}, then `patchtool refresh{again} {stopped}`"
     if ident != stopped:
@@ -314,6 +317,10 @@ def _repaired(
         raise UsageError("a stopped checkout's patch is taken from every file of its worktree", hint="drop --index")
     loaded = project.series()
     at = [lp.id for lp in loaded].index(stopped)
+    note = repairing(record)
+    if note is not None and len(commits) > at and commits[at].commit == note[0]:
+        _require_exported(repo, commits[:at], record["patches"][:at], names.branch)
+        return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note[0])
     _require_exported(repo, commits, record["patches"][:at], names.branch)
     lp = loaded[at]
     left = repair.markers_left(worktree, stopped, list(git.Worktree(worktree).changed()))
@@ -332,18 +339,43 @@ def _repaired(
         author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
         committer=git.Ident(*git.FIXED_IDENT, 0),
     )
+    return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits, new)
+
+
+def _put_back(
+    project: Project,
+    repo: git.Repo,
+    names: CheckoutBranch,
+    worktree: Path,
+    branch_state: tuple[str, str, dict[str, Any]],
+    loaded: Sequence[LoadedPatch],
+    at: int,
+    before: Sequence[BranchCommit],
+    new: str,
+) -> Folded:
+    """``new``, the repaired commit of the patch the checkout stopped at (``loaded[at]``), put on
+    the branch after ``before`` and written back, the patches after it applied on it. The record
+    first notes ``new`` and its text, so a run killed at any step after is finished by the next
+    ``refresh`` of that patch: each step sees where the last one left the branch, the worktree and
+    the file, and does only what is left (the commits are the same each time)."""
+    tip, base, record = branch_state
+    lp = loaded[at]
+    ident = lp.id
+    parent = before[-1].commit if before else base
     rest = apply_series(repo, new, loaded[at + 1 :], commit=True, message=commit_message)
     failed = rest.failed
     later = next(k for k, p in enumerate(loaded) if p.id == failed.id) if failed else len(loaded)
     found = repair.repair(repo, rest.last_good or new, loaded[later]) if failed else None
     final = (rest.tip if failed is None else rest.last_good) or new
-    changed = tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(tip, new)))
+    if tip not in (parent, new, final):
+        raise _not_exported(names.branch)
+    changed = tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(parent, new)))
     # everything that can refuse comes before the branch moves
     text = export_commit(repo, new)
     texts = {lp.entry.file: text} if text != lp.text else {}
     check_patches(project.root, [(ident, f, t) for f, t in texts.items()], hint=_cannot_carry(worktree, changed))
     manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
-    on_branch = {c.ident or "": c.commit for c in commits} | {ident: new}
+    on_branch = {c.ident or "": c.commit for c in before} | {ident: new}
     on_branch |= {r.id: r.commit for r in rest.results if r.commit}
     new_record = series_record(
         project.manifest.pin,
@@ -354,12 +386,18 @@ def _repaired(
     if failed is not None:
         new_record["stopped"] = failed.id
     action = f"patchtool refresh {ident}"
-    move_branch(repo, names, worktree, tip, new, action, files_stay=True)
-    if final != new:
+    if tip == parent:
+        names.save_record(
+            repo, record | {REPAIRING: {"commit": new, "sha256": hashlib.sha256(text.encode()).hexdigest()}}
+        )
+        move_branch(repo, names, worktree, tip, new, action, files_stay=True)
+        tip = new
+    if tip != final:
         move_branch(repo, names, worktree, new, final, f"{action}: the patches after it")
     stop = None
-    if failed is not None:
-        stop = repair.stop(worktree, found, loaded[later], [p.id for p in loaded[later + 1 :]])
+    if failed is not None:  # into a clean worktree: a dirty one is the run before's repair, or the person's
+        dirty = bool(git.Worktree(worktree).status())
+        stop = repair.stop(worktree, found, loaded[later], [p.id for p in loaded[later + 1 :]], written=dirty)
     if texts:
         write_series(project.root, texts, manifest, remove=[], moves={})
     names.save_record(repo, new_record)
@@ -396,12 +434,16 @@ def _require_exported(
         for c, p in zip(commits, recorded, strict=False)
     )
     if not same:
-        raise UsageError(
-            f"branch {branch!r} holds commits that are not exported yet; refresh writes one patch and "
-            "would leave them behind",
-            hint="`patchtool export` them first (`patchtool export` finishes a refresh that was interrupted too), "
-            "or take them out with git, then refresh",
-        )
+        raise _not_exported(branch)
+
+
+def _not_exported(branch: str) -> UsageError:
+    return UsageError(
+        f"branch {branch!r} holds commits that are not exported yet; refresh writes one patch and "
+        "would leave them behind",
+        hint="`patchtool export` them first (`patchtool export` finishes a refresh that was interrupted too), "
+        "or take them out with git, then refresh",
+    )
 
 
 def _build(

@@ -20,8 +20,10 @@ from patchtool.series.apply import apply_series
 from patchtool.series.checkouts import (
     branch_and_record,
     branch_commits,
+    changes_since,
     commit_message,
     create_branch,
+    interrupted,
     loaded_record,
     worktree_of,
 )
@@ -40,6 +42,8 @@ class Checkout:
     commits: tuple[tuple[str, str], ...]  # (patch id, commit)
     git_branch: str = ""  # the branch as git names it in the worktree
     stopped: Stopped | None = None  # the patch that does not apply at the pin, left in the worktree
+    finish: str | None = None  # the patch whose refresh was interrupted: `refresh ID` finishes it
+    changed_since: tuple[str, ...] = ()  # an existing branch's: what changed in the series since it was made
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +53,8 @@ class Checkout:
             "base": self.base,
             "commits": [{"id": i, "commit": c} for i, c in self.commits],
             "stopped": dataclasses.asdict(self.stopped) if self.stopped else None,
+            "finish": self.finish,
+            "changed_since": list(self.changed_since),
         }
 
 
@@ -113,14 +119,17 @@ def _place(project: Project, branch: str, path: Path | None) -> Path:
 
 def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | None) -> Checkout:
     """The worktree of a checkout branch whose worktree is gone, made again at the branch's tip;
-    where the checkout stopped at a patch that does not apply, that patch is left in it again."""
+    where the checkout stopped at a patch that does not apply, that patch is left in it again.
+    A branch made from another series than the project's (changed since, or a repository made
+    again at the same path finding the old one's branch) says what changed."""
     repo = cache.repo
     tip, base, record = branch_and_record(project, repo, names, "its worktree cannot be made again")
     where = _place(project, names.branch, path)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
     stopped = None
-    if isinstance(record.get("stopped"), str):
+    finish = interrupted(repo, record, tip)
+    if isinstance(record.get("stopped"), str) and finish is None:  # else the branch holds that patch already
         loaded = project.series()
         ids = [lp.id for lp in loaded]
         if record["stopped"] in ids:
@@ -133,4 +142,6 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
         base=base,
         commits=tuple((c.ident or c.subject, c.commit) for c in branch_commits(repo, names, base, tip)),
         stopped=stopped,
+        finish=finish,
+        changed_since=tuple(changes_since(record, project)),
     )

@@ -60,6 +60,27 @@ def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: M
     return series_record(pin, base, [(lp.id, lp.entry.file, lp.path.read_bytes()) for lp in loaded], commits)
 
 
+REPAIRING = "repairing"  # the record's note of a repair's refresh under way: its patch's commit and text
+
+
+def repairing(record: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(commit, sha256 of its patch text) of the stopped patch's repaired commit, where a
+    ``refresh`` of it began moving the branch and did not save the record it was making."""
+    note = record.get(REPAIRING)
+    if isinstance(note, dict) and isinstance(record.get("stopped"), str):
+        commit, sha = note.get("commit"), note.get("sha256")
+        if isinstance(commit, str) and isinstance(sha, str):
+            return commit, sha
+    return None
+
+
+def interrupted(repo: git.Repo, record: Mapping[str, Any], tip: str) -> str | None:
+    """The patch whose ``refresh`` was interrupted once it moved the branch (``repairing``):
+    the next ``refresh`` of it finishes it; None where none was."""
+    note = repairing(record)
+    return record["stopped"] if note is not None and repo.is_ancestor(note[0], tip) else None
+
+
 def branch_and_record(
     project: Project, repo: git.Repo, names: CheckoutBranch, why: str
 ) -> tuple[str, str, dict[str, Any]]:
@@ -90,13 +111,15 @@ def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
         changes.append(f"the pin is {project.manifest.pin}, the checkout was made on {record['pin']}")
     old = {p["id"]: p for p in record["patches"]}
     new = {e.id: e for e in project.manifest.patches}
+    note = repairing(record)
+    written = {record["stopped"]: note[1]} if note else {}  # the repaired text, written before the record
     added = [i for i in new if i not in old]
     dropped = [i for i in old if i not in new]
     edited = []
     for ident, entry in new.items():
         if ident in old:
             path = project.root / entry.file
-            if not path.is_file() or _sha256(path.read_bytes()) != old[ident]["sha256"]:
+            if not path.is_file() or _sha256(path.read_bytes()) not in (old[ident]["sha256"], written.get(ident)):
                 edited.append(f"{ident} ({entry.file})")
     if added:
         changes.append("added " + ", ".join(added))
@@ -226,7 +249,34 @@ def without_trailer(message: str) -> str:
 
 
 def export_commit(repo: git.Repo, commit: str) -> str:
-    """The canonical patch file for a checkout commit: git's own format, without the trailer."""
+    """The canonical patch file for a checkout commit: git's own format, without the trailer;
+    UsageError naming the file when the commit changes one that is not UTF-8 (a patch file is)."""
+    try:
+        return _exported(repo, commit)
+    except UnicodeDecodeError:
+        raise _not_utf8(repo, commit) from None
+
+
+def _not_utf8(repo: git.Repo, commit: str) -> UsageError:
+    """The error for a commit whose patch would not be UTF-8: the first file of it that is not."""
+    for change in repo.diff_raw(f"{commit}^", commit):
+        for path, blob in ((change.new_path, change.new_blob), (change.old_path, change.old_blob)):
+            data = repo.cat_blobs([blob])[blob] if blob else None
+            try:
+                (data or b"").decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return UsageError(
+                    f"{path}, in commit {commit[:12]}, is not UTF-8 ({exc.reason} at byte {exc.start}): a patch "
+                    "file is UTF-8 text, so no patch can carry its lines; nothing was changed",
+                    hint="save it as UTF-8 (or take it out of the change), then run it again",
+                )
+    return UsageError(
+        f"commit {commit[:12]}'s message is not UTF-8: a patch file is UTF-8 text; nothing was changed",
+        hint="save it as UTF-8 (`git commit --amend`), then run it again",
+    )
+
+
+def _exported(repo: git.Repo, commit: str) -> str:
     message = repo.commit_message(commit)
     if not _TRAILER_RE.search(message):
         return repo.format_patch(commit)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import git, paths
-from patchtool.errors import UsageError
+from patchtool.errors import InvalidInput, UsageError
 from patchtool.project import tomlio
 from patchtool.project.manifest import MANIFEST_NAME
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
@@ -26,6 +26,7 @@ from patchtool.series.checkouts import (
     branch_commits,
     changes_since,
     export_commit,
+    interrupted,
     move_branch,
     require_clean,
     series_record,
@@ -68,6 +69,11 @@ def exportable(
     stopped = record.get("stopped")
     again = _hint_branch(names.branch)
     if isinstance(stopped, str) and not stopped_ok:
+        if interrupted(cache.repo, record, tip) is not None:
+            raise UsageError(
+                f"a refresh of patch {stopped} on checkout branch {names.branch!r} was interrupted",
+                hint=f"`patchtool refresh{again} {stopped}` finishes it",
+            )
         raise UsageError(
             f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin; "
             "the branch holds only the patches before it",
@@ -75,6 +81,11 @@ def exportable(
             f"again), then `patchtool refresh{again} {stopped}`",
         )
     changes = changes_since(record, project)
+    if changes and not isinstance(stopped, str) and record["pin"] == project.manifest.pin:
+        exported = _record_of_export(project, cache.repo, names, base, tip)
+        if exported is not None:  # written, its record not saved yet: in sync all the same
+            names.save_record(cache.repo, exported)
+            record, changes = exported, []
     if changes:
         raise UsageError(
             f"the series changed since branch {names.branch!r} was checked out: "
@@ -88,6 +99,26 @@ def exportable(
             hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves it onto the pin",
         )
     return tip, base, record
+
+
+def _record_of_export(
+    project: Project, repo: git.Repo, names: CheckoutBranch, base: str, tip: str
+) -> dict[str, Any] | None:
+    """The record of the branch where the series is, byte for byte, what it exports (an export or
+    refresh killed between writing the series and saving its record); None otherwise."""
+    try:
+        commits = branch_commits(repo, names, base, tip)
+        entries = project.manifest.patches
+        if [c.ident for c in commits] != [e.id for e in entries]:
+            return None
+        exported = [(e.id, e.file, paths.read_inside(project.root, e.file)) for e in entries]
+        if any(
+            export_commit(repo, c.commit).encode() != data for c, (_, _, data) in zip(commits, exported, strict=True)
+        ):
+            return None
+    except (UsageError, InvalidInput, OSError):
+        return None
+    return series_record(project.manifest.pin, base, exported, {c.ident or "": c.commit for c in commits})
 
 
 def export(

@@ -153,9 +153,12 @@ class Stopped:
     whole: bool = True  # False: it could not be applied in part at all (nothing was written)
 
 
-def stop(worktree: Path, found: Repair | None, lp: LoadedPatch, remaining: Sequence[str]) -> Stopped:
-    """``lp`` applied as far as it goes (``found``: what ``repair`` made of it) into ``worktree``."""
-    if found is not None:
+def stop(
+    worktree: Path, found: Repair | None, lp: LoadedPatch, remaining: Sequence[str], *, written: bool = False
+) -> Stopped:
+    """``lp`` applied as far as it goes (``found``: what ``repair`` made of it) into ``worktree``
+    (``written``: it is there already)."""
+    if found is not None and not written:
         write(worktree, found)
     return Stopped(
         id=lp.id,
