@@ -317,3 +317,11 @@ def test_new_told_everything_and_its_subject_leaves_nothing_to_fill(demo: Demo, 
     assert (demo.root / "patches/0002-t1.patch").read_text().split("\n")[2] == "Subject: [PATCH] core: ciao"
     res = demo.run("check", "--strict")
     assert res.returncode == 0, res.stdout + res.stderr
+    assert demo.run("new", "t2", "--subject", "core: more").returncode == 0
+    res = demo.run("refresh", "t2")
+    assert res.returncode == 2
+    assert res.stderr == (
+        f"error: nothing to refresh t2 with: the worktree {wt} holds the branch as it is committed "
+        f"(hint: edit the files in {wt} (with --index: `git add` them), then run it again; "
+        "if a refresh of t2 was interrupted, `patchtool export` writes it)\n"
+    )

@@ -81,11 +81,7 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     wanted = _worktree_tree(worktree, tip, branch, staged_only=staged_only)
     change = repo.diff_raw(tip, wanted)
     if not change:
-        raise UsageError(
-            f"nothing to refresh {ident} with: the worktree {worktree} "
-            + ("has nothing staged" if staged_only else "holds the branch as it is committed"),
-            hint=f"edit the files in {worktree} (with --index: `git add` them), then run it again",
-        )
+        raise _nothing_to_refresh(ident, worktree, staged_only)
     changed = tuple(sorted({c.new_path or c.old_path or "" for c in change}))
     built = _build(repo, commits, at, base, change, names)
     if repo.tree_of(built[-1]) != wanted:
@@ -210,11 +206,7 @@ def _new_patch(
     wanted = _worktree_tree(worktree, tip, names.branch, staged_only=staged_only)
     change = repo.diff_raw(tip, wanted)
     if not change:
-        raise UsageError(
-            f"nothing to refresh {ident} with: the worktree {worktree} "
-            + ("has nothing staged" if staged_only else "holds the branch as it is committed"),
-            hint=f"edit the files in {worktree} (with --index: `git add` them), then run it again",
-        )
+        raise _nothing_to_refresh(ident, worktree, staged_only, new=True)
     if staged_only and wanted != _worktree_tree(worktree, tip, names.branch, staged_only=False):
         raise UsageError(
             f"{ident} is new: refresh exports it, and the changes of {worktree} that are not staged would be left "
@@ -254,6 +246,14 @@ def _new_patch(
             {"id": p["id"], "file": p["file"], "why": ""} for p in result.patches if p["change"] != "unchanged"
         ),
     )
+
+
+def _nothing_to_refresh(ident: str, worktree: Path, staged_only: bool, *, new: bool = False) -> UsageError:
+    what = "has nothing staged" if staged_only else "holds the branch as it is committed"
+    hint = f"edit the files in {worktree} (with --index: `git add` them), then run it again"
+    if new:  # a refresh of it killed after its commit was amended left it to write
+        hint += f"; if a refresh of {ident} was interrupted, `patchtool export` writes it"
+    return UsageError(f"nothing to refresh {ident} with: the worktree {worktree} {what}", hint=hint)
 
 
 def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) -> str:
