@@ -81,7 +81,6 @@ from rebase_setup import (
     git_loop_script,
     local_index,
     make_branch,
-    private_cache,
     rebase_script,
     refs,
     scan_script,
@@ -89,7 +88,7 @@ from rebase_setup import (
 )
 from rebase_steps import STOPS, stepwise
 from rebase_verify import Setting, print_verification, verify
-from run import FIXED_IDENT, Measured, measure, quiet
+from run import FIXED_IDENT, Measured, measure, private_cache, quiet
 
 PAIRS = ("rebase", "rebase-clean", "report", "steps", "scan", "scan-pypi")
 # the ratios printed: (name, A (pair, side), B (pair, side))

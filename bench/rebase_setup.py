@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import http.server
-import os
 import re
 import shlex
 import shutil
@@ -21,8 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import make_rebase_series as series_maker
-from make_series import BenchError, alias_releases, git_env, release_commit
-from run import FIXED_IDENT, quiet, subject_of
+from make_series import BenchError, git_env, release_commit
+from run import FIXED_IDENT, subject_of
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -100,49 +99,6 @@ def ensure_releases(patchtool: list[str], cache_dir: Path) -> tuple[dict[str, st
             raise BenchError(f"sglang {v} is not in {repo} after the import")
         tags[f"v{v}"] = commit
     return tags, text
-
-
-def private_cache(source: Path, tags: dict[str, str], cache: Path) -> Path:
-    """``cache``: a hard-linked clone of the user's upstream.git (refreshed when a tag differs) and
-    its verified wheels, as the user's cache keeps them: with them a rebase or scan to an imported
-    release reads sha256 and size from the cache, not the index."""
-    repo = cache / "upstream.git"
-    have = {}
-    if (repo / "HEAD").exists():
-        for tag in tags:
-            have[tag] = git(
-                repo, "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}", check=False
-            ).stdout.strip()
-    if have != tags:
-        shutil.rmtree(cache, ignore_errors=True)
-        cache.mkdir(parents=True)
-        res = subprocess.run(
-            ["git", "clone", "--bare", "--quiet", str(source), str(repo)],
-            capture_output=True,
-            text=True,
-            env=git_env(),
-            check=False,
-        )
-        if res.returncode:
-            raise BenchError(f"could not copy {source} to {repo}: {res.stderr.strip()}")
-        for args in (
-            ["remote", "remove", "origin"],
-            ["config", "gc.auto", "0"],
-            ["config", "core.logAllRefUpdates", "false"],
-        ):
-            quiet(["git", f"--git-dir={repo}", *args], git_env())
-        alias_releases(repo, tags)
-    quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
-    downloads = source.parent / "downloads"
-    for path in downloads.rglob("*.whl") if downloads.is_dir() else ():
-        dest = cache / "downloads" / path.relative_to(downloads)
-        if not dest.exists():
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(path, dest)
-            except OSError:  # another file system
-                shutil.copy2(path, dest)
-    return cache
 
 
 def ensure_project(project: Path | None, count: int, bench_cache: Path, tags: dict[str, str], pin_text: str) -> Path:

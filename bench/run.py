@@ -125,26 +125,28 @@ def ensure_project(project: Path | None, cache_dir: Path, base: str) -> Path:
     return project
 
 
-def private_cache(source_repo: Path, tag: str, base: str, cache: Path) -> Path:
-    """A bench-only patchtool cache: a local (hard-linked) clone of the user's ``upstream.git``.
+def private_cache(source_repo: Path, tags: dict[str, str], cache: Path) -> Path:
+    """A bench-only patchtool cache: a local (hard-linked) clone of the user's ``upstream.git``,
+    made again when one of ``tags`` (name -> commit, named there by ``alias_releases``) differs,
+    and the user's verified wheels, linked: with them a rebase or scan to an imported release
+    reads sha256 and size from the cache, not the index.
 
-    Both sides of every pair run against it, so the user's cache gets no worktrees and
+    Every side of every pair runs against its own, so the user's cache gets no worktrees and
     none of the commits the runs make (``git am`` stamps each with the current time, so
     they differ from run to run); ``prune`` drops those afterwards.
     """
     repo = cache / "upstream.git"
-    have = (
-        subprocess.run(
-            ["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"],
-            capture_output=True,
-            text=True,
-            env=git_env(),
-            check=False,
-        ).stdout.strip()
-        if (repo / "HEAD").exists()
-        else ""
-    )
-    if have != base:
+    have = {}
+    if (repo / "HEAD").exists():
+        for tag in tags:
+            have[tag] = subprocess.run(
+                ["git", f"--git-dir={repo}", "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}"],
+                capture_output=True,
+                text=True,
+                env=git_env(),
+                check=False,
+            ).stdout.strip()
+    if have != tags:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
         res = subprocess.run(
@@ -162,8 +164,17 @@ def private_cache(source_repo: Path, tag: str, base: str, cache: Path) -> Path:
             ["config", "core.logAllRefUpdates", "false"],
         ):
             quiet(["git", f"--git-dir={repo}", *args], git_env())
-        make_series.alias_releases(repo, {tag: base})
+        make_series.alias_releases(repo, tags)
     quiet(["git", f"--git-dir={repo}", "worktree", "prune"], git_env())
+    downloads = source_repo.parent / "downloads"
+    for path in downloads.rglob("*.whl") if downloads.is_dir() else ():
+        dest = cache / "downloads" / path.relative_to(downloads)
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, dest)
+            except OSError:  # another file system
+                shutil.copy2(path, dest)
     return cache
 
 
@@ -252,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     baseline = find_baseline(args.baseline_patchtool)
     sides = {"patchtool": patchtool, **({"baseline": baseline} if baseline else {})}
     caches = {
-        side: private_cache(source_repo, tag, base, OUT / ("cache" if side == "patchtool" else f"cache-{side}"))
+        side: private_cache(source_repo, {tag: base}, OUT / ("cache" if side == "patchtool" else f"cache-{side}"))
         for side in sides
     }
     work = Path(tempfile.mkdtemp(prefix="ptbench-"))
