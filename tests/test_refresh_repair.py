@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import Demo
@@ -486,10 +487,10 @@ def outcome(demo: Demo, wt: Path) -> tuple[dict[str, bytes], bytes, str, str, di
     return patches(demo), manifest, git(wt, "rev-parse", "HEAD"), git(wt, "status", "--porcelain"), files
 
 
-def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(demo: Demo) -> None:
-    """Found by an attack: a kill between the branch's first move and the record's save wedged the
-    checkout (refresh, export, checkout --refresh each named another; a new worktree got the patch
-    applied twice). The record now notes the repaired commit before the branch moves."""
+def two_stops(demo: Demo) -> Callable[[str], Path]:
+    """The demo's three patches, greet and cap damaged: a function that checks out ``branch``
+    (stopped at greet) and fixes greet's markers in its worktree, which it returns; a refresh of
+    greet then stops at cap."""
     three(demo)
     for name, old, new in (
         ("0001-greet.patch", " def greet(name):", " def greet(nom):"),
@@ -514,6 +515,14 @@ def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(dem
         )
         return wt
 
+    return stopped
+
+
+def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(demo: Demo) -> None:
+    """Found by an attack: a kill between the branch's first move and the record's save wedged the
+    checkout (refresh, export, checkout --refresh each named another; a new worktree got the patch
+    applied twice). The record now notes the repaired commit before the branch moves."""
+    stopped = two_stops(demo)
     wt = stopped("clean")
     res = demo.run("refresh", "--branch", "clean", "greet")
     assert res.returncode == 3, res.stdout + res.stderr
@@ -549,6 +558,43 @@ def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(dem
         assert res.returncode == 3, (point, res.stdout + res.stderr)
         assert "stopped at patch cap" in res.stdout, (point, res.stdout)
         assert outcome(demo, wt) == expected, point
+
+
+def test_an_edit_made_after_a_repair_refresh_was_killed_is_not_lost(demo: Demo) -> None:
+    """Found by an attack: killed once the branch moved, then the worktree edited again, the next
+    ``refresh greet`` finished from the noted commit without the edit, and took the edit for cap's
+    repair already written: cap's repair was never written, and ``refresh cap`` then put the edit
+    into cap instead of cap's own change. A worktree other than the interrupted run left is refused."""
+    stopped = two_stops(demo)
+    wt = stopped("clean")
+    assert demo.run("refresh", "--branch", "clean", "greet").returncode == 3
+    expected = outcome(demo, wt)
+    for n, point in enumerate(
+        (f"{FOLD}:move_branch:1:after", f"{FOLD}:move_branch:2:after", "patchtool.series.repair:stop:1:after")
+    ):
+        branch = f"e{n}"
+        wt = stopped(branch)
+        killed_at(demo, point, "refresh", "--branch", branch, "greet")
+        init = wt / "python/demo/__init__.py"  # a file no patch touches
+        init.write_text(init.read_text() + "# mine\n")
+        (wt / "python/demo/new.py").write_text("NEW = 1\n")
+        before = history(demo, wt)
+        res = demo.run("refresh", "--branch", branch, "greet")
+        assert (res.returncode, res.stdout) == (2, ""), (point, res.stdout + res.stderr)
+        assert res.stderr == error(
+            f"the worktree {wt} holds changes the interrupted refresh of patch greet did not leave there: "
+            "python/demo/__init__.py, python/demo/new.py; nothing was changed",
+            f"put them aside (`git stash -u` in {wt}), run `patchtool refresh --branch {branch} greet` again to "
+            "finish that refresh, then bring them back (`git stash pop`) and refresh the patch they belong to",
+        ), point
+        assert history(demo, wt) == before, point
+        # the way the hint names: the edit aside, the refresh finished, cap's repair written
+        git(wt, "checkout", "-q", "--", "python/demo/__init__.py")
+        (wt / "python/demo/new.py").unlink()
+        res = demo.run("refresh", "--branch", branch, "greet")
+        assert res.returncode == 3, (point, res.stdout + res.stderr)
+        assert outcome(demo, wt) == expected, point
+        assert ">>>>>>> patch cap hunk 1\n" in (wt / "python/demo/core.py").read_text()
 
 
 def test_a_refresh_killed_before_its_record_is_saved_leaves_a_series_in_sync(demo: Demo) -> None:

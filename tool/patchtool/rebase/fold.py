@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import git, paths
-from patchtool.errors import UsageError
+from patchtool.errors import InvalidInput, UsageError
 from patchtool.project.manifest import MANIFEST_NAME
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.rebase import merge
@@ -369,6 +369,7 @@ def _put_back(
     final = (rest.tip if failed is None else rest.last_good) or new
     if tip not in (parent, new, final):
         raise _not_exported(names.branch)
+    written = tip != parent and _left(worktree, names.branch, ident, found if tip == final else None)
     changed = tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(parent, new)))
     # everything that can refuse comes before the branch moves
     text = export_commit(repo, new)
@@ -395,9 +396,8 @@ def _put_back(
     if tip != final:
         move_branch(repo, names, worktree, new, final, f"{action}: the patches after it")
     stop = None
-    if failed is not None:  # into a clean worktree: a dirty one is the run before's repair, or the person's
-        dirty = bool(git.Worktree(worktree).status())
-        stop = repair.stop(worktree, found, loaded[later], [p.id for p in loaded[later + 1 :]], written=dirty)
+    if failed is not None:
+        stop = repair.stop(worktree, found, loaded[later], [p.id for p in loaded[later + 1 :]], written=written)
     if texts:
         write_series(project.root, texts, manifest, remove=[], moves={})
     names.save_record(repo, new_record)
@@ -411,6 +411,34 @@ def _put_back(
         applied=tuple(r.id for r in rest.results if r.commit),
         stopped=stop,
     )
+
+
+def _left(worktree: Path, branch: str, ident: str, found: repair.Repair | None) -> bool:
+    """Whether the worktree of a repair's refresh that was interrupted once the branch moved holds
+    the next patch's repair (``found``, where the branch holds the patches before it) as that run
+    wrote it; refused where it holds anything else than that or the branch's tip: a change made
+    since, which finishing that run would leave out of the series (or take for the repair)."""
+    changed = sorted(git.Worktree(worktree).changed())
+    if not changed:
+        return False
+    repaired = found.files if found is not None else {}
+    other = [rel for rel in changed if rel not in repaired or _read(worktree, rel) != repaired[rel]]
+    if not other and all(_read(worktree, rel) == data for rel, data in repaired.items()):
+        return True
+    again = "" if branch == "series" else f" --branch {branch}"
+    raise UsageError(
+        f"the worktree {worktree} holds changes the interrupted refresh of patch {ident} did not leave there: "
+        f"{', '.join(other or changed)}; nothing was changed",
+        hint=f"put them aside (`git stash -u` in {worktree}), run `patchtool refresh{again} {ident}` again to "
+        "finish that refresh, then bring them back (`git stash pop`) and refresh the patch they belong to",
+    )
+
+
+def _read(worktree: Path, rel: str) -> bytes | None:
+    try:
+        return paths.read_inside(worktree, rel)
+    except (FileNotFoundError, InvalidInput):
+        return None
 
 
 def _require_exported(
