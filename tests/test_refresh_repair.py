@@ -343,6 +343,42 @@ def test_a_stopped_checkout_whose_worktree_is_gone_is_made_again(demo: Demo) -> 
     assert demo.run("export").returncode == 0
 
 
+def test_a_fix_committed_with_git_at_a_stop_is_taken_by_refresh(demo: Demo) -> None:
+    """Found by an attack: ``git commit -am fix`` at a stop left each command naming another
+    (refresh: export first; export: refresh first; checkout --refresh: refresh first), and a
+    removed worktree made again had the patch applied once more on the fix. The one commit on
+    where it stopped is the fix; a worktree made again says so instead of applying the patch."""
+    wt, fixed = stopped_at_greet(demo)
+    greet = demo.root / "patches/0001-greet.patch"
+    (wt / "python/demo/core.py").write_text(fixed)
+    git(wt, "commit", "-qam", "fix")
+    shutil.rmtree(wt)
+    res = demo.run("checkout")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert res.stdout.endswith(
+        "stopped at patch greet, and the branch holds a commit on where it stopped: `patchtool refresh greet` "
+        "takes it (with the worktree's changes) as the repaired greet\n"
+    ), res.stdout
+    assert git(wt, "status", "--porcelain") == "" and (wt / "python/demo/core.py").read_text() == fixed
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (
+        res.stdout
+        == "refreshed greet (patches/0001-greet.patch) with python/demo/core.py\napplied after it: util, cap\n"
+    )
+    assert "def greet(nom)" not in greet.read_text() and "Patchtool-Id" not in greet.read_text()
+    assert git(wt, "status", "--porcelain") == ""
+    assert git(wt, "log", "--format=%s", "-4").split("\n")[:4] == [
+        "core: inclusive cap",
+        "util: two",
+        "core: say hi",
+        "demo 1.0",
+    ]
+    assert demo.run("check").returncode == 0
+    res = demo.run("export")
+    assert res.returncode == 0 and "refreshed" not in res.stdout, res.stdout + res.stderr
+
+
 def test_refresh_says_what_is_wrong(demo: Demo) -> None:
     three(demo)
     wt = checked_out(demo)

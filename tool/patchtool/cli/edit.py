@@ -68,6 +68,11 @@ def checkout(
         steps = f"a refresh of patch {result.finish} was interrupted: `patchtool refresh{again} {result.finish}` "
         steps += "finishes it"
         return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)
+    if result.committed is not None:
+        steps = f"stopped at patch {result.committed}, and the branch holds a commit on where it stopped: "
+        steps += f"`patchtool refresh{again} {result.committed}` takes it (with the worktree's changes) as the "
+        steps += f"repaired {result.committed}"
+        return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)
     if result.stopped is not None:
         steps = "\n".join(next_steps(result.stopped, result.worktree, result.branch))
         return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)

@@ -321,25 +321,30 @@ def _repaired(
     if note is not None and len(commits) > at and commits[at].commit == note[0]:
         _require_exported(repo, commits[:at], record["patches"][:at], names.branch)
         return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note[0])
-    _require_exported(repo, commits, record["patches"][:at], names.branch)
+    # a fix committed with git on where it stopped (one commit, not a patch of the series) is taken too
+    committed = len(commits) == at + 1 and commits[at].ident in (None, stopped)
+    before = commits[:at] if committed else commits
+    _require_exported(repo, before, record["patches"][:at], names.branch)
+    parent = before[-1].commit if before else branch_state[1]
     lp = loaded[at]
-    left = repair.markers_left(worktree, stopped, list(git.Worktree(worktree).changed()))
+    rels = [*git.Worktree(worktree).changed(), *(c.new_path for c in repo.diff_raw(parent, tip) if c.new_path)]
+    left = repair.markers_left(worktree, stopped, sorted(set(rels)))
     if left:
         raise UsageError(f"conflict markers remain in {', '.join(left)} (in {worktree})", hint=hint)
     wanted = _worktree_tree(worktree, tip, names.branch, staged_only=False)
-    if wanted == repo.tree_of(tip):
+    if wanted == repo.tree_of(parent):
         raise UsageError(
             f"nothing to refresh {ident} with: the worktree {worktree} holds the patches before it and no change",
             hint=f"{hint}; or take it out of the series (`patchtool drop {ident} --reason ...`)",
         )
     new = repo.commit_tree(
         wanted,
-        [tip],
+        [parent],
         commit_message(lp),
         author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
         committer=git.Ident(*git.FIXED_IDENT, 0),
     )
-    return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits, new)
+    return _put_back(project, repo, names, worktree, branch_state, loaded, at, before, new, fresh=True)
 
 
 def _put_back(
@@ -352,6 +357,8 @@ def _put_back(
     at: int,
     before: Sequence[BranchCommit],
     new: str,
+    *,
+    fresh: bool = False,
 ) -> Folded:
     """``new``, the repaired commit of the patch the checkout stopped at (``loaded[at]``), put on
     the branch after ``before`` and written back, the patches after it applied on it. The record
@@ -367,9 +374,9 @@ def _put_back(
     later = next(k for k, p in enumerate(loaded) if p.id == failed.id) if failed else len(loaded)
     found = repair.repair(repo, rest.last_good or new, loaded[later]) if failed else None
     final = (rest.tip if failed is None else rest.last_good) or new
-    if tip not in (parent, new, final):
+    if not fresh and tip not in (new, final):
         raise _not_exported(names.branch)
-    written = tip != parent and _left(worktree, names.branch, ident, found if tip == final else None)
+    written = not fresh and _left(worktree, names.branch, ident, found if tip == final else None)
     changed = tuple(sorted(c.new_path or c.old_path or "" for c in repo.diff_raw(parent, new)))
     # everything that can refuse comes before the branch moves
     text = export_commit(repo, new)
@@ -387,7 +394,7 @@ def _put_back(
     if failed is not None:
         new_record["stopped"] = failed.id
     action = f"patchtool refresh {ident}"
-    if tip == parent:
+    if fresh:
         names.save_record(
             repo, record | {REPAIRING: {"commit": new, "sha256": hashlib.sha256(text.encode()).hexdigest()}}
         )

@@ -43,6 +43,7 @@ class Checkout:
     git_branch: str = ""  # the branch as git names it in the worktree
     stopped: Stopped | None = None  # the patch that does not apply at the pin, left in the worktree
     finish: str | None = None  # the patch whose refresh was interrupted: `refresh ID` finishes it
+    committed: str | None = None  # the patch it stopped at, whose fix the branch holds committed: `refresh ID`
     changed_since: tuple[str, ...] = ()  # an existing branch's: what changed in the series since it was made
 
     def to_dict(self) -> dict[str, Any]:
@@ -54,6 +55,7 @@ class Checkout:
             "commits": [{"id": i, "commit": c} for i, c in self.commits],
             "stopped": dataclasses.asdict(self.stopped) if self.stopped else None,
             "finish": self.finish,
+            "committed": self.committed,
             "changed_since": list(self.changed_since),
         }
 
@@ -127,12 +129,14 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
     where = _place(project, names.branch, path)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
-    stopped = None
+    stopped, committed = None, None
     finish = interrupted(repo, record, tip)
     if isinstance(record.get("stopped"), str) and finish is None:  # else the branch holds that patch already
         loaded = project.series()
         ids = [lp.id for lp in loaded]
-        if record["stopped"] in ids:
+        if tip != next((p["commit"] for p in reversed(record["patches"]) if p["commit"]), base):
+            committed = record["stopped"]  # the branch moved on from where it stopped: a fix committed with git
+        elif record["stopped"] in ids:
             at = ids.index(record["stopped"])
             stopped = stop(where, repair(repo, tip, loaded[at]), loaded[at], ids[at + 1 :])
     return Checkout(
@@ -143,5 +147,6 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
         commits=tuple((c.ident or c.subject, c.commit) for c in branch_commits(repo, names, base, tip)),
         stopped=stopped,
         finish=finish,
+        committed=committed,
         changed_since=tuple(changes_since(record, project)),
     )
