@@ -379,6 +379,21 @@ def test_a_fix_committed_with_git_at_a_stop_is_taken_by_refresh(demo: Demo) -> N
     assert res.returncode == 0 and "refreshed" not in res.stdout, res.stdout + res.stderr
 
 
+def test_a_checkout_stopped_at_a_patch_dropped_since_is_brought_up_to_the_series(demo: Demo) -> None:
+    """Found by an attack: ``drop`` of the patch a checkout stopped at left the branch stuck
+    (refresh and export: checkout --refresh first; checkout --refresh: refresh first)."""
+    wt, _ = stopped_at_greet(demo)
+    assert demo.run("drop", "greet", "--reason", "upstream has it").returncode == 0
+    git(wt, "checkout", "-q", "--", ".")  # greet's repair, left in the worktree, goes with it
+    res = demo.run("checkout", "--refresh")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert git(wt, "log", "--format=%(trailers:key=Patchtool-Id,valueonly)", "-2").split() == ["cap", "util"]
+    assert git(wt, "status", "--porcelain") == ""
+    res = demo.run("export")  # cap's lines moved with greet gone
+    assert res.returncode == 0 and "greet" not in res.stdout, res.stdout + res.stderr
+    assert demo.run("check").returncode == 0
+
+
 def test_refresh_says_what_is_wrong(demo: Demo) -> None:
     three(demo)
     wt = checked_out(demo)

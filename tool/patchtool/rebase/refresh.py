@@ -76,7 +76,12 @@ class Refreshed:
 def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     repo = cache.repo
     tip, old_base, record = branch_and_record(project, repo, names, "its own commits cannot be told from the series'")
-    if isinstance(record.get("stopped"), str):
+    stopped = record.get("stopped")
+    if isinstance(stopped, str) and stopped not in {e.id for e in project.manifest.patches}:
+        # stopped at a patch dropped since: the patches from it on were never on the branch, so
+        # they come as the series has them (a patch it gained)
+        record = record | {"patches": [p for p in record["patches"] if p["commit"]]}
+    elif isinstance(stopped, str):
         again = "" if names.branch == "series" else f" --branch {names.branch}"
         raise UsageError(
             f"checkout branch {names.branch!r} stopped at patch {record['stopped']}, which does not apply at the pin",
