@@ -384,6 +384,15 @@ def test_a_checkout_stopped_at_a_patch_dropped_since_is_brought_up_to_the_series
     (refresh and export: checkout --refresh first; checkout --refresh: refresh first)."""
     wt, _ = stopped_at_greet(demo)
     assert demo.run("drop", "greet", "--reason", "upstream has it").returncode == 0
+    before = snapshot(demo.root)
+    res = demo.run("checkout", "--refresh")  # greet's repair is still in the worktree: said, not lost
+    assert res.returncode == 2
+    assert res.stderr == (
+        f"error: the worktree {wt} still holds the repair of patch greet, which the series dropped since "
+        f"(hint: put it aside (`git -C {wt} stash -u`, or `git -C {wt} checkout -- .` to discard it), "
+        "then run this again)\n"
+    )
+    assert snapshot(demo.root) == before and git(wt, "status", "--porcelain") != ""
     git(wt, "checkout", "-q", "--", ".")  # greet's repair, left in the worktree, goes with it
     res = demo.run("checkout", "--refresh")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -89,6 +89,12 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
             f"and `patchtool refresh{again} {record['stopped']}` first",
         )
     worktree = worktree_of(repo, names)
+    if isinstance(stopped, str) and worktree is not None and git.Worktree(worktree).status():
+        raise UsageError(
+            f"the worktree {worktree} still holds the repair of patch {stopped}, which the series dropped since",
+            hint=f"put it aside (`git -C {worktree} stash -u`, or `git -C {worktree} checkout -- .` to discard it), "
+            "then run this again",
+        )
     require_clean(worktree)
     commits = branch_commits(repo, names, old_base, tip)
     pin = project.pin()
