@@ -379,6 +379,31 @@ def test_a_fix_committed_with_git_at_a_stop_is_taken_by_refresh(demo: Demo) -> N
     assert res.returncode == 0 and "refreshed" not in res.stdout, res.stdout + res.stderr
 
 
+def test_a_fix_committed_in_two_commits_at_a_stop_is_refused_with_the_way_to_one(demo: Demo) -> None:
+    """Two commits on where a checkout stopped: refresh says how to make them one, changes nothing,
+    and takes the fix once they are (an attack found each command naming another)."""
+    wt, fixed = stopped_at_greet(demo)
+    stop = git(wt, "rev-parse", "HEAD")
+    (wt / "python/demo/core.py").write_text(fixed)
+    git(wt, "commit", "-qam", "fix")
+    (wt / "python/demo/note.txt").write_text("noted\n")
+    git(wt, "add", "python/demo/note.txt")
+    git(wt, "commit", "-qm", "note")
+    before = (snapshot(demo.root), git(wt, "rev-parse", "HEAD"), git(wt, "status", "--porcelain"))
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 2
+    assert res.stderr == (
+        "error: the checkout stopped at patch greet, and the branch holds 2 commits on where it stopped; "
+        f"refresh takes one as the repaired greet (hint: make them one (`git -C {wt} reset --soft {stop[:12]}` "
+        "keeps their changes, uncommitted), then `patchtool refresh greet`)\n"
+    )
+    assert (snapshot(demo.root), git(wt, "rev-parse", "HEAD"), git(wt, "status", "--porcelain")) == before
+    git(wt, "reset", "-q", "--soft", stop[:12])
+    res = demo.run("refresh", "greet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "note.txt" in (demo.root / "patches/0001-greet.patch").read_text()
+
+
 def test_a_checkout_stopped_at_a_patch_dropped_since_is_brought_up_to_the_series(demo: Demo) -> None:
     """Found by an attack: ``drop`` of the patch a checkout stopped at left the branch stuck
     (refresh and export: checkout --refresh first; checkout --refresh: refresh first)."""

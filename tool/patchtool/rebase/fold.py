@@ -322,6 +322,14 @@ def _repaired(
         _require_exported(repo, commits[:at], record["patches"][:at], names.branch)
         return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note[0])
     # a fix committed with git on where it stopped (one commit, not a patch of the series) is taken too
+    if len(commits) > at + 1 and all(c.ident in (None, stopped) for c in commits[at:]):
+        stop_at = commits[at - 1].commit if at else branch_state[1]
+        raise UsageError(
+            f"the checkout stopped at patch {stopped}, and the branch holds {len(commits) - at} commits on where "
+            f"it stopped; refresh takes one as the repaired {stopped}",
+            hint=f"make them one (`git -C {worktree} reset --soft {stop_at[:12]}` keeps their changes, uncommitted), "
+            f"then `patchtool refresh{again} {stopped}`",
+        )
     committed = len(commits) == at + 1 and commits[at].ident in (None, stopped)
     before = commits[:at] if committed else commits
     _require_exported(repo, before, record["patches"][:at], names.branch)
