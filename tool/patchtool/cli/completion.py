@@ -20,19 +20,19 @@ def _repository(ctx: typer.Context) -> Path:
     else the nearest parent of the current directory with patchset.toml."""
     from patchtool.project.repository import Project
 
-    here: Any = ctx  # click's Context: its parent is one too
-    while here is not None:
-        if here.params.get("global_root"):
-            return Path(here.params["global_root"])
-        here = here.parent
-    return Project.find(Path.cwd())
+    return _given(ctx, "global_root") or Project.find(Path.cwd())
 
 
 def _cache_dir(ctx: typer.Context) -> Path | None:
+    return _given(ctx, "global_cache_dir")
+
+
+def _given(ctx: typer.Context, param: str) -> Path | None:
+    """The path a global option names, before or after the command, or None."""
     here: Any = ctx  # click's Context: its parent is one too
     while here is not None:
-        if here.params.get("global_cache_dir"):
-            return Path(here.params["global_cache_dir"])
+        if here.params.get(param):
+            return Path(here.params[param])
         here = here.parent
     return None
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import git, paths
-from patchtool.errors import InvalidInput, UsageError
+from patchtool.errors import UsageError
 from patchtool.project.manifest import MANIFEST_NAME
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.rebase import merge
@@ -437,8 +437,8 @@ def _left(worktree: Path, branch: str, ident: str, found: repair.Repair | None) 
     if not changed:
         return False
     repaired = found.files if found is not None else {}
-    other = [rel for rel in changed if rel not in repaired or _read(worktree, rel) != repaired[rel]]
-    if not other and all(_read(worktree, rel) == data for rel, data in repaired.items()):
+    other = [rel for rel in changed if rel not in repaired or repair.read_file(worktree, rel) != repaired[rel]]
+    if not other and all(repair.read_file(worktree, rel) == data for rel, data in repaired.items()):
         return True
     again = "" if branch == "series" else f" --branch {branch}"
     raise UsageError(
@@ -447,13 +447,6 @@ def _left(worktree: Path, branch: str, ident: str, found: repair.Repair | None) 
         hint=f"put them aside (`git stash -u` in {worktree}), run `patchtool refresh{again} {ident}` again to "
         "finish that refresh, then bring them back (`git stash pop`) and refresh the patch they belong to",
     )
-
-
-def _read(worktree: Path, rel: str) -> bytes | None:
-    try:
-        return paths.read_inside(worktree, rel)
-    except (FileNotFoundError, InvalidInput):
-        return None
 
 
 def _require_exported(

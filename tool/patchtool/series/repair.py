@@ -131,15 +131,20 @@ def markers_left(worktree: Path, ident: str, rels: Sequence[str]) -> list[str]:
     marker), read through the bounded reader: a link, a directory or a file too big to read is
     none of its files."""
     marker = re.compile(rf"^(?:{re.escape(OURS)}|{re.escape(theirs(ident, 0)[:-1])}[0-9]+)$", re.MULTILINE)
-    left = []
-    for rel in sorted(rels):
-        try:
-            data = paths.read_inside(worktree, rel)
-        except (FileNotFoundError, InvalidInput):
-            continue
-        if marker.search(data.decode("utf-8", "surrogateescape")):
-            left.append(rel)
-    return left
+    return [
+        rel
+        for rel in sorted(rels)
+        if (data := read_file(worktree, rel)) is not None and marker.search(data.decode("utf-8", "surrogateescape"))
+    ]
+
+
+def read_file(worktree: Path, rel: str) -> bytes | None:
+    """A regular file of the worktree through the bounded reader; None for one that is missing, a
+    link, a directory or too big to read: none of them a file a repair wrote."""
+    try:
+        return paths.read_inside(worktree, rel)
+    except (FileNotFoundError, InvalidInput):
+        return None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
