@@ -72,6 +72,30 @@ def tests(session: nox.Session) -> None:
     session.run("pytest", *PARALLEL, *session.posargs)
 
 
+@nox.session(name="tests-busy", default=False)
+def tests_busy(session: nox.Session) -> None:
+    """The README's test run on a busy machine: one spinning process per core beside `pytest -n auto`,
+    $PATCHTOOL_BUSY_RUNS times in a row (default 3). No test may depend on the wall clock; run this
+    before resolving an issue that touches tests with processes, locks or limits (CONTRIBUTING.md)."""
+    import subprocess
+    import sys
+
+    session.install("-e", ".[test]", *TEST_BUILD_DEPS)
+    runs = int(os.environ.get("PATCHTOOL_BUSY_RUNS", "3"))
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+        for _ in range(os.cpu_count() or 2)
+    ]
+    try:
+        for n in range(1, runs + 1):
+            session.log(f"busy run {n} of {runs}, beside {len(spinners)} spinning processes")
+            session.run("pytest", *PARALLEL, *session.posargs)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 @nox.session(default=False)
 def fuzz(session: nox.Session) -> None:
     """The model of the editing commands (tests/hostile/test_model.py) and the generative hostile test

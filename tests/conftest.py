@@ -336,6 +336,7 @@ def unidiff_samples() -> dict[str, bytes]:
     with held_alone(sdist.with_name(f"{sdist.name}.lock")):  # two workers: one downloads, the other reads it
         if not sdist.is_file() or hashlib.sha256(sdist.read_bytes()).hexdigest() != UNIDIFF_SHA256:
             try:
+                # the limit is between bytes from PyPI: a network that stops answering, not a slow machine
                 with urllib.request.urlopen(UNIDIFF_URL, timeout=60) as answer:
                     data = answer.read(1 << 20)
             except OSError as exc:

@@ -24,6 +24,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+# The limit every subprocess and thread wait in the tests takes: a guard against a hang (a command or a
+# process that never returns), far above any load, and never what a test asserts on (issue 27).
+HANG_GUARD_S = 1800
+
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
     "GIT_AUTHOR_EMAIL": "author@example.org",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import Demo
-from helpers import git, make_sdist
+from helpers import HANG_GUARD_S, git, make_sdist
 from patchtool import progress
 from test_editing import three
 from test_rebase import releases, series  # noqa: F401 - the fixture, used by name
@@ -201,7 +201,7 @@ def on_terminal(demo: Demo, *args: str, stream: str, env: dict[str, str] | None 
             break
         shown += chunk
     os.close(master)
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=HANG_GUARD_S)
     return Ran(code=proc.returncode, terminal=shown.decode("utf-8", "replace"), stdout=out or "", stderr=err or "")
 
 

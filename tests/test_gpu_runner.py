@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from helpers import HANG_GUARD_S
+
 REPO = Path(__file__).resolve().parent.parent
 GPU = REPO / "tests" / "gpu"
 sys.path.insert(0, str(GPU))
@@ -43,14 +45,18 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **NO_GPU, **extra}
 
 
-def run_gpu(*args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def run_gpu(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The runner as a process. Its limit guards against a runner that never returns (a check it
+    failed to kill); it is far above any load and no test asserts on it. The runner's own budget and
+    per-check limit are a day and two hours unless a test names its own (the last one named counts),
+    so a busy machine never spends them: the tests of those limits move the clock themselves."""
     return subprocess.run(
-        [sys.executable, str(GPU / "run.py"), *args],
+        [sys.executable, str(GPU / "run.py"), "--budget", "86400", "--check-timeout", "7200", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         env=env or _env(),
-        timeout=timeout,
+        timeout=HANG_GUARD_S,
         check=False,
     )
 
@@ -246,52 +252,66 @@ def test_checks_run_compiled_kernels_even_where_triton_interpret_is_set(tmp_path
 
 
 def test_a_hung_check_fails_and_the_rest_still_run(tmp_path: Path, fake_tree: Path) -> None:
+    """The hang is made by the test's clock ($PATCHTOOL_GPU_CLOCK): the check moves it an hour on and
+    waits, so the per-check limit is passed whatever the machine's load, and no other check comes near it."""
+    clock = tmp_path / "clock"
     checks = checks_file(
         tmp_path,
         "test_0000_hang.py",
         """\
-        import time
+        import os, pathlib, time
 
         def test_hangs():
-            time.sleep(600)
+            pathlib.Path(os.environ["PATCHTOOL_GPU_CLOCK"]).write_text("3600")
+            time.sleep(3600)
 
         def test_after():
             pass
         """,
     )
     out = tmp_path / "r.json"
-    res = run_gpu(str(checks), "--out", str(out), "--tree", str(fake_tree), "--check-timeout", "4", timeout=120)
+    res = run_gpu(
+        str(checks), "--out", str(out), "--tree", str(fake_tree), "--check-timeout", "600", "--budget", "86400",
+        env=_env(PATCHTOOL_GPU_CLOCK=str(clock)),
+    )  # fmt: skip
     assert res.returncode == 1, res.stdout + res.stderr
     rows = by_name(results(out))
     assert rows["test_hangs"]["outcome"] == "fail"
-    assert "per-check limit of 4 s (a hang?)" in rows["test_hangs"]["reason"]
+    assert "still running at the per-check limit of 600 s (a hang?)" in rows["test_hangs"]["reason"]
     assert rows["test_after"]["outcome"] == "pass"
 
 
 def test_a_spent_budget_leaves_the_rest_not_run(tmp_path: Path, fake_tree: Path) -> None:
+    """The budget is spent on the test's clock: the slow check moves it an hour on, past the budget
+    of 20 minutes, and waits; the runner stops it there and starts nothing after it."""
+    clock = tmp_path / "clock"
     checks = checks_file(
         tmp_path,
         "test_0000_slow.py",
         """\
-        import time
+        import os, pathlib, time
 
         def test_slow():
-            time.sleep(600)
+            pathlib.Path(os.environ["PATCHTOOL_GPU_CLOCK"]).write_text("3600")
+            time.sleep(3600)
 
         def test_never():
             pass
         """,
     )
     out = tmp_path / "r.json"
-    res = run_gpu(str(checks), "--out", str(out), "--tree", str(fake_tree), "--budget", "15", timeout=120)
+    res = run_gpu(
+        str(checks), "--out", str(out), "--tree", str(fake_tree), "--budget", "1200", "--check-timeout", "7200",
+        env=_env(PATCHTOOL_GPU_CLOCK=str(clock)),
+    )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr  # nothing failed; what did not run says so
     data = results(out)
     rows = by_name(data)
     assert rows["test_slow"]["outcome"] == "not-run"
-    assert "the time budget of 15 s ran out after" in rows["test_slow"]["reason"]
+    assert "the time budget of 1200 s ran out after" in rows["test_slow"]["reason"]
     assert rows["test_never"]["outcome"] == "not-run"
-    assert rows["test_never"]["reason"] == "not run: the time budget of 15 s ran out before it started"
-    assert data["duration_s"] < 15 + 10
+    assert rows["test_never"]["reason"] == "not run: the time budget of 1200 s ran out before it started"
+    assert data["duration_s"] >= 3600  # the run's own figure is read on the same clock
 
 
 def test_no_check_starts_after_the_deadline(tmp_path: Path) -> None:
@@ -391,21 +411,23 @@ def test_a_runner_that_is_stopped_stops_its_checks(tmp_path: Path, fake_tree: Pa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    for _ in range(600):
-        if pid_file.exists() and pid_file.read_text():
-            break
+    # the check writes its pid once it runs; the runner never ends before that on its own
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert proc.poll() is None, "the runner ended before its check started"
         time.sleep(0.1)
     check_pid = int(pid_file.read_text())
     proc.send_signal(signal.SIGTERM)
     try:
-        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
-        for _ in range(50):
-            try:
-                os.kill(check_pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-        raise AssertionError("the check's process outlived the runner")
+        # a guard against a runner that ignores SIGTERM (a hang): far above any load, never asserted on
+        assert proc.wait(timeout=HANG_GUARD_S) == 128 + signal.SIGTERM
+        # the runner waits for its checks' process to end before it exits: it is gone, or only
+        # not yet reaped by init
+        try:
+            os.kill(check_pid, 0)
+        except ProcessLookupError:
+            return
+        state = Path(f"/proc/{check_pid}/stat").read_text().split(")")[-1].split()[0]
+        assert state in {"Z", "X"}, f"the check's process outlived the runner (state {state})"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(check_pid, signal.SIGKILL)

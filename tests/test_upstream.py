@@ -40,7 +40,8 @@ def served(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def fast() -> Fetcher:
-    return Fetcher(attempts=3, backoff=0.01, timeout=5)
+    # quick retries; the timeout guards against a local server that stops answering (a hang)
+    return Fetcher(attempts=3, backoff=0.01, timeout=600)
 
 
 def import_tags(cache: Cache) -> list[str]:

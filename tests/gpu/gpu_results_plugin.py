@@ -4,6 +4,10 @@ after every check, so a run killed at its time budget or at a hung check still s
 The state file (``$PATCHTOOL_GPU_STATE``) holds the device, the checks collected in order, each
 finished check's outcome, and the check running now with its start time, which the runner reads
 to stop a hung one. After ``$PATCHTOOL_GPU_DEADLINE`` (epoch seconds) no further check starts.
+
+The runner and this plugin read one clock, `now()`: the wall clock, plus the seconds held in the
+file ``$PATCHTOOL_GPU_CLOCK`` names, when it names one. The runner's own tests move that clock
+forward from inside a check, so a hang or a spent budget is what the test says it is, on any load.
 """
 
 from __future__ import annotations
@@ -19,8 +23,20 @@ import pytest
 
 STATE_ENV = "PATCHTOOL_GPU_STATE"
 DEADLINE_ENV = "PATCHTOOL_GPU_DEADLINE"
+CLOCK_ENV = "PATCHTOOL_GPU_CLOCK"
 BUDGET_SPENT = "not run: the time budget ran out before it started"
 _REASON_LIMIT = 600
+
+
+def now() -> float:
+    """Epoch seconds: the wall clock, moved on by the offset in ``$PATCHTOOL_GPU_CLOCK``'s file."""
+    offset = 0.0
+    if clock := os.environ.get(CLOCK_ENV):
+        try:
+            offset = float(Path(clock).read_text(encoding="utf-8") or 0)
+        except (OSError, ValueError):
+            offset = 0.0
+    return time.time() + offset
 
 
 class LiveState:
@@ -62,12 +78,12 @@ class LiveState:
 
     @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.data["running"] = {"check": nodeid, "since": time.time()}
+        self.data["running"] = {"check": nodeid, "since": now()}
         self.write()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if self.deadline is not None and time.time() > self.deadline:
+        if self.deadline is not None and now() > self.deadline:
             pytest.skip(BUDGET_SPENT)
 
     @pytest.hookimpl

@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import gpu_tree  # noqa: E402  (beside this script; the image has no patchtool to import)
-from gpu_results_plugin import DEADLINE_ENV, STATE_ENV  # noqa: E402
+from gpu_results_plugin import DEADLINE_ENV, STATE_ENV, now  # noqa: E402
 
 SCHEMA = 1
 KIND = "patchtool-gpu-results"
@@ -61,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             f"into {tree.path}; on the GPU machine: python tests/gpu/run.py --tree {tree.path}"
         )
         return 0
-    started = time.time()
+    started = now()
     with tempfile.TemporaryDirectory(prefix="gpu-run-") as scratch:
         results = run_checks(args, Path(scratch), started)
     out = Path(args.out) if args.out else REPO / RESULTS_DIR / _file_name(results)
@@ -115,7 +114,7 @@ def run_checks(args: argparse.Namespace, scratch: Path, started: float) -> dict[
             break
         running = (state.get("running") or {}).get("check")
         if running is not None:
-            ran = round(time.time() - state["running"]["since"], 1)
+            ran = round(now() - state["running"]["since"], 1)
             if stop.killed == "check-timeout":
                 reason = (
                     f"killed after {ran} s, still running at the per-check limit of {args.check_timeout:g} s (a hang?)"
@@ -124,14 +123,14 @@ def run_checks(args: argparse.Namespace, scratch: Path, started: float) -> dict[
             else:
                 reason = f"not run to the end: the time budget of {args.budget:g} s ran out after {ran} s of it"
                 checks[running] = {"outcome": "not-run", "reason": reason, "duration_s": ran, "figures": {}}
-        if deadline - time.time() < _MIN_RELAUNCH:
+        if deadline - now() < _MIN_RELAUNCH:
             break
         pending = [_absolute(root, n) for n in collected if n not in checks]
     for nodeid in collected:
         checks.setdefault(nodeid, {"outcome": "not-run", "duration_s": 0.0, "figures": {}, "reason": unreached})
     if device is None:
         device = _device_here()
-    finished = time.time()
+    finished = now()
     rows = [_check_row(n, checks[n], device, stamp) for n in collected]
     return {
         "schema": SCHEMA,
@@ -198,11 +197,11 @@ def _run_pytest(
                 except subprocess.TimeoutExpired:
                     pass
                 shown = _pass_through(log, shown)
-                now = time.time()
+                now_s = now()
                 running = (_read_state(state_file) or {}).get("running")
-                if now > deadline:
+                if now_s > deadline:
                     killed = "budget"
-                elif running and now - running["since"] > check_timeout:
+                elif running and now_s - running["since"] > check_timeout:
                     killed = "check-timeout"
                 if killed:
                     break

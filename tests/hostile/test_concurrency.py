@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import Demo, edit
-from helpers import git, snapshot
+from helpers import HANG_GUARD_S, git, snapshot
 from test_rebase import releases, series  # noqa: F401  (the fixture, and the series it rebases)
 
 
@@ -46,7 +46,7 @@ def test_imports_at_once_all_land_under_their_own_numbers(one_patch: Demo, tmp_p
     assert one_patch.run("status").returncode == 0  # the cache holds the pin: they race on the repository
     procs = [popen(one_patch, "import", str(p), "--json") for p in patches]
     for p in procs:
-        out, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=HANG_GUARD_S)
         assert p.returncode == 0, out + err
     res = one_patch.run("status", "--json")
     assert res.returncode == 0, res.stderr
@@ -62,7 +62,7 @@ def test_two_applies_at_once_each_report_a_tree_that_exists(one_patch: Demo) -> 
     procs = [popen(one_patch, "apply", "--force", "--json") for _ in range(2)]
     trees = []
     for p in procs:
-        out, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=HANG_GUARD_S)
         assert p.returncode == 0, out + err
         trees.append(json.loads(out)["data"]["tree"])
     assert trees[0] == trees[1]
@@ -75,11 +75,12 @@ def test_a_writer_held_too_long_is_named_and_nothing_changes(one_patch: Demo, tm
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; from patchtool.project import lock\n"
-            "with lock.held(Path(sys.argv[1]), exclusive=True):\n    print('held', flush=True); time.sleep(30)",
+            "with lock.held(Path(sys.argv[1]), exclusive=True):\n    print('held', flush=True); sys.stdin.read()",
             str(one_patch.root),
             "patchtool",
             "import",
         ],
+        stdin=subprocess.PIPE,  # it holds the lock until the test closes its input: on any load
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -106,7 +107,7 @@ def test_a_writer_held_too_long_is_named_and_nothing_changes(one_patch: Demo, tm
 def test_readers_share_the_lock(one_patch: Demo) -> None:
     assert one_patch.run("status").returncode == 0
     procs = [popen(one_patch, "status", env={"PATCHTOOL_LOCK_TIMEOUT": "0"}) for _ in range(3)]
-    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    assert [p.wait(timeout=HANG_GUARD_S) for p in procs] == [0, 0, 0]
 
 
 def test_a_stopped_rebase_is_shown_and_guards_the_series(releases: Demo, tmp_path: Path) -> None:  # noqa: F811
@@ -178,7 +179,9 @@ def test_a_fifo_swapped_in_during_a_stop_is_refused_not_waited_on(releases: Demo
     os.mkfifo(patch)
     for args in (("rebase", "--continue"), ("rebase", "--skip", "--reason", "x")):
         proc = popen(releases, *args)
-        out, err = proc.communicate(timeout=60)  # a FIFO read would block here forever
+        out, err = proc.communicate(
+            timeout=HANG_GUARD_S
+        )  # a FIFO read would block here forever: the limit guards that hang
         assert proc.returncode == 1, out + err
         assert err.startswith("error: patches/0001-extra.patch: is a named pipe (FIFO), not a regular file")
 

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import Demo
-from helpers import snapshot
+from helpers import HANG_GUARD_S, snapshot
 
 DOCUMENTED = {0, 1, 2, 3, 4, 5, 75}  # README "Exit codes"; 70 (internal error) is always a bug here
 SECRET = b"the decoy's secret: 6f1d0a2c-hostile\n"
@@ -291,11 +291,11 @@ def test_hostile_repositories_stay_inside_their_boundaries(one_patch: Demo, data
                     env=env,
                     capture_output=True,
                     text=True,
-                    timeout=120,
+                    timeout=HANG_GUARD_S,
                     stdin=subprocess.DEVNULL,
                 )
             except subprocess.TimeoutExpired:
-                pytest.fail(f"{argv} did not finish in 120 s on {pieces}")
+                pytest.fail(f"{argv} did not finish in {HANG_GUARD_S} s on {pieces}")
             said = res.stdout + res.stderr
             where = f"patchtool {' '.join(argv)} on {pieces}:\n{said[-3000:]}"
             assert res.returncode in DOCUMENTED, where

@@ -38,7 +38,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 
 from cli_run import in_process
 from conftest import demo_pin, edit
-from helpers import Index, format_patch, git, make_wheel, snapshot, write_tree
+from helpers import HANG_GUARD_S, Index, format_patch, git, make_wheel, snapshot, write_tree
 from test_rebase import V10, release_11
 
 CLONES = ("a", "b")
@@ -95,7 +95,7 @@ KILLABLE = (
     ("rebase", "--abort"),
 )
 RESUME = ("ours", "theirs", "skip", "abort", "leave")  # after a conflict stop: take a side and --continue, ...
-TIMEOUT = 120
+TIMEOUT = HANG_GUARD_S
 FUZZ_DATABASE = Path(__file__).resolve().parents[2] / ".cache" / "hypothesis-model"  # failures replay first
 
 

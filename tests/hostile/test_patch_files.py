@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from helpers import snapshot
+from helpers import HANG_GUARD_S, snapshot
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput
 
@@ -429,7 +429,7 @@ def test_names_with_spaces_and_quotes_are_read_as_git_reads_them() -> None:
 # -- through the CLI ---------------------------------------------------------------------------
 
 
-def run(demo: Demo, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(demo: Demo, *args: str, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess[str]:
     """The CLI with a deadline: a command that blocks on a FIFO fails the test instead of hanging it."""
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache)}
     try:
