@@ -17,7 +17,19 @@ written once:
   dash is refused instead;
 - no git talks to a remote by a protocol the user did not allow: https alone
   (``GIT_ALLOW_PROTOCOL``, ``GIT_PROTOCOL_FROM_USER=0``); a fetch that the user allowed local urls
-  for widens it (``remote_env``). No ``-c`` is ever given.
+  for widens it (``remote_env``). No ``-c`` is ever given;
+- git runs no program a repository chose: every key git reads under a fixed name to run a program
+  (``NEUTRAL_CONFIG``: ``core.fsmonitor``, ``core.hooksPath``, the editors, the pager, credential
+  helpers, gpg, ...) is set for every process through ``GIT_CONFIG_COUNT``, the command line's
+  scope, which no repository file outranks; the families whose names a repository picks
+  (``filter.<x>.*``, ``diff.<x>.command``, ``merge.<x>.driver``, ``url.<x>.insteadOf``, includes,
+  ``REFUSED_CONFIG``) are read from the repository's configuration files as data and refused by
+  name before git runs (``check_config``); diffs run with ``--no-ext-diff --no-textconv``;
+- git finds no repository by itself: a command names its git directory (``--git-dir``, and
+  ``--work-tree`` for a checked-out tree), found by patchtool's own rule (``discover``: the nearest
+  ``.git`` directory or ``gitdir:`` file at or above, never a directory shaped like a bare
+  repository); a command that needs no repository runs with ``GIT_DIR`` naming none, so git's
+  discovery never reads a stranger's configuration.
 
 GitPython is imported on first use: a command that never runs git does not pay for it.
 """
@@ -35,12 +47,51 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from patchtool.errors import GitError
+from patchtool.errors import GitError, InvalidInput
 
 if TYPE_CHECKING:
     import git as gitpython
 
 T = TypeVar("T")
+
+# Every key git reads under a fixed name that makes it run a program, or that lets a repository
+# choose what runs: each git process patchtool starts gets these values at the command line's scope
+# (GIT_CONFIG_COUNT), which no repository, worktree or included file outranks. docs/trust.md lists them.
+NEUTRAL_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.fsmonitor", "false"),  # a program run on every index refresh (status, add, checkout, ...)
+    ("core.hooksPath", os.devnull),  # no hook: git looks for /dev/null/<hook>, which cannot exist
+    ("core.sshCommand", "false"),
+    ("core.gitProxy", "false"),
+    ("core.askPass", ""),
+    ("core.editor", ":"),  # ":" is git's "no editor"
+    ("sequence.editor", ":"),
+    ("core.pager", "cat"),
+    ("core.alternateRefsCommand", "true"),  # prints no refs
+    ("credential.helper", ""),  # an empty value empties the list, url-specific helpers included
+    ("gpg.program", "false"),
+    ("gpg.openpgp.program", "false"),
+    ("gpg.x509.program", "false"),
+    ("gpg.ssh.program", "false"),
+    ("gpg.ssh.defaultKeyCommand", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("log.showSignature", "false"),
+    ("merge.verifySignatures", "false"),
+    ("protocol.allow", "never"),  # GIT_ALLOW_PROTOCOL decides; this stands under it
+    ("submodule.recurse", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("safe.bareRepository", "explicit"),  # the user's own setting, lost with GIT_CONFIG_GLOBAL=/dev/null
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+)
+
+
+def _config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for n, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+    return env
+
 
 # what every git command sees instead of the user's configuration and language
 ISOLATION = MappingProxyType(
@@ -52,8 +103,31 @@ ISOLATION = MappingProxyType(
         "LANGUAGE": "C",
         "GIT_PROTOCOL_FROM_USER": "0",
         "GIT_ALLOW_PROTOCOL": "https",
+        "GIT_PAGER": "cat",
+        "GIT_NO_LAZY_FETCH": "1",
+        **_config_env(NEUTRAL_CONFIG),
     }
 )
+# Configuration whose names the repository picks (a driver, a filter, a url rewrite, a file to
+# include): no fixed value can neutralise them, so a repository whose configuration holds one is
+# refused by name before git runs in it: (section, key), the key None for every key of the section
+# (a subsection's name, the part the repository picks, may be anything).
+REFUSED_CONFIG: tuple[tuple[str, str | None], ...] = (
+    ("filter", None),  # filter.<x>.clean/smudge/process: run on checkout and add
+    ("diff", "command"),  # diff.<x>.command: an external diff driver
+    ("diff", "textconv"),
+    ("merge", "driver"),  # merge.<x>.driver: run by a merge
+    ("remote", "uploadpack"),
+    ("remote", "receivepack"),
+    ("remote", "proxy"),
+    ("url", "insteadof"),  # url.<x>.insteadOf: a url the repository rewrites
+    ("url", "pushinsteadof"),
+    ("include", "path"),  # include.path and includeIf.<cond>.path: another file read as configuration
+    ("includeif", "path"),
+)
+# diff commands take these so no attribute or configuration runs a driver or a converter
+NO_DRIVERS = ("--no-ext-diff", "--no-textconv")
+_DIFF_COMMANDS = frozenset({"diff", "diff-tree", "diff-index", "diff-files", "log", "show", "format-patch"})
 # the commands git 2.39 does not end options for at --end-of-options (they reject it, take it as
 # a revision, or print it: rev-parse): their data goes in place, and data starting with "-" is refused
 NO_END_OF_OPTIONS = frozenset({"check-ref-format", "checkout", "range-diff", "reset", "rev-parse", "var"})
@@ -154,6 +228,8 @@ def _user_class() -> type[gitpython.Git]:
                 "GIT_TERMINAL_PROMPT": "0",
                 "GIT_PROTOCOL_FROM_USER": "0",
                 "GIT_ALLOW_PROTOCOL": "https",
+                "GIT_PAGER": "cat",
+                **_config_env(NEUTRAL_CONFIG),
             }
         )
 
@@ -216,7 +292,7 @@ class Argv:
                     raise GitError(f"refusing to run git {self.command} with {word!r}: it would be read as an option")
 
     def words(self) -> list[str]:
-        out = [*self.command.split(" "), *self.options]  # "worktree add": a subcommand's subcommand
+        out = [*self.command.split(" "), *(NO_DRIVERS if self.command in _DIFF_COMMANDS else ()), *self.options]
         if self.args:
             out += self.args if self.command in NO_END_OF_OPTIONS else ["--end-of-options", *self.args]
         if self.paths is not None:
@@ -236,17 +312,114 @@ class Result:
     stderr: str
 
 
-class Runner:
-    """Runs git commands for one repository (``--git-dir``) or in one directory (``cwd``)."""
+def discover(path: Path) -> tuple[Path, Path] | None:
+    """patchtool's own discovery rule: (the git directory, the work tree's top) of the nearest
+    ``.git`` directory or ``gitdir:`` file at or above ``path``, None when there is none. Unlike
+    git's, it never takes a directory shaped like a bare repository (``HEAD``, ``config``,
+    ``objects/`` committed into a patch repository) for one."""
+    here = Path(os.path.abspath(path))
+    for top in (here, *here.parents):
+        dot = top / ".git"
+        if dot.is_dir():
+            return dot, top
+        if dot.is_file():
+            try:
+                with dot.open("rb") as f:
+                    text = f.read(4097).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not text.startswith("gitdir: ") or len(text) > 4096:
+                return None
+            git_dir = Path(os.path.normpath(top / text.removeprefix("gitdir: ").strip()))
+            return (git_dir, top) if git_dir.is_dir() else None
+        if os.path.lexists(dot):
+            return None  # something else named .git: git refuses it too
+    return None
 
-    def __init__(self, *, git_dir: Path | None = None, cwd: Path | None = None, user: bool = False) -> None:
-        self._prefix = (f"--git-dir={git_dir}",) if git_dir is not None else ()
-        self._cwd, self._user = cwd, user
+
+def config_files(git_dir: Path) -> list[Path]:
+    """The configuration files git reads for the repository at ``git_dir`` (beside the user's and
+    the system's, which patchtool's git never reads): its own, and the common directory's of a
+    linked worktree, with their per-worktree files."""
+    dirs = [git_dir]
+    try:
+        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        common = ""
+    if common:
+        dirs.append(Path(os.path.normpath(git_dir / common)))
+    return [d / name for d in dirs for name in ("config", "config.worktree") if (d / name).is_file()]
+
+
+_CHECKED: dict[tuple[str, int, int, int], None] = {}
+
+
+def check_config(git_dir: Path) -> None:
+    """Refuse (InvalidInput, naming the file and key) a repository whose configuration holds a key
+    of ``REFUSED_CONFIG``: a driver, a filter, a url rewrite or an include, whose names the
+    repository picks, so no fixed value could neutralise them. The files are read as data (``git
+    config --file F --no-includes``, which runs nothing), once per content."""
+    for file in config_files(git_dir):
+        try:
+            st = file.stat()
+        except OSError:
+            continue
+        stamp = (str(file), st.st_ino, st.st_size, st.st_mtime_ns)
+        if stamp in _CHECKED:
+            continue
+        res = Runner().run("config", f"--file={file}", "--no-includes", "--null", "--name-only", "--list", check=False)
+        if res.returncode != 0:
+            raise InvalidInput(
+                f"git cannot read the configuration {file}: {res.stderr.strip()}",
+                file=str(file),
+                hint="repair or remove the file; patchtool runs no git on a repository it cannot read",
+            )
+        for name in res.stdout.decode("utf-8", "replace").split("\0"):
+            section, _, rest = name.lower().partition(".")
+            key = rest.rpartition(".")[2]
+            if any(section == s and k in (None, key) for s, k in REFUSED_CONFIG):
+                raise InvalidInput(
+                    f"the git configuration {file} sets {name}, which makes git run a program or read "
+                    "another file the repository chose; patchtool runs no git on it",
+                    file=str(file),
+                    hint=f"if you set it yourself, remove it (`git config --file {file} --unset-all {name}`); "
+                    "if the repository came with it, do not use the repository",
+                )
+        _CHECKED[stamp] = None
+
+
+class Runner:
+    """Runs git commands for one repository (``git_dir``, with its checked-out ``work_tree`` where
+    a command needs one) or, with neither, for none: ``GIT_DIR`` then names no repository, so git
+    finds none by itself (``init`` alone runs without it: it names the directory it makes)."""
+
+    def __init__(
+        self,
+        *,
+        git_dir: Path | None = None,
+        work_tree: Path | None = None,
+        cwd: Path | None = None,
+        user: bool = False,
+    ) -> None:
+        self._git_dir = git_dir
+        self._prefix = (
+            *((f"--git-dir={git_dir}",) if git_dir is not None else ()),
+            *((f"--work-tree={work_tree}",) if work_tree is not None else ()),
+        )
+        self._cwd, self._user = cwd or work_tree, user
 
     @functools.cached_property
     def _git(self) -> gitpython.Git:
-        """Made on the first command: a Runner that runs none imports no GitPython."""
+        """Made on the first command: a Runner that runs none imports no GitPython. The
+        repository's configuration is checked first (``check_config``)."""
+        if self._git_dir is not None:
+            check_config(self._git_dir)
         return new_git(self._cwd, user=self._user)
+
+    def _env(self, command: str, env: Mapping[str, str] | None) -> dict[str, str]:
+        if self._git_dir is None and command != "init":
+            return {"GIT_DIR": os.devnull, **(env or {})}  # no repository: git discovers none
+        return dict(env or {})
 
     def run(
         self,
@@ -261,18 +434,19 @@ class Runner:
         """``git command options... --end-of-options args... -- paths...``."""
         argv = Argv(command, options, tuple(args), None if paths is None else tuple(paths))
         full = ["git", *self._prefix, *argv.words()]
+        env = self._env(command, env)
         with mapped(argv.name):
             if input is None:
                 status, out, err = self._git.execute(
                     full,
-                    env=dict(env or {}),
+                    env=env,
                     with_extended_output=True,
                     with_exceptions=False,
                     stdout_as_string=False,
                     strip_newline_in_stdout=False,
                 )
             else:
-                proc = Process(self._git.execute(full, istream=subprocess.PIPE, as_process=True, env=dict(env or {})))
+                proc = Process(self._git.execute(full, istream=subprocess.PIPE, as_process=True, env=env))
                 out, raw = proc.popen.communicate(input)
                 status, err = proc.popen.returncode, raw.decode(errors="replace")
         result = Result(status, out or b"", err)
@@ -297,6 +471,7 @@ class Runner:
             return Process(
                 self._git.execute(
                     ["git", *self._prefix, *argv.words()],
+                    env=self._env(argv.command, None),
                     istream=subprocess.PIPE if stdin else None,
                     as_process=True,
                     with_stdout=stdout,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchtool.errors import GitError
-from patchtool.git.command import mapped, new_git
+from patchtool.git.command import check_config, mapped, new_git
 
 if TYPE_CHECKING:
     from patchtool.git.repo import Repo
@@ -30,6 +30,7 @@ class ObjectReader:
 
     def __init__(self, repo: Repo) -> None:
         self.repo = repo
+        check_config(Path(repo.git_dir))
         self._git = new_git()
         self._git.set_persistent_git_options(git_dir=str(Path(repo.git_dir)))
         self._blobs: dict[str, bytes] = {}

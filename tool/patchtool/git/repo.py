@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -77,7 +78,23 @@ class Repo:
             repo = cls(path)
             repo.out("config", args=["core.logAllRefUpdates", "false"])
             repo.out("config", args=["gc.auto", "0"])
-        return cls(path)
+        repo = cls(path)
+        repo.keep_hooks_off()
+        return repo
+
+    def keep_hooks_off(self) -> None:
+        """Set ``core.hooksPath`` to /dev/null in this repository's own configuration, where it is
+        not: patchtool's git runs no hook anyway (``NEUTRAL_CONFIG``), and this keeps a hook
+        planted in ``hooks/`` from running in the user's own ``git commit``, ``rebase -i`` or
+        ``mergetool`` in a worktree of it (``work/series``), whose ``.git`` points here. Read as
+        data first: one git process only for a repository that lacks it."""
+        try:
+            text = (self.git_dir / "config").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        if re.search(rf"(?mi)^\s*hookspath\s*=\s*{re.escape(os.devnull)}\s*$", text):
+            return
+        self.out("config", args=["core.hooksPath", os.devnull])
 
     def git(
         self,
@@ -441,6 +458,7 @@ class Repo:
         branch ``rev`` names. Without ``checkout`` no file is written yet. False when git refused
         and ``check`` is False."""
         options = ["--quiet", *([] if checkout else ["--no-checkout"]), *(["--detach"] if detach else [])]
+        self.keep_hooks_off()  # a worktree the user may commit in by hand
         return self._runner.run("worktree add", *options, args=[str(path), rev], check=check).returncode == 0
 
     def worktree_move(self, src: Path, dst: Path) -> None:

@@ -12,28 +12,39 @@ from pathlib import Path
 
 from patchtool import fsroot, paths
 from patchtool.errors import GitError, InvalidInput, UsageError
-from patchtool.git.command import Runner
+from patchtool.git.command import Runner, discover
 from patchtool.git.filemerge import CONFLICT_STYLES
 from patchtool.git.stream import Ident
 
 
 def in_work_tree(path: Path) -> bool:
-    """Whether git finds a work tree at ``path`` (its own repository, or one above it)."""
-    res = Runner(cwd=path).run("rev-parse", "--is-inside-work-tree", check=False)
-    return res.returncode == 0 and res.stdout.strip() == b"true"
+    """Whether ``path`` lies in a work tree by patchtool's discovery rule (``command.discover``:
+    its own repository, or one above it; never a directory shaped like a bare repository)."""
+    return discover(path) is not None
 
 
 def init_repository(path: Path) -> None:
-    """``git init`` in ``path``."""
-    Runner(cwd=path).run("init", "--quiet")
+    """``git init`` of ``path``."""
+    Runner().run("init", "--quiet", args=[str(path)])
+
+
+def _runner_for(path: Path, *, user: bool = False) -> Runner:
+    """A runner for the work tree ``path`` lies in, naming its git directory and top (``discover``),
+    run from ``path``; with no work tree there, one that names no repository (its commands fail)."""
+    found = discover(path)
+    if found is None:
+        return Runner(cwd=path, user=user)
+    git_dir, top = found
+    return Runner(git_dir=git_dir, work_tree=top, cwd=path, user=user)
 
 
 class Worktree:
-    """A directory git finds a repository from: its commands run there, as the user's would."""
+    """A checked-out tree (the patch repository, a checkout's or a rebase's worktree): its commands
+    run there, naming the git directory patchtool's own rule finds for it (``discover``)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._runner = Runner(cwd=path)
+        self._runner = _runner_for(path)
 
     def status(self) -> str:
         """``git status --porcelain``: empty when nothing is uncommitted."""
@@ -176,7 +187,7 @@ _IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
 def conflict_style(cwd: Path) -> str:
     """The user's ``merge.conflictStyle`` as git in ``cwd`` reads it (the repository's
     configuration, then their own): "merge", "diff3" or "zdiff3"; "merge" when unset or unknown."""
-    res = Runner(cwd=cwd, user=True).run("config", "--get", args=["merge.conflictStyle"], check=False)
+    res = _runner_for(cwd, user=True).run("config", "--get", args=["merge.conflictStyle"], check=False)
     style = res.stdout.decode("utf-8", "replace").strip().lower() if res.returncode == 0 else ""
     return style if style in CONFLICT_STYLES else "merge"
 
@@ -187,7 +198,7 @@ def user_idents(cwd: Path) -> tuple[Ident, Ident]:
     their own configuration. The one git call that sees the user's configuration and identity
     variables (every other one is isolated from them); UsageError with git's own words when git
     does not know who the user is."""
-    runner = Runner(cwd=cwd, user=True)
+    runner = _runner_for(cwd, user=True)
     idents = []
     for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
         res = runner.run("var", args=[var], check=False)

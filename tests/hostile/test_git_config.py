@@ -1,0 +1,396 @@
+"""git runs nothing a repository chose (issue 28).
+
+Each case is differential: plain git 2.39, given the same repository, runs the program the
+repository's configuration names (the attack is real), and patchtool's git, through the one layer
+that builds every git command line (``git/command.py``), leaves no mark. The keys git reads under
+fixed names are neutralised for every process (``NEUTRAL_CONFIG``); the families whose names a
+repository picks are refused by name before git runs (``REFUSED_CONFIG``). Both in a patch
+repository's configuration and in the cache's."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import Demo
+from helpers import GIT_ENV, HANG_GUARD_S, git, snapshot
+from patchtool.git.command import NEUTRAL_CONFIG, REFUSED_CONFIG, Runner, discover
+
+PLAIN_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
+ID = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
+
+
+def marker(tmp_path: Path) -> tuple[Path, Path]:
+    """A program that leaves a mark (the file it returns) when anything runs it."""
+    mark = tmp_path / "MARK"
+    program = tmp_path / "leave-mark"
+    program.write_text(
+        f'#!/bin/sh\necho "$0 $*" >> {mark}\nfor f in "$@"; do [ -f "$f" ] && echo x > "$f"; done\nexit 0\n'
+    )
+    program.chmod(0o755)
+    return program, mark
+
+
+def plain(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """Plain git, as a user would run it: the repository's own configuration, no patchtool."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**clean, **PLAIN_ENV, **(env or {})},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+
+
+def committed(demo: Demo) -> Demo:
+    """The demo's patch repository as a git repository, everything committed (a clone's state)."""
+    git(demo.root, "init", "-q")
+    git(demo.root, "add", "-A")
+    git(demo.root, "commit", "-qm", "the series")
+    return demo
+
+
+def repository(path: Path) -> Path:
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    (path / "f.txt").write_text("one\n")
+    git(path, "add", "f.txt")
+    git(path, "commit", "-qm", "one")
+    (path / "f.txt").write_text("one\ntwo\n")  # a change, so status refreshes the index
+    return path
+
+
+# -- every key with a fixed name: plain git runs it, patchtool's git does not --------------------------
+
+
+def _hooks(program: Path, tmp: Path) -> str:
+    hooks = tmp / "hooks"
+    hooks.mkdir(exist_ok=True)
+    shutil.copy(program, hooks / "post-commit")
+    (hooks / "post-commit").chmod(0o755)
+    return str(hooks)
+
+
+CREDENTIAL = "protocol=https\nhost=example.invalid\n\n"
+IDENT = {"GIT_AUTHOR_NAME": "T", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "T", "GIT_COMMITTER_EMAIL": "t@e"}
+
+
+def _commit(runner: Runner, *options: str) -> None:
+    runner.run("commit", "-q", *options, env=IDENT, check=False)
+
+
+# key: (its value given the marking program, other configuration it needs, the git command that runs
+# it as a user would type it, the same command through patchtool's git layer)
+FIXED: dict[str, tuple[Callable[[Path, Path], str], dict[str, str], list[str], Callable[[Runner], object]]] = {
+    "core.fsmonitor": (
+        lambda p, t: str(p), {}, ["status", "--porcelain"], lambda r: r.run("status", "--porcelain", check=False)
+    ),
+    "core.hooksPath": (_hooks, {}, ["commit", "-qam", "two"], lambda r: _commit(r, "-amtwo")),
+    "core.sshCommand": (
+        lambda p, t: str(p), {}, ["ls-remote", "ssh://example.invalid/r.git"],
+        lambda r: r.run("ls-remote", args=["ssh://example.invalid/r.git"], check=False),
+    ),
+    "core.gitProxy": (
+        lambda p, t: str(p), {}, ["ls-remote", "git://example.invalid/r.git"],
+        lambda r: r.run("ls-remote", args=["git://example.invalid/r.git"], check=False),
+    ),
+    "core.askPass": (
+        lambda p, t: str(p), {}, ["credential", "fill"],
+        lambda r: r.run("credential fill", input=CREDENTIAL.encode(), check=False),
+    ),
+    "credential.helper": (
+        lambda p, t: f"!{p}", {}, ["credential", "fill"],
+        lambda r: r.run("credential fill", input=CREDENTIAL.encode(), check=False),
+    ),
+    "core.editor": (lambda p, t: str(p), {}, ["commit", "-qa"], lambda r: _commit(r, "-a")),
+    "gpg.program": (
+        lambda p, t: str(p), {"commit.gpgSign": "true"}, ["commit", "-qam", "two"], lambda r: _commit(r, "-amtwo")
+    ),
+    "core.alternateRefsCommand": (
+        lambda p, t: str(p), {}, ["fetch", "-q", "{other}", "HEAD"],
+        lambda r: None,  # run below: it needs another repository
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("key", sorted(FIXED))
+def test_a_key_git_runs_a_program_from_runs_nothing_under_patchtool(tmp_path: Path, key: str) -> None:
+    program, mark = marker(tmp_path)
+    value, extra, command, through_patchtool = FIXED[key]
+    other = repository(tmp_path / "other")
+    git(other, "commit", "-qam", "two")
+    for side in ("plain", "patchtool"):
+        repo = repository(tmp_path / side)
+        git(repo, "config", "user.name", "T")
+        git(repo, "config", "user.email", "t@e")
+        for k, v in {key: value(program, tmp_path), **extra}.items():
+            git(repo, "config", k, v)
+        if key == "core.alternateRefsCommand":  # git asks it for the refs of the repository it borrows from
+            (repo / ".git" / "objects" / "info" / "alternates").write_text(f"{other}/.git/objects\n")
+        mark.unlink(missing_ok=True)
+        if side == "plain":
+            args = [w.format(other=f"file://{other}") for w in command]
+            plain(repo, *args, stdin=CREDENTIAL if "credential" in args else "",
+                  env={"GIT_TERMINAL_PROMPT": "0", "EDITOR": "false", "VISUAL": "false"})  # fmt: skip
+            assert mark.exists(), f"plain git {' '.join(command)} did not run {key}: the case proves nothing"
+        else:
+            runner = Runner(git_dir=repo / ".git", work_tree=repo, cwd=repo)
+            if key == "core.alternateRefsCommand":
+                runner.run("fetch", "-q", args=[str(other), "HEAD"], env={"GIT_ALLOW_PROTOCOL": "file"}, check=False)
+            else:
+                through_patchtool(runner)
+            assert not mark.exists(), f"patchtool's git ran {key}: {mark.read_text()}"
+
+
+def test_every_fixed_key_that_names_a_program_is_neutralised_and_listed() -> None:
+    neutral = {k for k, _ in NEUTRAL_CONFIG}
+    assert set(FIXED) <= neutral
+    trust = (Path(__file__).parents[2] / "docs" / "trust.md").read_text()
+    for key in neutral:
+        assert f"`{key}`" in trust, f"docs/trust.md does not list {key}"
+
+
+def test_a_diff_runs_neither_an_external_diff_nor_a_textconv(tmp_path: Path) -> None:
+    program, mark = marker(tmp_path)
+    for side in ("plain", "patchtool"):
+        repo = repository(tmp_path / side)
+        git(repo, "commit", "-qam", "two")
+        git(repo, "config", "diff.external", str(program))
+        mark.unlink(missing_ok=True)
+        if side == "plain":
+            plain(repo, "diff", "HEAD~1", "HEAD")
+            assert mark.exists()
+        else:
+            runner = Runner(git_dir=repo / ".git", work_tree=repo, cwd=repo)
+            runner.run("diff", args=["HEAD~1", "HEAD"], check=False)
+            for command in ("show", "log", "diff-tree"):
+                runner.run(command, "-p", args=["HEAD"], check=False)
+            runner.run("format-patch", "--stdout", "-1", args=["HEAD"], check=False)
+            assert not mark.exists()
+
+
+# -- families whose names the repository picks: refused by name ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("filter.x.clean", "{p}"),
+        ("filter.x.process", "{p}"),
+        ("diff.x.textconv", "{p}"),
+        ("diff.x.command", "{p}"),
+        ("merge.x.driver", "{p} %O %A %B"),
+        ("remote.origin.uploadpack", "{p}"),
+        ("url.https://example.invalid/.insteadOf", "ext::{p}"),
+        ("include.path", "{p}"),
+        ("includeIf.gitdir:/.path", "{p}"),
+    ],
+)
+def test_a_configuration_naming_its_own_program_is_refused_before_git_runs(
+    one_patch: Demo, tmp_path: Path, key: str, value: str
+) -> None:
+    committed(one_patch)
+    state = one_patch.root / ".patchtool"  # an interrupted write: git is asked whether a clone brought it
+    state.mkdir()
+    (state / ".gitignore").write_text("*\n")
+    (state / "journal.json").write_text("{}\n")
+    program, mark = marker(tmp_path)
+    (one_patch.root / ".gitattributes").write_text("* filter=x diff=x merge=x\n")
+    git(one_patch.root, "config", key, value.format(p=program))
+    before = snapshot(one_patch.root)
+    res = one_patch.spawn("status", "--json")  # the first git it runs in the repository refuses
+    assert res.returncode == 1, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    config = one_patch.root / ".git" / "config"
+    assert error["message"].startswith(f"the git configuration {config} sets {key.lower()}"), error
+    assert "patchtool runs no git on it" in error["message"]
+    assert error["hint"].startswith("if you set it yourself, remove it"), error
+    assert not mark.exists()
+    assert snapshot(one_patch.root) == before
+
+
+def test_the_refused_families_are_listed_in_trust_md() -> None:
+    trust = (Path(__file__).parents[2] / "docs" / "trust.md").read_text()
+    for section, key in REFUSED_CONFIG:
+        assert section in trust.lower() and (key is None or key in trust.lower()), (section, key)
+
+
+# -- the repository's own configuration and the cache's, through the commands ----------------------------
+
+
+def test_a_received_repository_runs_no_fsmonitor_in_status_checkout_refresh_export(
+    one_patch: Demo, tmp_path: Path
+) -> None:
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    git(one_patch.root, "config", "core.fsmonitor", str(program))
+    plain(one_patch.root, "status", "--porcelain")
+    assert mark.exists(), "plain git status runs the repository's fsmonitor"
+    mark.unlink()
+    assert one_patch.spawn("status").returncode == 0
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    core = one_patch.root / "work" / "series" / "python" / "demo" / "core.py"
+    core.write_text(core.read_text().replace('"hi"', '"hey"'))
+    res = one_patch.spawn("refresh", "greet", env=GIT_ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = one_patch.spawn("export", env=GIT_ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not mark.exists(), mark.read_text()
+
+
+def test_a_hook_planted_in_the_cache_runs_neither_in_patchtool_nor_in_a_plain_commit(
+    one_patch: Demo, tmp_path: Path
+) -> None:
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    assert one_patch.spawn("status").returncode == 0  # the cache exists
+    hooks = one_patch.cache / "upstream.git" / "hooks"
+    for hook in ("post-commit", "pre-commit", "post-checkout", "reference-transaction", "post-index-change"):
+        shutil.copy(program, hooks / hook)
+        (hooks / hook).chmod(0o755)
+    res = one_patch.spawn("checkout", env=GIT_ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    new = ("new", "extra", "--kind", "operations", "--owner", "me", "--why", "w", "--applies-to", ">=1.0",
+           "--drop-when", "never", "--subject", "s")  # fmt: skip
+    res = one_patch.spawn(*new, env=GIT_ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not mark.exists(), mark.read_text()
+    series = one_patch.root / "work" / "series"
+    (series / "python" / "demo" / "util.py").write_text("def helper():\n    return 3\n")
+    done = plain(series, *ID, "commit", "-qam", "by hand")
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists(), "a plain git commit in work/series ran a hook planted in the cache"
+    # and the same hook in a repository patchtool did not make runs: the case proves something
+    other = repository(tmp_path / "other")
+    shutil.copy(program, other / ".git" / "hooks" / "post-commit")
+    plain(other, *ID, "commit", "-qam", "two")
+    assert mark.exists()
+
+
+def test_a_cache_configuration_naming_a_filter_is_refused(one_patch: Demo, tmp_path: Path) -> None:
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    assert one_patch.spawn("status").returncode == 0
+    config = one_patch.cache / "upstream.git" / "config"
+    git(one_patch.cache / "upstream.git", "config", "filter.x.smudge", str(program))
+    (one_patch.cache / "upstream.git" / "info").mkdir(exist_ok=True)
+    (one_patch.cache / "upstream.git" / "info" / "attributes").write_text("* filter=x\n")
+    res = one_patch.spawn("checkout", "--json", env=GIT_ENV)
+    assert res.returncode == 1, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"].startswith(f"the git configuration {config} sets filter.x.smudge"), error
+    assert not mark.exists()
+    assert not (one_patch.root / "work" / "series").exists()
+
+
+def test_a_cache_configuration_with_an_fsmonitor_runs_nothing(one_patch: Demo, tmp_path: Path) -> None:
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    assert one_patch.spawn("status").returncode == 0
+    git(one_patch.cache / "upstream.git", "config", "core.fsmonitor", str(program))
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    core = one_patch.root / "work" / "series" / "python" / "demo" / "core.py"
+    core.write_text(core.read_text().replace('"hi"', '"hey"'))
+    assert one_patch.spawn("refresh", "greet", env=GIT_ENV).returncode == 0
+    assert one_patch.spawn("status").returncode == 0
+    assert not mark.exists(), mark.read_text()
+
+
+# -- discovery: a directory shaped like a bare repository is never one ----------------------------------
+
+
+def _bare_shaped(fork: Path, program: Path) -> None:
+    """``fork`` laid out as a git directory too (``HEAD``, ``config``, ``index``, ``objects/``,
+    ``refs/``), whose configuration makes ``fork`` its own work tree and runs ``program``."""
+    (fork / "HEAD").write_text("ref: refs/heads/main\n")
+    (fork / "config").write_text(
+        f"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = .\n\tfsmonitor = {program}\n"
+    )
+    for sub in ("objects", "refs/heads"):
+        (fork / sub).mkdir(parents=True, exist_ok=True)
+        (fork / sub / ".keep").write_text("")
+    empty = plain(fork, "read-tree", "--empty", env={"GIT_DIR": str(fork), "GIT_WORK_TREE": str(fork)})
+    assert empty.returncode == 0 and (fork / "index").is_file(), empty.stderr
+
+
+def test_a_plain_clone_of_a_fork_shaped_like_a_bare_repository_runs_nothing(one_patch: Demo, tmp_path: Path) -> None:
+    program, mark = marker(tmp_path)
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    git(outer, "init", "-q")
+    fork = outer / "fork"
+    shutil.copytree(one_patch.root, fork, ignore=shutil.ignore_patterns(".git", ".patchtool", "work", "build"))
+    _bare_shaped(fork, program)
+    (fork / ".patchtool").mkdir()
+    (fork / ".patchtool" / "journal.json").write_text('{"moves": []}\n')
+    git(outer, "add", "-f", ".")
+    git(outer, "commit", "-qm", "a fork")
+    clone = tmp_path / "clone"
+    done = plain(tmp_path, "clone", "-q", str(outer), str(clone))
+    assert done.returncode == 0, done.stderr
+    inside = clone / "fork"
+    plain(inside, "ls-files", "--", ".patchtool")
+    assert mark.exists(), "plain git in the clone takes the directory for a bare repository and runs its fsmonitor"
+    mark.unlink()
+    before = snapshot(clone)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "status", "--json"],
+        cwd=inside,
+        env={**one_patch.environment(), "PATCHTOOL_CACHE_DIR": str(one_patch.cache)},
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+        check=False,
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert "git tracks .patchtool/journal.json" in error["message"], error
+    assert not mark.exists(), mark.read_text()
+    assert snapshot(clone) == before
+
+
+def test_discovery_takes_the_nearest_git_directory_or_file_and_never_a_bare_shape(tmp_path: Path) -> None:
+    program, _ = marker(tmp_path)
+    repo = repository(tmp_path / "r")
+    inner = repo / "a" / "b"
+    inner.mkdir(parents=True)
+    _bare_shaped(inner, program)
+    assert discover(inner) == (repo / ".git", repo)
+    worktree = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", "--detach", str(worktree))
+    assert discover(worktree / "f.txt") == (repo / ".git" / "worktrees" / "wt", worktree)
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    _bare_shaped(lone, program)
+    assert discover(lone) is None or discover(lone)[1] != lone  # type: ignore[index]
+
+
+def test_a_command_that_needs_no_repository_finds_none(tmp_path: Path) -> None:
+    program, mark = marker(tmp_path)
+    bare = tmp_path / "bare-shaped"
+    bare.mkdir()
+    _bare_shaped(bare, program)
+    git_dir = Runner(cwd=bare).run("rev-parse", "--git-dir", check=False)
+    assert git_dir.returncode != 0, git_dir.stdout
+    assert not mark.exists()
+
+
+def test_safe_bare_repository_is_explicit_for_every_git(tmp_path: Path) -> None:
+    assert ("safe.bareRepository", "explicit") in NEUTRAL_CONFIG
+    bare = tmp_path / "b.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    res = Runner(git_dir=bare).run("rev-parse", "--is-bare-repository")
+    assert res.stdout.strip() == b"true"  # named with --git-dir, a bare repository is used
