@@ -21,6 +21,7 @@ import pytest
 
 from conftest import Demo
 from helpers import GIT_ENV, HANG_GUARD_S, git, snapshot
+from patchtool.errors import InvalidInput
 from patchtool.git.command import NEUTRAL_CONFIG, REFUSED_CONFIG, Runner, discover
 
 PLAIN_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
@@ -197,6 +198,8 @@ def test_a_diff_runs_neither_an_external_diff_nor_a_textconv(tmp_path: Path) -> 
         ("url.https://example.invalid/.insteadOf", "ext::{p}"),
         ("include.path", "{p}"),
         ("includeIf.gitdir:/.path", "{p}"),
+        ("trailer.x.command", "{p}"),  # found by an attack: export's interpret-trailers ran it
+        ("trailer.x.cmd", "{p}"),
     ],
 )
 def test_a_configuration_naming_its_own_program_is_refused_before_git_runs(
@@ -394,3 +397,56 @@ def test_safe_bare_repository_is_explicit_for_every_git(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q", "--bare", str(bare))
     res = Runner(git_dir=bare).run("rev-parse", "--is-bare-repository")
     assert res.stdout.strip() == b"true"  # named with --git-dir, a bare repository is used
+
+
+# -- found by an attack on the first version ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["a later line", "a worktree's config.worktree"])
+def test_a_hooks_path_put_back_in_the_cache_is_undone_before_the_user_commits(
+    one_patch: Demo, tmp_path: Path, where: str
+) -> None:
+    """git takes the last value of core.hooksPath, and a worktree's own config.worktree over the
+    common one: patchtool reads it as git does, and puts /dev/null back before it uses the cache."""
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    hooks = tmp_path / "planted"
+    hooks.mkdir()
+    shutil.copy(program, hooks / "pre-commit")
+    if where == "a later line":
+        with (common / "config").open("a") as f:
+            f.write(f"[core]\n\thooksPath = {hooks}\n")
+    else:
+        git(common, "config", "extensions.worktreeConfig", "true")
+        (worktree,) = (common / "worktrees").iterdir()
+        (worktree / "config.worktree").write_text(f"[core]\n\tbare = false\n\thooksPath = {hooks}\n")
+    series = one_patch.root / "work" / "series"
+    assert one_patch.spawn("status").returncode == 0
+    (series / "python" / "demo" / "util.py").write_text("def helper():\n    return 3\n")
+    done = plain(series, *ID, "commit", "-qam", "by hand")
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists(), "the user's git commit ran a hook the cache's configuration was made to name"
+
+
+def test_a_common_directory_reached_through_a_link_is_checked_as_git_reads_it(tmp_path: Path) -> None:
+    """``commondir`` is resolved as git resolves it (links first, then ".."), so the configuration git
+    reads is the one checked: ``.git/link -> x/y`` and ``commondir = link/../../c`` is ``.git/c``."""
+    program, mark = marker(tmp_path)
+    repo = repository(tmp_path / "r")
+    dot = repo / ".git"
+    (dot / "x" / "y").mkdir(parents=True)
+    (dot / "link").symlink_to("x/y")
+    (dot / "c").mkdir()
+    for name in ("objects", "refs", "HEAD", "config"):
+        src = dot / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dot / "c" / name)
+    with (dot / "c" / "config").open("a") as f:
+        f.write(f'[filter "e"]\n\tclean = {program}\n')
+    (dot / "commondir").write_text("link/../../c\n")
+    shown = plain(repo, "config", "--show-origin", "filter.e.clean")
+    assert str(dot / "c" / "config") in shown.stdout, shown  # where git reads it
+    with pytest.raises(InvalidInput, match=r"sets filter\.e\.clean"):
+        Runner(git_dir=dot, work_tree=repo, cwd=repo).run("status", "--porcelain")
+    assert not mark.exists()

@@ -124,6 +124,8 @@ REFUSED_CONFIG: tuple[tuple[str, str | None], ...] = (
     ("url", "pushinsteadof"),
     ("include", "path"),  # include.path and includeIf.<cond>.path: another file read as configuration
     ("includeif", "path"),
+    ("trailer", "command"),  # trailer.<x>.command and .cmd: run by interpret-trailers
+    ("trailer", "cmd"),
 )
 # diff commands take these so no attribute or configuration runs a driver or a converter
 NO_DRIVERS = ("--no-ext-diff", "--no-textconv")
@@ -161,10 +163,11 @@ def _isolated_environ() -> Iterator[None]:
     """``os.environ`` as an isolated git child sees it, for the duration: GitPython's own
     `git version` takes its environment from ``os.environ`` and nothing else."""
     inherited = [k for k in os.environ if k.startswith("GIT_") and not k.startswith("GIT_PYTHON_")]
-    saved = {k: os.environ.get(k) for k in (*inherited, *ISOLATION)}
+    saved = {k: os.environ.get(k) for k in (*inherited, *ISOLATION, "GIT_DIR")}
     for key in inherited:
         del os.environ[key]
     os.environ.update(ISOLATION)
+    os.environ["GIT_DIR"] = os.devnull  # `git version` needs no repository: it finds none
     try:
         yield
     finally:
@@ -330,7 +333,7 @@ def discover(path: Path) -> tuple[Path, Path] | None:
                 return None
             if not text.startswith("gitdir: ") or len(text) > 4096:
                 return None
-            git_dir = Path(os.path.normpath(top / text.removeprefix("gitdir: ").strip()))
+            git_dir = Path(os.path.realpath(top / text.removeprefix("gitdir: ").strip()))  # as git resolves it
             return (git_dir, top) if git_dir.is_dir() else None
         if os.path.lexists(dot):
             return None  # something else named .git: git refuses it too
@@ -347,7 +350,8 @@ def config_files(git_dir: Path) -> list[Path]:
     except (OSError, UnicodeDecodeError):
         common = ""
     if common:
-        dirs.append(Path(os.path.normpath(git_dir / common)))
+        dirs.append(Path(os.path.realpath(git_dir / common)))  # links first, then "..", as git resolves it
+    dirs += sorted((dirs[-1] / "worktrees").glob("*/"))  # each linked worktree's own config.worktree
     return [d / name for d in dirs for name in ("config", "config.worktree") if (d / name).is_file()]
 
 

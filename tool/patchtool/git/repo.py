@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -83,18 +82,19 @@ class Repo:
         return repo
 
     def keep_hooks_off(self) -> None:
-        """Set ``core.hooksPath`` to /dev/null in this repository's own configuration, where it is
-        not: patchtool's git runs no hook anyway (``NEUTRAL_CONFIG``), and this keeps a hook
-        planted in ``hooks/`` from running in the user's own ``git commit``, ``rebase -i`` or
-        ``mergetool`` in a worktree of it (``work/series``), whose ``.git`` points here. Read as
-        data first: one git process only for a repository that lacks it."""
-        try:
-            text = (self.git_dir / "config").read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return
-        if re.search(rf"(?mi)^\s*hookspath\s*=\s*{re.escape(os.devnull)}\s*$", text):
-            return
-        self.out("config", args=["core.hooksPath", os.devnull])
+        """Keep ``core.hooksPath`` at /dev/null in this repository's own configuration, and out of its
+        worktrees' ``config.worktree``: patchtool's git runs no hook anyway (``NEUTRAL_CONFIG``), and
+        this keeps a hook planted in ``hooks/`` (or anywhere) from running in the user's own ``git
+        commit``, ``rebase -i`` or ``mergetool`` in a worktree of it (``work/series``), whose ``.git``
+        points here. git's own reading decides (the last value counts), not a search of the text."""
+        config = self.git_dir / "config"
+        got = Runner().run(
+            "config", f"--file={config}", "--no-includes", "--get-all", args=["core.hooksPath"], check=False
+        )
+        if got.stdout.decode("utf-8", "replace").splitlines()[-1:] != [os.devnull]:
+            Runner().run("config", f"--file={config}", "--replace-all", args=["core.hooksPath", os.devnull])
+        for worktree in sorted((self.git_dir / "worktrees").glob("*/config.worktree")):
+            Runner().run("config", f"--file={worktree}", "--unset-all", args=["core.hooksPath"], check=False)
 
     def git(
         self,

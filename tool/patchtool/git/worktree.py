@@ -44,6 +44,7 @@ class Worktree:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._found = discover(path)
         self._runner = _runner_for(path)
 
     def status(self) -> str:
@@ -56,7 +57,9 @@ class Worktree:
     def in_progress(self) -> tuple[str, str] | None:
         """The git command stopped part way here, as ``git status`` finds it: ("rebase", the ref of
         the branch it rebases), ("merge" | "cherry-pick" | "revert", ""), or None."""
-        git_dir = Path(self._runner.out("rev-parse", "--absolute-git-dir"))
+        if self._found is None:
+            return None  # no work tree here (a bare repository's own directory): nothing in progress
+        git_dir = self._found[0]
         for state in ("rebase-merge", "rebase-apply"):
             if (git_dir / state).is_dir():
                 try:
