@@ -227,6 +227,9 @@ _NET_TCP = 1 << 0 | 1 << 1  # LANDLOCK_ACCESS_NET_BIND_TCP, LANDLOCK_ACCESS_NET_
 _SCOPES = 1 << 0 | 1 << 1  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, LANDLOCK_SCOPE_SIGNAL
 _NET_SINCE, _SCOPES_SINCE = 4, 6
 # Where the system keeps its programs, libraries and settings: a sandbox reads them, never writes.
+# Of /proc only what describes the machine, and the sandboxed process's own directory (``self``,
+# resolved when it enters): another process's environ and cmdline stay closed, which Landlock's
+# ptrace rule alone does not close.
 SYSTEM = tuple(
     Path(p)
     for p in (
@@ -238,10 +241,18 @@ SYSTEM = tuple(
         "/lib64",
         "/libx32",
         "/etc",
-        "/proc",
         "/sys",
         "/dev",
         "/nix/store",
+        "/proc/self",
+        "/proc/sys",
+        "/proc/cpuinfo",
+        "/proc/meminfo",
+        "/proc/stat",
+        "/proc/loadavg",
+        "/proc/uptime",
+        "/proc/version",
+        "/proc/filesystems",
     )
 )
 # Started as ``python -I -S -c WRAPPER PACKAGE_PARENT SANDBOX ARGV...``: no site, no environment, so
@@ -340,7 +351,8 @@ def enter(sandbox: Sandbox) -> Support:
         for tree in sandbox.writes:
             _allow(ruleset, tree, (writes & _TREE_RIGHTS) | _READS, directory=True)
         for tree in sandbox.reads:
-            _allow(ruleset, tree, _READS, directory=True)
+            directory = os.path.isdir(tree)  # a file takes the rights of a file alone
+            _allow(ruleset, tree, _READS if directory else _READS & ~Access.READ_DIR, directory=directory)
         for file in sandbox.files:
             _allow(ruleset, file, (writes & _FILE_RIGHTS) | Access.READ_FILE, directory=False)
         try:
