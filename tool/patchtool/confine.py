@@ -22,6 +22,7 @@ Landlock's rulesets stack: the sandbox only narrows what the command itself may 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import enum
@@ -299,7 +300,9 @@ def python_reads() -> tuple[Path, ...]:
     """What this Python reads to run, and so what the same Python started again reads: its
     prefixes and the directories on its path. Never the current directory (``python -m`` puts it
     on the path), nor a directory that holds the home directory."""
-    homes = {Path(os.path.expanduser("~")).absolute(), Path(pwd.getpwuid(os.getuid()).pw_dir).absolute()}
+    homes = {Path(os.path.expanduser("~")).absolute()}
+    with contextlib.suppress(KeyError):  # a uid without a passwd entry (a container's) has no other home
+        homes.add(Path(pwd.getpwuid(os.getuid()).pw_dir).absolute())
     here = Path.cwd()
     interpreter = Path(os.path.realpath(sys.executable)).parent.parent if sys.executable else None
     found = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, interpreter, *sys.path]
