@@ -12,19 +12,29 @@ write rights this kernel knows, ``landlock_add_rule`` allows them beneath each t
 ``landlock_restrict_self`` enforces it on the process for good (it cannot be undone). ABI 1 is
 treated as no Landlock: it refuses every rename across directories, which git does for every
 object it writes.
+
+Code patchtool did not write (a git pin's build backend) is held tighter, in a ``Sandbox``: a
+process of its own (``sandboxed``: this Python enters the sandbox, then executes the program)
+whose ruleset also handles reading and executing, so it reads only the trees it is given, and,
+where the ABI has them, opens no TCP connection (ABI 4) and signals no process outside it (ABI 6).
+Landlock's rulesets stack: the sandbox only narrows what the command itself may do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import enum
 import errno
+import json
 import os
+import pwd
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from patchtool.errors import InternalError
 
@@ -41,7 +51,10 @@ _MIN_ABI = 2  # REFER: without it the kernel refuses reparenting, so git cannot 
 class Access(enum.IntFlag):
     """The filesystem access rights (``LANDLOCK_ACCESS_FS_*``) this module restricts."""
 
+    EXECUTE = 1 << 0  # only a sandbox's (``Sandbox``) ruleset handles these three
     WRITE_FILE = 1 << 1
+    READ_FILE = 1 << 2
+    READ_DIR = 1 << 3
     REMOVE_DIR = 1 << 4
     REMOVE_FILE = 1 << 5
     MAKE_CHAR = 1 << 6
@@ -206,3 +219,150 @@ def _allow(ruleset: int, path: Path, rights: Access, *, directory: bool) -> None
             raise _refused(f"landlock_add_rule {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+# -- a sandbox for code patchtool did not write -----------------------------------------------------
+
+_READS = Access.EXECUTE | Access.READ_FILE | Access.READ_DIR  # ABI 1, like the write rights
+_NET_TCP = 1 << 0 | 1 << 1  # LANDLOCK_ACCESS_NET_BIND_TCP, LANDLOCK_ACCESS_NET_CONNECT_TCP
+_SCOPES = 1 << 0 | 1 << 1  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, LANDLOCK_SCOPE_SIGNAL
+_NET_SINCE, _SCOPES_SINCE = 4, 6
+# Where the system keeps its programs, libraries and settings: a sandbox reads them, never writes.
+# Of /proc only what describes the machine, and the sandboxed process's own directory (``self``,
+# resolved when it enters): another process's environ and cmdline stay closed, which Landlock's
+# ptrace rule alone does not close.
+SYSTEM = tuple(
+    Path(p)
+    for p in (
+        "/usr",
+        "/bin",
+        "/sbin",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/etc",
+        "/sys",
+        "/dev",
+        "/nix/store",
+        "/proc/self",
+        "/proc/sys",
+        "/proc/cpuinfo",
+        "/proc/meminfo",
+        "/proc/stat",
+        "/proc/loadavg",
+        "/proc/uptime",
+        "/proc/version",
+        "/proc/filesystems",
+    )
+)
+# Started as ``python -I -S -c WRAPPER PACKAGE_PARENT SANDBOX ARGV...``: no site, no environment, so
+# only this patchtool's own modules are imported before the sandbox holds.
+_WRAPPER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from patchtool.confine import run_sandboxed; run_sandboxed(sys.argv[2], sys.argv[3:])"
+)
+
+
+class _SandboxAttr(ctypes.Structure):
+    # ``struct landlock_ruleset_attr`` whole; the size passed says how much of it the ABI knows.
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Sandbox:
+    """Where a program patchtool did not write may reach: read, execute and write beneath
+    ``writes``; read and execute beneath ``reads``; write ``files`` (devices); nothing else. It
+    opens and accepts no TCP connection (ABI 4), and reaches no process outside it by a signal or
+    an abstract Unix socket (ABI 6)."""
+
+    writes: tuple[Path, ...]
+    reads: tuple[Path, ...]
+    files: tuple[Path, ...] = DEVICES
+
+    def to_json(self) -> str:
+        """As the wrapper takes it; each path absolute, since the wrapper runs where the program will."""
+        return json.dumps(
+            {key: [os.path.abspath(p) for p in getattr(self, key)] for key in ("writes", "reads", "files")}
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Sandbox:
+        data = json.loads(text)
+        return cls(**{key: tuple(map(Path, data[key])) for key in ("writes", "reads", "files")})
+
+
+def python_reads() -> tuple[Path, ...]:
+    """What this Python reads to run, and so what the same Python started again reads: its
+    prefixes and the directories on its path. Never the current directory (``python -m`` puts it
+    on the path), nor a directory that holds the home directory."""
+    homes = {Path(os.path.expanduser("~")).absolute()}
+    with contextlib.suppress(KeyError):  # a uid without a passwd entry (a container's) has no other home
+        homes.add(Path(pwd.getpwuid(os.getuid()).pw_dir).absolute())
+    here = Path.cwd()
+    interpreter = Path(os.path.realpath(sys.executable)).parent.parent if sys.executable else None
+    found = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, interpreter, *sys.path]
+    kept = []
+    for entry in found:
+        if not entry:
+            continue
+        path = Path(os.path.abspath(entry))
+        if path == here or any(home.is_relative_to(path) for home in homes):
+            continue
+        kept.append(path)
+    return tuple(dict.fromkeys(kept))
+
+
+def sandboxed(argv: Sequence[str], sandbox: Sandbox) -> list[str]:
+    """The command line that runs ``argv`` inside ``sandbox``: this Python enters it, then becomes ``argv``."""
+    return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(Path(__file__).parent.parent), sandbox.to_json(), *argv]
+
+
+def run_sandboxed(spec: str, argv: list[str]) -> NoReturn:
+    """The body of ``sandboxed``'s command line. It fails closed: where the sandbox cannot be
+    entered, nothing runs."""
+    try:
+        found = enter(Sandbox.from_json(spec))
+        if not found.usable:
+            raise OSError(errno.ENOSYS, f"no sandbox: Landlock {found.describe()}")
+        os.execvp(argv[0], argv)
+    except (OSError, InternalError) as exc:
+        sys.stderr.write(f"patchtool: cannot run {argv[0] if argv else 'nothing'} in its sandbox: {exc}\n")
+        sys.stderr.flush()
+        os._exit(126)
+
+
+def enter(sandbox: Sandbox) -> Support:
+    """Hold this process, and everything it starts, to ``sandbox`` for good. Returns what was used;
+    where the kernel has no usable Landlock, does nothing (the caller decides whether to go on)."""
+    found = support()
+    if not found.usable:
+        return found
+    writes = handled(found.abi)
+    attr = _SandboxAttr(
+        handled_access_fs=writes | _READS,
+        handled_access_net=_NET_TCP if found.abi >= _NET_SINCE else 0,
+        scoped=_SCOPES if found.abi >= _SCOPES_SINCE else 0,
+    )
+    size = 8 * (1 + (found.abi >= _NET_SINCE) + (found.abi >= _SCOPES_SINCE))
+    ruleset = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    try:
+        for tree in sandbox.writes:
+            _allow(ruleset, tree, (writes & _TREE_RIGHTS) | _READS, directory=True)
+        for tree in sandbox.reads:
+            directory = os.path.isdir(tree)  # a file takes the rights of a file alone
+            _allow(ruleset, tree, _READS if directory else _READS & ~Access.READ_DIR, directory=directory)
+        for file in sandbox.files:
+            _allow(ruleset, file, (writes & _FILE_RIGHTS) | Access.READ_FILE, directory=False)
+        try:
+            _no_new_privs()
+            _syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
+        except OSError as exc:
+            raise _refused(f"landlock_restrict_self: {exc.strerror}") from None
+    finally:
+        os.close(ruleset)
+    return found

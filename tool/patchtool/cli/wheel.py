@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, root
+from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, landlock_wanted, root
 from patchtool.errors import ExitCode, UsageError
 
 commands = CommandSet()
@@ -77,6 +77,7 @@ def build(
         pin_name=pin,
         source_date_epoch=_source_date_epoch(source_date_epoch),
         isolation=isolation,
+        confined=landlock_wanted(),
     )
     return Shown(data=result, text=lambda style: build_text(result, style))
 

@@ -80,8 +80,11 @@ def build_wheel(
     pin_name: str | None = None,
     source_date_epoch: int | None = None,
     isolation: bool = True,
+    confined: bool = True,
 ) -> BuildResult:
-    """Build the patched wheel for a pin into ``out``; nothing is written there unless it succeeds."""
+    """Build the patched wheel for a pin into ``out``; nothing is written there unless it succeeds.
+    ``confined``: a git pin's build backend, someone else's code, runs in a Landlock sandbox
+    (``frontend.build_wheel``)."""
     pin = project.pin(pin_name)
     loaded = project.series()
     if pin.use == "artifact":
@@ -99,7 +102,7 @@ def build_wheel(
     changes = cache.repo.diff_tree(base.commit, prov.tip)
     if pin.use == "artifact":
         return _repack_release(cache, pin, changes, prov, out)
-    return _build_from_git(cache, pin, base, loaded, changes, prov, out, isolation=isolation)
+    return _build_from_git(cache, pin, base, loaded, changes, prov, out, isolation=isolation, confined=confined)
 
 
 def _provenance(
@@ -260,6 +263,7 @@ def _build_from_git(
     out: Path,
     *,
     isolation: bool,
+    confined: bool,
 ) -> BuildResult:
     src = pin.git
     assert src is not None
@@ -277,6 +281,8 @@ def _build_from_git(
                     checkout / project_dir,
                     Path(tmp) / "dist",
                     isolation=isolation,
+                    confined=confined,
+                    reads=(checkout, cache.repo.git_dir),  # a file finder (setuptools-scm) asks git what is tracked
                     env={"SETUPTOOLS_SCM_PRETEND_VERSION": prov.version, "SOURCE_DATE_EPOCH": str(epoch)},
                 )
         finally:

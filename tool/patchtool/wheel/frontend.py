@@ -2,70 +2,137 @@
 
 Only the extra environment is ours (the pretend version, SOURCE_DATE_EPOCH); the
 backend runs in build's own subprocess, isolated in a fresh environment by default.
+
+The backend is someone else's code (the git pin's repository chose it), so each of its hook
+processes runs without a terminal, in a Landlock sandbox (``confine.Sandbox``): it writes only
+beneath the tree it builds, the wheel's directory and a temporary directory of its own; it reads
+only those, the system's directories, the Python that runs it, the isolated environment (without
+writing there) and the ``reads`` it is given; it opens no TCP connection. Its build requirements
+are installed before, by pip, outside the sandbox.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from patchtool import confine
 from patchtool.errors import BuildError, UsageError
 
 _TAIL = 40  # lines of backend output quoted when a build fails
+# Sockets the backend could otherwise find by name and use: the ssh agent holds the user's keys.
+_UNSET = ("SSH_AUTH_SOCK",)
 
 
-def build_wheel(srcdir: Path, outdir: Path, *, env: Mapping[str, str], isolation: bool) -> tuple[Path, tuple[str, ...]]:
+def build_wheel(
+    srcdir: Path,
+    outdir: Path,
+    *,
+    env: Mapping[str, str],
+    isolation: bool,
+    confined: bool = True,
+    reads: Sequence[Path] = (),
+) -> tuple[Path, tuple[str, ...]]:
     """Build one wheel of the project at ``srcdir`` into ``outdir``; ``env`` reaches the backend.
+
+    ``confined``: the backend runs in its sandbox where the kernel has Landlock; ``reads``: more
+    directories it may read (the checkout around ``srcdir``, its git directory).
 
     Returns the wheel and the warnings the backend raised (build re-raises them in this
     process; they are returned, not printed).
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        wheel = _build(srcdir, outdir, env=env, isolation=isolation)
+        wheel = _build(srcdir, outdir, env=env, isolation=isolation, confined=confined, reads=reads)
     return wheel, tuple(dict.fromkeys(str(w.message).strip().split("\n", 1)[0] for w in caught))
 
 
-def _build(srcdir: Path, outdir: Path, *, env: Mapping[str, str], isolation: bool) -> Path:
+def _build(
+    srcdir: Path, outdir: Path, *, env: Mapping[str, str], isolation: bool, confined: bool, reads: Sequence[Path]
+) -> Path:
     try:
         import build
         import build.env
-        import pyproject_hooks
     except ImportError:
         raise UsageError(
             "building from a git pin needs the 'build' package (pypa/build)", hint="pip install build"
         ) from None
 
-    def runner(cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None) -> None:
-        pyproject_hooks.quiet_subprocess_runner(cmd, cwd, {**(extra_environ or {}), **env})
-
+    srcdir, outdir = srcdir.absolute(), outdir.absolute()
+    outdir.mkdir(parents=True, exist_ok=True)  # granted to the sandbox, so there before it is made
+    sandboxed = confined and confine.support().usable
     try:
-        if isolation:
-            with build.env.DefaultIsolatedEnv() as venv:
+        with contextlib.ExitStack() as stack:
+            venv = stack.enter_context(build.env.DefaultIsolatedEnv()) if isolation else None
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchtool-backend-")))
+            box = confine.Sandbox(
+                writes=(srcdir, outdir, scratch),
+                reads=(*confine.SYSTEM, *confine.python_reads(), *([Path(venv.path)] if venv else []), *reads),
+            )
+            environ = {k: v for k, v in os.environ.items() if not (sandboxed and k in _UNSET)}
+
+            def runner(
+                cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
+            ) -> None:
+                subprocess.run(
+                    confine.sandboxed(cmd, box) if sandboxed else list(cmd),
+                    cwd=cwd,
+                    env={**environ, **(extra_environ or {}), **env, "TMPDIR": str(scratch)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # no terminal to read from or signal
+                    check=True,
+                )
+
+            stack.enter_context(_temporary_files_in(scratch))  # where the hooks' input and output files are
+            if venv is not None:
                 builder = build.ProjectBuilder.from_isolated_env(venv, srcdir, runner=runner)
                 venv.install(builder.build_system_requires)
                 venv.install(builder.get_requires_for_build("wheel"))
                 return Path(builder.build("wheel", outdir))
-        builder = build.ProjectBuilder(srcdir, runner=runner)
-        missing = builder.check_dependencies("wheel")
-        if missing:
-            names = sorted(chain[-1] for chain in missing)
-            raise UsageError(
-                f"--no-isolation, but the build needs {', '.join(names)}, which is not installed",
-                hint=f"pip install {' '.join(names)}, or build with isolation",
-            )
-        return Path(builder.build("wheel", outdir))
+            builder = build.ProjectBuilder(srcdir, runner=runner)
+            missing = builder.check_dependencies("wheel")
+            if missing:
+                names = sorted(chain[-1] for chain in missing)
+                raise UsageError(
+                    f"--no-isolation, but the build needs {', '.join(names)}, which is not installed",
+                    hint=f"pip install {' '.join(names)}, or build with isolation",
+                )
+            return Path(builder.build("wheel", outdir))
     except build.BuildBackendException as exc:
         output = getattr(exc.exception, "output", None) or b""
         tail = "\n".join(output.decode("utf-8", "replace").splitlines()[-_TAIL:])
-        raise BuildError(
-            f"the build backend failed in {srcdir.name}/: {exc}\n{tail}".rstrip(),
-            hint="build the patched tree by hand (patchtool apply) to see the whole log",
-        ) from None
+        hint = "build the patched tree by hand (patchtool apply) to see the whole log"
+        if sandboxed:
+            hint = (
+                f"the backend runs confined (Landlock): it may write only beneath {srcdir}, {outdir} and its "
+                "temporary directory, read only those, the system's and Python's directories, and open no "
+                f"TCP connection; a 'Permission denied' outside them is that ({confine.OPT_OUT}=0 builds "
+                f"unconfined); {hint}"
+            )
+        raise BuildError(f"the build backend failed in {srcdir.name}/: {exc}\n{tail}".rstrip(), hint=hint) from None
     except build.FailedProcessError as exc:
         raise BuildError(
             f"installing the build requirements failed: {exc}", hint="check the network, or build with --no-isolation"
         ) from None
     except build.BuildException as exc:
         raise BuildError(f"the build could not start: {exc}") from None
+
+
+@contextlib.contextmanager
+def _temporary_files_in(directory: Path) -> Iterator[None]:
+    """This process's temporary files go to ``directory`` for a while: pyproject_hooks passes each
+    hook its input and takes its output through a temporary directory, which the sandbox must
+    reach."""
+    before = tempfile.tempdir
+    tempfile.tempdir = str(directory)
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before

@@ -1,0 +1,374 @@
+"""A git pin's build backend is someone else's code: its hook processes run in a Landlock sandbox
+that lets them write only beneath the tree they build, the wheel's directory and a temporary
+directory of their own, read only those and the system's and Python's directories, and open no
+TCP connection (issue 28).
+
+The backend here is a real one, in the tree it builds (``backend-path``): before it writes its
+wheel it does what ``reach.json`` asks (write, read or connect somewhere) and fails, naming each
+act that was refused. Real setuptools builds check that the sandbox still lets a build do its work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from cli_run import spawned
+from helpers import HANG_GUARD_S, format_patch, git, write_tree
+from patchtool import confine
+from patchtool.errors import BuildError, ExitCode
+from patchtool.wheel import frontend
+
+SUPPORT = confine.support()
+pytestmark = pytest.mark.skipif(not SUPPORT.usable, reason=f"no usable Landlock here: {SUPPORT.describe()}")
+
+REACH_BACKEND = textwrap.dedent('''\
+    """A build backend that first does what reach.json asks, as a stranger's backend could."""
+    import base64
+    import hashlib
+    import json
+    import os
+    import pathlib
+    import socket
+    import sys
+    import tempfile
+    import zipfile
+
+
+    def _reach():
+        where = {"prefix": sys.prefix, "tmp": tempfile.gettempdir(), "src": os.getcwd()}
+        refused = []
+        for act, target in json.loads(pathlib.Path("reach.json").read_text()):
+            target = target.format(**where)
+            try:
+                if act == "write":
+                    with open(target, "a") as f:
+                        f.write("planted by the build backend\\n")
+                elif act == "read":
+                    pathlib.Path(target).read_bytes()
+                elif act == "connect":
+                    socket.create_connection(("127.0.0.1", int(target))).close()
+                elif act == "alone":  # no terminal: stdin is /dev/null, the process leads a session of its own
+                    if os.readlink("/proc/self/fd/0") != os.devnull or os.getsid(0) != os.getpid():
+                        raise OSError(f"stdin {os.readlink('/proc/self/fd/0')}, session {os.getsid(0)}")
+            except OSError as exc:
+                refused.append(f"{act} {target}: {exc}")
+        if refused:
+            raise RuntimeError("refused: " + " | ".join(refused))
+
+
+    def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+        _reach()
+        name = "demo-1.0-py3-none-any.whl"
+        files = {p.as_posix(): p.read_bytes() for p in sorted(pathlib.Path("demo").rglob("*.py"))}
+        files["demo-1.0.dist-info/METADATA"] = b"Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n"
+        files["demo-1.0.dist-info/WHEEL"] = b"Wheel-Version: 1.0\\nGenerator: reach\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+        rows = []
+        for path, data in files.items():
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            rows.append(f"{path},sha256={digest},{len(data)}\\n")
+        files["demo-1.0.dist-info/RECORD"] = ("".join(rows) + "demo-1.0.dist-info/RECORD,,\\n").encode()
+        with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
+            for path, data in files.items():
+                zf.writestr(path, data)
+        return name
+    ''')
+
+REACH_PROJECT = textwrap.dedent("""\
+    [build-system]
+    requires = []
+    build-backend = "reach_backend"
+    backend-path = ["."]
+
+    [project]
+    name = "demo"
+    version = "1.0"
+    """)
+
+
+def reach_project(where: Path, acts: Sequence[tuple[str, str]]) -> Path:
+    write_tree(
+        where,
+        {
+            "pyproject.toml": REACH_PROJECT,
+            "reach_backend.py": REACH_BACKEND,
+            "reach.json": json.dumps(acts),
+            "demo/__init__.py": "X = 1\n",
+        },
+    )
+    return where
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home directory with what a user keeps secret in one."""
+    home = tmp_path / "home"
+    write_tree(home, {".ssh/id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n", ".netrc": "machine x password y\n"})
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP port on 127.0.0.1 that takes connections; the test reads whether one came."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        yield sock
+
+
+def no_connection_came(sock: socket.socket) -> bool:
+    """A connection made before now waits in the backlog, so a non-blocking accept finds it."""
+    sock.setblocking(False)
+    try:
+        sock.accept()[0].close()
+    except BlockingIOError:
+        return True
+    return False
+
+
+def needs_network_rules() -> None:
+    if SUPPORT.abi < 4:
+        pytest.skip(f"Landlock ABI {SUPPORT.abi} has no network rules (ABI 4 or later restricts TCP)")
+
+
+def build(src: Path, out: Path, *, isolation: bool = False) -> Path:
+    wheel, _ = frontend.build_wheel(src, out, env={}, isolation=isolation)
+    return wheel
+
+
+def refused(src: Path, out: Path, *, isolation: bool = False) -> BuildError:
+    with pytest.raises(BuildError) as caught:
+        build(src, out, isolation=isolation)
+    assert caught.value.exit_code == ExitCode.PROBLEMS
+    assert caught.value.hint and "confined (Landlock)" in caught.value.hint, caught.value.hint
+    assert not list(out.glob("*.whl"))
+    return caught.value
+
+
+# -- writes ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("isolation", [False, True], ids=["no-isolation", "isolation"])
+def test_a_backend_writes_only_its_tree_its_wheel_and_its_temporary_directory(
+    tmp_path: Path, home: Path, isolation: bool
+) -> None:
+    """What a build writes is granted: the tree it builds, its temporary directory (TMPDIR, its own)
+    and the wheel's directory; it runs without a terminal (stdin /dev/null, a session of its own)."""
+    src = reach_project(
+        tmp_path / "src",
+        [("write", "{src}/build-note"), ("write", "{tmp}/scratch"), ("read", "{prefix}/bin/python"), ("alone", "")],
+    )
+    wheel = build(src, tmp_path / "out", isolation=isolation)
+    assert wheel.parent == tmp_path / "out" and zipfile.ZipFile(wheel).read("demo/__init__.py") == b"X = 1\n"
+    assert (src / "build-note").read_text() == "planted by the build backend\n"
+
+
+@pytest.mark.parametrize("isolation", [False, True], ids=["no-isolation", "isolation"])
+def test_a_backend_that_writes_outside_its_build_fails_and_writes_nothing(
+    tmp_path: Path, home: Path, isolation: bool
+) -> None:
+    """Its home, a cache's git configuration and hooks, the directory around its tree, and (with
+    isolation) the environment its requirements were installed in: all refused."""
+    cache = tmp_path / "cache" / "upstream.git"
+    write_tree(cache, {"config": "[core]\n\tbare = true\n", "hooks/README": "hooks\n"})
+    targets = [
+        str(home / ".bashrc"),
+        str(cache / "config"),
+        str(cache / "hooks" / "post-checkout"),
+        str(tmp_path / "beside-the-tree"),
+    ]
+    acts = [("write", t) for t in targets] + ([("write", "{prefix}/planted")] if isolation else [])
+    src = reach_project(tmp_path / "src", acts)
+    error = refused(src, tmp_path / "out", isolation=isolation)
+    for target in targets:
+        assert f"write {target}: [Errno 13] Permission denied" in error.message, error.message
+    if isolation:
+        assert "planted: [Errno 13] Permission denied" in error.message, error.message
+    assert (cache / "config").read_text() == "[core]\n\tbare = true\n"
+    assert sorted(p.name for p in (cache / "hooks").iterdir()) == ["README"]
+    assert not (home / ".bashrc").exists() and not (tmp_path / "beside-the-tree").exists()
+
+
+# -- reads and the network -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("secret", [".ssh/id_rsa", ".netrc"])
+def test_a_backend_cannot_read_the_home_directory(tmp_path: Path, home: Path, secret: str) -> None:
+    src = reach_project(tmp_path / "src", [("read", str(home / secret))])
+    error = refused(src, tmp_path / "out")
+    assert f"read {home / secret}: [Errno 13] Permission denied" in error.message, error.message
+
+
+def test_a_backend_cannot_read_another_processs_environment_or_command_line(tmp_path: Path, home: Path) -> None:
+    """/proc is open to it only for what describes the machine and for its own process: the
+    environment of another process of the user's (a token in a shell's) stays closed."""
+    with subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        env={**os.environ, "A_TOKEN": "secret"},
+    ) as other:
+        targets = [f"/proc/{other.pid}/environ", f"/proc/{other.pid}/cmdline"]
+        src = reach_project(tmp_path / "src", [("read", t) for t in targets] + [("read", "/proc/self/status")])
+        try:
+            error = refused(src, tmp_path / "out")
+        finally:
+            assert other.stdin is not None
+            other.stdin.close()
+            other.wait(timeout=HANG_GUARD_S)
+    for target in targets:
+        assert f"read {target}: [Errno 13] Permission denied" in error.message, error.message
+    assert "/proc/self/status" not in error.message
+
+
+def test_a_backend_cannot_connect_over_tcp(tmp_path: Path, home: Path, listener: socket.socket) -> None:
+    needs_network_rules()
+    port = listener.getsockname()[1]
+    src = reach_project(tmp_path / "src", [("connect", str(port))])
+    error = refused(src, tmp_path / "out")
+    assert f"connect {port}: [Errno 13] Permission denied" in error.message, error.message
+    assert no_connection_came(listener)
+
+
+# -- through the command line: a git pin's `patchtool build` -----------------------------------------
+
+
+def git_pin_project(tmp_path: Path, files: dict[str, str], project_dir: str = "") -> Path:
+    """A patch repository whose git pin builds ``demo 1.0`` from an upstream repository holding
+    ``files``, with one patch to ``demo/__init__.py`` (under ``project_dir``)."""
+    upstream = tmp_path / "upstream"
+    write_tree(upstream, files)
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-q", "-m", "demo 1.0")
+    git(upstream, "tag", "v1.0")
+    commit = git(upstream, "rev-parse", "HEAD").strip()
+    git(upstream, "checkout", "-q", "-b", "patch")
+    (upstream / project_dir / "demo" / "__init__.py").write_text("X = 2  # patched\n")
+    git(upstream, "commit", "-q", "-am", "demo: patched")
+    root = tmp_path / "project"
+    write_tree(
+        root,
+        {
+            "patches/0001-patched.patch": format_patch(upstream),
+            "upstream-pins/demo-git.toml": f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n'
+            f'[git]\nurl = "{upstream}"\ntag = "v1.0"\ncommit = "{commit}"\n',
+            "patchset.toml": textwrap.dedent("""\
+                schema = 1
+                pin = "demo-git"
+
+                [[patch]]
+                id = "patched"
+                file = "patches/0001-patched.patch"
+                kind = "operations"
+                owner = "team"
+                why = "a patched build"
+                applies_to = ">=1.0"
+                drop_when = "never"
+                upstream = { status = "inappropriate", reason = "test" }
+                """),
+        },
+    )
+    git(upstream, "checkout", "-q", "main")
+    return root
+
+
+def patchtool_build(root: Path, cache: Path, out: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(cache), "HOME": str(home)}
+    return spawned(["build", "--no-isolation", "--out", str(out)], cwd=root, env=env, timeout=HANG_GUARD_S)
+
+
+def test_a_git_pins_backend_reaches_neither_repository_nor_cache_nor_home(
+    tmp_path: Path, home: Path, listener: socket.socket
+) -> None:
+    """The real command line, itself confined to the repository, the cache and the output: the
+    backend it starts is held to less, so the repository, the cache's git configuration and hooks
+    (where a write would run code in every later git command) and the home directory stay as
+    they were, and nothing reaches a listening port."""
+    cache = tmp_path / "cache"
+    root = tmp_path / "project"
+    targets = [
+        ("write", str(root / "planted")),
+        ("write", str(cache / "upstream.git" / "config")),
+        ("write", str(cache / "upstream.git" / "hooks" / "post-checkout")),
+        ("write", str(home / ".bashrc")),
+        ("read", str(home / ".ssh" / "id_rsa")),
+        *([("connect", str(listener.getsockname()[1]))] if SUPPORT.abi >= 4 else []),
+    ]
+    root = git_pin_project(
+        tmp_path,
+        {
+            "pyproject.toml": REACH_PROJECT,
+            "reach_backend.py": REACH_BACKEND,
+            "reach.json": json.dumps(targets),
+            "demo/__init__.py": "X = 1\n",
+        },
+    )
+    assert not cache.exists()
+    (tmp_path / "outputs").mkdir()  # the command may write beneath it (the directory holding --out), no more
+    res = patchtool_build(root, cache, tmp_path / "outputs" / "dist", home)
+    assert res.returncode == ExitCode.PROBLEMS, res.stdout + res.stderr
+    assert "Traceback (most recent call last)" not in res.stderr.split("the build backend failed", 1)[0]
+    assert "the build backend failed in src/" in res.stderr and "confined (Landlock)" in res.stderr, res.stderr
+    for act, target in targets:
+        assert f"{act} {target}: [Errno 13] Permission denied" in res.stderr, res.stderr
+    assert not (root / "planted").exists() and not (home / ".bashrc").exists()
+    assert "planted" not in (cache / "upstream.git" / "config").read_text()
+    assert not (cache / "upstream.git" / "hooks" / "post-checkout").exists()
+    assert no_connection_came(listener)
+    assert not list((tmp_path / "outputs").iterdir())
+
+
+# -- real backends still build ----------------------------------------------------------------------
+
+SETUPTOOLS_SCM_PROJECT = textwrap.dedent("""\
+    [build-system]
+    requires = ["setuptools>=68", "setuptools-scm>=8"]
+    build-backend = "setuptools.build_meta"
+
+    [project]
+    name = "demo"
+    dynamic = ["version"]
+
+    [tool.setuptools_scm]
+    root = ".."
+    """)
+
+
+def test_a_real_setuptools_build_is_the_same_confined(tmp_path: Path, home: Path) -> None:
+    """setuptools writes build/ and the egg-info into its tree and runs git for the files it
+    tracks (setuptools-scm's file finder, for package data): the same wheel confined and not."""
+    root = git_pin_project(
+        tmp_path,
+        {
+            "python/pyproject.toml": SETUPTOOLS_SCM_PROJECT,
+            "python/demo/__init__.py": "X = 1\n",
+            "python/demo/data.txt": "packaged because git tracks it\n",
+        },
+        project_dir="python",
+    )
+    built = {}
+    for name, landlock in (("confined", "1"), ("unconfined", "0")):
+        env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache"), "PATCHTOOL_LANDLOCK": landlock}
+        res = spawned(
+            ["build", "--no-isolation", "--out", str(tmp_path / name), "--json"],
+            cwd=root,
+            env=env,
+            timeout=HANG_GUARD_S,
+        )
+        assert res.returncode == 0, res.stdout + res.stderr
+        built[name] = json.loads(res.stdout)["data"]
+    confined, unconfined = built["confined"], built["unconfined"]
+    assert confined["sha256"] == unconfined["sha256"]
+    with zipfile.ZipFile(confined["wheel"]) as zf:
+        assert zf.read("demo/data.txt") == b"packaged because git tracks it\n"
+        assert zf.read("demo/__init__.py") == b"X = 2  # patched\n"
