@@ -21,6 +21,7 @@ from packaging.utils import canonicalize_name
 from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.inputs import loads_json, open_named
+from patchtool.project.pins import MAX_ARTIFACT_BYTES
 from patchtool.urls import SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _RETRIED_4XX = (408, 429)  # request timeout, too many requests: worth another try
-MAX_ARTIFACT_BYTES = 4 << 30  # the most an artifact without a pinned size may be: 4 GiB
 MAX_PAGE_BYTES = 16 << 20  # the most a project page may be: 16 MiB (PyPI's largest are a few)
 _CHUNK = 1 << 20
 
@@ -214,7 +214,7 @@ class Fetcher:
         import http.client
         import urllib.error
 
-        cap = size if size is not None else self.max_artifact
+        cap = min(size, self.max_artifact) if size is not None else self.max_artifact
         part = dest.with_name(dest.name + ".part")
         if not resume:
             part.unlink(missing_ok=True)
