@@ -9,7 +9,6 @@ once, and hands its value to ``PackageIndex``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.inputs import loads_json, open_named
 from patchtool.project.pins import MAX_ARTIFACT_BYTES
+from patchtool.upstream.anchors import html_page
 from patchtool.urls import SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class Fetcher:
                 with self._open(url, {"Accept": _ACCEPT}, self.max_page) as resp:
                     kind, body = resp.headers.get_content_type(), b"".join(_body(resp, self.max_page, url))
                 if kind in _HTML_TYPES:
-                    return _html_page(body.decode("utf-8", "replace"))
+                    return html_page(body.decode("utf-8", "replace"))
                 try:
                     return loads_json(body)
                 except ValueError:
@@ -271,49 +271,6 @@ class Fetcher:
     def _sleep(self, attempt: int) -> None:
         if attempt + 1 < self.attempts:
             time.sleep(self.backoff * (2**attempt))
-
-
-@functools.cache
-def _anchors() -> type[Any]:
-    """The PEP 503 page parser (``html.parser`` is imported only when a page is HTML)."""
-    import html.parser
-
-    class _Anchors(html.parser.HTMLParser):
-        """The files of a PEP 503 project page: each anchor's text, link and fragment hash."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.files: list[dict[str, Any]] = []
-            self._open: dict[str, Any] | None = None
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            if tag != "a":
-                return
-            found = dict(attrs)
-            url, _, fragment = (found.get("href") or "").partition("#")
-            name, _, value = fragment.partition("=")
-            self._open = {"filename": "", "url": url, "hashes": {name: value} if name and value else {}}
-            if "data-yanked" in found:
-                self._open["yanked"] = found["data-yanked"] or True
-
-        def handle_data(self, data: str) -> None:
-            if self._open is not None:
-                self._open["filename"] += data
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag == "a" and self._open is not None:
-                self._open["filename"] = self._open["filename"].strip()
-                self.files.append(self._open)
-                self._open = None
-
-    return _Anchors
-
-
-def _html_page(text: str) -> dict[str, Any]:
-    parser = _anchors()()
-    parser.feed(text)
-    parser.close()
-    return {"meta": {"api-version": "1.0"}, "files": parser.files}
 
 
 class PageSource(Protocol):
