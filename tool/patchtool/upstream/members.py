@@ -9,14 +9,12 @@ from __future__ import annotations
 import zipfile
 
 from patchtool.errors import UpstreamError
+from patchtool.inflation import MAX_MEMBER_BYTES as MAX_MEMBER_BYTES
+from patchtool.inflation import MAX_RATIO as MAX_RATIO
+from patchtool.inflation import MAX_UNPACKED_BYTES as MAX_UNPACKED_BYTES
+from patchtool.inflation import RATIO_FLOOR as RATIO_FLOOR
+from patchtool.inflation import bomb_reason as bomb_reason
 from patchtool.paths import tree_path_problem
-
-# what an archive may declare before any of it is inflated (zip bombs): no member over 1 GiB, none
-# of more than 16 MiB that inflates over 200 times its compressed size, 8 GiB in all
-MAX_MEMBER_BYTES = 1 << 30
-MAX_RATIO = 200
-RATIO_FLOOR = 16 << 20
-MAX_UNPACKED_BYTES = 8 << 30
 
 
 def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
@@ -34,15 +32,6 @@ def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
     if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         return f"uses compression method {info.compress_type} (a wheel uses stored or deflate)"
     return bomb_reason(info.file_size, info.compress_size)
-
-
-def bomb_reason(size: int, compressed: int) -> str | None:
-    """Why a member that declares ``size`` bytes from ``compressed`` ones must not be inflated."""
-    if size > MAX_MEMBER_BYTES:
-        return f"declares {size} bytes, more than the {MAX_MEMBER_BYTES} a member may have"
-    if size > RATIO_FLOOR and size > MAX_RATIO * max(compressed, 1):
-        return f"declares {size} bytes from {compressed} compressed, more than {MAX_RATIO} times as many (a zip bomb?)"
-    return None
 
 
 def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) -> list[zipfile.ZipInfo]:
