@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import zipfile
 
-from patchtool.errors import UpstreamError
+from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.inflation import MAX_MEMBER_BYTES as MAX_MEMBER_BYTES
 from patchtool.inflation import MAX_RATIO as MAX_RATIO
 from patchtool.inflation import MAX_UNPACKED_BYTES as MAX_UNPACKED_BYTES
@@ -34,13 +34,16 @@ def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
     return bomb_reason(info.file_size, info.compress_size)
 
 
-def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) -> list[zipfile.ZipInfo]:
-    """The file members of ``zf``; refuse links, unsafe or duplicate names, odd methods."""
+def safe_members(
+    zf: zipfile.ZipFile, label: str, *, hint: str | None = None, error: type[PatchtoolError] = UpstreamError
+) -> list[zipfile.ZipInfo]:
+    """The file members of ``zf``; refuse (``error``) links, unsafe or duplicate names, odd methods
+    and bombs."""
     seen: set[str] = set()
     out = []
     total = sum(info.file_size for info in zf.infolist())
     if total > MAX_UNPACKED_BYTES:
-        raise UpstreamError(
+        raise error(
             f"{label}: its members declare {total} bytes in all, more than the {MAX_UNPACKED_BYTES} "
             "patchtool unpacks; refusing it",
             hint=hint,
@@ -48,11 +51,11 @@ def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) ->
     for info in zf.infolist():
         reason = unsafe_reason(info)
         if reason is not None:
-            raise UpstreamError(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
+            raise error(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
         if info.is_dir():
             continue
         if info.filename in seen:
-            raise UpstreamError(f"{label}: entry {info.filename!r} appears twice; refusing it", hint=hint)
+            raise error(f"{label}: entry {info.filename!r} appears twice; refusing it", hint=hint)
         seen.add(info.filename)
         out.append(info)
     return out

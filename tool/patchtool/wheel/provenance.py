@@ -31,6 +31,7 @@ from patchtool.inputs import loads_json
 from patchtool.project.fields import MAX_SCHEMA, Fields, raise_if
 from patchtool.project.pins import Pin
 from patchtool.upstream.artifacts import damage, damaged_as_error
+from patchtool.upstream.members import safe_members
 from patchtool.wheel import record as wheelrecord
 from patchtool.wheel.archive import LAST_EPOCH
 
@@ -459,7 +460,8 @@ def read_wheel(path: Path) -> ProvenanceReport:
         damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"),
         zipfile.ZipFile(path) as zf,
     ):
-        names = {i.filename for i in zf.infolist() if not i.is_dir()}
+        hint = "the wheel file is damaged or hostile; build it again"
+        names = {i.filename for i in safe_members(zf, label, hint=hint, error=InvalidInput)}  # the import's bounds
 
         def read(member: str) -> bytes | None:
             if member not in names:
