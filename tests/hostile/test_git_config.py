@@ -394,3 +394,17 @@ def test_safe_bare_repository_is_explicit_for_every_git(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q", "--bare", str(bare))
     res = Runner(git_dir=bare).run("rev-parse", "--is-bare-repository")
     assert res.stdout.strip() == b"true"  # named with --git-dir, a bare repository is used
+
+
+def test_a_fetch_gives_up_a_remote_slower_than_a_kib_a_second(tmp_path: Path) -> None:
+    """The fetch-only values ride on the command line's scope beside the neutral ones, which stay."""
+    import subprocess
+
+    from patchtool.git.command import ISOLATION, remote_env
+
+    env = {**os.environ, **ISOLATION, **remote_env(allow_local=False), "GIT_DIR": str(tmp_path / "none")}
+    listed = subprocess.run(
+        ["git", "config", "--list"], env=env, capture_output=True, text=True, check=True, timeout=HANG_GUARD_S
+    ).stdout.splitlines()
+    assert "http.lowspeedlimit=1024" in listed and "http.lowspeedtime=60" in listed
+    assert "core.fsmonitor=false" in listed and "credential.helper=" in listed
