@@ -154,6 +154,7 @@ class Index:
         self.fail_with: list[int] = []  # HTTP statuses to answer the next file downloads with
         self.requests: list[str] = []
         self.html = False  # serve project pages as PEP 503 HTML only, as a plain "simple" index does
+        self.page: bytes | None = None  # serve this as every project page, as text/html (a hostile page)
         self.hashes: Any = True  # list each file's sha256; else each file's "hashes" is this value ({}, None)
         self.listed: dict[str, Any] = {}  # more fields of every file on the project page (a "size" ...)
         self.hrefs: dict[str, str] = {}  # file name -> the link the project page gives it (default /files/<name>)
@@ -193,7 +194,9 @@ class Index:
                         }
                         for n, p in index.files.items()
                     ]
-                    if index.html:
+                    if index.page is not None:
+                        kind, body = "text/html", index.page
+                    elif index.html:
                         kind = "text/html"
                         fragment = {
                             n: f"#sha256={sha256(p)}" if index.hashes is True else "" for n, p in index.files.items()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from patchtool.errors import InvalidInput
+from patchtool.paths import MAX_INPUT_BYTES
 from patchtool.project.manifest import Manifest, Status, key_line, parse_text
 
 REPO = Path(__file__).resolve().parent.parent
@@ -209,3 +210,25 @@ def test_names_that_become_paths_are_checked_types_where_the_manifest_is_read() 
         RepoPath("patches/../../x.patch")
     with pytest.raises(ValueError, match="is not a valid id"):
         PatchId("--upload-pack=x")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ("min_count", 2**70, f"must be at most {MAX_INPUT_BYTES + 1}, got {2**70}"),
+        ("count", MAX_INPUT_BYTES + 2, f"must be at most {MAX_INPUT_BYTES + 1}, got {MAX_INPUT_BYTES + 2}"),
+        ("schema", 10**30, f"must be at most 1000, got {10**30}"),
+        ("evidence", 2**63, f"must be between -{2**63 - 1} and {2**63 - 1} (what TOML holds), got {2**63}"),
+    ],
+)
+def test_every_number_has_a_maximum(where: str, value: int, message: str) -> None:
+    entry = copy.deepcopy(ENTRY)
+    top: dict[str, Any] = {}
+    if where == "schema":
+        top["schema"] = value
+    elif where == "evidence":
+        entry["evidence"][0]["before"] = value
+    else:
+        entry["assumptions"][0].pop("min_count")
+        entry["assumptions"][0][where] = value
+    assert any(e.endswith(message) for e in errors(manifest(entry, **top))), errors(manifest(entry, **top))

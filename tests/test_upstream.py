@@ -343,3 +343,56 @@ def test_artifact_names_read_as_packaging_reads_them(filename: str) -> None:
         name, version = None, None
     assert (ours(name) if name else None, version) == want
     assert ours("Foo__Bar.baz") == canonicalize_name("Foo__Bar.baz")
+
+
+class Ticking:
+    """A clock the test moves: each reading is a minute after the last."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.readings = 0
+
+    def __call__(self) -> float:
+        self.now += 60
+        self.readings += 1
+        return self.now
+
+
+@pytest.mark.parametrize("what", ["artifact", "page"])
+def test_a_download_that_trickles_past_its_deadline_is_refused(tmp_path: Path, served, what: str) -> None:  # type: ignore[no-untyped-def]
+    """A server that never ends its body holds no command for hours: the overall deadline (on the
+    test's own clock, a minute a read) refuses it, and the partial file is gone."""
+    from helpers import snapshot
+
+    wheel, index = served
+    index.endless.add(wheel.name)
+    index.endless_page = what == "page"
+    clock = Ticking()
+    fetcher = Fetcher(attempts=3, backoff=0.01, timeout=600, deadline=600, clock=clock)
+    url = SourceUrl.parse(f"{index.url}/demo/" if what == "page" else f"{index.url[:-7]}/files/{wheel.name}")
+    dest = tmp_path / "dl"
+    dest.mkdir()
+    before = snapshot(dest)
+    with pytest.raises(UpstreamError) as exc:
+        if what == "page":
+            fetcher.json(url)
+        else:
+            fetcher.download(url, dest / wheel.name, size=None)
+    assert exc.value.message == f"{url.text} took longer than the 600 s patchtool gives one download; refusing it"
+    assert exc.value.exit_code == 4
+    assert clock.readings == 12  # the start, then ten reads in time and the one past the deadline
+    assert snapshot(dest) == before
+
+
+def test_the_download_deadline_is_the_users_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchtool.errors import UsageError
+
+    monkeypatch.delenv("PATCHTOOL_DOWNLOAD_DEADLINE", raising=False)
+    assert Fetcher().deadline == 1800
+    monkeypatch.setenv("PATCHTOOL_DOWNLOAD_DEADLINE", "90")
+    assert Fetcher().deadline == 90
+    for bad in ("soon", "0", "-5", "nan", "1e9"):
+        monkeypatch.setenv("PATCHTOOL_DOWNLOAD_DEADLINE", bad)
+        with pytest.raises(UsageError) as exc:
+            Fetcher()
+        assert exc.value.message == f"PATCHTOOL_DOWNLOAD_DEADLINE={bad!r} is not a number of seconds from 1 to 604800"

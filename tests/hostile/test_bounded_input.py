@@ -209,3 +209,17 @@ def test_a_series_entry_is_read_bounded_and_refused_as_a_message(
     assert error["message"].replace(str(quilt), "{quilt}") == message
     assert error.get("file") in ("huge.patch", None, str(quilt / "x.patch"), str(quilt / "latin1.patch")), error
     assert snapshot(one_patch.root) == before
+
+
+def test_provenance_of_a_bomb_wheel_is_refused_before_it_is_inflated(demo: Demo, tmp_path: Path) -> None:
+    # found by an attack: `provenance` of a 1 MB wheel inflated its members whole and took 2.1 GB
+    record = "demo-1.0.dist-info/patchtool-provenance.json"
+    wheel = wheel_with(tmp_path / "bomb" / "demo-1.0-py3-none-any.whl", {record: b" " * BOMB})
+    before = snapshot(demo.root, wheel.parent)
+    code, out = run(demo, "provenance", str(wheel))
+    assert code == 1, out
+    [error] = out["errors"]
+    assert error["message"].startswith(f"demo-1.0-py3-none-any.whl: entry {record!r} declares {BOMB} bytes from ")
+    assert error["message"].endswith(f"compressed, more than {MAX_RATIO} times as many (a zip bomb?); refusing it")
+    assert error["hint"] == "the wheel file is damaged or hostile; build it again"
+    assert snapshot(demo.root, wheel.parent) == before

@@ -450,3 +450,17 @@ def test_a_common_directory_reached_through_a_link_is_checked_as_git_reads_it(tm
     with pytest.raises(InvalidInput, match=r"sets filter\.e\.clean"):
         Runner(git_dir=dot, work_tree=repo, cwd=repo).run("status", "--porcelain")
     assert not mark.exists()
+
+
+def test_a_fetch_gives_up_a_remote_slower_than_a_kib_a_second(tmp_path: Path) -> None:
+    """The fetch-only values ride on the command line's scope beside the neutral ones, which stay."""
+    import subprocess
+
+    from patchtool.git.command import ISOLATION, remote_env
+
+    env = {**os.environ, **ISOLATION, **remote_env(allow_local=False), "GIT_DIR": str(tmp_path / "none")}
+    listed = subprocess.run(
+        ["git", "config", "--list"], env=env, capture_output=True, text=True, check=True, timeout=HANG_GUARD_S
+    ).stdout.splitlines()
+    assert "http.lowspeedlimit=1024" in listed and "http.lowspeedtime=60" in listed
+    assert "core.fsmonitor=false" in listed and "credential.helper=" in listed

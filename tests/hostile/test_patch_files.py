@@ -1032,3 +1032,87 @@ def test_read_inside_refuses_without_reading(tmp_path: Path) -> None:
         assert (problem.file, problem.message) == (rel, why)
     with pytest.raises(InvalidInput, match="cannot be read: Not a directory"):
         read_inside(tmp_path / "file", "x")
+
+
+def git_base85(data: bytes) -> list[str]:
+    """``data`` as a binary hunk's lines, as git writes them: a length letter, then base85."""
+    import base64
+
+    lines = []
+    for at in range(0, len(data), 52):
+        chunk = data[at : at + 52]
+        n = len(chunk)
+        letter = chr(ord("A") + n - 1) if n <= 26 else chr(ord("a") + n - 27)
+        lines.append(letter + base64.b85encode(chunk + b"\0" * (-n % 4)).decode())
+    return lines
+
+
+def binary_patch(demo: Demo, kind: str, declared: int, inflates_to: int) -> str:
+    """A real git format-patch of a new binary file, its forward hunk replaced by one that
+    declares ``declared`` bytes and inflates to ``inflates_to`` zeros."""
+    import re
+    import zlib
+
+    def change(root: Path) -> None:
+        (root / "python/demo/blob.bin").write_bytes(b"\0\1\2" * 100)
+
+    text = demo.commit_patch("0001-blob.patch", change, "demo: add a blob")
+    data = zlib.compress(b"\0" * inflates_to, 9)
+    hunk = f"{kind} {declared}\n" + "".join(f"{line}\n" for line in git_base85(data)) + "\n"
+    text, found = re.subn(r"(?<=GIT binary patch\n)literal \d+\n(?:.+\n)+\n", lambda m: hunk, text)
+    assert found == 1
+    (demo.root / "patches" / "0001-blob.patch").write_text(text)
+    demo.write_manifest(demo.entry("blob", "0001-blob.patch"))
+    return text
+
+
+@pytest.mark.parametrize(
+    ("kind", "declared", "inflates_to", "message"),
+    [
+        # found by an attack: git apply allocates what a hunk declares; a 1.5 MB patch made check peak at 530 MB
+        (
+            "literal",
+            64 << 20,
+            64 << 20,
+            "its literal hunk declares 67108864 bytes from {packed} compressed, more than 200 times as many "
+            "(a zip bomb?); refusing it",
+        ),
+        (
+            "literal",
+            2 << 30,
+            1000,
+            "its literal hunk declares 2147483648 bytes, more than the 1073741824 a member may have; refusing it",
+        ),
+        ("literal", 1000, 16 << 20, "its literal hunk inflates to more than the 1000 bytes it declares; refusing it"),
+        ("literal", 1000, 999, "its literal hunk inflates to 999 bytes, not the 1000 bytes it declares; refusing it"),
+        ("delta", 1000, 16 << 20, "its delta hunk inflates to more than the 1000 bytes it declares; refusing it"),
+    ],
+)
+def test_a_binary_hunk_is_bounded_before_git_inflates_it(
+    demo: Demo, kind: str, declared: int, inflates_to: int, message: str
+) -> None:
+    import zlib
+
+    text = binary_patch(demo, kind, declared, inflates_to)
+    line = text.split("\n").index(f"{kind} {declared}") + 1
+    packed = len(zlib.compress(b"\0" * inflates_to, 9))
+    for command in ("check", "apply"):
+        code, errors = refused(demo, command)
+        assert code == 1
+        assert entry_errors(errors)[0] == (
+            f"patches/0001-blob.patch | {line} | blob | binary patch at line {line}: "
+            f"{message.format(packed=packed)} | export the commit again with `git format-patch`"
+        )
+
+
+def test_a_binary_patch_git_made_applies(demo: Demo, tmp_path: Path) -> None:
+    blob = bytes(range(256)) * 4 + b"\0" * (1 << 20)  # inflated 1 MiB from some 1 KiB: under the 16 MiB floor
+
+    def change(root: Path) -> None:
+        (root / "python/demo/blob.bin").write_bytes(blob)
+
+    demo.commit_patch("0001-blob.patch", change, "demo: add a blob")
+    demo.write_manifest(demo.entry("blob", "0001-blob.patch"))
+    assert run(demo, "check").returncode == 0
+    assert run(demo, "apply", "--into", str(tmp_path / "tree")).returncode == 0
+    assert (tmp_path / "tree/python/demo/blob.bin").read_bytes() == blob

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from patchtool.diff.binary import BinaryRefused, skip_binary
 from patchtool.paths import tree_path_problem
 
 SAFE_MODES = ("100644", "100755")  # a regular file; a link or a gitlink may point anywhere
@@ -192,6 +193,12 @@ def read_sections(text: str) -> list[Section]:
         elif m := _HUNK.match(line):
             i = skip_hunk(lines, i, m)
             in_header = i < len(lines) and lines[i].startswith("@@ -")
+        elif line == "GIT binary patch":
+            try:
+                i = skip_binary(lines, i)
+            except BinaryRefused as exc:
+                raise Refused(exc.message, exc.line, _EXPORT_HINT) from None
+            in_header = False
         else:
             in_header = _header_line(sections[-1], line, number)
     if sections:

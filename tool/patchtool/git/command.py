@@ -268,7 +268,15 @@ def mapped(what: str) -> Iterator[None]:
 def remote_env(*, allow_local: bool) -> dict[str, str]:
     """What a git that fetches from a remote the user chose runs with: https alone, or with
     ``allow_local`` (the user's ``--allow-local-urls``) plain http and local repositories too."""
-    return {"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "https:http:file" if allow_local else "https"}
+    return {
+        "GIT_PROTOCOL_FROM_USER": "0",
+        "GIT_ALLOW_PROTOCOL": "https:http:file" if allow_local else "https",
+        **_config_env((*NEUTRAL_CONFIG, *FETCH_CONFIG)),
+    }
+
+
+# a fetch slower than 1 KiB/s for 60 s is given up, as a download's every wait is (upstream/index.py)
+FETCH_CONFIG: tuple[tuple[str, str], ...] = (("http.lowSpeedLimit", "1024"), ("http.lowSpeedTime", "60"))
 
 
 LOCAL_ONLY_ENV = MappingProxyType({"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "file"})

@@ -22,6 +22,8 @@ from patchtool.versions import parse_specifier, parse_version
 T = TypeVar("T")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0 and C1 control characters, newlines and ESC among them
+MAX_SCALAR = 2**63 - 1  # TOML's integers are 64-bit; a bigger one is no value a file means
+MAX_SCHEMA = 1000  # a schema number: far above any format here will reach
 _TYPE_NAMES = {str: "string", int: "integer", bool: "boolean", list: "array", dict: "table", float: "number"}
 
 
@@ -84,10 +86,16 @@ class Fields:
             return None
         return value
 
-    def integer(self, name: str, *, required: bool = True, minimum: int | None = None) -> int | None:
+    def integer(
+        self, name: str, *, maximum: int, required: bool = True, minimum: int | None = None, hint: str | None = None
+    ) -> int | None:
+        """An integer within bounds: every number a file gives has a documented ``maximum``."""
         value: int | None = self._get(name, int, "integer", required)
         if value is not None and minimum is not None and value < minimum:
             self.problem(name, f"must be at least {minimum}, got {value}")
+            return None
+        if value is not None and value > maximum:
+            self.problem(name, f"must be at most {maximum}, got {value}", hint=hint)
             return None
         return value
 
@@ -103,6 +111,9 @@ class Fields:
             return None
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             self.problem(name, "expected a number or a string")
+            return None
+        if isinstance(value, int) and not -MAX_SCALAR <= value <= MAX_SCALAR:
+            self.problem(name, f"must be between -{MAX_SCALAR} and {MAX_SCALAR} (what TOML holds), got {value}")
             return None
         return value
 

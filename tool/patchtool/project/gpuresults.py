@@ -15,7 +15,7 @@ from typing import Any
 from patchtool.errors import InvalidInput, Problem
 from patchtool.inputs import loads_json
 from patchtool.paths import read_inside
-from patchtool.project.fields import Fields, raise_if
+from patchtool.project.fields import MAX_SCHEMA, Fields, raise_if
 from patchtool.project.verification import GpuCheck
 
 RESULTS_DIR = "gpu-results"
@@ -65,7 +65,7 @@ class ResultsFile:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
         kind = f.string("kind")
-        schema = f.integer("schema")
+        schema = f.integer("schema", maximum=MAX_SCHEMA)
         if kind is not None and kind != KIND:
             f.problem("kind", f"{kind!r} is not {KIND!r}: not a file tests/gpu/run.py wrote")
         if schema is not None and schema != SCHEMA:

@@ -20,7 +20,7 @@ from patchtool.errors import InvalidInput, Problem
 from patchtool.names import PatchId, RepoPath
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, complete, key_line, load_toml, pep440_specifier, raise_if
+from patchtool.project.fields import MAX_SCHEMA, Fields, complete, key_line, load_toml, pep440_specifier, raise_if
 from patchtool.project.metadata import (
     Evidence,
     Knob,
@@ -226,7 +226,7 @@ class Manifest:
         caller has it) lets a problem that involves two entries name the other one's line."""
         problems: list[Problem] = []
         f = Fields(data, "", problems)
-        schema = f.integer("schema")
+        schema = f.integer("schema", maximum=MAX_SCHEMA)
         if schema is not None and schema != SCHEMA:
             f.problem(
                 "schema", f"unsupported schema {schema}; this patchtool reads schema {SCHEMA}", hint="upgrade patchtool"

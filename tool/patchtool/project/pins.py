@@ -20,13 +20,14 @@ from packaging.version import InvalidVersion, Version
 from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.names import ArtifactFilename, Distribution, PinName, PrefixTemplate, TreePrefix, UpstreamName
-from patchtool.project.fields import Fields, load_toml, raise_if
+from patchtool.project.fields import MAX_SCHEMA, Fields, load_toml, raise_if
 from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
 
 PINS_DIR = "upstream-pins"
 DEFAULT_INDEX = "https://pypi.org/simple"  # the index of a pin that names none
 PYPI = SourceUrl.parse(DEFAULT_INDEX)
+MAX_ARTIFACT_BYTES = 4 << 30  # the most an artifact may be, its pinned size included: 4 GiB
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _SHA1 = re.compile(r"^[0-9a-f]{40}$")
 
@@ -111,7 +112,13 @@ class Artifact:
             prefix.done()
         index = f.parsed("index", lambda t: SourceUrl.parse(t, file=file, key=f.key("index")), required=False)
         url = f.parsed("url", lambda t: SourceUrl.parse(t, file=file, key=f.key("url")), required=False)
-        size = f.integer("size", required=False, minimum=1)
+        size = f.integer(
+            "size",
+            required=False,
+            minimum=1,
+            maximum=MAX_ARTIFACT_BYTES,
+            hint="no artifact patchtool downloads is bigger (docs/pins.md)",
+        )
         tree = f.string("tree", required=False)
         f.done()
         if sha256 is not None and not SHA256_HEX.match(sha256):
@@ -213,7 +220,7 @@ class Pin:
             pin = PinName(name)
         except ValueError as exc:
             raise InvalidInput(f"{file}: {exc}", file=file) from None
-        schema = f.integer("schema")
+        schema = f.integer("schema", maximum=MAX_SCHEMA)
         if schema is not None and schema != 1:
             f.problem("schema", f"unsupported pin schema {schema}")
         upstream = f.parsed("name", UpstreamName)  # it names pin files

@@ -10,6 +10,7 @@ import shlex
 from typing import Any
 
 from patchtool.names import PatchId, RepoPath
+from patchtool.paths import MAX_INPUT_BYTES
 from patchtool.project.fields import Fields
 from patchtool.project.patterns import RepoPattern, multiline_pattern
 
@@ -33,8 +34,8 @@ class Assumption:
         why = f.string("why")
         exists = f.boolean("exists", required=False)
         pattern = f.parsed("regex", multiline_pattern, required=False)
-        count = f.integer("count", required=False, minimum=0)
-        min_count = f.integer("min_count", required=False, minimum=1)
+        count = f.integer("count", required=False, minimum=0, maximum=MAX_COUNT)
+        min_count = f.integer("min_count", required=False, minimum=1, maximum=MAX_COUNT)
         f.done()
         if count is not None and min_count is not None:
             f.problem("count", "give either 'count' (exactly) or 'min_count' (at least), not both")
@@ -114,6 +115,7 @@ class GpuCheck:
 
 
 GPU_CHECKS_DIR = "tests/gpu"
+MAX_COUNT = MAX_INPUT_BYTES + 1  # a regex's matches in a file patchtool reads: one a byte, one at its end
 _PYTEST_FLAGS = frozenset({"-q", "-v", "-vv", "-x", "-s", "-ra", "-rA", "--no-header"})  # select nothing
 _RUN_FORMS = (
     "python -m pytest tests/gpu/FILE.py::TEST",

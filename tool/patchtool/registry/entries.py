@@ -22,7 +22,7 @@ from patchtool.errors import InvalidInput, Problem
 from patchtool.names import PatchId
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import Fields, complete, key_line, load_toml, raise_if
+from patchtool.project.fields import MAX_SCHEMA, Fields, complete, key_line, load_toml, raise_if
 from patchtool.project.patterns import RepoPattern, multiline_pattern, value_pattern
 from patchtool.registry.knobs import find_use
 from patchtool.registry.scope import Scope
@@ -284,7 +284,7 @@ class Registry:
     def from_dict(cls, data: Mapping[str, Any], *, file: str) -> Registry:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
-        schema = f.integer("schema")
+        schema = f.integer("schema", maximum=MAX_SCHEMA)
         if schema is not None and schema != SCHEMA:
             f.problem("schema", f"unsupported registry schema {schema}")
         entries = [Rejection.read(x) for x in f.tables("rejected", required=True)]

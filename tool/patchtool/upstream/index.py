@@ -9,10 +9,9 @@ once, and hands its value to ``PackageIndex``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,6 +20,8 @@ from packaging.utils import canonicalize_name
 from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.inputs import loads_json, open_named
+from patchtool.project.pins import MAX_ARTIFACT_BYTES
+from patchtool.upstream.anchors import html_page
 from patchtool.urls import SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
@@ -31,13 +32,36 @@ _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _RETRIED_4XX = (408, 429)  # request timeout, too many requests: worth another try
-MAX_ARTIFACT_BYTES = 4 << 30  # the most an artifact without a pinned size may be: 4 GiB
+DEADLINE_ENV = "PATCHTOOL_DOWNLOAD_DEADLINE"
+DEFAULT_DEADLINE = 1800.0  # the most one download (all its tries) may take, in seconds: 30 minutes
 MAX_PAGE_BYTES = 16 << 20  # the most a project page may be: 16 MiB (PyPI's largest are a few)
 _CHUNK = 1 << 20
 
 
 class TooLarge(UpstreamError):
     """A body longer than its cap: the pin's size, or the documented maximum."""
+
+
+class TooSlow(UpstreamError):
+    """A download that ran past its overall deadline."""
+
+
+def deadline_from_environment() -> float:
+    """The overall deadline of one download: ``$PATCHTOOL_DOWNLOAD_DEADLINE`` seconds, the user's
+    alone (never a repository's), else 30 minutes."""
+    given = os.environ.get(DEADLINE_ENV, "").strip()
+    if not given:
+        return DEFAULT_DEADLINE
+    try:
+        value = float(given)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= 7 * 86400:  # nan fails this too
+        raise UsageError(
+            f"{DEADLINE_ENV}={given!r} is not a number of seconds from 1 to 604800",
+            hint=f"set it to the most seconds one download may take (default {DEFAULT_DEADLINE:.0f}), or unset it",
+        )
+    return value
 
 
 def _final(exc: Exception) -> bool:
@@ -125,6 +149,8 @@ class _LocalFile:
     def read(self, n: int) -> bytes:
         return self._fh.read(n)
 
+    read1 = read
+
     def __enter__(self) -> _LocalFile:
         return self
 
@@ -132,8 +158,10 @@ class _LocalFile:
         self._fh.close()
 
 
-def _body(resp: Any, limit: int, url: SourceUrl) -> Iterator[bytes]:
-    """``resp``'s body in chunks, refused (``TooLarge``) as soon as it says or runs past ``limit``."""
+def _body(resp: Any, limit: int, url: SourceUrl, in_time: Callable[[], None]) -> Iterator[bytes]:
+    """``resp``'s body in chunks, refused (``TooLarge``) as soon as it says or runs past ``limit``;
+    ``in_time`` is asked after every read, each of which returns what one wait brought (``read1``:
+    a trickle never fills a whole chunk)."""
     declared = resp.headers.get("Content-Length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise TooLarge(
@@ -141,7 +169,8 @@ def _body(resp: Any, limit: int, url: SourceUrl) -> Iterator[bytes]:
             hint="check the pin's 'size' and 'url'; nothing was imported",
         )
     got = 0
-    while chunk := resp.read(min(_CHUNK, limit - got + 1)):
+    while chunk := resp.read1(min(_CHUNK, limit - got + 1)):
+        in_time()
         got += len(chunk)
         if got > limit:
             raise TooLarge(
@@ -154,7 +183,8 @@ def _body(resp: Any, limit: int, url: SourceUrl) -> Iterator[bytes]:
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Fetcher:
     """HTTP downloads with resume and retries; a 4xx answer (but 408 and 429) is final at once.
-    Every body is capped; ``timeout`` bounds the connection and every wait for more bytes."""
+    Every body is capped; ``timeout`` bounds the connection and every wait for more bytes, and
+    ``deadline`` (seconds on ``clock``) a whole download or page, all its tries together."""
 
     attempts: int = 4
     backoff: float = 0.5
@@ -162,6 +192,21 @@ class Fetcher:
     allow_local: bool = dataclasses.field(default_factory=allowed_by_environment)
     max_artifact: int = MAX_ARTIFACT_BYTES
     max_page: int = MAX_PAGE_BYTES
+    deadline: float = dataclasses.field(default_factory=deadline_from_environment)
+    clock: Callable[[], float] = time.monotonic
+
+    def _deadline(self, url: SourceUrl) -> Callable[[], None]:
+        """A check that raises ``TooSlow`` once ``deadline`` seconds have passed since now."""
+        end = self.clock() + self.deadline
+
+        def in_time() -> None:
+            if self.clock() > end:
+                raise TooSlow(
+                    f"{url.text} took longer than the {self.deadline:g} s patchtool gives one download; refusing it",
+                    hint=f"check the network and run the command again, or give it longer with {DEADLINE_ENV}",
+                )
+
+        return in_time
 
     # urllib and http.client are imported where they are used: most commands never download
     # anything, and those imports cost more than the command's work
@@ -179,12 +224,15 @@ class Fetcher:
         import urllib.error
 
         last: Exception | None = None
+        in_time = self._deadline(url)
         for attempt in range(self.attempts):
+            in_time()
             try:
                 with self._open(url, {"Accept": _ACCEPT}, self.max_page) as resp:
-                    kind, body = resp.headers.get_content_type(), b"".join(_body(resp, self.max_page, url))
+                    kind = resp.headers.get_content_type()
+                    body = b"".join(_body(resp, self.max_page, url, in_time))
                 if kind in _HTML_TYPES:
-                    return _html_page(body.decode("utf-8", "replace"))
+                    return html_page(body.decode("utf-8", "replace"))
                 try:
                     return loads_json(body)
                 except ValueError:
@@ -214,13 +262,19 @@ class Fetcher:
         import http.client
         import urllib.error
 
-        cap = size if size is not None else self.max_artifact
+        cap = min(size, self.max_artifact) if size is not None else self.max_artifact
         part = dest.with_name(dest.name + ".part")
         if not resume:
             part.unlink(missing_ok=True)
         resumed = False
         last: Exception | None = None
+        in_time = self._deadline(url)
         for attempt in range(self.attempts):
+            try:
+                in_time()
+            except TooSlow:
+                part.unlink(missing_ok=True)
+                raise
             have = part.stat().st_size if part.exists() else 0
             if have >= cap:
                 part.unlink()
@@ -236,7 +290,7 @@ class Fetcher:
                         open(part, "ab" if appending else "wb") as out,
                         progress.task(f"download {dest.name}", total=size, unit="bytes", completed=already) as bar,
                     ):
-                        for chunk in _body(resp, cap - already, url):
+                        for chunk in _body(resp, cap - already, url, in_time):
                             out.write(chunk)
                             got += len(chunk)
                             bar.advance(len(chunk))
@@ -271,49 +325,6 @@ class Fetcher:
     def _sleep(self, attempt: int) -> None:
         if attempt + 1 < self.attempts:
             time.sleep(self.backoff * (2**attempt))
-
-
-@functools.cache
-def _anchors() -> type[Any]:
-    """The PEP 503 page parser (``html.parser`` is imported only when a page is HTML)."""
-    import html.parser
-
-    class _Anchors(html.parser.HTMLParser):
-        """The files of a PEP 503 project page: each anchor's text, link and fragment hash."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.files: list[dict[str, Any]] = []
-            self._open: dict[str, Any] | None = None
-
-        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-            if tag != "a":
-                return
-            found = dict(attrs)
-            url, _, fragment = (found.get("href") or "").partition("#")
-            name, _, value = fragment.partition("=")
-            self._open = {"filename": "", "url": url, "hashes": {name: value} if name and value else {}}
-            if "data-yanked" in found:
-                self._open["yanked"] = found["data-yanked"] or True
-
-        def handle_data(self, data: str) -> None:
-            if self._open is not None:
-                self._open["filename"] += data
-
-        def handle_endtag(self, tag: str) -> None:
-            if tag == "a" and self._open is not None:
-                self._open["filename"] = self._open["filename"].strip()
-                self.files.append(self._open)
-                self._open = None
-
-    return _Anchors
-
-
-def _html_page(text: str) -> dict[str, Any]:
-    parser = _anchors()()
-    parser.feed(text)
-    parser.close()
-    return {"meta": {"api-version": "1.0"}, "files": parser.files}
 
 
 class PageSource(Protocol):

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import zipfile
 
-from patchtool.errors import UpstreamError
+from patchtool.errors import PatchtoolError, UpstreamError
+from patchtool.inflation import MAX_MEMBER_BYTES as MAX_MEMBER_BYTES
+from patchtool.inflation import MAX_RATIO as MAX_RATIO
+from patchtool.inflation import MAX_UNPACKED_BYTES as MAX_UNPACKED_BYTES
+from patchtool.inflation import RATIO_FLOOR as RATIO_FLOOR
+from patchtool.inflation import bomb_reason as bomb_reason
 from patchtool.paths import tree_path_problem
-
-# what an archive may declare before any of it is inflated (zip bombs): no member over 1 GiB, none
-# of more than 16 MiB that inflates over 200 times its compressed size, 8 GiB in all
-MAX_MEMBER_BYTES = 1 << 30
-MAX_RATIO = 200
-RATIO_FLOOR = 16 << 20
-MAX_UNPACKED_BYTES = 8 << 30
 
 
 def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
@@ -36,22 +34,16 @@ def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
     return bomb_reason(info.file_size, info.compress_size)
 
 
-def bomb_reason(size: int, compressed: int) -> str | None:
-    """Why a member that declares ``size`` bytes from ``compressed`` ones must not be inflated."""
-    if size > MAX_MEMBER_BYTES:
-        return f"declares {size} bytes, more than the {MAX_MEMBER_BYTES} a member may have"
-    if size > RATIO_FLOOR and size > MAX_RATIO * max(compressed, 1):
-        return f"declares {size} bytes from {compressed} compressed, more than {MAX_RATIO} times as many (a zip bomb?)"
-    return None
-
-
-def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) -> list[zipfile.ZipInfo]:
-    """The file members of ``zf``; refuse links, unsafe or duplicate names, odd methods."""
+def safe_members(
+    zf: zipfile.ZipFile, label: str, *, hint: str | None = None, error: type[PatchtoolError] = UpstreamError
+) -> list[zipfile.ZipInfo]:
+    """The file members of ``zf``; refuse (``error``) links, unsafe or duplicate names, odd methods
+    and bombs."""
     seen: set[str] = set()
     out = []
     total = sum(info.file_size for info in zf.infolist())
     if total > MAX_UNPACKED_BYTES:
-        raise UpstreamError(
+        raise error(
             f"{label}: its members declare {total} bytes in all, more than the {MAX_UNPACKED_BYTES} "
             "patchtool unpacks; refusing it",
             hint=hint,
@@ -59,11 +51,11 @@ def safe_members(zf: zipfile.ZipFile, label: str, *, hint: str | None = None) ->
     for info in zf.infolist():
         reason = unsafe_reason(info)
         if reason is not None:
-            raise UpstreamError(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
+            raise error(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
         if info.is_dir():
             continue
         if info.filename in seen:
-            raise UpstreamError(f"{label}: entry {info.filename!r} appears twice; refusing it", hint=hint)
+            raise error(f"{label}: entry {info.filename!r} appears twice; refusing it", hint=hint)
         seen.add(info.filename)
         out.append(info)
     return out

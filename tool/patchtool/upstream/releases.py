@@ -15,7 +15,16 @@ from packaging.version import InvalidVersion, Version
 from patchtool import git
 from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
 from patchtool.names import ArtifactFilename
-from patchtool.project.pins import PINS_DIR, SHA256_HEX, Artifact, GitSource, Pin, load_pin, release_pin_name
+from patchtool.project.pins import (
+    MAX_ARTIFACT_BYTES,
+    PINS_DIR,
+    SHA256_HEX,
+    Artifact,
+    GitSource,
+    Pin,
+    load_pin,
+    release_pin_name,
+)
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.refnames import fetch_ref
 from patchtool.versions import parse_version
@@ -118,7 +127,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
                 hint="check the pin's 'index'",
             )
         listed_size = entry.get("size")
-        if type(listed_size) is not int or not 0 < listed_size < 2**63:  # no bool, nothing TOML cannot hold
+        if type(listed_size) is not int or not 0 < listed_size <= MAX_ARTIFACT_BYTES:  # no bool, nothing a pin refuses
             listed_size = None
         try:  # an sdist's top directory names its version: a literal prefix of the old one is moved with it
             new_art = dataclasses.replace(

@@ -28,16 +28,19 @@ from packaging.version import Version
 from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.inputs import loads_json
-from patchtool.project.fields import Fields, raise_if
+from patchtool.project.fields import MAX_SCHEMA, Fields, raise_if
 from patchtool.project.pins import Pin
 from patchtool.upstream.artifacts import damage, damaged_as_error
+from patchtool.upstream.members import safe_members
 from patchtool.wheel import record as wheelrecord
+from patchtool.wheel.archive import LAST_EPOCH
 
 SCHEMA = 1
 LAYOUT = 2  # bump when the wheel layout patchtool writes changes: it changes every label
 # 2: the package's version.py/_version.py state the patched version (wheel/versionfile.py)
 DIST_INFO_FILE = "patchtool-provenance.json"
 PACKAGE_FILE = "_patchtool_provenance.json"
+MAX_PAYLOAD_FILES = 1_000_000  # files a wheel's payload may count: far above any real wheel's
 LABEL_PREFIX = "pt"
 
 
@@ -173,7 +176,7 @@ class Provenance:
     def from_dict(cls, data: Mapping[str, Any], *, file: str) -> Provenance:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
-        schema = f.integer("schema")
+        schema = f.integer("schema", maximum=MAX_SCHEMA)
         if schema is not None and schema != SCHEMA:
             f.problem("schema", f"unsupported provenance schema {schema}")
         tool = f.table("tool")
@@ -191,10 +194,10 @@ class Provenance:
         base = f.string("base")
         tip = f.string("tip")
         package_copy = f.string("package_copy", required=False)
-        epoch = f.integer("source_date_epoch", required=False)
+        epoch = f.integer("source_date_epoch", required=False, maximum=LAST_EPOCH)
         payload = None
         if (pf := f.table("payload", required=False)) is not None:
-            files_count, digest = pf.integer("files", minimum=0), pf.string("sha256")
+            files_count, digest = pf.integer("files", minimum=0, maximum=MAX_PAYLOAD_FILES), pf.string("sha256")
             pf.done()
             if files_count is not None and digest is not None:
                 payload = wheelrecord.Payload(files=files_count, sha256=digest)
@@ -457,7 +460,8 @@ def read_wheel(path: Path) -> ProvenanceReport:
         damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"),
         zipfile.ZipFile(path) as zf,
     ):
-        names = {i.filename for i in zf.infolist() if not i.is_dir()}
+        hint = "the wheel file is damaged or hostile; build it again"
+        names = {i.filename for i in safe_members(zf, label, hint=hint, error=InvalidInput)}  # the import's bounds
 
         def read(member: str) -> bytes | None:
             if member not in names:
