@@ -163,11 +163,22 @@ def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Suppor
     ruleset = _syscall(
         _SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0)
     )
+    _enforce(
+        ruleset,
+        [
+            *((tree, rights & _TREE_RIGHTS, True) for tree in trees),
+            *((file, rights & _FILE_RIGHTS, False) for file in files),
+        ],
+    )
+    return found
+
+
+def _enforce(ruleset: int, rules: Iterable[tuple[Path, Access, bool]]) -> None:
+    """Add ``rules`` (a path, its rights, whether it is a directory) to ``ruleset``, then hold this
+    process to it for good; the ruleset's descriptor is closed either way."""
     try:
-        for tree in trees:
-            _allow(ruleset, tree, rights & _TREE_RIGHTS, directory=True)
-        for file in files:
-            _allow(ruleset, file, rights & _FILE_RIGHTS, directory=False)
+        for path, rights, directory in rules:
+            _allow(ruleset, path, rights, directory=directory)
         try:
             _no_new_privs()
             _syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
@@ -175,7 +186,6 @@ def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Suppor
             raise _refused(f"landlock_restrict_self: {exc.strerror}") from None
     finally:
         os.close(ruleset)
-    return found
 
 
 def _refused(what: str) -> InternalError:
@@ -350,19 +360,13 @@ def enter(sandbox: Sandbox) -> Support:
     )
     size = 8 * (1 + (found.abi >= _NET_SINCE) + (found.abi >= _SCOPES_SINCE))
     ruleset = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    try:
-        for tree in sandbox.writes:
-            _allow(ruleset, tree, (writes & _TREE_RIGHTS) | _READS, directory=True)
-        for tree in sandbox.reads:
-            directory = os.path.isdir(tree)  # a file takes the rights of a file alone
-            _allow(ruleset, tree, _READS if directory else _READS & ~Access.READ_DIR, directory=directory)
-        for file in sandbox.files:
-            _allow(ruleset, file, (writes & _FILE_RIGHTS) | Access.READ_FILE, directory=False)
-        try:
-            _no_new_privs()
-            _syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
-        except OSError as exc:
-            raise _refused(f"landlock_restrict_self: {exc.strerror}") from None
-    finally:
-        os.close(ruleset)
+    directories = {tree: os.path.isdir(tree) for tree in sandbox.reads}  # a file takes a file's rights alone
+    _enforce(
+        ruleset,
+        [
+            *((tree, (writes & _TREE_RIGHTS) | _READS, True) for tree in sandbox.writes),
+            *((tree, _READS if d else _READS & ~Access.READ_DIR, d) for tree, d in directories.items()),
+            *((file, (writes & _FILE_RIGHTS) | Access.READ_FILE, False) for file in sandbox.files),
+        ],
+    )
     return found

@@ -363,7 +363,7 @@ def config_files(git_dir: Path) -> list[Path]:
     return [d / name for d in dirs for name in ("config", "config.worktree") if (d / name).is_file()]
 
 
-_CHECKED: dict[tuple[str, int, int, int], None] = {}
+_CHECKED: set[tuple[str, int, int, int]] = set()  # the configuration files found clean, by content
 
 
 def check_config(git_dir: Path) -> None:
@@ -397,7 +397,7 @@ def check_config(git_dir: Path) -> None:
                     hint=f"if you set it yourself, remove it (`git config --file {file} --unset-all {name}`); "
                     "if the repository came with it, do not use the repository",
                 )
-        _CHECKED[stamp] = None
+        _CHECKED.add(stamp)
 
 
 class Runner:

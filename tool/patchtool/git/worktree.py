@@ -28,10 +28,10 @@ def init_repository(path: Path) -> None:
     Runner().run("init", "--quiet", args=[str(path)])
 
 
-def _runner_for(path: Path, *, user: bool = False) -> Runner:
-    """A runner for the work tree ``path`` lies in, naming its git directory and top (``discover``),
-    run from ``path``; with no work tree there, one that names no repository (its commands fail)."""
-    found = discover(path)
+def _runner_for(path: Path, found: tuple[Path, Path] | None, *, user: bool = False) -> Runner:
+    """A runner for the work tree ``path`` lies in, naming the git directory and top ``discover``
+    found for it, run from ``path``; with no work tree there (None), one that names no repository
+    (its commands fail)."""
     if found is None:
         return Runner(cwd=path, user=user)
     git_dir, top = found
@@ -45,7 +45,7 @@ class Worktree:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._found = discover(path)
-        self._runner = _runner_for(path)
+        self._runner = _runner_for(path, self._found)
 
     def status(self) -> str:
         """``git status --porcelain``: empty when nothing is uncommitted."""
@@ -190,7 +190,7 @@ _IDENT_RE = re.compile(r"^(.*) <(.*)> (\d+) ([+-]\d{4})$")
 def conflict_style(cwd: Path) -> str:
     """The user's ``merge.conflictStyle`` as git in ``cwd`` reads it (the repository's
     configuration, then their own): "merge", "diff3" or "zdiff3"; "merge" when unset or unknown."""
-    res = _runner_for(cwd, user=True).run("config", "--get", args=["merge.conflictStyle"], check=False)
+    res = _runner_for(cwd, discover(cwd), user=True).run("config", "--get", args=["merge.conflictStyle"], check=False)
     style = res.stdout.decode("utf-8", "replace").strip().lower() if res.returncode == 0 else ""
     return style if style in CONFLICT_STYLES else "merge"
 
@@ -201,7 +201,7 @@ def user_idents(cwd: Path) -> tuple[Ident, Ident]:
     their own configuration. The one git call that sees the user's configuration and identity
     variables (every other one is isolated from them); UsageError with git's own words when git
     does not know who the user is."""
-    runner = _runner_for(cwd, user=True)
+    runner = _runner_for(cwd, discover(cwd), user=True)
     idents = []
     for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
         res = runner.run("var", args=[var], check=False)
