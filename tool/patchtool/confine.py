@@ -12,6 +12,10 @@ write rights this kernel knows, ``landlock_add_rule`` allows them beneath each t
 ``landlock_restrict_self`` enforces it on the process for good (it cannot be undone). ABI 1 is
 treated as no Landlock: it refuses every rename across directories, which git does for every
 object it writes.
+
+No file beside ``/dev/null`` is writable, and no terminal is: a confined process cannot open
+``/dev/tty`` to write, nor use a device ioctl on one it opens to read (ABI 5, ``IOCTL_DEV``), so it
+cannot push keystrokes into the user's terminal (``TIOCSTI``).
 """
 
 from __future__ import annotations
@@ -78,8 +82,9 @@ _WRITES_SINCE = {
 _FILE_RIGHTS = Access.WRITE_FILE | Access.TRUNCATE | Access.IOCTL_DEV
 # Nothing patchtool or git does makes device nodes; where writes are allowed, everything else is.
 _TREE_RIGHTS = Access(sum(_WRITES_SINCE.values())) & ~(Access.MAKE_CHAR | Access.MAKE_BLOCK)
-# Files every process may write whatever its command: the bit bucket and the terminal (git's prompt).
-DEVICES = (Path(os.devnull), Path("/dev/tty"))
+# Files every process may write whatever its command: the bit bucket. Not the terminal: nothing
+# confined may write to it or use its ioctls (TIOCSTI); git never prompts (GIT_TERMINAL_PROMPT=0).
+DEVICES = (Path(os.devnull),)
 
 
 class _RulesetAttr(ctypes.Structure):
