@@ -13,6 +13,11 @@ write rights this kernel knows, ``landlock_add_rule`` allows them beneath each t
 treated as no Landlock: it refuses every rename across directories, which git does for every
 object it writes.
 
+Landlock holds the thread that calls ``landlock_restrict_self`` and what it starts from then on,
+never a thread already running. ``Unconfined`` is such a thread, started before ``confine``: the
+runner gives it the two things a command does outside its trees, writing a report file the command
+line named and running the user's ``$EDITOR``, and nothing else.
+
 No file beside ``/dev/null`` is writable, and no terminal is: a confined process cannot open
 ``/dev/tty`` to write, nor use a device ioctl on one it opens to read (ABI 5, ``IOCTL_DEV``), so it
 cannot push keystrokes into the user's terminal (``TIOCSTI``).
@@ -25,12 +30,18 @@ import dataclasses
 import enum
 import errno
 import os
+import queue
 import stat
 import sys
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any, TypeVar
 
 from patchtool.errors import InternalError
+
+T = TypeVar("T")
 
 OPT_OUT = "PATCHTOOL_LANDLOCK"  # =0: do not confine (for debugging); read by the command line, not here
 
@@ -211,3 +222,32 @@ def _allow(ruleset: int, path: Path, rights: Access, *, directory: bool) -> None
             raise _refused(f"landlock_add_rule {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+class Unconfined:
+    """A thread that keeps the rights the process had: started before ``confine``, which holds
+    only the calling thread and what it starts later. ``call`` runs a function there and returns
+    its result (or raises its exception) in the caller; one call at a time."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="patchtool-unconfined", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, future = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # handed to the caller, raised there
+                    future.set_exception(exc)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        future: Future[T] = Future()
+        self._jobs.put((fn, future))
+        return future.result()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
