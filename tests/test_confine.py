@@ -9,6 +9,7 @@ confinement cannot be undone), writes with a plain ``open()`` or a shell child.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ SUPPORT = confine.support()
 needs_landlock = pytest.mark.skipif(not SUPPORT.usable, reason=f"no usable Landlock here: {SUPPORT.describe()}")
 
 ESCAPE = textwrap.dedent('''\
+    import errno
     import subprocess
     import sys
     import tempfile
@@ -57,6 +59,19 @@ ESCAPE = textwrap.dedent('''\
              out: Annotated[Path | None, typer.Option()] = None) -> Shown:
         root()
         return body(target.replace("{tmp}", tempfile.gettempdir()), via)
+
+    @commands.command("report", reports=("out",))
+    def report(beside: Annotated[str, typer.Argument()], out: Annotated[Path, typer.Option()]) -> Shown:
+        """Write the report file OUT as a command does, then BESIDE with a plain open()."""
+        root()
+        runner.write_report(out, "the report\\n", repository=None)
+        try:
+            Path(beside).write_text("escaped")
+            wrote = "wrote"
+        except OSError as exc:
+            wrote = errno.errorcode[exc.errno]
+        where = [str(tree) for tree in runner.current().confined_to]
+        return Shown(data={"beside": wrote, "confined_to": where}, text=lambda style: wrote)
 
     invocation = runner.begin(confine=True)  # as patchtool's own command line does (cli.app.main)
     with invocation.held:
@@ -202,3 +217,71 @@ def test_a_device_named_as_an_output_grants_nothing(one_patch: Demo) -> None:
     after = os.stat("/dev/full")
     assert (after.st_ino, after.st_rdev, after.st_mode) == (before.st_ino, before.st_rdev, before.st_mode)
     assert not [p for p in os.listdir("/dev") if p.startswith(".full.")]
+
+
+# -- outputs: a report file grants nothing, a tree its own directory alone ---------------------------
+
+
+@needs_landlock
+def test_a_report_file_is_written_and_nothing_beside_it(one_patch: Demo, tmp_path: Path) -> None:
+    """`--html ~/x.html` granted all of the home directory to the command and its children: now the
+    report is written from outside the confinement, and a write beside it is refused."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("mine\n")
+    before = tree(home)
+    res = escape(one_patch, "report", str(home / "planted.sh"), "--out", str(home / "x.html"), "--json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)["data"]
+    assert data["beside"] == "EACCES" and not any(
+        Path(t) == home or home.is_relative_to(t) for t in data["confined_to"]
+    )
+    assert tree(home) == {**before, "x.html": b"the report\n"}
+    res = escape(one_patch, "report", str(home / ".bashrc"), "--out", str(home / "x.html"), "--json")
+    assert json.loads(res.stdout)["data"]["beside"] == "EACCES" and (home / ".bashrc").read_text() == "mine\n"
+    # the real commands: scan --html and rebase --report write theirs so
+    res = one_patch.spawn("scan", "--versions", "1.0", "--html", str(home / "scan.html"), env={"HOME": str(home)})
+    assert res.returncode == 0 and "<html" in (home / "scan.html").read_text(), res.stderr
+    res = one_patch.spawn("rebase", "--to", "1.0", "--dry-run", "--report", str(home / "r.md"), env={"HOME": str(home)})
+    assert res.returncode == 0 and (home / "r.md").is_file(), res.stderr
+
+
+@pytest.mark.parametrize("how", ["spawned", "in process"])
+@pytest.mark.parametrize(
+    "args",
+    [("scan", "--versions", "1.0", "--html"), ("rebase", "--to", "1.0", "--dry-run", "--report"), ("apply", "--into")],
+)
+def test_an_output_in_a_missing_directory_is_refused_before_any_work(
+    one_patch: Demo, tmp_path: Path, how: str, args: tuple[str, ...]
+) -> None:
+    """It granted the nearest directory that exists (`/nonexistent/x`: all of `/`), and the command
+    made the missing ones; patchtool makes none now, so a rule holds the named directory alone."""
+    missing = tmp_path / "reports" / "2026"
+    named = missing / "out.html"
+    run = one_patch.spawn if how == "spawned" else one_patch.run
+    res = run(*args, str(named))
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert res.stderr == (
+        f"error: {named}: there is no directory {missing}; patchtool makes no directory for an output "
+        f"(hint: create it first (mkdir -p {missing}), or name a path in a directory that exists)\n"
+    )
+    assert not (tmp_path / "reports").exists() and not (one_patch.cache / "upstream.git").exists()  # no work done
+
+
+@needs_landlock
+def test_a_failed_command_leaves_no_report_file(one_patch: Demo, tmp_path: Path) -> None:
+    res = one_patch.spawn("scan", "--versions", "9.9", "--html", str(tmp_path / "x.html"))
+    assert res.returncode == 4 and "9.9" in res.stderr, res.stderr
+    assert not (tmp_path / "x.html").exists()
+
+
+@needs_landlock
+def test_a_tree_output_grants_its_own_directory_only(one_patch: Demo, tmp_path: Path) -> None:
+    """`--into ~/trees/t` grants ~/trees, where the tree is staged beside its place: not ~."""
+    home = tmp_path / "home"
+    (home / "trees").mkdir(parents=True)
+    res = escape(one_patch, "write", str(home / "planted.sh"), "--out", str(home / "trees" / "t"))
+    assert res.returncode == 2 and f"refused to write {home / 'planted.sh'}" in res.stderr, res.stderr
+    res = escape(one_patch, "write", str(home / "trees" / "beside.txt"), "--out", str(home / "trees" / "t"))
+    assert res.returncode == 0 and (home / "trees" / "beside.txt").read_text() == "escaped", res.stderr
+    assert not (home / "planted.sh").exists()

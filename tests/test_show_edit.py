@@ -470,14 +470,37 @@ def test_edit_in_the_editor(greet: Demo, tmp_path: Path) -> None:
 def test_an_editor_edit_that_is_not_valid_changes_nothing(
     greet: Demo, tmp_path: Path, program: str, code: int, error: str | None
 ) -> None:
+    """Without a terminal to ask at, what was typed stays in a file the error names (an editor that
+    fails is the user giving up: nothing is kept)."""
     before = snapshot(greet.root)
-    env = editor(tmp_path, program)
+    env = editor(tmp_path, program + "Path(sys.argv[1] + '.saved').write_text(path.read_text())\n")
     res = greet.run("edit", "greet", env=env)
+    edits = greet.cache / "edits"
     if error is None:
         assert (res.returncode, res.stdout) == (0, "greet: nothing changed; patchset.toml was left as it was\n")
-    else:
+    elif program.startswith("sys.exit"):
         assert (res.returncode, res.stdout, res.stderr) == (code, "", f"error: {error.format(editor=env['EDITOR'])}\n")
+    else:
+        (kept,) = edits.glob("*.toml")
+        note = f"what you typed is kept in {kept} (hint: fix it there, then `patchtool edit greet --from-file {kept}`)"
+        assert (res.returncode, res.stdout, res.stderr) == (code, "", f"error: {error}\nerror: {note}\n")
+        assert kept.read_text() == Path(f"{kept}.saved").read_text()  # as the editor left it
     assert snapshot(greet.root) == before
+    if error is None or program.startswith("sys.exit"):
+        assert not list(edits.glob("*.toml"))  # taken, or given up: nothing kept
+
+
+def test_a_kept_edit_is_taken_with_from_file(greet: Demo, tmp_path: Path) -> None:
+    env = editor(tmp_path, 'path.write_text(text.replace(\'owner = "team"\', \'owner = "infra"\\nkind = "speed"\'))\n')
+    res = greet.run("edit", "greet", env=env)
+    assert res.returncode == 2 and "what you typed is kept in " in res.stderr, res.stderr
+    (kept,) = (greet.cache / "edits").iterdir()
+    kept.write_text(kept.read_text().replace('kind = "speed"\n', ""))
+    res = greet.run("edit", "greet", "--from-file", str(kept))
+    assert (res.returncode, res.stdout, res.stderr) == (0, "greet: changed owner in patchset.toml\n", "")
+    assert 'owner = "infra"' in (greet.root / "patchset.toml").read_text()
+    res = greet.run("edit", "greet", "--from-file", str(kept), "--owner", "x")
+    assert res.returncode == 2 and "--from-file gives the whole entry" in res.stderr
 
 
 # -- completion -----------------------------------------------------------------------------

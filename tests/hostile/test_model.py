@@ -360,10 +360,7 @@ class World:
             start_new_session=True,
         )
         time.sleep(delay)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_with_children(proc.pid)
         out, err = proc.communicate(timeout=TIMEOUT)
         self.log.append(
             f"    {clone}$ patchtool {' '.join(args)} (kill -9 after {delay}s) -> "
@@ -373,6 +370,31 @@ class World:
         if proc.returncode == -signal.SIGKILL:
             return Result(args=args, code=None, doc=None)
         return envelope(args, (proc.returncode, out, err))
+
+
+def kill_with_children(pid: int) -> None:
+    """kill -9 of ``pid`` and of every process it started. Each git child runs in a session of its
+    own (no terminal), which ``pid``'s process group does not reach: ``pid`` is stopped first, so it
+    starts no other while its children are found, then each child's group is killed, then ``pid``."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except ProcessLookupError:
+        return
+    # stopped or exited; WNOWAIT leaves the exit for Popen to collect
+    if os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT).si_code != os.CLD_STOPPED:
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        if int(stat.rpartition(")")[2].split()[1]) == pid:  # the field after the state: the parent
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError):
+                    kill(int(entry.name), signal.SIGKILL)
+    os.killpg(pid, signal.SIGKILL)
 
 
 def _other(clone: str) -> str:

@@ -18,6 +18,15 @@ process of its own (``sandboxed``: this Python enters the sandbox, then executes
 whose ruleset also handles reading and executing, so it reads only the trees it is given, and,
 where the ABI has them, opens no TCP connection (ABI 4) and signals no process outside it (ABI 6).
 Landlock's rulesets stack: the sandbox only narrows what the command itself may do.
+
+Landlock holds the thread that calls ``landlock_restrict_self`` and what it starts from then on,
+never a thread already running. ``Unconfined`` is such a thread, started before ``confine``: the
+runner gives it the two things a command does outside its trees, writing a report file the command
+line named and running the user's ``$EDITOR``, and nothing else.
+
+No file beside ``/dev/null`` is writable, and no terminal is: a confined process cannot open
+``/dev/tty`` to write, nor use a device ioctl on one it opens to read (ABI 5, ``IOCTL_DEV``), so it
+cannot push keystrokes into the user's terminal (``TIOCSTI``).
 """
 
 from __future__ import annotations
@@ -30,13 +39,18 @@ import errno
 import json
 import os
 import pwd
+import queue
 import stat
 import sys
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from patchtool.errors import InternalError
+
+T = TypeVar("T")
 
 OPT_OUT = "PATCHTOOL_LANDLOCK"  # =0: do not confine (for debugging); read by the command line, not here
 
@@ -91,8 +105,9 @@ _WRITES_SINCE = {
 _FILE_RIGHTS = Access.WRITE_FILE | Access.TRUNCATE | Access.IOCTL_DEV
 # Nothing patchtool or git does makes device nodes; where writes are allowed, everything else is.
 _TREE_RIGHTS = Access(sum(_WRITES_SINCE.values())) & ~(Access.MAKE_CHAR | Access.MAKE_BLOCK)
-# Files every process may write whatever its command: the bit bucket and the terminal (git's prompt).
-DEVICES = (Path(os.devnull), Path("/dev/tty"))
+# Files every process may write whatever its command: the bit bucket. Not the terminal: nothing
+# confined may write to it or use its ioctls (TIOCSTI); git never prompts (GIT_TERMINAL_PROMPT=0).
+DEVICES = (Path(os.devnull),)
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -370,3 +385,32 @@ def enter(sandbox: Sandbox) -> Support:
         ],
     )
     return found
+
+
+class Unconfined:
+    """A thread that keeps the rights the process had: started before ``confine``, which holds
+    only the calling thread and what it starts later. ``call`` runs a function there and returns
+    its result (or raises its exception) in the caller; one call at a time."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="patchtool-unconfined", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            fn, future = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as exc:  # handed to the caller, raised there
+                    future.set_exception(exc)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        future: Future[T] = Future()
+        self._jobs.put((fn, future))
+        return future.result()
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()

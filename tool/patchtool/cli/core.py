@@ -160,7 +160,7 @@ def status(
     return Shown(data=report, text=text)
 
 
-@commands.command("rebase", writes=True, dry_run="dry_run", outputs=("report_file",))
+@commands.command("rebase", writes=True, dry_run="dry_run", reports=("report_file",))
 def rebase(
     to: Annotated[
         str | None,
@@ -279,12 +279,12 @@ def _check_report(path: Path | None, repository: Path) -> None:
 
 
 def _write_report(path: Path, text: str, repository: Path) -> None:
-    from patchtool import fsroot
+    from patchtool.cli.runner import write_report
 
-    fsroot.write_output(path, text, repository=repository)
+    write_report(path, text, repository=repository)
 
 
-@commands.command("scan", outputs=("html_file",))
+@commands.command("scan", reports=("html_file",))
 def scan(
     versions: Annotated[str | None, typer.Option(metavar="SPEC", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
     newest: Annotated[int | None, typer.Option(metavar="N", help="The N newest releases on the index.")] = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -11,6 +12,8 @@ from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, root
 
 if TYPE_CHECKING:
     from patchtool.cli.render import Style
+    from patchtool.project.repository import Project
+    from patchtool.series.amend import Edited
     from patchtool.series.show import PatchShown
 
 commands = CommandSet()
@@ -77,7 +80,7 @@ def show_text(shown: PatchShown, style: Style) -> str:
     return "\n".join(lines)
 
 
-@commands.command("edit", edits_series=True)
+@commands.command("edit", edits_series=True, editor=True)
 def edit(
     ident: IdArgument,
     why: Annotated[str | None, typer.Option(help="Why the patch exists (prose).")] = None,
@@ -101,8 +104,17 @@ def edit(
     upstream_url: Annotated[
         str | None, typer.Option("--upstream-url", metavar="URL", help="Where it was submitted (an http(s) URL).")
     ] = None,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from-file",
+            metavar="FILE",
+            help="The entry as TOML from FILE, as the editor would leave it (a kept edit).",
+        ),
+    ] = None,
 ) -> Shown:
     """Change a patch's metadata in patchset.toml: with options, or its entry in $EDITOR (comments kept, validated)."""
+    from patchtool.errors import UsageError
     from patchtool.project.repository import Project
     from patchtool.series import amend
 
@@ -110,13 +122,14 @@ def edit(
     given = dict(why=why, owner=owner, kind=kind, applies_to=applies_to, drop_when=drop_when)
     values = {k: v for k, v in given.items() if v is not None}
     upstream = {k: v for k, v in (("status", upstream_status), ("url", upstream_url)) if v is not None}
+    if from_file is not None and (values or upstream):
+        raise UsageError("--from-file gives the whole entry: it goes with no option that sets one value")
     if values or upstream:
         done = amend.set_fields(project, ident, values, upstream)
+    elif from_file is not None:
+        done = amend.replace_entry(project, ident, _read_entry(from_file), source=str(from_file))
     else:
-        text = amend.entry_text(project, ident)
-        edited = _in_editor(ident, text)
-        unchanged = amend.Edited(id=ident, changed=(), written=())
-        done = amend.replace_entry(project, ident, edited, source="the edited entry") if edited != text else unchanged
+        done = _in_editor(project, ident)
     return Shown(
         data=done,
         text=lambda style: (
@@ -133,29 +146,36 @@ HEADER = (
 )
 
 
-def _in_editor(ident: str, text: str) -> str:
-    """``text`` as the user left it in ``$VISUAL``/``$EDITOR`` (as git, else vi), without the header
-    this adds; UsageError when the editor fails."""
-    import os
+def _in_editor(project: Project, ident: str) -> Edited:
+    """The entry of ``ident`` changed in ``$VISUAL``/``$EDITOR`` (as git, else vi) and written, once
+    it is valid (``cli/editor.py``: asked again at a terminal, else kept in a file)."""
     import shlex
-    import subprocess
-    import tempfile
-    from pathlib import Path
 
-    from patchtool import fsroot
+    from patchtool.cli.editor import edit_until_valid
+    from patchtool.series import amend
+
+    text = amend.entry_text(project, ident)
+
+    def accept(edited: str) -> Edited:
+        if edited == text:
+            return amend.Edited(id=ident, changed=(), written=())
+        return amend.replace_entry(project, ident, edited, source="the edited entry")
+
+    return edit_until_valid(
+        text,
+        stem=f"edit-{ident}",
+        header=HEADER.format(ident=ident),
+        accept=accept,
+        nothing="nothing was written",
+        again=lambda kept: f"patchtool edit {shlex.quote(ident)} --from-file {shlex.quote(str(kept))}",
+    )
+
+
+def _read_entry(path: Path) -> str:
     from patchtool.errors import UsageError
     from patchtool.inputs import read_named_text
 
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
-    header = HEADER.format(ident=ident)
-    with tempfile.TemporaryDirectory(prefix="patchtool-edit-") as tmp:
-        name = f"{ident}.toml"
-        fsroot.Root(Path(tmp)).write(name, header + text)
-        try:
-            done = subprocess.run([*shlex.split(editor), str(Path(tmp) / name)], check=False)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot run the editor ({editor}): {exc}; nothing was written") from None
-        if done.returncode != 0:
-            raise UsageError(f"the editor ({editor}) exited with {done.returncode}; nothing was written")
-        edited = read_named_text(Path(tmp) / name, what="the edited entry")
-    return edited.removeprefix(header)
+    try:
+        return read_named_text(path, what="the --from-file entry")
+    except FileNotFoundError:
+        raise UsageError(f"{path} does not exist", file=str(path)) from None

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -101,7 +100,7 @@ def retread_revisit(pin: PinOption = None) -> Shown:
 _EVIDENCE = ("metric", "before", "after", "change", "hardware", "model", "upstream", "date", "source")
 
 
-@commands.command("add", writes=True)
+@commands.command("add", writes=True, editor=True)
 def retread_add(
     ident: Annotated[str | None, typer.Option("--id", help="Stable id of the idea.")] = None,
     title: Annotated[str | None, typer.Option(help="Short title.")] = None,
@@ -149,7 +148,7 @@ def retread_add(
 
     project = Project.load(root())
     if edit:
-        entry = retread.entry_from_editor(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+        entry = _entry_in_editor(project)
     elif from_file is not None:
         from patchtool.errors import UsageError
         from patchtool.inputs import read_named_text
@@ -180,3 +179,27 @@ def retread_add(
         entry["knobs"] = knobs
     added = retread.add(project, entry)
     return Shown(data=added, text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")
+
+
+def _entry_in_editor(project: Project) -> dict[str, Any]:
+    """A new entry filled in ``$VISUAL``/``$EDITOR`` from the template, once it is valid
+    (``cli/editor.py``: asked again at a terminal, else kept in a file)."""
+    import shlex
+
+    from patchtool.cli.editor import edit_until_valid
+    from patchtool.registry import workflows as retread
+
+    def accept(text: str) -> dict[str, Any]:
+        entry = retread.entry_from_text(text, "the editor template")
+        retread.added(project, entry)  # checked as it will be written: a problem opens the editor again
+        return entry
+
+    return edit_until_valid(
+        retread.TEMPLATE,
+        stem="retread-add",
+        header="",
+        accept=accept,
+        nothing="nothing was added",
+        again=lambda kept: f"patchtool retread add --from-file {shlex.quote(str(kept))}",
+        empty="the entry is empty; nothing was added",
+    )

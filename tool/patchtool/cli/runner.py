@@ -8,7 +8,10 @@ command holds the lock alone; one that edits the series also waits until no reba
 
 The same declaration says where the command may write, and on Linux the process holds itself to
 it with Landlock before the command's body runs (``confine``): the repository (writing commands
-only), the cache, a private temporary directory and the outputs the user named (``outputs``).
+only), the cache, a private temporary directory and the directory of each tree the user named
+(``outputs``). A report file the user named (``reports``) is granted nothing: the command hands
+its text to ``write_report``, which writes that one file from a thread the confinement does not
+hold (``confine.Unconfined``); the user's ``$EDITOR`` runs from there too (``outside``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -40,7 +43,10 @@ from patchtool.errors import (
 )
 
 if TYPE_CHECKING:
+    from patchtool.confine import Unconfined
     from patchtool.upstream.cache import Cache
+
+T = TypeVar("T")
 
 GLOBAL = "Global options (before or after the command)"
 JsonOption = Annotated[
@@ -115,7 +121,10 @@ class Invocation:
     creates: bool = False  # the command makes the repository (``init``): it is the directory named, not found
     confine: bool = False  # this process runs patchtool's own command line: it confines itself
     outputs: tuple[Path, ...] = ()  # the paths the command line names for the command to write
+    reports: tuple[Path, ...] = ()  # those of ``outputs`` that are files written whole (``write_report``)
+    editor: bool = False  # the command may run the user's $EDITOR (``outside`` the confinement)
     confined_to: tuple[Path, ...] = ()  # where Landlock lets this process write, once it does
+    unconfined: Unconfined | None = None  # the thread left unconfined, once the process is
     held: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     recovered: list[str] = dataclasses.field(default_factory=list)
 
@@ -189,6 +198,11 @@ def _cache_root(inv: Invocation) -> Path:
     return (inv.cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute()
 
 
+def cache_root() -> Path:
+    """The cache's directory (``--cache-dir``, ``$PATCHTOOL_CACHE_DIR``, else the default)."""
+    return _cache_root(_current)
+
+
 def cache() -> Cache:
     from patchtool.upstream.cache import Cache
     from patchtool.upstream.index import INDEX_URL_ENV
@@ -211,8 +225,10 @@ def landlock_wanted() -> bool:
 def _confine(inv: Invocation) -> None:
     """Hold this process, and every child it starts, to writing where the command may (Landlock):
     the cache (made first: a rule needs a directory to hold on to), a private temporary directory
-    in it, the repository for a writing command, and the directory of each output the command
-    line names. Without a usable Landlock this does nothing (``--version`` says so)."""
+    in it, the repository for a writing command, and the directory of each tree the command line
+    names. A report file it names is written from a thread started first, which the confinement
+    does not hold (``write_report``); so is the user's $EDITOR run (``outside``). Without a usable
+    Landlock this does nothing (``--version`` says so)."""
     if not inv.confine or not landlock_wanted():
         return
     from patchtool import confine
@@ -225,9 +241,43 @@ def _confine(inv: Invocation) -> None:
     if inv.writes:
         with contextlib.suppress(PatchtoolError):  # no repository: the command's body says so, unconfined by it
             trees.append(_located(inv))
-    trees += [tree for tree in map(_output_tree, inv.outputs) if tree is not None]
+    trees += [tree for tree in map(_output_tree, _trees(inv)) if tree is not None]
+    if inv.reports or inv.editor:
+        inv.unconfined = confine.Unconfined()
+        inv.held.callback(inv.unconfined.close)
     confine.confine(trees)
     inv.confined_to = tuple(Path(os.path.realpath(tree)) for tree in trees)
+
+
+def _trees(inv: Invocation) -> list[Path]:
+    """The outputs the command writes beneath their directory (not a report file written whole)."""
+    reports = {report.absolute() for report in inv.reports}
+    return [output for output in inv.outputs if output.absolute() not in reports]
+
+
+def outside(fn: Callable[[], T]) -> T:
+    """``fn()`` run where the confinement does not reach when the process is confined (the user's
+    $EDITOR, a report file), else here; its result returned, its exception raised here."""
+    inv = _current
+    if inv.unconfined is None:
+        return fn()
+    return inv.unconfined.call(fn)
+
+
+def write_report(path: Path, data: str | bytes, *, repository: Path | None) -> None:
+    """The report file ``path`` the command line named (``reports``), written whole: from the
+    thread the confinement does not hold, so the command is granted nothing beside it."""
+    from patchtool import fsroot
+
+    inv = _current
+    if inv.unconfined is not None and path.absolute() not in {report.absolute() for report in inv.reports}:
+        raise InternalError(f"{path} is not a report file the command line named")
+    try:
+        outside(lambda: fsroot.write_output(path, data, repository=repository))
+    except PermissionError as exc:  # the file's own mode or its directory's: not the confinement's
+        raise AccessError(
+            f"cannot write {exc.filename or path}: {exc.strerror}", hint="check its permissions, or name another file"
+        ) from None
 
 
 def _private_tmp(inv: Invocation, cache_root: Path) -> Path:
@@ -262,8 +312,8 @@ def _refused_outside(inv: Invocation, exc: OSError) -> AccessError | None:
     return AccessError(
         f"refused to write {filename}: `patchtool {inv.command}` may write only beneath {allowed}",
         hint="patchtool confines every command with Landlock to the repository (writing commands), the cache, "
-        "its temporary directory and the outputs named on the command line; a write elsewhere is a bug in "
-        "patchtool, please report it (PATCHTOOL_LANDLOCK=0 turns the confinement off to debug)",
+        "its temporary directory and the directory of each output tree the command line names; a write "
+        "elsewhere is a bug in patchtool, please report it (PATCHTOOL_LANDLOCK=0 turns the confinement off to debug)",
     )
 
 
@@ -301,17 +351,26 @@ def _outputs_follow_no_repository_link(inv: Invocation) -> None:
                 break
 
 
+def _outputs_in_directories(inv: Invocation) -> None:
+    """Every output the command line names lies in a directory that exists: patchtool makes none
+    for it, so the confinement grants that directory and no ancestor."""
+    for output in inv.outputs:
+        parent = output.absolute().parent
+        if not parent.is_dir():
+            raise UsageError(
+                f"{output}: there is no directory {parent}; patchtool makes no directory for an output",
+                hint=f"create it first (mkdir -p {parent}), or name a path in a directory that exists",
+            )
+
+
 def _output_tree(path: Path) -> Path | None:
-    """Where writing ``path`` needs rights: the directory that holds it (a file is replaced through
-    a temporary beside it, a tree staged beside it), the nearest one that exists. Something there
+    """Where writing the tree ``path`` needs rights: the directory that holds it (a tree is staged
+    beside it and moved into place), which exists (``_outputs_in_directories``). Something there
     already that is neither a file nor a directory (a device, a FIFO) grants nothing."""
     target = path.absolute()
     if target.exists() and not (target.is_file() or target.is_dir()):
         return None
-    parent = target.parent
-    while not parent.is_dir():
-        parent = parent.parent
-    return parent
+    return target.parent
 
 
 def knob(kind: str, spec: str) -> dict[str, str]:
@@ -339,17 +398,21 @@ class CommandSet:
         edits_series: bool = False,
         creates: bool = False,
         outputs: tuple[str, ...] = (),
+        reports: tuple[str, ...] = (),
+        editor: bool = False,
         dry_run: str | None = None,
     ) -> Callable[[Callable[..., Shown]], Callable[..., Shown]]:
         """``writes``: the command changes the repository, so it holds the lock alone;
         ``creates``: it makes the repository in the directory ``--root`` (or the current one) names;
         ``edits_series``: it changes the series, so it waits until no rebase is in progress;
-        ``outputs``: its options that name a path for it to write (beside the repository and cache);
+        ``outputs``: its options that name a tree for it to write (beside the repository and cache);
+        ``reports``: its options that name a file it writes whole, through ``write_report``;
+        ``editor``: it may run the user's $EDITOR (through ``outside``);
         ``dry_run``: its option that makes a writing command touch nothing (then it reads)."""
 
         def decorate(fn: Callable[..., Shown]) -> Callable[..., Shown]:
             options = inspect.signature(fn).parameters
-            unknown = [o for o in (*outputs, *([dry_run] if dry_run else [])) if o not in options]
+            unknown = [o for o in (*outputs, *reports, *([dry_run] if dry_run else [])) if o not in options]
             assert not unknown, f"{name}: no option {unknown}"
             self._commands[name] = Declared(
                 fn=fn,
@@ -357,6 +420,8 @@ class CommandSet:
                 edits_series=edits_series,
                 creates=creates,
                 outputs=outputs,
+                reports=reports,
+                editor=editor,
                 dry_run=dry_run,
             )
             return fn
@@ -386,6 +451,8 @@ class Declared:
     edits_series: bool
     creates: bool
     outputs: tuple[str, ...]
+    reports: tuple[str, ...]
+    editor: bool
     dry_run: str | None
 
 
@@ -407,7 +474,9 @@ def _command(declared: Declared, name: str) -> Callable[..., int]:
         inv.take(global_json, global_root, global_cache_dir, global_allow_local)
         inv.command, inv.edits_series, inv.creates = name, declared.edits_series, declared.creates
         inv.writes = declared.writes and not (declared.dry_run and options[declared.dry_run])
-        inv.outputs = tuple(Path(options[o]) for o in declared.outputs if options[o] is not None)
+        inv.outputs = tuple(Path(options[o]) for o in (*declared.outputs, *declared.reports) if options[o] is not None)
+        inv.reports = tuple(Path(options[o]) for o in declared.reports if options[o] is not None)
+        inv.editor = declared.editor
         return execute(lambda: fn(**options))
 
     run.__signature__ = signature.replace(  # type: ignore[attr-defined]
@@ -428,6 +497,7 @@ def execute(body: Callable[[], Shown]) -> int:
     )
     try:
         _outputs_follow_no_repository_link(inv)
+        _outputs_in_directories(inv)
         _confine(inv)
         with _progress_shown(inv.as_json):
             return _show(inv, body(), style)

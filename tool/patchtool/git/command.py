@@ -213,7 +213,9 @@ def _isolated_class() -> type[gitpython.Git]:
             )
             if inherited:
                 command = [_env_program(), *(f for k in inherited for f in ("-u", k)), *command]
-            return super().execute(command, istream, env=env, **kwargs)
+            # no terminal: stdin is /dev/null unless given (GitPython's default), output is piped, and
+            # a session of its own leaves git no controlling terminal to push keystrokes into
+            return super().execute(command, istream, env=env, start_new_session=True, **kwargs)
 
     return IsolatedGit
 

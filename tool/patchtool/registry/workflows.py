@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -150,21 +147,6 @@ name = ""
 # version = ">=0.6"
 # why = ""
 """
-
-
-def entry_from_editor(editor: str) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as fh:
-        fh.write(TEMPLATE)
-        name = fh.name
-    try:
-        if subprocess.run([*editor.split(), name], check=False).returncode != 0:
-            raise UsageError(f"the editor ({editor}) failed; nothing was added")
-        text = Path(name).read_text(encoding="utf-8")
-    finally:
-        os.unlink(name)
-    if not "".join(line for line in text.splitlines() if not line.lstrip().startswith("#")).strip():
-        raise UsageError("the entry is empty; nothing was added")
-    return entry_from_text(text, "the editor template")
 
 
 def entry_from_text(text: str, source: str) -> dict[str, Any]:

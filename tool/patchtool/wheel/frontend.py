@@ -46,7 +46,7 @@ def build_wheel(
     Returns the wheel and the warnings the backend raised (build re-raises them in this
     process; they are returned, not printed).
     """
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _stdin_not_a_terminal():
         warnings.simplefilter("always")
         wheel = _build(srcdir, outdir, env=env, isolation=isolation, confined=confined, reads=reads)
     return wheel, tuple(dict.fromkeys(str(w.message).strip().split("\n", 1)[0] for w in caught))
@@ -136,3 +136,21 @@ def _temporary_files_in(directory: Path) -> Iterator[None]:
         yield
     finally:
         tempfile.tempdir = before
+
+
+@contextlib.contextmanager
+def _stdin_not_a_terminal() -> Iterator[None]:
+    """This process's stdin on /dev/null while it builds, where it was a terminal: build starts
+    its installers with the stdin it finds, and no process of a build may hold the terminal."""
+    if not os.isatty(0):
+        yield
+        return
+    saved = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        yield
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
