@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,7 @@ BACKEND = textwrap.dedent('''\
         name = "demo-1.0-py3-none-any.whl"
         with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
             zf.write("demo/__init__.py")
+            zf.write("hook.jsonl", "demo/hook.jsonl")  # what the hook saw, carried out in the wheel
             zf.writestr("demo-1.0.dist-info/METADATA", "Metadata-Version: 2.1\\nName: demo\\nVersion: 1.0\\n")
             zf.writestr(
                 "demo-1.0.dist-info/WHEEL",
@@ -159,12 +161,12 @@ BACKEND = textwrap.dedent('''\
 
 def test_no_build_hook_holds_the_terminal(demo: Demo, tmp_path: Path) -> None:
     """`build` of a git pin runs the backend's hooks through pypa/build: each in a process with
-    stdin from /dev/null, its output captured, and a session of its own."""
-    log = tmp_path / "cache" / "build-children.jsonl"
+    stdin from /dev/null, its output captured, and a session of its own. The hook runs sandboxed, so
+    it writes its record into the tree it builds and carries it out in the wheel."""
     upstream = tmp_path / "upstream"
     (upstream / "demo").mkdir(parents=True)
     (upstream / "demo" / "__init__.py").write_text('__version__ = "1.0"\n')
-    (upstream / "backend.py").write_text(BACKEND.format(record=RECORD.format(log=str(log))))
+    (upstream / "backend.py").write_text(BACKEND.format(record=RECORD.format(log="hook.jsonl")))
     (upstream / "pyproject.toml").write_text(
         '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n\n'
         '[project]\nname = "demo"\nversion = "1.0"\n'
@@ -184,8 +186,9 @@ def test_no_build_hook_holds_the_terminal(demo: Demo, tmp_path: Path) -> None:
         ["-m", "patchtool", "build", "--no-isolation", "--out", str(out)], cwd=demo.root, env=demo.environment()
     )
     assert led.code == 0, led.shown
-    assert len(list(out.glob("demo-1.0+*.whl"))) == 1, led.shown
-    (hook,) = records(log)
+    (wheel,) = out.glob("demo-1.0+*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        (hook,) = [json.loads(line) for line in zf.read("demo/hook.jsonl").decode().splitlines()]
     assert hook["ttys"] == [] and hook["dev_tty"] == "ENXIO" and hook["sid"] != led.pid, hook
 
 
