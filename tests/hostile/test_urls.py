@@ -325,3 +325,53 @@ def test_a_download_follows_no_redirect_to_another_protocol(one_patch: Demo, loc
     url = f"{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}"
     assert out["errors"][0]["message"] == f"{url} {why}"
     assert len([r for r in one_patch.index.requests if r.startswith("/files/")]) == 1  # refused, not retried
+
+
+# -- credentials in a url are never printed ------------------------------------------------------
+
+
+def shows_no_secret(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    """Run ``args`` as text and as ``--json``: the same exit code, ``secret`` in neither's stdout
+    or stderr; (code, the envelope, the text run's stdout and stderr)."""
+    text = demo.run(*args, env=env)
+    as_json = demo.run("--json", *args, env=env)
+    for res in (text, as_json):
+        assert "Traceback" not in res.stderr, res.stderr
+        assert "secret" not in res.stdout + res.stderr, res.stdout + res.stderr
+    assert text.returncode == as_json.returncode
+    return as_json.returncode, json.loads(as_json.stdout), text.stdout + text.stderr
+
+
+def test_pin_add_never_prints_the_credentials_of_its_git_url(one_patch: Demo) -> None:
+    """A url with `user:password@` was echoed into messages and CI logs (found by issue 29)."""
+    before = snapshot(one_patch.root)
+    url = "https://user:secret@127.0.0.1:1/x.git"
+    code, out, text = shows_no_secret(one_patch, "pin", "add", "--git", url, "--tag", "v1.0")
+    assert code == 4, out
+    assert out["errors"][0]["message"].startswith("could not fetch tag v1.0 from https://***@127.0.0.1:1/x.git")
+    assert "https://***@127.0.0.1:1/x.git" in text
+    assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_pin_url_with_credentials_is_never_printed(one_patch: Demo, allowed: bool) -> None:
+    """A pin file's git.url with credentials, refused (plain http, not allowed) or failing (nothing
+    listens there): neither the message nor the --json envelope holds the password."""
+    (one_patch.root / PIN).write_text(git_pin_text("http://user:secret@127.0.0.1:1/x.git", "a" * 40))
+    env = None if allowed else {ALLOW_LOCAL_ENV: ""}
+    before = snapshot(one_patch.root)
+    for command in (["check"], ["status"], ["pin", "list"]):
+        shows_no_secret(one_patch, *command, env=env)
+    code, out, text = shows_no_secret(one_patch, "check", env=env)
+    assert code == 1, out  # a problem of the pin: check reports it
+    message = out["errors"][0]["message"]
+    if allowed:  # tried, and failed: git's own words name the url too
+        assert message.startswith("could not fetch tag v1.0 from http://***@127.0.0.1:1/x.git: git fetch ")
+    else:
+        assert (out["errors"][0]["key"], message) == (
+            "git.url",
+            "'http://***@127.0.0.1:1/x.git' is plain http; a repository may name only https urls, unless you "
+            "allow local ones",
+        )
+    assert "http://***@127.0.0.1:1/x.git" in text
+    assert snapshot(one_patch.root) == before

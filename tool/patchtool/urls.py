@@ -24,6 +24,8 @@ ALLOW_LOCAL_HINT = (
     f"if you trust this repository's urls, allow local and plain-http ones: {ALLOW_LOCAL_ENV}=1 or "
     f"patchtool {ALLOW_LOCAL_FLAG} ..."
 )
+# the userinfo of any url in a text (``https://user:token@host``): credentials, never shown
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]+@")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # control characters and spaces: no URL patchtool fetches holds one
 
 
@@ -59,7 +61,15 @@ class SourceUrl:
         return SourceUrl.parse(urllib.parse.urljoin(self.text, href), file=file, key="href")
 
     def __str__(self) -> str:
-        return self.text
+        """The url as every message shows it: its credentials, if any, as ``***``."""
+        return redact(self.text)
+
+
+def redact(text: str) -> str:
+    """``text`` with the userinfo of every url in it (``https://user:secret@host``) written as
+    ``***``: what patchtool prints, in messages and in ``--json``, passes through here, so a
+    credential in a pin's url or a remote git names never reaches a terminal or a CI log."""
+    return _USERINFO.sub(r"\1***@", text) if "@" in text else text
 
 
 def _scheme(text: str, *, git: bool) -> str:
@@ -92,7 +102,7 @@ def permit(url: SourceUrl, *, allow_local: bool) -> None:
     if not url.needs_permission or allow_local:
         return
     what = "a local file" if url.scheme == "file" else "plain http"
-    message = f"{url.text!r} is {what}; a repository may name only https urls, unless you allow local ones"
+    message = f"{str(url)!r} is {what}; a repository may name only https urls, unless you allow local ones"
     where = f"{url.file}: {url.key}: " if url.file and url.key else ""
     raise UpstreamError(
         f"{where}{message}",

@@ -38,6 +38,7 @@ from patchtool.errors import (
     Problem,
     UsageError,
 )
+from patchtool.urls import redact
 
 if TYPE_CHECKING:
     from patchtool.upstream.cache import Cache
@@ -484,9 +485,11 @@ def _progress_shown(as_json: bool) -> Iterator[None]:
 
 
 def _echo(text: str, *, err: bool = False) -> None:
+    """Write a command's output or error: every one, text or ``--json``, passes here, so no url's
+    credentials (a pin's, a remote's in git's own words) are printed (``urls.redact``)."""
     stream = sys.stderr if err else sys.stdout
     try:
-        stream.write(text + "\n")
+        stream.write(redact(text) + "\n")
         stream.flush()
     except BrokenPipeError:  # the reader went away (`| head`): not the command's failure
         reader_gone(stream)
