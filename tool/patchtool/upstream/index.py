@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from patchtool import progress
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.inputs import loads_json, open_named
-from patchtool.urls import SourceUrl, allowed_by_environment, permit
+from patchtool.urls import LocalUrls, SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
     from patchtool.project.pins import Artifact
@@ -52,7 +52,7 @@ def _final(exc: Exception) -> bool:
     )
 
 
-def _opener(url: SourceUrl, allow_local: bool) -> Any:
+def _opener(url: SourceUrl, allow_local: LocalUrls) -> Any:
     """urllib for http and https alone, for one download of ``url``: no file:, ftp: or data:
     handler, and every redirect checked (``Redirects``): urlopen's own opener reads local files
     and follows https to ftp."""
@@ -159,7 +159,7 @@ class Fetcher:
     attempts: int = 4
     backoff: float = 0.5
     timeout: float = 60.0
-    allow_local: bool = dataclasses.field(default_factory=allowed_by_environment)
+    allow_local: LocalUrls = dataclasses.field(default_factory=allowed_by_environment)
     max_artifact: int = MAX_ARTIFACT_BYTES
     max_page: int = MAX_PAGE_BYTES
 
