@@ -23,15 +23,46 @@ from patchtool.project.repository import LoadedPatch, Project
 from patchtool.upstream.cachespace import CheckoutBranch
 
 TRAILER = "Patchtool-Id"
-_TRAILER_RE = re.compile(rf"^{TRAILER}:\s*(\S+)\s*$", re.MULTILINE)
+_TRAILER_RE = re.compile(rf"{TRAILER}:\s*(\S+)\s*")
+# a trailer line as `git interpret-trailers` reads one (a token, a colon), and git's own trailers
+# that let a block count with a quarter of its lines trailers
+_ANY_TRAILER = re.compile(r"[A-Za-z0-9-]+\s*:")
+_GIT_TRAILERS = ("Signed-off-by: ", "(cherry picked from commit ")
 
 
 def commit_message(lp: LoadedPatch) -> str:
     return lp.patch.message.rstrip("\n") + f"\n\n{TRAILER}: {lp.id}\n"
 
 
+def trailer_block(lines: list[str]) -> range:
+    """Where the trailer block of a message's ``lines`` (no trailing blank ones) is, as git
+    interpret-trailers finds it: its last paragraph, never the subject's, when every line of it
+    is a trailer or a continuation, or a quarter are and one is git's own; else an empty range.
+    Only there does patchtool read or write its own ``Patchtool-*`` keys: a line like one in the
+    message's text (a message quoting another patch) is the message's."""
+    start = len(lines)
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    if start == 0 or start == len(lines):  # one paragraph, the subject's: no trailers
+        return range(len(lines), len(lines))
+    block = lines[start:]
+    trailers = sum(1 for ln in block if _ANY_TRAILER.match(ln))
+    continued = sum(1 for ln in block if ln[:1] in (" ", "\t"))
+    if trailers + continued == len(block) and trailers and block[0][:1] not in (" ", "\t"):
+        return range(start, len(lines))
+    if 4 * trailers >= len(block) and any(ln.startswith(_GIT_TRAILERS) for ln in block):
+        return range(start, len(lines))
+    return range(len(lines), len(lines))
+
+
+def _lines(message: str) -> list[str]:
+    return message.rstrip("\n").split("\n")
+
+
 def trailer_id(message: str) -> str | None:
-    found = _TRAILER_RE.findall(message)
+    """The id of the message's last ``Patchtool-Id`` trailer, in its trailer block only."""
+    lines = _lines(message)
+    found = [m.group(1) for i in trailer_block(lines) if (m := _TRAILER_RE.fullmatch(lines[i]))]
     return found[-1] if found else None
 
 
@@ -243,9 +274,13 @@ def create_branch(repo: git.Repo, names: CheckoutBranch, tip: str, action: str) 
 
 
 def without_trailer(message: str) -> str:
-    """The commit message as it was before checkout added the trailer."""
-    lines = [ln for ln in message.rstrip("\n").split("\n") if not _TRAILER_RE.match(ln)]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    """The commit message as it was before checkout added the trailer: its ``Patchtool-Id``
+    lines of the trailer block gone, and the block too where nothing else was in it."""
+    lines = _lines(message)
+    block = trailer_block(lines)
+    ours = {i for i in block if _TRAILER_RE.fullmatch(lines[i])}
+    kept = [ln for i, ln in enumerate(lines) if i not in ours]
+    return "\n".join(kept).rstrip("\n") + "\n"
 
 
 def export_commit(repo: git.Repo, commit: str) -> str:
@@ -278,7 +313,7 @@ def _not_utf8(repo: git.Repo, commit: str) -> UsageError:
 
 def _exported(repo: git.Repo, commit: str) -> str:
     message = repo.commit_message(commit)
-    if not _TRAILER_RE.search(message):
+    if trailer_id(message) is None:
         return repo.format_patch(commit)
     author, _ = repo.idents(commit)
     parent = repo.resolve(f"{commit}^")
