@@ -72,7 +72,7 @@ def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: 
 
 def test_cache_refuses_an_unknown_action(one_patch: Demo, tmp_path: Path) -> None:
     res = one_patch.run("cache", "clean")
-    assert res.returncode == 2 and "give show (the default) or prune" in res.stderr
+    assert res.returncode == 2 and "give show (the default), prune or clear" in res.stderr
 
 
 def test_prune_removes_the_temporary_directories_of_commands_that_are_gone(one_patch: Demo, tmp_path: Path) -> None:
@@ -99,3 +99,61 @@ def test_prune_removes_the_temporary_directories_of_commands_that_are_gone(one_p
     assert done["removed"] == dry["removed"]
     assert sorted(p.name for p in tmp.iterdir()) == [f"{os.getpid()}-live", "not-a-command"]
     assert snapshot(outside) == before and (outside / "precious").read_text() == "mine\n"
+
+
+def test_unexported_checkout_commits_are_named_and_never_cleared_silently(one_patch: Demo) -> None:
+    """A checkout's commits no export wrote live only in the cache's repository: clearing the cache
+    lost them silently, and neither status nor rebase said so (found by issue 29)."""
+    res = one_patch.run("checkout", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    wt = Path(json.loads(res.stdout)["data"]["worktree"])
+    # nothing unexported yet: status says nothing, clear needs no --force (checked last)
+    assert json.loads(one_patch.run("status", "--json").stdout)["data"]["unexported"] == []
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 3\n")
+    git(wt, "commit", "-qam", "util: three")
+    commit = git(wt, "rev-parse", "HEAD").strip()
+    expected = [{"branch": "series", "root": str(one_patch.root.resolve()), "worktree": str(wt)}]
+
+    status = one_patch.run("status", "--json")
+    got = json.loads(status.stdout)["data"]["unexported"]
+    assert [{k: u[k] for k in ("branch", "root", "worktree")} for u in got] == expected
+    assert got[0]["commits"] == [{"commit": commit, "subject": "util: three"}]
+    text = " ".join(one_patch.run("status").stdout.split())  # the table wraps to the terminal
+    assert f"unexported: checkout branch 'series' of {one_patch.root.resolve()} (worktree {wt}) holds 1 " in text
+    assert f"{commit[:12]} util: three" in text
+    assert "`patchtool export` writes them into the series" in one_patch.run("status", "--long").stdout
+
+    add_release(one_patch, "1.1")
+    assert one_patch.run("pin", "add", "1.1").returncode == 0
+    rebase = one_patch.run("rebase", "--dry-run", "--to", "1.1")
+    assert rebase.returncode == 0, rebase.stdout + rebase.stderr
+    assert rebase.stdout.startswith(
+        "warning: the rebase moves the series as last exported, not these commits:\n"
+        f"unexported: checkout branch 'series' of {one_patch.root.resolve()} (worktree {wt}) holds 1 unexported "
+        "commit(s), kept only in the cache\n"
+    )
+
+    before = snapshot(one_patch.cache, one_patch.root)
+    for args in (["cache", "clear"], ["cache", "clear", "--json"]):
+        res = one_patch.run(*args)
+        assert res.returncode == 2, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"] == (
+        f"the cache holds commits no export has written: checkout branch 'series' of {one_patch.root.resolve()} "
+        f"(worktree {wt}) holds 1 unexported commit(s); clearing it would lose them"
+    )
+    assert "`patchtool cache clear --force` discards them" in error["hint"]
+    assert snapshot(one_patch.cache, one_patch.root) == before
+
+    # prune keeps every checkout branch: the commits stay
+    assert one_patch.run("cache", "prune", "--now").returncode == 0
+    assert git(one_patch.cache / "upstream.git", "cat-file", "-t", commit).strip() == "commit"
+
+    res = one_patch.run("cache", "clear", "--force", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.loads(res.stdout)["data"]
+    assert "upstream.git" in data["removed"] and data["discarded"][0]["commits"][0]["commit"] == commit
+    assert not (one_patch.cache / "upstream.git").exists()
+    # a cache with nothing unexported clears without --force
+    assert one_patch.run("check").returncode == 0
+    assert one_patch.run("cache", "clear").returncode == 0

@@ -52,6 +52,23 @@ def test_round_trip_without_edits_is_byte_identical(demo: Demo) -> None:
     assert snapshot(demo.root / "patches") | snapshot(demo.root / "patchset.toml") == before
 
 
+def test_round_trip_keeps_a_message_that_quotes_a_trailer(demo: Demo) -> None:
+    """A message quoting another patch's `Patchtool-Id: ...` line in its text lost that line on a
+    checkout and export with no edit (found by issue 29): patchtool reads and writes its own keys
+    only in the trailer block, as `git interpret-trailers` reads it."""
+    body = "Like the fix that carried\nPatchtool-Id: other\nbut shorter.\n\nPatchtool-Id: quoted-last\nmore text."
+    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi", body)
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch"))
+    series = (demo.root / "patches", demo.root / "upstream-pins")
+    before, manifest = snapshot(*series), (demo.root / "patchset.toml").read_bytes()
+    wt = checked_out(demo)
+    assert wt_git(wt, "log", "-1", "--format=%(trailers:key=Patchtool-Id,valueonly)").strip() == "greet"
+    res = demo.run("export", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["data"]["trailers"] == []
+    assert snapshot(*series) == before and (demo.root / "patchset.toml").read_bytes() == manifest
+
+
 def test_amend_refreshes_only_that_patch(demo: Demo) -> None:
     three(demo)
     before = {p.name: p.read_text() for p in (demo.root / "patches").glob("*.patch")}

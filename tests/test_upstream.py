@@ -13,7 +13,7 @@ from patchtool.git import Ident
 from patchtool.project.pins import Pin
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.index import Fetcher
-from patchtool.urls import SourceUrl
+from patchtool.urls import LocalUrls, SourceUrl
 
 FILES = {"demo/__init__.py": "x = 1\n", "demo/run.sh": "#!/bin/sh\n", "other/skip.py": "pass\n"}
 
@@ -144,7 +144,9 @@ def test_an_index_answering_neither_json_nor_html_says_so(tmp_path: Path) -> Non
     assert pin.artifact is not None
     page = f"{(tmp_path / 'simple').as_uri()}/demo/index.txt"
     with pytest.raises(UpstreamError) as exc:
-        Fetcher(attempts=3, backoff=5).json(SourceUrl.parse(page))
+        Fetcher(attempts=3, backoff=5, allow_local=LocalUrls(allowed=True, beneath=tmp_path)).json(
+            SourceUrl.parse(page)
+        )
     assert exc.value.message == (
         f"the package index at {page} answered text/plain, neither a PEP 691 JSON nor a PEP 503 HTML project page"
     )

@@ -233,6 +233,46 @@ def test_member_twice_and_odd_compression_are_refused(demo: Demo) -> None:
     )
 
 
+# a file and a directory of the same name: an import keeps only one of them, and `check` said clean
+FILE_AND_DIRECTORY = {
+    "file first": (
+        {"demo/six.py": b"six = 1\n", "demo/six.py/x.py": b"x = 1\n"},
+        "entry 'demo/six.py/x.py' lies beneath 'demo/six.py', which is also a file",
+    ),
+    "directory first": (
+        {"demo/six.py/x.py": b"x = 1\n", "demo/six.py": b"six = 1\n"},
+        "entry 'demo/six.py' is a file and also the directory of 'demo/six.py/x.py'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(FILE_AND_DIRECTORY))
+def test_wheel_member_that_is_a_file_and_a_directory_is_refused(series: Demo, case: str) -> None:
+    members, why = FILE_AND_DIRECTORY[case]
+    serve(series, wheel_with(series.root.parent / "hostile" / NAME, members))
+    for command in ("apply", "build"):
+        error = refused(series, command, 4)
+        assert (error["message"], error["hint"]) == (f"{NAME}: {why}; refusing it", HINT)
+    project = snapshot(series.root)
+    code, out = run(series, "check")
+    assert code == 1 and [e["message"] for e in out["errors"]] == [f"{NAME}: {why}; refusing it"]  # a problem
+    assert snapshot(series.root) == project
+    recovers(series)
+
+
+@pytest.mark.parametrize("case", list(FILE_AND_DIRECTORY))
+def test_sdist_member_that_is_a_file_and_a_directory_is_refused(demo: Demo, case: str) -> None:
+    members, why = FILE_AND_DIRECTORY[case]
+    demo.write_manifest()
+    sdist = sdist_with(
+        demo.root.parent / "hostile" / "demo-1.0.tar.gz", {f"demo-1.0/{k}": v for k, v in members.items()}
+    )
+    serve(demo, sdist, prefix=("demo-1.0/demo/", "python/demo/"))
+    error = refused(demo, "apply", 4)
+    assert error["message"] == f"demo-1.0.tar.gz: {why.replace('demo/', 'demo-1.0/demo/')}; refusing it"
+    assert error["hint"] == HINT
+
+
 def test_pin_prefix_that_leads_into_git_is_refused(demo: Demo) -> None:
     demo.write_manifest()
     serve(demo, demo.wheel, prefix=("demo/", ".git/hooks/"))

@@ -232,3 +232,28 @@ def test_a_committed_gpu_results_link_lists_nothing_outside(one_patch: Demo) -> 
     assert [p["message"] for p in problems if p.get("file") == "gpu-results"] == [
         "is a symbolic link; patchtool reads results only from a real directory inside the repository"
     ]
+
+
+@pytest.mark.parametrize("where", [".git/x", ".GIT/wt", "python/.Git/wt", "sub/.git./wt", "elsewhere.git/wt", "cache"])
+def test_checkout_path_inside_a_git_directory_is_refused(one_patch: Demo, tmp_path: Path, where: str) -> None:
+    """git would put a worktree's files among the repository's own (found by issue 29)."""
+    root = one_patch.root
+    git(root, "init", "-q")
+    if where == "elsewhere.git/wt":
+        # the repository's .git is a `gitdir:` file: its git directory is found where the file says
+        git(root, "init", "-q", f"--separate-git-dir={tmp_path / 'elsewhere.git'}")
+        path = tmp_path / where
+        message = f"{path} lies inside the git directory {tmp_path / 'elsewhere.git'}"
+    elif where == "cache":
+        assert run(one_patch, "check")[0] == 0  # the cache's repository exists
+        path = one_patch.cache / "upstream.git" / "wt"
+        message = f"{path} lies inside the git directory {one_patch.cache / 'upstream.git'}"
+    else:
+        path = root / where
+        message = f"{where} lies inside a .git directory"
+    before = snapshot(tmp_path)
+    # a path relative to the repository, where the command runs, or an absolute one
+    code, out = run(one_patch, "checkout", "--path", where if message.startswith(where) else str(path))
+    assert code == 2, out
+    assert out["errors"][0]["message"] == f"{message}; a checkout's worktree goes outside every git directory"
+    assert snapshot(tmp_path) == before and not path.exists()

@@ -237,6 +237,96 @@ def test_an_index_link_to_a_local_file_is_refused(one_patch: Demo, tmp_path: Pat
     assert sha256(secret) not in json.dumps(out)
 
 
+def file_pin(demo: Demo, artifact: Path) -> None:
+    """The demo's pin, its artifact read from ``artifact`` by a ``file:`` url."""
+    pin = demo.root / PIN
+    text = pin.read_text().replace(f'sha256 = "{sha256(demo.wheel)}"', f'sha256 = "{"0" * 64}"')
+    pin.write_text(text.replace("prefix = ", f'url = "{artifact.as_uri()}"\nprefix = '))
+
+
+FILES_HINT = (
+    f"a local file is read only beneath a directory you name: {ALLOW_LOCAL_ENV}=DIR or patchtool "
+    "--allow-local-urls-in DIR ..."
+)
+
+
+@pytest.mark.parametrize("how", ["=1", "--allow-local-urls", "=DIR", "--allow-local-urls-in"])
+def test_a_file_url_is_no_oracle_where_local_urls_are_allowed(one_patch: Demo, tmp_path: Path, how: str) -> None:
+    """With local urls allowed, ``url = "file:///any/file"`` printed the file's size and sha256 in
+    the mismatch (found by issue 29): a local file is read only beneath a directory the user names."""
+    secret = tmp_path / "secret"
+    secret.write_text("root:password-hash\n")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    file_pin(one_patch, secret)
+    env = {ALLOW_LOCAL_ENV: "1" if how == "=1" else str(mirror) if how == "=DIR" else ""}
+    flag = ["--allow-local-urls"] if how == "--allow-local-urls" else []
+    flag = ["--allow-local-urls-in", str(mirror)] if how == "--allow-local-urls-in" else flag
+    before = unsafe_outside(one_patch)
+    for command in (["status"], ["check"]):
+        code, out = without_permission(one_patch, "--json", *flag, *command, env=env)
+        assert code in (1, 4), out
+        (error,) = out["errors"]
+        what = (
+            "a local file, and you name no directory local files may come from"
+            if how in ("=1", "--allow-local-urls")
+            else f"a local file outside {mirror}, the directory you allow"
+        )
+        assert (error["file"], error["key"], error["message"], error["hint"]) == (
+            PIN,
+            "artifact.url",
+            f"{secret.as_uri()!r} is {what}; a repository may name only https urls, unless you allow local ones",
+            FILES_HINT,
+        )
+        assert sha256(secret) not in json.dumps(out) and str(secret.stat().st_size) not in json.dumps(out["errors"])
+    nothing_fetched(one_patch, before)
+
+
+def test_a_file_url_beneath_the_named_directory_is_read(one_patch: Demo, tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    wheel = mirror / one_patch.wheel.name
+    wheel.write_bytes(one_patch.wheel.read_bytes())
+    (mirror / "link.whl").symlink_to(one_patch.wheel)
+    file_pin(one_patch, mirror / "link.whl")
+    pin = one_patch.root / PIN
+    pin.write_text(pin.read_text().replace(f'sha256 = "{"0" * 64}"', f'sha256 = "{sha256(wheel)}"'))
+    # a link inside the directory to a file outside it is outside
+    code, out = without_permission(one_patch, "--json", "status", env={ALLOW_LOCAL_ENV: str(mirror)})
+    assert code == 4 and out["errors"][0]["key"] == "artifact.url", out
+    pin.write_text(pin.read_text().replace((mirror / "link.whl").as_uri(), wheel.as_uri()))
+    code, out = without_permission(one_patch, "--json", "status", env={ALLOW_LOCAL_ENV: str(mirror)})
+    assert code == 0, out
+
+
+def test_a_git_path_outside_the_named_directory_is_refused(one_patch: Demo, tmp_path: Path) -> None:
+    """=1 still lets a pin name a local git repository; with a directory named, only beneath it."""
+    up, commit = git_release(tmp_path)
+    (one_patch.root / PIN).write_text(git_pin_text(str(up), commit))
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    before = unsafe_outside(one_patch)
+    code, out = without_permission(one_patch, "--json", "status", env={ALLOW_LOCAL_ENV: str(mirror)})
+    assert code == 4, out
+    nothing_fetched(one_patch, before)
+    assert (out["errors"][0]["key"], out["errors"][0]["message"]) == (
+        "git.url",
+        f"{str(up)!r} is a local file outside {mirror}, the directory you allow; a repository may name only https "
+        "urls, unless you allow local ones",
+    )
+    for allowed in ("1", str(tmp_path)):
+        code, out = without_permission(one_patch, "--json", "status", env={ALLOW_LOCAL_ENV: allowed})
+        assert code == 0, out
+
+
+def test_allow_local_urls_must_be_1_or_a_directory(one_patch: Demo) -> None:
+    before = snapshot(one_patch.root)
+    code, out = without_permission(one_patch, "--json", "status", env={ALLOW_LOCAL_ENV: "mirror"})
+    assert code == 2, out
+    assert out["errors"][0]["message"] == f"{ALLOW_LOCAL_ENV}='mirror' is neither 1 nor an absolute directory"
+    assert snapshot(one_patch.root) == before
+
+
 # -- downloads without end --------------------------------------------------------------------------
 
 
@@ -251,7 +341,7 @@ def test_a_file_url_reads_only_a_regular_file(one_patch: Demo, tmp_path: Path, k
     pin = one_patch.root / PIN
     pin.write_text(pin.read_text().replace("prefix = ", f'url = "{target.as_uri()}"\nsize = 100\nprefix = '))
     before = snapshot(one_patch.root)
-    code, out = run(one_patch, "status")
+    code, out = run(one_patch, "status", env={ALLOW_LOCAL_ENV: "/"})  # local files allowed from anywhere
     assert code == 4
     what = "a named pipe (FIFO)" if kind == "fifo" else "a device"
     assert (
@@ -325,3 +415,53 @@ def test_a_download_follows_no_redirect_to_another_protocol(one_patch: Demo, loc
     url = f"{one_patch.index.url[:-7]}/files/{one_patch.wheel.name}"
     assert out["errors"][0]["message"] == f"{url} {why}"
     assert len([r for r in one_patch.index.requests if r.startswith("/files/")]) == 1  # refused, not retried
+
+
+# -- credentials in a url are never printed ------------------------------------------------------
+
+
+def shows_no_secret(demo: Demo, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    """Run ``args`` as text and as ``--json``: the same exit code, ``secret`` in neither's stdout
+    or stderr; (code, the envelope, the text run's stdout and stderr)."""
+    text = demo.run(*args, env=env)
+    as_json = demo.run("--json", *args, env=env)
+    for res in (text, as_json):
+        assert "Traceback" not in res.stderr, res.stderr
+        assert "secret" not in res.stdout + res.stderr, res.stdout + res.stderr
+    assert text.returncode == as_json.returncode
+    return as_json.returncode, json.loads(as_json.stdout), text.stdout + text.stderr
+
+
+def test_pin_add_never_prints_the_credentials_of_its_git_url(one_patch: Demo) -> None:
+    """A url with `user:password@` was echoed into messages and CI logs (found by issue 29)."""
+    before = snapshot(one_patch.root)
+    url = "https://user:secret@127.0.0.1:1/x.git"
+    code, out, text = shows_no_secret(one_patch, "pin", "add", "--git", url, "--tag", "v1.0")
+    assert code == 4, out
+    assert out["errors"][0]["message"].startswith("could not fetch tag v1.0 from https://***@127.0.0.1:1/x.git")
+    assert "https://***@127.0.0.1:1/x.git" in text
+    assert snapshot(one_patch.root) == before
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_pin_url_with_credentials_is_never_printed(one_patch: Demo, allowed: bool) -> None:
+    """A pin file's git.url with credentials, refused (plain http, not allowed) or failing (nothing
+    listens there): neither the message nor the --json envelope holds the password."""
+    (one_patch.root / PIN).write_text(git_pin_text("http://user:secret@127.0.0.1:1/x.git", "a" * 40))
+    env = None if allowed else {ALLOW_LOCAL_ENV: ""}
+    before = snapshot(one_patch.root)
+    for command in (["check"], ["status"], ["pin", "list"]):
+        shows_no_secret(one_patch, *command, env=env)
+    code, out, text = shows_no_secret(one_patch, "check", env=env)
+    assert code == 1, out  # a problem of the pin: check reports it
+    message = out["errors"][0]["message"]
+    if allowed:  # tried, and failed: git's own words name the url too
+        assert message.startswith("could not fetch tag v1.0 from http://***@127.0.0.1:1/x.git: git fetch ")
+    else:
+        assert (out["errors"][0]["key"], message) == (
+            "git.url",
+            "'http://***@127.0.0.1:1/x.git' is plain http; a repository may name only https urls, unless you "
+            "allow local ones",
+        )
+    assert "http://***@127.0.0.1:1/x.git" in text
+    assert snapshot(one_patch.root) == before

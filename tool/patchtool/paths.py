@@ -55,11 +55,16 @@ def tree_path_problem(path: str) -> str | None:
                 if part != ".."
                 else f"path {path!r} escapes the tree"
             )
-        if _DOTGIT.match(part) or (not part.isascii() and _DOTGIT.match(part.translate(_HFS_IGNORED))):
+        if is_dotgit(part):
             return f"path {path!r} touches .git/"
         if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
             return f"path {path!r} has a name longer than {NAME_MAX} bytes, which no checkout can create"
     return None
+
+
+def is_dotgit(part: str) -> bool:
+    """Whether one path component is ``.git`` in any case or spelling git treats as one."""
+    return bool(_DOTGIT.match(part) or (not part.isascii() and _DOTGIT.match(part.translate(_HFS_IGNORED))))
 
 
 def file_name_problem(name: str) -> str | None:

@@ -15,15 +15,25 @@ import dataclasses
 import os
 import re
 import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import NoReturn
 
-from patchtool.errors import Problem, UpstreamError
+from patchtool.errors import Problem, UpstreamError, UsageError
 
 ALLOW_LOCAL_ENV = "PATCHTOOL_ALLOW_LOCAL_URLS"
 ALLOW_LOCAL_FLAG = "--allow-local-urls"
+ALLOW_LOCAL_IN_FLAG = "--allow-local-urls-in"
 ALLOW_LOCAL_HINT = (
     f"if you trust this repository's urls, allow local and plain-http ones: {ALLOW_LOCAL_ENV}=1 or "
     f"patchtool {ALLOW_LOCAL_FLAG} ..."
 )
+ALLOW_FILES_HINT = (
+    f"a local file is read only beneath a directory you name: {ALLOW_LOCAL_ENV}=DIR or patchtool "
+    f"{ALLOW_LOCAL_IN_FLAG} DIR ..."
+)
+# the userinfo of any url in a text (``https://user:token@host``): credentials, never shown
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]+@")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # control characters and spaces: no URL patchtool fetches holds one
 
 
@@ -39,6 +49,7 @@ class SourceUrl:
     file: str | None = dataclasses.field(default=None, compare=False)
     key: str | None = dataclasses.field(default=None, compare=False)
     user: bool = False
+    git: bool = dataclasses.field(default=False, compare=False)  # a git remote, not a file to download
 
     @classmethod
     def parse(
@@ -47,7 +58,16 @@ class SourceUrl:
         """``text`` as a SourceUrl; ValueError naming why it is not one. ``git``: a git remote,
         which may also be an absolute local path (a repository on this machine)."""
         scheme = _scheme(text, git=git)
-        return cls(text=text, scheme=scheme, file=file, key=key, user=user)
+        return cls(text=text, scheme=scheme, file=file, key=key, user=user, git=git)
+
+    @property
+    def local_path(self) -> Path | None:
+        """The local file or directory a ``file:`` url or a local git path names, else None."""
+        if self.scheme != "file":
+            return None
+        if self.text.startswith("/"):
+            return Path(self.text)
+        return Path(urllib.request.url2pathname(urllib.parse.urlsplit(self.text).path))
 
     @property
     def needs_permission(self) -> bool:
@@ -59,7 +79,15 @@ class SourceUrl:
         return SourceUrl.parse(urllib.parse.urljoin(self.text, href), file=file, key="href")
 
     def __str__(self) -> str:
-        return self.text
+        """The url as every message shows it: its credentials, if any, as ``***``."""
+        return redact(self.text)
+
+
+def redact(text: str) -> str:
+    """``text`` with the userinfo of every url in it (``https://user:secret@host``) written as
+    ``***``: what patchtool prints, in messages and in ``--json``, passes through here, so a
+    credential in a pin's url or a remote git names never reaches a terminal or a CI log."""
+    return _USERINFO.sub(r"\1***@", text) if "@" in text else text
 
 
 def _scheme(text: str, *, git: bool) -> str:
@@ -82,21 +110,76 @@ def _scheme(text: str, *, git: bool) -> str:
     raise ValueError(f"{text!r} is not an https {kind} (nor http, file:{also})")
 
 
-def allowed_by_environment() -> bool:
-    """Whether the user set ``PATCHTOOL_ALLOW_LOCAL_URLS=1``."""
-    return os.environ.get(ALLOW_LOCAL_ENV) == "1"
+@dataclasses.dataclass(frozen=True, slots=True)
+class LocalUrls:
+    """What the user lets a repository's urls be besides https. ``allowed`` (``=1``,
+    ``--allow-local-urls``): plain http and local git repositories, but no ``file:`` artifact or
+    index, which would make any readable file's size and sha256 an oracle. ``beneath``
+    (``=DIR``, ``--allow-local-urls-in DIR``): that, and every local url (``file:``, a git path)
+    only beneath ``DIR``."""
+
+    allowed: bool = False
+    beneath: Path | None = None
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+    @classmethod
+    def of(cls, value: LocalUrls | bool) -> LocalUrls:
+        return value if isinstance(value, LocalUrls) else cls(allowed=value)
+
+    @classmethod
+    def parse(cls, text: str, *, source: str) -> LocalUrls:
+        """``PATCHTOOL_ALLOW_LOCAL_URLS``'s value (or the flag's, named ``source``): empty or 0
+        allows nothing, 1 plain http and local repositories, an absolute directory local files too."""
+        if text in ("", "0"):
+            return cls()
+        if text == "1":
+            return cls(allowed=True)
+        if not text.startswith("/"):
+            raise UsageError(
+                f"{source}={text!r} is neither 1 nor an absolute directory",
+                hint=f"{ALLOW_LOCAL_ENV}=1 allows plain http and local repositories, "
+                f"{ALLOW_LOCAL_ENV}=/srv/mirror local files beneath /srv/mirror too",
+            )
+        return cls(allowed=True, beneath=Path(os.path.abspath(text)))
 
 
-def permit(url: SourceUrl, *, allow_local: bool) -> None:
-    """Refuse ``url`` unless it is https, the user gave it, or the user allows local urls."""
-    if not url.needs_permission or allow_local:
+def allowed_by_environment() -> LocalUrls:
+    """What the user allows by ``PATCHTOOL_ALLOW_LOCAL_URLS`` (``LocalUrls.parse``)."""
+    return LocalUrls.parse(os.environ.get(ALLOW_LOCAL_ENV, ""), source=ALLOW_LOCAL_ENV)
+
+
+def permit(url: SourceUrl, *, allow_local: LocalUrls | bool) -> None:
+    """Refuse ``url`` unless it is https, the user gave it, or the user allows it: plain http and
+    local git repositories with ``allowed``, a local file only beneath ``beneath``, before anything
+    is read."""
+    local = LocalUrls.of(allow_local)
+    if not url.needs_permission:
         return
-    what = "a local file" if url.scheme == "file" else "plain http"
-    message = f"{url.text!r} is {what}; a repository may name only https urls, unless you allow local ones"
+    path = url.local_path
+    if path is None:
+        if local.allowed:
+            return
+        _refuse(url, "plain http", ALLOW_LOCAL_HINT)
+    elif local.beneath is not None:
+        real, inside = Path(os.path.realpath(path)), Path(os.path.realpath(local.beneath))
+        if real.is_relative_to(inside):
+            return
+        _refuse(url, f"a local file outside {local.beneath}, the directory you allow", ALLOW_FILES_HINT)
+    elif local.allowed and url.git:
+        return  # a local git repository, as git's protocol.file.allow=user
+    elif local.allowed:
+        _refuse(url, "a local file, and you name no directory local files may come from", ALLOW_FILES_HINT)
+    _refuse(url, "a local file", ALLOW_LOCAL_HINT)
+
+
+def _refuse(url: SourceUrl, what: str, hint: str) -> NoReturn:
+    message = f"{str(url)!r} is {what}; a repository may name only https urls, unless you allow local ones"
     where = f"{url.file}: {url.key}: " if url.file and url.key else ""
     raise UpstreamError(
         f"{where}{message}",
         file=url.file,
-        hint=ALLOW_LOCAL_HINT,
-        problems=[Problem(message=message, file=url.file, key=url.key, hint=ALLOW_LOCAL_HINT, code="url-not-allowed")],
+        hint=hint,
+        problems=[Problem(message=message, file=url.file, key=url.key, hint=hint, code="url-not-allowed")],
     )

@@ -36,9 +36,10 @@ def _output_lost(exc: errors.OutputLost) -> int:
     import sys
 
     from patchtool.cli.runner import reader_gone
+    from patchtool.urls import redact
 
     try:
-        sys.stderr.write(f"error: {exc.as_problems()[0].render()}\n")
+        sys.stderr.write(redact(f"error: {exc.as_problems()[0].render()}\n"))
         sys.stderr.flush()
     except OSError:
         reader_gone(sys.stderr)

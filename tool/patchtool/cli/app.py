@@ -18,7 +18,14 @@ import typer
 
 from patchtool import __version__
 from patchtool.cli import runner, usage
-from patchtool.cli.runner import AllowLocalOption, CacheDirOption, CommandSet, JsonOption, RootOption
+from patchtool.cli.runner import (
+    AllowLocalInOption,
+    AllowLocalOption,
+    CacheDirOption,
+    CommandSet,
+    JsonOption,
+    RootOption,
+)
 
 HELP = "Carry a curated series of downstream patches on a pinned upstream."
 _SETTINGS = {"help_option_names": usage.HELP_OPTIONS}
@@ -45,8 +52,9 @@ def _globals(
     global_root: RootOption = None,
     global_cache_dir: CacheDirOption = None,
     global_allow_local: AllowLocalOption = False,
+    global_allow_local_in: AllowLocalInOption = None,
 ) -> None:
-    runner.current().take(global_json, global_root, global_cache_dir, global_allow_local)
+    runner.current().take(global_json, global_root, global_cache_dir, global_allow_local, global_allow_local_in)
 
 
 def _top(
@@ -58,8 +66,9 @@ def _top(
     global_root: RootOption = None,
     global_cache_dir: CacheDirOption = None,
     global_allow_local: AllowLocalOption = False,
+    global_allow_local_in: AllowLocalInOption = None,
 ) -> None:
-    _globals(global_json, global_root, global_cache_dir, global_allow_local)
+    _globals(global_json, global_root, global_cache_dir, global_allow_local, global_allow_local_in)
 
 
 # Which module holds each command, so that a command line imports only the module of the command it

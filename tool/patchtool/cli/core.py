@@ -212,6 +212,12 @@ def rebase(
     if abort:
         transaction.abort(project, upstream)
         return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
+    from patchtool.cli.render import unexported_lines
+    from patchtool.series.checkouts import unexported
+    from patchtool.upstream.cachespace import project_key
+
+    # a checkout's commits no export wrote are not part of the series the rebase moves
+    work = unexported(upstream.repo, project_key(project.root))
     try:
         if to is not None:
             report = transaction.start(project, upstream, to, dry_run=dry_run, widen=widen)
@@ -225,10 +231,16 @@ def rebase(
         _write_report(report_file, _rebase_page(report_file, report), project.root)
     stuck = report.predicted_conflicts
     return Shown(
-        data=report,
+        data={**report.to_dict(), "unexported": [u.to_dict() for u in work]},
         code=ExitCode.PREDICTED if stuck else ExitCode.OK,
         text=lambda style: (
-            rebase_text(report, style)
+            (
+                f"{style.bad('warning')}: the rebase moves the series as last exported, not these commits:\n"
+                + "".join(line + "\n" for line in unexported_lines(work, style))
+                if work
+                else ""
+            )
+            + rebase_text(report, style)
             + (
                 f"\n{style.bad('predicted')}: "
                 + _fit(

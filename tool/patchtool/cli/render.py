@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.registry.entries import Finding, Registry, Rejection
     from patchtool.registry.workflows import RevisitReport
     from patchtool.series.apply import Outcome, SeriesResult
+    from patchtool.series.checkouts import Unexported
     from patchtool.series.checks import CheckReport
     from patchtool.series.status import StatusReport
     from patchtool.wheel.build import BuildResult
@@ -234,6 +235,18 @@ def rebase_in_progress(report: StatusReport, style: Style) -> str:
     )
 
 
+def unexported_lines(work: Sequence[Unexported], style: Style) -> list[str]:
+    """What ``status`` and ``rebase`` say of checkout commits no export has written: they live only
+    in the cache's repository, which a cache cleared (or removed by hand) takes with it."""
+    lines = []
+    for u in work:
+        lines.append(f"{style.bad('unexported')}: {printable(u.describe())}, kept only in the cache")
+        lines += [f"  {c[:12]} {printable(subject)}" for c, subject in u.commits]
+    if lines:
+        lines.append("  `patchtool export` writes them into the series; clearing the cache would lose them")
+    return lines
+
+
 def status_text(report: StatusReport, style: Style) -> str:
     lines = [
         f"pin {style.bold(report.pin)}: {report.upstream} {report.version} ({report.source}, base {report.base[:12]})",
@@ -241,6 +254,7 @@ def status_text(report: StatusReport, style: Style) -> str:
     ]
     if report.rebase is not None:
         lines.append(rebase_in_progress(report, style))
+    lines += unexported_lines(report.unexported, style)
     for i, p in enumerate(report.patches, 1):
         applies = style.ok(p.applies) if p.applies == "applied" else style.bad(p.applies)
         lines.append(

@@ -41,6 +41,7 @@ from patchtool.errors import (
     Problem,
     UsageError,
 )
+from patchtool.urls import redact
 
 if TYPE_CHECKING:
     from patchtool.confine import Unconfined
@@ -75,8 +76,18 @@ AllowLocalOption = Annotated[
     typer.Option(
         "--allow-local-urls",
         rich_help_panel=GLOBAL,
-        help="Let the repository's urls be local (file:, a path) or plain http, not only https "
+        help="Let the repository's urls be plain http or local git repositories, not only https "
         "(as $PATCHTOOL_ALLOW_LOCAL_URLS=1).",
+    ),
+]
+AllowLocalInOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--allow-local-urls-in",
+        metavar="DIR",
+        rich_help_panel=GLOBAL,
+        help="As --allow-local-urls, and let local urls (file:, a git path) name what lies beneath DIR, "
+        "and nothing else (as $PATCHTOOL_ALLOW_LOCAL_URLS=DIR).",
     ),
 ]
 PinOption = Annotated[
@@ -93,6 +104,7 @@ _GLOBALS = [
         ("global_root", None, RootOption),
         ("global_cache_dir", None, CacheDirOption),
         ("global_allow_local", False, AllowLocalOption),
+        ("global_allow_local_in", None, AllowLocalInOption),
     )
 ]
 
@@ -116,6 +128,7 @@ class Invocation:
     root: Path | None = None
     cache_dir: Path | None = None
     allow_local_urls: bool = False
+    allow_local_in: Path | None = None  # --allow-local-urls-in DIR
     writes: bool = False
     edits_series: bool = False
     creates: bool = False  # the command makes the repository (``init``): it is the directory named, not found
@@ -128,10 +141,18 @@ class Invocation:
     held: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     recovered: list[str] = dataclasses.field(default_factory=list)
 
-    def take(self, as_json: bool, root: Path | None, cache_dir: Path | None, allow_local: bool = False) -> None:
+    def take(
+        self,
+        as_json: bool,
+        root: Path | None,
+        cache_dir: Path | None,
+        allow_local: bool = False,
+        allow_local_in: Path | None = None,
+    ) -> None:
         """Global options, given before the command or after it (after wins)."""
         self.as_json = self.as_json or as_json
         self.allow_local_urls = self.allow_local_urls or allow_local
+        self.allow_local_in = allow_local_in if allow_local_in is not None else self.allow_local_in
         self.root = root if root is not None else self.root
         self.cache_dir = cache_dir if cache_dir is not None else self.cache_dir
 
@@ -206,13 +227,14 @@ def cache_root() -> Path:
 def cache() -> Cache:
     from patchtool.upstream.cache import Cache
     from patchtool.upstream.index import INDEX_URL_ENV
-    from patchtool.urls import allowed_by_environment
+    from patchtool.urls import LocalUrls, allowed_by_environment
 
-    return Cache(
-        _cache_root(_current),
-        index_url=os.environ.get(INDEX_URL_ENV) or None,
-        allow_local=_current.allow_local_urls or allowed_by_environment(),
-    )
+    local = allowed_by_environment()
+    if _current.allow_local_in is not None:
+        local = LocalUrls(allowed=True, beneath=Path(os.path.abspath(_current.allow_local_in)))
+    elif _current.allow_local_urls:
+        local = LocalUrls(allowed=True, beneath=local.beneath)
+    return Cache(_cache_root(_current), index_url=os.environ.get(INDEX_URL_ENV) or None, allow_local=local)
 
 
 def landlock_wanted() -> bool:
@@ -468,10 +490,11 @@ def _command(declared: Declared, name: str) -> Callable[..., int]:
         global_root: Path | None = None,
         global_cache_dir: Path | None = None,
         global_allow_local: bool = False,
+        global_allow_local_in: Path | None = None,
         **options: Any,
     ) -> int:
         inv = _current
-        inv.take(global_json, global_root, global_cache_dir, global_allow_local)
+        inv.take(global_json, global_root, global_cache_dir, global_allow_local, global_allow_local_in)
         inv.command, inv.edits_series, inv.creates = name, declared.edits_series, declared.creates
         inv.writes = declared.writes and not (declared.dry_run and options[declared.dry_run])
         inv.outputs = tuple(Path(options[o]) for o in (*declared.outputs, *declared.reports) if options[o] is not None)
@@ -554,9 +577,11 @@ def _progress_shown(as_json: bool) -> Iterator[None]:
 
 
 def _echo(text: str, *, err: bool = False) -> None:
+    """Write a command's output or error: every one, text or ``--json``, passes here, so no url's
+    credentials (a pin's, a remote's in git's own words) are printed (``urls.redact``)."""
     stream = sys.stderr if err else sys.stdout
     try:
-        stream.write(text + "\n")
+        stream.write(redact(text) + "\n")
         stream.flush()
     except BrokenPipeError:  # the reader went away (`| head`): not the command's failure
         reader_gone(stream)

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from patchtool.cli.outcomes import LOOKS, Look
-from patchtool.cli.render import Style, printable, problems_text, rebase_in_progress
+from patchtool.cli.render import Style, printable, problems_text, rebase_in_progress, unexported_lines
 
 if TYPE_CHECKING:
     from patchtool.rebase.scan import ScanReport
@@ -124,6 +124,7 @@ def status_table(report: StatusReport, style: Style) -> str:
     lines = [head]
     if report.rebase is not None:
         lines.append(rebase_in_progress(report, style))
+    lines += unexported_lines(report.unexported, style)
     tail = [problems_text([p], style) + " (skipped)" for p in report.gpu_results_problems]
     left_out = [h for h in cells if h not in shown]
     if left_out:

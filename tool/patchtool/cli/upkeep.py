@@ -10,6 +10,7 @@ from patchtool.cli.runner import CommandSet, Shown, cache, root
 
 if TYPE_CHECKING:
     from patchtool.cli.render import Style
+    from patchtool.upstream import cacheuse
     from patchtool.upstream.cacheuse import CacheReport
 
 commands = CommandSet()
@@ -17,13 +18,18 @@ commands = CommandSet()
 
 @commands.command("cache")
 def cache_command(
-    action: Annotated[str, typer.Argument(metavar="[show|prune]", help="show (the default) or prune.")] = "show",
+    action: Annotated[
+        str, typer.Argument(metavar="[show|prune|clear]", help="show (the default), prune or clear.")
+    ] = "show",
     dry_run: Annotated[bool, typer.Option("--dry-run", help="prune: say what would go; remove nothing.")] = False,
     now: Annotated[
         bool,
         typer.Option(
             "--now", help="prune: drop unreachable objects at once, not only those past git's grace period (two weeks)."
         ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="clear: discard checkout commits no export has written.")
     ] = False,
 ) -> Shown:
     """What the cache holds (releases imported and who uses them, each project's refs, checkouts, loose
@@ -32,17 +38,31 @@ def cache_command(
     from patchtool.errors import UsageError
     from patchtool.upstream import cacheuse
 
-    if action not in ("show", "prune"):
-        raise UsageError(f"cache {action}: give show (the default) or prune")
-    if action == "show" and (dry_run or now):
+    if action not in ("show", "prune", "clear"):
+        raise UsageError(f"cache {action}: give show (the default), prune or clear")
+    if action != "prune" and (dry_run or now):
         raise UsageError("--dry-run and --now go with `cache prune`")
-    project_root = root()
+    if action != "clear" and force:
+        raise UsageError("--force goes with `cache clear`")
     upstream = cache()
+    if action == "clear":
+        from patchtool.series.checkouts import unexported
+
+        cleared = cacheuse.clear(upstream, force=force, unexported=unexported(upstream.repo))
+        return Shown(data=cleared, text=lambda style: _cleared_text(cleared))
+    project_root = root()
     if action == "show":
         report = cacheuse.survey(upstream, project_root)
     else:
         report = cacheuse.prune(upstream, project_root, dry_run=dry_run, now=now)
     return Shown(data=report, text=lambda style: _text(report, style, pruned=action == "prune"))
+
+
+def _cleared_text(cleared: cacheuse.Cleared) -> str:
+    lines = [f"cleared {cleared.path}: removed " + (", ".join(cleared.removed) or "nothing")]
+    for u in cleared.discarded:
+        lines.append(f"discarded {len(u['commits'])} unexported commit(s) of checkout branch {u['branch']!r}")
+    return "\n".join(lines)
 
 
 def _size(n: int) -> str:

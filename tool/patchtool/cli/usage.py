@@ -18,6 +18,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from patchtool.cli.render import envelope
 from patchtool.errors import ExitCode, Problem
+from patchtool.urls import redact
 
 HELP_OPTIONS = ["-h", "--help"]
 
@@ -75,10 +76,10 @@ def report(exc: typer.TyperException, *, as_json: bool) -> int:
     if as_json:
         problem = Problem(message=text, code="UsageError", hint=hint)
         command = path.removeprefix("patchtool").strip() or "patchtool"
-        sys.stdout.write(envelope(command, ExitCode.USAGE, None, (problem,)) + "\n")
+        sys.stdout.write(redact(envelope(command, ExitCode.USAGE, None, (problem,))) + "\n")
         sys.stdout.flush()
     else:
         pieces = ctx.command.collect_usage_pieces(ctx) if ctx is not None else []
-        sys.stderr.write(f"usage: {' '.join([path, *pieces])}\n{path}: error: {text}\n  ({hint})\n")
+        sys.stderr.write(redact(f"usage: {' '.join([path, *pieces])}\n{path}: error: {text}\n  ({hint})\n"))
         sys.stderr.flush()
     return int(ExitCode.USAGE)

@@ -23,7 +23,7 @@ from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner,
 from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
 from patchtool.paths import tree_path_problem
-from patchtool.urls import SourceUrl, permit
+from patchtool.urls import LocalUrls, SourceUrl, permit
 
 OWN_REFS = "refs/patchtool/"  # the refs only patchtool writes, and only under its ``ref_guard``
 
@@ -485,7 +485,7 @@ class Repo:
                 self._runner.run("worktree unlock", args=[w.path], check=False)
         self.forget_missing_worktrees()
 
-    def fetch(self, url: SourceUrl, refspec: str, *, allow_local: bool) -> None:
+    def fetch(self, url: SourceUrl, refspec: str, *, allow_local: LocalUrls | bool) -> None:
         """Fetch ``refspec`` from a remote by a protocol the user allows (``urls.permit``: https,
         and with ``allow_local`` plain http and local repositories; any the user gave themselves),
         which git is held to as well."""
@@ -495,7 +495,7 @@ class Repo:
             "--quiet",
             "--no-tags",
             args=[url.text, refspec],
-            env=remote_env(allow_local=allow_local or url.user),
+            env=remote_env(allow_local=bool(allow_local) or url.user),
             check=False,
         )
         if res.returncode != 0:

@@ -10,11 +10,13 @@ gone gets it again, at its tip (and the patch it stopped at left in it again).
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
 from patchtool import fsroot, paths
 from patchtool.errors import PatchtoolError, UsageError
+from patchtool.git.command import discover
 from patchtool.project.repository import Project
 from patchtool.series.apply import apply_series
 from patchtool.series.checkouts import (
@@ -63,6 +65,8 @@ class Checkout:
 def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str, path: Path | None) -> Checkout:
     repo = cache.repo
     names = CheckoutBranch.of(project.root, branch)
+    if path is not None:
+        outside_git_directories(path, project, cache)
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
@@ -108,6 +112,30 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         commits=tuple((r.id, r.commit) for r in result.results if r.commit),
         stopped=stopped,
     )
+
+
+def outside_git_directories(path: Path, project: Project, cache: Cache) -> None:
+    """Refuse a worktree ``path`` inside a git directory: under a component named ``.git`` (in
+    any case or spelling), or inside the repository's, the cache's or the enclosing repository's
+    git directory, as named or through links; git would write its files among the repository's."""
+    named = Path(os.path.abspath(path))
+    real = named.resolve()
+    for form in (named, real):
+        if any(paths.is_dotgit(part) for part in form.parts):
+            raise UsageError(
+                f"{path} lies inside a .git directory; a checkout's worktree goes outside every git directory",
+                hint="pass another --path, or none for work/BRANCH",
+            )
+    found = [discover(project.root), discover(named)]
+    git_dirs = [cache.repo.git_dir, *(f[0] for f in found if f is not None)]
+    for git_dir in git_dirs:
+        inside = Path(git_dir).resolve()
+        if real == inside or real.is_relative_to(inside):
+            raise UsageError(
+                f"{path} lies inside the git directory {inside}; a checkout's worktree goes outside every "
+                "git directory",
+                hint="pass another --path, or none for work/BRANCH",
+            )
 
 
 def _place(project: Project, branch: str, path: Path | None) -> Path:

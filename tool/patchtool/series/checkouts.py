@@ -18,20 +18,52 @@ from typing import Any
 
 from patchtool import git
 from patchtool.errors import UsageError
+from patchtool.git import housekeeping
 from patchtool.paths import id_problem
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.cachespace import BRANCHES, CheckoutBranch
 
 TRAILER = "Patchtool-Id"
-_TRAILER_RE = re.compile(rf"^{TRAILER}:\s*(\S+)\s*$", re.MULTILINE)
+_TRAILER_RE = re.compile(rf"{TRAILER}:\s*(\S+)\s*")
+# a trailer line as `git interpret-trailers` reads one (a token, a colon), and git's own trailers
+# that let a block count with a quarter of its lines trailers
+_ANY_TRAILER = re.compile(r"[A-Za-z0-9-]+\s*:")
+_GIT_TRAILERS = ("Signed-off-by: ", "(cherry picked from commit ")
 
 
 def commit_message(lp: LoadedPatch) -> str:
     return lp.patch.message.rstrip("\n") + f"\n\n{TRAILER}: {lp.id}\n"
 
 
+def trailer_block(lines: list[str]) -> range:
+    """Where the trailer block of a message's ``lines`` (no trailing blank ones) is, as git
+    interpret-trailers finds it: its last paragraph, never the subject's, when every line of it
+    is a trailer or a continuation, or a quarter are and one is git's own; else an empty range.
+    Only there does patchtool read or write its own ``Patchtool-*`` keys: a line like one in the
+    message's text (a message quoting another patch) is the message's."""
+    start = len(lines)
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    if start == 0 or start == len(lines):  # one paragraph, the subject's: no trailers
+        return range(len(lines), len(lines))
+    block = lines[start:]
+    trailers = sum(1 for ln in block if _ANY_TRAILER.match(ln))
+    continued = sum(1 for ln in block if ln[:1] in (" ", "\t"))
+    if trailers + continued == len(block) and trailers and block[0][:1] not in (" ", "\t"):
+        return range(start, len(lines))
+    if 4 * trailers >= len(block) and any(ln.startswith(_GIT_TRAILERS) for ln in block):
+        return range(start, len(lines))
+    return range(len(lines), len(lines))
+
+
+def _lines(message: str) -> list[str]:
+    return message.rstrip("\n").split("\n")
+
+
 def trailer_id(message: str) -> str | None:
-    found = _TRAILER_RE.findall(message)
+    """The id of the message's last ``Patchtool-Id`` trailer, in its trailer block only."""
+    lines = _lines(message)
+    found = [m.group(1) for i in trailer_block(lines) if (m := _TRAILER_RE.fullmatch(lines[i]))]
     return found[-1] if found else None
 
 
@@ -152,6 +184,60 @@ def worktrees(repo: git.Repo) -> list[Path]:
     return [Path(w.path) for w in repo.worktrees()] if (Path(repo.git_dir) / "HEAD").is_file() else []
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Unexported:
+    """A checkout branch holding commits no export has written into its series: they live only in
+    the cache's repository, so clearing the cache loses them."""
+
+    branch: str
+    root: str | None  # the repository it was checked out for, as its record names it
+    worktree: str | None
+    commits: tuple[tuple[str, str], ...]  # (commit, subject), oldest first
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "branch": self.branch,
+            "root": self.root,
+            "worktree": self.worktree,
+            "commits": [{"commit": c, "subject": s} for c, s in self.commits],
+        }
+
+    def describe(self) -> str:
+        where = f" (worktree {self.worktree})" if self.worktree else ""
+        whose = f" of {self.root}" if self.root else ""
+        return f"checkout branch {self.branch!r}{whose}{where} holds {len(self.commits)} unexported commit(s)"
+
+
+def unexported(repo: git.Repo, key: str | None = None) -> list[Unexported]:
+    """The checkout branches (of the project whose ``key`` is given, else of every project) with
+    commits on their base that the record of their last checkout, export or refresh does not name."""
+    if not (Path(repo.git_dir) / "HEAD").is_file():
+        return []
+    heads = housekeeping.refs(repo, f"refs/heads/{BRANCHES}/{key + '/' if key else ''}")
+    trees = {w.branch: w.path for w in repo.worktrees() if w.branch and Path(w.path).is_dir()}
+    out = []
+    for ref, tip in sorted(heads.items()):
+        owner, _, branch = ref.removeprefix(f"refs/heads/{BRANCHES}/").partition("/")
+        names = CheckoutBranch(root=Path("/"), branch=branch, key=owner)
+        base, record = repo.resolve(names.base_ref), names.load_record(repo)
+        known = {p["commit"] for p in record["patches"]} if record else set()
+        if base is None or not repo.is_ancestor(base, tip):
+            commits = [(tip, "")] if tip not in known else []
+        else:
+            commits = [(c.commit, c.subject) for c in repo.log(base, tip) if c.commit not in known]
+        if commits:
+            root = record.get("root") if record else None
+            out.append(
+                Unexported(
+                    branch=branch,
+                    root=root if isinstance(root, str) else None,
+                    worktree=trees.get(ref),
+                    commits=tuple(commits),
+                )
+            )
+    return out
+
+
 def require_clean(worktree: Path | None) -> None:
     if worktree is not None:
         dirty = git.Worktree(worktree).status()
@@ -243,9 +329,13 @@ def create_branch(repo: git.Repo, names: CheckoutBranch, tip: str, action: str) 
 
 
 def without_trailer(message: str) -> str:
-    """The commit message as it was before checkout added the trailer."""
-    lines = [ln for ln in message.rstrip("\n").split("\n") if not _TRAILER_RE.match(ln)]
-    return "\n".join(lines).rstrip("\n") + "\n"
+    """The commit message as it was before checkout added the trailer: its ``Patchtool-Id``
+    lines of the trailer block gone, and the block too where nothing else was in it."""
+    lines = _lines(message)
+    block = trailer_block(lines)
+    ours = {i for i in block if _TRAILER_RE.fullmatch(lines[i])}
+    kept = [ln for i, ln in enumerate(lines) if i not in ours]
+    return "\n".join(kept).rstrip("\n") + "\n"
 
 
 def export_commit(repo: git.Repo, commit: str) -> str:
@@ -278,7 +368,7 @@ def _not_utf8(repo: git.Repo, commit: str) -> UsageError:
 
 def _exported(repo: git.Repo, commit: str) -> str:
     message = repo.commit_message(commit)
-    if not _TRAILER_RE.search(message):
+    if trailer_id(message) is None:
         return repo.format_patch(commit)
     author, _ = repo.idents(commit)
     parent = repo.resolve(f"{commit}^")

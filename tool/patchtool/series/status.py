@@ -14,7 +14,9 @@ from patchtool.project.metadata import Evidence as Measured
 from patchtool.project.repository import Project
 from patchtool.project.verification import GpuCheck
 from patchtool.series.apply import SeriesResult, apply_series
+from patchtool.series.checkouts import Unexported, unexported
 from patchtool.upstream.cache import Cache
+from patchtool.upstream.cachespace import project_key
 
 if TYPE_CHECKING:
     from patchtool.project.stopped import InProgress
@@ -66,6 +68,7 @@ class StatusReport:
     rebase: InProgress | None = None  # a rebase that stopped and waits
     gpu_results: tuple[str, ...] = ()  # the results files read
     gpu_results_problems: tuple[Problem, ...] = ()  # results files that could not be read
+    unexported: tuple[Unexported, ...] = ()  # this repository's checkouts with commits no export wrote
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -76,6 +79,7 @@ class StatusReport:
             "source": self.source,
             "patches": [p.to_dict() for p in self.patches],
             "rebase": self.rebase.to_dict() if self.rebase else None,
+            "unexported": [u.to_dict() for u in self.unexported],
             "gpu_results": {
                 "files": list(self.gpu_results),
                 "problems": [p.to_dict() for p in self.gpu_results_problems],
@@ -117,6 +121,7 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
         patches=tuple(rows),
         series=series,
         rebase=_rebase_in_progress(project),
+        unexported=tuple(unexported(cache.repo, project_key(project.root))),
         gpu_results=tuple(r.file for r in runs),
         gpu_results_problems=tuple(run_problems),
     )

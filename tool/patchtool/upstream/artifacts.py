@@ -26,7 +26,14 @@ from patchtool import progress
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
-from patchtool.upstream.members import MAX_MEMBER_BYTES, MAX_RATIO, RATIO_FLOOR, bomb_reason, safe_members
+from patchtool.upstream.members import (
+    MAX_MEMBER_BYTES,
+    MAX_RATIO,
+    RATIO_FLOOR,
+    MemberNames,
+    bomb_reason,
+    safe_members,
+)
 from patchtool.versions import parse_version
 
 if TYPE_CHECKING:
@@ -189,6 +196,7 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
             packed, unpacked, done = path.stat().st_size, 0, 0
+            names = MemberNames(art.filename, hint="the artifact is malformed or hostile; nothing was imported")
             with (
                 open_tar(path, art.filename) as (tf, bounded),
                 progress.task(f"read {art.filename}", total=packed, unit="bytes") as shown,
@@ -209,6 +217,7 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                             hint="the artifact is malformed or hostile; nothing was imported",
                         )
                     _check_name(ti.name.removesuffix("/") if ti.isdir() else ti.name, art)
+                    names.add(ti.name, is_dir=ti.isdir())
                     if ti.isdir():
                         continue
                     if not ti.isfile():

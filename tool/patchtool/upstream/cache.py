@@ -34,7 +34,7 @@ from patchtool.project.pins import PINS_DIR, Artifact, Pin
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
 from patchtool.upstream.index import Fetcher, PackageIndex
 from patchtool.upstream.refnames import fetch_ref, git_ref, import_ref
-from patchtool.urls import SourceUrl, allowed_by_environment
+from patchtool.urls import LocalUrls, SourceUrl, allowed_by_environment
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,12 +57,12 @@ class Cache:
         *,
         fetcher: Fetcher | None = None,
         index_url: str | None = None,
-        allow_local: bool | None = None,
+        allow_local: LocalUrls | bool | None = None,
     ) -> None:
         """``allow_local``: the user lets the repository's urls be local or plain http (the CLI
         passes what ``--allow-local-urls`` and the environment say; default: the environment)."""
         self.root = root
-        self.allow_local = allowed_by_environment() if allow_local is None else allow_local
+        self.allow_local = allowed_by_environment() if allow_local is None else LocalUrls.of(allow_local)
         self.fetcher = fetcher or Fetcher(allow_local=self.allow_local)
         self.index = PackageIndex(self.fetcher, override=index_url)
         self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked)

@@ -277,3 +277,41 @@ def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
 
 def _object_kib(counts: dict[str, int]) -> int:
     return counts.get("size", 0) + counts.get("size-pack", 0) + counts.get("size-garbage", 0)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Cleared:
+    """What ``cache clear`` removed, and the unexported checkout commits it discarded (``--force``)."""
+
+    path: str
+    removed: tuple[str, ...]
+    discarded: tuple[dict[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "removed": list(self.removed), "discarded": list(self.discarded)}
+
+
+def clear(cache: Cache, *, force: bool, unexported: list[Any]) -> Cleared:
+    """Remove everything in the cache but its lock and the running command's temporary directory,
+    under the cache's lock. ``unexported``: the checkout branches whose commits no export wrote,
+    which live only here: refused unless ``force``."""
+    if unexported and not force:
+        raise UsageError(
+            "the cache holds commits no export has written: "
+            + "; ".join(u.describe() for u in unexported)
+            + "; clearing it would lose them",
+            hint="`patchtool export` (with --branch NAME for another branch) writes them into the series; "
+            "`patchtool cache clear --force` discards them",
+        )
+    removed = []
+    with cache.locked():
+        if cache.root.is_dir():
+            for entry in sorted(cache.root.iterdir()):
+                if entry.name in ("lock", "tmp"):
+                    continue
+                fsroot.Root(cache.root).rmtree(entry.name)
+                removed.append(entry.name)
+        for p in _abandoned_tmp(cache):
+            fsroot.Root(cache.root).rmtree(p.relative_to(cache.root).as_posix())
+            removed.append(p.relative_to(cache.root).as_posix())
+    return Cleared(path=str(cache.root), removed=tuple(removed), discarded=tuple(u.to_dict() for u in unexported))

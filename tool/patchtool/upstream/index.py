@@ -22,7 +22,7 @@ from patchtool.errors import UpstreamError, UsageError
 from patchtool.inputs import loads_json, open_named
 from patchtool.project.pins import MAX_ARTIFACT_BYTES
 from patchtool.upstream.anchors import html_page
-from patchtool.urls import SourceUrl, allowed_by_environment, permit
+from patchtool.urls import LocalUrls, SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
     from patchtool.project.pins import Artifact
@@ -76,7 +76,7 @@ def _final(exc: Exception) -> bool:
     )
 
 
-def _opener(url: SourceUrl, allow_local: bool) -> Any:
+def _opener(url: SourceUrl, allow_local: LocalUrls) -> Any:
     """urllib for http and https alone, for one download of ``url``: no file:, ftp: or data:
     handler, and every redirect checked (``Redirects``): urlopen's own opener reads local files
     and follows https to ftp."""
@@ -189,7 +189,7 @@ class Fetcher:
     attempts: int = 4
     backoff: float = 0.5
     timeout: float = 60.0
-    allow_local: bool = dataclasses.field(default_factory=allowed_by_environment)
+    allow_local: LocalUrls = dataclasses.field(default_factory=allowed_by_environment)
     max_artifact: int = MAX_ARTIFACT_BYTES
     max_page: int = MAX_PAGE_BYTES
     deadline: float = dataclasses.field(default_factory=deadline_from_environment)

@@ -1,12 +1,14 @@
 """What a member of an archive may be, for every archive patchtool reads (an upstream wheel or
-sdist): a safe path, a regular file, stored or deflated, and bounded before any of it is inflated
-(zip and tar bombs). Reading an artifact (``artifacts.py``) and repacking a wheel
+sdist): a safe path, a regular file, listed once and not also a directory, stored or deflated,
+and bounded before any of it is inflated (zip and tar bombs). Reading an artifact
+(``artifacts.py``) and repacking a wheel
 (``wheel/repack.py``) both go through here.
 """
 
 from __future__ import annotations
 
 import zipfile
+from typing import NoReturn
 
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.inflation import MAX_MEMBER_BYTES as MAX_MEMBER_BYTES
@@ -34,12 +36,45 @@ def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
     return bomb_reason(info.file_size, info.compress_size)
 
 
+class MemberNames:
+    """The names an archive lists so far: a file listed twice, or a name that is a file and also a
+    directory of other members (``six.py`` and ``six.py/x.py``), is refused, since an import or
+    an unpacker would silently keep only one of them."""
+
+    def __init__(self, label: str, *, hint: str | None = None, error: type[PatchtoolError] = UpstreamError) -> None:
+        self.label, self.hint, self.error = label, hint, error
+        self.files: set[str] = set()
+        self.dirs: dict[str, str] = {}  # every directory the members make, with the first member in it
+
+    def add(self, name: str, *, is_dir: bool) -> None:
+        """Record member ``name`` (a safe path); raise when it clashes with one listed before."""
+        name = name.removesuffix("/")
+        parts = name.split("/")
+        ancestors = ["/".join(parts[:i]) for i in range(1, len(parts))]
+        for above in ancestors:
+            if above in self.files:
+                self.refuse(f"entry {name!r} lies beneath {above!r}, which is also a file")
+        if name in self.files:
+            self.refuse(f"entry {name!r} appears twice" if not is_dir else f"entry {name!r} is a file and a directory")
+        if not is_dir:
+            if name in self.dirs:
+                self.refuse(f"entry {name!r} is a file and also the directory of {self.dirs[name]!r}")
+            self.files.add(name)
+        else:
+            self.dirs.setdefault(name, name + "/")
+        for above in ancestors:
+            self.dirs.setdefault(above, name)
+
+    def refuse(self, why: str) -> NoReturn:
+        raise self.error(f"{self.label}: {why}; refusing it", hint=self.hint)
+
+
 def safe_members(
     zf: zipfile.ZipFile, label: str, *, hint: str | None = None, error: type[PatchtoolError] = UpstreamError
 ) -> list[zipfile.ZipInfo]:
-    """The file members of ``zf``; refuse (``error``) links, unsafe or duplicate names, odd methods
-    and bombs."""
-    seen: set[str] = set()
+    """The file members of ``zf``; refuse (``error``) links, unsafe or duplicate names (a file
+    listed twice, or also a directory), odd methods and bombs."""
+    names = MemberNames(label, hint=hint, error=error)
     out = []
     total = sum(info.file_size for info in zf.infolist())
     if total > MAX_UNPACKED_BYTES:
@@ -52,10 +87,7 @@ def safe_members(
         reason = unsafe_reason(info)
         if reason is not None:
             raise error(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
-        if info.is_dir():
-            continue
-        if info.filename in seen:
-            raise error(f"{label}: entry {info.filename!r} appears twice; refusing it", hint=hint)
-        seen.add(info.filename)
-        out.append(info)
+        names.add(info.filename, is_dir=info.is_dir())
+        if not info.is_dir():
+            out.append(info)
     return out
