@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from patchtool import errors
+from patchtool import errors, paths
 from patchtool.cli.completion import pin_names
 from patchtool.cli.render import Style, envelope, problems_text
 from patchtool.errors import (
@@ -375,8 +375,12 @@ def _outputs_follow_no_repository_link(inv: Invocation) -> None:
 
 def _outputs_in_directories(inv: Invocation) -> None:
     """Every output the command line names lies in a directory that exists: patchtool makes none
-    for it, so the confinement grants that directory and no ancestor."""
+    for it, so the confinement grants that directory and no ancestor. An output under a component
+    named ``.git`` is left to the command, which refuses it with its own reason (``checkout --path``,
+    ``export --quilt``); a missing directory there grants nothing either."""
     for output in inv.outputs:
+        if any(paths.is_dotgit(part) for part in Path(os.path.abspath(output)).parts):
+            continue
         parent = output.absolute().parent
         if not parent.is_dir():
             raise UsageError(
