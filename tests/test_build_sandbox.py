@@ -372,3 +372,62 @@ def test_a_real_setuptools_build_is_the_same_confined(tmp_path: Path, home: Path
     with zipfile.ZipFile(confined["wheel"]) as zf:
         assert zf.read("demo/data.txt") == b"packaged because git tracks it\n"
         assert zf.read("demo/__init__.py") == b"X = 2  # patched\n"
+
+
+# -- the install step: found by an attack, requirements pip would build outside the sandbox ---------
+
+ASKS_BACKEND = textwrap.dedent('''\
+    """A backend whose sandboxed hook writes a project into its own tree and asks for it by path:
+    pip would build that project outside the sandbox."""
+    import os, pathlib
+
+    def get_requires_for_build_wheel(config_settings=None):
+        where = pathlib.Path("pwnreq")
+        where.mkdir(exist_ok=True)
+        (where / "pyproject.toml").write_text('[project]\\\\nname = "pwnreq"\\\\nversion = "1"\\\\n')
+        return [f"pwnreq @ file://{os.getcwd()}/pwnreq"]
+
+    def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+        raise RuntimeError("never reached")
+    ''')
+
+
+def asking_project(where: Path, requires: str, backend: str = "reach_backend") -> Path:
+    reach_project(where, [])
+    (where / "pyproject.toml").write_text(
+        REACH_PROJECT.replace("requires = []", f"requires = {requires}").replace("reach_backend", backend)
+    )
+    return where
+
+
+def test_a_direct_reference_in_build_system_requires_is_refused(tmp_path: Path, home: Path) -> None:
+    src = asking_project(tmp_path / "src", '["evil @ file:///tmp/evil"]')
+    with pytest.raises(BuildError) as caught:
+        build(src, tmp_path / "out", isolation=True)
+    assert str(caught.value) == (
+        "the build asks for 'evil @ file:///tmp/evil' in its [build-system] requires: a direct reference, which "
+        "pip would build or fetch outside the backend's sandbox; patchtool installs build requirements only by name"
+    )
+    assert caught.value.exit_code == ExitCode.PROBLEMS
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_a_direct_reference_a_sandboxed_hook_returns_is_refused(tmp_path: Path, home: Path) -> None:
+    src = asking_project(tmp_path / "src", "[]", backend="asks_backend")
+    (src / "asks_backend.py").write_text(ASKS_BACKEND)
+    with pytest.raises(BuildError) as caught:
+        build(src, tmp_path / "out", isolation=True)
+    assert str(caught.value).startswith(f"the build asks for 'pwnreq @ file://{src}/pwnreq' in its backend's")
+    assert not list((tmp_path / "out").glob("*.whl"))
+
+
+def test_a_requirement_pip_cannot_install_is_a_build_error(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attack: pypa/build's install raised CalledProcessError, which was exit 70."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    src = asking_project(tmp_path / "src", '["patchtool-test-no-such-requirement"]')
+    with pytest.raises(BuildError) as caught:
+        build(src, tmp_path / "out", isolation=True)
+    assert str(caught.value).startswith("installing the build requirements failed: "), caught.value
+    assert caught.value.exit_code == ExitCode.PROBLEMS

@@ -18,7 +18,7 @@ import os
 import subprocess
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from patchtool import confine
@@ -93,8 +93,8 @@ def _build(
             stack.enter_context(_temporary_files_in(scratch))  # where the hooks' input and output files are
             if venv is not None:
                 builder = build.ProjectBuilder.from_isolated_env(venv, srcdir, runner=runner)
-                venv.install(builder.build_system_requires)
-                venv.install(builder.get_requires_for_build("wheel"))
+                venv.install(_by_name(builder.build_system_requires, "its [build-system] requires"))
+                venv.install(_by_name(builder.get_requires_for_build("wheel"), "its backend's requirements"))
                 return Path(builder.build("wheel", outdir))
             builder = build.ProjectBuilder(srcdir, runner=runner)
             missing = builder.check_dependencies("wheel")
@@ -117,12 +117,34 @@ def _build(
                 f"unconfined); {hint}"
             )
         raise BuildError(f"the build backend failed in {srcdir.name}/: {exc}\n{tail}".rstrip(), hint=hint) from None
-    except build.FailedProcessError as exc:
+    except (build.FailedProcessError, subprocess.CalledProcessError) as exc:  # venv.install raises the latter
         raise BuildError(
             f"installing the build requirements failed: {exc}", hint="check the network, or build with --no-isolation"
         ) from None
     except build.BuildException as exc:
         raise BuildError(f"the build could not start: {exc}") from None
+
+
+def _by_name(requirements: Iterable[str], what: str) -> list[str]:
+    """``requirements`` as pip is to install them, each one named on the index: a direct reference
+    (``name @ file:///...``, ``name @ https://...``) is refused, since pip would build or fetch
+    what the project (or its sandboxed backend, which writes its own tree) chose, outside the
+    sandbox."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out = sorted(requirements)
+    for text in out:
+        try:
+            direct = Requirement(text).url
+        except InvalidRequirement as exc:
+            raise BuildError(f"the build names a requirement pip cannot read in {what}: {text!r} ({exc})") from None
+        if direct:
+            raise BuildError(
+                f"the build asks for {text!r} in {what}: a direct reference, which pip would build or fetch "
+                "outside the backend's sandbox; patchtool installs build requirements only by name",
+                hint="install it yourself and build with --no-isolation, if you trust it",
+            )
+    return out
 
 
 @contextlib.contextmanager
