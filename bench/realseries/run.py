@@ -1,0 +1,297 @@
+"""Run patchtool on real downstream series, as their maintainer would, and keep the table.
+
+The material is Debian's patch series of Python libraries (``packages.toml``) and the upstream
+sdists from PyPI. Nothing fetched is kept in the repository: ``fetch`` puts Debian's packaging
+under ``--debian DIR`` and patchtool puts the sdists in ``--work DIR/cache``.
+
+    python bench/realseries/run.py fetch --debian /tmp/realseries/debian
+    python bench/realseries/run.py run --debian /tmp/realseries/debian --work /tmp/realseries/work
+    python bench/realseries/run.py run ... --only werkzeug --table bench/realseries/TABLE.md
+
+For each package ``run`` does, in a fresh directory: ``init`` at Debian's release, ``import`` of
+the whole series, ``export --quilt`` of the unchanged series (compared with Debian's files byte
+for byte), ``scan`` across the releases, ``rebase`` to the newer release (every stop skipped,
+and counted), then ``export --quilt`` of the moved series and its ``import`` into a fresh fork
+of the newer release. A step's exit code 70, or a Python traceback, is a defect of patchtool;
+any other refusal is listed with its first line so a reader can judge whose it is.
+
+Standard library only; Python >= 3.11. ``--patchtool CMD`` names the patchtool to run (default:
+``python -m patchtool`` with this checkout's ``tool/`` first on ``PYTHONPATH``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import filecmp
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CHECKOUT = HERE.parent.parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Package:
+    debian: str
+    name: str
+    from_version: str
+    to_version: str
+    scan: str
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Package:
+        return cls(d["debian"], d["name"], d["from"], d["to"], d["scan"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    name: str
+    rc: int
+    first_line: str  # the first line of the error (or of the output), for the table
+    traceback: bool
+
+
+def packages() -> list[Package]:
+    with open(HERE / "packages.toml", "rb") as f:
+        return [Package.from_dict(p) for p in tomllib.load(f)["package"]]
+
+
+# --- fetching Debian's packaging -------------------------------------------------------------
+
+
+def _deb_src_lines() -> list[str]:
+    """deb-src lines for the machine's own Debian archive entries (deb822 or one-line form)."""
+    lines: list[str] = []
+    for path in glob.glob("/etc/apt/sources.list.d/*.sources"):
+        for stanza in re.split(r"\n\s*\n", Path(path).read_text()):
+            kv = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M))
+            if "deb" not in kv.get("Types", "").split():
+                continue
+            key = kv.get("Signed-By", "").strip()
+            opt = f"[signed-by={key}] " if key.startswith("/") else ""
+            for uri in kv.get("URIs", "").split():
+                for suite in kv.get("Suites", "").split():
+                    lines.append(f"deb-src {opt}{uri} {suite} {kv.get('Components', 'main')}")
+    for path in ["/etc/apt/sources.list", *glob.glob("/etc/apt/sources.list.d/*.list")]:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            continue
+        lines += ["deb-src" + line[3:] for line in text.splitlines() if line.startswith("deb ")]
+    return list(dict.fromkeys(lines))
+
+
+def fetch(debian_dir: Path, wanted: list[Package]) -> int:
+    """``apt-get source --download-only`` each package into ``debian_dir/<package>/``; unpack
+    only its ``debian/`` tarball. The system's apt configuration is not touched."""
+    lines = _deb_src_lines()
+    if not lines:
+        print("no Debian archive entry in /etc/apt to derive deb-src lines from", file=sys.stderr)
+        return 1
+    failed = 0
+    with tempfile.TemporaryDirectory() as apt:
+        aptdir = Path(apt)
+        (aptdir / "lists/partial").mkdir(parents=True)
+        (aptdir / "cache/archives/partial").mkdir(parents=True)
+        (aptdir / "sources.list").write_text("\n".join(lines) + "\n")
+        opts = [
+            *("-o", f"Dir::Etc::SourceList={aptdir / 'sources.list'}"),
+            *("-o", "Dir::Etc::SourceParts=/dev/null"),
+            *("-o", f"Dir::State::Lists={aptdir / 'lists'}"),
+            *("-o", f"Dir::Cache={aptdir / 'cache'}"),
+            *("-o", "APT::Sandbox::User=root", "-qq"),
+        ]
+        subprocess.run(["apt-get", *opts, "update"], check=True)
+        for p in wanted:
+            out = debian_dir / p.debian
+            out.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["apt-get", *opts, "source", "--download-only", p.debian], cwd=out, capture_output=True)
+            tarballs = sorted(out.glob("*.debian.tar.*"))
+            if not tarballs:
+                print(f"{p.debian}: no debian tarball (a native package, or not in this release)", file=sys.stderr)
+                failed += 1
+                continue
+            subprocess.run(["tar", "xf", tarballs[0].name], cwd=out, check=True)
+            print(f"{p.debian}: {tarballs[0].name}, {len(_series_lines(out))} patches")
+    return 1 if failed else 0
+
+
+def _series_lines(pkgdir: Path) -> list[str]:
+    series = pkgdir / "debian/patches/series"
+    if not series.exists():
+        return []
+    return [ln for ln in series.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+# --- running patchtool -------------------------------------------------------------------------
+
+
+class Runner:
+    def __init__(self, patchtool: list[str], work: Path) -> None:
+        self.patchtool = patchtool
+        self.env = {
+            **os.environ,
+            "PATCHTOOL_CACHE_DIR": str(work / "cache"),
+            "GIT_AUTHOR_NAME": "Corpus Run",
+            "GIT_AUTHOR_EMAIL": "corpus@example.invalid",
+            "GIT_COMMITTER_NAME": "Corpus Run",
+            "GIT_COMMITTER_EMAIL": "corpus@example.invalid",
+            "COLUMNS": "120",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(CHECKOUT / "tool"), os.environ.get("PYTHONPATH")])),
+        }
+        self.log = work / "log.txt"
+
+    def __call__(self, name: str, cwd: Path, *args: str) -> tuple[Step, str]:
+        cmd = [*self.patchtool, *args]
+        r = subprocess.run(cmd, cwd=cwd, env=self.env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        with self.log.open("a") as log:
+            log.write(f"\n$ (cd {cwd} && {shlex.join(cmd)})  # rc={r.returncode}\n{r.stdout}{r.stderr}")
+        text = r.stderr + r.stdout if r.returncode else r.stdout
+        errors = _json(r.stdout).get("errors") or []
+        if errors:
+            text = f"error: {errors[0].get('message', '')}\n{text}"
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip().startswith("error")), "")
+        if not first:
+            first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        tb = r.returncode == 70 or "Traceback (most recent call last)" in r.stderr + r.stdout
+        return Step(name, r.returncode, first[:160], tb), r.stdout
+
+
+def _json(out: str) -> dict:
+    try:
+        return json.loads(out)
+    except ValueError:
+        return {}
+
+
+def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
+    base = work / p.name
+    shutil.rmtree(base, ignore_errors=True)
+    fork = base / "fork"
+    fork.mkdir(parents=True)
+    series = debian_dir / p.debian / "debian/patches/series"
+    steps: list[Step] = []
+    result: dict = {"package": p.name, "debian": p.debian, "from": p.from_version, "to": p.to_version}
+    result["patches"] = len(_series_lines(debian_dir / p.debian))
+
+    def step(name: str, cwd: Path, *args: str) -> tuple[Step, str]:
+        s, out = pt(name, cwd, *args)
+        steps.append(s)
+        return s, out
+
+    s, _ = step("init", fork, "init", "--upstream", f"{p.name}=={p.from_version}", "--sdist")
+    if s.rc == 0:
+        s, _ = step("import", fork, "import", "--series", str(series))
+    if s.rc == 0:
+        quilt = base / "quilt-from"
+        s, _ = step("export --quilt (unchanged)", fork, "export", "--quilt", str(quilt))
+        if s.rc == 0:
+            result["export_identical"] = _compare_quilt(debian_dir / p.debian / "debian/patches", quilt)
+        s, out = step("scan", fork, "--json", "scan", "--versions", p.scan)
+        result["scan"] = _scan_summary(_json(out))
+        stops: list[str] = []
+        s, out = step("rebase", fork, "--json", "rebase", "--to", p.to_version)
+        for _ in range(result["patches"] + 1):
+            data = _json(out).get("data") or {}
+            if s.rc != 3 and data.get("status") != "conflict":
+                break
+            stops.append(str(data.get("stopped_at") or data.get("stopped") or "?"))
+            why = "corpus run: every stop is skipped"
+            s, out = step("rebase --skip", fork, "--json", "rebase", "--skip", "--reason", why)
+        result["rebase_stops"] = stops
+        if s.rc == 0:
+            quilt = base / "quilt-to"
+            s, _ = step("export --quilt (moved)", fork, "export", "--quilt", str(quilt))
+            if s.rc == 0:
+                again = base / "again"
+                again.mkdir()
+                s, _ = step("init (newer)", again, "init", "--upstream", f"{p.name}=={p.to_version}", "--sdist")
+                if s.rc == 0:
+                    step("import back", again, "import", "--series", str(quilt / "series"))
+    result["steps"] = [dataclasses.asdict(x) for x in steps]
+    return result
+
+
+def _compare_quilt(original: Path, exported: Path) -> dict:
+    """Which exported files are byte for byte Debian's: the series file and each patch."""
+    names = ["series", *(ln.split()[0] for ln in _series_lines(original.parent.parent))]
+    same = [n for n in names if (exported / n).is_file() and filecmp.cmp(original / n, exported / n, shallow=False)]
+    return {"files": len(names), "identical": len(same), "differ": [n for n in names if n not in same]}
+
+
+def _scan_summary(envelope: dict) -> dict:
+    data = envelope.get("data") or {}
+    return {"rc": envelope.get("exit_code"), "versions": len(data.get("versions") or [])}
+
+
+# Exit codes that are a step's normal outcome on real material: a scan that predicts conflicts
+# (5), a rebase that stops at one (3). Any other nonzero exit is a refusal the table lists.
+_EXPECTED = {"scan": {0, 5}, "rebase": {0, 3}, "rebase --skip": {0, 3}}
+
+
+def table(results: list[dict]) -> str:
+    head = (
+        "| package | from -> to | patches | steps refused by patchtool | tracebacks "
+        "| export unchanged: identical files | rebase stops (skipped) |\n|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    for r in results:
+        steps = [Step(**s) for s in r["steps"]]
+        bad = [s for s in steps if s.rc not in _EXPECTED.get(s.name, {0}) or s.traceback]
+        refused = [f"{s.name}: exit {s.rc}, {s.first_line}" for s in bad]
+        ex = r.get("export_identical")
+        exported = f"{ex['identical']}/{ex['files']}" if ex else "-"
+        rows.append(
+            f"| {r['package']} | {r['from']} -> {r['to']} | {r['patches']} | {'; '.join(refused) or 'none'} "
+            f"| {sum(s.traceback for s in steps)} | {exported} | {len(r.get('rebase_stops', []))} |"
+        )
+    return head + "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=["fetch", "run", "table"])
+    ap.add_argument("--debian", type=Path, required=True, help="where Debian's packaging is (or goes)")
+    ap.add_argument("--work", type=Path, help="scratch directory for the forks and the sdist cache (run)")
+    ap.add_argument("--only", action="append", help="a package's PyPI name (repeatable)")
+    ap.add_argument("--patchtool", default=f"{shlex.quote(sys.executable)} -m patchtool")
+    ap.add_argument("--table", type=Path, help="also write the table (Markdown) to this file")
+    a = ap.parse_args(argv)
+    wanted = [p for p in packages() if not a.only or p.name in a.only]
+    if a.what == "fetch":
+        return fetch(a.debian.resolve(), wanted)
+    if a.work is None:
+        ap.error(f"{a.what} needs --work DIR")
+    work = a.work.resolve()
+    if a.what == "table":  # again from a finished run's results.json
+        text = table(json.loads((work / "results.json").read_text()))
+        print(text)
+        if a.table:
+            a.table.write_text(text)
+        return 0
+    work.mkdir(parents=True, exist_ok=True)
+    pt = Runner(shlex.split(a.patchtool), work)
+    results = []
+    for p in wanted:
+        print(f"{p.name} {p.from_version} -> {p.to_version} ...", flush=True)
+        results.append(run_one(p, a.debian.resolve(), work, pt))
+        (work / "results.json").write_text(json.dumps(results, indent=1))
+    text = table(results)
+    print(text)
+    if a.table:
+        a.table.write_text(text)
+    return 1 if any(Step(**s).traceback for r in results for s in r["steps"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
