@@ -20,7 +20,7 @@ from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
-from patchtool.paths import read_inside, read_text_if_present
+from patchtool.paths import read_inside, read_text_if_present, tree_path_problem
 from patchtool.project import tomlio
 from patchtool.project.fields import Fields
 from patchtool.project.manifest import PatchEntry
@@ -213,8 +213,9 @@ _STRIP = re.compile(r"^-p(\d{1,3}|ab)$")
 
 def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
-    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1)."""
-    out = []
+    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1). The
+    whole file is checked (every option, every patch there) before the first patch is read."""
+    listed = []
     text = read_text_if_present(directory, series) or ""
     for number, line in enumerate(lines_of(text, keepends=False), 1):
         words = line.split("#", 1)[0].split()
@@ -230,6 +231,11 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
                     hint="only a strip level (-p0, -p1, -p2 ...) is",
                 )
             strip = 1 if m.group(1) == "ab" else int(m.group(1))
+        if tree_path_problem(name) is None and not os.path.lexists(directory / name):  # read_inside refuses the rest
+            raise UsageError(f"{directory / series}:{number}: {name} does not exist")
+        listed.append((number, name, strip))
+    out = []
+    for number, name, strip in listed:
         source = str(directory / name)
         try:
             raw = read_inside(directory, name)
@@ -378,7 +384,7 @@ def import_patches(
     incoming = read_sources(
         paths,
         url,
-        Authorship(author=author, subject=subject, identity=lambda: user_identity(project.root)),
+        Authorship(author=author, subject=subject, identity=functools.cache(lambda: user_identity(project.root))),
         series=series,
         exists=exists,
         strip=strip,
