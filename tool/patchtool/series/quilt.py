@@ -4,6 +4,7 @@ mail headers, which ``git am`` and ``quilt push`` skip and ``import`` reads back
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -69,3 +70,9 @@ def export_quilt(project: Project, dest: Path, *, force: bool = False, checkouts
         if gone and gone not in names and "/" not in gone and disk.kind(f"patches/{gone}") is not None:
             disk.unlink(f"patches/{gone}")
     return [str(out / n) for n in names] + [str(out / "series")]
+
+
+def diff_digest(text: str) -> str:
+    """The sha256 of a format-patch text's diff (from its first ``diff --git`` line on)."""
+    at = text.find("\ndiff --git ")
+    return hashlib.sha256(text[at + 1 if at >= 0 else 0 :].encode("utf-8")).hexdigest()
