@@ -183,8 +183,11 @@ def test_a_quilt_export_imports_back_to_the_same_manifest(demo: Demo, tmp_path: 
     res = demo.run("export", "--quilt", str(tmp_path / "debian"))
     assert res.returncode == 0, res.stdout + res.stderr
     cap = (tmp_path / "debian/patches/0003-cap.patch").read_text()
-    assert "Origin: upstream, commit:0123456789abcdef0123456789abcdef01234567\nForwarded: yes\n" in cap
-    assert "Upstream-Status: Backport [0123456789abcdef0123456789abcdef01234567]\n" in cap
+    # DEP-3's meaning: upstream's commit needs no Forwarded: (it is upstream), a fork's own patch no Origin:
+    assert "Origin: upstream, commit:0123456789abcdef0123456789abcdef01234567\nUpstream-Status: Backport [" in cap
+    assert "Forwarded:" not in cap
+    greet = (tmp_path / "debian/patches/0001-greet.patch").read_text()
+    assert "Origin:" not in greet and "Forwarded: no\n" in greet
     fork = empty_project(tmp_path / "fork", demo.root)
     res = demo.run("--root", str(fork.root), "import", "--series", str(tmp_path / "debian/patches/series"))
     assert res.returncode == 0, res.stdout + res.stderr

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from helpers import git
+from helpers import git, quilt_push_all, require_tool
 from patchtool.diff.patchfile import clean_subject
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
 from patchtool.series import dep3, importing
+from patchtool.series.quilt import export_quilt
 from patchtool.upstream.cache import Cache
 from test_importing import empty_project, git_upstream, me  # noqa: F401 (fixtures)
 
@@ -184,3 +185,75 @@ def test_an_origin_commit_in_upstreams_history_is_a_backport(
     cache.ensure(load_pin(fork.root, "demo-1.1"))
     (row,) = importing.import_patches(fork, cache, [patch], author="A B <a@b.org>").added
     assert (row["upstream_status"], row["upstream_ref"]) == ("backport", fix)
+
+
+# -- export --quilt gives the series back as it came ------------------------------------------------
+
+
+def tree_of(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file() and ".pc" not in p.parts
+    }
+
+
+def test_an_imported_series_exported_unchanged_gives_the_same_files(imported: Project, tmp_path: Path) -> None:
+    out = tmp_path / "debian"
+    export_quilt(imported, out)
+    assert tree_of(out / "patches") == tree_of(DEBIAN_STYLE)  # series comments, -pN words, subdirectories
+
+
+def test_a_changed_patch_keeps_its_name_and_header_and_only_its_diff_is_rebuilt(
+    demo: Demo, imported: Project, tmp_path: Path
+) -> None:
+    files = {e.imported.name: e.file for e in imported.manifest.patches if e.imported and e.imported.name}
+    for name, old, new in (
+        ("docstring.patch", "upstream, patched.", "upstream, patched twice."),  # -p0, free text after '---'
+        ("CVE-2099-0001.patch", "+    return 2", "+    return 3"),  # a mail with a diffstat
+        ("0001-Greet-with-hi.patch", '"hi"', '"hey"'),  # a format-patch with a signature
+    ):
+        stored = imported.root / files[name]
+        stored.write_text(stored.read_text().replace(old, new))
+    out = tmp_path / "debian"
+    export_quilt(Project.load(imported.root), out)
+    got, was = tree_of(out / "patches"), tree_of(DEBIAN_STYLE)
+    assert [n for n in got if got[n] != was[n]] == [
+        "0001-Greet-with-hi.patch",
+        "CVE-2099-0001.patch",
+        "docstring.patch",
+    ]
+    doc = got["docstring.patch"]
+    assert doc.startswith(was["docstring.patch"].split("--- python/demo/core.py.orig")[0])  # the header as it was
+    assert "--- python/demo/core.py\n+++ python/demo/core.py\n" in doc and "patched twice" in doc  # still -p0
+    cve = got["CVE-2099-0001.patch"]
+    head = was["CVE-2099-0001.patch"].split("---\n")[0]
+    assert cve.startswith(head + "---\n\ndiff --git a/python/demo/util.py") and "+    return 3" in cve  # no stale stat
+    assert got["0001-Greet-with-hi.patch"].endswith('"hey"\n     return f"{greeting} {name}"\n \n \n-- \n2.39.2\n\n')
+    quilt = require_tool("quilt", enables="`quilt push -a` of a rebuilt Debian-style series")
+    tree, push = quilt_push_all(quilt, demo.work, out / "patches", tmp_path)
+    assert push.returncode == 0, push.stdout + push.stderr
+    core = (tree / "python/demo/core.py").read_text()
+    assert '"hey"' in core and "patched twice" in core and "ciao" in core and ">= cap" in core
+    assert (tree / "python/demo/util.py").read_text() == "def helper():\n    return 3\n"
+
+
+def test_the_series_loses_a_dropped_patchs_line_and_gains_a_new_one_after_its_neighbour(
+    demo: Demo, imported: Project, tmp_path: Path
+) -> None:
+    res = demo.run("drop", "say-goodbye-in-italian", "--reason", "upstream says ciao now")
+    assert res.returncode == 0, res.stdout + res.stderr
+    diff = tmp_path / "tail.diff"
+    (demo.work / "python/demo/extra.py").write_text("X = 1\n")
+    git(demo.work, "add", "-N", "python/demo/extra.py")
+    diff.write_text(git(demo.work, "diff"))
+    git(demo.work, "reset", "-q")
+    res = demo.run("import", str(diff), "--subject", "extra: add X", "--author", "A B <a@b.org>")
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = tmp_path / "debian"
+    export_quilt(Project.load(demo.root), out)
+    assert (out / "patches/series").read_text() == (DEBIAN_STYLE / "series").read_text().replace(
+        "debian-specific/farewell-in-italian.patch -p1\n", ""
+    ) + "0006-extra-add-x.patch\n"
+    assert not (out / "patches/debian-specific").exists()
+    new = (out / "patches/0006-extra-add-x.patch").read_text()
+    assert "Patchtool-Id: extra-add-x\n" in new and "TODO" not in new and "Patchtool-Kind" not in new
+    assert "Origin:" not in new and "Forwarded: no\n" in new

@@ -18,6 +18,7 @@ from patchtool import paths
 from patchtool.diff.model import lines_of
 from patchtool.diff.patchfile import clean_subject
 from patchtool.project import tomlio
+from patchtool.project.manifest import PLACEHOLDER
 
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]*(.*)$")
 COMMIT_URL = re.compile(r"^https?://\S+/commits?/([0-9a-f]{7,40})\b")
@@ -233,19 +234,26 @@ def _field(name: str, value: str) -> str:
     return f"{name}: {first}\n" + "".join(f" {line}\n" if line.strip() else " .\n" for line in more)
 
 
-def header(data: Mapping[str, Any]) -> str:
+def header(data: Mapping[str, Any], *, unset: Collection[str] = ()) -> str:
     """The header lines for an entry (``PatchEntry.to_dict()``; ``file`` aside) that ``entry``
-    reads back to it: DEP-3's and Yocto's fields for the status, ``Patchtool-<Key>`` for the
-    entry's text, and ``Patchtool-Entry`` for whatever those do not say exactly."""
+    reads back to it, by DEP-3's meaning: ``Origin: upstream`` only for upstream's own commit (a
+    patch of the fork needs none: its author says where it came from), ``Forwarded:`` where the
+    patch went (``no``, ``not-needed``, a submission's URL; none for upstream's commit), Yocto's
+    ``Upstream-Status``, ``Patchtool-<Key>`` for the entry's text that someone set (not a
+    skeleton's TODO text, nor a key in ``unset``: a skeleton's default still marked so, which
+    import gives again), and ``Patchtool-Entry`` for whatever those do not say exactly."""
     up = data["upstream"]
     status, ref, url = up["status"], up.get("ref"), up.get("url")
     out: dict[str, str] = {}
     if status in ("backport", "merged") and (ref or url):
         place = f"commit:{ref}" if ref and not (url and _where(url).get("ref") == ref) else url
         out["Origin"] = f"upstream, {place}"
-    else:
-        out["Origin"] = "vendor"
-    out["Forwarded"] = "not-needed" if status == "inappropriate" else url or ("no" if status == "pending" else "yes")
+    if status == "inappropriate":
+        out["Forwarded"] = "not-needed"
+    elif status == "pending":
+        out["Forwarded"] = "no"
+    elif status in ("submitted", "denied"):
+        out["Forwarded"] = url or "yes"
     if status == "merged":
         places = [*([url] if url else []), *([f"commit:{ref}"] if ref else [])]
         out["Applied-Upstream"] = ", ".join([up["version"], *places])
@@ -255,12 +263,15 @@ def header(data: Mapping[str, Any]) -> str:
         out["Upstream-Status"] = f"{word} [{detail}]" if detail else word
     elif status == "pending":
         out["Upstream-Status"] = "Pending"
+    skipped = {k for k in SCALARS if k in unset or str(data.get(k, "")).startswith(PLACEHOLDER)}
     for key in SCALARS:
-        if isinstance(data.get(key), str):
+        if isinstance(data.get(key), str) and key not in skipped:
             out[f"Patchtool-{key.replace('_', '-').title()}"] = data[key]
     text = "".join(_field(k, v) for k, v in out.items())
     back, _ = entry(fields(text))
-    rest = {k: v for k, v in data.items() if k != "file" and v not in ([], None) and back.get(k) != v}
+    rest = {
+        k: v for k, v in data.items() if k != "file" and k not in skipped and v not in ([], None) and back.get(k) != v
+    }
     if rest:
         text += f"Patchtool-Entry: {tomlio.inline_table(rest).as_string().strip()}\n"
     return text
