@@ -4,6 +4,7 @@ manifest."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -110,19 +111,21 @@ def test_p0_on_a_git_diff_names_the_option_given(one_patch: Demo, tmp_path: Path
             {"status": "submitted", "url": "https://github.com/o/r/pull/7"},
             [],
         ),
-        ("Bug: https://bugs.example.org/1\n", {"status": "submitted", "url": "https://bugs.example.org/1"}, []),
+        # Bug: is where the bug is, not where the patch went (python-idna's CVE-2024-3651.patch in Debian
+        # bookworm names a GitHub advisory there)
+        ("Bug: https://github.com/o/r/security/advisories/GHSA-x\n", {"status": "pending"}, []),
+        (
+            "Forwarded: not-necessary\n",
+            {"status": "inappropriate", "reason": "not needed upstream (Forwarded: not-necessary)"},
+            [],
+        ),
         ("Forwarded: yes\n", {"status": "pending"}, ["Forwarded: yes (submitted needs a URL)"]),
         ("Applied-Upstream: 1.2, commit:abc123\n", {"status": "merged", "version": "1.2", "ref": "abc123"}, []),
         ("Applied-Upstream: commit:abc123\n", {"status": "backport", "ref": "abc123"}, []),
         (
             "Origin: other, https://bugs.example.org/1.patch\nLast-Update: 2024-01-01\nBug-Debian: https://b.d/1\n",
             {"status": "pending"},
-            [
-                "Origin: other, https://bugs.example.org/1.patch (the manifest keeps where upstream stands, "
-                "not where a patch came from)",
-                "Bug-Debian: https://b.d/1",
-                "Last-Update: 2024-01-01",
-            ],
+            [],  # the patch file's header keeps them as they are
         ),
         ("Upstream-Status: Pending\n", {"status": "pending"}, []),
         (
@@ -180,13 +183,18 @@ def test_a_quilt_export_imports_back_to_the_same_manifest(demo: Demo, tmp_path: 
     res = demo.run("export", "--quilt", str(tmp_path / "debian"))
     assert res.returncode == 0, res.stdout + res.stderr
     cap = (tmp_path / "debian/patches/0003-cap.patch").read_text()
-    assert "Origin: upstream, commit:0123456789abcdef0123456789abcdef01234567\nForwarded: yes\n" in cap
-    assert "Upstream-Status: Backport [0123456789abcdef0123456789abcdef01234567]\n" in cap
+    # DEP-3's meaning: upstream's commit needs no Forwarded: (it is upstream), a fork's own patch no Origin:
+    assert "Origin: upstream, commit:0123456789abcdef0123456789abcdef01234567\nUpstream-Status: Backport [" in cap
+    assert "Forwarded:" not in cap
+    greet = (tmp_path / "debian/patches/0001-greet.patch").read_text()
+    assert "Origin:" not in greet and "Forwarded: no\n" in greet
     fork = empty_project(tmp_path / "fork", demo.root)
     res = demo.run("--root", str(fork.root), "import", "--series", str(tmp_path / "debian/patches/series"))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "TODO" not in (fork.root / "patchset.toml").read_text()
-    assert Project.load(fork.root).manifest.patches == before
+    again = Project.load(fork.root).manifest.patches
+    assert [e.imported.name if e.imported else None for e in again] == [Path(e.file).name for e in before]
+    assert [dataclasses.replace(e, imported=None) for e in again] == list(before)
     for p in (demo.root / "patches").glob("*.patch"):
         assert (fork.root / "patches" / p.name).read_text() == p.read_text()
 
@@ -227,14 +235,16 @@ def test_the_exported_quilt_series_pushes_and_git_am_keeps_the_message(demo: Dem
 
 def test_what_has_no_place_is_reported() -> None:
     found = dep3.fields("Origin: upstream, https://example.org/list/42\nApplied-Upstream: https://example.org/x\n")
-    assert dep3.upstream(found) == (
+    status, notes = dep3.upstream(found)
+    assert (status, notes) == (
         {"status": "pending"},
-        [
-            "Applied-Upstream: https://example.org/x (names no version or commit)",
-            "Origin: upstream, https://example.org/list/42 (the manifest keeps where upstream stands, "
-            "not where a patch came from)",
-        ],
+        ["Applied-Upstream: https://example.org/x (names no version or commit)"],
     )
+    # among a format-patch's mail headers (which git am drops), what the entry does not say either
+    assert dep3.unplaced({**found, "last-update": "2024-01-01", "subject": "x"}, status) == [
+        "Last-Update: 2024-01-01",
+        "Origin: upstream, https://example.org/list/42",
+    ]
 
 
 # -- headers import refuses: each names the file, the line where it can, and what to do ------------
@@ -430,8 +440,11 @@ def test_what_has_no_place_is_printed_with_control_characters_escaped(demo: Demo
     """Found by an attack: the "not kept" line printed a header's ESC and U+202E as they were."""
     demo.write_manifest()
     patch = tmp_path / "ciao.patch"
-    patch.write_text("Description: ciao\nReviewed-by: \x1b[2Jme \u202eevil\n\n" + CIAO)
-    res = demo.run("import", str(patch), *AUTHOR)
+    mail = "From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001\nFrom: A B <a@b.org>\n"
+    diff = CIAO.split("===\n", 1)[1].replace("demo.orig/", "a/").replace("+++ demo/", "+++ b/")
+    diff = "diff --git a/python/demo/core.py b/python/demo/core.py\n" + diff
+    patch.write_text(mail + "Subject: [PATCH] ciao\nReviewed-by: \x1b[2Jme \u202eevil\n\n---\n" + diff)
+    res = demo.run("import", str(patch))
     assert res.returncode == 0, res.stdout + res.stderr
     assert "\x1b" not in res.stdout and "\u202e" not in res.stdout
     assert r"    not kept (no place in the manifest): Reviewed-By: \x1b[2Jme \u202eevil" in res.stdout

@@ -4,6 +4,9 @@ diffs, and whose name a patch without an author gets. Core level, on real reposi
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 import textwrap
 from pathlib import Path
 
@@ -470,3 +473,57 @@ def test_import_of_an_absolute_name_strips_its_slash_as_git_apply_does(demo: Dem
         "diff --git a/tmp/evil-abs.txt b/tmp/evil-abs.txt",
         "new file mode 100644",
     ]
+
+
+# -- how many git processes a quilt import starts (counted by a git on PATH, never timed) ----------
+
+
+def counting_git(where: Path, log: Path) -> dict[str, str]:
+    """PATH with a ``git`` first on it that appends its arguments to ``log``, then runs the real git."""
+    real = shutil.which("git")
+    assert real is not None
+    where.mkdir()
+    (where / "git").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"with open({str(log)!r}, 'a') as fh:\n    fh.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n"
+    )
+    (where / "git").chmod(0o755)
+    return {"PATH": f"{where}{os.pathsep}{os.environ['PATH']}"}
+
+
+def git_runs(log: Path) -> list[list[str]]:
+    runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [r for r in runs if r != ["version"]]  # GitPython asks git's version as it is imported
+
+
+def test_a_quilt_import_reads_your_identity_once_and_the_series_file_before_any_git(
+    demo: Demo, tmp_path: Path, me: None
+) -> None:
+    """Found by an attack: each series line started two `git var` before anything applied, and a
+    bad last line was found only after every patch before it was read."""
+    demo.write_manifest()
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "series").write_text("".join(f"p{n}.patch\n" for n in range(5)) + "p4.patch -R\n")
+    previous = "bye"
+    for n in range(5):
+        word = f"w{n}"
+        hunk = f' def farewell(name):\n-    word = "{previous}"\n+    word = "{word}"\n'
+        (quilt / f"p{n}.patch").write_text(
+            CIAO.replace(' def farewell(name):\n-    word = "bye"\n+    word = "ciao"\n', hunk)
+        )
+        previous = word
+    log = demo.cache / "git-runs.jsonl"  # the cache: where a confined import's children may write
+    env = counting_git(tmp_path / "bin", log)
+    before = snapshot(demo.root)
+    res = demo.spawn("import", str(quilt), env=env)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"{quilt}/series:6: p4.patch: option '-R' is not supported" in res.stderr
+    assert git_runs(log) == [] and snapshot(demo.root) == before
+    (quilt / "series").write_text("".join(f"p{n}.patch\n" for n in range(5)))
+    res = demo.spawn("import", str(quilt), env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    asked = [r[r.index("var") :] for r in git_runs(log) if "var" in r]
+    assert asked == [["var", "GIT_AUTHOR_IDENT"], ["var", "GIT_COMMITTER_IDENT"]], asked
+    assert [lp.patch.author_name for lp in Project.load(demo.root).series()] == ["Dana Fork"] * 5

@@ -15,7 +15,6 @@ from patchtool.diff.model import Diff, FileDiff
 from patchtool.errors import InvalidInput, Problem
 
 _FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
-_SUBJECT_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -90,7 +89,7 @@ class PatchFile:
                 line=from_line,
                 hint="write it as 'Name <email>', with no '<', '>' or line break in the name or the e-mail",
             )
-        subject_text = _SUBJECT_PREFIX.sub("", " ".join(_decode(subject).split()))
+        subject_text = clean_subject(_decode(subject))
         body = re.split(r"^---\s*$", payload, maxsplit=1, flags=re.MULTILINE)[0].strip("\n")
         try:  # git apply reads the whole file, so its paths are checked in all of it
             parsed = model.build(diff, gitpaths.read_sections(text))
@@ -108,6 +107,28 @@ class PatchFile:
             model=parsed,
             diff_offset=head.count("\n"),
         )
+
+
+def clean_subject(text: str) -> str:
+    """A mail's subject as ``git mailinfo -b`` leaves it: whitespace runs made one space, and
+    leading ``Re:``, spaces, colons and bracketed tags naming ``PATCH`` (``[PATCH 10/10]``,
+    ``[RFC PATCH v2]``) removed; any other tag (a branch's ``[4.2.x]``) stays, and so does
+    everything after it."""
+    text = " ".join(text.split())
+    at = 0
+    while at < len(text):
+        if text[at : at + 3].lower() == "re:" and len(text) > at + 3:
+            text = text[:at] + text[at + 3 :]
+        elif text[at] in " \t:":
+            text = text[:at] + text[at + 1 :]
+        elif text[at] == "[" and (end := text.find("]", at)) != -1:
+            if end + 1 - at >= 7 and "PATCH" in text[at : end + 1]:
+                text = text[:at] + text[end + 1 :]
+            else:
+                at = end + 1 + (text[end + 1 : end + 2] == " ")
+        else:
+            break
+    return text.strip()
 
 
 # The mail headers of a format-patch file are read here rather than with the email package, whose

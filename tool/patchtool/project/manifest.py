@@ -23,6 +23,7 @@ from patchtool.project.conditions import Revisit
 from patchtool.project.fields import MAX_SCHEMA, Fields, complete, key_line, load_toml, pep440_specifier, raise_if
 from patchtool.project.metadata import (
     Evidence,
+    Imported,
     Knob,
     KnobRelation,
     KnobType,
@@ -43,6 +44,7 @@ __all__ = [  # the entry's records are importable from here, where the manifest 
     "Dropped",
     "Evidence",
     "GpuCheck",
+    "Imported",
     "Kind",
     "Knob",
     "KnobRelation",
@@ -89,6 +91,7 @@ class PatchEntry:
     gpu_verification: tuple[GpuCheck, ...] = ()
     overrides: tuple[Override, ...] = ()
     drop_if: tuple[Revisit, ...] = ()  # machine-checkable forms of drop_when
+    imported: Imported | None = None  # where an imported patch came from, as it came
 
     @classmethod
     def read(cls, f: Fields) -> PatchEntry | None:
@@ -110,6 +113,8 @@ class PatchEntry:
         gpu = [GpuCheck.read(x) for x in f.tables("gpu_verification")]
         overrides = [Override.read(x) for x in f.tables("overrides")]
         drop_if = [Revisit.read(x) for x in f.tables("drop_if")]
+        imported_fields = f.table("imported", required=False)
+        imported = Imported.read(imported_fields) if imported_fields is not None else None
         f.done()
         seen: set[str] = set()
         for i, a in enumerate(assumptions):
@@ -134,6 +139,7 @@ class PatchEntry:
             or gpu_rows is None
             or override_rows is None
             or drop_rows is None
+            or (imported_fields is not None and imported is None)
         ):
             return None
         return cls(
@@ -152,6 +158,7 @@ class PatchEntry:
             gpu_verification=gpu_rows,
             overrides=override_rows,
             drop_if=drop_rows,
+            imported=imported,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -173,6 +180,8 @@ class PatchEntry:
         out["gpu_verification"] = [g.to_dict() for g in self.gpu_verification]
         out["overrides"] = [o.to_dict() for o in self.overrides]
         out["drop_if"] = [c.to_dict() for c in self.drop_if]
+        if self.imported is not None:
+            out["imported"] = self.imported.to_dict()
         return out
 
 

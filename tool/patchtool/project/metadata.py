@@ -14,7 +14,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from patchtool.names import PatchId
+from patchtool.names import PatchId, RepoPath
 from patchtool.project.fields import Fields, pep440_version
 
 
@@ -225,3 +225,55 @@ class Override:
 
     def to_dict(self) -> dict[str, Any]:
         return {"entry": self.entry, "justification": self.justification}
+
+
+QUILT_DIR = "patches/quilt"  # the quilt series an import came from, as it came: its series file and patches
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _commit_id(text: str) -> str:
+    if not _SHA.match(text):
+        raise ValueError(f"{text!r} is not a commit id (7 to 40 lower-case hex digits)")
+    return text
+
+
+def _sha256(text: str) -> str:
+    if not _SHA256.match(text):
+        raise ValueError(f"{text!r} is not a sha256 (64 lower-case hex digits)")
+    return text
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Imported:
+    """Where an imported patch came from, as it came (``docs/manifest.md``): its name in the quilt
+    series whose copy is under ``QUILT_DIR`` and the sha256 of the diff import stored for it (so
+    ``export --quilt`` knows it unchanged), the commit its format-patch ``From`` line named, and
+    the commits its message says it was cherry-picked from. Kept, not acted on."""
+
+    name: str | None = None
+    diff: str | None = None
+    commit: str | None = None
+    cherry_picked_from: tuple[str, ...] = ()
+
+    @classmethod
+    def read(cls, f: Fields) -> Imported | None:
+        name = f.parsed("name", RepoPath, required=False)
+        diff = f.parsed("diff", _sha256, required=False)
+        commit = f.parsed("commit", _commit_id, required=False)
+        picked = f.str_list("cherry_picked_from", required=False) or ()
+        f.done()
+        for i, sha in enumerate(picked):
+            if not _SHA.match(sha):
+                f.problem(f"cherry_picked_from[{i}]", f"{sha!r} is not a commit id (7 to 40 lower-case hex digits)")
+                return None
+        if (name is None) != (diff is None):
+            f.problem("diff" if name else "name", "name and diff come together: the quilt patch and its diff")
+            return None
+        return cls(name=name, diff=diff, commit=commit, cherry_picked_from=picked)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: v for k in ("name", "diff", "commit") if (v := getattr(self, k)) is not None}
+        if self.cherry_picked_from:
+            out["cherry_picked_from"] = list(self.cherry_picked_from)
+        return out

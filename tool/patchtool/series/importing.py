@@ -9,7 +9,7 @@ import functools
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +20,17 @@ from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
-from patchtool.paths import read_inside, read_text_if_present
+from patchtool.paths import read_inside, read_text_if_present, tree_path_problem
 from patchtool.project import tomlio
 from patchtool.project.fields import Fields
 from patchtool.project.manifest import PatchEntry
+from patchtool.project.metadata import QUILT_DIR
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text
 from patchtool.series import dep3, metadata
 from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import Metadata, skeleton
+from patchtool.series.quilt import diff_digest
 from patchtool.series.writes import write_series
 from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
@@ -45,7 +47,22 @@ class Incoming:
     upstream: dict[str, str]  # what its source says (a URL, DEP-3 Origin); pending when nothing does
     commit: str | None = None  # its format-patch 'From <sha>' line: a backport when upstream has it
     entry: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # what its header says (dep3.entry)
-    not_kept: tuple[str, ...] = ()  # header fields the manifest has no place for
+    not_kept: tuple[str, ...] = ()  # header fields neither the entry nor the patch file keeps
+    origin: str | None = None  # the commit a bare 'Origin:' URL names: a backport when upstream has it
+    picked: tuple[str, ...] = ()  # the commits its message says it was cherry-picked from
+    imported_commit: str | None = None  # its format-patch 'From <sha>' line, kept whatever --url says
+    quilt: Quilt | None = None  # the quilt series it came from, and itself as it was there
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Quilt:
+    """A patch as a quilt series lists it: the series file (its path, its text) and the patch's
+    name there and text, kept under ``QUILT_DIR`` so that ``export --quilt`` gives them back."""
+
+    series: str
+    series_text: str
+    name: str
+    text: str
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,23 +122,25 @@ def read_sources(
     series: Path | None = None,
     exists: Exists = None,
     strip: int | None = None,
+    repositories: Collection[str] = (),
 ) -> list[Incoming]:
     """Every patch in ``paths`` (format-patch files, pull-request ``.patch`` files, plain diffs,
     quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order.
     ``exists`` settles a plain diff's file that is only added to and not marked new (git creates
     it only where the tree lacks it); without it such a diff is refused. ``strip``: the ``-pN`` of
-    the plain diffs in ``paths`` (a series file says its own)."""
+    the plain diffs in ``paths`` (a series file says its own); ``repositories``: upstream's own
+    (``dep3.repository``), whose commit an ``Origin:`` URL with no keyword makes a backport."""
     who = who or Authorship()
     out: list[Incoming] = []
     for path in paths:
         if path.is_dir():
-            out += _read_series(_quilt_dir(path), "series", who, exists)
+            out += _read_series(_quilt_dir(path), "series", who, exists, repositories)
             continue
         try:
             text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
-        out += _read_file(str(path), path.name, text, url, who, exists, strip)
+        out += _read_file(str(path), path.name, text, url, who, exists, strip, repositories)
     if series is not None:
         if not os.path.lexists(series):
             raise UsageError(f"{series} does not exist")
@@ -133,12 +152,19 @@ def read_sources(
                 if meant
                 else f"give --series DIR/series, the file that lists the patches ({series} has none)",
             )
-        out += _read_series(series.parent, series.name, who, exists)
+        out += _read_series(series.parent, series.name, who, exists, repositories)
     return out
 
 
 def _read_file(
-    source: str, name: str, text: str, url: str | None, who: Authorship, exists: Exists, strip: int | None
+    source: str,
+    name: str,
+    text: str,
+    url: str | None,
+    who: Authorship,
+    exists: Exists,
+    strip: int | None,
+    repositories: Collection[str] = (),
 ) -> list[Incoming]:
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
     if starts:
@@ -153,20 +179,34 @@ def _read_file(
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
             message = text[a:b]
             sha = _MBOX_FROM.match(message)
-            entry, notes = _header_entry(source, _header_fields(source, message.split("\n\n", 1)[0], line), url)
+            found = _header_fields(source, message.split("\n\n", 1)[0], line)
+            entry, notes = _header_entry(source, found, url, repositories)
             line += message.count("\n")
+            commit = sha.group(1) if sha and set(sha.group(1)) != {"0"} else None
             out.append(
                 Incoming(
                     source=source,
                     text=message,
-                    upstream=entry.pop("upstream"),
-                    commit=sha.group(1) if sha and url is None else None,
-                    entry=entry,
-                    not_kept=tuple(notes),
+                    upstream=entry["upstream"],
+                    commit=commit if url is None else None,
+                    entry={k: v for k, v in entry.items() if k != "upstream"},
+                    not_kept=(*notes, *dep3.unplaced(found, entry["upstream"])),
+                    origin=_origin_commit(found),
+                    picked=tuple(dep3.picked_from(message.split("\n\n", 1)[-1].split("\n---\n", 1)[0])),
+                    imported_commit=commit,
                 )
             )
         return out
-    return [_plain_patch(source, name, text, who, url, strip, exists)]
+    return [_plain_patch(source, name, text, who, url, strip, exists, repositories)]
+
+
+def _origin_commit(found: Mapping[str, str]) -> str | None:
+    """The commit an ``Origin:`` URL names when the field has no keyword (DEP-3's usual form)."""
+    origin = found.get("origin", "")
+    if "," in origin.split("://", 1)[0]:
+        return None
+    m = dep3.COMMIT_URL.match(origin.strip())
+    return m.group(1) if m else None
 
 
 dep3_fields = dep3.fields
@@ -187,11 +227,13 @@ def _refused(source: str, exc: dep3.HeaderError) -> InvalidInput:
     return InvalidInput(f"{where}: {exc}", file=source, hint=exc.hint, problems=[problem])
 
 
-def _header_entry(source: str, found: dict[str, str], url: str | None) -> tuple[dict[str, Any], list[str]]:
+def _header_entry(
+    source: str, found: dict[str, str], url: str | None, repositories: Collection[str] = ()
+) -> tuple[dict[str, Any], list[str]]:
     """The manifest keys a patch's header ``found`` gives (``dep3.entry``); ``url``, where given,
     says its upstream status instead; InvalidInput naming ``source`` when the header is refused."""
     try:
-        entry, notes = dep3.entry(found)
+        entry, notes = dep3.entry(found, repositories)
     except dep3.HeaderError as exc:
         raise _refused(source, exc) from None
     if url is not None:
@@ -211,11 +253,14 @@ def _quilt_dir(path: Path) -> Path:
 _STRIP = re.compile(r"^-p(\d{1,3}|ab)$")
 
 
-def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) -> list[Incoming]:
+def _read_series(
+    directory: Path, series: str, who: Authorship, exists: Exists, repositories: Collection[str] = ()
+) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
-    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1)."""
-    out = []
-    text = read_text_if_present(directory, series) or ""
+    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1). The
+    whole file is checked (every option, every patch there) before the first patch is read."""
+    listed = []
+    listing = text = read_text_if_present(directory, series) or ""
     for number, line in enumerate(lines_of(text, keepends=False), 1):
         words = line.split("#", 1)[0].split()
         if not words:
@@ -230,6 +275,11 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
                     hint="only a strip level (-p0, -p1, -p2 ...) is",
                 )
             strip = 1 if m.group(1) == "ab" else int(m.group(1))
+        if tree_path_problem(name) is None and not os.path.lexists(directory / name):  # read_inside refuses the rest
+            raise UsageError(f"{directory / series}:{number}: {name} does not exist")
+        listed.append((number, name, strip))
+    out = []
+    for number, name, strip in listed:
         source = str(directory / name)
         try:
             raw = read_inside(directory, name)
@@ -243,20 +293,31 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
                 file=source,
                 hint="save it as UTF-8",
             ) from None
-        out += _read_file(source, Path(name).name, text, None, who, exists, strip)
+        read = _read_file(source, Path(name).name, text, None, who, exists, strip, repositories)
+        if len(read) == 1:  # a file of several messages has no one original to export again
+            kept = Quilt(series=str(directory / series), series_text=listing, name=name, text=text)
+            read = [dataclasses.replace(read[0], quilt=kept)]
+        out += read
     return out
 
 
 _DIFF_START = re.compile(r"^(?:diff --git |--- |Index: )", re.MULTILINE)
-_PATCH_PREFIX = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
 
 def _plain_patch(
-    source: str, name: str, text: str, who: Authorship, url: str | None, strip: int | None, exists: Exists
+    source: str,
+    name: str,
+    text: str,
+    who: Authorship,
+    url: str | None,
+    strip: int | None,
+    exists: Exists,
+    repositories: Collection[str] = (),
 ) -> Incoming:
     """A patch that is not git format-patch output (a quilt patch, a plain diff, a mail): its
-    DEP-3 or mail header (author, description or subject, origin) and its diff. The subject, where
-    the header has none: the one given, else the file name; the author: the one given, else you."""
+    DEP-3 or mail header (``dep3.described``: author, subject, the rest kept as the message's
+    body; origin) and its diff. The subject, where the header has none: the one given, else the
+    file name; the author: the one given, else you."""
     m = _DIFF_START.search(text)
     if not m:
         raise InvalidInput(
@@ -284,19 +345,20 @@ def _plain_patch(
                 hint=exc.hint,
                 problems=[Problem(message=exc.message, file=source, line=line, hint=exc.hint, code="unsafe-diff")],
             ) from None
-    author = fields.get("author") or fields.get("from") or who.who()
+    said = dep3.described(header)
+    author = said.author or who.who()
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
-    described = _PATCH_PREFIX.sub("", (fields.get("description") or fields.get("subject") or "").strip())
-    description = described or (who.subject or "").strip() or _subject_from_name(name)
-    subject, _, body = description.partition("\n")
-    entry, notes = _header_entry(source, fields, url)
+    subject = said.subject or " ".join((who.subject or "").split()) or _subject_from_name(name)
+    entry, notes = _header_entry(source, fields, url, repositories)
     return Incoming(
         source=source,
-        text=_format(author, subject, body, diff),
-        upstream=entry.pop("upstream"),
-        entry=entry,
+        text=_format(author, subject, said.body, diff),
+        upstream=entry["upstream"],
+        entry={k: v for k, v in entry.items() if k != "upstream"},
         not_kept=tuple(notes),
+        origin=_origin_commit(fields),
+        picked=tuple(dep3.picked_from(header)),
     )
 
 
@@ -375,13 +437,16 @@ def import_patches(
         chain = applied()
         return chain.tip is not None and cache.repo.cat_files(chain.tip, [path]).get(path) is not None
 
+    pin = project.pin()
+    upstreams = {r for r in [dep3.repository(pin.git.url.text) if pin.git else None] if r}
     incoming = read_sources(
         paths,
         url,
-        Authorship(author=author, subject=subject, identity=lambda: user_identity(project.root)),
+        Authorship(author=author, subject=subject, identity=functools.cache(lambda: user_identity(project.root))),
         series=series,
         exists=exists,
         strip=strip,
+        repositories=upstreams,
     )
     if not incoming:
         raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
@@ -397,12 +462,12 @@ def import_patches(
             f"a patch {given.id!r} exists already"
             + (" (dropped)" if given.id not in {e.id for e in project.manifest.patches} else "")
         )
-    pin = project.pin()
     repo = cache.repo
     chain = applied()
     if not chain.ok or chain.tip is None:
         raise UsageError("the series does not apply at its pin; fix that first", hint="patchtool check")
     parent = chain.tip
+    originals = Originals(project.root)
     order: list[tuple[str, str, bool]] = [(e.id, "", True) for e in project.manifest.patches]
     files: dict[str, str] = {}
     added: list[dict[str, Any]] = []
@@ -419,11 +484,12 @@ def import_patches(
         )
         taken = {*entries, *(i for i, _, _ in order)}
         named = item.entry.get("id")
-        mine = named if isinstance(named, str) else slug(patch.subject)  # dep3.entry checked it
+        mine = named if isinstance(named, str) else slug(_UNTAGGED.sub("", patch.subject))  # dep3.entry checked it
         ident = given.id or unique_id(mine, taken)
         order.append((ident, parent, False))
         name = f"{PATCHES_DIR}/{len(order):04d}-{slug(ident)}.patch"
         files[name] = repo.format_patch(parent)
+        kept = originals.keep(item.quilt, diff_digest(files[name]))
         added.append(
             {
                 "id": ident,
@@ -431,19 +497,69 @@ def import_patches(
                 "source": item.source,
                 **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()},
                 "refreshed": [r.to_dict() for r in refreshed],
-                "not_kept": list(item.not_kept),
+                "not_kept": [*item.not_kept, *([] if kept or item.quilt is None else [originals.clash(item.quilt)])],
             }
         )
-        tables.append(_table(item, ident, name, given, added[-1]))
+        tables.append(_table(item, ident, name, given, added[-1], kept))
     doc = manifest_document(project.root)
     for table in tables:
         tomlio.append_table(doc, "patch", table)
+    files.update(originals.files())
     written = write_series(project.root, files, manifest_text(doc), remove=[], moves={})
     return ImportResult(added=tuple(added), written=tuple(written))
 
 
-def _table(item: Incoming, ident: str, file: str, given: Metadata, row: Mapping[str, Any]) -> Any:
+_UNTAGGED = re.compile(r"^(?:\[[^\]]*\]\s*)+")  # a branch's [4.2.x] stays in the subject, not in the id
+
+
+class Originals:
+    """The quilt series an import came from, kept as they came under ``QUILT_DIR``: each patch
+    under its name there, and the series files' lines, appended to the one kept there."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.texts: dict[str, str] = {}
+        self.series: dict[str, str] = {}  # the series file each came from -> its text
+        self.taken: set[str] = set()  # names another patch holds
+
+    def keep(self, quilt: Quilt | None, diff: str) -> dict[str, str] | None:
+        """The entry's ``imported`` name and diff, where ``quilt``'s name is free (or holds this same
+        text); None for a patch from no quilt series, or whose name another patch holds there."""
+        if quilt is None:
+            return None
+        rel = f"{QUILT_DIR}/{quilt.name}"
+        there = self.texts.get(rel, read_text_if_present(self.root, rel))
+        if there is not None and there != quilt.text:
+            self.taken.add(quilt.name)
+            return None
+        self.texts[rel] = quilt.text
+        self.series.setdefault(quilt.series, quilt.series_text)
+        return {"name": quilt.name, "diff": diff}
+
+    def clash(self, quilt: Quilt) -> str:
+        return f"its name {quilt.name} (another patch's in {QUILT_DIR}/; export --quilt names it as patchtool does)"
+
+    def files(self) -> dict[str, str]:
+        """The files to write: the patches and the series file with the new lines appended."""
+        if not self.texts:
+            return {}
+        series = read_text_if_present(self.root, f"{QUILT_DIR}/series") or ""
+        for text in self.series.values():
+            lines = [line for line in lines_of(text) if (line.split("#", 1)[0].split() or [""])[0] not in self.taken]
+            series += ("" if not series or series.endswith("\n") else "\n") + "".join(lines)
+        return {**self.texts, f"{QUILT_DIR}/series": series}
+
+
+def _table(
+    item: Incoming,
+    ident: str,
+    file: str,
+    given: Metadata,
+    row: Mapping[str, Any],
+    quilt: Mapping[str, str] | None = None,
+) -> Any:
     """The new entry: what ``given`` says, else what the patch's header says, else the skeleton;
+    where it came from (``imported``: ``quilt``, its commit, the commits it was picked from);
     InvalidInput naming the patch where the header's values break the manifest's rules."""
     header = {k: v for k, v in item.entry.items() if k in metadata.FIELDS and isinstance(v, str)}
     table = skeleton(ident, file, Metadata(**{**header, **given.given()}))
@@ -453,6 +569,11 @@ def _table(item: Incoming, ident: str, file: str, given: Metadata, row: Mapping[
     records = {k: v for k, v in item.entry.items() if k not in {"id", "file", "upstream", *metadata.FIELDS}}
     for key, value in tomlio.table(records).items():
         table.add(key, value)
+    came: dict[str, Any] = {**(quilt or {}), **({"commit": item.imported_commit} if item.imported_commit else {})}
+    if item.picked:
+        came["cherry_picked_from"] = list(item.picked)
+    if came and "imported" not in table:
+        table.add("imported", tomlio.inline_table(came))
     problems: list[Problem] = []
     PatchEntry.read(Fields(table.unwrap(), "", problems))
     if problems:
@@ -590,13 +711,16 @@ _UPSTREAM_REFS = (refnames.IMPORTS, refnames.GIT_SOURCES)
 
 def _upstream(repo: git.Repo, item: Incoming) -> dict[str, str]:
     """The upstream status of ``item``: what its source says, or a backport of the commit its
-    format-patch names when that commit is in upstream's history in the cache, and only then."""
-    commit = item.commit
-    if item.upstream["status"] != "pending" or commit is None or set(commit) == {"0"}:
+    format-patch (or an ``Origin:`` URL with no keyword) names when that commit is in upstream's
+    history in the cache, and only then."""
+    if item.upstream["status"] != "pending":
         return item.upstream
-    if not repo.has_object(f"{commit}^{{commit}}"):
-        return item.upstream
-    return {"status": "backport", "ref": commit} if repo.refs_containing(commit, *_UPSTREAM_REFS) else item.upstream
+    for commit in (item.commit, item.origin):
+        if commit is None or set(commit) == {"0"} or not repo.has_object(f"{commit}^{{commit}}"):
+            continue
+        if repo.refs_containing(commit, *_UPSTREAM_REFS):
+            return {"status": "backport", "ref": commit}
+    return item.upstream
 
 
 def user_identity(root: Path) -> str:
