@@ -527,3 +527,31 @@ def test_a_quilt_import_reads_your_identity_once_and_the_series_file_before_any_
     asked = [r[r.index("var") :] for r in git_runs(log) if "var" in r]
     assert asked == [["var", "GIT_AUTHOR_IDENT"], ["var", "GIT_COMMITTER_IDENT"]], asked
     assert [lp.patch.author_name for lp in Project.load(demo.root).series()] == ["Dana Fork"] * 5
+
+
+def test_a_format_patch_envelope_around_a_plain_diff_imports_as_its_header_says(
+    demo: Demo, tmp_path: Path, me: None
+) -> None:
+    """Debian's tornado 6.2.0-3+deb12u4 carries ``case-insensitive-http-headers.patch``: git
+    format-patch's ``From <sha>`` envelope and mail header around a plain ``diff -u`` body
+    (``--- python-tornado-6.2.0.orig/...``). It was refused as "no 'diff --git' section"."""
+    demo.write_manifest()
+    git(demo.work, "checkout", "-q", "upstream")
+    edit("python/demo/core.py", 'word = "bye"', 'word = "ciao"')(demo.work)
+    body = git(demo.work, "diff", "--no-prefix", "--src-prefix=pkg-1.0.orig/", "--dst-prefix=pkg-1.0/")
+    git(demo.work, "checkout", "-q", "--", ".")
+    mail = tmp_path / "ciao.patch"
+    mail.write_text(
+        "From 87a85bb4de18ab17c360f7cb530274202fd05d4c Mon Sep 17 00:00:00 2001\n"
+        "From: Arnaud Example <arnaud@example.org>\n"
+        "Date: Mon, 15 Dec 2025 12:12:18 +0100\n"
+        "Subject: [PATCH] Make sure that the in-operator is case\n insensitive\n\n"
+        + body.split("\n", 2)[2]  # from the '--- pkg-1.0.orig/...' line on
+    )
+    (row,) = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [mail]).added
+    text = added_text(demo.root, row)
+    assert "From: Arnaud Example <arnaud@example.org>\n" in text
+    assert "Subject: [PATCH] Make sure that the in-operator is case insensitive\n" in text
+    assert '+    word = "ciao"' in text and "--- a/python/demo/core.py" in text
+    (entry,) = [p for p in Project.load(demo.root).manifest.patches if p.id == row["id"]]
+    assert entry.imported is not None and entry.imported.commit == "87a85bb4de18ab17c360f7cb530274202fd05d4c"

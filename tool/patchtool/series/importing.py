@@ -36,6 +36,7 @@ from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
 
 _MBOX_FROM = re.compile(r"^From ([0-9a-f]{40}) Mon Sep 17 00:00:00 2001$", re.MULTILINE)
+_GIT_DIFF = re.compile(r"^diff --git ", re.MULTILINE)
 _GITHUB_PULL = re.compile(r"^https://github\.com/[^/]+/[^/]+/pull/\d+")
 _GITHUB_COMMIT = re.compile(r"^https://github\.com/[^/]+/[^/]+/commit/([0-9a-f]{7,40})")
 
@@ -167,6 +168,13 @@ def _read_file(
     repositories: Collection[str] = (),
 ) -> list[Incoming]:
     starts = [m.start() for m in _MBOX_FROM.finditer(text)]
+    if len(starts) == 1 and not _GIT_DIFF.search(text):
+        # git format-patch's envelope around a plain diff (``--- pkg.orig/x``, as Debian's
+        # tooling writes): the mail header is read as any patch header, the diff at -pN
+        plain = _plain_patch(source, name, text, who, url, strip, exists, repositories)
+        sha = _MBOX_FROM.search(text)
+        commit = sha.group(1) if sha and set(sha.group(1)) != {"0"} else None
+        return [dataclasses.replace(plain, imported_commit=commit)]
     if starts:
         if strip not in (None, 1):
             raise UsageError(
