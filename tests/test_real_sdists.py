@@ -1,0 +1,63 @@
+"""sdists as PyPI has them (issue 30, section 1): a top directory whose name changes case between
+releases (Jinja2 3.1.2 -> 3.1.4), a version spelled otherwise than the artifact spells it, a whole
+sdist by default, and a link inside an sdist (idna 3.4). Each file is a real release from the real
+index, kept in the test cache (``.cache/test-upstream``, as the SGLang tier's) and so downloaded at
+most once. Skipped when the index cannot be reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cli_run import in_process
+from patchtool.project.pins import DEFAULT_INDEX
+
+
+@pytest.fixture(scope="module")
+def reachable() -> None:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{DEFAULT_INDEX}/idna/", timeout=30) as answer:
+            answer.read(1)
+    except OSError as exc:
+        pytest.skip(f"the package index {DEFAULT_INDEX} is unreachable from here ({exc}); these need real sdists")
+
+
+def run(where: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return in_process([*args], cwd=where, env={**os.environ, "PATCHTOOL_CACHE_DIR": str(cache)})
+
+
+def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(res.stdout)["data"]  # type: ignore[no-any-return]
+
+
+def fork(tmp_path: Path, cache: Path, upstream: str) -> tuple[Path, dict]:  # type: ignore[type-arg]
+    where = tmp_path / "fork"
+    where.mkdir()
+    return where, ok(run(where, cache, "init", "--upstream", upstream, "--sdist", "--json"))
+
+
+def pin_prefix(where: Path, pin: str) -> dict[str, str]:
+    return tomllib.loads((where / f"upstream-pins/{pin}.toml").read_text())["artifact"]["prefix"]  # type: ignore[no-any-return]
+
+
+def test_scan_and_pin_add_find_the_top_directory_a_release_really_has(
+    reachable: None, real_cache: Path, tmp_path: Path
+) -> None:
+    """Jinja2-3.1.2.tar.gz unpacks to Jinja2-3.1.2/, jinja2-3.1.4.tar.gz to jinja2-3.1.4/ (PEP 625)."""
+    where, made = fork(tmp_path, real_cache, "jinja2==3.1.2")
+    first = made["artifact"]["prefix"]["from"]
+    assert first.startswith("Jinja2-{version}/"), made
+    scanned = ok(run(where, real_cache, "scan", "--versions", "3.1.2,3.1.4", "--json"))
+    assert scanned["versions"] == ["3.1.2", "3.1.4"]
+    added = ok(run(where, real_cache, "pin", "add", "3.1.4", "--json"))
+    assert (added["name"], added["filename"]) == ("jinja2-3.1.4", "jinja2-3.1.4.tar.gz")
+    assert pin_prefix(where, "jinja2-3.1.4") == {"from": first.replace("Jinja2-", "jinja2-"), "to": ""}
+    assert ok(run(where, real_cache, "check", "--pin", "jinja2-3.1.4", "--json"))["problems"] == []
