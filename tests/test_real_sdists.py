@@ -61,3 +61,25 @@ def test_scan_and_pin_add_find_the_top_directory_a_release_really_has(
     assert (added["name"], added["filename"]) == ("jinja2-3.1.4", "jinja2-3.1.4.tar.gz")
     assert pin_prefix(where, "jinja2-3.1.4") == {"from": first.replace("Jinja2-", "jinja2-"), "to": ""}
     assert ok(run(where, real_cache, "check", "--pin", "jinja2-3.1.4", "--json"))["problems"] == []
+
+
+def test_a_version_spelled_otherwise_is_pinned_as_its_artifact_spells_it(
+    reachable: None, real_cache: Path, tmp_path: Path
+) -> None:
+    """idna-3.5.tar.gz unpacks to idna-3.5/: asked for 3.5.0 and 3.6.0 (equal by PEP 440), patchtool
+    pins each release as its artifact spells it, so ``{version}`` gives the directory it has."""
+    where, made = fork(tmp_path, real_cache, "idna==3.5.0")
+    assert (made["pin"], made["version"], made["artifact"]["prefix"]) == (
+        "idna-3.5",
+        "3.5",
+        {"from": "idna-{version}/", "to": "", "at_version": "idna-3.5/"},
+    )
+    added = ok(run(where, real_cache, "pin", "add", "3.6.0", "--json"))
+    assert (added["name"], added["version"], added["filename"]) == ("idna-3.6", "3.6", "idna-3.6.tar.gz")
+    assert pin_prefix(where, "idna-3.6") == {"from": "idna-{version}/", "to": ""}
+    assert ok(run(where, real_cache, "check", "--pin", "idna-3.6", "--json"))["problems"] == []
+    written = (where / "upstream-pins/idna-3.6.toml").read_text()
+    rebased = ok(run(where, real_cache, "rebase", "--to", "3.6.0", "--json"))
+    assert (rebased["status"], rebased["new_pin"]) == ("done", "idna-3.6"), rebased
+    assert (where / "upstream-pins/idna-3.6.toml").read_text() == written
+    assert sorted(p.name for p in (where / "upstream-pins").iterdir()) == ["idna-3.5.toml", "idna-3.6.toml"]

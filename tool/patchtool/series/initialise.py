@@ -166,6 +166,8 @@ def resolve(cache: Cache, request: Request) -> tuple[Pin, bool]:
     if dist is None:
         return Pin(name=name, upstream=upstream, version=version, git=src, artifact=None, use="git"), False
     art, guessed = _artifact(cache, dist, version, request)
+    version = art.version  # as the artifact spells it (4.2 for a 4.2.0 asked for)
+    name = release_pin_name(upstream, version)
     return Pin(name=name, upstream=upstream, version=version, git=src, artifact=art, use="artifact"), guessed
 
 
@@ -209,6 +211,7 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
     wheel = request.kind == "wheel"
     entry = _release_file(cache.index.files_of(index, dist), dist, version, wheel=wheel)
     filename = ArtifactFilename(str(entry["filename"]))
+    version = filename.version
     sha = entry.get("hashes", {}).get("sha256")
     if not isinstance(sha, str) or not SHA256_HEX.match(sha):
         raise UpstreamError(

@@ -76,7 +76,10 @@ def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache) -> Pin:
     name = release_pin_name(pin.upstream, version)
     rel = f"{PINS_DIR}/{name}.toml"
     if not os.path.lexists(root / rel):
-        return pin_for_version(pin, version, cache=cache)
+        made = pin_for_version(pin, version, cache=cache)
+        if made.name == name or not os.path.lexists(root / PINS_DIR / f"{made.name}.toml"):
+            return made
+        name, rel = made.name, f"{PINS_DIR}/{made.name}.toml"  # the release's pin under its own spelling
     found = load_pin(root, name)
     if found.upstream != pin.upstream or found.version != version:
         raise InvalidInput(
@@ -113,6 +116,9 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
             ),
         )
         filename = ArtifactFilename(str(entry["filename"]))
+        # the release as the artifact spells its version (4.2 for a 4.2.0 asked for): its prefix does
+        version = filename.version
+        name = release_pin_name(pin.upstream, version)
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
             raise UpstreamError(
