@@ -30,7 +30,15 @@ def reachable() -> None:
 
 
 def run(where: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return in_process([*args], cwd=where, env={**os.environ, "PATCHTOOL_CACHE_DIR": str(cache)})
+    env = {
+        **os.environ,
+        "PATCHTOOL_CACHE_DIR": str(cache),
+        "GIT_AUTHOR_NAME": "Fork Maintainer",
+        "GIT_AUTHOR_EMAIL": "fork@example.org",
+        "GIT_COMMITTER_NAME": "Fork Maintainer",
+        "GIT_COMMITTER_EMAIL": "fork@example.org",
+    }
+    return in_process([*args], cwd=where, env=env)
 
 
 def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
@@ -83,3 +91,36 @@ def test_a_version_spelled_otherwise_is_pinned_as_its_artifact_spells_it(
     assert (rebased["status"], rebased["new_pin"]) == ("done", "idna-3.6"), rebased
     assert (where / "upstream-pins/idna-3.6.toml").read_text() == written
     assert sorted(p.name for p in (where / "upstream-pins").iterdir()) == ["idna-3.5.toml", "idna-3.6.toml"]
+
+
+def plain_diff(tree: Path, path: str, named: str, old: str, new: str) -> str:
+    """``diff -u`` of ``path`` in ``tree`` with ``old`` replaced by ``new``, naming it ``named``."""
+    import difflib
+
+    before = (tree / path).read_text().splitlines(keepends=True)
+    after = "".join(before).replace(old, new, 1).splitlines(keepends=True)
+    assert before != after
+    return "".join(difflib.unified_diff(before, after, f"a/{named}", f"b/{named}"))
+
+
+def test_init_takes_the_whole_sdist_and_a_path_mismatch_is_hinted_as_one(
+    reachable: None, real_cache: Path, tmp_path: Path
+) -> None:
+    """A downstream series patches tests/ and docs/ too (most of Debian's do): Jinja2's sdist keeps
+    its code in src/, and the repository holds the whole sdist, tests/ included."""
+    where, made = fork(tmp_path, real_cache, "jinja2==3.1.2")
+    assert made["artifact"]["prefix"] == {"from": "Jinja2-{version}/", "to": "", "at_version": "Jinja2-3.1.2/"}
+    tree = tmp_path / "tree"
+    assert run(where, real_cache, "apply", "--series", "none", "--into", str(tree)).returncode == 0
+    tests_patch = tmp_path / "tests.patch"
+    tests_patch.write_text(plain_diff(tree, "tests/test_api.py", "tests/test_api.py", "import", "import  "))
+    imported = ok(run(where, real_cache, "import", str(tests_patch), "--json"))
+    assert [a["id"] for a in imported["added"]] == ["tests"]
+
+    elsewhere = tmp_path / "elsewhere.patch"  # made against a tree without src/
+    elsewhere.write_text(plain_diff(tree, "src/jinja2/utils.py", "jinja2/utils.py", "import", "import  "))
+    res = run(where, real_cache, "import", str(elsewhere))
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "jinja2/utils.py the patch: file missing" in res.stdout
+    assert "(the tree has src/jinja2/utils.py)" in res.stdout and "-pN" in res.stdout and "--prefix" in res.stdout
+    assert "--fuzz" not in res.stdout

@@ -284,17 +284,15 @@ def _release_file(files: list[dict[str, Any]], dist: Distribution, version: Vers
 
 
 def guess_prefix(members: list[str], art: Artifact) -> PrefixTemplate:
-    """Where the package lives in the artifact: a wheel's root; an sdist's one top directory with
-    its version as ``{version}``, and ``src/`` under it when the package lives there."""
+    """What of the artifact the repository holds: a wheel's root; an sdist's one top directory
+    (with its version as ``{version}``), so the whole sdist: its tests and docs are what a
+    downstream series patches too."""
     if art.is_wheel:
         return PrefixTemplate("")
     tops = {m.partition("/")[0] for m in members}
     if len(tops) != 1 or any("/" not in m for m in members):
         return PrefixTemplate("")
-    top = f"{tops.pop()}/"
-    if any(m.startswith(f"{top}src/") and m.endswith(".py") for m in members):
-        top += "src/"
-    return PrefixTemplate(top).generalised(art.version)
+    return PrefixTemplate(f"{tops.pop()}/").generalised(art.version)
 
 
 def _given_prefix(text: str, version: Version) -> tuple[PrefixTemplate, TreePrefix]:
