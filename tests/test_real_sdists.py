@@ -16,6 +16,7 @@ import pytest
 
 from cli_run import in_process
 from patchtool.project.pins import DEFAULT_INDEX
+from patchtool.upstream.refnames import mapping_digest
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +125,31 @@ def test_init_takes_the_whole_sdist_and_a_path_mismatch_is_hinted_as_one(
     assert "jinja2/utils.py the patch: file missing" in res.stdout
     assert "(the tree has src/jinja2/utils.py)" in res.stdout and "-pN" in res.stdout and "--prefix" in res.stdout
     assert "--fuzz" not in res.stdout
+
+
+def test_init_again_with_another_prefix_is_another_import_of_the_same_file(
+    reachable: None, real_cache: Path, tmp_path: Path
+) -> None:
+    """The prefix mapping is part of the cache's tag: the import of one file under two prefixes
+    is two imports, and neither project's check meets the other's."""
+    first = tmp_path / "whole"
+    first.mkdir()
+    ok(run(first, real_cache, "init", "--upstream", "idna==3.5", "--sdist", "--json"))
+    second = tmp_path / "package"
+    second.mkdir()
+    made = ok(
+        run(second, real_cache, "init", "--upstream", "idna==3.5", "--prefix", "idna-{version}/idna/:idna/", "--json")
+    )
+    assert made["check"]["ok"] and made["artifact"]["prefix"]["to"] == "idna/"
+    for where in (first, second, first):
+        assert ok(run(where, real_cache, "check", "--json"))["problems"] == []
+    tags = subprocess.run(
+        ["git", f"--git-dir={real_cache / 'upstream.git'}", "tag", "--list", "idna-3.5-*"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+    ).stdout.split()
+    sha12 = made["artifact"]["sha256"][:12]
+    for mapping in ("idna-3.5/ -> .", "idna-3.5/idna/ -> idna/"):
+        assert f"idna-3.5-{sha12}-{mapping_digest(mapping)}" in tags, tags
