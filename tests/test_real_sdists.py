@@ -153,3 +153,15 @@ def test_init_again_with_another_prefix_is_another_import_of_the_same_file(
     sha12 = made["artifact"]["sha256"][:12]
     for mapping in ("idna-3.5/ -> .", "idna-3.5/idna/ -> idna/"):
         assert f"idna-3.5-{sha12}-{mapping_digest(mapping)}" in tags, tags
+
+
+def test_a_link_inside_a_real_sdist_is_kept_as_a_link(reachable: None, real_cache: Path, tmp_path: Path) -> None:
+    """idna-3.4.tar.gz holds idna-3.4/tools/intranges.py, a link to ../idna/intranges.py."""
+    where, made = fork(tmp_path, real_cache, "idna==3.4")
+    assert made["check"]["ok"], made
+    tree = tmp_path / "tree"
+    assert run(where, real_cache, "apply", "--series", "none", "--into", str(tree)).returncode == 0
+    assert os.readlink(tree / "tools/intranges.py") == "../idna/intranges.py"
+    assert (tree / "tools/intranges.py").read_bytes() == (tree / "idna/intranges.py").read_bytes()
+    scanned = ok(run(where, real_cache, "scan", "--versions", "3.4,3.5", "--json"))
+    assert scanned["versions"] == ["3.4", "3.5"]

@@ -195,16 +195,54 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         exe = (info.external_attr >> 16) & 0o111
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
+            files: set[str] = set()
+            links: dict[str, str] = {}
             for ti, read in tar_members(path, art.filename):
+                if ti.issym():
+                    links[ti.name] = ti.linkname
+                    continue
                 if not ti.isfile():
                     raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
+                files.add(ti.name)
                 dest = _repository_path(ti.name, art)
                 if dest is not None:
                     out.append(FileWrite(dest, "100755" if ti.mode & 0o111 else "100644", data=read()))
+            out += _kept_links(art, files, links)
     out.sort(key=lambda f: f.path)
     for before, after in itertools.pairwise(out):
         if before.path == after.path:
             raise UpstreamError(f"{art.filename}: {after.path} appears twice; refusing it")
+    return out
+
+
+def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[FileWrite]:
+    """The sdist's links under the prefix, as links of the import: each one refused unless it
+    leads to a regular file of the sdist (``links.LinkTree``), and, once imported, to one of
+    the import's, so no link in a tree of patchtool's ever points out of it."""
+    from patchtool.upstream.links import LinkTree
+
+    hint = (
+        "a link inside an sdist is kept only where it leads, inside the tree, to one of its regular "
+        "files; the artifact is malformed or hostile; nothing was imported"
+    )
+    whole = LinkTree(files, links)
+    for name in sorted(links):
+        why = whole.problem(name)
+        if why is not None:
+            raise UpstreamError(f"{art.filename}: entry {name!r} is a symbolic link that {why}; refusing it", hint=hint)
+    mapped = {dest: name for name in files if (dest := _repository_path(name, art)) is not None}
+    kept = {dest: name for name in links if (dest := _repository_path(name, art)) is not None}
+    imported = LinkTree(mapped.keys(), {dest: links[name] for dest, name in kept.items()})
+    out = []
+    for dest, name in sorted(kept.items()):
+        why = imported.problem(dest)
+        if why is not None:
+            raise UpstreamError(
+                f"{art.filename}: entry {name!r} is a symbolic link to {whole.target(name)!r}, but imported as "
+                f"{dest!r} (prefix {ImportRecord.mapping(art)}) it {why}; refusing it",
+                hint="choose a prefix that holds the link's target too (init --prefix FROM:TO); nothing was imported",
+            )
+        out.append(FileWrite(dest, "120000", data=links[name].encode("utf-8", "surrogateescape")))
     return out
 
 
