@@ -270,9 +270,11 @@ def patched_tree(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def release_tag(cache: Path, distribution: str, version: str) -> str:
     """The one import of ``distribution`` ``version`` in the cache at ``cache``: patchtool tags it
-    ``<dist>-<version>-<sha12>`` (upstream/refnames.py)."""
+    ``<dist>-<version>-<sha12>-<mapping8>`` (upstream/refnames.py; a cache an older patchtool
+    filled may hold its ``<dist>-<version>-<sha12>`` too)."""
+    named = f"{distribution}-{version}-{'?' * 12}-{'?' * 8}"
     res = subprocess.run(
-        ["git", f"--git-dir={cache / 'upstream.git'}", "tag", "--list", f"{distribution}-{version}-*"],
+        ["git", f"--git-dir={cache / 'upstream.git'}", "tag", "--list", named],
         capture_output=True,
         text=True,
         check=True,

@@ -136,6 +136,17 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def import_tag(artifact: Path, name: str = "demo", version: str = "1.0", prefix: str = "demo/ -> python/demo/") -> str:
+    """The cache's tag of ``artifact``'s import with the prefix mapping ``prefix`` (as the import
+    records it), as ``upstream/refnames.py`` names it."""
+    from packaging.version import Version
+
+    from patchtool.names import Distribution
+    from patchtool.upstream.refnames import import_tag as tag
+
+    return tag(Distribution(name), Version(version), sha256(artifact), prefix)
+
+
 def format_patch(repo: Path, rev: str = "HEAD") -> str:
     """The canonical export of one commit: no date, no signature, no stat, full index."""
     text = git(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from helpers import git, sha256, snapshot
+from helpers import git, import_tag, snapshot
 from test_pin_commands import add_release
 
 
@@ -38,7 +38,7 @@ def test_cache_shows_releases_who_uses_them_and_its_size(one_patch: Demo) -> Non
 
 def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: Demo) -> None:
     v11 = add_release(one_patch, "1.1")
-    tag10, tag11 = f"demo-1.0-{sha256(one_patch.wheel)[:12]}", f"demo-1.1-{sha256(v11)[:12]}"
+    tag10, tag11 = import_tag(one_patch.wheel), import_tag(v11, version="1.1")
     assert one_patch.run("pin", "add", "1.1").returncode == 0
     assert one_patch.run("check", "--pin", "demo-1.1").returncode == 0
     assert one_patch.run("pin", "remove", "demo-1.1").returncode == 0

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from conftest import UPSTREAM_FILES, Demo, demo_pin
-from helpers import Index, git, make_wheel, sha256, snapshot
+from helpers import Index, git, import_tag, make_wheel, sha256, snapshot
 
 
 def project(demo: Demo, name: str, pin_name: str, pin: str) -> Demo:
@@ -62,7 +62,7 @@ def test_two_upstreams_at_one_version_share_a_cache(one_patch: Demo, tmp_path: P
         res = each.run("status", "--json")
         assert res.returncode == 0, res.stdout + res.stderr
     assert tags(one_patch) == sorted(
-        [f"demo-1.0-{sha256(one_patch.wheel)[:12]}", f"other-1.0-{sha256(other.wheel)[:12]}"]
+        [import_tag(one_patch.wheel), import_tag(other.wheel, "other", prefix="other/ -> python/other/")]
     )
     assert tree(other, tmp_path / "other-tree") == {"python/other/__init__.py": "OTHER = 1\n"}
     ours = tree(one_patch, tmp_path / "demo-tree")
@@ -98,13 +98,11 @@ def test_one_release_from_two_indexes_gives_each_project_its_own(one_patch: Demo
     ours = tree(one_patch, tmp_path / "demo-tree")  # the fork's index is gone: ours needs nothing of it
     assert forked["python/demo/fork.py"].startswith("FORK = ") and "python/demo/fork.py" not in ours
     assert '"hi"' in ours["python/demo/core.py"] and '"hello"' in forked["python/demo/core.py"]
-    assert tags(one_patch) == sorted(
-        [f"demo-1.0-{sha256(one_patch.wheel)[:12]}", f"demo-1.0-{sha256(fork.wheel)[:12]}"]
-    )
+    assert tags(one_patch) == sorted([import_tag(one_patch.wheel), import_tag(fork.wheel)])
     # each project's cache listing names only its own import as used
     used = {r["ref"]: r["used_by"] for r in json.loads(one_patch.run("cache", "--json").stdout)["data"]["releases"]}
-    assert used[f"refs/tags/demo-1.0-{sha256(one_patch.wheel)[:12]}"] == [f"{one_patch.root.resolve()}: demo-1.0"]
-    assert used[f"refs/tags/demo-1.0-{sha256(fork.wheel)[:12]}"] == []  # the fork is no registered project
+    assert used[f"refs/tags/{import_tag(one_patch.wheel)}"] == [f"{one_patch.root.resolve()}: demo-1.0"]
+    assert used[f"refs/tags/{import_tag(fork.wheel)}"] == []  # the fork is no registered project
     # each file kept by its own hash, neither overwriting the other
     kept = {
         p.relative_to(one_patch.cache).as_posix(): sha256(p) for p in (one_patch.cache / "downloads").rglob("*.whl")
@@ -121,7 +119,7 @@ def test_one_release_from_two_indexes_gives_each_project_its_own(one_patch: Demo
 def test_a_cache_an_older_patchtool_tagged_is_imported_again_and_pruned(one_patch: Demo) -> None:
     assert one_patch.run("status").returncode == 0
     cache_git = one_patch.cache / "upstream.git"
-    ours = f"demo-1.0-{sha256(one_patch.wheel)[:12]}"
+    ours = import_tag(one_patch.wheel)
     commit = git(cache_git, "rev-parse", ours).strip()
     git(cache_git, "tag", "-d", ours)
     git(cache_git, "tag", "v1.0", commit)  # what the older naming left
@@ -143,7 +141,7 @@ def test_an_older_tag_on_another_import_is_never_read_as_this_one(one_patch: Dem
     other = other_project(one_patch)
     assert other.run("status").returncode == 0
     cache_git = one_patch.cache / "upstream.git"
-    theirs = git(cache_git, "rev-parse", f"other-1.0-{sha256(other.wheel)[:12]}").strip()
+    theirs = git(cache_git, "rev-parse", import_tag(other.wheel, "other", prefix="other/ -> python/other/")).strip()
     git(cache_git, "tag", "v1.0", theirs)
     before = snapshot(other.root)
     res = one_patch.run("status")
@@ -208,7 +206,7 @@ def test_another_projects_import_never_answers_for_this_projects_index(one_patch
         stranger = project(one_patch, "stranger-project", "demo-1.1", pin)
         res = stranger.run("status", "--json")
         assert res.returncode == 0, res.stdout + res.stderr
-    assert f"demo-1.1-{sha256(wheel)[:12]}" in tags(one_patch)
+    assert import_tag(wheel, version="1.1") in tags(one_patch)
     before = snapshot(one_patch.root)
     res = one_patch.run("pin", "add", "1.1", "--json")
     assert res.returncode == 4, res.stdout + res.stderr

@@ -49,7 +49,7 @@ def test_init_writes_manifest_pin_gitignore_and_checks(index: Index, tmp_path: P
     where = fresh(tmp_path)
     res = run(where, "init", "--upstream", "demo==1.0", "--sdist", "--index", index.url)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "prefix (guessed from the artifact): demo-{version}/src/ -> ./  (at 1.0: demo-1.0/src/)" in res.stdout
+    assert "prefix (guessed from the artifact): demo-{version}/ -> ./  (at 1.0: demo-1.0/)" in res.stdout
     assert "check: clean" in res.stdout and "(git init)" in res.stdout
     assert (where / ".git").is_dir()
     assert tomllib.loads((where / "patchset.toml").read_text()) == {"schema": 1, "pin": "demo-1.0"}
@@ -61,12 +61,13 @@ def test_init_writes_manifest_pin_gitignore_and_checks(index: Index, tmp_path: P
         "version": "1.0",
         "filename": sdist.name,
         "sha256": sha256(sdist),
-        "prefix": {"from": "demo-{version}/src/", "to": ""},
+        "prefix": {"from": "demo-{version}/", "to": ""},
     }
     assert (where / ".gitignore").read_text() == "build/\ndist/\nwork/\n.patchtool/\n"
     applied = run(where, "apply", "--series", "none", "--into", str(tmp_path / "tree"))
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert (tmp_path / "tree/demo/core.py").read_text() == UPSTREAM_FILES["demo/core.py"]
+    assert (tmp_path / "tree/src/demo/core.py").read_text() == UPSTREAM_FILES["demo/core.py"]  # the whole sdist
+    assert (tmp_path / "tree/pyproject.toml").is_file()
 
 
 def test_init_json_shows_the_prefix_and_keeps_an_existing_git_and_gitignore(index: Index, tmp_path: Path) -> None:

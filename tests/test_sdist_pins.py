@@ -185,3 +185,21 @@ def test_a_target_pin_file_of_another_release_is_refused(sdist_demo: Demo) -> No
         "demo-1.1)\n",
     )
     assert snapshot(sdist_demo.root) == before
+
+
+def test_scan_prints_the_matrix_when_a_release_cannot_be_had(sdist_demo: Demo) -> None:
+    """1.2's sdist says it is 1.3 inside: that column is marked and why, the others are scanned."""
+    add_sdist(sdist_demo, "1.1")
+    bad = make_sdist(sdist_demo.wheel.parent / "demo-1.2.tar.gz", "demo", "1.3", release_files("1.2"), top="demo-1.2")
+    sdist_demo.index.add(bad)
+    scan = sdist_demo.run("scan", "--versions", "1.0..1.2", "--json")
+    assert scan.returncode == 4, scan.stdout + scan.stderr
+    report = json.loads(scan.stdout)["data"]
+    assert report["matrix"] == {"greet": {"1.0": "applied unchanged", "1.1": "applied unchanged", "1.2": "not scanned"}}
+    assert report["unavailable"] == {
+        "1.2": "demo-1.2.tar.gz contains demo 1.3, not 1.2; refusing it (hint: the pin names the wrong file)"
+    }
+    text = sdist_demo.run("scan", "--versions", "1.0..1.2")  # the report, on stderr as for any exit but 0
+    assert text.returncode == 4, text.stdout + text.stderr
+    assert "greet   unchanged   unchanged   not scanned\n" in text.stderr
+    assert "\nnot scanned: 1.2: demo-1.2.tar.gz contains demo 1.3, not 1.2; refusing it" in text.stderr

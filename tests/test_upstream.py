@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Index, git, make_wheel, sha256
+from helpers import Index, git, import_tag, make_wheel, sha256
 from patchtool.errors import InvalidInput, UpstreamError
 from patchtool.git import Ident
 from patchtool.project.pins import Pin
@@ -102,7 +102,7 @@ def test_import_is_verified_and_deterministic(tmp_path: Path, served) -> None:  
     assert "100755 blob" in listing and "python/demo/run.sh" in listing
     assert "python/demo/__init__.py" in listing and "skip.py" not in listing and "dist-info" not in listing
     assert repo.out("log", "-1", "--format=%an %at", args=[first.commit]) == "patchtool 0"
-    assert repo.resolve(f"refs/tags/demo-1.0-{sha256(wheel)[:12]}") == first.commit  # named by what it is
+    assert repo.resolve(f"refs/tags/{import_tag(wheel)}") == first.commit  # named by what it is
     # a second ensure uses the cache: no new request to the index
     before = len(index.requests)
     assert Cache(tmp_path / "c1", fetcher=fast()).ensure(pin).commit == first.commit

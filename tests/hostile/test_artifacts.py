@@ -323,7 +323,8 @@ def _tar_entry(name: str, kind: bytes, target: str = "") -> tarfile.TarInfo:
     [
         (
             {"demo-1.0/demo/link.py": _tar_entry("demo-1.0/demo/link.py", tarfile.SYMTYPE, "/etc/passwd")},
-            "demo-1.0.tar.gz: entry 'demo-1.0/demo/link.py' is not a regular file; refusing it",
+            "demo-1.0.tar.gz: entry 'demo-1.0/demo/link.py' is a symbolic link that points at '/etc/passwd', which "
+            "is no plain relative path; refusing it",
         ),
         (
             {"demo-1.0/demo/hard.py": _tar_entry("demo-1.0/demo/hard.py", tarfile.LNKTYPE, "/etc/passwd")},

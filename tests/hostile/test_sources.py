@@ -18,6 +18,7 @@ import pytest
 
 from conftest import Demo
 from helpers import git, sha256, snapshot
+from helpers import import_tag as tag_of
 from patchtool import git as gitmod
 from patchtool.errors import GitError, UpstreamError
 from patchtool.git.stream import quote_path
@@ -61,8 +62,8 @@ def edit_pin(demo: Demo, old: str, new: str) -> None:
 
 
 def import_tag(demo: Demo) -> str:
-    """The tag of the demo pin's import: by distribution, version and the wheel's sha256."""
-    return f"demo-1.0-{sha256(demo.wheel)[:12]}"
+    """The tag of the demo pin's import: by distribution, version, the wheel's sha256 and the prefix."""
+    return tag_of(demo.wheel)
 
 
 def tag_commit(demo: Demo) -> str:
@@ -110,17 +111,25 @@ def test_changed_size_or_prefix_is_refused_by_a_warm_cache(one_patch: Demo) -> N
     commit = tag_commit(one_patch)
     pin = one_patch.root / PIN
     text = pin.read_text()
-    for change, why in (
-        (f"size = {size + 1}\n", f"size: the pin says {size + 1}, the import recorded {size}"),
-        (None, "prefix: the pin says demo/ -> src/demo/, the import recorded demo/ -> python/demo/"),
-    ):
-        pin.write_text(text + change if change else text.replace('to = "python/demo/"', 'to = "src/demo/"'))
-        got, errors = unchanged(one_patch, "status")
-        assert got == 4
-        assert (
-            errors[0]["message"]
-            == f"pin demo-1.0 does not match the cached import {import_tag(one_patch)} ({commit[:12]}): {why}"
-        )
+    pin.write_text(text + f"size = {size + 1}\n")
+    got, errors = unchanged(one_patch, "status")
+    assert got == 4
+    assert errors[0]["message"] == (
+        f"pin demo-1.0 does not match the cached import {import_tag(one_patch)} ({commit[:12]}): "
+        f"size: the pin says {size + 1}, the import recorded {size}"
+    )
+    # another prefix is another import, under a tag of its own; one moved onto this import is refused
+    pin.write_text(text.replace('to = "python/demo/"', 'to = "src/demo/"'))
+    assert run(one_patch, "status")[0] == 0
+    other = tag_of(one_patch.wheel, prefix="demo/ -> src/demo/")
+    assert git(one_patch.cache / "upstream.git", "rev-parse", other).strip() != commit
+    git(one_patch.cache / "upstream.git", "tag", "-f", other, commit)
+    got, errors = unchanged(one_patch, "status")
+    assert got == 4
+    assert errors[0]["message"] == (
+        f"pin demo-1.0 does not match the cached import {other} ({commit[:12]}): "
+        "prefix: the pin says demo/ -> src/demo/, the import recorded demo/ -> python/demo/"
+    )
     # a size that is right is fine, warm or cold
     pin.write_text(text + f"size = {size}\n")
     assert run(one_patch, "status")[0] == 0

@@ -120,7 +120,9 @@ def main(cache: Path, out: Path = HERE / "patches") -> list[Path]:
         scratch = Path(tmp) / "git"
         git(scratch, "init", "-q", "--bare")
         (scratch / "objects" / "info" / "alternates").write_text(f"{upstream / 'objects'}\n")
-        tags = git(upstream, "tag", "--list", "sglang-0.5.20-*").split()  # the import: <dist>-<version>-<sha12>
+        tags = git(
+            upstream, "tag", "--list", "sglang-0.5.20-*"
+        ).split()  # the import: <dist>-<version>-<sha12>-<mapping8>
         if len(tags) != 1:
             raise SystemExit(f"expected one import of sglang 0.5.20 in {upstream}, found {tags}")
         parent = git(upstream, "rev-parse", f"{tags[0]}^{{commit}}").strip()

@@ -333,6 +333,15 @@ def scan(
             f"{pid} at {', '.join(f'{v} ({report.steps[pid][v].outcome})' for v in at)}" for pid, at in stuck.items()
         )
         note = f"a rebase would stop for {where} (exit {int(ExitCode.PREDICTED)})"
-        return scan_table(report, style) + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
+        missing = "".join(
+            f"\n{style.bad('not scanned')}: {_fit(f'{v}: {why}', 'not scanned: ')}"
+            for v, why in report.unavailable.items()
+        )
+        return (
+            scan_table(report, style)
+            + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
+            + missing
+        )
 
-    return Shown(data=report, text=text, code=ExitCode.PREDICTED if stuck else ExitCode.OK)
+    code = ExitCode.UPSTREAM if report.unavailable else ExitCode.PREDICTED if stuck else ExitCode.OK
+    return Shown(data=report, text=text, code=code)

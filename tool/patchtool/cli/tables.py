@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 WIDTH = 100
 _UNSCANNED = Look(word="-", code="-", colour="")  # a cell the scan has no step for
+_UNAVAILABLE = Look(word="not scanned", code="!", colour="red")  # its release could not be had
 
 
 def width() -> int:
@@ -169,12 +170,17 @@ def scan_table(report: ScanReport, style: Style) -> str:
     per version and a column per patch, numbered, with the numbers spelled out below; and where
     even that is too wide, each outcome as one character, with its key."""
     looks = {
-        p: [LOOKS[s.outcome] if (s := report.steps[p].get(v)) else _UNSCANNED for v in report.versions]
+        p: [
+            LOOKS[s.outcome]
+            if (s := report.steps[p].get(v))
+            else (_UNAVAILABLE if v in report.unavailable else _UNSCANNED)
+            for v in report.versions
+        ]
         for p in report.patches
     }
     words = {p: [look.word for look in row] for p, row in looks.items()}
     title = f"series of {report.pin} against {', '.join(report.versions)}"
-    stops = {look for outcome, look in LOOKS.items() if outcome.stops}
+    stops = {look for outcome, look in LOOKS.items() if outcome.stops} | {_UNAVAILABLE}
 
     def cell(look: Look, *, code: bool = False) -> Text:
         return Text(look.code if code else look.word, style="red" if look in stops else "")

@@ -10,13 +10,15 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from patchtool import progress
-from patchtool.errors import UpstreamError, UsageError
+from patchtool.errors import InvalidInput, UpstreamError, UsageError
 from patchtool.project.pins import Pin
 from patchtool.project.repository import Project
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, ReplayOptions, Step, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.releases import release_pin, release_version
 from patchtool.versions import parse_version
+
+NOT_SCANNED = "not scanned"  # a cell of a version whose upstream could not be had
 
 if TYPE_CHECKING:
     from patchtool.registry.entries import RevisitResult
@@ -34,6 +36,9 @@ class ScanReport:
     drift: dict[str, tuple[Drift, ...]] = dataclasses.field(default_factory=dict)
     failed_assumptions: dict[str, tuple[AssumptionResult, ...]] = dataclasses.field(default_factory=dict)
     revisit: dict[str, tuple[RevisitResult, ...]] = dataclasses.field(default_factory=dict)
+    # version -> why its upstream could not be had (a release that cannot be downloaded or
+    # imported): its cells are not scanned, the others are
+    unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def matrix(self) -> dict[str, dict[str, PatchOutcome]]:
@@ -63,7 +68,11 @@ class ScanReport:
             "pin": self.pin,
             "versions": list(self.versions),
             "patches": list(self.patches),
-            "matrix": {pid: {v: str(o) for v, o in row.items()} for pid, row in self.matrix.items()},
+            "matrix": {
+                pid: {v: str(row[v]) if v in row else NOT_SCANNED for v in self.versions}
+                for pid, row in self.matrix.items()
+            },
+            "unavailable": dict(self.unavailable),
             "details": details,
             "shifted": {pid: row for pid, row in shifted.items() if row},
             "drift": {v: [d.to_dict() for d in items] for v, items in self.drift.items()},
@@ -149,13 +158,18 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     chain = old_chain(cache.repo, old_base, loaded)
     steps: dict[str, dict[str, Step]] = {lp.id: {} for lp in loaded}
     # downloads and imports one at a time (the cache is locked); the replays side by side
-    bases = [
-        cache.ensure(pin if v == pin.version else release_pin(project.root, pin, v, cache=cache)) for v in versions
-    ]
+    unavailable: dict[str, str] = {}
+    got: list[tuple[Version, Base]] = []
+    for v in versions:
+        try:
+            got.append((v, cache.ensure(pin if v == pin.version else release_pin(project.root, pin, v, cache=cache))))
+        except (UpstreamError, InvalidInput) as exc:  # that release alone: the others are still scanned
+            unavailable[str(v)] = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
 
     def one(base: Base) -> Replay:
         return replay(cache.repo, old_base, base, loaded, ReplayOptions(keep_going=True, drift=True, chain=chain))
 
+    bases = [base for _, base in got]
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         results = list(
             progress.track(
@@ -165,12 +179,10 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
                 unit="versions",
             )
         )
-    for version, result in zip(versions, results, strict=True):
+    for (version, _), result in zip(got, results, strict=True):
         for step in result.steps:
             steps[step.id][str(version)] = step
-    found = {
-        str(v): _at(project, cache, base, v, result) for v, base, result in zip(versions, bases, results, strict=True)
-    }
+    found = {str(v): _at(project, cache, base, v, result) for (v, base), result in zip(got, results, strict=True)}
     return ScanReport(
         pin=pin.name,
         versions=tuple(str(v) for v in versions),
@@ -179,6 +191,7 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
         drift={v: f[0] for v, f in found.items()},
         failed_assumptions={v: f[1] for v, f in found.items()},
         revisit={v: f[2] for v, f in found.items()} if project.manifest.registry else {},
+        unavailable=unavailable,
     )
 
 

@@ -13,6 +13,8 @@ from patchtool.diff.model import CONTEXT, REMOVED, Diff, FileDiff, Hunk, lines_o
 from patchtool.diff.patchfile import PatchFile
 from patchtool.project.repository import LoadedPatch
 
+LINK_MODE = "120000"
+
 
 class Outcome(enum.StrEnum):
     APPLIED = "applied"
@@ -25,6 +27,7 @@ class Reason(enum.StrEnum):
     FILE_MISSING = "file missing"
     FILE_EXISTS = "file already exists"
     ALREADY_APPLIED = "already applied (it applies in reverse)"
+    LINK = "a symbolic link"
     OTHER = "git apply refused it"
 
 
@@ -123,24 +126,29 @@ def apply_series(
     """
     results: list[PatchResult] = []
     parent = base
+    touching = {lp.id: found for lp in patches if (found := touched_links(repo, base, lp.patch))}
     with repo.temporary_index(base) as index:
-        if not commit and patches and index.apply([p.path for p in patches]).ok:
+        if not commit and patches and not touching and index.apply([p.path for p in patches]).ok:
             # one git process for the whole series: git apply carries each file's result forward
             return SeriesResult(
                 base=base,
                 results=tuple(PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.APPLIED) for p in patches),
             )
         for i, lp in enumerate(patches):
-            res = index.apply([lp.path])
-            if not res.ok:
-                failures = diagnose(repo, index, lp.path, lp.patch, git_message=res.stderr)
+            res = index.apply([lp.path]) if lp.id not in touching else None
+            if res is None or not res.ok:
+                failures = (
+                    link_failures(touching[lp.id])
+                    if res is None
+                    else diagnose(repo, index, lp.path, lp.patch, git_message=res.stderr)
+                )
                 results.append(
                     PatchResult(
                         id=lp.id,
                         file=lp.entry.file,
                         outcome=Outcome.FAILED,
                         failures=failures,
-                        git_message=res.stderr.strip(),
+                        git_message=res.stderr.strip() if res is not None else None,
                     )
                 )
                 results.extend(
@@ -156,6 +164,24 @@ def apply_series(
                 sha = parent = repo.commit_tree(tree, [parent], text, author=author, committer=committer)
             results.append(PatchResult(id=lp.id, file=lp.entry.file, outcome=Outcome.APPLIED, commit=sha))
     return SeriesResult(base=base, results=tuple(results), tip=parent if commit else None, last_good=parent)
+
+
+def touched_links(repo: git.Repo, base: str, patch: PatchFile) -> tuple[str, ...]:
+    """The paths ``patch`` touches that are symbolic links at ``base`` (an sdist may hold links
+    to its own files): git apply would change a link's text, so a patch may not touch one."""
+    paths = [p for f in patch.files for p in (f.old_path, f.new_path) if p]
+    return tuple(p for p, (mode, _) in repo.entries(base, paths).items() if mode == LINK_MODE)
+
+
+def link_failures(paths: Sequence[str]) -> tuple[HunkFailure, ...]:
+    return tuple(
+        HunkFailure(
+            file=p,
+            reason=Reason.LINK,
+            detail="upstream has it as a symbolic link; a patch may only change regular files (patch its target)",
+        )
+        for p in paths
+    )
 
 
 def diagnose(

@@ -27,7 +27,16 @@ from patchtool.project.manifest import PatchEntry
 from patchtool.project.metadata import QUILT_DIR
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text
 from patchtool.series import dep3, metadata
-from patchtool.series.apply import Outcome, PatchResult, SeriesResult, apply_series, diagnose
+from patchtool.series.apply import (
+    Outcome,
+    PatchResult,
+    Reason,
+    SeriesResult,
+    apply_series,
+    diagnose,
+    link_failures,
+    touched_links,
+)
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import Metadata, skeleton
 from patchtool.series.quilt import diff_digest
@@ -600,19 +609,20 @@ def _applied(
 ) -> tuple[str, tuple[Refreshed, ...]]:
     """The tree of ``parent`` with ``item`` applied as ``git apply`` does, or else with at most
     ``fuzz`` lines of fuzz (then: where each hunk went); ApplyConflict naming the file and hunk."""
+    links = touched_links(repo, parent, patch)
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
         fh.write(item.text)
         tmp = Path(fh.name)
     try:
         with repo.temporary_index(parent) as index:
-            res = index.apply([tmp])
+            res = index.apply([tmp]) if not links else git.ApplyResult(ok=False, stderr="")
             if res.ok:
                 return index.write_tree(), ()
-            if fuzz and (fuzzed := fuzzed_files(repo, parent, patch, fuzz)) is not None:
+            if not links and fuzz and (fuzzed := fuzzed_files(repo, parent, patch, fuzz)) is not None:
                 files, placed = fuzzed
                 index.write_files(files)
                 return index.write_tree(), placed
-            failures = diagnose(repo, index, tmp, patch, git_message=res.stderr)
+            failures = link_failures(links) if links else diagnose(repo, index, tmp, patch, git_message=res.stderr)
     finally:
         os.unlink(tmp)
     result = SeriesResult(
@@ -634,12 +644,29 @@ def _applied(
         f"{first.file} {where}: {first.reason}" + (f" - {first.detail}" if first.detail else ""),
         result=result,
         data=None,
-        hint="nothing was imported; rebase the patch onto the pin"
+        hint=_path_hint(repo, parent, first.file, pin)
+        if first.reason is Reason.FILE_MISSING
+        else "nothing was imported; patch the file the link points at instead"
+        if first.reason is Reason.LINK
+        else "nothing was imported; rebase the patch onto the pin"
         + (
             f", or allow more fuzz than {fuzz}"
             if fuzz
             else ", or let it apply with fuzz as GNU patch would (--fuzz 2) and store it refreshed"
         ),
+    )
+
+
+def _path_hint(repo: git.Repo, parent: str, path: str, pin: str) -> str:
+    """What to do when a patch names a file the tree lacks: fuzz cannot help where the path's
+    directories are what differs (the patch's prefix, or the pin's)."""
+    tree = repo.tree_of(parent)
+    alike = sorted(p for p in repo.tree_paths(tree) if p.endswith(f"/{path}") or path.endswith(f"/{p}"))
+    seen = f" (the tree has {alike[0]})" if alike else ""
+    return (
+        f"nothing was imported; {path} is not in the tree at {pin}{seen}: where the patch's paths and the "
+        "tree's begin with other directories, import it with -pN (the leading directories to strip), or "
+        "pin the upstream with the prefix that matches (`patchtool init --prefix FROM:TO`, the pin's prefix)"
     )
 
 

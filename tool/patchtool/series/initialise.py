@@ -166,6 +166,8 @@ def resolve(cache: Cache, request: Request) -> tuple[Pin, bool]:
     if dist is None:
         return Pin(name=name, upstream=upstream, version=version, git=src, artifact=None, use="git"), False
     art, guessed = _artifact(cache, dist, version, request)
+    version = art.version  # as the artifact spells it (4.2 for a 4.2.0 asked for)
+    name = release_pin_name(upstream, version)
     return Pin(name=name, upstream=upstream, version=version, git=src, artifact=art, use="artifact"), guessed
 
 
@@ -209,6 +211,7 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
     wheel = request.kind == "wheel"
     entry = _release_file(cache.index.files_of(index, dist), dist, version, wheel=wheel)
     filename = ArtifactFilename(str(entry["filename"]))
+    version = filename.version
     sha = entry.get("hashes", {}).get("sha256")
     if not isinstance(sha, str) or not SHA256_HEX.match(sha):
         raise UpstreamError(
@@ -281,17 +284,15 @@ def _release_file(files: list[dict[str, Any]], dist: Distribution, version: Vers
 
 
 def guess_prefix(members: list[str], art: Artifact) -> PrefixTemplate:
-    """Where the package lives in the artifact: a wheel's root; an sdist's one top directory with
-    its version as ``{version}``, and ``src/`` under it when the package lives there."""
+    """What of the artifact the repository holds: a wheel's root; an sdist's one top directory
+    (with its version as ``{version}``), so the whole sdist: its tests and docs are what a
+    downstream series patches too."""
     if art.is_wheel:
         return PrefixTemplate("")
     tops = {m.partition("/")[0] for m in members}
     if len(tops) != 1 or any("/" not in m for m in members):
         return PrefixTemplate("")
-    top = f"{tops.pop()}/"
-    if any(m.startswith(f"{top}src/") and m.endswith(".py") for m in members):
-        top += "src/"
-    return PrefixTemplate(top).generalised(art.version)
+    return PrefixTemplate(f"{tops.pop()}/").generalised(art.version)
 
 
 def _given_prefix(text: str, version: Version) -> tuple[PrefixTemplate, TreePrefix]:

@@ -16,7 +16,7 @@ import itertools
 import lzma
 import re
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
@@ -195,42 +195,19 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         exe = (info.external_attr >> 16) & 0o111
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
-            packed, unpacked, done = path.stat().st_size, 0, 0
-            names = MemberNames(art.filename, hint="the artifact is malformed or hostile; nothing was imported")
-            with (
-                open_tar(path, art.filename) as (tf, bounded),
-                progress.task(f"read {art.filename}", total=packed, unit="bytes") as shown,
-            ):
-                for ti in tf:  # each header checked as it comes: a bomb is refused before it is inflated
-                    shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
-                    done = bounded.packed.tell()
-                    unpacked += ti.size
-                    why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
-                    if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
-                        why = (
-                            f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
-                            f"{MAX_RATIO} times as many (a tar bomb?)"
-                        )
-                    if why is not None:
-                        raise UpstreamError(
-                            f"{art.filename}: entry {ti.name!r} {why}; refusing it",
-                            hint="the artifact is malformed or hostile; nothing was imported",
-                        )
-                    _check_name(ti.name.removesuffix("/") if ti.isdir() else ti.name, art)
-                    names.add(ti.name, is_dir=ti.isdir())
-                    if ti.isdir():
-                        continue
-                    if not ti.isfile():
-                        raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
-                    dest = _repository_path(ti.name, art)
-                    if dest is None:
-                        continue
-                    fh = tf.extractfile(ti)
-                    assert fh is not None
-                    with bounded.member(ti.size):
-                        data = fh.read()
-                    out.append(FileWrite(dest, "100755" if ti.mode & 0o111 else "100644", data=data))
-                shown.advance(bounded.packed.tell() - done)
+            files: set[str] = set()
+            links: dict[str, str] = {}
+            for ti, read in tar_members(path, art.filename):
+                if ti.issym():
+                    links[ti.name] = ti.linkname
+                    continue
+                if not ti.isfile():
+                    raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
+                files.add(ti.name)
+                dest = _repository_path(ti.name, art)
+                if dest is not None:
+                    out.append(FileWrite(dest, "100755" if ti.mode & 0o111 else "100644", data=read()))
+            out += _kept_links(art, files, links)
     out.sort(key=lambda f: f.path)
     for before, after in itertools.pairwise(out):
         if before.path == after.path:
@@ -238,13 +215,79 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     return out
 
 
-def _check_name(name: str, art: Artifact) -> None:
-    why = tree_path_problem(name)
-    if why is not None:
-        raise UpstreamError(
-            f"{art.filename}: entry {name!r} is not a safe path: {why}; refusing it",
-            hint="the artifact is malformed or hostile; nothing was imported",
-        )
+def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[FileWrite]:
+    """The sdist's links under the prefix, as links of the import: each one refused unless it
+    leads to a regular file of the sdist (``links.LinkTree``), and, once imported, to one of
+    the import's, so no link in a tree of patchtool's ever points out of it."""
+    from patchtool.upstream.links import LinkTree
+
+    hint = (
+        "a link inside an sdist is kept only where it leads, inside the tree, to one of its regular "
+        "files; the artifact is malformed or hostile; nothing was imported"
+    )
+    whole = LinkTree(files, links)
+    for name in sorted(links):
+        why = whole.problem(name)
+        if why is not None:
+            raise UpstreamError(f"{art.filename}: entry {name!r} is a symbolic link that {why}; refusing it", hint=hint)
+    mapped = {dest: name for name in files if (dest := _repository_path(name, art)) is not None}
+    kept = {dest: name for name in links if (dest := _repository_path(name, art)) is not None}
+    imported = LinkTree(mapped.keys(), {dest: links[name] for dest, name in kept.items()})
+    out = []
+    for dest, name in sorted(kept.items()):
+        why = imported.problem(dest)
+        if why is not None:
+            raise UpstreamError(
+                f"{art.filename}: entry {name!r} is a symbolic link to {whole.target(name)!r}, but imported as "
+                f"{dest!r} (prefix {ImportRecord.mapping(art)}) it {why}; refusing it",
+                hint="choose a prefix that holds the link's target too (init --prefix FROM:TO); nothing was imported",
+            )
+        out.append(FileWrite(dest, "120000", data=links[name].encode("utf-8", "surrogateescape")))
+    return out
+
+
+def tar_members(path: Path, label: str) -> Iterator[tuple[tarfile.TarInfo, Callable[[], bytes]]]:
+    """Each member of the sdist at ``path`` but its directories, with a reader of its data: every
+    header checked as it comes (a safe name, listed once, no bomb), so a bomb is refused before
+    it is inflated."""
+    packed, unpacked, done = path.stat().st_size, 0, 0
+    hostile = "the artifact is malformed or hostile; nothing was imported"
+    names = MemberNames(label, hint=hostile)
+    with open_tar(path, label) as (tf, bounded), progress.task(f"read {label}", total=packed, unit="bytes") as shown:
+        for ti in tf:
+            shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
+            done = bounded.packed.tell()
+            unpacked += ti.size
+            why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
+            if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
+                why = (
+                    f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
+                    f"{MAX_RATIO} times as many (a tar bomb?)"
+                )
+            if why is not None:
+                raise UpstreamError(f"{label}: entry {ti.name!r} {why}; refusing it", hint=hostile)
+            name = ti.name.removesuffix("/") if ti.isdir() else ti.name
+            why = tree_path_problem(name)
+            if why is not None:
+                raise UpstreamError(f"{label}: entry {name!r} is not a safe path: {why}; refusing it", hint=hostile)
+            names.add(ti.name, is_dir=ti.isdir())
+            if ti.isdir():
+                continue
+
+            def read(ti: tarfile.TarInfo = ti) -> bytes:
+                fh = tf.extractfile(ti)
+                assert fh is not None
+                with bounded.member(ti.size):
+                    return fh.read()
+
+            yield ti, read
+        shown.advance(bounded.packed.tell() - done)
+
+
+def top_directories(path: Path, art: Artifact) -> set[str]:
+    """The top-level names of an sdist's members (one, ``<name>-<version>``, in a well-made one)."""
+    with damaged_as_error(art.filename, hint=DAMAGED_HINT):
+        return {ti.name.partition("/")[0] for ti, _ in tar_members(path, art.filename)}
 
 
 def _repository_path(name: str, art: Artifact) -> str | None:

@@ -214,7 +214,7 @@ class Cache:
     def holds(self, art: Artifact) -> bool:
         """Whether the cache holds the import of exactly this artifact and its file."""
         info = (
-            self._tag(import_ref(art.distribution, art.version, art.sha256))
+            self._tag(import_ref(art.distribution, art.version, art.sha256, ImportRecord.mapping(art)))
             if (self.repo.git_dir / "HEAD").is_file()
             else None
         )
@@ -365,7 +365,7 @@ def download_rel(sha256: str, filename: str) -> str:
 def _import_ref(pin: Pin) -> str:
     art = pin.artifact
     assert art is not None
-    return import_ref(art.distribution, art.version, art.sha256)
+    return import_ref(art.distribution, art.version, art.sha256, ImportRecord.mapping(art))
 
 
 def _file_sha256(path: Path) -> str:

@@ -137,9 +137,10 @@ def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
             if p.artifact is not None
             and record is not None
             and p.artifact.sha256 == record.sha256
-            and import_ref(p.artifact.distribution, p.artifact.version, p.artifact.sha256) == ref
+            and import_ref(p.artifact.distribution, p.artifact.version, p.artifact.sha256, record.prefix) == ref
+            and ImportRecord.mapping(p.artifact) == record.prefix
         )
-        version = import_version(ref, record.sha256) if record else None
+        version = import_version(ref, record.sha256, record.prefix) if record else None
         out.append(
             Release(
                 ref=ref,

@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool import git
 from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
-from patchtool.names import ArtifactFilename
+from patchtool.names import ArtifactFilename, PrefixTemplate
 from patchtool.project.pins import (
     MAX_ARTIFACT_BYTES,
     PINS_DIR,
@@ -76,7 +76,10 @@ def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache) -> Pin:
     name = release_pin_name(pin.upstream, version)
     rel = f"{PINS_DIR}/{name}.toml"
     if not os.path.lexists(root / rel):
-        return pin_for_version(pin, version, cache=cache)
+        made = pin_for_version(pin, version, cache=cache)
+        if made.name == name or not os.path.lexists(root / PINS_DIR / f"{made.name}.toml"):
+            return made
+        name, rel = made.name, f"{PINS_DIR}/{made.name}.toml"  # the release's pin under its own spelling
     found = load_pin(root, name)
     if found.upstream != pin.upstream or found.version != version:
         raise InvalidInput(
@@ -113,6 +116,9 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
             ),
         )
         filename = ArtifactFilename(str(entry["filename"]))
+        # the release as the artifact spells its version (4.2 for a 4.2.0 asked for): its prefix does
+        version = filename.version
+        name = release_pin_name(pin.upstream, version)
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
             raise UpstreamError(
@@ -146,7 +152,10 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
                 hint=f"write the pin {name} by hand",
             ) from None
         git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
-        return Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art, use="artifact")
+        found = Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art, use="artifact")
+        if new_art.is_wheel:
+            return found
+        return dataclasses.replace(found, artifact=_at_top(cache, found, art))
     src = pin.git
     assert src is not None
     tag = f"v{version}"
@@ -167,6 +176,46 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         artifact=None,
         use="git",
     )
+
+
+def names_release(directory: str, distribution: str, version: Version) -> bool:
+    """Whether ``directory`` is ``<name>-<version>`` of that release, each spelled any way that
+    means it: the name by its normalised form, the version by PEP 440 equality (``Jinja2-3.1.2``,
+    ``jinja2-3.1.4``, ``Django-4.2`` for 4.2.0)."""
+    stem, dash, spelled = directory.rpartition("-")
+    try:
+        same = canonicalize_name(stem) == canonicalize_name(distribution)
+        return bool(dash) and same and parse_version(spelled) == version
+    except InvalidVersion:
+        return False
+
+
+def _at_top(cache: Cache, pin: Pin, old: Artifact) -> Artifact:
+    """``pin``'s sdist with its prefix under the top directory the sdist really has: a release
+    may spell its name or version another way than the last (``Jinja2-3.1.2/`` then
+    ``jinja2-3.1.4/``), so where the old prefix began with the old sdist's top directory, the new
+    one begins with the new sdist's, read from the file (downloaded and verified)."""
+    from patchtool.upstream.artifacts import top_directories
+
+    art = pin.artifact
+    assert art is not None
+    top, slash, rest = old.prefix_from.partition("/")
+    if not slash or not names_release(top, old.distribution, old.version):
+        return art
+    with cache.locked():
+        tops = top_directories(cache.artifact_path(pin), art)
+    if len(tops) != 1:
+        return art
+    (found,) = tops
+    stem = found.rpartition("-")[0]
+    head = f"{stem}-{PrefixTemplate.PLACEHOLDER}" if stem and found == f"{stem}-{art.version}" else found
+    try:
+        return dataclasses.replace(art, prefix_from_template=PrefixTemplate(f"{head}/{rest}"))
+    except ValueError as exc:  # a top directory with braces in it
+        raise UpstreamError(
+            f"{art.filename} unpacks to {found!r}, which gives no prefix: {exc}",
+            hint=f"write the pin {pin.name} by hand",
+        ) from None
 
 
 def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
