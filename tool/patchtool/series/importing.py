@@ -304,10 +304,12 @@ _OLD_NAME = re.compile(r"^--- a/(\S[^\n]*)$", re.MULTILINE)
 
 
 def _plain_diff(source: str, text: str, exists: Exists, strip: int | None) -> str:
-    """``text`` as a git diff at ``-pN``; a UsageError naming the strip level that fits where its
-    files are in the tree only under the names another gives: -p0 at the default -p1 (``diff -u
-    x.orig x`` run at the top), -p1 (the default) at another (``-p0`` on an a/b diff)."""
-    diff = plain.git_diff(text, exists=exists, strip=1 if strip is None else strip)
+    """``text`` as a git diff at ``-pN``, or where no -p is given at git apply's guess (-p0 for
+    names without a directory, ``diff -u x.orig x`` run at the top; else -p1); a UsageError naming
+    the strip level that fits where its files are in the tree only under the names another gives:
+    -p0 at the default (``diff -u python/x.py.orig python/x.py``), -p1 at another (``-p0`` on an
+    a/b diff)."""
+    diff = plain.git_diff(text, exists=exists, strip=strip)
     olds = _OLD_NAME.findall(diff)
     if strip == 1 or exists is None or not olds or any(exists(p) for p in olds):
         return diff
@@ -358,7 +360,7 @@ def import_patches(
     one patch); ``author``/``subject``: for sources that carry none (default author: you);
     ``fuzz``: a patch ``git apply`` refuses may apply with that many lines of fuzz, as GNU patch's
     ``--fuzz``, and is stored refreshed (regenerated from the result); ``strip``: the ``-pN`` of
-    the plain diffs in ``paths`` (default 1, and a refusal naming -p0 where that is what fits)."""
+    the plain diffs in ``paths`` (default: git apply's guess, and a refusal naming -p0 where that is what fits)."""
     if fuzz < 0:
         raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
     if strip is not None and strip < 0:
