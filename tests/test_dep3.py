@@ -111,7 +111,7 @@ def test_p0_on_a_git_diff_names_the_option_given(one_patch: Demo, tmp_path: Path
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr == (
         f"error: {patch}: a git format-patch file is -p1, not -p0 "
-        "(hint: import it without -p (or list it in the series without -pN))\n"
+        "(hint: import it without -p (in a series file: its line without -pN, or -p1 where -p is given))\n"
     )
     assert snapshot(one_patch.root) == before
 

@@ -110,12 +110,13 @@ def read_sources(
     quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order.
     ``exists`` settles a plain diff's file that is only added to and not marked new (git creates
     it only where the tree lacks it); without it such a diff is refused. ``strip``: the ``-pN`` of
-    the plain diffs in ``paths`` (a series file says its own)."""
+    the plain diffs in ``paths``, and of a series' entries that give none (a ``-pN`` word on an
+    entry wins)."""
     who = who or Authorship()
     out: list[Incoming] = []
     for path in paths:
         if path.is_dir():
-            out += _read_series(_quilt_dir(path), "series", who, exists)
+            out += _read_series(_quilt_dir(path), "series", who, exists, strip)
             continue
         try:
             text = read_named_text(path, what="the patch")
@@ -133,7 +134,7 @@ def read_sources(
                 if meant
                 else f"give --series DIR/series, the file that lists the patches ({series} has none)",
             )
-        out += _read_series(series.parent, series.name, who, exists)
+        out += _read_series(series.parent, series.name, who, exists, strip)
     return out
 
 
@@ -146,7 +147,7 @@ def _read_file(
             raise UsageError(
                 f"a git format-patch file is -p1, not -p{strip}",
                 file=source,
-                hint="import it without -p (or list it in the series without -pN)",
+                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
             )
         out = []
         line = 1 + text.count("\n", 0, starts[0])
@@ -211,9 +212,12 @@ def _quilt_dir(path: Path) -> Path:
 _STRIP = re.compile(r"^-p(\d{1,3}|ab)$")
 
 
-def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) -> list[Incoming]:
+def _read_series(
+    directory: Path, series: str, who: Authorship, exists: Exists, strip: int | None = None
+) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
-    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1)."""
+    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1), else
+    ``strip`` where the command line gave one, else quilt's -p1."""
     out = []
     text = read_text_if_present(directory, series) or ""
     for number, line in enumerate(lines_of(text, keepends=False), 1):
@@ -221,7 +225,7 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
         if not words:
             continue
         name, options = words[0], words[1:]
-        strip = 1
+        level = 1 if strip is None else strip
         for option in options:
             if not (m := _STRIP.match(option)):
                 raise UsageError(
@@ -229,7 +233,7 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
                     f"{'...' if len(option) > 20 else ''} is not supported",
                     hint="only a strip level (-p0, -p1, -p2 ...) is",
                 )
-            strip = 1 if m.group(1) == "ab" else int(m.group(1))
+            level = 1 if m.group(1) == "ab" else int(m.group(1))
         source = str(directory / name)
         try:
             raw = read_inside(directory, name)
@@ -243,7 +247,7 @@ def _read_series(directory: Path, series: str, who: Authorship, exists: Exists) 
                 file=source,
                 hint="save it as UTF-8",
             ) from None
-        out += _read_file(source, Path(name).name, text, None, who, exists, strip)
+        out += _read_file(source, Path(name).name, text, None, who, exists, level)
     return out
 
 
@@ -271,7 +275,7 @@ def _plain_patch(
             raise UsageError(
                 f"a git diff is -p1, not -p{strip}",
                 file=source,
-                hint="import it without -p (or list it in the series without -pN)",
+                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
             )
     else:
         try:
