@@ -17,6 +17,7 @@ from patchtool.project.repository import Project
 from patchtool.series import dep3
 from test_editing import checked_out, three
 from test_importing import CIAO, empty_project
+from test_sdist_pins import sdist_demo  # noqa: F401 - the fixture, used by name
 
 
 def blank_runs(text: str) -> list[int]:
@@ -73,6 +74,35 @@ def test_a_p0_diff_imports_with_p0_and_is_refused_naming_the_option_without(demo
     assert res.returncode != 0 and "demo/core.py" not in (demo.root / "patchset.toml").read_text()
 
 
+# `diff -u PKG-INFO.orig PKG-INFO` run at the top of an unpacked sdist (t4135's traditional patch)
+TOP_LEVEL = (
+    "--- PKG-INFO.orig\t2024-05-01 10:00:00.000000000 +0200\n"
+    "+++ PKG-INFO\t2024-05-01 10:01:00.000000000 +0200\n"
+    "@@ -1,3 +1,3 @@\n Metadata-Version: 2.1\n-Name: demo\n+Name: demo-fork\n Version: 1.0\n"
+)
+
+
+def test_a_diff_of_top_level_names_imports_as_git_apply_reads_it(sdist_demo: Demo, tmp_path: Path) -> None:  # noqa: F811
+    """git apply guesses -p0 where neither name has a directory, and so does import without -p;
+    -p1 given is refused, as `git apply -p1` refuses it (no name is left once a directory is
+    stripped), and nothing is written."""
+    diff = tmp_path / "name.diff"
+    diff.write_text(TOP_LEVEL)
+    before = snapshot(sdist_demo.root)
+    res = sdist_demo.run("import", "-p1", str(diff), "--subject", "metadata: rename", "--author", "A B <a@b.org>")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "no file name on the '---'/'+++' lines" in res.stderr and snapshot(sdist_demo.root) == before
+    git(tmp_path, "init", "-q", "git-apply")
+    (tmp_path / "git-apply" / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n")
+    git(tmp_path / "git-apply", "apply", str(diff))  # git takes it without -p
+    res = sdist_demo.run("import", str(diff), "--subject", "metadata: rename", "--author", "A B <a@b.org>", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (row,) = json.loads(res.stdout)["data"]["added"]
+    text = (sdist_demo.root / row["file"]).read_text()
+    assert "diff --git a/PKG-INFO b/PKG-INFO\n" in text and "+Name: demo-fork\n" in text
+    assert (tmp_path / "git-apply" / "PKG-INFO").read_text() == "Metadata-Version: 2.1\nName: demo-fork\nVersion: 1.0\n"
+
+
 def test_p0_on_a_git_diff_names_the_option_given(one_patch: Demo, tmp_path: Path) -> None:
     """A git diff is -p1 whatever the command line says: the refusal names the -p given, not a series."""
     patch = tmp_path / "greet.patch"
@@ -82,7 +112,7 @@ def test_p0_on_a_git_diff_names_the_option_given(one_patch: Demo, tmp_path: Path
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr == (
         f"error: {patch}: a git format-patch file is -p1, not -p0 "
-        "(hint: import it without -p (or list it in the series without -pN))\n"
+        "(hint: import it without -p (in a series file: its line without -pN, or -p1 where -p is given))\n"
     )
     assert snapshot(one_patch.root) == before
 

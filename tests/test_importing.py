@@ -318,6 +318,39 @@ def test_a_series_file_imports_in_its_order_with_each_patchs_own_names(demo: Dem
     assert demo.run("check").returncode == 0
 
 
+@pytest.mark.parametrize("given", ["DIR", "--series"])
+def test_p_given_is_the_strip_level_of_a_quilt_directorys_entries_that_name_none(
+    demo: Demo, tmp_path: Path, given: str
+) -> None:
+    """`import -p0 DIR` (or `--series DIR/series`): -p0 for each entry without a -pN word (here made
+    by diff -u in the tree, as `quilt import -p0` leaves them), an entry's own -p1 still wins; each
+    patch stored as `git apply` at that level applies it."""
+    demo.write_manifest()
+    quilt = tmp_path / "debian" / "patches"
+    quilt.mkdir(parents=True)
+    (quilt / "series").write_text("util.diff\nciao.diff -p1\n")
+    (quilt / "util.diff").write_text(
+        "--- python/demo/util.py.orig\n+++ python/demo/util.py\n"
+        "@@ -1,2 +1,2 @@\n def helper():\n-    return 1\n+    return 2\n"
+    )
+    (quilt / "ciao.diff").write_text(CIAO)
+    source = [str(tmp_path / "debian")] if given == "DIR" else ["--series", str(quilt / "series")]
+    res = demo.run("import", "-p0", *source, "--author", "Pat Series <pat@example.org>", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    added = json.loads(res.stdout)["data"]["added"]
+    assert [r["id"] for r in added] == ["util", "ciao"]
+    texts = [added_text(demo.root, r) for r in added]
+    assert "diff --git a/python/demo/util.py b/python/demo/util.py\n" in texts[0]
+    assert "diff --git a/python/demo/core.py b/python/demo/core.py\n" in texts[1]
+    for name, level, path, text in (
+        ("util.diff", "-p0", "python/demo/util.py", texts[0]),
+        ("ciao.diff", "-p1", "python/demo/core.py", texts[1]),
+    ):  # each stored as the change git apply makes of it at its level
+        git(demo.work, "apply", level, str(quilt / name))
+        assert "\n@@" + git(demo.work, "diff", "--", path).split("\n@@", 1)[1] in text
+    assert demo.run("check").returncode == 0
+
+
 def test_a_series_line_with_an_unknown_option_or_missing_patch_is_refused_and_nothing_written(
     demo: Demo, tmp_path: Path
 ) -> None:

@@ -281,6 +281,73 @@ def test_an_edit_landing_in_the_other_sibling_is_still_a_misplacement(tmp_path: 
     assert "was in second, would land in first (line 9)" in wrong
 
 
+SCRIPT = (
+    '#!/usr/bin/env python3\n"""Tools."""\nimport sys\n\n\n'
+    "def main():\n    a = 1\n    b = 2\n    c = 3\n    return a\n\n\n"
+    "def other():\n    x = 1\n    y = 2\n    z = 3\n    return x\n\n\n"
+    'if __name__ == "__main__":\n    sys.exit(main())\n'
+)
+
+
+def _applied_at_v11(fork: Fork, path: str) -> str:
+    """``path`` after the rebased patch, applied by ``git apply`` onto v1.1."""
+    wt = fork.upstream.parent / "at-v1.1"
+    git(fork.upstream, "worktree", "add", "-q", "--detach", str(wt), "v1.1")
+    git(wt, "apply", str(fork.root / "patches/0001-change.patch"))
+    return (wt / path).read_text()
+
+
+@pytest.mark.parametrize(("old", "new"), [("tools", "pkg/new.py"), ("pkg/tool.py", "bin/tool")])
+def test_a_file_upstream_renamed_to_another_extension_keeps_its_hunks_in_place(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    """Upstream renames a script to a module (or a module to a script) and edits it; the patch
+    edits other(). The hunk's scope was read by the old path's rules at the old pin and by the new
+    path's after the merge ('def other():', a header line, against 'other'): a false "misplaced"
+    where git merges cleanly. Both are read by the rules of the path the hunk lands in."""
+    fork = make_fork(
+        tmp_path,
+        {old: SCRIPT},
+        files({old: SCRIPT.replace("    y = 2\n", "    y = 22\n")}),
+        both(commands(("rm", "-q", old)), files({new: SCRIPT.replace("import sys\n", "import os\nimport sys\n")})),
+    )
+    assert fork.git_merge()[0] == 0
+    step = _rebased(fork)
+    assert step["outcome"] == "merged by 3-way merge" and "misplaced" not in step
+    assert step["renamed"] == [f"{old} -> {new} (renamed upstream)"]
+    assert (
+        _applied_at_v11(fork, new)
+        == _git_tree_file(fork, new)
+        == (SCRIPT.replace("import sys\n", "import os\nimport sys\n").replace("    y = 2\n", "    y = 22\n"))
+    )
+
+
+FOLDED = (
+    "def first():\n    a = 1\n    return a\n\n\n"
+    "def second():\n    b = 1\n    c = 2\n    d = 3\n    e = 4\n    f = 5\n    g = 6\n    return b\n"
+)
+
+
+def test_a_hunk_whose_def_line_upstream_deleted_lands_where_upstream_put_its_lines(tmp_path: Path) -> None:
+    """Upstream folds second() into first() (it deletes first's return and second's def line);
+    the patch edits second()'s last assignment. git merges it cleanly, the edit on its own line,
+    now in first(); patchtool said "was in second, would land in first" though no second is left."""
+    fork = make_fork(
+        tmp_path,
+        {"m.py": FOLDED},
+        files({"m.py": FOLDED.replace("    g = 6\n", "    g = 66\n")}),
+        files({"m.py": FOLDED.replace("    return a\n\n\ndef second():\n", "")}),
+    )
+    assert fork.git_merge()[0] == 0
+    step = _rebased(fork)
+    assert step["outcome"] == "applied with shifted context" and "misplaced" not in step
+    assert (
+        _applied_at_v11(fork, "m.py")
+        == _git_tree_file(fork, "m.py")
+        == (FOLDED.replace("    return a\n\n\ndef second():\n", "").replace("    g = 6\n", "    g = 66\n"))
+    )
+
+
 # -- already upstream, in another form ---------------------------------------------------------
 
 RUN = 'def run(limit):\n    """Run up to limit."""\n    total = 0\n    return total\n\n\ndef other():\n    return 1\n'

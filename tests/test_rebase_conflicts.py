@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -120,6 +123,52 @@ def test_git_mergetool_resolves_it_and_continue_takes_the_result(releases: Demo)
     assert res.returncode == 0, res.stdout + res.stderr
     patch = (releases.root / "patches/0004-bye.patch").read_text()
     assert '-    word = "goodbye"\n+    word = "ciao"' in patch and ".orig" not in patch
+
+
+def _resolve_bye(worktree: Path) -> None:
+    """Take the patch's side of the bye conflict: word = "ciao"."""
+    git(worktree, "checkout", "--theirs", "--", CORE)
+    git(worktree, "add", CORE)
+
+
+def test_continue_after_running_the_tests_in_the_stop_leaves_byte_code_alone(releases: Demo) -> None:
+    """Python run in the stop's worktree leaves __pycache__/ there, outside the sparse checkout's
+    paths: `git add -A` refused it with git's raw sparse-checkout advice, exit 70. Byte-code is
+    ignored there, as in a checkout; a file the user adds is carried, sparse or not."""
+    worktree = stop(releases)
+    _resolve_bye(worktree)
+    subprocess.run(  # what running the tests there leaves behind
+        [sys.executable, "-c", "import demo.core"],
+        cwd=worktree / "python",
+        check=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": ""},
+    )
+    assert list((worktree / "python/demo/__pycache__").glob("core.*.pyc"))
+    (worktree / "python/demo/farewells.py").write_text('WORDS = ("ciao", "bye")\n')
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 0, res.stdout + res.stderr
+    patch = (releases.root / "patches/0004-bye.patch").read_text()
+    assert "diff --git a/python/demo/farewells.py b/python/demo/farewells.py\nnew file mode 100644\n" in patch
+    assert "__pycache__" not in patch and ".pyc" not in patch
+
+
+def test_continue_names_a_binary_file_no_patch_could_carry(releases: Demo) -> None:
+    """A binary file left in the stop's worktree (a built extension) cannot be part of a patch
+    file: --continue names it and changes nothing; removed, the --continue goes on."""
+    worktree = stop(releases)
+    _resolve_bye(worktree)
+    (worktree / "python/demo/_speedups.so").write_bytes(b"\x7fELF\0\0\1")
+    before = snapshot(releases.root / "patches", releases.root / "patchset.toml")
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr == (
+        "error: python/demo/_speedups.so in the stopped patch's worktree is binary: a patch file carries text "
+        f"only (hint: remove it from {worktree}, then run --continue again)\n"
+    )
+    assert snapshot(releases.root / "patches", releases.root / "patchset.toml") == before
+    (worktree / "python/demo/_speedups.so").unlink()
+    res = releases.run("rebase", "--continue")
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_a_file_upstream_deleted_is_deleted_by_us(releases: Demo) -> None:

@@ -11,15 +11,20 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from helpers import git
+from patchtool import errors
 from patchtool import git as gitmod
-from patchtool.diff import model, plain
+from patchtool.diff import model
+from patchtool.diff.patchfile import PatchFile
 from patchtool.rebase import merge, textapply
+from patchtool.series import importing
 
 Tree = dict[str, tuple[str, bytes]]  # path -> (mode, content; a link's content is its target)
+AUTHOR = "A U Thor <author@example.org>"
 POLICY = ("a symbolic link", "a gitlink", "not a regular file", "binary", "something other than a regular file")
 
 
@@ -92,10 +97,18 @@ def git_apply(root: Path, patch: str, *, reverse: bool = False) -> Verdict:
 
 def to_model(patch: str, *, exists: Callable[[str], bool] | None = None) -> model.Diff:
     """``patch`` as patchtool reads it: a git diff from its first 'diff --git' line, a plain diff
-    through ``diff/plain.py`` (as ``import`` reads one)."""
+    as ``import`` reads one given as FILE without -p (``importing.read_sources``); its refusal as
+    the DiffError it stands for."""
     if "diff --git " in patch:
         return model.parse(patch[patch.find("diff --git ") :])
-    return model.parse(plain.git_diff(patch, exists=exists))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "plain.diff"
+        path.write_text(patch, encoding="utf-8", errors="surrogateescape", newline="")
+        try:
+            (incoming,) = importing.read_sources([path], None, importing.Authorship(author=AUTHOR), exists=exists)
+            return PatchFile.parse(incoming.text, name=str(path)).model
+        except (errors.InvalidInput, errors.UsageError) as exc:
+            raise model.DiffError(exc.message) from None
 
 
 def patchtool_apply(root: Path, commit: str, patch: str, *, reverse: bool = False) -> Verdict:

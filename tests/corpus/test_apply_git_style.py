@@ -566,6 +566,73 @@ rename to c
     ),
 ]
 
+# Traditional patches with top-level names, `diff -u x.orig x` run at the top of the tree (t4135's
+# diff-*.diff, t4119's gpatch.file): git guesses -p0 where neither name has a directory, and so
+# does `import` given no -p. (t4135's backslash and tab names are refused by paths.py's rules.)
+STAMP = "2010-08-18 20:13:31.432002255 -0500"
+TOP_LEVEL = [
+    Case(
+        "a traditional patch of a top-level file",
+        "t4135-apply-weird-filenames.sh (plain, traditional patch)",
+        {"postimage.txt": "preimage\n"},
+        f"--- postimage.txt.orig\t{STAMP}\n+++ postimage.txt\t{STAMP}\n@@ -1 +1 @@\n-preimage\n+postimage\n",
+        True,
+    ),
+    Case(
+        "a traditional patch of a top-level name with spaces",
+        "t4135-apply-weird-filenames.sh (with spaces, traditional patch)",
+        {"post image.txt": "preimage\n"},
+        f"--- post image.txt.orig\t{STAMP}\n+++ post image.txt\t{STAMP}\n@@ -1 +1 @@\n-preimage\n+postimage\n",
+        True,
+    ),
+    Case(
+        "a traditional patch of a top-level name in quotes",
+        "t4135-apply-weird-filenames.sh (with quote, traditional patch: expected to fail)",
+        {'"postimage".txt': "preimage\n"},
+        f'--- "postimage".txt.orig\t{STAMP}\n+++ "postimage".txt\t{STAMP}\n@@ -1 +1 @@\n-preimage\n+postimage\n',
+        False,
+    ),
+    Case(
+        "a traditional patch whose new name has something tacked on",
+        "t4119-apply-config.sh (gpatch.file)",
+        {"file1": "A\n"},
+        "--- file1\t2007-02-21 01:04:24.000000000 -0800\n+++ file1+\t2007-02-21 01:07:44.000000000 -0800\n"
+        "@@ -1 +1 @@\n-A\n+B\n",
+        True,
+    ),
+    Case(
+        "a whitespace-damaged traditional patch of a top-level file",
+        "t4135-apply-weird-filenames.sh (whitespace-damaged traditional patch)",
+        {"postimage.txt": "preimage\n"},
+        "--- postimage.txt.orig  2010-08-18 20:13:31 -05:00\n+++ postimage.txt  2010-08-18 20:13:31 -05:00\n"
+        "@@ -1 +1 @@\n-preimage\n+postimage\n",
+        True,
+    ),
+    Case(
+        "a traditional creation of a top-level file (GNU diff -N's epoch)",
+        "t4135-apply-weird-filenames.sh (traditional file creation patch)",
+        {"other": "x\n"},
+        f"--- postimage.txt.orig\t1969-12-31 18:00:00.000000000 -0600\n+++ postimage.txt\t{STAMP}\n"
+        "@@ -0,0 +1 @@\n+postimage\n",
+        True,
+    ),
+    Case(
+        "a traditional deletion of a top-level file (GNU diff -N's epoch)",
+        "t4132-apply-removal.sh",
+        {"gone.txt": "a\nb\n", "other": "x\n"},
+        f"--- gone.txt.orig\t{STAMP}\n+++ gone.txt\t1970-01-01 00:00:00.000000000 +0000\n@@ -1,2 +0,0 @@\n-a\n-b\n",
+        True,
+    ),
+    Case(
+        "two top-level files in one traditional patch",
+        "t4135-apply-weird-filenames.sh, twice",
+        {"a.txt": "one\n", "b.txt": "two\n"},
+        "--- a.txt.orig\n+++ a.txt\n@@ -1 +1 @@\n-one\n+1\n--- b.txt.orig\n+++ b.txt\n@@ -1 +1 @@\n-two\n+2\n",
+        True,
+    ),
+]
+CASES += TOP_LEVEL
+
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_in_memory_apply_agrees_with_git(tmp_path: Path, case: Case) -> None:

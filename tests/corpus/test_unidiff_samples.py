@@ -1,7 +1,8 @@
 """python-unidiff's sample diffs (MIT; read from its sdist on PyPI by ``tests/conftest.py``) through
 patchtool's in-memory apply and real ``git apply``: each on a preimage made from its own old side,
-on the same preimage moved down two lines, and in reverse on git's result. Where patchtool's
-parser refuses a sample (formats it does not import), the refusal is a message, never a crash."""
+on the same preimage moved down two lines, and in reverse on git's result. A plain sample is read
+as ``import`` reads it. Where patchtool refuses a sample, the refusal is a message, and git refuses
+it too whatever the tree holds (a corrupt hunk, a name it cannot read)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def preimage(diff: model.Diff, *, shift: int = 0) -> dict[str, Entry]:
 
 
 def _diff_of(text: str) -> model.Diff:
-    return to_model(text)
+    """The sample as ``import`` reads it where the preimage lacks each file only added to (the
+    preimage is made of the files it reads); ``check`` reads it again against the real tree."""
+    return to_model(text, exists=lambda path: False)
 
 
 @pytest.mark.parametrize("sample", UNIDIFF_SAMPLES)
@@ -49,7 +52,13 @@ def test_unidiff_sample_applies_as_git_applies_it(
     try:
         diff = _diff_of(text)
     except model.DiffError as exc:
-        assert exc.message  # refused as a message: the diff model's part, not the apply's
+        # refused as a message, and only what git refuses whatever the tree holds (a corrupt hunk,
+        # a name git cannot read): git's verdict in an empty repository names no missing file
+        empty = tmp_path / "empty" / "repo"
+        make_repo(empty, {})
+        theirs = git_apply(empty, text)
+        assert theirs.tree is None, f"git applies what patchtool refuses: {exc.message}"
+        assert "does not exist in index" not in theirs.message, f"patchtool refused ({exc.message}): {theirs.message}"
         return
     for shift in (0, 2):
         root = tmp_path / f"shift{shift}" / "repo"

@@ -201,7 +201,7 @@ def import_(
             "-p",
             "--strip",
             metavar="N",
-            help="Leading directories to strip from a plain diff's names, as patch -pN (default 1).",
+            help="Leading directories to strip from a plain diff's names, as patch -pN (default: git apply's guess).",
         ),
     ] = None,
     url: Annotated[str | None, typer.Option(help="Where it comes from (a PR or commit URL).")] = None,

@@ -16,13 +16,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-from patchtool import progress
+from patchtool import fsroot, progress
 from patchtool.errors import GitError
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
 from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
 from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
-from patchtool.paths import tree_path_problem
+from patchtool.paths import read_text_if_present, tree_path_problem
 from patchtool.urls import LocalUrls, SourceUrl, permit
 
 OWN_REFS = "refs/patchtool/"  # the refs only patchtool writes, and only under its ``ref_guard``
@@ -95,6 +95,13 @@ class Repo:
             Runner().run("config", f"--file={config}", "--replace-all", args=["core.hooksPath", os.devnull])
         for worktree in sorted((self.git_dir / "worktrees").glob("*/config.worktree")):
             Runner().run("config", f"--file={worktree}", "--unset-all", args=["core.hooksPath"], check=False)
+
+    def ignore_byte_code(self) -> None:
+        """Python's byte-code (``__pycache__/``, ``*.pyc``), which running the tests in a worktree
+        leaves behind, ignored in every worktree of this repository (its ``info/exclude``): no patch
+        carries it, and a sparse worktree's ``git add -A`` would refuse it outside its paths."""
+        if "__pycache__/" not in (read_text_if_present(self.git_dir, "info/exclude") or ""):
+            fsroot.Root(self.git_dir).append("info/exclude", "__pycache__/\n*.pyc\n")
 
     def git(
         self,
@@ -459,6 +466,7 @@ class Repo:
         and ``check`` is False."""
         options = ["--quiet", *([] if checkout else ["--no-checkout"]), *(["--detach"] if detach else [])]
         self.keep_hooks_off()  # a worktree the user may commit in by hand
+        self.ignore_byte_code()  # and run the tests in
         return self._runner.run("worktree add", *options, args=[str(path), rev], check=check).returncode == 0
 
     def worktree_move(self, src: Path, dst: Path) -> None:

@@ -101,9 +101,10 @@ class Worktree:
         return True
 
     def stage_all(self, leave_out: Sequence[str] = ()) -> None:
-        """``git add -A`` but for the paths ``leave_out``."""
+        """``git add -A`` but for the paths ``leave_out``; in a sparse worktree a file added outside
+        its paths too (``--sparse``: git refuses it otherwise), while what it left out stays out."""
         excluded = [f":(exclude,literal){p}" for p in leave_out]
-        self._runner.run("add", "-A", paths=[".", *excluded] if excluded else None)
+        self._runner.run("add", "-A", "--sparse", paths=[".", *excluded] if excluded else None)
 
     def write_tree(self) -> str:
         return self._runner.out("write-tree")

@@ -421,10 +421,15 @@ def _pair(
     return next((h for h in same if in_place(h)), same[0] if same else None)
 
 
-def _same_place(was: str, now: str, renamed_away: bool) -> bool:
-    """The same scope, or the same method of a class upstream renamed (``A.f`` became ``B.f``)."""
+def _same_place(path: str, was: str, now: str, renamed_away: bool) -> bool:
+    """The same scope; in Python, wherever upstream's code now is when no scope of the old name is
+    left (upstream renamed the class around a method, or deleted the ``def`` line around the hunk:
+    a clean merge keeps the hunk on upstream's own lines, and no name is left to tell another place
+    by); elsewhere, the same method of a class upstream renamed (``A.f`` became ``B.f``)."""
     if was == now:
         return True
+    if path.endswith(".py"):
+        return renamed_away
     return renamed_away and was.rsplit(".", 1)[-1] == now.rsplit(".", 1)[-1] and "." in was and "." in now
 
 
@@ -456,6 +461,10 @@ def misplacements(
         text = after.get(n.path)
         return "" if text is None else scope_at(n.path, text, n.new_line).name
 
+    def was_at(h: PlacedHunk, before_text: str, n: PlacedHunk) -> str:
+        # read by the rules of the path it lands in: a script upstream renamed to .py is Python there
+        return scope_at(n.path, before_text, h.new_line).name
+
     mismatches = []
     for h in old_hunks:
         before_text = before.get(h.path)
@@ -463,13 +472,12 @@ def misplacements(
             continue
         candidates = sorted((n for n in new_hunks if n.path == h.path), key=lambda n: n.new_line) or list(new_hunks)
         twins = sorted((o for o in old_hunks if o.path == h.path and _lines(o) == _lines(h)), key=lambda o: o.new_line)
-        was = scope_at(h.path, before_text, h.new_line).name
-        match = _pair(h, twins, candidates, lambda n: now_at(n) == was)  # noqa: B023 (called here, in this pass)
+        match = _pair(h, twins, candidates, lambda n: now_at(n) == was_at(h, before_text, n))  # noqa: B023 (called here)
         after_text = after.get(match.path) if match else None
         if match is None or after_text is None:
             continue
-        now = now_at(match)
-        if not _same_place(was, now, renamed_away=scope_text(match.path, after_text, was) is None):
+        was, now = was_at(h, before_text, match), now_at(match)
+        if not _same_place(match.path, was, now, renamed_away=scope_text(match.path, after_text, was) is None):
             mismatches.append(f"{h.path}: hunk {h.header} was in {was}, would land in {now} (line {match.new_line})")
     return tuple(mismatches)
 

@@ -363,6 +363,7 @@ def _record_resolution(
         state = dataclasses.replace(state, skipped={**state.skipped, current.id: skip_reason})
     else:
         repo.worktree_repair(worktree)  # the repository may have moved since the stop
+        repo.ignore_byte_code()  # a stop made before its worktree ignored it
         tree = _resolved_tree(worktree, current.conflicted)
         if tree == repo.tree_of(parent):  # a resolution that keeps none of the patch
             raise UsageError(
@@ -464,6 +465,13 @@ def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
     tree = git.Worktree(worktree)
     changed = tree.changed()
     backups = sorted(f"{p}.orig" for p in conflicted if changed.get(f"{p}.orig") == "??")
+    binary = [n for n in sorted(changed) if changed[n] == "??" and n not in backups and _is_binary(worktree / n)]
+    if binary:
+        raise UsageError(
+            f"{', '.join(binary)} in the stopped patch's worktree {'is' if len(binary) == 1 else 'are'} binary: "
+            "a patch file carries text only",
+            hint=f"remove {'it' if len(binary) == 1 else 'them'} from {worktree}, then run --continue again",
+        )
     marked = [
         n
         for n in sorted(changed)
@@ -478,6 +486,14 @@ def _resolved_tree(worktree: Path, conflicted: Sequence[str]) -> str:
         )
     tree.stage_all(leave_out=backups)
     return tree.write_tree()
+
+
+def _is_binary(path: Path) -> bool:
+    """git's test: a NUL byte in the first 8000 bytes (a link or a directory is no file to test)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    with path.open("rb") as f:
+        return b"\0" in f.read(8000)
 
 
 # -- the report ------------------------------------------------------------------------------

@@ -89,9 +89,6 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
     where = _place(project, branch, path)
-    git_dir = fsroot.Root(repo.git_dir)
-    if "__pycache__/" not in (paths.read_text_if_present(repo.git_dir, "info/exclude") or ""):
-        git_dir.append("info/exclude", "__pycache__/\n*.pyc\n")
     commits = {r.id: r.commit or "" for r in result.results}
     record = loaded_record(pin.name, base.commit, loaded, commits)
     if failed is not None:

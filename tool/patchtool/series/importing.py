@@ -138,13 +138,14 @@ def read_sources(
     quilt directories), then those a quilt ``series`` file lists, as format-patch text, in order.
     ``exists`` settles a plain diff's file that is only added to and not marked new (git creates
     it only where the tree lacks it); without it such a diff is refused. ``strip``: the ``-pN`` of
-    the plain diffs in ``paths`` (a series file says its own); ``repositories``: upstream's own
-    (``dep3.repository``), whose commit an ``Origin:`` URL with no keyword makes a backport."""
+    the plain diffs in ``paths``, and of a series' entries that give none (a ``-pN`` word on an
+    entry wins); ``repositories``: upstream's own (``dep3.repository``), whose commit an
+    ``Origin:`` URL with no keyword makes a backport."""
     who = who or Authorship()
     out: list[Incoming] = []
     for path in paths:
         if path.is_dir():
-            out += _read_series(_quilt_dir(path), "series", who, exists, repositories)
+            out += _read_series(_quilt_dir(path), "series", who, exists, strip, repositories)
             continue
         try:
             text = read_named_text(path, what="the patch")
@@ -162,7 +163,7 @@ def read_sources(
                 if meant
                 else f"give --series DIR/series, the file that lists the patches ({series} has none)",
             )
-        out += _read_series(series.parent, series.name, who, exists, repositories)
+        out += _read_series(series.parent, series.name, who, exists, strip, repositories)
     return out
 
 
@@ -189,7 +190,7 @@ def _read_file(
             raise UsageError(
                 f"a git format-patch file is -p1, not -p{strip}",
                 file=source,
-                hint="import it without -p (or list it in the series without -pN)",
+                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
             )
         out = []
         line = 1 + text.count("\n", 0, starts[0])
@@ -271,11 +272,17 @@ _STRIP = re.compile(r"^-p(\d{1,3}|ab)$")
 
 
 def _read_series(
-    directory: Path, series: str, who: Authorship, exists: Exists, repositories: Collection[str] = ()
+    directory: Path,
+    series: str,
+    who: Authorship,
+    exists: Exists,
+    strip: int | None = None,
+    repositories: Collection[str] = (),
 ) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
-    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1). The
-    whole file is checked (every option, every patch there) before the first patch is read."""
+    ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1), else
+    ``strip`` where the command line gave one, else quilt's -p1. The whole file is checked (every
+    option, every patch there) before the first patch is read."""
     listed = []
     listing = text = read_text_if_present(directory, series) or ""
     for number, line in enumerate(lines_of(text, keepends=False), 1):
@@ -283,7 +290,7 @@ def _read_series(
         if not words:
             continue
         name, options = words[0], words[1:]
-        strip = 1
+        level = 1 if strip is None else strip
         for option in options:
             if not (m := _STRIP.match(option)):
                 raise UsageError(
@@ -291,12 +298,12 @@ def _read_series(
                     f"{'...' if len(option) > 20 else ''} is not supported",
                     hint="only a strip level (-p0, -p1, -p2 ...) is",
                 )
-            strip = 1 if m.group(1) == "ab" else int(m.group(1))
+            level = 1 if m.group(1) == "ab" else int(m.group(1))
         if tree_path_problem(name) is None and not os.path.lexists(directory / name):  # read_inside refuses the rest
             raise UsageError(f"{directory / series}:{number}: {name} does not exist")
-        listed.append((number, name, strip))
+        listed.append((number, name, level))
     out = []
-    for number, name, strip in listed:
+    for number, name, level in listed:
         source = str(directory / name)
         try:
             raw = read_inside(directory, name)
@@ -310,7 +317,7 @@ def _read_series(
                 file=source,
                 hint="save it as UTF-8",
             ) from None
-        read = _read_file(source, Path(name).name, text, None, who, exists, strip, repositories)
+        read = _read_file(source, Path(name).name, text, None, who, exists, level, repositories)
         if len(read) == 1:  # a file of several messages has no one original to export again
             kept = Quilt(series=str(directory / series), series_text=listing, name=name, text=text)
             read = [dataclasses.replace(read[0], quilt=kept)]
@@ -349,7 +356,7 @@ def _plain_patch(
             raise UsageError(
                 f"a git diff is -p1, not -p{strip}",
                 file=source,
-                hint="import it without -p (or list it in the series without -pN)",
+                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
             )
     else:
         try:
@@ -383,10 +390,12 @@ _OLD_NAME = re.compile(r"^--- a/(\S[^\n]*)$", re.MULTILINE)
 
 
 def _plain_diff(source: str, text: str, exists: Exists, strip: int | None) -> str:
-    """``text`` as a git diff at ``-pN``; a UsageError naming the strip level that fits where its
-    files are in the tree only under the names another gives: -p0 at the default -p1 (``diff -u
-    x.orig x`` run at the top), -p1 (the default) at another (``-p0`` on an a/b diff)."""
-    diff = plain.git_diff(text, exists=exists, strip=1 if strip is None else strip)
+    """``text`` as a git diff at ``-pN``, or where no -p is given at git apply's guess (-p0 for
+    names without a directory, ``diff -u x.orig x`` run at the top; else -p1); a UsageError naming
+    the strip level that fits where its files are in the tree only under the names another gives:
+    -p0 at the default (``diff -u python/x.py.orig python/x.py``), -p1 at another (``-p0`` on an
+    a/b diff)."""
+    diff = plain.git_diff(text, exists=exists, strip=strip)
     olds = _OLD_NAME.findall(diff)
     if strip == 1 or exists is None or not olds or any(exists(p) for p in olds):
         return diff
@@ -437,7 +446,7 @@ def import_patches(
     one patch); ``author``/``subject``: for sources that carry none (default author: you);
     ``fuzz``: a patch ``git apply`` refuses may apply with that many lines of fuzz, as GNU patch's
     ``--fuzz``, and is stored refreshed (regenerated from the result); ``strip``: the ``-pN`` of
-    the plain diffs in ``paths`` (default 1, and a refusal naming -p0 where that is what fits)."""
+    the plain diffs in ``paths`` (default: git apply's guess, and a refusal naming -p0 where that is what fits)."""
     if fuzz < 0:
         raise UsageError(f"--fuzz {fuzz}: the lines of fuzz allowed are 0 or more")
     if strip is not None and strip < 0:
