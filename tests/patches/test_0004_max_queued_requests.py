@@ -816,6 +816,12 @@ def test_help_says_where_the_request_cap_is_enforced(patched_tree):
         "a decode server ignores it",
         "each DP rank counts and limits its own queues",
         "refused whatever its priority",
+        # issue 32: what a client behind a router may receive, what the limits do not bound, and
+        # the behaviour change for PD deployments that pass the flag today
+        "decode half fails with 500",
+        "a client may get that 500 instead of the 503",
+        "only under the default early decode allocation policy without optimistic prefill",
+        "Existing PD deployments that pass this flag start refusing requests at prefill",
     ):
         assert needle in text, (needle, text)
 
@@ -827,5 +833,8 @@ def test_token_cap_flag_exists_with_its_help(patched_tree):
         "503",
         "admitted whatever its length, so 0 admits a request only when no input tokens are waiting",
         "each DP rank limits its own queues",
+        "whole prompt, not the part a HiCache or radix prefix hit leaves to compute",
+        "does not bound decode's backlog",
+        "A decode server and a colocated server ignore it, with a warning",
     ):
         assert needle in text, (needle, text)
