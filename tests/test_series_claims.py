@@ -79,8 +79,10 @@ def test_0001_fp8_figure_is_the_one_its_test_asserts() -> None:
 def test_0002_says_what_mma_replaces_and_no_padded_splits_above_64() -> None:
     text = metadata("sm120-mma-sparse-decode")
     assert "640" not in text and "768" not in text
-    assert "What mma replaces: the dispatcher's mma branch serves every call" in text
-    assert "where FlashInfer would route to its prefill kernel" in text
+    # issue 32: mma serves decode sizes only; its scratch above them is stated, not budgeted
+    assert "What mma replaces: only calls of at most SM120_DECODE_MAX_TOKENS = 64 query rows" in text
+    assert "take FlashInfer's sm_120 path as at the default backend" in text
+    assert "about 256 MiB a layer call at 4,096 tokens" in text
     assert "at C80/C96 q is never padded" in text
 
 
@@ -135,3 +137,54 @@ def test_nothing_gpu_only_is_claimed_verified(ident: str) -> None:
     for row in PATCHES[ident].get("evidence", []):
         assert "tests/gpu" not in row["source"], row
         assert not re.search(r"(?i)\bverified\b", flat(row)), row
+
+
+# -- issue 32, the third review: claims held to the reports --------------------------------------
+
+
+def test_registry_says_bf16_keys_did_not_fully_resolve_the_longest_contexts() -> None:
+    registry = tomllib.loads((REPO / "retread.toml").read_text())
+    text = " ".join(flat(registry).split())
+    assert "the fix was bf16 index keys" not in text
+    assert "did not fully resolve the issue at the longest contexts" in text
+
+
+def test_0003_is_an_experiment_and_its_cause_a_diagnosis() -> None:
+    entry = PATCHES["dsv4-mhc-bf16-gemm"]
+    assert entry.get("experiment"), "0003 has no performance figure: its entry marks it an experiment"
+    why = " ".join(entry["why"].split())
+    assert why.startswith("An experiment, not a measured improvement")
+    assert "carries the code with SGLANG_OPT_MHC_BF16_GEMM off" in why
+    for text in (metadata("dsv4-mhc-bf16-gemm"), message("dsv4-mhc-bf16-gemm")):
+        assert not re.search(r"(?i)(cause|bug) was (the )?fp8 index keys", text), text
+    assert "the reports' diagnosis, not a measurement" in message("dsv4-mhc-bf16-gemm")
+    assert "not on the nn.Parameter" in message("dsv4-mhc-bf16-gemm")
+
+
+def test_0002_quotes_no_field_figure_in_code_and_names_its_baseline() -> None:
+    text = message("sm120-mma-sparse-decode")
+    assert "cannot fill the GPU" not in text
+    assert "The default backend is FlashInfer's" in text
+    assert "this kernel has not run on sm_120 at all" in text
+    why = metadata("sm120-mma-sparse-decode")
+    assert "this kernel has not run on any sm_120 GPU" in why
+
+
+def test_0004_labels_its_derivations_and_the_two_statuses() -> None:
+    why = " ".join(PATCHES["pd-max-queued-requests"]["why"].split())
+    for text in (why, message("pd-max-queued-requests")):
+        assert "A request cap alone would not have stopped that queue" not in text
+        assert "the prompts averaged ~11,000 tokens" not in text
+        assert "Derivation, not a field observation" in text
+    assert "503 from prefill, 500 from decode" in why
+    assert "has not been observed" in why
+    assert "non-default decode allocation policy or with optimistic prefill" in why
+    assert "The token cap counts whole prompts" in why
+
+
+def test_0001_limits_and_capacity_are_stated() -> None:
+    why = " ".join(PATCHES["dsv4-bf16-indexer-keys"]["why"].split())
+    assert "sm_120 CUDA GPUs only" in why and "refused with DeepSeek-V4.1 and with --enable-hisparse" in why
+    assert "KV capacity, by arithmetic (no report measures it)" in why
+    assert "+651 B per token of context on each rank" in why
+    assert "What it costs in KV capacity, by arithmetic (no report measures it)" in message("dsv4-bf16-indexer-keys")

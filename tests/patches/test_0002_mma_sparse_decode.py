@@ -503,9 +503,13 @@ def test_dispatcher_has_mma_branch(patched_tree):
     fn = _function(tree, "flash_mla_with_kvcache_sm120")
     branches = [n for n in fn.body if isinstance(n, ast.If)]
     order = [
-        value for n in branches for value in ("flashinfer", "triton", "mma") if _compares_backend_to(n.test, value)
+        value
+        for n in branches
+        for value in ("flashinfer", "triton", "mma")
+        if any(_compares_backend_to(c, value) for c in ast.walk(n.test))
     ]
-    assert order == ["flashinfer", "triton", "mma"], order
+    # the first branch also takes mma above decode sizes (test_mma_serves_decode_sizes_only)
+    assert order == ["flashinfer", "mma", "triton", "mma"], order
     mma_branch = next(n for n in branches if _compares_backend_to(n.test, "mma"))
     imports = [n for n in mma_branch.body if isinstance(n, ast.ImportFrom)]
     assert [(i.module, [a.name for a in i.names]) for i in imports] == [
@@ -549,3 +553,101 @@ def test_environ_declares_safe_default(patched_tree):
     at = next(i for i, line in enumerate(lines) if "SGLANG_SM120_FLASHMLA_BACKEND =" in line)
     assert '"mma"' in lines[at - 1] or '"mma"' in lines[at - 2]
     assert text.count("SGLANG_SM120_MMA_TARGET_CTAS") == 1
+
+
+# -- issue 32: decode sizes only, and the CTA target checked at start-up ---------------------------
+
+
+def _run_dispatcher(patched_tree, backend, num_tokens):
+    """Upstream's flash_mla_with_kvcache_sm120 as patched, run with its kernels replaced by
+    markers: which path a call of ``num_tokens`` query rows takes."""
+    import builtins
+
+    path = patched_tree.joinpath(*ATTN, "flash_mla_sm120.py")
+    fn = _function(ast.parse(path.read_text()), "flash_mla_with_kvcache_sm120")
+    real_import = builtins.__import__
+
+    def marker(name):
+        return lambda *args, **kwargs: name
+
+    def recording_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if name == "sglang.kernels.ops.attention.flash_mla_sm120_mma":
+            return types.SimpleNamespace(flash_mla_sparse_decode_mma=marker("mma"))
+        if name == "sglang.kernels.ops.attention.flash_mla_sm120_triton":
+            return types.SimpleNamespace(flash_mla_sparse_decode_triton=lambda *a: ("triton", None))
+        return real_import(name, globals, locals, fromlist, level)
+
+    namespace = {
+        "__builtins__": {**vars(builtins), "__import__": recording_import},
+        "_sm120_default_backend": backend,
+        "_sm120_mma_target_ctas": 0,
+        "SM120_DECODE_MAX_TOKENS": 64,
+        "_flash_mla_sm120_prefill": marker("flashinfer prefill"),
+        "_flash_mla_flashinfer": marker("flashinfer decode"),
+        "_sm120_sparse_decode_fwd": lambda *a: ("torch", None),
+    }
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec"), namespace)
+    q = types.SimpleNamespace(shape=(num_tokens, 1, 16, 512))
+    return namespace["flash_mla_with_kvcache_sm120"](q=q, k_cache=None, indices=None, head_dim_v=512)
+
+
+def test_mma_serves_decode_sizes_only(patched_tree):
+    """Issue 32: above 64 query rows (prefill chunks, MTP verify) the mma kernel would allocate fp32
+    split partials of tokens x heads x splits x 2 KiB outside the memory budget (about 256 MiB a
+    layer call at 4,096 tokens). Those calls take FlashInfer's sm_120 path, the default backend's
+    path at those sizes; decode sizes run the mma kernel."""
+    for tokens in (1, 32, 64):
+        assert _run_dispatcher(patched_tree, "mma", tokens) == "mma"
+    for tokens in (65, 4096):
+        assert _run_dispatcher(patched_tree, "mma", tokens) == "flashinfer prefill"
+    # the other backends as upstream has them
+    assert _run_dispatcher(patched_tree, "flashinfer", 64) == "flashinfer decode"
+    assert _run_dispatcher(patched_tree, "flashinfer", 65) == "flashinfer prefill"
+    assert _run_dispatcher(patched_tree, "triton", 4096)[0] == "triton"
+
+
+def test_mma_scratch_above_decode_sizes_is_what_the_review_quotes(mma):
+    """The figure the test above quotes, from flash_mla_sparse_decode_mma's mid_out (fp32 [tokens,
+    heads, splits, 512]): at the default target (0, one split a launch) a layer with the extra
+    compressed cache launches twice, 2 splits; 4,096 tokens x 16 heads (TP4) is 256 MiB. At the 64
+    decode rows it is 4 MiB."""
+    splits = mma.mma_num_splits(0, 4096, 16, 512) + mma.mma_num_splits(0, 4096, 16, 512)
+    assert splits == 2
+    assert 4096 * 16 * splits * mma._D * 4 == 256 * 2**20
+    assert 64 * 16 * splits * mma._D * 4 == 4 * 2**20
+
+
+def _model_hook(patched_tree):
+    path = patched_tree.joinpath("python", "sglang", "srt", "arg_groups", "model_hook.py")
+    return path, ast.parse(path.read_text())
+
+
+@pytest.mark.parametrize("value, refused", [(-1, True), (-512, True), (0, False), (512, False)])
+def test_target_ctas_checked_at_start_up(patched_tree, value, refused):
+    """Issue 32: a negative SGLANG_SM120_MMA_TARGET_CTAS used to be refused only at the first
+    attention call, in warm-up or capture; the start-up hook refuses it."""
+    path, tree = _model_hook(patched_tree)
+    fn = _function(tree, "validate_sm120_mma_target_ctas")
+    env = types.SimpleNamespace(get=lambda: value)
+    namespace = {"envs": types.SimpleNamespace(SGLANG_SM120_MMA_TARGET_CTAS=env)}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), str(path), "exec"), namespace)
+    if refused:
+        with pytest.raises(ValueError, match=f"SGLANG_SM120_MMA_TARGET_CTAS must be >= 0.*got {value}"):
+            namespace["validate_sm120_mma_target_ctas"]()
+    else:
+        namespace["validate_sm120_mma_target_ctas"]()
+
+
+def test_target_ctas_check_runs_for_deepseek_v4_on_sm120_with_mma(patched_tree):
+    _, tree = _model_hook(patched_tree)
+    hook = _function(tree, "handle_model_specific_adjustments")
+    guarded = [
+        n
+        for n in ast.walk(hook)
+        if isinstance(n, ast.If)
+        and ast.unparse(n.test) == "envs.SGLANG_SM120_FLASHMLA_BACKEND.get() == 'mma'"
+        and [ast.unparse(s) for s in n.body] == ["validate_sm120_mma_target_ctas()"]
+    ]
+    assert len(guarded) == 1
+    sm120 = [n for n in ast.walk(hook) if isinstance(n, ast.If) and ast.unparse(n.test) == "get_platform().is_sm120"]
+    assert any(guarded[0] in list(ast.walk(block)) for block in sm120)

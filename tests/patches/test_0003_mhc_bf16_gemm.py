@@ -146,58 +146,79 @@ def test_switch_decision(mhc_bf16, flag, is_cuda, invariant, from_prev, expect):
 # -- the weight cache ----------------------------------------------------------------------
 
 
-def test_weight_cache_builds_once_and_refreshes(mhc_bf16):
-    _, fn0 = _inputs(1, 4, 64, seed=1)
-    param = torch.nn.Parameter(fn0.clone(), requires_grad=False)
-    assert mhc_bf16.mhc_gemm_weight(param) is param  # nothing built: fp32 as upstream
+def _layer(*, pre_from_prev):
+    """A decoder layer as refresh_layer_bf16_gemm_weights sees it: an nn.Module with its two fp32
+    mixing weights as parameters, and whether its pre mix is V4.1's same-sublayer one."""
+    _, attn = _inputs(1, 4, 64, seed=3)
+    _, ffn = _inputs(1, 4, 64, seed=4)
+    layer = torch.nn.Module()
+    layer.hc_attn_fn = torch.nn.Parameter(attn, requires_grad=False)
+    layer.hc_ffn_fn = torch.nn.Parameter(ffn, requires_grad=False)
+    layer.hc_pre_from_prev_sublayer = pre_from_prev
+    return layer
 
-    built = mhc_bf16.refresh_bf16_gemm_weight(param, True)
+
+SWITCH_ON = dict(flag=True, on_cuda=True, batch_invariant=False)
+
+
+def test_weight_cache_builds_once_and_refreshes(mhc_bf16):
+    layer = _layer(pre_from_prev=False)
+    param = layer.hc_attn_fn
+    fn0 = param.data.clone()
+    assert mhc_bf16.mhc_gemm_weight(layer, param) is param  # nothing built: fp32 as upstream
+
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is True
+    built = mhc_bf16.mhc_gemm_weight(layer, param)
     assert built.dtype == torch.bfloat16 and built.is_contiguous()
     assert torch.equal(built, fn0.bfloat16())  # round-to-nearest, bit for bit
     assert param.dtype == torch.float32 and torch.equal(param.data, fn0)  # fp32 untouched
     # Every lookup returns that one tensor: the cast happens once, not per forward.
     x_bf16 = torch.zeros(2, 256, dtype=torch.bfloat16)
     for _ in range(3):
-        assert mhc_bf16.mhc_gemm_weight(param) is built
-        assert mhc_bf16.mhc_gemm_weight(param, x_bf16) is built
-    assert mhc_bf16.mhc_gemm_weight(param, x_bf16.float()) is param  # fp32 activations
+        assert mhc_bf16.mhc_gemm_weight(layer, param) is built
+        assert mhc_bf16.mhc_gemm_weight(layer, param, x_bf16) is built
+    assert mhc_bf16.mhc_gemm_weight(layer, param, x_bf16.float()) is param  # fp32 activations
+    # a tensor that is not one of the layer's mixing weights is returned as it is
+    other = param.data.clone()
+    assert mhc_bf16.mhc_gemm_weight(layer, other) is other
 
     # A weight update (in place, as weight loaders do) plus the layer's refresh:
     # new values, same storage, so captured CUDA graphs stay valid.
     ptr = built.data_ptr()
     fn1 = fn0 * -2.0 + 0.25
     param.data.copy_(fn1)
-    again = mhc_bf16.refresh_bf16_gemm_weight(param, True)
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is True
+    again = mhc_bf16.mhc_gemm_weight(layer, param)
     assert again is built and again.data_ptr() == ptr
     assert torch.equal(again, fn1.bfloat16())
 
-    assert mhc_bf16.refresh_bf16_gemm_weight(param, False) is None
-    assert mhc_bf16.mhc_gemm_weight(param) is param
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **{**SWITCH_ON, "flag": False}) is False
+    assert mhc_bf16.mhc_gemm_weight(layer, param) is param
 
 
-# -- a decoder layer's refresh -------------------------------------------------------------
-
-
-def _layer(*, pre_from_prev):
-    """A decoder layer as refresh_layer_bf16_gemm_weights sees it: its two fp32 mixing
-    weights, and whether its pre mix is V4.1's same-sublayer one."""
-    _, attn = _inputs(1, 4, 64, seed=3)
-    _, ffn = _inputs(1, 4, 64, seed=4)
-    return types.SimpleNamespace(
-        hc_attn_fn=torch.nn.Parameter(attn, requires_grad=False),
-        hc_ffn_fn=torch.nn.Parameter(ffn, requires_grad=False),
-        hc_pre_from_prev_sublayer=pre_from_prev,
-    )
-
-
-SWITCH_ON = dict(flag=True, on_cuda=True, batch_invariant=False)
+def test_copies_live_on_the_module_not_on_the_parameter(mhc_bf16):
+    """Issue 32: the copy was an attribute of the nn.Parameter. It is the layer's now, as upstream's
+    _input_layernorm_weight_bf16 is: the parameters carry nothing new, the copies are plain module
+    attributes (not parameters or buffers, so not in state_dict), and a parameter replaced by a
+    new object takes no stale copy with it."""
+    layer = _layer(pre_from_prev=False)
+    before = {name: dict(vars(p)) for name, p in layer.named_parameters()}
+    keys = set(layer.state_dict())
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is True
+    assert {name: dict(vars(p)) for name, p in layer.named_parameters()} == before
+    assert set(layer.state_dict()) == keys
+    for name, attr in mhc_bf16.MHC_BF16_WEIGHT_ATTRS:
+        copy = vars(layer)[attr]
+        assert copy.dtype == torch.bfloat16 and torch.equal(copy, getattr(layer, name).data.bfloat16())
+        assert mhc_bf16.mhc_gemm_weight(layer, getattr(layer, name)) is copy
+    assert mhc_bf16.mhc_bf16_gemm_bytes(layer) == 2 * layer.hc_attn_fn.numel() * 2
 
 
 def test_layer_refresh_builds_both_weights(mhc_bf16):
     layer = _layer(pre_from_prev=False)
     assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is True
     for fn in (layer.hc_attn_fn, layer.hc_ffn_fn):
-        weight = mhc_bf16.mhc_gemm_weight(fn)
+        weight = mhc_bf16.mhc_gemm_weight(layer, fn)
         assert weight.dtype == torch.bfloat16 and torch.equal(weight, fn.data.bfloat16())
 
 
@@ -207,7 +228,8 @@ def test_layer_refresh_drops_the_copy_when_off(mhc_bf16, off):
     mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON)  # a copy from an earlier load
     assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **{**SWITCH_ON, **off}) is False
     for fn in (layer.hc_attn_fn, layer.hc_ffn_fn):
-        assert mhc_bf16.mhc_gemm_weight(fn) is fn
+        assert mhc_bf16.mhc_gemm_weight(layer, fn) is fn
+    assert mhc_bf16.mhc_bf16_gemm_bytes(layer) == 0
 
 
 def test_layer_refresh_keeps_v41_same_sublayer_pre_mix_fp32(mhc_bf16):
@@ -216,8 +238,8 @@ def test_layer_refresh_keeps_v41_same_sublayer_pre_mix_fp32(mhc_bf16):
     layer = _layer(pre_from_prev=True)
     assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is False
     for fn in (layer.hc_attn_fn, layer.hc_ffn_fn):
-        assert mhc_bf16.mhc_gemm_weight(fn) is fn
-        assert not hasattr(fn, mhc_bf16.MHC_BF16_WEIGHT_ATTR)
+        assert mhc_bf16.mhc_gemm_weight(layer, fn) is fn
+    assert mhc_bf16.mhc_bf16_gemm_bytes(layer) == 0
 
 
 # -- the torch hc_pre GEMM ------------------------------------------------------------------
@@ -327,11 +349,13 @@ def test_bf16_weight_copies_cost_64_5_mib_per_rank(mhc_bf16, patched_tree):
     ns = {"torch": torch, "nn": torch.nn, "Tuple": tuple}
     exec(compile(ast.Module([_func(v4, "make_hc_mixing_params")], []), "make_hc_mixing_params", "exec"), ns)
     attn_fn, ffn_fn, *_ = ns["make_hc_mixing_params"](hc_mult, hidden)
-    layer = types.SimpleNamespace(hc_attn_fn=attn_fn, hc_ffn_fn=ffn_fn, hc_pre_from_prev_sublayer=False)
+    layer = torch.nn.Module()
+    layer.hc_attn_fn, layer.hc_ffn_fn, layer.hc_pre_from_prev_sublayer = attn_fn, ffn_fn, False
     assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, **SWITCH_ON) is True
-    copies = [mhc_bf16.mhc_gemm_weight(fn) for fn in (attn_fn, ffn_fn)]
+    copies = [mhc_bf16.mhc_gemm_weight(layer, fn) for fn in (attn_fn, ffn_fn)]
     assert [tuple(c.shape) for c in copies] == [(N_REAL, K_REAL)] * 2
-    per_layer = sum(c.numel() * c.element_size() for c in copies)
+    per_layer = mhc_bf16.mhc_bf16_gemm_bytes(layer)
+    assert per_layer == sum(c.numel() * c.element_size() for c in copies)
     assert layers * per_layer == BF16_COPIES_BYTES_PER_RANK == 64.5 * 2**20
     assert attn_fn.numel() * attn_fn.element_size() == FP32_FN_BYTES == 1.5 * 2**20
 
@@ -490,10 +514,7 @@ def _imported(node):
     "parts, module",
     [
         (("srt", "models", "deepseek_v4.py"), "sglang.srt.models.deepseek_common.mhc_bf16"),
-        (
-            ("srt", "models", "deepseek_common", "amd", "deepseek_v4_fused_mhc.py"),
-            "sglang.srt.models.deepseek_common.mhc_bf16",
-        ),
+        (("srt", "models", "deepseek_v4_boundary.py"), "sglang.srt.models.deepseek_common.mhc_bf16"),
         (("kernels", "ops", "layernorm", "mhc.py"), "sglang.kernels.ops.layernorm.mhc_bf16_gemm"),
     ],
     ids=lambda v: v[-1] if isinstance(v, tuple) else "",
@@ -539,21 +560,29 @@ def test_torch_path_hunk(patched_tree):
     )
     assert ast.unparse(branch.test) == "hc_fn_gemm.dtype == torch.bfloat16"
     assert "hc_pre_torch_impl" in _calls(ast.Module(branch.orelse, []))
-    assert "hc_fn_gemm = mhc_bf16.mhc_gemm_weight(hc_fn, x)" in ast.unparse(hc_pre)
+    assert "hc_fn_gemm = mhc_bf16.mhc_gemm_weight(self, hc_fn, x)" in ast.unparse(hc_pre)
     # The upstream fp32 implementation is still the fallback.
     impl = _func(hc_pre, "hc_pre_torch_impl")
     assert "F.linear(x_flat, hc_fn)" in ast.unparse(impl)
 
 
 def test_fused_boundary_passes_bf16_weight(patched_tree):
-    mod = _tree(patched_tree, "srt", "models", "deepseek_common", "amd", "deepseek_v4_fused_mhc.py")
-    fn = _func(mod, "apply_mhc_post_pre_boundary")
+    """The fused post+pre boundary of a CUDA V4 layer (HcReadCall.update_and_read) hands
+    apply_mhc_post_pre_boundary the layer's copy; the shared AMD/GLM wrapper is unchanged."""
+    mod = _tree(patched_tree, "srt", "models", "deepseek_v4_boundary.py")
+    fn = _func(mod, "update_and_read", cls="HcReadCall")
+    body = ast.unparse(fn)
+    resolve = "fn = mhc_bf16.mhc_gemm_weight(layer, fn)"
+    assert body.index("fn, scale, base = self._parameters()") < body.index(resolve)
+    assert body.index(resolve) < body.index("apply_mhc_post_pre_boundary(")
     call = next(
         n
         for n in ast.walk(fn)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "mhc_fused_post_pre"
+        if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "apply_mhc_post_pre_boundary"
     )
-    assert ast.unparse(call.args[4]) == "mhc_gemm_weight(hc_fn)"
+    assert ast.unparse(call.args[4]) == "fn"
+    wrapper = _path(patched_tree, "srt", "models", "deepseek_common", "amd", "deepseek_v4_fused_mhc.py")
+    assert "mhc_bf16" not in wrapper.read_text()
 
 
 def test_fused_post_pre_accepts_bf16(patched_tree):

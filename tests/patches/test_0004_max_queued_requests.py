@@ -12,11 +12,14 @@ from __future__ import annotations
 import __future__
 
 import ast
+import dataclasses
 import enum
 import logging
+import re
 import sys
 import textwrap
 import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -613,8 +616,13 @@ def test_limits_are_per_scheduler_that_is_per_dp_rank(admission, upstream):
     assert getattr(idle_rank, DOOR)(FakeReq("b", 10)) is False
 
 
-def test_token_cap_field_appended_to_positional_order(patched_tree):
-    source = patched_tree.joinpath(*SRT, "arg_groups", "field_order.py").read_text(encoding="utf-8")
+def test_token_cap_field_takes_the_last_position_without_a_field_order_line(patched_tree):
+    """0004 does not touch field_order.py, so it applies alone on the pin (0001 appends its own
+    field there): upstream's collect_input_fields puts an unlisted field after every listed one,
+    which is where appending it would have put it. Runs upstream's collect_input_fields with a
+    stand-in for msgspec's struct introspection (not installed here)."""
+    srt = patched_tree.joinpath(*SRT, "arg_groups")
+    source = srt.joinpath("field_order.py").read_text(encoding="utf-8")
     order = ast.literal_eval(
         next(
             n.value
@@ -622,8 +630,54 @@ def test_token_cap_field_appended_to_positional_order(patched_tree):
             if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "POSITIONAL_FIELD_ORDER"
         )
     )
-    assert order[-1] == "max_queued_tokens" and order.count("max_queued_tokens") == 1
-    assert order.index("max_queued_requests") < order.index("max_queued_tokens")
+    assert "max_queued_tokens" not in order
+
+    nodefault = object()
+
+    def fields(cls):
+        return [
+            types.SimpleNamespace(
+                name=f.name,
+                default=nodefault if f.default is dataclasses.MISSING else f.default,
+                default_factory=nodefault,
+            )
+            for f in dataclasses.fields(cls)
+        ]
+
+    msgspec = types.SimpleNamespace(NODEFAULT=nodefault, structs=types.SimpleNamespace(fields=fields))
+    init = srt.joinpath("fields", "__init__.py").read_text(encoding="utf-8")
+    collect = next(
+        n for n in ast.parse(init).body if isinstance(n, ast.FunctionDef) and n.name == "collect_input_fields"
+    )
+    ns: dict[str, Any] = {
+        "POSITIONAL_FIELD_ORDER": order,
+        "msgspec": msgspec,
+        "get_type_hints": typing.get_type_hints,
+        "Any": Any,
+        "Dict": dict,
+        "List": list,
+        "Tuple": tuple,
+    }
+    exec(compile(ast.Module(body=[collect], type_ignores=[]), "<fields>", "exec"), ns)
+
+    # the token cap is declared in Schedule beside max_queued_requests, not at the end of a class
+    @dataclasses.dataclass
+    class Schedule:
+        _NS_PATH: typing.ClassVar[str] = "schedule"
+        max_queued_requests: int | None = None
+        max_queued_tokens: int | None = None
+        max_running_requests: int | None = None
+
+    @dataclasses.dataclass
+    class Last:
+        _NS_PATH: typing.ClassVar[str] = "last"
+        return_aux_hidden_state_layer_ids: int | None = None
+
+    hints, _, _ = ns["collect_input_fields"]([Schedule, Last])
+    assert list(hints)[-1] == "max_queued_tokens"
+    assert list(hints).index("max_queued_requests") < list(hints).index("max_queued_tokens")
+    schedule = srt.joinpath("fields", "schedule.py").read_text(encoding="utf-8")
+    assert re.search(r"^    max_queued_tokens: A\[", schedule, re.M)
 
 
 def test_decode_server_says_it_ignores_the_limits(admission, upstream, caplog):
@@ -762,6 +816,12 @@ def test_help_says_where_the_request_cap_is_enforced(patched_tree):
         "a decode server ignores it",
         "each DP rank counts and limits its own queues",
         "refused whatever its priority",
+        # issue 32: what a client behind a router may receive, what the limits do not bound, and
+        # the behaviour change for PD deployments that pass the flag today
+        "decode half fails with 500",
+        "a client may get that 500 instead of the 503",
+        "only under the default early decode allocation policy without optimistic prefill",
+        "Existing PD deployments that pass this flag start refusing requests at prefill",
     ):
         assert needle in text, (needle, text)
 
@@ -773,5 +833,8 @@ def test_token_cap_flag_exists_with_its_help(patched_tree):
         "503",
         "admitted whatever its length, so 0 admits a request only when no input tokens are waiting",
         "each DP rank limits its own queues",
+        "whole prompt, not the part a HiCache or radix prefix hit leaves to compute",
+        "does not bound decode's backlog",
+        "A decode server and a colocated server ignore it, with a warning",
     ):
         assert needle in text, (needle, text)

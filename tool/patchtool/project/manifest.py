@@ -92,6 +92,8 @@ class PatchEntry:
     overrides: tuple[Override, ...] = ()
     drop_if: tuple[Revisit, ...] = ()  # machine-checkable forms of drop_when
     imported: Imported | None = None  # where an imported patch came from, as it came
+    requires: tuple[str, ...] = ()  # ids of earlier patches this one needs applied first
+    experiment: str | None = None  # why it is an experiment (no figure yet); export --pr refuses it
 
     @classmethod
     def read(cls, f: Fields) -> PatchEntry | None:
@@ -115,6 +117,8 @@ class PatchEntry:
         drop_if = [Revisit.read(x) for x in f.tables("drop_if")]
         imported_fields = f.table("imported", required=False)
         imported = Imported.read(imported_fields) if imported_fields is not None else None
+        requires = _requires(f)
+        experiment = f.string("experiment", required=False)
         f.done()
         seen: set[str] = set()
         for i, a in enumerate(assumptions):
@@ -140,6 +144,8 @@ class PatchEntry:
             or override_rows is None
             or drop_rows is None
             or (imported_fields is not None and imported is None)
+            or requires is None
+            or ("experiment" in f.data and experiment is None)
         ):
             return None
         return cls(
@@ -159,6 +165,8 @@ class PatchEntry:
             overrides=override_rows,
             drop_if=drop_rows,
             imported=imported,
+            requires=requires,
+            experiment=experiment,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,6 +180,10 @@ class PatchEntry:
             "applies_to": str(self.applies_to),
             "drop_when": self.drop_when,
         }
+        if self.requires:
+            out["requires"] = list(self.requires)
+        if self.experiment is not None:
+            out["experiment"] = self.experiment
         if self.scope:
             out["scope"] = self.scope.to_dict()
         out["evidence"] = [e.to_dict() for e in self.evidence]
@@ -183,6 +195,26 @@ class PatchEntry:
         if self.imported is not None:
             out["imported"] = self.imported.to_dict()
         return out
+
+
+def _requires(f: Fields) -> tuple[str, ...] | None:
+    """The optional ``requires`` list: patch ids, each once; None (a problem recorded) if invalid."""
+    if "requires" not in f.data:
+        return ()
+    listed = f.str_list("requires")
+    if listed is None:
+        return None
+    ok = True
+    for i, text in enumerate(listed):
+        try:
+            PatchId(text)
+        except ValueError as exc:
+            f.problem(f"requires[{i}]", str(exc))
+            ok = False
+        if text in listed[:i]:
+            f.problem(f"requires[{i}]", f"{text!r} is listed twice")
+            ok = False
+    return listed if ok else None
 
 
 def _patch_file(text: str) -> str:
@@ -251,6 +283,7 @@ class Manifest:
         f.done()
         _check_unique(entries, patch_tables, problems)
         _check_not_dropped(entries, dropped, dropped_tables, line_of)
+        _check_requires(entries, patch_tables)
         raise_if(problems, f"{file} is not a valid patch set", file=file)
         assert schema is not None and pin is not None
         return cls(
@@ -297,6 +330,29 @@ def _check_unique(entries: list[PatchEntry | None], tables: list[Fields], proble
                 hint="a patch appears once in the series; remove the duplicate entry",
             )
         files.setdefault(entry.file, i)
+
+
+def _check_requires(entries: list[PatchEntry | None], tables: list[Fields]) -> None:
+    """Each id an entry requires is a patch earlier in the series: the series applies in order."""
+    position = {e.id: i for i, e in enumerate(entries) if e is not None}
+    for i, (entry, f) in enumerate(zip(entries, tables, strict=True)):
+        if entry is None:
+            continue
+        for k, dep in enumerate(entry.requires):
+            if dep == entry.id:
+                f.problem(f"requires[{k}]", f"{entry.id!r} requires itself", hint="remove it from its own requires")
+            elif dep not in position:
+                f.problem(
+                    f"requires[{k}]",
+                    f"{dep!r} is no patch of the series",
+                    hint="name a patch id of this patchset.toml (a dropped patch cannot be required)",
+                )
+            elif position[dep] > i:
+                f.problem(
+                    f"requires[{k}]",
+                    f"{dep!r} comes after {entry.id!r} in the series (patch[{position[dep]}])",
+                    hint="a patch can only require patches before it: move it after what it requires",
+                )
 
 
 def _check_not_dropped(

@@ -11,6 +11,7 @@ from patchtool.errors import UsageError
 from patchtool.project import tomlio
 from patchtool.project.repository import Project, manifest_document, manifest_text, record_dropped
 from patchtool.registry import workflows as retread
+from patchtool.series.standalone import dependants
 from patchtool.series.writes import write_series
 
 
@@ -31,6 +32,11 @@ def drop(
     except KeyError:
         known = ", ".join(e.id for e in project.manifest.patches)
         raise UsageError(f"no patch {ident!r} in the series", hint=f"known: {known}") from None
+    if needed_by := dependants(project.manifest, ident):
+        raise UsageError(
+            f"patch {ident!r} is required by {', '.join(needed_by)} (their requires in patchset.toml)",
+            hint="drop those first, or take it out of their requires if they no longer need it",
+        )
     doc = manifest_document(root)
     index = next(i for i, t in enumerate(doc["patch"]) if str(t["id"]) == ident)
     table = tomlio.take_table(doc, "patch", index)

@@ -1,0 +1,65 @@
+"""Each patch of the curated series is a pull request SGLang could take on its own: it applies
+alone on the pristine sglang 0.5.23 tree, onto only the patches its entry `requires` (issue 32,
+section 1: 0004's field_order.py hunk once had 0001's line as its context).
+
+`git apply --check` with several patch files applies them in turn to the same tree, as `git am`
+of that patch set on the pin would, and changes nothing on disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cli_run import spawned
+
+pytestmark = pytest.mark.upstream
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = tomllib.loads((REPO / "patchset.toml").read_text(encoding="utf-8"))
+ENTRIES = {entry["id"]: entry for entry in MANIFEST["patch"]}
+
+
+@pytest.fixture(scope="module")
+def pin_tree(real_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned release as `patchtool apply --series none` builds it: no patch applied."""
+    into = tmp_path_factory.mktemp("pin") / "sglang"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(PATCHTOOL_CACHE_DIR=str(real_cache), GIT_CONFIG_GLOBAL=os.devnull)
+    res = spawned(["apply", "--series", "none", "--into", str(into), "--force"], cwd=REPO, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return into
+
+
+def closure(ident: str) -> list[str]:
+    """``ident``'s `requires`, transitively, in series order, then ``ident``."""
+    needed: set[str] = set()
+    todo = [ident]
+    while todo:
+        current = todo.pop()
+        for dep in ENTRIES[current].get("requires", []):
+            if dep not in needed:
+                needed.add(dep)
+                todo.append(dep)
+    return [i for i in ENTRIES if i in needed] + [ident]
+
+
+@pytest.mark.parametrize("ident", list(ENTRIES))
+def test_patch_applies_alone_on_the_pin(pin_tree: Path, ident: str) -> None:
+    files = [str(REPO / ENTRIES[i]["file"]) for i in closure(ident)]
+    res = subprocess.run(
+        ["git", "apply", "--check", *files],
+        cwd=pin_tree,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
+    )
+    assert res.returncode == 0, f"{ident} does not apply alone on {MANIFEST['pin']}:\n{res.stderr}"
+
+
+def test_pd_admission_needs_no_other_patch() -> None:
+    """0004 is a PD admission change: nothing in it needs the bf16 indexer keys of 0001."""
+    assert ENTRIES["pd-max-queued-requests"].get("requires", []) == []
