@@ -53,8 +53,11 @@ REACH_BACKEND = textwrap.dedent('''\
                 if act == "write":
                     with open(target, "a") as f:
                         f.write("planted by the build backend\\n")
-                elif act == "read":
-                    pathlib.Path(target).read_bytes()
+                elif act == "read":  # a bounded read: a device may never end
+                    with open(target, "rb") as f:
+                        f.read(1 << 16)
+                elif act == "list":
+                    os.listdir(target)
                 elif act == "connect":
                     socket.create_connection(("127.0.0.1", int(target))).close()
                 elif act == "alone":  # no terminal: stdin is /dev/null, the process leads a session of its own
@@ -228,6 +231,32 @@ def test_a_backend_cannot_read_another_processs_environment_or_command_line(tmp_
     for target in targets:
         assert f"read {target}: [Errno 13] Permission denied" in error.message, error.message
     assert "/proc/self/status" not in error.message
+
+
+def test_a_backend_reads_only_the_devices_a_build_needs(tmp_path: Path, home: Path) -> None:
+    """/dev was readable whole: another process's shared memory in /dev/shm, disks (as root), the
+    kernel's log. Now only /dev/null, /dev/zero, /dev/urandom, /dev/random and /dev/full."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm here")
+    shared = shm / f"patchtool-test-{os.getpid()}-{tmp_path.name}"
+    shared.write_text("another process's shared memory\n")
+    try:
+        src = reach_project(
+            tmp_path / "src",
+            [
+                *(("read", str(shared)), ("list", "/dev"), ("list", "/dev/shm")),
+                *(("read", d) for d in ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/null")),
+                ("write", "/dev/null"),
+            ],
+        )
+        error = refused(src, tmp_path / "out")
+    finally:
+        shared.unlink()
+    for act, target in (("read", str(shared)), ("list", "/dev"), ("list", "/dev/shm")):
+        assert f"{act} {target}: [Errno 13] Permission denied" in error.message, error.message
+    for granted in ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/null"):
+        assert f" {granted}:" not in error.message, error.message
 
 
 def test_a_backend_cannot_connect_over_tcp(tmp_path: Path, home: Path, listener: socket.socket) -> None:

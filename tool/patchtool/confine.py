@@ -255,7 +255,8 @@ _NET_SINCE, _SCOPES_SINCE = 4, 6
 # Where the system keeps its programs, libraries and settings: a sandbox reads them, never writes.
 # Of /proc only what describes the machine, and the sandboxed process's own directory (``self``,
 # resolved when it enters): another process's environ and cmdline stay closed, which Landlock's
-# ptrace rule alone does not close.
+# ptrace rule alone does not close. Of /dev only the devices a build reads (and /dev/null, in ``files``):
+# not /dev/shm or /dev/mqueue (other processes' shared memory), disks, the terminals or the listing.
 SYSTEM = tuple(
     Path(p)
     for p in (
@@ -268,7 +269,10 @@ SYSTEM = tuple(
         "/libx32",
         "/etc",
         "/sys",
-        "/dev",
+        "/dev/zero",
+        "/dev/urandom",
+        "/dev/random",
+        "/dev/full",
         "/nix/store",
         "/proc/self",
         "/proc/sys",
