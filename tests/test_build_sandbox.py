@@ -10,6 +10,7 @@ act that was refused. Real setuptools builds check that the sandbox still lets a
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -44,6 +45,31 @@ REACH_BACKEND = textwrap.dedent('''\
     import zipfile
 
 
+    def _daemon(setsid):
+        """Fork a process that outlives the hook (blocked on a FIFO for good), as a daemon does;
+        its pid goes to daemons.txt and the FIFO daemon.fifo, both in the tree."""
+        r, w = os.pipe()
+        if os.fork() == 0:
+            if setsid:
+                os.setsid()
+                if os.fork():
+                    os._exit(0)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # as a daemon does: it holds none of the build's output
+                os.dup2(null, fd)
+            os.write(w, str(os.getpid()).encode())
+            os.close(w)
+            open("daemon.fifo", "rb").read()
+            os._exit(0)
+        os.close(w)
+        pid = b""
+        while chunk := os.read(r, 32):
+            pid += chunk
+        os.close(r)
+        with open("daemons.txt", "a") as f:
+            f.write(pid.decode() + "\\n")
+
+
     def _reach():
         where = {"prefix": sys.prefix, "tmp": tempfile.gettempdir(), "src": os.getcwd()}
         refused = []
@@ -60,9 +86,11 @@ REACH_BACKEND = textwrap.dedent('''\
                     os.listdir(target)
                 elif act == "connect":
                     socket.create_connection(("127.0.0.1", int(target))).close()
-                elif act == "alone":  # no terminal: stdin is /dev/null, the process leads a session of its own
-                    if os.readlink("/proc/self/fd/0") != os.devnull or os.getsid(0) != os.getpid():
+                elif act == "alone":  # no terminal: stdin is /dev/null, a session of its own, led by patchtool's reaper
+                    if os.readlink("/proc/self/fd/0") != os.devnull or os.getsid(0) != os.getppid():
                         raise OSError(f"stdin {os.readlink('/proc/self/fd/0')}, session {os.getsid(0)}")
+                elif act == "daemon":  # a process left behind, in the build's session or (setsid) one of its own
+                    _daemon(setsid=target == "setsid")
             except OSError as exc:
                 refused.append(f"{act} {target}: {exc}")
         if refused:
@@ -231,6 +259,23 @@ def test_a_backend_cannot_read_another_processs_environment_or_command_line(tmp_
     for target in targets:
         assert f"read {target}: [Errno 13] Permission denied" in error.message, error.message
     assert "/proc/self/status" not in error.message
+
+
+def test_a_process_the_backend_leaves_behind_ends_with_its_build(tmp_path: Path, home: Path) -> None:
+    """A daemon the backend forks, in the build's session or in one of its own (setsid, double
+    fork), outlived the build and ran on unconfined by time; now it is killed, and reaped, before
+    the build returns. Each blocks on a FIFO for good: it is gone, not finished."""
+    src = reach_project(tmp_path / "src", [("daemon", "fork"), ("daemon", "setsid")])
+    os.mkfifo(src / "daemon.fifo")
+    wheel = build(src, tmp_path / "out")
+    assert wheel.parent == tmp_path / "out"
+    pids = [int(line) for line in (src / "daemons.txt").read_text().split()]
+    assert len(pids) == 2
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists(), f"process {pid} outlived the build"
+    with pytest.raises(OSError) as nobody:  # no process is left waiting on the FIFO to read it
+        os.close(os.open(src / "daemon.fifo", os.O_WRONLY | os.O_NONBLOCK))
+    assert nobody.value.errno == errno.ENXIO
 
 
 def test_a_backend_reads_only_the_devices_a_build_needs(tmp_path: Path, home: Path) -> None:

@@ -14,8 +14,9 @@ treated as no Landlock: it refuses every rename across directories, which git do
 object it writes.
 
 Code patchtool did not write (a git pin's build backend) is held tighter, in a ``Sandbox``: a
-process of its own (``sandboxed``: this Python enters the sandbox, then executes the program)
-whose ruleset also handles reading and executing, so it reads only the trees it is given, and,
+process of its own (``sandboxed``: this Python forks a child that enters the sandbox, then
+executes the program, and ends every process the program leaves behind) whose ruleset also
+handles reading and executing, so it reads only the trees it is given, and,
 where the ABI has them, opens no TCP connection (ABI 4) and signals no process outside it (ABI 6).
 Landlock's rulesets stack: the sandbox only narrows what the command itself may do.
 
@@ -40,6 +41,7 @@ import json
 import os
 import pwd
 import queue
+import signal
 import stat
 import sys
 import threading
@@ -59,6 +61,7 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
 _MIN_ABI = 2  # REFER: without it the kernel refuses reparenting, so git cannot store an object
 
 
@@ -347,22 +350,90 @@ def python_reads() -> tuple[Path, ...]:
 
 
 def sandboxed(argv: Sequence[str], sandbox: Sandbox) -> list[str]:
-    """The command line that runs ``argv`` inside ``sandbox``: this Python enters it, then becomes ``argv``."""
+    """The command line that runs ``argv`` inside ``sandbox``: this Python forks a child that enters
+    it and becomes ``argv``, and ends every process ``argv`` leaves behind (``run_sandboxed``)."""
     return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(Path(__file__).parent.parent), sandbox.to_json(), *argv]
 
 
+def reaped(argv: Sequence[str]) -> list[str]:
+    """The command line that runs ``argv`` unconfined, but still ends every process it leaves
+    behind; ``argv`` itself where that cannot be done (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(Path(__file__).parent.parent), "", *argv]
+
+
 def run_sandboxed(spec: str, argv: list[str]) -> NoReturn:
-    """The body of ``sandboxed``'s command line. It fails closed: where the sandbox cannot be
-    entered, nothing runs."""
+    """The body of ``sandboxed``'s (and, with an empty ``spec``, ``reaped``'s) command line. This
+    process, patchtool's own and outside the sandbox, becomes the subreaper of what it starts, forks
+    a child that enters the sandbox and becomes ``argv``, waits for it, then kills every process
+    that is left: a daemon ``argv`` forked, in the same session or one of its own (``setsid`` and
+    a double fork leave it an orphan, which the kernel gives to its nearest subreaper: this process).
+    It exits as ``argv`` did. It fails closed: where the sandbox cannot be entered, nothing runs."""
     try:
-        found = enter(Sandbox.from_json(spec))
-        if not found.usable:
-            raise OSError(errno.ENOSYS, f"no sandbox: Landlock {found.describe()}")
-        os.execvp(argv[0], argv)
-    except (OSError, InternalError) as exc:
-        sys.stderr.write(f"patchtool: cannot run {argv[0] if argv else 'nothing'} in its sandbox: {exc}\n")
-        sys.stderr.flush()
-        os._exit(126)
+        _subreaper()
+        child = os.fork()
+    except OSError as exc:
+        _cannot_run(argv, exc)
+    if child == 0:
+        try:
+            if spec:
+                found = enter(Sandbox.from_json(spec))
+                if not found.usable:
+                    raise OSError(errno.ENOSYS, f"no sandbox: Landlock {found.describe()}")
+            os.execvp(argv[0], argv)
+        except (OSError, InternalError) as exc:
+            _cannot_run(argv, exc)
+    _, status = os.waitpid(child, 0)
+    end_descendants()
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _cannot_run(argv: Sequence[str], exc: Exception) -> NoReturn:
+    sys.stderr.write(f"patchtool: cannot run {argv[0] if argv else 'nothing'} in its sandbox: {exc}\n")
+    sys.stderr.flush()
+    os._exit(126)
+
+
+def _subreaper() -> None:
+    """Orphans among this process's descendants become its children, not init's (``PR_SET_CHILD_SUBREAPER``)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)):
+        code = ctypes.get_errno()
+        raise OSError(code, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(code)}")
+
+
+def end_descendants() -> None:
+    """Kill every descendant of this process (a subreaper: each orphan below it is its child), and
+    reap them: kill the children, wait for one to end, and again, until there is none. A process
+    that forks meanwhile leaves its child an orphan, so a child of this one, killed next time."""
+    while True:
+        for pid in _children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _children() -> list[int]:
+    """This process's children, as /proc says (each process's parent in its ``stat``; the
+    kernel's own ``children`` file is not built into every kernel)."""
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat_line = f.read()
+        except OSError:  # gone already
+            continue
+        fields = stat_line[stat_line.rfind(b")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(name))
+    return found
 
 
 def enter(sandbox: Sandbox) -> Support:

@@ -80,7 +80,7 @@ def _build(
                 cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
             ) -> None:
                 subprocess.run(
-                    confine.sandboxed(cmd, box) if sandboxed else list(cmd),
+                    confine.sandboxed(cmd, box) if sandboxed else confine.reaped(cmd),
                     cwd=cwd,
                     env={**environ, **(extra_environ or {}), **env, "TMPDIR": str(scratch)},
                     stdin=subprocess.DEVNULL,
