@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from cli_run import spawned
-from helpers import HANG_GUARD_S, format_patch, git, write_tree
+from helpers import HANG_GUARD_S, format_patch, git, make_wheel, write_tree
 from patchtool import confine
 from patchtool.errors import BuildError, ExitCode
 from patchtool.wheel import frontend
@@ -313,6 +313,33 @@ def test_a_backend_cannot_connect_over_tcp(tmp_path: Path, home: Path, listener:
     assert no_connection_came(listener)
 
 
+def test_a_sandbox_connects_only_to_the_ports_it_is_given(tmp_path: Path) -> None:
+    """pip's sandbox reaches the index: a TCP port it is given opens, any other is refused."""
+    needs_network_rules()
+    with socket.socket() as given, socket.socket() as other:
+        for sock in (given, other):
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(8)
+        ports = [given.getsockname()[1], other.getsockname()[1]]
+        box = confine.Sandbox(writes=(), reads=(*confine.SYSTEM, *confine.python_reads()), connects=(ports[0],))
+        script = (
+            "import socket, sys\n"
+            "for port in sys.argv[1:]:\n"
+            "    try:\n"
+            "        socket.create_connection(('127.0.0.1', int(port))).close(); print(port, 'open')\n"
+            "    except OSError as exc:\n"
+            "        print(port, exc.errno)\n"
+        )
+        res = subprocess.run(
+            confine.sandboxed([sys.executable, "-I", "-c", script, *map(str, ports)], box),
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD_S,
+        )
+        assert res.stdout.split("\n")[:2] == [f"{ports[0]} open", f"{ports[1]} {errno.EACCES}"], res
+        assert not no_connection_came(given) and no_connection_came(other)
+
+
 # -- through the command line: a git pin's `patchtool build` -----------------------------------------
 
 
@@ -495,7 +522,43 @@ def test_a_direct_reference_a_sandboxed_hook_returns_is_refused(tmp_path: Path, 
     assert not list((tmp_path / "out").glob("*.whl"))
 
 
-def test_a_requirement_pip_cannot_install_is_a_build_error(
+# -- the install step runs confined too: a requirement's .pth file runs in every later pip ---------
+
+PTH_BACKEND = textwrap.dedent("""\
+    from reach_backend import build_wheel  # noqa: F401
+
+    def get_requires_for_build_wheel(config_settings=None):
+        return ["plainreq"]  # a second install: pip starts again, in the environment the first made
+    """)
+
+
+def test_a_requirements_pth_file_runs_confined_in_the_next_install(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build requirement's wheel carries a ``.pth`` file, which the environment's Python runs at
+    every start: the second pip install ran it with the command's own rights, and it wrote into
+    the home directory. pip runs sandboxed now: the write is refused, and the build goes on."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    planted = home / "planted-by-pth"
+    make_wheel(
+        wheels / "pthplant-1.0-py3-none-any.whl",
+        "pthplant",
+        "1.0",
+        {"pthplant.pth": f"import pathlib; pathlib.Path({str(planted)!r}).write_text('planted')\n"},
+    )
+    make_wheel(wheels / "plainreq-1.0-py3-none-any.whl", "plainreq", "1.0", {"plainreq.py": "X = 1\n"})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    src = asking_project(tmp_path / "src", '["pthplant"]', backend="pth_backend")
+    (src / "pth_backend.py").write_text(PTH_BACKEND)
+    wheel = build(src, tmp_path / "out", isolation=True)
+    assert zipfile.ZipFile(wheel).read("demo/__init__.py") == b"X = 1\n"
+    assert not planted.exists()
+    assert sorted(p.name for p in home.iterdir()) == [".netrc", ".ssh"]
+
+
+def test_a_requirement_pip_cannot_install_is_a_build_error_in_pips_words(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Found by an attack: pypa/build's install raised CalledProcessError, which was exit 70."""
@@ -503,5 +566,9 @@ def test_a_requirement_pip_cannot_install_is_a_build_error(
     src = asking_project(tmp_path / "src", '["patchtool-test-no-such-requirement"]')
     with pytest.raises(BuildError) as caught:
         build(src, tmp_path / "out", isolation=True)
-    assert str(caught.value).startswith("installing the build requirements failed: "), caught.value
-    assert caught.value.exit_code == ExitCode.PROBLEMS
+    message = str(caught.value)
+    assert message.startswith(
+        "installing the build requirements failed (pip exit 1): patchtool-test-no-such-requirement\n"
+    ), message
+    assert "No matching distribution found for patchtool-test-no-such-requirement" in message
+    assert caught.value.hint and "pip runs confined (Landlock)" in caught.value.hint

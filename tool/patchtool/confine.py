@@ -17,7 +17,8 @@ Code patchtool did not write (a git pin's build backend) is held tighter, in a `
 process of its own (``sandboxed``: this Python forks a child that enters the sandbox, then
 executes the program, and ends every process the program leaves behind) whose ruleset also
 handles reading and executing, so it reads only the trees it is given, and,
-where the ABI has them, opens no TCP connection (ABI 4) and signals no process outside it (ABI 6).
+where the ABI has them, opens a TCP connection only to the ports it is given (none for a build
+backend; ABI 4) and signals no process outside it (ABI 6).
 Landlock's rulesets stack: the sandbox only narrows what the command itself may do.
 
 Landlock holds the thread that calls ``landlock_restrict_self`` and what it starts from then on,
@@ -191,12 +192,25 @@ def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Suppor
     return found
 
 
-def _enforce(ruleset: int, rules: Iterable[tuple[Path, Access, bool]]) -> None:
-    """Add ``rules`` (a path, its rights, whether it is a directory) to ``ruleset``, then hold this
-    process to it for good; the ruleset's descriptor is closed either way."""
+def _enforce(ruleset: int, rules: Iterable[tuple[Path, Access, bool]], *, ports: Iterable[int] = ()) -> None:
+    """Add ``rules`` (a path, its rights, whether it is a directory) and the TCP ``ports`` it may
+    connect to to ``ruleset``, then hold this process to it for good; the ruleset's descriptor is
+    closed either way."""
     try:
         for path, rights, directory in rules:
             _allow(ruleset, path, rights, directory=directory)
+        for port in ports:
+            rule = _NetPortAttr(allowed_access=_CONNECT_TCP, port=port)
+            try:
+                _syscall(
+                    _SYS_ADD_RULE,
+                    ctypes.c_int(ruleset),
+                    ctypes.c_int(_RULE_NET_PORT),
+                    ctypes.byref(rule),
+                    ctypes.c_uint32(0),
+                )
+            except OSError as exc:
+                raise _refused(f"landlock_add_rule TCP port {port}: {exc.strerror}") from None
         try:
             _no_new_privs()
             _syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
@@ -253,6 +267,8 @@ def _allow(ruleset: int, path: Path, rights: Access, *, directory: bool) -> None
 
 _READS = Access.EXECUTE | Access.READ_FILE | Access.READ_DIR  # ABI 1, like the write rights
 _NET_TCP = 1 << 0 | 1 << 1  # LANDLOCK_ACCESS_NET_BIND_TCP, LANDLOCK_ACCESS_NET_CONNECT_TCP
+_CONNECT_TCP = 1 << 1
+_RULE_NET_PORT = 2
 _SCOPES = 1 << 0 | 1 << 1  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, LANDLOCK_SCOPE_SIGNAL
 _NET_SINCE, _SCOPES_SINCE = 4, 6
 # Where the system keeps its programs, libraries and settings: a sandbox reads them, never writes.
@@ -296,6 +312,11 @@ _WRAPPER = (
 )
 
 
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1  # ``struct landlock_net_port_attr``, packed
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
 class _SandboxAttr(ctypes.Structure):
     # ``struct landlock_ruleset_attr`` whole; the size passed says how much of it the ABI knows.
     _fields_ = [
@@ -309,23 +330,25 @@ class _SandboxAttr(ctypes.Structure):
 class Sandbox:
     """Where a program patchtool did not write may reach: read, execute and write beneath
     ``writes``; read and execute beneath ``reads``; write ``files`` (devices); nothing else. It
-    opens and accepts no TCP connection (ABI 4), and reaches no process outside it by a signal or
-    an abstract Unix socket (ABI 6)."""
+    opens a TCP connection only to the ports in ``connects`` (any host: Landlock knows ports, not
+    addresses) and accepts none (ABI 4), and reaches no process outside it by a signal or an
+    abstract Unix socket (ABI 6)."""
 
     writes: tuple[Path, ...]
     reads: tuple[Path, ...]
     files: tuple[Path, ...] = DEVICES
+    connects: tuple[int, ...] = ()
 
     def to_json(self) -> str:
         """As the wrapper takes it; each path absolute, since the wrapper runs where the program will."""
-        return json.dumps(
-            {key: [os.path.abspath(p) for p in getattr(self, key)] for key in ("writes", "reads", "files")}
-        )
+        paths = {key: [os.path.abspath(p) for p in getattr(self, key)] for key in ("writes", "reads", "files")}
+        return json.dumps({**paths, "connects": list(self.connects)})
 
     @classmethod
     def from_json(cls, text: str) -> Sandbox:
         data = json.loads(text)
-        return cls(**{key: tuple(map(Path, data[key])) for key in ("writes", "reads", "files")})
+        paths = {key: tuple(map(Path, data[key])) for key in ("writes", "reads", "files")}
+        return cls(**paths, connects=tuple(int(port) for port in data.get("connects", ())))
 
 
 def python_reads() -> tuple[Path, ...]:
@@ -458,6 +481,7 @@ def enter(sandbox: Sandbox) -> Support:
             *((tree, _READS if d else _READS & ~Access.READ_DIR, d) for tree, d in directories.items()),
             *((file, (writes & _FILE_RIGHTS) | Access.READ_FILE, False) for file in sandbox.files),
         ],
+        ports=sandbox.connects if found.abi >= _NET_SINCE else (),
     )
     return found
 
