@@ -10,6 +10,7 @@ act that was refused. Real setuptools builds check that the sandbox still lets a
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from cli_run import spawned
-from helpers import HANG_GUARD_S, format_patch, git, write_tree
+from helpers import HANG_GUARD_S, format_patch, git, make_wheel, write_tree
 from patchtool import confine
 from patchtool.errors import BuildError, ExitCode
 from patchtool.wheel import frontend
@@ -44,6 +45,31 @@ REACH_BACKEND = textwrap.dedent('''\
     import zipfile
 
 
+    def _daemon(setsid):
+        """Fork a process that outlives the hook (blocked on a FIFO for good), as a daemon does;
+        its pid goes to daemons.txt and the FIFO daemon.fifo, both in the tree."""
+        r, w = os.pipe()
+        if os.fork() == 0:
+            if setsid:
+                os.setsid()
+                if os.fork():
+                    os._exit(0)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # as a daemon does: it holds none of the build's output
+                os.dup2(null, fd)
+            os.write(w, str(os.getpid()).encode())
+            os.close(w)
+            open("daemon.fifo", "rb").read()
+            os._exit(0)
+        os.close(w)
+        pid = b""
+        while chunk := os.read(r, 32):
+            pid += chunk
+        os.close(r)
+        with open("daemons.txt", "a") as f:
+            f.write(pid.decode() + "\\n")
+
+
     def _reach():
         where = {"prefix": sys.prefix, "tmp": tempfile.gettempdir(), "src": os.getcwd()}
         refused = []
@@ -53,13 +79,18 @@ REACH_BACKEND = textwrap.dedent('''\
                 if act == "write":
                     with open(target, "a") as f:
                         f.write("planted by the build backend\\n")
-                elif act == "read":
-                    pathlib.Path(target).read_bytes()
+                elif act == "read":  # a bounded read: a device may never end
+                    with open(target, "rb") as f:
+                        f.read(1 << 16)
+                elif act == "list":
+                    os.listdir(target)
                 elif act == "connect":
                     socket.create_connection(("127.0.0.1", int(target))).close()
-                elif act == "alone":  # no terminal: stdin is /dev/null, the process leads a session of its own
-                    if os.readlink("/proc/self/fd/0") != os.devnull or os.getsid(0) != os.getpid():
+                elif act == "alone":  # no terminal: stdin is /dev/null, a session of its own, led by patchtool's reaper
+                    if os.readlink("/proc/self/fd/0") != os.devnull or os.getsid(0) != os.getppid():
                         raise OSError(f"stdin {os.readlink('/proc/self/fd/0')}, session {os.getsid(0)}")
+                elif act == "daemon":  # a process left behind, in the build's session or (setsid) one of its own
+                    _daemon(setsid=target == "setsid")
             except OSError as exc:
                 refused.append(f"{act} {target}: {exc}")
         if refused:
@@ -230,6 +261,49 @@ def test_a_backend_cannot_read_another_processs_environment_or_command_line(tmp_
     assert "/proc/self/status" not in error.message
 
 
+def test_a_process_the_backend_leaves_behind_ends_with_its_build(tmp_path: Path, home: Path) -> None:
+    """A daemon the backend forks, in the build's session or in one of its own (setsid, double
+    fork), outlived the build and ran on unconfined by time; now it is killed, and reaped, before
+    the build returns. Each blocks on a FIFO for good: it is gone, not finished."""
+    src = reach_project(tmp_path / "src", [("daemon", "fork"), ("daemon", "setsid")])
+    os.mkfifo(src / "daemon.fifo")
+    wheel = build(src, tmp_path / "out")
+    assert wheel.parent == tmp_path / "out"
+    pids = [int(line) for line in (src / "daemons.txt").read_text().split()]
+    assert len(pids) == 2
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists(), f"process {pid} outlived the build"
+    with pytest.raises(OSError) as nobody:  # no process is left waiting on the FIFO to read it
+        os.close(os.open(src / "daemon.fifo", os.O_WRONLY | os.O_NONBLOCK))
+    assert nobody.value.errno == errno.ENXIO
+
+
+def test_a_backend_reads_only_the_devices_a_build_needs(tmp_path: Path, home: Path) -> None:
+    """/dev was readable whole: another process's shared memory in /dev/shm, disks (as root), the
+    kernel's log. Now only /dev/null, /dev/zero, /dev/urandom, /dev/random and /dev/full."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm here")
+    shared = shm / f"patchtool-test-{os.getpid()}-{tmp_path.name}"
+    shared.write_text("another process's shared memory\n")
+    try:
+        src = reach_project(
+            tmp_path / "src",
+            [
+                *(("read", str(shared)), ("list", "/dev"), ("list", "/dev/shm")),
+                *(("read", d) for d in ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/null")),
+                ("write", "/dev/null"),
+            ],
+        )
+        error = refused(src, tmp_path / "out")
+    finally:
+        shared.unlink()
+    for act, target in (("read", str(shared)), ("list", "/dev"), ("list", "/dev/shm")):
+        assert f"{act} {target}: [Errno 13] Permission denied" in error.message, error.message
+    for granted in ("/dev/zero", "/dev/urandom", "/dev/random", "/dev/null"):
+        assert f" {granted}:" not in error.message, error.message
+
+
 def test_a_backend_cannot_connect_over_tcp(tmp_path: Path, home: Path, listener: socket.socket) -> None:
     needs_network_rules()
     port = listener.getsockname()[1]
@@ -237,6 +311,33 @@ def test_a_backend_cannot_connect_over_tcp(tmp_path: Path, home: Path, listener:
     error = refused(src, tmp_path / "out")
     assert f"connect {port}: [Errno 13] Permission denied" in error.message, error.message
     assert no_connection_came(listener)
+
+
+def test_a_sandbox_connects_only_to_the_ports_it_is_given(tmp_path: Path) -> None:
+    """pip's sandbox reaches the index: a TCP port it is given opens, any other is refused."""
+    needs_network_rules()
+    with socket.socket() as given, socket.socket() as other:
+        for sock in (given, other):
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(8)
+        ports = [given.getsockname()[1], other.getsockname()[1]]
+        box = confine.Sandbox(writes=(), reads=(*confine.SYSTEM, *confine.python_reads()), connects=(ports[0],))
+        script = (
+            "import socket, sys\n"
+            "for port in sys.argv[1:]:\n"
+            "    try:\n"
+            "        socket.create_connection(('127.0.0.1', int(port))).close(); print(port, 'open')\n"
+            "    except OSError as exc:\n"
+            "        print(port, exc.errno)\n"
+        )
+        res = subprocess.run(
+            confine.sandboxed([sys.executable, "-I", "-c", script, *map(str, ports)], box),
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD_S,
+        )
+        assert res.stdout.split("\n")[:2] == [f"{ports[0]} open", f"{ports[1]} {errno.EACCES}"], res
+        assert not no_connection_came(given) and no_connection_came(other)
 
 
 # -- through the command line: a git pin's `patchtool build` -----------------------------------------
@@ -421,7 +522,43 @@ def test_a_direct_reference_a_sandboxed_hook_returns_is_refused(tmp_path: Path, 
     assert not list((tmp_path / "out").glob("*.whl"))
 
 
-def test_a_requirement_pip_cannot_install_is_a_build_error(
+# -- the install step runs confined too: a requirement's .pth file runs in every later pip ---------
+
+PTH_BACKEND = textwrap.dedent("""\
+    from reach_backend import build_wheel  # noqa: F401
+
+    def get_requires_for_build_wheel(config_settings=None):
+        return ["plainreq"]  # a second install: pip starts again, in the environment the first made
+    """)
+
+
+def test_a_requirements_pth_file_runs_confined_in_the_next_install(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build requirement's wheel carries a ``.pth`` file, which the environment's Python runs at
+    every start: the second pip install ran it with the command's own rights, and it wrote into
+    the home directory. pip runs sandboxed now: the write is refused, and the build goes on."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    planted = home / "planted-by-pth"
+    make_wheel(
+        wheels / "pthplant-1.0-py3-none-any.whl",
+        "pthplant",
+        "1.0",
+        {"pthplant.pth": f"import pathlib; pathlib.Path({str(planted)!r}).write_text('planted')\n"},
+    )
+    make_wheel(wheels / "plainreq-1.0-py3-none-any.whl", "plainreq", "1.0", {"plainreq.py": "X = 1\n"})
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    src = asking_project(tmp_path / "src", '["pthplant"]', backend="pth_backend")
+    (src / "pth_backend.py").write_text(PTH_BACKEND)
+    wheel = build(src, tmp_path / "out", isolation=True)
+    assert zipfile.ZipFile(wheel).read("demo/__init__.py") == b"X = 1\n"
+    assert not planted.exists()
+    assert sorted(p.name for p in home.iterdir()) == [".netrc", ".ssh"]
+
+
+def test_a_requirement_pip_cannot_install_is_a_build_error_in_pips_words(
     tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Found by an attack: pypa/build's install raised CalledProcessError, which was exit 70."""
@@ -429,5 +566,9 @@ def test_a_requirement_pip_cannot_install_is_a_build_error(
     src = asking_project(tmp_path / "src", '["patchtool-test-no-such-requirement"]')
     with pytest.raises(BuildError) as caught:
         build(src, tmp_path / "out", isolation=True)
-    assert str(caught.value).startswith("installing the build requirements failed: "), caught.value
-    assert caught.value.exit_code == ExitCode.PROBLEMS
+    message = str(caught.value)
+    assert message.startswith(
+        "installing the build requirements failed (pip exit 1): patchtool-test-no-such-requirement\n"
+    ), message
+    assert "No matching distribution found for patchtool-test-no-such-requirement" in message
+    assert caught.value.hint and "pip runs confined (Landlock)" in caught.value.hint

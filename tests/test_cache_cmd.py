@@ -132,6 +132,11 @@ def test_unexported_checkout_commits_are_named_and_never_cleared_silently(one_pa
         f"unexported: checkout branch 'series' of {one_patch.root.resolve()} (worktree {wt}) holds 1 unexported "
         "commit(s), kept only in the cache\n"
     )
+    rebase = one_patch.run("rebase", "--dry-run", "--to", "1.1", "--json")
+    assert rebase.returncode == 0, rebase.stdout + rebase.stderr
+    warned = json.loads(rebase.stdout)["data"]["unexported"]
+    assert [{k: u[k] for k in ("branch", "root", "worktree")} for u in warned] == expected
+    assert warned[0]["commits"] == [{"commit": commit, "subject": "util: three"}]
 
     before = snapshot(one_patch.cache, one_patch.root)
     for args in (["cache", "clear"], ["cache", "clear", "--json"]):

@@ -14,9 +14,11 @@ treated as no Landlock: it refuses every rename across directories, which git do
 object it writes.
 
 Code patchtool did not write (a git pin's build backend) is held tighter, in a ``Sandbox``: a
-process of its own (``sandboxed``: this Python enters the sandbox, then executes the program)
-whose ruleset also handles reading and executing, so it reads only the trees it is given, and,
-where the ABI has them, opens no TCP connection (ABI 4) and signals no process outside it (ABI 6).
+process of its own (``sandboxed``: this Python forks a child that enters the sandbox, then
+executes the program, and ends every process the program leaves behind) whose ruleset also
+handles reading and executing, so it reads only the trees it is given, and,
+where the ABI has them, opens a TCP connection only to the ports it is given (none for a build
+backend; ABI 4) and signals no process outside it (ABI 6).
 Landlock's rulesets stack: the sandbox only narrows what the command itself may do.
 
 Landlock holds the thread that calls ``landlock_restrict_self`` and what it starts from then on,
@@ -40,6 +42,7 @@ import json
 import os
 import pwd
 import queue
+import signal
 import stat
 import sys
 import threading
@@ -59,6 +62,7 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1 << 0
 _RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
 _MIN_ABI = 2  # REFER: without it the kernel refuses reparenting, so git cannot store an object
 
 
@@ -188,12 +192,25 @@ def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Suppor
     return found
 
 
-def _enforce(ruleset: int, rules: Iterable[tuple[Path, Access, bool]]) -> None:
-    """Add ``rules`` (a path, its rights, whether it is a directory) to ``ruleset``, then hold this
-    process to it for good; the ruleset's descriptor is closed either way."""
+def _enforce(ruleset: int, rules: Iterable[tuple[Path, Access, bool]], *, ports: Iterable[int] = ()) -> None:
+    """Add ``rules`` (a path, its rights, whether it is a directory) and the TCP ``ports`` it may
+    connect to to ``ruleset``, then hold this process to it for good; the ruleset's descriptor is
+    closed either way."""
     try:
         for path, rights, directory in rules:
             _allow(ruleset, path, rights, directory=directory)
+        for port in ports:
+            rule = _NetPortAttr(allowed_access=_CONNECT_TCP, port=port)
+            try:
+                _syscall(
+                    _SYS_ADD_RULE,
+                    ctypes.c_int(ruleset),
+                    ctypes.c_int(_RULE_NET_PORT),
+                    ctypes.byref(rule),
+                    ctypes.c_uint32(0),
+                )
+            except OSError as exc:
+                raise _refused(f"landlock_add_rule TCP port {port}: {exc.strerror}") from None
         try:
             _no_new_privs()
             _syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
@@ -250,12 +267,15 @@ def _allow(ruleset: int, path: Path, rights: Access, *, directory: bool) -> None
 
 _READS = Access.EXECUTE | Access.READ_FILE | Access.READ_DIR  # ABI 1, like the write rights
 _NET_TCP = 1 << 0 | 1 << 1  # LANDLOCK_ACCESS_NET_BIND_TCP, LANDLOCK_ACCESS_NET_CONNECT_TCP
+_CONNECT_TCP = 1 << 1
+_RULE_NET_PORT = 2
 _SCOPES = 1 << 0 | 1 << 1  # LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, LANDLOCK_SCOPE_SIGNAL
 _NET_SINCE, _SCOPES_SINCE = 4, 6
 # Where the system keeps its programs, libraries and settings: a sandbox reads them, never writes.
 # Of /proc only what describes the machine, and the sandboxed process's own directory (``self``,
 # resolved when it enters): another process's environ and cmdline stay closed, which Landlock's
-# ptrace rule alone does not close.
+# ptrace rule alone does not close. Of /dev only the devices a build reads (and /dev/null, in ``files``):
+# not /dev/shm or /dev/mqueue (other processes' shared memory), disks, the terminals or the listing.
 SYSTEM = tuple(
     Path(p)
     for p in (
@@ -268,7 +288,10 @@ SYSTEM = tuple(
         "/libx32",
         "/etc",
         "/sys",
-        "/dev",
+        "/dev/zero",
+        "/dev/urandom",
+        "/dev/random",
+        "/dev/full",
         "/nix/store",
         "/proc/self",
         "/proc/sys",
@@ -289,6 +312,11 @@ _WRAPPER = (
 )
 
 
+class _NetPortAttr(ctypes.Structure):
+    _pack_ = 1  # ``struct landlock_net_port_attr``, packed
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+
 class _SandboxAttr(ctypes.Structure):
     # ``struct landlock_ruleset_attr`` whole; the size passed says how much of it the ABI knows.
     _fields_ = [
@@ -302,23 +330,25 @@ class _SandboxAttr(ctypes.Structure):
 class Sandbox:
     """Where a program patchtool did not write may reach: read, execute and write beneath
     ``writes``; read and execute beneath ``reads``; write ``files`` (devices); nothing else. It
-    opens and accepts no TCP connection (ABI 4), and reaches no process outside it by a signal or
-    an abstract Unix socket (ABI 6)."""
+    opens a TCP connection only to the ports in ``connects`` (any host: Landlock knows ports, not
+    addresses) and accepts none (ABI 4), and reaches no process outside it by a signal or an
+    abstract Unix socket (ABI 6)."""
 
     writes: tuple[Path, ...]
     reads: tuple[Path, ...]
     files: tuple[Path, ...] = DEVICES
+    connects: tuple[int, ...] = ()
 
     def to_json(self) -> str:
         """As the wrapper takes it; each path absolute, since the wrapper runs where the program will."""
-        return json.dumps(
-            {key: [os.path.abspath(p) for p in getattr(self, key)] for key in ("writes", "reads", "files")}
-        )
+        paths = {key: [os.path.abspath(p) for p in getattr(self, key)] for key in ("writes", "reads", "files")}
+        return json.dumps({**paths, "connects": list(self.connects)})
 
     @classmethod
     def from_json(cls, text: str) -> Sandbox:
         data = json.loads(text)
-        return cls(**{key: tuple(map(Path, data[key])) for key in ("writes", "reads", "files")})
+        paths = {key: tuple(map(Path, data[key])) for key in ("writes", "reads", "files")}
+        return cls(**paths, connects=tuple(int(port) for port in data.get("connects", ())))
 
 
 def python_reads() -> tuple[Path, ...]:
@@ -343,22 +373,90 @@ def python_reads() -> tuple[Path, ...]:
 
 
 def sandboxed(argv: Sequence[str], sandbox: Sandbox) -> list[str]:
-    """The command line that runs ``argv`` inside ``sandbox``: this Python enters it, then becomes ``argv``."""
+    """The command line that runs ``argv`` inside ``sandbox``: this Python forks a child that enters
+    it and becomes ``argv``, and ends every process ``argv`` leaves behind (``run_sandboxed``)."""
     return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(Path(__file__).parent.parent), sandbox.to_json(), *argv]
 
 
+def reaped(argv: Sequence[str]) -> list[str]:
+    """The command line that runs ``argv`` unconfined, but still ends every process it leaves
+    behind; ``argv`` itself where that cannot be done (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [sys.executable, "-I", "-S", "-c", _WRAPPER, str(Path(__file__).parent.parent), "", *argv]
+
+
 def run_sandboxed(spec: str, argv: list[str]) -> NoReturn:
-    """The body of ``sandboxed``'s command line. It fails closed: where the sandbox cannot be
-    entered, nothing runs."""
+    """The body of ``sandboxed``'s (and, with an empty ``spec``, ``reaped``'s) command line. This
+    process, patchtool's own and outside the sandbox, becomes the subreaper of what it starts, forks
+    a child that enters the sandbox and becomes ``argv``, waits for it, then kills every process
+    that is left: a daemon ``argv`` forked, in the same session or one of its own (``setsid`` and
+    a double fork leave it an orphan, which the kernel gives to its nearest subreaper: this process).
+    It exits as ``argv`` did. It fails closed: where the sandbox cannot be entered, nothing runs."""
     try:
-        found = enter(Sandbox.from_json(spec))
-        if not found.usable:
-            raise OSError(errno.ENOSYS, f"no sandbox: Landlock {found.describe()}")
-        os.execvp(argv[0], argv)
-    except (OSError, InternalError) as exc:
-        sys.stderr.write(f"patchtool: cannot run {argv[0] if argv else 'nothing'} in its sandbox: {exc}\n")
-        sys.stderr.flush()
-        os._exit(126)
+        _subreaper()
+        child = os.fork()
+    except OSError as exc:
+        _cannot_run(argv, exc)
+    if child == 0:
+        try:
+            if spec:
+                found = enter(Sandbox.from_json(spec))
+                if not found.usable:
+                    raise OSError(errno.ENOSYS, f"no sandbox: Landlock {found.describe()}")
+            os.execvp(argv[0], argv)
+        except (OSError, InternalError) as exc:
+            _cannot_run(argv, exc)
+    _, status = os.waitpid(child, 0)
+    end_descendants()
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
+
+
+def _cannot_run(argv: Sequence[str], exc: Exception) -> NoReturn:
+    sys.stderr.write(f"patchtool: cannot run {argv[0] if argv else 'nothing'} in its sandbox: {exc}\n")
+    sys.stderr.flush()
+    os._exit(126)
+
+
+def _subreaper() -> None:
+    """Orphans among this process's descendants become its children, not init's (``PR_SET_CHILD_SUBREAPER``)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)):
+        code = ctypes.get_errno()
+        raise OSError(code, f"prctl(PR_SET_CHILD_SUBREAPER): {os.strerror(code)}")
+
+
+def end_descendants() -> None:
+    """Kill every descendant of this process (a subreaper: each orphan below it is its child), and
+    reap them: kill the children, wait for one to end, and again, until there is none. A process
+    that forks meanwhile leaves its child an orphan, so a child of this one, killed next time."""
+    while True:
+        for pid in _children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def _children() -> list[int]:
+    """This process's children, as /proc says (each process's parent in its ``stat``; the
+    kernel's own ``children`` file is not built into every kernel)."""
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat_line = f.read()
+        except OSError:  # gone already
+            continue
+        fields = stat_line[stat_line.rfind(b")") + 2 :].split()  # after "pid (comm) ": state, ppid, ...
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(name))
+    return found
 
 
 def enter(sandbox: Sandbox) -> Support:
@@ -383,6 +481,7 @@ def enter(sandbox: Sandbox) -> Support:
             *((tree, _READS if d else _READS & ~Access.READ_DIR, d) for tree, d in directories.items()),
             *((file, (writes & _FILE_RIGHTS) | Access.READ_FILE, False) for file in sandbox.files),
         ],
+        ports=sandbox.connects if found.abi >= _NET_SINCE else (),
     )
     return found
 

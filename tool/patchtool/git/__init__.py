@@ -13,6 +13,7 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
   user is to git and how they like conflicts shown;
 - ``stream``: commits as a fast-import stream, where paths are quoted;
 - ``changes``: git's ``--raw`` output as data;
+- ``limits``: how long and how much one fetch from a remote may take (the user's to set);
 - ``memo``: answers about immutable objects, remembered (only while the objects they name exist,
   as the one reader finds them); ``materialise``: a commit put on disk.
 """

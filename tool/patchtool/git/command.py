@@ -277,8 +277,14 @@ def remote_env(*, allow_local: bool) -> dict[str, str]:
     }
 
 
-# a fetch slower than 1 KiB/s for 60 s is given up, as a download's every wait is (upstream/index.py)
-FETCH_CONFIG: tuple[tuple[str, str], ...] = (("http.lowSpeedLimit", "1024"), ("http.lowSpeedTime", "60"))
+# a fetch slower than 1 KiB/s for 60 s is given up, as a download's every wait is (upstream/index.py);
+# what it receives is kept as one pack, whatever its count of objects, so its size bounds the pack (limits.py)
+FETCH_CONFIG: tuple[tuple[str, str], ...] = (
+    ("http.lowSpeedLimit", "1024"),
+    ("http.lowSpeedTime", "60"),
+    ("transfer.unpackLimit", "1"),
+    ("fetch.unpackLimit", "1"),
+)
 
 
 LOCAL_ONLY_ENV = MappingProxyType({"GIT_PROTOCOL_FROM_USER": "0", "GIT_ALLOW_PROTOCOL": "file"})
@@ -479,16 +485,25 @@ class Runner:
         """stdout of a command that must succeed, stripped."""
         return self.run(command, *options, args=args, paths=paths, env=env).stdout.decode().strip()
 
-    def start(self, argv: Argv, *, stdin: bool = False, stdout: bool = True) -> Process:
-        """A git process left running."""
+    def start(
+        self,
+        argv: Argv,
+        *,
+        stdin: bool = False,
+        stdout: bool = True,
+        env: Mapping[str, str] | None = None,
+        preexec: Callable[[], None] | None = None,
+    ) -> Process:
+        """A git process left running; ``preexec`` runs in the child before git (a resource limit)."""
         with mapped(argv.name):
             return Process(
                 self._git.execute(
                     ["git", *self._prefix, *argv.words()],
-                    env=self._env(argv.command, None),
+                    env=self._env(argv.command, env),
                     istream=subprocess.PIPE if stdin else None,
                     as_process=True,
                     with_stdout=stdout,
+                    **({"preexec_fn": preexec} if preexec is not None else {}),
                 )
             )
 

@@ -20,6 +20,7 @@ from patchtool import fsroot, progress
 from patchtool.errors import GitError
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
 from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
+from patchtool.git.limits import FetchLimits, FetchTooSlow, leftovers, pack_files
 from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
 from patchtool.paths import read_text_if_present, tree_path_problem
@@ -493,21 +494,36 @@ class Repo:
                 self._runner.run("worktree unlock", args=[w.path], check=False)
         self.forget_missing_worktrees()
 
-    def fetch(self, url: SourceUrl, refspec: str, *, allow_local: LocalUrls | bool) -> None:
+    def fetch(
+        self, url: SourceUrl, refspec: str, *, allow_local: LocalUrls | bool, limits: FetchLimits | None = None
+    ) -> None:
         """Fetch ``refspec`` from a remote by a protocol the user allows (``urls.permit``: https,
         and with ``allow_local`` plain http and local repositories; any the user gave themselves),
-        which git is held to as well."""
+        which git is held to as well; within ``limits`` (else the user's, ``FetchLimits.from_environment``):
+        past its deadline ``FetchTooSlow``, past its size ``FetchTooLarge``, and nothing of it kept."""
         permit(url, allow_local=allow_local)
-        res = self._runner.run(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            args=[url.text, refspec],
+        limits = limits or FetchLimits.from_environment()
+        what = f"git fetch {url} {refspec}"
+        told = f"the git fetch from {url}"  # the refspec names patchtool's own refs, nothing the user wrote
+        before = pack_files(self.git_dir)
+        proc = self._runner.start(
+            Argv("fetch", ("--quiet", "--no-tags", "--no-write-fetch-head"), (url.text, refspec)),
             env=remote_env(allow_local=bool(allow_local) or url.user),
-            check=False,
+            preexec=limits.preexec(),
         )
-        if res.returncode != 0:
-            raise GitError(f"git fetch {url} {refspec} failed: {res.stderr.strip()}")
+        try:
+            status, _, raw = limits.wait(proc.popen, what=told)
+        except FetchTooSlow:
+            leftovers(self.git_dir, before)
+            raise
+        if status == 0:
+            return
+        said = raw.decode(errors="replace").strip()
+        outgrown = limits.outgrown(self.git_dir, before, status, said)
+        leftovers(self.git_dir, before)
+        if outgrown:
+            raise limits.too_large(told)
+        raise GitError(f"{what} failed: {said}")
 
     def fetch_from(self, other: Repo, refspec: str) -> None:
         """Fetch ``refspec`` from another of patchtool's own repositories (local transport alone)."""

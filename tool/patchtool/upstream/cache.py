@@ -29,6 +29,7 @@ from pathlib import Path
 
 from patchtool import fsroot, git
 from patchtool.errors import GitError, UpstreamError
+from patchtool.git.limits import FetchLimits
 from patchtool.project import lock
 from patchtool.project.pins import PINS_DIR, Artifact, Pin
 from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
@@ -58,11 +59,14 @@ class Cache:
         fetcher: Fetcher | None = None,
         index_url: str | None = None,
         allow_local: LocalUrls | bool | None = None,
+        fetch_limits: FetchLimits | None = None,
     ) -> None:
         """``allow_local``: the user lets the repository's urls be local or plain http (the CLI
-        passes what ``--allow-local-urls`` and the environment say; default: the environment)."""
+        passes what ``--allow-local-urls`` and the environment say; default: the environment);
+        ``fetch_limits``: how long and how much a git fetch may take (default: the environment's)."""
         self.root = root
         self.allow_local = allowed_by_environment() if allow_local is None else LocalUrls.of(allow_local)
+        self.fetch_limits = fetch_limits or FetchLimits.from_environment()
         self.fetcher = fetcher or Fetcher(allow_local=self.allow_local)
         self.index = PackageIndex(self.fetcher, override=index_url)
         self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked)
@@ -319,7 +323,12 @@ class Cache:
         if not self.repo.has_object(f"{src.commit}^{{commit}}"):
             with self.repo.scratch() as scratch:  # nothing reaches the cache until the tag is verified
                 try:
-                    scratch.fetch(src.url, f"+refs/tags/{src.tag}:refs/probe/tag", allow_local=self.allow_local)
+                    scratch.fetch(
+                        src.url,
+                        f"+refs/tags/{src.tag}:refs/probe/tag",
+                        allow_local=self.allow_local,
+                        limits=self.fetch_limits,
+                    )
                 except GitError as exc:
                     raise UpstreamError(
                         f"could not fetch tag {src.tag} from {src.url}: {exc}",
@@ -341,7 +350,9 @@ class Cache:
         assert src is not None and src.commit is not None
         where = f"{PINS_DIR}/{pin.name}.toml"
         try:
-            scratch.fetch(src.url, f"{src.commit}:refs/probe/pinned", allow_local=self.allow_local)
+            scratch.fetch(
+                src.url, f"{src.commit}:refs/probe/pinned", allow_local=self.allow_local, limits=self.fetch_limits
+            )
         except GitError:  # the remote does not have it, or will not serve a commit by its sha
             return UpstreamError(
                 f"pin {pin.name} names commit {src.commit}, which {src.url} does not have (its tag {src.tag} is "

@@ -190,7 +190,9 @@ def git_source(cache: Cache, given: str, tag: str) -> GitSource:
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
         try:
-            cache.repo.fetch(url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local)
+            cache.repo.fetch(
+                url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local, limits=cache.fetch_limits
+            )
         except GitError as exc:
             raise UpstreamError(
                 f"could not fetch tag {tag} from {url}: {exc.message}", hint="check the URL and the tag"

@@ -163,7 +163,9 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
         try:
-            cache.repo.fetch(src.url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local)
+            cache.repo.fetch(
+                src.url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local, limits=cache.fetch_limits
+            )
         except GitError as exc:
             raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
         commit = cache.repo.resolve(fetched)
@@ -234,7 +236,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
             with cache.locked():
                 git.Repo.init_bare(cache.repo.git_dir)
                 try:
-                    cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local)
+                    cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local, limits=cache.fetch_limits)
                 except GitError as exc:
                     raise UpstreamError(f"could not fetch commit {target} from {pin.git.url}: {exc}") from None
             commit = cache.repo.resolve(target)

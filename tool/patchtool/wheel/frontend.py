@@ -8,15 +8,20 @@ processes runs without a terminal, in a Landlock sandbox (``confine.Sandbox``): 
 beneath the tree it builds, the wheel's directory and a temporary directory of its own; it reads
 only those, the system's directories, the Python that runs it, the isolated environment (without
 writing there) and the ``reads`` it is given; it opens no TCP connection. Its build requirements
-are installed before, by pip, outside the sandbox.
+are installed before, by pip, in a sandbox of pip's own (``_install``): it writes only the isolated
+environment and its own temporary directory, and connects only to the index's ports.
 """
 
 from __future__ import annotations
 
+import configparser
 import contextlib
+import functools
 import os
 import subprocess
+import sys
 import tempfile
+import urllib.parse
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -80,7 +85,7 @@ def _build(
                 cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
             ) -> None:
                 subprocess.run(
-                    confine.sandboxed(cmd, box) if sandboxed else list(cmd),
+                    confine.sandboxed(cmd, box) if sandboxed else confine.reaped(cmd),
                     cwd=cwd,
                     env={**environ, **(extra_environ or {}), **env, "TMPDIR": str(scratch)},
                     stdin=subprocess.DEVNULL,
@@ -92,9 +97,13 @@ def _build(
 
             stack.enter_context(_temporary_files_in(scratch))  # where the hooks' input and output files are
             if venv is not None:
+                pipdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchtool-pip-")))
                 builder = build.ProjectBuilder.from_isolated_env(venv, srcdir, runner=runner)
-                venv.install(_by_name(builder.build_system_requires, "its [build-system] requires"))
-                venv.install(_by_name(builder.get_requires_for_build("wheel"), "its backend's requirements"))
+                install = functools.partial(
+                    _install, Path(venv.path), venv.python_executable, pipdir, environ, sandboxed
+                )
+                install(_by_name(builder.build_system_requires, "its [build-system] requires"))
+                install(_by_name(builder.get_requires_for_build("wheel"), "its backend's requirements"))
                 return Path(builder.build("wheel", outdir))
             builder = build.ProjectBuilder(srcdir, runner=runner)
             missing = builder.check_dependencies("wheel")
@@ -123,6 +132,117 @@ def _build(
         ) from None
     except build.BuildException as exc:
         raise BuildError(f"the build could not start: {exc}") from None
+
+
+def _install(
+    venv: Path, python: str, pipdir: Path, environ: Mapping[str, str], sandboxed: bool, requirements: Sequence[str]
+) -> None:
+    """pip installs ``requirements`` into the isolated environment ``venv``, as pypa/build would,
+    but in a sandbox of its own: a requirement is the project's choice, and an installed wheel's
+    ``.pth`` file runs in every later start of the environment's Python (pip's next install among
+    them). pip may write only the environment and ``pipdir`` (its temporary files and a cache of
+    its own, so nothing it runs plants a wheel in the user's pip cache), read what the backend may
+    read and pip's configuration, and connect to the index's ports alone."""
+    if not requirements:
+        return
+    listed = pipdir / "requirements.txt"
+    listed.write_text("\n".join(requirements) + "\n", encoding="utf-8")
+    has_pip = any(venv.glob("lib/python*/site-packages/pip/__init__.py"))  # else build's venv uses the outer pip
+    pip = [python, "-Im", "pip"] if has_pip else [sys.executable, "-m", "pip", "--python", python]
+    cmd = [
+        *pip,
+        "install",
+        "--use-pep517",
+        "--no-warn-script-location",
+        "--no-compile",
+        "--no-input",
+        "-r",
+        str(listed),
+    ]
+    box = confine.Sandbox(
+        writes=(venv, pipdir),
+        reads=(*confine.SYSTEM, *confine.python_reads(), *_pip_reads()),
+        connects=_index_ports(),
+    )
+    res = subprocess.run(
+        confine.sandboxed(cmd, box) if sandboxed else confine.reaped(cmd),
+        env={
+            **environ,
+            "TMPDIR": str(pipdir),
+            "PIP_CACHE_DIR": str(pipdir / "cache"),
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        },
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        check=False,
+    )
+    if res.returncode:
+        tail = "\n".join(res.stdout.decode("utf-8", "replace").splitlines()[-_TAIL:])
+        hint = "check the network and the requirements' names, or install them yourself and build with --no-isolation"
+        if sandboxed:
+            hint = (
+                f"pip runs confined (Landlock): it may write only the build's environment and its own temporary "
+                f"directory, read the system's and Python's directories and its configuration, and connect to the "
+                f"ports of the index ({', '.join(map(str, box.connects))}); {hint}"
+            )
+        raise BuildError(
+            f"installing the build requirements failed (pip exit {res.returncode}): {', '.join(requirements)}\n{tail}",
+            hint=hint,
+        )
+
+
+def _pip_config_files() -> list[Path]:
+    """pip's configuration files, as pip looks for them on Linux (a site file in the environment aside)."""
+    home = Path(os.path.expanduser("~"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    dirs = [Path(d) for d in (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep) if d]
+    files = [
+        *(d / "pip" / "pip.conf" for d in dirs),
+        Path("/etc/pip.conf"),
+        home / ".pip" / "pip.conf",
+        xdg / "pip" / "pip.conf",
+    ]
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    return files
+
+
+def _pip_settings() -> list[str]:
+    """Every word of pip's settings: its ``PIP_*`` variables, the proxies, and its configuration files."""
+    text = [value for key, value in os.environ.items() if key.startswith("PIP_") or key.lower().endswith("_proxy")]
+    for file in _pip_config_files():
+        parser = configparser.RawConfigParser()
+        with contextlib.suppress(OSError, configparser.Error, UnicodeDecodeError):
+            parser.read(file, encoding="utf-8")
+        text += [value for section in parser.sections() for _, value in parser.items(section)]
+    return " ".join(text).split()
+
+
+def _pip_reads() -> list[Path]:
+    """What pip reads beside Python and the system: its configuration and the local files and
+    directories its settings name (a ``file:`` index, find-links, constraints, certificates)."""
+    out = _pip_config_files()
+    out += [Path(os.environ[k]) for k in ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR") if os.environ.get(k)]
+    for word in _pip_settings():
+        if word.startswith("file:"):  # a local index: its pages link to files beside them (<root>/simple, <root>/files)
+            path = Path(urllib.parse.unquote(urllib.parse.urlsplit(word).path))
+            out += [path, path.parent] if path.is_absolute() and path.parent != path else []
+        elif word.startswith("/"):
+            out.append(Path(word))
+    return out
+
+
+def _index_ports() -> tuple[int, ...]:
+    """The TCP ports pip may connect to: https and http, and every port a url in pip's settings
+    (an index, find-links, a proxy) names."""
+    ports = {443, 80}
+    for word in _pip_settings():
+        if "://" in word:
+            with contextlib.suppress(ValueError):
+                ports.add(urllib.parse.urlsplit(word).port or 443)
+    return tuple(sorted(ports))
 
 
 def _by_name(requirements: Iterable[str], what: str) -> list[str]:

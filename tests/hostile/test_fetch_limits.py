@@ -1,0 +1,144 @@
+"""A git fetch is bounded in time and size, by the user alone (issue 29): a remote that never
+answers held a command for good, and one that sends gigabytes filled the cache.
+
+The remote that never answers is a real repository whose ``packed-refs`` is a FIFO: its
+``upload-pack`` waits on it for good, so the fetch is stuck without any timing; the test's clock
+moves past the deadline only once that is so. The large remote is a real repository holding an
+incompressible blob of 2 MiB, fetched under a limit of 1 MiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import Demo
+from helpers import HANG_GUARD_S, git, snapshot
+from patchtool.errors import ExitCode, UsageError
+from patchtool.git import Repo
+from patchtool.git.limits import FetchLimits, FetchTooSlow
+from patchtool.urls import SourceUrl
+
+
+def upstream_with_tag(where: Path, files: dict[str, bytes]) -> str:
+    """A repository at ``where`` with one commit of ``files``, tagged v1; its commit."""
+    where.mkdir()
+    git(where, "init", "-q", "-b", "main")
+    for name, data in files.items():
+        (where / name).write_bytes(data)
+    git(where, "add", "-A")
+    git(where, "commit", "-q", "-m", "one")
+    git(where, "tag", "v1")
+    return git(where, "rev-parse", "HEAD").strip()
+
+
+class StuckRemote:
+    """A bare repository whose refs git reads through a FIFO: its upload-pack blocks opening it, or
+    reading it once the test holds the other end, and never answers. ``clock`` stands still until
+    an upload-pack is stuck there, then moves a day a reading."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        upstream_with_tag(tmp_path / "work", {"a.txt": b"a\n"})
+        self.path = tmp_path / "stuck.git"
+        git(tmp_path, "clone", "-q", "--bare", str(tmp_path / "work"), str(self.path))
+        git(self.path, "pack-refs", "--all")
+        (self.path / "packed-refs").unlink()
+        os.mkfifo(self.path / "packed-refs")
+        self.held: int | None = None  # the FIFO's write end once a reader came: it keeps the reader waiting
+        self.now = 0.0
+
+    def clock(self) -> float:
+        if self.held is None:
+            try:
+                self.held = os.open(self.path / "packed-refs", os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                assert exc.errno == errno.ENXIO  # no reader yet
+                return self.now
+        self.now += 86400
+        return self.now
+
+    def release(self) -> None:
+        """Let whatever reads the refs go on (to find none): the end of the test, or the hang guard.
+        A regular file takes the FIFO's place before its reader is let go, so no later open blocks."""
+        if self.held is None:
+            with contextlib.suppress(OSError):
+                self.held = os.open(self.path / "packed-refs", os.O_WRONLY | os.O_NONBLOCK)
+        (self.path / "packed-refs.new").write_bytes(b"")
+        os.replace(self.path / "packed-refs.new", self.path / "packed-refs")
+        if self.held is not None and self.held >= 0:
+            os.close(self.held)
+        self.held = -1
+
+
+def test_a_fetch_from_a_remote_that_never_answers_ends_at_its_deadline(tmp_path: Path) -> None:
+    stuck = StuckRemote(tmp_path)
+    into = Repo.init_bare(tmp_path / "into.git")
+    guard = threading.Timer(HANG_GUARD_S, stuck.release)  # a guard against a hang, never what is asserted
+    guard.start()
+    url = SourceUrl.parse(str(stuck.path), git=True, user=True)
+    try:
+        with pytest.raises(FetchTooSlow) as caught:
+            into.fetch(
+                url, "+refs/tags/v1:refs/probe", allow_local=True, limits=FetchLimits(deadline=1, clock=stuck.clock)
+            )
+    finally:
+        guard.cancel()
+        stuck.release()
+    assert caught.value.message == (
+        f"the git fetch from {stuck.path} took longer than the 1 s patchtool gives one git fetch; refusing it"
+    )
+    assert caught.value.exit_code == ExitCode.UPSTREAM
+    assert "PATCHTOOL_FETCH_DEADLINE" in (caught.value.hint or "")
+    assert into.resolve("refs/probe") is None
+
+
+def test_a_fetch_larger_than_its_size_is_refused_and_leaves_nothing(one_patch: Demo, tmp_path: Path) -> None:
+    """``pin add --git`` of a repository whose pack outgrows the user's size: exit 4, the pin not
+    written, and no partial pack left in the cache."""
+    big = tmp_path / "big"
+    upstream_with_tag(big, {"blob.bin": os.urandom(2 << 20)})
+    assert one_patch.run("check").returncode == 0  # the cache exists, with its own packs
+    before = snapshot(one_patch.root, one_patch.cache)
+    res = one_patch.run(
+        "pin", "add", "--git", str(big), "--tag", "v1", "--json", env={"PATCHTOOL_FETCH_MAX_SIZE": "1m"}
+    )
+    assert res.returncode == ExitCode.UPSTREAM, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"] == (
+        f"the git fetch from {big} received more than the 1048576 bytes patchtool lets one git fetch take; refusing it"
+    )
+    assert "PATCHTOOL_FETCH_MAX_SIZE" in error["hint"]
+    assert snapshot(one_patch.root, one_patch.cache) == before
+    # the same fetch under the default size goes through
+    res = one_patch.run("pin", "add", "--git", str(big), "--tag", "v1")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_the_fetch_limits_are_the_users_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PATCHTOOL_FETCH_DEADLINE", raising=False)
+    monkeypatch.delenv("PATCHTOOL_FETCH_MAX_SIZE", raising=False)
+    assert (FetchLimits.from_environment().deadline, FetchLimits.from_environment().max_bytes) == (1800, 4 << 30)
+    monkeypatch.setenv("PATCHTOOL_FETCH_DEADLINE", "90")
+    monkeypatch.setenv("PATCHTOOL_FETCH_MAX_SIZE", "16g")
+    assert (FetchLimits.from_environment().deadline, FetchLimits.from_environment().max_bytes) == (90, 16 << 30)
+    monkeypatch.setenv("PATCHTOOL_FETCH_MAX_SIZE", "1000")
+    assert FetchLimits.from_environment().max_bytes == 1000
+    for bad in ("soon", "0", "-5", "nan", "1e9"):
+        monkeypatch.setenv("PATCHTOOL_FETCH_DEADLINE", bad)
+        with pytest.raises(UsageError) as exc:
+            FetchLimits.from_environment()
+        assert exc.value.message == f"PATCHTOOL_FETCH_DEADLINE={bad!r} is not a number of seconds from 1 to 604800"
+    monkeypatch.delenv("PATCHTOOL_FETCH_DEADLINE")
+    for bad in ("big", "0", "-1", "2t", "1025g", "1.5g"):
+        monkeypatch.setenv("PATCHTOOL_FETCH_MAX_SIZE", bad)
+        with pytest.raises(UsageError) as exc:
+            FetchLimits.from_environment()
+        assert exc.value.message.startswith(
+            f"PATCHTOOL_FETCH_MAX_SIZE={bad!r} is not a number of bytes from 1 to 1 TiB"
+        )

@@ -1,0 +1,169 @@
+"""How long and how much one git fetch from a remote may take: the user's to set, never a
+repository's.
+
+A fetch has an overall deadline (``PATCHTOOL_FETCH_DEADLINE`` seconds, else 30 minutes, on a clock
+a test can move), past which its whole process group is killed, and a size (``PATCHTOOL_FETCH_MAX_SIZE``,
+else 4 GiB): every file a process of the fetch writes is held to it by ``RLIMIT_FSIZE``, and the
+received objects are always kept as one pack (``transfer.unpackLimit=1``), so the pack the remote
+sends is what the size bounds. git's own ``http.lowSpeedLimit`` gives up a stalled transfer sooner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+import re
+import resource
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from patchtool import fsroot
+from patchtool.errors import UpstreamError, UsageError
+
+DEADLINE_ENV = "PATCHTOOL_FETCH_DEADLINE"
+SIZE_ENV = "PATCHTOOL_FETCH_MAX_SIZE"
+DEFAULT_DEADLINE = 1800.0  # 30 minutes, as one download (upstream/index.py)
+MAX_DEADLINE = 7 * 86400
+DEFAULT_SIZE = 4 << 30  # as a download without a pinned size
+MAX_SIZE = 1 << 40
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+class FetchTooSlow(UpstreamError):
+    """A fetch that ran past its overall deadline."""
+
+
+class FetchTooLarge(UpstreamError):
+    """A fetch whose pack outgrew its size."""
+
+
+def _deadline(given: str) -> float:
+    try:
+        value = float(given)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= MAX_DEADLINE:  # nan fails this too
+        raise UsageError(
+            f"{DEADLINE_ENV}={given!r} is not a number of seconds from 1 to {MAX_DEADLINE}",
+            hint=f"set it to the most seconds one git fetch may take (default {DEFAULT_DEADLINE:.0f}), or unset it",
+        )
+    return value
+
+
+def _size(given: str) -> int:
+    found = re.fullmatch(r"([0-9]{1,16})([kmg]?)", given.lower())
+    value = int(found[1]) * _UNITS[found[2]] if found else 0
+    if not 1 <= value <= MAX_SIZE:
+        raise UsageError(
+            f"{SIZE_ENV}={given!r} is not a number of bytes from 1 to 1 TiB (a k, m or g suffix counts KiB, MiB, GiB)",
+            hint=f"set it to the most one git fetch may receive (default {DEFAULT_SIZE >> 30}g), or unset it",
+        )
+    return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class FetchLimits:
+    """The overall ``deadline`` (seconds on ``clock``) and the most bytes (``max_bytes``) of one fetch."""
+
+    deadline: float = DEFAULT_DEADLINE
+    max_bytes: int = DEFAULT_SIZE
+    clock: Callable[[], float] = time.monotonic
+
+    @classmethod
+    def from_environment(cls) -> FetchLimits:
+        """The limits the user set (``PATCHTOOL_FETCH_DEADLINE``, ``PATCHTOOL_FETCH_MAX_SIZE``), else the defaults."""
+        deadline, size = (os.environ.get(k, "").strip() for k in (DEADLINE_ENV, SIZE_ENV))
+        return cls(
+            deadline=_deadline(deadline) if deadline else DEFAULT_DEADLINE,
+            max_bytes=_size(size) if size else DEFAULT_SIZE,
+        )
+
+    def _effective(self) -> int:
+        """``max_bytes``, or a lower hard limit the user set."""
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        return self.max_bytes if hard == resource.RLIM_INFINITY else min(self.max_bytes, hard)
+
+    def preexec(self) -> Callable[[], None]:
+        """What the child runs before git: every file it and its children write is held to ``max_bytes``."""
+        most = self._effective()
+        return functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (most, most))
+
+    def wait(self, popen: subprocess.Popen[bytes], *, what: str) -> tuple[int, bytes, bytes]:
+        """The exit status and output of the fetch ``popen``, or, once the deadline passed, its whole
+        process group killed (it leads a session of its own) and ``FetchTooSlow``."""
+        end = self.clock() + self.deadline
+        while (remaining := end - self.clock()) > 0:
+            try:
+                out, err = popen.communicate(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                continue
+            return popen.returncode, out, err
+        kill_group(popen)
+        raise FetchTooSlow(
+            f"{what} took longer than the {self.deadline:g} s patchtool gives one git fetch; refusing it",
+            hint=f"check the network and run the command again, or give it longer with {DEADLINE_ENV}",
+        )
+
+    def outgrown(self, git_dir: Path, before: Sequence[str], status: int, stderr: str) -> bool:
+        """Whether a fetch into ``git_dir`` that failed was stopped by the size: a process of it
+        wrote a file up to ``RLIMIT_FSIZE`` and died of ``SIGXFSZ`` at the next byte (a new pack
+        file as large as the limit; git names it only where it waits for the child's status)."""
+        xfsz = int(signal.SIGXFSZ)
+        if status == -xfsz or f"died of signal {xfsz}" in stderr:
+            return True
+        pack = git_dir / "objects" / "pack"
+        most = self._effective()
+        for name in _new(pack, before):
+            with contextlib.suppress(OSError):
+                if (pack / name).lstat().st_size >= most:
+                    return True
+        return False
+
+    def too_large(self, what: str) -> FetchTooLarge:
+        return FetchTooLarge(
+            f"{what} received more than the {self.max_bytes} bytes patchtool lets one git fetch take; refusing it",
+            hint=f"if the repository is that large, allow more with {SIZE_ENV} (e.g. {SIZE_ENV}=16g)",
+        )
+
+
+def kill_group(popen: subprocess.Popen[bytes]) -> None:
+    """Kill ``popen``'s process group (it leads a session of its own: git and every helper it
+    started) and reap it; its pipes are closed unread, since nothing it said is wanted."""
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except ProcessLookupError:  # already gone
+        pass
+    popen.wait()
+    for pipe in (popen.stdout, popen.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def pack_files(git_dir: Path) -> list[str]:
+    """The names in ``git_dir``'s pack directory, to tell a fetch's new files from the old."""
+    try:
+        return os.listdir(git_dir / "objects" / "pack")
+    except OSError:
+        return []
+
+
+def _new(pack: Path, before: Sequence[str]) -> list[str]:
+    try:
+        return sorted(set(os.listdir(pack)) - set(before))
+    except OSError:
+        return []
+
+
+def leftovers(git_dir: Path, before: Sequence[str]) -> None:
+    """Remove the temporary pack files a failed fetch left in ``git_dir`` (a process killed by a
+    signal removes none): the ``tmp_*`` files not in ``before``."""
+    root = fsroot.Root(git_dir)
+    for name in _new(git_dir / "objects" / "pack", before):
+        if name.startswith("tmp_"):
+            with contextlib.suppress(OSError):
+                root.unlink(f"objects/pack/{name}")
