@@ -196,7 +196,7 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
         quilt = base / "quilt-from"
         s, _ = step("export --quilt (unchanged)", fork, "export", "--quilt", str(quilt))
         if s.rc == 0:
-            result["export_identical"] = _compare_quilt(debian_dir / p.debian / "debian/patches", quilt)
+            result["export_identical"] = _compare_quilt(debian_dir / p.debian / "debian/patches", quilt / "patches")
         s, out = step("scan", fork, "--json", "scan", "--versions", p.scan)
         result["scan"] = _scan_summary(_json(out))
         stops: list[str] = []
@@ -217,7 +217,7 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
                 again.mkdir()
                 s, _ = step("init (newer)", again, "init", "--upstream", f"{p.name}=={p.to_version}", "--sdist")
                 if s.rc == 0:
-                    step("import back", again, "import", "--series", str(quilt / "series"))
+                    step("import back", again, "import", "--series", str(quilt / "patches" / "series"))
     result["steps"] = [dataclasses.asdict(x) for x in steps]
     return result
 
