@@ -107,8 +107,10 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
     output (so ``a -> b`` beside ``b -> a`` swaps them); a later change to a path reads the
     earlier one's result; a path renamed or deleted earlier may not be changed again; a file is
     created only where none is, unless the patch deletes or renames that one away; nothing is
-    written beyond a symbolic link or where a file and a directory would meet."""
-    files = [_Change.of(fd, reverse) for fd in diff.files]
+    written beyond a symbolic link or where a file and a directory would meet. In reverse the
+    files are taken last first, as ``git apply -R`` lists them (t4127: a file changed in two
+    sections comes out the way it went in)."""
+    files = [_Change.of(fd, reverse) for fd in (reversed(diff.files) if reverse else diff.files)]
     table: dict[str, object] = {c.src: _TO_BE_DELETED for c in files if c.src is not None and c.leaves_src}
     written: list[tuple[str, _Result]] = []
     moved: list[MovedHunk] = []
