@@ -23,7 +23,7 @@ from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
 from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
-from patchtool.rebase import merge
+from patchtool.rebase import absorbed, merge
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, PatchIds, already_upstream, hunks_upstream, in_other_form
 from patchtool.upstream.cache import Base
@@ -62,13 +62,14 @@ class Step:
     shifted: tuple[MovedHunk, ...] = ()  # applied with shifted context: each hunk that moved
     files: tuple[str, ...] = ()  # the paths the patch's result touches
     upstream_has: tuple[str, ...] = ()  # a conflict whose result upstream has up to formatting: where
+    evidence: tuple[str, ...] = ()  # already upstream, partly or maybe: what says so
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         for key in ("commit", "detail"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed", "upstream_has"):
+        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence"):
             if getattr(self, key):
                 out[key] = list(getattr(self, key))
         if self.shifted:
@@ -311,11 +312,28 @@ def replay_one(
     # the tree always comes from the 3-way merge; the text application only labels its result
     forward = apply_patch(ws, diff) if plain else None
     merged = merge.merge_patch(ws, changes, labels, style=style, commit=old_commit)
-    why = already_upstream(
-        ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids, commit=old_commit, changes=changes
+    try_reverse = forward is None and plain
+    hunks = absorbed.hunks_in_target(ws, changes) if try_reverse else ()
+    verdict = already_upstream(
+        ws, diff, merged, try_reverse=try_reverse, patch_ids=patch_ids, commit=old_commit, changes=changes, hunks=hunks
     )
-    if why is not None:
-        return step(PatchOutcome.UPSTREAM, detail=why), None, ()
+    if verdict is not None and verdict.drop:
+        return step(PatchOutcome.UPSTREAM, detail=verdict.detail, evidence=verdict.evidence), None, ()
+    if verdict is not None:  # evidence too weak to drop it: it stops once, showing it
+        if merged.clean:
+            files = merged.files
+            return (
+                step(
+                    PatchOutcome.CONFLICT, detail=verdict.detail, evidence=verdict.evidence, files=tuple(sorted(files))
+                ),
+                files,
+                (),
+            )
+        stop, left = _stopped(ws, changes, merged, step)
+        return dataclasses.replace(stop, detail=verdict.detail, evidence=verdict.evidence), left, merged.conflicts
+    partly: tuple[str, ...] = ()
+    if not merged.clean and (resolved := absorbed.without_upstream_hunks(ws, changes, merged, hunks, labels, style)):
+        merged, partly = resolved, tuple(h.describe() for h in hunks if h.upstream)
     if not merged.clean:
         stop, left = _stopped(ws, changes, merged, step)
         if evidence := in_other_form(ws, merged, labels):
@@ -341,7 +359,7 @@ def replay_one(
         if not forward.moved:
             return step(PatchOutcome.UNCHANGED, files=done), files, ()
         return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files, ())
-    present = hunks_upstream(ws, diff) if forward is None and plain else 0
+    present = len(partly) or (hunks_upstream(ws, diff) if try_reverse else 0)
     renamed = merged.renamed
     if present:
         return (
@@ -350,6 +368,7 @@ def replay_one(
                 renamed=renamed,
                 files=done,
                 detail=f"{present} hunk(s) already upstream, the rest applied",
+                evidence=tuple(f"upstream has {h}: every line it adds, none it removes" for h in partly),
             ),
             files,
             (),

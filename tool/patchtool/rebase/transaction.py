@@ -63,9 +63,10 @@ if TYPE_CHECKING:
 class DropDue:
     patch: str
     why: str
+    evidence: tuple[str, ...] = ()  # already upstream: what says so
 
-    def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        return {"patch": self.patch, "why": self.why, **({"evidence": list(self.evidence)} if self.evidence else {})}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -578,7 +579,7 @@ def _drop_due(
     repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...], steps: tuple[Step, ...]
 ) -> list[DropDue]:
     out = [
-        DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}")
+        DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}", evidence=s.evidence)
         for s in steps
         if s.outcome is PatchOutcome.UPSTREAM
     ]

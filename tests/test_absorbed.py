@@ -1,0 +1,262 @@
+"""Patches upstream absorbed, recognised from the target's content (issue 31, sections 0 and 1).
+
+Each case is written in the style of Debian's security-backport series: a fix carried against
+release 1.0 that upstream took, extended, reformatted or never had by 1.1. Each builds an upstream
+git repository with tags ``v1.0`` and ``v1.1`` and a series made on ``v1.0`` (one commit per
+patch); the project pins ``v1.0`` (a git pin) and ``rebase --to 1.1`` moves it.
+
+The rule they hold (section 0): a patch leaves the series without a stop only where two
+independent kinds of evidence agree (it applies in reverse, exactly, at its own place, and the
+target has every line it adds and none it removes at each hunk's place); anything weaker stops
+once and shows what it saw; a patch upstream does not have is never dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from cli_run import in_process
+from helpers import format_patch, git, write_tree
+
+Files = dict[str, str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Series:
+    root: Path  # the patch project
+    upstream: Path
+    cache: Path
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache)}
+        return in_process([*args, "--root", str(self.root)], env=env)
+
+    def dry_run(self) -> dict[str, dict[str, object]]:
+        res = self.run("rebase", "--to", "1.1", "--dry-run", "--json")
+        assert res.returncode in (0, 5), res.stdout + res.stderr
+        return {p["id"]: p for p in json.loads(res.stdout)["data"]["patches"]}
+
+
+def make_series(tmp_path: Path, base: Files, patches: list[tuple[str, Files]], upstream: Files) -> Series:
+    """Upstream ``base`` tagged v1.0, ``upstream`` (files changed on it) tagged v1.1, and one patch
+    per ``(id, files)`` of ``patches``, each commit on the one before it, from v1.0."""
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    write_tree(up, base)
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.0")
+    git(up, "tag", "v1.0")
+    v10 = git(up, "rev-parse", "HEAD").strip()
+    root = tmp_path / "project"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream-pins").mkdir()
+    manifest = 'schema = 1\npin = "demo-1.0"\n'
+    for n, (pid, files) in enumerate(patches, 1):
+        write_tree(up, files)
+        git(up, "add", "-A")
+        git(up, "commit", "-q", "-m", f"{pid}: backport")
+        name = f"patches/{n:04d}-{pid}.patch"
+        (root / name).write_text(format_patch(up))
+        manifest += (
+            f'\n[[patch]]\nid = "{pid}"\nfile = "{name}"\nkind = "correctness"\nowner = "debian"\n'
+            'why = "security fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
+        )
+    git(up, "checkout", "-q", "v1.0")
+    write_tree(up, upstream)
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.1")
+    git(up, "tag", "v1.1")
+    (root / "upstream-pins" / "demo-1.0.toml").write_text(
+        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
+        f'commit = "{v10}"\n'
+    )
+    (root / "patchset.toml").write_text(manifest)
+    return Series(root=root, upstream=up, cache=tmp_path / "cache")
+
+
+HEADERS = '''\
+"""Parse HTTP-ish headers."""
+
+MAX = 64
+
+
+def parse_header(data):
+    name, _, value = data.partition(b":")
+    name = name.strip()
+    value = value.strip()
+    return name, value
+
+
+def parse_all(lines):
+    return [parse_header(line) for line in lines]
+
+
+def names(lines):
+    return [name for name, _ in parse_all(lines)]
+'''
+NAME_CHECK = '    if len(name) > MAX:\n        raise ValueError("header name too long")\n'
+VALUE_CHECK = '    if len(value) > 4 * MAX:\n        raise ValueError("header value too long")\n'
+PARTITION = '    name, _, value = data.partition(b":")\n'
+FIXED = HEADERS.replace(PARTITION, PARTITION + NAME_CHECK)
+
+TESTS = """\
+import unittest
+
+from demo.headers import parse_header
+
+
+class TestHeaders(unittest.TestCase):
+    def test_simple(self):
+        self.assertEqual(parse_header(b"a: b"), (b"a", b"b"))
+
+
+if __name__ == "__main__":
+    unittest.main()
+"""
+SIMPLE_END = '        self.assertEqual(parse_header(b"a: b"), (b"a", b"b"))\n'
+LONG_NAME = (
+    "\n    def test_long_name(self):\n        with self.assertRaises(ValueError):\n"
+    '            parse_header(b"a" * 100 + b": b")\n'
+)
+LONG_VALUE = (
+    "\n    def test_long_value(self):\n        with self.assertRaises(ValueError):\n"
+    '            parse_header(b"a: " + b"b" * 300)\n'
+)
+
+
+def test_a_backport_upstream_extended_stops_once_showing_that_upstream_has_its_lines(tmp_path: Path) -> None:
+    """Debian carries the name check; upstream took it and added a value check right after it.
+    The merge conflicts with a patch side that brings nothing; no reverse application finds it
+    exactly. One kind of evidence: it stops, once, saying what it saw, and is not dropped."""
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS},
+        [("cve-name", {"demo/headers.py": FIXED})],
+        {"demo/headers.py": HEADERS.replace(PARTITION, PARTITION + NAME_CHECK + VALUE_CHECK)},
+    )
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "conflict"
+    assert step["evidence"] == [
+        "the target has every line it adds and none it removes, at each hunk's place: "
+        "demo/headers.py @@ -5,6 +5,8 @@ (the target's lines 8-11)"
+    ]
+    assert step["detail"].startswith("upstream may have it: the target has every line it adds")
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "evidence: the target has every line it adds and none it removes" in res.stdout
+    assert (s.root / "patches/0001-cve-name.patch").is_file()
+
+
+def test_a_backport_upstream_took_as_it_is_beside_its_own_new_tests_is_dropped_on_two_kinds(
+    tmp_path: Path,
+) -> None:
+    """Upstream took the fix as Debian carries it, and its test with a test of its own after it;
+    Debian's test is a patch of its own. The fix applies in reverse at its own place and applying
+    it changes nothing: dropped, with both pieces of evidence in the report. The test patch is
+    upstream by content, but no reverse application finds it: it stops, showing that."""
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS, "tests/test_headers.py": TESTS},
+        [
+            ("cve-name", {"demo/headers.py": FIXED}),
+            ("cve-name-test", {"tests/test_headers.py": TESTS.replace(SIMPLE_END, SIMPLE_END + LONG_NAME)}),
+        ],
+        {
+            "demo/headers.py": FIXED.replace('"""Parse HTTP-ish headers."""\n', '"""Parse headers."""\n'),
+            "tests/test_headers.py": TESTS.replace(SIMPLE_END, SIMPLE_END + LONG_NAME + LONG_VALUE),
+        },
+    )
+    steps = s.dry_run()
+    fix, test = steps["cve-name"], steps["cve-name-test"]
+    assert fix["outcome"] == "already upstream" and fix["detail"] == "it applies in reverse on the target"
+    assert fix["evidence"] == [
+        "it applies in reverse on the target (as `git apply -R`), every hunk at its own place",
+        "applying it changes nothing: the 3-way merge leaves the target as it is",
+    ]
+    assert test["outcome"] == "conflict"
+    assert test["evidence"] == [
+        "the target has every line it adds and none it removes, at each hunk's place: "
+        "tests/test_headers.py @@ -7,6 +7,10 @@ (the target's lines 10-17)",
+    ]
+    res = s.run("rebase", "--to", "1.1", "--dry-run")
+    assert "  cve-name: already upstream - it applies in reverse on the target\n" in res.stdout
+    assert "      evidence: the target has every line it adds and none it removes" in res.stdout
+    data = json.loads(s.run("rebase", "--to", "1.1", "--dry-run", "--json").stdout)["data"]
+    (drop,) = data["drop"]
+    assert drop["patch"] == "cve-name" and drop["evidence"] == fix["evidence"]
+
+
+def test_a_debian_only_fix_whose_lines_upstream_has_elsewhere_is_not_dropped(tmp_path: Path) -> None:
+    """Debian adds the name check to parse_header; upstream never took it, but wrote the very same
+    lines in a new function above, and changed the patch's context, so it does not apply as it
+    is. A reverse application with fuzz (and the lines themselves) find them there, not at the
+    patch's place: the fix is merged, with no claim that upstream has it."""
+    lookup = "def parse_name(data):\n" + PARTITION + NAME_CHECK + "    name = name.strip()\n    return name\n\n\n"
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS},
+        [("cve-name", {"demo/headers.py": FIXED})],
+        {
+            "demo/headers.py": HEADERS.replace("def parse_header", lookup + "def parse_header").replace(
+                "value = value.strip()", 'value = value.strip(b" \\t")'
+            )
+        },
+    )
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "merged by 3-way merge", step
+    assert "evidence" not in step
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert NAME_CHECK in (s.root / "patches/0001-cve-name.patch").read_text().replace("\n+", "\n")
+
+
+def test_a_backport_of_code_upstream_later_removed_stops_as_a_plain_conflict(tmp_path: Path) -> None:
+    """Debian fixes parse_all; upstream removed parse_all since. The lines the patch removes are
+    gone upstream, the ones it adds are not: no evidence that upstream has it, a plain conflict."""
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS},
+        [("fix-all", {"demo/headers.py": HEADERS.replace("for line in lines]", "for line in lines if line]")})],
+        {"demo/headers.py": HEADERS.split("\n\ndef parse_all")[0] + "\n"},
+    )
+    step = s.dry_run()["fix-all"]
+    assert step["outcome"] == "conflict" and "evidence" not in step
+    assert step["detail"] == "CONFLICT (content): Merge conflict in demo/headers.py"
+
+
+def test_a_conflict_upstream_resolved_in_one_hunk_is_partly_upstream_naming_it(tmp_path: Path) -> None:
+    """Debian's patch fixes parse_header and sorts names(); upstream took (and extended) the fix
+    only. The fix's hunk conflicts with a patch side that brings nothing; it is left out, the
+    other hunk applies: "partly upstream", naming the hunk, and the result holds upstream's check
+    once and Debian's names()."""
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS},
+        [
+            (
+                "cve-name",
+                {
+                    "demo/headers.py": FIXED.replace("return [name for", "return sorted(name for").replace(
+                        "(lines)]", "(lines))"
+                    )
+                },
+            )
+        ],
+        {"demo/headers.py": HEADERS.replace(PARTITION, PARTITION + NAME_CHECK + VALUE_CHECK)},
+    )
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "partly upstream"
+    assert step["detail"] == "1 hunk(s) already upstream, the rest applied"
+    assert step["evidence"] == [
+        "upstream has demo/headers.py @@ -5,6 +5,8 @@ (the target's lines 8-11): every line it adds, none it removes"
+    ]
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rebased = (s.root / "patches/0001-cve-name.patch").read_text()
+    assert "+    return sorted(name for name, _ in parse_all(lines))\n" in rebased
+    assert "+    if len(name)" not in rebased
