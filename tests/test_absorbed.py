@@ -260,3 +260,49 @@ def test_a_conflict_upstream_resolved_in_one_hunk_is_partly_upstream_naming_it(t
     rebased = (s.root / "patches/0001-cve-name.patch").read_text()
     assert "+    return sorted(name for name, _ in parse_all(lines))\n" in rebased
     assert "+    if len(name)" not in rebased
+
+
+# -- never twice --------------------------------------------------------------------------------
+
+
+def test_a_backported_test_upstream_also_added_elsewhere_in_the_class_is_never_applied_twice(tmp_path: Path) -> None:
+    """Debian's test method is added at the end of the class; upstream added the same test at the
+    top of it. The merge is clean, and would leave two test_long_name in TestHeaders (Python keeps
+    the last, silently): a stop, naming the name, never an applied outcome."""
+    first = "    def test_simple(self):\n"
+    s = make_series(
+        tmp_path,
+        {"tests/test_headers.py": TESTS},
+        [("cve-name-test", {"tests/test_headers.py": TESTS.replace(SIMPLE_END, SIMPLE_END + LONG_NAME)})],
+        {"tests/test_headers.py": TESTS.replace(first, LONG_NAME[1:] + "\n" + first).replace("a: b", "k: v")},
+    )
+    step = s.dry_run()["cve-name-test"]
+    assert step["outcome"] == "conflict"
+    assert step["evidence"] == [
+        "tests/test_headers.py: TestHeaders.test_long_name would be defined 2 times in one scope; "
+        "the target already defines it there"
+    ]
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+
+
+def test_legitimate_redefinitions_are_not_duplicates() -> None:
+    from patchtool.rebase.twice import defined_twice
+
+    source = (
+        "from typing import overload\n\n\nclass A:\n"
+        "    @property\n    def x(self):\n        return 1\n\n    @x.setter\n    def x(self, v):\n        pass\n\n"
+        "    @overload\n    def f(self, a: int) -> int: ...\n    @overload\n    def f(self, a: str) -> str: ...\n"
+        "    def f(self, a):\n        return a\n\n\n"
+        "if True:\n    def g():\n        return 1\nelse:\n    def g():\n        return 2\n\n\n"
+        "try:\n    def h():\n        return 1\nexcept ImportError:\n    def h():\n        return 2\n"
+    )
+    names = frozenset({"x", "f", "g", "h"})
+    assert defined_twice("m.py", source, names, "") == ()
+    twice = source + "\n\ndef g():\n    return 3\n\n\ndef g():\n    return 4\n"
+    assert defined_twice("m.py", twice, names, "") == (
+        "m.py: g would be defined 2 times in one scope; the target already defines it there",
+    )
+    assert defined_twice("m.py", twice, frozenset({"x"}), "") == ()  # only the names the patch adds
+    assert defined_twice("m.py", twice + "def (:\n", names, "") == ()  # a file that does not parse
+    assert defined_twice("m.py", twice, names, twice) == ()  # the target had them twice already

@@ -19,11 +19,12 @@ from collections.abc import Set as AbstractSet
 
 from patchtool import git, progress
 from patchtool.diff import textpatch
+from patchtool.diff.model import ADDED, Diff
 from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
 from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
-from patchtool.rebase import absorbed, merge
+from patchtool.rebase import absorbed, merge, twice
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, PatchIds, already_upstream, hunks_upstream, in_other_form
 from patchtool.upstream.cache import Base
@@ -354,6 +355,17 @@ def replay_one(
             files,
             (),
         )
+    if doubled := _defined_twice(ws, diff, changes, files):
+        return (
+            step(
+                PatchOutcome.CONFLICT,
+                files=tuple(sorted(files)),
+                detail="applying it would define a name twice: upstream may have it",
+                evidence=doubled,
+            ),
+            files,
+            (),
+        )
     done = tuple(sorted(files))
     if forward is not None and _as_applied(ws, forward, files):
         if not forward.moved:
@@ -379,6 +391,29 @@ def replay_one(
         else "the context changed; the 3-way merge resolved it"
     )
     return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files, ()
+
+
+def _defined_twice(
+    ws: merge.Workspace, diff: Diff, changes: Sequence[git.RawChange], files: dict[str, merge.File | None]
+) -> tuple[str, ...]:
+    """``twice.defined_twice`` for every Python file of the result where the patch adds a def or class."""
+    theirs = {c.new_path: c.new_blob for c in changes if c.new_path and c.new_blob}
+    out: list[str] = []
+    for fd in diff.files:
+        path = fd.new_path
+        f = files.get(path) if path else None
+        names = twice.added_names(ln.text for h in fd.hunks for ln in h.lines if ln.kind == ADDED)
+        if path is None or f is None or not names:
+            continue
+        own = ws.reader.blob(theirs[path]) if path in theirs else None
+        out += twice.defined_twice(
+            path,
+            ws.data(f).decode("utf-8", "surrogateescape"),
+            names,
+            ws.text(path),
+            None if own is None else own.decode("utf-8", "surrogateescape"),
+        )
+    return tuple(dict.fromkeys(out))
 
 
 def _stopped(
