@@ -306,3 +306,98 @@ def test_legitimate_redefinitions_are_not_duplicates() -> None:
     assert defined_twice("m.py", twice, frozenset({"x"}), "") == ()  # only the names the patch adds
     assert defined_twice("m.py", twice + "def (:\n", names, "") == ()  # a file that does not parse
     assert defined_twice("m.py", twice, names, twice) == ()  # the target had them twice already
+
+
+# -- the maintainer's loop: --skip --merged ------------------------------------------------------
+
+
+def _merged_series(tmp_path: Path) -> Series:
+    """Debian's fix and its test, both taken and extended upstream (each a stop with evidence
+    from content), then a fix of parse_all, which upstream removed (a plain conflict)."""
+    fix_all = FIXED.replace("for line in lines]", "for line in lines if line]")
+    return make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS, "tests/test_headers.py": TESTS},
+        [
+            ("cve-name", {"demo/headers.py": FIXED}),
+            ("cve-name-test", {"tests/test_headers.py": TESTS.replace(SIMPLE_END, SIMPLE_END + LONG_NAME)}),
+            ("fix-all", {"demo/headers.py": fix_all}),
+        ],
+        {
+            "demo/headers.py": HEADERS.replace(PARTITION, PARTITION + NAME_CHECK + VALUE_CHECK).split(
+                "\n\ndef parse_all"
+            )[0]
+            + "\n",
+            "tests/test_headers.py": TESTS.replace(SIMPLE_END, SIMPLE_END + LONG_NAME + LONG_VALUE),
+        },
+    )
+
+
+def test_skip_merged_records_upstreams_version_and_the_stops_evidence_in_dropped(tmp_path: Path) -> None:
+    """At a stop whose evidence says upstream may have the patch, the hint names `--skip --merged`;
+    that records it under [[dropped]] as merged in 1.1 with the evidence the stop showed, and the
+    manifest still loads."""
+    import tomllib
+
+    from patchtool.project.manifest import load
+
+    s = _merged_series(tmp_path)
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "patch cve-name stopped the rebase" in res.stdout + res.stderr
+    assert (
+        "if upstream merged it, `patchtool rebase --skip --merged` records that with this evidence"
+        in res.stdout + res.stderr
+    )
+    res = s.run("rebase", "--skip", "--merged")
+    assert res.returncode == 3 and "patch cve-name-test stopped the rebase" in res.stdout + res.stderr, (
+        res.stdout + res.stderr
+    )
+    assert s.run("rebase", "--skip", "--merged", "--reason", "upstream 1.1 has both tests").returncode == 3
+    res = s.run("rebase", "--skip", "--reason", "upstream removed parse_all")
+    assert res.returncode == 0, res.stdout + res.stderr
+    dropped = {t["id"]: t for t in tomllib.loads((s.root / "patchset.toml").read_text())["dropped"]}
+    fix, test, gone = dropped["cve-name"], dropped["cve-name-test"], dropped["fix-all"]
+    assert fix["upstream"] == {"status": "merged", "version": "1.1"}
+    assert fix["reason"] == "already upstream in 1.1: recorded by `rebase --skip --merged` at the stop"
+    assert fix["merged_evidence"] == [
+        "the target has every line it adds and none it removes, at each hunk's place: "
+        "demo/headers.py @@ -5,6 +5,8 @@ (the target's lines 8-11)"
+    ]
+    assert test["reason"].endswith("at the stop: upstream 1.1 has both tests")
+    assert test["merged_evidence"][0].startswith("the target has every line it adds")
+    assert gone["upstream"] == {"status": "pending"} and "merged_evidence" not in gone
+    manifest = load(s.root / "patchset.toml")
+    assert [d.merged_evidence for d in manifest.dropped][:2] == [
+        tuple(fix["merged_evidence"]),
+        tuple(test["merged_evidence"]),
+    ]
+
+
+def test_skip_merged_all_evidenced_takes_every_stop_the_content_shows_and_stops_at_the_others(tmp_path: Path) -> None:
+    """One command accepts every remaining stop whose evidence is the target's content: the fix
+    and its test go as merged, the parse_all fix (a plain conflict, no evidence) still stops, and
+    there `--all-evidenced` is refused with what to do instead; nothing changed by the refusal."""
+    s = _merged_series(tmp_path)
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3
+    assert (
+        "`patchtool rebase --skip --merged --all-evidenced` records it and every later stop" in res.stdout + res.stderr
+    )
+    res = s.run("rebase", "--skip", "--merged", "--all-evidenced", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "patch fix-all stopped the rebase" in res.stdout + res.stderr
+    steps = {p["id"]: p for p in json.loads(res.stdout)["data"]["patches"]}
+    assert [steps[p]["outcome"] for p in ("cve-name", "cve-name-test", "fix-all")] == [
+        "already upstream",
+        "already upstream",
+        "conflict",
+    ]
+    assert steps["cve-name-test"]["detail"] == "recorded by `rebase --skip --merged --all-evidenced` at the stop"
+    state = (s.root / ".patchtool/rebase/state.json").read_bytes()
+    res = s.run("rebase", "--skip", "--merged", "--all-evidenced")
+    assert res.returncode == 2 and "--all-evidenced skips only such stops" in res.stdout + res.stderr, res.stdout
+    assert (s.root / ".patchtool/rebase/state.json").read_bytes() == state
+    assert s.run("rebase", "--merged").returncode == 2
+    assert s.run("rebase", "--skip", "--all-evidenced", "--reason", "x").returncode == 2
+    assert s.run("rebase", "--skip", "--reason", "upstream removed parse_all").returncode == 0

@@ -38,6 +38,7 @@ IN_REVERSE = "it applies in reverse on the target"
 IN_OTHER_FORM = "upstream has it (differs in whitespace/formatting)"
 CHANGES_NOTHING = "applying it changes nothing"
 MAY_BE_UPSTREAM = "upstream may have it"
+HAS_ITS_LINES = "the target has every line it adds and none it removes, at each hunk's place"
 FUZZ = 2  # GNU patch's default, what quilt's `patch -R --dry-run` allows
 
 
@@ -88,10 +89,7 @@ def already_upstream(
     if exact:
         found.append(_REVERSED)
     if content:
-        found.append(
-            "the target has every line it adds and none it removes, at each hunk's place: "
-            + ", ".join(h.describe() for h in hunks)
-        )
+        found.append(f"{HAS_ITS_LINES}: " + ", ".join(h.describe() for h in hunks))
     if exact and content:
         return Verdict(drop=True, detail=IN_REVERSE, evidence=tuple(found))
     if not merged.clean and patch_ids is not None and (why := patch_ids.detail(commit)) is not None:
@@ -101,6 +99,12 @@ def already_upstream(
     if not found:
         return None
     return Verdict(drop=False, detail=f"{MAY_BE_UPSTREAM}: {'; '.join(found)}", evidence=tuple(found))
+
+
+def by_content(evidence: Sequence[str]) -> bool:
+    """Whether a stop's ``evidence`` says the target has the patch's lines at each hunk's place
+    (what ``rebase --skip --merged --all-evidenced`` accepts)."""
+    return any(e.startswith(f"{HAS_ITS_LINES}: ") for e in evidence)
 
 
 _REVERSED = f"{IN_REVERSE} (as `git apply -R`), every hunk at its own place"
