@@ -22,7 +22,21 @@ from pathlib import Path
 from cli_run import in_process
 from helpers import format_patch, git, write_tree
 
-Files = dict[str, str]
+Files = dict[str, str | None]  # None: the file is deleted
+
+
+def _write(root: Path, files: Files) -> None:
+    """``files`` written under ``root``; a file mapped to None is deleted, with any directory it
+    leaves empty."""
+    for rel, content in files.items():
+        if content is None:
+            (root / rel).unlink()
+            parent = (root / rel).parent
+            while parent != root and not any(parent.iterdir()):
+                parent.rmdir()
+                parent = parent.parent
+        else:
+            write_tree(root, {rel: content})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +61,7 @@ def make_series(tmp_path: Path, base: Files, patches: list[tuple[str, Files]], u
     up = tmp_path / "upstream"
     up.mkdir()
     git(up, "init", "-q", "-b", "main")
-    write_tree(up, base)
+    _write(up, base)
     git(up, "add", "-A")
     git(up, "commit", "-q", "-m", "demo 1.0")
     git(up, "tag", "v1.0")
@@ -57,7 +71,7 @@ def make_series(tmp_path: Path, base: Files, patches: list[tuple[str, Files]], u
     (root / "upstream-pins").mkdir()
     manifest = 'schema = 1\npin = "demo-1.0"\n'
     for n, (pid, files) in enumerate(patches, 1):
-        write_tree(up, files)
+        _write(up, files)
         git(up, "add", "-A")
         git(up, "commit", "-q", "-m", f"{pid}: backport")
         name = f"patches/{n:04d}-{pid}.patch"
@@ -67,7 +81,7 @@ def make_series(tmp_path: Path, base: Files, patches: list[tuple[str, Files]], u
             'why = "security fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
         )
     git(up, "checkout", "-q", "v1.0")
-    write_tree(up, upstream)
+    _write(up, upstream)
     git(up, "add", "-A")
     git(up, "commit", "-q", "-m", "demo 1.1")
     git(up, "tag", "v1.1")
@@ -401,3 +415,60 @@ def test_skip_merged_all_evidenced_takes_every_stop_the_content_shows_and_stops_
     assert s.run("rebase", "--merged").returncode == 2
     assert s.run("rebase", "--skip", "--all-evidenced", "--reason", "x").returncode == 2
     assert s.run("rebase", "--skip", "--reason", "upstream removed parse_all").returncode == 0
+
+
+# -- the dry run, scan and the rebase agree -------------------------------------------------------
+
+
+def _verdict(step: dict[str, object]) -> tuple[object, ...]:
+    return step["outcome"], step.get("detail"), step.get("evidence"), step.get("conflicted")
+
+
+def test_the_dry_run_predicts_every_verdict_of_a_rebase_whose_stops_are_skipped(tmp_path: Path) -> None:
+    """A differential test: five patches, two of them stops in the middle. The dry run (and scan)
+    leave each stop out; the real rebase stops at each and is told `--skip`: every patch's verdict
+    is the same, the stop's where it stopped. Debian folds the schema directory into one file in
+    two patches (the first deletes its only file, the last adds the file), around a backport
+    upstream extended and a fix of code upstream removed: the last patch's text application must
+    see the directory the first emptied in the tree being built, not in the tree the replay
+    started from (which a resumed rebase and a dry run do not share). A later patch on a stopped
+    patch's file says which stop it assumes skipped."""
+    schema = '{"version": 1}\n'
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS, "demo/schema/v1.json": schema, "README": "demo\n"},
+        [
+            ("schema-flat-1", {"demo/schema/v1.json": None}),
+            ("cve-name", {"demo/headers.py": FIXED}),
+            ("fix-all", {"demo/headers.py": FIXED.replace("for line in lines]", "for line in lines if line]")}),
+            ("schema-flat-2", {"demo/schema": schema}),
+            ("readme", {"README": "demo, as Debian ships it\n"}),
+        ],
+        {
+            "demo/headers.py": HEADERS.replace(PARTITION, PARTITION + NAME_CHECK + VALUE_CHECK).split(
+                "\n\ndef parse_all"
+            )[0]
+            + "\n",
+            "docs/index.md": "# demo\n",
+        },
+    )
+    predicted = s.dry_run()
+    scanned = json.loads(s.run("scan", "--versions", "1.1", "--json").stdout)["data"]
+    assert {p: row["1.1"] for p, row in scanned["matrix"].items()} == {p: v["outcome"] for p, v in predicted.items()}
+    assert predicted["fix-all"]["assumes"] == ["cve-name"]
+    assert scanned["assumes"] == {"fix-all": {"1.1": ["cve-name"]}}
+    assert "assumes" not in predicted["schema-flat-2"] and "assumes" not in predicted["readme"]
+    text = s.run("rebase", "--to", "1.1", "--dry-run").stdout
+    assert "  fix-all: conflict - " in text and "      assumes cve-name skipped\n" in text
+    real: dict[str, dict[str, object]] = {}
+    res = s.run("rebase", "--to", "1.1", "--json")
+    while res.returncode == 3:
+        stop = next(p for p in json.loads(res.stdout)["data"]["patches"] if p["outcome"] == "conflict")
+        real[str(stop["id"])] = stop
+        res = s.run("rebase", "--skip", "--reason", "as the dry run assumes", "--json")
+    assert res.returncode == 0, res.stdout
+    for p in json.loads(res.stdout)["data"]["patches"]:
+        real.setdefault(p["id"], p)
+    assert list(real) == ["cve-name", "fix-all", "schema-flat-1", "schema-flat-2", "readme"]
+    assert {p: _verdict(real[p]) for p in predicted} == {p: _verdict(v) for p, v in predicted.items()}
+    assert predicted["schema-flat-2"]["outcome"] == "applied unchanged"

@@ -64,13 +64,14 @@ class Step:
     files: tuple[str, ...] = ()  # the paths the patch's result touches
     upstream_has: tuple[str, ...] = ()  # a conflict whose result upstream has up to formatting: where
     evidence: tuple[str, ...] = ()  # already upstream, partly or maybe: what says so
+    assumes: tuple[str, ...] = ()  # a dry run or scan: the earlier stops, left out, under the same files
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         for key in ("commit", "detail"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence"):
+        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes"):
             if getattr(self, key):
                 out[key] = list(getattr(self, key))
         if self.shifted:
@@ -192,9 +193,10 @@ def replay(
     """Replay the patches of ``loaded`` after ``options.done`` onto ``options.parent``.
 
     Stops at the first conflict unless ``keep_going``, in which case the conflicting patch is
-    left out and the rest goes on. The tree being built lives in memory (``merge.Workspace``): a
-    patch costs no git process unless all three sides of a file differ (one ``git merge-file``),
-    and every commit is written at the end by one ``git fast-import``.
+    left out and the rest goes on, as a rebase does where every stop is skipped (a later patch
+    on the same files names the stops it assumes skipped). The tree being built lives in memory
+    (``merge.Workspace``): a patch costs no git process unless all three sides of a file differ
+    (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
     """
     chain = options.chain or old_chain(repo, old_base, loaded)
     parent = options.parent or new_base.commit
@@ -209,6 +211,8 @@ def replay(
         f"{old_base.pin.upstream} {old_base.pin.version} + series",
     )
     patch_ids = PatchIds(repo, old_base, new_base, chain)
+    # keep_going: each stop left out, as if skipped, and its paths; a later patch on them says so
+    left_out: list[tuple[str, frozenset[str]]] = []
     # no path is looked up before a patch asks for it: a --continue that stops at the next
     # conflict reads the trees along the files of the patches it reached, not of the whole rest
     with (
@@ -226,6 +230,10 @@ def replay(
             step, files, conflicts = replay_one(
                 ws, chain[i + 1], changes.get(chain[i + 1], ()), lp, (*labels, f"patch {lp.id}"), patch_ids, style=style
             )
+            if keep_going and (after := tuple(pid for pid, paths in left_out if _overlap(paths, _paths(lp)))):
+                step = dataclasses.replace(step, assumes=after)
+            if step.outcome.stops and keep_going:
+                left_out.append((lp.id, _paths(lp)))
             if step.outcome.applied and files is not None:
                 ws.update(files)
                 writes.append((len(steps), _commit_of(lp, files)))
@@ -244,6 +252,15 @@ def replay(
             steps[at] = dataclasses.replace(steps[at], commit=sha)
             tip = sha
     return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left, unmerged=unmerged)
+
+
+def _paths(lp: LoadedPatch) -> frozenset[str]:
+    return frozenset(p for f in lp.patch.model.files for p in (f.old_path, f.new_path) if p)
+
+
+def _overlap(a: AbstractSet[str], b: AbstractSet[str]) -> bool:
+    """Whether two sets of paths share one, or one holds a directory of the other's."""
+    return bool(a & b) or any(x.startswith(f"{y}/") or y.startswith(f"{x}/") for x in a for y in b)
 
 
 def _idents(lp: LoadedPatch) -> tuple[git.Ident, git.Ident]:

@@ -111,6 +111,7 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
         files=strings("files"),
         upstream_has=strings("upstream_has"),
         evidence=strings("evidence"),
+        assumes=strings("assumes"),
     )
 
 
