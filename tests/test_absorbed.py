@@ -472,3 +472,71 @@ def test_the_dry_run_predicts_every_verdict_of_a_rebase_whose_stops_are_skipped(
     assert list(real) == ["cve-name", "fix-all", "schema-flat-1", "schema-flat-2", "readme"]
     assert {p: _verdict(real[p]) for p in predicted} == {p: _verdict(v) for p, v in predicted.items()}
     assert predicted["schema-flat-2"]["outcome"] == "applied unchanged"
+
+
+# -- files upstream moved where git's rename detection misses them --------------------------------
+
+PARSE_HEADER = HEADERS[HEADERS.index("def parse_header") : HEADERS.index("\n\n\ndef parse_all")] + "\n"
+PARSE = '"""Parsing one header."""\n\nfrom demo.headers.limits import MAX\n\n\n' + PARSE_HEADER
+NAMES = '"""Header lists."""\n\nfrom demo.headers.parse import parse_header\n\n\n'
+NAMES += HEADERS[HEADERS.index("def parse_all") :]
+INIT = '"""Parse HTTP-ish headers: split into modules in 1.1."""\n\nfrom demo.headers.names import names, parse_all\n'
+INIT += 'from demo.headers.parse import parse_header\n\n__all__ = ["names", "parse_all", "parse_header"]\n'
+SORTED = (
+    "    return [name for name, _ in parse_all(lines)]\n",
+    "    return sorted(name for name, _ in parse_all(lines))\n",
+)
+
+
+def _split(tmp_path: Path, extra: Files | None = None) -> Series:
+    """demo/headers.py split into the package demo/headers/ in 1.1 (git sees no rename: no new
+    file is like enough the old one); Debian's fix changes parse_header and names()."""
+    return make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS},
+        [("cve-name", {"demo/headers.py": FIXED.replace(*SORTED)})],
+        {
+            "demo/headers.py": None,
+            "demo/headers/__init__.py": INIT,
+            "demo/headers/parse.py": PARSE,
+            "demo/headers/names.py": NAMES,
+            "demo/headers/limits.py": "MAX = 64\n",
+            **(extra or {}),
+        },
+    )
+
+
+def test_a_module_upstream_split_into_a_package_is_followed_by_each_hunks_lines(tmp_path: Path) -> None:
+    """Upstream split headers.py into a package; git's rename detection finds no rename (checked
+    here with git itself). Each of the patch's hunks is followed by its lines to the one file
+    that has them, not called "target gone", and the report says where each went."""
+    s = _split(tmp_path)
+    moved = git(s.upstream, "diff", "-M", "--name-status", "v1.0", "v1.1")
+    assert "D\tdemo/headers.py" in moved and not any(line.startswith("R") for line in moved.splitlines())
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "merged by 3-way merge", step
+    assert step["renamed"] == [
+        "demo/headers.py -> demo/headers/parse.py (moved upstream, followed by its lines: hunk @@ -5,6 +5,8 @@)",
+        "demo/headers.py -> demo/headers/names.py (moved upstream, followed by its lines: hunk @@ -15,4 +17,4 @@)",
+    ]
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout
+    rebased = (s.root / "patches/0001-cve-name.patch").read_text()
+    assert "+++ b/demo/headers/parse.py\n" in rebased and "+    if len(name) > MAX:\n" in rebased
+    assert "+++ b/demo/headers/names.py\n" in rebased and "+" + SORTED[1] in rebased
+    assert "demo/headers.py" not in rebased
+
+
+def test_a_hunk_whose_lines_upstream_has_in_two_files_stops_naming_both(tmp_path: Path) -> None:
+    """The same split, with parse_header also copied into a compatibility module: the hunk's
+    lines are in two files. Nothing is guessed: the patch stops, naming both."""
+    s = _split(tmp_path, {"demo/headers/compat.py": '"""Old names."""\n\nMAX = 64\n\n\n' + PARSE_HEADER})
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "target gone", step
+    assert step["detail"] == (
+        "CONFLICT (modify/delete): demo/headers.py deleted upstream and modified by the patch; demo/headers.py: "
+        "deleted upstream; the lines of its hunk @@ -5,6 +5,8 @@ are in several places "
+        "(demo/headers/compat.py line 5, demo/headers/parse.py line 5): not guessed"
+    )
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3

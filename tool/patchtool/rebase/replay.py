@@ -24,7 +24,7 @@ from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
 from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
-from patchtool.rebase import absorbed, merge, twice
+from patchtool.rebase import absorbed, merge, moved, twice
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, PatchIds, already_upstream, hunks_upstream, in_other_form
 from patchtool.upstream.cache import Base
@@ -330,6 +330,8 @@ def replay_one(
     # the tree always comes from the 3-way merge; the text application only labels its result
     forward = apply_patch(ws, diff) if plain else None
     merged = merge.merge_patch(ws, changes, labels, style=style, commit=old_commit)
+    if merged.gone:  # a file upstream moved where git's rename detection misses it: its hunks' lines
+        merged = moved.follow_gone(ws, diff, merged)
     try_reverse = forward is None and plain
     hunks = absorbed.hunks_in_target(ws, changes) if try_reverse else ()
     verdict = already_upstream(
