@@ -46,7 +46,7 @@ def diff_text(old: list[str], new: list[str], context: int = 3) -> str:
     return "diff --git a/f b/f\n" + body
 
 
-def gnu(tmp: Path, target: list[str], patch: str, level: int) -> tuple[bool, str]:
+def gnu(tmp: Path, target: list[str], patch: str, level: int, *, reverse: bool = False) -> tuple[bool, str]:
     work = tmp / "work"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -58,6 +58,7 @@ def gnu(tmp: Path, target: list[str], patch: str, level: int) -> tuple[bool, str
             GNU_PATCH,
             "-p1",
             f"--fuzz={level}",
+            *(["--reverse"] if reverse else []),
             "--forward",
             "--batch",
             "--no-backup-if-mismatch",
@@ -99,6 +100,33 @@ def test_fuzz_agrees_with_gnu_patch(
     if ours is not None:
         assert "".join(ours.lines) == text
         assert all(p.fuzz <= level for p in ours.placed)
+
+
+@needs_patch
+@settings(
+    max_examples=300,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), words=st.sampled_from(ALPHABETS), context=st.integers(1, 3), level=st.integers(0, 3))
+def test_fuzz_in_reverse_agrees_with_gnu_patch_r(
+    tmp_path: Path, data: st.DataObject, words: list[str], context: int, level: int
+) -> None:
+    """``patch -R --fuzz=N``, as quilt asks whether a patch is already in a tree: the patch made
+    from an edit, taken out of a file that moved on from the edited one."""
+    base = data.draw(st.lists(st.sampled_from(words).map(lambda w: w + "\n"), min_size=4, max_size=40))
+    mine = data.draw(edited(base, words))
+    if mine == base:
+        return
+    theirs = data.draw(st.one_of(st.just(mine), edited(mine, words)))
+    patch = diff_text(base, mine, context)
+    (f,) = model.parse(patch).files
+    ok, text = gnu(tmp_path, theirs, patch, level, reverse=True)
+    ours = fuzz.apply(theirs, f.hunks, fuzz=level, reverse=True)
+    assert (ours is not None) == ok, (patch, "".join(theirs))
+    if ours is not None:
+        assert "".join(ours.lines) == text
 
 
 def test_fuzz_ignores_changed_outer_context_and_reports_it() -> None:

@@ -633,6 +633,41 @@ TOP_LEVEL = [
 ]
 CASES += TOP_LEVEL
 
+ALPHABET = "".join(f"{c}\n" for c in "abcdefghijklmnopqrstuvwxyz")
+
+
+def _two_sections(second: str, second_at: str) -> str:
+    """t4127's patch: ``d`` made ``z`` by one diff of the file, then ``second`` by another diff of it."""
+    one = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,7 +1,7 @@\n a\n b\n c\n-d\n+z\n e\n f\n g\n"
+    return one + f"diff --git a/f b/f\n--- a/f\n+++ b/f\n{second_at}{second}"
+
+
+INDEPENDENT = _two_sections(" f\n g\n h\n-i\n+y\n j\n k\n l\n", "@@ -6,7 +6,7 @@\n")
+OVERLAPPING = _two_sections(" b\n c\n z\n-e\n+y\n f\n g\n h\n", "@@ -2,7 +2,7 @@\n")
+CASES += [
+    Case(
+        f"one file in two sections, {name}{', in reverse' if reverse else ''}",
+        "t4127-apply-same-fn.sh" + (" (-R: git lists the files last first)" if reverse else ""),
+        {"f": ALPHABET.replace("d\n", "z\n").replace(changed, "y\n") if reverse else ALPHABET},
+        patch,
+        True,
+        reverse=reverse,
+    )
+    for name, patch, changed in (("independent", INDEPENDENT, "i\n"), ("overlapping", OVERLAPPING, "e\n"))
+    for reverse in (False, True)
+]
+CASES.append(
+    Case(
+        "one file in two sections, in reverse on a file that has only the second",
+        "t4127-apply-same-fn.sh (-R)",
+        {"f": ALPHABET.replace("i\n", "y\n")},
+        INDEPENDENT,
+        False,
+        reverse=True,
+        why="patch does not apply",
+    )
+)
+
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_in_memory_apply_agrees_with_git(tmp_path: Path, case: Case) -> None:

@@ -171,8 +171,23 @@ def rebase(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="The full report; touch nothing.")] = False,
     cont: Annotated[bool, typer.Option("--continue", help="Go on after resolving a conflict.")] = False,
     abort: Annotated[bool, typer.Option("--abort", help="Put everything back as it was.")] = False,
-    skip: Annotated[bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason).")] = False,
+    skip: Annotated[
+        bool, typer.Option("--skip", help="Drop the conflicting patch (needs --reason or --merged).")
+    ] = False,
     reason: Annotated[str | None, typer.Option(metavar="TEXT", help="Why the skipped patch is dropped.")] = None,
+    merged: Annotated[
+        bool,
+        typer.Option(
+            "--merged", help="With --skip: upstream merged it in the target version (recorded with the evidence)."
+        ),
+    ] = False,
+    all_evidenced: Annotated[
+        bool,
+        typer.Option(
+            "--all-evidenced",
+            help="With --skip --merged: also every later stop where the target already has the patch's lines.",
+        ),
+    ] = False,
     widen: Annotated[
         bool,
         typer.Option(
@@ -201,11 +216,15 @@ def rebase(
         if on
     ]
     if len(chosen) != 1:
-        raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R, --abort")
+        raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R (or --skip --merged), --abort")
     if widen and abort:
         raise UsageError("--widen goes with --to, --continue or --skip: --abort changes nothing")
-    if skip and not reason:
-        raise UsageError("--skip needs --reason: a dropped patch is recorded with why")
+    if merged and not skip:
+        raise UsageError("--merged goes with --skip: it records why the stopped patch is dropped")
+    if all_evidenced and not merged:
+        raise UsageError("--all-evidenced goes with --skip --merged")
+    if skip and not reason and not merged:
+        raise UsageError("--skip needs --reason (or --merged): a dropped patch is recorded with why")
     project = Project.load(root())
     _check_report(report_file, project.root)
     upstream = cache()
@@ -222,7 +241,12 @@ def rebase(
         if to is not None:
             report = transaction.start(project, upstream, to, dry_run=dry_run, widen=widen)
         else:
-            report = transaction.resume(project, upstream, skip_reason=reason if skip else None, widen=widen)
+            report = transaction.resume(
+                project,
+                upstream,
+                skip=transaction.Skip(reason=reason, merged=merged, all_evidenced=all_evidenced) if skip else None,
+                widen=widen,
+            )
     except ApplyConflict as exc:
         if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
             _write_report(report_file, _rebase_page(report_file, exc.result), project.root)

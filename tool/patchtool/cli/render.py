@@ -324,6 +324,8 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
         lines += [printable(f"      conflict in {f}") for f in s.conflicted]
         lines += [printable(f"      misplaced: {m}") for m in s.misplaced]
         lines += [printable(f"      {r}") for r in s.renamed]
+        lines += [printable(f"      evidence: {e}") for e in s.evidence]
+        lines += [printable(f"      assumes {pid} skipped") for pid in s.assumes]
     if report.drift:
         lines.append("upstream changed the code under these patches (they still applied):")
         lines += [printable(f"  {d.patch}: {d.path}: {d.detail}") for d in report.drift]
@@ -337,7 +339,8 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
         lines += [printable(f"  {r.entry}: {r.condition} - {r.why}") for r in due]
     if report.drop:
         lines.append("patches whose drop condition holds:")
-        lines += [printable(f"  {d.patch}: {d.why}") for d in report.drop]
+        for d in report.drop:
+            lines += [printable(f"  {d.patch}: {d.why}"), *(printable(f"      evidence: {e}") for e in d.evidence)]
     widened = [w for w in report.widenings if report.widen and w.new]
     if widened:
         lines.append(
@@ -371,7 +374,14 @@ def rebase_markdown(report: RebaseReport) -> str:
     for s in report.steps:
         detail = f"{len(s.shifted)} hunk(s) at other lines, listed below" if s.shifted else s.detail
         detail = detail.replace("|", "\\|")
-        extra = "; ".join([*(f"conflict in `{f}`" for f in s.conflicted), *s.misplaced, *s.renamed])
+        extra = "; ".join(
+            [
+                *(f"conflict in `{f}`" for f in s.conflicted),
+                *s.misplaced,
+                *s.renamed,
+                *(f"assumes `{pid}` skipped" for pid in s.assumes),
+            ]
+        )
         out.append(f"| `{s.id}` | {s.outcome} | {'; '.join(x for x in (detail, extra) if x)} |")
     moved = [f"- `{s.id}`: `{m.file}` {m.describe()}" for s in report.steps for m in s.shifted]
     if moved:
@@ -387,7 +397,10 @@ def rebase_markdown(report: RebaseReport) -> str:
             ],
         ),
         ("Rejected ideas to revisit", [f"- `{r.entry}`: {r.condition}: {r.why}" for r in report.revisit if r.holds]),
-        ("Patches to drop", [f"- `{d.patch}`: {d.why}" for d in report.drop]),
+        (
+            "Patches to drop",
+            [f"- `{d.patch}`: {d.why}" + "".join(f"; evidence: {e}" for e in d.evidence) for d in report.drop],
+        ),
         (
             "applies_to widened",
             [f"- `{w.patch}`: `{w.old}` → `{w.new}`" for w in report.widenings if report.widen and w.new],

@@ -73,19 +73,20 @@ class TooCostly(Exception):
         self.hunk = hunk
 
 
-def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, fuzz: int) -> Fuzzed | None:
-    """``hunks`` applied to ``lines`` (each with its newline) with at most ``fuzz`` lines of fuzz,
-    or None where one does not apply (or the first applies only in reverse). TooCostly where the
-    search would compare more than ``MAX_COMPARED`` lines."""
+def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, fuzz: int, reverse: bool = False) -> Fuzzed | None:
+    """``hunks`` applied to ``lines`` (each with its newline) with at most ``fuzz`` lines of fuzz
+    (``reverse``: taken out, as ``patch -R``), or None where one does not apply (or the first
+    applies only the other way). TooCostly where the search would compare more than
+    ``MAX_COMPARED`` lines."""
     state = _State(list(lines))
     placed = []
     for n, hunk in enumerate(hunks, 1):
-        h = _Hunk.of(hunk)
+        h = _Hunk.of(hunk, reverse=reverse)
         found = None
         state.hunk = n
         for level in range(min(fuzz, max(h.prefix, h.suffix)) + 1):
             found = state.locate(h, level)
-            if found is None and n == 1 and state.locate(_Hunk.of(hunk, reverse=True), level) is not None:
+            if found is None and n == 1 and state.locate(_Hunk.of(hunk, reverse=not reverse), level) is not None:
                 return None  # already applied, or a reversed patch
             if found is not None:
                 break

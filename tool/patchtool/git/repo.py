@@ -372,18 +372,19 @@ class Repo:
             self._runner.run("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", args=[old, new]).stdout
         )
 
+    def paths_changed(self, old: str, new: str, kinds: str) -> list[str]:
+        """The files of the tree ``new`` that ``git diff-tree`` from ``old`` marks with one of
+        ``kinds`` (its ``--diff-filter`` letters: ``A`` added, ``M`` modified)."""
+        out = self._runner.run(
+            "diff-tree", "-r", "-z", "--name-only", f"--diff-filter={kinds}", "--no-commit-id", args=[old, new]
+        ).stdout
+        return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+
     def renames(self, old: str, new: str, sources: Sequence[str]) -> dict[str, str]:
         """Where ``sources`` (paths deleted between the trees ``old`` and ``new``) went: git's rename
         detection with only them as sources and every added file as a candidate, as merge-ort
         limits detection to the paths that matter, which keeps it cheap on a 4,000-file tree."""
-        added = (
-            self._runner.run(
-                "diff-tree", "-r", "-z", "--name-only", "--diff-filter=A", "--no-commit-id", args=[old, new]
-            )
-            .stdout.decode("utf-8", "surrogateescape")
-            .split("\0")
-        )
-        added = [p for p in added if p]
+        added = self.paths_changed(old, new, "A")
         if not sources or not added:
             return {}
         out = self._runner.run(

@@ -231,20 +231,23 @@ class Dropped:
     entry: PatchEntry
     reason: str
     dropped_at: str  # the upstream version (or pin) at which it was dropped
+    merged_evidence: tuple[str, ...] = ()  # upstream merged it: what showed so when the rebase dropped it
 
     @classmethod
     def read(cls, f: Fields) -> Dropped | None:
         reason = f.string("reason")
         dropped_at = f.string("dropped_at")
-        rest = {k: v for k, v in f.data.items() if k not in ("reason", "dropped_at")}
+        evidence = f.str_list("merged_evidence", required=False) if "merged_evidence" in f.data else ()
+        rest = {k: v for k, v in f.data.items() if k not in ("reason", "dropped_at", "merged_evidence")}
         inner = Fields(rest, f.path, f.problems, patch=f.patch)
         entry = PatchEntry.read(inner)
-        if entry is None or reason is None or dropped_at is None:
+        if entry is None or reason is None or dropped_at is None or evidence is None:
             return None
-        return cls(entry=entry, reason=reason, dropped_at=dropped_at)
+        return cls(entry=entry, reason=reason, dropped_at=dropped_at, merged_evidence=evidence)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.entry.to_dict(), "reason": self.reason, "dropped_at": self.dropped_at}
+        out = {**self.entry.to_dict(), "reason": self.reason, "dropped_at": self.dropped_at}
+        return {**out, "merged_evidence": list(self.merged_evidence)} if self.merged_evidence else out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -9,12 +9,12 @@ what the document says.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import tomlkit
 import tomlkit.exceptions
-from tomlkit.items import AoT, Comment, InlineTable, Table, Whitespace
+from tomlkit.items import AoT, Array, Comment, InlineTable, Table, Whitespace
 
 from patchtool.errors import InternalError, InvalidInput
 
@@ -114,6 +114,13 @@ def inline_table(values: Mapping[str, Any]) -> InlineTable:
     item = tomlkit.parse(f"x = {{ {inner} }}\n" if inner else "x = {}\n")["x"]
     assert isinstance(item, InlineTable)
     return item
+
+
+def lines_array(values: Iterable[str]) -> Array:
+    """An array of strings written one a line (each is a sentence, too long to share a line)."""
+    out = tomlkit.array()
+    out.extend(values)
+    return out.multiline(True)
 
 
 def table(values: Mapping[str, Any], *, literal: tuple[str, ...] = ()) -> Table:

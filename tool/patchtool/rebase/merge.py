@@ -149,6 +149,11 @@ class Workspace:
         """Where upstream moved ``path`` between the two pins, if it did."""
         return self._renames(path)
 
+    def changed_upstream(self) -> list[str]:
+        """The files upstream added or changed between the two pins, where the workspace knows
+        the pins (a replay onto a new upstream): where a file it moved may have gone."""
+        return self._renames.changed() if isinstance(self._renames, Renames) else []
+
     def update(self, files: dict[str, File | None]) -> None:
         self._changed.update(files)
 
@@ -176,6 +181,13 @@ class Renames:
         self.old_tree, self.new_tree = old_tree, new_tree
         self.key = f"{old_tree}-{new_tree}"
         self._known: dict[str, str | None] | None = None
+        self._changed: list[str] | None = None
+
+    def changed(self) -> list[str]:
+        """The files of the new tree added or changed since the old (``git diff-tree``)."""
+        if self._changed is None:
+            self._changed = self.repo.paths_changed(self.old_tree, self.new_tree, "AM")
+        return self._changed
 
     def __call__(self, path: str) -> str | None:
         if self._known is None:

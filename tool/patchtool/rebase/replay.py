@@ -19,11 +19,12 @@ from collections.abc import Set as AbstractSet
 
 from patchtool import git, progress
 from patchtool.diff import textpatch
+from patchtool.diff.model import ADDED, Diff
 from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
 from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
-from patchtool.rebase import merge
+from patchtool.rebase import absorbed, merge, moved, twice
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, PatchIds, already_upstream, hunks_upstream, in_other_form
 from patchtool.upstream.cache import Base
@@ -62,13 +63,15 @@ class Step:
     shifted: tuple[MovedHunk, ...] = ()  # applied with shifted context: each hunk that moved
     files: tuple[str, ...] = ()  # the paths the patch's result touches
     upstream_has: tuple[str, ...] = ()  # a conflict whose result upstream has up to formatting: where
+    evidence: tuple[str, ...] = ()  # already upstream, partly or maybe: what says so
+    assumes: tuple[str, ...] = ()  # a dry run or scan: the earlier stops, left out, under the same files
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         for key in ("commit", "detail"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed", "upstream_has"):
+        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes"):
             if getattr(self, key):
                 out[key] = list(getattr(self, key))
         if self.shifted:
@@ -190,9 +193,10 @@ def replay(
     """Replay the patches of ``loaded`` after ``options.done`` onto ``options.parent``.
 
     Stops at the first conflict unless ``keep_going``, in which case the conflicting patch is
-    left out and the rest goes on. The tree being built lives in memory (``merge.Workspace``): a
-    patch costs no git process unless all three sides of a file differ (one ``git merge-file``),
-    and every commit is written at the end by one ``git fast-import``.
+    left out and the rest goes on, as a rebase does where every stop is skipped (a later patch
+    on the same files names the stops it assumes skipped). The tree being built lives in memory
+    (``merge.Workspace``): a patch costs no git process unless all three sides of a file differ
+    (one ``git merge-file``), and every commit is written at the end by one ``git fast-import``.
     """
     chain = options.chain or old_chain(repo, old_base, loaded)
     parent = options.parent or new_base.commit
@@ -207,6 +211,8 @@ def replay(
         f"{old_base.pin.upstream} {old_base.pin.version} + series",
     )
     patch_ids = PatchIds(repo, old_base, new_base, chain)
+    # keep_going: each stop left out, as if skipped, and its paths; a later patch on them says so
+    left_out: list[tuple[str, frozenset[str]]] = []
     # no path is looked up before a patch asks for it: a --continue that stops at the next
     # conflict reads the trees along the files of the patches it reached, not of the whole rest
     with (
@@ -224,6 +230,10 @@ def replay(
             step, files, conflicts = replay_one(
                 ws, chain[i + 1], changes.get(chain[i + 1], ()), lp, (*labels, f"patch {lp.id}"), patch_ids, style=style
             )
+            if keep_going and (after := tuple(pid for pid, paths in left_out if _overlap(paths, _paths(lp)))):
+                step = dataclasses.replace(step, assumes=after)
+            if step.outcome.stops and keep_going:
+                left_out.append((lp.id, _paths(lp)))
             if step.outcome.applied and files is not None:
                 ws.update(files)
                 writes.append((len(steps), _commit_of(lp, files)))
@@ -242,6 +252,15 @@ def replay(
             steps[at] = dataclasses.replace(steps[at], commit=sha)
             tip = sha
     return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left, unmerged=unmerged)
+
+
+def _paths(lp: LoadedPatch) -> frozenset[str]:
+    return frozenset(p for f in lp.patch.model.files for p in (f.old_path, f.new_path) if p)
+
+
+def _overlap(a: AbstractSet[str], b: AbstractSet[str]) -> bool:
+    """Whether two sets of paths share one, or one holds a directory of the other's."""
+    return bool(a & b) or any(x.startswith(f"{y}/") or y.startswith(f"{x}/") for x in a for y in b)
 
 
 def _idents(lp: LoadedPatch) -> tuple[git.Ident, git.Ident]:
@@ -311,11 +330,30 @@ def replay_one(
     # the tree always comes from the 3-way merge; the text application only labels its result
     forward = apply_patch(ws, diff) if plain else None
     merged = merge.merge_patch(ws, changes, labels, style=style, commit=old_commit)
-    why = already_upstream(
-        ws, diff, merged, try_reverse=forward is None and plain, patch_ids=patch_ids, commit=old_commit, changes=changes
+    if merged.gone:  # a file upstream moved where git's rename detection misses it: its hunks' lines
+        merged = moved.follow_gone(ws, diff, merged)
+    try_reverse = forward is None and plain
+    hunks = absorbed.hunks_in_target(ws, changes) if try_reverse else ()
+    verdict = already_upstream(
+        ws, diff, merged, try_reverse=try_reverse, patch_ids=patch_ids, commit=old_commit, changes=changes, hunks=hunks
     )
-    if why is not None:
-        return step(PatchOutcome.UPSTREAM, detail=why), None, ()
+    if verdict is not None and verdict.drop:
+        return step(PatchOutcome.UPSTREAM, detail=verdict.detail, evidence=verdict.evidence), None, ()
+    if verdict is not None:  # evidence too weak to drop it: it stops once, showing it
+        if merged.clean:
+            files = merged.files
+            return (
+                step(
+                    PatchOutcome.CONFLICT, detail=verdict.detail, evidence=verdict.evidence, files=tuple(sorted(files))
+                ),
+                files,
+                (),
+            )
+        stop, left = _stopped(ws, changes, merged, step)
+        return dataclasses.replace(stop, detail=verdict.detail, evidence=verdict.evidence), left, merged.conflicts
+    partly: tuple[str, ...] = ()
+    if not merged.clean and (resolved := absorbed.without_upstream_hunks(ws, changes, merged, hunks, labels, style)):
+        merged, partly = resolved, tuple(h.describe() for h in hunks if h.upstream)
     if not merged.clean:
         stop, left = _stopped(ws, changes, merged, step)
         if evidence := in_other_form(ws, merged, labels):
@@ -336,12 +374,23 @@ def replay_one(
             files,
             (),
         )
+    if doubled := _defined_twice(ws, diff, changes, files):
+        return (
+            step(
+                PatchOutcome.CONFLICT,
+                files=tuple(sorted(files)),
+                detail="applying it would define a name twice: upstream may have it",
+                evidence=doubled,
+            ),
+            files,
+            (),
+        )
     done = tuple(sorted(files))
     if forward is not None and _as_applied(ws, forward, files):
         if not forward.moved:
             return step(PatchOutcome.UNCHANGED, files=done), files, ()
         return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files, ())
-    present = hunks_upstream(ws, diff) if forward is None and plain else 0
+    present = len(partly) or (hunks_upstream(ws, diff) if try_reverse else 0)
     renamed = merged.renamed
     if present:
         return (
@@ -350,6 +399,7 @@ def replay_one(
                 renamed=renamed,
                 files=done,
                 detail=f"{present} hunk(s) already upstream, the rest applied",
+                evidence=tuple(f"upstream has {h}: every line it adds, none it removes" for h in partly),
             ),
             files,
             (),
@@ -360,6 +410,29 @@ def replay_one(
         else "the context changed; the 3-way merge resolved it"
     )
     return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files, ()
+
+
+def _defined_twice(
+    ws: merge.Workspace, diff: Diff, changes: Sequence[git.RawChange], files: dict[str, merge.File | None]
+) -> tuple[str, ...]:
+    """``twice.defined_twice`` for every Python file of the result where the patch adds a def or class."""
+    theirs = {c.new_path: c.new_blob for c in changes if c.new_path and c.new_blob}
+    out: list[str] = []
+    for fd in diff.files:
+        path = fd.new_path
+        f = files.get(path) if path else None
+        names = twice.added_names(ln.text for h in fd.hunks for ln in h.lines if ln.kind == ADDED)
+        if path is None or f is None or not names:
+            continue
+        own = ws.reader.blob(theirs[path]) if path in theirs else None
+        out += twice.defined_twice(
+            path,
+            ws.data(f).decode("utf-8", "surrogateescape"),
+            names,
+            ws.text(path),
+            None if own is None else own.decode("utf-8", "surrogateescape"),
+        )
+    return tuple(dict.fromkeys(out))
 
 
 def _stopped(

@@ -75,6 +75,11 @@ class ScanReport:
             "unavailable": dict(self.unavailable),
             "details": details,
             "shifted": {pid: row for pid, row in shifted.items() if row},
+            "assumes": {
+                pid: {v: list(s.assumes) for v, s in row.items() if s.assumes}
+                for pid, row in self.steps.items()
+                if any(s.assumes for s in row.values())
+            },
             "drift": {v: [d.to_dict() for d in items] for v, items in self.drift.items()},
             "failed_assumptions": {v: [a.to_dict() for a in items] for v, items in self.failed_assumptions.items()},
             "revisit": {v: [r.to_dict() for r in items] for v, items in self.revisit.items()},

@@ -110,6 +110,8 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
         shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())),
         files=strings("files"),
         upstream_has=strings("upstream_has"),
+        evidence=strings("evidence"),
+        assumes=strings("assumes"),
     )
 
 

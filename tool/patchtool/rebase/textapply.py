@@ -107,8 +107,10 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
     output (so ``a -> b`` beside ``b -> a`` swaps them); a later change to a path reads the
     earlier one's result; a path renamed or deleted earlier may not be changed again; a file is
     created only where none is, unless the patch deletes or renames that one away; nothing is
-    written beyond a symbolic link or where a file and a directory would meet."""
-    files = [_Change.of(fd, reverse) for fd in diff.files]
+    written beyond a symbolic link or where a file and a directory would meet. In reverse the
+    files are taken last first, as ``git apply -R`` lists them (t4127: a file changed in two
+    sections comes out the way it went in)."""
+    files = [_Change.of(fd, reverse) for fd in (reversed(diff.files) if reverse else diff.files)]
     table: dict[str, object] = {c.src: _TO_BE_DELETED for c in files if c.src is not None and c.leaves_src}
     written: list[tuple[str, _Result]] = []
     moved: list[MovedHunk] = []
@@ -228,8 +230,9 @@ def _creatable(ws: merge.Workspace, path: str, *, ok_if_exists: bool) -> str | N
 
 
 def _file_directory_clash(ws: merge.Workspace, texts: dict[str, str | None]) -> Refusal | None:
-    """Where a file the patch leaves would sit inside another file, or over a directory: git
-    refuses to add such an index entry."""
+    """Where a file the patch leaves would sit inside another file, or over a directory of the
+    tree being built (the earlier patches' changes included) that it does not empty: git refuses
+    to add such an index entry."""
     for path, text in texts.items():
         if text is None:
             continue
@@ -238,17 +241,6 @@ def _file_directory_clash(ws: merge.Workspace, texts: dict[str, str | None]) -> 
             above = "/".join(parts[:n])
             if texts.get(above) is not None or (above not in texts and ws.get(above) is not None):
                 return Refusal(path, f"'{path}' appears as both a file and as a directory")
-        if _is_directory(ws, path) and not _emptied(ws, path, texts):
+        if any(texts.get(below, "") is not None for below in ws.files_under(path)):
             return Refusal(path, f"'{path}' appears as both a file and as a directory")
     return None
-
-
-def _is_directory(ws: merge.Workspace, path: str) -> bool:
-    found = ws.reader.at(ws.repo.tree_of(ws.start), path)
-    return found is not None and found[0] == "040000"
-
-
-def _emptied(ws: merge.Workspace, directory: str, texts: dict[str, str | None]) -> bool:
-    """Whether the patch deletes every file the start tree has under ``directory``."""
-    listed = ws.repo.out("ls-tree", "-r", "--name-only", "-z", args=[ws.start], paths=[directory])
-    return all(texts.get(name, "") is None for name in listed.split("\0") if name)

@@ -46,7 +46,7 @@ from patchtool.rebase.state import digest as state_digest
 from patchtool.rebase.state import forget as forget_state
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
-from patchtool.rebase.upstreamed import IN_OTHER_FORM
+from patchtool.rebase.upstreamed import IN_OTHER_FORM, by_content
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
 from patchtool.upstream.releases import release_pin, resolve_target, target_version
@@ -63,9 +63,10 @@ if TYPE_CHECKING:
 class DropDue:
     patch: str
     why: str
+    evidence: tuple[str, ...] = ()  # already upstream: what says so
 
-    def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
+    def to_dict(self) -> dict[str, object]:
+        return {"patch": self.patch, "why": self.why, **({"evidence": list(self.evidence)} if self.evidence else {})}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -275,6 +276,20 @@ def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = 
                 data=report,
                 hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; or {resolve}; or `--abort`",
             )
+        if stopped.evidence:  # upstream may have it: the command that records so comes first
+            every = (
+                "; `patchtool rebase --skip --merged --all-evidenced` records it and every later stop "
+                "where the target has the patch's lines the same way"
+                if by_content(stopped.evidence)
+                else ""
+            )
+            raise ApplyConflict(
+                f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}; upstream may have it",
+                result=report,
+                data=report,
+                hint=f"if upstream merged it, `patchtool rebase --skip --merged` records that with this evidence"
+                f"{every}; or {resolve}; or `--skip --reason '...'` to drop it, or `--abort`",
+            )
         raise ApplyConflict(
             f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}",
             result=report,
@@ -307,7 +322,19 @@ def _new_pin(state: RebaseState) -> Pin:
     return Pin.from_dict(tomllib.loads(state.new_pin_toml), name=state.new_pin, file=f"{PINS_DIR}/{state.new_pin}.toml")
 
 
-def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, widen: bool = False) -> RebaseReport:
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Skip:
+    """``rebase --skip``: the stopped patch leaves the series. ``merged``: upstream merged it in
+    the target version (recorded as already upstream, with the stop's evidence); with
+    ``all_evidenced``, so does every later stop where the target has every line the patch adds
+    and none it removes at each hunk's place."""
+
+    reason: str | None = None
+    merged: bool = False
+    all_evidenced: bool = False
+
+
+def resume(project: Project, cache: Cache, *, skip: Skip | None = None, widen: bool = False) -> RebaseReport:
     root = project.root
     state = load_state(root, cache=cache.repo.git_dir)
     if state is None:
@@ -328,25 +355,37 @@ def resume(project: Project, cache: Cache, *, skip_reason: str | None = None, wi
     repo = cache.repo
     move = Move.of(project, cache, project.pin(state.old_pin), _new_pin(state), loaded)
     if state.worktree is not None:
-        state = _record_resolution(project, repo, state, loaded, skip_reason)
-    elif skip_reason is not None:
+        if skip is not None and skip.all_evidenced and not by_content(state.steps[-1].evidence):
+            raise UsageError(
+                f"patch {state.steps[-1].id} stopped without evidence that the target has its lines: "
+                "--all-evidenced skips only such stops",
+                hint="`patchtool rebase --skip --merged` skips this one as merged upstream, "
+                "`--skip --reason '...'` as dropped; or resolve it and `--continue`",
+            )
+        state = _record_resolution(project, repo, state, loaded, skip)
+    elif skip is not None:
         raise UsageError(
             "no patch is stopped: the last --continue recorded its resolution before it was interrupted",
             hint="`patchtool rebase --continue` goes on from there",
         )
-    result = replay(
-        repo,
-        move.old_base,
-        move.new_base,
-        loaded,
-        ReplayOptions(done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root)),
-    )
-    state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
-    return _advance(move, state, result, resumed=True)
+    while True:
+        result = replay(
+            repo,
+            move.old_base,
+            move.new_base,
+            loaded,
+            ReplayOptions(done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root)),
+        )
+        state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
+        stop = result.stopped
+        if skip is None or not skip.all_evidenced or stop is None or not by_content(stop.evidence):
+            return _advance(move, state, result, resumed=True)
+        # each such stop recorded as its own skip, as if `--skip --merged` had been run at it
+        state = _record_resolution(project, repo, state, loaded, skip)
 
 
 def _record_resolution(
-    project: Project, repo: git.Repo, state: RebaseState, loaded: list[LoadedPatch], skip_reason: str | None
+    project: Project, repo: git.Repo, state: RebaseState, loaded: list[LoadedPatch], skip: Skip | None
 ) -> RebaseState:
     """The stopped patch's outcome, resolved or skipped, made a commit the replay ref holds and
     written into the state before anything else happens: a process killed after this point
@@ -356,11 +395,18 @@ def _record_resolution(
     current = steps[-1]
     worktree = root / WORKTREE
     parent = state.tip
-    if skip_reason is not None:
+    if skip is not None and skip.merged:  # already upstream, on the user's word and the stop's evidence
+        how = "`rebase --skip --merged --all-evidenced`" if skip.all_evidenced else "`rebase --skip --merged`"
         steps[-1] = dataclasses.replace(
-            current, outcome=PatchOutcome.DROPPED, commit=None, detail=f"skipped: {skip_reason}"
+            current,
+            outcome=PatchOutcome.UPSTREAM,
+            commit=None,
+            detail=f"recorded by {how} at the stop" + (f": {skip.reason}" if skip.reason else ""),
         )
-        state = dataclasses.replace(state, skipped={**state.skipped, current.id: skip_reason})
+    elif skip is not None:
+        reason = skip.reason or ""
+        steps[-1] = dataclasses.replace(current, outcome=PatchOutcome.DROPPED, commit=None, detail=f"skipped: {reason}")
+        state = dataclasses.replace(state, skipped={**state.skipped, current.id: reason})
     else:
         repo.worktree_repair(worktree)  # the repository may have moved since the stop
         repo.ignore_byte_code()  # a stop made before its worktree ignored it
@@ -594,7 +640,7 @@ def _drop_due(
     repo: git.Repo, pin: Pin, base: Base, entries: tuple[PatchEntry, ...], steps: tuple[Step, ...]
 ) -> list[DropDue]:
     out = [
-        DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}")
+        DropDue(patch=s.id, why=f"already upstream in {pin.version}: {s.detail}", evidence=s.evidence)
         for s in steps
         if s.outcome is PatchOutcome.UPSTREAM
     ]
@@ -647,7 +693,7 @@ def _commit(
         state.new_pin,
         new_version,
         dropped,
-        {s.id for s in result.steps if s.outcome is PatchOutcome.UPSTREAM},
+        {s.id: s.evidence for s in result.steps if s.outcome is PatchOutcome.UPSTREAM},
         {w.patch: w.new for w in report.widenings if report.widen and w.new},
     )
     for s in result.steps:
@@ -661,10 +707,16 @@ def _commit(
 
 
 def _rewrite_manifest(
-    root: Path, new_pin: str, version: str, dropped: dict[str, str], merged: set[str], widened: dict[str, str]
+    root: Path,
+    new_pin: str,
+    version: str,
+    dropped: dict[str, str],
+    merged: dict[str, tuple[str, ...]],
+    widened: dict[str, str],
 ) -> tuple[str, dict[str, str]]:
     """The manifest with the fields the rebase owns changed (and, with --widen, ``applies_to``),
-    comments and everything else kept; and where each dropped patch's file goes."""
+    comments and everything else kept; and where each dropped patch's file goes. ``merged``: the
+    patches upstream has, each with its evidence."""
     from patchtool.project import tomlio  # tomlkit: only the finishing command edits the manifest
 
     doc = manifest_document(root)
@@ -684,6 +736,8 @@ def _rewrite_manifest(
         pid = str(table["id"])
         if pid in merged:
             table["upstream"] = tomlio.inline_table({"status": "merged", "version": version})
+        if merged.get(pid):
+            table["merged_evidence"] = tomlio.lines_array(merged[pid])
         moved[pid] = record_dropped(root, doc, table, reason=dropped[pid], dropped_at=version)
     return manifest_text(doc), moved
 

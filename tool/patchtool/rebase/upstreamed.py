@@ -1,11 +1,15 @@
 """Is this patch already upstream? ``already_upstream`` answers it for a patch replayed onto a
-new upstream (``rebase`` and ``scan``), with the reason.
+new upstream (``rebase`` and ``scan``), with its evidence.
 
-The signs, cheapest first:
-- it applies in reverse on the target (the whole patch, as ``git apply -R`` would);
+The evidence, strongest first:
+- applying it changes nothing (the 3-way merge leaves the target as it is);
+- it applies in reverse on the target, exactly, every hunk at its own place (as ``git apply -R``
+  would) and the target has every line it adds and none it removes at each hunk's place
+  (``absorbed``): two independent kinds, so it is dropped without a stop;
 - upstream made a commit with its patch-id between the two pins (``git cherry``; only where both
   pins are git commits: a release artifact has no history to compare with);
-- merging it onto the target changes nothing.
+- one of those two kinds alone, or a reverse application with the fuzz GNU ``patch -R`` would use
+  (quilt's check), is evidence for a stop, never a drop: a Debian-only fix must not vanish.
 
 ``in_other_form`` finds a conflicting patch whose result upstream has up to formatting (``if(``
 for ``if (``): the rebase still stops there, and offers ``--skip`` with that reason.
@@ -17,18 +21,36 @@ does not apply (``series.apply.diagnose``: "already applied").
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from patchtool import git
+from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import textpatch
-from patchtool.diff.model import Diff, lines_of
-from patchtool.rebase import merge
+from patchtool.diff.model import CONTEXT, Diff, FileDiff, Hunk, lines_of
+from patchtool.rebase import absorbed, merge
+from patchtool.rebase.absorbed import scope_near
 from patchtool.rebase.formatting import may_merge_to, normal_forms, normal_lines
 from patchtool.rebase.textapply import apply_patch
 from patchtool.upstream.cache import Base
 
 IN_REVERSE = "it applies in reverse on the target"
 IN_OTHER_FORM = "upstream has it (differs in whitespace/formatting)"
+CHANGES_NOTHING = "applying it changes nothing"
+MAY_BE_UPSTREAM = "upstream may have it"
+HAS_ITS_LINES = "the target has every line it adds and none it removes, at each hunk's place"
+FUZZ = 2  # GNU patch's default, what quilt's `patch -R --dry-run` allows
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    """What the target says of a patch upstream may have taken. ``drop``: two independent kinds
+    of evidence agree (or applying it changes nothing), and it leaves without a stop; otherwise it
+    stops once, showing ``evidence``."""
+
+    drop: bool
+    detail: str
+    evidence: tuple[str, ...]
 
 
 def already_upstream(
@@ -40,35 +62,71 @@ def already_upstream(
     patch_ids: PatchIds | None,
     commit: str,
     changes: Sequence[git.RawChange] = (),
-) -> str | None:
-    """Why the patch (``diff``, its commit on the old pin ``commit``) is already in the tree ``ws``
-    builds, or None. ``merged``: the patch merged onto that tree; ``try_reverse``: whether to try
-    it in reverse (a plain patch, no renames or mode changes, that does not apply forward);
-    ``changes``: the patch's files at the old pin, where each hunk's place is read."""
-    if merged.clean:
-        if not ws.same(merged.files):
-            return None
-        return IN_REVERSE if try_reverse and applies_in_reverse(ws, diff, changes) else "applying it changes nothing"
+    hunks: Sequence[absorbed.HunkCheck] = (),
+) -> Verdict | None:
+    """Whether the patch (``diff``, its commit on the old pin ``commit``) is already in the tree
+    ``ws`` builds, and on what evidence; None when nothing says so. ``merged``: the patch merged
+    onto that tree; ``try_reverse``: whether to try it in reverse (a plain patch, no renames or
+    mode changes, that does not apply forward); ``changes``: the patch's files at the old pin,
+    where each hunk's place is read; ``hunks``: each hunk checked against the target's content
+    (``absorbed.hunks_in_target``).
+
+    Dropped: applying it changes nothing; or it applies in reverse, exactly, at its own place and
+    the target has every line it adds and none it removes at each hunk's place (two kinds of
+    evidence: a reverse application by context, and the content the 3-way merge's sides align);
+    or upstream made a commit with its patch-id. Anything less (one kind alone, or a reverse
+    application with fuzz) is evidence for a stop."""
+    if merged.clean and ws.same(merged.files):
+        evidence = [f"{CHANGES_NOTHING}: the 3-way merge leaves the target as it is"]
+        if try_reverse and applies_in_reverse(ws, diff, changes):
+            return Verdict(drop=True, detail=IN_REVERSE, evidence=(_REVERSED, *evidence))
+        return Verdict(drop=True, detail=CHANGES_NOTHING, evidence=tuple(evidence))
     # a file the patch deletes that upstream only renamed applies in reverse, but is not upstream
     alive = any(c.kind is merge.ConflictKind.RENAME_DELETE for c in merged.conflicts)
-    if try_reverse and not alive and applies_in_reverse(ws, diff, changes):
-        return IN_REVERSE
-    return patch_ids.detail(commit) if patch_ids is not None else None
+    exact = try_reverse and not alive and applies_in_reverse(ws, diff, changes)
+    content = bool(hunks) and all(h.upstream for h in hunks)
+    found = []
+    if exact:
+        found.append(_REVERSED)
+    if content:
+        found.append(f"{HAS_ITS_LINES}: " + ", ".join(h.describe() for h in hunks))
+    if exact and content:
+        return Verdict(drop=True, detail=IN_REVERSE, evidence=tuple(found))
+    if not merged.clean and patch_ids is not None and (why := patch_ids.detail(commit)) is not None:
+        return Verdict(drop=True, detail=why, evidence=(why, *found))
+    if try_reverse and not exact and not alive and (level := fuzzed_in_reverse(ws, diff, changes)) is not None:
+        found.append(f"it applies in reverse with fuzz {level} at its own place (as `patch -R --fuzz={FUZZ}` would)")
+    if not found:
+        return None
+    return Verdict(drop=False, detail=f"{MAY_BE_UPSTREAM}: {'; '.join(found)}", evidence=tuple(found))
+
+
+def by_content(evidence: Sequence[str]) -> bool:
+    """Whether a stop's ``evidence`` says the target has the patch's lines at each hunk's place
+    (what ``rebase --skip --merged --all-evidenced`` accepts)."""
+    return any(e.startswith(f"{HAS_ITS_LINES}: ") for e in evidence)
+
+
+_REVERSED = f"{IN_REVERSE} (as `git apply -R`), every hunk at its own place"
 
 
 def applies_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.RawChange] = ()) -> bool:
     """Whether the patch comes out of the workspace in reverse, every hunk where the patch would
     put it: at the place its lines had at the old pin, as upstream's own change moved them (a
     reverse application that finds the patch's result elsewhere, say in another function, does
-    not make it upstream)."""
+    not make it upstream). A file the patch changes in several sections (git's t4127) is placed
+    by its first; the others must follow it in order."""
     applied = apply_patch(ws, diff, reverse=True)
     if applied is None:
         return False
     bases = {c.old_path: c.old_blob for c in changes if c.old_path and c.old_blob}
+    sections: dict[str, list[FileDiff]] = {}
     for f in diff.files:
         path = f.old_path
         if path is None or f.new_path != path or path not in bases:
             continue
+        sections.setdefault(path, []).append(f)
+    for path, (f, *later) in sections.items():
         before, after = ws.reader.blob(bases[path]), applied.texts.get(path)
         if before is None or after is None:
             return False
@@ -84,7 +142,59 @@ def applies_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.Ra
             for n, (h, at) in enumerate(zip(f.hunks, placed.starts, strict=True))
         ):
             return False
+        text: list[str] | None = placed.lines
+        for section in later:
+            done = textpatch.apply(text, section.hunks) if text is not None else None
+            text = done.lines if done is not None else None
+        if text is None:
+            return False
     return True
+
+
+def fuzzed_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.RawChange]) -> int | None:
+    """The least fuzz (up to ``FUZZ``) at which GNU ``patch -R`` takes the patch out of the
+    workspace with every hunk at its own place (where its result stood at the old pin, followed
+    through upstream's change to the file); None where it does not. A file changed in several
+    sections is not judged: None."""
+    afters = {c.new_path: c.new_blob for c in changes if c.new_path and c.new_blob}
+    paths = [f.new_path for f in diff.files]
+    if len(set(paths)) != len(paths):
+        return None
+    worst = 0
+    for f in diff.files:
+        path = f.new_path
+        if path is None or f.old_path != path or path not in afters:
+            return None
+        target, before = ws.text(path), ws.reader.blob(afters[path])
+        if target is None or before is None:
+            return None
+        have = lines_of(target)
+        try:
+            got = textfuzz.apply(have, f.hunks, fuzz=FUZZ, reverse=True)
+        except textfuzz.TooCostly:
+            return None
+        if got is None:
+            return None
+        was = before.decode("utf-8", "surrogateescape")
+        blocks = textpatch.diff(lines_of(was), have)
+        for p, h in zip(got.placed, f.hunks, strict=True):
+            # the first line compared, not the first ignored, must be where the patch left it,
+            # in the same function (a line diff may pair a function with a look-alike upstream added)
+            first = (h.new_start - 1 if h.new_start else 0) + _ignored_above(h, p.fuzz)
+            at = first + p.offset
+            if not _maps(blocks, first, at) or scope_near(path, lines_of(was), first) != scope_near(path, have, at):
+                return None
+        worst = max([worst, *(p.fuzz for p in got.placed)])
+    return worst
+
+
+def _ignored_above(h: Hunk, level: int) -> int:
+    """The context lines above a hunk that GNU patch ignores at fuzz ``level`` (fewer where the
+    hunk has less context above than below)."""
+    kinds = [line.kind for line in h.lines]
+    prefix = next((i for i, k in enumerate(kinds) if k != CONTEXT), len(kinds))
+    suffix = next((i for i, k in enumerate(reversed(kinds)) if k != CONTEXT), len(kinds))
+    return max(level + prefix - max(prefix, suffix), 0)
 
 
 def _maps(blocks: Sequence[textpatch.Block], line: int, at: int) -> bool:
