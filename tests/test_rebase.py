@@ -643,6 +643,24 @@ def test_the_report_says_to_remove_an_old_pin_nothing_needs(releases: Demo) -> N
     assert "old pin: `patchtool pin remove demo-1.0`: no patch's applies_to admits 1.0 any more" in res.stdout
 
 
+def test_a_dry_run_keeps_the_old_pin_a_conflicting_patch_admits(releases: Demo) -> None:
+    """A patch that would stop the rebase still admits the old version: the dry run says so,
+    never that no patch admits it."""
+    series(releases, "0004-bye")
+    res = releases.run("rebase", "--to", "1.1", "--dry-run")
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert "no patch's applies_to admits" not in res.stdout
+    assert (
+        "old pin: keep pin demo-1.0 for now: bye (which would stop the rebase) still admit 1.0; once the "
+        "rebase is through, `patchtool pin remove demo-1.0` if no patch kept admits it"
+    ) in " ".join(res.stdout.split())
+    series(releases, "0001-extra", "0004-bye")
+    res = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    advice = json.loads(res.stdout)["data"]["old_pin_advice"]
+    assert (advice["admitted_by"], advice["undecided"]) == (["extra"], ["bye"])
+    assert advice["text"].startswith("keep pin demo-1.0: extra and bye (which would stop the rebase) still admit 1.0;")
+
+
 def test_widen_given_at_the_start_survives_a_conflict_stop(releases: Demo) -> None:
     series(releases, "0002-greet", "0004-bye")
     manifest = releases.root / "patchset.toml"
