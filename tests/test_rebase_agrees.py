@@ -235,6 +235,39 @@ def test_a_file_renamed_the_same_way_by_both_merges_cleanly(tmp_path: Path) -> N
     assert step["outcome"] == "merged by 3-way merge" and step["renamed"] == ["pkg/f.py -> pkg/g.py (renamed upstream)"]
 
 
+def test_drift_follows_a_file_upstream_renamed_and_says_where_it_went(tmp_path: Path) -> None:
+    """Upstream moved pkg/f.py to pkg/g.py and edited f2 below the patch's line: the drift says
+    where the file went and compares f2 there, never that the file no longer exists."""
+    body = BODY.replace("    return 2\n", "".join(f"    v{i} = {i}\n" for i in range(6)) + "    return 2\n")
+    fork = make_fork(
+        tmp_path,
+        {"pkg/f.py": body},
+        files({"pkg/f.py": body.replace("v1 = 1", "v1 = 11")}),
+        both(commands(("mv", "pkg/f.py", "pkg/g.py")), files({"pkg/g.py": body.replace("return 2", "return 3")})),
+    )
+    assert fork.git_merge()[0] == 0
+    res = fork.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["data"]["drift"] == [
+        {
+            "patch": "change",
+            "path": "pkg/f.py",
+            "scope": "<file>",
+            "change": "moved",
+            "detail": "the file moved upstream to pkg/g.py",
+        },
+        {
+            "patch": "change",
+            "path": "pkg/f.py",
+            "scope": "f2",
+            "change": "changed",
+            "detail": "f2 changed upstream (+0 lines)",
+        },
+    ]
+    text = fork.run("rebase", "--to", "1.1", "--dry-run").stdout
+    assert "change: pkg/f.py: the file moved upstream to pkg/g.py" in text and "no longer exists" not in text
+
+
 # -- placement ---------------------------------------------------------------------------------
 
 SIBLING_CALLS = '"""Two siblings making the same call."""\n\n\n' + "".join(
