@@ -570,7 +570,9 @@ def test_bad_rebase_requests_are_refused_and_change_nothing(releases: Demo) -> N
     series(releases, "0002-greet", "0004-bye")
     before = snapshot(releases.root)
     res = releases.run("rebase", "--to", "not-a-release")
-    assert res.returncode == 2 and "'not-a-release' is neither a version, a tag (v0.5.23) nor a commit" in res.stderr
+    assert res.returncode == 2 and "'not-a-release' is neither a version, a tag (v1.0) nor a commit" in res.stderr
+    res = releases.run("rebase", "--to", "abcdef0")
+    assert res.returncode == 2 and "give a release version of demo, as 1.0" in " ".join(res.stderr.split())
     res = releases.run("rebase", "--to", "9.9", "--dry-run")
     assert res.returncode == 4 and "demo 9.9 has no demo-9.9-py3-none-any.whl on the index" in res.stderr
     assert snapshot(releases.root) == before

@@ -268,6 +268,20 @@ def test_drift_follows_a_file_upstream_renamed_and_says_where_it_went(tmp_path: 
     assert "change: pkg/f.py: the file moved upstream to pkg/g.py" in text and "no longer exists" not in text
 
 
+def test_a_target_refused_on_a_git_pin_gives_that_pins_own_examples(tmp_path: Path) -> None:
+    """`--to v2` on demo's git pin: the example tag and version are demo's, never sglang's."""
+    change = files({"pkg/f.py": BODY.replace("return 2", "return 22")})
+    fork = make_fork(tmp_path, {"pkg/f.py": BODY}, change, files({"pkg/g.py": BODY}))
+    before = snapshot(fork.root)
+    res = fork.run("rebase", "--to", "v2")
+    assert res.returncode == 2, res.stdout + res.stderr
+    message = " ".join(res.stderr.split())
+    assert "'v2' is neither a version, a tag (v1.0) nor a commit" in message
+    assert f"name a release of demo by its version or tag (as 1.0 or v1.0), or a commit of {fork.upstream}" in message
+    assert "0.5" not in res.stderr
+    assert snapshot(fork.root) == before
+
+
 # -- placement ---------------------------------------------------------------------------------
 
 SIBLING_CALLS = '"""Two siblings making the same call."""\n\n\n' + "".join(
