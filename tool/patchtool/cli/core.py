@@ -242,11 +242,11 @@ def rebase(
             )
             + rebase_text(report, style)
             + (
-                f"\n{style.bad('predicted')}: "
-                + _fit(
+                "\n"
+                + _predicted(
                     f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)}"
                     f" (exit {int(ExitCode.PREDICTED)})",
-                    "predicted: ",
+                    style,
                 )
                 if stuck
                 else ""
@@ -255,20 +255,11 @@ def rebase(
     )
 
 
-def _fit(text: str, prefix: str) -> str:
-    """``text`` after ``prefix`` wrapped to the 100 columns the tables keep to."""
-    import textwrap
+def _predicted(text: str, style: Style) -> str:
+    """``predicted: TEXT``, wrapped to the terminal as the tables are."""
+    from patchtool.cli.prose import fill
 
-    return "\n".join(
-        textwrap.wrap(
-            text,
-            width=100,
-            initial_indent=" " * len(prefix),
-            subsequent_indent="  ",
-            break_on_hyphens=False,
-            break_long_words=True,
-        )
-    ).lstrip()
+    return fill(text, style, prefix=f"{style.bad('predicted')}: ", indent=2)
 
 
 def _rebase_page(path: Path, report: RebaseReport) -> str:
@@ -333,6 +324,6 @@ def scan(
             f"{pid} at {', '.join(f'{v} ({report.steps[pid][v].outcome})' for v in at)}" for pid, at in stuck.items()
         )
         note = f"a rebase would stop for {where} (exit {int(ExitCode.PREDICTED)})"
-        return scan_table(report, style) + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
+        return scan_table(report, style) + (f"\n{_predicted(note, style)}" if stuck else "")
 
     return Shown(data=report, text=text, code=ExitCode.PREDICTED if stuck else ExitCode.OK)

@@ -37,8 +37,9 @@ def width() -> int:
     return max(40, min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns))
 
 
-def draw(*parts: Any, style: Style) -> str:
-    """``parts`` (rich renderables or plain strings), one after the other, as text ``width()`` wide."""
+def draw(*parts: Any, style: Style, soft_wrap: bool = False) -> str:
+    """``parts`` (rich renderables or plain strings), one after the other, as text ``width()`` wide
+    (with ``soft_wrap``, lines broken already, none cut or broken again)."""
     out = io.StringIO()
     console = Console(
         file=out,
@@ -48,7 +49,7 @@ def draw(*parts: Any, style: Style) -> str:
         color_system="standard" if style.colour else None,
         highlight=False,
         emoji=False,
-        soft_wrap=False,
+        soft_wrap=soft_wrap,
         legacy_windows=False,
     )
     for part in parts:
