@@ -255,7 +255,7 @@ def test_conflict_stops_leaves_a_worktree_and_abort_restores(releases: Demo) -> 
     md = releases.root / "stop.md"
     releases.run("rebase", "--abort")
     text = releases.run("rebase", "--to", "1.1", "--report", str(md)).stdout
-    assert "come with the finished rebase" in text and "### Not yet" in md.read_text()
+    assert "come with the finished rebase" in " ".join(text.split()) and "### Not yet" in md.read_text()
     md.unlink()
     assert {k for k in snapshot(releases.root) if ".patchtool" not in k} == set(before)
     assert all(snapshot(releases.root)[k] == v for k, v in before.items())
@@ -570,7 +570,9 @@ def test_bad_rebase_requests_are_refused_and_change_nothing(releases: Demo) -> N
     series(releases, "0002-greet", "0004-bye")
     before = snapshot(releases.root)
     res = releases.run("rebase", "--to", "not-a-release")
-    assert res.returncode == 2 and "'not-a-release' is neither a version, a tag (v0.5.23) nor a commit" in res.stderr
+    assert res.returncode == 2 and "'not-a-release' is neither a version, a tag (v1.0) nor a commit" in res.stderr
+    res = releases.run("rebase", "--to", "abcdef0")
+    assert res.returncode == 2 and "give a release version of demo, as 1.0" in " ".join(res.stderr.split())
     res = releases.run("rebase", "--to", "9.9", "--dry-run")
     assert res.returncode == 4 and "demo 9.9 has no demo-9.9-py3-none-any.whl on the index" in res.stderr
     assert snapshot(releases.root) == before
@@ -641,6 +643,24 @@ def test_the_report_says_to_remove_an_old_pin_nothing_needs(releases: Demo) -> N
     res = releases.run("rebase", "--to", "1.1")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "old pin: `patchtool pin remove demo-1.0`: no patch's applies_to admits 1.0 any more" in res.stdout
+
+
+def test_a_dry_run_keeps_the_old_pin_a_conflicting_patch_admits(releases: Demo) -> None:
+    """A patch that would stop the rebase still admits the old version: the dry run says so,
+    never that no patch admits it."""
+    series(releases, "0004-bye")
+    res = releases.run("rebase", "--to", "1.1", "--dry-run")
+    assert res.returncode == 5, res.stdout + res.stderr
+    assert "no patch's applies_to admits" not in res.stdout
+    assert (
+        "old pin: keep pin demo-1.0 for now: bye (which would stop the rebase) still admit 1.0; once the "
+        "rebase is through, `patchtool pin remove demo-1.0` if no patch kept admits it"
+    ) in " ".join(res.stdout.split())
+    series(releases, "0001-extra", "0004-bye")
+    res = releases.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    advice = json.loads(res.stdout)["data"]["old_pin_advice"]
+    assert (advice["admitted_by"], advice["undecided"]) == (["extra"], ["bye"])
+    assert advice["text"].startswith("keep pin demo-1.0: extra and bye (which would stop the rebase) still admit 1.0;")
 
 
 def test_widen_given_at_the_start_survives_a_conflict_stop(releases: Demo) -> None:

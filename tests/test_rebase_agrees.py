@@ -235,6 +235,53 @@ def test_a_file_renamed_the_same_way_by_both_merges_cleanly(tmp_path: Path) -> N
     assert step["outcome"] == "merged by 3-way merge" and step["renamed"] == ["pkg/f.py -> pkg/g.py (renamed upstream)"]
 
 
+def test_drift_follows_a_file_upstream_renamed_and_says_where_it_went(tmp_path: Path) -> None:
+    """Upstream moved pkg/f.py to pkg/g.py and edited f2 below the patch's line: the drift says
+    where the file went and compares f2 there, never that the file no longer exists."""
+    body = BODY.replace("    return 2\n", "".join(f"    v{i} = {i}\n" for i in range(6)) + "    return 2\n")
+    fork = make_fork(
+        tmp_path,
+        {"pkg/f.py": body},
+        files({"pkg/f.py": body.replace("v1 = 1", "v1 = 11")}),
+        both(commands(("mv", "pkg/f.py", "pkg/g.py")), files({"pkg/g.py": body.replace("return 2", "return 3")})),
+    )
+    assert fork.git_merge()[0] == 0
+    res = fork.run("rebase", "--to", "1.1", "--dry-run", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["data"]["drift"] == [
+        {
+            "patch": "change",
+            "path": "pkg/f.py",
+            "scope": "<file>",
+            "change": "moved",
+            "detail": "the file moved upstream to pkg/g.py",
+        },
+        {
+            "patch": "change",
+            "path": "pkg/f.py",
+            "scope": "f2",
+            "change": "changed",
+            "detail": "f2 changed upstream (+0 lines)",
+        },
+    ]
+    text = fork.run("rebase", "--to", "1.1", "--dry-run").stdout
+    assert "change: pkg/f.py: the file moved upstream to pkg/g.py" in text and "no longer exists" not in text
+
+
+def test_a_target_refused_on_a_git_pin_gives_that_pins_own_examples(tmp_path: Path) -> None:
+    """`--to v2` on demo's git pin: the example tag and version are demo's, never sglang's."""
+    change = files({"pkg/f.py": BODY.replace("return 2", "return 22")})
+    fork = make_fork(tmp_path, {"pkg/f.py": BODY}, change, files({"pkg/g.py": BODY}))
+    before = snapshot(fork.root)
+    res = fork.run("rebase", "--to", "v2")
+    assert res.returncode == 2, res.stdout + res.stderr
+    message = " ".join(res.stderr.split())
+    assert "'v2' is neither a version, a tag (v1.0) nor a commit" in message
+    assert f"name a release of demo by its version or tag (as 1.0 or v1.0), or a commit of {fork.upstream}" in message
+    assert "0.5" not in res.stderr
+    assert snapshot(fork.root) == before
+
+
 # -- placement ---------------------------------------------------------------------------------
 
 SIBLING_CALLS = '"""Two siblings making the same call."""\n\n\n' + "".join(

@@ -3,6 +3,7 @@ stays whole in 100 columns however many releases a scan covers."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -60,6 +61,48 @@ def test_the_gpu_column_is_there_only_when_a_patch_has_gpu_checks() -> None:
     assert header(with_gpu).split()[-2:] == ["GPU", "checks"]
     assert re.search(r"0002-speed .* 0/1 pass$", with_gpu, re.M)
     assert re.search(r"0001-fix .* -$", with_gpu, re.M)
+
+
+def table_lines(text: str) -> tuple[list[str], list[str]]:
+    """The table's header (one line or two) and its rows, of ``status_table``'s text."""
+    lines = text.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.strip() and set(line) <= {"\u2500", "-"})
+    rows = [line for line in lines[rule + 1 :] if line[:1].isdigit() or line[:1] == " "]
+    return [line for line in lines[1:rule] if line.startswith(" ") or line.startswith("#")], rows
+
+
+def test_status_at_80_columns_cuts_no_header_and_no_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    """COLUMNS=80, a GPU column and a short upstream: the columns that wrap shrink the widest first,
+    never below a word, so "upstream" stays one word where rich alone would cut it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    rows = [
+        dataclasses.replace(patch("0001-short-id-x", gpu=True), kind="performance"),
+        dataclasses.replace(patch("0002-y"), kind="correctness"),
+    ]
+    text = tables.status_table(status(*rows), PLAIN)
+    header, lines = table_lines(text)
+    assert max(map(len, text.splitlines())) <= 80, text
+    assert " ".join(header).split() == ["GPU", "#", "patch", "kind", "upstream", "at", "pin", "files", "+/-", "checks"]
+    assert lines[0].split() == ["1", "0001-short-id-x", "performance", "pending", "applied", "1", "+2/-1", "0/1"]
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: 100 columns, as without one
+    assert text != tables.status_table(status(*rows), PLAIN)
+    monkeypatch.delenv("COLUMNS")
+    assert tables.status_table(status(*rows), PLAIN) == tables.status_table(status(*rows), PLAIN)
+    assert max(map(len, tables.status_table(status(*rows), PLAIN).splitlines())) <= 100
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80, 100])
+def test_an_id_wider_than_the_room_is_folded_with_no_traceback(monkeypatch: pytest.MonkeyPatch, columns: int) -> None:
+    """An id too long to share a line with the columns that must stay: the optional ones give way,
+    then the id folds; every line still fits (this was a ValueError with no GPU column)."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    long_id = "a-patch-id-" + "x" * (columns - 20)
+    text = tables.status_table(status(patch(long_id), patch("0002-y")), PLAIN)
+    assert max(map(len, text.splitlines())) <= columns, text
+    header, lines = table_lines(text)
+    assert header[0].split()[:3] == ["#", "patch", "kind"], text
+    folded = [line[4:].split(" ")[0] for line in lines if line[:1] != "2"]
+    assert len(folded) > 1 and "".join(folded) == long_id, text
 
 
 def scan(versions: int, patches: int, pid: str = "0001-a-patch-with-a-long-descriptive-name") -> ScanReport:

@@ -266,11 +266,11 @@ def rebase(
             )
             + rebase_text(report, style)
             + (
-                f"\n{style.bad('predicted')}: "
-                + _fit(
+                "\n"
+                + _predicted(
                     f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)}"
                     f" (exit {int(ExitCode.PREDICTED)})",
-                    "predicted: ",
+                    style,
                 )
                 if stuck
                 else ""
@@ -279,20 +279,11 @@ def rebase(
     )
 
 
-def _fit(text: str, prefix: str) -> str:
-    """``text`` after ``prefix`` wrapped to the 100 columns the tables keep to."""
-    import textwrap
+def _predicted(text: str, style: Style) -> str:
+    """``predicted: TEXT``, wrapped to the terminal as the tables are."""
+    from patchtool.cli.prose import fill
 
-    return "\n".join(
-        textwrap.wrap(
-            text,
-            width=100,
-            initial_indent=" " * len(prefix),
-            subsequent_indent="  ",
-            break_on_hyphens=False,
-            break_long_words=True,
-        )
-    ).lstrip()
+    return fill(text, style, prefix=f"{style.bad('predicted')}: ", indent=2)
 
 
 def _rebase_page(path: Path, report: RebaseReport) -> str:
@@ -357,15 +348,13 @@ def scan(
             f"{pid} at {', '.join(f'{v} ({report.steps[pid][v].outcome})' for v in at)}" for pid, at in stuck.items()
         )
         note = f"a rebase would stop for {where} (exit {int(ExitCode.PREDICTED)})"
+        from patchtool.cli.prose import fill
+
         missing = "".join(
-            f"\n{style.bad('not scanned')}: {_fit(f'{v}: {why}', 'not scanned: ')}"
+            "\n" + fill(f"{v}: {why}", style, prefix=f"{style.bad('not scanned')}: ", indent=2)
             for v, why in report.unavailable.items()
         )
-        return (
-            scan_table(report, style)
-            + (f"\n{style.bad('predicted')}: {_fit(note, 'predicted: ')}" if stuck else "")
-            + missing
-        )
+        return scan_table(report, style) + (f"\n{_predicted(note, style)}" if stuck else "") + missing
 
     code = ExitCode.UPSTREAM if report.unavailable else ExitCode.PREDICTED if stuck else ExitCode.OK
     return Shown(data=report, text=text, code=code)

@@ -37,6 +37,7 @@ def show(
 def show_text(shown: PatchShown, style: Style) -> str:
     """Every string of the entry, and the patch's subject and author, pass through ``printable``:
     they are a stranger's text, and a terminal must show them, not obey them."""
+    from patchtool.cli.prose import fill, reflow
     from patchtool.cli.render import gpu_lines
     from patchtool.cli.render import printable as p
 
@@ -52,7 +53,7 @@ def show_text(shown: PatchShown, style: Style) -> str:
         f"applies_to: {p(str(e.applies_to))}",
         f"drop_when:  {p(e.drop_when)}",
         "why:",
-        *(f"  {line}" for line in p(e.why).strip().splitlines()),
+        *reflow(p(e.why).strip(), style, indent=2),
     ]
     if e.scope:
         lines.append(p(f"scope:      hardware {', '.join(e.scope.hardware)}; model {', '.join(e.scope.model)}"))
@@ -62,7 +63,7 @@ def show_text(shown: PatchShown, style: Style) -> str:
     for m in e.evidence:
         measured = m.change or f"{m.before} -> {m.after}"
         where = "".join(f", {k} {v}" for k, v in m.conditions.items())
-        lines.append(p(f"  {m.metric}: {measured}{where} ({m.source})"))
+        lines.append(fill(p(f"{m.metric}: {measured}{where} ({m.source})"), style, prefix="  ", indent=4))
     lines.append(f"knobs: {len(e.knobs) or 'none'}")
     for k in e.knobs:
         roles = ", ".join(f"{role} {value}" for role, value in k.recommended.items())

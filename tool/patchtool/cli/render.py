@@ -307,6 +307,7 @@ PARTIAL = (
 
 
 def rebase_text(report: RebaseReport, style: Style) -> str:
+    from patchtool.cli.prose import fill  # rich: loaded for a text report only, never under --json
     from patchtool.rebase.transaction import RebaseStatus
 
     head = {
@@ -349,11 +350,11 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
             else "applies_to to widen to admit the target:"
         )
         lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
-    lines += [printable(f"follow-up: {f}") for f in report.follow_up]
+    lines += [fill(printable(f), style, prefix="follow-up: ", indent=2) for f in report.follow_up]
     if report.old_pin_advice:
-        lines.append(f"old pin: {report.old_pin_advice}")
+        lines.append(fill(report.old_pin_advice, style, prefix="old pin: ", indent=2))
     if report.status is RebaseStatus.CONFLICT:
-        lines.append(style.dim(PARTIAL))
+        lines.append(fill(style.dim(PARTIAL), style, indent=2))
     if report.worktree:
         lines.append(f"conflict left in: {report.worktree}")
     if report.written:

@@ -631,6 +631,11 @@ def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
             if isinstance(result, SeriesResult)
             else ""
         )
+        if isinstance(result, RebaseReport):  # a rebase's stop and what to do there, wrapped to the terminal
+            from patchtool.cli.prose import fill
+
+            out = f"{shown}\n{fill(exc.message, style, prefix=style.bad('error') + ': ', indent=2)}"
+            return out + (f"\n{fill(exc.hint, style, prefix='  hint: ', indent=4)}" if exc.hint else "")
         out = f"{shown}\n{style.bad('error')}: {exc.message}"
         return out + (f"\n  hint: {exc.hint}" if exc.hint else "")
 

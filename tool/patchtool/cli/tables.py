@@ -1,12 +1,14 @@
 """The results that read best as tables (``status``, the ``scan`` matrix), drawn by rich.
 
-A table is as wide as the terminal up to 100 columns, and 100 columns where there is no terminal
-(a pipe, a file, a CI log): no line is longer. Colour follows ``Style`` (a terminal, no NO_COLOR).
+A table is as wide as the terminal (``COLUMNS`` where it is set) up to 100 columns, and 100 columns
+where there is no terminal (a pipe, a file, a CI log): no line is longer. Colour follows ``Style``
+(a terminal, no NO_COLOR).
 """
 
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import sys
 from typing import TYPE_CHECKING, Any
@@ -29,14 +31,16 @@ _UNAVAILABLE = Look(word="not scanned", code="!", colour="red")  # its release c
 
 
 def width() -> int:
-    """Columns to draw in: the terminal's, at most ``WIDTH``; ``WIDTH`` when stdout is no terminal."""
-    if not sys.stdout.isatty():
+    """Columns to draw in: ``COLUMNS``, else the terminal's, at most ``WIDTH``; ``WIDTH`` when
+    stdout is no terminal and ``COLUMNS`` is not set."""
+    if not sys.stdout.isatty() and not os.environ.get("COLUMNS", "").strip().isdigit():
         return WIDTH
     return max(40, min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns))
 
 
-def draw(*parts: Any, style: Style) -> str:
-    """``parts`` (rich renderables or plain strings), one after the other, as text ``width()`` wide."""
+def draw(*parts: Any, style: Style, soft_wrap: bool = False) -> str:
+    """``parts`` (rich renderables or plain strings), one after the other, as text ``width()`` wide
+    (with ``soft_wrap``, lines broken already, none cut or broken again)."""
     out = io.StringIO()
     console = Console(
         file=out,
@@ -46,7 +50,7 @@ def draw(*parts: Any, style: Style) -> str:
         color_system="standard" if style.colour else None,
         highlight=False,
         emoji=False,
-        soft_wrap=False,
+        soft_wrap=soft_wrap,
         legacy_windows=False,
     )
     for part in parts:
@@ -54,9 +58,9 @@ def draw(*parts: Any, style: Style) -> str:
     return "\n".join(line.rstrip() for line in out.getvalue().rstrip("\n").split("\n"))
 
 
-def _table(*headers: str, padding: int = 1, wraps: set[str] | None = None) -> Table:
-    """A table of ``headers``; with ``wraps``, only those columns wrap (at spaces), the others
-    never (an id or a word is never cut in two)."""
+def _table(*headers: str, padding: int = 1, wraps: dict[str, int] | None = None) -> Table:
+    """A table of ``headers``; with ``wraps``, only those columns wrap (at spaces, each at most as
+    wide as given there), the others never (an id or a word is never cut in two)."""
     table = Table(
         box=box.ASCII2 if _ascii_only() else box.SIMPLE_HEAD,
         pad_edge=False,
@@ -65,7 +69,12 @@ def _table(*headers: str, padding: int = 1, wraps: set[str] | None = None) -> Ta
         padding=(0, padding),
     )
     for header in headers:
-        table.add_column(header, overflow="fold", no_wrap=wraps is not None and header not in wraps)
+        table.add_column(
+            header,
+            overflow="fold",
+            no_wrap=wraps is not None and header not in wraps,
+            max_width=(wraps or {}).get(header),
+        )
     return table
 
 
@@ -107,15 +116,12 @@ def status_table(report: StatusReport, style: Style) -> str:
             gpu, colour = gpu_summary(p)
             cells["GPU checks"].append(Text(gpu, style=colour))
     wraps = {"upstream", "GPU checks"}
-    shown = list(cells)
-    for optional in ("+/-", "files", "upstream", "GPU checks"):  # what gives way first where the ids need the room
-        if _fits_words(shown, cells, wraps):
-            break
-        shown.remove(optional)
-    if not _fits_words(shown, cells, wraps):  # an id nearly as long as the terminal is wide: folded
-        shown = list(cells)
-        wraps.add("patch")
-    table = _table(*shown, wraps=wraps)
+    folds: set[str] = set()
+    shown = _columns(cells, wraps, folds)
+    if not _fits_words(shown, cells, wraps, folds):  # an id nearly as long as the terminal is wide: folded
+        folds = {"patch"}
+        shown = _columns(cells, wraps, folds)
+    table = _table(*shown, wraps=_wrap_widths(shown, cells, wraps, folds))
     for row in zip(*(cells[h] for h in shown), strict=True):
         table.add_row(*row)
     head = (
@@ -154,13 +160,46 @@ def _fits_widths(widths: list[int]) -> bool:
     return sum(widths) + 3 * (len(widths) - 1) <= width()
 
 
-def _fits_words(headers: list[str], cells: dict[str, list[Text]], wraps: set[str]) -> bool:
-    """Whether these columns fit ``width()`` with every cell whole, those in ``wraps`` broken at spaces."""
+def _columns(cells: dict[str, list[Text]], wraps: set[str], folds: set[str]) -> list[str]:
+    """The columns shown: every one that fits, the optional ones giving way first where the ids need the room."""
+    shown = list(cells)
+    for optional in ("+/-", "files", "upstream", "GPU checks"):
+        if _fits_words(shown, cells, wraps, folds):
+            break
+        if optional in shown:
+            shown.remove(optional)
+    return shown
 
-    def need(text: str, wrap: bool) -> int:
-        return max(map(len, text.split())) if wrap and text.strip() else len(text)
 
-    return _fits_widths([max(need(str(c), h in wraps) for c in [Text(h), *cells[h]]) for h in headers])
+def _least(header: str, cells: list[Text], wraps: set[str], folds: set[str]) -> int:
+    """The columns a column needs: its widest cell, or where it wraps at spaces its longest word, or
+    where it folds (an id longer than the room) its header's; a header is never cut."""
+    if header in folds:
+        return len(header)
+    texts = [str(c) for c in [Text(header), *cells]]
+    if header in wraps:
+        return max(len(word) for t in texts for word in t.split() or [""])
+    return max(map(len, texts))
+
+
+def _fits_words(headers: list[str], cells: dict[str, list[Text]], wraps: set[str], folds: set[str]) -> bool:
+    """Whether these columns fit ``width()`` with every cell whole, those in ``wraps`` broken at
+    spaces, those in ``folds`` cut anywhere."""
+    return _fits_widths([_least(h, cells[h], wraps, folds) for h in headers])
+
+
+def _wrap_widths(headers: list[str], cells: dict[str, list[Text]], wraps: set[str], folds: set[str]) -> dict[str, int]:
+    """How wide each column in ``wraps`` and ``folds`` may be for the table to fit ``width()``:
+    the widest gives way first, none below what ``_least`` says it needs. Left to rich, every
+    such column shrinks alike, and a header ("upstream") is cut in two."""
+    widths = {h: max(len(str(c)) for c in [Text(h), *cells[h]]) for h in headers}
+    least = {h: _least(h, cells[h], wraps, folds) for h in headers if h in wraps | folds}
+    excess = sum(widths.values()) + 3 * (len(headers) - 1) - width()
+    while excess > 0 and (room := [h for h in least if widths[h] > least[h]]):
+        widest = max(room, key=lambda h: widths[h])
+        widths[widest] -= 1
+        excess -= 1
+    return {h: widths[h] for h in least}
 
 
 def scan_table(report: ScanReport, style: Style) -> str:

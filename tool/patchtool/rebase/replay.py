@@ -82,6 +82,7 @@ class Step:
 class DriftChange(enum.StrEnum):
     CHANGED = "changed"  # the region is there, upstream edited it
     GONE = "gone"  # the region (or its whole file) is no longer upstream
+    MOVED = "moved"  # upstream renamed the file: the detail says to what, its regions are followed there
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -297,7 +298,12 @@ def drift_all(
     paths = sorted({p for i in applied for p in loaded[i].patch.paths})
     old, new = reader.repo.entries(old_base.tree, paths), reader.repo.entries(new_base.tree, paths)
     same = {p for p in paths if p in old and old.get(p) == new.get(p)}
-    return tuple(d for i in applied for d in drift_of(reader, old_base, new_base, chain[i], loaded[i], same=same))
+    renames = merge.Renames(reader.repo, old_base.tree, new_base.tree)
+    return tuple(
+        d
+        for i in applied
+        for d in drift_of(reader, old_base, new_base, chain[i], loaded[i], same=same, renames=renames)
+    )
 
 
 def _plain(changes: Sequence[git.RawChange]) -> bool:
@@ -603,15 +609,24 @@ def drift_of(
     lp: LoadedPatch,
     *,
     same: AbstractSet[str] = frozenset(),
+    renames: Callable[[str], str | None] | None = None,
 ) -> list[Drift]:
     """Regions around the patch's hunks that upstream changed between the two pins (``same``:
-    paths known to be identical in both)."""
+    paths known to be identical in both), followed through a file ``renames`` says upstream moved."""
     hunks = [h for h in placed_hunks(lp.patch.model) if h.preimage and h.path not in same]
     paths = sorted({h.path for h in hunks})
     blobs = {
         f"{rev}:{p}": reader.blob(f"{rev}:{p}") for rev in (old_parent, old_base.tree, new_base.tree) for p in paths
     }
-    out: list[Drift] = []
+    gone = [p for p in paths if blobs[f"{new_base.tree}:{p}"] is None and blobs[f"{old_base.tree}:{p}"] is not None]
+    moved = {p: to for p in gone if renames is not None and (to := renames(p)) is not None}
+    # the regions are compared where upstream moved the file
+    blobs.update({f"{new_base.tree}:{p}": reader.blob(f"{new_base.tree}:{to}") for p, to in moved.items()})
+    out = [
+        Drift(patch=lp.id, path=p, scope="<file>", change=DriftChange.MOVED, detail=f"the file moved upstream to {to}")
+        for p, to in moved.items()
+        if blobs[f"{new_base.tree}:{p}"] is not None
+    ]
     seen: set[tuple[str, str]] = set()
     for h in hunks:
         where = blobs.get(f"{old_parent}:{h.path}")

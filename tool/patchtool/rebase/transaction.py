@@ -118,16 +118,28 @@ class RebaseReport:
     widen: bool = False  # `--widen`: the widenings are written (or, in a dry run, would be)
     widenings: tuple[Widening, ...] = ()
     old_pin_admitted_by: tuple[str, ...] = ()  # the patches whose applies_to still admits the old pin
+    # in a dry run, the patches that would stop the rebase and admit the old pin: kept or dropped, a person decides
+    old_pin_undecided: tuple[str, ...] = ()
 
     @property
     def old_pin_advice(self) -> str:
         """What to do with the old pin once the series has moved."""
         if self.old_pin == self.new_pin or self.status is RebaseStatus.CONFLICT:
             return ""
+        undecided = (
+            f"{', '.join(self.old_pin_undecided)} (which would stop the rebase) " if self.old_pin_undecided else ""
+        )
         if self.old_pin_admitted_by:
             return (
-                f"keep pin {self.old_pin}: {', '.join(self.old_pin_admitted_by)} still admit "
-                f"{self.old_version}; narrow their applies_to before `patchtool pin remove {self.old_pin}`"
+                f"keep pin {self.old_pin}: {', '.join(self.old_pin_admitted_by)} "
+                + (f"and {undecided}" if undecided else "")
+                + f"still admit {self.old_version}; "
+                + f"narrow their applies_to before `patchtool pin remove {self.old_pin}`"
+            )
+        if undecided:
+            return (
+                f"keep pin {self.old_pin} for now: {undecided}still admit {self.old_version}; once the "
+                f"rebase is through, `patchtool pin remove {self.old_pin}` if no patch kept admits it"
             )
         return f"`patchtool pin remove {self.old_pin}`: no patch's applies_to admits {self.old_version} any more"
 
@@ -157,7 +169,11 @@ class RebaseReport:
             "partial": self.status is RebaseStatus.CONFLICT,
             "follow_up": list(self.follow_up),
             "widened": [w.to_dict() for w in self.widenings if self.widen and w.new],
-            "old_pin_advice": {"admitted_by": list(self.old_pin_admitted_by), "text": self.old_pin_advice},
+            "old_pin_advice": {
+                "admitted_by": list(self.old_pin_admitted_by),
+                "undecided": list(self.old_pin_undecided),
+                "text": self.old_pin_advice,
+            },
         }
 
 
@@ -589,12 +605,13 @@ def _report(
         if not (widen and w.new)
     ]
     widened = {w.patch: w.new for w in widenings if widen and w.new}
-    kept = [s.id for s in result.steps if s.outcome.applied]
-    admitting = tuple(
+    admits = {
         e.id
         for e in project.manifest.patches
-        if e.id in kept and old_pin.version in (SpecifierSet(widened[e.id]) if e.id in widened else e.applies_to)
-    )
+        if old_pin.version in (SpecifierSet(widened[e.id]) if e.id in widened else e.applies_to)
+    }
+    admitting = tuple(s.id for s in result.steps if s.outcome.applied and s.id in admits)
+    undecided = tuple(s.id for s in result.steps if s.outcome.stops and s.id in admits)
     return RebaseReport(
         old_pin=old_pin.name,
         new_pin=new_pin.name,
@@ -612,6 +629,7 @@ def _report(
         widen=widen,
         widenings=tuple(widenings),
         old_pin_admitted_by=admitting,
+        old_pin_undecided=undecided,
     )
 
 

@@ -229,7 +229,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
         if pin.git is None:
             raise UsageError(
                 f"{target} looks like a commit, but pin {pin.name} has no [git] source",
-                hint="give a release version, e.g. 0.5.24",
+                hint=f"give a release version of {pin.upstream}, as {pin.version}",
             )
         commit = cache.repo.resolve(target)
         if commit is None:
@@ -251,7 +251,12 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
             artifact=None,
             use="git",
         )
-    raise UsageError(f"{target!r} is neither a version, a tag (v0.5.23) nor a commit")
+    # the examples are this pin's own: another package's tags would mislead
+    raise UsageError(
+        f"{target!r} is neither a version, a tag (v{pin.version}) nor a commit",
+        hint=f"name a release of {pin.upstream} by its version or tag (as {pin.version} or v{pin.version})"
+        + (f", or a commit of {pin.git.url}" if pin.git is not None else ""),
+    )
 
 
 def stated_version(cache: Cache, distribution: str, commit: str) -> Version | None:
