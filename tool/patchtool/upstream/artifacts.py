@@ -290,6 +290,19 @@ def top_directories(path: Path, art: Artifact) -> set[str]:
         return {ti.name.partition("/")[0] for ti, _ in tar_members(path, art.filename)}
 
 
+def member_names(path: Path, art: Artifact) -> list[str]:
+    """The names of the artifact's files and links, each checked, none read (where a wheel's and
+    an sdist's layouts meet: ``upstream/layouts.py``)."""
+    import zipfile
+
+    with damaged_as_error(art.filename, hint=DAMAGED_HINT):
+        if art.is_wheel:
+            with zipfile.ZipFile(path) as zf:
+                hostile = "the artifact is malformed or hostile; nothing was imported"
+                return sorted(info.filename for info in safe_members(zf, art.filename, hint=hostile))
+        return sorted(ti.name for ti, _ in tar_members(path, art.filename))
+
+
 def _repository_path(name: str, art: Artifact) -> str | None:
     """Where member ``name`` (already checked) goes in the repository; None when outside the prefix."""
     if not name.startswith(art.prefix_from):
