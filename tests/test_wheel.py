@@ -982,3 +982,25 @@ def test_build_from_a_git_checkout_with_the_standard_frontend(sglang_git: tuple[
     ]
     res = run_real(cache, "provenance", a["wheel"], "--json", cwd=root)
     assert res.returncode == 0 and envelope(res.stdout)["data"]["provenance"] == prov
+
+
+def test_provenance_of_every_wheel_in_dist(one_patch: Demo) -> None:
+    """`patchtool provenance dist/*.whl`, the README's tour line, where dist/ holds two builds (issue
+    30): each wheel is reported, and one that is not as built fails the whole (exit 1)."""
+    first = build(one_patch, one_patch.root / "dist")
+    one_patch.commit_patch(
+        "0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hey"'), "core: say hey", "Shorter greeting."
+    )
+    second = build(one_patch, one_patch.root / "dist")
+    wheels = sorted(str(p) for p in (one_patch.root / "dist").glob("*.whl"))
+    assert wheels == sorted([first["wheel"], second["wheel"]])
+    res = one_patch.run("provenance", *wheels, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    reports = envelope(res.stdout)["data"]["reports"]
+    assert [r["location"] for r in reports] == wheels
+    assert {r["metadata_version"] for r in reports} == {first["version"], second["version"]}
+    text = one_patch.run("provenance", *wheels).stdout
+    assert text.count("provenance: consistent") == 2 and f"(wheel {wheels[1]})" in text
+    bad = one_patch.run("provenance", *wheels, str(one_patch.wheel))
+    assert bad.returncode == 1 and "it was not built by `patchtool build`" in bad.stdout, bad.stdout + bad.stderr
+    assert bad.stdout.count("provenance: consistent") == 2

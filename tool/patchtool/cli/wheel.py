@@ -84,11 +84,11 @@ def build(
 
 @commands.command("provenance")
 def provenance(
-    target: Annotated[
-        str,
+    targets: Annotated[
+        list[str],
         typer.Argument(
-            metavar="WHEEL_OR_DIST",
-            help="A wheel file, a .dist-info directory, or the name of an installed distribution.",
+            metavar="WHEEL_OR_DIST...",
+            help="Wheel files (dist/*.whl), .dist-info directories, or names of installed distributions.",
         ),
     ],
     path: Annotated[
@@ -101,10 +101,14 @@ def provenance(
     ] = None,
 ) -> Shown:
     """What a patched wheel or installation contains: upstream, patches, and whether its files are intact."""
-    from patchtool.cli.render import provenance_text
-    from patchtool.wheel.provenance import locate
+    from patchtool.cli.render import provenance_text, provenances_text
+    from patchtool.wheel.provenance import locate, locate_all
 
-    report = locate(target, [str(p) for p in path] if path else sys.path)
+    where = [str(p) for p in path] if path else sys.path
+    if len(targets) > 1:
+        found, code = locate_all(targets, where)
+        return Shown(data=found, text=lambda style: provenances_text(found, style), code=code, problems=found.problems)
+    report = locate(targets[0], where)
     return Shown(
         data=report,
         text=lambda style: provenance_text(report, style),
