@@ -87,6 +87,8 @@ def pin_file(where: Path, name: str) -> dict:  # type: ignore[type-arg]
 def test_an_sdist_fork_pins_the_wheel_and_builds_it(index: Index, tmp_path: Path) -> None:
     where = fork(tmp_path, index, "--sdist")
     patch_core(where, f"src/{CORE}")
+    at_sdist = run(where, "build")
+    assert at_sdist.returncode == 2 and "`patchtool rebase --to 1.0 --wheel`" in at_sdist.stderr, at_sdist.stderr
     added = ok(run(where, "pin", "add", "1.1", "--wheel", "--json"))
     assert (added["name"], added["filename"]) == ("demo-1.1-wheel", "demo-1.1-py3-none-any.whl")
     art = pin_file(where, "demo-1.1-wheel")["artifact"]

@@ -93,7 +93,8 @@ def build_wheel(
         if not art.is_wheel:
             raise UsageError(
                 f"pin {pin.name} names {art.filename}, an sdist; repacking needs the release wheel",
-                hint='pin the wheel, or build from source with use = "git"',
+                hint=f"move the series onto the release's wheel: `patchtool rebase --to {pin.version} --wheel` "
+                f"(or `patchtool pin add {pin.version} --wheel` and `build --pin` it)",
             )
         check_shipped(loaded, art.prefix_to, f"{art.filename} (it ships {art.prefix_to} as {art.prefix_from or './'})")
     base = cache.ensure(pin)
