@@ -180,3 +180,54 @@ def test_no_wheel_for_this_interpreter_among_several_is_refused_naming_filename(
         assert res.returncode == 2, res.stderr
         assert "demo 1.1 has 2 platform wheels, none pure and none for this interpreter" in res.stderr
         assert "name one with --filename" in res.stderr and snapshot(where) == before
+
+
+# -- build --from-sdist: upstream's backend on the patched sdist, confined, by explicit choice -------
+
+
+def reach_index(tmp_path: Path, acts: list[tuple[str, str]]) -> Index:
+    """demo 1.0 as an sdist whose own build backend (tests/test_build_sandbox.py's) first does
+    ``acts`` (write, read or connect somewhere), as a stranger's backend could."""
+    from test_build_sandbox import REACH_BACKEND, REACH_PROJECT
+
+    served = Index(tmp_path / "index")
+    served.root.mkdir()
+    files = {"pyproject.toml": REACH_PROJECT, "reach_backend.py": REACH_BACKEND, "reach.json": json.dumps(acts)}
+    served.add(make_sdist(served.root / "demo-1.0.tar.gz", "demo", "1.0", files | UPSTREAM_FILES))
+    return served
+
+
+def test_build_from_sdist_runs_the_backend_on_the_patched_tree_only_when_asked(tmp_path: Path) -> None:
+    with reach_index(tmp_path, [("write", "{src}/build-note")]).serve() as index:
+        where = fork(tmp_path, index, "--sdist")
+        patch_core(where, CORE)
+        before = snapshot(where)
+        asked = run(where, "build")
+        assert asked.returncode == 2 and "`build --from-sdist` runs upstream's build backend" in asked.stderr
+        assert snapshot(where) == before  # nothing built, no backend ran
+        built = ok(run(where, "build", "--from-sdist", "--no-isolation", "--json"))
+        assert (built["way"], built["source"]) == ("build", "demo-1.0.tar.gz")
+        assert built["filename"].startswith("demo-1.0+pt.")
+        with zipfile.ZipFile(built["wheel"]) as zf:
+            assert 'greeting = "HELLO"' in zf.read(CORE).decode()
+        assert [(f["path"], f["wheel_path"]) for f in built["provenance"]["files"]] == [(CORE, CORE)]
+        assert ok(run(where, "provenance", built["wheel"], "--json"))["problems"] == []
+        isolated = ok(run(where, "build", "--from-sdist", "--json"))  # in a fresh environment: it requires nothing
+        assert (isolated["version"], isolated["sha256"]) == (built["version"], built["sha256"])
+
+
+def test_build_from_sdist_confines_upstreams_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchtool import confine
+
+    if not confine.support().usable:
+        pytest.skip(f"no usable Landlock here: {confine.support().describe()}")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    with reach_index(tmp_path, [("write", str(home / ".bashrc"))]).serve() as index:
+        where = fork(tmp_path, index, "--sdist")
+        res = run(where, "build", "--from-sdist", "--no-isolation")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert f"write {home / '.bashrc'}: [Errno 13] Permission denied" in res.stderr, res.stderr
+        assert "confined (Landlock)" in res.stderr
+        assert not (home / ".bashrc").exists() and not list(where.glob("dist/*.whl"))

@@ -542,8 +542,10 @@ def test_a_pin_on_an_sdist_is_not_repacked(one_patch: Demo) -> None:
     res = one_patch.run("build", "--out", str(one_patch.root / "dist"))
     assert res.returncode == 2
     assert res.stderr.strip() == (
-        "error: pin demo-1.0 names demo-1.0.tar.gz, an sdist; repacking needs the release "
-        'wheel (hint: pin the wheel, or build from source with use = "git")'
+        "error: pin demo-1.0 names demo-1.0.tar.gz, an sdist; repacking needs the release wheel (hint: move "
+        "the series onto the release's wheel: `patchtool rebase --to 1.0 --wheel` (or `patchtool pin add 1.0 "
+        "--wheel` and `build --pin` it); or `build --from-sdist` runs upstream's build backend on the patched "
+        "sdist, confined)"
     )
     assert not (one_patch.root / "dist").exists()
 

@@ -50,7 +50,8 @@ def build(
     isolation: Annotated[
         bool,
         typer.Option(
-            "--isolation/--no-isolation", help="git pins: build in a fresh environment (default), or in this one."
+            "--isolation/--no-isolation",
+            help="git pins and --from-sdist: build in a fresh environment (default), or in this one.",
         ),
     ] = True,
     source_date_epoch: Annotated[
@@ -60,8 +61,16 @@ def build(
             help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from the pin).",
         ),
     ] = None,
+    from_sdist: Annotated[
+        bool,
+        typer.Option(
+            "--from-sdist",
+            help="sdist pins: build the patched sdist with upstream's own build backend (confined).",
+        ),
+    ] = False,
 ) -> Shown:
-    """Build the patched wheel: repack the pinned release wheel, or build the pinned git commit."""
+    """Build the patched wheel: repack the pinned release wheel, build the pinned git commit, or
+    (--from-sdist) build the patched sdist."""
     from patchtool import fsroot
     from patchtool.cli.render import build_text
     from patchtool.project.repository import Project
@@ -78,6 +87,7 @@ def build(
         source_date_epoch=_source_date_epoch(source_date_epoch),
         isolation=isolation,
         confined=landlock_wanted(),
+        from_sdist=from_sdist,
     )
     return Shown(data=result, text=lambda style: build_text(result, style))
 
