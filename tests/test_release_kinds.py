@@ -171,6 +171,16 @@ def test_the_wheel_for_this_interpreter_or_the_file_named(tmp_path: Path) -> Non
         assert snapshot(where) == before
 
 
+def test_another_file_of_the_kind_the_release_is_pinned_as_is_named_apart(tmp_path: Path) -> None:
+    wheels = {"1.0": ["py3-none-any"], "1.1": ["py3-none-any", "cp311-cp311-win_amd64"]}
+    with serve(tmp_path, wheels=wheels).serve() as index:
+        where = fork(tmp_path, index, "--wheel")
+        assert ok(run(where, "pin", "add", "1.1", "--json"))["name"] == "demo-1.1"
+        named = ok(run(where, "pin", "add", "1.1", "--filename", "demo-1.1-cp311-cp311-win_amd64.whl", "--json"))
+        assert named["name"] == "demo-1.1-wheel"
+        assert pin_file(where, "demo-1.1")["artifact"]["filename"] == "demo-1.1-py3-none-any.whl"
+
+
 def test_no_wheel_for_this_interpreter_among_several_is_refused_naming_filename(tmp_path: Path) -> None:
     wheels = {"1.0": ["py3-none-any"], "1.1": ["cp27-cp27m-win32", "cp27-cp27m-macosx_10_9_x86_64"]}
     with serve(tmp_path, wheels=wheels).serve() as index:

@@ -96,22 +96,28 @@ def pin_kind(pin: Pin) -> str:
 
 def pin_name_for(root: Path, made: Pin, active: Pin) -> PinName:
     """The name of a new release pin: ``<upstream>-<version>``, with ``-wheel`` or ``-sdist`` after it
-    where its kind is not the active pin's, or where that name is a pin of another kind already (a
-    wheel pin and an sdist pin of one release both have a name)."""
+    where its kind is not the active pin's, or where that name is a pin of another release file
+    already (a wheel pin and an sdist pin of one release both have a name)."""
     kind = pin_kind(made)
     plain = release_pin_name(made.upstream, made.version)
     if kind not in KINDS:
         return made.name
-    taken = os.path.lexists(root / PINS_DIR / f"{plain}.toml") and _kind_in_file(root, plain) not in (kind, None)
-    if kind == pin_kind(active) and not taken:
+    if kind == pin_kind(active) and _file_in(root, plain) in (None, _file_of(made)):
         return plain
     return release_pin_name(made.upstream, made.version, f"-{kind}")
 
 
-def _kind_in_file(root: Path, name: str) -> str | None:
-    """The kind of the pin named ``name``; None where it cannot be read (the caller's error, later)."""
+def _file_of(pin: Pin) -> str | None:
+    return pin.artifact.filename if pin.use == "artifact" and pin.artifact is not None else None
+
+
+def _file_in(root: Path, name: str) -> str | None:
+    """The release file the pin named ``name`` uses; None where there is no such pin, or it cannot
+    be read (the caller's error, later), or it uses no release file."""
+    if not os.path.lexists(root / PINS_DIR / f"{name}.toml"):
+        return None
     try:
-        return pin_kind(load_pin(root, name))
+        return _file_of(load_pin(root, name))
     except (InvalidInput, UsageError):
         return None
 
