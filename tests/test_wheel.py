@@ -542,8 +542,10 @@ def test_a_pin_on_an_sdist_is_not_repacked(one_patch: Demo) -> None:
     res = one_patch.run("build", "--out", str(one_patch.root / "dist"))
     assert res.returncode == 2
     assert res.stderr.strip() == (
-        "error: pin demo-1.0 names demo-1.0.tar.gz, an sdist; repacking needs the release "
-        'wheel (hint: pin the wheel, or build from source with use = "git")'
+        "error: pin demo-1.0 names demo-1.0.tar.gz, an sdist; repacking needs the release wheel (hint: move "
+        "the series onto the release's wheel: `patchtool rebase --to 1.0 --wheel` (or `patchtool pin add 1.0 "
+        "--wheel` and `build --pin` it); or `build --from-sdist` runs upstream's build backend on the patched "
+        "sdist, confined)"
     )
     assert not (one_patch.root / "dist").exists()
 
@@ -982,3 +984,25 @@ def test_build_from_a_git_checkout_with_the_standard_frontend(sglang_git: tuple[
     ]
     res = run_real(cache, "provenance", a["wheel"], "--json", cwd=root)
     assert res.returncode == 0 and envelope(res.stdout)["data"]["provenance"] == prov
+
+
+def test_provenance_of_every_wheel_in_dist(one_patch: Demo) -> None:
+    """`patchtool provenance dist/*.whl`, the README's tour line, where dist/ holds two builds (issue
+    30): each wheel is reported, and one that is not as built fails the whole (exit 1)."""
+    first = build(one_patch, one_patch.root / "dist")
+    one_patch.commit_patch(
+        "0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hey"'), "core: say hey", "Shorter greeting."
+    )
+    second = build(one_patch, one_patch.root / "dist")
+    wheels = sorted(str(p) for p in (one_patch.root / "dist").glob("*.whl"))
+    assert wheels == sorted([first["wheel"], second["wheel"]])
+    res = one_patch.run("provenance", *wheels, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    reports = envelope(res.stdout)["data"]["reports"]
+    assert [r["location"] for r in reports] == wheels
+    assert {r["metadata_version"] for r in reports} == {first["version"], second["version"]}
+    text = one_patch.run("provenance", *wheels).stdout
+    assert text.count("provenance: consistent") == 2 and f"(wheel {wheels[1]})" in text
+    bad = one_patch.run("provenance", *wheels, str(one_patch.wheel))
+    assert bad.returncode == 1 and "it was not built by `patchtool build`" in bad.stdout, bad.stdout + bad.stderr
+    assert bad.stdout.count("provenance: consistent") == 2

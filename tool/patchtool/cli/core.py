@@ -204,11 +204,19 @@ def rebase(
             help="Also write it to FILE: one self-contained HTML page for FILE.html, Markdown otherwise.",
         ),
     ] = None,
+    sdist: Annotated[bool, typer.Option("--sdist", help="With --to: onto the release's sdist.")] = False,
+    wheel: Annotated[
+        bool, typer.Option("--wheel", help="With --to: onto the release's wheel (pure, else this interpreter's).")
+    ] = False,
+    filename: Annotated[
+        str | None, typer.Option(metavar="FILE", help="With --to: onto this release file, as the index names it.")
+    ] = None,
 ) -> Shown:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
     from patchtool.cli.render import rebase_text
     from patchtool.project.repository import Project
     from patchtool.rebase import transaction
+    from patchtool.upstream.releasefiles import FileChoice
 
     chosen = [
         name
@@ -225,6 +233,9 @@ def rebase(
         raise UsageError("--all-evidenced goes with --skip --merged")
     if skip and not reason and not merged:
         raise UsageError("--skip needs --reason (or --merged): a dropped patch is recorded with why")
+    choice = FileChoice.of(sdist=sdist, wheel=wheel, filename=filename)
+    if choice.given and to is None:
+        raise UsageError("--sdist, --wheel and --filename go with --to: they choose the release file")
     project = Project.load(root())
     _check_report(report_file, project.root)
     upstream = cache()
@@ -239,7 +250,7 @@ def rebase(
     work = unexported(upstream.repo, project_key(project.root))
     try:
         if to is not None:
-            report = transaction.start(project, upstream, to, dry_run=dry_run, widen=widen)
+            report = transaction.start(project, upstream, to, dry_run=dry_run, widen=widen, choice=choice)
         else:
             report = transaction.resume(
                 project,

@@ -22,7 +22,12 @@ def init(
         str | None, typer.Option(metavar="NAME==VERSION", help="The release to fork, e.g. attrs==23.1.0.")
     ] = None,
     sdist: Annotated[bool, typer.Option("--sdist", help="Pin the release's sdist (the default).")] = False,
-    wheel: Annotated[bool, typer.Option("--wheel", help="Pin the release's wheel (a pure one first).")] = False,
+    wheel: Annotated[
+        bool, typer.Option("--wheel", help="Pin the release's wheel (a pure one first, else this interpreter's).")
+    ] = False,
+    filename: Annotated[
+        str | None, typer.Option(metavar="FILE", help="Pin this release file, as the index names it.")
+    ] = None,
     git_url: Annotated[
         str | None,
         typer.Option("--git", metavar="URL", help="The upstream's git remote (with --tag): pinned by commit."),
@@ -52,6 +57,7 @@ def init(
     request = initialise.Request(
         upstream=upstream,
         kind="wheel" if wheel else "sdist" if sdist else None,
+        filename=filename,
         git_url=git_url,
         tag=tag,
         prefix=prefix,

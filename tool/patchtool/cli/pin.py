@@ -27,14 +27,24 @@ def pin_add(
         ),
     ] = None,
     tag: Annotated[str | None, typer.Option(metavar="TAG", help="The tag to pin (with --git).")] = None,
+    sdist: Annotated[bool, typer.Option("--sdist", help="Pin the release's sdist.")] = False,
+    wheel: Annotated[
+        bool, typer.Option("--wheel", help="Pin the release's wheel (a pure one first, else this interpreter's).")
+    ] = False,
+    filename: Annotated[
+        str | None, typer.Option(metavar="FILE", help="Pin this release file, as the index names it.")
+    ] = None,
 ) -> Shown:
     """Write upstream-pins/UPSTREAM-VERSION.toml: the release file's name, sha256, size and prefix as the
-    index lists them (like the active pin's), or with --git URL --tag T the tag's commit."""
+    index lists them (like the active pin's; with --sdist, --wheel or --filename that file, its prefix
+    mapped to the same repository paths), or with --git URL --tag T the tag's commit."""
     from patchtool.project.repository import Project
     from patchtool.upstream import pinset
+    from patchtool.upstream.releasefiles import FileChoice
 
     project = Project.load(root())
-    pin = pinset.new_pin(project, cache(), version, git_url=git_url, tag=tag)
+    choice = FileChoice.of(sdist=sdist, wheel=wheel, filename=filename)
+    pin = pinset.new_pin(project, cache(), version, git_url=git_url, tag=tag, choice=choice)
     added = pinset.PinAdded(pin, tuple(pinset.write_pin(project.root, pin)))
     source = (
         f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"

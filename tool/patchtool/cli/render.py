@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.series.checks import CheckReport
     from patchtool.series.status import StatusReport
     from patchtool.wheel.build import BuildResult
-    from patchtool.wheel.provenance import ProvenanceReport
+    from patchtool.wheel.provenance import ProvenanceReport, ProvenanceReports
 
 JSON_SCHEMA = 1
 _STATUS_WORD = {
@@ -434,6 +434,12 @@ def build_text(result: BuildResult, style: Style) -> str:
     lines.append(f"  version {style.bold(prov.version)}, sha256 {w.sha256}, {w.size} bytes")
     lines.append(style.dim(f"  {w.members} members: {w.copied} copied unchanged, {w.written} written"))
     return "\n".join(lines)
+
+
+def provenances_text(found: ProvenanceReports, style: Style) -> str:
+    """Several reports, one after the other; the targets that gave none are the errors."""
+    shown = [provenance_text(r, style) for r in found.reports]
+    return "\n\n".join(shown + ([problems_text(found.refused, style)] if found.refused else []))
 
 
 def provenance_text(report: ProvenanceReport, style: Style) -> str:

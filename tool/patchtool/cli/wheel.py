@@ -50,7 +50,8 @@ def build(
     isolation: Annotated[
         bool,
         typer.Option(
-            "--isolation/--no-isolation", help="git pins: build in a fresh environment (default), or in this one."
+            "--isolation/--no-isolation",
+            help="git pins and --from-sdist: build in a fresh environment (default), or in this one.",
         ),
     ] = True,
     source_date_epoch: Annotated[
@@ -60,8 +61,16 @@ def build(
             help="Timestamp for the members patchtool writes (default: $SOURCE_DATE_EPOCH, else from the pin).",
         ),
     ] = None,
+    from_sdist: Annotated[
+        bool,
+        typer.Option(
+            "--from-sdist",
+            help="sdist pins: build the patched sdist with upstream's own build backend (confined).",
+        ),
+    ] = False,
 ) -> Shown:
-    """Build the patched wheel: repack the pinned release wheel, or build the pinned git commit."""
+    """Build the patched wheel: repack the pinned release wheel, build the pinned git commit, or
+    (--from-sdist) build the patched sdist."""
     from patchtool import fsroot
     from patchtool.cli.render import build_text
     from patchtool.project.repository import Project
@@ -78,17 +87,18 @@ def build(
         source_date_epoch=_source_date_epoch(source_date_epoch),
         isolation=isolation,
         confined=landlock_wanted(),
+        from_sdist=from_sdist,
     )
     return Shown(data=result, text=lambda style: build_text(result, style))
 
 
 @commands.command("provenance")
 def provenance(
-    target: Annotated[
-        str,
+    targets: Annotated[
+        list[str],
         typer.Argument(
-            metavar="WHEEL_OR_DIST",
-            help="A wheel file, a .dist-info directory, or the name of an installed distribution.",
+            metavar="WHEEL_OR_DIST...",
+            help="Wheel files (dist/*.whl), .dist-info directories, or names of installed distributions.",
         ),
     ],
     path: Annotated[
@@ -101,10 +111,14 @@ def provenance(
     ] = None,
 ) -> Shown:
     """What a patched wheel or installation contains: upstream, patches, and whether its files are intact."""
-    from patchtool.cli.render import provenance_text
-    from patchtool.wheel.provenance import locate
+    from patchtool.cli.render import provenance_text, provenances_text
+    from patchtool.wheel.provenance import locate, locate_all
 
-    report = locate(target, [str(p) for p in path] if path else sys.path)
+    where = [str(p) for p in path] if path else sys.path
+    if len(targets) > 1:
+        found, code = locate_all(targets, where)
+        return Shown(data=found, text=lambda style: provenances_text(found, style), code=code, problems=found.problems)
+    report = locate(targets[0], where)
     return Shown(
         data=report,
         text=lambda style: provenance_text(report, style),

@@ -49,7 +49,8 @@ from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, by_content
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
-from patchtool.upstream.releases import release_pin, resolve_target, target_version
+from patchtool.upstream.releasefiles import FileChoice
+from patchtool.upstream.releases import SAME, release_pin, resolve_target, target_version
 
 if TYPE_CHECKING:
     from patchtool.registry import entries as reg
@@ -214,7 +215,9 @@ def _digest(root: Path) -> str:
 # -- the workflow ------------------------------------------------------------------------------
 
 
-def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: bool = False) -> RebaseReport:
+def start(
+    project: Project, cache: Cache, target: str, *, dry_run: bool, widen: bool = False, choice: FileChoice = SAME
+) -> RebaseReport:
     root = project.root
     if load_state(root) is not None:
         raise UsageError(
@@ -228,10 +231,12 @@ def start(project: Project, cache: Cache, target: str, *, dry_run: bool, widen: 
 
         target = str(newest(old_pin, cache, 1)[0])
     version = target_version(target)
+    if version is None and choice.given:
+        raise UsageError("--sdist, --wheel and --filename choose a release file: give --to a version")
     new_pin = (
         resolve_target(old_pin, target, cache=cache)
         if version is None
-        else release_pin(root, old_pin, version, cache=cache)
+        else release_pin(root, old_pin, version, cache=cache, choice=choice)
     )
     move = Move.of(project, cache, old_pin, new_pin, loaded)
     if new_pin.artifact is not None:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git, paths
@@ -38,7 +38,6 @@ from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
 
 IGNORED = ("build/", "dist/", "work/", ".patchtool/")
-_UNIVERSAL = {"py3-none-any", "py2.py3-none-any"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +46,7 @@ class Request:
 
     upstream: str | None = None  # NAME==VERSION
     kind: str | None = None  # "sdist" | "wheel"; None: sdist
+    filename: str | None = None  # one release file by name (its kind implied)
     git_url: str | None = None
     tag: str | None = None
     prefix: str | None = None  # FROM:TO
@@ -150,8 +150,10 @@ def resolve(cache: Cache, request: Request) -> tuple[Pin, bool]:
             "give the upstream release to fork: --upstream NAME==VERSION, or --git URL --tag T",
             hint="e.g. patchtool init --upstream attrs==23.1.0 --sdist",
         )
-    if request.upstream is None and (request.kind or request.prefix or request.index):
-        raise UsageError("--sdist, --wheel, --prefix and --index choose a release file: give --upstream NAME==VERSION")
+    if request.upstream is None and (request.kind or request.filename or request.prefix or request.index):
+        raise UsageError(
+            "--sdist, --wheel, --filename, --prefix and --index choose a release file: give --upstream NAME==VERSION"
+        )
     from patchtool.upstream.pinset import git_source, tag_version
 
     dist, version = _requirement(request.upstream) if request.upstream else (None, None)
@@ -206,10 +208,13 @@ def _index(request: Request) -> SourceUrl:
 def _artifact(cache: Cache, dist: Distribution, version: Version, request: Request) -> tuple[Artifact, bool]:
     """The release file on the index, downloaded and verified; its prefix given or guessed."""
     from patchtool.upstream.artifacts import read_files
+    from patchtool.upstream.releasefiles import FileChoice, release_file
 
     index = _index(request)
-    wheel = request.kind == "wheel"
-    entry = _release_file(cache.index.files_of(index, dist), dist, version, wheel=wheel)
+    choice = FileChoice.of(wheel=request.kind == "wheel", sdist=request.kind == "sdist", filename=request.filename)
+    if choice.kind is None:
+        choice = FileChoice(kind="sdist")
+    entry = release_file(cache.index.files_of(index, dist), dist, version, choice)
     filename = ArtifactFilename(str(entry["filename"]))
     version = filename.version
     sha = entry.get("hashes", {}).get("sha256")
@@ -250,37 +255,6 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
             "give --prefix FROM:TO",
         )
     return dataclasses.replace(whole, prefix_from_template=template, prefix_to=to), request.prefix is None
-
-
-def _release_file(files: list[dict[str, Any]], dist: Distribution, version: Version, *, wheel: bool) -> dict[str, Any]:
-    """The release's sdist (``.tar.gz`` before ``.zip``), or its wheel (a pure one first)."""
-    found: list[tuple[tuple[bool, str], dict[str, Any]]] = []
-    for entry in files:
-        try:
-            name = ArtifactFilename(str(entry.get("filename", "")))
-        except ValueError:
-            continue
-        if name.is_wheel != wheel or canonicalize_name(name.distribution) != dist.canonical or name.version != version:
-            continue
-        if wheel:
-            tags = {str(t) for t in parse_wheel_filename(name)[3]}
-            found.append(((not tags & _UNIVERSAL, name), entry))
-        else:
-            found.append(((not name.endswith(".tar.gz"), name), entry))
-    kind = "wheel" if wheel else "sdist"
-    if not found:
-        other = "--sdist" if wheel else "--wheel"
-        raise UpstreamError(
-            f"{dist} {version} has no {kind} on the index", hint=f"check the name and version, or try {other}"
-        )
-    found.sort(key=lambda pair: pair[0])
-    if wheel and len(found) > 1 and found[0][0][0]:
-        raise UsageError(
-            f"{dist} {version} has {len(found)} platform wheels and no pure one: "
-            f"{', '.join(n for (_, n), _ in found[:6])}",
-            hint="fork its sdist (--sdist) instead",
-        )
-    return found[0][1]
 
 
 def guess_prefix(members: list[str], art: Artifact) -> PrefixTemplate:

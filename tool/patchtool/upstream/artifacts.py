@@ -290,6 +290,26 @@ def top_directories(path: Path, art: Artifact) -> set[str]:
         return {ti.name.partition("/")[0] for ti, _ in tar_members(path, art.filename)}
 
 
+def newest_mtime(path: Path, art: Artifact) -> int:
+    """The newest modification time among the sdist's members (its headers'): the time a build
+    from it stamps on what it writes, as a release wheel's newest member stamps a repack."""
+    with damaged_as_error(art.filename, hint=DAMAGED_HINT):
+        return max((int(ti.mtime) for ti, _ in tar_members(path, art.filename)), default=0)
+
+
+def member_names(path: Path, art: Artifact) -> list[str]:
+    """The names of the artifact's files and links, each checked, none read (where a wheel's and
+    an sdist's layouts meet: ``upstream/layouts.py``)."""
+    import zipfile
+
+    with damaged_as_error(art.filename, hint=DAMAGED_HINT):
+        if art.is_wheel:
+            with zipfile.ZipFile(path) as zf:
+                hostile = "the artifact is malformed or hostile; nothing was imported"
+                return sorted(info.filename for info in safe_members(zf, art.filename, hint=hostile))
+        return sorted(ti.name for ti, _ in tar_members(path, art.filename))
+
+
 def _repository_path(name: str, art: Artifact) -> str | None:
     """Where member ``name`` (already checked) goes in the repository; None when outside the prefix."""
     if not name.startswith(art.prefix_from):

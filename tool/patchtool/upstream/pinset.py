@@ -23,7 +23,8 @@ from patchtool.project.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path,
 from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.refnames import fetch_ref
-from patchtool.upstream.releases import pin_for_version
+from patchtool.upstream.releasefiles import FileChoice
+from patchtool.upstream.releases import SAME, pin_for_version, pin_name_for
 from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
 
@@ -143,14 +144,23 @@ def _given_version(version: str) -> Version:
 
 
 def new_pin(
-    project: Project, cache: Cache, version: str | None, *, git_url: str | None = None, tag: str | None = None
+    project: Project,
+    cache: Cache,
+    version: str | None,
+    *,
+    git_url: str | None = None,
+    tag: str | None = None,
+    choice: FileChoice = SAME,
 ) -> Pin:
     """A pin for ``version`` of the active pin's upstream: from the index, like the active pin's
-    artifact, or (``git_url`` and ``tag``) the tag's commit. Nothing is written."""
+    artifact or the file ``choice`` names (the other kind mapped to the same repository paths),
+    or (``git_url`` and ``tag``) the tag's commit. Nothing is written."""
     template = project.pin()
     if git_url is not None or tag is not None:
         if git_url is None or tag is None:
             raise UsageError("--git URL and --tag T go together")
+        if choice.given:
+            raise UsageError("--sdist, --wheel and --filename choose a release file on the index, not a git tag")
         return _git_pin(template, cache, git_url, tag, version)
     if version is None:
         raise UsageError("give the version to pin (e.g. 0.5.22), or --git URL --tag T")
@@ -160,7 +170,8 @@ def new_pin(
             f"the active pin {template.name} has no [artifact] to find releases on an index by",
             hint="pin a git tag instead: --git URL --tag T",
         )
-    return pin_for_version(dataclasses.replace(template, use="artifact"), wanted, cache=cache)
+    made = pin_for_version(dataclasses.replace(template, use="artifact"), wanted, cache=cache, choice=choice)
+    return dataclasses.replace(made, name=pin_name_for(project.root, made, template))
 
 
 def _git_pin(template: Pin, cache: Cache, given: str, tag: str, version: str | None) -> Pin:

@@ -8,13 +8,14 @@ import os
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git
 from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
-from patchtool.names import ArtifactFilename, PrefixTemplate
+from patchtool.names import ArtifactFilename, PinName, PrefixTemplate
 from patchtool.project.pins import (
     MAX_ARTIFACT_BYTES,
     PINS_DIR,
@@ -27,8 +28,10 @@ from patchtool.project.pins import (
 )
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.refnames import fetch_ref
+from patchtool.upstream.releasefiles import KINDS, FileChoice, kind_of, release_file
 from patchtool.versions import parse_version
 
+SAME = FileChoice()  # the same kind of file as the pin's
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 
 
@@ -70,28 +73,87 @@ def target_version(target: str) -> Version | None:
         raise UsageError(f"{target!r} is not a version") from None
 
 
-def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache) -> Pin:
-    """The pin of ``version``: its own file in upstream-pins/ when there is one (a pin written or
-    corrected by hand is taken as it is), else one found through ``pin``'s sources."""
-    name = release_pin_name(pin.upstream, version)
-    rel = f"{PINS_DIR}/{name}.toml"
-    if not os.path.lexists(root / rel):
-        made = pin_for_version(pin, version, cache=cache)
-        if made.name == name or not os.path.lexists(root / PINS_DIR / f"{made.name}.toml"):
-            return made
-        name, rel = made.name, f"{PINS_DIR}/{made.name}.toml"  # the release's pin under its own spelling
-    found = load_pin(root, name)
-    if found.upstream != pin.upstream or found.version != version:
-        raise InvalidInput(
-            f"{rel} pins {found.upstream} {found.version}, not {pin.upstream} {version}",
-            file=rel,
-            hint=f"a pin for {pin.upstream} {version} is named {name}",
-        )
-    return found
+def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache, choice: FileChoice = SAME) -> Pin:
+    """The pin of ``version`` of the kind ``choice`` names (the same as ``pin``'s where it names
+    none): its own file in upstream-pins/ when there is one (a pin written or corrected by hand is
+    taken as it is), else one found through ``pin``'s sources, named as ``pin_name_for`` says."""
+    kind = choice.kind or pin_kind(pin)
+    found = _pinned(root, pin, version, kind, choice)
+    if found is not None:
+        return found
+    made = pin_for_version(pin, version, cache=cache, choice=choice)
+    if str(made.version) != str(version):  # the release's pin under its own spelling
+        found = _pinned(root, pin, made.version, kind, choice)
+        if found is not None:
+            return found
+    return dataclasses.replace(made, name=pin_name_for(root, made, pin))
 
 
-def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
-    """A pin for another release of the same upstream, found through the pin's sources."""
+def pin_kind(pin: Pin) -> str:
+    """``sdist``, ``wheel``, or ``git`` for a pin that uses its git source."""
+    return "git" if pin.use == "git" or pin.artifact is None else kind_of(pin.artifact.filename)
+
+
+def pin_name_for(root: Path, made: Pin, active: Pin) -> PinName:
+    """The name of a new release pin: ``<upstream>-<version>``, with ``-wheel`` or ``-sdist`` after it
+    where its kind is not the active pin's, or where that name is a pin of another release file
+    already (a wheel pin and an sdist pin of one release both have a name)."""
+    kind = pin_kind(made)
+    plain = release_pin_name(made.upstream, made.version)
+    if kind not in KINDS:
+        return made.name
+    if kind == pin_kind(active) and _file_in(root, plain) in (None, _file_of(made)):
+        return plain
+    return release_pin_name(made.upstream, made.version, f"-{kind}")
+
+
+def _file_of(pin: Pin) -> str | None:
+    return pin.artifact.filename if pin.use == "artifact" and pin.artifact is not None else None
+
+
+def _file_in(root: Path, name: str) -> str | None:
+    """The release file the pin named ``name`` uses; None where there is no such pin, or it cannot
+    be read (the caller's error, later), or it uses no release file."""
+    if not os.path.lexists(root / PINS_DIR / f"{name}.toml"):
+        return None
+    try:
+        return _file_of(load_pin(root, name))
+    except (InvalidInput, UsageError):
+        return None
+
+
+def _pinned(root: Path, pin: Pin, version: Version, kind: str, choice: FileChoice) -> Pin | None:
+    """The pin file of ``version`` of that kind already in upstream-pins/: ``<upstream>-<version>``,
+    then ``<upstream>-<version>-<kind>``; None where neither is. A file under such a name that pins
+    another release is an error; one of another kind is another pin (for an artifact pin, or
+    wherever the command line named a kind)."""
+    names = [release_pin_name(pin.upstream, version)]
+    if kind in KINDS:
+        names.append(release_pin_name(pin.upstream, version, f"-{kind}"))
+    for name in names:
+        rel = f"{PINS_DIR}/{name}.toml"
+        if not os.path.lexists(root / rel):
+            continue
+        found = load_pin(root, name)
+        if found.upstream != pin.upstream or found.version != version:
+            raise InvalidInput(
+                f"{rel} pins {found.upstream} {found.version}, not {pin.upstream} {version}",
+                file=rel,
+                hint=f"a pin for {pin.upstream} {version} is named {name}",
+            )
+        judged = choice.given or (pin_kind(pin) != "git" and pin_kind(found) != "git")
+        if judged and pin_kind(found) != kind:
+            continue
+        if choice.filename is not None and (found.artifact is None or found.artifact.filename != choice.filename):
+            continue
+        return found
+    return None
+
+
+def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileChoice = SAME) -> Pin:
+    """A pin for another release of the same upstream, found through the pin's sources: the same
+    kind of file as the pin's, or the one ``choice`` names (a wheel for an sdist pin, say, with the
+    prefix mapping that keeps the repository's paths)."""
     name = release_pin_name(pin.upstream, version)
     if pin.use == "artifact":
         art = pin.artifact
@@ -99,26 +161,16 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         # always this pin's own index: an import in the shared cache may have been made from another
         # project's index or url, and its sha256 is that project's word, not this index's
         files = cache.index.files(art)
-        listed = [e for e in files if release_version(art, str(e.get("filename", ""))) == version]
-        if not listed:
-            named = [str(e.get("filename", "")) for e in files]
-            same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
-            raise UpstreamError(
-                f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
-                hint=f"files for {version}: {', '.join(same) or 'none'}",
-            )
-        # the same archive as the pin's first (.tar.gz or .zip), then the name packaging writes
-        entry = min(
-            listed,
-            key=lambda e: (
-                _archive(str(e["filename"])) != _archive(art.filename),
-                str(e["filename"]) != sibling_filename(art, version),
-            ),
+        other = choice.kind is not None and choice.kind != kind_of(art.filename)
+        entry = (
+            release_file(files, art.distribution, version, choice)
+            if choice.filename is not None or other
+            else _sibling_entry(art, files, version)
         )
         filename = ArtifactFilename(str(entry["filename"]))
         # the release as the artifact spells its version (4.2 for a 4.2.0 asked for): its prefix does
         version = filename.version
-        name = release_pin_name(pin.upstream, version)
+        name = release_pin_name(pin.upstream, version, f"-{kind_of(filename)}" if other else "")
         sha = entry.get("hashes", {}).get("sha256")
         if not sha:
             raise UpstreamError(
@@ -144,7 +196,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
                 url=None,
                 tree=None,
                 size=listed_size,
-                prefix_from_template=art.prefix_from_template.generalised(art.version),
+                prefix_from_template=PrefixTemplate("") if other else art.prefix_from_template.generalised(art.version),
             )
         except ValueError as exc:
             raise UpstreamError(
@@ -153,9 +205,16 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
             ) from None
         git_src = dataclasses.replace(pin.git, tag=f"v{version}", commit=None) if pin.git else None
         found = Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art, use="artifact")
+        if other:
+            return dataclasses.replace(found, artifact=_across_layouts(cache, pin, found))
         if new_art.is_wheel:
             return found
         return dataclasses.replace(found, artifact=_at_top(cache, found, art))
+    if choice.given:
+        raise UsageError(
+            f"pin {pin.name} uses its git source: --sdist, --wheel and --filename choose a release file on an index",
+            hint="pin a release file by hand, or leave them out to fetch the tag",
+        )
     src = pin.git
     assert src is not None
     tag = f"v{version}"
@@ -178,6 +237,43 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache) -> Pin:
         artifact=None,
         use="git",
     )
+
+
+def _sibling_entry(art: Artifact, files: list[dict[str, Any]], version: Version) -> dict[str, Any]:
+    """The index's entry of the file of ``version`` of the same kind as ``art``: the same archive
+    (.tar.gz or .zip) first, then the name packaging writes."""
+    listed = [e for e in files if release_version(art, str(e.get("filename", ""))) == version]
+    if not listed:
+        named = [str(e.get("filename", "")) for e in files]
+        same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
+        raise UpstreamError(
+            f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
+            hint=f"files for {version}: {', '.join(same) or 'none'}",
+        )
+    return min(
+        listed,
+        key=lambda e: (
+            _archive(str(e["filename"])) != _archive(art.filename),
+            str(e["filename"]) != sibling_filename(art, version),
+        ),
+    )
+
+
+def _across_layouts(cache: Cache, old: Pin, new: Pin) -> Artifact:
+    """``new``'s artifact, of the other kind than ``old``'s, with the prefix mapping that puts its
+    files where ``old``'s puts the same files (``upstream/layouts.py``); both files downloaded and
+    verified."""
+    from patchtool.upstream.artifacts import member_names
+    from patchtool.upstream.layouts import sdist_prefix, wheel_prefix
+
+    was, art = old.artifact, new.artifact
+    assert was is not None and art is not None
+    with cache.locked():
+        was_members = member_names(cache.artifact_path(old), was)
+        members = member_names(cache.artifact_path(new), art)
+    mapped = wheel_prefix if art.is_wheel else sdist_prefix
+    template, to = mapped(was, was_members, art, members)
+    return dataclasses.replace(art, prefix_from_template=template, prefix_to=to)
 
 
 def names_release(directory: str, distribution: str, version: Version) -> bool:

@@ -81,25 +81,42 @@ def build_wheel(
     source_date_epoch: int | None = None,
     isolation: bool = True,
     confined: bool = True,
+    from_sdist: bool = False,
 ) -> BuildResult:
     """Build the patched wheel for a pin into ``out``; nothing is written there unless it succeeds.
     ``confined``: a git pin's build backend, someone else's code, runs in a Landlock sandbox
-    (``frontend.build_wheel``)."""
+    (``frontend.build_wheel``); so does an sdist pin's, which runs only where ``from_sdist`` says so."""
     pin = project.pin(pin_name)
     loaded = project.series()
+    sdist = pin.use == "artifact" and pin.artifact is not None and not pin.artifact.is_wheel
+    if from_sdist and not sdist:
+        raise UsageError(
+            f"--from-sdist builds an sdist pin's patched tree, and pin {pin.name} is no sdist pin",
+            hint="leave it out: a wheel pin is repacked, a git pin built from its commit",
+        )
     if pin.use == "artifact":
         art = pin.artifact
         assert art is not None
-        if not art.is_wheel:
+        if sdist and not from_sdist:
             raise UsageError(
                 f"pin {pin.name} names {art.filename}, an sdist; repacking needs the release wheel",
-                hint='pin the wheel, or build from source with use = "git"',
+                hint=f"move the series onto the release's wheel: `patchtool rebase --to {pin.version} --wheel` "
+                f"(or `patchtool pin add {pin.version} --wheel` and `build --pin` it); or `build --from-sdist` "
+                "runs upstream's build backend on the patched sdist, confined",
             )
-        check_shipped(loaded, art.prefix_to, f"{art.filename} (it ships {art.prefix_to} as {art.prefix_from or './'})")
+        if sdist:
+            project_dir = _sdist_project_dir(pin)
+            check_shipped(loaded, project_dir, f"the wheel is built from {art.filename}'s tree, {project_dir or './'}")
+        else:
+            check_shipped(
+                loaded, art.prefix_to, f"{art.filename} (it ships {art.prefix_to} as {art.prefix_from or './'})"
+            )
     base = cache.ensure(pin)
     commits = _apply(cache, pin, base, loaded)
     prov = _provenance(pin, base, loaded, commits, source_date_epoch)
     changes = cache.repo.diff_tree(base.commit, prov.tip)
+    if sdist:
+        return _build_from_sdist(cache, pin, changes, prov, out, isolation=isolation, confined=confined)
     if pin.use == "artifact":
         return _repack_release(cache, pin, changes, prov, out)
     return _build_from_git(cache, pin, base, loaded, changes, prov, out, isolation=isolation, confined=confined)
@@ -272,11 +289,94 @@ def _build_from_git(
     epoch = prov.source_date_epoch
     if epoch is None:
         epoch = cache.repo.commit_time(base.commit)
+    return _build_tree(
+        cache,
+        pin,
+        changes,
+        prov,
+        out,
+        project_dir=project_dir,
+        epoch=epoch,
+        source=f"{src.url} {src.commit}",
+        task=f"build {pin.upstream} {prov.version} from {src.tag}",
+        isolation=isolation,
+        confined=confined,
+    )
+
+
+# -- way (c): build the patched sdist, by explicit choice ---------------------------------------
+
+
+def _sdist_project_dir(pin: Pin) -> str:
+    """Where the sdist's top directory is in the tree: its ``prefix.to``, for a pin that imports
+    the whole sdist (its ``prefix.from`` is one top directory); another pin holds no project to build."""
+    art = pin.artifact
+    assert art is not None
+    top = art.prefix_from
+    if not top or top.count("/") != 1:
+        raise UsageError(
+            f"pin {pin.name} imports {top or './'} of {art.filename}, not its top directory: "
+            "its tree is not a project a build backend can build",
+            hint=f'pin the whole sdist (prefix.from = "{art.distribution}-{{version}}/", as init does), '
+            f"or its wheel: `patchtool rebase --to {pin.version} --wheel`",
+        )
+    return art.prefix_to
+
+
+def _build_from_sdist(
+    cache: Cache,
+    pin: Pin,
+    changes: Sequence[git.TreeChange],
+    prov: Provenance,
+    out: Path,
+    *,
+    isolation: bool,
+    confined: bool,
+) -> BuildResult:
+    from patchtool.upstream.artifacts import newest_mtime
+
+    art = pin.artifact
+    assert art is not None
+    epoch = prov.source_date_epoch
+    if epoch is None:
+        with cache.locked():
+            epoch = newest_mtime(cache.artifact_path(pin), art)
+    return _build_tree(
+        cache,
+        pin,
+        changes,
+        prov,
+        out,
+        project_dir=_sdist_project_dir(pin),
+        epoch=epoch,
+        source=art.filename,
+        task=f"build {pin.upstream} {prov.version} from {art.filename}",
+        isolation=isolation,
+        confined=confined,
+    )
+
+
+def _build_tree(
+    cache: Cache,
+    pin: Pin,
+    changes: Sequence[git.TreeChange],
+    prov: Provenance,
+    out: Path,
+    *,
+    project_dir: str,
+    epoch: int,
+    source: str,
+    task: str,
+    isolation: bool,
+    confined: bool,
+) -> BuildResult:
+    """The patched tree checked out and built by its own backend (confined), then written as a
+    repack is: provenance added, the version restamped."""
     with tempfile.TemporaryDirectory(prefix="patchtool-build-") as tmp:
         checkout = Path(tmp) / "src"
         cache.repo.worktree_add(checkout, prov.tip)
         try:
-            with progress.task(f"build {pin.upstream} {prov.version} from {src.tag}"):
+            with progress.task(task):
                 built, notes = frontend.build_wheel(
                     checkout / project_dir,
                     Path(tmp) / "dist",
@@ -294,7 +394,9 @@ def _build_from_git(
         ):
             raise BuildError(
                 f"the build produced {built.name}, not {pin.upstream} {pin.version}",
-                hint="the git source builds another distribution or version",
+                hint="the git source builds another distribution or version"
+                if pin.use == "git"
+                else f"{source} builds another distribution or version",
             )
         files, package = _built_files(cache.repo, prov.tip, built, changes, project_dir, pin.upstream)
         package_copy = f"{package}/{PACKAGE_FILE}" if package else None
@@ -312,7 +414,7 @@ def _build_from_git(
     return BuildResult(
         pin=pin.name,
         way="build",
-        source=f"{src.url} {src.commit}",
+        source=source,
         wheel=repacked,
         provenance=repacked.provenance,
         warnings=notes,

@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patchtool import paths
-from patchtool.errors import InvalidInput, Problem, UsageError
+from patchtool.errors import ExitCode, InvalidInput, PatchtoolError, Problem, UsageError
 from patchtool.inputs import loads_json
 from patchtool.project.fields import MAX_SCHEMA, Fields, raise_if
 from patchtool.project.pins import Pin
@@ -314,6 +314,44 @@ class ProvenanceReport:
             "record": {"listed": self.record_listed, "matched": self.record_matched},
             "problems": [p.to_dict() for p in self.problems],
         }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProvenanceReports:
+    """``provenance`` of several targets (``dist/*.whl`` where dist/ holds more than one wheel):
+    each one's report, and the errors of those that gave none."""
+
+    reports: tuple[ProvenanceReport, ...]
+    refused: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused and all(r.ok for r in self.reports)
+
+    @property
+    def problems(self) -> tuple[Problem, ...]:
+        return self.refused + tuple(p for r in self.reports for p in r.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reports": [r.to_dict() for r in self.reports],
+            "refused": [p.to_dict() for p in self.refused],
+            "ok": self.ok,
+        }
+
+
+def locate_all(targets: Sequence[str], paths: Sequence[str]) -> tuple[ProvenanceReports, ExitCode]:
+    """Each of ``targets`` as ``locate`` reads it; one that cannot be read is a problem naming it,
+    and the exit code is the first such error's, else 1 where a report found a problem."""
+    reports, refused, code = [], [], ExitCode.OK
+    for target in targets:
+        try:
+            reports.append(locate(target, paths))
+        except PatchtoolError as exc:
+            refused += [dataclasses.replace(p, file=p.file or target) for p in exc.as_problems()]
+            code = code or exc.exit_code
+    found = ProvenanceReports(tuple(reports), tuple(refused))
+    return found, code or (ExitCode.OK if found.ok else ExitCode.PROBLEMS)
 
 
 def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
