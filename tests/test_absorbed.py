@@ -540,3 +540,58 @@ def test_a_hunk_whose_lines_upstream_has_in_two_files_stops_naming_both(tmp_path
     )
     res = s.run("rebase", "--to", "1.1")
     assert res.returncode == 3
+
+
+TWO_FUNCS = '''\
+"""Two checks."""
+
+
+def check_name(name):
+    limit = 1
+    spare = 0
+    return len(name) < limit
+
+
+def one():
+    return 1
+
+
+def two():
+    return 2
+
+
+def check_value(value):
+    """The value's check."""
+    value = value.strip()
+    value = value.lower()
+    limit = 1
+    return len(value) < limit
+'''
+
+
+def test_a_patch_whose_every_change_upstream_has_in_other_places_is_never_an_empty_patch(
+    tmp_path: Path,
+) -> None:
+    """Found on Debian's urllib3 series moved to 1.26.20 (GHSA-g4mx-q9vg-27p4): some hunks the
+    target has at their place, the others it has too but where the check does not see them (here
+    upstream renamed the function around one). With the former left out the merge was clean and
+    changed nothing: the rebase said "partly upstream, the rest applied" and wrote a patch file of
+    0 bytes. Applying what is left changes nothing: it stops once with the evidence, and no
+    patch file is ever written empty."""
+    fixed = TWO_FUNCS.replace("    limit = 1\n    spare", "    limit = 64\n    spare").replace(
+        "    limit = 1\n    return len(value)", "    limit = 256\n    return len(value)"
+    )
+    target = fixed.replace("    spare = 0\n", "    spare = 2\n").replace("def check_value", "def check_field")
+    s = make_series(
+        tmp_path, {"demo/checks.py": TWO_FUNCS}, [("cve-limits", {"demo/checks.py": fixed})], {"demo/checks.py": target}
+    )
+    step = s.dry_run()["cve-limits"]
+    assert step["outcome"] == "conflict", step
+    assert any("changes nothing" in e for e in step.get("evidence", ())), step
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert (s.root / "patches/0001-cve-limits.patch").read_text().startswith("From ")
+    res = s.run("rebase", "--skip", "--merged")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not list((s.root / "patches").glob("*.patch"))
+    assert (s.root / "patches/dropped/0001-cve-limits.patch").stat().st_size > 0

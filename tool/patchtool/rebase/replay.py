@@ -26,7 +26,15 @@ from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase import absorbed, merge, moved, twice
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
-from patchtool.rebase.upstreamed import IN_OTHER_FORM, PatchIds, already_upstream, hunks_upstream, in_other_form
+from patchtool.rebase.upstreamed import (
+    CHANGES_NOTHING,
+    IN_OTHER_FORM,
+    MAY_BE_UPSTREAM,
+    PatchIds,
+    already_upstream,
+    hunks_upstream,
+    in_other_form,
+)
 from patchtool.upstream.cache import Base
 
 
@@ -366,6 +374,22 @@ def replay_one(
             stop = dataclasses.replace(stop, upstream_has=evidence, detail=f"{IN_OTHER_FORM}: {'; '.join(evidence)}")
         return stop, left, merged.conflicts
     files = merged.files
+    if partly and ws.same(files):
+        # the hunks the target has at their place left out, the rest merges to the target as it
+        # is: upstream may have all of it, but only some hunks say so where the patch put them
+        # (one kind of evidence): it stops once, never leaving an empty patch behind
+        rest = f"{CHANGES_NOTHING}: with those hunks left out, the 3-way merge leaves the target as it is"
+        evidence = (*(f"upstream has {h}: every line it adds, none it removes" for h in partly), rest)
+        return (
+            step(
+                PatchOutcome.CONFLICT,
+                files=tuple(sorted(files)),
+                detail=f"{MAY_BE_UPSTREAM}: {len(partly)} hunk(s) at their place, and the rest changes nothing",
+                evidence=evidence,
+            ),
+            files,
+            (),
+        )
     own = {merge.File(c.new_mode, c.new_blob) for c in changes if c.new_mode and c.new_blob}
     # a file the merge took as the patch left it (upstream did not touch it) cannot have moved
     misplaced = () if all(f is None or f in own for f in files.values()) else _placement(ws, lp, changes, files)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.specifiers import SpecifierSet
 
 from patchtool import fsroot, git, paths
-from patchtool.errors import ApplyConflict, InvalidInput, UsageError
+from patchtool.errors import ApplyConflict, InternalError, InvalidInput, UsageError
 from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
@@ -704,6 +704,13 @@ def _commit(
     if len(texts) != len(committed):  # not one chain on the new base: export one by one
         texts = [repo.format_patch(s.commit or "") for s in committed]
     exported = {s.id: t for s, t in zip(committed, texts, strict=True)}
+    if empty := [s.id for s in committed if "\ndiff --git " not in exported[s.id]]:
+        # a commit that changes nothing has no patch text: the replay stops such a patch, so
+        # this is a bug, and no patch file is ever replaced by an empty one
+        raise InternalError(
+            f"the rebased commit of {', '.join(empty)} changes nothing: no patch file was written",
+            hint="run `patchtool rebase --abort`, and report this with the series",
+        )
     for s in result.steps:
         if s.commit:
             files[s.file] = exported[s.id]
