@@ -221,7 +221,7 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
             why = "corpus run: every stop is skipped"
             s, out = step("rebase --skip", fork, "--json", "rebase", "--skip", "--reason", why)
         result["rebase_stops"] = stops
-        result["verdicts"] = verdicts(envelopes, series_names)
+        result["verdicts"] = verdicts(envelopes, series_names, empty=_written_empty(fork, envelopes))
         if s.rc == 0:
             quilt = base / "quilt-to"
             s, _ = step("export --quilt (moved)", fork, "export", "--quilt", str(quilt))
@@ -258,9 +258,10 @@ PARTLY = "partly upstream"
 APPLIED = "applied"
 STOP_EVIDENCE = "stop naming upstream"
 STOP = "stop, no upstream evidence"
+EMPTY = "kept, empty"
 DROPPED = "dropped"
 MISSING = "no verdict"
-VERDICTS = (UPSTREAM, PARTLY, STOP_EVIDENCE, STOP, APPLIED, DROPPED, MISSING)
+VERDICTS = (UPSTREAM, PARTLY, STOP_EVIDENCE, STOP, APPLIED, EMPTY, DROPPED, MISSING)
 
 
 def _stopped(patches: list[dict]) -> dict | None:
@@ -268,13 +269,28 @@ def _stopped(patches: list[dict]) -> dict | None:
     return next((p for p in patches if p.get("outcome") in _STOP_OUTCOMES), None)
 
 
-def verdicts(envelopes: list[dict], names: list[str]) -> list[dict]:
+def _written_empty(fork: Path, envelopes: list[dict]) -> frozenset[str]:
+    """The patch files a finished rebase wrote with no hunk: kept in the series, changing nothing."""
+    data = (envelopes[-1].get("data") or {}) if envelopes else {}
+    if data.get("status") != "done":
+        return frozenset()
+    files = [str(p.get("file", "")) for p in data.get("patches") or [] if p.get("commit")]
+    return frozenset(f for f in files if (fork / f).is_file() and not _has_hunk((fork / f).read_bytes()))
+
+
+def _has_hunk(text: bytes) -> bool:
+    return any(line.startswith((b"@@ ", b"GIT binary patch")) for line in text.splitlines())
+
+
+def verdicts(envelopes: list[dict], names: list[str], *, empty: frozenset[str] = frozenset()) -> list[dict]:
     """Each patch's verdict, in series order and named by the series' file name, from the
     ``--json`` envelopes of one rebase: ``rebase --to``, then each ``rebase --skip``. The last
     report gives every patch's final outcome; a patch that stopped (and was then skipped, so its
-    final outcome is ``dropped``) keeps the stop's outcome, detail and evidence. The patches of
-    the report are matched to the series by position (import keeps the order); a report of
-    another length gives no verdict."""
+    final outcome is ``dropped``) keeps the stop's outcome, detail and evidence. A patch applied
+    (or partly upstream) whose file is in ``empty`` was written without a hunk: it changes
+    nothing, so it was not applied a second time, nor recognised. The patches of the report are
+    matched to the series by position (import keeps the order); a report of another length gives
+    no verdict."""
     final: list[dict] = []
     stops: dict[int, dict] = {}
     for envelope in envelopes:
@@ -299,6 +315,9 @@ def verdicts(envelopes: list[dict], names: list[str]) -> list[dict]:
             outcome = f"{stop.get('outcome')}, then {outcome}"
         elif outcome == UPSTREAM:
             verdict = UPSTREAM
+        elif patch.get("file") in empty:
+            verdict = EMPTY
+            outcome = f"{outcome}, written empty"
         elif outcome == PARTLY:
             verdict = PARTLY
         elif outcome in _APPLIED_OUTCOMES:
@@ -355,7 +374,8 @@ TWICE = "applied a second time"
 UNRECOGNISED = "stopped without upstream evidence"
 WRONG_DROP = "wrongly dropped as upstream"
 WRONG_HUNKS = "hunks wrongly called upstream"
-COUNTS = (RECOGNISED, TWICE, UNRECOGNISED, WRONG_DROP, WRONG_HUNKS)
+KEPT_EMPTY = "kept as an empty patch"
+COUNTS = (RECOGNISED, TWICE, UNRECOGNISED, KEPT_EMPTY, WRONG_DROP, WRONG_HUNKS)
 
 
 def load_truth(path: Path) -> dict[tuple[str, str], str]:
@@ -372,7 +392,9 @@ def judge(truth: str, verdict: str) -> str | None:
     evidence (for one upstream took only partly, also "partly upstream"); applied, or partly
     applied, it is applied a second time. Dropping as upstream a patch upstream has only partly,
     or not at all, loses what upstream lacks; "partly upstream" on a patch upstream lacks drops
-    some of its hunks."""
+    some of its hunks. A patch kept without a hunk was neither recognised nor applied."""
+    if verdict == EMPTY:
+        return KEPT_EMPTY
     if truth in ABSORBED:
         if verdict == UPSTREAM:
             return WRONG_DROP if truth == "partly" else RECOGNISED

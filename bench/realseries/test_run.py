@@ -70,6 +70,21 @@ def test_a_rebase_that_did_not_finish_or_reports_another_series_gives_no_verdict
     assert {x["verdict"] for x in run.verdicts([], NAMES)} == {run.MISSING}
 
 
+def test_a_patch_written_without_a_hunk_is_kept_empty_not_applied(tmp_path: Path) -> None:
+    envelopes = _rebase()
+    envelopes[-1]["data"]["patches"][3]["commit"] = "c0ffee"
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches/d.patch").write_bytes(b"")
+    assert run._written_empty(tmp_path, envelopes) == {"patches/d.patch"}
+    (tmp_path / "patches/d.patch").write_bytes(b"--- a/z.py\n+++ b/z.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert run._written_empty(tmp_path, envelopes) == frozenset()
+    assert run._written_empty(tmp_path, envelopes[:1]) == frozenset()  # not done: nothing written yet
+    v = run.verdicts(envelopes, NAMES, empty=frozenset({"patches/d.patch"}))[3]
+    assert (v["verdict"], v["outcome"]) == (run.EMPTY, "applied with shifted context, written empty")
+    assert run.judge("fully", run.EMPTY) == run.KEPT_EMPTY
+    assert run.judge("not", run.EMPTY) == run.KEPT_EMPTY
+
+
 def test_what_a_verdict_counts_as_depends_on_the_truth() -> None:
     assert run.judge("fully", run.UPSTREAM) == run.RECOGNISED
     assert run.judge("other-form", run.STOP_EVIDENCE) == run.RECOGNISED
@@ -89,12 +104,12 @@ def test_the_truth_table_counts_each_package_and_lists_what_counts_against_patch
     results = [{"package": "lib", "verdicts": run.verdicts(_rebase(), NAMES)}]
     truth = {("lib", "a.patch"): "not", ("lib", "b.patch"): "fully", ("lib", "c.patch"): "fully"}
     text = run.truth_table(results, truth)  # d.patch has no truth: unsure
-    assert "| fully | 0 | 0 | 1 | 1 | 0 | 0 | 0 | 2 |" in text
-    assert "| not | 1 | 0 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
-    assert "| unsure | 0 | 0 | 0 | 0 | 1 | 0 | 0 | 1 |" in text
-    # patches, absorbed, recognised, twice, unrecognised, wrongly dropped, wrong hunks
-    assert "| lib | 4 | 2 | 1 | 0 | 1 | 1 | 0 |" in text
-    assert "| all | 4 | 2 | 1 | 0 | 1 | 1 | 0 |" in text
+    assert "| fully | 0 | 0 | 1 | 1 | 0 | 0 | 0 | 0 | 2 |" in text
+    assert "| not | 1 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
+    assert "| unsure | 0 | 0 | 0 | 0 | 1 | 0 | 0 | 0 | 1 |" in text
+    # patches, absorbed, recognised, twice, unrecognised, kept empty, wrongly dropped, wrong hunks
+    assert "| lib | 4 | 2 | 1 | 0 | 1 | 0 | 1 | 0 |" in text
+    assert "| all | 4 | 2 | 1 | 0 | 1 | 0 | 1 | 0 |" in text
     assert "- lib `a.patch`: truth not, wrongly dropped as upstream: already upstream; reverse-applies" in text
     assert "- lib `c.patch`: truth fully, stopped without upstream evidence" in text
     assert "b.patch" not in text.split("count against patchtool")[1]
