@@ -15,6 +15,13 @@ and counted), then ``export --quilt`` of the moved series and its ``import`` int
 of the newer release. A step's exit code 70, or a Python traceback, is a defect of patchtool;
 any other refusal is listed with its first line so a reader can judge whose it is.
 
+Each patch's verdict is kept from the rebase's ``--json`` output (``verdicts``): already upstream,
+partly upstream, applied, or stopped (and skipped), with the stop's evidence. A second table sets
+them against ``truth.toml``, the truth established by hand for every patch (``truth_table``):
+how many patches upstream absorbed were recognised (dropped as upstream, or a stop that names
+upstream evidence), how many were applied a second time, and how many patches upstream does not
+have were dropped as upstream.
+
 Standard library only; Python >= 3.11. ``--patchtool CMD`` names the patchtool to run (default:
 ``python -m patchtool`` with this checkout's ``tool/`` first on ``PYTHONPATH``).
 """
@@ -182,7 +189,9 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
     series = debian_dir / p.debian / "debian/patches/series"
     steps: list[Step] = []
     result: dict = {"package": p.name, "debian": p.debian, "from": p.from_version, "to": p.to_version}
-    result["patches"] = len(_series_lines(debian_dir / p.debian))
+    series_names = [ln.split()[0] for ln in _series_lines(debian_dir / p.debian)]
+    result["patches"] = len(series_names)
+    result["verdicts"] = verdicts([], series_names)  # until a rebase reports them
 
     def step(name: str, cwd: Path, *args: str) -> tuple[Step, str]:
         s, out = pt(name, cwd, *args)
@@ -200,15 +209,19 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
         s, out = step("scan", fork, "--json", "scan", "--versions", p.scan)
         result["scan"] = _scan_summary(_json(out))
         stops: list[str] = []
+        envelopes: list[dict] = []
         s, out = step("rebase", fork, "--json", "rebase", "--to", p.to_version)
         for _ in range(result["patches"] + 1):
-            data = _json(out).get("data") or {}
+            envelopes.append(_json(out))
+            data = envelopes[-1].get("data") or {}
             if s.rc != 3 and data.get("status") != "conflict":
                 break
-            stops.append(str(data.get("stopped_at") or data.get("stopped") or "?"))
+            stopped = _stopped(data.get("patches") or [])
+            stops.append(str(stopped.get("id", "?")) if stopped else "?")
             why = "corpus run: every stop is skipped"
             s, out = step("rebase --skip", fork, "--json", "rebase", "--skip", "--reason", why)
         result["rebase_stops"] = stops
+        result["verdicts"] = verdicts(envelopes, series_names, empty=_written_empty(fork, envelopes))
         if s.rc == 0:
             quilt = base / "quilt-to"
             s, _ = step("export --quilt (moved)", fork, "export", "--quilt", str(quilt))
@@ -232,6 +245,98 @@ def _compare_quilt(original: Path, exported: Path) -> dict:
 def _scan_summary(envelope: dict) -> dict:
     data = envelope.get("data") or {}
     return {"rc": envelope.get("exit_code"), "versions": len(data.get("versions") or [])}
+
+
+# --- each patch's verdict, from the rebase's --json output ------------------------------------
+
+_STOP_OUTCOMES = ("conflict", "target gone")
+_APPLIED_OUTCOMES = ("applied unchanged", "applied with shifted context", "merged by 3-way merge")
+
+# The verdicts the second table counts, in its column order.
+UPSTREAM = "already upstream"
+PARTLY = "partly upstream"
+APPLIED = "applied"
+STOP_EVIDENCE = "stop naming upstream"
+STOP = "stop, no upstream evidence"
+EMPTY = "kept, empty"
+DROPPED = "dropped"
+MISSING = "no verdict"
+VERDICTS = (UPSTREAM, PARTLY, STOP_EVIDENCE, STOP, APPLIED, EMPTY, DROPPED, MISSING)
+
+
+def _stopped(patches: list[dict]) -> dict | None:
+    """The patch a rebase's report stopped at (its patches are in series order)."""
+    return next((p for p in patches if p.get("outcome") in _STOP_OUTCOMES), None)
+
+
+def _written_empty(fork: Path, envelopes: list[dict]) -> frozenset[str]:
+    """The patch files a finished rebase wrote with no hunk: kept in the series, changing nothing."""
+    data = (envelopes[-1].get("data") or {}) if envelopes else {}
+    if data.get("status") != "done":
+        return frozenset()
+    files = [str(p.get("file", "")) for p in data.get("patches") or [] if p.get("commit")]
+    return frozenset(f for f in files if (fork / f).is_file() and not _has_hunk((fork / f).read_bytes()))
+
+
+def _has_hunk(text: bytes) -> bool:
+    return any(line.startswith((b"@@ ", b"GIT binary patch")) for line in text.splitlines())
+
+
+def verdicts(envelopes: list[dict], names: list[str], *, empty: frozenset[str] = frozenset()) -> list[dict]:
+    """Each patch's verdict, in series order and named by the series' file name, from the
+    ``--json`` envelopes of one rebase: ``rebase --to``, then each ``rebase --skip``. The last
+    report gives every patch's final outcome; a patch that stopped (and was then skipped, so its
+    final outcome is ``dropped``) keeps the stop's outcome, detail and evidence. A patch applied
+    (or partly upstream) whose file is in ``empty`` was written without a hunk: it changes
+    nothing, so it was not applied a second time, nor recognised. The patches of the report are
+    matched to the series by position (import keeps the order); a report of another length gives
+    no verdict."""
+    final: list[dict] = []
+    stops: dict[int, dict] = {}
+    for envelope in envelopes:
+        patches = (envelope.get("data") or {}).get("patches") or []
+        if not patches:
+            continue
+        final = patches
+        for i, patch in enumerate(patches):
+            if patch.get("outcome") in _STOP_OUTCOMES:
+                stops.setdefault(i, patch)
+    if len(final) != len(names):
+        why = f"the rebase reported {len(final)} patches for a series of {len(names)}"
+        return [{"name": n, "verdict": MISSING, "outcome": "", "detail": why, "evidence": []} for n in names]
+    out = []
+    for i, (name, patch) in enumerate(zip(names, final, strict=True)):
+        stop = stops.get(i)
+        seen = stop or patch
+        evidence = [*seen.get("evidence", []), *(f"upstream has: {u}" for u in seen.get("upstream_has", []))]
+        outcome = str(patch.get("outcome", ""))
+        if stop is not None:
+            verdict = STOP_EVIDENCE if evidence else STOP
+            outcome = f"{stop.get('outcome')}, then {outcome}"
+        elif outcome == UPSTREAM:
+            verdict = UPSTREAM
+        elif patch.get("file") in empty:
+            verdict = EMPTY
+            outcome = f"{outcome}, written empty"
+        elif outcome == PARTLY:
+            verdict = PARTLY
+        elif outcome in _APPLIED_OUTCOMES:
+            verdict = APPLIED
+        elif outcome == "dropped":
+            verdict = DROPPED
+        else:  # not reached: the rebase ended before it
+            verdict = MISSING
+        out.append(
+            {
+                "name": name,
+                "id": patch.get("id", ""),
+                "verdict": verdict,
+                "outcome": outcome,
+                "detail": str(seen.get("detail", "")),
+                "evidence": evidence,
+            }
+        )
+    return out
 
 
 # Exit codes that are a step's normal outcome on real material: a scan that predicts conflicts
@@ -258,6 +363,103 @@ def table(results: list[dict]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
+# --- the truth x patchtool's verdict --------------------------------------------------------------
+
+TRUTHS = ("fully", "partly", "other-form", "not", "n/a", "unsure")
+ABSORBED = ("fully", "partly", "other-form")  # upstream has the change, or fixed the problem otherwise
+
+# What a verdict on a patch counts as, by its truth (``judge``).
+RECOGNISED = "recognised"
+TWICE = "applied a second time"
+UNRECOGNISED = "stopped without upstream evidence"
+WRONG_DROP = "wrongly dropped as upstream"
+WRONG_HUNKS = "hunks wrongly called upstream"
+KEPT_EMPTY = "kept as an empty patch"
+COUNTS = (RECOGNISED, TWICE, UNRECOGNISED, KEPT_EMPTY, WRONG_DROP, WRONG_HUNKS)
+
+
+def load_truth(path: Path) -> dict[tuple[str, str], str]:
+    """``truth.toml``: (package, series file name) -> truth."""
+    with open(path, "rb") as f:
+        entries = tomllib.load(f)["patch"]
+    return {(e["package"], e["name"]): e["truth"] for e in entries}
+
+
+def judge(truth: str, verdict: str) -> str | None:
+    """What patchtool's verdict on a patch of this truth counts as, or None when it counts as
+    nothing (a patch upstream lacks that applied or stopped; a missing verdict; an unsure truth).
+    A patch upstream absorbed is recognised when dropped as upstream or stopped naming upstream
+    evidence (for one upstream took only partly, also "partly upstream"); applied, or partly
+    applied, it is applied a second time. Dropping as upstream a patch upstream has only partly,
+    or not at all, loses what upstream lacks; "partly upstream" on a patch upstream lacks drops
+    some of its hunks. A patch kept without a hunk was neither recognised nor applied."""
+    if verdict == EMPTY:
+        return KEPT_EMPTY
+    if truth in ABSORBED:
+        if verdict == UPSTREAM:
+            return WRONG_DROP if truth == "partly" else RECOGNISED
+        if verdict == STOP_EVIDENCE or (verdict == PARTLY and truth == "partly"):
+            return RECOGNISED
+        if verdict in (APPLIED, PARTLY):
+            return TWICE
+        if verdict == STOP:
+            return UNRECOGNISED
+    elif truth in ("not", "n/a"):
+        if verdict == UPSTREAM:
+            return WRONG_DROP
+        if verdict == PARTLY:
+            return WRONG_HUNKS
+    return None
+
+
+def _verdict_rows(results: list[dict], truth: dict[tuple[str, str], str]) -> list[tuple[str, str, str, dict]]:
+    """(package, name, truth, verdict record) for every patch of every package run."""
+    rows = []
+    for r in results:
+        for v in r.get("verdicts") or []:
+            rows.append((r["package"], v["name"], truth.get((r["package"], v["name"]), "unsure"), v))
+    return rows
+
+
+def truth_table(results: list[dict], truth: dict[tuple[str, str], str]) -> str:
+    """The second table: the truth (rows) x patchtool's verdict (columns), the counts per package,
+    and each patch whose verdict counts against patchtool."""
+    rows = _verdict_rows(results, truth)
+    out = ["| truth \\ verdict | " + " | ".join(VERDICTS) + " | patches |", "|---" * (len(VERDICTS) + 2) + "|"]
+    for t in TRUTHS:
+        mine = [v["verdict"] for _, _, tt, v in rows if tt == t]
+        if mine:
+            out.append(f"| {t} | " + " | ".join(str(mine.count(x)) for x in VERDICTS) + f" | {len(mine)} |")
+    out += [
+        "",
+        "| package | patches | absorbed | " + " | ".join(COUNTS) + " |",
+        "|---" * (len(COUNTS) + 3) + "|",
+    ]
+    packages = [r["package"] for r in results]
+    for package in [*packages, None]:
+        mine = [(t, v["verdict"]) for p, _, t, v in rows if package is None or p == package]
+        judged = [judge(t, verdict) for t, verdict in mine]
+        absorbed = sum(t in ABSORBED for t, _ in mine)
+        out.append(
+            f"| {package or 'all'} | {len(mine)} | {absorbed} | "
+            + " | ".join(str(judged.count(c)) for c in COUNTS)
+            + " |"
+        )
+    against = [
+        f"- {p} `{n}`: truth {t}, {judge(t, v['verdict'])}: {v['outcome']}"
+        + (f"; {v['detail']}" if v["detail"] else "")
+        + (f"; evidence: {'; '.join(v['evidence'])}" if v["evidence"] else "")
+        for p, n, t, v in rows
+        if judge(t, v["verdict"]) not in (None, RECOGNISED)
+    ]
+    if against:
+        out += ["", "Verdicts that count against patchtool:", *against]
+    missing = sorted({p for p, n, t, v in rows if v["verdict"] == MISSING})
+    if missing:
+        out += ["", f"No verdict (the rebase did not run or finish) for some patches of: {', '.join(missing)}"]
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["fetch", "run", "table"])
@@ -265,7 +467,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, help="scratch directory for the forks and the sdist cache (run)")
     ap.add_argument("--only", action="append", help="a package's PyPI name (repeatable)")
     ap.add_argument("--patchtool", default=f"{shlex.quote(sys.executable)} -m patchtool")
-    ap.add_argument("--table", type=Path, help="also write the table (Markdown) to this file")
+    ap.add_argument("--table", type=Path, help="also write the tables (Markdown) to this file")
+    ap.add_argument(
+        "--truth", type=Path, default=HERE / "truth.toml", help="the truth per patch (default: %(default)s)"
+    )
     a = ap.parse_args(argv)
     wanted = [p for p in packages() if not a.only or p.name in a.only]
     if a.what == "fetch":
@@ -274,7 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{a.what} needs --work DIR")
     work = a.work.resolve()
     if a.what == "table":  # again from a finished run's results.json
-        text = table(json.loads((work / "results.json").read_text()))
+        results = json.loads((work / "results.json").read_text())
+        text = table(results) + "\n" + truth_table(results, load_truth(a.truth))
         print(text)
         if a.table:
             a.table.write_text(text)
@@ -286,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{p.name} {p.from_version} -> {p.to_version} ...", flush=True)
         results.append(run_one(p, a.debian.resolve(), work, pt))
         (work / "results.json").write_text(json.dumps(results, indent=1))
-    text = table(results)
+    text = table(results) + "\n" + truth_table(results, load_truth(a.truth))
     print(text)
     if a.table:
         a.table.write_text(text)

@@ -1,0 +1,126 @@
+"""Tests of run.py's pure parts: each patch's verdict from the rebase's --json reports, and the
+truth x verdict table. Outside the suite's testpaths: run them by name,
+`python -m pytest -q -p no:cacheprovider bench/realseries/test_run.py`.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run
+
+NAMES = ["a.patch", "b.patch", "c.patch", "d.patch"]
+
+
+def _envelope(*outcomes: dict) -> dict:
+    status = "conflict" if any(o["outcome"] == "conflict" for o in outcomes) else "done"
+    return {"exit_code": 3 if status == "conflict" else 0, "data": {"status": status, "patches": list(outcomes)}}
+
+
+def _p(pid: str, outcome: str, **more: object) -> dict:
+    return {"id": pid, "file": f"patches/{pid}.patch", "outcome": outcome, **more}
+
+
+def _rebase() -> list[dict]:
+    """A rebase as the corpus run makes it: a stop at b (with upstream evidence), skipped; a stop
+    at c (without), skipped; then done, with a already upstream and d applied."""
+    up = _p("a", "already upstream", detail="reverse-applies", evidence=["reverse apply at the target"])
+    return [
+        _envelope(
+            up,
+            _p("b", "conflict", detail="CONFLICT in x.py", upstream_has=["x.py:3"]),
+            _p("c", "not reached"),
+            _p("d", "not reached"),
+        ),
+        _envelope(
+            up,
+            _p("b", "dropped", detail="skipped: corpus run"),
+            _p("c", "conflict", detail="CONFLICT in y.py"),
+            _p("d", "not reached"),
+        ),
+        _envelope(
+            up,
+            _p("b", "dropped", detail="skipped: corpus run"),
+            _p("c", "dropped", detail="skipped: corpus run"),
+            _p("d", "applied with shifted context", detail="z.py: hunk 1 at 9 (+2)"),
+        ),
+    ]
+
+
+def test_a_skipped_stop_keeps_the_stops_outcome_and_evidence() -> None:
+    v = {x["name"]: x for x in run.verdicts(_rebase(), NAMES)}
+    assert v["a.patch"]["verdict"] == run.UPSTREAM
+    assert v["a.patch"]["evidence"] == ["reverse apply at the target"]
+    assert v["b.patch"]["verdict"] == run.STOP_EVIDENCE
+    assert v["b.patch"]["outcome"] == "conflict, then dropped"
+    assert v["b.patch"]["detail"] == "CONFLICT in x.py"
+    assert v["b.patch"]["evidence"] == ["upstream has: x.py:3"]
+    assert v["c.patch"]["verdict"] == run.STOP
+    assert v["c.patch"]["evidence"] == []
+    assert v["d.patch"]["verdict"] == run.APPLIED
+
+
+def test_a_rebase_that_did_not_finish_or_reports_another_series_gives_no_verdict() -> None:
+    unfinished = run.verdicts(_rebase()[:1], NAMES)
+    assert [x["verdict"] for x in unfinished] == [run.UPSTREAM, run.STOP_EVIDENCE, run.MISSING, run.MISSING]
+    assert {x["verdict"] for x in run.verdicts(_rebase(), NAMES[:3])} == {run.MISSING}
+    assert {x["verdict"] for x in run.verdicts([], NAMES)} == {run.MISSING}
+
+
+def test_a_patch_written_without_a_hunk_is_kept_empty_not_applied(tmp_path: Path) -> None:
+    envelopes = _rebase()
+    envelopes[-1]["data"]["patches"][3]["commit"] = "c0ffee"
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches/d.patch").write_bytes(b"")
+    assert run._written_empty(tmp_path, envelopes) == {"patches/d.patch"}
+    (tmp_path / "patches/d.patch").write_bytes(b"--- a/z.py\n+++ b/z.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert run._written_empty(tmp_path, envelopes) == frozenset()
+    assert run._written_empty(tmp_path, envelopes[:1]) == frozenset()  # not done: nothing written yet
+    v = run.verdicts(envelopes, NAMES, empty=frozenset({"patches/d.patch"}))[3]
+    assert (v["verdict"], v["outcome"]) == (run.EMPTY, "applied with shifted context, written empty")
+    assert run.judge("fully", run.EMPTY) == run.KEPT_EMPTY
+    assert run.judge("not", run.EMPTY) == run.KEPT_EMPTY
+
+
+def test_what_a_verdict_counts_as_depends_on_the_truth() -> None:
+    assert run.judge("fully", run.UPSTREAM) == run.RECOGNISED
+    assert run.judge("other-form", run.STOP_EVIDENCE) == run.RECOGNISED
+    assert run.judge("partly", run.PARTLY) == run.RECOGNISED
+    assert run.judge("fully", run.PARTLY) == run.TWICE  # the rest applied again
+    assert run.judge("fully", run.APPLIED) == run.TWICE
+    assert run.judge("fully", run.STOP) == run.UNRECOGNISED
+    assert run.judge("partly", run.UPSTREAM) == run.WRONG_DROP  # what upstream lacks is lost
+    assert run.judge("not", run.UPSTREAM) == run.WRONG_DROP
+    assert run.judge("n/a", run.PARTLY) == run.WRONG_HUNKS
+    assert run.judge("not", run.STOP) is None
+    assert run.judge("n/a", run.APPLIED) is None
+    assert run.judge("unsure", run.UPSTREAM) is None
+
+
+def test_the_truth_table_counts_each_package_and_lists_what_counts_against_patchtool() -> None:
+    results = [{"package": "lib", "verdicts": run.verdicts(_rebase(), NAMES)}]
+    truth = {("lib", "a.patch"): "not", ("lib", "b.patch"): "fully", ("lib", "c.patch"): "fully"}
+    text = run.truth_table(results, truth)  # d.patch has no truth: unsure
+    assert "| fully | 0 | 0 | 1 | 1 | 0 | 0 | 0 | 0 | 2 |" in text
+    assert "| not | 1 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 1 |" in text
+    assert "| unsure | 0 | 0 | 0 | 0 | 1 | 0 | 0 | 0 | 1 |" in text
+    # patches, absorbed, recognised, twice, unrecognised, kept empty, wrongly dropped, wrong hunks
+    assert "| lib | 4 | 2 | 1 | 0 | 1 | 0 | 1 | 0 |" in text
+    assert "| all | 4 | 2 | 1 | 0 | 1 | 0 | 1 | 0 |" in text
+    assert "- lib `a.patch`: truth not, wrongly dropped as upstream: already upstream; reverse-applies" in text
+    assert "- lib `c.patch`: truth fully, stopped without upstream evidence" in text
+    assert "b.patch" not in text.split("count against patchtool")[1]
+
+
+def test_the_truth_names_each_patch_once_with_a_known_truth_and_its_evidence() -> None:
+    with open(run.HERE / "truth.toml", "rb") as f:
+        entries = tomllib.load(f)["patch"]
+    names = {p.name for p in run.packages()}
+    assert len(entries) == 44
+    assert len({(e["package"], e["name"]) for e in entries}) == len(entries)
+    assert {e["package"] for e in entries} == names
+    assert all(e["truth"] in run.TRUTHS and e["truth"] != "unsure" and e["evidence"] for e in entries)
+    assert set(run.load_truth(run.HERE / "truth.toml").values()) <= set(run.TRUTHS)
