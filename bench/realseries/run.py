@@ -134,7 +134,11 @@ def fetch(debian_dir: Path, wanted: list[Package]) -> int:
 
 
 def _series_lines(pkgdir: Path) -> list[str]:
-    series = pkgdir / "debian/patches/series"
+    return _entries(pkgdir / "debian/patches/series")
+
+
+def _entries(series: Path) -> list[str]:
+    """A quilt series file's patch lines (no comments, no blank lines)."""
     if not series.exists():
         return []
     return [ln for ln in series.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
@@ -225,7 +229,8 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
         if s.rc == 0:
             quilt = base / "quilt-to"
             s, _ = step("export --quilt (moved)", fork, "export", "--quilt", str(quilt))
-            if s.rc == 0:
+            # a series whose every patch upstream took (or the run skipped) has nothing to import
+            if s.rc == 0 and _entries(quilt / "patches" / "series"):
                 again = base / "again"
                 again.mkdir()
                 s, _ = step("init (newer)", again, "init", "--upstream", f"{p.name}=={p.to_version}", "--sdist")
