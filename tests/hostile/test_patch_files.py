@@ -205,6 +205,20 @@ REFUSED = [
         6,
         PATH_HINT,
     ),
+    (  # found by an attack: 2,100 deep passed check, then apply's cleanup recursed past Python's limit
+        "deep",
+        new_file("d/" * 100 + "f"),
+        f"unsafe diff: path {'d/' * 30!r}... is 101 names deep, more than the 100 a path may be",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "long",
+        new_file(("n" * 200 + "/") * 5 + "n" * 100),
+        f"unsafe diff: path {'n' * 60!r}... is 1105 bytes long, more than the 1024 a path may have",
+        6,
+        PATH_HINT,
+    ),
     ("dotgit-ntfs-dot", new_file(".git./config"), "unsafe diff: path '.git./config' touches .git/", 6, PATH_HINT),
     ("dotgit-ntfs-short", new_file("GIT~1/config"), "unsafe diff: path 'GIT~1/config' touches .git/", 6, PATH_HINT),
     ("dotgit-hfs", new_file(".g\u200cit/config"), "unsafe diff: path '.g\\u200cit/config' touches .git/", 6, PATH_HINT),
@@ -472,7 +486,7 @@ def entry_errors(errors: list[dict[str, object]]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot", "rename-quoted"]
+    "case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot", "rename-quoted", "deep"]
 )
 @pytest.mark.parametrize("command", ["check", "apply", "status"])
 def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, command: str) -> None:
@@ -483,6 +497,28 @@ def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, comman
     assert code == 1
     assert entry_errors(errors)[0] == f"patches/0001-evil.patch | {line} | evil | {message} | {hint}"
     assert not (demo.root / "build").exists()
+
+
+def test_a_stale_staging_tree_of_any_depth_is_removed_by_the_next_apply(one_patch: Demo) -> None:
+    """Found by an attack: apply's staging tree 2,100 directories deep made shutil.rmtree recurse
+    past Python's limit (exit 70), and every later apply failed the same way cleaning it up.
+    Removal is a loop now: the next apply removes what a killed or failed one left, at any depth."""
+    build = one_patch.root / "build"
+    build.mkdir()
+    fd = os.open(build, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir(".demo-1.0.patchtool-0badc0de", dir_fd=fd)
+    here = os.open(".demo-1.0.patchtool-0badc0de", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    for _ in range(1500):  # deeper than Python's recursion limit; built by descriptor, past PATH_MAX
+        os.mkdir("d", dir_fd=here)
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=here)
+        os.close(here)
+        here = below
+    os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=here))
+    os.close(here)
+    res = run(one_patch, "apply")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in build.iterdir()) == ["demo-1.0"]
 
 
 def test_symlink_patch_made_by_git_is_refused_before_it_reaches_a_tree(demo: Demo) -> None:
