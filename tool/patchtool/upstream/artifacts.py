@@ -26,6 +26,7 @@ from patchtool import progress
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
+from patchtool.upstream import members
 from patchtool.upstream.members import (
     MAX_MEMBER_BYTES,
     MAX_RATIO,
@@ -254,7 +255,9 @@ def tar_members(path: Path, label: str) -> Iterator[tuple[tarfile.TarInfo, Calla
     hostile = "the artifact is malformed or hostile; nothing was imported"
     names = MemberNames(label, hint=hostile)
     with open_tar(path, label) as (tf, bounded), progress.task(f"read {label}", total=packed, unit="bytes") as shown:
-        for ti in tf:
+        for count, ti in enumerate(tf, 1):
+            if count > members.MAX_MEMBERS:  # tarfile keeps every header it has read
+                raise UpstreamError(members.too_many(label), hint=hostile)
             shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
             done = bounded.packed.tell()
             unpacked += ti.size
