@@ -141,6 +141,32 @@ def test_an_archive_of_too_many_members_is_refused(demo: Demo, monkeypatch: pyte
     assert code == 0, out
 
 
+def test_an_sdist_declaring_more_than_the_total_is_refused(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an attack: an sdist had no total, only 200 times its own size, so incompressible
+    padding at its end bought room for 9.4 GiB of zeros before it (exit 70, MemoryError). The
+    documented 8 GiB total holds for an sdist too, checked over every header before any member is
+    read (lowered here, with incompressible members, so the case stays small)."""
+    from patchtool.upstream import members
+
+    noise = {f"demo-1.0/demo/noise{n}.bin": os.urandom(40_000) for n in range(3)}
+    sdist = sdist_with(demo.root.parent / "big" / "demo-1.0.tar.gz", noise)
+    serve(demo, sdist, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    with tarfile.open(sdist) as tf:
+        sizes = [ti.size for ti in tf.getmembers()]
+    monkeypatch.setattr(members, "MAX_UNPACKED_BYTES", sum(sizes) - 1)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (
+        f"demo-1.0.tar.gz: entry 'demo-1.0/demo/noise2.bin' brings the archive to {sum(sizes)} bytes, more than "
+        f"the {sum(sizes) - 1} patchtool unpacks; refusing it"
+    )
+    assert_nothing_imported(demo)
+    monkeypatch.setattr(members, "MAX_UNPACKED_BYTES", sum(sizes))
+    code, out = run(demo, "status")
+    assert code == 0, out
+
+
 def test_sdist_member_over_the_cap_is_refused_by_its_header(demo: Demo) -> None:
     """A tar header that declares more than a member may have is refused before its data is read."""
     from patchtool.upstream.members import MAX_MEMBER_BYTES

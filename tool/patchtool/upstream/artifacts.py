@@ -196,6 +196,8 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         exe = (info.external_attr >> 16) & 0o111
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
+            for _ in tar_members(path, art.filename):  # every header checked, the total too, before data is read
+                pass
             files: set[str] = set()
             links: dict[str, str] = {}
             for ti, read in tar_members(path, art.filename):
@@ -249,8 +251,8 @@ def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[F
 
 def tar_members(path: Path, label: str) -> Iterator[tuple[tarfile.TarInfo, Callable[[], bytes]]]:
     """Each member of the sdist at ``path`` but its directories, with a reader of its data: every
-    header checked as it comes (a safe name, listed once, no bomb), so a bomb is refused before
-    it is inflated."""
+    header checked as it comes (a safe name, listed once, no bomb, no more members or bytes in all
+    than an archive may have), so a bomb is refused before it is inflated."""
     packed, unpacked, done = path.stat().st_size, 0, 0
     hostile = "the artifact is malformed or hostile; nothing was imported"
     names = MemberNames(label, hint=hostile)
@@ -262,6 +264,9 @@ def tar_members(path: Path, label: str) -> Iterator[tuple[tarfile.TarInfo, Calla
             done = bounded.packed.tell()
             unpacked += ti.size
             why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
+            if why is None and unpacked > members.MAX_UNPACKED_BYTES:
+                most = members.MAX_UNPACKED_BYTES
+                why = f"brings the archive to {unpacked} bytes, more than the {most} patchtool unpacks"
             if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
                 why = (
                     f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
