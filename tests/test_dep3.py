@@ -249,6 +249,33 @@ def test_export_quilt_force_refreshes_in_place(demo: Demo, tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.parametrize("key", ["why", "reason"])
+def test_a_control_character_in_prose_never_reaches_a_header_raw(demo: Demo, tmp_path: Path, key: str) -> None:
+    """Found by an attack: ``export --quilt`` wrote a ``why``'s ESC and BEL into its
+    ``Patchtool-Why:`` header as they were. A value holding a control character (but a newline or
+    a tab) goes in ``Patchtool-Entry``, TOML-escaped, and imports back to the same entry."""
+    three(demo)
+    value = "Shorter.\\u001b]0;owned\\u0007\\u001b[2J\\r"
+    entry = demo.entry("greet", "0001-greet.patch")
+    if key == "why":
+        entry = entry.replace('why = "because"', f'why = "{value}"')
+    else:
+        entry = entry.replace('status = "pending" }', f'status = "inappropriate", reason = "{value}" }}')
+    demo.write_manifest(entry, demo.entry("util", "0002-util.patch"), demo.entry("cap", "0003-cap.patch"))
+    before = Project.load(demo.root).manifest.patches
+    res = demo.run("export", "--quilt", str(tmp_path / "debian"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    exported = (tmp_path / "debian/patches/0001-greet.patch").read_bytes()
+    header = exported[: exported.index(b"\ndiff --git ")]
+    assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", header), header
+    assert f'{key} = "{value}"'.encode() in header  # escaped in Patchtool-Entry
+    fork = empty_project(tmp_path / "fork", demo.root)
+    res = demo.run("--root", str(fork.root), "import", "--series", str(tmp_path / "debian/patches/series"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    again = Project.load(fork.root).manifest.patches
+    assert [dataclasses.replace(e, imported=None) for e in again] == list(before)
+
+
 def test_the_exported_quilt_series_pushes_and_git_am_keeps_the_message(demo: Demo, tmp_path: Path) -> None:
     quilt = require_tool("quilt", enables="`quilt push -a` on an exported series with DEP-3 headers")
     full(demo)

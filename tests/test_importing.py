@@ -369,6 +369,25 @@ def test_a_series_line_with_an_unknown_option_or_missing_patch_is_refused_and_no
     assert snapshot(demo.root, tmp_path) == before
 
 
+def test_a_series_listing_a_patch_twice_is_refused_before_any_patch_is_read(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: a series naming one 3 MB patch 600 times read and kept it 600 times
+    (2 GB) before refusing anything. Quilt refuses a patch listed twice; so does import, naming both
+    lines, before it reads a patch (this one is not even UTF-8)."""
+    demo.write_manifest()
+    (tmp_path / "series").write_text("# two\nciao.patch\nother.patch\nciao.patch -p1\n")
+    (tmp_path / "ciao.patch").write_bytes(b"\xff" + CIAO.encode())
+    (tmp_path / "other.patch").write_text(CIAO)
+    before = snapshot(demo.root, tmp_path)
+    res = demo.run("import", "--series", str(tmp_path / "series"), "--author", "Pat Series <pat@example.org>")
+    assert (res.returncode, res.stdout, res.stderr) == (
+        2,
+        "",
+        f"error: {tmp_path}/series:4: ciao.patch is listed again (first at line 2); refusing the series (hint: "
+        "a series lists each patch once, as quilt requires: delete the second line)\n",
+    )
+    assert snapshot(demo.root, tmp_path) == before
+
+
 # -- --fuzz: what GNU patch applies and git apply does not ---------------------------------------
 
 

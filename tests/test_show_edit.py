@@ -458,6 +458,11 @@ def test_edit_in_the_editor(greet: Demo, tmp_path: Path) -> None:
             "(hint: run `patchtool edit greet` again)",
         ),
         ("sys.exit(3)\n", 2, "the editor ({editor}) exited with 3; nothing was written"),
+        (  # found by an attack: saved, then the editor failed (vim after an error); the text was deleted
+            "path.write_text(text.replace('owner = \"team\"', 'owner = \"infra\"'))\nsys.exit(1)\n",
+            2,
+            "the editor ({editor}) exited with 1; nothing was written",
+        ),
         (
             "path.write_text(text.replace('\">=1.0\"', '\"<1.0\"'))\n",
             2,
@@ -471,7 +476,7 @@ def test_an_editor_edit_that_is_not_valid_changes_nothing(
     greet: Demo, tmp_path: Path, program: str, code: int, error: str | None
 ) -> None:
     """Without a terminal to ask at, what was typed stays in a file the error names (an editor that
-    fails is the user giving up: nothing is kept)."""
+    fails on a text left unchanged is the user giving up: nothing is kept)."""
     before = snapshot(greet.root)
     env = editor(tmp_path, program + "Path(sys.argv[1] + '.saved').write_text(path.read_text())\n")
     res = greet.run("edit", "greet", env=env)
@@ -483,8 +488,12 @@ def test_an_editor_edit_that_is_not_valid_changes_nothing(
     else:
         (kept,) = edits.glob("*.toml")
         note = f"what you typed is kept in {kept} (hint: fix it there, then `patchtool edit greet --from-file {kept}`)"
+        error = error.format(editor=env["EDITOR"])
         assert (res.returncode, res.stdout, res.stderr) == (code, "", f"error: {error}\nerror: {note}\n")
-        assert kept.read_text() == Path(f"{kept}.saved").read_text()  # as the editor left it
+        if "sys.exit" not in program:
+            assert kept.read_text() == Path(f"{kept}.saved").read_text()  # as the editor left it
+        else:
+            assert 'owner = "infra"' in kept.read_text()
     assert snapshot(greet.root) == before
     if error is None or program.startswith("sys.exit"):
         assert not list(edits.glob("*.toml"))  # taken, or given up: nothing kept

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,65 @@ def test_sdist_bomb_is_refused_before_it_is_inflated(demo: Demo) -> None:
     assert message.startswith("demo-1.0.tar.gz: entry 'demo-1.0/demo/zeros.bin' brings the archive to ")
     assert message.endswith(f"more than {MAX_RATIO} times as many (a tar bomb?); refusing it")
     assert_nothing_imported(demo)
+
+
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_an_archive_of_too_many_members_is_refused(demo: Demo, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Found by an attack: a 3 MB sdist of 500,000 empty members took 81 s and 366 MB, and the
+    4 GiB download cap allows billions. An archive lists at most 100,000 members (lowered here to
+    what the demo release has, so the case stays small)."""
+    from patchtool.upstream import members
+
+    extra = {"demo/one.py": b"", "demo/two.py": b""}
+    if kind == "wheel":
+        artifact = wheel_with(demo.root.parent / "many" / "demo-1.0-py3-none-any.whl", extra)
+        serve(demo, artifact)
+        with zipfile.ZipFile(artifact) as zf:
+            listed = len(zf.infolist())
+    else:
+        artifact = sdist_with(
+            demo.root.parent / "many" / "demo-1.0.tar.gz", {f"demo-1.0/{k}": v for k, v in extra.items()}
+        )
+        serve(demo, artifact, prefix=("demo-1.0/demo/", "python/demo/"))
+        with tarfile.open(artifact) as tf:
+            listed = len(tf.getmembers())
+    demo.write_manifest()
+    monkeypatch.setattr(members, "MAX_MEMBERS", listed - 1)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (
+        f"{artifact.name}: it has more than the {listed - 1} members patchtool unpacks; refusing it"
+    )
+    assert_nothing_imported(demo)
+    monkeypatch.setattr(members, "MAX_MEMBERS", listed)
+    code, out = run(demo, "status")
+    assert code == 0, out
+
+
+def test_an_sdist_declaring_more_than_the_total_is_refused(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by an attack: an sdist had no total, only 200 times its own size, so incompressible
+    padding at its end bought room for 9.4 GiB of zeros before it (exit 70, MemoryError). The
+    documented 8 GiB total holds for an sdist too, checked over every header before any member is
+    read (lowered here, with incompressible members, so the case stays small)."""
+    from patchtool.upstream import members
+
+    noise = {f"demo-1.0/demo/noise{n}.bin": os.urandom(40_000) for n in range(3)}
+    sdist = sdist_with(demo.root.parent / "big" / "demo-1.0.tar.gz", noise)
+    serve(demo, sdist, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    with tarfile.open(sdist) as tf:
+        sizes = [ti.size for ti in tf.getmembers()]
+    monkeypatch.setattr(members, "MAX_UNPACKED_BYTES", sum(sizes) - 1)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (
+        f"demo-1.0.tar.gz: entry 'demo-1.0/demo/noise2.bin' brings the archive to {sum(sizes)} bytes, more than "
+        f"the {sum(sizes) - 1} patchtool unpacks; refusing it"
+    )
+    assert_nothing_imported(demo)
+    monkeypatch.setattr(members, "MAX_UNPACKED_BYTES", sum(sizes))
+    code, out = run(demo, "status")
+    assert code == 0, out
 
 
 def test_sdist_member_over_the_cap_is_refused_by_its_header(demo: Demo) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -202,6 +203,20 @@ REFUSED = [
         "dotgit-upper",
         new_file("python/.GIT/config"),
         "unsafe diff: path 'python/.GIT/config' touches .git/",
+        6,
+        PATH_HINT,
+    ),
+    (  # found by an attack: 2,100 deep passed check, then apply's cleanup recursed past Python's limit
+        "deep",
+        new_file("d/" * 100 + "f"),
+        f"unsafe diff: path {'d/' * 30!r}... is 101 names deep, more than the 100 a path may be",
+        6,
+        PATH_HINT,
+    ),
+    (
+        "long",
+        new_file(("n" * 200 + "/") * 5 + "n" * 100),
+        f"unsafe diff: path {'n' * 60!r}... is 1105 bytes long, more than the 1024 a path may have",
         6,
         PATH_HINT,
     ),
@@ -472,7 +487,7 @@ def entry_errors(errors: list[dict[str, object]]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot", "rename-quoted"]
+    "case", ["symlink", "gitlink", "mode-change-to-symlink", "quoted-octal-dotdot", "rename-quoted", "deep"]
 )
 @pytest.mark.parametrize("command", ["check", "apply", "status"])
 def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, command: str) -> None:
@@ -483,6 +498,31 @@ def test_hostile_patch_is_refused_by_every_command(demo: Demo, case: str, comman
     assert code == 1
     assert entry_errors(errors)[0] == f"patches/0001-evil.patch | {line} | evil | {message} | {hint}"
     assert not (demo.root / "build").exists()
+
+
+def test_a_stale_staging_tree_of_any_depth_is_removed_by_the_next_apply(one_patch: Demo) -> None:
+    """Found by an attack: apply's staging tree 2,100 directories deep made shutil.rmtree recurse
+    past Python's limit (exit 70), and every later apply failed the same way cleaning it up.
+    Removal is a loop now: the next apply removes what a killed or failed one left, at any depth."""
+    build = one_patch.root / "build"
+    build.mkdir()
+    fd = os.open(build, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir(".demo-1.0.patchtool-0badc0de", dir_fd=fd)
+    here = os.open(".demo-1.0.patchtool-0badc0de", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    os.close(fd)
+    for _ in range(1500):  # deeper than Python's recursion limit; built by descriptor, past PATH_MAX
+        os.mkdir("d", dir_fd=here)
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=here)
+        os.close(here)
+        here = below
+    os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=here))
+    os.close(here)
+    try:
+        res = run(one_patch, "apply")
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert sorted(p.name for p in build.iterdir()) == ["demo-1.0"]
+    finally:  # rm removes any depth; pytest's own clean-up of tmp_path recurses like shutil.rmtree
+        subprocess.run(["rm", "-rf", str(build / ".demo-1.0.patchtool-0badc0de")], check=True)
 
 
 def test_symlink_patch_made_by_git_is_refused_before_it_reaches_a_tree(demo: Demo) -> None:
@@ -1103,6 +1143,72 @@ def test_a_binary_hunk_is_bounded_before_git_inflates_it(
             f"patches/0001-blob.patch | {line} | blob | binary patch at line {line}: "
             f"{message.format(packed=packed)} | export the commit again with `git format-patch`"
         )
+
+
+def test_the_binary_hunks_of_one_patch_are_bounded_in_all(
+    demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attack: each hunk was bounded, their sum not; git apply holds every hunk of a
+    patch inflated at once: 60 hunks of 16 MiB zeros (a 1.3 MB patch) took 2 GB, a 64 MiB patch
+    could ask for 100 GB. The sum is refused at the hunk that passes it, before that hunk is
+    inflated (the 1 GiB bound lowered here, so that the case stays small)."""
+    from patchtool.diff import binary
+
+    monkeypatch.setattr(binary, "MAX_PATCH_BINARY_BYTES", 3000)
+
+    def change(root: Path) -> None:
+        for n in range(4):
+            (root / f"python/demo/z{n}.bin").write_bytes(bytes([n]) + b"\0" * 999)
+
+    text = demo.commit_patch("0001-blobs.patch", change, "demo: four blobs")
+    with pytest.raises(InvalidInput) as exc:
+        PatchFile.parse(text, name="patches/0001-blobs.patch")
+    (problem,) = exc.value.problems
+    line = [n for n, ln in enumerate(text.split("\n"), 1) if ln == "literal 1000"][3]  # the fourth file's
+    assert (problem.line, problem.message) == (
+        line,
+        f"binary patch at line {line}: its literal hunk brings the patch's binary hunks to 4000 bytes, more "
+        "than the 3000 one patch may declare in all (git apply holds them at once); refusing it",
+    )
+    monkeypatch.setattr(binary, "MAX_PATCH_BINARY_BYTES", 4000)
+    assert len(PatchFile.parse(text, name="patches/0001-blobs.patch").files) == 4
+
+
+def test_git_apply_out_of_memory_is_not_does_not_apply(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: under a memory limit, git apply's "Out of memory, malloc failed" was
+    reported as the patch not applying. It is git failing (exit 70), saying so. The limit is the
+    test's own, for git apply alone: 30 MB, where two 16 MiB files cannot be held."""
+
+    def change(root: Path) -> None:
+        for n in range(2):
+            (root / f"python/demo/z{n}.bin").write_bytes(bytes([n]) + b"\0" * ((16 << 20) - 1))
+
+    demo.commit_patch("0001-blobs.patch", change, "demo: two blobs")
+    demo.write_manifest(demo.entry("blobs", "0001-blobs.patch"))
+    real = shutil.which("git")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\ncase " $* " in *" apply "*) ulimit -v 30000 ;; esac\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    before = snapshot(demo.root)
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "check", "--json"],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=HANG_GUARD_S,
+    )
+    assert "Traceback" not in res.stderr, res.stderr
+    out = json.loads(res.stdout)
+    assert res.returncode == 70, out
+    (error,) = out["errors"]
+    assert error["message"].startswith("git apply ran out of memory on "), error
+    assert "Out of memory, malloc failed" in error["message"]
+    assert "does not apply" not in res.stdout
+    assert snapshot(demo.root) == before
 
 
 def test_a_binary_patch_git_made_applies(demo: Demo, tmp_path: Path) -> None:

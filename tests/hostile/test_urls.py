@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import textwrap
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -297,6 +298,34 @@ def test_a_file_url_beneath_the_named_directory_is_read(one_patch: Demo, tmp_pat
     pin.write_text(pin.read_text().replace((mirror / "link.whl").as_uri(), wheel.as_uri()))
     code, out = without_permission(one_patch, "--json", "status", env={ALLOW_LOCAL_ENV: str(mirror)})
     assert code == 0, out
+
+
+@pytest.mark.parametrize("key", ["artifact.url", "artifact.index"])
+def test_a_file_url_with_an_encoded_control_character_is_refused(one_patch: Demo, tmp_path: Path, key: str) -> None:
+    """Found by an attack: ``%00`` in a pin's ``file:`` url was an internal error (exit 70,
+    "embedded null byte") where local files are allowed; it is refused naming the file and key."""
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    url = f"{mirror.as_uri()}/x%00/{one_patch.wheel.name}" if key == "artifact.url" else f"{mirror.as_uri()}/%00/simple"
+    if key == "artifact.url":
+        file_pin(one_patch, mirror / "placeholder")
+        pin = one_patch.root / PIN
+        pin.write_text(pin.read_text().replace((mirror / "placeholder").as_uri(), url))
+    else:
+        pin = one_patch.root / PIN
+        pin.write_text(
+            "\n".join(
+                f'index = "{url}"' if line.startswith("index = ") else line for line in pin.read_text().split("\n")
+            )
+        )
+    before = unsafe_outside(one_patch)
+    code, out = without_permission(one_patch, "--json", "check", env={ALLOW_LOCAL_ENV: str(mirror)})
+    assert code == 1, out
+    path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+    assert [(e["file"], e["key"], e["message"]) for e in out["errors"]] == [
+        (PIN, key, f"{url!r} is not a URL: its path {path!r} contains a control character")
+    ]
+    nothing_fetched(one_patch, before)
 
 
 def test_a_git_path_outside_the_named_directory_is_refused(one_patch: Demo, tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ output the user named), and never through a symbolic link.
 
 A ``Root`` walks a path one component at a time through directory descriptors opened with
 ``O_NOFOLLOW | O_DIRECTORY`` and acts with the ``*at`` calls (``os.open(dir_fd=)``,
-``os.rename(src_dir_fd=, dst_dir_fd=)``, ``os.unlink(dir_fd=)``, ``shutil.rmtree(dir_fd=)``), so a
+``os.rename(src_dir_fd=, dst_dir_fd=)``, ``os.unlink(dir_fd=)``, ``remove_tree``), so a
 link a repository commits (``build -> /home/you``), or one swapped in while patchtool runs, is
 refused with a message naming it, never followed. Only a regular file patchtool's user owns is
 ever replaced: never a device, a FIFO, a directory or a link.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,7 +90,7 @@ class Root:
             except FileNotFoundError:
                 return
             if stat.S_ISDIR(mode):
-                shutil.rmtree(name, dir_fd=fd)  # symlink-attack safe with dir_fd (avoids_symlink_attacks)
+                remove_tree(fd, name)
             else:
                 os.unlink(name, dir_fd=fd)
 
@@ -242,6 +241,49 @@ class Root:
             hint=hint,
             problems=[Problem(file=rel, message=why, hint=hint, code="unsafe-file")],
         )
+
+
+def remove_tree(parent: int, name: str) -> None:
+    """Remove the directory ``name`` beneath the descriptor ``parent`` and everything in it, at any
+    depth: one loop, two descriptors open at most, every directory opened with ``O_NOFOLLOW`` (a
+    link is removed, never followed). ``shutil.rmtree`` recurses once per level: a tree 1,000
+    directories deep was a RecursionError, and a staging tree no later command could remove. The
+    way back up is ``..``, checked to be the directory that was come down from, so a tree moved
+    meanwhile stops the removal instead of leading it elsewhere."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    down = [(name, _identity(fd))]  # the directories from ``name`` to the one open now
+    try:
+        while True:
+            child = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        child = entry.name
+                        break
+                    os.unlink(entry.name, dir_fd=fd)
+            if child is not None:
+                below = os.open(child, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = below
+                down.append((child, _identity(fd)))
+                continue
+            empty, _ = down.pop()
+            if not down:
+                break
+            above = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = above
+            if _identity(fd) != down[-1][1]:
+                raise OSError(errno.ESTALE, "the tree moved while it was removed", "/".join(n for n, _ in down))
+            os.rmdir(empty, dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
 
 
 def write_output(path: Path, data: bytes | str, *, repository: Path | None) -> None:

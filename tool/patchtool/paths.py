@@ -23,6 +23,10 @@ Refusal = Callable[[str, str], PatchtoolError]  # (why, hint) -> the error a rea
 
 ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")  # fullmatch: "$" would let a final newline in
 NAME_MAX = 255  # bytes in one file name: NAME_MAX of ext4, xfs and btrfs
+# a whole tree path: far above any package's (Windows' MAX_PATH is 260), far below PATH_MAX, and
+# shallow enough that nothing walking a tree (git, a removal) meets its own limit
+MAX_PATH_BYTES = 1024
+MAX_PATH_DEPTH = 100
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # git's is_ntfs_dotgit: ".git" with trailing dots or spaces, and the 8.3 short name "git~1"
@@ -38,8 +42,9 @@ def tree_path_problem(path: str) -> str | None:
 
     Refused: the empty path, control characters (a newline would end a line of a git stream),
     absolute paths and drive letters, backslashes, empty, ``.`` and ``..`` components, a
-    ``.git`` component in any case or spelling git treats as one, and a name no filesystem holds
-    (git takes it, but every checkout of it fails)."""
+    ``.git`` component in any case or spelling git treats as one, a name no filesystem holds
+    (git takes it, but every checkout of it fails), and a path longer than ``MAX_PATH_BYTES`` or
+    deeper than ``MAX_PATH_DEPTH``."""
     if not path:
         return "the path is empty"
     if _CONTROL.search(path):
@@ -48,7 +53,12 @@ def tree_path_problem(path: str) -> str | None:
         return f"absolute path {path!r}"
     if "\\" in path:
         return f"path {path!r} contains a backslash"
-    for part in path.split("/"):
+    if (size := len(path.encode("utf-8", "surrogateescape"))) > MAX_PATH_BYTES:
+        return f"path {path[:60]!r}... is {size} bytes long, more than the {MAX_PATH_BYTES} a path may have"
+    parts = path.split("/")
+    if len(parts) > MAX_PATH_DEPTH:
+        return f"path {path[:60]!r}... is {len(parts)} names deep, more than the {MAX_PATH_DEPTH} a path may be"
+    for part in parts:
         if part in ("", ".", ".."):
             return (
                 f"path {path!r} has an empty, '.' or '..' component"

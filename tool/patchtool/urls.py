@@ -35,6 +35,7 @@ ALLOW_FILES_HINT = (
 # the userinfo of any url in a text (``https://user:token@host``): credentials, never shown
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s'\"]+@")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # control characters and spaces: no URL patchtool fetches holds one
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -105,6 +106,8 @@ def _scheme(text: str, *, git: bool) -> str:
     if parts.scheme in ("https", "http") and parts.hostname:
         return parts.scheme
     if parts.scheme == "file" and parts.netloc in ("", "localhost") and parts.path.startswith("/"):
+        if _CONTROL.search(path := urllib.parse.unquote(parts.path)):  # %00 names no file; %0a none we read
+            raise ValueError(f"{text!r} is not a {kind}: its path {path!r} contains a control character")
         return "file"
     also = ", an absolute path" if git else ""
     raise ValueError(f"{text!r} is not an https {kind} (nor http, file:{also})")

@@ -9,7 +9,8 @@ Ctrl-\\ are its own: patchtool waits, as git does. The text lives in the cache
 and there is a terminal, patchtool shows the problems and asks ``edit again? [Y/n]`` (as
 ``crontab -e`` does), then opens the editor on the same text with the problems at the top, as
 comments. Without a terminal, or when the answer is no, the text stays in its file and the error
-names it: nothing typed is lost.
+names it: nothing typed is lost. So it does when the editor exits with an error after the text was
+saved (vim after an error in the session, a wrapper that fails); only an unchanged text goes.
 """
 
 from __future__ import annotations
@@ -62,8 +63,11 @@ def edit_until_valid(
         while True:
             code = _run(editor, [*argv, str(path)], nothing)
             if code != 0:
-                done = True
-                raise UsageError(f"the editor ({editor}) exited with {code}; {nothing}")
+                failed = UsageError(f"the editor ({editor}) exited with {code}; {nothing}")
+                if _without(read_named_text(path, what="the edited text"), top) == text:
+                    done = True  # nothing typed: the user gave up
+                    raise failed
+                raise _kept(failed, path, again(path))  # saved, then the editor failed: keep what was typed
             saved = _without(read_named_text(path, what="the edited text"), top)
             if empty is not None and not _content(saved):
                 done = True

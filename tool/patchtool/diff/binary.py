@@ -3,7 +3,9 @@ inflates them: ``git apply`` allocates the size a hunk declares (``literal N``, 
 delta's result before it inflates a byte, so a small patch could ask for gigabytes. A hunk must
 declare no more than an archive's member may (``inflation.bomb_reason``: 1 GiB, and over 16 MiB
 at most 200 times its compressed size), and must inflate to exactly what it declares: counted a
-chunk at a time, never more than its declared size and one byte.
+chunk at a time, never more than its declared size and one byte. ``git apply`` holds every hunk of
+a patch inflated, and every delta's result, before it writes any: together they may declare at
+most ``MAX_PATCH_BINARY_BYTES`` (256 MiB; git's peak is about twice that) in one patch file.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import zlib
 
 from patchtool.inflation import MAX_MEMBER_BYTES, bomb_reason, inflated
 
+MAX_PATCH_BINARY_BYTES = 256 << 20  # every binary hunk of one patch file and its deltas' results
 _HUNK = re.compile(r"(literal|delta) (\d{1,20})")  # git: strtoul
 _LENGTHS = {chr(c): c - ord("A") + 1 for c in range(ord("A"), ord("Z") + 1)} | {
     chr(c): c - ord("a") + 27 for c in range(ord("a"), ord("z") + 1)
@@ -28,20 +31,38 @@ class BinaryRefused(Exception):
         self.message, self.line = message, line
 
 
-def skip_binary(lines: list[str], i: int) -> int:
+class Declared:
+    """What the binary hunks of one patch file declare so far, each hunk and each delta's result:
+    all of it is in git apply's memory at once."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, size: int, what: str, at: int) -> None:
+        self.total += size
+        if self.total > MAX_PATCH_BINARY_BYTES:
+            raise BinaryRefused(
+                f"{what} brings the patch's binary hunks to {self.total} bytes, more than the "
+                f"{MAX_PATCH_BINARY_BYTES} one patch may declare in all (git apply holds them at once); refusing it",
+                at,
+            )
+
+
+def skip_binary(lines: list[str], i: int, declared: Declared) -> int:
     """The index of the first line after the binary hunks that follow 'GIT binary patch' (at
-    ``lines[i - 1]``): the forward hunk and, where there is one, the reverse one."""
+    ``lines[i - 1]``): the forward hunk and, where there is one, the reverse one, each added to
+    what the patch file's hunks ``declared``."""
     for which in ("forward", "reverse"):
         m = _HUNK.fullmatch(lines[i]) if i < len(lines) else None
         if m is None:
             if which == "reverse":
                 return i
             raise BinaryRefused(f"corrupt binary patch at line {i + 1}: no 'literal N' or 'delta N' line", i + 1)
-        i = _hunk(lines, i + 1, m.group(1), int(m.group(2)))
+        i = _hunk(lines, i + 1, m.group(1), int(m.group(2)), declared)
     return i
 
 
-def _hunk(lines: list[str], i: int, kind: str, size: int) -> int:
+def _hunk(lines: list[str], i: int, kind: str, size: int, declared: Declared) -> int:
     """Check one hunk whose header is ``lines[i - 1]``; the index after its closing empty line."""
     at = i  # the header's line number
     data = bytearray()
@@ -61,6 +82,7 @@ def _hunk(lines: list[str], i: int, kind: str, size: int) -> int:
     what = f"binary patch at line {at}: its {kind} hunk"
     if why := bomb_reason(size, len(data)):
         raise BinaryRefused(f"{what} {why}; refusing it", at)
+    declared.add(size, what, at)
     try:
         got, head = inflated(bytes(data), size, head=20)
     except zlib.error as exc:
@@ -68,11 +90,13 @@ def _hunk(lines: list[str], i: int, kind: str, size: int) -> int:
     if got != size:
         more = "more than" if got > size else f"{got} bytes, not"
         raise BinaryRefused(f"{what} inflates to {more} the {size} bytes it declares; refusing it", at)
-    if kind == "delta" and (target := _delta_target(head)) is not None and target > MAX_MEMBER_BYTES:
-        raise BinaryRefused(
-            f"{what} makes a file of {target} bytes, more than the {MAX_MEMBER_BYTES} a file may have; refusing it",
-            at,
-        )
+    if kind == "delta" and (target := _delta_target(head)) is not None:
+        if target > MAX_MEMBER_BYTES:
+            raise BinaryRefused(
+                f"{what} makes a file of {target} bytes, more than the {MAX_MEMBER_BYTES} a file may have; refusing it",
+                at,
+            )
+        declared.add(target, what, at)
     return i + 1
 
 

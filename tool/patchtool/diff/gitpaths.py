@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from patchtool.diff.binary import BinaryRefused, skip_binary
+from patchtool.diff.binary import BinaryRefused, Declared, skip_binary
 from patchtool.paths import tree_path_problem
 
 SAFE_MODES = ("100644", "100755")  # a regular file; a link or a gitlink may point anywhere
@@ -166,6 +166,7 @@ def read_sections(text: str) -> list[Section]:
     header inconsistent or a hunk corrupt."""
     lines = text.split("\n")
     sections: list[Section] = []
+    declared = Declared()  # what the binary hunks of the whole file ask git apply to hold
     in_header = False
     i = 0
     while i < len(lines):
@@ -195,7 +196,7 @@ def read_sections(text: str) -> list[Section]:
             in_header = i < len(lines) and lines[i].startswith("@@ -")
         elif line == "GIT binary patch":
             try:
-                i = skip_binary(lines, i)
+                i = skip_binary(lines, i, declared)
             except BinaryRefused as exc:
                 raise Refused(exc.message, exc.line, _EXPORT_HINT) from None
             in_header = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -571,12 +572,12 @@ class Index:
             *(["--check"] if check else []),
         ]
         res = self.repo.git(*args, args=[str(p) for p in patches], env=self.env, check=False)
-        return ApplyResult(res.returncode == 0, res.stderr)
+        return _applied(res, ", ".join(str(p) for p in patches))
 
     def apply_text(self, patch: str, *, reverse: bool = False) -> ApplyResult:
         args = ["apply", "--cached", "--check", *(["--reverse"] if reverse else [])]
         res = self.repo.git(*args, input=patch.encode(), env=self.env, check=False)
-        return ApplyResult(res.returncode == 0, res.stderr)
+        return _applied(res, "a hunk of a patch")
 
     def write_tree(self) -> str:
         return self.repo.out("write-tree", env=self.env)
@@ -599,6 +600,22 @@ class Index:
 
     def read_tree(self, treeish: str) -> None:
         self.repo.out("read-tree", args=[treeish], env=self.env)
+
+
+# git's words when an allocation fails (xmalloc's die, a failed mmap) or the kernel refuses memory
+_OUT_OF_MEMORY = re.compile(r"Out of memory|malloc failed|mmap failed|Cannot allocate memory")
+
+
+def _applied(res: Result, what: str) -> ApplyResult:
+    """git apply's verdict; GitError when git ran out of memory (or was killed), which says
+    nothing of whether the patch applies and must not read as "does not apply"."""
+    if res.returncode < 0 or (res.returncode == 128 and _OUT_OF_MEMORY.search(res.stderr)):
+        why = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"killed by signal {-res.returncode}"
+        raise GitError(
+            f"git apply ran out of memory on {what} ({why}); whether it applies is not known",
+            hint="give git more memory; a patch's binary hunks are bounded, so this is the machine's limit",
+        )
+    return ApplyResult(res.returncode == 0, res.stderr)
 
 
 _EXPORT = ("--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered")

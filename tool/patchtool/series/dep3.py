@@ -24,6 +24,9 @@ _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]*(.*)$")
 COMMIT_URL = re.compile(r"^https?://\S+/commits?/([0-9a-f]{7,40})\b")
 _YOCTO = re.compile(r"^([A-Za-z-]+)(?:\s*\[(.*)\])?\s*$")  # not "\s*(...)?\s*": quadratic on spaces
 SCALARS = ("id", "kind", "owner", "why", "applies_to", "drop_when")  # Patchtool-<Key> fields
+# what a header line may not carry raw (ESC, BEL, CR: they would drive the terminal that shows it);
+# a value holding one goes in Patchtool-Entry, where TOML escapes it
+_RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class HeaderError(ValueError):
@@ -259,13 +262,13 @@ def header(data: Mapping[str, Any], *, unset: Collection[str] = ()) -> str:
         out["Applied-Upstream"] = ", ".join([up["version"], *places])
     detail = {"submitted": url, "backport": ref, "merged": up.get("version")}.get(status) or up.get("reason")
     word = {"merged": "Backport", "inappropriate": "Inappropriate"}.get(status, status.title())
-    if status != "pending" and "\n" not in (detail or "") and "]" not in (detail or ""):
+    if status != "pending" and not re.search(r"[\n\]]", detail or "") and not _RAW_CONTROL.search(detail or ""):
         out["Upstream-Status"] = f"{word} [{detail}]" if detail else word
     elif status == "pending":
         out["Upstream-Status"] = "Pending"
     skipped = {k for k in SCALARS if k in unset or str(data.get(k, "")).startswith(PLACEHOLDER)}
     for key in SCALARS:
-        if isinstance(data.get(key), str) and key not in skipped:
+        if isinstance(data.get(key), str) and key not in skipped and not _RAW_CONTROL.search(data[key]):
             out[f"Patchtool-{key.replace('_', '-').title()}"] = data[key]
     text = "".join(_field(k, v) for k, v in out.items())
     back, _ = entry(fields(text))

@@ -282,8 +282,9 @@ def _read_series(
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
     ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1), else
     ``strip`` where the command line gave one, else quilt's -p1. The whole file is checked (every
-    option, every patch there) before the first patch is read."""
+    option, every patch there, none listed twice) before the first patch is read."""
     listed = []
+    first: dict[str, int] = {}  # each name's line
     listing = text = read_text_if_present(directory, series) or ""
     for number, line in enumerate(lines_of(text, keepends=False), 1):
         words = line.split("#", 1)[0].split()
@@ -299,6 +300,11 @@ def _read_series(
                     hint="only a strip level (-p0, -p1, -p2 ...) is",
                 )
             level = 1 if m.group(1) == "ab" else int(m.group(1))
+        if (at := first.setdefault(name, number)) != number:  # each would be read and kept whole
+            raise UsageError(
+                f"{directory / series}:{number}: {name} is listed again (first at line {at}); refusing the series",
+                hint="a series lists each patch once, as quilt requires: delete the second line",
+            )
         if tree_path_problem(name) is None and not os.path.lexists(directory / name):  # read_inside refuses the rest
             raise UsageError(f"{directory / series}:{number}: {name} does not exist")
         listed.append((number, name, level))

@@ -26,6 +26,7 @@ from patchtool import progress
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.git import FileWrite
 from patchtool.paths import tree_path_problem
+from patchtool.upstream import members
 from patchtool.upstream.members import (
     MAX_MEMBER_BYTES,
     MAX_RATIO,
@@ -195,6 +196,8 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         exe = (info.external_attr >> 16) & 0o111
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
+            for _ in tar_members(path, art.filename):  # every header checked, the total too, before data is read
+                pass
             files: set[str] = set()
             links: dict[str, str] = {}
             for ti, read in tar_members(path, art.filename):
@@ -248,17 +251,22 @@ def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[F
 
 def tar_members(path: Path, label: str) -> Iterator[tuple[tarfile.TarInfo, Callable[[], bytes]]]:
     """Each member of the sdist at ``path`` but its directories, with a reader of its data: every
-    header checked as it comes (a safe name, listed once, no bomb), so a bomb is refused before
-    it is inflated."""
+    header checked as it comes (a safe name, listed once, no bomb, no more members or bytes in all
+    than an archive may have), so a bomb is refused before it is inflated."""
     packed, unpacked, done = path.stat().st_size, 0, 0
     hostile = "the artifact is malformed or hostile; nothing was imported"
     names = MemberNames(label, hint=hostile)
     with open_tar(path, label) as (tf, bounded), progress.task(f"read {label}", total=packed, unit="bytes") as shown:
-        for ti in tf:
+        for count, ti in enumerate(tf, 1):
+            if count > members.MAX_MEMBERS:  # tarfile keeps every header it has read
+                raise UpstreamError(members.too_many(label), hint=hostile)
             shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
             done = bounded.packed.tell()
             unpacked += ti.size
             why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
+            if why is None and unpacked > members.MAX_UNPACKED_BYTES:
+                most = members.MAX_UNPACKED_BYTES
+                why = f"brings the archive to {unpacked} bytes, more than the {most} patchtool unpacks"
             if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
                 why = (
                     f"brings the archive to {unpacked} bytes from {packed} compressed, more than "

@@ -18,6 +18,10 @@ from patchtool.inflation import RATIO_FLOOR as RATIO_FLOOR
 from patchtool.inflation import bomb_reason as bomb_reason
 from patchtool.paths import tree_path_problem
 
+# far above any release's (torch's wheel has some 12,000): each costs memory and git work, and an
+# empty member compresses to a few bytes, so a 4 GiB download could list billions
+MAX_MEMBERS = 100_000
+
 
 def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
     """Why a member must not be extracted, repacked or imported, or None when it is safe."""
@@ -76,6 +80,8 @@ def safe_members(
     listed twice, or also a directory), odd methods and bombs."""
     names = MemberNames(label, hint=hint, error=error)
     out = []
+    if len(zf.infolist()) > MAX_MEMBERS:
+        raise error(too_many(label), hint=hint)
     total = sum(info.file_size for info in zf.infolist())
     if total > MAX_UNPACKED_BYTES:
         raise error(
@@ -91,3 +97,7 @@ def safe_members(
         if not info.is_dir():
             out.append(info)
     return out
+
+
+def too_many(label: str) -> str:
+    return f"{label}: it has more than the {MAX_MEMBERS} members patchtool unpacks; refusing it"
