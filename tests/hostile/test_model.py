@@ -435,7 +435,7 @@ Seen = dict[str, tuple[str, dict[str, Any]]]  # id -> ("patch" | "dropped", its 
 # what may change in a table between two looks, by where it was and where it is now
 MAY_CHANGE = {
     ("patch", "patch"): {"file"},
-    ("patch", "dropped"): {"file", "reason", "dropped_at", "upstream"},
+    ("patch", "dropped"): {"file", "reason", "dropped_at", "upstream", "merged_evidence"},
     ("dropped", "dropped"): set(),
 }
 
@@ -443,7 +443,7 @@ MAY_CHANGE = {
 def ids_are_kept(manifest: dict[str, Any], seen: Seen) -> Seen:
     """2. Every id ever added is in [[patch]] or [[dropped]] exactly once, a dropped one stays
     dropped, and its metadata is what it was, but for what the move legitimately changes (the
-    file; a drop's reason and when; a rebase marking it merged)."""
+    file; a drop's reason and when; a rebase marking it merged, with its evidence)."""
     tables = [("patch", t) for t in manifest.get("patch", [])] + [("dropped", t) for t in manifest.get("dropped", [])]
     ids = [str(t["id"]) for _, t in tables]
     twice = sorted({i for i in ids if ids.count(i) > 1})
