@@ -84,6 +84,7 @@ def make_upstream(
     up = tmp_path / "upstream"
     up.mkdir()
     git(up, "init", "-q", "-b", "main")
+    git(up, "config", "uploadpack.allowFilter", "true")  # as GitHub: a partial fetch gets what it asks for
     v10 = _commit(up, "demo 1.0", base or {"demo/headers.py": HEADERS})
     git(up, "tag", "v1.0")
     commits = {message.partition("\n")[0]: _commit(up, message, files) for message, files in history}

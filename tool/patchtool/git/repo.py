@@ -576,8 +576,12 @@ class Repo:
             *((f"--filter={filter}",) if filter else ()),
             *(("--refetch",) if refetch else ()),
         )
+        # a partial fetch names its remote a promisor by the url: a path git would refuse as that name
+        where = (
+            url.text if not filter or url.scheme != "file" or "://" in url.text else Path(url.text).absolute().as_uri()
+        )
         proc = self._runner.start(
-            Argv("fetch", options, (url.text, *specs)),
+            Argv("fetch", options, (where, *specs)),
             env=remote_env(allow_local=bool(allow_local) or url.user),
             preexec=limits.preexec(),
         )

@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool import git
 from patchtool.errors import GitError, UpstreamError
+from patchtool.git import memo
 from patchtool.project.pins import Pin
 from patchtool.upstream.cache import Cache
 from patchtool.urls import SourceUrl
@@ -163,13 +164,18 @@ class History:
                 for commit in (old, new):
                     self.repo.update_ref(f"{_TREES}{commit}", commit)
             self.fetched.append(f"the trees of {self.old_tag} and {self.new_tag} (--filter=blob:none)")
-        blobs = self.repo.changed_blobs(old, new, paths)
-        blobs |= {blob for _, blob in self.repo.entries(self.repo.tree_of(old), list(paths)).values()}
-        missing = sorted(b for b in blobs if not self.repo.has_object(b))
-        if missing:
-            with self.cache.locked():
-                self.repo.fetch(self.url, missing, allow_local=self.cache.allow_local, limits=self.cache.fetch_limits)
-            self.fetched.append(f"{len(missing)} blob(s) of the patches' files")
+        key = hashlib.sha256("\0".join([old, new, *sorted(set(paths))]).encode()).hexdigest()
+        if memo.recall(self.git_dir, "history-blobs", key) is not True:
+            # fetched by id, never looked up first: git fetches a missing object it reads in a partial clone
+            blobs = self.repo.changed_blobs(old, new, paths)
+            blobs |= {blob for _, blob in self.repo.entries(self.repo.tree_of(old), list(paths)).values()}
+            if blobs:
+                with self.cache.locked():
+                    self.repo.fetch(
+                        self.url, sorted(blobs), allow_local=self.cache.allow_local, limits=self.cache.fetch_limits
+                    )
+                self.fetched.append(f"the {len(blobs)} blob(s) of the patches' files between the tags")
+            memo.remember(self.git_dir, "history-blobs", key, True)
         return old, new
 
     def changes(self, paths: Sequence[str]) -> dict[str, list[Change]]:
