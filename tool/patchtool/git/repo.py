@@ -558,6 +558,8 @@ class Repo:
         limits: FetchLimits | None = None,
         filter: str | None = None,
         refetch: bool = False,
+        partial: bool = False,
+        by_id: bool = False,
     ) -> None:
         """Fetch ``refspec`` from a remote by a protocol the user allows (``urls.permit``: https,
         and with ``allow_local`` plain http and local repositories; any the user gave themselves),
@@ -577,12 +579,12 @@ class Repo:
             *(("--refetch",) if refetch else ()),
         )
         # a partial fetch names its remote a promisor by the url: a path git would refuse as that name
-        where = (
-            url.text if not filter or url.scheme != "file" or "://" in url.text else Path(url.text).absolute().as_uri()
-        )
+        partial = partial or filter is not None  # every fetch into a partial clone names its remote alike
+        local_path = url.scheme == "file" and "://" not in url.text
+        where = Path(url.text).absolute().as_uri() if partial and local_path else url.text
         proc = self._runner.start(
             Argv("fetch", options, (where, *specs)),
-            env=remote_env(allow_local=bool(allow_local) or url.user),
+            env=remote_env(allow_local=bool(allow_local) or url.user, by_id=by_id),
             preexec=limits.preexec(),
         )
         try:

@@ -172,7 +172,12 @@ class History:
             if blobs:
                 with self.cache.locked():
                     self.repo.fetch(
-                        self.url, sorted(blobs), allow_local=self.cache.allow_local, limits=self.cache.fetch_limits
+                        self.url,
+                        sorted(blobs),
+                        allow_local=self.cache.allow_local,
+                        limits=self.cache.fetch_limits,
+                        partial=True,
+                        by_id=True,
                     )
                 self.fetched.append(f"the {len(blobs)} blob(s) of the patches' files between the tags")
             memo.remember(self.git_dir, "history-blobs", key, True)
