@@ -211,6 +211,14 @@ def rebase(
     filename: Annotated[
         str | None, typer.Option(metavar="FILE", help="With --to: onto this release file, as the index names it.")
     ] = None,
+    history: Annotated[
+        bool,
+        typer.Option(
+            "--history",
+            help="With --to: ask upstream's history (the pin's [git] url, fetched once into the cache) "
+            "which commits each patch carries and which changed the lines under its hunks.",
+        ),
+    ] = False,
 ) -> Shown:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
     from patchtool.cli.render import rebase_text
@@ -234,6 +242,8 @@ def rebase(
     if skip and not reason and not merged:
         raise UsageError("--skip needs --reason (or --merged): a dropped patch is recorded with why")
     choice = FileChoice.of(sdist=sdist, wheel=wheel, filename=filename)
+    if history and to is None:
+        raise UsageError("--history goes with --to: a stopped rebase asks history as it started")
     if choice.given and to is None:
         raise UsageError("--sdist, --wheel and --filename go with --to: they choose the release file")
     project = Project.load(root())
@@ -250,7 +260,9 @@ def rebase(
     work = unexported(upstream.repo, project_key(project.root))
     try:
         if to is not None:
-            report = transaction.start(project, upstream, to, dry_run=dry_run, widen=widen, choice=choice)
+            report = transaction.start(
+                project, upstream, to, dry_run=dry_run, widen=widen, choice=choice, history=history
+            )
         else:
             report = transaction.resume(
                 project,

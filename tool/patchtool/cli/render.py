@@ -327,9 +327,13 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
         lines += [printable(f"      {r}") for r in s.renamed]
         lines += [printable(f"      evidence: {e}") for e in s.evidence]
         lines += [printable(f"      assumes {pid} skipped") for pid in s.assumes]
+        lines += [printable(f"      upstream: {c}") for c in s.upstream_commits]
     if report.drift:
         lines.append("upstream changed the code under these patches (they still applied):")
-        lines += [printable(f"  {d.patch}: {d.path}: {d.detail}") for d in report.drift]
+        for dr in report.drift:
+            lines.append(printable(f"  {dr.patch}: {dr.path}: {dr.detail}"))
+            lines += [printable(f"      upstream: {c}") for c in dr.commits]
+    lines += [fill(printable(h), style, prefix="history: ", indent=2) for h in report.history]
     failed = [a for a in report.assumptions if not a.ok]
     if failed:
         lines.append("assumption checks that fail on the target:")
@@ -381,6 +385,7 @@ def rebase_markdown(report: RebaseReport) -> str:
                 *s.misplaced,
                 *s.renamed,
                 *(f"assumes `{pid}` skipped" for pid in s.assumes),
+                *(f"upstream: {c}" for c in s.upstream_commits),
             ]
         )
         out.append(f"| `{s.id}` | {s.outcome} | {'; '.join(x for x in (detail, extra) if x)} |")
@@ -388,7 +393,13 @@ def rebase_markdown(report: RebaseReport) -> str:
     if moved:
         out += ["", "### Hunks applied at other lines", "", *moved]
     sections: list[tuple[str, list[str]]] = [
-        ("Code that changed under applied patches", [f"- `{d.patch}`: `{d.path}`: {d.detail}" for d in report.drift]),
+        (
+            "Code that changed under applied patches",
+            [
+                f"- `{d.patch}`: `{d.path}`: {d.detail}" + "".join(f"; upstream: {c}" for c in d.commits)
+                for d in report.drift
+            ],
+        ),
         (
             "Assumption checks failing on the target",
             [

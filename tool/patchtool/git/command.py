@@ -267,13 +267,16 @@ def mapped(what: str) -> Iterator[None]:
         raise GitError(f"{what} failed ({exc.status}): {said}") from None
 
 
-def remote_env(*, allow_local: bool) -> dict[str, str]:
+def remote_env(*, allow_local: bool, by_id: bool = False) -> dict[str, str]:
     """What a git that fetches from a remote the user chose runs with: https alone, or with
-    ``allow_local`` (the user's ``--allow-local-urls``) plain http and local repositories too."""
+    ``allow_local`` (the user's ``--allow-local-urls``) plain http and local repositories too.
+    ``by_id``: objects wanted by id, sent whatever the repository has (no haves told, as git's own
+    fetch of a partial clone's missing objects), since the commits that reach them are here."""
+    noop = (("fetch.negotiationAlgorithm", "noop"),) if by_id else ()
     return {
         "GIT_PROTOCOL_FROM_USER": "0",
         "GIT_ALLOW_PROTOCOL": "https:http:file" if allow_local else "https",
-        **_config_env((*NEUTRAL_CONFIG, *FETCH_CONFIG)),
+        **_config_env((*NEUTRAL_CONFIG, *FETCH_CONFIG, *noop)),
     }
 
 

@@ -408,6 +408,60 @@ class Repo:
         return {line[2:].strip() for line in out.splitlines() if line.startswith("- ")}
 
     # -- exports ------------------------------------------------------------------------------------
+    def messages(self, base: str, tip: str) -> list[tuple[str, str]]:
+        """(sha, message) of every commit in ``base..tip``, newest first: what a history without
+        trees (``--filter=tree:0``) answers."""
+        raw = self.git("log", "--format=%H%n%B%x00", args=[f"{base}..{tip}"]).stdout.decode("utf-8", "replace")
+        out = []
+        for chunk in raw.split("\0"):
+            sha, _, message = chunk.strip("\n").partition("\n")
+            if len(sha) == 40:
+                out.append((sha, message))
+        return out
+
+    def tags(self) -> dict[str, str]:
+        """Every tag's name and the commit it names."""
+        raw = self.out(
+            "for-each-ref", "--format=%(refname:lstrip=2)%00%(objectname)%00%(*objectname)", args=["refs/tags/"]
+        )
+        out = {}
+        for line in raw.splitlines():
+            name, direct, peeled = line.split("\0")
+            out[name] = peeled or direct
+        return out
+
+    def changed_blobs(self, base: str, tip: str, paths: Sequence[str]) -> set[str]:
+        """The blobs, both sides, of every change ``base..tip`` made to ``paths`` (trees needed, no blobs)."""
+        raw = self.out("log", "--raw", "--no-abbrev", "--no-renames", "--format=", args=[f"{base}..{tip}"], paths=paths)
+        return {
+            blob
+            for line in raw.splitlines()
+            if line.startswith(":")
+            for blob in line.split()[2:4]
+            if set(blob) != {"0"}
+        }
+
+    def log_patches(self, base: str, tip: str, paths: Sequence[str], *, context: int = 3) -> str:
+        """``git log -p -U<context>`` of ``base..tip`` over ``paths``, oldest first, each commit
+        introduced by ``commit <sha>`` and its subject on the next line."""
+        return self.git(
+            "log",
+            "-p",
+            f"-U{context}",
+            "--reverse",
+            "--no-renames",
+            "--full-index",
+            "--no-color",
+            "--format=commit %H%n%s",
+            args=[f"{base}..{tip}"],
+            paths=paths,
+        ).stdout.decode("utf-8", "surrogateescape")
+
+    def patch_ids(self, text: str) -> list[tuple[str, str]]:
+        """(patch-id, commit) of each ``commit <sha>`` section of ``text`` (``git patch-id --stable``)."""
+        raw = self.git("patch-id", "--stable", input=text.encode("utf-8", "surrogateescape")).stdout.decode()
+        return [(pid, sha) for pid, _, sha in (line.partition(" ") for line in raw.splitlines())]
+
     def format_patch(self, commit: str) -> str:
         """The canonical export of one commit: git's own format, without the Date line."""
         text = self._runner.run("format-patch", "-1", *_EXPORT, args=[commit]).stdout.decode("utf-8")
@@ -497,7 +551,16 @@ class Repo:
         self.forget_missing_worktrees()
 
     def fetch(
-        self, url: SourceUrl, refspec: str, *, allow_local: LocalUrls | bool, limits: FetchLimits | None = None
+        self,
+        url: SourceUrl,
+        refspec: str | Sequence[str],
+        *,
+        allow_local: LocalUrls | bool,
+        limits: FetchLimits | None = None,
+        filter: str | None = None,
+        refetch: bool = False,
+        partial: bool = False,
+        by_id: bool = False,
     ) -> None:
         """Fetch ``refspec`` from a remote by a protocol the user allows (``urls.permit``: https,
         and with ``allow_local`` plain http and local repositories; any the user gave themselves),
@@ -505,12 +568,24 @@ class Repo:
         past its deadline ``FetchTooSlow``, past its size ``FetchTooLarge``, and nothing of it kept."""
         permit(url, allow_local=allow_local)
         limits = limits or FetchLimits.from_environment()
-        what = f"git fetch {url} {refspec}"
+        specs = (refspec,) if isinstance(refspec, str) else tuple(refspec)
+        what = f"git fetch {url} {' '.join(specs) if len(specs) < 4 else f'({len(specs)} objects)'}"
         told = f"the git fetch from {url}"  # the refspec names patchtool's own refs, nothing the user wrote
         before = pack_files(self.git_dir)
+        options = (
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            *((f"--filter={filter}",) if filter else ()),
+            *(("--refetch",) if refetch else ()),
+        )
+        # a partial fetch names its remote a promisor by the url: a path git would refuse as that name
+        partial = partial or filter is not None  # every fetch into a partial clone names its remote alike
+        local_path = url.scheme == "file" and "://" not in url.text
+        where = Path(url.text).absolute().as_uri() if partial and local_path else url.text
         proc = self._runner.start(
-            Argv("fetch", ("--quiet", "--no-tags", "--no-write-fetch-head"), (url.text, refspec)),
-            env=remote_env(allow_local=bool(allow_local) or url.user),
+            Argv("fetch", options, (where, *specs)),
+            env=remote_env(allow_local=bool(allow_local) or url.user, by_id=by_id),
             preexec=limits.preexec(),
         )
         try:

@@ -47,12 +47,19 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class GitSource:
+    """Upstream's repository: its ``url``, the ``tag`` of the pin's release and, where the pin
+    builds from it (``use = "git"``), the tag's ``commit``. ``template``: the pin file's ``tag``
+    where it holds ``{version}`` (``"v{version}"``), which names every release's tag."""
+
     url: SourceUrl
     tag: str
     commit: str | None = None
+    template: str | None = None
+
+    PLACEHOLDER = "{version}"
 
     @classmethod
-    def read(cls, f: Fields, *, file: str) -> GitSource | None:
+    def read(cls, f: Fields, version: Version | None = None, *, file: str) -> GitSource | None:
         url = f.parsed("url", lambda t: SourceUrl.parse(t, git=True, file=file, key=f.key("url")))
         tag = f.string("tag")
         commit = f.string("commit", required=False)
@@ -60,9 +67,38 @@ class GitSource:
         if commit is not None and not _SHA1.match(commit):
             f.problem("commit", f"{commit!r} is not a full 40-hex commit SHA")
             return None
+        template = None
+        if tag is not None and ("{" in tag or "}" in tag):
+            if "{" in tag.replace(cls.PLACEHOLDER, "") or "}" in tag.replace(cls.PLACEHOLDER, ""):
+                f.problem("tag", f"{tag!r}: the only placeholder a tag may hold is {cls.PLACEHOLDER}")
+                return None
+            template = tag
+            tag = tag.replace(cls.PLACEHOLDER, str(version)) if version is not None else tag
         if url is None or tag is None:
             return None
-        return cls(url=url, tag=tag, commit=commit)
+        return cls(url=url, tag=tag, commit=commit, template=template)
+
+    def tag_for(self, version: Version, at: Version) -> str | None:
+        """The tag of release ``version`` (this source is release ``at``'s): by the template, else
+        by the literal tag with ``at`` spelt in it (``v0.5.23`` gives ``v0.5.24``); None when the
+        tag does not spell its version."""
+        template = self.template or self.generalised(at)
+        return template.replace(self.PLACEHOLDER, str(version)) if template else None
+
+    def generalised(self, at: Version) -> str | None:
+        """The template a literal tag of release ``at`` follows (``v0.5.23`` -> ``v{version}``), or None."""
+        if self.template:
+            return self.template
+        spelt = str(at)
+        if self.tag.count(spelt) != 1 or re.search(rf"[0-9.]{re.escape(spelt)}|{re.escape(spelt)}\.?[0-9]", self.tag):
+            return None
+        return self.tag.replace(spelt, self.PLACEHOLDER)
+
+    def at(self, version: Version, *, commit: str | None = None) -> GitSource:
+        """This repository at release ``version``: its tag by the template (else ``v<version>``),
+        the commit given (a tag's commit is known only once fetched)."""
+        tag = self.template.replace(self.PLACEHOLDER, str(version)) if self.template else f"v{version}"
+        return dataclasses.replace(self, tag=tag, commit=commit)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -226,7 +262,7 @@ class Pin:
         upstream = f.parsed("name", UpstreamName)  # it names pin files
         version = f.parsed("version", _version)
         git_fields = f.table("git", required=False)
-        gsrc = GitSource.read(git_fields, file=file) if git_fields else None
+        gsrc = GitSource.read(git_fields, version, file=file) if git_fields else None
         art_fields = f.table("artifact", required=False)
         art = Artifact.read(art_fields, version, file=file) if art_fields else None
         use = f.choice("use", ("artifact", "git"), required=False)
@@ -301,7 +337,7 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
         doc.add(tomlkit.comment(line))
     doc.update({"schema": 1, "name": pin.upstream, "version": str(pin.version), "use": pin.use})
     if pin.git:
-        src = {"url": pin.git.url.text, "tag": pin.git.tag}
+        src = {"url": pin.git.url.text, "tag": pin.git.template or pin.git.tag}
         if pin.git.commit:
             src["commit"] = pin.git.commit
         doc.add(tomlkit.nl())

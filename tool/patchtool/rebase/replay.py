@@ -24,13 +24,15 @@ from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
 from patchtool.git import memo
 from patchtool.project.repository import LoadedPatch
-from patchtool.rebase import absorbed, merge, moved, twice
+from patchtool.rebase import absorbed, fromhistory, merge, moved, twice
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import (
     CHANGES_NOTHING,
+    HAS_ITS_LINES,
     IN_OTHER_FORM,
     MAY_BE_UPSTREAM,
     PatchIds,
+    Verdict,
     already_upstream,
     hunks_upstream,
     in_other_form,
@@ -73,13 +75,14 @@ class Step:
     upstream_has: tuple[str, ...] = ()  # a conflict whose result upstream has up to formatting: where
     evidence: tuple[str, ...] = ()  # already upstream, partly or maybe: what says so
     assumes: tuple[str, ...] = ()  # a dry run or scan: the earlier stops, left out, under the same files
+    upstream_commits: tuple[str, ...] = ()  # a stop: upstream's commits that changed the lines under its hunks
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         for key in ("commit", "detail"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes"):
+        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits"):
             if getattr(self, key):
                 out[key] = list(getattr(self, key))
         if self.shifted:
@@ -102,9 +105,14 @@ class Drift:
     scope: str
     change: DriftChange
     detail: str
+    commits: tuple[str, ...] = ()  # upstream's commits that changed the lines under the patch's hunks there
 
-    def to_dict(self) -> dict[str, str]:
-        return {**dataclasses.asdict(self), "change": str(self.change)}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {**dataclasses.asdict(self), "change": str(self.change)}
+        out["commits"] = list(self.commits)
+        if not self.commits:
+            del out["commits"]
+        return out
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -194,6 +202,7 @@ class ReplayOptions:
     ref: str | None = None  # where the commits are written, the tip left there (None: none written)
     chain: tuple[str, ...] | None = None  # the series on the old base, where the caller has it
     style: str = "merge"  # the conflict markers' (a ``merge.conflictStyle``)
+    history: fromhistory.Verdicts | None = None  # upstream's history between the pins, where it is asked
 
 
 def replay(
@@ -236,9 +245,24 @@ def replay(
             note=lambda i: loaded[i].id,
         ):
             lp = loaded[i]
+            said = options.history.of(lp) if options.history is not None else None
             step, files, conflicts = replay_one(
-                ws, chain[i + 1], changes.get(chain[i + 1], ()), lp, (*labels, f"patch {lp.id}"), patch_ids, style=style
+                ws,
+                chain[i + 1],
+                changes.get(chain[i + 1], ()),
+                lp,
+                (*labels, f"patch {lp.id}"),
+                patch_ids,
+                style=style,
+                upstream=said,
             )
+            if step.outcome.stops and options.history is not None:
+                hints = () if said is None else tuple(e for e in said.evidence if e not in step.evidence)
+                step = dataclasses.replace(
+                    step,
+                    evidence=(*step.evidence, *hints),
+                    upstream_commits=fromhistory.under_hunks(lp.patch.model, options.history.changes),
+                )
             if keep_going and (after := tuple(pid for pid, paths in left_out if _overlap(paths, _paths(lp)))):
                 step = dataclasses.replace(step, assumes=after)
             if step.outcome.stops and keep_going:
@@ -254,6 +278,7 @@ def replay(
                 steps += [Step(id=p.id, file=p.entry.file, outcome=PatchOutcome.NOT_REACHED) for p in loaded[i + 1 :]]
                 break
         drifted = drift_all(reader, old_base, new_base, chain, loaded, steps) if options.drift else ()
+        drifted = with_commits(drifted, loaded, options.history)
     tip = parent
     if options.ref is not None and writes:
         shas = repo.write_commits(parent, [c for _, c in writes], ref=options.ref)
@@ -261,6 +286,21 @@ def replay(
             steps[at] = dataclasses.replace(steps[at], commit=sha)
             tip = sha
     return Replay(old_chain=chain, steps=tuple(steps), tip=tip, drift=drifted, left=left, unmerged=unmerged)
+
+
+def with_commits(
+    drift: Sequence[Drift], loaded: Sequence[LoadedPatch], history: fromhistory.Verdicts | None
+) -> tuple[Drift, ...]:
+    """Each drift with upstream's commits that changed the lines under its patch's hunks in its file."""
+    if history is None:
+        return tuple(drift)
+    by_id = {lp.id: lp for lp in loaded}
+    out = []
+    for d in drift:
+        lp = by_id.get(d.patch)
+        found = fromhistory.under_hunks(lp.patch.model, history.changes) if lp else ()
+        out.append(dataclasses.replace(d, commits=tuple(c for c in found if c.endswith(f" of {d.path}"))))
+    return tuple(out)
 
 
 def _paths(lp: LoadedPatch) -> frozenset[str]:
@@ -331,6 +371,7 @@ def replay_one(
     patch_ids: PatchIds | None = None,
     *,
     style: str = "merge",
+    upstream: fromhistory.Upstream | None = None,
 ) -> Replayed:
     """One patch onto the workspace: its outcome, the files it leaves (None when it did not
     apply; on a stop, the files for the conflict worktree, markers in ``style`` and all), and
@@ -351,8 +392,29 @@ def replay_one(
     verdict = already_upstream(
         ws, diff, merged, try_reverse=try_reverse, patch_ids=patch_ids, commit=old_commit, changes=changes, hunks=hunks
     )
+    if upstream is not None and upstream.proof:  # history: the target has this commit; never applied again
+        if not hunks and plain:
+            hunks = absorbed.hunks_in_target(ws, changes)
+        unchanged = merged.clean and ws.same(merged.files)
+        content = unchanged or (bool(hunks) and all(h.upstream for h in hunks))
+        if content:  # two kinds of evidence: upstream's history and the target's content
+            seen = verdict.evidence if verdict is not None else ()
+            lines = seen or (
+                (f"{CHANGES_NOTHING}: the 3-way merge leaves the target as it is",)
+                if unchanged
+                else (f"{HAS_ITS_LINES}: " + ", ".join(h.describe() for h in hunks),)
+            )
+            return step(PatchOutcome.UPSTREAM, detail=upstream.detail, evidence=(*upstream.evidence, *lines)), None, ()
+        verdict = Verdict(
+            drop=False,
+            detail=f"{upstream.detail}; the target's content does not show it",
+            evidence=(*upstream.evidence, *(verdict.evidence if verdict is not None else ())),
+        )
+    elif upstream is not None and verdict is not None and not verdict.drop:
+        verdict = dataclasses.replace(verdict, evidence=(*verdict.evidence, *upstream.evidence))
     if verdict is not None and verdict.drop:
-        return step(PatchOutcome.UPSTREAM, detail=verdict.detail, evidence=verdict.evidence), None, ()
+        evidence = (*verdict.evidence, *(upstream.evidence if upstream is not None else ()))
+        return step(PatchOutcome.UPSTREAM, detail=verdict.detail, evidence=evidence), None, ()
     if verdict is not None:  # evidence too weak to drop it: it stops once, showing it
         if merged.clean:
             files = merged.files

@@ -42,6 +42,7 @@ class RebaseState:
     skipped: Mapping[str, str] = dataclasses.field(default_factory=dict)  # patch id -> why
     worktree: str | None = None  # root/WORKTREE while a patch is stopped there; None once it is recorded
     widen: bool = False  # `--widen`: write the widened applies_to when the rebase finishes
+    history: bool = False  # `--history`: upstream's history is asked at every patch
 
     @property
     def stopped_at(self) -> str | None:
@@ -59,6 +60,7 @@ class RebaseState:
             "skipped": dict(self.skipped),
             "worktree": self.worktree,
             **({"widen": True} if self.widen else {}),
+            **({"history": True} if self.history else {}),
         }  # a state without --widen reads as before
 
     @classmethod
@@ -82,6 +84,7 @@ class RebaseState:
             skipped=dict(data.get("skipped", {})),
             worktree=data["worktree"],
             widen=data.get("widen", False),
+            history=data.get("history", False) is True,
         )
 
 
@@ -112,6 +115,7 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
         upstream_has=strings("upstream_has"),
         evidence=strings("evidence"),
         assumes=strings("assumes"),
+        upstream_commits=strings("upstream_commits"),
     )
 
 

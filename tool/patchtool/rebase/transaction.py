@@ -29,7 +29,7 @@ from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.project.stopped import STATE_DIR, STATE_FILE, WORKTREE, InProgress, in_progress
-from patchtool.rebase import merge
+from patchtool.rebase import fromhistory, merge
 from patchtool.rebase.replay import (
     Drift,
     PatchOutcome,
@@ -40,6 +40,7 @@ from patchtool.rebase.replay import (
     drift_all,
     old_chain,
     replay,
+    with_commits,
 )
 from patchtool.rebase.state import RebaseState, refuse_in_progress
 from patchtool.rebase.state import digest as state_digest
@@ -47,6 +48,7 @@ from patchtool.rebase.state import forget as forget_state
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, by_content
+from patchtool.upstream import history as upstream_history
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.cachespace import replay_ref
 from patchtool.upstream.releasefiles import FileChoice
@@ -121,6 +123,7 @@ class RebaseReport:
     old_pin_admitted_by: tuple[str, ...] = ()  # the patches whose applies_to still admits the old pin
     # in a dry run, the patches that would stop the rebase and admit the old pin: kept or dropped, a person decides
     old_pin_undecided: tuple[str, ...] = ()
+    history: tuple[str, ...] = ()  # what upstream's history was asked, fetched, or why it could not be
 
     @property
     def old_pin_advice(self) -> str:
@@ -170,6 +173,7 @@ class RebaseReport:
             "partial": self.status is RebaseStatus.CONFLICT,
             "follow_up": list(self.follow_up),
             "widened": [w.to_dict() for w in self.widenings if self.widen and w.new],
+            "history": list(self.history),
             "old_pin_advice": {
                 "admitted_by": list(self.old_pin_admitted_by),
                 "undecided": list(self.old_pin_undecided),
@@ -216,7 +220,14 @@ def _digest(root: Path) -> str:
 
 
 def start(
-    project: Project, cache: Cache, target: str, *, dry_run: bool, widen: bool = False, choice: FileChoice = SAME
+    project: Project,
+    cache: Cache,
+    target: str,
+    *,
+    dry_run: bool,
+    widen: bool = False,
+    choice: FileChoice = SAME,
+    history: bool = False,
 ) -> RebaseReport:
     root = project.root
     if load_state(root) is not None:
@@ -244,21 +255,23 @@ def start(
         move = dataclasses.replace(move, new_pin=new_pin)
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
     style = "merge" if dry_run else git.conflict_style(root)
+    verdicts, said = _history(move, asked=history)
     result = replay(
         cache.repo,
         move.old_base,
         move.new_base,
         loaded,
-        ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style),
+        ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style, history=verdicts),
     )
     if dry_run:
-        return _report(
+        report = _report(
             move,
             result,
             status=RebaseStatus.DRY_RUN,
             range_diff=_range_diff(cache.repo, result, move.new_base),
             widen=widen,
         )
+        return dataclasses.replace(report, history=_said(said, verdicts))
     state = RebaseState(
         old_pin=old_pin.name,
         new_pin=new_pin.name,
@@ -269,21 +282,73 @@ def start(
         steps=_through(result),
         tip=result.tip,
         widen=widen,
+        history=history,
     )
-    return _advance(move, state, result)
+    return _advance(move, state, result, history=(verdicts, said))
 
 
 def _through(result: Replay) -> tuple[Step, ...]:
     return tuple(s for s in result.steps if s.outcome is not PatchOutcome.NOT_REACHED)
 
 
-def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = False) -> RebaseReport:
+def _history(move: Move, *, asked: bool) -> tuple[fromhistory.Verdicts | None, tuple[str, ...]]:
+    """Upstream's history between the pins, where the user asked for it (``--history``), and what
+    the report says of it: what was fetched, or what could not be checked without it."""
+    named = [lp.id for lp in move.loaded if _refers(lp)]
+    if not asked:
+        return None, (
+            (
+                f"upstream's history was not asked (--history): {len(named)} patch(es) name upstream commits "
+                f"it could check ({', '.join(named[:5])}{', ...' if len(named) > 5 else ''})",
+            )
+            if named
+            else ()
+        )
+    found = upstream_history.between(move.cache, move.old_pin, move.new_pin)
+    if isinstance(found, str):
+        return None, (f"upstream's history could not be asked: {found}",)
+    missing = found.commits()
+    if isinstance(missing, str):
+        return None, (f"upstream's history could not be asked: {missing}",)
+    verdicts = fromhistory.Verdicts(found, move.loaded)
+    return verdicts, (f"upstream's history: {found.url} {found.old_tag}..{found.new_tag}",)
+
+
+def _refers(lp: LoadedPatch) -> bool:
+    from patchtool.rebase.references import references
+
+    imported = lp.entry.imported
+    return bool(
+        references(
+            lp.patch.message,
+            upstream_ref=lp.entry.upstream.ref,
+            picked=imported.cherry_picked_from if imported else (),
+            exported_from=imported.commit if imported else None,
+        )
+    )
+
+
+def _said(said: tuple[str, ...], verdicts: fromhistory.Verdicts | None) -> tuple[str, ...]:
+    fetched = verdicts.history.fetched if verdicts is not None else []
+    return (*said, *(f"fetched {f}" for f in fetched))
+
+
+def _advance(
+    move: Move,
+    state: RebaseState,
+    result: Replay,
+    *,
+    resumed: bool = False,
+    history: tuple[fromhistory.Verdicts | None, tuple[str, ...]] = (None, ()),
+) -> RebaseReport:
     root, cache = move.project.root, move.cache
     stopped = result.stopped
+    verdicts, said = history
     if stopped is not None:
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip), cache=cache.repo.git_dir)
         report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree))
+        report = dataclasses.replace(report, history=_said(said, verdicts))
         files = ", ".join(stopped.conflicted) or "see the report"
         resolve = (
             f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
@@ -325,8 +390,9 @@ def _advance(move: Move, state: RebaseState, result: Replay, *, resumed: bool = 
     range_diff = _range_diff(cache.repo, result, move.new_base)
     with cache.repo.reader() as reader:
         drift = drift_all(reader, move.old_base, move.new_base, result.old_chain, move.loaded, result.steps)
-    result = dataclasses.replace(result, drift=drift)
+    result = dataclasses.replace(result, drift=with_commits(drift, move.loaded, verdicts))
     report = _report(move, result, status=RebaseStatus.DONE, range_diff=range_diff, widen=state.widen)
+    report = dataclasses.replace(report, history=_said(said, verdicts))
     digest = state_digest(move.project.root)
     written = _commit(move.project, cache.repo, state, result, report, exported)
     forget_state(digest, cache=cache.repo.git_dir)  # the state is gone: so is what would resume it
@@ -389,18 +455,25 @@ def resume(project: Project, cache: Cache, *, skip: Skip | None = None, widen: b
             "no patch is stopped: the last --continue recorded its resolution before it was interrupted",
             hint="`patchtool rebase --continue` goes on from there",
         )
+    verdicts, said = _history(move, asked=state.history)
     while True:
         result = replay(
             repo,
             move.old_base,
             move.new_base,
             loaded,
-            ReplayOptions(done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root)),
+            ReplayOptions(
+                done=state.steps,
+                parent=state.tip,
+                ref=replay_ref(root),
+                style=git.conflict_style(root),
+                history=verdicts,
+            ),
         )
         state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
         stop = result.stopped
         if skip is None or not skip.all_evidenced or stop is None or not by_content(stop.evidence):
-            return _advance(move, state, result, resumed=True)
+            return _advance(move, state, result, resumed=True, history=(verdicts, said))
         # each such stop recorded as its own skip, as if `--skip --merged` had been run at it
         state = _record_resolution(project, repo, state, loaded, skip)
 

@@ -1,0 +1,281 @@
+"""Upstream's history (issue 31, section 2): ``rebase --history`` asks upstream's repository, named
+by the pin's ``[git]``, whether a commit a patch refers to (or one with its patch-id) is between
+the pin's tag and the target's, and names the commits under each hunk of every conflict and drift.
+
+Each case builds upstream as a real git repository in ``tmp_path`` with tags ``v1.0`` and
+``v1.1`` and several commits between them, in the style of Debian's security backports: the
+series carries, against 1.0, a fix upstream made after 1.0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from cli_run import in_process
+from helpers import format_patch, git, write_tree
+
+HEADERS = '''\
+"""Parse HTTP-ish headers."""
+
+MAX = 64
+
+
+def parse_header(data):
+    name, _, value = data.partition(b":")
+    name = name.strip()
+    value = value.strip()
+    return name, value
+
+
+def parse_all(lines):
+    return [parse_header(line) for line in lines]
+
+
+def names(lines):
+    return [name for name, _ in parse_all(lines)]
+'''
+PARTITION = '    name, _, value = data.partition(b":")\n'
+NAME_CHECK = '    if len(name) > MAX:\n        raise ValueError("header name too long")\n'
+VALUE_CHECK = '    if len(value) > 4 * MAX:\n        raise ValueError("header value too long")\n'
+FIXED = HEADERS.replace(PARTITION, PARTITION + NAME_CHECK)
+FIX_SUBJECT = "Reject header names longer than MAX (CVE-2024-1234)"
+# upstream's fix also says so in NEWS, which a backport leaves out: git cherry's patch-id differs
+FIX = {"demo/headers.py": FIXED, "NEWS": "1.1: header names are limited to MAX bytes\n"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Upstream:
+    root: Path  # the project
+    repo: Path  # upstream's repository
+    cache: Path
+    commits: dict[str, str]  # subject -> sha
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache)}
+        return in_process([*args, "--root", str(self.root)], env=env)
+
+    def dry_run(self, *more: str) -> dict[str, object]:
+        res = self.run("rebase", "--to", "1.1", "--dry-run", "--json", *more)
+        assert res.returncode in (0, 5), res.stdout + res.stderr
+        data: dict[str, object] = json.loads(res.stdout)["data"]
+        return data
+
+
+def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
+    write_tree(repo, files)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def make_upstream(
+    tmp_path: Path,
+    history: list[tuple[str, dict[str, str]]],
+    patches: list[tuple[str, str, dict[str, str]]],
+    base: dict[str, str] | None = None,
+) -> Upstream:
+    """Upstream ``base`` tagged v1.0, then each ``(message, files)`` of ``history``, tagged v1.1;
+    one patch per ``(id, message, files)`` of ``patches``, each on the one before it from v1.0
+    (its message may name upstream's commits: ``{subject}`` is replaced by that commit's sha)."""
+    up = tmp_path / "upstream"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    git(up, "config", "uploadpack.allowFilter", "true")  # as GitHub: a partial fetch gets what it asks for
+    v10 = _commit(up, "demo 1.0", base or {"demo/headers.py": HEADERS})
+    git(up, "tag", "v1.0")
+    commits = {message.partition("\n")[0]: _commit(up, message, files) for message, files in history}
+    git(up, "tag", "v1.1")
+    root = tmp_path / "project"
+    (root / "patches").mkdir(parents=True)
+    (root / "upstream-pins").mkdir()
+    git(up, "checkout", "-q", "-b", "debian", "v1.0")
+    manifest = 'schema = 1\npin = "demo-1.0"\n'
+    for n, (pid, message, files) in enumerate(patches, 1):
+        for subject, sha in commits.items():
+            message = message.replace("{" + subject + "}", sha)
+        _commit(up, message, files)
+        name = f"patches/{n:04d}-{pid}.patch"
+        (root / name).write_text(format_patch(up))
+        manifest += (
+            f'\n[[patch]]\nid = "{pid}"\nfile = "{name}"\nkind = "correctness"\nowner = "debian"\n'
+            'why = "security fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
+        )
+    git(up, "checkout", "-q", "main")
+    git(up, "branch", "-q", "-D", "debian")  # the series' commits are not upstream's
+    (root / "upstream-pins" / "demo-1.0.toml").write_text(
+        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
+        f'commit = "{v10}"\n'
+    )
+    (root / "patchset.toml").write_text(manifest)
+    return Upstream(root=root, repo=up, cache=tmp_path / "cache", commits=commits)
+
+
+def _steps(data: dict[str, object]) -> dict[str, dict[str, object]]:
+    return {p["id"]: p for p in data["patches"]}  # type: ignore[attr-defined,index]
+
+
+def test_a_backport_whose_commit_upstream_refactored_stops_naming_the_commit(tmp_path: Path) -> None:
+    """Upstream made the fix after 1.0, then moved the check into a helper: the backport's hunk
+    merges cleanly and would add the check a second time. History names the commit: it stops once,
+    "already upstream (commit X, in version 1.1)", and is never applied again."""
+    helper = (
+        HEADERS.replace(PARTITION, PARTITION + "    _check(name)\n")
+        + '\n\ndef _check(name):\n    if len(name) > MAX:\n        raise ValueError("header name too long")\n'
+    )
+    u = make_upstream(
+        tmp_path,
+        [(FIX_SUBJECT, FIX), ("Move the name check into a helper", {"demo/headers.py": helper})],
+        [
+            (
+                "cve-name",
+                "Reject long header names\n\nOrigin: upstream, commit:{" + FIX_SUBJECT + "}\n",
+                {"demo/headers.py": FIXED},
+            )
+        ],
+    )
+    fix = u.commits[FIX_SUBJECT]
+    without = _steps(u.dry_run())["cve-name"]
+    assert without["outcome"] != "already upstream", without  # content alone does not show it
+    data = u.dry_run("--history")
+    step = _steps(data)["cve-name"]
+    assert step["outcome"] == "conflict"
+    assert (
+        step["detail"] == f"already upstream (commit {fix[:12]}, in version 1.1); the target's content does not show it"
+    )
+    assert step["evidence"][0] == (
+        f"its Origin line names upstream's commit {fix[:12]}, with the patch's patch-id "
+        f'"{FIX_SUBJECT}", in 1.1 (upstream\'s history)'
+    )
+    res = u.run("rebase", "--to", "1.1", "--history")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert f"already upstream (commit {fix[:12]}, in version 1.1)" in res.stdout
+    assert "upstream may have it" in res.stderr or "--skip --merged" in res.stdout + res.stderr
+
+
+def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path: Path) -> None:
+    """Upstream took the fix and added a value check right after it: no reverse application finds
+    the patch, so without history it stops (the content alone); with its commit named in the
+    range, history and the target's content agree: dropped without a stop, both in the report."""
+    u = make_upstream(
+        tmp_path,
+        [
+            (FIX_SUBJECT, FIX),
+            ("Check the value's length too", {"demo/headers.py": FIXED.replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)}),
+        ],
+        [
+            (
+                "cve-name",
+                "Reject long header names\n\n(cherry picked from commit {" + FIX_SUBJECT + "})\n",
+                {"demo/headers.py": FIXED},
+            )
+        ],
+    )
+    fix = u.commits[FIX_SUBJECT]
+    assert _steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "already upstream"
+    assert step["detail"] == f"already upstream (commit {fix[:12]}, in version 1.1)"
+    assert step["evidence"][1].startswith("the target has every line it adds and none it removes")
+    res = u.run("rebase", "--to", "1.1", "--history")
+    assert res.returncode == 0, res.stdout + res.stderr
+    manifest = (u.root / "patchset.toml").read_text()
+    assert f"commit {fix[:12]}" in manifest and 'status = "merged"' in manifest
+
+
+def test_a_commit_upstream_reverted_is_no_evidence_and_the_patch_applies(tmp_path: Path) -> None:
+    """Upstream made the fix, then reverted it: the patch names a commit the target does not
+    have. Nothing is dropped; the patch applies, and history's note says the commit was reverted."""
+    u = make_upstream(tmp_path, [(FIX_SUBJECT, FIX)], [])
+    fix = u.commits[FIX_SUBJECT]
+    git(u.repo, "tag", "-d", "v1.1")
+    git(u.repo, "revert", "--no-edit", fix)
+    git(u.repo, "tag", "v1.1")
+    git(u.repo, "checkout", "-q", "-b", "debian", "v1.0")
+    _commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix}\n", {"demo/headers.py": FIXED})
+    (u.root / "patches" / "0001-cve-name.patch").write_text(format_patch(u.repo))
+    git(u.repo, "checkout", "-q", "main")
+    (u.root / "patchset.toml").write_text(
+        (u.root / "patchset.toml").read_text()
+        + '\n[[patch]]\nid = "cve-name"\nfile = "patches/0001-cve-name.patch"\nkind = "correctness"\n'
+        'owner = "debian"\nwhy = "fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
+    )
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "applied unchanged", step
+
+
+def test_a_conflict_names_the_upstream_commits_under_its_hunk(tmp_path: Path) -> None:
+    """A patch of the fork's own conflicts with an upstream refactoring: the stop names the commit
+    that changed the lines under its hunk, in text, --json and the report."""
+    renamed = HEADERS.replace(
+        "    name = name.strip()\n    value = value.strip()\n", "    name, value = name.strip(), value.strip()\n"
+    )
+    ours = HEADERS.replace("    name = name.strip()\n", "    name = name.strip().lower()\n")
+    u = make_upstream(
+        tmp_path,
+        [
+            ("Update the docstring", {"demo/headers.py": HEADERS.replace("HTTP-ish", "HTTP")}),
+            ("Strip both at once (#123)", {"demo/headers.py": renamed.replace("HTTP-ish", "HTTP")}),
+        ],
+        [("lower-names", "Lower-case header names\n", {"demo/headers.py": ours})],
+    )
+    sha = u.commits["Strip both at once (#123)"]
+    data = u.dry_run("--history")
+    step = _steps(data)["lower-names"]
+    assert step["outcome"] == "conflict"
+    assert step["upstream_commits"] == [
+        f'{sha[:7]} "Strip both at once (#123)" changed line 8 under hunk 1 of demo/headers.py'
+    ]
+    assert "upstream_commits" not in _steps(u.dry_run())["lower-names"]
+    res = u.run("rebase", "--to", "1.1", "--history", "--report", str(tmp_path / "r.md"))
+    assert res.returncode == 3
+    assert f'upstream: {sha[:7]} "Strip both at once (#123)" changed line 8 under hunk 1' in res.stdout
+    assert f"upstream: {sha[:7]}" in (tmp_path / "r.md").read_text()
+
+
+def test_drift_names_the_commits_that_changed_the_code_under_the_patch(tmp_path: Path) -> None:
+    """The patch applies, but upstream changed the function under it: the drift names the commit."""
+    ours = HEADERS.replace("    name = name.strip()\n", "    name = name.strip().lower()\n")
+    upstream = HEADERS.replace("    return name, value\n", "    return (name, value)\n")
+    u = make_upstream(
+        tmp_path,
+        [("Return a tuple plainly", {"demo/headers.py": upstream})],
+        [("lower-names", "Lower-case header names\n", {"demo/headers.py": ours})],
+    )
+    sha = u.commits["Return a tuple plainly"]
+    data = u.dry_run("--history")
+    assert _steps(data)["lower-names"]["outcome"] in ("applied unchanged", "merged by 3-way merge")
+    drift = data["drift"]
+    assert (
+        drift[0]["commits"]
+        == [  # type: ignore[index]
+            f'{sha[:7]} "Return a tuple plainly" changed line 10 under hunk 1 of demo/headers.py'
+        ]
+    )
+    assert "commits" not in u.dry_run()["drift"][0]  # type: ignore[index]
+
+
+def test_without_history_the_report_says_what_it_could_not_check(tmp_path: Path) -> None:
+    u = make_upstream(
+        tmp_path,
+        [(FIX_SUBJECT, FIX)],
+        [
+            (
+                "cve-name",
+                "Reject long header names\n\nOrigin: upstream, commit:{" + FIX_SUBJECT + "}\n",
+                {"demo/headers.py": FIXED},
+            )
+        ],
+    )
+    data = u.dry_run()
+    assert data["history"] == [
+        "upstream's history was not asked (--history): 1 patch(es) name upstream commits it could check (cve-name)"
+    ]
+    assert not (u.cache / "history").exists()
+    with_it = u.dry_run("--history")
+    assert any(h.startswith("fetched the commits of every tag") for h in with_it["history"])  # type: ignore[union-attr]
+    again = u.dry_run("--history")  # warm: nothing fetched again
+    assert not any(h.startswith("fetched") for h in again["history"])  # type: ignore[union-attr]

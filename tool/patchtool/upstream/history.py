@@ -1,0 +1,299 @@
+"""Upstream's history between two releases' tags, fetched from the repository a pin's ``[git]``
+names, cheapest first, into one cache repository per url (``<cache>/history/<digest>.git``).
+
+1. Commits alone (``--filter=tree:0``, every tag): ancestry, the messages (the references a
+   patch makes, reverts, advisory ids) and which release first has a commit.
+2. Only when a question needs files: the trees of the two tags' history (``--filter=blob:none``),
+   then the blobs of just the patches' files, in the commits between the tags, by their ids.
+
+Every fetch is the user's choice (``rebase --history``), bounded (``git.limits``), under the
+cache's lock, and done once: a later rebase finds what it needs in the cache and fetches nothing.
+The repository's url is https unless the user allowed local urls (``urls.permit``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from patchtool import git
+from patchtool.errors import GitError, UpstreamError
+from patchtool.git import memo
+from patchtool.project.pins import Pin
+from patchtool.upstream.cache import Cache
+from patchtool.urls import SourceUrl
+
+HISTORY_DIR = "history"
+_TREES = "refs/patchtool/trees/"  # a tag whose history's trees are here: stage 2 done for it
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Change:
+    """One ``-U0`` hunk an upstream commit made to a file: its old and new lines (1-based start,
+    count), what it added and removed."""
+
+    commit: str
+    subject: str
+    old: tuple[int, int]
+    new: tuple[int, int]
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Section:
+    """One file of one upstream commit's ``-U3`` diff: what its patch-id is computed from."""
+
+    commit: str
+    path: str
+    text: str
+
+
+class History:
+    """The history of the repository ``url`` between the tags ``old_tag`` and ``new_tag``, in
+    ``cache``. Opened by ``between``; nothing is fetched before a question needs it."""
+
+    def __init__(self, cache: Cache, url: SourceUrl, old_tag: str, new_tag: str, template: str | None) -> None:
+        self.cache, self.url, self.old_tag, self.new_tag, self.template = cache, url, old_tag, new_tag, template
+        digest = hashlib.sha256(url.text.encode()).hexdigest()[:32]
+        self.repo = git.Repo(cache.root / HISTORY_DIR / f"{digest}.git", ref_guard=cache.locked)
+        self.fetched: list[str] = []  # what this command fetched, for the report
+        self._messages: dict[str, str] | None = None
+        self._tags: dict[str, str] | None = None
+
+    @property
+    def git_dir(self) -> Path:
+        return self.repo.git_dir
+
+    # -- stage 1: commits ----------------------------------------------------------------------
+    def commits(self) -> tuple[str, str] | str:
+        """The two tags' commits, fetching the commits of every tag first when one is missing; or
+        why there are none (the repository has no such tag, or could not be fetched)."""
+        tags = self._tag_map()
+        if self.old_tag not in tags or self.new_tag not in tags:
+            with self.cache.locked():
+                git.Repo.init_bare(self.git_dir)
+                try:
+                    self.repo.fetch(
+                        self.url,
+                        "+refs/tags/*:refs/tags/*",
+                        allow_local=self.cache.allow_local,
+                        limits=self.cache.fetch_limits,
+                        filter="tree:0",
+                    )
+                except GitError as exc:
+                    raise UpstreamError(
+                        f"could not fetch upstream's history from {self.url}: {exc}",
+                        hint="check the network and the pin's [git] url, or rebase without --history",
+                    ) from None
+            self.fetched.append(f"the commits of every tag of {self.url} (--filter=tree:0)")
+            self._tags = None
+            tags = self._tag_map()
+        missing = [t for t in (self.old_tag, self.new_tag) if t not in tags]
+        if missing:
+            return f"{self.url} has no tag {' or '.join(missing)}"
+        return tags[self.old_tag], tags[self.new_tag]
+
+    def _tag_map(self) -> dict[str, str]:
+        if self._tags is None:
+            self._tags = self.repo.tags() if (self.git_dir / "HEAD").is_file() else {}
+        return self._tags
+
+    def messages(self) -> dict[str, str]:
+        """Every commit between the tags (sha -> message), newest first."""
+        if self._messages is None:
+            found = self.commits()
+            if isinstance(found, str):
+                return {}
+            self._messages = dict(self.repo.messages(*found))
+        return self._messages
+
+    def full(self, commit: str) -> str | None:
+        """The commit between the tags that ``commit`` (an id, maybe short) names, or None."""
+        commit = commit.lower()
+        hits = [sha for sha in self.messages() if sha.startswith(commit)]
+        return hits[0] if len(hits) == 1 else None
+
+    def subject(self, sha: str) -> str:
+        return self.messages().get(sha, "").partition("\n")[0]
+
+    def release_of(self, sha: str) -> str:
+        """The first release (by the tag template, its version) between the tags that has ``sha``;
+        the target's tag when no template names the releases."""
+        found = self.commits()
+        if isinstance(found, str) or self.template is None:
+            return self.new_tag
+        prefix, _, suffix = self.template.partition("{version}")
+        releases: list[tuple[Version, str]] = []
+        for name, commit in self._tag_map().items():
+            if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
+                try:
+                    releases.append((Version(name[len(prefix) : len(name) - len(suffix)]), commit))
+                except InvalidVersion:
+                    continue
+        old = next((v for v, c in releases if c == found[0]), None)
+        for version, commit in sorted(releases):
+            if (old is None or version > old) and (commit == sha or self.repo.is_ancestor(sha, commit)):
+                return str(version)
+        return self.new_tag
+
+    # -- stage 2: the patches' files -------------------------------------------------------------
+    def _files(self, paths: Sequence[str]) -> tuple[str, str] | None:
+        """The tags' commits, with the trees of their history and the blobs of ``paths`` in the
+        commits between them fetched when missing; None where the tags are not there."""
+        found = self.commits()
+        if isinstance(found, str):
+            return None
+        old, new = found
+        if self.repo.resolve(f"{_TREES}{new}") != new or self.repo.resolve(f"{_TREES}{old}") != old:
+            with self.cache.locked():
+                self.repo.fetch(
+                    self.url,
+                    [f"+refs/tags/{t}:refs/tags/{t}" for t in (self.old_tag, self.new_tag)],
+                    allow_local=self.cache.allow_local,
+                    limits=self.cache.fetch_limits,
+                    filter="blob:none",
+                    refetch=True,
+                )
+                for commit in (old, new):
+                    self.repo.update_ref(f"{_TREES}{commit}", commit)
+            self.fetched.append(f"the trees of {self.old_tag} and {self.new_tag} (--filter=blob:none)")
+        key = hashlib.sha256("\0".join([old, new, *sorted(set(paths))]).encode()).hexdigest()
+        if memo.recall(self.git_dir, "history-blobs", key) is not True:
+            # fetched by id, never looked up first: git fetches a missing object it reads in a partial clone
+            blobs = self.repo.changed_blobs(old, new, paths)
+            blobs |= {blob for _, blob in self.repo.entries(self.repo.tree_of(old), list(paths)).values()}
+            if blobs:
+                with self.cache.locked():
+                    self.repo.fetch(
+                        self.url,
+                        sorted(blobs),
+                        allow_local=self.cache.allow_local,
+                        limits=self.cache.fetch_limits,
+                        partial=True,
+                        by_id=True,
+                    )
+                self.fetched.append(f"the {len(blobs)} blob(s) of the patches' files between the tags")
+            memo.remember(self.git_dir, "history-blobs", key, True)
+        return old, new
+
+    def changes(self, paths: Sequence[str]) -> dict[str, list[Change]]:
+        """Each path's ``-U0`` hunks of every commit between the tags that changed it, oldest
+        first: one ``git log -p -U0`` over all of ``paths``."""
+        if not paths:
+            return {}
+        found = self._files(paths)
+        if found is None:
+            return {}
+        out: dict[str, list[Change]] = {}
+        for section in _sections(self.repo.log_patches(*found, sorted(set(paths)), context=0)):
+            out.setdefault(section.path, []).extend(_hunks(section, self.subject(section.commit)))
+        return out
+
+    def sections(self, paths: Sequence[str]) -> list[Section]:
+        """Each file's ``-U3`` diff of every commit between the tags that changed ``paths``."""
+        found = self._files(paths) if paths else None
+        if found is None:
+            return []
+        return _sections(self.repo.log_patches(*found, sorted(set(paths))))
+
+    def patch_ids(self, texts: Sequence[str]) -> list[str]:
+        """``git patch-id --stable`` of each of ``texts`` (one file's diff each; "" for none)."""
+        stream = "".join(f"commit {n:040x}\n\n{text}" for n, text in enumerate(texts))
+        got = {int(sha, 16): pid for pid, sha in self.repo.patch_ids(stream)} if stream else {}
+        return [got.get(n, "") for n in range(len(texts))]
+
+
+def _sections(log: str) -> list[Section]:
+    """``log_patches`` output cut into one section per commit and file."""
+    out: list[Section] = []
+    commit = ""
+    current: list[str] = []
+    path = ""
+
+    def close() -> None:
+        if current and path:
+            out.append(Section(commit=commit, path=path, text="".join(current)))
+
+    lines = log.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("commit ") and len(line.strip()) == 47:
+            close()
+            current, path = [], ""
+            commit = line.split()[1]
+            i += 2  # the subject line
+            continue
+        if line.startswith("diff --git "):
+            close()
+            current, path = [line], ""
+        elif current:
+            current.append(line)
+            if line.startswith("+++ ") or (line.startswith("--- ") and not path):
+                name = line[4:].rstrip("\n")
+                if name != "/dev/null":
+                    path = name[2:] if name[:2] in ("a/", "b/") else name
+        i += 1
+    close()
+    return out
+
+
+def _hunks(section: Section, subject: str) -> list[Change]:
+    out: list[Change] = []
+    head: tuple[int, int, int, int] | None = None
+    added: list[str] = []
+    removed: list[str] = []
+
+    def close() -> None:
+        if head is not None:
+            out.append(
+                Change(
+                    commit=section.commit,
+                    subject=subject,
+                    old=(head[0], head[1]),
+                    new=(head[2], head[3]),
+                    added=tuple(added),
+                    removed=tuple(removed),
+                )
+            )
+
+    for line in section.text.splitlines():
+        if m := _HUNK.match(line):
+            close()
+            head = (
+                int(m.group(1)),
+                int(m.group(2) or "1"),
+                int(m.group(3)),
+                int(m.group(4) or "1"),
+            )
+            added, removed = [], []
+        elif head is not None and line.startswith("+"):
+            added.append(line[1:])
+        elif head is not None and line.startswith("-"):
+            removed.append(line[1:])
+    close()
+    return out
+
+
+def between(cache: Cache, old_pin: Pin, new_pin: Pin) -> History | str:
+    """Upstream's history between the two pins' releases, or why there is none to ask: a pin
+    without ``[git]``, or a tag that does not spell its version."""
+    src = old_pin.git or new_pin.git
+    if src is None:
+        return f"pin {old_pin.name} names no upstream repository ([git] url)"
+    old_tag = old_pin.git.tag if old_pin.git else src.tag_for(old_pin.version, new_pin.version)
+    new_tag = (
+        new_pin.git.tag
+        if new_pin.git and (new_pin.git.commit or new_pin.git.template or new_pin.use == "git")
+        else src.tag_for(new_pin.version, old_pin.version)
+    )
+    if old_tag is None or new_tag is None:
+        return f'the tag of {new_pin.version} is unknown: give the pin\'s [git] a tag template (tag = "v{{version}}")'
+    return History(cache, src.url, old_tag, new_tag, src.generalised(old_pin.version))
