@@ -7,6 +7,7 @@ of that patch set on the pin would, and changes nothing on disk."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tomllib
@@ -63,3 +64,17 @@ def test_patch_applies_alone_on_the_pin(pin_tree: Path, ident: str) -> None:
 def test_pd_admission_needs_no_other_patch() -> None:
     """0004 is a PD admission change: nothing in it needs the bf16 indexer keys of 0001."""
     assert ENTRIES["pd-max-queued-requests"].get("requires", []) == []
+
+
+def test_check_applies_each_patch_alone_because_the_entries_say_so(real_cache: Path) -> None:
+    """Every entry is marked `standalone = true`, so a plain `patchtool check` (what a pull request
+    of this repository must pass) applies each patch alone at the pin onto what it requires."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(PATCHTOOL_CACHE_DIR=str(real_cache), GIT_CONFIG_GLOBAL=os.devnull)
+    res = spawned(["check", "--json"], cwd=REPO, env=env)
+    data = json.loads(res.stdout)["data"]
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [(r["id"], r["onto"], r["ok"]) for r in data["standalone"]] == [
+        (ident, ENTRIES[ident].get("requires", []), True) for ident in ENTRIES
+    ]
+    assert all(entry.get("standalone") is True for entry in ENTRIES.values())
