@@ -232,7 +232,17 @@ def test_dry_run_gives_each_real_patch_its_outcome(series: Path, real_cache: Pat
     assert steps[MARLIN]["conflicted"] == [MARLIN_UTILS]
     assert steps[HCCL]["detail"] == REVERSE_DETAIL
     # the version that already carries the patch is in the report
-    assert data["drop"] == [{"patch": HCCL, "why": f"already upstream in {version}: {REVERSE_DETAIL}"}]
+    assert data["drop"] == [
+        {
+            "patch": HCCL,
+            "why": f"already upstream in {version}: {REVERSE_DETAIL}",
+            # both pieces of evidence hold: upstream's file is 0005's post-image from 0.5.21 on
+            "evidence": [
+                "it applies in reverse on the target (as `git apply -R`), every hunk at its own place",
+                "applying it changes nothing: the 3-way merge leaves the target as it is",
+            ],
+        }
+    ]
     # flush_cache's `if` line changed under the 3-way patch; the others' code did not
     assert data["drift"] == [
         {
