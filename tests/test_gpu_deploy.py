@@ -473,17 +473,22 @@ def test_the_throughput_ab_records_what_the_benchmark_measured_and_compares_arms
     assert row["outcome"] == "fail"
     assert row["figures"]["compared_with"] == str(tmp_path / "first.json")
     assert 0 < row["figures"]["output_tok_s_c64_vs_baseline"] < 1
-    for c in (64, 80, 96):
-        assert f"output_tok_s_c{c} " in row["reason"] and "is below the baseline's" in row["reason"], row["reason"]
+    assert "output_tok_s_c64 " in row["reason"] and "is below the baseline's" in row["reason"], row["reason"]
+    # C80 and C96 run FlashInfer in every arm (mma serves at most 64 rows): recorded, compared with nothing
+    for c in (80, 96):
+        assert f"output_tok_s_c{c} " not in row["reason"] and f"output_tok_s_c{c}_vs_baseline" not in row["figures"]
+        assert row["figures"][f"served_by_c{c}"] == "flashinfer"
 
 
-def test_the_throughput_ab_fails_when_c96_is_slower_than_c80(tmp_path: Path, fake_tree: Path) -> None:
-    with stub(service_s=0.1, slow_above=80) as deployment:  # the field's anomaly
+def test_c96_slower_than_c80_is_recorded_not_failed(tmp_path: Path, fake_tree: Path) -> None:
+    """The field's anomaly (C96 below C80) was its own kernel's; since issue 32 both run FlashInfer
+    here, whichever backend the decode server selects, so it is no check of mma."""
+    with stub(service_s=0.1, slow_above=80) as deployment:
         data = run_against(deployment, tmp_path, fake_tree, AB_0002)
     row = by_name(data)["test_pd_throughput_ab"]
-    assert row["outcome"] == "fail"
-    assert "C96 is slower than C80: " in row["reason"], row["reason"]
+    assert row["outcome"] == "pass", row
     assert row["figures"]["output_tok_s_c96"] < row["figures"]["output_tok_s_c80"]  # recorded all the same
+    assert row["figures"]["served_by_c96"] == "flashinfer"
 
 
 def baseline_file(path: Path, check: str, figures: dict[str, float]) -> Path:

@@ -232,7 +232,17 @@ def test_dry_run_gives_each_real_patch_its_outcome(series: Path, real_cache: Pat
     assert steps[MARLIN]["conflicted"] == [MARLIN_UTILS]
     assert steps[HCCL]["detail"] == REVERSE_DETAIL
     # the version that already carries the patch is in the report
-    assert data["drop"] == [{"patch": HCCL, "why": f"already upstream in {version}: {REVERSE_DETAIL}"}]
+    assert data["drop"] == [
+        {
+            "patch": HCCL,
+            "why": f"already upstream in {version}: {REVERSE_DETAIL}",
+            # both pieces of evidence hold: upstream's file is 0005's post-image from 0.5.21 on
+            "evidence": [
+                "it applies in reverse on the target (as `git apply -R`), every hunk at its own place",
+                "applying it changes nothing: the 3-way merge leaves the target as it is",
+            ],
+        }
+    ]
     # flush_cache's `if` line changed under the 3-way patch; the others' code did not
     assert data["drift"] == [
         {
@@ -420,15 +430,15 @@ CURATED = {
         "0.5.23": "applied unchanged",
     },
     "dsv4-mhc-bf16-gemm": {
-        "0.5.20": "conflict",
-        "0.5.21": "conflict",
-        "0.5.22": "conflict",
+        "0.5.20": "target gone",
+        "0.5.21": "target gone",
+        "0.5.22": "target gone",
         "0.5.23": "applied unchanged",
     },
     "pd-max-queued-requests": {
         "0.5.20": "conflict",
-        "0.5.21": "conflict",
-        "0.5.22": "conflict",
+        "0.5.21": "merged by 3-way merge",
+        "0.5.22": "applied with shifted context",
         "0.5.23": "applied unchanged",
     },
     "dsv4-refuse-tbo": {
@@ -459,18 +469,12 @@ CURATED_CONFLICTS = {
         f"{S}mem_cache/deepseek_v4_memory_pool.py",
     },
     ("sm120-mma-sparse-decode", "0.5.20"): {f"{S}environ.py"},
-    ("dsv4-mhc-bf16-gemm", "0.5.20"): {
-        "python/sglang/kernels/ops/layernorm/mhc.py",
-        f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py",
-        f"{S}models/deepseek_v4.py",
-    },
-    ("dsv4-mhc-bf16-gemm", "0.5.21"): {f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
-    ("dsv4-mhc-bf16-gemm", "0.5.22"): {f"{S}models/deepseek_common/amd/deepseek_v4_fused_mhc.py"},
-    ("pd-max-queued-requests", "0.5.20"): {f"{S}arg_groups/field_order.py", f"{S}managers/scheduler.py"},
-    ("pd-max-queued-requests", "0.5.21"): {f"{S}arg_groups/field_order.py"},
-    ("pd-max-queued-requests", "0.5.22"): {f"{S}arg_groups/field_order.py"},
+    ("dsv4-mhc-bf16-gemm", "0.5.20"): {"python/sglang/kernels/ops/layernorm/mhc.py", f"{S}models/deepseek_v4.py"},
+    ("pd-max-queued-requests", "0.5.20"): {f"{S}managers/scheduler.py"},
     ("dsv4-refuse-tbo", "0.5.20"): {f"{S}arg_groups/deepseek_v4_hook.py"},
 }
+# the files a patch changes that the release does not have (modify/delete: "target gone")
+CURATED_GONE = {("dsv4-mhc-bf16-gemm", v): {f"{S}models/deepseek_v4_boundary.py"} for v in VERSIONS[:3]}
 
 
 @pytest.mark.slow
@@ -480,7 +484,7 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     Nothing is "already upstream" anywhere: none of the five changes is in any release. 0.5.23 is
     the pin: every patch applies unchanged there.
 
-    0.5.20 conflicts for every patch, each because the code next to its lines is newer than 0.5.20:
+    0.5.20 stops every patch, each because the code next to its lines is newer than 0.5.20:
     - dsv4-bf16-indexer-keys: fused_norm_rope_v2.cuh has no KVLayout template parameter (the V4.1
       layouts came in 0.5.21), so the bf16-store static_assert the patch removes is not followed by
       the V4.1-layout one; exec_.py has no `enable_dsa_fused_indexer` field, next to which the patch
@@ -492,14 +496,12 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     - sm120-mma-sparse-decode: environ.py has no SGLANG_OPT_SM120_DIRECT_SWA_KV (new in 0.5.21),
       the line right after the SGLANG_SM120_MMA_TARGET_CTAS variable the patch adds.
     - dsv4-mhc-bf16-gemm: mhc.py still tests `envs.SGLANG_OPT_DEEPGEMM_HC_PRENORM.get()` where the
-      patch turns `_use_deep_gemm_hc_prenorm()` (0.5.21 on) into an `elif`; and
-      deepseek_v4_fused_mhc.py imports `_get_mhc_ops` (private until 0.5.21; `get_mhc_ops` from
-      0.5.22) on the line the patch adds its import to, so 0.5.21 conflicts there alone; and
-      deepseek_v4.py's refresh_mhc_norm_weight_cache ends after the two norm-weight casts (no
+      patch turns `_use_deep_gemm_hc_prenorm()` (0.5.21 on) into an `elif`; and deepseek_v4.py's
+      refresh_mhc_norm_weight_cache ends after the two norm-weight casts (no
       `is_batch_invariant_mode_enabled` import, no TF32/bf16 split parts), the import the patch's
-      layer refresh call now follows.
+      layer refresh call now follows. Its outcome is "target gone", as at 0.5.21 and 0.5.22: below.
     - pd-max-queued-requests: scheduler.py does not import `role_switch` or `KvChecksumComputer`
-      (both from 0.5.21), the two imports the patch's new import sits between.
+      (both from 0.5.21), the two imports the patch's new import sits between; nothing else.
     - dsv4-refuse-tbo: deepseek_v4_hook.py's hook has the long "Residual imperative arm" docstring
       (a one-liner from 0.5.21), right after which the patch adds its import.
 
@@ -507,37 +509,43 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     because upstream appends fields to POSITIONAL_FIELD_ORDER each release (0.5.23's last entry,
     after which the patch appends its flag, is new in 0.5.23); and conn.py and
     deepseek_v4_memory_pool.py, because the PD handshake's kv_layout check ("KV layout mismatch",
-    pd_kv_layout) that the patch adds the index-K format to is new in 0.5.23. pd-max-queued-requests
-    conflicts in field_order.py at every earlier release for the same reason: since issue 22 it
-    appends `max_queued_tokens` after that same 0.5.23 entry. dsv4-mhc-bf16-gemm conflicts in
-    deepseek_v4_fused_mhc.py at 0.5.22 too: since issue 22 it imports mhc_bf16 at module level,
-    after `should_skip_post_experts_all_reduce`, where 0.5.22 still imports deepseek_v2's
-    MoEOutput and deepseek_v4_mhc's AttnOutput (gone in 0.5.23).
+    pd_kv_layout) that the patch adds the index-K format to is new in 0.5.23.
+    pd-max-queued-requests no longer touches field_order.py (issue 32: its hunk there had 0001's
+    line as context; collect_input_fields places an unlisted field last), so it conflicts nowhere
+    but 0.5.20's scheduler.py.
+
+    dsv4-mhc-bf16-gemm is "target gone" at 0.5.20, 0.5.21 and 0.5.22: since issue 32 it hands the
+    layer's bf16 copy to the fused post+pre call in deepseek_v4_boundary.py (HcReadCall), a module
+    new in 0.5.23 (modify/delete). It no longer touches deepseek_v4_fused_mhc.py, so the conflicts
+    it had there at 0.5.21 and 0.5.22 are gone; its deepseek_v4.py hunks merge there.
 
     0.5.21 and 0.5.22 "shifted": the code each hunk touches and its context are as at 0.5.23; only
     line numbers differ (e.g. pd-max-queued-requests' _add_request_to_queue hunk at 0.5.22, offset
-    -127). (pd-max-queued-requests' prefill.py hunk at 0.5.21 needs the 3-way merge: it calls the
-    refused halves' resolution at the top of PrefillBootstrapQueue.pop_bootstrapped, which 0.5.21
-    still declares with the PP consensus parameters (return_failed_reqs, pp_good_rids,
-    pp_bad_rids); field_order.py conflicts there now, as above.)
-
-    dsv4-mhc-bf16-gemm at 0.5.22: both plain `git apply` and the 3-way merge put its two
-    deepseek_v4.py hunks into refresh_mhc_norm_weight_cache and hc_pre of the decoder layer, which
-    0.5.22 calls DeepseekV4DecoderLayer and 0.5.23 renamed DeepseekV4DecoderLayerBase: same
-    methods (it was "applied with shifted context" before its new module-level import). (The placement check compares qualified
-    names, so the class rename made it report "a hunk would land in another function or class";
-    reported as a tool bug.)
+    -127). pd-max-queued-requests at 0.5.21 is "merged by 3-way merge": its prefill.py hunk calls
+    the refused halves' resolution at the top of PrefillBootstrapQueue.pop_bootstrapped, which
+    0.5.21 still declares with the PP consensus parameters (return_failed_reqs, pp_good_rids,
+    pp_bad_rids); 0.5.22 declares it as 0.5.23 does.
     """
     res = patchtool(REPO, real_cache, "scan", "--versions", "0.5.20..0.5.23", "--json")
     data = envelope(res)["data"]
     stuck = {outcome for row in data["matrix"].values() for outcome in row.values()} & {"conflict", "target gone"}
     assert res.returncode == (5 if stuck else 0), res.stderr  # 5: a conflict predicted
     assert (data["pin"], data["versions"]) == ("sglang-0.5.23", list(VERSIONS))
-    conflicts = {
-        (ident, v): set(re.findall(r"Merge conflict in ([^\s;]+)", detail))
+    stopped = [
+        (ident, v, detail)
         for ident, row in data["details"].items()
         for v, detail in row.items()
-        if data["matrix"][ident][v] == "conflict"
+        if data["matrix"][ident][v] in ("conflict", "target gone")
+    ]
+    conflicts = {
+        (ident, v): found
+        for ident, v, detail in stopped
+        if (found := set(re.findall(r"Merge conflict in ([^\s;]+)", detail)))
+    }
+    gone = {
+        (ident, v): found
+        for ident, v, detail in stopped
+        if (found := set(re.findall(r"CONFLICT \(modify/delete\): (\S+) deleted upstream", detail)))
     }
     wrong = {
         f"{ident} @ {v}: {data['matrix'][ident][v]} ({data['details'][ident].get(v, '')})"
@@ -548,3 +556,4 @@ def test_scan_of_the_curated_series(real_cache: Path, releases: dict[str, Base])
     assert not wrong, "\n".join(sorted(wrong))
     assert data["matrix"] == CURATED
     assert conflicts == CURATED_CONFLICTS
+    assert gone == CURATED_GONE

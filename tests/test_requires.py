@@ -10,6 +10,7 @@ from conftest import Demo, edit
 from helpers import snapshot
 from patchtool.errors import InvalidInput
 from patchtool.project.manifest import parse_text
+from test_cli import envelope
 
 ENTRY = """
 [[patch]]
@@ -78,3 +79,82 @@ def test_drop_of_a_required_patch_is_refused_naming_its_dependants(demo: Demo) -
     # the dependant itself may go; then what it required may too
     assert demo.run("drop", "util", "--reason", "not needed").returncode == 0
     assert demo.run("drop", "greet", "--reason", "upstream has it").returncode == 0
+
+
+# -- check --standalone: each patch alone at the pin, onto what it requires ----------------------
+
+
+def cumulative(demo: Demo, *, shout_extra: str = "") -> None:
+    """greet, util (unrelated), then shout, which rewrites the line greet wrote: as a cumulative
+    series it applies; alone it needs greet, and its entry does not say so."""
+    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi")
+    demo.commit_patch(
+        "0002-util.patch", edit("python/demo/util.py", "return 1", "return 2"), "util: two", on="p-0001-greet.patch"
+    )
+    demo.commit_patch(
+        "0003-shout.patch", edit("python/demo/core.py", '"hi"', '"HI"'), "core: shout", on="p-0002-util.patch"
+    )
+    demo.write_manifest(
+        demo.entry("greet", "0001-greet.patch"),
+        demo.entry("util", "0002-util.patch"),
+        demo.entry("shout", "0003-shout.patch") + shout_extra,
+    )
+
+
+def test_check_standalone_names_the_patch_a_patch_silently_needs(demo: Demo) -> None:
+    cumulative(demo)
+    plain = demo.run("check", "--json")
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert envelope(plain)["data"]["standalone"] == []  # opt-in: a cumulative series is fine as it is
+
+    before = snapshot(demo.root)
+    res = demo.run("check", "--standalone", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    rows = {r["id"]: r for r in envelope(res)["data"]["standalone"]}
+    assert [(i, r["ok"]) for i, r in rows.items()] == [("greet", True), ("util", True), ("shout", False)]
+    assert rows["shout"]["needs"] == ["greet"] and rows["shout"]["onto"] == []  # util is not named
+    assert rows["shout"]["failures"][0]["file"] == "python/demo/core.py"
+    (problem,) = [p for p in envelope(res)["errors"] if p["code"] == "standalone"]
+    assert problem["patch"] == "shout" and problem["key"] == "patch[2].requires"
+    assert problem["message"].startswith("does not apply alone at demo-1.0 with nothing before it: python/demo/core.py")
+    assert problem["message"].endswith("it needs greet, which its entry does not require")
+    assert problem["hint"] == 'add requires = ["greet"] to its entry, or rebase it onto the pin alone'
+    assert snapshot(demo.root) == before
+    text = demo.run("check", "--standalone")
+    assert "apply alone onto what they require: 2/3" in text.stdout
+    assert "patch shout: patch[2].requires: does not apply alone" in text.stdout + text.stderr
+
+
+def test_a_declared_requirement_satisfies_the_standalone_check(demo: Demo) -> None:
+    cumulative(demo, shout_extra='requires = ["greet"]\n')
+    res = demo.run("check", "--standalone", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = envelope(res)["data"]["standalone"]
+    assert [(r["id"], r["onto"], r["ok"]) for r in rows] == [
+        ("greet", [], True),
+        ("util", [], True),
+        ("shout", ["greet"], True),
+    ]
+
+
+def test_an_entry_marked_standalone_is_checked_without_the_option(demo: Demo) -> None:
+    cumulative(demo, shout_extra="standalone = true\n")
+    res = demo.run("check", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert [(r["id"], r["needs"]) for r in envelope(res)["data"]["standalone"]] == [("shout", ["greet"])]
+    assert parse_text(manifest(("a", "standalone = true"))).patches[0].to_dict()["standalone"] is True
+    with pytest.raises(InvalidInput) as excinfo:
+        parse_text(manifest(("a", 'standalone = "yes"')))
+    assert [p.key for p in excinfo.value.problems] == ["patch[0].standalone"]
+
+
+def test_a_patch_that_applies_nowhere_is_not_said_to_need_one(demo: Demo) -> None:
+    cumulative(demo)
+    shout = demo.root / "patches" / "0003-shout.patch"
+    shout.write_text(shout.read_text().replace('-    greeting = "hi"', '-    greeting = "hey"'))
+    res = demo.run("check", "--standalone", "--json")
+    assert res.returncode == 1
+    (row,) = [r for r in envelope(res)["data"]["standalone"] if r["id"] == "shout"]
+    assert (row["needs"], row["in_series"]) == ([], False)
+    (problem,) = [p for p in envelope(res)["errors"] if p["code"] == "standalone"]
+    assert problem["message"].endswith("it does not apply after the earlier patches either")

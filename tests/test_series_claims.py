@@ -188,3 +188,51 @@ def test_0001_limits_and_capacity_are_stated() -> None:
     assert "KV capacity, by arithmetic (no report measures it)" in why
     assert "+651 B per token of context on each rank" in why
     assert "What it costs in KV capacity, by arithmetic (no report measures it)" in message("dsv4-bf16-indexer-keys")
+
+
+# -- issue 32: the pull request's description (`export --pr`) quotes the manifest, sources kept ---
+
+
+def pull_request_text(ident: str) -> tuple[str, list[dict[str, Any]]]:
+    """``export --pr ident``'s PULL_REQUEST.md, and the entries it carries (itself last)."""
+    from patchtool.project.repository import Project
+    from patchtool.series.pullrequest import description
+    from patchtool.series.standalone import required_closure
+
+    project = Project.load(REPO)
+    carried = required_closure(project.manifest, ident)
+    by_id = {lp.id: lp for lp in project.series()}
+    text = description([project.manifest.get(i) for i in carried], [by_id[i] for i in carried], project.pin())
+    return text, [PATCHES[i] for i in carried]
+
+
+@pytest.mark.parametrize("ident", [i for i, p in PATCHES.items() if "experiment" not in p])
+def test_pull_request_description_quotes_each_figure_with_its_source(ident: str) -> None:
+    text, entries = pull_request_text(ident)
+    flat_text = " ".join(text.split())
+    for entry in entries:
+        for row in entry.get("evidence", []):
+            said = " ".join(f"{row['metric']}: {'; '.join(str(v) for v in _values(row))}".split())
+            assert f"- {said} " in flat_text + " ", said
+            # the figures, then their conditions, then their source: nothing between them
+            source = " ".join(f"Source: {row['source']}".split())
+            after = flat_text.split(f"- {said}", 1)[1]
+            assert after.lstrip().removeprefix(_conditions(row)).lstrip().startswith(source), (said, source)
+    # every figure in the description is one the manifest (or a carried patch's subject) states
+    known = " ".join(metadata(e["id"]) for e in entries) + " " + " ".join(message(e["id"]) for e in entries)
+    for figure in set(re.findall(r"\d[\d,.]*\d|\d", flat_text)):
+        assert figure in known, f"{figure} is in the description of {ident} but in no entry it carries"
+    # the claims the reviews found wrong stay out of it
+    assert not re.search(r"(?i)KV corruption|corrupts? (the )?KV|110,?000|3,437|cannot fill the GPU", flat_text)
+    assert "30x3" not in flat_text or "belong to the PD co-restart check" in flat_text
+
+
+def _values(row: dict[str, Any]) -> list[str]:
+    values = " -> ".join(str(row[k]) for k in ("before", "after") if k in row)
+    return [v for v in (values, row.get("change")) if v]
+
+
+def _conditions(row: dict[str, Any]) -> str:
+    if not row.get("conditions"):
+        return ""
+    return " ".join(("(" + "; ".join(f"{k}: {v}" for k, v in row["conditions"].items()) + ")").split())

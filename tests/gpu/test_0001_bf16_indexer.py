@@ -382,3 +382,130 @@ def test_needle_recall_on_deployment(record):
     print("needle recall: " + " ".join(report))
     record(recall=" ".join(report))
     assert not misses, misses
+
+
+# ------------------------------------------------ one indexer layer, end to end (issue 32)
+
+
+def test_indexer_layer_end_to_end_flag_on(bi, store_module, record):
+    """One C4 indexer layer's path with --enable-deepseek-v4-bf16-indexer on, as the layer runs
+    it: the fused store kernel writes the layer's index keys into a bf16 page (the format the flag
+    selects, ``index_k_format``), the Triton scorer reads them through a page table, and top-512
+    selects. Against the same keys in fp64 stored by the torch reference and scored by the torch
+    scorer: the selected sets agree. Built from the layer's kernels (the nn.Module needs a
+    checkpoint); needs nvcc and apache-tvm-ffi for the store, as the store row does."""
+    gpu_support.require_cuda()
+    assert bi.index_k_format(False, True) == "bf16"
+    assert bi.index_k_bytes_per_token(HEAD_DIM, "bf16") == 256
+    dev = torch.device("cuda")
+    g = torch.Generator(device="cpu").manual_seed(32)
+    n, ratio, topk, heads, batch = 2048, 4, 512, 64, 4  # 2,048 c4 keys: an 8k-token context
+    num_pages = n // PAGE
+    x = (torch.randn(n, HEAD_DIM, generator=g) * 2).to(torch.bfloat16)
+    weight = (torch.rand(HEAD_DIM, generator=g) + 0.5).to(torch.bfloat16)
+    angles = torch.rand(n * ratio + ratio, ROPE // 2, generator=g) * 6.283
+    freqs = torch.stack([angles.cos(), angles.sin()], dim=-1).reshape(-1, ROPE).float()
+    seq_lens = (torch.arange(n, dtype=torch.int32) + 1) * ratio  # key i at position 4 i
+    out_loc = torch.arange(n, dtype=torch.int64)  # the pages in order
+    plan = torch.zeros(n, 4, dtype=torch.int32)
+    plan[:, 0] = seq_lens
+    plan[:, 1] = torch.arange(n, dtype=torch.int32)
+    cache = torch.zeros(num_pages, PAGE * 256, dtype=torch.uint8, device=dev)
+    store_module.forward(
+        x.to(dev),
+        plan.view(torch.uint8).to(dev),
+        weight.to(dev),
+        EPS,
+        freqs.to(dev),
+        out_loc.to(dev),
+        cache,
+        False,
+        ratio,
+    )
+    k = _norm_rope_hadamard_reference(x.float(), weight.float(), freqs, (seq_lens - ratio).long())
+    expect = torch.zeros(num_pages, PAGE * 256, dtype=torch.uint8)
+    bi.store_bf16_index_k_torch(expect, out_loc, k.float(), PAGE)
+
+    q = (torch.randn(batch, 1, heads, HEAD_DIM, generator=g)).to(torch.float8_e4m3fn).to(dev)
+    w = (torch.rand(batch, heads, generator=g) + 0.1).to(dev)
+    lens = torch.tensor([n, n - 100, n // 2, n // 3], dtype=torch.int32, device=dev)
+    table = torch.arange(num_pages, dtype=torch.int32, device=dev).repeat(batch, 1)
+    width = num_pages * PAGE
+    logits = bi.bf16_paged_mqa_logits(q, cache.view(num_pages, PAGE, 1, 256), w, lens, table, None, width, False)
+    ref = bi.bf16_paged_mqa_logits_torch(q, expect.to(dev).view(num_pages, PAGE, 1, 256), w, lens, table, width)
+    valid = torch.arange(width, device=dev).unsqueeze(0) < lens.unsqueeze(1)
+    got_top = logits.masked_fill(~valid, float("-inf")).topk(topk, dim=-1).indices
+    want_top = ref.masked_fill(~valid, float("-inf")).topk(topk, dim=-1).indices
+    overlap = [len(set(a.tolist()) & set(b.tolist())) / topk for a, b in zip(got_top, want_top, strict=True)]
+    record(min_topk_overlap=min(overlap), keys=n, topk=topk)
+    # the kernel's store and the reference's round the same fp64 keys to bf16: only near-ties at
+    # the 512th place may swap
+    assert min(overlap) >= 0.98, overlap
+
+
+# ------------------------------------ the multi-stream race under CUDA-graph capture (issue 32)
+
+
+def _race_step(bi, inputs, *, alternate: torch.cuda.Stream | None):
+    """One decode step's indexer shape under capture: the main stream makes q (a temporary), the
+    scorer + top-k read it (on ``alternate`` when given, as SGLANG_OPT_USE_MULTI_STREAM_OVERLAP=1
+    runs them), while the main stream goes on allocating and writing (the attention's work). No
+    ``record_stream`` on q: the allocator may hand its block to the main stream's next tensor."""
+    a, proj, cache, w, lens, table, width = inputs
+    q = (a @ proj).view(a.shape[0], 1, 64, HEAD_DIM).to(torch.float8_e4m3fn)
+    main = torch.cuda.current_stream()
+    if alternate is not None:
+        alternate.wait_stream(main)
+        with torch.cuda.stream(alternate):
+            top = bi.bf16_paged_mqa_logits(q, cache, w, lens, table, None, width, False).topk(64, dim=-1).indices
+        del q
+        busy = torch.empty(a.shape[0], 64 * HEAD_DIM, device=a.device).fill_(7.0) @ proj.t()
+        main.wait_stream(alternate)
+    else:
+        top = bi.bf16_paged_mqa_logits(q, cache, w, lens, table, None, width, False).topk(64, dim=-1).indices
+        del q
+        busy = torch.empty(a.shape[0], 64 * HEAD_DIM, device=a.device).fill_(7.0) @ proj.t()
+    return top, busy
+
+
+def test_multi_stream_race_reproducer(bi, record):
+    """Report 004, thread one: under decode CUDA-graph capture the indexer's alternate stream raced
+    with main-stream tensors on the bf16 path (graph-pool intermediates aliased). This harness
+    captures the indexer's shape with the scorer on an alternate stream (overlap on) and on the
+    main stream (overlap off), replays with fresh inputs, and compares each replay's top-k with
+    eager. Off must match. On is recorded: "reproduced" where a replay differs, else "not
+    reproduced" (a GPU whose timing never lets the race land). It is a mechanism harness, not
+    sglang's MQALayer; the patch's prefill disable stays labelled inferred either way."""
+    gpu_support.require_cuda()
+    dev = torch.device("cuda")
+    g = torch.Generator(device="cpu").manual_seed(4)
+    batch, num_pages, replays = 64, 64, 50
+    keys = torch.randn(num_pages, PAGE, HEAD_DIM, generator=g).to(torch.bfloat16)
+    cache = keys.view(torch.uint8).view(num_pages, PAGE, 1, 256).to(dev)
+    proj = (torch.randn(HEAD_DIM, 64 * HEAD_DIM, generator=g) / HEAD_DIM**0.5).to(dev)
+    w = (torch.rand(batch, 64, generator=g) + 0.1).to(dev)
+    lens = torch.full((batch,), num_pages * PAGE, dtype=torch.int32, device=dev)
+    table = torch.arange(num_pages, dtype=torch.int32, device=dev).repeat(batch, 1)
+    a = torch.randn(batch, HEAD_DIM, generator=g).to(dev)
+    inputs = (a, proj, cache, w, lens, table, num_pages * PAGE)
+    mismatches = {}
+    for arm, alternate in (("off", None), ("on", torch.cuda.Stream())):
+        _race_step(bi, inputs, alternate=alternate)  # compile outside capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            top, _ = _race_step(bi, inputs, alternate=alternate)
+        bad = 0
+        for i in range(replays):
+            a.copy_(torch.randn(batch, HEAD_DIM, generator=torch.Generator().manual_seed(100 + i)).to(dev))
+            graph.replay()
+            torch.cuda.synchronize()
+            eager, _ = _race_step(bi, inputs, alternate=None)
+            bad += int(not torch.equal(top, eager))
+        mismatches[arm] = bad
+    race = "reproduced" if mismatches["on"] else "not reproduced"
+    print(
+        f"multi-stream race: overlap on {race} ({mismatches['on']}/{replays} replays differ); off {mismatches['off']}"
+    )
+    record(race_overlap_on=race, mismatched_replays_on=mismatches["on"], mismatched_replays_off=mismatches["off"])
+    assert mismatches["off"] == 0, f"overlap off: {mismatches['off']} of {replays} replays differ from eager"

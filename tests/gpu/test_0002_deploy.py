@@ -8,9 +8,12 @@ test per check that patchset.toml's ``[[patch.gpu_verification]]`` rows of
 ``sm120-mma-sparse-decode`` name:
 
 - ``test_pd_throughput_ab``: random 1024-token prompts and outputs, 10 prompts per concurrency
-  slot, at C64, C80 and C96; every request served and C96 not slower than C80 (the field's anomaly
-  was C96 below C80); with ``$PATCHTOOL_GPU_BASELINE`` (the results file of another setting's run)
-  not slower than that run at any concurrency;
+  slot, at C64, C80 and C96; every request served; with ``$PATCHTOOL_GPU_BASELINE`` (the results
+  file of another setting's run) not slower than that run at C64. Since issue 32 the mma backend
+  serves at most SM120_DECODE_MAX_TOKENS = 64 query rows a call and routes larger decode batches
+  to FlashInfer: at C80 and C96 every arm runs FlashInfer, so those figures are recorded (labelled
+  ``served_by_c80``/``_c96``) and compared with nothing, and the field's C96-below-C80 anomaly,
+  which its own kernel had, is no check of this one;
 - ``test_long_context_no_hang``: 1024 requests of 65,536-token prompts and 4,096-token outputs at
   C32; the benchmark must finish, every request served, within 4 hours.
 
@@ -26,6 +29,9 @@ import gpu_support
 import pytest
 
 CONCURRENCIES = (64, 80, 96)
+DECODE_MAX_TOKENS = 64  # flash_mla_sm120.SM120_DECODE_MAX_TOKENS: decode batches above it run FlashInfer
+# one decode token per request (MTP off at high concurrency, FACTS.md): batch = concurrency
+MMA_SERVED = tuple(c for c in CONCURRENCIES if c <= DECODE_MAX_TOKENS)
 RANDOM_1K = ("--dataset-name", "random", "--random-input-len", "1024", "--random-output-len", "1024")
 # One concurrency at the field's ~18 + 1.05 x batch ms decode step: 10 waves of 1024 tokens, ~20 min at C96.
 AB_TIMEOUT_S = 3600.0
@@ -63,16 +69,12 @@ def test_pd_throughput_ab(record, tmp_path: Path, request: pytest.FixtureRequest
             problems.append(f"C{c}: {problem}")
         if run.hung:
             break
-    throughput = [f"output_tok_s_c{c}" for c in CONCURRENCIES]
+    figures |= {f"served_by_c{c}": "flashinfer" for c in CONCURRENCIES if c not in MMA_SERVED}
+    throughput = [f"output_tok_s_c{c}" for c in MMA_SERVED]
     if baseline is not None:
         figures |= baseline.ratios(figures, throughput)
     record(**figures)
     assert not problems, problems
-    if figures["output_tok_s_c96"] < figures["output_tok_s_c80"]:
-        problems.append(
-            f"C96 is slower than C80: {figures['output_tok_s_c96']:.1f} < "
-            f"{figures['output_tok_s_c80']:.1f} output tok/s"
-        )
     if baseline is not None:
         problems += baseline.worse(figures, higher=throughput)
     assert not problems, problems

@@ -13,8 +13,18 @@ One test per check that patchset.toml's ``[[patch.gpu_verification]]`` rows of
 - ``test_launch_resources_under_ncu`` (sm_120, ncu): ncu profiles those launches (the test
   above, run under it) and reports the same registers and shared memory, and the CTAs per SM
   they allow;
-- ``test_kernel_time_ab`` (sm_120): kernel time at C64/C80/C96, target_ctas 0 vs 512, native
-  16 heads vs q padded to 64, and FlashInfer, printed (run with -s).
+- ``test_kernel_time_ab`` (sm_120): kernel time at C64, target_ctas 0 vs 512, native 16 heads
+  vs q padded to 64, and FlashInfer, printed (run with -s); at C80 and C96 FlashInfer alone, since
+  the patch routes calls of more than SM120_DECODE_MAX_TOKENS = 64 query rows to FlashInfer: a
+  server with mma selected never runs mma there;
+- ``test_cuda_graph_replay`` (any CUDA GPU): the kernel captured once at decode batch 64 and
+  replayed on fresh inputs equals eager, bit for bit, at target_ctas 0 and 512;
+- ``test_peak_memory_at_and_above_64_rows`` (any CUDA GPU): peak memory of a call at 64 rows (the
+  most mma serves), and of a direct call at 4,096 rows, which the server no longer makes: above 64
+  rows it routes to FlashInfer, so that figure is what the route avoids, not a cost of serving.
+
+``test_split_vs_torch_reference`` and ``test_split_vs_flashinfer`` still call the kernel at 96 and
+128 rows directly: its numerics there, not a size a server with mma selected gives it.
 
 The kernel module and upstream's torch backend come from the patched tree
 (``patched_tree_gpu``); the references from tests/patches/dsv4_mla_reference.py.
@@ -41,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 H = 16  # DeepSeek-V4-Flash at TP4: 16 local heads, as _kernel_num_heads now hands the kernel
 TOPK = 512  # index_topk
 BATCHES = (1, 8, 64, 96, 128)
+DECODE_MAX_TOKENS = 64  # flash_mla_sm120.SM120_DECODE_MAX_TOKENS: above it the patch routes to FlashInfer
 DEVICE = "cuda"
 # tests/patches/test_0002_mma_sparse_decode.py: Triton 3.9's offline sm_120a compile.
 OFFLINE = {
@@ -298,19 +309,74 @@ def test_kernel_time_ab(mma, ref):
     rows = []
     for batch in (64, 80, 96):
         p = make_problem(ref, batch, seed=batch)
+        if batch > DECODE_MAX_TOKENS:  # the server routes these to FlashInfer: mma never runs there
+            rows.append({"batch": batch, "served_by": "flashinfer", "flashinfer": _flashinfer_ms(p, ref)})
+            print(rows[-1])
+            continue
         padded = dict(
             p,
             q=torch.cat([p["q"], p["q"].new_zeros(batch, 1, 64 - H, ref.D)], dim=2),
             sink=torch.cat([p["sink"], p["sink"].new_zeros(64 - H)]),
         )
-        row = {"batch": batch}
+        row = {"batch": batch, "served_by": "mma"}
         for target in (0, 512):
             row[f"mma_t{target}"] = gpu_support.cuda_time_ms(lambda p=p, t=target: run_mma(mma, ref, p, t))
             row[f"mma_t{target}_pad64"] = gpu_support.cuda_time_ms(lambda q=padded, t=target: run_mma(mma, ref, q, t))
-        try:
-            row["flashinfer"] = gpu_support.cuda_time_ms(lambda p=p: _flashinfer_decode(p, ref))
-        except pytest.skip.Exception:
-            row["flashinfer"] = None
+        row["flashinfer"] = _flashinfer_ms(p, ref)
         rows.append(row)
         print(row)
-    assert all(v is None or v > 0 for row in rows for v in row.values())
+    assert all(v is None or v > 0 for row in rows for v in row.values() if not isinstance(v, str))
+
+
+def _flashinfer_ms(p, ref):
+    try:
+        return gpu_support.cuda_time_ms(lambda p=p: _flashinfer_decode(p, ref))
+    except pytest.skip.Exception:
+        return None
+
+
+def test_cuda_graph_replay(mma, ref, record):
+    """The mma backend under a decode CUDA graph: captured once at batch 64 (the most it serves),
+    its inputs refilled with another problem of the same shapes, replayed: equal to eager."""
+    gpu_support.require_cuda()
+    for target in (0, 512):
+        p = make_problem(ref, DECODE_MAX_TOKENS, seed=1)
+        run_mma(mma, ref, p, target)  # compile outside capture
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = run_mma(mma, ref, p, target)
+        fresh = make_problem(ref, DECODE_MAX_TOKENS, seed=2)
+        for key, value in fresh.items():
+            p[key].copy_(value)
+        graph.replay()
+        torch.cuda.synchronize()
+        eager = run_mma(mma, ref, p, target)
+        torch.cuda.synchronize()
+        for got, want in zip(captured, eager, strict=True):
+            assert torch.equal(got, want), f"target_ctas {target}: graph replay differs from eager"
+    record(replay_equals_eager=True, batch=DECODE_MAX_TOKENS)
+
+
+def test_peak_memory_at_and_above_64_rows(mma, ref, record):
+    """Peak memory a call adds, at 64 rows (the most mma serves: its fp32 split partials are 4 MiB
+    by the patch's arithmetic) and, called directly, at 4,096 rows (about 256 MiB by the same
+    arithmetic). Since issue 32 a server with mma selected sends more than 64 rows (prefill chunks,
+    MTP verify) to FlashInfer: the 4,096-row figure is what that route avoids, never a cost of
+    serving. Printed and recorded per target_ctas."""
+    gpu_support.require_cuda()
+    figures = {}
+    for rows in (DECODE_MAX_TOKENS, 4096):
+        p = make_problem(ref, rows, seed=3)
+        for target in (0, 512):
+            run_mma(mma, ref, p, target)  # compile first: the compile's allocations are not the call's
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            run_mma(mma, ref, p, target)
+            torch.cuda.synchronize()
+            figures[f"peak_extra_mib_{rows}_t{target}"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+    figures["above_64_rows_served_by"] = "flashinfer (SM120_DECODE_MAX_TOKENS = 64)"
+    print(figures)
+    record(**figures)
+    assert all(v >= 0 for k, v in figures.items() if k.startswith("peak"))

@@ -12,6 +12,9 @@ One test per check that patchset.toml's ``[[patch.gpu_verification]]`` rows of
   compile of tests/patches/test_0003_mhc_bf16_gemm.py;
 - ``test_gemm_time_ab`` (sm_120): the GEMM stage alone, bf16 Triton vs the fp32 GEMM of
   hc_pre's torch path, printed (run with -s);
+- ``test_cuda_graph_replay_after_weight_refresh`` (CUDA): hc_pre's bf16 path captured, the fp32
+  weights updated in place and the layer refreshed (``refresh_layer_bf16_gemm_weights``, as
+  ``post_load_weights`` runs after a weight update), replayed: the graph reads the new weights;
 - ``test_needle_recall_deployment`` (a running PD deployment, its router at
   $PATCHTOOL_GPU_DEPLOYMENT; the GPUs are the deployment's, not this machine's): needle-in-haystack
   recall, run once with the decode and prefill servers at SGLANG_OPT_MHC_BF16_GEMM=0 and once at 1.
@@ -233,3 +236,36 @@ def test_needle_recall_deployment():
             results[(tokens, depth)] = code in _chat(url, model, prompt)
     print("needle recall (context tokens, depth) -> found:", results)
     assert all(results.values()), results
+
+
+def test_cuda_graph_replay_after_weight_refresh(mhc_bf16, record):
+    """A captured decode graph holds the bf16 copy's address: a weight update must refresh the copy
+    in place (``refresh_bf16_gemm_weight`` overwrites a fitting copy), or every replay after it
+    reads the old weights. Captured at 64 tokens, weights replaced in place, the layer refreshed,
+    replayed: equal to eager on the new weights."""
+    gpu_support.require_cuda()
+    x, fn_attn = _operands(64, seed=5)
+    _, fn_ffn = _operands(1, seed=6)
+    layer = types.SimpleNamespace(hc_attn_fn=fn_attn, hc_ffn_fn=fn_ffn, hc_pre_from_prev_sublayer=False)
+    assert mhc_bf16.refresh_layer_bf16_gemm_weights(layer, flag=True, on_cuda=True, batch_invariant=False)
+    copy = mhc_bf16.mhc_gemm_weight(layer, layer.hc_attn_fn, x)
+    assert copy.dtype == torch.bfloat16
+
+    def step():
+        return mhc_bf16.hc_pre_mixes_bf16(x, mhc_bf16.mhc_gemm_weight(layer, layer.hc_attn_fn, x), RMS_EPS)[1]
+
+    step()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    _, new_fn = _operands(64, seed=7)
+    layer.hc_attn_fn.copy_(new_fn)  # a weight update writes the fp32 parameter in place
+    mhc_bf16.refresh_layer_bf16_gemm_weights(layer, flag=True, on_cuda=True, batch_invariant=False)
+    same_copy = mhc_bf16.mhc_gemm_weight(layer, layer.hc_attn_fn, x).data_ptr() == copy.data_ptr()
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = step()
+    record(copy_refreshed_in_place=same_copy, replay_equals_eager=torch.equal(captured, eager))
+    assert same_copy, "the refresh made a new bf16 copy: the captured graph still reads the old one"
+    assert torch.equal(captured, eager), "the replay after the refresh does not read the new weights"

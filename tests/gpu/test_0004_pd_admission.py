@@ -137,8 +137,13 @@ def _idle(prefill: str, decode: str) -> bool:
 @pytest.fixture(scope="module")
 def burst() -> Burst:
     servers = gpu_support.require_deployment(pd_servers=True)
-    prefill, decode = servers.prefill, servers.decode
-    assert prefill and decode
+    assert servers.prefill and servers.decode
+    return run_burst(servers.prefill, servers.decode)
+
+
+def run_burst(prefill: str, decode: str, *, size: int = BURST, prompt_tokens: int = PROMPT_TOKENS) -> Burst:
+    """``size`` pairs of ``prompt_tokens``-token prompts sent at once to the idle pair, each to both
+    servers with one bootstrap room, as a router sends it; the prefill queue sampled meanwhile."""
     try:
         max_requests, max_tokens, port = admission_caps(_get(prefill + "/server_info", timeout=60))
     except ValueError as exc:
@@ -158,7 +163,7 @@ def burst() -> Burst:
     def pair(i: int) -> Pair:
         room = rng.getrandbits(62)
         payload = {
-            "input_ids": [rng.randrange(100, 20_000) for _ in range(PROMPT_TOKENS)],
+            "input_ids": [rng.randrange(100, 20_000) for _ in range(prompt_tokens)],
             "sampling_params": {"max_new_tokens": 8, "temperature": 0.0},
             "bootstrap_host": host,
             "bootstrap_port": port,
@@ -171,8 +176,8 @@ def burst() -> Burst:
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    with ThreadPoolExecutor(BURST) as pool:
-        pairs = list(pool.map(pair, range(BURST)))
+    with ThreadPoolExecutor(size) as pool:
+        pairs = list(pool.map(pair, range(size)))
     stop.set()
     sampler.join()
 
@@ -183,7 +188,7 @@ def burst() -> Burst:
             drained = time.monotonic() - start
             break
         time.sleep(1)
-    return Burst(pairs, seen[0], drained, max_requests, max_tokens, PROMPT_TOKENS)
+    return Burst(pairs, seen[0], drained, max_requests, max_tokens, prompt_tokens)
 
 
 def test_burst_is_refused_at_prefill_with_503(burst: Burst):

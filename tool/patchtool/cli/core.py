@@ -107,12 +107,19 @@ def check(
             "--strict", help="Metadata placeholders (TODOs a fresh import leaves) fail the check too (exit 1)."
         ),
     ] = False,
+    standalone: Annotated[
+        bool,
+        typer.Option(
+            "--standalone",
+            help="Also apply each patch alone at the pin, onto only what it requires, naming what it silently needs.",
+        ),
+    ] = False,
 ) -> Shown:
     """Validate manifest, pins, patch files, application at the pin and assumption checks."""
     from patchtool.cli.render import check_text
     from patchtool.series.checks import run_check
 
-    report = run_check(root(), cache=cache(), pin_name=pin, strict=strict)
+    report = run_check(root(), cache=cache(), pin_name=pin, strict=strict, standalone=standalone)
     return Shown(
         data=report,
         text=lambda style: check_text(report, style),

@@ -107,8 +107,11 @@ def _refresh(project: Project, branch: str) -> Shown:
     )
 
 
-@commands.command("export", edits_series=True, outputs=("quilt",))
+@commands.command("export", edits_series=True, outputs=("quilt", "directory"))
 def export(
+    directory: Annotated[
+        Path | None, typer.Argument(metavar="[DIR]", help="With --pr: where the pull request's patch set goes.")
+    ] = None,
     branch: BranchOption = "series",
     allow_drop: Annotated[bool, typer.Option("--allow-drop", help="Record gone commits as dropped.")] = False,
     revive: Annotated[
@@ -119,8 +122,15 @@ def export(
     force: Annotated[
         bool, typer.Option("--force", help="With --quilt: refresh DIR/patches in place (as gbp pq export).")
     ] = False,
+    pr: Annotated[
+        str | None,
+        typer.Option(
+            "--pr", metavar="ID", help="Write patch ID and what it requires into DIR for one upstream pull request."
+        ),
+    ] = None,
 ) -> Shown:
-    """Write the checkout branch back as the series (or the series as a quilt directory)."""
+    """Write the checkout branch back as the series (or the series as a quilt directory, or one
+    patch as an upstream pull request)."""
     from patchtool.project.repository import Project
     from patchtool.series.export import export as export_branch
     from patchtool.series.metadata import placeholder_subject
@@ -128,7 +138,13 @@ def export(
 
     if force and quilt is None:
         raise UsageError("--force refreshes a quilt directory: it goes with --quilt DIR")
+    if (pr is None) != (directory is None):
+        raise UsageError("export --pr ID DIR: the pull request's patch and the directory go together")
     project = Project.load(root())
+    if pr is not None and directory is not None:
+        if quilt is not None or allow_drop or revive:
+            raise UsageError("export --pr writes one pull request's patches: no --quilt, --allow-drop or --revive")
+        return _pull_request(project, pr, directory)
     if quilt is not None:
         from patchtool.series.checkouts import worktrees
 
@@ -149,6 +165,23 @@ def export(
         for i in result.placeholder_subjects
     ]
     return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
+
+
+def _pull_request(project: Project, ident: str, directory: Path) -> Shown:
+    from patchtool.series.checkouts import worktrees
+    from patchtool.series.pullrequest import export_pull_request
+
+    made = export_pull_request(project, ident, directory, checkouts=worktrees(cache().repo))
+    return Shown(
+        data=made,
+        text=lambda style: "\n".join(
+            [
+                f"pull request {style.bold(made.id)} in {made.directory}: {len(made.patches)} patch(es), "
+                f"for `git am` on {made.base}",
+                *(f"  {w}" for w in made.written),
+            ]
+        ),
+    )
 
 
 KindOption = Annotated[

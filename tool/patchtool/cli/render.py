@@ -122,6 +122,9 @@ def check_text(report: CheckReport, style: Style) -> str:
     if report.series is not None:
         applied = sum(r.outcome is Outcome.APPLIED for r in report.series.results)
         lines.append(f"applies at the pin: {applied}/{len(report.series.results)}")
+    if report.standalone:
+        alone = sum(s.ok for s in report.standalone)
+        lines.append(f"apply alone onto what they require: {alone}/{len(report.standalone)}")
     if report.assumptions:
         good = sum(a.ok for a in report.assumptions)
         lines.append(f"assumption checks: {good}/{len(report.assumptions)} hold")

@@ -94,6 +94,7 @@ class PatchEntry:
     imported: Imported | None = None  # where an imported patch came from, as it came
     requires: tuple[str, ...] = ()  # ids of earlier patches this one needs applied first
     experiment: str | None = None  # why it is an experiment (no figure yet); export --pr refuses it
+    standalone: bool = False  # `check` applies it alone at the pin onto what it requires
 
     @classmethod
     def read(cls, f: Fields) -> PatchEntry | None:
@@ -119,6 +120,7 @@ class PatchEntry:
         imported = Imported.read(imported_fields) if imported_fields is not None else None
         requires = _requires(f)
         experiment = f.string("experiment", required=False)
+        standalone = f.boolean("standalone", required=False)
         f.done()
         seen: set[str] = set()
         for i, a in enumerate(assumptions):
@@ -146,6 +148,7 @@ class PatchEntry:
             or (imported_fields is not None and imported is None)
             or requires is None
             or ("experiment" in f.data and experiment is None)
+            or ("standalone" in f.data and standalone is None)
         ):
             return None
         return cls(
@@ -167,6 +170,7 @@ class PatchEntry:
             imported=imported,
             requires=requires,
             experiment=experiment,
+            standalone=bool(standalone),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,6 +188,8 @@ class PatchEntry:
             out["requires"] = list(self.requires)
         if self.experiment is not None:
             out["experiment"] = self.experiment
+        if self.standalone:
+            out["standalone"] = True
         if self.scope:
             out["scope"] = self.scope.to_dict()
         out["evidence"] = [e.to_dict() for e in self.evidence]

@@ -21,6 +21,7 @@ from patchtool.registry import workflows as retread
 from patchtool.registry.entries import Finding
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.series.metadata import placeholder_subject, unfilled_defaults
+from patchtool.series.standalone import Standalone, check_standalone, standalone_problems
 from patchtool.upstream.cache import Base, Cache
 
 
@@ -74,6 +75,7 @@ class CheckReport:
     assumptions: tuple[AssumptionResult, ...] = ()
     registry_entries: int | None = None
     retread: tuple[Finding, ...] = ()  # every guard finding, overridden ones included
+    standalone: tuple[Standalone, ...] = ()  # the patches applied alone (--standalone, or marked so)
 
     @property
     def ok(self) -> bool:
@@ -97,6 +99,7 @@ class CheckReport:
                 "findings": [f.to_dict() for f in self.retread if not f.override],
                 "overrides": [f.to_dict() for f in self.retread if f.override],
             },
+            "standalone": [s.to_dict() for s in self.standalone],
             "problems": [p.to_dict() for p in self.problems],
             "warnings": [p.to_dict() for p in self.warnings],
             "strict": self.strict,
@@ -117,10 +120,14 @@ def outside_pin(pin: Pin, entry: PatchEntry, index: int) -> Problem | None:
     )
 
 
-def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: bool = False) -> CheckReport:
+def run_check(
+    root: Path, *, cache: Cache, pin_name: str | None = None, strict: bool = False, standalone: bool = False
+) -> CheckReport:
     """Validate everything the series rests on; collect every problem rather than stopping. The
     skeleton's placeholders (what a fresh import or export scaffolded) are warnings, so they do not
-    bury the real problems; ``strict`` makes them fail the check too."""
+    bury the real problems; ``strict`` makes them fail the check too. ``standalone``: every patch
+    also applies alone at the pin onto what it requires (an entry's ``standalone = true`` asks it
+    for that entry alone)."""
     try:
         project = Project.load(root)
     except InvalidInput as exc:
@@ -161,9 +168,13 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: 
             warnings=tuple(warnings),
         )
     series = None
+    alone: tuple[Standalone, ...] = ()
     if not file_problems:
         series = apply_series(cache.repo, base.commit, loaded, commit=False)
         problems += _apply_problems(series, pin.name)
+        wanted = [e.id for e in project.manifest.patches if standalone or e.standalone]
+        alone = check_standalone(cache.repo, base.commit, project.manifest, loaded, wanted)
+        problems += standalone_problems(alone, project.manifest, pin.name)
     assumptions = check_assumptions(cache.repo, base.tree, project.manifest.patches)
     for a in assumptions:
         if not a.ok:
@@ -187,6 +198,7 @@ def run_check(root: Path, *, cache: Cache, pin_name: str | None = None, strict: 
         assumptions=tuple(assumptions),
         registry_entries=registry_entries,
         retread=tuple(findings),
+        standalone=alone,
     )
 
 
