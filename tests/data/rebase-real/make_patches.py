@@ -123,9 +123,12 @@ def main(cache: Path, out: Path = HERE / "patches") -> list[Path]:
         tags = git(
             upstream, "tag", "--list", "sglang-0.5.20-*"
         ).split()  # the import: <dist>-<version>-<sha12>-<mapping8>
-        if len(tags) != 1:
+        # a cache an older patchtool filled also holds its tag of the same import
+        # (<dist>-<version>-<sha12>, no mapping): the same tree, imported once more
+        trees = {git(upstream, "rev-parse", f"{t}^{{tree}}").strip() for t in tags}
+        if len(trees) != 1:
             raise SystemExit(f"expected one import of sglang 0.5.20 in {upstream}, found {tags}")
-        parent = git(upstream, "rev-parse", f"{tags[0]}^{{commit}}").strip()
+        parent = git(upstream, "rev-parse", f"{max(tags, key=len)}^{{commit}}").strip()
         index = Path(tmp) / "index"
         git(scratch, "read-tree", parent, index=index)
         for name, path, edits, subject, body in PATCHES:
