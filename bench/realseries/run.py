@@ -54,10 +54,12 @@ class Package:
     from_version: str
     to_version: str
     scan: str
+    repo: str | None = None  # upstream's repository under --mirrors DIR (DIR/<repo>/repo)
+    tag: str | None = None  # its release tags, as a pin's [git] tag template
 
     @classmethod
     def from_dict(cls, d: dict) -> Package:
-        return cls(d["debian"], d["name"], d["from"], d["to"], d["scan"])
+        return cls(d["debian"], d["name"], d["from"], d["to"], d["scan"], d.get("repo"), d.get("tag"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +187,7 @@ def _json(out: str) -> dict:
         return {}
 
 
-def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
+def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner, mirrors: Path | None = None) -> dict:
     base = work / p.name
     shutil.rmtree(base, ignore_errors=True)
     fork = base / "fork"
@@ -214,7 +216,15 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
         result["scan"] = _scan_summary(_json(out))
         stops: list[str] = []
         envelopes: list[dict] = []
-        s, out = step("rebase", fork, "--json", "rebase", "--to", p.to_version)
+        history: tuple[str, ...] = ()
+        if mirrors is not None and p.repo and p.tag:
+            # the user names upstream's repository (a local mirror, allowed beneath DIR only)
+            (pin,) = (fork / "upstream-pins").glob("*.toml")
+            url = mirrors / p.repo / "repo"
+            pin.write_text(pin.read_text() + f'\n[git]\nurl = "{url}"\ntag = "{p.tag}"\n')
+            history = ("--allow-local-urls-in", str(mirrors), "--history")
+        result["history"] = bool(history)
+        s, out = step("rebase", fork, "--json", *history[:2], "rebase", "--to", p.to_version, *history[2:])
         for _ in range(result["patches"] + 1):
             envelopes.append(_json(out))
             data = envelopes[-1].get("data") or {}
@@ -223,7 +233,7 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner) -> dict:
             stopped = _stopped(data.get("patches") or [])
             stops.append(str(stopped.get("id", "?")) if stopped else "?")
             why = "corpus run: every stop is skipped"
-            s, out = step("rebase --skip", fork, "--json", "rebase", "--skip", "--reason", why)
+            s, out = step("rebase --skip", fork, "--json", *history[:2], "rebase", "--skip", "--reason", why)
         result["rebase_stops"] = stops
         result["verdicts"] = verdicts(envelopes, series_names, empty=_written_empty(fork, envelopes))
         if s.rc == 0:
@@ -473,6 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="a package's PyPI name (repeatable)")
     ap.add_argument("--patchtool", default=f"{shlex.quote(sys.executable)} -m patchtool")
     ap.add_argument("--table", type=Path, help="also write the tables (Markdown) to this file")
+    ap.add_argument("--mirrors", type=Path, help="local mirrors of upstream's repositories: rebase --history")
     ap.add_argument(
         "--truth", type=Path, default=HERE / "truth.toml", help="the truth per patch (default: %(default)s)"
     )
@@ -495,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for p in wanted:
         print(f"{p.name} {p.from_version} -> {p.to_version} ...", flush=True)
-        results.append(run_one(p, a.debian.resolve(), work, pt))
+        results.append(run_one(p, a.debian.resolve(), work, pt, a.mirrors.resolve() if a.mirrors else None))
         (work / "results.json").write_text(json.dumps(results, indent=1))
     text = table(results) + "\n" + truth_table(results, load_truth(a.truth))
     print(text)
