@@ -152,3 +152,25 @@ def _streams(data: bytes, out: io.BytesIO, err: io.BytesIO) -> Iterator[None]:
             stream.flush()
             stream.detach()
         sys.stdin, sys.stdout, sys.stderr = saved
+
+
+MAINTAINER = {
+    "GIT_AUTHOR_NAME": "Fork Maintainer",
+    "GIT_AUTHOR_EMAIL": "fork@example.org",
+    "GIT_COMMITTER_NAME": "Fork Maintainer",
+    "GIT_COMMITTER_EMAIL": "fork@example.org",
+}
+
+
+def as_maintainer(where: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``patchtool ARGS`` in ``where``, as a fork's maintainer runs it: their git identity, the
+    upstream cache ``cache``."""
+    return in_process([*args], cwd=where, env={**os.environ, "PATCHTOOL_CACHE_DIR": str(cache), **MAINTAINER})
+
+
+def ok_data(res: subprocess.CompletedProcess[str]) -> Any:
+    """The ``data`` of a ``--json`` run that must have succeeded."""
+    import json
+
+    assert res.returncode == 0, res.stdout + res.stderr
+    return json.loads(res.stdout)["data"]

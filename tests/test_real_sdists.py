@@ -6,7 +6,6 @@ most once. Skipped when the index cannot be reached."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import tomllib
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import in_process
+from cli_run import as_maintainer, ok_data
 from patchtool.project.pins import DEFAULT_INDEX
 from patchtool.upstream.refnames import mapping_digest
 
@@ -31,20 +30,11 @@ def reachable() -> None:
 
 
 def run(where: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PATCHTOOL_CACHE_DIR": str(cache),
-        "GIT_AUTHOR_NAME": "Fork Maintainer",
-        "GIT_AUTHOR_EMAIL": "fork@example.org",
-        "GIT_COMMITTER_NAME": "Fork Maintainer",
-        "GIT_COMMITTER_EMAIL": "fork@example.org",
-    }
-    return in_process([*args], cwd=where, env=env)
+    return as_maintainer(where, cache, *args)
 
 
 def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
-    assert res.returncode == 0, res.stdout + res.stderr
-    return json.loads(res.stdout)["data"]  # type: ignore[no-any-return]
+    return ok_data(res)  # type: ignore[no-any-return]
 
 
 def fork(tmp_path: Path, cache: Path, upstream: str) -> tuple[Path, dict]:  # type: ignore[type-arg]

@@ -7,7 +7,6 @@ start is tests/test_second_fork.py."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tomllib
 import zipfile
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 from packaging.tags import sys_tags
 
-from cli_run import in_process
+from cli_run import as_maintainer, ok_data
 from conftest import UPSTREAM_FILES
 from helpers import Index, make_sdist, make_wheel, snapshot
 
@@ -45,20 +44,11 @@ def index(tmp_path: Path) -> Iterator[Index]:
 
 
 def run(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PATCHTOOL_CACHE_DIR": str(where.parent / "cache"),
-        "GIT_AUTHOR_NAME": "Fork Maintainer",
-        "GIT_AUTHOR_EMAIL": "fork@example.org",
-        "GIT_COMMITTER_NAME": "Fork Maintainer",
-        "GIT_COMMITTER_EMAIL": "fork@example.org",
-    }
-    return in_process([*args], cwd=where, env=env)
+    return as_maintainer(where, where.parent / "cache", *args)
 
 
 def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
-    assert res.returncode == 0, res.stdout + res.stderr
-    return json.loads(res.stdout)["data"]  # type: ignore[no-any-return]
+    return ok_data(res)  # type: ignore[no-any-return]
 
 
 def fork(tmp_path: Path, index: Index, *kind: str) -> Path:

@@ -7,7 +7,6 @@ as the SGLang tier's) and so downloaded at most once. Skipped when the index can
 from __future__ import annotations
 
 import glob
-import json
 import os
 import shlex
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_run import in_process
+from cli_run import as_maintainer, ok_data
 from conftest import REPO
 from patchtool.project.pins import DEFAULT_INDEX
 
@@ -41,20 +40,11 @@ def reachable() -> None:
 
 
 def run(where: Path, cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PATCHTOOL_CACHE_DIR": str(cache),
-        "GIT_AUTHOR_NAME": "Fork Maintainer",
-        "GIT_AUTHOR_EMAIL": "fork@example.org",
-        "GIT_COMMITTER_NAME": "Fork Maintainer",
-        "GIT_COMMITTER_EMAIL": "fork@example.org",
-    }
-    return in_process([*args], cwd=where, env=env)
+    return as_maintainer(where, cache, *args)
 
 
 def ok(res: subprocess.CompletedProcess[str]) -> dict:  # type: ignore[type-arg]
-    assert res.returncode == 0, res.stdout + res.stderr
-    return json.loads(res.stdout)["data"]  # type: ignore[no-any-return]
+    return ok_data(res)  # type: ignore[no-any-return]
 
 
 def write_the_patch(where: Path, cache: Path) -> None:
