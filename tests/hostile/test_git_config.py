@@ -464,3 +464,143 @@ def test_a_fetch_gives_up_a_remote_slower_than_a_kib_a_second(tmp_path: Path) ->
     ).stdout.splitlines()
     assert "http.lowspeedlimit=1024" in listed and "http.lowspeedtime=60" in listed
     assert "core.fsmonitor=false" in listed and "credential.helper=" in listed
+
+
+# -- a worktree's commondir, read as git reads it (found by an attack on the second version) -------------
+
+
+def _common_with_filter(dot: Path, name: str, program: Path) -> Path:
+    """A common directory ``dot/<name>`` (any bytes) holding the repository and a filter git runs."""
+    common = Path(os.fsdecode(os.fsencode(dot) + b"/" + name.encode("latin-1")))
+    common.mkdir()
+    for part in ("objects", "refs", "HEAD", "config"):
+        src = dot / part
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, common / part)
+    with (common / "config").open("a") as f:
+        f.write(f'[filter "e"]\n\tclean = {program}\n')
+    return common
+
+
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [
+        (b"c \n", "c "),  # git keeps the space: `.strip()` took it off and checked a directory that is not there
+        (b"c\t", "c\t"),
+        (b"c\r\n\r\n", "c"),  # only newlines and carriage returns come off its end
+        (b"c\xff\n", "c\xff"),  # not UTF-8: was not checked at all
+        (b"c\0junk\n", "c"),  # git stops at the NUL: refused, whatever it names
+    ],
+    ids=["trailing-space", "trailing-tab", "crlf", "not-utf-8", "nul"],
+)
+def test_a_commondir_is_checked_where_git_reads_it(tmp_path: Path, written: bytes, name: str) -> None:
+    program, mark = marker(tmp_path)
+    repo = repository(tmp_path / "r")
+    dot = repo / ".git"
+    common = _common_with_filter(dot, name, program)
+    if name != "c":  # the name patchtool once read instead: a clean repository, where git does not look
+        (dot / "c").mkdir()
+    (dot / "commondir").write_bytes(written)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    shown = subprocess.run(  # bytes, unquoted (-z): the name need not be UTF-8
+        ["git", "config", "-z", "--show-origin", "filter.e.clean"],
+        cwd=repo, env={**clean, **PLAIN_ENV}, capture_output=True, timeout=HANG_GUARD_S, check=False,
+    )  # fmt: skip
+    assert shown.stdout.startswith(b"file:" + os.fsencode(common / "config") + b"\0"), shown  # git reads it there
+    with pytest.raises(InvalidInput, match=r"sets filter\.e\.clean|holds a NUL byte"):
+        Runner(git_dir=dot, work_tree=repo, cwd=repo).run("status", "--porcelain")
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("kind", ["empty", "fifo", "directory", "names-nothing"])
+def test_a_commondir_git_cannot_read_is_refused_not_taken_as_none(tmp_path: Path, kind: str) -> None:
+    repo = repository(tmp_path / "r")
+    dot = repo / ".git"
+    pointer = dot / "commondir"
+    if kind == "empty":
+        pointer.write_bytes(b"")
+    elif kind == "fifo":
+        os.mkfifo(pointer)
+    elif kind == "directory":
+        pointer.mkdir()
+    else:
+        pointer.write_bytes(b"nowhere/at/all\n")
+    with pytest.raises(InvalidInput, match=r"cannot read the git pointer file .*commondir as git does"):
+        Runner(git_dir=dot, work_tree=repo, cwd=repo).run("status", "--porcelain")
+
+
+def test_a_gitdir_file_is_read_as_git_reads_it(tmp_path: Path) -> None:
+    """A ``.git`` file's path keeps its white space, as git keeps it: ``x `` is not ``x``."""
+    repo = repository(tmp_path / "r")
+    top = tmp_path / "top"
+    top.mkdir()
+    shutil.copytree(repo / ".git", top / "x ")
+    shutil.copytree(repo / ".git", top / "x")
+    (top / ".git").write_bytes(b"gitdir: x \n")
+    assert discover(top) == (top / "x ", top)
+    (top / ".git").write_bytes(b"gitdir: \xffx\r\n")
+    shutil.copytree(repo / ".git", Path(os.fsdecode(os.fsencode(top) + b"/\xffx")))
+    assert discover(top) == (Path(os.fsdecode(os.fsencode(top) + b"/\xffx")), top)
+    (top / ".git").write_bytes(b"gitdir: x\0y\n")
+    assert discover(top) is None
+
+
+def test_a_checkouts_commondir_in_the_cache_is_put_back_before_the_users_git_reads_it(
+    one_patch: Demo, tmp_path: Path
+) -> None:
+    """A checkout's worktree in the cache points at its repository with ``commondir``, which
+    ``git worktree add`` writes as ``../..``: any other content (``../../evil ``) is put back, and
+    the command stops saying so, before the user's own git in work/series reads a configuration
+    (a hooks path, a filter) from elsewhere."""
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    evil = common / "evil "
+    evil.mkdir()
+    for part in ("objects", "refs"):
+        (evil / part).symlink_to(f"../{part}")
+    shutil.copy(common / "HEAD", evil / "HEAD")
+    hooks = tmp_path / "planted"
+    hooks.mkdir()
+    shutil.copy(program, hooks / "pre-commit")
+    (evil / "config").write_text((common / "config").read_text() + f"[core]\n\thooksPath = {hooks}\n")
+    (pointer,) = (common / "worktrees").glob("*/commondir")
+    pointer.write_bytes(b"../../evil ")
+    series = one_patch.root / "work" / "series"
+    shown = plain(series, "config", "--show-origin", "core.hooksPath")
+    assert str(evil / "config") in shown.stdout, shown  # the user's git would read it: the case is real
+    res = one_patch.spawn("status", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"].startswith(f"the cache's git repository {common} was changed"), error
+    assert f"{pointer} held b'../../evil ', not '../..'" in error["message"], error
+    assert pointer.read_bytes() == b"../..\n"
+    (series / "python" / "demo" / "util.py").write_text("def helper():\n    return 3\n")
+    done = plain(series, *ID, "commit", "-qam", "by hand")
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists(), "the user's git commit ran a hook through a redirected commondir"
+    assert one_patch.spawn("status").returncode == 0  # put back: the next command goes on
+
+
+@pytest.mark.parametrize("kind", ["own-commondir", "worktree-link"])
+def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repository(
+    one_patch: Demo, tmp_path: Path, kind: str
+) -> None:
+    committed(one_patch)
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    if kind == "own-commondir":  # every git in the cache would read its repository from elsewhere
+        (common / "commondir").write_text("elsewhere\n")
+    else:
+        (worktree,) = (common / "worktrees").iterdir()
+        shutil.move(worktree, tmp_path / "moved")
+        worktree.symlink_to(tmp_path / "moved")
+    res = one_patch.spawn("status", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    message = json.loads(res.stdout)["errors"][0]["message"]
+    if kind == "own-commondir":
+        assert f"{common / 'commondir'} (removed)" in message, message
+        assert not (common / "commondir").exists()
+        assert one_patch.spawn("status").returncode == 0
+    else:
+        assert message.startswith(f"{worktree} is not a directory, where git keeps a worktree of the cache"), message

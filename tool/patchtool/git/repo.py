@@ -18,6 +18,7 @@ from pathlib import Path
 
 from patchtool import fsroot, progress
 from patchtool.errors import GitError
+from patchtool.git import owned
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
 from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
 from patchtool.git.limits import FetchLimits, FetchTooSlow, leftovers, pack_files
@@ -61,11 +62,19 @@ class Repo:
     """A git repository addressed by its git directory (bare or not)."""
 
     def __init__(
-        self, git_dir: Path, *, ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+        self,
+        git_dir: Path,
+        *,
+        ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+        own: bool = False,
     ) -> None:
         """``ref_guard``: the lock every write of a ref under ``OWN_REFS`` is made under (the
-        cache's), so that a ref lock git left there is stale once it is held."""
+        cache's), so that a ref lock git left there is stale once it is held; ``own``: patchtool
+        makes this repository (the cache's), so what git reads there is held to what patchtool
+        wrote (``owned.restore``) before any git runs in it or a worktree of it."""
         self.git_dir = git_dir
+        if own:
+            owned.own(git_dir)
         self._runner = Runner(git_dir=git_dir)
         self._ref_guard = ref_guard
         self._local = threading.local()  # each thread its own object reader (a scan replays in threads)
@@ -75,10 +84,10 @@ class Repo:
         path.mkdir(parents=True, exist_ok=True)
         if not (path / "HEAD").exists():
             Runner().run("init", "--quiet", "--bare", args=[str(path)])
-            repo = cls(path)
+            repo = cls(path, own=True)
             repo.out("config", args=["core.logAllRefUpdates", "false"])
             repo.out("config", args=["gc.auto", "0"])
-        repo = cls(path)
+        repo = cls(path, own=True)
         repo.keep_hooks_off()
         return repo
 
@@ -87,7 +96,10 @@ class Repo:
         worktrees' ``config.worktree``: patchtool's git runs no hook anyway (``NEUTRAL_CONFIG``), and
         this keeps a hook planted in ``hooks/`` (or anywhere) from running in the user's own ``git
         commit``, ``rebase -i`` or ``mergetool`` in a worktree of it (``work/series``), whose ``.git``
-        points here. git's own reading decides (the last value counts), not a search of the text."""
+        points here. git's own reading decides (the last value counts), not a search of the text.
+        A repository patchtool owns is first put back to what it wrote (``owned.restore``)."""
+        if owned.owner(self.git_dir) is not None:
+            owned.restore(self.git_dir)
         config = self.git_dir / "config"
         got = Runner().run(
             "config", f"--file={config}", "--no-includes", "--get-all", args=["core.hooksPath"], check=False

@@ -69,7 +69,7 @@ class Cache:
         self.fetch_limits = fetch_limits or FetchLimits.from_environment()
         self.fetcher = fetcher or Fetcher(allow_local=self.allow_local)
         self.index = PackageIndex(self.fetcher, override=index_url)
-        self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked)
+        self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked, own=True)
         self._held = 0  # how deep this process is in ``locked``: the lock is taken once, at the outermost
         self._thread_lock = threading.RLock()
         self._ensured: dict[str, Base] = {}  # pin (its repr: every field) -> base, for this process
