@@ -283,7 +283,7 @@ def test_a_hook_planted_in_the_cache_runs_neither_in_patchtool_nor_in_a_plain_co
     assert mark.exists()
 
 
-def test_a_cache_configuration_naming_a_filter_is_refused(one_patch: Demo, tmp_path: Path) -> None:
+def test_a_cache_configuration_naming_a_filter_is_removed_and_said(one_patch: Demo, tmp_path: Path) -> None:
     committed(one_patch)
     program, mark = marker(tmp_path)
     assert one_patch.spawn("status").returncode == 0
@@ -294,9 +294,12 @@ def test_a_cache_configuration_naming_a_filter_is_refused(one_patch: Demo, tmp_p
     res = one_patch.spawn("checkout", "--json", env=GIT_ENV)
     assert res.returncode == 1, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
-    assert error["message"].startswith(f"the git configuration {config} sets filter.x.smudge"), error
+    assert f"{config} set filter.x.smudge (removed)" in error["message"], error
     assert not mark.exists()
     assert not (one_patch.root / "work" / "series").exists()
+    assert "filter" not in config.read_text()
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert not mark.exists()
 
 
 def test_a_cache_configuration_with_an_fsmonitor_runs_nothing(one_patch: Demo, tmp_path: Path) -> None:
@@ -304,12 +307,82 @@ def test_a_cache_configuration_with_an_fsmonitor_runs_nothing(one_patch: Demo, t
     program, mark = marker(tmp_path)
     assert one_patch.spawn("status").returncode == 0
     git(one_patch.cache / "upstream.git", "config", "core.fsmonitor", str(program))
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 1  # removed, and said once
     assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
     core = one_patch.root / "work" / "series" / "python" / "demo" / "core.py"
     core.write_text(core.read_text().replace('"hi"', '"hey"'))
     assert one_patch.spawn("refresh", "greet", env=GIT_ENV).returncode == 0
     assert one_patch.spawn("status").returncode == 0
     assert not mark.exists(), mark.read_text()
+
+
+# key: (its value, given the marking program and a directory; other keys it needs; the plain git
+# command in work/series that runs it; where it is planted: the common config, or the checkout's
+# own config.worktree). Plain git runs each; after one patchtool command, none is left to run.
+CACHE_KEYS: dict[str, tuple[Callable[[Path, Path], str], dict[str, str], list[str], str]] = {
+    "core.fsmonitor": (lambda p, t: str(p), {}, ["status", "--porcelain"], "config"),
+    "diff.external": (lambda p, t: str(p), {}, ["diff"], "config"),
+    "alias.st": (lambda p, t: f"!{p}", {}, ["st"], "config"),
+    "core.editor": (lambda p, t: str(p), {}, ["commit", "-qa"], "config"),
+    "gpg.program": (lambda p, t: str(p), {"commit.gpgSign": "true"}, ["commit", "-qam", "m"], "config"),
+    "core.hooksPath": (_hooks, {}, ["commit", "-qam", "m"], "config"),
+    "credential.helper": (lambda p, t: f"!{p}", {}, ["credential", "fill"], "config"),
+    "core.sshCommand": (lambda p, t: str(p), {}, ["ls-remote", "ssh://example.invalid/r.git"], "config"),
+    "include.path": (lambda p, t: str(t / "included"), {}, ["status", "--porcelain"], "config"),
+    "filter.x.clean": (lambda p, t: str(p), {}, ["add", "-A"], "config"),
+    "core.fsmonitor ": (lambda p, t: str(p), {}, ["status", "--porcelain"], "config.worktree"),
+}  # fmt: skip
+
+
+def test_a_program_the_caches_configuration_names_runs_in_no_plain_git_after_patchtool(
+    one_patch: Demo, tmp_path: Path
+) -> None:
+    """The cache is patchtool's data: a key its configuration holds that patchtool never writes
+    (each runs a program in the user's own git in work/series, which patchtool's neutral values do
+    not reach) is removed before the next command uses the cache, which stops once, saying so."""
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    (tmp_path / "included").write_text(f"[core]\n\tfsmonitor = {program}\n")
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    (own,) = (common / "worktrees").iterdir()
+    (common / "info").mkdir(exist_ok=True)
+    (common / "info" / "attributes").write_text("*.py filter=x\n")
+    series = one_patch.root / "work" / "series"
+    env = {**IDENT, "GIT_TERMINAL_PROMPT": "0", "EDITOR": "false", "VISUAL": "false"}
+    for n, (key, (value, extra, command, where)) in enumerate(CACHE_KEYS.items()):
+        if where == "config.worktree":  # as `git sparse-checkout` turns it on: bare moves to the main worktree
+            git(common, "config", "extensions.worktreeConfig", "true")
+            git(common, "config", "--unset", "core.bare")
+            git(common, "config", f"--file={common / 'config.worktree'}", "core.bare", "true")
+        target = common / "config" if where == "config" else own / "config.worktree"
+        for k, v in {key.strip(): value(program, tmp_path), **extra}.items():
+            git(common, "config", f"--file={target}", k, v)
+        (series / "python" / "demo" / "util.py").write_text(f"def helper():\n    return {n + 100}\n")
+        mark.unlink(missing_ok=True)
+        ran = plain(series, *command, env=env, stdin=CREDENTIAL if "credential" in command else "")
+        assert mark.exists(), (
+            f"{ran} plain git {' '.join(command)} in work/series did not run {key}: the case proves nothing"
+        )
+        mark.unlink()
+        res = one_patch.spawn("status", "--json")
+        assert res.returncode == 1, (key, res.stdout + res.stderr)
+        message = json.loads(res.stdout)["errors"][0]["message"]
+        assert f"{target} set " in message and key.strip().lower() in message.lower(), (key, message)
+        done = plain(series, *command, env=env, stdin=CREDENTIAL if "credential" in command else "")
+        assert not mark.exists(), f"plain git {' '.join(command)} in work/series still ran {key}: {done}"
+        plain(series, "diff", "HEAD")
+        plain(series, "status")
+        assert not mark.exists(), key
+        assert one_patch.spawn("status").returncode == 0, key
+
+
+def test_no_key_that_runs_a_program_is_one_patchtool_writes_in_the_cache() -> None:
+    from patchtool.git.owned import OWN_CONFIG
+
+    written = {"core.hookspath", "gc.auto"}  # patchtool writes these: /dev/null and 0
+    assert not {k.lower() for k, _ in NEUTRAL_CONFIG} - written & OWN_CONFIG
+    assert not {section for section, _ in REFUSED_CONFIG} & {k.partition(".")[0] for k in OWN_CONFIG}
 
 
 # -- discovery: a directory shaped like a bare repository is never one ----------------------------------
@@ -423,6 +496,9 @@ def test_a_hooks_path_put_back_in_the_cache_is_undone_before_the_user_commits(
         (worktree,) = (common / "worktrees").iterdir()
         (worktree / "config.worktree").write_text(f"[core]\n\tbare = false\n\thooksPath = {hooks}\n")
     series = one_patch.root / "work" / "series"
+    res = one_patch.spawn("status", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr  # put back, and said once
+    assert "hookspath" in json.loads(res.stdout)["errors"][0]["message"].lower()
     assert one_patch.spawn("status").returncode == 0
     (series / "python" / "demo" / "util.py").write_text("def helper():\n    return 3\n")
     done = plain(series, *ID, "commit", "-qam", "by hand")

@@ -88,26 +88,16 @@ class Repo:
             repo.out("config", args=["core.logAllRefUpdates", "false"])
             repo.out("config", args=["gc.auto", "0"])
         repo = cls(path, own=True)
-        repo.keep_hooks_off()
+        repo.restore_config()
         return repo
 
-    def keep_hooks_off(self) -> None:
-        """Keep ``core.hooksPath`` at /dev/null in this repository's own configuration, and out of its
-        worktrees' ``config.worktree``: patchtool's git runs no hook anyway (``NEUTRAL_CONFIG``), and
-        this keeps a hook planted in ``hooks/`` (or anywhere) from running in the user's own ``git
-        commit``, ``rebase -i`` or ``mergetool`` in a worktree of it (``work/series``), whose ``.git``
-        points here. git's own reading decides (the last value counts), not a search of the text.
-        A repository patchtool owns is first put back to what it wrote (``owned.restore``)."""
-        if owned.owner(self.git_dir) is not None:
-            owned.restore(self.git_dir)
-        config = self.git_dir / "config"
-        got = Runner().run(
-            "config", f"--file={config}", "--no-includes", "--get-all", args=["core.hooksPath"], check=False
-        )
-        if got.stdout.decode("utf-8", "replace").splitlines()[-1:] != [os.devnull]:
-            Runner().run("config", f"--file={config}", "--replace-all", args=["core.hooksPath", os.devnull])
-        for worktree in sorted((self.git_dir / "worktrees").glob("*/config.worktree")):
-            Runner().run("config", f"--file={worktree}", "--unset-all", args=["core.hooksPath"], check=False)
+    def restore_config(self) -> None:
+        """Hold this repository, one patchtool made, to what patchtool and git wrote there
+        (``owned.restore``): only its own keys in its configuration, ``core.hooksPath`` at
+        /dev/null (so a hook planted in ``hooks/``, or anywhere, runs in none of the user's own
+        ``git commit``, ``rebase -i`` or ``mergetool`` in a worktree of it, ``work/series``, whose
+        ``.git`` points here), and each worktree's ``commondir`` ``../..``."""
+        owned.restore(self.git_dir)
 
     def ignore_byte_code(self) -> None:
         """Python's byte-code (``__pycache__/``, ``*.pyc``), which running the tests in a worktree
@@ -479,7 +469,7 @@ class Repo:
         branch ``rev`` names. Without ``checkout`` no file is written yet. False when git refused
         and ``check`` is False."""
         options = ["--quiet", *([] if checkout else ["--no-checkout"]), *(["--detach"] if detach else [])]
-        self.keep_hooks_off()  # a worktree the user may commit in by hand
+        self.restore_config()  # a worktree the user may commit in by hand
         self.ignore_byte_code()  # and run the tests in
         return self._runner.run("worktree add", *options, args=[str(path), rev], check=check).returncode == 0
 

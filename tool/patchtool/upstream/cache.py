@@ -105,7 +105,7 @@ class Cache:
         is remembered for the life of this Cache, which is one command."""
         key = repr(pin)  # not pin_to_toml: that is the TOML writer (tomlkit), too dear for a key
         if not self._ensured and (self.repo.git_dir / "HEAD").is_file():
-            self.repo.keep_hooks_off()  # checked before each command uses it: the cache is data
+            self.repo.restore_config()  # checked before each command uses it: the cache is data
         if key not in self._ensured:
             self._ensured[key] = self._ensure(pin)
         return self._ensured[key]
