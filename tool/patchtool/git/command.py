@@ -49,6 +49,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from patchtool import confine
 from patchtool.errors import GitError, InvalidInput
 from patchtool.git import owned
 
@@ -216,6 +217,11 @@ def _isolated_class() -> type[gitpython.Git]:
             )
             if inherited:
                 command = [_env_program(), *(f for k in inherited for f in ("-u", k)), *command]
+            # a Landlock domain of its own (confine.child_preexec): under the confinement no git, nor
+            # what it runs, can trace or write into this process, and steer its unconfined thread
+            preexec = confine.child_preexec(kwargs.pop("preexec_fn", None))
+            if preexec is not None:
+                kwargs["preexec_fn"] = preexec
             # no terminal: stdin is /dev/null unless given (GitPython's default), output is piped, and
             # a session of its own leaves git no controlling terminal to push keystrokes into
             return super().execute(command, istream, env=env, start_new_session=True, **kwargs)
