@@ -658,7 +658,7 @@ def test_a_checkouts_commondir_in_the_cache_is_put_back_before_the_users_git_rea
     assert one_patch.spawn("status").returncode == 0  # put back: the next command goes on
 
 
-@pytest.mark.parametrize("kind", ["own-commondir", "worktree-link"])
+@pytest.mark.parametrize("kind", ["own-commondir", "worktree-link", "worktree-as-repository"])
 def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repository(
     one_patch: Demo, tmp_path: Path, kind: str
 ) -> None:
@@ -667,10 +667,14 @@ def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repositor
     common = one_patch.cache / "upstream.git"
     if kind == "own-commondir":  # every git in the cache would read its repository from elsewhere
         (common / "commondir").write_text("elsewhere\n")
-    else:
+    elif kind == "worktree-link":
         (worktree,) = (common / "worktrees").iterdir()
         shutil.move(worktree, tmp_path / "moved")
         worktree.symlink_to(tmp_path / "moved")
+    else:  # no commondir: git takes the worktree's directory for the repository, given objects/
+        (worktree,) = (common / "worktrees").iterdir()
+        (worktree / "commondir").unlink()
+        (worktree / "objects").symlink_to("../../objects")
     res = one_patch.spawn("status", "--json")
     assert res.returncode == 1, res.stdout + res.stderr
     message = json.loads(res.stdout)["errors"][0]["message"]
@@ -678,5 +682,7 @@ def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repositor
         assert f"{common / 'commondir'} (removed)" in message, message
         assert not (common / "commondir").exists()
         assert one_patch.spawn("status").returncode == 0
-    else:
+    elif kind == "worktree-link":
         assert message.startswith(f"{worktree} is not a directory, where git keeps a worktree of the cache"), message
+    else:
+        assert message.startswith(f"{worktree} has no commondir but objects/ of its own"), message

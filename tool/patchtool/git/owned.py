@@ -129,13 +129,20 @@ def restore(common: Path) -> None:
     worktrees = common / "worktrees"
     for name in sorted(os.listdir(worktrees)) if os.path.isdir(worktrees) else []:
         where = worktrees / name
-        if not stat.S_ISDIR(os.lstat(where).st_mode):
-            raise _refused(where, "is not a directory, where git keeps a worktree of the cache")
+        try:
+            if not stat.S_ISDIR(os.lstat(where).st_mode):
+                raise _refused(where, "is not a directory, where git keeps a worktree of the cache")
+        except FileNotFoundError:
+            continue  # `git worktree remove` took it meanwhile
         files.append(where / "config.worktree")
         pointer = where / "commondir"
         held = _held(pointer)
-        if held is None and not os.path.lexists(pointer) and os.path.lexists(where / "locked"):
-            continue  # `git worktree add` is making it: it writes commondir next
+        if held is None and not os.path.lexists(pointer):
+            # without one git takes the worktree's directory for the whole repository, which it is
+            # only with objects/ of its own; else it is one `git worktree add` or `remove` is at
+            if os.path.lexists(where / "objects"):
+                raise _refused(where, "has no commondir but objects/ of its own")
+            continue
         if held != WORKTREE_COMMONDIR:
             root.write(f"worktrees/{name}/commondir", WORKTREE_COMMONDIR)  # refuses to replace a link
             found.append(f"{pointer} held {held!r}, not '../..'")
@@ -168,8 +175,7 @@ def _only_own_keys(file: Path, *, hooks: bool) -> list[str]:
     if mode is not None and not stat.S_ISREG(mode):
         raise _refused(file, "is not a regular file, where git reads a configuration of the cache")
     found = []
-    if mode is not None:
-        foreign = _foreign(file, hooks=hooks)
+    if mode is not None and (foreign := _foreign(file, hooks=hooks)) is not None:
         for name in foreign:
             Runner().run("config", f"--file={file}", "--unset-all", args=[name], check=False)
         if foreign:
@@ -188,13 +194,16 @@ def _only_own_keys(file: Path, *, hooks: bool) -> list[str]:
     return found
 
 
-def _foreign(file: Path, *, hooks: bool) -> list[str]:
+def _foreign(file: Path, *, hooks: bool) -> list[str] | None:
     """The keys of ``file`` outside ``OWN_CONFIG`` (and ``core.hookspath`` where not ``hooks``),
-    read as data (``--no-includes``: an include is a key like any other here)."""
+    read as data (``--no-includes``: an include is a key like any other here); None when the
+    file is gone (a worktree ``git worktree remove`` took meanwhile)."""
     from patchtool.git.command import Runner
 
     res = Runner().run("config", f"--file={file}", "--no-includes", "--null", "--name-only", "--list", check=False)
     if res.returncode != 0:
+        if not os.path.lexists(file):
+            return None
         raise _refused(file, f"cannot be read by git: {res.stderr.strip()}")
     allowed = OWN_CONFIG if hooks else OWN_CONFIG - {"core.hookspath"}
     names = res.stdout.decode("utf-8", "surrogateescape").split("\0")
