@@ -283,7 +283,7 @@ def test_a_hook_planted_in_the_cache_runs_neither_in_patchtool_nor_in_a_plain_co
     assert mark.exists()
 
 
-def test_a_cache_configuration_naming_a_filter_is_refused(one_patch: Demo, tmp_path: Path) -> None:
+def test_a_cache_configuration_naming_a_filter_is_removed_and_said(one_patch: Demo, tmp_path: Path) -> None:
     committed(one_patch)
     program, mark = marker(tmp_path)
     assert one_patch.spawn("status").returncode == 0
@@ -294,9 +294,12 @@ def test_a_cache_configuration_naming_a_filter_is_refused(one_patch: Demo, tmp_p
     res = one_patch.spawn("checkout", "--json", env=GIT_ENV)
     assert res.returncode == 1, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
-    assert error["message"].startswith(f"the git configuration {config} sets filter.x.smudge"), error
+    assert f"{config} set filter.x.smudge (removed)" in error["message"], error
     assert not mark.exists()
     assert not (one_patch.root / "work" / "series").exists()
+    assert "filter" not in config.read_text()
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert not mark.exists()
 
 
 def test_a_cache_configuration_with_an_fsmonitor_runs_nothing(one_patch: Demo, tmp_path: Path) -> None:
@@ -304,12 +307,82 @@ def test_a_cache_configuration_with_an_fsmonitor_runs_nothing(one_patch: Demo, t
     program, mark = marker(tmp_path)
     assert one_patch.spawn("status").returncode == 0
     git(one_patch.cache / "upstream.git", "config", "core.fsmonitor", str(program))
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 1  # removed, and said once
     assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
     core = one_patch.root / "work" / "series" / "python" / "demo" / "core.py"
     core.write_text(core.read_text().replace('"hi"', '"hey"'))
     assert one_patch.spawn("refresh", "greet", env=GIT_ENV).returncode == 0
     assert one_patch.spawn("status").returncode == 0
     assert not mark.exists(), mark.read_text()
+
+
+# key: (its value, given the marking program and a directory; other keys it needs; the plain git
+# command in work/series that runs it; where it is planted: the common config, or the checkout's
+# own config.worktree). Plain git runs each; after one patchtool command, none is left to run.
+CACHE_KEYS: dict[str, tuple[Callable[[Path, Path], str], dict[str, str], list[str], str]] = {
+    "core.fsmonitor": (lambda p, t: str(p), {}, ["status", "--porcelain"], "config"),
+    "diff.external": (lambda p, t: str(p), {}, ["diff"], "config"),
+    "alias.st": (lambda p, t: f"!{p}", {}, ["st"], "config"),
+    "core.editor": (lambda p, t: str(p), {}, ["commit", "-qa"], "config"),
+    "gpg.program": (lambda p, t: str(p), {"commit.gpgSign": "true"}, ["commit", "-qam", "m"], "config"),
+    "core.hooksPath": (_hooks, {}, ["commit", "-qam", "m"], "config"),
+    "credential.helper": (lambda p, t: f"!{p}", {}, ["credential", "fill"], "config"),
+    "core.sshCommand": (lambda p, t: str(p), {}, ["ls-remote", "ssh://example.invalid/r.git"], "config"),
+    "include.path": (lambda p, t: str(t / "included"), {}, ["status", "--porcelain"], "config"),
+    "filter.x.clean": (lambda p, t: str(p), {}, ["add", "-A"], "config"),
+    "core.fsmonitor ": (lambda p, t: str(p), {}, ["status", "--porcelain"], "config.worktree"),
+}  # fmt: skip
+
+
+def test_a_program_the_caches_configuration_names_runs_in_no_plain_git_after_patchtool(
+    one_patch: Demo, tmp_path: Path
+) -> None:
+    """The cache is patchtool's data: a key its configuration holds that patchtool never writes
+    (each runs a program in the user's own git in work/series, which patchtool's neutral values do
+    not reach) is removed before the next command uses the cache, which stops once, saying so."""
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    (tmp_path / "included").write_text(f"[core]\n\tfsmonitor = {program}\n")
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    (own,) = (common / "worktrees").iterdir()
+    (common / "info").mkdir(exist_ok=True)
+    (common / "info" / "attributes").write_text("*.py filter=x\n")
+    series = one_patch.root / "work" / "series"
+    env = {**IDENT, "GIT_TERMINAL_PROMPT": "0", "EDITOR": "false", "VISUAL": "false"}
+    for n, (key, (value, extra, command, where)) in enumerate(CACHE_KEYS.items()):
+        if where == "config.worktree":  # as `git sparse-checkout` turns it on: bare moves to the main worktree
+            git(common, "config", "extensions.worktreeConfig", "true")
+            git(common, "config", "--unset", "core.bare")
+            git(common, "config", f"--file={common / 'config.worktree'}", "core.bare", "true")
+        target = common / "config" if where == "config" else own / "config.worktree"
+        for k, v in {key.strip(): value(program, tmp_path), **extra}.items():
+            git(common, "config", f"--file={target}", k, v)
+        (series / "python" / "demo" / "util.py").write_text(f"def helper():\n    return {n + 100}\n")
+        mark.unlink(missing_ok=True)
+        ran = plain(series, *command, env=env, stdin=CREDENTIAL if "credential" in command else "")
+        assert mark.exists(), (
+            f"{ran} plain git {' '.join(command)} in work/series did not run {key}: the case proves nothing"
+        )
+        mark.unlink()
+        res = one_patch.spawn("status", "--json")
+        assert res.returncode == 1, (key, res.stdout + res.stderr)
+        message = json.loads(res.stdout)["errors"][0]["message"]
+        assert f"{target} set " in message and key.strip().lower() in message.lower(), (key, message)
+        done = plain(series, *command, env=env, stdin=CREDENTIAL if "credential" in command else "")
+        assert not mark.exists(), f"plain git {' '.join(command)} in work/series still ran {key}: {done}"
+        plain(series, "diff", "HEAD")
+        plain(series, "status")
+        assert not mark.exists(), key
+        assert one_patch.spawn("status").returncode == 0, key
+
+
+def test_no_key_that_runs_a_program_is_one_patchtool_writes_in_the_cache() -> None:
+    from patchtool.git.owned import OWN_CONFIG
+
+    written = {"core.hookspath", "gc.auto"}  # patchtool writes these: /dev/null and 0
+    assert not {k.lower() for k, _ in NEUTRAL_CONFIG} - written & OWN_CONFIG
+    assert not {section for section, _ in REFUSED_CONFIG} & {k.partition(".")[0] for k in OWN_CONFIG}
 
 
 # -- discovery: a directory shaped like a bare repository is never one ----------------------------------
@@ -423,6 +496,9 @@ def test_a_hooks_path_put_back_in_the_cache_is_undone_before_the_user_commits(
         (worktree,) = (common / "worktrees").iterdir()
         (worktree / "config.worktree").write_text(f"[core]\n\tbare = false\n\thooksPath = {hooks}\n")
     series = one_patch.root / "work" / "series"
+    res = one_patch.spawn("status", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr  # put back, and said once
+    assert "hookspath" in json.loads(res.stdout)["errors"][0]["message"].lower()
     assert one_patch.spawn("status").returncode == 0
     (series / "python" / "demo" / "util.py").write_text("def helper():\n    return 3\n")
     done = plain(series, *ID, "commit", "-qam", "by hand")
@@ -464,3 +540,149 @@ def test_a_fetch_gives_up_a_remote_slower_than_a_kib_a_second(tmp_path: Path) ->
     ).stdout.splitlines()
     assert "http.lowspeedlimit=1024" in listed and "http.lowspeedtime=60" in listed
     assert "core.fsmonitor=false" in listed and "credential.helper=" in listed
+
+
+# -- a worktree's commondir, read as git reads it (found by an attack on the second version) -------------
+
+
+def _common_with_filter(dot: Path, name: str, program: Path) -> Path:
+    """A common directory ``dot/<name>`` (any bytes) holding the repository and a filter git runs."""
+    common = Path(os.fsdecode(os.fsencode(dot) + b"/" + name.encode("latin-1")))
+    common.mkdir()
+    for part in ("objects", "refs", "HEAD", "config"):
+        src = dot / part
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, common / part)
+    with (common / "config").open("a") as f:
+        f.write(f'[filter "e"]\n\tclean = {program}\n')
+    return common
+
+
+@pytest.mark.parametrize(
+    ("written", "name"),
+    [
+        (b"c \n", "c "),  # git keeps the space: `.strip()` took it off and checked a directory that is not there
+        (b"c\t", "c\t"),
+        (b"c\r\n\r\n", "c"),  # only newlines and carriage returns come off its end
+        (b"c\xff\n", "c\xff"),  # not UTF-8: was not checked at all
+        (b"c\0junk\n", "c"),  # git stops at the NUL: refused, whatever it names
+    ],
+    ids=["trailing-space", "trailing-tab", "crlf", "not-utf-8", "nul"],
+)
+def test_a_commondir_is_checked_where_git_reads_it(tmp_path: Path, written: bytes, name: str) -> None:
+    program, mark = marker(tmp_path)
+    repo = repository(tmp_path / "r")
+    dot = repo / ".git"
+    common = _common_with_filter(dot, name, program)
+    if name != "c":  # the name patchtool once read instead: a clean repository, where git does not look
+        (dot / "c").mkdir()
+    (dot / "commondir").write_bytes(written)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    shown = subprocess.run(  # bytes, unquoted (-z): the name need not be UTF-8
+        ["git", "config", "-z", "--show-origin", "filter.e.clean"],
+        cwd=repo, env={**clean, **PLAIN_ENV}, capture_output=True, timeout=HANG_GUARD_S, check=False,
+    )  # fmt: skip
+    assert shown.stdout.startswith(b"file:" + os.fsencode(common / "config") + b"\0"), shown  # git reads it there
+    with pytest.raises(InvalidInput, match=r"sets filter\.e\.clean|holds a NUL byte"):
+        Runner(git_dir=dot, work_tree=repo, cwd=repo).run("status", "--porcelain")
+    assert not mark.exists()
+
+
+@pytest.mark.parametrize("kind", ["empty", "fifo", "directory", "names-nothing"])
+def test_a_commondir_git_cannot_read_is_refused_not_taken_as_none(tmp_path: Path, kind: str) -> None:
+    repo = repository(tmp_path / "r")
+    dot = repo / ".git"
+    pointer = dot / "commondir"
+    if kind == "empty":
+        pointer.write_bytes(b"")
+    elif kind == "fifo":
+        os.mkfifo(pointer)
+    elif kind == "directory":
+        pointer.mkdir()
+    else:
+        pointer.write_bytes(b"nowhere/at/all\n")
+    with pytest.raises(InvalidInput, match=r"cannot read the git pointer file .*commondir as git does"):
+        Runner(git_dir=dot, work_tree=repo, cwd=repo).run("status", "--porcelain")
+
+
+def test_a_gitdir_file_is_read_as_git_reads_it(tmp_path: Path) -> None:
+    """A ``.git`` file's path keeps its white space, as git keeps it: ``x `` is not ``x``."""
+    repo = repository(tmp_path / "r")
+    top = tmp_path / "top"
+    top.mkdir()
+    shutil.copytree(repo / ".git", top / "x ")
+    shutil.copytree(repo / ".git", top / "x")
+    (top / ".git").write_bytes(b"gitdir: x \n")
+    assert discover(top) == (top / "x ", top)
+    (top / ".git").write_bytes(b"gitdir: \xffx\r\n")
+    shutil.copytree(repo / ".git", Path(os.fsdecode(os.fsencode(top) + b"/\xffx")))
+    assert discover(top) == (Path(os.fsdecode(os.fsencode(top) + b"/\xffx")), top)
+    (top / ".git").write_bytes(b"gitdir: x\0y\n")
+    assert discover(top) is None
+
+
+def test_a_checkouts_commondir_in_the_cache_is_put_back_before_the_users_git_reads_it(
+    one_patch: Demo, tmp_path: Path
+) -> None:
+    """A checkout's worktree in the cache points at its repository with ``commondir``, which
+    ``git worktree add`` writes as ``../..``: any other content (``../../evil ``) is put back, and
+    the command stops saying so, before the user's own git in work/series reads a configuration
+    (a hooks path, a filter) from elsewhere."""
+    committed(one_patch)
+    program, mark = marker(tmp_path)
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    evil = common / "evil "
+    evil.mkdir()
+    for part in ("objects", "refs"):
+        (evil / part).symlink_to(f"../{part}")
+    shutil.copy(common / "HEAD", evil / "HEAD")
+    hooks = tmp_path / "planted"
+    hooks.mkdir()
+    shutil.copy(program, hooks / "pre-commit")
+    (evil / "config").write_text((common / "config").read_text() + f"[core]\n\thooksPath = {hooks}\n")
+    (pointer,) = (common / "worktrees").glob("*/commondir")
+    pointer.write_bytes(b"../../evil ")
+    series = one_patch.root / "work" / "series"
+    shown = plain(series, "config", "--show-origin", "core.hooksPath")
+    assert str(evil / "config") in shown.stdout, shown  # the user's git would read it: the case is real
+    res = one_patch.spawn("status", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"].startswith(f"the cache's git repository {common} was changed"), error
+    assert f"{pointer} held b'../../evil ', not '../..'" in error["message"], error
+    assert pointer.read_bytes() == b"../..\n"
+    (series / "python" / "demo" / "util.py").write_text("def helper():\n    return 3\n")
+    done = plain(series, *ID, "commit", "-qam", "by hand")
+    assert done.returncode == 0, done.stderr
+    assert not mark.exists(), "the user's git commit ran a hook through a redirected commondir"
+    assert one_patch.spawn("status").returncode == 0  # put back: the next command goes on
+
+
+@pytest.mark.parametrize("kind", ["own-commondir", "worktree-link", "worktree-as-repository"])
+def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repository(
+    one_patch: Demo, tmp_path: Path, kind: str
+) -> None:
+    committed(one_patch)
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    if kind == "own-commondir":  # every git in the cache would read its repository from elsewhere
+        (common / "commondir").write_text("elsewhere\n")
+    elif kind == "worktree-link":
+        (worktree,) = (common / "worktrees").iterdir()
+        shutil.move(worktree, tmp_path / "moved")
+        worktree.symlink_to(tmp_path / "moved")
+    else:  # no commondir: git takes the worktree's directory for the repository, given objects/
+        (worktree,) = (common / "worktrees").iterdir()
+        (worktree / "commondir").unlink()
+        (worktree / "objects").symlink_to("../../objects")
+    res = one_patch.spawn("status", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    message = json.loads(res.stdout)["errors"][0]["message"]
+    if kind == "own-commondir":
+        assert f"{common / 'commondir'} (removed)" in message, message
+        assert not (common / "commondir").exists()
+        assert one_patch.spawn("status").returncode == 0
+    elif kind == "worktree-link":
+        assert message.startswith(f"{worktree} is not a directory, where git keeps a worktree of the cache"), message
+    else:
+        assert message.startswith(f"{worktree} has no commondir but objects/ of its own"), message

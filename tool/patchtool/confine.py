@@ -173,7 +173,8 @@ def handled(abi: int) -> Access:
 def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Support:
     """Allow this process and its children to write beneath ``trees`` (directories) and into
     ``files``, and nowhere else, for good. A path that does not exist is skipped (it grants
-    nothing). Returns what was used; where the kernel has no usable Landlock, does nothing."""
+    nothing). Returns what was used; where the kernel has no usable Landlock, does nothing.
+    From then on each child the git layer starts enters a domain of its own (``child_preexec``)."""
     found = support()
     if not found.usable:
         return found
@@ -189,7 +190,60 @@ def confine(trees: Iterable[Path], *, files: Iterable[Path] = DEVICES) -> Suppor
             *((file, rights & _FILE_RIGHTS, False) for file in files),
         ],
     )
+    _prepare_nesting()
     return found
+
+
+# -- each child in a domain of its own --------------------------------------------------------------
+#
+# Landlock lets a process ptrace (and so ``process_vm_writev``, or open ``/proc/PID/mem`` to write)
+# only a process in its own domain or one nested in it. A child started in the command's domain
+# could therefore write into this process's memory and steer the thread that ``confine`` does not
+# hold (``Unconfined``: a report's write, the user's $EDITOR), or read its memory. So each child
+# enters a domain nested in the command's between fork and exec: the same rights, since the nested
+# ruleset handles only making block devices, which the command's domain already refuses
+# everywhere, but a domain no thread of this process is in. From there neither this process nor a
+# sibling child can be traced, read or written; the child's own children, in its domain or below,
+# can be, as before.
+
+_NEST_RIGHTS = Access.MAKE_BLOCK  # refused everywhere by the command's domain already: nests, restricts nothing more
+_nest: tuple[Callable[..., int], tuple[object, ...], Callable[..., int], tuple[object, ...]] | None = None
+
+
+def _prepare_nesting() -> None:
+    """Make, once, the ruleset each child enters (its descriptor closes on exec) and the calls it
+    makes, bound ahead, so the child does no more between fork and exec than two system calls."""
+    global _nest
+    if _nest is not None:
+        return
+    attr = _RulesetAttr(handled_access_fs=_NEST_RIGHTS)
+    fd = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    libc = ctypes.CDLL(None, use_errno=True)
+    zero = ctypes.c_ulong(0)
+    _nest = (
+        libc.prctl,
+        (ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), zero, zero, zero),
+        libc.syscall,
+        (ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(fd), ctypes.c_uint32(0)),
+    )
+
+
+def child_preexec(then: Callable[[], None] | None = None) -> Callable[[], None] | None:
+    """What a child of the confined process runs between fork and exec: enter a Landlock domain of
+    its own (above), then ``then``. ``then`` alone (None: nothing) where the process is not confined.
+    It fails closed: a child that cannot enter it does not run."""
+    if _nest is None:
+        return then
+    prctl, no_new_privs, syscall, restrict = _nest
+
+    def enter_own_domain() -> None:
+        # no_new_privs again: a thread started before ``confine`` (``Unconfined``) lacks it
+        if prctl(*no_new_privs) != 0 or syscall(*restrict) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self in a child")
+        if then is not None:
+            then()
+
+    return enter_own_domain
 
 
 def _enforce(ruleset: int, rules: Iterable[tuple[Path, Access, bool]], *, ports: Iterable[int] = ()) -> None:

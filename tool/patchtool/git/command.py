@@ -38,16 +38,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from patchtool import confine
 from patchtool.errors import GitError, InvalidInput
+from patchtool.git import owned
 
 if TYPE_CHECKING:
     import git as gitpython
@@ -213,6 +217,11 @@ def _isolated_class() -> type[gitpython.Git]:
             )
             if inherited:
                 command = [_env_program(), *(f for k in inherited for f in ("-u", k)), *command]
+            # a Landlock domain of its own (confine.child_preexec): under the confinement no git, nor
+            # what it runs, can trace or write into this process, and steer its unconfined thread
+            preexec = confine.child_preexec(kwargs.pop("preexec_fn", None))
+            if preexec is not None:
+                kwargs["preexec_fn"] = preexec
             # no terminal: stdin is /dev/null unless given (GitPython's default), output is piped, and
             # a session of its own leaves git no controlling terminal to push keystrokes into
             return super().execute(command, istream, env=env, start_new_session=True, **kwargs)
@@ -334,11 +343,72 @@ class Result:
     stderr: str
 
 
+# the most of a pointer file patchtool reads: git reads a `.git` file of at most 1 MiB, and no path
+# the kernel resolves is longer than PATH_MAX (4096)
+_POINTER_MAX = 1 << 20
+
+
+def read_pointer(file: Path, *, prefix: bytes = b"") -> str:
+    """The path a git pointer file holds (a linked worktree's ``commondir``; a ``.git`` file, after
+    its ``prefix`` ``gitdir: ``), read as git 2.39 reads it (``get_common_dir_noenv``,
+    ``read_gitfile_gently``): its bytes, with only the newlines and carriage returns at its end
+    taken off, never other white space, so ``../../evil `` names ``evil `` as git opens it. Decoded
+    as the file system's names are (``os.fsdecode``), so a path that is not UTF-8 is the same path.
+    InvalidInput for a file git could not read, or would read otherwise than its bytes say: none
+    or empty, not a regular file, over 1 MiB, without the prefix, or with a NUL byte (git would stop
+    at it)."""
+    try:  # follows a link, as git's open() does; a FIFO opens without waiting, then is refused
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
+            data = f.read(_POINTER_MAX + 1)
+    except OSError as exc:
+        raise _unreadable(file, exc.strerror or str(exc)) from None
+    if not data:
+        raise _unreadable(file, "it is empty")
+    if len(data) > _POINTER_MAX:
+        raise _unreadable(file, f"it is over {_POINTER_MAX} bytes")
+    if not data.startswith(prefix):
+        raise _unreadable(file, f"it does not start with {prefix.decode()!r}")
+    text = data[len(prefix) :].rstrip(b"\r\n")
+    if b"\0" in text:
+        raise _unreadable(file, "it holds a NUL byte")
+    if prefix and not text:
+        raise _unreadable(file, "it names no path")
+    return os.fsdecode(text)
+
+
+def _unreadable(file: Path, why: str) -> InvalidInput:
+    return InvalidInput(
+        f"cannot read the git pointer file {file} as git does: {why}",
+        file=str(file),
+        hint="git writes it when it adds a worktree; if the repository is yours, `git worktree repair` puts it "
+        "back, else do not use the repository; patchtool runs no git on it",
+    )
+
+
+def common_dir(git_dir: Path) -> Path:
+    """The common directory of the repository at ``git_dir``, as git 2.39 finds it
+    (``get_common_dir_noenv``): ``git_dir`` itself without a ``commondir`` file, else the path
+    that file names (``read_pointer``), relative to ``git_dir`` unless absolute, resolved as git
+    resolves it (links first, then ``..``). InvalidInput when it cannot be read or names nothing."""
+    pointer = git_dir / "commondir"
+    if not os.path.exists(pointer):  # git's file_exists(): stat(), which follows a link
+        return git_dir
+    named = os.path.join(git_dir, read_pointer(pointer))  # an absolute path replaces git_dir
+    try:
+        return Path(os.path.realpath(named, strict=True))
+    except OSError as exc:
+        raise _unreadable(pointer, f"it names {named}, which cannot be resolved: {exc.strerror}") from None
+
+
 def discover(path: Path) -> tuple[Path, Path] | None:
     """patchtool's own discovery rule: (the git directory, the work tree's top) of the nearest
     ``.git`` directory or ``gitdir:`` file at or above ``path``, None when there is none. Unlike
     git's, it never takes a directory shaped like a bare repository (``HEAD``, ``config``,
-    ``objects/`` committed into a patch repository) for one."""
+    ``objects/`` committed into a patch repository) for one. A ``gitdir:`` file is read as git
+    reads it (``read_pointer``)."""
     here = Path(os.path.abspath(path))
     for top in (here, *here.parents):
         dot = top / ".git"
@@ -346,13 +416,10 @@ def discover(path: Path) -> tuple[Path, Path] | None:
             return dot, top
         if dot.is_file():
             try:
-                with dot.open("rb") as f:
-                    text = f.read(4097).decode("utf-8")
-            except (OSError, UnicodeDecodeError):
-                return None
-            if not text.startswith("gitdir: ") or len(text) > 4096:
-                return None
-            git_dir = Path(os.path.realpath(top / text.removeprefix("gitdir: ").strip()))  # as git resolves it
+                named = read_pointer(dot, prefix=b"gitdir: ")
+            except InvalidInput:
+                return None  # git refuses it too
+            git_dir = Path(os.path.realpath(os.path.join(top, named)))  # as git resolves it
             return (git_dir, top) if git_dir.is_dir() else None
         if os.path.lexists(dot):
             return None  # something else named .git: git refuses it too
@@ -362,14 +429,11 @@ def discover(path: Path) -> tuple[Path, Path] | None:
 def config_files(git_dir: Path) -> list[Path]:
     """The configuration files git reads for the repository at ``git_dir`` (beside the user's and
     the system's, which patchtool's git never reads): its own, and the common directory's of a
-    linked worktree, with their per-worktree files."""
+    linked worktree (``common_dir``, read exactly as git reads it), with their per-worktree files."""
     dirs = [git_dir]
-    try:
-        common = (git_dir / "commondir").read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        common = ""
-    if common:
-        dirs.append(Path(os.path.realpath(git_dir / common)))  # links first, then "..", as git resolves it
+    common = common_dir(git_dir)
+    if common != git_dir:
+        dirs.append(common)
     dirs += sorted((dirs[-1] / "worktrees").glob("*/"))  # each linked worktree's own config.worktree
     return [d / name for d in dirs for name in ("config", "config.worktree") if (d / name).is_file()]
 
@@ -381,7 +445,12 @@ def check_config(git_dir: Path) -> None:
     """Refuse (InvalidInput, naming the file and key) a repository whose configuration holds a key
     of ``REFUSED_CONFIG``: a driver, a filter, a url rewrite or an include, whose names the
     repository picks, so no fixed value could neutralise them. The files are read as data (``git
-    config --file F --no-includes``, which runs nothing), once per content."""
+    config --file F --no-includes``, which runs nothing), once per content. A repository patchtool
+    owns (the cache's), or a worktree of one, is first put back to what patchtool wrote
+    (``owned.restore``)."""
+    common = owned.owner(git_dir)
+    if common is not None:
+        owned.restore(common)
     for file in config_files(git_dir):
         try:
             st = file.stat()

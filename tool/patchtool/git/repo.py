@@ -19,6 +19,7 @@ from pathlib import Path
 
 from patchtool import fsroot, progress
 from patchtool.errors import GitError
+from patchtool.git import owned
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
 from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
 from patchtool.git.limits import FetchLimits, FetchTooSlow, leftovers, pack_files
@@ -62,11 +63,19 @@ class Repo:
     """A git repository addressed by its git directory (bare or not)."""
 
     def __init__(
-        self, git_dir: Path, *, ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None
+        self,
+        git_dir: Path,
+        *,
+        ref_guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+        own: bool = False,
     ) -> None:
         """``ref_guard``: the lock every write of a ref under ``OWN_REFS`` is made under (the
-        cache's), so that a ref lock git left there is stale once it is held."""
+        cache's), so that a ref lock git left there is stale once it is held; ``own``: patchtool
+        makes this repository (the cache's), so what git reads there is held to what patchtool
+        wrote (``owned.restore``) before any git runs in it or a worktree of it."""
         self.git_dir = git_dir
+        if own:
+            owned.own(git_dir)
         self._runner = Runner(git_dir=git_dir)
         self._ref_guard = ref_guard
         self._local = threading.local()  # each thread its own object reader (a scan replays in threads)
@@ -76,27 +85,20 @@ class Repo:
         path.mkdir(parents=True, exist_ok=True)
         if not (path / "HEAD").exists():
             Runner().run("init", "--quiet", "--bare", args=[str(path)])
-            repo = cls(path)
+            repo = cls(path, own=True)
             repo.out("config", args=["core.logAllRefUpdates", "false"])
             repo.out("config", args=["gc.auto", "0"])
-        repo = cls(path)
-        repo.keep_hooks_off()
+        repo = cls(path, own=True)
+        repo.restore_config()
         return repo
 
-    def keep_hooks_off(self) -> None:
-        """Keep ``core.hooksPath`` at /dev/null in this repository's own configuration, and out of its
-        worktrees' ``config.worktree``: patchtool's git runs no hook anyway (``NEUTRAL_CONFIG``), and
-        this keeps a hook planted in ``hooks/`` (or anywhere) from running in the user's own ``git
-        commit``, ``rebase -i`` or ``mergetool`` in a worktree of it (``work/series``), whose ``.git``
-        points here. git's own reading decides (the last value counts), not a search of the text."""
-        config = self.git_dir / "config"
-        got = Runner().run(
-            "config", f"--file={config}", "--no-includes", "--get-all", args=["core.hooksPath"], check=False
-        )
-        if got.stdout.decode("utf-8", "replace").splitlines()[-1:] != [os.devnull]:
-            Runner().run("config", f"--file={config}", "--replace-all", args=["core.hooksPath", os.devnull])
-        for worktree in sorted((self.git_dir / "worktrees").glob("*/config.worktree")):
-            Runner().run("config", f"--file={worktree}", "--unset-all", args=["core.hooksPath"], check=False)
+    def restore_config(self) -> None:
+        """Hold this repository, one patchtool made, to what patchtool and git wrote there
+        (``owned.restore``): only its own keys in its configuration, ``core.hooksPath`` at
+        /dev/null (so a hook planted in ``hooks/``, or anywhere, runs in none of the user's own
+        ``git commit``, ``rebase -i`` or ``mergetool`` in a worktree of it, ``work/series``, whose
+        ``.git`` points here), and each worktree's ``commondir`` ``../..``."""
+        owned.restore(self.git_dir)
 
     def ignore_byte_code(self) -> None:
         """Python's byte-code (``__pycache__/``, ``*.pyc``), which running the tests in a worktree
@@ -522,7 +524,7 @@ class Repo:
         branch ``rev`` names. Without ``checkout`` no file is written yet. False when git refused
         and ``check`` is False."""
         options = ["--quiet", *([] if checkout else ["--no-checkout"]), *(["--detach"] if detach else [])]
-        self.keep_hooks_off()  # a worktree the user may commit in by hand
+        self.restore_config()  # a worktree the user may commit in by hand
         self.ignore_byte_code()  # and run the tests in
         return self._runner.run("worktree add", *options, args=[str(path), rev], check=check).returncode == 0
 

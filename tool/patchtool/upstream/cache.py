@@ -69,7 +69,7 @@ class Cache:
         self.fetch_limits = fetch_limits or FetchLimits.from_environment()
         self.fetcher = fetcher or Fetcher(allow_local=self.allow_local)
         self.index = PackageIndex(self.fetcher, override=index_url)
-        self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked)
+        self.repo = git.Repo(root / "upstream.git", ref_guard=self.locked, own=True)
         self._held = 0  # how deep this process is in ``locked``: the lock is taken once, at the outermost
         self._thread_lock = threading.RLock()
         self._ensured: dict[str, Base] = {}  # pin (its repr: every field) -> base, for this process
@@ -105,7 +105,7 @@ class Cache:
         is remembered for the life of this Cache, which is one command."""
         key = repr(pin)  # not pin_to_toml: that is the TOML writer (tomlkit), too dear for a key
         if not self._ensured and (self.repo.git_dir / "HEAD").is_file():
-            self.repo.keep_hooks_off()  # checked before each command uses it: the cache is data
+            self.repo.restore_config()  # checked before each command uses it: the cache is data
         if key not in self._ensured:
             self._ensured[key] = self._ensure(pin)
         return self._ensured[key]
