@@ -363,7 +363,8 @@ def scan(
     project = Project.load(root())
     _check_report(html_file, project.root)
     report = workflow.scan(project, cache(), versions, count=newest)
-    if html_file is not None:
+    # a scan that could have no release at all has no matrix worth a page: it failed
+    if html_file is not None and set(report.unavailable) != set(report.versions):
         from patchtool.cli.htmlpage import scan_page
 
         _write_report(html_file, scan_page(report), project.root)
