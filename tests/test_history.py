@@ -279,3 +279,22 @@ def test_without_history_the_report_says_what_it_could_not_check(tmp_path: Path)
     assert any(h.startswith("fetched the commits of every tag") for h in with_it["history"])  # type: ignore[union-attr]
     again = u.dry_run("--history")  # warm: nothing fetched again
     assert not any(h.startswith("fetched") for h in again["history"])  # type: ignore[union-attr]
+
+
+def test_what_a_partial_fetch_records_is_the_caches_own_configuration(tmp_path: Path) -> None:
+    """`git fetch --filter` records its url's remote as a promisor in the history repository's
+    config. Held to the keys patchtool writes, the cache took that for a planted key: it removed
+    it (breaking the partial clone) and stopped the rebase with exit 1 (Debian's seven series
+    with `--history`, every package). Those keys name no program: they are the cache's own."""
+    from patchtool.git import owned
+
+    u = make_upstream(
+        tmp_path, [(FIX_SUBJECT, FIX)], [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})]
+    )
+    u.dry_run("--history")
+    (history,) = (u.cache / "history").glob("*.git")
+    config = (history / "config").read_text()
+    assert "promisor = true" in config and "partialclonefilter = tree:0" in config
+    owned.own(history)
+    owned.restore(history)  # nothing to put back
+    assert (history / "config").read_text() == config

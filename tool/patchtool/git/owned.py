@@ -57,6 +57,10 @@ OWN_CONFIG = frozenset(
     }
 )
 
+# what `git fetch --filter=... URL` writes for that url's remote (upstream's history cache): data,
+# naming no program
+_PARTIAL_FETCH = frozenset({"promisor", "partialclonefilter"})
+
 _OWNED: set[str] = set()  # the common directories patchtool made, resolved
 _CLEAN: dict[str, tuple[object, ...]] = {}  # common directory -> the state last found as patchtool left it
 
@@ -207,7 +211,15 @@ def _foreign(file: Path, *, hooks: bool) -> list[str] | None:
         raise _refused(file, f"cannot be read by git: {res.stderr.strip()}")
     allowed = OWN_CONFIG if hooks else OWN_CONFIG - {"core.hookspath"}
     names = res.stdout.decode("utf-8", "surrogateescape").split("\0")
-    return list(dict.fromkeys(name for name in names if name and name.lower() not in allowed))
+    return list(dict.fromkeys(name for name in names if name and not _allowed(name.lower(), allowed)))
+
+
+def _allowed(name: str, allowed: frozenset[str]) -> bool:
+    """``name`` is a key patchtool or git writes here: one of ``allowed``, or what a partial fetch
+    (``git fetch --filter URL``, upstream's history) records of the url it fetched from."""
+    if name in allowed or name == "extensions.partialclone":
+        return True
+    return name.startswith("remote.") and name.rsplit(".", 1)[-1] in _PARTIAL_FETCH
 
 
 def _refused(path: Path, why: str) -> InvalidInput:
