@@ -458,7 +458,7 @@ def test_gpu_checks_are_listed_in_patchset(patched_tree):
     entry = next(
         p for p in tomllib.loads((repo / "patchset.toml").read_text())["patch"] if p["id"] == "dsv4-bf16-indexer-keys"
     )
-    node = re.compile(r"^python -m pytest tests/gpu/test_0001_bf16_indexer\.py::(test_\w+)$")
+    node = re.compile(r"^python -m pytest (?:-s )?tests/gpu/test_0001_bf16_indexer\.py::(test_\w+)$")
     names = [node.match(v["run"]) for v in entry["gpu_verification"]]
     assert all(names), [v["run"] for v in entry["gpu_verification"]]
     tests = {

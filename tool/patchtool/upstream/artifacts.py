@@ -196,7 +196,8 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
                         exe = (info.external_attr >> 16) & 0o111
                         out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
         else:
-            for _ in tar_members(path, art.filename):  # every header checked, the total too, before data is read
+            # every header checked, the total too, before any member's data is read
+            for _ in tar_members(path, art.filename, doing="check"):
                 pass
             files: set[str] = set()
             links: dict[str, str] = {}
@@ -249,14 +250,17 @@ def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[F
     return out
 
 
-def tar_members(path: Path, label: str) -> Iterator[tuple[tarfile.TarInfo, Callable[[], bytes]]]:
+def tar_members(
+    path: Path, label: str, *, doing: str = "read"
+) -> Iterator[tuple[tarfile.TarInfo, Callable[[], bytes]]]:
     """Each member of the sdist at ``path`` but its directories, with a reader of its data: every
     header checked as it comes (a safe name, listed once, no bomb, no more members or bytes in all
-    than an archive may have), so a bomb is refused before it is inflated."""
+    than an archive may have), so a bomb is refused before it is inflated. ``doing``: the word of
+    its progress task ("check" for a pass over the headers alone)."""
     packed, unpacked, done = path.stat().st_size, 0, 0
     hostile = "the artifact is malformed or hostile; nothing was imported"
     names = MemberNames(label, hint=hostile)
-    with open_tar(path, label) as (tf, bounded), progress.task(f"read {label}", total=packed, unit="bytes") as shown:
+    with open_tar(path, label) as (tf, bounded), progress.task(f"{doing} {label}", total=packed, unit="bytes") as shown:
         for count, ti in enumerate(tf, 1):
             if count > members.MAX_MEMBERS:  # tarfile keeps every header it has read
                 raise UpstreamError(members.too_many(label), hint=hostile)
