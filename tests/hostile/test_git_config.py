@@ -686,3 +686,32 @@ def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repositor
         assert message.startswith(f"{worktree} is not a directory, where git keeps a worktree of the cache"), message
     else:
         assert message.startswith(f"{worktree} has no commondir but objects/ of its own"), message
+
+
+def test_a_worktrees_directory_that_is_a_link_is_refused_before_the_users_git_reads_through_it(
+    one_patch: Demo, tmp_path: Path
+) -> None:
+    """Found by a second attack: ``upstream.git/worktrees`` replaced by a link to a copy whose
+    ``series/commondir`` still reads ``../..``. git resolves the link before the ``..``, so the
+    worktree's common directory, and the configuration the user's plain git in work/series reads
+    (``core.fsmonitor``), were the copy's; patchtool looked at each worktree, not at the link,
+    and said nothing."""
+    committed(one_patch)
+    program, _ = marker(tmp_path)
+    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    common = one_patch.cache / "upstream.git"
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    for part in ("objects", "refs", "HEAD"):
+        (evil / part).symlink_to(common / part)
+    (evil / "config").write_text((common / "config").read_text() + f"[core]\n\tfsmonitor = {program}\n")
+    shutil.copytree(common / "worktrees", evil / "worktrees", symlinks=True)
+    shutil.rmtree(common / "worktrees")
+    (common / "worktrees").symlink_to(evil / "worktrees")
+    series = one_patch.root / "work" / "series"
+    shown = plain(series, "config", "--show-origin", "core.fsmonitor")
+    assert str(evil / "config") in shown.stdout, shown  # the user's git would read it: the case is real
+    res = one_patch.spawn("status", "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert f"{common / 'worktrees'} is a symbolic link" in error["message"], error

@@ -131,6 +131,10 @@ def restore(common: Path) -> None:
         found.append(f"{common / 'commondir'} (removed)")
     files = [common / "config", common / "config.worktree"]
     worktrees = common / "worktrees"
+    if os.path.islink(worktrees):
+        # git resolves the link before a worktree's '../..': that worktree's common directory,
+        # and the configuration it reads, would be wherever the link leads
+        raise _refused(worktrees, "is a symbolic link, where git keeps the cache's worktrees")
     for name in sorted(os.listdir(worktrees)) if os.path.isdir(worktrees) else []:
         where = worktrees / name
         try:
