@@ -20,7 +20,7 @@ import pytest
 
 from conftest import Demo
 from helpers import HANG_GUARD_S, git, snapshot
-from patchtool.errors import ExitCode, UsageError
+from patchtool.errors import ExitCode, PatchtoolError, UsageError
 from patchtool.git import Repo
 from patchtool.git.limits import FetchLimits, FetchTooSlow
 from patchtool.urls import SourceUrl
@@ -142,3 +142,24 @@ def test_the_fetch_limits_are_the_users_to_set(monkeypatch: pytest.MonkeyPatch) 
         assert exc.value.message.startswith(
             f"PATCHTOOL_FETCH_MAX_SIZE={bad!r} is not a number of bytes from 1 to 1 TiB"
         )
+
+
+def test_a_fetch_stopped_after_its_pack_was_written_leaves_no_pack(tmp_path: Path) -> None:
+    """Found by a second attack: a partial fetch of many tags finished its pack, then outgrew the
+    size writing the ``.promisor`` list of refs, and was stopped; the pack, its index, ``.keep``
+    and a truncated ``.promisor`` stayed in the cache (only ``tmp_*`` files were removed), one
+    more each time. A failed fetch leaves nothing in the pack directory."""
+    work = tmp_path / "work"
+    upstream_with_tag(work, {"a.txt": b"a\n"})
+    for n in range(300):
+        git(work, "tag", f"release-with-a-long-name-{n:04d}")
+    git(work, "config", "uploadpack.allowFilter", "true")
+    into = Repo.init_bare(tmp_path / "into.git")
+    before = sorted(os.listdir(tmp_path / "into.git" / "objects" / "pack"))
+    url = SourceUrl.parse(str(work), git=True, user=True)
+    with pytest.raises(PatchtoolError) as caught:
+        into.fetch(
+            url, "+refs/tags/*:refs/tags/*", allow_local=True, filter="tree:0", limits=FetchLimits(max_bytes=4096)
+        )
+    assert caught.value.exit_code == ExitCode.UPSTREAM, caught.value
+    assert sorted(os.listdir(tmp_path / "into.git" / "objects" / "pack")) == before

@@ -160,10 +160,12 @@ def _new(pack: Path, before: Sequence[str]) -> list[str]:
 
 
 def leftovers(git_dir: Path, before: Sequence[str]) -> None:
-    """Remove the temporary pack files a failed fetch left in ``git_dir`` (a process killed by a
-    signal removes none): the ``tmp_*`` files not in ``before``."""
+    """Remove what a failed fetch left in ``git_dir``'s pack directory (a process killed by a
+    signal removes nothing): every file not in ``before``, its temporary files, and a pack it
+    finished before it was stopped (killed writing the ``.promisor`` list, say) with its index,
+    ``.keep`` and ``.promisor``. The fetch updated no ref, so nothing names those objects; the
+    cache's lock keeps any other fetch out meanwhile."""
     root = fsroot.Root(git_dir)
     for name in _new(git_dir / "objects" / "pack", before):
-        if name.startswith("tmp_"):
-            with contextlib.suppress(OSError):
-                root.unlink(f"objects/pack/{name}")
+        with contextlib.suppress(OSError):
+            root.unlink(f"objects/pack/{name}")
