@@ -753,3 +753,13 @@ def test_a_hunk_that_applies_with_fuzz_is_said_and_refresh_stores_it_without(dem
     assert res.stdout.endswith("applied after it: util, cap\n")
     assert greet.read_text() == good  # the patch as git apply takes it: no fuzz
     assert demo.run("check").returncode == 0
+
+
+def test_checkout_refresh_of_a_series_with_no_patch_yet(demo: Demo) -> None:
+    """Found by an attack: a fork just made (`init`, `checkout`, no patch yet) failed `checkout
+    --refresh` with exit 70 (a ValueError of the parents of no patch)."""
+    demo.write_manifest()
+    res = demo.run("checkout")
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = demo.run("checkout", "--refresh")
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -204,7 +204,8 @@ def _build(
     """(start, commits): the rebuilt branch is the series' own chain as far as the plan follows
     it, then the plan's commits written on it, in memory first and by one fast-import."""
     by_id = {lp.id: lp for lp in loaded}
-    parents = dict(zip([lp.id for lp in loaded], [base] + [chain[lp.id] for lp in loaded[:-1]], strict=True))
+    # each patch's parent: the pin's base for the first, the one before it for the others
+    parents = dict(zip([lp.id for lp in loaded], [base, *(chain[lp.id] for lp in loaded)], strict=False))
     k = 0
     while k < min(len(plan), len(loaded)) and plan[k].source is None and plan[k].ident == loaded[k].id:
         k += 1
