@@ -21,6 +21,7 @@ from patchtool.project.pins import Pin
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.ids import in_series
 from patchtool.series.standalone import required_closure
+from patchtool.series.writes import refuse_inside_repository
 
 DESCRIPTION = "PULL_REQUEST.md"
 
@@ -118,19 +119,14 @@ def export_pull_request(project: Project, ident: str, dest: Path, checkouts: Seq
 def _check_destination(project: Project, dest: Path, checkouts: Sequence[Path]) -> None:
     """UsageError where ``dest`` is in the series, ``.git/`` or ``.patchtool/`` of the repository
     or in a checkout worktree, or is something other than a new or empty directory."""
-    target = dest.resolve()
-    if (rel := fsroot.series_path(target, project.root)) is not None:
-        raise UsageError(
-            f"export --pr {dest}: it would write {rel}/ in the patch repository; "
-            "export --pr never writes into the series, .git/ or .patchtool/",
-            hint="export into a directory of its own, outside the repository",
-        )
-    for tree in checkouts:
-        if target.is_relative_to(tree.resolve()):
-            raise UsageError(
-                f"export --pr {dest}: it would write into the checkout worktree {tree}",
-                hint="export into a directory of its own, outside the repository",
-            )
+    refuse_inside_repository(
+        project.root,
+        dest.resolve(),
+        checkouts,
+        option=f"export --pr {dest}",
+        command="export --pr",
+        hint="export into a directory of its own, outside the repository",
+    )
     if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
         raise UsageError(f"{dest} is not a directory; refusing to write a pull request's patches there")
     if dest.is_dir() and any(dest.iterdir()):

@@ -18,6 +18,7 @@ from patchtool.errors import UsageError
 from patchtool.project.metadata import QUILT_DIR
 from patchtool.project.repository import Project, manifest_document
 from patchtool.series import dep3, metadata
+from patchtool.series.writes import refuse_inside_repository
 
 
 def with_header(text: str, header: str) -> str:
@@ -28,22 +29,15 @@ def with_header(text: str, header: str) -> str:
 
 def check_destination(project: Project, dest: Path, checkouts: Sequence[Path] = ()) -> None:
     """UsageError where ``dest/patches`` would be in the series, ``.git/`` or ``.patchtool/`` of
-    the repository (the rule for report files, ``fsroot.series_path``) or in a checkout worktree
-    (one of ``checkouts``): an export goes beside the series, never over it."""
-    target = dest.resolve() / "patches"  # the user's own directories, as the user named them
-    if (rel := fsroot.series_path(target, project.root)) is not None:
-        raise UsageError(
-            f"--quilt {dest}: it would write {rel}/ in the patch repository; "
-            "export --quilt never writes into the series, .git/ or .patchtool/",
-            hint="export into a directory of its own, e.g. debian/ or one outside the repository",
-        )
-    for tree in checkouts:
-        if target.is_relative_to(tree.resolve()):
-            raise UsageError(
-                f"--quilt {dest}: it would write into the checkout worktree {tree}; "
-                "export --quilt never writes into a checkout",
-                hint="export into a directory of its own, e.g. debian/ or one outside the repository",
-            )
+    the repository or in a checkout worktree (``writes.refuse_inside_repository``)."""
+    refuse_inside_repository(
+        project.root,
+        dest.resolve() / "patches",  # the user's own directories, as the user named them
+        checkouts,
+        option=f"--quilt {dest}",
+        command="export --quilt",
+        hint="export into a directory of its own, e.g. debian/ or one outside the repository",
+    )
 
 
 def export_quilt(project: Project, dest: Path, *, force: bool = False, checkouts: Sequence[Path] = ()) -> list[str]:

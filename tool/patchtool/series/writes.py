@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from patchtool import paths
+from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.project import journal
 from patchtool.project.manifest import MANIFEST_NAME
@@ -47,3 +47,25 @@ def check_patches(root: Path, patches: Sequence[tuple[str, str, str]], *, hint: 
                 hint=hint,
             ) from None
     journal.changed_files(root, {rel: text for _, rel, text in patches})
+
+
+def refuse_inside_repository(
+    root: Path, target: Path, checkouts: Sequence[Path], *, option: str, command: str, hint: str
+) -> None:
+    """UsageError where an export's ``target`` (resolved) is in the series, ``.git/`` or
+    ``.patchtool/`` of the repository at ``root`` (the rule for report files,
+    ``fsroot.series_path``) or in a checkout worktree (one of ``checkouts``): an export goes
+    beside the series, never over it. ``option``: how the message names the destination
+    (``--quilt DIR``); ``command``: the command, for the rule."""
+    if (rel := fsroot.series_path(target, root)) is not None:
+        raise UsageError(
+            f"{option}: it would write {rel}/ in the patch repository; "
+            f"{command} never writes into the series, .git/ or .patchtool/",
+            hint=hint,
+        )
+    for tree in checkouts:
+        if target.is_relative_to(tree.resolve()):
+            raise UsageError(
+                f"{option}: it would write into the checkout worktree {tree}; {command} never writes into a checkout",
+                hint=hint,
+            )
