@@ -19,6 +19,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK
 from cli_run import in_process
 from helpers import format_patch, git, write_tree
 
@@ -92,31 +93,6 @@ def make_series(tmp_path: Path, base: Files, patches: list[tuple[str, Files]], u
     (root / "patchset.toml").write_text(manifest)
     return Series(root=root, upstream=up, cache=tmp_path / "cache")
 
-
-HEADERS = '''\
-"""Parse HTTP-ish headers."""
-
-MAX = 64
-
-
-def parse_header(data):
-    name, _, value = data.partition(b":")
-    name = name.strip()
-    value = value.strip()
-    return name, value
-
-
-def parse_all(lines):
-    return [parse_header(line) for line in lines]
-
-
-def names(lines):
-    return [name for name, _ in parse_all(lines)]
-'''
-NAME_CHECK = '    if len(name) > MAX:\n        raise ValueError("header name too long")\n'
-VALUE_CHECK = '    if len(value) > 4 * MAX:\n        raise ValueError("header value too long")\n'
-PARTITION = '    name, _, value = data.partition(b":")\n'
-FIXED = HEADERS.replace(PARTITION, PARTITION + NAME_CHECK)
 
 TESTS = """\
 import unittest

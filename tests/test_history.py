@@ -15,33 +15,10 @@ import os
 import subprocess
 from pathlib import Path
 
+from backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK
 from cli_run import in_process
 from helpers import format_patch, git, write_tree
 
-HEADERS = '''\
-"""Parse HTTP-ish headers."""
-
-MAX = 64
-
-
-def parse_header(data):
-    name, _, value = data.partition(b":")
-    name = name.strip()
-    value = value.strip()
-    return name, value
-
-
-def parse_all(lines):
-    return [parse_header(line) for line in lines]
-
-
-def names(lines):
-    return [name for name, _ in parse_all(lines)]
-'''
-PARTITION = '    name, _, value = data.partition(b":")\n'
-NAME_CHECK = '    if len(name) > MAX:\n        raise ValueError("header name too long")\n'
-VALUE_CHECK = '    if len(value) > 4 * MAX:\n        raise ValueError("header value too long")\n'
-FIXED = HEADERS.replace(PARTITION, PARTITION + NAME_CHECK)
 FIX_SUBJECT = "Reject header names longer than MAX (CVE-2024-1234)"
 # upstream's fix also says so in NEWS, which a backport leaves out: git cherry's patch-id differs
 FIX = {"demo/headers.py": FIXED, "NEWS": "1.1: header names are limited to MAX bytes\n"}
