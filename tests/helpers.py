@@ -6,6 +6,7 @@ index is an HTTP server on localhost that speaks PEP 691 and HTTP ranges.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.server
 import importlib
@@ -343,3 +344,23 @@ def quilt_push_all(
         env={"PATH": "/usr/bin:/bin", "QUILT_PATCHES": "patches", "HOME": str(scratch)},
     )
     return tree, push
+
+
+def read_terminal(master: int, *, prompt: bytes | None = None, answer: bytes = b"") -> bytes:
+    """Everything written to the pseudo-terminal whose master end is ``master``, until the other
+    end is closed; ``answer`` typed once, when what was shown so far ends with ``prompt``."""
+    shown = b""
+    answered = prompt is None
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError as exc:  # EIO: the other end is closed
+            assert exc.errno == errno.EIO
+            break
+        if not chunk:
+            break
+        shown += chunk
+        if not answered and prompt is not None and shown.rstrip().endswith(prompt):
+            os.write(master, answer)
+            answered = True
+    return shown

@@ -4,7 +4,6 @@ NO_COLOR, and tables that fit 100 columns."""
 from __future__ import annotations
 
 import dataclasses
-import errno
 import fcntl
 import json
 import os
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import Demo
-from helpers import HANG_GUARD_S, git, make_sdist
+from helpers import HANG_GUARD_S, git, make_sdist, read_terminal
 from patchtool import progress
 from test_editing import three
 from test_rebase import releases, series  # noqa: F401 - the fixture, used by name
@@ -190,16 +189,7 @@ def on_terminal(demo: Demo, *args: str, stream: str, env: dict[str, str] | None 
         stderr=slave if stream == "stderr" else subprocess.PIPE,
     )
     os.close(slave)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError as exc:  # EIO: the other end is closed
-            assert exc.errno == errno.EIO
-            break
-        if not chunk:
-            break
-        shown += chunk
+    shown = read_terminal(master)
     os.close(master)
     out, err = proc.communicate(timeout=HANG_GUARD_S)
     return Ran(code=proc.returncode, terminal=shown.decode("utf-8", "replace"), stdout=out or "", stderr=err or "")

@@ -8,7 +8,6 @@ comments); without one, it stays in a file in the cache that the error names, fo
 
 from __future__ import annotations
 
-import errno
 import os
 import pty
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Demo
-from helpers import HANG_GUARD_S, snapshot
+from helpers import HANG_GUARD_S, read_terminal, snapshot
 from patchtool import confine
 from test_retread_cli import with_registry
 from test_show_edit import editor
@@ -81,20 +80,7 @@ def at_a_terminal(demo: Demo, args: list[str], env: dict[str, str], answer: byte
         stderr=slave,
     )
     os.close(slave)
-    shown = b""
-    answered = False
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError as exc:  # EIO: the other end is closed
-            assert exc.errno == errno.EIO
-            break
-        if not chunk:
-            break
-        shown += chunk
-        if not answered and shown.rstrip().endswith(b"edit again? [Y/n]"):
-            os.write(master, answer)
-            answered = True
+    shown = read_terminal(master, prompt=b"edit again? [Y/n]", answer=answer)
     os.close(master)
     return proc.wait(timeout=HANG_GUARD_S), shown.decode("utf-8", "replace").replace("\r\n", "\n")
 
