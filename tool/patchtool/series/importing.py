@@ -177,14 +177,13 @@ def _read_file(
     strip: int | None,
     repositories: Collection[str] = (),
 ) -> list[Incoming]:
-    starts = [m.start() for m in _MBOX_FROM.finditer(text)]
+    envelopes = list(_MBOX_FROM.finditer(text))
+    starts = [m.start() for m in envelopes]
     if len(starts) == 1 and not _GIT_DIFF.search(text):
         # git format-patch's envelope around a plain diff (``--- pkg.orig/x``, as Debian's
         # tooling writes): the mail header is read as any patch header, the diff at -pN
         plain = _plain_patch(source, name, text, who, url, strip, exists, repositories)
-        sha = _MBOX_FROM.search(text)
-        commit = sha.group(1) if sha and set(sha.group(1)) != {"0"} else None
-        return [dataclasses.replace(plain, imported_commit=commit)]
+        return [dataclasses.replace(plain, imported_commit=_envelope_commit(envelopes[0]))]
     if starts:
         if strip not in (None, 1):
             raise UsageError(
@@ -200,7 +199,7 @@ def _read_file(
             found = _header_fields(source, message.split("\n\n", 1)[0], line)
             entry, notes = _header_entry(source, found, url, repositories)
             line += message.count("\n")
-            commit = sha.group(1) if sha and set(sha.group(1)) != {"0"} else None
+            commit = _envelope_commit(sha)
             out.append(
                 Incoming(
                     source=source,
@@ -216,6 +215,11 @@ def _read_file(
             )
         return out
     return [_plain_patch(source, name, text, who, url, strip, exists, repositories)]
+
+
+def _envelope_commit(envelope: re.Match[str] | None) -> str | None:
+    """The commit a format-patch's ``From <sha>`` line names (none for git's all-zero sha)."""
+    return envelope.group(1) if envelope and set(envelope.group(1)) != {"0"} else None
 
 
 def _origin_commit(found: Mapping[str, str]) -> str | None:
