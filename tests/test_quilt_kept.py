@@ -60,6 +60,44 @@ def test_a_subject_is_cleaned_as_git_mailinfo_b_cleans_it(subject: str) -> None:
     assert clean_subject(subject) == said.removeprefix("Subject:").strip()
 
 
+INBODY = [
+    "From: Dana Upstream <dana@upstream.example>\n\n",  # git send-email, sending another's patch
+    "From: Dana Upstream <dana@upstream.example>\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n"
+    "Subject: [PATCH v2 3/4] Greet with hi,\n  not hello\n\n",  # folded, cleaned like the mail's own
+    "\n\nsubject: Greet with hi\n\n",  # blank lines before, any case
+    "[PATCH] Greet with hi\n\n",
+    "From: Dana Upstream <dana@upstream.example>\nA text line ends the block and stays.\n\n",
+]
+
+
+@pytest.mark.parametrize("inbody", INBODY)
+def test_a_format_patchs_in_body_headers_are_read_as_git_am_reads_them(
+    demo: Demo,
+    me: None,  # noqa: F811
+    tmp_path: Path,
+    inbody: str,
+) -> None:
+    mail = (DEBIAN_STYLE / "0001-Greet-with-hi.patch").read_text()
+    head, _, body = mail.partition("\n\n")
+    head = head.replace("From: Dana Upstream <dana@upstream.example>", "From: Sam Sender <sam@list.example>")
+    patch = tmp_path / "0001-Greet-with-hi.patch"
+    patch.write_text(f"{head.replace('[PATCH 1/6] Greet with hi', 'Say hi')}\n\n{inbody}{body}")
+    info = subprocess.run(
+        ["git", "mailinfo", "-b", str(tmp_path / "msg"), str(tmp_path / "diff")],
+        stdin=patch.open(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    said = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
+    demo.write_manifest()
+    importing.import_patches(Project.load(demo.root), Cache(demo.cache), [patch])
+    (lp,) = Project.load(demo.root).series()
+    assert (lp.patch.author_name, lp.patch.author_email) == (said["Author"], said["Email"])
+    assert lp.patch.subject == said["Subject"]
+    assert lp.patch.body == (tmp_path / "msg").read_text().strip()
+
+
 # -- DEP-3 and mail headers kept whole --------------------------------------------------------------
 
 

@@ -1,19 +1,27 @@
 """Run patchtool on real downstream series, as their maintainer would, and keep the table.
 
-The material is Debian's patch series of Python libraries (``packages.toml``) and the upstream
-sdists from PyPI. Nothing fetched is kept in the repository: ``fetch`` puts Debian's packaging
-under ``--debian DIR`` and patchtool puts the sdists in ``--work DIR/cache``.
+The material is Debian's patch series of Python libraries and conda-forge feedstocks' recipe
+patches (``packages.toml``), and the upstream sdists from PyPI. Nothing fetched is kept in the
+repository: ``fetch`` puts Debian's packaging and each feedstock's ``recipe/`` under ``--debian
+DIR`` and patchtool puts the sdists in ``--work DIR/cache``.
 
-    python bench/realseries/run.py fetch --debian /tmp/realseries/debian
+A feedstock's series is its ``recipe/meta.yaml``'s ``source: patches:`` list at the commit
+``packages.toml`` names (conda-build applies them in that order, selectors aside); ``fetch``
+writes it as a quilt series file, ``recipe/series``, beside the patches. The feedstock's
+repository is read from ``--mirrors DIR`` (``DIR/<owner>+<name>/repo``, a bare git directory)
+where it is there, else cloned from GitHub.
+
+    python bench/realseries/run.py fetch --debian /tmp/realseries/debian [--mirrors DIR]
     python bench/realseries/run.py run --debian /tmp/realseries/debian --work /tmp/realseries/work
     python bench/realseries/run.py run ... --only werkzeug --table bench/realseries/TABLE.md
 
-For each package ``run`` does, in a fresh directory: ``init`` at Debian's release, ``import`` of
-the whole series, ``export --quilt`` of the unchanged series (compared with Debian's files byte
-for byte), ``scan`` across the releases, ``rebase`` to the newer release (every stop skipped,
-and counted), then ``export --quilt`` of the moved series and its ``import`` into a fresh fork
-of the newer release. A step's exit code 70, or a Python traceback, is a defect of patchtool;
-any other refusal is listed with its first line so a reader can judge whose it is.
+For each package ``run`` does, in a fresh directory: ``init`` at the series' release, ``import``
+of the whole series (``--fuzz N`` where ``packages.toml`` gives ``fuzz``), ``export --quilt`` of
+the unchanged series (compared with the original files byte for byte), ``scan`` across the
+releases, ``rebase`` to the newer release (every stop skipped, and counted), then ``export
+--quilt`` of the moved series and its ``import`` into a fresh fork of the newer release. A step's
+exit code 70, or a Python traceback, is a defect of patchtool; any other refusal is listed with its
+first line so a reader can judge whose it is.
 
 Each patch's verdict is kept from the rebase's ``--json`` output (``verdicts``): already upstream,
 partly upstream, applied, or stopped (and skipped), with the stop's evidence. A second table sets
@@ -29,10 +37,12 @@ Standard library only; Python >= 3.11. ``--patchtool CMD`` names the patchtool t
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import filecmp
 import glob
 import json
+import operator
 import os
 import re
 import shlex
@@ -49,17 +59,49 @@ CHECKOUT = HERE.parent.parent
 
 @dataclasses.dataclass(frozen=True)
 class Package:
-    debian: str
+    debian: str | None  # Debian's source package, or None for a feedstock
     name: str
     from_version: str
     to_version: str
     scan: str
     repo: str | None = None  # upstream's repository under --mirrors DIR (DIR/<repo>/repo)
     tag: str | None = None  # its release tags, as a pin's [git] tag template
+    feedstock: str | None = None  # a conda-forge feedstock, owner/name on GitHub
+    commit: str | None = None  # the feedstock's commit whose recipe carries the series
+    fuzz: int = 0  # the import --fuzz its patches need (a feedstock's, applied by GNU patch)
 
     @classmethod
     def from_dict(cls, d: dict) -> Package:
-        return cls(d["debian"], d["name"], d["from"], d["to"], d["scan"], d.get("repo"), d.get("tag"))
+        if ("debian" in d) == ("feedstock" in d) or ("feedstock" in d) != ("commit" in d):
+            raise ValueError(f"{d.get('name')}: a package names `debian`, or `feedstock` and `commit`")
+        return cls(
+            d.get("debian"),
+            d["name"],
+            d["from"],
+            d["to"],
+            d["scan"],
+            d.get("repo"),
+            d.get("tag"),
+            d.get("feedstock"),
+            d.get("commit"),
+            d.get("fuzz", 0),
+        )
+
+    @property
+    def source(self) -> str:
+        """Where its series comes from: Debian's source package, or the feedstock at its commit."""
+        return self.debian or f"{self.feedstock}@{(self.commit or '')[:10]}"
+
+    @property
+    def material(self) -> str:
+        """Its directory under --debian DIR."""
+        return self.debian or (self.feedstock or "").replace("/", "+")
+
+    def series(self, material_dir: Path) -> Path:
+        """Its quilt series file under --debian DIR."""
+        if self.debian:
+            return material_dir / self.material / "debian/patches/series"
+        return material_dir / self.material / "recipe/series"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,14 +142,26 @@ def _deb_src_lines() -> list[str]:
     return list(dict.fromkeys(lines))
 
 
-def fetch(debian_dir: Path, wanted: list[Package]) -> int:
-    """``apt-get source --download-only`` each package into ``debian_dir/<package>/``; unpack
-    only its ``debian/`` tarball. The system's apt configuration is not touched."""
+def fetch(debian_dir: Path, wanted: list[Package], mirrors: Path | None = None) -> int:
+    """Each feedstock's ``recipe/`` (``fetch_feedstock``); ``apt-get source --download-only``
+    each Debian package into ``debian_dir/<package>/``, unpacking only its ``debian/`` tarball.
+    The system's apt configuration is not touched."""
+    failed = 0
+    for p in [p for p in wanted if p.feedstock]:
+        try:
+            names = fetch_feedstock(p, debian_dir, mirrors)
+        except (subprocess.CalledProcessError, ValueError) as exc:
+            print(f"{p.source}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{p.source}: {len(names)} patches")
+    wanted = [p for p in wanted if p.debian]
+    if not wanted:
+        return 1 if failed else 0
     lines = _deb_src_lines()
     if not lines:
         print("no Debian archive entry in /etc/apt to derive deb-src lines from", file=sys.stderr)
         return 1
-    failed = 0
     with tempfile.TemporaryDirectory() as apt:
         aptdir = Path(apt)
         (aptdir / "lists/partial").mkdir(parents=True)
@@ -122,21 +176,117 @@ def fetch(debian_dir: Path, wanted: list[Package]) -> int:
         ]
         subprocess.run(["apt-get", *opts, "update"], check=True)
         for p in wanted:
-            out = debian_dir / p.debian
+            out = debian_dir / p.material
             out.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["apt-get", *opts, "source", "--download-only", p.debian], cwd=out, capture_output=True)
+            subprocess.run(["apt-get", *opts, "source", "--download-only", p.material], cwd=out, capture_output=True)
             tarballs = sorted(out.glob("*.debian.tar.*"))
             if not tarballs:
                 print(f"{p.debian}: no debian tarball (a native package, or not in this release)", file=sys.stderr)
                 failed += 1
                 continue
             subprocess.run(["tar", "xf", tarballs[0].name], cwd=out, check=True)
-            print(f"{p.debian}: {tarballs[0].name}, {len(_series_lines(out))} patches")
+            print(f"{p.debian}: {tarballs[0].name}, {len(_entries(p.series(debian_dir)))} patches")
     return 1 if failed else 0
 
 
-def _series_lines(pkgdir: Path) -> list[str]:
-    return _entries(pkgdir / "debian/patches/series")
+def fetch_feedstock(p: Package, debian_dir: Path, mirrors: Path | None) -> list[str]:
+    """The feedstock's ``recipe/`` at ``p.commit`` under ``debian_dir/<owner>+<name>/``, and its
+    ``meta.yaml``'s patches written in order as the quilt series ``recipe/series``."""
+    assert p.feedstock and p.commit
+    out = debian_dir / p.material
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        gitdir = mirrors / p.material / "repo" if mirrors else None
+        if gitdir is None or not gitdir.is_dir():
+            gitdir = Path(tmp) / "feedstock.git"
+            url = f"https://github.com/{p.feedstock}"
+            subprocess.run(["git", "clone", "-q", "--bare", "--filter=blob:none", url, str(gitdir)], check=True)
+        archive = subprocess.run(
+            ["git", "--git-dir", str(gitdir), "archive", "--format=tar", p.commit, "recipe"],
+            check=True,
+            capture_output=True,
+        ).stdout
+    subprocess.run(["tar", "xf", "-"], input=archive, cwd=out, check=True)
+    meta = (out / "recipe/meta.yaml").read_text()
+    version = recipe_version(meta)
+    if version != p.from_version:
+        raise ValueError(f"recipe/meta.yaml at {p.commit[:10]} is version {version}, not {p.from_version}")
+    lines, names = [], []
+    for name, selector in recipe_patches(meta):
+        if selected(selector):
+            lines.append(f"{name}\n")
+            names.append(name)
+        else:  # kept in the series file as a comment, as the recipe keeps it
+            lines.append(f"# {name}  # [{selector}]: not in the linux-64, Python 3.10 build\n")
+    (out / "recipe/series").write_text("".join(lines))
+    return names
+
+
+def recipe_version(meta: str) -> str | None:
+    """The version a conda recipe sets (``{% set version = "X" %}``, else ``version: X``)."""
+    m = re.search(r"""\{%-?\s*set\s+version\s*=\s*["']([^"']+)["']""", meta) or re.search(
+        r"^\s*version:\s*[\"']?([0-9][^\s\"']*)", meta, re.M
+    )
+    return m.group(1) if m else None
+
+
+# The build a feedstock's series is taken for: conda-build evaluates each line's selector
+# (``# [win]``, ``# [py<=39 and python_impl=="cpython"]``) for one platform and Python.
+SELECTOR_NAMES = {
+    "linux": True,
+    "linux64": True,
+    "unix": True,
+    "x86_64": True,
+    "win": False,
+    "win32": False,
+    "win64": False,
+    "osx": False,
+    "arm64": False,
+    "aarch64": False,
+    "ppc64le": False,
+    "py": 310,
+    "py2k": False,
+    "py3k": True,
+    "python_impl": "cpython",
+    "target_platform": "linux-64",
+    "build_platform": "linux-64",
+}
+
+
+def recipe_patches(meta: str) -> list[tuple[str, str | None]]:
+    """The ``patches:`` list of a conda recipe's ``meta.yaml``, in order: each item's path and its
+    selector (``win or py>37`` for ``# [win or py>37]``, else None); comment lines left out."""
+    m = re.search(r"^([ \t]*)patches:[ \t]*(?:#.*)?\n((?:\1[ \t]*(?:-[ \t].*|#.*)?\n)*)", meta, re.M)
+    if not m:
+        return []
+    items = re.findall(r"^[ \t]*-[ \t]+([^\s#]+)[ \t]*(?:#[ \t]*\[(.*)\])?", m.group(2), re.M)
+    return [(name, selector or None) for name, selector in items]
+
+
+def selected(selector: str | None, names: dict[str, object] = SELECTOR_NAMES) -> bool:
+    """Whether a recipe line with this selector is in the build ``names`` describes: the
+    expression read with ``and``, ``or``, ``not``, comparisons, names and constants only."""
+    if selector is None:
+        return True
+    ops = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le}
+    ops |= {ast.Gt: operator.gt, ast.GtE: operator.ge}
+
+    def value(node: ast.AST) -> object:
+        if isinstance(node, ast.BoolOp):
+            parts = [value(v) for v in node.values]
+            return all(parts) if isinstance(node.op, ast.And) else any(parts)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return not value(node.operand)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in ops:
+            return ops[type(node.ops[0])](value(node.left), value(node.comparators[0]))
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        if isinstance(node, ast.Constant):
+            return node.value
+        raise ValueError(f"a selector this script does not read: [{selector}]")
+
+    return bool(value(ast.parse(selector, mode="eval").body))
 
 
 def _entries(series: Path) -> list[str]:
@@ -192,10 +342,10 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner, mirrors: Path 
     shutil.rmtree(base, ignore_errors=True)
     fork = base / "fork"
     fork.mkdir(parents=True)
-    series = debian_dir / p.debian / "debian/patches/series"
+    series = p.series(debian_dir)
     steps: list[Step] = []
-    result: dict = {"package": p.name, "debian": p.debian, "from": p.from_version, "to": p.to_version}
-    series_names = [ln.split()[0] for ln in _series_lines(debian_dir / p.debian)]
+    result: dict = {"package": p.name, "source": p.source, "from": p.from_version, "to": p.to_version}
+    series_names = [ln.split()[0] for ln in _entries(series)]
     result["patches"] = len(series_names)
     result["verdicts"] = verdicts([], series_names)  # until a rebase reports them
 
@@ -206,12 +356,13 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner, mirrors: Path 
 
     s, _ = step("init", fork, "init", "--upstream", f"{p.name}=={p.from_version}", "--sdist")
     if s.rc == 0:
-        s, _ = step("import", fork, "import", "--series", str(series))
+        fuzz = ("--fuzz", str(p.fuzz)) if p.fuzz else ()
+        s, _ = step("import", fork, "import", *fuzz, "--series", str(series))
     if s.rc == 0:
         quilt = base / "quilt-from"
         s, _ = step("export --quilt (unchanged)", fork, "export", "--quilt", str(quilt))
         if s.rc == 0:
-            result["export_identical"] = _compare_quilt(debian_dir / p.debian / "debian/patches", quilt / "patches")
+            result["export_identical"] = _compare_quilt(series, quilt / "patches")
         s, out = step("scan", fork, "--json", "scan", "--versions", p.scan)
         result["scan"] = _scan_summary(_json(out))
         stops: list[str] = []
@@ -250,9 +401,10 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner, mirrors: Path 
     return result
 
 
-def _compare_quilt(original: Path, exported: Path) -> dict:
-    """Which exported files are byte for byte Debian's: the series file and each patch."""
-    names = ["series", *(ln.split()[0] for ln in _series_lines(original.parent.parent))]
+def _compare_quilt(series: Path, exported: Path) -> dict:
+    """Which exported files are byte for byte the original's: the series file and each patch."""
+    original = series.parent
+    names = ["series", *(ln.split()[0] for ln in _entries(series))]
     same = [n for n in names if (exported / n).is_file() and filecmp.cmp(original / n, exported / n, shallow=False)]
     return {"files": len(names), "identical": len(same), "differ": [n for n in names if n not in same]}
 
@@ -478,19 +630,25 @@ def truth_table(results: list[dict], truth: dict[tuple[str, str], str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["fetch", "run", "table"])
-    ap.add_argument("--debian", type=Path, required=True, help="where Debian's packaging is (or goes)")
+    ap.add_argument(
+        "--debian", type=Path, required=True, help="where Debian's packaging and the feedstocks' recipes are (or go)"
+    )
     ap.add_argument("--work", type=Path, help="scratch directory for the forks and the sdist cache (run)")
     ap.add_argument("--only", action="append", help="a package's PyPI name (repeatable)")
     ap.add_argument("--patchtool", default=f"{shlex.quote(sys.executable)} -m patchtool")
     ap.add_argument("--table", type=Path, help="also write the tables (Markdown) to this file")
-    ap.add_argument("--mirrors", type=Path, help="local mirrors of upstream's repositories: rebase --history")
+    ap.add_argument(
+        "--mirrors",
+        type=Path,
+        help="local mirrors (DIR/<owner>+<name>/repo): upstream's, for rebase --history; feedstocks', for fetch",
+    )
     ap.add_argument(
         "--truth", type=Path, default=HERE / "truth.toml", help="the truth per patch (default: %(default)s)"
     )
     a = ap.parse_args(argv)
     wanted = [p for p in packages() if not a.only or p.name in a.only]
     if a.what == "fetch":
-        return fetch(a.debian.resolve(), wanted)
+        return fetch(a.debian.resolve(), wanted, a.mirrors.resolve() if a.mirrors else None)
     if a.work is None:
         ap.error(f"{a.what} needs --work DIR")
     work = a.work.resolve()

@@ -119,8 +119,57 @@ def test_the_truth_names_each_patch_once_with_a_known_truth_and_its_evidence() -
     with open(run.HERE / "truth.toml", "rb") as f:
         entries = tomllib.load(f)["patch"]
     names = {p.name for p in run.packages()}
-    assert len(entries) == 44
+    assert len(entries) == 56
     assert len({(e["package"], e["name"]) for e in entries}) == len(entries)
     assert {e["package"] for e in entries} == names
     assert all(e["truth"] in run.TRUTHS and e["truth"] != "unsure" and e["evidence"] for e in entries)
     assert set(run.load_truth(run.HERE / "truth.toml").values()) <= set(run.TRUTHS)
+
+
+META = """{% set version = "57.4.0" %}
+source:
+  url: https://pypi.io/packages/source/s/setuptools/setuptools-{{ version }}.tar.gz
+  patches:
+    # a comment between items
+    - patches/0002-disable-downloads.patch
+    - patches/0010-sysconfigdata.patch  # [py<=39 and python_impl=="cpython"]
+    - patches/0035-pypy-scheme.patch   # [win or py>37]
+
+build:
+  number: 0
+"""
+
+
+def test_a_feedstocks_series_is_its_recipes_patches_list_for_one_build() -> None:
+    assert run.recipe_version(META) == "57.4.0"
+    assert run.recipe_patches(META) == [
+        ("patches/0002-disable-downloads.patch", None),
+        ("patches/0010-sysconfigdata.patch", 'py<=39 and python_impl=="cpython"'),
+        ("patches/0035-pypy-scheme.patch", "win or py>37"),
+    ]
+    assert [run.selected(s) for _, s in run.recipe_patches(META)] == [True, False, True]
+    assert run.selected("not win and (osx or linux)")
+    assert run.recipe_patches("source:\n  url: x\n") == []
+
+
+def test_a_selector_the_script_cannot_read_is_an_error_not_code_run() -> None:
+    for selector in ("__import__('os').system('true')", "py.bit_length()", "unknown_name"):
+        try:
+            run.selected(selector)
+        except ValueError as exc:
+            assert "a selector this script does not read" in str(exc)
+        else:
+            raise AssertionError(selector)
+
+
+def test_a_package_names_debian_or_a_feedstock_at_a_commit() -> None:
+    base = {"name": "x", "from": "1", "to": "2", "scan": "1..2"}
+    assert run.Package.from_dict({**base, "debian": "python-x"}).source == "python-x"
+    fs = run.Package.from_dict({**base, "feedstock": "conda-forge/x-feedstock", "commit": "0123456789abcdef"})
+    assert (fs.source, fs.material) == ("conda-forge/x-feedstock@0123456789", "conda-forge+x-feedstock")
+    for bad in ({**base}, {**base, "debian": "d", "feedstock": "f", "commit": "c"}, {**base, "feedstock": "f"}):
+        try:
+            run.Package.from_dict(bad)
+        except ValueError:
+            continue
+        raise AssertionError(bad)

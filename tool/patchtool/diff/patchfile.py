@@ -131,6 +131,46 @@ def clean_subject(text: str) -> str:
     return text.strip()
 
 
+_INBODY_FIELD = re.compile(r"^(from|subject|date):[ \t]*", re.IGNORECASE)
+_HEADER_LINE = re.compile(r"^(from|subject|date):.*(?:\n[ \t].*)*\n?", re.IGNORECASE | re.MULTILINE)
+
+
+def hoist_inbody_headers(mail: str) -> str:
+    """``mail`` (one format-patch message) with the headers its body starts with moved into its
+    header, as ``git am`` reads them (``git mailinfo``'s in-body headers; ``git send-email``
+    writes them for another's patch): after any blank lines, a block of ``From:``, ``Subject:``
+    and ``Date:`` lines (any case, folded lines joined) or a ``[PATCH] ...`` line, up to the first
+    other line (a blank one goes with it), replaces the mail's own fields of those names and
+    leaves the body. ``mail`` unchanged where its body starts otherwise."""
+    head, sep, body = mail.partition("\n\n")
+    lines = body.split("\n")
+    at = 0
+    while at < len(lines) - 1 and not lines[at].strip():
+        at += 1
+    found: dict[str, str] = {}
+    end = at
+    while end < len(lines) and lines[end].strip():
+        line = lines[end]
+        if m := _INBODY_FIELD.match(line):
+            name, value = m.group(1).lower(), line[m.end() :]
+        elif line.startswith("[PATCH]") and line[7:8] in (" ", "\t"):
+            name, value = "subject", line
+        else:
+            break
+        end += 1
+        while end < len(lines) and lines[end][:1] in (" ", "\t") and lines[end].strip():
+            value += lines[end]
+            end += 1
+        found[name] = value.rstrip()
+    if not sep or not found:
+        return mail
+    if end < len(lines) and not lines[end].strip():
+        end += 1  # the blank line that ends the block; a line of text ends it too, and stays
+    kept = _HEADER_LINE.sub(lambda m: "" if m.group(1).lower() in found else m.group(0), head + "\n")
+    fields = "".join(f"{name.title()}: {value}\n" for name, value in found.items())
+    return f"{kept}{fields}\n" + "\n".join(lines[end:])
+
+
 # The mail headers of a format-patch file are read here rather than with the email package, whose
 # import costs more than parsing a whole series: RFC 5322 unfolding, RFC 2047 encoded words (with
 # email.header, imported only when a header has one) and the "Name <address>" forms git writes.

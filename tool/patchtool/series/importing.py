@@ -17,7 +17,7 @@ from patchtool import git
 from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
-from patchtool.diff.patchfile import PatchFile
+from patchtool.diff.patchfile import PatchFile, hoist_inbody_headers
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
 from patchtool.paths import read_inside, read_text_if_present, tree_path_problem
@@ -194,11 +194,11 @@ def _read_file(
         out = []
         line = 1 + text.count("\n", 0, starts[0])
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
-            message = text[a:b]
+            message = hoist_inbody_headers(text[a:b])
             sha = _MBOX_FROM.match(message)
             found = _header_fields(source, message.split("\n\n", 1)[0], line)
             entry, notes = _header_entry(source, found, url, repositories)
-            line += message.count("\n")
+            line += text.count("\n", a, b)
             commit = _envelope_commit(sha)
             out.append(
                 Incoming(
