@@ -283,3 +283,78 @@ def test_provenance_of_a_bomb_wheel_is_refused_before_it_is_inflated(demo: Demo,
     assert error["message"].endswith(f"compressed, more than {MAX_RATIO} times as many (a zip bomb?); refusing it")
     assert error["hint"] == "the wheel file is damaged or hostile; build it again"
     assert snapshot(demo.root, wheel.parent) == before
+
+
+def with_zip64_end(wheel: Path, *, members: int | None = None, directory: int | None = None) -> None:
+    """Give ``wheel`` a zip64 end record (and its locator) before its end record, declaring
+    ``members`` members and a central directory of ``directory`` bytes (else the true ones)."""
+    import struct
+
+    data = wheel.read_bytes()
+    at = data.rindex(b"PK\x05\x06")
+    _, _, _, _, count, size, offset, _ = struct.unpack("<4s4H2LH", data[at : at + 22])
+    record = struct.pack(
+        "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, members or count, directory or size, offset
+    )
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1)
+    wheel.write_bytes(data[:at] + record + locator + data[at:])
+
+
+@pytest.mark.parametrize("lie", ["members", "directory"])
+def test_a_wheel_whose_end_record_declares_too_much_is_refused_before_its_directory_is_read(
+    demo: Demo, lie: str
+) -> None:
+    """Found by a review: zipfile reads the whole central directory and builds every member before
+    anyone could count them. The zip64 end record's count, and its directory's size, are read
+    first: a wheel declaring 2**40 members (which zipfile, reading the directory alone, took for a
+    good one of 5) or a directory of 1 TiB (which it called a bad offset) is refused as too much."""
+    wheel = wheel_with(demo.root.parent / "lie" / "demo-1.0-py3-none-any.whl", {})
+    with_zip64_end(wheel, **{lie: 1 << 40})
+    serve(demo, wheel)
+    demo.write_manifest()
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert (
+        out["errors"][0]["message"]
+        == {
+            "members": f"{wheel.name}: it has more than the 100000 members patchtool unpacks; refusing it",
+            "directory": (
+                f"{wheel.name}: its central directory declares {1 << 40} bytes, more than the 67108864 patchtool reads; "
+                "refusing it"
+            ),
+        }[lie]
+    )
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
+
+
+def test_a_wheel_listing_too_many_members_is_refused_before_zipfile_reads_them(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count its end record declares is not what zipfile reads: it reads the directory's
+    headers, however many. They are counted first, one header at a time, and the archive refused
+    at the first over the limit: here the member after it is damaged, which zipfile, reading
+    every header, called the whole wheel damaged (lowered to what the demo release has)."""
+    from patchtool.upstream import members
+
+    wheel = wheel_with(demo.root.parent / "many" / "demo-1.0-py3-none-any.whl", {"demo/one.py": b""})
+    with zipfile.ZipFile(wheel) as zf:
+        listed = len(zf.infolist())
+    data = bytearray(wheel.read_bytes())
+    last = data.rindex(b"PK\x01\x02")
+    data[last : last + 4] = b"PK\x01\x00"  # the last header damaged
+    end = data.rindex(b"PK\x05\x06")
+    data[end + 8 : end + 12] = b"\x01\x00\x01\x00"  # one member declared, on this disk and in all
+    wheel.write_bytes(bytes(data))
+    serve(demo, wheel)
+    demo.write_manifest()
+    monkeypatch.setattr(members, "MAX_MEMBERS", listed - 2)
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (
+        f"{wheel.name}: it has more than the {listed - 2} members patchtool unpacks; refusing it"
+    )
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)

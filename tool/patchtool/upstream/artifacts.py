@@ -33,6 +33,7 @@ from patchtool.upstream.members import (
     RATIO_FLOOR,
     MemberNames,
     bomb_reason,
+    open_zip,
     safe_members,
 )
 from patchtool.versions import parse_version
@@ -182,13 +183,12 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
 def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     """The artifact's files under ``prefix.from`` as files of the import (repository paths, modes,
     contents), sorted; every member name checked; raise before anything is imported."""
-    import zipfile
 
     out: list[FileWrite] = []
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
-            with zipfile.ZipFile(path) as zf:
-                hostile = "the artifact is malformed or hostile; nothing was imported"
+            hostile = "the artifact is malformed or hostile; nothing was imported"
+            with open_zip(path, art.filename, hint=hostile) as zf:
                 members = safe_members(zf, art.filename, hint=hostile)
                 for info in progress.track(members, f"read {art.filename}", unit="members"):
                     dest = _repository_path(info.filename, art)
@@ -312,12 +312,11 @@ def newest_mtime(path: Path, art: Artifact) -> int:
 def member_names(path: Path, art: Artifact) -> list[str]:
     """The names of the artifact's files and links, each checked, none read (where a wheel's and
     an sdist's layouts meet: ``upstream/layouts.py``)."""
-    import zipfile
 
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
-            with zipfile.ZipFile(path) as zf:
-                hostile = "the artifact is malformed or hostile; nothing was imported"
+            hostile = "the artifact is malformed or hostile; nothing was imported"
+            with open_zip(path, art.filename, hint=hostile) as zf:
                 return sorted(info.filename for info in safe_members(zf, art.filename, hint=hostile))
         return sorted(ti.name for ti, _ in tar_members(path, art.filename))
 
@@ -341,12 +340,11 @@ def _repository_path(name: str, art: Artifact) -> str | None:
 
 def metadata_version(path: Path, art: Artifact) -> Version | None:
     """The version the artifact's own metadata (a wheel's METADATA, an sdist's PKG-INFO) names."""
-    import zipfile
     from email.parser import HeaderParser
 
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
-            with zipfile.ZipFile(path) as zf:
+            with open_zip(path, art.filename, hint="the artifact is malformed or hostile") as zf:
                 names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
                 raw = zf.read(names[0]) if names else b""
         else:
