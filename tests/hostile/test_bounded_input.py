@@ -358,3 +358,37 @@ def test_a_wheel_listing_too_many_members_is_refused_before_zipfile_reads_them(
     )
     assert snapshot(demo.root) == before
     assert_nothing_imported(demo)
+
+
+@pytest.mark.parametrize("shape", ["one-member", "many-members"])
+def test_an_sdist_that_inflates_far_past_its_compressed_bytes_is_refused_as_it_inflates(demo: Demo, shape: str) -> None:
+    """Found by a review: an sdist's headers declare all its data, and the whole was held only to
+    200 times the file's size, so incompressible padding at its end bought inflating zeros before
+    it (under the 8 GiB total, some 30 s and that much memory). The stream is measured as it
+    inflates: a member's data (``one-member``: 64 MiB of zeros), or the archive so far
+    (``many-members``: 15 MiB each, under the floor a member is held to), inflating past 16 MiB at
+    more than 200 times the compressed bytes it took is refused there."""
+    zeros = {"one-member": {"demo-1.0/demo/zeros.bin": bytes(BOMB)}}.get(
+        shape, {f"demo-1.0/demo/zeros{n}.bin": bytes(15 << 20) for n in range(5)}
+    )
+    padding = {"demo-1.0/padding.bin": os.urandom(400_000)}
+    # one member after the padding, which keeps the archive so far under the ratio; many before it
+    members = {**padding, **zeros} if shape == "one-member" else {**zeros, **padding}
+    sdist = sdist_with(demo.root.parent / "bomb" / "demo-1.0.tar.gz", members)
+    with tarfile.open(sdist) as tf:  # the declared bounds hold: only inflating shows it
+        assert sum(ti.size for ti in tf.getmembers()) < MAX_RATIO * sdist.stat().st_size
+    serve(demo, sdist, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    message = out["errors"][0]["message"]
+    first = sorted(zeros)[0]
+    assert message.startswith(
+        f"demo-1.0.tar.gz: entry {first!r} inflates to "
+        if shape == "one-member"
+        else "demo-1.0.tar.gz: entry 'demo-1.0/demo/zeros1.bin' brings the archive to "
+    ), message
+    assert message.endswith(f"more than {MAX_RATIO} times as many (a tar bomb?); refusing it"), message
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
