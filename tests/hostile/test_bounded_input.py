@@ -283,3 +283,112 @@ def test_provenance_of_a_bomb_wheel_is_refused_before_it_is_inflated(demo: Demo,
     assert error["message"].endswith(f"compressed, more than {MAX_RATIO} times as many (a zip bomb?); refusing it")
     assert error["hint"] == "the wheel file is damaged or hostile; build it again"
     assert snapshot(demo.root, wheel.parent) == before
+
+
+def with_zip64_end(wheel: Path, *, members: int | None = None, directory: int | None = None) -> None:
+    """Give ``wheel`` a zip64 end record (and its locator) before its end record, declaring
+    ``members`` members and a central directory of ``directory`` bytes (else the true ones)."""
+    import struct
+
+    data = wheel.read_bytes()
+    at = data.rindex(b"PK\x05\x06")
+    _, _, _, _, count, size, offset, _ = struct.unpack("<4s4H2LH", data[at : at + 22])
+    record = struct.pack(
+        "<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, members or count, directory or size, offset
+    )
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, at, 1)
+    wheel.write_bytes(data[:at] + record + locator + data[at:])
+
+
+@pytest.mark.parametrize("lie", ["members", "directory"])
+def test_a_wheel_whose_end_record_declares_too_much_is_refused_before_its_directory_is_read(
+    demo: Demo, lie: str
+) -> None:
+    """Found by a review: zipfile reads the whole central directory and builds every member before
+    anyone could count them. The zip64 end record's count, and its directory's size, are read
+    first: a wheel declaring 2**40 members (which zipfile, reading the directory alone, took for a
+    good one of 5) or a directory of 1 TiB (which it called a bad offset) is refused as too much."""
+    wheel = wheel_with(demo.root.parent / "lie" / "demo-1.0-py3-none-any.whl", {})
+    with_zip64_end(wheel, **{lie: 1 << 40})
+    serve(demo, wheel)
+    demo.write_manifest()
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert (
+        out["errors"][0]["message"]
+        == {
+            "members": f"{wheel.name}: it has more than the 100000 members patchtool unpacks; refusing it",
+            "directory": (
+                f"{wheel.name}: its central directory declares {1 << 40} bytes, more than the 67108864 patchtool reads; "
+                "refusing it"
+            ),
+        }[lie]
+    )
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
+
+
+def test_a_wheel_listing_too_many_members_is_refused_before_zipfile_reads_them(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count its end record declares is not what zipfile reads: it reads the directory's
+    headers, however many. They are counted first, one header at a time, and the archive refused
+    at the first over the limit: here the member after it is damaged, which zipfile, reading
+    every header, called the whole wheel damaged (lowered to what the demo release has)."""
+    from patchtool.upstream import members
+
+    wheel = wheel_with(demo.root.parent / "many" / "demo-1.0-py3-none-any.whl", {"demo/one.py": b""})
+    with zipfile.ZipFile(wheel) as zf:
+        listed = len(zf.infolist())
+    data = bytearray(wheel.read_bytes())
+    last = data.rindex(b"PK\x01\x02")
+    data[last : last + 4] = b"PK\x01\x00"  # the last header damaged
+    end = data.rindex(b"PK\x05\x06")
+    data[end + 8 : end + 12] = b"\x01\x00\x01\x00"  # one member declared, on this disk and in all
+    wheel.write_bytes(bytes(data))
+    serve(demo, wheel)
+    demo.write_manifest()
+    monkeypatch.setattr(members, "MAX_MEMBERS", listed - 2)
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (
+        f"{wheel.name}: it has more than the {listed - 2} members patchtool unpacks; refusing it"
+    )
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
+
+
+@pytest.mark.parametrize("shape", ["one-member", "many-members"])
+def test_an_sdist_that_inflates_far_past_its_compressed_bytes_is_refused_as_it_inflates(demo: Demo, shape: str) -> None:
+    """Found by a review: an sdist's headers declare all its data, and the whole was held only to
+    200 times the file's size, so incompressible padding at its end bought inflating zeros before
+    it (under the 8 GiB total, some 30 s and that much memory). The stream is measured as it
+    inflates: a member's data (``one-member``: 64 MiB of zeros), or the archive so far
+    (``many-members``: 15 MiB each, under the floor a member is held to), inflating past 16 MiB at
+    more than 200 times the compressed bytes it took is refused there."""
+    zeros = {"one-member": {"demo-1.0/demo/zeros.bin": bytes(BOMB)}}.get(
+        shape, {f"demo-1.0/demo/zeros{n}.bin": bytes(15 << 20) for n in range(5)}
+    )
+    padding = {"demo-1.0/padding.bin": os.urandom(400_000)}
+    # one member after the padding, which keeps the archive so far under the ratio; many before it
+    members = {**padding, **zeros} if shape == "one-member" else {**zeros, **padding}
+    sdist = sdist_with(demo.root.parent / "bomb" / "demo-1.0.tar.gz", members)
+    with tarfile.open(sdist) as tf:  # the declared bounds hold: only inflating shows it
+        assert sum(ti.size for ti in tf.getmembers()) < MAX_RATIO * sdist.stat().st_size
+    serve(demo, sdist, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    message = out["errors"][0]["message"]
+    first = sorted(zeros)[0]
+    assert message.startswith(
+        f"demo-1.0.tar.gz: entry {first!r} inflates to "
+        if shape == "one-member"
+        else "demo-1.0.tar.gz: entry 'demo-1.0/demo/zeros1.bin' brings the archive to "
+    ), message
+    assert message.endswith(f"more than {MAX_RATIO} times as many (a tar bomb?); refusing it"), message
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from conftest import Demo
 from helpers import HANG_GUARD_S, git, snapshot
 from patchtool.errors import ExitCode, PatchtoolError, UsageError
@@ -123,7 +124,9 @@ def test_a_fetch_larger_than_its_size_is_refused_and_leaves_nothing(one_patch: D
 def test_the_fetch_limits_are_the_users_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PATCHTOOL_FETCH_DEADLINE", raising=False)
     monkeypatch.delenv("PATCHTOOL_FETCH_MAX_SIZE", raising=False)
+    monkeypatch.delenv("PATCHTOOL_FETCH_MAX_REFS", raising=False)
     assert (FetchLimits.from_environment().deadline, FetchLimits.from_environment().max_bytes) == (1800, 4 << 30)
+    assert FetchLimits.from_environment().max_refs == 10_000
     monkeypatch.setenv("PATCHTOOL_FETCH_DEADLINE", "90")
     monkeypatch.setenv("PATCHTOOL_FETCH_MAX_SIZE", "16g")
     assert (FetchLimits.from_environment().deadline, FetchLimits.from_environment().max_bytes) == (90, 16 << 30)
@@ -142,6 +145,14 @@ def test_the_fetch_limits_are_the_users_to_set(monkeypatch: pytest.MonkeyPatch) 
         assert exc.value.message.startswith(
             f"PATCHTOOL_FETCH_MAX_SIZE={bad!r} is not a number of bytes from 1 to 1 TiB"
         )
+    monkeypatch.delenv("PATCHTOOL_FETCH_MAX_SIZE")
+    monkeypatch.setenv("PATCHTOOL_FETCH_MAX_REFS", "50000")
+    assert FetchLimits.from_environment().max_refs == 50_000
+    for bad in ("many", "0", "-1", "1000001", "1e3", "10k"):
+        monkeypatch.setenv("PATCHTOOL_FETCH_MAX_REFS", bad)
+        with pytest.raises(UsageError) as exc:
+            FetchLimits.from_environment()
+        assert exc.value.message == f"PATCHTOOL_FETCH_MAX_REFS={bad!r} is not a number of refs from 1 to 1000000"
 
 
 def test_a_fetch_stopped_after_its_pack_was_written_leaves_no_pack(tmp_path: Path) -> None:
@@ -159,7 +170,67 @@ def test_a_fetch_stopped_after_its_pack_was_written_leaves_no_pack(tmp_path: Pat
     url = SourceUrl.parse(str(work), git=True, user=True)
     with pytest.raises(PatchtoolError) as caught:
         into.fetch(
-            url, "+refs/tags/*:refs/tags/*", allow_local=True, filter="tree:0", limits=FetchLimits(max_bytes=4096)
+            url,
+            [f"+refs/tags/{t}:refs/tags/{t}" for t in into.remote_refs(url, "refs/tags/", allow_local=True)],
+            allow_local=True,
+            filter="tree:0",
+            limits=FetchLimits(max_bytes=4096),
         )
     assert caught.value.exit_code == ExitCode.UPSTREAM, caught.value
     assert sorted(os.listdir(tmp_path / "into.git" / "objects" / "pack")) == before
+
+
+def tag_many(repo: Path, names: list[str]) -> None:
+    """Tags ``names`` on ``repo``'s HEAD, written as one packed-refs file (as a large remote keeps them)."""
+    head = git(repo, "rev-parse", "HEAD").strip()
+    lines = [f"{head} refs/tags/{name}" for name in sorted(names)]
+    with (repo / ".git" / "packed-refs").open("a") as fh:
+        fh.write("".join(f"{line}\n" for line in lines))
+
+
+def test_upstreams_history_fetches_the_release_tags_alone_not_every_tag(tmp_path: Path) -> None:
+    """Found by a review of the fetch's size: the history's first fetch took ``refs/tags/*``, so a
+    remote with 20,000 tags (CI tags, nightlies) made 20,000 ref files in the cache, which no size
+    bounds. It now lists the tags and fetches, by name, only the two it needs and the releases of
+    the pin's tag template."""
+    from test_history import FIX, FIX_SUBJECT, FIXED, make_upstream
+
+    u = make_upstream(
+        tmp_path, [(FIX_SUBJECT, FIX)], [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})]
+    )
+    tag_many(u.repo, [f"ciflow/trunk/{n}" for n in range(20_000)])
+    git(u.repo, "tag", "v1.0.post1", "v1.0")
+    data = u.dry_run("--history")
+    assert "fetched the commits of 3 tag(s) of " + str(u.repo) + " (--filter=tree:0)" in data["history"]
+    (history,) = (u.cache / "history").glob("*.git")
+    assert sorted(Repo(history).tags()) == ["v1.0", "v1.0.post1", "v1.1"]
+
+
+def test_a_history_fetch_that_would_write_more_refs_than_allowed_is_refused(tmp_path: Path) -> None:
+    """A remote whose release tags outnumber ``PATCHTOOL_FETCH_MAX_REFS``: exit 4 naming the count
+    and the limit, before the fetch starts; the project unchanged and no ref written in the cache."""
+    from test_history import FIX, FIX_SUBJECT, FIXED, make_upstream
+
+    u = make_upstream(
+        tmp_path, [(FIX_SUBJECT, FIX)], [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})]
+    )
+    tag_many(u.repo, [f"v1.0.{n}" for n in range(1, 31)])
+    u.dry_run()  # the cache warm, the history not asked
+    before = snapshot(u.root, u.cache)
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(u.cache), "PATCHTOOL_FETCH_MAX_REFS": "10"}
+    res = in_process(["rebase", "--to", "1.1", "--dry-run", "--history", "--json", "--root", str(u.root)], env=env)
+    assert res.returncode == ExitCode.UPSTREAM, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"] == (
+        f"the git fetch from {u.repo} would write 32 refs, more than the 10 patchtool lets one git fetch write; "
+        "refusing it"
+    )
+    assert "PATCHTOOL_FETCH_MAX_REFS" in error["hint"]
+    after = snapshot(u.root, u.cache)
+    (history,) = (u.cache / "history").glob("*.git")
+    assert {k: v for k, v in after.items() if not k.startswith(str(history))} == before
+    assert Repo(history).tags() == {} and not list((history / "objects" / "pack").iterdir())
+    # the same under the default limit goes through
+    assert (
+        "fetched the commits of 32 tag(s) of " + str(u.repo) + " (--filter=tree:0)" in u.dry_run("--history")["history"]
+    )

@@ -6,6 +6,8 @@ a test can move), past which its whole process group is killed, and a size (``PA
 else 4 GiB): every file a process of the fetch writes is held to it by ``RLIMIT_FSIZE``, and the
 received objects are always kept as one pack (``transfer.unpackLimit=1``), so the pack the remote
 sends is what the size bounds. git's own ``http.lowSpeedLimit`` gives up a stalled transfer sooner.
+A fetch writes one ref file per refspec with a destination, and names each ref it writes
+(``PATCHTOOL_FETCH_MAX_REFS``, else 10,000): no pattern lets a remote choose how many.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from patchtool.errors import UpstreamError, UsageError
 
 DEADLINE_ENV = "PATCHTOOL_FETCH_DEADLINE"
 SIZE_ENV = "PATCHTOOL_FETCH_MAX_SIZE"
+REFS_ENV = "PATCHTOOL_FETCH_MAX_REFS"
 DEFAULT_DEADLINE = 1800.0  # 30 minutes, as one download (upstream/index.py)
 MAX_DEADLINE = 7 * 86400
 DEFAULT_SIZE = 4 << 30  # as a download without a pinned size
 MAX_SIZE = 1 << 40
+DEFAULT_REFS = 10_000  # far above a release history's tags; each is a file in the cache
+MAX_REFS = 1_000_000
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -39,7 +44,7 @@ class FetchTooSlow(UpstreamError):
 
 
 class FetchTooLarge(UpstreamError):
-    """A fetch whose pack outgrew its size."""
+    """A fetch whose pack outgrew its size, or that would write more refs than it may."""
 
 
 def _deadline(given: str) -> float:
@@ -66,21 +71,35 @@ def _size(given: str) -> int:
     return value
 
 
+def _refs(given: str) -> int:
+    value = int(given) if re.fullmatch(r"[0-9]{1,7}", given) else 0
+    if not 1 <= value <= MAX_REFS:
+        raise UsageError(
+            f"{REFS_ENV}={given!r} is not a number of refs from 1 to {MAX_REFS}",
+            hint=f"set it to the most refs one git fetch may write (default {DEFAULT_REFS}), or unset it",
+        )
+    return value
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class FetchLimits:
-    """The overall ``deadline`` (seconds on ``clock``) and the most bytes (``max_bytes``) of one fetch."""
+    """The overall ``deadline`` (seconds on ``clock``), the most bytes (``max_bytes``) and the most
+    refs written (``max_refs``) of one fetch."""
 
     deadline: float = DEFAULT_DEADLINE
     max_bytes: int = DEFAULT_SIZE
+    max_refs: int = DEFAULT_REFS
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
     def from_environment(cls) -> FetchLimits:
-        """The limits the user set (``PATCHTOOL_FETCH_DEADLINE``, ``PATCHTOOL_FETCH_MAX_SIZE``), else the defaults."""
-        deadline, size = (os.environ.get(k, "").strip() for k in (DEADLINE_ENV, SIZE_ENV))
+        """The limits the user set (``PATCHTOOL_FETCH_DEADLINE``, ``PATCHTOOL_FETCH_MAX_SIZE``,
+        ``PATCHTOOL_FETCH_MAX_REFS``), else the defaults."""
+        deadline, size, refs = (os.environ.get(k, "").strip() for k in (DEADLINE_ENV, SIZE_ENV, REFS_ENV))
         return cls(
             deadline=_deadline(deadline) if deadline else DEFAULT_DEADLINE,
             max_bytes=_size(size) if size else DEFAULT_SIZE,
+            max_refs=_refs(refs) if refs else DEFAULT_REFS,
         )
 
     def _effective(self) -> int:
@@ -93,14 +112,17 @@ class FetchLimits:
         most = self._effective()
         return functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (most, most))
 
-    def wait(self, popen: subprocess.Popen[bytes], *, what: str) -> tuple[int, bytes, bytes]:
-        """The exit status and output of the fetch ``popen``, or, once the deadline passed, its whole
-        process group killed (it leads a session of its own) and ``FetchTooSlow``."""
+    def wait(
+        self, popen: subprocess.Popen[bytes], *, what: str, input: bytes | None = None
+    ) -> tuple[int, bytes, bytes]:
+        """The exit status and output of the fetch ``popen`` (given ``input``), or, once the deadline
+        passed, its whole process group killed (it leads a session of its own) and ``FetchTooSlow``."""
         end = self.clock() + self.deadline
         while (remaining := end - self.clock()) > 0:
             try:
-                out, err = popen.communicate(timeout=remaining)
+                out, err = popen.communicate(input, timeout=remaining)
             except subprocess.TimeoutExpired:
+                input = None  # communicate goes on writing what it was given
                 continue
             return popen.returncode, out, err
         kill_group(popen)
@@ -129,6 +151,15 @@ class FetchLimits:
             f"{what} received more than the {self.max_bytes} bytes patchtool lets one git fetch take; refusing it",
             hint=f"if the repository is that large, allow more with {SIZE_ENV} (e.g. {SIZE_ENV}=16g)",
         )
+
+    def check_refs(self, count: int, what: str) -> None:
+        """Refuse, before it starts, a fetch ``what`` that would write ``count`` refs, more than ``max_refs``."""
+        if count > self.max_refs:
+            raise FetchTooLarge(
+                f"{what} would write {count} refs, more than the {self.max_refs} patchtool lets one git fetch "
+                "write; refusing it",
+                hint=f"if the repository has that many, allow more with {REFS_ENV} (e.g. {REFS_ENV}={count})",
+            )
 
 
 def kill_group(popen: subprocess.Popen[bytes]) -> None:

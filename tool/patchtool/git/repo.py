@@ -29,6 +29,9 @@ from patchtool.paths import read_text_if_present, tree_path_problem
 from patchtool.urls import LocalUrls, SourceUrl, permit
 
 OWN_REFS = "refs/patchtool/"  # the refs only patchtool writes, and only under its ``ref_guard``
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+# what git's check_refname_format refuses anywhere in a name, and what would change a refspec's meaning
+_NOT_IN_REFSPEC = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|^$")
 
 # who moves a ref that keeps a reflog (a checkout branch), without asking the user's configuration
 _REFLOG_IDENT = {"GIT_COMMITTER_NAME": FIXED_IDENT[0], "GIT_COMMITTER_EMAIL": FIXED_IDENT[1]}
@@ -567,17 +570,23 @@ class Repo:
         """Fetch ``refspec`` from a remote by a protocol the user allows (``urls.permit``: https,
         and with ``allow_local`` plain http and local repositories; any the user gave themselves),
         which git is held to as well; within ``limits`` (else the user's, ``FetchLimits.from_environment``):
-        past its deadline ``FetchTooSlow``, past its size ``FetchTooLarge``, and nothing of it kept."""
+        past its deadline ``FetchTooSlow``, past its size or its count of refs ``FetchTooLarge``, and
+        nothing of it kept. Every refspec names its ref: a pattern (``*``) would let the remote
+        choose how many refs the fetch writes (``remote_refs`` lists them first)."""
         permit(url, allow_local=allow_local)
         limits = limits or FetchLimits.from_environment()
         specs = (refspec,) if isinstance(refspec, str) else tuple(refspec)
         what = f"git fetch {url} {' '.join(specs) if len(specs) < 4 else f'({len(specs)} objects)'}"
         told = f"the git fetch from {url}"  # the refspec names patchtool's own refs, nothing the user wrote
+        if any("*" in spec or "\n" in spec for spec in specs):
+            raise ValueError(f"{what}: a refspec names one ref, on one line")
+        limits.check_refs(sum(":" in spec for spec in specs), told)
         before = pack_files(self.git_dir)
         options = (
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
+            "--stdin",  # the refspecs, one a line: as many as the limit allows, on no command line
             *((f"--filter={filter}",) if filter else ()),
             *(("--refetch",) if refetch else ()),
         )
@@ -586,12 +595,13 @@ class Repo:
         local_path = url.scheme == "file" and "://" not in url.text
         where = Path(url.text).absolute().as_uri() if partial and local_path else url.text
         proc = self._runner.start(
-            Argv("fetch", options, (where, *specs)),
+            Argv("fetch", options, (where,)),
+            stdin=True,
             env=remote_env(allow_local=bool(allow_local) or url.user, by_id=by_id),
             preexec=limits.preexec(),
         )
         try:
-            status, _, raw = limits.wait(proc.popen, what=told)
+            status, _, raw = limits.wait(proc.popen, what=told, input="".join(f"{s}\n" for s in specs).encode())
         except FetchTooSlow:
             leftovers(self.git_dir, before)
             raise
@@ -603,6 +613,35 @@ class Repo:
         if outgrown:
             raise limits.too_large(told)
         raise GitError(f"{what} failed: {said}")
+
+    def remote_refs(
+        self, url: SourceUrl, prefix: str, *, allow_local: LocalUrls | bool, limits: FetchLimits | None = None
+    ) -> dict[str, str]:
+        """The refs beneath ``prefix`` (``refs/tags/``) that the remote ``url`` lists, by name (the
+        rest of it) with the object each names (``git ls-remote``, under the fetch's deadline and
+        protocols): what a fetch of some of them by name asks for. A name git would not take in a
+        refspec (a pattern, a control character or space, bytes that are not UTF-8) is left out, as
+        git's own fetch leaves a broken name out."""
+        permit(url, allow_local=allow_local)
+        limits = limits or FetchLimits.from_environment()
+        proc = self._runner.start(
+            Argv("ls-remote", ("--refs",), (url.text, f"{prefix}*")),
+            env=remote_env(allow_local=bool(allow_local) or url.user),
+            preexec=limits.preexec(),
+        )
+        status, out, err = limits.wait(proc.popen, what=f"the git ls-remote of {url}")
+        if status != 0:
+            raise GitError(f"git ls-remote {url} failed: {err.decode(errors='replace').strip()}")
+        found = {}
+        for raw in out.split(b"\n"):
+            try:
+                sha, _, ref = raw.decode().partition("\t")
+            except UnicodeDecodeError:  # a name patchtool's readers of refs would not read back
+                continue
+            name = ref.removeprefix(prefix)
+            if ref.startswith(prefix) and _OBJECT_ID.fullmatch(sha) and not _NOT_IN_REFSPEC.search(name):
+                found[name] = sha
+        return found
 
     def fetch_from(self, other: Repo, refspec: str) -> None:
         """Fetch ``refspec`` from another of patchtool's own repositories (local transport alone)."""

@@ -33,6 +33,7 @@ from patchtool.upstream.members import (
     RATIO_FLOOR,
     MemberNames,
     bomb_reason,
+    open_zip,
     safe_members,
 )
 from patchtool.versions import parse_version
@@ -121,16 +122,24 @@ DAMAGED_HINT = (
 
 
 HEADER_LIMIT = 1 << 16  # the most one tar header may read: a GNU long name or a PAX record set
+_CHUNK = 1 << 20  # the most of an sdist inflated between two checks of its ratio
 
 
 class _Bounded:
     """The uncompressed tar stream as ``tarfile`` reads it, each read at most ``limit`` bytes.
     ``tarfile`` reads a GNU long name or PAX header's data whole as it iterates, before any
     member is handed back to be checked: a 400 MiB "name" in a 400 KiB sdist is refused here,
-    at its header, instead of being inflated. A member's own data is read under ``member``."""
+    at its header, instead of being inflated. A member's own data is read under ``member``.
+
+    What a tar header declares is all the data there is, but a gzip of zeros inflates a thousand
+    times over, and skipping a member inflates it too: so the stream is inflated ``_CHUNK`` at a
+    time, and refused (``current`` names the member) as soon as a member's data, or the whole so
+    far, past ``RATIO_FLOOR`` inflates to more than ``MAX_RATIO`` times the compressed bytes it
+    took, as a zip member's declared sizes are held (``inflation.bomb_reason``)."""
 
     def __init__(self, raw: BinaryIO, label: str, *, packed: BinaryIO) -> None:
         self.raw, self.label, self.limit, self.packed = raw, label, HEADER_LIMIT, packed
+        self.current = ""
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0 or n > self.limit:
@@ -140,13 +149,40 @@ class _Bounded:
                 "hostile long name or PAX header?); refusing it",
                 hint="the artifact is malformed or hostile; nothing was imported",
             )
-        return self.raw.read(n)
+        start, out = self._mark(), []
+        while n > 0 and (data := self.raw.read(min(n, _CHUNK))):
+            out.append(data)
+            n -= len(data)
+            self._check(start)
+        return b"".join(out)
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 0:  # forward: what is skipped is inflated on the way, checked as it comes
+            start = self._mark()
+            while (ahead := offset - self.raw.tell()) > 0 and self.raw.read(min(ahead, _CHUNK)):
+                self._check(start)
         return self.raw.seek(offset, whence)
 
     def tell(self) -> int:
         return self.raw.tell()
+
+    def _mark(self) -> tuple[int, int]:
+        return self.raw.tell(), self.packed.tell()
+
+    def _check(self, start: tuple[int, int]) -> None:
+        inflated, packed = self._mark()
+        run, taken = inflated - start[0], packed - start[1]
+        why = None
+        if run > RATIO_FLOOR and run > MAX_RATIO * max(taken, 1):
+            why = f"inflates to {run} bytes from {taken} compressed"
+        elif inflated > RATIO_FLOOR and inflated > MAX_RATIO * max(packed, 1):
+            why = f"brings the archive to {inflated} bytes from the first {packed} compressed"
+        if why is not None:
+            raise UpstreamError(
+                f"{self.label}: entry {self.current!r} {why}, more than {MAX_RATIO} times as many (a tar bomb?); "
+                "refusing it",
+                hint="the artifact is malformed or hostile; nothing was imported",
+            )
 
     @contextlib.contextmanager
     def member(self, size: int) -> Iterator[None]:
@@ -182,13 +218,12 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
 def read_files(path: Path, art: Artifact) -> list[FileWrite]:
     """The artifact's files under ``prefix.from`` as files of the import (repository paths, modes,
     contents), sorted; every member name checked; raise before anything is imported."""
-    import zipfile
 
     out: list[FileWrite] = []
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
-            with zipfile.ZipFile(path) as zf:
-                hostile = "the artifact is malformed or hostile; nothing was imported"
+            hostile = "the artifact is malformed or hostile; nothing was imported"
+            with open_zip(path, art.filename, hint=hostile) as zf:
                 members = safe_members(zf, art.filename, hint=hostile)
                 for info in progress.track(members, f"read {art.filename}", unit="members"):
                     dest = _repository_path(info.filename, art)
@@ -283,6 +318,7 @@ def tar_members(
             if why is not None:
                 raise UpstreamError(f"{label}: entry {name!r} is not a safe path: {why}; refusing it", hint=hostile)
             names.add(ti.name, is_dir=ti.isdir())
+            bounded.current = ti.name  # its data is inflated next, read or skipped
             if ti.isdir():
                 continue
 
@@ -312,12 +348,11 @@ def newest_mtime(path: Path, art: Artifact) -> int:
 def member_names(path: Path, art: Artifact) -> list[str]:
     """The names of the artifact's files and links, each checked, none read (where a wheel's and
     an sdist's layouts meet: ``upstream/layouts.py``)."""
-    import zipfile
 
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
-            with zipfile.ZipFile(path) as zf:
-                hostile = "the artifact is malformed or hostile; nothing was imported"
+            hostile = "the artifact is malformed or hostile; nothing was imported"
+            with open_zip(path, art.filename, hint=hostile) as zf:
                 return sorted(info.filename for info in safe_members(zf, art.filename, hint=hostile))
         return sorted(ti.name for ti, _ in tar_members(path, art.filename))
 
@@ -341,12 +376,11 @@ def _repository_path(name: str, art: Artifact) -> str | None:
 
 def metadata_version(path: Path, art: Artifact) -> Version | None:
     """The version the artifact's own metadata (a wheel's METADATA, an sdist's PKG-INFO) names."""
-    import zipfile
     from email.parser import HeaderParser
 
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
-            with zipfile.ZipFile(path) as zf:
+            with open_zip(path, art.filename, hint="the artifact is malformed or hostile") as zf:
                 names = [n for n in zf.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
                 raw = zf.read(names[0]) if names else b""
         else:

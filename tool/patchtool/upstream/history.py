@@ -1,8 +1,9 @@
 """Upstream's history between two releases' tags, fetched from the repository a pin's ``[git]``
 names, cheapest first, into one cache repository per url (``<cache>/history/<digest>.git``).
 
-1. Commits alone (``--filter=tree:0``, every tag): ancestry, the messages (the references a
-   patch makes, reverts, advisory ids) and which release first has a commit.
+1. Commits alone (``--filter=tree:0``; of the two tags and every release tag the tag template
+   names, each fetched by its name, within the fetch's count of refs): ancestry, the messages (the
+   references a patch makes, reverts, advisory ids) and which release first has a commit.
 2. Only when a question needs files: the trees of the two tags' history (``--filter=blob:none``),
    then the blobs of just the patches' files, in the commits between the tags, by their ids.
 
@@ -73,26 +74,32 @@ class History:
 
     # -- stage 1: commits ----------------------------------------------------------------------
     def commits(self) -> tuple[str, str] | str:
-        """The two tags' commits, fetching the commits of every tag first when one is missing; or
-        why there are none (the repository has no such tag, or could not be fetched)."""
+        """The two tags' commits, fetching the commits of the tags first when one is missing (the
+        two, and every release tag of the template, by name); or why there are none (the
+        repository has no such tag, or could not be fetched)."""
         tags = self._tag_map()
         if self.old_tag not in tags or self.new_tag not in tags:
             with self.cache.locked():
                 git.Repo.init_bare(self.git_dir)
                 try:
-                    self.repo.fetch(
-                        self.url,
-                        "+refs/tags/*:refs/tags/*",
-                        allow_local=self.cache.allow_local,
-                        limits=self.cache.fetch_limits,
-                        filter="tree:0",
+                    listed = self.repo.remote_refs(
+                        self.url, "refs/tags/", allow_local=self.cache.allow_local, limits=self.cache.fetch_limits
                     )
+                    wanted = sorted(t for t in listed if t in (self.old_tag, self.new_tag) or self._release(t))
+                    if wanted:
+                        self.repo.fetch(
+                            self.url,
+                            [f"+refs/tags/{t}:refs/tags/{t}" for t in wanted],
+                            allow_local=self.cache.allow_local,
+                            limits=self.cache.fetch_limits,
+                            filter="tree:0",
+                        )
                 except GitError as exc:
                     raise UpstreamError(
                         f"could not fetch upstream's history from {self.url}: {exc}",
                         hint="check the network and the pin's [git] url, or rebase without --history",
                     ) from None
-            self.fetched.append(f"the commits of every tag of {self.url} (--filter=tree:0)")
+            self.fetched.append(f"the commits of {len(wanted)} tag(s) of {self.url} (--filter=tree:0)")
             self._tags = None
             tags = self._tag_map()
         missing = [t for t in (self.old_tag, self.new_tag) if t not in tags]
@@ -129,19 +136,28 @@ class History:
         found = self.commits()
         if isinstance(found, str) or self.template is None:
             return self.new_tag
-        prefix, _, suffix = self.template.partition("{version}")
-        releases: list[tuple[Version, str]] = []
-        for name, commit in self._tag_map().items():
-            if name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix):
-                try:
-                    releases.append((Version(name[len(prefix) : len(name) - len(suffix)]), commit))
-                except InvalidVersion:
-                    continue
+        releases = [
+            (version, commit)
+            for name, commit in self._tag_map().items()
+            if (version := self._release(name)) is not None
+        ]
         old = next((v for v, c in releases if c == found[0]), None)
         for version, commit in sorted(releases):
             if (old is None or version > old) and (commit == sha or self.repo.is_ancestor(sha, commit)):
                 return str(version)
         return self.new_tag
+
+    def _release(self, name: str) -> Version | None:
+        """The version a tag ``name`` is the release of, by the tag template; None for any other tag."""
+        if self.template is None:
+            return None
+        prefix, _, suffix = self.template.partition("{version}")
+        if not (name.startswith(prefix) and name.endswith(suffix) and len(name) > len(prefix) + len(suffix)):
+            return None
+        try:
+            return Version(name[len(prefix) : len(name) - len(suffix)])
+        except InvalidVersion:
+            return None
 
     # -- stage 2: the patches' files -------------------------------------------------------------
     def _files(self, paths: Sequence[str]) -> tuple[str, str] | None:

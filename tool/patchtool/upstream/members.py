@@ -2,13 +2,18 @@
 sdist): a safe path, a regular file, listed once and not also a directory, stored or deflated,
 and bounded before any of it is inflated (zip and tar bombs). Reading an artifact
 (``artifacts.py``) and repacking a wheel
-(``wheel/repack.py``) both go through here.
+(``wheel/repack.py``) both go through here. A zip archive is opened here too (``open_zip``): its
+central directory is counted before ``zipfile`` builds a member of it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import struct
 import zipfile
-from typing import NoReturn
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, NoReturn
 
 from patchtool.errors import PatchtoolError, UpstreamError
 from patchtool.inflation import MAX_MEMBER_BYTES as MAX_MEMBER_BYTES
@@ -21,6 +26,14 @@ from patchtool.paths import tree_path_problem
 # far above any release's (torch's wheel has some 12,000): each costs memory and git work, and an
 # empty member compresses to a few bytes, so a 4 GiB download could list billions
 MAX_MEMBERS = 100_000
+# what zipfile reads whole before it builds a member: some 670 bytes a member at the most members
+MAX_CENTRAL_BYTES = 64 << 20
+
+# APPNOTE.TXT 4.3.16, 4.3.15, 4.3.14: the end of central directory record, the zip64 locator and record
+_END = struct.Struct("<4s4H2LH")
+_LOCATOR = struct.Struct("<4sLQL")
+_END64 = struct.Struct("<4sQ2H2L4Q")
+_ENTRY = 46  # a central directory header's fixed part (4.3.12), its three lengths at 28
 
 
 def unsafe_reason(info: zipfile.ZipInfo) -> str | None:
@@ -101,3 +114,78 @@ def safe_members(
 
 def too_many(label: str) -> str:
     return f"{label}: it has more than the {MAX_MEMBERS} members patchtool unpacks; refusing it"
+
+
+@contextlib.contextmanager
+def open_zip(
+    path: Path, label: str, *, hint: str | None = None, error: type[PatchtoolError] = UpstreamError
+) -> Iterator[zipfile.ZipFile]:
+    """The zip archive at ``path``, once its central directory was found to list at most
+    ``MAX_MEMBERS`` members in at most ``MAX_CENTRAL_BYTES`` (``error`` otherwise): ``zipfile``
+    reads the whole directory and builds every member before anyone can count them."""
+    with open(path, "rb") as fh:
+        check_listing(fh, label, hint=hint, error=error)
+        fh.seek(0)
+        with zipfile.ZipFile(fh) as zf:
+            yield zf
+
+
+def check_listing(fh: BinaryIO, label: str, *, hint: str | None, error: type[PatchtoolError]) -> None:
+    """Refuse the zip archive ``fh`` whose end record (or zip64 end record) declares more than
+    ``MAX_MEMBERS`` members, or a central directory over ``MAX_CENTRAL_BYTES``, or whose directory
+    holds more members than that whatever it declares (zipfile reads the directory, not the count),
+    each header counted, none built. What is no zip archive is left for zipfile to say so."""
+    found = _central_directory(fh)
+    if found is None:
+        return
+    declared, start, size = found
+    if declared > MAX_MEMBERS:
+        raise error(too_many(label), hint=hint)
+    if size > MAX_CENTRAL_BYTES:
+        raise error(
+            f"{label}: its central directory declares {size} bytes, more than the {MAX_CENTRAL_BYTES} patchtool "
+            "reads; refusing it",
+            hint=hint,
+        )
+    if start < 0:
+        return
+    fh.seek(start)
+    listing = fh.read(size)
+    at = count = 0
+    while at + _ENTRY <= len(listing) and listing[at : at + 4] == b"PK\x01\x02":
+        count += 1
+        if count > MAX_MEMBERS:
+            raise error(too_many(label), hint=hint)
+        name, extra, comment = struct.unpack_from("<3H", listing, at + 28)
+        at += _ENTRY + name + extra + comment
+
+
+def _central_directory(fh: BinaryIO) -> tuple[int, int, int] | None:
+    """The members the archive declares, where its central directory starts and its size, found
+    as ``zipfile`` finds them: the end record last in the file, else the last one in its final
+    64 KiB, and the zip64 record just before its locator, just before the end record."""
+    end = fh.seek(0, 2)
+    if end < _END.size:
+        return None
+    fh.seek(end - _END.size)
+    record = fh.read(_END.size)
+    at = end - _END.size
+    if record[:4] != b"PK\x05\x06" or record[-2:] != b"\0\0":
+        window = max(end - (1 << 16) - _END.size, 0)
+        fh.seek(window)
+        tail = fh.read()
+        found = tail.rfind(b"PK\x05\x06")
+        if found < 0 or len(tail) - found < _END.size:
+            return None
+        at, record = window + found, tail[found : found + _END.size]
+    fields = _END.unpack(record)
+    declared, size = fields[4], fields[5]
+    start = at - size
+    if at >= _LOCATOR.size + _END64.size:
+        fh.seek(at - _LOCATOR.size - _END64.size)
+        zip64, locator = fh.read(_END64.size), fh.read(_LOCATOR.size)
+        if locator[:4] == b"PK\x06\x07" and zip64[:4] == b"PK\x06\x06":
+            wide = _END64.unpack(zip64)
+            declared, size = wide[7], wide[8]
+            start = at - _LOCATOR.size - _END64.size - size
+    return declared, start, size

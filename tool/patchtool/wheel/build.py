@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import tempfile
 import tomllib
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from patchtool.project.pins import Pin
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import SeriesAtPin, apply_series
 from patchtool.upstream.cache import Base, Cache
+from patchtool.upstream.members import open_zip
 from patchtool.wheel import frontend
 from patchtool.wheel.archive import date_time_of
 from patchtool.wheel.provenance import (
@@ -426,7 +426,7 @@ def _built_files(
 ) -> tuple[tuple[FileRecord, ...], str | None]:
     """Where the built wheel holds each changed file, checked to be the patched bytes."""
     blobs = repo.cat_files(tip, [c.path for c in changes if c.status != "D"])
-    with zipfile.ZipFile(built) as zf:
+    with open_zip(built, built.name, error=BuildError) as zf:
         names = set(zf.namelist())
         tops = {n.split("/", 1)[0] for n in names if "/" in n}
         records = []

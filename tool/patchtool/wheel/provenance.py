@@ -31,7 +31,7 @@ from patchtool.inputs import loads_json
 from patchtool.project.fields import MAX_SCHEMA, Fields, raise_if
 from patchtool.project.pins import Pin
 from patchtool.upstream.artifacts import damage, damaged_as_error
-from patchtool.upstream.members import safe_members
+from patchtool.upstream.members import open_zip, safe_members
 from patchtool.wheel import record as wheelrecord
 from patchtool.wheel.archive import LAST_EPOCH
 
@@ -496,7 +496,7 @@ def read_wheel(path: Path) -> ProvenanceReport:
     label = path.name
     with (
         damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"),
-        zipfile.ZipFile(path) as zf,
+        open_zip(path, label, hint="the wheel file is damaged or hostile; build it again", error=InvalidInput) as zf,
     ):
         hint = "the wheel file is damaged or hostile; build it again"
         names = {i.filename for i in safe_members(zf, label, hint=hint, error=InvalidInput)}  # the import's bounds

@@ -31,7 +31,7 @@ from packaging.version import InvalidVersion, Version
 from patchtool import fsroot, progress
 from patchtool.errors import BuildError, UpstreamError, UsageError
 from patchtool.upstream.artifacts import damaged_as_error
-from patchtool.upstream.members import safe_members
+from patchtool.upstream.members import open_zip, safe_members
 from patchtool.versions import parse_version
 from patchtool.wheel import versionfile
 from patchtool.wheel.archive import ArchiveWriter, Digest
@@ -197,7 +197,7 @@ def repack(
     RECORD at the very end.
     """
     label = source.name
-    with damaged_as_error(label), zipfile.ZipFile(source) as zf, open(source, "rb") as raw:
+    with damaged_as_error(label), open_zip(source, label) as zf, open(source, "rb") as raw:
         members = safe_members(zf, label)
         layout = _Layout.read(zf, members, name, label)
         when = tuple(date_time) if date_time is not None else layout.newest
