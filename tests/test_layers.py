@@ -11,7 +11,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "tool" / "patchtool"
 
 # ARCHITECTURE.md's layers, bottom up: a module may import its own layer and those below it.
-# "" is the top-level modules (the foundations); __main__ is the entry point, with cli.
+# "" is the top-level modules (the foundations); __main__ is the entry point, with cli; sglang is
+# the SGLang fork's room, which only cli may import.
 LAYERS = (
     ("",),
     ("git", "diff"),
@@ -20,8 +21,10 @@ LAYERS = (
     ("registry",),
     ("series",),
     ("wheel", "rebase"),
+    ("sglang",),
     ("cli", "__main__"),
 )
+FORK = "patchtool.sglang"
 
 # Imports that still point up, each with why it is not broken yet. Keep this short.
 ALLOWED_UP: set[tuple[str, str]] = set()
@@ -85,6 +88,29 @@ def upward(found: Import) -> bool:
 def test_imports_point_down_the_layers() -> None:
     offenders = [str(i) for i in every_import() if upward(i)]
     assert offenders == [], "imports that point up ARCHITECTURE.md's layers:\n" + "\n".join(offenders)
+
+
+def test_no_generic_module_imports_the_sglang_room() -> None:
+    """What only the SGLang fork knows lives in patchtool.sglang; the generic tool never reaches
+    into it, so a maintainer of another package's fork reads a generic tool. The CLI wires it in."""
+    generic = [
+        str(i)
+        for i in every_import()
+        if (i.target == FORK or i.target.startswith(f"{FORK}."))
+        and not i.module.startswith((f"{FORK}.", "patchtool.cli"))
+        and i.module != FORK
+    ]
+    assert generic == [], "generic modules that import the SGLang room:\n" + "\n".join(generic)
+
+
+def test_the_sglang_room_is_found_wherever_it_is_imported() -> None:
+    source = "from patchtool.sglang import deploy\ndef f():\n    from patchtool.sglang.launch import fit\n"
+    found = [str(i) for i in imports_of(source, PACKAGE / "registry" / "probe.py") if i.target.startswith(FORK)]
+    assert found == [
+        "patchtool.registry.probe:1 imports patchtool.sglang.deploy",
+        "patchtool.registry.probe:3 imports patchtool.sglang.launch.fit",
+    ]
+    assert all(upward(i) for i in imports_of(source, PACKAGE / "registry" / "probe.py"))
 
 
 def test_every_allowed_exception_is_still_needed() -> None:

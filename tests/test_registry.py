@@ -14,9 +14,9 @@ import pytest
 from packaging.version import Version
 
 from patchtool.errors import InvalidInput
-from patchtool.registry import deploy
 from patchtool.registry import entries as reg
-from patchtool.registry.scope import LaunchFacts
+from patchtool.sglang import deploy
+from patchtool.sglang.launch import LaunchFacts
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOY = Path(__file__).parent / "data" / "deploy"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from patchtool.errors import InvalidInput
-from patchtool.registry import deploy
 from patchtool.registry import entries as reg
+from patchtool.sglang import deploy
 
 DEPLOY = Path(__file__).parent / "data" / "deploy"
 MMA = "python/sglang/kernels/ops/attention/flash_mla_sm120_mma.py"

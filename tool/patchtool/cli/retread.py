@@ -65,16 +65,16 @@ def retread_scan(
     and role); where a launch does not say enough to know, the use is a note, not a finding."""
     from patchtool.cli.render import scan_text
     from patchtool.errors import ExitCode, UsageError
-    from patchtool.registry import workflows as retread
-    from patchtool.registry.scope import LaunchFacts
     from patchtool.registry.scope import hardware as arch
+    from patchtool.sglang import deploy
+    from patchtool.sglang.launch import LaunchFacts
 
     try:
         assumed = LaunchFacts(model=model, hardware=arch(hardware) if hardware is not None else None)
     except ValueError as exc:
         raise UsageError(f"--hardware: {exc}", hint="name the CUDA architecture, e.g. --hardware sm_120") from None
     _, registry = _registry()
-    found = retread.scan(registry, paths, assumed=assumed)
+    found = deploy.scan(registry, paths, assumed=assumed)
     return Shown(
         data={
             "assumed": {"model": model, "hardware": assumed.hardware},

@@ -389,25 +389,6 @@ class Finding:
 _FINDING_FIELDS = ("file", "line", "entry", "knob", "text", "reason", "patch", "target", "override")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Note:
-    """A use of a rejected knob in a launch that does not say whether it is in the entry's scope."""
-
-    finding: Finding
-    unknown: tuple[str, ...]  # what the launch does not say
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.finding.to_dict(), "unknown": list(self.unknown)}
-
-    def render(self) -> str:
-        f = self.finding
-        scope = f.scope.describe() if f.scope else "everywhere"
-        return (
-            f"{f.file}:{f.line}: {f.text!r} would re-introduce rejected idea {f.entry!r} ({f.knob}) "
-            f"where its evidence holds ({scope}); scope unknown: {'; '.join(self.unknown)}"
-        )
-
-
 def scan_lines(
     registry: Registry,
     lines: Iterable[tuple[int, str]],

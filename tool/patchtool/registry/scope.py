@@ -1,16 +1,12 @@
-"""Where a rejection's evidence was measured (its scope), what a launch says about where it runs,
-and whether the one is inside the other.
-
-A launch is in an entry's scope, outside it (it says enough to know: a Llama model, a single
-server where the evidence is PD), or of unknown scope (it does not say: no model path, no
-hardware). Only a launch in scope gets a finding; one of unknown scope gets a note. Pure.
+"""Where a rejection's evidence was measured (its scope), as the registry states it: models,
+hardware, serving modes and roles. Whether a launch runs there is the launch's reader's to say
+(``patchtool.sglang.launch``). Pure.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-import fnmatch
 import re
 from collections.abc import Callable
 from typing import Any
@@ -18,8 +14,6 @@ from typing import Any
 from patchtool.project.fields import Fields
 
 HARDWARE_RE = re.compile(r"sm_[0-9]{2,3}")  # ASCII digits only: \d takes any Unicode digit
-# a Hugging Face hub id, org/name; a path that starts with '.', '/' or '~', or has more '/', is local
-_HUB_ID = re.compile(r"[\w-][\w.-]*/[\w.-]+", re.ASCII)
 
 
 class Mode(enum.StrEnum):
@@ -30,17 +24,6 @@ class Mode(enum.StrEnum):
 class Role(enum.StrEnum):
     PREFILL = "prefill"
     DECODE = "decode"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Unstated:
-    """A fact a launch sets from the environment it runs in (``--model-path $MODEL``): the file
-    does not state it."""
-
-    said: str  # how the file sets it
-
-    def __str__(self) -> str:
-        return self.said
 
 
 def hardware(text: str) -> str:
@@ -81,39 +64,6 @@ def _items(f: Fields, name: str, parse: Callable[[str], str]) -> list[str] | Non
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class LaunchFacts:
-    """What is known about where a launch runs (None or empty: it does not say)."""
-
-    model: str | Unstated | None = None  # its --model-path
-    hardware: str | None = None  # a CUDA architecture, e.g. sm_120
-    mode: Mode | Unstated | None = None
-    roles: frozenset[Role] = frozenset()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": None if self.model is None else str(self.model),
-            "hardware": self.hardware,
-            "mode": None if self.mode is None else str(self.mode),
-            "roles": sorted(r.value for r in self.roles),
-        }
-
-
-NOTHING_SAID = LaunchFacts()
-
-
-class Verdict(enum.StrEnum):
-    IN = "in scope"
-    OUT = "out of scope"
-    UNKNOWN = "scope unknown"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Fit:
-    verdict: Verdict
-    why: tuple[str, ...] = ()  # for OUT: what is outside; for UNKNOWN: what the launch does not say
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Scope:
     """Where the evidence holds; an empty dimension holds everywhere."""
 
@@ -150,67 +100,6 @@ class Scope:
     @property
     def everywhere(self) -> bool:
         return not (self.models or self.hardware or self.modes or self.roles or self.unstated)
-
-    def fit(self, launch: LaunchFacts) -> Fit:
-        outside: list[str] = []
-        unknown: list[str] = []
-        for check in (self._model, self._hardware, self._mode, self._role):
-            verdict, why = check(launch)
-            if verdict is Verdict.OUT:
-                outside.append(why)
-            elif verdict is Verdict.UNKNOWN:
-                unknown.append(why)
-        if outside:
-            return Fit(verdict=Verdict.OUT, why=tuple(outside))
-        unknown += [f"the evidence holds only at {c}, which a launch does not state" for c in self.unstated]
-        if unknown:
-            return Fit(verdict=Verdict.UNKNOWN, why=tuple(unknown))
-        return Fit(verdict=Verdict.IN)
-
-    def _model(self, launch: LaunchFacts) -> tuple[Verdict, str]:
-        if not self.models:
-            return Verdict.IN, ""
-        if launch.model is None:
-            return Verdict.UNKNOWN, "no model path (give --model)"
-        if isinstance(launch.model, Unstated):
-            return (
-                Verdict.UNKNOWN,
-                f"the model path is set by {launch.model}, which the file does not state (give --model)",
-            )
-        if any(fnmatch.fnmatch(launch.model.lower(), g.lower()) for g in self.models):
-            return Verdict.IN, ""
-        if _HUB_ID.fullmatch(launch.model):  # a hub id names the model
-            return Verdict.OUT, f"model {launch.model}"
-        return Verdict.UNKNOWN, f"the model path {launch.model} does not name its model (give --model)"
-
-    def _hardware(self, launch: LaunchFacts) -> tuple[Verdict, str]:
-        if not self.hardware:
-            return Verdict.IN, ""
-        if launch.hardware is None:
-            return Verdict.UNKNOWN, "hardware not given (give --hardware)"
-        if launch.hardware in self.hardware:
-            return Verdict.IN, ""
-        return Verdict.OUT, f"hardware {launch.hardware}"
-
-    def _mode(self, launch: LaunchFacts) -> tuple[Verdict, str]:
-        if not self.modes:
-            return Verdict.IN, ""
-        if launch.mode is None:
-            return Verdict.UNKNOWN, "serving mode (PD or single server) not known"
-        if isinstance(launch.mode, Unstated):
-            return Verdict.UNKNOWN, f"serving mode (PD or single server) not stated: {launch.mode}"
-        if launch.mode in self.modes:
-            return Verdict.IN, ""
-        return Verdict.OUT, f"mode {launch.mode}"
-
-    def _role(self, launch: LaunchFacts) -> tuple[Verdict, str]:
-        if not self.roles or launch.mode is Mode.SINGLE:
-            return Verdict.IN, ""
-        if not launch.roles:
-            return Verdict.UNKNOWN, "PD role not known"
-        if launch.roles & set(self.roles):
-            return Verdict.IN, ""
-        return Verdict.OUT, f"role {', '.join(sorted(launch.roles))}"
 
     def describe(self) -> str:
         if self.everywhere:

@@ -1,21 +1,17 @@
-"""Workflows over the do-not-retread registry: guard the series, scan deployments, revisit, add."""
+"""Workflows over the do-not-retread registry: guard the series, revisit, add."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchtool.errors import InvalidInput, Problem, UsageError
-from patchtool.inputs import read_named
 from patchtool.project import journal, tomlio
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.fields import load_toml
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.registry import deploy
 from patchtool.registry import entries as reg
-from patchtool.registry.scope import NOTHING_SAID, LaunchFacts
 from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
@@ -60,25 +56,6 @@ def finding_problem(f: reg.Finding) -> Problem:
         hint=f"drop it, or record a deliberate override in the patch's metadata: "
         f'[[patch.overrides]] entry = "{f.entry}", justification = "..."',
     )
-
-
-def scan(registry: reg.Registry, paths: Sequence[Path], *, assumed: LaunchFacts = NOTHING_SAID) -> deploy.Scanned:
-    """Every deployment file under ``paths``; ``assumed``: what the user says of launches that do
-    not say it themselves (their model, the hardware)."""
-    found = deploy.Scanned()
-    for path in paths:
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for file in files:
-            try:
-                data = read_named(file, what="the file to scan")
-            except FileNotFoundError:
-                raise UsageError(f"{file} does not exist", file=str(file)) from None
-            if path.is_dir() and b"\0" in data:
-                continue  # a binary file met walking a directory: nothing a deployment sets lives there
-            # a launch's flags are ASCII: a Latin-1 comment beside them must not hide the file
-            text = data.decode("utf-8", "replace")
-            found += deploy.scan_text(registry, text, file=str(file), name=file.name, assumed=assumed)
-    return found
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

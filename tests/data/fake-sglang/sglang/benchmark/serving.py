@@ -3,10 +3,10 @@ deployment checks: it takes the options those checks pass (an unknown one is a u
 sends ``--num-prompts`` requests to ``BASE_URL/generate`` at most ``--max-concurrency`` at a time, as
 the real one does with ``--backend sglang``, and appends to ``--output-file`` a line with the real
 one's keys for what it measured. Without streaming, TTFT is the whole request's latency.
-tests/test_gpu_deploy.py checks that the real benchmark has these options and keys.
+tests/sglang_fork/test_gpu_deploy.py checks that the real benchmark has these options and keys.
 
 Its times are a model, not a measurement of the machine it runs on: each request tells the stub
-deployment (tests/test_gpu_deploy.py) the concurrency it runs at, the stub answers with the latency
+deployment (tests/sglang_fork/test_gpu_deploy.py) the concurrency it runs at, the stub answers with the latency
 a deployment would have had (``meta_info.e2e_latency``), and the run lasts as long as its waves of
 ``--max-concurrency`` requests, each as long as its slowest. So the same stub gives the same figures
 on a busy machine as on an idle one.

@@ -14,10 +14,15 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from patchtool.registry.arguments import Value, last_value
-from patchtool.registry.entries import Finding, Note, Registry, scan_lines
-from patchtool.registry.scope import NOTHING_SAID, LaunchFacts, Mode, Role, Unstated, Verdict
+from patchtool.errors import UsageError
+from patchtool.inputs import read_named
+from patchtool.registry.entries import Finding, Registry, scan_lines
+from patchtool.registry.scope import Mode, Role
+from patchtool.sglang.arguments import Value, last_value
+from patchtool.sglang.launch import NOTHING_SAID, LaunchFacts, Unstated, Verdict, fit
 
 _LAUNCH_RE = re.compile(
     r"sglang\.launch_server|\bsglang(?:[\"']?\s*,\s*[\"']?|\s+)serve\b"
@@ -148,6 +153,25 @@ def _tree(lines: list[str]) -> _Node:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Note:
+    """A use of a rejected knob in a launch that does not say whether it is in the entry's scope."""
+
+    finding: Finding
+    unknown: tuple[str, ...]  # what the launch does not say
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.finding.to_dict(), "unknown": list(self.unknown)}
+
+    def render(self) -> str:
+        f = self.finding
+        scope = f.scope.describe() if f.scope else "everywhere"
+        return (
+            f"{f.file}:{f.line}: {f.text!r} would re-introduce rejected idea {f.entry!r} ({f.knob}) "
+            f"where its evidence holds ({scope}); scope unknown: {'; '.join(self.unknown)}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Scanned:
     """What a scan found: uses in their entry's scope, and uses where the scope is unknown."""
 
@@ -238,7 +262,7 @@ def scan_text(
     for finding, where in found:
         scope = registry.get(finding.entry).scope
         scoped = dataclasses.replace(finding, scope=None if scope.everywhere else scope)
-        fits = [scope.fit(w) for w in where]
+        fits = [fit(scope, w) for w in where]
         key = (finding.line, finding.entry, finding.knob)
         if any(f.verdict is Verdict.IN for f in fits):
             findings[key] = scoped
@@ -249,3 +273,22 @@ def scan_text(
         findings=tuple(order),
         notes=tuple(sorted(notes.values(), key=lambda n: (n.finding.line, n.finding.entry))),
     )
+
+
+def scan(registry: Registry, paths: Sequence[Path], *, assumed: LaunchFacts = NOTHING_SAID) -> Scanned:
+    """Every deployment file under ``paths``; ``assumed``: what the user says of launches that do
+    not say it themselves (their model, the hardware)."""
+    found = Scanned()
+    for path in paths:
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            try:
+                data = read_named(file, what="the file to scan")
+            except FileNotFoundError:
+                raise UsageError(f"{file} does not exist", file=str(file)) from None
+            if path.is_dir() and b"\0" in data:
+                continue  # a binary file met walking a directory: nothing a deployment sets lives there
+            # a launch's flags are ASCII: a Latin-1 comment beside them must not hide the file
+            text = data.decode("utf-8", "replace")
+            found += scan_text(registry, text, file=str(file), name=file.name, assumed=assumed)
+    return found

@@ -17,7 +17,7 @@ from helpers import snapshot
 from patchtool.errors import InvalidInput
 from patchtool.registry import entries as reg
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 LLAMA = "python3 -m sglang.launch_server \\\n  --model-path meta-llama/Llama-3.1-8B-Instruct \\\n  --tp-size 4 --port 30000\n"
 # the production decode launch without --disable-overlap-schedule and bf16 index keys
@@ -182,13 +182,15 @@ def test_a_bad_scope_fails_the_command_with_its_exit_code(tmp_path: Path) -> Non
 
 
 def test_a_scope_decides_dimension_by_dimension() -> None:
-    from patchtool.registry.scope import LaunchFacts, Mode, Role, Scope, Verdict
+    from patchtool.registry.scope import Mode, Role, Scope
+    from patchtool.sglang.launch import LaunchFacts, Verdict
+    from patchtool.sglang.launch import fit as fits
 
     scope = Scope(models=("*DeepSeek-V4*",), hardware=("sm_120",), modes=(Mode.PD,), roles=(Role.DECODE,))
     dsv4 = "nvidia/DeepSeek-V4-Flash-NVFP4"
 
     def fit(**facts: Any) -> tuple[Verdict, tuple[str, ...]]:
-        found = scope.fit(LaunchFacts(**{"model": dsv4, "hardware": "sm_120", "mode": Mode.PD, **facts}))
+        found = fits(scope, LaunchFacts(**{"model": dsv4, "hardware": "sm_120", "mode": Mode.PD, **facts}))
         return found.verdict, found.why
 
     assert fit(roles=frozenset({Role.DECODE})) == (Verdict.IN, ())
@@ -200,7 +202,7 @@ def test_a_scope_decides_dimension_by_dimension() -> None:
         Verdict.OUT,
         ("model meta-llama/Llama-3.1-8B-Instruct",),
     )
-    assert scope.fit(LaunchFacts()).why == (
+    assert fits(scope, LaunchFacts()).why == (
         "no model path (give --model)",
         "hardware not given (give --hardware)",
         "serving mode (PD or single server) not known",
@@ -208,7 +210,7 @@ def test_a_scope_decides_dimension_by_dimension() -> None:
     )
     # a single server does both roles
     decode_only = Scope(roles=(Role.DECODE,))
-    assert decode_only.fit(LaunchFacts(mode=Mode.SINGLE)).verdict is Verdict.IN
+    assert fits(decode_only, LaunchFacts(mode=Mode.SINGLE)).verdict is Verdict.IN
     assert scope.describe() == "model *DeepSeek-V4* on sm_120, PD, decode only"
 
 
@@ -311,7 +313,7 @@ def test_flag_values_are_read_as_the_shell_reads_them(tmp_path: Path) -> None:
 
 
 def test_last_value_reads_every_spelling_of_a_flag() -> None:
-    from patchtool.registry.arguments import Value, last_value
+    from patchtool.sglang.arguments import Value, last_value
 
     def read(text: str) -> tuple[str, bool] | None:
         v = last_value(text, "--model-path", "--model")
