@@ -163,6 +163,49 @@ def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path
     assert f"commit {fix[:12]}" in manifest and 'status = "merged"' in manifest
 
 
+def test_a_patch_id_alone_stops_once_and_drops_nothing(tmp_path: Path) -> None:
+    """A git pin, no --history: upstream made a commit with the patch's own patch-id (``git
+    cherry`` finds it), then changed the lines it added. One kind of evidence: the rebase stops
+    once, showing it, and the patch stays in the series (issue 31, section 0). It was dropped
+    without a stop on the patch-id alone."""
+    changed = FIXED.replace('raise ValueError("header name too long")', "raise HeaderTooLong(name)")
+    u = make_upstream(
+        tmp_path,
+        [(FIX_SUBJECT, {"demo/headers.py": FIXED}), ("Raise HeaderTooLong", {"demo/headers.py": changed})],
+        [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})],
+    )
+    why = "its patch-id matches a commit upstream made between 1.0 and 1.1, but the target's content does not show it"
+    step = _steps(u.dry_run())["cve-name"]
+    assert step["outcome"] == "conflict", step
+    assert step["evidence"][0] == why
+    before = (u.root / "patchset.toml").read_text()
+    res = u.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert why in res.stdout + res.stderr
+    assert (u.root / "patchset.toml").read_text() == before
+
+
+def test_a_patch_id_with_the_targets_content_drops_without_a_stop(tmp_path: Path) -> None:
+    """The same, but upstream only added a check beside the patch's: its patch-id (history) and the
+    target's content (every line it adds, at its place) agree, so it is dropped without a stop,
+    both in the evidence."""
+    u = make_upstream(
+        tmp_path,
+        [
+            (FIX_SUBJECT, {"demo/headers.py": FIXED}),
+            ("Check the value's length too", {"demo/headers.py": FIXED.replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)}),
+        ],
+        [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})],
+    )
+    step = _steps(u.dry_run())["cve-name"]
+    assert step["outcome"] == "already upstream", step
+    assert step["evidence"][0] == "its patch-id matches a commit upstream made between 1.0 and 1.1"
+    assert step["evidence"][1].startswith("the target has every line it adds and none it removes")
+    res = u.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'status = "merged"' in (u.root / "patchset.toml").read_text()
+
+
 def test_a_commit_upstream_reverted_is_no_evidence_and_the_patch_applies(tmp_path: Path) -> None:
     """Upstream made the fix, then reverted it: the patch names a commit the target does not
     have. Nothing is dropped; the patch applies, and history's note says the commit was reverted."""
