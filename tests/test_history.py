@@ -206,6 +206,35 @@ def test_a_patch_id_with_the_targets_content_drops_without_a_stop(tmp_path: Path
     assert 'status = "merged"' in (u.root / "patchset.toml").read_text()
 
 
+def test_a_named_commit_that_carries_every_line_but_not_the_patch_id_is_proof(tmp_path: Path) -> None:
+    """Upstream changed a line of the fix's context before making the fix: the backport onto 1.0
+    has another patch-id, but the commit it names carries every line its hunk adds. With the
+    target's content agreeing, it is dropped without a stop. The lines were compared with their
+    newline on one side only, so no commit ever carried a patch by its lines."""
+    plainly = HEADERS.replace("return name, value", "return (name, value)")
+    u = make_upstream(
+        tmp_path,
+        [
+            ("Return a tuple plainly", {"demo/headers.py": plainly}),
+            (FIX_SUBJECT, {"demo/headers.py": plainly.replace(PARTITION, PARTITION + NAME_CHECK)}),
+        ],
+        [
+            (
+                "cve-name",
+                "Reject long header names\n\nOrigin: upstream, commit:{" + FIX_SUBJECT + "}\n",
+                {"demo/headers.py": FIXED},
+            )
+        ],
+    )
+    fix = u.commits[FIX_SUBJECT]
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "already upstream", step
+    assert step["evidence"][0] == (
+        f"its Origin line names upstream's commit {fix[:12]}, which carries every line each hunk adds and removes "
+        f'"{FIX_SUBJECT}", in 1.1 (upstream\'s history)'
+    )
+
+
 def test_a_commit_upstream_reverted_is_no_evidence_and_the_patch_applies(tmp_path: Path) -> None:
     """Upstream made the fix, then reverted it: the patch names a commit the target does not
     have. Nothing is dropped; the patch applies, and history's note says the commit was reverted."""

@@ -123,7 +123,7 @@ class Verdicts:
             removed = {line for c in made for line in c.removed}
             for h in f.hunks:
                 if not all(
-                    (ln.text in added) if ln.kind == ADDED else (ln.text in removed)
+                    (ln.content in added) if ln.kind == ADDED else (ln.content in removed)
                     for ln in h.lines
                     if ln.kind in (ADDED, REMOVED)
                 ):
