@@ -235,6 +235,88 @@ def test_a_named_commit_that_carries_every_line_but_not_the_patch_id_is_proof(tm
     )
 
 
+def _named_outside(tmp_path: Path, *, extended: bool = True) -> tuple[Upstream, str, str]:
+    """Upstream made the fix on its main branch after 1.0 (released in 2.0, not between the pins)
+    and cherry-picked it onto the 1.x branch, then added a value check beside it, before 1.1; the
+    backport names the main branch's commit (werkzeug's CVE-2023-46136: b1916c0c, only in 3.0.1,
+    picked as f2300208 into 2.3.8). Returns upstream, the named commit and its pick."""
+    u = make_upstream(tmp_path, [], [])
+    git(u.repo, "tag", "-d", "v1.1")
+    plainly = (
+        "Return a tuple plainly",
+        {"demo/headers.py": HEADERS.replace("return name, value", "return (name, value)")},
+    )
+    git(u.repo, "checkout", "-q", "-b", "dev", "v1.0")
+    _commit(u.repo, *plainly)  # in the fix's context: the backport onto 1.0 has another patch-id
+    fixed = {**FIX, "demo/headers.py": FIXED.replace("return name, value", "return (name, value)")}
+    fix = _commit(u.repo, FIX_SUBJECT, fixed)
+    git(u.repo, "tag", "v2.0")
+    git(u.repo, "checkout", "-q", "main")
+    _commit(u.repo, plainly[0] + " (1.x)", plainly[1])
+    git(u.repo, "cherry-pick", fix)
+    pick = git(u.repo, "rev-parse", "HEAD").strip()
+    if extended:
+        checked = fixed["demo/headers.py"].replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)
+        _commit(u.repo, "Check the value's length too", {"demo/headers.py": checked})
+    git(u.repo, "tag", "v1.1")
+    git(u.repo, "checkout", "-q", "-b", "debian", "v1.0")
+    _commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix[:8]}\n", {"demo/headers.py": FIXED})
+    (u.root / "patches" / "0001-cve-name.patch").write_text(format_patch(u.repo))
+    git(u.repo, "checkout", "-q", "main")
+    git(u.repo, "branch", "-q", "-D", "debian")
+    (u.root / "patchset.toml").write_text(
+        (u.root / "patchset.toml").read_text()
+        + '\n[[patch]]\nid = "cve-name"\nfile = "patches/0001-cve-name.patch"\nkind = "correctness"\n'
+        'owner = "debian"\nwhy = "fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
+    )
+    return u, fix, pick
+
+
+def test_a_named_commit_outside_the_pins_is_found_by_its_pick_between_them(tmp_path: Path) -> None:
+    """The patch names upstream's commit on another branch, not between the pins; the range has a
+    cherry-pick of it (the same ``git patch-id``). Without history the content alone stops; with it,
+    the pick is history's evidence, the target's content agrees, and the patch is dropped without
+    a stop, its evidence naming both commits. The named commit's trees and blobs are fetched once,
+    by id. Before, a named commit outside the range was no evidence at all."""
+    u, fix, pick = _named_outside(tmp_path)
+    assert _steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
+    data = u.dry_run("--history")
+    step = _steps(data)["cve-name"]
+    assert step["outcome"] == "already upstream", step
+    assert step["detail"] == f"already upstream (commit {pick[:12]}, in version 1.1)"
+    assert step["evidence"][0] == (
+        f"its Origin line names upstream's commit {fix[:12]}, outside the pins; {pick[:12]} between them has its "
+        f'patch-id, which carries every line each hunk adds and removes "{FIX_SUBJECT}", in 1.1 (upstream\'s history)'
+    )
+    assert step["evidence"][1].startswith("the target has every line it adds and none it removes")
+    fetched = [h for h in data["history"] if h.startswith("fetched")]  # type: ignore[union-attr]
+    assert f"fetched the trees of {fix[:12]} and its parent (--filter=blob:none)" in fetched
+    assert f"fetched the 3 blob(s) {fix[:12]} changes" in fetched  # demo/headers.py's two, NEWS's new one
+    again = u.dry_run("--history")  # warm: nothing fetched again
+    assert not any(h.startswith("fetched") for h in again["history"])  # type: ignore[union-attr]
+    assert _steps(again)["cve-name"] == step
+    res = u.run("rebase", "--to", "1.1", "--history")
+    assert res.returncode == 0, res.stdout + res.stderr
+    manifest = (u.root / "patchset.toml").read_text()
+    assert f"commit {pick[:12]}" in manifest and 'status = "merged"' in manifest
+
+
+def test_a_named_commit_outside_the_pins_without_a_pick_is_no_evidence(tmp_path: Path) -> None:
+    """The same named commit, but the range has no commit with its patch-id (1.1 made the fix in
+    its own words): nothing from history; the content alone stops, as before."""
+    u, fix, _ = _named_outside(tmp_path)
+    git(u.repo, "tag", "-d", "v1.1")
+    git(u.repo, "reset", "-q", "--hard", "HEAD~2")
+    own_words = FIXED.replace("header name too long", "name too long").replace(
+        "return name, value", "return (name, value)"
+    )
+    _commit(u.repo, "Limit header names", {"demo/headers.py": own_words})
+    git(u.repo, "tag", "v1.1")
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "conflict", step
+    assert not any(fix[:12] in e for e in step.get("evidence", [])), step
+
+
 def test_a_commit_upstream_reverted_is_no_evidence_and_the_patch_applies(tmp_path: Path) -> None:
     """Upstream made the fix, then reverted it: the patch names a commit the target does not
     have. Nothing is dropped; the patch applies, and history's note says the commit was reverted."""
