@@ -235,7 +235,7 @@ def test_a_named_commit_that_carries_every_line_but_not_the_patch_id_is_proof(tm
     )
 
 
-def _named_outside(tmp_path: Path, *, extended: bool = True) -> tuple[Upstream, str, str]:
+def _named_outside(tmp_path: Path, *, backport: str = FIXED) -> tuple[Upstream, str, str]:
     """Upstream made the fix on its main branch after 1.0 (released in 2.0, not between the pins)
     and cherry-picked it onto the 1.x branch, then added a value check beside it, before 1.1; the
     backport names the main branch's commit (werkzeug's CVE-2023-46136: b1916c0c, only in 3.0.1,
@@ -255,12 +255,11 @@ def _named_outside(tmp_path: Path, *, extended: bool = True) -> tuple[Upstream, 
     _commit(u.repo, plainly[0] + " (1.x)", plainly[1])
     git(u.repo, "cherry-pick", fix)
     pick = git(u.repo, "rev-parse", "HEAD").strip()
-    if extended:
-        checked = fixed["demo/headers.py"].replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)
-        _commit(u.repo, "Check the value's length too", {"demo/headers.py": checked})
+    checked = fixed["demo/headers.py"].replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)
+    _commit(u.repo, "Check the value's length too", {"demo/headers.py": checked})
     git(u.repo, "tag", "v1.1")
     git(u.repo, "checkout", "-q", "-b", "debian", "v1.0")
-    _commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix[:8]}\n", {"demo/headers.py": FIXED})
+    _commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix[:8]}\n", {"demo/headers.py": backport})
     (u.root / "patches" / "0001-cve-name.patch").write_text(format_patch(u.repo))
     git(u.repo, "checkout", "-q", "main")
     git(u.repo, "branch", "-q", "-D", "debian")
@@ -299,6 +298,20 @@ def test_a_named_commit_outside_the_pins_is_found_by_its_pick_between_them(tmp_p
     assert res.returncode == 0, res.stdout + res.stderr
     manifest = (u.root / "patchset.toml").read_text()
     assert f"commit {pick[:12]}" in manifest and 'status = "merged"' in manifest
+
+
+def test_a_named_commit_whose_pick_does_not_carry_the_backport_stops_naming_both(tmp_path: Path) -> None:
+    """The backport is worded otherwise than upstream's fix (werkzeug's CVE-2023-46136: 2.3 had
+    moved the code the backport changes): the pick between the pins does not carry its lines, and
+    the target's content does not show it. It stops once, its evidence naming both commits."""
+    worded = FIXED.replace("header name too long", "header name is too long")
+    u, fix, pick = _named_outside(tmp_path, backport=worded)
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "conflict", step
+    assert step["evidence"][-1] == (
+        f'its Origin line names {fix[:12]}, outside the pins; {pick[:12]} "{FIX_SUBJECT}" between them has its '
+        "patch-id, which does not carry every hunk of the patch"
+    )
 
 
 def test_a_named_commit_outside_the_pins_without_a_pick_is_no_evidence(tmp_path: Path) -> None:

@@ -85,8 +85,14 @@ class Verdicts:
                 how = self._carries(lp, sha, own)
                 if ref.named and how:
                     return self._found(sha, True, [f"{_said(ref)} names upstream's commit {twin or sha[:12]}, {how}"])
+                subject = _quoted(self.history.subject(sha))
                 hints.append(
-                    f"{_said(ref)} names {twin or sha[:12]} {_quoted(self.history.subject(sha))}, between the pins"
+                    (
+                        f"{_said(ref)} names {outside[:12]}, outside the pins; {sha[:12]} {subject} between them "
+                        "has its patch-id"
+                        if outside
+                        else f"{_said(ref)} names {sha[:12]} {subject}, between the pins"
+                    )
                     + (f", {how}" if how else ", which does not carry every hunk of the patch")
                 )
         if own:
