@@ -69,3 +69,19 @@ def test_pin_add_keeps_the_template_in_the_new_releases_pin(demo: Demo) -> None:
 
     loaded = load_pin(demo.root, "demo-1.1").git
     assert loaded is not None and loaded.tag == "release-1.1"
+
+
+def test_pin_add_spells_the_new_tag_as_the_literal_tag_spells_its_version(demo: Demo) -> None:
+    """A literal tag without a "v" (werkzeug's "2.2.2") gives the new release's tag spelt alike:
+    pin add wrote "v1.1", a tag upstream does not have, so `rebase --history` found none."""
+    from conftest import UPSTREAM_FILES
+    from helpers import make_wheel
+
+    pin = demo.root / "upstream-pins" / "demo-1.0.toml"
+    pin.write_text(pin.read_text() + '\n[git]\nurl = "https://example.com/demo.git"\ntag = "1.0"\n')
+    demo.index.add(make_wheel(demo.index.root / "demo-1.1-py3-none-any.whl", "demo", "1.1", UPSTREAM_FILES))
+    demo.write_manifest()
+    res = demo.run("pin", "add", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    written = (demo.root / "upstream-pins" / "demo-1.1.toml").read_text()
+    assert 'tag = "1.1"' in written, written
