@@ -99,7 +99,7 @@ class History:
             self.fetched.append(f"the commits of every tag of {self.url} (--filter=tree:0)")
             self._tags = None
             tags = self._tag_map()
-        missing = [t for t in (self.old_tag, self.new_tag) if t not in tags]
+        missing = [t for t in dict.fromkeys((self.old_tag, self.new_tag)) if t not in tags]
         if missing:
             return f"{self.url} has no tag {' or '.join(missing)}"
         return tags[self.old_tag], tags[self.new_tag]
@@ -347,6 +347,27 @@ def _hunks(section: Section, subject: str) -> list[Change]:
             removed.append(line[1:])
     close()
     return out
+
+
+def unknown_tag(cache: Cache, pin: Pin) -> str | None:
+    """What the history in the cache says against the tag of an artifact pin's ``[git]``: the
+    repository has no such tag, even after the commits of every tag are fetched again (a release
+    tagged since), or they could not be; None where the tag is there, and where the cache holds no
+    history of that repository (nothing is fetched for one the user never asked history of)."""
+    src = pin.git
+    if src is None or pin.use != "artifact":
+        return None
+    history = History(cache, src.url, src.tag, src.tag, src.template)
+    if not (history.git_dir / "HEAD").is_file():
+        return None
+    try:
+        found = history.commits()
+    except UpstreamError as exc:
+        return f"tag {src.tag} not checked: {exc.message}"
+    if isinstance(found, str):
+        spelt = f' (tag = "{src.template}")' if src.template else ""
+        return f"{found}{spelt}: `rebase --history` will not find this release's history"
+    return None
 
 
 def between(cache: Cache, old_pin: Pin, new_pin: Pin) -> History | str:
