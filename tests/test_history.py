@@ -163,6 +163,173 @@ def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path
     assert f"commit {fix[:12]}" in manifest and 'status = "merged"' in manifest
 
 
+def test_a_patch_id_alone_stops_once_and_drops_nothing(tmp_path: Path) -> None:
+    """A git pin, no --history: upstream made a commit with the patch's own patch-id (``git
+    cherry`` finds it), then changed the lines it added. One kind of evidence: the rebase stops
+    once, showing it, and the patch stays in the series (issue 31, section 0). It was dropped
+    without a stop on the patch-id alone."""
+    changed = FIXED.replace('raise ValueError("header name too long")', "raise HeaderTooLong(name)")
+    u = make_upstream(
+        tmp_path,
+        [(FIX_SUBJECT, {"demo/headers.py": FIXED}), ("Raise HeaderTooLong", {"demo/headers.py": changed})],
+        [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})],
+    )
+    why = "its patch-id matches a commit upstream made between 1.0 and 1.1, but the target's content does not show it"
+    step = _steps(u.dry_run())["cve-name"]
+    assert step["outcome"] == "conflict", step
+    assert step["evidence"][0] == why
+    before = (u.root / "patchset.toml").read_text()
+    res = u.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert why in res.stdout + res.stderr
+    assert (u.root / "patchset.toml").read_text() == before
+
+
+def test_a_patch_id_with_the_targets_content_drops_without_a_stop(tmp_path: Path) -> None:
+    """The same, but upstream only added a check beside the patch's: its patch-id (history) and the
+    target's content (every line it adds, at its place) agree, so it is dropped without a stop,
+    both in the evidence."""
+    u = make_upstream(
+        tmp_path,
+        [
+            (FIX_SUBJECT, {"demo/headers.py": FIXED}),
+            ("Check the value's length too", {"demo/headers.py": FIXED.replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)}),
+        ],
+        [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})],
+    )
+    step = _steps(u.dry_run())["cve-name"]
+    assert step["outcome"] == "already upstream", step
+    assert step["evidence"][0] == "its patch-id matches a commit upstream made between 1.0 and 1.1"
+    assert step["evidence"][1].startswith("the target has every line it adds and none it removes")
+    res = u.run("rebase", "--to", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert 'status = "merged"' in (u.root / "patchset.toml").read_text()
+
+
+def test_a_named_commit_that_carries_every_line_but_not_the_patch_id_is_proof(tmp_path: Path) -> None:
+    """Upstream changed a line of the fix's context before making the fix: the backport onto 1.0
+    has another patch-id, but the commit it names carries every line its hunk adds. With the
+    target's content agreeing, it is dropped without a stop. The lines were compared with their
+    newline on one side only, so no commit ever carried a patch by its lines."""
+    plainly = HEADERS.replace("return name, value", "return (name, value)")
+    u = make_upstream(
+        tmp_path,
+        [
+            ("Return a tuple plainly", {"demo/headers.py": plainly}),
+            (FIX_SUBJECT, {"demo/headers.py": plainly.replace(PARTITION, PARTITION + NAME_CHECK)}),
+        ],
+        [
+            (
+                "cve-name",
+                "Reject long header names\n\nOrigin: upstream, commit:{" + FIX_SUBJECT + "}\n",
+                {"demo/headers.py": FIXED},
+            )
+        ],
+    )
+    fix = u.commits[FIX_SUBJECT]
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "already upstream", step
+    assert step["evidence"][0] == (
+        f"its Origin line names upstream's commit {fix[:12]}, which carries every line each hunk adds and removes "
+        f'"{FIX_SUBJECT}", in 1.1 (upstream\'s history)'
+    )
+
+
+def _named_outside(tmp_path: Path, *, backport: str = FIXED) -> tuple[Upstream, str, str]:
+    """Upstream made the fix on its main branch after 1.0 (released in 2.0, not between the pins)
+    and cherry-picked it onto the 1.x branch, then added a value check beside it, before 1.1; the
+    backport names the main branch's commit (werkzeug's CVE-2023-46136: b1916c0c, only in 3.0.1,
+    picked as f2300208 into 2.3.8). Returns upstream, the named commit and its pick."""
+    u = make_upstream(tmp_path, [], [])
+    git(u.repo, "tag", "-d", "v1.1")
+    plainly = (
+        "Return a tuple plainly",
+        {"demo/headers.py": HEADERS.replace("return name, value", "return (name, value)")},
+    )
+    git(u.repo, "checkout", "-q", "-b", "dev", "v1.0")
+    _commit(u.repo, *plainly)  # in the fix's context: the backport onto 1.0 has another patch-id
+    fixed = {**FIX, "demo/headers.py": FIXED.replace("return name, value", "return (name, value)")}
+    fix = _commit(u.repo, FIX_SUBJECT, fixed)
+    git(u.repo, "tag", "v2.0")
+    git(u.repo, "checkout", "-q", "main")
+    _commit(u.repo, plainly[0] + " (1.x)", plainly[1])
+    git(u.repo, "cherry-pick", fix)
+    pick = git(u.repo, "rev-parse", "HEAD").strip()
+    checked = fixed["demo/headers.py"].replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)
+    _commit(u.repo, "Check the value's length too", {"demo/headers.py": checked})
+    git(u.repo, "tag", "v1.1")
+    git(u.repo, "checkout", "-q", "-b", "debian", "v1.0")
+    _commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix[:8]}\n", {"demo/headers.py": backport})
+    (u.root / "patches" / "0001-cve-name.patch").write_text(format_patch(u.repo))
+    git(u.repo, "checkout", "-q", "main")
+    git(u.repo, "branch", "-q", "-D", "debian")
+    (u.root / "patchset.toml").write_text(
+        (u.root / "patchset.toml").read_text()
+        + '\n[[patch]]\nid = "cve-name"\nfile = "patches/0001-cve-name.patch"\nkind = "correctness"\n'
+        'owner = "debian"\nwhy = "fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
+    )
+    return u, fix, pick
+
+
+def test_a_named_commit_outside_the_pins_is_found_by_its_pick_between_them(tmp_path: Path) -> None:
+    """The patch names upstream's commit on another branch, not between the pins; the range has a
+    cherry-pick of it (the same ``git patch-id``). Without history the content alone stops; with it,
+    the pick is history's evidence, the target's content agrees, and the patch is dropped without
+    a stop, its evidence naming both commits. The named commit's trees and blobs are fetched once,
+    by id. Before, a named commit outside the range was no evidence at all."""
+    u, fix, pick = _named_outside(tmp_path)
+    assert _steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
+    data = u.dry_run("--history")
+    step = _steps(data)["cve-name"]
+    assert step["outcome"] == "already upstream", step
+    assert step["detail"] == f"already upstream (commit {pick[:12]}, in version 1.1)"
+    assert step["evidence"][0] == (
+        f"its Origin line names upstream's commit {fix[:12]}, outside the pins; {pick[:12]} between them has its "
+        f'patch-id, which carries every line each hunk adds and removes "{FIX_SUBJECT}", in 1.1 (upstream\'s history)'
+    )
+    assert step["evidence"][1].startswith("the target has every line it adds and none it removes")
+    fetched = [h for h in data["history"] if h.startswith("fetched")]  # type: ignore[union-attr]
+    assert f"fetched the trees of {fix[:12]} and its parent (--filter=blob:none)" in fetched
+    assert f"fetched the 3 blob(s) {fix[:12]} changes" in fetched  # demo/headers.py's two, NEWS's new one
+    again = u.dry_run("--history")  # warm: nothing fetched again
+    assert not any(h.startswith("fetched") for h in again["history"])  # type: ignore[union-attr]
+    assert _steps(again)["cve-name"] == step
+    res = u.run("rebase", "--to", "1.1", "--history")
+    assert res.returncode == 0, res.stdout + res.stderr
+    manifest = (u.root / "patchset.toml").read_text()
+    assert f"commit {pick[:12]}" in manifest and 'status = "merged"' in manifest
+
+
+def test_a_named_commit_whose_pick_does_not_carry_the_backport_stops_naming_both(tmp_path: Path) -> None:
+    """The backport is worded otherwise than upstream's fix (werkzeug's CVE-2023-46136: 2.3 had
+    moved the code the backport changes): the pick between the pins does not carry its lines, and
+    the target's content does not show it. It stops once, its evidence naming both commits."""
+    worded = FIXED.replace("header name too long", "header name is too long")
+    u, fix, pick = _named_outside(tmp_path, backport=worded)
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "conflict", step
+    assert step["evidence"][-1] == (
+        f'its Origin line names {fix[:12]}, outside the pins; {pick[:12]} "{FIX_SUBJECT}" between them has its '
+        "patch-id, which does not carry every hunk of the patch"
+    )
+
+
+def test_a_named_commit_outside_the_pins_without_a_pick_is_no_evidence(tmp_path: Path) -> None:
+    """The same named commit, but the range has no commit with its patch-id (1.1 made the fix in
+    its own words): nothing from history; the content alone stops, as before."""
+    u, fix, _ = _named_outside(tmp_path)
+    git(u.repo, "tag", "-d", "v1.1")
+    git(u.repo, "reset", "-q", "--hard", "HEAD~2")
+    own_words = FIXED.replace("header name too long", "name too long").replace(
+        "return name, value", "return (name, value)"
+    )
+    _commit(u.repo, "Limit header names", {"demo/headers.py": own_words})
+    git(u.repo, "tag", "v1.1")
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "conflict", step
+    assert not any(fix[:12] in e for e in step.get("evidence", [])), step
+
+
 def test_a_commit_upstream_reverted_is_no_evidence_and_the_patch_applies(tmp_path: Path) -> None:
     """Upstream made the fix, then reverted it: the patch names a commit the target does not
     have. Nothing is dropped; the patch applies, and history's note says the commit was reverted."""

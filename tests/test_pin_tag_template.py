@@ -3,6 +3,8 @@ with ``tag = "v{version}"``, on an artifact pin too."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from packaging.version import Version
 
@@ -69,3 +71,76 @@ def test_pin_add_keeps_the_template_in_the_new_releases_pin(demo: Demo) -> None:
 
     loaded = load_pin(demo.root, "demo-1.1").git
     assert loaded is not None and loaded.tag == "release-1.1"
+
+
+def test_pin_add_spells_the_new_tag_as_the_literal_tag_spells_its_version(demo: Demo) -> None:
+    """A literal tag without a "v" (werkzeug's "2.2.2") gives the new release's tag spelt alike:
+    pin add wrote "v1.1", a tag upstream does not have, so `rebase --history` found none."""
+    from conftest import UPSTREAM_FILES
+    from helpers import make_wheel
+
+    pin = demo.root / "upstream-pins" / "demo-1.0.toml"
+    pin.write_text(pin.read_text() + '\n[git]\nurl = "https://example.com/demo.git"\ntag = "1.0"\n')
+    demo.index.add(make_wheel(demo.index.root / "demo-1.1-py3-none-any.whl", "demo", "1.1", UPSTREAM_FILES))
+    demo.write_manifest()
+    res = demo.run("pin", "add", "1.1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    written = (demo.root / "upstream-pins" / "demo-1.1.toml").read_text()
+    assert 'tag = "1.1"' in written, written
+
+
+def _tagged_upstream(demo: Demo, *tags: str) -> Path:
+    """A repository of upstream in the demo's tmp dir with one commit carrying ``tags``."""
+    from helpers import git, write_tree
+
+    up = demo.root.parent / "upstream-repo"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    write_tree(up, {"README": "demo\n"})
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo")
+    for t in tags:
+        git(up, "tag", t)
+    return up
+
+
+def _history_cached(demo: Demo, up: Path, tag: str) -> None:
+    """Upstream's history in the demo's cache, as `rebase --history` leaves it."""
+    from patchtool.upstream.cache import Cache
+    from patchtool.upstream.history import History
+    from patchtool.urls import SourceUrl
+
+    url = SourceUrl.parse(str(up), git=True, user=True)
+    assert History(Cache(demo.cache, allow_local=True), url, tag, tag, None).commits()
+
+
+def test_pin_add_warns_where_upstreams_history_has_no_such_tag(demo: Demo) -> None:
+    """Where upstream's history is in the cache, `pin add` checks the [git] tag the new pin names
+    against it (after fetching the tags again: a release tagged since is found): a tag upstream does
+    not have is a warning, in text and --json, and the pin is written. Before, nothing was checked
+    and `rebase --history` later said it could not find the release's history."""
+    import json
+
+    from conftest import UPSTREAM_FILES
+    from helpers import git, make_wheel
+
+    up = _tagged_upstream(demo, "release-1.0")
+    _history_cached(demo, up, "release-1.0")
+    pin = demo.root / "upstream-pins" / "demo-1.0.toml"
+    pin.write_text(pin.read_text() + f'\n[git]\nurl = "{up}"\ntag = "release-{{version}}"\n')
+    for version in ("1.1", "1.2"):
+        demo.index.add(
+            make_wheel(demo.index.root / f"demo-{version}-py3-none-any.whl", "demo", version, UPSTREAM_FILES)
+        )
+    demo.write_manifest()
+    res = demo.run("pin", "add", "1.1", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["data"]["warnings"] == [
+        f'{up} has no tag release-1.1 (tag = "release-{{version}}"): `rebase --history` will not find this '
+        "release's history"
+    ]
+    assert (demo.root / "upstream-pins" / "demo-1.1.toml").is_file()
+    git(up, "tag", "release-1.2")  # tagged since the history was fetched
+    res = demo.run("pin", "add", "1.2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "warning" not in res.stdout + res.stderr

@@ -439,10 +439,12 @@ def test_a_class_renamed_upstream_is_not_a_misplacement(tmp_path: Path) -> None:
     assert check_placement(repo, patched, repo.tree_of(renamed), merged_tree, lp) == ()
 
 
-def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) -> None:
+def test_a_patch_id_upstream_changed_since_stops_instead_of_dropping(tmp_path: Path) -> None:
     """A git-source pin: upstream took the patch as a commit of its own, then changed the same line
     again. The patch neither applies nor applies in reverse, and the 3-way merge conflicts; its
-    patch-id finds it upstream (git cherry), so the outcome is "already upstream", not a conflict."""
+    patch-id finds it upstream (git cherry), but the target's content does not show it: one kind of
+    evidence stops once, showing it, never a drop (issue 31, section 0). It was dropped on the
+    patch-id alone."""
     import os
 
     from helpers import format_patch
@@ -478,10 +480,12 @@ def test_patch_id_upstream_even_where_upstream_changed_it_since(tmp_path: Path) 
     )
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp_path / "cache")}
     res = in_process(["rebase", "--to", "1.1", "--dry-run", "--json", "--root", str(root)], env=env)
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 5, res.stdout + res.stderr  # a dry run that would stop
     (step,) = json.loads(res.stdout)["data"]["patches"]
-    assert step["outcome"] == "already upstream"
-    assert step["detail"] == "its patch-id matches a commit upstream made between 1.0 and 1.1"
+    why = "its patch-id matches a commit upstream made between 1.0 and 1.1, but the target's content does not show it"
+    assert step["outcome"] == "conflict", step
+    assert step["detail"] == f"upstream may have it: {why}"
+    assert step["evidence"] == [why]
 
 
 def test_a_release_already_in_the_cache_is_still_asked_of_the_index(releases: Demo) -> None:

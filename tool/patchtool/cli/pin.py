@@ -37,15 +37,19 @@ def pin_add(
 ) -> Shown:
     """Write upstream-pins/UPSTREAM-VERSION.toml: the release file's name, sha256, size and prefix as the
     index lists them (like the active pin's; with --sdist, --wheel or --filename that file, its prefix
-    mapped to the same repository paths), or with --git URL --tag T the tag's commit."""
+    mapped to the same repository paths), or with --git URL --tag T the tag's commit. Where upstream's
+    history is in the cache (`rebase --history`), warns when the repository has no tag the pin's [git] names."""
+    from patchtool.cli.render import printable
     from patchtool.project.repository import Project
     from patchtool.upstream import pinset
+    from patchtool.upstream.history import unknown_tag
     from patchtool.upstream.releasefiles import FileChoice
 
     project = Project.load(root())
     choice = FileChoice.of(sdist=sdist, wheel=wheel, filename=filename)
     pin = pinset.new_pin(project, cache(), version, git_url=git_url, tag=tag, choice=choice)
-    added = pinset.PinAdded(pin, tuple(pinset.write_pin(project.root, pin)))
+    warning = unknown_tag(cache(), pin)
+    added = pinset.PinAdded(pin, tuple(pinset.write_pin(project.root, pin)), () if warning is None else (warning,))
     source = (
         f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"
         if pin.use == "artifact" and pin.artifact
@@ -53,7 +57,12 @@ def pin_add(
         if pin.git
         else ""
     )
-    return Shown(data=added, text=lambda style: f"added pin {style.bold(pin.name)} ({source})")
+    return Shown(
+        data=added,
+        text=lambda style: "\n".join(
+            [f"added pin {style.bold(pin.name)} ({source})", *(f"warning: {printable(w)}" for w in added.warnings)]
+        ),
+    )
 
 
 @commands.command("list")

@@ -94,10 +94,12 @@ class GitSource:
             return None
         return self.tag.replace(spelt, self.PLACEHOLDER)
 
-    def at(self, version: Version, *, commit: str | None = None) -> GitSource:
-        """This repository at release ``version``: its tag by the template (else ``v<version>``),
-        the commit given (a tag's commit is known only once fetched)."""
-        tag = self.template.replace(self.PLACEHOLDER, str(version)) if self.template else f"v{version}"
+    def at(self, version: Version, *, commit: str | None = None, was: Version | None = None) -> GitSource:
+        """This repository at release ``version``: its tag by the template, else as the literal tag
+        of release ``was`` spells it (``2.2.2`` gives ``2.3.8``), else ``v<version>``; the commit
+        given (a tag's commit is known only once fetched)."""
+        template = self.template or (self.generalised(was) if was is not None else None)
+        tag = template.replace(self.PLACEHOLDER, str(version)) if template else f"v{version}"
         return dataclasses.replace(self, tag=tag, commit=commit)
 
 

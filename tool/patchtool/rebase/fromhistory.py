@@ -5,7 +5,9 @@ upstream commits changed the lines under each of its hunks?
 A named reference (``references``) to a commit in the range that carries every hunk of the patch
 (each file's ``git patch-id --stable`` equal, or every line each hunk adds and removes among the
 commit's own), or a commit in the range with the patch's patch-id file for file, is history's
-evidence that upstream has the patch: ``Upstream``, "already upstream (commit X, in version Y)".
+evidence that upstream has the patch (a named commit outside the range, on another branch, stands
+for a commit in the range with its own patch-id, a cherry-pick of it): ``Upstream``, "already
+upstream (commit X, in version Y)".
 The rebase drops the patch on it only when the target's content agrees (section 0); otherwise it
 stops once, naming the commit. A candidate (a format-patch ``From <sha>``, a commit carrying the
 subject's advisory id) found in the range is a hint shown at a stop, never proof.
@@ -74,19 +76,25 @@ class Verdicts:
         )
         hints: list[str] = []
         for ref in sorted(refs, key=lambda r: not r.named):
-            sha = self.history.full(ref.commit)
-            if sha is None:
-                continue
-            if sha in reverted:
-                hints.append(f"{_said(ref)} names {sha[:12]}, which upstream reverted later")
-                continue
-            how = self._carries(lp, sha, own)
-            if ref.named and how:
-                return self._found(sha, True, [f"{_said(ref)} names upstream's commit {sha[:12]}, {how}"])
-            hints.append(
-                f"{_said(ref)} names {sha[:12]} {_quoted(self.history.subject(sha))}, between the pins"
-                + (f", {how}" if how else ", which does not carry every hunk of the patch")
-            )
+            for sha, outside in self._in_range(ref, reverted):
+                # a commit outside the pins stands for the one between them with its patch-id
+                twin = f"{outside[:12]}, outside the pins; {sha[:12]} between them has its patch-id" if outside else ""
+                if sha in reverted:
+                    hints.append(f"{_said(ref)} names {twin or sha[:12]}, which upstream reverted later")
+                    continue
+                how = self._carries(lp, sha, own)
+                if ref.named and how:
+                    return self._found(sha, True, [f"{_said(ref)} names upstream's commit {twin or sha[:12]}, {how}"])
+                subject = _quoted(self.history.subject(sha))
+                hints.append(
+                    (
+                        f"{_said(ref)} names {outside[:12]}, outside the pins; {sha[:12]} {subject} between them "
+                        "has its patch-id"
+                        if outside
+                        else f"{_said(ref)} names {sha[:12]} {subject}, between the pins"
+                    )
+                    + (f", {how}" if how else ", which does not carry every hunk of the patch")
+                )
         if own:
             for sha, theirs in self._ids.items():
                 if sha not in reverted and all(theirs.get(p) == pid for p, pid in own.items()):
@@ -99,6 +107,19 @@ class Verdicts:
         if hints:
             return Upstream(commit="", subject="", release="", proof=False, evidence=tuple(dict.fromkeys(hints)))
         return None
+
+    def _in_range(self, ref: Reference, reverted: set[str]) -> list[tuple[str, str]]:
+        """The commits between the pins ``ref`` stands for, each with the commit outside them it
+        names ("" for none): the commit it names; or, for a named commit outside the range (made on
+        another branch, released later), each commit in the range with its patch-id (a
+        cherry-pick of it), those upstream did not revert first."""
+        sha = self.history.full(ref.commit)
+        if sha is not None:
+            return [(sha, "")]
+        outside = self.history.outside(ref.commit) if ref.named else None
+        if outside is None:
+            return []
+        return [(t, outside) for t in sorted(self.history.same_change(outside), key=lambda t: t in reverted)]
 
     def _found(self, sha: str, proof: bool, evidence: list[str]) -> Upstream:
         release = self.history.release_of(sha)
@@ -123,7 +144,7 @@ class Verdicts:
             removed = {line for c in made for line in c.removed}
             for h in f.hunks:
                 if not all(
-                    (ln.text in added) if ln.kind == ADDED else (ln.text in removed)
+                    (ln.content in added) if ln.kind == ADDED else (ln.content in removed)
                     for ln in h.lines
                     if ln.kind in (ADDED, REMOVED)
                 ):

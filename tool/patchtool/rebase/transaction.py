@@ -330,7 +330,8 @@ def _refers(lp: LoadedPatch) -> bool:
 
 def _said(said: tuple[str, ...], verdicts: fromhistory.Verdicts | None) -> tuple[str, ...]:
     fetched = verdicts.history.fetched if verdicts is not None else []
-    return (*said, *(f"fetched {f}" for f in fetched))
+    missed = verdicts.history.missed if verdicts is not None else []
+    return (*said, *(f"fetched {f}" for f in fetched), *(f"could not fetch {m}" for m in missed))
 
 
 def _advance(

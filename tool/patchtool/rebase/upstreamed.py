@@ -7,9 +7,11 @@ The evidence, strongest first:
   would) and the target has every line it adds and none it removes at each hunk's place
   (``absorbed``): two independent kinds, so it is dropped without a stop;
 - upstream made a commit with its patch-id between the two pins (``git cherry``; only where both
-  pins are git commits: a release artifact has no history to compare with);
-- one of those two kinds alone, or a reverse application with the fuzz GNU ``patch -R`` would use
-  (quilt's check), is evidence for a stop, never a drop: a Debian-only fix must not vanish.
+  pins are git commits: a release artifact has no history to compare with) and the target has
+  every line it adds and none it removes at each hunk's place: history and content agree;
+- one of those kinds alone (a patch-id match where upstream changed the lines since, say), or a
+  reverse application with the fuzz GNU ``patch -R`` would use (quilt's check), is evidence for a
+  stop, never a drop: a Debian-only fix must not vanish.
 
 ``in_other_form`` finds a conflicting patch whose result upstream has up to formatting (``if(``
 for ``if (``): the rebase still stops there, and offers ``--skip`` with that reason.
@@ -74,8 +76,8 @@ def already_upstream(
     Dropped: applying it changes nothing; or it applies in reverse, exactly, at its own place and
     the target has every line it adds and none it removes at each hunk's place (two kinds of
     evidence: a reverse application by context, and the content the 3-way merge's sides align);
-    or upstream made a commit with its patch-id. Anything less (one kind alone, or a reverse
-    application with fuzz) is evidence for a stop."""
+    or upstream made a commit with its patch-id and the target has those lines. Anything less
+    (one kind alone, or a reverse application with fuzz) is evidence for a stop."""
     if merged.clean and ws.same(merged.files):
         evidence = [f"{CHANGES_NOTHING}: the 3-way merge leaves the target as it is"]
         if try_reverse and applies_in_reverse(ws, diff, changes):
@@ -93,7 +95,10 @@ def already_upstream(
     if exact and content:
         return Verdict(drop=True, detail=IN_REVERSE, evidence=tuple(found))
     if not merged.clean and patch_ids is not None and (why := patch_ids.detail(commit)) is not None:
-        return Verdict(drop=True, detail=why, evidence=(why, *found))
+        # history's evidence; dropped only where the target's content agrees (a second kind)
+        if content:
+            return Verdict(drop=True, detail=why, evidence=(why, *found))
+        found.insert(0, f"{why}, but the target's content does not show it")
     if try_reverse and not exact and not alive and (level := fuzzed_in_reverse(ws, diff, changes)) is not None:
         found.append(f"it applies in reverse with fuzz {level} at its own place (as `patch -R --fuzz={FUZZ}` would)")
     if not found:

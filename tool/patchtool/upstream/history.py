@@ -6,6 +6,8 @@ names, cheapest first, into one cache repository per url (``<cache>/history/<dig
    references a patch makes, reverts, advisory ids) and which release first has a commit.
 2. Only when a question needs files: the trees of the two tags' history (``--filter=blob:none``),
    then the blobs of just the patches' files, in the commits between the tags, by their ids.
+3. For a commit a patch names that is not between the tags (a fix on another branch): its own and
+   its parent's trees and the blobs it changes, by id, to compare its patch-id with the range's.
 
 Every fetch is the user's choice (``rebase --history``), bounded (``git.limits``), under the
 cache's lock, and done once: a later rebase finds what it needs in the cache and fetches nothing.
@@ -65,6 +67,8 @@ class History:
         digest = hashlib.sha256(url.text.encode()).hexdigest()[:32]
         self.repo = git.Repo(cache.root / HISTORY_DIR / f"{digest}.git", ref_guard=cache.locked)
         self.fetched: list[str] = []  # what this command fetched, for the report
+        self.missed: list[str] = []  # what it could not fetch and so did not check, for the report
+        self._same: dict[str, list[str]] = {}
         self._messages: dict[str, str] | None = None
         self._tags: dict[str, str] | None = None
 
@@ -102,7 +106,7 @@ class History:
             self.fetched.append(f"the commits of {len(wanted)} tag(s) of {self.url} (--filter=tree:0)")
             self._tags = None
             tags = self._tag_map()
-        missing = [t for t in (self.old_tag, self.new_tag) if t not in tags]
+        missing = [t for t in dict.fromkeys((self.old_tag, self.new_tag)) if t not in tags]
         if missing:
             return f"{self.url} has no tag {' or '.join(missing)}"
         return tags[self.old_tag], tags[self.new_tag]
@@ -219,6 +223,69 @@ class History:
             return []
         return _sections(self.repo.log_patches(*found, sorted(set(paths))))
 
+    # -- a named commit outside the range ----------------------------------------------------------
+    def outside(self, commit: str) -> str | None:
+        """The commit ``commit`` (an id, maybe short) names where the cache has it (the commits of
+        every tag) but it is not between the tags nor in the pin's release: a fix made on another
+        branch, or released later; None otherwise, or for a merge or a root commit."""
+        found = self.commits()
+        if isinstance(found, str) or self.full(commit) is not None:
+            return None
+        sha = self.repo.resolve(commit)
+        if sha is None or self.repo.resolve(f"{sha}^") is None or self.repo.resolve(f"{sha}^2") is not None:
+            return None
+        return None if self.repo.is_ancestor(sha, found[1]) else sha
+
+    def same_change(self, commit: str) -> list[str]:
+        """The commits between the tags that make ``commit``'s change (a commit from ``outside``):
+        each file it changes with the same ``git patch-id --stable``, as ``git cherry`` matches a
+        cherry-pick. Fetched when missing, by id: its and its parent's trees (``--filter=blob:none``)
+        and the blobs it changes; then the blobs of those files between the tags. A fetch that
+        fails leaves the question unanswered ([]), said in ``missed``."""
+        if commit not in self._same:
+            try:
+                self._same[commit] = self._same_change(commit)
+            except GitError as exc:
+                self.missed.append(f"the files of {commit[:12]}, to compare its patch-id: {exc}")
+                self._same[commit] = []
+        return self._same[commit]
+
+    def _same_change(self, commit: str) -> list[str]:
+        parent, mine = self.repo.commit_info(f"{commit}^"), self.repo.commit_info(commit)
+        if parent is None or mine is None:
+            return []
+        if memo.recall(self.git_dir, "history-outside", commit) is not True:
+            # fetched by id, never looked up first: reading a missing object of a partial clone is fatal to git
+            with self.cache.locked():
+                self._by_id([parent[1], mine[1]], "blob:none")
+                self.fetched.append(f"the trees of {commit[:12]} and its parent (--filter=blob:none)")
+                blobs = sorted(self.repo.changed_blobs(parent[0], commit, ()))
+                if blobs:
+                    self._by_id(blobs, None)
+                    self.fetched.append(f"the {len(blobs)} blob(s) {commit[:12]} changes")
+            memo.remember(self.git_dir, "history-outside", commit, True)
+        own = _sections(self.repo.log_patches(parent[0], commit, ()))
+        if not own:
+            return []
+        theirs = self.sections(sorted({s.path for s in own}))
+        ids = self.patch_ids([s.text for s in own] + [s.text for s in theirs])
+        wanted = {s.path: pid for s, pid in zip(own, ids[: len(own)], strict=True)}
+        got: dict[str, dict[str, str]] = {}
+        for s, pid in zip(theirs, ids[len(own) :], strict=True):
+            got.setdefault(s.commit, {})[s.path] = pid
+        return [sha for sha, pids in got.items() if all(pids.get(p) == pid for p, pid in wanted.items())]
+
+    def _by_id(self, objects: Sequence[str], filter: str | None) -> None:
+        self.repo.fetch(
+            self.url,
+            list(objects),
+            allow_local=self.cache.allow_local,
+            limits=self.cache.fetch_limits,
+            filter=filter,
+            partial=True,
+            by_id=True,
+        )
+
     def patch_ids(self, texts: Sequence[str]) -> list[str]:
         """``git patch-id --stable`` of each of ``texts`` (one file's diff each; "" for none)."""
         stream = "".join(f"commit {n:040x}\n\n{text}" for n, text in enumerate(texts))
@@ -296,6 +363,27 @@ def _hunks(section: Section, subject: str) -> list[Change]:
             removed.append(line[1:])
     close()
     return out
+
+
+def unknown_tag(cache: Cache, pin: Pin) -> str | None:
+    """What the history in the cache says against the tag of an artifact pin's ``[git]``: the
+    repository has no such tag, even after the commits of every tag are fetched again (a release
+    tagged since), or they could not be; None where the tag is there, and where the cache holds no
+    history of that repository (nothing is fetched for one the user never asked history of)."""
+    src = pin.git
+    if src is None or pin.use != "artifact":
+        return None
+    history = History(cache, src.url, src.tag, src.tag, src.template)
+    if not (history.git_dir / "HEAD").is_file():
+        return None
+    try:
+        found = history.commits()
+    except UpstreamError as exc:
+        return f"tag {src.tag} not checked: {exc.message}"
+    if isinstance(found, str):
+        spelt = f' (tag = "{src.template}")' if src.template else ""
+        return f"{found}{spelt}: `rebase --history` will not find this release's history"
+    return None
 
 
 def between(cache: Cache, old_pin: Pin, new_pin: Pin) -> History | str:

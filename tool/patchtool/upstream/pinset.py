@@ -63,6 +63,7 @@ class PinAdded:
 
     pin: Pin
     written: tuple[str, ...]
+    warnings: tuple[str, ...] = ()  # what upstream's history in the cache says against its [git] tag
 
     def to_dict(self) -> dict[str, Any]:
         pin, art, git = self.pin, self.pin.artifact, self.pin.git
@@ -73,6 +74,7 @@ class PinAdded:
             "written": list(self.written),
             **({"filename": art.filename, "sha256": art.sha256, "size": art.size} if art else {}),
             **({"url": git.url.text, "tag": git.tag, "commit": git.commit} if git else {}),
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
         }
 
 

@@ -203,7 +203,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
                 f"the prefix.from of {pin.name} gives no path in {filename}: {exc}",
                 hint=f"write the pin {name} by hand",
             ) from None
-        git_src = pin.git.at(version) if pin.git else None
+        git_src = pin.git.at(version, was=pin.version) if pin.git else None
         found = Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art, use="artifact")
         if other:
             return dataclasses.replace(found, artifact=_across_layouts(cache, pin, found))
@@ -217,7 +217,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         )
     src = pin.git
     assert src is not None
-    tag = src.at(version).tag
+    tag = src.at(version, was=pin.version).tag
     fetched = fetch_ref(src.url, tag)
     with cache.locked():
         git.Repo.init_bare(cache.repo.git_dir)
@@ -233,7 +233,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         name=name,
         upstream=pin.upstream,
         version=version,
-        git=src.at(version, commit=commit),
+        git=src.at(version, commit=commit, was=pin.version),
         artifact=None,
         use="git",
     )
