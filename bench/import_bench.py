@@ -10,7 +10,10 @@ patchtool cache (the sdist downloaded once before timing; the script reads the s
 ``--debian DIR`` is where ``bench/realseries/run.py fetch`` put Debian's packaging; the package's
 release and series come from ``bench/realseries/packages.toml``. The series is cut to its first
 ``--patches`` entries (default 10, or all it has). Prints the medians and the ratio
-patchtool/script; standard library only.
+patchtool/script; standard library only. ``--baseline-patchtool CMD`` times a second patchtool
+(the code before a change) in the same iterations, against a cache of its own, after checking that
+both import the same commits: the ratio new/baseline is printed too. Each patchtool's bytecode is
+written first (``compileall``), as ``pip install`` does.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ import tempfile
 import time
 import tomllib
 from pathlib import Path
+
+from make_series import compile_patchtool
 
 HERE = Path(__file__).resolve().parent
 CHECKOUT = HERE.parent
@@ -60,12 +65,20 @@ def series_of(debian: Path, count: int) -> Path:
     return out
 
 
-def patchtool_import(pt: list[str], env: dict[str, str], spec: str, series: Path) -> None:
+def patchtool_import(pt: list[str], env: dict[str, str], spec: str, series: Path) -> dict[str, str]:
+    """``init`` + ``import`` in a new directory; the files the import wrote (the patches, the
+    manifest, the kept quilt series), to compare two patchtools' imports."""
     with tempfile.TemporaryDirectory(prefix="import-bench-pt.") as d:
         for args in (["init", "--upstream", spec, "--sdist"], ["import", "--series", str(series / "series")]):
             r = subprocess.run([*pt, *args], cwd=d, env=env, capture_output=True, text=True)
             if r.returncode:
                 raise SystemExit(f"patchtool {' '.join(args)} failed:\n{r.stdout}{r.stderr}")
+        root = Path(d)
+        return {
+            str(f.relative_to(root)): f.read_text()
+            for f in sorted(root.rglob("*"))
+            if f.is_file() and ".patchtool" not in f.relative_to(root).parts
+        }
 
 
 def scripted_import(env: dict[str, str], sdist: Path, series: Path) -> None:
@@ -94,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--package", default="werkzeug")
     ap.add_argument("--patches", type=int, default=10)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--patchtool", default=f"{shlex.quote(sys.executable)} -m patchtool")
+    ap.add_argument(
+        "--patchtool", default=shlex.join(["env", f"PYTHONPATH={CHECKOUT / 'tool'}", sys.executable, "-m", "patchtool"])
+    )
+    ap.add_argument("--baseline-patchtool", default=None, metavar="CMD", help="a second patchtool, timed beside")
     a = ap.parse_args(argv)
     p = package(a.package)
     spec = f"{p['name']}=={p['from']}"
@@ -107,26 +123,46 @@ def main(argv: list[str] | None = None) -> int:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(CHECKOUT / "tool"), os.environ.get("PYTHONPATH")])),
     }
     pt = shlex.split(a.patchtool)
-    patchtool_import(pt, env, spec, series)  # warm-up: downloads and imports the sdist once
+    compile_patchtool(pt)
+    imported = patchtool_import(pt, env, spec, series)  # warm-up: downloads and imports the sdist once
     (sdist,) = [f for f in cache.rglob("*.tar.gz") if f.is_file()][:1] or [None]
     if sdist is None:
         raise SystemExit(f"no sdist of {spec} in the patchtool cache {cache}")
+    base = shlex.split(a.baseline_patchtool) if a.baseline_patchtool else None
+    base_env = {**env, "PATCHTOOL_CACHE_DIR": str(cache) + "-baseline"}
+    if base is not None:
+        compile_patchtool(base)
+        if patchtool_import(base, base_env, spec, series) != imported:  # warm-up, and the same import
+            raise SystemExit("the baseline patchtool imports other patches or another manifest")
     scripted_import(env, sdist, series)  # warm-up
-    ours, theirs = [], []
+    ours: list[float] = []
+    olds: list[float] = []
+    theirs: list[float] = []
     for _ in range(a.runs):
         t = time.perf_counter()
         patchtool_import(pt, env, spec, series)
         ours.append(time.perf_counter() - t)
+        if base is not None:
+            t = time.perf_counter()
+            patchtool_import(base, base_env, spec, series)
+            olds.append(time.perf_counter() - t)
         t = time.perf_counter()
         scripted_import(env, sdist, series)
         theirs.append(time.perf_counter() - t)
     n = len((series / "series").read_text().splitlines())
     po, gs = statistics.median(ours), statistics.median(theirs)
     print(f"{spec}, {n} patches, {a.runs} runs each, medians:")
-    print(f"  patchtool init + import   {po:7.2f} s  (min {min(ours):.2f}, max {max(ours):.2f})")
+    print(f"  patchtool init + import    {po:7.2f} s  (min {min(ours):.2f}, max {max(ours):.2f})")
+    if olds:
+        bo = statistics.median(olds)
+        print(f"  baseline init + import     {bo:7.2f} s  (min {min(olds):.2f}, max {max(olds):.2f})")
     print(f"  git: unpack, apply, commit {gs:7.2f} s  (min {min(theirs):.2f}, max {max(theirs):.2f})")
     print(f"  ratio patchtool/git        {po / gs:7.2f}x  (target: at most 2x)")
-    shutil.rmtree(cache, ignore_errors=True)
+    if olds:
+        print(f"  ratio baseline/git         {bo / gs:7.2f}x")
+        print(f"  ratio patchtool/baseline   {po / bo:7.2f}x")
+    for c in (cache, Path(base_env["PATCHTOOL_CACHE_DIR"])):
+        shutil.rmtree(c, ignore_errors=True)
     shutil.rmtree(series, ignore_errors=True)
     return 0
 
