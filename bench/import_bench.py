@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shlex
 import shutil
 import statistics
@@ -65,15 +66,19 @@ def series_of(debian: Path, count: int) -> Path:
     return out
 
 
-def patchtool_import(pt: list[str], env: dict[str, str], spec: str, series: Path) -> dict[str, str]:
-    """``init`` + ``import`` in a new directory; the files the import wrote (the patches, the
-    manifest, the kept quilt series), to compare two patchtools' imports."""
+def patchtool_import(
+    pt: list[str], env: dict[str, str], spec: str, series: Path, *, read_back: bool = False
+) -> dict[str, str]:
+    """``init`` + ``import`` in a new directory; with ``read_back``, the files the import wrote
+    (the patches, the manifest, the kept quilt series), to compare two patchtools' imports."""
     with tempfile.TemporaryDirectory(prefix="import-bench-pt.") as d:
         for args in (["init", "--upstream", spec, "--sdist"], ["import", "--series", str(series / "series")]):
             r = subprocess.run([*pt, *args], cwd=d, env=env, capture_output=True, text=True)
             if r.returncode:
                 raise SystemExit(f"patchtool {' '.join(args)} failed:\n{r.stdout}{r.stderr}")
         root = Path(d)
+        if not read_back:
+            return {}
         return {
             str(f.relative_to(root)): f.read_text()
             for f in sorted(root.rglob("*"))
@@ -101,6 +106,14 @@ def scripted_import(env: dict[str, str], sdist: Path, series: Path) -> None:
             git("commit", "-q", "-m", name)
 
 
+def cpu_seconds() -> float:
+    """User and system time of this process and of every child it has waited for: the script's
+    side unpacks in this process, patchtool's in its own; less shaken than the clock by a busy
+    machine."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--debian", type=Path, required=True)
@@ -124,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     pt = shlex.split(a.patchtool)
     compile_patchtool(pt)
-    imported = patchtool_import(pt, env, spec, series)  # warm-up: downloads and imports the sdist once
+    imported = patchtool_import(pt, env, spec, series, read_back=True)  # warm-up: downloads and imports the sdist once
     (sdist,) = [f for f in cache.rglob("*.tar.gz") if f.is_file()][:1] or [None]
     if sdist is None:
         raise SystemExit(f"no sdist of {spec} in the patchtool cache {cache}")
@@ -132,23 +145,25 @@ def main(argv: list[str] | None = None) -> int:
     base_env = {**env, "PATCHTOOL_CACHE_DIR": str(cache) + "-baseline"}
     if base is not None:
         compile_patchtool(base)
-        if patchtool_import(base, base_env, spec, series) != imported:  # warm-up, and the same import
+        if patchtool_import(base, base_env, spec, series, read_back=True) != imported:  # warm-up, and the same import
             raise SystemExit("the baseline patchtool imports other patches or another manifest")
     scripted_import(env, sdist, series)  # warm-up
     ours: list[float] = []
     olds: list[float] = []
     theirs: list[float] = []
+    cpu: dict[str, list[float]] = {"ours": [], "olds": [], "theirs": []}
     for _ in range(a.runs):
-        t = time.perf_counter()
-        patchtool_import(pt, env, spec, series)
-        ours.append(time.perf_counter() - t)
-        if base is not None:
-            t = time.perf_counter()
-            patchtool_import(base, base_env, spec, series)
-            olds.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        scripted_import(env, sdist, series)
-        theirs.append(time.perf_counter() - t)
+        for side, times, run in (
+            ("ours", ours, lambda: patchtool_import(pt, env, spec, series)),
+            ("olds", olds, (lambda: patchtool_import(base, base_env, spec, series)) if base is not None else None),
+            ("theirs", theirs, lambda: scripted_import(env, sdist, series)),
+        ):
+            if run is None:
+                continue
+            c, t = cpu_seconds(), time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t)
+            cpu[side].append(cpu_seconds() - c)
     n = len((series / "series").read_text().splitlines())
     po, gs = statistics.median(ours), statistics.median(theirs)
     print(f"{spec}, {n} patches, {a.runs} runs each, medians:")
@@ -161,6 +176,16 @@ def main(argv: list[str] | None = None) -> int:
     if olds:
         print(f"  ratio baseline/git         {bo / gs:7.2f}x")
         print(f"  ratio patchtool/baseline   {po / bo:7.2f}x")
+    print(
+        f"  ratio of the minimums      {min(ours) / min(theirs):7.2f}x"
+        + (f" (baseline {min(olds) / min(theirs):.2f}x)" if olds else "")
+    )
+    cpus = {side: statistics.median(v) for side, v in cpu.items() if v}
+    print(
+        f"  CPU seconds (user+sys, medians): patchtool {cpus['ours']:.2f}, git {cpus['theirs']:.2f}, "
+        f"ratio {cpus['ours'] / cpus['theirs']:.2f}x"
+        + (f"; baseline {cpus['olds']:.2f}, ratio {cpus['olds'] / cpus['theirs']:.2f}x" if "olds" in cpus else "")
+    )
     for c in (cache, Path(base_env["PATCHTOOL_CACHE_DIR"])):
         shutil.rmtree(c, ignore_errors=True)
     shutil.rmtree(series, ignore_errors=True)
