@@ -18,6 +18,7 @@ from patchtool.errors import UsageError
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
 from patchtool.series import importing
+from patchtool.series.apply import apply_series
 from patchtool.series.checkout import checkout
 from patchtool.series.importing import dep3_fields
 from patchtool.series.quilt import export_quilt
@@ -607,3 +608,59 @@ def test_a_format_patch_envelope_around_a_plain_diff_imports_as_its_header_says(
     assert '+    word = "ciao"' in text and "--- a/python/demo/core.py" in text
     (entry,) = [p for p in Project.load(demo.root).manifest.patches if p.id == row["id"]]
     assert entry.imported is not None and entry.imported.commit == "87a85bb4de18ab17c360f7cb530274202fd05d4c"
+
+
+def test_a_quilt_import_applies_on_one_index_and_exports_every_patch_at_once(
+    demo: Demo, tmp_path: Path, me: None
+) -> None:
+    """Per patch only `git apply`, `write-tree` and `commit-tree`: the index is read once and
+    carried from patch to patch, and the patch files come from one `format-patch`; what they
+    hold is each commit's own export."""
+    demo.write_manifest()
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "series").write_text("".join(f"p{n}.patch\n" for n in range(5)))
+    previous = "bye"
+    for n in range(5):
+        hunk = f' def farewell(name):\n-    word = "{previous}"\n+    word = "w{n}"\n'
+        (quilt / f"p{n}.patch").write_text(
+            CIAO.replace(' def farewell(name):\n-    word = "bye"\n+    word = "ciao"\n', hunk)
+        )
+        previous = f"w{n}"
+    log = demo.cache / "git-runs.jsonl"
+    res = demo.spawn("import", str(quilt), env=counting_git(tmp_path / "bin", log))
+    assert res.returncode == 0, res.stdout + res.stderr
+    commands = [next(w for w in r if not w.startswith("-")) for r in git_runs(log)]
+    assert {c: commands.count(c) for c in ("read-tree", "apply", "write-tree", "commit-tree", "format-patch")} == {
+        "read-tree": 1,
+        "apply": 5,
+        "write-tree": 5,
+        "commit-tree": 5,
+        "format-patch": 1,
+    }
+    series = Project.load(demo.root).series()
+    cache = Cache(demo.cache)
+    chain = apply_series(cache.repo, cache.ensure(load_pin(demo.root, "demo-1.0")).commit, series, commit=True)
+    assert [lp.path.read_text() for lp in series] == [cache.repo.format_patch(r.commit or "") for r in chain.results]
+
+
+def test_a_header_refused_before_a_later_patch_that_does_not_apply_is_said_first(
+    demo: Demo, tmp_path: Path, me: None
+) -> None:
+    """The patches are recorded after all applied: the refusal is still the first patch's header,
+    as when each was recorded before the next applied."""
+    demo.write_manifest()
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "series").write_text("bad-header.patch\nstale.patch\n")
+    (quilt / "bad-header.patch").write_text("Patchtool-Entry: { assumptions = 3 }\n" + CIAO)
+    (quilt / "stale.patch").write_text(CIAO)  # applies only before bad-header.patch
+    before = snapshot(demo.root)
+    res = demo.run("import", str(quilt))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"{quilt / 'bad-header.patch'}: assumptions: unexpected type integer" in res.stderr
+    assert snapshot(demo.root) == before
+    (quilt / "bad-header.patch").write_text(CIAO)
+    res = demo.run("import", str(quilt))
+    assert res.returncode == 3 and f"{quilt / 'stale.patch'}: does not apply" in res.stdout, res.stdout
+    assert snapshot(demo.root) == before

@@ -42,11 +42,11 @@ def kill_at_replace(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     real = fsroot.Root.rename
     calls = []
 
-    def rename(self: fsroot.Root, src: str, dst: str) -> None:
+    def rename(self: fsroot.Root, src: str, dst: str, *, sync: bool = True) -> None:
         calls.append(dst)
         if len(calls) == n:
             raise Killed()
-        real(self, src, dst)
+        real(self, src, dst, sync=sync)
 
     monkeypatch.setattr(fsroot.Root, "rename", rename)
 
@@ -123,3 +123,28 @@ def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypa
     manifest = (one_patch.root / "patchset.toml").read_text()
     assert "[[dropped]]" in manifest and 'reason = "upstream took it"' in manifest
     assert not leftover_state(one_patch.root)
+
+
+def test_each_directory_moved_into_is_synced_once_before_the_journal_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The moves are flushed a directory at a time, not a rename at a time: each directory the
+    transaction moved a file into is synced, once, before the journal that would redo them goes."""
+    root = repo(tmp_path)
+    events: list[str] = []
+    real_sync, real_unlink = fsroot.Root.sync, fsroot.Root.unlink
+
+    def sync(self: fsroot.Root, rel: str = "") -> None:
+        events.append(f"sync {rel}")
+        real_sync(self, rel)
+
+    def unlink(self: fsroot.Root, rel: str) -> None:
+        events.append(f"unlink {rel}")
+        real_unlink(self, rel)
+
+    monkeypatch.setattr(fsroot.Root, "sync", sync)
+    monkeypatch.setattr(fsroot.Root, "unlink", unlink)
+    write(root)
+    assert files(root) == AFTER
+    gone = events.index(f"unlink {journal.JOURNAL}")
+    assert sorted(events[:gone]) == ["sync ", "sync patches", "sync patches/dropped", "unlink patches/0002-b.patch"]

@@ -199,6 +199,41 @@ def test_write_commits_is_one_deterministic_chain(tmp_path: Path) -> None:
     assert repo.write_commits(base, chain, ref="refs/patchtool/test/replay") == [first, second]
 
 
+def test_format_patch_each_is_each_commits_own_export(tmp_path: Path) -> None:
+    """One git process for a chain gives what exporting each commit alone gives, byte for byte:
+    a message without a final newline, a file without one, a binary file, a message that holds
+    the line git starts each exported message with (its own, --zero-commit's, an earlier commit's),
+    and an empty commit (git exports nothing for it: then each is exported alone)."""
+    work = tmp_path / "w"
+    work.mkdir()
+    git(work, "init", "-q")
+    base = commit(work, {"a.py": "a = 1\n"}, "base")
+    repo = gitmod.Repo(work / ".git")
+    ident = gitmod.Ident("A U Thor", "author@example.org", 0)
+    zero = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001"
+    steps = [
+        ({"a.py": "a = 2"}, "no final newline in the file"),
+        ({"b.bin": "\0\1\2 binary\n"}, "binary\n\nno final newline in the message"),
+        ({"a.py": "a = 3\n"}, f"fake envelopes\n\n{zero}\nFrom: Someone <x@example.org>\n\nmore\n"),
+        ({"c.py": "c\n"}, f"an earlier commit's envelope\n\nFrom {base} Mon Sep 17 00:00:00 2001\n"),
+    ]
+    chain: list[str] = []
+    for files, message in steps:
+        write_tree(work, files)
+        git(work, "add", "-A")
+        tree = git(work, "write-tree").strip()
+        parent = chain[-1] if chain else base
+        chain.append(repo.commit_tree(tree, [parent], message, author=ident, committer=ident))
+    assert repo.format_patch_each(base, chain) == [repo.format_patch(c) for c in chain]
+    assert repo.format_patch_each(chain[0], chain[1:]) == [repo.format_patch(c) for c in chain[1:]]
+    assert repo.format_patch_each(base, []) == []
+    empty = repo.commit_tree(repo.tree_of(chain[-1]), [chain[-1]], "empty\n", author=ident, committer=ident)
+    after = repo.commit_tree(repo.tree_of(base), [empty], "back to base\n", author=ident, committer=ident)
+    both = [*chain, empty, after]
+    assert repo.format_patch(empty) == ""
+    assert repo.format_patch_each(base, both) == [repo.format_patch(c) for c in both]
+
+
 def test_renames_are_found_once_and_remembered(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()

@@ -141,15 +141,17 @@ class Root:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(found[1], dir_fd=found[0])
 
-    def rename(self, src: str, dst: str) -> None:
-        """Move ``src`` to ``dst`` (both beneath the root), replacing only a regular file."""
+    def rename(self, src: str, dst: str, *, sync: bool = True) -> None:
+        """Move ``src`` to ``dst`` (both beneath the root), replacing only a regular file; with
+        ``sync`` false, ``dst``'s directory is left for the caller to ``sync`` (once for many)."""
         with self._parent(src, create=False) as source, self._parent(dst, create=True) as target:
             if source is None:
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(self.path / src))
             assert target is not None
             self._replaceable(target[0], target[1], dst)
             os.rename(source[1], target[1], src_dir_fd=source[0], dst_dir_fd=target[0])
-            _sync(target[0])
+            if sync:
+                _sync(target[0])
 
     def sync(self, rel: str = "") -> None:
         """Flush the entries of directory ``rel`` (a rename into it) to the disk."""

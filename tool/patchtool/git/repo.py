@@ -473,6 +473,31 @@ class Repo:
         patches = _split_patches(text)
         return patches[0] if patches else text  # git exports nothing for an empty commit
 
+    def format_patch_each(self, base: str, chain: Sequence[str]) -> list[str]:
+        """``format_patch`` of each commit of ``chain`` (each the parent of the next, the first
+        on ``base``), from one git process: its export of base..tip is cut where each commit's own
+        ``From <sha>`` line starts, which no earlier commit can hold (it would hold its own
+        descendant's hash). Where one is not found (git exports nothing for an empty commit), each
+        is exported alone."""
+        if not chain:
+            return []
+        text = self._runner.run("format-patch", *_EXPORT_WITH_IDS, args=[f"{base}..{chain[-1]}"]).stdout.decode("utf-8")
+        starts: list[int] = []
+        for sha in chain:
+            at = text.find(f"From {sha} {_MBOX_DATE}\n", starts[-1] if starts else 0)
+            if at < 0 or (at > 0 and text[at - 1] != "\n") or (not starts and at != 0):
+                return [self.format_patch(sha) for sha in chain]
+            starts.append(at)
+        out = []
+        for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
+            message = text[start:end]
+            if end < len(text) and message.endswith("\n\n"):
+                message = message[:-1]  # the blank line git puts between messages in one mbox
+            alone = _ZERO_FROM + message.split("\n", 1)[1]  # as --zero-commit exports it alone
+            patches = _split_patches(alone)
+            out.append(patches[0] if patches else alone)
+        return out
+
     def format_patches(self, base: str, tip: str) -> Pending[list[str]]:
         """The canonical export of every commit in base..tip, oldest first, in one git process
         that runs while the caller goes on."""
@@ -735,11 +760,14 @@ def _applied(res: Result, what: str) -> ApplyResult:
 
 
 _EXPORT = ("--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat", "--no-numbered")
+_EXPORT_WITH_IDS = tuple(o for o in _EXPORT if o != "--zero-commit")  # each message's From line names its commit
+_MBOX_DATE = "Mon Sep 17 00:00:00 2001"  # git's fixed date on a message's 'From <sha>' line
+_ZERO_FROM = f"From {'0' * 40} {_MBOX_DATE}\n"
 
 
 def _split_patches(text: str) -> list[str]:
     """format-patch output cut into one text per commit, each without its Date line."""
-    marker = "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+    marker = _ZERO_FROM
     out = []
     chunks = text.split(marker)[1:]
     for i, chunk in enumerate(chunks):

@@ -124,6 +124,8 @@ def apply_series(
     author from the patch file, fixed dates and committer, so the same series on the
     same base always gives the same SHAs.
     """
+    if not patches:  # nothing to apply: no index to read the base into
+        return SeriesResult(base=base, results=(), tip=base if commit else None, last_good=base)
     results: list[PatchResult] = []
     parent = base
     touching = {lp.id: found for lp in patches if (found := touched_links(repo, base, lp.patch))}

@@ -9,7 +9,7 @@ import functools
 import os
 import re
 import tempfile
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -502,30 +502,65 @@ def import_patches(
     chain = applied()
     if not chain.ok or chain.tip is None:
         raise UsageError("the series does not apply at its pin; fix that first", hint="patchtool check")
-    parent = chain.tip
     originals = Originals(project.root)
-    order: list[tuple[str, str, bool]] = [(e.id, "", True) for e in project.manifest.patches]
+    ids = [e.id for e in project.manifest.patches]
+    made: list[tuple[Incoming, PatchFile, str, tuple[Refreshed, ...]]] = []  # each patch with its commit
+    parent = chain.tip
+    try:
+        with repo.temporary_index(parent) as index:  # one index: each patch applies on the one before
+            for item in incoming:
+                patch = PatchFile.parse(item.text, name=item.source)
+                tree, refreshed = _applied(repo, index, parent, item, patch, pin.name, chain.base, fuzz)
+                parent = repo.commit_tree(
+                    tree,
+                    [parent],
+                    patch.message,
+                    author=git.Ident(patch.author_name, patch.author_email, 0),
+                    committer=git.Ident(*git.FIXED_IDENT, 0),
+                )
+                made.append((item, patch, parent, refreshed))
+    except Exception:
+        # a header the patches before this one are refused for is said first, as when each patch
+        # was recorded before the next one applied
+        _recorded(repo, chain.tip, made, ids, entries, given, originals)
+        raise
+    files, added, tables = _recorded(repo, chain.tip, made, ids, entries, given, originals)
+    doc = manifest_document(project.root)
+    for table in tables:
+        tomlio.append_table(doc, "patch", table)
+    files.update(originals.files())
+    written = write_series(project.root, files, manifest_text(doc), remove=[], moves={})
+    return ImportResult(added=tuple(added), written=tuple(written))
+
+
+_UNTAGGED = re.compile(r"^(?:\[[^\]]*\]\s*)+")  # a branch's [4.2.x] stays in the subject, not in the id
+
+
+def _recorded(
+    repo: git.Repo,
+    base: str,
+    made: Sequence[tuple[Incoming, PatchFile, str, tuple[Refreshed, ...]]],
+    series: Sequence[str],
+    entries: Collection[str],
+    given: Metadata,
+    originals: Originals,
+) -> tuple[dict[str, str], list[dict[str, Any]], list[Any]]:
+    """The patch files, the rows of the result and the manifest's tables of the patches ``made``
+    (each with its commit, a chain on ``base``) after the ``series`` ids; InvalidInput naming the
+    first whose header breaks the manifest's rules. Their files come from one git process."""
+    order = list(series)
     files: dict[str, str] = {}
     added: list[dict[str, Any]] = []
     tables: list[Any] = []
-    for item in incoming:
-        patch = PatchFile.parse(item.text, name=item.source)
-        tree, refreshed = _applied(repo, parent, item, patch, pin.name, chain.base, fuzz)
-        parent = repo.commit_tree(
-            tree,
-            [parent],
-            patch.message,
-            author=git.Ident(patch.author_name, patch.author_email, 0),
-            committer=git.Ident(*git.FIXED_IDENT, 0),
-        )
-        taken = {*entries, *(i for i, _, _ in order)}
+    texts = repo.format_patch_each(base, [commit for _, _, commit, _ in made])
+    for (item, patch, _, refreshed), text in zip(made, texts, strict=True):
         named = item.entry.get("id")
         mine = named if isinstance(named, str) else slug(_UNTAGGED.sub("", patch.subject))  # dep3.entry checked it
-        ident = given.id or unique_id(mine, taken)
-        order.append((ident, parent, False))
+        ident = given.id or unique_id(mine, {*entries, *order})
+        order.append(ident)
         name = f"{PATCHES_DIR}/{len(order):04d}-{slug(ident)}.patch"
-        files[name] = repo.format_patch(parent)
-        kept = originals.keep(item.quilt, diff_digest(files[name]))
+        files[name] = text
+        kept = originals.keep(item.quilt, diff_digest(text))
         added.append(
             {
                 "id": ident,
@@ -537,15 +572,7 @@ def import_patches(
             }
         )
         tables.append(_table(item, ident, name, given, added[-1], kept))
-    doc = manifest_document(project.root)
-    for table in tables:
-        tomlio.append_table(doc, "patch", table)
-    files.update(originals.files())
-    written = write_series(project.root, files, manifest_text(doc), remove=[], moves={})
-    return ImportResult(added=tuple(added), written=tuple(written))
-
-
-_UNTAGGED = re.compile(r"^(?:\[[^\]]*\]\s*)+")  # a branch's [4.2.x] stays in the subject, not in the id
+    return files, added, tables
 
 
 class Originals:
@@ -624,24 +651,24 @@ def _table(
 
 
 def _applied(
-    repo: git.Repo, parent: str, item: Incoming, patch: PatchFile, pin: str, base: str, fuzz: int
+    repo: git.Repo, index: git.Index, parent: str, item: Incoming, patch: PatchFile, pin: str, base: str, fuzz: int
 ) -> tuple[str, tuple[Refreshed, ...]]:
-    """The tree of ``parent`` with ``item`` applied as ``git apply`` does, or else with at most
-    ``fuzz`` lines of fuzz (then: where each hunk went); ApplyConflict naming the file and hunk."""
+    """The tree of ``parent`` (``index`` holds it) with ``item`` applied as ``git apply`` does, or
+    else with at most ``fuzz`` lines of fuzz (then: where each hunk went), left in ``index`` too;
+    ApplyConflict naming the file and hunk."""
     links = touched_links(repo, parent, patch)
     with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as fh:
         fh.write(item.text)
         tmp = Path(fh.name)
     try:
-        with repo.temporary_index(parent) as index:
-            res = index.apply([tmp]) if not links else git.ApplyResult(ok=False, stderr="")
-            if res.ok:
-                return index.write_tree(), ()
-            if not links and fuzz and (fuzzed := fuzzed_files(repo, parent, patch, fuzz)) is not None:
-                files, placed = fuzzed
-                index.write_files(files)
-                return index.write_tree(), placed
-            failures = link_failures(links) if links else diagnose(repo, index, tmp, patch, git_message=res.stderr)
+        res = index.apply([tmp]) if not links else git.ApplyResult(ok=False, stderr="")
+        if res.ok:
+            return index.write_tree(), ()
+        if not links and fuzz and (fuzzed := fuzzed_files(repo, parent, patch, fuzz)) is not None:
+            files, placed = fuzzed
+            index.write_files(files)
+            return index.write_tree(), placed
+        failures = link_failures(links) if links else diagnose(repo, index, tmp, patch, git_message=res.stderr)
     finally:
         os.unlink(tmp)
     result = SeriesResult(
