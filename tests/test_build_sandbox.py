@@ -417,11 +417,16 @@ def test_a_sandbox_connects_only_to_the_ports_it_is_given(tmp_path: Path) -> Non
 # -- through the command line: a git pin's `patchtool build` -----------------------------------------
 
 
-def git_pin_project(tmp_path: Path, files: dict[str, str], project_dir: str = "") -> Path:
+def git_pin_project(
+    tmp_path: Path, files: dict[str, str], project_dir: str = "", links: dict[str, str] | None = None
+) -> Path:
     """A patch repository whose git pin builds ``demo 1.0`` from an upstream repository holding
-    ``files``, with one patch to ``demo/__init__.py`` (under ``project_dir``)."""
+    ``files`` (and the symbolic ``links``, path to target), with one patch to ``demo/__init__.py``
+    (under ``project_dir``)."""
     upstream = tmp_path / "upstream"
     write_tree(upstream, files)
+    for rel, target in (links or {}).items():
+        os.symlink(target, upstream / rel)
     git(upstream, "init", "-q", "-b", "main")
     git(upstream, "add", "-A")
     git(upstream, "commit", "-q", "-m", "demo 1.0")
@@ -501,6 +506,38 @@ def test_a_git_pins_backend_reaches_neither_repository_nor_cache_nor_home(
     assert not (cache / "upstream.git" / "hooks" / "post-checkout").exists()
     assert no_connection_came(listener)
     assert not list((tmp_path / "outputs").iterdir())
+
+
+def test_a_git_pins_links_out_of_its_tree_are_kept_and_read_by_nothing_but_the_confined_backend(
+    tmp_path: Path, home: Path
+) -> None:
+    """A git pin's upstream may hold links that leave its tree, absolute or by ``..``: checkout and
+    apply put them on disk as git does, unchanged; patchtool reads the tree it builds only from
+    git's objects, and the backend, which reads through them, is refused what lies outside."""
+    secret = tmp_path / "secret" / "leak.py"
+    write_tree(secret.parent, {"leak.py": "SECRET = 'not for the wheel'\n"})
+    links = {"demo/absolute.py": str(secret), "demo/escaping.py": "../" * 40 + str(secret).lstrip("/")}
+    files = {
+        "pyproject.toml": REACH_PROJECT,
+        "reach_backend.py": REACH_BACKEND,
+        "reach.json": "[]",
+        "demo/__init__.py": "X = 1\n",
+    }
+    root = git_pin_project(tmp_path, files, links=links)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(cache), "HOME": str(home)}
+    for command, tree in (("apply", "build/demo-git"), ("checkout", "work/series")):
+        res = spawned([command], cwd=root, env=env, timeout=HANG_GUARD_S)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert {rel: os.readlink(root / tree / rel) for rel in links} == links
+    before = snapshot(tmp_path / "secret", home)
+    (tmp_path / "outputs").mkdir()
+    res = patchtool_build(root, cache, tmp_path / "outputs" / "dist", home)
+    assert res.returncode == ExitCode.PROBLEMS, res.stdout + res.stderr
+    assert "the build backend failed in src/" in res.stderr and "confined (Landlock)" in res.stderr, res.stderr
+    assert "PermissionError: [Errno 13] Permission denied: 'demo/absolute.py'" in res.stderr, res.stderr
+    assert "not for the wheel" not in res.stdout + res.stderr
+    assert not list((tmp_path / "outputs").iterdir()) and snapshot(tmp_path / "secret", home) == before
 
 
 # -- real backends still build ----------------------------------------------------------------------
