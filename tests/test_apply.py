@@ -113,6 +113,28 @@ def test_keep_failed_leaves_a_partial_tree_where_the_report_says(demo: Demo) -> 
     assert not into.exists()
 
 
+def test_keep_failed_again_after_the_partial_tree_was_removed_by_hand(demo: Demo) -> None:
+    """Found by an attack: after `rm -rf build`, the cache still registered the partial tree and
+    git refused its path ("a missing but already registered worktree", exit 70)."""
+    import shutil
+
+    failing(demo, '"bye"', '"ciao"', ctx_edit=("word = ", "farewell_word = "))
+    first = demo.run("apply", "--keep-failed", "--json")  # beside build/<pin>
+    assert first.returncode == 3, first.stdout + first.stderr
+    partial = Path(envelope(first.stdout)["data"]["partial_tree"])
+    assert partial.parent == demo.root / "build"
+    shutil.rmtree(demo.root / "build")
+    before = snapshot(demo.root)
+    res = demo.run("apply", "--keep-failed", "--json")
+    data = envelope(res.stdout)
+    assert (data["status"], data["exit_code"], res.returncode) == ("conflict", 3, 3), res.stdout + res.stderr
+    assert data["errors"][0]["message"] == "patch bye (patches/0002-bye.patch) does not apply at demo-1.0"
+    assert Path(data["data"]["partial_tree"]) == partial
+    assert '"hi"' in (partial / "python/demo/core.py").read_text()
+    assert (partial / "python/demo/core.py.rej").exists()
+    assert {k: v for k, v in snapshot(demo.root).items() if not k.startswith(str(partial))} == before
+
+
 def test_already_applied_patch_is_reported(demo: Demo) -> None:
     demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi")
     (demo.root / "patches" / "0002-again.patch").write_text((demo.root / "patches" / "0001-greet.patch").read_text())

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from cli_run import spawned
-from helpers import HANG_GUARD_S, format_patch, git, make_wheel, write_tree
+from helpers import HANG_GUARD_S, format_patch, git, make_wheel, snapshot, write_tree
 from patchtool import confine
 from patchtool.errors import BuildError, ExitCode
 from patchtool.wheel import frontend
@@ -111,6 +111,22 @@ REACH_BACKEND = textwrap.dedent('''\
         with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as zf:
             for path, data in files.items():
                 zf.writestr(path, data)
+        return _leave(wheel_directory, name)
+
+
+    def _leave(wheel_directory, name):
+        """What reach.json says to leave as the wheel instead: a link named as the wheel, a FIFO,
+        or another name returned."""
+        path = os.path.join(wheel_directory, name)
+        for act, target in json.loads(pathlib.Path("reach.json").read_text()):
+            if act == "wheel-link":
+                os.unlink(path)
+                os.symlink(target, path)
+            elif act == "wheel-fifo":
+                os.unlink(path)
+                os.mkfifo(path)
+            elif act == "wheel-name":
+                name = target
         return name
     ''')
 
@@ -230,6 +246,64 @@ def test_a_backend_that_writes_outside_its_build_fails_and_writes_nothing(
     assert not (home / ".bashrc").exists() and not (tmp_path / "beside-the-tree").exists()
 
 
+# -- the wheel it leaves: found by an attack, a link named as the wheel shipped what it could not read --
+
+
+@pytest.fixture
+def private_wheel(tmp_path: Path) -> Path:
+    """A wheel of the same name outside everything the backend may read (a private one in a home)."""
+    (tmp_path / "private").mkdir()
+    return make_wheel(
+        tmp_path / "private" / "demo-1.0-py3-none-any.whl", "demo", "1.0", {"demo/PRIVATE.txt": "secret\n"}
+    )
+
+
+@pytest.mark.parametrize("confined", [True, False], ids=["confined", "unconfined"])
+def test_a_link_the_backend_leaves_as_its_wheel_is_refused(
+    tmp_path: Path, home: Path, private_wheel: Path, confined: bool
+) -> None:
+    """The backend cannot read the private wheel, but it can leave a link to it in its wheel
+    directory: patchtool, which may read it, followed the link and shipped it. The wheel is now
+    opened without following a link, confined or not."""
+    before = snapshot(tmp_path / "private")
+    src = reach_project(tmp_path / "src", [("wheel-link", str(private_wheel))])
+    with pytest.raises(BuildError) as caught:
+        frontend.build_wheel(src, tmp_path / "out", env={}, isolation=False, confined=confined)
+    assert str(caught.value) == (
+        "the build backend named 'demo-1.0-py3-none-any.whl' as its wheel, which is a symbolic link; refusing it"
+    )
+    assert caught.value.hint == "patchtool takes only a regular file that the backend wrote into its wheel directory"
+    assert caught.value.exit_code == ExitCode.PROBLEMS
+    assert not list((tmp_path / "out").iterdir()) and snapshot(tmp_path / "private") == before
+
+
+def test_a_fifo_the_backend_leaves_as_its_wheel_is_refused_without_waiting(tmp_path: Path, home: Path) -> None:
+    src = reach_project(tmp_path / "src", [("wheel-fifo", "")])
+    with pytest.raises(BuildError) as caught:
+        build(src, tmp_path / "out")
+    assert str(caught.value) == (
+        "the build backend named 'demo-1.0-py3-none-any.whl' as its wheel, which is not a regular file; refusing it"
+    )
+    assert not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("returned", ["../demo-1.0-py3-none-any.whl", "PRIVATE", "", ".", "..", "sub/x.whl"])
+def test_a_wheel_name_that_is_not_a_bare_file_name_is_refused(
+    tmp_path: Path, home: Path, private_wheel: Path, returned: str
+) -> None:
+    """build joins the name the hook returns onto the wheel directory: ``..`` or an absolute name
+    (here the private wheel's) would lead out of it."""
+    name = str(private_wheel) if returned == "PRIVATE" else returned
+    src = reach_project(tmp_path / "src", [("wheel-name", name)])
+    with pytest.raises(BuildError) as caught:
+        build(src, tmp_path / "out")
+    assert str(caught.value) == (
+        f"the build backend named {name!r} as its wheel, which is not a file name in its wheel directory; refusing it"
+    )
+    assert caught.value.exit_code == ExitCode.PROBLEMS
+    assert not list((tmp_path / "out").iterdir())
+
+
 # -- reads and the network -------------------------------------------------------------------------
 
 
@@ -343,11 +417,16 @@ def test_a_sandbox_connects_only_to_the_ports_it_is_given(tmp_path: Path) -> Non
 # -- through the command line: a git pin's `patchtool build` -----------------------------------------
 
 
-def git_pin_project(tmp_path: Path, files: dict[str, str], project_dir: str = "") -> Path:
+def git_pin_project(
+    tmp_path: Path, files: dict[str, str], project_dir: str = "", links: dict[str, str] | None = None
+) -> Path:
     """A patch repository whose git pin builds ``demo 1.0`` from an upstream repository holding
-    ``files``, with one patch to ``demo/__init__.py`` (under ``project_dir``)."""
+    ``files`` (and the symbolic ``links``, path to target), with one patch to ``demo/__init__.py``
+    (under ``project_dir``)."""
     upstream = tmp_path / "upstream"
     write_tree(upstream, files)
+    for rel, target in (links or {}).items():
+        os.symlink(target, upstream / rel)
     git(upstream, "init", "-q", "-b", "main")
     git(upstream, "add", "-A")
     git(upstream, "commit", "-q", "-m", "demo 1.0")
@@ -427,6 +506,38 @@ def test_a_git_pins_backend_reaches_neither_repository_nor_cache_nor_home(
     assert not (cache / "upstream.git" / "hooks" / "post-checkout").exists()
     assert no_connection_came(listener)
     assert not list((tmp_path / "outputs").iterdir())
+
+
+def test_a_git_pins_links_out_of_its_tree_are_kept_and_read_by_nothing_but_the_confined_backend(
+    tmp_path: Path, home: Path
+) -> None:
+    """A git pin's upstream may hold links that leave its tree, absolute or by ``..``: checkout and
+    apply put them on disk as git does, unchanged; patchtool reads the tree it builds only from
+    git's objects, and the backend, which reads through them, is refused what lies outside."""
+    secret = tmp_path / "secret" / "leak.py"
+    write_tree(secret.parent, {"leak.py": "SECRET = 'not for the wheel'\n"})
+    links = {"demo/absolute.py": str(secret), "demo/escaping.py": "../" * 40 + str(secret).lstrip("/")}
+    files = {
+        "pyproject.toml": REACH_PROJECT,
+        "reach_backend.py": REACH_BACKEND,
+        "reach.json": "[]",
+        "demo/__init__.py": "X = 1\n",
+    }
+    root = git_pin_project(tmp_path, files, links=links)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(cache), "HOME": str(home)}
+    for command, tree in (("apply", "build/demo-git"), ("checkout", "work/series")):
+        res = spawned([command], cwd=root, env=env, timeout=HANG_GUARD_S)
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert {rel: os.readlink(root / tree / rel) for rel in links} == links
+    before = snapshot(tmp_path / "secret", home)
+    (tmp_path / "outputs").mkdir()
+    res = patchtool_build(root, cache, tmp_path / "outputs" / "dist", home)
+    assert res.returncode == ExitCode.PROBLEMS, res.stdout + res.stderr
+    assert "the build backend failed in src/" in res.stderr and "confined (Landlock)" in res.stderr, res.stderr
+    assert "PermissionError: [Errno 13] Permission denied: 'demo/absolute.py'" in res.stderr, res.stderr
+    assert "not for the wheel" not in res.stdout + res.stderr
+    assert not list((tmp_path / "outputs").iterdir()) and snapshot(tmp_path / "secret", home) == before
 
 
 # -- real backends still build ----------------------------------------------------------------------

@@ -231,3 +231,22 @@ def test_build_from_sdist_confines_upstreams_backend(tmp_path: Path, monkeypatch
         assert f"write {home / '.bashrc'}: [Errno 13] Permission denied" in res.stderr, res.stderr
         assert "confined (Landlock)" in res.stderr
         assert not (home / ".bashrc").exists() and not list(where.glob("dist/*.whl"))
+
+
+def test_build_from_sdist_ships_no_wheel_the_backend_left_as_a_link(tmp_path: Path) -> None:
+    """Found by an attack: the confined backend left a link, named as its wheel, to a wheel it could
+    not read; patchtool followed it and shipped that wheel's content. Refused now (exit 1)."""
+    private = tmp_path / "private"
+    private.mkdir()
+    secret = make_wheel(private / "demo-1.0-py3-none-any.whl", "demo", "1.0", {"demo/PRIVATE.txt": "secret\n"})
+    with reach_index(tmp_path, [("wheel-link", str(secret))]).serve() as index:
+        where = fork(tmp_path, index, "--sdist")
+        before = snapshot(where, private)
+        res = run(where, "build", "--from-sdist", "--no-isolation")
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert (
+            "error: the build backend named 'demo-1.0-py3-none-any.whl' as its wheel, which is a symbolic link; "
+            "refusing it" in res.stderr
+        ), res.stderr
+        assert "Traceback" not in res.stderr
+        assert snapshot(where, private) == before

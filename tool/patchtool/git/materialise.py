@@ -60,6 +60,7 @@ def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: s
         repo.worktree_remove(debug)
         fsroot.Root(debug.parent).rmtree(debug.name)
     debug.parent.mkdir(parents=True, exist_ok=True)
+    repo.prune_worktrees()  # one removed by hand (`rm -rf build`) is still registered: git refuses its path
     repo.worktree_add(debug, last_good)
     git.Worktree(debug).apply_rejecting(patch_path)
     return debug

@@ -5,19 +5,26 @@ backend runs in build's own subprocess, isolated in a fresh environment by defau
 
 The backend is someone else's code (the git pin's repository chose it), so each of its hook
 processes runs without a terminal, in a Landlock sandbox (``confine.Sandbox``): it writes only
-beneath the tree it builds, the wheel's directory and a temporary directory of its own; it reads
+beneath the tree it builds and two temporary directories of its own (one for the wheel); it reads
 only those, the system's directories, the Python that runs it, the isolated environment (without
 writing there) and the ``reads`` it is given; it opens no TCP connection. Its build requirements
 are installed before, by pip, in a sandbox of pip's own (``_install``): it writes only the isolated
 environment and its own temporary directory, and connects only to the index's ports.
+
+What the backend leaves is read as hostile: its wheel is taken only as a regular file named
+directly in its wheel directory, opened without following a link, and copied through that
+descriptor into the output directory, which the sandbox may not write (``_take_wheel``).
 """
 
 from __future__ import annotations
 
 import configparser
 import contextlib
+import errno
 import functools
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -69,14 +76,16 @@ def _build(
         ) from None
 
     srcdir, outdir = srcdir.absolute(), outdir.absolute()
-    outdir.mkdir(parents=True, exist_ok=True)  # granted to the sandbox, so there before it is made
+    outdir.mkdir(parents=True, exist_ok=True)
     sandboxed = confined and confine.support().usable
     try:
         with contextlib.ExitStack() as stack:
             venv = stack.enter_context(build.env.DefaultIsolatedEnv()) if isolation else None
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchtool-backend-")))
+            # the backend's wheel directory: its own, beside (not in) scratch, so it cannot be swapped for a link
+            wheels = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchtool-wheel-")))
             box = confine.Sandbox(
-                writes=(srcdir, outdir, scratch),
+                writes=(srcdir, wheels, scratch),
                 reads=(*confine.SYSTEM, *confine.python_reads(), *([Path(venv.path)] if venv else []), *reads),
             )
             environ = {k: v for k, v in os.environ.items() if not (sandboxed and k in _UNSET)}
@@ -104,7 +113,7 @@ def _build(
                 )
                 install(_by_name(builder.build_system_requires, "its [build-system] requires"))
                 install(_by_name(builder.get_requires_for_build("wheel"), "its backend's requirements"))
-                return Path(builder.build("wheel", outdir))
+                return _take_wheel(builder.build("wheel", wheels), wheels, outdir)
             builder = build.ProjectBuilder(srcdir, runner=runner)
             missing = builder.check_dependencies("wheel")
             if missing:
@@ -113,17 +122,17 @@ def _build(
                     f"--no-isolation, but the build needs {', '.join(names)}, which is not installed",
                     hint=f"pip install {' '.join(names)}, or build with isolation",
                 )
-            return Path(builder.build("wheel", outdir))
+            return _take_wheel(builder.build("wheel", wheels), wheels, outdir)
     except build.BuildBackendException as exc:
         output = getattr(exc.exception, "output", None) or b""
         tail = "\n".join(output.decode("utf-8", "replace").splitlines()[-_TAIL:])
         hint = "build the patched tree by hand (patchtool apply) to see the whole log"
         if sandboxed:
             hint = (
-                f"the backend runs confined (Landlock): it may write only beneath {srcdir}, {outdir} and its "
-                "temporary directory, read only those, the system's and Python's directories, and open no "
-                f"TCP connection; a 'Permission denied' outside them is that ({confine.OPT_OUT}=0 builds "
-                f"unconfined); {hint}"
+                f"the backend runs confined (Landlock): it may write only beneath {srcdir} and its "
+                "temporary directories (its TMPDIR and its wheel's), read only those, the system's and "
+                f"Python's directories, and open no TCP connection; a 'Permission denied' outside them is "
+                f"that ({confine.OPT_OUT}=0 builds unconfined); {hint}"
             )
         raise BuildError(f"the build backend failed in {srcdir.name}/: {exc}\n{tail}".rstrip(), hint=hint) from None
     except (build.FailedProcessError, subprocess.CalledProcessError) as exc:  # venv.install raises the latter
@@ -132,6 +141,44 @@ def _build(
         ) from None
     except build.BuildException as exc:
         raise BuildError(f"the build could not start: {exc}") from None
+
+
+def _take_wheel(returned: str, wheels: Path, outdir: Path) -> Path:
+    """The wheel the backend named, copied into ``outdir``: build joins the name the hook returned
+    onto ``wheels``, and it must be a bare file name there (no ``/``, not ``..``) of a regular
+    file, opened without following a link and read through that descriptor, so patchtool, which
+    may read what the sandbox may not, ships nothing the backend could not read itself."""
+    inside = str(wheels) + os.sep
+    name = returned[len(inside) :] if returned.startswith(inside) else returned
+    if "/" in name or name in ("", ".", "..") or "\0" in name:
+        raise BuildError(
+            f"the build backend named {name!r} as its wheel, which is not a file name in its wheel "
+            "directory; refusing it",
+            hint="a build_wheel hook returns the bare file name of the wheel it wrote into wheel_directory",
+        )
+    what = ""
+    directory = os.open(wheels, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:  # O_NONBLOCK: a FIFO would block the open; O_NOFOLLOW: a link fails with ELOOP
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=directory)
+        except OSError as exc:
+            what = "a symbolic link" if exc.errno == errno.ELOOP else f"not to be opened ({exc.strerror})"
+        else:
+            with open(fd, "rb") as src:
+                if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                    what = "not a regular file"
+                else:
+                    target = outdir / name
+                    out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+                    with open(out, "wb") as dst:
+                        shutil.copyfileobj(src, dst, 1 << 20)
+                    return target
+    finally:
+        os.close(directory)
+    raise BuildError(
+        f"the build backend named {name!r} as its wheel, which is {what}; refusing it",
+        hint="patchtool takes only a regular file that the backend wrote into its wheel directory",
+    )
 
 
 def _install(
