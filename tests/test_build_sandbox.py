@@ -127,6 +127,16 @@ REACH_BACKEND = textwrap.dedent('''\
                 os.mkfifo(path)
             elif act == "wheel-name":
                 name = target
+            elif act in ("output-link", "output-fifo"):  # the hook's answer, written after this returns
+                import __main__
+
+                def write_json(obj, path, act=act, target=target, **kwargs):
+                    if act == "output-link":
+                        os.symlink(target, path)
+                    else:
+                        os.mkfifo(path)
+
+                __main__.write_json = write_json
         return name
     ''')
 
@@ -302,6 +312,26 @@ def test_a_wheel_name_that_is_not_a_bare_file_name_is_refused(
     )
     assert caught.value.exit_code == ExitCode.PROBLEMS
     assert not list((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("act", ["output-link", "output-fifo"])
+def test_the_hooks_answer_replaced_by_a_link_or_a_fifo_is_refused_unread(tmp_path: Path, home: Path, act: str) -> None:
+    """pyproject_hooks reads the hook's output.json, in the backend's TMPDIR, in patchtool's
+    unconfined process: a link there read a file the backend could not (its JSON taken as the
+    hook's answer), a FIFO held patchtool for good. Found by an attack."""
+    answer = tmp_path / "private" / "answer.json"
+    answer.parent.mkdir()
+    answer.write_text('{"return_val": "demo-1.0-py3-none-any.whl"}')
+    before = snapshot(tmp_path / "private")
+    src = reach_project(tmp_path / "src", [(act, str(answer))])
+    with pytest.raises(BuildError) as caught:
+        build(src, tmp_path / "out")
+    assert str(caught.value) == (
+        "the build backend replaced its hook's output.json with something other than a regular file; "
+        "refusing to read it"
+    )
+    assert caught.value.exit_code == ExitCode.PROBLEMS
+    assert not list((tmp_path / "out").iterdir()) and snapshot(tmp_path / "private") == before
 
 
 # -- reads and the network -------------------------------------------------------------------------

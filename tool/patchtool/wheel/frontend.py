@@ -103,6 +103,7 @@ def _build(
                     start_new_session=True,  # no terminal to read from or signal
                     check=True,
                 )
+                _hook_output_is_plain(Path(cmd[-1]))
 
             stack.enter_context(_temporary_files_in(scratch))  # where the hooks' input and output files are
             if venv is not None:
@@ -124,6 +125,8 @@ def _build(
                 )
             return _take_wheel(builder.build("wheel", wheels), wheels, outdir)
     except build.BuildBackendException as exc:
+        if isinstance(exc.exception, BuildError):  # raised by the runner, wrapped by build
+            raise exc.exception from None
         output = getattr(exc.exception, "output", None) or b""
         tail = "\n".join(output.decode("utf-8", "replace").splitlines()[-_TAIL:])
         hint = "build the patched tree by hand (patchtool apply) to see the whole log"
@@ -141,6 +144,27 @@ def _build(
         ) from None
     except build.BuildException as exc:
         raise BuildError(f"the build could not start: {exc}") from None
+
+
+def _hook_output_is_plain(control: Path) -> None:
+    """The hook's control directory (pyproject_hooks makes it in the backend's writable TMPDIR) is
+    still a directory and its ``output.json``, when there is one, a regular file: patchtool reads it
+    unconfined once the hook and all it started have ended, so a link there would read what the
+    backend may not, and a FIFO would hold patchtool for good. Found by an attack."""
+    for path, kind, plain in (
+        (control, "directory", stat.S_ISDIR),
+        (control / "output.json", "regular file", stat.S_ISREG),
+    ):
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return  # no answer: pyproject_hooks says the hook failed
+        if not plain(mode):
+            raise BuildError(
+                f"the build backend replaced its hook's {path.name} with something other than a {kind}; "
+                "refusing to read it",
+                hint="a backend may write its wheel and its tree, not the files the hook answers through",
+            )
 
 
 def _take_wheel(returned: str, wheels: Path, outdir: Path) -> Path:
