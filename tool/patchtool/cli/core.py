@@ -150,10 +150,11 @@ def status(
     long: Annotated[bool, typer.Option("--long", help="Every file and GPU verification of every patch.")] = False,
 ) -> Shown:
     """The pin and the series: kind, upstream status, files, lines, whether each applies, GPU evidence."""
+    from patchtool.project import gpuresults
     from patchtool.project.repository import Project
     from patchtool.series import status as workflow
 
-    report = workflow.status(Project.load(root()), cache(), pin)
+    report = workflow.status(Project.load(root()), cache(), pin, gpu_results=gpuresults.read)
 
     def text(style: Style) -> str:
         if long:

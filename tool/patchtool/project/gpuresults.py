@@ -96,21 +96,35 @@ def _nullable(f: Fields, name: str) -> str | None:
     return None if f.data.get(name) is None else f.string(name, nonempty=False)
 
 
-def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Runs:
+    """The results files read, oldest run first, and the problems of those that could not be."""
+
+    runs: tuple[ResultsFile, ...]
+    problems: tuple[Problem, ...]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(r.file for r in self.runs)
+
+    def evidence(self, gpu: GpuCheck, patch_sha256: str) -> tuple[Evidence, ...]:
+        return evidence_for(gpu, self.runs, patch_sha256)
+
+
+def read(root: Path) -> Runs:
     """Every results file under ``gpu-results/``, oldest run first, and the problems of those that
     cannot be read (each is skipped, never guessed at)."""
     results: list[ResultsFile] = []
     problems: list[Problem] = []
     folder = root / RESULTS_DIR
     if folder.is_symlink():  # listed, it would name files outside the repository
-        return [], [
-            Problem(
-                file=RESULTS_DIR,
-                code="gpu-results",
-                message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
-                hint=f"make {RESULTS_DIR}/ a directory of the results files",
-            )
-        ]
+        problem = Problem(
+            file=RESULTS_DIR,
+            code="gpu-results",
+            message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
+            hint=f"make {RESULTS_DIR}/ a directory of the results files",
+        )
+        return Runs(runs=(), problems=(problem,))
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = f"{RESULTS_DIR}/{path.name}"
         try:
@@ -130,8 +144,7 @@ def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
             results.append(ResultsFile.from_dict(data, file=rel))
         except InvalidInput as exc:
             problems += [dataclasses.replace(p, code="gpu-results") for p in exc.problems]
-    results.sort(key=lambda r: (r.started, r.file))
-    return results, problems
+    return Runs(runs=tuple(sorted(results, key=lambda r: (r.started, r.file))), problems=tuple(problems))
 
 
 def selects(selector: str, check: str) -> bool:

@@ -142,7 +142,7 @@ def run_check(
     registry_entries, findings, registry_problems = _registry_guard(project, loaded)
     problems += registry_problems
     problems += gpu_run_problems(root, project.manifest.patches)
-    problems += gpuresults.load_all(root)[1]
+    problems += gpuresults.read(root).problems
     try:
         pin = project.pin(pin_name)
     except PatchtoolError as exc:

@@ -5,12 +5,14 @@ and, when asked, its diff."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 
 from patchtool.project.manifest import PatchEntry
 from patchtool.project.repository import Project
 from patchtool.series.checks import AssumptionResult, check_assumptions
 from patchtool.series.ids import in_series
-from patchtool.series.status import PatchStatus, status
+from patchtool.series.status import GpuResults, PatchStatus, status
 from patchtool.upstream.cache import Cache
 
 
@@ -46,9 +48,17 @@ class PatchShown:
         }
 
 
-def show(project: Project, cache: Cache, ident: str, *, pin_name: str | None = None, diff: bool = False) -> PatchShown:
+def show(
+    project: Project,
+    cache: Cache,
+    ident: str,
+    *,
+    gpu_results: Callable[[Path], GpuResults],
+    pin_name: str | None = None,
+    diff: bool = False,
+) -> PatchShown:
     entry = in_series(project, ident)
-    report = status(project, cache, pin_name)
+    report = status(project, cache, pin_name, gpu_results=gpu_results)
     position = next(i for i, p in enumerate(report.patches) if p.id == ident)
     loaded = next(lp for lp in project.series() if lp.id == ident)
     base = cache.ensure(project.pin(report.pin))  # the one `status` used: the cache remembers it

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from patchtool.errors import Problem
 from patchtool.paths import read_inside
 from patchtool.project import statedir
-from patchtool.project.gpuresults import Evidence, evidence_for, load_all
+from patchtool.project.gpuresults import Evidence
 from patchtool.project.metadata import Evidence as Measured
 from patchtool.project.repository import Project
 from patchtool.project.verification import GpuCheck
@@ -20,6 +22,17 @@ from patchtool.upstream.cachespace import project_key
 
 if TYPE_CHECKING:
     from patchtool.project.stopped import InProgress
+
+
+class GpuResults(Protocol):
+    """A fork's GPU results as ``status`` reads them: the files read, those that could not be, and
+    the newest run on each machine of a patch's check. The command line says whose they are."""
+
+    @property
+    def files(self) -> tuple[str, ...]: ...
+    @property
+    def problems(self) -> tuple[Problem, ...]: ...
+    def evidence(self, gpu: GpuCheck, patch_sha256: str) -> tuple[Evidence, ...]: ...
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -87,12 +100,14 @@ class StatusReport:
         }
 
 
-def status(project: Project, cache: Cache, pin_name: str | None = None) -> StatusReport:
+def status(
+    project: Project, cache: Cache, pin_name: str | None = None, *, gpu_results: Callable[[Path], GpuResults]
+) -> StatusReport:
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
     series = apply_series(cache.repo, base.commit, loaded, commit=False)
-    runs, run_problems = load_all(project.root)
+    runs = gpu_results(project.root)
     rows = []
     for lp, result in zip(loaded, series.results, strict=True):
         sha = hashlib.sha256(read_inside(project.root, lp.entry.file)).hexdigest()
@@ -109,7 +124,7 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
                 removed=lp.patch.removed,
                 applies=str(result.outcome),
                 gpu_verification=lp.entry.gpu_verification,
-                gpu_evidence=tuple(evidence_for(g, runs, sha) for g in lp.entry.gpu_verification),
+                gpu_evidence=tuple(runs.evidence(g, sha) for g in lp.entry.gpu_verification),
             )
         )
     return StatusReport(
@@ -122,8 +137,8 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
         series=series,
         rebase=_rebase_in_progress(project),
         unexported=tuple(unexported(cache.repo, project_key(project.root))),
-        gpu_results=tuple(r.file for r in runs),
-        gpu_results_problems=tuple(run_problems),
+        gpu_results=runs.files,
+        gpu_results_problems=runs.problems,
     )
 
 
