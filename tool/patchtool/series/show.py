@@ -10,9 +10,10 @@ from pathlib import Path
 
 from patchtool.project.manifest import PatchEntry
 from patchtool.project.repository import Project
+from patchtool.project.verification import GpuResults
 from patchtool.series.checks import AssumptionResult, check_assumptions
 from patchtool.series.ids import in_series
-from patchtool.series.status import GpuResults, PatchStatus, status
+from patchtool.series.status import PatchStatus, status
 from patchtool.upstream.cache import Cache
 
 

@@ -6,15 +6,14 @@ import dataclasses
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from patchtool.errors import Problem
 from patchtool.paths import read_inside
 from patchtool.project import statedir
-from patchtool.project.gpuresults import Evidence
 from patchtool.project.metadata import Evidence as Measured
 from patchtool.project.repository import Project
-from patchtool.project.verification import GpuCheck
+from patchtool.project.verification import GpuCheck, GpuEvidence, GpuResults
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.series.checkouts import Unexported, unexported
 from patchtool.upstream.cache import Cache
@@ -22,17 +21,6 @@ from patchtool.upstream.cachespace import project_key
 
 if TYPE_CHECKING:
     from patchtool.project.stopped import InProgress
-
-
-class GpuResults(Protocol):
-    """A fork's GPU results as ``status`` reads them: the files read, those that could not be, and
-    the newest run on each machine of a patch's check. The command line says whose they are."""
-
-    @property
-    def files(self) -> tuple[str, ...]: ...
-    @property
-    def problems(self) -> tuple[Problem, ...]: ...
-    def evidence(self, gpu: GpuCheck, patch_sha256: str) -> tuple[Evidence, ...]: ...
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,7 +36,7 @@ class PatchStatus:
     removed: int
     applies: str
     gpu_verification: tuple[GpuCheck, ...]
-    gpu_evidence: tuple[tuple[Evidence, ...], ...]  # per gpu_verification entry: the newest run on each machine
+    gpu_evidence: tuple[tuple[GpuEvidence, ...], ...]  # per gpu_verification entry: the newest run on each machine
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -103,6 +91,8 @@ class StatusReport:
 def status(
     project: Project, cache: Cache, pin_name: str | None = None, *, gpu_results: Callable[[Path], GpuResults]
 ) -> StatusReport:
+    """The pin, each patch as it applies there, and its GPU checks with what ``gpu_results`` (the
+    fork's runs, read from the repository's root: the CLI passes this fork's) says of each."""
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
