@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from patchtool.errors import Problem
@@ -106,10 +107,7 @@ class GpuCheck:
         return cls(run=run, expect=expect, hardware=hardware)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"run": self.run, "expect": self.expect}
-        if self.hardware:
-            out["hardware"] = self.hardware
-        return out
+        return {"run": self.run, "expect": self.expect} | ({"hardware": self.hardware} if self.hardware else {})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,7 +117,6 @@ class CheckResult:
     check: str  # the check's id: this fork's are pytest node ids, e.g. tests/gpu/test_0002_mma.py::test_split
     outcome: str  # pass | fail | not-run
     reason: str | None = None
-    patch: str | None = None
     patch_sha256: str | None = None
     figures: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -144,15 +141,8 @@ class GpuEvidence:
         return f"{self.device} ({self.capability})" if self.device else "no CUDA GPU"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "started": self.started,
-            "device": self.device,
-            "capability": self.capability,
-            "outcome": self.outcome,
-            "current": self.current,
-            "checks": [c.to_dict() for c in self.checks],
-        }
+        said = ("file", "started", "device", "capability", "outcome", "current")
+        return {**{k: getattr(self, k) for k in said}, "checks": [c.to_dict() for c in self.checks]}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -163,6 +153,9 @@ class GpuResults:
     files: tuple[str, ...]
     problems: tuple[Problem, ...]
     evidence: Callable[[GpuCheck, str], tuple[GpuEvidence, ...]]
+
+
+ReadGpuResults = Callable[[Path], GpuResults]  # a fork's runs, read from the repository's root
 
 
 MAX_COUNT = MAX_INPUT_BYTES + 1  # a regex's matches in a file patchtool reads: one a byte, one at its end

@@ -298,7 +298,6 @@ def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
                     file=r.file,
                     patch=r.id,
                     code="apply",
-                    line=None,
                     message=f"does not apply at {pin}: {f.file} {where}: {f.reason}{detail}",
                     hint="rebase the patch onto the pin",
                 )

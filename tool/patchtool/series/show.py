@@ -5,12 +5,10 @@ and, when asked, its diff."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from pathlib import Path
 
 from patchtool.project.manifest import PatchEntry
 from patchtool.project.repository import Project
-from patchtool.project.verification import GpuResults
+from patchtool.project.verification import ReadGpuResults
 from patchtool.series.checks import AssumptionResult, check_assumptions
 from patchtool.series.ids import in_series
 from patchtool.series.status import PatchStatus, status
@@ -54,7 +52,7 @@ def show(
     cache: Cache,
     ident: str,
     *,
-    gpu_results: Callable[[Path], GpuResults],
+    gpu_results: ReadGpuResults,
     pin_name: str | None = None,
     diff: bool = False,
 ) -> PatchShown:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchtool.errors import Problem
@@ -13,7 +11,7 @@ from patchtool.paths import read_inside
 from patchtool.project import statedir
 from patchtool.project.metadata import Evidence as Measured
 from patchtool.project.repository import Project
-from patchtool.project.verification import GpuCheck, GpuEvidence, GpuResults
+from patchtool.project.verification import GpuCheck, GpuEvidence, ReadGpuResults
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.series.checkouts import Unexported, unexported
 from patchtool.upstream.cache import Cache
@@ -88,9 +86,7 @@ class StatusReport:
         }
 
 
-def status(
-    project: Project, cache: Cache, pin_name: str | None = None, *, gpu_results: Callable[[Path], GpuResults]
-) -> StatusReport:
+def status(project: Project, cache: Cache, pin_name: str | None = None, *, gpu_results: ReadGpuResults) -> StatusReport:
     """The pin, each patch as it applies there, and its GPU checks with what ``gpu_results`` (the
     fork's runs, read from the repository's root: the CLI passes this fork's) says of each."""
     pin = project.pin(pin_name)

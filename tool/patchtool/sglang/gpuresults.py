@@ -67,14 +67,14 @@ class ResultsFile:
 def _check_result(f: Fields) -> CheckResult | None:
     check = f.string("check")
     outcome = f.choice("outcome", OUTCOMES)
-    reason, patch, sha = (_nullable(f, name) for name in ("reason", "patch", "patch_sha256"))
+    reason, _, sha = (_nullable(f, name) for name in ("reason", "patch", "patch_sha256"))
     figures = f.data.get("figures") or {}
     if not isinstance(figures, Mapping):
         f.problem("figures", "expected a table of figures")
         return None
     if check is None or outcome is None:
         return None
-    return CheckResult(check=check, outcome=outcome, reason=reason, patch=patch, patch_sha256=sha, figures=figures)
+    return CheckResult(check=check, outcome=outcome, reason=reason, patch_sha256=sha, figures=figures)
 
 
 def _nullable(f: Fields, name: str) -> str | None:
@@ -89,15 +89,14 @@ def read(root: Path) -> GpuResults:
     problems: list[Problem] = []
     folder = root / RESULTS_DIR
     if folder.is_symlink():  # listed, it would name files outside the repository
-        problems.append(
-            Problem(
-                file=RESULTS_DIR,
-                code="gpu-results",
-                message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
-                hint=f"make {RESULTS_DIR}/ a directory of the results files",
-            )
+        problem = Problem(
+            file=RESULTS_DIR,
+            code="gpu-results",
+            message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
+            hint=f"make {RESULTS_DIR}/ a directory of the results files",
         )
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() and not folder.is_symlink() else []:
+        return GpuResults(files=(), problems=(problem,), evidence=lambda g, sha: ())
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = f"{RESULTS_DIR}/{path.name}"
         try:
             data = loads_json(read_inside(root, rel).decode("utf-8"))
@@ -160,14 +159,11 @@ def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str |
 
 
 def _overall(checks: Sequence[CheckResult]) -> str:
+    """fail if one failed; pass or not-run if all did; else partly run."""
     outcomes = {c.outcome for c in checks}
     if "fail" in outcomes:
         return "fail"
-    if outcomes == {"pass"}:
-        return "pass"
-    if outcomes == {"not-run"}:
-        return "not-run"
-    return "partly run"
+    return outcomes.pop() if len(outcomes) == 1 else "partly run"
 
 
 def check_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]:

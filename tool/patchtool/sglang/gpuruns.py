@@ -16,6 +16,10 @@ from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 
 GPU_CHECKS_DIR = "tests/gpu"
 _PYTEST_FLAGS = frozenset({"-q", "-v", "-vv", "-x", "-s", "-ra", "-rA", "--no-header"})  # select nothing
+_NOT_A_COMMAND = (  # the hint for a run that is prose
+    "what to compare against goes in 'expect'; a benchmark against a deployment is a check under "
+    "tests/gpu that drives it (gpu_support.require_deployment())"
+)
 _RUN_FORMS = (
     "python -m pytest tests/gpu/FILE.py::TEST",
     "python tests/gpu/run.py [tests/gpu/...]",
@@ -80,29 +84,15 @@ def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]
             try:
                 selectors = gpu_run_selectors(gpu.run)
             except ValueError as exc:
-                why, hint = (
-                    str(exc),
-                    (
-                        "what to compare against goes in 'expect'; a benchmark against a "
-                        "deployment is a check under tests/gpu that drives it "
-                        "(gpu_support.require_deployment())"
-                    ),
-                )
+                why, hint = str(exc), _NOT_A_COMMAND
             else:
                 missing = [m for s in selectors if (m := _missing_check(root, s))]
                 if not missing:
                     continue
                 why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
+            line = key_line(text, key)
             problems.append(
-                Problem(
-                    file=MANIFEST_NAME,
-                    line=key_line(text, key),
-                    patch=entry.id,
-                    key=key,
-                    code="gpu-run",
-                    message=why,
-                    hint=hint,
-                )
+                Problem(file=MANIFEST_NAME, line=line, patch=entry.id, key=key, code="gpu-run", message=why, hint=hint)
             )
     return problems
 
@@ -127,15 +117,9 @@ def _missing_check(root: Path, selector: str) -> str | None:
         return f"{path} does not parse: {exc}"
     for name in node.split("::"):
         name = name.split("[", 1)[0]  # a parametrised id names its function
-        found = next(
-            (
-                n
-                for n in body
-                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == name
-            ),
-            None,
-        )
-        if found is None:
+        # the last definition of a name is the one pytest collects
+        found = {n.name: n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+        if name not in found:
             return f"{path} has no {name}"
-        body = found.body if isinstance(found, ast.ClassDef) else []
+        body = found[name].body if isinstance(found[name], ast.ClassDef) else []
     return None
