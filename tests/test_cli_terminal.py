@@ -289,12 +289,11 @@ def test_scan_matrix_within_100_columns(releases: Demo) -> None:  # noqa: F811
 
 def test_gpu_summary() -> None:
     from patchtool.cli.tables import gpu_summary
-    from patchtool.project.gpuresults import Evidence
-    from patchtool.project.manifest import GpuCheck
+    from patchtool.project.verification import GpuCheck, GpuEvidence
     from patchtool.series.status import PatchStatus
 
-    def run(outcome: str, current: bool | None = True) -> Evidence:
-        return Evidence(
+    def run(outcome: str, current: bool | None = True) -> GpuEvidence:
+        return GpuEvidence(
             file="gpu-results/x.json",
             started="2026-10-01T00:00:00Z",
             device="NVIDIA H200",
@@ -304,7 +303,7 @@ def test_gpu_summary() -> None:
             current=current,
         )
 
-    def patch(*evidence: tuple[Evidence, ...]) -> PatchStatus:
+    def patch(*evidence: tuple[GpuEvidence, ...]) -> PatchStatus:
         checks = tuple(GpuCheck(run=f"pytest tests/gpu/test_{i}.py", expect="x") for i in range(len(evidence)))
         return PatchStatus(
             id="p",

@@ -118,8 +118,11 @@ def check(
     """Validate manifest, pins, patch files, application at the pin and assumption checks."""
     from patchtool.cli.render import check_text
     from patchtool.series.checks import run_check
+    from patchtool.sglang.gpuresults import check_problems
 
-    report = run_check(root(), cache=cache(), pin_name=pin, strict=strict, standalone=standalone)
+    report = run_check(
+        root(), cache=cache(), gpu_problems=check_problems, pin_name=pin, strict=strict, standalone=standalone
+    )
     return Shown(
         data=report,
         text=lambda style: check_text(report, style),
@@ -152,8 +155,9 @@ def status(
     """The pin and the series: kind, upstream status, files, lines, whether each applies, GPU evidence."""
     from patchtool.project.repository import Project
     from patchtool.series import status as workflow
+    from patchtool.sglang import gpuresults
 
-    report = workflow.status(Project.load(root()), cache(), pin)
+    report = workflow.status(Project.load(root()), cache(), pin, gpu_results=gpuresults.read)
 
     def text(style: Style) -> str:
         if long:

@@ -29,8 +29,9 @@ def show(
     """One patch: its metadata, its files, whether it applies and its assumptions hold at the pin, GPU evidence."""
     from patchtool.project.repository import Project
     from patchtool.series.show import show as workflow
+    from patchtool.sglang import gpuresults
 
-    shown = workflow(Project.load(root()), cache(), ident, pin_name=pin, diff=diff)
+    shown = workflow(Project.load(root()), cache(), ident, gpu_results=gpuresults.read, pin_name=pin, diff=diff)
     return Shown(data=shown, text=lambda style: show_text(shown, style))
 
 

@@ -51,6 +51,7 @@ def init(
     (the release file, its sha256 and size from the index, the prefix guessed from its layout and
     shown), a .gitignore for build/ dist/ work/ .patchtool/; `git init` where needed; then check."""
     from patchtool.series import initialise
+    from patchtool.sglang import gpuresults
 
     if sdist and wheel:
         raise UsageError("--sdist and --wheel exclude each other")
@@ -63,7 +64,7 @@ def init(
         prefix=prefix,
         index=index,
     )
-    done = initialise.init(root(), cache(), request)
+    done = initialise.init(root(), cache(), request, gpu_problems=gpuresults.check_problems)
     return Shown(
         data=done,
         text=lambda style: _text(done, style),

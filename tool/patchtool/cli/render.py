@@ -10,8 +10,7 @@ from patchtool import __version__
 from patchtool.errors import ExitCode, Problem
 
 if TYPE_CHECKING:  # the renderers read these; importing them all would slow every command's start
-    from patchtool.project.gpuresults import Evidence
-    from patchtool.project.manifest import GpuCheck
+    from patchtool.project.verification import GpuCheck, GpuEvidence
     from patchtool.rebase.transaction import RebaseReport
     from patchtool.registry.entries import Finding, Registry, Rejection
     from patchtool.registry.workflows import RevisitReport
@@ -272,9 +271,11 @@ def status_text(report: StatusReport, style: Style) -> str:
     return "\n".join(lines)
 
 
-def gpu_lines(g: GpuCheck, evidence: Sequence[Evidence], style: Style, *, head: str, indent: int) -> list[str]:
+def gpu_lines(g: GpuCheck, evidence: Sequence[GpuEvidence], style: Style, *, head: str, indent: int) -> list[str]:
     """A GPU check as ``status --long`` and ``show`` print it: the command and hardware, what it
     expects, then each machine's newest run of it (or that none was run)."""
+    from patchtool.sglang.gpuresults import no_evidence
+
     pad = " " * indent
     hardware = f" on {g.hardware}" if g.hardware else ""
     lines = [printable(f"{pad}{head}{hardware}: {g.run}" if head else f"{pad}{g.run}{hardware}")]
@@ -285,15 +286,7 @@ def gpu_lines(g: GpuCheck, evidence: Sequence[Evidence], style: Style, *, head: 
     )
 
 
-def no_evidence(g: GpuCheck) -> str:
-    try:
-        g.selectors()
-    except ValueError:
-        return "'run' is not a command that runs checks under tests/gpu (`patchtool check` says why)"
-    return "no results file in gpu-results/ has a check this runs"
-
-
-def evidence_line(e: Evidence, style: Style) -> str:
+def evidence_line(e: GpuEvidence, style: Style) -> str:
     """``pass on NVIDIA H200 (sm_90), 2 check(s), gpu-results/x.json``, with what did not pass."""
     word = {"pass": style.ok, "fail": style.bad}.get(e.outcome, style.dim)(e.outcome)
     line = f"{word} on {printable(e.hardware)}, {len(e.checks)} check(s), {printable(e.started)}, {e.file}"

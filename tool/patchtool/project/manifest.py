@@ -33,10 +33,9 @@ from patchtool.project.metadata import (
     Status,
     Upstream,
 )
-from patchtool.project.verification import GPU_CHECKS_DIR, Assumption, GpuCheck, gpu_run_selectors
+from patchtool.project.verification import Assumption, GpuCheck
 
 __all__ = [  # the entry's records are importable from here, where the manifest is
-    "GPU_CHECKS_DIR",
     "MANIFEST_NAME",
     "PLACEHOLDER",
     "SCHEMA",
@@ -56,7 +55,6 @@ __all__ = [  # the entry's records are importable from here, where the manifest 
     "Scope",
     "Status",
     "Upstream",
-    "gpu_run_selectors",
     "key_line",
     "load",
     "parse_text",

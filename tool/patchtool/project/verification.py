@@ -1,14 +1,18 @@
 """What a patch assumes about upstream, and how it is verified on a GPU: the checks ``check``
-runs against the pinned tree (``Assumption``) and the GPU checks a results file is matched to
-(``GpuCheck``, ``gpu_run_selectors``). Pure: each reads itself from a ``fields.Fields`` view.
+runs against the pinned tree (``Assumption``), the GPU checks (``GpuCheck``) and what a fork's runs
+say of each (``GpuResults``: one ``GpuEvidence`` a machine). Where a fork keeps its runs, and which
+of a run's checks a ``GpuCheck`` selects, is the fork's own (``patchtool.sglang`` for this one).
+Pure: each entry's record reads itself from a ``fields.Fields`` view.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shlex
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+from patchtool.errors import Problem
 from patchtool.names import PatchId, RepoPath
 from patchtool.paths import MAX_INPUT_BYTES
 from patchtool.project.fields import Fields
@@ -103,68 +107,55 @@ class GpuCheck:
         return cls(run=run, expect=expect, hardware=hardware)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"run": self.run, "expect": self.expect}
-        if self.hardware:
-            out["hardware"] = self.hardware
-        return out
-
-    def selectors(self) -> tuple[str, ...]:
-        """The GPU checks ``run`` selects (pytest node ids or paths under tests/gpu); ValueError with
-        the message `check` shows when ``run`` is not such a command (prose, say)."""
-        return gpu_run_selectors(self.run)
+        return {"run": self.run, "expect": self.expect} | ({"hardware": self.hardware} if self.hardware else {})
 
 
-GPU_CHECKS_DIR = "tests/gpu"
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CheckResult:
+    """One GPU check's outcome in one run."""
+
+    check: str  # the check's id: this fork's are pytest node ids, e.g. tests/gpu/test_0002_mma.py::test_split
+    outcome: str  # pass | fail | not-run
+    reason: str | None = None
+    patch_sha256: str | None = None
+    figures: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "outcome": self.outcome, "reason": self.reason, "figures": dict(self.figures)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class GpuEvidence:
+    """What one run on one machine says about one gpu_verification entry."""
+
+    file: str
+    started: str
+    device: str | None
+    capability: str | None
+    outcome: str  # pass | fail | not-run | partly run
+    checks: tuple[CheckResult, ...]
+    current: bool | None  # False: the run tested an older version of the patch; None: unknown
+
+    @property
+    def hardware(self) -> str:
+        return f"{self.device} ({self.capability})" if self.device else "no CUDA GPU"
+
+    def to_dict(self) -> dict[str, Any]:
+        said = ("file", "started", "device", "capability", "outcome", "current")
+        return {**{k: getattr(self, k) for k in said}, "checks": [c.to_dict() for c in self.checks]}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class GpuResults:
+    """A fork's GPU runs as ``status`` reads them: the files read, the problems of those that could
+    not be (each skipped), and the newest run on each machine of a check (given the patch's sha256)."""
+
+    files: tuple[str, ...]
+    problems: tuple[Problem, ...]
+    evidence: Callable[[GpuCheck, str], tuple[GpuEvidence, ...]]
+
+
+ReadGpuResults = Callable[[Path], GpuResults]  # a fork's runs, read from the repository's root
+
+
 MAX_COUNT = MAX_INPUT_BYTES + 1  # a regex's matches in a file patchtool reads: one a byte, one at its end
-_PYTEST_FLAGS = frozenset({"-q", "-v", "-vv", "-x", "-s", "-ra", "-rA", "--no-header"})  # select nothing
-_RUN_FORMS = (
-    "python -m pytest tests/gpu/FILE.py::TEST",
-    "python tests/gpu/run.py [tests/gpu/...]",
-    "nox -s gpu [-- tests/gpu/...]",
-)
-
-
-def gpu_run_selectors(run: str) -> tuple[str, ...]:
-    """Pure: the checks a ``gpu_verification.run`` command selects, by the forms it may take:
-    ``python -m pytest SEL...`` (or ``pytest SEL...``), ``python tests/gpu/run.py [SEL...]`` and
-    ``nox -s gpu [-- SEL...]``, every SEL a path or node id under tests/gpu. A command is what a
-    results file can be matched to; anything else is refused."""
-    try:
-        argv = shlex.split(run)
-    except ValueError:  # an unclosed quote: prose with an apostrophe, most likely
-        argv = []
-    rest: list[str] | None = None
-    if argv[:1] in (["python"], ["python3"]) and argv[1:3] == ["-m", "pytest"]:
-        rest = [a for a in argv[3:] if a not in _PYTEST_FLAGS]
-    elif argv[:1] == ["pytest"]:
-        rest = [a for a in argv[1:] if a not in _PYTEST_FLAGS]
-    elif argv[:1] in (["python"], ["python3"]) and argv[1:2] == [f"{GPU_CHECKS_DIR}/run.py"]:
-        rest = argv[2:] or [GPU_CHECKS_DIR]
-    elif argv[:3] == ["nox", "-s", "gpu"]:
-        rest = argv[4:] if argv[3:4] == ["--"] else argv[3:]
-        rest = rest or [GPU_CHECKS_DIR]
-    if rest is None:
-        raise ValueError(
-            f"not a command that runs checks under tests/gpu: {_clip(run)}; write one of "
-            f"{', '.join(repr(f) for f in _RUN_FORMS)}"
-        )
-    if not rest:
-        raise ValueError(f"{_clip(run)} names no check; name it, e.g. '{_RUN_FORMS[0]}'")
-    for arg in rest:
-        path = arg.split("::", 1)[0].rstrip("/")
-        if arg.startswith("-"):
-            raise ValueError(
-                f"{_clip(run)}: option {arg!r} is not allowed; select checks by node id "
-                f"({GPU_CHECKS_DIR}/FILE.py::TEST) so results can be matched to them"
-            )
-        if path != GPU_CHECKS_DIR and not (path.startswith(f"{GPU_CHECKS_DIR}/") and path.endswith(".py")):
-            raise ValueError(
-                f"{_clip(run)}: {arg!r} is not a check under {GPU_CHECKS_DIR}/ "
-                f"(a path or node id such as {GPU_CHECKS_DIR}/test_0002_mma.py::test_name)"
-            )
-    return tuple(rest)
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return repr(text if len(text) <= limit else text[:limit] + "...")

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from patchtool import git
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput, PatchtoolError, Problem
 from patchtool.paths import read_inside
-from patchtool.project import gpuresults
-from patchtool.project.fields import key_line
 from patchtool.project.manifest import MANIFEST_NAME, PLACEHOLDER, PatchEntry
 from patchtool.project.pins import Pin
 from patchtool.project.repository import PATCHES_DIR, LoadedPatch, Project, manifest_document
-from patchtool.project.verification import GPU_CHECKS_DIR, Assumption
+from patchtool.project.verification import Assumption
 from patchtool.registry import workflows as retread
 from patchtool.registry.entries import Finding
 from patchtool.series.apply import SeriesResult, apply_series
@@ -120,14 +117,24 @@ def outside_pin(pin: Pin, entry: PatchEntry, index: int) -> Problem | None:
     )
 
 
+GpuProblems = Callable[[Path, Sequence[PatchEntry]], list[Problem]]  # what a fork's GPU evidence says is wrong
+
+
 def run_check(
-    root: Path, *, cache: Cache, pin_name: str | None = None, strict: bool = False, standalone: bool = False
+    root: Path,
+    *,
+    cache: Cache,
+    gpu_problems: GpuProblems,
+    pin_name: str | None = None,
+    strict: bool = False,
+    standalone: bool = False,
 ) -> CheckReport:
     """Validate everything the series rests on; collect every problem rather than stopping. The
     skeleton's placeholders (what a fresh import or export scaffolded) are warnings, so they do not
-    bury the real problems; ``strict`` makes them fail the check too. ``standalone``: every patch
-    also applies alone at the pin onto what it requires (an entry's ``standalone = true`` asks it
-    for that entry alone)."""
+    bury the real problems; ``strict`` makes them fail the check too. ``gpu_problems``: what is
+    wrong with the fork's GPU checks and results (the CLI passes this fork's). ``standalone``:
+    every patch also applies alone at the pin onto what it requires (an entry's ``standalone =
+    true`` asks it for that entry alone)."""
     try:
         project = Project.load(root)
     except InvalidInput as exc:
@@ -141,8 +148,7 @@ def run_check(
     problems += project.orphans()
     registry_entries, findings, registry_problems = _registry_guard(project, loaded)
     problems += registry_problems
-    problems += gpu_run_problems(root, project.manifest.patches)
-    problems += gpuresults.load_all(root)[1]
+    problems += gpu_problems(root, project.manifest.patches)
     try:
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
@@ -216,78 +222,6 @@ def _registry_guard(project: Project, loaded: Sequence[LoadedPatch]) -> tuple[in
     findings = retread.guard_series(registry, loaded)
     problems += [retread.finding_problem(f) for f in findings if not f.override]
     return len(registry.entries), findings, problems
-
-
-def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]:
-    """Every ``gpu_verification.run`` must be a command that runs checks under tests/gpu, and every
-    check it names must exist, so `status` can match a results file to it."""
-    text = read_inside(root, MANIFEST_NAME).decode("utf-8")
-    problems: list[Problem] = []
-    for i, entry in enumerate(entries):
-        for j, gpu in enumerate(entry.gpu_verification):
-            key = f"patch[{i}].gpu_verification[{j}].run"
-            try:
-                selectors = gpu.selectors()
-            except ValueError as exc:
-                why, hint = (
-                    str(exc),
-                    (
-                        "what to compare against goes in 'expect'; a benchmark against a "
-                        "deployment is a check under tests/gpu that drives it "
-                        "(gpu_support.require_deployment())"
-                    ),
-                )
-            else:
-                missing = [m for s in selectors if (m := _missing_check(root, s))]
-                if not missing:
-                    continue
-                why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
-            problems.append(
-                Problem(
-                    file=MANIFEST_NAME,
-                    line=key_line(text, key),
-                    patch=entry.id,
-                    key=key,
-                    code="gpu-run",
-                    message=why,
-                    hint=hint,
-                )
-            )
-    return problems
-
-
-def _missing_check(root: Path, selector: str) -> str | None:
-    """What a selector names that is not there: its file, or the test function (or class) in it."""
-    path, _, node = selector.partition("::")
-    path = path.rstrip("/")
-    if path == GPU_CHECKS_DIR:
-        return None if (root / path).is_dir() else f"{path}/ does not exist"
-    try:
-        source = read_inside(root, path).decode("utf-8")
-    except FileNotFoundError:
-        return f"{path} does not exist"
-    except (InvalidInput, UnicodeDecodeError) as exc:
-        return f"{path} cannot be read: {exc}"
-    if not node:
-        return None
-    try:
-        body = ast.parse(source).body
-    except SyntaxError as exc:
-        return f"{path} does not parse: {exc}"
-    for name in node.split("::"):
-        name = name.split("[", 1)[0]  # a parametrised id names its function
-        found = next(
-            (
-                n
-                for n in body
-                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and n.name == name
-            ),
-            None,
-        )
-        if found is None:
-            return f"{path} has no {name}"
-        body = found.body if isinstance(found, ast.ClassDef) else []
-    return None
 
 
 def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[Problem]]:
@@ -364,7 +298,6 @@ def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
                     file=r.file,
                     patch=r.id,
                     code="apply",
-                    line=None,
                     message=f"does not apply at {pin}: {f.file} {where}: {f.reason}{detail}",
                     hint="rebase the patch onto the pin",
                 )

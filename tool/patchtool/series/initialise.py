@@ -32,7 +32,7 @@ from patchtool.project.pins import (
     pin_to_toml,
     release_pin_name,
 )
-from patchtool.series.checks import CheckReport, run_check
+from patchtool.series.checks import CheckReport, GpuProblems, run_check
 from patchtool.upstream.cache import Cache
 from patchtool.urls import SourceUrl
 from patchtool.versions import parse_version
@@ -87,8 +87,9 @@ class Initialised:
         }
 
 
-def init(root: Path, cache: Cache, request: Request) -> Initialised:
-    """Make ``root`` a patch repository with no patches on the release ``request`` names."""
+def init(root: Path, cache: Cache, request: Request, *, gpu_problems: GpuProblems) -> Initialised:
+    """Make ``root`` a patch repository with no patches on the release ``request`` names; its
+    ``check`` reads the GPU results as ``gpu_problems`` does."""
     refuse_existing(root)
     pin, guessed = resolve(cache, request)
     pin_rel = f"{PINS_DIR}/{pin.name}.toml"
@@ -114,7 +115,7 @@ def init(root: Path, cache: Cache, request: Request) -> Initialised:
         prefix_guessed=guessed,
         git_init=made_git,
         written=tuple(written),
-        check=run_check(root, cache=cache),
+        check=run_check(root, cache=cache, gpu_problems=gpu_problems),
     )
 
 

@@ -8,6 +8,7 @@ import dataclasses
 
 from patchtool.project.manifest import PatchEntry
 from patchtool.project.repository import Project
+from patchtool.project.verification import ReadGpuResults
 from patchtool.series.checks import AssumptionResult, check_assumptions
 from patchtool.series.ids import in_series
 from patchtool.series.status import PatchStatus, status
@@ -46,9 +47,17 @@ class PatchShown:
         }
 
 
-def show(project: Project, cache: Cache, ident: str, *, pin_name: str | None = None, diff: bool = False) -> PatchShown:
+def show(
+    project: Project,
+    cache: Cache,
+    ident: str,
+    *,
+    gpu_results: ReadGpuResults,
+    pin_name: str | None = None,
+    diff: bool = False,
+) -> PatchShown:
     entry = in_series(project, ident)
-    report = status(project, cache, pin_name)
+    report = status(project, cache, pin_name, gpu_results=gpu_results)
     position = next(i for i, p in enumerate(report.patches) if p.id == ident)
     loaded = next(lp for lp in project.series() if lp.id == ident)
     base = cache.ensure(project.pin(report.pin))  # the one `status` used: the cache remembers it

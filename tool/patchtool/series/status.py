@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 from patchtool.errors import Problem
 from patchtool.paths import read_inside
 from patchtool.project import statedir
-from patchtool.project.gpuresults import Evidence, evidence_for, load_all
 from patchtool.project.metadata import Evidence as Measured
 from patchtool.project.repository import Project
-from patchtool.project.verification import GpuCheck
+from patchtool.project.verification import GpuCheck, GpuEvidence, ReadGpuResults
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.series.checkouts import Unexported, unexported
 from patchtool.upstream.cache import Cache
@@ -35,7 +34,7 @@ class PatchStatus:
     removed: int
     applies: str
     gpu_verification: tuple[GpuCheck, ...]
-    gpu_evidence: tuple[tuple[Evidence, ...], ...]  # per gpu_verification entry: the newest run on each machine
+    gpu_evidence: tuple[tuple[GpuEvidence, ...], ...]  # per gpu_verification entry: the newest run on each machine
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -87,12 +86,14 @@ class StatusReport:
         }
 
 
-def status(project: Project, cache: Cache, pin_name: str | None = None) -> StatusReport:
+def status(project: Project, cache: Cache, pin_name: str | None = None, *, gpu_results: ReadGpuResults) -> StatusReport:
+    """The pin, each patch as it applies there, and its GPU checks with what ``gpu_results`` (the
+    fork's runs, read from the repository's root: the CLI passes this fork's) says of each."""
     pin = project.pin(pin_name)
     loaded = project.series()
     base = cache.ensure(pin)
     series = apply_series(cache.repo, base.commit, loaded, commit=False)
-    runs, run_problems = load_all(project.root)
+    runs = gpu_results(project.root)
     rows = []
     for lp, result in zip(loaded, series.results, strict=True):
         sha = hashlib.sha256(read_inside(project.root, lp.entry.file)).hexdigest()
@@ -109,7 +110,7 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
                 removed=lp.patch.removed,
                 applies=str(result.outcome),
                 gpu_verification=lp.entry.gpu_verification,
-                gpu_evidence=tuple(evidence_for(g, runs, sha) for g in lp.entry.gpu_verification),
+                gpu_evidence=tuple(runs.evidence(g, sha) for g in lp.entry.gpu_verification),
             )
         )
     return StatusReport(
@@ -122,8 +123,8 @@ def status(project: Project, cache: Cache, pin_name: str | None = None) -> Statu
         series=series,
         rebase=_rebase_in_progress(project),
         unexported=tuple(unexported(cache.repo, project_key(project.root))),
-        gpu_results=tuple(r.file for r in runs),
-        gpu_results_problems=tuple(run_problems),
+        gpu_results=runs.files,
+        gpu_results_problems=runs.problems,
     )
 
 

@@ -1,8 +1,9 @@
-"""GPU verification evidence: the results files `tests/gpu/run.py` writes, matched to each patch's
-``[[patch.gpu_verification]]`` by the checks its ``run`` command selects.
+"""This fork's GPU evidence: the results files ``tests/gpu/run.py`` writes, matched to each
+patch's ``[[patch.gpu_verification]]`` by the checks its ``run`` command selects (``gpuruns``).
 
-Parsing is pure (``ResultsFile.from_dict``); ``load_all`` is the one place that reads
-``gpu-results/*.json``.
+Parsing is pure (``ResultsFile.from_dict``); ``read`` is the one place that reads
+``gpu-results/*.json``. The CLI hands ``read`` to ``status`` and ``show``, and ``check_problems``
+to ``check`` and ``init``.
 """
 
 from __future__ import annotations
@@ -16,38 +17,14 @@ from patchtool.errors import InvalidInput, Problem
 from patchtool.inputs import loads_json
 from patchtool.paths import read_inside
 from patchtool.project.fields import MAX_SCHEMA, Fields, raise_if
-from patchtool.project.verification import GpuCheck
+from patchtool.project.manifest import PatchEntry
+from patchtool.project.verification import CheckResult, GpuCheck, GpuEvidence, GpuResults
+from patchtool.sglang.gpuruns import gpu_run_problems, gpu_run_selectors
 
 RESULTS_DIR = "gpu-results"
 KIND = "patchtool-gpu-results"
 SCHEMA = 1
 OUTCOMES = ("pass", "fail", "not-run")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class CheckResult:
-    check: str  # the pytest node id, e.g. tests/gpu/test_0002_mma.py::test_split
-    outcome: str  # pass | fail | not-run
-    reason: str | None = None
-    patch: str | None = None
-    patch_sha256: str | None = None
-    figures: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def read(cls, f: Fields) -> CheckResult | None:
-        check = f.string("check")
-        outcome = f.choice("outcome", OUTCOMES)
-        reason, patch, sha = (_nullable(f, name) for name in ("reason", "patch", "patch_sha256"))
-        figures = f.data.get("figures") or {}
-        if not isinstance(figures, Mapping):
-            f.problem("figures", "expected a table of figures")
-            return None
-        if check is None or outcome is None:
-            return None
-        return cls(check=check, outcome=outcome, reason=reason, patch=patch, patch_sha256=sha, figures=figures)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "outcome": self.outcome, "reason": self.reason, "figures": dict(self.figures)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -75,7 +52,7 @@ class ResultsFile:
         name = capability = None
         if device_fields is not None:
             name, capability = _nullable(device_fields, "name"), _nullable(device_fields, "capability")
-        checks = [CheckResult.read(x) for x in f.tables("checks", required=True)]
+        checks = [_check_result(x) for x in f.tables("checks", required=True)]
         raise_if(problems, f"{file} is not a GPU results file", file=file)
         assert started is not None
         return cls(
@@ -86,9 +63,18 @@ class ResultsFile:
             checks=tuple(c for c in checks if c is not None),
         )
 
-    @property
-    def hardware(self) -> str:
-        return f"{self.device} ({self.capability})" if self.device else "no CUDA GPU"
+
+def _check_result(f: Fields) -> CheckResult | None:
+    check = f.string("check")
+    outcome = f.choice("outcome", OUTCOMES)
+    reason, _, sha = (_nullable(f, name) for name in ("reason", "patch", "patch_sha256"))
+    figures = f.data.get("figures") or {}
+    if not isinstance(figures, Mapping):
+        f.problem("figures", "expected a table of figures")
+        return None
+    if check is None or outcome is None:
+        return None
+    return CheckResult(check=check, outcome=outcome, reason=reason, patch_sha256=sha, figures=figures)
 
 
 def _nullable(f: Fields, name: str) -> str | None:
@@ -96,21 +82,20 @@ def _nullable(f: Fields, name: str) -> str | None:
     return None if f.data.get(name) is None else f.string(name, nonempty=False)
 
 
-def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
+def read(root: Path) -> GpuResults:
     """Every results file under ``gpu-results/``, oldest run first, and the problems of those that
     cannot be read (each is skipped, never guessed at)."""
     results: list[ResultsFile] = []
     problems: list[Problem] = []
     folder = root / RESULTS_DIR
     if folder.is_symlink():  # listed, it would name files outside the repository
-        return [], [
-            Problem(
-                file=RESULTS_DIR,
-                code="gpu-results",
-                message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
-                hint=f"make {RESULTS_DIR}/ a directory of the results files",
-            )
-        ]
+        problem = Problem(
+            file=RESULTS_DIR,
+            code="gpu-results",
+            message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
+            hint=f"make {RESULTS_DIR}/ a directory of the results files",
+        )
+        return GpuResults(files=(), problems=(problem,), evidence=lambda g, sha: ())
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = f"{RESULTS_DIR}/{path.name}"
         try:
@@ -130,8 +115,10 @@ def load_all(root: Path) -> tuple[list[ResultsFile], list[Problem]]:
             results.append(ResultsFile.from_dict(data, file=rel))
         except InvalidInput as exc:
             problems += [dataclasses.replace(p, code="gpu-results") for p in exc.problems]
-    results.sort(key=lambda r: (r.started, r.file))
-    return results, problems
+    runs = sorted(results, key=lambda r: (r.started, r.file))
+    return GpuResults(
+        files=tuple(r.file for r in runs), problems=tuple(problems), evidence=lambda g, sha: evidence_for(g, runs, sha)
+    )
 
 
 def selects(selector: str, check: str) -> bool:
@@ -145,49 +132,21 @@ def selects(selector: str, check: str) -> bool:
     return file == selector or file.startswith(selector + "/")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Evidence:
-    """What one run on one machine says about one gpu_verification entry."""
-
-    file: str
-    started: str
-    device: str | None
-    capability: str | None
-    outcome: str  # pass | fail | not-run | partly run
-    checks: tuple[CheckResult, ...]
-    current: bool | None  # False: the run tested an older version of the patch; None: unknown
-
-    @property
-    def hardware(self) -> str:
-        return f"{self.device} ({self.capability})" if self.device else "no CUDA GPU"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "file": self.file,
-            "started": self.started,
-            "device": self.device,
-            "capability": self.capability,
-            "outcome": self.outcome,
-            "current": self.current,
-            "checks": [c.to_dict() for c in self.checks],
-        }
-
-
-def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str | None) -> tuple[Evidence, ...]:
+def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str | None) -> tuple[GpuEvidence, ...]:
     """The newest run on each machine that ran (or tried) a check ``gpu.run`` selects, newest first.
     A ``run`` that is not a command has no evidence (``check`` reports it)."""
     try:
-        selectors = gpu.selectors()
+        selectors = gpu_run_selectors(gpu.run)
     except ValueError:
         return ()
-    newest: dict[tuple[str | None, str | None], Evidence] = {}
+    newest: dict[tuple[str | None, str | None], GpuEvidence] = {}
     for run in runs:  # oldest first, so a later run on the same machine replaces an earlier one
         matched = tuple(c for c in run.checks if any(selects(s, c.check) for s in selectors))
         if not matched:
             continue
         shas = {c.patch_sha256 for c in matched if c.patch_sha256}
         current = None if not shas or patch_sha256 is None else shas == {patch_sha256}
-        newest[(run.device, run.capability)] = Evidence(
+        newest[(run.device, run.capability)] = GpuEvidence(
             file=run.file,
             started=run.started,
             device=run.device,
@@ -200,11 +159,22 @@ def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str |
 
 
 def _overall(checks: Sequence[CheckResult]) -> str:
+    """fail if one failed; pass or not-run if all did; else partly run."""
     outcomes = {c.outcome for c in checks}
     if "fail" in outcomes:
         return "fail"
-    if outcomes == {"pass"}:
-        return "pass"
-    if outcomes == {"not-run"}:
-        return "not-run"
-    return "partly run"
+    return outcomes.pop() if len(outcomes) == 1 else "partly run"
+
+
+def check_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]:
+    """What ``check`` says of this fork's GPU evidence: the ``run`` commands, then the results files."""
+    return gpu_run_problems(root, entries) + list(read(root).problems)
+
+
+def no_evidence(gpu: GpuCheck) -> str:
+    """Why a check has no evidence, as ``status --long`` and ``show`` say it."""
+    try:
+        gpu_run_selectors(gpu.run)
+    except ValueError:
+        return "'run' is not a command that runs checks under tests/gpu (`patchtool check` says why)"
+    return "no results file in gpu-results/ has a check this runs"

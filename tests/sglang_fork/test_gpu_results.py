@@ -11,8 +11,9 @@ import pytest
 
 from conftest import Demo
 from patchtool.errors import InvalidInput
-from patchtool.project.gpuresults import ResultsFile, evidence_for, selects
-from patchtool.project.manifest import GpuCheck, gpu_run_selectors
+from patchtool.project.verification import GpuCheck
+from patchtool.sglang.gpuresults import ResultsFile, evidence_for, selects
+from patchtool.sglang.gpuruns import gpu_run_selectors
 
 
 def envelope(text: str) -> dict[str, Any]:
