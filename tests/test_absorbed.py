@@ -19,8 +19,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK
 from cli_run import in_process
+from debian_backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK
 from helpers import format_patch, git, write_tree
 
 Files = dict[str, str | None]  # None: the file is deleted

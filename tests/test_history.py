@@ -15,8 +15,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK
 from cli_run import in_process
+from debian_backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK
 from helpers import format_patch, git, write_tree
 
 FIX_SUBJECT = "Reject header names longer than MAX (CVE-2024-1234)"
