@@ -53,10 +53,11 @@ TOPK = 512  # index_topk
 BATCHES = (1, 8, 64, 96, 128)
 DECODE_MAX_TOKENS = 64  # flash_mla_sm120.SM120_DECODE_MAX_TOKENS: above it the patch routes to FlashInfer
 DEVICE = "cuda"
-# tests/patches/test_0002_mma_sparse_decode.py: Triton 3.9's offline sm_120a compile.
+# tests/patches/test_0002_mma_sparse_decode.py: Triton 3.8.0's offline sm_120a compile (the Triton
+# torch 2.14.1, sglang 0.5.23's pin, requires); Triton 3.9.0 compiles the partials to 248 registers.
 OFFLINE = {
     "direct": dict(registers=252, spills=0, shared=36928),
-    "partial": dict(registers=248, spills=0, shared=36928),
+    "partial": dict(registers=251, spills=0, shared=36928),
     "combine": dict(registers=40, spills=0, shared=0),
 }
 # ncu's figures for those launches: the offline compile's, and what sm_120 (64K registers, ~99 KB

@@ -45,7 +45,7 @@ K_REAL, N_REAL = 4 * 4096, 24  # V4-Flash: hc_mult 4 x hidden 4096, (2 + 4) * 4 
 BF16_U = 2.0**-8
 RMS_EPS = 1e-6
 TOKENS = (1, 8, 32, 64, 96, 512, 8192)
-# tests/patches/test_0003_mhc_bf16_gemm.py: Triton 3.9's offline sm_120a compile (188 SMs).
+# tests/patches/test_0003_mhc_bf16_gemm.py: Triton 3.8.0's offline sm_120a compile (188 SMs; 3.9.0's is the same).
 OFFLINE = {
     1: dict(registers=48, spills=0, shared=12288),
     32: dict(registers=48, spills=0, shared=16384),

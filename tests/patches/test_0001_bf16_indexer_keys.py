@@ -443,8 +443,26 @@ def test_scorer_compiles_for_sm120(patched_tree):
     assert set(re.findall(r"mma\.sync\.aligned\.\S+", kernel["ptx"])) == {
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
     }  # bf16 operands, fp32 accumulate
-    assert "cvt.rn.bf16x2.e4m3x2" in kernel["ptx"]  # the fp8 query, exactly, in registers
+    # The fp8 query is converted in registers, and exactly: Triton 3.8 (torch 2.14.1's, so the
+    # deployment's) goes e4m3 -> f16 -> bf16, every f16 pair on to bf16; Triton 3.9 converts
+    # e4m3x2 to bf16x2 in one step. Both exact (test_fp8_query_fits_f16_then_bf16).
+    fp8 = re.findall(r"cvt\.[\w.]*e4m3[\w.]*", kernel["ptx"])
+    assert fp8 and set(fp8) == {"cvt.rn.f16x2.e4m3x2"}, set(fp8)
+    assert kernel["ptx"].count("cvt.bf16.f16") == 2 * len(fp8)
     assert kernel["shared"] <= 99 * 1024, kernel["shared"]
+
+
+def test_fp8_query_fits_f16_then_bf16():
+    """Every e4m3 value (3 mantissa bits, 2^-9 to 448) is an f16 value, and every such f16 value
+    is a bf16 value: the sm_120 compile's e4m3 -> f16 -> bf16 path is exact whatever its
+    rounding, as a one-step e4m3 -> bf16 conversion is. All 256 codes; NaN stays NaN."""
+    fp8 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    exact = fp8.to(torch.float64)
+    finite = ~exact.isnan()
+    for path in (fp8.to(torch.float16), fp8.to(torch.float16).to(torch.bfloat16), fp8.to(torch.bfloat16)):
+        got = path.to(torch.float64)
+        assert torch.equal(got.isnan(), ~finite) and torch.equal(got[finite], exact[finite])
+    assert int(exact.isnan().sum()) == 2  # 0x7f and 0xff: the only non-finite e4m3fn codes
 
 
 def test_gpu_checks_are_listed_in_patchset(patched_tree):

@@ -331,14 +331,17 @@ def test_refuses_other_cache_layouts(mma, problem):
 
 # -- offline compile for sm_120a (no GPU) ---------------------------------------------------------
 
-# Triton 3.9 / its ptxas for sm_120a, num_warps 4 / num_stages 2, at the launch's specialisation.
-# patchset.toml quotes these; the GPU check tests/gpu/test_0002_mma.py::test_launch_resources
-# compares them with what the driver reports on sm_120.
+# Triton 3.8.0 (torch 2.14.1's, the Triton sglang 0.5.23's pin deploys) / its ptxas 13.3.33 for
+# sm_120a, num_warps 4 / num_stages 2, at the launch's specialisation (the toolchain:
+# tests/patches/test_0003_mhc_bf16_gemm.py::test_sm120a_toolchain_is_the_one_quoted). Triton 3.9.0
+# gave 248 registers for the partials and 200 / 208 B of unaligned spills, with either ptxas:
+# the PTX differs, not the assembler (docs/tests.md). patchset.toml quotes these; the GPU check
+# tests/gpu/test_0002_mma.py::test_launch_resources compares them with what the driver reports.
 SM120_SPLIT_DIRECT = dict(shared=36928, registers=252, spill_stores=0, spill_loads=0)
-SM120_SPLIT_PARTIAL = dict(shared=36928, registers=248, spill_stores=0, spill_loads=0)
+SM120_SPLIT_PARTIAL = dict(shared=36928, registers=251, spill_stores=0, spill_loads=0)
 SM120_COMBINE = dict(shared=0, registers=40, spill_stores=0, spill_loads=0)
 # ... and with the page size in bytes not divisible by 16 (no vectorised fp8 gather).
-SM120_SPLIT_UNALIGNED_PAGE = dict(shared=34880, registers=255, spill_stores=200, spill_loads=208)
+SM120_SPLIT_UNALIGNED_PAGE = dict(shared=34880, registers=255, spill_stores=192, spill_loads=200)
 BF16_MMA = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 
 

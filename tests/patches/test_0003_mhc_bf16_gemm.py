@@ -418,8 +418,9 @@ def test_triton_gemm_rejects_fp32_weights(gemm_kernel):
 
 # -- offline compile for sm_120a (no GPU) -----------------------------------------------------
 
-# Triton 3.9 / its ptxas for sm_120a, num_warps 4, default num_stages (3), at the launch's
-# specialisation, on 188 SMs: "t<tokens>_m<BLOCK_M>_s<n_splits>" -> resources.
+# Triton 3.8.0 / its ptxas 13.3.33 for sm_120a (Triton 3.9.0 gives the same), num_warps 4,
+# default num_stages (3), at the launch's specialisation, on 188 SMs:
+# "t<tokens>_m<BLOCK_M>_s<n_splits>" -> resources.
 SM120_GEMM = {
     "t1_m16_s64": dict(shared=12288, registers=48, spill_stores=0, spill_loads=0),
     "t32_m32_s64": dict(shared=16384, registers=48, spill_stores=0, spill_loads=0),
@@ -465,8 +466,9 @@ def sm120_resources(patched_tree):
 
 
 def test_sm120a_toolchain_is_the_one_quoted():
-    """patchset.toml quotes the compile figures for Triton 3.9.0 and its ptxas V13.4.59: another
-    toolchain's figures would be another measurement."""
+    """patchset.toml quotes the compile figures for Triton 3.8.0 and its ptxas V13.3.33: the
+    Triton torch 2.14.1 requires (triton~=3.8.0), so the one a deployment of sglang 0.5.23's pin
+    compiles its kernels with. Another toolchain's figures would be another measurement."""
     if not ptxas_available():
         pytest.skip("no ptxas for sm_120a in this triton install")
     import subprocess
@@ -474,9 +476,9 @@ def test_sm120a_toolchain_is_the_one_quoted():
     import triton
     from triton.backends.nvidia.compiler import get_ptxas
 
-    assert triton.__version__ == "3.9.0"
+    assert triton.__version__ == "3.8.0"
     out = subprocess.run([get_ptxas(120).path, "--version"], capture_output=True, text=True, check=True).stdout
-    assert "V13.4.59" in out, out
+    assert "V13.3.33" in out, out
 
 
 def test_sm120a_gemm_resources(sm120_resources):
