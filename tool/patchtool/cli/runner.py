@@ -190,7 +190,7 @@ def root() -> Path:
     if exclusive:
         inv.recovered += journal.recover(found)
     if exclusive and inv.edits_series:
-        from patchtool.rebase.transaction import refuse_in_progress
+        from patchtool.project.stopped import refuse_in_progress
 
         refuse_in_progress(found, inv.command)
     return found
