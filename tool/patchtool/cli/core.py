@@ -228,7 +228,6 @@ def rebase(
     ] = False,
 ) -> Shown:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
-    from patchtool.cli.render import rebase_text
     from patchtool.project.repository import Project
     from patchtool.rebase import transaction
     from patchtool.upstream.releasefiles import FileChoice
@@ -259,6 +258,7 @@ def rebase(
     if abort:
         transaction.abort(project, upstream)
         return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
+    from patchtool.cli import prose  # rich: the text alone draws it, --json never loads it
     from patchtool.cli.render import unexported_lines
     from patchtool.series.checkouts import unexported
     from patchtool.upstream.cachespace import project_key
@@ -294,7 +294,7 @@ def rebase(
                 if work
                 else ""
             )
-            + rebase_text(report, style)
+            + prose.rebase_text(report, style)
             + (
                 "\n"
                 + _predicted(

@@ -616,11 +616,12 @@ def _show(inv: Invocation, shown: Shown, style: Style) -> int:
 
 
 def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
-    from patchtool.cli.render import rebase_text, series_text
+    from patchtool.cli.render import series_text
 
     result = exc.result
 
     def text(style: Style) -> str:
+        from patchtool.cli.prose import fill, rebase_text
         from patchtool.rebase.transaction import RebaseReport
         from patchtool.series.apply import SeriesResult
 
@@ -632,8 +633,6 @@ def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
             else ""
         )
         if isinstance(result, RebaseReport):  # a rebase's stop and what to do there, wrapped to the terminal
-            from patchtool.cli.prose import fill
-
             out = f"{shown}\n{fill(exc.message, style, prefix=style.bad('error') + ': ', indent=2)}"
             return out + (f"\n{fill(exc.hint, style, prefix='  hint: ', indent=4)}" if exc.hint else "")
         out = f"{shown}\n{style.bad('error')}: {exc.message}"
