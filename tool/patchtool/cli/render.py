@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from patchtool import __version__
@@ -24,16 +25,18 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.wheel.provenance import ProvenanceReport, ProvenanceReports
 
 JSON_SCHEMA = 1
-_STATUS_WORD = {
-    ExitCode.OK: "ok",
-    ExitCode.PROBLEMS: "problems",
-    ExitCode.USAGE: "usage-error",
-    ExitCode.CONFLICT: "conflict",
-    ExitCode.UPSTREAM: "upstream-error",
-    ExitCode.PREDICTED: "conflicts-predicted",
-    ExitCode.INTERNAL: "error",
-    ExitCode.BUSY: "busy",
-}
+_STATUS_WORD = MappingProxyType(
+    {
+        ExitCode.OK: "ok",
+        ExitCode.PROBLEMS: "problems",
+        ExitCode.USAGE: "usage-error",
+        ExitCode.CONFLICT: "conflict",
+        ExitCode.UPSTREAM: "upstream-error",
+        ExitCode.PREDICTED: "conflicts-predicted",
+        ExitCode.INTERNAL: "error",
+        ExitCode.BUSY: "busy",
+    }
+)
 
 
 def envelope(command: str, code: ExitCode, data: Any, errors: Sequence[Problem] = ()) -> str:
