@@ -146,12 +146,13 @@ def test_shell_completion() -> None:
 
 
 def test_what_a_command_imports(one_patch: Demo) -> None:
-    """What each command loads: no rich under --json (the table is drawn by rich), and --version
-    before any command module or workflow."""
+    """A command loads the workflow it runs and not the others' (each command's at the start would
+    cost every command all of them), and rich only for text (the tables are drawn by rich)."""
     probe = (
         "import sys; from patchtool.cli import main; code = main(sys.argv[1:]); "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich'}), "
-        "'patchtool.project' in sys.modules, 'patchtool.cli.core' in sys.modules, file=sys.stderr)"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'rich', 'jinja2'}), "
+        "sorted({'.'.join(m.split('.')[:2]) for m in sys.modules} & {'patchtool.' + p for p in "
+        "('series', 'rebase', 'wheel', 'registry', 'sglang')}), file=sys.stderr)"
     )
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache)}
 
@@ -166,22 +167,33 @@ def test_what_a_command_imports(one_patch: Demo) -> None:
         )
         return res.stderr.strip().splitlines()[-1]
 
-    assert loaded("--version") == "[] False False"
-    assert loaded("status", "--json", "--pin", "demo-1.0") == "[] True True"
-    assert loaded("status") == "['rich'] True True"
+    assert loaded("--version") == "[] []"
+    assert loaded("status", "--json", "--pin", "demo-1.0") == "[] ['patchtool.series']"
+    assert loaded("status") == "['rich'] ['patchtool.rebase', 'patchtool.series']"  # the tables' outcome words
+    assert loaded("retread", "list", "--json") == "[] ['patchtool.registry']"
 
 
-def test_the_table_of_commands_names_each_command_where_it_is() -> None:
+def test_every_declared_command_is_on_the_command_line_once() -> None:
+    """Each function a command module declares a command (``exits.command``) is in the app's
+    tables, and the tables name each command once."""
+    import ast
     import importlib
 
-    from patchtool.cli import app, retread
+    from patchtool.cli import app
 
-    held = {
-        name: module
-        for module in ("core", "edit", "entry", "wheel", "upkeep", "init")
-        for name in importlib.import_module(f"patchtool.cli.{module}").commands.names()
-    }
-    assert held == app.COMMANDS and retread.commands.names() == ["list", "show", "scan", "revisit", "add"]
+    declared = set()
+    for path in sorted((Path(app.__file__).parent).glob("*.py")):
+        module = importlib.import_module(f"patchtool.cli.{path.stem}")
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and getattr(d.func, "id", None) == "command" for d in node.decorator_list
+            ):
+                declared.add(getattr(module, node.name))
+    top = [fn for _, fn in app.COMMANDS]
+    grouped = [fn for _, _, commands in app.GROUPS for _, fn in commands]
+    assert set(top + grouped) == declared and len(top + grouped) == len(declared)
+    names = [name for name, _ in app.COMMANDS] + [group for group, _, _ in app.GROUPS]
+    assert len(set(names)) == len(names)
 
 
 def test_every_exit_code_has_an_envelope_status() -> None:

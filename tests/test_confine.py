@@ -3,7 +3,7 @@ repository (writing commands), the cache, its private temporary directory and th
 command line names, whatever the code does.
 
 The boundary checks are bypassed on purpose: a test-only command, declared and run through the
-runner exactly as patchtool's own commands are (``ESCAPE`` below, in a process of its own, since
+command line exactly as patchtool's own commands are (``ESCAPE`` below, in a process of its own, since
 confinement cannot be undone), writes with a plain ``open()`` or a shell child.
 """
 
@@ -34,10 +34,10 @@ ESCAPE = textwrap.dedent('''\
 
     import typer
 
-    from patchtool.cli import runner
-    from patchtool.cli.runner import CommandSet, Shown, root
-
-    commands = CommandSet()
+    from patchtool.cli import app, usage
+    from patchtool.cli.confinement import write_report
+    from patchtool.cli.context import Invocation, invocation, repository
+    from patchtool.cli.exits import Shown, command
 
     def body(target: str, via: str) -> Shown:
         """Write TARGET, checked by nothing in patchtool: plain open(), or a child that inherits the process."""
@@ -47,36 +47,37 @@ ESCAPE = textwrap.dedent('''\
         Path(target).write_text("escaped")
         return Shown(data={"wrote": target}, text=lambda style: f"wrote {target}")
 
-    @commands.command("write", writes=True, outputs=("out",), dry_run="dry_run")
-    def write(target: Annotated[str, typer.Argument()], via: Annotated[str, typer.Option()] = "open",
+    @command(writes=True, outputs=("out",), dry_run="dry_run")
+    def write(ctx: typer.Context, target: Annotated[str, typer.Argument()], via: Annotated[str, typer.Option()] = "open",
               out: Annotated[Path | None, typer.Option()] = None,
               dry_run: Annotated[bool, typer.Option("--dry-run")] = False) -> Shown:
-        root()
+        repository(ctx)
         return body(target.replace("{tmp}", tempfile.gettempdir()), via)
 
-    @commands.command("read", outputs=("out",))
-    def read(target: Annotated[str, typer.Argument()], via: Annotated[str, typer.Option()] = "open",
+    @command(outputs=("out",))
+    def read(ctx: typer.Context, target: Annotated[str, typer.Argument()], via: Annotated[str, typer.Option()] = "open",
              out: Annotated[Path | None, typer.Option()] = None) -> Shown:
-        root()
+        repository(ctx)
         return body(target.replace("{tmp}", tempfile.gettempdir()), via)
 
-    @commands.command("report", reports=("out",))
-    def report(beside: Annotated[str, typer.Argument()], out: Annotated[Path, typer.Option()]) -> Shown:
+    @command(reports=("out",))
+    def report(ctx: typer.Context, beside: Annotated[str, typer.Argument()], out: Annotated[Path, typer.Option()]) -> Shown:
         """Write the report file OUT as a command does, then BESIDE with a plain open()."""
-        root()
-        runner.write_report(out, "the report\\n", repository=None)
+        repository(ctx)
+        write_report(invocation(ctx), out, "the report\\n", repository=None)
         try:
             Path(beside).write_text("escaped")
             wrote = "wrote"
         except OSError as exc:
             wrote = errno.errorcode[exc.errno]
-        where = [str(tree) for tree in runner.current().confined_to]
+        where = [str(tree) for tree in invocation(ctx).confined_to]
         return Shown(data={"beside": wrote, "confined_to": where}, text=lambda style: wrote)
 
-    invocation = runner.begin(confine=True)  # as patchtool's own command line does (cli.app.main)
-    with invocation.held:
-        code = commands.build(sys.argv[1]).main(args=sys.argv[2:], prog_name="escape", standalone_mode=False)
-    sys.exit(code)
+    root = app.app()  # patchtool's own command line, with these commands beside its own
+    for fn in (write, read, report):
+        root.command(cls=usage.Command)(fn)
+    own = Invocation(confine=True)  # as patchtool's own command line is (cli.app.main)
+    sys.exit(typer.main.get_command(root).main(args=sys.argv[1:], prog_name="escape", standalone_mode=False, obj=own))
     ''')
 
 

@@ -2,9 +2,15 @@
 API of the command-line library. Every import counts, at module level or inside a function."""
 
 from __future__ import annotations
+import __future__
 
 import ast
 import dataclasses
+import importlib
+import inspect
+import re
+import types
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,8 +145,85 @@ def test_the_command_line_uses_no_private_api_of_typer_or_click() -> None:
 
 
 def test_the_import_parser_sees_imports_inside_functions() -> None:
-    found = {i.target for i in every_import() if i.module == "patchtool.cli.app"}
-    assert "patchtool.confine" in found  # imported inside _confinement()
+    found = {i.target for i in every_import() if i.module == "patchtool.cli.core"}
+    assert "patchtool.rebase.transaction" in found  # imported inside rebase()
+
+
+def runtime_imports(path: Path) -> list[Import]:
+    """The imports of the module at ``path`` that run: at module level or inside a function, not
+    under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    checking = [n for n in ast.walk(tree) if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
+    hidden = {n.lineno for block in checking for n in ast.walk(block) if isinstance(n, ast.Import | ast.ImportFrom)}
+    return [i for i in imports(path) if i.line not in hidden]
+
+
+def cli_module(target: str) -> str | None:
+    """The module of cli/ that importing ``target`` (a module, or a name in one) loads, if any."""
+    for name in (target, target.rpartition(".")[0]):
+        if name.startswith("patchtool.cli.") and (PACKAGE / "cli" / f"{name[len('patchtool.cli.') :]}.py").is_file():
+            return name
+    return None
+
+
+def in_cycles(edges: dict[str, set[str]]) -> list[str]:
+    """The nodes of ``edges`` (node -> the nodes it points to) that reach themselves."""
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in edges.get(start, ()))
+
+    return sorted(n for n in edges if reaches(n, n, {n}))
+
+
+def test_the_command_line_has_no_import_cycle() -> None:
+    """No module of cli/ imports one that imports it back, at module level or inside a function:
+    what a command depends on reaches it through its signature, not through a module's state."""
+    edges: dict[str, set[str]] = {}
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        mine = module_name(path)
+        edges[mine] = {t for i in runtime_imports(path) if (t := cli_module(i.target)) not in (None, mine)}
+    assert in_cycles(edges) == [], "modules of cli/ in an import cycle"
+    assert in_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c"]
+
+
+def frozen(value: object) -> bool:
+    """Whether ``value`` cannot change: a constant, a tuple or mapping proxy of them, a frozen
+    dataclass, a compiled pattern, or what a module defines (a function, a class, a type alias)."""
+    if value is __future__.annotations or isinstance(value, str | bytes | int | float | type(None) | re.Pattern):
+        return True
+    if isinstance(value, tuple | frozenset):
+        return all(frozen(v) for v in value)
+    if isinstance(value, types.MappingProxyType):
+        return all(frozen(k) and frozen(v) for k, v in value.items())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return bool(value.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+    return (
+        callable(value)
+        or inspect.ismodule(value)
+        or isinstance(value, typing.TypeVar)
+        or typing.get_origin(value) is not None
+    )
+
+
+def test_the_command_line_holds_no_state_in_its_modules() -> None:
+    """Every name a module of cli/ binds is a constant, and no function rebinds one (``global``):
+    a command line's state is its invocation, on typer's context."""
+    held = []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        module = importlib.import_module(module_name(path))
+        held += [
+            f"{module.__name__}.{name}"
+            for name, value in vars(module).items()
+            if not name.startswith("__") and not frozen(value)
+        ]
+        tree = ast.parse(path.read_text())
+        held += [f"{module.__name__}:{n.lineno} global" for n in ast.walk(tree) if isinstance(n, ast.Global)]
+    assert held == []
+
+
+def test_a_dict_or_a_global_is_state() -> None:
+    assert not frozen({"a": 1}) and not frozen([1]) and not frozen((1, [2])) and frozen((1, ("a", b"b")))
+    assert frozen(types.MappingProxyType({"a": (1,)})) and not frozen(types.MappingProxyType({"a": [1]}))
 
 
 def test_an_upward_import_is_found_wherever_it_stands() -> None:

@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     _closed_streams_to_devnull()
     _names_written_as_bytes()
     from patchtool.cli.app import main as run
-    from patchtool.cli.runner import reader_gone
+    from patchtool.cli.exits import reader_gone
     from patchtool.errors import OutputLost
 
     try:
@@ -35,7 +35,7 @@ def _output_lost(exc: errors.OutputLost) -> int:
     """Say on stderr that the output was lost, as far as stderr can still be written."""
     import sys
 
-    from patchtool.cli.runner import reader_gone
+    from patchtool.cli.exits import reader_gone
     from patchtool.urls import redact
 
     try:

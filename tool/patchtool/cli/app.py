@@ -6,29 +6,55 @@ cannot be read is a usage error (exit 2), under ``--json`` an envelope like ever
 Shell completion comes from typer: ``patchtool --install-completion`` / ``--show-completion``.
 """
 
-from __future__ import annotations
+# No postponed annotations: typer reads the root's signature at each start (strings, it evaluates).
 
-import functools
-import importlib
 import sys
-from collections.abc import Callable
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from patchtool import __version__
-from patchtool.cli import runner, usage
-from patchtool.cli.runner import (
-    AllowLocalInOption,
-    AllowLocalOption,
-    CacheDirOption,
-    CommandSet,
-    JsonOption,
-    RootOption,
-)
+from patchtool import __version__, confine
+from patchtool.cli import core, edit, entry, init, pin, retread, upkeep, usage, wheel
+from patchtool.cli.confinement import landlock_wanted
+from patchtool.cli.context import Invocation
 
 HELP = "Carry a curated series of downstream patches on a pinned upstream."
-_SETTINGS = {"help_option_names": usage.HELP_OPTIONS}
+GLOBAL = "Global options (before or after the command)"
+COMMANDS = (
+    ("apply", core.apply),
+    ("check", core.check),
+    ("recover", core.recover),
+    ("status", core.status),
+    ("rebase", core.rebase),
+    ("scan", core.scan),
+    ("checkout", edit.checkout),
+    ("export", edit.export),
+    ("refresh", edit.refresh),
+    ("import", edit.import_),
+    ("new", edit.new),
+    ("drop", edit.drop),
+    ("show", entry.show),
+    ("edit", entry.edit),
+    ("build", wheel.build),
+    ("provenance", wheel.provenance),
+    ("cache", upkeep.cache_command),
+    ("init", init.init),
+)
+GROUPS = (
+    (
+        "retread",
+        retread.HELP,
+        (
+            ("list", retread.retread_list),
+            ("show", retread.retread_show),
+            ("scan", retread.retread_scan),
+            ("revisit", retread.retread_revisit),
+            ("add", retread.retread_add),
+        ),
+    ),
+    ("pin", pin.HELP, (("add", pin.pin_add), ("list", pin.pin_list), ("remove", pin.pin_remove))),
+)
 
 
 def _print_version(value: bool) -> None:
@@ -39,22 +65,10 @@ def _print_version(value: bool) -> None:
 
 def _confinement() -> str:
     """Whether commands hold themselves to their writes with Landlock here, said once, here."""
-    from patchtool import confine
-
-    if not runner.landlock_wanted():
+    if not landlock_wanted():
         return f"off ({confine.OPT_OUT}=0)"
     found = confine.support()
     return found.describe() if found.usable else f"none, Landlock {found.describe()}"
-
-
-def _globals(
-    global_json: JsonOption = False,
-    global_root: RootOption = None,
-    global_cache_dir: CacheDirOption = None,
-    global_allow_local: AllowLocalOption = False,
-    global_allow_local_in: AllowLocalInOption = None,
-) -> None:
-    runner.current().take(global_json, global_root, global_cache_dir, global_allow_local, global_allow_local_in)
 
 
 def _top(
@@ -62,89 +76,86 @@ def _top(
         bool,
         typer.Option("--version", is_eager=True, callback=_print_version, help="Print patchtool's version and exit."),
     ] = False,
-    global_json: JsonOption = False,
-    global_root: RootOption = None,
-    global_cache_dir: CacheDirOption = None,
-    global_allow_local: AllowLocalOption = False,
-    global_allow_local_in: AllowLocalInOption = None,
+    global_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print one versioned JSON envelope and nothing else.", rich_help_panel=GLOBAL),
+    ] = False,
+    global_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--root",
+            metavar="DIR",
+            rich_help_panel=GLOBAL,
+            help="The patch repository (default: nearest parent with patchset.toml).",
+        ),
+    ] = None,
+    global_cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache-dir",
+            metavar="DIR",
+            rich_help_panel=GLOBAL,
+            help="Upstream cache (default: $PATCHTOOL_CACHE_DIR, else $XDG_CACHE_HOME/patchtool or "
+            "~/.cache/patchtool).",
+        ),
+    ] = None,
+    global_allow_local: Annotated[
+        bool,
+        typer.Option(
+            "--allow-local-urls",
+            rich_help_panel=GLOBAL,
+            help="Let the repository's urls be plain http or local git repositories, not only https "
+            "(as $PATCHTOOL_ALLOW_LOCAL_URLS=1).",
+        ),
+    ] = False,
+    global_allow_local_in: Annotated[
+        Path | None,
+        typer.Option(
+            "--allow-local-urls-in",
+            metavar="DIR",
+            rich_help_panel=GLOBAL,
+            help="As --allow-local-urls, and let local urls (file:, a git path) name what lies beneath DIR, "
+            "and nothing else (as $PATCHTOOL_ALLOW_LOCAL_URLS=DIR).",
+        ),
+    ] = None,
 ) -> None:
-    _globals(global_json, global_root, global_cache_dir, global_allow_local, global_allow_local_in)
+    """The global options, declared once: every command and group takes them too (``usage``), and
+    each puts those given to it on the invocation (``context.Invocation.taking``)."""
 
 
-# Which module holds each command, so that a command line imports only the module of the command it
-# names (and --version none); tests/test_cli.py checks this against the modules.
-COMMANDS = {
-    "apply": "core",
-    "check": "core",
-    "recover": "core",
-    "status": "core",
-    "rebase": "core",
-    "scan": "core",
-    "checkout": "edit",
-    "export": "edit",
-    "refresh": "edit",
-    "import": "edit",
-    "new": "edit",
-    "drop": "edit",
-    "show": "entry",
-    "edit": "entry",
-    "build": "wheel",
-    "provenance": "wheel",
-    "cache": "upkeep",
-    "init": "init",
-}
-GROUPS = ("retread", "pin")  # command groups, each the module of its name
-
-
-def _made(module: str, name: str) -> Callable[[], Any]:
-    def make() -> Any:
-        commands: CommandSet = importlib.import_module(f"patchtool.cli.{module}").commands
-        return commands.build(name)
-
-    return make
-
-
-def build() -> usage.Group:
-    """The click command typer makes of the app, ready to parse a command line; each command is
-    made when the command line names it."""
-    app = typer.Typer(
-        name="patchtool", help=HELP, cls=usage.Group, context_settings=_SETTINGS, rich_markup_mode="markdown"
+def app() -> typer.Typer:
+    """The command line as typer holds it: the root and its global options, every command, the groups."""
+    settings = {"help_option_names": usage.HELP_OPTIONS}
+    root = typer.Typer(
+        name="patchtool", help=HELP, cls=usage.Group, context_settings=settings, rich_markup_mode="markdown"
     )
-    app.callback()(_top)
-    command = typer.main.get_command(app)
-    assert isinstance(command, usage.Group)
-    command.lazy.update({name: _made(module, name) for name, module in COMMANDS.items()})
-    command.lazy.update({name: functools.partial(_group, name) for name in GROUPS})
-    return command
-
-
-def _group(name: str) -> usage.Group:
-    """The command group ``name`` (``patchtool.cli.<name>``), each of its commands made when named."""
-    module = importlib.import_module(f"patchtool.cli.{name}")
-    app = typer.Typer(
-        name=name,
-        help=module.HELP,
-        cls=usage.Group,
-        add_completion=False,
-        context_settings=_SETTINGS,
-        rich_markup_mode="markdown",
-    )
-    app.callback()(_globals)
-    group = typer.main.get_command(app)
-    assert isinstance(group, usage.Group)
-    group.lazy.update({sub: _made(name, sub) for sub in module.commands.names()})
-    return group
+    root.callback()(_top)
+    for name, fn in COMMANDS:
+        root.command(name, cls=usage.Command)(fn)
+    for group, help_text, commands in GROUPS:
+        sub = typer.Typer(
+            name=group,
+            help=help_text,
+            cls=usage.Group,
+            add_completion=False,
+            context_settings=settings,
+            rich_markup_mode="markdown",
+        )
+        for name, fn in commands:
+            sub.command(name, cls=usage.Command)(fn)
+        root.add_typer(sub)
+    return root
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command line: the process's own (``argv`` None), which confines the process to the
     command's writes, or ``argv`` in a caller's process, which is left as it is."""
     words = sys.argv[1:] if argv is None else list(argv)
-    invocation = runner.begin(confine=argv is None)
-    command = build()
+    command = typer.main.get_command(app())
     try:
-        with invocation.held:
-            code = command.main(args=words, prog_name="patchtool", standalone_mode=False)
+        code = command.main(
+            args=words, prog_name="patchtool", standalone_mode=False, obj=Invocation(confine=argv is None)
+        )
     except typer.TyperException as exc:  # click's errors, typer's public base of them
         return usage.report(exc, as_json="--json" in words)
     except SystemExit as exc:  # shell completion ends the process this way

@@ -10,16 +10,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
+
+from patchtool.cli.context import Invocation
+from patchtool.git.housekeeping import refs
+from patchtool.project.manifest import MANIFEST_NAME, load
+from patchtool.project.pins import load_pin
+from patchtool.project.repository import Project
+from patchtool.upstream.refnames import IMPORTS
 
 
 def _repository(ctx: typer.Context) -> Path:
     """The repository the command line is about: its ``--root`` (before or after the command),
     else the nearest parent of the current directory with patchset.toml."""
-    from patchtool.project.repository import Project
-
     return _given(ctx, "global_root") or Project.find(Path.cwd())
 
 
@@ -48,8 +53,6 @@ def patch_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     """The ids of the series, in its order."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.project.manifest import MANIFEST_NAME, load
-
         found += [e.id for e in load(_repository(ctx) / MANIFEST_NAME).patches]
 
     return _matching(incomplete, collect)
@@ -59,7 +62,7 @@ def pin_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """The pins in upstream-pins/."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.upstream.pinset import pin_names as names
+        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
 
         found += names(_repository(ctx))
 
@@ -71,12 +74,7 @@ def rebase_targets(ctx: typer.Context, incomplete: str) -> list[str]:
     pin's distribution the cache has imported (no index is asked: a completion is instant)."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.cli import runner
-        from patchtool.git.housekeeping import refs
-        from patchtool.project.manifest import MANIFEST_NAME, load
-        from patchtool.project.pins import load_pin
-        from patchtool.upstream.pinset import pin_names as names
-        from patchtool.upstream.refnames import IMPORTS
+        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
 
         found.append("latest")
         where = _repository(ctx)
@@ -86,9 +84,16 @@ def rebase_targets(ctx: typer.Context, incomplete: str) -> list[str]:
         pin = load_pin(where, load(where / MANIFEST_NAME).pin)
         if pin.artifact is None:
             return
-        runner.current().take(False, where, _cache_dir(ctx))
         prefix = f"{IMPORTS}{pin.artifact.distribution.canonical}-"
-        tags = refs(runner.cache().repo, prefix)
+        tags = refs(Invocation(root=where, cache_dir=_cache_dir(ctx)).cache().repo, prefix)
         found += [ref.removeprefix(prefix).rpartition("-")[0] for ref in sorted(tags)]
 
     return _matching(incomplete, collect)
+
+
+PinOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pin", metavar="NAME", help="A pin in upstream-pins/ (default: the active one).", autocompletion=pin_names
+    ),
+]

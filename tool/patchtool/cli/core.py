@@ -1,6 +1,6 @@
 """The everyday commands on the series: apply, check, recover, status, rebase, scan."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
 import dataclasses
 from pathlib import Path
@@ -8,23 +8,34 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from patchtool.cli.completion import rebase_targets
-from patchtool.cli.render import Style
-from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, current, root
+from patchtool import fsroot
+from patchtool.cli.completion import PinOption, rebase_targets
+from patchtool.cli.confinement import write_report
+from patchtool.cli.context import cache, invocation, locked, repository
+from patchtool.cli.exits import Shown, command
+from patchtool.cli.render import (
+    Style,
+    check_text,
+    rebase_markdown,
+    series_text,
+    status_text,
+    unexported_lines,
+)
 from patchtool.errors import ApplyConflict, ExitCode, UsageError
+from patchtool.project.repository import Project
+from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
-    from patchtool.project.repository import Project
     from patchtool.rebase.transaction import RebaseReport
     from patchtool.series.apply import SeriesAtPin
-    from patchtool.upstream.cache import Cache
 
-# Each command imports its workflow when it runs: a command pays only for the modules it uses.
-commands = CommandSet()
+# Each command imports its workflow when it runs: every command's at the start would cost each command
+# the others' (measured in bench/README.md), and rich and jinja2 only the text and the HTML page draw.
 
 
-@commands.command("apply", writes=True, outputs=("into",))
+@command(writes=True, outputs=("into",))
 def apply(
+    ctx: typer.Context,
     pin: PinOption = None,
     into: Annotated[
         Path | None, typer.Option(metavar="DIR", help="Where to put the patched tree (default: build/<pin>).")
@@ -42,21 +53,17 @@ def apply(
     ] = "all",
 ) -> Shown:
     """Materialise the pinned upstream and apply the series, one commit per patch."""
-    from patchtool.cli.render import series_text
     from patchtool.git.materialise import materialise
-    from patchtool.project.repository import Project
     from patchtool.series.apply import SeriesAtPin, apply_series
 
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     the_pin = project.pin(pin)
     if series not in ("all", "none"):
         raise UsageError(f"--series {series}: give all (the default) or none (the pristine upstream)")
     loaded = project.series() if series == "all" else []
-    upstream = cache()
+    upstream = cache(ctx)
     base = upstream.ensure(the_pin)
     result = apply_series(upstream.repo, base.commit, loaded, commit=True)
-    from patchtool import fsroot
-
     # the default lies in the repository, where `build` could be a committed link out of it
     target = (into or fsroot.Root(project.root).place(f"build/{the_pin.name}", create=False)).absolute()
     if not result.ok:
@@ -74,7 +81,7 @@ def apply(
     )
 
 
-def _refuse_failed(project: Project, upstream: Cache, at: SeriesAtPin, target: Path, keep: bool) -> NoReturn:
+def _refuse_failed(project: Project, upstream: Cache, at: "SeriesAtPin", target: Path, keep: bool) -> NoReturn:
     """The series does not apply: say where, and with --keep-failed leave a partial tree to debug in."""
     from patchtool.git.materialise import check_replaceable, failed_tree_path, keep_failed
 
@@ -98,8 +105,9 @@ def _refuse_failed(project: Project, upstream: Cache, at: SeriesAtPin, target: P
     )
 
 
-@commands.command("check")
+@command()
 def check(
+    ctx: typer.Context,
     pin: PinOption = None,
     strict: Annotated[
         bool,
@@ -116,12 +124,16 @@ def check(
     ] = False,
 ) -> Shown:
     """Validate manifest, pins, patch files, application at the pin and assumption checks."""
-    from patchtool.cli.render import check_text
     from patchtool.series.checks import run_check
     from patchtool.sglang.gpuresults import check_problems
 
     report = run_check(
-        root(), cache=cache(), gpu_problems=check_problems, pin_name=pin, strict=strict, standalone=standalone
+        repository(ctx),
+        cache=cache(ctx),
+        gpu_problems=check_problems,
+        pin_name=pin,
+        strict=strict,
+        standalone=standalone,
     )
     return Shown(
         data=report,
@@ -131,14 +143,11 @@ def check(
     )
 
 
-@commands.command("recover", writes=True)
-def recover() -> Shown:
+@command(writes=True)
+def recover(ctx: typer.Context) -> Shown:
     """Finish a write that an interrupted command committed (reading commands refuse until then)."""
-    from patchtool.project.repository import Project
-
-    where = root()  # a writing command finishes the journal as it takes the lock
+    where, done = locked(ctx)  # a writing command finishes the journal as it takes the lock
     Project.load(where)
-    done = current().recovered
     return Shown(
         data={"root": str(where), "written": done},
         text=lambda style: (
@@ -147,22 +156,20 @@ def recover() -> Shown:
     )
 
 
-@commands.command("status")
+@command()
 def status(
+    ctx: typer.Context,
     pin: PinOption = None,
     long: Annotated[bool, typer.Option("--long", help="Every file and GPU verification of every patch.")] = False,
 ) -> Shown:
     """The pin and the series: kind, upstream status, files, lines, whether each applies, GPU evidence."""
-    from patchtool.project.repository import Project
     from patchtool.series import status as workflow
     from patchtool.sglang import gpuresults
 
-    report = workflow.status(Project.load(root()), cache(), pin, gpu_results=gpuresults.read)
+    report = workflow.status(Project.load(repository(ctx)), cache(ctx), pin, gpu_results=gpuresults.read)
 
     def text(style: Style) -> str:
         if long:
-            from patchtool.cli.render import status_text
-
             return status_text(report, style)
         from patchtool.cli.tables import status_table
 
@@ -171,8 +178,9 @@ def status(
     return Shown(data=report, text=text)
 
 
-@commands.command("rebase", writes=True, dry_run="dry_run", reports=("report_file",))
+@command(writes=True, dry_run="dry_run", reports=("report_file",))
 def rebase(
+    ctx: typer.Context,
     to: Annotated[
         str | None,
         typer.Option(
@@ -232,8 +240,6 @@ def rebase(
     ] = False,
 ) -> Shown:
     """Move the series to a new upstream: every patch accounted for, as a transaction."""
-    from patchtool.cli.render import rebase_text
-    from patchtool.project.repository import Project
     from patchtool.rebase import transaction
     from patchtool.upstream.releasefiles import FileChoice
 
@@ -257,13 +263,12 @@ def rebase(
         raise UsageError("--history goes with --to: a stopped rebase asks history as it started")
     if choice.given and to is None:
         raise UsageError("--sdist, --wheel and --filename go with --to: they choose the release file")
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     _check_report(report_file, project.root)
-    upstream = cache()
+    upstream = cache(ctx)
     if abort:
         transaction.abort(project, upstream)
         return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
-    from patchtool.cli.render import unexported_lines
     from patchtool.series.checkouts import unexported
     from patchtool.upstream.cachespace import project_key
 
@@ -283,33 +288,24 @@ def rebase(
             )
     except ApplyConflict as exc:
         if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
-            _write_report(report_file, _rebase_page(report_file, exc.result), project.root)
+            write_report(invocation(ctx), report_file, _rebase_page(report_file, exc.result), repository=project.root)
         raise
     if report_file is not None:
-        _write_report(report_file, _rebase_page(report_file, report), project.root)
+        write_report(invocation(ctx), report_file, _rebase_page(report_file, report), repository=project.root)
     stuck = report.predicted_conflicts
+
+    def text(style: Style) -> str:
+        from patchtool.cli.prose import rebase_text  # rich: the text alone draws it, --json never loads it
+
+        warning = "".join(line + "\n" for line in unexported_lines(work, style))
+        head = f"{style.bad('warning')}: the rebase moves the series as last exported, not these commits:\n{warning}"
+        note = f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)} (exit {int(ExitCode.PREDICTED)})"
+        return (head if work else "") + rebase_text(report, style) + (f"\n{_predicted(note, style)}" if stuck else "")
+
     return Shown(
         data={**report.to_dict(), "unexported": [u.to_dict() for u in work]},
         code=ExitCode.PREDICTED if stuck else ExitCode.OK,
-        text=lambda style: (
-            (
-                f"{style.bad('warning')}: the rebase moves the series as last exported, not these commits:\n"
-                + "".join(line + "\n" for line in unexported_lines(work, style))
-                if work
-                else ""
-            )
-            + rebase_text(report, style)
-            + (
-                "\n"
-                + _predicted(
-                    f"{len(stuck)} patch(es) would stop the rebase: {', '.join(stuck)}"
-                    f" (exit {int(ExitCode.PREDICTED)})",
-                    style,
-                )
-                if stuck
-                else ""
-            )
-        ),
+        text=text,
     )
 
 
@@ -320,33 +316,24 @@ def _predicted(text: str, style: Style) -> str:
     return fill(text, style, prefix=f"{style.bad('predicted')}: ", indent=2)
 
 
-def _rebase_page(path: Path, report: RebaseReport) -> str:
+def _rebase_page(path: Path, report: "RebaseReport") -> str:
     """The rebase report as FILE's suffix asks: one self-contained HTML page, or Markdown."""
     if path.suffix.lower() in (".html", ".htm"):
         from patchtool.cli.htmlpage import rebase_page
 
         return rebase_page(report)
-    from patchtool.cli.render import rebase_markdown
-
     return rebase_markdown(report)
 
 
 def _check_report(path: Path | None, repository: Path) -> None:
     """Refuse a report file that would replace the series or a special file, before any work."""
     if path is not None:
-        from patchtool import fsroot
-
         fsroot.check_output(path, repository=repository)
 
 
-def _write_report(path: Path, text: str, repository: Path) -> None:
-    from patchtool.cli.runner import write_report
-
-    write_report(path, text, repository=repository)
-
-
-@commands.command("scan", reports=("html_file",))
+@command(reports=("html_file",))
 def scan(
+    ctx: typer.Context,
     versions: Annotated[str | None, typer.Option(metavar="SPEC", help="0.5.20..0.5.23 or 0.5.20,0.5.22.")] = None,
     newest: Annotated[int | None, typer.Option(metavar="N", help="The N newest releases on the index.")] = None,
     html_file: Annotated[
@@ -357,21 +344,20 @@ def scan(
     ] = None,
 ) -> Shown:
     """Try the series against many upstream versions without a checkout: a patch x version matrix."""
-    from patchtool.project.repository import Project
     from patchtool.rebase import scan as workflow
 
     if (versions is None) == (newest is None):
         raise UsageError("give --versions A..B (or a list) or --newest N")
     if newest is not None and newest < 1:
         raise UsageError(f"--newest {newest}: give how many of the newest releases to scan, at least 1")
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     _check_report(html_file, project.root)
-    report = workflow.scan(project, cache(), versions, count=newest)
+    report = workflow.scan(project, cache(ctx), versions, count=newest)
     # a scan that could have no release at all has no matrix worth a page: it failed
     if html_file is not None and set(report.unavailable) != set(report.versions):
         from patchtool.cli.htmlpage import scan_page
 
-        _write_report(html_file, scan_page(report), project.root)
+        write_report(invocation(ctx), html_file, scan_page(report), repository=project.root)
 
     stuck = report.predicted_conflicts
 

@@ -1,28 +1,32 @@
 """Commands that edit the series through git: checkout, export, import, new, drop."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from patchtool.cli.completion import patch_ids
+from patchtool.cli.completion import PinOption, patch_ids
+from patchtool.cli.context import cache, repository
+from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, printable
-from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, knob, root
+from patchtool.cli.retread import knob
 from patchtool.errors import ExitCode, UsageError
+from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
-    from patchtool.project.repository import Project
     from patchtool.series.metadata import Metadata
 
-commands = CommandSet()
+# Each command imports its workflow when it runs: every command's at the start would cost each command the others'.
+
 BranchOption = Annotated[str, typer.Option(help="The checkout branch.")]
 WITH_REJECTED = "With --rejected (a registry entry)"
 
 
-@commands.command("checkout", edits_series=True, outputs=("path",))
+@command(edits_series=True, outputs=("path",))
 def checkout(
+    ctx: typer.Context,
     pin: PinOption = None,
     branch: BranchOption = "series",
     path: Annotated[Path | None, typer.Option(help="Worktree (default: work/BRANCH).")] = None,
@@ -35,20 +39,19 @@ def checkout(
     ] = False,
 ) -> Shown:
     """A branch in a worktree: the pinned upstream plus one commit per patch, each with its Patchtool-Id trailer."""
-    from patchtool.project.repository import Project
     from patchtool.series.checkout import checkout as make_checkout
 
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     if refresh:
         if pin is not None or path is not None:
             raise UsageError(
                 "checkout --refresh rebuilds the branch on the current pin, in its own worktree",
                 hint="drop --pin and --path",
             )
-        return _refresh(project, branch)
+        return _refresh(ctx, project, branch)
     from patchtool.series.repair import next_steps
 
-    result = make_checkout(project, cache(), pin_name=pin, branch=branch, path=path)
+    result = make_checkout(project, cache(ctx), pin_name=pin, branch=branch, path=path)
     again = "" if branch == "series" else f" --branch {branch}"
     warning = (
         f"warning: the branch was made from another series than this repository's "
@@ -86,11 +89,11 @@ def checkout(
     )
 
 
-def _refresh(project: Project, branch: str) -> Shown:
+def _refresh(ctx: typer.Context, project: Project, branch: str) -> Shown:
     from patchtool.rebase.refresh import refresh
     from patchtool.upstream.cachespace import CheckoutBranch
 
-    result = refresh(project, cache(), CheckoutBranch.of(project.root, branch))
+    result = refresh(project, cache(ctx), CheckoutBranch.of(project.root, branch))
     lines = [f"  {c['how']:<7} {c['id']}" for c in result.commits]
     lines += [f"  left out {i} (dropped from the series)" for i in result.left_out]
     lines += [
@@ -107,8 +110,9 @@ def _refresh(project: Project, branch: str) -> Shown:
     )
 
 
-@commands.command("export", edits_series=True, outputs=("quilt", "directory"))
+@command(edits_series=True, outputs=("quilt", "directory"))
 def export(
+    ctx: typer.Context,
     directory: Annotated[
         Path | None, typer.Argument(metavar="[DIR]", help="With --pr: where the pull request's patch set goes.")
     ] = None,
@@ -131,7 +135,6 @@ def export(
 ) -> Shown:
     """Write the checkout branch back as the series (or the series as a quilt directory, or one
     patch as an upstream pull request)."""
-    from patchtool.project.repository import Project
     from patchtool.series.export import export as export_branch
     from patchtool.series.metadata import placeholder_subject
     from patchtool.series.quilt import export_quilt
@@ -140,20 +143,20 @@ def export(
         raise UsageError("--force refreshes a quilt directory: it goes with --quilt DIR")
     if (pr is None) != (directory is None):
         raise UsageError("export --pr ID DIR: the pull request's patch and the directory go together")
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     if pr is not None and directory is not None:
         if quilt is not None or allow_drop or revive:
             raise UsageError("export --pr writes one pull request's patches: no --quilt, --allow-drop or --revive")
-        return _pull_request(project, pr, directory)
+        return _pull_request(ctx, project, pr, directory)
     if quilt is not None:
         from patchtool.series.checkouts import worktrees
 
-        files = export_quilt(project, quilt, force=force, checkouts=worktrees(cache().repo))
+        files = export_quilt(project, quilt, force=force, checkouts=worktrees(cache(ctx).repo))
         return Shown(
             data={"quilt": str(quilt), "files": files},
             text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))",
         )
-    result = export_branch(project, cache(), branch=branch, allow_drop=allow_drop, revive=revive or [])
+    result = export_branch(project, cache(ctx), branch=branch, allow_drop=allow_drop, revive=revive or [])
     lines = [f"  {r['change']:<9} {r['id']} ({r['file']})" for r in result.patches]
     lines += [f"  dropped   {d}" for d in result.dropped]
     if result.trailers:
@@ -167,11 +170,11 @@ def export(
     return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
 
 
-def _pull_request(project: Project, ident: str, directory: Path) -> Shown:
+def _pull_request(ctx: typer.Context, project: Project, ident: str, directory: Path) -> Shown:
     from patchtool.series.checkouts import worktrees
     from patchtool.series.pullrequest import export_pull_request
 
-    made = export_pull_request(project, ident, directory, checkouts=worktrees(cache().repo))
+    made = export_pull_request(project, ident, directory, checkouts=worktrees(cache(ctx).repo))
     return Shown(
         data=made,
         text=lambda style: "\n".join(
@@ -206,14 +209,15 @@ def _metadata(
     why: str | None,
     applies_to: str | None,
     drop_when: str | None,
-) -> Metadata:
+) -> "Metadata":
     from patchtool.series.metadata import Metadata
 
     return Metadata(id=ident, kind=kind, owner=owner, why=why, applies_to=applies_to, drop_when=drop_when)
 
 
-@commands.command("import", edits_series=True)
+@command(edits_series=True)
 def import_(
+    ctx: typer.Context,
     files: Annotated[
         list[Path] | None,
         typer.Argument(metavar="FILE...", help="format-patch, PR .patch, plain diff, quilt dir (in this order)."),
@@ -252,13 +256,12 @@ def import_(
     ] = None,
 ) -> Shown:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
-    from patchtool.project.repository import Project
     from patchtool.series import importing
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
     result = importing.import_patches(
-        Project.load(root()),
-        cache(),
+        Project.load(repository(ctx)),
+        cache(ctx),
         files or [],
         url=url,
         given=given,
@@ -282,8 +285,9 @@ def _added_line(row: dict[str, Any]) -> str:
     return line
 
 
-@commands.command("new", edits_series=True)
+@command(edits_series=True)
 def new(
+    ctx: typer.Context,
     ident: Annotated[str, typer.Argument(metavar="ID", help="The new patch's id.")],
     branch: BranchOption = "series",
     kind: KindOption = None,
@@ -296,11 +300,12 @@ def new(
     ] = None,
 ) -> Shown:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
-    from patchtool.project.repository import Project
     from patchtool.series.new import new as new_patch
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    where = new_patch(Project.load(root()), cache(), ident=ident, branch=branch, given=given, subject=subject)
+    where = new_patch(
+        Project.load(repository(ctx)), cache(ctx), ident=ident, branch=branch, given=given, subject=subject
+    )
     return Shown(
         data={"id": ident, "worktree": where},
         text=lambda style: (
@@ -310,8 +315,9 @@ def new(
     )
 
 
-@commands.command("drop", edits_series=True)
+@command(edits_series=True)
 def drop(
+    ctx: typer.Context,
     ident: Annotated[str, typer.Argument(metavar="ID", help="The patch to drop.", autocompletion=patch_ids)],
     reason: Annotated[str, typer.Option(help="Why it leaves the series (recorded).")],
     rejected: Annotated[bool, typer.Option("--rejected", help="Also into the registry.")] = False,
@@ -336,7 +342,6 @@ def drop(
     ] = None,
 ) -> Shown:
     """Remove a patch from the series and record why (and, with --rejected, in the registry)."""
-    from patchtool.project.repository import Project
     from patchtool.series.drop import drop as drop_patch
 
     if not reason.strip():
@@ -348,7 +353,7 @@ def drop(
             "--flag, --env, --config, --pattern and --unguarded describe a registry entry", hint="add --rejected"
         )
     written = drop_patch(
-        Project.load(root()), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
+        Project.load(repository(ctx)), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
     )
     return Shown(
         data={"id": ident, "written": written},
@@ -356,18 +361,18 @@ def drop(
     )
 
 
-@commands.command("refresh", edits_series=True)
+@command(edits_series=True)
 def refresh(
+    ctx: typer.Context,
     ident: Annotated[str, typer.Argument(metavar="ID", help="The patch to put the changes in.")],
     branch: BranchOption = "series",
     index: Annotated[bool, typer.Option("--index", help="Only what is staged (git add); default: every file.")] = False,
 ) -> Shown:
     """Put the checkout's uncommitted changes into patch ID and write it back (stg refresh -p, quilt refresh)."""
-    from patchtool.project.repository import Project
     from patchtool.rebase.fold import fold
     from patchtool.series.repair import next_steps
 
-    result = fold(Project.load(root()), cache(), ident=ident, branch=branch, staged_only=index)
+    result = fold(Project.load(repository(ctx)), cache(ctx), ident=ident, branch=branch, staged_only=index)
     lines = [f"refreshed {result.id} ({result.file}) with {', '.join(result.changed)}"]
     lines += [f"  rewritten {w['id']} ({w['file']}): {w['why']}" for w in result.written if w["id"] != result.id]
     if result.applied:

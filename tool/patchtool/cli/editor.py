@@ -2,7 +2,7 @@
 registry entry (``retread add --edit``).
 
 The editor is the user's own program: it runs where the confinement does not reach
-(``runner.outside``), free to write its history, swap and backup files where it always does, and
+(``confinement.outside``), free to write its history, swap and backup files where it always does, and
 with the terminal, which no other process patchtool starts holds. While it runs, Ctrl-C and
 Ctrl-\\ are its own: patchtool waits, as git does. The text lives in the cache
 (``<cache>/edits/``), which the command may write. When what was saved does not pass the check
@@ -18,18 +18,26 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from patchtool import fsroot
+from patchtool.cli.confinement import outside
+from patchtool.cli.context import Invocation
+from patchtool.cli.render import Style, printable, problems_text
 from patchtool.errors import InvalidInput, PatchtoolError, Problem, UsageError
+from patchtool.inputs import read_named_text
 
 T = TypeVar("T")
 FOLDER = "edits"  # in the cache: where the text being edited lives, and stays when it is not taken
 
 
 def edit_until_valid(
+    inv: Invocation,
     text: str,
     *,
     stem: str,
@@ -44,16 +52,12 @@ def edit_until_valid(
     text, taken off again; ``nothing``: what was not done, for the editor's failure (``nothing was
     written``); ``again``: the command that takes the kept file; ``empty``: the message when
     nothing but comments was saved (the user gave up), or None when that is for ``accept``."""
-    from patchtool import fsroot
-    from patchtool.cli.runner import cache_root
-    from patchtool.inputs import read_named_text
-
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     try:
         argv = shlex.split(editor)
     except ValueError as exc:
         raise UsageError(f"cannot run the editor ({editor}): {exc}; {nothing}") from None
-    folder = fsroot.Root(cache_root() / FOLDER)
+    folder = fsroot.Root(inv.cache_root() / FOLDER)
     name = f"{stem}.{os.urandom(4).hex()}.toml"
     path = folder.path / name
     top = header
@@ -61,7 +65,7 @@ def edit_until_valid(
     done = False
     try:
         while True:
-            code = _run(editor, [*argv, str(path)], nothing)
+            code = _run(inv, editor, [*argv, str(path)], nothing)
             if code != 0:
                 failed = UsageError(f"the editor ({editor}) exited with {code}; {nothing}")
                 if _without(read_named_text(path, what="the edited text"), top) == text:
@@ -87,17 +91,13 @@ def edit_until_valid(
             folder.unlink(name)
 
 
-def _run(editor: str, argv: list[str], nothing: str) -> int:
-    import subprocess
-
-    from patchtool.cli.runner import outside
-
+def _run(inv: Invocation, editor: str, argv: list[str], nothing: str) -> int:
     def run() -> int:
         return subprocess.run(argv, check=False).returncode
 
     try:
         with _signals_to_the_editor():
-            return outside(run)
+            return outside(inv, run)
     except OSError as exc:
         raise UsageError(f"cannot run the editor ({editor}): {exc}; {nothing}") from None
 
@@ -106,7 +106,6 @@ def _run(editor: str, argv: list[str], nothing: str) -> int:
 def _signals_to_the_editor() -> Iterator[None]:
     """Ctrl-C and Ctrl-\\ reach the editor (the terminal's foreground group) and do nothing here:
     handled, not ignored, so the editor starts with them as they were."""
-    import signal
 
     def nothing(signum: int, frame: object) -> None:
         return None
@@ -139,8 +138,6 @@ def _content(text: str) -> bool:
 
 def _again(exc: PatchtoolError) -> bool:
     """At a terminal: the problems, and whether the user edits again (Enter: yes; EOF: no)."""
-    from patchtool.cli.render import Style, problems_text
-
     if sys.stdin is None or not sys.stdin.isatty():
         return False
     sys.stderr.write(problems_text(exc.as_problems(), Style(colour=False)) + "\nedit again? [Y/n] ")
@@ -151,8 +148,6 @@ def _again(exc: PatchtoolError) -> bool:
 
 def _problems_block(exc: PatchtoolError) -> str:
     """The problems as comment lines for the top of the text (taken off when it is saved)."""
-    from patchtool.cli.render import printable
-
     lines = ["# patchtool: what you saved was not taken; fix it below, save and quit (these lines go):"]
     for problem in exc.as_problems():
         lines += [f"#   {line}" for line in printable(f"error: {problem.render()}").splitlines()]

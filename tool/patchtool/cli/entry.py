@@ -1,47 +1,52 @@
 """One patch of the series: ``show`` it whole, ``edit`` its metadata."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from patchtool.cli.completion import patch_ids
-from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, root
+from patchtool.cli.completion import PinOption, patch_ids
+from patchtool.cli.context import cache, invocation, repository
+from patchtool.cli.editor import edit_until_valid
+from patchtool.cli.exits import Shown, command
+from patchtool.cli.render import Style, gpu_lines, printable
+from patchtool.errors import UsageError
+from patchtool.inputs import read_named_text
+from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
-    from patchtool.cli.render import Style
-    from patchtool.project.repository import Project
     from patchtool.series.amend import Edited
     from patchtool.series.show import PatchShown
 
-commands = CommandSet()
 IdArgument = Annotated[str, typer.Argument(metavar="ID", help="The patch's id.", autocompletion=patch_ids)]
 
 
-@commands.command("show")
+@command()
 def show(
+    ctx: typer.Context,
     ident: IdArgument,
     pin: PinOption = None,
     diff: Annotated[bool, typer.Option("--diff", help="Also the patch's diff.")] = False,
 ) -> Shown:
     """One patch: its metadata, its files, whether it applies and its assumptions hold at the pin, GPU evidence."""
-    from patchtool.project.repository import Project
     from patchtool.series.show import show as workflow
     from patchtool.sglang import gpuresults
 
-    shown = workflow(Project.load(root()), cache(), ident, gpu_results=gpuresults.read, pin_name=pin, diff=diff)
+    shown = workflow(
+        Project.load(repository(ctx)), cache(ctx), ident, gpu_results=gpuresults.read, pin_name=pin, diff=diff
+    )
     return Shown(data=shown, text=lambda style: show_text(shown, style))
 
 
-def show_text(shown: PatchShown, style: Style) -> str:
+def show_text(shown: "PatchShown", style: Style) -> str:
     """Every string of the entry, and the patch's subject and author, pass through ``printable``:
     they are a stranger's text, and a terminal must show them, not obey them."""
-    from patchtool.cli.prose import fill, reflow
-    from patchtool.cli.render import gpu_lines
-    from patchtool.cli.render import printable as p
+    from patchtool.cli.prose import fill, reflow  # rich: text output alone draws it, --json never loads it
 
+    p = printable
     e, row = shown.entry, shown.row
     applies = style.ok(row.applies) if row.applies == "applied" else style.bad(row.applies)
     lines = [
@@ -82,8 +87,9 @@ def show_text(shown: PatchShown, style: Style) -> str:
     return "\n".join(lines)
 
 
-@commands.command("edit", edits_series=True, editor=True)
+@command(edits_series=True, editor=True)
 def edit(
+    ctx: typer.Context,
     ident: IdArgument,
     why: Annotated[str | None, typer.Option(help="Why the patch exists (prose).")] = None,
     owner: Annotated[str | None, typer.Option(help="Who maintains it.")] = None,
@@ -116,11 +122,9 @@ def edit(
     ] = None,
 ) -> Shown:
     """Change a patch's metadata in patchset.toml: with options, or its entry in $EDITOR (comments kept, validated)."""
-    from patchtool.errors import UsageError
-    from patchtool.project.repository import Project
     from patchtool.series import amend
 
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     given = dict(why=why, owner=owner, kind=kind, applies_to=applies_to, drop_when=drop_when)
     values = {k: v for k, v in given.items() if v is not None}
     upstream = {k: v for k, v in (("status", upstream_status), ("url", upstream_url)) if v is not None}
@@ -131,7 +135,7 @@ def edit(
     elif from_file is not None:
         done = amend.replace_entry(project, ident, _read_entry(from_file), source=str(from_file))
     else:
-        done = _in_editor(project, ident)
+        done = _in_editor(ctx, project, ident)
     return Shown(
         data=done,
         text=lambda style: (
@@ -148,22 +152,20 @@ HEADER = (
 )
 
 
-def _in_editor(project: Project, ident: str) -> Edited:
+def _in_editor(ctx: typer.Context, project: Project, ident: str) -> "Edited":
     """The entry of ``ident`` changed in ``$VISUAL``/``$EDITOR`` (as git, else vi) and written, once
     it is valid (``cli/editor.py``: asked again at a terminal, else kept in a file)."""
-    import shlex
-
-    from patchtool.cli.editor import edit_until_valid
     from patchtool.series import amend
 
     text = amend.entry_text(project, ident)
 
-    def accept(edited: str) -> Edited:
+    def accept(edited: str) -> "Edited":
         if edited == text:
             return amend.Edited(id=ident, changed=(), written=())
         return amend.replace_entry(project, ident, edited, source="the edited entry")
 
     return edit_until_valid(
+        invocation(ctx),
         text,
         stem=f"edit-{ident}",
         header=HEADER.format(ident=ident),
@@ -174,9 +176,6 @@ def _in_editor(project: Project, ident: str) -> Edited:
 
 
 def _read_entry(path: Path) -> str:
-    from patchtool.errors import UsageError
-    from patchtool.inputs import read_named_text
-
     try:
         return read_named_text(path, what="the --from-file entry")
     except FileNotFoundError:

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import jinja2
@@ -29,13 +30,15 @@ if TYPE_CHECKING:
     from patchtool.rebase.scan import ScanReport
     from patchtool.rebase.transaction import RebaseReport
 
-_STATUS = {
-    RebaseStatus.DONE: "rebased",
-    RebaseStatus.DRY_RUN: "dry run",
-    RebaseStatus.CONFLICT: "stopped at a conflict",
-}
+_STATUS = MappingProxyType(
+    {
+        RebaseStatus.DONE: "rebased",
+        RebaseStatus.DRY_RUN: "dry run",
+        RebaseStatus.CONFLICT: "stopped at a conflict",
+    }
+)
 _RANGE_HEAD = re.compile(r"^\s*(?:\d+|-+):\s+(?:[0-9a-f]+|-+) ([=!<>]) ")
-_RANGE_CLASS = {"=": "rd-same", "!": "rd-changed", "<": "rd-gone", ">": "rd-new"}
+_RANGE_CLASS = MappingProxyType({"=": "rd-same", "!": "rd-changed", "<": "rd-gone", ">": "rd-new"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

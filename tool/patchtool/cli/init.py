@@ -1,23 +1,23 @@
 """``patchtool init``: a new patch repository, here or in ``--root``, for a fork of any Python package."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from patchtool.cli.runner import CommandSet, Shown, cache, root
+from patchtool.cli.context import cache, repository
+from patchtool.cli.exits import Shown, command
+from patchtool.cli.render import Style, check_text
 from patchtool.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
-    from patchtool.cli.render import Style
     from patchtool.series.initialise import Initialised
 
-commands = CommandSet()
 
-
-@commands.command("init", creates=True)
+@command(creates=True)
 def init(
+    ctx: typer.Context,
     upstream: Annotated[
         str | None, typer.Option(metavar="NAME==VERSION", help="The release to fork, e.g. attrs==23.1.0.")
     ] = None,
@@ -50,7 +50,7 @@ def init(
     """Start a patch repository: patchset.toml with no patches, the first pin in upstream-pins/
     (the release file, its sha256 and size from the index, the prefix guessed from its layout and
     shown), a .gitignore for build/ dist/ work/ .patchtool/; `git init` where needed; then check."""
-    from patchtool.series import initialise
+    from patchtool.series import initialise  # this command's alone: every command would load it at its start
     from patchtool.sglang import gpuresults
 
     if sdist and wheel:
@@ -64,7 +64,7 @@ def init(
         prefix=prefix,
         index=index,
     )
-    done = initialise.init(root(), cache(), request, gpu_problems=gpuresults.check_problems)
+    done = initialise.init(repository(ctx), cache(ctx), request, gpu_problems=gpuresults.check_problems)
     return Shown(
         data=done,
         text=lambda style: _text(done, style),
@@ -73,9 +73,7 @@ def init(
     )
 
 
-def _text(done: Initialised, style: Style) -> str:
-    from patchtool.cli.render import check_text
-
+def _text(done: "Initialised", style: Style) -> str:
     pin, art = done.pin, done.pin.artifact
     lines = [f"initialised {done.root}" + (" (git init)" if done.git_init else "")]
     if art is not None:

@@ -1,24 +1,28 @@
 """``patchtool pin ...``: the pins in upstream-pins/, made, listed and removed by command."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from patchtool.cli.completion import pin_names
-from patchtool.cli.runner import CommandSet, Shown, cache, root
+from patchtool.cli.context import cache, repository
+from patchtool.cli.exits import Shown, command
+from patchtool.cli.render import Style, printable
+from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
-    from patchtool.cli.render import Style
-    from patchtool.upstream.pinset import PinInfo
+    from patchtool.upstream import pinset
+
+# Each command imports the pins' workflow when it runs: every command would load it at its start.
 
 HELP = "The upstream pins in upstream-pins/: add one by version or git tag, list them, remove one."
-commands = CommandSet("pin")
 
 
-@commands.command("add", writes=True)
+@command(writes=True)
 def pin_add(
+    ctx: typer.Context,
     version: Annotated[str | None, typer.Argument(metavar="VERSION", help="The release to pin, e.g. 0.5.22.")] = None,
     git_url: Annotated[
         str | None,
@@ -39,16 +43,14 @@ def pin_add(
     index lists them (like the active pin's; with --sdist, --wheel or --filename that file, its prefix
     mapped to the same repository paths), or with --git URL --tag T the tag's commit. Where upstream's
     history is in the cache (`rebase --history`), warns when the repository has no tag the pin's [git] names."""
-    from patchtool.cli.render import printable
-    from patchtool.project.repository import Project
     from patchtool.upstream import pinset
     from patchtool.upstream.history import unknown_tag
     from patchtool.upstream.releasefiles import FileChoice
 
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     choice = FileChoice.of(sdist=sdist, wheel=wheel, filename=filename)
-    pin = pinset.new_pin(project, cache(), version, git_url=git_url, tag=tag, choice=choice)
-    warning = unknown_tag(cache(), pin)
+    pin = pinset.new_pin(project, cache(ctx), version, git_url=git_url, tag=tag, choice=choice)
+    warning = unknown_tag(cache(ctx), pin)
     added = pinset.PinAdded(pin, tuple(pinset.write_pin(project.root, pin)), () if warning is None else (warning,))
     source = (
         f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"
@@ -65,17 +67,16 @@ def pin_add(
     )
 
 
-@commands.command("list")
-def pin_list() -> Shown:
+@command()
+def pin_list(ctx: typer.Context) -> Shown:
     """Every pin: which is active, which patches' applies_to admit it, whether the cache holds it."""
-    from patchtool.project.repository import Project
     from patchtool.upstream import pinset
 
-    pins = pinset.list_pins(Project.load(root()), cache())
+    pins = pinset.list_pins(Project.load(repository(ctx)), cache(ctx))
     return Shown(data=pinset.PinList(tuple(pins)), text=lambda style: _list_text(pins, style))
 
 
-def _list_text(pins: list[PinInfo], style: Style) -> str:
+def _list_text(pins: list["pinset.PinInfo"], style: Style) -> str:
     if not pins:
         return "no pins in upstream-pins/"
     rows = []
@@ -88,13 +89,13 @@ def _list_text(pins: list[PinInfo], style: Style) -> str:
     return "\n".join(rows)
 
 
-@commands.command("remove", writes=True)
+@command(writes=True)
 def pin_remove(
+    ctx: typer.Context,
     name: Annotated[str, typer.Argument(metavar="NAME", help="The pin, e.g. sglang-0.5.22.", autocompletion=pin_names)],
 ) -> Shown:
     """Remove a pin: refused for the active pin and for one a rebase in progress uses."""
-    from patchtool.project.repository import Project
     from patchtool.upstream import pinset
 
-    removed = pinset.PinRemoved(name, tuple(pinset.remove_pin(Project.load(root()), name)))
+    removed = pinset.PinRemoved(name, tuple(pinset.remove_pin(Project.load(repository(ctx)), name)))
     return Shown(data=removed, text=lambda style: f"removed pin {style.bold(name)}")

@@ -1,19 +1,23 @@
 """Prose in the human text (a prediction, a hint, a patch's why and evidence), broken at spaces by
 rich to the width the tables keep to (``tables.width``: the terminal's or ``COLUMNS``, at most 100
 columns, 100 in a pipe). A line that fits is left as it is, so at 100 columns and more the text
-reads as it did before it was wrapped."""
+reads as it did before it was wrapped; and the text of a rebase, whose notes are prose."""
 
 from __future__ import annotations
 
 import io
 import re
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from patchtool.cli.render import Style
+from patchtool.cli.render import PARTIAL, Style, printable
 from patchtool.cli.tables import draw, width
+
+if TYPE_CHECKING:
+    from patchtool.rebase.transaction import RebaseReport
 
 # where a line of a person's prose starts a block of its own: a list item or an indented line
 _BLOCK = re.compile(r"\s+|(?:[-*\u2022]|\d+[.)])\s+")
@@ -80,3 +84,62 @@ def _rejoined(block: list[str], style: Style, indent: int) -> list[str]:
     head = marker.group(0) if marker else ""
     joined = " ".join([block[0][len(head) :].strip(), *(line.strip() for line in block[1:])])
     return fill(joined, style, prefix=" " * indent + head, indent=indent + len(head)).split("\n")
+
+
+def rebase_text(report: RebaseReport, style: Style) -> str:
+    from patchtool.rebase.transaction import RebaseStatus
+
+    head = {
+        RebaseStatus.DONE: style.ok("rebased"),
+        RebaseStatus.CONFLICT: style.bad("stopped"),
+        RebaseStatus.DRY_RUN: style.bold("dry run"),
+    }
+    lines = [f"{head[report.status]}: {report.old_pin} -> {report.new_pin}"]
+    for s in report.steps:
+        word = str(s.outcome)
+        mark = style.bad(word) if s.outcome.stops else style.ok(word) if s.outcome.applied else style.dim(word)
+        detail = "" if s.shifted else s.detail  # a shifted patch lists its hunks below instead
+        lines.append(f"  {s.id}: {mark}" + (f" - {printable(detail)}" if detail else ""))
+        lines += [printable(f"      {m.file}: {m.describe()}") for m in s.shifted]
+        lines += [printable(f"      conflict in {f}") for f in s.conflicted]
+        lines += [printable(f"      misplaced: {m}") for m in s.misplaced]
+        lines += [printable(f"      {r}") for r in s.renamed]
+        lines += [printable(f"      evidence: {e}") for e in s.evidence]
+        lines += [printable(f"      assumes {pid} skipped") for pid in s.assumes]
+        lines += [printable(f"      upstream: {c}") for c in s.upstream_commits]
+    if report.drift:
+        lines.append("upstream changed the code under these patches (they still applied):")
+        for dr in report.drift:
+            lines.append(printable(f"  {dr.patch}: {dr.path}: {dr.detail}"))
+            lines += [printable(f"      upstream: {c}") for c in dr.commits]
+    lines += [fill(printable(h), style, prefix="history: ", indent=2) for h in report.history]
+    failed = [a for a in report.assumptions if not a.ok]
+    if failed:
+        lines.append("assumption checks that fail on the target:")
+        lines += [printable(f"  {a.patch}/{a.id}: expected {a.expects}, found {a.found}") for a in failed]
+    due = [r for r in report.revisit if r.holds]
+    if due:
+        lines.append("rejected ideas whose reason may no longer hold:")
+        lines += [printable(f"  {r.entry}: {r.condition} - {r.why}") for r in due]
+    if report.drop:
+        lines.append("patches whose drop condition holds:")
+        for d in report.drop:
+            lines += [printable(f"  {d.patch}: {d.why}"), *(printable(f"      evidence: {e}") for e in d.evidence)]
+    widened = [w for w in report.widenings if report.widen and w.new]
+    if widened:
+        lines.append(
+            "applies_to widened to admit the target:"
+            if report.status is RebaseStatus.DONE
+            else "applies_to to widen to admit the target:"
+        )
+        lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
+    lines += [fill(printable(f), style, prefix="follow-up: ", indent=2) for f in report.follow_up]
+    if report.old_pin_advice:
+        lines.append(fill(report.old_pin_advice, style, prefix="old pin: ", indent=2))
+    if report.status is RebaseStatus.CONFLICT:
+        lines.append(fill(style.dim(PARTIAL), style, indent=2))
+    if report.worktree:
+        lines.append(f"conflict left in: {report.worktree}")
+    if report.written:
+        lines.append("written: " + ", ".join(report.written))
+    return "\n".join(lines)

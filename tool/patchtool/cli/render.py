@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from patchtool import __version__
@@ -23,16 +24,18 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.wheel.provenance import ProvenanceReport, ProvenanceReports
 
 JSON_SCHEMA = 1
-_STATUS_WORD = {
-    ExitCode.OK: "ok",
-    ExitCode.PROBLEMS: "problems",
-    ExitCode.USAGE: "usage-error",
-    ExitCode.CONFLICT: "conflict",
-    ExitCode.UPSTREAM: "upstream-error",
-    ExitCode.PREDICTED: "conflicts-predicted",
-    ExitCode.INTERNAL: "error",
-    ExitCode.BUSY: "busy",
-}
+_STATUS_WORD = MappingProxyType(
+    {
+        ExitCode.OK: "ok",
+        ExitCode.PROBLEMS: "problems",
+        ExitCode.USAGE: "usage-error",
+        ExitCode.CONFLICT: "conflict",
+        ExitCode.UPSTREAM: "upstream-error",
+        ExitCode.PREDICTED: "conflicts-predicted",
+        ExitCode.INTERNAL: "error",
+        ExitCode.BUSY: "busy",
+    }
+)
 
 
 def envelope(command: str, code: ExitCode, data: Any, errors: Sequence[Problem] = ()) -> str:
@@ -300,66 +303,6 @@ PARTIAL = (
     "drift, failing assumption checks, registry revisits, drop conditions and the range-diff "
     "come with the finished rebase (`--dry-run` gives them now)"
 )
-
-
-def rebase_text(report: RebaseReport, style: Style) -> str:
-    from patchtool.cli.prose import fill  # rich: loaded for a text report only, never under --json
-    from patchtool.rebase.transaction import RebaseStatus
-
-    head = {
-        RebaseStatus.DONE: style.ok("rebased"),
-        RebaseStatus.CONFLICT: style.bad("stopped"),
-        RebaseStatus.DRY_RUN: style.bold("dry run"),
-    }
-    lines = [f"{head[report.status]}: {report.old_pin} -> {report.new_pin}"]
-    for s in report.steps:
-        word = str(s.outcome)
-        mark = style.bad(word) if s.outcome.stops else style.ok(word) if s.outcome.applied else style.dim(word)
-        detail = "" if s.shifted else s.detail  # a shifted patch lists its hunks below instead
-        lines.append(f"  {s.id}: {mark}" + (f" - {printable(detail)}" if detail else ""))
-        lines += [printable(f"      {m.file}: {m.describe()}") for m in s.shifted]
-        lines += [printable(f"      conflict in {f}") for f in s.conflicted]
-        lines += [printable(f"      misplaced: {m}") for m in s.misplaced]
-        lines += [printable(f"      {r}") for r in s.renamed]
-        lines += [printable(f"      evidence: {e}") for e in s.evidence]
-        lines += [printable(f"      assumes {pid} skipped") for pid in s.assumes]
-        lines += [printable(f"      upstream: {c}") for c in s.upstream_commits]
-    if report.drift:
-        lines.append("upstream changed the code under these patches (they still applied):")
-        for dr in report.drift:
-            lines.append(printable(f"  {dr.patch}: {dr.path}: {dr.detail}"))
-            lines += [printable(f"      upstream: {c}") for c in dr.commits]
-    lines += [fill(printable(h), style, prefix="history: ", indent=2) for h in report.history]
-    failed = [a for a in report.assumptions if not a.ok]
-    if failed:
-        lines.append("assumption checks that fail on the target:")
-        lines += [printable(f"  {a.patch}/{a.id}: expected {a.expects}, found {a.found}") for a in failed]
-    due = [r for r in report.revisit if r.holds]
-    if due:
-        lines.append("rejected ideas whose reason may no longer hold:")
-        lines += [printable(f"  {r.entry}: {r.condition} - {r.why}") for r in due]
-    if report.drop:
-        lines.append("patches whose drop condition holds:")
-        for d in report.drop:
-            lines += [printable(f"  {d.patch}: {d.why}"), *(printable(f"      evidence: {e}") for e in d.evidence)]
-    widened = [w for w in report.widenings if report.widen and w.new]
-    if widened:
-        lines.append(
-            "applies_to widened to admit the target:"
-            if report.status is RebaseStatus.DONE
-            else "applies_to to widen to admit the target:"
-        )
-        lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
-    lines += [fill(printable(f), style, prefix="follow-up: ", indent=2) for f in report.follow_up]
-    if report.old_pin_advice:
-        lines.append(fill(report.old_pin_advice, style, prefix="old pin: ", indent=2))
-    if report.status is RebaseStatus.CONFLICT:
-        lines.append(fill(style.dim(PARTIAL), style, indent=2))
-    if report.worktree:
-        lines.append(f"conflict left in: {report.worktree}")
-    if report.written:
-        lines.append("written: " + ", ".join(report.written))
-    return "\n".join(lines)
 
 
 def rebase_markdown(report: RebaseReport) -> str:

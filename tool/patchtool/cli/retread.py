@@ -1,47 +1,57 @@
 """``patchtool retread ...``: the do-not-retread registry of rejected ideas."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, knob, root
+from patchtool.cli.completion import PinOption
+from patchtool.cli.context import cache, invocation, repository
+from patchtool.cli.editor import edit_until_valid
+from patchtool.cli.exits import Shown, command
+from patchtool.cli.render import registry_list_text, registry_show_text, revisit_text, scan_text
+from patchtool.errors import ExitCode, UsageError
+from patchtool.inputs import read_named_text
+from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
-    from patchtool.project.repository import Project
     from patchtool.registry.entries import Registry
 
+# Each command imports the registry's workflows when it runs: every command would load them at its start.
 HELP = "The do-not-retread registry of rejected ideas."
-commands = CommandSet("retread")
 
 
-def _registry() -> tuple[Project, Registry]:
-    from patchtool.project.repository import Project
+def knob(kind: str, spec: str) -> dict[str, str]:
+    """``--flag NAME=VALUES-REGEX`` as a registry knob."""
+    name, _, values = spec.partition("=")
+    return {"type": kind, "name": name, **({"values": values} if values else {})}
+
+
+def _registry(ctx: typer.Context) -> tuple[Project, "Registry"]:
     from patchtool.registry import workflows as retread
 
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     return project, retread.load(project)
 
 
-@commands.command("list")
-def retread_list() -> Shown:
+@command()
+def retread_list(ctx: typer.Context) -> Shown:
     """Every rejected idea: id, verdict, title and the knobs that would bring it back."""
-    from patchtool.cli.render import registry_list_text
     from patchtool.registry.entries import Listing
 
-    _, registry = _registry()
+    _, registry = _registry(ctx)
     return Shown(data=Listing(registry), text=lambda style: registry_list_text(registry, style))
 
 
-@commands.command("show")
-def retread_show(ident: Annotated[str, typer.Argument(metavar="ID", help="The idea's id.")]) -> Shown:
+@command()
+def retread_show(
+    ctx: typer.Context, ident: Annotated[str, typer.Argument(metavar="ID", help="The idea's id.")]
+) -> Shown:
     """One rejected idea in full: what was tried, the verdict, the reason, evidence, knobs, revisit."""
-    from patchtool.cli.render import registry_show_text
-    from patchtool.errors import UsageError
-
-    _, registry = _registry()
+    _, registry = _registry(ctx)
     try:
         entry = registry.get(ident)
     except KeyError as exc:
@@ -49,8 +59,9 @@ def retread_show(ident: Annotated[str, typer.Argument(metavar="ID", help="The id
     return Shown(data=entry, text=lambda style: registry_show_text(entry, style))
 
 
-@commands.command("scan")
+@command()
 def retread_scan(
+    ctx: typer.Context,
     paths: Annotated[list[Path], typer.Argument(metavar="PATH...", help="Serve scripts, env files, units, arg lists.")],
     model: Annotated[
         str | None, typer.Option(help="The model of launches that name none (--model-path), e.g. an env file's.")
@@ -63,8 +74,6 @@ def retread_scan(
 
     An entry applies where a launch is in the scope of its evidence (model, hardware, PD mode
     and role); where a launch does not say enough to know, the use is a note, not a finding."""
-    from patchtool.cli.render import scan_text
-    from patchtool.errors import ExitCode, UsageError
     from patchtool.registry.scope import hardware as arch
     from patchtool.sglang import deploy
     from patchtool.sglang.launch import LaunchFacts
@@ -73,7 +82,7 @@ def retread_scan(
         assumed = LaunchFacts(model=model, hardware=arch(hardware) if hardware is not None else None)
     except ValueError as exc:
         raise UsageError(f"--hardware: {exc}", hint="name the CUDA architecture, e.g. --hardware sm_120") from None
-    _, registry = _registry()
+    _, registry = _registry(ctx)
     found = deploy.scan(registry, paths, assumed=assumed)
     return Shown(
         data={
@@ -86,22 +95,22 @@ def retread_scan(
     )
 
 
-@commands.command("revisit")
-def retread_revisit(pin: PinOption = None) -> Shown:
+@command()
+def retread_revisit(ctx: typer.Context, pin: PinOption = None) -> Shown:
     """Evaluate every revisit condition against a pin: which rejections may no longer hold."""
-    from patchtool.cli.render import revisit_text
     from patchtool.registry import workflows as retread
 
-    project, registry = _registry()
-    report = retread.revisit(project, registry, cache(), pin)
+    project, registry = _registry(ctx)
+    report = retread.revisit(project, registry, cache(ctx), pin)
     return Shown(data=report, text=lambda style: revisit_text(report, style))
 
 
 _EVIDENCE = ("metric", "before", "after", "change", "hardware", "model", "upstream", "date", "source")
 
 
-@commands.command("add", writes=True, editor=True)
+@command(writes=True, editor=True)
 def retread_add(
+    ctx: typer.Context,
     ident: Annotated[str | None, typer.Option("--id", help="Stable id of the idea.")] = None,
     title: Annotated[str | None, typer.Option(help="Short title.")] = None,
     tried: Annotated[str | None, typer.Option(help="What was tried.")] = None,
@@ -143,16 +152,12 @@ def retread_add(
     edit: Annotated[bool, typer.Option("--edit", help="Fill a template in $EDITOR.")] = False,
 ) -> Shown:
     """Append a validated entry to the registry, keeping the file's comments and order."""
-    from patchtool.project.repository import Project
     from patchtool.registry import workflows as retread
 
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     if edit:
-        entry = _entry_in_editor(project)
+        entry = _entry_in_editor(ctx, project)
     elif from_file is not None:
-        from patchtool.errors import UsageError
-        from patchtool.inputs import read_named_text
-
         try:
             text = read_named_text(from_file, what="the --from-file entry")
         except FileNotFoundError:
@@ -181,12 +186,9 @@ def retread_add(
     return Shown(data=added, text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")
 
 
-def _entry_in_editor(project: Project) -> dict[str, Any]:
+def _entry_in_editor(ctx: typer.Context, project: Project) -> dict[str, Any]:
     """A new entry filled in ``$VISUAL``/``$EDITOR`` from the template, once it is valid
     (``cli/editor.py``: asked again at a terminal, else kept in a file)."""
-    import shlex
-
-    from patchtool.cli.editor import edit_until_valid
     from patchtool.registry import workflows as retread
 
     def accept(text: str) -> dict[str, Any]:
@@ -195,6 +197,7 @@ def _entry_in_editor(project: Project) -> dict[str, Any]:
         return entry
 
     return edit_until_valid(
+        invocation(ctx),
         retread.TEMPLATE,
         stem="retread-add",
         header="",

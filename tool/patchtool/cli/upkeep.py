@@ -1,23 +1,23 @@
 """``patchtool cache``: what the shared upstream cache holds, and pruning what nothing uses."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from patchtool.cli.runner import CommandSet, Shown, cache, root
+from patchtool.cli.context import cache, repository
+from patchtool.cli.exits import Shown, command
+from patchtool.cli.render import Style
+from patchtool.errors import UsageError
 
 if TYPE_CHECKING:
-    from patchtool.cli.render import Style
     from patchtool.upstream import cacheuse
-    from patchtool.upstream.cacheuse import CacheReport
-
-commands = CommandSet()
 
 
-@commands.command("cache")
+@command()
 def cache_command(
+    ctx: typer.Context,
     action: Annotated[
         str, typer.Argument(metavar="[show|prune|clear]", help="show (the default), prune or clear.")
     ] = "show",
@@ -35,8 +35,7 @@ def cache_command(
     """What the cache holds (releases imported and who uses them, each project's refs, checkouts, loose
     objects) and its size; `cache prune` removes what no pin of this or another registered project uses,
     then lets `git gc` drop what no ref reaches, under the cache's lock."""
-    from patchtool.errors import UsageError
-    from patchtool.upstream import cacheuse
+    from patchtool.upstream import cacheuse  # this command's alone: every command would load it at its start
 
     if action not in ("show", "prune", "clear"):
         raise UsageError(f"cache {action}: give show (the default), prune or clear")
@@ -44,13 +43,13 @@ def cache_command(
         raise UsageError("--dry-run and --now go with `cache prune`")
     if action != "clear" and force:
         raise UsageError("--force goes with `cache clear`")
-    upstream = cache()
+    upstream = cache(ctx)
     if action == "clear":
         from patchtool.series.checkouts import unexported
 
         cleared = cacheuse.clear(upstream, force=force, unexported=unexported(upstream.repo))
         return Shown(data=cleared, text=lambda style: _cleared_text(cleared))
-    project_root = root()
+    project_root = repository(ctx)
     if action == "show":
         report = cacheuse.survey(upstream, project_root)
     else:
@@ -58,7 +57,7 @@ def cache_command(
     return Shown(data=report, text=lambda style: _text(report, style, pruned=action == "prune"))
 
 
-def _cleared_text(cleared: cacheuse.Cleared) -> str:
+def _cleared_text(cleared: "cacheuse.Cleared") -> str:
     lines = [f"cleared {cleared.path}: removed " + (", ".join(cleared.removed) or "nothing")]
     for u in cleared.discarded:
         lines.append(f"discarded {len(u['commits'])} unexported commit(s) of checkout branch {u['branch']!r}")
@@ -76,7 +75,7 @@ def _size(n: int) -> str:
     return f"{size:.1f} {unit}"
 
 
-def _text(report: CacheReport, style: Style, *, pruned: bool) -> str:
+def _text(report: "cacheuse.CacheReport", style: Style, *, pruned: bool) -> str:
     lines = [f"{style.bold('cache')}: {report.path} ({_size(report.size_bytes)})"]
     for r in report.releases:
         users = ", ".join(r.used_by) if r.used_by else style.dim("used by no pin")

@@ -1,7 +1,8 @@
-"""The command line's groups and its usage errors, on typer's public API.
+"""The command line's commands and groups, and its usage errors, on typer's public API.
 
-A group makes each command only when the command line names it (click's documented lazy
-loading: ``list_commands`` and ``get_command``). A command line that cannot be read is reported
+Every command and group below the root also takes the global options the root declares, given
+after it (their parameters: ``get_params``), and puts them on the invocation it passes down
+(``invoke``). A command line that cannot be read is reported
 in typer's own words (click's, which typer vendors), with the usage line and a hint, or under
 ``--json`` as the envelope; either way with the documented usage exit code.
 """
@@ -16,11 +17,12 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from patchtool.cli.context import GLOBALS, invocation
 from patchtool.cli.render import envelope
 from patchtool.errors import ExitCode, Problem
 from patchtool.urls import redact
 
-HELP_OPTIONS = ["-h", "--help"]
+HELP_OPTIONS = ("-h", "--help")
 
 
 def _located(parse: Callable[[Any, list[str]], list[str]], ctx: Any, args: list[str]) -> list[str]:
@@ -34,25 +36,40 @@ def _located(parse: Callable[[Any, list[str]], list[str]], ctx: Any, args: list[
         raise
 
 
+def _with_globals(command: Any, ctx: Any) -> list[Any]:
+    """``command``'s own parameters, then the global options of the root command (none for the
+    root itself, which declares them), then help."""
+    root = ctx.find_root().command
+    found = [*command.params, *(p for p in root.params if p.name in GLOBALS and root is not command)]
+    help_option = command.get_help_option(ctx)
+    return [*found, help_option] if help_option is not None else found
+
+
+def _taking_globals(ctx: Any) -> None:
+    """The global options given here, taken off the parameters and onto the invocation passed down."""
+    given = {name: ctx.params.pop(name) for name in GLOBALS if name in ctx.params}
+    ctx.obj = invocation(ctx).taking(**given)
+
+
 class Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _with_globals(self, ctx)
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return _located(super().parse_args, ctx, args)
 
+    def invoke(self, ctx: Any) -> Any:
+        _taking_globals(ctx)
+        return super().invoke(ctx)
+
 
 class Group(TyperGroup):
-    """A group whose commands are made when first named (``lazy``: name -> what makes it)."""
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _with_globals(self, ctx)
 
-    def __init__(self, **attrs: Any) -> None:
-        super().__init__(**attrs)
-        self.lazy: dict[str, Callable[[], Any]] = {}
-
-    def list_commands(self, ctx: Any) -> list[str]:
-        return [*self.lazy, *(name for name in self.commands if name not in self.lazy)]
-
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        if cmd_name not in self.commands and cmd_name in self.lazy:
-            self.commands[cmd_name] = self.lazy[cmd_name]()
-        return self.commands.get(cmd_name)
+    def invoke(self, ctx: Any) -> Any:
+        _taking_globals(ctx)
+        return super().invoke(ctx)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         return _located(super().parse_args, ctx, args)

@@ -1,6 +1,6 @@
 """Commands that build and inspect patched wheels: build, provenance."""
 
-from __future__ import annotations
+# No postponed annotations: typer reads every command's signature at each start (strings, it evaluates).
 
 import os
 import sys
@@ -9,10 +9,16 @@ from typing import Annotated
 
 import typer
 
-from patchtool.cli.runner import CommandSet, PinOption, Shown, cache, landlock_wanted, root
+from patchtool import fsroot
+from patchtool.cli.completion import PinOption
+from patchtool.cli.confinement import landlock_wanted
+from patchtool.cli.context import cache, repository
+from patchtool.cli.exits import Shown, command
+from patchtool.cli.render import build_text, provenance_text, provenances_text
 from patchtool.errors import ExitCode, UsageError
+from patchtool.project.repository import Project
 
-commands = CommandSet()
+# Each command imports its workflow when it runs: every command's at the start would cost each command the others'.
 
 
 def _source_date_epoch(given: int | None) -> int | None:
@@ -40,8 +46,9 @@ def _source_date_epoch(given: int | None) -> int | None:
     return value
 
 
-@commands.command("build", writes=True, outputs=("out",))
+@command(writes=True, outputs=("out",))
 def build(
+    ctx: typer.Context,
     pin: PinOption = None,
     out: Annotated[
         Path | None,
@@ -71,17 +78,14 @@ def build(
 ) -> Shown:
     """Build the patched wheel: repack the pinned release wheel, build the pinned git commit, or
     (--from-sdist) build the patched sdist."""
-    from patchtool import fsroot
-    from patchtool.cli.render import build_text
-    from patchtool.project.repository import Project
     from patchtool.wheel.build import build_wheel
 
-    project = Project.load(root())
+    project = Project.load(repository(ctx))
     # the default lies in the repository, where `dist` could be a committed link out of it
     out = (out or fsroot.Root(project.root).place("dist", create=False)).absolute()
     result = build_wheel(
         project,
-        cache(),
+        cache(ctx),
         out=out,
         pin_name=pin,
         source_date_epoch=_source_date_epoch(source_date_epoch),
@@ -92,8 +96,9 @@ def build(
     return Shown(data=result, text=lambda style: build_text(result, style))
 
 
-@commands.command("provenance")
+@command()
 def provenance(
+    ctx: typer.Context,
     targets: Annotated[
         list[str],
         typer.Argument(
@@ -111,7 +116,6 @@ def provenance(
     ] = None,
 ) -> Shown:
     """What a patched wheel or installation contains: upstream, patches, and whether its files are intact."""
-    from patchtool.cli.render import provenance_text, provenances_text
     from patchtool.wheel.provenance import locate, locate_all
 
     where = [str(p) for p in path] if path else sys.path

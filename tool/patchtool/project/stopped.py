@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import paths
-from patchtool.errors import InvalidInput
+from patchtool.errors import InvalidInput, UsageError
 from patchtool.inputs import loads_json
 from patchtool.project import statedir
 
@@ -106,3 +106,15 @@ def in_progress(root: Path) -> InProgress | None:
         stopped_at=stopped,
         worktree=worktree,
     )
+
+
+def refuse_in_progress(root: Path, command: str) -> None:
+    """UsageError when a rebase is in progress: a command that changes the series would pull it
+    from under the rebase (its --continue would then refuse, its --abort could not restore it)."""
+    found = in_progress(root)
+    if found is not None:
+        where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
+        raise UsageError(
+            f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the series under it",
+            hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`",
+        )

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import fsroot, paths
-from patchtool.errors import InvalidInput, UsageError
+from patchtool.errors import InvalidInput
 from patchtool.project import statedir, stopped
-from patchtool.project.stopped import STATE_FILE, in_progress
+from patchtool.project.stopped import STATE_FILE
 from patchtool.rebase.replay import PatchOutcome, Step
 from patchtool.rebase.textapply import MovedHunk
 
@@ -188,15 +188,3 @@ def load(root: Path, *, cache: Path | None = None) -> RebaseState | None:
         return RebaseState.from_dict(data, root=root)
     except ValueError as exc:
         raise stopped.not_ours(exc) from None
-
-
-def refuse_in_progress(root: Path, command: str) -> None:
-    """UsageError when a rebase is in progress: a command that changes the series would pull it
-    from under the rebase (its --continue would then refuse, its --abort could not restore it)."""
-    found = in_progress(root)
-    if found is not None:
-        where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
-        raise UsageError(
-            f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the series under it",
-            hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`",
-        )

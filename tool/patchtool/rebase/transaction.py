@@ -42,7 +42,7 @@ from patchtool.rebase.replay import (
     replay,
     with_commits,
 )
-from patchtool.rebase.state import RebaseState, refuse_in_progress
+from patchtool.rebase.state import RebaseState
 from patchtool.rebase.state import digest as state_digest
 from patchtool.rebase.state import forget as forget_state
 from patchtool.rebase.state import load as load_state
@@ -855,7 +855,6 @@ __all__ = [
     "abort",
     "in_progress",
     "old_chain",
-    "refuse_in_progress",
     "resume",
     "start",
 ]

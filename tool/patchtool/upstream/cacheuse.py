@@ -6,7 +6,7 @@ of this project, or of another project registered in the cache (one with a check
 naming its directory, which still exists), names it: its ref is the very ref ``refnames`` names
 for the pin, so a ref an older patchtool named (``refs/tags/v<version>``) is used by nobody. Pruning removes the tags
 and files nothing uses, the private temporary directories (``<cache>/tmp/<pid>-*``, see
-``cli/runner.py``) of commands that are gone (killed: one that ends removes its own), forgets
+``cli/confinement.py``) of commands that are gone (killed: one that ends removes its own), forgets
 worktrees whose directories are gone, removes the lock files a
 killed git left beside patchtool's own refs (no living writer holds one: each writes under the
 cache's lock, ``upstream.cache``), and leaves the objects to
@@ -218,7 +218,7 @@ def _unused_downloads(cache: Cache, kept: set[str]) -> list[Path]:
     return [p for p in files if p.relative_to(cache.root).as_posix() not in kept]
 
 
-_PRIVATE_TMP = re.compile(r"^([1-9][0-9]*)-")  # what ``cli.runner._private_tmp`` names: <pid>-<random>
+_PRIVATE_TMP = re.compile(r"^([1-9][0-9]*)-")  # what ``cli.confinement._private_tmp`` names: <pid>-<random>
 
 
 def _alive(pid: int) -> bool:
