@@ -168,8 +168,9 @@ def test_what_a_command_imports(one_patch: Demo) -> None:
         return res.stderr.strip().splitlines()[-1]
 
     assert loaded("--version") == "[] []"
-    assert loaded("status", "--json", "--pin", "demo-1.0") == "[] ['patchtool.series']"
-    assert loaded("status") == "['rich'] ['patchtool.rebase', 'patchtool.series']"  # the tables' outcome words
+    # status reads this fork's GPU evidence through the sglang room, which the CLI wires in
+    assert loaded("status", "--json", "--pin", "demo-1.0") == "[] ['patchtool.series', 'patchtool.sglang']"
+    assert loaded("status") == "['rich'] ['patchtool.rebase', 'patchtool.series', 'patchtool.sglang']"  # outcome words
     assert loaded("retread", "list", "--json") == "[] ['patchtool.registry']"
 
 
