@@ -144,7 +144,7 @@ def test_unexported_checkout_commits_are_named_and_never_cleared_silently(one_pa
         assert res.returncode == 2, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
     assert error["message"] == (
-        f"the cache holds commits no export has written: checkout branch 'series' of {one_patch.root.resolve()} "
+        f"the cache holds commits no patch file carries: checkout branch 'series' of {one_patch.root.resolve()} "
         f"(worktree {wt}) holds 1 unexported commit(s); clearing it would lose them"
     )
     assert "`patchtool cache clear --force` discards them" in error["hint"]
@@ -162,3 +162,119 @@ def test_unexported_checkout_commits_are_named_and_never_cleared_silently(one_pa
     # a cache with nothing unexported clears without --force
     assert one_patch.run("check").returncode == 0
     assert one_patch.run("cache", "clear").returncode == 0
+
+
+def _checked_out(demo: Demo) -> Path:
+    res = demo.run("checkout", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return Path(json.loads(res.stdout)["data"]["worktree"])
+
+
+def _refused_clear(demo: Demo, described: str) -> None:
+    """``cache clear`` refuses (exit 2) naming ``described`` and --force, and changes nothing."""
+    before = snapshot(demo.cache, demo.root)
+    res = demo.run("cache", "clear", "--json")
+    assert res.returncode == 2, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"] == (
+        f"the cache holds commits no patch file carries: {described}; clearing it would lose them"
+    )
+    assert "`patchtool cache clear --force` discards them" in error["hint"]
+    assert snapshot(demo.cache, demo.root) == before
+
+
+@pytest.mark.parametrize("kind", ["detached-head", "branch", "stash", "tag"])
+def test_work_beside_the_checkout_branch_is_named_and_never_cleared_silently(one_patch: Demo, kind: str) -> None:
+    """A commit on a detached HEAD (as an interrupted `git rebase -i` leaves it), on a branch of
+    the user's own, in a stash or under a tag lives only in the cache too: status named none of
+    it and `cache clear` deleted it with exit 0 (found by an attack, issue 29)."""
+    wt = _checked_out(one_patch)
+    if kind == "detached-head":
+        git(wt, "checkout", "-q", "--detach")
+    elif kind == "branch":
+        git(wt, "switch", "-q", "-c", "mywork")
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 3\n")
+    if kind == "stash":
+        git(wt, "stash", "-q")
+        held = git(wt, "rev-parse", "stash").strip()
+    else:
+        git(wt, "commit", "-qam", "util: three")
+        held = git(wt, "rev-parse", "HEAD").strip()
+    if kind == "tag":
+        git(wt, "tag", "keep")
+        git(wt, "reset", "-q", "--hard", "HEAD~1")
+    root = one_patch.root.resolve()
+    ref, described = {
+        "detached-head": ("HEAD", f"the detached HEAD of worktree {wt} of {root}"),
+        "branch": ("refs/heads/mywork", f"branch 'mywork' of {root} (worktree {wt})"),
+        "stash": ("stash@{0}", "stash entry stash@{0}"),
+        "tag": ("refs/tags/keep", "tag 'keep'"),
+    }[kind]
+    count = 2 if kind == "stash" else 1  # a stash is its commit and the index's
+
+    got = json.loads(one_patch.run("status", "--json").stdout)["data"]["unexported"]
+    assert [(u["kind"], u["ref"], len(u["commits"])) for u in got] == [(kind, ref, count)]
+    assert got[0]["commits"][-1]["commit"] == held
+    text = " ".join(one_patch.run("status").stdout.split())
+    assert f"unexported: {described} holds {count} unexported commit(s), kept only in the cache" in text
+
+    _refused_clear(one_patch, f"{described} holds {count} unexported commit(s)")
+    assert git(one_patch.cache / "upstream.git", "cat-file", "-t", held).strip() == "commit"
+    res = one_patch.run("cache", "clear", "--force", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["data"]["discarded"][0]["commits"][-1]["commit"] == held
+
+
+def test_an_export_the_project_discarded_protects_its_commits_again(one_patch: Demo) -> None:
+    """Whether a commit is exported is read from the project's patch files, not from what the
+    cache recorded at the export: an export undone in the project (`git checkout -- .`) left its
+    commits unprotected, and `cache clear` deleted them (found by an attack, issue 29)."""
+    wt = _checked_out(one_patch)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 3\n")
+    git(wt, "commit", "-qam", "util: three")
+    commit = git(wt, "rev-parse", "HEAD").strip()
+    series = {p: p.read_bytes() for p in [one_patch.root / "patchset.toml", *(one_patch.root / "patches").iterdir()]}
+    res = one_patch.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(one_patch.run("status", "--json").stdout)["data"]["unexported"] == []
+    new = [p for p in (one_patch.root / "patches").iterdir() if p not in series]
+    for path, data in series.items():  # the export undone, its new patch file left untracked
+        path.write_bytes(data)
+
+    got = json.loads(one_patch.run("status", "--json").stdout)["data"]["unexported"]
+    assert new and [(u["kind"], u["branch"]) for u in got] == [("checkout-branch", "series")]
+    assert [c["subject"] for c in got[0]["commits"]] == ["util: three"]
+    wt_now = git(wt, "rev-parse", "HEAD").strip()  # the export gave the commit its trailer
+    assert wt_now != commit and got[0]["commits"][0]["commit"] == wt_now
+    _refused_clear(
+        one_patch,
+        f"checkout branch 'series' of {one_patch.root.resolve()} (worktree {wt}) holds 1 unexported commit(s)",
+    )
+
+
+def test_prune_refuses_work_only_a_removed_worktree_holds(one_patch: Demo) -> None:
+    """A worktree whose directory was removed is forgotten by `cache prune`, and with it the
+    commits only its detached HEAD held: prune refuses unless --force."""
+    wt = _checked_out(one_patch)
+    git(wt, "checkout", "-q", "--detach")
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 3\n")
+    git(wt, "commit", "-qam", "util: three")
+    held = git(wt, "rev-parse", "HEAD").strip()
+    subprocess.run(["rm", "-rf", str(wt)], check=True)
+    before = snapshot(one_patch.cache, one_patch.root)
+    res = one_patch.run("cache", "prune", "--now", "--json")
+    assert res.returncode == 2, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    assert error["message"] == (
+        "the cache holds commits no patch file carries that only a removed worktree keeps: the detached "
+        f"HEAD of worktree {wt}, gone, of {one_patch.root.resolve()} holds 1 unexported commit(s); pruning "
+        "would forget that worktree and lose them"
+    )
+    assert "`patchtool cache prune --force` discards them" in error["hint"]
+    assert snapshot(one_patch.cache, one_patch.root) == before
+    assert shown(one_patch, "prune", "--dry-run")["dry_run"] is True
+    assert one_patch.run("cache", "prune", "--now", "--force").returncode == 0
+    res = subprocess.run(
+        ["git", "--git-dir", str(one_patch.cache / "upstream.git"), "cat-file", "-e", held], check=False
+    )
+    assert res.returncode != 0

@@ -7,6 +7,8 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from conftest import Demo, edit
 from helpers import git, quilt_push_all, require_tool, snapshot
 
@@ -67,6 +69,76 @@ def test_round_trip_keeps_a_message_that_quotes_a_trailer(demo: Demo) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["data"]["trailers"] == []
     assert snapshot(*series) == before and (demo.root / "patchset.toml").read_bytes() == manifest
+
+
+UNREADABLE = [
+    (
+        "core: quote a diff\n\n---\nlooks like a diff separator\ndiff --git a/x b/x\n",
+        "line 3 of its message, '---', is where a patch file's message ends (`git am` and patchtool read what "
+        "follows as the diff), so the rest of the message would be lost",
+    ),
+    (
+        "core: quote a diff\n\nas this shows:\ndiff -u a b\n",
+        "line 4 of its message, 'diff -u a b', is where a patch file's message ends",
+    ),
+    ("core: quote\n\nIndex: python/demo/core.py\n", "line 3 of its message, 'Index: python/demo/core.py', is where"),
+    ("core: quote\n\nsee\n--- a/python/demo/core.py\n", "line 4 of its message, '--- a/python/demo/core.py', is"),
+    (
+        "[PATCH 1/2] Re: demo: [4.2.x] subject\n\nbody\n",
+        "its subject '[PATCH 1/2] Re: demo: [4.2.x] subject' would read back as 'demo: [4.2.x] subject': a patch "
+        "file's reader drops a leading 'Re:', bracketed tags naming PATCH and colons, as `git am` does",
+    ),
+    (
+        "core: for someone\n\nFrom: Some One <one@example.com>\n\nbody\n",
+        "line 3 of its message, 'From: Some One <one@example.com>', starts the body as an in-body mail header does",
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "why"), UNREADABLE)
+def test_export_refuses_a_message_its_patch_file_would_not_read_back(
+    demo: Demo, tmp_path: Path, message: str, why: str
+) -> None:
+    """A commit body holding a `---` line then `diff --git a/x b/x` was exported into a patch file
+    whose message parsed as a diff (`check`: "x: file missing", a fresh checkout failed), and a
+    subject `[PATCH 1/2] Re: demo: ...` lost its prefix on the next round trip (found by an attack,
+    issue 29). git format-patch writes such a message as it is and `git am` truncates it: export
+    refuses it, naming the commit and the line, and changes nothing."""
+    three(demo)
+    wt = checked_out(demo)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 1\n\n\ndef other():\n    return 5\n")
+    (tmp_path / "msg").write_text(message)
+    wt_git(wt, "commit", "-qa", "--cleanup=verbatim", "-F", str(tmp_path / "msg"))
+    head = wt_git(wt, "rev-parse", "HEAD").strip()
+    before = snapshot(demo.root)
+    res = demo.run("export", "--json")
+    assert res.returncode == 2, res.stdout + res.stderr
+    error = json.loads(res.stdout)["errors"][0]
+    subject = message.partition("\n")[0]
+    assert error["message"].startswith(f"commit {head[:12]} ({subject}) cannot be written as a patch file as it is: ")
+    assert why in error["message"] and error["message"].endswith("; nothing was changed")
+    assert "`git commit --amend`" in error["hint"]
+    assert snapshot(demo.root) == before and wt_git(wt, "rev-parse", "HEAD").strip() == head
+
+
+def test_a_message_that_reads_back_round_trips_byte_identical(demo: Demo, tmp_path: Path) -> None:
+    """What export writes reads back as written: a branch tag kept in the subject, and lines that
+    only look like a separator, give the same patch file on a fresh checkout and export."""
+    three(demo)
+    wt = checked_out(demo)
+    (wt / "python/demo/util.py").write_text("def helper():\n    return 1\n\n\ndef other():\n    return 5\n")
+    message = "demo: [4.2.x] keep the tag\n\n---- four dashes\n---not a break\n diff --git a/x b/x\n"
+    (tmp_path / "msg").write_text(message)
+    wt_git(wt, "commit", "-qa", "--cleanup=verbatim", "-F", str(tmp_path / "msg"))
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    before = snapshot(demo.root / "patches") | snapshot(demo.root / "patchset.toml")
+    assert demo.run("checkout", "--branch", "rt").returncode == 0
+    res = demo.run("export", "--branch", "rt", "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert {p["change"] for p in json.loads(res.stdout)["data"]["patches"]} == {"unchanged"}
+    assert snapshot(demo.root / "patches") | snapshot(demo.root / "patchset.toml") == before
+    assert demo.run("check").returncode == 0
 
 
 def test_amend_refreshes_only_that_patch(demo: Demo) -> None:

@@ -269,7 +269,7 @@ def rebase(
     if abort:
         transaction.abort(project, upstream)
         return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
-    from patchtool.series.checkouts import unexported
+    from patchtool.series.unexported import unexported
     from patchtool.upstream.cachespace import project_key
 
     # a checkout's commits no export wrote are not part of the series the rebase moves

@@ -16,9 +16,9 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.registry.entries import Finding, Registry, Rejection
     from patchtool.registry.workflows import RevisitReport
     from patchtool.series.apply import Outcome, SeriesResult
-    from patchtool.series.checkouts import Unexported
     from patchtool.series.checks import CheckReport
     from patchtool.series.status import StatusReport
+    from patchtool.series.unexported import Unexported
     from patchtool.sglang.deploy import Scanned
     from patchtool.wheel.build import BuildResult
     from patchtool.wheel.provenance import ProvenanceReport, ProvenanceReports

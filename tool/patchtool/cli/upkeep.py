@@ -29,7 +29,12 @@ def cache_command(
         ),
     ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="clear: discard checkout commits no export has written.")
+        bool,
+        typer.Option(
+            "--force",
+            help="clear: discard commits in the cache no patch file carries; prune: forget those only a "
+            "removed worktree's HEAD holds.",
+        ),
     ] = False,
 ) -> Shown:
     """What the cache holds (releases imported and who uses them, each project's refs, checkouts, loose
@@ -41,26 +46,26 @@ def cache_command(
         raise UsageError(f"cache {action}: give show (the default), prune or clear")
     if action != "prune" and (dry_run or now):
         raise UsageError("--dry-run and --now go with `cache prune`")
-    if action != "clear" and force:
-        raise UsageError("--force goes with `cache clear`")
+    if action == "show" and force:
+        raise UsageError("--force goes with `cache clear` and `cache prune`")
     upstream = cache(ctx)
-    if action == "clear":
-        from patchtool.series.checkouts import unexported
+    from patchtool.series.unexported import unexported
 
+    if action == "clear":
         cleared = cacheuse.clear(upstream, force=force, unexported=unexported(upstream.repo))
         return Shown(data=cleared, text=lambda style: _cleared_text(cleared))
     project_root = repository(ctx)
     if action == "show":
         report = cacheuse.survey(upstream, project_root)
     else:
-        report = cacheuse.prune(upstream, project_root, dry_run=dry_run, now=now)
+        forgotten = [u for u in unexported(upstream.repo) if u.gone]
+        report = cacheuse.prune(upstream, project_root, dry_run=dry_run, now=now, force=force, unexported=forgotten)
     return Shown(data=report, text=lambda style: _text(report, style, pruned=action == "prune"))
 
 
 def _cleared_text(cleared: "cacheuse.Cleared") -> str:
     lines = [f"cleared {cleared.path}: removed " + (", ".join(cleared.removed) or "nothing")]
-    for u in cleared.discarded:
-        lines.append(f"discarded {len(u['commits'])} unexported commit(s) of checkout branch {u['branch']!r}")
+    lines += [f"discarded: {u}" for u in cleared.described]
     return "\n".join(lines)
 
 

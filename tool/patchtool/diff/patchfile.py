@@ -131,6 +131,40 @@ def clean_subject(text: str) -> str:
     return text.strip()
 
 
+def unreadable_message(message: str) -> str | None:
+    """Why the commit message ``message`` would not read back from its patch file as it is (by
+    ``PatchFile.parse`` or by ``git am``), or None: a subject they strip (``Re:``, a leading
+    ``[PATCH ...]`` tag, colons), a body that starts with what ``git am`` takes for in-body mail
+    headers, or a body line where a patch file's message ends (git mailinfo's ``patchbreak``: a
+    ``---`` line, ``--- name``, ``diff -``, ``Index: ``) and the rest would be lost or read as the
+    diff. ``git format-patch`` writes such a message as it is, and ``git am`` truncates it."""
+    lines = message.strip("\n").split("\n")
+    end = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
+    subject = " ".join(" ".join(lines[:end]).split())
+    if (cleaned := clean_subject(subject)) != subject:
+        return (
+            f"its subject {subject!r} would read back as {cleaned!r}: a patch file's reader drops a leading "
+            "'Re:', bracketed tags naming PATCH and colons, as `git am` does"
+        )
+    body = [(n, line) for n, line in enumerate(lines[end:], end + 1)]
+    first = next(((n, line) for n, line in body if line.strip()), None)
+    if first is not None and (_INBODY_FIELD.match(first[1]) or first[1].startswith("[PATCH] ")):
+        return (
+            f"line {first[0]} of its message, {first[1]!r}, starts the body as an in-body mail header does, "
+            "which `git am` moves into the commit's header"
+        )
+    for n, line in body:
+        rest = line[3:]
+        if line.startswith(("diff -", "Index: ")) or (
+            line.startswith("---") and (not rest.strip() or (rest[:1] == " " and not rest[1:2].isspace()))
+        ):
+            return (
+                f"line {n} of its message, {line!r}, is where a patch file's message ends (`git am` and "
+                "patchtool read what follows as the diff), so the rest of the message would be lost"
+            )
+    return None
+
+
 _INBODY_FIELD = re.compile(r"^(from|subject|date):[ \t]*", re.IGNORECASE)
 _HEADER_LINE = re.compile(r"^(from|subject|date):.*(?:\n[ \t].*)*\n?", re.IGNORECASE | re.MULTILINE)
 

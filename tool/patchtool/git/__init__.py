@@ -22,7 +22,7 @@ from patchtool.git.changes import RawChange, TreeChange
 from patchtool.git.command import Pending
 from patchtool.git.filemerge import FileMerger
 from patchtool.git.objects import ObjectReader
-from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WorktreeEntry
+from patchtool.git.repo import ApplyResult, Index, LoggedCommit, Repo, WalkedCommit, WorktreeEntry
 from patchtool.git.stream import FIXED_IDENT, FileWrite, Ident, NewCommit
 from patchtool.git.worktree import Worktree, conflict_style, in_work_tree, init_repository, ref_format_ok, user_idents
 
@@ -40,6 +40,7 @@ __all__ = [
     "RawChange",
     "Repo",
     "TreeChange",
+    "WalkedCommit",
     "Worktree",
     "WorktreeEntry",
     "conflict_style",

@@ -54,12 +54,23 @@ class LoggedCommit:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class WalkedCommit:
+    """A commit as a walk over many tips shows it (``Repo.walk``)."""
+
+    commit: str
+    parents: tuple[str, ...]
+    committer: str  # the committer's e-mail
+    subject: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class WorktreeEntry:
     """One worktree git knows of (``git worktree list --porcelain``)."""
 
     path: str
     branch: str | None  # the full ref it has checked out, None when detached or bare
     locked: str | None  # the reason given ("" for none), None when not locked
+    head: str | None = None  # the commit its HEAD names, None when bare or unborn
 
 
 class Repo:
@@ -198,6 +209,28 @@ class Repo:
             )
             for i in range(0, len(fields) - 3, 4)
         ]
+
+    def walk(self, tips: Sequence[str], excluding: Sequence[str]) -> list[WalkedCommit]:
+        """Every commit reachable from ``tips`` (commits or refs) and from none of ``excluding``,
+        newest first, in one git process (the names go on its stdin, never on its command line)."""
+        if not tips:
+            return []
+        names = "".join(f"{t}\n" for t in tips) + "".join(f"^{e}\n" for e in excluding)
+        out = self._runner.run(
+            "log", "--stdin", "-z", "--format=%H%x00%P%x00%ce%x00%s", paths=[], input=names.encode()
+        ).stdout.decode("utf-8", "replace")
+        fields = out.split("\0")
+        return [
+            WalkedCommit(
+                commit=fields[i], parents=tuple(fields[i + 1].split()), committer=fields[i + 2], subject=fields[i + 3]
+            )
+            for i in range(0, len(fields) - 3, 4)
+        ]
+
+    def reflog(self, ref: str) -> list[str]:
+        """The commits ``ref``'s reflog names, newest first (``ref@{0}`` first); none without one."""
+        res = self._runner.run("log", "-g", "--format=%H", args=[ref], paths=[], check=False)
+        return res.stdout.decode().split() if res.returncode == 0 else []
 
     def rev_list(self, base: str, tip: str) -> list[str]:
         """The commits of base..tip, oldest first."""
@@ -538,7 +571,12 @@ class Repo:
             fields = {key: value for key, _, value in (line.partition(" ") for line in block.split("\0"))}
             if "worktree" in fields:
                 out.append(
-                    WorktreeEntry(path=fields["worktree"], branch=fields.get("branch"), locked=fields.get("locked"))
+                    WorktreeEntry(
+                        path=fields["worktree"],
+                        branch=fields.get("branch"),
+                        locked=fields.get("locked"),
+                        head=fields.get("HEAD"),
+                    )
                 )
         return out
 

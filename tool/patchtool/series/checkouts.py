@@ -18,10 +18,9 @@ from typing import Any
 
 from patchtool import git
 from patchtool.errors import UsageError
-from patchtool.git import housekeeping
 from patchtool.paths import id_problem
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.upstream.cachespace import BRANCHES, CheckoutBranch
+from patchtool.upstream.cachespace import CheckoutBranch
 
 TRAILER = "Patchtool-Id"
 _TRAILER_RE = re.compile(rf"{TRAILER}:\s*(\S+)\s*")
@@ -182,60 +181,6 @@ def worktrees(repo: git.Repo) -> list[Path]:
     """Every worktree of the cache (its checkouts, of every project) and the cache's own git
     directory: none before the cache exists."""
     return [Path(w.path) for w in repo.worktrees()] if (Path(repo.git_dir) / "HEAD").is_file() else []
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Unexported:
-    """A checkout branch holding commits no export has written into its series: they live only in
-    the cache's repository, so clearing the cache loses them."""
-
-    branch: str
-    root: str | None  # the repository it was checked out for, as its record names it
-    worktree: str | None
-    commits: tuple[tuple[str, str], ...]  # (commit, subject), oldest first
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "branch": self.branch,
-            "root": self.root,
-            "worktree": self.worktree,
-            "commits": [{"commit": c, "subject": s} for c, s in self.commits],
-        }
-
-    def describe(self) -> str:
-        where = f" (worktree {self.worktree})" if self.worktree else ""
-        whose = f" of {self.root}" if self.root else ""
-        return f"checkout branch {self.branch!r}{whose}{where} holds {len(self.commits)} unexported commit(s)"
-
-
-def unexported(repo: git.Repo, key: str | None = None) -> list[Unexported]:
-    """The checkout branches (of the project whose ``key`` is given, else of every project) with
-    commits on their base that the record of their last checkout, export or refresh does not name."""
-    if not (Path(repo.git_dir) / "HEAD").is_file():
-        return []
-    heads = housekeeping.refs(repo, f"refs/heads/{BRANCHES}/{key + '/' if key else ''}")
-    trees = {w.branch: w.path for w in repo.worktrees() if w.branch and Path(w.path).is_dir()}
-    out = []
-    for ref, tip in sorted(heads.items()):
-        owner, _, branch = ref.removeprefix(f"refs/heads/{BRANCHES}/").partition("/")
-        names = CheckoutBranch(root=Path("/"), branch=branch, key=owner)
-        base, record = repo.resolve(names.base_ref), names.load_record(repo)
-        known = {p["commit"] for p in record["patches"]} if record else set()
-        if base is None or not repo.is_ancestor(base, tip):
-            commits = [(tip, "")] if tip not in known else []
-        else:
-            commits = [(c.commit, c.subject) for c in repo.log(base, tip) if c.commit not in known]
-        if commits:
-            root = record.get("root") if record else None
-            out.append(
-                Unexported(
-                    branch=branch,
-                    root=root if isinstance(root, str) else None,
-                    worktree=trees.get(ref),
-                    commits=tuple(commits),
-                )
-            )
-    return out
 
 
 def require_clean(worktree: Path | None) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import git, paths
+from patchtool.diff.patchfile import unreadable_message
 from patchtool.errors import InvalidInput, UsageError
 from patchtool.project import tomlio
 from patchtool.project.manifest import MANIFEST_NAME
@@ -30,6 +31,7 @@ from patchtool.series.checkouts import (
     move_branch,
     require_clean,
     series_record,
+    without_trailer,
     worktree_of,
 )
 from patchtool.series.ids import slug, unique_id
@@ -201,6 +203,8 @@ def planned(
             if previous == text
             else "refreshed"
         )
+        if change not in ("unchanged", "renamed"):
+            _refuse_unreadable(repo, commit)
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
     check_patches(
@@ -249,6 +253,20 @@ def write_planned(project: Project, repo: git.Repo, names: CheckoutBranch, plan:
     exported = [(r["id"], r["file"], plan.files[r["file"]].encode()) for r in plan.result.patches]
     names.save_record(repo, series_record(project.manifest.pin, plan.base, exported, plan.final))
     return dataclasses.replace(plan.result, written=tuple(written))
+
+
+def _refuse_unreadable(repo: git.Repo, commit: str) -> None:
+    """UsageError where the patch file of ``commit`` would not read back as its message says
+    (``patchfile.unreadable_message``): a round trip with no edit would change the patch, or lose
+    part of its message."""
+    message = without_trailer(repo.commit_message(commit))
+    if why := unreadable_message(message):
+        raise UsageError(
+            f"commit {commit[:12]} ({message.partition(chr(10))[0]}) cannot be written as a patch file as it "
+            f"is: {why}; nothing was changed",
+            hint="reword the message (`git commit --amend`, or `git rebase -i` for an earlier commit), e.g. "
+            "indent that line or start the subject with the text to keep, then export",
+        )
 
 
 def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:

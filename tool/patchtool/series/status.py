@@ -13,7 +13,7 @@ from patchtool.project.metadata import Evidence as Measured
 from patchtool.project.repository import Project
 from patchtool.project.verification import GpuCheck, GpuEvidence, ReadGpuResults
 from patchtool.series.apply import SeriesResult, apply_series
-from patchtool.series.checkouts import Unexported, unexported
+from patchtool.series.unexported import Unexported, unexported
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import project_key
 

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -243,9 +244,21 @@ def _abandoned_tmp(cache: Cache) -> list[Path]:
     ]
 
 
-def prune(cache: Cache, this: Path, *, dry_run: bool, now: bool) -> CacheReport:
+def prune(
+    cache: Cache, this: Path, *, dry_run: bool, now: bool, force: bool = False, unexported: Sequence[Any] = ()
+) -> CacheReport:
     """Remove the imports, fetched tags and downloads no pin uses, forget gone worktrees, then let
-    ``git gc`` drop what no ref reaches. Holds the cache's lock throughout."""
+    ``git gc`` drop what no ref reaches. Holds the cache's lock throughout. ``unexported``: the
+    work only the HEAD of a worktree whose directory is gone holds, which forgetting it would lose:
+    refused unless ``force`` (or ``dry_run``)."""
+    if unexported and not force and not dry_run:
+        raise UsageError(
+            "the cache holds commits no patch file carries that only a removed worktree keeps: "
+            + "; ".join(u.describe() for u in unexported)
+            + "; pruning would forget that worktree and lose them",
+            hint="keep them on a branch first (`git -C CACHE/upstream.git branch NAME COMMIT`, CACHE as "
+            "`patchtool cache` shows it), or `patchtool cache prune --force` discards them",
+        )
     with cache.locked():
         before = survey(cache, this)
         unused = [r for r in before.releases if not r.used_by]
@@ -287,6 +300,7 @@ class Cleared:
     path: str
     removed: tuple[str, ...]
     discarded: tuple[dict[str, Any], ...] = ()
+    described: tuple[str, ...] = ()  # each of ``discarded`` in words
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "removed": list(self.removed), "discarded": list(self.discarded)}
@@ -294,15 +308,16 @@ class Cleared:
 
 def clear(cache: Cache, *, force: bool, unexported: list[Any]) -> Cleared:
     """Remove everything in the cache but its lock and the running command's temporary directory,
-    under the cache's lock. ``unexported``: the checkout branches whose commits no export wrote,
-    which live only here: refused unless ``force``."""
+    under the cache's lock. ``unexported``: the work no patch file carries (``series.unexported``),
+    which lives only here: refused unless ``force``."""
     if unexported and not force:
         raise UsageError(
-            "the cache holds commits no export has written: "
+            "the cache holds commits no patch file carries: "
             + "; ".join(u.describe() for u in unexported)
             + "; clearing it would lose them",
-            hint="`patchtool export` (with --branch NAME for another branch) writes them into the series; "
-            "`patchtool cache clear --force` discards them",
+            hint="`patchtool export` (with --branch NAME for another branch) writes a checkout branch's commits "
+            "into the series (put work held elsewhere on that branch first: `git switch`, `git cherry-pick`, "
+            "`git stash pop`); `patchtool cache clear --force` discards them",
         )
     removed = []
     with cache.locked():
@@ -315,4 +330,9 @@ def clear(cache: Cache, *, force: bool, unexported: list[Any]) -> Cleared:
         for p in _abandoned_tmp(cache):
             fsroot.Root(cache.root).rmtree(p.relative_to(cache.root).as_posix())
             removed.append(p.relative_to(cache.root).as_posix())
-    return Cleared(path=str(cache.root), removed=tuple(removed), discarded=tuple(u.to_dict() for u in unexported))
+    return Cleared(
+        path=str(cache.root),
+        removed=tuple(removed),
+        discarded=tuple(u.to_dict() for u in unexported),
+        described=tuple(u.describe() for u in unexported),
+    )
