@@ -392,3 +392,26 @@ def test_an_sdist_that_inflates_far_past_its_compressed_bytes_is_refused_as_it_i
     assert message.endswith(f"more than {MAX_RATIO} times as many (a tar bomb?); refusing it"), message
     assert snapshot(demo.root) == before
     assert_nothing_imported(demo)
+
+
+def test_a_wheel_whose_members_together_declare_past_the_ratio_is_refused(demo: Demo) -> None:
+    """Found by an attack: a wheel had no ratio for the whole, only for each member, so 100 members
+    of 16 MiB of zeros (each at the floor a member is held to) in a 1.7 MB wheel cost 1.7 GB. The
+    members' declared sizes together are held to 200 times the wheel's own size, as an sdist is,
+    before any is inflated (five of 15 MiB here)."""
+    zeros = {f"demo/zeros{n}.bin": bytes(15 << 20) for n in range(5)}
+    wheel = wheel_with(demo.root.parent / "bomb" / "demo-1.0-py3-none-any.whl", zeros)
+    with zipfile.ZipFile(wheel) as zf:
+        total = sum(info.file_size for info in zf.infolist())
+    serve(demo, wheel)
+    demo.write_manifest()
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (
+        f"demo-1.0-py3-none-any.whl: its members declare {total} bytes in all from {wheel.stat().st_size} "
+        f"compressed, more than {MAX_RATIO} times as many (a zip bomb?); refusing it"
+    )
+    assert out["errors"][0]["hint"] == "the artifact is malformed or hostile; nothing was imported"
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)

@@ -224,7 +224,7 @@ def read_files(path: Path, art: Artifact) -> list[FileWrite]:
         if art.is_wheel:
             hostile = "the artifact is malformed or hostile; nothing was imported"
             with open_zip(path, art.filename, hint=hostile) as zf:
-                members = safe_members(zf, art.filename, hint=hostile)
+                members = safe_members(zf, art.filename, packed=path.stat().st_size, hint=hostile)
                 for info in progress.track(members, f"read {art.filename}", unit="members"):
                     dest = _repository_path(info.filename, art)
                     if dest is not None:
@@ -353,7 +353,8 @@ def member_names(path: Path, art: Artifact) -> list[str]:
         if art.is_wheel:
             hostile = "the artifact is malformed or hostile; nothing was imported"
             with open_zip(path, art.filename, hint=hostile) as zf:
-                return sorted(info.filename for info in safe_members(zf, art.filename, hint=hostile))
+                listed = safe_members(zf, art.filename, packed=path.stat().st_size, hint=hostile)
+                return sorted(info.filename for info in listed)
         return sorted(ti.name for ti, _ in tar_members(path, art.filename))
 
 
