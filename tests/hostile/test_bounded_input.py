@@ -8,10 +8,12 @@ it is read or inflated, with its message and exit code, and nothing changes on d
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import tarfile
+import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -415,3 +417,41 @@ def test_a_wheel_whose_members_together_declare_past_the_ratio_is_refused(demo: 
     assert out["errors"][0]["hint"] == "the artifact is malformed or hostile; nothing was imported"
     assert snapshot(demo.root) == before
     assert_nothing_imported(demo)
+
+
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_an_import_holds_one_member_at_a_time(one_patch: Demo, tmp_path: Path, kind: str) -> None:
+    """Found by an attack: an import read every member of the artifact into memory before git was
+    handed any (1.7 GB for the wheel above, and up to the 8 GiB total for one within every
+    bound). The import's files are listed and checked first, none read; each one's content is
+    read as git's stream reaches it and dropped before the next: importing 30 members of 512 KiB
+    (15 MiB, within every bound) never holds 4 MiB (Python's own count, ``tracemalloc``)."""
+    from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
+    from patchtool.names import ArtifactFilename, PrefixTemplate
+    from patchtool.project.repository import Project
+    from patchtool.upstream.artifacts import import_files
+
+    parts = {f"demo/part{n}.bin": bytes(512 << 10) for n in range(30)}
+    art = Project.load(one_patch.root).pin().artifact
+    assert art is not None
+    if kind == "sdist":
+        path = sdist_with(tmp_path / "demo-1.0.tar.gz", {f"demo-1.0/{k}": v for k, v in parts.items()})
+        art = dataclasses.replace(
+            art, filename=ArtifactFilename(path.name), prefix_from_template=PrefixTemplate("demo-1.0/demo/")
+        )
+    else:
+        path = wheel_with(tmp_path / art.filename, parts)
+    ident = Ident(*FIXED_IDENT)
+    streamed = 0
+    tracemalloc.start()
+    try:
+        with import_files(path, art) as files:
+            assert all(f.data is None and f.read is not None for f in files)  # none read yet
+            commit = NewCommit(message="m", author=ident, committer=ident, files=tuple(files))
+            for chunk in commit_stream(None, [commit], "refs/x"):  # as fast-import takes it
+                streamed += len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert streamed > 15 << 20
+    assert peak < 4 << 20, peak
