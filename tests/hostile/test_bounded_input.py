@@ -455,3 +455,97 @@ def test_an_import_holds_one_member_at_a_time(one_patch: Demo, tmp_path: Path, k
         tracemalloc.stop()
     assert streamed > 15 << 20
     assert peak < 4 << 20, peak
+
+
+def sdist_then(demo: Demo, blocks: bytes, *, end: bool = True) -> Path:
+    """The demo release as an sdist with raw tar ``blocks`` after its members, then (``end``) the
+    blocks that end an archive, served and pinned."""
+    import gzip
+
+    good = sdist_with(demo.root.parent / "plain" / "demo-1.0.tar.gz", {})
+    with tarfile.open(good) as tf:
+        tf.getmembers()  # then its offset is where the blocks that end it start
+    path = demo.root.parent / "hostile" / "demo-1.0.tar.gz"
+    path.parent.mkdir(exist_ok=True)
+    tar = gzip.decompress(good.read_bytes())[: tf.offset]
+    path.write_bytes(gzip.compress(tar + blocks + bytes(1024 if end else 0)))
+    serve(demo, path, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    return path
+
+
+def gnu_header(name: str, kind: bytes, size: int = 0, *, fill: dict[int, bytes] | None = None) -> bytes:
+    """One GNU tar header block of type ``kind``, with raw bytes ``fill`` at their offsets."""
+    ti = tarfile.TarInfo(name)
+    ti.size = size
+    block = bytearray(ti.tobuf(tarfile.GNU_FORMAT))
+    block[156:157] = kind
+    for at, raw in (fill or {}).items():
+        block[at : at + len(raw)] = raw
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def pax_header(records: dict[str, str], kind: bytes = tarfile.XHDTYPE) -> bytes:
+    """A PAX header block (``x``, or ``g`` for a global one) with its records, padded."""
+    data = b""
+    for key, value in records.items():
+        record = f" {key}={value}\n".encode()
+        length = len(record) + 1
+        while len(str(length)) + len(record) != length:  # the length counts its own digits
+            length += 1
+        data += str(length).encode() + record
+    return gnu_header("././@PaxHeader", kind, len(data)) + data + bytes(-len(data) % 512)
+
+
+def refused_as_hostile(demo: Demo, message: str) -> None:
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == message
+    assert out["errors"][0]["hint"] == "the artifact is malformed or hostile; nothing was imported"
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
+
+
+def test_an_old_gnu_sparse_member_is_refused_at_its_header(demo: Demo) -> None:
+    """Found by an attack: a GNU sparse member (type ``S``) chains extension blocks, and tarfile
+    loops over every one as it lists the members, before any is handed back to be checked: 200,000
+    of them in a 350 KB sdist took 1.1 GB, and it was imported as clean. An sdist never holds a
+    sparse file: it is refused at its header, before tarfile reads on. Here the header says an
+    extension block follows and the archive ends there, which tarfile, reading on, took for an
+    internal error."""
+    extended = {482: b"\x01", 483: b"%011o\0" % 100}  # isextended, then the real size
+    sdist_then(demo, gnu_header("demo-1.0/demo/sparse.py", tarfile.GNUTYPE_SPARSE, fill=extended), end=False)
+    refused_as_hostile(
+        demo,
+        "demo-1.0.tar.gz: entry 'demo-1.0/demo/sparse.py' is a sparse file (GNU type 'S'), which an sdist never "
+        "holds; refusing it",
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "kind"),
+    [
+        ({"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "demo-1.0/demo/s.py"}, b"x"),
+        ({"GNU.sparse.map": "0,10", "GNU.sparse.numblocks": "1"}, b"x"),
+        ({"GNU.sparse.size": "10", "GNU.sparse.offset": "0", "GNU.sparse.numbytes": "10"}, b"x"),
+        ({"comment": "GNU.sparse.map=1", "GNU.sparse.realsize": "10"}, tarfile.XGLTYPE),
+    ],
+    ids=["1.0", "0.1", "0.0", "global"],
+)
+def test_a_pax_sparse_member_is_refused_at_its_header(demo: Demo, records: dict[str, str], kind: bytes) -> None:
+    """Found by an attack: a PAX header's ``GNU.sparse.*`` records make the next member a sparse
+    file, whose map (format 1.0) tarfile reads from the member's data as it lists the members:
+    millions of numbers in an 86 KB sdist took a gigabyte, and a map that ends early ended in an
+    internal error. The header is refused as its records are read, whatever the format, global
+    headers too. Here the map declares numbers that never follow."""
+    member = gnu_header("demo-1.0/GNUSparseFile.0/s.py", tarfile.REGTYPE, 512)
+    sdist_then(demo, pax_header(records, kind) + member + b"99999\n1000000000\n".ljust(512, b"\0"))
+    keyword = next(k for k in records if k.startswith("GNU.sparse."))
+    refused_as_hostile(
+        demo,
+        f"demo-1.0.tar.gz: entry '././@PaxHeader' is a PAX header that makes a sparse file ({keyword!r}), which "
+        "an sdist never holds; refusing it",
+    )

@@ -20,7 +20,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NoReturn, cast
 
 from packaging.version import InvalidVersion, Version
 
@@ -141,6 +141,7 @@ class _Bounded:
     def __init__(self, raw: BinaryIO, label: str, *, packed: BinaryIO) -> None:
         self.raw, self.label, self.limit, self.packed = raw, label, HEADER_LIMIT, packed
         self.current = ""
+        self.pax: str | None = None  # the PAX header whose records are read next (``_Header``)
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0 or n > self.limit:
@@ -155,7 +156,11 @@ class _Bounded:
             out.append(data)
             n -= len(data)
             self._check(start)
-        return b"".join(out)
+        read = b"".join(out)
+        if self.pax is not None:
+            header, self.pax = self.pax, None
+            _refuse_sparse_records(self, header, read)
+        return read
 
     def seek(self, offset: int, whence: int = 0) -> int:
         if whence == 0:  # forward: what is skipped is inflated on the way, checked as it comes
@@ -185,6 +190,11 @@ class _Bounded:
                 hint="the artifact is malformed or hostile; nothing was imported",
             )
 
+    def refuse(self, why: str) -> NoReturn:
+        raise UpstreamError(
+            f"{self.label}: {why}; refusing it", hint="the artifact is malformed or hostile; nothing was imported"
+        )
+
     @contextlib.contextmanager
     def member(self, size: int) -> Iterator[None]:
         """Reads of up to ``size`` bytes: a member's data, whose size was checked first."""
@@ -195,9 +205,50 @@ class _Bounded:
             self.limit = HEADER_LIMIT
 
 
+_PAX_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+
+
+class _Header(tarfile.TarInfo):
+    """A tar header as ``tarfile`` reads it while it lists the members, refused where tarfile
+    would read on without bound before any member is handed back to be checked: a sparse file
+    (GNU type ``S``, whose chained extension blocks it loops over, or a PAX header's
+    ``GNU.sparse.*`` records, whose map it reads from the data) is refused at its header, since
+    an sdist never holds one. ``_proc_member`` is where tarfile dispatches on a header's type, the
+    hook its source names for a subclass."""
+
+    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
+        bounded = cast(_Bounded, archive.fileobj)
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            bounded.refuse(f"entry {self.name!r} is a sparse file (GNU type 'S'), which an sdist never holds")
+        if self.type not in _PAX_TYPES:
+            return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
+        bounded.pax = self.name  # tarfile reads its records first: checked as they are read
+        try:
+            return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
+        finally:
+            bounded.pax = None
+
+
+_PAX_RECORD = re.compile(rb"(\d{1,20}) ([^=\n]+)=")
+
+
+def _refuse_sparse_records(bounded: _Bounded, header: str, records: bytes) -> None:
+    """Refuse the PAX header ``header`` whose ``records`` name a ``GNU.sparse.*`` keyword (read as
+    tarfile reads them: ``LENGTH KEYWORD=VALUE\n``, one after another)."""
+    at = 0
+    while (record := _PAX_RECORD.match(records, at)) is not None and int(record[1]) > 0:
+        if record[2].startswith(b"GNU.sparse."):
+            keyword = record[2].decode("utf-8", "replace")
+            bounded.refuse(
+                f"entry {header!r} is a PAX header that makes a sparse file ({keyword!r}), which an sdist never holds"
+            )
+        at += int(record[1])
+
+
 @contextlib.contextmanager
 def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded]]:
-    """The tar archive (gzip, bzip2, xz or none) at ``path``, read through :class:`_Bounded`."""
+    """The tar archive (gzip, bzip2, xz or none) at ``path``, read through :class:`_Bounded`, each
+    header as a :class:`_Header`."""
     with path.open("rb") as fh:
         magic = fh.read(6)
         fh.seek(0)
@@ -212,7 +263,7 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
         )
         with opener(fh) as raw:
             bounded = _Bounded(raw, label, packed=fh)
-            with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:") as tf:
+            with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:", tarinfo=_Header) as tf:
                 yield tf, bounded
 
 
@@ -331,7 +382,7 @@ def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[F
 def tar_members(path: Path, label: str) -> Iterator[list[tuple[tarfile.TarInfo, Callable[[], bytes]]]]:
     """Each member of the sdist at ``path`` but its directories, in the archive's order, with a
     reader of its data (while the context is open; cheapest in that order): every header checked
-    as it comes (a safe name, listed once, no bomb, no more members or bytes in
+    as it comes (a safe name, listed once, no sparse file, no bomb, no more members or bytes in
     all than an archive may have), and every member's data inflated on the way without being
     kept, so a bomb is refused before it is read."""
     packed, unpacked, done = path.stat().st_size, 0, 0
