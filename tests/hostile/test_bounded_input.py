@@ -549,3 +549,31 @@ def test_a_pax_sparse_member_is_refused_at_its_header(demo: Demo, records: dict[
         f"demo-1.0.tar.gz: entry '././@PaxHeader' is a PAX header that makes a sparse file ({keyword!r}), which "
         "an sdist never holds; refusing it",
     )
+
+
+@pytest.mark.parametrize("kind", ["pax", "gnu-longname"])
+def test_a_chain_of_extended_headers_is_refused_past_its_bound(demo: Demo, kind: str) -> None:
+    """Found by an attack: tarfile reads a member's extended headers (PAX headers, GNU long names)
+    by recursion, one call per header, so 5,000 in a row ended in an internal error
+    (RecursionError). A member may have 8 (a global PAX header, its own, a long name and a long
+    link are the most a well-made archive gives one): the 9th in a row is refused at its header,
+    and 8 are read as the member they describe."""
+    from patchtool.upstream.artifacts import MAX_EXTENDED_HEADERS
+
+    name = b"demo-1.0/demo/long.py\0"
+    header = (
+        pax_header({"comment": "x"})
+        if kind == "pax"
+        else gnu_header("././@LongLink", tarfile.GNUTYPE_LONGNAME, len(name)) + name.ljust(512, b"\0")
+    )
+    member = gnu_header("demo-1.0/demo/f.py", tarfile.REGTYPE)
+    sdist_then(demo, header * (MAX_EXTENDED_HEADERS + 1) + member)
+    refused_as_hostile(
+        demo,
+        f"demo-1.0.tar.gz: entry '././@{'PaxHeader' if kind == 'pax' else 'LongLink'}' is extended header "
+        f"{MAX_EXTENDED_HEADERS + 1} in a row, more than the {MAX_EXTENDED_HEADERS} a member may have (a hostile "
+        "chain of long names or PAX headers?); refusing it",
+    )
+    sdist_then(demo, header * MAX_EXTENDED_HEADERS + member)
+    code, out = run(demo, "status")
+    assert code == 0, out

@@ -123,6 +123,10 @@ DAMAGED_HINT = (
 
 
 HEADER_LIMIT = 1 << 16  # the most one tar header may read: a GNU long name or a PAX record set
+# the most extended headers (GNU long names and links, PAX headers) one member may have: a global
+# PAX header, its own, a long name and a long link at the most in a well-made archive; tarfile
+# reads each chain by recursion
+MAX_EXTENDED_HEADERS = 8
 _CHUNK = 1 << 20  # the most of an sdist inflated between two checks of its ratio
 
 
@@ -141,6 +145,7 @@ class _Bounded:
     def __init__(self, raw: BinaryIO, label: str, *, packed: BinaryIO) -> None:
         self.raw, self.label, self.limit, self.packed = raw, label, HEADER_LIMIT, packed
         self.current = ""
+        self.extended = 0  # the extended headers read so far in a chain (``_Header``)
         self.pax: str | None = None  # the PAX header whose records are read next (``_Header``)
 
     def read(self, n: int = -1) -> bytes:
@@ -206,6 +211,7 @@ class _Bounded:
 
 
 _PAX_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, *_PAX_TYPES)
 
 
 class _Header(tarfile.TarInfo):
@@ -213,19 +219,28 @@ class _Header(tarfile.TarInfo):
     would read on without bound before any member is handed back to be checked: a sparse file
     (GNU type ``S``, whose chained extension blocks it loops over, or a PAX header's
     ``GNU.sparse.*`` records, whose map it reads from the data) is refused at its header, since
-    an sdist never holds one. ``_proc_member`` is where tarfile dispatches on a header's type, the
+    an sdist never holds one, and a chain of extended headers (each read by recursion) past
+    ``MAX_EXTENDED_HEADERS``. ``_proc_member`` is where tarfile dispatches on a header's type, the
     hook its source names for a subclass."""
 
     def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
         bounded = cast(_Bounded, archive.fileobj)
         if self.type == tarfile.GNUTYPE_SPARSE:
             bounded.refuse(f"entry {self.name!r} is a sparse file (GNU type 'S'), which an sdist never holds")
-        if self.type not in _PAX_TYPES:
+        if self.type not in _EXTENDED:
             return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
-        bounded.pax = self.name  # tarfile reads its records first: checked as they are read
+        if bounded.extended >= MAX_EXTENDED_HEADERS:
+            bounded.refuse(
+                f"entry {self.name!r} is extended header {bounded.extended + 1} in a row, more than the "
+                f"{MAX_EXTENDED_HEADERS} a member may have (a hostile chain of long names or PAX headers?)"
+            )
+        bounded.extended += 1
+        if self.type in _PAX_TYPES:
+            bounded.pax = self.name  # tarfile reads its records first: checked as they are read
         try:
             return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
         finally:
+            bounded.extended -= 1
             bounded.pax = None
 
 
