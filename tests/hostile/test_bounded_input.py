@@ -577,3 +577,34 @@ def test_a_chain_of_extended_headers_is_refused_past_its_bound(demo: Demo, kind:
     sdist_then(demo, header * MAX_EXTENDED_HEADERS + member)
     code, out = run(demo, "status")
     assert code == 0, out
+
+
+@pytest.mark.parametrize("kind", ["pax-length", "recursion"])
+def test_what_tarfile_raises_on_a_malformed_header_is_a_refusal(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Found by an attack: what tarfile raises on a header it parses without checking it ended in
+    an internal error (exit 70), not the refusal of a malformed artifact: a PAX record whose
+    length has 5,000 digits (ValueError), and, with the chain's bound lifted here to reach it,
+    5,000 extended headers in a row (RecursionError)."""
+    from patchtool.upstream import artifacts
+
+    member = gnu_header("demo-1.0/demo/f.py", tarfile.REGTYPE)
+    if kind == "pax-length":
+        records = b"9" * 5000 + b" comment=x\n"
+        blocks = gnu_header("././@PaxHeader", tarfile.XHDTYPE, len(records)) + records.ljust(5120, b"\0") + member
+        why = "malformed: ValueError: Exceeds the limit (4300 digits) for integer string conversion"
+    else:
+        monkeypatch.setattr(artifacts, "MAX_EXTENDED_HEADERS", 100_000)
+        blocks = pax_header({"comment": "x"}) * 5000 + member
+        why = "malformed: its headers nest too deep"
+    sdist_then(demo, blocks)
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    message = out["errors"][0]["message"]
+    assert message.startswith(f"demo-1.0.tar.gz is damaged and cannot be read ({why}") and message.endswith(
+        "); refusing it"
+    ), message
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)

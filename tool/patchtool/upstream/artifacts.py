@@ -16,6 +16,7 @@ import gzip
 import itertools
 import lzma
 import re
+import struct
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -96,13 +97,19 @@ def damaged_as_error(
     label: str, error: type[PatchtoolError] = UpstreamError, *, hint: str | None = None
 ) -> Iterator[None]:
     """Turn what a damaged archive raises while it is read (a truncated file, corrupt deflate data, a
-    bad CRC) into ``error`` naming ``label``."""
+    bad CRC) into ``error`` naming ``label``; so too what ``zipfile`` and ``tarfile`` raise on a
+    malformed header they parse without checking it (a number that is no number, a record that
+    ends early, headers nested past the stack), which no archive patchtool reads may end in."""
     import zlib
 
     try:
         yield
-    except (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError) as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError, *_MALFORMED) as exc:
         raise error(f"{label} is damaged and cannot be read ({damage(exc)}); refusing it", hint=hint) from None
+
+
+# what the archive modules' parsers raise on a header they read without checking it
+_MALFORMED = (ValueError, IndexError, struct.error, OverflowError, RecursionError)
 
 
 def damage(exc: BaseException) -> str:
@@ -113,6 +120,10 @@ def damage(exc: BaseException) -> str:
         return f"corrupt compressed data: {exc}"
     if isinstance(exc, EOFError):
         return "it ends early"
+    if isinstance(exc, RecursionError):
+        return "malformed: its headers nest too deep"
+    if isinstance(exc, _MALFORMED):
+        return f"malformed: {type(exc).__name__}: {exc}"
     return str(exc) or type(exc).__name__
 
 
