@@ -113,7 +113,7 @@ def test_an_sdist_import_reports_compressed_bytes_read(one_patch: Demo, recorder
     demo = one_patch
     from patchtool.names import ArtifactFilename, PrefixTemplate
     from patchtool.project.repository import Project
-    from patchtool.upstream.artifacts import read_files
+    from patchtool.upstream.artifacts import import_files
 
     many = {f"demo/m{n}.py": "".join(f"X{i} = {n * i}\n" for i in range(400)) for n in range(200)}
     sdist = make_sdist(demo.root.parent / "demo-1.0.tar.gz", "demo", "1.0", many)
@@ -122,7 +122,8 @@ def test_an_sdist_import_reports_compressed_bytes_read(one_patch: Demo, recorder
     art = dataclasses.replace(
         art, filename=ArtifactFilename(sdist.name), prefix_from_template=PrefixTemplate("demo-1.0/demo/")
     )
-    assert len(read_files(sdist, art)) == 200
+    with import_files(sdist, art) as files:
+        assert len(files) == 200
     (read,) = recorder.tasks("read demo-1.0.tar.gz")
     size = sdist.stat().st_size
     assert (read["unit"], read["total"], read["done"], read["stopped"]) == ("bytes", size, size, True)

@@ -8,10 +8,12 @@ it is read or inflated, with its message and exit code, and nothing changes on d
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import tarfile
+import tracemalloc
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -390,5 +392,219 @@ def test_an_sdist_that_inflates_far_past_its_compressed_bytes_is_refused_as_it_i
         else "demo-1.0.tar.gz: entry 'demo-1.0/demo/zeros1.bin' brings the archive to "
     ), message
     assert message.endswith(f"more than {MAX_RATIO} times as many (a tar bomb?); refusing it"), message
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
+
+
+def test_a_wheel_whose_members_together_declare_past_the_ratio_is_refused(demo: Demo) -> None:
+    """Found by an attack: a wheel had no ratio for the whole, only for each member, so 100 members
+    of 16 MiB of zeros (each at the floor a member is held to) in a 1.7 MB wheel cost 1.7 GB. The
+    members' declared sizes together are held to 200 times the wheel's own size, as an sdist is,
+    before any is inflated (five of 15 MiB here)."""
+    zeros = {f"demo/zeros{n}.bin": bytes(15 << 20) for n in range(5)}
+    wheel = wheel_with(demo.root.parent / "bomb" / "demo-1.0-py3-none-any.whl", zeros)
+    with zipfile.ZipFile(wheel) as zf:
+        total = sum(info.file_size for info in zf.infolist())
+    serve(demo, wheel)
+    demo.write_manifest()
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == (
+        f"demo-1.0-py3-none-any.whl: its members declare {total} bytes in all from {wheel.stat().st_size} "
+        f"compressed, more than {MAX_RATIO} times as many (a zip bomb?); refusing it"
+    )
+    assert out["errors"][0]["hint"] == "the artifact is malformed or hostile; nothing was imported"
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
+
+
+@pytest.mark.parametrize("kind", ["wheel", "sdist"])
+def test_an_import_holds_one_member_at_a_time(one_patch: Demo, tmp_path: Path, kind: str) -> None:
+    """Found by an attack: an import read every member of the artifact into memory before git was
+    handed any (1.7 GB for the wheel above, and up to the 8 GiB total for one within every
+    bound). The import's files are listed and checked first, none read; each one's content is
+    read as git's stream reaches it and dropped before the next: importing 30 members of 512 KiB
+    (15 MiB, within every bound) never holds 4 MiB (Python's own count, ``tracemalloc``)."""
+    from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
+    from patchtool.names import ArtifactFilename, PrefixTemplate
+    from patchtool.project.repository import Project
+    from patchtool.upstream.artifacts import import_files
+
+    parts = {f"demo/part{n}.bin": bytes(512 << 10) for n in range(30)}
+    art = Project.load(one_patch.root).pin().artifact
+    assert art is not None
+    if kind == "sdist":
+        path = sdist_with(tmp_path / "demo-1.0.tar.gz", {f"demo-1.0/{k}": v for k, v in parts.items()})
+        art = dataclasses.replace(
+            art, filename=ArtifactFilename(path.name), prefix_from_template=PrefixTemplate("demo-1.0/demo/")
+        )
+    else:
+        path = wheel_with(tmp_path / art.filename, parts)
+    ident = Ident(*FIXED_IDENT)
+    streamed = 0
+    tracemalloc.start()
+    try:
+        with import_files(path, art) as files:
+            assert all(f.data is None and f.read is not None for f in files)  # none read yet
+            commit = NewCommit(message="m", author=ident, committer=ident, files=tuple(files))
+            for chunk in commit_stream(None, [commit], "refs/x"):  # as fast-import takes it
+                streamed += len(chunk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert streamed > 15 << 20
+    assert peak < 4 << 20, peak
+
+
+def sdist_then(demo: Demo, blocks: bytes, *, end: bool = True) -> Path:
+    """The demo release as an sdist with raw tar ``blocks`` after its members, then (``end``) the
+    blocks that end an archive, served and pinned."""
+    import gzip
+
+    good = sdist_with(demo.root.parent / "plain" / "demo-1.0.tar.gz", {})
+    with tarfile.open(good) as tf:
+        tf.getmembers()  # then its offset is where the blocks that end it start
+    path = demo.root.parent / "hostile" / "demo-1.0.tar.gz"
+    path.parent.mkdir(exist_ok=True)
+    tar = gzip.decompress(good.read_bytes())[: tf.offset]
+    path.write_bytes(gzip.compress(tar + blocks + bytes(1024 if end else 0)))
+    serve(demo, path, prefix=("demo-1.0/demo/", "python/demo/"))
+    demo.write_manifest()
+    return path
+
+
+def gnu_header(name: str, kind: bytes, size: int = 0, *, fill: dict[int, bytes] | None = None) -> bytes:
+    """One GNU tar header block of type ``kind``, with raw bytes ``fill`` at their offsets."""
+    ti = tarfile.TarInfo(name)
+    ti.size = size
+    block = bytearray(ti.tobuf(tarfile.GNU_FORMAT))
+    block[156:157] = kind
+    for at, raw in (fill or {}).items():
+        block[at : at + len(raw)] = raw
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def pax_header(records: dict[str, str], kind: bytes = tarfile.XHDTYPE) -> bytes:
+    """A PAX header block (``x``, or ``g`` for a global one) with its records, padded."""
+    data = b""
+    for key, value in records.items():
+        record = f" {key}={value}\n".encode()
+        length = len(record) + 1
+        while len(str(length)) + len(record) != length:  # the length counts its own digits
+            length += 1
+        data += str(length).encode() + record
+    return gnu_header("././@PaxHeader", kind, len(data)) + data + bytes(-len(data) % 512)
+
+
+def refused_as_hostile(demo: Demo, message: str) -> None:
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    assert out["errors"][0]["message"] == message
+    assert out["errors"][0]["hint"] == "the artifact is malformed or hostile; nothing was imported"
+    assert snapshot(demo.root) == before
+    assert_nothing_imported(demo)
+
+
+def test_an_old_gnu_sparse_member_is_refused_at_its_header(demo: Demo) -> None:
+    """Found by an attack: a GNU sparse member (type ``S``) chains extension blocks, and tarfile
+    loops over every one as it lists the members, before any is handed back to be checked: 200,000
+    of them in a 350 KB sdist took 1.1 GB, and it was imported as clean. An sdist never holds a
+    sparse file: it is refused at its header, before tarfile reads on. Here the header says an
+    extension block follows and the archive ends there, which tarfile, reading on, took for an
+    internal error."""
+    extended = {482: b"\x01", 483: b"%011o\0" % 100}  # isextended, then the real size
+    sdist_then(demo, gnu_header("demo-1.0/demo/sparse.py", tarfile.GNUTYPE_SPARSE, fill=extended), end=False)
+    refused_as_hostile(
+        demo,
+        "demo-1.0.tar.gz: entry 'demo-1.0/demo/sparse.py' is a sparse file (GNU type 'S'), which an sdist never "
+        "holds; refusing it",
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "kind"),
+    [
+        ({"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "demo-1.0/demo/s.py"}, b"x"),
+        ({"GNU.sparse.map": "0,10", "GNU.sparse.numblocks": "1"}, b"x"),
+        ({"GNU.sparse.size": "10", "GNU.sparse.offset": "0", "GNU.sparse.numbytes": "10"}, b"x"),
+        ({"comment": "GNU.sparse.map=1", "GNU.sparse.realsize": "10"}, tarfile.XGLTYPE),
+    ],
+    ids=["1.0", "0.1", "0.0", "global"],
+)
+def test_a_pax_sparse_member_is_refused_at_its_header(demo: Demo, records: dict[str, str], kind: bytes) -> None:
+    """Found by an attack: a PAX header's ``GNU.sparse.*`` records make the next member a sparse
+    file, whose map (format 1.0) tarfile reads from the member's data as it lists the members:
+    millions of numbers in an 86 KB sdist took a gigabyte, and a map that ends early ended in an
+    internal error. The header is refused as its records are read, whatever the format, global
+    headers too. Here the map declares numbers that never follow."""
+    member = gnu_header("demo-1.0/GNUSparseFile.0/s.py", tarfile.REGTYPE, 512)
+    sdist_then(demo, pax_header(records, kind) + member + b"99999\n1000000000\n".ljust(512, b"\0"))
+    keyword = next(k for k in records if k.startswith("GNU.sparse."))
+    refused_as_hostile(
+        demo,
+        f"demo-1.0.tar.gz: entry '././@PaxHeader' is a PAX header that makes a sparse file ({keyword!r}), which "
+        "an sdist never holds; refusing it",
+    )
+
+
+@pytest.mark.parametrize("kind", ["pax", "gnu-longname"])
+def test_a_chain_of_extended_headers_is_refused_past_its_bound(demo: Demo, kind: str) -> None:
+    """Found by an attack: tarfile reads a member's extended headers (PAX headers, GNU long names)
+    by recursion, one call per header, so 5,000 in a row ended in an internal error
+    (RecursionError). A member may have 8 (a global PAX header, its own, a long name and a long
+    link are the most a well-made archive gives one): the 9th in a row is refused at its header,
+    and 8 are read as the member they describe."""
+    from patchtool.upstream.artifacts import MAX_EXTENDED_HEADERS
+
+    name = b"demo-1.0/demo/long.py\0"
+    header = (
+        pax_header({"comment": "x"})
+        if kind == "pax"
+        else gnu_header("././@LongLink", tarfile.GNUTYPE_LONGNAME, len(name)) + name.ljust(512, b"\0")
+    )
+    member = gnu_header("demo-1.0/demo/f.py", tarfile.REGTYPE)
+    sdist_then(demo, header * (MAX_EXTENDED_HEADERS + 1) + member)
+    refused_as_hostile(
+        demo,
+        f"demo-1.0.tar.gz: entry '././@{'PaxHeader' if kind == 'pax' else 'LongLink'}' is extended header "
+        f"{MAX_EXTENDED_HEADERS + 1} in a row, more than the {MAX_EXTENDED_HEADERS} a member may have (a hostile "
+        "chain of long names or PAX headers?); refusing it",
+    )
+    sdist_then(demo, header * MAX_EXTENDED_HEADERS + member)
+    code, out = run(demo, "status")
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("kind", ["pax-length", "recursion"])
+def test_what_tarfile_raises_on_a_malformed_header_is_a_refusal(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Found by an attack: what tarfile raises on a header it parses without checking it ended in
+    an internal error (exit 70), not the refusal of a malformed artifact: a PAX record whose
+    length has 5,000 digits (ValueError), and, with the chain's bound lifted here to reach it,
+    5,000 extended headers in a row (RecursionError)."""
+    from patchtool.upstream import artifacts
+
+    member = gnu_header("demo-1.0/demo/f.py", tarfile.REGTYPE)
+    if kind == "pax-length":
+        records = b"9" * 5000 + b" comment=x\n"
+        blocks = gnu_header("././@PaxHeader", tarfile.XHDTYPE, len(records)) + records.ljust(5120, b"\0") + member
+        why = "malformed: ValueError: Exceeds the limit (4300 digits) for integer string conversion"
+    else:
+        monkeypatch.setattr(artifacts, "MAX_EXTENDED_HEADERS", 100_000)
+        blocks = pax_header({"comment": "x"}) * 5000 + member
+        why = "malformed: its headers nest too deep"
+    sdist_then(demo, blocks)
+    before = snapshot(demo.root)
+    code, out = run(demo, "status")
+    assert code == 4, out
+    message = out["errors"][0]["message"]
+    assert message.startswith(f"demo-1.0.tar.gz is damaged and cannot be read ({why}") and message.endswith(
+        "); refusing it"
+    ), message
     assert snapshot(demo.root) == before
     assert_nothing_imported(demo)

@@ -36,6 +36,7 @@ class FileWrite:
     mode: str | None
     blob: str | None = None
     data: bytes | None = None
+    read: Callable[[], bytes] | None = None  # new content read as the stream reaches it, held one at a time
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,11 +97,13 @@ def _commit_command(
         path = quote_path(f.path)
         if f.mode is None:
             yield b"D " + path + b"\n"
-        elif f.data is None:
+        elif f.data is None and f.read is None:
             yield f"M {f.mode} {f.blob} ".encode() + path + b"\n"
         else:
-            yield f"M {f.mode} inline ".encode() + path + b"\n" + b"data %d\n" % len(f.data)
-            yield f.data
+            data = f.data if f.data is not None else f.read() if f.read is not None else b""
+            yield f"M {f.mode} inline ".encode() + path + b"\n" + b"data %d\n" % len(data)
+            yield data
+            del data  # not held while the next file is read
             yield b"\n"
         if each_file is not None:
             each_file()

@@ -208,7 +208,7 @@ def _index(request: Request) -> SourceUrl:
 
 def _artifact(cache: Cache, dist: Distribution, version: Version, request: Request) -> tuple[Artifact, bool]:
     """The release file on the index, downloaded and verified; its prefix given or guessed."""
-    from patchtool.upstream.artifacts import read_files
+    from patchtool.upstream.artifacts import import_paths
     from patchtool.upstream.releasefiles import FileChoice, release_file
 
     index = _index(request)
@@ -243,7 +243,7 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
         artifact=whole,
     )
     with cache.locked():
-        members = [f.path for f in read_files(cache.artifact_path(probe), whole)]
+        members = import_paths(cache.artifact_path(probe), whole)
     if request.prefix is None:
         template, to = guess_prefix(members, whole), TreePrefix("")
     else:

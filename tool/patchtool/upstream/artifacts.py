@@ -11,14 +11,17 @@ from __future__ import annotations
 import bz2
 import contextlib
 import dataclasses
+import functools
 import gzip
 import itertools
 import lzma
 import re
+import struct
 import tarfile
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NoReturn, cast
 
 from packaging.version import InvalidVersion, Version
 
@@ -94,14 +97,19 @@ def damaged_as_error(
     label: str, error: type[PatchtoolError] = UpstreamError, *, hint: str | None = None
 ) -> Iterator[None]:
     """Turn what a damaged archive raises while it is read (a truncated file, corrupt deflate data, a
-    bad CRC) into ``error`` naming ``label``."""
-    import zipfile
+    bad CRC) into ``error`` naming ``label``; so too what ``zipfile`` and ``tarfile`` raise on a
+    malformed header they parse without checking it (a number that is no number, a record that
+    ends early, headers nested past the stack), which no archive patchtool reads may end in."""
     import zlib
 
     try:
         yield
-    except (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError) as exc:
+    except (zipfile.BadZipFile, zlib.error, EOFError, tarfile.TarError, *_MALFORMED) as exc:
         raise error(f"{label} is damaged and cannot be read ({damage(exc)}); refusing it", hint=hint) from None
+
+
+# what the archive modules' parsers raise on a header they read without checking it
+_MALFORMED = (ValueError, IndexError, struct.error, OverflowError, RecursionError)
 
 
 def damage(exc: BaseException) -> str:
@@ -112,6 +120,10 @@ def damage(exc: BaseException) -> str:
         return f"corrupt compressed data: {exc}"
     if isinstance(exc, EOFError):
         return "it ends early"
+    if isinstance(exc, RecursionError):
+        return "malformed: its headers nest too deep"
+    if isinstance(exc, _MALFORMED):
+        return f"malformed: {type(exc).__name__}: {exc}"
     return str(exc) or type(exc).__name__
 
 
@@ -122,6 +134,10 @@ DAMAGED_HINT = (
 
 
 HEADER_LIMIT = 1 << 16  # the most one tar header may read: a GNU long name or a PAX record set
+# the most extended headers (GNU long names and links, PAX headers) one member may have: a global
+# PAX header, its own, a long name and a long link at the most in a well-made archive; tarfile
+# reads each chain by recursion
+MAX_EXTENDED_HEADERS = 8
 _CHUNK = 1 << 20  # the most of an sdist inflated between two checks of its ratio
 
 
@@ -140,6 +156,8 @@ class _Bounded:
     def __init__(self, raw: BinaryIO, label: str, *, packed: BinaryIO) -> None:
         self.raw, self.label, self.limit, self.packed = raw, label, HEADER_LIMIT, packed
         self.current = ""
+        self.extended = 0  # the extended headers read so far in a chain (``_Header``)
+        self.pax: str | None = None  # the PAX header whose records are read next (``_Header``)
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0 or n > self.limit:
@@ -154,7 +172,11 @@ class _Bounded:
             out.append(data)
             n -= len(data)
             self._check(start)
-        return b"".join(out)
+        read = b"".join(out)
+        if self.pax is not None:
+            header, self.pax = self.pax, None
+            _refuse_sparse_records(self, header, read)
+        return read
 
     def seek(self, offset: int, whence: int = 0) -> int:
         if whence == 0:  # forward: what is skipped is inflated on the way, checked as it comes
@@ -184,6 +206,11 @@ class _Bounded:
                 hint="the artifact is malformed or hostile; nothing was imported",
             )
 
+    def refuse(self, why: str) -> NoReturn:
+        raise UpstreamError(
+            f"{self.label}: {why}; refusing it", hint="the artifact is malformed or hostile; nothing was imported"
+        )
+
     @contextlib.contextmanager
     def member(self, size: int) -> Iterator[None]:
         """Reads of up to ``size`` bytes: a member's data, whose size was checked first."""
@@ -194,9 +221,60 @@ class _Bounded:
             self.limit = HEADER_LIMIT
 
 
+_PAX_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE)
+_EXTENDED = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, *_PAX_TYPES)
+
+
+class _Header(tarfile.TarInfo):
+    """A tar header as ``tarfile`` reads it while it lists the members, refused where tarfile
+    would read on without bound before any member is handed back to be checked: a sparse file
+    (GNU type ``S``, whose chained extension blocks it loops over, or a PAX header's
+    ``GNU.sparse.*`` records, whose map it reads from the data) is refused at its header, since
+    an sdist never holds one, and a chain of extended headers (each read by recursion) past
+    ``MAX_EXTENDED_HEADERS``. ``_proc_member`` is where tarfile dispatches on a header's type, the
+    hook its source names for a subclass."""
+
+    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
+        bounded = cast(_Bounded, archive.fileobj)
+        if self.type == tarfile.GNUTYPE_SPARSE:
+            bounded.refuse(f"entry {self.name!r} is a sparse file (GNU type 'S'), which an sdist never holds")
+        if self.type not in _EXTENDED:
+            return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
+        if bounded.extended >= MAX_EXTENDED_HEADERS:
+            bounded.refuse(
+                f"entry {self.name!r} is extended header {bounded.extended + 1} in a row, more than the "
+                f"{MAX_EXTENDED_HEADERS} a member may have (a hostile chain of long names or PAX headers?)"
+            )
+        bounded.extended += 1
+        if self.type in _PAX_TYPES:
+            bounded.pax = self.name  # tarfile reads its records first: checked as they are read
+        try:
+            return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
+        finally:
+            bounded.extended -= 1
+            bounded.pax = None
+
+
+_PAX_RECORD = re.compile(rb"(\d{1,20}) ([^=\n]+)=")
+
+
+def _refuse_sparse_records(bounded: _Bounded, header: str, records: bytes) -> None:
+    """Refuse the PAX header ``header`` whose ``records`` name a ``GNU.sparse.*`` keyword (read as
+    tarfile reads them: ``LENGTH KEYWORD=VALUE\n``, one after another)."""
+    at = 0
+    while (record := _PAX_RECORD.match(records, at)) is not None and int(record[1]) > 0:
+        if record[2].startswith(b"GNU.sparse."):
+            keyword = record[2].decode("utf-8", "replace")
+            bounded.refuse(
+                f"entry {header!r} is a PAX header that makes a sparse file ({keyword!r}), which an sdist never holds"
+            )
+        at += int(record[1])
+
+
 @contextlib.contextmanager
 def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded]]:
-    """The tar archive (gzip, bzip2, xz or none) at ``path``, read through :class:`_Bounded`."""
+    """The tar archive (gzip, bzip2, xz or none) at ``path``, read through :class:`_Bounded`, each
+    header as a :class:`_Header`."""
     with path.open("rb") as fh:
         magic = fh.read(6)
         fh.seek(0)
@@ -211,47 +289,88 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
         )
         with opener(fh) as raw:
             bounded = _Bounded(raw, label, packed=fh)
-            with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:") as tf:
+            with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:", tarinfo=_Header) as tf:
                 yield tf, bounded
 
 
-def read_files(path: Path, art: Artifact) -> list[FileWrite]:
-    """The artifact's files under ``prefix.from`` as files of the import (repository paths, modes,
-    contents), sorted; every member name checked; raise before anything is imported."""
+@contextlib.contextmanager
+def import_files(path: Path, art: Artifact) -> Iterator[list[FileWrite]]:
+    """The artifact's files under ``prefix.from`` as files of the import (repository paths and
+    modes, in the archive's order), every member checked before any is read: raise before
+    anything is imported. Each file's content is read only when asked (``FileWrite.read``, while
+    the context is open), so the import's stream holds one at a time, never the whole artifact;
+    a wheel's are inflated once first, each dropped as it is checked, so a damaged one is refused
+    before git is handed any (an sdist's were, as its headers were checked)."""
+    with _files(path, art) as (files, wheel):
+        if wheel is not None:
+            zf, listed = wheel
+            imported = {f.path for f in files}
+            with damaged_as_error(art.filename, hint=DAMAGED_HINT):
+                for info in progress.track(listed, f"read {art.filename}", unit="members"):
+                    if _repository_path(info.filename, art) in imported:
+                        with zf.open(info) as fh:
+                            while fh.read(_CHUNK):
+                                pass
+        yield files
 
+
+def import_paths(path: Path, art: Artifact) -> list[str]:
+    """The paths :func:`import_files` would import, sorted, every member checked, none read."""
+    with _files(path, art) as (files, _):
+        return sorted(f.path for f in files)
+
+
+_Wheel = tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]
+
+
+@contextlib.contextmanager
+def _files(path: Path, art: Artifact) -> Iterator[tuple[list[FileWrite], _Wheel | None]]:
+    """:func:`import_files`'s files, none read, and for a wheel the archive and its file members."""
     out: list[FileWrite] = []
-    with damaged_as_error(art.filename, hint=DAMAGED_HINT):
-        if art.is_wheel:
-            hostile = "the artifact is malformed or hostile; nothing was imported"
-            with open_zip(path, art.filename, hint=hostile) as zf:
-                members = safe_members(zf, art.filename, hint=hostile)
-                for info in progress.track(members, f"read {art.filename}", unit="members"):
+    wheel: _Wheel | None = None
+    with contextlib.ExitStack() as opened:
+        with damaged_as_error(art.filename, hint=DAMAGED_HINT):
+            if art.is_wheel:
+                hostile = "the artifact is malformed or hostile; nothing was imported"
+                zf = opened.enter_context(open_zip(path, art.filename, hint=hostile))
+                wheel = zf, safe_members(zf, art.filename, packed=path.stat().st_size, hint=hostile)
+                for info in wheel[1]:
                     dest = _repository_path(info.filename, art)
                     if dest is not None:
                         exe = (info.external_attr >> 16) & 0o111
-                        out.append(FileWrite(dest, "100755" if exe else "100644", data=zf.read(info)))
-        else:
-            # every header checked, the total too, before any member's data is read
-            for _ in tar_members(path, art.filename, doing="check"):
-                pass
-            files: set[str] = set()
-            links: dict[str, str] = {}
-            for ti, read in tar_members(path, art.filename):
-                if ti.issym():
-                    links[ti.name] = ti.linkname
-                    continue
-                if not ti.isfile():
-                    raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
-                files.add(ti.name)
-                dest = _repository_path(ti.name, art)
-                if dest is not None:
-                    out.append(FileWrite(dest, "100755" if ti.mode & 0o111 else "100644", data=read()))
-            out += _kept_links(art, files, links)
-    out.sort(key=lambda f: f.path)
-    for before, after in itertools.pairwise(out):
-        if before.path == after.path:
-            raise UpstreamError(f"{art.filename}: {after.path} appears twice; refusing it")
-    return out
+                        read = _guarded(functools.partial(zf.read, info), art.filename)
+                        out.append(FileWrite(dest, "100755" if exe else "100644", read=read))
+            else:
+                # every header checked, the total too, and every member's data inflated on the way
+                files: set[str] = set()
+                links: dict[str, str] = {}
+                for ti, read in opened.enter_context(tar_members(path, art.filename)):
+                    if ti.issym():
+                        links[ti.name] = ti.linkname
+                        continue
+                    if not ti.isfile():
+                        raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
+                    files.add(ti.name)
+                    dest = _repository_path(ti.name, art)
+                    if dest is not None:
+                        mode = "100755" if ti.mode & 0o111 else "100644"
+                        out.append(FileWrite(dest, mode, read=_guarded(read, art.filename)))
+                out += _kept_links(art, files, links)
+        paths = sorted(f.path for f in out)
+        for before, after in itertools.pairwise(paths):
+            if before == after:
+                raise UpstreamError(f"{art.filename}: {after} appears twice; refusing it")
+        yield out, wheel
+
+
+def _guarded(read: Callable[[], bytes], label: str) -> Callable[[], bytes]:
+    """``read``, what a damaged archive raises as it is read turned into the refusal that names it."""
+
+    def guarded() -> bytes:
+        with damaged_as_error(label, hint=DAMAGED_HINT):
+            return read()
+
+    return guarded
 
 
 def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[FileWrite]:
@@ -285,64 +404,68 @@ def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[F
     return out
 
 
-def tar_members(
-    path: Path, label: str, *, doing: str = "read"
-) -> Iterator[tuple[tarfile.TarInfo, Callable[[], bytes]]]:
-    """Each member of the sdist at ``path`` but its directories, with a reader of its data: every
-    header checked as it comes (a safe name, listed once, no bomb, no more members or bytes in all
-    than an archive may have), so a bomb is refused before it is inflated. ``doing``: the word of
-    its progress task ("check" for a pass over the headers alone)."""
+@contextlib.contextmanager
+def tar_members(path: Path, label: str) -> Iterator[list[tuple[tarfile.TarInfo, Callable[[], bytes]]]]:
+    """Each member of the sdist at ``path`` but its directories, in the archive's order, with a
+    reader of its data (while the context is open; cheapest in that order): every header checked
+    as it comes (a safe name, listed once, no sparse file, no bomb, no more members or bytes in
+    all than an archive may have), and every member's data inflated on the way without being
+    kept, so a bomb is refused before it is read."""
     packed, unpacked, done = path.stat().st_size, 0, 0
     hostile = "the artifact is malformed or hostile; nothing was imported"
     names = MemberNames(label, hint=hostile)
-    with open_tar(path, label) as (tf, bounded), progress.task(f"{doing} {label}", total=packed, unit="bytes") as shown:
-        for count, ti in enumerate(tf, 1):
-            if count > members.MAX_MEMBERS:  # tarfile keeps every header it has read
-                raise UpstreamError(members.too_many(label), hint=hostile)
-            shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
-            done = bounded.packed.tell()
-            unpacked += ti.size
-            why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
-            if why is None and unpacked > members.MAX_UNPACKED_BYTES:
-                most = members.MAX_UNPACKED_BYTES
-                why = f"brings the archive to {unpacked} bytes, more than the {most} patchtool unpacks"
-            if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
-                why = (
-                    f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
-                    f"{MAX_RATIO} times as many (a tar bomb?)"
-                )
-            if why is not None:
-                raise UpstreamError(f"{label}: entry {ti.name!r} {why}; refusing it", hint=hostile)
-            name = ti.name.removesuffix("/") if ti.isdir() else ti.name
-            why = tree_path_problem(name)
-            if why is not None:
-                raise UpstreamError(f"{label}: entry {name!r} is not a safe path: {why}; refusing it", hint=hostile)
-            names.add(ti.name, is_dir=ti.isdir())
-            bounded.current = ti.name  # its data is inflated next, read or skipped
-            if ti.isdir():
-                continue
+    listed: list[tuple[tarfile.TarInfo, Callable[[], bytes]]] = []
+    with open_tar(path, label) as (tf, bounded):
+        with progress.task(f"read {label}", total=packed, unit="bytes") as shown:
+            for count, ti in enumerate(tf, 1):
+                if count > members.MAX_MEMBERS:  # tarfile keeps every header it has read
+                    raise UpstreamError(members.too_many(label), hint=hostile)
+                shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
+                done = bounded.packed.tell()
+                unpacked += ti.size
+                why = bomb_reason(ti.size, 0) if ti.size > MAX_MEMBER_BYTES else None
+                if why is None and unpacked > members.MAX_UNPACKED_BYTES:
+                    most = members.MAX_UNPACKED_BYTES
+                    why = f"brings the archive to {unpacked} bytes, more than the {most} patchtool unpacks"
+                if why is None and unpacked > RATIO_FLOOR and unpacked > MAX_RATIO * packed:
+                    why = (
+                        f"brings the archive to {unpacked} bytes from {packed} compressed, more than "
+                        f"{MAX_RATIO} times as many (a tar bomb?)"
+                    )
+                if why is not None:
+                    raise UpstreamError(f"{label}: entry {ti.name!r} {why}; refusing it", hint=hostile)
+                name = ti.name.removesuffix("/") if ti.isdir() else ti.name
+                why = tree_path_problem(name)
+                if why is not None:
+                    raise UpstreamError(f"{label}: entry {name!r} is not a safe path: {why}; refusing it", hint=hostile)
+                names.add(ti.name, is_dir=ti.isdir())
+                bounded.current = ti.name  # its data is inflated next, as tarfile skips it
+                if ti.isdir():
+                    continue
 
-            def read(ti: tarfile.TarInfo = ti) -> bytes:
-                fh = tf.extractfile(ti)
-                assert fh is not None
-                with bounded.member(ti.size):
-                    return fh.read()
+                def read(ti: tarfile.TarInfo = ti) -> bytes:
+                    bounded.current = ti.name
+                    fh = tf.extractfile(ti)
+                    assert fh is not None
+                    with bounded.member(ti.size):
+                        return fh.read()
 
-            yield ti, read
-        shown.advance(bounded.packed.tell() - done)
+                listed.append((ti, read))
+            shown.advance(bounded.packed.tell() - done)
+        yield listed
 
 
 def top_directories(path: Path, art: Artifact) -> set[str]:
     """The top-level names of an sdist's members (one, ``<name>-<version>``, in a well-made one)."""
-    with damaged_as_error(art.filename, hint=DAMAGED_HINT):
-        return {ti.name.partition("/")[0] for ti, _ in tar_members(path, art.filename)}
+    with damaged_as_error(art.filename, hint=DAMAGED_HINT), tar_members(path, art.filename) as listed:
+        return {ti.name.partition("/")[0] for ti, _ in listed}
 
 
 def newest_mtime(path: Path, art: Artifact) -> int:
     """The newest modification time among the sdist's members (its headers'): the time a build
     from it stamps on what it writes, as a release wheel's newest member stamps a repack."""
-    with damaged_as_error(art.filename, hint=DAMAGED_HINT):
-        return max((int(ti.mtime) for ti, _ in tar_members(path, art.filename)), default=0)
+    with damaged_as_error(art.filename, hint=DAMAGED_HINT), tar_members(path, art.filename) as listed:
+        return max((int(ti.mtime) for ti, _ in listed), default=0)
 
 
 def member_names(path: Path, art: Artifact) -> list[str]:
@@ -353,8 +476,10 @@ def member_names(path: Path, art: Artifact) -> list[str]:
         if art.is_wheel:
             hostile = "the artifact is malformed or hostile; nothing was imported"
             with open_zip(path, art.filename, hint=hostile) as zf:
-                return sorted(info.filename for info in safe_members(zf, art.filename, hint=hostile))
-        return sorted(ti.name for ti, _ in tar_members(path, art.filename))
+                listed = safe_members(zf, art.filename, packed=path.stat().st_size, hint=hostile)
+                return sorted(info.filename for info in listed)
+        with tar_members(path, art.filename) as headers:
+            return sorted(ti.name for ti, _ in headers)
 
 
 def _repository_path(name: str, art: Artifact) -> str | None:

@@ -32,7 +32,7 @@ from patchtool.errors import GitError, UpstreamError
 from patchtool.git.limits import FetchLimits
 from patchtool.project import lock
 from patchtool.project.pins import PINS_DIR, Artifact, Pin
-from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, metadata_version, read_files
+from patchtool.upstream.artifacts import IMPORT_LAYOUT, ImportRecord, import_files, metadata_version
 from patchtool.upstream.index import Fetcher, PackageIndex
 from patchtool.upstream.refnames import fetch_ref, git_ref, import_ref
 from patchtool.urls import LocalUrls, SourceUrl, allowed_by_environment
@@ -287,30 +287,31 @@ class Cache:
         """One root commit of the artifact's files, every path checked before git sees any."""
         art = pin.artifact
         assert art is not None
-        files = read_files(path, art)
-        meta_version = metadata_version(path, art)
-        if meta_version != art.version:
-            raise UpstreamError(
-                f"{art.filename} contains {art.distribution} {meta_version}, not {art.version}; refusing it",
-                hint="the pin names the wrong file",
+        with import_files(path, art) as files:  # each file's content read as git takes it
+            meta_version = metadata_version(path, art)
+            if meta_version != art.version:
+                raise UpstreamError(
+                    f"{art.filename} contains {art.distribution} {meta_version}, not {art.version}; refusing it",
+                    hint="the pin names the wrong file",
+                )
+            if not files:
+                raise UpstreamError(
+                    f"{art.filename} has no files under {art.prefix_from!r}", hint="check the pin's prefix.from"
+                )
+            record = ImportRecord(
+                filename=art.filename,
+                sha256=art.sha256,
+                size=path.stat().st_size,
+                layout=IMPORT_LAYOUT,
+                prefix=ImportRecord.mapping(art),
             )
-        if not files:
-            raise UpstreamError(
-                f"{art.filename} has no files under {art.prefix_from!r}", hint="check the pin's prefix.from"
+            ident = git.Ident(*git.FIXED_IDENT)
+            commit = git.NewCommit(
+                message=record.to_message(pin.upstream, art.version), author=ident, committer=ident, files=tuple(files)
             )
-        record = ImportRecord(
-            filename=art.filename,
-            sha256=art.sha256,
-            size=path.stat().st_size,
-            layout=IMPORT_LAYOUT,
-            prefix=ImportRecord.mapping(art),
-        )
-        ident = git.Ident(*git.FIXED_IDENT)
-        commit = git.NewCommit(
-            message=record.to_message(pin.upstream, art.version), author=ident, committer=ident, files=tuple(files)
-        )
-        building = f"refs/patchtool/import/{art.sha256}"  # fast-import moves a ref; the tag replaces it
-        (sha,) = self.repo.write_commits(None, [commit], ref=building, shown_as=f"import {art.filename} into the cache")
+            building = f"refs/patchtool/import/{art.sha256}"  # fast-import moves a ref; the tag replaces it
+            shown = f"import {art.filename} into the cache"
+            (sha,) = self.repo.write_commits(None, [commit], ref=building, shown_as=shown)
         self.repo.delete_ref(building)
         return sha
 

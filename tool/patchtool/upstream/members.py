@@ -87,10 +87,18 @@ class MemberNames:
 
 
 def safe_members(
-    zf: zipfile.ZipFile, label: str, *, hint: str | None = None, error: type[PatchtoolError] = UpstreamError
+    zf: zipfile.ZipFile,
+    label: str,
+    *,
+    packed: int,
+    hint: str | None = None,
+    error: type[PatchtoolError] = UpstreamError,
 ) -> list[zipfile.ZipInfo]:
-    """The file members of ``zf``; refuse (``error``) links, unsafe or duplicate names (a file
-    listed twice, or also a directory), odd methods and bombs."""
+    """The file members of ``zf``, an archive of ``packed`` bytes; refuse (``error``) links,
+    unsafe or duplicate names (a file listed twice, or also a directory), odd methods and bombs:
+    a member, or all of them together, past ``RATIO_FLOOR`` declaring more than ``MAX_RATIO``
+    times its compressed bytes (the whole against the file's own size, which no member's
+    declared sizes can lift), as an sdist is held as it inflates."""
     names = MemberNames(label, hint=hint, error=error)
     out = []
     if len(zf.infolist()) > MAX_MEMBERS:
@@ -109,6 +117,12 @@ def safe_members(
         names.add(info.filename, is_dir=info.is_dir())
         if not info.is_dir():
             out.append(info)
+    if total > RATIO_FLOOR and total > MAX_RATIO * max(packed, 1):
+        raise error(
+            f"{label}: its members declare {total} bytes in all from {packed} compressed, more than {MAX_RATIO} "
+            "times as many (a zip bomb?); refusing it",
+            hint=hint,
+        )
     return out
 
 

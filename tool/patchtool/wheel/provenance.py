@@ -499,7 +499,9 @@ def read_wheel(path: Path) -> ProvenanceReport:
         open_zip(path, label, hint="the wheel file is damaged or hostile; build it again", error=InvalidInput) as zf,
     ):
         hint = "the wheel file is damaged or hostile; build it again"
-        names = {i.filename for i in safe_members(zf, label, hint=hint, error=InvalidInput)}  # the import's bounds
+        names = {
+            i.filename for i in safe_members(zf, label, packed=path.stat().st_size, hint=hint, error=InvalidInput)
+        }  # the import's bounds
 
         def read(member: str) -> bytes | None:
             if member not in names:

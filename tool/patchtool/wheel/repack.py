@@ -198,7 +198,7 @@ def repack(
     """
     label = source.name
     with damaged_as_error(label), open_zip(source, label) as zf, open(source, "rb") as raw:
-        members = safe_members(zf, label)
+        members = safe_members(zf, label, packed=source.stat().st_size)
         layout = _Layout.read(zf, members, name, label)
         when = tuple(date_time) if date_time is not None else layout.newest
         new_stem = f"{layout.stem.rpartition('-')[0]}-{version}"
