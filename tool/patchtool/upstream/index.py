@@ -34,11 +34,22 @@ _HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _RETRIED_4XX = (408, 429)  # request timeout, too many requests: worth another try
 MAX_PAGE_BYTES = 16 << 20  # the most a project page may be: 16 MiB (PyPI's largest are a few)
+# the most files a project page may list: PyPI's largest projects list tens of thousands, and a real
+# entry (its name, url and hash) takes 150 bytes or more, so 16 MiB of real entries is about this many;
+# only a page of made-up entries lists more, and each entry is a url to join and check
+MAX_PAGE_FILES = 100_000
+# the most JSON objects and arrays a PEP 691 page may hold, counted before it is parsed: a file's entry
+# is an object holding a few more (its hashes, its metadata's hashes); 16 MiB of ``[]`` would be 5.6 million
+MAX_PAGE_NESTS = 8 * MAX_PAGE_FILES
 _CHUNK = 1 << 20
 
 
 class TooLarge(UpstreamError):
     """A body longer than its cap: the pin's size, or the documented maximum."""
+
+
+class TooManyFiles(UpstreamError):
+    """A project page that lists more files than any real project has."""
 
 
 def _final(exc: Exception) -> bool:
@@ -231,7 +242,13 @@ class Fetcher:
                         deadline.release()
                     deadline.check()  # a body the watchdog cut short is no page
                     if kind in _HTML_TYPES:
-                        return html_page(body.decode("utf-8", "replace"))
+                        return html_page(body.decode("utf-8", "replace"), most=MAX_PAGE_FILES)
+                    if (nests := body.count(b"{") + body.count(b"[")) > MAX_PAGE_NESTS:
+                        raise TooManyFiles(
+                            f"the package index page {url} holds {nests} JSON objects and arrays, more than the "
+                            f"{MAX_PAGE_NESTS} a page of {MAX_PAGE_FILES} files needs; refusing it",
+                            hint="check the pin's 'index'",
+                        )
                     try:
                         return loads_json(body)
                     except ValueError:
@@ -372,6 +389,12 @@ class PackageIndex:
         if not isinstance(files, list):
             raise UpstreamError(
                 f"the package index at {base} did not answer with a PEP 691 project page",
+                hint="check the pin's 'index'",
+            )
+        if len(files) > MAX_PAGE_FILES:  # a PEP 503 page was read no further than one more
+            raise TooManyFiles(
+                f"the package index page {base} lists more than the {MAX_PAGE_FILES} files patchtool reads "
+                "from one project page; refusing it",
                 hint="check the pin's 'index'",
             )
         out = []
