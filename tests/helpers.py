@@ -166,7 +166,8 @@ class Index:
         self.fail_with: list[int] = []  # HTTP statuses to answer the next file downloads with
         self.requests: list[str] = []
         self.html = False  # serve project pages as PEP 503 HTML only, as a plain "simple" index does
-        self.page: bytes | None = None  # serve this as every project page, as text/html (a hostile page)
+        self.page: bytes | None = None  # serve this as every project page, as page_type (a hostile page)
+        self.page_type = "text/html"
         self.hashes: Any = True  # list each file's sha256; else each file's "hashes" is this value ({}, None)
         self.listed: dict[str, Any] = {}  # more fields of every file on the project page (a "size" ...)
         self.hrefs: dict[str, str] = {}  # file name -> the link the project page gives it (default /files/<name>)
@@ -207,7 +208,7 @@ class Index:
                         for n, p in index.files.items()
                     ]
                     if index.page is not None:
-                        kind, body = "text/html", index.page
+                        kind, body = index.page_type, index.page
                     elif index.html:
                         kind = "text/html"
                         fragment = {

@@ -382,7 +382,7 @@ def test_a_download_that_trickles_past_its_deadline_is_refused(tmp_path: Path, s
             fetcher.download(url, dest / wheel.name, size=None)
     assert exc.value.message == f"{url.text} took longer than the 600 s patchtool gives one download; refusing it"
     assert exc.value.exit_code == 4
-    assert clock.readings == 12  # the start, then ten reads in time and the one past the deadline
+    assert clock.readings >= 12  # the start, ten reads in time, the one past the deadline (and the watchdog's)
     assert snapshot(dest) == before
 
 

@@ -130,3 +130,55 @@ def test_a_hostile_page_without_the_file_is_refused_and_nothing_changes(one_patc
     assert error["message"] == f"{one_patch.wheel.name} is not on the index {one_patch.index.url}"
     assert snapshot(one_patch.root) == before
     assert_nothing_imported(one_patch)
+
+
+def test_the_scan_stops_after_the_anchor_past_its_bound() -> None:
+    scan = AnchorScan(LINK * 1000, most=10)
+    assert scan.files == FOUND * 11
+    assert scan.steps < 11 * 20  # the 989 anchors after the eleventh were never read
+
+
+def _entries(n: int) -> str:
+    return json.dumps({"meta": {"api-version": "1.0"}, "files": [{"filename": "x", "url": "x"}] * n})
+
+
+TOO_MANY = "lists more than the 100000 files patchtool reads from one project page; refusing it"
+NESTS = "JSON objects and arrays, more than the 800000 a page of 100000 files needs; refusing it"
+# each page lists one file more than a page may (or holds more JSON than such a page needs): the end
+# of what the attack found, 16 MiB pages of millions of entries, each joined and checked in turn
+CROWDED: dict[str, tuple[str, bytes, str]] = {
+    "PEP 503 anchors": ("text/html", b'<a href="x">y</a>\n' * 100_001, TOO_MANY),
+    "PEP 691 entries": ("application/vnd.pypi.simple.v1+json", _entries(100_001).encode(), TOO_MANY),
+    "PEP 691 empty objects": (
+        "application/vnd.pypi.simple.v1+json",
+        b'{"files": [' + b",".join([b"{}"] * 800_000) + b"]}",
+        "holds 800002 " + NESTS,
+    ),
+    "PEP 691 empty arrays": (
+        "application/vnd.pypi.simple.v1+json",
+        b'{"files": [' + b",".join([b"[]"] * 800_000) + b"]}",
+        "holds 800002 " + NESTS,
+    ),
+}
+
+
+@pytest.mark.parametrize("crowd", CROWDED)
+def test_a_page_listing_more_files_than_any_project_is_refused(one_patch: Demo, crowd: str) -> None:
+    one_patch.index.page_type, one_patch.index.page, expected = CROWDED[crowd]
+    before = snapshot(one_patch.root)
+    res = one_patch.run("apply", "--json")
+    assert res.returncode == 4, res.stdout
+    assert "Traceback" not in res.stderr
+    [error] = json.loads(res.stdout)["errors"]
+    assert error["message"] == f"the package index page {one_patch.index.url}/demo/ {expected}"
+    assert snapshot(one_patch.root) == before
+    assert_nothing_imported(one_patch)
+
+
+def test_a_page_of_as_many_files_as_a_page_may_list_is_read(demo: Demo) -> None:
+    from patchtool.upstream.index import MAX_PAGE_FILES, PackageIndex
+
+    demo.index.page_type = "application/vnd.pypi.simple.v1+json"
+    demo.index.page = _entries(MAX_PAGE_FILES).encode()
+    index = SourceUrl.parse(demo.index.url, user=True)
+    assert len(PackageIndex(Fetcher(attempts=1, timeout=600)).files_of(index, "demo")) == MAX_PAGE_FILES

@@ -23,11 +23,13 @@ _RAW_TEXT = frozenset({"script", "style", "textarea", "title", "xmp", "iframe", 
 
 
 class AnchorScan:
-    """One page's anchors: each ``<a>``'s text, link and fragment hash. ``steps`` counts the
-    pattern matches and searches the scan made; each consumes the page from where the last ended."""
+    """One page's anchors: each ``<a>``'s text, link and fragment hash; the scan stops once it has
+    found more than ``most``. ``steps`` counts the pattern matches and searches the scan made; each
+    consumes the page from where the last ended."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, most: int | None = None) -> None:
         self.text = text
+        self.most = most
         self.lower = text.lower()
         self.steps = 0
         self.files: list[dict[str, Any]] = []
@@ -58,6 +60,8 @@ class AnchorScan:
             self._data(text[pos:lt])
             pos = self._markup(lt)
             if pos < 0:  # a tag or comment that runs to the end of the page: dropped
+                return
+            if self.most is not None and len(self.files) > self.most:  # too many: the caller refuses the page
                 return
 
     def _markup(self, lt: int) -> int:
@@ -139,6 +143,7 @@ class AnchorScan:
             self._open = None
 
 
-def html_page(text: str) -> dict[str, Any]:
-    """A PEP 503 page as the PEP 691 data it stands for (``files``: filename, url, hashes)."""
-    return {"meta": {"api-version": "1.0"}, "files": AnchorScan(text).files}
+def html_page(text: str, *, most: int | None = None) -> dict[str, Any]:
+    """A PEP 503 page as the PEP 691 data it stands for (``files``: filename, url, hashes), read
+    no further than its anchor after the first ``most``."""
+    return {"meta": {"api-version": "1.0"}, "files": AnchorScan(text, most=most).files}

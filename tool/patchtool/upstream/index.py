@@ -22,6 +22,7 @@ from patchtool.errors import UpstreamError, UsageError
 from patchtool.inputs import loads_json, open_named
 from patchtool.project.pins import MAX_ARTIFACT_BYTES
 from patchtool.upstream.anchors import html_page
+from patchtool.upstream.deadline import Deadline, deadline_from_environment
 from patchtool.urls import LocalUrls, SourceUrl, allowed_by_environment, permit
 
 if TYPE_CHECKING:
@@ -32,9 +33,14 @@ _JSON_TYPES = ("application/vnd.pypi.simple.v1+json", "application/json")
 _HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")
 _ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 _RETRIED_4XX = (408, 429)  # request timeout, too many requests: worth another try
-DEADLINE_ENV = "PATCHTOOL_DOWNLOAD_DEADLINE"
-DEFAULT_DEADLINE = 1800.0  # the most one download (all its tries) may take, in seconds: 30 minutes
 MAX_PAGE_BYTES = 16 << 20  # the most a project page may be: 16 MiB (PyPI's largest are a few)
+# the most files a project page may list: PyPI's largest projects list tens of thousands, and a real
+# entry (its name, url and hash) takes 150 bytes or more, so 16 MiB of real entries is about this many;
+# only a page of made-up entries lists more, and each entry is a url to join and check
+MAX_PAGE_FILES = 100_000
+# the most JSON objects and arrays a PEP 691 page may hold, counted before it is parsed: a file's entry
+# is an object holding a few more (its hashes, its metadata's hashes); 16 MiB of ``[]`` would be 5.6 million
+MAX_PAGE_NESTS = 8 * MAX_PAGE_FILES
 _CHUNK = 1 << 20
 
 
@@ -42,26 +48,8 @@ class TooLarge(UpstreamError):
     """A body longer than its cap: the pin's size, or the documented maximum."""
 
 
-class TooSlow(UpstreamError):
-    """A download that ran past its overall deadline."""
-
-
-def deadline_from_environment() -> float:
-    """The overall deadline of one download: ``$PATCHTOOL_DOWNLOAD_DEADLINE`` seconds, the user's
-    alone (never a repository's), else 30 minutes."""
-    given = os.environ.get(DEADLINE_ENV, "").strip()
-    if not given:
-        return DEFAULT_DEADLINE
-    try:
-        value = float(given)
-    except ValueError:
-        value = -1.0
-    if not 1 <= value <= 7 * 86400:  # nan fails this too
-        raise UsageError(
-            f"{DEADLINE_ENV}={given!r} is not a number of seconds from 1 to 604800",
-            hint=f"set it to the most seconds one download may take (default {DEFAULT_DEADLINE:.0f}), or unset it",
-        )
-    return value
+class TooManyFiles(UpstreamError):
+    """A project page that lists more files than any real project has."""
 
 
 def _final(exc: Exception) -> bool:
@@ -76,10 +64,37 @@ def _final(exc: Exception) -> bool:
     )
 
 
-def _opener(url: SourceUrl, allow_local: LocalUrls) -> Any:
+def _watched(deadline: Deadline) -> tuple[Any, Any]:
+    """urllib's http and https handlers, whose every connection ``deadline`` holds from the moment
+    it connects (before TLS, which a server may trickle too) and which connect within the time left."""
+    import http.client
+    import urllib.request
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            given = self.timeout
+            self.timeout = min(given, deadline.remaining()) if isinstance(given, (int, float)) else deadline.remaining()
+            super().connect()
+            deadline.hold(self.sock)
+
+    class TlsConnection(http.client.HTTPSConnection, Connection):
+        pass  # HTTPSConnection.connect wraps the socket Connection.connect handed to the deadline
+
+    class Http(urllib.request.HTTPHandler):
+        def http_open(self, req: Any) -> Any:
+            return self.do_open(Connection, req)
+
+    class Https(urllib.request.HTTPSHandler):
+        def https_open(self, req: Any) -> Any:
+            return self.do_open(TlsConnection, req)
+
+    return Http(), Https()
+
+
+def _opener(url: SourceUrl, allow_local: LocalUrls, deadline: Deadline) -> Any:
     """urllib for http and https alone, for one download of ``url``: no file:, ftp: or data:
-    handler, and every redirect checked (``Redirects``): urlopen's own opener reads local files
-    and follows https to ftp."""
+    handler, every redirect checked (``Redirects``): urlopen's own opener reads local files
+    and follows https to ftp; and every connection held to ``deadline``."""
     import urllib.request
 
     class Redirects(urllib.request.HTTPRedirectHandler):
@@ -105,8 +120,7 @@ def _opener(url: SourceUrl, allow_local: LocalUrls) -> Any:
     for handler in (
         urllib.request.ProxyHandler(),
         urllib.request.UnknownHandler(),
-        urllib.request.HTTPHandler(),
-        urllib.request.HTTPSHandler(),
+        *_watched(deadline),
         urllib.request.HTTPDefaultErrorHandler(),
         Redirects(),
         urllib.request.HTTPErrorProcessor(),
@@ -195,136 +209,144 @@ class Fetcher:
     deadline: float = dataclasses.field(default_factory=deadline_from_environment)
     clock: Callable[[], float] = time.monotonic
 
-    def _deadline(self, url: SourceUrl) -> Callable[[], None]:
-        """A check that raises ``TooSlow`` once ``deadline`` seconds have passed since now."""
-        end = self.clock() + self.deadline
-
-        def in_time() -> None:
-            if self.clock() > end:
-                raise TooSlow(
-                    f"{url.text} took longer than the {self.deadline:g} s patchtool gives one download; refusing it",
-                    hint=f"check the network and run the command again, or give it longer with {DEADLINE_ENV}",
-                )
-
-        return in_time
+    def _watch(self, url: SourceUrl) -> Deadline:
+        """The deadline of one download or page of ``url``, from now; ``with`` it, its watchdog runs."""
+        return Deadline(str(url), self.deadline, self.clock)
 
     # urllib and http.client are imported where they are used: most commands never download
     # anything, and those imports cost more than the command's work
 
-    def _open(self, url: SourceUrl, headers: dict[str, str], limit: int) -> Any:
+    def _open(self, url: SourceUrl, headers: dict[str, str], limit: int, deadline: Deadline) -> Any:
         """The answer for ``url`` over http(s), or its local file: by a protocol the user allows."""
         permit(url, allow_local=self.allow_local)
         if url.scheme == "file":
             return _LocalFile(url, limit)
-        return _opener(url, self.allow_local).open(_request(url, headers), timeout=self.timeout)
+        return _opener(url, self.allow_local, deadline).open(_request(url, headers), timeout=self.timeout)
 
     def json(self, url: SourceUrl) -> Any:
         """The project page at ``url`` as PEP 691 data. An index that serves only PEP 503 HTML gets
         its page read into the same shape (``files``: filename, url, hashes)."""
+        import http.client
         import urllib.error
 
         last: Exception | None = None
-        in_time = self._deadline(url)
-        for attempt in range(self.attempts):
-            in_time()
-            try:
-                with self._open(url, {"Accept": _ACCEPT}, self.max_page) as resp:
-                    kind = resp.headers.get_content_type()
-                    body = b"".join(_body(resp, self.max_page, url, in_time))
-                if kind in _HTML_TYPES:
-                    return html_page(body.decode("utf-8", "replace"))
+        with self._watch(url) as deadline:
+            for attempt in range(self.attempts):
+                deadline.check()
                 try:
-                    return loads_json(body)
-                except ValueError:
-                    if kind in _JSON_TYPES:
-                        raise  # a broken answer: worth another try
-                    raise UpstreamError(
-                        f"the package index at {url} answered {kind}, neither a PEP 691 JSON nor "
-                        "a PEP 503 HTML project page",
-                        hint="check the pin's 'index'",
-                    ) from None
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                last = exc
-                if _final(exc):
-                    raise UpstreamError(
-                        f"the package index at {url} answered {exc}", hint="check the pin's 'index' and 'distribution'"
-                    ) from None
-                self._sleep(attempt)
+                    try:
+                        with self._open(url, {"Accept": _ACCEPT}, self.max_page, deadline) as resp:
+                            kind = resp.headers.get_content_type()
+                            body = b"".join(_body(resp, self.max_page, url, deadline.check))
+                    finally:
+                        deadline.release()
+                    deadline.check()  # a body the watchdog cut short is no page
+                    if kind in _HTML_TYPES:
+                        return html_page(body.decode("utf-8", "replace"), most=MAX_PAGE_FILES)
+                    if (nests := body.count(b"{") + body.count(b"[")) > MAX_PAGE_NESTS:
+                        raise TooManyFiles(
+                            f"the package index page {url} holds {nests} JSON objects and arrays, more than the "
+                            f"{MAX_PAGE_NESTS} a page of {MAX_PAGE_FILES} files needs; refusing it",
+                            hint="check the pin's 'index'",
+                        )
+                    try:
+                        return loads_json(body)
+                    except ValueError:
+                        if kind in _JSON_TYPES:
+                            raise  # a broken answer: worth another try
+                        raise UpstreamError(
+                            f"the package index at {url} answered {kind}, neither a PEP 691 JSON nor "
+                            "a PEP 503 HTML project page",
+                            hint="check the pin's 'index'",
+                        ) from None
+                except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+                    deadline.check()  # the watchdog's shutdown is what broke it
+                    last = exc
+                    if _final(exc):
+                        raise UpstreamError(
+                            f"the package index at {url} answered {exc}",
+                            hint="check the pin's 'index' and 'distribution'",
+                        ) from None
+                    self._sleep(attempt, deadline)
         raise UpstreamError(
             f"could not read the package index at {url}: {last}", hint="check the network or the pin's 'index'"
         )
 
     def download(self, url: SourceUrl, dest: Path, *, size: int | None, resume: bool = True) -> bool:
         """Download to ``dest``, resuming a broken transfer (and, with ``resume``, a partial file an
-        earlier command left); raises after ``attempts`` tries. At most ``size`` bytes (else
-        ``max_artifact``) are taken: more is refused at once. True when ``dest`` was pieced
-        together from more than one transfer: if its hash is wrong, a fresh download may not be."""
+        earlier command left); raises after ``attempts`` tries, and leaves no partial file when it
+        does. At most ``size`` bytes (else ``max_artifact``) are taken: more is refused at once. True
+        when ``dest`` was pieced together from more than one transfer: if its hash is wrong, a fresh
+        download may not be."""
+        part = dest.with_name(dest.name + ".part")
+        if not resume:
+            part.unlink(missing_ok=True)
+        try:
+            with self._watch(url) as deadline:
+                return self._download(url, dest, part, size=size, deadline=deadline)
+        except UpstreamError:  # too large, too slow, a redirect refused, the tries spent: nothing kept
+            part.unlink(missing_ok=True)
+            raise
+
+    def _download(self, url: SourceUrl, dest: Path, part: Path, *, size: int | None, deadline: Deadline) -> bool:
         import http.client
         import urllib.error
 
         cap = min(size, self.max_artifact) if size is not None else self.max_artifact
-        part = dest.with_name(dest.name + ".part")
-        if not resume:
-            part.unlink(missing_ok=True)
         resumed = False
         last: Exception | None = None
-        in_time = self._deadline(url)
         for attempt in range(self.attempts):
-            try:
-                in_time()
-            except TooSlow:
-                part.unlink(missing_ok=True)
-                raise
+            deadline.check()
             have = part.stat().st_size if part.exists() else 0
             if have >= cap:
                 part.unlink()
                 have = 0
             try:
-                with self._open(url, {"Range": f"bytes={have}-"} if have else {}, cap) as resp:
-                    appending = bool(have) and resp.status == 206
-                    resumed = appending
-                    expected = resp.headers.get("Content-Length")
-                    got = 0
-                    already = have if appending else 0
-                    with (
-                        open(part, "ab" if appending else "wb") as out,
-                        progress.task(f"download {dest.name}", total=size, unit="bytes", completed=already) as bar,
-                    ):
-                        for chunk in _body(resp, cap - already, url, in_time):
-                            out.write(chunk)
-                            got += len(chunk)
-                            bar.advance(len(chunk))
-                    if expected is not None and got < int(expected):
-                        raise OSError(f"connection closed after {got} of {expected} bytes")
+                try:
+                    with self._open(url, {"Range": f"bytes={have}-"} if have else {}, cap, deadline) as resp:
+                        appending = bool(have) and resp.status == 206
+                        resumed = appending
+                        expected = resp.headers.get("Content-Length")
+                        got = 0
+                        already = have if appending else 0
+                        with (
+                            open(part, "ab" if appending else "wb") as out,
+                            progress.task(f"download {dest.name}", total=size, unit="bytes", completed=already) as bar,
+                        ):
+                            for chunk in _body(resp, cap - already, url, deadline.check):
+                                out.write(chunk)
+                                got += len(chunk)
+                                bar.advance(len(chunk))
+                finally:
+                    deadline.release()
+                deadline.check()  # a body the watchdog cut short is no file
+                if expected is not None and got < int(expected):
+                    raise OSError(f"connection closed after {got} of {expected} bytes")
                 total = part.stat().st_size
                 if size is not None and total != size:
                     part.unlink()  # complete but short: resuming it cannot help
                     raise OSError(f"got {total} bytes, the pin says {size}")
                 os.replace(part, dest)
                 return resumed
-            except UpstreamError:  # too large, a redirect refused: another try cannot help
-                part.unlink(missing_ok=True)
-                raise
             except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+                deadline.check()  # the watchdog's shutdown is what broke it
                 last = exc
                 if _final(exc):
-                    part.unlink(missing_ok=True)
                     raise UpstreamError(
                         f"download of {url} failed: {exc}",
                         hint="check the pin's 'url', 'filename' and 'index'; nothing was imported",
                     ) from None
                 if isinstance(exc, urllib.error.HTTPError) and exc.code == 416:
                     part.unlink(missing_ok=True)  # the partial file is bad; start again
-                self._sleep(attempt)
-        part.unlink(missing_ok=True)
+                self._sleep(attempt, deadline)
         raise UpstreamError(
             f"download of {url} failed after {self.attempts} attempts: {last}",
             hint="check the network and run the command again; nothing was imported",
         )
 
-    def _sleep(self, attempt: int) -> None:
+    def _sleep(self, attempt: int, deadline: Deadline) -> None:
         if attempt + 1 < self.attempts:
-            time.sleep(self.backoff * (2**attempt))
+            time.sleep(min(self.backoff * (2**attempt), deadline.remaining()))
 
 
 class PageSource(Protocol):
@@ -367,6 +389,12 @@ class PackageIndex:
         if not isinstance(files, list):
             raise UpstreamError(
                 f"the package index at {base} did not answer with a PEP 691 project page",
+                hint="check the pin's 'index'",
+            )
+        if len(files) > MAX_PAGE_FILES:  # a PEP 503 page was read no further than one more
+            raise TooManyFiles(
+                f"the package index page {base} lists more than the {MAX_PAGE_FILES} files patchtool reads "
+                "from one project page; refusing it",
                 hint="check the pin's 'index'",
             )
         out = []

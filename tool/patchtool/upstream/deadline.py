@@ -1,0 +1,120 @@
+"""One download's overall deadline, over every phase of it: connecting, the status line and
+headers, chunk framing and trailers, and the body, all its tries together.
+
+http.client reads a status line, a header line, a chunk's size or a chunked trailer in loops of its
+own, each read waiting at most the socket's timeout: a server that sends a byte within every
+timeout (or an endless run of trailer lines, which http.client reads and drops in one call) holds
+such a loop for good, and a check between body reads never runs. So a watchdog thread waits for
+the deadline on the download's clock and then shuts down every socket the download opened
+(``shutdown(SHUT_RDWR)``, on a duplicate descriptor the deadline owns, so the call can never reach
+a descriptor the number was reused for): whatever read was waiting returns at once, and the
+download raises ``TooSlow``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+from patchtool.errors import UpstreamError, UsageError
+
+DEADLINE_ENV = "PATCHTOOL_DOWNLOAD_DEADLINE"
+DEFAULT_DEADLINE = 1800.0  # the most one download (all its tries) may take, in seconds: 30 minutes
+MAX_DEADLINE = 7 * 86400
+POLL = 1.0  # the longest the watchdog waits before it reads the clock again: a clock that jumps is seen within it
+
+
+class TooSlow(UpstreamError):
+    """A download that ran past its overall deadline."""
+
+
+def deadline_from_environment() -> float:
+    """The overall deadline of one download: ``$PATCHTOOL_DOWNLOAD_DEADLINE`` seconds, the user's
+    alone (never a repository's), else 30 minutes."""
+    given = os.environ.get(DEADLINE_ENV, "").strip()
+    if not given:
+        return DEFAULT_DEADLINE
+    try:
+        value = float(given)
+    except ValueError:
+        value = -1.0
+    if not 1 <= value <= MAX_DEADLINE:  # nan fails this too
+        raise UsageError(
+            f"{DEADLINE_ENV}={given!r} is not a number of seconds from 1 to {MAX_DEADLINE}",
+            hint=f"set it to the most seconds one download may take (default {DEFAULT_DEADLINE:.0f}), or unset it",
+        )
+    return value
+
+
+class Deadline:
+    """``seconds`` on ``clock`` from now for the download of ``what``. Inside ``with``, a watchdog
+    thread shuts down every socket ``hold`` was given once the deadline passes; ``check`` raises
+    ``TooSlow`` from then on, and the download calls it after every read and every failure."""
+
+    def __init__(self, what: str, seconds: float, clock: Callable[[], float]) -> None:
+        self.what = what
+        self.seconds = seconds
+        self.clock = clock
+        self.end = clock() + seconds
+        self._lock = threading.Lock()
+        self._held: list[socket.socket] = []  # duplicates of the download's sockets, closed by ``release``
+        self._expired = False
+        self._stop = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name=f"deadline of {what}", daemon=True)
+
+    def __enter__(self) -> Deadline:
+        self._watchdog.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._watchdog.join()
+        self.release()
+
+    def remaining(self) -> float:
+        """Seconds left on the clock, at least a millisecond (a socket's timeout of 0 never waits)."""
+        return max(self.end - self.clock(), 0.001)
+
+    def check(self) -> None:
+        """Raise ``TooSlow`` once the deadline has passed."""
+        if self._expired or self.clock() > self.end:
+            raise TooSlow(
+                f"{self.what} took longer than the {self.seconds:g} s patchtool gives one download; refusing it",
+                hint=f"check the network and run the command again, or give it longer with {DEADLINE_ENV}",
+            )
+
+    def hold(self, sock: socket.socket) -> None:
+        """Watch ``sock``, a connection of this download: shut down at the deadline (at once, if it
+        has passed). The deadline keeps a duplicate of its descriptor until ``release``."""
+        with self._lock:
+            held = sock.dup()
+            self._held.append(held)
+            if self._expired:
+                self._shut(held)
+
+    def release(self) -> None:
+        """Close the duplicates ``hold`` took: the attempt that opened them is over."""
+        with self._lock:
+            for held in self._held:
+                held.close()
+            self._held.clear()
+
+    def _watch(self) -> None:
+        wait = min(POLL, self.seconds)
+        while not self._stop.wait(wait):
+            left = self.end - self.clock()
+            if left <= 0:
+                with self._lock:
+                    self._expired = True
+                    for held in self._held:
+                        self._shut(held)
+                return
+            wait = min(POLL, left)
+
+    @staticmethod
+    def _shut(held: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # the peer or the kernel closed it already
+            held.shutdown(socket.SHUT_RDWR)
