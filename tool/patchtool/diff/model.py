@@ -158,17 +158,17 @@ def parse(diff: str) -> Diff:
 def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
     """The model of ``diff``, its names from ``sections`` (``gitpaths.read_sections``, which may
     have read a whole patch file around it)."""
+    raw = lines_of(diff)  # unidiff copies a str into a StringIO, four bytes a character: it reads these
     try:
-        patchset = PatchSet(diff)
+        patchset = PatchSet(raw)
     except (UnidiffParseError, ValueError) as exc:  # ValueError: a number int() refuses (4300 digits)
         raise DiffError(f"the diff does not parse: {exc}", hint="re-export the commit with git format-patch") from None
     if not len(patchset):
         raise DiffError("the diff touches no file")
-    raw = diff.split("\n")
     if len(sections) != len(patchset):
         stray = next((pf for pf in patchset if not raw[(pf.diff_line_no or 1) - 1].startswith("diff --git ")), None)
         at = stray.diff_line_no if stray is not None else None
-        line = raw[at - 1] if at else ""
+        line = raw[at - 1].removesuffix("\n") if at else ""
         raise DiffError(
             f"line {at}: {line[:80]!r} is outside every 'diff --git' section"
             + (
@@ -227,7 +227,7 @@ def _hunk(h: unidiff.patch.Hunk, raw: list[str]) -> Hunk:
         old_count=h.source_length,
         new_start=h.target_start,
         new_count=h.target_length,
-        header=raw[at - 1] if at else "",
+        header=raw[at - 1].removesuffix("\n") if at else "",
         lines=tuple(lines),
         at=at,
         end=end,

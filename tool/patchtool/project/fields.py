@@ -7,6 +7,7 @@ as ``patch[3].upstream.status``.
 
 from __future__ import annotations
 
+import bisect
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -264,42 +265,86 @@ def pep440_specifier(text: str) -> SpecifierSet:
 
 
 _HEADER_RE = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.\-\"]+)\s*\]\]?")
+_ARRAY_HEADER_RE = re.compile(r"^\s*\[\[\s*([A-Za-z0-9_.\-]+)\s*\]\]")
+_TABLE_HEADER_RE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\-]+)\s*\]")
+_ASSIGNMENT_RE = re.compile(r"^\s*([A-Za-z0-9_\-]+)\s*=")
+_KEY_PART_RE = re.compile(r"([A-Za-z0-9_\-]+)(?:\[(\d+)\])?")
+
+
+def _first(lines: list[int], start: int, end: int) -> int | None:
+    """The first of the sorted ``lines`` in ``range(start, end)``."""
+    i = bisect.bisect_left(lines, start)
+    return lines[i] if i < len(lines) and lines[i] < end else None
+
+
+class KeyLines:
+    """Best-effort line numbers of dotted keys such as ``patch[2].upstream.status`` in one TOML
+    text (lines as TOML counts them: a U+2028 inside a string ends none).
+
+    The text's headers and assignments are indexed once, on the first lookup, so naming the line
+    of every problem in a file costs time linear in the file, however many problems it has."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._count = 0
+        self._arrays: dict[str, list[int]] = {}  # a table's '[[table]]' lines
+        self._headers: dict[str, list[int]] = {}  # its '[table]' and '[[table]]' lines, quoted or not
+        self._tables: dict[str, list[int]] = {}  # its '[table]' lines
+        self._assignments: dict[str, list[int]] = {}  # a bare key's 'key = ' lines
+        self._indexed = False
+
+    def _index(self) -> None:
+        lines = self._text.split("\n")
+        self._count = len(lines)
+        for i, text in enumerate(lines):
+            if m := _ARRAY_HEADER_RE.match(text):
+                self._arrays.setdefault(m.group(1), []).append(i)
+            if m := _HEADER_RE.match(text):
+                self._headers.setdefault(m.group(1).strip('"'), []).append(i)
+            if m := _TABLE_HEADER_RE.match(text):
+                self._tables.setdefault(m.group(1), []).append(i)
+            if m := _ASSIGNMENT_RE.match(text):
+                self._assignments.setdefault(m.group(1), []).append(i)
+        self._indexed = True
+
+    def line(self, key: str | None) -> int | None:
+        """The 1-based line of ``key``, or of the deepest table of it found; None if none is."""
+        if not key:
+            return None
+        if not self._indexed:
+            self._index()
+        start, end = 0, self._count
+        prefix: list[str] = []
+        line: int | None = None
+        for name, index in _KEY_PART_RE.findall(key):
+            prefix.append(name)
+            table = ".".join(prefix)
+            if index:
+                hits = self._arrays.get(table, [])
+                n = bisect.bisect_left(hits, start) + int(index)
+                if n >= len(hits) or hits[n] >= end:
+                    return line
+                start = hits[n]
+                nxt = _first(self._headers.get(table, []), start + 1, end)
+                end = nxt if nxt is not None else end
+                line = start + 1
+                continue
+            found = [
+                i
+                for i in (
+                    _first(self._assignments.get(name, []), start, end),
+                    _first(self._tables.get(table, []), start, end),
+                )
+                if i is not None
+            ]
+            if not found:
+                return line
+            start = min(found)
+            line = start + 1
+        return line
 
 
 def key_line(text: str, key: str | None) -> int | None:
-    """Best-effort line number of a dotted key such as ``patch[2].upstream.status`` in TOML
-    ``text`` (lines as TOML counts them: a U+2028 inside a string ends none)."""
-    if not key:
-        return None
-    parts = re.findall(r"([A-Za-z0-9_\-]+)(?:\[(\d+)\])?", key)
-    lines = text.split("\n")
-    start, end = 0, len(lines)
-    prefix: list[str] = []
-    line: int | None = None
-    for name, index in parts:
-        prefix.append(name)
-        table = ".".join(prefix)
-        if index:
-            hits = [i for i in range(start, end) if re.match(rf"^\s*\[\[\s*{re.escape(table)}\s*\]\]", lines[i])]
-            n = int(index)
-            if n >= len(hits):
-                return line
-            start = hits[n]
-            nxt = [
-                i for i in range(start + 1, end) if (m := _HEADER_RE.match(lines[i])) and m.group(1).strip('"') == table
-            ]
-            end = nxt[0] if nxt else end
-            line = start + 1
-            continue
-        found = None
-        for i in range(start, end):
-            if re.match(rf"^\s*{re.escape(name)}\s*=", lines[i]) or re.match(
-                rf"^\s*\[\s*{re.escape(table)}\s*\]", lines[i]
-            ):
-                found = i
-                break
-        if found is None:
-            return line
-        line = found + 1
-        start = found
-    return line
+    """The line of one dotted ``key`` in TOML ``text`` (``KeyLines``: for several keys of one
+    text, index it once)."""
+    return KeyLines(text).line(key)

@@ -20,7 +20,16 @@ from patchtool.errors import InvalidInput, Problem
 from patchtool.names import PatchId, RepoPath
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import MAX_SCHEMA, Fields, complete, key_line, load_toml, pep440_specifier, raise_if
+from patchtool.project.fields import (
+    MAX_SCHEMA,
+    Fields,
+    KeyLines,
+    complete,
+    key_line,
+    load_toml,
+    pep440_specifier,
+    raise_if,
+)
 from patchtool.project.metadata import (
     Evidence,
     Imported,
@@ -385,11 +394,12 @@ def _check_not_dropped(
 
 def parse_text(text: str, *, file: str = MANIFEST_NAME) -> Manifest:
     data = load_toml(text, file=file)
+    lines = KeyLines(text)
     try:
-        return Manifest.from_dict(data, file=file, line_of=lambda key: key_line(text, key))
+        return Manifest.from_dict(data, file=file, line_of=lines.line)
     except InvalidInput as exc:
         raise InvalidInput(
-            exc.message, file=file, problems=[p.located(line=key_line(text, p.key)) for p in exc.problems]
+            exc.message, file=file, problems=[p.located(line=lines.line(p.key)) for p in exc.problems]
         ) from None
 
 

@@ -22,7 +22,7 @@ from patchtool.errors import InvalidInput, Problem
 from patchtool.names import PatchId
 from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
-from patchtool.project.fields import MAX_SCHEMA, Fields, complete, key_line, load_toml, raise_if
+from patchtool.project.fields import MAX_SCHEMA, Fields, KeyLines, complete, load_toml, raise_if
 from patchtool.project.patterns import RepoPattern, multiline_pattern, value_pattern
 from patchtool.registry.knobs import find_use
 from patchtool.registry.scope import Scope
@@ -325,8 +325,9 @@ def parse_text(text: str, *, file: str) -> Registry:
     try:
         return Registry.from_dict(data, file=file)
     except InvalidInput as exc:
+        lines = KeyLines(text)
         raise InvalidInput(
-            exc.message, file=file, problems=[p.located(line=key_line(text, p.key)) for p in exc.problems]
+            exc.message, file=file, problems=[p.located(line=lines.line(p.key)) for p in exc.problems]
         ) from None
 
 

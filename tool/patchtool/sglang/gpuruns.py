@@ -11,7 +11,7 @@ from pathlib import Path
 
 from patchtool.errors import InvalidInput, Problem
 from patchtool.paths import read_inside
-from patchtool.project.fields import key_line
+from patchtool.project.fields import KeyLines
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 
 GPU_CHECKS_DIR = "tests/gpu"
@@ -76,7 +76,7 @@ def _clip(text: str, limit: int = 80) -> str:
 def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]:
     """Every ``gpu_verification.run`` must be a command that runs checks under tests/gpu, and every
     check it names must exist, so `status` can match a results file to it."""
-    text = read_inside(root, MANIFEST_NAME).decode("utf-8")
+    lines = KeyLines(read_inside(root, MANIFEST_NAME).decode("utf-8"))
     problems: list[Problem] = []
     for i, entry in enumerate(entries):
         for j, gpu in enumerate(entry.gpu_verification):
@@ -90,7 +90,7 @@ def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]
                 if not missing:
                     continue
                 why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
-            line = key_line(text, key)
+            line = lines.line(key)
             problems.append(
                 Problem(file=MANIFEST_NAME, line=line, patch=entry.id, key=key, code="gpu-run", message=why, hint=hint)
             )
