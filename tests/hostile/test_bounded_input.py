@@ -551,6 +551,23 @@ def test_a_pax_sparse_member_is_refused_at_its_header(demo: Demo, records: dict[
     )
 
 
+@pytest.mark.parametrize("how", ["pax", "base-256"])
+def test_a_member_of_negative_size_is_refused(demo: Demo, how: str) -> None:
+    """Found by a second attack: a PAX ``size`` record of -1024, or a size field of -256 in tar's
+    base-256 form, was imported as an empty file while tarfile stepped back in the archive by it
+    (members hidden or read twice)."""
+    name = "demo-1.0/demo/negative.py"
+    if how == "pax":
+        blocks, size = pax_header({"size": "-1024"}) + gnu_header(name, tarfile.REGTYPE), -1024
+    else:
+        blocks, size = gnu_header(name, tarfile.REGTYPE, fill={124: tarfile.itn(-256, 12, tarfile.GNU_FORMAT)}), -256
+    sdist_then(demo, blocks)
+    refused_as_hostile(
+        demo,
+        f"demo-1.0.tar.gz: entry {name!r} declares a negative size ({size}), which is no size; refusing it",
+    )
+
+
 @pytest.mark.parametrize("kind", ["pax", "gnu-longname"])
 def test_a_chain_of_extended_headers_is_refused_past_its_bound(demo: Demo, kind: str) -> None:
     """Found by an attack: tarfile reads a member's extended headers (PAX headers, GNU long names)

@@ -239,7 +239,7 @@ class _Header(tarfile.TarInfo):
         if self.type == tarfile.GNUTYPE_SPARSE:
             bounded.refuse(f"entry {self.name!r} is a sparse file (GNU type 'S'), which an sdist never holds")
         if self.type not in _EXTENDED:
-            return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
+            return _sized(bounded, cast(tarfile.TarInfo, super()._proc_member(archive)))  # type: ignore[misc]
         if bounded.extended >= MAX_EXTENDED_HEADERS:
             bounded.refuse(
                 f"entry {self.name!r} is extended header {bounded.extended + 1} in a row, more than the "
@@ -249,10 +249,19 @@ class _Header(tarfile.TarInfo):
         if self.type in _PAX_TYPES:
             bounded.pax = self.name  # tarfile reads its records first: checked as they are read
         try:
-            return cast(tarfile.TarInfo, super()._proc_member(archive))  # type: ignore[misc]
+            return _sized(bounded, cast(tarfile.TarInfo, super()._proc_member(archive)))  # type: ignore[misc]
         finally:
             bounded.extended -= 1
             bounded.pax = None
+
+
+def _sized(bounded: _Bounded, member: tarfile.TarInfo) -> tarfile.TarInfo:
+    """``member``, refused when its size (a PAX ``size`` record, or a base-256 size field) is
+    negative: tarfile would step back in the archive by it, hiding or re-reading members. Found by
+    an attack."""
+    if member.size < 0:
+        bounded.refuse(f"entry {member.name!r} declares a negative size ({member.size}), which is no size")
+    return member
 
 
 _PAX_RECORD = re.compile(rb"(\d{1,20}) ([^=\n]+)=")
