@@ -86,7 +86,12 @@ UNREADABLE = [
     (
         "[PATCH 1/2] Re: demo: [4.2.x] subject\n\nbody\n",
         "its subject '[PATCH 1/2] Re: demo: [4.2.x] subject' would read back as 'demo: [4.2.x] subject': a patch "
-        "file's reader drops a leading 'Re:', bracketed tags naming PATCH and colons, as `git am` does",
+        "file's reader drops a leading 'Re:', bracketed tags naming PATCH and colons, and makes each run of spaces "
+        "one, as `git am` does",
+    ),
+    (  # found by a second attack: the check compared the subject with its spaces already made one
+        "demo:  two  spaces\n\nbody\n",
+        "its subject 'demo:  two  spaces' would read back as 'demo: two spaces'",
     ),
     (
         "core: for someone\n\nFrom: Some One <one@example.com>\n\nbody\n",

@@ -151,11 +151,11 @@ def unreadable_message(message: str) -> str | None:
     diff. ``git format-patch`` writes such a message as it is, and ``git am`` truncates it."""
     lines = message.strip("\n").split("\n")
     end = next((i for i, line in enumerate(lines) if not line.strip()), len(lines))
-    subject = " ".join(" ".join(lines[:end]).split())
+    subject = " ".join(lines[:end])  # a subject of several lines is written as one, as git writes it
     if (cleaned := clean_subject(subject)) != subject:
         return (
             f"its subject {subject!r} would read back as {cleaned!r}: a patch file's reader drops a leading "
-            "'Re:', bracketed tags naming PATCH and colons, as `git am` does"
+            "'Re:', bracketed tags naming PATCH and colons, and makes each run of spaces one, as `git am` does"
         )
     body = [(n, line) for n, line in enumerate(lines[end:], end + 1)]
     first = next(((n, line) for n, line in body if line.strip()), None)
