@@ -48,18 +48,22 @@ class StallingServer:
         self.stalled = threading.Event()
         self.released = threading.Event()
         self.conns: list[socket.socket] = []
+        self.threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._server = threading.Thread(target=self._serve, daemon=True)
+        self._server.start()
 
     def _serve(self) -> None:
         while True:
             try:
                 conn, _ = self.listener.accept()
-            except OSError:  # released: the listener is closed
+            except OSError:  # released: the listener is shut down
                 return
+            answer = threading.Thread(target=self._answer, args=(conn,), daemon=True)
             with self._lock:
                 self.conns.append(conn)
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+                self.threads.append(answer)
+            answer.start()
 
     def _answer(self, conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
@@ -83,13 +87,22 @@ class StallingServer:
         return 86400.0 if self.stalled.is_set() else 0.0
 
     def release(self) -> None:
-        """Let every connection go (the end of the test, or the guard against a hang)."""
+        """Let every connection go (the end of the test, or the guard against a hang), and end every
+        thread before the listener's descriptor is closed: a thread still in ``accept`` on a closed
+        descriptor took the connections of the next server given that number (another test's index,
+        which then answered with this server's bytes)."""
         self.released.set()
-        self.listener.close()
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        self._server.join(HANG_GUARD_S)
         with self._lock:
             for conn in self.conns:
                 with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
+            threads = list(self.threads)
+        for thread in threads:
+            thread.join(HANG_GUARD_S)
+        self.listener.close()
 
 
 @contextlib.contextmanager
