@@ -47,17 +47,23 @@ class FetchTooLarge(UpstreamError):
     """A fetch whose pack outgrew its size, or that would write more refs than it may."""
 
 
-def _deadline(given: str) -> float:
+def seconds(env: str, given: str, *, default: float, most: float, what: str) -> float:
+    """``given``, the user's ``$env``, as seconds from 1 to ``most`` that ``what`` may take; a
+    UsageError naming the variable otherwise (a download's deadline reads it the same way)."""
     try:
         value = float(given)
     except ValueError:
         value = -1.0
-    if not 1 <= value <= MAX_DEADLINE:  # nan fails this too
+    if not 1 <= value <= most:  # nan fails this too
         raise UsageError(
-            f"{DEADLINE_ENV}={given!r} is not a number of seconds from 1 to {MAX_DEADLINE}",
-            hint=f"set it to the most seconds one git fetch may take (default {DEFAULT_DEADLINE:.0f}), or unset it",
+            f"{env}={given!r} is not a number of seconds from 1 to {most}",
+            hint=f"set it to the most seconds {what} may take (default {default:.0f}), or unset it",
         )
     return value
+
+
+def _deadline(given: str) -> float:
+    return seconds(DEADLINE_ENV, given, default=DEFAULT_DEADLINE, most=MAX_DEADLINE, what="one git fetch")
 
 
 def _size(given: str) -> int:

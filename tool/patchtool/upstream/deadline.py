@@ -19,7 +19,8 @@ import socket
 import threading
 from collections.abc import Callable
 
-from patchtool.errors import UpstreamError, UsageError
+from patchtool.errors import UpstreamError
+from patchtool.git import limits
 
 DEADLINE_ENV = "PATCHTOOL_DOWNLOAD_DEADLINE"
 DEFAULT_DEADLINE = 1800.0  # the most one download (all its tries) may take, in seconds: 30 minutes
@@ -37,16 +38,7 @@ def deadline_from_environment() -> float:
     given = os.environ.get(DEADLINE_ENV, "").strip()
     if not given:
         return DEFAULT_DEADLINE
-    try:
-        value = float(given)
-    except ValueError:
-        value = -1.0
-    if not 1 <= value <= MAX_DEADLINE:  # nan fails this too
-        raise UsageError(
-            f"{DEADLINE_ENV}={given!r} is not a number of seconds from 1 to {MAX_DEADLINE}",
-            hint=f"set it to the most seconds one download may take (default {DEFAULT_DEADLINE:.0f}), or unset it",
-        )
-    return value
+    return limits.seconds(DEADLINE_ENV, given, default=DEFAULT_DEADLINE, most=MAX_DEADLINE, what="one download")
 
 
 class Deadline:
