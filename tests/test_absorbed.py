@@ -252,6 +252,122 @@ def test_a_conflict_upstream_resolved_in_one_hunk_is_partly_upstream_naming_it(t
     assert "+    if len(name)" not in rebased
 
 
+# -- a conflict's stop names what upstream has: some hunks, or every hunk in another form ---------
+
+
+def test_a_backport_whose_test_upstream_took_and_whose_fix_upstream_rewrote_stops_naming_the_test(
+    tmp_path: Path,
+) -> None:
+    """Debian's backport fixes parse_header and adds its test; upstream took the test as it is and
+    rewrote parse_header around a helper of its own (as werkzeug 2.3 did to the cookie parser
+    Debian's 0003 fixes). The fix conflicts and is nowhere in another form; the stop names the
+    test's hunk, which the target has at its place, and the patch is not dropped."""
+    rewritten = HEADERS.replace(PARTITION, "    name, value = _split(data)\n    _check_name(name)\n")
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS, "tests/test_headers.py": TESTS},
+        [
+            (
+                "cve-name",
+                {"demo/headers.py": FIXED, "tests/test_headers.py": TESTS.replace(SIMPLE_END, SIMPLE_END + LONG_NAME)},
+            )
+        ],
+        {"demo/headers.py": rewritten, "tests/test_headers.py": TESTS.replace(SIMPLE_END, SIMPLE_END + LONG_NAME)},
+    )
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "conflict"
+    assert step["detail"] == "CONFLICT (content): Merge conflict in demo/headers.py"
+    assert step["evidence"] == [
+        "upstream has tests/test_headers.py @@ -7,6 +7,10 @@ (the target's lines 10-13): "
+        "every line it adds, none it removes"
+    ]
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "`patchtool rebase --skip --merged`" in res.stdout + res.stderr
+    assert (s.root / "patches/0001-cve-name.patch").is_file()
+
+
+SAME_CHECK = '    if len(name) >= MAX + 1:\n        raise ValueError("name too long")\n'
+
+
+def test_the_same_fix_written_otherwise_at_its_place_stops_naming_upstreams_lines(tmp_path: Path) -> None:
+    """Upstream fixed what Debian's backport fixes, at the same place, in other words (as pip 18
+    unlinks with os.path.exists where conda-forge's patch has os.path.lexists, and setuptools
+    takes the first word of CC with shlex.split where the patch has str.split). Neither a reverse
+    application nor the lines themselves find it: the stop names the lines upstream wrote there,
+    which hold 9 of the 10 words the hunk adds; the patch stays."""
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS},
+        [("cve-name", {"demo/headers.py": FIXED})],
+        {"demo/headers.py": HEADERS.replace(PARTITION, PARTITION + SAME_CHECK)},
+    )
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "conflict"
+    assert step["evidence"] == [
+        "upstream has demo/headers.py @@ -5,6 +5,8 @@ in another form: 9 of the 10 words it adds "
+        "are in the lines upstream wrote at its place (the target's lines 8-9)"
+    ]
+    res = s.run("rebase", "--to", "1.1")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "in another form: 9 of the 10 words" in res.stdout
+    assert (s.root / "patches/0001-cve-name.patch").is_file()
+
+
+def test_a_fix_upstream_moved_into_a_helper_stops_naming_where_it_went(tmp_path: Path) -> None:
+    """Upstream moved parse_header's body into a helper at the end of the module, the fix within it
+    with its message reworded (as werkzeug 2.3 moved the multipart decoder's code that Debian's
+    CVE-2023-46136 backport fixes into _parse_data). Nothing is left at the fix's place; the
+    helper holds one of its two lines as it is and 9 of its 10 words: the stop names it."""
+    helper = (
+        "\n\ndef _split(data):\n"
+        + PARTITION
+        + NAME_CHECK.replace("header name", "name")
+        + "    return name.strip(), value.strip()\n"
+    )
+    body = PARTITION + "    name = name.strip()\n    value = value.strip()\n    return name, value\n"
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": HEADERS},
+        [("cve-name", {"demo/headers.py": FIXED})],
+        {"demo/headers.py": HEADERS.replace(body, "    return _split(data)\n") + helper},
+    )
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "conflict"
+    assert step["evidence"] == [
+        "upstream has demo/headers.py @@ -5,6 +5,8 @@ in another form: 9 of the 10 words it adds, and 1 of "
+        "its 2 lines as they are, are in the lines upstream wrote elsewhere in the file (the target's lines 16-22)"
+    ]
+
+
+def test_a_debian_only_fix_where_upstream_changed_the_same_lines_otherwise_names_nothing(tmp_path: Path) -> None:
+    """Three Debian-only fixes that conflict with upstream's own change at their place, which shares
+    some of their words: upstream checks the name for emptiness where Debian checks its length (6
+    of the fix's 10 words); upstream moved the code the fix is in into a helper without the fix;
+    and a patch with the length check and a second hunk upstream wrote nothing like. None says
+    upstream has it: plain conflicts, no evidence."""
+    empty = '    if not name:\n        raise ValueError("empty header name")\n'
+    two = FIXED.replace("return [name for", "return sorted(name for").replace("(lines)]", "(lines))")
+    body = PARTITION + "    name = name.strip()\n    value = value.strip()\n    return name, value\n"
+    moved = HEADERS.replace(body, "    return _split(data)\n") + "\n\ndef _split(data):\n" + body
+    for n, (patched, upstream) in enumerate(
+        [
+            (FIXED, HEADERS.replace(PARTITION, PARTITION + empty)),
+            (FIXED, moved),
+            (two, HEADERS.replace(PARTITION, PARTITION + SAME_CHECK).replace("for name, _ in", "for name, _v in")),
+        ]
+    ):
+        (tmp_path / str(n)).mkdir()
+        s = make_series(
+            tmp_path / str(n),
+            {"demo/headers.py": HEADERS},
+            [("fix", {"demo/headers.py": patched})],
+            {"demo/headers.py": upstream},
+        )
+        step = s.dry_run()["fix"]
+        assert step["outcome"] == "conflict" and "evidence" not in step, (n, step)
+
+
 # -- never twice --------------------------------------------------------------------------------
 
 

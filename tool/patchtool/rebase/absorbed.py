@@ -9,12 +9,21 @@ line, is no evidence.
 
 The hunks are the patch's commit's own (its file before and after, grouped as ``git diff -U3``
 groups them), so a patch that changes one file in two sections is judged by what it does.
+
+A hunk the target lacks may be there in another form: upstream rewrote the lines at its place
+into lines that hold at least three quarters of the words the hunk adds (``SHARE``; a Python
+file's comment lines left out), none of the lines it removes left there; or upstream moved the
+code within the file, and one block of lines it wrote elsewhere holds those words and at least
+half of the hunk's lines as they are, up to indentation, none of its removed lines left in the
+file. That is evidence for a stop (``stop_evidence``), never for a drop or a merge.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
 
 from patchtool import git
 from patchtool.diff import textpatch
@@ -23,6 +32,8 @@ from patchtool.diff.scopes import scope_at
 from patchtool.rebase import merge
 
 CONTEXT = 3  # lines on each side of a change, as git diff -U3
+SHARE = (3, 4)  # of the words a hunk adds, in the lines upstream wrote: the same change in another form
+_WORD = re.compile(r"\w+")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,6 +45,7 @@ class HunkCheck:
     upstream: bool
     base: tuple[int, int]  # the hunk's lines (context included) in the file before the patch, 0-based [start, end)
     target: tuple[int, int]  # where they are in the target, 0-based [start, end)
+    other_form: str = ""  # where upstream wrote its words instead, when not ``upstream`` (``_other_form``)
 
     def describe(self) -> str:
         where = f"lines {self.target[0] + 1}-{self.target[1]}" if self.target[1] > self.target[0] else "nowhere"
@@ -151,9 +163,92 @@ def _has(g: _Group, base: Sequence[str], after: Sequence[str], region: Sequence[
     return _in_order(added, region) and not any(line in region for line in removed if line not in kept)
 
 
-def hunks_in_target(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple[HunkCheck, ...]:
+def _words(path: str, lines: Iterable[str]) -> Counter[str]:
+    """The words of ``lines``, each as often as it occurs; a Python file's comment lines left out."""
+    python = path.endswith(".py")
+    out: Counter[str] = Counter()
+    for line in lines:
+        if not (python and line.lstrip().startswith("#")):
+            out.update(_WORD.findall(line))
+    return out
+
+
+def _other_form(
+    path: str,
+    g: _Group,
+    base: Sequence[str],
+    after: Sequence[str],
+    have: Sequence[str],
+    blocks: Sequence[textpatch.Block],
+    at: tuple[int, int],
+    same: bool,
+) -> str:
+    """Where upstream wrote a hunk's change in another form, in words; "" where it did not. The
+    words the hunk adds (those of its removed lines aside) must be, at ``SHARE``, in the lines
+    upstream wrote at its place (``at``, in the same function), none of its removed lines left
+    there; or in one block upstream wrote elsewhere in the file, no longer than four times the
+    hunk, holding half of its lines as they are (up to indentation), none of its removed lines
+    left in the file."""
+    added = [line for b in g.blocks for line in after[b.b_start : b.b_end]]
+    removed = [line for b in g.blocks for line in base[b.a_start : b.a_end]]
+    want = _words(path, added) - _words(path, removed)
+    total = sum(want.values())
+    if not total:
+        return ""
+    kept = set(after[g.b[0] : g.b[1]])
+    left = [line for line in removed if line not in kept and line.strip()]
+
+    def found(lines: Iterable[str]) -> int:
+        return sum((want & _words(path, lines)).values())
+
+    def enough(n: int) -> bool:
+        return n * SHARE[1] >= total * SHARE[0]
+
+    if same and not any(line in have[at[0] : at[1]] for line in left):
+        n = found(have[j] for b in blocks for j in range(max(b.b_start, at[0]), min(b.b_end, at[1])))
+        if enough(n):
+            return (
+                f"{n} of the {total} words it adds are in the lines upstream wrote at its place "
+                f"(the target's lines {at[0] + 1}-{at[1]})"
+            )
+    if any(line in have for line in left):
+        return ""
+    own = [line.strip() for line in added if line.strip()]
+    for b in blocks:
+        if b.b_end - b.b_start > 4 * len(added) + 2 * CONTEXT:
+            continue
+        window = have[b.b_start : b.b_end]
+        stripped = {line.strip() for line in window}
+        same_lines = sum(line in stripped for line in own)
+        if 2 * same_lines >= len(own) and enough(n := found(window)):
+            return (
+                f"{n} of the {total} words it adds, and {same_lines} of its {len(own)} lines as they are, "
+                f"are in the lines upstream wrote elsewhere in the file (the target's lines {b.b_start + 1}-{b.b_end})"
+            )
+    return ""
+
+
+def stop_evidence(checks: Sequence[HunkCheck], changes: Sequence[git.RawChange]) -> tuple[str, ...]:
+    """What a conflict's stop shows of the target's content (``checks``, made with
+    ``other_forms``): each hunk the target has at its place; and, where every other hunk of the
+    patch (``changes``: a file it deletes or renames is not judged, so never counts) is there in
+    another form, where each of those is. () when neither: a conflict alone says nothing of
+    upstream."""
+    exact = [h for h in checks if h.upstream]
+    other = [h for h in checks if not h.upstream and h.other_form]
+    out = [f"upstream has {h.describe()}: every line it adds, none it removes" for h in exact]
+    judged = all(c.new_path is not None and c.old_path in (None, c.new_path) for c in changes)
+    if other and judged and len(exact) + len(other) == len(checks):
+        out += [f"upstream has {h.path} {h.header} in another form: {h.other_form}" for h in other]
+    return tuple(out)
+
+
+def hunks_in_target(
+    ws: merge.Workspace, changes: Sequence[git.RawChange], *, other_forms: bool = False
+) -> tuple[HunkCheck, ...]:
     """Every hunk of the patch's commit (``changes``: its files at the old pin) checked against the
-    tree ``ws`` builds. A file the patch renames, or deletes, is not judged here: its hunks count
+    tree ``ws`` builds; with ``other_forms``, where each hunk it lacks is in another form (for a
+    stop's evidence). A file the patch renames, or deletes, is not judged here: its hunks count
     as not upstream."""
     out: list[HunkCheck] = []
     for c in changes:
@@ -180,7 +275,10 @@ def hunks_in_target(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tu
                 path, have, at[0] - 1
             )
             upstream = same and _has(g, base, after, have[at[0] : at[1]])
-            out.append(HunkCheck(path=path, header=_header(g), upstream=upstream, base=g.a, target=at))
+            other = "" if upstream or not other_forms else _other_form(path, g, base, after, have, blocks, at, same)
+            out.append(
+                HunkCheck(path=path, header=_header(g), upstream=upstream, base=g.a, target=at, other_form=other)
+            )
     return tuple(out)
 
 

@@ -434,6 +434,10 @@ def replay_one(
         stop, left = _stopped(ws, changes, merged, step)
         if evidence := in_other_form(ws, merged, labels):
             stop = dataclasses.replace(stop, upstream_has=evidence, detail=f"{IN_OTHER_FORM}: {'; '.join(evidence)}")
+        elif plain and (
+            seen := absorbed.stop_evidence(absorbed.hunks_in_target(ws, changes, other_forms=True), changes)
+        ):
+            stop = dataclasses.replace(stop, evidence=seen)  # one kind, in some hunks or in another form: shown
         return stop, left, merged.conflicts
     files = merged.files
     if partly and ws.same(files):
