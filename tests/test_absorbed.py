@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -312,6 +313,36 @@ def test_the_same_fix_written_otherwise_at_its_place_stops_naming_upstreams_line
     assert res.returncode == 3, res.stdout + res.stderr
     assert "in another form: 9 of the 10 words" in res.stdout
     assert (s.root / "patches/0001-cve-name.patch").is_file()
+
+
+def test_a_file_upstream_moved_from_crlf_to_lf_is_compared_line_by_line(tmp_path: Path) -> None:
+    """The same fix written otherwise, in a file whose CRLF line endings upstream made LF (as pip's
+    sdists did between 10.0.1 and 18.0): every line differs by its ending, none by its content.
+    The stop names upstream's lines at the fix's place as it does without the CRLF."""
+
+    def crlf(text: str) -> str:
+        return text.replace("\n", "\r\n")
+
+    s = make_series(
+        tmp_path,
+        {"demo/headers.py": crlf(HEADERS)},
+        [("cve-name", {"demo/headers.py": crlf(FIXED)})],
+        {"demo/headers.py": HEADERS.replace(PARTITION, PARTITION + SAME_CHECK)},
+    )
+    # the patch file as git writes it, its CRs kept (format_patch reads git's output as text)
+    out = tmp_path / "format-patch"
+    opts = ("--zero-commit", "--full-index", "--no-signature", "--no-stat")
+    git(s.upstream, "format-patch", "-1", "main", "-o", str(out), *opts)
+    (made,) = out.iterdir()
+    raw = re.sub(rb"^Date: .*\n", b"", made.read_bytes(), count=1, flags=re.MULTILINE)
+    assert b"\r\n+" in raw
+    (s.root / "patches/0001-cve-name.patch").write_bytes(raw)
+    step = s.dry_run()["cve-name"]
+    assert step["outcome"] == "conflict"
+    assert step["evidence"] == [
+        "upstream has demo/headers.py @@ -5,6 +5,8 @@ in another form: 9 of the 10 words it adds "
+        "are in the lines upstream wrote at its place (the target's lines 8-9)"
+    ]
 
 
 def test_a_fix_upstream_moved_into_a_helper_stops_naming_where_it_went(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ the file; a line found only elsewhere in the file, even a line away past an unto
 line, is no evidence.
 
 The hunks are the patch's commit's own (its file before and after, grouped as ``git diff -U3``
-groups them), so a patch that changes one file in two sections is judged by what it does.
+groups them), so a patch that changes one file in two sections is judged by what it does. Lines
+are compared whatever their ending (CRLF or LF).
 
 A hunk the target lacks may be there in another form: upstream rewrote the lines at its place
 into lines that hold at least three quarters of the words the hunk adds (``SHARE``; a Python
@@ -163,6 +164,12 @@ def _has(g: _Group, base: Sequence[str], after: Sequence[str], region: Sequence[
     return _in_order(added, region) and not any(line in region for line in removed if line not in kept)
 
 
+def _lines(text: str) -> list[str]:
+    """The lines of ``text``, each ending as a line ends on POSIX: an upstream that changed a file's
+    line endings (pip's sdists went from CRLF to LF) did not change its lines."""
+    return lines_of(text.replace("\r\n", "\n"))
+
+
 def _words(path: str, lines: Iterable[str]) -> Counter[str]:
     """The words of ``lines``, each as often as it occurs; a Python file's comment lines left out."""
     python = path.endswith(".py")
@@ -260,9 +267,9 @@ def hunks_in_target(
         target = ws.text(path)
         if before is None or after_data is None:
             continue
-        base = lines_of(before.decode("utf-8", "surrogateescape"))
-        after = lines_of(after_data.decode("utf-8", "surrogateescape"))
-        have = lines_of(target) if target is not None else []
+        base = _lines(before.decode("utf-8", "surrogateescape"))
+        after = _lines(after_data.decode("utf-8", "surrogateescape"))
+        have = _lines(target) if target is not None else []
         blocks = textpatch.diff(base, have) if target is not None else []
         for g in _groups(base, after):
             if target is None:
