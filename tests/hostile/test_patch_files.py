@@ -21,6 +21,7 @@ from conftest import Demo
 from helpers import HANG_GUARD_S, snapshot
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput
+from patchtool.project.repository import Project
 
 HEAD = (
     f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: Mallory <mallory@example.org>\n"
@@ -1266,3 +1267,62 @@ def test_a_binary_patch_git_made_applies(demo: Demo, tmp_path: Path) -> None:
     assert run(demo, "check").returncode == 0
     assert run(demo, "apply", "--into", str(tmp_path / "tree")).returncode == 0
     assert (tmp_path / "tree/python/demo/blob.bin").read_bytes() == blob
+
+
+def three_long_patches(demo: Demo) -> None:
+    """Three patches of 40 lines each, each adding its own file, as the series."""
+    entries = []
+    for n in range(1, 4):
+        name = f"000{n}-big{n}.patch"
+        (demo.root / "patches" / name).write_text(long_patch(40).replace("big.py", f"big{n}.py"))
+        entries.append(demo.entry(f"big{n}", name))
+    demo.write_manifest(*entries)
+
+
+@pytest.mark.parametrize("command", ["check", "apply", "status"])
+def test_patches_within_the_bound_each_but_too_long_together_are_refused(
+    demo: Demo, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attack: ten patches of 500,000 lines each, each within the bound of one patch,
+    made `check` hold 1.1 GB (the whole series is read at once). The series is bounded too: the
+    patch that passes the bound is named, the rest is not read, and nothing changes (the bound is
+    lowered here, so that the case stays small)."""
+    from patchtool.diff import patchfile
+
+    three_long_patches(demo)
+    monkeypatch.setattr(patchfile, "MAX_SERIES_LINES", 100)
+    before = snapshot(demo.root)
+    res = demo.run(command, "--json")
+    assert snapshot(demo.root) == before
+    data = json.loads(res.stdout)
+    assert (res.returncode, data["exit_code"]) == (1, 1)
+    assert entry_errors(data["errors"]) == [
+        "patches/0003-big3.patch |  | big3 | brings the patches read at once to 120 lines, more than the 100 "
+        "patchtool reads together | keep generated and vendored files out of patches, or carry fewer, smaller "
+        "patches"
+    ]
+    assert not (demo.root / "build").exists()
+    monkeypatch.setattr(patchfile, "MAX_SERIES_LINES", 120)  # as many lines as the bound: read
+    assert Project.load(demo.root).series()[2].patch.added == 29
+
+
+def test_import_of_a_series_too_long_together_is_refused(
+    demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`import` of a quilt series holds every patch it brings at once: the same bound holds, and
+    the series line that passes it is named before anything is applied or written."""
+    from patchtool.diff import patchfile
+
+    demo.write_manifest()
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    for n in range(1, 4):
+        (quilt / f"big{n}.diff").write_text(long_patch(40).replace("big.py", f"big{n}.py"))
+    (quilt / "series").write_text("big1.diff\nbig2.diff\nbig3.diff\n")
+    monkeypatch.setattr(patchfile, "MAX_SERIES_LINES", 100)
+    before = snapshot(demo.root)
+    res = demo.run("import", str(quilt))
+    assert snapshot(demo.root) == before
+    assert res.returncode == 1, res.stderr
+    assert f"{quilt / 'series'}:3: big3.diff brings the patches read at once to 120 lines" in res.stderr
+    assert "Traceback" not in res.stderr
