@@ -1326,3 +1326,40 @@ def test_import_of_a_series_too_long_together_is_refused(
     assert res.returncode == 1, res.stderr
     assert f"{quilt / 'series'}:3: big3.diff brings the patches read at once to 120 lines" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_many_failing_hunks_start_no_git_process_each(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: `apply` of a patch whose 4,000 hunks all fail started two git processes
+    a hunk to say why (53 s). Each hunk is now tried in memory as git applies it: 300 failing hunks
+    are each reported with where upstream differs, and git apply runs a handful of times, not 600
+    (counted by a git on PATH that logs each call and runs the real one)."""
+    hunks = "".join(f"@@ -{n},1 +{n},1 @@\n-not upstream's line {n}\n+patched {n}\n" for n in range(1, 301))
+    text = HEAD + "diff --git a/python/demo/core.py b/python/demo/core.py\n--- a/python/demo/core.py\n"
+    (demo.root / "patches" / "0001-many.patch").write_text(text + "+++ b/python/demo/core.py\n" + hunks)
+    demo.write_manifest(demo.entry("many", "0001-many.patch"))
+    log = demo.cache / "git-calls.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {shutil.which("git")} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "apply", "--json"],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=HANG_GUARD_S,
+    )
+    assert res.returncode == 3, res.stderr
+    failures = json.loads(res.stdout)["data"]["patches"][0]["failures"]
+    assert [(f["hunk"], f["reason"], f["line"]) for f in failures] == [
+        (n, "context does not match", n) for n in range(1, 301)
+    ]
+    assert (
+        failures[0]["detail"] == 'line 1: expected "not upstream\'s line 1", found \'"""Core of the demo upstream."""\''
+    )
+    assert failures[-1]["detail"] == 'line 300: expected "not upstream\'s line 300", found end of file'
+    applies = [line for line in log.read_text().splitlines() if " apply " in f" {line} "]
+    assert 0 < len(applies) < 10, applies
