@@ -185,21 +185,32 @@ def unreadable_message(message: str) -> str | None:
         )
     body = [(n, line) for n, line in enumerate(lines[end:], end + 1)]
     first = next(((n, line) for n, line in body if line.strip()), None)
-    if first is not None and (_INBODY_FIELD.match(first[1]) or first[1].startswith("[PATCH] ")):
+    if first is not None and starts_inbody(first[1]):
         return (
             f"line {first[0]} of its message, {first[1]!r}, starts the body as an in-body mail header does, "
             "which `git am` moves into the commit's header"
         )
     for n, line in body:
-        rest = line[3:]
-        if line.startswith(("diff -", "Index: ")) or (
-            line.startswith("---") and (not rest.strip() or (rest[:1] == " " and not rest[1:2].isspace()))
-        ):
+        if ends_message(line):
             return (
                 f"line {n} of its message, {line!r}, is where a patch file's message ends (`git am` and "
                 "patchtool read what follows as the diff), so the rest of the message would be lost"
             )
     return None
+
+
+def starts_inbody(line: str) -> bool:
+    """Whether ``line``, first in a message's body, is what ``git am`` takes for an in-body header."""
+    return bool(_INBODY_FIELD.match(line)) or line.startswith("[PATCH] ")
+
+
+def ends_message(line: str) -> bool:
+    """Whether ``line`` of a message's body is where a patch file's message ends (git mailinfo's
+    ``patchbreak``: a ``---`` line, ``--- name``, ``diff -``, ``Index: ``)."""
+    rest = line[3:]
+    return line.startswith(("diff -", "Index: ")) or (
+        line.startswith("---") and (not rest.strip() or (rest[:1] == " " and not rest[1:2].isspace()))
+    )
 
 
 _INBODY_FIELD = re.compile(r"^(from|subject|date):[ \t]*", re.IGNORECASE)

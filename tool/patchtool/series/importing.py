@@ -17,7 +17,7 @@ from patchtool import git
 from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
-from patchtool.diff.patchfile import SERIES_HINT, LineBudget, PatchFile, hoist_inbody_headers
+from patchtool.diff.patchfile import SERIES_HINT, LineBudget, PatchFile, hoist_inbody_headers, unreadable_message
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
 from patchtool.paths import read_inside, read_text_if_present, tree_path_problem
@@ -390,6 +390,12 @@ def _plain_patch(
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
     subject = said.subject or " ".join((who.subject or "").split()) or _subject_from_name(name)
+    if why := unreadable_message(f"subject\n\n{said.body}"):  # its lines count from the header's top
+        raise InvalidInput(
+            f"{source}: its header cannot be kept whole in a patch file: {why}; nothing was imported",
+            file=source,
+            hint="indent that line of the header, or import its quilt directory, whose files are kept as they are",
+        )
     entry, notes = _header_entry(source, fields, url, repositories)
     return Incoming(
         source=source,
