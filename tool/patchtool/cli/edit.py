@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from patchtool.cli.completion import PinOption, patch_ids
-from patchtool.cli.context import cache, repository
+from patchtool.cli.context import cache, load_project
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, printable
 from patchtool.cli.retread import knob
 from patchtool.errors import ExitCode, UsageError
-from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
+    from patchtool.project.repository import Project
     from patchtool.series.metadata import Metadata
 
 # Each command imports its workflow when it runs: every command's at the start would cost each command the others'.
@@ -41,7 +41,7 @@ def checkout(
     """A branch in a worktree: the pinned upstream plus one commit per patch, each with its Patchtool-Id trailer."""
     from patchtool.series.checkout import checkout as make_checkout
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     if refresh:
         if pin is not None or path is not None:
             raise UsageError(
@@ -89,7 +89,7 @@ def checkout(
     )
 
 
-def _refresh(ctx: typer.Context, project: Project, branch: str) -> Shown:
+def _refresh(ctx: typer.Context, project: "Project", branch: str) -> Shown:
     from patchtool.rebase.refresh import refresh
     from patchtool.upstream.cachespace import CheckoutBranch
 
@@ -143,7 +143,7 @@ def export(
         raise UsageError("--force refreshes a quilt directory: it goes with --quilt DIR")
     if (pr is None) != (directory is None):
         raise UsageError("export --pr ID DIR: the pull request's patch and the directory go together")
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     if pr is not None and directory is not None:
         if quilt is not None or allow_drop or revive:
             raise UsageError("export --pr writes one pull request's patches: no --quilt, --allow-drop or --revive")
@@ -170,7 +170,7 @@ def export(
     return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
 
 
-def _pull_request(ctx: typer.Context, project: Project, ident: str, directory: Path) -> Shown:
+def _pull_request(ctx: typer.Context, project: "Project", ident: str, directory: Path) -> Shown:
     from patchtool.series.checkouts import worktrees
     from patchtool.series.pullrequest import export_pull_request
 
@@ -260,7 +260,7 @@ def import_(
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
     result = importing.import_patches(
-        Project.load(repository(ctx)),
+        load_project(ctx),
         cache(ctx),
         files or [],
         url=url,
@@ -303,9 +303,7 @@ def new(
     from patchtool.series.new import new as new_patch
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    where = new_patch(
-        Project.load(repository(ctx)), cache(ctx), ident=ident, branch=branch, given=given, subject=subject
-    )
+    where = new_patch(load_project(ctx), cache(ctx), ident=ident, branch=branch, given=given, subject=subject)
     return Shown(
         data={"id": ident, "worktree": where},
         text=lambda style: (
@@ -353,7 +351,7 @@ def drop(
             "--flag, --env, --config, --pattern and --unguarded describe a registry entry", hint="add --rejected"
         )
     written = drop_patch(
-        Project.load(repository(ctx)), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
+        load_project(ctx), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
     )
     return Shown(
         data={"id": ident, "written": written},
@@ -372,7 +370,7 @@ def refresh(
     from patchtool.rebase.fold import fold
     from patchtool.series.repair import next_steps
 
-    result = fold(Project.load(repository(ctx)), cache(ctx), ident=ident, branch=branch, staged_only=index)
+    result = fold(load_project(ctx), cache(ctx), ident=ident, branch=branch, staged_only=index)
     lines = [f"refreshed {result.id} ({result.file}) with {', '.join(result.changed)}"]
     lines += [f"  rewritten {w['id']} ({w['file']}): {w['why']}" for w in result.written if w["id"] != result.id]
     if result.applied:

@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from patchtool.cli.completion import pin_names
-from patchtool.cli.context import cache, repository
+from patchtool.cli.context import cache, load_project
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, printable
-from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
     from patchtool.upstream import pinset
@@ -47,7 +46,7 @@ def pin_add(
     from patchtool.upstream.history import unknown_tag
     from patchtool.upstream.releasefiles import FileChoice
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     choice = FileChoice.of(sdist=sdist, wheel=wheel, filename=filename)
     pin = pinset.new_pin(project, cache(ctx), version, git_url=git_url, tag=tag, choice=choice)
     warning = unknown_tag(cache(ctx), pin)
@@ -72,7 +71,7 @@ def pin_list(ctx: typer.Context) -> Shown:
     """Every pin: which is active, which patches' applies_to admit it, whether the cache holds it."""
     from patchtool.upstream import pinset
 
-    pins = pinset.list_pins(Project.load(repository(ctx)), cache(ctx))
+    pins = pinset.list_pins(load_project(ctx), cache(ctx))
     return Shown(data=pinset.PinList(tuple(pins)), text=lambda style: _list_text(pins, style))
 
 
@@ -97,5 +96,5 @@ def pin_remove(
     """Remove a pin: refused for the active pin and for one a rebase in progress uses."""
     from patchtool.upstream import pinset
 
-    removed = pinset.PinRemoved(name, tuple(pinset.remove_pin(Project.load(repository(ctx)), name)))
+    removed = pinset.PinRemoved(name, tuple(pinset.remove_pin(load_project(ctx), name)))
     return Shown(data=removed, text=lambda style: f"removed pin {style.bold(name)}")

@@ -212,50 +212,30 @@ def load_toml(text: str, *, file: str) -> dict[str, Any]:
     if too_large := toml_size_problem(text, file=file):
         raise too_large
     if text.startswith("\ufeff"):
-        raise InvalidInput(
+        raise _not_toml(
+            file,
             f"{file} starts with a UTF-8 byte-order mark",
-            file=file,
-            problems=[
-                Problem(
-                    file=file,
-                    line=1,
-                    code="toml",
-                    message="starts with a UTF-8 byte-order mark; save it without one",
-                    hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')",
-                )
-            ],
+            "starts with a UTF-8 byte-order mark; save it without one",
+            hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')",
+            line=1,
         )
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"at line (\d+)", str(exc))
-        raise InvalidInput(
-            f"{file} is not valid TOML",
-            file=file,
-            problems=[
-                Problem(
-                    file=file,
-                    line=int(m.group(1)) if m else None,
-                    message=f"not valid TOML: {exc}",
-                    code="toml",
-                    hint="fix the syntax at that line",
-                )
-            ],
+        line = int(m.group(1)) if m else None
+        raise _not_toml(
+            file, f"{file} is not valid TOML", f"not valid TOML: {exc}", hint="fix the syntax at that line", line=line
         ) from None
     except (ValueError, RecursionError) as exc:  # an integer past int()'s 4300 digits; arrays nested too deep
         why = "nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
-        raise InvalidInput(
-            f"{file} is not valid TOML",
-            file=file,
-            problems=[
-                Problem(
-                    file=file,
-                    message=f"not valid TOML: {why}",
-                    code="toml",
-                    hint="no real manifest, pin or registry holds such a value: remove it",
-                )
-            ],
-        ) from None
+        hint = "no real manifest, pin or registry holds such a value: remove it"
+        raise _not_toml(file, f"{file} is not valid TOML", f"not valid TOML: {why}", hint=hint) from None
+
+
+def _not_toml(file: str, summary: str, message: str, *, hint: str, line: int | None = None) -> InvalidInput:
+    problem = Problem(file=file, line=line, code="toml", message=message, hint=hint)
+    return InvalidInput(summary, file=file, problems=[problem])
 
 
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
