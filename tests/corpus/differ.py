@@ -20,7 +20,8 @@ from patchtool import errors
 from patchtool import git as gitmod
 from patchtool.diff import model
 from patchtool.diff.patchfile import PatchFile
-from patchtool.rebase import merge, textapply
+from patchtool.git import treemerge as merge
+from patchtool.rebase import textapply
 from patchtool.series import importing
 
 Tree = dict[str, tuple[str, bytes]]  # path -> (mode, content; a link's content is its target)

@@ -22,9 +22,9 @@ from typing import Any
 
 from patchtool import git, paths
 from patchtool.errors import UsageError
+from patchtool.git import treemerge as merge
 from patchtool.project.manifest import MANIFEST_NAME
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.rebase import merge
 from patchtool.rebase.refresh import RefreshConflict
 from patchtool.series import repair
 from patchtool.series.apply import apply_series

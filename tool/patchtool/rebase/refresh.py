@@ -20,8 +20,8 @@ from typing import Any
 
 from patchtool import git
 from patchtool.errors import ExitCode, PatchtoolError, UsageError
+from patchtool.git import treemerge as merge
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.rebase import merge
 from patchtool.series.apply import apply_series
 from patchtool.series.checkouts import (
     BranchCommit,

@@ -23,13 +23,14 @@ from packaging.specifiers import SpecifierSet
 
 from patchtool import fsroot, git, paths
 from patchtool.errors import ApplyConflict, InternalError, InvalidInput, UsageError
+from patchtool.git import treemerge as merge
 from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.project.stopped import STATE_DIR, STATE_FILE, WORKTREE, InProgress, in_progress
-from patchtool.rebase import fromhistory, merge
+from patchtool.rebase import fromhistory
 from patchtool.rebase.replay import (
     Drift,
     PatchOutcome,
