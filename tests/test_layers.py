@@ -26,6 +26,7 @@ LAYERS = (
     ("upstream",),
     ("registry",),
     ("series",),
+    ("edit",),
     ("wheel", "rebase"),
     ("sglang",),
     ("cli", "__main__"),

@@ -15,12 +15,7 @@ from typing import Any
 
 from patchtool import git, paths
 from patchtool.diff.patchfile import unreadable_message
-from patchtool.errors import InvalidInput, UsageError
-from patchtool.project import tomlio
-from patchtool.project.manifest import MANIFEST_NAME
-from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
-from patchtool.series import metadata
-from patchtool.series.checkouts import (
+from patchtool.edit.branch import (
     TRAILER,
     BranchCommit,
     branch_and_record,
@@ -34,6 +29,11 @@ from patchtool.series.checkouts import (
     without_trailer,
     worktree_of,
 )
+from patchtool.errors import InvalidInput, UsageError
+from patchtool.project import tomlio
+from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
+from patchtool.series import metadata
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import skeleton
 from patchtool.series.writes import check_patches, write_series

@@ -3,7 +3,7 @@
 One commit per patch, each carrying a ``Patchtool-Id`` trailer that maps it back to its manifest
 entry; ``export`` writes the branch back. A patch that does not apply at the pin stops it there:
 the patches before it are committed, it is left in the worktree as far as it goes
-(``series.repair``), and ``refresh ID`` writes it back once fixed. A branch whose worktree is
+(``edit.repair``), and ``refresh ID`` writes it back once fixed. A branch whose worktree is
 gone gets it again, at its tip (and the patch it stopped at left in it again).
 """
 
@@ -15,11 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import fsroot, paths
-from patchtool.errors import PatchtoolError, UsageError
-from patchtool.git.command import discover
-from patchtool.project.repository import Project
-from patchtool.series.apply import apply_series
-from patchtool.series.checkouts import (
+from patchtool.edit.branch import (
     branch_and_record,
     branch_commits,
     changes_since,
@@ -29,7 +25,11 @@ from patchtool.series.checkouts import (
     loaded_record,
     worktree_of,
 )
-from patchtool.series.repair import Stopped, repair, stop
+from patchtool.edit.repair import Stopped, repair, stop
+from patchtool.errors import PatchtoolError, UsageError
+from patchtool.git.command import discover
+from patchtool.project.repository import Project
+from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
 

@@ -19,11 +19,7 @@ import hashlib
 from typing import Any
 
 from patchtool import git
-from patchtool.errors import ExitCode, PatchtoolError, UsageError
-from patchtool.git import treemerge as merge
-from patchtool.project.repository import LoadedPatch, Project
-from patchtool.series.apply import apply_series
-from patchtool.series.checkouts import (
+from patchtool.edit.branch import (
     BranchCommit,
     branch_and_record,
     branch_commits,
@@ -34,6 +30,10 @@ from patchtool.series.checkouts import (
     require_clean,
     worktree_of,
 )
+from patchtool.errors import ExitCode, PatchtoolError, UsageError
+from patchtool.git import treemerge as merge
+from patchtool.project.repository import LoadedPatch, Project
+from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
 

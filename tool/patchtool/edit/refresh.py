@@ -21,14 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import git, paths
-from patchtool.errors import UsageError
-from patchtool.git import treemerge as merge
-from patchtool.project.manifest import MANIFEST_NAME
-from patchtool.project.repository import LoadedPatch, Project
-from patchtool.rebase.refresh import RefreshConflict
-from patchtool.series import repair
-from patchtool.series.apply import apply_series
-from patchtool.series.checkouts import (
+from patchtool.edit import repair
+from patchtool.edit.branch import (
     REPAIRING,
     BranchCommit,
     branch_commits,
@@ -39,7 +33,13 @@ from patchtool.series.checkouts import (
     series_record,
     worktree_of,
 )
-from patchtool.series.export import exportable, planned, write_planned
+from patchtool.edit.checkout_refresh import RefreshConflict
+from patchtool.edit.export import exportable, planned, write_planned
+from patchtool.errors import UsageError
+from patchtool.git import treemerge as merge
+from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.repository import LoadedPatch, Project
+from patchtool.series.apply import apply_series
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
 from patchtool.upstream.cachespace import CheckoutBranch
