@@ -133,6 +133,26 @@ def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
     assert snapshot(demo.root) == before
 
 
+def test_a_checkout_record_reads_back_as_it_was_written() -> None:
+    """Every key a record holds comes back: a stopped checkout's refresh under way too; a note of
+    one with no stopped patch is no note."""
+    from patchtool.upstream.cachespace import CheckoutRecord
+
+    data = {
+        "schema": 1,
+        "pin": "demo-1.0",
+        "base": "b" * 40,
+        "patches": [{"id": "cap", "file": "patches/0001-cap.patch", "sha256": "5" * 64, "commit": ""}],
+        "stopped": "cap",
+        "repairing": {"commit": "c" * 40, "sha256": "6" * 64},
+    }
+    record = CheckoutRecord.from_dict(data)
+    assert record is not None and record.repairing == ("c" * 40, "6" * 64)
+    assert {"schema": 1, **record.to_dict()} == data
+    unstopped = CheckoutRecord.from_dict({**data, "stopped": None})
+    assert unstopped is not None and unstopped.repairing is None
+    assert CheckoutRecord.from_dict({**data, "patches": [{"id": "cap"}]}) is None
+
 def test_refresh_carries_your_commits_onto_the_current_series(demo: Demo) -> None:
     three(demo)
     wt = checked_out(demo)

@@ -91,9 +91,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     where = _place(project, branch, path)
     commits = {r.id: r.commit or "" for r in result.results}
     record = loaded_record(pin.name, base.commit, loaded, commits)
-    if failed is not None:
-        record["stopped"] = failed.id
-    names.save_record(repo, record)
+    names.save_record(repo, dataclasses.replace(record, stopped=failed.id if failed else None))
     create_branch(repo, names, tip, "patchtool checkout")
     repo.update_ref(names.base_ref, base.commit)
     repo.forget_missing_worktrees()
@@ -156,13 +154,13 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
     repo.worktree_add(where, names.short, detach=False)
     stopped, committed = None, None
     finish = interrupted(repo, record, tip)
-    if isinstance(record.get("stopped"), str) and finish is None:  # else the branch holds that patch already
+    if record.stopped is not None and finish is None:  # else the branch holds that patch already
         loaded = project.series()
         ids = [lp.id for lp in loaded]
-        if tip != next((p["commit"] for p in reversed(record["patches"]) if p["commit"]), base):
-            committed = record["stopped"]  # the branch moved on from where it stopped: a fix committed with git
-        elif record["stopped"] in ids:
-            at = ids.index(record["stopped"])
+        if tip != next((p.commit for p in reversed(record.patches) if p.commit), base):
+            committed = record.stopped  # the branch moved on from where it stopped: a fix committed with git
+        elif record.stopped in ids:
+            at = ids.index(record.stopped)
             stopped = stop(where, repair(repo, tip, loaded[at]), loaded[at], ids[at + 1 :])
     return Checkout(
         branch=names.branch,

@@ -35,7 +35,7 @@ from patchtool.git import treemerge as merge
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord
 
 
 class RefreshConflict(PatchtoolError):
@@ -76,20 +76,20 @@ class Refreshed:
 def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     repo = cache.repo
     tip, old_base, record = branch_and_record(project, repo, names, "its own commits cannot be told from the series'")
-    stopped = record.get("stopped")
-    if isinstance(stopped, str) and stopped not in {e.id for e in project.manifest.patches}:
+    stopped = record.stopped
+    if stopped is not None and stopped not in {e.id for e in project.manifest.patches}:
         # stopped at a patch dropped since: the patches from it on were never on the branch, so
         # they come as the series has them (a patch it gained)
-        record = record | {"patches": [p for p in record["patches"] if p["commit"]]}
-    elif isinstance(stopped, str):
+        record = dataclasses.replace(record, patches=tuple(p for p in record.patches if p.commit))
+    elif stopped is not None:
         again = "" if names.branch == "series" else f" --branch {names.branch}"
         raise UsageError(
-            f"checkout branch {names.branch!r} stopped at patch {record['stopped']}, which does not apply at the pin",
+            f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin",
             hint=f"fix it in the checkout's worktree (if it was removed, `patchtool checkout{again}` makes it again) "
-            f"and `patchtool refresh{again} {record['stopped']}` first",
+            f"and `patchtool refresh{again} {stopped}` first",
         )
     worktree = worktree_of(repo, names)
-    if isinstance(stopped, str) and worktree is not None and git.Worktree(worktree).status():
+    if stopped is not None and worktree is not None and git.Worktree(worktree).status():
         raise UsageError(
             f"the worktree {worktree} still holds the repair of patch {stopped}, which the series dropped since",
             hint=f"put it aside (`git -C {worktree} stash -u`, or `git -C {worktree} checkout -- .` to discard it), "
@@ -139,12 +139,12 @@ def _sha256(text: str) -> str:
 
 
 def _plan(
-    repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit], loaded: list[LoadedPatch], dropped: set[str]
+    repo: git.Repo, record: CheckoutRecord, commits: list[BranchCommit], loaded: list[LoadedPatch], dropped: set[str]
 ) -> tuple[list[Item], list[str], list[str]]:
     """The rebuilt branch, in the branch's order, the ids left out (dropped from the series
     since, and unchanged on the branch) and the ids kept though the series lost them: gone with
     no drop recorded (its files taken back by hand), so only the branch still holds the patch."""
-    recorded = {p["id"]: p for p in record["patches"]}
+    recorded = {p.id: p for p in record.patches}
     current = {lp.id: lp for lp in loaded}
     plan: list[Item] = []
     left_out: list[str] = []
@@ -163,7 +163,7 @@ def _plan(
                 )
             plan.append(Item(ident=ident, source=c))
             continue
-        unchanged = _sha256(export_commit(repo, c.commit)) == recorded[ident]["sha256"]
+        unchanged = _sha256(export_commit(repo, c.commit)) == recorded[ident].sha256
         if unchanged:
             if ident in current:
                 plan.append(Item(ident=ident))
@@ -176,7 +176,7 @@ def _plan(
         if ident not in current:  # the series dropped it, the user edited it: theirs stays
             plan.append(Item(ident=ident, source=c))
             continue
-        was = recorded[ident].get("commit") or ""
+        was = recorded[ident].commit
         if not was or not repo.has_object(was):
             raise RefreshConflict(
                 f"the commit patch {ident} had when the checkout was made is gone from the "

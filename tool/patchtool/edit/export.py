@@ -38,7 +38,7 @@ from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import skeleton
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,16 +61,16 @@ def _hint_branch(branch: str) -> str:
 
 def exportable(
     project: Project, cache: Cache, names: CheckoutBranch, *, stopped_ok: bool = False
-) -> tuple[str, str, dict[str, Any]]:
+) -> tuple[str, str, CheckoutRecord]:
     """(tip, base, record) of a checkout branch whose series and pin are still the project's;
     refused otherwise, naming what changed, and (unless ``stopped_ok``) where the checkout
     stopped at a patch that does not apply: the branch lacks it and the patches after it."""
     tip, base, record = branch_and_record(
         project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
-    stopped = record.get("stopped")
+    stopped = record.stopped
     again = _hint_branch(names.branch)
-    if isinstance(stopped, str) and not stopped_ok:
+    if stopped is not None and not stopped_ok:
         if interrupted(cache.repo, record, tip) is not None:
             raise UsageError(
                 f"a refresh of patch {stopped} on checkout branch {names.branch!r} was interrupted",
@@ -83,7 +83,7 @@ def exportable(
             f"again), then `patchtool refresh{again} {stopped}`",
         )
     changes = changes_since(record, project)
-    if changes and not isinstance(stopped, str) and record["pin"] == project.manifest.pin:
+    if changes and stopped is None and record.pin == project.manifest.pin:
         exported = _record_of_export(project, cache.repo, names, base, tip)
         if exported is not None:  # written, its record not saved yet: in sync all the same
             names.save_record(cache.repo, exported)
@@ -105,7 +105,7 @@ def exportable(
 
 def _record_of_export(
     project: Project, repo: git.Repo, names: CheckoutBranch, base: str, tip: str
-) -> dict[str, Any] | None:
+) -> CheckoutRecord | None:
     """The record of the branch where the series is, byte for byte, what it exports (an export or
     refresh killed between writing the series and saving its record); None otherwise."""
     try:
