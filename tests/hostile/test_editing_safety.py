@@ -8,6 +8,7 @@ user gets, and that a refused command changed nothing on disk.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 from pathlib import Path
@@ -136,7 +137,7 @@ def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
 def test_a_checkout_record_reads_back_as_it_was_written() -> None:
     """Every key a record holds comes back: a stopped checkout's refresh under way too; a note of
     one with no stopped patch is no note."""
-    from patchtool.upstream.cachespace import CheckoutRecord
+    from patchtool.upstream.cachespace import CheckoutRecord, Repairing
 
     data = {
         "schema": 1,
@@ -147,11 +148,12 @@ def test_a_checkout_record_reads_back_as_it_was_written() -> None:
         "repairing": {"commit": "c" * 40, "sha256": "6" * 64},
     }
     record = CheckoutRecord.from_dict(data)
-    assert record is not None and record.repairing == ("c" * 40, "6" * 64)
-    assert {"schema": 1, **record.to_dict()} == data
+    assert record is not None and record.repairing == Repairing(commit="c" * 40, sha256="6" * 64)
+    assert json.dumps({"schema": 1, **record.to_dict()}, sort_keys=True) == json.dumps(data, sort_keys=True)
     unstopped = CheckoutRecord.from_dict({**data, "stopped": None})
     assert unstopped is not None and unstopped.repairing is None
     assert CheckoutRecord.from_dict({**data, "patches": [{"id": "cap"}]}) is None
+
 
 def test_refresh_carries_your_commits_onto_the_current_series(demo: Demo) -> None:
     three(demo)

@@ -89,7 +89,7 @@ def interrupted(repo: git.Repo, record: CheckoutRecord, tip: str) -> str | None:
     """The patch whose ``refresh`` was interrupted once it moved the branch (``repairing``):
     the next ``refresh`` of it finishes it; None where none was."""
     note = record.repairing
-    return record.stopped if note is not None and repo.is_ancestor(note[0], tip) else None
+    return record.stopped if note is not None and repo.is_ancestor(note.commit, tip) else None
 
 
 def branch_and_record(
@@ -123,7 +123,7 @@ def changes_since(record: CheckoutRecord, project: Project) -> list[str]:
     old = {p.id: p for p in record.patches}
     new = {e.id: e for e in project.manifest.patches}
     note = record.repairing  # the repaired text, written before the record
-    written = {record.stopped: note[1]} if note and record.stopped else {}
+    written = {record.stopped: note.sha256} if note and record.stopped else {}
     added = [i for i in new if i not in old]
     dropped = [i for i in old if i not in new]
     edited = []

@@ -37,29 +37,25 @@ WORK_DIR = "work"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Committed:
+    id: str  # the patch's (or, without a trailer, the commit's subject)
+    commit: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Checkout:
     branch: str
+    git_branch: str = ""  # the branch as git names it in the worktree
     worktree: str
     base: str
-    commits: tuple[tuple[str, str], ...]  # (patch id, commit)
-    git_branch: str = ""  # the branch as git names it in the worktree
+    commits: tuple[Committed, ...]
     stopped: Stopped | None = None  # the patch that does not apply at the pin, left in the worktree
     finish: str | None = None  # the patch whose refresh was interrupted: `refresh ID` finishes it
     committed: str | None = None  # the patch it stopped at, whose fix the branch holds committed: `refresh ID`
     changed_since: tuple[str, ...] = ()  # an existing branch's: what changed in the series since it was made
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "branch": self.branch,
-            "git_branch": self.git_branch,
-            "worktree": self.worktree,
-            "base": self.base,
-            "commits": [{"id": i, "commit": c} for i, c in self.commits],
-            "stopped": dataclasses.asdict(self.stopped) if self.stopped else None,
-            "finish": self.finish,
-            "committed": self.committed,
-            "changed_since": list(self.changed_since),
-        }
+        return dataclasses.asdict(self)
 
 
 def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str, path: Path | None) -> Checkout:
@@ -104,7 +100,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         git_branch=names.short,
         worktree=str(where),
         base=base.commit,
-        commits=tuple((r.id, r.commit) for r in result.results if r.commit),
+        commits=tuple(Committed(id=r.id, commit=r.commit) for r in result.results if r.commit),
         stopped=stopped,
     )
 
@@ -167,7 +163,9 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
         git_branch=names.short,
         worktree=str(where),
         base=base,
-        commits=tuple((c.ident or c.subject, c.commit) for c in branch_commits(repo, names, base, tip)),
+        commits=tuple(
+            Committed(id=c.ident or c.subject, commit=c.commit) for c in branch_commits(repo, names, base, tip)
+        ),
         stopped=stopped,
         finish=finish,
         committed=committed,

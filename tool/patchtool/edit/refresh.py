@@ -40,7 +40,7 @@ from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord, RecordedPatch
+from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord, RecordedPatch, Repairing
 
 LABELS = ("the patch", "the branch", "your change")
 
@@ -315,9 +315,9 @@ def _repaired(
     loaded = project.series()
     at = [lp.id for lp in loaded].index(stopped)
     note = record.repairing
-    if note is not None and len(commits) > at and commits[at].commit == note[0]:
+    if note is not None and len(commits) > at and commits[at].commit == note.commit:
         _require_exported(repo, commits[:at], record.patches[:at], names.branch)
-        return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note[0])
+        return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note.commit)
     # a fix committed with git on where it stopped (one commit, not a patch of the series) is taken too
     if len(commits) > at + 1 and all(c.ident in (None, stopped) for c in commits[at:]):
         stop_at = commits[at - 1].commit if at else branch_state[1]
@@ -399,7 +399,8 @@ def _put_back(
     new_record = dataclasses.replace(new_record, stopped=failed.id if failed else None)
     action = f"patchtool refresh {ident}"
     if fresh:
-        names.save_record(repo, dataclasses.replace(record, repairing=(new, hashlib.sha256(text.encode()).hexdigest())))
+        note = Repairing(commit=new, sha256=hashlib.sha256(text.encode()).hexdigest())
+        names.save_record(repo, dataclasses.replace(record, repairing=note))
         move_branch(repo, names, worktree, tip, new, action, files_stay=True)
         tip = new
     if tip != final:

@@ -107,6 +107,15 @@ class RecordedPatch:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Repairing:
+    """A refresh of a stopped checkout's patch under way: the commit it puts on the branch and the
+    sha256 of the patch text it writes, noted before the branch moves."""
+
+    commit: str
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class CheckoutRecord:
     """The series a checkout branch holds: the pin, its base and each patch in series order."""
 
@@ -114,8 +123,7 @@ class CheckoutRecord:
     base: str
     patches: tuple[RecordedPatch, ...]
     stopped: str | None = None  # the patch that does not apply at the pin, left in the worktree
-    # a refresh of ``stopped`` that began moving the branch: its commit and the sha256 of its text
-    repairing: tuple[str, str] | None = None
+    repairing: Repairing | None = None  # a refresh of ``stopped`` that began moving the branch
 
     @classmethod
     def from_dict(cls, data: object) -> CheckoutRecord | None:
@@ -130,20 +138,15 @@ class CheckoutRecord:
             return None
         stopped, note = data.get("stopped"), data.get("repairing")
         stopped = stopped if isinstance(stopped, str) else None
-        commit, sha = (note.get("commit"), note.get("sha256")) if isinstance(note, dict) else (None, None)
+        if not (stopped and isinstance(note, dict) and all(isinstance(note.get(k), str) for k in ("commit", "sha256"))):
+            note = None  # a note counts only with its stopped patch
         return cls(
             pin=data["pin"],
             base=data["base"],
             patches=tuple(RecordedPatch(**{k: p[k] for k in fields}) for p in data["patches"]),
             stopped=stopped,
-            repairing=(commit, sha) if stopped and isinstance(commit, str) and isinstance(sha, str) else None,
+            repairing=Repairing(commit=note["commit"], sha256=note["sha256"]) if note else None,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"pin": self.pin, "base": self.base}
-        out["patches"] = [dataclasses.asdict(p) for p in self.patches]
-        if self.stopped is not None:
-            out["stopped"] = self.stopped
-        if self.repairing is not None:
-            out["repairing"] = {"commit": self.repairing[0], "sha256": self.repairing[1]}
-        return out
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
