@@ -561,7 +561,7 @@ def killed_at(demo: Demo, step: str, *args: str) -> None:
     assert res.returncode == -signal.SIGKILL, res.stdout + res.stderr
 
 
-SAVE = "patchtool.upstream.cachespace:CheckoutBranch.save_record"
+SAVE = "patchtool.upstream.namespaces:CheckoutBranch.save_record"
 FOLD = "patchtool.edit.refresh"
 
 

@@ -120,7 +120,7 @@ def test_export_from_a_stale_checkout_is_refused_naming_what_changed(demo: Demo)
 
 def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
     from patchtool.upstream.cache import Cache
-    from patchtool.upstream.cachespace import CheckoutBranch
+    from patchtool.upstream.namespaces import CheckoutBranch
 
     three(demo)
     checked_out(demo)
@@ -137,7 +137,7 @@ def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
 def test_a_checkout_record_reads_back_as_it_was_written() -> None:
     """Every key a record holds comes back: a stopped checkout's refresh under way too; a note of
     one with no stopped patch is no note."""
-    from patchtool.upstream.cachespace import CheckoutRecord, Repairing
+    from patchtool.upstream.namespaces import CheckoutRecord, Repairing
 
     data = {
         "schema": 1,

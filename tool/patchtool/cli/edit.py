@@ -91,7 +91,7 @@ def checkout(
 
 def _refresh(ctx: typer.Context, project: Project, branch: str) -> Shown:
     from patchtool.edit.checkout_refresh import refresh
-    from patchtool.upstream.cachespace import CheckoutBranch
+    from patchtool.upstream.namespaces import CheckoutBranch
 
     result = refresh(project, cache(ctx), CheckoutBranch.of(project.root, branch))
     lines = [f"  {c['how']:<7} {c['id']}" for c in result.commits]

@@ -19,7 +19,7 @@ from patchtool import git
 from patchtool.errors import UsageError
 from patchtool.paths import id_problem
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord, RecordedPatch
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord, RecordedPatch
 
 TRAILER = "Patchtool-Id"
 _TRAILER_RE = re.compile(rf"{TRAILER}:\s*(\S+)\s*")

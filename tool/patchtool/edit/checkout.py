@@ -31,7 +31,7 @@ from patchtool.git.command import discover
 from patchtool.project.repository import Project
 from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch
 
 WORK_DIR = "work"
 

@@ -35,7 +35,7 @@ from patchtool.git import treemerge as merge
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord
 
 
 class RefreshConflict(PatchtoolError):

@@ -38,7 +38,7 @@ from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import skeleton
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -16,7 +16,7 @@ from patchtool.project.repository import Project
 from patchtool.series import metadata
 from patchtool.series.metadata import Metadata
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch
 
 
 def new(

@@ -40,7 +40,7 @@ from patchtool.project.repository import LoadedPatch, Project
 from patchtool.series.apply import apply_series
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch, CheckoutRecord, RecordedPatch, Repairing
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord, RecordedPatch, Repairing
 
 LABELS = ("the patch", "the branch", "your change")
 

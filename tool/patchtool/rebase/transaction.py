@@ -51,7 +51,7 @@ from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, by_content
 from patchtool.upstream import history as upstream_history
 from patchtool.upstream.cache import Base, Cache
-from patchtool.upstream.cachespace import replay_ref
+from patchtool.upstream.namespaces import replay_ref
 from patchtool.upstream.releasefiles import FileChoice
 from patchtool.upstream.releases import SAME, release_pin, resolve_target, target_version
 
