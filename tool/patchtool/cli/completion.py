@@ -62,7 +62,7 @@ def pin_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """The pins in upstream-pins/."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
+        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
 
         found += names(_repository(ctx))
 
@@ -74,7 +74,7 @@ def rebase_targets(ctx: typer.Context, incomplete: str) -> list[str]:
     pin's distribution the cache has imported (no index is asked: a completion is instant)."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
+        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
 
         found.append("latest")
         where = _repository(ctx)
