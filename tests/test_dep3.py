@@ -13,8 +13,8 @@ import pytest
 
 from conftest import Demo, edit
 from helpers import git, quilt_push_all, require_tool, snapshot
-from patchtool.edit import dep3
 from patchtool.project.repository import Project
+from patchtool.series import dep3
 from test_editing import checked_out, three
 from test_importing import CIAO, empty_project
 from test_sdist_pins import sdist_demo  # noqa: F401 - the fixture, used by name

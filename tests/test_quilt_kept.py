@@ -23,10 +23,11 @@ import pytest
 from conftest import Demo
 from helpers import git, quilt_push_all, require_tool
 from patchtool.diff.patchfile import clean_subject
-from patchtool.edit import dep3, import_
+from patchtool.edit import import_
 from patchtool.edit.quilt import export_quilt
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
+from patchtool.series import dep3
 from patchtool.upstream.cache import Cache
 from test_importing import empty_project, git_upstream, me  # noqa: F401 (fixtures)
 

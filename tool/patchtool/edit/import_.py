@@ -18,7 +18,6 @@ from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import PatchFile, hoist_inbody_headers
-from patchtool.edit import dep3
 from patchtool.edit.quilt import diff_digest
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
@@ -28,7 +27,7 @@ from patchtool.project.fields import Fields
 from patchtool.project.manifest import PatchEntry
 from patchtool.project.metadata import QUILT_DIR
 from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text
-from patchtool.series import metadata
+from patchtool.series import dep3, metadata
 from patchtool.series.apply import (
     Outcome,
     PatchResult,

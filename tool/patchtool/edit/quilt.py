@@ -14,11 +14,10 @@ from pathlib import Path
 
 from patchtool import fsroot, paths
 from patchtool.diff.model import lines_of
-from patchtool.edit import dep3
 from patchtool.errors import UsageError
 from patchtool.project.metadata import QUILT_DIR
 from patchtool.project.repository import Project, manifest_document
-from patchtool.series import metadata
+from patchtool.series import dep3, metadata
 from patchtool.series.writes import refuse_inside_repository
 
 
