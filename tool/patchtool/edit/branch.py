@@ -68,8 +68,9 @@ def trailer_id(message: str) -> str | None:
 # -- what a checkout was made from -----------------------------------------------------------
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def sha256(data: bytes | str) -> str:
+    """The digest a record keeps of a patch: of its file's bytes, or of its text as UTF-8."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
 def series_record(
@@ -77,7 +78,7 @@ def series_record(
 ) -> CheckoutRecord:
     """The series a checkout branch holds: the pin, its base, and each patch's id, file, bytes
     (sha256) and commit on the branch; ``patches`` is (id, file, bytes) in series order."""
-    recorded = (RecordedPatch(id=i, file=f, sha256=_sha256(data), commit=commits.get(i, "")) for i, f, data in patches)
+    recorded = (RecordedPatch(id=i, file=f, sha256=sha256(data), commit=commits.get(i, "")) for i, f, data in patches)
     return CheckoutRecord(pin=pin, base=base, patches=tuple(recorded))
 
 
@@ -130,7 +131,7 @@ def changes_since(record: CheckoutRecord, project: Project) -> list[str]:
     for ident, entry in new.items():
         if ident in old:
             path = project.root / entry.file
-            if not path.is_file() or _sha256(path.read_bytes()) not in (old[ident].sha256, written.get(ident)):
+            if not path.is_file() or sha256(path.read_bytes()) not in (old[ident].sha256, written.get(ident)):
                 edited.append(f"{ident} ({entry.file})")
     if added:
         changes.append("added " + ", ".join(added))

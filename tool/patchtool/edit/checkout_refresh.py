@@ -15,7 +15,6 @@ out, move only when all of them are through, so a conflict changes nothing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Any
 
 from patchtool import git
@@ -28,6 +27,7 @@ from patchtool.edit.branch import (
     loaded_record,
     move_branch,
     require_clean,
+    sha256,
     worktree_of,
 )
 from patchtool.errors import ExitCode, PatchtoolError, UsageError
@@ -134,10 +134,6 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     )
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _plan(
     repo: git.Repo, record: CheckoutRecord, commits: list[BranchCommit], loaded: list[LoadedPatch], dropped: set[str]
 ) -> tuple[list[Item], list[str], list[str]]:
@@ -152,7 +148,7 @@ def _plan(
     for c in commits:
         ident = c.ident
         if ident is None or ident not in recorded:
-            if ident in current and _sha256(export_commit(repo, c.commit)) == _sha256(current[ident].text):
+            if ident in current and sha256(export_commit(repo, c.commit)) == sha256(current[ident].text):
                 plan.append(Item(ident=ident))  # the series' patch as it is (a kept patch whose entry came back)
                 continue
             if ident in current:
@@ -163,7 +159,7 @@ def _plan(
                 )
             plan.append(Item(ident=ident, source=c))
             continue
-        unchanged = _sha256(export_commit(repo, c.commit)) == recorded[ident].sha256
+        unchanged = sha256(export_commit(repo, c.commit)) == recorded[ident].sha256
         if unchanged:
             if ident in current:
                 plan.append(Item(ident=ident))

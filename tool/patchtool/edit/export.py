@@ -55,10 +55,6 @@ class ExportResult:
         return dataclasses.asdict(self)
 
 
-def _hint_branch(branch: str) -> str:
-    return "" if branch == "series" else f" --branch {branch}"
-
-
 def exportable(
     project: Project, cache: Cache, names: CheckoutBranch, *, stopped_ok: bool = False
 ) -> tuple[str, str, CheckoutRecord]:
@@ -69,7 +65,7 @@ def exportable(
         project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
     stopped = record.stopped
-    again = _hint_branch(names.branch)
+    again = "" if names.branch == "series" else f" --branch {names.branch}"
     if stopped is not None and not stopped_ok:
         if interrupted(cache.repo, record, tip) is not None:
             raise UsageError(
@@ -92,13 +88,12 @@ def exportable(
         raise UsageError(
             f"the series changed since branch {names.branch!r} was checked out: "
             f"{'; '.join(changes)}. Exporting that checkout would undo it",
-            hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
-            "onto the current series; then export",
+            hint=f"`patchtool checkout --refresh{again}` moves your commits onto the current series; then export",
         )
     if base != cache.ensure(project.pin()).commit:
         raise UsageError(
             f"branch {names.branch!r} was checked out on another pin than {project.manifest.pin}",
-            hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves it onto the pin",
+            hint=f"`patchtool checkout --refresh{again}` moves it onto the pin",
         )
     return tip, base, record
 

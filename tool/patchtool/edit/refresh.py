@@ -15,7 +15,6 @@ exports, its entry made from the metadata ``new`` was given (``stg new`` then ``
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from patchtool.edit.branch import (
     export_commit,
     move_branch,
     series_record,
+    sha256,
     worktree_of,
 )
 from patchtool.edit.checkout_refresh import RefreshConflict
@@ -399,8 +399,7 @@ def _put_back(
     new_record = dataclasses.replace(new_record, stopped=failed.id if failed else None)
     action = f"patchtool refresh {ident}"
     if fresh:
-        note = Repairing(commit=new, sha256=hashlib.sha256(text.encode()).hexdigest())
-        names.save_record(repo, dataclasses.replace(record, repairing=note))
+        names.save_record(repo, dataclasses.replace(record, repairing=Repairing(commit=new, sha256=sha256(text))))
         move_branch(repo, names, worktree, tip, new, action, files_stay=True)
         tip = new
     if tip != final:
@@ -458,8 +457,7 @@ def _require_exported(
             "patch out of the series (`patchtool drop ID --reason ...`, or `patchtool export --allow-drop`)",
         )
     same = len(recorded) == len(commits) and all(
-        c.ident == p.id
-        and (c.commit == p.commit or hashlib.sha256(export_commit(repo, c.commit).encode()).hexdigest() == p.sha256)
+        c.ident == p.id and (c.commit == p.commit or sha256(export_commit(repo, c.commit)) == p.sha256)
         for c, p in zip(commits, recorded, strict=False)
     )
     if not same:
