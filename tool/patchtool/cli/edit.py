@@ -172,7 +172,7 @@ def export(
 
 def _pull_request(ctx: typer.Context, project: Project, ident: str, directory: Path) -> Shown:
     from patchtool.edit.branch import worktrees
-    from patchtool.series.pullrequest import export_pull_request
+    from patchtool.edit.pullrequest import export_pull_request
 
     made = export_pull_request(project, ident, directory, checkouts=worktrees(cache(ctx).repo))
     return Shown(
