@@ -188,11 +188,29 @@ def complete(items: list[T | None]) -> tuple[T, ...] | None:
     return tuple(item for item in items if item is not None)
 
 
+# The most a manifest, a pin or the registry may be. The TOML parsers are linear but slow on
+# many small values: a 4 MiB array of integers takes tomllib some 5 s and tomlkit (which reads the
+# manifest to edit it) some 30 s on 2 cores; this repository's manifest of five richly documented
+# patches is 84 KB, so the bound holds some 250 such patches, or 14,000 terse ones.
+MAX_TOML_BYTES = 4 << 20
+
+
+def toml_size_problem(text: str, *, file: str) -> InvalidInput | None:
+    """The refusal of a TOML file too large to parse in bounded time, or None."""
+    if len(text) <= MAX_TOML_BYTES // 4 or (size := len(text.encode("utf-8", "surrogatepass"))) <= MAX_TOML_BYTES:
+        return None
+    why = f"is {size} bytes, more than the {MAX_TOML_BYTES} patchtool reads in a TOML file"
+    hint = "move long texts into files the entry names, or split the series"
+    return InvalidInput(f"{file} {why}", file=file, problems=[Problem(file=file, code="toml", message=why, hint=hint)])
+
+
 def load_toml(text: str, *, file: str) -> dict[str, Any]:
     """The table in ``text``, the TOML file ``file``; InvalidInput naming the line otherwise.
 
     A byte-order mark is refused, not skipped: tomllib and the other tools that read these
     files refuse it too, so a file patchtool accepted would still break them."""
+    if too_large := toml_size_problem(text, file=file):
+        raise too_large
     if text.startswith("\ufeff"):
         raise InvalidInput(
             f"{file} starts with a UTF-8 byte-order mark",
