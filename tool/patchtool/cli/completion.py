@@ -61,7 +61,7 @@ def pin_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """The pins in upstream-pins/."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
+        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
 
         found += names(_repository(ctx))
 
@@ -76,7 +76,7 @@ def rebase_targets(ctx: typer.Context, incomplete: str) -> list[str]:
         from patchtool.git.housekeeping import refs
         from patchtool.project.manifest import MANIFEST_NAME, load
         from patchtool.project.pins import load_pin
-        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
+        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
         from patchtool.upstream.refnames import IMPORTS
 
         found.append("latest")

@@ -272,7 +272,7 @@ def rebase(
         transaction.abort(project, upstream)
         return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
     from patchtool.series.unexported import unexported
-    from patchtool.upstream.cachespace import project_key
+    from patchtool.upstream.namespaces import project_key
 
     # a checkout's commits no export wrote are not part of the series the rebase moves
     work = unexported(upstream.repo, project_key(project.root))

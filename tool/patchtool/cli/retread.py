@@ -74,7 +74,7 @@ def retread_scan(
 
     An entry applies where a launch is in the scope of its evidence (model, hardware, PD mode
     and role); where a launch does not say enough to know, the use is a note, not a finding."""
-    from patchtool.registry.scope import hardware as arch
+    from patchtool.registry.evidencescope import hardware as arch
     from patchtool.sglang import deploy
     from patchtool.sglang.launch import LaunchFacts
 

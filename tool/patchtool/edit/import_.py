@@ -18,6 +18,7 @@ from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
 from patchtool.diff.patchfile import SERIES_HINT, LineBudget, PatchFile, hoist_inbody_headers, unreadable_message
+from patchtool.edit.quilt import diff_digest
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
 from patchtool.paths import read_inside, read_text_if_present, tree_path_problem
@@ -39,7 +40,6 @@ from patchtool.series.apply import (
 )
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import Metadata, skeleton
-from patchtool.series.quilt import diff_digest
 from patchtool.series.writes import write_series
 from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
