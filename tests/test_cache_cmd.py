@@ -48,7 +48,7 @@ def test_prune_removes_what_no_pin_uses_and_keeps_what_a_ref_reaches(one_patch: 
     wheel = next(download.glob("*/demo-1.1-py3-none-any.whl"))
     import_commit = git(cache_git, "rev-parse", f"refs/tags/{tag11}").strip()
     # what a running rebase holds: a ref of this project's namespace reaching the import's commit
-    from patchtool.upstream.cachespace import replay_ref
+    from patchtool.upstream.namespaces import replay_ref
 
     git(cache_git, "update-ref", replay_ref(one_patch.root), import_commit)
 

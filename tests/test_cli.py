@@ -174,6 +174,18 @@ def test_what_a_command_imports(one_patch: Demo) -> None:
     assert loaded("retread", "list", "--json") == "[] ['patchtool.registry']"
 
 
+def test_the_version_loads_no_library_a_command_needs() -> None:
+    """``--version`` imports every command module, and none of them the libraries of the repository,
+    the cache and the diffs: those load where a command reaches them (bench/README.md, start-up)."""
+    heavy = {"git", "gitdb", "tomlkit", "unidiff", "packaging", "re2", "rich", "jinja2", "urllib.request"}
+    probe = (
+        "import sys; from patchtool.cli import main; main(['--version']); "
+        f"print(sorted(m for m in sys.modules if m in {sorted(heavy)}), file=sys.stderr)"
+    )
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert res.returncode == 0 and res.stderr.strip().splitlines()[-1] == "[]", res.stderr
+
+
 def test_every_declared_command_is_on_the_command_line_once() -> None:
     """Each function a command module declares a command (``exits.command``) is in the app's
     tables, and the tables name each command once."""

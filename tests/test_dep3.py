@@ -505,3 +505,45 @@ def test_what_has_no_place_is_printed_with_control_characters_escaped(demo: Demo
     assert res.returncode == 0, res.stdout + res.stderr
     assert "\x1b" not in res.stdout and "\u202e" not in res.stdout
     assert r"    not kept (no place in the manifest): Reviewed-By: \x1b[2Jme \u202eevil" in res.stdout
+
+
+@pytest.mark.parametrize(
+    "line",
+    [" ---", " --- a/setup.py", " diff -u shows it", " Index: setup.py", " From: the reporter"],
+)
+def test_a_description_line_that_would_end_the_message_is_kept(demo: Demo, tmp_path: Path, line: str) -> None:
+    """Found on issue 29's loss hunt: a DEP-3 description whose continuation line reads `---`
+    (or `diff -`, `Index: `, `--- name`) lost that line and everything after it, its other fields
+    too, since unindented it is where a patch file's message ends for `git am` and for patchtool;
+    one reading `From: ` first would become the commit's author. Such a line keeps its DEP-3
+    indent in the message, and a checkout/export round trip keeps the patch file as it is."""
+    demo.write_manifest()
+    header = f"Description: core: ciao\n{line}\n After it: kept.\nAuthor: A B <a@b.org>\nForwarded: no\n\n"
+    diff = tmp_path / "ciao.diff"
+    diff.write_text(header + CIAO)
+    res = demo.run("import", str(diff))
+    assert res.returncode == 0, res.stdout + res.stderr
+    [written] = sorted((demo.root / "patches").glob("*.patch"))
+    patch = Project.load(demo.root).series()[0].patch
+    assert patch.body == f"{line}\nAfter it: kept.\n\nForwarded: no"
+    assert patch.author_name == "A B"
+    before = written.read_text()
+    checked_out(demo)
+    res = demo.run("export")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert written.read_text() == before
+
+
+def test_a_header_that_cannot_be_kept_whole_is_refused(demo: Demo, tmp_path: Path) -> None:
+    """A header whose free text, not a field's continuation, would end the message where git am
+    ends it is refused, naming the file and the line, and nothing is imported."""
+    demo.write_manifest()
+    diff = tmp_path / "ciao.diff"
+    diff.write_text(
+        "Description: core: ciao\nAuthor: A B <a@b.org>\n\nfree text\ndiff -u is how it was made\n\n" + CIAO
+    )
+    before = snapshot(demo.root)
+    res = demo.run("import", str(diff))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert snapshot(demo.root) == before
+    assert f"{diff}: its header cannot be kept whole in a patch file: line 4 of its message" in res.stderr

@@ -14,14 +14,14 @@ import pytest
 
 from conftest import UPSTREAM_FILES, Demo, edit
 from helpers import git, snapshot, write_tree
+from patchtool.edit import import_
+from patchtool.edit.checkout import checkout
+from patchtool.edit.import_ import dep3_fields
+from patchtool.edit.quilt import export_quilt
 from patchtool.errors import UsageError
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
-from patchtool.series import importing
 from patchtool.series.apply import apply_series
-from patchtool.series.checkout import checkout
-from patchtool.series.importing import dep3_fields
-from patchtool.series.quilt import export_quilt
 from patchtool.upstream.cache import Cache
 
 ME = {
@@ -103,13 +103,13 @@ def test_a_format_patch_is_a_backport_only_when_upstream_has_its_commit(
     patch.write_text(git(up, "format-patch", "-1", fix, "--stdout"))
     # the cache knows upstream up to 1.0 only: nothing says the commit is upstream's
     alone = empty_project(tmp_path / "alone", Path(pins))
-    (row,) = importing.import_patches(alone, Cache(tmp_path / "cache-a"), [patch]).added
+    (row,) = import_.import_patches(alone, Cache(tmp_path / "cache-a"), [patch]).added
     assert row["upstream_status"] == "pending"
     # a cache that holds 1.1 has the commit in upstream's history
     cache = Cache(tmp_path / "cache-b")
     fork = empty_project(tmp_path / "fork", Path(pins))
     cache.ensure(load_pin(fork.root, "demo-1.1"))
-    (row,) = importing.import_patches(fork, cache, [patch]).added
+    (row,) = import_.import_patches(fork, cache, [patch]).added
     assert (row["upstream_status"], row["upstream_ref"]) == ("backport", fix)
     assert f'upstream = {{ status = "backport", ref = "{fix}" }}' in (fork.root / "patchset.toml").read_text()
 
@@ -129,7 +129,7 @@ def test_your_own_commit_is_not_a_backport_even_in_the_cache(
     patch.write_text(git(wt, "format-patch", "-1", "--stdout"))
     assert patch.read_text().startswith(f"From {mine} ")
     git(wt, "reset", "-q", "--hard", "HEAD~1")
-    (row,) = importing.import_patches(Project.load(fork.root), cache, [patch]).added
+    (row,) = import_.import_patches(Project.load(fork.root), cache, [patch]).added
     assert row["upstream_status"] == "pending" and "upstream_ref" not in row
 
 
@@ -156,7 +156,7 @@ def test_quilt_description_keeps_every_line(demo: Demo, tmp_path: Path) -> None:
         " Second paragraph.\nAuthor: Maria Rossi <maria@example.org>\n---\n" + CIAO
     )
     demo.write_manifest()
-    (row,) = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [quilt]).added
+    (row,) = import_.import_patches(Project.load(demo.root), Cache(demo.cache), [quilt]).added
     text = added_text(demo.root, row)
     assert "Subject: [PATCH] farewell says ciao\n\nThe Italian deployment wants it.\n\nSecond paragraph.\n" in text
     (lp,) = Project.load(demo.root).series()
@@ -193,7 +193,7 @@ def test_an_exported_quilt_series_imports_back_unchanged(demo: Demo, tmp_path: P
     export_quilt(Project.load(demo.root), out)
     fork = empty_project(tmp_path / "fork", demo.root)
     source = out if where == "DIR" else out / "patches"
-    result = importing.import_patches(fork, Cache(demo.cache), [source])
+    result = import_.import_patches(fork, Cache(demo.cache), [source])
     assert [(r["id"], r["upstream_status"]) for r in result.added] == [
         ("greet", "pending"),  # the ids the DEP-3 header's Patchtool-Id carries, not new ones from subjects
         ("util", "pending"),
@@ -206,7 +206,7 @@ def test_an_exported_quilt_series_imports_back_unchanged(demo: Demo, tmp_path: P
 def test_a_directory_without_a_series_names_both_places(demo: Demo, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match=r"has no quilt 'series' file \(nor patches/series\)"):
-        importing.read_sources([tmp_path / "empty"], None)
+        import_.read_sources([tmp_path / "empty"], None)
 
 
 # -- plain diffs and authors -----------------------------------------------------------------------
@@ -223,8 +223,8 @@ def test_a_plain_diff_is_named_by_its_file_and_is_yours_unless_an_author_is_give
     git(demo.work, "checkout", "-q", "--", ".")
     project, cache = Project.load(demo.root), Cache(demo.cache)
     with pytest.raises(UsageError, match="author 'maria' is not 'Name <email>'"):
-        importing.import_patches(project, cache, [diff], author="maria", subject="core: ciao")
-    (row,) = importing.import_patches(
+        import_.import_patches(project, cache, [diff], author="maria", subject="core: ciao")
+    (row,) = import_.import_patches(
         project, cache, [diff], author="Maria Rossi <maria@example.org>", subject="core: ciao"
     ).added
     text = added_text(demo.root, row)
@@ -238,7 +238,7 @@ def test_a_plain_diff_is_named_by_its_file_and_is_yours_unless_an_author_is_give
     )  # drop the 'diff --git' and 'index' lines
     git(demo.work, "checkout", "-q", "--", ".")
     assert unified.read_text().startswith("--- a/python/demo/util.py")
-    (row,) = importing.import_patches(Project.load(demo.root), cache, [unified], subject="util: two").added
+    (row,) = import_.import_patches(Project.load(demo.root), cache, [unified], subject="util: two").added
     assert "From: Dana Fork <dana@example.org>\n" in added_text(demo.root, row)
 
 
@@ -250,14 +250,14 @@ def test_a_quilt_patch_without_a_header_is_yours_unless_an_author_is_given(
     (quilt / "patches" / "series").write_text("ciao.patch\n")
     (quilt / "patches" / "ciao.patch").write_text(CIAO)
     demo.write_manifest()
-    (row,) = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [quilt]).added
+    (row,) = import_.import_patches(Project.load(demo.root), Cache(demo.cache), [quilt]).added
     text = added_text(demo.root, row)
     assert "From: Dana Fork <dana@example.org>\n" in text and "unknown@localhost" not in text
     assert "Subject: [PATCH] ciao\n" in text
     other = tmp_path / "other"
     demo.write_manifest()
     fork = empty_project(other, demo.root)
-    (row,) = importing.import_patches(fork, Cache(demo.cache), [quilt], author="Quilt Person <q@example.org>").added
+    (row,) = import_.import_patches(fork, Cache(demo.cache), [quilt], author="Quilt Person <q@example.org>").added
     assert "From: Quilt Person <q@example.org>\n" in added_text(other, row)
 
 
@@ -601,7 +601,7 @@ def test_a_format_patch_envelope_around_a_plain_diff_imports_as_its_header_says(
         "Subject: [PATCH] Make sure that the in-operator is case\n insensitive\n\n"
         + body.split("\n", 2)[2]  # from the '--- pkg-1.0.orig/...' line on
     )
-    (row,) = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [mail]).added
+    (row,) = import_.import_patches(Project.load(demo.root), Cache(demo.cache), [mail]).added
     text = added_text(demo.root, row)
     assert "From: Arnaud Example <arnaud@example.org>\n" in text
     assert "Subject: [PATCH] Make sure that the in-operator is case insensitive\n" in text

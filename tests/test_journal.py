@@ -98,8 +98,8 @@ def test_killed_after_the_journal_is_finished_by_recover(
 def test_the_next_command_finishes_an_interrupted_drop(one_patch: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
     """`patchtool drop` killed midway: a reading command (`status`) refuses the half-written
     series and writes nothing; `patchtool recover` finishes the drop, and `status` then sees it."""
+    from patchtool.edit.drop import drop
     from patchtool.project.repository import Project
-    from patchtool.series.drop import drop
 
     before = snapshot(one_patch.root)
     with pytest.MonkeyPatch.context() as killing:  # undone alone: the autouse fixtures' settings stay

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import Demo
 from helpers import git, snapshot
-from patchtool.upstream.cachespace import replay_ref
+from patchtool.upstream.namespaces import replay_ref
 from test_rebase import releases, series
 
 __all__ = ["releases"]  # the fixture, used by name

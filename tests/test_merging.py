@@ -11,7 +11,7 @@ import pytest
 
 from helpers import git, write_tree
 from patchtool import git as gitmod
-from patchtool.rebase.merge import ConflictKind, File, Renames, Workspace, merge_patch
+from patchtool.git.treemerge import ConflictKind, File, Renames, Workspace, merge_patch
 
 
 def body(name: str) -> str:

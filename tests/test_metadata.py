@@ -12,14 +12,14 @@ import pytest
 
 from conftest import Demo, edit
 from helpers import git, leftover_state, snapshot
+from patchtool.edit import import_
+from patchtool.edit.checkout import checkout
+from patchtool.edit.export import export
+from patchtool.edit.new import new
 from patchtool.errors import UsageError
 from patchtool.project.repository import Project
-from patchtool.series import importing
-from patchtool.series.checkout import checkout
-from patchtool.series.export import export
 from patchtool.series.ids import slug
 from patchtool.series.metadata import Metadata
-from patchtool.series.new import new
 from patchtool.upstream.cache import Cache
 
 ME = {
@@ -79,7 +79,7 @@ def test_an_id_from_a_long_subject_ends_with_a_whole_word() -> None:
 def test_check_flags_the_skeletons_defaults_until_someone_chooses(demo: Demo) -> None:
     one(demo)
     project = Project.load(demo.root)
-    importing.import_patches(project, Cache(demo.cache), [ciao_patch(demo, demo.root.parent)])
+    import_.import_patches(project, Cache(demo.cache), [ciao_patch(demo, demo.root.parent)])
     found = unfilled(demo, "core-ciao")
     assert found["kind"] == "still the skeleton's default ('correctness'), never chosen"
     assert found["applies_to"] == "still the skeleton's default ('>=0'), never chosen"
@@ -105,7 +105,7 @@ def test_import_takes_the_metadata_it_is_given(demo: Demo, tmp_path: Path) -> No
         applies_to=">=1.0,<1.1",
         drop_when="never",
     )
-    result = importing.import_patches(
+    result = import_.import_patches(
         Project.load(demo.root), Cache(demo.cache), [ciao_patch(demo, tmp_path)], given=given
     )
     assert [(r["id"], r["file"]) for r in result.added] == [("farewell-ciao", "patches/0002-farewell-ciao.patch")]
@@ -120,7 +120,7 @@ def test_import_takes_the_metadata_it_is_given(demo: Demo, tmp_path: Path) -> No
     assert "TODO" not in (demo.root / "patchset.toml").read_text()
     assert check(demo) == []
     # only what was given is filled in; the rest stays the skeleton's
-    res = importing.import_patches(
+    res = import_.import_patches(
         Project.load(demo.root), Cache(demo.cache), [other_patch(demo, tmp_path)], given=Metadata(kind="correctness")
     )
     assert set(unfilled(demo, res.added[0]["id"])) == {"owner", "why", "applies_to", "drop_when"}
@@ -139,7 +139,7 @@ def test_placeholders_are_warnings_and_strict_makes_them_errors(demo: Demo, tmp_
     """A fresh import's TODOs are shown and pass; `check --strict` fails on them (exit 1), and a
     real problem stays an error either way, not buried among them."""
     one(demo)
-    importing.import_patches(Project.load(demo.root), Cache(demo.cache), [ciao_patch(demo, tmp_path)])
+    import_.import_patches(Project.load(demo.root), Cache(demo.cache), [ciao_patch(demo, tmp_path)])
     res = demo.run("check")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "warning: patchset.toml: patch core-ciao: patch[1].owner: still the skeleton's placeholder" in res.stdout
@@ -194,7 +194,7 @@ def test_metadata_is_held_to_the_manifests_rules(
     checkout(Project.load(demo.root), cache, pin_name=None, branch="series", path=None)
     before = snapshot(demo.root / "patchset.toml", demo.root / "patches")
     with pytest.raises(UsageError) as exc:
-        importing.import_patches(Project.load(demo.root), cache, [patch], given=given)
+        import_.import_patches(Project.load(demo.root), cache, [patch], given=given)
     assert str(exc.value) == message
     if given.id is None:
         with pytest.raises(UsageError) as exc:
@@ -209,9 +209,9 @@ def test_an_id_names_one_new_patch(demo: Demo, tmp_path: Path) -> None:
     project, cache = Project.load(demo.root), Cache(demo.cache)
     two = [ciao_patch(demo, tmp_path), other_patch(demo, tmp_path)]
     with pytest.raises(UsageError, match="an id names one patch, and 2 are being imported"):
-        importing.import_patches(project, cache, two, given=Metadata(id="both"))
+        import_.import_patches(project, cache, two, given=Metadata(id="both"))
     with pytest.raises(UsageError, match="a patch 'greet' exists already"):
-        importing.import_patches(project, cache, two[:1], given=Metadata(id="greet"))
+        import_.import_patches(project, cache, two[:1], given=Metadata(id="greet"))
 
 
 def test_new_keeps_what_it_was_told_for_the_export(demo: Demo, me: None) -> None:

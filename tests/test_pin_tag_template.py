@@ -3,6 +3,7 @@ with ``tag = "v{version}"``, on an artifact pin too."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,48 @@ def test_pin_add_warns_where_upstreams_history_has_no_such_tag(demo: Demo) -> No
     res = demo.run("pin", "add", "1.2")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "warning" not in res.stdout + res.stderr
+
+
+def test_check_says_where_the_tags_tree_and_the_artifact_differ(demo: Demo, tmp_path: Path) -> None:
+    """Issue 31: a pin's [git] tag is where history's verdicts read upstream's files, and the
+    artifact is what the series applies to. Where the cache holds the tag's trees (a rebase with
+    --history fetched them), `check` says which files under the prefix mapping differ, the
+    series' own first; before that it fetches nothing and says nothing."""
+    from conftest import UPSTREAM_FILES, edit
+    from helpers import git, write_tree
+    from patchtool.project.pins import load_pin
+    from patchtool.upstream.cache import Cache
+    from patchtool.upstream.history import History
+
+    up = tmp_path / "upstream-repo"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    files = {f"python/{path}": text for path, text in UPSTREAM_FILES.items()}
+    files["python/demo/core.py"] += "# kept in the repository, left out of the release\n"
+    files |= {"python/demo/extra.py": "x = 1\n", "README.md": "outside the mapping: not compared\n"}
+    write_tree(up, files)
+    git(up, "add", "-A")
+    git(up, "commit", "-q", "-m", "demo 1.0")
+    git(up, "tag", "v1.0")
+    pin_file = demo.root / "upstream-pins" / "demo-1.0.toml"
+    pin_file.write_text(pin_file.read_text() + f'\n[git]\nurl = "{up}"\ntag = "v1.0"\n')
+    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi")
+    demo.write_manifest(demo.entry("greet", "0001-greet.patch"))
+
+    def tag_warnings() -> list[dict[str, object]]:
+        res = demo.run("check", "--json")
+        assert res.returncode == 0, res.stdout + res.stderr
+        return [w for w in json.loads(res.stdout)["data"]["warnings"] if w.get("code") == "tag-tree"]
+
+    assert tag_warnings() == []
+    assert not (demo.cache / "history").exists()  # nothing fetched
+    History(Cache(demo.cache), load_pin(demo.root, "demo-1.0").git.url, "v1.0", "v1.0", None)._files(  # type: ignore[union-attr]
+        ["python/demo/core.py"]
+    )  # what `rebase --history` fetches for a patch of core.py
+    [warning] = tag_warnings()
+    assert warning["file"] == "upstream-pins/demo-1.0.toml"
+    assert warning["message"] == (
+        f"tag v1.0 of {up} and demo-1.0-py3-none-any.whl differ beyond the prefix mapping (demo/ -> python/demo/): "
+        "1 file(s) differ (python/demo/core.py), 1 of them patched by the series; 1 file(s) only in the tag "
+        "(python/demo/extra.py): history's verdicts on those files read the tag, not the artifact"
+    )

@@ -23,10 +23,11 @@ import pytest
 from conftest import Demo
 from helpers import git, quilt_push_all, require_tool
 from patchtool.diff.patchfile import clean_subject
+from patchtool.edit import import_
+from patchtool.edit.quilt import export_quilt
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
-from patchtool.series import dep3, importing
-from patchtool.series.quilt import export_quilt
+from patchtool.series import dep3
 from patchtool.upstream.cache import Cache
 from test_importing import empty_project, git_upstream, me  # noqa: F401 (fixtures)
 
@@ -91,7 +92,7 @@ def test_a_format_patchs_in_body_headers_are_read_as_git_am_reads_them(
     ).stdout
     said = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
     demo.write_manifest()
-    importing.import_patches(Project.load(demo.root), Cache(demo.cache), [patch])
+    import_.import_patches(Project.load(demo.root), Cache(demo.cache), [patch])
     (lp,) = Project.load(demo.root).series()
     assert (lp.patch.author_name, lp.patch.author_email) == (said["Author"], said["Email"])
     assert lp.patch.subject == said["Subject"]
@@ -104,7 +105,7 @@ def test_a_format_patchs_in_body_headers_are_read_as_git_am_reads_them(
 @pytest.fixture
 def imported(demo: Demo, me: None) -> Project:  # noqa: F811
     demo.write_manifest()
-    result = importing.import_patches(Project.load(demo.root), Cache(demo.cache), [DEBIAN_STYLE])
+    result = import_.import_patches(Project.load(demo.root), Cache(demo.cache), [DEBIAN_STYLE])
     assert len(result.added) == 6
     return Project.load(demo.root)
 
@@ -221,7 +222,7 @@ def test_an_origin_commit_in_upstreams_history_is_a_backport(
     cache = Cache(tmp_path / "cache")
     fork = empty_project(tmp_path / "fork", Path(pins))
     cache.ensure(load_pin(fork.root, "demo-1.1"))
-    (row,) = importing.import_patches(fork, cache, [patch], author="A B <a@b.org>").added
+    (row,) = import_.import_patches(fork, cache, [patch], author="A B <a@b.org>").added
     assert (row["upstream_status"], row["upstream_ref"]) == ("backport", fix)
 
 

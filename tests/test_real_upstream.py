@@ -129,7 +129,7 @@ def test_checkout_and_export_of_the_real_series_round_trip(real_cache: Path, tmp
         assert (root / "patchset.toml").read_bytes() == manifest
     finally:  # the test cache outlives the run: leave no branch behind
         from patchtool.upstream.cache import Cache
-        from patchtool.upstream.cachespace import CheckoutBranch
+        from patchtool.upstream.namespaces import CheckoutBranch
 
         git_dir = str(real_cache / "upstream.git")
         names = CheckoutBranch.of(root, branch)

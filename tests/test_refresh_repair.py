@@ -561,8 +561,8 @@ def killed_at(demo: Demo, step: str, *args: str) -> None:
     assert res.returncode == -signal.SIGKILL, res.stdout + res.stderr
 
 
-SAVE = "patchtool.upstream.cachespace:CheckoutBranch.save_record"
-FOLD = "patchtool.rebase.fold"
+SAVE = "patchtool.upstream.namespaces:CheckoutBranch.save_record"
+FOLD = "patchtool.edit.refresh"
 
 
 def outcome(demo: Demo, wt: Path) -> tuple[dict[str, bytes], bytes, str, str, dict[str, bytes]]:
@@ -619,7 +619,7 @@ def test_a_repair_refresh_killed_at_any_step_is_finished_by_the_next_refresh(dem
             f"{SAVE}:1:after",
             f"{FOLD}:move_branch:1:after",
             f"{FOLD}:move_branch:2:after",
-            "patchtool.series.repair:stop:1:after",
+            "patchtool.edit.repair:stop:1:after",
             f"{FOLD}:write_series:1:after",
         )
     ):
@@ -655,7 +655,7 @@ def test_an_edit_made_after_a_repair_refresh_was_killed_is_not_lost(demo: Demo) 
     assert demo.run("refresh", "--branch", "clean", "greet").returncode == 3
     expected = outcome(demo, wt)
     for n, point in enumerate(
-        (f"{FOLD}:move_branch:1:after", f"{FOLD}:move_branch:2:after", "patchtool.series.repair:stop:1:after")
+        (f"{FOLD}:move_branch:1:after", f"{FOLD}:move_branch:2:after", "patchtool.edit.repair:stop:1:after")
     ):
         branch = f"e{n}"
         wt = stopped(branch)
@@ -701,7 +701,7 @@ def test_a_refresh_killed_before_its_record_is_saved_leaves_a_series_in_sync(dem
     me = {"GIT_AUTHOR_NAME": "Dana", "GIT_AUTHOR_EMAIL": "d@example.org"}
     assert demo.run("new", "extra", env={**me, "GIT_COMMITTER_NAME": "D", "GIT_COMMITTER_EMAIL": "d@x"}).returncode == 0
     (wt / "python/demo/extra.py").write_text("X = 1\n")
-    killed_at(demo, "patchtool.series.export:write_series:1:after", "refresh", "extra")
+    killed_at(demo, "patchtool.edit.export:write_series:1:after", "refresh", "extra")
     manifest = (demo.root / "patchset.toml").read_text()
     assert 'id = "extra"' in manifest
     res = demo.run("export")

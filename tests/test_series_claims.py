@@ -195,8 +195,8 @@ def test_0001_limits_and_capacity_are_stated() -> None:
 
 def pull_request_text(ident: str) -> tuple[str, list[dict[str, Any]]]:
     """``export --pr ident``'s PULL_REQUEST.md, and the entries it carries (itself last)."""
+    from patchtool.edit.pullrequest import description
     from patchtool.project.repository import Project
-    from patchtool.series.pullrequest import description
     from patchtool.series.standalone import required_closure
 
     project = Project.load(REPO)

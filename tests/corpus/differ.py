@@ -20,8 +20,9 @@ from patchtool import errors
 from patchtool import git as gitmod
 from patchtool.diff import model
 from patchtool.diff.patchfile import PatchFile
-from patchtool.rebase import merge, textapply
-from patchtool.series import importing
+from patchtool.edit import import_
+from patchtool.git import treemerge as merge
+from patchtool.rebase import textapply
 
 Tree = dict[str, tuple[str, bytes]]  # path -> (mode, content; a link's content is its target)
 AUTHOR = "A U Thor <author@example.org>"
@@ -97,7 +98,7 @@ def git_apply(root: Path, patch: str, *, reverse: bool = False) -> Verdict:
 
 def to_model(patch: str, *, exists: Callable[[str], bool] | None = None) -> model.Diff:
     """``patch`` as patchtool reads it: a git diff from its first 'diff --git' line, a plain diff
-    as ``import`` reads one given as FILE without -p (``importing.read_sources``); its refusal as
+    as ``import`` reads one given as FILE without -p (``import_.read_sources``); its refusal as
     the DiffError it stands for."""
     if "diff --git " in patch:
         return model.parse(patch[patch.find("diff --git ") :])
@@ -105,7 +106,7 @@ def to_model(patch: str, *, exists: Callable[[str], bool] | None = None) -> mode
         path = Path(tmp) / "plain.diff"
         path.write_text(patch, encoding="utf-8", errors="surrogateescape", newline="")
         try:
-            (incoming,) = importing.read_sources([path], None, importing.Authorship(author=AUTHOR), exists=exists)
+            (incoming,) = import_.read_sources([path], None, import_.Authorship(author=AUTHOR), exists=exists)
             return PatchFile.parse(incoming.text, name=str(path)).model
         except (errors.InvalidInput, errors.UsageError) as exc:
             raise model.DiffError(exc.message) from None

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from helpers import format_patch, git, write_tree
 from patchtool import git as gitmod
+from patchtool.git.treemerge import Renames, Workspace
 from patchtool.project.manifest import parse_text
 from patchtool.project.repository import LoadedPatch
-from patchtool.rebase.merge import Renames, Workspace
 from patchtool.rebase.replay import PatchOutcome, replay_one
 
 pytestmark = pytest.mark.corpus

@@ -625,3 +625,46 @@ def test_what_tarfile_raises_on_a_malformed_header_is_a_refusal(
     ), message
     assert snapshot(demo.root) == before
     assert_nothing_imported(demo)
+
+
+@pytest.mark.parametrize(
+    ("file", "command"),
+    [("patchset.toml", "check"), ("upstream-pins/demo-1.0.toml", "check"), ("retread.toml", "retread")],
+)
+def test_a_toml_file_too_large_to_parse_in_bounded_time_is_refused(one_patch: Demo, file: str, command: str) -> None:
+    """Found by an attack: a manifest of 64 MiB (the read bound) kept the TOML parsers busy for
+    minutes, since they are slow on many small values. A manifest, a pin and the registry are
+    bounded at 4 MiB, refused before they are parsed, naming the file; nothing changes."""
+    from patchtool.project.fields import MAX_TOML_BYTES
+
+    if file == "retread.toml":
+        manifest = one_patch.root / "patchset.toml"
+        manifest.write_text(manifest.read_text().replace("schema = 1\n", 'schema = 1\nregistry = "retread.toml"\n', 1))
+    path = one_patch.root / file
+    text = path.read_text() if path.exists() else ""
+    path.write_text(text + "\nbig = [" + "1," * ((MAX_TOML_BYTES - len(text)) // 2) + "]\n")
+    size = len(path.read_bytes())
+    assert size > MAX_TOML_BYTES
+    before = snapshot(one_patch.root)
+    code, data = run(one_patch, *([command, "list"] if command == "retread" else [command]))
+    assert snapshot(one_patch.root) == before
+    assert code == 1
+    assert [(e["file"], e["message"]) for e in data["errors"]] == [
+        (file, f"is {size} bytes, more than the {MAX_TOML_BYTES} patchtool reads in a TOML file")
+    ]
+
+
+def test_a_toml_file_as_large_as_the_bound_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound counts the file's bytes (lowered here, so that the case stays small), for the
+    reader that checks a file and for the one that edits the manifest."""
+    from patchtool.errors import InvalidInput
+    from patchtool.project import fields, tomlio
+
+    text = 'name = "é"\n'  # 12 bytes, 11 characters
+    monkeypatch.setattr(fields, "MAX_TOML_BYTES", 12)
+    assert fields.load_toml(text, file="x.toml") == {"name": "é"}
+    assert tomlio.parse(text, file="x.toml")["name"] == "é"
+    for read in (fields.load_toml, tomlio.parse):
+        with pytest.raises(InvalidInput) as exc:
+            read(text + " ", file="x.toml")
+        assert exc.value.message == "x.toml is 13 bytes, more than the 12 patchtool reads in a TOML file"

@@ -8,6 +8,7 @@ user gets, and that a refused command changed nothing on disk.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_export_from_a_stale_checkout_is_refused_naming_what_changed(demo: Demo)
 
 def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
     from patchtool.upstream.cache import Cache
-    from patchtool.upstream.cachespace import CheckoutBranch
+    from patchtool.upstream.namespaces import CheckoutBranch
 
     three(demo)
     checked_out(demo)
@@ -131,6 +132,27 @@ def test_a_damaged_checkout_record_is_no_record(demo: Demo) -> None:
         assert res.returncode == 2, res.stdout + res.stderr
         assert "no record of the series checkout branch 'series' was made from" in res.stderr
     assert snapshot(demo.root) == before
+
+
+def test_a_checkout_record_reads_back_as_it_was_written() -> None:
+    """Every key a record holds comes back: a stopped checkout's refresh under way too; a note of
+    one with no stopped patch is no note."""
+    from patchtool.upstream.namespaces import CheckoutRecord, Repairing
+
+    data = {
+        "schema": 1,
+        "pin": "demo-1.0",
+        "base": "b" * 40,
+        "patches": [{"id": "cap", "file": "patches/0001-cap.patch", "sha256": "5" * 64, "commit": ""}],
+        "stopped": "cap",
+        "repairing": {"commit": "c" * 40, "sha256": "6" * 64},
+    }
+    record = CheckoutRecord.from_dict(data)
+    assert record is not None and record.repairing == Repairing(commit="c" * 40, sha256="6" * 64)
+    assert json.dumps({"schema": 1, **record.to_dict()}, sort_keys=True) == json.dumps(data, sort_keys=True)
+    unstopped = CheckoutRecord.from_dict({**data, "stopped": None})
+    assert unstopped is not None and unstopped.repairing is None
+    assert CheckoutRecord.from_dict({**data, "patches": [{"id": "cap"}]}) is None
 
 
 def test_refresh_carries_your_commits_onto_the_current_series(demo: Demo) -> None:

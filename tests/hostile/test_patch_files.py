@@ -21,6 +21,7 @@ from conftest import Demo
 from helpers import HANG_GUARD_S, snapshot
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput
+from patchtool.project.repository import Project
 
 HEAD = (
     f"From {'0' * 40} Mon Sep 17 00:00:00 2001\nFrom: Mallory <mallory@example.org>\n"
@@ -1266,3 +1267,99 @@ def test_a_binary_patch_git_made_applies(demo: Demo, tmp_path: Path) -> None:
     assert run(demo, "check").returncode == 0
     assert run(demo, "apply", "--into", str(tmp_path / "tree")).returncode == 0
     assert (tmp_path / "tree/python/demo/blob.bin").read_bytes() == blob
+
+
+def three_long_patches(demo: Demo) -> None:
+    """Three patches of 40 lines each, each adding its own file, as the series."""
+    entries = []
+    for n in range(1, 4):
+        name = f"000{n}-big{n}.patch"
+        (demo.root / "patches" / name).write_text(long_patch(40).replace("big.py", f"big{n}.py"))
+        entries.append(demo.entry(f"big{n}", name))
+    demo.write_manifest(*entries)
+
+
+@pytest.mark.parametrize("command", ["check", "apply", "status"])
+def test_patches_within_the_bound_each_but_too_long_together_are_refused(
+    demo: Demo, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attack: ten patches of 500,000 lines each, each within the bound of one patch,
+    made `check` hold 1.1 GB (the whole series is read at once). The series is bounded too: the
+    patch that passes the bound is named, the rest is not read, and nothing changes (the bound is
+    lowered here, so that the case stays small)."""
+    from patchtool.diff import patchfile
+
+    three_long_patches(demo)
+    monkeypatch.setattr(patchfile, "MAX_SERIES_LINES", 100)
+    before = snapshot(demo.root)
+    res = demo.run(command, "--json")
+    assert snapshot(demo.root) == before
+    data = json.loads(res.stdout)
+    assert (res.returncode, data["exit_code"]) == (1, 1)
+    assert entry_errors(data["errors"]) == [
+        "patches/0003-big3.patch |  | big3 | brings the patches read at once to 120 lines, more than the 100 "
+        "patchtool reads together | keep generated and vendored files out of patches, or carry fewer, smaller "
+        "patches"
+    ]
+    assert not (demo.root / "build").exists()
+    monkeypatch.setattr(patchfile, "MAX_SERIES_LINES", 120)  # as many lines as the bound: read
+    assert Project.load(demo.root).series()[2].patch.added == 29
+
+
+def test_import_of_a_series_too_long_together_is_refused(
+    demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`import` of a quilt series holds every patch it brings at once: the same bound holds, and
+    the series line that passes it is named before anything is applied or written."""
+    from patchtool.diff import patchfile
+
+    demo.write_manifest()
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    for n in range(1, 4):
+        (quilt / f"big{n}.diff").write_text(long_patch(40).replace("big.py", f"big{n}.py"))
+    (quilt / "series").write_text("big1.diff\nbig2.diff\nbig3.diff\n")
+    monkeypatch.setattr(patchfile, "MAX_SERIES_LINES", 100)
+    before = snapshot(demo.root)
+    res = demo.run("import", str(quilt))
+    assert snapshot(demo.root) == before
+    assert res.returncode == 1, res.stderr
+    assert f"{quilt / 'series'}:3: big3.diff brings the patches read at once to 120 lines" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_many_failing_hunks_start_no_git_process_each(demo: Demo, tmp_path: Path) -> None:
+    """Found by an attack: `apply` of a patch whose 4,000 hunks all fail started two git processes
+    a hunk to say why (53 s). Each hunk is now tried in memory as git applies it: 300 failing hunks
+    are each reported with where upstream differs, and git apply runs a handful of times, not 600
+    (counted by a git on PATH that logs each call and runs the real one)."""
+    hunks = "".join(f"@@ -{n},1 +{n},1 @@\n-not upstream's line {n}\n+patched {n}\n" for n in range(1, 301))
+    text = HEAD + "diff --git a/python/demo/core.py b/python/demo/core.py\n--- a/python/demo/core.py\n"
+    (demo.root / "patches" / "0001-many.patch").write_text(text + "+++ b/python/demo/core.py\n" + hunks)
+    demo.write_manifest(demo.entry("many", "0001-many.patch"))
+    log = demo.cache / "git-calls.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {shutil.which("git")} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    res = subprocess.run(
+        [sys.executable, "-m", "patchtool", "apply", "--json"],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=HANG_GUARD_S,
+    )
+    assert res.returncode == 3, res.stderr
+    failures = json.loads(res.stdout)["data"]["patches"][0]["failures"]
+    assert [(f["hunk"], f["reason"], f["line"]) for f in failures] == [
+        (n, "context does not match", n) for n in range(1, 301)
+    ]
+    assert (
+        failures[0]["detail"] == 'line 1: expected "not upstream\'s line 1", found \'"""Core of the demo upstream."""\''
+    )
+    assert failures[-1]["detail"] == 'line 300: expected "not upstream\'s line 300", found end of file'
+    applies = [line for line in log.read_text().splitlines() if " apply " in f" {line} "]
+    assert 0 < len(applies) < 10, applies

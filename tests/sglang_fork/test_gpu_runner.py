@@ -390,8 +390,8 @@ def test_a_packed_tree_carries_the_series_to_a_machine_that_cannot_build_it(tmp_
 
 def test_a_runner_that_is_stopped_stops_its_checks(tmp_path: Path, fake_tree: Path) -> None:
     """SIGTERM to the runner (a job's timeout, a hand on the GPU machine) leaves no check running."""
+    import select
     import signal
-    import time
 
     checks = checks_file(
         tmp_path,
@@ -405,6 +405,8 @@ def test_a_runner_that_is_stopped_stops_its_checks(tmp_path: Path, fake_tree: Pa
         """,
     )
     pid_file = tmp_path / "pid"
+    os.mkfifo(pid_file)  # the check writes its pid into it once it runs: waited on, not polled
+    reader = os.open(pid_file, os.O_RDONLY | os.O_NONBLOCK)
     proc = subprocess.Popen(
         [sys.executable, str(GPU / "run.py"), str(checks), "--out", str(tmp_path / "r.json"), "--tree", str(fake_tree)],
         cwd=REPO,
@@ -412,11 +414,14 @@ def test_a_runner_that_is_stopped_stops_its_checks(tmp_path: Path, fake_tree: Pa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    # the check writes its pid once it runs; the runner never ends before that on its own
-    while not (pid_file.exists() and pid_file.read_text()):
-        assert proc.poll() is None, "the runner ended before its check started"
-        time.sleep(0.1)
-    check_pid = int(pid_file.read_text())
+    runner = os.pidfd_open(proc.pid)
+    try:  # the check's pid, or the runner's end, whichever comes first
+        ready, _, _ = select.select([reader, runner], [], [], HANG_GUARD_S)
+        assert reader in ready, "the runner ended before its check started (or hung)"
+        check_pid = int(os.read(reader, 64))
+    finally:
+        os.close(reader)
+        os.close(runner)
     proc.send_signal(signal.SIGTERM)
     try:
         # a guard against a runner that ignores SIGTERM (a hang): far above any load, never asserted on

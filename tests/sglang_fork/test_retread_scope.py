@@ -182,7 +182,7 @@ def test_a_bad_scope_fails_the_command_with_its_exit_code(tmp_path: Path) -> Non
 
 
 def test_a_scope_decides_dimension_by_dimension() -> None:
-    from patchtool.registry.scope import Mode, Role, Scope
+    from patchtool.registry.evidencescope import Mode, Role, Scope
     from patchtool.sglang.launch import LaunchFacts, Verdict
     from patchtool.sglang.launch import fit as fits
 

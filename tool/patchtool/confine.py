@@ -254,17 +254,7 @@ def _enforce(ruleset: int, rules: Iterable[tuple[Path, Access, bool]], *, ports:
         for path, rights, directory in rules:
             _allow(ruleset, path, rights, directory=directory)
         for port in ports:
-            rule = _NetPortAttr(allowed_access=_CONNECT_TCP, port=port)
-            try:
-                _syscall(
-                    _SYS_ADD_RULE,
-                    ctypes.c_int(ruleset),
-                    ctypes.c_int(_RULE_NET_PORT),
-                    ctypes.byref(rule),
-                    ctypes.c_uint32(0),
-                )
-            except OSError as exc:
-                raise _refused(f"landlock_add_rule TCP port {port}: {exc.strerror}") from None
+            _add_rule(ruleset, _RULE_NET_PORT, _NetPortAttr(allowed_access=_CONNECT_TCP, port=port), f"TCP port {port}")
         try:
             _no_new_privs()
             _syscall(_SYS_RESTRICT_SELF, ruleset, ctypes.c_uint32(0))
@@ -302,19 +292,16 @@ def _allow(ruleset: int, path: Path, rights: Access, *, directory: bool) -> None
     try:
         if not directory and stat.S_ISDIR(os.fstat(fd).st_mode):
             return  # a file's rights on a directory would reach everything beneath it
-        rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-        try:
-            _syscall(
-                _SYS_ADD_RULE,
-                ctypes.c_int(ruleset),
-                ctypes.c_int(_RULE_PATH_BENEATH),
-                ctypes.byref(rule),
-                ctypes.c_uint32(0),
-            )
-        except OSError as exc:
-            raise _refused(f"landlock_add_rule {path}: {exc.strerror}") from None
+        _add_rule(ruleset, _RULE_PATH_BENEATH, _PathBeneathAttr(allowed_access=rights, parent_fd=fd), str(path))
     finally:
         os.close(fd)
+
+
+def _add_rule(ruleset: int, kind: int, rule: ctypes.Structure, what: str) -> None:
+    try:
+        _syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(kind), ctypes.byref(rule), ctypes.c_uint32(0))
+    except OSError as exc:
+        raise _refused(f"landlock_add_rule {what}: {exc.strerror}") from None
 
 
 # -- a sandbox for code patchtool did not write -----------------------------------------------------

@@ -15,7 +15,6 @@ import dataclasses
 import os
 import re
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import NoReturn
 
@@ -70,6 +69,8 @@ class SourceUrl:
             return None
         if self.text.startswith("/"):
             return Path(self.text)
+        import urllib.request  # it loads http.client and email: 25 ms at every start, for a file: url alone
+
         return Path(urllib.request.url2pathname(urllib.parse.urlsplit(self.text).path))
 
     @property

@@ -15,16 +15,13 @@ from typing import Annotated, Any
 import typer
 
 from patchtool.cli.context import Invocation
-from patchtool.git.housekeeping import refs
-from patchtool.project.manifest import MANIFEST_NAME, load
-from patchtool.project.pins import load_pin
-from patchtool.project.repository import Project
-from patchtool.upstream.refnames import IMPORTS
 
 
 def _repository(ctx: typer.Context) -> Path:
     """The repository the command line is about: its ``--root`` (before or after the command),
     else the nearest parent of the current directory with patchset.toml."""
+    from patchtool.project.repository import Project  # GitPython and tomlkit: only a completion loads them
+
     return _given(ctx, "global_root") or Project.find(Path.cwd())
 
 
@@ -53,6 +50,8 @@ def patch_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     """The ids of the series, in its order."""
 
     def collect(found: list[str]) -> None:
+        from patchtool.project.manifest import MANIFEST_NAME, load
+
         found += [e.id for e in load(_repository(ctx) / MANIFEST_NAME).patches]
 
     return _matching(incomplete, collect)
@@ -62,7 +61,7 @@ def pin_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """The pins in upstream-pins/."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
+        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
 
         found += names(_repository(ctx))
 
@@ -74,7 +73,11 @@ def rebase_targets(ctx: typer.Context, incomplete: str) -> list[str]:
     pin's distribution the cache has imported (no index is asked: a completion is instant)."""
 
     def collect(found: list[str]) -> None:
-        from patchtool.upstream.pinset import pin_names as names  # the pins' workflow: every command would load it
+        from patchtool.git.housekeeping import refs
+        from patchtool.project.manifest import MANIFEST_NAME, load
+        from patchtool.project.pins import load_pin
+        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
+        from patchtool.upstream.refnames import IMPORTS
 
         found.append("latest")
         where = _repository(ctx)

@@ -17,16 +17,14 @@ from typing import TYPE_CHECKING
 import typer
 
 from patchtool.errors import UsageError
-from patchtool.project import journal, lock
-from patchtool.project.manifest import MANIFEST_NAME
-from patchtool.project.repository import Project
-from patchtool.project.stopped import refuse_in_progress
-from patchtool.upstream.cache import Cache
-from patchtool.upstream.index import INDEX_URL_ENV
-from patchtool.urls import LocalUrls, allowed_by_environment
 
 if TYPE_CHECKING:
     from patchtool.confine import Unconfined
+    from patchtool.project.repository import Project
+    from patchtool.upstream.cache import Cache
+
+# The repository and the cache are imported where a command reaches them: they load GitPython, tomlkit,
+# unidiff and packaging, which every command module importing this one would cost --version and --help.
 
 # the global options, as the root command's parameters name them (``app._top``)
 GLOBALS = ("global_json", "global_root", "global_cache_dir", "global_allow_local", "global_allow_local_in")
@@ -72,6 +70,9 @@ class Invocation:
 
     def located(self) -> Path:
         """The patch repository this command is about: ``--root``, else found from the current directory."""
+        from patchtool.project.manifest import MANIFEST_NAME
+        from patchtool.project.repository import Project
+
         if self.creates:
             made = (self.root or Path.cwd()).absolute()
             if not made.is_dir():
@@ -92,6 +93,10 @@ class Invocation:
         return (self.cache_dir or (Path(env) if env else None) or default_cache_dir()).absolute()
 
     def cache(self) -> Cache:
+        from patchtool.upstream.cache import Cache
+        from patchtool.upstream.index import INDEX_URL_ENV
+        from patchtool.urls import LocalUrls, allowed_by_environment
+
         local = allowed_by_environment()
         if self.allow_local_in is not None:
             local = LocalUrls(allowed=True, beneath=Path(os.path.abspath(self.allow_local_in)))
@@ -115,6 +120,9 @@ def locked(ctx: typer.Context) -> tuple[Path, list[str]]:
     """The patch repository, locked until the command's context closes: exclusively for a writing
     command (which first finishes a write an earlier one committed but did not complete, and names
     what it finished), shared for a reading one. The one place the lock is taken."""
+    from patchtool.project import journal, lock
+    from patchtool.project.stopped import refuse_in_progress
+
     inv = invocation(ctx)
     found = inv.located()
     ctx.with_resource(lock.held(found, exclusive=inv.writes))
@@ -126,6 +134,13 @@ def locked(ctx: typer.Context) -> tuple[Path, list[str]]:
 
 def repository(ctx: typer.Context) -> Path:
     return locked(ctx)[0]
+
+
+def load_project(ctx: typer.Context) -> Project:
+    """The patch repository, locked (``locked``) and loaded."""
+    from patchtool.project.repository import Project
+
+    return Project.load(repository(ctx))
 
 
 def cache(ctx: typer.Context) -> Cache:

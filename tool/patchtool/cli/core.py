@@ -11,7 +11,7 @@ import typer
 from patchtool import fsroot
 from patchtool.cli.completion import PinOption, rebase_targets
 from patchtool.cli.confinement import write_report
-from patchtool.cli.context import cache, invocation, locked, repository
+from patchtool.cli.context import cache, invocation, load_project, locked, repository
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import (
     Style,
@@ -22,12 +22,12 @@ from patchtool.cli.render import (
     unexported_lines,
 )
 from patchtool.errors import ApplyConflict, ExitCode, UsageError
-from patchtool.project.repository import Project
-from patchtool.upstream.cache import Cache
 
 if TYPE_CHECKING:
+    from patchtool.project.repository import Project
     from patchtool.rebase.transaction import RebaseReport
     from patchtool.series.apply import SeriesAtPin
+    from patchtool.upstream.cache import Cache
 
 # Each command imports its workflow when it runs: every command's at the start would cost each command
 # the others' (measured in bench/README.md), and rich and jinja2 only the text and the HTML page draw.
@@ -56,7 +56,7 @@ def apply(
     from patchtool.git.materialise import materialise
     from patchtool.series.apply import SeriesAtPin, apply_series
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     the_pin = project.pin(pin)
     if series not in ("all", "none"):
         raise UsageError(f"--series {series}: give all (the default) or none (the pristine upstream)")
@@ -81,7 +81,7 @@ def apply(
     )
 
 
-def _refuse_failed(project: Project, upstream: Cache, at: "SeriesAtPin", target: Path, keep: bool) -> NoReturn:
+def _refuse_failed(project: "Project", upstream: "Cache", at: "SeriesAtPin", target: Path, keep: bool) -> NoReturn:
     """The series does not apply: say where, and with --keep-failed leave a partial tree to debug in."""
     from patchtool.git.materialise import check_replaceable, failed_tree_path, keep_failed
 
@@ -146,6 +146,8 @@ def check(
 @command(writes=True)
 def recover(ctx: typer.Context) -> Shown:
     """Finish a write that an interrupted command committed (reading commands refuse until then)."""
+    from patchtool.project.repository import Project
+
     where, done = locked(ctx)  # a writing command finishes the journal as it takes the lock
     Project.load(where)
     return Shown(
@@ -166,7 +168,7 @@ def status(
     from patchtool.series import status as workflow
     from patchtool.sglang import gpuresults
 
-    report = workflow.status(Project.load(repository(ctx)), cache(ctx), pin, gpu_results=gpuresults.read)
+    report = workflow.status(load_project(ctx), cache(ctx), pin, gpu_results=gpuresults.read)
 
     def text(style: Style) -> str:
         if long:
@@ -263,14 +265,14 @@ def rebase(
         raise UsageError("--history goes with --to: a stopped rebase asks history as it started")
     if choice.given and to is None:
         raise UsageError("--sdist, --wheel and --filename go with --to: they choose the release file")
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     _check_report(report_file, project.root)
     upstream = cache(ctx)
     if abort:
         transaction.abort(project, upstream)
         return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
     from patchtool.series.unexported import unexported
-    from patchtool.upstream.cachespace import project_key
+    from patchtool.upstream.namespaces import project_key
 
     # a checkout's commits no export wrote are not part of the series the rebase moves
     work = unexported(upstream.repo, project_key(project.root))
@@ -350,7 +352,7 @@ def scan(
         raise UsageError("give --versions A..B (or a list) or --newest N")
     if newest is not None and newest < 1:
         raise UsageError(f"--newest {newest}: give how many of the newest releases to scan, at least 1")
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     _check_report(html_file, project.root)
     report = workflow.scan(project, cache(ctx), versions, count=newest)
     # a scan that could have no release at all has no matrix worth a page: it failed

@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from patchtool.cli.completion import PinOption, patch_ids
-from patchtool.cli.context import cache, repository
+from patchtool.cli.context import cache, load_project
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, printable
 from patchtool.cli.retread import knob
 from patchtool.errors import ExitCode, UsageError
-from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
+    from patchtool.project.repository import Project
     from patchtool.series.metadata import Metadata
 
 # Each command imports its workflow when it runs: every command's at the start would cost each command the others'.
@@ -39,9 +39,9 @@ def checkout(
     ] = False,
 ) -> Shown:
     """A branch in a worktree: the pinned upstream plus one commit per patch, each with its Patchtool-Id trailer."""
-    from patchtool.series.checkout import checkout as make_checkout
+    from patchtool.edit.checkout import checkout as make_checkout
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     if refresh:
         if pin is not None or path is not None:
             raise UsageError(
@@ -49,7 +49,7 @@ def checkout(
                 hint="drop --pin and --path",
             )
         return _refresh(ctx, project, branch)
-    from patchtool.series.repair import next_steps
+    from patchtool.edit.repair import next_steps
 
     result = make_checkout(project, cache(ctx), pin_name=pin, branch=branch, path=path)
     again = "" if branch == "series" else f" --branch {branch}"
@@ -89,9 +89,9 @@ def checkout(
     )
 
 
-def _refresh(ctx: typer.Context, project: Project, branch: str) -> Shown:
-    from patchtool.rebase.refresh import refresh
-    from patchtool.upstream.cachespace import CheckoutBranch
+def _refresh(ctx: typer.Context, project: "Project", branch: str) -> Shown:
+    from patchtool.edit.checkout_refresh import refresh
+    from patchtool.upstream.namespaces import CheckoutBranch
 
     result = refresh(project, cache(ctx), CheckoutBranch.of(project.root, branch))
     lines = [f"  {c['how']:<7} {c['id']}" for c in result.commits]
@@ -135,21 +135,21 @@ def export(
 ) -> Shown:
     """Write the checkout branch back as the series (or the series as a quilt directory, or one
     patch as an upstream pull request)."""
-    from patchtool.series.export import export as export_branch
+    from patchtool.edit.export import export as export_branch
+    from patchtool.edit.quilt import export_quilt
     from patchtool.series.metadata import placeholder_subject
-    from patchtool.series.quilt import export_quilt
 
     if force and quilt is None:
         raise UsageError("--force refreshes a quilt directory: it goes with --quilt DIR")
     if (pr is None) != (directory is None):
         raise UsageError("export --pr ID DIR: the pull request's patch and the directory go together")
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     if pr is not None and directory is not None:
         if quilt is not None or allow_drop or revive:
             raise UsageError("export --pr writes one pull request's patches: no --quilt, --allow-drop or --revive")
         return _pull_request(ctx, project, pr, directory)
     if quilt is not None:
-        from patchtool.series.checkouts import worktrees
+        from patchtool.edit.branch import worktrees
 
         files = export_quilt(project, quilt, force=force, checkouts=worktrees(cache(ctx).repo))
         return Shown(
@@ -170,9 +170,9 @@ def export(
     return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
 
 
-def _pull_request(ctx: typer.Context, project: Project, ident: str, directory: Path) -> Shown:
-    from patchtool.series.checkouts import worktrees
-    from patchtool.series.pullrequest import export_pull_request
+def _pull_request(ctx: typer.Context, project: "Project", ident: str, directory: Path) -> Shown:
+    from patchtool.edit.branch import worktrees
+    from patchtool.edit.pullrequest import export_pull_request
 
     made = export_pull_request(project, ident, directory, checkouts=worktrees(cache(ctx).repo))
     return Shown(
@@ -256,11 +256,11 @@ def import_(
     ] = None,
 ) -> Shown:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
-    from patchtool.series import importing
+    from patchtool.edit import import_
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    result = importing.import_patches(
-        Project.load(repository(ctx)),
+    result = import_.import_patches(
+        load_project(ctx),
         cache(ctx),
         files or [],
         url=url,
@@ -300,12 +300,10 @@ def new(
     ] = None,
 ) -> Shown:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
-    from patchtool.series.new import new as new_patch
+    from patchtool.edit.new import new as new_patch
 
     given = _metadata(ident, kind, owner, why, applies_to, drop_when)
-    where = new_patch(
-        Project.load(repository(ctx)), cache(ctx), ident=ident, branch=branch, given=given, subject=subject
-    )
+    where = new_patch(load_project(ctx), cache(ctx), ident=ident, branch=branch, given=given, subject=subject)
     return Shown(
         data={"id": ident, "worktree": where},
         text=lambda style: (
@@ -342,7 +340,7 @@ def drop(
     ] = None,
 ) -> Shown:
     """Remove a patch from the series and record why (and, with --rejected, in the registry)."""
-    from patchtool.series.drop import drop as drop_patch
+    from patchtool.edit.drop import drop as drop_patch
 
     if not reason.strip():
         raise UsageError("drop needs --reason: a dropped patch is recorded with why")
@@ -353,7 +351,7 @@ def drop(
             "--flag, --env, --config, --pattern and --unguarded describe a registry entry", hint="add --rejected"
         )
     written = drop_patch(
-        Project.load(repository(ctx)), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
+        load_project(ctx), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
     )
     return Shown(
         data={"id": ident, "written": written},
@@ -369,10 +367,10 @@ def refresh(
     index: Annotated[bool, typer.Option("--index", help="Only what is staged (git add); default: every file.")] = False,
 ) -> Shown:
     """Put the checkout's uncommitted changes into patch ID and write it back (stg refresh -p, quilt refresh)."""
-    from patchtool.rebase.fold import fold
-    from patchtool.series.repair import next_steps
+    from patchtool.edit.refresh import fold
+    from patchtool.edit.repair import next_steps
 
-    result = fold(Project.load(repository(ctx)), cache(ctx), ident=ident, branch=branch, staged_only=index)
+    result = fold(load_project(ctx), cache(ctx), ident=ident, branch=branch, staged_only=index)
     lines = [f"refreshed {result.id} ({result.file}) with {', '.join(result.changed)}"]
     lines += [f"  rewritten {w['id']} ({w['file']}): {w['why']}" for w in result.written if w["id"] != result.id]
     if result.applied:

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from patchtool.cli.completion import PinOption, patch_ids
-from patchtool.cli.context import cache, invocation, repository
+from patchtool.cli.context import cache, invocation, load_project
 from patchtool.cli.editor import edit_until_valid
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, gpu_lines, printable
 from patchtool.errors import UsageError
 from patchtool.inputs import read_named_text
-from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
+    from patchtool.project.repository import Project
     from patchtool.series.amend import Edited
     from patchtool.series.show import PatchShown
 
@@ -35,9 +35,7 @@ def show(
     from patchtool.series.show import show as workflow
     from patchtool.sglang import gpuresults
 
-    shown = workflow(
-        Project.load(repository(ctx)), cache(ctx), ident, gpu_results=gpuresults.read, pin_name=pin, diff=diff
-    )
+    shown = workflow(load_project(ctx), cache(ctx), ident, gpu_results=gpuresults.read, pin_name=pin, diff=diff)
     return Shown(data=shown, text=lambda style: show_text(shown, style))
 
 
@@ -124,7 +122,7 @@ def edit(
     """Change a patch's metadata in patchset.toml: with options, or its entry in $EDITOR (comments kept, validated)."""
     from patchtool.series import amend
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     given = dict(why=why, owner=owner, kind=kind, applies_to=applies_to, drop_when=drop_when)
     values = {k: v for k, v in given.items() if v is not None}
     upstream = {k: v for k, v in (("status", upstream_status), ("url", upstream_url)) if v is not None}
@@ -152,7 +150,7 @@ HEADER = (
 )
 
 
-def _in_editor(ctx: typer.Context, project: Project, ident: str) -> "Edited":
+def _in_editor(ctx: typer.Context, project: "Project", ident: str) -> "Edited":
     """The entry of ``ident`` changed in ``$VISUAL``/``$EDITOR`` (as git, else vi) and written, once
     it is valid (``cli/editor.py``: asked again at a terminal, else kept in a file)."""
     from patchtool.series import amend

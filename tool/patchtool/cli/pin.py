@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from patchtool.cli.completion import pin_names
-from patchtool.cli.context import cache, repository
+from patchtool.cli.context import cache, load_project
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, printable
-from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
-    from patchtool.upstream import pinset
+    from patchtool.upstream import pinning
 
 # Each command imports the pins' workflow when it runs: every command would load it at its start.
 
@@ -43,15 +42,15 @@ def pin_add(
     index lists them (like the active pin's; with --sdist, --wheel or --filename that file, its prefix
     mapped to the same repository paths), or with --git URL --tag T the tag's commit. Where upstream's
     history is in the cache (`rebase --history`), warns when the repository has no tag the pin's [git] names."""
-    from patchtool.upstream import pinset
+    from patchtool.upstream import pinning
     from patchtool.upstream.history import unknown_tag
     from patchtool.upstream.releasefiles import FileChoice
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     choice = FileChoice.of(sdist=sdist, wheel=wheel, filename=filename)
-    pin = pinset.new_pin(project, cache(ctx), version, git_url=git_url, tag=tag, choice=choice)
+    pin = pinning.new_pin(project, cache(ctx), version, git_url=git_url, tag=tag, choice=choice)
     warning = unknown_tag(cache(ctx), pin)
-    added = pinset.PinAdded(pin, tuple(pinset.write_pin(project.root, pin)), () if warning is None else (warning,))
+    added = pinning.PinAdded(pin, tuple(pinning.write_pin(project.root, pin)), () if warning is None else (warning,))
     source = (
         f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"
         if pin.use == "artifact" and pin.artifact
@@ -70,13 +69,13 @@ def pin_add(
 @command()
 def pin_list(ctx: typer.Context) -> Shown:
     """Every pin: which is active, which patches' applies_to admit it, whether the cache holds it."""
-    from patchtool.upstream import pinset
+    from patchtool.upstream import pinning
 
-    pins = pinset.list_pins(Project.load(repository(ctx)), cache(ctx))
-    return Shown(data=pinset.PinList(tuple(pins)), text=lambda style: _list_text(pins, style))
+    pins = pinning.list_pins(load_project(ctx), cache(ctx))
+    return Shown(data=pinning.PinList(tuple(pins)), text=lambda style: _list_text(pins, style))
 
 
-def _list_text(pins: list["pinset.PinInfo"], style: Style) -> str:
+def _list_text(pins: list["pinning.PinInfo"], style: Style) -> str:
     if not pins:
         return "no pins in upstream-pins/"
     rows = []
@@ -95,7 +94,7 @@ def pin_remove(
     name: Annotated[str, typer.Argument(metavar="NAME", help="The pin, e.g. sglang-0.5.22.", autocompletion=pin_names)],
 ) -> Shown:
     """Remove a pin: refused for the active pin and for one a rebase in progress uses."""
-    from patchtool.upstream import pinset
+    from patchtool.upstream import pinning
 
-    removed = pinset.PinRemoved(name, tuple(pinset.remove_pin(Project.load(repository(ctx)), name)))
+    removed = pinning.PinRemoved(name, tuple(pinning.remove_pin(load_project(ctx), name)))
     return Shown(data=removed, text=lambda style: f"removed pin {style.bold(name)}")

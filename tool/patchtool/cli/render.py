@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from types import MappingProxyType
@@ -56,26 +57,31 @@ def envelope(command: str, code: ExitCode, data: Any, errors: Sequence[Problem] 
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class Style:
-    """Colour only on a terminal."""
+    """The human text's colours, rendered by rich, and only on a terminal (``colour``)."""
 
-    def __init__(self, colour: bool) -> None:
-        self.colour = colour
+    colour: bool
 
-    def _c(self, code: str, text: str) -> str:
-        return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
+    def _c(self, style: str, text: str) -> str:
+        if not self.colour:
+            return text
+        from rich.color import ColorSystem  # rich: only a terminal's text loads it
+        from rich.style import Style as Ansi
+
+        return Ansi.parse(style).render(text, color_system=ColorSystem.STANDARD)
 
     def ok(self, text: str) -> str:
-        return self._c("32", text)
+        return self._c("green", text)
 
     def bad(self, text: str) -> str:
-        return self._c("31;1", text)
+        return self._c("bold red", text)
 
     def dim(self, text: str) -> str:
-        return self._c("2", text)
+        return self._c("dim", text)
 
     def bold(self, text: str) -> str:
-        return self._c("1", text)
+        return self._c("bold", text)
 
 
 def printable(text: str) -> str:

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from patchtool.cli.completion import PinOption
-from patchtool.cli.context import cache, invocation, repository
+from patchtool.cli.context import cache, invocation, load_project
 from patchtool.cli.editor import edit_until_valid
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import registry_list_text, registry_show_text, revisit_text, scan_text
 from patchtool.errors import ExitCode, UsageError
 from patchtool.inputs import read_named_text
-from patchtool.project.repository import Project
 
 if TYPE_CHECKING:
+    from patchtool.project.repository import Project
     from patchtool.registry.entries import Registry
 
 # Each command imports the registry's workflows when it runs: every command would load them at its start.
@@ -30,10 +30,10 @@ def knob(kind: str, spec: str) -> dict[str, str]:
     return {"type": kind, "name": name, **({"values": values} if values else {})}
 
 
-def _registry(ctx: typer.Context) -> tuple[Project, "Registry"]:
+def _registry(ctx: typer.Context) -> "tuple[Project, Registry]":
     from patchtool.registry import workflows as retread
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     return project, retread.load(project)
 
 
@@ -74,7 +74,7 @@ def retread_scan(
 
     An entry applies where a launch is in the scope of its evidence (model, hardware, PD mode
     and role); where a launch does not say enough to know, the use is a note, not a finding."""
-    from patchtool.registry.scope import hardware as arch
+    from patchtool.registry.evidencescope import hardware as arch
     from patchtool.sglang import deploy
     from patchtool.sglang.launch import LaunchFacts
 
@@ -154,7 +154,7 @@ def retread_add(
     """Append a validated entry to the registry, keeping the file's comments and order."""
     from patchtool.registry import workflows as retread
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     if edit:
         entry = _entry_in_editor(ctx, project)
     elif from_file is not None:
@@ -186,7 +186,7 @@ def retread_add(
     return Shown(data=added, text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")
 
 
-def _entry_in_editor(ctx: typer.Context, project: Project) -> dict[str, Any]:
+def _entry_in_editor(ctx: typer.Context, project: "Project") -> dict[str, Any]:
     """A new entry filled in ``$VISUAL``/``$EDITOR`` from the template, once it is valid
     (``cli/editor.py``: asked again at a terminal, else kept in a file)."""
     from patchtool.registry import workflows as retread

@@ -12,7 +12,7 @@ from patchtool.cli.render import Style
 from patchtool.errors import UsageError
 
 if TYPE_CHECKING:
-    from patchtool.upstream import cacheuse
+    from patchtool.upstream import pruning
 
 
 @command()
@@ -40,7 +40,7 @@ def cache_command(
     """What the cache holds (releases imported and who uses them, each project's refs, checkouts, loose
     objects) and its size; `cache prune` removes what no pin of this or another registered project uses,
     then lets `git gc` drop what no ref reaches, under the cache's lock."""
-    from patchtool.upstream import cacheuse  # this command's alone: every command would load it at its start
+    from patchtool.upstream import pruning  # this command's alone: every command would load it at its start
 
     if action not in ("show", "prune", "clear"):
         raise UsageError(f"cache {action}: give show (the default), prune or clear")
@@ -52,18 +52,18 @@ def cache_command(
     from patchtool.series.unexported import unexported
 
     if action == "clear":
-        cleared = cacheuse.clear(upstream, force=force, unexported=unexported(upstream.repo))
+        cleared = pruning.clear(upstream, force=force, unexported=unexported(upstream.repo))
         return Shown(data=cleared, text=lambda style: _cleared_text(cleared))
     project_root = repository(ctx)
     if action == "show":
-        report = cacheuse.survey(upstream, project_root)
+        report = pruning.survey(upstream, project_root)
     else:
         forgotten = [u for u in unexported(upstream.repo) if u.gone]
-        report = cacheuse.prune(upstream, project_root, dry_run=dry_run, now=now, force=force, unexported=forgotten)
+        report = pruning.prune(upstream, project_root, dry_run=dry_run, now=now, force=force, unexported=forgotten)
     return Shown(data=report, text=lambda style: _text(report, style, pruned=action == "prune"))
 
 
-def _cleared_text(cleared: "cacheuse.Cleared") -> str:
+def _cleared_text(cleared: "pruning.Cleared") -> str:
     lines = [f"cleared {cleared.path}: removed " + (", ".join(cleared.removed) or "nothing")]
     lines += [f"discarded: {u}" for u in cleared.described]
     return "\n".join(lines)
@@ -80,7 +80,7 @@ def _size(n: int) -> str:
     return f"{size:.1f} {unit}"
 
 
-def _text(report: "cacheuse.CacheReport", style: Style, *, pruned: bool) -> str:
+def _text(report: "pruning.CacheReport", style: Style, *, pruned: bool) -> str:
     lines = [f"{style.bold('cache')}: {report.path} ({_size(report.size_bytes)})"]
     for r in report.releases:
         users = ", ".join(r.used_by) if r.used_by else style.dim("used by no pin")

@@ -12,11 +12,10 @@ import typer
 from patchtool import fsroot
 from patchtool.cli.completion import PinOption
 from patchtool.cli.confinement import landlock_wanted
-from patchtool.cli.context import cache, repository
+from patchtool.cli.context import cache, load_project
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import build_text, provenance_text, provenances_text
 from patchtool.errors import ExitCode, UsageError
-from patchtool.project.repository import Project
 
 # Each command imports its workflow when it runs: every command's at the start would cost each command the others'.
 
@@ -80,7 +79,7 @@ def build(
     (--from-sdist) build the patched sdist."""
     from patchtool.wheel.build import build_wheel
 
-    project = Project.load(repository(ctx))
+    project = load_project(ctx)
     # the default lies in the repository, where `dist` could be a committed link out of it
     out = (out or fsroot.Root(project.root).place("dist", create=False)).absolute()
     result = build_wheel(

@@ -20,6 +20,32 @@ _FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 # bound is read in under 700 MB; real patches have hundreds of lines, a vendored library tens of
 # thousands.
 MAX_PATCH_LINES = 500_000
+# Lines in every patch a command holds at once (the series, and what `import` brings): so that a
+# series of many patches each within MAX_PATCH_LINES is still read in about 1 GB, not 10 times that.
+MAX_SERIES_LINES = 2_000_000
+
+
+def line_count(text: str) -> int:
+    """Lines as git counts them: a last line without its newline is one."""
+    return text.count("\n") + (not text.endswith("\n"))
+
+
+@dataclasses.dataclass(slots=True)
+class LineBudget:
+    """The lines of the patches one command has read, held to MAX_SERIES_LINES."""
+
+    lines: int = 0
+
+    def take(self, text: str) -> str | None:
+        """What is wrong with holding ``text`` beside what was read before, or None."""
+        self.lines += line_count(text)
+        if self.lines <= MAX_SERIES_LINES:
+            return None
+        held = f"brings the patches read at once to {self.lines} lines"
+        return f"{held}, more than the {MAX_SERIES_LINES} patchtool reads together"
+
+
+SERIES_HINT = "keep generated and vendored files out of patches, or carry fewer, smaller patches"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,7 +90,7 @@ class PatchFile:
                 problems=[Problem(file=name, line=line, message=message, hint=hint, code="patch")],
             )
 
-        lines = text.count("\n") + (not text.endswith("\n"))
+        lines = line_count(text)
         if lines > MAX_PATCH_LINES:
             raise fail(
                 f"is {lines} lines, more than the {MAX_PATCH_LINES} patchtool reads in one patch file",
@@ -159,21 +185,32 @@ def unreadable_message(message: str) -> str | None:
         )
     body = [(n, line) for n, line in enumerate(lines[end:], end + 1)]
     first = next(((n, line) for n, line in body if line.strip()), None)
-    if first is not None and (_INBODY_FIELD.match(first[1]) or first[1].startswith("[PATCH] ")):
+    if first is not None and starts_inbody(first[1]):
         return (
             f"line {first[0]} of its message, {first[1]!r}, starts the body as an in-body mail header does, "
             "which `git am` moves into the commit's header"
         )
     for n, line in body:
-        rest = line[3:]
-        if line.startswith(("diff -", "Index: ")) or (
-            line.startswith("---") and (not rest.strip() or (rest[:1] == " " and not rest[1:2].isspace()))
-        ):
+        if ends_message(line):
             return (
                 f"line {n} of its message, {line!r}, is where a patch file's message ends (`git am` and "
                 "patchtool read what follows as the diff), so the rest of the message would be lost"
             )
     return None
+
+
+def starts_inbody(line: str) -> bool:
+    """Whether ``line``, first in a message's body, is what ``git am`` takes for an in-body header."""
+    return bool(_INBODY_FIELD.match(line)) or line.startswith("[PATCH] ")
+
+
+def ends_message(line: str) -> bool:
+    """Whether ``line`` of a message's body is where a patch file's message ends (git mailinfo's
+    ``patchbreak``: a ``---`` line, ``--- name``, ``diff -``, ``Index: ``)."""
+    rest = line[3:]
+    return line.startswith(("diff -", "Index: ")) or (
+        line.startswith("---") and (not rest.strip() or (rest[:1] == " " and not rest[1:2].isspace()))
+    )
 
 
 _INBODY_FIELD = re.compile(r"^(from|subject|date):[ \t]*", re.IGNORECASE)

@@ -9,6 +9,8 @@ leaves the layer: callers get SHAs, paths, bytes and the small dataclasses expor
 - ``repo``: a repository by its git directory (the cache): refs, commits, trees, fast-import,
   worktrees, exports, temporary indexes;
 - ``filemerge``: one file's 3-way merge as merge-ort makes it (``FileMerger``);
+- ``treemerge``: a patch merged onto a tree being built in memory, file by file, as merge-ort
+  would (``Workspace``, ``merge_patch``);
 - ``worktree``: a checked-out tree of the user's (a conflict recorded in its index), and who the
   user is to git and how they like conflicts shown;
 - ``stream``: commits as a fast-import stream, where paths are quoted;

@@ -377,6 +377,18 @@ class Repo:
         """Every blob path in ``tree``."""
         return self._names("ls-tree", args=[tree])
 
+    def blobs_under(self, tree: str, prefix: str) -> dict[str, str]:
+        """``path -> blob id`` of the files under ``prefix`` in ``tree``: trees alone are read, so
+        a partial clone without blobs lists them too."""
+        out = self._runner.run("ls-tree", "-r", "-z", args=[tree, *([prefix] if prefix else [])]).stdout
+        found = {}
+        for record in filter(None, out.split(b"\0")):
+            meta, _, path = record.partition(b"\t")
+            _, kind, sha = meta.decode().split()
+            if kind == "blob":
+                found[path.decode("utf-8", "surrogateescape")] = sha
+        return found
+
     def _names(self, command: str, *, args: Sequence[str]) -> list[str]:
         """The NUL-separated paths a ``-r -z --name-only`` listing prints, unquoted, each as git spells it."""
         out = self._runner.run(command, "-r", "-z", "--name-only", args=args).stdout

@@ -188,56 +188,54 @@ def complete(items: list[T | None]) -> tuple[T, ...] | None:
     return tuple(item for item in items if item is not None)
 
 
+# The most a manifest, a pin or the registry may be. The TOML parsers are linear but slow on
+# many small values: a 4 MiB array of integers takes tomllib some 5 s and tomlkit (which reads the
+# manifest to edit it) some 30 s on 2 cores; this repository's manifest of five richly documented
+# patches is 84 KB, so the bound holds some 250 such patches, or 14,000 terse ones.
+MAX_TOML_BYTES = 4 << 20
+
+
+def toml_size_problem(text: str, *, file: str) -> InvalidInput | None:
+    """The refusal of a TOML file too large to parse in bounded time, or None."""
+    if len(text) <= MAX_TOML_BYTES // 4 or (size := len(text.encode("utf-8", "surrogatepass"))) <= MAX_TOML_BYTES:
+        return None
+    why = f"is {size} bytes, more than the {MAX_TOML_BYTES} patchtool reads in a TOML file"
+    hint = "move long texts into files the entry names, or split the series"
+    return InvalidInput(f"{file} {why}", file=file, problems=[Problem(file=file, code="toml", message=why, hint=hint)])
+
+
 def load_toml(text: str, *, file: str) -> dict[str, Any]:
     """The table in ``text``, the TOML file ``file``; InvalidInput naming the line otherwise.
 
     A byte-order mark is refused, not skipped: tomllib and the other tools that read these
     files refuse it too, so a file patchtool accepted would still break them."""
+    if too_large := toml_size_problem(text, file=file):
+        raise too_large
     if text.startswith("\ufeff"):
-        raise InvalidInput(
+        raise _not_toml(
+            file,
             f"{file} starts with a UTF-8 byte-order mark",
-            file=file,
-            problems=[
-                Problem(
-                    file=file,
-                    line=1,
-                    code="toml",
-                    message="starts with a UTF-8 byte-order mark; save it without one",
-                    hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')",
-                )
-            ],
+            "starts with a UTF-8 byte-order mark; save it without one",
+            hint="remove the bytes EF BB BF at its start (an editor's 'UTF-8', not 'UTF-8 with BOM')",
+            line=1,
         )
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"at line (\d+)", str(exc))
-        raise InvalidInput(
-            f"{file} is not valid TOML",
-            file=file,
-            problems=[
-                Problem(
-                    file=file,
-                    line=int(m.group(1)) if m else None,
-                    message=f"not valid TOML: {exc}",
-                    code="toml",
-                    hint="fix the syntax at that line",
-                )
-            ],
+        line = int(m.group(1)) if m else None
+        raise _not_toml(
+            file, f"{file} is not valid TOML", f"not valid TOML: {exc}", hint="fix the syntax at that line", line=line
         ) from None
     except (ValueError, RecursionError) as exc:  # an integer past int()'s 4300 digits; arrays nested too deep
         why = "nested too deeply to read" if isinstance(exc, RecursionError) else str(exc)
-        raise InvalidInput(
-            f"{file} is not valid TOML",
-            file=file,
-            problems=[
-                Problem(
-                    file=file,
-                    message=f"not valid TOML: {why}",
-                    code="toml",
-                    hint="no real manifest, pin or registry holds such a value: remove it",
-                )
-            ],
-        ) from None
+        hint = "no real manifest, pin or registry holds such a value: remove it"
+        raise _not_toml(file, f"{file} is not valid TOML", f"not valid TOML: {why}", hint=hint) from None
+
+
+def _not_toml(file: str, summary: str, message: str, *, hint: str, line: int | None = None) -> InvalidInput:
+    problem = Problem(file=file, line=line, code="toml", message=message, hint=hint)
+    return InvalidInput(summary, file=file, problems=[problem])
 
 
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:

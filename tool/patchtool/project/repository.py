@@ -8,6 +8,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from patchtool.diff import patchfile
 from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.paths import read_inside, size_problem
@@ -50,10 +51,12 @@ def read_patch(rel: str, ident: str, data: bytes, *, parse: bool = True) -> tupl
     except UnicodeDecodeError as exc:
         why = f"not UTF-8: {exc}"
         raise InvalidInput(f"{rel}: {why}", file=rel, problems=[Problem(file=rel, patch=ident, message=why)]) from None
-    if not parse:
-        return text, None
+    return text, parse_patch(rel, ident, text) if parse else None
+
+
+def parse_patch(rel: str, ident: str, text: str) -> PatchFile:
     try:
-        return text, PatchFile.parse(text, name=rel)
+        return PatchFile.parse(text, name=rel)
     except InvalidInput as exc:
         raise InvalidInput(exc.message, file=rel, problems=[p.located(patch=ident) for p in exc.problems]) from None
 
@@ -106,9 +109,14 @@ class Project:
     def try_series(self, *, parsed: bool = True) -> tuple[list[LoadedPatch], list[Problem]]:
         loaded: list[LoadedPatch] = []
         problems: list[Problem] = []
+        budget = patchfile.LineBudget()
         for entry in self.manifest.patches:
             try:  # a parsed patch's problems now, with the others
-                text, patch = read_patch(entry.file, entry.id, read_inside(self.root, entry.file), parse=parsed)
+                text, _ = read_patch(entry.file, entry.id, read_inside(self.root, entry.file), parse=False)
+                patch = parse_patch(entry.file, entry.id, text) if parsed else None  # one too long says so
+                if why := budget.take(text):  # the rest is not read: memory stays bounded
+                    problems.append(Problem(file=entry.file, patch=entry.id, message=why, hint=patchfile.SERIES_HINT))
+                    break
                 loaded.append(LoadedPatch(entry=entry, path=self.root / entry.file, text=text, parsed=patch))
             except FileNotFoundError:
                 problems.append(

@@ -17,10 +17,13 @@ import tomlkit.exceptions
 from tomlkit.items import AoT, Array, Comment, InlineTable, Table, Whitespace
 
 from patchtool.errors import InternalError, InvalidInput
+from patchtool.project import fields
 
 
 def parse(text: str, *, file: str) -> tomlkit.TOMLDocument:
     """``text`` as an editable document; InvalidInput naming ``file`` when it is not TOML."""
+    if too_large := fields.toml_size_problem(text, file=file):
+        raise too_large
     try:
         return tomlkit.parse(text)
     except tomlkit.exceptions.ParseError as exc:

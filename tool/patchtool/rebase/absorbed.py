@@ -30,7 +30,7 @@ from patchtool import git
 from patchtool.diff import textpatch
 from patchtool.diff.model import lines_of
 from patchtool.diff.scopes import scope_at
-from patchtool.rebase import merge
+from patchtool.git import treemerge as merge
 
 CONTEXT = 3  # lines on each side of a change, as git diff -U3
 SHARE = (3, 4)  # of the words a hunk adds, in the lines upstream wrote: the same change in another form

@@ -16,7 +16,7 @@ import posixpath
 from collections.abc import Sequence
 
 from patchtool.diff.model import Diff, FileDiff, Hunk, lines_of
-from patchtool.rebase import merge
+from patchtool.git import treemerge as merge
 
 MIN_LINES = 2  # a preimage of fewer lines that are not blank says nothing of where a hunk went
 

@@ -23,8 +23,9 @@ from patchtool.diff.model import ADDED, Diff
 from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
 from patchtool.git import memo
+from patchtool.git import treemerge as merge
 from patchtool.project.repository import LoadedPatch
-from patchtool.rebase import absorbed, fromhistory, merge, moved, twice
+from patchtool.rebase import absorbed, fromhistory, moved, twice
 from patchtool.rebase.textapply import AppliedPatch, MovedHunk, apply_patch, summary
 from patchtool.rebase.upstreamed import (
     CHANGES_NOTHING,

@@ -11,7 +11,7 @@ import dataclasses
 
 from patchtool.diff import textpatch
 from patchtool.diff.model import Diff, FileDiff, lines_of
-from patchtool.rebase import merge
+from patchtool.git import treemerge as merge
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -23,13 +23,14 @@ from packaging.specifiers import SpecifierSet
 
 from patchtool import fsroot, git, paths
 from patchtool.errors import ApplyConflict, InternalError, InvalidInput, UsageError
+from patchtool.git import treemerge as merge
 from patchtool.project import journal, statedir
 from patchtool.project.conditions import ARG_FIELDS_DIR
 from patchtool.project.manifest import MANIFEST_NAME, PatchEntry
 from patchtool.project.pins import PINS_DIR, Pin, pin_to_toml
 from patchtool.project.repository import LoadedPatch, Project, manifest_document, manifest_text, record_dropped
 from patchtool.project.stopped import STATE_DIR, STATE_FILE, WORKTREE, InProgress, in_progress
-from patchtool.rebase import fromhistory, merge
+from patchtool.rebase import fromhistory
 from patchtool.rebase.replay import (
     Drift,
     PatchOutcome,
@@ -50,7 +51,7 @@ from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, by_content
 from patchtool.upstream import history as upstream_history
 from patchtool.upstream.cache import Base, Cache
-from patchtool.upstream.cachespace import replay_ref
+from patchtool.upstream.namespaces import replay_ref
 from patchtool.upstream.releasefiles import FileChoice
 from patchtool.upstream.releases import SAME, release_pin, resolve_target, target_version
 

@@ -30,7 +30,8 @@ from patchtool import git
 from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import textpatch
 from patchtool.diff.model import CONTEXT, Diff, FileDiff, Hunk, lines_of
-from patchtool.rebase import absorbed, merge
+from patchtool.git import treemerge as merge
+from patchtool.rebase import absorbed
 from patchtool.rebase.absorbed import scope_near
 from patchtool.rebase.formatting import may_merge_to, normal_forms, normal_lines
 from patchtool.rebase.textapply import apply_patch

@@ -24,8 +24,8 @@ from patchtool.paths import read_inside
 from patchtool.project.conditions import Revisit
 from patchtool.project.fields import MAX_SCHEMA, Fields, KeyLines, complete, load_toml, raise_if
 from patchtool.project.patterns import RepoPattern, multiline_pattern, value_pattern
+from patchtool.registry.evidencescope import Scope
 from patchtool.registry.knobs import find_use
-from patchtool.registry.scope import Scope
 
 SCHEMA = 1
 

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from patchtool import git
+from patchtool.diff import textpatch
 from patchtool.diff.model import CONTEXT, REMOVED, Diff, FileDiff, Hunk, lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.project.repository import LoadedPatch
@@ -217,22 +218,24 @@ def diagnose(
                 )
             )
             continue
-        failures += _hunk_failures(index, patch.model, f, lines_of(present.decode("utf-8", "replace"), keepends=False))
+        failures += _hunk_failures(index, patch.model, f, present)
     if not failures:
         failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER, detail=git_reason(git_message)))
     return tuple(failures)
 
 
-def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, lines: list[str]) -> list[HunkFailure]:
-    """The hunks of ``f`` that git does not apply alone, and why (``lines``: upstream's file)."""
-    header = diff.file_header(f)
+def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes) -> list[HunkFailure]:
+    """The hunks of ``f`` that git does not apply alone, and why (``data``: upstream's file). Each
+    hunk is tried in memory as git applies it (``textpatch``), so a patch of thousands of failing
+    hunks starts no process per hunk; git is asked only for the reason of a hunk whose every line
+    matches and still does not apply."""
+    image = lines_of(data.decode("utf-8", "surrogateescape"))
+    lines = lines_of(data.decode("utf-8", "replace"), keepends=False)
     failures = []
     for n, hunk in enumerate(f.hunks, 1):
-        text = header + diff.hunk_text(hunk)
-        alone = index.apply_text(text)
-        if alone.ok:
+        if textpatch.apply(image, [hunk]) is not None:
             continue
-        if index.apply_text(text, reverse=True).ok:
+        if textpatch.apply(image, [hunk], reverse=True) is not None:
             failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=Reason.ALREADY_APPLIED))
             continue
         line, detail = _first_mismatch(hunk, lines)
@@ -243,7 +246,7 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, lines: list[str]) 
                 header=hunk.header,
                 reason=Reason.CONTEXT if detail else Reason.OTHER,
                 line=line,
-                detail=detail or git_reason(alone.stderr),
+                detail=detail or git_reason(index.apply_text(diff.file_header(f) + diff.hunk_text(hunk)).stderr),
             )
         )
     return failures

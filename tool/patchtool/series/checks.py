@@ -11,7 +11,7 @@ from patchtool.diff.patchfile import PatchFile
 from patchtool.errors import InvalidInput, PatchtoolError, Problem
 from patchtool.paths import read_inside
 from patchtool.project.manifest import MANIFEST_NAME, PLACEHOLDER, PatchEntry
-from patchtool.project.pins import Pin
+from patchtool.project.pins import PINS_DIR, Pin
 from patchtool.project.repository import PATCHES_DIR, LoadedPatch, Project, manifest_document
 from patchtool.project.verification import Assumption
 from patchtool.registry import workflows as retread
@@ -20,6 +20,7 @@ from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.series.metadata import placeholder_subject, unfilled_defaults
 from patchtool.series.standalone import Standalone, check_standalone, standalone_problems
 from patchtool.upstream.cache import Base, Cache
+from patchtool.upstream.history import tag_differs
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -173,6 +174,13 @@ def run_check(
             problems=tuple(problems),
             warnings=tuple(warnings),
         )
+    touched = {path for lp in loaded for path in lp.patch.paths}
+    try:
+        differs = tag_differs(cache, pin, base.tree, touched)
+    except PatchtoolError as exc:
+        differs = f"tag {pin.git.tag if pin.git else ''} not compared with the artifact: {exc.message}"
+    if differs:
+        warnings.append(Problem(file=f"{PINS_DIR}/{pin.name}.toml", key="git.tag", code="tag-tree", message=differs))
     series = None
     alone: tuple[Standalone, ...] = ()
     if not file_problems:

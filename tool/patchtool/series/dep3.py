@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchtool import paths
 from patchtool.diff.model import lines_of
-from patchtool.diff.patchfile import clean_subject
+from patchtool.diff.patchfile import clean_subject, ends_message, starts_inbody
 from patchtool.project import tomlio
 from patchtool.project.manifest import PLACEHOLDER
 
@@ -327,6 +327,8 @@ def described(header: str) -> Described:
                 subject = f"{subject} {line.strip()}"
             elif current == "description":
                 more = line[1:].rstrip()
+                if ends_message(more) or (not any(long) and starts_inbody(more)):
+                    more = line.rstrip()  # its DEP-3 indent kept: without it the message would end there
                 long.append("" if more.strip() == "." else more)
             elif current == "author":
                 author = f"{author} {line.strip()}"

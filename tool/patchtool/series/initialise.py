@@ -155,7 +155,7 @@ def resolve(cache: Cache, request: Request) -> tuple[Pin, bool]:
         raise UsageError(
             "--sdist, --wheel, --filename, --prefix and --index choose a release file: give --upstream NAME==VERSION"
         )
-    from patchtool.upstream.pinset import git_source, tag_version
+    from patchtool.upstream.pinning import git_source, tag_version
 
     dist, version = _requirement(request.upstream) if request.upstream else (None, None)
     if version is None:

@@ -15,7 +15,7 @@ from patchtool.project.verification import GpuCheck, GpuEvidence, ReadGpuResults
 from patchtool.series.apply import SeriesResult, apply_series
 from patchtool.series.unexported import Unexported, unexported
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import project_key
+from patchtool.upstream.namespaces import project_key
 
 if TYPE_CHECKING:
     from patchtool.project.stopped import InProgress

@@ -24,7 +24,7 @@ from patchtool.errors import PatchtoolError
 from patchtool.git import housekeeping
 from patchtool.inputs import loads_json
 from patchtool.project import manifest as manifest_mod
-from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
+from patchtool.upstream.namespaces import BRANCHES, REFS, project_key
 
 # what holds the work, as ``Unexported.kind`` names it
 CHECKOUT = "checkout-branch"

@@ -20,7 +20,7 @@ from typing import Any
 from patchtool.errors import UsageError
 from patchtool.inputs import read_named
 from patchtool.registry.entries import Finding, Registry, scan_lines
-from patchtool.registry.scope import Mode, Role
+from patchtool.registry.evidencescope import Mode, Role
 from patchtool.sglang.arguments import Value, last_value
 from patchtool.sglang.launch import NOTHING_SAID, LaunchFacts, Unstated, Verdict, fit
 

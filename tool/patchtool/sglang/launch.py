@@ -12,7 +12,7 @@ import enum
 import fnmatch
 import re
 
-from patchtool.registry.scope import Mode, Role, Scope
+from patchtool.registry.evidencescope import Mode, Role, Scope
 
 # a Hugging Face hub id, org/name; a path that starts with '.', '/' or '~', or has more '/', is local
 _HUB_ID = re.compile(r"[\w-][\w.-]*/[\w.-]+", re.ASCII)

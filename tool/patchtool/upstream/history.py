@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -384,6 +384,45 @@ def unknown_tag(cache: Cache, pin: Pin) -> str | None:
         spelt = f' (tag = "{src.template}")' if src.template else ""
         return f"{found}{spelt}: `rebase --history` will not find this release's history"
     return None
+
+
+def tag_differs(cache: Cache, pin: Pin, tree: str, touched: Collection[str], *, shown: int = 5) -> str | None:
+    """How the tree of the tag an artifact pin's ``[git]`` names differs from the artifact's
+    ``tree`` (as the cache imported it) under the pin's prefix mapping: the files whose content
+    differs (those the series touches first), those only in the tag and those only in the
+    artifact; None where they agree, and where the cache holds no trees of that tag (a rebase
+    with --history fetches them; nothing is fetched here)."""
+    src, artifact = pin.git, pin.artifact
+    if src is None or artifact is None or pin.use != "artifact":
+        return None
+    history = History(cache, src.url, src.tag, src.tag, src.template)
+    commit = history._tag_map().get(src.tag)
+    if commit is None or history.repo.resolve(f"{_TREES}{commit}") != commit:
+        return None
+    prefix = artifact.prefix_to
+    tagged, imported = history.repo.blobs_under(commit, prefix), cache.repo.blobs_under(tree, prefix)
+    differ = sorted(p for p in tagged.keys() & imported.keys() if tagged[p] != imported[p])
+    differ.sort(key=lambda p: p not in touched)  # stable: the series' files first, each part in path order
+    touching = sum(p in touched for p in differ)
+    groups = [
+        (differ, "differ", f", {touching} of them patched by the series" if touching else ""),
+        (sorted(tagged.keys() - imported.keys()), "only in the tag", ""),
+        (sorted(imported.keys() - tagged.keys()), "only in the artifact", ""),
+    ]
+    parts = [
+        f"{len(paths)} file(s) {what} ({', '.join(paths[:shown])}"
+        + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+        + f"){note}"
+        for paths, what, note in groups
+        if paths
+    ]
+    if not parts:
+        return None
+    mapping = f"{artifact.prefix_from or '(the top)'} -> {prefix or '(the top)'}"
+    return (
+        f"tag {src.tag} of {src.url} and {artifact.filename} differ beyond the prefix mapping ({mapping}): "
+        f"{'; '.join(parts)}: history's verdicts on those files read the tag, not the artifact"
+    )
 
 
 def between(cache: Cache, old_pin: Pin, new_pin: Pin) -> History | str:

@@ -15,12 +15,7 @@ from typing import Any
 
 from patchtool import git, paths
 from patchtool.diff.patchfile import unreadable_message
-from patchtool.errors import InvalidInput, UsageError
-from patchtool.project import tomlio
-from patchtool.project.manifest import MANIFEST_NAME
-from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
-from patchtool.series import metadata
-from patchtool.series.checkouts import (
+from patchtool.edit.branch import (
     TRAILER,
     BranchCommit,
     branch_and_record,
@@ -34,11 +29,16 @@ from patchtool.series.checkouts import (
     without_trailer,
     worktree_of,
 )
+from patchtool.errors import InvalidInput, UsageError
+from patchtool.project import tomlio
+from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.repository import PATCHES_DIR, Project, manifest_document, manifest_text, record_dropped
+from patchtool.series import metadata
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import skeleton
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -55,22 +55,18 @@ class ExportResult:
         return dataclasses.asdict(self)
 
 
-def _hint_branch(branch: str) -> str:
-    return "" if branch == "series" else f" --branch {branch}"
-
-
 def exportable(
     project: Project, cache: Cache, names: CheckoutBranch, *, stopped_ok: bool = False
-) -> tuple[str, str, dict[str, Any]]:
+) -> tuple[str, str, CheckoutRecord]:
     """(tip, base, record) of a checkout branch whose series and pin are still the project's;
     refused otherwise, naming what changed, and (unless ``stopped_ok``) where the checkout
     stopped at a patch that does not apply: the branch lacks it and the patches after it."""
     tip, base, record = branch_and_record(
         project, cache.repo, names, "exporting it could undo changes made to the series since"
     )
-    stopped = record.get("stopped")
-    again = _hint_branch(names.branch)
-    if isinstance(stopped, str) and not stopped_ok:
+    stopped = record.stopped
+    again = "" if names.branch == "series" else f" --branch {names.branch}"
+    if stopped is not None and not stopped_ok:
         if interrupted(cache.repo, record, tip) is not None:
             raise UsageError(
                 f"a refresh of patch {stopped} on checkout branch {names.branch!r} was interrupted",
@@ -83,7 +79,7 @@ def exportable(
             f"again), then `patchtool refresh{again} {stopped}`",
         )
     changes = changes_since(record, project)
-    if changes and not isinstance(stopped, str) and record["pin"] == project.manifest.pin:
+    if changes and stopped is None and record.pin == project.manifest.pin:
         exported = _record_of_export(project, cache.repo, names, base, tip)
         if exported is not None:  # written, its record not saved yet: in sync all the same
             names.save_record(cache.repo, exported)
@@ -92,20 +88,19 @@ def exportable(
         raise UsageError(
             f"the series changed since branch {names.branch!r} was checked out: "
             f"{'; '.join(changes)}. Exporting that checkout would undo it",
-            hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves your commits "
-            "onto the current series; then export",
+            hint=f"`patchtool checkout --refresh{again}` moves your commits onto the current series; then export",
         )
     if base != cache.ensure(project.pin()).commit:
         raise UsageError(
             f"branch {names.branch!r} was checked out on another pin than {project.manifest.pin}",
-            hint=f"`patchtool checkout --refresh{_hint_branch(names.branch)}` moves it onto the pin",
+            hint=f"`patchtool checkout --refresh{again}` moves it onto the pin",
         )
     return tip, base, record
 
 
 def _record_of_export(
     project: Project, repo: git.Repo, names: CheckoutBranch, base: str, tip: str
-) -> dict[str, Any] | None:
+) -> CheckoutRecord | None:
     """The record of the branch where the series is, byte for byte, what it exports (an export or
     refresh killed between writing the series and saving its record); None otherwise."""
     try:

@@ -15,15 +15,10 @@ out, move only when all of them are through, so a conflict changes nothing.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Any
 
 from patchtool import git
-from patchtool.errors import ExitCode, PatchtoolError, UsageError
-from patchtool.project.repository import LoadedPatch, Project
-from patchtool.rebase import merge
-from patchtool.series.apply import apply_series
-from patchtool.series.checkouts import (
+from patchtool.edit.branch import (
     BranchCommit,
     branch_and_record,
     branch_commits,
@@ -32,10 +27,15 @@ from patchtool.series.checkouts import (
     loaded_record,
     move_branch,
     require_clean,
+    sha256,
     worktree_of,
 )
+from patchtool.errors import ExitCode, PatchtoolError, UsageError
+from patchtool.git import treemerge as merge
+from patchtool.project.repository import LoadedPatch, Project
+from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord
 
 
 class RefreshConflict(PatchtoolError):
@@ -76,20 +76,20 @@ class Refreshed:
 def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     repo = cache.repo
     tip, old_base, record = branch_and_record(project, repo, names, "its own commits cannot be told from the series'")
-    stopped = record.get("stopped")
-    if isinstance(stopped, str) and stopped not in {e.id for e in project.manifest.patches}:
+    stopped = record.stopped
+    if stopped is not None and stopped not in {e.id for e in project.manifest.patches}:
         # stopped at a patch dropped since: the patches from it on were never on the branch, so
         # they come as the series has them (a patch it gained)
-        record = record | {"patches": [p for p in record["patches"] if p["commit"]]}
-    elif isinstance(stopped, str):
+        record = dataclasses.replace(record, patches=tuple(p for p in record.patches if p.commit))
+    elif stopped is not None:
         again = "" if names.branch == "series" else f" --branch {names.branch}"
         raise UsageError(
-            f"checkout branch {names.branch!r} stopped at patch {record['stopped']}, which does not apply at the pin",
+            f"checkout branch {names.branch!r} stopped at patch {stopped}, which does not apply at the pin",
             hint=f"fix it in the checkout's worktree (if it was removed, `patchtool checkout{again}` makes it again) "
-            f"and `patchtool refresh{again} {record['stopped']}` first",
+            f"and `patchtool refresh{again} {stopped}` first",
         )
     worktree = worktree_of(repo, names)
-    if isinstance(stopped, str) and worktree is not None and git.Worktree(worktree).status():
+    if stopped is not None and worktree is not None and git.Worktree(worktree).status():
         raise UsageError(
             f"the worktree {worktree} still holds the repair of patch {stopped}, which the series dropped since",
             hint=f"put it aside (`git -C {worktree} stash -u`, or `git -C {worktree} checkout -- .` to discard it), "
@@ -134,17 +134,13 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     )
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _plan(
-    repo: git.Repo, record: dict[str, Any], commits: list[BranchCommit], loaded: list[LoadedPatch], dropped: set[str]
+    repo: git.Repo, record: CheckoutRecord, commits: list[BranchCommit], loaded: list[LoadedPatch], dropped: set[str]
 ) -> tuple[list[Item], list[str], list[str]]:
     """The rebuilt branch, in the branch's order, the ids left out (dropped from the series
     since, and unchanged on the branch) and the ids kept though the series lost them: gone with
     no drop recorded (its files taken back by hand), so only the branch still holds the patch."""
-    recorded = {p["id"]: p for p in record["patches"]}
+    recorded = {p.id: p for p in record.patches}
     current = {lp.id: lp for lp in loaded}
     plan: list[Item] = []
     left_out: list[str] = []
@@ -152,7 +148,7 @@ def _plan(
     for c in commits:
         ident = c.ident
         if ident is None or ident not in recorded:
-            if ident in current and _sha256(export_commit(repo, c.commit)) == _sha256(current[ident].text):
+            if ident in current and sha256(export_commit(repo, c.commit)) == sha256(current[ident].text):
                 plan.append(Item(ident=ident))  # the series' patch as it is (a kept patch whose entry came back)
                 continue
             if ident in current:
@@ -163,7 +159,7 @@ def _plan(
                 )
             plan.append(Item(ident=ident, source=c))
             continue
-        unchanged = _sha256(export_commit(repo, c.commit)) == recorded[ident]["sha256"]
+        unchanged = sha256(export_commit(repo, c.commit)) == recorded[ident].sha256
         if unchanged:
             if ident in current:
                 plan.append(Item(ident=ident))
@@ -176,7 +172,7 @@ def _plan(
         if ident not in current:  # the series dropped it, the user edited it: theirs stays
             plan.append(Item(ident=ident, source=c))
             continue
-        was = recorded[ident].get("commit") or ""
+        was = recorded[ident].commit
         if not was or not repo.has_object(was):
             raise RefreshConflict(
                 f"the commit patch {ident} had when the checkout was made is gone from the "

@@ -3,7 +3,7 @@
 One commit per patch, each carrying a ``Patchtool-Id`` trailer that maps it back to its manifest
 entry; ``export`` writes the branch back. A patch that does not apply at the pin stops it there:
 the patches before it are committed, it is left in the worktree as far as it goes
-(``series.repair``), and ``refresh ID`` writes it back once fixed. A branch whose worktree is
+(``edit.repair``), and ``refresh ID`` writes it back once fixed. A branch whose worktree is
 gone gets it again, at its tip (and the patch it stopped at left in it again).
 """
 
@@ -15,11 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from patchtool import fsroot, paths
-from patchtool.errors import PatchtoolError, UsageError
-from patchtool.git.command import discover
-from patchtool.project.repository import Project
-from patchtool.series.apply import apply_series
-from patchtool.series.checkouts import (
+from patchtool.edit.branch import (
     branch_and_record,
     branch_commits,
     changes_since,
@@ -29,37 +25,37 @@ from patchtool.series.checkouts import (
     loaded_record,
     worktree_of,
 )
-from patchtool.series.repair import Stopped, repair, stop
+from patchtool.edit.repair import Stopped, repair, stop
+from patchtool.errors import PatchtoolError, UsageError
+from patchtool.git.command import discover
+from patchtool.project.repository import Project
+from patchtool.series.apply import apply_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch
 
 WORK_DIR = "work"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Committed:
+    id: str  # the patch's (or, without a trailer, the commit's subject)
+    commit: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Checkout:
     branch: str
+    git_branch: str = ""  # the branch as git names it in the worktree
     worktree: str
     base: str
-    commits: tuple[tuple[str, str], ...]  # (patch id, commit)
-    git_branch: str = ""  # the branch as git names it in the worktree
+    commits: tuple[Committed, ...]
     stopped: Stopped | None = None  # the patch that does not apply at the pin, left in the worktree
     finish: str | None = None  # the patch whose refresh was interrupted: `refresh ID` finishes it
     committed: str | None = None  # the patch it stopped at, whose fix the branch holds committed: `refresh ID`
     changed_since: tuple[str, ...] = ()  # an existing branch's: what changed in the series since it was made
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "branch": self.branch,
-            "git_branch": self.git_branch,
-            "worktree": self.worktree,
-            "base": self.base,
-            "commits": [{"id": i, "commit": c} for i, c in self.commits],
-            "stopped": dataclasses.asdict(self.stopped) if self.stopped else None,
-            "finish": self.finish,
-            "committed": self.committed,
-            "changed_since": list(self.changed_since),
-        }
+        return dataclasses.asdict(self)
 
 
 def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: str, path: Path | None) -> Checkout:
@@ -91,9 +87,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     where = _place(project, branch, path)
     commits = {r.id: r.commit or "" for r in result.results}
     record = loaded_record(pin.name, base.commit, loaded, commits)
-    if failed is not None:
-        record["stopped"] = failed.id
-    names.save_record(repo, record)
+    names.save_record(repo, dataclasses.replace(record, stopped=failed.id if failed else None))
     create_branch(repo, names, tip, "patchtool checkout")
     repo.update_ref(names.base_ref, base.commit)
     repo.forget_missing_worktrees()
@@ -106,7 +100,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         git_branch=names.short,
         worktree=str(where),
         base=base.commit,
-        commits=tuple((r.id, r.commit) for r in result.results if r.commit),
+        commits=tuple(Committed(id=r.id, commit=r.commit) for r in result.results if r.commit),
         stopped=stopped,
     )
 
@@ -156,20 +150,22 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
     repo.worktree_add(where, names.short, detach=False)
     stopped, committed = None, None
     finish = interrupted(repo, record, tip)
-    if isinstance(record.get("stopped"), str) and finish is None:  # else the branch holds that patch already
+    if record.stopped is not None and finish is None:  # else the branch holds that patch already
         loaded = project.series()
         ids = [lp.id for lp in loaded]
-        if tip != next((p["commit"] for p in reversed(record["patches"]) if p["commit"]), base):
-            committed = record["stopped"]  # the branch moved on from where it stopped: a fix committed with git
-        elif record["stopped"] in ids:
-            at = ids.index(record["stopped"])
+        if tip != next((p.commit for p in reversed(record.patches) if p.commit), base):
+            committed = record.stopped  # the branch moved on from where it stopped: a fix committed with git
+        elif record.stopped in ids:
+            at = ids.index(record.stopped)
             stopped = stop(where, repair(repo, tip, loaded[at]), loaded[at], ids[at + 1 :])
     return Checkout(
         branch=names.branch,
         git_branch=names.short,
         worktree=str(where),
         base=base,
-        commits=tuple((c.ident or c.subject, c.commit) for c in branch_commits(repo, names, base, tip)),
+        commits=tuple(
+            Committed(id=c.ident or c.subject, commit=c.commit) for c in branch_commits(repo, names, base, tip)
+        ),
         stopped=stopped,
         finish=finish,
         committed=committed,

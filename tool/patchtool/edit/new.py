@@ -9,14 +9,14 @@ from __future__ import annotations
 import dataclasses
 
 from patchtool import git
+from patchtool.edit.branch import TRAILER, worktree_of
 from patchtool.errors import UsageError
 from patchtool.paths import id_problem
 from patchtool.project.repository import Project
 from patchtool.series import metadata
-from patchtool.series.checkouts import TRAILER, worktree_of
 from patchtool.series.metadata import Metadata
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch
 
 
 def new(

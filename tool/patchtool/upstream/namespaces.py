@@ -85,27 +85,68 @@ class CheckoutBranch:
     def record_path(self, repo: git.Repo) -> Path:
         return repo.git_dir / "patchtool" / "checkouts" / self.key / f"{self.branch}.json"
 
-    def load_record(self, repo: git.Repo) -> dict[str, Any] | None:
+    def load_record(self, repo: git.Repo) -> CheckoutRecord | None:
         """The series this checkout was made from (or last exported or refreshed to), or None."""
         try:
-            data = loads_json(self.record_path(repo).read_text(encoding="utf-8"))
+            return CheckoutRecord.from_dict(loads_json(self.record_path(repo).read_text(encoding="utf-8")))
         except (OSError, ValueError):
             return None
-        return data if _is_record(data) else None
 
-    def save_record(self, repo: git.Repo, record: dict[str, Any]) -> None:
+    def save_record(self, repo: git.Repo, record: CheckoutRecord) -> None:
         rel = self.record_path(repo).relative_to(repo.git_dir).as_posix()
-        record = {"schema": 1, "root": str(self.root.resolve()), "branch": self.branch, **record}
-        fsroot.Root(repo.git_dir).write(rel, json.dumps(record, indent=2, sort_keys=True))
+        data = {"schema": 1, "root": str(self.root.resolve()), "branch": self.branch, **record.to_dict()}
+        fsroot.Root(repo.git_dir).write(rel, json.dumps(data, indent=2, sort_keys=True))
 
 
-def _is_record(data: Any) -> bool:
-    """Whether ``data`` has the shape ``save_record`` writes (a damaged file is no record)."""
-    if not isinstance(data, dict) or data.get("schema") != 1:
-        return False
-    if not all(isinstance(data.get(k), str) for k in ("pin", "base")) or not isinstance(data.get("patches"), list):
-        return False
-    return all(
-        isinstance(p, dict) and all(isinstance(p.get(k), str) for k in ("id", "file", "sha256", "commit"))
-        for p in data["patches"]
-    )
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class RecordedPatch:
+    id: str
+    file: str
+    sha256: str  # of the patch file's bytes
+    commit: str  # on the branch; "" where it has none (the patches after where a checkout stopped)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Repairing:
+    """A refresh of a stopped checkout's patch under way: the commit it puts on the branch and the
+    sha256 of the patch text it writes, noted before the branch moves."""
+
+    commit: str
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class CheckoutRecord:
+    """The series a checkout branch holds: the pin, its base and each patch in series order."""
+
+    pin: str
+    base: str
+    patches: tuple[RecordedPatch, ...]
+    stopped: str | None = None  # the patch that does not apply at the pin, left in the worktree
+    repairing: Repairing | None = None  # a refresh of ``stopped`` that began moving the branch
+
+    @classmethod
+    def from_dict(cls, data: object) -> CheckoutRecord | None:
+        """The record ``data`` holds, or None unless it has the shape ``to_dict`` gives (a
+        damaged file is no record)."""
+        if not isinstance(data, dict) or data.get("schema") != 1:
+            return None
+        if not all(isinstance(data.get(k), str) for k in ("pin", "base")) or not isinstance(data.get("patches"), list):
+            return None
+        fields = ("id", "file", "sha256", "commit")
+        if not all(isinstance(p, dict) and all(isinstance(p.get(k), str) for k in fields) for p in data["patches"]):
+            return None
+        stopped, note = data.get("stopped"), data.get("repairing")
+        stopped = stopped if isinstance(stopped, str) else None
+        if not (stopped and isinstance(note, dict) and all(isinstance(note.get(k), str) for k in ("commit", "sha256"))):
+            note = None  # a note counts only with its stopped patch
+        return cls(
+            pin=data["pin"],
+            base=data["base"],
+            patches=tuple(RecordedPatch(**{k: p[k] for k in fields}) for p in data["patches"]),
+            stopped=stopped,
+            repairing=Repairing(commit=note["commit"], sha256=note["sha256"]) if note else None,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}

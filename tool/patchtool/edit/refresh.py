@@ -15,34 +15,32 @@ exports, its entry made from the metadata ``new`` was given (``stg new`` then ``
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from patchtool import git, paths
-from patchtool.errors import UsageError
-from patchtool.project.manifest import MANIFEST_NAME
-from patchtool.project.repository import LoadedPatch, Project
-from patchtool.rebase import merge
-from patchtool.rebase.refresh import RefreshConflict
-from patchtool.series import repair
-from patchtool.series.apply import apply_series
-from patchtool.series.checkouts import (
-    REPAIRING,
+from patchtool.edit import repair
+from patchtool.edit.branch import (
     BranchCommit,
     branch_commits,
     commit_message,
     export_commit,
     move_branch,
-    repairing,
     series_record,
+    sha256,
     worktree_of,
 )
-from patchtool.series.export import exportable, planned, write_planned
+from patchtool.edit.checkout_refresh import RefreshConflict
+from patchtool.edit.export import exportable, planned, write_planned
+from patchtool.errors import UsageError
+from patchtool.git import treemerge as merge
+from patchtool.project.manifest import MANIFEST_NAME
+from patchtool.project.repository import LoadedPatch, Project
+from patchtool.series.apply import apply_series
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord, RecordedPatch, Repairing
 
 LABELS = ("the patch", "the branch", "your change")
 
@@ -68,12 +66,11 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     tip, base, record = exportable(project, cache, names, stopped_ok=True)
     worktree = _worktree(repo, names)
     commits = branch_commits(repo, names, base, tip)
-    stopped = record.get("stopped")
-    if isinstance(stopped, str):
+    if (stopped := record.stopped) is not None:
         return _repaired(project, cache, names, (tip, base, record), commits, worktree, ident, stopped, staged_only)
     if commits and commits[-1].ident == ident and ident not in {e.id for e in project.manifest.patches}:
         return _new_patch(project, cache, names, (tip, base, record), commits, worktree, staged_only)
-    _require_exported(repo, commits, record["patches"], branch)
+    _require_exported(repo, commits, record.patches, branch)
     ids = [c.ident for c in commits]
     if ident not in ids:
         raise UsageError(f"no patch {ident!r} on branch {branch!r}", hint=f"its patches: {', '.join(map(str, ids))}")
@@ -191,7 +188,7 @@ def _new_patch(
     project: Project,
     cache: Cache,
     names: CheckoutBranch,
-    branch_state: tuple[str, str, dict[str, Any]],
+    branch_state: tuple[str, str, CheckoutRecord],
     commits: Sequence[BranchCommit],
     worktree: Path,
     staged_only: bool,
@@ -202,7 +199,7 @@ def _new_patch(
     repo = cache.repo
     tip, base, record = branch_state
     ident = commits[-1].ident or ""
-    _require_exported(repo, commits[:-1], record["patches"], names.branch)
+    _require_exported(repo, commits[:-1], record.patches, names.branch)
     wanted = _worktree_tree(worktree, tip, names.branch, staged_only=staged_only)
     change = repo.diff_raw(tip, wanted)
     if not change:
@@ -294,7 +291,7 @@ def _repaired(
     project: Project,
     cache: Cache,
     names: CheckoutBranch,
-    branch_state: tuple[str, str, dict[str, Any]],
+    branch_state: tuple[str, str, CheckoutRecord],
     commits: Sequence[BranchCommit],
     worktree: Path,
     ident: str,
@@ -317,10 +314,10 @@ def _repaired(
         raise UsageError("a stopped checkout's patch is taken from every file of its worktree", hint="drop --index")
     loaded = project.series()
     at = [lp.id for lp in loaded].index(stopped)
-    note = repairing(record)
-    if note is not None and len(commits) > at and commits[at].commit == note[0]:
-        _require_exported(repo, commits[:at], record["patches"][:at], names.branch)
-        return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note[0])
+    note = record.repairing
+    if note is not None and len(commits) > at and commits[at].commit == note.commit:
+        _require_exported(repo, commits[:at], record.patches[:at], names.branch)
+        return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note.commit)
     # a fix committed with git on where it stopped (one commit, not a patch of the series) is taken too
     if len(commits) > at + 1 and all(c.ident in (None, stopped) for c in commits[at:]):
         stop_at = commits[at - 1].commit if at else branch_state[1]
@@ -332,7 +329,7 @@ def _repaired(
         )
     committed = len(commits) == at + 1 and commits[at].ident in (None, stopped)
     before = commits[:at] if committed else commits
-    _require_exported(repo, before, record["patches"][:at], names.branch)
+    _require_exported(repo, before, record.patches[:at], names.branch)
     parent = before[-1].commit if before else branch_state[1]
     lp = loaded[at]
     rels = [*git.Worktree(worktree).changed(), *(c.new_path for c in repo.diff_raw(parent, tip) if c.new_path)]
@@ -360,7 +357,7 @@ def _put_back(
     repo: git.Repo,
     names: CheckoutBranch,
     worktree: Path,
-    branch_state: tuple[str, str, dict[str, Any]],
+    branch_state: tuple[str, str, CheckoutRecord],
     loaded: Sequence[LoadedPatch],
     at: int,
     before: Sequence[BranchCommit],
@@ -399,13 +396,10 @@ def _put_back(
         [(p.id, p.entry.file, (text if p.id == ident else p.text).encode()) for p in loaded],
         on_branch,
     )
-    if failed is not None:
-        new_record["stopped"] = failed.id
+    new_record = dataclasses.replace(new_record, stopped=failed.id if failed else None)
     action = f"patchtool refresh {ident}"
     if fresh:
-        names.save_record(
-            repo, record | {REPAIRING: {"commit": new, "sha256": hashlib.sha256(text.encode()).hexdigest()}}
-        )
+        names.save_record(repo, dataclasses.replace(record, repairing=Repairing(commit=new, sha256=sha256(text))))
         move_branch(repo, names, worktree, tip, new, action, files_stay=True)
         tip = new
     if tip != final:
@@ -450,11 +444,11 @@ def _left(worktree: Path, branch: str, ident: str, found: repair.Repair | None) 
 
 
 def _require_exported(
-    repo: git.Repo, commits: Sequence[BranchCommit], recorded: Sequence[dict[str, Any]], branch: str
+    repo: git.Repo, commits: Sequence[BranchCommit], recorded: Sequence[RecordedPatch], branch: str
 ) -> None:
     """Refused unless every commit of the branch is its patch as the series has it (what the last
     checkout, export or refresh left): refresh writes one patch and must leave nothing behind."""
-    missing = [p["id"] for p in recorded if p["id"] not in {c.ident for c in commits}]
+    missing = [p.id for p in recorded if p.id not in {c.ident for c in commits}]
     if missing:
         raise UsageError(
             f"branch {branch!r} has no commit of patch(es) {', '.join(missing)} any more; refresh writes one "
@@ -463,10 +457,7 @@ def _require_exported(
             "patch out of the series (`patchtool drop ID --reason ...`, or `patchtool export --allow-drop`)",
         )
     same = len(recorded) == len(commits) and all(
-        c.ident == p["id"]
-        and (
-            c.commit == p["commit"] or hashlib.sha256(export_commit(repo, c.commit).encode()).hexdigest() == p["sha256"]
-        )
+        c.ident == p.id and (c.commit == p.commit or sha256(export_commit(repo, c.commit)) == p.sha256)
         for c, p in zip(commits, recorded, strict=False)
     )
     if not same:

@@ -14,13 +14,12 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from patchtool import git
 from patchtool.errors import UsageError
 from patchtool.paths import id_problem
 from patchtool.project.repository import LoadedPatch, Project
-from patchtool.upstream.cachespace import CheckoutBranch
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord, RecordedPatch
 
 TRAILER = "Patchtool-Id"
 _TRAILER_RE = re.compile(rf"{TRAILER}:\s*(\S+)\s*")
@@ -69,52 +68,34 @@ def trailer_id(message: str) -> str | None:
 # -- what a checkout was made from -----------------------------------------------------------
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def sha256(data: bytes | str) -> str:
+    """The digest a record keeps of a patch: of its file's bytes, or of its text as UTF-8."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
 def series_record(
     pin: str, base: str, patches: Sequence[tuple[str, str, bytes]], commits: Mapping[str, str]
-) -> dict[str, Any]:
+) -> CheckoutRecord:
     """The series a checkout branch holds: the pin, its base, and each patch's id, file, bytes
     (sha256) and commit on the branch; ``patches`` is (id, file, bytes) in series order."""
-    return {
-        "pin": pin,
-        "base": base,
-        "patches": [
-            {"id": i, "file": f, "sha256": _sha256(data), "commit": commits.get(i, "")} for i, f, data in patches
-        ],
-    }
+    recorded = (RecordedPatch(id=i, file=f, sha256=sha256(data), commit=commits.get(i, "")) for i, f, data in patches)
+    return CheckoutRecord(pin=pin, base=base, patches=tuple(recorded))
 
 
-def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: Mapping[str, str]) -> dict[str, Any]:
+def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: Mapping[str, str]) -> CheckoutRecord:
     return series_record(pin, base, [(lp.id, lp.entry.file, lp.path.read_bytes()) for lp in loaded], commits)
 
 
-REPAIRING = "repairing"  # the record's note of a repair's refresh under way: its patch's commit and text
-
-
-def repairing(record: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(commit, sha256 of its patch text) of the stopped patch's repaired commit, where a
-    ``refresh`` of it began moving the branch and did not save the record it was making."""
-    note = record.get(REPAIRING)
-    if isinstance(note, dict) and isinstance(record.get("stopped"), str):
-        commit, sha = note.get("commit"), note.get("sha256")
-        if isinstance(commit, str) and isinstance(sha, str):
-            return commit, sha
-    return None
-
-
-def interrupted(repo: git.Repo, record: Mapping[str, Any], tip: str) -> str | None:
+def interrupted(repo: git.Repo, record: CheckoutRecord, tip: str) -> str | None:
     """The patch whose ``refresh`` was interrupted once it moved the branch (``repairing``):
     the next ``refresh`` of it finishes it; None where none was."""
-    note = repairing(record)
-    return record["stopped"] if note is not None and repo.is_ancestor(note[0], tip) else None
+    note = record.repairing
+    return record.stopped if note is not None and repo.is_ancestor(note.commit, tip) else None
 
 
 def branch_and_record(
     project: Project, repo: git.Repo, names: CheckoutBranch, why: str
-) -> tuple[str, str, dict[str, Any]]:
+) -> tuple[str, str, CheckoutRecord]:
     """(tip, base, record) of a checkout branch of this repository; UsageError when the branch or
     the record of the series it was made from is missing (``why``: what that record is needed for)."""
     tip, base = repo.resolve(names.ref), repo.resolve(names.base_ref)
@@ -134,23 +115,23 @@ def branch_and_record(
     return tip, base, record
 
 
-def changes_since(record: Mapping[str, Any], project: Project) -> list[str]:
+def changes_since(record: CheckoutRecord, project: Project) -> list[str]:
     """What changed in the series since ``record``: what an export from that checkout would undo.
     Metadata is not compared: export keeps the manifest's metadata as it finds it."""
     changes = []
-    if record["pin"] != project.manifest.pin:
-        changes.append(f"the pin is {project.manifest.pin}, the checkout was made on {record['pin']}")
-    old = {p["id"]: p for p in record["patches"]}
+    if record.pin != project.manifest.pin:
+        changes.append(f"the pin is {project.manifest.pin}, the checkout was made on {record.pin}")
+    old = {p.id: p for p in record.patches}
     new = {e.id: e for e in project.manifest.patches}
-    note = repairing(record)
-    written = {record["stopped"]: note[1]} if note else {}  # the repaired text, written before the record
+    note = record.repairing  # the repaired text, written before the record
+    written = {record.stopped: note.sha256} if note and record.stopped else {}
     added = [i for i in new if i not in old]
     dropped = [i for i in old if i not in new]
     edited = []
     for ident, entry in new.items():
         if ident in old:
             path = project.root / entry.file
-            if not path.is_file() or _sha256(path.read_bytes()) not in (old[ident]["sha256"], written.get(ident)):
+            if not path.is_file() or sha256(path.read_bytes()) not in (old[ident].sha256, written.get(ident)):
                 edited.append(f"{ident} ({entry.file})")
     if added:
         changes.append("added " + ", ".join(added))

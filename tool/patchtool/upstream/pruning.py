@@ -31,7 +31,7 @@ from patchtool.inputs import loads_json
 from patchtool.project.pins import PINS_DIR, Pin, load_pin
 from patchtool.upstream.artifacts import ImportRecord
 from patchtool.upstream.cache import Cache, download_rel
-from patchtool.upstream.cachespace import BRANCHES, REFS, project_key
+from patchtool.upstream.namespaces import BRANCHES, REFS, project_key
 from patchtool.upstream.refnames import GIT_SOURCES, IMPORTS, git_ref, import_ref, import_version
 
 

@@ -17,7 +17,8 @@ from patchtool import git
 from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
-from patchtool.diff.patchfile import PatchFile, hoist_inbody_headers
+from patchtool.diff.patchfile import SERIES_HINT, LineBudget, PatchFile, hoist_inbody_headers, unreadable_message
+from patchtool.edit.quilt import diff_digest
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
 from patchtool.paths import read_inside, read_text_if_present, tree_path_problem
@@ -39,7 +40,6 @@ from patchtool.series.apply import (
 )
 from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import Metadata, skeleton
-from patchtool.series.quilt import diff_digest
 from patchtool.series.writes import write_series
 from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
@@ -143,14 +143,17 @@ def read_sources(
     ``Origin:`` URL with no keyword makes a backport."""
     who = who or Authorship()
     out: list[Incoming] = []
+    budget = LineBudget()
     for path in paths:
         if path.is_dir():
-            out += _read_series(_quilt_dir(path), "series", who, exists, strip, repositories)
+            out += _read_series(_quilt_dir(path), "series", who, exists, strip, repositories, budget)
             continue
         try:
             text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
+        if why := budget.take(text):
+            raise InvalidInput(f"{path} {why}", file=str(path), hint=SERIES_HINT)
         out += _read_file(str(path), path.name, text, url, who, exists, strip, repositories)
     if series is not None:
         if not os.path.lexists(series):
@@ -163,7 +166,7 @@ def read_sources(
                 if meant
                 else f"give --series DIR/series, the file that lists the patches ({series} has none)",
             )
-        out += _read_series(series.parent, series.name, who, exists, strip, repositories)
+        out += _read_series(series.parent, series.name, who, exists, strip, repositories, budget)
     return out
 
 
@@ -280,8 +283,9 @@ def _read_series(
     series: str,
     who: Authorship,
     exists: Exists,
-    strip: int | None = None,
-    repositories: Collection[str] = (),
+    strip: int | None,
+    repositories: Collection[str],
+    budget: LineBudget,
 ) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
     ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1), else
@@ -327,6 +331,8 @@ def _read_series(
                 file=source,
                 hint="save it as UTF-8",
             ) from None
+        if why := budget.take(text):
+            raise InvalidInput(f"{directory / series}:{number}: {name} {why}", file=source, hint=SERIES_HINT)
         read = _read_file(source, Path(name).name, text, None, who, exists, level, repositories)
         if len(read) == 1:  # a file of several messages has no one original to export again
             kept = Quilt(series=str(directory / series), series_text=listing, name=name, text=text)
@@ -384,6 +390,12 @@ def _plain_patch(
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
     subject = said.subject or " ".join((who.subject or "").split()) or _subject_from_name(name)
+    if why := unreadable_message(f"subject\n\n{said.body}"):  # its lines count from the header's top
+        raise InvalidInput(
+            f"{source}: its header cannot be kept whole in a patch file: {why}; nothing was imported",
+            file=source,
+            hint="indent that line of the header, or import its quilt directory, whose files are kept as they are",
+        )
     entry, notes = _header_entry(source, fields, url, repositories)
     return Incoming(
         source=source,
