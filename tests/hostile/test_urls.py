@@ -503,6 +503,11 @@ def test_a_pin_url_with_credentials_is_never_printed(one_patch: Demo, allowed: b
         ("fatal: unable to access 'https://u:secret@h/x/': no", "fatal: unable to access 'https://***@h/x/': no"),
         ("git+https://token@h/ and x.http://a:secret@b", "git+https://***@h/ and x.http://***@b"),
         ("ssh://git@github.com/a mailto:a@b https://h/path@x", "ssh://***@github.com/a mailto:a@b https://h/path@x"),
+        # found by an attack: a quote or a second '@' in the password ended the redaction early,
+        # though git and curl connect with all of it as the credential
+        ('https://alice:s3cr"etPW@127.0.0.1:9/x.git', "https://***@127.0.0.1:9/x.git"),
+        ("https://alice:s3cr@tPW@127.0.0.1:9/x.git", "https://***@127.0.0.1:9/x.git"),
+        ("'https://al'ice:p@w@h': no", "'https://***@h': no"),
     ],
 )
 def test_redact_hides_the_userinfo_of_every_url(text: str, shown: str) -> None:
@@ -516,3 +521,5 @@ def test_redacting_a_long_hostile_text_is_one_pass() -> None:
     run = "a." * (4 << 20)
     assert redact(f"https://x/{run}@") == f"https://x/{run}@"
     assert redact(f"{run}https://user:secret@host/") == f"{run}https://***@host/"
+    assert redact(f"https://{'@' * (8 << 20)}h/") == "https://***@h/"
+    assert redact(f"https://{'a@' * (4 << 20)}") == "https://***@"

@@ -34,7 +34,9 @@ ALLOW_FILES_HINT = (
 # the userinfo of any url in a text (``https://user:token@host``): credentials, never shown. Only
 # the character before ``://`` is looked at, not the scheme from its start: a scheme matched from
 # every word boundary of a long ``a.a.a...`` run took time quadratic in the text
-_USERINFO = re.compile(r"(?i)(?<=[a-z0-9+.-]://)[^/?#@\s'\"]++@")
+# the userinfo runs to the authority's last '@', as urlsplit and curl read it (a password may hold
+# '@' and quotes); each possessive step ends at an '@', so the match stays linear
+_USERINFO = re.compile(r"(?i)(?<=[a-z0-9+.-]://)(?:[^/?#@\s]*+@)++")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # control characters and spaces: no URL patchtool fetches holds one
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
