@@ -1363,3 +1363,29 @@ def test_many_failing_hunks_start_no_git_process_each(demo: Demo, tmp_path: Path
     assert failures[-1]["detail"] == 'line 300: expected "not upstream\'s line 300", found end of file'
     applies = [line for line in log.read_text().splitlines() if " apply " in f" {line} "]
     assert 0 < len(applies) < 10, applies
+
+
+def test_patches_of_few_long_lines_are_bounded_by_their_bytes_together(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attack: eight one-line patches of 60 MiB each (within the bounds of one patch
+    and far within the series' lines) made `status` hold 1.6 GB. The series' bytes are bounded too
+    (lowered here, so that the case stays small): the patch that passes is named, nothing changes."""
+    from patchtool.diff import patchfile
+
+    three_long_patches(demo)
+    sizes = [len((demo.root / "patches" / f"000{n}-big{n}.patch").read_bytes()) for n in range(1, 4)]
+    monkeypatch.setattr(patchfile, "MAX_SERIES_BYTES", sum(sizes) - 1)
+    before = snapshot(demo.root)
+    res = demo.run("status", "--json")
+    assert snapshot(demo.root) == before
+    assert res.returncode == 1
+    assert [(e["patch"], e["message"]) for e in json.loads(res.stdout)["errors"]] == [
+        (
+            "big3",
+            f"brings the patches read at once to {sum(sizes)} bytes, more than the {sum(sizes) - 1} bytes patchtool "
+            "reads together",
+        )
+    ]
+    monkeypatch.setattr(patchfile, "MAX_SERIES_BYTES", sum(sizes))
+    assert demo.run("status").returncode == 0

@@ -20,9 +20,11 @@ _FROM_LINE = re.compile(r"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$")
 # bound is read in under 700 MB; real patches have hundreds of lines, a vendored library tens of
 # thousands.
 MAX_PATCH_LINES = 500_000
-# Lines in every patch a command holds at once (the series, and what `import` brings): so that a
-# series of many patches each within MAX_PATCH_LINES is still read in about 1 GB, not 10 times that.
+# Lines and bytes of every patch a command holds at once (the series, and what `import` brings):
+# a patch costs some 200 bytes a line and 3 times its bytes to hold, so a series of many patches,
+# each within MAX_PATCH_LINES and the 64 MiB read bound, is still read in about 1 GB.
 MAX_SERIES_LINES = 2_000_000
+MAX_SERIES_BYTES = 128 << 20
 
 
 def line_count(text: str) -> int:
@@ -31,18 +33,23 @@ def line_count(text: str) -> int:
 
 
 @dataclasses.dataclass(slots=True)
-class LineBudget:
-    """The lines of the patches one command has read, held to MAX_SERIES_LINES."""
+class SeriesBudget:
+    """The lines and bytes of the patches one command has read, held to the series' bounds."""
 
     lines: int = 0
+    size: int = 0
 
     def take(self, text: str) -> str | None:
         """What is wrong with holding ``text`` beside what was read before, or None."""
         self.lines += line_count(text)
-        if self.lines <= MAX_SERIES_LINES:
+        self.size += len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
+        if self.lines > MAX_SERIES_LINES:
+            held, most = f"{self.lines} lines", f"{MAX_SERIES_LINES}"
+        elif self.size > MAX_SERIES_BYTES:
+            held, most = f"{self.size} bytes", f"{MAX_SERIES_BYTES} bytes"
+        else:
             return None
-        held = f"brings the patches read at once to {self.lines} lines"
-        return f"{held}, more than the {MAX_SERIES_LINES} patchtool reads together"
+        return f"brings the patches read at once to {held}, more than the {most} patchtool reads together"
 
 
 SERIES_HINT = "keep generated and vendored files out of patches, or carry fewer, smaller patches"

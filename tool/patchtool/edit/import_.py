@@ -17,7 +17,7 @@ from patchtool import git
 from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import plain
 from patchtool.diff.model import DiffError, lines_of
-from patchtool.diff.patchfile import SERIES_HINT, LineBudget, PatchFile, hoist_inbody_headers, unreadable_message
+from patchtool.diff.patchfile import SERIES_HINT, PatchFile, SeriesBudget, hoist_inbody_headers, unreadable_message
 from patchtool.edit.quilt import diff_digest
 from patchtool.errors import ApplyConflict, InvalidInput, Problem, UsageError
 from patchtool.inputs import read_named_text
@@ -143,7 +143,7 @@ def read_sources(
     ``Origin:`` URL with no keyword makes a backport."""
     who = who or Authorship()
     out: list[Incoming] = []
-    budget = LineBudget()
+    budget = SeriesBudget()
     for path in paths:
         if path.is_dir():
             out += _read_series(_quilt_dir(path), "series", who, exists, strip, repositories, budget)
@@ -285,7 +285,7 @@ def _read_series(
     exists: Exists,
     strip: int | None,
     repositories: Collection[str],
-    budget: LineBudget,
+    budget: SeriesBudget,
 ) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
     ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1), else

@@ -109,7 +109,7 @@ class Project:
     def try_series(self, *, parsed: bool = True) -> tuple[list[LoadedPatch], list[Problem]]:
         loaded: list[LoadedPatch] = []
         problems: list[Problem] = []
-        budget = patchfile.LineBudget()
+        budget = patchfile.SeriesBudget()
         for entry in self.manifest.patches:
             try:  # a parsed patch's problems now, with the others
                 text, _ = read_patch(entry.file, entry.id, read_inside(self.root, entry.file), parse=False)
