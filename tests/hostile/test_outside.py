@@ -234,12 +234,20 @@ def test_a_committed_gpu_results_link_lists_nothing_outside(one_patch: Demo) -> 
     ]
 
 
-@pytest.mark.parametrize("where", [".git/x", ".GIT/wt", "python/.Git/wt", "sub/.git./wt", "elsewhere.git/wt", "cache"])
+@pytest.mark.parametrize(
+    "where", [".git/x", ".GIT/wt", "python/.Git/wt", "sub/.git./wt", "elsewhere.git/wt", "cache", "bare", "history"]
+)
 def test_checkout_path_inside_a_git_directory_is_refused(one_patch: Demo, tmp_path: Path, where: str) -> None:
-    """git would put a worktree's files among the repository's own (found by issue 29)."""
+    """git would put a worktree's files among the repository's own (found by issue 29); an attack
+    found a bare repository's (patchtool's own history cache, any `*.git`) still open."""
     root = one_patch.root
     git(root, "init", "-q")
-    if where == "elsewhere.git/wt":
+    if where in ("bare", "history"):
+        bare = tmp_path / "mirror.git" if where == "bare" else one_patch.cache / "history" / "0123abcd.git"
+        git(tmp_path, "init", "-q", "--bare", str(bare))
+        path = bare / "refs" / "heads" / "wt"
+        message = f"{path} lies inside the git directory {bare}"
+    elif where == "elsewhere.git/wt":
         # the repository's .git is a `gitdir:` file: its git directory is found where the file says
         git(root, "init", "-q", f"--separate-git-dir={tmp_path / 'elsewhere.git'}")
         path = tmp_path / where

@@ -119,6 +119,9 @@ def outside_git_directories(path: Path, project: Project, cache: Cache) -> None:
             )
     found = [discover(project.root), discover(named)]
     git_dirs = [cache.repo.git_dir, *(f[0] for f in found if f is not None)]
+    # any git directory, a bare one too (patchtool's history caches, a --separate-git-dir), by
+    # git's own test of one: HEAD, objects/ and refs/ (a linked worktree's lies inside its common one)
+    git_dirs += [d for form in (named, real) for d in form.parents if _is_git_dir(d)]
     for git_dir in git_dirs:
         inside = Path(git_dir).resolve()
         if real == inside or real.is_relative_to(inside):
@@ -127,6 +130,10 @@ def outside_git_directories(path: Path, project: Project, cache: Cache) -> None:
                 "git directory",
                 hint="pass another --path, or none for work/BRANCH",
             )
+
+
+def _is_git_dir(path: Path) -> bool:
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
 
 
 def _place(project: Project, branch: str, path: Path | None) -> Path:
