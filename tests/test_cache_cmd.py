@@ -183,7 +183,7 @@ def _refused_clear(demo: Demo, described: str) -> None:
     assert snapshot(demo.cache, demo.root) == before
 
 
-@pytest.mark.parametrize("kind", ["detached-head", "branch", "stash", "tag"])
+@pytest.mark.parametrize("kind", ["detached-head", "branch", "stash", "tag", "ref"])
 def test_work_beside_the_checkout_branch_is_named_and_never_cleared_silently(one_patch: Demo, kind: str) -> None:
     """A commit on a detached HEAD (as an interrupted `git rebase -i` leaves it), on a branch of
     the user's own, in a stash or under a tag lives only in the cache too: status named none of
@@ -203,8 +203,13 @@ def test_work_beside_the_checkout_branch_is_named_and_never_cleared_silently(one
     if kind == "tag":
         git(wt, "tag", "keep")
         git(wt, "reset", "-q", "--hard", "HEAD~1")
+    if kind == "ref":  # a worktree's own ref, which for-each-ref in the cache does not list (an attack)
+        git(wt, "update-ref", "refs/worktree/keep", "HEAD")
+        git(wt, "reset", "-q", "--hard", "HEAD~1")
+    admin = Path(git(wt, "rev-parse", "--absolute-git-dir").strip()).name
     root = one_patch.root.resolve()
     ref, described = {
+        "ref": (f"worktrees/{admin}/refs/worktree/keep", f"ref worktrees/{admin}/refs/worktree/keep"),
         "detached-head": ("HEAD", f"the detached HEAD of worktree {wt} of {root}"),
         "branch": ("refs/heads/mywork", f"branch 'mywork' of {root} (worktree {wt})"),
         "stash": ("stash@{0}", "stash entry stash@{0}"),

@@ -73,6 +73,9 @@ class WorktreeEntry:
     head: str | None = None  # the commit its HEAD names, None when bare or unborn
 
 
+_REF_NAME = re.compile(r"[\w.+@/-]+")  # a ref's name patchtool asks about: nothing a batch query would split
+
+
 class Repo:
     """A git repository addressed by its git directory (bare or not)."""
 
@@ -151,6 +154,24 @@ class Repo:
         """The commit ``rev`` names, None when it names none."""
         found = self._objects().commit(rev)
         return found.sha if found is not None else None
+
+    def worktree_refs(self) -> dict[str, tuple[str, str | None]]:
+        """Every linked worktree's own ref (``refs/worktree/*``, ``refs/bisect/*``,
+        ``refs/rewritten/*``: git keeps them loose in the worktree's administrative directory, and
+        ``for-each-ref`` here lists none) naming a commit, as git names it from here
+        (``worktrees/<id>/refs/...``) -> (that commit, the worktree's path where recorded)."""
+        admin = self.git_dir / "worktrees"
+        found: dict[str, tuple[str, str | None]] = {}
+        for tree in sorted(admin.iterdir()) if admin.is_dir() else []:
+            if tree.is_symlink() or not (tree / "refs").is_dir():
+                continue
+            gitdir = tree / "gitdir"
+            path = str(Path(gitdir.read_text(errors="replace").strip()).parent) if gitdir.is_file() else None
+            for ref in sorted((tree / "refs").rglob("*")):
+                name = f"worktrees/{tree.name}/{ref.relative_to(tree).as_posix()}"
+                if _REF_NAME.fullmatch(name) and ref.is_file() and not ref.is_symlink() and (sha := self.resolve(name)) is not None:
+                    found[name] = (sha, path)
+        return found
 
     def commit_info(self, rev: str) -> tuple[str, str, str] | None:
         """(commit, tree, message) of ``rev``; None when it does not exist."""

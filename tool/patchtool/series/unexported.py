@@ -154,6 +154,8 @@ def _holders(repo: git.Repo, keys: set[str]) -> list[_Holder]:
             tags.append(_Holder(TAG, ref, sha, None))
         elif ref != "refs/stash" and not ref.startswith(f"{REFS}/"):
             others.append(_Holder(REF, ref, sha, None))
+    for ref, (sha, place) in repo.worktree_refs().items():  # refs/worktree/*, refs/bisect/* of a worktree
+        others.append(_Holder(REF, ref, sha, _owner(Path(place), keys) if place else None, place))
     heads: list[_Holder] = []
     gone: list[_Holder] = []
     for w in trees[1:]:  # the first is the cache's own, bare
