@@ -169,7 +169,8 @@ class Repo:
             path = str(Path(gitdir.read_text(errors="replace").strip()).parent) if gitdir.is_file() else None
             for ref in sorted((tree / "refs").rglob("*")):
                 name = f"worktrees/{tree.name}/{ref.relative_to(tree).as_posix()}"
-                if _REF_NAME.fullmatch(name) and ref.is_file() and not ref.is_symlink() and (sha := self.resolve(name)) is not None:
+                plain = _REF_NAME.fullmatch(name) and ref.is_file() and not ref.is_symlink()
+                if plain and (sha := self.resolve(name)) is not None:
                     found[name] = (sha, path)
         return found
 
