@@ -234,3 +234,31 @@ def test_a_history_fetch_that_would_write_more_refs_than_allowed_is_refused(tmp_
     assert (
         "fetched the commits of 32 tag(s) of " + str(u.repo) + " (--filter=tree:0)" in u.dry_run("--history")["history"]
     )
+
+
+def test_a_remote_listing_more_refs_than_patchtool_reads_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attack: a remote listing a million long tags (183 MB) made `rebase --history`
+    hold 927 MB, since git ls-remote's whole output was read before a ref was counted. The listing
+    is read up to its bound (lowered here, so that the case stays small), then git is killed:
+    exit 4 naming it, nothing written in the project."""
+    from patchtool.git import limits
+    from test_history import FIX, FIX_SUBJECT, FIXED, make_upstream
+
+    u = make_upstream(
+        tmp_path, [(FIX_SUBJECT, FIX)], [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})]
+    )
+    tag_many(u.repo, [f"ci-{n:07d}-{'x' * 60}" for n in range(5_000)])  # some 530 KB of listing
+    u.dry_run()  # the cache warm, the history not asked
+    before = snapshot(u.root)
+    monkeypatch.setattr(limits, "MAX_LISTING_BYTES", 256 << 10)
+    res = u.run("rebase", "--to", "1.1", "--dry-run", "--history", "--json")
+    assert res.returncode == ExitCode.UPSTREAM, res.stdout + res.stderr
+    assert json.loads(res.stdout)["errors"][0]["message"] == (
+        f"the git ls-remote of {u.repo} listed more than the 262144 bytes patchtool reads of a remote's refs; "
+        "refusing it"
+    )
+    assert snapshot(u.root) == before
+    monkeypatch.setattr(limits, "MAX_LISTING_BYTES", 1 << 20)
+    assert "fetched the commits of 2 tag(s)" in str(u.dry_run("--history")["history"])

@@ -18,6 +18,7 @@ import functools
 import os
 import re
 import resource
+import selectors
 import signal
 import subprocess
 import time
@@ -36,6 +37,9 @@ DEFAULT_SIZE = 4 << 30  # as a download without a pinned size
 MAX_SIZE = 1 << 40
 DEFAULT_REFS = 10_000  # far above a release history's tags; each is a file in the cache
 MAX_REFS = 1_000_000
+# what one remote's list of refs may be: some 500,000 tags, where a release history has hundreds and
+# the busiest repositories tens of thousands
+MAX_LISTING_BYTES = 64 << 20
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -131,8 +135,39 @@ class FetchLimits:
                 input = None  # communicate goes on writing what it was given
                 continue
             return popen.returncode, out, err
+        raise self._too_slow(popen, what)
+
+    def listing(self, popen: subprocess.Popen[bytes], *, what: str) -> tuple[int, bytes, bytes]:
+        """As ``wait``, for a process that lists what a remote has (``ls-remote``): its output is
+        held to MAX_LISTING_BYTES, past which its process group is killed and ``FetchTooLarge``
+        raised, so a remote listing a million refs is refused before patchtool holds it."""
+        assert popen.stdout is not None and popen.stderr is not None
+        end = self.clock() + self.deadline
+        out, err = bytearray(), bytearray()
+        with selectors.DefaultSelector() as chosen:
+            chosen.register(popen.stdout, selectors.EVENT_READ, out)
+            chosen.register(popen.stderr, selectors.EVENT_READ, err)
+            while chosen.get_map():
+                if (remaining := end - self.clock()) <= 0:
+                    raise self._too_slow(popen, what)
+                for key, _ in chosen.select(remaining):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        chosen.unregister(key.fileobj)
+                    elif len(key.data) + len(chunk) > MAX_LISTING_BYTES:
+                        kill_group(popen)
+                        raise FetchTooLarge(
+                            f"{what} listed more than the {MAX_LISTING_BYTES} bytes patchtool reads of a "
+                            "remote's refs; refusing it",
+                            hint="name a repository whose tags a release history can list, or a mirror of it",
+                        )
+                    else:
+                        key.data.extend(chunk)
+        return popen.wait(), bytes(out), bytes(err)
+
+    def _too_slow(self, popen: subprocess.Popen[bytes], what: str) -> FetchTooSlow:
         kill_group(popen)
-        raise FetchTooSlow(
+        return FetchTooSlow(
             f"{what} took longer than the {self.deadline:g} s patchtool gives one git fetch; refusing it",
             hint=f"check the network and run the command again, or give it longer with {DEADLINE_ENV}",
         )

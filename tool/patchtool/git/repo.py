@@ -726,7 +726,7 @@ class Repo:
             env=remote_env(allow_local=bool(allow_local) or url.user),
             preexec=limits.preexec(),
         )
-        status, out, err = limits.wait(proc.popen, what=f"the git ls-remote of {url}")
+        status, out, err = limits.listing(proc.popen, what=f"the git ls-remote of {url}")
         if status != 0:
             raise GitError(f"git ls-remote {url} failed: {err.decode(errors='replace').strip()}")
         found = {}
