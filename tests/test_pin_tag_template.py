@@ -147,7 +147,9 @@ def test_pin_add_warns_where_upstreams_history_has_no_such_tag(demo: Demo) -> No
     assert "warning" not in res.stdout + res.stderr
 
 
-def test_check_says_where_the_tags_tree_and_the_artifact_differ(demo: Demo, tmp_path: Path) -> None:
+def test_check_says_where_the_tags_tree_and_the_artifact_differ(
+    demo: Demo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 31: a pin's [git] tag is where history's verdicts read upstream's files, and the
     artifact is what the series applies to. Where the cache holds the tag's trees (a rebase with
     --history fetched them), `check` says which files under the prefix mapping differ, the
@@ -190,3 +192,9 @@ def test_check_says_where_the_tags_tree_and_the_artifact_differ(demo: Demo, tmp_
         "1 file(s) differ (python/demo/core.py), 1 of them patched by the series; 1 file(s) only in the tag "
         "(python/demo/extra.py): history's verdicts on those files read the tag, not the artifact"
     )
+    from patchtool.upstream import history
+
+    monkeypatch.setattr(history, "_MOST_LISTED", 100)  # a tree listing more is not read whole (an attack)
+    assert [w["message"] for w in tag_warnings()] == [
+        "tag v1.0 not compared with demo-1.0-py3-none-any.whl: a tree lists more than 100 bytes of files"
+    ]

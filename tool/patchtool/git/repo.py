@@ -399,10 +399,21 @@ class Repo:
         """Every blob path in ``tree``."""
         return self._names("ls-tree", args=[tree])
 
-    def blobs_under(self, tree: str, prefix: str) -> dict[str, str]:
-        """``path -> blob id`` of the files under ``prefix`` in ``tree``: trees alone are read, so
-        a partial clone without blobs lists them too."""
-        out = self._runner.run("ls-tree", "-r", "-z", args=[tree, *([prefix] if prefix else [])]).stdout
+    def blobs_under(self, tree: str, prefix: str, *, most: int) -> dict[str, str] | None:
+        """``path -> blob id`` of the files under ``prefix`` in ``tree``, None where their listing
+        is more than ``most`` bytes (git is stopped there): trees alone are read, so a partial
+        clone without blobs lists them too."""
+        proc = self._runner.start(Argv("ls-tree", ("-r", "-z"), (tree, *([prefix] if prefix else []))))
+        out, stream = bytearray(), proc.popen.stdout
+        assert stream is not None
+        while chunk := stream.read(1 << 16):
+            out += chunk
+            if len(out) > most:
+                proc.popen.kill()
+                proc.popen.wait()
+                return None
+        if proc.popen.wait() != 0:
+            raise GitError(f"git ls-tree {tree} failed in {self.git_dir}")
         found = {}
         for record in filter(None, out.split(b"\0")):
             meta, _, path = record.partition(b"\t")

@@ -33,6 +33,7 @@ from patchtool.urls import SourceUrl
 
 HISTORY_DIR = "history"
 _TREES = "refs/patchtool/trees/"  # a tag whose history's trees are here: stage 2 done for it
+_MOST_LISTED = 64 << 20  # of one tree's files under the prefix: some 600,000, where SGLang's has 5,000
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
@@ -400,7 +401,11 @@ def tag_differs(cache: Cache, pin: Pin, tree: str, touched: Collection[str], *, 
     if commit is None or history.repo.resolve(f"{_TREES}{commit}") != commit:
         return None
     prefix = artifact.prefix_to
-    tagged, imported = history.repo.blobs_under(commit, prefix), cache.repo.blobs_under(tree, prefix)
+    tagged = history.repo.blobs_under(commit, prefix, most=_MOST_LISTED)
+    imported = cache.repo.blobs_under(tree, prefix, most=_MOST_LISTED)
+    if tagged is None or imported is None:
+        too_many = f"a tree lists more than {_MOST_LISTED} bytes of files"
+        return f"tag {src.tag} not compared with {artifact.filename}: {too_many}"
     differ = sorted(p for p in tagged.keys() & imported.keys() if tagged[p] != imported[p])
     differ.sort(key=lambda p: p not in touched)  # stable: the series' files first, each part in path order
     touching = sum(p in touched for p in differ)
