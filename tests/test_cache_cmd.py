@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from conftest import Demo
 from helpers import git, import_tag, snapshot
 from test_pin_commands import add_release
@@ -283,3 +284,18 @@ def test_prune_refuses_work_only_a_removed_worktree_holds(one_patch: Demo) -> No
         ["git", "--git-dir", str(one_patch.cache / "upstream.git"), "cat-file", "-e", held], check=False
     )
     assert res.returncode != 0
+
+
+def test_a_project_whose_checkout_branch_has_a_slash_is_known_to_the_cache(one_patch: Demo, tmp_path: Path) -> None:
+    """A checkout's record names its project, so that the cache keeps what that project's pins use
+    when another project prunes it; a branch named ``feature/x`` put its record one directory
+    deeper, where the cache did not look (noticed while moving the editing commands)."""
+    import shutil
+
+    assert one_patch.run("checkout", "--branch", "feature/x").returncode == 0
+    other = tmp_path / "other"
+    shutil.copytree(one_patch.root, other, ignore=shutil.ignore_patterns("work", ".patchtool"))
+    res = in_process(["--json", "cache"], cwd=other, env=one_patch.environment())
+    assert res.returncode == 0, res.stdout + res.stderr
+    [release] = json.loads(res.stdout)["data"]["releases"]
+    assert release["used_by"] == [f"{root.resolve()}: demo-1.0" for root in (other, one_patch.root)]

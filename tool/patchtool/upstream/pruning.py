@@ -109,13 +109,13 @@ def _registered(cache: Cache) -> dict[str, Path]:
     """key -> directory of each project a checkout record names."""
     out: dict[str, Path] = {}
     records = cache.repo.git_dir / "patchtool" / "checkouts"
-    for path in sorted(records.glob("*/*.json")) if records.is_dir() else []:
+    for path in sorted(records.rglob("*.json")) if records.is_dir() else []:  # a branch may hold '/'
         try:
             data = loads_json(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("root"), str):
-            out[path.parent.name] = Path(data["root"])
+            out[path.relative_to(records).parts[0]] = Path(data["root"])
     return out
 
 
