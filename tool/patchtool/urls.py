@@ -34,9 +34,9 @@ ALLOW_FILES_HINT = (
 # the userinfo of any url in a text (``https://user:token@host``): credentials, never shown. Only
 # the character before ``://`` is looked at, not the scheme from its start: a scheme matched from
 # every word boundary of a long ``a.a.a...`` run took time quadratic in the text
-# the userinfo runs to the authority's last '@', as urlsplit and curl read it (a password may hold
-# '@' and quotes); each possessive step ends at an '@', so the match stays linear
-_USERINFO = re.compile(r"(?i)(?<=[a-z0-9+.-]://)(?:[^/?#@\s]*+@)++")
+# the userinfo runs to the last '@' before the first '/', as git and curl read it (a password may
+# hold '@', '?', '#' and quotes); each possessive step ends at an '@', so the match stays linear
+_USERINFO = re.compile(r"(?i)(?<=[a-z0-9+.-]://)(?:[^/@\s]*+@)++")
 _UNSAFE = re.compile(r"[\x00-\x20\x7f]")  # control characters and spaces: no URL patchtool fetches holds one
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -96,26 +96,33 @@ def redact(text: str) -> str:
     return _USERINFO.sub("***@", text) if "@" in text else text
 
 
+def _refused(text: str) -> str:
+    """A url being refused, as its message shows it: whatever it holds before its last '@' (a
+    credential, in whatever shape the url has) as ``***``."""
+    return repr(f"***@{text.rpartition('@')[2]}" if "@" in text else text)
+
+
 def _scheme(text: str, *, git: bool) -> str:
     kind = "git remote" if git else "URL"
-    if _UNSAFE.search(text):
-        raise ValueError(f"{text!r} is not a {kind}: it contains a space or a control character")
+    shown = _refused(text)
+    if _UNSAFE.search(text) or not text.isprintable():  # U+2003, U+0085, U+2028 too
+        raise ValueError(f"{shown} is not a {kind}: it contains a space or a control character")
     if text.startswith("-"):
-        raise ValueError(f"{text!r} is not a {kind}: it starts with '-' (git would read it as an option)")
+        raise ValueError(f"{shown} is not a {kind}: it starts with '-' (git would read it as an option)")
     if git and text.startswith("/"):
         return "file"
     try:
         parts = urllib.parse.urlsplit(text)
     except ValueError as exc:
-        raise ValueError(f"{text!r} is not a {kind} ({exc})") from None
+        raise ValueError(f"{shown} is not a {kind} ({redact(str(exc))})") from None
     if parts.scheme in ("https", "http") and parts.hostname:
         return parts.scheme
     if parts.scheme == "file" and parts.netloc in ("", "localhost") and parts.path.startswith("/"):
         if _CONTROL.search(path := urllib.parse.unquote(parts.path)):  # %00 names no file; %0a none we read
-            raise ValueError(f"{text!r} is not a {kind}: its path {path!r} contains a control character")
+            raise ValueError(f"{shown} is not a {kind}: its path {path!r} contains a control character")
         return "file"
     also = ", an absolute path" if git else ""
-    raise ValueError(f"{text!r} is not an https {kind} (nor http, file:{also})")
+    raise ValueError(f"{shown} is not an https {kind} (nor http, file:{also})")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
