@@ -258,23 +258,33 @@ def test_an_export_the_project_discarded_protects_its_commits_again(one_patch: D
     )
 
 
-def test_prune_refuses_work_only_a_removed_worktree_holds(one_patch: Demo) -> None:
+@pytest.mark.parametrize("holder", ["head", "ref"])
+def test_prune_refuses_work_only_a_removed_worktree_holds(one_patch: Demo, holder: str) -> None:
     """A worktree whose directory was removed is forgotten by `cache prune`, and with it the
-    commits only its detached HEAD held: prune refuses unless --force."""
+    commits only its detached HEAD held, or only its own refs (refs/worktree/*: found by the second
+    attack, issue 29): prune refuses unless --force."""
     wt = _checked_out(one_patch)
     git(wt, "checkout", "-q", "--detach")
     (wt / "python/demo/util.py").write_text("def helper():\n    return 3\n")
     git(wt, "commit", "-qam", "util: three")
     held = git(wt, "rev-parse", "HEAD").strip()
+    admin = Path(git(wt, "rev-parse", "--absolute-git-dir").strip()).name
+    if holder == "ref":
+        git(wt, "update-ref", "refs/worktree/keep", "HEAD")
+        git(wt, "checkout", "-q", "HEAD~1")
     subprocess.run(["rm", "-rf", str(wt)], check=True)
     before = snapshot(one_patch.cache, one_patch.root)
     res = one_patch.run("cache", "prune", "--now", "--json")
     assert res.returncode == 2, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
+    holds = (
+        f"the detached HEAD of worktree {wt}, gone, of {one_patch.root.resolve()}"
+        if holder == "head"
+        else f"ref worktrees/{admin}/refs/worktree/keep"
+    )
     assert error["message"] == (
-        "the cache holds commits no patch file carries that only a removed worktree keeps: the detached "
-        f"HEAD of worktree {wt}, gone, of {one_patch.root.resolve()} holds 1 unexported commit(s); pruning "
-        "would forget that worktree and lose them"
+        f"the cache holds commits no patch file carries that only a removed worktree keeps: {holds} holds 1 "
+        "unexported commit(s); pruning would forget that worktree and lose them"
     )
     assert "`patchtool cache prune --force` discards them" in error["hint"]
     assert snapshot(one_patch.cache, one_patch.root) == before

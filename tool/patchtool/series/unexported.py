@@ -141,6 +141,7 @@ def _holders(repo: git.Repo, keys: set[str]) -> list[_Holder]:
     checked_out = {w.branch: w for w in trees if w.branch}
     refs = _commit_refs(repo)
     checkout, branches, tags, others = [], [], [], []
+    gone_refs: list[_Holder] = []
     for ref, sha in sorted(refs.items()):
         tree = checked_out.get(ref)
         owner = _owner(Path(tree.path), keys) if tree else None
@@ -155,7 +156,9 @@ def _holders(repo: git.Repo, keys: set[str]) -> list[_Holder]:
         elif ref != "refs/stash" and not ref.startswith(f"{REFS}/"):
             others.append(_Holder(REF, ref, sha, None))
     for ref, (sha, place) in repo.worktree_refs().items():  # refs/worktree/*, refs/bisect/* of a worktree
-        others.append(_Holder(REF, ref, sha, _owner(Path(place), keys) if place else None, place))
+        alive = place is not None and Path(place).is_dir()  # else `git worktree prune` takes its refs too
+        held = _Holder(REF, ref, sha, _owner(Path(place), keys) if place else None, place, gone=not alive)
+        (others if alive else gone_refs).append(held)
     heads: list[_Holder] = []
     gone: list[_Holder] = []
     for w in trees[1:]:  # the first is the cache's own, bare
@@ -166,7 +169,7 @@ def _holders(repo: git.Repo, keys: set[str]) -> list[_Holder]:
     stash = [_Holder(STASH, f"stash@{{{i}}}", sha, None) for i, sha in enumerate(repo.reflog("refs/stash"))]
     if not stash and "refs/stash" in refs:
         stash = [_Holder(STASH, "stash@{0}", refs["refs/stash"], None)]
-    return [*checkout, *heads, *branches, *tags, *stash, *others, *gone]
+    return [*checkout, *heads, *branches, *tags, *stash, *others, *gone, *gone_refs]
 
 
 def _commit_refs(repo: git.Repo) -> dict[str, str]:
