@@ -235,18 +235,33 @@ def test_a_committed_gpu_results_link_lists_nothing_outside(one_patch: Demo) -> 
 
 
 @pytest.mark.parametrize(
-    "where", [".git/x", ".GIT/wt", "python/.Git/wt", "sub/.git./wt", "elsewhere.git/wt", "cache", "bare", "history"]
+    "where",
+    [
+        *(".git/x", ".GIT/wt", "python/.Git/wt", "sub/.git./wt", "elsewhere.git/wt"),
+        *("cache", "bare", "history", "link-head", "commondir"),
+    ],
 )
 def test_checkout_path_inside_a_git_directory_is_refused(one_patch: Demo, tmp_path: Path, where: str) -> None:
     """git would put a worktree's files among the repository's own (found by issue 29); an attack
     found a bare repository's (patchtool's own history cache, any `*.git`) still open."""
     root = one_patch.root
     git(root, "init", "-q")
-    if where in ("bare", "history"):
-        bare = tmp_path / "mirror.git" if where == "bare" else one_patch.cache / "history" / "0123abcd.git"
+    if where in ("bare", "history", "link-head"):
+        bare = tmp_path / "mirror.git" if where != "history" else one_patch.cache / "history" / "0123abcd.git"
         git(tmp_path, "init", "-q", "--bare", str(bare))
+        if where == "link-head":  # git takes a HEAD that is a link to a ref (the second attack)
+            (bare / "HEAD").unlink()
+            (bare / "HEAD").symlink_to("refs/heads/unborn")
         path = bare / "refs" / "heads" / "wt"
         message = f"{path} lies inside the git directory {bare}"
+    elif where == "commondir":  # a linked worktree's git directory: HEAD, and where the rest is
+        git(tmp_path, "init", "-q", "--bare", str(tmp_path / "common.git"))
+        linked = tmp_path / "linked"
+        linked.mkdir()
+        (linked / "HEAD").write_text("ref: refs/heads/main\n")
+        (linked / "commondir").write_text(f"{tmp_path / 'common.git'}\n")
+        path = linked / "hooks2"
+        message = f"{path} lies inside the git directory {linked}"
     elif where == "elsewhere.git/wt":
         # the repository's .git is a `gitdir:` file: its git directory is found where the file says
         git(root, "init", "-q", f"--separate-git-dir={tmp_path / 'elsewhere.git'}")

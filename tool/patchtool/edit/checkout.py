@@ -84,7 +84,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
         raise PatchtoolError(
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
-    where = _place(project, branch, path)
+    where = _place(project, cache, branch, path)
     commits = {r.id: r.commit or "" for r in result.results}
     record = loaded_record(pin.name, base.commit, loaded, commits)
     names.save_record(repo, dataclasses.replace(record, stopped=failed.id if failed else None))
@@ -133,11 +133,20 @@ def outside_git_directories(path: Path, project: Project, cache: Cache) -> None:
 
 
 def _is_git_dir(path: Path) -> bool:
-    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
+    """git's own test, leaning to yes: a HEAD (a file or a link, as git takes either) beside
+    objects/ and refs/, or beside a ``commondir`` file that names where those are (a linked
+    worktree's git directory)."""
+    if not os.path.lexists(path / "HEAD"):
+        return False
+    return os.path.lexists(path / "commondir") or ((path / "objects").is_dir() and (path / "refs").is_dir())
 
 
-def _place(project: Project, branch: str, path: Path | None) -> Path:
-    """Where the worktree goes: ``path``, or ``work/BRANCH``; refused unless empty or absent."""
+def _place(project: Project, cache: Cache, branch: str, path: Path | None) -> Path:
+    """Where the worktree goes: ``path``, or ``work/BRANCH``; refused unless empty or absent, or
+    inside a git directory (checked again here, just before git writes there: one may have been
+    made since the command started)."""
+    if path is not None:
+        outside_git_directories(path, project, cache)
     # the default lies in the repository, where `work` could be a committed link out of it
     where = (path or fsroot.Root(project.root).place(f"{WORK_DIR}/{branch}")).absolute()
     if where.is_symlink() or (where.exists() and (not where.is_dir() or any(where.iterdir()))):
@@ -152,7 +161,7 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
     again at the same path finding the old one's branch) says what changed."""
     repo = cache.repo
     tip, base, record = branch_and_record(project, repo, names, "its worktree cannot be made again")
-    where = _place(project, names.branch, path)
+    where = _place(project, cache, names.branch, path)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
     stopped, committed = None, None
