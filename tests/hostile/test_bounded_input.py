@@ -668,3 +668,38 @@ def test_a_toml_file_as_large_as_the_bound_is_read(monkeypatch: pytest.MonkeyPat
         with pytest.raises(InvalidInput) as exc:
             read(text + " ", file="x.toml")
         assert exc.value.message == "x.toml is 13 bytes, more than the 12 patchtool reads in a TOML file"
+
+
+@pytest.mark.parametrize("kind", ["huge", "link"])
+def test_export_reads_no_patch_file_past_the_bound_nor_through_a_link(
+    one_patch: Demo, tmp_path: Path, kind: str
+) -> None:
+    """Found by the second attack: export compared each patch file with its checkout's record by
+    reading it whole, past the 64 MiB bound and through a link (a 600 MB file: 661 MB held). It
+    reads through the one bounded reader now: such a file is refused as the series' loader refuses
+    it, naming it, and never read (``tracemalloc``: Python's own count)."""
+    from patchtool.project.repository import Project
+
+    assert one_patch.run("checkout").returncode == 0
+    patch = one_patch.root / Project.load(one_patch.root).manifest.patches[0].file
+    big = tmp_path / "big" if kind == "link" else patch
+    patch.unlink()
+    with open(big, "wb") as fh:  # sparse: its size is what counts
+        fh.truncate(MAX_INPUT_BYTES * 3)
+    if kind == "link":
+        patch.symlink_to(big)
+    tracemalloc.start()
+    try:
+        res = one_patch.run("export", "--json")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert res.returncode == 1, res.stdout + res.stderr
+    [error] = json.loads(res.stdout)["errors"]
+    assert error["file"] == "patches/0001-greet.patch"
+    assert error["message"].endswith(
+        f"is {MAX_INPUT_BYTES * 3} bytes, more than the {MAX_INPUT_BYTES} patchtool reads"
+        if kind == "huge"
+        else "is a symbolic link (it could lead outside the repository; patchtool follows none)"
+    ), error
+    assert peak < MAX_INPUT_BYTES // 4, peak

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchtool import git
-from patchtool.errors import UsageError
-from patchtool.paths import id_problem
+from patchtool.errors import InvalidInput, UsageError
+from patchtool.paths import id_problem, read_inside
 from patchtool.project.repository import LoadedPatch, Project
 from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord, RecordedPatch
 
@@ -83,7 +83,7 @@ def series_record(
 
 
 def loaded_record(pin: str, base: str, loaded: Sequence[LoadedPatch], commits: Mapping[str, str]) -> CheckoutRecord:
-    return series_record(pin, base, [(lp.id, lp.entry.file, lp.path.read_bytes()) for lp in loaded], commits)
+    return series_record(pin, base, [(lp.id, lp.entry.file, lp.text.encode()) for lp in loaded], commits)
 
 
 def interrupted(repo: git.Repo, record: CheckoutRecord, tip: str) -> str | None:
@@ -130,8 +130,11 @@ def changes_since(record: CheckoutRecord, project: Project) -> list[str]:
     edited = []
     for ident, entry in new.items():
         if ident in old:
-            path = project.root / entry.file
-            if not path.is_file() or sha256(path.read_bytes()) not in (old[ident].sha256, written.get(ident)):
+            try:  # bounded, never through a link; one at a time: only its hash is kept
+                now = sha256(read_inside(project.root, entry.file))
+            except (FileNotFoundError, InvalidInput):
+                now = None
+            if now not in (old[ident].sha256, written.get(ident)):
                 edited.append(f"{ident} ({entry.file})")
     if added:
         changes.append("added " + ", ".join(added))

@@ -26,6 +26,7 @@ from patchtool.edit.branch import (
     move_branch,
     require_clean,
     series_record,
+    sha256,
     without_trailer,
     worktree_of,
 )
@@ -38,7 +39,7 @@ from patchtool.series.ids import slug, unique_id
 from patchtool.series.metadata import skeleton
 from patchtool.series.writes import check_patches, write_series
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord
+from patchtool.upstream.namespaces import CheckoutBranch, CheckoutRecord, RecordedPatch
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,14 +109,15 @@ def _record_of_export(
         entries = project.manifest.patches
         if [c.ident for c in commits] != [e.id for e in entries]:
             return None
-        exported = [(e.id, e.file, paths.read_inside(project.root, e.file)) for e in entries]
-        if any(
-            export_commit(repo, c.commit).encode() != data for c, (_, _, data) in zip(commits, exported, strict=True)
-        ):
-            return None
+        recorded = []
+        for c, e in zip(commits, entries, strict=True):  # one file at a time: only its hash is kept
+            data = paths.read_inside(project.root, e.file)
+            if export_commit(repo, c.commit).encode() != data:
+                return None
+            recorded.append(RecordedPatch(id=e.id, file=e.file, sha256=sha256(data), commit=c.commit))
     except (UsageError, InvalidInput, OSError):
         return None
-    return series_record(project.manifest.pin, base, exported, {c.ident or "": c.commit for c in commits})
+    return CheckoutRecord(pin=project.manifest.pin, base=base, patches=tuple(recorded))
 
 
 def export(
