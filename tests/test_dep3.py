@@ -547,3 +547,21 @@ def test_a_header_that_cannot_be_kept_whole_is_refused(demo: Demo, tmp_path: Pat
     assert res.returncode == 1, res.stdout + res.stderr
     assert snapshot(demo.root) == before
     assert f"{diff}: its header cannot be kept whole in a patch file: line 4 of its message" in res.stderr
+
+
+def test_an_hg_export_imports_with_its_diff_command_line_as_the_diff(demo: Demo, tmp_path: Path) -> None:
+    """conda-forge's setuptools series carries an `hg export` whose `diff -r A -r B path` line
+    stands before its `--- `: that line starts the diff, as GNU patch and git apply read it, not
+    a line of the message (where it would end the message: import refused it, found by the run of
+    the real series)."""
+    demo.write_manifest()
+    diff = tmp_path / "hg.patch"
+    diff.write_text(
+        "# HG changeset patch\n# Node ID 85c317f36cd8\nconda schema fixes\n\n"
+        "diff -r e9052b361691 -r 85c317f36cd8 python/demo/core.py\n" + CIAO.split("=" * 67 + "\n", 1)[1]
+    )
+    res = demo.run("import", str(diff), "--author", "A B <a@b.org>")
+    assert res.returncode == 0, res.stdout + res.stderr
+    patch = Project.load(demo.root).series()[0].patch
+    assert "conda schema fixes" in patch.body and "diff -r" not in patch.body
+    assert patch.paths == ("python/demo/core.py",)

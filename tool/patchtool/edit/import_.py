@@ -341,7 +341,9 @@ def _read_series(
     return out
 
 
-_DIFF_START = re.compile(r"^(?:diff --git |--- |Index: )", re.MULTILINE)
+# a diff starts at git's header, a unified diff's '--- ', an 'Index: ' line, or the command line a
+# tool printed before a '--- ' (hg export's `diff -r A -r B path`, `diff -Naur a b`)
+_DIFF_START = re.compile(r"^(?:diff --git |--- |Index: |diff [^\n]*\n--- )", re.MULTILINE)
 
 
 def _plain_patch(
