@@ -106,6 +106,13 @@ def test_the_dry_runs_verdicts_are_set_against_the_rebases_with_every_stop_skipp
     bare = _dry_run(up, _p("b", "conflict"), _p("c", "conflict"), _p("d", "applied with shifted context"))
     rows = run.agreement(run.dry_verdicts(bare, NAMES), run.verdicts(_rebase(), NAMES))
     assert [r["agree"] for r in rows] == [True, False, True, True]
+    # so is another outcome under the same verdict: merged where the rebase applied it shifted
+    merged = _dry_run(
+        up, _p("b", "conflict", upstream_has=["x.py:3"]), _p("c", "conflict"), _p("d", "merged by 3-way merge")
+    )
+    rows = run.agreement(run.dry_verdicts(merged, NAMES), run.verdicts(_rebase(), NAMES))
+    assert [r["agree"] for r in rows] == [True, True, True, False]
+    assert rows[3]["dry_run"] == f"{run.APPLIED} (merged by 3-way merge)"
     # a dry run (or a rebase) that reports another series compares nothing
     rows = run.agreement(run.dry_verdicts(_dry_run(up), NAMES), run.verdicts(_rebase(), NAMES))
     assert {r["agree"] for r in rows} == {None}
