@@ -18,17 +18,18 @@ where it is there, else cloned from GitHub.
 For each package ``run`` does, in a fresh directory: ``init`` at the series' release, ``import``
 of the whole series (``--fuzz N`` where ``packages.toml`` gives ``fuzz``), ``export --quilt`` of
 the unchanged series (compared with the original files byte for byte), ``scan`` across the
-releases, ``rebase`` to the newer release (every stop skipped, and counted), then ``export
---quilt`` of the moved series and its ``import`` into a fresh fork of the newer release. A step's
-exit code 70, or a Python traceback, is a defect of patchtool; any other refusal is listed with its
-first line so a reader can judge whose it is.
+releases, ``rebase --dry-run`` to the newer release, ``rebase`` to it (every stop skipped, and
+counted), then ``export --quilt`` of the moved series and its ``import`` into a fresh fork of the
+newer release. A step's exit code 70, or a Python traceback, is a defect of patchtool; any other
+refusal is listed with its first line so a reader can judge whose it is.
 
 Each patch's verdict is kept from the rebase's ``--json`` output (``verdicts``): already upstream,
 partly upstream, applied, or stopped (and skipped), with the stop's evidence. A second table sets
 them against ``truth.toml``, the truth established by hand for every patch (``truth_table``):
 how many patches upstream absorbed were recognised (dropped as upstream, or a stop that names
 upstream evidence), how many were applied a second time, and how many patches upstream does not
-have were dropped as upstream.
+have were dropped as upstream. The dry run's verdicts (``dry_verdicts``) are set against the
+real rebase's (``agreement``): issue 31 wants them equal when every stop is skipped.
 
 Standard library only; Python >= 3.11. ``--patchtool CMD`` names the patchtool to run (default:
 ``python -m patchtool`` with this checkout's ``tool/`` first on ``PYTHONPATH``).
@@ -375,6 +376,12 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner, mirrors: Path 
             pin.write_text(pin.read_text() + f'\n[git]\nurl = "{url}"\ntag = "{p.tag}"\n')
             history = ("--allow-local-urls-in", str(mirrors), "--history")
         result["history"] = bool(history)
+        # what the rebase would do, asked first with the same flags: its verdicts, set against
+        # the real rebase's below (``agreement``)
+        _, out = step(
+            "rebase --dry-run", fork, "--json", *history[:2], "rebase", "--to", p.to_version, "--dry-run", *history[2:]
+        )
+        result["dry_run"] = dry_verdicts(_json(out), series_names)
         s, out = step("rebase", fork, "--json", *history[:2], "rebase", "--to", p.to_version, *history[2:])
         for _ in range(result["patches"] + 1):
             envelopes.append(_json(out))
@@ -387,6 +394,7 @@ def run_one(p: Package, debian_dir: Path, work: Path, pt: Runner, mirrors: Path 
             s, out = step("rebase --skip", fork, "--json", *history[:2], "rebase", "--skip", "--reason", why)
         result["rebase_stops"] = stops
         result["verdicts"] = verdicts(envelopes, series_names, empty=_written_empty(fork, envelopes))
+        result["agreement"] = agreement(result["dry_run"], verdicts(envelopes, series_names))
         if s.rc == 0:
             quilt = base / "quilt-to"
             s, _ = step("export --quilt (moved)", fork, "export", "--quilt", str(quilt))
@@ -475,30 +483,23 @@ def verdicts(envelopes: list[dict], names: list[str], *, empty: frozenset[str] =
     for i, (name, patch) in enumerate(zip(names, final, strict=True)):
         stop = stops.get(i)
         seen = stop or patch
-        evidence = [*seen.get("evidence", []), *(f"upstream has: {u}" for u in seen.get("upstream_has", []))]
+        evidence = _evidence(seen)
         outcome = str(patch.get("outcome", ""))
         if stop is not None:
-            verdict = STOP_EVIDENCE if evidence else STOP
+            verdict = _verdict(str(stop.get("outcome", "")), evidence)
             outcome = f"{stop.get('outcome')}, then {outcome}"
-        elif outcome == UPSTREAM:
-            verdict = UPSTREAM
-        elif patch.get("file") in empty:
+        elif patch.get("file") in empty and outcome != UPSTREAM:
             verdict = EMPTY
             outcome = f"{outcome}, written empty"
-        elif outcome == PARTLY:
-            verdict = PARTLY
-        elif outcome in _APPLIED_OUTCOMES:
-            verdict = APPLIED
-        elif outcome == "dropped":
-            verdict = DROPPED
-        else:  # not reached: the rebase ended before it
-            verdict = MISSING
+        else:
+            verdict = _verdict(outcome, evidence)
         out.append(
             {
                 "name": name,
                 "id": patch.get("id", ""),
                 "verdict": verdict,
                 "outcome": outcome,
+                "said": str(seen.get("outcome", "")),  # patchtool's own outcome: the stop's, for a stop
                 "detail": str(seen.get("detail", "")),
                 "evidence": evidence,
             }
@@ -506,15 +507,87 @@ def verdicts(envelopes: list[dict], names: list[str], *, empty: frozenset[str] =
     return out
 
 
+def _evidence(patch: dict) -> list[str]:
+    return [*patch.get("evidence", []), *(f"upstream has: {u}" for u in patch.get("upstream_has", []))]
+
+
+def _verdict(outcome: str, evidence: list[str]) -> str:
+    """The table's verdict for one patchtool outcome (a stop's, for a patch that stopped)."""
+    if outcome in _STOP_OUTCOMES:
+        return STOP_EVIDENCE if evidence else STOP
+    if outcome in (UPSTREAM, PARTLY, DROPPED):
+        return outcome
+    if outcome in _APPLIED_OUTCOMES:
+        return APPLIED
+    return MISSING  # not reached: the rebase ended before it
+
+
+def dry_verdicts(envelope: dict, names: list[str]) -> list[dict]:
+    """Each patch's verdict from the ``--json`` envelope of ``rebase --to X --dry-run``, in series
+    order, as ``verdicts`` gives the real rebase's: the dry run goes on past a conflict as if it
+    were skipped, so each patch has one outcome, and a later one on the same files names the
+    stops it assumes skipped (``assumes``)."""
+    patches = (envelope.get("data") or {}).get("patches") or []
+    if len(patches) != len(names):
+        why = f"the dry run reported {len(patches)} patches for a series of {len(names)}"
+        return [{"name": n, "verdict": MISSING, "outcome": "", "detail": why, "evidence": []} for n in names]
+    out = []
+    for name, patch in zip(names, patches, strict=True):
+        outcome = str(patch.get("outcome", ""))
+        evidence = _evidence(patch)
+        out.append(
+            {
+                "name": name,
+                "id": patch.get("id", ""),
+                "verdict": _verdict(outcome, evidence),
+                "outcome": outcome,
+                "said": outcome,
+                "detail": str(patch.get("detail", "")),
+                "evidence": evidence,
+                "assumes": list(patch.get("assumes", [])),
+            }
+        )
+    return out
+
+
+def agreement(dry: list[dict], real: list[dict]) -> list[dict]:
+    """Each patch's dry-run verdict against the real rebase's with every stop skipped (both from
+    ``verdicts``/``dry_verdicts``, in series order): they agree when the table's verdict and
+    patchtool's own outcome (a stop's, for a patch that stopped) are the same. A dry-run verdict
+    that assumes an earlier stop skipped is what the real rebase gives once that stop was
+    skipped, so it agrees when the real one matches. ``agree`` is None where either has no
+    verdict for the patch."""
+    rows = []
+    for d, r in zip(dry, real, strict=True):
+        compared = MISSING not in (d["verdict"], r["verdict"])
+        rows.append(
+            {
+                "name": r["name"],
+                "agree": (d["verdict"], d.get("said")) == (r["verdict"], r.get("said")) if compared else None,
+                "dry_run": f"{d['verdict']} ({d.get('said') or d['detail']})",
+                "rebase": f"{r['verdict']} ({r.get('said') or r['detail']})",
+                "assumes": list(d.get("assumes", [])),
+            }
+        )
+    return rows
+
+
 # Exit codes that are a step's normal outcome on real material: a scan that predicts conflicts
 # (5), a rebase that stops at one (3). Any other nonzero exit is a refusal the table lists.
-_EXPECTED = {"scan": {0, 5}, "rebase": {0, 3}, "rebase --skip": {0, 3}}
+_EXPECTED = {"scan": {0, 5}, "rebase --dry-run": {0, 5}, "rebase": {0, 3}, "rebase --skip": {0, 3}}
+
+
+def _agreed(rows: list[dict]) -> str:
+    """``A/N``: of the N patches both the dry run and the rebase gave a verdict for, A agree."""
+    compared = [r["agree"] for r in rows if r["agree"] is not None]
+    return f"{sum(compared)}/{len(compared)}" if compared else "-"
 
 
 def table(results: list[dict]) -> str:
     head = (
         "| package | from -> to | patches | steps refused by patchtool | tracebacks "
-        "| export unchanged: identical files | rebase stops (skipped) |\n|---|---|---|---|---|---|---|\n"
+        "| export unchanged: identical files | rebase stops (skipped) | dry run = rebase, stops skipped |\n"
+        "|---|---|---|---|---|---|---|---|\n"
     )
     rows = []
     for r in results:
@@ -525,9 +598,20 @@ def table(results: list[dict]) -> str:
         exported = f"{ex['identical']}/{ex['files']}" if ex else "-"
         rows.append(
             f"| {r['package']} | {r['from']} -> {r['to']} | {r['patches']} | {'; '.join(refused) or 'none'} "
-            f"| {sum(s.traceback for s in steps)} | {exported} | {len(r.get('rebase_stops', []))} |"
+            f"| {sum(s.traceback for s in steps)} | {exported} | {len(r.get('rebase_stops', []))} "
+            f"| {_agreed(r.get('agreement') or [])} |"
         )
-    return head + "\n".join(rows) + "\n"
+    every = [a for r in results for a in r.get("agreement") or []]
+    out = [f"The dry run's verdict equals the real rebase's (every stop skipped) for {_agreed(every)} patches."]
+    out += [
+        f"- {r['package']} `{a['name']}`: dry run {a['dry_run']}"
+        + (f", assumes {', '.join(a['assumes'])} skipped" if a["assumes"] else "")
+        + f"; rebase {a['rebase']}"
+        for r in results
+        for a in r.get("agreement") or []
+        if a["agree"] is False
+    ]
+    return head + "\n".join(rows) + "\n\n" + "\n".join(out) + "\n"
 
 
 # --- the truth x patchtool's verdict --------------------------------------------------------------

@@ -85,6 +85,63 @@ def test_a_patch_written_without_a_hunk_is_kept_empty_not_applied(tmp_path: Path
     assert run.judge("not", run.EMPTY) == run.KEPT_EMPTY
 
 
+def _dry_run(*outcomes: dict) -> dict:
+    return {"exit_code": 5, "data": {"status": "dry-run", "patches": list(outcomes)}}
+
+
+def test_the_dry_runs_verdicts_are_set_against_the_rebases_with_every_stop_skipped() -> None:
+    up = _p("a", "already upstream", evidence=["reverse apply at the target"])
+    dry = _dry_run(
+        up,
+        _p("b", "conflict", detail="CONFLICT in x.py", upstream_has=["x.py:3"]),
+        _p("c", "applied unchanged", assumes=["b"]),  # the rebase stopped at c: a disagreement
+        _p("d", "applied with shifted context", assumes=["c"]),  # as the rebase: it agrees
+    )
+    rows = run.agreement(run.dry_verdicts(dry, NAMES), run.verdicts(_rebase(), NAMES))
+    assert [r["agree"] for r in rows] == [True, True, False, True]
+    assert rows[1]["dry_run"] == rows[1]["rebase"] == f"{run.STOP_EVIDENCE} (conflict)"
+    assert (rows[2]["dry_run"], rows[2]["rebase"]) == (f"{run.APPLIED} (applied unchanged)", f"{run.STOP} (conflict)")
+    assert rows[3]["assumes"] == ["c"]
+    # the same outcome with and without evidence is another verdict
+    bare = _dry_run(up, _p("b", "conflict"), _p("c", "conflict"), _p("d", "applied with shifted context"))
+    rows = run.agreement(run.dry_verdicts(bare, NAMES), run.verdicts(_rebase(), NAMES))
+    assert [r["agree"] for r in rows] == [True, False, True, True]
+    # so is another outcome under the same verdict: merged where the rebase applied it shifted
+    merged = _dry_run(
+        up, _p("b", "conflict", upstream_has=["x.py:3"]), _p("c", "conflict"), _p("d", "merged by 3-way merge")
+    )
+    rows = run.agreement(run.dry_verdicts(merged, NAMES), run.verdicts(_rebase(), NAMES))
+    assert [r["agree"] for r in rows] == [True, True, True, False]
+    assert rows[3]["dry_run"] == f"{run.APPLIED} (merged by 3-way merge)"
+    # a dry run (or a rebase) that reports another series compares nothing
+    rows = run.agreement(run.dry_verdicts(_dry_run(up), NAMES), run.verdicts(_rebase(), NAMES))
+    assert {r["agree"] for r in rows} == {None}
+    rows = run.agreement(run.dry_verdicts(dry, NAMES), run.verdicts(_rebase()[:1], NAMES))
+    assert [r["agree"] for r in rows] == [True, True, None, None]
+    results = [{"package": "lib", "patches": 4, "from": "1", "to": "2", "steps": [], "agreement": rows}]
+    assert "| 0 | - | 0 | 2/2 |" in run.table(results)
+    assert "for 2/2 patches" in run.table(results)
+
+
+def test_the_table_lists_each_disagreement_with_both_verdicts() -> None:
+    dry = _dry_run(
+        _p("a", "already upstream"),
+        _p("b", "conflict", upstream_has=["x.py:3"]),
+        _p("c", "applied unchanged", assumes=["b"]),
+        _p("d", "applied with shifted context"),
+    )
+    rows = run.agreement(run.dry_verdicts(dry, NAMES), run.verdicts(_rebase(), NAMES))
+    results = [{"package": "lib", "patches": 4, "from": "1", "to": "2", "steps": [], "agreement": rows}]
+    text = run.table(results)
+    assert "| 3/4 |" in text
+    assert "for 3/4 patches" in text
+    assert (
+        "- lib `c.patch`: dry run applied (applied unchanged), assumes b skipped; "
+        "rebase stop, no upstream evidence (conflict)"
+    ) in text
+    assert "a.patch" not in text
+
+
 def test_what_a_verdict_counts_as_depends_on_the_truth() -> None:
     assert run.judge("fully", run.UPSTREAM) == run.RECOGNISED
     assert run.judge("other-form", run.STOP_EVIDENCE) == run.RECOGNISED
