@@ -10,6 +10,7 @@ incompressible blob of 2 MiB, fetched under a limit of 1 MiB.
 from __future__ import annotations
 
 import contextlib
+import http.server
 import errno
 import json
 import os
@@ -23,7 +24,7 @@ from conftest import Demo
 from helpers import HANG_GUARD_S, git, snapshot
 from patchtool.errors import ExitCode, PatchtoolError, UsageError
 from patchtool.git import Repo
-from patchtool.git.limits import FetchLimits, FetchTooSlow
+from patchtool.git.limits import FetchLimits, FetchTooLarge, FetchTooSlow
 from patchtool.urls import SourceUrl
 
 
@@ -262,3 +263,74 @@ def test_a_remote_listing_more_refs_than_patchtool_reads_is_refused(
     assert snapshot(u.root) == before
     monkeypatch.setattr(limits, "MAX_LISTING_BYTES", 1 << 20)
     assert "fetched the commits of 2 tag(s)" in str(u.dry_run("--history")["history"])
+
+
+def _pkt(data: bytes) -> bytes:
+    return b"%04x" % (len(data) + 4) + data
+
+
+class _Chatty(http.server.BaseHTTPRequestHandler):
+    """A git remote over smart HTTP (protocol v2) that lists one tag and, asked for it, answers
+    with "remote:" lines (side band 2) and never a pack: ``FLOOD`` bytes of them."""
+
+    protocol_version = "HTTP/1.0"
+    FLOOD = 64 << 20
+    sent = 0
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        caps = (b"version 2\n", b"ls-refs\n", b"fetch\n", b"object-format=sha1\n")
+        body = _pkt(b"# service=git-upload-pack\n") + b"0000" + b"".join(map(_pkt, caps)) + b"0000"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-git-upload-pack-advertisement")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        size = int(self.headers.get("Content-Length") or 0)
+        request = self.rfile.read(size) if size else self._chunked()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-git-upload-pack-result")
+        self.end_headers()
+        if b"command=ls-refs" in request:
+            self.wfile.write(_pkt(b"1" * 40 + b" refs/tags/v1\n") + b"0000")
+            return
+        self.wfile.write(_pkt(b"packfile\n"))
+        chunk = _pkt(b"\x02" + (b"x" * 999 + b"\n") * 60)
+        with contextlib.suppress(OSError):
+            while type(self).sent < self.FLOOD:
+                self.wfile.write(chunk)
+                type(self).sent += len(chunk)
+
+    def _chunked(self) -> bytes:
+        data = b""
+        while size := int(self.rfile.readline().strip(), 16):
+            data += self.rfile.read(size)
+            self.rfile.readline()
+        self.rfile.readline()
+        return data
+
+
+def test_a_remote_that_floods_what_git_prints_is_refused(tmp_path: Path) -> None:
+    """Found by the second attack: a remote answering a fetch with endless "remote:" lines (300
+    MiB) made patchtool hold 4.7 GB and print a 320 MB message: git's output was read whole.
+    What git prints of one fetch is read up to 1 MiB, then git is killed: FetchTooLarge, exit 4,
+    nothing of the fetch kept; the remote sent a few MiB at most, not all it would."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Chatty)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        into = Repo.init_bare(tmp_path / "into.git")
+        url = SourceUrl.parse(f"http://127.0.0.1:{server.server_address[1]}/r.git", git=True)
+        with pytest.raises(FetchTooLarge) as caught:
+            into.fetch(url, ["+refs/tags/v1:refs/tags/v1"], allow_local=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert caught.value.message == (
+        f"the git fetch from {url} printed more than the 1048576 bytes patchtool reads of what git prints; refusing it"
+    )
+    assert caught.value.exit_code == ExitCode.UPSTREAM
+    assert not list((tmp_path / "into.git" / "objects" / "pack").iterdir())
+    assert _Chatty.sent < _Chatty.FLOOD

@@ -21,6 +21,7 @@ import resource
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ MAX_REFS = 1_000_000
 # what one remote's list of refs may be: some 500,000 tags, where a release history has hundreds and
 # the busiest repositories tens of thousands
 MAX_LISTING_BYTES = 64 << 20
+MAX_MESSAGE_BYTES = 1 << 20  # what git may print of one fetch: its errors, and the remote's own lines
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -123,46 +125,43 @@ class FetchLimits:
         return functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (most, most))
 
     def wait(
-        self, popen: subprocess.Popen[bytes], *, what: str, input: bytes | None = None
+        self, popen: subprocess.Popen[bytes], *, what: str, input: bytes | None = None, listing: bool = False
     ) -> tuple[int, bytes, bytes]:
-        """The exit status and output of the fetch ``popen`` (given ``input``), or, once the deadline
-        passed, its whole process group killed (it leads a session of its own) and ``FetchTooSlow``."""
-        end = self.clock() + self.deadline
-        while (remaining := end - self.clock()) > 0:
-            try:
-                out, err = popen.communicate(input, timeout=remaining)
-            except subprocess.TimeoutExpired:
-                input = None  # communicate goes on writing what it was given
-                continue
-            return popen.returncode, out, err
-        raise self._too_slow(popen, what)
-
-    def listing(self, popen: subprocess.Popen[bytes], *, what: str) -> tuple[int, bytes, bytes]:
-        """As ``wait``, for a process that lists what a remote has (``ls-remote``): its output is
-        held to MAX_LISTING_BYTES, past which its process group is killed and ``FetchTooLarge``
-        raised, so a remote listing a million refs is refused before patchtool holds it."""
+        """The exit status and output of the fetch ``popen`` (given ``input``), read as it comes:
+        once the deadline passed, its whole process group killed (it leads a session of its own) and
+        ``FetchTooSlow``; once its messages pass MAX_MESSAGE_BYTES (a remote's "remote:" lines are
+        the remote's to choose), or its output MAX_LISTING_BYTES where it ``listing`` what a remote
+        has (``ls-remote``), killed alike and ``FetchTooLarge``: nothing a remote sends is held whole."""
         assert popen.stdout is not None and popen.stderr is not None
+        if input is not None:
+            threading.Thread(target=_feed, args=(popen, input), daemon=True).start()
         end = self.clock() + self.deadline
         out, err = bytearray(), bytearray()
         with selectors.DefaultSelector() as chosen:
-            chosen.register(popen.stdout, selectors.EVENT_READ, out)
-            chosen.register(popen.stderr, selectors.EVENT_READ, err)
+            chosen.register(
+                popen.stdout, selectors.EVENT_READ, (out, MAX_LISTING_BYTES if listing else MAX_MESSAGE_BYTES)
+            )
+            chosen.register(popen.stderr, selectors.EVENT_READ, (err, MAX_MESSAGE_BYTES))
             while chosen.get_map():
                 if (remaining := end - self.clock()) <= 0:
                     raise self._too_slow(popen, what)
                 for key, _ in chosen.select(remaining):
+                    held, most = key.data
                     chunk = os.read(key.fd, 1 << 16)
                     if not chunk:
                         chosen.unregister(key.fileobj)
-                    elif len(key.data) + len(chunk) > MAX_LISTING_BYTES:
+                    elif len(held) + len(chunk) > most:
                         kill_group(popen)
+                        said = "listed" if held is out and listing else "printed"
+                        of = "a remote's refs" if held is out and listing else "what git prints"
                         raise FetchTooLarge(
-                            f"{what} listed more than the {MAX_LISTING_BYTES} bytes patchtool reads of a "
-                            "remote's refs; refusing it",
-                            hint="name a repository whose tags a release history can list, or a mirror of it",
+                            f"{what} {said} more than the {most} bytes patchtool reads of {of}; refusing it",
+                            hint="name a repository whose tags a release history can list, or a mirror of it"
+                            if listing
+                            else "check the repository's url: a remote chooses what git prints for it",
                         )
                     else:
-                        key.data.extend(chunk)
+                        held.extend(chunk)
         return popen.wait(), bytes(out), bytes(err)
 
     def _too_slow(self, popen: subprocess.Popen[bytes], what: str) -> FetchTooSlow:
@@ -241,3 +240,11 @@ def leftovers(git_dir: Path, before: Sequence[str]) -> None:
     for name in _new(git_dir / "objects" / "pack", before):
         with contextlib.suppress(OSError):
             root.unlink(f"objects/pack/{name}")
+
+
+def _feed(popen: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write ``data`` to the process's input and close it; a process that ended first takes none."""
+    assert popen.stdin is not None
+    with contextlib.suppress(OSError):
+        popen.stdin.write(data)
+        popen.stdin.close()

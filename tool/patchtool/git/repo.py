@@ -22,7 +22,7 @@ from patchtool.errors import GitError
 from patchtool.git import owned
 from patchtool.git.changes import RawChange, TreeChange, parse_log, parse_raw, parse_renames, parse_tree_changes
 from patchtool.git.command import LOCAL_ONLY_ENV, Argv, Pending, Result, Runner, remote_env
-from patchtool.git.limits import FetchLimits, FetchTooSlow, leftovers, pack_files
+from patchtool.git.limits import FetchLimits, FetchTooLarge, FetchTooSlow, leftovers, pack_files
 from patchtool.git.objects import ObjectReader
 from patchtool.git.stream import FIXED_IDENT, Ident, NewCommit, commit_stream
 from patchtool.paths import read_text_if_present, tree_path_problem
@@ -710,12 +710,13 @@ class Repo:
         )
         try:
             status, _, raw = limits.wait(proc.popen, what=told, input="".join(f"{s}\n" for s in specs).encode())
-        except FetchTooSlow:
+        except (FetchTooSlow, FetchTooLarge):
             leftovers(self.git_dir, before)
             raise
         if status == 0:
             return
         said = raw.decode(errors="replace").strip()
+        said = said if len(said) <= 2000 else f"... {said[-2000:]}"  # git's own last words, bounded
         outgrown = limits.outgrown(self.git_dir, before, status, said)
         leftovers(self.git_dir, before)
         if outgrown:
@@ -737,7 +738,7 @@ class Repo:
             env=remote_env(allow_local=bool(allow_local) or url.user),
             preexec=limits.preexec(),
         )
-        status, out, err = limits.listing(proc.popen, what=f"the git ls-remote of {url}")
+        status, out, err = limits.wait(proc.popen, what=f"the git ls-remote of {url}", listing=True)
         if status != 0:
             raise GitError(f"git ls-remote {url} failed: {err.decode(errors='replace').strip()}")
         found = {}
