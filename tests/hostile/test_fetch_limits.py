@@ -10,8 +10,8 @@ incompressible blob of 2 MiB, fetched under a limit of 1 MiB.
 from __future__ import annotations
 
 import contextlib
-import http.server
 import errno
+import http.server
 import json
 import os
 import threading
