@@ -171,3 +171,53 @@ def test_diff_locates_far_apart_edits_in_a_large_file() -> None:
         (5000, 5000, 5001, 5002),
     ]
     assert b[5001] == "    added = True\n"
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_one_hunk_is_found_by_its_rarest_line_where_apply_finds_it(tmp_path: Path, reverse: bool) -> None:
+    """``Searchable.fits``, which a failing patch's diagnosis asks of each hunk alone, answers as
+    ``apply`` of that hunk alone, forward and in reverse, on random files with repeated lines and
+    ``-U0`` hunks (no context: held to the file's end), while comparing only where the hunk's
+    rarest line is."""
+    rng = random.Random(20261207 + reverse)
+    seen = {True: 0, False: 0}
+    for n in range(300):
+        base = random_file(rng, rng.randint(1, 60))
+        patched = edit(rng, base, rng.randint(1, 3))
+        if patched == base:
+            continue
+        (tmp_path / "a").write_text("".join(base))
+        (tmp_path / "b").write_text("".join(patched))
+        context = "-U0" if n % 3 == 0 else f"-U{rng.randint(1, 3)}"
+        diff = (
+            subprocess.run(
+                ["git", "diff", "--no-index", context, "a", "b"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            .stdout.replace("a/a", "a/f")
+            .replace("b/b", "b/f")
+        )
+        target = edit(rng, patched if reverse else base, rng.randint(0, 3))
+        found = textpatch.Searchable(target, most=10**9)
+        for hunk in model.parse(diff).files[0].hunks:
+            want = textpatch.apply(target, [hunk], reverse=reverse) is not None
+            assert found.fits(hunk, reverse=reverse) is want, (diff, hunk.header)
+            seen[want] += 1
+    assert seen[True] > 100 and seen[False] > 50
+    assert found.compared < 60 * 10
+
+
+def test_searching_stops_at_its_budget() -> None:
+    """Past the lines it may compare, ``fits`` says it did not look (None), never a verdict."""
+    (hunk,) = (
+        model.parse("diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -5,3 +5,3 @@\n same\n-same\n+other\n same\n")
+        .files[0]
+        .hunks
+    )
+    found = textpatch.Searchable(["x\n"] * 3 + ["same\n"] * 3, most=10)
+    assert found.fits(hunk) is True and found.compared == 3  # at its first place
+    costly = textpatch.Searchable(["x\n"] * 3 + ["same\n", "x\n"] * 40, most=10)
+    assert costly.fits(hunk) is None and costly.compared > 10

@@ -1328,12 +1328,23 @@ def test_import_of_a_series_too_long_together_is_refused(
     assert "Traceback" not in res.stderr
 
 
-def test_many_failing_hunks_start_no_git_process_each(demo: Demo, tmp_path: Path) -> None:
+@pytest.mark.parametrize("shape", ["context", "unidiff-zero"])
+def test_many_failing_hunks_start_no_git_process_each(demo: Demo, tmp_path: Path, shape: str) -> None:
     """Found by an attack: `apply` of a patch whose 4,000 hunks all fail started two git processes
-    a hunk to say why (53 s). Each hunk is now tried in memory as git applies it: 300 failing hunks
-    are each reported with where upstream differs, and git apply runs a handful of times, not 600
-    (counted by a git on PATH that logs each call and runs the real one)."""
-    hunks = "".join(f"@@ -{n},1 +{n},1 @@\n-not upstream's line {n}\n+patched {n}\n" for n in range(1, 301))
+    a hunk to say why (53 s). Each hunk is now looked for in memory as git places it: failing hunks
+    are each reported with where upstream differs, and git apply runs a handful of times, not two a
+    hunk (counted by a git on PATH that logs each call and runs the real one). The second attack
+    found `-U0` hunks (no context after them: git holds them to the file's end) whose every line is
+    there still asking git one a hunk: patchtool says why itself."""
+    from conftest import UPSTREAM_FILES
+
+    core = UPSTREAM_FILES["demo/core.py"].splitlines()
+    if shape == "context":
+        count = 300
+        hunks = "".join(f"@@ -{n},1 +{n},1 @@\n-not upstream's line {n}\n+patched {n}\n" for n in range(1, 301))
+    else:
+        count = len(core) - 2
+        hunks = "".join(f"@@ -{n} +{n} @@\n-{core[n - 1]}\n+patched {n}\n" for n in range(2, len(core)))
     text = HEAD + "diff --git a/python/demo/core.py b/python/demo/core.py\n--- a/python/demo/core.py\n"
     (demo.root / "patches" / "0001-many.patch").write_text(text + "+++ b/python/demo/core.py\n" + hunks)
     demo.write_manifest(demo.entry("many", "0001-many.patch"))
@@ -1354,13 +1365,21 @@ def test_many_failing_hunks_start_no_git_process_each(demo: Demo, tmp_path: Path
     )
     assert res.returncode == 3, res.stderr
     failures = json.loads(res.stdout)["data"]["patches"][0]["failures"]
-    assert [(f["hunk"], f["reason"], f["line"]) for f in failures] == [
-        (n, "context does not match", n) for n in range(1, 301)
-    ]
-    assert (
-        failures[0]["detail"] == 'line 1: expected "not upstream\'s line 1", found \'"""Core of the demo upstream."""\''
-    )
-    assert failures[-1]["detail"] == 'line 300: expected "not upstream\'s line 300", found end of file'
+    assert len(failures) == count
+    if shape == "context":
+        assert [(f["hunk"], f["reason"], f["line"]) for f in failures] == [
+            (n, "context does not match", n) for n in range(1, 301)
+        ]
+        assert (
+            failures[0]["detail"]
+            == 'line 1: expected "not upstream\'s line 1", found \'"""Core of the demo upstream."""\''
+        )
+        assert failures[-1]["detail"] == 'line 300: expected "not upstream\'s line 300", found end of file'
+    else:
+        assert {f["detail"] for f in failures} == {
+            "its lines are there, but git applies a hunk with no context after it (as `diff -U0` writes it) "
+            "only at the end of the file"
+        }
     applies = [line for line in log.read_text().splitlines() if " apply " in f" {line} "]
     assert 0 < len(applies) < 10, applies
 

@@ -40,10 +40,9 @@ def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False)
     offsets, starts = [], []
     for hunk in hunks:
         pre, post = hunk.image(reverse)
-        old_pos, new_pos = (hunk.new_start, hunk.old_start) if reverse else (hunk.old_start, hunk.new_start)
+        new_pos = hunk.old_start if reverse else hunk.new_start
         expected = new_pos - 1 if new_pos else 0
-        at_start = old_pos == 0 or old_pos == 1
-        at_end = hunk.trailing() == 0
+        at_start, at_end = _held_to(hunk, reverse)
         found = _find(image, patched, pre, expected, at_start, at_end)
         if found is None:
             return None
@@ -52,6 +51,48 @@ def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False)
         offsets.append(expected - found if reverse else found - expected)  # git reports it so
         starts.append(found)
     return AppliedHunks(image, tuple(offsets), tuple(starts))
+
+
+def _held_to(hunk: Hunk, reverse: bool) -> tuple[bool, bool]:
+    """Whether git holds ``hunk`` to the file's start, and to its end (no context after it)."""
+    old_pos = hunk.new_start if reverse else hunk.old_start
+    return old_pos in (0, 1), hunk.trailing() == 0
+
+
+class Searchable:
+    """One file's lines, indexed by their text, for asking of one hunk at a time whether it applies
+    alone as ``apply`` would place it: it is looked for only where its rarest line is, not at every
+    line as git scans (a patch of thousands of failing hunks on a long file), and the lines compared
+    are counted: past ``most``, ``fits`` answers None (not looked at)."""
+
+    def __init__(self, lines: Sequence[str], *, most: int) -> None:
+        self.lines, self.most, self.compared = list(lines), most, 0
+        self.at: dict[str, list[int]] = {}
+        for i, line in enumerate(self.lines):
+            self.at.setdefault(line, []).append(i)
+
+    def fits(self, hunk: Hunk, *, reverse: bool = False) -> bool | None:
+        pre = hunk.image(reverse)[0]
+        last = len(self.lines) - len(pre)
+        at_start, at_end = _held_to(hunk, reverse)
+        if last < 0:
+            return False
+        if at_start or at_end:
+            places: Sequence[int] = [0] if at_start else [last]
+            if at_start and at_end and last != 0:
+                return False
+        elif not pre:
+            return True
+        else:
+            k = min(range(len(pre)), key=lambda i: len(self.at.get(pre[i], ())))
+            places = [q - k for q in self.at.get(pre[k], ()) if 0 <= q - k <= last]
+        for pos in places:
+            self.compared += len(pre)
+            if self.compared > self.most:
+                return None
+            if self.lines[pos : pos + len(pre)] == pre:
+                return True
+        return False
 
 
 def _find(

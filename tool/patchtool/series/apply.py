@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from patchtool import git
-from patchtool.diff import textpatch
+from patchtool.diff import fuzz, textpatch
 from patchtool.diff.model import CONTEXT, REMOVED, Diff, FileDiff, Hunk, lines_of
 from patchtool.diff.patchfile import PatchFile
 from patchtool.project.repository import LoadedPatch
@@ -226,27 +226,43 @@ def diagnose(
 
 def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes) -> list[HunkFailure]:
     """The hunks of ``f`` that git does not apply alone, and why (``data``: upstream's file). Each
-    hunk is tried in memory as git applies it (``textpatch``), so a patch of thousands of failing
-    hunks starts no process per hunk; git is asked only for the reason of a hunk whose every line
-    matches and still does not apply."""
-    image = lines_of(data.decode("utf-8", "surrogateescape"))
+    hunk is looked for in memory as git places it (``textpatch.Searchable``: only where its rarest
+    line is), within the lines ``import --fuzz`` may compare in one file; git is asked the reason of
+    at most a few hunks whose every line matches and that still do not apply."""
+    found = textpatch.Searchable(lines_of(data.decode("utf-8", "surrogateescape")), most=fuzz.MAX_COMPARED)
     lines = lines_of(data.decode("utf-8", "replace"), keepends=False)
-    failures = []
+    failures, asked = [], 0
     for n, hunk in enumerate(f.hunks, 1):
-        if textpatch.apply(image, [hunk]) is not None:
+        forward = found.fits(hunk)
+        if forward:
             continue
-        if textpatch.apply(image, [hunk], reverse=True) is not None:
+        if forward is not None and found.fits(hunk, reverse=True):
             failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=Reason.ALREADY_APPLIED))
             continue
-        line, detail = _first_mismatch(hunk, lines)
+        line: int | None
+        detail: str | None
+        if forward is None:
+            reason, line, detail = Reason.OTHER, None, f"not looked for: {fuzz.MAX_COMPARED} lines compared already"
+        else:
+            line, detail = _first_mismatch(hunk, lines)
+            reason = Reason.CONTEXT if detail else Reason.OTHER
+        ends = hunk.old_start - 1 + len(hunk.contents(CONTEXT, REMOVED))  # where its matching lines end
+        if detail is None and hunk.trailing() == 0 and ends < len(lines):
+            detail = (
+                "its lines are there, but git applies a hunk with no context after it (as `diff -U0` "
+                "writes it) only at the end of the file"
+            )
+        elif detail is None and asked < 3:  # git's own words, for a few: one process each
+            asked += 1
+            detail = git_reason(index.apply_text(diff.file_header(f) + diff.hunk_text(hunk)).stderr)
         failures.append(
             HunkFailure(
                 file=f.path,
                 hunk=n,
                 header=hunk.header,
-                reason=Reason.CONTEXT if detail else Reason.OTHER,
+                reason=reason,
                 line=line,
-                detail=detail or git_reason(index.apply_text(diff.file_header(f) + diff.hunk_text(hunk)).stderr),
+                detail=detail or "its lines are there, and git apply refuses it",
             )
         )
     return failures
