@@ -59,8 +59,8 @@ def test_the_gpu_column_is_there_only_when_a_patch_has_gpu_checks() -> None:
     assert without.splitlines()[-1] == "the files of each patch: `patchtool status --long`"
     with_gpu = tables.status_table(status(patch("0001-fix"), patch("0002-speed", gpu=True)), PLAIN)
     assert header(with_gpu).split()[-2:] == ["GPU", "checks"]
-    assert re.search(r"0002-speed .* 0/1 pass$", with_gpu, re.M)
-    assert re.search(r"0001-fix .* -$", with_gpu, re.M)
+    assert re.search(r"0002-speed .* 0/1 pass$", with_gpu, re.MULTILINE)
+    assert re.search(r"0001-fix .* -$", with_gpu, re.MULTILINE)
 
 
 def table_lines(text: str) -> tuple[list[str], list[str]]:
