@@ -112,7 +112,7 @@ def unwrap(value: str) -> str:
 def _item(line: str) -> str:
     """The next line as the continuation of this one: a YAML list item loses its dash."""
     text = line.strip()
-    return text[2:] if text.startswith("- ") else text
+    return text.removeprefix("- ")
 
 
 def _code(line: str) -> str:
