@@ -366,4 +366,4 @@ def print_verification(v: dict[str, Any]) -> None:
         + "".join(f"\n      {i}: {'; '.join(d)}" for i, d in vs["differ"].items())
     )
     for tool, differ in v["files_differ"].items():
-        print(f"  final trees, patchtool vs {tool}: {len(differ)} file(s) differ {differ if differ else ''}")
+        print(f"  final trees, patchtool vs {tool}: {len(differ)} file(s) differ {differ or ''}")
