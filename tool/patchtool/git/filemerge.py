@@ -19,7 +19,6 @@ import re
 import secrets
 import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from patchtool.errors import GitError
@@ -53,7 +52,7 @@ class FileMerger:
     def __enter__(self) -> FileMerger:
         return self
 
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
