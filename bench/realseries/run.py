@@ -131,9 +131,11 @@ def _deb_src_lines() -> list[str]:
                 continue
             key = kv.get("Signed-By", "").strip()
             opt = f"[signed-by={key}] " if key.startswith("/") else ""
-            for uri in kv.get("URIs", "").split():
-                for suite in kv.get("Suites", "").split():
-                    lines.append(f"deb-src {opt}{uri} {suite} {kv.get('Components', 'main')}")
+            lines.extend(
+                f"deb-src {opt}{uri} {suite} {kv.get('Components', 'main')}"
+                for uri in kv.get("URIs", "").split()
+                for suite in kv.get("Suites", "").split()
+            )
     for path in ["/etc/apt/sources.list", *glob.glob("/etc/apt/sources.list.d/*.list")]:
         try:
             text = Path(path).read_text()
@@ -665,11 +667,11 @@ def judge(truth: str, verdict: str) -> str | None:
 
 def _verdict_rows(results: list[dict], truth: dict[tuple[str, str], str]) -> list[tuple[str, str, str, dict]]:
     """(package, name, truth, verdict record) for every patch of every package run."""
-    rows = []
-    for r in results:
-        for v in r.get("verdicts") or []:
-            rows.append((r["package"], v["name"], truth.get((r["package"], v["name"]), "unsure"), v))
-    return rows
+    return [
+        (r["package"], v["name"], truth.get((r["package"], v["name"]), "unsure"), v)
+        for r in results
+        for v in r.get("verdicts") or []
+    ]
 
 
 def truth_table(results: list[dict], truth: dict[tuple[str, str], str]) -> str:

@@ -291,9 +291,7 @@ class Manifest:
         pin = f.parsed("pin", PatchId)
         registry = f.parsed("registry", RepoPath, required=False)
         patch_tables = f.tables("patch", required=False)  # a fork may start with no patch
-        entries = []
-        for pf in patch_tables:
-            entries.append(PatchEntry.read(pf))
+        entries = [PatchEntry.read(pf) for pf in patch_tables]
         dropped_tables = f.tables("dropped")
         dropped = [Dropped.read(x) for x in dropped_tables]
         f.done()
