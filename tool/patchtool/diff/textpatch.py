@@ -42,7 +42,7 @@ def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False)
         pre, post = hunk.image(reverse)
         old_pos, new_pos = (hunk.new_start, hunk.old_start) if reverse else (hunk.old_start, hunk.new_start)
         expected = new_pos - 1 if new_pos else 0
-        at_start = old_pos == 0 or old_pos == 1
+        at_start = old_pos in {0, 1}
         at_end = hunk.trailing() == 0
         found = _find(image, patched, pre, expected, at_start, at_end)
         if found is None:
