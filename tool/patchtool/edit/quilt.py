@@ -84,9 +84,8 @@ def export_quilt(project: Project, dest: Path, *, force: bool = False, checkouts
     for line in old.splitlines():
         words = line.split("#", 1)[0].split()
         gone = words[0] if words else None
-        if gone and gone not in written and paths.tree_path_problem(gone) is None:
-            if disk.kind(f"patches/{gone}") is not None:
-                disk.unlink(f"patches/{gone}")
+        if gone and gone not in written and paths.tree_path_problem(gone) is None and disk.kind(f"patches/{gone}"):
+            disk.unlink(f"patches/{gone}")  # kind: a file type (S_IFMT, never 0) or None
     return [str(out / n) for n in written] + [str(out / "series")]
 
 
