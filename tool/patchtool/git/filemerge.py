@@ -19,7 +19,7 @@ import re
 import secrets
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from patchtool.errors import GitError
 from patchtool.git.command import Runner
@@ -49,7 +49,7 @@ class FileMerger:
         # a line that looks like one of them
         self._nonce = secrets.token_hex(16).encode()
 
-    def __enter__(self) -> FileMerger:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -18,6 +18,7 @@ import enum
 import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import Self
 
 from patchtool import git
 from patchtool.errors import GitError
@@ -97,7 +98,7 @@ class Workspace:
         self._renames = renames
         self._merger = git.FileMerger(repo)
 
-    def __enter__(self) -> Workspace:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

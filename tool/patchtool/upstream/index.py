@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from packaging.utils import canonicalize_name
 
@@ -165,7 +165,7 @@ class _LocalFile:
 
     read1 = read
 
-    def __enter__(self) -> _LocalFile:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
