@@ -398,11 +398,11 @@ class PackageIndex:
                 hint="check the pin's 'index'",
             )
         out = []
-        for entry in files:
-            if not isinstance(entry, dict):
+        for listed in files:
+            if not isinstance(listed, dict):
                 continue
-            hashes = entry.get("hashes")  # not a table: the file is listed with no hash, and so refused
-            entry = {**entry, "hashes": hashes if isinstance(hashes, dict) else {}}
+            hashes = listed.get("hashes")  # not a table: the file is listed with no hash, and so refused
+            entry = {**listed, "hashes": hashes if isinstance(hashes, dict) else {}}
             try:
                 entry["url"] = base.join(str(entry.get("url", "")), file=f"the index page {base}")
             except ValueError as exc:
