@@ -295,7 +295,7 @@ class Manifest:
         dropped_tables = f.tables("dropped")
         dropped = [Dropped.read(x) for x in dropped_tables]
         f.done()
-        _check_unique(entries, patch_tables, problems)
+        _check_unique(entries, patch_tables)
         _check_not_dropped(entries, dropped, dropped_tables, line_of)
         _check_requires(entries, patch_tables)
         raise_if(problems, f"{file} is not a valid patch set", file=file)
@@ -324,7 +324,7 @@ class Manifest:
         raise KeyError(patch_id)
 
 
-def _check_unique(entries: list[PatchEntry | None], tables: list[Fields], problems: list[Problem]) -> None:
+def _check_unique(entries: list[PatchEntry | None], tables: list[Fields]) -> None:
     ids: dict[str, int] = {}
     files: dict[str, int] = {}
     for i, (entry, f) in enumerate(zip(entries, tables, strict=True)):
