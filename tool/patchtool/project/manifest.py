@@ -277,7 +277,7 @@ class Manifest:
         data: Mapping[str, Any],
         *,
         file: str = MANIFEST_NAME,
-        line_of: Callable[[str], int | None] = lambda key: None,
+        line_of: Callable[[str], int | None] = lambda _key: None,
     ) -> Manifest:
         """The manifest in ``data``; ``line_of`` (a dotted key's line in the text, when the
         caller has it) lets a problem that involves two entries name the other one's line."""
