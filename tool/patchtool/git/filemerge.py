@@ -91,7 +91,7 @@ class FileMerger:
         new: dict[str, tuple[str, bytes]] = {}
 
         def put(kind: str, data: bytes) -> str:
-            name = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(data)))  # git's name of the object
+            name = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(data)), usedforsecurity=False)  # git's object name
             name.update(data)
             sha = name.hexdigest()
             if sha not in self._packed:
