@@ -68,7 +68,7 @@ def table_lines(text: str) -> tuple[list[str], list[str]]:
     lines = text.splitlines()
     rule = next(i for i, line in enumerate(lines) if line.strip() and set(line) <= {"\u2500", "-"})
     rows = [line for line in lines[rule + 1 :] if line[:1].isdigit() or line[:1] == " "]
-    return [line for line in lines[1:rule] if line.startswith(" ") or line.startswith("#")], rows
+    return [line for line in lines[1:rule] if line.startswith((" ", "#"))], rows
 
 
 def test_status_at_80_columns_cuts_no_header_and_no_word(monkeypatch: pytest.MonkeyPatch) -> None:
