@@ -140,7 +140,7 @@ def _write_pin(root: Path, pieces: dict[str, object]) -> None:
             table = line.strip("[]")
         key = line.split("=", 1)[0].strip() if "=" in line else ""
         if (table, key) in replaced:
-            line = f"{key} = {replaced.pop((table, key))}"
+            line = f"{key} = {replaced.pop((table, key))}"  # noqa: PLW2901 -- rewritten, then kept
         out.append(line)
     for (tbl, key), value in list(replaced.items()):  # keys the demo pin lacks
         if tbl == "artifact":

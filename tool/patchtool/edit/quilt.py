@@ -176,15 +176,15 @@ def reprefixed(diff: str, strip: int) -> str:
             if cut >= 0:
                 q2 = '"' if rest[cut + 1] == '"' else ""
                 rest = rest[: cut + 1] + q2 + new + rest[cut + 1 + len(q2) + 2 :]
-            line = "diff --git " + rest
+            line = "diff --git " + rest  # noqa: PLW2901 -- a header line rewritten, then kept
         elif line.startswith("@@"):
             header = False
         elif header and line.startswith(("--- a/", '--- "a/')):
             q = '"' if line[4] == '"' else ""
-            line = "--- " + q + old + line[4 + len(q) + 2 :]
+            line = "--- " + q + old + line[4 + len(q) + 2 :]  # noqa: PLW2901
         elif header and line.startswith(("+++ b/", '+++ "b/')):
             q = '"' if line[4] == '"' else ""
-            line = "+++ " + q + new + line[4 + len(q) + 2 :]
+            line = "+++ " + q + new + line[4 + len(q) + 2 :]  # noqa: PLW2901
         out.append(line)
     return "".join(out)
 

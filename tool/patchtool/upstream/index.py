@@ -133,7 +133,7 @@ def _request(url: SourceUrl, headers: dict[str, str]) -> Any:
     import urllib.request
 
     try:
-        return urllib.request.Request(url.text, headers=headers)
+        return urllib.request.Request(url.text, headers=headers)  # noqa: S310 -- a SourceUrl: https, http or file
     except ValueError as exc:
         raise UpstreamError(
             f"{url.text!r} is not a URL patchtool can download from: {exc}",
