@@ -114,7 +114,7 @@ def bench_parser(
 ) -> argparse.ArgumentParser:
     """The options every benchmark takes: --runs, --warmup, --cache-dir, --patchtool (and, where it
     times the two side by side, --baseline-patchtool)."""
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=doc.split("\n\n", maxsplit=1)[0])
     ap.add_argument("--runs", type=int, default=runs, help=f"measured runs per {per} (>= {min_runs})")
     ap.add_argument("--warmup", type=int, default=1, help=f"unmeasured runs per {per} first")
     ap.add_argument(

@@ -339,13 +339,13 @@ def timed_commands(
         cmds |= {
             ("rebase", side): fresh(project),
             ("rebase-clean", side): fresh(clean),
-            ("report", side): lambda i, c=report, e=env: measure(c, e, ok=(0, 5)),
+            ("report", side): lambda _i, c=report, e=env: measure(c, e, ok=(0, 5)),
             ("steps", side): lambda i, pt=pt, e=env, s=side: stepwise(pt, project, work / f"steps-{s}-{i}", e),
-            ("scan", side): lambda i, c=scan, e=env: measure(c, e, ok=(0, 5)),
+            ("scan", side): lambda _i, c=scan, e=env: measure(c, e, ok=(0, 5)),
         }
         if side == "patchtool":
             pypi_env = bench.env(side, index=False)
-            cmds[("scan-pypi", side)] = lambda i, c=scan, e=pypi_env: measure(c, e, ok=(0, 5))
+            cmds[("scan-pypi", side)] = lambda _i, c=scan, e=pypi_env: measure(c, e, ok=(0, 5))
     cmds |= {
         ("rebase", "git am -3"): am(patches),
         ("rebase", "git rebase"): rebase(tip),

@@ -18,6 +18,7 @@ and `git rebase` are compared file by file.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import json
 import re
@@ -66,10 +67,8 @@ class Scopes:
                     else:
                         visit(child, prefix)
 
-            try:
+            with contextlib.suppress(SyntaxError):
                 visit(ast.parse(text), "")
-            except SyntaxError:
-                pass
             self.cache[blob] = (spans, {s[2] for s in spans})
         return self.cache[blob]
 
@@ -366,4 +365,4 @@ def print_verification(v: dict[str, Any]) -> None:
         + "".join(f"\n      {i}: {'; '.join(d)}" for i, d in vs["differ"].items())
     )
     for tool, differ in v["files_differ"].items():
-        print(f"  final trees, patchtool vs {tool}: {len(differ)} file(s) differ {differ if differ else ''}")
+        print(f"  final trees, patchtool vs {tool}: {len(differ)} file(s) differ {differ or ''}")

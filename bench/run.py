@@ -320,23 +320,23 @@ def make_commands(
         env = git_env({"PATCHTOOL_CACHE_DIR": str(caches[side])})
         side_repo = caches[side] / "upstream.git"
         commands |= {
-            ("check", side): lambda i, pt=pt, env=env: ([*pt, "check", "--root", str(project)], env, None, None),
+            ("check", side): lambda _i, pt=pt, env=env: ([*pt, "check", "--root", str(project)], env, None, None),
             ("apply", side): lambda i, pt=pt, env=env, s=side, r=side_repo: (
                 [*pt, "apply", "--root", str(project), "--into", str(work / f"{s}-{i}")],
                 env,
                 work / f"{s}-{i}",
                 r,
             ),
-            ("version", side): lambda i, pt=pt, env=env: ([*pt, "--version"], env, None, None),
-            ("status", side): lambda i, pt=pt, env=env: ([*pt, "status", "--root", str(project)], env, None, None),
+            ("version", side): lambda _i, pt=pt, env=env: ([*pt, "--version"], env, None, None),
+            ("status", side): lambda _i, pt=pt, env=env: ([*pt, "status", "--root", str(project)], env, None, None),
         }
     floor = floor_command(sides["patchtool"], floor_python, git_env())
     if isinstance(floor, str):
         print(f"no start-up floor: {floor}", flush=True)
     else:
-        commands[("floor", "python")] = lambda i, c=floor[0], e=floor[1]: (c, e, None, None)
+        commands[("floor", "python")] = lambda _i, c=floor[0], e=floor[1]: (c, e, None, None)
     commands |= {
-        ("check", "git"): lambda i: (["bash", str(script)], genv, None, None),
+        ("check", "git"): lambda _i: (["bash", str(script)], genv, None, None),
         ("apply", "git"): lambda i: (
             [
                 "bash",

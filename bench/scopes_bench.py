@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import importlib.util
 import io
 import subprocess
@@ -81,10 +82,8 @@ def tokens(text: str) -> None:
 def parse(text: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        try:
+        with contextlib.suppress(SyntaxError, ValueError):
             ast.parse(text)
-        except (SyntaxError, ValueError):
-            pass
 
 
 def main(argv: list[str] | None = None) -> int:

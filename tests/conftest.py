@@ -177,7 +177,7 @@ def demo_pin(
 ) -> str:
     """The pin of the demo upstream ``version`` (its ``artifact``, a wheel or an sdist) as served by
     ``index``, with ``prefix`` (from, to)."""
-    return textwrap.dedent(f'''\
+    return textwrap.dedent(f"""\
         schema = 1
         name = "demo"
         version = "{version}"
@@ -189,7 +189,7 @@ def demo_pin(
         filename = "{artifact.name}"
         sha256 = "{sha256(artifact)}"
         prefix = {{ from = "{prefix[0]}", to = "{prefix[1]}" }}
-        ''')
+        """)
 
 
 @pytest.fixture

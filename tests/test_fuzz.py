@@ -152,7 +152,7 @@ def test_a_later_hunk_is_never_placed_over_lines_an_earlier_one_wrote() -> None:
     looks no further back than the end of hunk 1's lines and puts hunk 2 at line 5 with fuzz 1."""
     patch = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n-b\n+X\n b\n@@ -5,3 +5,2 @@\n b\n-b\n b\n"
     (f,) = model.parse(patch).files
-    got = fuzz.apply([f"{w}\n" for w in "b b b a Y b b".split()], f.hunks, fuzz=2)
+    got = fuzz.apply([f"{w}\n" for w in "bbbaYbb"], f.hunks, fuzz=2)
     assert got is not None
     assert got.placed == (fuzz.Placed(hunk=1, fuzz=0, offset=0), fuzz.Placed(hunk=2, fuzz=1, offset=0))
     assert "".join(got.lines) == "X\nb\nb\na\nY\nb\n"
@@ -166,10 +166,10 @@ def test_a_hunk_guessed_past_the_end_walks_back_no_further_than_the_previous_hun
         "@@ -1,6 +1,6 @@\n a\n a\n-b\n+X\n b\n b\n a\n@@ -11,6 +11,7 @@\n a\n a\n b\n+a\n b\n b\n b\n"
     )
     (f,) = model.parse(patch).files
-    got = fuzz.apply([f"{w}\n" for w in "a a b b a a a b b a a b b b b b a".split()], f.hunks, fuzz=3)
+    got = fuzz.apply([f"{w}\n" for w in "aabbaaabbaabbbbba"], f.hunks, fuzz=3)
     assert got is not None
     assert got.placed == (fuzz.Placed(hunk=1, fuzz=1, offset=9), fuzz.Placed(hunk=2, fuzz=2, offset=2))
-    assert "".join(got.lines) == "".join(f"{w}\n" for w in "a a b b a a a b b a a X b b b a b a".split())
+    assert "".join(got.lines) == "".join(f"{w}\n" for w in "aabbaaabbaaXbbbaba")
 
 
 def test_a_search_of_repeated_lines_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,7 +71,8 @@ def make_upstream(
     (root / "upstream-pins").mkdir()
     git(up, "checkout", "-q", "-b", "debian", "v1.0")
     manifest = 'schema = 1\npin = "demo-1.0"\n'
-    for n, (pid, message, files) in enumerate(patches, 1):
+    for n, (pid, template, files) in enumerate(patches, 1):
+        message = template
         for subject, sha in commits.items():
             message = message.replace("{" + subject + "}", sha)
         _commit(up, message, files)

@@ -45,7 +45,7 @@ def kill_at_replace(monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     def rename(self: fsroot.Root, src: str, dst: str, *, sync: bool = True) -> None:
         calls.append(dst)
         if len(calls) == n:
-            raise Killed()
+            raise Killed
         real(self, src, dst, sync=sync)
 
     monkeypatch.setattr(fsroot.Root, "rename", rename)

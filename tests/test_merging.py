@@ -313,7 +313,7 @@ def test_listed_paths_are_git_s_own_spelling_not_its_quoted_one(tmp_path: Path) 
     work.mkdir()
     git(work, "init", "-q")
     names = ["args/tab\there.py", "args/caf\u00e9.py", "args/plain.py", "other.py"]
-    base = commit(work, {n: "x\n" for n in names}, "base")
+    base = commit(work, dict.fromkeys(names, "x\n"), "base")
     repo = gitmod.Repo(work / ".git")
     tree = repo.tree_of(base)
     assert sorted(repo.ls_files(tree, "args")) == sorted(names[:3])

@@ -264,4 +264,4 @@ def test_a_confined_process_cannot_write_to_or_drive_its_terminal(user: str) -> 
 
 
 def test_the_terminal_is_not_a_file_every_process_may_write() -> None:
-    assert confine.DEVICES == (Path(os.devnull),)
+    assert (Path(os.devnull),) == confine.DEVICES

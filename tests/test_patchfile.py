@@ -97,7 +97,7 @@ def test_split_files_and_hunks() -> None:
 
 
 @pytest.mark.parametrize(
-    "author, subject",
+    ("author", "subject"),
     [
         ("A U Thor <author@example.org>", "[PATCH] core: say hi"),
         ('"Thor, A. U." <author@example.org>', "[PATCH 2/7] a subject\n that git folded"),

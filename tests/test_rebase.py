@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -66,7 +65,7 @@ def release_11() -> dict[str, str]:
 
 
 @pytest.fixture
-def releases(demo: Demo) -> Iterator[Demo]:
+def releases(demo: Demo) -> Demo:
     """demo 1.0 and 1.1 on the index; the pin is 1.0 and the test series is written against it."""
     for version, files in (("1.0", V10), ("1.1", release_11())):
         wheel = make_wheel(demo.wheel.parent / f"demo-{version}-py3-none-any.whl", "demo", version, files)
@@ -79,7 +78,7 @@ def releases(demo: Demo) -> Iterator[Demo]:
     write_tree(demo.work, {"python/demo/siblings.py": SIBLINGS, "python/demo/extra.py": V10["demo/extra.py"]})
     git(demo.work, "add", "-A")
     git(demo.work, "commit", "-q", "-m", "upstream 1.0 (complete)")
-    yield demo
+    return demo
 
 
 def series(demo: Demo, *names: str) -> None:

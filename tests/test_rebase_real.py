@@ -409,7 +409,7 @@ def test_scan_of_the_test_series(series: Path, real_cache: Path) -> None:
         HCCL: "already upstream",
     }
     assert data["matrix"] == {
-        ident: {"0.5.20": "applied unchanged", **{v: later[ident] for v in VERSIONS[1:]}} for ident in later
+        ident: {"0.5.20": "applied unchanged", **dict.fromkeys(VERSIONS[1:], later[ident])} for ident in later
     }
 
 

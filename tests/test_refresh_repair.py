@@ -165,8 +165,8 @@ def test_a_patch_that_does_not_apply_at_its_pin_is_repaired_in_the_checkout(demo
     res = demo.run("refresh", "greet")
     assert res.returncode == 0, res.stdout + res.stderr
     assert (
-        "refreshed greet (patches/0001-greet.patch) with python/demo/core.py\napplied after it: util, cap\n"
-        == res.stdout
+        res.stdout
+        == "refreshed greet (patches/0001-greet.patch) with python/demo/core.py\napplied after it: util, cap\n"
     )
     assert greet.read_text() == good  # the patch as it was before the damage, its metadata kept
     assert (demo.root / "patchset.toml").read_bytes() == manifest

@@ -41,7 +41,7 @@ def test_requires_and_experiment_are_optional_and_round_trip() -> None:
 
 
 @pytest.mark.parametrize(
-    "entries, key, message",
+    ("entries", "key", "message"),
     [
         ((("a", 'requires = ["zz"]'),), "patch[0].requires[0]", "'zz' is no patch of the series"),
         ((("a", 'requires = ["a"]'),), "patch[0].requires[0]", "'a' requires itself"),

@@ -59,8 +59,8 @@ def test_the_gpu_column_is_there_only_when_a_patch_has_gpu_checks() -> None:
     assert without.splitlines()[-1] == "the files of each patch: `patchtool status --long`"
     with_gpu = tables.status_table(status(patch("0001-fix"), patch("0002-speed", gpu=True)), PLAIN)
     assert header(with_gpu).split()[-2:] == ["GPU", "checks"]
-    assert re.search(r"0002-speed .* 0/1 pass$", with_gpu, re.M)
-    assert re.search(r"0001-fix .* -$", with_gpu, re.M)
+    assert re.search(r"0002-speed .* 0/1 pass$", with_gpu, re.MULTILINE)
+    assert re.search(r"0001-fix .* -$", with_gpu, re.MULTILINE)
 
 
 def table_lines(text: str) -> tuple[list[str], list[str]]:
@@ -68,7 +68,7 @@ def table_lines(text: str) -> tuple[list[str], list[str]]:
     lines = text.splitlines()
     rule = next(i for i, line in enumerate(lines) if line.strip() and set(line) <= {"\u2500", "-"})
     rows = [line for line in lines[rule + 1 :] if line[:1].isdigit() or line[:1] == " "]
-    return [line for line in lines[1:rule] if line.startswith(" ") or line.startswith("#")], rows
+    return [line for line in lines[1:rule] if line.startswith((" ", "#"))], rows
 
 
 def test_status_at_80_columns_cuts_no_header_and_no_word(monkeypatch: pytest.MonkeyPatch) -> None:

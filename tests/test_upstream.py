@@ -376,10 +376,7 @@ def test_a_download_that_trickles_past_its_deadline_is_refused(tmp_path: Path, s
     dest.mkdir()
     before = snapshot(dest)
     with pytest.raises(UpstreamError) as exc:
-        if what == "page":
-            fetcher.json(url)
-        else:
-            fetcher.download(url, dest / wheel.name, size=None)
+        fetcher.json(url) if what == "page" else fetcher.download(url, dest / wheel.name, size=None)
     assert exc.value.message == f"{url.text} took longer than the 600 s patchtool gives one download; refusing it"
     assert exc.value.exit_code == 4
     assert clock.readings >= 12  # the start, ten reads in time, the one past the deadline (and the watchdog's)

@@ -904,7 +904,7 @@ def git_project(tmp_path: Path, repo: Path, commit: str) -> Path:
     (root / "patches").mkdir(parents=True)
     (root / "upstream-pins").mkdir()
     (root / "upstream-pins" / "sglang-git.toml").write_text(
-        textwrap.dedent(f'''\
+        textwrap.dedent(f"""\
         schema = 1
         name = "sglang"
         version = "0.5.10.post1"
@@ -914,7 +914,7 @@ def git_project(tmp_path: Path, repo: Path, commit: str) -> Path:
         url = "{repo}"
         tag = "v0.5.10.post1"
         commit = "{commit}"
-        ''')
+        """)
     )
     git(repo, "checkout", "-q", "-B", "patch", commit)
     edit("python/sglang/utils.py", "import", "# patched by the fork\nimport")(repo)

@@ -126,14 +126,16 @@ def _deb_src_lines() -> list[str]:
     lines: list[str] = []
     for path in glob.glob("/etc/apt/sources.list.d/*.sources"):
         for stanza in re.split(r"\n\s*\n", Path(path).read_text()):
-            kv = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M))
+            kv = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.MULTILINE))
             if "deb" not in kv.get("Types", "").split():
                 continue
             key = kv.get("Signed-By", "").strip()
             opt = f"[signed-by={key}] " if key.startswith("/") else ""
-            for uri in kv.get("URIs", "").split():
-                for suite in kv.get("Suites", "").split():
-                    lines.append(f"deb-src {opt}{uri} {suite} {kv.get('Components', 'main')}")
+            lines.extend(
+                f"deb-src {opt}{uri} {suite} {kv.get('Components', 'main')}"
+                for uri in kv.get("URIs", "").split()
+                for suite in kv.get("Suites", "").split()
+            )
     for path in ["/etc/apt/sources.list", *glob.glob("/etc/apt/sources.list.d/*.list")]:
         try:
             text = Path(path).read_text()
@@ -227,7 +229,7 @@ def fetch_feedstock(p: Package, debian_dir: Path, mirrors: Path | None) -> list[
 def recipe_version(meta: str) -> str | None:
     """The version a conda recipe sets (``{% set version = "X" %}``, else ``version: X``)."""
     m = re.search(r"""\{%-?\s*set\s+version\s*=\s*["']([^"']+)["']""", meta) or re.search(
-        r"^\s*version:\s*[\"']?([0-9][^\s\"']*)", meta, re.M
+        r"^\s*version:\s*[\"']?([0-9][^\s\"']*)", meta, re.MULTILINE
     )
     return m.group(1) if m else None
 
@@ -258,10 +260,10 @@ SELECTOR_NAMES = {
 def recipe_patches(meta: str) -> list[tuple[str, str | None]]:
     """The ``patches:`` list of a conda recipe's ``meta.yaml``, in order: each item's path and its
     selector (``win or py>37`` for ``# [win or py>37]``, else None); comment lines left out."""
-    m = re.search(r"^([ \t]*)patches:[ \t]*(?:#.*)?\n((?:\1[ \t]*(?:-[ \t].*|#.*)?\n)*)", meta, re.M)
+    m = re.search(r"^([ \t]*)patches:[ \t]*(?:#.*)?\n((?:\1[ \t]*(?:-[ \t].*|#.*)?\n)*)", meta, re.MULTILINE)
     if not m:
         return []
-    items = re.findall(r"^[ \t]*-[ \t]+([^\s#]+)[ \t]*(?:#[ \t]*\[(.*)\])?", m.group(2), re.M)
+    items = re.findall(r"^[ \t]*-[ \t]+([^\s#]+)[ \t]*(?:#[ \t]*\[(.*)\])?", m.group(2), re.MULTILINE)
     return [(name, selector or None) for name, selector in items]
 
 
@@ -665,11 +667,11 @@ def judge(truth: str, verdict: str) -> str | None:
 
 def _verdict_rows(results: list[dict], truth: dict[tuple[str, str], str]) -> list[tuple[str, str, str, dict]]:
     """(package, name, truth, verdict record) for every patch of every package run."""
-    rows = []
-    for r in results:
-        for v in r.get("verdicts") or []:
-            rows.append((r["package"], v["name"], truth.get((r["package"], v["name"]), "unsure"), v))
-    return rows
+    return [
+        (r["package"], v["name"], truth.get((r["package"], v["name"]), "unsure"), v)
+        for r in results
+        for v in r.get("verdicts") or []
+    ]
 
 
 def truth_table(results: list[dict], truth: dict[tuple[str, str], str]) -> str:

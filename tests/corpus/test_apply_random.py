@@ -65,14 +65,13 @@ def edited(draw: st.DrawFn, files: dict[str, Entry]) -> dict[str, Entry]:
             out[path] = ("100755" if mode == "100644" else "100644", body)
         elif kind == "create":
             out[draw(st.sampled_from(["n", "d/n", "a/n", "link/n"]))] = ("100644", draw(text()))
-        else:  # a directory becomes a file, or a file a directory
-            if path.startswith("d/"):
-                for p in [p for p in out if p.startswith("d/")]:
-                    del out[p]
-                out["d"] = ("100644", body)
-            else:
-                del out[path]
-                out[f"{path}/inner"] = (mode, body)
+        elif path.startswith("d/"):  # a directory becomes a file, or a file a directory
+            for p in [p for p in out if p.startswith("d/")]:
+                del out[p]
+            out["d"] = ("100644", body)
+        else:
+            del out[path]
+            out[f"{path}/inner"] = (mode, body)
     return {
         p: e
         for p, e in out.items()

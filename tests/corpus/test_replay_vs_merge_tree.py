@@ -140,7 +140,7 @@ def replayed(work: Path, base: str, upstream: str, patch: str) -> tuple[bool, st
         step, files, _ = replay_one(ws, patch, changes, lp, LABELS)
         if not step.outcome.applied:
             return (
-                False if step.outcome.stops else True,
+                not step.outcome.stops,
                 repo.tree_of(upstream) if not step.outcome.stops else None,
                 step.outcome,
             )

@@ -259,9 +259,9 @@ def figures(values: dict[str, Any]) -> dict[str, Figure]:
     """Figures as the results file stores them: finite numbers, strings and booleans, checked when
     recorded so a bad one fails its own check rather than the report."""
     out: dict[str, Figure] = {}
-    for name, value in values.items():
-        if hasattr(value, "item") and callable(value.item):  # a 0-d tensor or numpy scalar
-            value = value.item()
+    for name, given in values.items():
+        # a 0-d tensor or numpy scalar gives its number
+        value = given.item() if hasattr(given, "item") and callable(given.item) else given
         if not isinstance(value, int | float | str | bool):
             raise TypeError(f"figure {name!r}: {type(value).__name__} is not a number, string or boolean")
         if isinstance(value, float) and not math.isfinite(value):

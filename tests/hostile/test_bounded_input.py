@@ -385,7 +385,7 @@ def test_an_sdist_that_inflates_far_past_its_compressed_bytes_is_refused_as_it_i
     code, out = run(demo, "status")
     assert code == 4, out
     message = out["errors"][0]["message"]
-    first = sorted(zeros)[0]
+    first = min(zeros)
     assert message.startswith(
         f"demo-1.0.tar.gz: entry {first!r} inflates to "
         if shape == "one-member"

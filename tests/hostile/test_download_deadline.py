@@ -127,10 +127,7 @@ def test_a_download_that_stalls_before_its_body_ends_at_its_deadline(tmp_path: P
         fetcher = Fetcher(attempts=3, backoff=0.01, timeout=600, deadline=600, clock=server.clock)
         url = SourceUrl.parse(f"http://127.0.0.1:{server.port}/" + ("simple/demo/" if what == "page" else "demo.whl"))
         with pytest.raises(UpstreamError) as caught:
-            if what == "page":
-                fetcher.json(url)
-            else:
-                fetcher.download(url, dest / "demo.whl", size=None)
+            fetcher.json(url) if what == "page" else fetcher.download(url, dest / "demo.whl", size=None)
         assert not server.released.is_set()  # the client gave up by itself, before the guard let it go
     assert caught.value.message == f"{url} took longer than the 600 s patchtool gives one download; refusing it"
     assert caught.value.exit_code == ExitCode.UPSTREAM

@@ -140,7 +140,7 @@ def _write_pin(root: Path, pieces: dict[str, object]) -> None:
             table = line.strip("[]")
         key = line.split("=", 1)[0].strip() if "=" in line else ""
         if (table, key) in replaced:
-            line = f"{key} = {replaced.pop((table, key))}"
+            line = f"{key} = {replaced.pop((table, key))}"  # noqa: PLW2901 -- rewritten, then kept
         out.append(line)
     for (tbl, key), value in list(replaced.items()):  # keys the demo pin lacks
         if tbl == "artifact":
@@ -301,7 +301,7 @@ def test_hostile_repositories_stay_inside_their_boundaries(one_patch: Demo, data
             assert res.returncode in DOCUMENTED, where
             assert "Traceback (most recent call last)" not in said, where
             assert snapshot(decoy) == before, where
-            assert not [p for p in base.rglob(f"*{MARK}*")], where
+            assert not list(base.rglob(f"*{MARK}*")), where
             assert not list(Path("/tmp").glob(f"{MARK}*")), where
             if not pieces["allow_local"]:
                 assert SECRET.decode().strip() not in said and secret_hash not in said, where

@@ -21,7 +21,7 @@ def run_into(
     """``patchtool ARGS`` in the demo with its stdout (and stderr, if given) opened on a file."""
     full_env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), **(env or {})}
     with open(stdout, "w") as out, open(stderr or os.devnull, "w") as err:
-        res = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-m", "patchtool", *args],
             cwd=demo.root,
             stdout=out,
@@ -30,7 +30,6 @@ def run_into(
             env=full_env,
             check=False,
         )
-    return res
 
 
 @pytest.mark.parametrize("args", [("--version",), ("--help",), ("--json", "check"), ("check",), ("status",)])

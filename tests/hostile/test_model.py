@@ -245,7 +245,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Template]:
             on = "upstream"
             if name == "nope.patch":
                 _commit_change(work, "nope-base", edit("python/demo/util.py", "return 1", "return 7"), "base")
-                change, on = edit("python/demo/util.py", "return 7", "return 42"), "p-nope-base"
+                change, on = edit("python/demo/util.py", "return 7", "return 42"), "p-nope-base"  # noqa: PLW2901
             write_tree(tpl / "incoming", {name: _commit_change(work, name, change, subject, on=on)})
         write_tree(tpl / "sentinel", {"keep.txt": "precious\n", "dir/deeper.txt": "also precious\n"})
         (tpl / "home").mkdir()

@@ -62,7 +62,7 @@ def git_release(tmp_path: Path) -> tuple[Path, str]:
 
 
 def git_pin_text(url: str, commit: str) -> str:
-    return textwrap.dedent(f'''\
+    return textwrap.dedent(f"""\
         schema = 1
         name = "demo"
         version = "1.0"
@@ -72,7 +72,7 @@ def git_pin_text(url: str, commit: str) -> str:
         url = "{url}"
         tag = "v1.0"
         commit = "{commit}"
-        ''')
+        """)
 
 
 def unsafe_outside(demo: Demo) -> dict[str, bytes]:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -339,7 +339,7 @@ class StubDeployment:
         self.stopped.set()
         self.server.shutdown()
 
-    def __enter__(self) -> StubDeployment:
+    def __enter__(self) -> Self:
         self.thread.start()
         self.timer.start()
         return self

@@ -213,7 +213,7 @@ _nest: tuple[Callable[..., int], tuple[object, ...], Callable[..., int], tuple[o
 def _prepare_nesting() -> None:
     """Make, once, the ruleset each child enters (its descriptor closes on exec) and the calls it
     makes, bound ahead, so the child does no more between fork and exec than two system calls."""
-    global _nest
+    global _nest  # noqa: PLW0603 -- made once, on first use
     if _nest is not None:
         return
     attr = _RulesetAttr(handled_access_fs=_NEST_RIGHTS)
@@ -543,7 +543,7 @@ class Unconfined:
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(fn())
-                except BaseException as exc:  # handed to the caller, raised there
+                except BaseException as exc:  # noqa: BLE001 -- handed to the caller, raised there
                     future.set_exception(exc)
 
     def call(self, fn: Callable[[], T]) -> T:

@@ -61,7 +61,7 @@ class Root:
         directory beneath the root: the path to hand to git or a build backend."""
         self.path.mkdir(parents=True, exist_ok=True)
         if rel:
-            fd = self._walk(rel.split("/"), rel, create=True)
+            fd = self._walk(rel.split("/"), create=True)
             os.close(fd)
         return self.path / rel if rel else self.path
 
@@ -155,7 +155,7 @@ class Root:
 
     def sync(self, rel: str = "") -> None:
         """Flush the entries of directory ``rel`` (a rename into it) to the disk."""
-        fd = self._walk(rel.split("/") if rel else [], rel, create=False)
+        fd = self._walk(rel.split("/") if rel else [], create=False)
         try:
             _sync(fd)
         finally:
@@ -173,7 +173,7 @@ class Root:
         if create:
             self.path.mkdir(parents=True, exist_ok=True)
         try:
-            fd = self._walk(dirs, rel, create=create)
+            fd = self._walk(dirs, create=create)
         except FileNotFoundError:
             if create:
                 raise
@@ -184,7 +184,7 @@ class Root:
         finally:
             os.close(fd)
 
-    def _walk(self, dirs: list[str], rel: str, *, create: bool) -> int:
+    def _walk(self, dirs: list[str], *, create: bool) -> int:
         """A descriptor of ``root/dirs...``, each a real directory (made when ``create``)."""
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -196,11 +196,11 @@ class Root:
                         raise
                     with contextlib.suppress(FileExistsError):
                         os.mkdir(part, 0o777, dir_fd=fd)
-                    sub = self._open_dir(fd, part, dirs[: i + 1], rel)
+                    sub = self._open_dir(fd, part, dirs[: i + 1])
                 except OSError as exc:
                     if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                         raise
-                    raise self._not_a_directory(fd, part, dirs[: i + 1], rel) from None
+                    raise self._not_a_directory(fd, part, dirs[: i + 1]) from None
                 os.close(fd)
                 fd = sub
         except BaseException:
@@ -208,15 +208,15 @@ class Root:
             raise
         return fd
 
-    def _open_dir(self, fd: int, part: str, where: list[str], rel: str) -> int:
+    def _open_dir(self, fd: int, part: str, where: list[str]) -> int:
         try:
             return os.open(part, _DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                 raise
-            raise self._not_a_directory(fd, part, where, rel) from None
+            raise self._not_a_directory(fd, part, where) from None
 
-    def _not_a_directory(self, fd: int, part: str, where: list[str], rel: str) -> InvalidInput:
+    def _not_a_directory(self, fd: int, part: str, where: list[str]) -> InvalidInput:
         mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
         return self._refused("/".join(where), _not_a_directory(stat.S_IFMT(mode), self.path))
 

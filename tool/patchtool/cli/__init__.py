@@ -63,7 +63,7 @@ def _closed_streams_to_devnull() -> None:
                 os.close(got)
     for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
         if getattr(sys, name) is None:
-            setattr(sys, name, open(fd, mode, closefd=False))
+            setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 -- the process's own stream
 
 
 def _names_written_as_bytes() -> None:

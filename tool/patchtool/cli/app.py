@@ -60,7 +60,7 @@ GROUPS = (
 def _print_version(value: bool) -> None:
     if value:
         sys.stdout.write(f"patchtool {__version__}\nconfinement: {_confinement()}\n")
-        raise typer.Exit()
+        raise typer.Exit
 
 
 def _confinement() -> str:

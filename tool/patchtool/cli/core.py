@@ -152,7 +152,7 @@ def recover(ctx: typer.Context) -> Shown:
     Project.load(where)
     return Shown(
         data={"root": str(where), "written": done},
-        text=lambda style: (
+        text=lambda _style: (
             f"finished an interrupted write: {', '.join(done)}" if done else "no interrupted write was pending"
         ),
     )
@@ -270,7 +270,7 @@ def rebase(
     upstream = cache(ctx)
     if abort:
         transaction.abort(project, upstream)
-        return Shown(data=transaction.Aborted(), text=lambda style: "rebase aborted; nothing changed")
+        return Shown(data=transaction.Aborted(), text=lambda _style: "rebase aborted; nothing changed")
     from patchtool.series.unexported import unexported
     from patchtool.upstream.namespaces import project_key
 

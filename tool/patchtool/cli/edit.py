@@ -154,7 +154,7 @@ def export(
         files = export_quilt(project, quilt, force=force, checkouts=worktrees(cache(ctx).repo))
         return Shown(
             data={"quilt": str(quilt), "files": files},
-            text=lambda style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))",
+            text=lambda _style: f"quilt series in {quilt}/patches ({len(files) - 1} patch(es))",
         )
     result = export_branch(project, cache(ctx), branch=branch, allow_drop=allow_drop, revive=revive or [])
     lines = [f"  {r['change']:<9} {r['id']} ({r['file']})" for r in result.patches]
@@ -167,7 +167,7 @@ def export(
         "(`git commit --amend` in the checkout), then export again"
         for i in result.placeholder_subjects
     ]
-    return Shown(data=result, text=lambda style: "\n".join(lines) or "nothing to export")
+    return Shown(data=result, text=lambda _style: "\n".join(lines) or "nothing to export")
 
 
 def _pull_request(ctx: typer.Context, project: "Project", ident: str, directory: Path) -> Shown:
@@ -271,7 +271,7 @@ def import_(
         series=series,
         strip=strip,
     )
-    return Shown(data=result, text=lambda style: "\n".join(_added_line(r) for r in result.added))
+    return Shown(data=result, text=lambda _style: "\n".join(_added_line(r) for r in result.added))
 
 
 def _added_line(row: dict[str, Any]) -> str:
@@ -306,7 +306,7 @@ def new(
     where = new_patch(load_project(ctx), cache(ctx), ident=ident, branch=branch, given=given, subject=subject)
     return Shown(
         data={"id": ident, "worktree": where},
-        text=lambda style: (
+        text=lambda _style: (
             f"started {ident} in {where}: make the change, then `patchtool refresh {ident}` "
             "(or `git commit --amend` and `patchtool export`)"
         ),
@@ -355,7 +355,7 @@ def drop(
     )
     return Shown(
         data={"id": ident, "written": written},
-        text=lambda style: f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else ""),
+        text=lambda _style: f"dropped {ident}: {reason}" + (" (recorded in the registry)" if rejected else ""),
     )
 
 
@@ -378,4 +378,4 @@ def refresh(
     if result.stopped is not None:
         lines += next_steps(result.stopped, result.worktree, result.branch)
     code = ExitCode.OK if result.stopped is None else ExitCode.CONFLICT
-    return Shown(data=result, text=lambda style: "\n".join(lines), code=code)
+    return Shown(data=result, text=lambda _style: "\n".join(lines), code=code)

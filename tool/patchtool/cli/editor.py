@@ -107,7 +107,7 @@ def _signals_to_the_editor() -> Iterator[None]:
     """Ctrl-C and Ctrl-\\ reach the editor (the terminal's foreground group) and do nothing here:
     handled, not ignored, so the editor starts with them as they were."""
 
-    def nothing(signum: int, frame: object) -> None:
+    def nothing(_signum: int, _frame: object) -> None:
         return None
 
     try:

@@ -136,7 +136,7 @@ def edit(
         done = _in_editor(ctx, project, ident)
     return Shown(
         data=done,
-        text=lambda style: (
+        text=lambda _style: (
             f"{ident}: changed {', '.join(done.changed)} in patchset.toml"
             if done.written
             else f"{ident}: nothing changed; patchset.toml was left as it was"

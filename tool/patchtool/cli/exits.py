@@ -123,7 +123,7 @@ def execute(ctx: typer.Context, body: Callable[[], Shown]) -> int:
     except KeyboardInterrupt:
         _echo("interrupted", err=True)
         return 130
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- a bug, too, is a message and an exit code
         where = traceback.extract_tb(exc.__traceback__)[-1]
         return _fail(
             inv,

@@ -44,8 +44,8 @@ def fill(text: str, style: Style, *, prefix: str = "", indent: int = 0) -> str:
                 room = columns - indent
             line = part[: len(word)] if cell_len(word) > room else part.wrap(console, room)[0]
             line = line if line.plain else part  # no line without a character: the loop always ends
-            part = part[len(line.plain) :]
-            part = part[len(part.plain) - len(part.plain.lstrip(" ")) :]
+            part = part[len(line.plain) :]  # noqa: PLW2901 -- the loop consumes its line
+            part = part[len(part.plain) - len(part.plain.lstrip(" ")) :]  # noqa: PLW2901
             line.rstrip()
             lines[-1].append_text(line)
             if part.plain:

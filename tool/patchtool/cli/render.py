@@ -141,9 +141,7 @@ def check_text(report: CheckReport, style: Style) -> str:
             f"do-not-retread registry: {report.registry_entries} entries, "
             f"{sum(not f.override for f in report.retread)} finding(s) in the series"
         )
-        for f in report.retread:
-            if f.override:
-                lines.append(f"  {style.dim('override')}: {printable(f.render())}")
+        lines += [f"  {style.dim('override')}: {printable(f.render())}" for f in report.retread if f.override]
     if report.problems:
         lines.append(problems_text(report.problems, style))
     word = style.bad("error") if report.strict else "warning"

@@ -53,7 +53,7 @@ def cache_command(
 
     if action == "clear":
         cleared = pruning.clear(upstream, force=force, unexported=unexported(upstream.repo))
-        return Shown(data=cleared, text=lambda style: _cleared_text(cleared))
+        return Shown(data=cleared, text=lambda _style: _cleared_text(cleared))
     project_root = repository(ctx)
     if action == "show":
         report = pruning.survey(upstream, project_root)

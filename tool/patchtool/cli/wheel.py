@@ -97,7 +97,7 @@ def build(
 
 @command()
 def provenance(
-    ctx: typer.Context,
+    ctx: typer.Context,  # noqa: ARG001 -- every command takes ctx (exits.command)
     targets: Annotated[
         list[str],
         typer.Argument(

@@ -48,7 +48,7 @@ class Line(NamedTuple):
     @property
     def content(self) -> str:
         """The text without its newline."""
-        return self.text[:-1] if self.text.endswith("\n") else self.text
+        return self.text.removesuffix("\n")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -51,10 +51,7 @@ def _find_name(line: str, default: str | None, strip: int) -> str | None:
         parts = name.split("/") if name is not None else []
         if name is not None and len(parts) > strip:
             return re.sub("/+", "/", "/".join(parts[strip:]))
-    if m := _TIMESTAMP.search(line):
-        text = line[: m.start()]
-    else:
-        text = _NAME_ENDS.split(line, 1)[0]
+    text = line[: m.start()] if (m := _TIMESTAMP.search(line)) else _NAME_ENDS.split(line, 1)[0]
     start = None if strip else 0
     for i, c in enumerate(text):
         if c == "/":

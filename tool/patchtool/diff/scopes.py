@@ -82,8 +82,7 @@ def _scan(line: str, stack: list[typing.Any]) -> tuple[str, bool]:
     ends with its line, as in the tokenizer's error recovery. Each step reads on from ``pos`` in
     the state on top of ``stack`` (code when it is empty) and says where to go on from.
     """
-    if line.endswith("\r"):
-        line = line[:-1]
+    line = line.removesuffix("\r")
     pos = 0
     code: list[str] = []
     while pos >= 0:

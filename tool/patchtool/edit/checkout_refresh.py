@@ -207,7 +207,7 @@ def _build(
         k += 1
     start = chain[loaded[k - 1].id] if k else base
     writes: list[git.NewCommit] = []
-    with repo.reader() as reader, merge.Workspace(repo, reader, start, (), lambda path: None) as ws:
+    with repo.reader() as reader, merge.Workspace(repo, reader, start, (), lambda _path: None) as ws:
         for item in plan[k:]:
             files: dict[str, merge.File | None] = {}
             if item.from_series:

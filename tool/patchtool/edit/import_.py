@@ -75,6 +75,10 @@ class Quilt:
     text: str
 
 
+def _no_identity() -> str:
+    raise UsageError("the patch names no author", hint="give an author ('Name <email>')")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Authorship:
     """For sources that carry none: a plain diff (``subject`` needed), a quilt patch without an
@@ -82,14 +86,10 @@ class Authorship:
 
     author: str | None = None
     subject: str | None = None
-    identity: Callable[[], str] = dataclasses.field(default=lambda: _no_identity())
+    identity: Callable[[], str] = dataclasses.field(default=_no_identity)
 
     def who(self) -> str:
         return self.author or self.identity()
-
-
-def _no_identity() -> str:
-    raise UsageError("the patch names no author", hint="give an author ('Name <email>')")
 
 
 _AUTHOR = re.compile(r"^[^<>\n]*[^<>\s][^<>\n]*<[^<>\s]+>$")

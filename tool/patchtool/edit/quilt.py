@@ -84,9 +84,8 @@ def export_quilt(project: Project, dest: Path, *, force: bool = False, checkouts
     for line in old.splitlines():
         words = line.split("#", 1)[0].split()
         gone = words[0] if words else None
-        if gone and gone not in written and paths.tree_path_problem(gone) is None:
-            if disk.kind(f"patches/{gone}") is not None:
-                disk.unlink(f"patches/{gone}")
+        if gone and gone not in written and paths.tree_path_problem(gone) is None and disk.kind(f"patches/{gone}"):
+            disk.unlink(f"patches/{gone}")  # kind: a file type (S_IFMT, never 0) or None
     return [str(out / n) for n in written] + [str(out / "series")]
 
 
@@ -177,15 +176,15 @@ def reprefixed(diff: str, strip: int) -> str:
             if cut >= 0:
                 q2 = '"' if rest[cut + 1] == '"' else ""
                 rest = rest[: cut + 1] + q2 + new + rest[cut + 1 + len(q2) + 2 :]
-            line = "diff --git " + rest
+            line = "diff --git " + rest  # noqa: PLW2901 -- a header line rewritten, then kept
         elif line.startswith("@@"):
             header = False
         elif header and line.startswith(("--- a/", '--- "a/')):
             q = '"' if line[4] == '"' else ""
-            line = "--- " + q + old + line[4 + len(q) + 2 :]
+            line = "--- " + q + old + line[4 + len(q) + 2 :]  # noqa: PLW2901
         elif header and line.startswith(("+++ b/", '+++ "b/')):
             q = '"' if line[4] == '"' else ""
-            line = "+++ " + q + new + line[4 + len(q) + 2 :]
+            line = "+++ " + q + new + line[4 + len(q) + 2 :]  # noqa: PLW2901
         out.append(line)
     return "".join(out)
 

@@ -485,7 +485,7 @@ def _build(
     memory and then by one fast-import; a conflict raises and writes nothing."""
     target = commits[at]
     writes: list[git.NewCommit] = []
-    with repo.reader() as reader, merge.Workspace(repo, reader, target.commit, (), lambda path: None) as ws:
+    with repo.reader() as reader, merge.Workspace(repo, reader, target.commit, (), lambda _path: None) as ws:
         folded = merge.merge_patch(ws, change, LABELS)
         if not folded.clean:
             paths_ = sorted({c.path for c in folded.conflicts})

@@ -19,8 +19,7 @@ import re
 import secrets
 import tempfile
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from patchtool.errors import GitError
 from patchtool.git.command import Runner
@@ -50,10 +49,10 @@ class FileMerger:
         # a line that looks like one of them
         self._nonce = secrets.token_hex(16).encode()
 
-    def __enter__(self) -> FileMerger:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -92,7 +91,7 @@ class FileMerger:
         new: dict[str, tuple[str, bytes]] = {}
 
         def put(kind: str, data: bytes) -> str:
-            name = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(data)))  # git's name of the object
+            name = hashlib.sha1(b"%s %d\0" % (kind.encode(), len(data)), usedforsecurity=False)  # git's object name
             name.update(data)
             sha = name.hexdigest()
             if sha not in self._packed:

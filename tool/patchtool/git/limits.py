@@ -205,10 +205,8 @@ class FetchLimits:
 def kill_group(popen: subprocess.Popen[bytes]) -> None:
     """Kill ``popen``'s process group (it leads a session of its own: git and every helper it
     started) and reap it; its pipes are closed unread, since nothing it said is wanted."""
-    try:
+    with contextlib.suppress(ProcessLookupError):  # already gone
         os.killpg(popen.pid, signal.SIGKILL)
-    except ProcessLookupError:  # already gone
-        pass
     popen.wait()
     for pipe in (popen.stdout, popen.stderr):
         if pipe is not None:

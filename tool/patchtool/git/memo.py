@@ -11,6 +11,7 @@ those objects exist: the caller keeps them with a ref and checks that ref (``rep
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,7 @@ def recall(git_dir: Path, kind: str, key: str) -> Any:
 def remember(git_dir: Path, kind: str, key: str, value: Any) -> None:
     """Keep ``value`` for the next command; a cache that cannot be written to (read-only, full) only
     means it is computed again, so a reading command such as ``status`` never fails on it."""
-    try:
+    with contextlib.suppress(OSError, PatchtoolError):  # PatchtoolError: a link or a special file where the memo goes
         fsroot.Root(git_dir).write(
             _path(git_dir, kind, key).relative_to(git_dir).as_posix(), json.dumps(value, sort_keys=True)
         )
-    except (OSError, PatchtoolError):  # PatchtoolError: a link or a special file where the memo goes
-        pass

@@ -855,9 +855,9 @@ def _split_patches(text: str) -> list[str]:
     out = []
     chunks = text.split(marker)[1:]
     for i, chunk in enumerate(chunks):
-        if i + 1 < len(chunks) and chunk.endswith("\n\n"):
-            chunk = chunk[:-1]  # the blank line git puts between messages in one mbox
-        head, sep, rest = (marker + chunk).partition("\n\n")
+        # less the blank line git puts between messages in one mbox
+        one = chunk[:-1] if i + 1 < len(chunks) and chunk.endswith("\n\n") else chunk
+        head, sep, rest = (marker + one).partition("\n\n")
         head = "\n".join(line for line in head.split("\n") if not line.startswith("Date: "))
         out.append(head + sep + rest)
     return out

@@ -18,6 +18,7 @@ import enum
 import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from typing import Self
 
 from patchtool import git
 from patchtool.errors import GitError
@@ -97,7 +98,7 @@ class Workspace:
         self._renames = renames
         self._merger = git.FileMerger(repo)
 
-    def __enter__(self) -> Workspace:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -278,7 +279,7 @@ def merge_patch(
             continue
         target = path if c.new_path == c.old_path else c.new_path
         assert target is not None
-        if target != path and path != c.old_path:  # upstream renamed it one way, the patch another
+        if path not in (target, c.old_path):  # upstream renamed it one way, the patch another
             conflicts.append(_rename_rename(ws, c.old_path, path, target, ours, base, theirs, labels, style))
             continue
         if target != path:  # the patch renames the file
@@ -547,7 +548,7 @@ def _distinct_types(ws: Workspace, path: str, ours: File, base: File | None, the
 
 
 def _mode(ours: str, base: str, theirs: str) -> str | None:
-    if ours == base or ours == theirs:
+    if ours in (base, theirs):
         return theirs
     if theirs == base:
         return ours

@@ -277,7 +277,7 @@ class Manifest:
         data: Mapping[str, Any],
         *,
         file: str = MANIFEST_NAME,
-        line_of: Callable[[str], int | None] = lambda key: None,
+        line_of: Callable[[str], int | None] = lambda _key: None,
     ) -> Manifest:
         """The manifest in ``data``; ``line_of`` (a dotted key's line in the text, when the
         caller has it) lets a problem that involves two entries name the other one's line."""
@@ -291,13 +291,11 @@ class Manifest:
         pin = f.parsed("pin", PatchId)
         registry = f.parsed("registry", RepoPath, required=False)
         patch_tables = f.tables("patch", required=False)  # a fork may start with no patch
-        entries = []
-        for pf in patch_tables:
-            entries.append(PatchEntry.read(pf))
+        entries = [PatchEntry.read(pf) for pf in patch_tables]
         dropped_tables = f.tables("dropped")
         dropped = [Dropped.read(x) for x in dropped_tables]
         f.done()
-        _check_unique(entries, patch_tables, problems)
+        _check_unique(entries, patch_tables)
         _check_not_dropped(entries, dropped, dropped_tables, line_of)
         _check_requires(entries, patch_tables)
         raise_if(problems, f"{file} is not a valid patch set", file=file)
@@ -326,7 +324,7 @@ class Manifest:
         raise KeyError(patch_id)
 
 
-def _check_unique(entries: list[PatchEntry | None], tables: list[Fields], problems: list[Problem]) -> None:
+def _check_unique(entries: list[PatchEntry | None], tables: list[Fields]) -> None:
     ids: dict[str, int] = {}
     files: dict[str, int] = {}
     for i, (entry, f) in enumerate(zip(entries, tables, strict=True)):

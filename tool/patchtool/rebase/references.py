@@ -20,14 +20,14 @@ import re
 from collections.abc import Iterable, Sequence
 
 _HEX = r"[0-9a-f]{7,40}"
-_COMMIT_URL = re.compile(rf"https?://\S+?/(?:-/)?commits?/({_HEX})\b", re.I)
-_COMMIT_WORD = re.compile(rf"\bcommit:\s*({_HEX})\b", re.I)
-_BARE = re.compile(rf"^({_HEX})$", re.I)
-_FIELD = re.compile(r"^(Origin|Applied-Upstream):[ \t]*(.*)$", re.I | re.MULTILINE)
-_CHERRY = re.compile(rf"^\(cherry picked from commit ({_HEX})\)\s*$", re.I | re.MULTILINE)
-_UPSTREAM_LINE = re.compile(r"^(?:\[\s*)?commit ([0-9a-f]{40})(?:\s*\])? upstream\b", re.I | re.MULTILINE)
-_BACKPORT_OF = re.compile(rf"\bbackport(?:ed)? of (?:commit )?({_HEX})\b", re.I)
-_ADVISORY = re.compile(r"\b(CVE-\d{4}-\d{4,7}|GHSA(?:-[23456789cfghjmpqrvwx]{4}){3})\b", re.I)
+_COMMIT_URL = re.compile(rf"https?://\S+?/(?:-/)?commits?/({_HEX})\b", re.IGNORECASE)
+_COMMIT_WORD = re.compile(rf"\bcommit:\s*({_HEX})\b", re.IGNORECASE)
+_BARE = re.compile(rf"^({_HEX})$", re.IGNORECASE)
+_FIELD = re.compile(r"^(Origin|Applied-Upstream):[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
+_CHERRY = re.compile(rf"^\(cherry picked from commit ({_HEX})\)\s*$", re.IGNORECASE | re.MULTILINE)
+_UPSTREAM_LINE = re.compile(r"^(?:\[\s*)?commit ([0-9a-f]{40})(?:\s*\])? upstream\b", re.IGNORECASE | re.MULTILINE)
+_BACKPORT_OF = re.compile(rf"\bbackport(?:ed)? of (?:commit )?({_HEX})\b", re.IGNORECASE)
+_ADVISORY = re.compile(r"\b(CVE-\d{4}-\d{4,7}|GHSA(?:-[23456789cfghjmpqrvwx]{4}){3})\b", re.IGNORECASE)
 _NOT_UPSTREAM = ("vendor", "other")  # DEP-3's Origin words for a patch that is not upstream's
 
 

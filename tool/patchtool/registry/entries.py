@@ -82,8 +82,7 @@ class Measurement:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, {})}
-        return out
+        return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, {})}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -55,10 +55,8 @@ def _first_use(guard: Guard, text: str, *, python: bool, limit: int) -> str | No
     for start, found, value, literal in _uses(guard, text, python=python):
         if start >= limit:
             continue
-        if guard.values is not None:
-            ok = guard.values.fullmatch(value)
-        else:  # any use on a command line; a truthy literal in code
-            ok = not literal or value.lower() not in _FALSY
+        # without values: any use on a command line; a truthy literal in code
+        ok = guard.values.fullmatch(value) if guard.values is not None else not literal or value.lower() not in _FALSY
         if ok:
             return found
     return None
@@ -112,7 +110,7 @@ def unwrap(value: str) -> str:
 def _item(line: str) -> str:
     """The next line as the continuation of this one: a YAML list item loses its dash."""
     text = line.strip()
-    return text[2:] if text.startswith("- ") else text
+    return text.removeprefix("- ")
 
 
 def _code(line: str) -> str:

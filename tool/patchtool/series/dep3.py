@@ -353,7 +353,8 @@ def _paragraphs(lines: list[str]) -> str:
 
 
 _CHERRY = re.compile(
-    r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$|^commit ([0-9a-f]{40}) upstream\b", re.MULTILINE | re.I
+    r"^\(cherry picked from commit ([0-9a-f]{7,40})\)\s*$|^commit ([0-9a-f]{40}) upstream\b",
+    re.MULTILINE | re.IGNORECASE,
 )
 
 

@@ -95,7 +95,7 @@ def read(root: Path) -> GpuResults:
             message="is a symbolic link; patchtool reads results only from a real directory inside the repository",
             hint=f"make {RESULTS_DIR}/ a directory of the results files",
         )
-        return GpuResults(files=(), problems=(problem,), evidence=lambda g, sha: ())
+        return GpuResults(files=(), problems=(problem,), evidence=lambda _g, _sha: ())
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         rel = f"{RESULTS_DIR}/{path.name}"
         try:

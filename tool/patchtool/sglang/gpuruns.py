@@ -115,8 +115,8 @@ def _missing_check(root: Path, selector: str) -> str | None:
         body = ast.parse(source).body
     except SyntaxError as exc:
         return f"{path} does not parse: {exc}"
-    for name in node.split("::"):
-        name = name.split("[", 1)[0]  # a parametrised id names its function
+    for part in node.split("::"):
+        name = part.split("[", 1)[0]  # a parametrised id names its function
         # the last definition of a name is the one pytest collects
         found = {n.name: n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
         if name not in found:

@@ -235,11 +235,11 @@ class _Header(tarfile.TarInfo):
     hook its source names for a subclass."""
 
     def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
-        bounded = cast(_Bounded, archive.fileobj)
+        bounded = cast("_Bounded", archive.fileobj)
         if self.type == tarfile.GNUTYPE_SPARSE:
             bounded.refuse(f"entry {self.name!r} is a sparse file (GNU type 'S'), which an sdist never holds")
         if self.type not in _EXTENDED:
-            return _sized(bounded, cast(tarfile.TarInfo, super()._proc_member(archive)))  # type: ignore[misc]
+            return _sized(bounded, cast("tarfile.TarInfo", super()._proc_member(archive)))  # type: ignore[misc]
         if bounded.extended >= MAX_EXTENDED_HEADERS:
             bounded.refuse(
                 f"entry {self.name!r} is extended header {bounded.extended + 1} in a row, more than the "
@@ -249,7 +249,7 @@ class _Header(tarfile.TarInfo):
         if self.type in _PAX_TYPES:
             bounded.pax = self.name  # tarfile reads its records first: checked as they are read
         try:
-            return _sized(bounded, cast(tarfile.TarInfo, super()._proc_member(archive)))  # type: ignore[misc]
+            return _sized(bounded, cast("tarfile.TarInfo", super()._proc_member(archive)))  # type: ignore[misc]
         finally:
             bounded.extended -= 1
             bounded.pax = None
@@ -298,7 +298,7 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
         )
         with opener(fh) as raw:
             bounded = _Bounded(raw, label, packed=fh)
-            with tarfile.open(fileobj=cast(IO[bytes], bounded), mode="r:", tarinfo=_Header) as tf:
+            with tarfile.open(fileobj=cast("IO[bytes]", bounded), mode="r:", tarinfo=_Header) as tf:
                 yield tf, bounded
 
 

@@ -18,6 +18,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from typing import Self
 
 from patchtool.errors import UpstreamError
 from patchtool.git import limits
@@ -57,7 +58,7 @@ class Deadline:
         self._stop = threading.Event()
         self._watchdog = threading.Thread(target=self._watch, name=f"deadline of {what}", daemon=True)
 
-    def __enter__(self) -> Deadline:
+    def __enter__(self) -> Self:
         self._watchdog.start()
         return self
 

@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from packaging.utils import canonicalize_name
 
@@ -133,7 +133,7 @@ def _request(url: SourceUrl, headers: dict[str, str]) -> Any:
     import urllib.request
 
     try:
-        return urllib.request.Request(url.text, headers=headers)
+        return urllib.request.Request(url.text, headers=headers)  # noqa: S310 -- a SourceUrl: https, http or file
     except ValueError as exc:
         raise UpstreamError(
             f"{url.text!r} is not a URL patchtool can download from: {exc}",
@@ -165,7 +165,7 @@ class _LocalFile:
 
     read1 = read
 
-    def __enter__(self) -> _LocalFile:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -398,11 +398,11 @@ class PackageIndex:
                 hint="check the pin's 'index'",
             )
         out = []
-        for entry in files:
-            if not isinstance(entry, dict):
+        for listed in files:
+            if not isinstance(listed, dict):
                 continue
-            hashes = entry.get("hashes")  # not a table: the file is listed with no hash, and so refused
-            entry = {**entry, "hashes": hashes if isinstance(hashes, dict) else {}}
+            hashes = listed.get("hashes")  # not a table: the file is listed with no hash, and so refused
+            entry = {**listed, "hashes": hashes if isinstance(hashes, dict) else {}}
             try:
                 entry["url"] = base.join(str(entry.get("url", "")), file=f"the index page {base}")
             except ValueError as exc:

@@ -11,7 +11,8 @@ never on disk: nothing of an artifact is unpacked to be read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 MAX_HOPS = 40  # as Linux's MAXSYMLINKS: a longer chain is refused, as open() would
 MAX_TARGET = 4096  # PATH_MAX: no link text is longer
@@ -21,7 +22,7 @@ class LinkTree:
     """The names of a tree: its regular files and its links (name -> target text); its directories
     are what lies above them."""
 
-    def __init__(self, files: Set[str], links: Mapping[str, str]) -> None:
+    def __init__(self, files: AbstractSet[str], links: Mapping[str, str]) -> None:
         self.files, self.links = files, links
         self.dirs = {name.rsplit("/", i)[0] for name in (*files, *links) for i in range(1, name.count("/") + 1)}
 

@@ -383,7 +383,7 @@ def stated_version(cache: Cache, distribution: str, commit: str) -> Version | No
                 continue
             stated = project.get("version")
         else:
-            m = re.search(r"^__version__\s*=\s*[\"']([^\"'\n]+)[\"']", text, re.M)
+            m = re.search(r"^__version__\s*=\s*[\"']([^\"'\n]+)[\"']", text, re.MULTILINE)
             stated = m.group(1) if m else None
         if isinstance(stated, str):
             try:

@@ -155,20 +155,19 @@ def _provenance(
 
 def check_shipped(loaded: Sequence[LoadedPatch], prefix: str, what: str) -> None:
     """Every path a patch touches must be under ``prefix``, the part of the tree the wheel ships."""
-    problems = []
-    for lp in loaded:
-        for f in lp.patch.files:
-            for path in dict.fromkeys(p for p in (f.source, f.path) if p):
-                if not path.startswith(prefix):
-                    problems.append(
-                        Problem(
-                            file=lp.entry.file,
-                            patch=lp.id,
-                            code="not-shipped",
-                            message=f"changes {path}, which the wheel does not ship: {what}",
-                            hint="a wheel carries only the package; keep such changes out of the series",
-                        )
-                    )
+    problems = [
+        Problem(
+            file=lp.entry.file,
+            patch=lp.id,
+            code="not-shipped",
+            message=f"changes {path}, which the wheel does not ship: {what}",
+            hint="a wheel carries only the package; keep such changes out of the series",
+        )
+        for lp in loaded
+        for f in lp.patch.files
+        for path in dict.fromkeys(p for p in (f.source, f.path) if p)
+        if not path.startswith(prefix)
+    ]
     if problems:
         raise InvalidInput(
             problems[0].render() if len(problems) == 1 else f"{len(problems)} changes to files the wheel does not ship",

@@ -380,7 +380,7 @@ def _locked_part(out: Path, filename: str) -> tuple[BinaryIO, Path]:
     another name."""
     while True:
         part = out / f".{filename}.{uuid.uuid4().hex[:8]}.part"
-        fh = open(part, "xb")
+        fh = open(part, "xb")  # noqa: SIM115 -- returned, locked, to the caller
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             if os.stat(part).st_ino == os.fstat(fh.fileno()).st_ino:
