@@ -133,3 +133,39 @@ def test_a_download_that_stalls_before_its_body_ends_at_its_deadline(tmp_path: P
     assert caught.value.exit_code == ExitCode.UPSTREAM
     assert "PATCHTOOL_DOWNLOAD_DEADLINE" in (caught.value.hint or "")
     assert snapshot(dest) == before
+
+
+@pytest.mark.parametrize("what", ["artifact", "page"])
+def test_a_name_lookup_that_never_answers_ends_at_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """The system's name lookup before a download's connection was the one phase its deadline did
+    not bound (a resolver that never answers held the command for as long as it waited). It runs
+    in a thread of its own now, which the download stops waiting for at the deadline. The resolver
+    here is the test's own, which blocks until released; the clock moves a day once it is asked."""
+    asked, released = threading.Event(), threading.Event()
+    real = socket.getaddrinfo
+
+    def stuck(host: str, *args: object, **kwargs: object) -> object:
+        if host != "pypi.invalid":
+            return real(host, *args, **kwargs)  # type: ignore[arg-type]
+        asked.set()
+        released.wait(HANG_GUARD_S)
+        raise socket.gaierror("released")
+
+    monkeypatch.setattr(socket, "getaddrinfo", stuck)
+    dest = tmp_path / "dl"
+    dest.mkdir()
+    fetcher = Fetcher(
+        attempts=3, backoff=0.01, timeout=600, deadline=600, clock=lambda: 86400.0 if asked.is_set() else 0.0
+    )
+    url = SourceUrl.parse("https://pypi.invalid/" + ("simple/demo/" if what == "page" else "demo.whl"))
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            fetcher.json(url) if what == "page" else fetcher.download(url, dest / "demo.whl", size=None)
+        assert asked.is_set() and not released.is_set()  # given up while the lookup still waited
+    finally:
+        released.set()
+    assert caught.value.message == f"{url} took longer than the 600 s patchtool gives one download; refusing it"
+    assert caught.value.exit_code == ExitCode.UPSTREAM
+    assert list(dest.iterdir()) == []

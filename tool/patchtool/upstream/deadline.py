@@ -8,7 +8,8 @@ such a loop for good, and a check between body reads never runs. So a watchdog t
 the deadline on the download's clock and then shuts down every socket the download opened
 (``shutdown(SHUT_RDWR)``, on a duplicate descriptor the deadline owns, so the call can never reach
 a descriptor the number was reused for): whatever read was waiting returns at once, and the
-download raises ``TooSlow``.
+download raises ``TooSlow``. The system's name lookup before a connection is held to it too
+(``Deadline.connect``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
-from typing import Self
+from typing import Any, Self
 
 from patchtool.errors import UpstreamError
 from patchtool.git import limits
@@ -78,6 +79,40 @@ class Deadline:
                 f"{self.what} took longer than the {self.seconds:g} s patchtool gives one download; refusing it",
                 hint=f"check the network and run the command again, or give it longer with {DEADLINE_ENV}",
             )
+
+    def connect(self, address: tuple[str, int], timeout: float, source: tuple[str, int] | None = None) -> socket.socket:
+        """``socket.create_connection``, its name lookup bounded too: the system's resolver runs in
+        a thread of its own, which the download stops waiting for at the deadline (a resolver that
+        never answers keeps only that thread, a daemon, until the process ends); then each address
+        in turn, as ``create_connection`` tries them, within the time left."""
+        found: list[Any] = []
+        done = threading.Event()
+
+        def look_up() -> None:
+            try:
+                found.append(socket.getaddrinfo(*address, 0, socket.SOCK_STREAM))
+            except OSError as exc:
+                found.append(exc)
+            done.set()
+
+        threading.Thread(target=look_up, name=f"name lookup of {self.what}", daemon=True).start()
+        while not done.wait(min(POLL, self.remaining())):
+            self.check()
+        if isinstance(found[0], OSError):
+            raise found[0]
+        error: OSError | None = None
+        for family, kind, proto, _, where in found[0]:
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.settimeout(min(timeout, self.remaining()))
+                if source is not None:
+                    sock.bind(source)
+                sock.connect(where)
+                return sock
+            except OSError as exc:
+                sock.close()
+                error = exc
+        raise error or OSError(f"no address for {address[0]}")
 
     def hold(self, sock: socket.socket) -> None:
         """Watch ``sock``, a connection of this download: shut down at the deadline (at once, if it

@@ -74,6 +74,7 @@ def _watched(deadline: Deadline) -> tuple[Any, Any]:
         def connect(self) -> None:
             given = self.timeout
             self.timeout = min(given, deadline.remaining()) if isinstance(given, (int, float)) else deadline.remaining()
+            self._create_connection = deadline.connect  # its name lookup held to the deadline too
             super().connect()
             deadline.hold(self.sock)
 
