@@ -5,8 +5,9 @@ Triton's CPU interpreter) and checks its byte layout, its start-up checks and it
 Triton paged scorer against a float64 reference; shows on fixed-seed data that bf16
 keys keep a needle on top of near-tied keys where fp8 e4m3 keys (per-token fp32
 scale, as the fused kernel stores them) lose it; runs the kernel's bf16 store
-address and packing code (sgl_kernel/deepseek_v4/bf16_index_k.h) with the host C++
-compiler against the torch store; compiles the bf16 store variant of
+address and packing code (sgl_kernel/deepseek_v4/bf16_index_k.h) and the fused kernel's own
+bf16 store branch (cut from fused_norm_rope_v2.cuh) with the host C++ compiler against the
+torch store; compiles the bf16 store variant of
 fused_norm_rope_v2.cuh with nvcc for sm_120; and checks with ast that every upstream
 hunk is in place. What needs a GPU is in tests/gpu/test_0001_bf16_indexer.py.
 """
@@ -633,11 +634,15 @@ def _special_rows(n):
         2.0**-133,
     ]
     rows[0, : len(specials)] = torch.tensor(specials)
+    # NaNs whose payload sits in the low 16 bits only: rounding them as numbers gives inf
+    rows.view(torch.int32)[0, len(specials) : len(specials) + 2] = torch.tensor([0x7F800001, -0x7FFF7FFF])
     return rows
 
 
-@pytest.mark.parametrize("page_bits", [6, 2])  # 64 is the C4 index page
-def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, page_bits):
+def _store_rows_with(exe, bi, tmp_path, page_bits):
+    """Runs ``exe`` (a harness taking page_bits, num_pages, n, input file, output file) on 40
+    slots of 9 pages, the first three at a page's first and last slot and the cache's last, and
+    checks every byte of the cache it writes against the torch store."""
     page_size = 1 << page_bits
     num_pages = 9
     g = torch.Generator().manual_seed(page_bits)
@@ -648,7 +653,7 @@ def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, pa
     data.write_bytes(locs.numpy().tobytes() + rows.numpy().tobytes())
     out = tmp_path / "out.bin"
     res = subprocess.run(
-        [str(store_harness), str(page_bits), str(num_pages), str(len(locs)), str(data), str(out)],
+        [str(exe), str(page_bits), str(num_pages), str(len(locs)), str(data), str(out)],
         capture_output=True,
         text=True,
         check=False,
@@ -671,9 +676,146 @@ def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, pa
     assert struct.pack("<14f", *got.nan_to_num(0.5).tolist()) == struct.pack("<14f", *want.nan_to_num(0.5).tolist())
 
 
+@pytest.mark.parametrize("page_bits", [6, 2])  # 64 is the C4 index page
+def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, page_bits):
+    _store_rows_with(store_harness, bi, tmp_path, page_bits)
+
+
+# The kernel's own bf16 store branch, cut from fused_norm_rope_v2.cuh and compiled for the host
+# with stand-ins for what it names from the kernel: `data` (the lane's 4 fp32 values), `lane_id`,
+# `out_loc`, `params.kvcache`, kPageBits and the kernel's own kPageBytes line, AlignedVector (its
+# store(ptr, offset) writes sizeof(*this) bytes at ptr + offset * sizeof(*this), refused when
+# misaligned or outside the cache) and PDLTriggerSecondary (nothing on the host). The branch must
+# end the lane's work: running past it is an error, since the fp8 store follows in the kernel.
+BRANCH_HARNESS = r"""
+#include <sgl_kernel/deepseek_v4/bf16_index_k.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace sglang {
+
+static uint8_t* g_base = nullptr;
+static int64_t g_size = 0;
+static int g_error = 0;  // 3: a store outside the cache or misaligned, 4: ran past the branch
+
+template <typename T, std::size_t N>
+struct AlignedVector {
+  T v[N];
+  T& operator[](std::size_t i) { return v[i]; }
+  T operator[](std::size_t i) const { return v[i]; }
+  void store(void* ptr, int64_t offset = 0) const {
+    const int64_t at = static_cast<uint8_t*>(ptr) - g_base + offset * int64_t(sizeof v);
+    if (at < 0 || at + int64_t(sizeof v) > g_size || at % int64_t(sizeof v) != 0) {
+      g_error = 3;
+      return;
+    }
+    std::memcpy(g_base + at, v, sizeof v);
+  }
+};
+
+template <bool>
+inline void PDLTriggerSecondary() {}
+
+struct Params {
+  uint8_t* kvcache;
+};
+
+template <int32_t kPageBits>
+void bf16_branch(const Params& params, int64_t out_loc, uint32_t lane_id, const AlignedVector<float, 4>& data) {
+  constexpr bool kBf16Store = true;
+  constexpr bool kUsePDL = true;
+  constexpr int64_t kHeadDim = 128;
+  constexpr int64_t kVecSize = 4;
+  @PAGE_BYTES@
+  if constexpr (kBf16Store) {@BRANCH@
+  }
+  g_error = 4;
+}
+
+template <int32_t kPageBits>
+int store_all(uint8_t* cache, int64_t size, const std::vector<long long>& locs, const std::vector<float>& rows) {
+  g_base = cache;
+  g_size = size;
+  for (std::size_t i = 0; i < locs.size(); ++i) {
+    for (uint32_t lane = 0; lane < 32; ++lane) {
+      AlignedVector<float, 4> data;
+      std::memcpy(data.v, &rows[i * 128 + lane * 4], sizeof data.v);
+      bf16_branch<kPageBits>(Params{cache}, locs[i], lane, data);
+      if (g_error) return g_error;
+    }
+  }
+  return 0;
+}
+
+}  // namespace sglang
+
+int main(int argc, char** argv) {
+  const int page_bits = std::atoi(argv[1]);
+  const long num_pages = std::atol(argv[2]);
+  const long n = std::atol(argv[3]);
+  std::FILE* in = std::fopen(argv[4], "rb");
+  std::vector<long long> locs(n);
+  std::vector<float> rows(n * 128);
+  if (std::fread(locs.data(), 8, n, in) != size_t(n)) return 2;
+  if (std::fread(rows.data(), 4, rows.size(), in) != rows.size()) return 2;
+  std::vector<uint8_t> cache((num_pages * 256) << page_bits, 0);
+  const int rc = page_bits == 6 ? sglang::store_all<6>(cache.data(), cache.size(), locs, rows)
+               : page_bits == 2 ? sglang::store_all<2>(cache.data(), cache.size(), locs, rows)
+                                : 2;
+  if (rc) return rc;
+  std::FILE* out = std::fopen(argv[5], "wb");
+  std::fwrite(cache.data(), 1, cache.size(), out);
+  std::fclose(out);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def branch_harness(patched_tree, tmp_path_factory):
+    cxx = require_tool("c++", env="CXX", enables="the host run of the fused kernel's bf16 store branch")
+    cuh = patched_tree.joinpath(*JIT, "csrc", "deepseek_v4", "fused_norm_rope_v2.cuh").read_text()
+    kernel = cuh[cuh.index("INDEXER_KERNEL void fused_norm_rope_indexer(") :]
+    page_bytes = re.search(r"constexpr int64_t kPageBytes = [^;]*;", kernel)
+    branch = re.search(r"if constexpr \(kBf16Store\) \{(.*?)\n  \}\n", kernel, re.S)
+    assert page_bytes and branch, "fused_norm_rope_indexer's kPageBytes or its bf16 store branch not found"
+    work = tmp_path_factory.mktemp("bf16_branch")
+    source = BRANCH_HARNESS.replace("@PAGE_BYTES@", page_bytes.group(0)).replace("@BRANCH@", branch.group(1))
+    (work / "branch.cc").write_text(source)
+    exe = work / "branch"
+    cmd = [
+        cxx,
+        "-std=c++20",
+        "-O1",
+        f"-I{patched_tree.joinpath(*JIT, 'include')}",
+        str(work / "branch.cc"),
+        "-o",
+        str(exe),
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return exe
+
+
+@pytest.mark.parametrize("page_bits", [6, 2])
+def test_kernel_bf16_branch_stores_what_torch_stores(bi, branch_harness, tmp_path, page_bits):
+    """The kernel's own store code run for every lane of every token: which lane writes which
+    8 bytes of which slot's row, both words in order, and that the lane's work ends there.
+    What feeds it (norm, rope, hadamard) and the launch run only on a GPU
+    (tests/gpu/test_0001_bf16_indexer.py::test_store_kernel_matches_torch_reference)."""
+    _store_rows_with(branch_harness, bi, tmp_path, page_bits)
+
+
 def test_kernel_stores_through_the_layout_header(patched_tree):
-    """The kernel's bf16 branch is exactly the header's code path: the host test above
-    checks what the GPU runs (the GPU test checks the whole kernel)."""
+    """The kernel includes the layout header and its bf16 branch reads as the header's calls.
+    A pin of the text only: what catches a changed store is
+    test_kernel_bf16_branch_stores_what_torch_stores, which runs that branch (docs/tests.md,
+    the store-site mutation table)."""
     cuh = patched_tree.joinpath(*JIT, "csrc", "deepseek_v4", "fused_norm_rope_v2.cuh").read_text()
     assert f"#include <{LAYOUT_HEADER}>" in cuh
     branch = re.search(r"if constexpr \(kBf16Store\) \{(.*?)\n  \}\n", cuh, re.S)
