@@ -321,6 +321,27 @@ def test_scorer_reads_only_the_rows_own_pages(bi):
         assert bool(got[b, visited:].isnan().all()), (b, n, int((~got[b, visited:].isnan()).sum()))
 
 
+def test_scorer_reads_no_padded_head_and_no_page_past_the_table(bi):
+    """4 heads run in a 16-head block, and the page table is narrower than two rows'
+    sequences. q and weight are views into buffers that hold NaN for heads 4..15, and each
+    table row is followed in memory by the next row's page ids: a kernel that reads a padded
+    head's q or weight scores NaN, one that walks past the table's width scores the next
+    row's pages where the reference has -inf (the table covers 128 positions)."""
+    q, keys, cache, weight, seq_lens, page_table, max_seq_len = _paged_case(8, seq=(150, 190, 40))
+    q_buf = torch.full((3, 1, 16, HEAD_DIM), float("nan")).to(torch.float8_e4m3fn)
+    q_buf[:, :, :4] = q
+    w_buf = torch.full((3, 16), float("nan"))
+    w_buf[:, :4] = weight
+    narrow = page_table[:, :2].contiguous()
+    got = bi.bf16_paged_mqa_logits(q_buf[:, :, :4], cache, w_buf[:, :4], seq_lens, narrow, None, max_seq_len, True)
+    covered = seq_lens.clamp(max=2 * PAGE)
+    ref = _reference_logits(q.float(), keys, weight, covered, narrow, max_seq_len)
+    assert not bool(got.isnan().any())
+    assert torch.equal(torch.isfinite(got), _valid(covered, max_seq_len))
+    valid = _valid(covered, max_seq_len)
+    torch.testing.assert_close(got.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
+
+
 def test_scorer_empty_shapes(bi):
     q, _keys, cache, weight, seq_lens, page_table, _ = _paged_case(6)
     for fn in (
