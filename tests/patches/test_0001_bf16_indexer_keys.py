@@ -858,10 +858,6 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
     nvcc = require_tool("nvcc", env="NVCC", enables="the sm_120 compile of the bf16 indexer store")
     jit = patched_tree.joinpath(*SGLANG, "kernels", "jit")
     cuh = jit / "csrc" / "deepseek_v4" / "fused_norm_rope_v2.cuh"
-    text = cuh.read_text()
-    assert "static_assert(!(kIsIndexer && kBf16Store)" not in text
-    assert re.search(r"fused_norm_rope_indexer<DType, kMode, kLogPageSize, kUsePDL, kPreshuffleSize, kBf16Store>", text)
-    assert re.search(r"constexpr int64_t kPageBytes = \(kBf16Store \? 256ll : 132ll\) << kPageBits;", text)
     tu = tmp_path / "bf16_indexer_store.cu"
     tu.write_text(
         '#include "deepseek_v4/fused_norm_rope_v2.cuh"\n'
@@ -906,6 +902,12 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
                 + b"ELi6ELb1ELi0ELb1EEEvNS_24FusedNormRopeStoreParamsE"
             )
             assert sym in blob, sym
+    # the text, checked after the build so that a kernel that does not select the bf16 store
+    # fails on the object's symbols above, not on a pin
+    text = cuh.read_text()
+    assert "static_assert(!(kIsIndexer && kBf16Store)" not in text
+    assert re.search(r"fused_norm_rope_indexer<DType, kMode, kLogPageSize, kUsePDL, kPreshuffleSize, kBf16Store>", text)
+    assert re.search(r"constexpr int64_t kPageBytes = \(kBf16Store \? 256ll : 132ll\) << kPageBits;", text)
 
 
 # ------------------------------------------------------------ upstream hunks
