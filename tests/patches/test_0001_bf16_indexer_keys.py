@@ -13,7 +13,6 @@ hunk is in place. What needs a GPU is in tests/gpu/test_0001_bf16_indexer.py.
 """
 
 import ast
-import math
 import os
 import re
 import struct
@@ -22,6 +21,7 @@ import subprocess
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import pytest
+from triton_support import GuardedTorch
 
 from helpers import lazy, load_module, require_tool
 
@@ -36,45 +36,16 @@ HEAD_DIM = 128
 PAGE = 64  # C4 index page size of DeepSeek-V4
 
 
-GUARD = 256  # NaN floats after every buffer the module allocates with torch.empty / torch.full
-
-
-class _GuardedTorch:
-    """torch as the module sees it, except that ``empty`` and ``full`` leave GUARD NaNs after the
-    buffer they return: a scorer that stores past its logits writes there, where the test finds
-    it, and not into the heap, where the interpreter would abort the whole run."""
-
-    def __init__(self):
-        self.tails = []
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
-    def empty(self, shape, **kwargs):
-        return self._with_tail(shape, None, kwargs)
-
-    def full(self, shape, fill, **kwargs):
-        return self._with_tail(shape, fill, kwargs)
-
-    def _with_tail(self, shape, fill, kwargs):
-        n = math.prod(shape)
-        flat = torch.full((n + GUARD,), float("nan"), **kwargs)
-        if fill is not None:
-            flat[:n] = fill
-        self.tails.append(flat[n:])
-        return flat[:n].view(shape)
-
-
 @pytest.fixture(scope="module")
 def bi(patched_tree):
     module = load_module(patched_tree.joinpath(*DSV4, "bf16_indexer.py"), "_dsv4_bf16_indexer_0001")
-    module.torch = guarded = _GuardedTorch()
+    module.torch = guarded = GuardedTorch()
     scorer = module.bf16_paged_mqa_logits
 
     def checked_scorer(*args, **kwargs):
         guarded.tails.clear()
         logits = scorer(*args, **kwargs)
-        past = sum(int((~tail.isnan()).sum()) for tail in guarded.tails)
+        past = guarded.stored_past()
         assert past == 0, f"the scorer stored {past} values past the end of its logits"
         return logits
 

@@ -30,6 +30,7 @@ from helpers import lazy
 # Imported at first use, not at collection (tests/conftest.py imports them before a
 # test module's first test): collecting the tests needs neither numpy nor triton.
 np = lazy("numpy")
+torch = lazy("torch")
 triton = lazy("triton")
 tl = lazy("triton.language")
 knobs = lazy("triton.knobs")
@@ -268,3 +269,44 @@ def ptxas_available(target: GPUTarget | None = None) -> bool:
         return bool(get_ptxas((target or sm120()).arch).path)
     except RuntimeError:
         return False
+
+
+# NaN values after every buffer a kernel module allocates with torch.empty / torch.full: at least
+# GUARD, and as many as the buffer holds (a store a whole head block past its tensor lands there)
+GUARD = 256
+
+
+class GuardedTorch:
+    """torch as a kernel module sees it (``module.torch = GuardedTorch()``), except that
+    ``empty`` and ``full`` leave max(GUARD, size) NaNs after the buffer they return: a kernel that stores
+    past its output writes there, where ``stored_past()`` finds it, and not into the heap, where
+    the interpreter would abort the whole run or the write would go unseen."""
+
+    def __init__(self) -> None:
+        self.tails: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+    def empty(self, *shape: Any, **kwargs: Any) -> Any:
+        return self._with_tail(shape, None, kwargs)
+
+    def full(self, shape: Any, fill: Any, **kwargs: Any) -> Any:
+        return self._with_tail(shape, fill, kwargs)
+
+    def _with_tail(self, shape: Any, fill: Any, kwargs: dict[str, Any]) -> Any:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        n = 1
+        for size in shape:
+            n *= int(size)
+        wanted = kwargs.pop("dtype", torch.float32)
+        flat = torch.full((n + max(GUARD, n),), float("nan"), dtype=torch.float32, **kwargs).to(wanted)
+        if fill is not None:
+            flat[:n] = fill
+        self.tails.append(flat[n:])
+        return flat[:n].view(shape)
+
+    def stored_past(self) -> int:
+        """Values written into any guard since the last ``tails.clear()``."""
+        return sum(int((~tail.isnan()).sum()) for tail in self.tails)
