@@ -383,10 +383,14 @@ def test_triton_gemm_sqrsum(gemm_kernel, tokens, k, n_splits):
     x = (torch.randn(tokens, k, generator=g) * 3).bfloat16()
     fn = torch.randn(N_REAL, k, generator=g) * (1.0 / k**0.5)
     fn_bf16 = fn.bfloat16()
-    out = torch.full((n_splits, tokens, N_REAL), float("nan"))
-    sq = torch.full((n_splits, tokens), float("nan"))
+    # NaN after each output, as much as it holds: a store past the last split's last row is seen
+    out_buf = torch.full((2 * n_splits * tokens * N_REAL,), float("nan"))
+    sq_buf = torch.full((2 * n_splits * tokens,), float("nan"))
+    out = out_buf[: n_splits * tokens * N_REAL].view(n_splits, tokens, N_REAL)
+    sq = sq_buf[: n_splits * tokens].view(n_splits, tokens)
     gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, fn_bf16, out, sq)
     assert not out.isnan().any() and not sq.isnan().any()
+    assert out_buf[out.numel() :].isnan().all() and sq_buf[sq.numel() :].isnan().all(), "stored past an output"
 
     xf = x.float()
     # Against the bf16-weight GEMM it implements (fp32 accumulation: reorder only).
