@@ -37,6 +37,7 @@ from triton_support import (
     GuardedTorch,
     compile_scenario,
     interpreter_bf16_dot,
+    interpreter_stores,
     load_compilable,
     ptxas_available,
     recorded_launches,
@@ -308,27 +309,30 @@ def test_stores_stay_inside_their_rows(mma, problem, monkeypatch, head_dim_v, ta
     head_dim_v under 512, through the direct store (one split), the partial stores and the
     combine (four splits), and two launches' partials (the extra cache). out, lse and the
     partial buffers are allocated with NaN after them, so a store past its tensor is seen
-    (the last head's row is the last in memory), and out must be the reference's first
-    head_dim_v values."""
+    (the last head's row is the last in memory); no byte is stored twice in a launch (on a GPU
+    the later store is a race); and out must be the reference's first head_dim_v values."""
     p = problem
     gen = torch.Generator().manual_seed(13)
     q = torch.randn(p["B"], 1, 20, D, generator=gen).to(torch.bfloat16)
     sink = torch.randn(20, generator=gen)
     guarded = GuardedTorch()
     monkeypatch.setattr(mma, "torch", guarded)
-    out, lse = mma.flash_mla_sparse_decode_mma(
-        q,
-        p["k_cache"],
-        p["idx"],
-        p["tlen"],
-        sink,
-        head_dim_v,
-        SCALE,
-        p["extra_cache"] if extra else None,
-        p["eidx"] if extra else None,
-        p["etlen"] if extra else None,
-        target_ctas=target,
-    )
+    with interpreter_stores() as stores:
+        out, lse = mma.flash_mla_sparse_decode_mma(
+            q,
+            p["k_cache"],
+            p["idx"],
+            p["tlen"],
+            sink,
+            head_dim_v,
+            SCALE,
+            p["extra_cache"] if extra else None,
+            p["eidx"] if extra else None,
+            p["etlen"] if extra else None,
+            target_ctas=target,
+        )
+    assert len(stores.launches) == (1 if (target, extra) == (0, False) else 2 + extra)
+    assert stores.stored_twice() == [], "(launch, bytes) stored more than once in one launch"
     assert len(guarded.tails) == (2 if (target, extra) == (0, False) else 4)
     assert guarded.stored_past() == 0, f"{guarded.stored_past()} values stored past a buffer"
     assert out.shape == (p["B"], 1, 20, head_dim_v)

@@ -117,6 +117,53 @@ def interpreter_bf16_dot() -> Iterator[DotCount]:
         yield count
 
 
+@dataclasses.dataclass
+class StoreLog:
+    """The bytes each launch's programs stored, in launch order (``interpreter_stores``)."""
+
+    launches: list[list[Any]] = dataclasses.field(default_factory=list)
+
+    def stored_twice(self) -> list[tuple[int, int]]:
+        """(launch, bytes) for each launch that stored some byte more than once, by one program
+        or by two: on a GPU nothing orders two such stores, so which value lands is a race."""
+        twice = []
+        for n, chunks in enumerate(self.launches):
+            if chunks:
+                written = np.concatenate(chunks)
+                extra = written.size - np.unique(written).size
+                if extra:
+                    twice.append((n, int(extra)))
+        return twice
+
+
+@contextlib.contextmanager
+def interpreter_stores() -> Iterator[StoreLog]:
+    """Record under ``TRITON_INTERPRET=1`` the byte addresses every masked-in ``tl.store``
+    writes, one list per launch (a launch starts at program (0, 0, 0)). The interpreter runs a
+    launch's programs one after another, so a byte stored twice gets the later value there; on
+    a GPU the order is not defined, so a test asserts each byte is stored at most once."""
+    log = StoreLog()
+    builder = type(interpreter.interpreter_builder)
+    set_grid_idx, create_masked_store = builder.set_grid_idx, builder.create_masked_store
+
+    def set_grid_idx_logged(self: Any, x: int, y: int, z: int) -> Any:
+        if (x, y, z) == (0, 0, 0):
+            log.launches.append([])
+        return set_grid_idx(self, x, y, z)
+
+    def create_masked_store_logged(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        size = value.data.dtype.itemsize
+        where = np.broadcast_to(mask.data, ptrs.data.shape)
+        starts = ptrs.data[where].astype(np.uint64)
+        log.launches[-1].append((starts[:, None] + np.arange(size, dtype=np.uint64)[None, :]).ravel())
+        return create_masked_store(self, ptrs, value, mask, *rest)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builder, "set_grid_idx", set_grid_idx_logged)
+        mp.setattr(builder, "create_masked_store", create_masked_store_logged)
+        yield log
+
+
 # -- offline compiles ---------------------------------------------------------------------------
 #
 # A kernel is compiled for a GPU this machine does not have through Triton's compile API and a
