@@ -21,7 +21,7 @@ import subprocess
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import pytest
-from triton_support import GuardedTorch
+from triton_support import GuardedTorch, interpreter_stores
 
 from helpers import lazy, load_module, require_tool
 
@@ -253,27 +253,32 @@ def test_scorer_matches_reference(bi, heads):
     assert torch.equal(torch.isfinite(clean), valid)
     torch.testing.assert_close(clean.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
     for splits in (2, 3, 7):
-        other = bi.bf16_paged_mqa_logits(
-            q,
-            cache.view(torch.bfloat16),
-            weight,
-            seq_lens.unsqueeze(-1),
-            page_table,
-            None,
-            max_seq_len,
-            True,
-            num_splits=splits,
-        )
+        with interpreter_stores() as stores:
+            other = bi.bf16_paged_mqa_logits(
+                q,
+                cache.view(torch.bfloat16),
+                weight,
+                seq_lens.unsqueeze(-1),
+                page_table,
+                None,
+                max_seq_len,
+                True,
+                num_splits=splits,
+            )
         torch.testing.assert_close(other, clean, rtol=0, atol=0)
+        # each position is one split's: two splits storing one logit would race on a GPU
+        assert len(stores.launches) == 1 and stores.stored_twice() == [], splits
     torch_ref = bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens, page_table, max_seq_len)
     assert torch.equal(torch.isfinite(torch_ref), valid)
     torch.testing.assert_close(torch_ref.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
 
 
-def test_scorer_reads_only_the_rows_own_pages(bi):
+@pytest.mark.parametrize("num_splits", [None, 3])  # the CPU's default (one program a row), and 3
+def test_scorer_reads_only_the_rows_own_pages(bi, num_splits):
     """The kernel's work follows seq_lens, not the page table's width: it visits the
-    ceil(seq_len / 64) pages of each row and writes nothing past them. Uninitialised
-    memory is NaN here, so every position the kernel never touched stays NaN."""
+    ceil(seq_len / 64) pages of each row and writes nothing past them, however the pages
+    are split between programs. Uninitialised memory is NaN here, so every position the
+    kernel never touched stays NaN."""
     width = 4096  # a table 16x wider than the longest row needs (a 1M-token graph table)
     q, _keys, cache, weight, seq_lens, page_table, _ = _paged_case(5, seq=(0, 1, 64, 200), batch=4, width=width)
     max_seq_len = width * PAGE
@@ -281,7 +286,9 @@ def test_scorer_reads_only_the_rows_own_pages(bi):
     torch.use_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     try:
-        got = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, page_table, None, max_seq_len, False)
+        got = bi.bf16_paged_mqa_logits(
+            q, cache, weight, seq_lens, page_table, None, max_seq_len, False, num_splits=num_splits
+        )
     finally:
         torch.use_deterministic_algorithms(False)
         torch.utils.deterministic.fill_uninitialized_memory = previous

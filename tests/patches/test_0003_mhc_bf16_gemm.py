@@ -29,6 +29,7 @@ import pytest
 from triton_support import (
     compile_scenario,
     interpreter_bf16_dot,
+    interpreter_stores,
     load_compilable,
     ptxas_available,
     recorded_launches,
@@ -388,7 +389,9 @@ def test_triton_gemm_sqrsum(gemm_kernel, tokens, k, n_splits):
     sq_buf = torch.full((2 * n_splits * tokens,), float("nan"))
     out = out_buf[: n_splits * tokens * N_REAL].view(n_splits, tokens, N_REAL)
     sq = sq_buf[: n_splits * tokens].view(n_splits, tokens)
-    gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, fn_bf16, out, sq)
+    with interpreter_stores() as stores:
+        gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, fn_bf16, out, sq)
+    assert stores.stored_twice() == [], "a value stored twice: on a GPU, a race"
     assert not out.isnan().any() and not sq.isnan().any()
     assert out_buf[out.numel() :].isnan().all() and sq_buf[sq.numel() :].isnan().all(), "stored past an output"
 
