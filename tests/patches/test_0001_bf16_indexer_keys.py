@@ -301,13 +301,17 @@ def test_scorer_reads_only_the_rows_own_pages(bi, num_splits):
 
 def test_scorer_reads_no_padded_head_and_no_page_past_the_table(bi):
     """4 heads run in a 16-head block, and the page table is narrower than two rows'
-    sequences. q and weight are views into buffers that hold NaN for heads 4..15, and each
-    table row is followed in memory by the next row's page ids: a kernel that reads a padded
-    head's q or weight scores NaN, one that walks past the table's width scores the next
-    row's pages where the reference has -inf (the table covers 128 positions)."""
+    sequences. q and weight are views into buffers that hold, for heads 4..15, a q whose dot
+    with a key over 1.2 in its first value overflows to +inf, and a NaN weight; each table row
+    is followed in memory by the next row's page ids. A kernel that reads a padded head's q
+    (its weight masked to 0: inf * 0) or weight (0 * NaN) scores NaN; one that walks past the
+    table's width scores the next row's pages where the reference has -inf (the table covers
+    128 positions). q is bf16 here, which the scorer takes as it takes fp8 e4m3."""
     q, keys, cache, weight, seq_lens, page_table, max_seq_len = _paged_case(8, seq=(150, 190, 40))
-    q_buf = torch.full((3, 1, 16, HEAD_DIM), float("nan")).to(torch.float8_e4m3fn)
-    q_buf[:, :, :4] = q
+    q_buf = torch.zeros(3, 1, 16, HEAD_DIM, dtype=torch.bfloat16)
+    q_buf[:, :, 4:, 0] = 3e38
+    q_buf[:, :, :4] = q.to(torch.bfloat16)  # exact: every e4m3 value is a bf16 value
+    assert bool((keys[..., 0] > 1.2).any())
     w_buf = torch.full((3, 16), float("nan"))
     w_buf[:, :4] = weight
     narrow = page_table[:, :2].contiguous()
