@@ -5,14 +5,14 @@ Triton's CPU interpreter) and checks its byte layout, its start-up checks and it
 Triton paged scorer against a float64 reference; shows on fixed-seed data that bf16
 keys keep a needle on top of near-tied keys where fp8 e4m3 keys (per-token fp32
 scale, as the fused kernel stores them) lose it; runs the kernel's bf16 store
-address and packing code (sgl_kernel/deepseek_v4/bf16_index_k.h) with the host C++
-compiler against the torch store; compiles the bf16 store variant of
+address and packing code (sgl_kernel/deepseek_v4/bf16_index_k.h) and the fused kernel's own
+bf16 store branch (cut from fused_norm_rope_v2.cuh) with the host C++ compiler against the
+torch store; compiles the bf16 store variant of
 fused_norm_rope_v2.cuh with nvcc for sm_120; and checks with ast that every upstream
 hunk is in place. What needs a GPU is in tests/gpu/test_0001_bf16_indexer.py.
 """
 
 import ast
-import math
 import os
 import re
 import struct
@@ -21,6 +21,7 @@ import subprocess
 os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 
 import pytest
+from triton_support import GuardedTorch, interpreter_stores
 
 from helpers import lazy, load_module, require_tool
 
@@ -35,45 +36,16 @@ HEAD_DIM = 128
 PAGE = 64  # C4 index page size of DeepSeek-V4
 
 
-GUARD = 256  # NaN floats after every buffer the module allocates with torch.empty / torch.full
-
-
-class _GuardedTorch:
-    """torch as the module sees it, except that ``empty`` and ``full`` leave GUARD NaNs after the
-    buffer they return: a scorer that stores past its logits writes there, where the test finds
-    it, and not into the heap, where the interpreter would abort the whole run."""
-
-    def __init__(self):
-        self.tails = []
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
-
-    def empty(self, shape, **kwargs):
-        return self._with_tail(shape, None, kwargs)
-
-    def full(self, shape, fill, **kwargs):
-        return self._with_tail(shape, fill, kwargs)
-
-    def _with_tail(self, shape, fill, kwargs):
-        n = math.prod(shape)
-        flat = torch.full((n + GUARD,), float("nan"), **kwargs)
-        if fill is not None:
-            flat[:n] = fill
-        self.tails.append(flat[n:])
-        return flat[:n].view(shape)
-
-
 @pytest.fixture(scope="module")
 def bi(patched_tree):
     module = load_module(patched_tree.joinpath(*DSV4, "bf16_indexer.py"), "_dsv4_bf16_indexer_0001")
-    module.torch = guarded = _GuardedTorch()
+    module.torch = guarded = GuardedTorch()
     scorer = module.bf16_paged_mqa_logits
 
     def checked_scorer(*args, **kwargs):
         guarded.tails.clear()
         logits = scorer(*args, **kwargs)
-        past = sum(int((~tail.isnan()).sum()) for tail in guarded.tails)
+        past = guarded.stored_past()
         assert past == 0, f"the scorer stored {past} values past the end of its logits"
         return logits
 
@@ -281,27 +253,32 @@ def test_scorer_matches_reference(bi, heads):
     assert torch.equal(torch.isfinite(clean), valid)
     torch.testing.assert_close(clean.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
     for splits in (2, 3, 7):
-        other = bi.bf16_paged_mqa_logits(
-            q,
-            cache.view(torch.bfloat16),
-            weight,
-            seq_lens.unsqueeze(-1),
-            page_table,
-            None,
-            max_seq_len,
-            True,
-            num_splits=splits,
-        )
+        with interpreter_stores() as stores:
+            other = bi.bf16_paged_mqa_logits(
+                q,
+                cache.view(torch.bfloat16),
+                weight,
+                seq_lens.unsqueeze(-1),
+                page_table,
+                None,
+                max_seq_len,
+                True,
+                num_splits=splits,
+            )
         torch.testing.assert_close(other, clean, rtol=0, atol=0)
+        # each position is one split's: two splits storing one logit would race on a GPU
+        assert len(stores.launches) == 1 and stores.stored_twice() == [], splits
     torch_ref = bi.bf16_paged_mqa_logits_torch(q, cache, weight, seq_lens, page_table, max_seq_len)
     assert torch.equal(torch.isfinite(torch_ref), valid)
     torch.testing.assert_close(torch_ref.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
 
 
-def test_scorer_reads_only_the_rows_own_pages(bi):
+@pytest.mark.parametrize("num_splits", [None, 3])  # the CPU's default (one program a row), and 3
+def test_scorer_reads_only_the_rows_own_pages(bi, num_splits):
     """The kernel's work follows seq_lens, not the page table's width: it visits the
-    ceil(seq_len / 64) pages of each row and writes nothing past them. Uninitialised
-    memory is NaN here, so every position the kernel never touched stays NaN."""
+    ceil(seq_len / 64) pages of each row and writes nothing past them, however the pages
+    are split between programs. Uninitialised memory is NaN here, so every position the
+    kernel never touched stays NaN."""
     width = 4096  # a table 16x wider than the longest row needs (a 1M-token graph table)
     q, _keys, cache, weight, seq_lens, page_table, _ = _paged_case(5, seq=(0, 1, 64, 200), batch=4, width=width)
     max_seq_len = width * PAGE
@@ -309,7 +286,9 @@ def test_scorer_reads_only_the_rows_own_pages(bi):
     torch.use_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     try:
-        got = bi.bf16_paged_mqa_logits(q, cache, weight, seq_lens, page_table, None, max_seq_len, False)
+        got = bi.bf16_paged_mqa_logits(
+            q, cache, weight, seq_lens, page_table, None, max_seq_len, False, num_splits=num_splits
+        )
     finally:
         torch.use_deterministic_algorithms(False)
         torch.utils.deterministic.fill_uninitialized_memory = previous
@@ -318,6 +297,31 @@ def test_scorer_reads_only_the_rows_own_pages(bi):
         assert bool(torch.isfinite(got[b, :n]).all())
         assert bool((got[b, n:visited] == float("-inf")).all())
         assert bool(got[b, visited:].isnan().all()), (b, n, int((~got[b, visited:].isnan()).sum()))
+
+
+def test_scorer_reads_no_padded_head_and_no_page_past_the_table(bi):
+    """4 heads run in a 16-head block, and the page table is narrower than two rows'
+    sequences. q and weight are views into buffers that hold, for heads 4..15, a q whose dot
+    with a key over 1.2 in its first value overflows to +inf, and a NaN weight; each table row
+    is followed in memory by the next row's page ids. A kernel that reads a padded head's q
+    (its weight masked to 0: inf * 0) or weight (0 * NaN) scores NaN; one that walks past the
+    table's width scores the next row's pages where the reference has -inf (the table covers
+    128 positions). q is bf16 here, which the scorer takes as it takes fp8 e4m3."""
+    q, keys, cache, weight, seq_lens, page_table, max_seq_len = _paged_case(8, seq=(150, 190, 40))
+    q_buf = torch.zeros(3, 1, 16, HEAD_DIM, dtype=torch.bfloat16)
+    q_buf[:, :, 4:, 0] = 3e38
+    q_buf[:, :, :4] = q.to(torch.bfloat16)  # exact: every e4m3 value is a bf16 value
+    assert bool((keys[..., 0] > 1.2).any())
+    w_buf = torch.full((3, 16), float("nan"))
+    w_buf[:, :4] = weight
+    narrow = page_table[:, :2].contiguous()
+    got = bi.bf16_paged_mqa_logits(q_buf[:, :, :4], cache, w_buf[:, :4], seq_lens, narrow, None, max_seq_len, True)
+    covered = seq_lens.clamp(max=2 * PAGE)
+    ref = _reference_logits(q.float(), keys, weight, covered, narrow, max_seq_len)
+    assert not bool(got.isnan().any())
+    assert torch.equal(torch.isfinite(got), _valid(covered, max_seq_len))
+    valid = _valid(covered, max_seq_len)
+    torch.testing.assert_close(got.double()[valid], ref[valid], rtol=1e-5, atol=1e-4)
 
 
 def test_scorer_empty_shapes(bi):
@@ -633,11 +637,15 @@ def _special_rows(n):
         2.0**-133,
     ]
     rows[0, : len(specials)] = torch.tensor(specials)
+    # NaNs whose payload sits in the low 16 bits only: rounding them as numbers gives inf
+    rows.view(torch.int32)[0, len(specials) : len(specials) + 2] = torch.tensor([0x7F800001, -0x7FFF7FFF])
     return rows
 
 
-@pytest.mark.parametrize("page_bits", [6, 2])  # 64 is the C4 index page
-def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, page_bits):
+def _store_rows_with(exe, bi, tmp_path, page_bits):
+    """Runs ``exe`` (a harness taking page_bits, num_pages, n, input file, output file) on 40
+    slots of 9 pages, the first three at a page's first and last slot and the cache's last, and
+    checks every byte of the cache it writes against the torch store."""
     page_size = 1 << page_bits
     num_pages = 9
     g = torch.Generator().manual_seed(page_bits)
@@ -648,7 +656,7 @@ def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, pa
     data.write_bytes(locs.numpy().tobytes() + rows.numpy().tobytes())
     out = tmp_path / "out.bin"
     res = subprocess.run(
-        [str(store_harness), str(page_bits), str(num_pages), str(len(locs)), str(data), str(out)],
+        [str(exe), str(page_bits), str(num_pages), str(len(locs)), str(data), str(out)],
         capture_output=True,
         text=True,
         check=False,
@@ -671,9 +679,146 @@ def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, pa
     assert struct.pack("<14f", *got.nan_to_num(0.5).tolist()) == struct.pack("<14f", *want.nan_to_num(0.5).tolist())
 
 
+@pytest.mark.parametrize("page_bits", [6, 2])  # 64 is the C4 index page
+def test_kernel_store_layout_matches_torch_store(bi, store_harness, tmp_path, page_bits):
+    _store_rows_with(store_harness, bi, tmp_path, page_bits)
+
+
+# The kernel's own bf16 store branch, cut from fused_norm_rope_v2.cuh and compiled for the host
+# with stand-ins for what it names from the kernel: `data` (the lane's 4 fp32 values), `lane_id`,
+# `out_loc`, `params.kvcache`, kPageBits and the kernel's own kPageBytes line, AlignedVector (its
+# store(ptr, offset) writes sizeof(*this) bytes at ptr + offset * sizeof(*this), refused when
+# misaligned or outside the cache) and PDLTriggerSecondary (nothing on the host). The branch must
+# end the lane's work: running past it is an error, since the fp8 store follows in the kernel.
+BRANCH_HARNESS = r"""
+#include <sgl_kernel/deepseek_v4/bf16_index_k.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace sglang {
+
+static uint8_t* g_base = nullptr;
+static int64_t g_size = 0;
+static int g_error = 0;  // 3: a store outside the cache or misaligned, 4: ran past the branch
+
+template <typename T, std::size_t N>
+struct AlignedVector {
+  T v[N];
+  T& operator[](std::size_t i) { return v[i]; }
+  T operator[](std::size_t i) const { return v[i]; }
+  void store(void* ptr, int64_t offset = 0) const {
+    const int64_t at = static_cast<uint8_t*>(ptr) - g_base + offset * int64_t(sizeof v);
+    if (at < 0 || at + int64_t(sizeof v) > g_size || at % int64_t(sizeof v) != 0) {
+      g_error = 3;
+      return;
+    }
+    std::memcpy(g_base + at, v, sizeof v);
+  }
+};
+
+template <bool>
+inline void PDLTriggerSecondary() {}
+
+struct Params {
+  uint8_t* kvcache;
+};
+
+template <int32_t kPageBits>
+void bf16_branch(const Params& params, int64_t out_loc, uint32_t lane_id, const AlignedVector<float, 4>& data) {
+  constexpr bool kBf16Store = true;
+  constexpr bool kUsePDL = true;
+  constexpr int64_t kHeadDim = 128;
+  constexpr int64_t kVecSize = 4;
+  @PAGE_BYTES@
+  if constexpr (kBf16Store) {@BRANCH@
+  }
+  g_error = 4;
+}
+
+template <int32_t kPageBits>
+int store_all(uint8_t* cache, int64_t size, const std::vector<long long>& locs, const std::vector<float>& rows) {
+  g_base = cache;
+  g_size = size;
+  for (std::size_t i = 0; i < locs.size(); ++i) {
+    for (uint32_t lane = 0; lane < 32; ++lane) {
+      AlignedVector<float, 4> data;
+      std::memcpy(data.v, &rows[i * 128 + lane * 4], sizeof data.v);
+      bf16_branch<kPageBits>(Params{cache}, locs[i], lane, data);
+      if (g_error) return g_error;
+    }
+  }
+  return 0;
+}
+
+}  // namespace sglang
+
+int main(int argc, char** argv) {
+  const int page_bits = std::atoi(argv[1]);
+  const long num_pages = std::atol(argv[2]);
+  const long n = std::atol(argv[3]);
+  std::FILE* in = std::fopen(argv[4], "rb");
+  std::vector<long long> locs(n);
+  std::vector<float> rows(n * 128);
+  if (std::fread(locs.data(), 8, n, in) != size_t(n)) return 2;
+  if (std::fread(rows.data(), 4, rows.size(), in) != rows.size()) return 2;
+  std::vector<uint8_t> cache((num_pages * 256) << page_bits, 0);
+  const int rc = page_bits == 6 ? sglang::store_all<6>(cache.data(), cache.size(), locs, rows)
+               : page_bits == 2 ? sglang::store_all<2>(cache.data(), cache.size(), locs, rows)
+                                : 2;
+  if (rc) return rc;
+  std::FILE* out = std::fopen(argv[5], "wb");
+  std::fwrite(cache.data(), 1, cache.size(), out);
+  std::fclose(out);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def branch_harness(patched_tree, tmp_path_factory):
+    cxx = require_tool("c++", env="CXX", enables="the host run of the fused kernel's bf16 store branch")
+    cuh = patched_tree.joinpath(*JIT, "csrc", "deepseek_v4", "fused_norm_rope_v2.cuh").read_text()
+    kernel = cuh[cuh.index("INDEXER_KERNEL void fused_norm_rope_indexer(") :]
+    page_bytes = re.search(r"constexpr int64_t kPageBytes = [^;]*;", kernel)
+    branch = re.search(r"if constexpr \(kBf16Store\) \{(.*?)\n  \}\n", kernel, re.S)
+    assert page_bytes and branch, "fused_norm_rope_indexer's kPageBytes or its bf16 store branch not found"
+    work = tmp_path_factory.mktemp("bf16_branch")
+    source = BRANCH_HARNESS.replace("@PAGE_BYTES@", page_bytes.group(0)).replace("@BRANCH@", branch.group(1))
+    (work / "branch.cc").write_text(source)
+    exe = work / "branch"
+    cmd = [
+        cxx,
+        "-std=c++20",
+        "-O1",
+        f"-I{patched_tree.joinpath(*JIT, 'include')}",
+        str(work / "branch.cc"),
+        "-o",
+        str(exe),
+    ]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return exe
+
+
+@pytest.mark.parametrize("page_bits", [6, 2])
+def test_kernel_bf16_branch_stores_what_torch_stores(bi, branch_harness, tmp_path, page_bits):
+    """The kernel's own store code run for every lane of every token: which lane writes which
+    8 bytes of which slot's row, both words in order, and that the lane's work ends there.
+    What feeds it (norm, rope, hadamard) and the launch run only on a GPU
+    (tests/gpu/test_0001_bf16_indexer.py::test_store_kernel_matches_torch_reference)."""
+    _store_rows_with(branch_harness, bi, tmp_path, page_bits)
+
+
 def test_kernel_stores_through_the_layout_header(patched_tree):
-    """The kernel's bf16 branch is exactly the header's code path: the host test above
-    checks what the GPU runs (the GPU test checks the whole kernel)."""
+    """The kernel includes the layout header and its bf16 branch reads as the header's calls.
+    A pin of the text only: what catches a changed store is
+    test_kernel_bf16_branch_stores_what_torch_stores, which runs that branch (docs/tests.md,
+    the store-site mutation table)."""
     cuh = patched_tree.joinpath(*JIT, "csrc", "deepseek_v4", "fused_norm_rope_v2.cuh").read_text()
     assert f"#include <{LAYOUT_HEADER}>" in cuh
     branch = re.search(r"if constexpr \(kBf16Store\) \{(.*?)\n  \}\n", cuh, re.S)
@@ -695,10 +840,6 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
     nvcc = require_tool("nvcc", env="NVCC", enables="the sm_120 compile of the bf16 indexer store")
     jit = patched_tree.joinpath(*SGLANG, "kernels", "jit")
     cuh = jit / "csrc" / "deepseek_v4" / "fused_norm_rope_v2.cuh"
-    text = cuh.read_text()
-    assert "static_assert(!(kIsIndexer && kBf16Store)" not in text
-    assert re.search(r"fused_norm_rope_indexer<DType, kMode, kLogPageSize, kUsePDL, kPreshuffleSize, kBf16Store>", text)
-    assert re.search(r"constexpr int64_t kPageBytes = \(kBf16Store \? 256ll : 132ll\) << kPageBits;", text)
     tu = tmp_path / "bf16_indexer_store.cu"
     tu.write_text(
         '#include "deepseek_v4/fused_norm_rope_v2.cuh"\n'
@@ -743,6 +884,12 @@ def test_fused_kernel_bf16_indexer_store_compiles_for_sm120(patched_tree, tmp_pa
                 + b"ELi6ELb1ELi0ELb1EEEvNS_24FusedNormRopeStoreParamsE"
             )
             assert sym in blob, sym
+    # the text, checked after the build so that a kernel that does not select the bf16 store
+    # fails on the object's symbols above, not on a pin
+    text = cuh.read_text()
+    assert "static_assert(!(kIsIndexer && kBf16Store)" not in text
+    assert re.search(r"fused_norm_rope_indexer<DType, kMode, kLogPageSize, kUsePDL, kPreshuffleSize, kBf16Store>", text)
+    assert re.search(r"constexpr int64_t kPageBytes = \(kBf16Store \? 256ll : 132ll\) << kPageBits;", text)
 
 
 # ------------------------------------------------------------ upstream hunks

@@ -34,8 +34,10 @@ from dsv4_mla_reference import (
     upstream_sparse_decode_fwd,
 )
 from triton_support import (
+    GuardedTorch,
     compile_scenario,
     interpreter_bf16_dot,
+    interpreter_stores,
     load_compilable,
     ptxas_available,
     recorded_launches,
@@ -298,6 +300,47 @@ def test_partial_head_block(mma, problem, target):
     assert out.shape == (problem["B"], 1, 20, D)
     ref_out, ref_lse = reference(q, [(p["kv"], p["idx"], p["tlen"])], sink)
     assert_close(out[:, 0], lse[..., 0], ref_out, ref_lse)
+
+
+@pytest.mark.parametrize("head_dim_v", [400, 480])  # inside the nope part, inside the rope part
+@pytest.mark.parametrize("target, extra", [(0, False), (10**6, False), (0, True)], ids=["direct", "splits", "extra"])
+def test_stores_stay_inside_their_rows(mma, problem, monkeypatch, head_dim_v, target, extra):
+    """Each store site's masks, run: 20 heads (a second, partly masked head block) and a
+    head_dim_v under 512, through the direct store (one split), the partial stores and the
+    combine (four splits), and two launches' partials (the extra cache). out, lse and the
+    partial buffers are allocated with NaN after them, so a store past its tensor is seen
+    (the last head's row is the last in memory); no byte is stored twice in a launch (on a GPU
+    the later store is a race); and out must be the reference's first head_dim_v values."""
+    p = problem
+    gen = torch.Generator().manual_seed(13)
+    q = torch.randn(p["B"], 1, 20, D, generator=gen).to(torch.bfloat16)
+    sink = torch.randn(20, generator=gen)
+    guarded = GuardedTorch()
+    monkeypatch.setattr(mma, "torch", guarded)
+    with interpreter_stores() as stores:
+        out, lse = mma.flash_mla_sparse_decode_mma(
+            q,
+            p["k_cache"],
+            p["idx"],
+            p["tlen"],
+            sink,
+            head_dim_v,
+            SCALE,
+            p["extra_cache"] if extra else None,
+            p["eidx"] if extra else None,
+            p["etlen"] if extra else None,
+            target_ctas=target,
+        )
+    assert len(stores.launches) == (1 if (target, extra) == (0, False) else 2 + extra)
+    assert stores.stored_twice() == [], "(launch, bytes) stored more than once in one launch"
+    assert len(guarded.tails) == (2 if (target, extra) == (0, False) else 4)
+    assert guarded.stored_past() == 0, f"{guarded.stored_past()} values stored past a buffer"
+    assert out.shape == (p["B"], 1, 20, head_dim_v)
+    parts = [(p["kv"], p["idx"], p["tlen"])]
+    if extra:
+        parts.append((p["extra_kv"], p["eidx"], p["etlen"]))
+    ref_out, ref_lse = reference(q, parts, sink)
+    assert_close(out[:, 0], lse[..., 0], ref_out[..., :head_dim_v], ref_lse)
 
 
 def test_strided_indices_and_topk_length_give_the_contiguous_result(mma, problem):

@@ -29,6 +29,7 @@ import pytest
 from triton_support import (
     compile_scenario,
     interpreter_bf16_dot,
+    interpreter_stores,
     load_compilable,
     ptxas_available,
     recorded_launches,
@@ -382,11 +383,22 @@ def test_triton_gemm_sqrsum(gemm_kernel, tokens, k, n_splits):
     g = torch.Generator().manual_seed(k + tokens)
     x = (torch.randn(tokens, k, generator=g) * 3).bfloat16()
     fn = torch.randn(N_REAL, k, generator=g) * (1.0 / k**0.5)
-    fn_bf16 = fn.bfloat16()
-    out = torch.full((n_splits, tokens, N_REAL), float("nan"))
-    sq = torch.full((n_splits, tokens), float("nan"))
-    gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, fn_bf16, out, sq)
+    # both inputs with NaN after them: a load past the last row's k (a dropped k mask in a
+    # ragged split) reads NaN, which no masked-in product can hide
+    x_buf = torch.full((2 * x.numel(),), float("nan"), dtype=torch.bfloat16)
+    fn_buf = torch.full((2 * fn.numel(),), float("nan"), dtype=torch.bfloat16)
+    x = x_buf[: x.numel()].view(tokens, k).copy_(x)
+    fn_bf16 = fn_buf[: fn.numel()].view(N_REAL, k).copy_(fn)
+    # NaN after each output, as much as it holds: a store past the last split's last row is seen
+    out_buf = torch.full((2 * n_splits * tokens * N_REAL,), float("nan"))
+    sq_buf = torch.full((2 * n_splits * tokens,), float("nan"))
+    out = out_buf[: n_splits * tokens * N_REAL].view(n_splits, tokens, N_REAL)
+    sq = sq_buf[: n_splits * tokens].view(n_splits, tokens)
+    with interpreter_stores() as stores:
+        gemm_kernel.mhc_pre_gemm_sqrsum_bf16(x, fn_bf16, out, sq)
+    assert stores.stored_twice() == [], "a value stored twice: on a GPU, a race"
     assert not out.isnan().any() and not sq.isnan().any()
+    assert out_buf[out.numel() :].isnan().all() and sq_buf[sq.numel() :].isnan().all(), "stored past an output"
 
     xf = x.float()
     # Against the bf16-weight GEMM it implements (fp32 accumulation: reorder only).

@@ -30,6 +30,7 @@ from helpers import lazy
 # Imported at first use, not at collection (tests/conftest.py imports them before a
 # test module's first test): collecting the tests needs neither numpy nor triton.
 np = lazy("numpy")
+torch = lazy("torch")
 triton = lazy("triton")
 tl = lazy("triton.language")
 knobs = lazy("triton.knobs")
@@ -114,6 +115,53 @@ def interpreter_bf16_dot() -> Iterator[DotCount]:
         assert interpreter_bf16_dot_ok()
         count.calls = count.bf16 = 0
         yield count
+
+
+@dataclasses.dataclass
+class StoreLog:
+    """The bytes each launch's programs stored, in launch order (``interpreter_stores``)."""
+
+    launches: list[list[Any]] = dataclasses.field(default_factory=list)
+
+    def stored_twice(self) -> list[tuple[int, int]]:
+        """(launch, bytes) for each launch that stored some byte more than once, by one program
+        or by two: on a GPU nothing orders two such stores, so which value lands is a race."""
+        twice = []
+        for n, chunks in enumerate(self.launches):
+            if chunks:
+                written = np.concatenate(chunks)
+                extra = written.size - np.unique(written).size
+                if extra:
+                    twice.append((n, int(extra)))
+        return twice
+
+
+@contextlib.contextmanager
+def interpreter_stores() -> Iterator[StoreLog]:
+    """Record under ``TRITON_INTERPRET=1`` the byte addresses every masked-in ``tl.store``
+    writes, one list per launch (a launch starts at program (0, 0, 0)). The interpreter runs a
+    launch's programs one after another, so a byte stored twice gets the later value there; on
+    a GPU the order is not defined, so a test asserts each byte is stored at most once."""
+    log = StoreLog()
+    builder = type(interpreter.interpreter_builder)
+    set_grid_idx, create_masked_store = builder.set_grid_idx, builder.create_masked_store
+
+    def set_grid_idx_logged(self: Any, x: int, y: int, z: int) -> Any:
+        if (x, y, z) == (0, 0, 0):
+            log.launches.append([])
+        return set_grid_idx(self, x, y, z)
+
+    def create_masked_store_logged(self: Any, ptrs: Any, value: Any, mask: Any, *rest: Any) -> Any:
+        size = value.data.dtype.itemsize
+        where = np.broadcast_to(mask.data, ptrs.data.shape)
+        starts = ptrs.data[where].astype(np.uint64)
+        log.launches[-1].append((starts[:, None] + np.arange(size, dtype=np.uint64)[None, :]).ravel())
+        return create_masked_store(self, ptrs, value, mask, *rest)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builder, "set_grid_idx", set_grid_idx_logged)
+        mp.setattr(builder, "create_masked_store", create_masked_store_logged)
+        yield log
 
 
 # -- offline compiles ---------------------------------------------------------------------------
@@ -268,3 +316,44 @@ def ptxas_available(target: GPUTarget | None = None) -> bool:
         return bool(get_ptxas((target or sm120()).arch).path)
     except RuntimeError:
         return False
+
+
+# NaN values after every buffer a kernel module allocates with torch.empty / torch.full: at least
+# GUARD, and as many as the buffer holds (a store a whole head block past its tensor lands there)
+GUARD = 256
+
+
+class GuardedTorch:
+    """torch as a kernel module sees it (``module.torch = GuardedTorch()``), except that
+    ``empty`` and ``full`` leave max(GUARD, size) NaNs after the buffer they return: a kernel that stores
+    past its output writes there, where ``stored_past()`` finds it, and not into the heap, where
+    the interpreter would abort the whole run or the write would go unseen."""
+
+    def __init__(self) -> None:
+        self.tails: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+    def empty(self, *shape: Any, **kwargs: Any) -> Any:
+        return self._with_tail(shape, None, kwargs)
+
+    def full(self, shape: Any, fill: Any, **kwargs: Any) -> Any:
+        return self._with_tail(shape, fill, kwargs)
+
+    def _with_tail(self, shape: Any, fill: Any, kwargs: dict[str, Any]) -> Any:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        n = 1
+        for size in shape:
+            n *= int(size)
+        wanted = kwargs.pop("dtype", torch.float32)
+        flat = torch.full((n + max(GUARD, n),), float("nan"), dtype=torch.float32, **kwargs).to(wanted)
+        if fill is not None:
+            flat[:n] = fill
+        self.tails.append(flat[n:])
+        return flat[:n].view(shape)
+
+    def stored_past(self) -> int:
+        """Values written into any guard since the last ``tails.clear()``."""
+        return sum(int((~tail.isnan()).sum()) for tail in self.tails)
