@@ -10,12 +10,14 @@ nothing on disk.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import textwrap
+import threading
 import urllib.parse
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -23,7 +25,7 @@ from cli_run import in_process
 from conftest import Demo
 from helpers import git, sha256, snapshot
 from patchtool import git as gitmod
-from patchtool.errors import GitError, UpstreamError
+from patchtool.errors import GitError, PatchtoolError, UpstreamError
 from patchtool.git.command import Argv, Runner
 from patchtool.upstream.index import Fetcher
 from patchtool.urls import ALLOW_LOCAL_ENV, SourceUrl, redact
@@ -552,3 +554,43 @@ def test_a_refused_url_is_shown_without_what_comes_before_its_last_at(url: str, 
         SourceUrl.parse(url, git=git)
     assert "SEKRIT" not in str(exc.value)
     assert str(exc.value).startswith(f"'***@{url.rpartition('@')[2]}' is not a")
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """Answers 404 to everything, keeping each request's Authorization header."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        type(self).seen.append(self.headers.get("Authorization"))
+        self.send_response(404)
+        self.end_headers()
+
+
+@pytest.mark.parametrize("port", ["", ":1", ":server"])
+def test_a_download_urls_credentials_go_in_a_header_never_in_a_message(port: str) -> None:
+    """Found by the third attack: `https://user:token@host/path` (pip's way to name a private index)
+    gave urllib a host holding the password, which http.client read as a port and printed in its
+    error ("nonnumeric port: 'SEKRIT@127.0.0.1'"), redaction or not. The credentials go in a Basic
+    Authorization header now, sent to that host alone, and no message holds them."""
+    import base64
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Recorder.seen.clear()
+    try:
+        where = f":{server.server_address[1]}" if port == ":server" else port
+        url = SourceUrl.parse(f"http://alice:SEK%40RIT@127.0.0.1{where}/simple/demo/")
+        fetcher = Fetcher(attempts=1, backoff=0.01, timeout=5, deadline=60, allow_local=True)
+        with pytest.raises(PatchtoolError) as caught:
+            fetcher.json(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = caught.value.message + str(caught.value.hint) + json.dumps([p.to_dict() for p in caught.value.as_problems()])
+    assert "SEK" not in said and "RIT" not in said, said
+    if port == ":server":
+        assert _Recorder.seen == ["Basic " + base64.b64encode(b"alice:SEK@RIT").decode()]

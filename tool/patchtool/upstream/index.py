@@ -23,7 +23,7 @@ from patchtool.inputs import loads_json, open_named
 from patchtool.project.pins import MAX_ARTIFACT_BYTES
 from patchtool.upstream.anchors import html_page
 from patchtool.upstream.deadline import Deadline, deadline_from_environment
-from patchtool.urls import LocalUrls, SourceUrl, allowed_by_environment, permit
+from patchtool.urls import LocalUrls, SourceUrl, allowed_by_environment, permit, redact
 
 if TYPE_CHECKING:
     from patchtool.project.pins import Artifact
@@ -131,15 +131,30 @@ def _opener(url: SourceUrl, allow_local: LocalUrls, deadline: Deadline) -> Any:
 
 
 def _request(url: SourceUrl, headers: dict[str, str]) -> Any:
+    """The request for ``url``. Its credentials (``https://user:token@host/``, as pip takes them)
+    go in an ``Authorization`` header, sent to that host alone (never on a redirect), not in the
+    url urllib and http.client read: they take a password for a port and print it in their errors."""
+    import base64
     import urllib.request
 
+    parts = urllib.parse.urlsplit(url.text)
+    where, auth = url.text, None
+    if "@" in parts.netloc:
+        userinfo, _, host = parts.netloc.rpartition("@")
+        user, _, password = userinfo.partition(":")
+        where = urllib.parse.urlunsplit(parts._replace(netloc=host))
+        token = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
+        auth = "Basic " + base64.b64encode(token).decode()
     try:
-        return urllib.request.Request(url.text, headers=headers)  # noqa: S310 -- a SourceUrl: https, http or file
+        request = urllib.request.Request(where, headers=headers)  # noqa: S310 -- a SourceUrl: https, http or file
     except ValueError as exc:
         raise UpstreamError(
-            f"{url.text!r} is not a URL patchtool can download from: {exc}",
+            f"{url} is not a URL patchtool can download from: {redact(str(exc))}",
             hint="check the pin's 'index' and 'url', and PATCHTOOL_INDEX_URL",
         ) from None
+    if auth is not None:
+        request.add_unredirected_header("Authorization", auth)
+    return request
 
 
 class _LocalFile:
