@@ -565,3 +565,27 @@ def test_an_hg_export_imports_with_its_diff_command_line_as_the_diff(demo: Demo,
     patch = Project.load(demo.root).series()[0].patch
     assert "conda schema fixes" in patch.body and "diff -r" not in patch.body
     assert patch.paths == ("python/demo/core.py",)
+
+
+@pytest.mark.parametrize(
+    ("prose", "line"),
+    [
+        ("--- old behaviour was bad\n", 3),
+        ("Index: the word index, in prose\n", 3),
+        ("diff between old and new, said in words\n--- that's it\n", 4),
+    ],
+)
+def test_a_diff_looking_line_of_prose_is_the_headers(demo: Demo, tmp_path: Path, prose: str, line: int) -> None:
+    """Found by the third attack: a header line of prose that starts like a diff ('--- ', 'Index:
+    ', a 'diff' line before '--- ') was taken for the diff's start, and the header after it
+    (its Author: included) silently lost. A diff starts only where a '--- '/'+++ ' pair does (or
+    the line a tool printed just before one), as GNU patch finds it; the prose stays in the header,
+    which cannot keep such a line whole in a patch file's message: refused, naming the line."""
+    demo.write_manifest()
+    diff = tmp_path / "prose.patch"
+    diff.write_text(f"Description: a fix\n\n{prose} and now it is fine.\nAuthor: D <d@example.com>\n\n" + CIAO)
+    before = snapshot(demo.root)
+    res = demo.run("import", str(diff))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert snapshot(demo.root) == before
+    assert f"{diff}: its header cannot be kept whole in a patch file: line {line} of its message" in res.stderr

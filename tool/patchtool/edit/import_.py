@@ -341,9 +341,14 @@ def _read_series(
     return out
 
 
-# a diff starts at git's header, a unified diff's '--- ', an 'Index: ' line, or the command line a
-# tool printed before a '--- ' (hg export's `diff -r A -r B path`, `diff -Naur a b`)
-_DIFF_START = re.compile(r"^(?:diff --git |--- |Index: |diff [^\n]*\n--- )", re.MULTILINE)
+# a diff starts at git's header, or at a unified diff's '--- '/'+++ ' pair, or at the line a tool
+# printed just before that pair: an 'Index: ' line (with its '====' rule) or the command that made
+# it (hg export's `diff -r A -r B path`, `diff -Naur a b`), as GNU patch finds one; a '--- ' or
+# 'Index: ' line of prose is the header's, which keeps it whole or refuses it naming the line
+_PAIR = r"--- [^\n]*\n\+\+\+ "
+_DIFF_START = re.compile(
+    rf"^(?:diff --git |{_PAIR}|Index: [^\n]*\n(?:=+\n)?{_PAIR}|diff [^\n]*\n{_PAIR})", re.MULTILINE
+)
 
 
 def _plain_patch(
