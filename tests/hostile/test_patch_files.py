@@ -1408,3 +1408,28 @@ def test_patches_of_few_long_lines_are_bounded_by_their_bytes_together(
     ]
     monkeypatch.setattr(patchfile, "MAX_SERIES_BYTES", sum(sizes))
     assert demo.run("status").returncode == 0
+
+
+def test_a_patchs_hunks_share_one_comparison_budget(demo: Demo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the third attack: the lines a failing patch's hunks may be compared over were
+    counted file by file, so 40 files of 100,000 lines took 180 s, and more files more. One budget
+    holds for the whole patch (lowered here, so that the case stays small): a hunk past it is said
+    not to have been looked for, never given a verdict."""
+    from patchtool.diff import fuzz
+
+    two_files = (
+        "diff --git a/python/demo/core.py b/python/demo/core.py\n--- a/python/demo/core.py\n"
+        "+++ b/python/demo/core.py\n@@ -5,2 +5,3 @@\n def greet(name):\n+    pass\n def farewell(name):\n"
+        "diff --git a/python/demo/util.py b/python/demo/util.py\n--- a/python/demo/util.py\n"
+        "+++ b/python/demo/util.py\n@@ -1,2 +1,3 @@\n     return 1\n+x\n def helper():\n"
+    )
+    (demo.root / "patches" / "0001-two.patch").write_text(HEAD + two_files)
+    demo.write_manifest(demo.entry("two", "0001-two.patch"))
+    monkeypatch.setattr(fuzz, "MAX_COMPARED", 3)  # the first file's hunk compares 2 lines, the second's 2 more
+    res = demo.run("apply", "--json")
+    assert res.returncode == 3, res.stdout + res.stderr
+    failures = json.loads(res.stdout)["data"]["patches"][0]["failures"]
+    assert [(f["file"], f["detail"]) for f in failures] == [
+        ("python/demo/core.py", "line 5: expected 'def greet(name):', found '    greeting = \"hello\"'"),
+        ("python/demo/util.py", "not looked for: the patch's hunks were compared over 3 lines already"),
+    ]

@@ -198,6 +198,7 @@ def diagnose(
     tree = index.write_tree()
     contents = repo.cat_files(tree, [f.source or f.path for f in patch.files])
     failures: list[HunkFailure] = []
+    left = fuzz.MAX_COMPARED  # lines its hunks may be compared over, all its files together
     for f in patch.files:
         old_path = f.source or f.path
         present = contents.get(old_path)
@@ -218,18 +219,19 @@ def diagnose(
                 )
             )
             continue
-        failures += _hunk_failures(index, patch.model, f, present)
+        found, left = _hunk_failures(index, patch.model, f, present, left)
+        failures += found
     if not failures:
         failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER, detail=git_reason(git_message)))
     return tuple(failures)
 
 
-def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes) -> list[HunkFailure]:
-    """The hunks of ``f`` that git does not apply alone, and why (``data``: upstream's file). Each
-    hunk is looked for in memory as git places it (``textpatch.Searchable``: only where its rarest
-    line is), within the lines ``import --fuzz`` may compare in one file; git is asked the reason of
-    at most a few hunks whose every line matches and that still do not apply."""
-    found = textpatch.Searchable(lines_of(data.decode("utf-8", "surrogateescape")), most=fuzz.MAX_COMPARED)
+def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most: int) -> tuple[list[HunkFailure], int]:
+    """The hunks of ``f`` that git does not apply alone, and why (``data``: upstream's file), and
+    how many of the ``most`` lines they may be compared over are left. Each hunk is looked for in
+    memory as git places it (``textpatch.Searchable``: only where its rarest line is); git is asked
+    the reason of at most a few hunks whose every line matches and that still do not apply."""
+    found = textpatch.Searchable(lines_of(data.decode("utf-8", "surrogateescape")), most=most)
     lines = lines_of(data.decode("utf-8", "replace"), keepends=False)
     failures, asked = [], 0
     for n, hunk in enumerate(f.hunks, 1):
@@ -242,7 +244,11 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes) -> li
         line: int | None
         detail: str | None
         if forward is None:
-            reason, line, detail = Reason.OTHER, None, f"not looked for: {fuzz.MAX_COMPARED} lines compared already"
+            reason, line, detail = (
+                Reason.OTHER,
+                None,
+                f"not looked for: the patch's hunks were compared over {fuzz.MAX_COMPARED} lines already",
+            )
         else:
             line, detail = _first_mismatch(hunk, lines)
             reason = Reason.CONTEXT if detail else Reason.OTHER
@@ -265,7 +271,7 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes) -> li
                 detail=detail or "its lines are there, and git apply refuses it",
             )
         )
-    return failures
+    return failures, max(most - found.compared, 0)
 
 
 def git_reason(stderr: str) -> str:
