@@ -334,3 +334,56 @@ def test_a_remote_that_floods_what_git_prints_is_refused(tmp_path: Path) -> None
     assert caught.value.exit_code == ExitCode.UPSTREAM
     assert not list((tmp_path / "into.git" / "objects" / "pack").iterdir())
     assert _Chatty.sent < _Chatty.FLOOD
+
+
+class _Listing(_Chatty):
+    """A git remote over smart HTTP that answers ls-refs with ``FLOOD`` bytes of tag lines."""
+
+    FLOOD = 160 << 20
+
+    def do_POST(self) -> None:
+        size = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(size) if size else self._chunked()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-git-upload-pack-result")
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            n = 0
+            while type(self).sent < self.FLOOD:
+                lines = b"".join(_pkt(b"1" * 40 + b" refs/tags/v%09d%s\n" % (n + i, b"x" * 150)) for i in range(1000))
+                self.wfile.write(lines)
+                type(self).sent += len(lines)
+                n += 1000
+            self.wfile.write(b"0000")
+
+
+def test_a_remote_whose_list_of_refs_git_cannot_hold_is_refused(tmp_path: Path) -> None:
+    """Found by the third attack: git holds a remote's whole list of refs before it prints one, so
+    no reading of its output bounds that: 1.5 GB of tag lines took 2.6 GB in git. git's heap is held
+    to PATCHTOOL_FETCH_MAX_MEMORY (2 GiB; lowered here, so that the case stays small): past it git
+    runs out, and patchtool says so (exit 4), never that the remote has no such tag."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Listing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        into = Repo.init_bare(tmp_path / "into.git")
+        url = SourceUrl.parse(f"http://127.0.0.1:{server.server_address[1]}/r.git", git=True)
+        with pytest.raises(FetchTooLarge) as caught:
+            into.remote_refs(url, "refs/tags/", allow_local=True, limits=FetchLimits(max_memory=64 << 20))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert caught.value.message == (
+        f"the git ls-remote of {url} needed more than the 67108864 bytes of memory patchtool lets one git fetch "
+        "use; refusing it"
+    )
+    assert "PATCHTOOL_FETCH_MAX_MEMORY" in (caught.value.hint or "")
+    assert _Listing.sent < _Listing.FLOOD
+
+
+def test_the_memory_a_fetch_may_use_is_the_users_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATCHTOOL_FETCH_MAX_MEMORY", "8g")
+    assert FetchLimits.from_environment().max_memory == 8 << 30
+    monkeypatch.setenv("PATCHTOOL_FETCH_MAX_MEMORY", "lots")
+    with pytest.raises(UsageError) as caught:
+        FetchLimits.from_environment()
+    assert caught.value.message.startswith("PATCHTOOL_FETCH_MAX_MEMORY='lots' is not a number of bytes")

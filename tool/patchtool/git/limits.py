@@ -32,16 +32,19 @@ from patchtool.errors import UpstreamError, UsageError
 DEADLINE_ENV = "PATCHTOOL_FETCH_DEADLINE"
 SIZE_ENV = "PATCHTOOL_FETCH_MAX_SIZE"
 REFS_ENV = "PATCHTOOL_FETCH_MAX_REFS"
+MEMORY_ENV = "PATCHTOOL_FETCH_MAX_MEMORY"
 DEFAULT_DEADLINE = 1800.0  # 30 minutes, as one download (upstream/index.py)
 MAX_DEADLINE = 7 * 86400
 DEFAULT_SIZE = 4 << 30  # as a download without a pinned size
 MAX_SIZE = 1 << 40
+DEFAULT_MEMORY = 2 << 30  # git's own heap in a fetch: what index-pack needs for a large pack, well within it
 DEFAULT_REFS = 10_000  # far above a release history's tags; each is a file in the cache
 MAX_REFS = 1_000_000
 # what one remote's list of refs may be: some 500,000 tags, where a release history has hundreds and
 # the busiest repositories tens of thousands
 MAX_LISTING_BYTES = 64 << 20
 MAX_MESSAGE_BYTES = 1 << 20  # what git may print of one fetch: its errors, and the remote's own lines
+_STARVED = re.compile(r"out of memory|cannot allocate memory|malloc failed", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -72,13 +75,13 @@ def _deadline(given: str) -> float:
     return seconds(DEADLINE_ENV, given, default=DEFAULT_DEADLINE, most=MAX_DEADLINE, what="one git fetch")
 
 
-def _size(given: str) -> int:
+def _size(given: str, env: str = SIZE_ENV, default: int = DEFAULT_SIZE, what: str = "receive") -> int:
     found = re.fullmatch(r"([0-9]{1,16})([kmg]?)", given.lower())
     value = int(found[1]) * _UNITS[found[2]] if found else 0
     if not 1 <= value <= MAX_SIZE:
         raise UsageError(
-            f"{SIZE_ENV}={given!r} is not a number of bytes from 1 to 1 TiB (a k, m or g suffix counts KiB, MiB, GiB)",
-            hint=f"set it to the most one git fetch may receive (default {DEFAULT_SIZE >> 30}g), or unset it",
+            f"{env}={given!r} is not a number of bytes from 1 to 1 TiB (a k, m or g suffix counts KiB, MiB, GiB)",
+            hint=f"set it to the most one git fetch may {what} (default {default >> 30}g), or unset it",
         )
     return value
 
@@ -101,17 +104,20 @@ class FetchLimits:
     deadline: float = DEFAULT_DEADLINE
     max_bytes: int = DEFAULT_SIZE
     max_refs: int = DEFAULT_REFS
+    max_memory: int = DEFAULT_MEMORY
     clock: Callable[[], float] = time.monotonic
 
     @classmethod
     def from_environment(cls) -> FetchLimits:
         """The limits the user set (``PATCHTOOL_FETCH_DEADLINE``, ``PATCHTOOL_FETCH_MAX_SIZE``,
-        ``PATCHTOOL_FETCH_MAX_REFS``), else the defaults."""
-        deadline, size, refs = (os.environ.get(k, "").strip() for k in (DEADLINE_ENV, SIZE_ENV, REFS_ENV))
+        ``PATCHTOOL_FETCH_MAX_REFS``, ``PATCHTOOL_FETCH_MAX_MEMORY``), else the defaults."""
+        keys = (DEADLINE_ENV, SIZE_ENV, REFS_ENV, MEMORY_ENV)
+        deadline, size, refs, memory = (os.environ.get(k, "").strip() for k in keys)
         return cls(
             deadline=_deadline(deadline) if deadline else DEFAULT_DEADLINE,
             max_bytes=_size(size) if size else DEFAULT_SIZE,
             max_refs=_refs(refs) if refs else DEFAULT_REFS,
+            max_memory=_size(memory, MEMORY_ENV, DEFAULT_MEMORY, "use in memory") if memory else DEFAULT_MEMORY,
         )
 
     def _effective(self) -> int:
@@ -120,9 +126,25 @@ class FetchLimits:
         return self.max_bytes if hard == resource.RLIM_INFINITY else min(self.max_bytes, hard)
 
     def preexec(self) -> Callable[[], None]:
-        """What the child runs before git: every file it and its children write is held to ``max_bytes``."""
+        """What the child runs before git: every file it and its children write is held to
+        ``max_bytes``, and the memory each allocates (``RLIMIT_DATA``: its heap and private
+        mappings, not the pack files git maps to read) to ``max_memory``: git holds a remote's whole
+        list of refs before it prints one, so no reading of its output bounds that."""
         most = self._effective()
-        return functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (most, most))
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        memory = self.max_memory if hard == resource.RLIM_INFINITY else min(self.max_memory, hard)
+        return functools.partial(_limit, most, memory)
+
+    def starved(self, stderr: str) -> bool:
+        """Whether a git that failed ran out of the memory ``preexec`` gave it."""
+        return bool(_STARVED.search(stderr))
+
+    def out_of_memory(self, what: str) -> FetchTooLarge:
+        return FetchTooLarge(
+            f"{what} needed more than the {self.max_memory} bytes of memory patchtool lets one git fetch use; "
+            "refusing it",
+            hint=f"if the repository is that large, allow more with {MEMORY_ENV} (e.g. {MEMORY_ENV}=8g)",
+        )
 
     def wait(
         self, popen: subprocess.Popen[bytes], *, what: str, input: bytes | None = None, listing: bool = False
@@ -246,3 +268,8 @@ def _feed(popen: subprocess.Popen[bytes], data: bytes) -> None:
     with contextlib.suppress(OSError):
         popen.stdin.write(data)
         popen.stdin.close()
+
+
+def _limit(size: int, memory: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))

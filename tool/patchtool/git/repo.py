@@ -721,6 +721,8 @@ class Repo:
         leftovers(self.git_dir, before)
         if outgrown:
             raise limits.too_large(told)
+        if limits.starved(said):
+            raise limits.out_of_memory(told)
         raise GitError(f"{what} failed: {said}")
 
     def remote_refs(
@@ -740,7 +742,10 @@ class Repo:
         )
         status, out, err = limits.wait(proc.popen, what=f"the git ls-remote of {url}", listing=True)
         if status != 0:
-            raise GitError(f"git ls-remote {url} failed: {err.decode(errors='replace').strip()}")
+            said = err.decode(errors="replace").strip()
+            if limits.starved(said):
+                raise limits.out_of_memory(f"the git ls-remote of {url}")
+            raise GitError(f"git ls-remote {url} failed: {said[-2000:]}")
         found = {}
         for raw in out.split(b"\n"):
             try:
