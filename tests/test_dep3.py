@@ -557,14 +557,16 @@ def test_an_hg_export_imports_with_its_diff_command_line_as_the_diff(demo: Demo,
     demo.write_manifest()
     diff = tmp_path / "hg.patch"
     diff.write_text(
-        "# HG changeset patch\n# Node ID 85c317f36cd8\nconda schema fixes\n\n"
+        "# HG changeset patch\n# User Jane Doe <jane@example.org>\n# Node ID 85c317f36cd8\nconda schema fixes\n\n"
         "diff -r e9052b361691 -r 85c317f36cd8 python/demo/core.py\n" + CIAO.split("=" * 67 + "\n", 1)[1]
     )
-    res = demo.run("import", str(diff), "--author", "A B <a@b.org>")
+    res = demo.run("import", str(diff))
     assert res.returncode == 0, res.stdout + res.stderr
     patch = Project.load(demo.root).series()[0].patch
     assert "conda schema fixes" in patch.body and "diff -r" not in patch.body
     assert patch.paths == ("python/demo/core.py",)
+    # its '# User ' line is its author (the third attack found it credited to the importer)
+    assert (patch.author_name, patch.author_email) == ("Jane Doe", "jane@example.org")
 
 
 @pytest.mark.parametrize(

@@ -307,9 +307,12 @@ def described(header: str) -> Described:
     long: list[str] = []
     kept: list[str] = []
     current: str | None = None  # the consumed field whose continuation lines follow
+    hg = header.startswith("# HG changeset patch")  # `hg export`: its author on a '# User ' line
     for line in lines_of(header, keepends=False):
         if _SEPARATOR.match(line):
             break
+        if hg and author is None and line.startswith("# User "):
+            author = line.removeprefix("# User ").strip()
         if m := _FIELD.match(line):
             name = m.group(1).lower()
             current = None
