@@ -1219,6 +1219,25 @@ def test_a_patch_of_as_many_lines_as_the_bound_is_read(monkeypatch: pytest.Monke
         assert exc.value.problems[0].message == "is 41 lines, more than the 40 patchtool reads in one patch file"
 
 
+def with_git_wrapped(demo: Demo, tmp_path: Path, before: str, command: str) -> subprocess.CompletedProcess[str]:
+    """``patchtool COMMAND --json`` in its own process, with a git on PATH that runs the shell line
+    ``before`` (a memory limit, a log of each call) and then the real git."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\n{before}\nexec {shutil.which("git")} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [sys.executable, "-m", "patchtool", command, "--json"],
+        cwd=demo.root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=HANG_GUARD_S,
+    )
+
+
 def test_git_apply_out_of_memory_is_not_does_not_apply(demo: Demo, tmp_path: Path) -> None:
     """Found by an attack: under a memory limit, git apply's "Out of memory, malloc failed" was
     reported as the patch not applying. It is git failing (exit 70), saying so. The limit is the
@@ -1230,22 +1249,8 @@ def test_git_apply_out_of_memory_is_not_does_not_apply(demo: Demo, tmp_path: Pat
 
     demo.commit_patch("0001-blobs.patch", change, "demo: two blobs")
     demo.write_manifest(demo.entry("blobs", "0001-blobs.patch"))
-    real = shutil.which("git")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text(f'#!/bin/sh\ncase " $* " in *" apply "*) ulimit -v 30000 ;; esac\nexec {real} "$@"\n')
-    (bin_dir / "git").chmod(0o755)
-    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     before = snapshot(demo.root)
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "check", "--json"],
-        cwd=demo.root,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=HANG_GUARD_S,
-    )
+    res = with_git_wrapped(demo, tmp_path, 'case " $* " in *" apply "*) ulimit -v 30000 ;; esac', "check")
     assert "Traceback" not in res.stderr, res.stderr
     out = json.loads(res.stdout)
     assert res.returncode == 70, out
@@ -1349,20 +1354,7 @@ def test_many_failing_hunks_start_no_git_process_each(demo: Demo, tmp_path: Path
     (demo.root / "patches" / "0001-many.patch").write_text(text + "+++ b/python/demo/core.py\n" + hunks)
     demo.write_manifest(demo.entry("many", "0001-many.patch"))
     log = demo.cache / "git-calls.log"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {shutil.which("git")} "$@"\n')
-    (bin_dir / "git").chmod(0o755)
-    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(demo.cache), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "apply", "--json"],
-        cwd=demo.root,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=HANG_GUARD_S,
-    )
+    res = with_git_wrapped(demo, tmp_path, f'echo "$*" >> {log}', "apply")
     assert res.returncode == 3, res.stderr
     failures = json.loads(res.stdout)["data"]["patches"][0]["failures"]
     assert len(failures) == count
