@@ -15,6 +15,7 @@ import http.server
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -313,21 +314,26 @@ class _Chatty(http.server.BaseHTTPRequestHandler):
         return data
 
 
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[SourceUrl]:
+    """A git remote on 127.0.0.1 answered by ``handler``, as the url a pin would name."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield SourceUrl.parse(f"http://127.0.0.1:{server.server_address[1]}/r.git", git=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_remote_that_floods_what_git_prints_is_refused(tmp_path: Path) -> None:
     """Found by the second attack: a remote answering a fetch with endless "remote:" lines (300
     MiB) made patchtool hold 4.7 GB and print a 320 MB message: git's output was read whole.
     What git prints of one fetch is read up to 1 MiB, then git is killed: FetchTooLarge, exit 4,
     nothing of the fetch kept; the remote sent a few MiB at most, not all it would."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Chatty)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        into = Repo.init_bare(tmp_path / "into.git")
-        url = SourceUrl.parse(f"http://127.0.0.1:{server.server_address[1]}/r.git", git=True)
-        with pytest.raises(FetchTooLarge) as caught:
-            into.fetch(url, ["+refs/tags/v1:refs/tags/v1"], allow_local=True)
-    finally:
-        server.shutdown()
-        server.server_close()
+    into = Repo.init_bare(tmp_path / "into.git")
+    with serving(_Chatty) as url, pytest.raises(FetchTooLarge) as caught:
+        into.fetch(url, ["+refs/tags/v1:refs/tags/v1"], allow_local=True)
     assert caught.value.message == (
         f"the git fetch from {url} printed more than the 1048576 bytes patchtool reads of what git prints; refusing it"
     )
@@ -362,16 +368,9 @@ def test_a_remote_whose_list_of_refs_git_cannot_hold_is_refused(tmp_path: Path) 
     no reading of its output bounds that: 1.5 GB of tag lines took 2.6 GB in git. git's heap is held
     to PATCHTOOL_FETCH_MAX_MEMORY (2 GiB; lowered here, so that the case stays small): past it git
     runs out, and patchtool says so (exit 4), never that the remote has no such tag."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Listing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        into = Repo.init_bare(tmp_path / "into.git")
-        url = SourceUrl.parse(f"http://127.0.0.1:{server.server_address[1]}/r.git", git=True)
-        with pytest.raises(FetchTooLarge) as caught:
-            into.remote_refs(url, "refs/tags/", allow_local=True, limits=FetchLimits(max_memory=64 << 20))
-    finally:
-        server.shutdown()
-        server.server_close()
+    into = Repo.init_bare(tmp_path / "into.git")
+    with serving(_Listing) as url, pytest.raises(FetchTooLarge) as caught:
+        into.remote_refs(url, "refs/tags/", allow_local=True, limits=FetchLimits(max_memory=64 << 20))
     assert caught.value.message == (
         f"the git ls-remote of {url} needed more than the 67108864 bytes of memory patchtool lets one git fetch "
         "use; refusing it"
