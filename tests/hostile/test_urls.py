@@ -594,3 +594,19 @@ def test_a_download_urls_credentials_go_in_a_header_never_in_a_message(port: str
     assert "SEK" not in said and "RIT" not in said, said
     if port == ":server":
         assert _Recorder.seen == ["Basic " + base64.b64encode(b"alice:SEK@RIT").decode()]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://alice:TOP?SECRET@127.0.0.1:1/simple", "http://127.0.0.1:1?SECRET@pypi.invalid/simple", "https://a:b#c@h/x"],
+)
+@pytest.mark.parametrize("git", [False, True])
+def test_a_url_whose_credentials_two_readers_read_apart_is_refused(url: str, git: bool) -> None:
+    """Found by the fourth attack: a '?' or '#' in a password ends the host for Python's url reader
+    and not for git's or curl's, so the download printed part of the password and sent the rest to
+    another host (the url's user name, or the host before the '?'). Such a url is refused, saying to
+    percent-encode them, and shown without its credentials."""
+    with pytest.raises(ValueError) as exc:
+        SourceUrl.parse(url, git=git)
+    assert "SECRET" not in str(exc.value) and ":b#" not in str(exc.value)
+    assert "write them percent-encoded (%3F, %23)" in str(exc.value)

@@ -116,6 +116,12 @@ def _scheme(text: str, *, git: bool) -> str:
     except ValueError as exc:
         raise ValueError(f"{shown} is not a {kind} ({redact(str(exc))})") from None
     if parts.scheme in ("https", "http") and parts.hostname:
+        authority = text.partition("://")[2].partition("/")[0]  # as git and curl read it
+        if "@" in authority and parts.netloc != authority:
+            raise ValueError(
+                f"{shown} is not a {kind}: its credentials hold '?' or '#', where Python's url reader ends "
+                "the host and git's does not; write them percent-encoded (%3F, %23)"
+            )
         return parts.scheme
     if parts.scheme == "file" and parts.netloc in ("", "localhost") and parts.path.startswith("/"):
         if _CONTROL.search(path := urllib.parse.unquote(parts.path)):  # %00 names no file; %0a none we read

@@ -44,7 +44,9 @@ MAX_REFS = 1_000_000
 # the busiest repositories tens of thousands
 MAX_LISTING_BYTES = 64 << 20
 MAX_MESSAGE_BYTES = 1 << 20  # what git may print of one fetch: its errors, and the remote's own lines
-_STARVED = re.compile(r"out of memory|cannot allocate memory|malloc failed", re.IGNORECASE)
+_STARVED = re.compile(
+    r"out of memory|cannot allocate memory|malloc failed|cannot create [a-z ]*thread|unable to fork", re.IGNORECASE
+)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
