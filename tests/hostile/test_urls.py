@@ -598,7 +598,11 @@ def test_a_download_urls_credentials_go_in_a_header_never_in_a_message(port: str
 
 @pytest.mark.parametrize(
     "url",
-    ["http://alice:TOP?SECRET@127.0.0.1:1/simple", "http://127.0.0.1:1?SECRET@pypi.invalid/simple", "https://a:b#c@h/x"],
+    [
+        "http://alice:TOP?SECRET@127.0.0.1:1/simple",
+        "http://127.0.0.1:1?SECRET@pypi.invalid/simple",
+        "https://a:b#c@h/x",
+    ],
 )
 @pytest.mark.parametrize("git", [False, True])
 def test_a_url_whose_credentials_two_readers_read_apart_is_refused(url: str, git: bool) -> None:
