@@ -1417,11 +1417,27 @@ def test_a_patchs_hunks_share_one_comparison_budget(demo: Demo, monkeypatch: pyt
     )
     (demo.root / "patches" / "0001-two.patch").write_text(HEAD + two_files)
     demo.write_manifest(demo.entry("two", "0001-two.patch"))
-    monkeypatch.setattr(fuzz, "MAX_COMPARED", 3)  # the first file's hunk compares 2 lines, the second's 2 more
+    from conftest import UPSTREAM_FILES
+
+    # a file's lines count when it is indexed; the first file's hunk compares 2 more, the second's 2
+    budget = UPSTREAM_FILES["demo/core.py"].count("\n") + 1 + 2 + UPSTREAM_FILES["demo/util.py"].count("\n") + 1
+    monkeypatch.setattr(fuzz, "MAX_COMPARED", budget)
     res = demo.run("apply", "--json")
     assert res.returncode == 3, res.stdout + res.stderr
     failures = json.loads(res.stdout)["data"]["patches"][0]["failures"]
     assert [(f["file"], f["detail"]) for f in failures] == [
         ("python/demo/core.py", "line 5: expected 'def greet(name):', found '    greeting = \"hello\"'"),
-        ("python/demo/util.py", "not looked for: the patch's hunks were compared over 3 lines already"),
+        ("python/demo/util.py", f"not looked for: the patch's hunks were compared over {budget} lines already"),
     ]
+    # found by the fourth attack: indexing a file of 20 million lines took 2.6 GB; past its bytes'
+    # bound a file's hunks are not looked for at all (lowered here, so that the case stays small)
+    from patchtool.series import apply
+
+    monkeypatch.setattr(fuzz, "MAX_COMPARED", 10**9)
+    monkeypatch.setattr(apply, "MAX_DIAGNOSED_BYTES", 100)
+    failures = json.loads(demo.run("apply", "--json").stdout)["data"]["patches"][0]["failures"]
+    size = len(UPSTREAM_FILES["demo/core.py"])
+    assert (failures[0]["file"], failures[0]["detail"]) == (
+        "python/demo/core.py",
+        f"not looked for: upstream's file is {size} bytes, more than patchtool searches hunk by hunk",
+    )

@@ -226,12 +226,27 @@ def diagnose(
     return tuple(failures)
 
 
+# the most of upstream's file a failing patch's hunks are looked for in, one at a time: decoded and
+# indexed, a file costs some 60 times its bytes while it is searched
+MAX_DIAGNOSED_BYTES = 16 << 20
+
+
 def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most: int) -> tuple[list[HunkFailure], int]:
     """The hunks of ``f`` that git does not apply alone, and why (``data``: upstream's file), and
     how many of the ``most`` lines they may be compared over are left. Each hunk is looked for in
     memory as git places it (``textpatch.Searchable``: only where its rarest line is); git is asked
     the reason of at most a few hunks whose every line matches and that still do not apply."""
-    found = textpatch.Searchable(lines_of(data.decode("utf-8", "surrogateescape")), most=most)
+    size, count = len(data), data.count(b"\n") + 1
+    if size > MAX_DIAGNOSED_BYTES or count > most:  # its index alone would cost more than the search may
+        why = f"not looked for: upstream's file is {size} bytes, more than patchtool searches hunk by hunk"
+        if size <= MAX_DIAGNOSED_BYTES:
+            why = f"not looked for: the patch's hunks were compared over {fuzz.MAX_COMPARED} lines already"
+        lost = [
+            HunkFailure(file=f.path, hunk=n, header=h.header, reason=Reason.OTHER, detail=why)
+            for n, h in enumerate(f.hunks, 1)
+        ]
+        return lost, 0 if size <= MAX_DIAGNOSED_BYTES else most
+    found = textpatch.Searchable(lines_of(data.decode("utf-8", "surrogateescape")), most=most - count)
     lines = lines_of(data.decode("utf-8", "replace"), keepends=False)
     failures, asked = [], 0
     for n, hunk in enumerate(f.hunks, 1):
@@ -271,7 +286,7 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
                 detail=detail or "its lines are there, and git apply refuses it",
             )
         )
-    return failures, max(most - found.compared, 0)
+    return failures, max(most - count - found.compared, 0)
 
 
 def git_reason(stderr: str) -> str:
