@@ -591,3 +591,52 @@ def test_a_diff_looking_line_of_prose_is_the_headers(demo: Demo, tmp_path: Path,
     assert res.returncode == 1, res.stdout + res.stderr
     assert snapshot(demo.root) == before
     assert f"{diff}: its header cannot be kept whole in a patch file: line {line} of its message" in res.stderr
+
+
+def test_a_format_patch_saved_with_crlf_imports_as_git_am_reads_it(demo: Demo, tmp_path: Path) -> None:
+    """Found by the fourth attack: a format-patch mail saved with CRLF line ends (as a mail client
+    may) was refused, blaming its ordinary '---' line. `git am` strips the CRs (no --keep-cr), and
+    so does import: the patch is the one saved with LF."""
+    demo.commit_patch("0001-greet.patch", edit("python/demo/core.py", '"hello"', '"hi"'), "core: say hi")
+    text = (demo.root / "patches" / "0001-greet.patch").read_text()
+    (demo.root / "patches" / "0001-greet.patch").unlink()
+    demo.write_manifest()
+    mail = tmp_path / "greet.patch"
+    mail.write_bytes(text.replace("\n", "\r\n").encode())
+    res = demo.run("import", str(mail))
+    assert res.returncode == 0, res.stdout + res.stderr
+    [written] = (demo.root / "patches").glob("*.patch")
+    assert written.read_text() == text
+
+
+def test_an_mbox_of_several_plain_mails_is_refused_not_read_as_one(demo: Demo, tmp_path: Path) -> None:
+    """Found by the fourth attack: two mails with ordinary mbox envelopes (a mail client's, lore's,
+    b4's 'From git@z Thu Jan  1 00:00:00 1970') were read as one patch, the second's change credited
+    to the first's author and its subject and text lost. Such a file is refused, saying to split it."""
+    demo.write_manifest()
+    one = "From alice@example.com Mon Jan  1 10:00:00 2024\nFrom: Alice <a@example.com>\nSubject: one\n\n"
+    two = "From git@z Thu Jan  1 00:00:00 1970\nFrom: Bob <b@example.com>\nSubject: two\n\nBob's reason.\n"
+    mbox = tmp_path / "two.mbox"
+    mbox.write_text(one + CIAO + "\n" + two + CIAO.replace("ciao", "hola"))
+    before = snapshot(demo.root)
+    res = demo.run("import", str(mbox))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert snapshot(demo.root) == before
+    assert f"{mbox} holds several mails whose envelopes" in res.stderr
+    assert "git mailsplit" in res.stderr
+
+
+def test_a_second_author_line_in_a_header_is_kept_as_its_text(demo: Demo, tmp_path: Path) -> None:
+    """Found by the fourth attack: an hg export whose description quotes a 'From: Someone Else'
+    line lost it (a second author field was dropped as the first's); it stays in the message."""
+    demo.write_manifest()
+    diff = tmp_path / "hg.patch"
+    diff.write_text(
+        "# HG changeset patch\n# User Harry H <harry@example.com>\nchange line 3\n\n"
+        "From: Someone Else <else@example.com>\nsaid in review.\n\n" + CIAO.split("=" * 67 + "\n", 1)[1]
+    )
+    res = demo.run("import", str(diff))
+    assert res.returncode == 0, res.stdout + res.stderr
+    patch = Project.load(demo.root).series()[0].patch
+    assert patch.author_name == "Harry H"
+    assert "From: Someone Else <else@example.com>\nsaid in review." in patch.body

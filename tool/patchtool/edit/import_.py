@@ -45,6 +45,8 @@ from patchtool.upstream import refnames
 from patchtool.upstream.cache import Cache
 
 _MBOX_FROM = re.compile(r"^From ([0-9a-f]{40}) Mon Sep 17 00:00:00 2001$", re.MULTILINE)
+# any mbox envelope line, as mail clients, lore and b4 write one: "From sender Thu Jan  1 00:00:00 1970"
+_MAIL_FROM = re.compile(r"^From \S+ +[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}$", re.MULTILINE)
 _GIT_DIFF = re.compile(r"^diff --git ", re.MULTILINE)
 _GITHUB_PULL = re.compile(r"^https://github\.com/[^/]+/[^/]+/pull/\d+")
 _GITHUB_COMMIT = re.compile(r"^https://github\.com/[^/]+/[^/]+/commit/([0-9a-f]{7,40})")
@@ -180,8 +182,17 @@ def _read_file(
     strip: int | None,
     repositories: Collection[str] = (),
 ) -> list[Incoming]:
+    if "\r\n" in text and text.count("\r\n") == text.count("\n"):
+        text = text.replace("\r\n", "\n")  # a mail saved with CRLF: read as `git am` reads it (no --keep-cr)
     envelopes = list(_MBOX_FROM.finditer(text))
     starts = [m.start() for m in envelopes]
+    if len(_MAIL_FROM.findall(text)) > max(len(starts), 1):  # mails `git mailsplit` would split, and this would not
+        raise UsageError(
+            f"{source} holds several mails whose envelopes ('From <address> <date>') are not git format-patch's; "
+            "reading them as one patch would credit every change to the first mail's author",
+            file=source,
+            hint="split it into one file a mail (`git mailsplit -o DIR FILE`) and import those",
+        )
     if len(starts) == 1 and not _GIT_DIFF.search(text):
         # git format-patch's envelope around a plain diff (``--- pkg.orig/x``, as Debian's
         # tooling writes): the mail header is read as any patch header, the diff at -pN

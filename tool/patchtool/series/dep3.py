@@ -322,7 +322,8 @@ def described(header: str) -> Described:
             if name in ("author", "from") and author is None:
                 author, current = m.group(2).strip(), "author"
                 continue
-            if name in CONSUMED or name in KNOWN:
+            again = name in ("description", "subject", "author", "from")  # a second one: prose, kept
+            if not again and (name in CONSUMED or name in KNOWN):
                 current = "drop"
                 continue
         elif current is not None and line[:1] in (" ", "\t") and line.strip():
