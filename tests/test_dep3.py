@@ -558,6 +558,7 @@ def test_an_hg_export_imports_with_its_diff_command_line_as_the_diff(demo: Demo,
     diff = tmp_path / "hg.patch"
     diff.write_text(
         "# HG changeset patch\n# User Jane Doe <jane@example.org>\n# Node ID 85c317f36cd8\nconda schema fixes\n\n"
+        "From: Someone Else <else@example.com>\nsaid in review.\n\n"
         "diff -r e9052b361691 -r 85c317f36cd8 python/demo/core.py\n" + CIAO.split("=" * 67 + "\n", 1)[1]
     )
     res = demo.run("import", str(diff))
@@ -565,8 +566,10 @@ def test_an_hg_export_imports_with_its_diff_command_line_as_the_diff(demo: Demo,
     patch = Project.load(demo.root).series()[0].patch
     assert "conda schema fixes" in patch.body and "diff -r" not in patch.body
     assert patch.paths == ("python/demo/core.py",)
-    # its '# User ' line is its author (the third attack found it credited to the importer)
+    # its '# User ' line is its author (the third attack found it credited to the importer), and a
+    # 'From:' line its description quotes stays in the message (the fourth found it dropped)
     assert (patch.author_name, patch.author_email) == ("Jane Doe", "jane@example.org")
+    assert "From: Someone Else <else@example.com>\nsaid in review." in patch.body
 
 
 @pytest.mark.parametrize(
@@ -624,19 +627,3 @@ def test_an_mbox_of_several_plain_mails_is_refused_not_read_as_one(demo: Demo, t
     assert snapshot(demo.root) == before
     assert f"{mbox} holds several mails whose envelopes" in res.stderr
     assert "git mailsplit" in res.stderr
-
-
-def test_a_second_author_line_in_a_header_is_kept_as_its_text(demo: Demo, tmp_path: Path) -> None:
-    """Found by the fourth attack: an hg export whose description quotes a 'From: Someone Else'
-    line lost it (a second author field was dropped as the first's); it stays in the message."""
-    demo.write_manifest()
-    diff = tmp_path / "hg.patch"
-    diff.write_text(
-        "# HG changeset patch\n# User Harry H <harry@example.com>\nchange line 3\n\n"
-        "From: Someone Else <else@example.com>\nsaid in review.\n\n" + CIAO.split("=" * 67 + "\n", 1)[1]
-    )
-    res = demo.run("import", str(diff))
-    assert res.returncode == 0, res.stdout + res.stderr
-    patch = Project.load(demo.root).series()[0].patch
-    assert patch.author_name == "Harry H"
-    assert "From: Someone Else <else@example.com>\nsaid in review." in patch.body
