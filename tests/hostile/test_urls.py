@@ -614,3 +614,55 @@ def test_a_url_whose_credentials_two_readers_read_apart_is_refused(url: str, git
         SourceUrl.parse(url, git=git)
     assert "SECRET" not in str(exc.value) and ":b#" not in str(exc.value)
     assert "write them percent-encoded (%3F, %23)" in str(exc.value)
+
+
+class _Redirecting(http.server.BaseHTTPRequestHandler):
+    """Redirects /same/ to /simple/demo/ on itself, /other/ to the same path on 'localhost' (another
+    host by name), /file/ to a local file; answers 404 to the rest, keeping what each request sent."""
+
+    seen: ClassVar[list[tuple[str, str, str | None]]] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        type(self).seen.append((self.headers.get("Host", ""), self.path, self.headers.get("Authorization")))
+        port = self.server.server_address[1]
+        where = {"/same/": "/simple/demo/", "/other/": f"http://localhost:{port}/simple/demo/"}
+        where["/file/"] = "file:///etc/hostname"
+        if self.path in where:
+            self.send_response(302)
+            self.send_header("Location", where[self.path])
+        else:
+            self.send_response(404)
+        self.end_headers()
+
+
+@pytest.mark.parametrize("path", ["/same/", "/other/", "/file/"])
+def test_credentials_follow_a_redirect_on_the_same_host_alone(path: str) -> None:
+    """The fourth attack found the url's credentials dropped on a redirect within the same host,
+    where pip keeps them (an index sending its downloads elsewhere on itself answered 401), and a
+    refused redirect's message printed the url with them. They follow a redirect on the same scheme,
+    host and port alone, and no message holds them."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Redirecting.seen.clear()
+    try:
+        url = SourceUrl.parse(f"http://alice:SEKRIT@127.0.0.1:{server.server_address[1]}{path}")
+        fetcher = Fetcher(attempts=1, backoff=0.01, timeout=5, deadline=60, allow_local=True)
+        with pytest.raises(PatchtoolError) as caught:
+            fetcher.json(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "SEKRIT" not in caught.value.message + str(caught.value.hint)
+    sent = {p: auth for _, p, auth in _Redirecting.seen}
+    assert sent[path] is not None  # the url's own host
+    if path == "/same/":
+        assert sent["/simple/demo/"] == sent[path]
+    elif path == "/other/":
+        assert [h.split(":")[0] for h, p, _ in _Redirecting.seen if p == "/simple/demo/"] == ["localhost"]
+        assert sent["/simple/demo/"] is None
+    else:
+        assert caught.value.message.startswith("http://***@127.0.0.1:")
+        assert "redirects to the local file 'file:///etc/hostname'; refusing it" in caught.value.message

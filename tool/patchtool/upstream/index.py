@@ -107,15 +107,25 @@ def _opener(url: SourceUrl, allow_local: LocalUrls, deadline: Deadline) -> Any:
             try:
                 target = SourceUrl.parse(newurl, file=origin.file, key=origin.key, user=origin.user)
             except ValueError as exc:
-                raise UpstreamError(f"{origin.text} redirects to {newurl!r}: {exc}; refusing it") from None
+                raise UpstreamError(f"{origin} redirects to {redact(newurl)!r}: {exc}; refusing it") from None
             if target.scheme == "file":
-                raise UpstreamError(f"{origin.text} redirects to the local file {newurl!r}; refusing it")
+                raise UpstreamError(f"{origin} redirects to the local file {redact(newurl)!r}; refusing it")
             if origin.scheme == "https" and target.scheme == "http":
                 permit(dataclasses.replace(target, user=False), allow_local=allow_local)
             self.origin = target
             return super().http_error_302(req, fp, code, msg, headers)
 
         http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+        def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+            """urllib's next request, with the url's credentials where it stays on the same scheme,
+            host and port, as pip keeps them (an index that sends its downloads elsewhere on itself)."""
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)
+            auth = req.unredirected_hdrs.get("Authorization")
+            same = urllib.parse.urlsplit(req.full_url)[:2] == urllib.parse.urlsplit(newurl)[:2]
+            if new is not None and auth is not None and same:
+                new.add_unredirected_header("Authorization", auth)
+            return new
 
     opener = urllib.request.OpenerDirector()
     for handler in (
