@@ -237,15 +237,18 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
     memory as git places it (``textpatch.Searchable``: only where its rarest line is); git is asked
     the reason of at most a few hunks whose every line matches and that still do not apply."""
     size, count = len(data), data.count(b"\n") + 1
-    if size > MAX_DIAGNOSED_BYTES or count > most:  # its index alone would cost more than the search may
-        why = f"not looked for: upstream's file is {size} bytes, more than patchtool searches hunk by hunk"
-        if size <= MAX_DIAGNOSED_BYTES:
-            why = f"not looked for: the patch's hunks were compared over {fuzz.MAX_COMPARED} lines already"
+    too_large = size > MAX_DIAGNOSED_BYTES
+    if too_large or count > most:  # its index alone would cost more than the search may
+        why = (
+            f"not looked for: upstream's file is {size} bytes, more than patchtool searches hunk by hunk"
+            if too_large
+            else _spent()
+        )
         lost = [
             HunkFailure(file=f.path, hunk=n, header=h.header, reason=Reason.OTHER, detail=why)
             for n, h in enumerate(f.hunks, 1)
         ]
-        return lost, 0 if size <= MAX_DIAGNOSED_BYTES else most
+        return lost, most if too_large else 0
     found = textpatch.Searchable(lines_of(data.decode("utf-8", "surrogateescape")), most=most - count)
     lines = lines_of(data.decode("utf-8", "replace"), keepends=False)
     failures, asked = [], 0
@@ -259,11 +262,7 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
         line: int | None
         detail: str | None
         if forward is None:
-            reason, line, detail = (
-                Reason.OTHER,
-                None,
-                f"not looked for: the patch's hunks were compared over {fuzz.MAX_COMPARED} lines already",
-            )
+            reason, line, detail = Reason.OTHER, None, _spent()
         else:
             line, detail = _first_mismatch(hunk, lines)
             reason = Reason.CONTEXT if detail else Reason.OTHER
@@ -287,6 +286,10 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
             )
         )
     return failures, max(most - count - found.compared, 0)
+
+
+def _spent() -> str:
+    return f"not looked for: the patch's hunks were compared over {fuzz.MAX_COMPARED} lines already"
 
 
 def git_reason(stderr: str) -> str:
