@@ -101,16 +101,10 @@ class Deadline:
         if isinstance(found[0], OSError):
             raise found[0]
         error: OSError | None = None
-        for family, kind, proto, _, where in found[0]:
-            sock = socket.socket(family, kind, proto)
+        for *_, where in found[0]:  # numeric addresses now: create_connection looks none of them up
             try:
-                sock.settimeout(min(timeout, self.remaining()))
-                if source is not None:
-                    sock.bind(source)
-                sock.connect(where)
-                return sock
+                return socket.create_connection(where[:2], min(timeout, self.remaining()), source)
             except OSError as exc:
-                sock.close()
                 error = exc
         raise error or OSError(f"no address for {address[0]}")
 
