@@ -365,3 +365,15 @@ def read_terminal(master: int, *, prompt: bytes | None = None, answer: bytes = b
             os.write(master, answer)
             answered = True
     return shown
+
+
+@contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """An HTTP server on 127.0.0.1 answered by ``handler``, for the test's ``with``: its port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -22,7 +22,7 @@ import pytest
 
 from cli_run import in_process
 from conftest import Demo
-from helpers import HANG_GUARD_S, git, snapshot
+from helpers import HANG_GUARD_S, git, serving, snapshot
 from patchtool.errors import ExitCode, PatchtoolError, UsageError
 from patchtool.git import Repo
 from patchtool.git.limits import FetchLimits, FetchTooLarge, FetchTooSlow
@@ -315,15 +315,10 @@ class _Chatty(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[SourceUrl]:
+def git_remote(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[SourceUrl]:
     """A git remote on 127.0.0.1 answered by ``handler``, as the url a pin would name."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield SourceUrl.parse(f"http://127.0.0.1:{server.server_address[1]}/r.git", git=True)
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(handler) as port:
+        yield SourceUrl.parse(f"http://127.0.0.1:{port}/r.git", git=True)
 
 
 def test_a_remote_that_floods_what_git_prints_is_refused(tmp_path: Path) -> None:
@@ -332,7 +327,7 @@ def test_a_remote_that_floods_what_git_prints_is_refused(tmp_path: Path) -> None
     What git prints of one fetch is read up to 1 MiB, then git is killed: FetchTooLarge, exit 4,
     nothing of the fetch kept; the remote sent a few MiB at most, not all it would."""
     into = Repo.init_bare(tmp_path / "into.git")
-    with serving(_Chatty) as url, pytest.raises(FetchTooLarge) as caught:
+    with git_remote(_Chatty) as url, pytest.raises(FetchTooLarge) as caught:
         into.fetch(url, ["+refs/tags/v1:refs/tags/v1"], allow_local=True)
     assert caught.value.message == (
         f"the git fetch from {url} printed more than the 1048576 bytes patchtool reads of what git prints; refusing it"
@@ -369,7 +364,7 @@ def test_a_remote_whose_list_of_refs_git_cannot_hold_is_refused(tmp_path: Path) 
     to PATCHTOOL_FETCH_MAX_MEMORY (2 GiB; lowered here, so that the case stays small): past it git
     runs out, and patchtool says so (exit 4), never that the remote has no such tag."""
     into = Repo.init_bare(tmp_path / "into.git")
-    with serving(_Listing) as url, pytest.raises(FetchTooLarge) as caught:
+    with git_remote(_Listing) as url, pytest.raises(FetchTooLarge) as caught:
         into.remote_refs(url, "refs/tags/", allow_local=True, limits=FetchLimits(max_memory=64 << 20))
     assert caught.value.message == (
         f"the git ls-remote of {url} needed more than the 67108864 bytes of memory patchtool lets one git fetch "

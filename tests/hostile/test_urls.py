@@ -14,7 +14,6 @@ import http.server
 import json
 import os
 import textwrap
-import threading
 import urllib.parse
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,7 +22,7 @@ import pytest
 
 from cli_run import in_process
 from conftest import Demo
-from helpers import git, sha256, snapshot
+from helpers import git, serving, sha256, snapshot
 from patchtool import git as gitmod
 from patchtool.errors import GitError, PatchtoolError, UpstreamError
 from patchtool.git.command import Argv, Runner
@@ -556,17 +555,25 @@ def test_a_refused_url_is_shown_without_what_comes_before_its_last_at(url: str, 
     assert str(exc.value).startswith(f"'***@{url.rpartition('@')[2]}' is not a")
 
 
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Answers 404 to everything, keeping each request's Authorization header."""
+class _Recording(http.server.BaseHTTPRequestHandler):
+    """Redirects /same/ to /simple/demo/ on itself, /other/ to the same path on 'localhost' (another
+    host by name), /file/ to a local file; answers 404 to the rest, keeping what each request sent."""
 
-    seen: ClassVar[list[str | None]] = []
+    seen: ClassVar[list[tuple[str, str, str | None]]] = []
 
     def log_message(self, *args: object) -> None:
         pass
 
     def do_GET(self) -> None:
-        type(self).seen.append(self.headers.get("Authorization"))
-        self.send_response(404)
+        type(self).seen.append((self.headers.get("Host", ""), self.path, self.headers.get("Authorization")))
+        port = self.server.server_address[1]
+        where = {"/same/": "/simple/demo/", "/other/": f"http://localhost:{port}/simple/demo/"}
+        where["/file/"] = "file:///etc/hostname"
+        if self.path in where:
+            self.send_response(302)
+            self.send_header("Location", where[self.path])
+        else:
+            self.send_response(404)
         self.end_headers()
 
 
@@ -578,22 +585,17 @@ def test_a_download_urls_credentials_go_in_a_header_never_in_a_message(port: str
     Authorization header now, sent to that host alone, and no message holds them."""
     import base64
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _Recorder.seen.clear()
-    try:
-        where = f":{server.server_address[1]}" if port == ":server" else port
+    _Recording.seen.clear()
+    with serving(_Recording) as server:
+        where = f":{server}" if port == ":server" else port
         url = SourceUrl.parse(f"http://alice:SEK%40RIT@127.0.0.1{where}/simple/demo/")
         fetcher = Fetcher(attempts=1, backoff=0.01, timeout=5, deadline=60, allow_local=True)
         with pytest.raises(PatchtoolError) as caught:
             fetcher.json(url)
-    finally:
-        server.shutdown()
-        server.server_close()
     said = caught.value.message + str(caught.value.hint) + json.dumps([p.to_dict() for p in caught.value.as_problems()])
     assert "SEK" not in said and "RIT" not in said, said
     if port == ":server":
-        assert _Recorder.seen == ["Basic " + base64.b64encode(b"alice:SEK@RIT").decode()]
+        assert [auth for _, _, auth in _Recording.seen] == ["Basic " + base64.b64encode(b"alice:SEK@RIT").decode()]
 
 
 @pytest.mark.parametrize(
@@ -616,52 +618,25 @@ def test_a_url_whose_credentials_two_readers_read_apart_is_refused(url: str, git
     assert "write them percent-encoded (%3F, %23)" in str(exc.value)
 
 
-class _Redirecting(http.server.BaseHTTPRequestHandler):
-    """Redirects /same/ to /simple/demo/ on itself, /other/ to the same path on 'localhost' (another
-    host by name), /file/ to a local file; answers 404 to the rest, keeping what each request sent."""
-
-    seen: ClassVar[list[tuple[str, str, str | None]]] = []
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:
-        type(self).seen.append((self.headers.get("Host", ""), self.path, self.headers.get("Authorization")))
-        port = self.server.server_address[1]
-        where = {"/same/": "/simple/demo/", "/other/": f"http://localhost:{port}/simple/demo/"}
-        where["/file/"] = "file:///etc/hostname"
-        if self.path in where:
-            self.send_response(302)
-            self.send_header("Location", where[self.path])
-        else:
-            self.send_response(404)
-        self.end_headers()
-
-
 @pytest.mark.parametrize("path", ["/same/", "/other/", "/file/"])
 def test_credentials_follow_a_redirect_on_the_same_host_alone(path: str) -> None:
     """The fourth attack found the url's credentials dropped on a redirect within the same host,
     where pip keeps them (an index sending its downloads elsewhere on itself answered 401), and a
     refused redirect's message printed the url with them. They follow a redirect on the same scheme,
     host and port alone, and no message holds them."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Redirecting)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _Redirecting.seen.clear()
-    try:
-        url = SourceUrl.parse(f"http://alice:SEKRIT@127.0.0.1:{server.server_address[1]}{path}")
+    _Recording.seen.clear()
+    with serving(_Recording) as port:
+        url = SourceUrl.parse(f"http://alice:SEKRIT@127.0.0.1:{port}{path}")
         fetcher = Fetcher(attempts=1, backoff=0.01, timeout=5, deadline=60, allow_local=True)
         with pytest.raises(PatchtoolError) as caught:
             fetcher.json(url)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert "SEKRIT" not in caught.value.message + str(caught.value.hint)
-    sent = {p: auth for _, p, auth in _Redirecting.seen}
+    sent = {p: auth for _, p, auth in _Recording.seen}
     assert sent[path] is not None  # the url's own host
     if path == "/same/":
         assert sent["/simple/demo/"] == sent[path]
     elif path == "/other/":
-        assert [h.split(":")[0] for h, p, _ in _Redirecting.seen if p == "/simple/demo/"] == ["localhost"]
+        assert [h.split(":")[0] for h, p, _ in _Recording.seen if p == "/simple/demo/"] == ["localhost"]
         assert sent["/simple/demo/"] is None
     else:
         assert caught.value.message.startswith("http://***@127.0.0.1:")
