@@ -443,3 +443,42 @@ def test_what_a_partial_fetch_records_is_the_caches_own_configuration(tmp_path: 
     owned.own(history)
     owned.restore(history)  # nothing to put back
     assert (history / "config").read_text() == config
+
+
+def test_scan_with_history_gives_the_dry_runs_verdict(tmp_path: Path) -> None:
+    """``scan --history`` asks history between the pin and each version as ``rebase --history
+    --dry-run`` does: a backport upstream took and extended is "already upstream" there (a conflict
+    without history), and the scan says what it asked."""
+    u = make_upstream(
+        tmp_path,
+        [
+            (FIX_SUBJECT, FIX),
+            ("Check the value's length too", {"demo/headers.py": FIXED.replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)}),
+        ],
+        [
+            (
+                "cve-name",
+                "Reject long header names\n\n(cherry picked from commit {" + FIX_SUBJECT + "})\n",
+                {"demo/headers.py": FIXED},
+            )
+        ],
+    )
+    fix = u.commits[FIX_SUBJECT]
+
+    def scanned(*more: str) -> dict[str, object]:
+        res = u.run("scan", "--versions", "1.0,1.1", "--json", *more)
+        assert res.returncode in (0, 5), res.stdout + res.stderr
+        data: dict[str, object] = json.loads(res.stdout)["data"]
+        return data
+
+    without = scanned()
+    assert without["matrix"] == {"cve-name": {"1.0": "applied unchanged", "1.1": "conflict"}}
+    assert without["history"] == {}
+    data = scanned("--history")
+    assert data["matrix"] == {"cve-name": {"1.0": "applied unchanged", "1.1": "already upstream"}}
+    assert data["details"]["cve-name"]["1.1"] == f"already upstream (commit {fix[:12]}, in version 1.1)"  # type: ignore[index]
+    assert data["history"]["1.1"][0].startswith("upstream's history: ")  # type: ignore[index]
+    assert "1.0" not in data["history"]  # type: ignore[operator]
+    assert _steps(u.dry_run("--history"))["cve-name"]["outcome"] == "already upstream"
+    text = u.run("scan", "--versions", "1.1", "--history").stdout
+    assert "history: 1.1: upstream's history:" in text

@@ -344,6 +344,14 @@ def scan(
             "--html", metavar="FILE", help="Also write the matrix as one self-contained HTML page (works offline)."
         ),
     ] = None,
+    history: Annotated[
+        bool,
+        typer.Option(
+            "--history",
+            help="Ask upstream's history (the pin's [git] url, fetched once into the cache), as "
+            "`rebase --history` does, between the pin and each version.",
+        ),
+    ] = False,
 ) -> Shown:
     """Try the series against many upstream versions without a checkout: a patch x version matrix."""
     from patchtool.rebase import scan as workflow
@@ -354,7 +362,7 @@ def scan(
         raise UsageError(f"--newest {newest}: give how many of the newest releases to scan, at least 1")
     project = load_project(ctx)
     _check_report(html_file, project.root)
-    report = workflow.scan(project, cache(ctx), versions, count=newest)
+    report = workflow.scan(project, cache(ctx), versions, count=newest, history=history)
     # a scan that could have no release at all has no matrix worth a page: it failed
     if html_file is not None and set(report.unavailable) != set(report.versions):
         from patchtool.cli.htmlpage import scan_page
@@ -377,7 +385,12 @@ def scan(
             "\n" + fill(f"{v}: {why}", style, prefix=f"{style.bad('not scanned')}: ", indent=2)
             for v, why in report.unavailable.items()
         )
-        return scan_table(report, style) + (f"\n{_predicted(note, style)}" if stuck else "") + missing
+        asked = "".join(
+            "\n" + fill(f"{v}: {line}", style, prefix="history: ", indent=2)
+            for v, lines in report.history.items()
+            for line in lines
+        )
+        return scan_table(report, style) + (f"\n{_predicted(note, style)}" if stuck else "") + missing + asked
 
     code = ExitCode.UPSTREAM if report.unavailable else ExitCode.PREDICTED if stuck else ExitCode.OK
     return Shown(data=report, text=text, code=code)

@@ -19,9 +19,11 @@ import dataclasses
 from collections.abc import Sequence
 
 from patchtool.diff.model import ADDED, REMOVED, Diff
+from patchtool.project.pins import Pin
 from patchtool.project.repository import LoadedPatch
 from patchtool.rebase.references import Reference, advisories, carries, references, reverts
-from patchtool.upstream.history import Change, History
+from patchtool.upstream.cache import Cache
+from patchtool.upstream.history import Change, History, between
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -61,9 +63,16 @@ class Verdicts:
         for (pid_of, path, _), pid in zip(ours, mine, strict=True):
             self._own.setdefault(pid_of, {})[path] = pid
         self.changes: dict[str, list[Change]] = history.changes(paths)
+        self._verdicts: dict[str, Upstream | None] = {}
 
     def of(self, lp: LoadedPatch) -> Upstream | None:
-        """What history says of ``lp``: the commit that carries it, a hint, or None."""
+        """What history says of ``lp``: the commit that carries it, a hint, or None. Asked once a
+        patch: the answer is kept, so replays in threads (``scan``) read it without asking git."""
+        if lp.id not in self._verdicts:
+            self._verdicts[lp.id] = self._of(lp)
+        return self._verdicts[lp.id]
+
+    def _of(self, lp: LoadedPatch) -> Upstream | None:
         messages = self.history.messages()
         reverted = {c for m in messages.values() for c in reverts(m)}
         own = self._own.get(lp.id, {})
@@ -150,6 +159,49 @@ class Verdicts:
                 ):
                     return ""
         return "which carries every line each hunk adds and removes"
+
+
+def ask(
+    cache: Cache, old_pin: Pin, new_pin: Pin, loaded: Sequence[LoadedPatch], *, asked: bool
+) -> tuple[Verdicts | None, tuple[str, ...]]:
+    """Upstream's history between the pins, where the user asked for it (``--history``), and what
+    a report says of it: what was asked, or what could not be checked without it."""
+    if not asked:
+        named = [lp.id for lp in loaded if _refers(lp)]
+        return None, (
+            (
+                f"upstream's history was not asked (--history): {len(named)} patch(es) name upstream commits "
+                f"it could check ({', '.join(named[:5])}{', ...' if len(named) > 5 else ''})",
+            )
+            if named
+            else ()
+        )
+    found = between(cache, old_pin, new_pin)
+    if isinstance(found, str):
+        return None, (f"upstream's history could not be asked: {found}",)
+    missing = found.commits()
+    if isinstance(missing, str):
+        return None, (f"upstream's history could not be asked: {missing}",)
+    return Verdicts(found, loaded), (f"upstream's history: {found.url} {found.old_tag}..{found.new_tag}",)
+
+
+def told(said: tuple[str, ...], verdicts: Verdicts | None) -> tuple[str, ...]:
+    """``said`` (from ``ask``) and what was fetched for it, or could not be: a report's lines."""
+    fetched = verdicts.history.fetched if verdicts is not None else []
+    missed = verdicts.history.missed if verdicts is not None else []
+    return (*said, *(f"fetched {f}" for f in fetched), *(f"could not fetch {m}" for m in missed))
+
+
+def _refers(lp: LoadedPatch) -> bool:
+    imported = lp.entry.imported
+    return bool(
+        references(
+            lp.patch.message,
+            upstream_ref=lp.entry.upstream.ref,
+            picked=imported.cherry_picked_from if imported else (),
+            exported_from=imported.commit if imported else None,
+        )
+    )
 
 
 def _said(ref: Reference) -> str:

@@ -13,6 +13,7 @@ from patchtool import progress
 from patchtool.errors import InvalidInput, UpstreamError, UsageError
 from patchtool.project.pins import Pin
 from patchtool.project.repository import Project
+from patchtool.rebase import fromhistory
 from patchtool.rebase.replay import Drift, PatchOutcome, Replay, ReplayOptions, Step, old_chain, replay
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.releases import release_pin, release_version
@@ -39,6 +40,8 @@ class ScanReport:
     # version -> why its upstream could not be had (a release that cannot be downloaded or
     # imported): its cells are not scanned, the others are
     unavailable: dict[str, str] = dataclasses.field(default_factory=dict)
+    # version -> what upstream's history was asked between the pin and it (``--history``), or why not
+    history: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def matrix(self) -> dict[str, dict[str, PatchOutcome]]:
@@ -83,6 +86,7 @@ class ScanReport:
             "drift": {v: [d.to_dict() for d in items] for v, items in self.drift.items()},
             "failed_assumptions": {v: [a.to_dict() for a in items] for v, items in self.failed_assumptions.items()},
             "revisit": {v: [r.to_dict() for r in items] for v, items in self.revisit.items()},
+            "history": {v: list(lines) for v, lines in self.history.items() if lines},
         }
 
 
@@ -151,7 +155,9 @@ def newest(pin: Pin, cache: Cache, count: int) -> list[Version]:
     return released[-count:]
 
 
-def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None = None) -> ScanReport:
+def scan(
+    project: Project, cache: Cache, spec: str | None, *, count: int | None = None, history: bool = False
+) -> ScanReport:
     pin = project.pin()
     loaded = project.series()
     if spec is None:
@@ -165,20 +171,34 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
     # downloads and imports one at a time (the cache is locked); the replays side by side
     unavailable: dict[str, str] = {}
     got: list[tuple[Version, Base]] = []
+    asked: dict[str, tuple[fromhistory.Verdicts | None, tuple[str, ...]]] = {}
     for v in versions:
         try:
-            got.append((v, cache.ensure(pin if v == pin.version else release_pin(project.root, pin, v, cache=cache))))
+            new_pin = pin if v == pin.version else release_pin(project.root, pin, v, cache=cache)
+            got.append((v, cache.ensure(new_pin)))
         except (UpstreamError, InvalidInput) as exc:  # that release alone: the others are still scanned
             unavailable[str(v)] = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
+            continue
+        # history is asked here, one version at a time, as the rebase to it asks; the replays below
+        # only read the answers (``Verdicts.of`` keeps each)
+        verdicts, said = (
+            fromhistory.ask(cache, pin, new_pin, loaded, asked=True) if history and v != pin.version else (None, ())
+        )
+        if verdicts is not None:
+            for lp in loaded:
+                verdicts.of(lp)
+        asked[str(v)] = (verdicts, fromhistory.told(said, verdicts))
 
-    def one(base: Base) -> Replay:
-        return replay(cache.repo, old_base, base, loaded, ReplayOptions(keep_going=True, drift=True, chain=chain))
+    def one(got_one: tuple[Version, Base]) -> Replay:
+        version, base = got_one
+        options = ReplayOptions(keep_going=True, drift=True, chain=chain, history=asked[str(version)][0])
+        return replay(cache.repo, old_base, base, loaded, options)
 
     bases = [base for _, base in got]
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         results = list(
             progress.track(
-                pool.map(one, bases),
+                pool.map(one, got),
                 f"scan {len(loaded)} patch(es) x {len(bases)} version(s)",
                 total=len(bases),
                 unit="versions",
@@ -197,6 +217,7 @@ def scan(project: Project, cache: Cache, spec: str | None, *, count: int | None 
         failed_assumptions={v: f[1] for v, f in found.items()},
         revisit={v: f[2] for v, f in found.items()} if project.manifest.registry else {},
         unavailable=unavailable,
+        history={v: said for v, (_, said) in asked.items()},
     )
 
 

@@ -49,7 +49,6 @@ from patchtool.rebase.state import forget as forget_state
 from patchtool.rebase.state import load as load_state
 from patchtool.rebase.state import save as save_state
 from patchtool.rebase.upstreamed import IN_OTHER_FORM, by_content
-from patchtool.upstream import history as upstream_history
 from patchtool.upstream.cache import Base, Cache
 from patchtool.upstream.namespaces import replay_ref
 from patchtool.upstream.releasefiles import FileChoice
@@ -256,7 +255,7 @@ def start(
         move = dataclasses.replace(move, new_pin=new_pin)
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
     style = "merge" if dry_run else git.conflict_style(root)
-    verdicts, said = _history(move, asked=history)
+    verdicts, said = fromhistory.ask(move.cache, move.old_pin, move.new_pin, move.loaded, asked=history)
     result = replay(
         cache.repo,
         move.old_base,
@@ -272,7 +271,7 @@ def start(
             range_diff=_range_diff(cache.repo, result, move.new_base),
             widen=widen,
         )
-        return dataclasses.replace(report, history=_said(said, verdicts))
+        return dataclasses.replace(report, history=fromhistory.told(said, verdicts))
     state = RebaseState(
         old_pin=old_pin.name,
         new_pin=new_pin.name,
@@ -292,49 +291,6 @@ def _through(result: Replay) -> tuple[Step, ...]:
     return tuple(s for s in result.steps if s.outcome is not PatchOutcome.NOT_REACHED)
 
 
-def _history(move: Move, *, asked: bool) -> tuple[fromhistory.Verdicts | None, tuple[str, ...]]:
-    """Upstream's history between the pins, where the user asked for it (``--history``), and what
-    the report says of it: what was fetched, or what could not be checked without it."""
-    named = [lp.id for lp in move.loaded if _refers(lp)]
-    if not asked:
-        return None, (
-            (
-                f"upstream's history was not asked (--history): {len(named)} patch(es) name upstream commits "
-                f"it could check ({', '.join(named[:5])}{', ...' if len(named) > 5 else ''})",
-            )
-            if named
-            else ()
-        )
-    found = upstream_history.between(move.cache, move.old_pin, move.new_pin)
-    if isinstance(found, str):
-        return None, (f"upstream's history could not be asked: {found}",)
-    missing = found.commits()
-    if isinstance(missing, str):
-        return None, (f"upstream's history could not be asked: {missing}",)
-    verdicts = fromhistory.Verdicts(found, move.loaded)
-    return verdicts, (f"upstream's history: {found.url} {found.old_tag}..{found.new_tag}",)
-
-
-def _refers(lp: LoadedPatch) -> bool:
-    from patchtool.rebase.references import references
-
-    imported = lp.entry.imported
-    return bool(
-        references(
-            lp.patch.message,
-            upstream_ref=lp.entry.upstream.ref,
-            picked=imported.cherry_picked_from if imported else (),
-            exported_from=imported.commit if imported else None,
-        )
-    )
-
-
-def _said(said: tuple[str, ...], verdicts: fromhistory.Verdicts | None) -> tuple[str, ...]:
-    fetched = verdicts.history.fetched if verdicts is not None else []
-    missed = verdicts.history.missed if verdicts is not None else []
-    return (*said, *(f"fetched {f}" for f in fetched), *(f"could not fetch {m}" for m in missed))
-
-
 def _advance(
     move: Move,
     state: RebaseState,
@@ -350,7 +306,7 @@ def _advance(
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip), cache=cache.repo.git_dir)
         report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree))
-        report = dataclasses.replace(report, history=_said(said, verdicts))
+        report = dataclasses.replace(report, history=fromhistory.told(said, verdicts))
         files = ", ".join(stopped.conflicted) or "see the report"
         resolve = (
             f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
@@ -394,7 +350,7 @@ def _advance(
         drift = drift_all(reader, move.old_base, move.new_base, result.old_chain, move.loaded, result.steps)
     result = dataclasses.replace(result, drift=with_commits(drift, move.loaded, verdicts))
     report = _report(move, result, status=RebaseStatus.DONE, range_diff=range_diff, widen=state.widen)
-    report = dataclasses.replace(report, history=_said(said, verdicts))
+    report = dataclasses.replace(report, history=fromhistory.told(said, verdicts))
     digest = state_digest(move.project.root)
     written = _commit(move.project, cache.repo, state, result, report, exported)
     forget_state(digest, cache=cache.repo.git_dir)  # the state is gone: so is what would resume it
@@ -457,7 +413,7 @@ def resume(project: Project, cache: Cache, *, skip: Skip | None = None, widen: b
             "no patch is stopped: the last --continue recorded its resolution before it was interrupted",
             hint="`patchtool rebase --continue` goes on from there",
         )
-    verdicts, said = _history(move, asked=state.history)
+    verdicts, said = fromhistory.ask(move.cache, move.old_pin, move.new_pin, move.loaded, asked=state.history)
     while True:
         result = replay(
             repo,
