@@ -134,6 +134,34 @@ def test_a_backport_whose_commit_upstream_refactored_stops_naming_the_commit(tmp
     assert "upstream may have it" in res.stderr or "--skip --merged" in res.stdout + res.stderr
 
 
+def test_a_history_proven_stop_shows_the_hunks_the_target_has(tmp_path: Path) -> None:
+    """The named commit fixed two files; upstream then moved one file's check into a helper. The
+    stop that names the commit also shows what the target's content does have: the other file's
+    hunk, at its place."""
+    limits = "MAX = 64\n\n\ndef limit():\n    return MAX\n"
+    raised = limits.replace("MAX = 64\n", "MAX = 64\nMAX_VALUE = 4 * MAX\n")
+    helper = (
+        HEADERS.replace(PARTITION, PARTITION + "    _check(name)\n")
+        + '\n\ndef _check(name):\n    if len(name) > MAX:\n        raise ValueError("header name too long")\n'
+    )
+    fixed = {"demo/headers.py": FIXED, "demo/limits.py": raised}
+    u = make_upstream(
+        tmp_path,
+        [(FIX_SUBJECT, fixed), ("Move the name check into a helper", {"demo/headers.py": helper})],
+        [("cve-name", "Reject long header names\n\nOrigin: upstream, commit:{" + FIX_SUBJECT + "}\n", fixed)],
+        base={"demo/headers.py": HEADERS, "demo/limits.py": limits},
+    )
+    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert step["outcome"] == "conflict"
+    assert str(step["detail"]).endswith("the target's content does not show it")
+    evidence = list(step["evidence"])  # type: ignore[call-overload]
+    assert (
+        "upstream has demo/limits.py @@ -1,4 +1,5 @@ (the target's lines 2-2): every line it adds, none it removes"
+        in evidence
+    )
+    assert any(e.startswith("upstream has demo/headers.py @@ -5,6 +5,8 @@ in another form: ") for e in evidence)
+
+
 def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path: Path) -> None:
     """Upstream took the fix and added a value check right after it: no reverse application finds
     the patch, so without history it stops (the content alone); with its commit named in the

@@ -406,10 +406,15 @@ def replay_one(
                 else (f"{HAS_ITS_LINES}: " + ", ".join(h.describe() for h in hunks),)
             )
             return step(PatchOutcome.UPSTREAM, detail=upstream.detail, evidence=(*upstream.evidence, *lines)), None, ()
+        # what the target's content does show, hunk by hunk (at its place, or in another form)
+        partial = (
+            absorbed.stop_evidence(absorbed.hunks_in_target(ws, changes, other_forms=True), changes) if plain else ()
+        )
+        seen = verdict.evidence if verdict is not None else ()
         verdict = Verdict(
             drop=False,
             detail=f"{upstream.detail}; the target's content does not show it",
-            evidence=(*upstream.evidence, *(verdict.evidence if verdict is not None else ())),
+            evidence=tuple(dict.fromkeys((*upstream.evidence, *seen, *partial))),
         )
     elif upstream is not None and verdict is not None and not verdict.drop:
         verdict = dataclasses.replace(verdict, evidence=(*verdict.evidence, *upstream.evidence))
