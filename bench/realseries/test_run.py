@@ -178,7 +178,7 @@ def test_the_truth_names_each_patch_once_with_a_known_truth_and_its_evidence() -
     with open(run.HERE / "truth.toml", "rb") as f:
         entries = tomllib.load(f)["patch"]
     names = {p.name for p in run.packages()}
-    assert len(entries) == 56
+    assert len(entries) == 91
     assert len({(e["package"], e["name"]) for e in entries}) == len(entries)
     assert {e["package"] for e in entries} == names
     assert all(e["truth"] in run.TRUTHS and e["truth"] != "unsure" and e["evidence"] for e in entries)
