@@ -718,3 +718,136 @@ def test_a_patch_whose_every_change_upstream_has_in_other_places_is_never_an_emp
     assert res.returncode == 0, res.stdout + res.stderr
     assert not list((s.root / "patches").glob("*.patch"))
     assert (s.root / "patches/dropped/0001-cve-limits.patch").stat().st_size > 0
+
+
+XML_BASE = '''\
+import re
+
+
+def xmlattr(d):
+    """Attributes."""
+    rv = " ".join(
+        f'{k}="{v}"'
+        for k, v in d.items()
+        if v is not None
+    )
+    return rv
+'''
+
+XML_SPACES = '''\
+import re
+
+_space_re = re.compile(r"\\s", flags=re.ASCII)
+
+
+def xmlattr(d):
+    """Attributes. A key with a space fails."""
+    items = []
+
+    for k, v in d.items():
+        if v is None:
+            continue
+
+        if _space_re.search(k) is not None:
+            raise ValueError(f"Spaces are not allowed in attributes: '{k}'")
+
+        items.append(f'{k}="{v}"')
+
+    return " ".join(items)
+'''
+
+XML_INVALID = (
+    XML_SPACES.replace(
+        '_space_re = re.compile(r"\\s", flags=re.ASCII)', '_attr_key_re = re.compile(r"[\\s/>=]", flags=re.ASCII)'
+    )
+    .replace("_space_re.search(k)", "_attr_key_re.search(k)")
+    .replace("Spaces are not allowed in attributes: '{k}'", "Invalid character in attribute name: {k!r}")
+    .replace("A key with a space fails.", "A key with a space, /, > or = fails.")
+)
+
+
+XML_TESTS = """\
+import pytest
+
+from demo.filters import xmlattr
+
+
+class TestFilter:
+    def test_xmlattr(self):
+        assert xmlattr({"a": 1}) == 'a="1"'
+
+    def test_sort(self):
+        assert sorted([2, 1]) == [1, 2]
+"""
+XML_TEST_SPACES = XML_TESTS.replace(
+    "\n    def test_sort",
+    "\n    def test_xmlattr_key_with_spaces(self):\n"
+    '        with pytest.raises(ValueError, match="Spaces are not allowed"):\n'
+    "            xmlattr({'src=1 onerror=alert(1)': 'my_class'})\n"
+    "\n    def test_sort",
+)
+XML_TEST_INVALID = XML_TESTS.replace(
+    "\n    def test_sort",
+    '\n    @pytest.mark.parametrize("sep", ("\\t", "\\n", " ", "/", ">", "="))\n'
+    "    def test_xmlattr_key_invalid(self, sep: str) -> None:\n"
+    '        with pytest.raises(ValueError, match="Invalid character"):\n'
+    "            xmlattr({f\"class{sep}onclick=alert(1)\": 'my_class'})\n"
+    "\n    def test_sort",
+)
+
+
+LATER = "with the series' later patch(es) xmlattr-invalid, which rewrote it, every hunk of its files"
+
+
+def test_a_backport_upstream_rewrote_as_the_series_next_patch_stops_naming_it(tmp_path: Path) -> None:
+    """jinja2's Debian series in miniature (0001-xmlattr-filter-disallows-keys-with-spaces, then
+    the series' own rewrite of it, which upstream released): the second applies in reverse and is
+    dropped; the first conflicts, and its stop says that with the second every hunk of its files is
+    in the target. It is never dropped on that alone (one kind of evidence)."""
+    s = make_series(
+        tmp_path,
+        {"demo/filters.py": XML_BASE, "tests/test_filters.py": XML_TESTS},
+        [
+            ("xmlattr-spaces", {"demo/filters.py": XML_SPACES, "tests/test_filters.py": XML_TEST_SPACES}),
+            ("xmlattr-invalid", {"demo/filters.py": XML_INVALID, "tests/test_filters.py": XML_TEST_INVALID}),
+        ],
+        {"demo/filters.py": XML_INVALID, "tests/test_filters.py": XML_TEST_INVALID},
+    )
+    steps = s.dry_run()
+    assert steps["xmlattr-invalid"]["outcome"] == "already upstream"
+    first = steps["xmlattr-spaces"]
+    assert first["outcome"] == "conflict"
+    assert [e[: len(LATER)] for e in first["evidence"]] == [LATER]  # type: ignore[union-attr]
+
+
+def test_a_later_patch_upstream_does_not_have_gives_no_evidence(tmp_path: Path) -> None:
+    """Upstream rewrote the function its own way: the series' two patches together are not in the
+    target, so the first one's stop names nothing of upstream."""
+    other = XML_BASE.replace('"""Attributes."""', '"""Attributes, escaped."""').replace(
+        "f'{k}=\"{v}\"'", "f'{k}=\"{escape(v)}\"'"
+    )
+    s = make_series(
+        tmp_path,
+        {"demo/filters.py": XML_BASE},
+        [("xmlattr-spaces", {"demo/filters.py": XML_SPACES}), ("xmlattr-invalid", {"demo/filters.py": XML_INVALID})],
+        {"demo/filters.py": other},
+    )
+    steps = s.dry_run()
+    assert steps["xmlattr-spaces"]["outcome"] == "conflict"
+    assert not steps["xmlattr-spaces"].get("evidence")
+    assert steps["xmlattr-invalid"]["outcome"] != "already upstream"
+
+
+def test_a_later_patch_that_undoes_it_is_no_evidence(tmp_path: Path) -> None:
+    """The series' next patch takes the first one back: together they change nothing, which the
+    target cannot "have"; the first one's conflict names nothing of upstream."""
+    other = XML_BASE.replace('"""Attributes."""', '"""Attributes, escaped."""')
+    s = make_series(
+        tmp_path,
+        {"demo/filters.py": XML_BASE},
+        [("xmlattr-spaces", {"demo/filters.py": XML_SPACES}), ("undo", {"demo/filters.py": XML_BASE})],
+        {"demo/filters.py": other.replace("    rv = ", "    # joined\n    rv = ")},
+    )
+    steps = s.dry_run()
+    assert steps["xmlattr-spaces"]["outcome"] == "conflict"
+    assert not steps["xmlattr-spaces"].get("evidence")

@@ -250,6 +250,41 @@ def stop_evidence(checks: Sequence[HunkCheck], changes: Sequence[git.RawChange])
     return tuple(out)
 
 
+def with_later(
+    ws: merge.Workspace, own: Sequence[git.RawChange], later: Sequence[tuple[str, Sequence[git.RawChange]]]
+) -> tuple[str, ...]:
+    """A stopped patch (its commit's files ``own``) that upstream has as the series' later patches
+    (``later``: each id and its commit's files, in order) rewrote it: the first of them after
+    which the patch's files, changed by it and those up to it together, have every hunk in the
+    target at its place. Evidence for a stop (one kind), () where there is none; a file a later
+    patch renames or deletes ends the search."""
+    paths = {c.new_path for c in own}
+    if None in paths or any(c.old_path not in (None, c.new_path) for c in own):
+        return ()
+    newest = {c.new_path: c for c in own}
+    ids: list[str] = []
+    for pid, files in later:
+        touched = [c for c in files if c.old_path in paths or c.new_path in paths]
+        if not touched:
+            continue
+        if any(c.new_path is None or c.old_path != c.new_path for c in touched):
+            return ()
+        ids.append(pid)
+        newest.update({c.new_path: c for c in touched})
+        together = [
+            dataclasses.replace(c, new_blob=newest[c.new_path].new_blob, new_mode=newest[c.new_path].new_mode)
+            for c in own
+            if c.old_blob != newest[c.new_path].new_blob
+        ]
+        checks = hunks_in_target(ws, together)
+        if together and checks and all(h.upstream for h in checks):
+            return (
+                f"with the series' later patch(es) {', '.join(ids)}, which rewrote it, every hunk of its files "
+                f"is in the target at its place: upstream has it as they left it",
+            )
+    return ()
+
+
 def hunks_in_target(
     ws: merge.Workspace, changes: Sequence[git.RawChange], *, other_forms: bool = False
 ) -> tuple[HunkCheck, ...]:
