@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from patchtool import paths
 from patchtool.errors import InvalidInput, Problem, UsageError
 from patchtool.names import ArtifactFilename, Distribution, PinName, PrefixTemplate, TreePrefix, UpstreamName
-from patchtool.project.fields import MAX_SCHEMA, Fields, load_toml, raise_if
+from patchtool.project.fields import MAX_SCHEMA, Fields, load_toml, pep440_version, raise_if
 from patchtool.urls import SourceUrl
-from patchtool.versions import parse_version
 
 PINS_DIR = "upstream-pins"
 DEFAULT_INDEX = "https://pypi.org/simple"  # the index of a pin that names none
@@ -139,7 +138,7 @@ class Artifact:
     @classmethod
     def read(cls, f: Fields, pin_version: Version | None, *, file: str) -> Artifact | None:
         dist = f.parsed("distribution", Distribution)
-        version = f.parsed("version", _version)
+        version = f.parsed("version", pep440_version)
         filename = f.parsed("filename", ArtifactFilename)
         sha256 = f.string("sha256")
         prefix = f.table("prefix")
@@ -192,13 +191,6 @@ class Artifact:
             size=size,
             tree=tree,
         )
-
-
-def _version(text: str) -> Version:
-    try:
-        return parse_version(text)
-    except InvalidVersion:
-        raise ValueError(f"{text!r} is not a PEP 440 version") from None
 
 
 def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
@@ -262,7 +254,7 @@ class Pin:
         if schema is not None and schema != 1:
             f.problem("schema", f"unsupported pin schema {schema}")
         upstream = f.parsed("name", UpstreamName)  # it names pin files
-        version = f.parsed("version", _version)
+        version = f.parsed("version", pep440_version)
         git_fields = f.table("git", required=False)
         gsrc = GitSource.read(git_fields, version, file=file) if git_fields else None
         art_fields = f.table("artifact", required=False)
