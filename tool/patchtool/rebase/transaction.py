@@ -264,14 +264,14 @@ def start(
         ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style, history=verdicts),
     )
     if dry_run:
-        report = _report(
+        return _report(
             move,
             result,
             status=RebaseStatus.DRY_RUN,
             range_diff=_range_diff(cache.repo, result, move.new_base),
             widen=widen,
+            history=fromhistory.told(said, verdicts),
         )
-        return dataclasses.replace(report, history=fromhistory.told(said, verdicts))
     state = RebaseState(
         old_pin=old_pin.name,
         new_pin=new_pin.name,
@@ -302,44 +302,36 @@ def _advance(
     root, cache = move.project.root, move.cache
     stopped = result.stopped
     verdicts, said = history
+    told = fromhistory.told(said, verdicts)
     if stopped is not None:
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip), cache=cache.repo.git_dir)
-        report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree))
-        report = dataclasses.replace(report, history=fromhistory.told(said, verdicts))
+        report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree), history=told)
         files = ", ".join(stopped.conflicted) or "see the report"
+        message = f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}"
         resolve = (
             f"resolve it in {worktree} (edit, or `git mergetool` there; `git add` and commit are not "
             "needed; it holds just the patch's files, `git sparse-checkout disable` there for the whole "
             "tree), then `patchtool rebase --continue`"
         )
         if stopped.upstream_has:
-            raise ApplyConflict(
-                f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}; {stopped.detail}",
-                result=report,
-                data=report,
-                hint=f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; or {resolve}; or `--abort`",
-            )
-        if stopped.evidence:  # upstream may have it: the command that records so comes first
+            message += f"; {stopped.detail}"
+            hint = f"to drop it, `patchtool rebase --skip --reason '{IN_OTHER_FORM}'`; or {resolve}; or `--abort`"
+        elif stopped.evidence:  # upstream may have it: the command that records so comes first
             every = (
                 "; `patchtool rebase --skip --merged --all-evidenced` records it and every later stop "
                 "where the target has the patch's lines the same way"
                 if by_content(stopped.evidence)
                 else ""
             )
-            raise ApplyConflict(
-                f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}; upstream may have it",
-                result=report,
-                data=report,
-                hint=f"if upstream merged it, `patchtool rebase --skip --merged` records that with this evidence"
-                f"{every}; or {resolve}; or `--skip --reason '...'` to drop it, or `--abort`",
+            message += "; upstream may have it"
+            hint = (
+                f"if upstream merged it, `patchtool rebase --skip --merged` records that with this evidence"
+                f"{every}; or {resolve}; or `--skip --reason '...'` to drop it, or `--abort`"
             )
-        raise ApplyConflict(
-            f"patch {stopped.id} stopped the rebase ({stopped.outcome}): {files}",
-            result=report,
-            data=report,
-            hint=f"{resolve}; or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`",
-        )
+        else:
+            hint = f"{resolve}; or `patchtool rebase --skip --reason '...'` to drop it, or `--abort`"
+        raise ApplyConflict(message, result=report, data=report, hint=hint)
     if resumed:  # the last stop's worktree, kept for the next stop
         cache.repo.worktree_remove(root / WORKTREE)
     # the two slow git commands of the end run while drift, checks and the report are computed
@@ -349,8 +341,7 @@ def _advance(
     with cache.repo.reader() as reader:
         drift = drift_all(reader, move.old_base, move.new_base, result.old_chain, move.loaded, result.steps)
     result = dataclasses.replace(result, drift=with_commits(drift, move.loaded, verdicts))
-    report = _report(move, result, status=RebaseStatus.DONE, range_diff=range_diff, widen=state.widen)
-    report = dataclasses.replace(report, history=fromhistory.told(said, verdicts))
+    report = _report(move, result, status=RebaseStatus.DONE, range_diff=range_diff, widen=state.widen, history=told)
     digest = state_digest(move.project.root)
     written = _commit(move.project, cache.repo, state, result, report, exported)
     forget_state(digest, cache=cache.repo.git_dir)  # the state is gone: so is what would resume it
@@ -605,20 +596,23 @@ def _report(
     worktree: str | None = None,
     range_diff: git.Pending[str] | None = None,
     widen: bool = False,
+    history: tuple[str, ...] = (),
 ) -> RebaseReport:
     """The report. At a conflict stop it is the outcomes so far and the conflict: assumptions,
     revisits, drop conditions and the range-diff are about the finished series, and come with it."""
     project, repo, old_pin, new_pin, new_base = move.project, move.cache.repo, move.old_pin, move.new_pin, move.new_base
+    report = RebaseReport(
+        old_pin=old_pin.name,
+        new_pin=new_pin.name,
+        old_version=str(old_pin.version),
+        new_version=str(new_pin.version),
+        status=status,
+        steps=result.steps,
+        worktree=worktree,
+        history=history,
+    )
     if status is RebaseStatus.CONFLICT:
-        return RebaseReport(
-            old_pin=old_pin.name,
-            new_pin=new_pin.name,
-            old_version=str(old_pin.version),
-            new_version=str(new_pin.version),
-            status=status,
-            steps=result.steps,
-            worktree=worktree,
-        )
+        return report
     from patchtool.registry import entries as reg
     from patchtool.series.checks import check_assumptions
 
@@ -648,19 +642,13 @@ def _report(
     }
     admitting = tuple(s.id for s in result.steps if s.outcome.applied and s.id in admits)
     undecided = tuple(s.id for s in result.steps if s.outcome.stops and s.id in admits)
-    return RebaseReport(
-        old_pin=old_pin.name,
-        new_pin=new_pin.name,
-        old_version=str(old_pin.version),
-        new_version=str(new_pin.version),
-        status=status,
-        steps=result.steps,
+    return dataclasses.replace(
+        report,
         drift=result.drift,
         assumptions=tuple(assumptions),
         revisit=tuple(revisit),
         drop=tuple(drop),
         range_diff=range_diff.result() if range_diff else "",
-        worktree=worktree,
         follow_up=tuple(follow_up),
         widen=widen,
         widenings=tuple(widenings),
