@@ -115,11 +115,9 @@ def build_wheel(
     commits = _apply(cache, pin, base, loaded)
     prov = _provenance(pin, base, loaded, commits, source_date_epoch)
     changes = cache.repo.diff_tree(base.commit, prov.tip)
-    if sdist:
-        return _build_from_sdist(cache, pin, changes, prov, out, isolation=isolation, confined=confined)
-    if pin.use == "artifact":
+    if pin.use == "artifact" and not sdist:
         return _repack_release(cache, pin, changes, prov, out)
-    return _build_from_git(cache, pin, base, loaded, changes, prov, out, isolation=isolation, confined=confined)
+    return _build_tree(cache, pin, base, loaded, changes, prov, out, isolation=isolation, confined=confined)
 
 
 def _provenance(
@@ -240,7 +238,7 @@ def _repack_release(
     return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked, provenance=repacked.provenance)
 
 
-# -- way (b): build the patched git checkout ---------------------------------------------------
+# -- ways (b) and (c): build the patched git checkout, or the patched sdist by explicit choice ----
 
 
 def find_project_dir(repo: git.Repo, tree: str, distribution: str) -> str:
@@ -269,43 +267,6 @@ def find_project_dir(repo: git.Repo, tree: str, distribution: str) -> str:
     )
 
 
-def _build_from_git(
-    cache: Cache,
-    pin: Pin,
-    base: Base,
-    loaded: Sequence[LoadedPatch],
-    changes: Sequence[git.TreeChange],
-    prov: Provenance,
-    out: Path,
-    *,
-    isolation: bool,
-    confined: bool,
-) -> BuildResult:
-    src = pin.git
-    assert src is not None
-    project_dir = find_project_dir(cache.repo, base.tree, pin.upstream)
-    check_shipped(loaded, project_dir, f"the wheel is built from {project_dir or './'}")
-    epoch = prov.source_date_epoch
-    if epoch is None:
-        epoch = cache.repo.commit_time(base.commit)
-    return _build_tree(
-        cache,
-        pin,
-        changes,
-        prov,
-        out,
-        project_dir=project_dir,
-        epoch=epoch,
-        source=f"{src.url} {src.commit}",
-        task=f"build {pin.upstream} {prov.version} from {src.tag}",
-        isolation=isolation,
-        confined=confined,
-    )
-
-
-# -- way (c): build the patched sdist, by explicit choice ---------------------------------------
-
-
 def _sdist_project_dir(pin: Pin) -> str:
     """Where the sdist's top directory is in the tree: its ``prefix.to``, for a pin that imports
     the whole sdist (its ``prefix.from`` is one top directory); another pin holds no project to build."""
@@ -322,55 +283,40 @@ def _sdist_project_dir(pin: Pin) -> str:
     return art.prefix_to
 
 
-def _build_from_sdist(
-    cache: Cache,
-    pin: Pin,
-    changes: Sequence[git.TreeChange],
-    prov: Provenance,
-    out: Path,
-    *,
-    isolation: bool,
-    confined: bool,
-) -> BuildResult:
-    from patchtool.upstream.artifacts import newest_mtime
-
-    art = pin.artifact
-    assert art is not None
-    epoch = prov.source_date_epoch
-    if epoch is None:
-        with cache.locked():
-            epoch = newest_mtime(cache.artifact_path(pin), art)
-    return _build_tree(
-        cache,
-        pin,
-        changes,
-        prov,
-        out,
-        project_dir=_sdist_project_dir(pin),
-        epoch=epoch,
-        source=art.filename,
-        task=f"build {pin.upstream} {prov.version} from {art.filename}",
-        isolation=isolation,
-        confined=confined,
-    )
-
-
 def _build_tree(
     cache: Cache,
     pin: Pin,
+    base: Base,
+    loaded: Sequence[LoadedPatch],
     changes: Sequence[git.TreeChange],
     prov: Provenance,
     out: Path,
     *,
-    project_dir: str,
-    epoch: int,
-    source: str,
-    task: str,
     isolation: bool,
     confined: bool,
 ) -> BuildResult:
-    """The patched tree checked out and built by its own backend (confined), then written as a
-    repack is: provenance added, the version restamped."""
+    """The patched tree (a git pin's commit, or an sdist pin's tree by explicit choice) checked out
+    and built by its own backend (confined), then written as a repack is: provenance added, the
+    version restamped."""
+    from patchtool.upstream.artifacts import newest_mtime
+
+    epoch = prov.source_date_epoch
+    if pin.use == "artifact":
+        art = pin.artifact
+        assert art is not None
+        project_dir, source, origin = _sdist_project_dir(pin), str(art.filename), str(art.filename)
+        if epoch is None:
+            with cache.locked():
+                epoch = newest_mtime(cache.artifact_path(pin), art)
+    else:
+        src = pin.git
+        assert src is not None
+        project_dir = find_project_dir(cache.repo, base.tree, pin.upstream)
+        check_shipped(loaded, project_dir, f"the wheel is built from {project_dir or './'}")
+        source, origin = f"{src.url} {src.commit}", src.tag
+        if epoch is None:
+            epoch = cache.repo.commit_time(base.commit)
+    task = f"build {pin.upstream} {prov.version} from {origin}"
     with tempfile.TemporaryDirectory(prefix="patchtool-build-") as tmp:
         checkout = Path(tmp) / "src"
         cache.repo.worktree_add(checkout, prov.tip)
