@@ -16,12 +16,12 @@ from conftest import UPSTREAM_FILES, Demo, edit
 from helpers import git, snapshot, write_tree
 from patchtool.edit import import_
 from patchtool.edit.checkout import checkout
-from patchtool.edit.import_ import dep3_fields
 from patchtool.edit.quilt import export_quilt
 from patchtool.errors import UsageError
 from patchtool.project.pins import load_pin
 from patchtool.project.repository import Project
 from patchtool.series.apply import apply_series
+from patchtool.series.dep3 import fields as dep3_fields
 from patchtool.upstream.cache import Cache
 
 ME = {

@@ -239,20 +239,25 @@ def _build(
                 files.update(edit)
                 message = c.message.rstrip("\n") + "\n"
                 author, committer = repo.idents(c.commit)
-            writes.append(
-                git.NewCommit(
-                    message=message,
-                    author=author,
-                    committer=committer,
-                    files=tuple(
-                        git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
-                        for path, f in sorted(files.items())
-                    ),
-                )
-            )
+            writes.append(new_commit(message, author, committer, files))
     built = repo.write_commits(start, writes, ref=names.refresh_ref)
     repo.delete_ref(names.refresh_ref)
     return start, built
+
+
+def new_commit(
+    message: str, author: git.Ident, committer: git.Ident, files: dict[str, merge.File | None]
+) -> git.NewCommit:
+    """A commit that writes ``files`` (None: deleted) over its parent's tree."""
+    return git.NewCommit(
+        message=message,
+        author=author,
+        committer=committer,
+        files=tuple(
+            git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
+            for path, f in sorted(files.items())
+        ),
+    )
 
 
 def _merge(

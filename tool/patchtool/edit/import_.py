@@ -245,9 +245,6 @@ def _origin_commit(found: Mapping[str, str]) -> str | None:
     return m.group(1) if m else None
 
 
-dep3_fields = dep3.fields
-
-
 def _header_fields(source: str, header: str, line: int = 1) -> dict[str, str]:
     """``dep3.fields`` of the header that starts at ``line`` of ``source``; InvalidInput naming
     the file and the line where it refuses the header."""

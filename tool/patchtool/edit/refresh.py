@@ -31,7 +31,7 @@ from patchtool.edit.branch import (
     sha256,
     worktree_of,
 )
-from patchtool.edit.checkout_refresh import RefreshConflict
+from patchtool.edit.checkout_refresh import RefreshConflict, new_commit
 from patchtool.edit.export import exportable, planned, write_planned
 from patchtool.errors import UsageError
 from patchtool.git import treemerge as merge
@@ -521,16 +521,7 @@ def _build(
 
 
 def _commit(repo: git.Repo, source: BranchCommit, files: dict[str, merge.File | None]) -> git.NewCommit:
-    author, committer = repo.idents(source.commit)
-    return git.NewCommit(
-        message=source.message.rstrip("\n") + "\n",
-        author=author,
-        committer=committer,
-        files=tuple(
-            git.FileWrite(path, f.mode if f else None, f.blob if f else None, f.data if f else None)
-            for path, f in sorted(files.items())
-        ),
-    )
+    return new_commit(source.message.rstrip("\n") + "\n", *repo.idents(source.commit), files)
 
 
 def _touches(repo: git.Repo, commit: BranchCommit, wanted: Sequence[str]) -> bool:
