@@ -438,12 +438,33 @@ def test_legitimate_redefinitions_are_not_duplicates() -> None:
     assert defined_twice("m.py", source, names, "") == ()
     twice = source + "\n\ndef g():\n    return 3\n\n\ndef g():\n    return 4\n"
     assert defined_twice("m.py", twice, names, "") == (
-        "m.py: g would be defined 2 times in one scope; the target already defines it there",
-    )
+        "m.py: g would be defined 3 times in one scope; the target already defines it there",
+    )  # the if's g, and the two beside it
     assert defined_twice("m.py", twice, frozenset({"x"}), "") == ()  # only the names the patch adds
     assert defined_twice("m.py", twice + "def (:\n", names, "") == ()  # a file that does not parse
     assert defined_twice("m.py", twice, names, twice) == ()  # the target had them twice already
 
+
+
+def test_a_second_setter_and_a_def_beside_a_branch_are_duplicates() -> None:
+    """Two ``@x.setter`` of one property are two definitions (Python keeps the last); a function
+    defined in a ``try`` branch and again beside the ``try`` is bound twice. (From a helper's attack
+    on issue 31: both were applied unchanged.)"""
+    from patchtool.rebase.twice import defined_twice
+
+    getter = "class Conn:\n    @property\n    def timeout(self):\n        return self._t\n\n"
+    setter = "    @timeout.setter\n    def timeout(self, v):\n        self._t = v\n\n"
+    assert defined_twice("m.py", getter + setter, frozenset({"timeout"}), "") == ()
+    assert defined_twice("m.py", getter + setter + setter, frozenset({"timeout"}), "") == (
+        "m.py: Conn.timeout would be defined 2 times in one scope; the target already defines it there",
+    )
+    fallback = "try:\n    from os import fspath as helper\nexcept ImportError:\n    def helper(p):\n        return p\n"
+    assert defined_twice("m.py", fallback, frozenset({"helper"}), "") == ()
+    beside = fallback + "\n\ndef helper(p):\n    return str(p)\n"
+    assert defined_twice("m.py", beside, frozenset({"helper"}), "") == (
+        "m.py: helper would be defined 2 times in one scope; the target already defines it there",
+    )
+    assert defined_twice("m.py", beside, frozenset({"helper"}), beside) == ()  # upstream's own pattern
 
 # -- the maintainer's loop: --skip --merged ------------------------------------------------------
 

@@ -155,13 +155,47 @@ def _in_order(wanted: Sequence[str], region: Sequence[str]) -> bool:
     return all(any(line == have for have in it) for line in wanted)
 
 
-def _has(g: _Group, base: Sequence[str], after: Sequence[str], region: Sequence[str]) -> bool:
-    added = [line for b in g.blocks for line in after[b.b_start : b.b_end]]
+def _runs_in_order(runs: Sequence[Sequence[str]], region: Sequence[str]) -> bool:
+    """Whether each run of lines is in ``region`` as one block, in order: lines upstream put
+    between a run's lines (a check that only warns, then raises in strict mode) are another change."""
+    at = 0
+    for run in runs:
+        n = len(run)
+        at = next((i + n for i in range(at, len(region) - n + 1) if region[i : i + n] == run), -1)
+        if at < 0:
+            return False
+    return True
+
+
+def _has(g: _Group, base: Sequence[str], after: Sequence[str], region: Sequence[str], target: _Target) -> bool:
+    """Whether ``region`` (the target at the hunk's place) has the hunk: each run of lines it adds as
+    one block, in order; none of the lines it removes; a hunk that moves a line, in its new order;
+    and a line it removes that its file had once, nowhere in the target (upstream moved it, not
+    removed it)."""
+    runs = [after[b.b_start : b.b_end] for b in g.blocks if b.b_end > b.b_start]
     removed = [line for b in g.blocks for line in base[b.a_start : b.a_end]]
-    if not any(line.strip() for line in (*added, *removed)):
+    if not any(line.strip() for line in (*(line for run in runs for line in run), *removed)):
         return False  # blank lines alone say nothing of where upstream is
-    kept = set(after[g.b[0] : g.b[1]])
-    return _in_order(added, region) and not any(line in region for line in removed if line not in kept)
+    post = after[g.b[0] : g.b[1]]
+    kept = set(post)
+    gone = [line for line in removed if line not in kept]
+    if len(gone) < len(removed) and not _in_order(post, region):
+        return False
+    if any(line in region or (line.strip() and target.once(line)) for line in gone):
+        return False
+    return _runs_in_order(runs, region)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Target:
+    """A file's lines at the old pin (``base``) and in the target, looked up by line."""
+
+    base: Counter[str]
+    have: frozenset[str]
+
+    def once(self, line: str) -> bool:
+        """Whether the old pin's file had ``line`` once and the target still has it."""
+        return self.base[line] == 1 and line in self.have
 
 
 def _lines(text: str) -> list[str]:
@@ -306,6 +340,7 @@ def hunks_in_target(
         after = _lines(after_data.decode("utf-8", "surrogateescape"))
         have = _lines(target) if target is not None else []
         blocks = textpatch.diff(base, have) if target is not None else []
+        lookup = _Target(Counter(base), frozenset(have))
         for g in _groups(base, after):
             if target is None:
                 out.append(HunkCheck(path=path, header=_header(g), upstream=False, base=g.a, target=(0, 0)))
@@ -316,7 +351,7 @@ def hunks_in_target(
             same = c.old_path is None or scope_near(path, base, g.blocks[0].a_start - 1) == scope_near(
                 path, have, at[0] - 1
             )
-            upstream = same and _has(g, base, after, have[at[0] : at[1]])
+            upstream = same and _has(g, base, after, have[at[0] : at[1]], lookup)
             other = "" if upstream or not other_forms else _other_form(path, g, base, after, have, blocks, at, same)
             out.append(
                 HunkCheck(path=path, header=_header(g), upstream=upstream, base=g.a, target=at, other_form=other)

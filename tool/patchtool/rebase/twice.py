@@ -4,9 +4,10 @@ A backport whose function, method or class upstream already has beside it merges
 leaves two definitions; Python keeps the last, silently. Only files where the patch adds a
 ``def`` or ``class`` line are parsed, and only the names it adds count. Legitimate
 redefinitions are not duplicates: ``@overload``, a property's ``setter``/``getter``/``deleter``
-and ``@f.register`` (each decorated with an attribute of a name), and definitions in different
-branches of an ``if`` or ``try`` (each branch is a statement list of its own). A file that does
-not parse is not judged by this rule.
+and ``@f.register`` (each decorated with an attribute of its name; two setters are two), and
+definitions in different branches of one ``if`` or ``try`` (alternatives). A definition in a
+branch and another beside the statement are two. A file that does not parse is not judged by
+this rule.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 _DEF = re.compile(r"^\s*(?:async\s+def|def|class)\s+([A-Za-z_]\w*)")
 _Defn = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -25,48 +26,60 @@ def added_names(added: Iterable[str]) -> frozenset[str]:
     return frozenset(m.group(1) for line in added if (m := _DEF.match(line)))
 
 
-def _legitimate(node: _Defn) -> bool:
+def _role(node: _Defn) -> str | None:
+    """What a definition is of its name: None for ``@overload`` (never a duplicate); the attribute
+    for a def decorated with one of its own name's (``@x.setter``: a property's setter is not its
+    getter, but two setters are two); "" for a plain one."""
     for d in node.decorator_list:
         target = d.func if isinstance(d, ast.Call) else d
-        if isinstance(target, ast.Name) and target.id == "overload":
-            return True
-        if isinstance(target, ast.Attribute) and (
-            target.attr == "overload" or (isinstance(target.value, ast.Name) and target.value.id == node.name)
+        if (isinstance(target, ast.Name) and target.id == "overload") or (
+            isinstance(target, ast.Attribute) and target.attr == "overload"
         ):
-            return True
-    return False
+            return None
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == node.name:
+            return target.attr
+    return ""
 
 
-def _bodies(node: ast.AST, scope: str) -> Iterator[tuple[str, list[ast.stmt]]]:
-    """Every statement list under ``node``, each with the name of the scope it is in."""
-    for field in ("body", "orelse", "finalbody"):
-        body = getattr(node, field, None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-            yield scope, body
-    for handler in getattr(node, "handlers", ()):
-        yield from _bodies(handler, scope)
-    for case in getattr(node, "cases", ()):
-        yield from _bodies(case, scope)
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, _Defn):
-            yield from _bodies(child, f"{scope}.{child.name}" if scope else child.name)
-        elif isinstance(child, ast.stmt):
-            yield from _bodies(child, scope)
+def _branches(node: ast.stmt) -> list[list[ast.stmt]]:
+    """The statement lists of a compound statement that is not a scope: an ``if``'s two, a
+    ``try``'s body, handlers, ``else`` and ``finally``, a loop's, a ``with``'s, a ``match``'s cases."""
+    lists = [getattr(node, field, None) for field in ("body", "orelse", "finalbody")]
+    lists += [h.body for h in getattr(node, "handlers", ())] + [c.body for c in getattr(node, "cases", ())]
+    return [b for b in lists if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+
+
+def _count(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter[tuple[str, str]]) -> Counter[str]:
+    """Each (name, role) of ``names`` a scope's statement list binds, and how often: a definition in
+    a branch counts beside the statement list's own, branches of one statement as alternatives
+    (the most any of them binds). Nested scopes are counted into ``out`` as they are met."""
+    here: Counter[str] = Counter()
+    for node in body:
+        if isinstance(node, _Defn):
+            _scope(node.body, names, f"{scope}.{node.name}" if scope else node.name, out)
+            if node.name in names and (role := _role(node)) is not None:
+                here[f"{node.name}\0{role}"] += 1
+            continue
+        alternatives = [_count(b, names, scope, out) for b in _branches(node)]
+        here.update(Counter({k: max(c[k] for c in alternatives) for a in alternatives for k in a}))
+    return here
+
+
+def _scope(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter[tuple[str, str]]) -> None:
+    for key, count in _count(body, names, scope, out).items():
+        name = key.partition("\0")[0]
+        out[scope, name] = max(out[scope, name], count)
 
 
 def definitions(source: str, names: frozenset[str]) -> Counter[tuple[str, str]] | None:
-    """(scope, name) -> how often one statement list defines it, for ``names``; None where
+    """(scope, name) -> how often one scope defines it in one role, for ``names``; None where
     ``source`` does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
     out: Counter[tuple[str, str]] = Counter()
-    for scope, body in _bodies(tree, ""):
-        counted = Counter(n.name for n in body if isinstance(n, _Defn) and n.name in names and not _legitimate(n))
-        for name, count in counted.items():
-            key = (scope, name)
-            out[key] = max(out[key], count)
+    _scope(tree.body, names, "", out)
     return out
 
 
