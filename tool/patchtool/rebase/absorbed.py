@@ -181,21 +181,37 @@ def _has(g: _Group, base: Sequence[str], after: Sequence[str], region: Sequence[
     gone = [line for line in removed if line not in kept]
     if len(gone) < len(removed) and not _in_order(post, region):
         return False
-    if any(line in region or (line.strip() and target.once(line)) for line in gone):
+    if any(line in region or (line.strip() and target.kept(line)) for line in gone):
         return False
     return _runs_in_order(runs, region)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Target:
-    """A file's lines at the old pin (``base``) and in the target, looked up by line."""
+    """A file as the patch leaves it (``after``, its lines counted) and in the target (``have``),
+    and the words of each line upstream wrote there (``written``: the target's lines the line diff
+    from the old pin does not pair, and the patched file does not have)."""
 
-    base: Counter[str]
-    have: frozenset[str]
+    after: Counter[str]
+    have: Counter[str]
+    written: tuple[frozenset[str], ...]
 
-    def once(self, line: str) -> bool:
-        """Whether the old pin's file had ``line`` once and the target still has it."""
-        return self.base[line] == 1 and line in self.have
+    @classmethod
+    def of(cls, after: Sequence[str], have: Sequence[str], blocks: Sequence[textpatch.Block]) -> _Target:
+        counted = Counter(after)
+        # a line the patched file has too is the patch's own, not upstream's other form of a line it removes
+        lines = {have[i] for b in blocks for i in range(b.b_start, b.b_end) if not counted[have[i]]}
+        written = {frozenset(_WORD.findall(line)) for line in lines}
+        return cls(counted, Counter(have), tuple(w for w in written if w))
+
+    def kept(self, line: str) -> bool:
+        """Whether upstream kept ``line``, a line the patch removes: the target has it more often
+        than the patched file does (upstream moved it, not removed it), or a line upstream wrote
+        holds every word of it, two at least (it wrote the same setting again in another form)."""
+        if self.have[line] > self.after[line]:
+            return True
+        words = frozenset(_WORD.findall(line))
+        return len(words) >= 2 and any(words <= w for w in self.written)
 
 
 def _lines(text: str) -> list[str]:
@@ -340,8 +356,12 @@ def hunks_in_target(
         after = _lines(after_data.decode("utf-8", "surrogateescape"))
         have = _lines(target) if target is not None else []
         blocks = textpatch.diff(base, have) if target is not None else []
-        lookup = _Target(Counter(base), frozenset(have))
-        for g in _groups(base, after):
+        lookup = _Target.of(after, have, blocks)
+        groups = _groups(base, after)
+        if not groups and c.old_path is None:  # a file the patch adds empty: the target must have it, empty
+            whole = target is not None and not have and not after
+            out.append(HunkCheck(path=path, header="(the whole file)", upstream=whole, base=(0, 0), target=(0, 0)))
+        for g in groups:
             if target is None:
                 out.append(HunkCheck(path=path, header=_header(g), upstream=False, base=g.a, target=(0, 0)))
                 continue

@@ -7,7 +7,8 @@ redefinitions are not duplicates: ``@overload``, a property's ``setter``/``gette
 and ``@f.register`` (each decorated with an attribute of its name; two setters are two), and
 definitions in different branches of one ``if`` or ``try`` (alternatives). A definition in a
 branch and another beside the statement are two. A file that does not parse is not judged by
-this rule.
+this rule. An import binds its name as a definition does (upstream moved a function into another
+module and imports it where the backport defines it).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ def _role(node: _Defn) -> str | None:
     """What a definition is of its name: None for ``@overload`` (never a duplicate); the attribute
     for a def decorated with one of its own name's (``@x.setter``: a property's setter is not its
     getter, but two setters are two); "" for a plain one."""
+    if node.name == "_":
+        return None  # a name for what is never looked up by it: singledispatch's @f.register implementations
     for d in node.decorator_list:
         target = d.func if isinstance(d, ast.Call) else d
         if (isinstance(target, ast.Name) and target.id == "overload") or (
-            isinstance(target, ast.Attribute) and target.attr == "overload"
+            isinstance(target, ast.Attribute) and target.attr in ("overload", "register")
         ):
             return None
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == node.name:
@@ -60,6 +63,10 @@ def _count(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter
             if node.name in names and (role := _role(node)) is not None:
                 here[f"{node.name}\0{role}"] += 1
             continue
+        if isinstance(node, ast.Import | ast.ImportFrom):  # an import binds its name as a def does
+            bound = (a.asname or a.name.partition(".")[0] for a in node.names)
+            here.update(f"{name}\0" for name in bound if name in names)
+            continue
         alternatives = [_count(b, names, scope, out) for b in _branches(node)]
         here.update(Counter({k: max(c[k] for c in alternatives) for a in alternatives for k in a}))
     return here
@@ -76,7 +83,7 @@ def definitions(source: str, names: frozenset[str]) -> Counter[tuple[str, str]] 
     ``source`` does not parse."""
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # the parser's limits too
         return None
     out: Counter[tuple[str, str]] = Counter()
     _scope(tree.body, names, "", out)

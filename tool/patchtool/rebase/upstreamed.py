@@ -176,8 +176,8 @@ def fuzzed_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.Raw
     worst = 0
     for f in diff.files:
         path = f.new_path
-        if path is None or f.old_path != path or path not in afters:
-            return None
+        if path is None or f.old_path != path or path not in afters or not f.hunks:
+            return None  # a binary file, a mode alone: nothing that fuzz could compare
         target, before = ws.text(path), ws.reader.blob(afters[path])
         if target is None or before is None:
             return None
