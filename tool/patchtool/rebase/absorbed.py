@@ -335,6 +335,27 @@ def with_later(
     return ()
 
 
+def removed_kept(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple[str, ...]:
+    """The lines the patch removes that the target kept (``_Target.kept``: upstream moved them, or
+    wrote them again in another form), each as ``PATH: LINE``. A patch whose 3-way merge changes
+    nothing may still not be upstream: its deletion lands where upstream no longer has the line."""
+    out: list[str] = []
+    for c in changes:
+        path = c.new_path
+        if path is None or c.old_blob is None or c.new_blob is None or c.old_path != path:
+            continue
+        before, after_data, target = ws.reader.blob(c.old_blob), ws.reader.blob(c.new_blob), ws.text(path)
+        if before is None or after_data is None or target is None:
+            continue
+        base = _lines(before.decode("utf-8", "surrogateescape"))
+        after = _lines(after_data.decode("utf-8", "surrogateescape"))
+        have = _lines(target)
+        lookup = _Target.of(after, have, textpatch.diff(base, have))
+        removed = {line for b in textpatch.diff(base, after) for line in base[b.a_start : b.a_end]}
+        out += [f"{path}: {line.rstrip()}" for line in sorted(removed) if line.strip() and lookup.kept(line)]
+    return tuple(out)
+
+
 def hunks_in_target(
     ws: merge.Workspace, changes: Sequence[git.RawChange], *, other_forms: bool = False
 ) -> tuple[HunkCheck, ...]:

@@ -81,12 +81,10 @@ def already_upstream(
     (one kind alone, or a reverse application with fuzz) is evidence for a stop."""
     if merged.clean and ws.same(merged.files):
         evidence = [f"{CHANGES_NOTHING}: the 3-way merge leaves the target as it is"]
-        # the merge's word alone is one kind: a patch that deletes a line upstream only moved merges
-        # to nothing too, so the hunks the target's content can judge must agree
-        checks = hunks or absorbed.hunks_in_target(ws, changes)
-        if checks and not all(h.upstream for h in checks):
-            lacking = ", ".join(h.describe() for h in checks if not h.upstream)
-            evidence.append(f"but the target's content does not show {lacking}")
+        # a patch that deletes a line upstream only moved, or wrote again in another form, merges
+        # to nothing too: the target must not have kept a line it removes
+        if kept := absorbed.removed_kept(ws, changes):
+            evidence.append(f"but the target still has what it removes (moved or written again): {'; '.join(kept)}")
             return Verdict(drop=False, detail=f"{MAY_BE_UPSTREAM}: {evidence[0]}", evidence=tuple(evidence))
         if try_reverse and applies_in_reverse(ws, diff, changes):
             return Verdict(drop=True, detail=IN_REVERSE, evidence=(_REVERSED, *evidence))
