@@ -13,6 +13,14 @@ fixes for the first attack (``test_absorbed_attacked.py``); each case failed on 
   a name the target now imports was applied silently. F3: a file too deep for Python's parser
   was an internal error (exit 70).
 
+A third round, on the fixes of the second, each failing on main at 5133cae: a one-word line
+upstream moved under another indentation (F1) and, with history, a named commit beside a kept
+removed line (F2) were dropped; an assignment of the name (F3), a def in a ``try``'s ``else``
+beside one in its body (F4) and ``@atexit.register`` (F5) left a name bound twice; a comment
+naming the old value stopped a drop (R2). Two stay known and marked: a common line such as
+``return None`` that upstream wrote anew elsewhere stops a patch upstream made identically (the
+safe side), and other-form evidence counts words, not which of them make the fix.
+
 Fixtures are real: an upstream git repository with tags v1.0 and v1.1, a project whose pin names
 it by a ``[git]`` table, a series made of real commits on v1.0 exported with ``format-patch``.
 """
@@ -378,3 +386,236 @@ def test_long_expression_file_does_not_crash_the_never_twice_rule(tmp_path: Path
     )
     r = p.run("rebase", "--to", "1.1", "--dry-run", "--json")
     assert r.returncode != 70 and "internal error" not in r.stdout + r.stderr, (r.returncode, r.stdout[-500:])
+
+
+# --- F1: a one-word line the patch removes, moved by upstream under another indentation -----------
+
+SETUP = """def setup(cfg):
+    load(cfg)
+    disable_checks()
+    start(cfg)
+    finish(cfg)
+"""
+
+
+def test_removed_one_word_line_upstream_moved_into_a_block_is_not_dropped(tmp_path: Path) -> None:
+    # The patch stops calling disable_checks(); upstream 1.1 still calls it, unconditionally,
+    # inside a `with` block. The 3-way merge changes nothing, and `_Target.kept` does not see the
+    # moved line: it differs in indentation, and a line of one word is never matched by its words.
+    fixed = SETUP.replace("    disable_checks()\n", "")
+    moved = fixed.replace("    finish(cfg)\n", "    finish(cfg)\n    with lock:\n        disable_checks()\n")
+    p = Project(
+        tmp_path,
+        {"demo/s.py": SETUP},
+        [("Take the lock around checks", {"demo/s.py": moved})],
+        [("nochk", "Never disable checks", {"demo/s.py": fixed})],
+    )
+    step = p.dry()["nochk"]
+    assert step["outcome"] != "already upstream", step
+
+
+# --- F2: history's proof bypasses the kept-line veto of "applying it changes nothing" -------------
+
+CONNECT_VERIFY = """def connect(host):
+    opts = {}
+    opts["timeout"] = 10
+    opts["verify"] = False
+    opts["retries"] = 3
+    opts["pool"] = 4
+    opts["block"] = True
+    opts["proxy"] = None
+    return open_conn(host, **opts)
+"""
+
+
+def test_history_does_not_drop_what_the_kept_line_veto_stops(tmp_path: Path) -> None:
+    # Upstream made the fix (the commit the Origin line names), then put the line back elsewhere.
+    # Without --history the patch stops ("the target still has what it removes"); with it, the
+    # history path takes a clean no-op merge as the content's agreement and drops it, its own
+    # evidence still saying the target kept the removed line.
+    fixed = CONNECT_VERIFY.replace('    opts["verify"] = False\n', "")
+    back = fixed.replace('    opts["proxy"] = None\n', '    opts["proxy"] = None\n    opts["verify"] = False\n')
+    p = Project(
+        tmp_path,
+        {"demo/c.py": CONNECT_VERIFY},
+        [("Verify certificates", {"demo/c.py": fixed}), ("Tidy options", {"demo/c.py": back})],
+        [("verify", "Verify certificates\n\nOrigin: upstream, commit:{0}", {"demo/c.py": fixed})],
+    )
+    assert p.dry()["verify"]["outcome"] == "conflict"
+    step = p.dry("--history")["verify"]
+    assert step["outcome"] != "already upstream", step
+
+
+# --- F3, F4: a name bound twice in one scope that twice.py does not count ------------------------
+
+MOD = """import re
+
+
+def parse(s):
+    return s.split(",")
+
+
+def render(x):
+    return ",".join(x)
+"""
+
+
+def test_def_beside_upstreams_assignment_of_the_name_stops(tmp_path: Path) -> None:
+    # Upstream moved is_safe to another module and binds it by assignment (as it may by import,
+    # which counts); the backport's def rebinds it below: two bindings in the module's scope.
+    patched = MOD.replace(
+        "def render(x):", 'def is_safe(url):\n    return not url.startswith("javascript:")\n\n\ndef render(x):'
+    )
+    up = MOD.replace("import re\n", "import re\n\nfrom . import _checks\n\nis_safe = _checks.is_safe\n")
+    p = Project(
+        tmp_path,
+        {"demo/m.py": MOD},
+        [("Move checks", {"demo/m.py": up})],
+        [("safe", "Add is_safe", {"demo/m.py": patched})],
+    )
+    step = p.dry()["safe"]
+    assert step["outcome"] == "conflict", step
+
+
+TRY = """try:
+    import fastjson as json
+except ImportError:
+    import json
+else:
+    pass
+
+
+def dump(x):
+    return json.dumps(x)
+"""
+
+
+def test_def_in_try_else_beside_upstreams_in_try_body_stops(tmp_path: Path) -> None:
+    up = TRY.replace(
+        "    import fastjson as json\n",
+        "    import fastjson as json\n\n    def loads(s):\n        return json.loads(s)\n",
+    )
+    patched = TRY.replace(
+        "else:\n    pass\n", "else:\n    pass\n\n    def loads(s):\n        return json.loads(s, strict=True)\n"
+    )
+    p = Project(
+        tmp_path,
+        {"demo/j.py": TRY},
+        [("Add loads", {"demo/j.py": up})],
+        [("loads", "Add loads", {"demo/j.py": patched})],
+    )
+    step = p.dry()["loads"]
+    assert step["outcome"] == "conflict", step
+
+
+# --- R1, R2 (regressions): a patch upstream made identically, stopped by the kept-line rule -------
+
+GET = """def get(table, key):
+    if key not in table:
+        return None
+    return table[key]
+
+
+def size(table):
+    return len(table)
+"""
+
+
+@pytest.mark.xfail(
+    strict=True, reason="known, safe: a common line the patch removes that upstream wrote anew elsewhere stops the drop"
+)
+def test_identical_upstream_change_with_the_removed_line_elsewhere_is_dropped(tmp_path: Path) -> None:
+    # Upstream made the patch's own commit, then added a function that, like many, returns None.
+    # `_Target.kept` counts `        return None` more often in the target than in the patched
+    # file and calls the line "moved": the patch stops though upstream has it line for line.
+    fixed = GET.replace("        return None\n", "        raise KeyError(key)\n")
+    later = (
+        fixed
+        + "\n\ndef first(table):\n    for key in table:\n        return key\n    if not table:\n        return None\n"
+    )
+    p = Project(
+        tmp_path,
+        {"demo/g.py": GET},
+        [("Raise on missing keys", {"demo/g.py": fixed}), ("Add first", {"demo/g.py": later})],
+        [("raise", "Raise on missing keys", {"demo/g.py": fixed})],
+    )
+    step = p.dry()["raise"]
+    assert step["outcome"] == "already upstream", step
+
+
+CFG = """def defaults():
+    timeout = 10
+    retries = 3
+    return dict(timeout=timeout, retries=retries)
+"""
+
+
+def test_identical_upstream_change_with_a_comment_naming_the_old_value_is_dropped(tmp_path: Path) -> None:
+    # The words of the removed line (timeout, 10) are all in a comment upstream added at the end of
+    # the file: `_Target.kept` takes the comment for the setting "written again in another form".
+    fixed = CFG.replace("    timeout = 10\n", "    timeout = 30\n")
+    later = fixed + "\n\n# Until 1.1 the timeout was 10 seconds: see the changelog.\n"
+    p = Project(
+        tmp_path,
+        {"demo/d.py": CFG},
+        [("Raise the timeout", {"demo/d.py": fixed}), ("Document it", {"demo/d.py": later})],
+        [("timeout", "Raise the timeout", {"demo/d.py": fixed})],
+    )
+    step = p.dry()["timeout"]
+    assert step["outcome"] == "already upstream", step
+
+
+# --- F5: any `@X.register` decorator exempts a def from "never twice" -----------------------------
+
+ATX = """import atexit
+import shutil
+
+TMP = "/tmp/demo"
+
+
+def start():
+    return TMP
+"""
+
+
+def test_atexit_registered_function_upstream_has_stops(tmp_path: Path) -> None:
+    # `_role` takes every `@X.register` for singledispatch's (never a duplicate); atexit.register
+    # binds the name and registers the hook: the result defines cleanup twice and runs it twice.
+    hook = "@atexit.register\ndef cleanup():\n    shutil.rmtree(TMP, ignore_errors=True)\n"
+    up = ATX + "\n\n" + hook
+    patched = ATX.replace('TMP = "/tmp/demo"\n', 'TMP = "/tmp/demo"\n\n\n' + hook)
+    p = Project(
+        tmp_path,
+        {"demo/t.py": ATX},
+        [("Clean up", {"demo/t.py": up})],
+        [("cleanup", "Clean up on exit", {"demo/t.py": patched})],
+    )
+    step = p.dry()["cleanup"]
+    assert step["outcome"] == "conflict", step
+
+
+# --- F6: "in another form" evidence for a patch that raises where upstream only warns ------------
+
+CONN = """def connect(verify):
+    sock = open_socket()
+    return wrap(sock)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="known: other-form evidence counts words, not which ones make the fix")
+def test_no_other_form_evidence_for_a_raise_upstream_only_warns_about(tmp_path: Path) -> None:
+    # 6 of the 8 words the patch adds are in upstream's lines, the two missing are the ones that
+    # make it a fix (raise InsecureError): the stop's evidence says upstream has it.
+    patched = CONN.replace(
+        "    return", '    if not verify:\n        raise InsecureError("certificate not verified")\n    return'
+    )
+    up = CONN.replace("    return", '    if not verify:\n        warn("certificate not verified")\n    return')
+    p = Project(
+        tmp_path,
+        {"demo/v.py": CONN},
+        [("Warn on unverified certificates", {"demo/v.py": up})],
+        [("strict", "Refuse unverified certificates", {"demo/v.py": patched})],
+    )
+    step = p.dry()["strict"]
+    assert step["outcome"] == "conflict", step
+    assert not any("upstream has" in e for e in step.get("evidence", [])), step

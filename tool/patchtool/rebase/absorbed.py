@@ -197,18 +197,21 @@ class _Target:
     written: tuple[frozenset[str], ...]
 
     @classmethod
-    def of(cls, after: Sequence[str], have: Sequence[str], blocks: Sequence[textpatch.Block]) -> _Target:
-        counted = Counter(after)
-        # a line the patched file has too is the patch's own, not upstream's other form of a line it removes
-        lines = {have[i] for b in blocks for i in range(b.b_start, b.b_end) if not counted[have[i]]}
-        written = {frozenset(_WORD.findall(line)) for line in lines}
-        return cls(counted, Counter(have), tuple(w for w in written if w))
+    def of(cls, path: str, after: Sequence[str], have: Sequence[str], blocks: Sequence[textpatch.Block]) -> _Target:
+        counted = Counter(line.strip() for line in after)
+        # a line the patched file has too is the patch's own, not upstream's other form of a line it
+        # removes; nor is a Python comment (``# until 1.1 the timeout was 10``)
+        lines = {have[i].strip() for b in blocks for i in range(b.b_start, b.b_end)}
+        python = path.endswith(".py")
+        written = {frozenset(_WORD.findall(s)) for s in lines if not counted[s] and not (python and s.startswith("#"))}
+        return cls(counted, Counter(line.strip() for line in have), tuple(w for w in written if w))
 
     def kept(self, line: str) -> bool:
-        """Whether upstream kept ``line``, a line the patch removes: the target has it more often
-        than the patched file does (upstream moved it, not removed it), or a line upstream wrote
-        holds every word of it, two at least (it wrote the same setting again in another form)."""
-        if self.have[line] > self.after[line]:
+        """Whether upstream kept ``line``, a line the patch removes: the target has it (indented
+        anyhow) more often than the patched file does (upstream moved it, not removed it), or a
+        line upstream wrote holds every word of it, two at least (it wrote the same setting again
+        in another form)."""
+        if self.have[line.strip()] > self.after[line.strip()]:
             return True
         words = frozenset(_WORD.findall(line))
         return len(words) >= 2 and any(words <= w for w in self.written)
@@ -350,7 +353,7 @@ def removed_kept(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple
         base = _lines(before.decode("utf-8", "surrogateescape"))
         after = _lines(after_data.decode("utf-8", "surrogateescape"))
         have = _lines(target)
-        lookup = _Target.of(after, have, textpatch.diff(base, have))
+        lookup = _Target.of(path, after, have, textpatch.diff(base, have))
         removed = {line for b in textpatch.diff(base, after) for line in base[b.a_start : b.a_end]}
         out += [f"{path}: {line.rstrip()}" for line in sorted(removed) if line.strip() and lookup.kept(line)]
     return tuple(out)
@@ -377,7 +380,7 @@ def hunks_in_target(
         after = _lines(after_data.decode("utf-8", "surrogateescape"))
         have = _lines(target) if target is not None else []
         blocks = textpatch.diff(base, have) if target is not None else []
-        lookup = _Target.of(after, have, blocks)
+        lookup = _Target.of(path, after, have, blocks)
         groups = _groups(base, after)
         if not groups and c.old_path is None:  # a file the patch adds empty: the target must have it, empty
             whole = target is not None and not have and not after

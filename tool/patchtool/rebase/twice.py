@@ -4,11 +4,13 @@ A backport whose function, method or class upstream already has beside it merges
 leaves two definitions; Python keeps the last, silently. Only files where the patch adds a
 ``def`` or ``class`` line are parsed, and only the names it adds count. Legitimate
 redefinitions are not duplicates: ``@overload``, a property's ``setter``/``getter``/``deleter``
-and ``@f.register`` (each decorated with an attribute of its name; two setters are two), and
-definitions in different branches of one ``if`` or ``try`` (alternatives). A definition in a
+(each decorated with an attribute of its name; two setters are two), singledispatch's ``def _``,
+and definitions in different branches of one ``if`` or ``try`` (alternatives; a ``try``'s
+``else`` and ``finally`` run with its body). A definition in a
 branch and another beside the statement are two. A file that does not parse is not judged by
-this rule. An import binds its name as a definition does (upstream moved a function into another
-module and imports it where the backport defines it).
+this rule. An import or an assignment binds its name as a definition does (upstream moved a
+function into another module and imports it where the backport defines it), except an assignment
+that reads the name (``f = wrap(f)``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _role(node: _Defn) -> str | None:
     for d in node.decorator_list:
         target = d.func if isinstance(d, ast.Call) else d
         if (isinstance(target, ast.Name) and target.id == "overload") or (
-            isinstance(target, ast.Attribute) and target.attr in ("overload", "register")
+            isinstance(target, ast.Attribute) and target.attr == "overload"
         ):
             return None
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == node.name:
@@ -45,11 +47,19 @@ def _role(node: _Defn) -> str | None:
 
 
 def _branches(node: ast.stmt) -> list[list[ast.stmt]]:
-    """The statement lists of a compound statement that is not a scope: an ``if``'s two, a
-    ``try``'s body, handlers, ``else`` and ``finally``, a loop's, a ``with``'s, a ``match``'s cases."""
-    lists = [getattr(node, field, None) for field in ("body", "orelse", "finalbody")]
-    lists += [h.body for h in getattr(node, "handlers", ())] + [c.body for c in getattr(node, "cases", ())]
-    return [b for b in lists if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+    """What a compound statement that is not a scope may run, each a list of statements, as
+    alternatives: an ``if``'s two branches; a ``try``'s body then ``else``, or a handler, each
+    then ``finally``; a loop's body then its ``else``; a ``with``'s body; each ``match`` case."""
+    final = list(getattr(node, "finalbody", ()))
+    if isinstance(node, ast.If):
+        paths = [node.body, node.orelse]
+    elif isinstance(node, ast.Try | ast.TryStar):
+        paths = [node.body + node.orelse + final] + [h.body + final for h in node.handlers]
+    elif isinstance(node, ast.Match):
+        paths = [c.body for c in node.cases]
+    else:
+        paths = [list(getattr(node, "body", ())) + list(getattr(node, "orelse", ()))]
+    return [p for p in paths if p and isinstance(p[0], ast.stmt)]
 
 
 def _count(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter[tuple[str, str]]) -> Counter[str]:
@@ -66,6 +76,11 @@ def _count(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter
         if isinstance(node, ast.Import | ast.ImportFrom):  # an import binds its name as a def does
             bound = (a.asname or a.name.partition(".")[0] for a in node.names)
             here.update(f"{name}\0" for name in bound if name in names)
+            continue
+        if isinstance(node, ast.Assign | ast.AnnAssign):  # so does an assignment, but not ``f = wrap(f)``
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} if node.value is not None else set()
+            here.update(f"{t.id}\0" for t in targets if isinstance(t, ast.Name) and t.id in names and t.id not in used)
             continue
         alternatives = [_count(b, names, scope, out) for b in _branches(node)]
         here.update(Counter({k: max(c[k] for c in alternatives) for a in alternatives for k in a}))
