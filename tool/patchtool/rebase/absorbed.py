@@ -22,6 +22,7 @@ file. That is evidence for a stop (``stop_evidence``), never for a drop or a mer
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -211,9 +212,10 @@ class _Target:
         anyhow) more often than the patched file does (upstream moved it, not removed it), or a
         line upstream wrote holds every word of it, two at least (it wrote the same setting again
         in another form)."""
-        if self.have[line.strip()] > self.after[line.strip()]:
-            return True
         words = frozenset(_WORD.findall(line))
+        # punctuation and keywords alone (``)``, ``else:``, ``return None``) stand everywhere
+        if any(not keyword.iskeyword(w) for w in words) and self.have[line.strip()] > self.after[line.strip()]:
+            return True
         return len(words) >= 2 and any(words <= w for w in self.written)
 
 
