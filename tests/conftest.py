@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 import textwrap
@@ -192,20 +193,32 @@ def demo_pin(
         """)
 
 
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What every demo starts from, made once per worker: the wheel of demo 1.0 and ``work``, a git
+    repository of its upstream layout (branch ``upstream``, one commit). Each demo copies them."""
+    base = tmp_path_factory.mktemp("demo-template")
+    make_wheel(base / "demo-1.0-py3-none-any.whl", "demo", "1.0", UPSTREAM_FILES)
+    work = base / "work"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "upstream")
+    write_tree(work, {f"python/{k}": v for k, v in UPSTREAM_FILES.items()})
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "upstream 1.0")
+    return base
+
+
 @pytest.fixture
-def demo(tmp_path: Path) -> Iterator[Demo]:
-    wheel = make_wheel(tmp_path / "demo-1.0-py3-none-any.whl", "demo", "1.0", UPSTREAM_FILES)
+def demo(tmp_path: Path, demo_template: Path) -> Iterator[Demo]:
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    shutil.copyfile(demo_template / wheel.name, wheel)
     index = Index(tmp_path)
     index.add(wheel)
     root = tmp_path / "project"
     (root / "patches").mkdir(parents=True)
     (root / "upstream-pins").mkdir()
     work = tmp_path / "work"
-    work.mkdir()
-    git(work, "init", "-q", "-b", "upstream")
-    write_tree(work, {f"python/{k}": v for k, v in UPSTREAM_FILES.items()})
-    git(work, "add", "-A")
-    git(work, "commit", "-q", "-m", "upstream 1.0")
+    shutil.copytree(demo_template / "work", work, symlinks=True)
     with index.serve():
         (root / "upstream-pins" / "demo-1.0.toml").write_text(demo_pin(index, wheel))
         yield Demo(root=root, cache=tmp_path / "cache", index=index, wheel=wheel, work=work)

@@ -14,7 +14,10 @@ import importlib.util
 import json
 import os
 import re
+import selectors
 import shutil
+import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -284,13 +287,8 @@ class Index:
     @contextmanager
     def serve(self) -> Iterator[Index]:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        thread.start()
-        try:
+        with answering(self.server):
             yield self
-        finally:
-            self.server.shutdown()
-            self.server.server_close()
 
 
 def snapshot(*roots: Path) -> dict[str, bytes]:
@@ -371,9 +369,32 @@ def read_terminal(master: int, *, prompt: bytes | None = None, answer: bytes = b
 def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
     """An HTTP server on 127.0.0.1 answered by ``handler``, for the test's ``with``: its port."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with answering(server):
         yield server.server_address[1]
+
+
+@contextmanager
+def answering(server: socketserver.BaseServer) -> Iterator[None]:
+    """``server`` answers on a thread of its own for the block, then is closed. The thread waits on
+    the listening socket and on a socket the block's end writes to, so it stops as soon as the
+    block ends: ``serve_forever`` notices ``shutdown`` only at its next half-second poll, a wait
+    every test of the demo paid at its end."""
+    stop, stopping = socket.socketpair()
+
+    def answer() -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(server, selectors.EVENT_READ)
+            selector.register(stop, selectors.EVENT_READ)
+            while all(key.fileobj is not stop for key, _ in selector.select()):
+                server.handle_request()  # one is waiting: accepted, answered on a thread of its own
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield
     finally:
-        server.shutdown()
+        stopping.send(b"stop")
+        thread.join(HANG_GUARD_S)
+        stop.close()
+        stopping.close()
         server.server_close()

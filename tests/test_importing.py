@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
-import sys
 import textwrap
 from pathlib import Path
 
@@ -532,22 +532,28 @@ def test_import_of_an_absolute_name_strips_its_slash_as_git_apply_does(demo: Dem
 
 
 def counting_git(where: Path, log: Path) -> dict[str, str]:
-    """PATH with a ``git`` first on it that appends its arguments to ``log``, then runs the real git."""
+    """PATH with a ``git`` first on it that appends its arguments to ``log``, then runs the real git.
+    A shell script, not Python: it runs for every git the command starts. Each argument is written
+    NUL-terminated, each run ends with an RS (0x1e) of its own."""
     real = shutil.which("git")
     assert real is not None
     where.mkdir()
     (where / "git").write_text(
-        f"#!{sys.executable}\nimport json, os, sys\n"
-        f"with open({str(log)!r}, 'a') as fh:\n    fh.write(json.dumps(sys.argv[1:]) + '\\n')\n"
-        f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n"
+        f"#!/bin/sh\n{{ printf '%s\\0' \"$@\"; printf '\\036\\0'; }} >> {shlex.quote(str(log))}\n"
+        f'exec {shlex.quote(real)} "$@"\n'
     )
     (where / "git").chmod(0o755)
     return {"PATH": f"{where}{os.pathsep}{os.environ['PATH']}"}
 
 
 def git_runs(log: Path) -> list[list[str]]:
-    runs = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    return [r for r in runs if r != ["version"]]  # GitPython asks git's version as it is imported
+    runs: list[list[str]] = [[]]
+    for word in log.read_bytes().split(b"\0")[:-1] if log.exists() else []:
+        if word == b"\036":
+            runs.append([])
+        else:
+            runs[-1].append(os.fsdecode(word))
+    return [r for r in runs[:-1] if r != ["version"]]  # GitPython asks git's version as it is imported
 
 
 def test_a_quilt_import_reads_your_identity_once_and_the_series_file_before_any_git(

@@ -6,6 +6,7 @@ import __future__
 
 import ast
 import dataclasses
+import functools
 import graphlib
 import importlib
 import inspect
@@ -58,16 +59,28 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path) -> Iterator[Import]:
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The module at ``path``, parsed once per run: most tests here read every module of the package."""
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+@functools.cache
+def imports(path: Path) -> tuple[Import, ...]:
     """Every import in the module at ``path``, wherever it stands in the module."""
-    return imports_of(path.read_text(), path)
+    return tuple(imports_in(parsed(path), path))
 
 
 def imports_of(source: str, path: Path) -> Iterator[Import]:
     """Every import in ``source``, the module at ``path``."""
+    return imports_in(ast.parse(source, filename=str(path)), path)
+
+
+def imports_in(tree: ast.Module, path: Path) -> Iterator[Import]:
+    """Every import in ``tree``, the module at ``path``."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(source, filename=str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (Import(name, alias.name, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -159,7 +172,7 @@ def test_the_import_parser_sees_imports_inside_functions() -> None:
 def runtime_imports(path: Path) -> list[Import]:
     """The imports of the module at ``path`` that run: at module level or inside a function, not
     under ``if TYPE_CHECKING:``."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     checking = [n for n in ast.walk(tree) if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
     hidden = {n.lineno for block in checking for n in ast.walk(block) if isinstance(n, ast.Import | ast.ImportFrom)}
     return [i for i in imports(path) if i.line not in hidden]

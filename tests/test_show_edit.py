@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from conftest import Demo
 from helpers import snapshot
 
@@ -516,16 +517,16 @@ def test_a_kept_edit_is_taken_with_from_file(greet: Demo, tmp_path: Path) -> Non
 
 
 def complete(cwd: Path, words: str, env: dict[str, str]) -> list[str]:
-    """What bash would be offered for ``words`` (the last one being completed), through the console entry."""
+    """What bash would be offered for ``words`` (the last one being completed): bash runs the
+    command with no arguments and the words in the environment (in process here; `test_cli`'s
+    `test_shell_completion` runs the console entry itself)."""
     env = {
         **env,
         "_PATCHTOOL_COMPLETE": "complete_bash",
         "COMP_WORDS": words,
         "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
     }
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool"], cwd=cwd, capture_output=True, text=True, env=env, check=False
-    )
+    res = in_process([], cwd=cwd, env=env)
     assert (res.returncode, res.stderr) == (0, ""), res.stderr
     return res.stdout.split()
 

@@ -13,12 +13,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from conftest import Demo
 from helpers import GIT_ENV, HANG_GUARD_S, git, snapshot
 from patchtool.errors import InvalidInput
@@ -214,7 +214,7 @@ def test_a_configuration_naming_its_own_program_is_refused_before_git_runs(
     (one_patch.root / ".gitattributes").write_text("* filter=x diff=x merge=x\n")
     git(one_patch.root, "config", key, value.format(p=program))
     before = snapshot(one_patch.root)
-    res = one_patch.spawn("status", "--json")  # the first git it runs in the repository refuses
+    res = one_patch.run("status", "--json")  # the first git it runs in the repository refuses
     assert res.returncode == 1, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
     config = one_patch.root / ".git" / "config"
@@ -243,13 +243,13 @@ def test_a_received_repository_runs_no_fsmonitor_in_status_checkout_refresh_expo
     plain(one_patch.root, "status", "--porcelain")
     assert mark.exists(), "plain git status runs the repository's fsmonitor"
     mark.unlink()
-    assert one_patch.spawn("status").returncode == 0
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("status").returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     core = one_patch.root / "work" / "series" / "python" / "demo" / "core.py"
     core.write_text(core.read_text().replace('"hi"', '"hey"'))
-    res = one_patch.spawn("refresh", "greet", env=GIT_ENV)
+    res = one_patch.run("refresh", "greet", env=GIT_ENV)
     assert res.returncode == 0, res.stdout + res.stderr
-    res = one_patch.spawn("export", env=GIT_ENV)
+    res = one_patch.run("export", env=GIT_ENV)
     assert res.returncode == 0, res.stdout + res.stderr
     assert not mark.exists(), mark.read_text()
 
@@ -259,16 +259,16 @@ def test_a_hook_planted_in_the_cache_runs_neither_in_patchtool_nor_in_a_plain_co
 ) -> None:
     committed(one_patch)
     program, mark = marker(tmp_path)
-    assert one_patch.spawn("status").returncode == 0  # the cache exists
+    assert one_patch.run("status").returncode == 0  # the cache exists
     hooks = one_patch.cache / "upstream.git" / "hooks"
     for hook in ("post-commit", "pre-commit", "post-checkout", "reference-transaction", "post-index-change"):
         shutil.copy(program, hooks / hook)
         (hooks / hook).chmod(0o755)
-    res = one_patch.spawn("checkout", env=GIT_ENV)
+    res = one_patch.run("checkout", env=GIT_ENV)
     assert res.returncode == 0, res.stdout + res.stderr
     new = ("new", "extra", "--kind", "operations", "--owner", "me", "--why", "w", "--applies-to", ">=1.0",
            "--drop-when", "never", "--subject", "s")  # fmt: skip
-    res = one_patch.spawn(*new, env=GIT_ENV)
+    res = one_patch.run(*new, env=GIT_ENV)
     assert res.returncode == 0, res.stdout + res.stderr
     assert not mark.exists(), mark.read_text()
     series = one_patch.root / "work" / "series"
@@ -286,33 +286,33 @@ def test_a_hook_planted_in_the_cache_runs_neither_in_patchtool_nor_in_a_plain_co
 def test_a_cache_configuration_naming_a_filter_is_removed_and_said(one_patch: Demo, tmp_path: Path) -> None:
     committed(one_patch)
     program, mark = marker(tmp_path)
-    assert one_patch.spawn("status").returncode == 0
+    assert one_patch.run("status").returncode == 0
     config = one_patch.cache / "upstream.git" / "config"
     git(one_patch.cache / "upstream.git", "config", "filter.x.smudge", str(program))
     (one_patch.cache / "upstream.git" / "info").mkdir(exist_ok=True)
     (one_patch.cache / "upstream.git" / "info" / "attributes").write_text("* filter=x\n")
-    res = one_patch.spawn("checkout", "--json", env=GIT_ENV)
+    res = one_patch.run("checkout", "--json", env=GIT_ENV)
     assert res.returncode == 1, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
     assert f"{config} set filter.x.smudge (removed)" in error["message"], error
     assert not mark.exists()
     assert not (one_patch.root / "work" / "series").exists()
     assert "filter" not in config.read_text()
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     assert not mark.exists()
 
 
 def test_a_cache_configuration_with_an_fsmonitor_runs_nothing(one_patch: Demo, tmp_path: Path) -> None:
     committed(one_patch)
     program, mark = marker(tmp_path)
-    assert one_patch.spawn("status").returncode == 0
+    assert one_patch.run("status").returncode == 0
     git(one_patch.cache / "upstream.git", "config", "core.fsmonitor", str(program))
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 1  # removed, and said once
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 1  # removed, and said once
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     core = one_patch.root / "work" / "series" / "python" / "demo" / "core.py"
     core.write_text(core.read_text().replace('"hi"', '"hey"'))
-    assert one_patch.spawn("refresh", "greet", env=GIT_ENV).returncode == 0
-    assert one_patch.spawn("status").returncode == 0
+    assert one_patch.run("refresh", "greet", env=GIT_ENV).returncode == 0
+    assert one_patch.run("status").returncode == 0
     assert not mark.exists(), mark.read_text()
 
 
@@ -343,7 +343,7 @@ def test_a_program_the_caches_configuration_names_runs_in_no_plain_git_after_pat
     committed(one_patch)
     program, mark = marker(tmp_path)
     (tmp_path / "included").write_text(f"[core]\n\tfsmonitor = {program}\n")
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     common = one_patch.cache / "upstream.git"
     (own,) = (common / "worktrees").iterdir()
     (common / "info").mkdir(exist_ok=True)
@@ -365,7 +365,7 @@ def test_a_program_the_caches_configuration_names_runs_in_no_plain_git_after_pat
             f"{ran} plain git {' '.join(command)} in work/series did not run {key}: the case proves nothing"
         )
         mark.unlink()
-        res = one_patch.spawn("status", "--json")
+        res = one_patch.run("status", "--json")
         assert res.returncode == 1, (key, res.stdout + res.stderr)
         message = json.loads(res.stdout)["errors"][0]["message"]
         assert f"{target} set " in message and key.strip().lower() in message.lower(), (key, message)
@@ -374,7 +374,7 @@ def test_a_program_the_caches_configuration_names_runs_in_no_plain_git_after_pat
         plain(series, "diff", "HEAD")
         plain(series, "status")
         assert not mark.exists(), key
-        assert one_patch.spawn("status").returncode == 0, key
+        assert one_patch.run("status").returncode == 0, key
 
 
 def test_no_key_that_runs_a_program_is_one_patchtool_writes_in_the_cache() -> None:
@@ -422,15 +422,7 @@ def test_a_plain_clone_of_a_fork_shaped_like_a_bare_repository_runs_nothing(one_
     assert mark.exists(), "plain git in the clone takes the directory for a bare repository and runs its fsmonitor"
     mark.unlink()
     before = snapshot(clone)
-    res = subprocess.run(
-        [sys.executable, "-m", "patchtool", "status", "--json"],
-        cwd=inside,
-        env={**one_patch.environment(), "PATCHTOOL_CACHE_DIR": str(one_patch.cache)},
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-        check=False,
-    )
+    res = in_process(["status", "--json"], cwd=inside, env=one_patch.environment())
     assert res.returncode == 1, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
     assert "git tracks .patchtool/journal.json" in error["message"], error
@@ -483,7 +475,7 @@ def test_a_hooks_path_put_back_in_the_cache_is_undone_before_the_user_commits(
     common one: patchtool reads it as git does, and puts /dev/null back before it uses the cache."""
     committed(one_patch)
     program, mark = marker(tmp_path)
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     common = one_patch.cache / "upstream.git"
     hooks = tmp_path / "planted"
     hooks.mkdir()
@@ -496,10 +488,10 @@ def test_a_hooks_path_put_back_in_the_cache_is_undone_before_the_user_commits(
         (worktree,) = (common / "worktrees").iterdir()
         (worktree / "config.worktree").write_text(f"[core]\n\tbare = false\n\thooksPath = {hooks}\n")
     series = one_patch.root / "work" / "series"
-    res = one_patch.spawn("status", "--json")
+    res = one_patch.run("status", "--json")
     assert res.returncode == 1, res.stdout + res.stderr  # put back, and said once
     assert "hookspath" in json.loads(res.stdout)["errors"][0]["message"].lower()
-    assert one_patch.spawn("status").returncode == 0
+    assert one_patch.run("status").returncode == 0
     (series / "python" / "demo" / "util.py").write_text("def helper():\n    return 3\n")
     done = plain(series, *ID, "commit", "-qam", "by hand")
     assert done.returncode == 0, done.stderr
@@ -629,7 +621,7 @@ def test_a_checkouts_commondir_in_the_cache_is_put_back_before_the_users_git_rea
     (a hooks path, a filter) from elsewhere."""
     committed(one_patch)
     program, mark = marker(tmp_path)
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     common = one_patch.cache / "upstream.git"
     evil = common / "evil "
     evil.mkdir()
@@ -645,7 +637,7 @@ def test_a_checkouts_commondir_in_the_cache_is_put_back_before_the_users_git_rea
     series = one_patch.root / "work" / "series"
     shown = plain(series, "config", "--show-origin", "core.hooksPath")
     assert str(evil / "config") in shown.stdout, shown  # the user's git would read it: the case is real
-    res = one_patch.spawn("status", "--json")
+    res = one_patch.run("status", "--json")
     assert res.returncode == 1, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
     assert error["message"].startswith(f"the cache's git repository {common} was changed"), error
@@ -655,7 +647,7 @@ def test_a_checkouts_commondir_in_the_cache_is_put_back_before_the_users_git_rea
     done = plain(series, *ID, "commit", "-qam", "by hand")
     assert done.returncode == 0, done.stderr
     assert not mark.exists(), "the user's git commit ran a hook through a redirected commondir"
-    assert one_patch.spawn("status").returncode == 0  # put back: the next command goes on
+    assert one_patch.run("status").returncode == 0  # put back: the next command goes on
 
 
 @pytest.mark.parametrize("kind", ["own-commondir", "worktree-link", "worktree-as-repository"])
@@ -663,7 +655,7 @@ def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repositor
     one_patch: Demo, tmp_path: Path, kind: str
 ) -> None:
     committed(one_patch)
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     common = one_patch.cache / "upstream.git"
     if kind == "own-commondir":  # every git in the cache would read its repository from elsewhere
         (common / "commondir").write_text("elsewhere\n")
@@ -675,13 +667,13 @@ def test_the_cache_is_refused_or_put_back_where_git_would_find_another_repositor
         (worktree,) = (common / "worktrees").iterdir()
         (worktree / "commondir").unlink()
         (worktree / "objects").symlink_to("../../objects")
-    res = one_patch.spawn("status", "--json")
+    res = one_patch.run("status", "--json")
     assert res.returncode == 1, res.stdout + res.stderr
     message = json.loads(res.stdout)["errors"][0]["message"]
     if kind == "own-commondir":
         assert f"{common / 'commondir'} (removed)" in message, message
         assert not (common / "commondir").exists()
-        assert one_patch.spawn("status").returncode == 0
+        assert one_patch.run("status").returncode == 0
     elif kind == "worktree-link":
         assert message.startswith(f"{worktree} is not a directory, where git keeps a worktree of the cache"), message
     else:
@@ -698,7 +690,7 @@ def test_a_worktrees_directory_that_is_a_link_is_refused_before_the_users_git_re
     and said nothing."""
     committed(one_patch)
     program, _ = marker(tmp_path)
-    assert one_patch.spawn("checkout", env=GIT_ENV).returncode == 0
+    assert one_patch.run("checkout", env=GIT_ENV).returncode == 0
     common = one_patch.cache / "upstream.git"
     evil = tmp_path / "evil"
     evil.mkdir()
@@ -711,7 +703,7 @@ def test_a_worktrees_directory_that_is_a_link_is_refused_before_the_users_git_re
     series = one_patch.root / "work" / "series"
     shown = plain(series, "config", "--show-origin", "core.fsmonitor")
     assert str(evil / "config") in shown.stdout, shown  # the user's git would read it: the case is real
-    res = one_patch.spawn("status", "--json")
+    res = one_patch.run("status", "--json")
     assert res.returncode == 1, res.stdout + res.stderr
     error = json.loads(res.stdout)["errors"][0]
     assert f"{common / 'worktrees'} is a symbolic link" in error["message"], error

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_run import in_process
 from conftest import UPSTREAM_FILES, Demo
 from helpers import make_wheel, snapshot
 
@@ -97,9 +98,7 @@ def test_a_worktree_at_a_path_that_is_not_utf8_breaks_no_command(one_patch: Demo
     env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(one_patch.cache), "PYTHONIOENCODING": streams}
 
     def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [sys.executable, "-m", "patchtool", *args], cwd=one_patch.root, capture_output=True, env=env, check=False
-        )
+        return in_process(args, cwd=one_patch.root, env=env, text=False)
 
     assert run("checkout", "--path", outside).returncode == 0
     before = snapshot(one_patch.root)
