@@ -602,7 +602,10 @@ CONN = """def connect(verify):
 """
 
 
-@pytest.mark.xfail(strict=True, reason="known: other-form evidence counts words, not which ones make the fix")
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: other-form evidence lets words differ by design (pip's lexists for exists); a stop's only, never --all-evidenced's",
+)
 def test_no_other_form_evidence_for_a_raise_upstream_only_warns_about(tmp_path: Path) -> None:
     # 6 of the 8 words the patch adds are in upstream's lines, the two missing are the ones that
     # make it a fix (raise InsecureError): the stop's evidence says upstream has it.
