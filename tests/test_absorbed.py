@@ -445,7 +445,6 @@ def test_legitimate_redefinitions_are_not_duplicates() -> None:
     assert defined_twice("m.py", twice, names, twice) == ()  # the target had them twice already
 
 
-
 def test_a_second_setter_and_a_def_beside_a_branch_are_duplicates() -> None:
     """Two ``@x.setter`` of one property are two definitions (Python keeps the last); a function
     defined in a ``try`` branch and again beside the ``try`` is bound twice. (From a helper's attack
@@ -465,6 +464,7 @@ def test_a_second_setter_and_a_def_beside_a_branch_are_duplicates() -> None:
         "m.py: helper would be defined 2 times in one scope; the target already defines it there",
     )
     assert defined_twice("m.py", beside, frozenset({"helper"}), beside) == ()  # upstream's own pattern
+
 
 # -- the maintainer's loop: --skip --merged ------------------------------------------------------
 
