@@ -162,11 +162,10 @@ def test_a_history_proven_stop_shows_the_hunks_the_target_has(tmp_path: Path) ->
     assert any(e.startswith("upstream has demo/headers.py @@ -5,6 +5,8 @@ in another form: ") for e in evidence)
 
 
-def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path: Path) -> None:
-    """Upstream took the fix and added a value check right after it: no reverse application finds
-    the patch, so without history it stops (the content alone); with its commit named in the
-    range, history and the target's content agree: dropped without a stop, both in the report."""
-    u = make_upstream(
+def _extended(tmp_path: Path) -> Upstream:
+    """Upstream made the fix, then added a value check right after it; the series carries the fix
+    as a cherry-pick naming upstream's commit."""
+    return make_upstream(
         tmp_path,
         [
             (FIX_SUBJECT, FIX),
@@ -180,6 +179,13 @@ def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path
             )
         ],
     )
+
+
+def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path: Path) -> None:
+    """Upstream took the fix and added a value check right after it: no reverse application finds
+    the patch, so without history it stops (the content alone); with its commit named in the
+    range, history and the target's content agree: dropped without a stop, both in the report."""
+    u = _extended(tmp_path)
     fix = u.commits[FIX_SUBJECT]
     assert _steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
     step = _steps(u.dry_run("--history"))["cve-name"]
@@ -477,20 +483,7 @@ def test_scan_with_history_gives_the_dry_runs_verdict(tmp_path: Path) -> None:
     """``scan --history`` asks history between the pin and each version as ``rebase --history
     --dry-run`` does: a backport upstream took and extended is "already upstream" there (a conflict
     without history), and the scan says what it asked."""
-    u = make_upstream(
-        tmp_path,
-        [
-            (FIX_SUBJECT, FIX),
-            ("Check the value's length too", {"demo/headers.py": FIXED.replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)}),
-        ],
-        [
-            (
-                "cve-name",
-                "Reject long header names\n\n(cherry picked from commit {" + FIX_SUBJECT + "})\n",
-                {"demo/headers.py": FIXED},
-            )
-        ],
-    )
+    u = _extended(tmp_path)
     fix = u.commits[FIX_SUBJECT]
 
     def scanned(*more: str) -> dict[str, object]:
