@@ -22,7 +22,7 @@ from cli_run import in_process
 from conftest import Demo
 from helpers import GIT_ENV, HANG_GUARD_S, git, snapshot
 from patchtool.errors import InvalidInput
-from patchtool.git.command import NEUTRAL_CONFIG, REFUSED_CONFIG, Runner, discover
+from patchtool.git.command import NEUTRAL_CONFIG, REFUSED_CONFIG, Runner, config_env, discover
 
 PLAIN_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
 ID = ["-c", "user.name=T", "-c", "user.email=t@example.com"]
@@ -162,6 +162,20 @@ def test_every_fixed_key_that_names_a_program_is_neutralised_and_listed() -> Non
     trust = (Path(__file__).parents[2] / "docs" / "trust.md").read_text()
     for key in neutral:
         assert f"`{key}`" in trust, f"docs/trust.md does not list {key}"
+
+
+def test_only_the_git_layer_sets_gits_command_line_configuration() -> None:
+    """``GIT_CONFIG_COUNT`` in a process's environment replaces every pair before it: a module that
+    sets its own (git merge-tree's conflict style did) drops the neutral values for that process.
+    Only ``git/command.py`` spells it; everything else asks ``config_env`` for its extra pairs."""
+    package = Path(__file__).parents[2] / "tool" / "patchtool"
+    spelled = sorted(str(p.relative_to(package)) for p in package.rglob("*.py") if "GIT_CONFIG_COUNT" in p.read_text())
+    assert spelled == ["git/command.py"]
+    extra = config_env(("merge.conflictStyle", "diff3"))
+    pairs = [
+        (extra[f"GIT_CONFIG_KEY_{n}"], extra[f"GIT_CONFIG_VALUE_{n}"]) for n in range(int(extra["GIT_CONFIG_COUNT"]))
+    ]
+    assert pairs == [*NEUTRAL_CONFIG, ("merge.conflictStyle", "diff3")]
 
 
 def test_a_diff_runs_neither_an_external_diff_nor_a_textconv(tmp_path: Path) -> None:

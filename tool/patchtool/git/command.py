@@ -97,6 +97,12 @@ def _config_env(pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
     return env
 
 
+def config_env(*extra: tuple[str, str]) -> dict[str, str]:
+    """The environment that sets ``extra`` for one git process, beside the neutral values (an
+    environment of its own with ``GIT_CONFIG_COUNT`` would replace them)."""
+    return _config_env((*NEUTRAL_CONFIG, *extra))
+
+
 # what every git command sees instead of the user's configuration and language
 ISOLATION = MappingProxyType(
     {

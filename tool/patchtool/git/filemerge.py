@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from patchtool.errors import GitError
-from patchtool.git.command import Runner
+from patchtool.git.command import Runner, config_env
 from patchtool.git.objects import tree_entries
 from patchtool.git.stream import FIXED_IDENT, Ident
 
@@ -135,12 +135,7 @@ class FileMerger:
     ) -> tuple[bytes, int]:
         """``git merge-tree --write-tree`` of two one-file commits on a third: merge-ort's answer."""
         shas = self._sides(ours, base, theirs)
-        env = {
-            "GIT_OBJECT_DIRECTORY": str(self._objects()),
-            "GIT_CONFIG_COUNT": "1",
-            "GIT_CONFIG_KEY_0": "merge.conflictStyle",
-            "GIT_CONFIG_VALUE_0": style,
-        }
+        env = {"GIT_OBJECT_DIRECTORY": str(self._objects()), **config_env(("merge.conflictStyle", style))}
         res = self.repo.git("merge-tree", "--write-tree", args=[shas[0], shas[2]], env=env, check=False)
         if res.returncode not in (0, 1):
             raise GitError(f"git merge-tree failed: {res.stderr.strip()}")
