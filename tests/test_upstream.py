@@ -121,9 +121,9 @@ def test_an_index_serving_only_pep_503_html_is_read(tmp_path: Path, served) -> N
     index.html = True
     from_html = PackageIndex(fast()).files(pin.artifact)
     assert (
-        [(e["filename"], e["url"].text, e["hashes"]) for e in from_html]
-        == [(e["filename"], e["url"].text, e["hashes"]) for e in from_json]
-        == [(wheel.name, f"{index.url[:-7]}/files/{wheel.name}", {"sha256": sha256(wheel)})]
+        [(e.filename, e.url and e.url.text, e.sha256) for e in from_html]
+        == [(e.filename, e.url and e.url.text, e.sha256) for e in from_json]
+        == [(wheel.name, f"{index.url[:-7]}/files/{wheel.name}", sha256(wheel))]
     )
     index.html = False
     expected = Cache(tmp_path / "c1", fetcher=fast()).ensure(pin).commit

@@ -141,7 +141,7 @@ def available_versions(pin: Pin, cache: Cache) -> list[Version]:
     art = pin.artifact
     if art is None:
         return []
-    found = (release_version(art, str(entry.get("filename", ""))) for entry in cache.index.files(art))
+    found = (release_version(art, entry.filename) for entry in cache.index.files(art))
     return sorted({v for v in found if v is not None})
 
 

@@ -216,16 +216,15 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
     if choice.kind is None:
         choice = FileChoice(kind="sdist")
     entry = release_file(cache.index.files_of(index, dist), dist, version, choice)
-    filename = ArtifactFilename(str(entry["filename"]))
+    filename = ArtifactFilename(entry.filename)
     version = filename.version
-    sha = entry.get("hashes", {}).get("sha256")
+    sha = entry.sha256
     if not isinstance(sha, str) or not SHA256_HEX.match(sha):
         raise UpstreamError(
             f"the index gives no sha256 for {filename}; refusing an unverifiable file",
             hint="patchtool takes a release file only by its sha256",
         )
-    size = entry.get("size")
-    size = size if type(size) is int and 0 < size < 2**63 else None
+    size = entry.size if type(entry.size) is int and 0 < entry.size < 2**63 else None
     whole = Artifact(
         distribution=dist,
         version=version,

@@ -265,20 +265,19 @@ class Cache:
 
     def _lookup(self, art: Artifact) -> SourceUrl:
         for entry in self.index.files(art):
-            if entry.get("filename") == art.filename:
-                listed = entry.get("hashes", {}).get("sha256")
+            if entry.filename == art.filename:
+                listed = entry.sha256
                 if listed and listed != art.sha256:
                     raise UpstreamError(
                         f"the index lists {art.filename} with sha256 {listed}, the pin says {art.sha256}; refusing it",
                         hint="verify the release and fix the pin",
                     )
-                if entry["url"] is None:
+                if entry.url is None:
                     raise UpstreamError(
-                        f"the index links {art.filename} to no URL patchtool fetches from: {entry['url_problem']}",
+                        f"the index links {art.filename} to no URL patchtool fetches from: {entry.url_problem}",
                         hint="check the pin's 'index'",
                     )
-                url: SourceUrl = entry["url"]
-                return url
+                return entry.url
         raise UpstreamError(
             f"{art.filename} is not on the index {self.index.url(art)}", hint="check the pin's filename and version"
         )

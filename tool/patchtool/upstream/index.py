@@ -44,6 +44,35 @@ MAX_PAGE_NESTS = 8 * MAX_PAGE_FILES
 _CHUNK = 1 << 20
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class IndexFile:
+    """One file a project page lists (PEP 691, or a PEP 503 link): its ``filename``; its ``url``,
+    read from the page (None, with ``url_problem`` saying why, where the link is no URL patchtool
+    fetches from); its ``sha256`` and ``size`` as listed (checked where a file is taken: an
+    index's word, not patchtool's)."""
+
+    filename: str
+    url: SourceUrl | None
+    url_problem: str = ""
+    sha256: object = None
+    size: object = None
+
+    @classmethod
+    def from_dict(cls, listed: dict[str, Any], base: SourceUrl) -> IndexFile:
+        hashes = listed.get("hashes")  # not a table: the file is listed with no hash, and so refused
+        try:
+            url, problem = base.join(str(listed.get("url", "")), file=f"the index page {base}"), ""
+        except ValueError as exc:
+            url, problem = None, str(exc)
+        return cls(
+            filename=str(listed.get("filename", "")),
+            url=url,
+            url_problem=problem,
+            sha256=hashes.get("sha256") if isinstance(hashes, dict) else None,
+            size=listed.get("size"),
+        )
+
+
 class TooLarge(UpstreamError):
     """A body longer than its cap: the pin's size, or the documented maximum."""
 
@@ -401,13 +430,12 @@ class PackageIndex:
                 ) from None
         return dataclasses.replace(index, text=index.text.rstrip("/"))
 
-    def files(self, art: Artifact) -> list[dict[str, Any]]:
+    def files(self, art: Artifact) -> list[IndexFile]:
         """The files of the artifact's distribution on its index (``files_of``)."""
         return self.files_of(art.index, art.distribution)
 
-    def files_of(self, index: SourceUrl, distribution: str) -> list[dict[str, Any]]:
-        """The distribution's files on the index, each ``url`` a SourceUrl read from the page (None,
-        with ``url_problem`` saying why, where its link is no URL patchtool fetches from)."""
+    def files_of(self, index: SourceUrl, distribution: str) -> list[IndexFile]:
+        """The distribution's files on the index, as its project page lists them."""
         index = self.index_url(index)
         base = dataclasses.replace(index, text=f"{index.text}/{canonicalize_name(distribution)}/")
         page = self.fetcher.json(base)
@@ -423,15 +451,4 @@ class PackageIndex:
                 "from one project page; refusing it",
                 hint="check the pin's 'index'",
             )
-        out = []
-        for listed in files:
-            if not isinstance(listed, dict):
-                continue
-            hashes = listed.get("hashes")  # not a table: the file is listed with no hash, and so refused
-            entry = {**listed, "hashes": hashes if isinstance(hashes, dict) else {}}
-            try:
-                entry["url"] = base.join(str(entry.get("url", "")), file=f"the index page {base}")
-            except ValueError as exc:
-                entry["url"], entry["url_problem"] = None, str(exc)
-            out.append(entry)
-        return out
+        return [IndexFile.from_dict(listed, base) for listed in files if isinstance(listed, dict)]

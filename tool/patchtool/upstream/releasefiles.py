@@ -5,7 +5,7 @@ with ``--sdist``, ``--wheel`` or ``--filename``)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -13,6 +13,9 @@ from packaging.version import Version
 
 from patchtool.errors import UpstreamError, UsageError
 from patchtool.names import ArtifactFilename, Distribution
+
+if TYPE_CHECKING:
+    from patchtool.upstream.index import IndexFile
 
 _UNIVERSAL = {"py3-none-any", "py2.py3-none-any"}
 KINDS = ("sdist", "wheel")
@@ -58,17 +61,15 @@ def kind_of(filename: str) -> str:
     return "wheel" if filename.endswith(".whl") else "sdist"
 
 
-def release_file(
-    files: list[dict[str, Any]], dist: Distribution, version: Version, choice: FileChoice
-) -> dict[str, Any]:
+def release_file(files: list[IndexFile], dist: Distribution, version: Version, choice: FileChoice) -> IndexFile:
     """The index's entry of the release file ``choice`` names among ``files`` (the distribution's,
     as the index lists them): the file named, else the sdist (``.tar.gz`` before ``.zip``), else
     the wheel: a pure one first, then the one this interpreter prefers, then the only one."""
     wheel = choice.kind == "wheel"
-    found: list[tuple[ArtifactFilename, dict[str, Any]]] = []
+    found: list[tuple[ArtifactFilename, IndexFile]] = []
     for entry in files:
         try:
-            name = ArtifactFilename(str(entry.get("filename", "")))
+            name = ArtifactFilename(entry.filename)
         except ValueError:
             continue
         if canonicalize_name(name.distribution) == dist.canonical and name.version == version:
@@ -94,8 +95,8 @@ def release_file(
 
 
 def _wheel_for_here(
-    wheels: list[tuple[ArtifactFilename, dict[str, Any]]], dist: Distribution, version: Version
-) -> dict[str, Any]:
+    wheels: list[tuple[ArtifactFilename, IndexFile]], dist: Distribution, version: Version
+) -> IndexFile:
     rank = {str(tag): i for i, tag in enumerate(sys_tags())}
 
     def key(name: ArtifactFilename) -> tuple[bool, int, str]:

@@ -8,7 +8,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -30,6 +30,9 @@ from patchtool.upstream.cache import Cache
 from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releasefiles import KINDS, FileChoice, kind_of, release_file
 from patchtool.versions import parse_version
+
+if TYPE_CHECKING:
+    from patchtool.upstream.index import IndexFile
 
 SAME = FileChoice()  # the same kind of file as the pin's
 _VERSION_TARGET = re.compile(r"^v?(\d+(?:\.\d+)+(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
@@ -167,11 +170,11 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
             if choice.filename is not None or other
             else _sibling_entry(art, files, version)
         )
-        filename = ArtifactFilename(str(entry["filename"]))
+        filename = ArtifactFilename(entry.filename)
         # the release as the artifact spells its version (4.2 for a 4.2.0 asked for): its prefix does
         version = filename.version
         name = release_pin_name(pin.upstream, version, f"-{kind_of(filename)}" if other else "")
-        sha = entry.get("hashes", {}).get("sha256")
+        sha = entry.sha256
         if not sha:
             raise UpstreamError(
                 f"the index gives no sha256 for {filename}; refusing an unverifiable file",
@@ -184,7 +187,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
                 f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 hex digest; refusing it",
                 hint="check the pin's 'index'",
             )
-        listed_size = entry.get("size")
+        listed_size = entry.size
         if type(listed_size) is not int or not 0 < listed_size <= MAX_ARTIFACT_BYTES:  # no bool, nothing a pin refuses
             listed_size = None
         try:  # an sdist's top directory names its version: a literal prefix of the old one is moved with it
@@ -239,12 +242,12 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
     )
 
 
-def _sibling_entry(art: Artifact, files: list[dict[str, Any]], version: Version) -> dict[str, Any]:
+def _sibling_entry(art: Artifact, files: list[IndexFile], version: Version) -> IndexFile:
     """The index's entry of the file of ``version`` of the same kind as ``art``: the same archive
     (.tar.gz or .zip) first, then the name packaging writes."""
-    listed = [e for e in files if release_version(art, str(e.get("filename", ""))) == version]
+    listed = [e for e in files if release_version(art, e.filename) == version]
     if not listed:
-        named = [str(e.get("filename", "")) for e in files]
+        named = [e.filename for e in files]
         same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
         raise UpstreamError(
             f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
@@ -253,8 +256,8 @@ def _sibling_entry(art: Artifact, files: list[dict[str, Any]], version: Version)
     return min(
         listed,
         key=lambda e: (
-            _archive(str(e["filename"])) != _archive(art.filename),
-            str(e["filename"]) != sibling_filename(art, version),
+            _archive(e.filename) != _archive(art.filename),
+            e.filename != sibling_filename(art, version),
         ),
     )
 
