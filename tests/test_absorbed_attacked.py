@@ -17,65 +17,21 @@ upstream does not have, or left a name defined twice, on main at 9022c5e.
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from pathlib import Path
 
-from cli_run import in_process
-from helpers import git
+from debian_backports import Upstream, make_upstream, steps
 
 
 def _fixture(
     tmp: Path, base: dict[str, str], upstream: list[tuple[str, dict[str, str]]], patched: dict[str, str], message: str
-) -> tuple[Path, list[str]]:
+) -> Upstream:
     """An upstream repository (v1.0: ``base``; v1.1: after the ``upstream`` commits), a project
-    pinned to v1.0 by git with one patch (``patched`` files, ``message``); the project's root and
-    the upstream commits' shas."""
-    up, root, work = tmp / "upstream", tmp / "project", tmp / "work"
-    up.mkdir()
-    git(up, "init", "-q", "-b", "main")
-    shas = []
-    for n, (msg, files) in enumerate([("1.0", base), *upstream]):
-        for path, text in files.items():
-            (up / path).parent.mkdir(parents=True, exist_ok=True)
-            (up / path).write_text(text)
-        git(up, "add", "-A")
-        git(up, "commit", "-q", "-m", msg)
-        if n == 0:
-            git(up, "tag", "v1.0")
-        else:
-            shas.append(git(up, "rev-parse", "HEAD").strip())
-    git(up, "tag", "v1.1")
-    git(tmp, "clone", "-q", str(up), str(work))
-    git(work, "checkout", "-q", "-b", "series", "v1.0")
-    for path, text in patched.items():
-        (work / path).write_text(text)
-    git(work, "commit", "-q", "-am", message)
-    text = git(work, "format-patch", "-1", "--stdout", "--zero-commit", "--full-index", "--no-signature", "--no-stat")
-    (root / "patches").mkdir(parents=True)
-    (root / "upstream-pins").mkdir()
-    (root / "patches" / "0001-fix.patch").write_text(re.sub(r"^Date: .*\n", "", text, count=1, flags=re.MULTILINE))
-    commit = git(up, "rev-parse", "v1.0^{commit}").strip()
-    (root / "upstream-pins" / "demo-1.0.toml").write_text(
-        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
-        f'commit = "{commit}"\n'
-    )
-    (root / "patchset.toml").write_text(
-        'schema = 1\npin = "demo-1.0"\n\n[[patch]]\nid = "fix"\nfile = "patches/0001-fix.patch"\n'
-        'kind = "correctness"\nowner = "team"\nwhy = "because"\napplies_to = ">=1.0"\n'
-        'drop_when = "upstream fixes it"\nupstream = { status = "pending" }\n'
-    )
-    return root, shas
+    pinned to v1.0 by git with one patch, ``fix`` (``patched`` files, ``message``)."""
+    return make_upstream(tmp, [*upstream], [("fix", message, {**patched})], base={**base})
 
 
-def _dry(tmp: Path, root: Path, *extra: str) -> dict[str, object]:
-    env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(tmp / "cache")}
-    res = in_process(["rebase", "--to", "1.1", "--dry-run", "--json", *extra], cwd=root, env=env)
-    data = json.loads(res.stdout)["data"]
-    assert data is not None, res.stdout + res.stderr
-    (step,) = data["patches"]
-    return step
+def _dry(u: Upstream, *extra: str) -> dict[str, object]:
+    return steps(u.dry_run(*extra))["fix"]
 
 
 AUTH = """\
@@ -115,16 +71,14 @@ def test_a_reorder_is_not_dropped_on_a_commit_that_reordered_another_function(tm
     old2, new2 = _reorder("handle2")
     old, new = _reorder("handle")
     ups = [("Check before use in handle2", {"demo/auth.py": AUTH.replace(old2, new2)})]
-    root, shas = _fixture(
-        tmp_path, {"demo/__init__.py": "", "demo/auth.py": AUTH}, ups, {"demo/auth.py": AUTH.replace(old, new)}, "x"
+    u = _fixture(
+        tmp_path,
+        {"demo/__init__.py": "", "demo/auth.py": AUTH},
+        ups,
+        {"demo/auth.py": AUTH.replace(old, new)},
+        "x\n\n(cherry picked from commit {Check before use in handle2})\n",
     )
-    patch = root / "patches" / "0001-fix.patch"
-    patch.write_text(
-        patch.read_text().replace(
-            "Subject: [PATCH] x\n", f"Subject: [PATCH] x\n\n(cherry picked from commit {shas[0]})\n"
-        )
-    )
-    step = _dry(tmp_path, root, "--history")
+    step = _dry(u, "--history")
     assert step["outcome"] != "already upstream", step
 
 
@@ -136,14 +90,14 @@ def test_a_reorder_hunk_is_not_partly_upstream(tmp_path: Path) -> None:
         "def handle(req):\n    data = parse(req)\n", "def handle(req):\n    data = parse(req, strict=True)\n"
     )
     patched = AUTH.replace(old, new).replace("    return 0\n", "    return 1\n")
-    root, _ = _fixture(
+    u = _fixture(
         tmp_path,
         {"demo/__init__.py": "", "demo/auth.py": AUTH},
         [("strict", {"demo/auth.py": v11})],
         {"demo/auth.py": patched},
         "x",
     )
-    step = _dry(tmp_path, root)
+    step = _dry(u)
     assert step["outcome"] == "conflict", step
     assert not any("every line it adds" in e for e in step.get("evidence", [])), step
 
@@ -168,14 +122,14 @@ def test_a_deletion_upstream_only_moved_is_not_dropped(tmp_path: Path) -> None:
         "    os.chmod(path, 0o777)\n    log(path)\n    sync(path)\n",
         "    log(path)\n    sync(path)\n    os.chmod(path, 0o777)\n",
     )
-    root, _ = _fixture(
+    u = _fixture(
         tmp_path,
         {"demo/__init__.py": "", "demo/io.py": IO},
         [("Sync before chmod", {"demo/io.py": moved})],
         {"demo/io.py": IO.replace("    os.chmod(path, 0o777)\n", "")},
         "Do not make saved files world-writable",
     )
-    step = _dry(tmp_path, root)
+    step = _dry(u)
     assert step["outcome"] != "already upstream", step
 
 
@@ -198,22 +152,16 @@ HARD = READ.replace(
 
 
 def test_a_weaker_upstream_fix_is_not_the_patch(tmp_path: Path) -> None:
-    root, shas = _fixture(
+    u = _fixture(
         tmp_path,
         {"demo/__init__.py": "", "demo/r.py": READ},
         [("Warn on big reads", {"demo/r.py": WEAKER})],
         {"demo/r.py": HARD},
-        "x",
+        "x\n\n(cherry picked from commit {Warn on big reads})\n",
     )
-    patch = root / "patches" / "0001-fix.patch"
-    patch.write_text(
-        patch.read_text().replace(
-            "Subject: [PATCH] x\n", f"Subject: [PATCH] x\n\n(cherry picked from commit {shas[0]})\n"
-        )
-    )
-    step = _dry(tmp_path, root, "--history")
+    step = _dry(u, "--history")
     assert step["outcome"] != "already upstream", step
-    step = _dry(tmp_path, root)
+    step = _dry(u)
     assert not any(e.startswith("the target has every line it adds") for e in step.get("evidence", [])), step
 
 
@@ -236,7 +184,7 @@ class Conn:
 
 def test_a_setter_upstream_added_is_not_added_twice(tmp_path: Path) -> None:
     setter = "\n    @timeout.setter\n    def timeout(self, value):\n        self._timeout = {}\n"
-    root, _ = _fixture(
+    u = _fixture(
         tmp_path,
         {"demo/__init__.py": "", "demo/conn.py": CONN},
         [("Add the setter", {"demo/conn.py": CONN + setter.format("int(value)")})],
@@ -247,19 +195,19 @@ def test_a_setter_upstream_added_is_not_added_twice(tmp_path: Path) -> None:
         },
         "Backport the timeout setter",
     )
-    step = _dry(tmp_path, root)
+    step = _dry(u)
     assert step["outcome"] == "conflict", step
 
 
 def test_a_function_upstream_added_beside_a_try_is_not_added_twice(tmp_path: Path) -> None:
     base = "import os\n\n\ndef a():\n    return 1\n\n\ndef b():\n    return 2\n"
     shim = "import os\n\ntry:\n    from os import fspath as helper\nexcept ImportError:\n    def helper(x):\n        return str(x)\n"
-    root, _ = _fixture(
+    u = _fixture(
         tmp_path,
         {"demo/__init__.py": "", "demo/util.py": base},
         [("Add helper", {"demo/util.py": base + "\n\ndef helper(x):\n    return os.fspath(x)\n"})],
         {"demo/util.py": base.replace("import os\n", shim, 1)},
         "Backport helper",
     )
-    step = _dry(tmp_path, root)
+    step = _dry(u)
     assert step["outcome"] == "conflict", step

@@ -27,114 +27,24 @@ it by a ``[git]`` table, a series made of real commits on v1.0 exported with ``f
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from cli_run import in_process
-
-_ENV = {
-    "GIT_AUTHOR_NAME": "U",
-    "GIT_AUTHOR_EMAIL": "u@x",
-    "GIT_COMMITTER_NAME": "U",
-    "GIT_COMMITTER_EMAIL": "u@x",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
+from debian_backports import Upstream, make_upstream, steps
 
 
-_FORMAT_PATCH = ("git", "format-patch", "-1", "HEAD", "--stdout", "--zero-commit", "--full-index")
-_FORMAT_PATCH += ("--no-signature", "--no-stat")
-
-
-def _git(cwd: Path, *args: str) -> str:
-    r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, env={**os.environ, **_ENV}, check=True)
-    return r.stdout.decode().strip()
-
-
-def _write(root: Path, files: dict[str, str | bytes | None]) -> None:
-    for name, data in files.items():
-        p = root / name
-        if data is None:
-            p.unlink()
-            continue
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data if isinstance(data, bytes) else data.encode())
-
-
-class Project:
-    """An upstream with v1.0 and v1.1 and a project with a series on v1.0."""
-
-    def __init__(self, tmp: Path, v10: dict, commits: list[tuple[str, dict]], series: list[tuple[str, str, dict]]):
-        self.tmp = tmp
-        up = tmp / "upstream"
-        up.mkdir()
-        _git(up, "init", "-q", "-b", "main")
-        _write(up, {"demo/__init__.py": "", **v10})
-        _git(up, "add", "-A")
-        _git(up, "commit", "-q", "-m", "1.0")
-        _git(up, "tag", "v1.0")
-        self.shas = []
-        for msg, files in commits:
-            _write(up, files)
-            _git(up, "add", "-A")
-            _git(up, "commit", "-q", "-m", msg)
-            self.shas.append(_git(up, "rev-parse", "HEAD"))
-        _git(up, "tag", "v1.1")
-        work = tmp / "work"
-        _git(tmp, "clone", "-q", str(up), str(work))
-        _git(work, "checkout", "-q", "-b", "series", "v1.0")
-        self.root = tmp / "project"
-        (self.root / "patches").mkdir(parents=True)
-        (self.root / "upstream-pins").mkdir()
-        entries = []
-        for n, (pid, msg, files) in enumerate(series, 1):
-            _write(work, files)
-            _git(work, "add", "-A")
-            _git(work, "commit", "-q", "-m", msg.format(*self.shas))
-            raw = subprocess.run(
-                [*_FORMAT_PATCH],
-                cwd=work,
-                capture_output=True,
-                check=True,
-                env={**os.environ, **_ENV},
-            ).stdout
-            raw = re.sub(rb"^Date: .*\n", b"", raw, count=1, flags=re.MULTILINE)
-            name = f"{n:04d}-{pid}.patch"
-            (self.root / "patches" / name).write_bytes(raw)
-            entries.append(
-                f'[[patch]]\nid = "{pid}"\nfile = "patches/{name}"\nkind = "correctness"\nowner = "team"\n'
-                f'why = "because"\napplies_to = ">=1.0"\ndrop_when = "upstream fixes it"\n'
-                f'upstream = {{ status = "pending" }}\n'
-            )
-        commit = _git(up, "rev-parse", "v1.0^{commit}")
-        (self.root / "upstream-pins" / "demo-1.0.toml").write_text(
-            f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\n'
-            f'tag = "v1.0"\ncommit = "{commit}"\n'
-        )
-        (self.root / "patchset.toml").write_text('schema = 1\npin = "demo-1.0"\n\n' + "\n".join(entries))
-        _git(self.root, "init", "-q")
-        _git(self.root, "add", "-A")
-        _git(self.root, "commit", "-q", "-m", "project")
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,
-            **_ENV,
-            "PATCHTOOL_ALLOW_LOCAL_URLS": "1",
-            "PATCHTOOL_CACHE_DIR": str(self.tmp / "cache"),
-        }
-        return in_process([*args, "--root", str(self.root)], env=env)
-
-    def dry(self, *extra: str) -> dict[str, dict]:
-        r = self.run("rebase", "--to", "1.1", "--dry-run", "--json", *extra)
-        data = json.loads(r.stdout)["data"] if r.stdout.startswith("{") else None
-        assert data is not None, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
-        return {p["id"]: p for p in data["patches"]}
+def _project(
+    tmp: Path,
+    v10: dict[str, str | bytes],
+    commits: list[tuple[str, dict[str, str | bytes]]],
+    series: list[tuple[str, str, dict[str, str | bytes]]],
+) -> Upstream:
+    """``make_upstream`` for these cases: ``demo/__init__.py`` beside ``v10`` at v1.0, and a series
+    message's ``{0}``, ``{1}``, ... naming upstream's commits in order."""
+    named = ["{" + message.partition("\n")[0] + "}" for message, _ in commits]
+    patches = [(pid, message.format(*named), files) for pid, message, files in series]
+    return make_upstream(tmp, commits, patches, base={"demo/__init__.py": "", **v10})
 
 
 # --- F1 and F6: a line the patch removes that upstream only moved or re-expressed -----------------
@@ -153,14 +63,14 @@ CONNECT = """def connect(host):
 
 def test_removed_line_upstream_rewrote_in_another_form_is_not_dropped(tmp_path: Path) -> None:
     fixed = CONNECT.replace('    opts["verify"] = False\n', "")
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/c.py": CONNECT},
         [("refactor", {"demo/c.py": fixed.replace("    opts = {}\n", '    opts = {"verify": False}\n')})],
         [("verify", "Security: verify certificates", {"demo/c.py": fixed})],
     )
     # the target still turns verification off: the fix is not upstream, so it must not drop silently
-    assert p.dry()["verify"]["outcome"] != "already upstream"
+    assert steps(p.dry_run())["verify"]["outcome"] != "already upstream"
 
 
 DUP = """def f():
@@ -181,7 +91,7 @@ def g():
 
 
 def test_removed_line_upstream_moved_is_not_dropped_when_the_file_has_it_twice(tmp_path: Path) -> None:
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/d.py": DUP},
         [
@@ -197,13 +107,13 @@ def test_removed_line_upstream_moved_is_not_dropped_when_the_file_has_it_twice(t
         [("safe", "No unsafe() in f", {"demo/d.py": DUP.replace("    unsafe()\n    a = 1\n", "    a = 1\n")})],
     )
     # f() still calls unsafe() in the target (four lines lower): the patch is not upstream
-    assert p.dry()["safe"]["outcome"] != "already upstream"
+    assert steps(p.dry_run())["safe"]["outcome"] != "already upstream"
 
 
 def test_control_removed_line_upstream_moved_once_stops(tmp_path: Path) -> None:
     """The previous attack's fix holds where the line is in the file once."""
     once = DUP.split("\n\n\ndef g", maxsplit=1)[0] + "\n"
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/d.py": once},
         [
@@ -218,7 +128,7 @@ def test_control_removed_line_upstream_moved_once_stops(tmp_path: Path) -> None:
         ],
         [("safe", "No unsafe() in f", {"demo/d.py": once.replace("    unsafe()\n    a = 1\n", "    a = 1\n")})],
     )
-    assert p.dry()["safe"]["outcome"] == "conflict"
+    assert steps(p.dry_run())["safe"]["outcome"] == "conflict"
 
 
 # --- F5: a file the content check cannot see (an empty file) ---------------------------------------
@@ -234,8 +144,8 @@ def render(x):
 GUARDED = PARSE.replace("    s = s.strip()\n", "    s = s.strip()\n    if not s:\n        raise ValueError(s)\n")
 
 
-def _empty_marker(tmp: Path, message: str) -> Project:
-    return Project(
+def _empty_marker(tmp: Path, message: str) -> Upstream:
+    return _project(
         tmp,
         {"demo/m.py": PARSE},
         [
@@ -249,14 +159,14 @@ def _empty_marker(tmp: Path, message: str) -> Project:
 @pytest.mark.parametrize("message", ["Reject empty input\n\n(cherry picked from commit {0})", "Reject empty input"])
 def test_empty_file_the_patch_adds_keeps_it_from_dropping(tmp_path: Path, message: str) -> None:
     p = _empty_marker(tmp_path, message)
-    step = p.dry("--history")["typed"]
+    step = steps(p.dry_run("--history"))["typed"]
     # upstream has the guard but not demo/py.typed: dropping the patch loses the marker file
     assert step["outcome"] != "already upstream", step
 
 
 def test_empty_file_the_patch_adds_is_not_content_evidence(tmp_path: Path) -> None:
     p = _empty_marker(tmp_path, "Reject empty input")
-    step = p.dry()["typed"]
+    step = steps(p.dry_run())["typed"]
     assert step["outcome"] == "merged by 3-way merge"  # the guard upstream has, the file it lacks
     # `--skip --merged --all-evidenced` accepts this evidence: it must not be given here
     assert not any(e.startswith("the target has every line it adds") for e in step.get("evidence", [])), step
@@ -268,13 +178,13 @@ BIN = b"\x00\x01HDR\nalpha\nSECRET=1\nbeta\n\x00\x02tail\n"
 
 
 def test_binary_change_upstream_lacks_has_no_reverse_evidence(tmp_path: Path) -> None:
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/data.bin": BIN},
         [("regenerate", {"demo/data.bin": b"\x00\x09NEW\nzzz\n\x00\x07\n"})],
         [("nosecret", "Drop the secret", {"demo/data.bin": BIN.replace(b"SECRET=1\n", b"")})],
     )
-    step = p.dry()["nosecret"]
+    step = steps(p.dry_run())["nosecret"]
     assert not any("applies in reverse" in e for e in step.get("evidence", [])), step
 
 
@@ -299,7 +209,7 @@ def other():
 
 
 def test_singledispatch_register_underscore_is_not_a_duplicate(tmp_path: Path) -> None:
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/f.py": DISPATCH},
         [("float", {"demo/f.py": DISPATCH + '\n\n@fmt.register\ndef _(x: float):\n    return "float"\n'})],
@@ -316,7 +226,11 @@ def test_singledispatch_register_underscore_is_not_a_duplicate(tmp_path: Path) -
             )
         ],
     )
-    assert p.dry()["list"]["outcome"] in ("applied unchanged", "applied with shifted context", "merged by 3-way merge")
+    assert steps(p.dry_run())["list"]["outcome"] in (
+        "applied unchanged",
+        "applied with shifted context",
+        "merged by 3-way merge",
+    )
 
 
 # --- F4: a name the target binds by import, the patch by def ---------------------------------------
@@ -334,7 +248,7 @@ def other():
 
 
 def test_def_of_a_name_the_target_imports_is_not_applied_silently(tmp_path: Path) -> None:
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/m.py": MAIN},
         [
@@ -355,7 +269,7 @@ def test_def_of_a_name_the_target_imports_is_not_applied_silently(tmp_path: Path
         ],
     )
     # the result binds `helper` twice in the module (import, then def): the backport is upstream's
-    assert p.dry()["helper"]["outcome"] == "conflict"
+    assert steps(p.dry_run())["helper"]["outcome"] == "conflict"
 
 
 # --- F3: a file ast cannot parse without recursing too deep ---------------------------------------
@@ -368,7 +282,7 @@ BIG = (
 
 
 def test_long_expression_file_does_not_crash_the_never_twice_rule(tmp_path: Path) -> None:
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/t.py": BIG},
         [("b3", {"demo/t.py": BIG.replace("return 2", "return 3")})],
@@ -404,13 +318,13 @@ def test_removed_one_word_line_upstream_moved_into_a_block_is_not_dropped(tmp_pa
     # moved line: it differs in indentation, and a line of one word is never matched by its words.
     fixed = SETUP.replace("    disable_checks()\n", "")
     moved = fixed.replace("    finish(cfg)\n", "    finish(cfg)\n    with lock:\n        disable_checks()\n")
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/s.py": SETUP},
         [("Take the lock around checks", {"demo/s.py": moved})],
         [("nochk", "Never disable checks", {"demo/s.py": fixed})],
     )
-    step = p.dry()["nochk"]
+    step = steps(p.dry_run())["nochk"]
     assert step["outcome"] != "already upstream", step
 
 
@@ -435,14 +349,14 @@ def test_history_does_not_drop_what_the_kept_line_veto_stops(tmp_path: Path) -> 
     # evidence still saying the target kept the removed line.
     fixed = CONNECT_VERIFY.replace('    opts["verify"] = False\n', "")
     back = fixed.replace('    opts["proxy"] = None\n', '    opts["proxy"] = None\n    opts["verify"] = False\n')
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/c.py": CONNECT_VERIFY},
         [("Verify certificates", {"demo/c.py": fixed}), ("Tidy options", {"demo/c.py": back})],
         [("verify", "Verify certificates\n\nOrigin: upstream, commit:{0}", {"demo/c.py": fixed})],
     )
-    assert p.dry()["verify"]["outcome"] == "conflict"
-    step = p.dry("--history")["verify"]
+    assert steps(p.dry_run())["verify"]["outcome"] == "conflict"
+    step = steps(p.dry_run("--history"))["verify"]
     assert step["outcome"] != "already upstream", step
 
 
@@ -467,13 +381,13 @@ def test_def_beside_upstreams_assignment_of_the_name_stops(tmp_path: Path) -> No
         "def render(x):", 'def is_safe(url):\n    return not url.startswith("javascript:")\n\n\ndef render(x):'
     )
     up = MOD.replace("import re\n", "import re\n\nfrom . import _checks\n\nis_safe = _checks.is_safe\n")
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/m.py": MOD},
         [("Move checks", {"demo/m.py": up})],
         [("safe", "Add is_safe", {"demo/m.py": patched})],
     )
-    step = p.dry()["safe"]
+    step = steps(p.dry_run())["safe"]
     assert step["outcome"] == "conflict", step
 
 
@@ -498,13 +412,13 @@ def test_def_in_try_else_beside_upstreams_in_try_body_stops(tmp_path: Path) -> N
     patched = TRY.replace(
         "else:\n    pass\n", "else:\n    pass\n\n    def loads(s):\n        return json.loads(s, strict=True)\n"
     )
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/j.py": TRY},
         [("Add loads", {"demo/j.py": up})],
         [("loads", "Add loads", {"demo/j.py": patched})],
     )
-    step = p.dry()["loads"]
+    step = steps(p.dry_run())["loads"]
     assert step["outcome"] == "conflict", step
 
 
@@ -533,13 +447,13 @@ def test_identical_upstream_change_with_the_removed_line_elsewhere_is_dropped(tm
         fixed
         + "\n\ndef first(table):\n    for key in table:\n        return key\n    if not table:\n        return None\n"
     )
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/g.py": GET},
         [("Raise on missing keys", {"demo/g.py": fixed}), ("Add first", {"demo/g.py": later})],
         [("raise", "Raise on missing keys", {"demo/g.py": fixed})],
     )
-    step = p.dry()["raise"]
+    step = steps(p.dry_run())["raise"]
     assert step["outcome"] == "already upstream", step
 
 
@@ -555,13 +469,13 @@ def test_identical_upstream_change_with_a_comment_naming_the_old_value_is_droppe
     # the file: `_Target.kept` takes the comment for the setting "written again in another form".
     fixed = CFG.replace("    timeout = 10\n", "    timeout = 30\n")
     later = fixed + "\n\n# Until 1.1 the timeout was 10 seconds: see the changelog.\n"
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/d.py": CFG},
         [("Raise the timeout", {"demo/d.py": fixed}), ("Document it", {"demo/d.py": later})],
         [("timeout", "Raise the timeout", {"demo/d.py": fixed})],
     )
-    step = p.dry()["timeout"]
+    step = steps(p.dry_run())["timeout"]
     assert step["outcome"] == "already upstream", step
 
 
@@ -584,13 +498,13 @@ def test_atexit_registered_function_upstream_has_stops(tmp_path: Path) -> None:
     hook = "@atexit.register\ndef cleanup():\n    shutil.rmtree(TMP, ignore_errors=True)\n"
     up = ATX + "\n\n" + hook
     patched = ATX.replace('TMP = "/tmp/demo"\n', 'TMP = "/tmp/demo"\n\n\n' + hook)
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/t.py": ATX},
         [("Clean up", {"demo/t.py": up})],
         [("cleanup", "Clean up on exit", {"demo/t.py": patched})],
     )
-    step = p.dry()["cleanup"]
+    step = steps(p.dry_run())["cleanup"]
     assert step["outcome"] == "conflict", step
 
 
@@ -613,12 +527,12 @@ def test_no_other_form_evidence_for_a_raise_upstream_only_warns_about(tmp_path: 
         "    return", '    if not verify:\n        raise InsecureError("certificate not verified")\n    return'
     )
     up = CONN.replace("    return", '    if not verify:\n        warn("certificate not verified")\n    return')
-    p = Project(
+    p = _project(
         tmp_path,
         {"demo/v.py": CONN},
         [("Warn on unverified certificates", {"demo/v.py": up})],
         [("strict", "Refuse unverified certificates", {"demo/v.py": patched})],
     )
-    step = p.dry()["strict"]
+    step = steps(p.dry_run())["strict"]
     assert step["outcome"] == "conflict", step
     assert not any("upstream has" in e for e in step.get("evidence", [])), step

@@ -9,91 +9,15 @@ series carries, against 1.0, a fix upstream made after 1.0.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
-import subprocess
 from pathlib import Path
 
-from cli_run import in_process
-from debian_backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK
-from helpers import format_patch, git, write_tree
+from debian_backports import FIXED, HEADERS, NAME_CHECK, PARTITION, VALUE_CHECK, Upstream, commit, make_upstream, steps
+from helpers import format_patch, git
 
 FIX_SUBJECT = "Reject header names longer than MAX (CVE-2024-1234)"
 # upstream's fix also says so in NEWS, which a backport leaves out: git cherry's patch-id differs
 FIX = {"demo/headers.py": FIXED, "NEWS": "1.1: header names are limited to MAX bytes\n"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Upstream:
-    root: Path  # the project
-    repo: Path  # upstream's repository
-    cache: Path
-    commits: dict[str, str]  # subject -> sha
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PATCHTOOL_CACHE_DIR": str(self.cache)}
-        return in_process([*args, "--root", str(self.root)], env=env)
-
-    def dry_run(self, *more: str) -> dict[str, object]:
-        res = self.run("rebase", "--to", "1.1", "--dry-run", "--json", *more)
-        assert res.returncode in (0, 5), res.stdout + res.stderr
-        data: dict[str, object] = json.loads(res.stdout)["data"]
-        return data
-
-
-def _commit(repo: Path, message: str, files: dict[str, str]) -> str:
-    write_tree(repo, files)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD").strip()
-
-
-def make_upstream(
-    tmp_path: Path,
-    history: list[tuple[str, dict[str, str]]],
-    patches: list[tuple[str, str, dict[str, str]]],
-    base: dict[str, str] | None = None,
-) -> Upstream:
-    """Upstream ``base`` tagged v1.0, then each ``(message, files)`` of ``history``, tagged v1.1;
-    one patch per ``(id, message, files)`` of ``patches``, each on the one before it from v1.0
-    (its message may name upstream's commits: ``{subject}`` is replaced by that commit's sha)."""
-    up = tmp_path / "upstream"
-    up.mkdir()
-    git(up, "init", "-q", "-b", "main")
-    git(up, "config", "uploadpack.allowFilter", "true")  # as GitHub: a partial fetch gets what it asks for
-    v10 = _commit(up, "demo 1.0", base or {"demo/headers.py": HEADERS})
-    git(up, "tag", "v1.0")
-    commits = {message.partition("\n")[0]: _commit(up, message, files) for message, files in history}
-    git(up, "tag", "v1.1")
-    root = tmp_path / "project"
-    (root / "patches").mkdir(parents=True)
-    (root / "upstream-pins").mkdir()
-    git(up, "checkout", "-q", "-b", "debian", "v1.0")
-    manifest = 'schema = 1\npin = "demo-1.0"\n'
-    for n, (pid, template, files) in enumerate(patches, 1):
-        message = template
-        for subject, sha in commits.items():
-            message = message.replace("{" + subject + "}", sha)
-        _commit(up, message, files)
-        name = f"patches/{n:04d}-{pid}.patch"
-        (root / name).write_text(format_patch(up))
-        manifest += (
-            f'\n[[patch]]\nid = "{pid}"\nfile = "{name}"\nkind = "correctness"\nowner = "debian"\n'
-            'why = "security fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
-        )
-    git(up, "checkout", "-q", "main")
-    git(up, "branch", "-q", "-D", "debian")  # the series' commits are not upstream's
-    (root / "upstream-pins" / "demo-1.0.toml").write_text(
-        f'schema = 1\nname = "demo"\nversion = "1.0"\nuse = "git"\n\n[git]\nurl = "{up}"\ntag = "v1.0"\n'
-        f'commit = "{v10}"\n'
-    )
-    (root / "patchset.toml").write_text(manifest)
-    return Upstream(root=root, repo=up, cache=tmp_path / "cache", commits=commits)
-
-
-def _steps(data: dict[str, object]) -> dict[str, dict[str, object]]:
-    return {p["id"]: p for p in data["patches"]}  # type: ignore[attr-defined,index]
 
 
 def test_a_backport_whose_commit_upstream_refactored_stops_naming_the_commit(tmp_path: Path) -> None:
@@ -116,10 +40,10 @@ def test_a_backport_whose_commit_upstream_refactored_stops_naming_the_commit(tmp
         ],
     )
     fix = u.commits[FIX_SUBJECT]
-    without = _steps(u.dry_run())["cve-name"]
+    without = steps(u.dry_run())["cve-name"]
     assert without["outcome"] != "already upstream", without  # content alone does not show it
     data = u.dry_run("--history")
-    step = _steps(data)["cve-name"]
+    step = steps(data)["cve-name"]
     assert step["outcome"] == "conflict"
     assert (
         step["detail"] == f"already upstream (commit {fix[:12]}, in version 1.1); the target's content does not show it"
@@ -151,7 +75,7 @@ def test_a_history_proven_stop_shows_the_hunks_the_target_has(tmp_path: Path) ->
         [("cve-name", "Reject long header names\n\nOrigin: upstream, commit:{" + FIX_SUBJECT + "}\n", fixed)],
         base={"demo/headers.py": HEADERS, "demo/limits.py": limits},
     )
-    step = _steps(u.dry_run("--history"))["cve-name"]
+    step = steps(u.dry_run("--history"))["cve-name"]
     assert step["outcome"] == "conflict"
     assert str(step["detail"]).endswith("the target's content does not show it")
     evidence = list(step["evidence"])  # type: ignore[call-overload]
@@ -187,8 +111,8 @@ def test_a_backport_upstream_extended_is_dropped_on_history_and_content(tmp_path
     range, history and the target's content agree: dropped without a stop, both in the report."""
     u = _extended(tmp_path)
     fix = u.commits[FIX_SUBJECT]
-    assert _steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
-    step = _steps(u.dry_run("--history"))["cve-name"]
+    assert steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
+    step = steps(u.dry_run("--history"))["cve-name"]
     assert step["outcome"] == "already upstream"
     assert step["detail"] == f"already upstream (commit {fix[:12]}, in version 1.1)"
     assert step["evidence"][1].startswith("the target has every line it adds and none it removes")
@@ -210,7 +134,7 @@ def test_a_patch_id_alone_stops_once_and_drops_nothing(tmp_path: Path) -> None:
         [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})],
     )
     why = "its patch-id matches a commit upstream made between 1.0 and 1.1, but the target's content does not show it"
-    step = _steps(u.dry_run())["cve-name"]
+    step = steps(u.dry_run())["cve-name"]
     assert step["outcome"] == "conflict", step
     assert step["evidence"][0] == why
     before = (u.root / "patchset.toml").read_text()
@@ -232,7 +156,7 @@ def test_a_patch_id_with_the_targets_content_drops_without_a_stop(tmp_path: Path
         ],
         [("cve-name", "Reject long header names\n", {"demo/headers.py": FIXED})],
     )
-    step = _steps(u.dry_run())["cve-name"]
+    step = steps(u.dry_run())["cve-name"]
     assert step["outcome"] == "already upstream", step
     assert step["evidence"][0] == "its patch-id matches a commit upstream made between 1.0 and 1.1"
     assert step["evidence"][1].startswith("the target has every line it adds and none it removes")
@@ -262,7 +186,7 @@ def test_a_named_commit_that_carries_every_line_but_not_the_patch_id_is_proof(tm
         ],
     )
     fix = u.commits[FIX_SUBJECT]
-    step = _steps(u.dry_run("--history"))["cve-name"]
+    step = steps(u.dry_run("--history"))["cve-name"]
     assert step["outcome"] == "already upstream", step
     assert step["evidence"][0] == (
         f"its Origin line names upstream's commit {fix[:12]}, which carries every line each hunk adds and removes "
@@ -282,19 +206,19 @@ def _named_outside(tmp_path: Path, *, backport: str = FIXED) -> tuple[Upstream, 
         {"demo/headers.py": HEADERS.replace("return name, value", "return (name, value)")},
     )
     git(u.repo, "checkout", "-q", "-b", "dev", "v1.0")
-    _commit(u.repo, *plainly)  # in the fix's context: the backport onto 1.0 has another patch-id
+    commit(u.repo, *plainly)  # in the fix's context: the backport onto 1.0 has another patch-id
     fixed = {**FIX, "demo/headers.py": FIXED.replace("return name, value", "return (name, value)")}
-    fix = _commit(u.repo, FIX_SUBJECT, fixed)
+    fix = commit(u.repo, FIX_SUBJECT, fixed)
     git(u.repo, "tag", "v2.0")
     git(u.repo, "checkout", "-q", "main")
-    _commit(u.repo, plainly[0] + " (1.x)", plainly[1])
+    commit(u.repo, plainly[0] + " (1.x)", plainly[1])
     git(u.repo, "cherry-pick", fix)
     pick = git(u.repo, "rev-parse", "HEAD").strip()
     checked = fixed["demo/headers.py"].replace(NAME_CHECK, NAME_CHECK + VALUE_CHECK)
-    _commit(u.repo, "Check the value's length too", {"demo/headers.py": checked})
+    commit(u.repo, "Check the value's length too", {"demo/headers.py": checked})
     git(u.repo, "tag", "v1.1")
     git(u.repo, "checkout", "-q", "-b", "debian", "v1.0")
-    _commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix[:8]}\n", {"demo/headers.py": backport})
+    commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix[:8]}\n", {"demo/headers.py": backport})
     (u.root / "patches" / "0001-cve-name.patch").write_text(format_patch(u.repo))
     git(u.repo, "checkout", "-q", "main")
     git(u.repo, "branch", "-q", "-D", "debian")
@@ -313,9 +237,9 @@ def test_a_named_commit_outside_the_pins_is_found_by_its_pick_between_them(tmp_p
     a stop, its evidence naming both commits. The named commit's trees and blobs are fetched once,
     by id. Before, a named commit outside the range was no evidence at all."""
     u, fix, pick = _named_outside(tmp_path)
-    assert _steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
+    assert steps(u.dry_run())["cve-name"]["outcome"] == "conflict"
     data = u.dry_run("--history")
-    step = _steps(data)["cve-name"]
+    step = steps(data)["cve-name"]
     assert step["outcome"] == "already upstream", step
     assert step["detail"] == f"already upstream (commit {pick[:12]}, in version 1.1)"
     assert step["evidence"][0] == (
@@ -328,7 +252,7 @@ def test_a_named_commit_outside_the_pins_is_found_by_its_pick_between_them(tmp_p
     assert f"fetched the 3 blob(s) {fix[:12]} changes" in fetched  # demo/headers.py's two, NEWS's new one
     again = u.dry_run("--history")  # warm: nothing fetched again
     assert not any(h.startswith("fetched") for h in again["history"])  # type: ignore[union-attr]
-    assert _steps(again)["cve-name"] == step
+    assert steps(again)["cve-name"] == step
     res = u.run("rebase", "--to", "1.1", "--history")
     assert res.returncode == 0, res.stdout + res.stderr
     manifest = (u.root / "patchset.toml").read_text()
@@ -341,7 +265,7 @@ def test_a_named_commit_whose_pick_does_not_carry_the_backport_stops_naming_both
     the target's content does not show it. It stops once, its evidence naming both commits."""
     worded = FIXED.replace("header name too long", "header name is too long")
     u, fix, pick = _named_outside(tmp_path, backport=worded)
-    step = _steps(u.dry_run("--history"))["cve-name"]
+    step = steps(u.dry_run("--history"))["cve-name"]
     assert step["outcome"] == "conflict", step
     assert step["evidence"][-1] == (
         f'its Origin line names {fix[:12]}, outside the pins; {pick[:12]} "{FIX_SUBJECT}" between them has its '
@@ -358,9 +282,9 @@ def test_a_named_commit_outside_the_pins_without_a_pick_is_no_evidence(tmp_path:
     own_words = FIXED.replace("header name too long", "name too long").replace(
         "return name, value", "return (name, value)"
     )
-    _commit(u.repo, "Limit header names", {"demo/headers.py": own_words})
+    commit(u.repo, "Limit header names", {"demo/headers.py": own_words})
     git(u.repo, "tag", "v1.1")
-    step = _steps(u.dry_run("--history"))["cve-name"]
+    step = steps(u.dry_run("--history"))["cve-name"]
     assert step["outcome"] == "conflict", step
     assert not any(fix[:12] in e for e in step.get("evidence", [])), step
 
@@ -374,7 +298,7 @@ def test_a_commit_upstream_reverted_is_no_evidence_and_the_patch_applies(tmp_pat
     git(u.repo, "revert", "--no-edit", fix)
     git(u.repo, "tag", "v1.1")
     git(u.repo, "checkout", "-q", "-b", "debian", "v1.0")
-    _commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix}\n", {"demo/headers.py": FIXED})
+    commit(u.repo, f"Reject long header names\n\nOrigin: upstream, commit:{fix}\n", {"demo/headers.py": FIXED})
     (u.root / "patches" / "0001-cve-name.patch").write_text(format_patch(u.repo))
     git(u.repo, "checkout", "-q", "main")
     (u.root / "patchset.toml").write_text(
@@ -382,7 +306,7 @@ def test_a_commit_upstream_reverted_is_no_evidence_and_the_patch_applies(tmp_pat
         + '\n[[patch]]\nid = "cve-name"\nfile = "patches/0001-cve-name.patch"\nkind = "correctness"\n'
         'owner = "debian"\nwhy = "fix"\napplies_to = ">=1.0"\ndrop_when = "upstream"\nupstream = { status = "pending" }\n'
     )
-    step = _steps(u.dry_run("--history"))["cve-name"]
+    step = steps(u.dry_run("--history"))["cve-name"]
     assert step["outcome"] == "applied unchanged", step
 
 
@@ -403,12 +327,12 @@ def test_a_conflict_names_the_upstream_commits_under_its_hunk(tmp_path: Path) ->
     )
     sha = u.commits["Strip both at once (#123)"]
     data = u.dry_run("--history")
-    step = _steps(data)["lower-names"]
+    step = steps(data)["lower-names"]
     assert step["outcome"] == "conflict"
     assert step["upstream_commits"] == [
         f'{sha[:7]} "Strip both at once (#123)" changed line 8 under hunk 1 of demo/headers.py'
     ]
-    assert "upstream_commits" not in _steps(u.dry_run())["lower-names"]
+    assert "upstream_commits" not in steps(u.dry_run())["lower-names"]
     res = u.run("rebase", "--to", "1.1", "--history", "--report", str(tmp_path / "r.md"))
     assert res.returncode == 3
     assert f'upstream: {sha[:7]} "Strip both at once (#123)" changed line 8 under hunk 1' in res.stdout
@@ -426,7 +350,7 @@ def test_drift_names_the_commits_that_changed_the_code_under_the_patch(tmp_path:
     )
     sha = u.commits["Return a tuple plainly"]
     data = u.dry_run("--history")
-    assert _steps(data)["lower-names"]["outcome"] in ("applied unchanged", "merged by 3-way merge")
+    assert steps(data)["lower-names"]["outcome"] in ("applied unchanged", "merged by 3-way merge")
     drift = data["drift"]
     assert (
         drift[0]["commits"]
@@ -500,6 +424,6 @@ def test_scan_with_history_gives_the_dry_runs_verdict(tmp_path: Path) -> None:
     assert data["details"]["cve-name"]["1.1"] == f"already upstream (commit {fix[:12]}, in version 1.1)"  # type: ignore[index]
     assert data["history"]["1.1"][0].startswith("upstream's history: ")  # type: ignore[index]
     assert "1.0" not in data["history"]  # type: ignore[operator]
-    assert _steps(u.dry_run("--history"))["cve-name"]["outcome"] == "already upstream"
+    assert steps(u.dry_run("--history"))["cve-name"]["outcome"] == "already upstream"
     text = u.run("scan", "--versions", "1.1", "--history").stdout
     assert "history: 1.1: upstream's history:" in text
