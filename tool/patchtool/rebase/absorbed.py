@@ -171,8 +171,7 @@ def _runs_in_order(runs: Sequence[Sequence[str]], region: Sequence[str]) -> bool
 def _has(g: _Group, base: Sequence[str], after: Sequence[str], region: Sequence[str], target: _Target) -> bool:
     """Whether ``region`` (the target at the hunk's place) has the hunk: each run of lines it adds as
     one block, in order; none of the lines it removes; a hunk that moves a line, in its new order;
-    and a line it removes that its file had once, nowhere in the target (upstream moved it, not
-    removed it)."""
+    and none of the lines it removes kept elsewhere in the target (``_Target.kept``)."""
     runs = [after[b.b_start : b.b_end] for b in g.blocks if b.b_end > b.b_start]
     removed = [line for b in g.blocks for line in base[b.a_start : b.a_end]]
     if not any(line.strip() for line in (*(line for run in runs for line in run), *removed)):
@@ -332,12 +331,24 @@ def with_later(
             if c.old_blob != newest[c.new_path].new_blob
         ]
         checks = hunks_in_target(ws, together)
-        if together and checks and all(h.upstream for h in checks):
+        if checks and all(h.upstream for h in checks):
             return (
                 f"with the series' later patch(es) {', '.join(ids)}, which rewrote it, every hunk of its files "
                 f"is in the target at its place: upstream has it as they left it",
             )
     return ()
+
+
+def _read(ws: merge.Workspace, c: git.RawChange) -> tuple[list[str], list[str], str | None] | None:
+    """A change's file at the old pin (no lines for a file it adds) and as the patch leaves it, each
+    as lines, and the target's text (None where the target lacks the file); None where the patch
+    deletes the file or a blob cannot be read."""
+    before = ws.reader.blob(c.old_blob) if c.old_path and c.old_blob else b""
+    after = ws.reader.blob(c.new_blob) if c.new_path and c.new_blob else None
+    if before is None or after is None:
+        return None
+    base, patched = (_lines(data.decode("utf-8", "surrogateescape")) for data in (before, after))
+    return base, patched, ws.text(c.new_path) if c.new_path else None
 
 
 def removed_kept(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple[str, ...]:
@@ -347,13 +358,11 @@ def removed_kept(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple
     out: list[str] = []
     for c in changes:
         path = c.new_path
-        if path is None or c.old_blob is None or c.new_blob is None or c.old_path != path:
+        if path is None or c.old_path != path or (read := _read(ws, c)) is None:
             continue
-        before, after_data, target = ws.reader.blob(c.old_blob), ws.reader.blob(c.new_blob), ws.text(path)
-        if before is None or after_data is None or target is None:
+        base, after, target = read
+        if target is None:
             continue
-        base = _lines(before.decode("utf-8", "surrogateescape"))
-        after = _lines(after_data.decode("utf-8", "surrogateescape"))
         have = _lines(target)
         lookup = _Target.of(path, after, have, textpatch.diff(base, have))
         removed = {line for b in textpatch.diff(base, after) for line in base[b.a_start : b.a_end]}
@@ -371,15 +380,9 @@ def hunks_in_target(
     out: list[HunkCheck] = []
     for c in changes:
         path = c.new_path
-        if path is None or c.new_blob is None or (c.old_path is not None and c.old_path != path):
+        if path is None or (c.old_path is not None and c.old_path != path) or (read := _read(ws, c)) is None:
             continue
-        before = ws.reader.blob(c.old_blob) if c.old_path and c.old_blob else b""
-        after_data = ws.reader.blob(c.new_blob)
-        target = ws.text(path)
-        if before is None or after_data is None:
-            continue
-        base = _lines(before.decode("utf-8", "surrogateescape"))
-        after = _lines(after_data.decode("utf-8", "surrogateescape"))
+        base, after, target = read
         have = _lines(target) if target is not None else []
         blocks = textpatch.diff(base, have) if target is not None else []
         lookup = _Target.of(path, after, have, blocks)
