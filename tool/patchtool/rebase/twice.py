@@ -6,11 +6,11 @@ leaves two definitions; Python keeps the last, silently. Only files where the pa
 redefinitions are not duplicates: ``@overload``, a property's ``setter``/``getter``/``deleter``
 (each decorated with an attribute of its name; two setters are two), singledispatch's ``def _``,
 and definitions in different branches of one ``if`` or ``try`` (alternatives; a ``try``'s
-``else`` and ``finally`` run with its body). A definition in a
-branch and another beside the statement are two. A file that does not parse is not judged by
-this rule. An import or an assignment binds its name as a definition does (upstream moved a
-function into another module and imports it where the backport defines it), except an assignment
-that reads the name (``f = wrap(f)``).
+``else`` and ``finally`` run with its body). A definition in a branch and another beside the
+statement are two. An import or an assignment binds its name as a definition does (upstream
+moved a function into another module and imports it where the backport defines it), except an
+assignment that reads the name (``f = wrap(f)``). A file that does not parse is not judged by
+this rule.
 """
 
 from __future__ import annotations
@@ -62,25 +62,27 @@ def _branches(node: ast.stmt) -> list[list[ast.stmt]]:
     return [p for p in paths if p and isinstance(p[0], ast.stmt)]
 
 
-def _count(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter[tuple[str, str]]) -> Counter[str]:
+def _count(
+    body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter[tuple[str, str]]
+) -> Counter[tuple[str, str]]:
     """Each (name, role) of ``names`` a scope's statement list binds, and how often: a definition in
     a branch counts beside the statement list's own, branches of one statement as alternatives
     (the most any of them binds). Nested scopes are counted into ``out`` as they are met."""
-    here: Counter[str] = Counter()
+    here: Counter[tuple[str, str]] = Counter()
     for node in body:
         if isinstance(node, _Defn):
             _scope(node.body, names, f"{scope}.{node.name}" if scope else node.name, out)
             if node.name in names and (role := _role(node)) is not None:
-                here[f"{node.name}\0{role}"] += 1
+                here[node.name, role] += 1
             continue
         if isinstance(node, ast.Import | ast.ImportFrom):  # an import binds its name as a def does
             bound = (a.asname or a.name.partition(".")[0] for a in node.names)
-            here.update(f"{name}\0" for name in bound if name in names)
+            here.update((name, "") for name in bound if name in names)
             continue
         if isinstance(node, ast.Assign | ast.AnnAssign):  # so does an assignment, but not ``f = wrap(f)``
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} if node.value is not None else set()
-            here.update(f"{t.id}\0" for t in targets if isinstance(t, ast.Name) and t.id in names and t.id not in used)
+            here.update((t.id, "") for t in targets if isinstance(t, ast.Name) and t.id in names and t.id not in used)
             continue
         alternatives = [_count(b, names, scope, out) for b in _branches(node)]
         here.update(Counter({k: max(c[k] for c in alternatives) for a in alternatives for k in a}))
@@ -88,8 +90,7 @@ def _count(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter
 
 
 def _scope(body: list[ast.stmt], names: frozenset[str], scope: str, out: Counter[tuple[str, str]]) -> None:
-    for key, count in _count(body, names, scope, out).items():
-        name = key.partition("\0")[0]
+    for (name, _role), count in _count(body, names, scope, out).items():
         out[scope, name] = max(out[scope, name], count)
 
 
