@@ -265,7 +265,7 @@ def replay(
                     upstream_commits=fromhistory.under_hunks(lp.patch.model, options.history.changes),
                 )
             if step.outcome.stops and not step.evidence and not step.upstream_has:
-                later = [(p.id, changes.get(chain[k + 1], ())) for k, p in enumerate(loaded) if k > i]
+                later = [(loaded[k].id, changes.get(chain[k + 1], ())) for k in range(i + 1, len(loaded))]
                 if found := absorbed.with_later(ws, changes.get(chain[i + 1], ()), later):
                     step = dataclasses.replace(step, evidence=found)
             if keep_going and (after := tuple(pid for pid, paths in left_out if _overlap(paths, _paths(lp)))):

@@ -194,13 +194,12 @@ def scan(
         options = ReplayOptions(keep_going=True, drift=True, chain=chain, history=asked[str(version)][0])
         return replay(cache.repo, old_base, base, loaded, options)
 
-    bases = [base for _, base in got]
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
         results = list(
             progress.track(
                 pool.map(one, got),
-                f"scan {len(loaded)} patch(es) x {len(bases)} version(s)",
-                total=len(bases),
+                f"scan {len(loaded)} patch(es) x {len(got)} version(s)",
+                total=len(got),
                 unit="versions",
             )
         )
