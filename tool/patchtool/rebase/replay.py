@@ -400,7 +400,9 @@ def replay_one(
     if upstream is not None and upstream.proof:  # history: the target has this commit; never applied again
         if not hunks and plain:
             hunks = absorbed.hunks_in_target(ws, changes)
-        unchanged = merged.clean and ws.same(merged.files) and not absorbed.removed_kept(ws, changes)
+        # a merge that changes nothing: already_upstream dropped it on that unless the target kept a
+        # line it removes (its veto, asked once)
+        unchanged = merged.clean and ws.same(merged.files) and verdict is not None and verdict.drop
         content = unchanged or (bool(hunks) and all(h.upstream for h in hunks))
         if content:  # two kinds of evidence: upstream's history and the target's content
             seen = verdict.evidence if verdict is not None else ()
