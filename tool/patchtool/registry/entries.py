@@ -166,20 +166,9 @@ class Guard:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type.value, "name": self.name}
-        if self.aliases:
-            out["aliases"] = list(self.aliases)
-        if self.values is not None:
-            out["values"] = self.values.pattern
-        if self.regex is not None:
-            out["regex"] = self.regex.pattern
-        if self.roles:
-            out["roles"] = list(self.roles)
-        if self.strict_roles:
-            out["strict_roles"] = True
-        if self.files:
-            out["files"] = list(self.files)
-        if self.missing:
-            out["missing"] = True
+        for key in ("aliases", "values", "regex", "roles", "strict_roles", "files", "missing"):
+            if value := getattr(self, key):  # the patterns as their text, the tuples as lists
+                out[key] = list(value) if isinstance(value, tuple) else getattr(value, "pattern", value)
         return out
 
     def match(self, line: str, *, python: bool = False, following: str = "") -> str | None:
@@ -337,7 +326,7 @@ def load(root: Path, name: str) -> Registry:
 def read(root: Path, name: str) -> str:
     """The text of the registry file ``name``; the one place that reads it."""
     try:
-        text = read_inside(root, name).decode("utf-8")
+        return read_inside(root, name).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{name} is not UTF-8: {exc}", file=name) from None
     except FileNotFoundError:
@@ -353,7 +342,6 @@ def read(root: Path, name: str) -> str:
                 )
             ],
         ) from None
-    return text
 
 
 # -- guards ------------------------------------------------------------------------------------
@@ -461,19 +449,6 @@ class RevisitResult:
         return dataclasses.asdict(self)
 
 
-def evaluate_revisit(
-    entry: Rejection,
-    cond: Revisit,
-    *,
-    version: Version,
-    files: Mapping[str, bytes | None],
-    field_files: Mapping[str, bytes | None],
-) -> RevisitResult:
-    """Pure: does ``cond`` hold for an upstream at ``version`` with these file contents?"""
-    holds, detail = cond.evaluate(version=version, files=files, field_files=field_files)
-    return RevisitResult(entry=entry.id, condition=cond.describe(), holds=holds, why=cond.why, detail=detail)
-
-
 def revisit_paths(registry: Registry) -> list[str]:
     return sorted({c.file for e in registry.entries for c in e.revisit_when if c.file})
 
@@ -481,11 +456,13 @@ def revisit_paths(registry: Registry) -> list[str]:
 def evaluate_all(
     registry: Registry, *, version: Version, files: Mapping[str, bytes | None], field_files: Mapping[str, bytes | None]
 ) -> list[RevisitResult]:
-    return [
-        evaluate_revisit(e, c, version=version, files=files, field_files=field_files)
-        for e in registry.entries
-        for c in e.revisit_when
-    ]
+    """Pure: whether each revisit condition holds for an upstream at ``version`` with these file contents."""
+    results = []
+    for e in registry.entries:
+        for c in e.revisit_when:
+            holds, detail = c.evaluate(version=version, files=files, field_files=field_files)
+            results.append(RevisitResult(entry=e.id, condition=c.describe(), holds=holds, why=c.why, detail=detail))
+    return results
 
 
 def unknown_overrides(registry: Registry, overrides: Sequence[tuple[str, int, str]]) -> list[Problem]:

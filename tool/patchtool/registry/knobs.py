@@ -8,6 +8,7 @@ list item, a Kubernetes ``name:`` / ``value:`` pair); the caller hands that line
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -28,8 +29,6 @@ _ANNOTATION = r"(?:\s*:\s*[A-Za-z_][\w.]*(?:\[[^\]=]*\])?)?"
 _TUPLE_ASSIGN = re.compile(
     r"^\s*(?P<lhs>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*" + _ASSIGN + r"\s*(?P<rhs>.+)$"
 )
-
-_PATTERNS: dict[tuple[str, str], list[tuple[re.Pattern[str], bool]]] = {}
 
 
 def find_use(guard: Guard, line: str, *, python: bool = False, following: str = "") -> str | None:
@@ -109,8 +108,7 @@ def unwrap(value: str) -> str:
 
 def _item(line: str) -> str:
     """The next line as the continuation of this one: a YAML list item loses its dash."""
-    text = line.strip()
-    return text.removeprefix("- ")
+    return line.strip().removeprefix("- ")
 
 
 def _code(line: str) -> str:
@@ -129,11 +127,9 @@ def _code(line: str) -> str:
     return line
 
 
+@functools.cache
 def _use_patterns(kind: str, name: str) -> list[tuple[re.Pattern[str], bool]]:
     """Regexes that find a use of the knob, each with whether its value must be a truthy literal."""
-    key = (kind, name)
-    if key in _PATTERNS:
-        return _PATTERNS[key]
     n = re.escape(name)
     found: list[tuple[re.Pattern[str], bool]]
     if kind == "flag":
@@ -181,5 +177,4 @@ def _use_patterns(kind: str, name: str) -> list[tuple[re.Pattern[str], bool]]:
             # "index_topk": 1024 (JSON, a dict), index_topk: 1024 (YAML)
             (re.compile(ident + r"[\"']?\s*:\s*" + _TOKEN), False),
         ]
-    _PATTERNS[key] = found
     return found

@@ -41,11 +41,7 @@ def roles_of(text: str, name: str = "") -> frozenset[str]:
     """The PD roles a deployment file serves, from --disaggregation-mode or its file name."""
     said = last_value(text, _ROLE_FLAG)
     roles = {said.text} if said and said.literal and said.text in tuple(Role) else set()
-    lowered = name.lower()
-    for role in ("prefill", "decode"):
-        if role in lowered:
-            roles.add(role)
-    return frozenset(roles)
+    return frozenset(roles | {role for role in ("prefill", "decode") if role in name.lower()})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
