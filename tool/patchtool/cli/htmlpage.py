@@ -39,6 +39,7 @@ _STATUS = MappingProxyType(
 )
 _RANGE_HEAD = re.compile(r"^\s*(?:\d+|-+):\s+(?:[0-9a-f]+|-+) ([=!<>]) ")
 _RANGE_CLASS = MappingProxyType({"=": "rd-same", "!": "rd-changed", "<": "rd-gone", ">": "rd-new"})
+_RANGE_SIGN = MappingProxyType({"    -": "rd-minus", "    +": "rd-plus"})  # an inner diff's line
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,23 +63,17 @@ def rebase_page(report: RebaseReport) -> str:
     """The rebase: outcome per patch, drift, failed assumptions, revisits, what to drop, follow-ups
     and the range-diff."""
     advice = [report.old_pin_advice] if report.old_pin_advice else []
-    follow_up = [*report.follow_up, *advice]
     sections = [
-        _Section(key="outcomes", title="Outcome per patch", items=report.steps, count=len(report.steps)),
-        _Section(
-            key="drift",
-            title="Drift: upstream changed the code under applied patches",
-            items=report.drift,
-            count=len(report.drift),
-        ),
         *(
             _Section(key=key, title=title, items=items, count=len(items))
             for key, title, items in (
+                ("outcomes", "Outcome per patch", report.steps),
+                ("drift", "Drift: upstream changed the code under applied patches", report.drift),
                 ("assumptions", "Failed assumption checks", [a for a in report.assumptions if not a.ok]),
                 ("drop", "Patches to drop", report.drop),
                 ("revisit", "Rejected ideas to revisit", [r for r in report.revisit if r.holds]),
                 ("widened", "applies_to widened (--widen)", [w for w in report.widenings if report.widen and w.new]),
-                ("follow-up", "Follow-ups", follow_up),
+                ("follow-up", "Follow-ups", [*report.follow_up, *advice]),
             )
         ),
         _Section(
@@ -88,12 +83,11 @@ def rebase_page(report: RebaseReport) -> str:
             count=int(bool(report.range_diff)),
         ),
     ]
-    partial = report.status is RebaseStatus.CONFLICT
     return _page(
         "rebase.html.j2",
         report=report,
         sections=sections,
-        partial=partial,
+        partial=report.status is RebaseStatus.CONFLICT,
         counts=collections.Counter(s.outcome for s in report.steps),
         status_words=_STATUS,
     )
@@ -110,18 +104,7 @@ def _range_diff(text: str) -> list[tuple[str | None, str]]:
     lines: list[tuple[str | None, str]] = []
     for line in text.rstrip("\n").splitlines():
         m = _RANGE_HEAD.match(line)
-        lines.append(
-            (
-                _RANGE_CLASS[m.group(1)]
-                if m
-                else "rd-minus"
-                if line.startswith("    -")
-                else "rd-plus"
-                if line.startswith("    +")
-                else None,
-                line,
-            )
-        )
+        lines.append((_RANGE_CLASS[m.group(1)] if m else _RANGE_SIGN.get(line[:5]), line))
     return lines
 
 

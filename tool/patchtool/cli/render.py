@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the renderers read these; importing them all would slow eve
     from patchtool.rebase.transaction import RebaseReport
     from patchtool.registry.entries import Finding, Registry, Rejection
     from patchtool.registry.workflows import RevisitReport
-    from patchtool.series.apply import Outcome, SeriesResult
+    from patchtool.series.apply import SeriesResult
     from patchtool.series.checks import CheckReport
     from patchtool.series.status import StatusReport
     from patchtool.series.unexported import Unexported
@@ -100,22 +100,14 @@ def problems_text(problems: Sequence[Problem], style: Style) -> str:
     return "\n".join(lines)
 
 
-def outcome_word(outcome: Outcome, style: Style) -> str:
+def series_text(series: SeriesResult, style: Style) -> str:
     from patchtool.series.apply import Outcome
 
-    word = str(outcome)
-    if outcome is Outcome.APPLIED:
-        return style.ok(word)
-    if outcome is Outcome.FAILED:
-        return style.bad(word)
-    return style.dim(word)
-
-
-def series_text(series: SeriesResult, style: Style) -> str:
     lines = []
     for r in series.results:
         commit = f" {r.commit[:12]}" if r.commit else ""
-        lines.append(f"  {outcome_word(r.outcome, style):<8} {r.id}{style.dim(commit)}")
+        word = {Outcome.APPLIED: style.ok, Outcome.FAILED: style.bad}.get(r.outcome, style.dim)(str(r.outcome))
+        lines.append(f"  {word:<8} {r.id}{style.dim(commit)}")
         for f in r.failures:
             where = f"hunk {f.hunk} {f.header}" if f.hunk else "whole patch"
             lines.append(f"      {f.file}: {where}")
