@@ -11,12 +11,11 @@ from patchtool.cli.completion import PinOption, patch_ids
 from patchtool.cli.context import cache, load_project
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, printable
-from patchtool.cli.retread import knob
+from patchtool.cli.retread import knobs
 from patchtool.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
     from patchtool.project.repository import Project
-    from patchtool.series.metadata import Metadata
 
 # Each command imports its workflow when it runs: every command's at the start would cost each command the others'.
 
@@ -70,22 +69,21 @@ def checkout(
     if result.finish is not None:
         steps = f"a refresh of patch {result.finish} was interrupted: `patchtool refresh{again} {result.finish}` "
         steps += "finishes it"
-        return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)
-    if result.committed is not None:
+    elif result.committed is not None:
         steps = f"stopped at patch {result.committed}, and the branch holds a commit on where it stopped: "
         steps += f"`patchtool refresh{again} {result.committed}` takes it (with the worktree's changes) as the "
         steps += f"repaired {result.committed}"
-        return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)
-    if result.stopped is not None:
+    elif result.stopped is not None:
         steps = "\n".join(next_steps(result.stopped, result.worktree, result.branch))
-        return Shown(data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT)
-    return Shown(
-        data=result,
-        text=lambda style: (
-            head(style) + "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`; "
+    else:
+        steps = (
+            "edit with git (amend, fixup, rebase -i, new commits), then `patchtool export`; "
             "or edit the files and `patchtool refresh ID`\n"
             "a pristine upstream tree beside it (for quilt or a diff): `patchtool apply --series none --into DIR`"
-        ),
+        )
+    stopped = result.finish is not None or result.committed is not None or result.stopped is not None
+    return Shown(
+        data=result, text=lambda style: head(style) + steps, code=ExitCode.CONFLICT if stopped else ExitCode.OK
     )
 
 
@@ -202,19 +200,6 @@ AppliesOption = Annotated[
 DropWhenOption = Annotated[str | None, typer.Option("--drop-when", help="When to drop it.")]
 
 
-def _metadata(
-    ident: str | None,
-    kind: str | None,
-    owner: str | None,
-    why: str | None,
-    applies_to: str | None,
-    drop_when: str | None,
-) -> "Metadata":
-    from patchtool.series.metadata import Metadata
-
-    return Metadata(id=ident, kind=kind, owner=owner, why=why, applies_to=applies_to, drop_when=drop_when)
-
-
 @command(edits_series=True)
 def import_(
     ctx: typer.Context,
@@ -257,8 +242,9 @@ def import_(
 ) -> Shown:
     """Add patches with metadata skeletons; refuse any that does not apply at the pin."""
     from patchtool.edit import import_
+    from patchtool.series.metadata import Metadata
 
-    given = _metadata(ident, kind, owner, why, applies_to, drop_when)
+    given = Metadata(id=ident, kind=kind, owner=owner, why=why, applies_to=applies_to, drop_when=drop_when)
     result = import_.import_patches(
         load_project(ctx),
         cache(ctx),
@@ -301,8 +287,9 @@ def new(
 ) -> Shown:
     """Start a new patch: an empty commit with its id on the checkout branch; export adds the entry."""
     from patchtool.edit.new import new as new_patch
+    from patchtool.series.metadata import Metadata
 
-    given = _metadata(ident, kind, owner, why, applies_to, drop_when)
+    given = Metadata(id=ident, kind=kind, owner=owner, why=why, applies_to=applies_to, drop_when=drop_when)
     where = new_patch(load_project(ctx), cache(ctx), ident=ident, branch=branch, given=given, subject=subject)
     return Shown(
         data={"id": ident, "worktree": where},
@@ -344,14 +331,13 @@ def drop(
 
     if not reason.strip():
         raise UsageError("drop needs --reason: a dropped patch is recorded with why")
-    knobs = [knob(kind, k) for kind, given in (("flag", flag), ("env", env), ("config", config)) for k in given or []]
-    knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
-    if (knobs or unguarded) and not rejected:
+    given = knobs(flag, env, config, pattern)
+    if (given or unguarded) and not rejected:
         raise UsageError(
             "--flag, --env, --config, --pattern and --unguarded describe a registry entry", hint="add --rejected"
         )
     written = drop_patch(
-        load_project(ctx), ident=ident, reason=reason, rejected=rejected, knobs=knobs, unguarded=unguarded
+        load_project(ctx), ident=ident, reason=reason, rejected=rejected, knobs=given, unguarded=unguarded
     )
     return Shown(
         data={"id": ident, "written": written},

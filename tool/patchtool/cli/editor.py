@@ -161,3 +161,11 @@ def _kept(exc: PatchtoolError, path: Path, again: str) -> PatchtoolError:
         Problem(message=f"what you typed is kept in {path}", hint=f"fix it there, then `{again}`", code="kept"),
     )
     return exc
+
+
+def read_entry(path: Path) -> str:
+    """The entry ``--from-file`` names, as the editor would have left it (a kept edit)."""
+    try:
+        return read_named_text(path, what="the --from-file entry")
+    except FileNotFoundError:
+        raise UsageError(f"{path} does not exist", file=str(path)) from None

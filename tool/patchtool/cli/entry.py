@@ -10,11 +10,10 @@ import typer
 
 from patchtool.cli.completion import PinOption, patch_ids
 from patchtool.cli.context import cache, invocation, load_project
-from patchtool.cli.editor import edit_until_valid
+from patchtool.cli.editor import edit_until_valid, read_entry
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, gpu_lines, printable
 from patchtool.errors import UsageError
-from patchtool.inputs import read_named_text
 
 if TYPE_CHECKING:
     from patchtool.project.repository import Project
@@ -131,7 +130,7 @@ def edit(
     if values or upstream:
         done = amend.set_fields(project, ident, values, upstream)
     elif from_file is not None:
-        done = amend.replace_entry(project, ident, _read_entry(from_file), source=str(from_file))
+        done = amend.replace_entry(project, ident, read_entry(from_file), source=str(from_file))
     else:
         done = _in_editor(ctx, project, ident)
     return Shown(
@@ -171,10 +170,3 @@ def _in_editor(ctx: typer.Context, project: "Project", ident: str) -> "Edited":
         nothing="nothing was written",
         again=lambda kept: f"patchtool edit {shlex.quote(ident)} --from-file {shlex.quote(str(kept))}",
     )
-
-
-def _read_entry(path: Path) -> str:
-    try:
-        return read_named_text(path, what="the --from-file entry")
-    except FileNotFoundError:
-        raise UsageError(f"{path} does not exist", file=str(path)) from None

@@ -10,11 +10,10 @@ import typer
 
 from patchtool.cli.completion import PinOption
 from patchtool.cli.context import cache, invocation, load_project
-from patchtool.cli.editor import edit_until_valid
+from patchtool.cli.editor import edit_until_valid, read_entry
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import registry_list_text, registry_show_text, revisit_text, scan_text
 from patchtool.errors import ExitCode, UsageError
-from patchtool.inputs import read_named_text
 
 if TYPE_CHECKING:
     from patchtool.project.repository import Project
@@ -22,12 +21,17 @@ if TYPE_CHECKING:
 
 # Each command imports the registry's workflows when it runs: every command would load them at its start.
 HELP = "The do-not-retread registry of rejected ideas."
+Specs = list[str] | None  # a repeatable option's values
 
 
-def knob(kind: str, spec: str) -> dict[str, str]:
-    """``--flag NAME=VALUES-REGEX`` as a registry knob."""
-    name, _, values = spec.partition("=")
-    return {"type": kind, "name": name, **({"values": values} if values else {})}
+def knobs(flag: Specs, env: Specs, config: Specs, pattern: Specs) -> list[dict[str, str]]:
+    """Each ``--flag NAME=VALUES-REGEX`` (``--env``, ``--config`` alike), then each ``--pattern``: registry knobs."""
+    found = []
+    for kind, specs in (("flag", flag), ("env", env), ("config", config)):
+        for spec in specs or []:
+            name, _, values = spec.partition("=")
+            found.append({"type": kind, "name": name, **({"values": values} if values else {})})
+    return found + [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
 
 
 def _registry(ctx: typer.Context) -> "tuple[Project, Registry]":
@@ -105,6 +109,7 @@ def retread_revisit(ctx: typer.Context, pin: PinOption = None) -> Shown:
     return Shown(data=report, text=lambda style: revisit_text(report, style))
 
 
+_FIELDS = ("id", "title", "tried", "verdict", "reason", "revisit", "unguarded")
 _EVIDENCE = ("metric", "before", "after", "change", "hardware", "model", "upstream", "date", "source")
 
 
@@ -158,30 +163,15 @@ def retread_add(
     if edit:
         entry = _entry_in_editor(ctx, project)
     elif from_file is not None:
-        try:
-            text = read_named_text(from_file, what="the --from-file entry")
-        except FileNotFoundError:
-            raise UsageError(f"{from_file} does not exist", file=str(from_file)) from None
-        entry = retread.entry_from_text(text, str(from_file))
+        entry = retread.entry_from_text(read_entry(from_file), str(from_file))
     else:
-        fields = {
-            "id": ident,
-            "title": title,
-            "tried": tried,
-            "verdict": verdict,
-            "reason": reason,
-            "revisit": revisit,
-            "unguarded": unguarded,
-        }
-        entry = {k: v for k, v in fields.items() if v is not None}
+        given = (ident, title, tried, verdict, reason, revisit, unguarded)
+        entry = {k: v for k, v in zip(_FIELDS, given, strict=True) if v is not None}
         values = (metric, before, after, change, hardware, model, upstream, date, source)
         evidence = {k: v for k, v in zip(_EVIDENCE, values, strict=True) if v is not None}
         if evidence:
             entry["evidence"] = [evidence]
-        knobs = [knob("flag", k) for k in flag or []] + [knob("env", k) for k in env or []]
-        knobs += [knob("config", k) for k in config or []]
-        knobs += [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
-        entry["knobs"] = knobs
+        entry["knobs"] = knobs(flag, env, config, pattern)
     added = retread.add(project, entry)
     return Shown(data=added, text=lambda style: f"added {style.bold(added.id)} to {project.manifest.registry}")
 
