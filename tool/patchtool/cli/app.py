@@ -8,6 +8,7 @@ Shell completion comes from typer: ``patchtool --install-completion`` / ``--show
 
 # No postponed annotations: typer reads the root's signature at each start (strings, it evaluates).
 
+import functools
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -125,22 +126,18 @@ def _top(
 
 def app() -> typer.Typer:
     """The command line as typer holds it: the root and its global options, every command, the groups."""
-    settings = {"help_option_names": usage.HELP_OPTIONS}
-    root = typer.Typer(
-        name="patchtool", help=HELP, cls=usage.Group, context_settings=settings, rich_markup_mode="markdown"
+    group_of = functools.partial(
+        typer.Typer,
+        cls=usage.Group,
+        context_settings={"help_option_names": usage.HELP_OPTIONS},
+        rich_markup_mode="markdown",
     )
+    root = group_of(name="patchtool", help=HELP)
     root.callback()(_top)
     for name, fn in COMMANDS:
         root.command(name, cls=usage.Command)(fn)
     for group, help_text, commands in GROUPS:
-        sub = typer.Typer(
-            name=group,
-            help=help_text,
-            cls=usage.Group,
-            add_completion=False,
-            context_settings=settings,
-            rich_markup_mode="markdown",
-        )
+        sub = group_of(name=group, help=help_text, add_completion=False)
         for name, fn in commands:
             sub.command(name, cls=usage.Command)(fn)
         root.add_typer(sub)

@@ -8,7 +8,7 @@ no candidates rather than a traceback in the middle of a command line.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,10 +25,6 @@ def _repository(ctx: typer.Context) -> Path:
     return _given(ctx, "global_root") or Project.find(Path.cwd())
 
 
-def _cache_dir(ctx: typer.Context) -> Path | None:
-    return _given(ctx, "global_cache_dir")
-
-
 def _given(ctx: typer.Context, param: str) -> Path | None:
     """The path a global option names, before or after the command, or None."""
     here: Any = ctx  # click's Context: its parent is one too
@@ -39,59 +35,55 @@ def _given(ctx: typer.Context, param: str) -> Path | None:
     return None
 
 
-def _matching(incomplete: str, collect: Callable[[list[str]], None]) -> list[str]:
-    found: list[str] = []
-    with contextlib.suppress(Exception):  # what was found so far: never a traceback in a command line
-        collect(found)
-    return [c for c in dict.fromkeys(found) if c.startswith(incomplete)]
+def _candidates(collect: Callable[[typer.Context], Iterator[str]]) -> Callable[[typer.Context, str], list[str]]:
+    """A completion of what ``collect`` yields that starts as the word typed so far."""
+
+    def complete(ctx: typer.Context, incomplete: str) -> list[str]:
+        found: list[str] = []
+        with contextlib.suppress(Exception):  # what was found so far: never a traceback in a command line
+            found.extend(collect(ctx))  # extend keeps what it appended before an error
+        return [c for c in dict.fromkeys(found) if c.startswith(incomplete)]
+
+    return complete
 
 
-def patch_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+@_candidates
+def patch_ids(ctx: typer.Context) -> Iterator[str]:
     """The ids of the series, in its order."""
+    from patchtool.project.manifest import MANIFEST_NAME, load
 
-    def collect(found: list[str]) -> None:
-        from patchtool.project.manifest import MANIFEST_NAME, load
-
-        found += [e.id for e in load(_repository(ctx) / MANIFEST_NAME).patches]
-
-    return _matching(incomplete, collect)
+    yield from (e.id for e in load(_repository(ctx) / MANIFEST_NAME).patches)
 
 
-def pin_names(ctx: typer.Context, incomplete: str) -> list[str]:
+@_candidates
+def pin_names(ctx: typer.Context) -> Iterator[str]:
     """The pins in upstream-pins/."""
+    from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
 
-    def collect(found: list[str]) -> None:
-        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
-
-        found += names(_repository(ctx))
-
-    return _matching(incomplete, collect)
+    yield from names(_repository(ctx))
 
 
-def rebase_targets(ctx: typer.Context, incomplete: str) -> list[str]:
+@_candidates
+def rebase_targets(ctx: typer.Context) -> Iterator[str]:
     """``latest``, the versions of the pins in upstream-pins/, and the versions of the active
     pin's distribution the cache has imported (no index is asked: a completion is instant)."""
+    from patchtool.git.housekeeping import refs
+    from patchtool.project.manifest import MANIFEST_NAME, load
+    from patchtool.project.pins import load_pin
+    from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
+    from patchtool.upstream.refnames import IMPORTS
 
-    def collect(found: list[str]) -> None:
-        from patchtool.git.housekeeping import refs
-        from patchtool.project.manifest import MANIFEST_NAME, load
-        from patchtool.project.pins import load_pin
-        from patchtool.upstream.pinning import pin_names as names  # the pins' workflow: every command would load it
-        from patchtool.upstream.refnames import IMPORTS
-
-        found.append("latest")
-        where = _repository(ctx)
-        for name in names(where):
-            with contextlib.suppress(Exception):
-                found.append(str(load_pin(where, name).version))
-        pin = load_pin(where, load(where / MANIFEST_NAME).pin)
-        if pin.artifact is None:
-            return
-        prefix = f"{IMPORTS}{pin.artifact.distribution.canonical}-"
-        tags = refs(Invocation(root=where, cache_dir=_cache_dir(ctx)).cache().repo, prefix)
-        found += [ref.removeprefix(prefix).rpartition("-")[0] for ref in sorted(tags)]
-
-    return _matching(incomplete, collect)
+    yield "latest"
+    where = _repository(ctx)
+    for name in names(where):
+        with contextlib.suppress(Exception):
+            yield str(load_pin(where, name).version)
+    pin = load_pin(where, load(where / MANIFEST_NAME).pin)
+    if pin.artifact is None:
+        return
+    prefix = f"{IMPORTS}{pin.artifact.distribution.canonical}-"
+    tags = refs(Invocation(root=where, cache_dir=_given(ctx, "global_cache_dir")).cache().repo, prefix)
+    yield from (ref.removeprefix(prefix).rpartition("-")[0] for ref in sorted(tags))
 
 
 PinOption = Annotated[

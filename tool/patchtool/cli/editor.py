@@ -92,12 +92,9 @@ def edit_until_valid(
 
 
 def _run(inv: Invocation, editor: str, argv: list[str], nothing: str) -> int:
-    def run() -> int:
-        return subprocess.run(argv, check=False).returncode
-
     try:
         with _signals_to_the_editor():
-            return outside(inv, run)
+            return outside(inv, lambda: subprocess.run(argv, check=False).returncode)
     except OSError as exc:
         raise UsageError(f"cannot run the editor ({editor}): {exc}; {nothing}") from None
 

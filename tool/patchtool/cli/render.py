@@ -218,10 +218,12 @@ def revisit_text(report: RevisitReport, style: Style) -> str:
     return "\n".join(lines)
 
 
-def rebase_in_progress(report: StatusReport, style: Style) -> str:
-    """The line ``status`` gives a stopped or running rebase: where it is and what to do next."""
+def status_head(report: StatusReport, style: Style) -> list[str]:
+    """What ``status`` says before the patches: a stopped or running rebase, where it is and what
+    to do next; then the checkout commits no export has written."""
     r = report.rebase
-    assert r is not None
+    if r is None:
+        return unexported_lines(report.unexported, style)
     where = (
         (
             f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
@@ -230,10 +232,11 @@ def rebase_in_progress(report: StatusReport, style: Style) -> str:
         if r.stopped_at
         else f"{r.done} of {len(report.patches)} through"
     )
-    return (
+    return [
         f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
-        "`patchtool rebase --continue` (or --skip --reason ..., --abort)"
-    )
+        "`patchtool rebase --continue` (or --skip --reason ..., --abort)",
+        *unexported_lines(report.unexported, style),
+    ]
 
 
 def unexported_lines(work: Sequence[Unexported], style: Style) -> list[str]:
@@ -253,9 +256,7 @@ def status_text(report: StatusReport, style: Style) -> str:
         f"pin {style.bold(report.pin)}: {report.upstream} {report.version} ({report.source}, base {report.base[:12]})",
         f"series: {len(report.patches)} patch(es)",
     ]
-    if report.rebase is not None:
-        lines.append(rebase_in_progress(report, style))
-    lines += unexported_lines(report.unexported, style)
+    lines += status_head(report, style)
     for i, p in enumerate(report.patches, 1):
         applies = style.ok(p.applies) if p.applies == "applied" else style.bad(p.applies)
         lines.append(

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from patchtool.cli.outcomes import LOOKS, Look
-from patchtool.cli.render import Style, printable, problems_text, rebase_in_progress, unexported_lines
+from patchtool.cli.render import Style, printable, problems_text, status_head
 
 if TYPE_CHECKING:
     from patchtool.rebase.scan import ScanReport
@@ -128,10 +128,7 @@ def status_table(report: StatusReport, style: Style) -> str:
         f"pin {style.bold(report.pin)}: {report.upstream} {report.version} "
         f"({report.source}, base {report.base[:12]}), {len(report.patches)} patch(es)"
     )
-    lines = [head]
-    if report.rebase is not None:
-        lines.append(rebase_in_progress(report, style))
-    lines += unexported_lines(report.unexported, style)
+    lines = [head, *status_head(report, style)]
     tail = [problems_text([p], style) + " (skipped)" for p in report.gpu_results_problems]
     left_out = [h for h in cells if h not in shown]
     if left_out:
