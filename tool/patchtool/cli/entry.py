@@ -10,6 +10,7 @@ import typer
 
 from patchtool.cli.completion import PinOption, patch_ids
 from patchtool.cli.context import cache, invocation, load_project
+from patchtool.cli.edit import AppliesOption, DropWhenOption, OwnerOption, WhyOption
 from patchtool.cli.editor import edit_until_valid, read_entry
 from patchtool.cli.exits import Shown, command
 from patchtool.cli.render import Style, gpu_lines, printable
@@ -88,16 +89,13 @@ def show_text(shown: "PatchShown", style: Style) -> str:
 def edit(
     ctx: typer.Context,
     ident: IdArgument,
-    why: Annotated[str | None, typer.Option(help="Why the patch exists (prose).")] = None,
-    owner: Annotated[str | None, typer.Option(help="Who maintains it.")] = None,
+    why: WhyOption = None,
+    owner: OwnerOption = None,
     kind: Annotated[
         str | None, typer.Option(metavar="KIND", help="correctness | performance | reliability | operations.")
     ] = None,
-    applies_to: Annotated[
-        str | None,
-        typer.Option("--applies-to", metavar="SPEC", help="PEP 440 specifier of upstream versions it is verified on."),
-    ] = None,
-    drop_when: Annotated[str | None, typer.Option("--drop-when", help="When to drop it.")] = None,
+    applies_to: AppliesOption = None,
+    drop_when: DropWhenOption = None,
     upstream_status: Annotated[
         str | None,
         typer.Option(

@@ -8,6 +8,7 @@ import typer
 
 from patchtool.cli.context import cache, repository
 from patchtool.cli.exits import Shown, command
+from patchtool.cli.pin import FilenameOption, WheelOption
 from patchtool.cli.render import Style, check_text
 from patchtool.errors import ExitCode, UsageError
 
@@ -22,12 +23,8 @@ def init(
         str | None, typer.Option(metavar="NAME==VERSION", help="The release to fork, e.g. attrs==23.1.0.")
     ] = None,
     sdist: Annotated[bool, typer.Option("--sdist", help="Pin the release's sdist (the default).")] = False,
-    wheel: Annotated[
-        bool, typer.Option("--wheel", help="Pin the release's wheel (a pure one first, else this interpreter's).")
-    ] = False,
-    filename: Annotated[
-        str | None, typer.Option(metavar="FILE", help="Pin this release file, as the index names it.")
-    ] = None,
+    wheel: WheelOption = False,
+    filename: FilenameOption = None,
     git_url: Annotated[
         str | None,
         typer.Option("--git", metavar="URL", help="The upstream's git remote (with --tag): pinned by commit."),

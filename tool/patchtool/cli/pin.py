@@ -17,6 +17,12 @@ if TYPE_CHECKING:
 # Each command imports the pins' workflow when it runs: every command would load it at its start.
 
 HELP = "The upstream pins in upstream-pins/: add one by version or git tag, list them, remove one."
+WheelOption = Annotated[
+    bool, typer.Option("--wheel", help="Pin the release's wheel (a pure one first, else this interpreter's).")
+]
+FilenameOption = Annotated[
+    str | None, typer.Option(metavar="FILE", help="Pin this release file, as the index names it.")
+]
 
 
 @command(writes=True)
@@ -31,12 +37,8 @@ def pin_add(
     ] = None,
     tag: Annotated[str | None, typer.Option(metavar="TAG", help="The tag to pin (with --git).")] = None,
     sdist: Annotated[bool, typer.Option("--sdist", help="Pin the release's sdist.")] = False,
-    wheel: Annotated[
-        bool, typer.Option("--wheel", help="Pin the release's wheel (a pure one first, else this interpreter's).")
-    ] = False,
-    filename: Annotated[
-        str | None, typer.Option(metavar="FILE", help="Pin this release file, as the index names it.")
-    ] = None,
+    wheel: WheelOption = False,
+    filename: FilenameOption = None,
 ) -> Shown:
     """Write upstream-pins/UPSTREAM-VERSION.toml: the release file's name, sha256, size and prefix as the
     index lists them (like the active pin's; with --sdist, --wheel or --filename that file, its prefix
