@@ -68,9 +68,7 @@ def _trees(inv: Invocation) -> list[Path]:
 def outside(inv: Invocation, fn: Callable[[], T]) -> T:
     """``fn()`` run where the confinement does not reach when the process is confined (the user's
     $EDITOR, a report file), else here; its result returned, its exception raised here."""
-    if inv.unconfined is None:
-        return fn()
-    return inv.unconfined.call(fn)
+    return fn() if inv.unconfined is None else inv.unconfined.call(fn)
 
 
 def write_report(inv: Invocation, path: Path, data: str | bytes, *, repository: Path | None) -> None:

@@ -245,12 +245,7 @@ def rebase(
     from patchtool.rebase import transaction
     from patchtool.upstream.releasefiles import FileChoice
 
-    chosen = [
-        name
-        for name, on in (("--to", to is not None), ("--continue", cont), ("--abort", abort), ("--skip", skip))
-        if on
-    ]
-    if len(chosen) != 1:
+    if sum((to is not None, cont, abort, skip)) != 1:
         raise UsageError("give exactly one of --to TARGET, --continue, --skip --reason R (or --skip --merged), --abort")
     if widen and abort:
         raise UsageError("--widen goes with --to, --continue or --skip: --abort changes nothing")

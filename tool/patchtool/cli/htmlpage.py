@@ -52,10 +52,8 @@ class _Section:
 
 def scan_page(report: ScanReport) -> str:
     """The scan's patch x version grid, each cell opening its detail."""
-    totals = []
-    for v in report.versions:
-        steps = [s for p in report.patches if (s := report.steps[p].get(v))]
-        totals.append((sum(s.outcome.applied for s in steps), sum(s.outcome.stops for s in steps)))
+    columns = [[s.outcome for p in report.patches if (s := report.steps[p].get(v))] for v in report.versions]
+    totals = [(sum(o.applied for o in column), sum(o.stops for o in column)) for column in columns]
     return _page("scan.html.j2", script=_source("scan.js"), report=report, totals=totals)
 
 

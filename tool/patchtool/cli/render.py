@@ -96,8 +96,7 @@ def printable(text: str) -> str:
 
 
 def problems_text(problems: Sequence[Problem], style: Style) -> str:
-    lines = [f"{style.bad('error')}: {printable(p.render())}" for p in problems]
-    return "\n".join(lines)
+    return "\n".join(f"{style.bad('error')}: {printable(p.render())}" for p in problems)
 
 
 def series_text(series: SeriesResult, style: Style) -> str:
@@ -149,10 +148,9 @@ def check_text(report: CheckReport, style: Style) -> str:
 def findings_text(findings: Sequence[Finding], style: Style) -> str:
     if not findings:
         return style.ok("no rejected knobs found")
-    lines = []
-    for f in findings:
-        tag = style.dim("override") if f.override else style.bad("retread")
-        lines.append(f"{tag}: {printable(f.render())}")
+    lines = [
+        f"{style.dim('override') if f.override else style.bad('retread')}: {printable(f.render())}" for f in findings
+    ]
     live = sum(not f.override for f in findings)
     lines.append(style.bad(f"{live} finding(s)") if live else style.ok("only deliberate overrides"))
     return "\n".join(lines)
@@ -263,8 +261,7 @@ def status_text(report: StatusReport, style: Style) -> str:
             f"{i:>3}. {style.bold(p.id)}  [{p.kind}]  upstream: {printable(p.upstream)}  "
             f"+{p.added}/-{p.removed}  at pin: {applies}"
         )
-        for path in p.files:
-            lines.append(f"       {style.dim(path)}")
+        lines += [f"       {style.dim(path)}" for path in p.files]
         for g, evidence in zip(p.gpu_verification, p.gpu_evidence, strict=True):
             lines += gpu_lines(g, evidence, style, head="GPU verification", indent=7)
     lines += [f"{problems_text([p], style)} (skipped)" for p in report.gpu_results_problems]
@@ -409,8 +406,5 @@ def provenance_text(report: ProvenanceReport, style: Style) -> str:
         f"{len(report.checks) - len(bad)}/{len(report.checks)}"
     )
     lines.append(f"every file against RECORD: {report.record_matched}/{report.record_listed} as listed")
-    if report.problems:
-        lines.append(problems_text(report.problems, style))
-    else:
-        lines.append(style.ok("provenance: consistent"))
+    lines.append(problems_text(report.problems, style) if report.problems else style.ok("provenance: consistent"))
     return "\n".join(lines)

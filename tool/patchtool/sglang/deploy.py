@@ -73,9 +73,7 @@ class _Node:
         return self.lines + [n for c in self.children for n in c.all_lines()]
 
     def first_launch(self) -> int:
-        if self.launch:
-            return self.lines[0]
-        return next(c.first_launch() for c in self.children if c.launches())
+        return self.lines[0] if self.launch else next(c.first_launch() for c in self.children if c.launches())
 
 
 def layout(text: str, name: str = "") -> Layout:
@@ -264,9 +262,8 @@ def scan_text(
             findings[key] = scoped
         elif unknown := [f for f in fits if f.verdict is Verdict.UNKNOWN]:
             notes[key] = Note(finding=scoped, unknown=unknown[0].why)
-    order = sorted(findings.values(), key=lambda f: (f.line, f.entry))
     return Scanned(
-        findings=tuple(order),
+        findings=tuple(sorted(findings.values(), key=lambda f: (f.line, f.entry))),
         notes=tuple(sorted(notes.values(), key=lambda n: (n.finding.line, n.finding.entry))),
     )
 

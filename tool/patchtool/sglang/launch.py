@@ -56,14 +56,9 @@ class Fit:
 
 def fit(scope: Scope, launch: LaunchFacts) -> Fit:
     """Whether ``launch`` runs where ``scope`` says the evidence holds, and why not where it does not."""
-    outside: list[str] = []
-    unknown: list[str] = []
-    for check in (_model, _hardware, _mode, _role):
-        verdict, why = check(scope, launch)
-        if verdict is Verdict.OUT:
-            outside.append(why)
-        elif verdict is Verdict.UNKNOWN:
-            unknown.append(why)
+    said = [check(scope, launch) for check in (_model, _hardware, _mode, _role)]
+    outside = [why for verdict, why in said if verdict is Verdict.OUT]
+    unknown = [why for verdict, why in said if verdict is Verdict.UNKNOWN]
     if outside:
         return Fit(verdict=Verdict.OUT, why=tuple(outside))
     unknown += [f"the evidence holds only at {c}, which a launch does not state" for c in scope.unstated]
