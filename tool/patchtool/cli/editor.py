@@ -103,12 +103,8 @@ def _run(inv: Invocation, editor: str, argv: list[str], nothing: str) -> int:
 def _signals_to_the_editor() -> Iterator[None]:
     """Ctrl-C and Ctrl-\\ reach the editor (the terminal's foreground group) and do nothing here:
     handled, not ignored, so the editor starts with them as they were."""
-
-    def nothing(_signum: int, _frame: object) -> None:
-        return None
-
     try:
-        saved = {sig: signal.signal(sig, nothing) for sig in (signal.SIGINT, signal.SIGQUIT)}
+        saved = {sig: signal.signal(sig, lambda _signum, _frame: None) for sig in (signal.SIGINT, signal.SIGQUIT)}
     except ValueError:  # not the main thread: signals are the main thread's to handle
         yield
         return

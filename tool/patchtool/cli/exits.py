@@ -15,7 +15,7 @@ import inspect
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,14 +135,10 @@ def execute(ctx: typer.Context, body: Callable[[], Shown]) -> int:
         )
 
 
-@contextlib.contextmanager
-def _progress_shown(as_json: bool) -> Iterator[None]:
+def _progress_shown(as_json: bool) -> contextlib.AbstractContextManager[None]:
     """Progress bars on stderr, only where a person watches it (a terminal) and never under --json."""
-    if as_json or not sys.stderr.isatty():
-        yield
-        return
-    with progress.reporting(RichReporter(sys.stderr)):
-        yield
+    quiet = as_json or not sys.stderr.isatty()
+    return contextlib.nullcontext() if quiet else progress.reporting(RichReporter(sys.stderr))
 
 
 def _echo(text: str, *, err: bool = False) -> None:
@@ -190,16 +186,12 @@ def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
         from patchtool.rebase.transaction import RebaseReport
         from patchtool.series.apply import SeriesResult
 
-        shown = (
-            rebase_text(result, style)
-            if isinstance(result, RebaseReport)
-            else series_text(result, style)
-            if isinstance(result, SeriesResult)
-            else ""
-        )
         if isinstance(result, RebaseReport):  # a rebase's stop and what to do there, wrapped to the terminal
-            out = f"{shown}\n{fill(exc.message, style, prefix=style.bad('error') + ': ', indent=2)}"
+            out = (
+                f"{rebase_text(result, style)}\n{fill(exc.message, style, prefix=style.bad('error') + ': ', indent=2)}"
+            )
             return out + (f"\n{fill(exc.hint, style, prefix='  hint: ', indent=4)}" if exc.hint else "")
+        shown = series_text(result, style) if isinstance(result, SeriesResult) else ""
         out = f"{shown}\n{style.bad('error')}: {exc.message}"
         return out + (f"\n  hint: {exc.hint}" if exc.hint else "")
 

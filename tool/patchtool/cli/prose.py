@@ -128,9 +128,7 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
     widened = [w for w in report.widenings if report.widen and w.new]
     if widened:
         lines.append(
-            "applies_to widened to admit the target:"
-            if report.status is RebaseStatus.DONE
-            else "applies_to to widen to admit the target:"
+            f"applies_to {'widened' if report.status is RebaseStatus.DONE else 'to widen'} to admit the target:"
         )
         lines += [f"  {w.patch}: '{w.old}' -> '{w.new}'" for w in widened]
     lines += [fill(printable(f), style, prefix="follow-up: ", indent=2) for f in report.follow_up]

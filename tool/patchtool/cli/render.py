@@ -187,11 +187,7 @@ def registry_show_text(e: Rejection, style: Style) -> str:
         value = " -> ".join(str(v) for v in (m.before, m.after) if v is not None)
         parts = [p for p in (value, m.change) if p]
         lines.append(printable(f"  - {m.metric}: {'; '.join(parts)}"))
-        ctx = [
-            f"{k}: {v}"
-            for k, v in (("hardware", m.hardware), ("model", m.model), ("upstream", m.upstream), ("date", m.date))
-            if v
-        ]
+        ctx = [f"{k}: {v}" for k in ("hardware", "model", "upstream", "date") if (v := getattr(m, k))]
         ctx += [f"{k}: {v}" for k, v in m.conditions.items()]
         lines.append(f"      {style.dim(printable('; '.join(ctx)))}")
         lines.append(f"      {style.dim(printable('source: ' + m.source))}")

@@ -133,13 +133,8 @@ def status_table(report: StatusReport, style: Style) -> str:
     left_out = [h for h in cells if h not in shown]
     if left_out:
         tail.append(style.dim(f"left out to fit {width()} columns: {', '.join(left_out)}"))
-    tail.append(
-        style.dim(
-            "files and GPU verifications of each patch: `patchtool status --long`"
-            if gpu_column
-            else "the files of each patch: `patchtool status --long`"
-        )
-    )
+    what = "files and GPU verifications" if gpu_column else "the files"
+    tail.append(style.dim(f"{what} of each patch: `patchtool status --long`"))
     return draw(*lines, table, *tail, style=style)
 
 

@@ -104,15 +104,9 @@ class Scope:
     def describe(self) -> str:
         if self.everywhere:
             return "everywhere"
-        head = " ".join(
-            p
-            for p in (
-                f"model {' or '.join(self.models)}" if self.models else "",
-                f"on {' or '.join(self.hardware)}" if self.hardware else "",
-            )
-            if p
-        )
-        parts = [head] if head else []
+        head = [f"model {' or '.join(self.models)}"] if self.models else []
+        head += [f"on {' or '.join(self.hardware)}"] if self.hardware else []
+        parts = [" ".join(head)] if head else []
         if self.modes:
             parts.append(" or ".join("PD" if m is Mode.PD else "single server" for m in self.modes))
         if self.roles:
