@@ -52,11 +52,9 @@ def find_use(guard: Guard, line: str, *, python: bool = False, following: str = 
 def _first_use(guard: Guard, text: str, *, python: bool, limit: int) -> str | None:
     """The first use that starts before ``limit`` (the end of the line itself)."""
     for start, found, value, literal in _uses(guard, text, python=python):
-        if start >= limit:
-            continue
         # without values: any use on a command line; a truthy literal in code
         ok = guard.values.fullmatch(value) if guard.values is not None else not literal or value.lower() not in _FALSY
-        if ok:
+        if ok and start < limit:
             return found
     return None
 
