@@ -53,7 +53,6 @@ def envelope(command: str, code: ExitCode, data: Any, errors: Sequence[Problem] 
             "errors": [p.to_dict() for p in errors],
         },
         indent=2,
-        sort_keys=False,
     )
 
 
