@@ -115,8 +115,5 @@ class Scope:
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in ("models", "hardware", "modes", "roles", "unstated"):
-            if value := getattr(self, name):
-                out[name] = [str(v) for v in value]
-        return out
+        names = ("models", "hardware", "modes", "roles", "unstated")
+        return {name: [str(v) for v in value] for name in names if (value := getattr(self, name))}
