@@ -87,12 +87,8 @@ def execute(ctx: typer.Context, body: Callable[[], Shown]) -> int:
     """Run a command's body and show its result; the one place where an error becomes a message
     and an exit code."""
     inv = invocation(ctx)
-    style = Style(
-        colour=not inv.as_json
-        and sys.stdout.isatty()
-        and not os.environ.get("NO_COLOR")
-        and os.environ.get("TERM") != "dumb"
-    )
+    plain = inv.as_json or not sys.stdout.isatty() or os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb"
+    style = Style(colour=not plain)
     try:
         confinement.check_outputs(inv)
         inv = ctx.obj = confinement.confined(ctx, inv)

@@ -218,18 +218,9 @@ class Rejection:
         elif "evidence" not in f.data:
             f.problem("evidence", "missing required key", hint="add [[rejected.evidence]] with what was measured")
         rows, guards, revisits = complete(evidence), complete(knobs), complete(revisit_when)
-        if (
-            ident is None
-            or title is None
-            or tried is None
-            or verdict is None
-            or reason is None
-            or revisit is None
-            or not rows
-            or guards is None
-            or revisits is None
-            or scope is None
-        ):
+        if ident is None or title is None or tried is None or verdict is None or reason is None or revisit is None:
+            return None
+        if not rows or guards is None or revisits is None or scope is None:
             return None
         return cls(
             id=ident,

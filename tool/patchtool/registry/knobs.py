@@ -65,12 +65,8 @@ def _uses(guard: Guard, text: str, *, python: bool) -> Iterator[tuple[int, str, 
     for name in (guard.name, *guard.aliases):
         for pattern, literal in _use_patterns(kind, name):
             for m in pattern.finditer(text):
-                if (
-                    python
-                    and kind == "flag"
-                    and not literal
-                    and text[max(0, m.start() - 1) : m.start()] not in ("'", '"')
-                ):
+                unquoted = text[max(0, m.start() - 1) : m.start()] not in ("'", '"')
+                if python and kind == "flag" and not literal and unquoted:
                     continue
                 yield m.start(), m.group(0).strip(), unwrap(m.group("value") or ""), literal
         if kind == "config":

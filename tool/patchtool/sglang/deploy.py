@@ -233,14 +233,10 @@ def scan_text(
         seen = [lines[n - 1] for n in (*launch.lines, *plan.shared.lines)]
         for entry in registry.entries:
             for guard in entry.knobs:
-                # a launch whose role is unknown is not asked for a flag only one role needs
-                if (
-                    not guard.missing
-                    or not guard.applies_to(file, launch.roles)
-                    or (guard.roles and not launch.roles & set(guard.roles))
-                ):
+                if not guard.missing or not guard.applies_to(file, launch.roles):
                     continue
-                if any(guard.match(line) for line in seen):
+                # a launch whose role is unknown is not asked for a flag only one role needs
+                if (guard.roles and not launch.roles & set(guard.roles)) or any(guard.match(line) for line in seen):
                     continue
                 missing = Finding(
                     file=file,
