@@ -145,13 +145,9 @@ def _outputs_follow_no_repository_link(inv: Invocation) -> None:
             here = here / part
             if here.is_symlink():
                 rel = here.relative_to(root).as_posix()
-                what = (
-                    f"{output} is a symbolic link"
-                    if here == target
-                    else f"{output} lies through {rel}, a symbolic link"
-                )
+                how = "is" if here == target else f"lies through {rel},"
                 raise UsageError(
-                    f"{what} in the repository; patchtool writes nothing through one",
+                    f"{output} {how} a symbolic link in the repository; patchtool writes nothing through one",
                     file=rel,
                     hint="name an output outside the repository, or remove the link",
                 )

@@ -217,14 +217,10 @@ def status_head(report: StatusReport, style: Style) -> list[str]:
     r = report.rebase
     if r is None:
         return unexported_lines(report.unexported, style)
-    where = (
-        (
-            f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {len(report.patches)}); "
-            f"resolve it in {r.worktree}"
-        )
-        if r.stopped_at
-        else f"{r.done} of {len(report.patches)} through"
-    )
+    n = len(report.patches)
+    where = f"{r.done} of {n} through"
+    if r.stopped_at:
+        where = f"stopped at {style.bold(r.stopped_at)} (patch {r.done + 1} of {n}); resolve it in {r.worktree}"
     return [
         f"{style.bad('rebase in progress')}: {r.old_pin} -> {r.new_pin}, {where}; then "
         "`patchtool rebase --continue` (or --skip --reason ..., --abort)",
