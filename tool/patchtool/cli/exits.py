@@ -183,9 +183,8 @@ def _conflict(inv: Invocation, exc: ApplyConflict, style: Style) -> int:
         from patchtool.series.apply import SeriesResult
 
         if isinstance(result, RebaseReport):  # a rebase's stop and what to do there, wrapped to the terminal
-            out = (
-                f"{rebase_text(result, style)}\n{fill(exc.message, style, prefix=style.bad('error') + ': ', indent=2)}"
-            )
+            error = fill(exc.message, style, prefix=style.bad("error") + ": ", indent=2)
+            out = f"{rebase_text(result, style)}\n{error}"
             return out + (f"\n{fill(exc.hint, style, prefix='  hint: ', indent=4)}" if exc.hint else "")
         shown = series_text(result, style) if isinstance(result, SeriesResult) else ""
         out = f"{shown}\n{style.bad('error')}: {exc.message}"
