@@ -277,12 +277,8 @@ def rebase(
                 project, upstream, to, dry_run=dry_run, widen=widen, choice=choice, history=history
             )
         else:
-            report = transaction.resume(
-                project,
-                upstream,
-                skip=transaction.Skip(reason=reason, merged=merged, all_evidenced=all_evidenced) if skip else None,
-                widen=widen,
-            )
+            skipped = transaction.Skip(reason=reason, merged=merged, all_evidenced=all_evidenced) if skip else None
+            report = transaction.resume(project, upstream, skip=skipped, widen=widen)
     except ApplyConflict as exc:
         if report_file is not None and isinstance(exc.result, transaction.RebaseReport):
             write_report(invocation(ctx), report_file, _rebase_page(report_file, exc.result), repository=project.root)

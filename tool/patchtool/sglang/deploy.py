@@ -118,7 +118,7 @@ def _split(node: _Node, blocks: list[_Node], shared: list[int]) -> None:
 
 def _tree(lines: list[str]) -> _Node:
     """A root with every logical line under it, nested by indentation."""
-    marker = any(_LAUNCH_RE.search(line) for line in lines)
+    launch = _LAUNCH_RE if any(_LAUNCH_RE.search(line) for line in lines) else _SERVER_ARGS_RE
     root = _Node(lines=[], indent=-1, launch=False)
     stack = [root]
     i = 0
@@ -133,11 +133,7 @@ def _tree(lines: list[str]) -> _Node:
             numbers.append(i + 1)
         text = " ".join(lines[n - 1] for n in numbers)
         indent = len(line) - len(line.lstrip())
-        node = _Node(
-            lines=numbers,
-            indent=indent,
-            launch=bool(_LAUNCH_RE.search(text) if marker else _SERVER_ARGS_RE.search(text)),
-        )
+        node = _Node(lines=numbers, indent=indent, launch=bool(launch.search(text)))
         while stack[-1].indent >= indent:
             stack.pop()
         stack[-1].children.append(node)
