@@ -53,13 +53,11 @@ def pin_add(
     pin = pinning.new_pin(project, cache(ctx), version, git_url=git_url, tag=tag, choice=choice)
     warning = unknown_tag(cache(ctx), pin)
     added = pinning.PinAdded(pin, tuple(pinning.write_pin(project.root, pin)), () if warning is None else (warning,))
-    source = (
-        f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"
-        if pin.use == "artifact" and pin.artifact
-        else f"{pin.git.tag} at {pin.git.commit}"
-        if pin.git
-        else ""
-    )
+    source = ""
+    if pin.use == "artifact" and pin.artifact:
+        source = f"{pin.artifact.filename}, sha256 {pin.artifact.sha256[:12]}"
+    elif pin.git:
+        source = f"{pin.git.tag} at {pin.git.commit}"
     return Shown(
         data=added,
         text=lambda style: "\n".join(

@@ -79,8 +79,7 @@ class RevisitReport:
 
 def revisit(project: Project, registry: reg.Registry, cache: Cache, pin_name: str | None) -> RevisitReport:
     pin = project.pin(pin_name)
-    base = cache.ensure(pin)
-    results = revisit_at(registry, cache.repo, base.tree, pin.version)
+    results = revisit_at(registry, cache.repo, cache.ensure(pin).tree, pin.version)
     return RevisitReport(pin=pin.name, version=str(pin.version), results=tuple(results))
 
 
