@@ -83,6 +83,5 @@ def _text(done: "Initialised", style: Style) -> str:
         lines.append(f"prefix ({how}): {art.prefix_from_template or './'} -> {art.prefix_to or './'}{at}")
     if pin.git is not None:
         lines.append(f"git: {pin.git.url} {pin.git.tag} at {pin.git.commit}")
-    lines.append(f"wrote {', '.join(done.written)}")
-    lines.append(check_text(done.check, style))
+    lines += [f"wrote {', '.join(done.written)}", check_text(done.check, style)]
     return "\n".join(lines)

@@ -108,8 +108,7 @@ def series_text(series: SeriesResult, style: Style) -> str:
         lines.append(f"  {word:<8} {r.id}{style.dim(commit)}")
         for f in r.failures:
             where = f"hunk {f.hunk} {f.header}" if f.hunk else "whole patch"
-            lines.append(f"      {f.file}: {where}")
-            lines.append(f"        why: {f.reason}" + (f" - {f.detail}" if f.detail else ""))
+            lines += [f"      {f.file}: {where}", f"        why: {f.reason}" + (f" - {f.detail}" if f.detail else "")]
     return "\n".join(lines)
 
 
@@ -381,10 +380,8 @@ def provenance_text(report: ProvenanceReport, style: Style) -> str:
     prov, up = report.provenance, report.provenance.upstream
     where = f"wheel {report.location}" if report.kind == "wheel" else f"installed in {report.location}"
     lines = [f"{style.bold(up.name + ' ' + prov.version)} ({where})"]
-    if up.source == "artifact":
-        lines.append(f"upstream: {up.name} {up.version} from {up.filename} (sha256 {up.sha256})")
-    else:
-        lines.append(f"upstream: {up.name} {up.version} from {up.url} at {up.tag} ({up.commit})")
+    origin = f"{up.filename} (sha256 {up.sha256})" if up.source == "artifact" else f"{up.url} at {up.tag} ({up.commit})"
+    lines.append(f"upstream: {up.name} {up.version} from {origin}")
     lines.append(f"pin: {prov.pin}; series hash {prov.series_hash}; built by patchtool {prov.tool_version}")
     lines.append(f"patches ({len(prov.patches)}):")
     lines += [
