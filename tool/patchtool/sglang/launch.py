@@ -73,10 +73,7 @@ def _model(scope: Scope, launch: LaunchFacts) -> tuple[Verdict, str]:
     if launch.model is None:
         return Verdict.UNKNOWN, "no model path (give --model)"
     if isinstance(launch.model, Unstated):
-        return (
-            Verdict.UNKNOWN,
-            f"the model path is set by {launch.model}, which the file does not state (give --model)",
-        )
+        return Verdict.UNKNOWN, f"the model path is set by {launch.model}, which the file does not state (give --model)"
     if any(fnmatch.fnmatch(launch.model.lower(), g.lower()) for g in scope.models):
         return Verdict.IN, ""
     if _HUB_ID.fullmatch(launch.model):  # a hub id names the model
