@@ -291,8 +291,7 @@ class Registry:
         for e in self.entries:
             if e.id == ident:
                 return e
-        known = ", ".join(e.id for e in self.entries)
-        raise KeyError(f"no rejected idea {ident!r}; known: {known}")
+        raise KeyError(f"no rejected idea {ident!r}; known: {', '.join(e.id for e in self.entries)}")
 
     @property
     def ids(self) -> frozenset[str]:
