@@ -122,9 +122,6 @@ class Payload:
             h.update(f"{r.path},{r.hash},{r.size}\n".encode())
         return cls(files=len(ordered), sha256=h.hexdigest())
 
-    def to_dict(self) -> dict[str, int | str]:
-        return {"files": self.files, "sha256": self.sha256}
-
 
 def installed_path(member: str, *, dist_info: str) -> str | None:
     """Where an installer puts wheel member ``member``, relative to site-packages; None for the
