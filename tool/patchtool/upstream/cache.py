@@ -79,26 +79,34 @@ class Cache:
     def locked(self) -> Iterator[None]:
         """Hold the cache's lock, alone; again from inside it is a no-op. Busy (exit 75) when
         another command keeps it past ``$PATCHTOOL_LOCK_TIMEOUT``, as the repository's lock."""
-        with self._thread_lock:
-            if self._held:
-                self._held += 1
-                try:
-                    yield
-                finally:
-                    self._held -= 1
-                return
-            self.root.mkdir(parents=True, exist_ok=True)
-            path = self.root / "lock"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-            try:
+        with self._thread_lock, contextlib.ExitStack() as outermost:
+            if not self._held:
+                self.root.mkdir(parents=True, exist_ok=True)
+                path = self.root / "lock"
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+                outermost.callback(os.close, fd)  # releases the lock
                 lock.wait_for(fd, path, exclusive=True, what=f"the cache {self.root}")
-                self._held = 1
-                try:
-                    yield
-                finally:
-                    self._held = 0
+            self._held += 1
+            try:
+                yield
             finally:
-                os.close(fd)  # releases the lock
+                self._held -= 1
+
+    def fetch(self, url: SourceUrl, refspec: str) -> None:
+        """``refspec`` fetched from ``url`` into the cache, under its lock, as far as its limits let."""
+        with self.locked():
+            git.Repo.init_bare(self.repo.git_dir)
+            self.repo.fetch(url, refspec, allow_local=self.allow_local, limits=self.fetch_limits)
+
+    def fetch_tag(self, url: SourceUrl, tag: str) -> str | None:
+        """The commit the tag ``tag`` at ``url`` names, fetched into the cache (its objects stay, its ref
+        does not)."""
+        fetched = fetch_ref(url, tag)
+        with self.locked():
+            self.fetch(url, f"+refs/tags/{tag}:{fetched}")
+            commit = self.repo.resolve(fetched)
+            self.repo.delete_ref(fetched)
+        return commit
 
     def ensure(self, pin: Pin) -> Base:
         """The pin's upstream in the cache (imported or fetched when missing), verified; the answer

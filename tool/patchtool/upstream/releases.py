@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patchtool import git
 from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
 from patchtool.names import ArtifactFilename, PinName, PrefixTemplate
 from patchtool.project.pins import (
@@ -27,7 +26,6 @@ from patchtool.project.pins import (
     release_pin_name,
 )
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releasefiles import KINDS, FileChoice, kind_of, release_file
 from patchtool.versions import parse_version
 
@@ -221,17 +219,10 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
     src = pin.git
     assert src is not None
     tag = src.at(version, was=pin.version).tag
-    fetched = fetch_ref(src.url, tag)
-    with cache.locked():
-        git.Repo.init_bare(cache.repo.git_dir)
-        try:
-            cache.repo.fetch(
-                src.url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local, limits=cache.fetch_limits
-            )
-        except GitError as exc:
-            raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
-        commit = cache.repo.resolve(fetched)
-        cache.repo.delete_ref(fetched)
+    try:
+        commit = cache.fetch_tag(src.url, tag)
+    except GitError as exc:
+        raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
     return Pin(
         name=name,
         upstream=pin.upstream,
@@ -332,12 +323,10 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
             )
         commit = cache.repo.resolve(target)
         if commit is None:
-            with cache.locked():
-                git.Repo.init_bare(cache.repo.git_dir)
-                try:
-                    cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local, limits=cache.fetch_limits)
-                except GitError as exc:
-                    raise UpstreamError(f"could not fetch commit {target} from {pin.git.url}: {exc}") from None
+            try:
+                cache.fetch(pin.git.url, target)
+            except GitError as exc:
+                raise UpstreamError(f"could not fetch commit {target} from {pin.git.url}: {exc}") from None
             commit = cache.repo.resolve(target)
         if commit is None:
             raise UpstreamError(f"commit {target} is not in {pin.git.url}")
