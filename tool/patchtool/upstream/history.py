@@ -189,9 +189,7 @@ class History:
     def changes(self, paths: Sequence[str]) -> dict[str, list[Change]]:
         """Each path's ``-U0`` hunks of every commit between the tags that changed it, oldest
         first: one ``git log -p -U0`` over all of ``paths``."""
-        if not paths:
-            return {}
-        found = self._files(paths)
+        found = self._files(paths) if paths else None
         if found is None:
             return {}
         out: dict[str, list[Change]] = {}

@@ -188,14 +188,12 @@ def survey(cache: Cache, this: Path) -> CacheReport:
     if not (cache.repo.git_dir / "HEAD").is_file():
         return CacheReport(path=str(cache.root), size_bytes=_tree_size(cache.root) if cache.root.is_dir() else 0)
     registered = _registered(cache)
-    users = _users(this, registered)
-    checkouts = tuple(w.path for w in cache.repo.worktrees()[1:])
     return CacheReport(
         path=str(cache.root),
         size_bytes=_tree_size(cache.root),
-        releases=tuple(_releases(cache, users)),
+        releases=tuple(_releases(cache, _users(this, registered))),
         namespaces=tuple(_namespaces(cache, this, registered)),
-        checkouts=checkouts,
+        checkouts=tuple(w.path for w in cache.repo.worktrees()[1:]),
         objects=housekeeping.count_objects(cache.repo),
     )
 
