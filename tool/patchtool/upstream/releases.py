@@ -79,14 +79,11 @@ def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache, choice:
     none): its own file in upstream-pins/ when there is one (a pin written or corrected by hand is
     taken as it is), else one found through ``pin``'s sources, named as ``pin_name_for`` says."""
     kind = choice.kind or pin_kind(pin)
-    found = _pinned(root, pin, version, kind, choice)
-    if found is not None:
+    if (found := _pinned(root, pin, version, kind, choice)) is not None:
         return found
     made = pin_for_version(pin, version, cache=cache, choice=choice)
-    if str(made.version) != str(version):  # the release's pin under its own spelling
-        found = _pinned(root, pin, made.version, kind, choice)
-        if found is not None:
-            return found
+    if str(made.version) != str(version) and (found := _pinned(root, pin, made.version, kind, choice)) is not None:
+        return found  # the release's pin under its own spelling
     return dataclasses.replace(made, name=pin_name_for(root, made, pin))
 
 
@@ -185,9 +182,8 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
                 f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 hex digest; refusing it",
                 hint="check the pin's 'index'",
             )
-        listed_size = entry.size
-        if type(listed_size) is not int or not 0 < listed_size <= MAX_ARTIFACT_BYTES:  # no bool, nothing a pin refuses
-            listed_size = None
+        size = entry.size  # an int (no bool) a pin takes, else unknown
+        listed_size = size if type(size) is int and 0 < size <= MAX_ARTIFACT_BYTES else None
         try:  # an sdist's top directory names its version: a literal prefix of the old one is moved with it
             new_art = dataclasses.replace(
                 art,
