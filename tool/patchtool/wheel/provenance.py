@@ -106,13 +106,7 @@ class PatchRecord:
 
     @classmethod
     def read(cls, f: Fields) -> PatchRecord:
-        out = cls(
-            id=f.string("id") or "",
-            file=f.string("file") or "",
-            sha256=f.string("sha256") or "",
-            subject=f.string("subject") or "",
-            commit=f.string("commit") or "",
-        )
+        out = cls(**{field.name: f.string(field.name) or "" for field in dataclasses.fields(cls)})
         f.done()
         return out
 
@@ -184,13 +178,10 @@ class Provenance:
                 tool.problem("name", "not written by patchtool")
             tool_version = tool.string("version") or ""
             tool.done()
-        pin = f.string("pin")
-        version = f.string("version")
-        series_hash = f.string("series_hash")
+        pin, version, series_hash = f.string("pin"), f.string("version"), f.string("series_hash")
         up = f.table("upstream")
         upstream = UpstreamSource.read(up) if up is not None else None
-        base = f.string("base")
-        tip = f.string("tip")
+        base, tip = f.string("base"), f.string("tip")
         package_copy = f.string("package_copy", required=False)
         epoch = f.integer("source_date_epoch", required=False, maximum=LAST_EPOCH)
         payload = None
@@ -363,9 +354,7 @@ def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
             f"no distribution named {target!r} is installed in {', '.join(paths) or 'sys.path'}",
             hint="pass a wheel file, a .dist-info directory, or --path SITE_PACKAGES",
         )
-    dist = found[0]
-    where = str(dist.locate_file(""))
-    return read_installed(dist, target=target, location=where)
+    return read_installed(found[0], target=target, location=str(found[0].locate_file("")))
 
 
 def _parse(raw: bytes, label: str) -> Provenance:
@@ -401,12 +390,13 @@ def _check_files(prov: Provenance, read: Callable[[str], bytes | None]) -> tuple
         data = read(rec.wheel_path)
         if rec.sha256 is None:
             state = "ok" if data is None else "present"
-            checks.append(FileCheck(path=rec.wheel_path, expected="absent", state=state))
         else:
             state = (
                 "missing" if data is None else "ok" if hashlib.sha256(data).hexdigest() == rec.sha256 else "modified"
             )
-            checks.append(FileCheck(path=rec.wheel_path, expected=rec.sha256, state=state))
+        checks.append(
+            FileCheck(path=rec.wheel_path, expected="absent" if rec.sha256 is None else rec.sha256, state=state)
+        )
         if state != "ok":
             what = {
                 "missing": "is missing",
