@@ -140,31 +140,30 @@ class Cache:
             if self.repo.resolve(ref) != src.commit:
                 return None
             return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref, source="git")
-        ref = _import_ref(pin)
-        existing = self._tag(ref)
-        if existing is None:
-            return None
-        commit, tree, message = existing
-        if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
-            return None
-        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+        assert pin.artifact is not None
+        return self._imported(pin, _import_ref(pin.artifact))[0]
 
     # -- release artifacts -------------------------------------------------------------
+    def _imported(self, pin: Pin, ref: str) -> tuple[Base | None, str]:
+        """The pin's import that ``ref`` names, verified, where it is of this import layout; and its
+        commit ("" where there is none): one of an older layout is the same file, imported again."""
+        existing = self._tag(ref)
+        if existing is None:
+            return None, ""
+        commit, tree, message = existing
+        if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
+            return None, commit
+        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact"), commit
+
     def _ensure_artifact(self, pin: Pin) -> Base:
         art = pin.artifact
         assert art is not None
-        ref = _import_ref(pin)
+        ref = _import_ref(art)
         self._tags.pop(ref, None)  # read again under the lock: another command may have moved it
-        existing = self._tag(ref)
-        old = ""
-        if existing is not None:
-            commit, tree, message = existing
-            record = self._verify_cached(pin, commit, tree, message)
-            if record.layout == IMPORT_LAYOUT:
-                return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
-            old = commit  # an older layout's import of the same file: import it again, as this one does
-        path = self.artifact_path(pin)
-        commit = self._import(pin, path)
+        found, old = self._imported(pin, ref)
+        if found is not None:
+            return found
+        commit = self._import(pin, self.artifact_path(pin))
         tree = self.repo.tree_of(commit)
         if art.tree is not None and tree != art.tree:
             raise UpstreamError(
@@ -182,7 +181,7 @@ class Cache:
         art = pin.artifact
         assert art is not None
         where = f"{PINS_DIR}/{pin.name}.toml"
-        tag = _import_ref(pin).removeprefix("refs/tags/")
+        tag = _import_ref(art).removeprefix("refs/tags/")
         drop = f"`git --git-dir={self.repo.git_dir} tag -d {tag}`"
         record = ImportRecord.parse(message)
         if record is None:
@@ -225,11 +224,7 @@ class Cache:
 
     def holds(self, art: Artifact) -> bool:
         """Whether the cache holds the import of exactly this artifact and its file."""
-        info = (
-            self._tag(import_ref(art.distribution, art.version, art.sha256, ImportRecord.mapping(art)))
-            if (self.repo.git_dir / "HEAD").is_file()
-            else None
-        )
+        info = self._tag(_import_ref(art)) if (self.repo.git_dir / "HEAD").is_file() else None
         record = ImportRecord.parse(info[2]) if info is not None else None
         return (
             record is not None
@@ -381,9 +376,7 @@ def download_rel(sha256: str, filename: str) -> str:
     return f"downloads/{sha256}/{filename}"
 
 
-def _import_ref(pin: Pin) -> str:
-    art = pin.artifact
-    assert art is not None
+def _import_ref(art: Artifact) -> str:
     return import_ref(art.distribution, art.version, art.sha256, ImportRecord.mapping(art))
 
 
