@@ -502,14 +502,10 @@ def metadata_version(path: Path, art: Artifact) -> Version | None:
                 raw = zf.read(names[0]) if names else b""
         else:
             with open_tar(path, art.filename) as (tf, bounded):
-                info = next(
-                    (
-                        ti
-                        for ti in tf
-                        if ti.isfile() and re.fullmatch(r"[^/]+/PKG-INFO", ti.name) and ti.size <= HEADER_LIMIT
-                    ),
-                    None,
+                infos = (
+                    t for t in tf if t.isfile() and re.fullmatch(r"[^/]+/PKG-INFO", t.name) and t.size <= HEADER_LIMIT
                 )
+                info = next(infos, None)
                 fh = tf.extractfile(info) if info is not None else None
                 with bounded.member(HEADER_LIMIT):
                     raw = fh.read() if fh else b""
