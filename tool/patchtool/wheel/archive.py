@@ -90,15 +90,8 @@ class ArchiveWriter:
         """A new member, deflated at ``DEFLATE_LEVEL``."""
         comp = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY)
         payload = comp.compress(data) + comp.flush()
-        self._header(
-            name,
-            zipfile.ZIP_DEFLATED,
-            date_time,
-            zlib.crc32(data),
-            len(payload),
-            len(data),
-            (0o100000 | (mode & 0o7777)) << 16,
-        )
+        attr = (0o100000 | (mode & 0o7777)) << 16  # a regular file with ``mode``
+        self._header(name, zipfile.ZIP_DEFLATED, date_time, zlib.crc32(data), len(payload), len(data), attr)
         self.out.write(payload)
         return Digest(hashlib.sha256(data).digest(), len(data))
 
