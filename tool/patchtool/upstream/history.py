@@ -287,17 +287,14 @@ def _sections(log: str) -> list[Section]:
         if current and path:
             out.append(Section(commit=commit, path=path, text="".join(current)))
 
-    lines = log.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    lines = iter(log.splitlines(keepends=True))
+    for line in lines:
         if line.startswith("commit ") and len(line.strip()) == 47:
             close()
             current, path = [], ""
             commit = line.split()[1]
-            i += 2  # the subject line
-            continue
-        if line.startswith("diff --git "):
+            next(lines, None)  # the subject line
+        elif line.startswith("diff --git "):
             close()
             current, path = [line], ""
         elif current:
@@ -306,41 +303,30 @@ def _sections(log: str) -> list[Section]:
                 name = line[4:].rstrip("\n")
                 if name != "/dev/null":
                     path = name[2:] if name[:2] in ("a/", "b/") else name
-        i += 1
     close()
     return out
 
 
 def _hunks(section: Section, subject: str) -> list[Change]:
-    out: list[Change] = []
-    head: tuple[tuple[int, int], tuple[int, int]] | None = None  # old and new: start, count
-    added: list[str] = []
-    removed: list[str] = []
-
-    def close() -> None:
-        if head is not None:
-            out.append(
-                Change(
-                    commit=section.commit,
-                    subject=subject,
-                    old=head[0],
-                    new=head[1],
-                    added=tuple(added),
-                    removed=tuple(removed),
-                )
-            )
-
+    found: list[tuple[re.Match[str], list[str], list[str]]] = []  # each hunk's head, added and removed lines
     for line in section.text.splitlines():
         if m := _HUNK.match(line):
-            close()
-            head = (int(m.group(1)), int(m.group(2) or "1")), (int(m.group(3)), int(m.group(4) or "1"))
-            added, removed = [], []
-        elif head is not None and line.startswith("+"):
-            added.append(line[1:])
-        elif head is not None and line.startswith("-"):
-            removed.append(line[1:])
-    close()
-    return out
+            found.append((m, [], []))
+        elif found and line.startswith("+"):
+            found[-1][1].append(line[1:])
+        elif found and line.startswith("-"):
+            found[-1][2].append(line[1:])
+    return [
+        Change(
+            commit=section.commit,
+            subject=subject,
+            old=(int(m.group(1)), int(m.group(2) or "1")),
+            new=(int(m.group(3)), int(m.group(4) or "1")),
+            added=tuple(added),
+            removed=tuple(removed),
+        )
+        for m, added, removed in found
+    ]
 
 
 def unknown_tag(cache: Cache, pin: Pin) -> str | None:
