@@ -233,20 +233,15 @@ def _sibling_entry(art: Artifact, files: list[IndexFile], version: Version) -> I
     """The index's entry of the file of ``version`` of the same kind as ``art``: the same archive
     (.tar.gz or .zip) first, then the name packaging writes."""
     listed = [e for e in files if release_version(art, e.filename) == version]
+    sibling = sibling_filename(art, version)
     if not listed:
         named = [e.filename for e in files]
         same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
         raise UpstreamError(
-            f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
+            f"{art.distribution} {version} has no {sibling} on the index",
             hint=f"files for {version}: {', '.join(same) or 'none'}",
         )
-    return min(
-        listed,
-        key=lambda e: (
-            _archive(e.filename) != _archive(art.filename),
-            e.filename != sibling_filename(art, version),
-        ),
-    )
+    return min(listed, key=lambda e: (_archive(e.filename) != _archive(art.filename), e.filename != sibling))
 
 
 def _across_layouts(cache: Cache, old: Pin, new: Pin) -> Artifact:
