@@ -370,14 +370,8 @@ def _parse(raw: bytes, label: str) -> Provenance:
 def _version_problem(prov: Provenance, metadata_version: str | None, where: str) -> list[Problem]:
     if metadata_version == prov.version:
         return []
-    return [
-        Problem(
-            file=where,
-            code="version",
-            message=f"METADATA says version {metadata_version}, "
-            f"the provenance record says {prov.version}: the record belongs to another build",
-        )
-    ]
+    why = f"the provenance record says {prov.version}: the record belongs to another build"
+    return [Problem(file=where, code="version", message=f"METADATA says version {metadata_version}, {why}")]
 
 
 def _check_files(prov: Provenance, read: Callable[[str], bytes | None]) -> tuple[list[FileCheck], list[Problem]]:
@@ -432,16 +426,12 @@ def _check_record(
             )
         )
         if here != prov.payload:
-            payload_problem.append(
-                Problem(
-                    file=record,
-                    code="payload",
-                    message=f"lists {here.files} package files (payload sha256 {here.sha256[:16]}...), but the build "
-                    f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
-                    "changed, added or removed and RECORD rewritten after the build",
-                    hint=_NOT_THE_BUILD,
-                )
+            why = (
+                f"lists {here.files} package files (payload sha256 {here.sha256[:16]}...), but the build "
+                f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
+                "changed, added or removed and RECORD rewritten after the build"
             )
+            payload_problem.append(Problem(file=record, code="payload", message=why, hint=_NOT_THE_BUILD))
     if installed:  # what an installer put outside site-packages is not the build's: never read
         rows = {path: row for path, row in rows.items() if paths.tree_path_problem(path) is None}
     # an installer lists the .pyc files it compiles without a hash; a wheel has none of those
@@ -501,14 +491,12 @@ def _report(
 
 def read_wheel(path: Path) -> ProvenanceReport:
     label = path.name
+    hint = "the wheel file is damaged or hostile; build it again"
     with (
         damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"),
-        open_zip(path, label, hint="the wheel file is damaged or hostile; build it again", error=InvalidInput) as zf,
+        open_zip(path, label, hint=hint, error=InvalidInput) as zf,  # the import's bounds, here and below
     ):
-        hint = "the wheel file is damaged or hostile; build it again"
-        names = {
-            i.filename for i in safe_members(zf, label, packed=path.stat().st_size, hint=hint, error=InvalidInput)
-        }  # the import's bounds
+        names = {i.filename for i in safe_members(zf, label, packed=path.stat().st_size, hint=hint, error=InvalidInput)}
 
         def read(member: str) -> bytes | None:
             if member not in names:
