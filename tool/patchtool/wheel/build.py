@@ -49,8 +49,11 @@ class BuildResult:
     way: str  # "repack" | "build"
     source: str  # the release wheel's file name, or the git url and commit
     wheel: Repacked
-    provenance: Provenance
     warnings: tuple[str, ...] = ()  # what the build backend warned about
+
+    @property
+    def provenance(self) -> Provenance:
+        return self.wheel.provenance
 
     def to_dict(self) -> dict[str, Any]:
         w = self.wheel
@@ -231,7 +234,7 @@ def _repack_release(
         provenance=prov,
         date_time=when,
     )
-    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked, provenance=repacked.provenance)
+    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked)
 
 
 # -- ways (b) and (c): build the patched git checkout, or the patched sdist by explicit choice ----
@@ -344,14 +347,7 @@ def _build_tree(
             date_time=date_time_of(epoch),
             restamp=True,
         )
-    return BuildResult(
-        pin=pin.name,
-        way="build",
-        source=source,
-        wheel=repacked,
-        provenance=repacked.provenance,
-        warnings=notes,
-    )
+    return BuildResult(pin=pin.name, way="build", source=source, wheel=repacked, warnings=notes)
 
 
 def _built_files(
