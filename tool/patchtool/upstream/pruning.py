@@ -42,8 +42,8 @@ class Release:
     ref: str
     kind: str  # "artifact" or "git"
     version: str
-    filename: str | None
-    download_bytes: int
+    filename: str | None = None
+    download_bytes: int = 0
     used_by: tuple[str, ...]  # "<project dir>: <pin>"
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,14 +152,7 @@ def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
         pins = [(where, p) for where, p in users if p.use == "git" and p.git and git_ref(p.git.url, p.git.tag) == ref]
         version = pins[0][1].git.tag if pins and pins[0][1].git else ref.removeprefix(GIT_SOURCES)
         out.append(
-            Release(
-                ref=ref,
-                kind="git",
-                version=version,
-                filename=None,
-                download_bytes=0,
-                used_by=tuple(f"{where}: {p.name}" for where, p in pins),
-            )
+            Release(ref=ref, kind="git", version=version, used_by=tuple(f"{where}: {p.name}" for where, p in pins))
         )
     return out
 
