@@ -375,11 +375,9 @@ def _locked_part(out: Path, filename: str) -> tuple[BinaryIO, Path]:
         part = out / f".{filename}.{uuid.uuid4().hex[:8]}.part"
         fh = open(part, "xb")  # noqa: SIM115 -- returned, locked, to the caller
         fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             if os.stat(part).st_ino == os.fstat(fh.fileno()).st_ino:
                 return fh, part
-        except FileNotFoundError:
-            pass
         fh.close()
 
 
