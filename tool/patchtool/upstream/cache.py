@@ -92,18 +92,22 @@ class Cache:
             finally:
                 self._held -= 1
 
-    def fetch(self, url: SourceUrl, refspec: str) -> None:
-        """``refspec`` fetched from ``url`` into the cache, under its lock, as far as its limits let."""
+    def fetch(self, url: SourceUrl, refspec: str, what: str, *, hint: str | None = None) -> None:
+        """``refspec`` fetched from ``url`` into the cache, under its lock, within its limits; where git
+        fails, UpstreamError: could not fetch ``what``."""
         with self.locked():
             git.Repo.init_bare(self.repo.git_dir)
-            self.repo.fetch(url, refspec, allow_local=self.allow_local, limits=self.fetch_limits)
+            try:
+                self.repo.fetch(url, refspec, allow_local=self.allow_local, limits=self.fetch_limits)
+            except GitError as exc:
+                raise UpstreamError(f"could not fetch {what} from {url}: {exc}", hint=hint) from None
 
-    def fetch_tag(self, url: SourceUrl, tag: str) -> str | None:
+    def fetch_tag(self, url: SourceUrl, tag: str, *, hint: str | None = None) -> str | None:
         """The commit the tag ``tag`` at ``url`` names, fetched into the cache (its objects stay, its ref
         does not)."""
         fetched = fetch_ref(url, tag)
         with self.locked():
-            self.fetch(url, f"+refs/tags/{tag}:{fetched}")
+            self.fetch(url, f"+refs/tags/{tag}:{fetched}", f"tag {tag}", hint=hint)
             commit = self.repo.resolve(fetched)
             self.repo.delete_ref(fetched)
         return commit

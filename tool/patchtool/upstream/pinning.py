@@ -17,7 +17,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git
-from patchtool.errors import GitError, UpstreamError, UsageError
+from patchtool.errors import UpstreamError, UsageError
 from patchtool.project import journal
 from patchtool.project.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml, release_pin_name
 from patchtool.project.repository import Project
@@ -198,12 +198,7 @@ def git_source(cache: Cache, given: str, tag: str) -> GitSource:
         ) from None
     if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")
-    try:
-        commit = cache.fetch_tag(url, tag)
-    except GitError as exc:
-        raise UpstreamError(
-            f"could not fetch tag {tag} from {url}: {exc.message}", hint="check the URL and the tag"
-        ) from None
+    commit = cache.fetch_tag(url, tag, hint="check the URL and the tag")
     if commit is None:
         raise UpstreamError(f"tag {tag} at {url} names no commit")
     return GitSource(url=url, tag=tag, commit=commit)

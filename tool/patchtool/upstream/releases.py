@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
+from patchtool.errors import InvalidInput, UpstreamError, UsageError
 from patchtool.names import ArtifactFilename, PinName, PrefixTemplate
 from patchtool.project.pins import (
     MAX_ARTIFACT_BYTES,
@@ -215,10 +215,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
     src = pin.git
     assert src is not None
     tag = src.at(version, was=pin.version).tag
-    try:
-        commit = cache.fetch_tag(src.url, tag)
-    except GitError as exc:
-        raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
+    commit = cache.fetch_tag(src.url, tag)
     return Pin(
         name=name,
         upstream=pin.upstream,
@@ -314,10 +311,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
             )
         commit = cache.repo.resolve(target)
         if commit is None:
-            try:
-                cache.fetch(pin.git.url, target)
-            except GitError as exc:
-                raise UpstreamError(f"could not fetch commit {target} from {pin.git.url}: {exc}") from None
+            cache.fetch(pin.git.url, target, f"commit {target}")
             commit = cache.repo.resolve(target)
         if commit is None:
             raise UpstreamError(f"commit {target} is not in {pin.git.url}")
