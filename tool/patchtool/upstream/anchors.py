@@ -88,9 +88,7 @@ class AnchorScan:
         self._start(tag, attrs)
         if tag in _RAW_TEXT:  # its content is text up to its end tag, whatever it holds
             close = self._find(f"</{tag}", pos, lower=True)
-            if close < 0:
-                return -1
-            return self._markup(close)
+            return -1 if close < 0 else self._markup(close)
         return pos
 
     def _attributes(self, pos: int) -> tuple[dict[str, str | None], int]:

@@ -127,6 +127,7 @@ def damage(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+HOSTILE_HINT = "the artifact is malformed or hostile; nothing was imported"
 DAMAGED_HINT = (
     "the file matches the pin's sha256, so the pin names a damaged file: check the pin "
     "against the index; nothing was imported"
@@ -161,11 +162,9 @@ class _Bounded:
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0 or n > self.limit:
-            raise UpstreamError(
-                f"{self.label}: a tar header asks to read {n if n >= 0 else 'all'} bytes at "
-                f"offset {self.raw.tell()}, more than the {self.limit} a header may hold (a "
-                "hostile long name or PAX header?); refusing it",
-                hint="the artifact is malformed or hostile; nothing was imported",
+            self.refuse(
+                f"a tar header asks to read {n if n >= 0 else 'all'} bytes at offset {self.raw.tell()}, more than "
+                f"the {self.limit} a header may hold (a hostile long name or PAX header?)"
             )
         start, out = self._mark(), []
         while n > 0 and (data := self.raw.read(min(n, _CHUNK))):
@@ -200,16 +199,10 @@ class _Bounded:
         elif inflated > RATIO_FLOOR and inflated > MAX_RATIO * max(packed, 1):
             why = f"brings the archive to {inflated} bytes from the first {packed} compressed"
         if why is not None:
-            raise UpstreamError(
-                f"{self.label}: entry {self.current!r} {why}, more than {MAX_RATIO} times as many (a tar bomb?); "
-                "refusing it",
-                hint="the artifact is malformed or hostile; nothing was imported",
-            )
+            self.refuse(f"entry {self.current!r} {why}, more than {MAX_RATIO} times as many (a tar bomb?)")
 
     def refuse(self, why: str) -> NoReturn:
-        raise UpstreamError(
-            f"{self.label}: {why}; refusing it", hint="the artifact is malformed or hostile; nothing was imported"
-        )
+        raise UpstreamError(f"{self.label}: {why}; refusing it", hint=HOSTILE_HINT)
 
     @contextlib.contextmanager
     def member(self, size: int) -> Iterator[None]:
@@ -287,15 +280,8 @@ def open_tar(path: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _Bounded
     with path.open("rb") as fh:
         magic = fh.read(6)
         fh.seek(0)
-        opener: Any = (
-            gzip.open
-            if magic[:2] == b"\x1f\x8b"
-            else bz2.open
-            if magic[:3] == b"BZh"
-            else lzma.open
-            if magic == b"\xfd7zXZ\x00"
-            else contextlib.nullcontext
-        )
+        openers = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
+        opener: Any = next((o for m, o in openers.items() if magic.startswith(m)), contextlib.nullcontext)
         with opener(fh) as raw:
             bounded = _Bounded(raw, label, packed=fh)
             with tarfile.open(fileobj=cast("IO[bytes]", bounded), mode="r:", tarinfo=_Header) as tf:
@@ -340,9 +326,8 @@ def _files(path: Path, art: Artifact) -> Iterator[tuple[list[FileWrite], _Wheel 
     with contextlib.ExitStack() as opened:
         with damaged_as_error(art.filename, hint=DAMAGED_HINT):
             if art.is_wheel:
-                hostile = "the artifact is malformed or hostile; nothing was imported"
-                zf = opened.enter_context(open_zip(path, art.filename, hint=hostile))
-                wheel = zf, safe_members(zf, art.filename, packed=path.stat().st_size, hint=hostile)
+                zf = opened.enter_context(open_zip(path, art.filename, hint=HOSTILE_HINT))
+                wheel = zf, safe_members(zf, art.filename, packed=path.stat().st_size, hint=HOSTILE_HINT)
                 for info in wheel[1]:
                     dest = _repository_path(info.filename, art)
                     if dest is not None:
@@ -421,14 +406,13 @@ def tar_members(path: Path, label: str) -> Iterator[list[tuple[tarfile.TarInfo, 
     all than an archive may have), and every member's data inflated on the way without being
     kept, so a bomb is refused before it is read."""
     packed, unpacked, done = path.stat().st_size, 0, 0
-    hostile = "the artifact is malformed or hostile; nothing was imported"
-    names = MemberNames(label, hint=hostile)
+    names = MemberNames(label, hint=HOSTILE_HINT)
     listed: list[tuple[tarfile.TarInfo, Callable[[], bytes]]] = []
     with open_tar(path, label) as (tf, bounded):
         with progress.task(f"read {label}", total=packed, unit="bytes") as shown:
             for count, ti in enumerate(tf, 1):
                 if count > members.MAX_MEMBERS:  # tarfile keeps every header it has read
-                    raise UpstreamError(members.too_many(label), hint=hostile)
+                    raise UpstreamError(members.too_many(label), hint=HOSTILE_HINT)
                 shown.advance(bounded.packed.tell() - done)  # the compressed bytes read so far
                 done = bounded.packed.tell()
                 unpacked += ti.size
@@ -442,11 +426,11 @@ def tar_members(path: Path, label: str) -> Iterator[list[tuple[tarfile.TarInfo, 
                         f"{MAX_RATIO} times as many (a tar bomb?)"
                     )
                 if why is not None:
-                    raise UpstreamError(f"{label}: entry {ti.name!r} {why}; refusing it", hint=hostile)
+                    bounded.refuse(f"entry {ti.name!r} {why}")
                 name = ti.name.removesuffix("/") if ti.isdir() else ti.name
                 why = tree_path_problem(name)
                 if why is not None:
-                    raise UpstreamError(f"{label}: entry {name!r} is not a safe path: {why}; refusing it", hint=hostile)
+                    bounded.refuse(f"entry {name!r} is not a safe path: {why}")
                 names.add(ti.name, is_dir=ti.isdir())
                 bounded.current = ti.name  # its data is inflated next, as tarfile skips it
                 if ti.isdir():
@@ -483,9 +467,8 @@ def member_names(path: Path, art: Artifact) -> list[str]:
 
     with damaged_as_error(art.filename, hint=DAMAGED_HINT):
         if art.is_wheel:
-            hostile = "the artifact is malformed or hostile; nothing was imported"
-            with open_zip(path, art.filename, hint=hostile) as zf:
-                listed = safe_members(zf, art.filename, packed=path.stat().st_size, hint=hostile)
+            with open_zip(path, art.filename, hint=HOSTILE_HINT) as zf:
+                listed = safe_members(zf, art.filename, packed=path.stat().st_size, hint=HOSTILE_HINT)
                 return sorted(info.filename for info in listed)
         with tar_members(path, art.filename) as headers:
             return sorted(ti.name for ti, _ in headers)
@@ -519,14 +502,10 @@ def metadata_version(path: Path, art: Artifact) -> Version | None:
                 raw = zf.read(names[0]) if names else b""
         else:
             with open_tar(path, art.filename) as (tf, bounded):
-                info = next(
-                    (
-                        ti
-                        for ti in tf
-                        if ti.isfile() and re.fullmatch(r"[^/]+/PKG-INFO", ti.name) and ti.size <= HEADER_LIMIT
-                    ),
-                    None,
+                infos = (
+                    t for t in tf if t.isfile() and re.fullmatch(r"[^/]+/PKG-INFO", t.name) and t.size <= HEADER_LIMIT
                 )
+                info = next(infos, None)
                 fh = tf.extractfile(info) if info is not None else None
                 with bounded.member(HEADER_LIMIT):
                     raw = fh.read() if fh else b""

@@ -79,26 +79,38 @@ class Cache:
     def locked(self) -> Iterator[None]:
         """Hold the cache's lock, alone; again from inside it is a no-op. Busy (exit 75) when
         another command keeps it past ``$PATCHTOOL_LOCK_TIMEOUT``, as the repository's lock."""
-        with self._thread_lock:
-            if self._held:
-                self._held += 1
-                try:
-                    yield
-                finally:
-                    self._held -= 1
-                return
-            self.root.mkdir(parents=True, exist_ok=True)
-            path = self.root / "lock"
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-            try:
+        with self._thread_lock, contextlib.ExitStack() as outermost:
+            if not self._held:
+                self.root.mkdir(parents=True, exist_ok=True)
+                path = self.root / "lock"
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+                outermost.callback(os.close, fd)  # releases the lock
                 lock.wait_for(fd, path, exclusive=True, what=f"the cache {self.root}")
-                self._held = 1
-                try:
-                    yield
-                finally:
-                    self._held = 0
+            self._held += 1
+            try:
+                yield
             finally:
-                os.close(fd)  # releases the lock
+                self._held -= 1
+
+    def fetch(self, url: SourceUrl, refspec: str, what: str, *, hint: str | None = None) -> None:
+        """``refspec`` fetched from ``url`` into the cache, under its lock, within its limits; where git
+        fails, UpstreamError: could not fetch ``what``."""
+        with self.locked():
+            git.Repo.init_bare(self.repo.git_dir)
+            try:
+                self.repo.fetch(url, refspec, allow_local=self.allow_local, limits=self.fetch_limits)
+            except GitError as exc:
+                raise UpstreamError(f"could not fetch {what} from {url}: {exc}", hint=hint) from None
+
+    def fetch_tag(self, url: SourceUrl, tag: str, *, hint: str | None = None) -> str | None:
+        """The commit the tag ``tag`` at ``url`` names, fetched into the cache (its objects stay, its ref
+        does not)."""
+        fetched = fetch_ref(url, tag)
+        with self.locked():
+            self.fetch(url, f"+refs/tags/{tag}:{fetched}", f"tag {tag}", hint=hint)
+            commit = self.repo.resolve(fetched)
+            self.repo.delete_ref(fetched)
+        return commit
 
     def ensure(self, pin: Pin) -> Base:
         """The pin's upstream in the cache (imported or fetched when missing), verified; the answer
@@ -132,31 +144,30 @@ class Cache:
             if self.repo.resolve(ref) != src.commit:
                 return None
             return Base(pin=pin, commit=src.commit, tree=self.repo.tree_of(src.commit), ref=ref, source="git")
-        ref = _import_ref(pin)
-        existing = self._tag(ref)
-        if existing is None:
-            return None
-        commit, tree, message = existing
-        if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
-            return None
-        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
+        assert pin.artifact is not None
+        return self._imported(pin, _import_ref(pin.artifact))[0]
 
     # -- release artifacts -------------------------------------------------------------
+    def _imported(self, pin: Pin, ref: str) -> tuple[Base | None, str]:
+        """The pin's import that ``ref`` names, verified, where it is of this import layout; and its
+        commit ("" where there is none): one of an older layout is the same file, imported again."""
+        existing = self._tag(ref)
+        if existing is None:
+            return None, ""
+        commit, tree, message = existing
+        if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
+            return None, commit
+        return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact"), commit
+
     def _ensure_artifact(self, pin: Pin) -> Base:
         art = pin.artifact
         assert art is not None
-        ref = _import_ref(pin)
+        ref = _import_ref(art)
         self._tags.pop(ref, None)  # read again under the lock: another command may have moved it
-        existing = self._tag(ref)
-        old = ""
-        if existing is not None:
-            commit, tree, message = existing
-            record = self._verify_cached(pin, commit, tree, message)
-            if record.layout == IMPORT_LAYOUT:
-                return Base(pin=pin, commit=commit, tree=tree, ref=ref, source="artifact")
-            old = commit  # an older layout's import of the same file: import it again, as this one does
-        path = self.artifact_path(pin)
-        commit = self._import(pin, path)
+        found, old = self._imported(pin, ref)
+        if found is not None:
+            return found
+        commit = self._import(pin, self.artifact_path(pin))
         tree = self.repo.tree_of(commit)
         if art.tree is not None and tree != art.tree:
             raise UpstreamError(
@@ -174,7 +185,7 @@ class Cache:
         art = pin.artifact
         assert art is not None
         where = f"{PINS_DIR}/{pin.name}.toml"
-        tag = _import_ref(pin).removeprefix("refs/tags/")
+        tag = _import_ref(art).removeprefix("refs/tags/")
         drop = f"`git --git-dir={self.repo.git_dir} tag -d {tag}`"
         record = ImportRecord.parse(message)
         if record is None:
@@ -217,11 +228,7 @@ class Cache:
 
     def holds(self, art: Artifact) -> bool:
         """Whether the cache holds the import of exactly this artifact and its file."""
-        info = (
-            self._tag(import_ref(art.distribution, art.version, art.sha256, ImportRecord.mapping(art)))
-            if (self.repo.git_dir / "HEAD").is_file()
-            else None
-        )
+        info = self._tag(_import_ref(art)) if (self.repo.git_dir / "HEAD").is_file() else None
         record = ImportRecord.parse(info[2]) if info is not None else None
         return (
             record is not None
@@ -373,9 +380,7 @@ def download_rel(sha256: str, filename: str) -> str:
     return f"downloads/{sha256}/{filename}"
 
 
-def _import_ref(pin: Pin) -> str:
-    art = pin.artifact
-    assert art is not None
+def _import_ref(art: Artifact) -> str:
     return import_ref(art.distribution, art.version, art.sha256, ImportRecord.mapping(art))
 
 

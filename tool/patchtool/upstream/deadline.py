@@ -49,9 +49,7 @@ class Deadline:
     ``TooSlow`` from then on, and the download calls it after every read and every failure."""
 
     def __init__(self, what: str, seconds: float, clock: Callable[[], float]) -> None:
-        self.what = what
-        self.seconds = seconds
-        self.clock = clock
+        self.what, self.seconds, self.clock = what, seconds, clock
         self.end = clock() + seconds
         self._lock = threading.Lock()
         self._held: list[socket.socket] = []  # duplicates of the download's sockets, closed by ``release``

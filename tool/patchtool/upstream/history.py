@@ -92,13 +92,7 @@ class History:
                     )
                     wanted = sorted(t for t in listed if t in (self.old_tag, self.new_tag) or self._release(t))
                     if wanted:
-                        self.repo.fetch(
-                            self.url,
-                            [f"+refs/tags/{t}:refs/tags/{t}" for t in wanted],
-                            allow_local=self.cache.allow_local,
-                            limits=self.cache.fetch_limits,
-                            filter="tree:0",
-                        )
+                        self._fetch([f"+refs/tags/{t}:refs/tags/{t}" for t in wanted], "tree:0")
                 except GitError as exc:
                     raise UpstreamError(
                         f"could not fetch upstream's history from {self.url}: {exc}",
@@ -174,13 +168,8 @@ class History:
         old, new = found
         if self.repo.resolve(f"{_TREES}{new}") != new or self.repo.resolve(f"{_TREES}{old}") != old:
             with self.cache.locked():
-                self.repo.fetch(
-                    self.url,
-                    [f"+refs/tags/{t}:refs/tags/{t}" for t in (self.old_tag, self.new_tag)],
-                    allow_local=self.cache.allow_local,
-                    limits=self.cache.fetch_limits,
-                    filter="blob:none",
-                    refetch=True,
+                self._fetch(
+                    [f"+refs/tags/{t}:refs/tags/{t}" for t in (self.old_tag, self.new_tag)], "blob:none", refetch=True
                 )
                 for commit in (old, new):
                     self.repo.update_ref(f"{_TREES}{commit}", commit)
@@ -192,14 +181,7 @@ class History:
             blobs |= {blob for _, blob in self.repo.entries(self.repo.tree_of(old), list(paths)).values()}
             if blobs:
                 with self.cache.locked():
-                    self.repo.fetch(
-                        self.url,
-                        sorted(blobs),
-                        allow_local=self.cache.allow_local,
-                        limits=self.cache.fetch_limits,
-                        partial=True,
-                        by_id=True,
-                    )
+                    self._fetch(sorted(blobs), None, by_id=True)
                 self.fetched.append(f"the {len(blobs)} blob(s) of the patches' files between the tags")
             memo.remember(self.git_dir, "history-blobs", key, True)
         return old, new
@@ -207,9 +189,7 @@ class History:
     def changes(self, paths: Sequence[str]) -> dict[str, list[Change]]:
         """Each path's ``-U0`` hunks of every commit between the tags that changed it, oldest
         first: one ``git log -p -U0`` over all of ``paths``."""
-        if not paths:
-            return {}
-        found = self._files(paths)
+        found = self._files(paths) if paths else None
         if found is None:
             return {}
         out: dict[str, list[Change]] = {}
@@ -258,11 +238,11 @@ class History:
         if memo.recall(self.git_dir, "history-outside", commit) is not True:
             # fetched by id, never looked up first: reading a missing object of a partial clone is fatal to git
             with self.cache.locked():
-                self._by_id([parent[1], mine[1]], "blob:none")
+                self._fetch([parent[1], mine[1]], "blob:none", by_id=True)
                 self.fetched.append(f"the trees of {commit[:12]} and its parent (--filter=blob:none)")
                 blobs = sorted(self.repo.changed_blobs(parent[0], commit, ()))
                 if blobs:
-                    self._by_id(blobs, None)
+                    self._fetch(blobs, None, by_id=True)
                     self.fetched.append(f"the {len(blobs)} blob(s) {commit[:12]} changes")
             memo.remember(self.git_dir, "history-outside", commit, True)
         own = _sections(self.repo.log_patches(parent[0], commit, ()))
@@ -276,15 +256,17 @@ class History:
             got.setdefault(s.commit, {})[s.path] = pid
         return [sha for sha, pids in got.items() if all(pids.get(p) == pid for p, pid in wanted.items())]
 
-    def _by_id(self, objects: Sequence[str], filter: str | None) -> None:
+    def _fetch(self, wanted: Sequence[str], filter: str | None, *, refetch: bool = False, by_id: bool = False) -> None:
+        """Fetch ``wanted`` (refspecs, or object ids ``by_id`` into the partial clone) from the url."""
         self.repo.fetch(
             self.url,
-            list(objects),
+            list(wanted),
             allow_local=self.cache.allow_local,
             limits=self.cache.fetch_limits,
             filter=filter,
-            partial=True,
-            by_id=True,
+            refetch=refetch,
+            partial=by_id,
+            by_id=by_id,
         )
 
     def patch_ids(self, texts: Sequence[str]) -> list[str]:
@@ -305,17 +287,14 @@ def _sections(log: str) -> list[Section]:
         if current and path:
             out.append(Section(commit=commit, path=path, text="".join(current)))
 
-    lines = log.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
+    lines = iter(log.splitlines(keepends=True))
+    for line in lines:
         if line.startswith("commit ") and len(line.strip()) == 47:
             close()
             current, path = [], ""
             commit = line.split()[1]
-            i += 2  # the subject line
-            continue
-        if line.startswith("diff --git "):
+            next(lines, None)  # the subject line
+        elif line.startswith("diff --git "):
             close()
             current, path = [line], ""
         elif current:
@@ -324,46 +303,30 @@ def _sections(log: str) -> list[Section]:
                 name = line[4:].rstrip("\n")
                 if name != "/dev/null":
                     path = name[2:] if name[:2] in ("a/", "b/") else name
-        i += 1
     close()
     return out
 
 
 def _hunks(section: Section, subject: str) -> list[Change]:
-    out: list[Change] = []
-    head: tuple[int, int, int, int] | None = None
-    added: list[str] = []
-    removed: list[str] = []
-
-    def close() -> None:
-        if head is not None:
-            out.append(
-                Change(
-                    commit=section.commit,
-                    subject=subject,
-                    old=(head[0], head[1]),
-                    new=(head[2], head[3]),
-                    added=tuple(added),
-                    removed=tuple(removed),
-                )
-            )
-
+    found: list[tuple[re.Match[str], list[str], list[str]]] = []  # each hunk's head, added and removed lines
     for line in section.text.splitlines():
         if m := _HUNK.match(line):
-            close()
-            head = (
-                int(m.group(1)),
-                int(m.group(2) or "1"),
-                int(m.group(3)),
-                int(m.group(4) or "1"),
-            )
-            added, removed = [], []
-        elif head is not None and line.startswith("+"):
-            added.append(line[1:])
-        elif head is not None and line.startswith("-"):
-            removed.append(line[1:])
-    close()
-    return out
+            found.append((m, [], []))
+        elif found and line.startswith("+"):
+            found[-1][1].append(line[1:])
+        elif found and line.startswith("-"):
+            found[-1][2].append(line[1:])
+    return [
+        Change(
+            commit=section.commit,
+            subject=subject,
+            old=(int(m.group(1)), int(m.group(2) or "1")),
+            new=(int(m.group(3)), int(m.group(4) or "1")),
+            added=tuple(added),
+            removed=tuple(removed),
+        )
+        for m, added, removed in found
+    ]
 
 
 def unknown_tag(cache: Cache, pin: Pin) -> str | None:

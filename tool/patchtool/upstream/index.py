@@ -85,12 +85,7 @@ def _final(exc: Exception) -> bool:
     """A failure another try cannot fix: the server answered that the request is wrong."""
     import urllib.error
 
-    return (
-        isinstance(exc, urllib.error.HTTPError)
-        and 400 <= exc.code < 500
-        and exc.code not in _RETRIED_4XX
-        and exc.code != 416
-    )
+    return isinstance(exc, urllib.error.HTTPError) and 400 <= exc.code < 500 and exc.code not in (*_RETRIED_4XX, 416)
 
 
 def _watched(deadline: Deadline) -> tuple[Any, Any]:

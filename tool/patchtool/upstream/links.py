@@ -11,6 +11,7 @@ never on disk: nothing of an artifact is unpacked to be read.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 
@@ -78,8 +79,6 @@ class LinkTree:
         return _Problem(f"points at {text!r}, which is a directory")
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Problem:
-    __slots__ = ("why",)
-
-    def __init__(self, why: str) -> None:
-        self.why = why
+    why: str

@@ -192,14 +192,12 @@ def _central_directory(fh: BinaryIO) -> tuple[int, int, int] | None:
         if found < 0 or len(tail) - found < _END.size:
             return None
         at, record = window + found, tail[found : found + _END.size]
-    fields = _END.unpack(record)
-    declared, size = fields[4], fields[5]
+    declared, size = _END.unpack(record)[4:6]
     start = at - size
     if at >= _LOCATOR.size + _END64.size:
         fh.seek(at - _LOCATOR.size - _END64.size)
         zip64, locator = fh.read(_END64.size), fh.read(_LOCATOR.size)
         if locator[:4] == b"PK\x06\x07" and zip64[:4] == b"PK\x06\x06":
-            wide = _END64.unpack(zip64)
-            declared, size = wide[7], wide[8]
+            declared, size = _END64.unpack(zip64)[7:9]
             start = at - _LOCATOR.size - _END64.size - size
     return declared, start, size

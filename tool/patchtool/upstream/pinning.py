@@ -17,12 +17,11 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from patchtool import git
-from patchtool.errors import GitError, UpstreamError, UsageError
+from patchtool.errors import UpstreamError, UsageError
 from patchtool.project import journal
 from patchtool.project.pins import PINS_DIR, GitSource, Pin, load_pin, pin_path, pin_to_toml, release_pin_name
 from patchtool.project.repository import Project
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releasefiles import FileChoice
 from patchtool.upstream.releases import SAME, pin_for_version, pin_name_for
 from patchtool.urls import SourceUrl
@@ -197,21 +196,9 @@ def git_source(cache: Cache, given: str, tag: str) -> GitSource:
         raise UsageError(
             f"--git {given!r}: {exc}", hint="give the remote's https URL, or a local repository's path"
         ) from None
-    fetched = fetch_ref(url, tag)
     if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")
-    with cache.locked():
-        git.Repo.init_bare(cache.repo.git_dir)
-        try:
-            cache.repo.fetch(
-                url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local, limits=cache.fetch_limits
-            )
-        except GitError as exc:
-            raise UpstreamError(
-                f"could not fetch tag {tag} from {url}: {exc.message}", hint="check the URL and the tag"
-            ) from None
-        commit = cache.repo.resolve(fetched)
-        cache.repo.delete_ref(fetched)
+    commit = cache.fetch_tag(url, tag, hint="check the URL and the tag")
     if commit is None:
         raise UpstreamError(f"tag {tag} at {url} names no commit")
     return GitSource(url=url, tag=tag, commit=commit)

@@ -42,8 +42,8 @@ class Release:
     ref: str
     kind: str  # "artifact" or "git"
     version: str
-    filename: str | None
-    download_bytes: int
+    filename: str | None = None
+    download_bytes: int = 0
     used_by: tuple[str, ...]  # "<project dir>: <pin>"
 
     def to_dict(self) -> dict[str, Any]:
@@ -68,25 +68,21 @@ class Namespace:
 class CacheReport:
     path: str
     size_bytes: int
-    releases: tuple[Release, ...]
-    namespaces: tuple[Namespace, ...]
-    checkouts: tuple[str, ...]
-    objects: dict[str, int]  # git count-objects -v
+    releases: tuple[Release, ...] = ()
+    namespaces: tuple[Namespace, ...] = ()
+    checkouts: tuple[str, ...] = ()
+    objects: dict[str, int] = dataclasses.field(default_factory=dict)  # git count-objects -v; {}: no cache yet
     removed: tuple[str, ...] = ()  # prune: the refs and files it removed (or would, in a dry run)
     freed_bytes: int = 0
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "path": self.path,
-            "size_bytes": self.size_bytes,
+            **dataclasses.asdict(self),
             "releases": [r.to_dict() for r in self.releases],
             "namespaces": [n.to_dict() for n in self.namespaces],
             "checkouts": list(self.checkouts),
-            "objects": dict(self.objects),
             "removed": list(self.removed),
-            "freed_bytes": self.freed_bytes,
-            "dry_run": self.dry_run,
         }
 
 
@@ -156,14 +152,7 @@ def _releases(cache: Cache, users: list[tuple[str, Pin]]) -> list[Release]:
         pins = [(where, p) for where, p in users if p.use == "git" and p.git and git_ref(p.git.url, p.git.tag) == ref]
         version = pins[0][1].git.tag if pins and pins[0][1].git else ref.removeprefix(GIT_SOURCES)
         out.append(
-            Release(
-                ref=ref,
-                kind="git",
-                version=version,
-                filename=None,
-                download_bytes=0,
-                used_by=tuple(f"{where}: {p.name}" for where, p in pins),
-            )
+            Release(ref=ref, kind="git", version=version, used_by=tuple(f"{where}: {p.name}" for where, p in pins))
         )
     return out
 
@@ -190,23 +179,14 @@ def _namespaces(cache: Cache, this: Path, registered: dict[str, Path]) -> list[N
 def survey(cache: Cache, this: Path) -> CacheReport:
     """What the cache holds, who uses each release, and its size."""
     if not (cache.repo.git_dir / "HEAD").is_file():
-        return CacheReport(
-            path=str(cache.root),
-            size_bytes=_tree_size(cache.root) if cache.root.is_dir() else 0,
-            releases=(),
-            namespaces=(),
-            checkouts=(),
-            objects={},
-        )
+        return CacheReport(path=str(cache.root), size_bytes=_tree_size(cache.root) if cache.root.is_dir() else 0)
     registered = _registered(cache)
-    users = _users(this, registered)
-    checkouts = tuple(w.path for w in cache.repo.worktrees()[1:])
     return CacheReport(
         path=str(cache.root),
         size_bytes=_tree_size(cache.root),
-        releases=tuple(_releases(cache, users)),
+        releases=tuple(_releases(cache, _users(this, registered))),
         namespaces=tuple(_namespaces(cache, this, registered)),
-        checkouts=checkouts,
+        checkouts=tuple(w.path for w in cache.repo.worktrees()[1:]),
         objects=housekeeping.count_objects(cache.repo),
     )
 

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patchtool import git
-from patchtool.errors import GitError, InvalidInput, UpstreamError, UsageError
+from patchtool.errors import InvalidInput, UpstreamError, UsageError
 from patchtool.names import ArtifactFilename, PinName, PrefixTemplate
 from patchtool.project.pins import (
     MAX_ARTIFACT_BYTES,
@@ -27,7 +26,6 @@ from patchtool.project.pins import (
     release_pin_name,
 )
 from patchtool.upstream.cache import Cache
-from patchtool.upstream.refnames import fetch_ref
 from patchtool.upstream.releasefiles import KINDS, FileChoice, kind_of, release_file
 from patchtool.versions import parse_version
 
@@ -81,14 +79,11 @@ def release_pin(root: Path, pin: Pin, version: Version, *, cache: Cache, choice:
     none): its own file in upstream-pins/ when there is one (a pin written or corrected by hand is
     taken as it is), else one found through ``pin``'s sources, named as ``pin_name_for`` says."""
     kind = choice.kind or pin_kind(pin)
-    found = _pinned(root, pin, version, kind, choice)
-    if found is not None:
+    if (found := _pinned(root, pin, version, kind, choice)) is not None:
         return found
     made = pin_for_version(pin, version, cache=cache, choice=choice)
-    if str(made.version) != str(version):  # the release's pin under its own spelling
-        found = _pinned(root, pin, made.version, kind, choice)
-        if found is not None:
-            return found
+    if str(made.version) != str(version) and (found := _pinned(root, pin, made.version, kind, choice)) is not None:
+        return found  # the release's pin under its own spelling
     return dataclasses.replace(made, name=pin_name_for(root, made, pin))
 
 
@@ -187,9 +182,8 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
                 f"the index gives {sha!r} as the sha256 of {filename}, which is not a sha256 hex digest; refusing it",
                 hint="check the pin's 'index'",
             )
-        listed_size = entry.size
-        if type(listed_size) is not int or not 0 < listed_size <= MAX_ARTIFACT_BYTES:  # no bool, nothing a pin refuses
-            listed_size = None
+        size = entry.size  # an int (no bool) a pin takes, else unknown
+        listed_size = size if type(size) is int and 0 < size <= MAX_ARTIFACT_BYTES else None
         try:  # an sdist's top directory names its version: a literal prefix of the old one is moved with it
             new_art = dataclasses.replace(
                 art,
@@ -221,17 +215,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
     src = pin.git
     assert src is not None
     tag = src.at(version, was=pin.version).tag
-    fetched = fetch_ref(src.url, tag)
-    with cache.locked():
-        git.Repo.init_bare(cache.repo.git_dir)
-        try:
-            cache.repo.fetch(
-                src.url, f"+refs/tags/{tag}:{fetched}", allow_local=cache.allow_local, limits=cache.fetch_limits
-            )
-        except GitError as exc:
-            raise UpstreamError(f"could not fetch tag {tag} from {src.url}: {exc}") from None
-        commit = cache.repo.resolve(fetched)
-        cache.repo.delete_ref(fetched)
+    commit = cache.fetch_tag(src.url, tag)
     return Pin(
         name=name,
         upstream=pin.upstream,
@@ -246,20 +230,15 @@ def _sibling_entry(art: Artifact, files: list[IndexFile], version: Version) -> I
     """The index's entry of the file of ``version`` of the same kind as ``art``: the same archive
     (.tar.gz or .zip) first, then the name packaging writes."""
     listed = [e for e in files if release_version(art, e.filename) == version]
+    sibling = sibling_filename(art, version)
     if not listed:
         named = [e.filename for e in files]
         same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
         raise UpstreamError(
-            f"{art.distribution} {version} has no {sibling_filename(art, version)} on the index",
+            f"{art.distribution} {version} has no {sibling} on the index",
             hint=f"files for {version}: {', '.join(same) or 'none'}",
         )
-    return min(
-        listed,
-        key=lambda e: (
-            _archive(e.filename) != _archive(art.filename),
-            e.filename != sibling_filename(art, version),
-        ),
-    )
+    return min(listed, key=lambda e: (_archive(e.filename) != _archive(art.filename), e.filename != sibling))
 
 
 def _across_layouts(cache: Cache, old: Pin, new: Pin) -> Artifact:
@@ -332,12 +311,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
             )
         commit = cache.repo.resolve(target)
         if commit is None:
-            with cache.locked():
-                git.Repo.init_bare(cache.repo.git_dir)
-                try:
-                    cache.repo.fetch(pin.git.url, target, allow_local=cache.allow_local, limits=cache.fetch_limits)
-                except GitError as exc:
-                    raise UpstreamError(f"could not fetch commit {target} from {pin.git.url}: {exc}") from None
+            cache.fetch(pin.git.url, target, f"commit {target}")
             commit = cache.repo.resolve(target)
         if commit is None:
             raise UpstreamError(f"commit {target} is not in {pin.git.url}")

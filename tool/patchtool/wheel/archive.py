@@ -59,13 +59,7 @@ def date_time_of(epoch: int) -> tuple[int, int, int, int, int, int]:
 @dataclasses.dataclass(slots=True)
 class _Written:
     name: bytes
-    flags: int
-    method: int
-    dos_time: int
-    dos_date: int
-    crc: int
-    compressed: int
-    size: int
+    fields: tuple[int, ...]  # flags, method, time, date, crc, sizes: what the local and central headers share
     external_attr: int
     offset: int
 
@@ -96,15 +90,8 @@ class ArchiveWriter:
         """A new member, deflated at ``DEFLATE_LEVEL``."""
         comp = zlib.compressobj(DEFLATE_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY)
         payload = comp.compress(data) + comp.flush()
-        self._header(
-            name,
-            zipfile.ZIP_DEFLATED,
-            date_time,
-            zlib.crc32(data),
-            len(payload),
-            len(data),
-            (0o100000 | (mode & 0o7777)) << 16,
-        )
+        attr = (0o100000 | (mode & 0o7777)) << 16  # a regular file with ``mode``
+        self._header(name, zipfile.ZIP_DEFLATED, date_time, zlib.crc32(data), len(payload), len(data), attr)
         self.out.write(payload)
         return Digest(hashlib.sha256(data).digest(), len(data))
 
@@ -151,23 +138,7 @@ class ArchiveWriter:
         for e in self.entries:
             self.out.write(
                 _CENTRAL.pack(
-                    b"PK\x01\x02",
-                    _UNIX_MADE_BY,
-                    _NEEDED,
-                    e.flags,
-                    e.method,
-                    e.dos_time,
-                    e.dos_date,
-                    e.crc,
-                    e.compressed,
-                    e.size,
-                    len(e.name),
-                    0,
-                    0,
-                    0,
-                    0,
-                    e.external_attr,
-                    e.offset,
+                    b"PK\x01\x02", _UNIX_MADE_BY, _NEEDED, *e.fields, len(e.name), 0, 0, 0, 0, e.external_attr, e.offset
                 )
             )
             self.out.write(e.name)
@@ -194,13 +165,9 @@ class ArchiveWriter:
         flags = 0 if raw.isascii() else _UTF8_FLAG
         y, mo, d, h, mi, s = max(tuple(date_time), _EARLIEST)[:6]
         dos_time = (h << 11) | (mi << 5) | (s // 2)
-        dos_date = ((y - 1980) << 9) | (mo << 5) | d
-        self.entries.append(
-            _Written(raw, flags, method, dos_time, dos_date, crc, compressed, size, external_attr, self.out.offset)
-        )
-        self.out.write(
-            _LOCAL.pack(b"PK\x03\x04", _NEEDED, flags, method, dos_time, dos_date, crc, compressed, size, len(raw), 0)
-        )
+        fields = (flags, method, dos_time, ((y - 1980) << 9) | (mo << 5) | d, crc, compressed, size)
+        self.entries.append(_Written(raw, fields, external_attr, self.out.offset))
+        self.out.write(_LOCAL.pack(b"PK\x03\x04", _NEEDED, *fields, len(raw), 0))
         self.out.write(raw)
 
 

@@ -49,8 +49,11 @@ class BuildResult:
     way: str  # "repack" | "build"
     source: str  # the release wheel's file name, or the git url and commit
     wheel: Repacked
-    provenance: Provenance
     warnings: tuple[str, ...] = ()  # what the build backend warned about
+
+    @property
+    def provenance(self) -> Provenance:
+        return self.wheel.provenance
 
     def to_dict(self) -> dict[str, Any]:
         w = self.wheel
@@ -112,8 +115,7 @@ def build_wheel(
                 loaded, art.prefix_to, f"{art.filename} (it ships {art.prefix_to} as {art.prefix_from or './'})"
             )
     base = cache.ensure(pin)
-    commits = _apply(cache, pin, base, loaded)
-    prov = _provenance(pin, base, loaded, commits, source_date_epoch)
+    prov = _provenance(pin, base, loaded, _apply(cache, pin, base, loaded), source_date_epoch)
     changes = cache.repo.diff_tree(base.commit, prov.tip)
     if pin.use == "artifact" and not sdist:
         return _repack_release(cache, pin, changes, prov, out)
@@ -188,6 +190,10 @@ def _apply(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch]) ->
     return [r.commit for r in result.results if r.commit]
 
 
+def _sha256(data: bytes | None) -> str | None:
+    return hashlib.sha256(data).hexdigest() if data is not None else None
+
+
 def _mode(git_mode: str, path: str) -> int:
     if git_mode not in ("100644", "100755"):
         raise BuildError(
@@ -215,14 +221,7 @@ def _repack_release(
         change = FileChange.of(c.status)
         mode = _mode(c.new_mode, c.path) if data is not None else 0o644
         replace[wheel_path] = Replacement(change=change, data=data, mode=mode)
-        files.append(
-            FileRecord(
-                path=c.path,
-                change=change,
-                wheel_path=wheel_path,
-                sha256=hashlib.sha256(data).hexdigest() if data is not None else None,
-            )
-        )
+        files.append(FileRecord(path=c.path, change=change, wheel_path=wheel_path, sha256=_sha256(data)))
     package_copy = art.prefix_from + PACKAGE_FILE if art.prefix_from else None
     prov = dataclasses.replace(prov, files=tuple(files), package_copy=package_copy)
     when = date_time_of(prov.source_date_epoch) if prov.source_date_epoch is not None else None
@@ -235,7 +234,7 @@ def _repack_release(
         provenance=prov,
         date_time=when,
     )
-    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked, provenance=repacked.provenance)
+    return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked)
 
 
 # -- ways (b) and (c): build the patched git checkout, or the patched sdist by explicit choice ----
@@ -243,14 +242,8 @@ def _repack_release(
 
 def find_project_dir(repo: git.Repo, tree: str, distribution: str) -> str:
     """The directory ("" or "python/") whose pyproject.toml names ``distribution``."""
-    candidates = sorted(
-        (
-            p
-            for p in repo.tree_paths(tree)
-            if p.endswith("pyproject.toml") and p.count("/") <= 1 and p.rpartition("/")[2] == "pyproject.toml"
-        ),
-        key=lambda p: (p.count("/"), p),
-    )
+    found = [p for p in repo.tree_paths(tree) if p.count("/") <= 1 and p.rpartition("/")[2] == "pyproject.toml"]
+    candidates = sorted(found, key=lambda p: (p.count("/"), p))
     contents = repo.cat_files(tree, candidates)
     for path in candidates:
         try:
@@ -339,9 +332,7 @@ def _build_tree(
         ):
             raise BuildError(
                 f"the build produced {built.name}, not {pin.upstream} {pin.version}",
-                hint="the git source builds another distribution or version"
-                if pin.use == "git"
-                else f"{source} builds another distribution or version",
+                hint=f"{'the git source' if pin.use == 'git' else source} builds another distribution or version",
             )
         files, package = _built_files(cache.repo, prov.tip, built, changes, project_dir, pin.upstream)
         package_copy = f"{package}/{PACKAGE_FILE}" if package else None
@@ -356,14 +347,7 @@ def _build_tree(
             date_time=date_time_of(epoch),
             restamp=True,
         )
-    return BuildResult(
-        pin=pin.name,
-        way="build",
-        source=source,
-        wheel=repacked,
-        provenance=repacked.provenance,
-        warnings=notes,
-    )
+    return BuildResult(pin=pin.name, way="build", source=source, wheel=repacked, warnings=notes)
 
 
 def _built_files(
@@ -379,22 +363,19 @@ def _built_files(
             rel = c.path[len(project_dir) :]
             candidates = [rel] + ([rel[len("src/") :]] if rel.startswith("src/") else [])
             data = blobs.get(c.path)
-            change = FileChange.of(c.status)
             if data is None:
                 where = next((p for p in candidates if p.split("/", 1)[0] in tops and "/" in p), None)
                 if where is not None and where in names:
                     raise BuildError(f"the built wheel still contains {where}, which the series deletes")
-                records.append(FileRecord(path=c.path, change=change, wheel_path=where))
-                continue
-            _mode(c.new_mode, c.path)
-            where = next((p for p in candidates if p in names), None)
-            if where is not None and zf.read(where) != data:
-                raise BuildError(
-                    f"the built wheel's {where} differs from the patched {c.path}",
-                    hint="the build backend rewrites this file; patch its source instead",
-                )
-            records.append(
-                FileRecord(path=c.path, change=change, wheel_path=where, sha256=hashlib.sha256(data).hexdigest())
-            )
+            else:
+                _mode(c.new_mode, c.path)
+                where = next((p for p in candidates if p in names), None)
+                if where is not None and zf.read(where) != data:
+                    raise BuildError(
+                        f"the built wheel's {where} differs from the patched {c.path}",
+                        hint="the build backend rewrites this file; patch its source instead",
+                    )
+            change = FileChange.of(c.status)
+            records.append(FileRecord(path=c.path, change=change, wheel_path=where, sha256=_sha256(data)))
     package = canonicalize_name(distribution).replace("-", "_")
     return tuple(records), package if package in tops else None

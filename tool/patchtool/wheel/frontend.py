@@ -116,8 +116,7 @@ def _build(
                 install(_by_name(builder.get_requires_for_build("wheel"), "its backend's requirements"))
                 return _take_wheel(builder.build("wheel", wheels), wheels, outdir)
             builder = build.ProjectBuilder(srcdir, runner=runner)
-            missing = builder.check_dependencies("wheel")
-            if missing:
+            if missing := builder.check_dependencies("wheel"):
                 names = sorted(chain[-1] for chain in missing)
                 raise UsageError(
                     f"--no-isolation, but the build needs {', '.join(names)}, which is not installed",
@@ -180,7 +179,6 @@ def _take_wheel(returned: str, wheels: Path, outdir: Path) -> Path:
             "directory; refusing it",
             hint="a build_wheel hook returns the bare file name of the wheel it wrote into wheel_directory",
         )
-    what = ""
     directory = os.open(wheels, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         try:  # O_NONBLOCK: a FIFO would block the open; O_NOFOLLOW: a link fails with ELOOP

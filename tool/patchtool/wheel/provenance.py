@@ -42,6 +42,7 @@ DIST_INFO_FILE = "patchtool-provenance.json"
 PACKAGE_FILE = "_patchtool_provenance.json"
 MAX_PAYLOAD_FILES = 1_000_000  # files a wheel's payload may count: far above any real wheel's
 LABEL_PREFIX = "pt"
+_NOT_THE_BUILD = "this is not the build the record describes"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,18 +106,9 @@ class PatchRecord:
 
     @classmethod
     def read(cls, f: Fields) -> PatchRecord:
-        out = cls(
-            id=f.string("id") or "",
-            file=f.string("file") or "",
-            sha256=f.string("sha256") or "",
-            subject=f.string("subject") or "",
-            commit=f.string("commit") or "",
-        )
+        out = cls(**{field.name: f.string(field.name) or "" for field in dataclasses.fields(cls)})
         f.done()
         return out
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 class FileChange(enum.StrEnum):
@@ -186,13 +178,10 @@ class Provenance:
                 tool.problem("name", "not written by patchtool")
             tool_version = tool.string("version") or ""
             tool.done()
-        pin = f.string("pin")
-        version = f.string("version")
-        series_hash = f.string("series_hash")
+        pin, version, series_hash = f.string("pin"), f.string("version"), f.string("series_hash")
         up = f.table("upstream")
         upstream = UpstreamSource.read(up) if up is not None else None
-        base = f.string("base")
-        tip = f.string("tip")
+        base, tip = f.string("base"), f.string("tip")
         package_copy = f.string("package_copy", required=False)
         epoch = f.integer("source_date_epoch", required=False, maximum=LAST_EPOCH)
         payload = None
@@ -222,7 +211,12 @@ class Provenance:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+        optional = {
+            "package_copy": self.package_copy,
+            "source_date_epoch": self.source_date_epoch,
+            "payload": dataclasses.asdict(self.payload) if self.payload is not None else None,
+        }
+        return {
             "schema": self.schema,
             "tool": {"name": "patchtool", "version": self.tool_version},
             "pin": self.pin,
@@ -231,16 +225,10 @@ class Provenance:
             "upstream": self.upstream.to_dict(),
             "base": self.base,
             "tip": self.tip,
+            **{k: v for k, v in optional.items() if v is not None},
+            "patches": [dataclasses.asdict(p) for p in self.patches],
+            "files": [f.to_dict() for f in self.files],
         }
-        if self.package_copy is not None:
-            out["package_copy"] = self.package_copy
-        if self.source_date_epoch is not None:
-            out["source_date_epoch"] = self.source_date_epoch
-        if self.payload is not None:
-            out["payload"] = self.payload.to_dict()
-        out["patches"] = [p.to_dict() for p in self.patches]
-        out["files"] = [f.to_dict() for f in self.files]
-        return out
 
     def to_bytes(self) -> bytes:
         return (json.dumps(self.to_dict(), indent=2) + "\n").encode()
@@ -281,9 +269,6 @@ class FileCheck:
     expected: str  # sha256 hex, or "absent" for a file the series deleted
     state: str  # "ok" | "modified" | "missing" | "present"
 
-    def to_dict(self) -> dict[str, str]:
-        return dataclasses.asdict(self)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ProvenanceReport:
@@ -310,7 +295,7 @@ class ProvenanceReport:
             "location": self.location,
             "metadata_version": self.metadata_version,
             "provenance": self.provenance.to_dict(),
-            "files": [c.to_dict() for c in self.checks],
+            "files": [dataclasses.asdict(c) for c in self.checks],
             "record": {"listed": self.record_listed, "matched": self.record_matched},
             "problems": [p.to_dict() for p in self.problems],
         }
@@ -369,9 +354,7 @@ def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
             f"no distribution named {target!r} is installed in {', '.join(paths) or 'sys.path'}",
             hint="pass a wheel file, a .dist-info directory, or --path SITE_PACKAGES",
         )
-    dist = found[0]
-    where = str(dist.locate_file(""))
-    return read_installed(dist, target=target, location=where)
+    return read_installed(found[0], target=target, location=str(found[0].locate_file("")))
 
 
 def _parse(raw: bytes, label: str) -> Provenance:
@@ -387,14 +370,8 @@ def _parse(raw: bytes, label: str) -> Provenance:
 def _version_problem(prov: Provenance, metadata_version: str | None, where: str) -> list[Problem]:
     if metadata_version == prov.version:
         return []
-    return [
-        Problem(
-            file=where,
-            code="version",
-            message=f"METADATA says version {metadata_version}, "
-            f"the provenance record says {prov.version}: the record belongs to another build",
-        )
-    ]
+    why = f"the provenance record says {prov.version}: the record belongs to another build"
+    return [Problem(file=where, code="version", message=f"METADATA says version {metadata_version}, {why}")]
 
 
 def _check_files(prov: Provenance, read: Callable[[str], bytes | None]) -> tuple[list[FileCheck], list[Problem]]:
@@ -407,23 +384,20 @@ def _check_files(prov: Provenance, read: Callable[[str], bytes | None]) -> tuple
         data = read(rec.wheel_path)
         if rec.sha256 is None:
             state = "ok" if data is None else "present"
-            checks.append(FileCheck(path=rec.wheel_path, expected="absent", state=state))
         else:
             state = (
                 "missing" if data is None else "ok" if hashlib.sha256(data).hexdigest() == rec.sha256 else "modified"
             )
-            checks.append(FileCheck(path=rec.wheel_path, expected=rec.sha256, state=state))
+        checks.append(
+            FileCheck(path=rec.wheel_path, expected="absent" if rec.sha256 is None else rec.sha256, state=state)
+        )
         if state != "ok":
             what = {
                 "missing": "is missing",
                 "modified": "differs from the patched file",
                 "present": "is present, but the series deletes it",
             }[state]
-            problems.append(
-                Problem(
-                    file=rec.wheel_path, code="file", message=what, hint="this is not the build the record describes"
-                )
-            )
+            problems.append(Problem(file=rec.wheel_path, code="file", message=what, hint=_NOT_THE_BUILD))
     return checks, problems
 
 
@@ -441,18 +415,8 @@ def _check_record(
     with a hash, files that match, problems). Files ``reported`` already (by the series check) are
     not reported twice."""
     if text is None:
-        return (
-            0,
-            0,
-            [
-                Problem(
-                    file=record,
-                    code="record",
-                    message="is missing: nothing vouches for the files",
-                    hint="this is not the build the record describes",
-                )
-            ],
-        )
+        why = "is missing: nothing vouches for the files"
+        return 0, 0, [Problem(file=record, code="record", message=why, hint=_NOT_THE_BUILD)]
     rows, bad = wheelrecord.parse(text, record)
     payload_problem = []
     if prov.payload is not None:
@@ -462,16 +426,12 @@ def _check_record(
             )
         )
         if here != prov.payload:
-            payload_problem.append(
-                Problem(
-                    file=record,
-                    code="payload",
-                    message=f"lists {here.files} package files (payload sha256 {here.sha256[:16]}...), but the build "
-                    f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
-                    "changed, added or removed and RECORD rewritten after the build",
-                    hint="this is not the build the record describes",
-                )
+            why = (
+                f"lists {here.files} package files (payload sha256 {here.sha256[:16]}...), but the build "
+                f"made {prov.payload.files} (payload sha256 {prov.payload.sha256[:16]}...): files were "
+                "changed, added or removed and RECORD rewritten after the build"
             )
+            payload_problem.append(Problem(file=record, code="payload", message=why, hint=_NOT_THE_BUILD))
     if installed:  # what an installer put outside site-packages is not the build's: never read
         rows = {path: row for path, row in rows.items() if paths.tree_path_problem(path) is None}
     # an installer lists the .pyc files it compiles without a hash; a wheel has none of those
@@ -481,27 +441,62 @@ def _check_record(
     bad += mismatched + wheelrecord.unlisted(present, rows, record=record)
     listed = sum(1 for r in rows.values() if r.hash)
     problems = [
-        Problem(file=m.path, code="record", message=m.reason, hint="this is not the build the record describes")
+        Problem(file=m.path, code="record", message=m.reason, hint=_NOT_THE_BUILD)
         for m in bad
         if m.path not in reported
     ]
     return listed, matched, problems + payload_problem
 
 
-def _reported(problems: Sequence[Problem]) -> set[str]:
-    return {p.file for p in problems if p.file}
+def _report(
+    prov: Provenance,
+    raw: bytes,
+    read: Callable[[str], bytes | None],
+    record_text: Callable[[], str | None],
+    present: Sequence[str],
+    *,
+    target: str,
+    kind: str,
+    location: str,
+    metadata_version: str | None,
+    where: str,
+    record: str,
+) -> ProvenanceReport:
+    """What ``read`` (a wheel's members, an install's files) holds against the record ``prov`` (``raw``
+    its bytes): the version, the package's copy, the series' files, then RECORD (``record_text``)."""
+    problems = _version_problem(prov, metadata_version, where) + _copy_problems(prov, raw, read)
+    checks, file_problems = _check_files(prov, read)
+    problems += file_problems
+    listed, matched, record_problems = _check_record(
+        prov,
+        record_text(),
+        read,
+        present,
+        record=record,
+        installed=kind == "installed",
+        reported={p.file for p in problems if p.file},
+    )
+    return ProvenanceReport(
+        target=target,
+        kind=kind,
+        location=location,
+        metadata_version=metadata_version,
+        provenance=prov,
+        checks=tuple(checks),
+        problems=tuple(problems + record_problems),
+        record_listed=listed,
+        record_matched=matched,
+    )
 
 
 def read_wheel(path: Path) -> ProvenanceReport:
     label = path.name
+    hint = "the wheel file is damaged or hostile; build it again"
     with (
         damaged_as_error(label, InvalidInput, hint="the wheel file is damaged; build it again"),
-        open_zip(path, label, hint="the wheel file is damaged or hostile; build it again", error=InvalidInput) as zf,
+        open_zip(path, label, hint=hint, error=InvalidInput) as zf,  # the import's bounds, here and below
     ):
-        hint = "the wheel file is damaged or hostile; build it again"
-        names = {
-            i.filename for i in safe_members(zf, label, packed=path.stat().st_size, hint=hint, error=InvalidInput)
-        }  # the import's bounds
+        names = {i.filename for i in safe_members(zf, label, packed=path.stat().st_size, hint=hint, error=InvalidInput)}
 
         def read(member: str) -> bytes | None:
             if member not in names:
@@ -526,32 +521,20 @@ def read_wheel(path: Path) -> ProvenanceReport:
         prov = _parse(raw, f"{label}:{records[0]}")
         dist_info = records[0].split("/", 1)[0]
         meta = read(f"{dist_info}/METADATA") or b""
-        version = HeaderParser().parsestr(meta.decode("utf-8", "replace")).get("Version")
-        problems = _version_problem(prov, version, label) + _copy_problems(prov, raw, read)
-        checks, file_problems = _check_files(prov, read)
-        problems += file_problems
         record = f"{dist_info}/RECORD"
-        text = read(record)
-        listed, matched, record_problems = _check_record(
+        return _report(
             prov,
-            text.decode("utf-8", "replace") if text is not None else None,
+            raw,
             read,
+            lambda: None if (text := read(record)) is None else text.decode("utf-8", "replace"),
             sorted(names),
+            target=str(path),
+            kind="wheel",
+            location=str(path.absolute()),
+            metadata_version=HeaderParser().parsestr(meta.decode("utf-8", "replace")).get("Version"),
+            where=label,
             record=record,
-            installed=False,
-            reported=_reported(problems),
         )
-    return ProvenanceReport(
-        target=str(path),
-        kind="wheel",
-        location=str(path.absolute()),
-        metadata_version=version,
-        provenance=prov,
-        checks=tuple(checks),
-        problems=tuple(problems + record_problems),
-        record_listed=listed,
-        record_matched=matched,
-    )
 
 
 def _copy_problems(prov: Provenance, raw: bytes, read: Callable[[str], bytes | None]) -> list[Problem]:
@@ -590,25 +573,19 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
                 raise InvalidInput(f"{root / rel} {exc.problems[0].message}", file=str(root / rel)) from None
             return None
 
-    problems = _version_problem(prov, dist.version, location) + _copy_problems(prov, raw, read)
-    checks, file_problems = _check_files(prov, read)
-    problems += file_problems
     info_dir = _dist_info_dir(dist, root)
-    record = f"{info_dir}/RECORD" if info_dir else "RECORD"
-    present = _package_files(root, prov.package_copy) + (_package_files(root, f"{info_dir}/") if info_dir else [])
-    listed, matched, record_problems = _check_record(
-        prov, dist.read_text("RECORD"), read, present, record=record, installed=True, reported=_reported(problems)
-    )
-    return ProvenanceReport(
+    return _report(
+        prov,
+        raw,
+        read,
+        lambda: dist.read_text("RECORD"),
+        _package_files(root, prov.package_copy) + (_package_files(root, f"{info_dir}/") if info_dir else []),
         target=target,
         kind="installed",
         location=location,
         metadata_version=dist.version,
-        provenance=prov,
-        checks=tuple(checks),
-        problems=tuple(problems + record_problems),
-        record_listed=listed,
-        record_matched=matched,
+        where=location,
+        record=f"{info_dir}/RECORD" if info_dir else "RECORD",
     )
 
 

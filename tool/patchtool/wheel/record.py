@@ -85,11 +85,10 @@ def verify(
         if data is None:
             bad.append(Mismatch(path=row.path, reason="is listed in RECORD but missing"))
             continue
-        size = len(data)
         if hashlib.new(algorithm, data).digest() != expected:
             bad.append(Mismatch(path=row.path, reason=f"differs from RECORD ({algorithm} does not match)"))
-        elif row.size and row.size != str(size):
-            bad.append(Mismatch(path=row.path, reason=f"is {size} bytes, RECORD says {row.size}"))
+        elif row.size and row.size != str(len(data)):
+            bad.append(Mismatch(path=row.path, reason=f"is {len(data)} bytes, RECORD says {row.size}"))
         else:
             matched += 1
     return matched, bad
@@ -121,9 +120,6 @@ class Payload:
         for r in ordered:
             h.update(f"{r.path},{r.hash},{r.size}\n".encode())
         return cls(files=len(ordered), sha256=h.hexdigest())
-
-    def to_dict(self) -> dict[str, int | str]:
-        return {"files": self.files, "sha256": self.sha256}
 
 
 def installed_path(member: str, *, dist_info: str) -> str | None:

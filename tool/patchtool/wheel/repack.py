@@ -104,13 +104,7 @@ class _Layout:
 
     @classmethod
     def read(cls, zf: zipfile.ZipFile, members: Sequence[zipfile.ZipInfo], name: WheelName, label: str) -> _Layout:
-        infos = sorted(
-            {
-                m.filename.split("/", 1)[0]
-                for m in members
-                if "/" in m.filename and m.filename.split("/", 1)[0].endswith(".dist-info")
-            }
-        )
+        infos = sorted({m.filename.split("/", 1)[0] for m in members if re.match(r"[^/]*\.dist-info/", m.filename)})
         if len(infos) != 1:
             raise UpstreamError(f"{label}: expected one .dist-info directory, found {len(infos)}; refusing it")
         stem = infos[0][: -len(".dist-info")]
@@ -205,8 +199,7 @@ def repack(
         new_info = f"{new_stem}.dist-info"
         plan = _plan(members, layout, replace, version, new_stem=new_stem, label=label)
         rewritten = versionfile.restate(plan, zf, name.version, version)  # pkg.__version__ as METADATA
-        if rewritten:
-            provenance = dataclasses.replace(provenance, files=versionfile.restated_files(provenance.files, rewritten))
+        provenance = dataclasses.replace(provenance, files=versionfile.restated_files(provenance.files, rewritten))
         provenance = _add_provenance(zf, plan, provenance, dist_info=new_info, label=label)
         return _write(
             raw,
@@ -382,11 +375,9 @@ def _locked_part(out: Path, filename: str) -> tuple[BinaryIO, Path]:
         part = out / f".{filename}.{uuid.uuid4().hex[:8]}.part"
         fh = open(part, "xb")  # noqa: SIM115 -- returned, locked, to the caller
         fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             if os.stat(part).st_ino == os.fstat(fh.fileno()).st_ino:
                 return fh, part
-        except FileNotFoundError:
-            pass
         fh.close()
 
 

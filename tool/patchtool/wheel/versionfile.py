@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import itertools
 import zipfile
 from collections.abc import Mapping, MutableMapping, Sequence
 
@@ -86,10 +87,7 @@ def rewrite(source: bytes, old: Version, new: Version) -> bytes | None:
             edits.append((value, kind))
     if not edits:
         return None
-    lines = source.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
+    starts = [0, *itertools.accumulate(map(len, source.splitlines(keepends=True)))]
     out = source
     for value, kind in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         assert value.end_lineno is not None and value.end_col_offset is not None
