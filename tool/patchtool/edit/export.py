@@ -191,15 +191,10 @@ def planned(
         name = f"{PATCHES_DIR}/{position:04d}-{stem}.patch"
         old = entries[ident].file if known else None
         previous = paths.read_text_if_present(root, old) if old else None
-        change = (
-            ("revived" if ident in revive else "new")
-            if not known
-            else "unchanged"
-            if previous == text and old == name
-            else "renamed"
-            if previous == text
-            else "refreshed"
-        )
+        if not known:
+            change = "revived" if ident in revive else "new"
+        else:
+            change = ("unchanged" if old == name else "renamed") if previous == text else "refreshed"
         if change not in ("unchanged", "renamed"):
             _refuse_unreadable(repo, commit)
         files[name] = text
@@ -269,8 +264,7 @@ def _refuse_unreadable(repo: git.Repo, commit: str) -> None:
 def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:
     """UsageError naming each commit that changes nothing: git writes no patch for it, and an empty
     patch file is one the series cannot load."""
-    empty = [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]
-    if empty:
+    if empty := [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]:
         named = ", ".join(f"{c.commit[:12]} ({c.subject})" for c in empty)
         raise UsageError(
             f"commit(s) {named} on {branch!r} change nothing: each would be written as an empty "
@@ -287,11 +281,9 @@ def _identify(
     without a trailer. A dropped patch comes back only when ``revive`` names it."""
     entries = {e.id for e in project.manifest.patches}
     dropped = {d.entry.id: d for d in project.manifest.dropped}
-    active = [i for i in revive if i in entries]
-    if active:
+    if active := [i for i in revive if i in entries]:
         raise UsageError(f"--revive {', '.join(active)}: in the series already; nothing to bring back")
-    unknown = [i for i in revive if i not in dropped]
-    if unknown:
+    if unknown := [i for i in revive if i not in dropped]:
         raise UsageError(
             f"--revive {', '.join(unknown)}: no such dropped patch", hint=f"dropped: {', '.join(dropped) or 'none'}"
         )
@@ -307,8 +299,7 @@ def _identify(
                 hint="each patch is one commit: squash them or change one trailer",
             )
         order.append((ident, c.commit, ident in entries))
-    resurrected = [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]
-    if resurrected:
+    if resurrected := [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]:
         named = "; ".join(
             f"commit {c[:12]} carries {TRAILER}: {i}, a patch dropped from the series ({dropped[i].reason})"
             for i, c in resurrected
@@ -319,8 +310,7 @@ def _identify(
             hint=f"to bring it back with its recorded metadata: `patchtool export {ids}`; "
             "otherwise take the commit out of the branch (git rebase -i)",
         )
-    missing = [i for i in revive if i not in {o for o, _, _ in order}]
-    if missing:
+    if missing := [i for i in revive if i not in {o for o, _, _ in order}]:
         raise UsageError(
             f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: {', '.join(missing)}",
             hint="cherry-pick or write the commit first",
@@ -337,16 +327,15 @@ def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], i
     parent = base
     rewriting = False
     for c, ident in zip(commits, ids, strict=True):
-        if not rewriting and c.ident is not None:
-            out.append(c.commit)
+        rewriting = rewriting or c.ident is None
+        if not rewriting:
             parent = c.commit
-            continue
-        rewriting = True
-        message = c.message.rstrip("\n") + "\n"
-        if c.ident is None:
-            message = repo.interpret_trailers(message, f"{TRAILER}: {ident}")
-        author, committer = repo.idents(c.commit)
-        parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
+        else:
+            message = c.message.rstrip("\n") + "\n"
+            if c.ident is None:
+                message = repo.interpret_trailers(message, f"{TRAILER}: {ident}")
+            author, committer = repo.idents(c.commit)
+            parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
         out.append(parent)
     return out
 
@@ -373,8 +362,7 @@ def _export_manifest(
         at = max(n for n, t in enumerate(doc["dropped"]) if str(t["id"]) == ident)
         table = tomlio.take_table(doc, "dropped", at)
         for key in ("reason", "dropped_at"):
-            if key in table:
-                del table[key]
+            table.pop(key, None)
         tables[ident] = table
     new = []
     for ident, known in order:
