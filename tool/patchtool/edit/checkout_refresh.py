@@ -159,8 +159,7 @@ def _plan(
                 )
             plan.append(Item(ident=ident, source=c))
             continue
-        unchanged = sha256(export_commit(repo, c.commit)) == recorded[ident].sha256
-        if unchanged:
+        if sha256(export_commit(repo, c.commit)) == recorded[ident].sha256:  # unchanged
             if ident in current:
                 plan.append(Item(ident=ident))
             elif ident in dropped:
@@ -186,8 +185,7 @@ def _plan(
             continue
         at = 0
         for earlier in reversed(loaded[:n]):
-            found = [k for k, item in enumerate(plan) if item.ident == earlier.id and item.from_series]
-            if found:
+            if found := [k for k, item in enumerate(plan) if item.ident == earlier.id and item.from_series]:
                 at = found[0] + 1
                 break
         plan.insert(at, Item(ident=lp.id))

@@ -72,9 +72,7 @@ def rejection_from(
     evidence = []
     for m in e.evidence:
         row: dict[str, Any] = {"metric": m.metric}
-        for key in ("before", "after", "change"):
-            if getattr(m, key) is not None:
-                row[key] = getattr(m, key)
+        row |= {key: value for key in ("before", "after", "change") if (value := getattr(m, key)) is not None}
         if hardware:
             row["hardware"] = m.conditions.get("hardware", hardware)
         if model:
@@ -85,7 +83,7 @@ def rejection_from(
         row["source"] = m.source
         evidence.append(row)
     added = [{"type": k.type.value, "name": k.name} for k in e.knobs if k.relation.value == "adds"]
-    out = {
+    return {
         "id": ident,
         "title": f"patch {ident}",
         "tried": e.why.strip(),
@@ -94,5 +92,4 @@ def rejection_from(
         "revisit": e.drop_when,
         "evidence": evidence,
         "knobs": added + list(knobs),
-    }
-    return out | ({"unguarded": unguarded} if unguarded else {})
+    } | ({"unguarded": unguarded} if unguarded else {})

@@ -68,9 +68,8 @@ def export_quilt(project: Project, dest: Path, *, force: bool = False, checkouts
         if came is not None and came.name is not None and came.name not in written:
             original = paths.read_text_if_present(project.root, f"{QUILT_DIR}/{came.name}")
         if came is not None and came.name is not None and original is not None:
-            unchanged = diff_digest(lp.text) == came.diff
             strip = lines[came.name][1] if came.name in lines else 1
-            written[came.name] = original if unchanged else rebuilt(original, lp.text, strip)
+            written[came.name] = original if diff_digest(lp.text) == came.diff else rebuilt(original, lp.text, strip)
             order.append((came.name, came.name in lines))
             continue
         name = _free(Path(lp.entry.file).name, written)
