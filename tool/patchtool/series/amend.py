@@ -45,9 +45,7 @@ def entry_text(project: Project, ident: str) -> str:
     """The ``[[patch]]`` table of ``ident`` as TOML text, with its comments."""
     _, table = _table(manifest_document(project.root), project, ident)
     doc = tomlkit.document()
-    aot = tomlkit.aot()
-    aot.append(table)
-    doc.append("patch", aot)
+    doc.append("patch", AoT([table]))
     return tomlkit.dumps(doc)
 
 

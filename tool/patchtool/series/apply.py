@@ -253,8 +253,7 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
     lines = lines_of(data.decode("utf-8", "replace"), keepends=False)
     failures, asked = [], 0
     for n, hunk in enumerate(f.hunks, 1):
-        forward = found.fits(hunk)
-        if forward:
+        if forward := found.fits(hunk):
             continue
         if forward is not None and found.fits(hunk, reverse=True):
             failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=Reason.ALREADY_APPLIED))

@@ -116,8 +116,7 @@ def _origin(text: str) -> tuple[str, dict[str, str]]:
 def repository(url: str) -> str | None:
     """The repository a commit URL (``https://host/owner/repo/commit/SHA``, GitLab's ``/-/commit/``)
     or a repository URL names, as one comparable string (host and path, lower-case, no ``.git``)."""
-    m = re.match(r"^(?:https?|git|ssh)://(?:[^@/]*@)?([^/]+)(/[^?#]*)", url.strip())
-    if not m:
+    if not (m := re.match(r"^(?:https?|git|ssh)://(?:[^@/]*@)?([^/]+)(/[^?#]*)", url.strip())):
         return None
     path = re.split(r"/(?:-/)?commits?/", m.group(2), maxsplit=1)[0].rstrip("/").removesuffix(".git")
     return f"{m.group(1).lower()}{path.lower()}" if path.strip("/") else None
