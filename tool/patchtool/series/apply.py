@@ -204,23 +204,14 @@ def diagnose(
         present = contents.get(old_path)
         if f.status == "added":
             if present is not None:
-                failures.append(
-                    HunkFailure(
-                        file=f.path, reason=Reason.FILE_EXISTS, detail="the patch creates it, but upstream has it"
-                    )
-                )
-            continue
-        if present is None:
-            failures.append(
-                HunkFailure(
-                    file=old_path,
-                    reason=Reason.FILE_MISSING,
-                    detail="the patch changes it, but upstream has no such file",
-                )
-            )
-            continue
-        found, left = _hunk_failures(index, patch.model, f, present, left)
-        failures += found
+                exists = "the patch creates it, but upstream has it"
+                failures.append(HunkFailure(file=f.path, reason=Reason.FILE_EXISTS, detail=exists))
+        elif present is None:
+            missing = "the patch changes it, but upstream has no such file"
+            failures.append(HunkFailure(file=old_path, reason=Reason.FILE_MISSING, detail=missing))
+        else:
+            found, left = _hunk_failures(index, patch.model, f, present, left)
+            failures += found
     if not failures:
         failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER, detail=git_reason(git_message)))
     return tuple(failures)
@@ -274,16 +265,8 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
         elif detail is None and asked < 3:  # git's own words, for a few: one process each
             asked += 1
             detail = git_reason(index.apply_text(diff.file_header(f) + diff.hunk_text(hunk)).stderr)
-        failures.append(
-            HunkFailure(
-                file=f.path,
-                hunk=n,
-                header=hunk.header,
-                reason=reason,
-                line=line,
-                detail=detail or "its lines are there, and git apply refuses it",
-            )
-        )
+        detail = detail or "its lines are there, and git apply refuses it"
+        failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=reason, line=line, detail=detail))
     return failures, max(most - count - found.compared, 0)
 
 
