@@ -145,19 +145,12 @@ def apply_series(
                     if res is None
                     else diagnose(repo, index, lp.path, lp.patch, git_message=res.stderr)
                 )
-                results.append(
-                    PatchResult(
-                        id=lp.id,
-                        file=lp.entry.file,
-                        outcome=Outcome.FAILED,
-                        failures=failures,
-                        git_message=res.stderr.strip() if res is not None else None,
-                    )
+                said = res.stderr.strip() if res is not None else None
+                failed = PatchResult(
+                    id=lp.id, file=lp.entry.file, outcome=Outcome.FAILED, failures=failures, git_message=said
                 )
-                results.extend(
-                    PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED) for p in patches[i + 1 :]
-                )
-                return SeriesResult(base=base, results=tuple(results), last_good=parent)
+                later = (PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED) for p in patches[i + 1 :])
+                return SeriesResult(base=base, results=(*results, failed, *later), last_good=parent)
             sha = None
             if commit:
                 tree = index.write_tree()
@@ -177,14 +170,8 @@ def touched_links(repo: git.Repo, base: str, patch: PatchFile) -> tuple[str, ...
 
 
 def link_failures(paths: Sequence[str]) -> tuple[HunkFailure, ...]:
-    return tuple(
-        HunkFailure(
-            file=p,
-            reason=Reason.LINK,
-            detail="upstream has it as a symbolic link; a patch may only change regular files (patch its target)",
-        )
-        for p in paths
-    )
+    why = "upstream has it as a symbolic link; a patch may only change regular files (patch its target)"
+    return tuple(HunkFailure(file=p, reason=Reason.LINK, detail=why) for p in paths)
 
 
 def diagnose(
