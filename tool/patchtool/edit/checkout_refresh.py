@@ -211,14 +211,8 @@ def _build(
             if item.from_series:
                 assert item.ident is not None
                 lp = by_id[item.ident]
-                files.update(
-                    _merge(
-                        ws,
-                        repo.diff_raw(parents[lp.id], chain[lp.id]),
-                        f"patch {lp.id} (as the series has it) does not apply where the branch puts it",
-                        chain[lp.id],
-                    )
-                )
+                what = f"patch {lp.id} (as the series has it) does not apply where the branch puts it"
+                files.update(_merge(ws, repo.diff_raw(parents[lp.id], chain[lp.id]), what, chain[lp.id]))
                 ws.update(files)
                 message = commit_message(lp)
                 author = git.Ident(lp.patch.author_name, lp.patch.author_email, 0)

@@ -375,15 +375,10 @@ def _export_manifest(
         new.append(table)
     tomlio.set_tables(doc, "patch", new)
     moves = {}
+    reason = f"its commit was removed from checkout branch {branch!r} (export --allow-drop)"
     for ident in gone:
         old = str(tables[ident]["file"])
-        moves[old] = record_dropped(
-            root,
-            doc,
-            tables[ident],
-            dropped_at=str(doc["pin"]),
-            reason=f"its commit was removed from checkout branch {branch!r} (export --allow-drop)",
-        )
+        moves[old] = record_dropped(root, doc, tables[ident], dropped_at=str(doc["pin"]), reason=reason)
     return manifest_text(doc), moves
 
 

@@ -479,15 +479,8 @@ def import_patches(
 
     pin = project.pin()
     upstreams = {r for r in [dep3.repository(pin.git.url.text) if pin.git else None] if r}
-    incoming = read_sources(
-        paths,
-        url,
-        Authorship(author=author, subject=subject, identity=functools.cache(lambda: user_identity(project.root))),
-        series=series,
-        exists=exists,
-        strip=strip,
-        repositories=upstreams,
-    )
+    who = Authorship(author=author, subject=subject, identity=functools.cache(lambda: user_identity(project.root)))
+    incoming = read_sources(paths, url, who, series=series, exists=exists, strip=strip, repositories=upstreams)
     if not incoming:
         raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
     if given.id is not None and len(incoming) != 1:
@@ -515,13 +508,9 @@ def import_patches(
             for item in incoming:
                 patch = PatchFile.parse(item.text, name=item.source)
                 tree, refreshed = _applied(repo, index, parent, item, patch, pin.name, chain.base, fuzz)
-                parent = repo.commit_tree(
-                    tree,
-                    [parent],
-                    patch.message,
-                    author=git.Ident(patch.author_name, patch.author_email, 0),
-                    committer=git.Ident(*git.FIXED_IDENT, 0),
-                )
+                by = git.Ident(patch.author_name, patch.author_email, 0)
+                committer = git.Ident(*git.FIXED_IDENT, 0)
+                parent = repo.commit_tree(tree, [parent], patch.message, author=by, committer=committer)
                 made.append((item, patch, parent, refreshed))
     except Exception:
         # a header the patches before this one are refused for is said first, as when each patch
@@ -675,24 +664,16 @@ def _applied(
         failures = link_failures(links) if links else diagnose(repo, index, tmp, patch, git_message=res.stderr)
     finally:
         os.unlink(tmp)
-    result = SeriesResult(
-        base=base,
-        results=(
-            PatchResult(
-                id=slug(patch.subject),
-                file=item.source,
-                outcome=Outcome.FAILED,
-                failures=failures,
-                git_message=res.stderr.strip(),
-            ),
-        ),
+    said = res.stderr.strip()
+    failed = PatchResult(
+        id=slug(patch.subject), file=item.source, outcome=Outcome.FAILED, failures=failures, git_message=said
     )
     first = failures[0]
     where = f"hunk {first.hunk} ({first.header})" if first.hunk else "the patch"
     raise ApplyConflict(
         f"{item.source}: does not apply at {pin} after the series: "
         f"{first.file} {where}: {first.reason}" + (f" - {first.detail}" if first.detail else ""),
-        result=result,
+        result=SeriesResult(base=base, results=(failed,)),
         data=None,
         hint=_path_hint(repo, parent, first.file, pin)
         if first.reason is Reason.FILE_MISSING

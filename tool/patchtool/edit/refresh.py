@@ -214,24 +214,12 @@ def _new_patch(at_branch: _Branch, staged_only: bool) -> Folded:
             hint="stage them too (or drop --index), or take them out of the worktree, then run it again",
         )
     author, committer = repo.idents(tip)
-    amended = repo.commit_tree(
-        wanted,
-        [commits[-2].commit if len(commits) > 1 else base],
-        commits[-1].message,
-        author=author,
-        committer=committer,
-    )
+    parent = commits[-2].commit if len(commits) > 1 else base
+    amended = repo.commit_tree(wanted, [parent], commits[-1].message, author=author, committer=committer)
     changed = tuple(sorted({c.new_path or c.old_path or "" for c in change}))
     # export's refusals, before the branch moves
-    plan = planned(
-        project,
-        repo,
-        names,
-        base,
-        [*commits[:-1], dataclasses.replace(commits[-1], commit=amended)],
-        allow_drop=False,
-        hint=_cannot_carry(worktree, changed),
-    )
+    on_branch = [*commits[:-1], dataclasses.replace(commits[-1], commit=amended)]
+    plan = planned(project, repo, names, base, on_branch, allow_drop=False, hint=_cannot_carry(worktree, changed))
     target = plan.chain[-1] if plan.chain else amended
     move_branch(repo, names, worktree, tip, target, f"patchtool refresh {ident}", files_stay=True)
     result = write_planned(project, repo, names, plan)
@@ -332,12 +320,9 @@ def _repaired(at_branch: _Branch, ident: str, stopped: str, staged_only: bool) -
             f"nothing to refresh {ident} with: the worktree {worktree} holds the patches before it and no change",
             hint=f"{hint}; or take it out of the series (`patchtool drop {ident} --reason ...`)",
         )
+    author = git.Ident(lp.patch.author_name, lp.patch.author_email, 0)
     new = repo.commit_tree(
-        wanted,
-        [parent],
-        commit_message(lp),
-        author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
-        committer=git.Ident(*git.FIXED_IDENT, 0),
+        wanted, [parent], commit_message(lp), author=author, committer=git.Ident(*git.FIXED_IDENT, 0)
     )
     return _put_back(at_branch, loaded, at, before, new, fresh=True)
 
