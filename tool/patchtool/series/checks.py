@@ -52,14 +52,12 @@ def evaluate(assumption: Assumption, content: bytes | None) -> tuple[bool, str]:
 def check_assumptions(repo: git.Repo, tree: str, entries: Sequence[PatchEntry]) -> list[AssumptionResult]:
     paths = sorted({a.file for e in entries for a in e.assumptions})
     contents = repo.cat_files(tree, paths)
-    results = []
-    for entry in entries:
-        for a in entry.assumptions:
-            ok, found = evaluate(a, contents[a.file])
-            results.append(
-                AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(), found=found, why=a.why)
-            )
-    return results
+    return [
+        AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(), found=found, why=a.why)
+        for entry in entries
+        for a in entry.assumptions
+        for ok, found in [evaluate(a, contents[a.file])]
+    ]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -143,13 +141,10 @@ def run_check(
         return CheckReport(
             pin=pin_name, patches=0, strict=strict, problems=tuple(exc.as_problems()) + tuple(_parse_all(root))
         )
-    problems: list[Problem] = []
     loaded, file_problems = project.try_series()
-    problems += file_problems
-    problems += project.orphans()
+    orphans = project.orphans()
     registry_entries, findings, registry_problems = _registry_guard(project, loaded)
-    problems += registry_problems
-    problems += gpu_problems(root, project.manifest.patches)
+    problems = [*file_problems, *orphans, *registry_problems, *gpu_problems(root, project.manifest.patches)]
     try:
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
@@ -190,18 +185,18 @@ def run_check(
         alone = check_standalone(cache.repo, base.commit, project.manifest, loaded, wanted)
         problems += standalone_problems(alone, project.manifest, pin.name)
     assumptions = check_assumptions(cache.repo, base.tree, project.manifest.patches)
-    for a in assumptions:
-        if not a.ok:
-            problems.append(
-                Problem(
-                    file=MANIFEST_NAME,
-                    patch=a.patch,
-                    key=f"assumptions.{a.id}",
-                    code="assumption",
-                    message=f"assumption failed at {pin.name}: expected {a.expects}, found {a.found}",
-                    hint=f"the patch relies on it: {a.why}",
-                )
-            )
+    problems += [
+        Problem(
+            file=MANIFEST_NAME,
+            patch=a.patch,
+            key=f"assumptions.{a.id}",
+            code="assumption",
+            message=f"assumption failed at {pin.name}: expected {a.expects}, found {a.found}",
+            hint=f"the patch relies on it: {a.why}",
+        )
+        for a in assumptions
+        if not a.ok
+    ]
     return CheckReport(
         pin=pin.name,
         patches=len(project.manifest.patches),
