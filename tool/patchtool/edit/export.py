@@ -199,16 +199,14 @@ def planned(
             _refuse_unreadable(repo, commit)
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
-    check_patches(
-        root,
-        [(r["id"], r["file"], files[r["file"]]) for r in rows_out if r["change"] not in ("unchanged", "renamed")],
-        hint=hint,
-    )
+    new_texts = [
+        (r["id"], r["file"], files[r["file"]]) for r in rows_out if r["change"] not in ("unchanged", "renamed")
+    ]
+    check_patches(root, new_texts, hint=hint)
     chain = _with_trailers(repo, base, commits, [i for i, _, _ in order])
     manifest, moves = _export_manifest(
         root, [(i, k) for i, _, k in order], {r["id"]: r["file"] for r in rows_out}, gone, branch, revive=revive
     )
-    revived_files = [dropped[i] for i in revive]
     renamed = [
         entries[r["id"]].file
         for r in rows_out
@@ -230,7 +228,7 @@ def planned(
         files=files,
         manifest=manifest,
         moves=moves,
-        removed=[entries[i].file for i in gone] + renamed + [f for f in revived_files if f not in files],
+        removed=[entries[i].file for i in gone] + renamed + [dropped[i] for i in revive if dropped[i] not in files],
         pending=_pending_trees(root, fresh),
         chain=chain,
         final=dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True)),
