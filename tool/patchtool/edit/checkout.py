@@ -92,9 +92,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     repo.update_ref(names.base_ref, base.commit)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
-    stopped = None
-    if failed is not None:
-        stopped = stop(where, found, loaded[at], [lp.id for lp in loaded[at + 1 :]])
+    stopped = stop(where, found, loaded[at], [lp.id for lp in loaded[at + 1 :]]) if failed is not None else None
     return Checkout(
         branch=branch,
         git_branch=names.short,

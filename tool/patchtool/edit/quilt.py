@@ -178,12 +178,9 @@ def reprefixed(diff: str, strip: int) -> str:
             line = "diff --git " + rest  # noqa: PLW2901 -- a header line rewritten, then kept
         elif line.startswith("@@"):
             header = False
-        elif header and line.startswith(("--- a/", '--- "a/')):
+        elif header and line.startswith(("--- a/", '--- "a/', "+++ b/", '+++ "b/')):
             q = '"' if line[4] == '"' else ""
-            line = "--- " + q + old + line[4 + len(q) + 2 :]  # noqa: PLW2901
-        elif header and line.startswith(("+++ b/", '+++ "b/')):
-            q = '"' if line[4] == '"' else ""
-            line = "+++ " + q + new + line[4 + len(q) + 2 :]  # noqa: PLW2901
+            line = line[:4] + q + (old if line[0] == "-" else new) + line[4 + len(q) + 2 :]  # noqa: PLW2901
         out.append(line)
     return "".join(out)
 

@@ -175,19 +175,17 @@ def _cannot_carry(worktree: Path, changed: Sequence[str]) -> str:
 
 def _what_moved(old: str, new: str) -> str:
     """Why a later patch's file changed when refresh replayed it: what differs in its text."""
-    moved, modes, lines, blobs = "its line numbers moved", "a file's mode changed", "its lines changed", "blobs"
+    moved, modes, lines = "its line numbers moved", "a file's mode changed", "its lines changed"
 
     def kinds(text: str) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {moved: [], modes: [], lines: [], blobs: []}
+        out: dict[str, list[str]] = {moved: [], modes: [], lines: []}
         for line in text.splitlines():
             if line.startswith("@@"):
                 out[moved].append(line.split("@@")[1])
             elif line.startswith(("old mode ", "new mode ", "new file mode ", "deleted file mode ")):
                 out[modes].append(line)
-            elif line.startswith("index "):
-                ids, _, mode = line[6:].partition(" ")
-                out[modes].append(mode)
-                out[blobs].append(ids)
+            elif line.startswith("index "):  # its blob ids differ whenever anything does: only its mode counts
+                out[modes].append(line[6:].partition(" ")[2])
             elif line.startswith((" ", "-", "+")) and not line.startswith(("--- ", "+++ ")):
                 out[lines].append(line)
         return out
