@@ -190,14 +190,12 @@ READ = ("origin", "forwarded", "applied-upstream", "upstream-status")
 def unplaced(found: Mapping[str, str], status: Mapping[str, str]) -> list[str]:
     """The fields of a format-patch's mail headers that neither the entry nor the commit message
     keeps (git am drops mail headers): what ``import`` reports as not kept."""
-    out = []
-    for name in sorted(found):
-        if name in (*MAIL, *MAIL_MORE, *KNOWN) or (name in READ and name != "origin"):
-            continue
-        if name == "origin" and all(status.get(k) == v for k, v in _origin(found[name])[1].items()):
-            continue
-        out.append(f"{name.title()}: {found[name]}")
-    return out
+    others = [n for n in sorted(found) if n not in (*MAIL, *MAIL_MORE, *KNOWN) and (n not in READ or n == "origin")]
+    return [
+        f"{name.title()}: {found[name]}"
+        for name in others
+        if name != "origin" or not all(status.get(k) == v for k, v in _origin(found[name])[1].items())
+    ]
 
 
 def entry(found: Mapping[str, str], repositories: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:

@@ -233,12 +233,8 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
         prefix_from_template=PrefixTemplate(""),
         prefix_to=TreePrefix(""),
     )
-    probe = Pin(
-        name=release_pin_name(_upstream_name(dist.canonical), version),
-        upstream=_upstream_name(dist.canonical),
-        version=version,
-        artifact=whole,
-    )
+    upstream = _upstream_name(dist.canonical)
+    probe = Pin(name=release_pin_name(upstream, version), upstream=upstream, version=version, artifact=whole)
     with cache.locked():
         members = import_paths(cache.artifact_path(probe), whole)
     if request.prefix is None:
