@@ -230,31 +230,19 @@ def _registry_guard(project: Project, loaded: Sequence[LoadedPatch]) -> tuple[in
 def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[Problem]]:
     """What export/import scaffolded and nobody filled in, per patch: TODO text, and the defaults
     the skeleton marked as not chosen (``metadata.unfilled_defaults``)."""
-    out: list[list[Problem]] = [
-        [
-            Problem(
-                file=MANIFEST_NAME,
-                patch=entry.id,
-                key=f"patch[{i}].{key}",
-                code="skeleton",
-                message=f"still the skeleton's placeholder ({value!r})",
-                hint="fill in the metadata that export/import scaffolded",
-            )
-            for key, value in _placeholders(entry.to_dict())
-        ]
-        for i, entry in enumerate(entries)
+
+    def problem(i: int, key: str, message: str, hint: str) -> Problem:
+        at = f"patch[{i}].{key}"
+        return Problem(file=MANIFEST_NAME, patch=entries[i].id, key=at, code="skeleton", message=message, hint=hint)
+
+    scaffolded = "fill in the metadata that export/import scaffolded"
+    out = [
+        [problem(i, k, f"still the skeleton's placeholder ({v!r})", scaffolded) for k, v in _placeholders(e.to_dict())]
+        for i, e in enumerate(entries)
     ]
     for i, key, value in unfilled_defaults(manifest_document(root)):
-        out[i].append(
-            Problem(
-                file=MANIFEST_NAME,
-                patch=entries[i].id,
-                key=f"patch[{i}].{key}",
-                code="skeleton",
-                message=f"still the skeleton's default ({value!r}), never chosen",
-                hint=f"set {key}; to keep this value, delete the TODO comment on its line",
-            )
-        )
+        hint = f"set {key}; to keep this value, delete the TODO comment on its line"
+        out[i].append(problem(i, key, f"still the skeleton's default ({value!r}), never chosen", hint))
     return out
 
 
