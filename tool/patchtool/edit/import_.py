@@ -196,21 +196,15 @@ def _read_file(
         plain = _plain_patch(source, name, text, url, strip, reading)
         return [dataclasses.replace(plain, imported_commit=_envelope_commit(envelopes[0]))]
     if starts:
-        if strip not in (None, 1):
-            raise UsageError(
-                f"a git format-patch file is -p1, not -p{strip}",
-                file=source,
-                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
-            )
+        _only_p1(source, "a git format-patch file", strip)
         out = []
         line = 1 + text.count("\n", 0, starts[0])
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
             message = hoist_inbody_headers(text[a:b])
-            sha = _MBOX_FROM.match(message)
             found = _header_fields(source, message.split("\n\n", 1)[0], line)
             entry, notes = _header_entry(source, found, url, reading.repositories)
             line += text.count("\n", a, b)
-            commit = _envelope_commit(sha)
+            commit = _envelope_commit(_MBOX_FROM.match(message))
             out.append(
                 Incoming(
                     source=source,
@@ -226,6 +220,13 @@ def _read_file(
             )
         return out
     return [_plain_patch(source, name, text, url, strip, reading)]
+
+
+def _only_p1(source: str, what: str, strip: int | None) -> None:
+    """UsageError where ``what`` (git's own output, always -p1) is to be read at another ``strip``."""
+    if strip not in (None, 1):
+        hint = "import it without -p (in a series file: its line without -pN, or -p1 where -p is given)"
+        raise UsageError(f"{what} is -p1, not -p{strip}", file=source, hint=hint)
 
 
 def _envelope_commit(envelope: re.Match[str] | None) -> str | None:
@@ -360,12 +361,7 @@ def _plain_patch(source: str, name: str, text: str, url: str | None, strip: int 
     header, diff = text[: m.start()], text[m.start() :]
     fields = _header_fields(source, header)
     if diff.startswith("diff --git "):
-        if strip not in (None, 1):
-            raise UsageError(
-                f"a git diff is -p1, not -p{strip}",
-                file=source,
-                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
-            )
+        _only_p1(source, "a git diff", strip)
     else:
         try:
             diff = _plain_diff(source, diff, reading.exists, strip)
