@@ -86,9 +86,9 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     if commits and commits[-1].ident == ident and ident not in {e.id for e in project.manifest.patches}:
         return _new_patch(at_branch, staged_only)
     _require_exported(repo, commits, record.patches, branch)
-    ids = [c.ident for c in commits]
+    ids = [c.ident or "" for c in commits]  # each a patch's id: _require_exported checked them
     if ident not in ids:
-        raise UsageError(f"no patch {ident!r} on branch {branch!r}", hint=f"its patches: {', '.join(map(str, ids))}")
+        raise UsageError(f"no patch {ident!r} on branch {branch!r}", hint=f"its patches: {', '.join(ids)}")
     at = ids.index(ident)
     wanted = _worktree_tree(worktree, tip, branch, staged_only=staged_only)
     if not (change := repo.diff_raw(tip, wanted)):
@@ -104,14 +104,11 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     # everything that can refuse comes before the branch moves: each patch file read (as the
     # journal will), each new text one the series loads
     files = {e.id: e.file for e in project.manifest.patches}
-    final = {c.ident or "": c.commit for c in commits[:at]} | {
-        c.ident or "": new for c, new in zip(commits[at:], built, strict=True)
-    }
-    have = {i: paths.read_inside(project.root, files[i]) for i in (c.ident or "" for c in commits)}
+    final = dict(zip(ids, [*(c.commit for c in commits[:at]), *built], strict=True))
+    have = {i: paths.read_inside(project.root, files[i]) for i in ids}
     texts: dict[str, str] = {}
     written: list[dict[str, str]] = []
-    for c in commits[at:]:
-        i = c.ident or ""
+    for i in ids[at:]:
         text = export_commit(repo, final[i])
         if text.encode() != have[i]:
             texts[files[i]] = text
@@ -123,10 +120,7 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
     move_branch(repo, names, worktree, tip, built[-1], f"patchtool refresh {ident}", files_stay=True)
     write_series(project.root, texts, manifest, remove=[], moves={})
-    exported = [
-        (i, files[i], texts[files[i]].encode() if files[i] in texts else have[i])
-        for i in (c.ident or "" for c in commits)
-    ]
+    exported = [(i, files[i], texts[files[i]].encode() if files[i] in texts else have[i]) for i in ids]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
     return Folded(
         branch=branch,
