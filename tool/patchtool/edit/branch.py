@@ -258,7 +258,19 @@ def export_commit(repo: git.Repo, commit: str) -> str:
     """The canonical patch file for a checkout commit: git's own format, without the trailer;
     UsageError naming the file when the commit changes one that is not UTF-8 (a patch file is)."""
     try:
-        return _exported(repo, commit)
+        message = repo.commit_message(commit)
+        if trailer_id(message) is None:
+            return repo.format_patch(commit)
+        author, _ = repo.idents(commit)
+        parent = repo.resolve(f"{commit}^")
+        plain = repo.commit_tree(
+            repo.tree_of(commit),
+            [parent] if parent else [],
+            without_trailer(message),
+            author=git.Ident(author.name, author.email),
+            committer=git.Ident(*git.FIXED_IDENT),
+        )
+        return repo.format_patch(plain)
     except UnicodeDecodeError:
         raise _not_utf8(repo, commit) from None
 
@@ -280,19 +292,3 @@ def _not_utf8(repo: git.Repo, commit: str) -> UsageError:
         f"commit {commit[:12]}'s message is not UTF-8: a patch file is UTF-8 text; nothing was changed",
         hint="save it as UTF-8 (`git commit --amend`), then run it again",
     )
-
-
-def _exported(repo: git.Repo, commit: str) -> str:
-    message = repo.commit_message(commit)
-    if trailer_id(message) is None:
-        return repo.format_patch(commit)
-    author, _ = repo.idents(commit)
-    parent = repo.resolve(f"{commit}^")
-    plain = repo.commit_tree(
-        repo.tree_of(commit),
-        [parent] if parent else [],
-        without_trailer(message),
-        author=git.Ident(author.name, author.email),
-        committer=git.Ident(*git.FIXED_IDENT),
-    )
-    return repo.format_patch(plain)
