@@ -109,12 +109,11 @@ def outside_git_directories(path: Path, project: Project, cache: Cache) -> None:
     git directory, as named or through links; git would write its files among the repository's."""
     named = Path(os.path.abspath(path))
     real = named.resolve()
-    for form in (named, real):
-        if any(paths.is_dotgit(part) for part in form.parts):
-            raise UsageError(
-                f"{path} lies inside a .git directory; a checkout's worktree goes outside every git directory",
-                hint="pass another --path, or none for work/BRANCH",
-            )
+    if any(paths.is_dotgit(part) for form in (named, real) for part in form.parts):
+        raise UsageError(
+            f"{path} lies inside a .git directory; a checkout's worktree goes outside every git directory",
+            hint="pass another --path, or none for work/BRANCH",
+        )
     found = [discover(project.root), discover(named)]
     git_dirs = [cache.repo.git_dir, *(f[0] for f in found if f is not None)]
     # any git directory, a bare one too (patchtool's history caches, a --separate-git-dir), by

@@ -286,11 +286,8 @@ def _identify(
             f"--revive {', '.join(unknown)}: no such dropped patch", hint=f"dropped: {', '.join(dropped) or 'none'}"
         )
     order: list[tuple[str, str, bool]] = []
-    given: list[str] = []
     for c in commits:
         ident = c.ident or unique_id(slug(c.subject), {*entries, *dropped, *(i for i, _, _ in order)})
-        if c.ident is None:
-            given.append(ident)
         if any(i == ident for i, _, _ in order):
             raise UsageError(
                 f"two commits carry {TRAILER}: {ident}",
@@ -313,7 +310,7 @@ def _identify(
             f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: {', '.join(missing)}",
             hint="cherry-pick or write the commit first",
         )
-    return order, given
+    return order, [i for (i, _, _), c in zip(order, commits, strict=True) if c.ident is None]
 
 
 def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], ids: Sequence[str]) -> list[str] | None:

@@ -687,8 +687,7 @@ def _applied(
 def _path_hint(repo: git.Repo, parent: str, path: str, pin: str) -> str:
     """What to do when a patch names a file the tree lacks: fuzz cannot help where the path's
     directories are what differs (the patch's prefix, or the pin's)."""
-    tree = repo.tree_of(parent)
-    alike = sorted(p for p in repo.tree_paths(tree) if p.endswith(f"/{path}") or path.endswith(f"/{p}"))
+    alike = sorted(p for p in repo.tree_paths(repo.tree_of(parent)) if p.endswith(f"/{path}") or path.endswith(f"/{p}"))
     seen = f" (the tree has {alike[0]})" if alike else ""
     return (
         f"nothing was imported; {path} is not in the tree at {pin}{seen}: where the patch's paths and the "
