@@ -248,15 +248,11 @@ def header(data: Mapping[str, Any], *, unset: Collection[str] = ()) -> str:
     if status in ("backport", "merged") and (ref or url):
         place = f"commit:{ref}" if ref and not (url and _where(url).get("ref") == ref) else url
         out["Origin"] = f"upstream, {place}"
-    if status == "inappropriate":
-        out["Forwarded"] = "not-needed"
-    elif status == "pending":
-        out["Forwarded"] = "no"
-    elif status in ("submitted", "denied"):
-        out["Forwarded"] = url or "yes"
+    forwarded = {"inappropriate": "not-needed", "pending": "no", "submitted": url or "yes", "denied": url or "yes"}
+    if status in forwarded:
+        out["Forwarded"] = forwarded[status]
     if status == "merged":
-        places = [*([url] if url else []), *([f"commit:{ref}"] if ref else [])]
-        out["Applied-Upstream"] = ", ".join([up["version"], *places])
+        out["Applied-Upstream"] = ", ".join([up["version"], *(p for p in (url, ref and f"commit:{ref}") if p)])
     detail = {"submitted": url, "backport": ref, "merged": up.get("version")}.get(status) or up.get("reason")
     word = {"merged": "Backport", "inappropriate": "Inappropriate"}.get(status, status.title())
     if status != "pending" and not re.search(r"[\n\]]", detail or "") and not _RAW_CONTROL.search(detail or ""):
