@@ -107,12 +107,9 @@ def export_pull_request(project: Project, ident: str, dest: Path, checkouts: Seq
     disk = fsroot.Root(dest)
     disk.directory()
     written = []
-    for lp in patches:
-        name = lp.entry.file.rpartition("/")[2]
-        disk.write(name, lp.text)
+    for name, body in [*((lp.entry.file.rpartition("/")[2], lp.text) for lp in patches), (DESCRIPTION, text)]:
+        disk.write(name, body)
         written.append(str(dest / name))
-    disk.write(DESCRIPTION, text)
-    written.append(str(dest / DESCRIPTION))
     return PullRequest(id=ident, patches=carried, base=upstream_base(pin), directory=str(dest), written=tuple(written))
 
 
