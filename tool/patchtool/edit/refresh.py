@@ -73,6 +73,13 @@ class _Branch(NamedTuple):
     commits: Sequence[BranchCommit]
     worktree: Path
 
+    def folded(self, ident: str, file: str, changed: tuple[str, ...], written: Sequence[dict[str, str]]) -> Folded:
+        """What a refresh of patch ``ident`` (its ``file``) on this branch did."""
+        worktree = str(self.worktree)
+        return Folded(
+            branch=self.names.branch, id=ident, file=file, worktree=worktree, changed=changed, written=tuple(written)
+        )
+
 
 def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only: bool) -> Folded:
     repo = cache.repo
@@ -122,14 +129,7 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     write_series(project.root, texts, manifest, remove=[], moves={})
     exported = [(i, files[i], texts[files[i]].encode() if files[i] in texts else have[i]) for i in ids]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
-    return Folded(
-        branch=branch,
-        id=ident,
-        file=files[ident],
-        worktree=str(worktree),
-        changed=changed,
-        written=tuple(written),
-    )
+    return at_branch.folded(ident, files[ident], changed, written)
 
 
 def _worktree(repo: git.Repo, names: CheckoutBranch) -> Path:
@@ -216,16 +216,8 @@ def _new_patch(at_branch: _Branch, staged_only: bool) -> Folded:
     move_branch(repo, names, worktree, tip, target, f"patchtool refresh {ident}", files_stay=True)
     result = write_planned(project, repo, names, plan)
     row = next(p for p in result.patches if p["id"] == ident)
-    return Folded(
-        branch=names.branch,
-        id=ident,
-        file=row["file"],
-        worktree=str(worktree),
-        changed=changed,
-        written=tuple(
-            {"id": p["id"], "file": p["file"], "why": ""} for p in result.patches if p["change"] != "unchanged"
-        ),
-    )
+    written = [{"id": p["id"], "file": p["file"], "why": ""} for p in result.patches if p["change"] != "unchanged"]
+    return at_branch.folded(ident, row["file"], changed, written)
 
 
 def _nothing_to_refresh(ident: str, worktree: Path, staged_only: bool, *, new: bool = False) -> UsageError:
@@ -373,16 +365,8 @@ def _put_back(
     if texts:
         write_series(project.root, texts, manifest, remove=[], moves={})
     names.save_record(repo, new_record)
-    return Folded(
-        branch=names.branch,
-        id=ident,
-        file=lp.entry.file,
-        worktree=str(worktree),
-        changed=changed,
-        written=tuple({"id": ident, "file": f, "why": ""} for f in texts),
-        applied=tuple(r.id for r in rest.results if r.commit),
-        stopped=stop,
-    )
+    folded = at_branch.folded(ident, lp.entry.file, changed, [{"id": ident, "file": f, "why": ""} for f in texts])
+    return dataclasses.replace(folded, applied=tuple(r.id for r in rest.results if r.commit), stopped=stop)
 
 
 def _left(worktree: Path, branch: str, ident: str, found: repair.Repair | None) -> bool:
