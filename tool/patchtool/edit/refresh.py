@@ -345,12 +345,8 @@ def _put_back(
     manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
     on_branch = {c.ident or "": c.commit for c in before} | {ident: new}
     on_branch |= {r.id: r.commit for r in rest.results if r.commit}
-    new_record = series_record(
-        project.manifest.pin,
-        base,
-        [(p.id, p.entry.file, (text if p.id == ident else p.text).encode()) for p in loaded],
-        on_branch,
-    )
+    exported = [(p.id, p.entry.file, (text if p.id == ident else p.text).encode()) for p in loaded]
+    new_record = series_record(project.manifest.pin, base, exported, on_branch)
     new_record = dataclasses.replace(new_record, stopped=failed.id if failed else None)
     action = f"patchtool refresh {ident}"
     if fresh:
