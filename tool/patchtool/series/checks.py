@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -141,6 +142,7 @@ def run_check(
         return CheckReport(
             pin=pin_name, patches=0, strict=strict, problems=tuple(exc.as_problems()) + tuple(_parse_all(root))
         )
+    report = functools.partial(CheckReport, patches=len(project.manifest.patches), strict=strict)
     loaded, file_problems = project.try_series()
     orphans = project.orphans()
     registry_entries, findings, registry_problems = _registry_guard(project, loaded)
@@ -149,12 +151,7 @@ def run_check(
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(
-            pin=pin_name or project.manifest.pin,
-            strict=strict,
-            patches=len(project.manifest.patches),
-            problems=tuple(problems),
-        )
+        return report(pin=pin_name or project.manifest.pin, problems=tuple(problems))
     warnings = [p for per_patch in _skeleton_problems(root, project.manifest.patches) for p in per_patch]
     warnings += _placeholder_subjects(loaded)
     problems += [p for i, entry in enumerate(project.manifest.patches) if (p := outside_pin(pin, entry, i))]
@@ -162,16 +159,9 @@ def run_check(
         base: Base = cache.ensure(pin)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(
-            pin=pin.name,
-            patches=len(project.manifest.patches),
-            strict=strict,
-            problems=tuple(problems),
-            warnings=tuple(warnings),
-        )
-    touched = {path for lp in loaded for path in lp.patch.paths}
+        return report(pin=pin.name, problems=tuple(problems), warnings=tuple(warnings))
     try:
-        differs = tag_differs(cache, pin, base.tree, touched)
+        differs = tag_differs(cache, pin, base.tree, {path for lp in loaded for path in lp.patch.paths})
     except PatchtoolError as exc:
         differs = f"tag {pin.git.tag if pin.git else ''} not compared with the artifact: {exc.message}"
     if differs:
@@ -197,12 +187,10 @@ def run_check(
         for a in assumptions
         if not a.ok
     ]
-    return CheckReport(
+    return report(
         pin=pin.name,
-        patches=len(project.manifest.patches),
         problems=tuple(problems),
         warnings=tuple(warnings),
-        strict=strict,
         series=series,
         assumptions=tuple(assumptions),
         registry_entries=registry_entries,
