@@ -47,9 +47,7 @@ def upstream_base(pin: Pin) -> str:
 
 def refuse_experiments(entries: Sequence[PatchEntry], ident: str) -> None:
     """UsageError where the set carries a patch marked ``experiment``, saying why it is one."""
-    for entry in entries:
-        if entry.experiment is None:
-            continue
+    if (entry := next((e for e in entries if e.experiment is not None), None)) is not None:
         which = f"patch {ident!r} is" if entry.id == ident else f"patch {ident!r} requires {entry.id!r}, which is"
         raise UsageError(
             f"{which} an experiment, not a pull request: {entry.experiment}",

@@ -162,10 +162,8 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     out = []
     for key in dict.fromkeys([*old, *new]):
         a, b = old.get(key), new.get(key)
-        if a == b:
-            continue
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
+        if a != b and isinstance(a, Mapping) and isinstance(b, Mapping):
             out += [f"{key}.{k}" for k in _changed(a, b)]
-        else:
+        elif a != b:
             out.append(key)
     return out

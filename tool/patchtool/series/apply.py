@@ -182,8 +182,7 @@ def diagnose(
     applied" is git's reverse application at the pin; a rebase asks ``rebase.upstreamed``."""
     if index.apply([path], reverse=True, check=True).ok:
         return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in patch.files)
-    tree = index.write_tree()
-    contents = repo.cat_files(tree, [f.source or f.path for f in patch.files])
+    contents = repo.cat_files(index.write_tree(), [f.source or f.path for f in patch.files])
     failures: list[HunkFailure] = []
     left = fuzz.MAX_COMPARED  # lines its hunks may be compared over, all its files together
     for f in patch.files:
