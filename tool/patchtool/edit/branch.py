@@ -47,9 +47,8 @@ def trailer_block(lines: list[str]) -> range:
     block = lines[start:]
     trailers = sum(1 for ln in block if _ANY_TRAILER.match(ln))
     continued = sum(1 for ln in block if ln[:1] in (" ", "\t"))
-    if trailers + continued == len(block) and trailers and block[0][:1] not in (" ", "\t"):
-        return range(start, len(lines))
-    if 4 * trailers >= len(block) and any(ln.startswith(_GIT_TRAILERS) for ln in block):
+    all_trailers = trailers + continued == len(block) and trailers and block[0][:1] not in (" ", "\t")
+    if all_trailers or (4 * trailers >= len(block) and any(ln.startswith(_GIT_TRAILERS) for ln in block)):
         return range(start, len(lines))
     return range(len(lines), len(lines))
 

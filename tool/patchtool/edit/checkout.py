@@ -171,14 +171,13 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
         elif record.stopped in ids:
             at = ids.index(record.stopped)
             stopped = stop(where, repair(repo, tip, loaded[at]), loaded[at], ids[at + 1 :])
+    commits = tuple(Committed(id=c.ident or c.subject, commit=c.commit) for c in branch_commits(repo, names, base, tip))
     return Checkout(
         branch=names.branch,
         git_branch=names.short,
         worktree=str(where),
         base=base,
-        commits=tuple(
-            Committed(id=c.ident or c.subject, commit=c.commit) for c in branch_commits(repo, names, base, tip)
-        ),
+        commits=commits,
         stopped=stopped,
         finish=finish,
         committed=committed,
