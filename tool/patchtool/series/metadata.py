@@ -164,10 +164,8 @@ def save_pending(root: Path, ident: str, meta: Metadata) -> None:
 def load_pending(root: Path, ident: str) -> Metadata | None:
     """What ``new`` was told about ``ident``, or None; InvalidInput when the file is not one
     patchtool writes (it is read like every other file of the repository: hostile)."""
-    if id_problem(ident) is not None:
-        return None
     rel = _pending_file(ident)
-    if (text := paths.read_text_if_present(root, rel)) is None:
+    if id_problem(ident) is not None or (text := paths.read_text_if_present(root, rel)) is None:
         return None
     statedir.refuse_tracked(root)  # what a clone brought along is never taken as what `new` was told
     try:

@@ -173,10 +173,8 @@ def _commit_refs(repo: git.Repo) -> dict[str, str]:
     found = {}
     for line in out.splitlines():
         ref, kind, sha, peeled_kind, peeled = (line.split("\0") + [""] * 5)[:5]
-        if kind == "commit":
-            found[ref] = sha
-        elif peeled_kind == "commit":
-            found[ref] = peeled
+        if "commit" in (kind, peeled_kind):
+            found[ref] = sha if kind == "commit" else peeled
     return found
 
 
