@@ -178,7 +178,7 @@ def _what_moved(old: str, new: str) -> str:
                 out[moved].append(line.split("@@")[1])
             elif line.startswith(("old mode ", "new mode ", "new file mode ", "deleted file mode ")):
                 out[modes].append(line)
-            elif line.startswith("index "):  # its blob ids differ whenever anything does: only its mode counts
+            elif line.startswith("index "):  # its blobs are the last resort below: only its mode is compared
                 out[modes].append(line[6:].partition(" ")[2])
             elif line.startswith((" ", "-", "+")) and not line.startswith(("--- ", "+++ ")):
                 out[lines].append(line)
