@@ -85,8 +85,7 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
     where = _place(project, cache, branch, path)
-    commits = {r.id: r.commit or "" for r in result.results}
-    record = loaded_record(pin.name, base.commit, loaded, commits)
+    record = loaded_record(pin.name, base.commit, loaded, {r.id: r.commit or "" for r in result.results})
     names.save_record(repo, dataclasses.replace(record, stopped=failed.id if failed else None))
     create_branch(repo, names, tip, "patchtool checkout")
     repo.update_ref(names.base_ref, base.commit)
@@ -114,8 +113,7 @@ def outside_git_directories(path: Path, project: Project, cache: Cache) -> None:
             f"{path} lies inside a .git directory; a checkout's worktree goes outside every git directory",
             hint="pass another --path, or none for work/BRANCH",
         )
-    found = [discover(project.root), discover(named)]
-    git_dirs = [cache.repo.git_dir, *(f[0] for f in found if f is not None)]
+    git_dirs = [cache.repo.git_dir, *(f[0] for f in (discover(project.root), discover(named)) if f is not None)]
     # any git directory, a bare one too (patchtool's history caches, a --separate-git-dir), by
     # git's own test of one: HEAD, objects/ and refs/ (a linked worktree's lies inside its common one)
     git_dirs += [d for form in (named, real) for d in form.parents if _is_git_dir(d)]

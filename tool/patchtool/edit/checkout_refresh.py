@@ -107,8 +107,7 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
     chain = {r.id: r.commit or "" for r in series.results}
-    dropped = {d.entry.id for d in project.manifest.dropped}
-    plan, left_out, kept = _plan(repo, record, commits, loaded, dropped)
+    plan, left_out, kept = _plan(repo, record, commits, loaded, {d.entry.id for d in project.manifest.dropped})
     start, built = _build(repo, base.commit, plan, loaded, chain, names)
     new_tip = built[-1] if built else start
     if new_tip != tip:

@@ -38,8 +38,7 @@ def drop(
             hint="drop those first, or take it out of their requires if they no longer need it",
         )
     doc = manifest_document(root)
-    index = next(i for i, t in enumerate(doc["patch"]) if str(t["id"]) == ident)
-    table = tomlio.take_table(doc, "patch", index)
+    table = tomlio.take_table(doc, "patch", next(i for i, t in enumerate(doc["patch"]) if str(t["id"]) == ident))
     moved = record_dropped(root, doc, table, reason=reason, dropped_at=str(doc["pin"]))
     extra: dict[str, str] = {}
     if rejected:

@@ -425,8 +425,7 @@ def _plain_diff(source: str, text: str, exists: Exists, strip: int | None) -> st
 def _subject_from_name(name: str) -> str:
     """A subject from a patch's file name: ``0003-fix_setup-py.patch`` -> ``fix setup py``."""
     stem = re.sub(r"\.(patch|diff)$", "", name)
-    words = re.sub(r"[-_]+", " ", re.sub(r"^\d+[-_]", "", stem)).strip()
-    return words or stem
+    return re.sub(r"[-_]+", " ", re.sub(r"^\d+[-_]", "", stem)).strip() or stem
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

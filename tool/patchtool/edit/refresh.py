@@ -455,8 +455,7 @@ def _build(
                 )
             ws.update(merged.files)
             writes.append(_commit(repo, c, merged.files))
-    parent = commits[at - 1].commit if at else base
-    built = repo.write_commits(parent, writes, ref=names.refresh_ref)
+    built = repo.write_commits(commits[at - 1].commit if at else base, writes, ref=names.refresh_ref)
     repo.delete_ref(names.refresh_ref)
     return built
 

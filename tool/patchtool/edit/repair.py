@@ -53,8 +53,7 @@ class Repair:
 
 def repair(repo: git.Repo, commit: str, lp: LoadedPatch) -> Repair | None:
     """Patch ``lp`` applied as far as it goes on ``commit``'s tree; None where it cannot be."""
-    tree = repo.tree_of(commit)
-    found = repo.cat_files(tree, [f.path for f in lp.patch.files])
+    found = repo.cat_files(repo.tree_of(commit), [f.path for f in lp.patch.files])
     files: dict[str, bytes | None] = {}
     notes: list[Note] = []
     for f in lp.patch.files:
