@@ -51,8 +51,7 @@ def evaluate(assumption: Assumption, content: bytes | None) -> tuple[bool, str]:
 
 
 def check_assumptions(repo: git.Repo, tree: str, entries: Sequence[PatchEntry]) -> list[AssumptionResult]:
-    paths = sorted({a.file for e in entries for a in e.assumptions})
-    contents = repo.cat_files(tree, paths)
+    contents = repo.cat_files(tree, sorted({a.file for e in entries for a in e.assumptions}))
     return [
         AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(), found=found, why=a.why)
         for entry in entries
