@@ -47,9 +47,8 @@ def trailer_block(lines: list[str]) -> range:
     block = lines[start:]
     trailers = sum(1 for ln in block if _ANY_TRAILER.match(ln))
     continued = sum(1 for ln in block if ln[:1] in (" ", "\t"))
-    if trailers + continued == len(block) and trailers and block[0][:1] not in (" ", "\t"):
-        return range(start, len(lines))
-    if 4 * trailers >= len(block) and any(ln.startswith(_GIT_TRAILERS) for ln in block):
+    all_trailers = trailers + continued == len(block) and trailers and block[0][:1] not in (" ", "\t")
+    if all_trailers or (4 * trailers >= len(block) and any(ln.startswith(_GIT_TRAILERS) for ln in block)):
         return range(start, len(lines))
     return range(len(lines), len(lines))
 
@@ -105,8 +104,7 @@ def branch_and_record(
             hint="create one with `patchtool checkout`; checkouts belong to the directory "
             "they were made in, so a moved or copied repository starts without one",
         )
-    record = names.load_record(repo)
-    if record is None:
+    if (record := names.load_record(repo)) is None:
         raise UsageError(
             f"no record of the series checkout branch {names.branch!r} was made from, so {why}",
             hint="check out a fresh branch (`patchtool checkout --branch NEW`) and carry your "
@@ -136,12 +134,9 @@ def changes_since(record: CheckoutRecord, project: Project) -> list[str]:
                 now = None
             if now not in (old[ident].sha256, written.get(ident)):
                 edited.append(f"{ident} ({entry.file})")
-    if added:
-        changes.append("added " + ", ".join(added))
-    if dropped:
-        changes.append("dropped " + ", ".join(dropped))
-    if edited:
-        changes.append("edited " + ", ".join(edited))
+    changes += [
+        f"{what} {', '.join(ids)}" for what, ids in (("added", added), ("dropped", dropped), ("edited", edited)) if ids
+    ]
     if [i for i in old if i in new] != [i for i in new if i in old]:
         changes.append("reordered")
     return changes
@@ -155,10 +150,7 @@ def worktree_of(repo: git.Repo, names: CheckoutBranch) -> Path | None:
     (git still lists it until pruned) does not count; nor does any before the cache exists."""
     if not Path(repo.git_dir).is_dir():
         return None
-    for w in repo.worktrees():
-        if w.branch == names.ref and Path(w.path).is_dir():
-            return Path(w.path)
-    return None
+    return next((Path(w.path) for w in repo.worktrees() if w.branch == names.ref and Path(w.path).is_dir()), None)
 
 
 def worktrees(repo: git.Repo) -> list[Path]:
@@ -168,13 +160,11 @@ def worktrees(repo: git.Repo) -> list[Path]:
 
 
 def require_clean(worktree: Path | None) -> None:
-    if worktree is not None:
-        dirty = git.Worktree(worktree).status()
-        if dirty:
-            raise UsageError(
-                f"the worktree {worktree} has uncommitted changes:\n{dirty}",
-                hint="commit (or stash) them first; patchtool works on commits only",
-            )
+    if worktree is not None and (dirty := git.Worktree(worktree).status()):
+        raise UsageError(
+            f"the worktree {worktree} has uncommitted changes:\n{dirty}",
+            hint="commit (or stash) them first; patchtool works on commits only",
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -238,8 +228,7 @@ def move_branch(
             hint="run the command again",
         )
     mode = "--mixed" if files_stay else "--soft" if repo.tree_of(old) == repo.tree_of(new) else "--keep"
-    refused = tree.reset(mode, new, reason=action, committer=git.FIXED_IDENT)
-    if refused is not None:
+    if (refused := tree.reset(mode, new, reason=action, committer=git.FIXED_IDENT)) is not None:
         raise UsageError(
             f"git could not move the worktree {worktree} to the new branch tip: {refused}",
             hint="nothing was changed; move the files git names out of the way and run it again",
@@ -249,8 +238,7 @@ def move_branch(
 def create_branch(repo: git.Repo, names: CheckoutBranch, tip: str, action: str) -> None:
     """The checkout branch, with a reflog (the cache logs no ref updates by default), so a commit
     lost on it can be found again with ``git reflog``."""
-    refused = repo.update_ref(names.ref, tip, "", reason=action, reflog=True, check=False)
-    if refused is not None:
+    if (refused := repo.update_ref(names.ref, tip, "", reason=action, reflog=True, check=False)) is not None:
         raise UsageError(
             f"branch {names.branch!r} cannot be created: {refused}",
             hint="pick another --branch (a name cannot be both a branch and a folder of branches)",
@@ -261,17 +249,27 @@ def without_trailer(message: str) -> str:
     """The commit message as it was before checkout added the trailer: its ``Patchtool-Id``
     lines of the trailer block gone, and the block too where nothing else was in it."""
     lines = _lines(message)
-    block = trailer_block(lines)
-    ours = {i for i in block if _TRAILER_RE.fullmatch(lines[i])}
-    kept = [ln for i, ln in enumerate(lines) if i not in ours]
-    return "\n".join(kept).rstrip("\n") + "\n"
+    ours = {i for i in trailer_block(lines) if _TRAILER_RE.fullmatch(lines[i])}
+    return "\n".join(ln for i, ln in enumerate(lines) if i not in ours).rstrip("\n") + "\n"
 
 
 def export_commit(repo: git.Repo, commit: str) -> str:
     """The canonical patch file for a checkout commit: git's own format, without the trailer;
     UsageError naming the file when the commit changes one that is not UTF-8 (a patch file is)."""
     try:
-        return _exported(repo, commit)
+        message = repo.commit_message(commit)
+        if trailer_id(message) is None:
+            return repo.format_patch(commit)
+        author, _ = repo.idents(commit)
+        parent = repo.resolve(f"{commit}^")
+        plain = repo.commit_tree(
+            repo.tree_of(commit),
+            [parent] if parent else [],
+            without_trailer(message),
+            author=git.Ident(author.name, author.email),
+            committer=git.Ident(*git.FIXED_IDENT),
+        )
+        return repo.format_patch(plain)
     except UnicodeDecodeError:
         raise _not_utf8(repo, commit) from None
 
@@ -293,19 +291,3 @@ def _not_utf8(repo: git.Repo, commit: str) -> UsageError:
         f"commit {commit[:12]}'s message is not UTF-8: a patch file is UTF-8 text; nothing was changed",
         hint="save it as UTF-8 (`git commit --amend`), then run it again",
     )
-
-
-def _exported(repo: git.Repo, commit: str) -> str:
-    message = repo.commit_message(commit)
-    if trailer_id(message) is None:
-        return repo.format_patch(commit)
-    author, _ = repo.idents(commit)
-    parent = repo.resolve(f"{commit}^")
-    plain = repo.commit_tree(
-        repo.tree_of(commit),
-        [parent] if parent else [],
-        without_trailer(message),
-        author=git.Ident(author.name, author.email),
-        committer=git.Ident(*git.FIXED_IDENT),
-    )
-    return repo.format_patch(plain)

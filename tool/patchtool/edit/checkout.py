@@ -85,16 +85,13 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
     where = _place(project, cache, branch, path)
-    commits = {r.id: r.commit or "" for r in result.results}
-    record = loaded_record(pin.name, base.commit, loaded, commits)
+    record = loaded_record(pin.name, base.commit, loaded, {r.id: r.commit or "" for r in result.results})
     names.save_record(repo, dataclasses.replace(record, stopped=failed.id if failed else None))
     create_branch(repo, names, tip, "patchtool checkout")
     repo.update_ref(names.base_ref, base.commit)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
-    stopped = None
-    if failed is not None:
-        stopped = stop(where, found, loaded[at], [lp.id for lp in loaded[at + 1 :]])
+    stopped = stop(where, found, loaded[at], [lp.id for lp in loaded[at + 1 :]]) if failed is not None else None
     return Checkout(
         branch=branch,
         git_branch=names.short,
@@ -111,14 +108,12 @@ def outside_git_directories(path: Path, project: Project, cache: Cache) -> None:
     git directory, as named or through links; git would write its files among the repository's."""
     named = Path(os.path.abspath(path))
     real = named.resolve()
-    for form in (named, real):
-        if any(paths.is_dotgit(part) for part in form.parts):
-            raise UsageError(
-                f"{path} lies inside a .git directory; a checkout's worktree goes outside every git directory",
-                hint="pass another --path, or none for work/BRANCH",
-            )
-    found = [discover(project.root), discover(named)]
-    git_dirs = [cache.repo.git_dir, *(f[0] for f in found if f is not None)]
+    if any(paths.is_dotgit(part) for form in (named, real) for part in form.parts):
+        raise UsageError(
+            f"{path} lies inside a .git directory; a checkout's worktree goes outside every git directory",
+            hint="pass another --path, or none for work/BRANCH",
+        )
+    git_dirs = [cache.repo.git_dir, *(f[0] for f in (discover(project.root), discover(named)) if f is not None)]
     # any git directory, a bare one too (patchtool's history caches, a --separate-git-dir), by
     # git's own test of one: HEAD, objects/ and refs/ (a linked worktree's lies inside its common one)
     git_dirs += [d for form in (named, real) for d in form.parents if _is_git_dir(d)]
@@ -174,14 +169,13 @@ def _again(project: Project, cache: Cache, names: CheckoutBranch, path: Path | N
         elif record.stopped in ids:
             at = ids.index(record.stopped)
             stopped = stop(where, repair(repo, tip, loaded[at]), loaded[at], ids[at + 1 :])
+    commits = tuple(Committed(id=c.ident or c.subject, commit=c.commit) for c in branch_commits(repo, names, base, tip))
     return Checkout(
         branch=names.branch,
         git_branch=names.short,
         worktree=str(where),
         base=base,
-        commits=tuple(
-            Committed(id=c.ident or c.subject, commit=c.commit) for c in branch_commits(repo, names, base, tip)
-        ),
+        commits=commits,
         stopped=stopped,
         finish=finish,
         committed=committed,

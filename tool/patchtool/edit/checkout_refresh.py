@@ -107,8 +107,7 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
         )
     chain = {r.id: r.commit or "" for r in series.results}
-    dropped = {d.entry.id for d in project.manifest.dropped}
-    plan, left_out, kept = _plan(repo, record, commits, loaded, dropped)
+    plan, left_out, kept = _plan(repo, record, commits, loaded, {d.entry.id for d in project.manifest.dropped})
     start, built = _build(repo, base.commit, plan, loaded, chain, names)
     new_tip = built[-1] if built else start
     if new_tip != tip:
@@ -159,8 +158,7 @@ def _plan(
                 )
             plan.append(Item(ident=ident, source=c))
             continue
-        unchanged = sha256(export_commit(repo, c.commit)) == recorded[ident].sha256
-        if unchanged:
+        if sha256(export_commit(repo, c.commit)) == recorded[ident].sha256:  # unchanged
             if ident in current:
                 plan.append(Item(ident=ident))
             elif ident in dropped:
@@ -186,8 +184,7 @@ def _plan(
             continue
         at = 0
         for earlier in reversed(loaded[:n]):
-            found = [k for k, item in enumerate(plan) if item.ident == earlier.id and item.from_series]
-            if found:
+            if found := [k for k, item in enumerate(plan) if item.ident == earlier.id and item.from_series]:
                 at = found[0] + 1
                 break
         plan.insert(at, Item(ident=lp.id))
@@ -213,14 +210,8 @@ def _build(
             if item.from_series:
                 assert item.ident is not None
                 lp = by_id[item.ident]
-                files.update(
-                    _merge(
-                        ws,
-                        repo.diff_raw(parents[lp.id], chain[lp.id]),
-                        f"patch {lp.id} (as the series has it) does not apply where the branch puts it",
-                        chain[lp.id],
-                    )
-                )
+                what = f"patch {lp.id} (as the series has it) does not apply where the branch puts it"
+                files.update(_merge(ws, repo.diff_raw(parents[lp.id], chain[lp.id]), what, chain[lp.id]))
                 ws.update(files)
                 message = commit_message(lp)
                 author = git.Ident(lp.patch.author_name, lp.patch.author_email, 0)

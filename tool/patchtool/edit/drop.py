@@ -38,8 +38,7 @@ def drop(
             hint="drop those first, or take it out of their requires if they no longer need it",
         )
     doc = manifest_document(root)
-    index = next(i for i, t in enumerate(doc["patch"]) if str(t["id"]) == ident)
-    table = tomlio.take_table(doc, "patch", index)
+    table = tomlio.take_table(doc, "patch", next(i for i, t in enumerate(doc["patch"]) if str(t["id"]) == ident))
     moved = record_dropped(root, doc, table, reason=reason, dropped_at=str(doc["pin"]))
     extra: dict[str, str] = {}
     if rejected:
@@ -72,9 +71,7 @@ def rejection_from(
     evidence = []
     for m in e.evidence:
         row: dict[str, Any] = {"metric": m.metric}
-        for key in ("before", "after", "change"):
-            if getattr(m, key) is not None:
-                row[key] = getattr(m, key)
+        row |= {key: value for key in ("before", "after", "change") if (value := getattr(m, key)) is not None}
         if hardware:
             row["hardware"] = m.conditions.get("hardware", hardware)
         if model:
@@ -85,7 +82,7 @@ def rejection_from(
         row["source"] = m.source
         evidence.append(row)
     added = [{"type": k.type.value, "name": k.name} for k in e.knobs if k.relation.value == "adds"]
-    out = {
+    return {
         "id": ident,
         "title": f"patch {ident}",
         "tried": e.why.strip(),
@@ -94,5 +91,4 @@ def rejection_from(
         "revisit": e.drop_when,
         "evidence": evidence,
         "knobs": added + list(knobs),
-    }
-    return out | ({"unguarded": unguarded} if unguarded else {})
+    } | ({"unguarded": unguarded} if unguarded else {})

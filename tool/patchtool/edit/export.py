@@ -191,29 +191,22 @@ def planned(
         name = f"{PATCHES_DIR}/{position:04d}-{stem}.patch"
         old = entries[ident].file if known else None
         previous = paths.read_text_if_present(root, old) if old else None
-        change = (
-            ("revived" if ident in revive else "new")
-            if not known
-            else "unchanged"
-            if previous == text and old == name
-            else "renamed"
-            if previous == text
-            else "refreshed"
-        )
+        if not known:
+            change = "revived" if ident in revive else "new"
+        else:
+            change = ("unchanged" if old == name else "renamed") if previous == text else "refreshed"
         if change not in ("unchanged", "renamed"):
             _refuse_unreadable(repo, commit)
         files[name] = text
         rows_out.append({"id": ident, "file": name, "change": change})
-    check_patches(
-        root,
-        [(r["id"], r["file"], files[r["file"]]) for r in rows_out if r["change"] not in ("unchanged", "renamed")],
-        hint=hint,
-    )
+    new_texts = [
+        (r["id"], r["file"], files[r["file"]]) for r in rows_out if r["change"] not in ("unchanged", "renamed")
+    ]
+    check_patches(root, new_texts, hint=hint)
     chain = _with_trailers(repo, base, commits, [i for i, _, _ in order])
     manifest, moves = _export_manifest(
         root, [(i, k) for i, _, k in order], {r["id"]: r["file"] for r in rows_out}, gone, branch, revive=revive
     )
-    revived_files = [dropped[i] for i in revive]
     renamed = [
         entries[r["id"]].file
         for r in rows_out
@@ -235,7 +228,7 @@ def planned(
         files=files,
         manifest=manifest,
         moves=moves,
-        removed=[entries[i].file for i in gone] + renamed + [f for f in revived_files if f not in files],
+        removed=[entries[i].file for i in gone] + renamed + [dropped[i] for i in revive if dropped[i] not in files],
         pending=_pending_trees(root, fresh),
         chain=chain,
         final=dict(zip([i for i, _, _ in order], chain or [c.commit for c in commits], strict=True)),
@@ -269,8 +262,7 @@ def _refuse_unreadable(repo: git.Repo, commit: str) -> None:
 def _refuse_empty(repo: git.Repo, commits: Sequence[BranchCommit], branch: str) -> None:
     """UsageError naming each commit that changes nothing: git writes no patch for it, and an empty
     patch file is one the series cannot load."""
-    empty = [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]
-    if empty:
+    if empty := [c for c in commits if repo.tree_of(c.commit) == repo.tree_of(f"{c.commit}^")]:
         named = ", ".join(f"{c.commit[:12]} ({c.subject})" for c in empty)
         raise UsageError(
             f"commit(s) {named} on {branch!r} change nothing: each would be written as an empty "
@@ -287,28 +279,22 @@ def _identify(
     without a trailer. A dropped patch comes back only when ``revive`` names it."""
     entries = {e.id for e in project.manifest.patches}
     dropped = {d.entry.id: d for d in project.manifest.dropped}
-    active = [i for i in revive if i in entries]
-    if active:
+    if active := [i for i in revive if i in entries]:
         raise UsageError(f"--revive {', '.join(active)}: in the series already; nothing to bring back")
-    unknown = [i for i in revive if i not in dropped]
-    if unknown:
+    if unknown := [i for i in revive if i not in dropped]:
         raise UsageError(
             f"--revive {', '.join(unknown)}: no such dropped patch", hint=f"dropped: {', '.join(dropped) or 'none'}"
         )
     order: list[tuple[str, str, bool]] = []
-    given: list[str] = []
     for c in commits:
         ident = c.ident or unique_id(slug(c.subject), {*entries, *dropped, *(i for i, _, _ in order)})
-        if c.ident is None:
-            given.append(ident)
         if any(i == ident for i, _, _ in order):
             raise UsageError(
                 f"two commits carry {TRAILER}: {ident}",
                 hint="each patch is one commit: squash them or change one trailer",
             )
         order.append((ident, c.commit, ident in entries))
-    resurrected = [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]
-    if resurrected:
+    if resurrected := [(i, c) for i, c, known in order if not known and i in dropped and i not in revive]:
         named = "; ".join(
             f"commit {c[:12]} carries {TRAILER}: {i}, a patch dropped from the series ({dropped[i].reason})"
             for i, c in resurrected
@@ -319,13 +305,12 @@ def _identify(
             hint=f"to bring it back with its recorded metadata: `patchtool export {ids}`; "
             "otherwise take the commit out of the branch (git rebase -i)",
         )
-    missing = [i for i in revive if i not in {o for o, _, _ in order}]
-    if missing:
+    if missing := [i for i in revive if i not in {o for o, _, _ in order}]:
         raise UsageError(
             f"--revive {', '.join(missing)}: no commit on {branch!r} carries {TRAILER}: {', '.join(missing)}",
             hint="cherry-pick or write the commit first",
         )
-    return order, given
+    return order, [i for (i, _, _), c in zip(order, commits, strict=True) if c.ident is None]
 
 
 def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], ids: Sequence[str]) -> list[str] | None:
@@ -337,16 +322,15 @@ def _with_trailers(repo: git.Repo, base: str, commits: Sequence[BranchCommit], i
     parent = base
     rewriting = False
     for c, ident in zip(commits, ids, strict=True):
-        if not rewriting and c.ident is not None:
-            out.append(c.commit)
+        rewriting = rewriting or c.ident is None
+        if not rewriting:
             parent = c.commit
-            continue
-        rewriting = True
-        message = c.message.rstrip("\n") + "\n"
-        if c.ident is None:
-            message = repo.interpret_trailers(message, f"{TRAILER}: {ident}")
-        author, committer = repo.idents(c.commit)
-        parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
+        else:
+            message = c.message.rstrip("\n") + "\n"
+            if c.ident is None:
+                message = repo.interpret_trailers(message, f"{TRAILER}: {ident}")
+            author, committer = repo.idents(c.commit)
+            parent = repo.commit_tree(repo.tree_of(c.commit), [parent], message, author=author, committer=committer)
         out.append(parent)
     return out
 
@@ -373,8 +357,7 @@ def _export_manifest(
         at = max(n for n, t in enumerate(doc["dropped"]) if str(t["id"]) == ident)
         table = tomlio.take_table(doc, "dropped", at)
         for key in ("reason", "dropped_at"):
-            if key in table:
-                del table[key]
+            table.pop(key, None)
         tables[ident] = table
     new = []
     for ident, known in order:
@@ -387,15 +370,10 @@ def _export_manifest(
         new.append(table)
     tomlio.set_tables(doc, "patch", new)
     moves = {}
+    reason = f"its commit was removed from checkout branch {branch!r} (export --allow-drop)"
     for ident in gone:
         old = str(tables[ident]["file"])
-        moves[old] = record_dropped(
-            root,
-            doc,
-            tables[ident],
-            dropped_at=str(doc["pin"]),
-            reason=f"its commit was removed from checkout branch {branch!r} (export --allow-drop)",
-        )
+        moves[old] = record_dropped(root, doc, tables[ident], dropped_at=str(doc["pin"]), reason=reason)
     return manifest_text(doc), moves
 
 

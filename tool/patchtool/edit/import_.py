@@ -11,7 +11,7 @@ import re
 import tempfile
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from patchtool import git
 from patchtool.diff import fuzz as textfuzz
@@ -48,7 +48,6 @@ _MBOX_FROM = re.compile(r"^From ([0-9a-f]{40}) Mon Sep 17 00:00:00 2001$", re.MU
 # any mbox envelope line, as mail clients, lore and b4 write one: "From sender Thu Jan  1 00:00:00 1970"
 _MAIL_FROM = re.compile(r"^From \S+ +[A-Z][a-z]{2} [A-Z][a-z]{2} +\d{1,2} \d{2}:\d{2}:\d{2} \d{4}$", re.MULTILINE)
 _GIT_DIFF = re.compile(r"^diff --git ", re.MULTILINE)
-_GITHUB_PULL = re.compile(r"^https://github\.com/[^/]+/[^/]+/pull/\d+")
 _GITHUB_COMMIT = re.compile(r"^https://github\.com/[^/]+/[^/]+/commit/([0-9a-f]{7,40})")
 
 
@@ -106,24 +105,30 @@ def check_authorship(author: str | None, subject: str | None) -> None:
 
 
 def _format(author: str, subject: str, body: str, diff: str) -> str:
+    body = body.strip("\n") + "\n\n" if body.strip() else ""
     head = f"From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\nFrom: {author}\n"
-    head += f"Subject: [PATCH] {subject}\n\n"
-    if body.strip():
-        head += body.strip("\n") + "\n\n"
-    return head + diff
+    return f"{head}Subject: [PATCH] {subject}\n\n{body}{diff}"
 
 
-def _status_for(url: str | None) -> dict[str, str]:
-    if url and _GITHUB_PULL.match(url):
-        return {"status": "submitted", "url": url}
-    if url and (m := _GITHUB_COMMIT.match(url)):
+def _status_for(url: str) -> dict[str, str]:
+    """What ``--url`` says: a backport of a GitHub commit it names, else submitted there (a pull
+    request's URL, any other web page), else (no web URL) pending."""
+    if m := _GITHUB_COMMIT.match(url):
         return {"status": "backport", "ref": m.group(1)}
-    if url:
-        return {"status": "submitted", "url": url} if url.startswith("http") else {"status": "pending"}
-    return {"status": "pending"}
+    return {"status": "submitted", "url": url} if url.startswith("http") else {"status": "pending"}
 
 
 Exists = Callable[[str], bool] | None  # whether the tree a plain diff applies to has a path
+
+
+class _Reading(NamedTuple):
+    """What each patch of one ``read_sources`` is read with (its arguments of the same names), and
+    the budget the patches share."""
+
+    who: Authorship
+    exists: Exists
+    repositories: Collection[str]
+    budget: SeriesBudget
 
 
 def read_sources(
@@ -143,20 +148,19 @@ def read_sources(
     the plain diffs in ``paths``, and of a series' entries that give none (a ``-pN`` word on an
     entry wins); ``repositories``: upstream's own (``dep3.repository``), whose commit an
     ``Origin:`` URL with no keyword makes a backport."""
-    who = who or Authorship()
+    reading = _Reading(who or Authorship(), exists, repositories, SeriesBudget())
     out: list[Incoming] = []
-    budget = SeriesBudget()
     for path in paths:
         if path.is_dir():
-            out += _read_series(_quilt_dir(path), "series", who, exists, strip, repositories, budget)
+            out += _read_series(_quilt_dir(path), "series", strip, reading)
             continue
         try:
             text = read_named_text(path, what="the patch")
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist", file=str(path)) from None
-        if why := budget.take(text):
+        if why := reading.budget.take(text):
             raise InvalidInput(f"{path} {why}", file=str(path), hint=SERIES_HINT)
-        out += _read_file(str(path), path.name, text, url, who, exists, strip, repositories)
+        out += _read_file(str(path), path.name, text, url, strip, reading)
     if series is not None:
         if not os.path.lexists(series):
             raise UsageError(f"{series} does not exist")
@@ -168,19 +172,12 @@ def read_sources(
                 if meant
                 else f"give --series DIR/series, the file that lists the patches ({series} has none)",
             )
-        out += _read_series(series.parent, series.name, who, exists, strip, repositories, budget)
+        out += _read_series(series.parent, series.name, strip, reading)
     return out
 
 
 def _read_file(
-    source: str,
-    name: str,
-    text: str,
-    url: str | None,
-    who: Authorship,
-    exists: Exists,
-    strip: int | None,
-    repositories: Collection[str] = (),
+    source: str, name: str, text: str, url: str | None, strip: int | None, reading: _Reading
 ) -> list[Incoming]:
     if "\r\n" in text and text.count("\r\n") == text.count("\n"):
         text = text.replace("\r\n", "\n")  # a mail saved with CRLF: read as `git am` reads it (no --keep-cr)
@@ -196,24 +193,18 @@ def _read_file(
     if len(starts) == 1 and not _GIT_DIFF.search(text):
         # git format-patch's envelope around a plain diff (``--- pkg.orig/x``, as Debian's
         # tooling writes): the mail header is read as any patch header, the diff at -pN
-        plain = _plain_patch(source, name, text, who, url, strip, exists, repositories)
+        plain = _plain_patch(source, name, text, url, strip, reading)
         return [dataclasses.replace(plain, imported_commit=_envelope_commit(envelopes[0]))]
     if starts:
-        if strip not in (None, 1):
-            raise UsageError(
-                f"a git format-patch file is -p1, not -p{strip}",
-                file=source,
-                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
-            )
+        _only_p1(source, "a git format-patch file", strip)
         out = []
         line = 1 + text.count("\n", 0, starts[0])
         for a, b in zip(starts, [*starts[1:], len(text)], strict=True):
             message = hoist_inbody_headers(text[a:b])
-            sha = _MBOX_FROM.match(message)
             found = _header_fields(source, message.split("\n\n", 1)[0], line)
-            entry, notes = _header_entry(source, found, url, repositories)
+            entry, notes = _header_entry(source, found, url, reading.repositories)
             line += text.count("\n", a, b)
-            commit = _envelope_commit(sha)
+            commit = _envelope_commit(_MBOX_FROM.match(message))
             out.append(
                 Incoming(
                     source=source,
@@ -228,7 +219,14 @@ def _read_file(
                 )
             )
         return out
-    return [_plain_patch(source, name, text, who, url, strip, exists, repositories)]
+    return [_plain_patch(source, name, text, url, strip, reading)]
+
+
+def _only_p1(source: str, what: str, strip: int | None) -> None:
+    """UsageError where ``what`` (git's own output, always -p1) is to be read at another ``strip``."""
+    if strip not in (None, 1):
+        hint = "import it without -p (in a series file: its line without -pN, or -p1 where -p is given)"
+        raise UsageError(f"{what} is -p1, not -p{strip}", file=source, hint=hint)
 
 
 def _envelope_commit(envelope: re.Match[str] | None) -> str | None:
@@ -239,10 +237,8 @@ def _envelope_commit(envelope: re.Match[str] | None) -> str | None:
 def _origin_commit(found: Mapping[str, str]) -> str | None:
     """The commit an ``Origin:`` URL names when the field has no keyword (DEP-3's usual form)."""
     origin = found.get("origin", "")
-    if "," in origin.split("://", 1)[0]:
-        return None
     m = dep3.COMMIT_URL.match(origin.strip())
-    return m.group(1) if m else None
+    return m.group(1) if m and "," not in origin.split("://", 1)[0] else None
 
 
 def _header_fields(source: str, header: str, line: int = 1) -> dict[str, str]:
@@ -286,15 +282,7 @@ def _quilt_dir(path: Path) -> Path:
 _STRIP = re.compile(r"^-p(\d{1,3}|ab)$")
 
 
-def _read_series(
-    directory: Path,
-    series: str,
-    who: Authorship,
-    exists: Exists,
-    strip: int | None,
-    repositories: Collection[str],
-    budget: SeriesBudget,
-) -> list[Incoming]:
+def _read_series(directory: Path, series: str, strip: int | None, reading: _Reading) -> list[Incoming]:
     """The patches a quilt ``series`` file in ``directory`` lists, in its order: one a line, a
     ``#`` starts a comment, ``-pN`` after the name its strip level (quilt's ``-pab``: -p1), else
     ``strip`` where the command line gave one, else quilt's -p1. The whole file is checked (every
@@ -339,9 +327,9 @@ def _read_series(
                 file=source,
                 hint="save it as UTF-8",
             ) from None
-        if why := budget.take(text):
+        if why := reading.budget.take(text):
             raise InvalidInput(f"{directory / series}:{number}: {name} {why}", file=source, hint=SERIES_HINT)
-        read = _read_file(source, Path(name).name, text, None, who, exists, level, repositories)
+        read = _read_file(source, Path(name).name, text, None, level, reading)
         if len(read) == 1:  # a file of several messages has no one original to export again
             kept = Quilt(series=str(directory / series), series_text=listing, name=name, text=text)
             read = [dataclasses.replace(read[0], quilt=kept)]
@@ -359,22 +347,12 @@ _DIFF_START = re.compile(
 )
 
 
-def _plain_patch(
-    source: str,
-    name: str,
-    text: str,
-    who: Authorship,
-    url: str | None,
-    strip: int | None,
-    exists: Exists,
-    repositories: Collection[str] = (),
-) -> Incoming:
+def _plain_patch(source: str, name: str, text: str, url: str | None, strip: int | None, reading: _Reading) -> Incoming:
     """A patch that is not git format-patch output (a quilt patch, a plain diff, a mail): its
     DEP-3 or mail header (``dep3.described``: author, subject, the rest kept as the message's
     body; origin) and its diff. The subject, where the header has none: the one given, else the
     file name; the author: the one given, else you."""
-    m = _DIFF_START.search(text)
-    if not m:
+    if not (m := _DIFF_START.search(text)):
         raise InvalidInput(
             f"{source}: not a git format-patch file (no 'From <sha> Mon Sep 17' line) and no diff",
             file=source,
@@ -383,15 +361,10 @@ def _plain_patch(
     header, diff = text[: m.start()], text[m.start() :]
     fields = _header_fields(source, header)
     if diff.startswith("diff --git "):
-        if strip not in (None, 1):
-            raise UsageError(
-                f"a git diff is -p1, not -p{strip}",
-                file=source,
-                hint="import it without -p (in a series file: its line without -pN, or -p1 where -p is given)",
-            )
+        _only_p1(source, "a git diff", strip)
     else:
         try:
-            diff = _plain_diff(source, diff, exists, strip)
+            diff = _plain_diff(source, diff, reading.exists, strip)
         except DiffError as exc:
             line = exc.line and exc.line + header.count("\n")
             raise InvalidInput(
@@ -401,17 +374,17 @@ def _plain_patch(
                 problems=[Problem(message=exc.message, file=source, line=line, hint=exc.hint, code="unsafe-diff")],
             ) from None
     said = dep3.described(header)
-    author = said.author or who.who()
+    author = said.author or reading.who.who()
     if "<" not in author:
         author = f"{author} <unknown@localhost>"
-    subject = said.subject or " ".join((who.subject or "").split()) or _subject_from_name(name)
+    subject = said.subject or " ".join((reading.who.subject or "").split()) or _subject_from_name(name)
     if why := unreadable_message(f"subject\n\n{said.body}"):  # its lines count from the header's top
         raise InvalidInput(
             f"{source}: its header cannot be kept whole in a patch file: {why}; nothing was imported",
             file=source,
             hint="indent that line of the header, or import its quilt directory, whose files are kept as they are",
         )
-    entry, notes = _header_entry(source, fields, url, repositories)
+    entry, notes = _header_entry(source, fields, url, reading.repositories)
     return Incoming(
         source=source,
         text=_format(author, subject, said.body, diff),
@@ -452,8 +425,7 @@ def _plain_diff(source: str, text: str, exists: Exists, strip: int | None) -> st
 def _subject_from_name(name: str) -> str:
     """A subject from a patch's file name: ``0003-fix_setup-py.patch`` -> ``fix setup py``."""
     stem = re.sub(r"\.(patch|diff)$", "", name)
-    words = re.sub(r"[-_]+", " ", re.sub(r"^\d+[-_]", "", stem)).strip()
-    return words or stem
+    return re.sub(r"[-_]+", " ", re.sub(r"^\d+[-_]", "", stem)).strip() or stem
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -502,15 +474,8 @@ def import_patches(
 
     pin = project.pin()
     upstreams = {r for r in [dep3.repository(pin.git.url.text) if pin.git else None] if r}
-    incoming = read_sources(
-        paths,
-        url,
-        Authorship(author=author, subject=subject, identity=functools.cache(lambda: user_identity(project.root))),
-        series=series,
-        exists=exists,
-        strip=strip,
-        repositories=upstreams,
-    )
+    who = Authorship(author=author, subject=subject, identity=functools.cache(lambda: user_identity(project.root)))
+    incoming = read_sources(paths, url, who, series=series, exists=exists, strip=strip, repositories=upstreams)
     if not incoming:
         raise UsageError("nothing to import", hint="give patch files, a quilt directory or --series FILE")
     if given.id is not None and len(incoming) != 1:
@@ -538,13 +503,9 @@ def import_patches(
             for item in incoming:
                 patch = PatchFile.parse(item.text, name=item.source)
                 tree, refreshed = _applied(repo, index, parent, item, patch, pin.name, chain.base, fuzz)
-                parent = repo.commit_tree(
-                    tree,
-                    [parent],
-                    patch.message,
-                    author=git.Ident(patch.author_name, patch.author_email, 0),
-                    committer=git.Ident(*git.FIXED_IDENT, 0),
-                )
+                by = git.Ident(patch.author_name, patch.author_email, 0)
+                committer = git.Ident(*git.FIXED_IDENT, 0)
+                parent = repo.commit_tree(tree, [parent], patch.message, author=by, committer=committer)
                 made.append((item, patch, parent, refreshed))
     except Exception:
         # a header the patches before this one are refused for is said first, as when each patch
@@ -594,7 +555,7 @@ def _recorded(
                 "file": name,
                 "source": item.source,
                 **{f"upstream_{k}": v for k, v in _upstream(repo, item).items()},
-                "refreshed": [r.to_dict() for r in refreshed],
+                "refreshed": [dataclasses.asdict(r) for r in refreshed],
                 "not_kept": [*item.not_kept, *([] if kept or item.quilt is None else [originals.clash(item.quilt)])],
             }
         )
@@ -698,24 +659,16 @@ def _applied(
         failures = link_failures(links) if links else diagnose(repo, index, tmp, patch, git_message=res.stderr)
     finally:
         os.unlink(tmp)
-    result = SeriesResult(
-        base=base,
-        results=(
-            PatchResult(
-                id=slug(patch.subject),
-                file=item.source,
-                outcome=Outcome.FAILED,
-                failures=failures,
-                git_message=res.stderr.strip(),
-            ),
-        ),
+    said = res.stderr.strip()
+    failed = PatchResult(
+        id=slug(patch.subject), file=item.source, outcome=Outcome.FAILED, failures=failures, git_message=said
     )
     first = failures[0]
     where = f"hunk {first.hunk} ({first.header})" if first.hunk else "the patch"
     raise ApplyConflict(
         f"{item.source}: does not apply at {pin} after the series: "
         f"{first.file} {where}: {first.reason}" + (f" - {first.detail}" if first.detail else ""),
-        result=result,
+        result=SeriesResult(base=base, results=(failed,)),
         data=None,
         hint=_path_hint(repo, parent, first.file, pin)
         if first.reason is Reason.FILE_MISSING
@@ -733,8 +686,7 @@ def _applied(
 def _path_hint(repo: git.Repo, parent: str, path: str, pin: str) -> str:
     """What to do when a patch names a file the tree lacks: fuzz cannot help where the path's
     directories are what differs (the patch's prefix, or the pin's)."""
-    tree = repo.tree_of(parent)
-    alike = sorted(p for p in repo.tree_paths(tree) if p.endswith(f"/{path}") or path.endswith(f"/{p}"))
+    alike = sorted(p for p in repo.tree_paths(repo.tree_of(parent)) if p.endswith(f"/{path}") or path.endswith(f"/{p}"))
     seen = f" (the tree has {alike[0]})" if alike else ""
     return (
         f"nothing was imported; {path} is not in the tree at {pin}{seen}: where the patch's paths and the "
@@ -751,9 +703,6 @@ class Refreshed:
     hunk: int
     fuzz: int
     offset: int
-
-    def to_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
 
 
 def fuzzed_files(
@@ -776,8 +725,7 @@ def fuzzed_files(
                 return None
             mode, data = "100644", b""
         elif f.old_path in files:  # a file an earlier part of the patch wrote
-            earlier = files[f.old_path]
-            if earlier is None:
+            if (earlier := files[f.old_path]) is None:
                 return None
             mode, data = earlier
         elif (found := contents.get(f.old_path)) is None:

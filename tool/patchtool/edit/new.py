@@ -32,8 +32,7 @@ def new(
     ``git commit`` would make it; export creates its entry, with the values ``given`` (checked by
     the manifest's rules first) and the skeleton's placeholders for the rest. ``subject`` is the
     commit's subject; without it, a placeholder that ``check`` flags until the commit is reworded."""
-    why = id_problem(ident)
-    if why is not None:
+    if (why := id_problem(ident)) is not None:
         raise UsageError(why)
     if subject is not None and (not subject.strip() or any(c in subject for c in "\r\n")):
         raise UsageError(
@@ -54,8 +53,7 @@ def new(
         )
     repo = cache.repo
     names = CheckoutBranch.of(project.root, branch)
-    worktree = worktree_of(repo, names)
-    if worktree is None:
+    if (worktree := worktree_of(repo, names)) is None:
         raise UsageError(f"no worktree for branch {branch!r} of this repository", hint="run `patchtool checkout` first")
     author, committer = git.user_idents(worktree)
     git.Worktree(worktree).commit_empty(

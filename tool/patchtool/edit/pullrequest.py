@@ -47,9 +47,7 @@ def upstream_base(pin: Pin) -> str:
 
 def refuse_experiments(entries: Sequence[PatchEntry], ident: str) -> None:
     """UsageError where the set carries a patch marked ``experiment``, saying why it is one."""
-    for entry in entries:
-        if entry.experiment is None:
-            continue
+    if (entry := next((e for e in entries if e.experiment is not None), None)) is not None:
         which = f"patch {ident!r} is" if entry.id == ident else f"patch {ident!r} requires {entry.id!r}, which is"
         raise UsageError(
             f"{which} an experiment, not a pull request: {entry.experiment}",
@@ -107,12 +105,9 @@ def export_pull_request(project: Project, ident: str, dest: Path, checkouts: Seq
     disk = fsroot.Root(dest)
     disk.directory()
     written = []
-    for lp in patches:
-        name = lp.entry.file.rpartition("/")[2]
-        disk.write(name, lp.text)
+    for name, body in [*((lp.entry.file.rpartition("/")[2], lp.text) for lp in patches), (DESCRIPTION, text)]:
+        disk.write(name, body)
         written.append(str(dest / name))
-    disk.write(DESCRIPTION, text)
-    written.append(str(dest / DESCRIPTION))
     return PullRequest(id=ident, patches=carried, base=upstream_base(pin), directory=str(dest), written=tuple(written))
 
 

@@ -68,9 +68,8 @@ def export_quilt(project: Project, dest: Path, *, force: bool = False, checkouts
         if came is not None and came.name is not None and came.name not in written:
             original = paths.read_text_if_present(project.root, f"{QUILT_DIR}/{came.name}")
         if came is not None and came.name is not None and original is not None:
-            unchanged = diff_digest(lp.text) == came.diff
             strip = lines[came.name][1] if came.name in lines else 1
-            written[came.name] = original if unchanged else rebuilt(original, lp.text, strip)
+            written[came.name] = original if diff_digest(lp.text) == came.diff else rebuilt(original, lp.text, strip)
             order.append((came.name, came.name in lines))
             continue
         name = _free(Path(lp.entry.file).name, written)
@@ -179,12 +178,9 @@ def reprefixed(diff: str, strip: int) -> str:
             line = "diff --git " + rest  # noqa: PLW2901 -- a header line rewritten, then kept
         elif line.startswith("@@"):
             header = False
-        elif header and line.startswith(("--- a/", '--- "a/')):
+        elif header and line.startswith(("--- a/", '--- "a/', "+++ b/", '+++ "b/')):
             q = '"' if line[4] == '"' else ""
-            line = "--- " + q + old + line[4 + len(q) + 2 :]  # noqa: PLW2901
-        elif header and line.startswith(("+++ b/", '+++ "b/')):
-            q = '"' if line[4] == '"' else ""
-            line = "+++ " + q + new + line[4 + len(q) + 2 :]  # noqa: PLW2901
+            line = line[:4] + q + (old if line[0] == "-" else new) + line[4 + len(q) + 2 :]  # noqa: PLW2901
         out.append(line)
     return "".join(out)
 

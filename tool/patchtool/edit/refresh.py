@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from patchtool import git, paths
 from patchtool.edit import repair
@@ -60,24 +60,45 @@ class Folded:
         return dataclasses.asdict(self)
 
 
+class _Branch(NamedTuple):
+    """The checkout branch a refresh works on: its project, its tip, base and record, its commits
+    and its worktree."""
+
+    project: Project
+    repo: git.Repo
+    names: CheckoutBranch
+    tip: str
+    base: str
+    record: CheckoutRecord
+    commits: Sequence[BranchCommit]
+    worktree: Path
+
+    def folded(self, ident: str, file: str, changed: tuple[str, ...], written: Sequence[dict[str, str]]) -> Folded:
+        """What a refresh of patch ``ident`` (its ``file``) on this branch did."""
+        worktree = str(self.worktree)
+        return Folded(
+            branch=self.names.branch, id=ident, file=file, worktree=worktree, changed=changed, written=tuple(written)
+        )
+
+
 def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only: bool) -> Folded:
     repo = cache.repo
     names = CheckoutBranch.of(project.root, branch)
     tip, base, record = exportable(project, cache, names, stopped_ok=True)
     worktree = _worktree(repo, names)
     commits = branch_commits(repo, names, base, tip)
+    at_branch = _Branch(project, repo, names, tip, base, record, commits, worktree)
     if (stopped := record.stopped) is not None:
-        return _repaired(project, cache, names, (tip, base, record), commits, worktree, ident, stopped, staged_only)
+        return _repaired(at_branch, ident, stopped, staged_only)
     if commits and commits[-1].ident == ident and ident not in {e.id for e in project.manifest.patches}:
-        return _new_patch(project, cache, names, (tip, base, record), commits, worktree, staged_only)
+        return _new_patch(at_branch, staged_only)
     _require_exported(repo, commits, record.patches, branch)
-    ids = [c.ident for c in commits]
+    ids = [c.ident or "" for c in commits]  # each a patch's id: _require_exported checked them
     if ident not in ids:
-        raise UsageError(f"no patch {ident!r} on branch {branch!r}", hint=f"its patches: {', '.join(map(str, ids))}")
+        raise UsageError(f"no patch {ident!r} on branch {branch!r}", hint=f"its patches: {', '.join(ids)}")
     at = ids.index(ident)
     wanted = _worktree_tree(worktree, tip, branch, staged_only=staged_only)
-    change = repo.diff_raw(tip, wanted)
-    if not change:
+    if not (change := repo.diff_raw(tip, wanted)):
         raise _nothing_to_refresh(ident, worktree, staged_only)
     changed = tuple(sorted({c.new_path or c.old_path or "" for c in change}))
     built = _build(repo, commits, at, base, change, names)
@@ -90,14 +111,11 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     # everything that can refuse comes before the branch moves: each patch file read (as the
     # journal will), each new text one the series loads
     files = {e.id: e.file for e in project.manifest.patches}
-    final = {c.ident or "": c.commit for c in commits[:at]} | {
-        c.ident or "": new for c, new in zip(commits[at:], built, strict=True)
-    }
-    have = {i: paths.read_inside(project.root, files[i]) for i in (c.ident or "" for c in commits)}
+    final = dict(zip(ids, [*(c.commit for c in commits[:at]), *built], strict=True))
+    have = {i: paths.read_inside(project.root, files[i]) for i in ids}
     texts: dict[str, str] = {}
     written: list[dict[str, str]] = []
-    for c in commits[at:]:
-        i = c.ident or ""
+    for i in ids[at:]:
         text = export_commit(repo, final[i])
         if text.encode() != have[i]:
             texts[files[i]] = text
@@ -109,19 +127,9 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
     move_branch(repo, names, worktree, tip, built[-1], f"patchtool refresh {ident}", files_stay=True)
     write_series(project.root, texts, manifest, remove=[], moves={})
-    exported = [
-        (i, files[i], texts[files[i]].encode() if files[i] in texts else have[i])
-        for i in (c.ident or "" for c in commits)
-    ]
+    exported = [(i, files[i], texts[files[i]].encode() if files[i] in texts else have[i]) for i in ids]
     names.save_record(repo, series_record(project.manifest.pin, base, exported, final))
-    return Folded(
-        branch=branch,
-        id=ident,
-        file=files[ident],
-        worktree=str(worktree),
-        changed=changed,
-        written=tuple(written),
-    )
+    return at_branch.folded(ident, files[ident], changed, written)
 
 
 def _worktree(repo: git.Repo, names: CheckoutBranch) -> Path:
@@ -141,8 +149,7 @@ def _worktree(repo: git.Repo, names: CheckoutBranch) -> Path:
                 hint=f"refresh takes the changes of the worktree `patchtool checkout` made; if it was removed, "
                 f"`patchtool checkout{again}` makes it again at the branch's tip",
             )
-    busy = git.Worktree(worktree).in_progress()
-    if busy is not None:
+    if (busy := git.Worktree(worktree).in_progress()) is not None:
         raise UsageError(
             f"a git {busy[0]} is in progress in the worktree {worktree}; refresh takes the changes of a worktree "
             "at the branch's tip",
@@ -162,19 +169,17 @@ def _cannot_carry(worktree: Path, changed: Sequence[str]) -> str:
 
 def _what_moved(old: str, new: str) -> str:
     """Why a later patch's file changed when refresh replayed it: what differs in its text."""
-    moved, modes, lines, blobs = "its line numbers moved", "a file's mode changed", "its lines changed", "blobs"
+    moved, modes, lines = "its line numbers moved", "a file's mode changed", "its lines changed"
 
     def kinds(text: str) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {moved: [], modes: [], lines: [], blobs: []}
+        out: dict[str, list[str]] = {moved: [], modes: [], lines: []}
         for line in text.splitlines():
             if line.startswith("@@"):
                 out[moved].append(line.split("@@")[1])
             elif line.startswith(("old mode ", "new mode ", "new file mode ", "deleted file mode ")):
                 out[modes].append(line)
-            elif line.startswith("index "):
-                ids, _, mode = line[6:].partition(" ")
-                out[modes].append(mode)
-                out[blobs].append(ids)
+            elif line.startswith("index "):  # its blobs are the last resort below: only its mode is compared
+                out[modes].append(line[6:].partition(" ")[2])
             elif line.startswith((" ", "-", "+")) and not line.startswith(("--- ", "+++ ")):
                 out[lines].append(line)
         return out
@@ -184,25 +189,15 @@ def _what_moved(old: str, new: str) -> str:
     return " and ".join(said) or "the files it changes changed elsewhere (its index lines name their blobs)"
 
 
-def _new_patch(
-    project: Project,
-    cache: Cache,
-    names: CheckoutBranch,
-    branch_state: tuple[str, str, CheckoutRecord],
-    commits: Sequence[BranchCommit],
-    worktree: Path,
-    staged_only: bool,
-) -> Folded:
+def _new_patch(at_branch: _Branch, staged_only: bool) -> Folded:
     """The branch's tip is a patch not in the series yet (``patchtool new`` made it): the worktree's
     changes are amended onto it and the branch exported, which writes its patch file and entry and
     leaves every other patch file as it is (the commits before it must be the series as exported)."""
-    repo = cache.repo
-    tip, base, record = branch_state
+    project, repo, names, tip, base, record, commits, worktree = at_branch
     ident = commits[-1].ident or ""
     _require_exported(repo, commits[:-1], record.patches, names.branch)
     wanted = _worktree_tree(worktree, tip, names.branch, staged_only=staged_only)
-    change = repo.diff_raw(tip, wanted)
-    if not change:
+    if not (change := repo.diff_raw(tip, wanted)):
         raise _nothing_to_refresh(ident, worktree, staged_only, new=True)
     if staged_only and wanted != _worktree_tree(worktree, tip, names.branch, staged_only=False):
         raise UsageError(
@@ -211,38 +206,18 @@ def _new_patch(
             hint="stage them too (or drop --index), or take them out of the worktree, then run it again",
         )
     author, committer = repo.idents(tip)
-    amended = repo.commit_tree(
-        wanted,
-        [commits[-2].commit if len(commits) > 1 else base],
-        commits[-1].message,
-        author=author,
-        committer=committer,
-    )
+    parent = commits[-2].commit if len(commits) > 1 else base
+    amended = repo.commit_tree(wanted, [parent], commits[-1].message, author=author, committer=committer)
     changed = tuple(sorted({c.new_path or c.old_path or "" for c in change}))
     # export's refusals, before the branch moves
-    plan = planned(
-        project,
-        repo,
-        names,
-        base,
-        [*commits[:-1], dataclasses.replace(commits[-1], commit=amended)],
-        allow_drop=False,
-        hint=_cannot_carry(worktree, changed),
-    )
+    on_branch = [*commits[:-1], dataclasses.replace(commits[-1], commit=amended)]
+    plan = planned(project, repo, names, base, on_branch, allow_drop=False, hint=_cannot_carry(worktree, changed))
     target = plan.chain[-1] if plan.chain else amended
     move_branch(repo, names, worktree, tip, target, f"patchtool refresh {ident}", files_stay=True)
     result = write_planned(project, repo, names, plan)
     row = next(p for p in result.patches if p["id"] == ident)
-    return Folded(
-        branch=names.branch,
-        id=ident,
-        file=row["file"],
-        worktree=str(worktree),
-        changed=changed,
-        written=tuple(
-            {"id": p["id"], "file": p["file"], "why": ""} for p in result.patches if p["change"] != "unchanged"
-        ),
-    )
+    written = [{"id": p["id"], "file": p["file"], "why": ""} for p in result.patches if p["change"] != "unchanged"]
+    return at_branch.folded(ident, row["file"], changed, written)
 
 
 def _nothing_to_refresh(ident: str, worktree: Path, staged_only: bool, *, new: bool = False) -> UsageError:
@@ -262,8 +237,7 @@ def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) 
             f"the worktree {worktree} is not at the tip of branch {branch!r}", hint="git switch back to it"
         )
     changed = tree.changed()
-    unmerged = sorted(p for p, code in changed.items() if "U" in code or code in ("AA", "DD"))
-    if unmerged:
+    if unmerged := sorted(p for p, code in changed.items() if "U" in code or code in ("AA", "DD")):
         raise UsageError(
             f"the worktree {worktree} has unmerged paths: {', '.join(unmerged)}",
             hint="resolve them and `git add` them first",
@@ -287,23 +261,12 @@ def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) 
     return tree.tree_now(staged_only=staged_only)
 
 
-def _repaired(
-    project: Project,
-    cache: Cache,
-    names: CheckoutBranch,
-    branch_state: tuple[str, str, CheckoutRecord],
-    commits: Sequence[BranchCommit],
-    worktree: Path,
-    ident: str,
-    stopped: str,
-    staged_only: bool,
-) -> Folded:
+def _repaired(at_branch: _Branch, ident: str, stopped: str, staged_only: bool) -> Folded:
     """A checkout stopped at ``stopped``: the worktree's files become that patch's commit, written
     back with its metadata; the patches after it are applied on it, up to the next that does not
     apply, which is left in the worktree in turn. A refresh of it that was interrupted once the
     branch moved (the record notes the commit it was putting there) is finished instead."""
-    repo = cache.repo
-    tip, _, record = branch_state
+    project, repo, names, tip, base, record, commits, worktree = at_branch
     again = "" if names.branch == "series" else f" --branch {names.branch}"
     hint = f"fix it in {worktree}, then `patchtool refresh{again} {stopped}`"
     if ident != stopped:
@@ -317,10 +280,10 @@ def _repaired(
     note = record.repairing
     if note is not None and len(commits) > at and commits[at].commit == note.commit:
         _require_exported(repo, commits[:at], record.patches[:at], names.branch)
-        return _put_back(project, repo, names, worktree, branch_state, loaded, at, commits[:at], note.commit)
+        return _put_back(at_branch, loaded, at, commits[:at], note.commit)
     # a fix committed with git on where it stopped (one commit, not a patch of the series) is taken too
     if len(commits) > at + 1 and all(c.ident in (None, stopped) for c in commits[at:]):
-        stop_at = commits[at - 1].commit if at else branch_state[1]
+        stop_at = commits[at - 1].commit if at else base
         raise UsageError(
             f"the checkout stopped at patch {stopped}, and the branch holds {len(commits) - at} commits on where "
             f"it stopped; refresh takes one as the repaired {stopped}",
@@ -330,11 +293,10 @@ def _repaired(
     committed = len(commits) == at + 1 and commits[at].ident in (None, stopped)
     before = commits[:at] if committed else commits
     _require_exported(repo, before, record.patches[:at], names.branch)
-    parent = before[-1].commit if before else branch_state[1]
+    parent = before[-1].commit if before else base
     lp = loaded[at]
     rels = [*git.Worktree(worktree).changed(), *(c.new_path for c in repo.diff_raw(parent, tip) if c.new_path)]
-    left = repair.markers_left(worktree, stopped, sorted(set(rels)))
-    if left:
+    if left := repair.markers_left(worktree, stopped, sorted(set(rels))):
         raise UsageError(f"conflict markers remain in {', '.join(left)} (in {worktree})", hint=hint)
     wanted = _worktree_tree(worktree, tip, names.branch, staged_only=False)
     if wanted == repo.tree_of(parent):
@@ -342,22 +304,15 @@ def _repaired(
             f"nothing to refresh {ident} with: the worktree {worktree} holds the patches before it and no change",
             hint=f"{hint}; or take it out of the series (`patchtool drop {ident} --reason ...`)",
         )
+    author = git.Ident(lp.patch.author_name, lp.patch.author_email, 0)
     new = repo.commit_tree(
-        wanted,
-        [parent],
-        commit_message(lp),
-        author=git.Ident(lp.patch.author_name, lp.patch.author_email, 0),
-        committer=git.Ident(*git.FIXED_IDENT, 0),
+        wanted, [parent], commit_message(lp), author=author, committer=git.Ident(*git.FIXED_IDENT, 0)
     )
-    return _put_back(project, repo, names, worktree, branch_state, loaded, at, before, new, fresh=True)
+    return _put_back(at_branch, loaded, at, before, new, fresh=True)
 
 
 def _put_back(
-    project: Project,
-    repo: git.Repo,
-    names: CheckoutBranch,
-    worktree: Path,
-    branch_state: tuple[str, str, CheckoutRecord],
+    at_branch: _Branch,
     loaded: Sequence[LoadedPatch],
     at: int,
     before: Sequence[BranchCommit],
@@ -370,7 +325,7 @@ def _put_back(
     first notes ``new`` and its text, so a run killed at any step after is finished by the next
     ``refresh`` of that patch: each step sees where the last one left the branch, the worktree and
     the file, and does only what is left (the commits are the same each time)."""
-    tip, base, record = branch_state
+    project, repo, names, tip, base, record, _, worktree = at_branch
     lp = loaded[at]
     ident = lp.id
     parent = before[-1].commit if before else base
@@ -390,12 +345,8 @@ def _put_back(
     manifest = paths.read_inside(project.root, MANIFEST_NAME).decode("utf-8")
     on_branch = {c.ident or "": c.commit for c in before} | {ident: new}
     on_branch |= {r.id: r.commit for r in rest.results if r.commit}
-    new_record = series_record(
-        project.manifest.pin,
-        base,
-        [(p.id, p.entry.file, (text if p.id == ident else p.text).encode()) for p in loaded],
-        on_branch,
-    )
+    exported = [(p.id, p.entry.file, (text if p.id == ident else p.text).encode()) for p in loaded]
+    new_record = series_record(project.manifest.pin, base, exported, on_branch)
     new_record = dataclasses.replace(new_record, stopped=failed.id if failed else None)
     action = f"patchtool refresh {ident}"
     if fresh:
@@ -410,16 +361,8 @@ def _put_back(
     if texts:
         write_series(project.root, texts, manifest, remove=[], moves={})
     names.save_record(repo, new_record)
-    return Folded(
-        branch=names.branch,
-        id=ident,
-        file=lp.entry.file,
-        worktree=str(worktree),
-        changed=changed,
-        written=tuple({"id": ident, "file": f, "why": ""} for f in texts),
-        applied=tuple(r.id for r in rest.results if r.commit),
-        stopped=stop,
-    )
+    folded = at_branch.folded(ident, lp.entry.file, changed, [{"id": ident, "file": f, "why": ""} for f in texts])
+    return dataclasses.replace(folded, applied=tuple(r.id for r in rest.results if r.commit), stopped=stop)
 
 
 def _left(worktree: Path, branch: str, ident: str, found: repair.Repair | None) -> bool:
@@ -427,8 +370,7 @@ def _left(worktree: Path, branch: str, ident: str, found: repair.Repair | None) 
     the next patch's repair (``found``, where the branch holds the patches before it) as that run
     wrote it; refused where it holds anything else than that or the branch's tip: a change made
     since, which finishing that run would leave out of the series (or take for the repair)."""
-    changed = sorted(git.Worktree(worktree).changed())
-    if not changed:
+    if not (changed := sorted(git.Worktree(worktree).changed())):
         return False
     repaired = found.files if found is not None else {}
     other = [rel for rel in changed if rel not in repaired or repair.read_file(worktree, rel) != repaired[rel]]
@@ -448,8 +390,7 @@ def _require_exported(
 ) -> None:
     """Refused unless every commit of the branch is its patch as the series has it (what the last
     checkout, export or refresh left): refresh writes one patch and must leave nothing behind."""
-    missing = [p.id for p in recorded if p.id not in {c.ident for c in commits}]
-    if missing:
+    if missing := [p.id for p in recorded if p.id not in {c.ident for c in commits}]:
         raise UsageError(
             f"branch {branch!r} has no commit of patch(es) {', '.join(missing)} any more; refresh writes one "
             "patch and would leave the series with them",
@@ -514,8 +455,7 @@ def _build(
                 )
             ws.update(merged.files)
             writes.append(_commit(repo, c, merged.files))
-    parent = commits[at - 1].commit if at else base
-    built = repo.write_commits(parent, writes, ref=names.refresh_ref)
+    built = repo.write_commits(commits[at - 1].commit if at else base, writes, ref=names.refresh_ref)
     repo.delete_ref(names.refresh_ref)
     return built
 

@@ -53,8 +53,7 @@ class Repair:
 
 def repair(repo: git.Repo, commit: str, lp: LoadedPatch) -> Repair | None:
     """Patch ``lp`` applied as far as it goes on ``commit``'s tree; None where it cannot be."""
-    tree = repo.tree_of(commit)
-    found = repo.cat_files(tree, [f.path for f in lp.patch.files])
+    found = repo.cat_files(repo.tree_of(commit), [f.path for f in lp.patch.files])
     files: dict[str, bytes | None] = {}
     notes: list[Note] = []
     for f in lp.patch.files:
@@ -63,8 +62,7 @@ def repair(repo: git.Repo, commit: str, lp: LoadedPatch) -> Repair | None:
             return None
         text = (have or b"").decode("utf-8", "surrogateescape")
         if f.status != "modified":
-            applied = textpatch.apply(lines_of(text), f.hunks)
-            if applied is None:
+            if (applied := textpatch.apply(lines_of(text), f.hunks)) is None:
                 return None
             files[f.path] = "".join(applied.lines).encode("utf-8", "surrogateescape") if f.new_path else None
             continue
@@ -79,12 +77,10 @@ def _marked(ident: str, f: FileDiff, lines: list[str]) -> tuple[list[str], list[
     notes: list[Note] = []
     drift = 0  # lines the markers added beyond what the hunks would have
     for n, hunk in enumerate(f.hunks, 1):
-        exact = textpatch.apply(image, [hunk])
-        if exact is not None:
+        if (exact := textpatch.apply(image, [hunk])) is not None:
             image = exact.lines
             continue
-        fuzzed = _fuzzed(image, hunk)
-        if fuzzed is not None:
+        if (fuzzed := _fuzzed(image, hunk)) is not None:
             image = fuzzed.lines
             placed = fuzzed.placed[0]
             notes.append(Note(file=f.path, hunk=n, line=hunk.old_start + placed.offset, fuzz=placed.fuzz))

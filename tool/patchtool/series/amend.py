@@ -45,9 +45,7 @@ def entry_text(project: Project, ident: str) -> str:
     """The ``[[patch]]`` table of ``ident`` as TOML text, with its comments."""
     _, table = _table(manifest_document(project.root), project, ident)
     doc = tomlkit.document()
-    aot = tomlkit.aot()
-    aot.append(table)
-    doc.append("patch", aot)
+    doc.append("patch", AoT([table]))
     return tomlkit.dumps(doc)
 
 
@@ -164,10 +162,8 @@ def _changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     out = []
     for key in dict.fromkeys([*old, *new]):
         a, b = old.get(key), new.get(key)
-        if a == b:
-            continue
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
+        if a != b and isinstance(a, Mapping) and isinstance(b, Mapping):
             out += [f"{key}.{k}" for k in _changed(a, b)]
-        else:
+        elif a != b:
             out.append(key)
     return out

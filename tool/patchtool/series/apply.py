@@ -145,19 +145,12 @@ def apply_series(
                     if res is None
                     else diagnose(repo, index, lp.path, lp.patch, git_message=res.stderr)
                 )
-                results.append(
-                    PatchResult(
-                        id=lp.id,
-                        file=lp.entry.file,
-                        outcome=Outcome.FAILED,
-                        failures=failures,
-                        git_message=res.stderr.strip() if res is not None else None,
-                    )
+                said = res.stderr.strip() if res is not None else None
+                failed = PatchResult(
+                    id=lp.id, file=lp.entry.file, outcome=Outcome.FAILED, failures=failures, git_message=said
                 )
-                results.extend(
-                    PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED) for p in patches[i + 1 :]
-                )
-                return SeriesResult(base=base, results=tuple(results), last_good=parent)
+                later = (PatchResult(id=p.id, file=p.entry.file, outcome=Outcome.NOT_REACHED) for p in patches[i + 1 :])
+                return SeriesResult(base=base, results=(*results, failed, *later), last_good=parent)
             sha = None
             if commit:
                 tree = index.write_tree()
@@ -177,14 +170,8 @@ def touched_links(repo: git.Repo, base: str, patch: PatchFile) -> tuple[str, ...
 
 
 def link_failures(paths: Sequence[str]) -> tuple[HunkFailure, ...]:
-    return tuple(
-        HunkFailure(
-            file=p,
-            reason=Reason.LINK,
-            detail="upstream has it as a symbolic link; a patch may only change regular files (patch its target)",
-        )
-        for p in paths
-    )
+    why = "upstream has it as a symbolic link; a patch may only change regular files (patch its target)"
+    return tuple(HunkFailure(file=p, reason=Reason.LINK, detail=why) for p in paths)
 
 
 def diagnose(
@@ -195,8 +182,7 @@ def diagnose(
     applied" is git's reverse application at the pin; a rebase asks ``rebase.upstreamed``."""
     if index.apply([path], reverse=True, check=True).ok:
         return tuple(HunkFailure(file=f.path, reason=Reason.ALREADY_APPLIED) for f in patch.files)
-    tree = index.write_tree()
-    contents = repo.cat_files(tree, [f.source or f.path for f in patch.files])
+    contents = repo.cat_files(index.write_tree(), [f.source or f.path for f in patch.files])
     failures: list[HunkFailure] = []
     left = fuzz.MAX_COMPARED  # lines its hunks may be compared over, all its files together
     for f in patch.files:
@@ -204,23 +190,14 @@ def diagnose(
         present = contents.get(old_path)
         if f.status == "added":
             if present is not None:
-                failures.append(
-                    HunkFailure(
-                        file=f.path, reason=Reason.FILE_EXISTS, detail="the patch creates it, but upstream has it"
-                    )
-                )
-            continue
-        if present is None:
-            failures.append(
-                HunkFailure(
-                    file=old_path,
-                    reason=Reason.FILE_MISSING,
-                    detail="the patch changes it, but upstream has no such file",
-                )
-            )
-            continue
-        found, left = _hunk_failures(index, patch.model, f, present, left)
-        failures += found
+                exists = "the patch creates it, but upstream has it"
+                failures.append(HunkFailure(file=f.path, reason=Reason.FILE_EXISTS, detail=exists))
+        elif present is None:
+            missing = "the patch changes it, but upstream has no such file"
+            failures.append(HunkFailure(file=old_path, reason=Reason.FILE_MISSING, detail=missing))
+        else:
+            found, left = _hunk_failures(index, patch.model, f, present, left)
+            failures += found
     if not failures:
         failures.append(HunkFailure(file=", ".join(patch.paths), reason=Reason.OTHER, detail=git_reason(git_message)))
     return tuple(failures)
@@ -253,8 +230,7 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
     lines = lines_of(data.decode("utf-8", "replace"), keepends=False)
     failures, asked = [], 0
     for n, hunk in enumerate(f.hunks, 1):
-        forward = found.fits(hunk)
-        if forward:
+        if forward := found.fits(hunk):
             continue
         if forward is not None and found.fits(hunk, reverse=True):
             failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=Reason.ALREADY_APPLIED))
@@ -275,16 +251,8 @@ def _hunk_failures(index: git.Index, diff: Diff, f: FileDiff, data: bytes, most:
         elif detail is None and asked < 3:  # git's own words, for a few: one process each
             asked += 1
             detail = git_reason(index.apply_text(diff.file_header(f) + diff.hunk_text(hunk)).stderr)
-        failures.append(
-            HunkFailure(
-                file=f.path,
-                hunk=n,
-                header=hunk.header,
-                reason=reason,
-                line=line,
-                detail=detail or "its lines are there, and git apply refuses it",
-            )
-        )
+        detail = detail or "its lines are there, and git apply refuses it"
+        failures.append(HunkFailure(file=f.path, hunk=n, header=hunk.header, reason=reason, line=line, detail=detail))
     return failures, max(most - count - found.compared, 0)
 
 

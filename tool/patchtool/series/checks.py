@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -50,16 +51,13 @@ def evaluate(assumption: Assumption, content: bytes | None) -> tuple[bool, str]:
 
 
 def check_assumptions(repo: git.Repo, tree: str, entries: Sequence[PatchEntry]) -> list[AssumptionResult]:
-    paths = sorted({a.file for e in entries for a in e.assumptions})
-    contents = repo.cat_files(tree, paths)
-    results = []
-    for entry in entries:
-        for a in entry.assumptions:
-            ok, found = evaluate(a, contents[a.file])
-            results.append(
-                AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(), found=found, why=a.why)
-            )
-    return results
+    contents = repo.cat_files(tree, sorted({a.file for e in entries for a in e.assumptions}))
+    return [
+        AssumptionResult(patch=entry.id, id=a.id, ok=ok, expects=a.describe(), found=found, why=a.why)
+        for entry in entries
+        for a in entry.assumptions
+        for ok, found in [evaluate(a, contents[a.file])]
+    ]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -143,23 +141,16 @@ def run_check(
         return CheckReport(
             pin=pin_name, patches=0, strict=strict, problems=tuple(exc.as_problems()) + tuple(_parse_all(root))
         )
-    problems: list[Problem] = []
+    report = functools.partial(CheckReport, patches=len(project.manifest.patches), strict=strict)
     loaded, file_problems = project.try_series()
-    problems += file_problems
-    problems += project.orphans()
+    orphans = project.orphans()
     registry_entries, findings, registry_problems = _registry_guard(project, loaded)
-    problems += registry_problems
-    problems += gpu_problems(root, project.manifest.patches)
+    problems = [*file_problems, *orphans, *registry_problems, *gpu_problems(root, project.manifest.patches)]
     try:
         pin = project.pin(pin_name)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(
-            pin=pin_name or project.manifest.pin,
-            strict=strict,
-            patches=len(project.manifest.patches),
-            problems=tuple(problems),
-        )
+        return report(pin=pin_name or project.manifest.pin, problems=tuple(problems))
     warnings = [p for per_patch in _skeleton_problems(root, project.manifest.patches) for p in per_patch]
     warnings += _placeholder_subjects(loaded)
     problems += [p for i, entry in enumerate(project.manifest.patches) if (p := outside_pin(pin, entry, i))]
@@ -167,16 +158,9 @@ def run_check(
         base: Base = cache.ensure(pin)
     except PatchtoolError as exc:
         problems += exc.as_problems()
-        return CheckReport(
-            pin=pin.name,
-            patches=len(project.manifest.patches),
-            strict=strict,
-            problems=tuple(problems),
-            warnings=tuple(warnings),
-        )
-    touched = {path for lp in loaded for path in lp.patch.paths}
+        return report(pin=pin.name, problems=tuple(problems), warnings=tuple(warnings))
     try:
-        differs = tag_differs(cache, pin, base.tree, touched)
+        differs = tag_differs(cache, pin, base.tree, {path for lp in loaded for path in lp.patch.paths})
     except PatchtoolError as exc:
         differs = f"tag {pin.git.tag if pin.git else ''} not compared with the artifact: {exc.message}"
     if differs:
@@ -190,24 +174,22 @@ def run_check(
         alone = check_standalone(cache.repo, base.commit, project.manifest, loaded, wanted)
         problems += standalone_problems(alone, project.manifest, pin.name)
     assumptions = check_assumptions(cache.repo, base.tree, project.manifest.patches)
-    for a in assumptions:
-        if not a.ok:
-            problems.append(
-                Problem(
-                    file=MANIFEST_NAME,
-                    patch=a.patch,
-                    key=f"assumptions.{a.id}",
-                    code="assumption",
-                    message=f"assumption failed at {pin.name}: expected {a.expects}, found {a.found}",
-                    hint=f"the patch relies on it: {a.why}",
-                )
-            )
-    return CheckReport(
+    problems += [
+        Problem(
+            file=MANIFEST_NAME,
+            patch=a.patch,
+            key=f"assumptions.{a.id}",
+            code="assumption",
+            message=f"assumption failed at {pin.name}: expected {a.expects}, found {a.found}",
+            hint=f"the patch relies on it: {a.why}",
+        )
+        for a in assumptions
+        if not a.ok
+    ]
+    return report(
         pin=pin.name,
-        patches=len(project.manifest.patches),
         problems=tuple(problems),
         warnings=tuple(warnings),
-        strict=strict,
         series=series,
         assumptions=tuple(assumptions),
         registry_entries=registry_entries,
@@ -235,31 +217,19 @@ def _registry_guard(project: Project, loaded: Sequence[LoadedPatch]) -> tuple[in
 def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[Problem]]:
     """What export/import scaffolded and nobody filled in, per patch: TODO text, and the defaults
     the skeleton marked as not chosen (``metadata.unfilled_defaults``)."""
-    out: list[list[Problem]] = [
-        [
-            Problem(
-                file=MANIFEST_NAME,
-                patch=entry.id,
-                key=f"patch[{i}].{key}",
-                code="skeleton",
-                message=f"still the skeleton's placeholder ({value!r})",
-                hint="fill in the metadata that export/import scaffolded",
-            )
-            for key, value in _placeholders(entry.to_dict())
-        ]
-        for i, entry in enumerate(entries)
+
+    def problem(i: int, key: str, message: str, hint: str) -> Problem:
+        at = f"patch[{i}].{key}"
+        return Problem(file=MANIFEST_NAME, patch=entries[i].id, key=at, code="skeleton", message=message, hint=hint)
+
+    scaffolded = "fill in the metadata that export/import scaffolded"
+    out = [
+        [problem(i, k, f"still the skeleton's placeholder ({v!r})", scaffolded) for k, v in _placeholders(e.to_dict())]
+        for i, e in enumerate(entries)
     ]
     for i, key, value in unfilled_defaults(manifest_document(root)):
-        out[i].append(
-            Problem(
-                file=MANIFEST_NAME,
-                patch=entries[i].id,
-                key=f"patch[{i}].{key}",
-                code="skeleton",
-                message=f"still the skeleton's default ({value!r}), never chosen",
-                hint=f"set {key}; to keep this value, delete the TODO comment on its line",
-            )
-        )
+        hint = f"set {key}; to keep this value, delete the TODO comment on its line"
+        out[i].append(problem(i, key, f"still the skeleton's default ({value!r}), never chosen", hint))
     return out
 
 

@@ -116,8 +116,7 @@ def _origin(text: str) -> tuple[str, dict[str, str]]:
 def repository(url: str) -> str | None:
     """The repository a commit URL (``https://host/owner/repo/commit/SHA``, GitLab's ``/-/commit/``)
     or a repository URL names, as one comparable string (host and path, lower-case, no ``.git``)."""
-    m = re.match(r"^(?:https?|git|ssh)://(?:[^@/]*@)?([^/]+)(/[^?#]*)", url.strip())
-    if not m:
+    if not (m := re.match(r"^(?:https?|git|ssh)://(?:[^@/]*@)?([^/]+)(/[^?#]*)", url.strip())):
         return None
     path = re.split(r"/(?:-/)?commits?/", m.group(2), maxsplit=1)[0].rstrip("/").removesuffix(".git")
     return f"{m.group(1).lower()}{path.lower()}" if path.strip("/") else None
@@ -191,14 +190,12 @@ READ = ("origin", "forwarded", "applied-upstream", "upstream-status")
 def unplaced(found: Mapping[str, str], status: Mapping[str, str]) -> list[str]:
     """The fields of a format-patch's mail headers that neither the entry nor the commit message
     keeps (git am drops mail headers): what ``import`` reports as not kept."""
-    out = []
-    for name in sorted(found):
-        if name in (*MAIL, *MAIL_MORE, *KNOWN) or (name in READ and name != "origin"):
-            continue
-        if name == "origin" and all(status.get(k) == v for k, v in _origin(found[name])[1].items()):
-            continue
-        out.append(f"{name.title()}: {found[name]}")
-    return out
+    others = [n for n in sorted(found) if n not in (*MAIL, *MAIL_MORE, *KNOWN) and (n not in READ or n == "origin")]
+    return [
+        f"{name.title()}: {found[name]}"
+        for name in others
+        if name != "origin" or not all(status.get(k) == v for k, v in _origin(found[name])[1].items())
+    ]
 
 
 def entry(found: Mapping[str, str], repositories: Collection[str] = ()) -> tuple[dict[str, Any], list[str]]:
@@ -251,15 +248,11 @@ def header(data: Mapping[str, Any], *, unset: Collection[str] = ()) -> str:
     if status in ("backport", "merged") and (ref or url):
         place = f"commit:{ref}" if ref and not (url and _where(url).get("ref") == ref) else url
         out["Origin"] = f"upstream, {place}"
-    if status == "inappropriate":
-        out["Forwarded"] = "not-needed"
-    elif status == "pending":
-        out["Forwarded"] = "no"
-    elif status in ("submitted", "denied"):
-        out["Forwarded"] = url or "yes"
+    forwarded = {"inappropriate": "not-needed", "pending": "no", "submitted": url or "yes", "denied": url or "yes"}
+    if status in forwarded:
+        out["Forwarded"] = forwarded[status]
     if status == "merged":
-        places = [*([url] if url else []), *([f"commit:{ref}"] if ref else [])]
-        out["Applied-Upstream"] = ", ".join([up["version"], *places])
+        out["Applied-Upstream"] = ", ".join([up["version"], *(p for p in (url, ref and f"commit:{ref}") if p)])
     detail = {"submitted": url, "backport": ref, "merged": up.get("version")}.get(status) or up.get("reason")
     word = {"merged": "Backport", "inappropriate": "Inappropriate"}.get(status, status.title())
     if status != "pending" and not re.search(r"[\n\]]", detail or "") and not _RAW_CONTROL.search(detail or ""):

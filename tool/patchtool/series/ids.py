@@ -37,8 +37,7 @@ def in_series(project: Project, ident: str) -> PatchEntry:
         return project.manifest.get(ident)
     except KeyError:
         pass
-    gone = next((d for d in project.manifest.dropped if d.entry.id == ident), None)
-    if gone is not None:
+    if (gone := next((d for d in project.manifest.dropped if d.entry.id == ident), None)) is not None:
         raise UsageError(
             f"patch {ident!r} was dropped at {gone.dropped_at}: {gone.reason}",
             hint=f"its entry is under [[dropped]] in patchset.toml, its file {gone.entry.file}",

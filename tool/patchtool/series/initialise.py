@@ -105,8 +105,7 @@ def init(root: Path, cache: Cache, request: Request, *, gpu_problems: GpuProblem
         journal.GITIGNORE: _gitignore(paths.read_text_if_present(root, journal.GITIGNORE)),
     }
     journal.changed_files(root, files)  # an unreachable destination is refused before git init
-    made_git = not git.in_work_tree(root)
-    if made_git:
+    if made_git := not git.in_work_tree(root):
         git.init_repository(root)
     written = journal.commit(root, files)
     return Initialised(
@@ -133,8 +132,7 @@ def _gitignore(existing: str | None) -> str:
     """The repository's .gitignore with patchtool's outputs in it; what it held already kept."""
     text = existing or ""
     have = {line.strip() for line in text.splitlines()}
-    missing = [entry for entry in IGNORED if entry not in have and entry.rstrip("/") not in have]
-    if not missing:
+    if not (missing := [entry for entry in IGNORED if entry not in have and entry.rstrip("/") not in have]):
         return text
     return text + ("\n" if text and not text.endswith("\n") else "") + "".join(f"{m}\n" for m in missing)
 
@@ -235,12 +233,8 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
         prefix_from_template=PrefixTemplate(""),
         prefix_to=TreePrefix(""),
     )
-    probe = Pin(
-        name=release_pin_name(_upstream_name(dist.canonical), version),
-        upstream=_upstream_name(dist.canonical),
-        version=version,
-        artifact=whole,
-    )
+    upstream = _upstream_name(dist.canonical)
+    probe = Pin(name=release_pin_name(upstream, version), upstream=upstream, version=version, artifact=whole)
     with cache.locked():
         members = import_paths(cache.artifact_path(probe), whole)
     if request.prefix is None:

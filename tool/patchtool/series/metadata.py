@@ -62,11 +62,9 @@ class Metadata:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Metadata:
         """Pure; ValueError naming what is wrong."""
-        unknown = sorted(set(data) - {"id", *FIELDS})
-        if unknown:
+        if unknown := sorted(set(data) - {"id", *FIELDS}):
             raise ValueError(f"unknown keys {', '.join(unknown)}")
-        bad = [k for k, v in data.items() if not isinstance(v, str)]
-        if bad:
+        if bad := [k for k, v in data.items() if not isinstance(v, str)]:
             raise ValueError(f"{', '.join(sorted(bad))} must be strings")
         return cls(**data)
 
@@ -98,8 +96,7 @@ def validate(meta: Metadata) -> Metadata:
     }
     PatchEntry.read(Fields(entry, "", problems))
     named = {"id"} if meta.id is not None else set()
-    mine = [dataclasses.replace(p, patch=None) for p in problems if p.key in named | set(meta.given())]
-    if mine:
+    if mine := [dataclasses.replace(p, patch=None) for p in problems if p.key in named | set(meta.given())]:
         raise UsageError("; ".join(f"{p.key}: {p.message}" for p in mine), problems=mine)
     return meta
 
@@ -167,11 +164,8 @@ def save_pending(root: Path, ident: str, meta: Metadata) -> None:
 def load_pending(root: Path, ident: str) -> Metadata | None:
     """What ``new`` was told about ``ident``, or None; InvalidInput when the file is not one
     patchtool writes (it is read like every other file of the repository: hostile)."""
-    if id_problem(ident) is not None:
-        return None
     rel = _pending_file(ident)
-    text = paths.read_text_if_present(root, rel)
-    if text is None:
+    if id_problem(ident) is not None or (text := paths.read_text_if_present(root, rel)) is None:
         return None
     statedir.refuse_tracked(root)  # what a clone brought along is never taken as what `new` was told
     try:

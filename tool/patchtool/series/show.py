@@ -30,10 +30,7 @@ class PatchShown:
     def to_dict(self) -> dict[str, object]:
         return {
             **self.entry.to_dict(),
-            "pin": self.pin,
-            "position": self.position,
-            "subject": self.subject,
-            "author": self.author,
+            **{key: getattr(self, key) for key in ("pin", "position", "subject", "author")},
             "applies": self.row.applies,
             "files": list(self.row.files),
             "added": self.row.added,

@@ -85,10 +85,8 @@ def check_standalone(
             )
             continue
         for candidate in reversed(earlier):
-            if candidate in onto:
-                continue
             trial = [i for i in kept if i != candidate]
-            if applies([*trial, ident]):
+            if candidate not in onto and applies([*trial, ident]):
                 kept = trial
         needs = tuple(i for i in kept if i not in onto)
         out.append(Standalone(id=ident, onto=onto, ok=False, failed=failed.id, failures=failed.failures, needs=needs))

@@ -37,12 +37,7 @@ class PatchStatus:
     gpu_evidence: tuple[tuple[GpuEvidence, ...], ...]  # per gpu_verification entry: the newest run on each machine
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "upstream": self.upstream,
-            "why": self.why,
-            "owner": self.owner,
+        return {key: getattr(self, key) for key in ("id", "kind", "upstream", "why", "owner")} | {
             "evidence": [e.to_dict() for e in self.evidence],
             "files": list(self.files),
             "added": self.added,
@@ -70,12 +65,7 @@ class StatusReport:
     unexported: tuple[Unexported, ...] = ()  # this repository's checkouts with commits no export wrote
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "pin": self.pin,
-            "upstream": self.upstream,
-            "version": self.version,
-            "base": self.base,
-            "source": self.source,
+        return {key: getattr(self, key) for key in ("pin", "upstream", "version", "base", "source")} | {
             "patches": [p.to_dict() for p in self.patches],
             "rebase": self.rebase.to_dict() if self.rebase else None,
             "unexported": [u.to_dict() for u in self.unexported],

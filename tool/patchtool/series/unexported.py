@@ -49,14 +49,8 @@ class Unexported:
     gone: bool = False  # its worktree's directory is gone: ``cache prune`` would forget its HEAD
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "ref": self.ref,
-            "branch": self.branch,
-            "root": self.root,
-            "worktree": self.worktree,
-            "commits": [{"commit": c, "subject": s} for c, s in self.commits],
-        }
+        said = {key: getattr(self, key) for key in ("kind", "ref", "branch", "root", "worktree")}
+        return said | {"commits": [{"commit": c, "subject": s} for c, s in self.commits]}
 
     def describe(self) -> str:
         where = f" (worktree {self.worktree}{', gone' if self.gone else ''})" if self.worktree else ""
@@ -179,10 +173,8 @@ def _commit_refs(repo: git.Repo) -> dict[str, str]:
     found = {}
     for line in out.splitlines():
         ref, kind, sha, peeled_kind, peeled = (line.split("\0") + [""] * 5)[:5]
-        if kind == "commit":
-            found[ref] = sha
-        elif peeled_kind == "commit":
-            found[ref] = peeled
+        if "commit" in (kind, peeled_kind):
+            found[ref] = sha if kind == "commit" else peeled
     return found
 
 

@@ -26,8 +26,7 @@ def write_series(
     one transaction (``journal``); ``remove_trees``: directories of ``.patchtool/`` to remove with it."""
     files = dict(files)
     for src, moved in moves.items():
-        text = paths.read_text_if_present(root, src)
-        if text is not None:
+        if (text := paths.read_text_if_present(root, src)) is not None:
             files.setdefault(moved, text)
     return journal.commit(root, {**files, MANIFEST_NAME: manifest}, remove=[*remove, *moves], remove_trees=remove_trees)
 
