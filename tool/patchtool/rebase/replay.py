@@ -385,6 +385,10 @@ def replay_one(
     def step(outcome: PatchOutcome, **kw: object) -> Step:
         return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
 
+    def leaving(outcome: PatchOutcome, files: dict[str, merge.File | None], **kw: object) -> Replayed:
+        """The step with the files the merge leaves, for its commit or its stop's worktree."""
+        return step(outcome, files=tuple(sorted(files)), **kw), files, ()
+
     diff = lp.patch.model
     plain = _plain(changes) and bool(changes)
     # the tree always comes from the 3-way merge; the text application only labels its result
@@ -429,14 +433,7 @@ def replay_one(
         return step(PatchOutcome.UPSTREAM, detail=verdict.detail, evidence=evidence), None, ()
     if verdict is not None:  # evidence too weak to drop it: it stops once, showing it
         if merged.clean:
-            files = merged.files
-            return (
-                step(
-                    PatchOutcome.CONFLICT, detail=verdict.detail, evidence=verdict.evidence, files=tuple(sorted(files))
-                ),
-                files,
-                (),
-            )
+            return leaving(PatchOutcome.CONFLICT, merged.files, detail=verdict.detail, evidence=verdict.evidence)
         stop, left = _stopped(ws, changes, merged, step)
         return dataclasses.replace(stop, detail=verdict.detail, evidence=verdict.evidence), left, merged.conflicts
     partly: tuple[str, ...] = ()
@@ -458,66 +455,35 @@ def replay_one(
         # (one kind of evidence): it stops once, never leaving an empty patch behind
         rest = f"{CHANGES_NOTHING}: with those hunks left out, the 3-way merge leaves the target as it is"
         evidence = (*(f"upstream has {h}: every line it adds, none it removes" for h in partly), rest)
-        return (
-            step(
-                PatchOutcome.CONFLICT,
-                files=tuple(sorted(files)),
-                detail=f"{MAY_BE_UPSTREAM}: {len(partly)} hunk(s) at their place, and the rest changes nothing",
-                evidence=evidence,
-            ),
-            files,
-            (),
-        )
+        detail = f"{MAY_BE_UPSTREAM}: {len(partly)} hunk(s) at their place, and the rest changes nothing"
+        return leaving(PatchOutcome.CONFLICT, files, detail=detail, evidence=evidence)
     own = {merge.File(c.new_mode, c.new_blob) for c in changes if c.new_mode and c.new_blob}
     # a file the merge took as the patch left it (upstream did not touch it) cannot have moved
     misplaced = () if all(f is None or f in own for f in files.values()) else _placement(ws, lp, changes, files)
     if misplaced:
-        return (
-            step(
-                PatchOutcome.CONFLICT,
-                misplaced=misplaced,
-                files=tuple(sorted(files)),
-                detail="a hunk would land in another function or class than at the old pin",
-            ),
-            files,
-            (),
-        )
+        detail = "a hunk would land in another function or class than at the old pin"
+        return leaving(PatchOutcome.CONFLICT, files, misplaced=misplaced, detail=detail)
     if doubled := _defined_twice(ws, diff, changes, files):
-        return (
-            step(
-                PatchOutcome.CONFLICT,
-                files=tuple(sorted(files)),
-                detail="applying it would define a name twice: upstream may have it",
-                evidence=doubled,
-            ),
-            files,
-            (),
-        )
-    done = tuple(sorted(files))
+        detail = "applying it would define a name twice: upstream may have it"
+        return leaving(PatchOutcome.CONFLICT, files, detail=detail, evidence=doubled)
     if forward is not None and _as_applied(ws, forward, files):
         if not forward.moved:
-            return step(PatchOutcome.UNCHANGED, files=done), files, ()
-        return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files, ())
-    present = len(partly) or (hunks_upstream(ws, diff) if try_reverse else 0)
-    renamed = merged.renamed
-    if present:
-        return (
-            step(
-                PatchOutcome.PARTLY_UPSTREAM,
-                renamed=renamed,
-                files=done,
-                detail=f"{present} hunk(s) already upstream, the rest applied",
-                evidence=tuple(f"upstream has {h}: every line it adds, none it removes" for h in partly),
-            ),
+            return leaving(PatchOutcome.UNCHANGED, files)
+        return leaving(PatchOutcome.SHIFTED, files, detail=summary(forward.moved), shifted=forward.moved)
+    if present := len(partly) or (hunks_upstream(ws, diff) if try_reverse else 0):
+        return leaving(
+            PatchOutcome.PARTLY_UPSTREAM,
             files,
-            (),
+            renamed=merged.renamed,
+            detail=f"{present} hunk(s) already upstream, the rest applied",
+            evidence=tuple(f"upstream has {h}: every line it adds, none it removes" for h in partly),
         )
     detail = (
         "plain context matching would have put it elsewhere; the 3-way merge placed it"
         if forward is not None
         else "the context changed; the 3-way merge resolved it"
     )
-    return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files, ()
+    return leaving(PatchOutcome.MERGED, files, renamed=merged.renamed, detail=detail)
 
 
 def _defined_twice(
@@ -672,15 +638,8 @@ def _placement(
         for c in changes
         if c.new_path and c.new_blob
     }
-    after: dict[str, str] = {}
-    new_hunks: list[PlacedHunk] = []
-    for path, f in files.items():
-        if f is None:
-            continue
-        text = ws.data(f).decode("utf-8", "replace")
-        after[path] = text
-        ours = ws.text(path)
-        new_hunks += changed_hunks(path, ours or "", text)
+    after = {path: ws.data(f).decode("utf-8", "replace") for path, f in files.items() if f is not None}
+    new_hunks = [h for path, text in after.items() for h in changed_hunks(path, ws.text(path) or "", text)]
     return misplacements(old_hunks, before, new_hunks, after)
 
 
@@ -724,8 +683,12 @@ def drift_of(
     moved = {p: to for p in gone if renames is not None and (to := renames(p)) is not None}
     # the regions are compared where upstream moved the file
     blobs.update({f"{new_base.tree}:{p}": reader.blob(f"{new_base.tree}:{to}") for p, to in moved.items()})
+
+    def drift(path: str, scope: str, change: DriftChange, detail: str) -> Drift:
+        return Drift(patch=lp.id, path=path, scope=scope, change=change, detail=detail)
+
     out = [
-        Drift(patch=lp.id, path=p, scope="<file>", change=DriftChange.MOVED, detail=f"the file moved upstream to {to}")
+        drift(p, "<file>", DriftChange.MOVED, f"the file moved upstream to {to}")
         for p, to in moved.items()
         if blobs[f"{new_base.tree}:{p}"] is not None
     ]
@@ -736,15 +699,7 @@ def drift_of(
         if where is None or old is None:
             continue
         if new is None:
-            out.append(
-                Drift(
-                    patch=lp.id,
-                    path=h.path,
-                    scope="<file>",
-                    change=DriftChange.GONE,
-                    detail="the file no longer exists upstream",
-                )
-            )
+            out.append(drift(h.path, "<file>", DriftChange.GONE, "the file no longer exists upstream"))
             continue
         old_text, new_text = old.decode("utf-8", "replace"), new.decode("utf-8", "replace")
         name = scope_at(h.path, where.decode("utf-8", "replace"), h.old_line).name
@@ -760,17 +715,9 @@ def drift_of(
                 change, detail = DriftChange.CHANGED, f"{name} changed upstream ({delta:+d} lines)"
             else:
                 continue
-            out.append(Drift(patch=lp.id, path=h.path, scope=name, change=change, detail=detail))
+            out.append(drift(h.path, name, change, detail))
             continue
         block = "\n".join(h.preimage)
         if block in old_text and block not in new_text:
-            out.append(
-                Drift(
-                    patch=lp.id,
-                    path=h.path,
-                    scope=name,
-                    change=DriftChange.CHANGED,
-                    detail=f"the lines around hunk {h.header} changed upstream",
-                )
-            )
+            out.append(drift(h.path, name, DriftChange.CHANGED, f"the lines around hunk {h.header} changed upstream"))
     return out
