@@ -48,17 +48,7 @@ class Revisit:
         observed = f.string("observed", required=False)
         source = f.string("source", required=False)
         f.done()
-        kinds = [
-            k
-            for k, present in (
-                ("version", version is not None),
-                ("regex", regex is not None),
-                ("flag", flag is not None),
-                ("observed", observed is not None),
-            )
-            if present
-        ]
-        if len(kinds) != 1:
+        if sum(kind is not None for kind in (version, regex, flag, observed)) != 1:
             f.problem(
                 None,
                 "a revisit condition is exactly one of: version = '<specifier>'; "
@@ -149,10 +139,5 @@ def flag_present(flag: str, field_files: Mapping[str, bytes | None]) -> bool:
     """Whether upstream's arg groups declare ``flag``: a field ``name: A[`` or an alias."""
     field = re.compile(rf"^\s+{re.escape(flag_field(flag))}\s*:", re.MULTILINE)
     alias = re.compile(rf"[\"']{re.escape(flag)}[\"']")
-    for content in field_files.values():
-        if content is None:
-            continue
-        text = content.decode("utf-8", "replace")
-        if field.search(text) or alias.search(text):
-            return True
-    return False
+    texts = (content.decode("utf-8", "replace") for content in field_files.values() if content is not None)
+    return any(field.search(text) or alias.search(text) for text in texts)

@@ -81,8 +81,7 @@ class Record:
                 isinstance(rel, str) and rel.startswith(f"{statedir.STATE_DIR}/") and not rel.startswith(f"{STAGED}")
             ):
                 raise bad(f"tree removal {rel!r} is outside {statedir.STATE_DIR}/")
-            why = paths.tree_path_problem(rel)
-            if why:
+            if why := paths.tree_path_problem(rel):
                 raise bad(why)
         return cls(moves=tuple(out_moves), remove=tuple(remove), remove_trees=tuple(trees))
 
@@ -96,8 +95,7 @@ class Record:
 
 
 def _check_dest(rel: str, bad: Any) -> None:
-    why = paths.tree_path_problem(rel)
-    if why:
+    if why := paths.tree_path_problem(rel):
         raise bad(why)
     if rel == statedir.STATE_DIR or rel.startswith(f"{statedir.STATE_DIR}/"):
         raise bad(f"{rel!r} is inside {statedir.STATE_DIR}/")

@@ -32,8 +32,7 @@ TIMEOUT_ENV = "PATCHTOOL_LOCK_TIMEOUT"
 def wait_limit() -> float:
     """The seconds a lock is waited for; UsageError for a value that is not a finite number >= 0
     (``nan`` would wait forever, ``inf`` too)."""
-    raw = os.environ.get(TIMEOUT_ENV)
-    if raw is None:
+    if (raw := os.environ.get(TIMEOUT_ENV)) is None:
         return DEFAULT_WAIT
     try:
         value = float(raw)

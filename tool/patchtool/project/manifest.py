@@ -214,8 +214,7 @@ def _requires(f: Fields) -> tuple[str, ...] | None:
     """The optional ``requires`` list: patch ids, each once; None (a problem recorded) if invalid."""
     if "requires" not in f.data:
         return ()
-    listed = f.str_list("requires")
-    if listed is None:
+    if (listed := f.str_list("requires")) is None:
         return None
     ok = True
     for i, text in enumerate(listed):

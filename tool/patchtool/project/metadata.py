@@ -76,8 +76,7 @@ class Upstream:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status.value}
         for name in _STATUS_DETAILS:
-            value = getattr(self, name)
-            if value is not None:
+            if (value := getattr(self, name)) is not None:
                 out[name] = str(value)
         return out
 
@@ -176,17 +175,8 @@ class Knob:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "type": self.type.value,
-            "relation": self.relation.value,
-            "recommended": dict(self.recommended),
-        }
-        if self.default is not None:
-            out["default"] = self.default
-        if self.note is not None:
-            out["note"] = self.note
-        return out
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return out | {"type": self.type.value, "relation": self.relation.value}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

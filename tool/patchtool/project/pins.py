@@ -194,8 +194,7 @@ class Artifact:
 
 
 def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
-    value = table.string(key, nonempty=False)
-    if value is None:
+    if (value := table.string(key, nonempty=False)) is None:
         return None
     try:
         return TreePrefix(value)
@@ -207,8 +206,7 @@ def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
 def _prefix_template(table: Fields, version: Version | None) -> PrefixTemplate | None:
     """``prefix.from``: a prefix, or a template whose one placeholder, ``{version}``, gives a prefix
     at the artifact's version."""
-    value = table.string("from", nonempty=False)
-    if value is None:
+    if (value := table.string("from", nonempty=False)) is None:
         return None
     try:
         template = PrefixTemplate(value)
@@ -332,8 +330,7 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
     doc.update({"schema": 1, "name": pin.upstream, "version": str(pin.version), "use": pin.use})
     if pin.git:
         src = {"url": pin.git.url.text, "tag": pin.git.template or pin.git.tag}
-        if pin.git.commit:
-            src["commit"] = pin.git.commit
+        src |= {"commit": pin.git.commit} if pin.git.commit else {}
         doc.add(tomlkit.nl())
         doc.add("git", tomlio.table(src))
     if pin.artifact:
