@@ -253,8 +253,7 @@ def _other_form(
     added = [line for b in g.blocks for line in after[b.b_start : b.b_end]]
     removed = [line for b in g.blocks for line in base[b.a_start : b.a_end]]
     want = _words(path, added) - _words(path, removed)
-    total = sum(want.values())
-    if not total:
+    if not (total := sum(want.values())):
         return ""
     kept = set(after[g.b[0] : g.b[1]])
     left = [line for line in removed if line not in kept and line.strip()]
@@ -318,8 +317,7 @@ def with_later(
     newest = {c.new_path: c for c in own}
     ids: list[str] = []
     for pid, files in later:
-        touched = [c for c in files if c.old_path in paths or c.new_path in paths]
-        if not touched:
+        if not (touched := [c for c in files if c.old_path in paths or c.new_path in paths]):
             continue
         if any(c.new_path is None or c.old_path != c.new_path for c in touched):
             return ()

@@ -43,8 +43,7 @@ def follow_gone(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge) -> me
             continue
         if found is None or any(dest in files for dest, _ in found):
             continue  # a file the patch also writes is not guessed at either
-        applied = _apply(texts, fd.hunks, found)
-        if applied is None:
+        if (applied := _apply(texts, fd.hunks, found)) is None:
             continue
         for dest, lines in applied.items():
             old = ws.get(dest)

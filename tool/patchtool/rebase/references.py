@@ -78,10 +78,8 @@ def in_message(message: str) -> tuple[Reference, ...]:
     out: list[tuple[int, Reference]] = []
     for m in _FIELD.finditer(message):
         name, value = m.group(1).lower(), m.group(2)
-        if name == "origin":
-            word = value.partition(",")[0].strip().lower()
-            if word in _NOT_UPSTREAM:
-                continue
+        if name == "origin" and value.partition(",")[0].strip().lower() in _NOT_UPSTREAM:
+            continue
         said = Said.ORIGIN if name == "origin" else Said.APPLIED_UPSTREAM
         out += [(m.start(), Reference(commit=c, said=said, text=m.group(0).strip())) for c in _commits_in(value)]
     for pattern, said in (
@@ -135,8 +133,7 @@ def _once(found: Iterable[Reference]) -> tuple[Reference, ...]:
     prefix of a longer one is the same commit."""
     out: list[Reference] = []
     for ref in found:
-        same = next((i for i, r in enumerate(out) if _same(r.commit, ref.commit)), None)
-        if same is None:
+        if (same := next((i for i, r in enumerate(out) if _same(r.commit, ref.commit)), None)) is None:
             out.append(ref)
         elif ref.named and not out[same].named:
             out[same] = ref

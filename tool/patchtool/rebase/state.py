@@ -181,8 +181,7 @@ def load(root: Path, *, cache: Path | None = None) -> RebaseState | None:
     brought in by a checkout or written with another cache is refused (its steps, tip and files
     would steer what is written). Without it (a check that a rebase is in progress), a state git
     tracks is refused (``statedir.refuse_tracked``)."""
-    data = stopped.read(root, ours=None if cache is None else functools.partial(_vouched, cache))
-    if data is None:
+    if (data := stopped.read(root, ours=None if cache is None else functools.partial(_vouched, cache))) is None:
         return None
     try:
         return RebaseState.from_dict(data, root=root)

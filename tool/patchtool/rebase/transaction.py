@@ -372,8 +372,7 @@ class Skip:
 
 def resume(project: Project, cache: Cache, *, skip: Skip | None = None, widen: bool = False) -> RebaseReport:
     root = project.root
-    state = load_state(root, cache=cache.repo.git_dir)
-    if state is None:
+    if (state := load_state(root, cache=cache.repo.git_dir)) is None:
         raise UsageError("no rebase in progress")
     if _digest(root) != state.digest:
         raise UsageError(
@@ -535,12 +534,11 @@ def _fresh_worktree(repo: git.Repo, path: Path, parent: str, files: list[str]) -
 
 def _stages(tree: git.Worktree, conflict: merge.Conflict) -> list[tuple[int, str, str]]:
     """The index entries of a conflict: (stage, mode, blob) for each side that has the file."""
-    out = []
-    for stage, side in enumerate((conflict.base, conflict.ours, conflict.theirs), start=1):
-        if side is not None:
-            blob = side.blob if side.blob is not None else tree.write_blob(side.data or b"")
-            out.append((stage, side.mode, blob))
-    return out
+    return [
+        (stage, side.mode, side.blob if side.blob is not None else tree.write_blob(side.data or b""))
+        for stage, side in enumerate((conflict.base, conflict.ours, conflict.theirs), start=1)
+        if side is not None
+    ]
 
 
 _MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)

@@ -111,8 +111,7 @@ def defined_twice(path: str, result: str, names: frozenset[str], *before: str | 
     ``before`` (the target, the patch's own file at the old pin) did: a line of evidence each."""
     if not names or not path.endswith(".py"):
         return ()
-    found = definitions(result, names)
-    if found is None:
+    if (found := definitions(result, names)) is None:
         return ()
     known = [definitions(b, names) if b is not None else None for b in before]
     out = []
