@@ -113,22 +113,12 @@ class Revisit:
         return f"/{self.regex.pattern}/ {'appears in' if self.appears else 'disappears from'} {self.file}"
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.version is not None:
-            out["version"] = str(self.version)
-        if self.file is not None:
-            out["file"] = self.file
-        if self.regex is not None:
-            out["regex"] = self.regex.pattern
-            out["appears"] = self.appears
-        if self.flag is not None:
-            out["flag"] = self.flag
-            out["change"] = self.change
-        if self.observed is not None:
-            out["observed"] = self.observed
-            out["source"] = self.source
-        out["why"] = self.why
-        return out
+        out: dict[str, Any] = {"version": str(self.version)} if self.version is not None else {}
+        out |= {"file": self.file} if self.file is not None else {}
+        out |= {"regex": self.regex.pattern, "appears": self.appears} if self.regex is not None else {}
+        out |= {"flag": self.flag, "change": self.change} if self.flag is not None else {}
+        out |= {"observed": self.observed, "source": self.source} if self.observed is not None else {}
+        return out | {"why": self.why}
 
 
 def flag_field(flag: str) -> str:

@@ -61,8 +61,7 @@ def _holder(path: Path) -> str:
             continue
         dev_inode = fields[5].split(":")
         if len(dev_inode) == 3 and int(dev_inode[2]) == st.st_ino:
-            pid = fields[4]
-            return f"pid {pid}, `{_command_of(pid)}`"
+            return f"pid {fields[4]}, `{_command_of(fields[4])}`"
     return "pid unknown"
 
 

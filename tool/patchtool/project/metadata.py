@@ -74,11 +74,8 @@ class Upstream:
         return cls(status=st, version=version, **details)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status.value}
-        for name in _STATUS_DETAILS:
-            if (value := getattr(self, name)) is not None:
-                out[name] = str(value)
-        return out
+        details = {name: str(value) for name in _STATUS_DETAILS if (value := getattr(self, name)) is not None}
+        return {"status": self.status.value} | details
 
     def __str__(self) -> str:
         detail = self.url or self.ref or self.reason or (str(self.version) if self.version else "")
@@ -115,14 +112,9 @@ class Evidence:
         return cls(metric=metric, source=source, change=change, conditions=conditions, **values)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"metric": self.metric}
-        for name in ("before", "after", "change"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        if self.conditions:
-            out["conditions"] = dict(self.conditions)
-        out["source"] = self.source
-        return out
+        measured = {k: v for k in ("before", "after", "change") if (v := getattr(self, k)) is not None}
+        out = {"metric": self.metric} | measured | ({"conditions": dict(self.conditions)} if self.conditions else {})
+        return out | {"source": self.source}
 
 
 class KnobType(enum.StrEnum):
