@@ -61,7 +61,7 @@ class _Group:
     blocks: tuple[textpatch.Block, ...]
 
 
-def _groups(base: Sequence[str], after: Sequence[str]) -> list[_Group]:
+def hunk_groups(base: Sequence[str], after: Sequence[str]) -> list[_Group]:
     """The hunks of ``base`` -> ``after`` as ``git diff -U3`` makes them."""
     grouped: list[list[textpatch.Block]] = []
     for block in textpatch.diff(base, after):
@@ -227,11 +227,7 @@ def _lines(text: str) -> list[str]:
 def _words(path: str, lines: Iterable[str]) -> Counter[str]:
     """The words of ``lines``, each as often as it occurs; a Python file's comment lines left out."""
     python = path.endswith(".py")
-    out: Counter[str] = Counter()
-    for line in lines:
-        if not (python and line.lstrip().startswith("#")):
-            out.update(_WORD.findall(line))
-    return out
+    return Counter(w for line in lines if not (python and line.lstrip().startswith("#")) for w in _WORD.findall(line))
 
 
 def _other_form(
@@ -384,7 +380,7 @@ def hunks_in_target(
         have = _lines(target) if target is not None else []
         blocks = textpatch.diff(base, have) if target is not None else []
         lookup = _Target.of(path, after, have, blocks)
-        groups = _groups(base, after)
+        groups = hunk_groups(base, after)
         if not groups and c.old_path is None:  # a file the patch adds empty: the target must have it, empty
             whole = target is not None and not have and not after
             out.append(HunkCheck(path=path, header="(the whole file)", upstream=whole, base=(0, 0), target=(0, 0)))
@@ -430,11 +426,10 @@ def without_upstream_hunks(
         before, after = ws.reader.blob(c.old_blob), ws.reader.blob(c.new_blob)
         if before is None or after is None:
             return None
-        base = lines_of(before.decode("utf-8", "surrogateescape"))
-        theirs = lines_of(after.decode("utf-8", "surrogateescape"))
+        base, theirs = (lines_of(data.decode("utf-8", "surrogateescape")) for data in (before, after))
         kept: list[str] = []
         at = 0
-        for g in _groups(base, theirs):
+        for g in hunk_groups(base, theirs):
             take = (c.new_path, _header(g)) not in upstream
             for b in g.blocks:
                 kept += base[at : b.a_start]

@@ -149,11 +149,8 @@ def _same(a: str, b: str) -> bool:
 def advisories(subject: str) -> tuple[str, ...]:
     """The advisory ids (``CVE-YYYY-N``, ``GHSA-xxxx-xxxx-xxxx``) a subject carries, upper-case
     (a GHSA id's letters lower-case, as GitHub writes them), each once."""
-    out = []
-    for m in _ADVISORY.finditer(subject):
-        text = m.group(1)
-        out.append(text.upper() if text.upper().startswith("CVE-") else "GHSA" + text[4:].lower())
-    return tuple(dict.fromkeys(out))
+    found = _ADVISORY.findall(subject)
+    return tuple(dict.fromkeys(t.upper() if t.upper().startswith("CVE-") else "GHSA" + t[4:].lower() for t in found))
 
 
 def carries(message: str, advisory: str) -> bool:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
 from patchtool import git, progress
-from patchtool.diff import textpatch
 from patchtool.diff.model import ADDED, Diff
 from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
@@ -109,8 +108,7 @@ class Drift:
     commits: tuple[str, ...] = ()  # upstream's commits that changed the lines under the patch's hunks there
 
     def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {**dataclasses.asdict(self), "change": str(self.change)}
-        out["commits"] = list(self.commits)
+        out: dict[str, object] = {**dataclasses.asdict(self), "change": str(self.change), "commits": list(self.commits)}
         if not self.commits:
             del out["commits"]
         return out
@@ -517,19 +515,17 @@ def _stopped(
     left = {
         **merged.files,
         **{c.path: merge.File(_mode_of(ws, c.path), None, c.data) for c in merged.conflicts if c.data is not None},
-    }
-    left.update(
-        {
+        **{
             c.old_path: merge.File(c.new_mode, c.new_blob)
             for c in changes
             if c.old_path in merged.gone and c.new_mode and c.new_blob
-        }
-    )
+        },
+    }
     conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
-    messages = "; ".join(c.message for c in merged.conflicts)
     outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
     shown = {*left, *(c.in_the_way for c in merged.conflicts if c.in_the_way)}  # what the worktree checks out
-    return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(shown))), left
+    detail = "; ".join(c.message for c in merged.conflicts)
+    return step(outcome, conflicted=conflicted, detail=detail, files=tuple(sorted(shown))), left
 
 
 def _as_applied(ws: merge.Workspace, applied: AppliedPatch, files: dict[str, merge.File | None]) -> bool:
@@ -584,18 +580,18 @@ def changed_hunks(path: str, before: str, after: str) -> list[PlacedHunk]:
     """The hunks of ``before`` -> ``after`` as ``git diff -U3`` groups them (changes at most six
     lines apart share a hunk), each with the position of its first change."""
     a, b = before.split("\n"), after.split("\n")
-    groups: list[list[textpatch.Block]] = []
-    for block in textpatch.diff(a, b):
-        if groups and block.a_start - groups[-1][-1].a_end <= 6:
-            groups[-1].append(block)
-        else:
-            groups.append([block])
-    out = []
-    for group in groups:
-        added = tuple(line for blk in group for line in b[blk.b_start : blk.b_end])
-        removed = tuple(line for blk in group for line in a[blk.a_start : blk.a_end])
-        out.append(PlacedHunk(path, group[0].a_start + 1, group[0].b_start + 1, added, removed, (), ""))
-    return out
+    return [
+        PlacedHunk(
+            path,
+            g.blocks[0].a_start + 1,
+            g.blocks[0].b_start + 1,
+            tuple(line for blk in g.blocks for line in b[blk.b_start : blk.b_end]),
+            tuple(line for blk in g.blocks for line in a[blk.a_start : blk.a_end]),
+            (),
+            "",
+        )
+        for g in absorbed.hunk_groups(a, b)
+    ]
 
 
 def misplacements(

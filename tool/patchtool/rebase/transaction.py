@@ -300,10 +300,9 @@ def _advance(
     history: tuple[fromhistory.Verdicts | None, tuple[str, ...]] = (None, ()),
 ) -> RebaseReport:
     root, cache = move.project.root, move.cache
-    stopped = result.stopped
     verdicts, said = history
     told = fromhistory.told(said, verdicts)
-    if stopped is not None:
+    if (stopped := result.stopped) is not None:
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip), cache=cache.repo.git_dir)
         report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree), history=told)
@@ -477,9 +476,8 @@ def abort(project: Project, cache: Cache) -> None:
     in the final journal), so getting out is removing patchtool's own two places: the worktree
     and the state directory; nothing is followed through a symbolic link."""
     root = project.root
-    base = root / statedir.STATE_DIR
     rebase_dir = root / STATE_DIR
-    if base.is_symlink() or not (rebase_dir.is_dir() or rebase_dir.is_symlink()):
+    if (root / statedir.STATE_DIR).is_symlink() or not (rebase_dir.is_dir() or rebase_dir.is_symlink()):
         raise UsageError("no rebase in progress")
     worktree = root / WORKTREE
     if not rebase_dir.is_symlink() and worktree.is_dir() and not worktree.is_symlink():
@@ -615,8 +613,7 @@ def _report(
     from patchtool.series.checks import check_assumptions
 
     # the patches the series carries on: one skipped, dropped or already upstream makes no claim
-    leaves = (PatchOutcome.DROPPED, PatchOutcome.UPSTREAM)
-    gone = {s.id for s in result.steps if s.outcome in leaves}
+    gone = {s.id for s in result.steps if s.outcome in (PatchOutcome.DROPPED, PatchOutcome.UPSTREAM)}
     carried = [e for e in project.manifest.patches if e.id not in gone]
     assumptions = check_assumptions(repo, new_base.tree, carried)
     revisit: list[reg.RevisitResult] = []
@@ -714,7 +711,6 @@ def _commit(
     root = project.root
     files: dict[str, str] = {}
     removes: list[str] = []
-    new_version = report.new_version
     dropped: dict[str, str] = {}
     committed = [s for s in result.steps if s.commit]
     texts = exported_chain.result() if exported_chain is not None else []
@@ -732,13 +728,13 @@ def _commit(
         if s.commit:
             files[s.file] = exported[s.id]
         elif s.outcome is PatchOutcome.UPSTREAM:
-            dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
+            dropped[s.id] = f"already upstream in {report.new_version}: {s.detail}"
         elif s.outcome is PatchOutcome.DROPPED:
             dropped[s.id] = state.skipped.get(s.id, s.detail)
     files[MANIFEST_NAME], moved = _rewrite_manifest(
         root,
         state.new_pin,
-        new_version,
+        report.new_version,
         dropped,
         {s.id: s.evidence for s in result.steps if s.outcome is PatchOutcome.UPSTREAM},
         {w.patch: w.new for w in report.widenings if report.widen and w.new},

@@ -132,10 +132,8 @@ def applies_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.Ra
     bases = {c.old_path: c.old_blob for c in changes if c.old_path and c.old_blob}
     sections: dict[str, list[FileDiff]] = {}
     for f in diff.files:
-        path = f.old_path
-        if path is None or f.new_path != path or path not in bases:
-            continue
-        sections.setdefault(path, []).append(f)
+        if f.old_path is not None and f.new_path == f.old_path and f.old_path in bases:
+            sections.setdefault(f.old_path, []).append(f)
     for path, (f, *later) in sections.items():
         before, after = ws.reader.blob(bases[path]), applied.texts.get(path)
         if before is None or after is None:
@@ -252,9 +250,8 @@ def hunks_upstream(ws: merge.Workspace, diff: Diff) -> int:
             continue
         lines = lines_of(text)
         present += sum(
-            1
+            textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None
             for h in f.hunks
-            if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None
         )
     return present if present < total else 0
 
