@@ -63,7 +63,6 @@ class Record:
         moves, remove, trees = data["moves"], data["remove"], data["remove_trees"]
         if not all(isinstance(x, list) for x in (moves, remove, trees)):
             raise bad("moves, remove and remove_trees must be lists")
-        out_moves = []
         for move in moves:
             if not (isinstance(move, list) and len(move) == 2 and all(isinstance(p, str) for p in move)):
                 raise bad(f"move {move!r} is not [staged, destination]")
@@ -71,7 +70,6 @@ class Record:
             if src != f"{STAGED}/{dest}":
                 raise bad(f"move {src!r} -> {dest!r} is not a file of its own staging")
             _check_dest(dest, bad)
-            out_moves.append((src, dest))
         for rel in remove:
             if not isinstance(rel, str):
                 raise bad(f"removal {rel!r} is not a path")
@@ -83,7 +81,7 @@ class Record:
                 raise bad(f"tree removal {rel!r} is outside {statedir.STATE_DIR}/")
             if why := paths.tree_path_problem(rel):
                 raise bad(why)
-        return cls(moves=tuple(out_moves), remove=tuple(remove), remove_trees=tuple(trees))
+        return cls(moves=tuple((src, dest) for src, dest in moves), remove=tuple(remove), remove_trees=tuple(trees))
 
     def to_dict(self) -> dict[str, Any]:
         return {

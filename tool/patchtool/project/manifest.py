@@ -210,17 +210,15 @@ def _requires(f: Fields) -> tuple[str, ...] | None:
         return ()
     if (listed := f.str_list("requires")) is None:
         return None
-    ok = True
+    before = len(f.problems)
     for i, text in enumerate(listed):
         try:
             PatchId(text)
         except ValueError as exc:
             f.problem(f"requires[{i}]", str(exc))
-            ok = False
         if text in listed[:i]:
             f.problem(f"requires[{i}]", f"{text!r} is listed twice")
-            ok = False
-    return listed if ok else None
+    return listed if len(f.problems) == before else None
 
 
 def _patch_file(text: str) -> str:
@@ -245,8 +243,7 @@ class Dropped:
         dropped_at = f.string("dropped_at")
         evidence = f.str_list("merged_evidence", required=False) if "merged_evidence" in f.data else ()
         rest = {k: v for k, v in f.data.items() if k not in ("reason", "dropped_at", "merged_evidence")}
-        inner = Fields(rest, f.path, f.problems, patch=f.patch)
-        entry = PatchEntry.read(inner)
+        entry = PatchEntry.read(Fields(rest, f.path, f.problems, patch=f.patch))
         if entry is None or reason is None or dropped_at is None or evidence is None:
             return None
         return cls(entry=entry, reason=reason, dropped_at=dropped_at, merged_evidence=evidence)

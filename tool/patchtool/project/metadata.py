@@ -256,6 +256,4 @@ class Imported:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: v for k in ("name", "diff", "commit") if (v := getattr(self, k)) is not None}
-        if self.cherry_picked_from:
-            out["cherry_picked_from"] = list(self.cherry_picked_from)
-        return out
+        return out | ({"cherry_picked_from": list(self.cherry_picked_from)} if self.cherry_picked_from else {})

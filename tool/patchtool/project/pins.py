@@ -81,8 +81,7 @@ class GitSource:
         """The tag of release ``version`` (this source is release ``at``'s): by the template, else
         by the literal tag with ``at`` spelt in it (``v0.5.23`` gives ``v0.5.24``); None when the
         tag does not spell its version."""
-        template = self.template or self.generalised(at)
-        return template.replace(self.PLACEHOLDER, str(version)) if template else None
+        return template.replace(self.PLACEHOLDER, str(version)) if (template := self.generalised(at)) else None
 
     def generalised(self, at: Version) -> str | None:
         """The template a literal tag of release ``at`` follows (``v0.5.23`` -> ``v{version}``), or None."""
