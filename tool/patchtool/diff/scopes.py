@@ -88,14 +88,12 @@ def _scan(line: str, stack: list[typing.Any]) -> tuple[str, bool]:
     while pos >= 0:
         if not stack:
             pos = _code_step(line, pos, stack, code)
+        elif stack[-1][0] == _PLAIN:
+            pos = _string_step(line, pos, stack)
+        elif stack[-1][0] == _EXPR:
+            pos = _field_step(line, pos, stack)
         else:
-            kind = stack[-1][0]
-            if kind == _PLAIN:
-                pos = _string_step(line, pos, stack)
-            elif kind == _EXPR:
-                pos = _field_step(line, pos, stack)
-            else:
-                pos = _text_step(line, pos, stack)
+            pos = _text_step(line, pos, stack)
     return "".join(code), pos == _JOINED
 
 
@@ -222,10 +220,8 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
             if not stripped or stripped[0] == "#":
                 continue
             starts = not depth and not joined
-            if '"' in line or "'" in line or "#" in line or "\\" in line:
-                code, joined = _scan(line, strings)
-            else:
-                code, joined = line, False
+            quoted = '"' in line or "'" in line or "#" in line or "\\" in line
+            code, joined = _scan(line, strings) if quoted else (line, False)
         if "(" in code or ")" in code or "[" in code or "]" in code or "{" in code or "}" in code:
             depth = max(0, depth + sum(map(code.count, "([{")) - sum(map(code.count, ")]}")))
         if starts:
@@ -265,11 +261,8 @@ def scope_text(path: str, source: str, name: str) -> str | None:
     """The source of the scope called ``name`` (None when it does not exist)."""
     if not path.endswith(".py"):
         return None
-    lines = source.split("\n")
-    for s in python_scopes(source):
-        if s.name == name:
-            return "\n".join(lines[s.start - 1 : s.end])
-    return None
+    found = next((s for s in python_scopes(source) if s.name == name), None)
+    return None if found is None else "\n".join(source.split("\n")[found.start - 1 : found.end])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -260,13 +260,12 @@ def _other_form(
     def enough(n: int) -> bool:
         return n * SHARE[1] >= total * SHARE[0]
 
-    if same and not any(line in have[at[0] : at[1]] for line in left):
-        n = found(have[j] for b in blocks for j in range(max(b.b_start, at[0]), min(b.b_end, at[1])))
-        if enough(n):
-            return (
-                f"{n} of the {total} words it adds are in the lines upstream wrote at its place "
-                f"(the target's lines {at[0] + 1}-{at[1]})"
-            )
+    written = (have[j] for b in blocks for j in range(max(b.b_start, at[0]), min(b.b_end, at[1])))
+    if same and not any(line in have[at[0] : at[1]] for line in left) and enough(n := found(written)):
+        return (
+            f"{n} of the {total} words it adds are in the lines upstream wrote at its place "
+            f"(the target's lines {at[0] + 1}-{at[1]})"
+        )
     if any(line in have for line in left):
         return ""
     own = [line.strip() for line in added if line.strip()]
@@ -297,6 +296,11 @@ def stop_evidence(checks: Sequence[HunkCheck], changes: Sequence[git.RawChange])
     if other and judged and len(exact) + len(other) == len(checks):
         out += [f"upstream has {h.path} {h.header} in another form: {h.other_form}" for h in other]
     return tuple(out)
+
+
+def content_evidence(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple[str, ...]:
+    """``stop_evidence`` of the patch's hunks (``changes``) checked against the target with ``other_forms``."""
+    return stop_evidence(hunks_in_target(ws, changes, other_forms=True), changes)
 
 
 def with_later(

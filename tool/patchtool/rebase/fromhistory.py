@@ -170,8 +170,7 @@ def ask(
     found = between(cache, old_pin, new_pin)
     if isinstance(found, str):
         return None, (f"upstream's history could not be asked: {found}",)
-    missing = found.commits()
-    if isinstance(missing, str):
+    if isinstance(missing := found.commits(), str):
         return None, (f"upstream's history could not be asked: {missing}",)
     return Verdicts(found, loaded), (f"upstream's history: {found.url} {found.old_tag}..{found.new_tag}",)
 

@@ -79,15 +79,10 @@ class Step:
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
-        for key in ("commit", "detail"):
-            if getattr(self, key):
-                out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
-        if self.shifted:
-            out["shifted"] = [m.to_dict() for m in self.shifted]
-        return out
+        out |= {key: value for key in ("commit", "detail") if (value := getattr(self, key))}
+        lists = ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits")
+        out |= {key: list(value) for key in lists if (value := getattr(self, key))}
+        return out | ({"shifted": [m.to_dict() for m in self.shifted]} if self.shifted else {})
 
 
 class DriftChange(enum.StrEnum):
@@ -415,9 +410,7 @@ def replay_one(
             )
             return step(PatchOutcome.UPSTREAM, detail=upstream.detail, evidence=(*upstream.evidence, *lines)), None, ()
         # what the target's content does show, hunk by hunk (at its place, or in another form)
-        partial = (
-            absorbed.stop_evidence(absorbed.hunks_in_target(ws, changes, other_forms=True), changes) if plain else ()
-        )
+        partial = absorbed.content_evidence(ws, changes) if plain else ()
         seen = verdict.evidence if verdict is not None else ()
         verdict = Verdict(
             drop=False,
@@ -441,9 +434,7 @@ def replay_one(
         stop, left = _stopped(ws, changes, merged, step)
         if evidence := in_other_form(ws, merged, labels):
             stop = dataclasses.replace(stop, upstream_has=evidence, detail=f"{IN_OTHER_FORM}: {'; '.join(evidence)}")
-        elif plain and (
-            seen := absorbed.stop_evidence(absorbed.hunks_in_target(ws, changes, other_forms=True), changes)
-        ):
+        elif plain and (seen := absorbed.content_evidence(ws, changes)):
             stop = dataclasses.replace(stop, evidence=seen)  # one kind, in some hunks or in another form: shown
         return stop, left, merged.conflicts
     files = merged.files

@@ -55,7 +55,7 @@ class RebaseState:
             "new_pin": self.new_pin,
             "new_pin_toml": self.new_pin_toml,
             "digest": self.digest,
-            "steps": [_step_to_dict(s) for s in self.steps],
+            "steps": [{**s.to_dict(), "files": list(s.files)} for s in self.steps],
             "tip": self.tip,
             "skipped": dict(self.skipped),
             "worktree": self.worktree,
@@ -86,10 +86,6 @@ class RebaseState:
             widen=data.get("widen", False),
             history=data.get("history", False) is True,
         )
-
-
-def _step_to_dict(s: Step) -> dict[str, Any]:
-    return {**s.to_dict(), "files": list(s.files)}
 
 
 def _step_from_dict(d: dict[str, Any]) -> Step:

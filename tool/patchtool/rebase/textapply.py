@@ -139,9 +139,8 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
             table[c.src] = _WAS_DELETED
     # as git writes the index: every path deleted or renamed away first, then every result
     texts: dict[str, str | None] = {c.src: None for c in files if c.src is not None and c.leaves_src}
-    modes: dict[str, str] = {}
-    for path, result in written:
-        texts[path], modes[path] = result.text, result.mode
+    texts |= {path: result.text for path, result in written}
+    modes = {path: result.mode for path, result in written}
     if (clash := _file_directory_clash(ws, texts)) is not None:
         return clash
     return AppliedPatch(texts, tuple(moved), modes)

@@ -635,8 +635,6 @@ def _report(
         for e in project.manifest.patches
         if old_pin.version in (SpecifierSet(widened[e.id]) if e.id in widened else e.applies_to)
     }
-    admitting = tuple(s.id for s in result.steps if s.outcome.applied and s.id in admits)
-    undecided = tuple(s.id for s in result.steps if s.outcome.stops and s.id in admits)
     return dataclasses.replace(
         report,
         drift=result.drift,
@@ -647,8 +645,8 @@ def _report(
         follow_up=tuple(follow_up),
         widen=widen,
         widenings=tuple(widenings),
-        old_pin_admitted_by=admitting,
-        old_pin_undecided=undecided,
+        old_pin_admitted_by=tuple(s.id for s in result.steps if s.outcome.applied and s.id in admits),
+        old_pin_undecided=tuple(s.id for s in result.steps if s.outcome.stops and s.id in admits),
     )
 
 
@@ -681,8 +679,7 @@ def _drop_due(
         for s in steps
         if s.outcome is PatchOutcome.UPSTREAM
     ]
-    paths = sorted({c.file for e in entries for c in e.drop_if if c.file})
-    files = repo.cat_files(base.tree, paths)
+    files = repo.cat_files(base.tree, sorted({c.file for e in entries for c in e.drop_if if c.file}))
     fields = (
         repo.cat_files(base.tree, repo.ls_files(base.tree, ARG_FIELDS_DIR))
         if any(c.flag for e in entries for c in e.drop_if)
@@ -710,7 +707,6 @@ def _commit(
     """The new series, manifest and pin, and the end of the rebase's state, as one transaction."""
     root = project.root
     files: dict[str, str] = {}
-    removes: list[str] = []
     dropped: dict[str, str] = {}
     committed = [s for s in result.steps if s.commit]
     texts = exported_chain.result() if exported_chain is not None else []
@@ -739,14 +735,12 @@ def _commit(
         {s.id: s.evidence for s in result.steps if s.outcome is PatchOutcome.UPSTREAM},
         {w.patch: w.new for w in report.widenings if report.widen and w.new},
     )
-    for s in result.steps:
-        if s.id in dropped:
-            files[moved[s.id]] = paths.read_inside(root, s.file).decode("utf-8")
-            removes.append(s.file)
+    gone = [s for s in result.steps if s.id in dropped]
+    files |= {moved[s.id]: paths.read_inside(root, s.file).decode("utf-8") for s in gone}
     pin_rel = f"{PINS_DIR}/{state.new_pin}.toml"
     existing = paths.read_text_if_present(root, pin_rel)
     files[pin_rel] = existing if existing is not None else state.new_pin_toml
-    return journal.commit(root, files, remove=removes, remove_trees=[STATE_DIR])
+    return journal.commit(root, files, remove=[s.file for s in gone], remove_trees=[STATE_DIR])
 
 
 def _rewrite_manifest(
