@@ -319,14 +319,8 @@ class KeyLines:
                 end = nxt if nxt is not None else end
                 line = start + 1
                 continue
-            found = [
-                i
-                for i in (
-                    _first(self._assignments.get(name, []), start, end),
-                    _first(self._tables.get(table, []), start, end),
-                )
-                if i is not None
-            ]
+            candidates = (self._assignments.get(name, []), self._tables.get(table, []))
+            found = [i for lines in candidates if (i := _first(lines, start, end)) is not None]
             if not found:
                 return line
             start = min(found)

@@ -341,13 +341,10 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
             "filename": a.filename,
             "sha256": a.sha256,
         }
-        if a.size:
-            art["size"] = a.size
-        if a.url:
-            art["url"] = a.url.text
+        art |= {"size": a.size} if a.size else {}
+        art |= {"url": a.url.text} if a.url else {}
         art["prefix"] = {"from": a.prefix_from_template, "to": a.prefix_to}
-        if a.tree:
-            art["tree"] = a.tree
+        art |= {"tree": a.tree} if a.tree else {}
         doc.add(tomlkit.nl())
         doc.add("artifact", tomlio.table(art))
     return tomlio.dumps(doc, file=f"{PINS_DIR}/{pin.name}.toml")
