@@ -75,9 +75,7 @@ def _guess_strip(line: str) -> int | None:
 
 
 def _is_epoch(line: str) -> bool:
-    if "\t" not in line:
-        return False
-    if not (m := _EPOCH.match(line.rsplit("\t", 1)[1])):
+    if "\t" not in line or not (m := _EPOCH.match(line.rsplit("\t", 1)[1])):
         return False
     day, hour, minute, sign, zh, zm = m.groups()
     zone = (int(zh) * 60 + int(zm)) * (-1 if sign == "-" else 1)

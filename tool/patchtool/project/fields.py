@@ -232,8 +232,7 @@ def _not_toml(file: str, summary: str, message: str, *, hint: str, line: int | N
 
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
     if problems:
-        located = [p.located(file=file) for p in problems]
-        raise InvalidInput(message, file=file, problems=located)
+        raise InvalidInput(message, file=file, problems=[p.located(file=file) for p in problems])
 
 
 # -- parsers for Fields.parsed (beside names.PatchId, names.RepoPath): each raises ValueError
