@@ -173,7 +173,6 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
         )
     files = []
     for pf, section in zip(patchset, sections, strict=True):
-        hunks = tuple(_hunk(h, raw) for h in pf)
         old = None if section.status == "added" else section.old
         new = None if section.status == "deleted" else section.new
         files.append(
@@ -182,7 +181,7 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
                 status=section.status,
                 old_path=old,
                 new_path=new,
-                hunks=hunks,
+                hunks=tuple(_hunk(h, raw) for h in pf),
                 added=sum(h.added for h in pf),
                 removed=sum(h.removed for h in pf),
                 at=pf.diff_line_no or 1,
@@ -203,8 +202,7 @@ def _hunk(h: unidiff.patch.Hunk, raw: list[str]) -> Hunk:
         kind = ln.line_type
         if kind == "\\":
             if lines:
-                prev = lines[-1]
-                lines[-1] = Line(prev.kind, prev.text.removesuffix("\n"), prev.at)
+                lines[-1] = lines[-1]._replace(text=lines[-1].text.removesuffix("\n"))
             end = ln.diff_line_no or end + 1  # the marker after a hunk's last line has no number
             continue
         if kind not in (CONTEXT, REMOVED, ADDED):
