@@ -240,15 +240,9 @@ def replay(
         ):
             lp = loaded[i]
             said = options.history.of(lp) if options.history is not None else None
+            own = changes.get(chain[i + 1], ())
             step, files, conflicts = replay_one(
-                ws,
-                chain[i + 1],
-                changes.get(chain[i + 1], ()),
-                lp,
-                (*labels, f"patch {lp.id}"),
-                patch_ids,
-                style=style,
-                upstream=said,
+                ws, chain[i + 1], own, lp, (*labels, f"patch {lp.id}"), patch_ids, style=style, upstream=said
             )
             if step.outcome.stops and options.history is not None:
                 hints = () if said is None else tuple(e for e in said.evidence if e not in step.evidence)
@@ -259,7 +253,7 @@ def replay(
                 )
             if step.outcome.stops and not step.evidence and not step.upstream_has:
                 later = [(loaded[k].id, changes.get(chain[k + 1], ())) for k in range(i + 1, len(loaded))]
-                if found := absorbed.with_later(ws, changes.get(chain[i + 1], ()), later):
+                if found := absorbed.with_later(ws, own, later):
                     step = dataclasses.replace(step, evidence=found)
             if keep_going and (after := tuple(pid for pid, paths in left_out if _overlap(paths, _paths(lp)))):
                 step = dataclasses.replace(step, assumes=after)

@@ -194,14 +194,8 @@ def scan(
         return replay(cache.repo, old_base, base, loaded, options)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        results = list(
-            progress.track(
-                pool.map(one, got),
-                f"scan {len(loaded)} patch(es) x {len(got)} version(s)",
-                total=len(got),
-                unit="versions",
-            )
-        )
+        title = f"scan {len(loaded)} patch(es) x {len(got)} version(s)"
+        results = list(progress.track(pool.map(one, got), title, total=len(got), unit="versions"))
     for (version, _), result in zip(got, results, strict=True):
         for step in result.steps:
             steps[step.id][str(version)] = step

@@ -256,22 +256,12 @@ def start(
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
     style = "merge" if dry_run else git.conflict_style(root)
     verdicts, said = fromhistory.ask(move.cache, move.old_pin, move.new_pin, move.loaded, asked=history)
-    result = replay(
-        cache.repo,
-        move.old_base,
-        move.new_base,
-        loaded,
-        ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style, history=verdicts),
-    )
+    options = ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style, history=verdicts)
+    result = replay(cache.repo, move.old_base, move.new_base, loaded, options)
     if dry_run:
-        return _report(
-            move,
-            result,
-            status=RebaseStatus.DRY_RUN,
-            range_diff=_range_diff(cache.repo, result, move.new_base),
-            widen=widen,
-            history=fromhistory.told(said, verdicts),
-        )
+        diff = _range_diff(cache.repo, result, move.new_base)
+        told = fromhistory.told(said, verdicts)
+        return _report(move, result, status=RebaseStatus.DRY_RUN, range_diff=diff, widen=widen, history=told)
     state = RebaseState(
         old_pin=old_pin.name,
         new_pin=new_pin.name,
@@ -404,19 +394,10 @@ def resume(project: Project, cache: Cache, *, skip: Skip | None = None, widen: b
         )
     verdicts, said = fromhistory.ask(move.cache, move.old_pin, move.new_pin, move.loaded, asked=state.history)
     while True:
-        result = replay(
-            repo,
-            move.old_base,
-            move.new_base,
-            loaded,
-            ReplayOptions(
-                done=state.steps,
-                parent=state.tip,
-                ref=replay_ref(root),
-                style=git.conflict_style(root),
-                history=verdicts,
-            ),
+        options = ReplayOptions(
+            done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root), history=verdicts
         )
+        result = replay(repo, move.old_base, move.new_base, loaded, options)
         state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
         stop = result.stopped
         if skip is None or not skip.all_evidenced or stop is None or not by_content(stop.evidence):
