@@ -481,14 +481,10 @@ def _defined_twice(
         names = twice.added_names(ln.text for h in fd.hunks for ln in h.lines if ln.kind == ADDED)
         if path is None or f is None or not names:
             continue
+        result = ws.data(f).decode("utf-8", "surrogateescape")
         own = ws.reader.blob(theirs[path]) if path in theirs else None
-        out += twice.defined_twice(
-            path,
-            ws.data(f).decode("utf-8", "surrogateescape"),
-            names,
-            ws.text(path),
-            None if own is None else own.decode("utf-8", "surrogateescape"),
-        )
+        before = None if own is None else own.decode("utf-8", "surrogateescape")
+        out += twice.defined_twice(path, result, names, ws.text(path), before)
     return tuple(dict.fromkeys(out))
 
 
