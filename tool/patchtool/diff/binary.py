@@ -53,8 +53,7 @@ def skip_binary(lines: list[str], i: int, declared: Declared) -> int:
     ``lines[i - 1]``): the forward hunk and, where there is one, the reverse one, each added to
     what the patch file's hunks ``declared``."""
     for which in ("forward", "reverse"):
-        m = _HUNK.fullmatch(lines[i]) if i < len(lines) else None
-        if m is None:
+        if (m := _HUNK.fullmatch(lines[i]) if i < len(lines) else None) is None:
             if which == "reverse":
                 return i
             raise BinaryRefused(f"corrupt binary patch at line {i + 1}: no 'literal N' or 'delta N' line", i + 1)

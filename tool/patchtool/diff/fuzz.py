@@ -55,10 +55,8 @@ class _Hunk:
         lines = tuple((swap[ln.kind] if reverse else ln.kind, ln.text) for ln in hunk.lines)
         pattern = tuple(text for kind, text in lines if kind != ADDED)
         first = hunk.new_start if reverse else hunk.old_start
-        kinds = [kind for kind, _ in lines]
-        prefix = next((i for i, k in enumerate(kinds) if k != CONTEXT), len(kinds))
-        suffix = next((i for i, k in enumerate(reversed(kinds)) if k != CONTEXT), len(kinds))
-        return cls(first + (not pattern), lines, pattern, prefix, suffix)  # an empty pattern appends after its line
+        # an empty pattern appends after its line
+        return cls(first + (not pattern), lines, pattern, hunk.leading(), hunk.trailing())
 
 
 MAX_COMPARED = 20_000_000  # lines compared in one file's search: a real series needs thousands

@@ -131,6 +131,14 @@ def _tree_path(raw: str, *, prefixed: bool) -> tuple[str | None, str | None]:
     return raw, tree_path_problem(raw)
 
 
+def _safe_path(raw: str, number: int, *, prefixed: bool) -> str | None:
+    """``_tree_path``'s path; Refused, naming line ``number``, where it is refused."""
+    path, why = _tree_path(raw, prefixed=prefixed)
+    if why:
+        raise Refused(f"unsafe diff: {why}", number)
+    return path
+
+
 # What a header line makes of its section (git's is_new, is_delete, is_rename, is_copy): git
 # refuses a section that is two of them at once (apply.c's check_header_line).
 _KINDS = {
@@ -215,12 +223,7 @@ def _section(line: str, number: int) -> Section:
     except ValueError as exc:
         raise Refused(f"unsafe diff: {exc}", number) from None
     section.unread = names is None
-    paths = []
-    for raw in names or ():
-        path, why = _tree_path(raw, prefixed=True)
-        if why:
-            raise Refused(f"unsafe diff: {why}", number)
-        paths.append(path)
+    paths = [_safe_path(raw, number, prefixed=True) for raw in names or ()]
     if len(paths) == 2 and paths[0] == paths[1]:
         section.default = paths[0]
     return section
@@ -283,11 +286,9 @@ def _header_line(section: Section, line: str, number: int) -> bool:
         _name_line(section, line, number)
     elif header in _NAME_HEADERS:
         try:
-            path, why = _tree_path(_header_name(line[len(header) :], tab_ends=False), prefixed=False)
+            path = _safe_path(_header_name(line[len(header) :], tab_ends=False), number, prefixed=False)
         except ValueError as exc:
             raise Refused(f"unsafe diff: {exc}", number) from None
-        if why:
-            raise Refused(f"unsafe diff: {why}", number)
         if header in ("rename from ", "copy from ", "rename old "):
             section.old = path
         else:
@@ -333,9 +334,7 @@ def _name_line(section: Section, line: str, number: int) -> None:
             number,
             _EXPORT_HINT,
         )
-    path, why = _tree_path(raw, prefixed=True)
-    if why:
-        raise Refused(f"unsafe diff: {why}", number)
+    path = _safe_path(raw, number, prefixed=True)
     if must_be_null and known is None:
         raise Refused(
             f"{line.strip()!r} at line {number}: git apply expects /dev/null there, as the "

@@ -67,25 +67,20 @@ class Hunk:
         drop, add = (ADDED, REMOVED) if reverse else (REMOVED, ADDED)
         return ([ln.text for ln in self.lines if ln.kind != add], [ln.text for ln in self.lines if ln.kind != drop])
 
+    def leading(self) -> int:
+        """How many context lines start it."""
+        return next((n for n, ln in enumerate(self.lines) if ln.kind != CONTEXT), len(self.lines))
+
     def trailing(self) -> int:
         """How many context lines end it."""
-        n = 0
-        for ln in reversed(self.lines):
-            if ln.kind != CONTEXT:
-                break
-            n += 1
-        return n
+        return next((n for n, ln in enumerate(reversed(self.lines)) if ln.kind != CONTEXT), len(self.lines))
 
     def first_change(self) -> tuple[int, int]:
         """(old line, new line), 1-based, of its first removed or added line: where it changes
         the file. A pure insertion's old line is the line after the insertion point."""
-        old = self.old_start + (self.old_count == 0)  # "-N,0" names the line before an insertion
-        new = self.new_start + (self.new_count == 0)
-        for ln in self.lines:
-            if ln.kind != CONTEXT:
-                return old, new
-            old, new = old + 1, new + 1
-        return self.old_start + (self.old_count == 0), self.new_start + (self.new_count == 0)
+        first = next((n for n, ln in enumerate(self.lines) if ln.kind != CONTEXT), 0)
+        # "-N,0" names the line before an insertion
+        return self.old_start + (self.old_count == 0) + first, self.new_start + (self.new_count == 0) + first
 
     def contents(self, *kinds: str) -> tuple[str, ...]:
         """The text (no newlines) of its lines of ``kinds``, in order."""
@@ -121,10 +116,7 @@ class Diff:
         """Every line the diff adds, with the path it adds it to."""
         for f in self.files:
             if f.new_path is not None:
-                for h in f.hunks:
-                    for ln in h.lines:
-                        if ln.kind == ADDED:
-                            yield f.new_path, ln
+                yield from ((f.new_path, ln) for h in f.hunks for ln in h.lines if ln.kind == ADDED)
 
     def file_header(self, f: FileDiff) -> str:
         """The text of ``f``'s header: its 'diff --git' line up to its first hunk."""
@@ -181,7 +173,6 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
         )
     files = []
     for pf, section in zip(patchset, sections, strict=True):
-        hunks = tuple(_hunk(h, raw) for h in pf)
         old = None if section.status == "added" else section.old
         new = None if section.status == "deleted" else section.new
         files.append(
@@ -190,7 +181,7 @@ def build(diff: str, sections: Sequence[gitpaths.Section]) -> Diff:
                 status=section.status,
                 old_path=old,
                 new_path=new,
-                hunks=hunks,
+                hunks=tuple(_hunk(h, raw) for h in pf),
                 added=sum(h.added for h in pf),
                 removed=sum(h.removed for h in pf),
                 at=pf.diff_line_no or 1,
@@ -211,8 +202,7 @@ def _hunk(h: unidiff.patch.Hunk, raw: list[str]) -> Hunk:
         kind = ln.line_type
         if kind == "\\":
             if lines:
-                prev = lines[-1]
-                lines[-1] = Line(prev.kind, prev.text.removesuffix("\n"), prev.at)
+                lines[-1] = lines[-1]._replace(text=lines[-1].text.removesuffix("\n"))
             end = ln.diff_line_no or end + 1  # the marker after a hunk's last line has no number
             continue
         if kind not in (CONTEXT, REMOVED, ADDED):

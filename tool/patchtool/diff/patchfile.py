@@ -104,8 +104,7 @@ class PatchFile:
                 hint="keep generated and vendored files out of patches, or split the change into several patches",
             )
         export_hint = "export the commit with `git format-patch` (or use `patchtool import`)"
-        diff_at = _find_diff_start(text)
-        if diff_at is None:
+        if (diff_at := _find_diff_start(text)) is None:
             raise fail("not a patch: no 'diff --git' section found", hint=export_hint)
         head, diff = text[:diff_at], text[diff_at:]
         if not _FROM_LINE.match(head.split("\n", 1)[0]):
@@ -137,9 +136,7 @@ class PatchFile:
         body = re.split(r"^---\s*$", payload, maxsplit=1, flags=re.MULTILINE)[0].strip("\n")
         try:  # git apply reads the whole file, so its paths are checked in all of it
             parsed = model.build(diff, gitpaths.read_sections(text))
-        except gitpaths.Refused as exc:
-            raise fail(exc.message, line=exc.line, hint=exc.hint) from None
-        except model.DiffError as exc:
+        except (gitpaths.Refused, model.DiffError) as exc:
             raise fail(exc.message, line=exc.line, hint=exc.hint) from None
         return cls(
             name=name,
@@ -300,8 +297,7 @@ def identity_problem(name: str, email: str) -> str | None:
     """Why git's fast-import would refuse ``name <email>`` as an author, or None: the rule of its
     ``parse_ident`` (no '<', '>' or newline in the name, the e-mail inside one pair of '<>')."""
     for part, text in (("name", name), ("e-mail", email)):
-        bad = sorted({c for c in text if c in "<>\n\0"})
-        if bad:
+        if bad := sorted({c for c in text if c in "<>\n\0"}):
             return f"its {part} holds {', '.join(repr(c) for c in bad)}"
     return None
 

@@ -75,10 +75,7 @@ def _guess_strip(line: str) -> int | None:
 
 
 def _is_epoch(line: str) -> bool:
-    if "\t" not in line:
-        return False
-    m = _EPOCH.match(line.rsplit("\t", 1)[1])
-    if not m:
+    if "\t" not in line or not (m := _EPOCH.match(line.rsplit("\t", 1)[1])):
         return False
     day, hour, minute, sign, zh, zm = m.groups()
     zone = (int(zh) * 60 + int(zm)) * (-1 if sign == "-" else 1)
@@ -211,11 +208,10 @@ def _file(
 
 def _git_header(old: str | None, new: str | None) -> list[str]:
     name = new or old or ""
-    head = [f"diff --git {_quote_both('a/', name)} {_quote_both('b/', name)}\n"]
-    if old is None:
-        head.append("new file mode 100644\n")
-    if new is None:
-        head.append("deleted file mode 100644\n")
-    head.append(f"--- {_quote_both('a/', old) if old else '/dev/null'}\n")
-    head.append(f"+++ {_quote_both('b/', new) if new else '/dev/null'}\n")
-    return head
+    return [
+        f"diff --git {_quote_both('a/', name)} {_quote_both('b/', name)}\n",
+        *(["new file mode 100644\n"] if old is None else []),
+        *(["deleted file mode 100644\n"] if new is None else []),
+        f"--- {_quote_both('a/', old) if old else '/dev/null'}\n",
+        f"+++ {_quote_both('b/', new) if new else '/dev/null'}\n",
+    ]

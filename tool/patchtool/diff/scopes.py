@@ -88,21 +88,18 @@ def _scan(line: str, stack: list[typing.Any]) -> tuple[str, bool]:
     while pos >= 0:
         if not stack:
             pos = _code_step(line, pos, stack, code)
+        elif stack[-1][0] == _PLAIN:
+            pos = _string_step(line, pos, stack)
+        elif stack[-1][0] == _EXPR:
+            pos = _field_step(line, pos, stack)
         else:
-            kind = stack[-1][0]
-            if kind == _PLAIN:
-                pos = _string_step(line, pos, stack)
-            elif kind == _EXPR:
-                pos = _field_step(line, pos, stack)
-            else:
-                pos = _text_step(line, pos, stack)
+            pos = _text_step(line, pos, stack)
     return "".join(code), pos == _JOINED
 
 
 def _code_step(line: str, pos: int, stack: list[typing.Any], code: list[str]) -> int:
     """Code, kept in ``code``, up to the next string (pushed), comment or backslash."""
-    m = _CODE_STOP.search(line, pos)
-    if m is None:
+    if (m := _CODE_STOP.search(line, pos)) is None:
         code.append(line[pos:])
         return _END
     i = m.start()
@@ -131,8 +128,7 @@ def _string_step(line: str, pos: int, stack: list[typing.Any]) -> int:
 def _field_step(line: str, pos: int, stack: list[typing.Any]) -> int:
     """An f-string's replacement field, to its next bracket, colon, string or comment."""
     top = stack[-1]
-    m = _EXPR_STOP.search(line, pos)
-    if m is None:
+    if (m := _EXPR_STOP.search(line, pos)) is None:
         return _END  # a field may span lines (Python 3.12)
     i = m.start()
     c = line[i]
@@ -162,8 +158,7 @@ def _text_step(line: str, pos: int, stack: list[typing.Any]) -> int:
     kind = top[0]
     string: _Open = top if kind == _FSTRING else top[1]
     q = string[1]
-    m = string[3].search(line, pos)
-    if m is None:
+    if (m := string[3].search(line, pos)) is None:
         if len(q) == 1:  # unterminated
             while stack.pop() is not string:
                 pass
@@ -225,21 +220,10 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
             if not stripped or stripped[0] == "#":
                 continue
             starts = not depth and not joined
-            if '"' in line or "'" in line or "#" in line or "\\" in line:
-                code, joined = _scan(line, strings)
-            else:
-                code, joined = line, False
+            quoted = '"' in line or "'" in line or "#" in line or "\\" in line
+            code, joined = _scan(line, strings) if quoted else (line, False)
         if "(" in code or ")" in code or "[" in code or "]" in code or "{" in code or "}" in code:
-            depth = max(
-                0,
-                depth
-                + code.count("(")
-                + code.count("[")
-                + code.count("{")
-                - code.count(")")
-                - code.count("]")
-                - code.count("}"),
-            )
+            depth = max(0, depth + sum(map(code.count, "([{")) - sum(map(code.count, ")]}")))
         if starts:
             lead = indent = len(line) - len(line.lstrip())
             if "\f" in line:  # a form feed resets the column, as in Python's tokenizer
@@ -247,8 +231,7 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
             while stack and stack[-1][0] >= indent:
                 _, name, start = stack.pop()
                 scopes.append(Scope(name, start, last_code))
-            m = _DEF.match(line, lead) if stripped[0] in "acd" else None
-            if m:
+            if stripped[0] in "acd" and (m := _DEF.match(line, lead)):
                 name = m.group(1)
                 if not name.isascii():
                     name = unicodedata.normalize("NFKC", name)  # as Python reads identifiers
@@ -264,8 +247,7 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
 def scope_at(path: str, source: str, line: int) -> Scope:
     """The innermost scope that contains ``line`` (1-based) of ``source``."""
     if path.endswith(".py"):
-        inner = [s for s in python_scopes(source) if s.start <= line <= s.end]
-        if inner:
+        if inner := [s for s in python_scopes(source) if s.start <= line <= s.end]:
             return max(inner, key=lambda s: s.start)
         return Scope("<module>", 1, source.count("\n") + 1)
     lines = source.split("\n")
@@ -279,11 +261,8 @@ def scope_text(path: str, source: str, name: str) -> str | None:
     """The source of the scope called ``name`` (None when it does not exist)."""
     if not path.endswith(".py"):
         return None
-    lines = source.split("\n")
-    for s in python_scopes(source):
-        if s.name == name:
-            return "\n".join(lines[s.start - 1 : s.end])
-    return None
+    found = next((s for s in python_scopes(source) if s.name == name), None)
+    return None if found is None else "\n".join(source.split("\n")[found.start - 1 : found.end])
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -302,21 +281,16 @@ class PlacedHunk:
 
 def placed_hunks(diff: Diff) -> list[PlacedHunk]:
     """Every hunk of ``diff`` that leaves a file behind, with the place of its first change."""
-    out = []
-    for f in diff.files:
-        if f.new_path is None:
-            continue
-        for h in f.hunks:
-            old_line, new_line = h.first_change()
-            out.append(
-                PlacedHunk(
-                    f.new_path,
-                    old_line,
-                    new_line,
-                    h.contents(ADDED),
-                    h.contents(REMOVED),
-                    h.contents(CONTEXT, REMOVED),
-                    h.header,
-                )
-            )
-    return out
+    return [
+        PlacedHunk(
+            f.new_path,
+            *h.first_change(),
+            h.contents(ADDED),
+            h.contents(REMOVED),
+            h.contents(CONTEXT, REMOVED),
+            h.header,
+        )
+        for f in diff.files
+        if f.new_path is not None
+        for h in f.hunks
+    ]

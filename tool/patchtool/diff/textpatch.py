@@ -43,8 +43,7 @@ def apply(lines: Sequence[str], hunks: Sequence[Hunk], *, reverse: bool = False)
         new_pos = hunk.old_start if reverse else hunk.new_start
         expected = new_pos - 1 if new_pos else 0
         at_start, at_end = _held_to(hunk, reverse)
-        found = _find(image, patched, pre, expected, at_start, at_end)
-        if found is None:
+        if (found := _find(image, patched, pre, expected, at_start, at_end)) is None:
             return None
         image[found : found + len(pre)] = post
         patched[found : found + len(pre)] = [True] * len(post)
@@ -155,8 +154,7 @@ def _diff(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int, bhi:
         if alo != ahi or blo != bhi:
             out.append(Block(alo, ahi, blo, bhi))
         return
-    anchors = _anchors(a, b, alo, ahi, blo, bhi)
-    if not anchors:
+    if not (anchors := _anchors(a, b, alo, ahi, blo, bhi)):
         if (ahi - alo) * (bhi - blo) > 4_000_000:  # nothing to align on: one block, as a diff would say
             out.append(Block(alo, ahi, blo, bhi))
             return

@@ -48,17 +48,7 @@ class Revisit:
         observed = f.string("observed", required=False)
         source = f.string("source", required=False)
         f.done()
-        kinds = [
-            k
-            for k, present in (
-                ("version", version is not None),
-                ("regex", regex is not None),
-                ("flag", flag is not None),
-                ("observed", observed is not None),
-            )
-            if present
-        ]
-        if len(kinds) != 1:
+        if sum(kind is not None for kind in (version, regex, flag, observed)) != 1:
             f.problem(
                 None,
                 "a revisit condition is exactly one of: version = '<specifier>'; "
@@ -123,22 +113,12 @@ class Revisit:
         return f"/{self.regex.pattern}/ {'appears in' if self.appears else 'disappears from'} {self.file}"
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.version is not None:
-            out["version"] = str(self.version)
-        if self.file is not None:
-            out["file"] = self.file
-        if self.regex is not None:
-            out["regex"] = self.regex.pattern
-            out["appears"] = self.appears
-        if self.flag is not None:
-            out["flag"] = self.flag
-            out["change"] = self.change
-        if self.observed is not None:
-            out["observed"] = self.observed
-            out["source"] = self.source
-        out["why"] = self.why
-        return out
+        out: dict[str, Any] = {"version": str(self.version)} if self.version is not None else {}
+        out |= {"file": self.file} if self.file is not None else {}
+        out |= {"regex": self.regex.pattern, "appears": self.appears} if self.regex is not None else {}
+        out |= {"flag": self.flag, "change": self.change} if self.flag is not None else {}
+        out |= {"observed": self.observed, "source": self.source} if self.observed is not None else {}
+        return out | {"why": self.why}
 
 
 def flag_field(flag: str) -> str:
@@ -149,10 +129,5 @@ def flag_present(flag: str, field_files: Mapping[str, bytes | None]) -> bool:
     """Whether upstream's arg groups declare ``flag``: a field ``name: A[`` or an alias."""
     field = re.compile(rf"^\s+{re.escape(flag_field(flag))}\s*:", re.MULTILINE)
     alias = re.compile(rf"[\"']{re.escape(flag)}[\"']")
-    for content in field_files.values():
-        if content is None:
-            continue
-        text = content.decode("utf-8", "replace")
-        if field.search(text) or alias.search(text):
-            return True
-    return False
+    texts = (content.decode("utf-8", "replace") for content in field_files.values() if content is not None)
+    return any(field.search(text) or alias.search(text) for text in texts)

@@ -29,9 +29,8 @@ _TYPE_NAMES = {str: "string", int: "integer", bool: "boolean", list: "array", di
 
 
 def _type_name(value: object) -> str:
-    for typ, name in _TYPE_NAMES.items():
-        if type(value) is typ:
-            return name
+    if type(value) in _TYPE_NAMES:
+        return _TYPE_NAMES[type(value)]
     if isinstance(value, Mapping):
         return "table"
     if isinstance(value, list):
@@ -65,8 +64,7 @@ class Fields:
                 self.problem(name, "missing required key")
             return None
         value = self.data[name]
-        ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
-        if not ok:
+        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
             self.problem(name, f"unexpected type {_type_name(value)} (expected {expected})")
             return None
         return value
@@ -107,8 +105,7 @@ class Fields:
     def scalar(self, name: str) -> str | int | float | None:
         """An optional number or string (a measured value may be either)."""
         self._seen.add(name)
-        value = self.data.get(name)
-        if value is None:
+        if (value := self.data.get(name)) is None:
             return None
         if isinstance(value, bool) or not isinstance(value, str | int | float):
             self.problem(name, "expected a number or a string")
@@ -126,8 +123,7 @@ class Fields:
         return value
 
     def str_list(self, name: str, *, required: bool = True) -> tuple[str, ...] | None:
-        value = self._get(name, list, "array of strings", required)
-        if value is None:
+        if (value := self._get(name, list, "array of strings", required)) is None:
             return None
         bad = [i for i, v in enumerate(value) if not isinstance(v, str) or not v.strip()]
         for i in bad:
@@ -135,8 +131,7 @@ class Fields:
         return None if bad else tuple(value)
 
     def str_map(self, name: str, *, required: bool = True) -> dict[str, str] | None:
-        value = self._get(name, Mapping, "table of strings", required)
-        if value is None:
+        if (value := self._get(name, Mapping, "table of strings", required)) is None:
             return None
         bad = [k for k, v in value.items() if not isinstance(v, str)]
         for k in bad:
@@ -144,14 +139,12 @@ class Fields:
         return None if bad else dict(value)
 
     def table(self, name: str, *, required: bool = True) -> Fields | None:
-        value = self._get(name, Mapping, "table", required)
-        if value is None:
+        if (value := self._get(name, Mapping, "table", required)) is None:
             return None
         return Fields(value, self.key(name), self.problems, patch=self.patch)
 
     def tables(self, name: str, *, required: bool = False) -> list[Fields]:
-        value = self._get(name, list, "array of tables", required)
-        if value is None:
+        if (value := self._get(name, list, "array of tables", required)) is None:
             return []
         out = []
         for i, item in enumerate(value):
@@ -165,8 +158,7 @@ class Fields:
         self, name: str, parse: Callable[[str], T], *, required: bool = True, one_line: bool = False
     ) -> T | None:
         """A string parsed by ``parse``; a ``ValueError`` from it becomes a problem."""
-        value = self.string(name, required=required, one_line=one_line)
-        if value is None:
+        if (value := self.string(name, required=required, one_line=one_line)) is None:
             return None
         try:
             return parse(value)
@@ -240,8 +232,7 @@ def _not_toml(file: str, summary: str, message: str, *, hint: str, line: int | N
 
 def raise_if(problems: list[Problem], message: str, *, file: str) -> None:
     if problems:
-        located = [p.located(file=file) for p in problems]
-        raise InvalidInput(message, file=file, problems=located)
+        raise InvalidInput(message, file=file, problems=[p.located(file=file) for p in problems])
 
 
 # -- parsers for Fields.parsed (beside names.PatchId, names.RepoPath): each raises ValueError
@@ -327,14 +318,8 @@ class KeyLines:
                 end = nxt if nxt is not None else end
                 line = start + 1
                 continue
-            found = [
-                i
-                for i in (
-                    _first(self._assignments.get(name, []), start, end),
-                    _first(self._tables.get(table, []), start, end),
-                )
-                if i is not None
-            ]
+            candidates = (self._assignments.get(name, []), self._tables.get(table, []))
+            found = [i for lines in candidates if (i := _first(lines, start, end)) is not None]
             if not found:
                 return line
             start = min(found)

@@ -63,7 +63,6 @@ class Record:
         moves, remove, trees = data["moves"], data["remove"], data["remove_trees"]
         if not all(isinstance(x, list) for x in (moves, remove, trees)):
             raise bad("moves, remove and remove_trees must be lists")
-        out_moves = []
         for move in moves:
             if not (isinstance(move, list) and len(move) == 2 and all(isinstance(p, str) for p in move)):
                 raise bad(f"move {move!r} is not [staged, destination]")
@@ -71,7 +70,6 @@ class Record:
             if src != f"{STAGED}/{dest}":
                 raise bad(f"move {src!r} -> {dest!r} is not a file of its own staging")
             _check_dest(dest, bad)
-            out_moves.append((src, dest))
         for rel in remove:
             if not isinstance(rel, str):
                 raise bad(f"removal {rel!r} is not a path")
@@ -81,10 +79,9 @@ class Record:
                 isinstance(rel, str) and rel.startswith(f"{statedir.STATE_DIR}/") and not rel.startswith(f"{STAGED}")
             ):
                 raise bad(f"tree removal {rel!r} is outside {statedir.STATE_DIR}/")
-            why = paths.tree_path_problem(rel)
-            if why:
+            if why := paths.tree_path_problem(rel):
                 raise bad(why)
-        return cls(moves=tuple(out_moves), remove=tuple(remove), remove_trees=tuple(trees))
+        return cls(moves=tuple((src, dest) for src, dest in moves), remove=tuple(remove), remove_trees=tuple(trees))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,8 +93,7 @@ class Record:
 
 
 def _check_dest(rel: str, bad: Any) -> None:
-    why = paths.tree_path_problem(rel)
-    if why:
+    if why := paths.tree_path_problem(rel):
         raise bad(why)
     if rel == statedir.STATE_DIR or rel.startswith(f"{statedir.STATE_DIR}/"):
         raise bad(f"{rel!r} is inside {statedir.STATE_DIR}/")

@@ -32,8 +32,7 @@ TIMEOUT_ENV = "PATCHTOOL_LOCK_TIMEOUT"
 def wait_limit() -> float:
     """The seconds a lock is waited for; UsageError for a value that is not a finite number >= 0
     (``nan`` would wait forever, ``inf`` too)."""
-    raw = os.environ.get(TIMEOUT_ENV)
-    if raw is None:
+    if (raw := os.environ.get(TIMEOUT_ENV)) is None:
         return DEFAULT_WAIT
     try:
         value = float(raw)
@@ -62,8 +61,7 @@ def _holder(path: Path) -> str:
             continue
         dev_inode = fields[5].split(":")
         if len(dev_inode) == 3 and int(dev_inode[2]) == st.st_ino:
-            pid = fields[4]
-            return f"pid {pid}, `{_command_of(pid)}`"
+            return f"pid {fields[4]}, `{_command_of(fields[4])}`"
     return "pid unknown"
 
 

@@ -191,43 +191,34 @@ class PatchEntry:
             "applies_to": str(self.applies_to),
             "drop_when": self.drop_when,
         }
-        if self.requires:
-            out["requires"] = list(self.requires)
-        if self.experiment is not None:
-            out["experiment"] = self.experiment
-        if self.standalone:
-            out["standalone"] = True
-        if self.scope:
-            out["scope"] = self.scope.to_dict()
+        out |= {"requires": list(self.requires)} if self.requires else {}
+        out |= {"experiment": self.experiment} if self.experiment is not None else {}
+        out |= {"standalone": True} if self.standalone else {}
+        out |= {"scope": self.scope.to_dict()} if self.scope else {}
         out["evidence"] = [e.to_dict() for e in self.evidence]
         out["knobs"] = [k.to_dict() for k in self.knobs]
         out["assumptions"] = [a.to_dict() for a in self.assumptions]
         out["gpu_verification"] = [g.to_dict() for g in self.gpu_verification]
         out["overrides"] = [o.to_dict() for o in self.overrides]
         out["drop_if"] = [c.to_dict() for c in self.drop_if]
-        if self.imported is not None:
-            out["imported"] = self.imported.to_dict()
-        return out
+        return out | ({"imported": self.imported.to_dict()} if self.imported is not None else {})
 
 
 def _requires(f: Fields) -> tuple[str, ...] | None:
     """The optional ``requires`` list: patch ids, each once; None (a problem recorded) if invalid."""
     if "requires" not in f.data:
         return ()
-    listed = f.str_list("requires")
-    if listed is None:
+    if (listed := f.str_list("requires")) is None:
         return None
-    ok = True
+    before = len(f.problems)
     for i, text in enumerate(listed):
         try:
             PatchId(text)
         except ValueError as exc:
             f.problem(f"requires[{i}]", str(exc))
-            ok = False
         if text in listed[:i]:
             f.problem(f"requires[{i}]", f"{text!r} is listed twice")
-            ok = False
-    return listed if ok else None
+    return listed if len(f.problems) == before else None
 
 
 def _patch_file(text: str) -> str:
@@ -252,8 +243,7 @@ class Dropped:
         dropped_at = f.string("dropped_at")
         evidence = f.str_list("merged_evidence", required=False) if "merged_evidence" in f.data else ()
         rest = {k: v for k, v in f.data.items() if k not in ("reason", "dropped_at", "merged_evidence")}
-        inner = Fields(rest, f.path, f.problems, patch=f.patch)
-        entry = PatchEntry.read(inner)
+        entry = PatchEntry.read(Fields(rest, f.path, f.problems, patch=f.patch))
         if entry is None or reason is None or dropped_at is None or evidence is None:
             return None
         return cls(entry=entry, reason=reason, dropped_at=dropped_at, merged_evidence=evidence)
@@ -310,12 +300,9 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"schema": self.schema, "pin": self.pin}
-        if self.registry:
-            out["registry"] = self.registry
+        out |= {"registry": self.registry} if self.registry else {}
         out["patch"] = [p.to_dict() for p in self.patches]
-        if self.dropped:
-            out["dropped"] = [d.to_dict() for d in self.dropped]
-        return out
+        return out | ({"dropped": [d.to_dict() for d in self.dropped]} if self.dropped else {})
 
     def get(self, patch_id: str) -> PatchEntry:
         for p in self.patches:

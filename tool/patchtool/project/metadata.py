@@ -74,12 +74,8 @@ class Upstream:
         return cls(status=st, version=version, **details)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status.value}
-        for name in _STATUS_DETAILS:
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = str(value)
-        return out
+        details = {name: str(value) for name in _STATUS_DETAILS if (value := getattr(self, name)) is not None}
+        return {"status": self.status.value} | details
 
     def __str__(self) -> str:
         detail = self.url or self.ref or self.reason or (str(self.version) if self.version else "")
@@ -116,14 +112,9 @@ class Evidence:
         return cls(metric=metric, source=source, change=change, conditions=conditions, **values)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"metric": self.metric}
-        for name in ("before", "after", "change"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        if self.conditions:
-            out["conditions"] = dict(self.conditions)
-        out["source"] = self.source
-        return out
+        measured = {k: v for k in ("before", "after", "change") if (v := getattr(self, k)) is not None}
+        out = {"metric": self.metric} | measured | ({"conditions": dict(self.conditions)} if self.conditions else {})
+        return out | {"source": self.source}
 
 
 class KnobType(enum.StrEnum):
@@ -176,17 +167,8 @@ class Knob:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "type": self.type.value,
-            "relation": self.relation.value,
-            "recommended": dict(self.recommended),
-        }
-        if self.default is not None:
-            out["default"] = self.default
-        if self.note is not None:
-            out["note"] = self.note
-        return out
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        return out | {"type": self.type.value, "relation": self.relation.value}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -274,6 +256,4 @@ class Imported:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: v for k in ("name", "diff", "commit") if (v := getattr(self, k)) is not None}
-        if self.cherry_picked_from:
-            out["cherry_picked_from"] = list(self.cherry_picked_from)
-        return out
+        return out | ({"cherry_picked_from": list(self.cherry_picked_from)} if self.cherry_picked_from else {})

@@ -81,8 +81,7 @@ class GitSource:
         """The tag of release ``version`` (this source is release ``at``'s): by the template, else
         by the literal tag with ``at`` spelt in it (``v0.5.23`` gives ``v0.5.24``); None when the
         tag does not spell its version."""
-        template = self.template or self.generalised(at)
-        return template.replace(self.PLACEHOLDER, str(version)) if template else None
+        return template.replace(self.PLACEHOLDER, str(version)) if (template := self.generalised(at)) else None
 
     def generalised(self, at: Version) -> str | None:
         """The template a literal tag of release ``at`` follows (``v0.5.23`` -> ``v{version}``), or None."""
@@ -194,8 +193,7 @@ class Artifact:
 
 
 def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
-    value = table.string(key, nonempty=False)
-    if value is None:
+    if (value := table.string(key, nonempty=False)) is None:
         return None
     try:
         return TreePrefix(value)
@@ -207,8 +205,7 @@ def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
 def _prefix_template(table: Fields, version: Version | None) -> PrefixTemplate | None:
     """``prefix.from``: a prefix, or a template whose one placeholder, ``{version}``, gives a prefix
     at the artifact's version."""
-    value = table.string("from", nonempty=False)
-    if value is None:
+    if (value := table.string("from", nonempty=False)) is None:
         return None
     try:
         template = PrefixTemplate(value)
@@ -332,8 +329,7 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
     doc.update({"schema": 1, "name": pin.upstream, "version": str(pin.version), "use": pin.use})
     if pin.git:
         src = {"url": pin.git.url.text, "tag": pin.git.template or pin.git.tag}
-        if pin.git.commit:
-            src["commit"] = pin.git.commit
+        src |= {"commit": pin.git.commit} if pin.git.commit else {}
         doc.add(tomlkit.nl())
         doc.add("git", tomlio.table(src))
     if pin.artifact:
@@ -345,13 +341,10 @@ def pin_to_toml(pin: Pin, *, comment: str = "") -> str:
             "filename": a.filename,
             "sha256": a.sha256,
         }
-        if a.size:
-            art["size"] = a.size
-        if a.url:
-            art["url"] = a.url.text
+        art |= {"size": a.size} if a.size else {}
+        art |= {"url": a.url.text} if a.url else {}
         art["prefix"] = {"from": a.prefix_from_template, "to": a.prefix_to}
-        if a.tree:
-            art["tree"] = a.tree
+        art |= {"tree": a.tree} if a.tree else {}
         doc.add(tomlkit.nl())
         doc.add("artifact", tomlio.table(art))
     return tomlio.dumps(doc, file=f"{PINS_DIR}/{pin.name}.toml")

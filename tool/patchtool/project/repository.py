@@ -42,8 +42,7 @@ def read_patch(rel: str, ident: str, data: bytes, *, parse: bool = True) -> tupl
     patch, or InvalidInput naming each problem. The loader's rules (the read bound, UTF-8, a patch
     file's own), for a file read and for one about to be written, so nothing writes a patch file
     the series then refuses."""
-    why = size_problem(len(data))
-    if why is not None:
+    if (why := size_problem(len(data))) is not None:
         hint = "keep large files out of patches"
         raise InvalidInput(f"{rel}: {why}", file=rel, problems=[Problem(file=rel, patch=ident, message=why, hint=hint)])
     try:
@@ -134,20 +133,17 @@ class Project:
 
     def orphans(self) -> list[Problem]:
         """Patch files no entry names, and file order that disagrees with the series order."""
-        listed = {e.file for e in self.manifest.patches}
-        problems = []
-        for path in sorted((self.root / PATCHES_DIR).glob("*.patch")):
-            rel = f"{PATCHES_DIR}/{path.name}"
-            if rel not in listed:
-                problems.append(
-                    Problem(
-                        file=rel,
-                        code="orphan",
-                        message="patch file is not in the series",
-                        hint="add an entry to patchset.toml or delete the file",
-                    )
-                )
         files = [e.file for e in self.manifest.patches]
+        problems = [
+            Problem(
+                file=rel,
+                code="orphan",
+                message="patch file is not in the series",
+                hint="add an entry to patchset.toml or delete the file",
+            )
+            for path in sorted((self.root / PATCHES_DIR).glob("*.patch"))
+            if (rel := f"{PATCHES_DIR}/{path.name}") not in files
+        ]
         if files != sorted(files):
             problems.append(
                 Problem(
@@ -186,9 +182,7 @@ def record_dropped(root: Path, doc: Any, table: Any, *, reason: str, dropped_at:
     dest, n = f"{DROPPED_DIR}/{stem}.patch", 2
     while dest in taken or (root / dest).exists() or (root / dest).is_symlink():
         dest, n = f"{DROPPED_DIR}/{stem}-{n}.patch", n + 1
-    table["file"] = dest
-    table["reason"] = reason
-    table["dropped_at"] = dropped_at
+    table.update(file=dest, reason=reason, dropped_at=dropped_at)
     from patchtool.project import tomlio
 
     tomlio.append_table(doc, "dropped", table)

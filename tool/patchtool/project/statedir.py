@@ -42,8 +42,7 @@ def refuse_tracked(root: Path) -> None:
         return
     from patchtool import git
 
-    tracked = git.Worktree(root).tracked(STATE_DIR)
-    if not tracked:
+    if not (tracked := git.Worktree(root).tracked(STATE_DIR)):
         _UNTRACKED.add(root)
     if tracked:  # None: not a git work tree, where nothing can have been committed
         raise InvalidInput(

@@ -57,8 +57,7 @@ def read(root: Path, *, ours: Callable[[bytes], bool] | None = None) -> dict[str
         raw = paths.read_inside(root, STATE_FILE)
     except (OSError, InvalidInput) as exc:
         raise not_ours(exc) from None
-    vouched = ours is not None and ours(raw)
-    if not vouched:
+    if not (vouched := ours is not None and ours(raw)):
         statedir.refuse_tracked(root)
     try:
         data = check(loads_json(raw.decode("utf-8")), root=root)
@@ -92,8 +91,7 @@ class InProgress:
 
 
 def in_progress(root: Path) -> InProgress | None:
-    data = read(root)
-    if data is None:
+    if (data := read(root)) is None:
         return None
     steps, worktree = data["steps"], data["worktree"]
     stopped = steps[-1].get("id") if steps and worktree else None
@@ -111,8 +109,7 @@ def in_progress(root: Path) -> InProgress | None:
 def refuse_in_progress(root: Path, command: str) -> None:
     """UsageError when a rebase is in progress: a command that changes the series would pull it
     from under the rebase (its --continue would then refuse, its --abort could not restore it)."""
-    found = in_progress(root)
-    if found is not None:
+    if (found := in_progress(root)) is not None:
         where = f", stopped at {found.stopped_at}" if found.stopped_at else ""
         raise UsageError(
             f"a rebase to {found.new_pin} is in progress{where}; `{command}` would change the series under it",

@@ -157,9 +157,7 @@ def append_table(doc: tomlkit.TOMLDocument, key: str, value: Table) -> None:
         if not (isinstance(existing, list) and len(existing) == 0):
             raise InvalidInput(f"'{key}' is not an array of tables ([[{key}]])")
         del doc[key]
-    aot = tomlkit.aot()
-    aot.append(value)
-    doc.append(key, aot)
+    set_tables(doc, key, [value])
 
 
 def take_table(doc: tomlkit.TOMLDocument, key: str, index: int) -> Table:

@@ -75,17 +75,13 @@ class Assumption:
         return f"{self.file} has at least {self.min_count} match(es) of /{self.pattern.pattern}/"
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "file": self.file}
-        if not self.exists:
-            out["exists"] = False
-        if self.pattern is not None:
-            out["regex"] = self.pattern.pattern
+        out: dict[str, Any] = {"id": self.id, "file": self.file} | ({} if self.exists else {"exists": False})
+        out |= {"regex": self.pattern.pattern} if self.pattern is not None else {}
         if self.count is not None:
             out["count"] = self.count
         elif self.min_count is not None:
             out["min_count"] = self.min_count
-        out["why"] = self.why
-        return out
+        return out | {"why": self.why}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -61,7 +61,7 @@ class _Group:
     blocks: tuple[textpatch.Block, ...]
 
 
-def _groups(base: Sequence[str], after: Sequence[str]) -> list[_Group]:
+def hunk_groups(base: Sequence[str], after: Sequence[str]) -> list[_Group]:
     """The hunks of ``base`` -> ``after`` as ``git diff -U3`` makes them."""
     grouped: list[list[textpatch.Block]] = []
     for block in textpatch.diff(base, after):
@@ -227,11 +227,7 @@ def _lines(text: str) -> list[str]:
 def _words(path: str, lines: Iterable[str]) -> Counter[str]:
     """The words of ``lines``, each as often as it occurs; a Python file's comment lines left out."""
     python = path.endswith(".py")
-    out: Counter[str] = Counter()
-    for line in lines:
-        if not (python and line.lstrip().startswith("#")):
-            out.update(_WORD.findall(line))
-    return out
+    return Counter(w for line in lines if not (python and line.lstrip().startswith("#")) for w in _WORD.findall(line))
 
 
 def _other_form(
@@ -253,8 +249,7 @@ def _other_form(
     added = [line for b in g.blocks for line in after[b.b_start : b.b_end]]
     removed = [line for b in g.blocks for line in base[b.a_start : b.a_end]]
     want = _words(path, added) - _words(path, removed)
-    total = sum(want.values())
-    if not total:
+    if not (total := sum(want.values())):
         return ""
     kept = set(after[g.b[0] : g.b[1]])
     left = [line for line in removed if line not in kept and line.strip()]
@@ -265,13 +260,12 @@ def _other_form(
     def enough(n: int) -> bool:
         return n * SHARE[1] >= total * SHARE[0]
 
-    if same and not any(line in have[at[0] : at[1]] for line in left):
-        n = found(have[j] for b in blocks for j in range(max(b.b_start, at[0]), min(b.b_end, at[1])))
-        if enough(n):
-            return (
-                f"{n} of the {total} words it adds are in the lines upstream wrote at its place "
-                f"(the target's lines {at[0] + 1}-{at[1]})"
-            )
+    written = (have[j] for b in blocks for j in range(max(b.b_start, at[0]), min(b.b_end, at[1])))
+    if same and not any(line in have[at[0] : at[1]] for line in left) and enough(n := found(written)):
+        return (
+            f"{n} of the {total} words it adds are in the lines upstream wrote at its place "
+            f"(the target's lines {at[0] + 1}-{at[1]})"
+        )
     if any(line in have for line in left):
         return ""
     own = [line.strip() for line in added if line.strip()]
@@ -304,6 +298,11 @@ def stop_evidence(checks: Sequence[HunkCheck], changes: Sequence[git.RawChange])
     return tuple(out)
 
 
+def content_evidence(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple[str, ...]:
+    """``stop_evidence`` of the patch's hunks (``changes``) checked against the target with ``other_forms``."""
+    return stop_evidence(hunks_in_target(ws, changes, other_forms=True), changes)
+
+
 def with_later(
     ws: merge.Workspace, own: Sequence[git.RawChange], later: Sequence[tuple[str, Sequence[git.RawChange]]]
 ) -> tuple[str, ...]:
@@ -318,8 +317,7 @@ def with_later(
     newest = {c.new_path: c for c in own}
     ids: list[str] = []
     for pid, files in later:
-        touched = [c for c in files if c.old_path in paths or c.new_path in paths]
-        if not touched:
+        if not (touched := [c for c in files if c.old_path in paths or c.new_path in paths]):
             continue
         if any(c.new_path is None or c.old_path != c.new_path for c in touched):
             return ()
@@ -386,7 +384,7 @@ def hunks_in_target(
         have = _lines(target) if target is not None else []
         blocks = textpatch.diff(base, have) if target is not None else []
         lookup = _Target.of(path, after, have, blocks)
-        groups = _groups(base, after)
+        groups = hunk_groups(base, after)
         if not groups and c.old_path is None:  # a file the patch adds empty: the target must have it, empty
             whole = target is not None and not have and not after
             out.append(HunkCheck(path=path, header="(the whole file)", upstream=whole, base=(0, 0), target=(0, 0)))
@@ -432,11 +430,10 @@ def without_upstream_hunks(
         before, after = ws.reader.blob(c.old_blob), ws.reader.blob(c.new_blob)
         if before is None or after is None:
             return None
-        base = lines_of(before.decode("utf-8", "surrogateescape"))
-        theirs = lines_of(after.decode("utf-8", "surrogateescape"))
+        base, theirs = (lines_of(data.decode("utf-8", "surrogateescape")) for data in (before, after))
         kept: list[str] = []
         at = 0
-        for g in _groups(base, theirs):
+        for g in hunk_groups(base, theirs):
             take = (c.new_path, _header(g)) not in upstream
             for b in g.blocks:
                 kept += base[at : b.a_start]

@@ -41,8 +41,7 @@ def _python_lines(text: str) -> tuple[str, ...]:
         elif tok.type == tokenize.DEDENT:
             depth -= 1
         elif tok.type not in _LAYOUT and tok.start[0] <= count:
-            row = out[tok.start[0] - 1]
-            if not row:
+            if not (row := out[tok.start[0] - 1]):
                 row.append(f"{depth}:")
             row.append(tok.string.replace("\n", "\\n"))
     return tuple(" ".join(row) for row in out)
@@ -58,9 +57,7 @@ def may_merge_to(base: bytes, theirs: bytes, ours: bytes) -> bool:
     changed in normal form, and every such line is in a merge that leaves ``ours`` as it is: so
     ``ours``, whitespace removed, holds the word. Cheap: no tokenizer, one pass per side."""
     texts = [d.decode("utf-8", "surrogateescape") for d in (base, theirs, ours)]
-    known = set(_WORD.findall(texts[0]))
-    new = set(_WORD.findall(texts[1])) - known
-    if not new:
+    if not (new := set(_WORD.findall(texts[1])) - set(_WORD.findall(texts[0]))):
         return True
     flat_base, flat_ours = ("".join(t.split()) for t in (texts[0], texts[2]))
     return all(w in flat_ours for w in new if w not in flat_base)

@@ -76,15 +76,8 @@ class Verdicts:
         messages = self.history.messages()
         reverted = {c for m in messages.values() for c in reverts(m)}
         own = self._own.get(lp.id, {})
-        imported = lp.entry.imported
-        refs = references(
-            lp.patch.message,
-            upstream_ref=lp.entry.upstream.ref,
-            picked=imported.cherry_picked_from if imported else (),
-            exported_from=imported.commit if imported else None,
-        )
         hints: list[str] = []
-        for ref in sorted(refs, key=lambda r: not r.named):
+        for ref in sorted(_references(lp), key=lambda r: not r.named):
             for sha, outside in self._in_range(ref, reverted):
                 # a commit outside the pins stands for the one between them with its patch-id
                 twin = f"{outside[:12]}, outside the pins; {sha[:12]} between them has its patch-id" if outside else ""
@@ -122,11 +115,9 @@ class Verdicts:
         names ("" for none): the commit it names; or, for a named commit outside the range (made on
         another branch, released later), each commit in the range with its patch-id (a
         cherry-pick of it), those upstream did not revert first."""
-        sha = self.history.full(ref.commit)
-        if sha is not None:
+        if (sha := self.history.full(ref.commit)) is not None:
             return [(sha, "")]
-        outside = self.history.outside(ref.commit) if ref.named else None
-        if outside is None:
+        if (outside := self.history.outside(ref.commit) if ref.named else None) is None:
             return []
         return [(t, outside) for t in sorted(self.history.same_change(outside), key=lambda t: t in reverted)]
 
@@ -167,7 +158,7 @@ def ask(
     """Upstream's history between the pins, where the user asked for it (``--history``), and what
     a report says of it: what was asked, or what could not be checked without it."""
     if not asked:
-        named = [lp.id for lp in loaded if _refers(lp)]
+        named = [lp.id for lp in loaded if _references(lp)]
         return None, (
             (
                 f"upstream's history was not asked (--history): {len(named)} patch(es) name upstream commits "
@@ -179,8 +170,7 @@ def ask(
     found = between(cache, old_pin, new_pin)
     if isinstance(found, str):
         return None, (f"upstream's history could not be asked: {found}",)
-    missing = found.commits()
-    if isinstance(missing, str):
+    if isinstance(missing := found.commits(), str):
         return None, (f"upstream's history could not be asked: {missing}",)
     return Verdicts(found, loaded), (f"upstream's history: {found.url} {found.old_tag}..{found.new_tag}",)
 
@@ -192,15 +182,14 @@ def told(said: tuple[str, ...], verdicts: Verdicts | None) -> tuple[str, ...]:
     return (*said, *(f"fetched {f}" for f in fetched), *(f"could not fetch {m}" for m in missed))
 
 
-def _refers(lp: LoadedPatch) -> bool:
+def _references(lp: LoadedPatch) -> tuple[Reference, ...]:
+    """The upstream commits ``lp`` refers to: in its message, its entry, where it was imported from."""
     imported = lp.entry.imported
-    return bool(
-        references(
-            lp.patch.message,
-            upstream_ref=lp.entry.upstream.ref,
-            picked=imported.cherry_picked_from if imported else (),
-            exported_from=imported.commit if imported else None,
-        )
+    return references(
+        lp.patch.message,
+        upstream_ref=lp.entry.upstream.ref,
+        picked=imported.cherry_picked_from if imported else (),
+        exported_from=imported.commit if imported else None,
     )
 
 
@@ -215,10 +204,8 @@ def _quoted(subject: str) -> str:
 def _file_texts(diff: str) -> list[tuple[str, str]]:
     """Each file's diff of a patch (``diff --git`` on), with its path."""
     out: list[tuple[str, str]] = []
-    for chunk in diff.split("\ndiff --git ")[0:]:
+    for chunk in diff.split("\ndiff --git "):
         text = chunk if chunk.startswith("diff --git ") else f"diff --git {chunk}"
-        if not text.startswith("diff --git "):
-            continue
         path = ""
         for line in text.splitlines():
             if line.startswith("+++ ") or (line.startswith("--- ") and not path):
@@ -236,8 +223,7 @@ def under_hunks(diff: Diff, changes: dict[str, list[Change]]) -> tuple[str, ...]
     ``abc1234 "Refactor X (#123)" changed lines 40-52 under hunk 2 of demo/x.py``."""
     out: list[str] = []
     for f in diff.files:
-        path = f.old_path
-        if path is None:
+        if (path := f.old_path) is None:
             continue
         commits: dict[str, list[Change]] = {}
         for c in changes.get(path, []):

@@ -34,17 +34,14 @@ def follow_gone(ws: merge.Workspace, diff: Diff, merged: merge.PatchMerge) -> me
     ambiguous: list[str] = []
     texts: dict[str, list[str]] = {}  # each candidate's lines, read once for every gone file
     for path in merged.gone:
-        fd = by_path.get(path)
-        if fd is None or not fd.hunks:
+        if (fd := by_path.get(path)) is None or not fd.hunks:
             continue
-        found = _places(ws, fd, texts)
-        if isinstance(found, str):
+        if isinstance(found := _places(ws, fd, texts), str):
             ambiguous.append(found)
             continue
         if found is None or any(dest in files for dest, _ in found):
             continue  # a file the patch also writes is not guessed at either
-        applied = _apply(texts, fd.hunks, found)
-        if applied is None:
+        if (applied := _apply(texts, fd.hunks, found)) is None:
             continue
         for dest, lines in applied.items():
             old = ws.get(dest)

@@ -78,10 +78,8 @@ def in_message(message: str) -> tuple[Reference, ...]:
     out: list[tuple[int, Reference]] = []
     for m in _FIELD.finditer(message):
         name, value = m.group(1).lower(), m.group(2)
-        if name == "origin":
-            word = value.partition(",")[0].strip().lower()
-            if word in _NOT_UPSTREAM:
-                continue
+        if name == "origin" and value.partition(",")[0].strip().lower() in _NOT_UPSTREAM:
+            continue
         said = Said.ORIGIN if name == "origin" else Said.APPLIED_UPSTREAM
         out += [(m.start(), Reference(commit=c, said=said, text=m.group(0).strip())) for c in _commits_in(value)]
     for pattern, said in (
@@ -135,8 +133,7 @@ def _once(found: Iterable[Reference]) -> tuple[Reference, ...]:
     prefix of a longer one is the same commit."""
     out: list[Reference] = []
     for ref in found:
-        same = next((i for i, r in enumerate(out) if _same(r.commit, ref.commit)), None)
-        if same is None:
+        if (same := next((i for i, r in enumerate(out) if _same(r.commit, ref.commit)), None)) is None:
             out.append(ref)
         elif ref.named and not out[same].named:
             out[same] = ref
@@ -152,11 +149,8 @@ def _same(a: str, b: str) -> bool:
 def advisories(subject: str) -> tuple[str, ...]:
     """The advisory ids (``CVE-YYYY-N``, ``GHSA-xxxx-xxxx-xxxx``) a subject carries, upper-case
     (a GHSA id's letters lower-case, as GitHub writes them), each once."""
-    out = []
-    for m in _ADVISORY.finditer(subject):
-        text = m.group(1)
-        out.append(text.upper() if text.upper().startswith("CVE-") else "GHSA" + text[4:].lower())
-    return tuple(dict.fromkeys(out))
+    found = _ADVISORY.findall(subject)
+    return tuple(dict.fromkeys(t.upper() if t.upper().startswith("CVE-") else "GHSA" + t[4:].lower() for t in found))
 
 
 def carries(message: str, advisory: str) -> bool:

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
 from patchtool import git, progress
-from patchtool.diff import textpatch
 from patchtool.diff.model import ADDED, Diff
 from patchtool.diff.scopes import PlacedHunk, placed_hunks, scope_at, scope_text
 from patchtool.errors import PatchtoolError
@@ -80,15 +79,10 @@ class Step:
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
-        for key in ("commit", "detail"):
-            if getattr(self, key):
-                out[key] = getattr(self, key)
-        for key in ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits"):
-            if getattr(self, key):
-                out[key] = list(getattr(self, key))
-        if self.shifted:
-            out["shifted"] = [m.to_dict() for m in self.shifted]
-        return out
+        out |= {key: value for key in ("commit", "detail") if (value := getattr(self, key))}
+        lists = ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits")
+        out |= {key: list(value) for key in lists if (value := getattr(self, key))}
+        return out | ({"shifted": [m.to_dict() for m in self.shifted]} if self.shifted else {})
 
 
 class DriftChange(enum.StrEnum):
@@ -109,8 +103,7 @@ class Drift:
     commits: tuple[str, ...] = ()  # upstream's commits that changed the lines under the patch's hunks there
 
     def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {**dataclasses.asdict(self), "change": str(self.change)}
-        out["commits"] = list(self.commits)
+        out: dict[str, object] = {**dataclasses.asdict(self), "change": str(self.change), "commits": list(self.commits)}
         if not self.commits:
             del out["commits"]
         return out
@@ -247,15 +240,9 @@ def replay(
         ):
             lp = loaded[i]
             said = options.history.of(lp) if options.history is not None else None
+            own = changes.get(chain[i + 1], ())
             step, files, conflicts = replay_one(
-                ws,
-                chain[i + 1],
-                changes.get(chain[i + 1], ()),
-                lp,
-                (*labels, f"patch {lp.id}"),
-                patch_ids,
-                style=style,
-                upstream=said,
+                ws, chain[i + 1], own, lp, (*labels, f"patch {lp.id}"), patch_ids, style=style, upstream=said
             )
             if step.outcome.stops and options.history is not None:
                 hints = () if said is None else tuple(e for e in said.evidence if e not in step.evidence)
@@ -266,7 +253,7 @@ def replay(
                 )
             if step.outcome.stops and not step.evidence and not step.upstream_has:
                 later = [(loaded[k].id, changes.get(chain[k + 1], ())) for k in range(i + 1, len(loaded))]
-                if found := absorbed.with_later(ws, changes.get(chain[i + 1], ()), later):
+                if found := absorbed.with_later(ws, own, later):
                     step = dataclasses.replace(step, evidence=found)
             if keep_going and (after := tuple(pid for pid, paths in left_out if _overlap(paths, _paths(lp)))):
                 step = dataclasses.replace(step, assumes=after)
@@ -385,6 +372,10 @@ def replay_one(
     def step(outcome: PatchOutcome, **kw: object) -> Step:
         return Step(id=lp.id, file=lp.entry.file, outcome=outcome, **kw)  # type: ignore[arg-type]
 
+    def leaving(outcome: PatchOutcome, files: dict[str, merge.File | None], **kw: object) -> Replayed:
+        """The step with the files the merge leaves, for its commit or its stop's worktree."""
+        return step(outcome, files=tuple(sorted(files)), **kw), files, ()
+
     diff = lp.patch.model
     plain = _plain(changes) and bool(changes)
     # the tree always comes from the 3-way merge; the text application only labels its result
@@ -413,9 +404,7 @@ def replay_one(
             )
             return step(PatchOutcome.UPSTREAM, detail=upstream.detail, evidence=(*upstream.evidence, *lines)), None, ()
         # what the target's content does show, hunk by hunk (at its place, or in another form)
-        partial = (
-            absorbed.stop_evidence(absorbed.hunks_in_target(ws, changes, other_forms=True), changes) if plain else ()
-        )
+        partial = absorbed.content_evidence(ws, changes) if plain else ()
         seen = verdict.evidence if verdict is not None else ()
         verdict = Verdict(
             drop=False,
@@ -429,14 +418,7 @@ def replay_one(
         return step(PatchOutcome.UPSTREAM, detail=verdict.detail, evidence=evidence), None, ()
     if verdict is not None:  # evidence too weak to drop it: it stops once, showing it
         if merged.clean:
-            files = merged.files
-            return (
-                step(
-                    PatchOutcome.CONFLICT, detail=verdict.detail, evidence=verdict.evidence, files=tuple(sorted(files))
-                ),
-                files,
-                (),
-            )
+            return leaving(PatchOutcome.CONFLICT, merged.files, detail=verdict.detail, evidence=verdict.evidence)
         stop, left = _stopped(ws, changes, merged, step)
         return dataclasses.replace(stop, detail=verdict.detail, evidence=verdict.evidence), left, merged.conflicts
     partly: tuple[str, ...] = ()
@@ -446,9 +428,7 @@ def replay_one(
         stop, left = _stopped(ws, changes, merged, step)
         if evidence := in_other_form(ws, merged, labels):
             stop = dataclasses.replace(stop, upstream_has=evidence, detail=f"{IN_OTHER_FORM}: {'; '.join(evidence)}")
-        elif plain and (
-            seen := absorbed.stop_evidence(absorbed.hunks_in_target(ws, changes, other_forms=True), changes)
-        ):
+        elif plain and (seen := absorbed.content_evidence(ws, changes)):
             stop = dataclasses.replace(stop, evidence=seen)  # one kind, in some hunks or in another form: shown
         return stop, left, merged.conflicts
     files = merged.files
@@ -458,66 +438,35 @@ def replay_one(
         # (one kind of evidence): it stops once, never leaving an empty patch behind
         rest = f"{CHANGES_NOTHING}: with those hunks left out, the 3-way merge leaves the target as it is"
         evidence = (*(f"upstream has {h}: every line it adds, none it removes" for h in partly), rest)
-        return (
-            step(
-                PatchOutcome.CONFLICT,
-                files=tuple(sorted(files)),
-                detail=f"{MAY_BE_UPSTREAM}: {len(partly)} hunk(s) at their place, and the rest changes nothing",
-                evidence=evidence,
-            ),
-            files,
-            (),
-        )
+        detail = f"{MAY_BE_UPSTREAM}: {len(partly)} hunk(s) at their place, and the rest changes nothing"
+        return leaving(PatchOutcome.CONFLICT, files, detail=detail, evidence=evidence)
     own = {merge.File(c.new_mode, c.new_blob) for c in changes if c.new_mode and c.new_blob}
     # a file the merge took as the patch left it (upstream did not touch it) cannot have moved
     misplaced = () if all(f is None or f in own for f in files.values()) else _placement(ws, lp, changes, files)
     if misplaced:
-        return (
-            step(
-                PatchOutcome.CONFLICT,
-                misplaced=misplaced,
-                files=tuple(sorted(files)),
-                detail="a hunk would land in another function or class than at the old pin",
-            ),
-            files,
-            (),
-        )
+        detail = "a hunk would land in another function or class than at the old pin"
+        return leaving(PatchOutcome.CONFLICT, files, misplaced=misplaced, detail=detail)
     if doubled := _defined_twice(ws, diff, changes, files):
-        return (
-            step(
-                PatchOutcome.CONFLICT,
-                files=tuple(sorted(files)),
-                detail="applying it would define a name twice: upstream may have it",
-                evidence=doubled,
-            ),
-            files,
-            (),
-        )
-    done = tuple(sorted(files))
+        detail = "applying it would define a name twice: upstream may have it"
+        return leaving(PatchOutcome.CONFLICT, files, detail=detail, evidence=doubled)
     if forward is not None and _as_applied(ws, forward, files):
         if not forward.moved:
-            return step(PatchOutcome.UNCHANGED, files=done), files, ()
-        return (step(PatchOutcome.SHIFTED, detail=summary(forward.moved), shifted=forward.moved, files=done), files, ())
-    present = len(partly) or (hunks_upstream(ws, diff) if try_reverse else 0)
-    renamed = merged.renamed
-    if present:
-        return (
-            step(
-                PatchOutcome.PARTLY_UPSTREAM,
-                renamed=renamed,
-                files=done,
-                detail=f"{present} hunk(s) already upstream, the rest applied",
-                evidence=tuple(f"upstream has {h}: every line it adds, none it removes" for h in partly),
-            ),
+            return leaving(PatchOutcome.UNCHANGED, files)
+        return leaving(PatchOutcome.SHIFTED, files, detail=summary(forward.moved), shifted=forward.moved)
+    if present := len(partly) or (hunks_upstream(ws, diff) if try_reverse else 0):
+        return leaving(
+            PatchOutcome.PARTLY_UPSTREAM,
             files,
-            (),
+            renamed=merged.renamed,
+            detail=f"{present} hunk(s) already upstream, the rest applied",
+            evidence=tuple(f"upstream has {h}: every line it adds, none it removes" for h in partly),
         )
     detail = (
         "plain context matching would have put it elsewhere; the 3-way merge placed it"
         if forward is not None
         else "the context changed; the 3-way merge resolved it"
     )
-    return step(PatchOutcome.MERGED, renamed=renamed, detail=detail, files=done), files, ()
+    return leaving(PatchOutcome.MERGED, files, renamed=merged.renamed, detail=detail)
 
 
 def _defined_twice(
@@ -532,14 +481,10 @@ def _defined_twice(
         names = twice.added_names(ln.text for h in fd.hunks for ln in h.lines if ln.kind == ADDED)
         if path is None or f is None or not names:
             continue
+        result = ws.data(f).decode("utf-8", "surrogateescape")
         own = ws.reader.blob(theirs[path]) if path in theirs else None
-        out += twice.defined_twice(
-            path,
-            ws.data(f).decode("utf-8", "surrogateescape"),
-            names,
-            ws.text(path),
-            None if own is None else own.decode("utf-8", "surrogateescape"),
-        )
+        before = None if own is None else own.decode("utf-8", "surrogateescape")
+        out += twice.defined_twice(path, result, names, ws.text(path), before)
     return tuple(dict.fromkeys(out))
 
 
@@ -551,19 +496,17 @@ def _stopped(
     left = {
         **merged.files,
         **{c.path: merge.File(_mode_of(ws, c.path), None, c.data) for c in merged.conflicts if c.data is not None},
-    }
-    left.update(
-        {
+        **{
             c.old_path: merge.File(c.new_mode, c.new_blob)
             for c in changes
             if c.old_path in merged.gone and c.new_mode and c.new_blob
-        }
-    )
+        },
+    }
     conflicted = tuple(dict.fromkeys(c.path for c in merged.conflicts))
-    messages = "; ".join(c.message for c in merged.conflicts)
     outcome = PatchOutcome.TARGET_GONE if merged.gone else PatchOutcome.CONFLICT
     shown = {*left, *(c.in_the_way for c in merged.conflicts if c.in_the_way)}  # what the worktree checks out
-    return step(outcome, conflicted=conflicted, detail=messages, files=tuple(sorted(shown))), left
+    detail = "; ".join(c.message for c in merged.conflicts)
+    return step(outcome, conflicted=conflicted, detail=detail, files=tuple(sorted(shown))), left
 
 
 def _as_applied(ws: merge.Workspace, applied: AppliedPatch, files: dict[str, merge.File | None]) -> bool:
@@ -618,18 +561,18 @@ def changed_hunks(path: str, before: str, after: str) -> list[PlacedHunk]:
     """The hunks of ``before`` -> ``after`` as ``git diff -U3`` groups them (changes at most six
     lines apart share a hunk), each with the position of its first change."""
     a, b = before.split("\n"), after.split("\n")
-    groups: list[list[textpatch.Block]] = []
-    for block in textpatch.diff(a, b):
-        if groups and block.a_start - groups[-1][-1].a_end <= 6:
-            groups[-1].append(block)
-        else:
-            groups.append([block])
-    out = []
-    for group in groups:
-        added = tuple(line for blk in group for line in b[blk.b_start : blk.b_end])
-        removed = tuple(line for blk in group for line in a[blk.a_start : blk.a_end])
-        out.append(PlacedHunk(path, group[0].a_start + 1, group[0].b_start + 1, added, removed, (), ""))
-    return out
+    return [
+        PlacedHunk(
+            path,
+            g.blocks[0].a_start + 1,
+            g.blocks[0].b_start + 1,
+            tuple(line for blk in g.blocks for line in b[blk.b_start : blk.b_end]),
+            tuple(line for blk in g.blocks for line in a[blk.a_start : blk.a_end]),
+            (),
+            "",
+        )
+        for g in absorbed.hunk_groups(a, b)
+    ]
 
 
 def misplacements(
@@ -672,15 +615,8 @@ def _placement(
         for c in changes
         if c.new_path and c.new_blob
     }
-    after: dict[str, str] = {}
-    new_hunks: list[PlacedHunk] = []
-    for path, f in files.items():
-        if f is None:
-            continue
-        text = ws.data(f).decode("utf-8", "replace")
-        after[path] = text
-        ours = ws.text(path)
-        new_hunks += changed_hunks(path, ours or "", text)
+    after = {path: ws.data(f).decode("utf-8", "replace") for path, f in files.items() if f is not None}
+    new_hunks = [h for path, text in after.items() for h in changed_hunks(path, ws.text(path) or "", text)]
     return misplacements(old_hunks, before, new_hunks, after)
 
 
@@ -724,8 +660,12 @@ def drift_of(
     moved = {p: to for p in gone if renames is not None and (to := renames(p)) is not None}
     # the regions are compared where upstream moved the file
     blobs.update({f"{new_base.tree}:{p}": reader.blob(f"{new_base.tree}:{to}") for p, to in moved.items()})
+
+    def drift(path: str, scope: str, change: DriftChange, detail: str) -> Drift:
+        return Drift(patch=lp.id, path=path, scope=scope, change=change, detail=detail)
+
     out = [
-        Drift(patch=lp.id, path=p, scope="<file>", change=DriftChange.MOVED, detail=f"the file moved upstream to {to}")
+        drift(p, "<file>", DriftChange.MOVED, f"the file moved upstream to {to}")
         for p, to in moved.items()
         if blobs[f"{new_base.tree}:{p}"] is not None
     ]
@@ -736,15 +676,7 @@ def drift_of(
         if where is None or old is None:
             continue
         if new is None:
-            out.append(
-                Drift(
-                    patch=lp.id,
-                    path=h.path,
-                    scope="<file>",
-                    change=DriftChange.GONE,
-                    detail="the file no longer exists upstream",
-                )
-            )
+            out.append(drift(h.path, "<file>", DriftChange.GONE, "the file no longer exists upstream"))
             continue
         old_text, new_text = old.decode("utf-8", "replace"), new.decode("utf-8", "replace")
         name = scope_at(h.path, where.decode("utf-8", "replace"), h.old_line).name
@@ -760,17 +692,9 @@ def drift_of(
                 change, detail = DriftChange.CHANGED, f"{name} changed upstream ({delta:+d} lines)"
             else:
                 continue
-            out.append(Drift(patch=lp.id, path=h.path, scope=name, change=change, detail=detail))
+            out.append(drift(h.path, name, change, detail))
             continue
         block = "\n".join(h.preimage)
         if block in old_text and block not in new_text:
-            out.append(
-                Drift(
-                    patch=lp.id,
-                    path=h.path,
-                    scope=name,
-                    change=DriftChange.CHANGED,
-                    detail=f"the lines around hunk {h.header} changed upstream",
-                )
-            )
+            out.append(drift(h.path, name, DriftChange.CHANGED, f"the lines around hunk {h.header} changed upstream"))
     return out

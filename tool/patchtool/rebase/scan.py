@@ -5,6 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import os
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
@@ -92,22 +93,25 @@ class ScanReport:
 
 def parse_versions(spec: str, available: list[Version]) -> list[Version]:
     """'0.5.20..0.5.23' (inclusive, among the available releases) or '0.5.20,0.5.22'."""
-    bounds = version_range(spec)
-    if bounds is not None:
+    if (bounds := version_range(spec)) is not None:
         low, high = bounds
-        chosen = [v for v in available if low <= v <= high and not v.is_prerelease]
-        if not chosen:
+        if not (chosen := [v for v in available if low <= v <= high and not v.is_prerelease]):
             raise UpstreamError(f"no release between {low} and {high} on the index", hint=_listed(available))
         return sorted(chosen)
-    try:
-        listed = sorted(parse_version(v.strip().lstrip("v")) for v in spec.split(",") if v.strip())
-    except InvalidVersion as exc:
-        raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
-    if not listed:
-        raise UsageError(
-            f"--versions {spec!r} names no version", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22"
-        )
+    if not (listed := sorted(_parsed(v for v in spec.split(",") if v.strip()))):
+        raise UsageError(f"--versions {spec!r} names no version", hint=_VERSIONS_HINT)
     return listed
+
+
+_VERSIONS_HINT = "e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22"
+
+
+def _parsed(texts: Iterable[str]) -> list[Version]:
+    """Each version of ``texts`` (a leading ``v`` allowed); UsageError where one is none."""
+    try:
+        return [parse_version(v.strip().lstrip("v")) for v in texts]
+    except InvalidVersion as exc:
+        raise UsageError(f"--versions: {exc}", hint=_VERSIONS_HINT) from None
 
 
 def _listed(available: list[Version]) -> str:
@@ -124,10 +128,7 @@ def version_range(spec: str) -> tuple[Version, Version] | None:
     """(low, high) of a range 'LOW..HIGH', None for a list; UsageError for a bad or reversed one."""
     if ".." not in spec:
         return None
-    try:
-        low, high = (parse_version(v.strip().lstrip("v")) for v in spec.split("..", 1))
-    except InvalidVersion as exc:
-        raise UsageError(f"--versions: {exc}", hint="e.g. --versions 0.5.20..0.5.23 or 0.5.20,0.5.22") from None
+    low, high = _parsed(spec.split("..", 1))
     if low > high:
         raise UsageError(
             f"--versions {spec}: the range is reversed ({low} is newer than {high})",
@@ -138,8 +139,7 @@ def version_range(spec: str) -> tuple[Version, Version] | None:
 
 def available_versions(pin: Pin, cache: Cache) -> list[Version]:
     """Every release on the index of the pin's kind: wheels with its tags, or sdists."""
-    art = pin.artifact
-    if art is None:
+    if (art := pin.artifact) is None:
         return []
     found = (release_version(art, entry.filename) for entry in cache.index.files(art))
     return sorted({v for v in found if v is not None})
@@ -148,8 +148,7 @@ def available_versions(pin: Pin, cache: Cache) -> list[Version]:
 def newest(pin: Pin, cache: Cache, count: int) -> list[Version]:
     """The ``count`` newest final releases on the index (of the pin's kind: same wheel tags, or sdists)."""
     available = available_versions(pin, cache)
-    released = [v for v in available if not v.is_prerelease]
-    if not released:
+    if not (released := [v for v in available if not v.is_prerelease]):
         kind = "the pin's wheel tags" if pin.artifact is None or pin.artifact.is_wheel else "an sdist"
         raise UpstreamError(f"no release of {pin.upstream} with {kind} on the index", hint=_listed(available))
     return released[-count:]
@@ -195,14 +194,8 @@ def scan(
         return replay(cache.repo, old_base, base, loaded, options)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        results = list(
-            progress.track(
-                pool.map(one, got),
-                f"scan {len(loaded)} patch(es) x {len(got)} version(s)",
-                total=len(got),
-                unit="versions",
-            )
-        )
+        title = f"scan {len(loaded)} patch(es) x {len(got)} version(s)"
+        results = list(progress.track(pool.map(one, got), title, total=len(got), unit="versions"))
     for (version, _), result in zip(got, results, strict=True):
         for step in result.steps:
             steps[step.id][str(version)] = step
@@ -230,8 +223,6 @@ def _at(
     from patchtool.series.checks import check_assumptions
 
     failed = tuple(a for a in check_assumptions(cache.repo, base.tree, project.manifest.patches) if not a.ok)
-    revisit: tuple[RevisitResult, ...] = ()
-    if project.manifest.registry:
-        registry = reg.load(project.root, project.manifest.registry)
-        revisit = tuple(revisit_at(registry, cache.repo, base.tree, version))
+    registry = project.manifest.registry
+    revisit = tuple(revisit_at(reg.load(project.root, registry), cache.repo, base.tree, version)) if registry else ()
     return result.drift, failed, revisit

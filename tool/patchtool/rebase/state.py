@@ -55,7 +55,7 @@ class RebaseState:
             "new_pin": self.new_pin,
             "new_pin_toml": self.new_pin_toml,
             "digest": self.digest,
-            "steps": [_step_to_dict(s) for s in self.steps],
+            "steps": [{**s.to_dict(), "files": list(s.files)} for s in self.steps],
             "tip": self.tip,
             "skipped": dict(self.skipped),
             "worktree": self.worktree,
@@ -86,10 +86,6 @@ class RebaseState:
             widen=data.get("widen", False),
             history=data.get("history", False) is True,
         )
-
-
-def _step_to_dict(s: Step) -> dict[str, Any]:
-    return {**s.to_dict(), "files": list(s.files)}
 
 
 def _step_from_dict(d: dict[str, Any]) -> Step:
@@ -181,8 +177,7 @@ def load(root: Path, *, cache: Path | None = None) -> RebaseState | None:
     brought in by a checkout or written with another cache is refused (its steps, tip and files
     would steer what is written). Without it (a check that a rebase is in progress), a state git
     tracks is refused (``statedir.refuse_tracked``)."""
-    data = stopped.read(root, ours=None if cache is None else functools.partial(_vouched, cache))
-    if data is None:
+    if (data := stopped.read(root, ours=None if cache is None else functools.partial(_vouched, cache))) is None:
         return None
     try:
         return RebaseState.from_dict(data, root=root)

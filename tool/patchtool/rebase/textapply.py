@@ -31,13 +31,7 @@ class MovedHunk:
         return f"hunk {self.hunk}: line {self.old_line} -> {self.new_line} (offset {self.offset:+d})"
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "file": self.file,
-            "hunk": self.hunk,
-            "old_line": self.old_line,
-            "new_line": self.new_line,
-            "offset": self.offset,
-        }
+        return {**dataclasses.asdict(self), "offset": self.offset}
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> MovedHunk:
@@ -117,15 +111,13 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
     for c in files:
         if c.refused is not None:
             return c.refused
-        preimage = _preimage(ws, c, table)
-        if isinstance(preimage, Refusal):
+        if isinstance(preimage := _preimage(ws, c, table), Refusal):
             return preimage
         if c.dst is not None and (c.src is None or c.src != c.dst or c.fd.source is not None):
             why = _creatable(ws, c.dst, ok_if_exists=table.get(c.dst) in (_TO_BE_DELETED, _WAS_DELETED))
             if why is not None:
                 return Refusal(c.dst, why)
-        applied = textpatch.apply(lines_of(preimage.text), c.fd.hunks, reverse=reverse)
-        if applied is None:
+        if (applied := textpatch.apply(lines_of(preimage.text), c.fd.hunks, reverse=reverse)) is None:
             return Refusal(c.path, f"{c.path}: patch does not apply")
         if c.dst is None:
             if applied.lines:
@@ -147,11 +139,9 @@ def apply_or_refuse(ws: merge.Workspace, diff: Diff, *, reverse: bool = False) -
             table[c.src] = _WAS_DELETED
     # as git writes the index: every path deleted or renamed away first, then every result
     texts: dict[str, str | None] = {c.src: None for c in files if c.src is not None and c.leaves_src}
-    modes: dict[str, str] = {}
-    for path, result in written:
-        texts[path], modes[path] = result.text, result.mode
-    clash = _file_directory_clash(ws, texts)
-    if clash is not None:
+    texts |= {path: result.text for path, result in written}
+    modes = {path: result.mode for path, result in written}
+    if (clash := _file_directory_clash(ws, texts)) is not None:
         return clash
     return AppliedPatch(texts, tuple(moved), modes)
 
@@ -199,12 +189,10 @@ def _preimage(ws: merge.Workspace, c: _Change, table: dict[str, object]) -> _Res
     if earlier == _WAS_DELETED:
         return Refusal(c.src, f"path {c.src} has been renamed/deleted")
     if isinstance(earlier, _Result):
-        mode = earlier.mode
-        text = earlier.text
+        mode, text = earlier.mode, earlier.text
+    elif (file := ws.get(c.src)) is None:
+        return Refusal(c.src, f"{c.src}: does not exist in index")
     else:
-        file = ws.get(c.src)
-        if file is None:
-            return Refusal(c.src, f"{c.src}: does not exist in index")
         mode, text = file.mode, ws.data(file).decode("utf-8", "surrogateescape")
     if c.old_mode is not None and _kind(c.old_mode) != _kind(mode):
         return Refusal(c.src, f"{c.src}: wrong type")
@@ -223,8 +211,7 @@ def _creatable(ws: merge.Workspace, path: str, *, ok_if_exists: bool) -> str | N
         return f"{path}: already exists in index"
     parts = path.split("/")
     for n in range(len(parts) - 1, 0, -1):
-        above = ws.get("/".join(parts[:n]))
-        if above is not None and above.mode == "120000":
+        if (above := ws.get("/".join(parts[:n]))) is not None and above.mode == "120000":
             return f"affected file '{path}' is beyond a symbolic link"
     return None
 
@@ -237,10 +224,9 @@ def _file_directory_clash(ws: merge.Workspace, texts: dict[str, str | None]) -> 
         if text is None:
             continue
         parts = path.split("/")
-        for n in range(1, len(parts)):
-            above = "/".join(parts[:n])
-            if texts.get(above) is not None or (above not in texts and ws.get(above) is not None):
-                return Refusal(path, f"'{path}' appears as both a file and as a directory")
-        if any(texts.get(below, "") is not None for below in ws.files_under(path)):
+        above = ("/".join(parts[:n]) for n in range(1, len(parts)))
+        if any(texts.get(a) is not None or (a not in texts and ws.get(a) is not None) for a in above) or any(
+            texts.get(below, "") is not None for below in ws.files_under(path)
+        ):
             return Refusal(path, f"'{path}' appears as both a file and as a directory")
     return None

@@ -256,22 +256,12 @@ def start(
     # drift is reported once every patch is through (or in a dry run), not at each conflict stop
     style = "merge" if dry_run else git.conflict_style(root)
     verdicts, said = fromhistory.ask(move.cache, move.old_pin, move.new_pin, move.loaded, asked=history)
-    result = replay(
-        cache.repo,
-        move.old_base,
-        move.new_base,
-        loaded,
-        ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style, history=verdicts),
-    )
+    options = ReplayOptions(keep_going=dry_run, drift=dry_run, ref=replay_ref(root), style=style, history=verdicts)
+    result = replay(cache.repo, move.old_base, move.new_base, loaded, options)
     if dry_run:
-        return _report(
-            move,
-            result,
-            status=RebaseStatus.DRY_RUN,
-            range_diff=_range_diff(cache.repo, result, move.new_base),
-            widen=widen,
-            history=fromhistory.told(said, verdicts),
-        )
+        diff = _range_diff(cache.repo, result, move.new_base)
+        told = fromhistory.told(said, verdicts)
+        return _report(move, result, status=RebaseStatus.DRY_RUN, range_diff=diff, widen=widen, history=told)
     state = RebaseState(
         old_pin=old_pin.name,
         new_pin=new_pin.name,
@@ -300,10 +290,9 @@ def _advance(
     history: tuple[fromhistory.Verdicts | None, tuple[str, ...]] = (None, ()),
 ) -> RebaseReport:
     root, cache = move.project.root, move.cache
-    stopped = result.stopped
     verdicts, said = history
     told = fromhistory.told(said, verdicts)
-    if stopped is not None:
+    if (stopped := result.stopped) is not None:
         worktree = _conflict_worktree(root, cache.repo, result.tip, stopped, result, reuse=resumed)
         save_state(root, dataclasses.replace(state, worktree=str(worktree), tip=result.tip), cache=cache.repo.git_dir)
         report = _report(move, result, status=RebaseStatus.CONFLICT, worktree=str(worktree), history=told)
@@ -372,8 +361,7 @@ class Skip:
 
 def resume(project: Project, cache: Cache, *, skip: Skip | None = None, widen: bool = False) -> RebaseReport:
     root = project.root
-    state = load_state(root, cache=cache.repo.git_dir)
-    if state is None:
+    if (state := load_state(root, cache=cache.repo.git_dir)) is None:
         raise UsageError("no rebase in progress")
     if _digest(root) != state.digest:
         raise UsageError(
@@ -406,19 +394,10 @@ def resume(project: Project, cache: Cache, *, skip: Skip | None = None, widen: b
         )
     verdicts, said = fromhistory.ask(move.cache, move.old_pin, move.new_pin, move.loaded, asked=state.history)
     while True:
-        result = replay(
-            repo,
-            move.old_base,
-            move.new_base,
-            loaded,
-            ReplayOptions(
-                done=state.steps,
-                parent=state.tip,
-                ref=replay_ref(root),
-                style=git.conflict_style(root),
-                history=verdicts,
-            ),
+        options = ReplayOptions(
+            done=state.steps, parent=state.tip, ref=replay_ref(root), style=git.conflict_style(root), history=verdicts
         )
+        result = replay(repo, move.old_base, move.new_base, loaded, options)
         state = dataclasses.replace(state, steps=_through(result), tip=result.tip, worktree=None)
         stop = result.stopped
         if skip is None or not skip.all_evidenced or stop is None or not by_content(stop.evidence):
@@ -478,9 +457,8 @@ def abort(project: Project, cache: Cache) -> None:
     in the final journal), so getting out is removing patchtool's own two places: the worktree
     and the state directory; nothing is followed through a symbolic link."""
     root = project.root
-    base = root / statedir.STATE_DIR
     rebase_dir = root / STATE_DIR
-    if base.is_symlink() or not (rebase_dir.is_dir() or rebase_dir.is_symlink()):
+    if (root / statedir.STATE_DIR).is_symlink() or not (rebase_dir.is_dir() or rebase_dir.is_symlink()):
         raise UsageError("no rebase in progress")
     worktree = root / WORKTREE
     if not rebase_dir.is_symlink() and worktree.is_dir() and not worktree.is_symlink():
@@ -535,12 +513,11 @@ def _fresh_worktree(repo: git.Repo, path: Path, parent: str, files: list[str]) -
 
 def _stages(tree: git.Worktree, conflict: merge.Conflict) -> list[tuple[int, str, str]]:
     """The index entries of a conflict: (stage, mode, blob) for each side that has the file."""
-    out = []
-    for stage, side in enumerate((conflict.base, conflict.ours, conflict.theirs), start=1):
-        if side is not None:
-            blob = side.blob if side.blob is not None else tree.write_blob(side.data or b"")
-            out.append((stage, side.mode, blob))
-    return out
+    return [
+        (stage, side.mode, side.blob if side.blob is not None else tree.write_blob(side.data or b""))
+        for stage, side in enumerate((conflict.base, conflict.ours, conflict.theirs), start=1)
+        if side is not None
+    ]
 
 
 _MARKER = re.compile(r"^(<{7}|>{7}) ", re.MULTILINE)
@@ -617,8 +594,7 @@ def _report(
     from patchtool.series.checks import check_assumptions
 
     # the patches the series carries on: one skipped, dropped or already upstream makes no claim
-    leaves = (PatchOutcome.DROPPED, PatchOutcome.UPSTREAM)
-    gone = {s.id for s in result.steps if s.outcome in leaves}
+    gone = {s.id for s in result.steps if s.outcome in (PatchOutcome.DROPPED, PatchOutcome.UPSTREAM)}
     carried = [e for e in project.manifest.patches if e.id not in gone]
     assumptions = check_assumptions(repo, new_base.tree, carried)
     revisit: list[reg.RevisitResult] = []
@@ -640,8 +616,6 @@ def _report(
         for e in project.manifest.patches
         if old_pin.version in (SpecifierSet(widened[e.id]) if e.id in widened else e.applies_to)
     }
-    admitting = tuple(s.id for s in result.steps if s.outcome.applied and s.id in admits)
-    undecided = tuple(s.id for s in result.steps if s.outcome.stops and s.id in admits)
     return dataclasses.replace(
         report,
         drift=result.drift,
@@ -652,8 +626,8 @@ def _report(
         follow_up=tuple(follow_up),
         widen=widen,
         widenings=tuple(widenings),
-        old_pin_admitted_by=admitting,
-        old_pin_undecided=undecided,
+        old_pin_admitted_by=tuple(s.id for s in result.steps if s.outcome.applied and s.id in admits),
+        old_pin_undecided=tuple(s.id for s in result.steps if s.outcome.stops and s.id in admits),
     )
 
 
@@ -686,8 +660,7 @@ def _drop_due(
         for s in steps
         if s.outcome is PatchOutcome.UPSTREAM
     ]
-    paths = sorted({c.file for e in entries for c in e.drop_if if c.file})
-    files = repo.cat_files(base.tree, paths)
+    files = repo.cat_files(base.tree, sorted({c.file for e in entries for c in e.drop_if if c.file}))
     fields = (
         repo.cat_files(base.tree, repo.ls_files(base.tree, ARG_FIELDS_DIR))
         if any(c.flag for e in entries for c in e.drop_if)
@@ -715,8 +688,6 @@ def _commit(
     """The new series, manifest and pin, and the end of the rebase's state, as one transaction."""
     root = project.root
     files: dict[str, str] = {}
-    removes: list[str] = []
-    new_version = report.new_version
     dropped: dict[str, str] = {}
     committed = [s for s in result.steps if s.commit]
     texts = exported_chain.result() if exported_chain is not None else []
@@ -734,25 +705,23 @@ def _commit(
         if s.commit:
             files[s.file] = exported[s.id]
         elif s.outcome is PatchOutcome.UPSTREAM:
-            dropped[s.id] = f"already upstream in {new_version}: {s.detail}"
+            dropped[s.id] = f"already upstream in {report.new_version}: {s.detail}"
         elif s.outcome is PatchOutcome.DROPPED:
             dropped[s.id] = state.skipped.get(s.id, s.detail)
     files[MANIFEST_NAME], moved = _rewrite_manifest(
         root,
         state.new_pin,
-        new_version,
+        report.new_version,
         dropped,
         {s.id: s.evidence for s in result.steps if s.outcome is PatchOutcome.UPSTREAM},
         {w.patch: w.new for w in report.widenings if report.widen and w.new},
     )
-    for s in result.steps:
-        if s.id in dropped:
-            files[moved[s.id]] = paths.read_inside(root, s.file).decode("utf-8")
-            removes.append(s.file)
+    gone = [s for s in result.steps if s.id in dropped]
+    files |= {moved[s.id]: paths.read_inside(root, s.file).decode("utf-8") for s in gone}
     pin_rel = f"{PINS_DIR}/{state.new_pin}.toml"
     existing = paths.read_text_if_present(root, pin_rel)
     files[pin_rel] = existing if existing is not None else state.new_pin_toml
-    return journal.commit(root, files, remove=removes, remove_trees=[STATE_DIR])
+    return journal.commit(root, files, remove=[s.file for s in gone], remove_trees=[STATE_DIR])
 
 
 def _rewrite_manifest(

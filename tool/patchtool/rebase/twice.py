@@ -109,10 +109,7 @@ def definitions(source: str, names: frozenset[str]) -> Counter[tuple[str, str]] 
 def defined_twice(path: str, result: str, names: frozenset[str], *before: str | None) -> tuple[str, ...]:
     """Each name of ``names`` that ``result`` defines more than once in one scope where none of
     ``before`` (the target, the patch's own file at the old pin) did: a line of evidence each."""
-    if not names or not path.endswith(".py"):
-        return ()
-    found = definitions(result, names)
-    if found is None:
+    if not names or not path.endswith(".py") or (found := definitions(result, names)) is None:
         return ()
     known = [definitions(b, names) if b is not None else None for b in before]
     out = []

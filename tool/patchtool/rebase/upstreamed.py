@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from patchtool import git
 from patchtool.diff import fuzz as textfuzz
 from patchtool.diff import textpatch
-from patchtool.diff.model import CONTEXT, Diff, FileDiff, Hunk, lines_of
+from patchtool.diff.model import Diff, FileDiff, Hunk, lines_of
 from patchtool.git import treemerge as merge
 from patchtool.rebase import absorbed
 from patchtool.rebase.absorbed import scope_near
@@ -127,16 +127,13 @@ def applies_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.Ra
     reverse application that finds the patch's result elsewhere, say in another function, does
     not make it upstream). A file the patch changes in several sections (git's t4127) is placed
     by its first; the others must follow it in order."""
-    applied = apply_patch(ws, diff, reverse=True)
-    if applied is None:
+    if (applied := apply_patch(ws, diff, reverse=True)) is None:
         return False
     bases = {c.old_path: c.old_blob for c in changes if c.old_path and c.old_blob}
     sections: dict[str, list[FileDiff]] = {}
     for f in diff.files:
-        path = f.old_path
-        if path is None or f.new_path != path or path not in bases:
-            continue
-        sections.setdefault(path, []).append(f)
+        if f.old_path is not None and f.new_path == f.old_path and f.old_path in bases:
+            sections.setdefault(f.old_path, []).append(f)
     for path, (f, *later) in sections.items():
         before, after = ws.reader.blob(bases[path]), applied.texts.get(path)
         if before is None or after is None:
@@ -202,9 +199,7 @@ def fuzzed_in_reverse(ws: merge.Workspace, diff: Diff, changes: Sequence[git.Raw
 def _ignored_above(h: Hunk, level: int) -> int:
     """The context lines above a hunk that GNU patch ignores at fuzz ``level`` (fewer where the
     hunk has less context above than below)."""
-    kinds = [line.kind for line in h.lines]
-    prefix = next((i for i, k in enumerate(kinds) if k != CONTEXT), len(kinds))
-    suffix = next((i for i, k in enumerate(reversed(kinds)) if k != CONTEXT), len(kinds))
+    prefix, suffix = h.leading(), h.trailing()
     return max(level + prefix - max(prefix, suffix), 0)
 
 
@@ -251,14 +246,12 @@ def hunks_upstream(ws: merge.Workspace, diff: Diff) -> int:
     present = 0
     for f in diff.files:
         path = f.new_path or f.old_path
-        text = ws.text(path) if path else None
-        if text is None:
+        if (text := ws.text(path) if path else None) is None:
             continue
         lines = lines_of(text)
         present += sum(
-            1
+            textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None
             for h in f.hunks
-            if textpatch.apply(lines, [h], reverse=True) is not None and textpatch.apply(lines, [h]) is None
         )
     return present if present < total else 0
 
