@@ -160,6 +160,10 @@ class Bench:
         if self.baseline:
             self.caches["baseline"] = private_cache(source, self.tags, WORK / "cache-baseline")
         self.repo = self.caches["patchtool"] / "upstream.git"
+        # the git sides' timed worktrees live in a repository of their own: in a patchtool cache each
+        # would be one more configuration file that side's every command checks, the other side's not
+        self.caches["git"] = private_cache(source, self.tags, WORK / "cache-git")
+        self.git_repo = self.caches["git"] / "upstream.git"
         self.commands = {"patchtool": self.patchtool, **({"baseline": self.baseline} if self.baseline else {})}
         self.git_env = git_env(FIXED_IDENT)
         self.index_url = ""
@@ -242,16 +246,22 @@ def one_size(bench: Bench, n: int, project: Path) -> dict[str, Any]:
         clean = subset_project(project, work / "clean-project", keep)
         clean_patches = sorted((clean / "patches").glob("*.patch"))
         clean_tip = make_branch(repo, f"rebase-bench-{n}-clean", clean_patches, work / "index")
+        branches = [f"+refs/heads/rebase-bench-{n}{end}:refs/heads/rebase-bench-{n}{end}" for end in ("", "-clean")]
+        git(bench.git_repo, "fetch", "-q", str(repo), *branches)
         commands = timed_commands(bench, work, trees, project, patches, tip, clean, clean_patches, clean_tip)
         checks = scan_checks(commands) if "scan" in bench.pairs else {}
         samples = interleave(commands, bench.args)
     finally:
         for tree in trees:
-            quiet(["git", f"--git-dir={repo}", "worktree", "remove", "--force", "--force", str(tree)], bench.git_env)
+            quiet(
+                ["git", f"--git-dir={bench.git_repo}", "worktree", "remove", "--force", "--force", str(tree)],
+                bench.git_env,
+            )
         shutil.rmtree(work, ignore_errors=True)
-        quiet(["git", f"--git-dir={repo}", "worktree", "prune"], bench.git_env)
-        for ref in (f"rebase-bench-{n}", f"rebase-bench-{n}-clean"):
-            quiet(["git", f"--git-dir={repo}", "update-ref", "-d", f"refs/heads/{ref}"], bench.git_env)
+        for each in (repo, bench.git_repo):
+            quiet(["git", f"--git-dir={each}", "worktree", "prune"], bench.git_env)
+            for ref in (f"rebase-bench-{n}", f"rebase-bench-{n}-clean"):
+                quiet(["git", f"--git-dir={each}", "update-ref", "-d", f"refs/heads/{ref}"], bench.git_env)
     return summarise(n, samples, verified, checks, len(keep), project, baseline_differ)
 
 
@@ -288,7 +298,7 @@ def timed_commands(
     clean_patches: list[Path],
     clean_tip: str,
 ) -> dict[tuple[str, str], Maker]:
-    repo, genv = bench.repo, bench.git_env
+    repo, genv = bench.git_repo, bench.git_env
     am_tree, rb_tree = work / "am", work / "rb"
     for tree, rev in ((am_tree, NEW), (rb_tree, tip)):
         git(repo, "worktree", "add", "--quiet", "--detach", str(tree), rev)
@@ -360,13 +370,13 @@ def timed_commands(
 def scan_git(bench: Bench, work: Path, patches: list[Path]) -> Maker:
     def once(i: str) -> Measured:
         trees = work / f"scan-{i}"
-        script = scan_script(work / f"scan-{i}.sh", bench.repo, trees, patches)
+        script = scan_script(work / f"scan-{i}.sh", bench.git_repo, trees, patches)
         try:
             return measure(["bash", str(script)], bench.git_env)
         finally:
             for v in VERSIONS:
                 quiet(
-                    ["git", f"--git-dir={bench.repo}", "worktree", "remove", "--force", "--force", str(trees / v)],
+                    ["git", f"--git-dir={bench.git_repo}", "worktree", "remove", "--force", "--force", str(trees / v)],
                     bench.git_env,
                 )
                 shutil.rmtree(trees / v, ignore_errors=True)
