@@ -402,14 +402,8 @@ def python_reads() -> tuple[Path, ...]:
     here = Path.cwd()
     interpreter = Path(os.path.realpath(sys.executable)).parent.parent if sys.executable else None
     found = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, interpreter, *sys.path]
-    kept = []
-    for entry in found:
-        if not entry:
-            continue
-        path = Path(os.path.abspath(entry))
-        if path == here or any(home.is_relative_to(path) for home in homes):
-            continue
-        kept.append(path)
+    paths = (Path(os.path.abspath(entry)) for entry in found if entry)
+    kept = (path for path in paths if path != here and not any(home.is_relative_to(path) for home in homes))
     return tuple(dict.fromkeys(kept))
 
 

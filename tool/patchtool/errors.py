@@ -33,16 +33,9 @@ class Problem:
     entry: str | None = None  # the do-not-retread registry entry it is about
 
     def where(self) -> str:
-        parts = []
-        if self.file:
-            parts.append(f"{self.file}:{self.line}" if self.line else self.file)
-        if self.patch:
-            parts.append(f"patch {self.patch}")
-        if self.entry:
-            parts.append(f"entry {self.entry}")
-        if self.key:
-            parts.append(self.key)
-        return ": ".join(parts)
+        file = self.file and (f"{self.file}:{self.line}" if self.line else self.file)
+        parts = (file, self.patch and f"patch {self.patch}", self.entry and f"entry {self.entry}", self.key)
+        return ": ".join(part for part in parts if part)
 
     def render(self) -> str:
         where = self.where()

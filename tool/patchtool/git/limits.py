@@ -171,8 +171,7 @@ class FetchLimits:
                     raise self._too_slow(popen, what)
                 for key, _ in chosen.select(remaining):
                     held, most = key.data
-                    chunk = os.read(key.fd, 1 << 16)
-                    if not chunk:
+                    if not (chunk := os.read(key.fd, 1 << 16)):
                         chosen.unregister(key.fileobj)
                     elif len(held) + len(chunk) > most:
                         kill_group(popen)
