@@ -232,8 +232,7 @@ def _sibling_entry(art: Artifact, files: list[IndexFile], version: Version) -> I
     listed = [e for e in files if release_version(art, e.filename) == version]
     sibling = sibling_filename(art, version)
     if not listed:
-        named = [e.filename for e in files]
-        same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
+        same = sorted(e.filename for e in files if f"-{version}-" in e.filename or f"-{version}." in e.filename)
         raise UpstreamError(
             f"{art.distribution} {version} has no {sibling} on the index",
             hint=f"files for {version}: {', '.join(same) or 'none'}",
