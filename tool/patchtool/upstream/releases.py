@@ -3,6 +3,7 @@ or fetched through its git source (``rebase --to``, ``scan``)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -362,8 +363,6 @@ def stated_version(cache: Cache, distribution: str, commit: str) -> Version | No
             m = re.search(r"^__version__\s*=\s*[\"']([^\"'\n]+)[\"']", text, re.MULTILINE)
             stated = m.group(1) if m else None
         if isinstance(stated, str):
-            try:
+            with contextlib.suppress(InvalidVersion):
                 return parse_version(stated)
-            except InvalidVersion:
-                continue
     return None
