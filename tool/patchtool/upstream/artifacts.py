@@ -350,8 +350,7 @@ def _files(path: Path, art: Artifact) -> Iterator[tuple[list[FileWrite], _Wheel 
                         mode = "100755" if ti.mode & 0o111 else "100644"
                         out.append(FileWrite(dest, mode, read=_guarded(read, art.filename)))
                 out += _kept_links(art, files, links)
-        paths = sorted(f.path for f in out)
-        for before, after in itertools.pairwise(paths):
+        for before, after in itertools.pairwise(sorted(f.path for f in out)):
             if before == after:
                 raise UpstreamError(f"{art.filename}: {after} appears twice; refusing it")
         yield out, wheel

@@ -354,8 +354,7 @@ class Fetcher:
             try:
                 try:
                     with self._open(url, {"Range": f"bytes={have}-"} if have else {}, cap, deadline) as resp:
-                        appending = bool(have) and resp.status == 206
-                        resumed = appending
+                        resumed = appending = bool(have) and resp.status == 206
                         expected = resp.headers.get("Content-Length")
                         got = 0
                         already = have if appending else 0

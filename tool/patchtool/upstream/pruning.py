@@ -94,10 +94,8 @@ def _project_pins(root: Path) -> list[Pin]:
     """The pins in a project's upstream-pins/ that read; one that does not is no use to anyone."""
     out = []
     for path in sorted((root / PINS_DIR).glob("*.toml")):
-        try:
+        with contextlib.suppress(InvalidInput, UsageError, OSError):
             out.append(load_pin(root, path.stem))
-        except (InvalidInput, UsageError, OSError):
-            continue
     return out
 
 

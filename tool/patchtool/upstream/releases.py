@@ -3,6 +3,7 @@ or fetched through its git source (``rebase --to``, ``scan``)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -232,8 +233,7 @@ def _sibling_entry(art: Artifact, files: list[IndexFile], version: Version) -> I
     listed = [e for e in files if release_version(art, e.filename) == version]
     sibling = sibling_filename(art, version)
     if not listed:
-        named = [e.filename for e in files]
-        same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
+        same = sorted(e.filename for e in files if f"-{version}-" in e.filename or f"-{version}." in e.filename)
         raise UpstreamError(
             f"{art.distribution} {version} has no {sibling} on the index",
             hint=f"files for {version}: {', '.join(same) or 'none'}",
@@ -363,8 +363,6 @@ def stated_version(cache: Cache, distribution: str, commit: str) -> Version | No
             m = re.search(r"^__version__\s*=\s*[\"']([^\"'\n]+)[\"']", text, re.MULTILINE)
             stated = m.group(1) if m else None
         if isinstance(stated, str):
-            try:
+            with contextlib.suppress(InvalidVersion):
                 return parse_version(stated)
-            except InvalidVersion:
-                continue
     return None

@@ -353,11 +353,10 @@ def _atomic(out: Path, filename: str) -> Iterator[tuple[Any, Path]]:
     created = not out.exists()
     fsroot.Root(out).directory()
     _remove_stale_parts(out)
-    final = out / filename
     fh, part = _locked_part(out, filename)
     try:
         with fh:
-            yield fh, final.absolute()
+            yield fh, (out / filename).absolute()
         fsroot.Root(out).rename(part.name, filename)  # never over anything but a regular file
     except BaseException:
         part.unlink(missing_ok=True)
