@@ -135,20 +135,17 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
 def _worktree(repo: git.Repo, names: CheckoutBranch) -> Path:
     """The worktree of the checkout branch, refused (naming the way on) where there is none, or
     where a git command stopped part way there."""
-    worktree = worktree_of(repo, names)
+    if (worktree := worktree_of(repo, names)) is None:
+        detached = [Path(w.path) for w in repo.worktrees() if w.branch is None]
+        rebasing = (p for p in detached if p.is_dir() and git.Worktree(p).in_progress() == ("rebase", names.ref))
+        worktree = next(rebasing, None)
     if worktree is None:
-        for w in repo.worktrees():
-            path = Path(w.path)
-            if w.branch is None and path.is_dir() and git.Worktree(path).in_progress() == ("rebase", names.ref):
-                worktree = path
-                break
-        else:
-            again = "" if names.branch == "series" else f" --branch {names.branch}"
-            raise UsageError(
-                f"branch {names.branch!r} is checked out in no worktree, so there is no change to take",
-                hint=f"refresh takes the changes of the worktree `patchtool checkout` made; if it was removed, "
-                f"`patchtool checkout{again}` makes it again at the branch's tip",
-            )
+        again = "" if names.branch == "series" else f" --branch {names.branch}"
+        raise UsageError(
+            f"branch {names.branch!r} is checked out in no worktree, so there is no change to take",
+            hint=f"refresh takes the changes of the worktree `patchtool checkout` made; if it was removed, "
+            f"`patchtool checkout{again}` makes it again at the branch's tip",
+        )
     if (busy := git.Worktree(worktree).in_progress()) is not None:
         raise UsageError(
             f"a git {busy[0]} is in progress in the worktree {worktree}; refresh takes the changes of a worktree "

@@ -216,19 +216,17 @@ def _artifact(cache: Cache, dist: Distribution, version: Version, request: Reque
     entry = release_file(cache.index.files_of(index, dist), dist, version, choice)
     filename = ArtifactFilename(entry.filename)
     version = filename.version
-    sha = entry.sha256
-    if not isinstance(sha, str) or not SHA256_HEX.match(sha):
+    if not isinstance(sha := entry.sha256, str) or not SHA256_HEX.match(sha):
         raise UpstreamError(
             f"the index gives no sha256 for {filename}; refusing an unverifiable file",
             hint="patchtool takes a release file only by its sha256",
         )
-    size = entry.size if type(entry.size) is int and 0 < entry.size < 2**63 else None
     whole = Artifact(
         distribution=dist,
         version=version,
         filename=filename,
         sha256=sha,
-        size=size,
+        size=entry.size if type(entry.size) is int and 0 < entry.size < 2**63 else None,
         index=index,
         prefix_from_template=PrefixTemplate(""),
         prefix_to=TreePrefix(""),
@@ -255,10 +253,8 @@ def guess_prefix(members: list[str], art: Artifact) -> PrefixTemplate:
     """What of the artifact the repository holds: a wheel's root; an sdist's one top directory
     (with its version as ``{version}``), so the whole sdist: its tests and docs are what a
     downstream series patches too."""
-    if art.is_wheel:
-        return PrefixTemplate("")
     tops = {m.partition("/")[0] for m in members}
-    if len(tops) != 1 or any("/" not in m for m in members):
+    if art.is_wheel or len(tops) != 1 or any("/" not in m for m in members):
         return PrefixTemplate("")
     return PrefixTemplate(f"{tops.pop()}/").generalised(art.version)
 
