@@ -60,6 +60,10 @@ class PatchOutcome(enum.StrEnum):
         return self in (PatchOutcome.CONFLICT, PatchOutcome.TARGET_GONE)
 
 
+# a Step's fields that hold a tuple of strings, each written only when it holds some
+STEP_LISTS = ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Step:
     id: str
@@ -80,8 +84,7 @@ class Step:
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         out |= {key: value for key in ("commit", "detail") if (value := getattr(self, key))}
-        lists = ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits")
-        out |= {key: list(value) for key in lists if (value := getattr(self, key))}
+        out |= {key: list(value) for key in STEP_LISTS if (value := getattr(self, key))}
         return out | ({"shifted": [m.to_dict() for m in self.shifted]} if self.shifted else {})
 
 
