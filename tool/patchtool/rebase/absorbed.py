@@ -115,7 +115,7 @@ def follow(blocks: Sequence[textpatch.Block], start: int, end: int) -> tuple[int
     return lo, max(lo, hi)
 
 
-def _kept_at(blocks: Sequence[textpatch.Block], line: int) -> int | None:
+def kept_at(blocks: Sequence[textpatch.Block], line: int) -> int | None:
     """Where ``line`` of one text is in the other, when their diff (``blocks``) leaves it alone."""
     shift = 0
     for b in blocks:
@@ -133,11 +133,11 @@ def _between_anchors(blocks: Sequence[textpatch.Block], g: _Group) -> tuple[int,
     an untouched context line does not); the hunk's whole span where no context line is left."""
     outer = follow(blocks, *g.a)
     below = next(
-        (at + 1 for i in range(g.blocks[0].a_start - 1, g.a[0] - 1, -1) if (at := _kept_at(blocks, i)) is not None),
+        (at + 1 for i in range(g.blocks[0].a_start - 1, g.a[0] - 1, -1) if (at := kept_at(blocks, i)) is not None),
         outer[0],
     )
     above = next(
-        (at for i in range(g.blocks[-1].a_end, g.a[1]) if (at := _kept_at(blocks, i)) is not None),
+        (at for i in range(g.blocks[-1].a_end, g.a[1]) if (at := kept_at(blocks, i)) is not None),
         outer[1],
     )
     return below, max(below, above)
