@@ -51,8 +51,7 @@ def _choice(kind: type[enum.StrEnum]) -> Callable[[str], str]:
 
 def _items(f: Fields, name: str, parse: Callable[[str], str]) -> list[str] | None:
     """The list ``name`` (absent: empty), each item parsed; None when a problem was recorded."""
-    values = f.str_list(name, required=False)
-    if values is None:
+    if (values := f.str_list(name, required=False)) is None:
         return None if name in f.data else []
     out: list[str] = []
     for i, value in enumerate(values):
