@@ -15,6 +15,7 @@ it does not exist. Hunks are read by their line counts and refused where git cal
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 
@@ -44,13 +45,9 @@ def _find_name(line: str, default: str | None, strip: int) -> str | None:
     directories taken off, or ``default`` where it has none; the shorter of the two where one
     begins with the other."""
     if line.startswith('"'):
-        try:
-            name, _ = gitpaths.unquote(line)
-        except ValueError:
-            name = None
-        parts = name.split("/") if name is not None else []
-        if name is not None and len(parts) > strip:
-            return re.sub("/+", "/", "/".join(parts[strip:]))
+        with contextlib.suppress(ValueError):  # broken quoting: read as an unquoted name
+            if len(parts := gitpaths.unquote(line)[0].split("/")) > strip:
+                return re.sub("/+", "/", "/".join(parts[strip:]))
     text = line[: m.start()] if (m := _TIMESTAMP.search(line)) else _NAME_ENDS.split(line, 1)[0]
     start = None if strip else 0
     for i, c in enumerate(text):
