@@ -106,10 +106,8 @@ class Scope:
         head = [f"model {' or '.join(self.models)}"] if self.models else []
         head += [f"on {' or '.join(self.hardware)}"] if self.hardware else []
         parts = [" ".join(head)] if head else []
-        if self.modes:
-            parts.append(" or ".join("PD" if m is Mode.PD else "single server" for m in self.modes))
-        if self.roles:
-            parts.append(f"{' or '.join(self.roles)} only")
+        parts += [" or ".join("PD" if m is Mode.PD else "single server" for m in self.modes)] if self.modes else []
+        parts += [f"{' or '.join(self.roles)} only"] if self.roles else []
         parts += [f"at {c}" for c in self.unstated]
         return ", ".join(parts)
 
