@@ -524,8 +524,7 @@ def _as_applied(ws: merge.Workspace, applied: AppliedPatch, files: dict[str, mer
 
 
 def _mode_of(ws: merge.Workspace, path: str) -> str:
-    have = ws.get(path)
-    return have.mode if have is not None else "100644"
+    return have.mode if (have := ws.get(path)) is not None else "100644"
 
 
 def _lines(h: PlacedHunk) -> tuple[str, ...]:
@@ -633,8 +632,7 @@ def check_placement(
     blobs = repo.cat_blobs([f"{rev}:{p}" for rev in (old_commit, parent_tree, new_tree) for p in paths])
 
     def text(rev: str, path: str) -> str | None:
-        data = blobs.get(f"{rev}:{path}")
-        return None if data is None else data.decode("utf-8", "replace")
+        return None if (data := blobs.get(f"{rev}:{path}")) is None else data.decode("utf-8", "replace")
 
     before = {p: t for p in paths if (t := text(old_commit, p)) is not None}
     after = {p: t for p in paths if (t := text(new_tree, p)) is not None}
