@@ -101,10 +101,8 @@ class _State:
     def __init__(self, lines: list[str]) -> None:
         self.input = lines
         self.out: list[str] = []
-        self.frozen = 0
-        self.offset = 0
+        self.frozen = self.offset = self.hunk = 0
         self.compared = 0  # lines compared so far, bounded by MAX_COMPARED
-        self.hunk = 0
 
     def locate(self, h: _Hunk, fuzz: int) -> int | None:
         """The 1-based input line where ``h``'s pattern starts at ``fuzz``, or None; moves the

@@ -25,7 +25,7 @@ _MODE_KINDS = {
 _MODE_HEADERS = ("old mode ", "new mode ", "deleted file mode ", "new file mode ")
 _NAME_HEADERS = ("rename from ", "rename to ", "copy from ", "copy to ", "rename old ", "rename new ")
 _OTHER_HEADERS = ("similarity index ", "dissimilarity index ")
-_HUNK = re.compile(r"^@@ -\d{1,10}(?:,(\d{1,10}))? \+\d{1,10}(?:,(\d{1,10}))? @@")  # git: an unsigned long
+HUNK = re.compile(r"^@@ -\d{1,10}(?:,(\d{1,10}))? \+\d{1,10}(?:,(\d{1,10}))? @@")  # git: an unsigned long
 _C_ESCAPES = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, '"': 34, "\\": 92}
 _PATH_HINT = "a patch may only touch files inside the upstream tree"
 _MODE_HINT = (
@@ -186,20 +186,14 @@ def read_sections(text: str) -> list[Section]:
             sections.append(_section(line, number))
             in_header = True
         elif not in_header:
-            if (
-                line.startswith("--- ")
-                and lines[i : i + 1]
-                and lines[i].startswith("+++ ")
-                and lines[i + 1 : i + 2]
-                and lines[i + 1].startswith("@@ -")
-            ):
+            if line.startswith("--- ") and [ln[:4] for ln in lines[i : i + 2]] == ["+++ ", "@@ -"]:
                 raise Refused(
                     "a diff section without a 'diff --git' line (git apply would apply it "
                     "too); patch files hold only git format-patch output",
                     number,
                     "export the commit with `git format-patch`",
                 )
-        elif m := _HUNK.match(line):
+        elif m := HUNK.match(line):
             i = skip_hunk(lines, i, m)
             in_header = i < len(lines) and lines[i].startswith("@@ -")
         elif line == "GIT binary patch":
@@ -232,8 +226,7 @@ def _section(line: str, number: int) -> Section:
 def skip_hunk(lines: list[str], i: int, m: re.Match[str]) -> int:
     """The index of the first line after the hunk whose header ``m`` matched (``lines[i - 1]``),
     read as git's parse_fragment reads it; Refused where git calls the patch corrupt."""
-    old = int(m.group(1)) if m.group(1) is not None else 1
-    new = int(m.group(2)) if m.group(2) is not None else 1
+    old, new = (1 if count is None else int(count) for count in m.group(1, 2))
     header, changes = i, 0
     while old > 0 or new > 0:
         if i >= len(lines) - 1:  # the text after the last newline: no line, or one git refuses
@@ -289,17 +282,11 @@ def _header_line(section: Section, line: str, number: int) -> bool:
             path = _safe_path(_header_name(line[len(header) :], tab_ends=False), number, prefixed=False)
         except ValueError as exc:
             raise Refused(f"unsafe diff: {exc}", number) from None
-        if header in ("rename from ", "copy from ", "rename old "):
-            section.old = path
-        else:
-            section.new = path
+        setattr(section, "old" if header in ("rename from ", "copy from ", "rename old ") else "new", path)
     elif header in _MODE_HEADERS:
         mode = line[len(header) :].strip()
         section.modes.append((mode, line.strip(), number))
-        if header in ("old mode ", "deleted file mode "):
-            section.old_mode = mode
-        else:
-            section.new_mode = mode
+        setattr(section, "old_mode" if header in ("old mode ", "deleted file mode ") else "new_mode", mode)
         if header == "new file mode ":
             section.new = section.default
         elif header == "deleted file mode ":

@@ -35,9 +35,7 @@ def lines_of(text: str, *, keepends: bool = True) -> list[str]:
     if not keepends:
         return parts[:-1] if parts and not parts[-1] else parts
     out = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        out.append(parts[-1])
-    return out
+    return [*out, parts[-1]] if parts[-1] else out
 
 
 class Line(NamedTuple):

@@ -104,9 +104,9 @@ class PatchFile:
                 hint="keep generated and vendored files out of patches, or split the change into several patches",
             )
         export_hint = "export the commit with `git format-patch` (or use `patchtool import`)"
-        if (diff_at := _find_diff_start(text)) is None:
+        if (diff_at := re.search(r"^diff --git ", text, re.MULTILINE)) is None:
             raise fail("not a patch: no 'diff --git' section found", hint=export_hint)
-        head, diff = text[:diff_at], text[diff_at:]
+        head, diff = text[: diff_at.start()], text[diff_at.start() :]
         if not _FROM_LINE.match(head.split("\n", 1)[0]):
             raise fail(
                 "not a git format-patch file: the first line must be 'From <sha> Mon Sep 17 00:00:00 2001'",
@@ -114,11 +114,9 @@ class PatchFile:
                 hint=export_hint,
             )
         headers, payload = _headers(head.split("\n", 1)[1])
-        author = headers.get("from")
-        subject = headers.get("subject")
-        if not author:
+        if not (author := headers.get("from")):
             raise fail("no 'From:' header (the patch author)", hint=export_hint)
-        if not subject:
+        if not (subject := headers.get("subject")):
             raise fail("no 'Subject:' header", hint=export_hint)
         author_name, author_email = _address(_decode(author))
         if not author_email:
@@ -314,8 +312,3 @@ def _address(value: str) -> tuple[str, str]:
     import email.utils  # an unusual form: the email package's reading of it
 
     return email.utils.parseaddr(value)
-
-
-def _find_diff_start(text: str) -> int | None:
-    m = re.search(r"^diff --git ", text, re.MULTILINE)
-    return m.start() if m else None

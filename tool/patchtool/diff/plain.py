@@ -15,6 +15,7 @@ it does not exist. Hunks are read by their line counts and refused where git cal
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 
@@ -22,7 +23,6 @@ from patchtool.diff import gitpaths
 from patchtool.diff.model import DiffError
 from patchtool.paths import tree_path_problem
 
-_FRAGMENT = re.compile(r"^@@ -\d{1,10}(?:,(\d{1,10}))? \+\d{1,10}(?:,(\d{1,10}))? @@")  # git: an unsigned long
 # a timestamp at the end of a name line, after a tab or spaces (apply.c's diff_timestamp_len)
 _TIMESTAMP = re.compile(
     r"(?:\t| +)(?:\d\d)?\d\d-\d\d-\d\d(?: \d\d:\d\d:\d\d(?:\.\d+)?)?"
@@ -44,13 +44,9 @@ def _find_name(line: str, default: str | None, strip: int) -> str | None:
     directories taken off, or ``default`` where it has none; the shorter of the two where one
     begins with the other."""
     if line.startswith('"'):
-        try:
-            name, _ = gitpaths.unquote(line)
-        except ValueError:
-            name = None
-        parts = name.split("/") if name is not None else []
-        if name is not None and len(parts) > strip:
-            return re.sub("/+", "/", "/".join(parts[strip:]))
+        with contextlib.suppress(ValueError):  # broken quoting: read as an unquoted name
+            if len(parts := gitpaths.unquote(line)[0].split("/")) > strip:
+                return re.sub("/+", "/", "/".join(parts[strip:]))
     text = line[: m.start()] if (m := _TIMESTAMP.search(line)) else _NAME_ENDS.split(line, 1)[0]
     start = None if strip else 0
     for i, c in enumerate(text):
@@ -123,14 +119,9 @@ def git_diff(text: str, *, exists: Callable[[str], bool] | None = None, strip: i
                 line=number,
                 hint="make the diff with `git diff --binary`, or leave the binary file out",
             )
-        if line.startswith("@@ -") and _FRAGMENT.match(line):
+        if line.startswith("@@ -") and gitpaths.HUNK.match(line):
             raise DiffError(f"line {number}: a hunk without a '---'/'+++' header before it", line=number, hint=_HINT)
-        if not (
-            line.startswith("--- ")
-            and i + 2 < len(lines)
-            and lines[i + 1].startswith("+++ ")
-            and lines[i + 2].startswith("@@ -")
-        ):
+        if not (line.startswith("--- ") and [ln[:4] for ln in lines[i + 1 : i + 3]] == ["+++ ", "@@ -"]):
             i += 1
             continue  # git apply skips what is not a file's diff
         first, second = line[4:], lines[i + 1][4:]
@@ -178,7 +169,7 @@ def _file(
         )
     end, old_lines, new_lines, hunks = i + 2, 0, 0, 0
     while end < len(lines) and lines[end].startswith("@@ -"):
-        if not (m := _FRAGMENT.match(lines[end])):
+        if not (m := gitpaths.HUNK.match(lines[end])):
             raise DiffError(
                 f"corrupt patch at line {end + 1}: {lines[end][:60]!r} is no hunk header", line=end + 1, hint=_HINT
             )

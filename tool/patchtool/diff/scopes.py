@@ -238,9 +238,7 @@ def python_scopes(source: str) -> tuple[Scope, ...]:
                 prefix = f"{stack[-1][1]}." if stack else ""
                 stack.append((indent, prefix + name, number))
         last_code = number
-    while stack:
-        _, name, start = stack.pop()
-        scopes.append(Scope(name, start, last_code))
+    scopes += [Scope(name, start, last_code) for _, name, start in stack]  # what the last line leaves open
     return tuple(sorted(scopes, key=lambda s: s.start))
 
 

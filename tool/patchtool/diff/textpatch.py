@@ -158,10 +158,8 @@ def _diff(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int, bhi:
         if (ahi - alo) * (bhi - blo) > 4_000_000:  # nothing to align on: one block, as a diff would say
             out.append(Block(alo, ahi, blo, bhi))
             return
-        matcher = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag != "equal":
-                out.append(Block(alo + i1, alo + i2, blo + j1, blo + j2))
+        ops = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False).get_opcodes()
+        out += [Block(alo + i1, alo + i2, blo + j1, blo + j2) for tag, i1, i2, j1, j2 in ops if tag != "equal"]
         return
     for i, j in anchors:
         _diff(a, b, alo, i, blo, j, out)
@@ -177,20 +175,14 @@ def _anchors(a: Sequence[str], b: Sequence[str], alo: int, ahi: int, blo: int, b
     count_b: dict[str, int] = {}
     for j in range(blo, bhi):
         count_b[b[j]] = -1 if b[j] in count_b else j
-    pairs = [(i, count_b[line]) for line, i in count_a.items() if i >= 0 and count_b.get(line, -1) >= 0]
-    pairs.sort()
+    pairs = sorted((i, count_b[line]) for line, i in count_a.items() if i >= 0 and count_b.get(line, -1) >= 0)
     # longest increasing subsequence of the b positions (patience sorting)
     tails: list[int] = []
     back: list[int] = []
     tail_at: list[int] = []
     for k, (_, j) in enumerate(pairs):
         pos = bisect.bisect_left(tails, j)
-        if pos == len(tails):
-            tails.append(j)
-            tail_at.append(k)
-        else:
-            tails[pos] = j
-            tail_at[pos] = k
+        tails[pos : pos + 1], tail_at[pos : pos + 1] = [j], [k]  # the pile's new top, or a new pile
         back.append(tail_at[pos - 1] if pos else -1)
     chain = []
     k = tail_at[-1] if tail_at else -1

@@ -44,10 +44,7 @@ class Fields:
     def __init__(
         self, data: Mapping[str, Any], path: str, problems: list[Problem], *, patch: str | None = None
     ) -> None:
-        self.data = data
-        self.path = path
-        self.problems = problems
-        self.patch = patch
+        self.data, self.path, self.problems, self.patch = data, path, problems, patch
         self._seen: set[str] = set()
 
     def key(self, name: str) -> str:
@@ -214,8 +211,7 @@ def load_toml(text: str, *, file: str) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"at line (\d+)", str(exc))
-        line = int(m.group(1)) if m else None
+        line = int(m.group(1)) if (m := re.search(r"at line (\d+)", str(exc))) else None
         raise _not_toml(
             file, f"{file} is not valid TOML", f"not valid TOML: {exc}", hint="fix the syntax at that line", line=line
         ) from None

@@ -181,8 +181,7 @@ def _finish(root: Path, record: Record) -> None:
     disk = fsroot.Root(root)
     moved: dict[str, None] = {}  # the directories moved into: each synced once, before the journal goes
     for src, dest in record.moves:
-        kind = disk.kind(src)
-        if kind is not None:  # None: moved already by a process that was killed after it
+        if (kind := disk.kind(src)) is not None:  # None: moved already by a process that was killed after it
             if kind != stat.S_IFREG:
                 raise InvalidInput(f"{src} is not a file patchtool staged; refusing to move it", file=src)
             disk.rename(src, dest, sync=False)

@@ -115,14 +115,14 @@ class PatchEntry:
         upstream = Upstream.read(up_fields) if up_fields else None
         applies_to = f.parsed("applies_to", pep440_specifier, one_line=True)
         drop_when = f.string("drop_when", one_line=True)
-        evidence = [Evidence.read(x) for x in f.tables("evidence")]
-        knobs = [Knob.read(x) for x in f.tables("knobs")]
+        rows = complete([Evidence.read(x) for x in f.tables("evidence")])
+        knob_rows = complete([Knob.read(x) for x in f.tables("knobs")])
         scope_fields = f.table("scope", required=False)
         scope = Scope.read(scope_fields) if scope_fields else None
         assumptions = [Assumption.read(x) for x in f.tables("assumptions")]
-        gpu = [GpuCheck.read(x) for x in f.tables("gpu_verification")]
-        overrides = [Override.read(x) for x in f.tables("overrides")]
-        drop_if = [Revisit.read(x) for x in f.tables("drop_if")]
+        gpu_rows = complete([GpuCheck.read(x) for x in f.tables("gpu_verification")])
+        override_rows = complete([Override.read(x) for x in f.tables("overrides")])
+        drop_rows = complete([Revisit.read(x) for x in f.tables("drop_if")])
         imported_fields = f.table("imported", required=False)
         imported = Imported.read(imported_fields) if imported_fields is not None else None
         requires = _requires(f)
@@ -135,8 +135,7 @@ class PatchEntry:
                 f.problem(f"assumptions[{i}].id", f"duplicate assumption id {a.id!r}")
             elif a is not None:
                 seen.add(a.id)
-        rows, knob_rows, checks, gpu_rows = complete(evidence), complete(knobs), complete(assumptions), complete(gpu)
-        override_rows, drop_rows = complete(overrides), complete(drop_if)
+        checks = complete(assumptions)
         if (
             ident is None
             or file is None
@@ -195,12 +194,8 @@ class PatchEntry:
         out |= {"experiment": self.experiment} if self.experiment is not None else {}
         out |= {"standalone": True} if self.standalone else {}
         out |= {"scope": self.scope.to_dict()} if self.scope else {}
-        out["evidence"] = [e.to_dict() for e in self.evidence]
-        out["knobs"] = [k.to_dict() for k in self.knobs]
-        out["assumptions"] = [a.to_dict() for a in self.assumptions]
-        out["gpu_verification"] = [g.to_dict() for g in self.gpu_verification]
-        out["overrides"] = [o.to_dict() for o in self.overrides]
-        out["drop_if"] = [c.to_dict() for c in self.drop_if]
+        for key in ("evidence", "knobs", "assumptions", "gpu_verification", "overrides", "drop_if"):
+            out[key] = [record.to_dict() for record in getattr(self, key)]
         return out | ({"imported": self.imported.to_dict()} if self.imported is not None else {})
 
 

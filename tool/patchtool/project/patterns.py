@@ -62,8 +62,7 @@ class RepoPattern:
 
     def search(self, text: str) -> str | None:
         """The first text that matches in ``text``, or None."""
-        m = self.compiled.search(text)
-        return None if m is None else str(m.group(0))
+        return None if (m := self.compiled.search(text)) is None else str(m.group(0))
 
     def count(self, text: str) -> int:
         """How many non-overlapping matches ``text`` holds."""

@@ -144,7 +144,11 @@ class Artifact:
         prefix_from = prefix_to = None
         if prefix is not None:
             prefix_from = _prefix_template(prefix, version)
-            prefix_to = _prefix(prefix, "to", ": the import would put files there")
+            if (to := prefix.string("to", nonempty=False)) is not None:
+                try:
+                    prefix_to = TreePrefix(to)
+                except ValueError as exc:
+                    prefix.problem("to", f"{exc}: the import would put files there")
             prefix.done()
         index = f.parsed("index", lambda t: SourceUrl.parse(t, file=file, key=f.key("index")), required=False)
         url = f.parsed("url", lambda t: SourceUrl.parse(t, file=file, key=f.key("url")), required=False)
@@ -190,16 +194,6 @@ class Artifact:
             size=size,
             tree=tree,
         )
-
-
-def _prefix(table: Fields, key: str, why_suffix: str) -> TreePrefix | None:
-    if (value := table.string(key, nonempty=False)) is None:
-        return None
-    try:
-        return TreePrefix(value)
-    except ValueError as exc:
-        table.problem(key, f"{exc}{why_suffix}")
-        return None
 
 
 def _prefix_template(table: Fields, version: Version | None) -> PrefixTemplate | None:

@@ -164,8 +164,7 @@ def take_table(doc: tomlkit.TOMLDocument, key: str, index: int) -> Table:
     """Remove the ``index``-th ``[[key]]`` table and return it; the key goes with its last table
     (tomlkit would write an empty array of tables as ``key = []`` at the top of the file)."""
     tables = doc[key]
-    taken = tables[index]
-    del tables[index]
+    taken = tables.pop(index)
     if len(tables) == 0:
         del doc[key]
     assert isinstance(taken, Table)

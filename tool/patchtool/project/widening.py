@@ -34,8 +34,7 @@ def _clause(spec: Specifier, version: Version) -> list[str]:
     if op in (">", ">="):
         return [f">={version}"]
     if op == "~=":
-        release = Version(text).release
-        return _range(Version(text), _bump(release[:-1]), version, high_open=True)
+        return _range(Version(text), _bump(Version(text).release[:-1]), version, high_open=True)
     if text.endswith(".*"):  # == with a wildcard
         prefix = Version(text[:-2])
         return _range(prefix, _bump(prefix.release), version, high_open=True)

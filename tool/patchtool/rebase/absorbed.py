@@ -72,13 +72,9 @@ def hunk_groups(base: Sequence[str], after: Sequence[str]) -> list[_Group]:
     out = []
     for blocks in grouped:
         first, last = blocks[0], blocks[-1]
-        lead = min(CONTEXT, first.a_start)
-        trail = min(CONTEXT, len(base) - last.a_end)
-        out.append(
-            _Group(
-                (first.a_start - lead, last.a_end + trail), (first.b_start - lead, last.b_end + trail), tuple(blocks)
-            )
-        )
+        lead, trail = min(CONTEXT, first.a_start), min(CONTEXT, len(base) - last.a_end)
+        a, b = (first.a_start - lead, last.a_end + trail), (first.b_start - lead, last.b_end + trail)
+        out.append(_Group(a, b, tuple(blocks)))
     return out
 
 
@@ -93,29 +89,26 @@ def _header(g: _Group) -> str:
 def follow(blocks: Sequence[textpatch.Block], start: int, end: int) -> tuple[int, int]:
     """Lines ``[start, end)`` of one text in the other, by their diff (``blocks``): a changed block
     that overlaps them comes whole, lines inserted just outside them do not."""
-    lo: int | None = None
     shift = 0
     for b in blocks:
-        if b.a_end <= start:
-            shift = b.b_end - b.a_end
-        else:
+        if b.a_end > start:
             lo = b.b_start if b.a_start <= start else start + shift
             break
-    lo = start + shift if lo is None else lo
-    hi: int | None = None
+        shift = b.b_end - b.a_end
+    else:
+        lo = start + shift
     shift = 0
     for b in blocks:
-        if b.a_start >= end:
-            break
-        if b.a_end > end:
-            hi = b.b_end
+        if b.a_start >= end or b.a_end > end:
+            hi = b.b_end if b.a_start < end else end + shift
             break
         shift = b.b_end - b.a_end
-    hi = end + shift if hi is None else hi
+    else:
+        hi = end + shift
     return lo, max(lo, hi)
 
 
-def _kept_at(blocks: Sequence[textpatch.Block], line: int) -> int | None:
+def kept_at(blocks: Sequence[textpatch.Block], line: int) -> int | None:
     """Where ``line`` of one text is in the other, when their diff (``blocks``) leaves it alone."""
     shift = 0
     for b in blocks:
@@ -133,11 +126,11 @@ def _between_anchors(blocks: Sequence[textpatch.Block], g: _Group) -> tuple[int,
     an untouched context line does not); the hunk's whole span where no context line is left."""
     outer = follow(blocks, *g.a)
     below = next(
-        (at + 1 for i in range(g.blocks[0].a_start - 1, g.a[0] - 1, -1) if (at := _kept_at(blocks, i)) is not None),
+        (at + 1 for i in range(g.blocks[0].a_start - 1, g.a[0] - 1, -1) if (at := kept_at(blocks, i)) is not None),
         outer[0],
     )
     above = next(
-        (at for i in range(g.blocks[-1].a_end, g.a[1]) if (at := _kept_at(blocks, i)) is not None),
+        (at for i in range(g.blocks[-1].a_end, g.a[1]) if (at := kept_at(blocks, i)) is not None),
         outer[1],
     )
     return below, max(below, above)

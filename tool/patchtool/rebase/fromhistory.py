@@ -50,8 +50,6 @@ class Verdicts:
     def __init__(self, history: History, loaded: Sequence[LoadedPatch]) -> None:
         self.history = history
         paths = sorted({p for lp in loaded for f in lp.patch.model.files for p in (f.old_path, f.new_path) if p})
-        self.paths = paths
-        self._loaded = loaded
         self._sections = history.sections(paths)
         ours = [(lp.id, path, text) for lp in loaded for path, text in _file_texts(lp.patch.diff)]
         ids = history.patch_ids([s.text for s in self._sections] + [t for _, _, t in ours])

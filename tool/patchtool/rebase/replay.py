@@ -60,6 +60,10 @@ class PatchOutcome(enum.StrEnum):
         return self in (PatchOutcome.CONFLICT, PatchOutcome.TARGET_GONE)
 
 
+# a Step's fields that hold a tuple of strings, each written only when it holds some
+STEP_LISTS = ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Step:
     id: str
@@ -80,8 +84,7 @@ class Step:
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"id": self.id, "file": self.file, "outcome": str(self.outcome)}
         out |= {key: value for key in ("commit", "detail") if (value := getattr(self, key))}
-        lists = ("conflicted", "misplaced", "renamed", "upstream_has", "evidence", "assumes", "upstream_commits")
-        out |= {key: list(value) for key in lists if (value := getattr(self, key))}
+        out |= {key: list(value) for key in STEP_LISTS if (value := getattr(self, key))}
         return out | ({"shifted": [m.to_dict() for m in self.shifted]} if self.shifted else {})
 
 
@@ -521,8 +524,7 @@ def _as_applied(ws: merge.Workspace, applied: AppliedPatch, files: dict[str, mer
 
 
 def _mode_of(ws: merge.Workspace, path: str) -> str:
-    have = ws.get(path)
-    return have.mode if have is not None else "100644"
+    return have.mode if (have := ws.get(path)) is not None else "100644"
 
 
 def _lines(h: PlacedHunk) -> tuple[str, ...]:
@@ -630,8 +632,7 @@ def check_placement(
     blobs = repo.cat_blobs([f"{rev}:{p}" for rev in (old_commit, parent_tree, new_tree) for p in paths])
 
     def text(rev: str, path: str) -> str | None:
-        data = blobs.get(f"{rev}:{path}")
-        return None if data is None else data.decode("utf-8", "replace")
+        return None if (data := blobs.get(f"{rev}:{path}")) is None else data.decode("utf-8", "replace")
 
     before = {p: t for p in paths if (t := text(old_commit, p)) is not None}
     after = {p: t for p in paths if (t := text(new_tree, p)) is not None}

@@ -27,7 +27,7 @@ from patchtool import fsroot, paths
 from patchtool.errors import InvalidInput
 from patchtool.project import statedir, stopped
 from patchtool.project.stopped import STATE_FILE
-from patchtool.rebase.replay import PatchOutcome, Step
+from patchtool.rebase.replay import STEP_LISTS, PatchOutcome, Step
 from patchtool.rebase.textapply import MovedHunk
 
 
@@ -103,15 +103,9 @@ def _step_from_dict(d: dict[str, Any]) -> Step:
         outcome=PatchOutcome(d["outcome"]),
         commit=d.get("commit"),
         detail=str(d.get("detail", "")),
-        conflicted=strings("conflicted"),
-        misplaced=strings("misplaced"),
-        renamed=strings("renamed"),
-        shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())),
         files=strings("files"),
-        upstream_has=strings("upstream_has"),
-        evidence=strings("evidence"),
-        assumes=strings("assumes"),
-        upstream_commits=strings("upstream_commits"),
+        shifted=tuple(MovedHunk.from_dict(m) for m in d.get("shifted", ())),
+        **{key: strings(key) for key in STEP_LISTS},
     )
 
 

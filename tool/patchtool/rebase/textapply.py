@@ -35,12 +35,7 @@ class MovedHunk:
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> MovedHunk:
-        return cls(
-            file=str(data["file"]),
-            hunk=_int(data["hunk"]),
-            old_line=_int(data["old_line"]),
-            new_line=_int(data["new_line"]),
-        )
+        return cls(file=str(data["file"]), **{key: _int(data[key]) for key in ("hunk", "old_line", "new_line")})
 
 
 def _int(value: object) -> int:

@@ -491,13 +491,7 @@ def _conflict_worktree(root: Path, repo: git.Repo, parent: str, step: Step, resu
         else:
             disk.write(rel, data)
     tree = git.Worktree(path)
-    tree.record_unmerged(
-        {
-            c.path: _stages(tree, c)
-            for c in result.unmerged
-            if c.base is not None or c.ours is not None or c.theirs is not None
-        }
-    )
+    tree.record_unmerged({c.path: stages for c in result.unmerged if (stages := _stages(tree, c))})
     return path
 
 
@@ -642,11 +636,7 @@ def _widenings(project: Project, new_pin: Pin, steps: tuple[Step, ...]) -> list[
         if "id" in t and "applies_to" in t
     }
     return [
-        Widening(
-            patch=e.id,
-            old=written.get(e.id, str(e.applies_to)),
-            new=widen(written.get(e.id, str(e.applies_to)), new_pin.version),
-        )
+        Widening(patch=e.id, old=(old := written.get(e.id, str(e.applies_to))), new=widen(old, new_pin.version))
         for e in project.manifest.patches
         if e.id in applied and new_pin.version not in e.applies_to
     ]

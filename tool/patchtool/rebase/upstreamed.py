@@ -206,14 +206,9 @@ def _ignored_above(h: Hunk, level: int) -> int:
 def _maps(blocks: Sequence[textpatch.Block], line: int, at: int) -> bool:
     """Whether ``line`` of one text is at ``at`` in the other, by their diff (``blocks``): exactly
     where upstream left the line alone, anywhere in the block where it changed it."""
-    shift = 0
-    for b in blocks:
-        if line < b.a_start:
-            break
-        if line < b.a_end:
-            return b.b_start <= at <= b.b_end
-        shift = b.b_end - b.a_end
-    return at == line + shift
+    if changed := next((b for b in blocks if b.a_start <= line < b.a_end), None):
+        return changed.b_start <= at <= changed.b_end
+    return at == absorbed.kept_at(blocks, line)
 
 
 class PatchIds:

@@ -248,11 +248,8 @@ class Rejection:
             "revisit": self.revisit,
             "revisit_when": [r.to_dict() for r in self.revisit_when],
         }
-        if self.unguarded:
-            out["unguarded"] = self.unguarded
-        if not self.scope.everywhere:
-            out["scope"] = self.scope.to_dict()
-        return out
+        out |= {"unguarded": self.unguarded} if self.unguarded else {}
+        return out | ({} if self.scope.everywhere else {"scope": self.scope.to_dict()})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -352,9 +349,7 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in _FINDING_FIELDS if getattr(self, k) is not None}
-        if self.scope is not None:
-            out["scope"] = self.scope.to_dict()
-        return out
+        return out | ({"scope": self.scope.to_dict()} if self.scope is not None else {})
 
     def render(self) -> str:
         where = f"{self.file}:{self.line}" + (f" ({self.target})" if self.target else "")
@@ -394,8 +389,7 @@ def scan_lines(
         nxt = numbered[i + 1] if i + 1 < len(numbered) else None
         following = nxt[1] if nxt is not None and nxt[0] == number + 1 else ""
         for entry, guard in guards:
-            text = guard.match(line, python=python, following=following)
-            if text is None:
+            if (text := guard.match(line, python=python, following=following)) is None:
                 continue
             if findings and (findings[-1].line, findings[-1].entry) == (number, entry.id):
                 continue  # one finding per entry and line

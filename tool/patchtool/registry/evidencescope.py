@@ -51,8 +51,7 @@ def _choice(kind: type[enum.StrEnum]) -> Callable[[str], str]:
 
 def _items(f: Fields, name: str, parse: Callable[[str], str]) -> list[str] | None:
     """The list ``name`` (absent: empty), each item parsed; None when a problem was recorded."""
-    values = f.str_list(name, required=False)
-    if values is None:
+    if (values := f.str_list(name, required=False)) is None:
         return None if name in f.data else []
     out: list[str] = []
     for i, value in enumerate(values):
@@ -107,10 +106,8 @@ class Scope:
         head = [f"model {' or '.join(self.models)}"] if self.models else []
         head += [f"on {' or '.join(self.hardware)}"] if self.hardware else []
         parts = [" ".join(head)] if head else []
-        if self.modes:
-            parts.append(" or ".join("PD" if m is Mode.PD else "single server" for m in self.modes))
-        if self.roles:
-            parts.append(f"{' or '.join(self.roles)} only")
+        parts += [" or ".join("PD" if m is Mode.PD else "single server" for m in self.modes)] if self.modes else []
+        parts += [f"{' or '.join(self.roles)} only"] if self.roles else []
         parts += [f"at {c}" for c in self.unstated]
         return ", ".join(parts)
 

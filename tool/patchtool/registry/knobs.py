@@ -75,8 +75,7 @@ def _uses(guard: Guard, text: str, *, python: bool) -> Iterator[tuple[int, str, 
 
 def _tuple_uses(key: str, text: str) -> Iterator[tuple[int, str, str, bool]]:
     """``BLOCK_T, NUM_WARPS, NUM_STAGES = 16, 8, 2``: the value at the key's position."""
-    m = _TUPLE_ASSIGN.match(text)
-    if m is None:
+    if (m := _TUPLE_ASSIGN.match(text)) is None:
         return
     names = [n.strip() for n in m.group("lhs").split(",")]
     values = [v.strip() for v in m.group("rhs").strip().strip("()[]").split(",") if v.strip()]
