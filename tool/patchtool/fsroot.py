@@ -166,8 +166,7 @@ class Root:
     def _parent(self, rel: str, *, create: bool) -> Iterator[tuple[int, str] | None]:
         """(descriptor of ``rel``'s directory, ``rel``'s last component); None when that directory
         is missing and ``create`` is false."""
-        why = paths.tree_path_problem(rel)
-        if why is not None:
+        if (why := paths.tree_path_problem(rel)) is not None:
             raise self._refused(rel, why)
         *dirs, name = rel.split("/")
         if create:

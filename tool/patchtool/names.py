@@ -32,8 +32,7 @@ class PinName(str):
     what = "pin name"
 
     def __new__(cls, text: str) -> Self:
-        why = paths.id_problem(text, cls.what)
-        if why is not None:
+        if (why := paths.id_problem(text, cls.what)) is not None:
             raise ValueError(why)
         return super().__new__(cls, text)
 
@@ -70,8 +69,7 @@ class ArtifactFilename(str):
     __slots__ = ()
 
     def __new__(cls, text: str) -> Self:
-        why = paths.file_name_problem(text)
-        if why is not None:
+        if (why := paths.file_name_problem(text)) is not None:
             raise ValueError(f"{why}; a release file is named by one plain file name")
         if _parsed(text) is None:
             raise ValueError(f"{text!r} is neither a wheel nor an sdist file name")
@@ -120,8 +118,7 @@ class TreePrefix(str):
         if text:
             if not text.endswith("/"):
                 raise ValueError(f"{text!r} must end with '/'")
-            why = paths.tree_path_problem(text[:-1])
-            if why is not None:
+            if (why := paths.tree_path_problem(text[:-1])) is not None:
                 raise ValueError(why)
         return super().__new__(cls, text)
 
@@ -168,7 +165,6 @@ class RepoPath(str):
     __slots__ = ()
 
     def __new__(cls, text: str) -> Self:
-        why = paths.tree_path_problem(text)
-        if why is not None:
+        if (why := paths.tree_path_problem(text)) is not None:
             raise ValueError(f"{why}; name a file inside the tree")
         return super().__new__(cls, text)

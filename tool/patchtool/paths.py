@@ -115,8 +115,7 @@ def file_kind(mode: int) -> str | None:
 
 def not_regular(mode: int) -> str | None:
     """``file_kind`` said against reading it from a repository."""
-    kind = file_kind(mode)
-    if kind is None:
+    if (kind := file_kind(mode)) is None:
         return None
     if stat.S_ISLNK(mode):
         return f"{kind} (it could lead outside the repository; patchtool follows none)"
@@ -170,8 +169,7 @@ def read_inside(root: Path, rel: str, *, limit: int = MAX_INPUT_BYTES) -> bytes:
     rather than read (or waited on forever). FileNotFoundError when there is no such file;
     InvalidInput, naming ``rel`` and what it is, for anything that is not a regular file or
     cannot be read, or is more than ``limit`` bytes."""
-    why = tree_path_problem(rel)
-    if why is not None:
+    if (why := tree_path_problem(rel)) is not None:
         raise _unsafe(rel, why, "name a file inside the repository")
 
     def refuse(why: str, hint: str) -> PatchtoolError:

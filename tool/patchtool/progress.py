@@ -75,8 +75,7 @@ def reporting(reporter: Reporter | None) -> Iterator[None]:
 @contextlib.contextmanager
 def task(description: str, *, total: float | None = None, unit: str = "steps", completed: float = 0) -> Iterator[Task]:
     """A step of ``total`` units (None: of unknown length), ``completed`` of them done already."""
-    reporter = _reporter
-    if reporter is None:
+    if (reporter := _reporter) is None:
         yield _SILENT
         return
     handle = reporter.start(description, total=total, unit=unit, completed=completed)

@@ -178,8 +178,7 @@ def permit(url: SourceUrl, *, allow_local: LocalUrls | bool) -> None:
     local = LocalUrls.of(allow_local)
     if not url.needs_permission:
         return
-    path = url.local_path
-    if path is None:
+    if (path := url.local_path) is None:
         if local.allowed:
             return
         _refuse(url, "plain http", ALLOW_LOCAL_HINT)

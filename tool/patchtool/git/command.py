@@ -225,8 +225,7 @@ def _isolated_class() -> type[gitpython.Git]:
                 command = [_env_program(), *(f for k in inherited for f in ("-u", k)), *command]
             # a Landlock domain of its own (confine.child_preexec): under the confinement no git, nor
             # what it runs, can trace or write into this process, and steer its unconfined thread
-            preexec = confine.child_preexec(kwargs.pop("preexec_fn", None))
-            if preexec is not None:
+            if (preexec := confine.child_preexec(kwargs.pop("preexec_fn", None))) is not None:
                 kwargs["preexec_fn"] = preexec
             # no terminal: stdin is /dev/null unless given (GitPython's default), output is piped, and
             # a session of its own leaves git no controlling terminal to push keystrokes into
@@ -454,8 +453,7 @@ def check_config(git_dir: Path) -> None:
     config --file F --no-includes``, which runs nothing), once per content. A repository patchtool
     owns (the cache's), or a worktree of one, is first put back to what patchtool wrote
     (``owned.restore``)."""
-    common = owned.owner(git_dir)
-    if common is not None:
+    if (common := owned.owner(git_dir)) is not None:
         owned.restore(common)
     for file in config_files(git_dir):
         try:

@@ -120,8 +120,7 @@ class Workspace:
             self._looked_up.add(path)
             if self._tree is None:
                 self._tree = self.repo.tree_of(self.start)
-            found = self.reader.entry(self._tree, path)
-            if found is not None:
+            if (found := self.reader.entry(self._tree, path)) is not None:
                 self._start_files[path] = File(*found)
         return self._start_files.get(path)
 
@@ -129,8 +128,7 @@ class Workspace:
         if file.data is not None:
             return file.data
         assert file.blob is not None
-        content = self.reader.blob(file.blob)
-        if content is None:
+        if (content := self.reader.blob(file.blob)) is None:
             raise GitError(f"blob {file.blob} is missing from the cache")
         return content
 
@@ -232,8 +230,7 @@ def merge_patch(
             continue
         base = File(c.old_mode or "100644", c.old_blob)
         path = c.old_path
-        ours = ws.get(path)
-        if ours is None:
+        if (ours := ws.get(path)) is None:
             moved = ws.renamed_to(path)
             if moved is not None and ws.get(moved) is not None:
                 renamed.append(f"{path} -> {moved} (renamed upstream)")
@@ -283,8 +280,7 @@ def merge_patch(
             conflicts.append(_rename_rename(ws, c.old_path, path, target, ours, base, theirs, labels, style))
             continue
         if target != path:  # the patch renames the file
-            existing = ws.get(target)
-            if existing is not None:
+            if ws.get(target) is not None:
                 conflicts.append(
                     Conflict(
                         target,
@@ -500,8 +496,7 @@ def _modified(
     merged with what upstream made of it: its type, its mode, then its content."""
     if _type(ours.mode) != _type(theirs.mode) and not (_same(ws, ours, base) or _same(ws, theirs, base)):
         return _distinct_types(ws, target, ours, base, theirs)
-    mode = _mode(ours.mode, base.mode, theirs.mode)
-    if mode is None:
+    if (mode := _mode(ours.mode, base.mode, theirs.mode)) is None:
         return Conflict(
             target,
             ConflictKind.MODE,

@@ -86,8 +86,7 @@ def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]
             except ValueError as exc:
                 why, hint = str(exc), _NOT_A_COMMAND
             else:
-                missing = [m for s in selectors if (m := _missing_check(root, s))]
-                if not missing:
+                if not (missing := [m for s in selectors if (m := _missing_check(root, s))]):
                     continue
                 why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
             line = lines.line(key)

@@ -123,8 +123,7 @@ class Cache:
         return self._ensured[key]
 
     def _ensure(self, pin: Pin) -> Base:
-        found = self._cached(pin)  # no lock: a ref moves atomically, and what it names is verified
-        if found is not None:
+        if (found := self._cached(pin)) is not None:  # no lock: a ref moves atomically, and what it names is verified
             return found
         with self.locked():
             git.Repo.init_bare(self.repo.git_dir)
@@ -151,8 +150,7 @@ class Cache:
     def _imported(self, pin: Pin, ref: str) -> tuple[Base | None, str]:
         """The pin's import that ``ref`` names, verified, where it is of this import layout; and its
         commit ("" where there is none): one of an older layout is the same file, imported again."""
-        existing = self._tag(ref)
-        if existing is None:
+        if (existing := self._tag(ref)) is None:
             return None, ""
         commit, tree, message = existing
         if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
@@ -187,8 +185,7 @@ class Cache:
         where = f"{PINS_DIR}/{pin.name}.toml"
         tag = _import_ref(art).removeprefix("refs/tags/")
         drop = f"`git --git-dir={self.repo.git_dir} tag -d {tag}`"
-        record = ImportRecord.parse(message)
-        if record is None:
+        if (record := ImportRecord.parse(message)) is None:
             raise UpstreamError(
                 f"the cached tag {tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
                 "or the cache was changed",
@@ -220,8 +217,7 @@ class Cache:
         """(commit, tree, message) of an import tag, read once a command: resolving a release
         and ensuring it both need it. A tag not there yet is asked again (an import may add it)."""
         if ref not in self._tags:
-            found = self.repo.commit_info(ref)
-            if found is None:
+            if (found := self.repo.commit_info(ref)) is None:
                 return None
             self._tags[ref] = found
         return self._tags[ref]

@@ -37,8 +37,7 @@ class TooSlow(UpstreamError):
 def deadline_from_environment() -> float:
     """The overall deadline of one download: ``$PATCHTOOL_DOWNLOAD_DEADLINE`` seconds, the user's
     alone (never a repository's), else 30 minutes."""
-    given = os.environ.get(DEADLINE_ENV, "").strip()
-    if not given:
+    if not (given := os.environ.get(DEADLINE_ENV, "").strip()):
         return DEFAULT_DEADLINE
     return limits.seconds(DEADLINE_ENV, given, default=DEFAULT_DEADLINE, most=MAX_DEADLINE, what="one download")
 

@@ -70,8 +70,7 @@ def sdist_prefix(
 
 
 def _home(sdist: Artifact, sdist_members: list[str], wheel: Artifact, wheel_members: list[str]) -> str:
-    found = home(sdist_members, wheel_members)
-    if found is None:
+    if (found := home(sdist_members, wheel_members)) is None:
         raise _unrelated(sdist, wheel, f"none of {wheel.filename}'s files is in {sdist.filename}")
     return found
 

@@ -111,8 +111,7 @@ def safe_members(
             hint=hint,
         )
     for info in zf.infolist():
-        reason = unsafe_reason(info)
-        if reason is not None:
+        if (reason := unsafe_reason(info)) is not None:
             raise error(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
         names.add(info.filename, is_dir=info.is_dir())
         if not info.is_dir():
@@ -149,8 +148,7 @@ def check_listing(fh: BinaryIO, label: str, *, hint: str | None, error: type[Pat
     ``MAX_MEMBERS`` members, or a central directory over ``MAX_CENTRAL_BYTES``, or whose directory
     holds more members than that whatever it declares (zipfile reads the directory, not the count),
     each header counted, none built. What is no zip archive is left for zipfile to say so."""
-    found = _central_directory(fh)
-    if found is None:
+    if (found := _central_directory(fh)) is None:
         return
     declared, start, size = found
     if declared > MAX_MEMBERS:

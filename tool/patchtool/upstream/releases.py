@@ -65,8 +65,7 @@ def release_version(art: Artifact, filename: str) -> Version | None:
 
 def target_version(target: str) -> Version | None:
     """TARGET as a release version (``0.5.23``, ``v0.5.23``); None when it is none (a commit)."""
-    m = _VERSION_TARGET.match(target)
-    if m is None:
+    if (m := _VERSION_TARGET.match(target)) is None:
         return None
     try:
         return parse_version(m.group(1))
@@ -169,8 +168,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         # the release as the artifact spells its version (4.2 for a 4.2.0 asked for): its prefix does
         version = filename.version
         name = release_pin_name(pin.upstream, version, f"-{kind_of(filename)}" if other else "")
-        sha = entry.sha256
-        if not sha:
+        if not (sha := entry.sha256):
             raise UpstreamError(
                 f"the index gives no sha256 for {filename}; refusing an unverifiable file",
                 hint="patchtool takes a release file only by its sha256: use an index that lists it, "
@@ -300,8 +298,7 @@ def _at_top(cache: Cache, pin: Pin, old: Artifact) -> Artifact:
 
 def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
     """TARGET as a tag (v0.5.23), a version (0.5.23) or a commit, as a new pin."""
-    version = target_version(target)
-    if version is not None:
+    if (version := target_version(target)) is not None:
         return pin_for_version(pin, version, cache=cache)
     if re.fullmatch(r"[0-9a-f]{7,40}", target):
         if pin.git is None:
@@ -309,8 +306,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
                 f"{target} looks like a commit, but pin {pin.name} has no [git] source",
                 hint=f"give a release version of {pin.upstream}, as {pin.version}",
             )
-        commit = cache.repo.resolve(target)
-        if commit is None:
+        if (commit := cache.repo.resolve(target)) is None:
             cache.fetch(pin.git.url, target, f"commit {target}")
             commit = cache.repo.resolve(target)
         if commit is None:

@@ -362,8 +362,7 @@ def _built_files(
         for c in changes:
             rel = c.path[len(project_dir) :]
             candidates = [rel] + ([rel[len("src/") :]] if rel.startswith("src/") else [])
-            data = blobs.get(c.path)
-            if data is None:
+            if (data := blobs.get(c.path)) is None:
                 where = next((p for p in candidates if p.split("/", 1)[0] in tops and "/" in p), None)
                 if where is not None and where in names:
                     raise BuildError(f"the built wheel still contains {where}, which the series deletes")

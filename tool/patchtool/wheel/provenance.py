@@ -348,8 +348,7 @@ def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
         return read_wheel(path)
     if path.suffix == ".dist-info" and path.is_dir():
         return read_installed(importlib.metadata.PathDistribution(path), target=target, location=str(path.absolute()))
-    found = list(importlib.metadata.distributions(name=target, path=list(paths)))
-    if not found:
+    if not (found := list(importlib.metadata.distributions(name=target, path=list(paths)))):
         raise UsageError(
             f"no distribution named {target!r} is installed in {', '.join(paths) or 'sys.path'}",
             hint="pass a wheel file, a .dist-info directory, or --path SITE_PACKAGES",
@@ -550,8 +549,7 @@ def _copy_problems(prov: Provenance, raw: bytes, read: Callable[[str], bytes | N
 
 def read_installed(dist: importlib.metadata.Distribution, *, target: str, location: str) -> ProvenanceReport:
     name = dist.metadata["Name"] or target
-    text = dist.read_text(DIST_INFO_FILE)
-    if text is None:
+    if (text := dist.read_text(DIST_INFO_FILE)) is None:
         raise InvalidInput(
             f"{name} {dist.version} in {location} has no patchtool provenance "
             f"({DIST_INFO_FILE} in its .dist-info): it was not built by `patchtool build`",
@@ -591,8 +589,7 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
 
 def _dist_info_dir(dist: importlib.metadata.Distribution, root: Path) -> str | None:
     """The ``.dist-info`` directory's path relative to ``root``, as RECORD names it."""
-    where = getattr(dist, "_path", None)  # PathDistribution's directory: the only way to its name
-    if where is None:
+    if (where := getattr(dist, "_path", None)) is None:  # PathDistribution's directory: the only way to its name
         return None
     try:
         return Path(where).relative_to(root).as_posix()
