@@ -193,8 +193,7 @@ class Renames:
             self._known = memo.recall(self.repo.git_dir, "renames", self.key) or {}
         assert self._known is not None
         if path not in self._known:
-            found = self.repo.renames(self.old_tree, self.new_tree, [path])
-            self._known[path] = found.get(path)
+            self._known[path] = self.repo.renames(self.old_tree, self.new_tree, [path]).get(path)
             memo.remember(self.repo.git_dir, "renames", self.key, self._known)
         return self._known[path]
 

@@ -243,8 +243,7 @@ class Cache:
             disk.directory(rel.rpartition("/")[0])
             url = art.url or self._lookup(art)
             resumed = self.fetcher.download(url, dest, size=art.size)
-            digest = _file_sha256(dest)
-            if digest != art.sha256 and resumed:
+            if (digest := _file_sha256(dest)) != art.sha256 and resumed:
                 # pieced together from several transfers (or a partial file a killed command left):
                 # the pieces may not fit, so the hash says nothing yet about the pin; start afresh
                 disk.unlink(rel)
@@ -269,8 +268,7 @@ class Cache:
     def _lookup(self, art: Artifact) -> SourceUrl:
         for entry in self.index.files(art):
             if entry.filename == art.filename:
-                listed = entry.sha256
-                if listed and listed != art.sha256:
+                if (listed := entry.sha256) and listed != art.sha256:
                     raise UpstreamError(
                         f"the index lists {art.filename} with sha256 {listed}, the pin says {art.sha256}; refusing it",
                         hint="verify the release and fix the pin",
@@ -290,8 +288,7 @@ class Cache:
         art = pin.artifact
         assert art is not None
         with import_files(path, art) as files:  # each file's content read as git takes it
-            meta_version = metadata_version(path, art)
-            if meta_version != art.version:
+            if (meta_version := metadata_version(path, art)) != art.version:
                 raise UpstreamError(
                     f"{art.filename} contains {art.distribution} {meta_version}, not {art.version}; refusing it",
                     hint="the pin names the wrong file",
@@ -338,8 +335,7 @@ class Cache:
                         file=where,
                         hint="check the network, and the url and tag in the pin",
                     ) from None
-                got = scratch.resolve("refs/probe/tag")
-                if got != src.commit:
+                if (got := scratch.resolve("refs/probe/tag")) != src.commit:
                     raise self._not_the_tag(pin, scratch, got)
                 fetched = fetch_ref(src.url, src.tag)
                 self.repo.fetch_from(scratch, f"+refs/probe/tag:{fetched}")

@@ -124,8 +124,7 @@ class Deadline:
     def _watch(self) -> None:
         wait = min(POLL, self.seconds)
         while not self._stop.wait(wait):
-            left = self.end - self.clock()
-            if left <= 0:
+            if (left := self.end - self.clock()) <= 0:
                 with self._lock:
                     self._expired = True
                     for held in self._held:

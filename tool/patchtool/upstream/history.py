@@ -328,8 +328,7 @@ def unknown_tag(cache: Cache, pin: Pin) -> str | None:
     repository has no such tag, even after the commits of every tag are fetched again (a release
     tagged since), or they could not be; None where the tag is there, and where the cache holds no
     history of that repository (nothing is fetched for one the user never asked history of)."""
-    src = pin.git
-    if src is None or pin.use != "artifact":
+    if (src := pin.git) is None or pin.use != "artifact":
         return None
     history = History(cache, src.url, src.tag, src.tag, src.template)
     if not (history.git_dir / "HEAD").is_file():

@@ -103,8 +103,7 @@ def safe_members(
     out = []
     if len(zf.infolist()) > MAX_MEMBERS:
         raise error(too_many(label), hint=hint)
-    total = sum(info.file_size for info in zf.infolist())
-    if total > MAX_UNPACKED_BYTES:
+    if (total := sum(info.file_size for info in zf.infolist())) > MAX_UNPACKED_BYTES:
         raise error(
             f"{label}: its members declare {total} bytes in all, more than the {MAX_UNPACKED_BYTES} "
             "patchtool unpacks; refusing it",
@@ -176,8 +175,7 @@ def _central_directory(fh: BinaryIO) -> tuple[int, int, int] | None:
     """The members the archive declares, where its central directory starts and its size, found
     as ``zipfile`` finds them: the end record last in the file, else the last one in its final
     64 KiB, and the zip64 record just before its locator, just before the end record."""
-    end = fh.seek(0, 2)
-    if end < _END.size:
+    if (end := fh.seek(0, 2)) < _END.size:
         return None
     fh.seek(end - _END.size)
     record = fh.read(_END.size)

@@ -205,8 +205,7 @@ def git_source(cache: Cache, given: str, tag: str) -> GitSource:
 
 def write_pin(root: Path, pin: Pin) -> list[str]:
     """``upstream-pins/<name>.toml`` for ``pin``; refused when a pin of that name exists."""
-    path = pin_path(root, pin.name)
-    if path.exists() or path.is_symlink():
+    if (path := pin_path(root, pin.name)).exists() or path.is_symlink():
         raise UsageError(
             f"pin {pin.name} exists already ({PINS_DIR}/{pin.name}.toml)",
             hint=f"`patchtool pin remove {pin.name}` first to replace it",

@@ -212,8 +212,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         )
     src = pin.git
     assert src is not None
-    tag = src.at(version, was=pin.version).tag
-    commit = cache.fetch_tag(src.url, tag)
+    commit = cache.fetch_tag(src.url, src.at(version, was=pin.version).tag)
     return Pin(
         name=name,
         upstream=pin.upstream,
@@ -230,8 +229,7 @@ def _sibling_entry(art: Artifact, files: list[IndexFile], version: Version) -> I
     listed = [e for e in files if release_version(art, e.filename) == version]
     sibling = sibling_filename(art, version)
     if not listed:
-        named = [e.filename for e in files]
-        same = sorted(f for f in named if f"-{version}-" in f or f"-{version}." in f)
+        same = sorted(e.filename for e in files if f"-{version}-" in e.filename or f"-{version}." in e.filename)
         raise UpstreamError(
             f"{art.distribution} {version} has no {sibling} on the index",
             hint=f"files for {version}: {', '.join(same) or 'none'}",
@@ -251,8 +249,7 @@ def _across_layouts(cache: Cache, old: Pin, new: Pin) -> Artifact:
     with cache.locked():
         was_members = member_names(cache.artifact_path(old), was)
         members = member_names(cache.artifact_path(new), art)
-    mapped = wheel_prefix if art.is_wheel else sdist_prefix
-    template, to = mapped(was, was_members, art, members)
+    template, to = (wheel_prefix if art.is_wheel else sdist_prefix)(was, was_members, art, members)
     return dataclasses.replace(art, prefix_from_template=template, prefix_to=to)
 
 

@@ -177,8 +177,7 @@ def check_shipped(loaded: Sequence[LoadedPatch], prefix: str, what: str) -> None
 
 def _apply(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch]) -> list[str]:
     """The series applied in the cache: one commit per patch, in order."""
-    result = apply_series(cache.repo, base.commit, loaded, commit=True)
-    if not result.ok:
+    if not (result := apply_series(cache.repo, base.commit, loaded, commit=True)).ok:
         failed = result.failed
         assert failed is not None
         raise ApplyConflict(
@@ -265,8 +264,7 @@ def _sdist_project_dir(pin: Pin) -> str:
     the whole sdist (its ``prefix.from`` is one top directory); another pin holds no project to build."""
     art = pin.artifact
     assert art is not None
-    top = art.prefix_from
-    if not top or top.count("/") != 1:
+    if not (top := art.prefix_from) or top.count("/") != 1:
         raise UsageError(
             f"pin {pin.name} imports {top or './'} of {art.filename}, not its top directory: "
             "its tree is not a project a build backend can build",

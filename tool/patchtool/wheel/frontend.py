@@ -171,8 +171,7 @@ def _take_wheel(returned: str, wheels: Path, outdir: Path) -> Path:
     onto ``wheels``, and it must be a bare file name there (no ``/``, not ``..``) of a regular
     file, opened without following a link and read through that descriptor, so patchtool, which
     may read what the sandbox may not, ships nothing the backend could not read itself."""
-    inside = str(wheels) + os.sep
-    name = returned.removeprefix(inside)
+    name = returned.removeprefix(str(wheels) + os.sep)
     if "/" in name or name in ("", ".", "..") or "\0" in name:
         raise BuildError(
             f"the build backend named {name!r} as its wheel, which is not a file name in its wheel "

@@ -144,8 +144,7 @@ class FileRecord:
         return cls(path=path, change=FileChange(change), wheel_path=wheel_path, sha256=sha256)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-        return {**out, "change": str(self.change)}
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None} | {"change": str(self.change)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -168,8 +167,7 @@ class Provenance:
     def from_dict(cls, data: Mapping[str, Any], *, file: str) -> Provenance:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
-        schema = f.integer("schema", maximum=MAX_SCHEMA)
-        if schema is not None and schema != SCHEMA:
+        if (schema := f.integer("schema", maximum=MAX_SCHEMA)) is not None and schema != SCHEMA:
             f.problem("schema", f"unsupported provenance schema {schema}")
         tool = f.table("tool")
         tool_version = ""
@@ -540,8 +538,7 @@ def _copy_problems(prov: Provenance, raw: bytes, read: Callable[[str], bytes | N
     """The package's copy of the provenance record, which must be the record itself."""
     if prov.package_copy is None:
         return []
-    copy = read(prov.package_copy)
-    if copy == raw:
+    if (copy := read(prov.package_copy)) == raw:
         return []
     message = f"the package's copy of the provenance record {'is missing' if copy is None else 'differs'}"
     return [Problem(file=prov.package_copy, code="copy", message=message)]

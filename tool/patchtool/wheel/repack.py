@@ -325,8 +325,7 @@ def _payload(
     members are read once more for it: the provenance record is written before most of them."""
     rows = []
     for path, item in plan.items():
-        where = installed_path(path, dist_info=dist_info)
-        if where is None or where == package_copy:
+        if (where := installed_path(path, dist_info=dist_info)) is None or where == package_copy:
             continue
         h, size = hashlib.sha256(), 0
         if isinstance(item, zipfile.ZipInfo):
