@@ -202,9 +202,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         found = Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art, use="artifact")
         if other:
             return dataclasses.replace(found, artifact=_across_layouts(cache, pin, found))
-        if new_art.is_wheel:
-            return found
-        return dataclasses.replace(found, artifact=_at_top(cache, found, art))
+        return found if new_art.is_wheel else dataclasses.replace(found, artifact=_at_top(cache, found, art))
     if choice.given:
         raise UsageError(
             f"pin {pin.name} uses its git source: --sdist, --wheel and --filename choose a release file on an index",

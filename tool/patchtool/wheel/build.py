@@ -223,7 +223,6 @@ def _repack_release(
         files.append(FileRecord(path=c.path, change=change, wheel_path=wheel_path, sha256=_sha256(data)))
     package_copy = art.prefix_from + PACKAGE_FILE if art.prefix_from else None
     prov = dataclasses.replace(prov, files=tuple(files), package_copy=package_copy)
-    when = date_time_of(prov.source_date_epoch) if prov.source_date_epoch is not None else None
     repacked = repack(
         source,
         out,
@@ -231,7 +230,7 @@ def _repack_release(
         version=Version(prov.version),
         replace=replace,
         provenance=prov,
-        date_time=when,
+        date_time=date_time_of(prov.source_date_epoch) if prov.source_date_epoch is not None else None,
     )
     return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked)
 
@@ -333,8 +332,7 @@ def _build_tree(
                 hint=f"{'the git source' if pin.use == 'git' else source} builds another distribution or version",
             )
         files, package = _built_files(cache.repo, prov.tip, built, changes, project_dir, pin.upstream)
-        package_copy = f"{package}/{PACKAGE_FILE}" if package else None
-        prov = dataclasses.replace(prov, files=files, package_copy=package_copy)
+        prov = dataclasses.replace(prov, files=files, package_copy=f"{package}/{PACKAGE_FILE}" if package else None)
         repacked = repack(
             built,
             out,
