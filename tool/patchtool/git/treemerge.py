@@ -475,9 +475,7 @@ def _added(
         return _distinct_types(ws, path, ours, None, theirs)
     merged = _content(ws, path, ours, None, theirs, labels, style)
     if isinstance(merged, Conflict):
-        return dataclasses.replace(
-            merged, kind=ConflictKind.ADD_ADD, message=f"CONFLICT (add/add): Merge conflict in {path}"
-        )
+        return _merge_conflict(ConflictKind.ADD_ADD, path, None, ours, theirs, merged.data)
     return merged
 
 
@@ -505,9 +503,7 @@ def _modified(
             theirs=theirs,
         )
     merged = _content(ws, target, ours, base, theirs, labels, style)
-    if isinstance(merged, Conflict):
-        return merged
-    return dataclasses.replace(merged, mode=mode)
+    return merged if isinstance(merged, Conflict) else dataclasses.replace(merged, mode=mode)
 
 
 def _type(mode: str) -> str:
@@ -571,32 +567,19 @@ def _content(
     if base is not None and ours_data == base_data:
         return theirs
     if _type(theirs.mode) != "regular file":  # two link targets (or commits) are not merged line by line
-        return Conflict(
-            path,
-            ConflictKind.CONTENT,
-            f"CONFLICT (content): Merge conflict in {path}",
-            base=base,
-            ours=ours,
-            theirs=theirs,
-        )
+        return _merge_conflict(ConflictKind.CONTENT, path, base, ours, theirs)
     if _is_binary(ours_data, base_data, theirs_data):
-        return Conflict(
-            path,
-            ConflictKind.BINARY,
-            f"CONFLICT (binary): Merge conflict in {path}",
-            base=base,
-            ours=ours,
-            theirs=theirs,
-        )
+        return _merge_conflict(ConflictKind.BINARY, path, base, ours, theirs)
     data, count = ws.merge_file(ours_data, base_data, theirs_data, labels, style=style)
     if count:
-        return Conflict(
-            path,
-            ConflictKind.CONTENT,
-            f"CONFLICT (content): Merge conflict in {path}",
-            data,
-            base=base,
-            ours=ours,
-            theirs=theirs,
-        )
+        return _merge_conflict(ConflictKind.CONTENT, path, base, ours, theirs, data)
     return File(theirs.mode, None, data)
+
+
+def _merge_conflict(
+    kind: ConflictKind, path: str, base: File | None, ours: File, theirs: File, data: bytes | None = None
+) -> Conflict:
+    """The sides of ``path`` left unmerged, in merge-ort's words: ``CONFLICT (<kind>): Merge conflict in``."""
+    return Conflict(
+        path, kind, f"CONFLICT ({kind}): Merge conflict in {path}", data, base=base, ours=ours, theirs=theirs
+    )
