@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -93,10 +94,14 @@ class Workspace:
         self._looked_up = set(paths)
         found = repo.entries(start, list(self._looked_up))
         self._start_files = {p: File(mode, sha) for p, (mode, sha) in found.items()}
-        self._tree: str | None = None  # start's tree, read on the first lookup
         self._changed: dict[str, File | None] = {}
         self._renames = renames
         self._merger = git.FileMerger(repo)
+
+    @functools.cached_property
+    def _tree(self) -> str:
+        """``start``'s tree, read on the first lookup."""
+        return self.repo.tree_of(self.start)
 
     def __enter__(self) -> Self:
         return self
@@ -118,8 +123,6 @@ class Workspace:
             return self._changed[path]
         if path not in self._looked_up:
             self._looked_up.add(path)
-            if self._tree is None:
-                self._tree = self.repo.tree_of(self.start)
             if (found := self.reader.entry(self._tree, path)) is not None:
                 self._start_files[path] = File(*found)
         return self._start_files.get(path)
@@ -138,8 +141,6 @@ class Workspace:
 
     def files_under(self, path: str) -> list[str]:
         """The files under the directory ``path`` in the tree being built (none: not a directory)."""
-        if self._tree is None:
-            self._tree = self.repo.tree_of(self.start)
         below = f"{path}/"
         start = [p for p in self.reader.files_under(self._tree, path) if self.get(p) is not None]
         return sorted({*start, *(p for p, f in self._changed.items() if p.startswith(below) and f is not None)})
@@ -452,12 +453,11 @@ def _rename_rename(
     """Upstream renamed ``was`` to ``ours_path``, the patch to ``target``: a conflict, as merge-ort
     makes it, with the contents merged at the patch's name and upstream's file left where it is."""
     merged = _content(ws, target, ours, base, theirs, labels, style)
-    data = merged.data if isinstance(merged, Conflict) else ws.data(merged)
     return Conflict(
         target,
         ConflictKind.RENAME_RENAME,
-        (f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch"),
-        data,
+        f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch",
+        merged.data if isinstance(merged, Conflict) else ws.data(merged),
         base=base,
         ours=ours,
         theirs=theirs,
