@@ -36,9 +36,7 @@ def home(sdist_members: Iterable[str], wheel_members: Iterable[str]) -> str | No
         for w in by_base.get(s.rpartition("/")[2], ()):
             if s == w or s.endswith("/" + w):
                 score[s[: len(s) - len(w)]] += 1
-    if not score:
-        return None
-    return min(score, key=lambda d: (-score[d], len(d), d))
+    return min(score, key=lambda d: (-score[d], len(d), d), default=None)
 
 
 def wheel_prefix(
