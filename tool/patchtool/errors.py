@@ -49,8 +49,7 @@ class Problem:
 
     def located(self, **changes: Any) -> Problem:
         """Fill in location fields that are still empty."""
-        fill = {k: v for k, v in changes.items() if getattr(self, k) is None}
-        return dataclasses.replace(self, **fill)
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if getattr(self, k) is None})
 
 
 class Payload(Protocol):

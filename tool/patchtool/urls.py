@@ -61,8 +61,7 @@ class SourceUrl:
     ) -> SourceUrl:
         """``text`` as a SourceUrl; ValueError naming why it is not one. ``git``: a git remote,
         which may also be an absolute local path (a repository on this machine)."""
-        scheme = _scheme(text, git=git)
-        return cls(text=text, scheme=scheme, file=file, key=key, user=user, git=git)
+        return cls(text=text, scheme=_scheme(text, git=git), file=file, key=key, user=user, git=git)
 
     @property
     def local_path(self) -> Path | None:

@@ -55,8 +55,7 @@ def materialise(repo: git.Repo, commit: str, into: Path, *, replace: bool) -> Pa
 def keep_failed(repo: git.Repo, last_good: str | None, target: Path, patch_id: str, patch_path: Path) -> Path:
     """A debugging tree beside ``target``: the patches before the failing one, plus its .rej files."""
     assert last_good is not None
-    debug = failed_tree_path(target, patch_id)
-    if debug.exists():
+    if (debug := failed_tree_path(target, patch_id)).exists():
         repo.worktree_remove(debug)
         fsroot.Root(debug.parent).rmtree(debug.name)
     debug.parent.mkdir(parents=True, exist_ok=True)

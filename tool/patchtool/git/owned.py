@@ -144,8 +144,7 @@ def restore(common: Path) -> None:
             continue  # `git worktree remove` took it meanwhile
         files.append(where / "config.worktree")
         pointer = where / "commondir"
-        held = _held(pointer)
-        if held is None and not os.path.lexists(pointer):
+        if (held := _held(pointer)) is None and not os.path.lexists(pointer):
             # without one git takes the worktree's directory for the whole repository, which it is
             # only with objects/ of its own; else it is one `git worktree add` or `remove` is at
             if os.path.lexists(where / "objects"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import posixpath
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -93,10 +94,14 @@ class Workspace:
         self._looked_up = set(paths)
         found = repo.entries(start, list(self._looked_up))
         self._start_files = {p: File(mode, sha) for p, (mode, sha) in found.items()}
-        self._tree: str | None = None  # start's tree, read on the first lookup
         self._changed: dict[str, File | None] = {}
         self._renames = renames
         self._merger = git.FileMerger(repo)
+
+    @functools.cached_property
+    def _tree(self) -> str:
+        """``start``'s tree, read on the first lookup."""
+        return self.repo.tree_of(self.start)
 
     def __enter__(self) -> Self:
         return self
@@ -118,8 +123,6 @@ class Workspace:
             return self._changed[path]
         if path not in self._looked_up:
             self._looked_up.add(path)
-            if self._tree is None:
-                self._tree = self.repo.tree_of(self.start)
             if (found := self.reader.entry(self._tree, path)) is not None:
                 self._start_files[path] = File(*found)
         return self._start_files.get(path)
@@ -138,8 +141,6 @@ class Workspace:
 
     def files_under(self, path: str) -> list[str]:
         """The files under the directory ``path`` in the tree being built (none: not a directory)."""
-        if self._tree is None:
-            self._tree = self.repo.tree_of(self.start)
         below = f"{path}/"
         start = [p for p in self.reader.files_under(self._tree, path) if self.get(p) is not None]
         return sorted({*start, *(p for p, f in self._changed.items() if p.startswith(below) and f is not None)})
@@ -193,8 +194,7 @@ class Renames:
             self._known = memo.recall(self.repo.git_dir, "renames", self.key) or {}
         assert self._known is not None
         if path not in self._known:
-            found = self.repo.renames(self.old_tree, self.new_tree, [path])
-            self._known[path] = found.get(path)
+            self._known[path] = self.repo.renames(self.old_tree, self.new_tree, [path]).get(path)
             memo.remember(self.repo.git_dir, "renames", self.key, self._known)
         return self._known[path]
 
@@ -453,12 +453,11 @@ def _rename_rename(
     """Upstream renamed ``was`` to ``ours_path``, the patch to ``target``: a conflict, as merge-ort
     makes it, with the contents merged at the patch's name and upstream's file left where it is."""
     merged = _content(ws, target, ours, base, theirs, labels, style)
-    data = merged.data if isinstance(merged, Conflict) else ws.data(merged)
     return Conflict(
         target,
         ConflictKind.RENAME_RENAME,
-        (f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch"),
-        data,
+        f"CONFLICT (rename/rename): {was} renamed to {ours_path} upstream and to {target} by the patch",
+        merged.data if isinstance(merged, Conflict) else ws.data(merged),
         base=base,
         ours=ours,
         theirs=theirs,
@@ -476,9 +475,7 @@ def _added(
         return _distinct_types(ws, path, ours, None, theirs)
     merged = _content(ws, path, ours, None, theirs, labels, style)
     if isinstance(merged, Conflict):
-        return dataclasses.replace(
-            merged, kind=ConflictKind.ADD_ADD, message=f"CONFLICT (add/add): Merge conflict in {path}"
-        )
+        return _merge_conflict(ConflictKind.ADD_ADD, path, None, ours, theirs, merged.data)
     return merged
 
 
@@ -506,9 +503,7 @@ def _modified(
             theirs=theirs,
         )
     merged = _content(ws, target, ours, base, theirs, labels, style)
-    if isinstance(merged, Conflict):
-        return merged
-    return dataclasses.replace(merged, mode=mode)
+    return merged if isinstance(merged, Conflict) else dataclasses.replace(merged, mode=mode)
 
 
 def _type(mode: str) -> str:
@@ -572,32 +567,19 @@ def _content(
     if base is not None and ours_data == base_data:
         return theirs
     if _type(theirs.mode) != "regular file":  # two link targets (or commits) are not merged line by line
-        return Conflict(
-            path,
-            ConflictKind.CONTENT,
-            f"CONFLICT (content): Merge conflict in {path}",
-            base=base,
-            ours=ours,
-            theirs=theirs,
-        )
+        return _merge_conflict(ConflictKind.CONTENT, path, base, ours, theirs)
     if _is_binary(ours_data, base_data, theirs_data):
-        return Conflict(
-            path,
-            ConflictKind.BINARY,
-            f"CONFLICT (binary): Merge conflict in {path}",
-            base=base,
-            ours=ours,
-            theirs=theirs,
-        )
+        return _merge_conflict(ConflictKind.BINARY, path, base, ours, theirs)
     data, count = ws.merge_file(ours_data, base_data, theirs_data, labels, style=style)
     if count:
-        return Conflict(
-            path,
-            ConflictKind.CONTENT,
-            f"CONFLICT (content): Merge conflict in {path}",
-            data,
-            base=base,
-            ours=ours,
-            theirs=theirs,
-        )
+        return _merge_conflict(ConflictKind.CONTENT, path, base, ours, theirs, data)
     return File(theirs.mode, None, data)
+
+
+def _merge_conflict(
+    kind: ConflictKind, path: str, base: File | None, ours: File, theirs: File, data: bytes | None = None
+) -> Conflict:
+    """The sides of ``path`` left unmerged, in merge-ort's words: ``CONFLICT (<kind>): Merge conflict in``."""
+    return Conflict(
+        path, kind, f"CONFLICT ({kind}): Merge conflict in {path}", data, base=base, ours=ours, theirs=theirs
+    )

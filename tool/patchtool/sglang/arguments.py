@@ -63,8 +63,7 @@ def _uncommented(line: str) -> str:
     while True:
         m = _COMMENT.match(line, words)
         assert m is not None  # the pattern matches the empty string
-        end = m.end()
-        if end >= len(line) or line[end] == "#":
+        if (end := m.end()) >= len(line) or line[end] == "#":
             return line[:end]
         if line[end] in "\"'":  # an unclosed quote: keep the rest as it is
             return line

@@ -104,8 +104,7 @@ def layout(text: str, name: str = "") -> Layout:
 
 def _split(node: _Node, blocks: list[_Node], shared: list[int]) -> None:
     """The largest blocks under ``node`` that hold exactly one launch; the rest is shared."""
-    n = node.launches()
-    if n == 1:
+    if (n := node.launches()) == 1:
         blocks.append(node)
         return
     shared += node.lines
@@ -123,8 +122,7 @@ def _tree(lines: list[str]) -> _Node:
     stack = [root]
     i = 0
     while i < len(lines):
-        line = lines[i]
-        if not line.strip() or _COMMENT_RE.match(line):
+        if not (line := lines[i]).strip() or _COMMENT_RE.match(line):
             i += 1
             continue
         numbers = [i + 1]

@@ -141,8 +141,7 @@ def evidence_for(gpu: GpuCheck, runs: Sequence[ResultsFile], patch_sha256: str |
         return ()
     newest: dict[tuple[str | None, str | None], GpuEvidence] = {}
     for run in runs:  # oldest first, so a later run on the same machine replaces an earlier one
-        matched = tuple(c for c in run.checks if any(selects(s, c.check) for s in selectors))
-        if not matched:
+        if not (matched := tuple(c for c in run.checks if any(selects(s, c.check) for s in selectors))):
             continue
         shas = {c.patch_sha256 for c in matched if c.patch_sha256}
         current = None if not shas or patch_sha256 is None else shas == {patch_sha256}

@@ -44,8 +44,7 @@ def gpu_run_selectors(run: str) -> tuple[str, ...]:
     elif argv[:1] in (["python"], ["python3"]) and argv[1:2] == [f"{GPU_CHECKS_DIR}/run.py"]:
         rest = argv[2:] or [GPU_CHECKS_DIR]
     elif argv[:3] == ["nox", "-s", "gpu"]:
-        rest = argv[4:] if argv[3:4] == ["--"] else argv[3:]
-        rest = rest or [GPU_CHECKS_DIR]
+        rest = (argv[4:] if argv[3:4] == ["--"] else argv[3:]) or [GPU_CHECKS_DIR]
     if rest is None:
         raise ValueError(
             f"not a command that runs checks under tests/gpu: {_clip(run)}; write one of "
@@ -86,8 +85,7 @@ def gpu_run_problems(root: Path, entries: Sequence[PatchEntry]) -> list[Problem]
             except ValueError as exc:
                 why, hint = str(exc), _NOT_A_COMMAND
             else:
-                missing = [m for s in selectors if (m := _missing_check(root, s))]
-                if not missing:
+                if not (missing := [m for s in selectors if (m := _missing_check(root, s))]):
                     continue
                 why, hint = "; ".join(missing), "write the check under tests/gpu/ or fix the node id"
             line = lines.line(key)

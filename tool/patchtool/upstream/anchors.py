@@ -53,8 +53,7 @@ class AnchorScan:
     def _scan(self) -> None:
         text, pos, end = self.text, 0, len(self.text)
         while pos < end:
-            lt = self._search(_MARKUP, pos)
-            if lt < 0:
+            if (lt := self._search(_MARKUP, pos)) < 0:
                 self._data(text[pos:])
                 return
             self._data(text[pos:lt])
@@ -109,8 +108,7 @@ class AnchorScan:
             if text.startswith("=", pos):
                 pos = self._match(_BLANK, pos + 1).end()  # type: ignore[union-attr]
                 if pos < end and text[pos] in "\"'":
-                    close = self._find(text[pos], pos + 1)
-                    if close < 0:
+                    if (close := self._find(text[pos], pos + 1)) < 0:
                         return attrs, -1
                     value, pos = text[pos + 1 : close], close + 1
                 else:

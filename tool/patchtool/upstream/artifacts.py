@@ -69,8 +69,7 @@ class ImportRecord:
 
     @classmethod
     def parse(cls, message: str) -> ImportRecord | None:
-        m = _RECORD.search(message)
-        if m is None:
+        if (m := _RECORD.search(message)) is None:
             return None
         return cls(
             filename=m["filename"],
@@ -329,8 +328,7 @@ def _files(path: Path, art: Artifact) -> Iterator[tuple[list[FileWrite], _Wheel 
                 zf = opened.enter_context(open_zip(path, art.filename, hint=HOSTILE_HINT))
                 wheel = zf, safe_members(zf, art.filename, packed=path.stat().st_size, hint=HOSTILE_HINT)
                 for info in wheel[1]:
-                    dest = _repository_path(info.filename, art)
-                    if dest is not None:
+                    if (dest := _repository_path(info.filename, art)) is not None:
                         exe = (info.external_attr >> 16) & 0o111
                         read = _guarded(functools.partial(zf.read, info), art.filename)
                         out.append(FileWrite(dest, "100755" if exe else "100644", read=read))
@@ -345,8 +343,7 @@ def _files(path: Path, art: Artifact) -> Iterator[tuple[list[FileWrite], _Wheel 
                     if not ti.isfile():
                         raise UpstreamError(f"{art.filename}: entry {ti.name!r} is not a regular file; refusing it")
                     files.add(ti.name)
-                    dest = _repository_path(ti.name, art)
-                    if dest is not None:
+                    if (dest := _repository_path(ti.name, art)) is not None:
                         mode = "100755" if ti.mode & 0o111 else "100644"
                         out.append(FileWrite(dest, mode, read=_guarded(read, art.filename)))
                 out += _kept_links(art, files, links)
@@ -378,16 +375,14 @@ def _kept_links(art: Artifact, files: set[str], links: dict[str, str]) -> list[F
     )
     whole = LinkTree(files, links)
     for name in sorted(links):
-        why = whole.problem(name)
-        if why is not None:
+        if (why := whole.problem(name)) is not None:
             raise UpstreamError(f"{art.filename}: entry {name!r} is a symbolic link that {why}; refusing it", hint=hint)
     mapped = {dest: name for name in files if (dest := _repository_path(name, art)) is not None}
     kept = {dest: name for name in links if (dest := _repository_path(name, art)) is not None}
     imported = LinkTree(mapped.keys(), {dest: links[name] for dest, name in kept.items()})
     out = []
     for dest, name in sorted(kept.items()):
-        why = imported.problem(dest)
-        if why is not None:
+        if (why := imported.problem(dest)) is not None:
             raise UpstreamError(
                 f"{art.filename}: entry {name!r} is a symbolic link to {whole.target(name)!r}, but imported as "
                 f"{dest!r} (prefix {ImportRecord.mapping(art)}) it {why}; refusing it",
@@ -427,8 +422,7 @@ def tar_members(path: Path, label: str) -> Iterator[list[tuple[tarfile.TarInfo, 
                 if why is not None:
                     bounded.refuse(f"entry {ti.name!r} {why}")
                 name = ti.name.removesuffix("/") if ti.isdir() else ti.name
-                why = tree_path_problem(name)
-                if why is not None:
+                if (why := tree_path_problem(name)) is not None:
                     bounded.refuse(f"entry {name!r} is not a safe path: {why}")
                 names.add(ti.name, is_dir=ti.isdir())
                 bounded.current = ti.name  # its data is inflated next, as tarfile skips it
@@ -477,12 +471,10 @@ def _repository_path(name: str, art: Artifact) -> str | None:
     """Where member ``name`` (already checked) goes in the repository; None when outside the prefix."""
     if not name.startswith(art.prefix_from):
         return None
-    rel = name[len(art.prefix_from) :]
-    if not rel:
+    if not (rel := name[len(art.prefix_from) :]):
         return None
     dest = art.prefix_to + rel
-    why = tree_path_problem(dest)
-    if why is not None:
+    if (why := tree_path_problem(dest)) is not None:
         raise UpstreamError(
             f"{art.filename}: entry {name!r} maps to a path that is not safe: {why}; refusing it",
             hint="check the pin's prefix; nothing was imported",

@@ -123,8 +123,7 @@ class Cache:
         return self._ensured[key]
 
     def _ensure(self, pin: Pin) -> Base:
-        found = self._cached(pin)  # no lock: a ref moves atomically, and what it names is verified
-        if found is not None:
+        if (found := self._cached(pin)) is not None:  # no lock: a ref moves atomically, and what it names is verified
             return found
         with self.locked():
             git.Repo.init_bare(self.repo.git_dir)
@@ -151,8 +150,7 @@ class Cache:
     def _imported(self, pin: Pin, ref: str) -> tuple[Base | None, str]:
         """The pin's import that ``ref`` names, verified, where it is of this import layout; and its
         commit ("" where there is none): one of an older layout is the same file, imported again."""
-        existing = self._tag(ref)
-        if existing is None:
+        if (existing := self._tag(ref)) is None:
             return None, ""
         commit, tree, message = existing
         if self._verify_cached(pin, commit, tree, message).layout != IMPORT_LAYOUT:
@@ -187,8 +185,7 @@ class Cache:
         where = f"{PINS_DIR}/{pin.name}.toml"
         tag = _import_ref(art).removeprefix("refs/tags/")
         drop = f"`git --git-dir={self.repo.git_dir} tag -d {tag}`"
-        record = ImportRecord.parse(message)
-        if record is None:
+        if (record := ImportRecord.parse(message)) is None:
             raise UpstreamError(
                 f"the cached tag {tag} ({commit[:12]}) is not an import patchtool made: the tag moved "
                 "or the cache was changed",
@@ -220,8 +217,7 @@ class Cache:
         """(commit, tree, message) of an import tag, read once a command: resolving a release
         and ensuring it both need it. A tag not there yet is asked again (an import may add it)."""
         if ref not in self._tags:
-            found = self.repo.commit_info(ref)
-            if found is None:
+            if (found := self.repo.commit_info(ref)) is None:
                 return None
             self._tags[ref] = found
         return self._tags[ref]
@@ -247,8 +243,7 @@ class Cache:
             disk.directory(rel.rpartition("/")[0])
             url = art.url or self._lookup(art)
             resumed = self.fetcher.download(url, dest, size=art.size)
-            digest = _file_sha256(dest)
-            if digest != art.sha256 and resumed:
+            if (digest := _file_sha256(dest)) != art.sha256 and resumed:
                 # pieced together from several transfers (or a partial file a killed command left):
                 # the pieces may not fit, so the hash says nothing yet about the pin; start afresh
                 disk.unlink(rel)
@@ -273,8 +268,7 @@ class Cache:
     def _lookup(self, art: Artifact) -> SourceUrl:
         for entry in self.index.files(art):
             if entry.filename == art.filename:
-                listed = entry.sha256
-                if listed and listed != art.sha256:
+                if (listed := entry.sha256) and listed != art.sha256:
                     raise UpstreamError(
                         f"the index lists {art.filename} with sha256 {listed}, the pin says {art.sha256}; refusing it",
                         hint="verify the release and fix the pin",
@@ -294,8 +288,7 @@ class Cache:
         art = pin.artifact
         assert art is not None
         with import_files(path, art) as files:  # each file's content read as git takes it
-            meta_version = metadata_version(path, art)
-            if meta_version != art.version:
+            if (meta_version := metadata_version(path, art)) != art.version:
                 raise UpstreamError(
                     f"{art.filename} contains {art.distribution} {meta_version}, not {art.version}; refusing it",
                     hint="the pin names the wrong file",
@@ -342,8 +335,7 @@ class Cache:
                         file=where,
                         hint="check the network, and the url and tag in the pin",
                     ) from None
-                got = scratch.resolve("refs/probe/tag")
-                if got != src.commit:
+                if (got := scratch.resolve("refs/probe/tag")) != src.commit:
                     raise self._not_the_tag(pin, scratch, got)
                 fetched = fetch_ref(src.url, src.tag)
                 self.repo.fetch_from(scratch, f"+refs/probe/tag:{fetched}")

@@ -37,8 +37,7 @@ class TooSlow(UpstreamError):
 def deadline_from_environment() -> float:
     """The overall deadline of one download: ``$PATCHTOOL_DOWNLOAD_DEADLINE`` seconds, the user's
     alone (never a repository's), else 30 minutes."""
-    given = os.environ.get(DEADLINE_ENV, "").strip()
-    if not given:
+    if not (given := os.environ.get(DEADLINE_ENV, "").strip()):
         return DEFAULT_DEADLINE
     return limits.seconds(DEADLINE_ENV, given, default=DEFAULT_DEADLINE, most=MAX_DEADLINE, what="one download")
 
@@ -125,8 +124,7 @@ class Deadline:
     def _watch(self) -> None:
         wait = min(POLL, self.seconds)
         while not self._stop.wait(wait):
-            left = self.end - self.clock()
-            if left <= 0:
+            if (left := self.end - self.clock()) <= 0:
                 with self._lock:
                     self._expired = True
                     for held in self._held:

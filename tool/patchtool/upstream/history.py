@@ -90,8 +90,7 @@ class History:
                     listed = self.repo.remote_refs(
                         self.url, "refs/tags/", allow_local=self.cache.allow_local, limits=self.cache.fetch_limits
                     )
-                    wanted = sorted(t for t in listed if t in (self.old_tag, self.new_tag) or self._release(t))
-                    if wanted:
+                    if wanted := sorted(t for t in listed if t in (self.old_tag, self.new_tag) or self._release(t)):
                         self._fetch([f"+refs/tags/{t}:refs/tags/{t}" for t in wanted], "tree:0")
                 except GitError as exc:
                     raise UpstreamError(
@@ -101,8 +100,7 @@ class History:
             self.fetched.append(f"the commits of {len(wanted)} tag(s) of {self.url} (--filter=tree:0)")
             self._tags = None
             tags = self._tag_map()
-        missing = [t for t in dict.fromkeys((self.old_tag, self.new_tag)) if t not in tags]
-        if missing:
+        if missing := [t for t in dict.fromkeys((self.old_tag, self.new_tag)) if t not in tags]:
             return f"{self.url} has no tag {' or '.join(missing)}"
         return tags[self.old_tag], tags[self.new_tag]
 
@@ -189,8 +187,7 @@ class History:
     def changes(self, paths: Sequence[str]) -> dict[str, list[Change]]:
         """Each path's ``-U0`` hunks of every commit between the tags that changed it, oldest
         first: one ``git log -p -U0`` over all of ``paths``."""
-        found = self._files(paths) if paths else None
-        if found is None:
+        if (found := self._files(paths) if paths else None) is None:
             return {}
         out: dict[str, list[Change]] = {}
         for section in _sections(self.repo.log_patches(*found, sorted(set(paths)), context=0)):
@@ -199,8 +196,7 @@ class History:
 
     def sections(self, paths: Sequence[str]) -> list[Section]:
         """Each file's ``-U3`` diff of every commit between the tags that changed ``paths``."""
-        found = self._files(paths) if paths else None
-        if found is None:
+        if (found := self._files(paths) if paths else None) is None:
             return []
         return _sections(self.repo.log_patches(*found, sorted(set(paths))))
 
@@ -240,13 +236,11 @@ class History:
             with self.cache.locked():
                 self._fetch([parent[1], mine[1]], "blob:none", by_id=True)
                 self.fetched.append(f"the trees of {commit[:12]} and its parent (--filter=blob:none)")
-                blobs = sorted(self.repo.changed_blobs(parent[0], commit, ()))
-                if blobs:
+                if blobs := sorted(self.repo.changed_blobs(parent[0], commit, ())):
                     self._fetch(blobs, None, by_id=True)
                     self.fetched.append(f"the {len(blobs)} blob(s) {commit[:12]} changes")
             memo.remember(self.git_dir, "history-outside", commit, True)
-        own = _sections(self.repo.log_patches(parent[0], commit, ()))
-        if not own:
+        if not (own := _sections(self.repo.log_patches(parent[0], commit, ()))):
             return []
         theirs = self.sections(sorted({s.path for s in own}))
         ids = self.patch_ids([s.text for s in own] + [s.text for s in theirs])
@@ -334,8 +328,7 @@ def unknown_tag(cache: Cache, pin: Pin) -> str | None:
     repository has no such tag, even after the commits of every tag are fetched again (a release
     tagged since), or they could not be; None where the tag is there, and where the cache holds no
     history of that repository (nothing is fetched for one the user never asked history of)."""
-    src = pin.git
-    if src is None or pin.use != "artifact":
+    if (src := pin.git) is None or pin.use != "artifact":
         return None
     history = History(cache, src.url, src.tag, src.tag, src.template)
     if not (history.git_dir / "HEAD").is_file():
@@ -396,8 +389,7 @@ def tag_differs(cache: Cache, pin: Pin, tree: str, touched: Collection[str], *, 
 def between(cache: Cache, old_pin: Pin, new_pin: Pin) -> History | str:
     """Upstream's history between the two pins' releases, or why there is none to ask: a pin
     without ``[git]``, or a tag that does not spell its version."""
-    src = old_pin.git or new_pin.git
-    if src is None:
+    if (src := old_pin.git or new_pin.git) is None:
         return f"pin {old_pin.name} names no upstream repository ([git] url)"
     old_tag = old_pin.git.tag if old_pin.git else src.tag_for(old_pin.version, new_pin.version)
     new_tag = (

@@ -36,9 +36,7 @@ def home(sdist_members: Iterable[str], wheel_members: Iterable[str]) -> str | No
         for w in by_base.get(s.rpartition("/")[2], ()):
             if s == w or s.endswith("/" + w):
                 score[s[: len(s) - len(w)]] += 1
-    if not score:
-        return None
-    return min(score, key=lambda d: (-score[d], len(d), d))
+    return min(score, key=lambda d: (-score[d], len(d), d), default=None)
 
 
 def wheel_prefix(
@@ -70,8 +68,7 @@ def sdist_prefix(
 
 
 def _home(sdist: Artifact, sdist_members: list[str], wheel: Artifact, wheel_members: list[str]) -> str:
-    found = home(sdist_members, wheel_members)
-    if found is None:
+    if (found := home(sdist_members, wheel_members)) is None:
         raise _unrelated(sdist, wheel, f"none of {wheel.filename}'s files is in {sdist.filename}")
     return found
 

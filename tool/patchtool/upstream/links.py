@@ -68,9 +68,8 @@ class LinkTree:
                 continue
             where.append(part)
             here = "/".join(where)
-            last = i == len(parts) - 1
             if here in self.links or here in self.files:
-                if last:
+                if i == len(parts) - 1:
                     return here
                 kind = "link" if here in self.links else "file"
                 return _Problem(f"points at {text!r}, which passes through the {kind} {here!r} as a directory")

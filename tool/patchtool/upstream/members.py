@@ -103,16 +103,14 @@ def safe_members(
     out = []
     if len(zf.infolist()) > MAX_MEMBERS:
         raise error(too_many(label), hint=hint)
-    total = sum(info.file_size for info in zf.infolist())
-    if total > MAX_UNPACKED_BYTES:
+    if (total := sum(info.file_size for info in zf.infolist())) > MAX_UNPACKED_BYTES:
         raise error(
             f"{label}: its members declare {total} bytes in all, more than the {MAX_UNPACKED_BYTES} "
             "patchtool unpacks; refusing it",
             hint=hint,
         )
     for info in zf.infolist():
-        reason = unsafe_reason(info)
-        if reason is not None:
+        if (reason := unsafe_reason(info)) is not None:
             raise error(f"{label}: entry {info.filename!r} {reason}; refusing it", hint=hint)
         names.add(info.filename, is_dir=info.is_dir())
         if not info.is_dir():
@@ -149,8 +147,7 @@ def check_listing(fh: BinaryIO, label: str, *, hint: str | None, error: type[Pat
     ``MAX_MEMBERS`` members, or a central directory over ``MAX_CENTRAL_BYTES``, or whose directory
     holds more members than that whatever it declares (zipfile reads the directory, not the count),
     each header counted, none built. What is no zip archive is left for zipfile to say so."""
-    found = _central_directory(fh)
-    if found is None:
+    if (found := _central_directory(fh)) is None:
         return
     declared, start, size = found
     if declared > MAX_MEMBERS:
@@ -178,8 +175,7 @@ def _central_directory(fh: BinaryIO) -> tuple[int, int, int] | None:
     """The members the archive declares, where its central directory starts and its size, found
     as ``zipfile`` finds them: the end record last in the file, else the last one in its final
     64 KiB, and the zip64 record just before its locator, just before the end record."""
-    end = fh.seek(0, 2)
-    if end < _END.size:
+    if (end := fh.seek(0, 2)) < _END.size:
         return None
     fh.seek(end - _END.size)
     record = fh.read(_END.size)

@@ -198,16 +198,14 @@ def git_source(cache: Cache, given: str, tag: str) -> GitSource:
         ) from None
     if not git.ref_format_ok(f"refs/tags/{tag}"):
         raise UsageError(f"{tag!r} is not a tag name git accepts")
-    commit = cache.fetch_tag(url, tag, hint="check the URL and the tag")
-    if commit is None:
+    if (commit := cache.fetch_tag(url, tag, hint="check the URL and the tag")) is None:
         raise UpstreamError(f"tag {tag} at {url} names no commit")
     return GitSource(url=url, tag=tag, commit=commit)
 
 
 def write_pin(root: Path, pin: Pin) -> list[str]:
     """``upstream-pins/<name>.toml`` for ``pin``; refused when a pin of that name exists."""
-    path = pin_path(root, pin.name)
-    if path.exists() or path.is_symlink():
+    if (path := pin_path(root, pin.name)).exists() or path.is_symlink():
         raise UsageError(
             f"pin {pin.name} exists already ({PINS_DIR}/{pin.name}.toml)",
             hint=f"`patchtool pin remove {pin.name}` first to replace it",
@@ -224,8 +222,7 @@ def remove_pin(project: Project, name: str) -> list[str]:
             f"pin {name} is the active pin (patchset.toml names it)",
             hint="rebase onto another pin first (`patchtool rebase --to VERSION`)",
         )
-    role = _rebase_pins(project.root).get(name)
-    if role is not None:
+    if (role := _rebase_pins(project.root).get(name)) is not None:
         raise UsageError(
             f"the rebase in progress moves the series {role} pin {name}",
             hint="finish it first: `patchtool rebase --continue`, `--skip --reason ...` or `--abort`",

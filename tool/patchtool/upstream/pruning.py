@@ -60,9 +60,6 @@ class Namespace:
     this_project: bool
     refs: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class CacheReport:
@@ -80,7 +77,7 @@ class CacheReport:
         return {
             **dataclasses.asdict(self),
             "releases": [r.to_dict() for r in self.releases],
-            "namespaces": [n.to_dict() for n in self.namespaces],
+            "namespaces": [dataclasses.asdict(n) for n in self.namespaces],
             "checkouts": list(self.checkouts),
             "removed": list(self.removed),
         }

@@ -63,8 +63,7 @@ def import_version(ref: str, sha256: str, mapping: str) -> str | None:
 
 
 def _source_digest(url: SourceUrl, tag: str) -> str:
-    key = f"{url.text}\0{tag}".encode("utf-8", "surrogateescape")
-    return hashlib.sha256(key).hexdigest()[:24]
+    return hashlib.sha256(f"{url.text}\0{tag}".encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
 def git_ref(url: SourceUrl, tag: str) -> str:

@@ -75,16 +75,14 @@ def release_file(files: list[IndexFile], dist: Distribution, version: Version, c
         if canonicalize_name(name.distribution) == dist.canonical and name.version == version:
             found.append((name, entry))
     if choice.filename is not None:
-        named = [entry for name, entry in found if name == choice.filename]
-        if not named:
+        if not (named := [entry for name, entry in found if name == choice.filename]):
             raise UpstreamError(
                 f"{dist} {version} has no {choice.filename} on the index",
                 hint=f"files for {version}: {', '.join(sorted(n for n, _ in found)) or 'none'}",
             )
         return named[0]
     kind = "wheel" if wheel else "sdist"
-    of_kind = [(name, entry) for name, entry in found if name.is_wheel == wheel]
-    if not of_kind:
+    if not (of_kind := [(name, entry) for name, entry in found if name.is_wheel == wheel]):
         other = "--sdist" if wheel else "--wheel"
         raise UpstreamError(
             f"{dist} {version} has no {kind} on the index", hint=f"check the name and version, or try {other}"

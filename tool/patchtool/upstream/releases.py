@@ -66,8 +66,7 @@ def release_version(art: Artifact, filename: str) -> Version | None:
 
 def target_version(target: str) -> Version | None:
     """TARGET as a release version (``0.5.23``, ``v0.5.23``); None when it is none (a commit)."""
-    m = _VERSION_TARGET.match(target)
-    if m is None:
+    if (m := _VERSION_TARGET.match(target)) is None:
         return None
     try:
         return parse_version(m.group(1))
@@ -170,8 +169,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         # the release as the artifact spells its version (4.2 for a 4.2.0 asked for): its prefix does
         version = filename.version
         name = release_pin_name(pin.upstream, version, f"-{kind_of(filename)}" if other else "")
-        sha = entry.sha256
-        if not sha:
+        if not (sha := entry.sha256):
             raise UpstreamError(
                 f"the index gives no sha256 for {filename}; refusing an unverifiable file",
                 hint="patchtool takes a release file only by its sha256: use an index that lists it, "
@@ -205,9 +203,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         found = Pin(name=name, upstream=pin.upstream, version=version, git=git_src, artifact=new_art, use="artifact")
         if other:
             return dataclasses.replace(found, artifact=_across_layouts(cache, pin, found))
-        if new_art.is_wheel:
-            return found
-        return dataclasses.replace(found, artifact=_at_top(cache, found, art))
+        return found if new_art.is_wheel else dataclasses.replace(found, artifact=_at_top(cache, found, art))
     if choice.given:
         raise UsageError(
             f"pin {pin.name} uses its git source: --sdist, --wheel and --filename choose a release file on an index",
@@ -215,8 +211,7 @@ def pin_for_version(pin: Pin, version: Version, *, cache: Cache, choice: FileCho
         )
     src = pin.git
     assert src is not None
-    tag = src.at(version, was=pin.version).tag
-    commit = cache.fetch_tag(src.url, tag)
+    commit = cache.fetch_tag(src.url, src.at(version, was=pin.version).tag)
     return Pin(
         name=name,
         upstream=pin.upstream,
@@ -253,8 +248,7 @@ def _across_layouts(cache: Cache, old: Pin, new: Pin) -> Artifact:
     with cache.locked():
         was_members = member_names(cache.artifact_path(old), was)
         members = member_names(cache.artifact_path(new), art)
-    mapped = wheel_prefix if art.is_wheel else sdist_prefix
-    template, to = mapped(was, was_members, art, members)
+    template, to = (wheel_prefix if art.is_wheel else sdist_prefix)(was, was_members, art, members)
     return dataclasses.replace(art, prefix_from_template=template, prefix_to=to)
 
 
@@ -300,8 +294,7 @@ def _at_top(cache: Cache, pin: Pin, old: Artifact) -> Artifact:
 
 def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
     """TARGET as a tag (v0.5.23), a version (0.5.23) or a commit, as a new pin."""
-    version = target_version(target)
-    if version is not None:
+    if (version := target_version(target)) is not None:
         return pin_for_version(pin, version, cache=cache)
     if re.fullmatch(r"[0-9a-f]{7,40}", target):
         if pin.git is None:
@@ -309,8 +302,7 @@ def resolve_target(pin: Pin, target: str, *, cache: Cache) -> Pin:
                 f"{target} looks like a commit, but pin {pin.name} has no [git] source",
                 hint=f"give a release version of {pin.upstream}, as {pin.version}",
             )
-        commit = cache.repo.resolve(target)
-        if commit is None:
+        if (commit := cache.repo.resolve(target)) is None:
             cache.fetch(pin.git.url, target, f"commit {target}")
             commit = cache.repo.resolve(target)
         if commit is None:

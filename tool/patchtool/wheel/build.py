@@ -177,8 +177,7 @@ def check_shipped(loaded: Sequence[LoadedPatch], prefix: str, what: str) -> None
 
 def _apply(cache: Cache, pin: Pin, base: Base, loaded: Sequence[LoadedPatch]) -> list[str]:
     """The series applied in the cache: one commit per patch, in order."""
-    result = apply_series(cache.repo, base.commit, loaded, commit=True)
-    if not result.ok:
+    if not (result := apply_series(cache.repo, base.commit, loaded, commit=True)).ok:
         failed = result.failed
         assert failed is not None
         raise ApplyConflict(
@@ -224,7 +223,6 @@ def _repack_release(
         files.append(FileRecord(path=c.path, change=change, wheel_path=wheel_path, sha256=_sha256(data)))
     package_copy = art.prefix_from + PACKAGE_FILE if art.prefix_from else None
     prov = dataclasses.replace(prov, files=tuple(files), package_copy=package_copy)
-    when = date_time_of(prov.source_date_epoch) if prov.source_date_epoch is not None else None
     repacked = repack(
         source,
         out,
@@ -232,7 +230,7 @@ def _repack_release(
         version=Version(prov.version),
         replace=replace,
         provenance=prov,
-        date_time=when,
+        date_time=date_time_of(prov.source_date_epoch) if prov.source_date_epoch is not None else None,
     )
     return BuildResult(pin=pin.name, way="repack", source=art.filename, wheel=repacked)
 
@@ -265,8 +263,7 @@ def _sdist_project_dir(pin: Pin) -> str:
     the whole sdist (its ``prefix.from`` is one top directory); another pin holds no project to build."""
     art = pin.artifact
     assert art is not None
-    top = art.prefix_from
-    if not top or top.count("/") != 1:
+    if not (top := art.prefix_from) or top.count("/") != 1:
         raise UsageError(
             f"pin {pin.name} imports {top or './'} of {art.filename}, not its top directory: "
             "its tree is not a project a build backend can build",
@@ -335,8 +332,7 @@ def _build_tree(
                 hint=f"{'the git source' if pin.use == 'git' else source} builds another distribution or version",
             )
         files, package = _built_files(cache.repo, prov.tip, built, changes, project_dir, pin.upstream)
-        package_copy = f"{package}/{PACKAGE_FILE}" if package else None
-        prov = dataclasses.replace(prov, files=files, package_copy=package_copy)
+        prov = dataclasses.replace(prov, files=files, package_copy=f"{package}/{PACKAGE_FILE}" if package else None)
         repacked = repack(
             built,
             out,
@@ -362,8 +358,7 @@ def _built_files(
         for c in changes:
             rel = c.path[len(project_dir) :]
             candidates = [rel] + ([rel[len("src/") :]] if rel.startswith("src/") else [])
-            data = blobs.get(c.path)
-            if data is None:
+            if (data := blobs.get(c.path)) is None:
                 where = next((p for p in candidates if p.split("/", 1)[0] in tops and "/" in p), None)
                 if where is not None and where in names:
                     raise BuildError(f"the built wheel still contains {where}, which the series deletes")

@@ -144,8 +144,7 @@ class FileRecord:
         return cls(path=path, change=FileChange(change), wheel_path=wheel_path, sha256=sha256)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
-        return {**out, "change": str(self.change)}
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None} | {"change": str(self.change)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -168,8 +167,7 @@ class Provenance:
     def from_dict(cls, data: Mapping[str, Any], *, file: str) -> Provenance:
         problems: list[Problem] = []
         f = Fields(data, "", problems)
-        schema = f.integer("schema", maximum=MAX_SCHEMA)
-        if schema is not None and schema != SCHEMA:
+        if (schema := f.integer("schema", maximum=MAX_SCHEMA)) is not None and schema != SCHEMA:
             f.problem("schema", f"unsupported provenance schema {schema}")
         tool = f.table("tool")
         tool_version = ""
@@ -348,8 +346,7 @@ def locate(target: str, paths: Sequence[str]) -> ProvenanceReport:
         return read_wheel(path)
     if path.suffix == ".dist-info" and path.is_dir():
         return read_installed(importlib.metadata.PathDistribution(path), target=target, location=str(path.absolute()))
-    found = list(importlib.metadata.distributions(name=target, path=list(paths)))
-    if not found:
+    if not (found := list(importlib.metadata.distributions(name=target, path=list(paths)))):
         raise UsageError(
             f"no distribution named {target!r} is installed in {', '.join(paths) or 'sys.path'}",
             hint="pass a wheel file, a .dist-info directory, or --path SITE_PACKAGES",
@@ -541,8 +538,7 @@ def _copy_problems(prov: Provenance, raw: bytes, read: Callable[[str], bytes | N
     """The package's copy of the provenance record, which must be the record itself."""
     if prov.package_copy is None:
         return []
-    copy = read(prov.package_copy)
-    if copy == raw:
+    if (copy := read(prov.package_copy)) == raw:
         return []
     message = f"the package's copy of the provenance record {'is missing' if copy is None else 'differs'}"
     return [Problem(file=prov.package_copy, code="copy", message=message)]
@@ -550,8 +546,7 @@ def _copy_problems(prov: Provenance, raw: bytes, read: Callable[[str], bytes | N
 
 def read_installed(dist: importlib.metadata.Distribution, *, target: str, location: str) -> ProvenanceReport:
     name = dist.metadata["Name"] or target
-    text = dist.read_text(DIST_INFO_FILE)
-    if text is None:
+    if (text := dist.read_text(DIST_INFO_FILE)) is None:
         raise InvalidInput(
             f"{name} {dist.version} in {location} has no patchtool provenance "
             f"({DIST_INFO_FILE} in its .dist-info): it was not built by `patchtool build`",
@@ -591,8 +586,7 @@ def read_installed(dist: importlib.metadata.Distribution, *, target: str, locati
 
 def _dist_info_dir(dist: importlib.metadata.Distribution, root: Path) -> str | None:
     """The ``.dist-info`` directory's path relative to ``root``, as RECORD names it."""
-    where = getattr(dist, "_path", None)  # PathDistribution's directory: the only way to its name
-    if where is None:
+    if (where := getattr(dist, "_path", None)) is None:  # PathDistribution's directory: the only way to its name
         return None
     try:
         return Path(where).relative_to(root).as_posix()

@@ -81,8 +81,7 @@ def verify(
         except (binascii.Error, ValueError):
             bad.append(Mismatch(path=row.path, reason="has a hash in RECORD that is not urlsafe base64"))
             continue
-        data = read(row.path)
-        if data is None:
+        if (data := read(row.path)) is None:
             bad.append(Mismatch(path=row.path, reason="is listed in RECORD but missing"))
             continue
         if hashlib.new(algorithm, data).digest() != expected:

@@ -162,8 +162,7 @@ def rewrite_version(metadata: bytes, version: Version) -> bytes:
 
 
 def _split_headers(metadata: bytes) -> tuple[bytes, bytes, bytes]:
-    m = re.search(rb"\r?\n\r?\n", metadata)
-    if m is None:
+    if (m := re.search(rb"\r?\n\r?\n", metadata)) is None:
         return metadata, b"", b""
     return metadata[: m.start()], metadata[m.start() : m.end()], metadata[m.end() :]
 
@@ -237,8 +236,7 @@ def _plan(
         top, _, rest = info.filename.partition("/")
         if top == layout.dist_info and rest in _SIGNATURES:
             continue
-        rep = pending.pop(info.filename, None)
-        if rep is not None:
+        if (rep := pending.pop(info.filename, None)) is not None:
             if rep.change is FileChange.ADDED:
                 raise BuildError(f"the series adds {info.filename}, but {label} already has it")
             if rep.data is not None:
@@ -327,8 +325,7 @@ def _payload(
     members are read once more for it: the provenance record is written before most of them."""
     rows = []
     for path, item in plan.items():
-        where = installed_path(path, dist_info=dist_info)
-        if where is None or where == package_copy:
+        if (where := installed_path(path, dist_info=dist_info)) is None or where == package_copy:
             continue
         h, size = hashlib.sha256(), 0
         if isinstance(item, zipfile.ZipInfo):

@@ -82,8 +82,7 @@ def rewrite(source: bytes, old: Version, new: Version) -> bytes | None:
             targets, value = [node.target], node.value
         else:
             continue
-        kind = _states(value, {t.id for t in targets if isinstance(t, ast.Name)}, old)
-        if kind is not None:
+        if (kind := _states(value, {t.id for t in targets if isinstance(t, ast.Name)}, old)) is not None:
             edits.append((value, kind))
     if not edits:
         return None
@@ -116,8 +115,7 @@ def restate(plan: MutableMapping[str, Planned], zf: zipfile.ZipFile, old: Versio
             data, mode = zf.read(item), (item.external_attr >> 16) & 0o7777 or 0o644
         else:
             data, mode = item
-        again = rewrite(data, old, new)
-        if again is not None:
+        if (again := rewrite(data, old, new)) is not None:
             plan[path] = (again, mode)
             rewritten[path] = again
     return rewritten
