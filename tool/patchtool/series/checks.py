@@ -235,23 +235,20 @@ def _skeleton_problems(root: Path, entries: Sequence[PatchEntry]) -> list[list[P
 
 def _placeholder_subjects(loaded: Sequence[LoadedPatch]) -> list[Problem]:
     """The patches whose subject is still the one ``new`` wrote, at their ``Subject:`` line."""
-    out = []
-    for lp in loaded:
-        subject = placeholder_subject(lp.id)
-        if lp.patch.subject != subject:
-            continue
-        line = next((n for n, text in enumerate(lp.text.split("\n"), 1) if text.lower().startswith("subject:")), None)
-        out.append(
-            Problem(
-                file=lp.entry.file,
-                line=line,
-                patch=lp.id,
-                code="skeleton",
-                message=f"the subject is still the placeholder {subject!r} that `patchtool new` wrote",
-                hint="reword the commit in the checkout (`git commit --amend`), then `patchtool export`",
-            )
+    return [
+        Problem(
+            file=lp.entry.file,
+            line=next(
+                (n for n, text in enumerate(lp.text.split("\n"), 1) if text.lower().startswith("subject:")), None
+            ),
+            patch=lp.id,
+            code="skeleton",
+            message=f"the subject is still the placeholder {subject!r} that `patchtool new` wrote",
+            hint="reword the commit in the checkout (`git commit --amend`), then `patchtool export`",
         )
-    return out
+        for lp in loaded
+        if lp.patch.subject == (subject := placeholder_subject(lp.id))
+    ]
 
 
 def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:
@@ -266,21 +263,18 @@ def _placeholders(data: object, prefix: str = "") -> list[tuple[str, str]]:
 
 
 def _apply_problems(series: SeriesResult, pin: str) -> list[Problem]:
-    problems: list[Problem] = []
-    for r in series.results:
-        for f in r.failures:
-            where = f"hunk {f.hunk} ({f.header})" if f.hunk else "patch"
-            detail = f": {f.detail}" if f.detail else ""
-            problems.append(
-                Problem(
-                    file=r.file,
-                    patch=r.id,
-                    code="apply",
-                    message=f"does not apply at {pin}: {f.file} {where}: {f.reason}{detail}",
-                    hint="rebase the patch onto the pin",
-                )
-            )
-    return problems
+    return [
+        Problem(
+            file=r.file,
+            patch=r.id,
+            code="apply",
+            message=f"does not apply at {pin}: {f.file} {where}: {f.reason}" + (f": {f.detail}" if f.detail else ""),
+            hint="rebase the patch onto the pin",
+        )
+        for r in series.results
+        for f in r.failures
+        for where in [f"hunk {f.hunk} ({f.header})" if f.hunk else "patch"]
+    ]
 
 
 def _parse_all(root: Path) -> list[Problem]:

@@ -84,25 +84,24 @@ def status(project: Project, cache: Cache, pin_name: str | None = None, *, gpu_r
     base = cache.ensure(pin)
     series = apply_series(cache.repo, base.commit, loaded, commit=False)
     runs = gpu_results(project.root)
-    rows = []
-    for lp, result in zip(loaded, series.results, strict=True):
-        sha = hashlib.sha256(read_inside(project.root, lp.entry.file)).hexdigest()
-        rows.append(
-            PatchStatus(
-                id=lp.id,
-                kind=lp.entry.kind.value,
-                upstream=str(lp.entry.upstream),
-                why=lp.entry.why,
-                owner=lp.entry.owner,
-                evidence=lp.entry.evidence,
-                files=lp.patch.paths,
-                added=lp.patch.added,
-                removed=lp.patch.removed,
-                applies=str(result.outcome),
-                gpu_verification=lp.entry.gpu_verification,
-                gpu_evidence=tuple(runs.evidence(g, sha) for g in lp.entry.gpu_verification),
-            )
+    rows = [
+        PatchStatus(
+            id=lp.id,
+            kind=lp.entry.kind.value,
+            upstream=str(lp.entry.upstream),
+            why=lp.entry.why,
+            owner=lp.entry.owner,
+            evidence=lp.entry.evidence,
+            files=lp.patch.paths,
+            added=lp.patch.added,
+            removed=lp.patch.removed,
+            applies=str(result.outcome),
+            gpu_verification=lp.entry.gpu_verification,
+            gpu_evidence=tuple(runs.evidence(g, sha) for g in lp.entry.gpu_verification),
         )
+        for lp, result in zip(loaded, series.results, strict=True)
+        for sha in [hashlib.sha256(read_inside(project.root, lp.entry.file)).hexdigest()]
+    ]
     return StatusReport(
         pin=pin.name,
         upstream=pin.upstream,
