@@ -14,6 +14,7 @@ lose it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -185,10 +186,7 @@ def _keys(repo: git.Repo) -> set[str]:
 
 def _owner(worktree: Path, keys: set[str]) -> str | None:
     """The project a worktree is inside of (``work/BRANCH``, the default place), where known."""
-    for place in (worktree, *worktree.parents):
-        if (key := project_key(place)) in keys:
-            return key
-    return None
+    return next((key for place in (worktree, *worktree.parents) if (key := project_key(place)) in keys), None)
 
 
 def _records(repo: git.Repo) -> list[tuple[str, dict[str, Any]]]:
@@ -208,16 +206,14 @@ def _records(repo: git.Repo) -> list[tuple[str, dict[str, Any]]]:
 def _carried(records: Iterable[tuple[str, dict[str, Any]]]) -> set[str]:
     """The commits a record names whose patch file, with the bytes recorded, is one the manifest
     of the record's project lists now: a checkout of the project makes them again."""
-    listed: dict[str, set[str]] = {}
+    listed = functools.cache(_listed_sha256s)  # each project's manifest read once
     out = set()
     for key, record in records:
         root = record.get("root")
         if not isinstance(root, str) or project_key(Path(root)) != key:
             continue
-        if root not in listed:
-            listed[root] = _listed_sha256s(Path(root))
         for p in record["patches"]:
-            if isinstance(p, dict) and isinstance(p.get("commit"), str) and p.get("sha256") in listed[root]:
+            if isinstance(p, dict) and isinstance(p.get("commit"), str) and p.get("sha256") in listed(Path(root)):
                 out.add(p["commit"])
     return out
 
