@@ -394,11 +394,10 @@ def _require_exported(
             hint="bring the commit back (`git reflog` in the worktree shows where the branch was), or take the "
             "patch out of the series (`patchtool drop ID --reason ...`, or `patchtool export --allow-drop`)",
         )
-    same = len(recorded) == len(commits) and all(
+    if len(recorded) != len(commits) or not all(
         c.ident == p.id and (c.commit == p.commit or sha256(export_commit(repo, c.commit)) == p.sha256)
         for c, p in zip(commits, recorded, strict=False)
-    )
-    if not same:
+    ):
         raise _not_exported(branch)
 
 

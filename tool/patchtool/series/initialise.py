@@ -27,7 +27,6 @@ from patchtool.project.pins import (
     PINS_DIR,
     SHA256_HEX,
     Artifact,
-    GitSource,
     Pin,
     pin_to_toml,
     release_pin_name,
@@ -161,9 +160,7 @@ def resolve(cache: Cache, request: Request) -> tuple[Pin, bool]:
         version = tag_version(request.tag)
     upstream = _upstream_name(dist.canonical if dist else _repository_name(request.git_url or ""))
     name = release_pin_name(upstream, version)
-    src: GitSource | None = None
-    if request.git_url is not None and request.tag is not None:
-        src = git_source(cache, request.git_url, request.tag)
+    src = None if request.git_url is None or request.tag is None else git_source(cache, request.git_url, request.tag)
     if dist is None:
         return Pin(name=name, upstream=upstream, version=version, git=src, artifact=None, use="git"), False
     art, guessed = _artifact(cache, dist, version, request)
