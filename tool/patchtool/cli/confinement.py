@@ -104,8 +104,7 @@ def refused_outside(inv: Invocation, exc: OSError) -> AccessError | None:
     if not inv.confined_to or not isinstance(exc, PermissionError) or not isinstance(exc.filename, str | os.PathLike):
         return None
     filename = os.fspath(exc.filename)
-    where = Path(os.path.realpath(filename))
-    if any(where.is_relative_to(tree) for tree in inv.confined_to):
+    if any(Path(os.path.realpath(filename)).is_relative_to(tree) for tree in inv.confined_to):
         return None
     if os.path.lexists(filename) and not os.access(filename, os.R_OK):
         return None

@@ -82,7 +82,6 @@ def _progress(stream: TextIO) -> Progress:
                 return Text("")
             return Text(f"{int(task.completed)}/{int(task.total)} {unit}", style="progress.download")
 
-    console = Console(file=stream, highlight=False)
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", max_width=44)),
@@ -90,7 +89,7 @@ def _progress(stream: TextIO) -> Progress:
         Amount(table_column=Column(no_wrap=True)),
         TimeRemainingColumn(table_column=Column(no_wrap=True, min_width=7)),
         TextColumn("{task.fields[note]}", style="dim", table_column=Column(no_wrap=True, overflow="ellipsis")),
-        console=console,
+        console=Console(file=stream, highlight=False),
         transient=True,
         redirect_stdout=False,
         redirect_stderr=False,

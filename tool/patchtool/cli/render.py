@@ -123,8 +123,7 @@ def check_text(report: CheckReport, style: Style) -> str:
         alone = sum(s.ok for s in report.standalone)
         lines.append(f"apply alone onto what they require: {alone}/{len(report.standalone)}")
     if report.assumptions:
-        good = sum(a.ok for a in report.assumptions)
-        lines.append(f"assumption checks: {good}/{len(report.assumptions)} hold")
+        lines.append(f"assumption checks: {sum(a.ok for a in report.assumptions)}/{len(report.assumptions)} hold")
     if report.registry_entries is not None:
         lines.append(
             f"do-not-retread registry: {report.registry_entries} entries, "
@@ -133,8 +132,7 @@ def check_text(report: CheckReport, style: Style) -> str:
         lines += [f"  {style.dim('override')}: {printable(f.render())}" for f in report.retread if f.override]
     if report.problems:
         lines.append(problems_text(report.problems, style))
-    word = style.bad("error") if report.strict else "warning"
-    lines += [f"{word}: {printable(w.render())}" for w in report.warnings]
+    lines += [f"{style.bad('error') if report.strict else 'warning'}: {printable(w.render())}" for w in report.warnings]
     tail = f"{len(report.warnings)} metadata placeholder(s) to fill in" if report.warnings else ""
     if report.ok:
         lines.append(style.ok("check: clean") + (f", but {tail} (`check --strict` fails on them)" if tail else ""))
@@ -183,8 +181,7 @@ def registry_show_text(e: Rejection, style: Style) -> str:
     ]
     for m in e.evidence:
         value = " -> ".join(str(v) for v in (m.before, m.after) if v is not None)
-        parts = [p for p in (value, m.change) if p]
-        lines.append(printable(f"  - {m.metric}: {'; '.join(parts)}"))
+        lines.append(printable(f"  - {m.metric}: {'; '.join(p for p in (value, m.change) if p)}"))
         ctx = [f"{k}: {v}" for k in ("hardware", "model", "upstream", "date") if (v := getattr(m, k))]
         ctx += [f"{k}: {v}" for k, v in m.conditions.items()]
         lines.append(f"      {style.dim(printable('; '.join(ctx)))}")
@@ -388,10 +385,9 @@ def provenance_text(report: ProvenanceReport, style: Style) -> str:
         f"  {i}. {p.id}  {p.file}  sha256 {p.sha256[:16]}\n       {style.dim(p.subject)}"
         for i, p in enumerate(prov.patches, 1)
     ]
-    bad = [c for c in report.checks if c.state != "ok"]
     lines.append(
         f"files changed by the series: {len(prov.files)}; in place as built: "
-        f"{len(report.checks) - len(bad)}/{len(report.checks)}"
+        f"{sum(c.state == 'ok' for c in report.checks)}/{len(report.checks)}"
     )
     lines.append(f"every file against RECORD: {report.record_matched}/{report.record_listed} as listed")
     lines.append(problems_text(report.problems, style) if report.problems else style.ok("provenance: consistent"))

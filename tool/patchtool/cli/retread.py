@@ -26,12 +26,11 @@ Specs = list[str] | None  # a repeatable option's values
 
 def knobs(flag: Specs, env: Specs, config: Specs, pattern: Specs) -> list[dict[str, str]]:
     """Each ``--flag NAME=VALUES-REGEX`` (``--env``, ``--config`` alike), then each ``--pattern``: registry knobs."""
-    found = []
-    for kind, specs in (("flag", flag), ("env", env), ("config", config)):
-        for spec in specs or []:
-            name, _, values = spec.partition("=")
-            found.append({"type": kind, "name": name, **({"values": values} if values else {})})
-    return found + [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
+    return [
+        {"type": kind, "name": name, **({"values": values} if values else {})}
+        for kind, specs in (("flag", flag), ("env", env), ("config", config))
+        for name, _, values in (spec.partition("=") for spec in specs or [])
+    ] + [{"type": "pattern", "name": p, "regex": p} for p in pattern or []]
 
 
 def _registry(ctx: typer.Context) -> "tuple[Project, Registry]":
@@ -168,8 +167,7 @@ def retread_add(
         given = (ident, title, tried, verdict, reason, revisit, unguarded)
         entry = {k: v for k, v in zip(_FIELDS, given, strict=True) if v is not None}
         values = (metric, before, after, change, hardware, model, upstream, date, source)
-        evidence = {k: v for k, v in zip(_EVIDENCE, values, strict=True) if v is not None}
-        if evidence:
+        if evidence := {k: v for k, v in zip(_EVIDENCE, values, strict=True) if v is not None}:
             entry["evidence"] = [evidence]
         entry["knobs"] = knobs(flag, env, config, pattern)
     added = retread.add(project, entry)

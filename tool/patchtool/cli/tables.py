@@ -93,8 +93,7 @@ def gpu_summary(p: PatchStatus) -> tuple[str, str]:
             stale += 1
     words = [f"{passed}/{len(p.gpu_verification)} pass"]
     words += [f"{failed} fail"] * bool(failed) + [f"{stale} stale"] * bool(stale)
-    colour = "red" if failed else "green" if passed == len(p.gpu_verification) else "yellow"
-    return ", ".join(words), colour
+    return ", ".join(words), "red" if failed else "green" if passed == len(p.gpu_verification) else "yellow"
 
 
 def status_table(report: StatusReport, style: Style) -> str:
@@ -188,8 +187,7 @@ def _wrap_widths(headers: list[str], cells: dict[str, list[Text]], wraps: set[st
     least = {h: _least(h, cells[h], wraps, folds) for h in headers if h in wraps | folds}
     excess = sum(widths.values()) + 3 * (len(headers) - 1) - width()
     while excess > 0 and (room := [h for h in least if widths[h] > least[h]]):
-        widest = max(room, key=lambda h: widths[h])
-        widths[widest] -= 1
+        widths[max(room, key=lambda h: widths[h])] -= 1
         excess -= 1
     return {h: widths[h] for h in least}
 

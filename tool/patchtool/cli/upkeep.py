@@ -90,15 +90,13 @@ def _text(report: "pruning.CacheReport", style: Style, *, pruned: bool) -> str:
         whose = "this project" if n.this_project else n.root or "a project with no checkout record"
         lines.append(f"  project {n.key} ({whose}{'' if n.exists else ', gone'}): {n.refs} ref(s)")
     lines += [f"  checkout: {c}" for c in report.checkouts]
-    if report.objects:
-        o = report.objects
+    if o := report.objects:
         lines.append(
             f"  objects: {o.get('count', 0)} loose ({_size(o.get('size', 0) * 1024)}), "
             f"{o.get('in-pack', 0)} in {o.get('packs', 0)} pack(s) ({_size(o.get('size-pack', 0) * 1024)})"
         )
     if pruned:
-        verb = "would remove" if report.dry_run else "removed"
-        lines.append(f"{verb}: " + (", ".join(report.removed) or "nothing"))
+        lines.append(f"{'would remove' if report.dry_run else 'removed'}: " + (", ".join(report.removed) or "nothing"))
         if not report.dry_run:
             lines.append(f"freed: {_size(report.freed_bytes)}")
     return "\n".join(lines)

@@ -47,8 +47,7 @@ def _with_globals(command: Any, ctx: Any) -> list[Any]:
 
 def _taking_globals(ctx: Any) -> None:
     """The global options given here, taken off the parameters and onto the invocation passed down."""
-    given = {name: ctx.params.pop(name) for name in GLOBALS if name in ctx.params}
-    ctx.obj = invocation(ctx).taking(**given)
+    ctx.obj = invocation(ctx).taking(**{name: ctx.params.pop(name) for name in GLOBALS if name in ctx.params})
 
 
 class Command(TyperCommand):
