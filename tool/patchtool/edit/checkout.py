@@ -91,14 +91,13 @@ def checkout(project: Project, cache: Cache, *, pin_name: str | None, branch: st
     repo.update_ref(names.base_ref, base.commit)
     repo.forget_missing_worktrees()
     repo.worktree_add(where, names.short, detach=False)
-    stopped = stop(where, found, loaded[at], [lp.id for lp in loaded[at + 1 :]]) if failed is not None else None
     return Checkout(
         branch=branch,
         git_branch=names.short,
         worktree=str(where),
         base=base.commit,
         commits=tuple(Committed(id=r.id, commit=r.commit) for r in result.results if r.commit),
-        stopped=stopped,
+        stopped=stop(where, found, loaded[at], [lp.id for lp in loaded[at + 1 :]]) if failed is not None else None,
     )
 
 

@@ -68,20 +68,16 @@ def rejection_from(
     e = project.manifest.get(ident)
     hardware = ", ".join(e.scope.hardware) if e.scope else None
     model = ", ".join(e.scope.model) if e.scope else None
-    evidence = []
-    for m in e.evidence:
-        row: dict[str, Any] = {"metric": m.metric}
-        row |= {key: value for key in ("before", "after", "change") if (value := getattr(m, key)) is not None}
-        if hardware:
-            row["hardware"] = m.conditions.get("hardware", hardware)
-        if model:
-            row["model"] = m.conditions.get("model", model)
-        row["upstream"] = str(project.pin().version)
-        if m.conditions:
-            row["conditions"] = dict(m.conditions)
-        row["source"] = m.source
-        evidence.append(row)
-    added = [{"type": k.type.value, "name": k.name} for k in e.knobs if k.relation.value == "adds"]
+    evidence = [
+        {"metric": m.metric}
+        | {key: value for key in ("before", "after", "change") if (value := getattr(m, key)) is not None}
+        | ({"hardware": m.conditions.get("hardware", hardware)} if hardware else {})
+        | ({"model": m.conditions.get("model", model)} if model else {})
+        | {"upstream": str(project.pin().version)}
+        | ({"conditions": dict(m.conditions)} if m.conditions else {})
+        | {"source": m.source}
+        for m in e.evidence
+    ]
     return {
         "id": ident,
         "title": f"patch {ident}",
@@ -90,5 +86,5 @@ def rejection_from(
         "reason": reason,
         "revisit": e.drop_when,
         "evidence": evidence,
-        "knobs": added + list(knobs),
+        "knobs": [{"type": k.type.value, "name": k.name} for k in e.knobs if k.relation.value == "adds"] + list(knobs),
     } | ({"unguarded": unguarded} if unguarded else {})

@@ -350,8 +350,7 @@ def _export_manifest(
     tables = {str(t["id"]): t for t in doc.get("patch", [])}
     current = [str(t["id"]) for t in doc.get("patch", [])]
     wanted = [i for i, _ in order]
-    unchanged = current == wanted and all(str(tables[i]["file"]) == files[i] for i in wanted) and not gone
-    if unchanged and not revive:
+    if current == wanted and all(str(tables[i]["file"]) == files[i] for i in wanted) and not gone and not revive:
         return text, {}
     for ident in revive:  # back from [[dropped]] with its metadata, without the drop's reason
         at = max(n for n, t in enumerate(doc["dropped"]) if str(t["id"]) == ident)

@@ -72,8 +72,7 @@ def description(entries: Sequence[PatchEntry], patches: Sequence[LoadedPatch], p
             lines += [f"## Evidence{title}", ""]
             for e in entry.evidence:
                 values = " -> ".join(str(v) for v in (e.before, e.after) if v is not None)
-                said = "; ".join(p for p in (values, e.change) if p)
-                lines.append(f"- {e.metric}: {said}")
+                lines.append(f"- {e.metric}: {'; '.join(p for p in (values, e.change) if p)}")
                 if e.conditions:
                     lines.append("  (" + "; ".join(f"{k}: {v}" for k, v in e.conditions.items()) + ")")
                 lines.append(f"  Source: {e.source}")

@@ -287,8 +287,7 @@ def _repaired(at_branch: _Branch, ident: str, stopped: str, staged_only: bool) -
             hint=f"make them one (`git -C {worktree} reset --soft {stop_at[:12]}` keeps their changes, uncommitted), "
             f"then `patchtool refresh{again} {stopped}`",
         )
-    committed = len(commits) == at + 1 and commits[at].ident in (None, stopped)
-    before = commits[:at] if committed else commits
+    before = commits[:at] if len(commits) == at + 1 and commits[at].ident in (None, stopped) else commits
     _require_exported(repo, before, record.patches[:at], names.branch)
     parent = before[-1].commit if before else base
     lp = loaded[at]
