@@ -129,8 +129,7 @@ def _write(project: Project, ident: str, doc: Any) -> Edited:
         raise UsageError(
             f"patch {ident}: the edited entry is not valid; nothing was written", file=MANIFEST_NAME, problems=problems
         ) from None
-    before = read_inside(project.root, MANIFEST_NAME).decode("utf-8")
-    if text == before:
+    if text == read_inside(project.root, MANIFEST_NAME).decode("utf-8"):
         return Edited(id=ident, changed=(), written=())
     old, new = project.manifest.get(ident).to_dict(), after.get(ident).to_dict()
     changed = tuple(_changed(old, new))

@@ -274,8 +274,7 @@ def _first_mismatch(hunk: Hunk, lines: list[str]) -> tuple[int | None, str | Non
         at = start - 1 + i
         have = lines[at] if 0 <= at < len(lines) else None
         if have != want:
-            found = "end of file" if have is None else repr(have)
-            detail = f"line {at + 1}: expected {want!r}, found {found}"
+            detail = f"line {at + 1}: expected {want!r}, found {'end of file' if have is None else repr(have)}"
             if have is not None and have == want + "\r":
                 detail += ": upstream's lines end in CRLF, the patch's in LF"
             elif have is not None and have + "\r" == want:

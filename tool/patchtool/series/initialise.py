@@ -106,13 +106,12 @@ def init(root: Path, cache: Cache, request: Request, *, gpu_problems: GpuProblem
     journal.changed_files(root, files)  # an unreachable destination is refused before git init
     if made_git := not git.in_work_tree(root):
         git.init_repository(root)
-    written = journal.commit(root, files)
     return Initialised(
         root=root,
         pin=pin,
         prefix_guessed=guessed,
         git_init=made_git,
-        written=tuple(written),
+        written=tuple(journal.commit(root, files)),
         check=run_check(root, cache=cache, gpu_problems=gpu_problems),
     )
 

@@ -129,8 +129,7 @@ def unfilled_defaults(doc: Any) -> list[tuple[int, str, str]]:
     for i, table in enumerate(doc.get("patch", [])):
         for key, default in SKELETON_DEFAULTS.items():
             item = table.get(key) if isinstance(table, Table) else None
-            trivia = getattr(item, "trivia", None)
-            comment = str(getattr(trivia, "comment", "")).lstrip("#").strip()
+            comment = str(getattr(getattr(item, "trivia", None), "comment", "")).lstrip("#").strip()
             if item is not None and str(item) == default and comment.startswith(DEFAULT_MARK):
                 found.append((i, key, default))
     return found
