@@ -175,6 +175,4 @@ def _output_tree(path: Path) -> Path | None:
     beside it and moved into place), which exists (``_outputs_in_directories``). Something there
     already that is neither a file nor a directory (a device, a FIFO) grants nothing."""
     target = path.absolute()
-    if target.exists() and not (target.is_file() or target.is_dir()):
-        return None
-    return target.parent
+    return None if target.exists() and not (target.is_file() or target.is_dir()) else target.parent

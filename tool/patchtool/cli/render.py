@@ -89,9 +89,7 @@ def printable(text: str) -> str:
     message shows a value with ``!r``; newlines and tabs stay. What ``show``, ``status`` and ``check``
     print of a file's strings (the rebase report, the registry's texts too) passes through here, so no
     manifest or registry can recolour, overwrite or hide a line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+    return text if text.isprintable() else "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
 
 
 def problems_text(problems: Sequence[Problem], style: Style) -> str:
@@ -103,9 +101,8 @@ def series_text(series: SeriesResult, style: Style) -> str:
 
     lines = []
     for r in series.results:
-        commit = f" {r.commit[:12]}" if r.commit else ""
         word = {Outcome.APPLIED: style.ok, Outcome.FAILED: style.bad}.get(r.outcome, style.dim)(str(r.outcome))
-        lines.append(f"  {word:<8} {r.id}{style.dim(commit)}")
+        lines.append(f"  {word:<8} {r.id}{style.dim(f' {r.commit[:12]}' if r.commit else '')}")
         for f in r.failures:
             where = f"hunk {f.hunk} {f.header}" if f.hunk else "whole patch"
             lines += [f"      {f.file}: {where}", f"        why: {f.reason}" + (f" - {f.detail}" if f.detail else "")]

@@ -168,9 +168,7 @@ def _least(header: str, cells: list[Text], wraps: set[str], folds: set[str]) -> 
     if header in folds:
         return len(header)
     texts = [str(c) for c in [Text(header), *cells]]
-    if header in wraps:
-        return max(len(word) for t in texts for word in t.split() or [""])
-    return max(map(len, texts))
+    return max(len(word) for t in texts for word in t.split() or [""]) if header in wraps else max(map(len, texts))
 
 
 def _fits_words(headers: list[str], cells: dict[str, list[Text]], wraps: set[str], folds: set[str]) -> bool:

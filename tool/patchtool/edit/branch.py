@@ -221,8 +221,7 @@ def move_branch(
         repo.update_ref(names.ref, new, old, reason=action)
         return
     tree = git.Worktree(worktree)
-    head = tree.head()
-    if head != old:
+    if (head := tree.head()) != old:
         raise UsageError(
             f"the worktree {worktree} moved on while patchtool worked ({old[:12]} -> {head[:12]})",
             hint="run the command again",
