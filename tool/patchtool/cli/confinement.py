@@ -162,8 +162,7 @@ def _outputs_in_directories(inv: Invocation) -> None:
     for output in inv.outputs:
         if any(paths.is_dotgit(part) for part in Path(os.path.abspath(output)).parts):
             continue
-        parent = output.absolute().parent
-        if not parent.is_dir():
+        if not (parent := output.absolute().parent).is_dir():
             raise UsageError(
                 f"{output}: there is no directory {parent}; patchtool makes no directory for an output",
                 hint=f"create it first (mkdir -p {parent}), or name a path in a directory that exists",

@@ -74,14 +74,12 @@ class Invocation:
         from patchtool.project.repository import Project
 
         if self.creates:
-            made = (self.root or Path.cwd()).absolute()
-            if not made.is_dir():
+            if not (made := (self.root or Path.cwd()).absolute()).is_dir():
                 raise UsageError(f"--root {self.root}: no such directory", hint="make the directory first")
             return made
         if self.root is None:
             return Project.find(Path.cwd())
-        found = self.root.absolute()
-        if not (found / MANIFEST_NAME).is_file():
+        if not ((found := self.root.absolute()) / MANIFEST_NAME).is_file():
             raise UsageError(
                 f"--root {self.root}: no {MANIFEST_NAME} there", hint="pass the patch repository's directory"
             )

@@ -65,8 +65,7 @@ def edit_until_valid(
     done = False
     try:
         while True:
-            code = _run(inv, editor, [*argv, str(path)], nothing)
-            if code != 0:
+            if (code := _run(inv, editor, [*argv, str(path)], nothing)) != 0:
                 failed = UsageError(f"the editor ({editor}) exited with {code}; {nothing}")
                 if _without(read_named_text(path, what="the edited text"), top) == text:
                     done = True  # nothing typed: the user gave up
@@ -135,8 +134,7 @@ def _again(exc: PatchtoolError) -> bool:
         return False
     sys.stderr.write(problems_text(exc.as_problems(), Style(colour=False)) + "\nedit again? [Y/n] ")
     sys.stderr.flush()
-    answer = sys.stdin.readline()
-    return bool(answer) and answer.strip().lower() in ("", "y", "yes")
+    return bool(answer := sys.stdin.readline()) and answer.strip().lower() in ("", "y", "yes")
 
 
 def _problems_block(exc: PatchtoolError) -> str:

@@ -165,10 +165,8 @@ def _show(inv: Invocation, shown: Shown, style: Style) -> int:
     if inv.as_json:
         data = shown.data if shown.data is None or isinstance(shown.data, dict) else shown.data.to_dict()
         _echo(envelope(inv.command, shown.code, data, shown.problems))
-    else:
-        text = shown.text(style)
-        if text:
-            _echo(text, err=shown.code not in (ExitCode.OK, ExitCode.PROBLEMS, ExitCode.CONFLICT, ExitCode.PREDICTED))
+    elif text := shown.text(style):
+        _echo(text, err=shown.code not in (ExitCode.OK, ExitCode.PROBLEMS, ExitCode.CONFLICT, ExitCode.PREDICTED))
     return int(shown.code)
 
 

@@ -113,20 +113,17 @@ def rebase_text(report: RebaseReport, style: Style) -> str:
             lines.append(printable(f"  {dr.patch}: {dr.path}: {dr.detail}"))
             lines += [printable(f"      upstream: {c}") for c in dr.commits]
     lines += [fill(printable(h), style, prefix="history: ", indent=2) for h in report.history]
-    failed = [a for a in report.assumptions if not a.ok]
-    if failed:
+    if failed := [a for a in report.assumptions if not a.ok]:
         lines.append("assumption checks that fail on the target:")
         lines += [printable(f"  {a.patch}/{a.id}: expected {a.expects}, found {a.found}") for a in failed]
-    due = [r for r in report.revisit if r.holds]
-    if due:
+    if due := [r for r in report.revisit if r.holds]:
         lines.append("rejected ideas whose reason may no longer hold:")
         lines += [printable(f"  {r.entry}: {r.condition} - {r.why}") for r in due]
     if report.drop:
         lines.append("patches whose drop condition holds:")
         for d in report.drop:
             lines += [printable(f"  {d.patch}: {d.why}"), *(printable(f"      evidence: {e}") for e in d.evidence)]
-    widened = [w for w in report.widenings if report.widen and w.new]
-    if widened:
+    if widened := [w for w in report.widenings if report.widen and w.new]:
         lines.append(
             f"applies_to {'widened' if report.status is RebaseStatus.DONE else 'to widen'} to admit the target:"
         )

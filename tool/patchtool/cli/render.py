@@ -306,8 +306,7 @@ def rebase_markdown(report: RebaseReport) -> str:
             ]
         )
         out.append(f"| `{s.id}` | {s.outcome} | {'; '.join(x for x in (detail, extra) if x)} |")
-    moved = [f"- `{s.id}`: `{m.file}` {m.describe()}" for s in report.steps for m in s.shifted]
-    if moved:
+    if moved := [f"- `{s.id}`: `{m.file}` {m.describe()}" for s in report.steps for m in s.shifted]:
         out += ["", "### Hunks applied at other lines", "", *moved]
     sections: list[tuple[str, list[str]]] = [
         (

@@ -129,8 +129,7 @@ def status_table(report: StatusReport, style: Style) -> str:
     )
     lines = [head, *status_head(report, style)]
     tail = [problems_text([p], style) + " (skipped)" for p in report.gpu_results_problems]
-    left_out = [h for h in cells if h not in shown]
-    if left_out:
+    if left_out := [h for h in cells if h not in shown]:
         tail.append(style.dim(f"left out to fit {width()} columns: {', '.join(left_out)}"))
     what = "files and GPU verifications" if gpu_column else "the files"
     tail.append(style.dim(f"{what} of each patch: `patchtool status --long`"))

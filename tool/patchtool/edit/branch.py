@@ -256,8 +256,7 @@ def export_commit(repo: git.Repo, commit: str) -> str:
     """The canonical patch file for a checkout commit: git's own format, without the trailer;
     UsageError naming the file when the commit changes one that is not UTF-8 (a patch file is)."""
     try:
-        message = repo.commit_message(commit)
-        if trailer_id(message) is None:
+        if trailer_id(message := repo.commit_message(commit)) is None:
             return repo.format_patch(commit)
         author, _ = repo.idents(commit)
         parent = repo.resolve(f"{commit}^")

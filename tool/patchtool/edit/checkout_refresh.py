@@ -109,8 +109,7 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     chain = {r.id: r.commit or "" for r in series.results}
     plan, left_out, kept = _plan(repo, record, commits, loaded, {d.entry.id for d in project.manifest.dropped})
     start, built = _build(repo, base.commit, plan, loaded, chain, names)
-    new_tip = built[-1] if built else start
-    if new_tip != tip:
+    if (new_tip := built[-1] if built else start) != tip:
         move_branch(repo, names, worktree, tip, new_tip, "patchtool checkout --refresh")
     repo.update_ref(names.base_ref, base.commit)
     names.save_record(repo, loaded_record(pin.name, base.commit, loaded, chain))

@@ -79,8 +79,7 @@ def exportable(
             hint=f"fix it in the checkout's worktree (if it was removed, `patchtool checkout{again}` makes it "
             f"again), then `patchtool refresh{again} {stopped}`",
         )
-    changes = changes_since(record, project)
-    if changes and stopped is None and record.pin == project.manifest.pin:
+    if (changes := changes_since(record, project)) and stopped is None and record.pin == project.manifest.pin:
         exported = _record_of_export(project, cache.repo, names, base, tip)
         if exported is not None:  # written, its record not saved yet: in sync all the same
             names.save_record(cache.repo, exported)
@@ -175,8 +174,7 @@ def planned(
     revive = list(dict.fromkeys(revive))
     order, given = _identify(project, commits, revive, branch)
     kept = {i for i, _, _ in order}
-    gone = [e.id for e in project.manifest.patches if e.id not in kept]
-    if gone and not allow_drop:
+    if (gone := [e.id for e in project.manifest.patches if e.id not in kept]) and not allow_drop:
         raise UsageError(
             f"patch(es) {', '.join(gone)} have no commit on {branch!r} any more; refusing to delete them silently",
             hint="record it: `patchtool drop ID --reason ...`, or export with --allow-drop",

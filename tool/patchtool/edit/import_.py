@@ -291,8 +291,7 @@ def _read_series(directory: Path, series: str, strip: int | None, reading: _Read
     first: dict[str, int] = {}  # each name's line
     listing = text = read_text_if_present(directory, series) or ""
     for number, line in enumerate(lines_of(text, keepends=False), 1):
-        words = line.split("#", 1)[0].split()
-        if not words:
+        if not (words := line.split("#", 1)[0].split()):
             continue
         name, options = words[0], words[1:]
         level = 1 if strip is None else strip
@@ -374,8 +373,7 @@ def _plain_patch(source: str, name: str, text: str, url: str | None, strip: int 
                 problems=[Problem(message=exc.message, file=source, line=line, hint=exc.hint, code="unsafe-diff")],
             ) from None
     said = dep3.described(header)
-    author = said.author or reading.who.who()
-    if "<" not in author:
+    if "<" not in (author := said.author or reading.who.who()):
         author = f"{author} <unknown@localhost>"
     subject = said.subject or " ".join((reading.who.subject or "").split()) or _subject_from_name(name)
     if why := unreadable_message(f"subject\n\n{said.body}"):  # its lines count from the header's top

@@ -44,8 +44,7 @@ def new(
     given = metadata.validate(dataclasses.replace(given, id=ident))
     if any(e.id == ident for e in project.manifest.patches):
         raise UsageError(f"a patch {ident!r} exists already")
-    dropped = {d.entry.id: d for d in project.manifest.dropped}
-    if ident in dropped:
+    if ident in (dropped := {d.entry.id: d for d in project.manifest.dropped}):
         raise UsageError(
             f"{ident!r} is the id of a dropped patch ({dropped[ident].reason})",
             hint="pick another id; to bring that patch back, put its commit on the branch and "

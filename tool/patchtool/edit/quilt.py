@@ -116,8 +116,7 @@ def merged_series(kept: str, order: Sequence[tuple[str, bool]]) -> str:
     out: list[str] = []
     done: set[str] = set()
     for line in lines_of(kept):
-        words = line.split("#", 1)[0].split()
-        if not words:
+        if not (words := line.split("#", 1)[0].split()):
             out.append(line if line.endswith("\n") else line + "\n")
             continue
         if words[0] in done or not any(name == words[0] and listed for name, listed in queue):
@@ -171,8 +170,7 @@ def reprefixed(diff: str, strip: int) -> str:
             rest = line[len("diff --git ") :]
             q = '"' if rest.startswith('"') else ""
             rest = q + old + rest[len(q) + 2 :]
-            cut = max(rest.rfind(" b/"), rest.rfind(' "b/'))
-            if cut >= 0:
+            if (cut := max(rest.rfind(" b/"), rest.rfind(' "b/'))) >= 0:
                 q2 = '"' if rest[cut + 1] == '"' else ""
                 rest = rest[: cut + 1] + q2 + new + rest[cut + 1 + len(q2) + 2 :]
             line = "diff --git " + rest  # noqa: PLW2901 -- a header line rewritten, then kept

@@ -116,8 +116,7 @@ def fold(project: Project, cache: Cache, *, ident: str, branch: str, staged_only
     texts: dict[str, str] = {}
     written: list[dict[str, str]] = []
     for i in ids[at:]:
-        text = export_commit(repo, final[i])
-        if text.encode() != have[i]:
+        if (text := export_commit(repo, final[i])).encode() != have[i]:
             texts[files[i]] = text
             why = "" if i == ident else _what_moved(have[i].decode("utf-8", "replace"), text)
             written.append({"id": i, "file": files[i], "why": why})
@@ -422,8 +421,7 @@ def _build(
     target = commits[at]
     writes: list[git.NewCommit] = []
     with repo.reader() as reader, merge.Workspace(repo, reader, target.commit, (), lambda _path: None) as ws:
-        folded = merge.merge_patch(ws, change, LABELS)
-        if not folded.clean:
+        if not (folded := merge.merge_patch(ws, change, LABELS)).clean:
             paths_ = sorted({c.path for c in folded.conflicts})
             later = [c.ident or c.subject for c in commits[at + 1 :] if _touches(repo, c, paths_)]
             raise RefreshConflict(

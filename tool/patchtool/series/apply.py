@@ -272,8 +272,7 @@ def _first_mismatch(hunk: Hunk, lines: list[str]) -> tuple[int | None, str | Non
     start = hunk.old_start
     for i, want in enumerate(hunk.contents(CONTEXT, REMOVED)):
         at = start - 1 + i
-        have = lines[at] if 0 <= at < len(lines) else None
-        if have != want:
+        if (have := lines[at] if 0 <= at < len(lines) else None) != want:
             detail = f"line {at + 1}: expected {want!r}, found {'end of file' if have is None else repr(have)}"
             if have is not None and have == want + "\r":
                 detail += ": upstream's lines end in CRLF, the patch's in LF"

@@ -171,8 +171,7 @@ def load_pending(root: Path, ident: str) -> Metadata | None:
         data = loads_json(text)
         if not isinstance(data, dict) or data.pop("schema", None) != 1:
             raise ValueError("not a record of schema 1")
-        meta = Metadata.from_dict(data)
-        if meta.id != ident:
+        if (meta := Metadata.from_dict(data)).id != ident:
             raise ValueError(f"it names {meta.id!r}, not {ident!r}")
         return validate(meta)
     except (ValueError, UsageError) as exc:
