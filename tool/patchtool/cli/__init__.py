@@ -57,8 +57,7 @@ def _closed_streams_to_devnull() -> None:
         try:
             os.fstat(fd)
         except OSError:
-            got = os.open(os.devnull, os.O_RDWR)
-            if got != fd:
+            if (got := os.open(os.devnull, os.O_RDWR)) != fd:
                 os.dup2(got, fd)
                 os.close(got)
     for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):

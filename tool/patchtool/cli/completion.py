@@ -78,8 +78,7 @@ def rebase_targets(ctx: typer.Context) -> Iterator[str]:
     for name in names(where):
         with contextlib.suppress(Exception):
             yield str(load_pin(where, name).version)
-    pin = load_pin(where, load(where / MANIFEST_NAME).pin)
-    if pin.artifact is None:
+    if (pin := load_pin(where, load(where / MANIFEST_NAME).pin)).artifact is None:
         return
     prefix = f"{IMPORTS}{pin.artifact.distribution.canonical}-"
     tags = refs(Invocation(root=where, cache_dir=_given(ctx, "global_cache_dir")).cache().repo, prefix)

@@ -141,8 +141,7 @@ def _outputs_follow_no_repository_link(inv: Invocation) -> None:
             continue
         here = root
         for part in target.relative_to(root).parts:
-            here = here / part
-            if here.is_symlink():
+            if (here := here / part).is_symlink():
                 rel = here.relative_to(root).as_posix()
                 how = "is" if here == target else f"lies through {rel},"
                 raise UsageError(

@@ -35,16 +35,14 @@ class RichReporter:
             return task
 
     def advance(self, handle: object, amount: float, note: str | None) -> None:
-        progress = self._progress
-        if progress is None:
+        if (progress := self._progress) is None:
             return
         fields: dict[str, Any] = {} if note is None else {"note": note}
         progress.update(_task_id(handle), advance=amount, **fields)
 
     def stop(self, handle: object) -> None:
         with self._lock:
-            progress = self._progress
-            if progress is None:
+            if (progress := self._progress) is None:
                 return
             progress.remove_task(_task_id(handle))
             self._running -= 1

@@ -207,8 +207,7 @@ def revisit_text(report: RevisitReport, style: Style) -> str:
 def status_head(report: StatusReport, style: Style) -> list[str]:
     """What ``status`` says before the patches: a stopped or running rebase, where it is and what
     to do next; then the checkout commits no export has written."""
-    r = report.rebase
-    if r is None:
+    if (r := report.rebase) is None:
         return unexported_lines(report.unexported, style)
     n = len(report.patches)
     where = f"{r.done} of {n} through"

@@ -100,8 +100,7 @@ def refresh(project: Project, cache: Cache, names: CheckoutBranch) -> Refreshed:
     pin = project.pin()
     loaded = project.series()
     base = cache.ensure(pin)
-    series = apply_series(repo, base.commit, loaded, commit=True, message=commit_message)
-    if not series.ok:
+    if not (series := apply_series(repo, base.commit, loaded, commit=True, message=commit_message)).ok:
         failed = series.failed
         raise PatchtoolError(
             f"the series does not apply at {pin.name} ({failed.id if failed else '?'})", hint="run `patchtool check`"
@@ -253,8 +252,7 @@ def new_commit(
 def _merge(
     ws: merge.Workspace, changes: tuple[git.RawChange, ...], what: str, commit: str
 ) -> dict[str, merge.File | None]:
-    merged = merge.merge_patch(ws, changes, ("current series", "checkout", "yours"), commit=commit)
-    if not merged.clean:
+    if not (merged := merge.merge_patch(ws, changes, ("current series", "checkout", "yours"), commit=commit)).clean:
         raise RefreshConflict(
             f"{what}: {'; '.join(c.message for c in merged.conflicts)}; nothing was changed",
             hint="resolve it by hand: take the commit out of the branch (`git rebase -i`) and "

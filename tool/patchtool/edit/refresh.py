@@ -227,8 +227,7 @@ def _nothing_to_refresh(ident: str, worktree: Path, staged_only: bool, *, new: b
 def _worktree_tree(worktree: Path, tip: str, branch: str, *, staged_only: bool) -> str:
     """The tree of the worktree's files as they are (``staged_only``: its index), refused while
     it is elsewhere than the branch's tip or has unmerged paths."""
-    tree = git.Worktree(worktree)
-    if tree.head() != tip:
+    if (tree := git.Worktree(worktree)).head() != tip:
         raise UsageError(
             f"the worktree {worktree} is not at the tip of branch {branch!r}", hint="git switch back to it"
         )
@@ -293,8 +292,7 @@ def _repaired(at_branch: _Branch, ident: str, stopped: str, staged_only: bool) -
     rels = [*git.Worktree(worktree).changed(), *(c.new_path for c in repo.diff_raw(parent, tip) if c.new_path)]
     if left := repair.markers_left(worktree, stopped, sorted(set(rels))):
         raise UsageError(f"conflict markers remain in {', '.join(left)} (in {worktree})", hint=hint)
-    wanted = _worktree_tree(worktree, tip, names.branch, staged_only=False)
-    if wanted == repo.tree_of(parent):
+    if (wanted := _worktree_tree(worktree, tip, names.branch, staged_only=False)) == repo.tree_of(parent):
         raise UsageError(
             f"nothing to refresh {ident} with: the worktree {worktree} holds the patches before it and no change",
             hint=f"{hint}; or take it out of the series (`patchtool drop {ident} --reason ...`)",

@@ -71,8 +71,7 @@ def check_standalone(
     for ident in idents:
         closure = required_closure(manifest, ident)
         onto = closure[:-1]
-        alone = apply_series(repo, base, [by_id[i] for i in closure], commit=False)
-        if alone.ok:
+        if (alone := apply_series(repo, base, [by_id[i] for i in closure], commit=False)).ok:
             out.append(Standalone(id=ident, onto=onto, ok=True))
             continue
         failed = alone.failed
