@@ -13,7 +13,14 @@ from patchtool.cli.completion import PinOption, rebase_targets
 from patchtool.cli.confinement import write_report
 from patchtool.cli.context import cache, invocation, load_project, locked, repository
 from patchtool.cli.exits import Shown, command
-from patchtool.cli.render import Style, check_text, rebase_markdown, series_text, status_text, unexported_lines
+from patchtool.cli.render import (
+    Style,
+    check_text,
+    rebase_markdown,
+    series_text,
+    status_text,
+    unexported_lines,
+)
 from patchtool.errors import ApplyConflict, ExitCode, UsageError
 
 if TYPE_CHECKING:

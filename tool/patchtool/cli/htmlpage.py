@@ -31,7 +31,11 @@ if TYPE_CHECKING:
     from patchtool.rebase.transaction import RebaseReport
 
 _STATUS = MappingProxyType(
-    {RebaseStatus.DONE: "rebased", RebaseStatus.DRY_RUN: "dry run", RebaseStatus.CONFLICT: "stopped at a conflict"}
+    {
+        RebaseStatus.DONE: "rebased",
+        RebaseStatus.DRY_RUN: "dry run",
+        RebaseStatus.CONFLICT: "stopped at a conflict",
+    }
 )
 _RANGE_HEAD = re.compile(r"^\s*(?:\d+|-+):\s+(?:[0-9a-f]+|-+) ([=!<>]) ")
 _RANGE_CLASS = MappingProxyType({"=": "rd-same", "!": "rd-changed", "<": "rd-gone", ">": "rd-new"})

@@ -87,7 +87,13 @@ def _marked(ident: str, f: FileDiff, lines: list[str]) -> tuple[list[str], list[
             continue
         pre, post = hunk.image(False)
         at = min(max(hunk.new_start - 1 + drift, 0), len(image))
-        block = [f"{OURS}\n", *_ended(image[at : at + len(pre)]), "=======\n", *_ended(post), f"{theirs(ident, n)}\n"]
+        block = [
+            f"{OURS}\n",
+            *_ended(image[at : at + len(pre)]),
+            "=======\n",
+            *_ended(post),
+            f"{theirs(ident, n)}\n",
+        ]
         image[at : at + len(pre)] = block
         drift += len(block) - len(post)
         notes.append(Note(file=f.path, hunk=n, line=at + 1))
