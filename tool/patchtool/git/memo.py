@@ -7,6 +7,12 @@ written atomically; a missing or unreadable one is simply computed again.
 
 An answer that names objects (a chain's commits, the blobs of its changes) holds only while
 those objects exist: the caller keeps them with a ref and checks that ref (``replay.old_chain``).
+
+This is the one rule for every git answer kept between commands (the chain, its changes, the
+renames between two pins, the history's fetched blobs and commits). What it buys, measured on the
+30-patch bench cache (bench/rebase_bench.py's, 2 busy cores): each rebase, ``--continue`` or dry
+run asks git for the chain's changes (``git log --raw -M``, 46 ms) and the renames of a gone file
+(128 ms) where the memo answers in 0.1 ms, some 0.17 s of a step whose median target is 0.6 s.
 """
 
 from __future__ import annotations
