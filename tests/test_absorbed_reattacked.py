@@ -91,10 +91,17 @@ class Hybrid:
 """
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known, safe: the words of a removed line that upstream wrote in another function stop the drop (rb-0083)",
+)
 def test_words_of_a_removed_line_in_another_function_do_not_keep_it(tmp_path: Path) -> None:
     # the rebase bench's rb-0083 (sglang 0.5.20 -> 0.5.23, pool_configurator.py): a backport of
-    # upstream's own change to one method stopped as "may be upstream", because upstream also
-    # rewrote another class's method into one line holding every word of the line it replaces
+    # upstream's own change to one method stops as "may be upstream", because upstream also
+    # rewrote another class's method into one line holding every word of the line it replaces.
+    # Counting words only in the removed line's own scope fixed this and was reverted: a fourth
+    # attack showed it drops patches whose setting upstream moved into a helper, a callee, a
+    # decorator or the previous line of a shell script (the cases below).
     fixed = POOL.replace("max(available_bytes, 0)", "max(available_bytes - self.overhead, 0)")
     rewritten = fixed.replace(
         "max(\n            available_bytes - 1,\n            0,\n        )", "max(available_bytes - 1, 0)"
@@ -107,6 +114,87 @@ def test_words_of_a_removed_line_in_another_function_do_not_keep_it(tmp_path: Pa
         [("backport", "Backport upstream's overhead fix", {"demo/c.py": fixed})],
     )
     assert steps(p.dry_run())["backport"]["outcome"] == "already upstream"
+
+
+# A fourth attack, on counting a removed line's words only in its own scope (tried, reverted): in
+# each case the patch and upstream delete the same line, so the merge changes nothing, while
+# upstream still has the setting, written in another form elsewhere. Each must stop.
+NET = """import ssl
+
+
+def make_ctx():
+    return ssl.create_default_context()
+
+
+def connect(host):
+    ctx = make_ctx()
+    ctx.check_hostname = False
+    return open_conn(host, ctx)
+"""
+
+CLIENT = """class Client:
+    def setup(self):
+        self.opts = {}
+        self.log = []
+        self.count = 0
+        self.opts["verify"] = False
+    def connect(self):
+        return self.opts
+"""
+
+FETCH = """#!/bin/sh
+set -e
+curl_opts="--retry 3"
+curl_opts="$curl_opts --insecure"
+echo "fetching $URL"
+mkdir -p out
+curl $curl_opts -o out/file "$URL"
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "base", "line", "upstream"),
+    [
+        # the setting moved into the helper that is called
+        (
+            "demo/net.py",
+            NET,
+            "    ctx.check_hostname = False\n",
+            (
+                "    return ssl.create_default_context()\n",
+                "    ctx = ssl.create_default_context()\n    ctx.check_hostname = bool(False)\n    return ctx\n",
+            ),
+        ),
+        # the last line of a method, no blank line after it: written again at the method's top
+        (
+            "demo/client.py",
+            CLIENT,
+            '        self.opts["verify"] = False\n',
+            ("        self.opts = {}\n", "        self.opts = {}; self.opts.update(verify=False)\n"),
+        ),
+        # a script with no functions: the flag moved onto the command it was for
+        (
+            "scripts/fetch.sh",
+            FETCH,
+            'curl_opts="$curl_opts --insecure"\n',
+            ("curl $curl_opts -o", "curl $curl_opts --insecure -o"),
+        ),
+    ],
+    ids=["into-a-helper", "last-line-of-a-method", "shell-flag-moved"],
+)
+def test_a_removed_setting_upstream_wrote_elsewhere_stops(
+    tmp_path: Path, path: str, base: str, line: str, upstream: tuple[str, str]
+) -> None:
+    fixed = base.replace(line, "")
+    moved = fixed.replace(*upstream)
+    assert fixed not in (base, moved)
+    p = _project(
+        tmp_path,
+        {path: base},
+        [("moved", {path: moved})],
+        [("unsafe", "Drop the unsafe setting", {path: fixed})],
+    )
+    assert steps(p.dry_run())["unsafe"]["outcome"] != "already upstream"
 
 
 DUP = """def f():
@@ -471,11 +559,13 @@ def size(table):
 """
 
 
+@pytest.mark.xfail(
+    strict=True, reason="known, safe: a common line the patch removes that upstream wrote anew elsewhere stops the drop"
+)
 def test_identical_upstream_change_with_the_removed_line_elsewhere_is_dropped(tmp_path: Path) -> None:
     # Upstream made the patch's own commit, then added a function that, like many, returns None.
-    # `_Target.kept` took that line, written in another function, for `        return None`
-    # written again, and the patch stopped though upstream has it line for line. It was a known
-    # gap (xfail); the words of a removed line now count only in the scope it was in.
+    # `_Target.kept` takes `        return None`, written in another function, for the removed
+    # line written again: the patch stops though upstream has it line for line.
     fixed = GET.replace("        return None\n", "        raise KeyError(key)\n")
     later = (
         fixed

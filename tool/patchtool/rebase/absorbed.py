@@ -166,59 +166,49 @@ def _has(g: _Group, base: Sequence[str], after: Sequence[str], region: Sequence[
     one block, in order; none of the lines it removes; a hunk that moves a line, in its new order;
     and none of the lines it removes kept elsewhere in the target (``_Target.kept``)."""
     runs = [after[b.b_start : b.b_end] for b in g.blocks if b.b_end > b.b_start]
-    removed = {i: base[i] for b in g.blocks for i in range(b.a_start, b.a_end)}
-    if not any(line.strip() for line in (*(line for run in runs for line in run), *removed.values())):
+    removed = [line for b in g.blocks for line in base[b.a_start : b.a_end]]
+    if not any(line.strip() for line in (*(line for run in runs for line in run), *removed)):
         return False  # blank lines alone say nothing of where upstream is
     post = after[g.b[0] : g.b[1]]
     kept = set(post)
-    gone = {i: line for i, line in removed.items() if line not in kept}
+    gone = [line for line in removed if line not in kept]
     if len(gone) < len(removed) and not _in_order(post, region):
         return False
-    if any(line in region or (line.strip() and target.kept(line, i)) for i, line in gone.items()):
+    if any(line in region or (line.strip() and target.kept(line)) for line in gone):
         return False
     return _runs_in_order(runs, region)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Target:
-    """A file as the patch leaves it (``after``, its lines counted) and in the target (``have``,
-    its diff from the old pin ``blocks``), and the words of each line upstream wrote there
-    (``written``: the target's lines the line diff from the old pin does not pair, and the
-    patched file does not have, each by its index)."""
+    """A file as the patch leaves it (``after``, its lines counted) and in the target (``have``),
+    and the words of each line upstream wrote there (``written``: the target's lines the line diff
+    from the old pin does not pair, and the patched file does not have)."""
 
-    path: str
-    have: Sequence[str]
-    blocks: Sequence[textpatch.Block]
     after: Counter[str]
-    held: Counter[str]
-    written: tuple[tuple[int, frozenset[str]], ...]
+    have: Counter[str]
+    written: tuple[frozenset[str], ...]
 
     @classmethod
     def of(cls, path: str, after: Sequence[str], have: Sequence[str], blocks: Sequence[textpatch.Block]) -> _Target:
         counted = Counter(line.strip() for line in after)
         # a line the patched file has too is the patch's own, not upstream's other form of a line it
         # removes; nor is a Python comment (``# until 1.1 the timeout was 10``)
+        lines = {have[i].strip() for b in blocks for i in range(b.b_start, b.b_end)}
         python = path.endswith(".py")
-        lines = ((i, have[i].strip()) for b in blocks for i in range(b.b_start, b.b_end))
-        written = ((i, frozenset(_WORD.findall(s))) for i, s in lines if not counted[s])
-        kept = tuple((i, w) for i, w in written if w and not (python and have[i].lstrip().startswith("#")))
-        return cls(path, have, blocks, counted, Counter(line.strip() for line in have), kept)
+        written = {frozenset(_WORD.findall(s)) for s in lines if not counted[s] and not (python and s.startswith("#"))}
+        return cls(counted, Counter(line.strip() for line in have), tuple(w for w in written if w))
 
-    def kept(self, line: str, at: int) -> bool:
-        """Whether upstream kept ``line``, the line ``at`` (0-based) of the old pin that the patch
-        removes: the target has it (indented anyhow) more often than the patched file does
-        (upstream moved it, not removed it), or a line upstream wrote in the same scope as where
-        the line was holds every word of it, two at least (it wrote the same setting again in
-        another form; the same words in another function are another line's)."""
+    def kept(self, line: str) -> bool:
+        """Whether upstream kept ``line``, a line the patch removes: the target has it (indented
+        anyhow) more often than the patched file does (upstream moved it, not removed it), or a
+        line upstream wrote holds every word of it, two at least (it wrote the same setting again
+        in another form)."""
         words = frozenset(_WORD.findall(line))
         # punctuation and keywords alone (``)``, ``else:``, ``return None``) stand everywhere
-        if any(not keyword.iskeyword(w) for w in words) and self.held[line.strip()] > self.after[line.strip()]:
+        if any(not keyword.iskeyword(w) for w in words) and self.have[line.strip()] > self.after[line.strip()]:
             return True
-        if len(words) < 2 or not (found := [i for i, w in self.written if words <= w]):
-            return False
-        place = min(follow(self.blocks, at, at + 1)[0], len(self.have) - 1)
-        scope = scope_near(self.path, self.have, place)
-        return any(scope_near(self.path, self.have, i) == scope for i in found)
+        return len(words) >= 2 and any(words <= w for w in self.written)
 
 
 def _lines(text: str) -> list[str]:
@@ -366,9 +356,8 @@ def removed_kept(ws: merge.Workspace, changes: Sequence[git.RawChange]) -> tuple
             continue
         have = _lines(target)
         lookup = _Target.of(path, after, have, textpatch.diff(base, have))
-        removed = {i: base[i] for b in textpatch.diff(base, after) for i in range(b.a_start, b.a_end)}
-        kept = {line for i, line in removed.items() if line.strip() and lookup.kept(line, i)}
-        out += [f"{path}: {line.rstrip()}" for line in sorted(kept)]
+        removed = {line for b in textpatch.diff(base, after) for line in base[b.a_start : b.a_end]}
+        out += [f"{path}: {line.rstrip()}" for line in sorted(removed) if line.strip() and lookup.kept(line)]
     return tuple(out)
 
 
